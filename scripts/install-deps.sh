@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages frt needs to build and test. Idempotent:
+# packages already installed are left alone, and nothing runs apt when all
+# are present. apt only; run as root (or through sudo).
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config
+  libjansson-dev      # JSON: config.json, tokenizer.json, HTTP bodies
+  libpcre2-dev        # tokenizer split regex (UTF + UCP + JIT)
+  libutf8proc-dev     # tokenizer NFC normalizer
+  libxxhash-dev       # capsule checksums, weight hashes
+  libopenblas-dev     # CPU GEMM
+  libsqlite3-dev      # capsule registry index
+  libmicrohttpd-dev   # the OpenAI-compatible server
+  curl                # end-to-end server tests
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,10 @@
+/* cmd_tokenize.c - frt tokenize. */
+#include "cli.h"
+
+#include <stdio.h>
+
+int frt_cmd_tokenize(int argc, char **argv)
+{
+    fprintf(stderr, "frt %s: not supported yet in this build\n", argv[0]);
+    return 1;
+}

@@ -1,0 +1,53 @@
+/* frt.c - the frt command line: dispatch to one subcommand. */
+#include "cli.h"
+
+#include "frt/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} cmds[] = {
+    {"demo", frt_cmd_demo, "run the coding-agent capsule demo (the main job)"},
+    {"generate", frt_cmd_generate, "generate text from a prompt"},
+    {"serve", frt_cmd_serve, "OpenAI-compatible HTTP server with sessions and capsules"},
+    {"bench", frt_cmd_bench, "benchmarks (frt bench exec | frt bench -m DIR ...)"},
+    {"gen-model", frt_cmd_gen_model, "write a random-weight checkpoint at a real shape"},
+    {"inspect", frt_cmd_inspect, "describe a checkpoint directory"},
+    {"tokenize", frt_cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", frt_cmd_detokenize, "print the text of token ids"},
+    {"selfcheck", frt_cmd_selfcheck, "self-check of the execution contract"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: frt COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
+    fprintf(f, "\n'frt COMMAND --help' describes one command.\n");
+}
+
+int frt_cli_fail(const char *cmd, int status)
+{
+    fprintf(stderr, "frt %s: %s (%s)\n", cmd, frt_last_error()[0] ? frt_last_error()
+                                                             : frt_status_str(status),
+            frt_status_name(status));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "frt: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
