@@ -24,9 +24,10 @@ test: build
 test-gpu: build
 	@cd $(BUILD) && ctest --output-on-failure -L gpu
 
-# The main job.
+# The main job. Until the capsule demo exists (frt demo), a self-check of the
+# execution contract.
 demo: build
-	@$(BUILD)/frt demo
+	@$(BUILD)/frt selfcheck
 
 # CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:

@@ -1,10 +1,372 @@
-/* cmd_bench.c - frt bench. */
+/*
+ * cmd_bench.c - frt bench: benchmarks.
+ *
+ *   frt bench exec [--backend cuda|cpu] [--json FILE] [--quick]
+ *       the execution contract against the machine's ceilings:
+ *       - a chain of 100 tiny kernels (cpu: host tasks), launched directly vs
+ *         replayed as one captured graph: microseconds per chain (median of
+ *         many, wall clock from first enqueue to sync, and between events);
+ *       - copy bandwidth: device -> device (2 GiB, frt_buffer_copy and a
+ *         64-piece frt_buffer_copy_batch), host -> device and device -> host
+ *         through pinned memory (1 GiB); cpu: 256 MiB each. Events, warm-up,
+ *         median. cuda rates are shown against the H200 ceilings measured in
+ *         ../shared/H200.md. The device-to-device rate counts bytes read +
+ *         written, in GiB/s (2^30), which is how that page's 3971 figure
+ *         was computed (a 2 GiB copy in 1.007 ms).
+ *
+ *   frt bench -m DIR ...   model benchmarks: not in this build yet (the branch
+ *       point is bench_model below).
+ */
 #include "cli.h"
 
+#include "frt/exec.h"
+#include "frt/status.h"
+
+#if FRT_HAVE_CUDA
+#include "exec/cuda/exec_kernels.h"
+#endif
+
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define CHAIN_LEN 100
+#define CHAIN_FLOATS 256
+
+/* The H200 ceilings (../shared/H200.md), GiB/s. */
+#define H200_D2D_RW_GIBS 3971.0
+#define H200_H2D_GIBS 51.6
+#define H200_D2H_GIBS 51.5
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: frt bench exec [--backend cuda|cpu] [--json FILE] [--quick]\n"
+               "       frt bench -m DIR ...   (model benchmarks; not in this build yet)\n");
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the launch chain ------------------------------------------------------ */
+
+typedef struct chain_step {
+    float *x;
+    size_t n;
+} chain_step;
+
+static void chain_step_host(void *p)
+{
+    chain_step *c = p;
+    for (size_t i = 0; i < c->n; i++) c->x[i] = 0.999f * c->x[i] + 0.001f;
+}
+
+typedef struct chain_ctx {
+    frt_context *ctx;
+    frt_buffer *x;
+} chain_ctx;
+
+/* CHAIN_LEN tiny steps on s: kernels on cuda, host tasks on cpu. */
+static int chain_enqueue(frt_stream *s, void *user)
+{
+    chain_ctx *c = user;
+    float *x = frt_buffer_ptr(c->x);
+    for (int i = 0; i < CHAIN_LEN; i++) {
+        int rc;
+#if FRT_HAVE_CUDA
+        if (frt_context_backend(c->ctx) == FRT_BACKEND_CUDA) {
+            rc = frt_cuda_axpb(frt_stream_native(s), x, CHAIN_FLOATS, 0.999f, 0.001f);
+            if (rc) return rc;
+            continue;
+        }
+#endif
+        chain_step a = {x, CHAIN_FLOATS};
+        rc = frt_stream_host_task(s, chain_step_host, &a, sizeof a);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+typedef struct chain_result {
+    double wall_us, event_us;
+} chain_result;
+
+/* One timed chain: mode 0 direct, 1 graph replay. */
+static int chain_once(chain_ctx *c, frt_graph *g, frt_stream *s, frt_event *e0, frt_event *e1,
+                      int mode, double *wall, double *ev)
+{
+    double t0 = now_us();
+    int rc = frt_event_record(e0, s);
+    if (!rc) rc = mode ? frt_graph_replay(g, 0, s) : chain_enqueue(s, c);
+    if (!rc) rc = frt_event_record(e1, s);
+    if (!rc) rc = frt_stream_sync(s);
+    *wall = now_us() - t0;
+    float ms = 0;
+    if (!rc) rc = frt_event_elapsed_ms(e0, e1, &ms);
+    *ev = (double)ms * 1e3;
+    return rc;
+}
+
+static int bench_chain(frt_context *ctx, int reps, chain_result res[2])
+{
+    frt_stream *s = frt_context_stream(ctx);
+    frt_event *e0 = NULL, *e1 = NULL;
+    frt_graph *g = NULL;
+    chain_ctx c = {ctx, NULL};
+    double *wall = malloc((size_t)reps * sizeof *wall), *ev = malloc((size_t)reps * sizeof *ev);
+    int rc = wall && ev ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = frt_buffer_alloc(ctx, "bench.chain", FRT_SPACE_DEVICE, CHAIN_FLOATS * sizeof(float), &c.x);
+    if (!rc) rc = frt_buffer_fill(c.x, 0, CHAIN_FLOATS * sizeof(float), 0, s);
+    if (!rc) rc = frt_event_create(ctx, &e0);
+    if (!rc) rc = frt_event_create(ctx, &e1);
+    if (!rc) rc = frt_graph_create(ctx, "bench.chain", 1, &g);
+    if (!rc) rc = frt_graph_capture(g, 0, s, chain_enqueue, &c);
+    for (int mode = 0; mode < 2 && !rc; mode++) {
+        for (int i = 0; i < 10 && !rc; i++) rc = chain_once(&c, g, s, e0, e1, mode, &wall[0], &ev[0]);
+        for (int i = 0; i < reps && !rc; i++) rc = chain_once(&c, g, s, e0, e1, mode, &wall[i], &ev[i]);
+        if (!rc) {
+            res[mode].wall_us = median(wall, reps);
+            res[mode].event_us = median(ev, reps);
+        }
+    }
+    frt_graph_destroy(g);
+    frt_event_destroy(e0);
+    frt_event_destroy(e1);
+    frt_buffer_free(c.x);
+    free(wall);
+    free(ev);
+    return rc;
+}
+
+/* ---- copies ---------------------------------------------------------------- */
+
+typedef struct copy_case {
+    const char *name;
+    frt_space dst, src;
+    size_t bytes;
+    int pieces;     /* 0: one frt_buffer_copy; else a batch of that many pieces */
+    double factor;  /* bytes counted per byte copied (2 for read + written) */
+    double ceiling; /* GiB/s, 0 when unknown */
+    double ms, gibs;
+} copy_case;
+
+static int bench_copy(frt_context *ctx, copy_case *cc, int reps)
+{
+    frt_stream *s = frt_context_stream(ctx);
+    frt_buffer *dst = NULL, *src = NULL;
+    frt_event *e0 = NULL, *e1 = NULL;
+    frt_copy *batch = NULL;
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    int rc = ms ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = frt_buffer_alloc(ctx, "bench.dst", cc->dst, cc->bytes, &dst);
+    if (!rc) rc = frt_buffer_alloc(ctx, "bench.src", cc->src, cc->bytes, &src);
+    if (!rc) rc = frt_buffer_fill(src, 0, cc->bytes, 0x3C, s);
+    if (!rc) rc = frt_buffer_fill(dst, 0, cc->bytes, 0, s);
+    if (!rc) rc = frt_event_create(ctx, &e0);
+    if (!rc) rc = frt_event_create(ctx, &e1);
+    if (!rc && cc->pieces) {
+        batch = calloc((size_t)cc->pieces, sizeof *batch);
+        if (!batch) rc = FRT_ERR_OUT_OF_MEMORY;
+        size_t piece = cc->bytes / (size_t)cc->pieces;
+        for (int i = 0; batch && i < cc->pieces; i++)
+            batch[i] = (frt_copy){dst, (size_t)i * piece, src, (size_t)i * piece,
+                                  i == cc->pieces - 1 ? cc->bytes - (size_t)i * piece : piece};
+    }
+    if (!rc) rc = frt_stream_sync(s);
+    for (int i = -2; i < reps && !rc; i++) { /* two warm-up copies */
+        rc = frt_event_record(e0, s);
+        if (!rc) rc = cc->pieces ? frt_buffer_copy_batch(batch, cc->pieces, s)
+                                 : frt_buffer_copy(dst, 0, src, 0, cc->bytes, s);
+        if (!rc) rc = frt_event_record(e1, s);
+        if (!rc) rc = frt_event_sync(e1);
+        float t = 0;
+        if (!rc) rc = frt_event_elapsed_ms(e0, e1, &t);
+        if (!rc && i >= 0) ms[i] = t;
+    }
+    if (!rc) {
+        cc->ms = median(ms, reps);
+        cc->gibs = cc->factor * (double)cc->bytes / GIB / (cc->ms * 1e-3);
+    }
+    free(batch);
+    free(ms);
+    frt_event_destroy(e0);
+    frt_event_destroy(e1);
+    frt_buffer_free(dst);
+    frt_buffer_free(src);
+    return rc;
+}
+
+/* ---- frt bench exec -------------------------------------------------------- */
+
+static int bench_exec(int argc, char **argv)
+{
+    const char *json_path = NULL, *backend_name = NULL;
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+            backend_name = argv[++i];
+        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            json_path = argv[++i];
+        } else if (!strcmp(argv[i], "--quick")) {
+            quick = 1;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "frt bench exec: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    frt_backend backend = FRT_BACKEND_CPU;
+    if (backend_name) {
+        if (frt_backend_parse(backend_name, &backend)) {
+            fprintf(stderr, "frt bench exec: unknown backend '%s' (cuda or cpu)\n", backend_name);
+            return 2;
+        }
+    } else {
+        int n = 0;
+        frt_device_count(FRT_BACKEND_CUDA, &n);
+        backend = n > 0 ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU;
+    }
+    frt_context *ctx = NULL;
+    int rc = frt_context_create(backend, 0, &ctx);
+    if (rc) return frt_cli_fail("bench exec", rc);
+    frt_device_info info;
+    rc = frt_context_device_info(ctx, &info);
+    if (rc) {
+        frt_context_destroy(ctx);
+        return frt_cli_fail("bench exec", rc);
+    }
+    const int cuda = backend == FRT_BACKEND_CUDA;
+    printf("frt bench exec: %s backend, %s (%d %s, %.1f GiB)\n", frt_backend_name(backend), info.name,
+           info.sm_count, cuda ? "SMs" : "cores", (double)info.total_bytes / GIB);
+
+    /* launch chain */
+    chain_result ch[2] = {{0, 0}, {0, 0}};
+    rc = bench_chain(ctx, quick ? 20 : 500, ch);
+    if (rc) {
+        frt_context_destroy(ctx);
+        return frt_cli_fail("bench exec", rc);
+    }
+    printf("\nlaunch chain: %d %s, median of %d\n", CHAIN_LEN, cuda ? "tiny kernels" : "tiny host tasks",
+           quick ? 20 : 500);
+    printf("  %-26s %14s %14s %12s\n", "", "us/chain wall", "us/chain event", "us/launch");
+    printf("  %-26s %14.1f %14.1f %12.2f\n", "direct launches", ch[0].wall_us, ch[0].event_us,
+           ch[0].wall_us / CHAIN_LEN);
+    printf("  %-26s %14.1f %14.1f %12.2f\n", "one graph replay", ch[1].wall_us, ch[1].event_us,
+           ch[1].wall_us / CHAIN_LEN);
+    printf("  %-26s %13.2fx\n", "graph speed-up (wall)", ch[1].wall_us > 0 ? ch[0].wall_us / ch[1].wall_us : 0);
+
+    /* copies */
+    size_t big = quick ? (16u << 20) : cuda ? ((size_t)2 << 30) : (256u << 20);
+    size_t host = quick ? (16u << 20) : cuda ? ((size_t)1 << 30) : (256u << 20);
+    copy_case cases[] = {
+        {"device -> device", FRT_SPACE_DEVICE, FRT_SPACE_DEVICE, big, 0, 2.0, cuda ? H200_D2D_RW_GIBS : 0, 0, 0},
+        {"device -> device, batch 64", FRT_SPACE_DEVICE, FRT_SPACE_DEVICE, big, 64, 2.0,
+         cuda ? H200_D2D_RW_GIBS : 0, 0, 0},
+        {"host -> device (pinned)", FRT_SPACE_DEVICE, FRT_SPACE_PINNED_HOST, host, 0, 1.0,
+         cuda ? H200_H2D_GIBS : 0, 0, 0},
+        {"device -> host (pinned)", FRT_SPACE_PINNED_HOST, FRT_SPACE_DEVICE, host, 0, 1.0,
+         cuda ? H200_D2H_GIBS : 0, 0, 0},
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    const int reps = quick ? 3 : 20;
+    printf("\ncopies: median of %d after 2 warm-up; d2d counts bytes read + written%s\n", reps,
+           cuda ? "; ceilings from H200.md" : "");
+    printf("  %-28s %10s %10s %12s %12s %9s\n", "", "bytes", "ms", "GiB/s", "ceiling", "of ceil");
+    for (int i = 0; i < n_cases && !rc; i++) {
+        rc = bench_copy(ctx, &cases[i], reps);
+        if (rc) break;
+        char ceil_s[32] = "-", frac_s[32] = "-";
+        if (cases[i].ceiling > 0) {
+            snprintf(ceil_s, sizeof ceil_s, "%.1f", cases[i].ceiling);
+            snprintf(frac_s, sizeof frac_s, "%.1f%%", 100.0 * cases[i].gibs / cases[i].ceiling);
+        }
+        printf("  %-28s %7.2f GiB %10.3f %12.1f %12s %9s\n", cases[i].name, (double)cases[i].bytes / GIB,
+               cases[i].ms, cases[i].gibs, ceil_s, frac_s);
+    }
+    if (rc) {
+        frt_context_destroy(ctx);
+        return frt_cli_fail("bench exec", rc);
+    }
+
+    if (json_path) {
+        json_t *root = json_object(), *copies = json_array();
+        json_object_set_new(root, "bench", json_string("exec"));
+        json_object_set_new(root, "backend", json_string(frt_backend_name(backend)));
+        json_object_set_new(root, "device", json_string(info.name));
+        json_object_set_new(root, "quick", json_boolean(quick));
+        json_object_set_new(root, "chain",
+                            json_pack("{s:i, s:f, s:f, s:f, s:f}", "launches", CHAIN_LEN, "direct_wall_us",
+                                      ch[0].wall_us, "direct_event_us", ch[0].event_us, "graph_wall_us",
+                                      ch[1].wall_us, "graph_event_us", ch[1].event_us));
+        for (int i = 0; i < n_cases; i++) {
+            json_t *c = json_pack("{s:s, s:I, s:i, s:f, s:f, s:f}", "name", cases[i].name, "bytes",
+                                  (json_int_t)cases[i].bytes, "pieces", cases[i].pieces, "median_ms",
+                                  cases[i].ms, "gib_per_s", cases[i].gibs, "bytes_counted_per_byte",
+                                  cases[i].factor);
+            if (cases[i].ceiling > 0) {
+                json_object_set_new(c, "ceiling_gib_per_s", json_real(cases[i].ceiling));
+                json_object_set_new(c, "fraction_of_ceiling", json_real(cases[i].gibs / cases[i].ceiling));
+            }
+            json_array_append_new(copies, c);
+        }
+        json_object_set_new(root, "copies", copies);
+        int jrc = json_dump_file(root, json_path, JSON_INDENT(2));
+        json_decref(root);
+        if (jrc) {
+            fprintf(stderr, "frt bench exec: cannot write %s\n", json_path);
+            frt_context_destroy(ctx);
+            return 1;
+        }
+        printf("\nwrote %s\n", json_path);
+    }
+    frt_context_destroy(ctx);
+    return 0;
+}
+
+/* ---- frt bench -m DIR: model benchmarks (their owner replaces this) --------- */
+
+static int bench_model(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "frt bench -m: model benchmarks are not supported yet in this build\n");
+    return 1;
+}
 
 int frt_cmd_bench(int argc, char **argv)
 {
-    fprintf(stderr, "frt %s: not supported yet in this build\n", argv[0]);
-    return 1;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "-m") || !strcmp(argv[1], "--model")) return bench_model(argc - 1, argv + 1);
+    fprintf(stderr, "frt bench: unknown benchmark '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
 }

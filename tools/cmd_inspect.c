@@ -1,10 +1,171 @@
-/* cmd_inspect.c - frt inspect. */
+/*
+ * cmd_inspect.c - frt inspect MODEL_DIR: what a checkpoint directory holds
+ * (architecture, parameters, dtypes, layer pattern, context, eos ids,
+ * tokenizer summary) and whether its weights match what the config implies.
+ * Exit status 1 when the config or a weight file fails to load or a weight
+ * is missing or mis-shaped.
+ */
 #include "cli.h"
 
+#include "frt/status.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gen_model.h"
+#include "util/fs.h"
+
+#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: frt inspect MODEL_DIR\n\n"
+               "Describes a Hugging Face checkpoint directory (config.json, *.safetensors [+ index],\n"
+               "generation_config.json, tokenizer.json) and checks its weights against the config.\n");
+}
+
+static void print_tokenizer(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    char *text;
+    size_t len;
+    int rc = frt_file_read_all(path, 1u << 30, &text, &len);
+    if (rc == FRT_ERR_NOT_FOUND) {
+        printf("tokenizer      none (no tokenizer.json)\n");
+        return;
+    }
+    if (rc < 0) {
+        printf("tokenizer      unreadable: %s\n", frt_last_error());
+        return;
+    }
+    json_error_t err;
+    json_t *root = json_loadb(text, len, 0, &err);
+    free(text);
+    if (!root) {
+        printf("tokenizer      tokenizer.json: invalid JSON at line %d: %s\n", err.line, err.text);
+        return;
+    }
+    json_t *model = json_object_get(root, "model");
+    json_t *vocab = json_object_get(model, "vocab");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    size_t nv = json_is_object(vocab) ? json_object_size(vocab) : json_is_array(vocab) ? json_array_size(vocab) : 0;
+    json_t *added = json_object_get(root, "added_tokens");
+    size_t na = json_is_array(added) ? json_array_size(added) : 0;
+    printf("tokenizer      %s, vocab %zu + %zu added tokens (tokenizer.json)\n", type ? type : "unknown model",
+           nv, na);
+    json_decref(root);
+}
+
+/* Compares the checkpoint with the weights cfg implies. Returns the number
+ * of problems (printed, the first few in full). */
+static int check_weights(const frt_model_config *c, const frt_checkpoint *ck)
+{
+    frt_weight_spec *w;
+    int n;
+    if (frt_model_weight_specs(c, &w, &n) < 0) {
+        printf("check          cannot list the expected weights: %s\n", frt_last_error());
+        return 1;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        const frt_tensor *t = frt_checkpoint_find(ck, w[i].name);
+        int ok = t && t->ndim == w[i].ndim && frt_dtype_is_float(t->dtype);
+        for (int d = 0; ok && d < w[i].ndim; d++) ok = t->shape[d] == w[i].shape[d];
+        if (ok) continue;
+        if (++bad <= 8) {
+            char want[64], got[64];
+            int o = snprintf(want, sizeof want, "[");
+            for (int d = 0; d < w[i].ndim; d++)
+                o += snprintf(want + o, sizeof want - (size_t)o, "%s%lld", d ? ", " : "", (long long)w[i].shape[d]);
+            snprintf(want + o, sizeof want - (size_t)o, "]");
+            if (t) {
+                o = snprintf(got, sizeof got, "%s [", frt_dtype_name(t->dtype));
+                for (int d = 0; d < t->ndim && o < (int)sizeof got; d++)
+                    o += snprintf(got + o, sizeof got - (size_t)o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+                if (o < (int)sizeof got) snprintf(got + o, sizeof got - (size_t)o, "]");
+            }
+            printf("check          %s: expected %s, %s%s\n", w[i].name, want, t ? "found " : "missing",
+                   t ? got : "");
+        }
+    }
+    if (bad > 8) printf("check          ... %d problems in all\n", bad);
+    if (!bad) printf("check          all %d weights the config implies are present with the expected shapes\n", n);
+    free(w);
+    return bad;
+}
 
 int frt_cmd_inspect(int argc, char **argv)
 {
-    fprintf(stderr, "frt %s: not supported yet in this build\n", argv[0]);
-    return 1;
+    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc == 2 ? stdout : stderr);
+        return argc == 2 ? 0 : 2;
+    }
+    const char *dir = argv[1];
+    frt_model_config c;
+    int rc = frt_config_load(dir, &c);
+    if (rc < 0) return frt_cli_fail("inspect", rc);
+    frt_generation_config g;
+    rc = frt_generation_config_load(dir, &c, &g);
+    if (rc < 0) return frt_cli_fail("inspect", rc);
+    frt_checkpoint *ck;
+    rc = frt_checkpoint_open(dir, &ck);
+    if (rc < 0) return frt_cli_fail("inspect", rc);
+
+    printf("model          %s\n", dir);
+    printf("architecture   %s (model_type %s): %s\n", c.architecture[0] ? c.architecture : "-", c.model_type,
+           c.hybrid ? "hybrid Gated DeltaNet + gated full attention" : "dense full attention");
+
+    /* Parameters and dtypes. */
+    unsigned long long lm = 0;
+    size_t plen = strlen(c.weight_prefix);
+    unsigned long long per_dtype[FRT_DT_COUNT_] = {0};
+    for (int i = 0; i < frt_checkpoint_count(ck); i++) {
+        const frt_tensor *t = frt_checkpoint_at(ck, i);
+        if (!strncmp(t->name, c.weight_prefix, plen) || !strcmp(t->name, "lm_head.weight"))
+            lm += (unsigned long long)frt_tensor_numel(t);
+        per_dtype[t->dtype]++;
+    }
+    int nf = frt_checkpoint_file_count(ck);
+    printf("weights        %d tensor%s in %d file%s, %.3f GB; text weights under \"%s\"\n",
+           frt_checkpoint_count(ck), frt_checkpoint_count(ck) == 1 ? "" : "s", nf, nf == 1 ? "" : "s",
+           (double)frt_checkpoint_bytes(ck) / 1e9, c.weight_prefix);
+    printf("dtypes        ");
+    for (int d = 0; d < FRT_DT_COUNT_; d++)
+        if (per_dtype[d]) printf(" %s x%llu", frt_dtype_name((frt_dtype)d), per_dtype[d]);
+    if (c.dtype[0]) printf("  (config.json dtype %s)", c.dtype);
+    printf("\n");
+    printf("parameters     %llu (language model %llu)\n", (unsigned long long)frt_checkpoint_numel(ck), lm);
+
+    char pat[2 * FRT_MAX_LAYERS + 1];
+    frt_config_layer_pattern(&c, pat, sizeof pat);
+    printf("layers         %d (%d linear, %d full): %s\n", c.n_layers, c.n_linear_layers, c.n_full_layers, pat);
+    printf("sizes          hidden %d, intermediate %d, vocab %d\n", c.hidden_size, c.intermediate_size,
+           c.vocab_size);
+    printf("attention      %d query heads, %d KV heads, head_dim %d%s%s%s; RoPE on %d of %d dims, theta %g\n",
+           c.n_heads, c.n_kv_heads, c.head_dim, c.attn_output_gate ? ", output gate" : "",
+           c.qk_norm ? ", q/k RMSNorm" : "", c.attention_bias ? ", q/k/v bias" : "", c.rotary_dim, c.head_dim,
+           (double)c.rope_theta);
+    if (c.hybrid)
+        printf("linear attn    %d key heads x %d, %d value heads x %d, conv kernel %d\n", c.lin_n_k_heads,
+               c.lin_k_head_dim, c.lin_n_v_heads, c.lin_v_head_dim, c.lin_conv_kernel);
+    printf("norms          RMSNorm eps %g, %s\n", (double)c.rms_norm_eps,
+           c.norm_unit_offset ? "x * (1 + w) (zero-centred weights)" : "x * w");
+    printf("lm head        %s\n", c.tie_word_embeddings ? "tied to the embedding" : "lm_head.weight");
+    printf("max context    %d\n", c.max_position_embeddings);
+    printf("eos ids       ");
+    for (int i = 0; i < g.n_eos; i++) printf(" %d", g.eos_ids[i]);
+    if (!g.n_eos) printf(" none");
+    if (c.bos_token_id >= 0)
+        printf("; bos %d\n", c.bos_token_id);
+    else
+        printf("; no bos\n");
+    printf("sampling       do_sample %d, temperature %g, top_p %g, top_k %d\n", g.do_sample, (double)g.temperature,
+           (double)g.top_p, g.top_k);
+    print_tokenizer(dir);
+    int bad = check_weights(&c, ck);
+    frt_checkpoint_close(ck);
+    return bad ? 1 : 0;
 }

@@ -1,0 +1,107 @@
+/*
+ * frt/capsule.h - execution-state capsules: the byte copy of a model's live
+ * state closure at a committed boundary, plus its descriptor.
+ *
+ * Mechanism only (the model layer): snapshot into a tier, restore from any
+ * tier, information, free. Fork is restoring one capsule into the live state
+ * again and again; rollback is restoring an earlier one. Policy (names,
+ * pinning, budgets, LRU, prefix matching) belongs to the serving layer.
+ *
+ * Exactness (../shared/DESIGN.md section 5):
+ *   1. byte restore: stored buffers come back byte for byte;
+ *   2. completeness: every buffer of the closure is stored;
+ *   3. equivalence: for a capsule at a boundary B that is a multiple of the
+ *      prefill chunk C, restore + prefill of S tokens runs exactly the same
+ *      operations as one cold prefill of B + S tokens.
+ *
+ * A capsule holds, per named buffer of the closure, its valid byte range:
+ * KV rows 0..pos-1 only, fixed-size state (recurrent, conv, boundary) whole.
+ * Format of the file tier: docs/capsule-format.md.
+ */
+#ifndef FRT_CAPSULE_H
+#define FRT_CAPSULE_H
+
+#include "frt/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct frt_capsule frt_capsule;
+
+typedef enum frt_tier {
+    FRT_TIER_DEVICE = 0, /* the model's device memory (host memory on the cpu backend) */
+    FRT_TIER_HOST = 1,   /* pinned host memory */
+    FRT_TIER_DISK = 2,   /* one file; the payload is read back on restore */
+} frt_tier;
+
+const char *frt_tier_name(frt_tier t); /* "device", "host", "disk" */
+
+#define FRT_CAPSULE_MAX_BUFFERS 512
+
+/* What a capsule holds. */
+typedef struct frt_capsule_info {
+    frt_tier tier;
+    int position;           /* committed tokens */
+    int pending;            /* pending token or -1 */
+    int prefill_chunk;      /* C of the model that made it */
+    int aligned;            /* position % C == 0 */
+    uint64_t rng[2];        /* sampler RNG state */
+    uint64_t prefix_digest; /* xxh64 of (salt, tokens 0..position-1) */
+    uint64_t fingerprint;   /* model fingerprint, see frt_model_fingerprint */
+    size_t bytes;           /* payload bytes (sum of the valid ranges) */
+    int n_buffers;
+    const char *path;       /* the file, for the disk tier; NULL otherwise */
+} frt_capsule_info;
+
+/* Copies the live state's closure at the current boundary into a new capsule
+ * in `tier`. For FRT_TIER_DISK, `path` names the file (written to a temporary
+ * name and renamed); it is ignored otherwise. salt/salt_len (optional) salt
+ * the prefix digest. The live state is not changed.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL model/out, disk tier without a path
+ *   FRT_ERR_OUT_OF_MEMORY     the tier has no room (nothing allocated remains)
+ *   FRT_ERR_IO                the file could not be written (no file remains) */
+int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const void *salt, size_t salt_len,
+                         frt_capsule **out);
+
+/* Restores a capsule into the live state: promotes it to device memory if
+ * needed, copies every buffer back, rebinds the boundary. No recapture, no
+ * recompute. The capsule stays valid (restore it again to fork).
+ *   FRT_ERR_MISMATCH  the capsule was made by a model with another fingerprint
+ *   FRT_ERR_FORMAT    a disk capsule fails its checks (checksum, sizes)
+ *   FRT_ERR_IO        its file can no longer be read
+ * On any error the live state is untouched. */
+int frt_capsule_restore(frt_model *m, const frt_capsule *c);
+
+/* Opens a capsule file written by frt_capsule_snapshot(FRT_TIER_DISK) or
+ * frt_capsule_save, checking magic, version, sizes, the fingerprint against
+ * `m` and every checksum. Returns a disk-tier capsule.
+ *   FRT_ERR_IO, FRT_ERR_FORMAT, FRT_ERR_MISMATCH (message says which check) */
+int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out);
+
+/* Writes any capsule to a file (temporary name + rename). */
+int frt_capsule_save(const frt_capsule *c, const char *path);
+
+/* Moves a capsule to another tier (device <-> host <-> disk); `path` is
+ * required for FRT_TIER_DISK. On error the capsule is unchanged. */
+int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path);
+
+int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info);
+
+/* Name and valid bytes of buffer i (0 <= i < n_buffers). */
+int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *bytes);
+
+/* Frees the capsule's memory (a disk capsule's file is left in place). */
+void frt_capsule_free(frt_capsule *c);
+
+/* The model's fingerprint: architecture, config, dtypes, a hash of the
+ * weights, C and the prefill buckets, the capsule format version. */
+uint64_t frt_model_fingerprint(const frt_model *m);
+
+/* xxh64 digest of (salt, ids) as stored in capsules, for prefix matching. */
+uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t salt_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_CAPSULE_H */

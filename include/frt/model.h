@@ -1,0 +1,183 @@
+/*
+ * frt/model.h - the model layer: load a Hugging Face checkpoint directory,
+ * hold its live state, prefill, decode, sample.
+ *
+ * Architectures: the Qwen3.5 hybrid text model (`qwen3_5_text`, and the
+ * composite `qwen3_5` whose text tower sits under `model.language_model.`).
+ * The math follows transformers 5.x `models/qwen3_5/modeling_qwen3_5.py`
+ * (Gated DeltaNet linear attention + gated full attention, zero-centred
+ * RMSNorm, partial rotary embedding, SwiGLU MLP).
+ *
+ * THE LIVE STATE is one closed set of named buffers allocated once at load
+ * for `max_seq` tokens (rounded up to a multiple of the prefill chunk C):
+ *   kv.L.k, kv.L.v     [max_seq, n_kv_heads, head_dim]  per full-attention layer
+ *   gdn.L.state        [n_v_heads, d_k, d_v] f32         per linear layer
+ *   gdn.L.conv         [conv_channels, kernel-1]         per linear layer
+ *   tokens             [max_seq] i32                     the committed token ids
+ *   boundary           frt_boundary (below)
+ * (CPU backend: f32 everywhere; CUDA backend: bf16 KV.) Scratch activations
+ * are outside the state: nothing in them survives a step.
+ *
+ * A COMMITTED BOUNDARY is a position P: tokens 0..P-1 are folded into the
+ * state, and `pending` is the token that will be fed next (sampled from the
+ * logits of token P-1, not yet in the state), or -1 when none was sampled.
+ *
+ * PREFILL splits at absolute multiples of the prefill chunk size C, so any
+ * split of a prompt into several prefill calls at multiples of C runs the
+ * same operations as one call. Each piece replays the captured graph of its
+ * padded length bucket; start position and valid length are read from
+ * buffers, so one capture serves every position. DECODE is one captured graph
+ * that reads the position and the pending token from the boundary record.
+ *
+ * Threading: a model is used by one thread at a time.
+ */
+#ifndef FRT_MODEL_H
+#define FRT_MODEL_H
+
+#include "frt/exec.h"
+#include "frt/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct frt_model frt_model;
+
+typedef struct frt_model_params {
+    frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
+    int device;          /* device index for cuda; 0 */
+    int max_seq;         /* state capacity in tokens; 0 = min(config max, 8192); rounded up to C */
+    int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
+    int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
+    int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
+} frt_model_params;
+
+#define FRT_DEFAULT_PREFILL_CHUNK 256
+
+/* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0. */
+frt_model_params frt_model_default_params(void);
+
+/* Static facts about a loaded model. */
+typedef struct frt_model_info {
+    char model_type[32];  /* "qwen3_5_text" or "qwen3_5" */
+    int vocab_size;       /* logits length */
+    int hidden_size, n_layers, n_full_layers, n_linear_layers;
+    int max_seq;          /* state capacity, a multiple of prefill_chunk */
+    int prefill_chunk;    /* C */
+    int n_buckets;        /* prefill length buckets, ascending, the last = C */
+    int buckets[16];
+    int n_eos;            /* end-of-sequence ids from generation_config.json */
+    int eos_ids[16];
+    size_t weight_bytes;  /* bytes of weights held by the backend */
+    size_t state_bytes;   /* bytes of the live state closure at full capacity */
+    frt_backend backend;
+    int has_tokenizer;    /* tokenizer.json was found and loaded */
+} frt_model_info;
+
+/* Sampling parameters of a request. temperature 0 = greedy (argmax, lowest
+ * id on ties; the RNG is not advanced). top_k 0 = off; top_p 1 = off. The RNG
+ * lives in the boundary record; frt_model_seed sets it. */
+typedef struct frt_sampling {
+    float temperature;
+    int top_k;
+    float top_p;
+} frt_sampling;
+
+/* Loads a checkpoint directory (config.json, *.safetensors (+ index),
+ * generation_config.json, tokenizer.json when present), allocates the live
+ * state and captures the prefill and decode graphs.
+ * Returns 0 and *out (free with frt_model_free), or:
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64
+ *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
+ *   FRT_ERR_UNSUPPORTED       an architecture other than Qwen3.5 hybrid, or a backend not built
+ *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
+ *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit
+ *   FRT_ERR_NO_DEVICE         cuda requested without a device */
+int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
+
+/* Frees the model, its state and graphs. NULL is a no-op. */
+void frt_model_free(frt_model *m);
+
+/* Fills *info. FRT_ERR_INVALID_ARGUMENT on NULL. */
+int frt_model_info_get(const frt_model *m, frt_model_info *info);
+
+/* The execution context the model runs on (owned by the model). */
+frt_context *frt_model_context(frt_model *m);
+
+/* Text <-> ids through the checkpoint's tokenizer. *ids / *text are
+ * malloc'd and owned by the caller (free()). FRT_ERR_STATE when the
+ * checkpoint has no tokenizer.json; FRT_ERR_OUT_OF_RANGE for an id outside
+ * the vocabulary (detokenize). */
+int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids);
+int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+
+/* Appends n tokens to the state (prefill at positions pos..pos+n-1, split at
+ * absolute multiples of C) and computes the logits of the last one. Any
+ * pending token is dropped (the caller decides what comes next).
+ * On error nothing is changed (the state is validated before any work):
+ *   FRT_ERR_INVALID_ARGUMENT  NULL ids with n > 0, n < 1
+ *   FRT_ERR_OUT_OF_RANGE      an id outside [0, vocab_size), or pos + n > max_seq */
+int frt_model_prefill(frt_model *m, const int32_t *ids, int n);
+
+/* Samples the next token from the current logits with *s (NULL = greedy),
+ * stores it as the pending token and returns it in *token.
+ * FRT_ERR_STATE when there are no logits (nothing prefilled or decoded since
+ * the last reset or restore). */
+int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token);
+
+/* One decode step: feeds the pending token at the current position (one
+ * replay of the decode graph), computes the logits, samples the next pending
+ * token with *s (NULL = greedy) and returns it in *token.
+ *   FRT_ERR_STATE         no pending token (decode before prefill + sample)
+ *   FRT_ERR_OUT_OF_RANGE  the state is full (pos == max_seq)
+ * On error nothing is changed. */
+int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token);
+
+/* Called with each generated token; return nonzero to stop. */
+typedef int (*frt_token_cb)(int32_t token, void *user);
+
+typedef struct frt_generate_params {
+    frt_sampling sampling;
+    int max_tokens;  /* >= 1 */
+    int ignore_eos;  /* 1: do not stop at the end-of-sequence ids */
+} frt_generate_params;
+
+/* Generates up to max_tokens tokens after the current boundary: samples from
+ * the current logits, then decode steps. Each generated token is committed
+ * (fed into the state) before the next is produced, except the last, which
+ * stays pending. Stops at an end-of-sequence id (reported to the callback,
+ * then left pending) unless ignore_eos, or when the callback returns nonzero.
+ * *n_out (optional) receives the number of tokens generated.
+ * Errors as frt_model_sample / frt_model_decode. */
+int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out);
+
+/* Empties the state: position 0, no pending token, no logits. Buffers keep
+ * their bytes until overwritten (nothing reads past the position). */
+int frt_model_reset(frt_model *m);
+
+/* Seeds the sampler RNG in the boundary record. */
+int frt_model_seed(frt_model *m, uint64_t seed);
+
+/* The current position (committed tokens), or a negative status. */
+int frt_model_position(const frt_model *m);
+
+/* The pending token, or -1 when none. */
+int frt_model_pending(const frt_model *m);
+
+/* Copies the committed token ids 0..pos-1 into ids (room for pos). */
+int frt_model_tokens(const frt_model *m, int32_t *ids, int cap);
+
+/* Copies the current logits [vocab_size] f32 to host memory.
+ * FRT_ERR_STATE when there are none. */
+int frt_model_logits(frt_model *m, float *out);
+
+/* The largest multiple of C not above pos. */
+int frt_model_aligned_len(const frt_model *m, int pos);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_MODEL_H */

@@ -1,0 +1,107 @@
+/*
+ * frt/serving.h - the serving layer: the policy that turns capsules into warm
+ * starts (../shared/DESIGN.md section 6, docs/serving.md).
+ *
+ *   engine   the model layer's mechanism behind one interface
+ *            (src/serving/engine.h): the real model (frt_model + frt_capsule)
+ *            or a deterministic fake for tests;
+ *   server   an OpenAI-compatible HTTP server (libmicrohttpd) with sessions,
+ *            fork, rollback, checkpoints and a capsule registry (byte budgets
+ *            per tier, pinning, LRU demotion device -> host -> disk, salted
+ *            prefix digests, a SQLite index of the disk tier that survives a
+ *            restart). One engine thread owns the model; HTTP threads parse,
+ *            validate and queue.
+ *
+ * The registry, the sessions and the planner are internal
+ * (src/serving/registry.h, session.h, planner.h, service.h).
+ */
+#ifndef FRT_SERVING_H
+#define FRT_SERVING_H
+
+#include "frt/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct frt_engine frt_engine; /* src/serving/engine.h */
+typedef struct frt_model frt_model;   /* include/frt/model.h */
+typedef struct frt_server frt_server;
+
+/* ---- engines --------------------------------------------------------------- */
+
+/* The fake engine: a toy model whose state is a hash of the token history
+ * (including where prefill pieces were split and which tokens were decoded),
+ * byte-level tokenizer (ids 0..255 = bytes, 256 "<|endoftext|>",
+ * 257 "<|im_start|>", 258 "<|im_end|>", 259 the merge "th"), greedy tokens
+ * in printable ASCII, end-of-sequence ids {258, 256}. */
+typedef struct frt_engine_fake_params {
+    int max_seq;                  /* state capacity in tokens (4096) */
+    int prefill_chunk;            /* C (64) */
+    int eos_every;                /* ~1 in eos_every greedy tokens is <|im_end|>; 0 = never (0) */
+    size_t capsule_bytes_fixed;   /* reported capsule bytes: fixed + per_token * position (4096) */
+    size_t capsule_bytes_per_token; /* (256) */
+    int delay_us;                 /* sleep per decode step and per prefill chunk (0) */
+    int chatml;                   /* 1: ChatML template; 0: chat_format fails FRT_ERR_UNSUPPORTED (1) */
+    uint64_t model_seed;          /* changes every greedy token and the fingerprint (1) */
+} frt_engine_fake_params;
+
+frt_engine_fake_params frt_engine_fake_default_params(void);
+
+/* Creates a fake engine. FRT_ERR_INVALID_ARGUMENT for NULL out, max_seq < 1,
+ * prefill_chunk < 1. Free with frt_engine_free. */
+int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out);
+
+/* Loads a checkpoint directory (frt_model_load) and wraps it as an engine
+ * that owns the model. backend: "cpu" or "cuda"; max_seq, prefill_chunk,
+ * n_threads: 0 = the model's defaults. Errors as frt_model_load, and
+ * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
+int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
+                          int n_threads, frt_engine **out);
+
+/* Wraps an already loaded model (not owned: free the engine first, then the
+ * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
+int frt_engine_model_create(frt_model *m, frt_engine **out);
+
+/* Frees an engine (and the model it owns). NULL is a no-op. */
+void frt_engine_free(frt_engine *e);
+
+/* ---- the HTTP server ---------------------------------------------------------- */
+
+typedef struct frt_server_params {
+    const char *host;            /* bind address ("127.0.0.1") */
+    int port;                    /* 0 = any free port (see frt_server_port) (8000) */
+    const char *capsule_dir;     /* disk tier + its SQLite index; NULL = no disk tier */
+    size_t budget_bytes[3];      /* device, host, disk byte budgets (1 GiB, 8 GiB, 64 GiB) */
+    int displace_tier;           /* tier of a displaced hot session's snapshot: 1 = host (1) */
+    int auto_capsules;           /* snapshot cold-exact prefixes at their aligned length (1) */
+    int queue_size;              /* queued requests before 503 (16) */
+    size_t max_body_bytes;       /* larger request bodies get 413 (8 MiB) */
+    int max_connections;         /* concurrent HTTP connections (64) */
+    int verbose;                 /* one log line per request on stderr (0) */
+} frt_server_params;
+
+frt_server_params frt_server_default_params(void);
+
+/* Starts serving `engine` (the server uses it from its engine thread until
+ * frt_server_stop; the caller keeps ownership and frees it after the stop).
+ * Reopens the capsule dir's index. Returns 0 and *out, or:
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bad host, budgets or sizes
+ *   FRT_ERR_IO                the capsule dir or its index cannot be opened,
+ *                             or the address cannot be bound */
+int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
+
+/* The bound TCP port (useful with port 0). */
+int frt_server_port(const frt_server *s);
+
+/* Stops accepting, cancels the running request, joins the engine thread,
+ * closes the registry (the disk tier and its index stay). NULL is a no-op. */
+void frt_server_stop(frt_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_SERVING_H */

@@ -1,0 +1,124 @@
+/*
+ * sample.c - argmax and temperature / top-k / top-p sampling from a uniform
+ * u supplied by the caller (kernels/cpu/rng.h), deterministic: the tokens are
+ * ordered by (logit desc, index asc), a total order, so the result does not
+ * depend on the sort algorithm. Probabilities in double.
+ * Semantics follow the HF logits processors (temperature, top-k, top-p on the
+ * renormalised top-k set). Tested in tests/test_kernel_sample.c.
+ */
+#include "kernels/cpu/kernels_cpu.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* A candidate is two floats in the scratch: [logit key, index]. Indices up
+ * to 2^24 are exact in a float. */
+typedef struct cand {
+    float key;
+    float idx;
+} cand;
+
+/* a before b in the sampling order: larger key first, then lower index. */
+static int cand_before(const cand *a, const cand *b)
+{
+    if (a->key != b->key) return a->key > b->key;
+    return a->idx < b->idx;
+}
+
+static int cand_cmp(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if (cand_before(a, b)) return -1;
+    if (cand_before(b, a)) return 1;
+    return 0;
+}
+
+static float sort_key(float l) { return isnan(l) ? -INFINITY : l; }
+
+/* Min-heap (root = the candidate that comes last in the order) of k. */
+static void heap_sift_down(cand *h, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && cand_before(&h[m], &h[l])) m = l;
+        if (r < n && cand_before(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        cand t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+int frt_cpu_argmax(const float *logits, int n)
+{
+    if (!logits || n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "argmax: n %d", n);
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (isnan(logits[i])) continue;
+        if (best < 0 || logits[i] > logits[best]) best = i;
+    }
+    return best < 0 ? 0 : best;
+}
+
+int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, float top_p, float u,
+                   float *scratch)
+{
+    if (!logits || !scratch || n < 1 || n > (1 << 24))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: n %d (1..2^24) or NULL buffer", n);
+    if (!(temperature >= 0.0f) || isinf(temperature))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: temperature %g", (double)temperature);
+    if (top_k < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: top_k %d < 0", top_k);
+    if (!(top_p > 0.0f && top_p <= 1.0f))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: top_p %g not in (0, 1]", (double)top_p);
+    if (!(u >= 0.0f && u < 1.0f))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: u %g not in [0, 1)", (double)u);
+    if (temperature == 0.0f) return frt_cpu_argmax(logits, n);
+
+    cand *c = (cand *)scratch;
+    int m; /* kept candidates, sorted */
+    if (top_k > 0 && top_k < n) {
+        m = top_k;
+        for (int i = 0; i < m; i++) c[i] = (cand){sort_key(logits[i]), (float)i};
+        for (int i = m / 2 - 1; i >= 0; i--) heap_sift_down(c, m, i);
+        for (int i = m; i < n; i++) {
+            cand x = {sort_key(logits[i]), (float)i};
+            if (cand_before(&x, &c[0])) {
+                c[0] = x;
+                heap_sift_down(c, m, 0);
+            }
+        }
+    } else {
+        m = n;
+        for (int i = 0; i < n; i++) c[i] = (cand){sort_key(logits[i]), (float)i};
+    }
+    qsort(c, (size_t)m, sizeof *c, cand_cmp);
+
+    double lmax = c[0].key;
+    if (isinf(lmax)) return (int)c[0].idx; /* +inf wins; all -inf: first in order */
+    double inv_t = 1.0 / (double)temperature;
+#define PROB(i) exp(((double)c[i].key - lmax) * inv_t)
+    double total = 0;
+    for (int i = 0; i < m; i++) total += PROB(i);
+    if (top_p < 1.0f) {
+        double want = (double)top_p * total, cum = 0;
+        int keep = m;
+        for (int i = 0; i < m; i++) {
+            cum += PROB(i);
+            if (cum >= want) {
+                keep = i + 1;
+                break;
+            }
+        }
+        m = keep;
+        total = cum;
+    }
+    double target = (double)u * total, cum = 0;
+    for (int i = 0; i < m; i++) {
+        cum += PROB(i);
+        if (cum > target) return (int)c[i].idx;
+    }
+#undef PROB
+    return (int)c[m - 1].idx; /* rounding: u * total reached the end */
+}

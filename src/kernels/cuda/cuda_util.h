@@ -1,0 +1,116 @@
+/*
+ * kernels/cuda/cuda_util.h - small device helpers shared by the CUDA kernels
+ * (internal; CUDA C++ only): dtype loads and stores, the dynamic count,
+ * deterministic warp and block reductions, argument checks.
+ *
+ * Determinism: the reductions use a fixed butterfly (xor shuffles) inside a
+ * warp and a fixed order over the warps of a block, so for a given block size
+ * the same inputs give the same bits. Every lane of a butterfly ends with the
+ * same value (each step adds the same two numbers, commutatively).
+ */
+#ifndef FRT_KERNELS_CUDA_UTIL_H
+#define FRT_KERNELS_CUDA_UTIL_H
+
+#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+extern "C" {
+#include "util/error.h"
+}
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* After each launch: a launch error becomes FRT_ERR_BACKEND. */
+#define FRT_LAUNCH_CHECK() FRT_CUDA_TRY(cudaGetLastError())
+
+/* Argument check: returns FRT_ERR_INVALID_ARGUMENT with a message. */
+#define FRT_ARG(cond, ...)                                                     \
+    do {                                                                       \
+        if (!(cond)) return frt_error(FRT_ERR_INVALID_ARGUMENT, __VA_ARGS__); \
+    } while (0)
+
+static inline bool frt_dtype_ok(frt_cuda_dtype dt)
+{
+    return dt == FRT_CUDA_F32 || dt == FRT_CUDA_BF16;
+}
+
+static inline size_t frt_dtype_bytes(frt_cuda_dtype dt) { return dt == FRT_CUDA_BF16 ? 2 : 4; }
+
+/* Threads per block of the row-wise norms (one block per row): fixed for a
+ * given dim, so the reduction order and the bits are too. */
+static inline int frt_norm_threads(int dim) { return dim <= 128 ? 64 : (dim < 1024 ? 128 : 256); }
+
+/* Blocks for a grid-stride loop over `total` items of `threads` each. */
+static inline unsigned int frt_grid_blocks(size_t total, int threads, unsigned int cap)
+{
+    size_t b = (total + (size_t)threads - 1) / (size_t)threads;
+    if (b < 1) b = 1;
+    return b > cap ? cap : (unsigned int)b;
+}
+
+__device__ __forceinline__ float frt_ld(const void *p, int dt, size_t i)
+{
+    if (dt == FRT_CUDA_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ void frt_st(void *p, int dt, size_t i, float v)
+{
+    if (dt == FRT_CUDA_BF16)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* The valid token count: *d_n clamped to [0, max_n], or max_n for NULL. */
+__device__ __forceinline__ int frt_dyn_n(const int32_t *d_n, int max_n)
+{
+    if (!d_n) return max_n;
+    int n = *d_n;
+    return n < 0 ? 0 : (n > max_n ? max_n : n);
+}
+
+/* A position read from device memory, negative clamped to 0. */
+__device__ __forceinline__ int frt_dyn_pos(const int32_t *d_pos)
+{
+    int p = *d_pos;
+    return p < 0 ? 0 : p;
+}
+
+__device__ __forceinline__ float frt_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float frt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float frt_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+template <typename T> __device__ __forceinline__ T frt_warp_sum(T v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float frt_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. Starts and ends with a barrier, so it may be
+ * called several times in a row. Must be reached by all threads. */
+template <typename T> __device__ T frt_block_sum(T v)
+{
+    __shared__ T part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = frt_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    T s = lane < nw ? part[lane] : (T)0;
+    s = frt_warp_sum(s);
+    return s;
+}
+
+#endif /* FRT_KERNELS_CUDA_UTIL_H */

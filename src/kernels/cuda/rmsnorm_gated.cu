@@ -1,0 +1,51 @@
+/*
+ * kernels/cuda/rmsnorm_gated.cu - the Gated DeltaNet output norm:
+ * (w * rmsnorm(x)) * silu(z), plain weight.
+ * Math: transformers 5.x modeling_qwen3_5.py, Qwen3_5RMSNormGated (norm
+ * before gate), in the order of the CPU twin frt_cpu_rmsnorm_gated (sum of
+ * squares in fp64). One block per row; rows of tokens t >= *d_n exit.
+ * Tested in tests/test_cuda_kernels.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+__global__ void rmsnorm_gated_kernel(void *out, int out_dt, const void *x, int x_dt,
+                                     const void *z, int z_dt, const float *w, const int32_t *d_n,
+                                     int max_n, int n_heads, int dim, float eps)
+{
+    const size_t row = blockIdx.x;
+    if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return;
+    const size_t o = row * dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = frt_ld(x, x_dt, o + i);
+        ss += (double)v * (double)v;
+    }
+    ss = frt_block_sum(ss);
+    const float var = (float)(ss / dim);
+    const float inv = 1.0f / sqrtf(var + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = frt_ld(x, x_dt, o + i), zz = frt_ld(z, z_dt, o + i);
+        frt_st(out, out_dt, o + i, (w[i] * (v * inv)) * frt_silu(zz));
+    }
+}
+
+extern "C" int frt_cuda_rmsnorm_gated(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                      const void *x, frt_cuda_dtype x_dtype, const void *z,
+                                      frt_cuda_dtype z_dtype, const float *w, const int32_t *d_n,
+                                      int max_n, int n_heads, int dim, float eps)
+{
+    FRT_ARG(out && x && z && w, "cuda rmsnorm_gated: NULL pointer");
+    FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(x_dtype) && frt_dtype_ok(z_dtype),
+            "cuda rmsnorm_gated: bad dtype");
+    FRT_ARG(max_n >= 0 && n_heads > 0 && dim > 0, "cuda rmsnorm_gated: max_n %d n_heads %d dim %d",
+            max_n, n_heads, dim);
+    FRT_ARG((long long)max_n * n_heads < (1ll << 31), "cuda rmsnorm_gated: too many rows");
+    FRT_ARG((out != x || out_dtype == x_dtype) && (out != z || out_dtype == z_dtype),
+            "cuda rmsnorm_gated: in place needs equal dtypes");
+    if (max_n == 0) return 0;
+    rmsnorm_gated_kernel<<<(unsigned int)(max_n * n_heads), frt_norm_threads(dim), 0,
+                           (cudaStream_t)stream>>>(out, out_dtype, x, x_dtype, z, z_dtype, w, d_n,
+                                                   max_n, n_heads, dim, eps);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}

@@ -1,0 +1,160 @@
+/*
+ * model_internal.h - the frt_model struct shared by the model layer's files:
+ * model.c (load, API, orchestration), qwen35_cpu.c (the CPU forward pass),
+ * capsule.c (snapshot / restore).
+ *
+ * Three structs in the llama2.c manner: the config (fixed hyperparameters,
+ * config.h), the weights (read-only, loaded once), the state (the closure of
+ * named buffers that a capsule copies) plus scratch (outside the closure).
+ */
+#ifndef FRT_MODEL_INTERNAL_H
+#define FRT_MODEL_INTERNAL_H
+
+#include "frt/capsule.h"
+#include "frt/exec.h"
+#include "frt/model.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+
+#include <stdint.h>
+
+#define FRT_CAPSULE_FORMAT_VERSION 1u
+
+/* The boundary record: the small part of the state that says where the
+ * state stands. Lives in the `boundary` buffer (device memory); the decode
+ * graph reads and advances it. */
+typedef struct frt_boundary {
+    int32_t pos;        /* committed tokens */
+    int32_t pending;    /* next token to feed, -1 when none */
+    int32_t has_logits; /* the logits buffer holds the logits of token pos-1 */
+    int32_t reserved;
+    uint64_t rng[2];    /* sampler RNG state (rng[0] is the xorshift state, rng[1] the seed) */
+} frt_boundary;
+
+/* Per-step arguments written by the host before a replay (scratch). */
+typedef struct frt_step_args {
+    int32_t n_valid;    /* valid rows of the prefill piece */
+    int32_t reserved;
+    float temperature;  /* sampling parameters of the current request */
+    int32_t top_k;
+    float top_p;
+    int32_t reserved2;
+} frt_step_args;
+
+/* Weights of one layer, f32, HF Linear layout [out, in]. NULL where the layer
+ * type has no such tensor. */
+typedef struct frt_layer_weights {
+    const float *input_ln;      /* [hidden] zero-centred */
+    const float *post_ln;       /* [hidden] zero-centred */
+    /* full attention */
+    const float *q_proj;        /* [n_heads * head_dim * (1 + gate), hidden] */
+    const float *k_proj;        /* [n_kv_heads * head_dim, hidden] */
+    const float *v_proj;        /* [n_kv_heads * head_dim, hidden] */
+    const float *o_proj;        /* [hidden, n_heads * head_dim] */
+    const float *q_norm;        /* [head_dim] zero-centred */
+    const float *k_norm;        /* [head_dim] zero-centred */
+    /* Gated DeltaNet */
+    const float *in_proj_qkv;   /* [2 * nk * dk + nv * dv, hidden] */
+    const float *in_proj_z;     /* [nv * dv, hidden] */
+    const float *in_proj_b;     /* [nv, hidden] */
+    const float *in_proj_a;     /* [nv, hidden] */
+    const float *conv1d;        /* [conv_channels, kernel] */
+    const float *dt_bias;       /* [nv] */
+    const float *A_log;         /* [nv] */
+    const float *gdn_norm;      /* [dv] plain weight */
+    const float *out_proj;      /* [hidden, nv * dv] */
+    /* MLP */
+    const float *gate_proj;     /* [intermediate, hidden] */
+    const float *up_proj;       /* [intermediate, hidden] */
+    const float *down_proj;     /* [hidden, intermediate] */
+} frt_layer_weights;
+
+typedef struct frt_weights {
+    const float *embed;         /* [vocab, hidden] */
+    const float *final_norm;    /* [hidden] zero-centred */
+    const float *lm_head;       /* [vocab, hidden] (== embed when tied) */
+    frt_layer_weights *layers;  /* [n_layers] */
+    void *arena;                /* one allocation holding every f32 tensor */
+    size_t bytes;
+} frt_weights;
+
+/* Scratch activations for a prefill piece of up to C rows (CPU backend). */
+typedef struct frt_scratch {
+    float *x;        /* [C, hidden] residual stream */
+    float *h;        /* [C, hidden] normed input */
+    float *t0, *t1;  /* [C, max_proj] projection outputs */
+    float *t2, *t3;  /* [C, max_proj] */
+    float *q, *k, *v, *z, *g, *beta, *o; /* per-block temporaries */
+    float *sample_scratch; /* [2 * vocab] */
+    int32_t *pos;          /* [C] positions of the step's rows */
+    float *debug_hidden;   /* [(n_layers + 1), C, hidden] when params.debug_hidden */
+    int debug_rows;        /* rows recorded by the last prefill piece */
+} frt_scratch;
+
+struct frt_model {
+    frt_model_config cfg;
+    frt_generation_config gen;
+    frt_model_params params;
+    int C;            /* prefill chunk */
+    int max_seq;
+    int n_buckets;
+    int buckets[16];
+
+    frt_context *ctx;
+    frt_stream *stream;
+    frt_checkpoint *ckpt;
+    frt_tokenizer *tok; /* NULL without tokenizer.json */
+
+    frt_weights w;
+    frt_scratch s;
+    int conv_channels; /* 2 * nk * dk + nv * dv */
+
+    /* The state closure, in a fixed order (capsule buffer table order). */
+    int n_state;
+    frt_buffer **state;      /* [n_state] */
+    frt_buffer **kv_k;       /* [n_layers], NULL for linear layers */
+    frt_buffer **kv_v;
+    frt_buffer **gdn_state;  /* [n_layers], NULL for full-attention layers */
+    frt_buffer **gdn_conv;
+    frt_buffer *tokens;      /* [max_seq] i32 */
+    frt_buffer *boundary;    /* frt_boundary */
+
+    /* Scratch buffers read by the graphs. */
+    frt_buffer *in_ids;      /* [C] i32 prefill piece ids */
+    frt_buffer *step;        /* frt_step_args */
+    frt_buffer *logits;      /* [vocab] f32 */
+
+    frt_graph *g_prefill;    /* one variant per bucket (shape key = bucket length) */
+    frt_graph *g_decode;     /* one variant, key 1 */
+    frt_graph *g_sample;     /* one variant, key 1: sample from logits into pending */
+
+    uint64_t weights_hash;
+    uint64_t fingerprint;
+};
+
+/* Host views of the boundary and step records. On the cpu backend these
+ * point into the buffers; reads and writes happen between replays, after
+ * the stream is synchronized. */
+frt_boundary *frt_model_boundary(frt_model *m);
+const frt_boundary *frt_model_boundary_const(const frt_model *m);
+
+/* CPU backend (qwen35_cpu.c). */
+int frt_qwen35_cpu_load_weights(frt_model *m);
+int frt_qwen35_cpu_alloc_scratch(frt_model *m);
+void frt_qwen35_cpu_free(frt_model *m);
+int frt_qwen35_cpu_record_prefill(frt_stream *s, void *user); /* user: frt_record_ctx */
+int frt_qwen35_cpu_record_decode(frt_stream *s, void *user);
+int frt_qwen35_cpu_record_sample(frt_stream *s, void *user);
+
+typedef struct frt_record_ctx {
+    frt_model *m;
+    int bucket;
+} frt_record_ctx;
+
+/* Test hook (params.debug_hidden): hidden state idx (0 = embeddings,
+ * i = after layer i-1, n_layers + 1 = after the final norm) of the last
+ * prefill piece, rows [0, n). */
+int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n);
+
+#endif

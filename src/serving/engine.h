@@ -1,0 +1,122 @@
+/*
+ * serving/engine.h - the engine interface the serving layer is written
+ * against: the model layer's mechanism (prefill, sample, decode, capsule
+ * snapshot/restore/move, tokenizer, chat formatting) as a table of function
+ * pointers, so that the registry, the planner and the server are pure policy
+ * over it.
+ *
+ * Two implementations:
+ *   engine_model.c  binds it to frt_model / frt_capsule (include/frt/model.h,
+ *                   include/frt/capsule.h), one call each;
+ *   engine_fake.c   a deterministic toy model for tests: its state is a hash
+ *                   of the token history that also encodes where prefill
+ *                   pieces were split (absolute multiples of C, like the real
+ *                   prefill) and which tokens were decoded, so any planning
+ *                   mistake that breaks exactness changes the generated
+ *                   tokens.
+ *
+ * Every function follows the contract of the model.h / capsule.h call it
+ * binds: 0 or a negative frt_status with frt_last_error() set, and on error
+ * the live state is untouched. Capsule handles are opaque (`void *`), owned by
+ * the caller of snapshot/load and freed with capsule_free.
+ *
+ * Threading: an engine is used by one thread at a time (the engine thread).
+ */
+#ifndef FRT_SERVING_ENGINE_H
+#define FRT_SERVING_ENGINE_H
+
+#include "frt/serving.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Capsule tiers; the values equal frt_tier of include/frt/capsule.h. */
+enum {
+    FRT_ENGINE_TIER_DEVICE = 0,
+    FRT_ENGINE_TIER_HOST = 1,
+    FRT_ENGINE_TIER_DISK = 2,
+    FRT_ENGINE_N_TIERS = 3,
+};
+
+/* "device", "host", "disk"; "?" otherwise. */
+const char *frt_engine_tier_name(int tier);
+
+/* Sampling of one request (frt_sampling of model.h): temperature 0 = greedy,
+ * top_k 0 = off, top_p 1 = off. */
+typedef struct frt_engine_sampling {
+    float temperature;
+    int top_k;
+    float top_p;
+} frt_engine_sampling;
+
+/* One chat message: role ("system", "user", "assistant", ...) and its text. */
+typedef struct frt_engine_msg {
+    const char *role;
+    const char *content;
+} frt_engine_msg;
+
+/* What a capsule holds (a subset of frt_capsule_info). */
+typedef struct frt_engine_capsule_info {
+    int tier;        /* FRT_ENGINE_TIER_* */
+    int position;    /* committed tokens */
+    int pending;     /* pending token or -1 */
+    size_t bytes;    /* payload bytes */
+    uint64_t digest; /* prefix digest of (salt, tokens 0..position-1) */
+} frt_engine_capsule_info;
+
+/* Static facts of the loaded model. */
+typedef struct frt_engine_facts {
+    char model_id[128];   /* the name /v1/models reports */
+    char backend[16];     /* "cpu", "cuda", "fake" */
+    int vocab_size;
+    int max_seq;          /* state capacity in tokens */
+    int prefill_chunk;    /* C: prefill splits at absolute multiples of C */
+    int n_eos;
+    int eos_ids[16];      /* generation stops at these ids */
+    uint64_t fingerprint; /* capsules restore only into an engine with the same one */
+} frt_engine_facts;
+
+struct frt_engine {
+    void *self;
+    frt_engine_facts facts;
+
+    /* model.h: frt_model_prefill / sample / decode / reset / seed / position / pending */
+    int (*prefill)(void *self, const int32_t *ids, int n);
+    int (*sample)(void *self, const frt_engine_sampling *s, int32_t *token);
+    int (*decode)(void *self, const frt_engine_sampling *s, int32_t *token);
+    int (*reset)(void *self);
+    int (*seed)(void *self, uint64_t seed);
+    int (*position)(void *self);
+    int (*pending)(void *self);
+
+    /* capsule.h: snapshot (path required for the disk tier), restore, load,
+     * save, move (path required for the disk tier), info, free. */
+    int (*snapshot)(void *self, int tier, const char *path, const void *salt, size_t salt_len, void **cap);
+    int (*restore)(void *self, const void *cap);
+    int (*capsule_load)(void *self, const char *path, void **cap);
+    int (*capsule_save)(void *self, const void *cap, const char *path);
+    int (*capsule_move)(void *self, void *cap, int tier, const char *path);
+    int (*capsule_info)(void *self, const void *cap, frt_engine_capsule_info *info);
+    void (*capsule_free)(void *self, void *cap);
+    /* frt_prefix_digest: the digest capsules carry, for prefix matching. */
+    uint64_t (*digest)(void *self, const int32_t *ids, int n, const void *salt, size_t salt_len);
+
+    /* Tokenizer (malloc'd results, the caller frees) and chat formatting:
+     * ChatML text of the messages (+ "<|im_start|>assistant\n" when
+     * add_generation_prompt); FRT_ERR_UNSUPPORTED when the checkpoint's chat
+     * template is not ChatML. */
+    int (*tokenize)(void *self, const char *text, size_t len, int32_t **ids, size_t *n);
+    int (*detokenize)(void *self, const int32_t *ids, size_t n, char **text, size_t *len);
+    int (*chat_format)(void *self, const frt_engine_msg *msgs, int n, int add_generation_prompt, char **text);
+
+    /* Frees self (and the model when the engine owns it). */
+    void (*destroy)(void *self);
+};
+
+/* ChatML formatting shared by engines whose template is ChatML:
+ * "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then
+ * "<|im_start|>assistant\n" when add_generation_prompt. *text is malloc'd.
+ * FRT_ERR_INVALID_ARGUMENT on NULL role/content or n < 0. */
+int frt_chatml_format(const frt_engine_msg *msgs, int n, int add_generation_prompt, char **text);
+
+#endif

@@ -1,0 +1,551 @@
+/*
+ * serving/registry.c - the capsule registry: tiers, byte budgets, pinning,
+ * LRU demotion, promotion on restore, salted prefix matching, the disk
+ * tier's persistence. See registry.h.
+ */
+#include "serving/registry.h"
+
+#include "serving/registry_db.h"
+#include "util/error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+struct frt_registry {
+    frt_engine *e;
+    size_t budget[FRT_ENGINE_N_TIERS];
+    char *dir;
+    frt_capdb *db;
+    frt_cap **caps; /* creation order */
+    int n, cap;
+    uint64_t next_id, clock;
+    uint64_t prot[16]; /* entries being placed, promoted or persisted: never victims */
+    int n_prot;
+    frt_registry_stats st;
+};
+
+const char *frt_cap_kind_name(frt_cap_kind k) { return k == FRT_CAP_PREFIX ? "prefix" : "session"; }
+
+uint64_t frt_salt_hash(const void *salt, size_t salt_len)
+{
+    return salt && salt_len ? XXH64(salt, salt_len, 0x5A17ull) : 0;
+}
+
+/* ---- bookkeeping ------------------------------------------------------------ */
+
+static int find_index(const frt_registry *r, uint64_t id)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->caps[i]->id == id) return i;
+    return -1;
+}
+
+const frt_cap *frt_registry_get(const frt_registry *r, uint64_t id)
+{
+    int i = r && id ? find_index(r, id) : -1;
+    return i < 0 ? NULL : r->caps[i];
+}
+
+int frt_registry_count(const frt_registry *r) { return r ? r->n : 0; }
+const frt_cap *frt_registry_at(const frt_registry *r, int i) { return r && i >= 0 && i < r->n ? r->caps[i] : NULL; }
+
+/* Memory tiers count entries whose handle lives there; the disk tier counts files. */
+static int in_tier(const frt_cap *c, int tier)
+{
+    return tier == FRT_ENGINE_TIER_DISK ? c->persisted : (c->handle && c->tier == tier);
+}
+
+size_t frt_registry_bytes(const frt_registry *r, int tier)
+{
+    size_t b = 0;
+    for (int i = 0; r && i < r->n; i++)
+        if (in_tier(r->caps[i], tier)) b += r->caps[i]->bytes;
+    return b;
+}
+
+int frt_registry_tier_count(const frt_registry *r, int tier)
+{
+    int k = 0;
+    for (int i = 0; r && i < r->n; i++) k += in_tier(r->caps[i], tier);
+    return k;
+}
+
+size_t frt_registry_budget(const frt_registry *r, int tier)
+{
+    return r && tier >= 0 && tier < FRT_ENGINE_N_TIERS ? r->budget[tier] : 0;
+}
+
+void frt_registry_stats_get(const frt_registry *r, frt_registry_stats *st)
+{
+    if (r && st) *st = r->st;
+}
+
+static char *path_for(const frt_registry *r, uint64_t id)
+{
+    if (!r->dir) return NULL;
+    size_t n = strlen(r->dir) + 48;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/cap-%llu.frtc", r->dir, (unsigned long long)id);
+    return p;
+}
+
+static void drop_handle(frt_registry *r, frt_cap *c)
+{
+    if (c->handle) r->e->capsule_free(r->e->self, c->handle);
+    c->handle = NULL;
+    if (c->persisted) c->tier = FRT_ENGINE_TIER_DISK;
+}
+
+static void unpersist(frt_registry *r, frt_cap *c)
+{
+    if (!c->persisted) return;
+    if (c->path) unlink(c->path);
+    if (r->db) frt_capdb_del(r->db, c->id);
+    c->persisted = 0;
+}
+
+/* Removes entry i entirely: handle, file, index row. */
+static void remove_at(frt_registry *r, int i)
+{
+    frt_cap *c = r->caps[i];
+    if (c->handle) r->e->capsule_free(r->e->self, c->handle);
+    c->handle = NULL;
+    unpersist(r, c);
+    free(c->tokens);
+    free(c->path);
+    free(c);
+    memmove(r->caps + i, r->caps + i + 1, (size_t)(r->n - i - 1) * sizeof *r->caps);
+    r->n--;
+}
+
+static void remove_entry(frt_registry *r, frt_cap *c)
+{
+    int i = find_index(r, c->id);
+    if (i >= 0) remove_at(r, i);
+}
+
+static int push(frt_registry *r, frt_cap *c)
+{
+    if (r->n == r->cap) {
+        int nc = r->cap ? 2 * r->cap : 16;
+        frt_cap **p = realloc(r->caps, (size_t)nc * sizeof *p);
+        if (!p) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: %d entries", nc);
+        r->caps = p;
+        r->cap = nc;
+    }
+    r->caps[r->n++] = c;
+    return 0;
+}
+
+static void protect(frt_registry *r, uint64_t id)
+{
+    if (r->n_prot < (int)(sizeof r->prot / sizeof r->prot[0])) r->prot[r->n_prot] = id;
+    r->n_prot++;
+}
+static void unprotect(frt_registry *r) { r->n_prot--; }
+static int is_protected(const frt_registry *r, uint64_t id)
+{
+    int n = r->n_prot < (int)(sizeof r->prot / sizeof r->prot[0]) ? r->n_prot : (int)(sizeof r->prot / sizeof r->prot[0]);
+    for (int i = 0; i < n; i++)
+        if (r->prot[i] == id) return 1;
+    return 0;
+}
+
+static void touch(frt_registry *r, frt_cap *c)
+{
+    c->last_used = ++r->clock;
+    if (c->persisted && r->db) frt_capdb_touch(r->db, c->id, c->last_used, c->pin_manual);
+}
+
+/* ---- budgets ------------------------------------------------------------------ */
+
+static int make_room(frt_registry *r, int tier, size_t need);
+
+/* Writes c's file (making room in the disk tier) and indexes it. */
+static int persist(frt_registry *r, frt_cap *c)
+{
+    if (c->persisted) return 0;
+    if (!r->dir || !c->path || !c->handle) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: no disk tier");
+    if (c->bytes > r->budget[FRT_ENGINE_TIER_DISK])
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: capsule of %zu bytes exceeds the disk budget", c->bytes);
+    protect(r, c->id);
+    int rc = make_room(r, FRT_ENGINE_TIER_DISK, c->bytes);
+    unprotect(r);
+    FRT_TRY(rc);
+    FRT_TRY(r->e->capsule_save(r->e->self, c->handle, c->path));
+    c->persisted = 1;
+    if (r->db && frt_capdb_put(r->db, c, r->e->facts.fingerprint)) {
+        unlink(c->path);
+        c->persisted = 0;
+        return FRT_ERR_IO;
+    }
+    return 0;
+}
+
+/* Moves c (in memory tier c->tier) one step down: device -> host when the
+ * host tier has room, else to the disk tier, else it is evicted. */
+static void demote(frt_registry *r, frt_cap *c)
+{
+    if (c->tier == FRT_ENGINE_TIER_DEVICE && r->budget[FRT_ENGINE_TIER_HOST] >= c->bytes &&
+        make_room(r, FRT_ENGINE_TIER_HOST, c->bytes) == 0 &&
+        r->e->capsule_move(r->e->self, c->handle, FRT_ENGINE_TIER_HOST, NULL) == 0) {
+        c->tier = FRT_ENGINE_TIER_HOST;
+        r->st.demotions++;
+        return;
+    }
+    if (persist(r, c) == 0) {
+        drop_handle(r, c);
+        r->st.demotions++;
+        return;
+    }
+    r->st.evictions++;
+    remove_entry(r, c);
+}
+
+/* The least recently used unpinned entry in `tier`, not protected. */
+static frt_cap *victim(frt_registry *r, int tier)
+{
+    frt_cap *best = NULL;
+    for (int i = 0; i < r->n; i++) {
+        frt_cap *c = r->caps[i];
+        if (!in_tier(c, tier) || frt_cap_pinned(c) || is_protected(r, c->id)) continue;
+        if (!best || c->last_used < best->last_used) best = c;
+    }
+    return best;
+}
+
+/* Demotes (memory tiers) or deletes (disk) LRU unpinned entries until
+ * bytes(tier) + need <= budget(tier). FRT_ERR_OUT_OF_MEMORY when pinned or
+ * protected entries alone leave no room. */
+static int make_room(frt_registry *r, int tier, size_t need)
+{
+    if (need > r->budget[tier])
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: %zu bytes exceed the %s budget", need,
+                         frt_engine_tier_name(tier));
+    for (int guard = 0; guard < 1000000; guard++) {
+        if (frt_registry_bytes(r, tier) + need <= r->budget[tier]) return 0;
+        frt_cap *v = victim(r, tier);
+        if (!v) break;
+        if (tier == FRT_ENGINE_TIER_DISK) {
+            r->st.evictions++;
+            if (v->handle && v->tier != FRT_ENGINE_TIER_DISK) unpersist(r, v); /* the memory copy stays */
+            else remove_entry(r, v);
+        } else {
+            demote(r, v);
+        }
+    }
+    return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: the %s tier is full of pinned capsules",
+                     frt_engine_tier_name(tier));
+}
+
+/* Places a new entry already counted in c->tier, moving it down while its
+ * tier cannot make room. */
+static int place(frt_registry *r, frt_cap *c)
+{
+    for (;;) {
+        int t = c->tier;
+        if (t == FRT_ENGINE_TIER_DISK) return make_room(r, t, 0);
+        if (c->bytes <= r->budget[t]) {
+            size_t mine = c->bytes;
+            c->bytes = 0; /* make room for it as if it were not there yet */
+            int rc = make_room(r, t, mine);
+            c->bytes = mine;
+            if (rc == 0) return 0;
+        }
+        if (t + 1 < FRT_ENGINE_TIER_DISK && r->budget[t + 1] > 0) {
+            FRT_TRY(r->e->capsule_move(r->e->self, c->handle, t + 1, NULL));
+            c->tier = t + 1;
+            continue;
+        }
+        FRT_TRY(persist(r, c));
+        drop_handle(r, c);
+        return 0;
+    }
+}
+
+/* ---- open / close --------------------------------------------------------------- */
+
+static int mkdir_p(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) break;
+        *s = '/';
+    }
+    int ok = mkdir(p, 0755) == 0 || errno == EEXIST;
+    struct stat sb;
+    ok = ok && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+    free(p);
+    return ok ? 0 : frt_error(FRT_ERR_IO, "registry: cannot create the capsule dir %s", dir);
+}
+
+static int load_row(void *user, const frt_cap *row, uint64_t fp)
+{
+    frt_registry *r = user;
+    if (fp != r->e->facts.fingerprint) return 0; /* another model's capsule: left alone */
+    if (row->kind != FRT_CAP_PREFIX || access(row->path, R_OK) != 0) {
+        if (row->kind != FRT_CAP_PREFIX) unlink(row->path);
+        frt_capdb_del(r->db, row->id);
+        return 0;
+    }
+    frt_cap *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    *c = *row;
+    c->tokens = malloc((size_t)(row->position ? row->position : 1) * sizeof *c->tokens);
+    c->path = strdup(row->path);
+    c->handle = NULL;
+    c->tier = FRT_ENGINE_TIER_DISK;
+    c->persisted = 1;
+    c->refs = c->pin_holds = 0;
+    if (!c->tokens || !c->path || push(r, c)) {
+        free(c->tokens);
+        free(c->path);
+        free(c);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    }
+    if (row->position) memcpy(c->tokens, row->tokens, (size_t)row->position * sizeof *c->tokens);
+    if (c->last_used > r->clock) r->clock = c->last_used;
+    return 0;
+}
+
+int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry **out)
+{
+    if (!e || !p || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry: NULL argument");
+    frt_registry *r = calloc(1, sizeof *r);
+    if (!r) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    r->e = e;
+    memcpy(r->budget, p->budget, sizeof r->budget);
+    r->next_id = 1;
+    int rc = 0;
+    if (p->dir && p->dir[0]) {
+        if (!(r->dir = strdup(p->dir))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+        if (!rc) rc = mkdir_p(r->dir);
+        if (!rc) rc = frt_capdb_open(r->dir, &r->db);
+        if (!rc) rc = frt_capdb_scan(r->db, load_row, r);
+        if (!rc) r->next_id = frt_capdb_max_id(r->db) + 1;
+        if (!rc) make_room(r, FRT_ENGINE_TIER_DISK, 0); /* a smaller budget than last time */
+    } else {
+        r->budget[FRT_ENGINE_TIER_DISK] = 0;
+    }
+    if (rc) {
+        frt_registry_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void frt_registry_close(frt_registry *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        frt_cap *c = r->caps[i];
+        if (c->handle) r->e->capsule_free(r->e->self, c->handle);
+        /* SESSION capsules do not outlive the process */
+        if (c->kind == FRT_CAP_SESSION) unpersist(r, c);
+        free(c->tokens);
+        free(c->path);
+        free(c);
+    }
+    free(r->caps);
+    frt_capdb_close(r->db);
+    free(r->dir);
+    free(r);
+}
+
+/* ---- verbs ---------------------------------------------------------------------- */
+
+int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
+{
+    if (!r || !s || !id || s->n < 0 || (s->n > 0 && !s->tokens) || s->tier < 0 || s->tier >= FRT_ENGINE_N_TIERS)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry snapshot: bad arguments");
+    frt_engine *e = r->e;
+    const int C = e->facts.prefill_chunk;
+    if (e->position(e->self) != s->n)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry snapshot: %d tokens given, the live state holds %d", s->n,
+                         e->position(e->self));
+    if (s->kind == FRT_CAP_PREFIX && (s->n % C != 0 || !s->exact || s->n == 0))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "registry snapshot: a prefix capsule must be cold-exact at a nonzero multiple of %d (got %d)",
+                         C, s->n);
+    frt_cap *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry snapshot");
+    c->id = r->next_id++;
+    c->kind = s->kind;
+    c->path = path_for(r, c->id);
+    c->tokens = malloc((size_t)(s->n ? s->n : 1) * sizeof *c->tokens);
+    if (!c->tokens || (r->dir && !c->path)) {
+        free(c->tokens);
+        free(c->path);
+        free(c);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry snapshot");
+    }
+    if (s->n) memcpy(c->tokens, s->tokens, (size_t)s->n * sizeof *c->tokens);
+    c->position = s->n;
+    c->pending = s->pending;
+    c->exact = s->exact;
+    c->salt_hash = frt_salt_hash(s->salt, s->salt_len);
+    c->digest = e->digest(e->self, s->tokens, s->n, s->salt, s->salt_len);
+    c->pin_manual = s->pin ? 1 : 0;
+    c->last_used = ++r->clock;
+    if (s->owner) snprintf(c->owner, sizeof c->owner, "%s", s->owner);
+
+    /* the first tier at or below the preferred one with a budget */
+    int t = s->tier;
+    while (t < FRT_ENGINE_TIER_DISK && r->budget[t] == 0) t++;
+    int rc;
+    if (t == FRT_ENGINE_TIER_DISK && (!r->dir || r->budget[t] == 0)) {
+        rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "registry snapshot: no tier has a budget");
+    } else {
+        rc = e->snapshot(e->self, t, t == FRT_ENGINE_TIER_DISK ? c->path : NULL, s->salt, s->salt_len, &c->handle);
+    }
+    if (rc) {
+        free(c->tokens);
+        free(c->path);
+        free(c);
+        return rc;
+    }
+    frt_engine_capsule_info info;
+    e->capsule_info(e->self, c->handle, &info);
+    c->bytes = info.bytes;
+    c->tier = info.tier;
+    if (c->tier == FRT_ENGINE_TIER_DISK) c->persisted = 1;
+    if ((rc = push(r, c))) {
+        e->capsule_free(e->self, c->handle);
+        if (c->persisted) unlink(c->path);
+        free(c->tokens);
+        free(c->path);
+        free(c);
+        return rc;
+    }
+    if (c->persisted && r->db) frt_capdb_put(r->db, c, e->facts.fingerprint);
+    protect(r, c->id);
+    rc = place(r, c);
+    if (!rc && frt_cap_pinned(c) && c->kind == FRT_CAP_PREFIX) persist(r, c); /* write-through: best effort */
+    unprotect(r);
+    if (rc) {
+        remove_entry(r, c);
+        return rc;
+    }
+    r->st.snapshots++;
+    *id = c->id;
+    return 0;
+}
+
+int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    frt_engine *e = r->e;
+    frt_cap *c = r->caps[i];
+    int rc = 0;
+    if (!c->handle) {
+        rc = c->persisted ? e->capsule_load(e->self, c->path, &c->handle)
+                          : frt_error(FRT_ERR_NOT_FOUND, "registry: capsule %llu has no data", (unsigned long long)id);
+        if (!rc) {
+            frt_engine_capsule_info info;
+            e->capsule_info(e->self, c->handle, &info);
+            if (info.position != c->position || info.digest != c->digest)
+                rc = frt_error(FRT_ERR_FORMAT, "registry: capsule file %s does not hold its indexed prefix", c->path);
+            c->tier = FRT_ENGINE_TIER_DISK;
+        }
+    }
+    if (!rc) rc = e->restore(e->self, c->handle);
+    if (rc) {
+        if (c->tier == FRT_ENGINE_TIER_DISK) {
+            r->st.load_failures++;
+            remove_entry(r, c); /* a file that fails its checks is gone for good */
+        }
+        return rc;
+    }
+    int from = c->tier;
+    if (from_tier) *from_tier = from;
+    r->st.restores[from]++;
+    touch(r, c);
+    /* promotion: the fastest tier with room */
+    protect(r, c->id);
+    for (int t = 0; t < from; t++) {
+        if (r->budget[t] < c->bytes || make_room(r, t, c->bytes) != 0) continue;
+        if (e->capsule_move(e->self, c->handle, t, NULL) != 0) continue;
+        c->tier = t;
+        r->st.promotions++;
+        if (from == FRT_ENGINE_TIER_DISK && c->persisted && access(c->path, R_OK) != 0) unpersist(r, c);
+        break;
+    }
+    unprotect(r);
+    return 0;
+}
+
+int frt_registry_match_prefix(const frt_registry *r, const int32_t *ids, int n, int max_pos, const void *salt,
+                              size_t salt_len, uint64_t *id)
+{
+    if (id) *id = 0;
+    if (!r || !ids || n <= 0) return 0;
+    if (max_pos > n) max_pos = n;
+    const uint64_t sh = frt_salt_hash(salt, salt_len);
+    const int C = r->e->facts.prefill_chunk;
+    /* candidate lengths, longest first: only positions some entry holds */
+    const frt_cap *best = NULL;
+    for (int i = 0; i < r->n; i++) {
+        const frt_cap *c = r->caps[i];
+        if (c->kind != FRT_CAP_PREFIX || c->salt_hash != sh || c->position > max_pos || c->position % C)
+            continue;
+        if (best && c->position <= best->position) continue;
+        if (r->e->digest(r->e->self, ids, c->position, salt, salt_len) != c->digest) continue;
+        if (memcmp(c->tokens, ids, (size_t)c->position * sizeof *ids)) continue;
+        best = c;
+    }
+    if (!best) return 0;
+    if (id) *id = best->id;
+    return best->position;
+}
+
+int frt_registry_pin(frt_registry *r, uint64_t id, int pin)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    frt_cap *c = r->caps[i];
+    c->pin_manual = pin ? 1 : 0;
+    if (c->persisted && r->db) frt_capdb_touch(r->db, c->id, c->last_used, c->pin_manual);
+    if (pin && c->kind == FRT_CAP_PREFIX && c->handle && !c->persisted) {
+        persist(r, c); /* write-through: best effort (an error leaves it pinned in memory) */
+    }
+    return 0;
+}
+
+int frt_registry_ref(frt_registry *r, uint64_t id, int delta, int pin)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    frt_cap *c = r->caps[i];
+    c->refs += delta;
+    if (pin) c->pin_holds += delta;
+    if (c->refs < 0) c->refs = 0;
+    if (c->pin_holds < 0) c->pin_holds = 0;
+    if (c->refs == 0 && c->kind == FRT_CAP_SESSION) remove_at(r, i);
+    return 0;
+}
+
+int frt_registry_set_name(frt_registry *r, uint64_t id, const char *name)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    snprintf(r->caps[i]->name, sizeof r->caps[i]->name, "%s", name ? name : "");
+    return 0;
+}
+
+int frt_registry_delete(frt_registry *r, uint64_t id)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    remove_at(r, i);
+    return 0;
+}

@@ -1,0 +1,169 @@
+/*
+ * serving/registry.h - the capsule registry: the serving layer's policy over
+ * the model layer's capsules (../shared/DESIGN.md sections 5 and 6).
+ *
+ * Each entry is one capsule of the live state at a committed boundary, with
+ * the token prefix it holds. Two kinds:
+ *   PREFIX   a cold-exact capsule at a chunk-aligned position (its state is
+ *            exactly what a cold prefill of its tokens gives). Shared: any
+ *            request with the same salt whose prompt extends its tokens can
+ *            restore it. Indexed by the salted prefix digest.
+ *   SESSION  the boundary of a session (a displaced hot session, a fork
+ *            point, a checkpoint). Reached only through the sessions that
+ *            hold a reference; deleted when the last reference goes.
+ *
+ * Tiers and budgets: device, host and disk each have a byte budget. A new
+ * capsule goes to the requested tier (falling to the next one down when it
+ * does not fit); making room demotes the least recently used unpinned
+ * capsules device -> host -> disk, and deletes them from the disk tier. A
+ * restore promotes the capsule to the fastest tier with room. Pinned
+ * capsules are never demoted or deleted by the budgets; a pinned capsule is
+ * also written through to the disk tier so it survives a restart.
+ *
+ * Persistence: with a capsule dir, the disk tier's files
+ * (DIR/cap-ID.frtc) and their index (DIR/index.sqlite: kind, tokens, salt
+ * hash, digest, pin, LRU clock, engine fingerprint) survive a restart.
+ * Reopening loads the index of PREFIX capsules made by the same engine
+ * fingerprint; their files are loaded lazily when a request matches them.
+ * SESSION capsules do not outlive the process (sessions do not), so
+ * reopening deletes them.
+ *
+ * Threading: one thread at a time (the service's lock).
+ */
+#ifndef FRT_SERVING_REGISTRY_H
+#define FRT_SERVING_REGISTRY_H
+
+#include "serving/engine.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum frt_cap_kind { FRT_CAP_PREFIX = 0, FRT_CAP_SESSION = 1 } frt_cap_kind;
+
+const char *frt_cap_kind_name(frt_cap_kind k); /* "prefix", "session" */
+
+/* One entry (read-only for callers). */
+typedef struct frt_cap {
+    uint64_t id;          /* > 0, unique in the capsule dir */
+    frt_cap_kind kind;
+    int tier;             /* fastest tier holding it (FRT_ENGINE_TIER_*) */
+    void *handle;         /* engine capsule; NULL when only its file holds it (loaded on restore) */
+    int persisted;        /* the file `path` holds it (counted in the disk budget) */
+    char *path;           /* DIR/cap-ID.frtc, NULL without a capsule dir */
+    size_t bytes;         /* payload bytes */
+    int position;         /* committed tokens */
+    int pending;          /* pending token at the boundary, -1 when none */
+    int exact;            /* the state equals a cold prefill of `tokens` */
+    uint64_t digest;      /* engine digest of (salt, tokens) */
+    uint64_t salt_hash;   /* xxh64 of the salt (0 for no salt) */
+    int32_t *tokens;      /* [position] the committed prefix */
+    int pin_manual;       /* pinned through the API */
+    int pin_holds;        /* references that pin it (pinned sessions, checkpoints) */
+    int refs;             /* session references (boundaries and checkpoints) */
+    uint64_t last_used;   /* LRU clock: larger = more recent */
+    char owner[64];       /* the session that made it ("" for PREFIX) */
+    char name[64];        /* the last checkpoint name given to it, or "" */
+} frt_cap;
+
+/* Pinned: by the API or by a holder. */
+static inline int frt_cap_pinned(const frt_cap *c) { return c->pin_manual || c->pin_holds > 0; }
+
+typedef struct frt_registry frt_registry;
+
+typedef struct frt_registry_params {
+    size_t budget[FRT_ENGINE_N_TIERS]; /* bytes per tier; 0 = the tier is not used */
+    const char *dir;                   /* capsule dir (created if missing); NULL = no disk tier */
+} frt_registry_params;
+
+typedef struct frt_registry_stats {
+    uint64_t snapshots;
+    uint64_t restores[FRT_ENGINE_N_TIERS]; /* by the tier restored from */
+    uint64_t demotions;                    /* moved one tier down by the budgets */
+    uint64_t promotions;                   /* moved up on restore */
+    uint64_t evictions;                    /* deleted from the disk tier by the budget (or no disk tier) */
+    uint64_t load_failures;                /* files that failed their checks on load */
+} frt_registry_stats;
+
+/* Opens a registry over `e` (not owned). With a dir: creates it if missing,
+ * opens DIR/index.sqlite, loads the PREFIX rows of e's fingerprint whose
+ * files exist (lazily: no file is read), deletes SESSION rows and their
+ * files, then enforces the disk budget.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL e/out
+ *   FRT_ERR_IO                the dir or the index cannot be created/opened */
+int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry **out);
+
+/* Frees every handle (files and index stay). NULL is a no-op. */
+void frt_registry_close(frt_registry *r);
+
+/* What to snapshot. tokens[n] must be the live state's committed tokens
+ * (n == engine position). */
+typedef struct frt_cap_spec {
+    frt_cap_kind kind;
+    int tier;                  /* preferred tier; falls down a tier when it does not fit */
+    const int32_t *tokens;
+    int n;
+    int pending;
+    int exact;                 /* the state equals a cold prefill of tokens */
+    const void *salt;
+    size_t salt_len;
+    int pin;                   /* manual pin */
+    const char *owner;         /* session id or NULL */
+} frt_cap_spec;
+
+/* Snapshots the live state into a new entry; *id receives its id.
+ *   FRT_ERR_INVALID_ARGUMENT  bad spec (n != engine position, PREFIX not
+ *                             chunk-aligned or not exact)
+ *   FRT_ERR_OUT_OF_MEMORY     no tier has room even after demotions
+ *   errors of the engine's snapshot
+ * The live state is never changed. */
+int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *spec, uint64_t *id);
+
+/* Restores entry `id` into the live state: loads its file if needed,
+ * restores, marks it most recently used, and promotes it to the fastest
+ * tier with room. *from_tier (optional) receives the tier it was restored
+ * from. A file that fails its checks is deleted with its entry.
+ *   FRT_ERR_NOT_FOUND  no such entry
+ *   errors of the engine's load/restore (the live state is then untouched) */
+int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier);
+
+/* The entry, or NULL. Valid until the next mutating call. */
+const frt_cap *frt_registry_get(const frt_registry *r, uint64_t id);
+
+/* Entries in creation order: 0 <= i < frt_registry_count. */
+int frt_registry_count(const frt_registry *r);
+const frt_cap *frt_registry_at(const frt_registry *r, int i);
+
+/* The longest PREFIX entry with this salt whose tokens are a prefix of
+ * ids[0..n) and whose position is <= max_pos. Returns its position (0 when
+ * none) and *id (0 when none). Matching computes the salted digest of each
+ * chunk-aligned length and compares tokens on a digest hit. */
+int frt_registry_match_prefix(const frt_registry *r, const int32_t *ids, int n, int max_pos, const void *salt,
+                              size_t salt_len, uint64_t *id);
+
+/* Manual pin on/off. Pinning writes the capsule through to the disk tier.
+ * FRT_ERR_NOT_FOUND. */
+int frt_registry_pin(frt_registry *r, uint64_t id, int pin);
+
+/* Session references. ref(id, +1, pin) adds a reference (pin: a pinning
+ * one); ref(id, -1, pin) drops one, deleting a SESSION entry whose last
+ * reference went. FRT_ERR_NOT_FOUND (the entry was deleted: nothing done). */
+int frt_registry_ref(frt_registry *r, uint64_t id, int delta, int pin);
+
+/* Records a checkpoint name on the entry (for listings). */
+int frt_registry_set_name(frt_registry *r, uint64_t id, const char *name);
+
+/* Deletes an entry: frees its handle, deletes its file and index row.
+ * Sessions that referenced it fall back to other plans. FRT_ERR_NOT_FOUND. */
+int frt_registry_delete(frt_registry *r, uint64_t id);
+
+/* Bytes held in a tier (disk: files), and the budget. */
+size_t frt_registry_bytes(const frt_registry *r, int tier);
+size_t frt_registry_budget(const frt_registry *r, int tier);
+int frt_registry_tier_count(const frt_registry *r, int tier);
+
+void frt_registry_stats_get(const frt_registry *r, frt_registry_stats *st);
+
+/* The salt hash entries carry (xxh64, 0 for an empty salt). */
+uint64_t frt_salt_hash(const void *salt, size_t salt_len);
+
+#endif

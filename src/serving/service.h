@@ -1,0 +1,163 @@
+/*
+ * serving/service.h - the serving core without HTTP: one engine, its
+ * capsule registry, the sessions, the planner, and the generation loop.
+ *
+ * Threading: every function except the readers is called from one thread
+ * (the engine thread). Mutations of sessions and registry happen under the
+ * service lock; model compute (prefill, decode) runs outside it, so readers
+ * on other threads (listings, metrics) take frt_service_lock and see a
+ * consistent state at any time.
+ *
+ * Sessions (../shared/DESIGN.md section 6): the hot session is the one in
+ * the live state. A request on another session displaces it: its boundary
+ * is snapshotted (tier `displace_tier`, host by default) unless a capsule
+ * already holds it, so it comes back by restore. The anonymous session
+ * holds sessionless requests: a sessionless request may append to it while
+ * it is hot; it is dropped, not snapshotted, when displaced.
+ */
+#ifndef FRT_SERVING_SERVICE_H
+#define FRT_SERVING_SERVICE_H
+
+#include "serving/planner.h"
+#include "serving/registry.h"
+#include "serving/session.h"
+
+typedef struct frt_service frt_service;
+
+typedef struct frt_service_params {
+    size_t budget[FRT_ENGINE_N_TIERS]; /* bytes per tier */
+    const char *capsule_dir;           /* NULL = no disk tier */
+    int displace_tier;                 /* FRT_ENGINE_TIER_HOST */
+    int auto_capsules;                 /* 1 */
+    int prefill_piece;                 /* tokens per prefill call, a multiple of C (cancellation points); 0 = 4 C */
+} frt_service_params;
+
+frt_service_params frt_service_default_params(void);
+
+/* Creates the service over e (not owned) and opens the registry.
+ * Errors of frt_registry_open; FRT_ERR_INVALID_ARGUMENT for NULL. */
+int frt_service_create(frt_engine *e, const frt_service_params *p, frt_service **out);
+void frt_service_free(frt_service *s);
+
+/* ---- completions ----------------------------------------------------------- */
+
+struct frt_gen_result;
+
+typedef struct frt_gen_request {
+    const char *session_id;     /* NULL = sessionless */
+    const char *text;           /* the prompt as text (tokenized here), or NULL and: */
+    size_t text_len;
+    const int32_t *ids;         /* the prompt as token ids */
+    int n_ids;
+    int max_tokens;             /* >= 1; generation also stops when the state is full */
+    frt_engine_sampling sampling;
+    int has_seed;
+    uint64_t seed;
+    const char *const *stop;    /* stop strings (not included in the text) */
+    int n_stop;
+    int ignore_eos;
+    int pin_len;                /* frt_pin_prefix: 0 none, -1 the whole prompt, > 0 tokens */
+    double t_arrival;           /* frt_service_now() when the request arrived (TTFT origin); 0 = now */
+    /* Called once the request is validated and planned, before the prefill
+     * (res holds the plan: action, cached tokens, restore ms). Optional. */
+    void (*on_start)(void *user, const struct frt_gen_result *res);
+    /* Streaming: called with each piece of committed text (valid UTF-8),
+     * in order; a nonzero return cancels. Optional. */
+    int (*on_text)(void *user, const char *text, size_t len);
+    void *user;
+    const volatile int *cancel; /* optional: nonzero = stop at the next token boundary */
+} frt_gen_request;
+
+typedef struct frt_gen_result {
+    frt_prefix_action action;
+    uint64_t restored;          /* capsule restored, 0 none */
+    uint64_t pinned;            /* capsule pinned by frt_pin_prefix, 0 none */
+    int pin_unavailable;        /* pin asked but the prompt is shorter than C */
+    int prompt_tokens, cached_tokens, prefill_tokens, completion_tokens;
+    double restore_ms, prefill_ms, ttft_ms, total_ms;
+    char *text;                 /* the completion, valid UTF-8, malloc'd */
+    size_t text_len;
+    int32_t *tokens;            /* generated ids (including a final end-of-sequence id), malloc'd */
+    int n_tokens;
+    const char *finish_reason;  /* "stop", "length" or "cancelled" */
+    int position;               /* committed tokens after the request */
+    char session_id[FRT_SESSION_ID_MAX]; /* "" for sessionless */
+} frt_gen_result;
+
+/* Plans and runs one completion. Returns 0 and fills *res (free with
+ * frt_gen_result_clear), also for a cancelled request, or:
+ *   FRT_ERR_NOT_FOUND         no such session
+ *   FRT_ERR_INVALID_ARGUMENT  empty prompt, max_tokens < 1, an id outside
+ *                             the vocabulary
+ *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context
+ *   engine errors (the session then holds whatever the live state holds:
+ *   its journal always matches it) */
+int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_result *res);
+void frt_gen_result_clear(frt_gen_result *res);
+
+/* ChatML text of messages through the engine (FRT_ERR_UNSUPPORTED when the
+ * model's template is not ChatML). *text is malloc'd. */
+int frt_service_chat_prompt(frt_service *s, const frt_engine_msg *msgs, int n, char **text);
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+/* Creates a session (id NULL = generated; salt optional; pin: its boundary
+ * capsules are pinned). out_id receives the id.
+ *   FRT_ERR_INVALID_ARGUMENT  invalid id;  FRT_ERR_STATE  the id is taken */
+int frt_service_session_create(frt_service *s, const char *id, const char *salt, size_t salt_len, int pin,
+                               char out_id[FRT_SESSION_ID_MAX]);
+
+/* Deletes a session and its references. FRT_ERR_NOT_FOUND. */
+int frt_service_session_delete(frt_service *s, const char *id);
+
+/* n new sessions starting from the session's current boundary (one shared
+ * capsule, restored once per branch when each runs). out_ids receives n ids.
+ *   FRT_ERR_NOT_FOUND; FRT_ERR_INVALID_ARGUMENT for n < 1 or n > 64;
+ *   FRT_ERR_OUT_OF_MEMORY when no tier can hold the boundary */
+int frt_service_session_fork(frt_service *s, const char *id, int n, char (*out_ids)[FRT_SESSION_ID_MAX]);
+
+/* A named capsule of the session's current boundary (replacing one of the
+ * same name). *capsule (optional) receives its registry id.
+ *   FRT_ERR_NOT_FOUND (session); FRT_ERR_INVALID_ARGUMENT (name);
+ *   FRT_ERR_STATE (the boundary was lost: no capsule holds it) */
+int frt_service_checkpoint(frt_service *s, const char *id, const char *name, int pin, uint64_t *capsule);
+
+/* Moves the session back to a checkpoint's boundary (restored by its next
+ * request). FRT_ERR_NOT_FOUND (session, checkpoint, or its capsule was
+ * deleted). */
+int frt_service_rollback(frt_service *s, const char *id, const char *name);
+
+/* Capsule pin/unpin/delete through the API. FRT_ERR_NOT_FOUND. */
+int frt_service_capsule_pin(frt_service *s, uint64_t id, int pin);
+int frt_service_capsule_delete(frt_service *s, uint64_t id);
+
+/* ---- readers (take the lock around them from other threads) ---------------------- */
+
+void frt_service_lock(frt_service *s);
+void frt_service_unlock(frt_service *s);
+const frt_engine_facts *frt_service_facts(const frt_service *s);
+const frt_sessions *frt_service_sessions(const frt_service *s);
+const frt_registry *frt_service_registry(const frt_service *s);
+const frt_session *frt_service_hot(const frt_service *s);
+
+#define FRT_TTFT_BUCKETS 12
+extern const double frt_ttft_bounds[FRT_TTFT_BUCKETS]; /* seconds, the last is +Inf */
+
+typedef struct frt_service_metrics {
+    uint64_t requests[3];              /* by frt_prefix_action */
+    uint64_t cancelled, failed;
+    uint64_t prompt_tokens, cached_tokens, prefill_tokens, generated_tokens;
+    uint64_t ttft_count[FRT_TTFT_BUCKETS]; /* cumulative histogram counts */
+    double ttft_sum;                   /* seconds */
+    double restore_ms_sum;
+    uint64_t displacements;            /* hot sessions snapshotted when displaced */
+    uint64_t snapshot_failures;        /* snapshots that found no room (the request went on without) */
+    uint64_t restore_failures;         /* restores that failed (the request fell back to a rebuild) */
+} frt_service_metrics;
+
+void frt_service_metrics_get(const frt_service *s, frt_service_metrics *m);
+
+/* Monotonic seconds. */
+double frt_service_now(void);
+
+#endif
