@@ -81,7 +81,10 @@ typedef struct frt_server_params {
     int queue_size;              /* queued requests before 503 (16) */
     size_t max_body_bytes;       /* larger request bodies get 413 (8 MiB) */
     int max_connections;         /* concurrent HTTP connections (64) */
-    int verbose;                 /* one log line per request on stderr (0) */
+    /* Optional: called with one line per request and per notable event
+     * (from the server's threads; the library never prints). */
+    void (*log)(void *user, const char *line);
+    void *log_user;
 } frt_server_params;
 
 frt_server_params frt_server_default_params(void);

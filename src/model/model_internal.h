@@ -129,6 +129,7 @@ struct frt_model {
     frt_graph *g_decode;     /* one variant, key 1 */
     frt_graph *g_sample;     /* one variant, key 1: sample from logits into pending */
 
+    int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;
     uint64_t fingerprint;
 };

@@ -16,9 +16,11 @@
  * chunk in shared memory (dynamic, ~154 KiB for dk 128 and chunk 64),
  * recomputes A, Att, W itself (cheap next to the state work) and walks the
  * chunks in order, carrying its 32 columns of S. Every element is computed by
- * one thread in the twin's operation order (sums over the key dim ascending,
- * the forward substitution row by row with one thread per column), so there
- * is no cross-thread reduction and the bits are the same on every run. The
+ * one thread (sums over the key dim ascending: the twin's axpy order; its dot
+ * products for A and Att use 8 interleaved partial sums instead; the forward
+ * substitution row by row with one thread per column, j ascending as the
+ * twin), so there is no cross-thread reduction and the bits are the same on
+ * every run. The
  * token count is read from device memory; the tail chunk has its real rows
  * only, as in the twin. Tested in tests/test_cuda_kernels.c.
  */
@@ -205,10 +207,14 @@ extern "C" int frt_cuda_gdr_chunked(void *stream, void *out, frt_cuda_dtype out_
     FRT_ARG(chunk >= 1 && chunk <= FRT_CUDA_GDR_MAX_CHUNK, "cuda gdr_chunked: chunk %d (1..%d)",
             chunk, FRT_CUDA_GDR_MAX_CHUNK);
     const size_t smem = gdr_chunk_smem(chunk, dk);
-    if (dk > 128 || smem > 227 * 1024)
+    int dev = 0, limit = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (smem > (size_t)limit)
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda gdr_chunked: dk %d, chunk %d need %zu bytes of shared memory", dk,
-                         chunk, smem);
+                         "cuda gdr_chunked: dk %d, chunk %d need %zu bytes of shared memory, the "
+                         "device has %d per block",
+                         dk, chunk, smem, limit);
     if (max_n == 0) return 0;
     FRT_CUDA_TRY(cudaFuncSetAttribute(gdr_chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)smem));

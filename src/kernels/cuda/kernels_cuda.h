@@ -206,9 +206,11 @@ int frt_cuda_gdr_recurrent(void *stream, void *out, frt_cuda_dtype out_dtype, fl
  * same operation order per element. One block per (value head, 32 columns
  * of dv) walks the chunks in order, all in shared memory (~154 KiB for
  * dk 128, chunk 64). Splitting a prefill into calls at multiples of `chunk`
- * gives the same bits as one call. 1 <= chunk <= FRT_CUDA_GDR_MAX_CHUNK,
- * 1 <= dk <= 128 (more is FRT_ERR_UNSUPPORTED when the shared memory does not
- * fit). Twin: frt_cpu_gdr_chunked. */
+ * gives the same bits as one call. 1 <= chunk <= FRT_CUDA_GDR_MAX_CHUNK;
+ * dk up to 128 at chunk 64 on an H100/H200 (227 KiB of shared memory per
+ * block); a size whose shared memory does not fit the device is
+ * FRT_ERR_UNSUPPORTED (checked before anything is enqueued: needs a current
+ * device). Twin: frt_cpu_gdr_chunked. */
 int frt_cuda_gdr_chunked(void *stream, void *out, frt_cuda_dtype out_dtype, float *state,
                          const void *q, const void *k, const void *v, frt_cuda_dtype in_dtype,
                          const float *g, const float *beta, const int32_t *d_n, int max_n,

@@ -1,0 +1,72 @@
+/*
+ * kernels/cuda/conv1d.cu - depthwise causal conv1d + SiLU with a carried
+ * state (the Gated DeltaNet short convolution over q, k, v).
+ * Math: transformers 5.x modeling_qwen3_5.py, causal_conv1d_update /
+ * causal_conv1d_fn (torch fallbacks), as the CPU twin frt_cpu_conv1d_causal:
+ * with xpad = [state, x], out[t, c] = silu(sum_j w[c, j] xpad[t + j, c]),
+ * j ascending. Two launches: every output (t, c) reads only x and the old
+ * state, so the outputs are computed in parallel over tokens and channels;
+ * then one thread per channel moves the state to the last kernel - 1 rows of
+ * [state, x[0 .. n-1]] (n, the valid token count, read from device memory:
+ * padded rows of a prefill bucket never enter the state).
+ * Tested in tests/test_cuda_kernels.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+__global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt,
+                                  const float *conv_state, const float *w, const int32_t *d_n,
+                                  int max_n, int channels, int kernel)
+{
+    const int t = blockIdx.x;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (t >= frt_dyn_n(d_n, max_n) || c >= channels) return;
+    const int ks = kernel - 1;
+    const float *wc = w + (size_t)c * kernel;
+    float acc = 0.0f;
+    for (int j = 0; j < kernel; j++) {
+        const int i = t + j;
+        const float xv = i < ks ? conv_state[(size_t)c * ks + i]
+                                : frt_ld(x, x_dt, (size_t)(i - ks) * channels + c);
+        acc += wc[j] * xv;
+    }
+    frt_st(out, out_dt, (size_t)t * channels + c, frt_silu(acc));
+}
+
+__global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
+                                    const int32_t *d_n, int max_n, int channels, int kernel)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    const int n = frt_dyn_n(d_n, max_n), ks = kernel - 1;
+    float *st = conv_state + (size_t)c * ks;
+    /* ascending i reads index n + i >= i before it is overwritten: safe */
+    for (int i = 0; i < ks; i++) {
+        const int src = n + i;
+        st[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * channels + c);
+    }
+}
+
+extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                      const void *x, frt_cuda_dtype x_dtype, float *conv_state,
+                                      const float *w, const int32_t *d_n, int max_n, int channels,
+                                      int kernel)
+{
+    FRT_ARG(out && x && w && (conv_state || kernel == 1), "cuda conv1d: NULL pointer");
+    FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(x_dtype), "cuda conv1d: bad dtype");
+    FRT_ARG(max_n >= 0 && channels > 0 && kernel >= 1 && kernel <= 64,
+            "cuda conv1d: max_n %d channels %d kernel %d (1..64)", max_n, channels, kernel);
+    FRT_ARG(channels <= 65535 * 256, "cuda conv1d: channels %d", channels);
+    FRT_ARG(out != x, "cuda conv1d: out aliases x");
+    if (max_n == 0) return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    dim3 grid((unsigned int)max_n, (unsigned int)((channels + 255) / 256));
+    conv1d_out_kernel<<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n, max_n,
+                                           channels, kernel);
+    FRT_LAUNCH_CHECK();
+    if (kernel > 1) {
+        conv1d_state_kernel<<<(channels + 255) / 256, 256, 0, s>>>(x, x_dtype, conv_state, d_n,
+                                                                  max_n, channels, kernel);
+        FRT_LAUNCH_CHECK();
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * kernels/cuda/swiglu.cu - SwiGLU: out = silu(gate) * up.
+ * Math: transformers 5.x modeling_qwen3_5.py, Qwen3_5MLP, as the CPU twin
+ * frt_cpu_swiglu (silu(x) = x / (1 + exp(-x))). Grid-stride over the first
+ * n * per_tok elements, n read from device memory.
+ * Tested in tests/test_cuda_kernels.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+__global__ void swiglu_kernel(void *out, int out_dt, const void *gate, const void *up, int in_dt,
+                              const int32_t *d_n, int max_n, int per_tok)
+{
+    const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        frt_st(out, out_dt, i, frt_silu(frt_ld(gate, in_dt, i)) * frt_ld(up, in_dt, i));
+}
+
+extern "C" int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype,
+                               const void *gate, const void *up, frt_cuda_dtype in_dtype,
+                               const int32_t *d_n, int max_n, int per_tok)
+{
+    FRT_ARG(out && gate && up, "cuda swiglu: NULL pointer");
+    FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(in_dtype), "cuda swiglu: bad dtype");
+    FRT_ARG(max_n >= 0 && per_tok > 0, "cuda swiglu: max_n %d per_tok %d", max_n, per_tok);
+    FRT_ARG((out != gate && out != up) || out_dtype == in_dtype,
+            "cuda swiglu: in place needs equal dtypes");
+    if (max_n == 0) return 0;
+    swiglu_kernel<<<frt_grid_blocks((size_t)max_n * per_tok, 256, 8192), 256, 0,
+                    (cudaStream_t)stream>>>(out, out_dtype, gate, up, in_dtype, d_n, max_n,
+                                            per_tok);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}

@@ -1,0 +1,588 @@
+/*
+ * capsule.c - execution-state capsules (include/frt/capsule.h): snapshot the
+ * live state's closure into a tier, restore it, move it between tiers, and
+ * the file format of docs/capsule-format.md.
+ *
+ * The closure is the model's state table (model_internal.h) plus the logits
+ * of the last committed token, so a restored boundary can sample without a
+ * forward pass. KV buffers are stored up to the position only.
+ */
+#include "model/capsule_internal.h"
+
+#include "util/error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define CAPSULE_MAGIC "FRTCAPS1"
+#define CAPSULE_ALIGN 4096u
+#define CAPSULE_NAME_LEN 48
+
+/* On-disk header (little-endian, as the host writes it: x86-64 and arm64). */
+typedef struct file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t n_buffers;
+    uint64_t file_bytes;     /* the whole file */
+    uint64_t payload_bytes;  /* sum of the buffers' valid bytes */
+    int32_t position, pending, prefill_chunk, aligned;
+    uint64_t rng[2];
+    uint64_t prefix_digest;
+    uint64_t fingerprint;
+    uint64_t meta_checksum;  /* xxh64 of this header (this field 0) and the table */
+} file_header;
+
+typedef struct file_entry {
+    char name[CAPSULE_NAME_LEN];
+    uint64_t offset;     /* payload offset in the file, CAPSULE_ALIGN-aligned */
+    uint64_t bytes;      /* valid bytes stored */
+    uint64_t full_bytes; /* the live buffer's size (must match the model) */
+    uint64_t checksum;   /* xxh64 of the payload */
+} file_entry;
+
+struct frt_capsule {
+    frt_context *ctx;
+    frt_tier tier;
+    frt_capsule_info info;
+    int n;
+    file_entry table[FRT_CAPSULE_MAX_BUFFERS];
+    frt_buffer *payload;     /* device or pinned-host memory; NULL for disk */
+    char *path;              /* disk tier */
+};
+
+const char *frt_tier_name(frt_tier t)
+{
+    switch (t) {
+    case FRT_TIER_DEVICE: return "device";
+    case FRT_TIER_HOST: return "host";
+    case FRT_TIER_DISK: return "disk";
+    }
+    return "unknown";
+}
+
+uint64_t frt_model_fingerprint(const frt_model *m) { return m ? m->fingerprint : 0; }
+
+uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t salt_len)
+{
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0xF27C0DE);
+    uint64_t sl = salt ? salt_len : 0;
+    XXH64_update(h, &sl, sizeof sl);
+    if (sl) XXH64_update(h, salt, salt_len);
+    if (n > 0) XXH64_update(h, ids, (size_t)n * sizeof *ids);
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+/* ---- the closure ------------------------------------------------------ */
+
+/* Buffers of the closure, in table order: the state table, then logits. */
+static int closure(frt_model *m, frt_buffer **bufs)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_state; i++) bufs[n++] = m->state[i];
+    bufs[n++] = m->logits;
+    return n;
+}
+
+static int is_kv(const frt_model *m, const frt_buffer *b)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if ((m->kv_k[l] && m->kv_k[l] == b) || (m->kv_v[l] && m->kv_v[l] == b)) return 1;
+    return 0;
+}
+
+/* Valid bytes of a closure buffer at position pos. */
+static size_t valid_bytes(const frt_model *m, const frt_buffer *b, int pos)
+{
+    if (is_kv(m, b)) return frt_buffer_size(b) / (size_t)m->max_seq * (size_t)pos;
+    if (b == m->tokens) return (size_t)pos * sizeof(int32_t);
+    return frt_buffer_size(b);
+}
+
+static size_t align_up(size_t x) { return (x + CAPSULE_ALIGN - 1) / CAPSULE_ALIGN * CAPSULE_ALIGN; }
+
+/* ---- snapshot ----------------------------------------------------------- */
+
+static int read_boundary(frt_model *m, frt_boundary *b)
+{
+    FRT_TRY(frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+static int fill_descriptor(frt_model *m, frt_capsule *c, const void *salt, size_t salt_len)
+{
+    frt_boundary b;
+    FRT_TRY(read_boundary(m, &b));
+    frt_capsule_info *in = &c->info;
+    in->position = b.pos;
+    in->pending = b.pending;
+    in->prefill_chunk = m->C;
+    in->aligned = b.pos % m->C == 0;
+    in->rng[0] = b.rng[0];
+    in->rng[1] = b.rng[1];
+    in->fingerprint = m->fingerprint;
+    int32_t *ids = malloc((size_t)(b.pos ? b.pos : 1) * sizeof *ids);
+    if (!ids) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    int rc = b.pos ? frt_buffer_read(m->tokens, 0, ids, (size_t)b.pos * sizeof *ids, m->stream) : 0;
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (rc == 0) in->prefix_digest = frt_prefix_digest(ids, b.pos, salt, salt_len);
+    free(ids);
+    return rc;
+}
+
+static int build_table(frt_model *m, frt_capsule *c)
+{
+    frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
+    int n = closure(m, bufs);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        file_entry *e = &c->table[i];
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", frt_buffer_name(bufs[i]));
+        e->bytes = valid_bytes(m, bufs[i], c->info.position);
+        e->full_bytes = frt_buffer_size(bufs[i]);
+        e->offset = off; /* offset inside the in-memory payload; aligned for files */
+        off = align_up(off + e->bytes);
+    }
+    c->n = n;
+    c->info.n_buffers = n;
+    c->info.bytes = 0;
+    for (int i = 0; i < n; i++) c->info.bytes += c->table[i].bytes;
+    return 0;
+}
+
+static size_t payload_span(const frt_capsule *c)
+{
+    return c->n ? align_up(c->table[c->n - 1].offset + c->table[c->n - 1].bytes) : 0;
+}
+
+/* One batched copy between the closure and a payload buffer. */
+static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload, int to_payload,
+                        const unsigned char *skip)
+{
+    frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
+    frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
+    int n = closure(m, bufs), k = 0;
+    for (int i = 0; i < n; i++) {
+        if (skip && skip[i]) continue;
+        if (!c->table[i].bytes) continue;
+        copies[k].dst = to_payload ? payload : bufs[i];
+        copies[k].dst_off = to_payload ? c->table[i].offset : 0;
+        copies[k].src = to_payload ? bufs[i] : payload;
+        copies[k].src_off = to_payload ? 0 : c->table[i].offset;
+        copies[k].bytes = c->table[i].bytes;
+        k++;
+    }
+    FRT_TRY(frt_buffer_copy_batch(copies, k, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+static frt_space tier_space(frt_tier t) { return t == FRT_TIER_DEVICE ? FRT_SPACE_DEVICE : FRT_SPACE_PINNED_HOST; }
+
+static int write_file(const frt_capsule *c, const frt_buffer *payload, const char *path);
+
+int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const void *salt, size_t salt_len,
+                         frt_capsule **out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    *out = NULL;
+    if (tier != FRT_TIER_DEVICE && tier != FRT_TIER_HOST && tier != FRT_TIER_DISK)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: unknown tier %d", (int)tier);
+    if (tier == FRT_TIER_DISK && (!path || !*path))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: the disk tier needs a path");
+    frt_capsule *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    c->ctx = m->ctx;
+    int rc = fill_descriptor(m, c, salt, salt_len);
+    if (rc == 0) rc = build_table(m, c);
+    frt_buffer *payload = NULL;
+    if (rc == 0) {
+        rc = frt_buffer_alloc(m->ctx, "capsule", tier_space(tier), payload_span(c) ? payload_span(c) : 1, &payload);
+        if (rc < 0) frt_error_prefix("capsule: %s tier", frt_tier_name(tier));
+    }
+    if (rc == 0) rc = copy_closure(m, c, payload, 1, NULL);
+    if (rc == 0 && tier == FRT_TIER_DISK) {
+        rc = write_file(c, payload, path);
+        frt_buffer_free(payload);
+        payload = NULL;
+        if (rc == 0 && !(c->path = strdup(path))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    }
+    if (rc < 0) {
+        frt_buffer_free(payload);
+        free(c->path);
+        free(c);
+        return rc;
+    }
+    c->payload = payload;
+    c->tier = tier;
+    c->info.tier = tier;
+    c->info.path = c->path;
+    *out = c;
+    return 0;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+static uint64_t meta_checksum(const file_header *h, const file_entry *table, int n)
+{
+    file_header tmp = *h;
+    tmp.meta_checksum = 0;
+    XXH64_state_t *st = XXH64_createState();
+    if (!st) return 0;
+    XXH64_reset(st, 0);
+    XXH64_update(st, &tmp, sizeof tmp);
+    XXH64_update(st, table, (size_t)n * sizeof *table);
+    uint64_t d = XXH64_digest(st);
+    XXH64_freeState(st);
+    return d;
+}
+
+static size_t meta_bytes(int n) { return align_up(sizeof(file_header) + (size_t)n * sizeof(file_entry)); }
+
+/* Writes header, table and payloads to path.tmp.PID, then renames it. The
+ * payload buffer must be host-readable (host tier) or is staged through a
+ * pinned host copy. */
+static int write_file(const frt_capsule *c, const frt_buffer *payload, const char *path)
+{
+    const unsigned char *host = NULL;
+    frt_buffer *staging = NULL;
+    int rc = 0;
+    if (frt_buffer_space(payload) == FRT_SPACE_DEVICE && frt_context_backend(c->ctx) != FRT_BACKEND_CPU) {
+        FRT_TRY(frt_buffer_alloc(c->ctx, "capsule-staging", FRT_SPACE_PINNED_HOST, frt_buffer_size(payload), &staging));
+        frt_stream *s = frt_context_stream(c->ctx);
+        rc = frt_buffer_copy(staging, 0, payload, 0, frt_buffer_size(payload), s);
+        if (rc == 0) rc = frt_stream_sync(s);
+        if (rc < 0) {
+            frt_buffer_free(staging);
+            return rc;
+        }
+        host = frt_buffer_ptr(staging);
+    } else {
+        host = frt_buffer_ptr(payload);
+    }
+
+    file_header h;
+    file_entry table[FRT_CAPSULE_MAX_BUFFERS];
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CAPSULE_MAGIC, 8);
+    h.version = FRT_CAPSULE_FORMAT_VERSION;
+    h.n_buffers = (uint32_t)c->n;
+    h.position = c->info.position;
+    h.pending = c->info.pending;
+    h.prefill_chunk = c->info.prefill_chunk;
+    h.aligned = c->info.aligned;
+    h.rng[0] = c->info.rng[0];
+    h.rng[1] = c->info.rng[1];
+    h.prefix_digest = c->info.prefix_digest;
+    h.fingerprint = c->info.fingerprint;
+    h.payload_bytes = c->info.bytes;
+    size_t base = meta_bytes(c->n), off = base;
+    for (int i = 0; i < c->n; i++) {
+        table[i] = c->table[i];
+        table[i].offset = off;
+        table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
+        off = align_up(off + c->table[i].bytes);
+    }
+    h.file_bytes = off;
+    h.meta_checksum = meta_checksum(&h, table, c->n);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) {
+        frt_buffer_free(staging);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    }
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        rc = frt_error(FRT_ERR_IO, "capsule: cannot create %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    static const unsigned char zeros[CAPSULE_ALIGN];
+    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(table, sizeof *table, (size_t)c->n, f) == (size_t)c->n;
+    ok = ok && fwrite(zeros, 1, base - sizeof h - (size_t)c->n * sizeof *table, f) ==
+                   base - sizeof h - (size_t)c->n * sizeof *table;
+    for (int i = 0; ok && i < c->n; i++) {
+        size_t b = c->table[i].bytes, pad = align_up(table[i].offset + b) - (table[i].offset + b);
+        ok = (b == 0 || fwrite(host + c->table[i].offset, 1, b, f) == b) && fwrite(zeros, 1, pad, f) == pad;
+    }
+    ok = fflush(f) == 0 && ok;
+    ok = fsync(fileno(f)) == 0 && ok;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        rc = frt_error(FRT_ERR_IO, "capsule: writing %s failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = frt_error(FRT_ERR_IO, "capsule: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+    }
+done:
+    free(tmp);
+    frt_buffer_free(staging);
+    return rc;
+}
+
+/* Reads and checks a capsule file against model m. With payload_out, the
+ * whole payload is read into a new pinned-host buffer laid out like the
+ * in-memory table (checksums verified); otherwise only the metadata. */
+static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer **payload_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return frt_error(FRT_ERR_IO, "capsule: cannot open %s: %s", path, strerror(errno));
+    int rc = 0;
+    file_header h;
+    file_entry *table = NULL;
+    frt_buffer *payload = NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        rc = frt_error(FRT_ERR_IO, "capsule: cannot stat %s", path);
+        goto out;
+    }
+    if (fread(&h, sizeof h, 1, f) != 1) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: truncated header", path);
+        goto out;
+    }
+    if (memcmp(h.magic, CAPSULE_MAGIC, 8) != 0) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: not a capsule file (bad magic)", path);
+        goto out;
+    }
+    if (h.version != FRT_CAPSULE_FORMAT_VERSION) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: format version %u, this build reads version %u", path,
+                       h.version, FRT_CAPSULE_FORMAT_VERSION);
+        goto out;
+    }
+    if (h.n_buffers == 0 || h.n_buffers > FRT_CAPSULE_MAX_BUFFERS) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: bad buffer count %u", path, h.n_buffers);
+        goto out;
+    }
+    if ((uint64_t)st.st_size != h.file_bytes) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: file has %lld bytes, header says %llu (truncated?)", path,
+                       (long long)st.st_size, (unsigned long long)h.file_bytes);
+        goto out;
+    }
+    table = calloc(h.n_buffers, sizeof *table);
+    if (!table) {
+        rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+        goto out;
+    }
+    if (fread(table, sizeof *table, h.n_buffers, f) != h.n_buffers) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: truncated buffer table", path);
+        goto out;
+    }
+    if (meta_checksum(&h, table, (int)h.n_buffers) != h.meta_checksum) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: metadata checksum mismatch (corrupted)", path);
+        goto out;
+    }
+    if (h.fingerprint != m->fingerprint) {
+        rc = frt_error(FRT_ERR_MISMATCH,
+                       "capsule: %s: made by another model or build (fingerprint %016llx, this model %016llx)", path,
+                       (unsigned long long)h.fingerprint, (unsigned long long)m->fingerprint);
+        goto out;
+    }
+    frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
+    int n = closure(m, bufs);
+    if ((int)h.n_buffers != n || h.position < 0 || h.position > m->max_seq) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: %u buffers at position %d do not fit this model", path,
+                       h.n_buffers, h.position);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        file_entry *e = &table[i];
+        e->name[CAPSULE_NAME_LEN - 1] = 0;
+        if (strcmp(e->name, frt_buffer_name(bufs[i])) != 0 || e->full_bytes != frt_buffer_size(bufs[i]) ||
+            e->bytes != valid_bytes(m, bufs[i], h.position) || e->offset % CAPSULE_ALIGN ||
+            e->offset + e->bytes > h.file_bytes || e->offset < meta_bytes(n)) {
+            rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: buffer %d '%s' does not match the model's state", path, i,
+                           e->name);
+            goto out;
+        }
+    }
+    c->ctx = m->ctx;
+    c->n = n;
+    memset(&c->info, 0, sizeof c->info);
+    c->info.position = h.position;
+    c->info.pending = h.pending;
+    c->info.prefill_chunk = h.prefill_chunk;
+    c->info.aligned = h.aligned;
+    c->info.rng[0] = h.rng[0];
+    c->info.rng[1] = h.rng[1];
+    c->info.prefix_digest = h.prefix_digest;
+    c->info.fingerprint = h.fingerprint;
+    c->info.n_buffers = n;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        c->table[i] = table[i];
+        c->table[i].offset = off;
+        c->info.bytes += table[i].bytes;
+        off = align_up(off + table[i].bytes);
+    }
+    if (payload_out) {
+        rc = frt_buffer_alloc(m->ctx, "capsule", FRT_SPACE_PINNED_HOST, off ? off : 1, &payload);
+        if (rc < 0) goto out;
+        unsigned char *host = frt_buffer_ptr(payload);
+        for (int i = 0; i < n; i++) {
+            if (fseek(f, (long)table[i].offset, SEEK_SET) != 0 ||
+                fread(host + c->table[i].offset, 1, table[i].bytes, f) != table[i].bytes) {
+                rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[i].name);
+                goto out;
+            }
+            if (XXH64(host + c->table[i].offset, table[i].bytes, 0) != table[i].checksum) {
+                rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)", path,
+                               table[i].name);
+                goto out;
+            }
+        }
+        *payload_out = payload;
+        payload = NULL;
+    }
+out:
+    frt_buffer_free(payload);
+    free(table);
+    fclose(f);
+    return rc;
+}
+
+int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out)
+{
+    if (!m || !path || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    *out = NULL;
+    frt_capsule *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    frt_buffer *payload = NULL;
+    int rc = read_file(m, path, c, &payload); /* full check, checksums included */
+    frt_buffer_free(payload);
+    if (rc == 0 && !(c->path = strdup(path))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    c->tier = FRT_TIER_DISK;
+    c->info.tier = FRT_TIER_DISK;
+    c->info.path = c->path;
+    *out = c;
+    return 0;
+}
+
+int frt_capsule_save(const frt_capsule *c, const char *path)
+{
+    if (!c || !path) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    if (c->tier == FRT_TIER_DISK) {
+        if (c->path && !strcmp(c->path, path)) return 0;
+        return frt_error(FRT_ERR_UNSUPPORTED, "capsule: copying a disk capsule to another file: use cp");
+    }
+    return write_file(c, c->payload, path);
+}
+
+/* ---- restore -------------------------------------------------------------- */
+
+int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
+{
+    if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    if (c->info.fingerprint != m->fingerprint)
+        return frt_error(FRT_ERR_MISMATCH,
+                         "capsule: made by another model or build (fingerprint %016llx, this model %016llx)",
+                         (unsigned long long)c->info.fingerprint, (unsigned long long)m->fingerprint);
+    frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
+    int n = closure(m, bufs);
+    if (n != c->n) return frt_error(FRT_ERR_MISMATCH, "capsule: %d buffers, the model has %d", c->n, n);
+    frt_buffer *payload = c->payload, *owned = NULL;
+    if (c->tier == FRT_TIER_DISK) {
+        frt_capsule tmp;
+        memset(&tmp, 0, sizeof tmp);
+        FRT_TRY(read_file(m, c->path, &tmp, &owned)); /* checks everything again: the file may have changed */
+        if (tmp.info.prefix_digest != c->info.prefix_digest || tmp.info.position != c->info.position) {
+            frt_buffer_free(owned);
+            return frt_error(FRT_ERR_MISMATCH, "capsule: %s changed since it was opened", c->path);
+        }
+        payload = owned;
+    }
+    /* Ablation (tests only): leave out the recurrent and conv state. */
+    unsigned char skip[FRT_CAPSULE_MAX_BUFFERS];
+    memset(skip, 0, sizeof skip);
+    if (flags & (FRT_RESTORE_KV_ONLY_ZERO | FRT_RESTORE_KV_ONLY_STALE)) {
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < m->cfg.n_layers; l++)
+                if (bufs[i] == m->gdn_state[l] || bufs[i] == m->gdn_conv[l]) skip[i] = 1;
+    }
+    int rc = copy_closure(m, c, payload, 0, skip);
+    if (rc == 0 && (flags & FRT_RESTORE_KV_ONLY_ZERO)) {
+        for (int i = 0; i < n && rc == 0; i++)
+            if (skip[i]) rc = frt_buffer_fill(bufs[i], 0, frt_buffer_size(bufs[i]), 0, m->stream);
+        if (rc == 0) rc = frt_stream_sync(m->stream);
+    }
+    frt_buffer_free(owned);
+    return rc;
+}
+
+int frt_capsule_restore(frt_model *m, const frt_capsule *c) { return frt_capsule_restore_ex(m, c, 0); }
+
+/* ---- tiers, info, free -------------------------------------------------- */
+
+int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path)
+{
+    if (!c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL capsule");
+    if (tier == c->tier) return 0;
+    if (tier == FRT_TIER_DISK) {
+        if (!path || !*path) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: the disk tier needs a path");
+        FRT_TRY(write_file(c, c->payload, path));
+        char *p = strdup(path);
+        if (!p) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
+        frt_buffer_free(c->payload);
+        c->payload = NULL;
+        c->path = p;
+    } else if (c->tier == FRT_TIER_DISK) {
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "capsule: promote a disk capsule by restoring it (frt_capsule_restore reads the file)");
+    } else {
+        frt_buffer *nb = NULL;
+        size_t span = payload_span(c) ? payload_span(c) : 1;
+        FRT_TRY(frt_buffer_alloc(c->ctx, "capsule", tier_space(tier), span, &nb));
+        frt_stream *s = frt_context_stream(c->ctx);
+        int rc = frt_buffer_copy(nb, 0, c->payload, 0, frt_buffer_size(c->payload) < span ? frt_buffer_size(c->payload) : span, s);
+        if (rc == 0) rc = frt_stream_sync(s);
+        if (rc < 0) {
+            frt_buffer_free(nb);
+            return rc;
+        }
+        frt_buffer_free(c->payload);
+        c->payload = nb;
+    }
+    c->tier = tier;
+    c->info.tier = tier;
+    c->info.path = c->path;
+    return 0;
+}
+
+int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info)
+{
+    if (!c || !info) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    *info = c->info;
+    return 0;
+}
+
+int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *bytes)
+{
+    if (!c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL capsule");
+    if (i < 0 || i >= c->n) return frt_error(FRT_ERR_OUT_OF_RANGE, "capsule: buffer %d of %d", i, c->n);
+    if (name) *name = c->table[i].name;
+    if (bytes) *bytes = c->table[i].bytes;
+    return 0;
+}
+
+void frt_capsule_free(frt_capsule *c)
+{
+    if (!c) return;
+    frt_buffer_free(c->payload);
+    free(c->path);
+    free(c);
+}

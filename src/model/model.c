@@ -1,0 +1,475 @@
+/*
+ * model.c - the model layer's public API (include/frt/model.h): load a
+ * checkpoint directory, allocate the live state once, capture the prefill
+ * (one variant per length bucket), decode and sample graphs, and drive them.
+ */
+#include "model/model_internal.h"
+
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+frt_model_params frt_model_default_params(void)
+{
+    frt_model_params p;
+    memset(&p, 0, sizeof p);
+    p.backend = FRT_BACKEND_CPU;
+    return p;
+}
+
+/* ---- boundary and step records ----------------------------------------- */
+
+static int boundary_read(frt_model *m, frt_boundary *b)
+{
+    FRT_TRY(frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+static int boundary_write(frt_model *m, const frt_boundary *b)
+{
+    FRT_TRY(frt_buffer_write(m->boundary, 0, b, sizeof *b, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+static int step_write(frt_model *m, int n_valid, const frt_sampling *s)
+{
+    frt_step_args a;
+    memset(&a, 0, sizeof a);
+    a.n_valid = n_valid;
+    a.temperature = s ? s->temperature : 0.0f;
+    a.top_k = s ? s->top_k : 0;
+    a.top_p = s ? s->top_p : 1.0f;
+    FRT_TRY(frt_buffer_write(m->step, 0, &a, sizeof a, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+/* ---- load ---------------------------------------------------------------- */
+
+static int file_exists(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int alloc_buf(frt_model *m, const char *name, size_t bytes, frt_buffer **out)
+{
+    int rc = frt_buffer_alloc(m->ctx, name, FRT_SPACE_DEVICE, bytes, out);
+    if (rc < 0) return rc;
+    return frt_buffer_fill(*out, 0, bytes, 0, m->stream);
+}
+
+static int alloc_state(frt_model *m)
+{
+    const frt_model_config *c = &m->cfg;
+    int L = c->n_layers;
+    m->kv_k = calloc((size_t)L, sizeof *m->kv_k);
+    m->kv_v = calloc((size_t)L, sizeof *m->kv_v);
+    m->gdn_state = calloc((size_t)L, sizeof *m->gdn_state);
+    m->gdn_conv = calloc((size_t)L, sizeof *m->gdn_conv);
+    m->state = calloc((size_t)(2 * L + 2), sizeof *m->state);
+    if (!m->kv_k || !m->kv_v || !m->gdn_state || !m->gdn_conv || !m->state)
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the state table");
+    size_t f = sizeof(float);
+    char name[64];
+    for (int l = 0; l < L; l++) {
+        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
+            size_t bytes = (size_t)m->max_seq * c->n_kv_heads * c->head_dim * f;
+            snprintf(name, sizeof name, "kv.%d.k", l);
+            FRT_TRY(alloc_buf(m, name, bytes, &m->kv_k[l]));
+            snprintf(name, sizeof name, "kv.%d.v", l);
+            FRT_TRY(alloc_buf(m, name, bytes, &m->kv_v[l]));
+            m->state[m->n_state++] = m->kv_k[l];
+            m->state[m->n_state++] = m->kv_v[l];
+        } else {
+            size_t bytes = (size_t)c->lin_n_v_heads * c->lin_k_head_dim * c->lin_v_head_dim * f;
+            snprintf(name, sizeof name, "gdn.%d.state", l);
+            FRT_TRY(alloc_buf(m, name, bytes, &m->gdn_state[l]));
+            snprintf(name, sizeof name, "gdn.%d.conv", l);
+            FRT_TRY(alloc_buf(m, name, (size_t)m->conv_channels * (c->lin_conv_kernel - 1) * f, &m->gdn_conv[l]));
+            m->state[m->n_state++] = m->gdn_state[l];
+            m->state[m->n_state++] = m->gdn_conv[l];
+        }
+    }
+    FRT_TRY(alloc_buf(m, "tokens", (size_t)m->max_seq * sizeof(int32_t), &m->tokens));
+    FRT_TRY(alloc_buf(m, "boundary", sizeof(frt_boundary), &m->boundary));
+    m->state[m->n_state++] = m->tokens;
+    m->state[m->n_state++] = m->boundary;
+    FRT_TRY(alloc_buf(m, "in_ids", (size_t)m->C * sizeof(int32_t), &m->in_ids));
+    FRT_TRY(alloc_buf(m, "step", sizeof(frt_step_args), &m->step));
+    FRT_TRY(alloc_buf(m, "logits", (size_t)c->vocab_size * f, &m->logits));
+    frt_boundary b;
+    memset(&b, 0, sizeof b);
+    b.pending = -1;
+    b.rng[0] = b.rng[1] = 0x853c49e6748fea9bull;
+    return boundary_write(m, &b);
+}
+
+static int capture_graphs(frt_model *m)
+{
+    frt_record_ctx rc = {.m = m, .bucket = 0};
+    FRT_TRY(frt_graph_create(m->ctx, "prefill", 0, &m->g_prefill));
+    FRT_TRY(frt_graph_create(m->ctx, "decode", 0, &m->g_decode));
+    FRT_TRY(frt_graph_create(m->ctx, "sample", 0, &m->g_sample));
+    for (int i = 0; i < m->n_buckets; i++) {
+        rc.bucket = m->buckets[i];
+        FRT_TRY(frt_graph_capture(m->g_prefill, (frt_shape_key)m->buckets[i], m->stream,
+                                  frt_qwen35_cpu_record_prefill, &rc));
+    }
+    FRT_TRY(frt_graph_capture(m->g_decode, 1, m->stream, frt_qwen35_cpu_record_decode, &rc));
+    return frt_graph_capture(m->g_sample, 1, m->stream, frt_qwen35_cpu_record_sample, &rc);
+}
+
+/* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
+ * in checkpoint order. */
+static uint64_t hash_weights(const frt_checkpoint *ck)
+{
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0);
+    int n = frt_checkpoint_count(ck);
+    for (int i = 0; i < n; i++) {
+        const frt_tensor *t = frt_checkpoint_at(ck, i);
+        XXH64_update(h, t->name, strlen(t->name) + 1);
+        XXH64_update(h, &t->dtype, sizeof t->dtype);
+        XXH64_update(h, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
+        XXH64_update(h, t->data, t->nbytes);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+static uint64_t compute_fingerprint(const frt_model *m)
+{
+    const frt_model_config *c = &m->cfg;
+    char s[4096];
+    int n = snprintf(s, sizeof s,
+                     "frt-capsule-v%u|%s|backend=%d|dtype=f32|V=%d H=%d I=%d L=%d|attn %d/%d/%d gate=%d|"
+                     "lin %d/%d/%d/%d/%d|eps=%.9g theta=%.9g rot=%d tie=%d|C=%d max_seq=%d|weights=%016llx|",
+                     FRT_CAPSULE_FORMAT_VERSION, c->model_type, (int)m->params.backend, c->vocab_size,
+                     c->hidden_size, c->intermediate_size, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
+                     c->attn_output_gate, c->lin_n_k_heads, c->lin_n_v_heads, c->lin_k_head_dim,
+                     c->lin_v_head_dim, c->lin_conv_kernel, (double)c->rms_norm_eps, (double)c->rope_theta,
+                     c->rotary_dim, c->tie_word_embeddings, m->C, m->max_seq,
+                     (unsigned long long)m->weights_hash);
+    for (int i = 0; i < m->n_buckets && n < (int)sizeof s - 16; i++) n += snprintf(s + n, sizeof s - n, "b%d,", m->buckets[i]);
+    for (int l = 0; l < c->n_layers && n < (int)sizeof s - 4; l++) n += snprintf(s + n, sizeof s - n, "%d", c->layer_types[l]);
+    return XXH64(s, (size_t)n, 0);
+}
+
+static int load_model(frt_model *m, const char *dir)
+{
+    const frt_model_params *p = &m->params;
+    FRT_TRY(frt_config_load(dir, &m->cfg));
+    FRT_TRY(frt_generation_config_load(dir, &m->cfg, &m->gen));
+    const frt_model_config *c = &m->cfg;
+    if (!c->hybrid)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "model: '%s' parses, but only the Qwen3.5 hybrid forward pass (qwen3_5_text, qwen3_5) "
+                         "is implemented",
+                         c->model_type);
+    if (p->backend != FRT_BACKEND_CPU)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: the cuda forward pass is not implemented yet; use --backend cpu");
+    m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
+    if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);
+    int max_seq = p->max_seq;
+    if (max_seq < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: max_seq %d < 0", max_seq);
+    if (max_seq == 0) max_seq = c->max_position_embeddings > 0 && c->max_position_embeddings < 8192
+                                    ? c->max_position_embeddings
+                                    : 8192;
+    m->max_seq = (max_seq + m->C - 1) / m->C * m->C;
+    for (int b = 16; b < m->C && m->n_buckets < 15; b *= 2) m->buckets[m->n_buckets++] = b;
+    m->buckets[m->n_buckets++] = m->C;
+    m->conv_channels = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
+
+    FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
+    if (file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
+    FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
+    m->stream = frt_context_stream(m->ctx);
+    FRT_TRY(frt_qwen35_cpu_load_weights(m));
+    m->weights_hash = hash_weights(m->ckpt);
+    FRT_TRY(frt_qwen35_cpu_alloc_scratch(m));
+    FRT_TRY(alloc_state(m));
+    FRT_TRY(capture_graphs(m));
+    m->fingerprint = compute_fingerprint(m);
+    return 0;
+}
+
+int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out)
+{
+    if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: NULL argument");
+    *out = NULL;
+    frt_model *m = calloc(1, sizeof *m);
+    if (!m) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->params = params ? *params : frt_model_default_params();
+    int rc = load_model(m, model_dir);
+    if (rc < 0) {
+        frt_error_prefix("%s", model_dir);
+        frt_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void frt_model_free(frt_model *m)
+{
+    if (!m) return;
+    if (m->stream) frt_stream_sync(m->stream);
+    frt_graph_destroy(m->g_prefill);
+    frt_graph_destroy(m->g_decode);
+    frt_graph_destroy(m->g_sample);
+    for (int i = 0; i < m->n_state; i++) frt_buffer_free(m->state[i]);
+    frt_buffer_free(m->in_ids);
+    frt_buffer_free(m->step);
+    frt_buffer_free(m->logits);
+    free(m->state);
+    free(m->kv_k);
+    free(m->kv_v);
+    free(m->gdn_state);
+    free(m->gdn_conv);
+    frt_qwen35_cpu_free(m);
+    frt_context_destroy(m->ctx);
+    frt_tokenizer_free(m->tok);
+    frt_checkpoint_close(m->ckpt);
+    free(m);
+}
+
+int frt_model_info_get(const frt_model *m, frt_model_info *info)
+{
+    if (!m || !info) return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: NULL argument");
+    memset(info, 0, sizeof *info);
+    const frt_model_config *c = &m->cfg;
+    snprintf(info->model_type, sizeof info->model_type, "%s", c->model_type);
+    info->vocab_size = c->vocab_size;
+    info->hidden_size = c->hidden_size;
+    info->n_layers = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            info->n_full_layers++;
+        else
+            info->n_linear_layers++;
+    }
+    info->max_seq = m->max_seq;
+    info->prefill_chunk = m->C;
+    info->n_buckets = m->n_buckets;
+    memcpy(info->buckets, m->buckets, sizeof info->buckets);
+    info->n_eos = m->gen.n_eos;
+    memcpy(info->eos_ids, m->gen.eos_ids, sizeof info->eos_ids);
+    info->weight_bytes = m->w.bytes;
+    for (int i = 0; i < m->n_state; i++) info->state_bytes += frt_buffer_size(m->state[i]);
+    info->backend = m->params.backend;
+    info->has_tokenizer = m->tok != NULL;
+    return 0;
+}
+
+frt_context *frt_model_context(frt_model *m) { return m ? m->ctx : NULL; }
+
+frt_boundary *frt_model_boundary(frt_model *m) { return frt_buffer_ptr(m->boundary); }
+const frt_boundary *frt_model_boundary_const(const frt_model *m) { return frt_buffer_ptr(m->boundary); }
+
+/* ---- tokens ---------------------------------------------------------------- */
+
+int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids)
+{
+    if (!m || !text || !ids || !n_ids) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokenize: NULL argument");
+    if (!m->tok) return frt_error(FRT_ERR_STATE, "tokenize: the checkpoint has no tokenizer.json");
+    return frt_tokenizer_encode(m->tok, text, len, ids, n_ids);
+}
+
+int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len)
+{
+    if (!m || (!ids && n_ids) || !text || !len)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "detokenize: NULL argument");
+    if (!m->tok) return frt_error(FRT_ERR_STATE, "detokenize: the checkpoint has no tokenizer.json");
+    return frt_tokenizer_decode(m->tok, ids, n_ids, text, len);
+}
+
+/* ---- prefill, sample, decode ---------------------------------------------- */
+
+/* A host task that failed (out of memory for kernel scratch) records its
+ * status in the model; the step that ran it reports it. The state may then
+ * hold a partial step: the caller should reset or restore a capsule. */
+static int take_task_status(frt_model *m)
+{
+    int rc = m->task_status;
+    m->task_status = 0;
+    if (rc < 0) return frt_error(rc, "model: a step failed inside the forward pass (%s); reset or restore",
+                                 frt_status_str(rc));
+    return 0;
+}
+
+static int bucket_for(const frt_model *m, int n)
+{
+    for (int i = 0; i < m->n_buckets; i++)
+        if (n <= m->buckets[i]) return m->buckets[i];
+    return m->C;
+}
+
+int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
+{
+    if (!m || (!ids && n > 0)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: NULL argument");
+    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: %d tokens (need at least 1)", n);
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    if ((long)b.pos + n > m->max_seq)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "prefill: %d tokens at position %d exceed max_seq %d", n, b.pos,
+                         m->max_seq);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return frt_error(FRT_ERR_OUT_OF_RANGE, "prefill: token %d at index %d is outside the vocabulary [0, %d)",
+                             ids[i], i, m->cfg.vocab_size);
+    int pos = b.pos, done = 0;
+    while (done < n) {
+        int piece = (pos / m->C + 1) * m->C - pos; /* up to the next multiple of C */
+        if (piece > n - done) piece = n - done;
+        FRT_TRY(frt_buffer_write(m->in_ids, 0, ids + done, (size_t)piece * sizeof(int32_t), m->stream));
+        FRT_TRY(step_write(m, piece, NULL));
+        FRT_TRY(frt_graph_replay(m->g_prefill, (frt_shape_key)bucket_for(m, piece), m->stream));
+        FRT_TRY(frt_stream_sync(m->stream));
+        FRT_TRY(take_task_status(m));
+        pos += piece;
+        done += piece;
+    }
+    return 0;
+}
+
+int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
+{
+    if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: NULL argument");
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
+    FRT_TRY(step_write(m, 0, s));
+    FRT_TRY(frt_graph_replay(m->g_sample, 1, m->stream));
+    FRT_TRY(boundary_read(m, &b));
+    *token = b.pending;
+    return 0;
+}
+
+int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
+{
+    if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "decode: NULL argument");
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    if (b.pending < 0) return frt_error(FRT_ERR_STATE, "decode: no pending token (prefill and sample first)");
+    if (b.pos >= m->max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "decode: the state is full (%d tokens)", b.pos);
+    FRT_TRY(step_write(m, 1, s));
+    FRT_TRY(frt_graph_replay(m->g_decode, 1, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    FRT_TRY(take_task_status(m));
+    FRT_TRY(boundary_read(m, &b));
+    *token = b.pending;
+    return 0;
+}
+
+static int is_eos(const frt_model *m, int32_t t)
+{
+    for (int i = 0; i < m->gen.n_eos; i++)
+        if (m->gen.eos_ids[i] == t) return 1;
+    return 0;
+}
+
+int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out)
+{
+    if (!m || !p) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: NULL argument");
+    if (p->max_tokens < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: max_tokens %d < 1", p->max_tokens);
+    if (n_out) *n_out = 0;
+    int32_t t;
+    FRT_TRY(frt_model_sample(m, &p->sampling, &t));
+    for (int i = 0;; i++) {
+        if (n_out) *n_out = i + 1;
+        int stop = cb ? cb(t, user) : 0;
+        if (stop || i + 1 >= p->max_tokens || (!p->ignore_eos && is_eos(m, t))) return 0;
+        if (frt_model_position(m) >= m->max_seq) return 0; /* full: the token stays pending */
+        FRT_TRY(frt_model_decode(m, &p->sampling, &t));
+    }
+}
+
+int frt_model_reset(frt_model *m)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "reset: NULL model");
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    b.pos = 0;
+    b.pending = -1;
+    b.has_logits = 0;
+    /* The recurrent and convolution state start from zero; KV rows past the
+     * position are never read. */
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (m->gdn_state[l]) FRT_TRY(frt_buffer_fill(m->gdn_state[l], 0, frt_buffer_size(m->gdn_state[l]), 0, m->stream));
+        if (m->gdn_conv[l]) FRT_TRY(frt_buffer_fill(m->gdn_conv[l], 0, frt_buffer_size(m->gdn_conv[l]), 0, m->stream));
+    }
+    return boundary_write(m, &b);
+}
+
+int frt_model_seed(frt_model *m, uint64_t seed)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "seed: NULL model");
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    b.rng[1] = seed;
+    b.rng[0] = XXH64(&seed, sizeof seed, 0x5eed) | 1; /* a nonzero xorshift state */
+    return boundary_write(m, &b);
+}
+
+int frt_model_position(const frt_model *m)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "position: NULL model");
+    frt_boundary b;
+    FRT_TRY(boundary_read((frt_model *)m, &b));
+    return b.pos;
+}
+
+int frt_model_pending(const frt_model *m)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "pending: NULL model");
+    frt_boundary b;
+    FRT_TRY(boundary_read((frt_model *)m, &b));
+    return b.pending;
+}
+
+int frt_model_tokens(const frt_model *m, int32_t *ids, int cap)
+{
+    if (!m || (!ids && cap)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokens: NULL argument");
+    frt_model *mm = (frt_model *)m;
+    frt_boundary b;
+    FRT_TRY(boundary_read(mm, &b));
+    if (cap < b.pos) return frt_error(FRT_ERR_OUT_OF_RANGE, "tokens: room for %d, position is %d", cap, b.pos);
+    if (b.pos) FRT_TRY(frt_buffer_read(mm->tokens, 0, ids, (size_t)b.pos * sizeof(int32_t), mm->stream));
+    FRT_TRY(frt_stream_sync(mm->stream));
+    return b.pos;
+}
+
+int frt_model_logits(frt_model *m, float *out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logits: NULL argument");
+    frt_boundary b;
+    FRT_TRY(boundary_read(m, &b));
+    if (!b.has_logits) return frt_error(FRT_ERR_STATE, "logits: none (prefill first)");
+    FRT_TRY(frt_buffer_read(m->logits, 0, out, (size_t)m->cfg.vocab_size * sizeof(float), m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+int frt_model_aligned_len(const frt_model *m, int pos)
+{
+    if (!m || pos < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "aligned_len: bad argument");
+    return pos / m->C * m->C;
+}
+
+int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n)
+{
+    if (!m || !out || !m->s.debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled");
+    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > m->s.debug_rows)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range", idx, n);
+    size_t H = (size_t)m->cfg.hidden_size;
+    memcpy(out, m->s.debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
+    return 0;
+}

@@ -1,0 +1,397 @@
+/*
+ * qwen35_cpu.c - the Qwen3.5 hybrid forward pass on the cpu backend, f32.
+ *
+ * The math follows transformers 5.x models/qwen3_5/modeling_qwen3_5.py:
+ *   layer:  x += mixer(rmsnorm_zc(x)); x += mlp(rmsnorm_zc(x))
+ *   full attention (Qwen3_5Attention): q_proj gives per head [query | gate];
+ *     q_norm / k_norm (zero-centred RMSNorm over head_dim); partial RoPE on the
+ *     first rotary_dim dims (rotate-half); causal GQA softmax(q k^T / sqrt(hd)) v;
+ *     out * sigmoid(gate); o_proj.
+ *   Gated DeltaNet (Qwen3_5GatedDeltaNet): in_proj_qkv -> causal depthwise
+ *     conv1d + SiLU -> split [q | k | v]; l2norm(q), l2norm(k) (eps 1e-6);
+ *     beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias); the gated
+ *     delta rule (chunked for prefill, recurrent for decode) on a state
+ *     [nv, dk, dv]; RMSNormGated(o, z) = rmsnorm(o) * w * silu(z); out_proj.
+ *   MLP: down(silu(gate(x)) * up(x)).
+ *
+ * Every function here runs as a host task recorded into a graph variant: its
+ * arguments (the model, a layer index) are baked at capture; everything that
+ * changes between replays (start position, valid rows, the token to feed,
+ * sampling parameters) is read from the boundary and step buffers.
+ */
+#include "model/model_internal.h"
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/rng.h"
+#include "util/bf16.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- weights ----------------------------------------------------------- */
+
+typedef struct weight_loader {
+    frt_model *m;
+    float *arena;
+    size_t used, cap; /* in floats */
+    int pass;         /* 0: size, 1: fill */
+} weight_loader;
+
+static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t n_expect)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
+    const frt_tensor *t = frt_checkpoint_find(wl->m->ckpt, full);
+    if (!t && !strncmp(name, "lm_head", 7)) /* lm_head sits at the top level */
+        t = frt_checkpoint_find(wl->m->ckpt, name);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    if (n != n_expect)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %lld elements, expected %lld", full,
+                         (long long)n, (long long)n_expect);
+    if (wl->pass == 1) {
+        float *p = wl->arena + wl->used;
+        FRT_TRY(frt_tensor_to_f32(t, p));
+        *dst = p;
+    }
+    wl->used += (size_t)n;
+    return 0;
+}
+
+static int load_all(weight_loader *wl)
+{
+    frt_model *m = wl->m;
+    const frt_model_config *c = &m->cfg;
+    frt_weights *w = &m->w;
+    int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int64_t nk = c->lin_n_k_heads, nv = c->lin_n_v_heads, dk = c->lin_k_head_dim, dv = c->lin_v_head_dim;
+    wl->used = 0;
+    FRT_TRY(load_tensor(wl, &w->embed, "embed_tokens.weight", V * H));
+    FRT_TRY(load_tensor(wl, &w->final_norm, "norm.weight", H));
+    if (c->tie_word_embeddings)
+        w->lm_head = w->embed;
+    else
+        FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V * H));
+    for (int l = 0; l < c->n_layers; l++) {
+        frt_layer_weights *lw = &w->layers[l];
+        char n[160];
+#define LOAD(field, suffix, count)                                                                  \
+    do {                                                                                            \
+        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                           \
+        FRT_TRY(load_tensor(wl, &lw->field, n, (count)));                                           \
+    } while (0)
+        LOAD(input_ln, "input_layernorm.weight", H);
+        LOAD(post_ln, "post_attention_layernorm.weight", H);
+        LOAD(gate_proj, "mlp.gate_proj.weight", I * H);
+        LOAD(up_proj, "mlp.up_proj.weight", I * H);
+        LOAD(down_proj, "mlp.down_proj.weight", H * I);
+        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
+            int64_t qrows = nh * hd * (c->attn_output_gate ? 2 : 1);
+            LOAD(q_proj, "self_attn.q_proj.weight", qrows * H);
+            LOAD(k_proj, "self_attn.k_proj.weight", nkv * hd * H);
+            LOAD(v_proj, "self_attn.v_proj.weight", nkv * hd * H);
+            LOAD(o_proj, "self_attn.o_proj.weight", H * nh * hd);
+            LOAD(q_norm, "self_attn.q_norm.weight", hd);
+            LOAD(k_norm, "self_attn.k_norm.weight", hd);
+        } else {
+            int64_t ch = 2 * nk * dk + nv * dv;
+            LOAD(in_proj_qkv, "linear_attn.in_proj_qkv.weight", ch * H);
+            LOAD(in_proj_z, "linear_attn.in_proj_z.weight", nv * dv * H);
+            LOAD(in_proj_b, "linear_attn.in_proj_b.weight", nv * H);
+            LOAD(in_proj_a, "linear_attn.in_proj_a.weight", nv * H);
+            LOAD(conv1d, "linear_attn.conv1d.weight", ch * c->lin_conv_kernel);
+            LOAD(dt_bias, "linear_attn.dt_bias", nv);
+            LOAD(A_log, "linear_attn.A_log", nv);
+            LOAD(gdn_norm, "linear_attn.norm.weight", dv);
+            LOAD(out_proj, "linear_attn.out_proj.weight", H * nv * dv);
+        }
+#undef LOAD
+    }
+    return 0;
+}
+
+int frt_qwen35_cpu_load_weights(frt_model *m)
+{
+    m->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *m->w.layers);
+    if (!m->w.layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the layer table");
+    weight_loader wl = {.m = m, .pass = 0};
+    FRT_TRY(load_all(&wl));
+    size_t bytes = wl.used * sizeof(float);
+    wl.arena = malloc(bytes ? bytes : 1);
+    if (!wl.arena)
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu bytes of f32 weights", bytes);
+    m->w.arena = wl.arena;
+    m->w.bytes = bytes;
+    wl.pass = 1;
+    return load_all(&wl);
+}
+
+/* ---- scratch ----------------------------------------------------------- */
+
+static int max_i(int a, int b) { return a > b ? a : b; }
+
+int frt_qwen35_cpu_alloc_scratch(frt_model *m)
+{
+    const frt_model_config *c = &m->cfg;
+    frt_scratch *s = &m->s;
+    size_t rows = (size_t)m->C;
+    int width = c->hidden_size;
+    width = max_i(width, c->intermediate_size);
+    width = max_i(width, c->n_heads * c->head_dim * 2);
+    width = max_i(width, m->conv_channels);
+    width = max_i(width, c->lin_n_v_heads * c->lin_v_head_dim);
+    size_t H = (size_t)c->hidden_size, W = (size_t)width;
+    float **all[] = {&s->t0, &s->t1, &s->t2, &s->t3, &s->q, &s->k, &s->v, &s->z, &s->o};
+    if (!(s->x = malloc(rows * H * sizeof(float))) || !(s->h = malloc(rows * H * sizeof(float))))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!(*all[i] = malloc(rows * W * sizeof(float))))
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    size_t nv = (size_t)max_i(c->lin_n_v_heads, 1);
+    if (!(s->g = malloc(rows * nv * sizeof(float))) || !(s->beta = malloc(rows * nv * sizeof(float))) ||
+        !(s->sample_scratch = malloc(2 * (size_t)c->vocab_size * sizeof(float) + 64)) ||
+        !(s->pos = malloc(rows * sizeof(int32_t))))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    if (m->params.debug_hidden) {
+        s->debug_hidden = malloc((size_t)(c->n_layers + 2) * rows * H * sizeof(float));
+        if (!s->debug_hidden) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for debug hidden");
+    }
+    return 0;
+}
+
+void frt_qwen35_cpu_free(frt_model *m)
+{
+    frt_scratch *s = &m->s;
+    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->t3, s->q, s->k, s->v,
+                    s->z, s->o, s->g, s->beta, s->sample_scratch, s->debug_hidden};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free(s->pos);
+    memset(s, 0, sizeof *s);
+    free(m->w.arena);
+    free(m->w.layers);
+    memset(&m->w, 0, sizeof m->w);
+}
+
+/* ---- the blocks -------------------------------------------------------- */
+
+/* Full attention block for rows at positions p0..p0+n-1; h is the normed
+ * input, the block output goes to out [n, hidden]. */
+static void attention_block(frt_model *m, int l, const float *h, float *out, int n, int p0)
+{
+    const frt_model_config *c = &m->cfg;
+    const frt_layer_weights *lw = &m->w.layers[l];
+    frt_scratch *s = &m->s;
+    int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
+    int gated = c->attn_output_gate;
+    int qw = nh * hd * (gated ? 2 : 1);
+
+    frt_cpu_matmul(s->t0, h, lw->q_proj, n, H, qw);              /* [n, nh, (q|gate)] */
+    float *q = s->q, *gate = s->z;
+    for (int t = 0; t < n; t++)
+        for (int hh = 0; hh < nh; hh++) {
+            const float *src = s->t0 + (size_t)t * qw + (size_t)hh * hd * (gated ? 2 : 1);
+            memcpy(q + ((size_t)t * nh + hh) * hd, src, (size_t)hd * sizeof(float));
+            if (gated) memcpy(gate + ((size_t)t * nh + hh) * hd, src + hd, (size_t)hd * sizeof(float));
+        }
+    float *kc = frt_buffer_ptr(m->kv_k[l]), *vc = frt_buffer_ptr(m->kv_v[l]);
+    size_t row = (size_t)nkv * hd;
+    float *krow = kc + (size_t)p0 * row, *vrow = vc + (size_t)p0 * row;
+    frt_cpu_matmul(krow, h, lw->k_proj, n, H, nkv * hd);         /* K straight into the cache */
+    frt_cpu_matmul(vrow, h, lw->v_proj, n, H, nkv * hd);
+    frt_cpu_rmsnorm(q, q, lw->q_norm, n * nh, hd, c->rms_norm_eps, 1);
+    frt_cpu_rmsnorm(krow, krow, lw->k_norm, n * nkv, hd, c->rms_norm_eps, 1);
+    int32_t *pos = s->pos;
+    for (int t = 0; t < n; t++) pos[t] = p0 + t;
+    frt_cpu_rope(q, n, nh, hd, c->rotary_dim, pos, c->rope_theta);
+    frt_cpu_rope(krow, n, nkv, hd, c->rotary_dim, pos, c->rope_theta);
+    frt_cpu_attention(s->o, q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    if (gated) frt_cpu_sigmoid_mul(s->o, gate, n * nh * hd);
+    frt_cpu_matmul(out, s->o, lw->o_proj, n, nh * hd, H);
+}
+
+/* Gated DeltaNet block. */
+static void deltanet_block(frt_model *m, int l, const float *h, float *out, int n, int decode)
+{
+    const frt_model_config *c = &m->cfg;
+    const frt_layer_weights *lw = &m->w.layers[l];
+    frt_scratch *s = &m->s;
+    int H = c->hidden_size, nk = c->lin_n_k_heads, nv = c->lin_n_v_heads;
+    int dk = c->lin_k_head_dim, dv = c->lin_v_head_dim, ch = m->conv_channels;
+    int kd = nk * dk, vd = nv * dv;
+
+    frt_cpu_matmul(s->t0, h, lw->in_proj_qkv, n, H, ch);
+    frt_cpu_matmul(s->z, h, lw->in_proj_z, n, H, vd);
+    frt_cpu_matmul(s->t2, h, lw->in_proj_b, n, H, nv);
+    frt_cpu_matmul(s->t3, h, lw->in_proj_a, n, H, nv);
+    frt_cpu_conv1d_causal(s->t1, s->t0, frt_buffer_ptr(m->gdn_conv[l]), lw->conv1d, n, ch, c->lin_conv_kernel);
+    for (int t = 0; t < n; t++) {
+        const float *r = s->t1 + (size_t)t * ch;
+        memcpy(s->q + (size_t)t * kd, r, (size_t)kd * sizeof(float));
+        memcpy(s->k + (size_t)t * kd, r + kd, (size_t)kd * sizeof(float));
+        memcpy(s->v + (size_t)t * vd, r + 2 * kd, (size_t)vd * sizeof(float));
+    }
+    frt_cpu_l2norm(s->q, n * nk, dk, 1e-6f);
+    frt_cpu_l2norm(s->k, n * nk, dk, 1e-6f);
+    frt_cpu_gdn_gate(s->g, s->beta, s->t3, s->t2, lw->A_log, lw->dt_bias, n, nv);
+    float *state = frt_buffer_ptr(m->gdn_state[l]);
+    if (decode) {
+        frt_cpu_gdr_recurrent(s->o, state, s->q, s->k, s->v, s->g, s->beta, n, nk, nv, dk, dv);
+    } else {
+        int rc = frt_cpu_gdr_chunked(s->o, state, s->q, s->k, s->v, s->g, s->beta, n, nk, nv, dk, dv, 64);
+        if (rc < 0 && m->task_status == 0) m->task_status = rc; /* checked by the API after the step */
+    }
+    frt_cpu_rmsnorm_gated(s->o, s->o, s->z, lw->gdn_norm, n * nv, dv, c->rms_norm_eps);
+    frt_cpu_matmul(out, s->o, lw->out_proj, n, vd, H);
+}
+
+static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
+{
+    const frt_model_config *c = &m->cfg;
+    const frt_layer_weights *lw = &m->w.layers[l];
+    frt_scratch *s = &m->s;
+    int H = c->hidden_size, I = c->intermediate_size;
+    frt_cpu_matmul(s->t0, h, lw->gate_proj, n, H, I);
+    frt_cpu_matmul(s->t1, h, lw->up_proj, n, H, I);
+    frt_cpu_swiglu(s->t0, s->t0, s->t1, n * I);
+    frt_cpu_matmul(out, s->t0, lw->down_proj, n, I, H);
+}
+
+/* ---- host tasks -------------------------------------------------------- */
+
+typedef struct task_args {
+    frt_model *m;
+    int layer;
+    int decode;
+} task_args;
+
+/* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
+static int step_rows(frt_model *m, int decode)
+{
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    return decode ? 1 : st->n_valid;
+}
+
+static void debug_record(frt_model *m, int idx, int n)
+{
+    frt_scratch *s = &m->s;
+    if (!s->debug_hidden) return;
+    size_t H = (size_t)m->cfg.hidden_size;
+    memcpy(s->debug_hidden + (size_t)idx * m->C * H, s->x, (size_t)n * H * sizeof(float));
+    s->debug_rows = n;
+}
+
+/* Embedding of the step's tokens into the residual stream; the ids are
+ * appended to the token journal. */
+static void task_embed(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    int32_t *journal = frt_buffer_ptr(m->tokens);
+    int n = step_rows(m, a->decode);
+    const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
+    memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
+    frt_cpu_embedding(m->s.x, m->w.embed, ids, n, m->cfg.hidden_size);
+    debug_record(m, 0, n);
+}
+
+static void task_layer(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    const frt_model_config *c = &m->cfg;
+    const frt_layer_weights *lw = &m->w.layers[a->layer];
+    const frt_boundary *b = frt_buffer_ptr(m->boundary);
+    frt_scratch *s = &m->s;
+    int n = step_rows(m, a->decode), H = c->hidden_size;
+
+    /* The mixers use t0..t3 and the temporaries internally and write their
+     * output last, so t2 is free to receive it. */
+    frt_cpu_rmsnorm(s->h, s->x, lw->input_ln, n, H, c->rms_norm_eps, 1);
+    if (c->layer_types[a->layer] == FRT_LAYER_FULL_ATTENTION)
+        attention_block(m, a->layer, s->h, s->t2, n, b->pos);
+    else
+        deltanet_block(m, a->layer, s->h, s->t2, n, a->decode);
+    frt_cpu_add(s->x, s->t2, n * H);
+    frt_cpu_rmsnorm(s->h, s->x, lw->post_ln, n, H, c->rms_norm_eps, 1);
+    mlp_block(m, a->layer, s->h, s->t2, n);
+    frt_cpu_add(s->x, s->t2, n * H);
+    debug_record(m, a->layer + 1, n);
+}
+
+/* Final norm and lm_head on the last valid row; advances the position. */
+static void task_final(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    const frt_model_config *c = &m->cfg;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    frt_scratch *s = &m->s;
+    int n = step_rows(m, a->decode), H = c->hidden_size;
+    if (s->debug_hidden) {
+        frt_cpu_rmsnorm(s->h, s->x, m->w.final_norm, n, H, c->rms_norm_eps, 1);
+        memcpy(s->debug_hidden + (size_t)(c->n_layers + 1) * m->C * H, s->h, (size_t)n * H * sizeof(float));
+    }
+    const float *last = s->x + (size_t)(n - 1) * H;
+    frt_cpu_rmsnorm(s->h, last, m->w.final_norm, 1, H, c->rms_norm_eps, 1);
+    frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, m->w.lm_head, 1, H, c->vocab_size);
+    b->pos += n;
+    b->has_logits = 1;
+    b->pending = -1;
+}
+
+/* Samples the pending token from the logits with the step's parameters and
+ * the boundary's RNG. */
+static void task_sample(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    const float *logits = frt_buffer_ptr(m->logits);
+    int V = m->cfg.vocab_size;
+    if (st->temperature <= 0.0f) {
+        b->pending = frt_cpu_argmax(logits, V);
+        return;
+    }
+    float u = frt_rng_uniform(&b->rng[0]);
+    b->pending = frt_cpu_sample(logits, V, st->temperature, st->top_k, st->top_p, u, m->s.sample_scratch);
+}
+
+static int record_forward(frt_stream *s, frt_model *m, int decode)
+{
+    task_args a = {.m = m, .layer = -1, .decode = decode};
+    FRT_TRY(frt_stream_host_task(s, task_embed, &a, sizeof a));
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        a.layer = l;
+        FRT_TRY(frt_stream_host_task(s, task_layer, &a, sizeof a));
+    }
+    a.layer = -1;
+    return frt_stream_host_task(s, task_final, &a, sizeof a);
+}
+
+int frt_qwen35_cpu_record_prefill(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    return record_forward(s, rc->m, 0);
+}
+
+int frt_qwen35_cpu_record_decode(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    FRT_TRY(record_forward(s, rc->m, 1));
+    task_args a = {.m = rc->m, .layer = -1, .decode = 1};
+    return frt_stream_host_task(s, task_sample, &a, sizeof a);
+}
+
+int frt_qwen35_cpu_record_sample(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    task_args a = {.m = rc->m, .layer = -1, .decode = 0};
+    return frt_stream_host_task(s, task_sample, &a, sizeof a);
+}

@@ -1,0 +1,515 @@
+/*
+ * test_capsule.c - the capsule exactness suite (../shared/DESIGN.md section 5)
+ * on a random-weight tiny Qwen3.5 checkpoint, cpu backend, C = 64.
+ *
+ *  1. restore then greedy decode == the reference
+ *  2. snapshot, run an unrelated prompt through every live buffer, restore,
+ *     decode: identical to never having run it
+ *  3. a capsule at aligned_len(prefix) then append of the remainder and a
+ *     suffix == one cold prefill of prefix + suffix
+ *  4. fork: N branches from one aligned capsule each equal their cold run,
+ *     and their logits differ from each other
+ *  5. rollback: decode m tokens, restore the earlier aligned capsule, append
+ *     another suffix == cold
+ *  6. ablation: KV-only restores (recurrent state zeroed or stale) differ from
+ *     the reference in the logits
+ *  7. a capsule file written by one process restores exactly in another
+ *  8. corrupted byte, truncated file, another model's capsule, wrong version:
+ *     refused with a clear error, live state intact
+ *  9. temperature > 0 with a seed: restore then sample reproduces the tokens
+ * Plus: every tier (device, host, disk), byte restore, unaligned boundaries.
+ * "Equal" means identical logits bytes and identical greedy tokens.
+ */
+#include "frt_test.h"
+
+#include "frt/capsule.h"
+#include "model/capsule_internal.h"
+#include "model/gen_model.h"
+#include "util/error.h"
+
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { C = 64, G = 10, MAXV = 1 << 16 };
+
+static char dir[512], dir2[512], tmpdir[256];
+static int V;
+static float la[MAXV], lb[MAXV];
+
+static frt_model *load(const char *d)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = C;
+    p.max_seq = 1024;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(d, &p, &m));
+    return m;
+}
+
+static void random_ids(int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+}
+
+static int greedy(frt_model *m, int32_t *out, int n)
+{
+    FRT_TRY(frt_model_sample(m, NULL, &out[0]));
+    for (int i = 1; i < n; i++) FRT_TRY(frt_model_decode(m, NULL, &out[i]));
+    return 0;
+}
+
+/* Cold reference: reset, prefill ids, logits into lg, greedy tokens. */
+static void cold(frt_model *m, const int32_t *ids, int n, float *lg, int32_t *toks)
+{
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, n));
+    CHECK_OK(frt_model_logits(m, lg));
+    CHECK_OK(greedy(m, toks, G));
+}
+
+static int same_logits(const float *a, const float *b) { return memcmp(a, b, (size_t)V * sizeof(float)) == 0; }
+
+static void path_in(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmpdir, name); }
+
+/* 1, 2, 3 on every tier, plus byte restore. */
+static void test_restore_tiers(frt_model *m)
+{
+    int32_t prefix[300], suffix[40], all[340], ref_t[G], got_t[G];
+    random_ids(prefix, 300);
+    random_ids(suffix, 40);
+    memcpy(all, prefix, sizeof prefix);
+    memcpy(all + 300, suffix, sizeof suffix);
+    int B = frt_model_aligned_len(m, 300);
+    CHECK(B == 256);
+    cold(m, all, 340, la, ref_t);
+
+    for (int tier = FRT_TIER_DEVICE; tier <= FRT_TIER_DISK; tier++) {
+        char path[512];
+        path_in(path, sizeof path, "tiers.cap");
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, prefix, B));
+        frt_capsule *c = NULL;
+        CHECK_OK(frt_capsule_snapshot(m, (frt_tier)tier, path, NULL, 0, &c));
+        if (!c) continue;
+        frt_capsule_info info;
+        CHECK_OK(frt_capsule_info_get(c, &info));
+        CHECK(info.position == B && info.aligned && info.prefill_chunk == C && (int)info.tier == tier);
+        CHECK(info.fingerprint == frt_model_fingerprint(m));
+        CHECK(info.prefix_digest == frt_prefix_digest(prefix, B, NULL, 0));
+        CHECK(info.n_buffers > 2 && info.bytes > 0);
+        /* 2: run an unrelated prompt through every live buffer */
+        int32_t other[700];
+        random_ids(other, 700);
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, other, 700));
+        int32_t junk[4];
+        CHECK_OK(greedy(m, junk, 4));
+        /* 3: restore at aligned_len(prefix), append the remainder and the suffix */
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK(frt_model_position(m) == B);
+        CHECK_OK(frt_model_prefill(m, all + B, 340 - B));
+        CHECK_OK(frt_model_logits(m, lb));
+        CHECK_MSG(same_logits(la, lb), "tier %s: logits differ from the cold prefill", frt_tier_name((frt_tier)tier));
+        CHECK_OK(greedy(m, got_t, G));
+        CHECK(memcmp(ref_t, got_t, sizeof ref_t) == 0);
+        /* 1: restore then greedy decode == the reference (the capsule's own logits) */
+        CHECK_OK(frt_capsule_restore(m, c));
+        int32_t t1[G], t2[G];
+        CHECK_OK(greedy(m, t1, G));
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, prefix, B));
+        CHECK_OK(greedy(m, t2, G));
+        CHECK(memcmp(t1, t2, sizeof t1) == 0);
+        frt_capsule_free(c);
+        if (tier == FRT_TIER_DISK) unlink(path);
+    }
+
+    /* byte restore: every stored buffer comes back byte for byte */
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 300));
+    int n = m->n_state;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i]);
+    unsigned char *copy = malloc(total), *p = copy;
+    for (int i = 0; i < n; i++) {
+        memcpy(p, frt_buffer_ptr(m->state[i]), frt_buffer_size(m->state[i]));
+        p += frt_buffer_size(m->state[i]);
+    }
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    int32_t other[500];
+    random_ids(other, 500);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, other, 500));
+    CHECK_OK(frt_capsule_restore(m, c));
+    p = copy;
+    int pos = frt_model_position(m);
+    for (int i = 0; i < n; i++) {
+        /* KV rows past the position are not part of the closure */
+        size_t sz = frt_buffer_size(m->state[i]);
+        const char *name = frt_buffer_name(m->state[i]);
+        size_t cmp = strncmp(name, "kv.", 3) == 0 ? sz / 1024 * (size_t)pos
+                     : strcmp(name, "tokens") == 0 ? (size_t)pos * 4
+                                                    : sz;
+        CHECK_MSG(memcmp(p, frt_buffer_ptr(m->state[i]), cmp) == 0, "buffer %s not restored byte for byte", name);
+        p += sz;
+    }
+    free(copy);
+    frt_capsule_free(c);
+}
+
+/* Unaligned boundary: the reference is the same call schedule. */
+static void test_unaligned(frt_model *m)
+{
+    int32_t ids[230], r1[G], r2[G];
+    random_ids(ids, 230);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, 150));
+    CHECK_OK(frt_model_prefill(m, ids + 150, 80));
+    CHECK_OK(frt_model_logits(m, la));
+    CHECK_OK(greedy(m, r1, G));
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, 150));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &c));
+    frt_capsule_info info;
+    frt_capsule_info_get(c, &info);
+    CHECK(!info.aligned && info.position == 150);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids + 100, 100));
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_prefill(m, ids + 150, 80));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(la, lb));
+    CHECK_OK(greedy(m, r2, G));
+    CHECK(memcmp(r1, r2, sizeof r1) == 0);
+    frt_capsule_free(c);
+}
+
+/* 4: fork. */
+static void test_fork(frt_model *m)
+{
+    enum { NB = 4, P = 192, S = 30 };
+    int32_t prefix[P], suf[NB][S], all[P + S], ref_t[G], got_t[G];
+    static float branch_logits[NB][MAXV];
+    random_ids(prefix, P);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, P));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &c));
+    for (int b = 0; b < NB; b++) {
+        random_ids(suf[b], S);
+        memcpy(all, prefix, sizeof prefix);
+        memcpy(all + P, suf[b], sizeof suf[b]);
+        cold(m, all, P + S, la, ref_t);
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_model_prefill(m, suf[b], S));
+        CHECK_OK(frt_model_logits(m, branch_logits[b]));
+        CHECK_MSG(same_logits(la, branch_logits[b]), "fork branch %d differs from its cold run", b);
+        CHECK_OK(greedy(m, got_t, G));
+        CHECK(memcmp(ref_t, got_t, sizeof ref_t) == 0);
+    }
+    for (int b = 1; b < NB; b++) CHECK(!same_logits(branch_logits[0], branch_logits[b]));
+    frt_capsule_free(c);
+}
+
+/* 5: rollback. */
+static void test_rollback(frt_model *m)
+{
+    enum { P = 128, S = 25 };
+    int32_t prefix[P], suffix[S], all[P + S], ref_t[G], got_t[G], junk[12];
+    random_ids(prefix, P);
+    random_ids(suffix, S);
+    memcpy(all, prefix, sizeof prefix);
+    memcpy(all + P, suffix, sizeof suffix);
+    cold(m, all, P + S, la, ref_t);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, P));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    CHECK_OK(greedy(m, junk, 12)); /* a turn that is then rolled back */
+    CHECK(frt_model_position(m) == P + 11);
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK(frt_model_position(m) == P);
+    CHECK_OK(frt_model_prefill(m, suffix, S));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(la, lb));
+    CHECK_OK(greedy(m, got_t, G));
+    CHECK(memcmp(ref_t, got_t, sizeof ref_t) == 0);
+    frt_capsule_free(c);
+}
+
+/* 6: ablation. */
+static void test_ablation(frt_model *m)
+{
+    enum { P = 256, S = 20 };
+    int32_t prefix[P], suffix[S], all[P + S], t[G];
+    random_ids(prefix, P);
+    random_ids(suffix, S);
+    memcpy(all, prefix, sizeof prefix);
+    memcpy(all + P, suffix, sizeof suffix);
+    cold(m, all, P + S, la, t);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, P));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &c));
+    int flags[2] = {FRT_RESTORE_KV_ONLY_ZERO, FRT_RESTORE_KV_ONLY_STALE};
+    for (int i = 0; i < 2; i++) {
+        int32_t other[300];
+        random_ids(other, 300);
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, other, 300)); /* the stale state */
+        CHECK_OK(frt_capsule_restore_ex(m, c, flags[i]));
+        CHECK_OK(frt_model_prefill(m, suffix, S));
+        CHECK_OK(frt_model_logits(m, lb));
+        double e = frt_test_rel_err(lb, la, (size_t)V);
+        printf("ablation %s: logits rel err %.3e vs the full restore\n", i ? "stale recurrent state" : "zeroed recurrent state", e);
+        CHECK(e > 1e-3);
+    }
+    frt_capsule_free(c);
+}
+
+/* 7: another process writes the capsule file (this binary, re-executed). */
+static int child_save(const char *model_dir, const char *path, uint64_t seed)
+{
+    frt_test_seed(seed);
+    frt_model *m = load(model_dir);
+    if (!m) return 1;
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    V = info.vocab_size;
+    int32_t prefix[320];
+    random_ids(prefix, 320);
+    frt_capsule *c = NULL;
+    int rc = frt_model_prefill(m, prefix, 320);
+    if (rc == 0) rc = frt_capsule_snapshot(m, FRT_TIER_DISK, path, "salt", 4, &c);
+    frt_capsule_free(c);
+    frt_model_free(m);
+    return rc == 0 ? 0 : 1;
+}
+
+static void test_new_process(frt_model *m, const char *self)
+{
+    char path[512];
+    path_in(path, sizeof path, "proc.cap");
+    char *argv[] = {(char *)self, "child-save", dir, path, "99", NULL};
+    pid_t pid;
+    CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    frt_test_seed(99);
+    int32_t prefix[320], suffix[30], all[350], ref_t[G], got_t[G];
+    random_ids(prefix, 320);
+    random_ids(suffix, 30);
+    memcpy(all, prefix, sizeof prefix);
+    memcpy(all + 320, suffix, sizeof suffix);
+    cold(m, all, 350, la, ref_t);
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_load(m, path, &c));
+    if (!c) return;
+    frt_capsule_info info;
+    frt_capsule_info_get(c, &info);
+    CHECK(info.tier == FRT_TIER_DISK && info.position == 320);
+    CHECK(info.prefix_digest == frt_prefix_digest(prefix, 320, "salt", 4));
+    CHECK(info.prefix_digest != frt_prefix_digest(prefix, 320, NULL, 0));
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_prefill(m, suffix, 30));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(la, lb)); /* 320 = 5 * 64: aligned, so cold prefill is the reference */
+    CHECK_OK(greedy(m, got_t, G));
+    CHECK(memcmp(ref_t, got_t, sizeof ref_t) == 0);
+    frt_capsule_free(c);
+}
+
+/* 8: corrupted, truncated, foreign, wrong version. */
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    CHECK(system(cmd) == 0);
+}
+
+static void poke(const char *path, long off, unsigned char xor_mask)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f) return;
+    fseek(f, off, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, -1, SEEK_CUR);
+    fputc(ch ^ xor_mask, f);
+    fclose(f);
+}
+
+static void expect_refused(frt_model *m, const char *path, int status, const char *what)
+{
+    float before[MAXV], after[MAXV];
+    int pos = frt_model_position(m);
+    CHECK_OK(frt_model_logits(m, before));
+    frt_capsule *c = NULL;
+    int rc = frt_capsule_load(m, path, &c);
+    CHECK_MSG(rc == status, "%s: got %s (%s)", what, frt_status_name(rc), frt_last_error());
+    CHECK(c == NULL);
+    printf("refused %-18s %s\n", what, frt_last_error());
+    CHECK(frt_model_position(m) == pos);
+    CHECK_OK(frt_model_logits(m, after));
+    CHECK(memcmp(before, after, (size_t)V * sizeof(float)) == 0);
+}
+
+static void test_bad_files(frt_model *m, frt_model *other)
+{
+    char good[512], bad[512];
+    path_in(good, sizeof good, "good.cap");
+    path_in(bad, sizeof bad, "bad.cap");
+    int32_t prefix[200];
+    random_ids(prefix, 200);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 128));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, good, NULL, 0, &c));
+    /* a live state to protect */
+    CHECK_OK(frt_model_prefill(m, prefix + 128, 72));
+
+    copy_file(good, bad);
+    poke(bad, 4096 + 10, 0x40); /* a payload byte (the first payload starts at 4096) */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "corrupted byte");
+    CHECK(strstr(frt_last_error(), "checksum") != NULL);
+    copy_file(good, bad);
+    CHECK(truncate(bad, 5000) == 0);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "truncated");
+    copy_file(good, bad);
+    poke(bad, 8, 0x07); /* the version field */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "wrong version");
+    CHECK(strstr(frt_last_error(), "version") != NULL);
+    copy_file(good, bad);
+    poke(bad, 0, 0x20); /* magic */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "bad magic");
+    copy_file(good, bad);
+    poke(bad, 100, 0x01); /* header field covered by the metadata checksum */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "corrupted header");
+    path_in(bad, sizeof bad, "missing.cap");
+    expect_refused(m, bad, FRT_ERR_IO, "missing file");
+
+    /* another model's capsule */
+    if (other) {
+        char foreign[512];
+        path_in(foreign, sizeof foreign, "foreign.cap");
+        CHECK_OK(frt_model_prefill(other, prefix, 64));
+        frt_capsule *fc = NULL;
+        CHECK_OK(frt_capsule_snapshot(other, FRT_TIER_DISK, foreign, NULL, 0, &fc));
+        expect_refused(m, foreign, FRT_ERR_MISMATCH, "another model");
+        /* and in memory */
+        frt_capsule *hc = NULL;
+        CHECK_OK(frt_capsule_snapshot(other, FRT_TIER_HOST, NULL, NULL, 0, &hc));
+        int pos = frt_model_position(m);
+        CHECK_STATUS(frt_capsule_restore(m, hc), FRT_ERR_MISMATCH);
+        CHECK(frt_model_position(m) == pos);
+        frt_capsule_free(fc);
+        frt_capsule_free(hc);
+    }
+    /* a disk capsule whose file was corrupted after it was opened */
+    poke(good, 4096 + 20, 0x10);
+    int pos = frt_model_position(m);
+    CHECK_STATUS(frt_capsule_restore(m, c), FRT_ERR_FORMAT);
+    CHECK(frt_model_position(m) == pos);
+    frt_capsule_free(c);
+    /* bad arguments */
+    CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, NULL, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_snapshot(NULL, FRT_TIER_HOST, NULL, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_restore(m, NULL), FRT_ERR_INVALID_ARGUMENT);
+    path_in(bad, sizeof bad, "no/such/dir/x.cap");
+    CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, bad, NULL, 0, &c), FRT_ERR_IO);
+    frt_capsule_free(NULL);
+}
+
+/* 9: sampling with a seed replays from the capsule. */
+static void test_sampling(frt_model *m)
+{
+    int32_t prefix[100], a[G], b[G];
+    random_ids(prefix, 100);
+    frt_sampling s = {.temperature = 1.0f, .top_k = 50, .top_p = 0.95f};
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_seed(m, 1234));
+    CHECK_OK(frt_model_prefill(m, prefix, 100));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    CHECK_OK(frt_model_sample(m, &s, &a[0]));
+    for (int i = 1; i < G; i++) CHECK_OK(frt_model_decode(m, &s, &a[i]));
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_sample(m, &s, &b[0]));
+    for (int i = 1; i < G; i++) CHECK_OK(frt_model_decode(m, &s, &b[i]));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* and the RNG matters: another seed gives another sequence */
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_seed(m, 999));
+    CHECK_OK(frt_model_sample(m, &s, &b[0]));
+    for (int i = 1; i < G; i++) CHECK_OK(frt_model_decode(m, &s, &b[i]));
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    frt_capsule_free(c);
+}
+
+/* Moving between tiers keeps the bytes. */
+static void test_move(frt_model *m)
+{
+    int32_t prefix[128];
+    random_ids(prefix, 128);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 128));
+    CHECK_OK(frt_model_logits(m, la));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &c));
+    char path[512];
+    path_in(path, sizeof path, "moved.cap");
+    CHECK_OK(frt_capsule_move(c, FRT_TIER_HOST, NULL));
+    CHECK_OK(frt_capsule_move(c, FRT_TIER_DISK, path));
+    frt_capsule_info info;
+    frt_capsule_info_get(c, &info);
+    CHECK(info.tier == FRT_TIER_DISK && info.path && !strcmp(info.path, path));
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(la, lb));
+    CHECK(frt_model_position(m) == 128);
+    frt_capsule_free(c);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && !strcmp(argv[1], "child-save"))
+        return child_save(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    frt_test_seed(5);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/frt-test-capsule-%d", (int)getpid());
+    snprintf(dir, sizeof dir, "%s/model", tmpdir);
+    snprintf(dir2, sizeof dir2, "%s/model2", tmpdir);
+    mkdir(tmpdir, 0755);
+    CHECK_OK(frt_gen_model_write("tiny", 11, dir));
+    CHECK_OK(frt_gen_model_write("tiny", 12, dir2));
+    frt_model *m = load(dir), *other = load(dir2);
+    if (!m) return frt_test_report();
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    V = info.vocab_size;
+    CHECK(V <= MAXV);
+    CHECK(frt_model_fingerprint(m) != frt_model_fingerprint(other));
+    test_restore_tiers(m);
+    test_unaligned(m);
+    test_fork(m);
+    test_rollback(m);
+    test_ablation(m);
+    test_new_process(m, "/proc/self/exe");
+    test_bad_files(m, other);
+    test_sampling(m);
+    test_move(m);
+    frt_model_free(m);
+    frt_model_free(other);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+    return frt_test_report();
+}

@@ -1,0 +1,342 @@
+/*
+ * test_model.c - the Qwen3.5 hybrid model on the cpu backend.
+ *
+ *  - golden models (tests/data/golden/<name>/, made by
+ *    scripts/ref/make_golden_models.py with transformers): last-position
+ *    logits and per-layer hidden states within 1e-4 norm-wise of the fp32
+ *    reference; 32 greedy tokens identical, compared while the reference's
+ *    top-2 margin exceeds the measured error;
+ *  - one prefill, prefill split at multiples of C, and token-by-token decode
+ *    give the same greedy tokens;
+ *  - bad input (id out of range, prompt past max_seq, decode before prefill)
+ *    fails cleanly and leaves the state unchanged.
+ */
+#include "frt_test.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#include "frt/model.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+#include "model/gen_model.h"
+#include "model/model_internal.h"
+#include "util/error.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GOLDEN_DIR FRT_TEST_DATA "/golden"
+
+static const frt_tensor *need(const frt_safetensors *ck, const char *name)
+{
+    const frt_tensor *t = frt_safetensors_find(ck, name);
+    CHECK_MSG(t != NULL, "golden tensor '%s' missing", name);
+    return t;
+}
+
+static size_t numel(const frt_tensor *t)
+{
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+static int prefill_all(frt_model *m, const int32_t *ids, int n)
+{
+    FRT_TRY(frt_model_reset(m));
+    return frt_model_prefill(m, ids, n);
+}
+
+/* Greedy decode of n tokens after the current boundary. */
+static int greedy(frt_model *m, int32_t *out, int n)
+{
+    FRT_TRY(frt_model_sample(m, NULL, &out[0]));
+    for (int i = 1; i < n; i++) FRT_TRY(frt_model_decode(m, NULL, &out[i]));
+    return 0;
+}
+
+static void test_golden_model(const char *dir)
+{
+    char path[4200];
+    printf("golden model %s\n", dir);
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = 2048;
+    p.debug_hidden = 1;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    if (!m) return;
+    frt_safetensors *g = NULL;
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    CHECK_OK(frt_safetensors_open(path, &g));
+    if (!g) {
+        frt_model_free(m);
+        return;
+    }
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    int V = info.vocab_size;
+    float *logits = malloc((size_t)V * sizeof(float)), *ref = malloc((size_t)V * sizeof(float));
+    double max_abs = 0;
+
+    /* Last-position logits of each prompt. */
+    for (int i = 0; i < 16; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.ids", i);
+        const frt_tensor *ids = frt_safetensors_find(g, name);
+        if (!ids) break;
+        snprintf(name, sizeof name, "prompt%d.logits_last", i);
+        const frt_tensor *lt = need(g, name);
+        if (!lt) break;
+        CHECK(numel(lt) == (size_t)V);
+        CHECK_OK(prefill_all(m, ids->data, (int)numel(ids)));
+        CHECK_OK(frt_model_logits(m, logits));
+        CHECK_OK(frt_tensor_to_f32(lt, ref));
+        double e = frt_test_rel_err(logits, ref, (size_t)V);
+        for (int k = 0; k < V; k++) {
+            double d = fabs((double)logits[k] - ref[k]);
+            if (d > max_abs) max_abs = d;
+        }
+        printf("  prompt%d (%zu tokens): logits rel err %.3e\n", i, numel(ids), e);
+        CHECK_ERR_NEAR(logits, ref, (size_t)V, 1e-4);
+    }
+
+    /* Per-layer hidden states of one prompt, prefilled in one piece. */
+    const frt_tensor *hid_ids = frt_safetensors_find(g, "hidden.ids");
+    if (hid_ids) {
+        int n = (int)numel(hid_ids), H = info.hidden_size;
+        CHECK(n <= 64);
+        float *ours = malloc((size_t)n * H * sizeof(float)), *theirs = malloc((size_t)n * H * sizeof(float));
+        CHECK_OK(prefill_all(m, hid_ids->data, n));
+        printf("  %-8s %s\n", "layer", "hidden rel err");
+        for (int l = 0; l <= info.n_layers; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "hidden.layer%d", l);
+            const frt_tensor *t = need(g, name);
+            if (!t) break;
+            /* HF's last hidden state has the final norm applied. */
+            int idx = l == info.n_layers ? info.n_layers + 1 : l;
+            CHECK_OK(frt_model_debug_hidden(m, idx, ours, n));
+            CHECK_OK(frt_tensor_to_f32(t, theirs));
+            double e = frt_test_rel_err(ours, theirs, (size_t)n * H);
+            printf("  %-8d %.3e\n", l, e);
+            CHECK_ERR_NEAR(ours, theirs, (size_t)n * H, 1e-4);
+        }
+        free(ours);
+        free(theirs);
+    }
+
+    /* 32 greedy tokens, compared while the recorded margin exceeds the error. */
+    const frt_tensor *gp = need(g, "greedy.prompt"), *gt = need(g, "greedy.tokens"), *gm = need(g, "greedy.margins");
+    if (gp && gt && gm) {
+        int n = (int)numel(gt);
+        int32_t *toks = calloc((size_t)n, sizeof *toks);
+        float *margins = malloc((size_t)n * sizeof(float));
+        CHECK_OK(frt_tensor_to_f32(gm, margins));
+        CHECK_OK(prefill_all(m, gp->data, (int)numel(gp)));
+        CHECK_OK(greedy(m, toks, n));
+        const int32_t *want = gt->data;
+        double tol = 2.0 * max_abs;
+        int compared = 0;
+        for (int i = 0; i < n; i++) {
+            if (margins[i] <= tol) break;
+            CHECK_MSG(toks[i] == want[i], "greedy step %d: got %d want %d", i, toks[i], want[i]);
+            if (toks[i] != want[i]) break;
+            compared++;
+        }
+        printf("  greedy: %d of %d steps compared (max |logit err| %.2e, stop margin %.2e)\n", compared, n, max_abs,
+               tol);
+        CHECK(compared >= 8);
+        free(toks);
+        free(margins);
+    }
+    free(logits);
+    free(ref);
+    frt_safetensors_close(g);
+    frt_model_free(m);
+}
+
+static void test_golden(void)
+{
+    DIR *d = opendir(GOLDEN_DIR);
+    if (!d) {
+        printf("golden: %s absent, golden comparisons not run\n", GOLDEN_DIR);
+        return;
+    }
+    struct dirent *e;
+    char names[16][256];
+    int n = 0;
+    while ((e = readdir(d)) && n < 16) {
+        if (e->d_name[0] == '.') continue;
+        char cfg[2048];
+        struct stat st;
+        snprintf(cfg, sizeof cfg, "%s/%s/golden.safetensors", GOLDEN_DIR, e->d_name);
+        if (stat(cfg, &st) == 0) snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        char dir[2048];
+        snprintf(dir, sizeof dir, "%s/%s", GOLDEN_DIR, names[i]);
+        test_golden_model(dir);
+    }
+    CHECK_MSG(n >= 3, "expected at least 3 golden models, found %d", n);
+}
+
+/* ---- schedules on a random-weight tiny model --------------------------- */
+
+static char tiny_dir[256];
+
+static void make_tiny(void)
+{
+    snprintf(tiny_dir, sizeof tiny_dir, "/tmp/frt-test-model-%d", (int)getpid());
+    CHECK_OK(frt_gen_model_write("tiny", 7, tiny_dir));
+}
+
+static void rm_tiny(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tiny_dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny_dir);
+}
+
+static void random_ids(int32_t *ids, int n, int vocab)
+{
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)vocab);
+}
+
+static void test_schedules(void)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = 512;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(tiny_dir, &p, &m));
+    if (!m) return;
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    enum { N = 200, G = 12 };
+    int32_t ids[N], a[G], b[G], c[G];
+    random_ids(ids, N, info.vocab_size);
+    float *la = malloc((size_t)info.vocab_size * sizeof(float)), *lb = malloc((size_t)info.vocab_size * sizeof(float));
+
+    /* one call */
+    CHECK_OK(prefill_all(m, ids, N));
+    CHECK_OK(frt_model_logits(m, la));
+    CHECK_OK(greedy(m, a, G));
+    /* split at multiples of C over several calls: same operations, same bytes */
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, 64));
+    CHECK_OK(frt_model_prefill(m, ids + 64, 128));
+    CHECK_OK(frt_model_prefill(m, ids + 192, N - 192));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(memcmp(la, lb, (size_t)info.vocab_size * sizeof(float)) == 0);
+    CHECK_OK(greedy(m, b, G));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* token by token: other arithmetic (recurrent form), same greedy tokens */
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, 1));
+    for (int i = 1; i < N; i++) CHECK_OK(frt_model_prefill(m, ids + i, 1));
+    CHECK_OK(frt_model_logits(m, lb));
+    double e = frt_test_rel_err(lb, la, (size_t)info.vocab_size);
+    printf("token-by-token vs one prefill: logits rel err %.3e\n", e);
+    CHECK(e < 1e-4);
+    CHECK_OK(greedy(m, c, G));
+    CHECK(memcmp(a, c, sizeof a) == 0);
+    /* decode steps (recurrent gated delta rule) agree with a prefill of the same tokens */
+    CHECK_OK(prefill_all(m, ids, N));
+    int32_t t;
+    CHECK_OK(frt_model_sample(m, NULL, &t));
+    CHECK_OK(frt_model_decode(m, NULL, &t));
+    CHECK_OK(frt_model_logits(m, la));
+    int32_t ext[N + 1];
+    memcpy(ext, ids, sizeof ids);
+    ext[N] = a[0];
+    CHECK_OK(prefill_all(m, ext, N + 1));
+    CHECK_OK(frt_model_logits(m, lb));
+    e = frt_test_rel_err(la, lb, (size_t)info.vocab_size);
+    printf("decode step vs prefill: logits rel err %.3e\n", e);
+    CHECK(e < 1e-4);
+    CHECK(frt_model_position(m) == N + 1);
+    int32_t journal[N + 1];
+    CHECK(frt_model_tokens(m, journal, N + 1) == N + 1);
+    CHECK(memcmp(journal, ext, sizeof ext) == 0);
+    free(la);
+    free(lb);
+    frt_model_free(m);
+}
+
+static void test_bad_input(void)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = 128;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(tiny_dir, &p, &m));
+    if (!m) return;
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    int32_t t;
+    /* decode before prefill */
+    CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_STATE);
+    CHECK_STATUS(frt_model_sample(m, NULL, &t), FRT_ERR_STATE);
+    CHECK(strstr(frt_last_error(), "prefill") != NULL);
+
+    int32_t ids[100];
+    random_ids(ids, 100, info.vocab_size);
+    CHECK_OK(frt_model_prefill(m, ids, 100));
+    float *before = malloc((size_t)info.vocab_size * sizeof(float)), *after = malloc((size_t)info.vocab_size * sizeof(float));
+    CHECK_OK(frt_model_logits(m, before));
+    frt_buffer *st = m->state[0];
+    size_t sb = frt_buffer_size(st);
+    unsigned char *snap = malloc(sb);
+    memcpy(snap, frt_buffer_ptr(st), sb);
+
+    int32_t bad[3] = {1, info.vocab_size, 2};
+    CHECK_STATUS(frt_model_prefill(m, bad, 3), FRT_ERR_OUT_OF_RANGE);
+    CHECK(strstr(frt_last_error(), "vocabulary") != NULL);
+    bad[1] = -1;
+    CHECK_STATUS(frt_model_prefill(m, bad, 3), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_model_prefill(m, ids, 29), FRT_ERR_OUT_OF_RANGE); /* 100 + 29 > 128 */
+    CHECK(strstr(frt_last_error(), "max_seq") != NULL);
+    CHECK_STATUS(frt_model_prefill(m, NULL, 3), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_prefill(m, ids, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(frt_model_position(m) == 100);
+    CHECK_OK(frt_model_logits(m, after));
+    CHECK(memcmp(before, after, (size_t)info.vocab_size * sizeof(float)) == 0);
+    CHECK(memcmp(snap, frt_buffer_ptr(st), sb) == 0);
+    /* fill to capacity, then decode must refuse */
+    CHECK_OK(frt_model_prefill(m, ids, 28));
+    CHECK_OK(frt_model_sample(m, NULL, &t));
+    CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_OUT_OF_RANGE);
+    CHECK(frt_model_position(m) == 128);
+
+    /* bad load parameters and directories */
+    frt_model *m2 = NULL;
+    p.prefill_chunk = 100;
+    CHECK_STATUS(frt_model_load(tiny_dir, &p, &m2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(m2 == NULL);
+    p.prefill_chunk = 64;
+    CHECK(frt_model_load("/nonexistent/model", &p, &m2) < 0);
+    CHECK(m2 == NULL);
+    p.backend = FRT_BACKEND_CUDA;
+    CHECK(frt_model_load(tiny_dir, &p, &m2) < 0);
+    CHECK(m2 == NULL);
+    free(before);
+    free(after);
+    free(snap);
+    frt_model_free(m);
+    frt_model_free(NULL);
+}
+
+int main(void)
+{
+    frt_test_seed(42);
+    test_golden();
+    make_tiny();
+    test_schedules();
+    test_bad_input();
+    rm_tiny();
+    return frt_test_report();
+}
