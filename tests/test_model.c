@@ -111,17 +111,28 @@ static void test_golden_model(const char *dir)
         float *ours = malloc((size_t)n * H * sizeof(float)), *theirs = malloc((size_t)n * H * sizeof(float));
         CHECK_OK(prefill_all(m, hid_ids->data, n));
         printf("  %-8s %s\n", "layer", "hidden rel err");
-        for (int l = 0; l <= info.n_layers; l++) {
+        /* golden.json says whether HF's hidden_states[-1] has the final norm */
+        snprintf(path, sizeof path, "%s/golden.json", dir);
+        json_t *meta = json_load_file(path, 0, NULL);
+        int last_normed = json_is_true(json_object_get(json_object_get(meta, "hidden"), "last_is_normed"));
+        json_decref(meta);
+        for (int l = 0; l <= info.n_layers + 1; l++) {
             char name[64];
-            snprintf(name, sizeof name, "hidden.layer%d", l);
+            int idx = l;
+            if (l == info.n_layers) {
+                snprintf(name, sizeof name, "hidden.final_prenorm");
+            } else if (l == info.n_layers + 1) {
+                snprintf(name, sizeof name, "hidden.layer%d", info.n_layers);
+                idx = last_normed ? info.n_layers + 1 : info.n_layers;
+            } else {
+                snprintf(name, sizeof name, "hidden.layer%d", l);
+            }
             const frt_tensor *t = need(g, name);
             if (!t) break;
-            /* HF's last hidden state has the final norm applied. */
-            int idx = l == info.n_layers ? info.n_layers + 1 : l;
             CHECK_OK(frt_model_debug_hidden(m, idx, ours, n));
             CHECK_OK(frt_tensor_to_f32(t, theirs));
             double e = frt_test_rel_err(ours, theirs, (size_t)n * H);
-            printf("  %-8d %.3e\n", l, e);
+            printf("  %-22s %.3e\n", name, e);
             CHECK_ERR_NEAR(ours, theirs, (size_t)n * H, 1e-4);
         }
         free(ours);

@@ -44,6 +44,7 @@ static unsigned char *read_file(const char *path, size_t *n)
         b = NULL;
     }
     fclose(f);
+    if (b) b[len] = 0;
     *n = (size_t)len;
     return b;
 }

@@ -1,10 +1,213 @@
-/* cmd_tokenize.c - frt tokenize. */
+/* cmd_tokenize.c - frt tokenize: the token ids of a text, and the tokenizer
+ * benchmark.
+ *
+ *   frt tokenize [--special] [--chat] MODEL_DIR TEXT
+ *   frt tokenize [--special] [--chat] MODEL_DIR --file PATH
+ *   frt tokenize MODEL_DIR --bench FILE [--seconds S]
+ *
+ * Prints the ids on one line, separated by spaces. --special adds the
+ * post-processor's tokens (Llama 3's <|begin_of_text|>); --chat formats TEXT
+ * as one user message with the chat template and the generation prompt.
+ * --bench encodes FILE repeatedly on one core and prints MB/s. */
 #include "cli.h"
 
+#include "frt/status.h"
+#include "model/chat.h"
+#include "model/tokenizer.h"
+
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: frt tokenize [--special] [--chat] MODEL_DIR TEXT\n"
+            "       frt tokenize [--special] [--chat] MODEL_DIR --file PATH\n"
+            "       frt tokenize MODEL_DIR --bench FILE [--seconds S]\n"
+            "Prints the token ids of TEXT (tokenizer.json of MODEL_DIR) on one line.\n"
+            "  --special   add the post-processor's special tokens (e.g. Llama 3's BOS)\n"
+            "  --chat      format TEXT as a user message with the chat template\n"
+            "  --bench     encode FILE repeatedly on one core; print MB/s\n");
+    return 2;
+}
+
+static int read_all(const char *path, char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "frt tokenize: %s: cannot open\n", path);
+        return 1;
+    }
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (!r) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        fprintf(stderr, "frt tokenize: %s: read failed\n", path);
+        return 1;
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench(const char *cmd, const frt_tokenizer *tok, const char *path, double seconds)
+{
+    char *text;
+    size_t len;
+    if (read_all(path, &text, &len)) return 1;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = frt_tokenizer_encode(tok, text, len, &ids, &n_ids); /* warm-up */
+    if (rc) {
+        free(text);
+        return frt_cli_fail(cmd, rc);
+    }
+    double best = 1e30, total = 0;
+    int reps = 0;
+    while (reps < 3 || total < seconds) {
+        free(ids);
+        double t0 = now_s();
+        rc = frt_tokenizer_encode(tok, text, len, &ids, &n_ids);
+        double dt = now_s() - t0;
+        if (rc) {
+            free(text);
+            return frt_cli_fail(cmd, rc);
+        }
+        if (dt < best) best = dt;
+        total += dt;
+        reps++;
+    }
+    char *back = NULL;
+    size_t back_len = 0;
+    double t0 = now_s();
+    rc = frt_tokenizer_decode(tok, ids, n_ids, &back, &back_len);
+    double dec = now_s() - t0;
+    if (rc) {
+        free(ids);
+        free(text);
+        return frt_cli_fail(cmd, rc);
+    }
+    double mb = (double)len / 1e6;
+    printf("file: %s, %zu bytes, %zu tokens, %.3f bytes/token\n", path, len, n_ids,
+           n_ids ? (double)len / (double)n_ids : 0.0);
+    printf("encode (one core, %d runs): best %.2f MB/s (%.3f s), mean %.2f MB/s, %.2f M tokens/s\n", reps,
+           mb / best, best, mb * reps / total, (double)n_ids / best / 1e6);
+    printf("decode: %.2f MB/s\n", (double)back_len / 1e6 / (dec > 0 ? dec : 1e-9));
+    printf("target: >= 5 MB/s encode (issue 4): %s\n", mb / best >= 5.0 ? "met" : "NOT met");
+    printf("round trip: decode(encode(file)) %s the file\n",
+           back_len == len && !memcmp(back, text, len) ? "equals" : "differs from (normalization or added-token stripping)");
+    free(back);
+    free(ids);
+    free(text);
+    return 0;
+}
 
 int frt_cmd_tokenize(int argc, char **argv)
 {
-    fprintf(stderr, "frt %s: not supported yet in this build\n", argv[0]);
-    return 1;
+    const char *cmd = argv[0], *dir = NULL, *text = NULL, *file = NULL, *bench_file = NULL;
+    int special = 0, chat = 0;
+    double seconds = 2.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else if (!strcmp(a, "--special")) {
+            special = 1;
+        } else if (!strcmp(a, "--chat")) {
+            chat = 1;
+        } else if (!strcmp(a, "--file") && i + 1 < argc) {
+            file = argv[++i];
+        } else if (!strcmp(a, "--bench") && i + 1 < argc) {
+            bench_file = argv[++i];
+        } else if (!strcmp(a, "--seconds") && i + 1 < argc) {
+            seconds = atof(argv[++i]);
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "frt %s: unknown option %s\n", cmd, a);
+            return usage();
+        } else if (!dir) {
+            dir = a;
+        } else if (!text) {
+            text = a;
+        } else {
+            return usage();
+        }
+    }
+    if (!dir || (!bench_file && !!text == !!file) || (bench_file && (text || file))) return usage();
+
+    frt_tokenizer *tok = NULL;
+    int rc = frt_tokenizer_load(dir, &tok);
+    if (rc) return frt_cli_fail(cmd, rc);
+    if (bench_file) {
+        int r = bench(cmd, tok, bench_file, seconds);
+        frt_tokenizer_free(tok);
+        return r;
+    }
+    char *owned = NULL;
+    size_t len;
+    if (file) {
+        if (read_all(file, &owned, &len)) {
+            frt_tokenizer_free(tok);
+            return 1;
+        }
+        text = owned;
+    } else {
+        len = strlen(text);
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (chat) {
+        char *copy = malloc(len + 1);
+        if (!copy) {
+            free(owned);
+            frt_tokenizer_free(tok);
+            fprintf(stderr, "frt %s: out of memory\n", cmd);
+            return 1;
+        }
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+        frt_chat_message msg = {"user", copy};
+        frt_chat_options opt = {1, -1};
+        char *prompt = NULL;
+        size_t plen = 0;
+        rc = frt_chat_format_ex(tok, &msg, 1, &opt, &prompt, &plen);
+        if (!rc) rc = frt_tokenizer_encode_ex(tok, prompt, plen, special, &ids, &n);
+        free(prompt);
+        free(copy);
+    } else {
+        rc = frt_tokenizer_encode_ex(tok, text, len, special, &ids, &n);
+    }
+    free(owned);
+    frt_tokenizer_free(tok);
+    if (rc) return frt_cli_fail(cmd, rc);
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    free(ids);
+    return 0;
 }

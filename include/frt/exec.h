@@ -173,8 +173,7 @@ frt_stream *frt_context_stream(frt_context *ctx);
 int frt_stream_create(frt_context *ctx, int priority, frt_stream **out);
 
 /* Waits for the stream's work, then destroys it (the cpu worker is joined).
- * NULL and the context's default stream are no-ops. The stream must not be
- * capturing. */
+ * NULL, the context's default stream and a capturing stream are no-ops. */
 void frt_stream_destroy(frt_stream *stream);
 
 /* Blocks until all work enqueued on the stream so far has finished.
@@ -347,7 +346,7 @@ int frt_graph_create(frt_context *ctx, const char *name, int max_variants, frt_g
 
 /* Destroys a graph and all its variants (waiting, on cuda, for replays of
  * variants holding host-task arguments). Bound buffers are not freed.
- * NULL is a no-op. */
+ * NULL and a graph that is capturing are no-ops. */
 void frt_graph_destroy(frt_graph *graph);
 
 /* Binds a buffer to a named port (name copied), replacing an earlier binding;
@@ -404,8 +403,8 @@ const char *frt_graph_name(const frt_graph *graph);
  * frt_plan_destroy. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_MEMORY. */
 int frt_plan_create(frt_context *ctx, frt_plan **out);
 
-/* Destroys a plan (not its graphs or streams; sync the plan first).
- * NULL is a no-op. */
+/* Waits for the plan's enqueued work (frt_plan_sync), then destroys the plan
+ * (not its graphs or streams). NULL is a no-op. */
 void frt_plan_destroy(frt_plan *plan);
 
 /* Adds node "replay `key` of `graph` on `stream`", which starts only after the

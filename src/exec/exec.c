@@ -819,6 +819,7 @@ int frt_plan_create(frt_context *ctx, frt_plan **out)
 void frt_plan_destroy(frt_plan *plan)
 {
     if (!plan_ok(plan)) return;
+    (void)frt_plan_sync(plan); /* node events may still be referenced by queued work */
     for (int i = 0; i < plan->n; i++) {
         free(plan->nodes[i].deps);
         frt_event_destroy(plan->nodes[i].done);

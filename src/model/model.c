@@ -79,7 +79,7 @@ static int alloc_state(frt_model *m)
     char name[64];
     for (int l = 0; l < L; l++) {
         if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
-            size_t bytes = (size_t)m->max_seq * c->n_kv_heads * c->head_dim * f;
+            size_t bytes = (size_t)m->max_seq * c->n_kv_heads * c->head_dim * m->bk->kv_elem_bytes;
             snprintf(name, sizeof name, "kv.%d.k", l);
             FRT_TRY(alloc_buf(m, name, bytes, &m->kv_k[l]));
             snprintf(name, sizeof name, "kv.%d.v", l);
@@ -118,11 +118,10 @@ static int capture_graphs(frt_model *m)
     FRT_TRY(frt_graph_create(m->ctx, "sample", 0, &m->g_sample));
     for (int i = 0; i < m->n_buckets; i++) {
         rc.bucket = m->buckets[i];
-        FRT_TRY(frt_graph_capture(m->g_prefill, (frt_shape_key)m->buckets[i], m->stream,
-                                  frt_qwen35_cpu_record_prefill, &rc));
+        FRT_TRY(frt_graph_capture(m->g_prefill, (frt_shape_key)m->buckets[i], m->stream, m->bk->record_prefill, &rc));
     }
-    FRT_TRY(frt_graph_capture(m->g_decode, 1, m->stream, frt_qwen35_cpu_record_decode, &rc));
-    return frt_graph_capture(m->g_sample, 1, m->stream, frt_qwen35_cpu_record_sample, &rc);
+    FRT_TRY(frt_graph_capture(m->g_decode, 1, m->stream, m->bk->record_decode, &rc));
+    return frt_graph_capture(m->g_sample, 1, m->stream, m->bk->record_sample, &rc);
 }
 
 /* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
@@ -150,9 +149,9 @@ static uint64_t compute_fingerprint(const frt_model *m)
     const frt_model_config *c = &m->cfg;
     char s[4096];
     int n = snprintf(s, sizeof s,
-                     "frt-capsule-v%u|%s|backend=%d|dtype=f32|V=%d H=%d I=%d L=%d|attn %d/%d/%d gate=%d|"
+                     "frt-capsule-v%u|%s|backend=%s|%s|V=%d H=%d I=%d L=%d|attn %d/%d/%d gate=%d|"
                      "lin %d/%d/%d/%d/%d|eps=%.9g theta=%.9g rot=%d tie=%d|C=%d max_seq=%d|weights=%016llx|",
-                     FRT_CAPSULE_FORMAT_VERSION, c->model_type, (int)m->params.backend, c->vocab_size,
+                     FRT_CAPSULE_FORMAT_VERSION, c->model_type, m->bk->name, m->bk->state_dtypes, c->vocab_size,
                      c->hidden_size, c->intermediate_size, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
                      c->attn_output_gate, c->lin_n_k_heads, c->lin_n_v_heads, c->lin_k_head_dim,
                      c->lin_v_head_dim, c->lin_conv_kernel, (double)c->rms_norm_eps, (double)c->rope_theta,
@@ -174,8 +173,15 @@ static int load_model(frt_model *m, const char *dir)
                          "model: '%s' parses, but only the Qwen3.5 hybrid forward pass (qwen3_5_text, qwen3_5) "
                          "is implemented",
                          c->model_type);
-    if (p->backend != FRT_BACKEND_CPU)
-        return frt_error(FRT_ERR_UNSUPPORTED, "model: the cuda forward pass is not implemented yet; use --backend cpu");
+    if (p->backend == FRT_BACKEND_CPU) {
+        m->bk = &frt_qwen35_cpu_backend;
+    } else {
+#if FRT_HAVE_CUDA
+        m->bk = &frt_qwen35_cuda_backend;
+#else
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: this build has no CUDA backend (built without nvcc)");
+#endif
+    }
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);
@@ -193,10 +199,10 @@ static int load_model(frt_model *m, const char *dir)
     if (file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
     FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
     m->stream = frt_context_stream(m->ctx);
-    FRT_TRY(frt_qwen35_cpu_load_weights(m));
+    FRT_TRY(m->bk->load_weights(m));
     m->weights_hash = hash_weights(m->ckpt);
-    FRT_TRY(frt_qwen35_cpu_alloc_scratch(m));
     FRT_TRY(alloc_state(m));
+    FRT_TRY(m->bk->alloc_scratch(m));
     FRT_TRY(capture_graphs(m));
     m->fingerprint = compute_fingerprint(m);
     return 0;
@@ -235,7 +241,7 @@ void frt_model_free(frt_model *m)
     free(m->kv_v);
     free(m->gdn_state);
     free(m->gdn_conv);
-    frt_qwen35_cpu_free(m);
+    if (m->bk) m->bk->free(m);
     frt_context_destroy(m->ctx);
     frt_tokenizer_free(m->tok);
     frt_checkpoint_close(m->ckpt);
@@ -466,10 +472,7 @@ int frt_model_aligned_len(const frt_model *m, int pos)
 
 int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n)
 {
-    if (!m || !out || !m->s.debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled");
-    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > m->s.debug_rows)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range", idx, n);
-    size_t H = (size_t)m->cfg.hidden_size;
-    memcpy(out, m->s.debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
-    return 0;
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "debug_hidden: NULL argument");
+    if (!m->bk->debug_hidden) return frt_error(FRT_ERR_UNSUPPORTED, "debug_hidden: not supported by this backend");
+    return m->bk->debug_hidden(m, idx, out, n);
 }

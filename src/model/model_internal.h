@@ -21,6 +21,8 @@
 
 #define FRT_CAPSULE_FORMAT_VERSION 1u
 
+typedef struct frt_model_backend frt_model_backend;
+
 /* The boundary record: the small part of the state that says where the
  * state stands. Lives in the `boundary` buffer (device memory); the decode
  * graph reads and advances it. */
@@ -106,8 +108,10 @@ struct frt_model {
     frt_checkpoint *ckpt;
     frt_tokenizer *tok; /* NULL without tokenizer.json */
 
-    frt_weights w;
-    frt_scratch s;
+    const frt_model_backend *bk;
+    void *bk_data;     /* the backend's private data (weights, scratch) */
+    frt_weights w;     /* cpu backend weights (w.bytes is set by every backend) */
+    frt_scratch s;     /* cpu backend scratch */
     int conv_channels; /* 2 * nk * dk + nv * dv */
 
     /* The state closure, in a fixed order (capsule buffer table order). */
@@ -140,13 +144,29 @@ struct frt_model {
 frt_boundary *frt_model_boundary(frt_model *m);
 const frt_boundary *frt_model_boundary_const(const frt_model *m);
 
-/* CPU backend (qwen35_cpu.c). */
-int frt_qwen35_cpu_load_weights(frt_model *m);
-int frt_qwen35_cpu_alloc_scratch(frt_model *m);
-void frt_qwen35_cpu_free(frt_model *m);
-int frt_qwen35_cpu_record_prefill(frt_stream *s, void *user); /* user: frt_record_ctx */
-int frt_qwen35_cpu_record_decode(frt_stream *s, void *user);
-int frt_qwen35_cpu_record_sample(frt_stream *s, void *user);
+/* A forward-pass backend of the model layer. model.c owns the state
+ * buffers, the graphs and the API; a backend owns its weights and scratch
+ * and records the work of a step onto a stream (the record callbacks run
+ * inside frt_graph_capture, once per variant, at load). Everything that
+ * changes between replays must be read from the boundary, step and in_ids
+ * buffers by the recorded work, never baked from host values. */
+struct frt_model_backend {
+    const char *name;          /* "cpu", "cuda" */
+    size_t kv_elem_bytes;      /* bytes per KV cache element: 4 (f32) or 2 (bf16) */
+    const char *state_dtypes;  /* for the fingerprint, e.g. "kv=f32,gdn=f32,weights=f32" */
+    int (*load_weights)(frt_model *m);   /* sets m->w.bytes */
+    int (*alloc_scratch)(frt_model *m);  /* after the state buffers exist */
+    void (*free)(frt_model *m);          /* frees weights and scratch; tolerates a partial load */
+    frt_record_fn record_prefill;        /* user: frt_record_ctx (bucket = padded length) */
+    frt_record_fn record_decode;         /* embed pending, layers, logits, sample, advance */
+    frt_record_fn record_sample;         /* sample the logits into pending */
+    int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
+};
+
+extern const frt_model_backend frt_qwen35_cpu_backend;  /* qwen35_cpu.c */
+#if FRT_HAVE_CUDA
+extern const frt_model_backend frt_qwen35_cuda_backend; /* cuda/qwen35_cuda.c */
+#endif
 
 typedef struct frt_record_ctx {
     frt_model *m;

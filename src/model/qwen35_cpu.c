@@ -115,7 +115,7 @@ static int load_all(weight_loader *wl)
     return 0;
 }
 
-int frt_qwen35_cpu_load_weights(frt_model *m)
+static int cpu_load_weights(frt_model *m)
 {
     m->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *m->w.layers);
     if (!m->w.layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the layer table");
@@ -135,7 +135,7 @@ int frt_qwen35_cpu_load_weights(frt_model *m)
 
 static int max_i(int a, int b) { return a > b ? a : b; }
 
-int frt_qwen35_cpu_alloc_scratch(frt_model *m)
+static int cpu_alloc_scratch(frt_model *m)
 {
     const frt_model_config *c = &m->cfg;
     frt_scratch *s = &m->s;
@@ -164,7 +164,7 @@ int frt_qwen35_cpu_alloc_scratch(frt_model *m)
     return 0;
 }
 
-void frt_qwen35_cpu_free(frt_model *m)
+static void cpu_free(frt_model *m)
 {
     frt_scratch *s = &m->s;
     float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->t3, s->q, s->k, s->v,
@@ -375,13 +375,13 @@ static int record_forward(frt_stream *s, frt_model *m, int decode)
     return frt_stream_host_task(s, task_final, &a, sizeof a);
 }
 
-int frt_qwen35_cpu_record_prefill(frt_stream *s, void *user)
+static int cpu_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
     return record_forward(s, rc->m, 0);
 }
 
-int frt_qwen35_cpu_record_decode(frt_stream *s, void *user)
+static int cpu_record_decode(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
     FRT_TRY(record_forward(s, rc->m, 1));
@@ -389,9 +389,32 @@ int frt_qwen35_cpu_record_decode(frt_stream *s, void *user)
     return frt_stream_host_task(s, task_sample, &a, sizeof a);
 }
 
-int frt_qwen35_cpu_record_sample(frt_stream *s, void *user)
+static int cpu_record_sample(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
     task_args a = {.m = rc->m, .layer = -1, .decode = 0};
     return frt_stream_host_task(s, task_sample, &a, sizeof a);
 }
+
+static int cpu_debug_hidden(frt_model *m, int idx, float *out, int n)
+{
+    if (!m->s.debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled (params.debug_hidden)");
+    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > m->s.debug_rows)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range", idx, n);
+    size_t H = (size_t)m->cfg.hidden_size;
+    memcpy(out, m->s.debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
+    return 0;
+}
+
+const frt_model_backend frt_qwen35_cpu_backend = {
+    .name = "cpu",
+    .kv_elem_bytes = sizeof(float),
+    .state_dtypes = "weights=f32,kv=f32,gdn=f32,conv=f32",
+    .load_weights = cpu_load_weights,
+    .alloc_scratch = cpu_alloc_scratch,
+    .free = cpu_free,
+    .record_prefill = cpu_record_prefill,
+    .record_decode = cpu_record_decode,
+    .record_sample = cpu_record_sample,
+    .debug_hidden = cpu_debug_hidden,
+};

@@ -452,13 +452,13 @@ static int load_added(frt_tokenizer *tok, const json_t *list, tok_pairmap *by_id
             size_t nn;
             char *owned;
             FRT_TRY(normalize(tok, t.content, t.len, &nf, &nn, &owned));
-            if (nn != t.len || memcmp(nf, t.content, nn)) {
+            int differs = nn != t.len || memcmp(nf, t.content, nn);
+            if (differs) {
                 a.pattern = tok_arena_dup(&tok->arena, nf, nn);
                 a.pattern_len = (uint32_t)nn;
             }
             free(owned);
-            if (!a.pattern && (nn != t.len || memcmp(nf, t.content, nn)))
-                return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+            if (differs && !a.pattern) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
         }
         FRT_TRY(tok_strmap_put(&tok->added_map, a.content, a.content_len, id, NULL));
         if (t.special) /* special_tokens_set: by content, never shrinks */

@@ -113,4 +113,47 @@ template <typename T> __device__ T frt_block_sum(T v)
     return s;
 }
 
+/* Argmax order: (v1, i1) beats (v2, i2) when it is valid (i >= 0) and the
+ * other is not, or v1 > v2, or v1 == v2 and i1 < i2 (the lowest index on
+ * ties; -0 == +0). Callers never enter NaN values (they skip them), so this is
+ * a strict total order and the winner of any reduction order is the same. */
+__device__ __forceinline__ bool frt_argmax_better(float v1, int i1, float v2, int i2)
+{
+    if (i1 < 0) return false;
+    if (i2 < 0) return true;
+    return v1 > v2 || (v1 == v2 && i1 < i2);
+}
+
+__device__ __forceinline__ void frt_warp_argmax(float &v, int &i)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (frt_argmax_better(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
+/* Argmax over the block (blockDim.x a multiple of 32); every thread gets the
+ * winner (i = -1 when no thread had a candidate). All threads must reach it. */
+static __device__ void frt_block_argmax(float &v, int &i)
+{
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    frt_warp_argmax(v, i);
+    __syncthreads();
+    if (lane == 0) {
+        sv[warp] = v;
+        si[warp] = i;
+    }
+    __syncthreads();
+    v = lane < nw ? sv[lane] : 0.0f;
+    i = lane < nw ? si[lane] : -1;
+    frt_warp_argmax(v, i);
+}
+
 #endif /* FRT_KERNELS_CUDA_UTIL_H */

@@ -1,0 +1,263 @@
+/*
+ * kernels/cuda/gemm.cu - y[n, out] = x[n, in] . w[out, in]^T (+ y) through
+ * cuBLASLt: bf16 inputs, fp32 compute, f32 or bf16 output (the HF Linear
+ * layout, as the CPU twins frt_cpu_matmul / frt_cpu_matmul_add).
+ *
+ * cuBLASLt is column-major. Row-major y [n, out] is column-major y^T
+ * [out, n] = W x^T: A = w (column-major [in, out], ld in, op T), B = x
+ * (column-major [in, n], ld in, op N), C = D = y (column-major [out, n], ld
+ * out): a "TN" GEMM with m = out, n = n, k = in.
+ *
+ * The algorithm of each (n, in, out, out dtype, accumulate) is chosen once by
+ * frt_cuda_gemm_plan through cublasLtMatmulAlgoGetHeuristic (the top result,
+ * for 16-byte aligned operands and the handle's workspace size) and cached
+ * with its descriptors; frt_cuda_gemm_run only finds the plan and calls
+ * cublasLtMatmul, so the hot path (and a captured graph) never runs a
+ * heuristic. cuBLAS gives the same bits run to run for a fixed algorithm on
+ * the same GPU model (its reductions, split-K included, are ordered); each
+ * stream gets its own workspace so concurrent streams never share one.
+ * Tested in tests/test_cuda_kernels.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GEMM_MAX_STREAMS 16
+#define GEMM_MAX_PLANS 1024
+#define GEMM_ALIGN 16
+
+struct gemm_plan {
+    int n, in_dim, out_dim, out_dt, accumulate;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_needed;
+};
+
+struct frt_cuda_gemm {
+    cublasLtHandle_t lt;
+    size_t ws_bytes;
+    int n_streams;
+    void *streams[GEMM_MAX_STREAMS];
+    void *ws[GEMM_MAX_STREAMS];
+    int n_plans, cap_plans;
+    gemm_plan *plans;
+};
+
+static void plan_release(gemm_plan *p)
+{
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+}
+
+extern "C" void frt_cuda_gemm_destroy(frt_cuda_gemm *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_plans; i++) plan_release(&g->plans[i]);
+    free(g->plans);
+    for (int i = 0; i < g->n_streams; i++) cudaFree(g->ws[i]);
+    if (g->lt) cublasLtDestroy(g->lt);
+    free(g);
+}
+
+extern "C" int frt_cuda_gemm_create(size_t workspace_bytes, frt_cuda_gemm **out)
+{
+    FRT_ARG(out, "cuda gemm: NULL out");
+    *out = NULL;
+    frt_cuda_gemm *g = (frt_cuda_gemm *)calloc(1, sizeof *g);
+    if (!g) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm: handle");
+    g->ws_bytes = workspace_bytes;
+    cublasStatus_t st = cublasLtCreate(&g->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        g->lt = NULL;
+        frt_cuda_gemm_destroy(g);
+        return frt_cublas_fail(st, "cublasLtCreate", __FILE__, __LINE__);
+    }
+    *out = g;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_add_stream(frt_cuda_gemm *g, void *stream)
+{
+    FRT_ARG(g, "cuda gemm: NULL handle");
+    for (int i = 0; i < g->n_streams; i++)
+        if (g->streams[i] == stream) return 0;
+    if (g->n_streams == GEMM_MAX_STREAMS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm: more than %d streams", GEMM_MAX_STREAMS);
+    void *ws = NULL;
+    if (g->ws_bytes) FRT_CUDA_TRY(cudaMalloc(&ws, g->ws_bytes));
+    g->streams[g->n_streams] = stream;
+    g->ws[g->n_streams] = ws;
+    g->n_streams++;
+    return 0;
+}
+
+static gemm_plan *plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt,
+                            int accumulate)
+{
+    for (int i = 0; i < g->n_plans; i++) {
+        gemm_plan *p = &g->plans[i];
+        if (p->n == n && p->in_dim == in_dim && p->out_dim == out_dim && p->out_dt == out_dt &&
+            p->accumulate == accumulate)
+            return p;
+    }
+    return NULL;
+}
+
+static int shape_check(const char *what, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype)
+{
+    FRT_ARG(frt_dtype_ok(out_dtype), "cuda gemm %s: bad dtype", what);
+    FRT_ARG(n > 0 && in_dim > 0 && out_dim > 0, "cuda gemm %s: n %d in %d out %d", what, n, in_dim,
+            out_dim);
+    FRT_ARG(in_dim % 8 == 0 && out_dim % 8 == 0,
+            "cuda gemm %s: in %d and out %d must be multiples of 8", what, in_dim, out_dim);
+    return 0;
+}
+
+/* Builds the descriptors and runs the heuristic into *p (fields set on
+ * failure are released by the caller). */
+static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
+{
+    const cudaDataType_t yt = p->out_dt == FRT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    FRT_CUBLAS_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT,
+                                                  sizeof opT));
+    FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN,
+                                                  sizeof opN));
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->in_dim, p->out_dim, p->in_dim));
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->in_dim, p->n, p->in_dim));
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, yt, p->out_dim, p->n, p->out_dim));
+
+    cublasLtMatmulPreference_t pref = NULL;
+    FRT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    const uint32_t align = GEMM_ALIGN;
+    const size_t ws = g->ws_bytes;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
+                                            &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return frt_cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm: no cuBLASLt algorithm for n %d in %d out %d (%s out)", p->n,
+                         p->in_dim, p->out_dim, p->out_dt == FRT_CUDA_BF16 ? "bf16" : "f32");
+    p->algo = res.algo;
+    p->ws_needed = res.workspaceSize;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_dim,
+                                  frt_cuda_dtype out_dtype, int accumulate)
+{
+    FRT_ARG(g, "cuda gemm plan: NULL handle");
+    FRT_TRY(shape_check("plan", n, in_dim, out_dim, out_dtype));
+    accumulate = accumulate ? 1 : 0;
+    if (plan_find(g, n, in_dim, out_dim, out_dtype, accumulate)) return 0;
+    if (g->n_plans == GEMM_MAX_PLANS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm: more than %d plans", GEMM_MAX_PLANS);
+    if (g->n_plans == g->cap_plans) {
+        int cap = g->cap_plans ? 2 * g->cap_plans : 16;
+        gemm_plan *np = (gemm_plan *)realloc(g->plans, (size_t)cap * sizeof *np);
+        if (!np) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm: plan table");
+        g->plans = np;
+        g->cap_plans = cap;
+    }
+    gemm_plan p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.in_dim = in_dim;
+    p.out_dim = out_dim;
+    p.out_dt = out_dtype;
+    p.accumulate = accumulate;
+    int rc = plan_build(g, &p);
+    if (rc < 0) {
+        plan_release(&p);
+        return rc;
+    }
+    g->plans[g->n_plans++] = p;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_dtype,
+                                 const uint16_t *x, const uint16_t *w, int n, int in_dim,
+                                 int out_dim, int accumulate)
+{
+    FRT_ARG(g && y && x && w, "cuda gemm run: NULL pointer");
+    FRT_TRY(shape_check("run", n, in_dim, out_dim, y_dtype));
+    FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemm run: pointers must be %d-byte aligned", GEMM_ALIGN);
+    accumulate = accumulate ? 1 : 0;
+    const gemm_plan *p = plan_find(g, n, in_dim, out_dim, y_dtype, accumulate);
+    if (!p)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm run: no plan for n %d in %d out %d %s%s (frt_cuda_gemm_plan "
+                         "at setup)",
+                         n, in_dim, out_dim, y_dtype == FRT_CUDA_BF16 ? "bf16" : "f32",
+                         accumulate ? " accumulate" : "");
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    for (int i = 0; i < g->n_streams; i++)
+        if (g->streams[i] == stream) {
+            ws = g->ws[i];
+            ws_bytes = g->ws_bytes;
+        }
+    if (p->ws_needed > ws_bytes)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm run: the plan needs %zu bytes of workspace and the stream has "
+                         "none (frt_cuda_gemm_add_stream at setup)",
+                         p->ws_needed);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    FRT_CUBLAS_TRY(cublasLtMatmul(g->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y,
+                                  p->c, &p->algo, ws, ws_bytes, (cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g) { return g ? g->n_plans : 0; }
+
+static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
+{
+    uint32_t v = 0; /* the attributes are int32/uint32/uint16: read into a zeroed 32-bit */
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &written) !=
+        CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return (int)v;
+}
+
+extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info)
+{
+    FRT_ARG(g && info, "cuda gemm plan_get: NULL pointer");
+    if (i < 0 || i >= g->n_plans)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm plan_get: %d of %d plans", i, g->n_plans);
+    const gemm_plan *p = &g->plans[i];
+    memset(info, 0, sizeof *info);
+    info->n = p->n;
+    info->in_dim = p->in_dim;
+    info->out_dim = p->out_dim;
+    info->out_dtype = (frt_cuda_dtype)p->out_dt;
+    info->accumulate = p->accumulate;
+    info->algo_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_ID);
+    info->tile_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    info->stages_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    info->splitk_num = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    info->reduction_scheme = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+    info->cta_swizzling = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+    info->custom_option = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+    memcpy(info->algo_data, p->algo.data, sizeof info->algo_data);
+    return 0;
+}

@@ -1,0 +1,203 @@
+/*
+ * serving/engine_model.c - the engine interface bound to the model layer:
+ * one call of include/frt/model.h or include/frt/capsule.h per entry, plus
+ * chat formatting through model/chat.h with the checkpoint's template.
+ */
+#include "serving/engine.h"
+
+#include "frt/capsule.h"
+#include "frt/model.h"
+#include "model/chat.h"
+#include "model/model_internal.h"
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(FRT_ENGINE_TIER_DEVICE == (int)FRT_TIER_DEVICE && FRT_ENGINE_TIER_HOST == (int)FRT_TIER_HOST &&
+                   FRT_ENGINE_TIER_DISK == (int)FRT_TIER_DISK,
+               "engine tiers mirror frt_tier");
+
+typedef struct bound {
+    frt_engine eng;
+    frt_model *m;
+    int owns;
+} bound;
+
+static frt_sampling sampling_of(const frt_engine_sampling *s)
+{
+    frt_sampling x = {0.0f, 0, 1.0f};
+    if (s) {
+        x.temperature = s->temperature;
+        x.top_k = s->top_k;
+        x.top_p = s->top_p > 0 ? s->top_p : 1.0f;
+    }
+    return x;
+}
+
+static int md_prefill(void *self, const int32_t *ids, int n) { return frt_model_prefill(((bound *)self)->m, ids, n); }
+
+static int md_sample(void *self, const frt_engine_sampling *s, int32_t *token)
+{
+    frt_sampling x = sampling_of(s);
+    return frt_model_sample(((bound *)self)->m, &x, token);
+}
+
+static int md_decode(void *self, const frt_engine_sampling *s, int32_t *token)
+{
+    frt_sampling x = sampling_of(s);
+    return frt_model_decode(((bound *)self)->m, &x, token);
+}
+
+static int md_reset(void *self) { return frt_model_reset(((bound *)self)->m); }
+static int md_seed(void *self, uint64_t seed) { return frt_model_seed(((bound *)self)->m, seed); }
+static int md_position(void *self) { return frt_model_position(((bound *)self)->m); }
+static int md_pending(void *self) { return frt_model_pending(((bound *)self)->m); }
+
+static int md_snapshot(void *self, int tier, const char *path, const void *salt, size_t salt_len, void **cap)
+{
+    return frt_capsule_snapshot(((bound *)self)->m, (frt_tier)tier, path, salt, salt_len, (frt_capsule **)cap);
+}
+
+static int md_restore(void *self, const void *cap) { return frt_capsule_restore(((bound *)self)->m, cap); }
+
+static int md_capsule_load(void *self, const char *path, void **cap)
+{
+    return frt_capsule_load(((bound *)self)->m, path, (frt_capsule **)cap);
+}
+
+static int md_capsule_save(void *self, const void *cap, const char *path) { return frt_capsule_save(cap, path); }
+
+static int md_capsule_move(void *self, void *cap, int tier, const char *path)
+{
+    return frt_capsule_move(cap, (frt_tier)tier, path);
+}
+
+static int md_capsule_info(void *self, const void *cap, frt_engine_capsule_info *info)
+{
+    frt_capsule_info ci;
+    FRT_TRY(frt_capsule_info_get(cap, &ci));
+    info->tier = (int)ci.tier;
+    info->position = ci.position;
+    info->pending = ci.pending;
+    info->bytes = ci.bytes;
+    info->digest = ci.prefix_digest;
+    return 0;
+}
+
+static void md_capsule_free(void *self, void *cap) { frt_capsule_free(cap); }
+
+static uint64_t md_digest(void *self, const int32_t *ids, int n, const void *salt, size_t salt_len)
+{
+    return frt_prefix_digest(ids, n, salt, salt_len);
+}
+
+static int md_tokenize(void *self, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    return frt_model_tokenize(((bound *)self)->m, text, len, ids, n);
+}
+
+static int md_detokenize(void *self, const int32_t *ids, size_t n, char **text, size_t *len)
+{
+    size_t l = 0;
+    int rc = frt_model_detokenize(((bound *)self)->m, ids, n, text, &l);
+    if (!rc && len) *len = l;
+    return rc;
+}
+
+static int md_chat_format(void *self, const frt_engine_msg *msgs, int n, int add_gen, char **text)
+{
+    const frt_model *m = ((bound *)self)->m;
+    if (!m->tok) return frt_error(FRT_ERR_UNSUPPORTED, "chat: the checkpoint has no tokenizer.json");
+    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: no messages");
+    frt_chat_message *cm = malloc((size_t)n * sizeof *cm);
+    if (!cm) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat");
+    for (int i = 0; i < n; i++) {
+        cm[i].role = msgs[i].role;
+        cm[i].content = msgs[i].content;
+    }
+    int rc = frt_chat_format(m->tok, cm, n, add_gen, text);
+    free(cm);
+    return rc;
+}
+
+static void md_destroy(void *self)
+{
+    bound *b = self;
+    if (!b) return;
+    if (b->owns) frt_model_free(b->m);
+    free(b);
+}
+
+static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
+{
+    frt_model_info info;
+    FRT_TRY(frt_model_info_get(m, &info));
+    bound *b = calloc(1, sizeof *b);
+    if (!b) return frt_error(FRT_ERR_OUT_OF_MEMORY, "engine");
+    b->m = m;
+    b->owns = owns;
+    frt_engine *e = &b->eng;
+    e->self = b;
+    snprintf(e->facts.model_id, sizeof e->facts.model_id, "%s", model_id && *model_id ? model_id : "frt-model");
+    snprintf(e->facts.backend, sizeof e->facts.backend, "%s", info.backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
+    e->facts.vocab_size = info.vocab_size;
+    e->facts.max_seq = info.max_seq;
+    e->facts.prefill_chunk = info.prefill_chunk;
+    e->facts.n_eos = info.n_eos < 16 ? info.n_eos : 16;
+    memcpy(e->facts.eos_ids, info.eos_ids, (size_t)e->facts.n_eos * sizeof(int));
+    e->facts.fingerprint = frt_model_fingerprint(m);
+    e->prefill = md_prefill;
+    e->sample = md_sample;
+    e->decode = md_decode;
+    e->reset = md_reset;
+    e->seed = md_seed;
+    e->position = md_position;
+    e->pending = md_pending;
+    e->snapshot = md_snapshot;
+    e->restore = md_restore;
+    e->capsule_load = md_capsule_load;
+    e->capsule_save = md_capsule_save;
+    e->capsule_move = md_capsule_move;
+    e->capsule_info = md_capsule_info;
+    e->capsule_free = md_capsule_free;
+    e->digest = md_digest;
+    e->tokenize = md_tokenize;
+    e->detokenize = md_detokenize;
+    e->chat_format = md_chat_format;
+    e->destroy = md_destroy;
+    *out = e;
+    return 0;
+}
+
+int frt_engine_model_create(frt_model *m, frt_engine **out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
+    return wrap(m, 0, NULL, out);
+}
+
+int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
+                          int n_threads, frt_engine **out)
+{
+    if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
+    frt_model_params p = frt_model_default_params();
+    if (backend && !strcmp(backend, "cuda")) p.backend = FRT_BACKEND_CUDA;
+    else if (backend && strcmp(backend, "cpu"))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: backend must be cpu or cuda (got '%s')", backend);
+    p.max_seq = max_seq;
+    p.prefill_chunk = prefill_chunk;
+    p.n_threads = n_threads;
+    frt_model *m = NULL;
+    FRT_TRY(frt_model_load(model_dir, &p, &m));
+    /* the model id: the directory's last component */
+    const char *end = model_dir + strlen(model_dir);
+    while (end > model_dir && end[-1] == '/') end--;
+    const char *start = end;
+    while (start > model_dir && start[-1] != '/') start--;
+    char id[128];
+    snprintf(id, sizeof id, "%.*s", (int)(end - start), start);
+    int rc = wrap(m, 1, id, out);
+    if (rc) frt_model_free(m);
+    return rc;
+}
