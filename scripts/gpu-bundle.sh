@@ -83,6 +83,14 @@ done
 # around the bundle (or the bundle) as their source dir: rewrite @S@ paths of
 # scripts to the bundle copy made above.
 sed -i 's#\t@S@/tests/sh/#\t@B@/tests/sh/#g' "$OUT/tests.tsv"
+# The shell tests source helper files beside them (serve_lib.bash, ...) and
+# the node client test reads tests/node: copy those folders whole.
+for d in tests/sh tests/node assets; do
+    if [ -d "$SRC/$d" ]; then
+        mkdir -p "$OUT/$d"
+        cp -r "$SRC/$d/." "$OUT/$d/"
+    fi
+done
 if [ -d "$SRC/tests/data" ]; then
     mkdir -p "$OUT/tests/data"
     cp -r "$SRC/tests/data/." "$OUT/tests/data/"

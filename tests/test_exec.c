@@ -338,6 +338,37 @@ static int record_work(frt_stream *s, void *user)
     return enqueue_axpb(s, x, 1.0f, 1.0f);
 }
 
+/* A chain of copies through every space with no sync in between must run in
+ * stream order: each copy reads what the previous one wrote (on cuda, a
+ * pageable source is staged at the call unless the stream is waited for). */
+static void test_copy_chain_order(frt_context *ctx)
+{
+    enum { N = 1 << 20 };
+    frt_stream *s = frt_context_stream(ctx);
+    frt_buffer *d = NULL, *p = NULL, *h = NULL;
+    unsigned char *src = malloc(N), *back = malloc(N);
+    for (int i = 0; i < N; i++) src[i] = (unsigned char)(frt_test_u64() | 1);
+    CHECK_OK(frt_buffer_alloc(ctx, "chain.d", FRT_SPACE_DEVICE, N, &d));
+    CHECK_OK(frt_buffer_alloc(ctx, "chain.p", FRT_SPACE_PINNED_HOST, N, &p));
+    CHECK_OK(frt_buffer_alloc(ctx, "chain.h", FRT_SPACE_HOST, N, &h));
+    if (d && p && h) {
+        CHECK_OK(frt_buffer_fill(h, 0, N, 0, s));
+        CHECK_OK(frt_buffer_write(d, 0, src, N, s));
+        CHECK_OK(frt_buffer_copy(p, 0, d, 0, N, s));
+        CHECK_OK(frt_buffer_copy(h, 0, p, 0, N, s));
+        CHECK_OK(frt_buffer_fill(d, 0, N, 0, s));
+        CHECK_OK(frt_buffer_copy(d, 0, h, 0, N, s));
+        CHECK_OK(frt_buffer_read(d, 0, back, N, s));
+        CHECK_OK(frt_stream_sync(s));
+        CHECK_MSG(memcmp(src, back, N) == 0, "device -> pinned -> host -> device chain out of stream order");
+    }
+    frt_buffer_free(d);
+    frt_buffer_free(p);
+    frt_buffer_free(h);
+    free(src);
+    free(back);
+}
+
 static void test_replay_matches_direct(frt_context *ctx, frt_space space)
 {
     const size_t n = 100003;
@@ -974,6 +1005,7 @@ int main(int argc, char **argv)
     test_invalid_handles(ctx);
     test_alloc_too_large(ctx);
     test_copies(ctx);
+    test_copy_chain_order(ctx);
     test_replay_matches_direct(ctx, FRT_SPACE_DEVICE);
     test_replay_matches_direct(ctx, FRT_SPACE_PINNED_HOST);
     test_args_baked(ctx);

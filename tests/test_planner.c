@@ -170,6 +170,19 @@ static void test_plan_decisions(void)
     in.hot_exact = 1;
     CHECK_OK(frt_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 192 && p.exact && p.auto_at == 256);
+    /* sessionless requests (exact_only) never extend a state that is not cold-exact and aligned */
+    in.exact_only = 1;
+    in.hot_n = 200;
+    in.hot_exact = 1; /* exact but not aligned: prefill from 200 splits differently from a cold prefill */
+    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192 && p.exact);
+    in.hot_n = 192;
+    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK(p.action == FRT_PREFIX_APPEND && p.start == 192 && p.exact);
+    in.hot_exact = 0;
+    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192);
+    in.exact_only = 0;
     in.hot_usable = 0;
 
     /* salts isolate: a salted request does not see unsalted capsules */

@@ -113,6 +113,7 @@ MODELS = [
         description="qwen3_5_text, value heads = 3 x key heads, key head dim 16 != value head dim 24, "
         "tied lm_head, layers F L L F L L (full attention first)",
         base_seed=2000,
+        embed_std=0.1,
         text=dict(
             hidden_size=96,
             intermediate_size=160,
@@ -228,7 +229,10 @@ def randomize(model, spec, seed):
             continue
         t = torch.empty(p.shape, dtype=torch.float32)
         if name.endswith("embed_tokens.weight"):
-            t.normal_(0.0, 1.0, generator=g)
+            # A tied head reads the embedding back: at std 1 the input
+            # embedding dominates the residual and greedy repeats the input
+            # token, so tied models use a smaller embedding scale.
+            t.normal_(0.0, spec.get("embed_std", 1.0), generator=g)
         elif name.endswith("linear_attn.A_log"):
             t = torch.log(torch.empty(p.shape).uniform_(1.0, 16.0, generator=g))
         elif name.endswith("linear_attn.dt_bias"):

@@ -85,7 +85,7 @@ static int parse_rope(const json_t *tc, frt_model_config *c, const char *what)
     if (strcmp(type, "default") != 0)
         return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported (supported: default)", what,
                          type);
-    snprintf(c->rope_type, sizeof c->rope_type, "%s", type);
+    memcpy(c->rope_type, "default", sizeof "default");
 
     double theta = 10000.0, prf = c->hybrid ? 0.25 : 1.0;
     int rc = rp ? frt_json_number(rp, "rope_theta", 0, 1e-6, 1e30, &theta, what2) : 0;

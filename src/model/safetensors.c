@@ -732,7 +732,15 @@ int frt_st_writer_write(frt_st_writer *w, const char *path)
             e = pwrite_all(fd, jobs[k].src, jobs[k].len, jobs[k].off);
             if (e) {
 #pragma omp critical(frt_st_write_err)
-                if (!first) first = e;
+                {
+                    int f0;
+#pragma omp atomic read
+                    f0 = first;
+                    if (!f0) {
+#pragma omp atomic write
+                        first = e;
+                    }
+                }
             }
         }
         err = first;

@@ -678,7 +678,8 @@ static int load_root(frt_tokenizer *tok, const json_t *root)
 
     load_state ls = {NULL, NULL, -1};
     tok_pairmap by_id = {0};
-    int rc = load_normalizer(tok, json_object_get(root, "normalizer"), 0);
+    int rc = load_model(tok, json_object_get(root, "model"), &ls);
+    if (!rc) rc = load_normalizer(tok, json_object_get(root, "normalizer"), 0);
     if (!rc) rc = load_pretok(tok, json_object_get(root, "pre_tokenizer"), 0);
     if (!rc) {
         const json_t *d = json_object_get(root, "decoder");
@@ -691,7 +692,6 @@ static int load_root(frt_tokenizer *tok, const json_t *root)
                            "implements ByteLevel)", type ? type : "(no type)");
     }
     if (!rc) rc = load_post(tok, json_object_get(root, "post_processor"), 0);
-    if (!rc) rc = load_model(tok, json_object_get(root, "model"), &ls);
     if (!rc) rc = load_added(tok, json_object_get(root, "added_tokens"), &by_id);
     if (!rc) rc = build_tries(tok);
     if (!rc) rc = build_tokens(tok, &ls);

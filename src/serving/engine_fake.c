@@ -391,12 +391,8 @@ static int fk_capsule_move(void *self, void *cap, int tier, const char *path)
         c->tokens = NULL;
         c->path = p;
     } else if (c->tier == FRT_ENGINE_TIER_DISK) {
-        file_head hd;
-        int32_t *ids = NULL;
-        FRT_TRY(read_file(f, c->path, &hd, &ids));
-        c->tokens = ids;
-        free(c->path);
-        c->path = NULL; /* the file stays in place */
+        /* as frt_capsule_move: a disk capsule is promoted by restoring it */
+        return frt_error(FRT_ERR_UNSUPPORTED, "fake move: promote a disk capsule by restoring it");
     }
     c->tier = tier;
     return 0;

@@ -33,8 +33,8 @@ static int better(const cand *x, const cand *y)
     return x->tier < y->tier;
 }
 
-/* Every usable starting point; `need_exact_upto` > 0 keeps only cold-exact,
- * chunk-aligned ones at or below it. */
+/* The best usable starting point; `need_exact_upto` > 0 keeps only
+ * cold-exact, chunk-aligned ones at or below it. */
 static cand best_start(const frt_registry *r, int C, const frt_plan_input *in, int need_exact_upto)
 {
     const int limit = in->n - 1; /* leave one token to prefill */
@@ -75,7 +75,7 @@ int frt_plan_make(const frt_registry *r, int C, const frt_plan_input *in, frt_pl
     if (!r || !in || !out || !in->ids || in->n < 1 || C < 1)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "planner: bad arguments");
     memset(out, 0, sizeof *out);
-    cand best = best_start(r, C, in, 0);
+    cand best = best_start(r, C, in, in->exact_only ? in->n : 0);
 
     if (in->pin_len != 0) {
         int len = in->pin_len < 0 || in->pin_len > in->n ? in->n : in->pin_len;

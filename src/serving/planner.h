@@ -31,6 +31,10 @@
  * PREFIX capsule is snapshotted mid-prefill at the prompt's aligned length
  * so that the next request that extends this prompt can restore it.
  *
+ * Sessionless requests (exact_only) use only cold-exact, chunk-aligned
+ * starting points, so their answer never depends on what ran before: it is
+ * always what a cold prefill of the prompt gives.
+ *
  * The planner only reads the registry; it never changes anything.
  */
 #ifndef FRT_SERVING_PLANNER_H
@@ -53,6 +57,7 @@ typedef struct frt_plan_input {
     size_t salt_len;
     int pin_len;          /* 0 none; -1 the whole prompt; > 0 a token count */
     int auto_capsules;
+    int exact_only;       /* only cold-exact, chunk-aligned starts (sessionless requests) */
     /* The live state when this request may extend it (it belongs to the
      * request's session, or to the anonymous session for a sessionless
      * request): its committed tokens and exactness. */

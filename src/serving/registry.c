@@ -94,6 +94,15 @@ static char *path_for(const frt_registry *r, uint64_t id)
     return p;
 }
 
+/* Frees an entry's own memory (not its handle, file or row). */
+static void cap_destroy(frt_cap *c)
+{
+    free(c->tokens);
+    free(c->salt);
+    free(c->path);
+    free(c);
+}
+
 static void drop_handle(frt_registry *r, frt_cap *c)
 {
     if (c->handle) r->e->capsule_free(r->e->self, c->handle);
@@ -116,9 +125,7 @@ static void remove_at(frt_registry *r, int i)
     if (c->handle) r->e->capsule_free(r->e->self, c->handle);
     c->handle = NULL;
     unpersist(r, c);
-    free(c->tokens);
-    free(c->path);
-    free(c);
+    cap_destroy(c);
     memmove(r->caps + i, r->caps + i + 1, (size_t)(r->n - i - 1) * sizeof *r->caps);
     r->n--;
 }
@@ -301,14 +308,14 @@ static int load_row(void *user, const frt_cap *row, uint64_t fp)
     *c = *row;
     c->tokens = malloc((size_t)(row->position ? row->position : 1) * sizeof *c->tokens);
     c->path = strdup(row->path);
+    c->salt = row->salt_len ? malloc(row->salt_len) : NULL;
+    if (c->salt) memcpy(c->salt, row->salt, row->salt_len);
     c->handle = NULL;
     c->tier = FRT_ENGINE_TIER_DISK;
     c->persisted = 1;
     c->refs = c->pin_holds = 0;
-    if (!c->tokens || !c->path || push(r, c)) {
-        free(c->tokens);
-        free(c->path);
-        free(c);
+    if (!c->tokens || !c->path || (row->salt_len && !c->salt) || push(r, c)) {
+        cap_destroy(c);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
     }
     if (row->position) memcpy(c->tokens, row->tokens, (size_t)row->position * sizeof *c->tokens);
@@ -351,9 +358,7 @@ void frt_registry_close(frt_registry *r)
         if (c->handle) r->e->capsule_free(r->e->self, c->handle);
         /* SESSION capsules do not outlive the process */
         if (c->kind == FRT_CAP_SESSION) unpersist(r, c);
-        free(c->tokens);
-        free(c->path);
-        free(c);
+        cap_destroy(c);
     }
     free(r->caps);
     frt_capdb_close(r->db);
@@ -382,10 +387,12 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
     c->kind = s->kind;
     c->path = path_for(r, c->id);
     c->tokens = malloc((size_t)(s->n ? s->n : 1) * sizeof *c->tokens);
-    if (!c->tokens || (r->dir && !c->path)) {
-        free(c->tokens);
-        free(c->path);
-        free(c);
+    if (s->salt && s->salt_len && (c->salt = malloc(s->salt_len))) {
+        memcpy(c->salt, s->salt, s->salt_len);
+        c->salt_len = s->salt_len;
+    }
+    if (!c->tokens || (r->dir && !c->path) || (s->salt && s->salt_len && !c->salt)) {
+        cap_destroy(c);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry snapshot");
     }
     if (s->n) memcpy(c->tokens, s->tokens, (size_t)s->n * sizeof *c->tokens);
@@ -408,9 +415,7 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
         rc = e->snapshot(e->self, t, t == FRT_ENGINE_TIER_DISK ? c->path : NULL, s->salt, s->salt_len, &c->handle);
     }
     if (rc) {
-        free(c->tokens);
-        free(c->path);
-        free(c);
+        cap_destroy(c);
         return rc;
     }
     frt_engine_capsule_info info;
@@ -421,9 +426,7 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
     if ((rc = push(r, c))) {
         e->capsule_free(e->self, c->handle);
         if (c->persisted) unlink(c->path);
-        free(c->tokens);
-        free(c->path);
-        free(c);
+        cap_destroy(c);
         return rc;
     }
     if (c->persisted && r->db) frt_capdb_put(r->db, c, e->facts.fingerprint);
@@ -474,10 +477,18 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     protect(r, c->id);
     for (int t = 0; t < from; t++) {
         if (r->budget[t] < c->bytes || make_room(r, t, c->bytes) != 0) continue;
-        if (e->capsule_move(e->self, c->handle, t, NULL) != 0) continue;
+        if (from == FRT_ENGINE_TIER_DISK) {
+            /* the live state is this capsule now: a snapshot of it is the promoted copy
+             * (the model layer promotes disk capsules only by restoring them) */
+            void *h = NULL;
+            if (e->snapshot(e->self, t, NULL, c->salt, c->salt_len, &h) != 0) continue;
+            e->capsule_free(e->self, c->handle);
+            c->handle = h;
+        } else if (e->capsule_move(e->self, c->handle, t, NULL) != 0) {
+            continue;
+        }
         c->tier = t;
         r->st.promotions++;
-        if (from == FRT_ENGINE_TIER_DISK && c->persisted && access(c->path, R_OK) != 0) unpersist(r, c);
         break;
     }
     unprotect(r);

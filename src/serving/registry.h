@@ -16,7 +16,9 @@
  * capsule goes to the requested tier (falling to the next one down when it
  * does not fit); making room demotes the least recently used unpinned
  * capsules device -> host -> disk, and deletes them from the disk tier. A
- * restore promotes the capsule to the fastest tier with room. Pinned
+ * restore promotes the capsule to the fastest tier with room (a memory
+ * capsule by a move; a disk capsule, which the model layer promotes only by
+ * restoring it, by snapshotting the just-restored live state). Pinned
  * capsules are never demoted or deleted by the budgets; a pinned capsule is
  * also written through to the disk tier so it survives a restart.
  *
@@ -56,6 +58,8 @@ typedef struct frt_cap {
     int exact;            /* the state equals a cold prefill of `tokens` */
     uint64_t digest;      /* engine digest of (salt, tokens) */
     uint64_t salt_hash;   /* xxh64 of the salt (0 for no salt) */
+    char *salt;           /* the salt bytes (NULL for none), for re-snapshots */
+    size_t salt_len;
     int32_t *tokens;      /* [position] the committed prefix */
     int pin_manual;       /* pinned through the API */
     int pin_holds;        /* references that pin it (pinned sessions, checkpoints) */

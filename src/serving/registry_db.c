@@ -19,7 +19,7 @@ static const char k_schema[] =
     " position INTEGER NOT NULL, pending INTEGER NOT NULL, exact INTEGER NOT NULL,"
     " digest INTEGER NOT NULL, salt_hash INTEGER NOT NULL, tokens BLOB,"
     " pin_manual INTEGER NOT NULL, last_used INTEGER NOT NULL, owner TEXT, name TEXT,"
-    " fingerprint INTEGER NOT NULL);"
+    " fingerprint INTEGER NOT NULL, salt BLOB);"
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER);";
 
 static int db_fail(frt_capdb *db, const char *what)
@@ -79,8 +79,8 @@ int frt_capdb_put(frt_capdb *db, const frt_cap *c, uint64_t fingerprint)
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->db,
                            "INSERT OR REPLACE INTO capsules (id, kind, path, bytes, position, pending, exact, digest,"
-                           " salt_hash, tokens, pin_manual, last_used, owner, name, fingerprint)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " salt_hash, tokens, pin_manual, last_used, owner, name, fingerprint, salt)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(db, "prepare insert");
     sqlite3_bind_int64(st, 1, (sqlite3_int64)c->id);
@@ -98,6 +98,8 @@ int frt_capdb_put(frt_capdb *db, const frt_cap *c, uint64_t fingerprint)
     sqlite3_bind_text(st, 13, c->owner, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 14, c->name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 15, (sqlite3_int64)fingerprint);
+    if (c->salt_len) sqlite3_bind_blob(st, 16, c->salt, (int)c->salt_len, SQLITE_STATIC);
+    else sqlite3_bind_null(st, 16);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_fail(db, "insert");
     sqlite3_finalize(st);
     if (!rc && c->id > db->max_id) {
@@ -143,7 +145,7 @@ int frt_capdb_scan(frt_capdb *db, frt_capdb_row_cb cb, void *user)
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db->db,
                            "SELECT id, kind, path, bytes, position, pending, exact, digest, salt_hash, tokens,"
-                           " pin_manual, last_used, owner, name, fingerprint FROM capsules ORDER BY id",
+                           " pin_manual, last_used, owner, name, fingerprint, salt FROM capsules ORDER BY id",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(db, "prepare scan");
     int rc = 0, step;
@@ -167,6 +169,9 @@ int frt_capdb_scan(frt_capdb *db, frt_capdb_row_cb cb, void *user)
         snprintf(c.owner, sizeof c.owner, "%s", owner ? owner : "");
         snprintf(c.name, sizeof c.name, "%s", name ? name : "");
         uint64_t fp = (uint64_t)sqlite3_column_int64(st, 14);
+        c.salt = (char *)sqlite3_column_blob(st, 15);
+        c.salt_len = (size_t)sqlite3_column_bytes(st, 15);
+        if (!c.salt) c.salt_len = 0;
         if (c.position < 0 || (size_t)blob != (size_t)c.position * sizeof(int32_t) || !c.path) continue; /* damaged row */
         rc = cb(user, &c, fp);
     }

@@ -25,7 +25,7 @@ int frt_capdb_touch(frt_capdb *db, uint64_t id, uint64_t last_used, int pin_manu
 int frt_capdb_del(frt_capdb *db, uint64_t id);
 
 /* Calls cb for every row: c has id, kind, path, bytes, position, pending,
- * exact, digest, salt_hash, tokens (valid during the call), pin_manual,
+ * exact, digest, salt_hash, salt and tokens (valid during the call), pin_manual,
  * last_used, owner, name. A nonzero return from cb stops the scan and is
  * returned. */
 typedef int (*frt_capdb_row_cb)(void *user, const frt_cap *c, uint64_t fingerprint);

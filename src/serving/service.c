@@ -313,7 +313,7 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     int n_stored = 0;
     if (sess->capsule) stored[n_stored++] = sess->capsule;
     for (int i = 0; i < sess->n_ckpts; i++) stored[n_stored++] = sess->ckpts[i].capsule;
-    frt_plan_input in = {ids, n, sess->salt, sess->salt_len, rq->pin_len, s->p.auto_capsules,
+    frt_plan_input in = {ids, n, sess->salt, sess->salt_len, rq->pin_len, s->p.auto_capsules, sess->anonymous,
                          s->hot == sess, sess->journal, sess->n, sess->exact, stored, n_stored};
     frt_plan plan;
     rc = frt_plan_make(s->reg, C, &in, &plan);

@@ -126,4 +126,4 @@ gen_text() { # gen_text N SEED
 }
 
 # JSON string of a shell string.
-jstr() { jq -Rs . <<<"$1" | sed 's/\\n"$/"/'; }
+jstr() { printf '%s' "$1" | jq -Rs .; }

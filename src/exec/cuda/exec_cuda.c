@@ -343,6 +343,17 @@ static int cuda_copy(frt_stream *s, const frt_copy_op *ops, int n)
             host_copy_args a = {op->dst, op->src, op->bytes};
             rc = cuda_host_task(s, host_copy_fn, &a, sizeof a);
         } else {
+            /* cudaMemcpyAsync stages a pageable source at the call, not in
+             * stream order: wait for the stream's earlier work (which may be
+             * what writes the source) first. Pageable copies are refused
+             * inside a capture, so this never runs there. */
+            if (op->src_space == FRT_SPACE_HOST) {
+                cudaError_t e = cudaStreamSynchronize(native(s));
+                if (e != cudaSuccess) {
+                    rc = frt_cuda_fail(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+                    break;
+                }
+            }
             cudaError_t err = cudaMemcpyAsync(op->dst, op->src, op->bytes, cudaMemcpyDefault, native(s));
             if (err != cudaSuccess) rc = frt_cuda_fail(err, "cudaMemcpyAsync", __FILE__, __LINE__);
         }

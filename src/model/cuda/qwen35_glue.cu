@@ -1,0 +1,94 @@
+/*
+ * model/cuda/qwen35_glue.cu - the boundary-record kernels of the Qwen3.5
+ * CUDA forward pass (qwen35_glue.h): the token journal, the end-of-step
+ * advance and the greedy/sampled decision. Each is a handful of scalar
+ * writes; they exist so that the captured graphs update the state on the
+ * device exactly as the cpu backend's host tasks do.
+ */
+#include "model/cuda/qwen35_glue.h"
+
+#include "kernels/cuda/cuda_util.h"
+
+static __device__ __forceinline__ int glue_count(const int32_t *d_n, int max_n)
+{
+    int n = d_n ? *d_n : max_n;
+    return n < 0 ? 0 : (n > max_n ? max_n : n);
+}
+
+__global__ void journal_kernel(int32_t *tokens, const int32_t *ids, const int32_t *d_pos,
+                               const int32_t *d_n, int max_n, int max_seq)
+{
+    const int n = glue_count(d_n, max_n);
+    const int pos = *d_pos;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
+        const long long p = (long long)pos + t;
+        if (p >= 0 && p < max_seq) tokens[p] = ids[t];
+    }
+}
+
+extern "C" int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids,
+                                  const int32_t *d_pos, const int32_t *d_n, int max_n, int max_seq)
+{
+    FRT_ARG(tokens && ids && d_pos, "qwen35 journal: NULL pointer");
+    FRT_ARG(max_n >= 1 && max_seq >= 1, "qwen35 journal: max_n %d max_seq %d", max_n, max_seq);
+    journal_kernel<<<frt_grid_blocks((size_t)max_n, 256, 64), 256, 0, (cudaStream_t)stream>>>(
+        tokens, ids, d_pos, d_n, max_n, max_seq);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void advance_kernel(int32_t *d_pos, int32_t *d_pending, int32_t *d_has_logits,
+                               int32_t *d_rows, const int32_t *d_n, int max_n)
+{
+    const int n = glue_count(d_n, max_n);
+    *d_pos += n;
+    *d_has_logits = 1;
+    *d_pending = -1;
+    if (d_rows) *d_rows = n;
+}
+
+extern "C" int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pending,
+                                  int32_t *d_has_logits, int32_t *d_rows, const int32_t *d_n,
+                                  int max_n)
+{
+    FRT_ARG(d_pos && d_pending && d_has_logits, "qwen35 advance: NULL pointer");
+    FRT_ARG(max_n >= 1, "qwen35 advance: max_n %d", max_n);
+    advance_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_pos, d_pending, d_has_logits, d_rows, d_n,
+                                                      max_n);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void rng_save_kernel(uint64_t *d_save, const uint64_t *d_rng) { *d_save = *d_rng; }
+
+extern "C" int frt_qwen35_rng_save(void *stream, uint64_t *d_save, const uint64_t *d_rng)
+{
+    FRT_ARG(d_save && d_rng, "qwen35 rng_save: NULL pointer");
+    rng_save_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_save, d_rng);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void sample_commit_kernel(int32_t *d_pending, uint64_t *d_rng, const uint64_t *d_save,
+                                     const float *d_temperature, const int32_t *d_argmax,
+                                     const int32_t *d_sampled)
+{
+    if (*d_temperature <= 0.0f) { /* as task_sample: argmax, the RNG untouched */
+        *d_pending = *d_argmax;
+        *d_rng = *d_save;
+    } else {
+        *d_pending = *d_sampled;
+    }
+}
+
+extern "C" int frt_qwen35_sample_commit(void *stream, int32_t *d_pending, uint64_t *d_rng,
+                                        const uint64_t *d_save, const float *d_temperature,
+                                        const int32_t *d_argmax, const int32_t *d_sampled)
+{
+    FRT_ARG(d_pending && d_rng && d_save && d_temperature && d_argmax && d_sampled,
+            "qwen35 sample_commit: NULL pointer");
+    sample_commit_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_pending, d_rng, d_save,
+                                                            d_temperature, d_argmax, d_sampled);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * model/cuda/qwen35_glue.h - the small CUDA kernels the Qwen3.5 forward pass
+ * needs beyond kernels/cuda (internal to the model layer; qwen35_glue.cu).
+ * They update the boundary record on the device at the end of a step, so a
+ * captured graph replays at any position: every dynamic value (position,
+ * valid rows, token, temperature, RNG) is read from device memory.
+ *
+ * Conventions as kernels/cuda/kernels_cuda.h: `stream` is a cudaStream_t as
+ * void *, launchers only enqueue (legal inside a capture) and return 0,
+ * FRT_ERR_INVALID_ARGUMENT (nothing enqueued) or FRT_ERR_BACKEND (launch
+ * failed). d_n NULL means max_n; the count is clamped to [0, max_n].
+ */
+#ifndef FRT_MODEL_QWEN35_GLUE_H
+#define FRT_MODEL_QWEN35_GLUE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The token journal: tokens[*d_pos + t] = ids[t] for t < n, rows past
+ * max_seq dropped. tokens [max_seq] i32, ids [max_n] i32 (device).
+ * Twin: the memcpy of task_embed in qwen35_cpu.c. */
+int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids, const int32_t *d_pos,
+                       const int32_t *d_n, int max_n, int max_seq);
+
+/* End of a forward step (task_final of qwen35_cpu.c): *d_pos += n,
+ * *d_has_logits = 1, *d_pending = -1; when d_rows is not NULL, *d_rows = n
+ * (the rows of the debug record). One thread. */
+int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pending, int32_t *d_has_logits,
+                       int32_t *d_rows, const int32_t *d_n, int max_n);
+
+/* *d_save = *d_rng (before frt_cuda_sample, which always takes one step). */
+int frt_qwen35_rng_save(void *stream, uint64_t *d_save, const uint64_t *d_rng);
+
+/* The sampler's decision (task_sample of qwen35_cpu.c): when
+ * *d_temperature <= 0, *d_pending = *d_argmax and the RNG goes back to
+ * *d_save (greedy does not advance it); otherwise *d_pending = *d_sampled
+ * (frt_cuda_sample, -1 for invalid parameters) and the RNG keeps its step. */
+int frt_qwen35_sample_commit(void *stream, int32_t *d_pending, uint64_t *d_rng,
+                             const uint64_t *d_save, const float *d_temperature,
+                             const int32_t *d_argmax, const int32_t *d_sampled);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
