@@ -7,6 +7,7 @@
 #include "model/tokenizer.h"
 #include "test_tokenizer_fixture.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utf8proc.h>
@@ -619,6 +620,54 @@ static void test_refusals(void)
     }
 }
 
+/* ---- concurrency: a loaded tokenizer is read-only ------------------------------------------- */
+typedef struct enc_job {
+    const frt_tokenizer *tok;
+    const char *text;
+    size_t len;
+    int32_t *ids;
+    size_t n;
+    int rc;
+} enc_job;
+
+static void *enc_thread(void *arg)
+{
+    enc_job *j = arg;
+    for (int r = 0; r < 20 && !j->rc; r++) {
+        free(j->ids);
+        j->rc = frt_tokenizer_encode(j->tok, j->text, j->len, &j->ids, &j->n);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    static const char *const merges[] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", NULL};
+    tokfx f = {.merges = merges, .pre_tokenizer = TOKFX_QWEN35_PRE, .added_tokens = TOKFX_SPECIALS,
+               .normalizer = "{\"type\":\"NFC\"}"};
+    frt_tokenizer *tok = load_fx(&f);
+    if (!tok) return;
+    char text[4096];
+    size_t len = 0;
+    while (len + 40 < sizeof text) {
+        memcpy(text + len, "the e\xcc\x81t\xc3\xa9 <|im_end|> \xe6\x97\xa5  x'll\n", 33);
+        len += 33;
+    }
+    enc_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (enc_job){tok, text, len, NULL, 0, 0};
+        CHECK(pthread_create(&th[i], NULL, enc_thread, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        CHECK(jobs[i].rc == 0 && jobs[i].n == jobs[0].n && jobs[i].n > 100 &&
+              !memcmp(jobs[i].ids, jobs[0].ids, jobs[0].n * sizeof(int32_t)));
+    }
+    for (int i = 0; i < 4; i++) free(jobs[i].ids);
+    frt_tokenizer_free(tok);
+}
+
 /* ---- loading from a directory ---------------------------------------------------------------------- */
 static void write_file(const char *dir, const char *name, const char *text)
 {
@@ -711,6 +760,7 @@ int main(void)
     test_decode();
     test_encode_bad_input();
     test_refusals();
+    test_threads();
     test_load_dir();
     return frt_test_report();
 }

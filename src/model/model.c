@@ -162,11 +162,15 @@ static uint64_t compute_fingerprint(const frt_model *m)
     return XXH64(s, (size_t)n, 0);
 }
 
+/* Loads from a directory, or (dir NULL) from the checkpoint and config that
+ * m->ckpt, m->cfg and m->gen already hold. */
 static int load_model(frt_model *m, const char *dir)
 {
     const frt_model_params *p = &m->params;
-    FRT_TRY(frt_config_load(dir, &m->cfg));
-    FRT_TRY(frt_generation_config_load(dir, &m->cfg, &m->gen));
+    if (dir) {
+        FRT_TRY(frt_config_load(dir, &m->cfg));
+        FRT_TRY(frt_generation_config_load(dir, &m->cfg, &m->gen));
+    }
     const frt_model_config *c = &m->cfg;
     if (!c->hybrid)
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -195,8 +199,10 @@ static int load_model(frt_model *m, const char *dir)
     m->buckets[m->n_buckets++] = m->C;
     m->conv_channels = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
 
-    FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
-    if (file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
+    if (dir) {
+        FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
+        if (file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
+    }
     FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
     m->stream = frt_context_stream(m->ctx);
     FRT_TRY(m->bk->load_weights(m));
@@ -225,6 +231,34 @@ int frt_model_load(const char *model_dir, const frt_model_params *params, frt_mo
     return 0;
 }
 
+int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, const frt_generation_config *gen,
+                              const frt_model_params *params, frt_model **out)
+{
+    if (!ck || !cfg || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: NULL argument");
+    *out = NULL;
+    frt_model *m = calloc(1, sizeof *m);
+    if (!m) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->params = params ? *params : frt_model_default_params();
+    m->ckpt = ck;
+    m->ckpt_borrowed = 1;
+    m->cfg = *cfg;
+    if (gen) {
+        m->gen = *gen;
+    } else {
+        m->gen.temperature = 1.0f;
+        m->gen.top_p = 1.0f;
+        if (cfg->eos_token_id >= 0) m->gen.eos_ids[m->gen.n_eos++] = cfg->eos_token_id;
+    }
+    int rc = load_model(m, NULL);
+    if (rc < 0) {
+        frt_error_prefix("in-memory checkpoint");
+        frt_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
 void frt_model_free(frt_model *m)
 {
     if (!m) return;
@@ -244,7 +278,7 @@ void frt_model_free(frt_model *m)
     if (m->bk) m->bk->free(m);
     frt_context_destroy(m->ctx);
     frt_tokenizer_free(m->tok);
-    frt_checkpoint_close(m->ckpt);
+    if (!m->ckpt_borrowed) frt_checkpoint_close(m->ckpt);
     free(m);
 }
 

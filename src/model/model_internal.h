@@ -106,6 +106,7 @@ struct frt_model {
     frt_context *ctx;
     frt_stream *stream;
     frt_checkpoint *ckpt;
+    int ckpt_borrowed; /* frt_model_load_checkpoint: the caller closes ckpt */
     frt_tokenizer *tok; /* NULL without tokenizer.json */
 
     const frt_model_backend *bk;
@@ -172,6 +173,14 @@ typedef struct frt_record_ctx {
     frt_model *m;
     int bucket;
 } frt_record_ctx;
+
+/* Loads a model from a checkpoint already in memory (e.g. frt_gen_model_build
+ * for benchmarks that cannot afford the disk). ck is borrowed: it must stay
+ * open until frt_model_free, and may serve several models. gen NULL: no end-of-sequence ids
+ * beyond cfg->eos_token_id, default sampling. No tokenizer. Errors as
+ * frt_model_load. */
+int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, const frt_generation_config *gen,
+                              const frt_model_params *params, frt_model **out);
 
 /* Test hook (params.debug_hidden): hidden state idx (0 = embeddings,
  * i = after layer i-1, n_layers + 1 = after the final norm) of the last
