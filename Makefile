@@ -24,10 +24,10 @@ test: build
 test-gpu: build
 	@cd $(BUILD) && ctest --output-on-failure -L gpu
 
-# The main job. Until the capsule demo exists (frt demo), a self-check of the
-# execution contract.
+# The main job: the coding-agent capsule demo on the shipped demo model
+# (cpu backend; `frt demo --backend cuda` on a GPU machine).
 demo: build
-	@$(BUILD)/frt selfcheck
+	@$(BUILD)/frt demo
 
 # CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:

@@ -14,6 +14,7 @@ pkgs=(
   libsqlite3-dev      # capsule registry index
   libmicrohttpd-dev   # the OpenAI-compatible server
   curl                # end-to-end server tests
+  jq                  # JSON checks in the shell tests
 )
 
 missing=()

@@ -199,23 +199,29 @@ static json_t *row_json(const demo_row *r)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: frt demo [--model DIR] [--backend cpu|cuda] [--json FILE] [--turns N] [--assets DIR]\n"
+    fprintf(f, "usage: frt demo [--model DIR] [--backend cpu|cuda] [--json FILE] [--turns N] [--long]\n"
+               "                [--chunk C] [--assets DIR]\n"
                "  The coding-agent capsule workload on the shipped demo model (models/frt-demo):\n"
-               "  a shared prefix snapshotted once, turns served cold and from the capsule,\n"
-               "  a fork into 4 branches and a rollback; each row checked token-exact.\n");
+               "  a shared prefix (system prompt + tool schemas, about 7k tokens; --long adds\n"
+               "  the repository index, about 14k) snapshotted once, turns served cold and\n"
+               "  from the capsule, a fork into 4 branches and a rollback; each row is checked\n"
+               "  token-exact by running both paths. Exits 1 if any row is not.\n"
+               "  --turns N   turns of fresh sessions (default 3, at most 8)\n");
 }
 
 int frt_cmd_demo(int argc, char **argv)
 {
     const char *model_dir = NULL, *json_path = NULL, *assets = NULL;
     char model_buf[PATH_MAX], assets_buf[PATH_MAX];
-    int turns = 4;
+    int turns = 3, long_prefix = 0;
     frt_model_params mp = frt_model_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--long")) {
+            long_prefix = 1;
         } else if (!v) {
             fprintf(stderr, "frt demo: %s needs a value\n", a);
             return 2;
@@ -261,7 +267,10 @@ int frt_cmd_demo(int argc, char **argv)
     if (!sys || !tools || !index || !turns_txt) return 1;
     size_t sl = strlen(sys) + strlen(tools) + strlen(index) + 64;
     char *system = malloc(sl);
-    snprintf(system, sl, "%s\n# Tools\n%s\n# Repository\n%s", sys, tools, index);
+    if (long_prefix)
+        snprintf(system, sl, "%s\n# Tools\n%s\n# Repository\n%s", sys, tools, index);
+    else
+        snprintf(system, sl, "%s\n# Tools\n%s", sys, tools);
     char *user_msgs[DEMO_MAX_TURNS + 4];
     int n_user = 0;
     for (char *line = strtok(turns_txt, "\n"); line && n_user < DEMO_MAX_TURNS + 4; line = strtok(NULL, "\n"))
