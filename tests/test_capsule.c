@@ -19,6 +19,7 @@
  *  9. temperature > 0 with a seed: restore then sample reproduces the tokens
  * Plus: every tier (device, host, disk), byte restore, unaligned boundaries.
  * "Equal" means identical logits bytes and identical greedy tokens.
+ * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
  */
 #include "frt_test.h"
 
@@ -40,9 +41,12 @@ static char dir[512], dir2[512], tmpdir[256];
 static int V;
 static float la[MAXV], lb[MAXV];
 
+static frt_backend backend = FRT_BACKEND_CPU;
+
 static frt_model *load(const char *d)
 {
     frt_model_params p = frt_model_default_params();
+    p.backend = backend;
     p.prefill_chunk = C;
     p.max_seq = 1024;
     frt_model *m = NULL;
@@ -136,7 +140,8 @@ static void test_restore_tiers(frt_model *m)
     for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i]);
     unsigned char *copy = malloc(total), *p = copy;
     for (int i = 0; i < n; i++) {
-        memcpy(p, frt_buffer_ptr(m->state[i]), frt_buffer_size(m->state[i]));
+        CHECK_OK(frt_buffer_read(m->state[i], 0, p, frt_buffer_size(m->state[i]), m->stream));
+        CHECK_OK(frt_stream_sync(m->stream));
         p += frt_buffer_size(m->state[i]);
     }
     frt_capsule *c = NULL;
@@ -155,7 +160,11 @@ static void test_restore_tiers(frt_model *m)
         size_t cmp = strncmp(name, "kv.", 3) == 0 ? sz / 1024 * (size_t)pos
                      : strcmp(name, "tokens") == 0 ? (size_t)pos * 4
                                                     : sz;
-        CHECK_MSG(memcmp(p, frt_buffer_ptr(m->state[i]), cmp) == 0, "buffer %s not restored byte for byte", name);
+        unsigned char *now = malloc(sz);
+        CHECK_OK(frt_buffer_read(m->state[i], 0, now, sz, m->stream));
+        CHECK_OK(frt_stream_sync(m->stream));
+        CHECK_MSG(memcmp(p, now, cmp) == 0, "buffer %s not restored byte for byte", name);
+        free(now);
         p += sz;
     }
     free(copy);
@@ -296,7 +305,7 @@ static void test_new_process(frt_model *m, const char *self)
 {
     char path[512];
     path_in(path, sizeof path, "proc.cap");
-    char *argv[] = {(char *)self, "child-save", dir, path, "99", NULL};
+    char *argv[] = {(char *)self, "child-save", dir, path, "99", (char *)frt_backend_name(backend), NULL};
     pid_t pid;
     CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
     int status = 0;
@@ -481,8 +490,19 @@ static void test_move(frt_model *m)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && !strcmp(argv[1], "child-save"))
+    if (argc == 6 && !strcmp(argv[1], "child-save")) {
+        if (frt_backend_parse(argv[5], &backend) < 0) return 2;
         return child_save(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+    }
+    if (argc > 1 && frt_backend_parse(argv[1], &backend) < 0) {
+        fprintf(stderr, "usage: test_capsule [cpu|cuda]\n");
+        return 2;
+    }
+    if (backend == FRT_BACKEND_CUDA) {
+        int n = 0;
+        frt_device_count(FRT_BACKEND_CUDA, &n);
+        if (n == 0) TEST_SKIP("no CUDA device");
+    }
     frt_test_seed(5);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/frt-test-capsule-%d", (int)getpid());
     snprintf(dir, sizeof dir, "%s/model", tmpdir);
