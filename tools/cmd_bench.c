@@ -14,9 +14,10 @@
  *         written, in GiB/s (2^30), which is how that page's 3971 figure
  *         was computed (a 2 GiB copy in 1.007 ms).
  *
- *   frt bench -m DIR ...   model benchmarks: not in this build yet (the branch
- *       point is bench_model below).
+ *   frt bench -m DIR | --shape NAME --random-weights ...   the model
+ *       benchmark: bench_model.c.
  */
+#include "bench_model.h"
 #include "cli.h"
 
 #include "frt/exec.h"
@@ -44,7 +45,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: frt bench exec [--backend cuda|cpu] [--json FILE] [--quick]\n"
-               "       frt bench -m DIR ...   (model benchmarks; not in this build yet)\n");
+               "       frt bench -m DIR | --shape NAME --random-weights [...]   (model benchmark; --help)\n");
 }
 
 static double now_us(void)
@@ -344,16 +345,6 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
-/* ---- frt bench -m DIR: model benchmarks (their owner replaces this) --------- */
-
-static int bench_model(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "frt bench -m: model benchmarks are not supported yet in this build\n");
-    return 1;
-}
-
 int frt_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -365,7 +356,7 @@ int frt_cmd_bench(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "-m") || !strcmp(argv[1], "--model")) return bench_model(argc - 1, argv + 1);
+    if (argv[1][0] == '-') return frt_bench_model(argc, argv); /* -m DIR, --shape NAME, ... */
     fprintf(stderr, "frt bench: unknown benchmark '%s'\n", argv[1]);
     usage(stderr);
     return 2;
