@@ -51,6 +51,7 @@
 #include "model/gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 #if FRT_HAVE_CUDA
 #include "kernels/cuda/kernels_cuda.h"
@@ -77,7 +78,7 @@ typedef struct bm_opts {
     int chunks[MAX_LIST], n_chunks;
     int prefixes[MAX_LIST], n_prefixes;
     int sweep_prefixes[MAX_LIST], n_sweep;
-    int suffix, repeats, decode_tokens, threads;
+    int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
     unsigned long long seed;
     double time_budget_s;
 } bm_opts;
@@ -100,7 +101,7 @@ typedef struct bm_run {
     size_t mem_base, mem_peak, mem_total;
     double t_start;
     json_t *root;
-    int over_budget_noted;
+    int first_error; /* the first failed step's status; the run goes on past it */
 } bm_run;
 
 static void usage(FILE *f)
@@ -112,6 +113,7 @@ static void usage(FILE *f)
             "  --chunk C                prefill chunk of the main run (default 256)\n"
             "  --chunks A,B,..          prefill-chunk sweep (issue 8), after the main run\n"
             "  --sweep-prefixes P,..    prefixes of the sweep (default 8192,32768)\n"
+            "  --sweep-repeats N        timed repeats in the sweep (default: --repeats)\n"
             "  --prefixes P,..          prefix lengths, rounded down to multiples of C (default 2048,8192,32768)\n"
             "  --suffix S               suffix tokens after the prefix (default 64)\n"
             "  --repeats N              timed repeats after one warm-up (default 5)\n"
@@ -119,6 +121,8 @@ static void usage(FILE *f)
             "  --seed S                 seed of the weights and the token ids (default 1)\n"
             "  --threads N              cpu threads (default: all cores)\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
+            "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
+            "                           a prefix that does not fit fails, is recorded, and the run goes on (exit 1)\n"
             "  --tmpdir DIR             where disk-tier capsules go (default /tmp)\n"
             "  --time-budget SEC        skip what is left after SEC seconds (default: none)\n"
             "  --json FILE              write every figure (rewritten after each step)\n"
@@ -254,6 +258,12 @@ static int parse_args(int argc, char **argv, bm_opts *o)
         } else if (!strcmp(a, "--repeats")) {
             NEED_VALUE();
             if (parse_int(v, 1, &o->repeats)) return usage_error("--repeats '%s': a positive integer", v);
+        } else if (!strcmp(a, "--max-seq")) {
+            NEED_VALUE();
+            if (parse_int(v, 1, &o->max_seq)) return usage_error("--max-seq '%s': a positive integer", v);
+        } else if (!strcmp(a, "--sweep-repeats")) {
+            NEED_VALUE();
+            if (parse_int(v, 1, &o->sweep_repeats)) return usage_error("--sweep-repeats '%s': a positive integer", v);
         } else if (!strcmp(a, "--decode-tokens")) {
             NEED_VALUE();
             if (parse_int(v, 1, &o->decode_tokens)) return usage_error("--decode-tokens '%s': a positive integer", v);
@@ -301,6 +311,7 @@ static int parse_args(int argc, char **argv, bm_opts *o)
         memcpy(o->prefixes, d, sizeof d);
         o->n_prefixes = 3;
     }
+    if (!o->sweep_repeats) o->sweep_repeats = o->repeats;
     if (o->n_chunks && !o->n_sweep) {
         o->sweep_prefixes[0] = 8192;
         o->sweep_prefixes[1] = 32768;
@@ -323,6 +334,16 @@ static int over_budget(bm_run *r, const char *what)
     json_t *sk = json_object_get(r->root, "skipped");
     json_array_append_new(sk, json_string(what));
     return 1;
+}
+
+/* Records a failed step in obj ("error") and on stderr; the run goes on. */
+static void note_error(bm_run *r, json_t *obj, const char *what, int status)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %s (%s)", what, frt_last_error(), frt_status_str(status));
+    fprintf(stderr, "frt bench: FAILED %s\n", msg);
+    json_object_set_new(obj, "error", json_string(msg));
+    if (!r->first_error) r->first_error = status;
 }
 
 static void mem_sample(bm_run *r, frt_context *ctx)
@@ -815,24 +836,31 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
 
 static int bench_sweep(bm_run *r, json_t *arr)
 {
-    const int R = r->o.repeats, S = r->o.suffix;
+    const int R = r->o.sweep_repeats, S = r->o.suffix;
     int maxC = 0, maxP = 0;
     for (int i = 0; i < r->o.n_chunks; i++) maxC = r->o.chunks[i] > maxC ? r->o.chunks[i] : maxC;
     for (int i = 0; i < r->o.n_sweep; i++) maxP = r->o.sweep_prefixes[i] > maxP ? r->o.sweep_prefixes[i] : maxP;
     double *a = calloc((size_t)R * 2, sizeof *a), *b = a + R;
     if (!a) return FRT_ERR_OUT_OF_MEMORY;
-    printf("\nprefill-chunk sweep (suffix %d; unaligned prefix = P + C/2: restore at P, append C/2 + %d)\n", S, S);
-    printf("%6s %7s | %9s | %11s %13s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
-           "remainder");
-    int rc = 0;
-    for (int ci = 0; ci < r->o.n_chunks && !rc; ci++) {
+    printf("\nprefill-chunk sweep (suffix %d, %d repeats, p50 ms; unaligned prefix = P + C/2: restore at P, append "
+           "C/2 + %d)\n",
+           S, R, S);
+    printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
+           "remainder", "rem. floor");
+    const bm_counts k = counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA);
+    for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
         frt_model *m = NULL;
-        rc = load_model(r, C, maxP + maxC / 2 + S + 1, &m);
-        if (rc) break;
+        int rc = load_model(r, C, maxP + maxC / 2 + S + 1, &m);
+        if (rc) {
+            json_t *e = json_pack("{s:i}", "C", C);
+            note_error(r, e, "sweep: load", rc);
+            json_array_append_new(arr, e);
+            continue;
+        }
         mem_sample(r, frt_model_context(m));
-        for (int pi = 0; pi < r->o.n_sweep && !rc; pi++) {
+        for (int pi = 0; pi < r->o.n_sweep; pi++) {
             int P = r->o.sweep_prefixes[pi] / C * C;
             if (P < C) P = C;
             if (over_budget(r, "sweep prefix")) break;
@@ -843,10 +871,9 @@ static int bench_sweep(bm_run *r, json_t *arr)
                 rc = cold_once(m, r->ids, P + S, &t);
                 if (!rc && i >= 0) a[n++] = t;
             }
-            if (rc) break;
             double cold = pct(a, n, .5);
             frt_capsule *cap = NULL;
-            rc = frt_model_reset(m);
+            if (!rc) rc = frt_model_reset(m);
             if (!rc) rc = frt_model_prefill(m, r->ids, P);
             if (!rc) rc = frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &cap);
             int aligned = frt_model_aligned_len(m, P + C / 2);
@@ -858,20 +885,30 @@ static int bench_sweep(bm_run *r, json_t *arr)
                 if (!rc && i >= 0) a[na++] = t1, b[nu++] = t2;
             }
             frt_capsule_free(cap);
-            if (rc) break;
+            if (rc) {
+                json_t *e = json_pack("{s:i, s:i}", "C", C, "prefix", P);
+                note_error(r, e, "sweep", rc);
+                json_array_append_new(arr, e);
+                json_flush(r);
+                rc = 0;
+                continue;
+            }
             double al = pct(a, na, .5), un = pct(b, nu, .5);
-            printf("%6d %7d | %9.2f | %11.2f %13.2f %12.2f\n", C, P, cold, al, un, un - al);
-            json_t *e = json_pack("{s:i, s:i, s:i, s:i, s:f, s:o, s:o, s:f}", "C", C, "prefix", P, "unaligned_prefix",
-                                  P + C / 2, "aligned_len", aligned, "cold_ttft_p50_ms", cold, "capsule_ttft_aligned",
-                                  stats_json(a, na), "capsule_ttft_unaligned", stats_json(b, nu), "remainder_ms",
-                                  un - al);
+            double rem_fl = (prefill_flops(&r->cfg, &k, P, C / 2 + S) - prefill_flops(&r->cfg, &k, P, S)) /
+                            r->fl.gemm_flops * 1e3;
+            printf("%6d %7d | %9.2f | %11.2f %13.2f %12.2f %12.3f\n", C, P, cold, al, un, un - al, rem_fl);
+            json_t *e = json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f}", "C", C, "prefix", P,
+                                  "unaligned_prefix", P + C / 2, "aligned_len", aligned, "cold_ttft_p50_ms", cold,
+                                  "cold_ttft_floor_ms", prefill_flops(&r->cfg, &k, 0, P + S) / r->fl.gemm_flops * 1e3,
+                                  "capsule_ttft_aligned", stats_json(a, na), "capsule_ttft_unaligned",
+                                  stats_json(b, nu), "remainder_ms", un - al, "remainder_floor_ms", rem_fl);
             json_array_append_new(arr, e);
             json_flush(r);
         }
         frt_model_free(m);
     }
     free(a);
-    return rc;
+    return 0;
 }
 
 /* ---- entry ----------------------------------------------------------------- */
@@ -909,6 +946,7 @@ int frt_bench_model(int argc, char **argv)
     for (int i = 0; i < r->o.n_chunks; i++) maxC = r->o.chunks[i] > maxC ? r->o.chunks[i] : maxC;
     rc = ids_make(r, maxP + maxC + r->o.suffix + r->o.decode_tokens + 1, r->cfg.vocab_size);
     if (!rc && r->o.dump_ids) rc = ids_dump(r, r->o.dump_ids, r->cfg.vocab_size);
+    if (!rc && r->o.write_config) rc = frt_mkdir_p(r->o.write_config);
     if (!rc && r->o.write_config) rc = frt_gen_model_write_configs(r->o.shape, r->o.write_config);
     if (rc || r->o.no_run) {
         int ret = rc ? fail(r, rc) : 0;
@@ -954,7 +992,7 @@ int frt_bench_model(int argc, char **argv)
     memset(rows, 0, sizeof rows);
     if (r->o.n_prefixes) {
         frt_model *m = NULL;
-        rc = load_model(r, r->o.chunk, maxP + r->o.suffix + r->o.decode_tokens + 2, &m);
+        rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + r->o.decode_tokens + 2, &m);
         if (rc) {
             frt_checkpoint_close(r->ck);
             free(r->ids);
@@ -977,20 +1015,30 @@ int frt_bench_model(int argc, char **argv)
             if (over_budget(r, "prefix")) break;
             json_t *pj = json_object();
             json_array_append_new(arr, pj);
-            rc = bench_prefix(r, m, r->o.prefixes[i], &rows[i], pj);
+            int prc2 = bench_prefix(r, m, r->o.prefixes[i], &rows[i], pj);
+            if (prc2) note_error(r, pj, "prefix", prc2);
             json_flush(r);
         }
         frt_model_free(m);
-        if (!rc) print_rows(r, rows, r->o.n_prefixes);
+        print_rows(r, rows, r->o.n_prefixes);
         printf("weights %.2f GB, state %.3f GB (at max_seq %d), device memory in use: %.2f GB before load, "
                "%.2f GB peak\n",
                (double)info.weight_bytes / 1e9, (double)info.state_bytes / 1e9, info.max_seq,
                (double)r->mem_base / 1e9, (double)r->mem_peak / 1e9);
     }
-    if (!rc && r->o.n_chunks) {
+    if (r->o.n_chunks) {
         json_t *sw = json_array();
         json_object_set_new(r->root, "chunk_sweep", sw);
         rc = bench_sweep(r, sw);
+    }
+    if (!rc && r->first_error) {
+        json_object_set_new(r->root, "error", json_string("some steps failed: see their \"error\" fields"));
+        json_flush(r);
+        fprintf(stderr, "frt bench: some steps failed (see FAILED above)\n");
+        json_decref(r->root);
+        frt_checkpoint_close(r->ck);
+        free(r->ids);
+        return 1;
     }
     printf("floors: d2d %.0f GB/s (read+write), h2d %.1f GB/s, d2h %.1f GB/s, %s: %.1f TFLOP/s\n",
            r->fl.d2d_rw_Bps / 1e9, r->fl.h2d_Bps / 1e9, r->fl.d2h_Bps / 1e9, r->fl.gemm_what,
