@@ -159,6 +159,8 @@ static uint64_t compute_fingerprint(const frt_model *m)
                      (unsigned long long)m->weights_hash);
     for (int i = 0; i < m->n_buckets && n < (int)sizeof s - 16; i++) n += snprintf(s + n, sizeof s - n, "b%d,", m->buckets[i]);
     for (int l = 0; l < c->n_layers && n < (int)sizeof s - 4; l++) n += snprintf(s + n, sizeof s - n, "%d", c->layer_types[l]);
+    if (m->bk->fingerprint_extra && n < (int)sizeof s - 24)
+        n += snprintf(s + n, sizeof s - n, "|bk=%016llx", (unsigned long long)m->bk->fingerprint_extra(m));
     return XXH64(s, (size_t)n, 0);
 }
 

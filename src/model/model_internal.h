@@ -162,6 +162,10 @@ struct frt_model_backend {
     frt_record_fn record_decode;         /* embed pending, layers, logits, sample, advance */
     frt_record_fn record_sample;         /* sample the logits into pending */
     int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
+    /* A hash of choices made at load that change the arithmetic (the GEMM
+     * algorithms cuBLASLt picked for each shape), folded into the model
+     * fingerprint; NULL when there are none. */
+    uint64_t (*fingerprint_extra)(const frt_model *m);
 };
 
 extern const frt_model_backend frt_qwen35_cpu_backend;  /* qwen35_cpu.c */

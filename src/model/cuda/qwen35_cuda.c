@@ -43,6 +43,7 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <xxhash.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -720,6 +721,29 @@ static int cu_debug_hidden(frt_model *m, int idx, float *out, int n)
     return frt_stream_sync(m->stream);
 }
 
+/* The GEMM plans chosen at load (algorithm, tile, stages, split-k, ... for
+ * every shape), hashed into the model fingerprint: another choice is other
+ * arithmetic, so a capsule made under it must not restore here. */
+static uint64_t cu_fingerprint_extra(const frt_model *m)
+{
+    const cu_model *c = m->bk_data;
+    if (!c || !c->gemm) return 0;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0);
+    int n = frt_cuda_gemm_plan_count(c->gemm);
+    for (int i = 0; i < n; i++) {
+        frt_cuda_gemm_plan_info pi;
+        if (frt_cuda_gemm_plan_get(c->gemm, i, &pi) < 0) continue;
+        int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.accumulate, pi.algo_id, pi.tile_id,
+                   pi.stages_id, pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option};
+        XXH64_update(h, f, sizeof f);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
 const frt_model_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_elem_bytes = sizeof(uint16_t),
@@ -731,4 +755,5 @@ const frt_model_backend frt_qwen35_cuda_backend = {
     .record_decode = cu_record_decode,
     .record_sample = cu_record_sample,
     .debug_hidden = cu_debug_hidden,
+    .fingerprint_extra = cu_fingerprint_extra,
 };
