@@ -73,6 +73,16 @@ int main(void)
         json_t *prompts = json_object_get(s, "prompts");
         CHECK(json_array_size(prompts) >= 2);
         for (size_t i = 0; i < json_array_size(prompts); i++) check_prompt(m, json_array_get(prompts, i), info.vocab_size);
+        /* the ChatML prompt of sanity.json, formatted by frt from its messages */
+        frt_chat_turn turns[2] = {{"system", "You are a careful Python coding assistant."},
+                                  {"user", "Write a function that returns the sum of the squares of a list of numbers."}};
+        char *text = NULL;
+        CHECK_OK(frt_model_chat_format(m, turns, 2, 1, &text));
+        const char *want = json_string_value(json_object_get(json_array_get(prompts, 1), "text"));
+        CHECK_MSG(text && want && !strcmp(text, want), "chat format: '%s' vs '%s'", text ? text : "", want ? want : "");
+        free(text);
+        frt_chat_turn bad = {"tool", "x"};
+        CHECK(frt_model_chat_format(m, &bad, 1, 1, &text) < 0);
     }
     frt_model_free(m);
     json_decref(s);

@@ -323,6 +323,15 @@ static void test_bad_input(void)
     CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_OUT_OF_RANGE);
     CHECK(frt_model_position(m) == 128);
 
+    /* chat formatting without a tokenizer, and with bad arguments */
+    frt_chat_turn turn = {"user", "hi"};
+    char *text = NULL;
+    CHECK_STATUS(frt_model_chat_format(m, &turn, 1, 1, &text), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "tokenizer") != NULL);
+    CHECK_STATUS(frt_model_chat_format(m, &turn, 0, 1, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_chat_format(m, NULL, 1, 1, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(text == NULL);
+
     /* bad load parameters and directories */
     frt_model *m2 = NULL;
     p.prefill_chunk = 100;

@@ -14,8 +14,6 @@
 
 #include "frt/capsule.h"
 #include "frt/model.h"
-#include "model/chat.h"
-#include "model/model_internal.h"
 #include "util/error.h"
 
 #include <jansson.h>
@@ -163,9 +161,9 @@ static int serve_turn(demo *d, const int32_t *ids, int n, demo_row *row, int32_t
 
 static int chat_ids(frt_model *m, const char *system, const char *user, int gen_prompt, int32_t **ids, int *n)
 {
-    frt_chat_message msgs[2] = {{"system", system}, {"user", user}};
+    frt_chat_turn msgs[2] = {{"system", system}, {"user", user}};
     char *text = NULL;
-    FRT_TRY(frt_chat_format(m->tok, msgs, user ? 2 : 1, gen_prompt, &text));
+    FRT_TRY(frt_model_chat_format(m, msgs, user ? 2 : 1, gen_prompt, &text));
     int rc = tokenize(m, text, ids, n);
     free(text);
     return rc;

@@ -114,6 +114,23 @@ frt_context *frt_model_context(frt_model *m);
 int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids);
 int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len);
 
+/* One chat message; role is "system", "user" or "assistant". */
+typedef struct frt_chat_turn {
+    const char *role;
+    const char *content; /* UTF-8 */
+} frt_chat_turn;
+
+/* Formats n >= 1 messages with the checkpoint's chat template (the ChatML
+ * family: plain ChatML, Qwen3, Qwen3.5; see docs/tokenizer.md), ending with
+ * the assistant turn's opening when add_generation_prompt. *text is
+ * malloc'd, NUL-terminated, owned by the caller (free()).
+ *   FRT_ERR_UNSUPPORTED       no tokenizer.json, no template, or a template
+ *                             outside the ChatML family ("unsupported chat template")
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, n < 1, a role or content the
+ *                             template rejects */
+int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
+                          char **text);
+
 /* Appends n tokens to the state (prefill at positions pos..pos+n-1, split at
  * absolute multiples of C) and computes the logits of the last one. Any
  * pending token is dropped (the caller decides what comes next).

@@ -5,6 +5,7 @@
  */
 #include "model/model_internal.h"
 
+#include "model/chat.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -332,6 +333,23 @@ int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, c
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "detokenize: NULL argument");
     if (!m->tok) return frt_error(FRT_ERR_STATE, "detokenize: the checkpoint has no tokenizer.json");
     return frt_tokenizer_decode(m->tok, ids, n_ids, text, len);
+}
+
+int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
+                          char **text)
+{
+    if (!m || !msgs || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: NULL argument");
+    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: no messages");
+    if (!m->tok) return frt_error(FRT_ERR_UNSUPPORTED, "chat: the checkpoint has no tokenizer.json");
+    frt_chat_message *cm = malloc((size_t)n * sizeof *cm);
+    if (!cm) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
+    for (int i = 0; i < n; i++) {
+        cm[i].role = msgs[i].role;
+        cm[i].content = msgs[i].content;
+    }
+    int rc = frt_chat_format(m->tok, cm, n, add_generation_prompt, text);
+    free(cm);
+    return rc;
 }
 
 /* ---- prefill, sample, decode ---------------------------------------------- */

@@ -1,14 +1,12 @@
 /*
  * serving/engine_model.c - the engine interface bound to the model layer:
  * one call of include/frt/model.h or include/frt/capsule.h per entry, plus
- * chat formatting through model/chat.h with the checkpoint's template.
+ * chat formatting through frt_model_chat_format (the checkpoint's template).
  */
 #include "serving/engine.h"
 
 #include "frt/capsule.h"
 #include "frt/model.h"
-#include "model/chat.h"
-#include "model/model_internal.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -108,17 +106,15 @@ static int md_detokenize(void *self, const int32_t *ids, size_t n, char **text, 
 
 static int md_chat_format(void *self, const frt_engine_msg *msgs, int n, int add_gen, char **text)
 {
-    const frt_model *m = ((bound *)self)->m;
-    if (!m->tok) return frt_error(FRT_ERR_UNSUPPORTED, "chat: the checkpoint has no tokenizer.json");
     if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: no messages");
-    frt_chat_message *cm = malloc((size_t)n * sizeof *cm);
-    if (!cm) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat");
+    frt_chat_turn *turns = malloc((size_t)n * sizeof *turns);
+    if (!turns) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat");
     for (int i = 0; i < n; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content;
+        turns[i].role = msgs[i].role;
+        turns[i].content = msgs[i].content;
     }
-    int rc = frt_chat_format(m->tok, cm, n, add_gen, text);
-    free(cm);
+    int rc = frt_model_chat_format(((bound *)self)->m, turns, n, add_gen, text);
+    free(turns);
     return rc;
 }
 
