@@ -82,6 +82,29 @@ static inline double frt_test_rel_err(const float *a, const float *b, size_t n)
     return sqrt(num / den);
 }
 
+/* Norm-wise relative error of a float result against a double reference. */
+static inline double rel_err_d(const float *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
+}
+
+/* malloc that ends the test program on failure (test inputs only). */
+static inline void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
 #define CHECK_ERR_NEAR(a, b, n, tol)                                           \
     do {                                                                       \
         double frt_e_ = frt_test_rel_err((a), (b), (n));                       \

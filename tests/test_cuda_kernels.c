@@ -56,7 +56,7 @@ static void must(int rc, const char *what)
     }
 }
 
-static void *xmalloc(size_t bytes)
+static void *xzalloc(size_t bytes)
 {
     void *p = calloc(bytes ? bytes : 1, 1);
     if (!p) {
@@ -66,7 +66,7 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-static float *fnew(size_t n) { return xmalloc(n * sizeof(float)); }
+static float *fnew(size_t n) { return xzalloc(n * sizeof(float)); }
 
 static float *frand(size_t n, float lo, float hi)
 {
@@ -145,7 +145,7 @@ static void dsentinel(dbuf d)
 static int untouched(dbuf d, size_t off, size_t bytes)
 {
     if (!bytes) return 1;
-    unsigned char *h = xmalloc(bytes);
+    unsigned char *h = xzalloc(bytes);
     dget(d, off, h, bytes);
     int ok = 1;
     for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
@@ -157,7 +157,7 @@ static int untouched(dbuf d, size_t off, size_t bytes)
 static void dput_as(dbuf d, size_t off_elems, const float *x, size_t n, frt_cuda_dtype dt)
 {
     if (dt == BF16) {
-        uint16_t *h = xmalloc(n * 2);
+        uint16_t *h = xzalloc(n * 2);
         frt_f32_array_to_bf16(x, h, n);
         dput(d, off_elems * 2, h, n * 2);
         free(h);
@@ -169,7 +169,7 @@ static void dput_as(dbuf d, size_t off_elems, const float *x, size_t n, frt_cuda
 static void dget_as(dbuf d, size_t off_elems, float *x, size_t n, frt_cuda_dtype dt)
 {
     if (dt == BF16) {
-        uint16_t *h = xmalloc(n * 2);
+        uint16_t *h = xzalloc(n * 2);
         dget(d, off_elems * 2, h, n * 2);
         frt_bf16_array_to_f32(h, x, n);
         free(h);
@@ -198,7 +198,7 @@ static void set_dyn(int start, int n)
 /* Snapshot of a device buffer, for determinism checks. */
 static void *snap(dbuf d, size_t bytes)
 {
-    void *h = xmalloc(bytes);
+    void *h = xzalloc(bytes);
     dget(d, 0, h, bytes);
     return h;
 }
@@ -215,7 +215,7 @@ static void report_same(const char *name, const void *a, const void *b, size_t b
 static void test_embedding(void)
 {
     const int vocab = 1000, dim = 200, max_n = 12;
-    uint16_t *table = xmalloc((size_t)vocab * dim * 2);
+    uint16_t *table = xzalloc((size_t)vocab * dim * 2);
     float *tf = frand((size_t)vocab * dim, -1, 1);
     frt_f32_array_to_bf16(tf, table, (size_t)vocab * dim);
     int32_t ids[12];
@@ -242,7 +242,7 @@ static void test_embedding(void)
 
     /* bf16 out: the table bits */
     CHECK_OK(frt_cuda_embedding(g_cs, d_out.p, BF16, d_tab.p, vocab, dim, d_ids.p, NULL, max_n));
-    uint16_t *gb = xmalloc((size_t)max_n * dim * 2);
+    uint16_t *gb = xzalloc((size_t)max_n * dim * 2);
     dget(d_out, 0, gb, (size_t)max_n * dim * 2);
     int bits_ok = 1;
     for (int t = 0; t < max_n; t++)
@@ -463,7 +463,7 @@ static void test_kv_append(frt_cuda_dtype dt)
         CHECK_OK(frt_cuda_kv_append(g_cs, kc.p, vc.p, dk.p, dv.p, dt, d_start_p(), d_n_p(), max_n,
                                     max_seq, nkv, hd));
     }
-    uint16_t *hk = xmalloc((size_t)max_seq * row * 2), *hv = xmalloc((size_t)max_seq * row * 2);
+    uint16_t *hk = xzalloc((size_t)max_seq * row * 2), *hv = xzalloc((size_t)max_seq * row * 2);
     dget(kc, 0, hk, (size_t)max_seq * row * 2);
     dget(vc, 0, hv, (size_t)max_seq * row * 2);
     for (int r = 0; r < max_seq; r++) {
@@ -1016,7 +1016,7 @@ static void test_convert(void)
     dbuf dx = dalloc((size_t)n * 4), db = dalloc((size_t)n * 2), dy = dalloc((size_t)n * 4);
     dput(dx, 0, x, (size_t)n * 4);
     CHECK_OK(frt_cuda_convert(g_cs, db.p, BF16, dx.p, F32, NULL, 1, n));
-    uint16_t *hb = xmalloc((size_t)n * 2);
+    uint16_t *hb = xzalloc((size_t)n * 2);
     dget(db, 0, hb, (size_t)n * 2);
     int ok = 1;
     for (int i = 0; i < n; i++) ok &= hb[i] == frt_f32_to_bf16(x[i]);

@@ -12,16 +12,6 @@
 
 #define TOL 2e-6 /* norm-wise vs fp64 */
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static void ref_attention(double *out, const float *q, const float *kc, const float *vc, int n_tok,
                           int start_pos, int nh, int nkv, int hd, double scale)
 {
@@ -49,17 +39,6 @@ static void ref_attention(double *out, const float *q, const float *kc, const fl
         }
     }
     free(s);
-}
-
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
 }
 
 static double max_err_seen;

@@ -12,16 +12,6 @@
 
 #include <omp.h>
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* out and the new state (as double) from x, state, w. */
 static void ref_conv(double *out, double *new_state, const float *x, const float *state,
                      const float *w, int n_tok, int ch, int K)
@@ -43,17 +33,6 @@ static void ref_conv(double *out, double *new_state, const float *x, const float
             new_state[c * ks + i] = src < ks ? state[c * ks + src] : x[(size_t)(src - ks) * ch + c];
         }
     }
-}
-
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
 }
 
 static void run_case(int n_tok, int ch, int K)

@@ -10,17 +10,6 @@
 
 #define N 1003
 
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
-}
-
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
 static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double softplus_d(double x) { return x > 20 ? x : log1p(exp(x)); }

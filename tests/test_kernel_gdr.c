@@ -123,17 +123,6 @@ static void ref_gdr(double *out, double *S, const gdr_case *c, int t0, int t1)
     free(kv);
 }
 
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
-}
-
 #define CHECK_NEAR_D(a, b, n, tol, what)                                                  \
     do {                                                                                   \
         double e_ = rel_err_d((a), (b), (n));                                              \

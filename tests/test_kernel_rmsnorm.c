@@ -10,27 +10,6 @@
 
 #define TOL 1e-6
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
-}
-
 /* gate == NULL: rmsnorm (zc selects 1 + w); else the gated form. */
 static void ref_norm(double *out, const float *x, const float *z, const float *w, int rows,
                      int dim, double eps, int zc)

@@ -13,16 +13,6 @@
 #include "frt_test.h"
 #include "kernels/cpu/kernels_cpu.h"
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static void ref_rope(double *out, const float *x, int n_tok, int nh, int hd, int rot,
                      const int32_t *pos, float theta, int hf_angle)
 {
@@ -46,17 +36,6 @@ static void ref_rope(double *out, const float *x, int n_tok, int nh, int hd, int
             }
         }
     }
-}
-
-static double rel_err_d(const float *a, const double *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += b[i] * b[i];
-    }
-    return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
 }
 
 static void run_case(int n_tok, int nh, int hd, int rot, float theta, int max_pos)
