@@ -44,8 +44,14 @@ static int step_write(frt_model *m, int n_valid, const frt_sampling *s)
     a.temperature = s ? s->temperature : 0.0f;
     a.top_k = s ? s->top_k : 0;
     a.top_p = s ? s->top_p : 1.0f;
+    /* Decode steps of one request write the same record: skip the copy. */
+    if (m->step_cached && !memcmp(&a, &m->step_last, sizeof a)) return 0;
+    m->step_cached = 0;
     FRT_TRY(frt_buffer_write(m->step, 0, &a, sizeof a, m->stream));
-    return frt_stream_sync(m->stream);
+    FRT_TRY(frt_stream_sync(m->stream));
+    m->step_last = a;
+    m->step_cached = 1;
+    return 0;
 }
 
 /* ---- load ---------------------------------------------------------------- */
@@ -443,12 +449,14 @@ int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb 
     if (p->max_tokens < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: max_tokens %d < 1", p->max_tokens);
     if (n_out) *n_out = 0;
     int32_t t;
+    int pos = frt_model_position(m);
+    FRT_TRY(pos);
     FRT_TRY(frt_model_sample(m, &p->sampling, &t));
-    for (int i = 0;; i++) {
+    for (int i = 0;; i++, pos++) {
         if (n_out) *n_out = i + 1;
         int stop = cb ? cb(t, user) : 0;
         if (stop || i + 1 >= p->max_tokens || (!p->ignore_eos && is_eos(m, t))) return 0;
-        if (frt_model_position(m) >= m->max_seq) return 0; /* full: the token stays pending */
+        if (pos >= m->max_seq) return 0; /* full: the token stays pending */
         FRT_TRY(frt_model_decode(m, &p->sampling, &t));
     }
 }

@@ -128,6 +128,8 @@ struct frt_model {
     /* Scratch buffers read by the graphs. */
     frt_buffer *in_ids;      /* [C] i32 prefill piece ids */
     frt_buffer *step;        /* frt_step_args */
+    frt_step_args step_last; /* what the step buffer holds (host copy) */
+    int step_cached;         /* step_last is valid */
     frt_buffer *logits;      /* [vocab] f32 */
 
     frt_graph *g_prefill;    /* one variant per bucket (shape key = bucket length) */
