@@ -13,6 +13,7 @@
  *   - in-memory add errors.
  */
 #include "frt_test.h"
+#include "util/fs.h"
 #include "model/checkpoint.h"
 #include "model/gen_model.h"
 #include "util/bf16.h"
@@ -52,22 +53,10 @@ static void write_text(const char *dir, const char *file, const char *text)
 
 static unsigned char *read_all(const char *dir, const char *file, size_t *n)
 {
-    char p[512];
+    char p[512], *b = NULL;
     snprintf(p, sizeof p, "%s/%s", dir, file);
-    FILE *f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[len] = 0;
-    *n = (size_t)len;
-    return b;
+    *n = 0;
+    return frt_file_read_all(p, (size_t)1 << 30, &b, n) == 0 ? (unsigned char *)b : NULL;
 }
 
 /* Same tensors, in the same order, with equal bytes. */

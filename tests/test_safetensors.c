@@ -9,6 +9,7 @@
  * shapes, too many dims, bad metadata, shape overflow.
  */
 #include "frt_test.h"
+#include "util/fs.h"
 #include "model/safetensors.h"
 #include "util/bf16.h"
 
@@ -33,20 +34,9 @@ static void remove_tmpdir(void)
 
 static unsigned char *read_file(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[len] = 0;
-    *n = (size_t)len;
-    return b;
+    char *b = NULL;
+    *n = 0;
+    return frt_file_read_all(path, (size_t)1 << 30, &b, n) == 0 ? (unsigned char *)b : NULL;
 }
 
 static int write_raw(const char *path, const void *data, size_t n)

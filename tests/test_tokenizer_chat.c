@@ -54,15 +54,9 @@ static void test_golden_cases(const json_t *g)
         const char *tname = json_string_value(json_object_get(c, "template"));
         const char *tmpl = json_string_value(json_object_get(templates, tname));
         const json_t *conv = json_array_get(convs, (size_t)json_integer_value(json_object_get(c, "conversation")));
-        const json_t *think = json_object_get(c, "enable_thinking");
-        frt_chat_options opt = {json_is_true(json_object_get(c, "add_generation_prompt")),
-                                json_is_null(think) ? -1 : json_is_true(think)};
+        frt_chat_options opt;
         frt_chat_message msgs[16];
-        int n = (int)json_array_size(conv);
-        for (int k = 0; k < n && k < 16; k++) {
-            msgs[k].role = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "role"));
-            msgs[k].content = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "content"));
-        }
+        int n = chat_case_messages(c, conv, msgs, &opt);
         char *text = NULL;
         size_t len = 0;
         int rc = frt_chat_render(tmpl, msgs, n, &opt, &text, &len);

@@ -12,6 +12,8 @@
 #ifndef FRT_TEST_TOKENIZER_FIXTURE_H
 #define FRT_TEST_TOKENIZER_FIXTURE_H
 
+#include "model/chat.h"
+
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,5 +163,21 @@ static inline char *tokfx_json(const tokfx *f)
     "\"normalized\":false,\"special\":true},"                                                        \
     "{\"id\":0,\"content\":\"<|im_end|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"    \
     "\"normalized\":false,\"special\":true}]"
+
+/* The messages and options of one chat case of chat_golden.json / golden.json
+ * (conversation conv; at most 16 messages). Returns the message count. */
+static inline int chat_case_messages(const json_t *c, const json_t *conv, frt_chat_message msgs[16],
+                                     frt_chat_options *opt)
+{
+    const json_t *think = json_object_get(c, "enable_thinking");
+    opt->add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt"));
+    opt->enable_thinking = json_is_null(think) ? -1 : json_is_true(think);
+    int n = (int)json_array_size(conv);
+    for (int k = 0; k < n && k < 16; k++) {
+        msgs[k].role = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "role"));
+        msgs[k].content = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "content"));
+    }
+    return n;
+}
 
 #endif /* FRT_TEST_TOKENIZER_FIXTURE_H */

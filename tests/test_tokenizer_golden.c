@@ -11,6 +11,7 @@
  * scripts/ref/make_tokenizer.py on the GPU machine; the test is skipped
  * (77) while golden.json is absent. */
 #include "frt_test.h"
+#include "test_tokenizer_fixture.h"
 #include "model/chat.h"
 #include "model/tokenizer.h"
 
@@ -124,15 +125,9 @@ static void check_chat(const json_t *golden, const json_t *chat_golden, const ch
         const json_t *conv = json_array_get(convs, (size_t)json_integer_value(json_object_get(c, "conversation")));
         CHECK(tok && tmpl && conv);
         if (!tok || !tmpl || !conv) continue;
-        const json_t *think = json_object_get(c, "enable_thinking");
-        frt_chat_options opt = {json_is_true(json_object_get(c, "add_generation_prompt")),
-                                json_is_null(think) ? -1 : json_is_true(think)};
+        frt_chat_options opt;
         frt_chat_message msgs[16];
-        int n = (int)json_array_size(conv);
-        for (int k = 0; k < n && k < 16; k++) {
-            msgs[k].role = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "role"));
-            msgs[k].content = json_string_value(json_object_get(json_array_get(conv, (size_t)k), "content"));
-        }
+        int n = chat_case_messages(c, conv, msgs, &opt);
         char *text = NULL;
         size_t len = 0;
         int rc = frt_chat_render(tmpl, msgs, n, &opt, &text, &len);

@@ -15,6 +15,7 @@
 #include "frt/capsule.h"
 #include "frt/model.h"
 #include "util/error.h"
+#include "util/fs.h"
 
 #include <jansson.h>
 #include <libgen.h>
@@ -38,23 +39,13 @@ static double now_ms(void)
 
 static char *read_text(const char *dir, const char *name)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], *s = NULL;
+    size_t len = 0;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "frt demo: cannot read %s\n", path);
+    if (frt_file_read_all(path, (size_t)64 << 20, &s, &len) < 0) {
+        fprintf(stderr, "frt demo: cannot read %s: %s\n", path, frt_last_error());
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
     return s;
 }
 

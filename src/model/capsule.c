@@ -111,16 +111,10 @@ static size_t align_up(size_t x) { return (x + CAPSULE_ALIGN - 1) / CAPSULE_ALIG
 
 /* ---- snapshot ----------------------------------------------------------- */
 
-static int read_boundary(frt_model *m, frt_boundary *b)
-{
-    FRT_TRY(frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream));
-    return frt_stream_sync(m->stream);
-}
-
 static int fill_descriptor(frt_model *m, frt_capsule *c, const void *salt, size_t salt_len)
 {
     frt_boundary b;
-    FRT_TRY(read_boundary(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     frt_capsule_info *in = &c->info;
     in->position = b.pos;
     in->pending = b.pending;

@@ -24,7 +24,7 @@ frt_model_params frt_model_default_params(void)
 
 /* ---- boundary and step records ----------------------------------------- */
 
-static int boundary_read(frt_model *m, frt_boundary *b)
+int frt_model_boundary_read(frt_model *m, frt_boundary *b)
 {
     FRT_TRY(frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream));
     return frt_stream_sync(m->stream);
@@ -321,8 +321,6 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
 
 frt_context *frt_model_context(frt_model *m) { return m ? m->ctx : NULL; }
 
-frt_boundary *frt_model_boundary(frt_model *m) { return frt_buffer_ptr(m->boundary); }
-const frt_boundary *frt_model_boundary_const(const frt_model *m) { return frt_buffer_ptr(m->boundary); }
 
 /* ---- tokens ---------------------------------------------------------------- */
 
@@ -384,7 +382,7 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
     if (!m || (!ids && n > 0)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: NULL argument");
     if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: %d tokens (need at least 1)", n);
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     if ((long)b.pos + n > m->max_seq)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "prefill: %d tokens at position %d exceed max_seq %d", n, b.pos,
                          m->max_seq);
@@ -411,11 +409,11 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
 {
     if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: NULL argument");
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
     FRT_TRY(step_write(m, 0, s));
     FRT_TRY(frt_graph_replay(m->g_sample, 1, m->stream));
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
     return 0;
 }
@@ -424,14 +422,14 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
 {
     if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "decode: NULL argument");
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     if (b.pending < 0) return frt_error(FRT_ERR_STATE, "decode: no pending token (prefill and sample first)");
     if (b.pos >= m->max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "decode: the state is full (%d tokens)", b.pos);
     FRT_TRY(step_write(m, 1, s));
     FRT_TRY(frt_graph_replay(m->g_decode, 1, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     FRT_TRY(take_task_status(m));
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
     return 0;
 }
@@ -465,7 +463,7 @@ int frt_model_reset(frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "reset: NULL model");
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     b.pos = 0;
     b.pending = -1;
     b.has_logits = 0;
@@ -482,7 +480,7 @@ int frt_model_seed(frt_model *m, uint64_t seed)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "seed: NULL model");
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     b.rng[1] = seed;
     b.rng[0] = XXH64(&seed, sizeof seed, 0x5eed) | 1; /* a nonzero xorshift state */
     return boundary_write(m, &b);
@@ -492,7 +490,7 @@ int frt_model_position(const frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "position: NULL model");
     frt_boundary b;
-    FRT_TRY(boundary_read((frt_model *)m, &b));
+    FRT_TRY(frt_model_boundary_read((frt_model *)m, &b));
     return b.pos;
 }
 
@@ -500,7 +498,7 @@ int frt_model_pending(const frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "pending: NULL model");
     frt_boundary b;
-    FRT_TRY(boundary_read((frt_model *)m, &b));
+    FRT_TRY(frt_model_boundary_read((frt_model *)m, &b));
     return b.pending;
 }
 
@@ -509,7 +507,7 @@ int frt_model_tokens(const frt_model *m, int32_t *ids, int cap)
     if (!m || (!ids && cap)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokens: NULL argument");
     frt_model *mm = (frt_model *)m;
     frt_boundary b;
-    FRT_TRY(boundary_read(mm, &b));
+    FRT_TRY(frt_model_boundary_read(mm, &b));
     if (cap < b.pos) return frt_error(FRT_ERR_OUT_OF_RANGE, "tokens: room for %d, position is %d", cap, b.pos);
     if (b.pos) FRT_TRY(frt_buffer_read(mm->tokens, 0, ids, (size_t)b.pos * sizeof(int32_t), mm->stream));
     FRT_TRY(frt_stream_sync(mm->stream));
@@ -520,7 +518,7 @@ int frt_model_logits(frt_model *m, float *out)
 {
     if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logits: NULL argument");
     frt_boundary b;
-    FRT_TRY(boundary_read(m, &b));
+    FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "logits: none (prefill first)");
     FRT_TRY(frt_buffer_read(m->logits, 0, out, (size_t)m->cfg.vocab_size * sizeof(float), m->stream));
     return frt_stream_sync(m->stream);

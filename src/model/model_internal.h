@@ -141,11 +141,9 @@ struct frt_model {
     uint64_t fingerprint;
 };
 
-/* Host views of the boundary and step records. On the cpu backend these
- * point into the buffers; reads and writes happen between replays, after
- * the stream is synchronized. */
-frt_boundary *frt_model_boundary(frt_model *m);
-const frt_boundary *frt_model_boundary_const(const frt_model *m);
+/* Reads the boundary record from its buffer into *b (synchronizes the
+ * model's stream). Errors: those of frt_buffer_read / frt_stream_sync. */
+int frt_model_boundary_read(frt_model *m, frt_boundary *b);
 
 /* A forward-pass backend of the model layer. model.c owns the state
  * buffers, the graphs and the API; a backend owns its weights and scratch
