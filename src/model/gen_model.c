@@ -156,7 +156,7 @@ static char *render_generation_config(const gen_shape *s)
 
 int frt_gen_model_config(const char *shape, frt_model_config *out)
 {
-    const gen_shape *s;
+    const gen_shape *s = NULL;
     if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
     FRT_TRY(find_shape(shape, &s));
     char *text = render_config(s);
@@ -170,7 +170,7 @@ int frt_gen_model_config(const char *shape, frt_model_config *out)
 
 int frt_gen_model_write_configs(const char *shape, const char *dir)
 {
-    const gen_shape *s;
+    const gen_shape *s = NULL;
     if (!dir) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
     FRT_TRY(find_shape(shape, &s));
     char *cfg = render_config(s), *gen = render_generation_config(s);
