@@ -654,6 +654,7 @@ static void gdr_free(gdr_data *d)
 
 typedef struct gdr_dev {
     dbuf q, k, v, g, beta, state, out;
+    dbuf ws; /* frt_cuda_gdr_chunked workspace for max_n, chunk 64 */
 } gdr_dev;
 
 /* Device copies sized for max_n tokens (rows >= d.n hold sentinels). */
@@ -668,6 +669,7 @@ static gdr_dev gdr_upload(const gdr_data *d, int max_n, frt_cuda_dtype in_dt)
     x.beta = dalloc((size_t)max_n * d->nv * 4);
     x.state = dalloc((size_t)d->nv * d->dk * d->dv * 4);
     x.out = dalloc(nvv * 4);
+    x.ws = dalloc(frt_cuda_gdr_chunked_workspace_bytes(max_n, d->nk, d->nv, d->dk, d->dv, 64));
     dsentinel(x.q);
     dsentinel(x.k);
     dsentinel(x.v);
@@ -691,6 +693,7 @@ static void gdr_dev_free(gdr_dev *x)
     dfree(&x->beta);
     dfree(&x->state);
     dfree(&x->out);
+    dfree(&x->ws);
 }
 
 static int gdr_launch(const gdr_dev *x, const gdr_data *d, int chunked, frt_cuda_dtype in_dt,
@@ -699,7 +702,7 @@ static int gdr_launch(const gdr_dev *x, const gdr_data *d, int chunked, frt_cuda
     if (chunked)
         return frt_cuda_gdr_chunked(g_cs, x->out.p, out_dt, x->state.p, x->q.p, x->k.p, x->v.p,
                                     in_dt, x->g.p, x->beta.p, dn, max_n, d->nk, d->nv, d->dk,
-                                    d->dv, 64);
+                                    d->dv, 64, x->ws.p, x->ws.bytes);
     return frt_cuda_gdr_recurrent(g_cs, x->out.p, out_dt, x->state.p, x->q.p, x->k.p, x->v.p,
                                   in_dt, x->g.p, x->beta.p, dn, max_n, d->nk, d->nv, d->dk, d->dv);
 }
@@ -776,7 +779,7 @@ static void gdr_split_tests(void)
                                       (char *)x.v.p + half * vo, F32,
                                       (float *)((char *)x.g.p + half * go),
                                       (float *)((char *)x.beta.p + half * go), NULL, 64, nk, nv, dk,
-                                      dv, 64));
+                                      dv, 64, x.ws.p, x.ws.bytes));
     }
     void *out2 = snap(x.out, no * 4), *st2 = snap(x.state, ns * 4);
     report_same("gdr_chunked 128 tokens == 64 + 64 (out)", out1, out2, no * 4);
@@ -1371,7 +1374,8 @@ static int record_gdn(frt_stream *stream, void *user)
     const gdr_data *d = G->d;
     FRT_TEST_TRY_(frt_cuda_gdr_chunked(s, G->x->out.p, F32, G->x->state.p, G->x->q.p, G->x->k.p,
                                        G->x->v.p, F32, G->x->g.p, G->x->beta.p, d_n_p(), G->max_n,
-                                       d->nk, d->nv, d->dk, d->dv, 64));
+                                       d->nk, d->nv, d->dk, d->dv, 64, G->x->ws.p,
+                                       G->x->ws.bytes));
     FRT_TEST_TRY_(frt_cuda_argmax(s, G->tok_a.p, G->logits.p, G->vocab, G->am_ws.p,
                                   G->am_ws.bytes));
     FRT_TEST_TRY_(frt_cuda_sample(s, G->tok_s.p, G->logits.p, G->vocab, G->params.p, G->rng.p,
@@ -1511,13 +1515,13 @@ static void test_bad_args(void)
                                         64),
                  E);
     CHECK_STATUS(frt_cuda_gdr_chunked(NULL, p, F32, fp, p, p, p, F32, fp, fp, ip, 4, 2, 4, 64, 64,
-                                      0),
+                                      0, p, (size_t)1 << 30),
                  E);
     CHECK_STATUS(frt_cuda_gdr_chunked(NULL, p, F32, fp, p, p, p, F32, fp, fp, ip, 4, 2, 4, 64, 64,
-                                      65),
+                                      65, p, (size_t)1 << 30),
                  E);
     CHECK_STATUS(frt_cuda_gdr_chunked(NULL, p, F32, NULL, p, p, p, F32, fp, fp, ip, 4, 2, 4, 64, 64,
-                                      64),
+                                      64, p, (size_t)1 << 30),
                  E);
     CHECK_STATUS(frt_cuda_swiglu(NULL, p, F32, p, (char *)p + 4, BF16, ip, 4, 8), E);
     CHECK_STATUS(frt_cuda_swiglu(NULL, p, F32, (char *)p + 4, (char *)p + 8, F32, ip, 4, 0), E);

@@ -8,11 +8,17 @@
  * state, so the outputs are computed in parallel over tokens and channels;
  * then one thread per channel moves the state to the last kernel - 1 rows of
  * [state, x[0 .. n-1]] (n, the valid token count, read from device memory:
- * padded rows of a prefill bucket never enter the state).
+ * padded rows of a prefill bucket never enter the state). Kernel sizes 2-4
+ * are compiled with their taps unrolled so every load of an output is issued
+ * before the first multiply (one memory round trip in decode).
  * Tested in tests/test_cuda_kernels.c.
  */
 #include "kernels/cuda/cuda_util.h"
 
+/* KT > 0: the kernel size at compile time (every tap's weight and input
+ * loaded into registers before the first multiply: one memory round trip);
+ * KT == 0: any size, a loop. */
+template <int KT>
 __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt,
                                   const float *conv_state, const float *w, const int32_t *d_n,
                                   int max_n, int channels, int kernel)
@@ -23,11 +29,24 @@ __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt
     const int ks = kernel - 1;
     const float *wc = w + (size_t)c * kernel;
     float acc = 0.0f;
-    for (int j = 0; j < kernel; j++) {
-        const int i = t + j;
-        const float xv = i < ks ? conv_state[(size_t)c * ks + i]
-                                : frt_ld(x, x_dt, (size_t)(i - ks) * channels + c);
-        acc += wc[j] * xv;
+    if constexpr (KT > 0) {
+        float wv[KT], xv[KT];
+#pragma unroll
+        for (int j = 0; j < KT; j++) {
+            const int i = t + j;
+            wv[j] = wc[j];
+            xv[j] = i < KT - 1 ? conv_state[(size_t)c * (KT - 1) + i]
+                               : frt_ld(x, x_dt, (size_t)(i - (KT - 1)) * channels + c);
+        }
+#pragma unroll
+        for (int j = 0; j < KT; j++) acc += wv[j] * xv[j];
+    } else {
+        for (int j = 0; j < kernel; j++) {
+            const int i = t + j;
+            const float xv = i < ks ? conv_state[(size_t)c * ks + i]
+                                    : frt_ld(x, x_dt, (size_t)(i - ks) * channels + c);
+            acc += wc[j] * xv;
+        }
     }
     frt_st(out, out_dt, (size_t)t * channels + c, frt_silu(acc));
 }
@@ -39,7 +58,21 @@ __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
     if (c >= channels) return;
     const int n = frt_dyn_n(d_n, max_n), ks = kernel - 1;
     float *st = conv_state + (size_t)c * ks;
-    /* ascending i reads index n + i >= i before it is overwritten: safe */
+    /* ascending i reads index n + i >= i before it is overwritten: safe.
+     * Kernel sizes up to 4 (ks <= 3): all reads first, then the writes. */
+    if (ks <= 3) {
+        float v[3] = {0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 3; i++) {
+            const int src = n + i;
+            if (i < ks)
+                v[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * channels + c);
+        }
+#pragma unroll
+        for (int i = 0; i < 3; i++)
+            if (i < ks) st[i] = v[i];
+        return;
+    }
     for (int i = 0; i < ks; i++) {
         const int src = n + i;
         st[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * channels + c);
@@ -60,8 +93,24 @@ extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype ou
     if (max_n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     dim3 grid((unsigned int)max_n, (unsigned int)((channels + 255) / 256));
-    conv1d_out_kernel<<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n, max_n,
-                                           channels, kernel);
+    switch (kernel) {
+    case 2:
+        conv1d_out_kernel<2><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+                                                  max_n, channels, kernel);
+        break;
+    case 3:
+        conv1d_out_kernel<3><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+                                                  max_n, channels, kernel);
+        break;
+    case 4:
+        conv1d_out_kernel<4><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+                                                  max_n, channels, kernel);
+        break;
+    default:
+        conv1d_out_kernel<0><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+                                                  max_n, channels, kernel);
+        break;
+    }
     FRT_LAUNCH_CHECK();
     if (kernel > 1) {
         conv1d_state_kernel<<<(channels + 255) / 256, 256, 0, s>>>(x, x_dtype, conv_state, d_n,

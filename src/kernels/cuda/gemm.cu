@@ -16,7 +16,14 @@
  * heuristic. cuBLAS gives the same bits run to run for a fixed algorithm on
  * the same GPU model (its reductions, split-K included, are ordered); each
  * stream gets its own workspace so concurrent streams never share one.
- * Tested in tests/test_cuda_kernels.c.
+ *
+ * Decode (n <= FRT_CUDA_GEMV_MAX_N) takes frt's own GEMV instead (below):
+ * cuBLASLt's n = 1 kernels reach ~70% of the HBM rate on the model's shapes
+ * and add split-K reduce launches, while y = W x only has to stream W once.
+ * frt_cuda_gemv_multi and frt_cuda_gemv_swiglu run the same GEMV for several
+ * products of one x in one launch (no plan; same bits).
+ * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c and
+ * tests/test_cuda_gemv_fused.c.
  */
 #include "kernels/cuda/cuda_util.h"
 
@@ -27,8 +34,535 @@
 #define GEMM_MAX_PLANS 1024
 #define GEMM_ALIGN 16
 
+/* ---- GEMV: y[n, out] = x[n, in] . w[out, in]^T for n <= 4 ----------------
+ *
+ * A weight row of in_dim bf16 is Kc = in_dim / 8 chunks of 16 bytes. A block
+ * of WARPS warps first issues its first weight loads, then copies x [n, in]
+ * (bf16, as it lies in global memory) into shared memory, and syncs. The
+ * warps form groups of kw warps; a group owns NR consecutive output rows and
+ * its kw warps split the chunks of those rows into kw slices (a multiple of
+ * 32 chunks each). In its slice, lane l of a warp takes chunks l, l + 32,
+ * l + 64, ... (each warp load instruction reads 512 contiguous bytes of a
+ * row) in batches of GEMV_LOADS 16-byte loads in flight per lane (U chunks
+ * of each of the NR rows), and accumulates in fp32 per (row, token):
+ * chunks in ascending order, the 8 products of a chunk in ascending order
+ * (fmaf). Then a xor butterfly over the lanes (cuda_util.h) and, when kw > 1,
+ * the kw warp sums in ascending slice order through shared memory. Every
+ * order depends on (n, in, out) only: the bits are the same run to run.
+ *
+ * Weights are read with ld.global.nc.L1::no_allocate (streamed once, never
+ * cached in L1) and an L2 256-byte prefetch hint. Enough loads are in
+ * flight for the HBM rate: 8 warps x 32 lanes x 8 x 16 B = 32 KiB per block
+ * and 2-3 blocks per SM (n 1-2: <= 80 registers, 3 blocks; n 3-4: 2), where
+ * ~4.2 TB/s x ~1 us of latency / 132 SMs = ~32 KiB per SM is needed.
+ *
+ * Launch configuration (gemv_choose, a function of n, in, out only):
+ *   - 8 warps per block; 16 when x (n * in * 2 bytes) exceeds 96 KiB, where
+ *     shared memory leaves one block per SM (27B down_proj at n 4);
+ *   - NR = 2 rows per warp group when out >= 2048 (x chunks read from
+ *     shared memory once for 2 rows), else 1;
+ *   - kw (warps per row group) doubles from 1 while the grid has fewer
+ *     warps than the GPU holds at once and each warp keeps >= 64 chunks.
+ * At n = 1 (9B): 4096 -> 12288 (gate, up, in_proj_qkv) and 4096 -> 8192
+ * (q|gate): kw 1, 16 rows per block (768 / 512 blocks); 4096 -> 4096 and
+ * 12288 -> 4096 (down): kw 2, 8 rows per block (512 blocks); 4096 -> 1024
+ * (k, v): kw 4, 2 rows per block (512 blocks); 4096 -> 64 (b|a): kw 8, one
+ * row per block (the whole matrix is one round of loads); lm_head 248320:
+ * kw 1 (15520 blocks).
+ */
+#define GEMV_VERSION 1            /* bump when the arithmetic order changes (fingerprint) */
+#define GEMV_LOADS 8              /* 16-byte weight loads in flight per lane (NR * U) */
+#define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
+
+typedef void (*gemv_fn)(void *y, int y_bf16, int accumulate, const uint4 *x, const uint4 *w,
+                        int kc, int out_dim, int kw);
+
+struct gemv_cfg {
+    int warps;  /* per block: 8 or 16 */
+    int nr;     /* output rows per warp group: 1 or 2 */
+    int kw;     /* warps per group (in-block split of the row) */
+    int blocks; /* grid */
+    size_t smem;
+    gemv_fn fn;
+};
+
+__device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* The two bf16 of a 32-bit word, widened exactly (low half = lower index). */
+__device__ __forceinline__ float gemv_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float gemv_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+__device__ __forceinline__ void gemv_widen(uint4 v, float f[8])
+{
+    f[0] = gemv_lo(v.x), f[1] = gemv_hi(v.x), f[2] = gemv_lo(v.y), f[3] = gemv_hi(v.y);
+    f[4] = gemv_lo(v.z), f[5] = gemv_hi(v.z), f[6] = gemv_lo(v.w), f[7] = gemv_hi(v.w);
+}
+
+/* One batch: chunk c + 32 u of each row, u < U (TAIL: only those below
+ * `end`; the others are zero and never used). */
+template <int NR, int U, bool TAIL>
+__device__ __forceinline__ void gemv_load(uint4 (&wv)[NR][U], const uint4 *const (&wr)[NR], int c,
+                                          int end)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const bool ok = !TAIL || c + 32 * u < end;
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 32 * u) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int N, int NR, int U, bool TAIL>
+__device__ __forceinline__ void gemv_fma(float (&acc)[NR][N], const uint4 (&wv)[NR][U],
+                                         const uint4 *xs, int kc, int c, int end)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (TAIL && c + 32 * u >= end) break;
+        float wf[NR][8];
+#pragma unroll
+        for (int r = 0; r < NR; r++) gemv_widen(wv[r][u], wf[r]);
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            float xf[8];
+            gemv_widen(xs[t * kc + c + 32 * u], xf);
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
+        }
+    }
+}
+
+__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v)
+{
+    if (y_bf16) {
+        __nv_bfloat16 *p = (__nv_bfloat16 *)y;
+        if (accumulate) v += __bfloat162float(p[i]);
+        p[i] = __float2bfloat16_rn(v);
+    } else {
+        float *p = (float *)y;
+        if (accumulate) v += p[i];
+        p[i] = v;
+    }
+}
+
+/* What a block's warp groups compute and where the sums go. */
+enum gemv_epi {
+    GEMV_EPI_STORE = 0,  /* group g: rows (blk * groups + g) * NR + r of w; y[t, row] (+)= sum */
+    GEMV_EPI_SWIGLU = 1, /* NR 2, group g: row i = blk * groups + g of w (gate) and of w2 (up);
+                            y[t, i] = silu(gate) * up */
+};
+
+/* The work of one block, blk its index among the blocks of its product;
+ * smem: the dynamic shared memory, N * kc * 16 + WARPS * NR * N * 4 bytes.
+ * Shared by the plain, multi and SwiGLU kernels, so a row's sum is the same
+ * sequence of operations in all three (the bits depend on n, in_dim and kw
+ * only). kw is block-uniform: every thread takes the same branches. */
+template <int N, int NR, int WARPS, int EPI>
+__device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
+                                           const uint4 *x, const uint4 *w, const uint4 *w2,
+                                           int kc, int out_dim, int kw, int blk)
+{
+    static_assert(EPI != GEMV_EPI_SWIGLU || NR == 2, "the SwiGLU epilogue pairs 2 rows");
+    constexpr int U = GEMV_LOADS / NR;
+    uint4 *xs = smem;                      /* [N, kc] chunks of x */
+    float *red = (float *)(smem + N * kc); /* [WARPS / kw, NR, N, kw] warp sums */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
+    /* this warp's slice of the chunks, a multiple of 32 long */
+    const int per = ((kc + kw - 1) / kw + 31) & ~31;
+    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
+    const int nfull = (ke - kb) / (32 * U); /* batches with every lane's U chunks in range */
+    const bool tail = (ke - kb) % (32 * U) != 0;
+    const uint4 *wr[NR]; /* a row past out_dim reads row out_dim - 1 and is never stored */
+    if constexpr (EPI == GEMV_EPI_SWIGLU) {
+        const size_t row = (size_t)min(blk * groups + grp, out_dim - 1);
+        wr[0] = w + row * kc;
+        wr[1] = w2 + row * kc;
+    } else {
+        const int row0 = (blk * groups + grp) * NR;
+#pragma unroll
+        for (int r = 0; r < NR; r++) wr[r] = w + (size_t)min(row0 + r, out_dim - 1) * kc;
+    }
+
+    uint4 wv[NR][U];
+    /* the first batch is in flight while x is staged */
+    if (nfull > 0)
+        gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
+    else if (tail)
+        gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
+    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
+    __syncthreads();
+
+    float acc[NR][N];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[r][t] = 0.0f;
+    for (int b = 0; b < nfull; b++) {
+        const int c = kb + b * 32 * U + lane;
+        if (b > 0) gemv_load<NR, U, false>(wv, wr, c, ke);
+        gemv_fma<N, NR, U, false>(acc, wv, xs, kc, c, ke);
+    }
+    if (tail) {
+        const int c = kb + nfull * 32 * U + lane;
+        if (nfull > 0) gemv_load<NR, U, true>(wv, wr, c, ke);
+        gemv_fma<N, NR, U, true>(acc, wv, xs, kc, c, ke);
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[r][t] = frt_warp_sum(acc[r][t]);
+
+    if (kw == 1) { /* every lane holds the sums: lane r * N + t stores (r, t) */
+        if constexpr (EPI == GEMV_EPI_SWIGLU) {
+            const int row = blk * groups + grp;
+#pragma unroll
+            for (int t = 0; t < N; t++)
+                if (lane == t && row < out_dim)
+                    gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row,
+                               frt_silu(acc[0][t]) * acc[1][t]);
+        } else {
+            const int row0 = (blk * groups + grp) * NR;
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+#pragma unroll
+                for (int t = 0; t < N; t++)
+                    if (lane == r * N + t && row0 + r < out_dim)
+                        gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row0 + r,
+                                   acc[r][t]);
+        }
+        return;
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int t = 0; t < N; t++) red[((grp * NR + r) * N + t) * kw + kp] = acc[r][t];
+    }
+    __syncthreads();
+    if constexpr (EPI == GEMV_EPI_SWIGLU) {
+        for (int i = threadIdx.x; i < groups * N; i += WARPS * 32) {
+            const int g = i / N, t = i % N;
+            float s[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int j = (g * 2 + r) * N + t;
+                s[r] = red[j * kw];
+                for (int k = 1; k < kw; k++) s[r] += red[j * kw + k];
+            }
+            const int row = blk * groups + g;
+            if (row < out_dim)
+                gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row, frt_silu(s[0]) * s[1]);
+        }
+    } else {
+        for (int i = threadIdx.x; i < groups * NR * N; i += WARPS * 32) {
+            float s = red[i * kw];
+            for (int k = 1; k < kw; k++) s += red[i * kw + k];
+            const int g = i / (NR * N), r = (i / N) % NR, t = i % N;
+            const int row = (blk * groups + g) * NR + r;
+            if (row < out_dim) gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row, s);
+        }
+    }
+}
+
+/* 2-3 blocks of 8 warps per SM (n 1-2: <= 80 registers, 3; n 3-4: 2), one of 16. */
+#define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? ((N) >= 3 ? 2 : 3) : 1)
+
+/* Grid: ceil(out_dim / (WARPS / kw * NR)) blocks of WARPS * 32 threads;
+ * dynamic shared memory N * kc * 16 + WARPS * NR * N * 4 bytes. */
+template <int N, int NR, int WARPS>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
+                const uint4 *__restrict__ w, int kc, int out_dim, int kw)
+{
+    extern __shared__ uint4 gemv_smem[];
+    gemv_block<N, NR, WARPS, GEMV_EPI_STORE>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, kc,
+                                             out_dim, kw, blockIdx.x);
+}
+
+/* ---- fused decode GEMVs ---------------------------------------------------
+ *
+ * frt_cuda_gemv_multi: up to FRT_CUDA_GEMV_MULTI_MAX products of one x in one
+ * launch. Each entry keeps the (NR, kw) gemv_choose gives it alone (so its
+ * bits equal frt_cuda_gemm_run's GEMV), all share the block size (a function
+ * of n and in_dim only). The host lays the entries' grids end to end
+ * (begin[e] = sum of the block counts before e, the entries ordered by weight
+ * bytes per block, largest first: the long blocks start first and the short
+ * ones fill the tail) and passes the table by value; a block finds its entry
+ * by comparing blockIdx.x with begin[] (block-uniform, no divergence).
+ *
+ * frt_cuda_gemv_swiglu: a warp group owns output row i and streams row i of
+ * Wg and of Wu as the NR = 2 rows of the GEMV (x read once from shared memory
+ * for both), with the kw of gemv_choose(n, in_dim, inter): gate and up are
+ * summed exactly as frt_cuda_gemm_run sums them, then silu(g) * u (frt_silu,
+ * the expression of frt_cuda_swiglu) is rounded once to y's dtype.
+ */
+struct gemv_multi_entry {
+    void *y;
+    const uint4 *w;
+    int out_dim, y_bf16, nr, kw;
+};
+
+struct gemv_multi_table {
+    gemv_multi_entry e[FRT_CUDA_GEMV_MULTI_MAX];
+    int begin[FRT_CUDA_GEMV_MULTI_MAX]; /* first block of each entry; begin[0] = 0 */
+    int count;
+};
+
+/* Grid: the sum of the entries' blocks, WARPS * 32 threads; dynamic shared
+ * memory N * kc * 16 + WARPS * (max NR) * N * 4 bytes. */
+template <int N, int WARPS>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc)
+{
+    extern __shared__ uint4 gemv_smem[];
+    /* static indices only (a dynamic one would copy the table to local memory) */
+    gemv_multi_entry m = tab.e[0];
+    int b0 = 0;
+#pragma unroll
+    for (int i = 1; i < FRT_CUDA_GEMV_MULTI_MAX; i++)
+        if (i < tab.count && (int)blockIdx.x >= tab.begin[i]) {
+            m = tab.e[i];
+            b0 = tab.begin[i];
+        }
+    const int blk = (int)blockIdx.x - b0;
+    if (m.nr == 2)
+        gemv_block<N, 2, WARPS, GEMV_EPI_STORE>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
+                                                m.out_dim, m.kw, blk);
+    else
+        gemv_block<N, 1, WARPS, GEMV_EPI_STORE>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
+                                                m.out_dim, m.kw, blk);
+}
+
+/* Grid: ceil(inter / (WARPS / kw)) blocks of WARPS * 32 threads; dynamic
+ * shared memory N * kc * 16 + WARPS * 2 * N * 4 bytes. */
+template <int N, int WARPS>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
+                       const uint4 *__restrict__ wg, const uint4 *__restrict__ wu, int kc,
+                       int inter, int kw)
+{
+    extern __shared__ uint4 gemv_smem[];
+    gemv_block<N, 2, WARPS, GEMV_EPI_SWIGLU>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter, kw,
+                                             blockIdx.x);
+}
+
+template <int NR, int WARPS> static gemv_fn gemv_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_kernel<1, NR, WARPS>;
+    case 2: return gemv_kernel<2, NR, WARPS>;
+    case 3: return gemv_kernel<3, NR, WARPS>;
+    case 4: return gemv_kernel<4, NR, WARPS>;
+    default: return NULL;
+    }
+}
+
+static gemv_fn gemv_pick(int n, int nr, int warps)
+{
+    if (warps == 8) return nr == 1 ? gemv_pick_n<1, 8>(n) : gemv_pick_n<2, 8>(n);
+    return nr == 1 ? gemv_pick_n<1, 16>(n) : gemv_pick_n<2, 16>(n);
+}
+
+/* The launch configuration of a shape: a function of (n, in, out) only, so
+ * the arithmetic order (and the fingerprint) is too. */
+static void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
+{
+    const int kc = in_dim / 8;
+    const size_t xs = (size_t)n * in_dim * 2;
+    c->warps = xs > GEMV_BIG_SMEM ? 16 : 8;
+    c->nr = out_dim >= 2048 ? 2 : 1;
+    /* Few rows: split each row over more warps of the block while the grid
+     * has fewer warps than an H200 holds at once (132 SMs x 3 blocks of 8
+     * warps for n <= 2, x 2 blocks for n >= 3: the register budgets above)
+     * and each warp keeps >= 64 chunks (2 per lane). A constant, not the
+     * device's SM count: the plan (and its order of sums) must not depend
+     * on the machine beyond its shared-memory limit. */
+    const long target = n <= 2 ? 132 * 24 : 132 * 16;
+    const long row_warps = (out_dim + c->nr - 1) / c->nr;
+    c->kw = 1;
+    while (c->kw < c->warps && row_warps * c->kw < target && kc / (2 * c->kw) >= 64) c->kw *= 2;
+    const int rows = c->warps / c->kw * c->nr;
+    c->blocks = (out_dim + rows - 1) / rows;
+    c->smem = xs + (size_t)c->warps * c->nr * n * sizeof(float);
+    c->fn = gemv_pick(n, c->nr, c->warps);
+}
+
+/* ---- the fused launchers (no plan: the configuration is computed per call
+ * from the shapes, a few integer operations) ------------------------------ */
+
+/* The largest dynamic shared memory per block of the GPUs frt targets
+ * (H100/H200 opt-in: 227 KiB): x beyond it fails without a device query. */
+#define GEMV_SMEM_MAX (227u << 10)
+
+typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int);
+typedef void (*gemv_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const uint4 *, int, int,
+                               int);
+
+template <int WARPS> static gemv_multi_fn gemv_multi_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_multi_kernel<1, WARPS>;
+    case 2: return gemv_multi_kernel<2, WARPS>;
+    case 3: return gemv_multi_kernel<3, WARPS>;
+    case 4: return gemv_multi_kernel<4, WARPS>;
+    default: return NULL;
+    }
+}
+
+template <int WARPS> static gemv_swiglu_fn gemv_swiglu_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_swiglu_kernel<1, WARPS>;
+    case 2: return gemv_swiglu_kernel<2, WARPS>;
+    case 3: return gemv_swiglu_kernel<3, WARPS>;
+    case 4: return gemv_swiglu_kernel<4, WARPS>;
+    default: return NULL;
+    }
+}
+
+/* The checks on x shared by both launchers. */
+static int gemv_x_check(const char *what, const uint16_t *x, int n, int in_dim)
+{
+    FRT_ARG(x, "cuda gemv %s: NULL x", what);
+    FRT_ARG(n >= 1 && n <= FRT_CUDA_GEMV_MAX_N, "cuda gemv %s: n %d not in [1, %d]", what, n,
+            FRT_CUDA_GEMV_MAX_N);
+    FRT_ARG(in_dim > 0 && in_dim % 8 == 0, "cuda gemv %s: in %d must be a positive multiple of 8",
+            what, in_dim);
+    FRT_ARG(((uintptr_t)x & (GEMM_ALIGN - 1)) == 0, "cuda gemv %s: x must be %d-byte aligned", what,
+            GEMM_ALIGN);
+    return 0;
+}
+
+/* Makes smem bytes of dynamic shared memory available to fn. Nothing to do
+ * up to 48 KiB (the 9B and 27B decode shapes: x is n * hidden * 2 <= 40 KiB);
+ * beyond, x must fit the current device's opt-in limit, and the kernel's
+ * limit is raised to it (legal inside a stream capture: cudaFuncSetAttribute
+ * is no stream operation and does not synchronise). */
+static int gemv_smem_ready(const char *what, const void *fn, size_t smem)
+{
+    if (smem <= (48u << 10)) return 0;
+    FRT_ARG(smem <= GEMV_SMEM_MAX,
+            "cuda gemv %s: x needs %zu bytes of shared memory (n x in_dim too large)", what, smem);
+    int dev = 0, optin = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    FRT_ARG(smem <= (size_t)optin,
+            "cuda gemv %s: x needs %zu bytes of shared memory, the device has %d per block", what,
+            smem, optin);
+    FRT_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries,
+                                   int n_entries, const uint16_t *x, int n, int in_dim)
+{
+    FRT_ARG(entries, "cuda gemv multi: NULL entries");
+    FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX,
+            "cuda gemv multi: %d entries not in [1, %d]", n_entries, FRT_CUDA_GEMV_MULTI_MAX);
+    FRT_TRY(gemv_x_check("multi", x, n, in_dim));
+    gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
+    long per_block[FRT_CUDA_GEMV_MULTI_MAX]; /* weight rows per block (the sort key) */
+    int blocks[FRT_CUDA_GEMV_MULTI_MAX];
+    int warps = 0;
+    size_t smem = 0;
+    for (int i = 0; i < n_entries; i++) {
+        const frt_cuda_gemv_entry *e = &entries[i];
+        FRT_ARG(e->y && e->w, "cuda gemv multi: entry %d: NULL pointer", i);
+        FRT_ARG(frt_dtype_ok(e->y_dtype), "cuda gemv multi: entry %d: bad dtype", i);
+        FRT_ARG(e->out_dim > 0, "cuda gemv multi: entry %d: out %d", i, e->out_dim);
+        FRT_ARG(((uintptr_t)e->w & (GEMM_ALIGN - 1)) == 0,
+                "cuda gemv multi: entry %d: w must be %d-byte aligned", i, GEMM_ALIGN);
+        FRT_ARG(((uintptr_t)e->y & (frt_dtype_bytes(e->y_dtype) - 1)) == 0,
+                "cuda gemv multi: entry %d: y misaligned for its dtype", i);
+        FRT_ARG(e->y != (const void *)x && e->y != (const void *)e->w,
+                "cuda gemv multi: entry %d: y aliases x or w", i);
+        for (int j = 0; j < i; j++)
+            FRT_ARG(entries[j].y != e->y, "cuda gemv multi: entries %d and %d share y", j, i);
+        gemv_cfg c;
+        gemv_choose(n, in_dim, e->out_dim, &c);
+        ent[i].y = e->y;
+        ent[i].w = (const uint4 *)e->w;
+        ent[i].out_dim = e->out_dim;
+        ent[i].y_bf16 = e->y_dtype == FRT_CUDA_BF16;
+        ent[i].nr = c.nr;
+        ent[i].kw = c.kw;
+        per_block[i] = (long)(c.warps / c.kw) * c.nr;
+        blocks[i] = c.blocks;
+        warps = c.warps; /* a function of (n, in_dim): the same for every entry */
+        if (c.smem > smem) smem = c.smem;
+    }
+    /* the table: entries by rows per block, largest first (stable) */
+    int order[FRT_CUDA_GEMV_MULTI_MAX];
+    for (int i = 0; i < n_entries; i++) {
+        int j = i;
+        for (; j > 0 && per_block[order[j - 1]] < per_block[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    gemv_multi_table tab;
+    memset(&tab, 0, sizeof tab);
+    tab.count = n_entries;
+    long total = 0;
+    for (int k = 0; k < n_entries; k++) {
+        tab.e[k] = ent[order[k]];
+        tab.begin[k] = (int)total;
+        total += blocks[order[k]];
+        FRT_ARG(total <= 0x7fffffffL, "cuda gemv multi: grid of %ld blocks", total);
+    }
+    const gemv_multi_fn fn =
+        warps == 8 ? gemv_multi_pick_n<8>(n) : gemv_multi_pick_n<16>(n);
+    FRT_TRY(gemv_smem_ready("multi", (const void *)fn, smem));
+    fn<<<(unsigned)total, warps * 32, smem, (cudaStream_t)stream>>>(tab, (const uint4 *)x,
+                                                                    in_dim / 8);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                    const uint16_t *x, const uint16_t *w_gate,
+                                    const uint16_t *w_up, int n, int in_dim, int inter)
+{
+    FRT_ARG(y && w_gate && w_up, "cuda gemv swiglu: NULL pointer");
+    FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv swiglu: bad dtype");
+    FRT_TRY(gemv_x_check("swiglu", x, n, in_dim));
+    FRT_ARG(inter > 0, "cuda gemv swiglu: inter %d", inter);
+    FRT_ARG((((uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemv swiglu: weights must be %d-byte aligned", GEMM_ALIGN);
+    FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0,
+            "cuda gemv swiglu: y misaligned for its dtype");
+    FRT_ARG(y != (const void *)x && y != (const void *)w_gate && y != (const void *)w_up,
+            "cuda gemv swiglu: y aliases an input");
+    gemv_cfg c;
+    gemv_choose(n, in_dim, inter, &c); /* kw of the gate alone: the same sums */
+    const int rows = c.warps / c.kw;   /* output rows per block (one per warp group) */
+    const int blocks = (inter + rows - 1) / rows;
+    const size_t smem = (size_t)n * in_dim * 2 + (size_t)c.warps * 2 * n * sizeof(float);
+    const gemv_swiglu_fn fn =
+        c.warps == 8 ? gemv_swiglu_pick_n<8>(n) : gemv_swiglu_pick_n<16>(n);
+    FRT_TRY(gemv_smem_ready("swiglu", (const void *)fn, smem));
+    fn<<<blocks, c.warps * 32, smem, (cudaStream_t)stream>>>(
+        y, y_dtype == FRT_CUDA_BF16, (const uint4 *)x, (const uint4 *)w_gate,
+        (const uint4 *)w_up, in_dim / 8, inter, c.kw);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* ---- the handle and the plans ------------------------------------------- */
+
 struct gemm_plan {
     int n, in_dim, out_dim, out_dt, accumulate;
+    frt_cuda_gemm_kernel kernel;
+    gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -37,6 +571,7 @@ struct gemm_plan {
 
 struct frt_cuda_gemm {
     cublasLtHandle_t lt;
+    frt_cuda_gemv_policy gemv_policy;
     size_t ws_bytes;
     int n_streams;
     void *streams[GEMM_MAX_STREAMS];
@@ -107,13 +642,52 @@ static gemm_plan *plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_d
     return NULL;
 }
 
+/* The checks common to both kernels (out_dim % 8 is the cuBLASLt path's). */
 static int shape_check(const char *what, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype)
 {
     FRT_ARG(frt_dtype_ok(out_dtype), "cuda gemm %s: bad dtype", what);
     FRT_ARG(n > 0 && in_dim > 0 && out_dim > 0, "cuda gemm %s: n %d in %d out %d", what, n, in_dim,
             out_dim);
-    FRT_ARG(in_dim % 8 == 0 && out_dim % 8 == 0,
-            "cuda gemm %s: in %d and out %d must be multiples of 8", what, in_dim, out_dim);
+    FRT_ARG(in_dim % 8 == 0, "cuda gemm %s: in %d must be a multiple of 8", what, in_dim);
+    FRT_ARG(n <= FRT_CUDA_GEMV_MAX_N || out_dim % 8 == 0,
+            "cuda gemm %s: out %d must be a multiple of 8 (n %d > %d)", what, out_dim, n,
+            FRT_CUDA_GEMV_MAX_N);
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy policy)
+{
+    FRT_ARG(g, "cuda gemm set_gemv: NULL handle");
+    FRT_ARG(policy == FRT_CUDA_GEMV_AUTO || policy == FRT_CUDA_GEMV_NEVER ||
+                policy == FRT_CUDA_GEMV_ALWAYS,
+            "cuda gemm set_gemv: bad policy %d", (int)policy);
+    g->gemv_policy = policy;
+    return 0;
+}
+
+/* Makes *p a GEMV plan when the policy takes it and x fits the device's
+ * shared memory; leaves p->kernel cuBLASLt otherwise. */
+static int gemv_plan(const frt_cuda_gemm *g, gemm_plan *p)
+{
+    if (p->n > FRT_CUDA_GEMV_MAX_N || g->gemv_policy == FRT_CUDA_GEMV_NEVER) return 0;
+    const size_t wbytes = (size_t)p->out_dim * (size_t)p->in_dim * 2;
+    if (g->gemv_policy == FRT_CUDA_GEMV_AUTO && wbytes > FRT_CUDA_GEMV_AUTO_MAX_BYTES &&
+        p->out_dim % 8 == 0)
+        return 0;
+    gemv_cfg c;
+    gemv_choose(p->n, p->in_dim, p->out_dim, &c);
+    int dev = 0, optin = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (c.smem > (size_t)optin) return 0; /* x too long for shared memory: cuBLASLt */
+    /* Allow the device maximum (not this plan's size: another plan of the
+     * same instantiation may need more); occupancy follows the launch's
+     * actual size. */
+    if (c.smem > (48u << 10))
+        FRT_CUDA_TRY(cudaFuncSetAttribute((const void *)c.fn,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    p->kernel = FRT_CUDA_GEMM_GEMV;
+    p->gv = c;
     return 0;
 }
 
@@ -184,7 +758,15 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     p.out_dim = out_dim;
     p.out_dt = out_dtype;
     p.accumulate = accumulate;
-    int rc = plan_build(g, &p);
+    p.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    int rc = gemv_plan(g, &p);
+    if (rc == 0 && p.kernel == FRT_CUDA_GEMM_CUBLASLT) {
+        if (out_dim % 8 != 0)
+            return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                             "cuda gemm plan: out %d must be a multiple of 8 on the cuBLASLt path",
+                             out_dim);
+        rc = plan_build(g, &p);
+    }
     if (rc < 0) {
         plan_release(&p);
         return rc;
@@ -209,6 +791,14 @@ extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cu
                          "at setup)",
                          n, in_dim, out_dim, y_dtype == FRT_CUDA_BF16 ? "bf16" : "f32",
                          accumulate ? " accumulate" : "");
+    if (p->kernel == FRT_CUDA_GEMM_GEMV) {
+        const gemv_cfg *c = &p->gv;
+        c->fn<<<c->blocks, c->warps * 32, c->smem, (cudaStream_t)stream>>>(
+            y, y_dtype == FRT_CUDA_BF16, accumulate, (const uint4 *)x, (const uint4 *)w, in_dim / 8,
+            out_dim, c->kw);
+        FRT_LAUNCH_CHECK();
+        return 0;
+    }
     void *ws = NULL;
     size_t ws_bytes = 0;
     for (int i = 0; i < g->n_streams; i++)
@@ -251,6 +841,20 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
     info->out_dim = p->out_dim;
     info->out_dtype = (frt_cuda_dtype)p->out_dt;
     info->accumulate = p->accumulate;
+    info->kernel = p->kernel;
+    if (p->kernel == FRT_CUDA_GEMM_GEMV) {
+        const gemv_cfg *c = &p->gv;
+        info->algo_id = -1;
+        info->tile_id = c->warps / c->kw * c->nr;
+        info->stages_id = GEMV_LOADS;
+        info->splitk_num = c->kw;
+        info->reduction_scheme = 0;
+        info->cta_swizzling = c->warps;
+        info->custom_option = GEMV_VERSION;
+        info->gemv_rows_per_warp = c->nr;
+        info->gemv_blocks = c->blocks;
+        return 0;
+    }
     info->algo_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_ID);
     info->tile_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
     info->stages_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);

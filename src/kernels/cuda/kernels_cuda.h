@@ -142,10 +142,13 @@ int frt_cuda_kv_append(void *stream, uint16_t *k_cache, uint16_t *v_cache, const
  *   split_len == 0: prefill form, one pass over the keys per query
  *     (workspace unused, may be NULL).
  *   split_len > 0: flash-decoding: the keys are cut into splits of split_len
- *     rows, one block per (split, query group) writes a partial (max, sum,
+ *     rows, one block per (split, KV head, up to 8 query heads of that KV
+ *     head: the GQA group shares every K/V tile) writes a partial (max, sum,
  *     unnormalised output) to workspace, and a combine kernel merges the
- *     splits of each query in ascending order. Decode is max_n = 1 with a
- *     split_len such as 256; the same call serves a prefill over a long
+ *     splits of each query (fixed order). head_dim 64, 128 or 256 with
+ *     16-byte aligned caches take the cp.async-pipelined decode kernel;
+ *     other sizes the prefill kernel's split form. Decode is max_n = 1 with
+ *     a split_len such as 128; the same call serves a prefill over a long
  *     cache. workspace (device) must hold
  *     frt_cuda_attention_workspace_bytes(...) bytes.
  * Twin: frt_cpu_attention (start_pos = start) on the widened cache. */
@@ -159,6 +162,41 @@ int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const 
  * split_len == 0, or for invalid sizes). */
 size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads, int head_dim,
                                           int split_len);
+
+/* The prefill form of frt_cuda_attention on tensor cores (flash_attention.cu):
+ * the same arguments, semantics and result (causal GQA over the bf16 cache,
+ * token t sees cache rows 0 .. min(start + t, max_seq - 1), rows t >= n
+ * untouched), computed as FlashAttention-2 (Dao 2023) with bf16 mma.sync:
+ * Q rounded to bf16 (RNE) when staged, P rounded to bf16 for P.V, scores,
+ * softmax and accumulation in fp32; relative error ~1e-3 against the fp32
+ * twin (tested to 1e-2). The query rows of a block are 64 (token, head)
+ * pairs of one KV head, so a GQA group shares the K/V tiles. When the cache
+ * may span more than one split (split length from max_n and n_heads only:
+ * max_n * n_heads / 4 keys rounded up to 64, clamped to [512, 4096]), the
+ * keys are cut into splits whose partials go to `workspace` and a combine
+ * kernel merges them in ascending order (deterministic, no atomics).
+ * head_dim 64, 128 or 256, else FRT_ERR_UNSUPPORTED (call
+ * frt_cuda_attention instead); q, out, k_cache, v_cache must be 16-byte
+ * aligned (else FRT_ERR_UNSUPPORTED too). workspace (device, 16-byte
+ * aligned) of frt_cuda_attention_prefill_workspace_bytes(max_n, ...) bytes;
+ * it may be NULL when that is 0. Errors: FRT_ERR_INVALID_ARGUMENT (NULL
+ * pointer, bad dtype or sizes, out == q, non-finite scale, workspace too
+ * small); FRT_ERR_UNSUPPORTED; FRT_ERR_BACKEND.
+ * Twin: frt_cpu_attention (start_pos = start) on the widened cache, q
+ * rounded to bf16 (tests/test_cuda_flash_attention.c). */
+int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                               frt_cuda_dtype q_dtype, const uint16_t *k_cache,
+                               const uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
+                               int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                               float scale, void *workspace, size_t workspace_bytes);
+
+/* Bytes of workspace frt_cuda_attention_prefill needs (the split partials:
+ * n_splits x max_n x n_heads x (head_dim + 2) floats), enough for every
+ * launch with max_n' <= max_n and the same other sizes (one workspace serves
+ * all prefill buckets). 0 when one split covers max_seq, or for invalid
+ * sizes. */
+size_t frt_cuda_attention_prefill_workspace_bytes(int max_n, int max_seq, int n_heads,
+                                                  int head_dim);
 
 /* ---- Gated DeltaNet ----------------------------------------------------- */
 
@@ -188,8 +226,10 @@ int frt_cuda_gdn_gate(void *stream, float *g, float *beta, const void *a, const 
  * dk^-0.5 itself; g, beta [max_n, n_v_heads] f32; out [max_n, n_v_heads, dv]
  * of out_dtype. Per token and value head, S = state[h]:
  *   S *= exp(g); kv = S^T k; delta = (v - kv) beta; S += k (x) delta; o = S^T q dk^-0.5
- * One warp per (value head, 32 columns of dv), sums over dk in ascending
- * order as the CPU twin. 1 <= dk <= 256; n_v_heads a multiple of n_k_heads.
+ * One block of 8 warps per (value head, 32 columns of dv): the state is
+ * held in registers (read once, written once), the warps split dk and their
+ * partial sums meet in a fixed order (not the twin's single ascending sum;
+ * deterministic). 1 <= dk <= 256; n_v_heads a multiple of n_k_heads.
  * Twin: frt_cpu_gdr_recurrent. */
 int frt_cuda_gdr_recurrent(void *stream, void *out, frt_cuda_dtype out_dtype, float *state,
                            const void *q, const void *k, const void *v, frt_cuda_dtype in_dtype,
@@ -202,19 +242,37 @@ int frt_cuda_gdr_recurrent(void *stream, void *out, frt_cuda_dtype out_dtype, fl
 /* The gated delta rule, chunked (prefill): the arguments and result of
  * frt_cuda_gdr_recurrent, computed chunk by chunk of `chunk` tokens from
  * token 0 of the call with the CPU twin's UT/WY algorithm (fp64 in-chunk
- * cumulative decay, forward substitution, inter-chunk state scan) and the
- * same operation order per element. One block per (value head, 32 columns
- * of dv) walks the chunks in order, all in shared memory (~154 KiB for
- * dk 128, chunk 64). Splitting a prefill into calls at multiples of `chunk`
- * gives the same bits as one call. 1 <= chunk <= FRT_CUDA_GDR_MAX_CHUNK;
- * dk up to 128 at chunk 64 on an H100/H200 (227 KiB of shared memory per
- * block); a size whose shared memory does not fit the device is
- * FRT_ERR_UNSUPPORTED (checked before anything is enqueued: needs a current
- * device). Twin: frt_cpu_gdr_chunked. */
+ * cumulative decay, unit lower triangular solve, inter-chunk state scan).
+ * Two launches (the flash-linear-attention split): an intra-chunk kernel,
+ * one block per (chunk, value head), writes what does not depend on the
+ * state (U, W, the intra-chunk attention, the decays) to `workspace`; a scan
+ * kernel, one block per (value head, 32 columns of dv), carries the state
+ * over the chunks. Every element is summed in a fixed order (bits
+ * reproducible); splitting a prefill into calls at multiples of `chunk`
+ * gives the same bits as one call. The tail chunk has its real rows only.
+ * workspace (device, 16-byte aligned, contents scratch: overwritten) must
+ * hold frt_cuda_gdr_chunked_workspace_bytes(max_n, n_k_heads, n_v_heads, dk,
+ * dv, chunk) bytes; it may be NULL only when that is 0 (max_n 0). Calls on
+ * one stream may share it.
+ * 1 <= chunk <= FRT_CUDA_GDR_MAX_CHUNK. dk > 128 is FRT_ERR_UNSUPPORTED;
+ * dk 128 needs ~152 KiB of shared memory per block (H100/H200: 227 KiB),
+ * and a size that does not fit the device is FRT_ERR_UNSUPPORTED too
+ * (checked before anything is enqueued: needs a current device). A NULL,
+ * short or misaligned workspace is FRT_ERR_INVALID_ARGUMENT.
+ * Twin: frt_cpu_gdr_chunked. */
 int frt_cuda_gdr_chunked(void *stream, void *out, frt_cuda_dtype out_dtype, float *state,
                          const void *q, const void *k, const void *v, frt_cuda_dtype in_dtype,
                          const float *g, const float *beta, const int32_t *d_n, int max_n,
-                         int n_k_heads, int n_v_heads, int dk, int dv, int chunk);
+                         int n_k_heads, int n_v_heads, int dk, int dv, int chunk,
+                         void *workspace, size_t workspace_bytes);
+
+/* Bytes of workspace frt_cuda_gdr_chunked needs for these sizes: per chunk
+ * of max_n (ceil(max_n / chunk)) and value head, with cp = chunk and dk4 = dk
+ * rounded up to 4 and dvb = dv rounded up to 32, (3 dk4 cp + cp^2 + cp dvb +
+ * 4) floats (~144 KiB at dk = dv = 128, chunk 64: 18 MiB for max_n 256 and 32
+ * value heads). 0 for max_n 0 or sizes frt_cuda_gdr_chunked does not take. */
+size_t frt_cuda_gdr_chunked_workspace_bytes(int max_n, int n_k_heads, int n_v_heads, int dk,
+                                            int dv, int chunk);
 
 /* ---- elementwise -------------------------------------------------------- */
 /* The flat elementwise kernels work on the first n * per_tok elements of
@@ -278,48 +336,101 @@ typedef struct frt_cuda_sampler_params {
     int32_t reserved;  /* 0 */
 } frt_cuda_sampler_params;
 
-/* Bytes of workspace frt_cuda_sample needs for n logits into *bytes (asks
- * CUB for its sort storage: needs a current CUDA device; call at setup).
- * Errors: FRT_ERR_INVALID_ARGUMENT (n < 1 or n > 2^24, NULL); FRT_ERR_BACKEND. */
+/* Bytes of workspace frt_cuda_sample / frt_cuda_sample_token need for n
+ * logits into *bytes (16 n + ~1.1 MiB). Also looks up the cooperative grid
+ * size of the current device, so call it at setup, outside a capture.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (n < 1 or n > 2^24, NULL);
+ * FRT_ERR_UNSUPPORTED (no cooperative launch); FRT_ERR_BACKEND. */
 int frt_cuda_sample_workspace_bytes(int n, size_t *bytes);
 
 /* Samples one token from logits [n] f32 (device):
  *   u = frt_rng_uniform(d_rng)       (one SplitMix64 step per call, always,
  *                                     whatever the temperature)
  *   *d_token = frt_cpu_sample(logits, n, temperature, top_k, top_p, u)
- * with the parameters read from *d_params. The tokens are ordered by
- * (logit desc, index asc) with a stable CUB radix sort (NaN as -inf), then one
- * block applies top-k, computes p_i = exp((l_i - l_max) / T) in fp64,
- * prefix sums over fixed thread segments, top-p and the draw. The prefix
- * sums are associated differently from the CPU's running sum (a relative
- * difference near 1e-16), so the token can differ from the CPU's only when u
- * falls within that distance of a boundary. Invalid parameters (temperature
- * < 0 or NaN, top_k < 0, top_p not in (0, 1]) write *d_token = -1.
- * workspace (device) of frt_cuda_sample_workspace_bytes(n) bytes.
- * 1 <= n <= 2^24. Twin: frt_cpu_sample. */
+ * with the parameters read from *d_params. One cooperative launch (sample.cu:
+ * a grid of at most one block per SM, grid-wide barriers): argmax partials;
+ * temperature 0 ends there. Otherwise the tokens whose p_i = exp((l_i -
+ * l_max) / T) (fp64) is >= 2^-53 (the others cannot change the twin's
+ * result) are sorted by (logit desc, index asc) with a stable radix sort
+ * (NaN as -inf), top-k keeps a prefix, and nested fixed-order prefix sums
+ * give top-p and the draw. The prefix sums are associated differently from
+ * the CPU's running sum (a relative difference near 1e-16), so the token can
+ * differ from the CPU's only when u falls within that distance of a
+ * boundary. Invalid parameters (temperature < 0 or NaN, top_k < 0, top_p not
+ * in (0, 1]) write *d_token = -1. workspace (device, 256-byte aligned,
+ * scratch) of frt_cuda_sample_workspace_bytes(n) bytes; calls on one stream
+ * may share it. 1 <= n <= 2^24. Errors: FRT_ERR_INVALID_ARGUMENT;
+ * FRT_ERR_UNSUPPORTED (no cooperative launch); FRT_ERR_BACKEND.
+ * Twin: frt_cpu_sample. */
 int frt_cuda_sample(void *stream, int32_t *d_token, const float *logits, int n,
                     const frt_cuda_sampler_params *d_params, uint64_t *d_rng, void *workspace,
                     size_t workspace_bytes);
 
-/* ---- GEMM (cuBLASLt) ---------------------------------------------------- */
+/* The decode step's token (task_sample of qwen35_cpu.c): when the
+ * temperature in *d_params is <= 0, *d_token = the argmax of frt_cuda_argmax
+ * and *d_rng is neither read nor written; otherwise exactly frt_cuda_sample
+ * (one RNG step; -1 for invalid parameters, NaN temperature included). The
+ * same single launch, workspace and errors as frt_cuda_sample; a greedy step
+ * costs one pass over the logits and one grid barrier (no sort).
+ * Twin: frt_cpu_argmax / frt_cpu_sample as task_sample uses them. */
+int frt_cuda_sample_token(void *stream, int32_t *d_token, const float *logits, int n,
+                          const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
+                          void *workspace, size_t workspace_bytes);
+
+/* ---- GEMM (cuBLASLt, and a GEMV for decode) ----------------------------- */
 
 /* A cuBLASLt handle, its plan cache and one workspace per stream.
  *   y[n, out_dim] = x[n, in_dim] . w[out_dim, in_dim]^T   (+ y when accumulate)
- * x, w bf16; y f32 or bf16; fp32 compute (CUBLAS_COMPUTE_32F). The
- * algorithm of each shape is chosen once, at setup, by frt_cuda_gemm_plan
- * (cublasLtMatmulAlgoGetHeuristic, the top result); frt_cuda_gemm_run only
- * looks the plan up (never a heuristic in the hot path). n is the row count
- * of one graph variant (a prefill bucket or the decode batch): plans are per
- * bucket size. Twin: frt_cpu_matmul / frt_cpu_matmul_add. */
+ * x, w bf16; y f32 or bf16; fp32 compute (CUBLAS_COMPUTE_32F). The kernel
+ * of each shape is chosen once, at setup, by frt_cuda_gemm_plan;
+ * frt_cuda_gemm_run only looks the plan up (never a heuristic in the hot
+ * path). n is the row count of one graph variant (a prefill bucket or the
+ * decode batch): plans are per bucket size. Two kernels:
+ *   - n <= FRT_CUDA_GEMV_MAX_N (decode): frt's own bandwidth-bound GEMV
+ *     (gemm.cu): x staged in shared memory, warps stream weight rows (or
+ *     slices of them) with 16-byte non-allocating loads and accumulate in
+ *     fp32; a fixed-order butterfly inside the warp and, when a row is split
+ *     over the warps of a block, a fixed order over those warps; no atomics,
+ *     no split across blocks. Weights of more than
+ *     FRT_CUDA_GEMV_AUTO_MAX_BYTES (8 GiB: larger than any model matrix) stay on cuBLASLt under
+ *     FRT_CUDA_GEMV_AUTO (frt_cuda_gemm_set_gemv).
+ *   - otherwise cuBLASLt (cublasLtMatmulAlgoGetHeuristic, the top result).
+ * Twin: frt_cpu_matmul / frt_cpu_matmul_add. */
 typedef struct frt_cuda_gemm frt_cuda_gemm;
 
-/* One plan, for the model fingerprint: the key and the chosen algorithm. */
+/* Largest n the GEMV path takes. */
+#define FRT_CUDA_GEMV_MAX_N 4
+/* Under FRT_CUDA_GEMV_AUTO, weights larger than this (bytes) use cuBLASLt. */
+#define FRT_CUDA_GEMV_AUTO_MAX_BYTES ((size_t)8 << 30)
+
+/* Which plans take the GEMV (frt_cuda_gemm_set_gemv). */
+typedef enum frt_cuda_gemv_policy {
+    FRT_CUDA_GEMV_AUTO = 0,   /* n <= FRT_CUDA_GEMV_MAX_N and weights <= AUTO_MAX_BYTES (default) */
+    FRT_CUDA_GEMV_NEVER = 1,  /* always cuBLASLt */
+    FRT_CUDA_GEMV_ALWAYS = 2, /* every n <= FRT_CUDA_GEMV_MAX_N (the LM head too) */
+} frt_cuda_gemv_policy;
+
+/* The kernel of a plan. */
+typedef enum frt_cuda_gemm_kernel {
+    FRT_CUDA_GEMM_CUBLASLT = 0,
+    FRT_CUDA_GEMM_GEMV = 1,
+} frt_cuda_gemm_kernel;
+
+/* One plan, for the model fingerprint: the key and the chosen algorithm.
+ * A GEMV plan fills the cuBLASLt fields with its own configuration, so a
+ * hash of them changes whenever the GEMV choice does: algo_id -1,
+ * tile_id = output rows per block, stages_id = 16-byte weight loads in
+ * flight per lane, splitk_num = warps sharing one row (in-block split of
+ * in_dim), reduction_scheme 0, cta_swizzling = warps per block,
+ * custom_option = the GEMV kernel version; algo_data zero. */
 typedef struct frt_cuda_gemm_plan_info {
     int n, in_dim, out_dim;
     frt_cuda_dtype out_dtype;
     int accumulate;
     int algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling, custom_option;
     uint64_t algo_data[8]; /* the raw cublasLtMatmulAlgo_t */
+    frt_cuda_gemm_kernel kernel;
+    int gemv_rows_per_warp, gemv_blocks; /* GEMV only (0 for cuBLASLt) */
 } frt_cuda_gemm_plan_info;
 
 /* Creates the handle on the current device. workspace_bytes (0 allowed; 32
@@ -339,8 +450,17 @@ void frt_cuda_gemm_destroy(frt_cuda_gemm *g);
  * FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
 int frt_cuda_gemm_add_stream(frt_cuda_gemm *g, void *stream);
 
-/* Chooses and caches the algorithm for a shape (a no-op when cached).
- * in_dim and out_dim must be multiples of 8 (16-byte aligned rows).
+/* Sets which plans made AFTER this call take the GEMV (plans already made
+ * keep their kernel). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad policy). */
+int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy policy);
+
+/* Chooses and caches the kernel for a shape (a no-op when cached): the GEMV
+ * when the policy takes it and x fits the device's shared memory per block
+ * (n * in_dim * 2 bytes plus <= 512: in_dim up to ~28k at n 4), else
+ * cuBLASLt. in_dim must be a multiple of 8 (16-byte aligned rows); out_dim
+ * too on the cuBLASLt path (n > 4, or FRT_CUDA_GEMV_NEVER); any out_dim >= 1
+ * on the GEMV path. A GEMV plan reads the current device's shared-memory
+ * limit and sets the kernel's attribute (at setup, not inside a capture).
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_UNSUPPORTED (no algorithm);
  * FRT_ERR_OUT_OF_RANGE (more than 1024 plans); FRT_ERR_OUT_OF_MEMORY;
  * FRT_ERR_BACKEND. */
@@ -348,9 +468,10 @@ int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cud
                        int accumulate);
 
 /* Enqueues y = x . w^T (+ y) with the cached plan. x, w, y 16-byte aligned
- * device pointers. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_STATE (no plan
- * for the shape, or a workspace is needed and the stream was not added);
- * FRT_ERR_BACKEND. */
+ * device pointers; y must not overlap x or w. A GEMV plan needs no
+ * workspace (the stream need not be added). Errors:
+ * FRT_ERR_INVALID_ARGUMENT; FRT_ERR_STATE (no plan for the shape, or a
+ * workspace is needed and the stream was not added); FRT_ERR_BACKEND. */
 int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_dtype,
                       const uint16_t *x, const uint16_t *w, int n, int in_dim, int out_dim,
                       int accumulate);
@@ -361,6 +482,60 @@ int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);
 /* Plan i (in the order they were made) into *info.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE. */
 int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info);
+
+/* ---- fused decode GEMVs (one launch; no handle, no plan) ---------------- */
+/* The GEMV of frt_cuda_gemm_run for n <= FRT_CUDA_GEMV_MAX_N, several
+ * products per launch (decode runs ~840 kernels per token: each launch saved
+ * is ~2 us). The launch configuration is computed on each call from the
+ * shapes only (integer arithmetic, no heuristic, no device query up to 48 KiB
+ * of x), so the launchers are legal inside a stream capture and never
+ * synchronise. Each output row is summed in the same order as
+ * frt_cuda_gemm_run's GEMV plan of the same (n, in_dim, out_dim) sums it:
+ * the results are the same bits (and the same run to run). Common
+ * requirements: x [n, in_dim] bf16 (device, 16-byte aligned), 1 <= n <=
+ * FRT_CUDA_GEMV_MAX_N, in_dim a positive multiple of 8, x small enough for
+ * the shared memory of one block (n * in_dim * 2 bytes plus <= 512: in_dim
+ * up to ~28k at n 4 on an H200); weights bf16 [rows, in_dim] row-major,
+ * 16-byte aligned; outputs aligned to their dtype and overlapping no input
+ * and no other output. Errors: FRT_ERR_INVALID_ARGUMENT (any of the above
+ * violated, checked before anything is enqueued; x over 48 KiB needs a
+ * current device to check); FRT_ERR_BACKEND. */
+
+/* Most products one frt_cuda_gemv_multi call takes. */
+#define FRT_CUDA_GEMV_MULTI_MAX 4
+
+/* One product of frt_cuda_gemv_multi: y [n, out_dim] (y_dtype; bf16 rounds
+ * to nearest even once) = x . w^T, w [out_dim, in_dim] bf16 (device; may
+ * point into a larger matrix, e.g. rows 32.. of the fused in_proj_b|a). */
+typedef struct frt_cuda_gemv_entry {
+    void *y;
+    frt_cuda_dtype y_dtype;
+    const uint16_t *w;
+    int out_dim; /* >= 1 */
+} frt_cuda_gemv_entry;
+
+/* y_i = x . w_i^T for the n_entries (1 .. FRT_CUDA_GEMV_MULTI_MAX) entries,
+ * all of one x [n, in_dim] bf16, in one launch: the blocks of the entries'
+ * GEMVs laid end to end (a prefix sum of their block counts, computed on the
+ * host). Used for q_proj | k_proj | v_proj and in_proj_qkv | in_proj_z |
+ * in_proj_b | in_proj_a. No accumulate form. Errors (see above) also for a
+ * NULL `entries`, a bad n_entries, two entries with the same y.
+ * Twin: frt_cpu_matmul per entry. */
+int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries, int n_entries,
+                        const uint16_t *x, int n, int in_dim);
+
+/* The SwiGLU MLP's first half in one launch (Qwen3_5MLP: act_fn(gate_proj(x))
+ * * up_proj(x), act_fn = silu):
+ *   y[t, i] = silu(g) * u,  g = x[t] . w_gate[i],  u = x[t] . w_up[i]
+ * with silu(g) = g / (1 + expf(-g)) as frt_cuda_swiglu; g and u in fp32
+ * (never stored), the product rounded once to y_dtype. x [n, in_dim] bf16;
+ * w_gate, w_up [inter, in_dim] bf16; y [n, inter] of y_dtype (bf16 for the
+ * down_proj's input). The same warps stream row i of both weights. Bits:
+ * those of frt_cuda_gemm_run (f32 out) for gate and up, then frt_cuda_swiglu.
+ * Twin: frt_cpu_matmul (gate), frt_cpu_matmul (up), frt_cpu_swiglu, all f32. */
+int frt_cuda_gemv_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                         const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim,
+                         int inter);
 
 #ifdef __cplusplus
 }

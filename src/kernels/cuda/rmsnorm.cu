@@ -4,17 +4,153 @@
  * Math: transformers 5.x modeling_qwen3_5.py, Qwen3_5RMSNorm; the same order
  * as the CPU twins frt_cpu_rmsnorm / frt_cpu_add: the sum of squares in fp64,
  * var = (float)(sum / dim), inv = 1 / sqrtf(var + eps), (x * inv) * (1 + w).
- * One block per row (token, head); rows of tokens t >= *d_n exit.
- * Tested in tests/test_cuda_kernels.c.
+ *
+ * One block per row (token, head); rows of tokens t >= *d_n exit. Latency
+ * first (decode normalises one row of 4096): every thread loads all its
+ * elements (x, the delta, the weight) into registers with independent
+ * 16-byte loads before any arithmetic or store, so a row costs one memory
+ * round trip, not one per element. Thread i owns the groups of 4 elements
+ * i, i + T, i + 2T, ... (T threads, groups of 1 when dim % 4 != 0); the loads
+ * are vectorised when the pointers are aligned, scalar otherwise, with the
+ * same ownership, so the fp64 sum (each thread's groups in order, then
+ * frt_block_sum) and the bits depend on dim only. Rows wider than the
+ * register path (more than 8 groups of 4 per thread at 512 threads: dim >
+ * 16384) take a strided loop. Tested in tests/test_cuda_kernels.c and
+ * tests/test_cuda_decode.c.
  */
 #include "kernels/cuda/cuda_util.h"
 
-__global__ void rmsnorm_kernel(void *out, int out_dt, const void *x, int x_dt, const float *w,
-                               const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
-                               int zero_centered)
+#define NORM_MAX_NV 8        /* groups per thread of the register path */
+#define NORM_MAX_THREADS 512 /* threads of the register path (<= 128 registers each) */
+
+struct __align__(8) norm_bf16x4 {
+    __nv_bfloat162 a, b;
+};
+
+/* Elements [i, i + G) of a buffer of dtype dt into v; vec: one 16-byte (f32)
+ * or 8-byte (bf16) load (G == 4, aligned), else G scalar loads. */
+template <int G>
+__device__ __forceinline__ void norm_ld(const void *p, int dt, size_t i, bool vec, float (&v)[G])
+{
+    if constexpr (G == 4) {
+        if (vec) {
+            if (dt == FRT_CUDA_BF16) {
+                const norm_bf16x4 u = *(const norm_bf16x4 *)((const __nv_bfloat16 *)p + i);
+                const float2 a = __bfloat1622float2(u.a), b = __bfloat1622float2(u.b);
+                v[0] = a.x;
+                v[1] = a.y;
+                v[2] = b.x;
+                v[3] = b.y;
+            } else {
+                const float4 f = *(const float4 *)((const float *)p + i);
+                v[0] = f.x;
+                v[1] = f.y;
+                v[2] = f.z;
+                v[3] = f.w;
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < G; e++) v[e] = frt_ld(p, dt, i + e);
+}
+
+template <int G>
+__device__ __forceinline__ void norm_st(void *p, int dt, size_t i, bool vec, const float (&v)[G])
+{
+    if constexpr (G == 4) {
+        if (vec) {
+            if (dt == FRT_CUDA_BF16) {
+                norm_bf16x4 u;
+                u.a = __floats2bfloat162_rn(v[0], v[1]);
+                u.b = __floats2bfloat162_rn(v[2], v[3]);
+                *(norm_bf16x4 *)((__nv_bfloat16 *)p + i) = u;
+            } else {
+                *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < G; e++) frt_st(p, dt, i + e, v[e]);
+}
+
+/* The launch shape of a row of dim elements: groups of G (4 when dim % 4 ==
+ * 0), T threads (a multiple of 32, about 4 groups each, at most
+ * NORM_MAX_THREADS), NV groups per thread (1, 2, 4 or NORM_MAX_NV); nv 0:
+ * too wide (dim > 16384), the strided loop. */
+struct norm_shape {
+    int g, threads, nv;
+};
+
+static norm_shape norm_shape_of(int dim)
+{
+    norm_shape s;
+    s.g = dim % 4 == 0 ? 4 : 1;
+    const long long groups = dim / s.g;
+    long long t = (groups + 3) / 4;
+    t = (t + 31) / 32 * 32;
+    s.threads = (int)(t < 32 ? 32 : (t > NORM_MAX_THREADS ? NORM_MAX_THREADS : t));
+    const long long per = (groups + s.threads - 1) / s.threads;
+    s.nv = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= NORM_MAX_NV ? NORM_MAX_NV : 0;
+    return s;
+}
+
+static bool norm_aligned(const void *p, frt_cuda_dtype dt)
+{
+    return ((uintptr_t)p % (4 * frt_dtype_bytes(dt))) == 0;
+}
+
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_kernel(
+    void *out, int out_dt, const void *x, int x_dt, const float *__restrict__ w,
+    const int32_t *d_n, int max_n, int n_heads, int dim, float eps, int zero_centered, bool vec)
 {
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
+    const int groups = dim / G;
+    const size_t o = row * dim;
+    float v[NV][G], wv[NV][G];
+    /* all loads first: x and w of every owned group */
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+            norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
+            norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
+        }
+    }
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (threadIdx.x + k * blockDim.x < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
+    ss = frt_block_sum(ss);
+    const float var = (float)(ss / dim);
+    const float inv = 1.0f / sqrtf(var + eps);
+    /* element i is read and written by the same thread: safe in place */
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+            float y[G];
+#pragma unroll
+            for (int e = 0; e < G; e++)
+                y[e] = zero_centered ? (v[k][e] * inv) * (1.0f + wv[k][e])
+                                     : (v[k][e] * inv) * wv[k][e];
+            norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
+        }
+    }
+}
+
+/* Rows too wide for the register path: a strided loop (two reads of x). */
+__global__ void rmsnorm_loop_kernel(void *out, int out_dt, const void *x, int x_dt, const float *w,
+                                    const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
+                                    int zero_centered)
+{
+    const size_t row = blockIdx.x;
+    if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return;
     const size_t o = row * dim;
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -24,7 +160,6 @@ __global__ void rmsnorm_kernel(void *out, int out_dt, const void *x, int x_dt, c
     ss = frt_block_sum(ss);
     const float var = (float)(ss / dim);
     const float inv = 1.0f / sqrtf(var + eps);
-    /* element i is read and written by the same thread: safe in place */
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = frt_ld(x, x_dt, o + i);
         float y = zero_centered ? (v * inv) * (1.0f + w[i]) : (v * inv) * w[i];
@@ -32,9 +167,59 @@ __global__ void rmsnorm_kernel(void *out, int out_dt, const void *x, int x_dt, c
     }
 }
 
-__global__ void add_rmsnorm_kernel(float *resid, const void *delta, int delta_dt, void *out,
-                                   int out_dt, const float *w, const int32_t *d_n, int max_n,
-                                   int dim, float eps, int zero_centered)
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
+    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
+    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
+    int max_n, int dim, float eps, int zero_centered, bool vec)
+{
+    const int t = blockIdx.x;
+    if (t >= frt_dyn_n(d_n, max_n)) return;
+    const int groups = dim / G;
+    const size_t o = (size_t)t * dim;
+    float v[NV][G], dv[NV][G], wv[NV][G];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+            norm_ld<G>(resid, FRT_CUDA_F32, o + (size_t)gi * G, vec, v[k]);
+            norm_ld<G>(delta, delta_dt, o + (size_t)gi * G, vec, dv[k]);
+            norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
+        }
+    }
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+#pragma unroll
+            for (int e = 0; e < G; e++) {
+                v[k][e] += dv[k][e];
+                ss += (double)v[k][e] * (double)v[k][e];
+            }
+            norm_st<G>(resid, FRT_CUDA_F32, o + (size_t)gi * G, vec, v[k]);
+        }
+    }
+    ss = frt_block_sum(ss);
+    const float var = (float)(ss / dim);
+    const float inv = 1.0f / sqrtf(var + eps);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+            float y[G];
+#pragma unroll
+            for (int e = 0; e < G; e++)
+                y[e] = zero_centered ? (v[k][e] * inv) * (1.0f + wv[k][e])
+                                     : (v[k][e] * inv) * wv[k][e];
+            norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
+        }
+    }
+}
+
+__global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int delta_dt, void *out,
+                                        int out_dt, const float *w, const int32_t *d_n, int max_n,
+                                        int dim, float eps, int zero_centered)
 {
     const int t = blockIdx.x;
     if (t >= frt_dyn_n(d_n, max_n)) return;
@@ -56,6 +241,18 @@ __global__ void add_rmsnorm_kernel(float *resid, const void *delta, int delta_dt
     }
 }
 
+#define NORM_DISPATCH(G, KERNEL, GRID, ...)                                                     \
+    do {                                                                                        \
+        switch (sh.nv) {                                                                        \
+        case 1: KERNEL<G, 1><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
+        case 2: KERNEL<G, 2><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
+        case 4: KERNEL<G, 4><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
+        default:                                                                                \
+            KERNEL<G, NORM_MAX_NV><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); \
+            break;                                                                              \
+        }                                                                                       \
+    } while (0)
+
 extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
                                 frt_cuda_dtype x_dtype, const float *w, const int32_t *d_n,
                                 int max_n, int n_heads, int dim, float eps, int zero_centered)
@@ -67,9 +264,20 @@ extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtyp
     FRT_ARG((long long)max_n * n_heads < (1ll << 31), "cuda rmsnorm: too many rows");
     FRT_ARG(out == x ? out_dtype == x_dtype : 1, "cuda rmsnorm: in place needs equal dtypes");
     if (max_n == 0) return 0;
-    rmsnorm_kernel<<<(unsigned int)(max_n * n_heads), frt_norm_threads(dim), 0,
-                     (cudaStream_t)stream>>>(out, out_dtype, x, x_dtype, w, d_n, max_n, n_heads,
-                                             dim, eps, zero_centered);
+    const unsigned int rows = (unsigned int)(max_n * n_heads);
+    const norm_shape sh = norm_shape_of(dim);
+    if (sh.nv == 0) {
+        rmsnorm_loop_kernel<<<rows, 1024, 0, (cudaStream_t)stream>>>(
+            out, out_dtype, x, x_dtype, w, d_n, max_n, n_heads, dim, eps, zero_centered);
+    } else if (sh.g == 4) {
+        const bool vec = norm_aligned(out, out_dtype) && norm_aligned(x, x_dtype) &&
+                         norm_aligned(w, FRT_CUDA_F32);
+        NORM_DISPATCH(4, rmsnorm_kernel, rows, out, out_dtype, x, x_dtype, w, d_n, max_n, n_heads,
+                      dim, eps, zero_centered, vec);
+    } else {
+        NORM_DISPATCH(1, rmsnorm_kernel, rows, out, out_dtype, x, x_dtype, w, d_n, max_n, n_heads,
+                      dim, eps, zero_centered, false);
+    }
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -84,8 +292,19 @@ extern "C" int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delt
     FRT_ARG(max_n >= 0 && dim > 0, "cuda add_rmsnorm: max_n %d dim %d", max_n, dim);
     FRT_ARG((void *)resid != out && delta != out, "cuda add_rmsnorm: out aliases an input");
     if (max_n == 0) return 0;
-    add_rmsnorm_kernel<<<max_n, frt_norm_threads(dim), 0, (cudaStream_t)stream>>>(
-        resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered);
+    const norm_shape sh = norm_shape_of(dim);
+    if (sh.nv == 0) {
+        add_rmsnorm_loop_kernel<<<max_n, 1024, 0, (cudaStream_t)stream>>>(
+            resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered);
+    } else if (sh.g == 4) {
+        const bool vec = norm_aligned(resid, FRT_CUDA_F32) && norm_aligned(delta, delta_dtype) &&
+                         norm_aligned(out, out_dtype) && norm_aligned(w, FRT_CUDA_F32);
+        NORM_DISPATCH(4, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
+                      d_n, max_n, dim, eps, zero_centered, vec);
+    } else {
+        NORM_DISPATCH(1, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
+                      d_n, max_n, dim, eps, zero_centered, false);
+    }
     FRT_LAUNCH_CHECK();
     return 0;
 }

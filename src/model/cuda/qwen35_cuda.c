@@ -67,7 +67,7 @@ _Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, temperature) >= s
 
 #define ALIGN 256 /* every tensor and scratch array starts 256-byte aligned */
 #define GDR_CHUNK 64        /* the chunk of the chunked gated delta rule (as the cpu backend) */
-#define DECODE_SPLIT 256    /* flash-decoding split length of the decode attention */
+#define DECODE_SPLIT 128    /* flash-decoding split length of the decode attention (256 blocks at 8k) */
 #define GEMM_WORKSPACE (32u << 20)
 
 /* Device pointers of one layer's weights (into the weight arena); NULL where
@@ -118,8 +118,12 @@ typedef struct cu_model {
     uint16_t *ob;    /* [C, max(ad, vd, I)] bf16 input of o_proj / out_proj / down_proj */
     float *delta;    /* [C, H] block output, added to x */
     float *ba, *a, *b, *g, *beta; /* [C, ba_w], [C, nv] x 4 */
+    void *gdr_ws;    /* chunked gated delta rule (prefill): U, W, decays per chunk */
+    size_t gdr_ws_bytes;
     void *attn_ws;   /* decode attention split partials */
     size_t attn_ws_bytes;
+    void *prefill_attn_ws; /* prefill attention split partials (every bucket) */
+    size_t prefill_attn_ws_bytes;
     void *argmax_ws;
     size_t argmax_ws_bytes;
     void *sample_ws;
@@ -421,7 +425,9 @@ static int cu_alloc_scratch(frt_model *m)
     size_t vwid = (size_t)max_i(c->kvw, c->vd), owid = (size_t)max_i(c->ad, c->vd);
     size_t obwid = (size_t)max_i(max_i(c->ad, c->vd), c->I);
 
+    c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes(m->C, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
+    c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
     c->argmax_ws_bytes = frt_cuda_argmax_workspace_bytes(c->V);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
 
@@ -453,7 +459,9 @@ static int cu_alloc_scratch(frt_model *m)
         CARVE(c->b, float, R * nv * f);
         CARVE(c->g, float, R * nv * f);
         CARVE(c->beta, float, R * nv * f);
+        CARVE(c->gdr_ws, char, c->gdr_ws_bytes);
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
+        CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->argmax_ws, char, c->argmax_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->tok_argmax, int32_t, sizeof(int32_t));
@@ -562,11 +570,18 @@ static int attention_block(const fwd *f, int l)
     int per_head = c->gated ? 2 * hd : hd;
     uint16_t *kc = frt_buffer_ptr(m->kv_k[l]), *vc = frt_buffer_ptr(m->kv_v[l]);
 
-    FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
+    if (f->decode) { /* q | gate, k, v in one GEMV launch (the same bits as three) */
+        const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
+                                          {c->k, F32, lw->k_proj, c->kvw},
+                                          {c->v, F32, lw->v_proj, c->kvw}};
+        FRT_TRY(frt_cuda_gemv_multi(st, e, 3, c->h, R, c->H));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
+        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
+        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
+    }
     FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
     if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
-    FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
-    FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
     FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, nh, hd, c->eps, 1));
     FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, nkv, hd, c->eps, 1));
     FRT_TRY(frt_cuda_rope(st, c->q, F32, f->d_pos, f->d_n, R, nh, hd, c->rot, c->theta));
@@ -575,9 +590,15 @@ static int attention_block(const fwd *f, int l)
     if (f->decode)
         FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
                                    c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes));
-    else
-        FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
-                                   c->scale, 0, NULL, 0));
+    else {
+        /* tensor cores for head_dim 64/128/256; otherwise the scalar prefill form */
+        int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh,
+                                            nkv, hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
+        if (rc == FRT_ERR_UNSUPPORTED)
+            rc = frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
+                                    c->scale, 0, NULL, 0);
+        FRT_TRY(rc);
+    }
     if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, nh * hd));
     FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, nh * hd));
     return gemm(f, c->delta, c->ob, lw->o_proj, c->ad, c->H);
@@ -593,11 +614,19 @@ static int deltanet_block(const fwd *f, int l)
     int R = f->R, nk = c->nk, nv = c->nv, dk = c->dk, dv = c->dv, ch = c->ch, kd = c->kd, vd = c->vd;
     float *state = frt_buffer_ptr(m->gdn_state[l]), *conv = frt_buffer_ptr(m->gdn_conv[l]);
 
-    FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
-    FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
-    FRT_TRY(gemm(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
-    FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->ba, F32, f->d_n, R, 1, nv, c->ba_w));
-    FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->ba + nv, F32, f->d_n, R, 1, nv, c->ba_w));
+    if (f->decode) { /* qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
+        const frt_cuda_gemv_entry e[4] = {{c->t0, F32, lw->in_proj_qkv, ch},
+                                          {c->zg, F32, lw->in_proj_z, vd},
+                                          {c->b, F32, lw->in_proj_ba, nv},
+                                          {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
+        FRT_TRY(frt_cuda_gemv_multi(st, e, 4, c->h, R, c->H));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
+        FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
+        FRT_TRY(gemm(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
+        FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->ba, F32, f->d_n, R, 1, nv, c->ba_w));
+        FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->ba + nv, F32, f->d_n, R, 1, nv, c->ba_w));
+    }
     FRT_TRY(frt_cuda_conv1d_causal(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, R, ch, c->K));
     FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t1, F32, f->d_n, R, 1, kd, ch));
     FRT_TRY(frt_cuda_copy_rows(st, c->k, F32, c->t1 + kd, F32, f->d_n, R, 1, kd, ch));
@@ -610,7 +639,7 @@ static int deltanet_block(const fwd *f, int l)
                                        nv, dk, dv));
     else
         FRT_TRY(frt_cuda_gdr_chunked(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
-                                     nv, dk, dv, GDR_CHUNK));
+                                     nv, dk, dv, GDR_CHUNK, c->gdr_ws, c->gdr_ws_bytes));
     FRT_TRY(frt_cuda_rmsnorm_gated(st, c->ob, BF16, c->o, F32, c->zg, F32, lw->gdn_norm, f->d_n, R, nv, dv,
                                    c->eps));
     return gemm(f, c->delta, c->ob, lw->out_proj, vd, c->H);
@@ -621,9 +650,13 @@ static int mlp_block(const fwd *f, int l)
 {
     cu_model *c = f->c;
     const cu_layer *lw = &c->layers[l];
-    FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
-    FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
-    FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
+    if (f->decode) { /* gate, up and SwiGLU in one GEMV launch */
+        FRT_TRY(frt_cuda_gemv_swiglu(f->st, c->ob, BF16, c->h, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
+        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
+        FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
+    }
     return gemm(f, c->delta, c->ob, lw->down_proj, c->I, c->H);
 }
 
@@ -667,18 +700,16 @@ static int record_forward(const fwd *f)
 }
 
 /* Samples pending from the logits (task_sample): argmax when the step's
- * temperature is <= 0 (the RNG untouched), frt_cuda_sample otherwise. */
+ * temperature is <= 0 (the RNG untouched), frt_cuda_sample otherwise. One
+ * cooperative launch (frt_cuda_sample_token): a greedy step is one pass over
+ * the logits, no sort. */
 static int record_sample_work(const fwd *f)
 {
     frt_model *m = f->m;
     cu_model *c = f->c;
     const float *logits = frt_buffer_ptr(m->logits);
-    FRT_TRY(frt_cuda_argmax(f->st, c->tok_argmax, logits, c->V, c->argmax_ws, c->argmax_ws_bytes));
-    FRT_TRY(frt_qwen35_rng_save(f->st, c->rng_save, f->d_rng));
-    FRT_TRY(frt_cuda_sample(f->st, c->tok_sample, logits, c->V, f->d_params, f->d_rng, c->sample_ws,
-                            c->sample_ws_bytes));
-    return frt_qwen35_sample_commit(f->st, f->d_pending, f->d_rng, c->rng_save, f->d_temperature, c->tok_argmax,
-                                    c->tok_sample);
+    return frt_cuda_sample_token(f->st, f->d_pending, logits, c->V, f->d_params, f->d_rng, c->sample_ws,
+                                 c->sample_ws_bytes);
 }
 
 static int cu_record_prefill(frt_stream *s, void *user)
@@ -747,7 +778,7 @@ static uint64_t cu_fingerprint_extra(const frt_model *m)
 const frt_model_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_elem_bytes = sizeof(uint16_t),
-    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc",
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-1",
     .load_weights = cu_load_weights,
     .alloc_scratch = cu_alloc_scratch,
     .free = cu_free,

@@ -1,0 +1,589 @@
+/*
+ * kernels/cuda/flash_attention.cu - causal GQA attention of a prefill block
+ * over the bf16 KV cache on tensor cores: FlashAttention-2 with bf16
+ * mma.sync, fp32 accumulation and an fp32 online softmax, cut into key
+ * splits (flash-decoding) when the query block alone cannot fill the GPU.
+ * Math: the CPU twin frt_cpu_attention (transformers 5.x modeling_qwen3_5.py,
+ * eager_attention_forward with the causal mask); the algorithm of
+ * FlashAttention-2 (Dao, 2023, arXiv:2307.08691): per key tile
+ *   S = Q K^T;  m' = max(m, rowmax S);  P = exp(S - m');
+ *   l = l exp(m - m') + rowsum P;  O = O exp(m - m') + P V
+ * and out = O / l at the end. Scores are scaled by scale * log2(e) so exp is
+ * exp2f. Q is rounded to bf16 when it is staged (RNE), P is rounded to bf16
+ * for the P V product; everything else is fp32.
+ *
+ * Layout of the work. The query rows of KV head kvh are the (token, head)
+ * pairs r = t * group + g (head h = kvh * group + g), so the heads of a GQA
+ * group share every K/V tile. A block (4 warps) takes 64 consecutive rows
+ * (blockIdx.x) of one KV head (blockIdx.y) and one key split (blockIdx.z);
+ * warp w owns rows 16w .. 16w + 15 (the m16 of the mma). Key tiles of BC
+ * keys (64; 32 for head_dim 256, to fit two blocks per SM) are staged with
+ * cp.async into a double buffer, in smem rows of head_dim bf16 whose 16-byte
+ * chunks are XOR-swizzled (chunk c of row r at c ^ (r & 7)), so every
+ * ldmatrix (8 rows x 16 bytes) and every 16-byte store hits 32 distinct
+ * banks. Per tile and warp: S (16 x BC) = Q K^T from ldmatrix fragments (Q
+ * held in registers for head_dim <= 128, re-read from smem for 256), the
+ * causal mask (key j visible to token t iff j <= start + t), the online
+ * softmax on the accumulator fragments (row max and sums over the 4 lanes of
+ * a quad, fixed xor order), P converted in registers to the A fragments of
+ * P V, and V fragments from ldmatrix.trans. Tiles past a block's last key
+ * are not loaded; tiles past a warp's last key are skipped by that warp
+ * (for the rows of that warp, a masked tile is a no-op, bit for bit).
+ *
+ * Splits. The keys are cut into splits of split_len keys (fa_split_len: a
+ * function of max_n, n_heads and max_seq only, never of the dynamic n or
+ * start, so one captured launch serves every position). With one split the
+ * block writes out = O / l. Otherwise block (x, kvh, s) writes, for each row
+ * whose keys reach into split s (s * split_len < kend), the unnormalised O
+ * and (m, l) to the workspace; blocks without such a row exit at once. The
+ * combine kernel then merges, per row, exactly the splits 0 .. ns - 1 that
+ * hold its keys (ns = ceil(kend / split_len)), in ascending order:
+ *   M = max m_s;  L = sum l_s 2^(m_s - M);  out = (sum O_s 2^(m_s - M)) / L
+ * A (row, split) partial depends on that row's keys only, so the result does
+ * not depend on n or on how many splits are empty.
+ *
+ * Deterministic: no atomics; fixed mma, reduction and merge orders.
+ * Tested in tests/test_cuda_flash_attention.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+#include <math.h>
+
+#define FA_WARPS 4
+#define FA_THREADS (32 * FA_WARPS)
+#define FA_ROWS (16 * FA_WARPS) /* query rows per block */
+
+/* The split rule (see fa_split_len). */
+#define FA_SPLIT_MIN 512
+#define FA_SPLIT_MAX 4096
+
+/* Q fragments are held in registers for head_dim <= FA_QREG_MAX_HD, else
+ * re-read from shared memory for each key tile. Building with
+ * -DFA_QREG_MAX_HD=256 holds them for head_dim 256 too: 20 % fewer
+ * shared-memory reads per tile (the bound of this kernel), but 255 registers
+ * (no spills with CUDA 13) leave ptxas little room to schedule loads ahead;
+ * measure before switching. */
+#ifndef FA_QREG_MAX_HD
+#define FA_QREG_MAX_HD 128
+#endif
+
+/* Per head_dim: keys per tile, Q in registers or not, blocks per SM. */
+template <int HD> struct fa_cfg {
+    static constexpr int BC = HD == 256 ? 32 : 64;
+    static constexpr bool QREG = HD <= FA_QREG_MAX_HD;
+    static constexpr int MINB = HD == 64 ? 3 : 2;
+    static constexpr int CH = HD / 8;      /* 16-byte chunks per smem row */
+    static constexpr int ROWB = HD * 2;    /* bytes per smem row */
+    static constexpr int TBYTES = BC * ROWB; /* one K or V tile */
+    static constexpr int QBYTES = FA_ROWS * ROWB;
+    static constexpr int SMEM = QBYTES + 4 * TBYTES; /* Q, K x 2, V x 2 */
+};
+
+struct fa_args {
+    void *out;
+    int out_dt;
+    const void *q;
+    int q_dt;
+    const __nv_bfloat16 *kc, *vc;
+    const int32_t *d_start, *d_n;
+    float *po;   /* split partials O [n_splits, max_n, n_heads, hd], or NULL (one split) */
+    float2 *pml; /* split partials (m, l) [n_splits, max_n, n_heads] */
+    int max_n, max_seq, n_heads, n_kv, group, split_len;
+    float sl2; /* scale * log2(e) */
+};
+
+/* ---- PTX wrappers ------------------------------------------------------ */
+
+__device__ __forceinline__ uint32_t fa_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared; src_bytes 0 fills zeros (reads nothing). */
+__device__ __forceinline__ void fa_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Waits until at most n of this thread's groups are pending. */
+template <int N> __device__ __forceinline__ void fa_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void fa_ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void fa_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* d += a (16x16 bf16, row) . b (16x8 bf16, col), fp32 accumulators. */
+__device__ __forceinline__ void fa_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as bf16x2 (RNE), lo in the low half (the lower column). */
+__device__ __forceinline__ uint32_t fa_pack_bf16(float lo, float hi)
+{
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/* ---- the attention kernel ---------------------------------------------- */
+
+/* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
+ * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. */
+template <int HD>
+__global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const fa_args a)
+{
+    using C = fa_cfg<HD>;
+    constexpr int BC = C::BC, CH = C::CH, ROWB = C::ROWB, TBYTES = C::TBYTES;
+    constexpr int NT = BC / 8; /* key n-tiles of S */
+    constexpr int DT = HD / 8; /* head-dim n-tiles of O */
+    constexpr int KS = HD / 16; /* k-steps of Q K^T */
+    extern __shared__ __align__(128) unsigned char fa_smem[];
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    const int G = a.group, kvh = blockIdx.y;
+    const int r0 = blockIdx.x * FA_ROWS;
+    if (r0 / G >= n) return; /* uniform: no valid row in this block */
+    const int t_last = min((r0 + FA_ROWS - 1) / G, n - 1);
+    const int s_lo = blockIdx.z * a.split_len;
+    const int s_hi = s_lo + a.split_len;
+    const int b_hi = min(min(start + t_last + 1, a.max_seq), s_hi); /* block's keys end */
+    if (b_hi <= s_lo) return; /* uniform: no key of this block in this split */
+    const int ntiles = (b_hi - s_lo + BC - 1) / BC;
+
+    const uint32_t qs = fa_smem_addr(fa_smem);
+    const uint32_t ks0 = qs + C::QBYTES, vs0 = ks0 + 2 * TBYTES;
+
+    /* K/V tile it -> stage it & 1; rows past b_hi are zero-filled (finite V
+     * under the masked, zero P). Thread i copies chunk i % CH of rows
+     * i / CH + RSTEP k: one cache pointer per tile, smem offsets fixed. */
+    constexpr int RSTEP = FA_THREADS / CH; /* 4, 8 or 16 rows per pass */
+    const int lr = threadIdx.x / CH, lc = threadIdx.x % CH;
+    const size_t crow = (size_t)a.n_kv * HD; /* elements per cache row */
+    const size_t gofs = (size_t)kvh * HD + lc * 8;
+    /* passes whose row & 7 is lr & 7, and (lr + 4) & 7 (RSTEP 4 only) */
+    const uint32_t so_a = (uint32_t)(lr * ROWB + ((lc ^ (lr & 7)) << 4));
+    const uint32_t so_b = (uint32_t)(lr * ROWB + ((lc ^ ((lr + 4) & 7)) << 4));
+    auto issue = [&](int it) {
+        const int j0 = s_lo + it * BC + lr;
+        const size_t g0 = (size_t)j0 * crow + gofs;
+        const uint32_t st = (uint32_t)(it & 1) * TBYTES;
+#pragma unroll
+        for (int k = 0; k < BC / RSTEP; k++) {
+            const bool ok = j0 + k * RSTEP < b_hi;
+            const size_t g = ok ? g0 + (size_t)(k * RSTEP) * crow : 0;
+            const uint32_t off = st + (((k * RSTEP) & 4) ? so_b : so_a) + k * RSTEP * ROWB;
+            fa_cp_async16(ks0 + off, a.kc + g, ok ? 16 : 0);
+            fa_cp_async16(vs0 + off, a.vc + g, ok ? 16 : 0);
+        }
+    };
+    issue(0);
+    fa_cp_async_commit();
+
+    /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros
+     * (never read). */
+#pragma unroll 2
+    for (int k = 0; k < FA_ROWS * CH / FA_THREADS; k++) {
+        const int i = threadIdx.x + k * FA_THREADS;
+        const int r = i / CH, c = i % CH;
+        const int row = r0 + r, t = row / G;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (t < n) {
+            const size_t off =
+                ((size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G)) * HD + c * 8;
+            if (a.q_dt == FRT_CUDA_BF16) {
+                v = __ldg(reinterpret_cast<const uint4 *>(
+                    static_cast<const __nv_bfloat16 *>(a.q) + off));
+            } else {
+                const float4 *p =
+                    reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
+                const float4 x = __ldg(p), y = __ldg(p + 1);
+                v.x = fa_pack_bf16(x.x, x.y);
+                v.y = fa_pack_bf16(x.z, x.w);
+                v.z = fa_pack_bf16(y.x, y.y);
+                v.w = fa_pack_bf16(y.z, y.w);
+            }
+        }
+        *reinterpret_cast<uint4 *>(fa_smem + r * ROWB + ((c ^ (r & 7)) << 4)) = v;
+    }
+    __syncthreads();
+
+    /* Per-lane ldmatrix row addresses (lanes 8m .. 8m + 7 address matrix
+     * m). Index i selects the k-step (or d pair) modulo 4, the rest is an
+     * immediate offset: chunk 2i + hi of a row with row & 7 = lane & 7.
+     *   Q (A, 16x16): rows lane & 15,            chunk hi = lane >> 4
+     *   K (B, keys x d): keys (lane & 7) + 8 (lane >> 4), chunk hi = (lane >> 3) & 1
+     *   V (B, .trans): keys (lane & 7) + 8 ((lane >> 3) & 1), chunk hi = lane >> 4 */
+    const int sw = lane & 7;
+    const int q_row = warp * 16 + (lane & 15), q_hi = lane >> 4;
+    const int k_row = sw + ((lane >> 4) << 3), k_hi = (lane >> 3) & 1;
+    const int v_row = sw + (((lane >> 3) & 1) << 3), v_hi = lane >> 4;
+    uint32_t qa[4], ka[4], va[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        qa[i] = qs + (uint32_t)(q_row * ROWB + (((2 * i + q_hi) ^ sw) << 4));
+        ka[i] = (uint32_t)(k_row * ROWB + (((2 * i + k_hi) ^ sw) << 4));
+        va[i] = (uint32_t)(v_row * ROWB + (((2 * i + v_hi) ^ sw) << 4));
+    }
+
+    uint32_t qf[C::QREG ? KS : 1][4];
+    if constexpr (C::QREG) {
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) fa_ldsm_x4(qf[kk], qa[kk & 3] + (kk >> 2) * 128);
+    }
+
+    /* The warp's rows and their key ends (kend 0: a row past n, all masked). */
+    const int gid = lane >> 2, tig = lane & 3;
+    const int wr0 = r0 + warp * 16;
+    const bool w_active = wr0 / G < n;
+    const int w_klo = min(start + wr0 / G + 1, a.max_seq); /* first row: fewest keys */
+    const int w_khi = min(start + min((wr0 + 15) / G, n - 1) + 1, a.max_seq);
+    const int ra = wr0 + gid, rb = ra + 8;
+    const int ta = ra / G, tb = rb / G;
+    const int kend_a = ta < n ? min(start + ta + 1, a.max_seq) : 0;
+    const int kend_b = tb < n ? min(start + tb + 1, a.max_seq) : 0;
+
+    float o[DT][4];
+#pragma unroll
+    for (int j = 0; j < DT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f; /* l: this lane's columns */
+
+    for (int it = 0; it < ntiles; it++) {
+        if (it + 1 < ntiles) issue(it + 1);
+        fa_cp_async_commit();
+        fa_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
+        __syncthreads();       /* ... and every thread's */
+        const int j0 = s_lo + it * BC;
+        if (w_active && j0 < w_khi) { /* warp-uniform */
+            const uint32_t ks = ks0 + (uint32_t)(it & 1) * TBYTES;
+            const uint32_t vs = vs0 + (uint32_t)(it & 1) * TBYTES;
+
+            float s[NT][4];
+#pragma unroll
+            for (int j = 0; j < NT; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t af[4];
+                if constexpr (C::QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) af[e] = qf[kk][e];
+                } else {
+                    fa_ldsm_x4(af, qa[kk & 3] + (kk >> 2) * 128);
+                }
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    uint32_t b[4];
+                    fa_ldsm_x4(b, ks + ka[kk & 3] + (kk >> 2) * 128 + np * 16 * ROWB);
+                    fa_mma(s[2 * np], af, b[0], b[1]);
+                    fa_mma(s[2 * np + 1], af, b[2], b[3]);
+                }
+            }
+
+            /* scale (log2 domain), causal mask, online softmax */
+            const bool mask = j0 + BC > w_klo;
+            float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = s[j][e] * a.sl2;
+                    if (mask) {
+                        const int key = j0 + 8 * j + 2 * tig + (e & 1);
+                        if (key >= (e < 2 ? kend_a : kend_b)) v = -INFINITY;
+                    }
+                    s[j][e] = v;
+                }
+                mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
+                mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
+            }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+            /* a row with no visible key yet keeps m = -inf: subtract 0 so
+             * exp2 gives 0, never NaN */
+            const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
+            const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
+            m_a = mx_a;
+            m_b = mx_b;
+            float rs_a = 0.0f, rs_b = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                s[j][0] = exp2f(s[j][0] - mu_a);
+                s[j][1] = exp2f(s[j][1] - mu_a);
+                s[j][2] = exp2f(s[j][2] - mu_b);
+                s[j][3] = exp2f(s[j][3] - mu_b);
+                rs_a += s[j][0] + s[j][1];
+                rs_b += s[j][2] + s[j][3];
+            }
+            l_a = l_a * c_a + rs_a;
+            l_b = l_b * c_b + rs_b;
+#pragma unroll
+            for (int j = 0; j < DT; j++) {
+                o[j][0] *= c_a;
+                o[j][1] *= c_a;
+                o[j][2] *= c_b;
+                o[j][3] *= c_b;
+            }
+
+            /* O += P V: the accumulators of key n-tiles 2kk, 2kk+1 are the A
+             * fragment of key k-step kk */
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                uint32_t pf[4];
+                pf[0] = fa_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+                pf[1] = fa_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+                pf[2] = fa_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pf[3] = fa_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+                for (int dp = 0; dp < HD / 16; dp++) {
+                    uint32_t b[4];
+                    fa_ldsm_x4_trans(b, vs + va[dp & 3] + (dp >> 2) * 128 + kk * 16 * ROWB);
+                    fa_mma(o[2 * dp], pf, b[0], b[1]);
+                    fa_mma(o[2 * dp + 1], pf, b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads(); /* stage it & 1 is consumed before tile it + 2 lands in it */
+    }
+    if (!w_active) return;
+
+    /* row sums over the quad (fixed xor order: the same bits on all 4 lanes) */
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = half ? rb : ra, t = half ? tb : ta;
+        const int kend = half ? kend_b : kend_a;
+        if (kend <= s_lo) continue; /* past n, or no key in this split */
+        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
+        const float m = half ? m_b : m_a, l = half ? l_b : l_a;
+        if (!a.po) {
+            const float inv = 1.0f / l;
+            if (a.out_dt == FRT_CUDA_BF16) {
+                __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<__nv_bfloat162 *>(ob + 8 * j) =
+                        __floats2bfloat162_rn(o[j][2 * half] * inv, o[j][2 * half + 1] * inv);
+            } else {
+                float *of = static_cast<float *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<float2 *>(of + 8 * j) =
+                        make_float2(o[j][2 * half] * inv, o[j][2 * half + 1] * inv);
+            }
+        } else {
+            const size_t pi = (size_t)blockIdx.z * a.max_n * a.n_heads + pr;
+            float *pp = a.po + pi * HD + 2 * tig;
+#pragma unroll
+            for (int j = 0; j < DT; j++)
+                *reinterpret_cast<float2 *>(pp + 8 * j) =
+                    make_float2(o[j][2 * half], o[j][2 * half + 1]);
+            if (tig == 0) a.pml[pi] = make_float2(m, l);
+        }
+    }
+}
+
+/* One warp per (token, head) row: merges the splits that hold keys of the
+ * token, in ascending order; lane owns dims lane + 32 i. */
+template <int HD> __global__ void __launch_bounds__(FA_THREADS) fa_combine_kernel(const fa_args a)
+{
+    constexpr int VPL = HD / 32;
+    const int lane = threadIdx.x & 31;
+    const long long pr = (long long)blockIdx.x * FA_WARPS + (threadIdx.x >> 5);
+    if (pr >= (long long)a.max_n * a.n_heads) return;
+    const int t = (int)(pr / a.n_heads);
+    if (t >= frt_dyn_n(a.d_n, a.max_n)) return;
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    const int kend = min(start + t + 1, a.max_seq);
+    const int ns = (kend + a.split_len - 1) / a.split_len;
+    const size_t stride = (size_t)a.max_n * a.n_heads;
+    const float2 *ml = a.pml + pr;
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, ml[s * stride].x);
+    float L = 0.0f, acc[VPL];
+#pragma unroll
+    for (int i = 0; i < VPL; i++) acc[i] = 0.0f;
+    for (int s = 0; s < ns; s++) {
+        const float2 v = ml[s * stride];
+        const float w = exp2f(v.x - M);
+        L += v.y * w;
+        const float *po = a.po + ((size_t)s * stride + pr) * HD + lane;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) acc[i] += po[32 * i] * w;
+    }
+    const float inv = 1.0f / L;
+    const size_t ob = (size_t)pr * HD + lane;
+#pragma unroll
+    for (int i = 0; i < VPL; i++) frt_st(a.out, a.out_dt, ob + 32 * i, acc[i] * inv);
+}
+
+/* ---- host side ----------------------------------------------------------- */
+
+/* The split length: about a quarter of the launch's query rows,
+ * max_n * n_heads / 4 keys, rounded up to a multiple of 64 (so tiles of 32
+ * or 64 never straddle a split) and clamped to [FA_SPLIT_MIN, FA_SPLIT_MAX].
+ * A function of the launch arguments only. The busy grid is then
+ *   (max_n * n_heads / 64 row blocks) x (context / split_len) ~ context / 16
+ * blocks whatever the bucket, fewer where the floor applies. For the 9B
+ * (16 heads): a 256-token chunk (split 1024) has 256 blocks (~2 per SM on
+ * 132 SMs) from a 4k context; a 64-token append (split 512) 64 at 2k, 256 at
+ * 8k, 1024 at 32k. The floor bounds the split overhead (Q reload, partial
+ * write and read: ~3 x head_dim x 4 bytes per row and split) against the
+ * split's 4 x split_len x head_dim flops to >= ~170 flop/byte (the H200's
+ * balance is ~60 at 300 TFLOP/s); the ceiling keeps some splitting for
+ * large buckets and many heads. */
+static int fa_split_len(int max_n, int n_heads)
+{
+    long long l = ((long long)max_n * n_heads / 4 + 63) / 64 * 64;
+    if (l < FA_SPLIT_MIN) l = FA_SPLIT_MIN;
+    if (l > FA_SPLIT_MAX) l = FA_SPLIT_MAX;
+    return (int)l;
+}
+
+static int fa_n_splits(int max_seq, int split_len)
+{
+    return (int)(((long long)max_seq + split_len - 1) / split_len);
+}
+
+/* Workspace of one launch with exactly these sizes (0: one split, none). */
+static size_t fa_need_bytes(int max_n, int max_seq, int n_heads, int head_dim)
+{
+    const int ns = fa_n_splits(max_seq, fa_split_len(max_n, n_heads));
+    if (ns <= 1) return 0;
+    return (size_t)ns * max_n * n_heads * (head_dim + 2) * sizeof(float);
+}
+
+extern "C" size_t frt_cuda_attention_prefill_workspace_bytes(int max_n, int max_seq, int n_heads,
+                                                             int head_dim)
+{
+    if (max_n <= 0 || max_seq <= 0 || n_heads <= 0 || head_dim <= 0) return 0;
+    if ((long long)max_n * n_heads >= (1ll << 30) || max_seq >= (1 << 30)) return 0;
+    /* The largest need over max_n' <= max_n: above the rows where the split
+     * length reaches FA_SPLIT_MAX the need grows with max_n'. */
+    size_t best = fa_need_bytes(max_n, max_seq, n_heads, head_dim);
+    const int lim = (int)(4ll * FA_SPLIT_MAX / n_heads + 1);
+    for (int m = 1; m <= max_n && m <= lim; m++) {
+        const size_t b = fa_need_bytes(m, max_seq, n_heads, head_dim);
+        if (b > best) best = b;
+    }
+    return best;
+}
+
+template <int HD> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
+{
+    using C = fa_cfg<HD>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(fa_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      C::SMEM));
+    const long long rows = (long long)a.max_n * a.group;
+    dim3 grid((unsigned int)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned int)a.n_kv,
+              (unsigned int)n_splits);
+    fa_kernel<HD><<<grid, FA_THREADS, C::SMEM, s>>>(a);
+    FRT_LAUNCH_CHECK();
+    if (a.po) {
+        const long long pairs = (long long)a.max_n * a.n_heads;
+        fa_combine_kernel<HD>
+            <<<(unsigned int)((pairs + FA_WARPS - 1) / FA_WARPS), FA_THREADS, 0, s>>>(a);
+        FRT_LAUNCH_CHECK();
+    }
+    return 0;
+}
+
+static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
+extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                          const void *q, frt_cuda_dtype q_dtype,
+                                          const uint16_t *k_cache, const uint16_t *v_cache,
+                                          const int32_t *d_start, const int32_t *d_n, int max_n,
+                                          int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                          float scale, void *workspace, size_t workspace_bytes)
+{
+    FRT_ARG(out && q && k_cache && v_cache && d_start, "cuda attention_prefill: NULL pointer");
+    FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(q_dtype), "cuda attention_prefill: bad dtype");
+    FRT_ARG(max_n >= 0 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 && n_kv_heads <= 65535 &&
+                n_heads % n_kv_heads == 0,
+            "cuda attention_prefill: max_n %d max_seq %d n_heads %d n_kv_heads %d", max_n,
+            max_seq, n_heads, n_kv_heads);
+    FRT_ARG((long long)max_seq + max_n < (1ll << 30) && (long long)max_n * n_heads < (1ll << 30),
+            "cuda attention_prefill: sizes too large");
+    FRT_ARG(isfinite(scale), "cuda attention_prefill: scale not finite");
+    FRT_ARG(out != q, "cuda attention_prefill: out aliases q");
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda attention_prefill: head_dim %d (64, 128 or 256)", head_dim);
+    if (!fa_aligned(q, 16) || !fa_aligned(out, 16) || !fa_aligned(k_cache, 16) ||
+        !fa_aligned(v_cache, 16))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda attention_prefill: q, out and the caches must be 16-byte aligned");
+    const int split_len = fa_split_len(max_n, n_heads);
+    const int n_splits = fa_n_splits(max_seq, split_len);
+    FRT_ARG(n_splits <= 65535, "cuda attention_prefill: more than 65535 splits");
+    if (n_splits > 1) {
+        const size_t need = fa_need_bytes(max_n, max_seq, n_heads, head_dim);
+        FRT_ARG(workspace && workspace_bytes >= need && fa_aligned(workspace, 16),
+                "cuda attention_prefill: workspace of %zu bytes, %zu needed (16-byte aligned)",
+                workspace_bytes, need);
+    }
+    if (max_n == 0) return 0;
+
+    fa_args a;
+    a.out = out;
+    a.out_dt = out_dtype;
+    a.q = q;
+    a.q_dt = q_dtype;
+    a.kc = (const __nv_bfloat16 *)k_cache;
+    a.vc = (const __nv_bfloat16 *)v_cache;
+    a.d_start = d_start;
+    a.d_n = d_n;
+    a.max_n = max_n;
+    a.max_seq = max_seq;
+    a.n_heads = n_heads;
+    a.n_kv = n_kv_heads;
+    a.group = n_heads / n_kv_heads;
+    a.split_len = split_len;
+    a.sl2 = (float)((double)scale * 1.4426950408889634);
+    if (n_splits > 1) {
+        a.po = (float *)workspace;
+        a.pml = (float2 *)((char *)workspace +
+                           (size_t)n_splits * max_n * n_heads * head_dim * sizeof(float));
+    } else {
+        a.po = NULL;
+        a.pml = NULL;
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (head_dim) {
+    case 64: return fa_launch<64>(a, n_splits, s);
+    case 128: return fa_launch<128>(a, n_splits, s);
+    default: return fa_launch<256>(a, n_splits, s);
+    }
+}

@@ -1,0 +1,655 @@
+/*
+ * test_cuda_flash_attention.c - frt_cuda_attention_prefill (the tensor-core
+ * FlashAttention-2 prefill, src/kernels/cuda/flash_attention.cu) against its
+ * CPU twin frt_cpu_attention on random data, norm-wise
+ * ||gpu - cpu|| / ||cpu|| within 1e-2 (P is rounded to bf16 for P.V). The
+ * CPU side gets the cache widened from bf16 and q rounded to bf16 as the
+ * kernel stages it, so the error measured is the kernel's; for f32 q a
+ * second line measures it against the unrounded q (the q -> bf16 rounding
+ * included, tolerance 2e-2).
+ * Cases: the Qwen3.5 shape (head_dim 256, 16 query / 4 KV heads) as a
+ * 256-token chunk at positions 0 and 7936 and a 64-token append at 8192 and
+ * 32704 (max_seq 33024, many splits), odd counts 1..7; head_dim 64 and 128;
+ * GQA 1x, 4x and 8x; f32 and bf16 q and out; one split and many. Also:
+ *   - each configuration's launch runs at several (start, n) with the same
+ *     arguments (the dynamic values change in device memory only), and is
+ *     captured once in a CUDA graph (frt_graph_capture) and replayed: the
+ *     replay gives the eager launch's bytes;
+ *   - rows past n keep their sentinel bytes;
+ *   - determinism: three runs give identical bytes, and the rows of a short
+ *     n are bit-identical to the same rows of a longer n (a row's result
+ *     does not depend on which splits are empty);
+ *   - bad arguments fail cleanly (checked before the device check);
+ *   - time per launch and TFLOP/s of the big cases (information, no check).
+ * The CPU reference covers sampled token ranges of long blocks (the first,
+ * middle and last 8 tokens) so each case runs in seconds. Prints a table:
+ * case, rel err, tolerance. Exits 77 (skipped) without a CUDA device, after
+ * the argument checks.
+ */
+#include "frt_test.h"
+
+#if !FRT_HAVE_CUDA
+int main(void) { TEST_SKIP("built without CUDA"); }
+#else
+
+#include "frt/exec.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "util/bf16.h"
+
+#define TOL 1e-2      /* bf16 P (and bf16 out) */
+#define TOL_QF32 2e-2 /* against the unrounded f32 q */
+#define PEAK_TFLOPS 989.0 /* H200 dense bf16 tensor-core peak */
+
+static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
+
+/* ---- harness helpers (as tests/test_cuda_kernels.c) -------------------- */
+
+static frt_context *g_ctx;
+static frt_stream *g_st;
+static void *g_cs; /* the native cudaStream_t */
+
+static void must(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
+        exit(1);
+    }
+}
+
+static void *xzalloc(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static float *fnew(size_t n) { return xzalloc(n * sizeof(float)); }
+
+static float *frand(size_t n, float lo, float hi)
+{
+    float *x = fnew(n);
+    frt_test_fill(x, n, lo, hi);
+    return x;
+}
+
+static void round_bf16(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = frt_bf16_to_f32(frt_f32_to_bf16(x[i]));
+}
+
+static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
+
+static void report(const char *name, double err, double tol)
+{
+    int ok = err <= tol && !isnan(err);
+    printf("  %-66s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
+    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
+}
+
+static void report_same(const char *name, const void *a, const void *b, size_t bytes)
+{
+    int same = memcmp(a, b, bytes) == 0;
+    printf("  %-66s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
+           same ? "ok" : "FAIL");
+    CHECK_MSG(same, "%s: not bit-identical", name);
+}
+
+static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
+
+typedef struct dbuf {
+    frt_buffer *b;
+    void *p;
+    size_t bytes;
+} dbuf;
+
+static dbuf dalloc(size_t bytes)
+{
+    dbuf d = {0, 0, bytes};
+    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
+    d.p = frt_buffer_ptr(d.b);
+    return d;
+}
+
+static void dfree(dbuf *d)
+{
+    frt_buffer_free(d->b);
+    d->b = NULL;
+    d->p = NULL;
+}
+
+static void dput(dbuf d, size_t off, const void *h, size_t bytes)
+{
+    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
+    sync_st();
+}
+
+static void dget(dbuf d, size_t off, void *h, size_t bytes)
+{
+    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
+    sync_st();
+}
+
+/* Fills with sentinel bytes 0x7F (f32 3.39e38, bf16 3.39e38). */
+static void dsentinel(dbuf d)
+{
+    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
+    sync_st();
+}
+
+/* 1 when bytes [off, off + bytes) still hold the sentinel. */
+static int untouched(dbuf d, size_t off, size_t bytes)
+{
+    if (!bytes) return 1;
+    unsigned char *h = xzalloc(bytes);
+    dget(d, off, h, bytes);
+    int ok = 1;
+    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
+    free(h);
+    return ok;
+}
+
+/* Uploads n floats as dtype dt (bf16: RNE). */
+static void dput_as(dbuf d, size_t off_elems, const float *x, size_t n, frt_cuda_dtype dt)
+{
+    if (dt == BF16) {
+        uint16_t *h = xzalloc(n * 2);
+        frt_f32_array_to_bf16(x, h, n);
+        dput(d, off_elems * 2, h, n * 2);
+        free(h);
+    } else {
+        dput(d, off_elems * 4, x, n * 4);
+    }
+}
+
+static void dget_as(dbuf d, size_t off_elems, float *x, size_t n, frt_cuda_dtype dt)
+{
+    if (dt == BF16) {
+        uint16_t *h = xzalloc(n * 2);
+        dget(d, off_elems * 2, h, n * 2);
+        frt_bf16_array_to_f32(h, x, n);
+        free(h);
+    } else {
+        dget(d, off_elems * 4, x, n * 4);
+    }
+}
+
+/* The dynamic values: int32 [0] = start, [1] = n. */
+static dbuf g_dyn;
+static int32_t *d_start_p(void) { return (int32_t *)g_dyn.p; }
+static int32_t *d_n_p(void) { return (int32_t *)g_dyn.p + 1; }
+static void set_dyn(int start, int n)
+{
+    int32_t v[2] = {start, n};
+    dput(g_dyn, 0, v, sizeof v);
+}
+
+static void *snap(dbuf d, size_t bytes)
+{
+    void *h = xzalloc(bytes);
+    dget(d, 0, h, bytes);
+    return h;
+}
+
+/* ---- a KV cache and a query block ------------------------------------- */
+
+/* A random cache [max_seq, nkv, hd]: bf16 on the device, the same values
+ * widened on the host. */
+typedef struct kv_cache {
+    int hd, nkv, max_seq;
+    float *kf, *vf;
+    dbuf k, v;
+} kv_cache;
+
+static kv_cache cache_make(int hd, int nkv, int max_seq)
+{
+    kv_cache kv = {hd, nkv, max_seq, NULL, NULL, {0}, {0}};
+    const size_t csz = (size_t)max_seq * nkv * hd;
+    kv.kf = frand(csz, -1, 1);
+    kv.vf = frand(csz, -1, 1);
+    round_bf16(kv.kf, csz);
+    round_bf16(kv.vf, csz);
+    kv.k = dalloc(csz * 2);
+    kv.v = dalloc(csz * 2);
+    dput_as(kv.k, 0, kv.kf, csz, BF16);
+    dput_as(kv.v, 0, kv.vf, csz, BF16);
+    return kv;
+}
+
+static void cache_free(kv_cache *kv)
+{
+    dfree(&kv->k);
+    dfree(&kv->v);
+    free(kv->kf);
+    free(kv->vf);
+}
+
+/* One launch configuration: its arguments never change; (start, n) do. */
+typedef struct fa_run {
+    const kv_cache *kv;
+    int nh, max_n;
+    frt_cuda_dtype qdt, odt;
+    size_t qrow, qsz, esz, wsb;
+    float scale;
+    float *q, *qr; /* q as uploaded; rounded to bf16 (what the kernel stages) */
+    dbuf dq, dout, ws;
+} fa_run;
+
+static fa_run run_make(const kv_cache *kv, int nh, int max_n, frt_cuda_dtype qdt,
+                       frt_cuda_dtype odt)
+{
+    fa_run r;
+    memset(&r, 0, sizeof r);
+    r.kv = kv;
+    r.nh = nh;
+    r.max_n = max_n;
+    r.qdt = qdt;
+    r.odt = odt;
+    r.qrow = (size_t)nh * kv->hd;
+    r.qsz = (size_t)max_n * r.qrow;
+    r.esz = odt == BF16 ? 2 : 4;
+    r.scale = 1.0f / sqrtf((float)kv->hd);
+    r.q = frand(r.qsz, -2, 2);
+    if (qdt == BF16) round_bf16(r.q, r.qsz);
+    r.qr = xzalloc(r.qsz * sizeof(float));
+    memcpy(r.qr, r.q, r.qsz * sizeof(float));
+    round_bf16(r.qr, r.qsz);
+    r.dq = dalloc(r.qsz * (qdt == BF16 ? 2 : 4));
+    r.dout = dalloc(r.qsz * r.esz);
+    dput_as(r.dq, 0, r.q, r.qsz, qdt);
+    r.wsb = frt_cuda_attention_prefill_workspace_bytes(max_n, kv->max_seq, nh, kv->hd);
+    r.ws = dalloc(r.wsb ? r.wsb : 16);
+    return r;
+}
+
+static void run_free(fa_run *r)
+{
+    dfree(&r->dq);
+    dfree(&r->dout);
+    dfree(&r->ws);
+    free(r->q);
+    free(r->qr);
+}
+
+static int launch_on(const fa_run *r, void *stream)
+{
+    const kv_cache *kv = r->kv;
+    return frt_cuda_attention_prefill(stream, r->dout.p, r->odt, r->dq.p, r->qdt, kv->k.p, kv->v.p,
+                                      d_start_p(), d_n_p(), r->max_n, kv->max_seq, r->nh, kv->nkv,
+                                      kv->hd, r->scale, r->ws.p, r->wsb);
+}
+
+static void launch(const fa_run *r) { CHECK_OK(launch_on(r, g_cs)); }
+
+static void run_name(char *buf, size_t sz, const fa_run *r, int start, int n, const char *what)
+{
+    snprintf(buf, sz, "hd %d h %d/%d %s->%s start %d n %d/%d%s", r->kv->hd, r->nh, r->kv->nkv,
+             dtn(r->qdt), dtn(r->odt), start, n, r->max_n, what);
+}
+
+/* The token ranges the CPU checks: all of a short block, else the first,
+ * middle and last 8 tokens. Returns the count of ranges. */
+static int check_ranges(int n, int lo[3], int hi[3])
+{
+    if (n <= 24) {
+        lo[0] = 0;
+        hi[0] = n;
+        return 1;
+    }
+    lo[0] = 0, hi[0] = 8;
+    lo[1] = n / 2 - 4, hi[1] = n / 2 + 4;
+    lo[2] = n - 8, hi[2] = n;
+    return 3;
+}
+
+/* The launch at (start, n) against the CPU on the checked ranges; rows past
+ * n must keep the sentinel. Leaves the output in r->dout. */
+static void check_at(const fa_run *r, int start, int n)
+{
+    const kv_cache *kv = r->kv;
+    dsentinel(r->dout);
+    set_dyn(start, n);
+    launch(r);
+    float *all = fnew((size_t)n * r->qrow + 1);
+    dget_as(r->dout, 0, all, (size_t)n * r->qrow, r->odt);
+    int lo[3], hi[3];
+    const int nr = check_ranges(n, lo, hi);
+    size_t rows = 0;
+    for (int i = 0; i < nr; i++) rows += (size_t)(hi[i] - lo[i]);
+    float *got = fnew(rows * r->qrow), *ref = fnew(rows * r->qrow), *reff = fnew(rows * r->qrow);
+    size_t off = 0;
+    for (int i = 0; i < nr; i++) {
+        const size_t cnt = (size_t)(hi[i] - lo[i]) * r->qrow, q0 = (size_t)lo[i] * r->qrow;
+        memcpy(got + off, all + q0, cnt * sizeof(float));
+        frt_cpu_attention(ref + off, r->qr + q0, kv->kf, kv->vf, hi[i] - lo[i], start + lo[i],
+                          r->nh, kv->nkv, kv->hd, r->scale);
+        if (r->qdt == F32)
+            frt_cpu_attention(reff + off, r->q + q0, kv->kf, kv->vf, hi[i] - lo[i], start + lo[i],
+                              r->nh, kv->nkv, kv->hd, r->scale);
+        off += cnt;
+    }
+    char name[200];
+    run_name(name, sizeof name, r, start, n, nr > 1 ? " (24 rows)" : "");
+    report(name, frt_test_rel_err(got, ref, rows * r->qrow), TOL);
+    if (r->qdt == F32) {
+        run_name(name, sizeof name, r, start, n, " vs f32 q");
+        report(name, frt_test_rel_err(got, reff, rows * r->qrow), TOL_QF32);
+    }
+    CHECK_MSG(untouched(r->dout, (size_t)n * r->qrow * r->esz,
+                        (size_t)(r->max_n - n) * r->qrow * r->esz),
+              "rows past n written (start %d n %d)", start, n);
+    free(all);
+    free(got);
+    free(ref);
+    free(reff);
+}
+
+/* Three runs at (start, n): identical bytes. */
+static void check_determinism(const fa_run *r, int start, int n)
+{
+    set_dyn(start, n);
+    launch(r);
+    void *a = snap(r->dout, r->qsz * r->esz);
+    launch(r);
+    launch(r);
+    void *b = snap(r->dout, r->qsz * r->esz);
+    char name[200];
+    run_name(name, sizeof name, r, start, n, ": determinism (3 runs)");
+    report_same(name, a, b, r->qsz * r->esz);
+    free(a);
+    free(b);
+}
+
+/* The rows of n_short tokens are the same bits as with n_long tokens. */
+static void check_n_independent(const fa_run *r, int start, int n_long, int n_short)
+{
+    set_dyn(start, n_long);
+    launch(r);
+    void *a = snap(r->dout, r->qsz * r->esz);
+    set_dyn(start, n_short);
+    launch(r);
+    void *b = snap(r->dout, r->qsz * r->esz);
+    char name[200];
+    snprintf(name, sizeof name, "hd %d start %d: rows of n %d == rows of n %d (bits)", r->kv->hd,
+             start, n_short, n_long);
+    report_same(name, a, b, (size_t)n_short * r->qrow * r->esz);
+    free(a);
+    free(b);
+}
+
+static int record_fa(frt_stream *stream, void *user)
+{
+    return launch_on((const fa_run *)user, frt_stream_native(stream));
+}
+
+/* One capture, replayed at each (start, n): the eager launch's bytes. */
+static void check_graph(const fa_run *r, const int *starts, const int *ns, int count)
+{
+    frt_graph *graph = NULL;
+    CHECK_OK(frt_graph_create(g_ctx, "flash_attention", 0, &graph));
+    if (!graph) return;
+    set_dyn(starts[0], ns[0]);
+    CHECK_OK(frt_graph_capture(graph, 1, g_st, record_fa, (void *)r));
+    for (int i = 0; i < count; i++) {
+        dsentinel(r->dout);
+        set_dyn(starts[i], ns[i]);
+        launch(r);
+        void *a = snap(r->dout, r->qsz * r->esz);
+        dsentinel(r->dout);
+        CHECK_OK(frt_graph_replay(graph, 1, g_st));
+        sync_st();
+        void *b = snap(r->dout, r->qsz * r->esz);
+        char name[200];
+        run_name(name, sizeof name, r, starts[i], ns[i], ": graph replay == eager");
+        report_same(name, a, b, r->qsz * r->esz);
+        free(a);
+        free(b);
+    }
+    frt_graph_destroy(graph);
+}
+
+/* Time per launch at (start, n) and the achieved TFLOP/s (4 hd flops per
+ * visible (query, key) pair and head: Q K^T and P V). */
+static void time_at(const fa_run *r, int start, int n)
+{
+    const kv_cache *kv = r->kv;
+    double flops = 0;
+    for (int t = 0; t < n; t++) flops += 4.0 * r->nh * kv->hd * (double)(start + t + 1);
+    frt_event *e0 = NULL, *e1 = NULL;
+    must(frt_event_create(g_ctx, &e0), "event");
+    must(frt_event_create(g_ctx, &e1), "event");
+    set_dyn(start, n);
+    launch(r); /* warm-up */
+    const int iters = 20;
+    must(frt_event_record(e0, g_st), "record");
+    for (int i = 0; i < iters; i++) launch(r);
+    must(frt_event_record(e1, g_st), "record");
+    must(frt_event_sync(e1), "event sync");
+    float ms = 0;
+    must(frt_event_elapsed_ms(e0, e1, &ms), "elapsed");
+    const double us = 1e3 * ms / iters, tf = flops / (us * 1e-6) / 1e12;
+    char name[200];
+    run_name(name, sizeof name, r, start, n, "");
+    printf("  time %-61s %8.1f us %6.1f TFLOP/s (%.0f%% of %.0f)\n", name, us, tf,
+           100.0 * tf / PEAK_TFLOPS, PEAK_TFLOPS);
+    frt_event_destroy(e0);
+    frt_event_destroy(e1);
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void test_qwen_shape(void)
+{
+    /* head_dim 256, 16 query heads over 4 KV heads; max_seq 32768 + 256 */
+    kv_cache kv = cache_make(256, 4, 33024);
+    { /* a 256-token prefill chunk (split length 1024, 33 splits) */
+        fa_run r = run_make(&kv, 16, 256, F32, F32);
+        check_at(&r, 0, 256);
+        check_at(&r, 7936, 256);
+        check_at(&r, 300, 3);
+        check_determinism(&r, 7936, 256);
+        time_at(&r, 0, 256);
+        time_at(&r, 7936, 256);
+        run_free(&r);
+    }
+    { /* the same in bf16 */
+        fa_run r = run_make(&kv, 16, 256, BF16, BF16);
+        check_at(&r, 7936, 256);
+        check_at(&r, 4000, 100);
+        run_free(&r);
+    }
+    { /* a 64-token append (bucket 64: split length 512, 65 splits) */
+        fa_run r = run_make(&kv, 16, 64, F32, F32);
+        check_at(&r, 8192, 64);
+        check_at(&r, 32704, 64);
+        check_at(&r, 0, 64);
+        check_at(&r, 2047, 33);
+        check_determinism(&r, 32704, 64);
+        check_n_independent(&r, 8192, 64, 5);
+        check_n_independent(&r, 0, 64, 17);
+        const int s[3] = {8192, 32704, 100}, n[3] = {64, 64, 7};
+        check_graph(&r, s, n, 3);
+        time_at(&r, 8192, 64);
+        time_at(&r, 32704, 64);
+        run_free(&r);
+    }
+    { /* odd small counts (bucket 16), bf16 q, f32 out */
+        fa_run r = run_make(&kv, 16, 16, BF16, F32);
+        check_at(&r, 0, 1);
+        check_at(&r, 1000, 3);
+        check_at(&r, 5001, 5);
+        check_at(&r, 12345, 7);
+        run_free(&r);
+    }
+    { /* GQA 8x (32 query heads over 4 KV heads), f32 q, bf16 out */
+        fa_run r = run_make(&kv, 32, 32, F32, BF16);
+        check_at(&r, 3000, 29);
+        check_at(&r, 0, 32);
+        run_free(&r);
+    }
+    cache_free(&kv);
+
+    kv_cache small = cache_make(256, 4, 512);
+    { /* one split (max_seq <= 512): out written directly */
+        fa_run r = run_make(&small, 16, 32, F32, F32);
+        check_at(&r, 0, 32);
+        check_at(&r, 480, 32);
+        check_at(&r, 77, 1);
+        check_determinism(&r, 480, 32);
+        run_free(&r);
+    }
+    cache_free(&small);
+}
+
+static void test_head_dims(void)
+{
+    { /* head_dim 128, GQA 8x (16 over 2), bf16 in and out, 8 splits */
+        kv_cache kv = cache_make(128, 2, 4096);
+        fa_run r = run_make(&kv, 16, 100, BF16, BF16);
+        check_at(&r, 0, 100);
+        check_at(&r, 2047, 37);
+        check_at(&r, 3996, 100);
+        check_determinism(&r, 3996, 100);
+        run_free(&r);
+        cache_free(&kv);
+    }
+    { /* head_dim 128, GQA 1x, one split */
+        kv_cache kv = cache_make(128, 4, 500);
+        fa_run r = run_make(&kv, 4, 48, F32, F32);
+        check_at(&r, 0, 48);
+        check_at(&r, 300, 17);
+        check_at(&r, 452, 48);
+        run_free(&r);
+        cache_free(&kv);
+    }
+    { /* head_dim 64, GQA 1x (8 over 8), f32 q, bf16 out, 6 splits */
+        kv_cache kv = cache_make(64, 8, 3000);
+        fa_run r = run_make(&kv, 8, 128, F32, BF16);
+        check_at(&r, 0, 128);
+        check_at(&r, 1500, 77);
+        check_at(&r, 2872, 128);
+        check_n_independent(&r, 1500, 128, 9);
+        run_free(&r);
+        cache_free(&kv);
+    }
+    { /* head_dim 64, GQA 8x (16 over 2), one split, bf16 q */
+        kv_cache kv = cache_make(64, 2, 400);
+        fa_run r = run_make(&kv, 16, 40, BF16, F32);
+        check_at(&r, 0, 40);
+        check_at(&r, 123, 9);
+        check_determinism(&r, 123, 9);
+        run_free(&r);
+        cache_free(&kv);
+    }
+}
+
+/* ---- bad arguments (no device needed: checked before any CUDA call) ---- */
+
+static void test_bad_args(void)
+{
+    void *p = (void *)(uintptr_t)0x1000; /* fake, never dereferenced */
+    void *p2 = (void *)(uintptr_t)0x2000;
+    int32_t *ip = (int32_t *)(uintptr_t)0x3000;
+    uint16_t *hp = (uint16_t *)(uintptr_t)0x4000;
+    const int E = FRT_ERR_INVALID_ARGUMENT, U = FRT_ERR_UNSUPPORTED;
+    const size_t big = (size_t)1 << 40;
+    /* NULL pointers, bad dtype */
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, NULL, F32, p2, F32, hp, hp, ip, ip, 16, 256, 16,
+                                            4, 256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, NULL, ip, ip, 16, 256, 16,
+                                            4, 256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, NULL, ip, 16, 256, 16,
+                                            4, 256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, (frt_cuda_dtype)5, p2, F32, hp, hp, ip, ip, 16,
+                                            256, 16, 4, 256, 0.0625f, p, big),
+                 E);
+    /* heads not a multiple of KV heads, bad sizes, aliasing, scale */
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 256, 6, 4,
+                                            256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, -1, 256, 16, 4,
+                                            256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 0, 16, 4,
+                                            256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p, F32, hp, hp, ip, ip, 16, 256, 16, 4,
+                                            256, 0.0625f, p, big),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 256, 16, 4,
+                                            256, NAN, p, big),
+                 E);
+    /* head_dim without a tensor-core variant, misaligned q: unsupported */
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 256, 16, 4,
+                                            96, 0.1f, p, big),
+                 U);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 256, 16, 4,
+                                            32, 0.1f, p, big),
+                 U);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 16, 256, 16, 4,
+                                            512, 0.1f, p, big),
+                 U);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, (char *)p2 + 4, F32, hp, hp, ip, ip, 16,
+                                            256, 16, 4, 256, 0.0625f, p, big),
+                 U);
+    /* splits need the workspace: missing, too small */
+    const size_t need = frt_cuda_attention_prefill_workspace_bytes(64, 33024, 16, 256);
+    CHECK(need == (size_t)65 * 64 * 16 * 258 * 4); /* split length 512: 65 splits */
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 64, 33024, 16, 4,
+                                            256, 0.0625f, NULL, 0),
+                 E);
+    CHECK_STATUS(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 64, 33024, 16, 4,
+                                            256, 0.0625f, p, need - 1),
+                 E);
+    /* workspace sizes: one split needs none; the bucket-256 size covers the
+     * smaller buckets; invalid sizes give 0 */
+    CHECK(frt_cuda_attention_prefill_workspace_bytes(256, 512, 16, 256) == 0);
+    CHECK(frt_cuda_attention_prefill_workspace_bytes(256, 33024, 16, 256) ==
+          (size_t)33 * 256 * 16 * 258 * 4); /* split length 1024 */
+    for (int b = 16; b <= 256; b *= 2)
+        CHECK(frt_cuda_attention_prefill_workspace_bytes(b, 33024, 16, 256) <=
+              frt_cuda_attention_prefill_workspace_bytes(256, 33024, 16, 256));
+    CHECK(frt_cuda_attention_prefill_workspace_bytes(0, 512, 16, 256) == 0);
+    CHECK(frt_cuda_attention_prefill_workspace_bytes(16, -1, 16, 256) == 0);
+    /* max_n 0: a no-op that launches nothing (valid without a device) */
+    CHECK_OK(frt_cuda_attention_prefill(NULL, p, F32, p2, F32, hp, hp, ip, ip, 0, 256, 16, 4, 256,
+                                        0.0625f, NULL, 0));
+}
+
+int main(void)
+{
+    frt_test_seed(20261205);
+    printf("  %-66s %10s %8s\n", "case", "rel err", "tol");
+    test_bad_args();
+    int n_dev = 0;
+    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
+    if (n_dev == 0) {
+        if (frt_test_failed_) return frt_test_report(); /* the argument checks failed */
+        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
+        TEST_SKIP("no CUDA device");
+    }
+    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
+    g_st = frt_context_stream(g_ctx);
+    g_cs = frt_stream_native(g_st);
+    g_dyn = dalloc(64);
+    frt_device_info info;
+    if (frt_context_device_info(g_ctx, &info) == 0)
+        printf("  device: %s (sm_%d%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor,
+               info.sm_count);
+
+    test_qwen_shape();
+    test_head_dims();
+
+    must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
+    dfree(&g_dyn);
+    frt_context_destroy(g_ctx);
+    return frt_test_report();
+}
+
+#endif /* FRT_HAVE_CUDA */

@@ -1,0 +1,661 @@
+/*
+ * test_cuda_gemv.c - the decode GEMV path of frt_cuda_gemm_run (n <= 4,
+ * src/kernels/cuda/gemm.cu) against the CPU twin frt_cpu_matmul /
+ * frt_cpu_matmul_add on random data (SplitMix64, kernels/cpu/rng.h), norm-wise
+ * ||gpu - cpu|| / ||cpu|| within 1e-4 (f32 out: fp32 accumulation in another
+ * order than OpenBLAS) or 1e-2 (bf16 out), with the bf16 inputs rounded the
+ * same way on both sides:
+ *   - every projection shape of qwen3.5-9b (hidden 4096, MLP 12288) and of
+ *     the 27B (hidden 5120, MLP 17408), n = 1..4, f32 and bf16 out,
+ *     accumulate off and on; a 32000-row LM head; the full 248320-row LM head
+ *     on both kernels (the GEMV forced, and cuBLASLt where AUTO keeps it);
+ *   - odd sizes: in_dim a multiple of 8 but not of 256, out_dim 1, 3, 7, 13,
+ *     1000 (in-block split rows with empty slices, partial batches);
+ *   - bytes past y [n, out] stay untouched (sentinel), 3 runs give identical
+ *     bytes, a CUDA graph (frt_graph_capture) replays the GEMVs with new
+ *     inputs, the plan info that feeds the model fingerprint;
+ *   - bad arguments fail cleanly with FRT_ERR_INVALID_ARGUMENT (before the
+ *     device check: they also run on machines without a GPU).
+ * Then times each model shape in a CUDA graph of back-to-back launches over
+ * enough weight copies to defeat the 50 MB L2, GEMV against cuBLASLt, and
+ * prints the time next to the HBM floor (weight bytes / 4.2 TB/s). The
+ * timings are printed, not checked. Exits 77 (skipped) without a device.
+ */
+#include "frt_test.h"
+
+#if !FRT_HAVE_CUDA
+int main(void) { TEST_SKIP("built without CUDA"); }
+#else
+
+#include "frt/exec.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/rng.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "util/bf16.h"
+
+#define TOL_GEMM_F32 1e-4
+#define TOL_BF16 1e-2
+#define HBM_BYTES_PER_S 4.2e12 /* measured device-to-device copy rate of the H200 */
+
+static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
+
+#define FRT_TEST_TRY_(expr)                                                    \
+    do {                                                                       \
+        int frt_try_rc_ = (expr);                                              \
+        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
+    } while (0)
+
+/* ---- harness ---------------------------------------------------------- */
+
+static frt_context *g_ctx;
+static frt_stream *g_st;
+static void *g_cs; /* the native cudaStream_t */
+static uint64_t g_rng = 20261205;
+
+static void must(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
+        exit(1);
+    }
+}
+
+static void *xzalloc(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
+static size_t dsize(frt_cuda_dtype dt) { return dt == BF16 ? 2 : 4; }
+
+static void report(const char *name, double err, double tol)
+{
+    int ok = err <= tol && !isnan(err);
+    printf("  %-62s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
+    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
+}
+
+static void report_same(const char *name, const void *a, const void *b, size_t bytes)
+{
+    int same = memcmp(a, b, bytes) == 0;
+    printf("  %-62s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
+           same ? "ok" : "FAIL");
+    CHECK_MSG(same, "%s: not bit-identical", name);
+}
+
+static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
+
+typedef struct dbuf {
+    frt_buffer *b;
+    void *p;
+    size_t bytes;
+} dbuf;
+
+static dbuf dalloc(size_t bytes)
+{
+    dbuf d = {0, 0, bytes};
+    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
+    d.p = frt_buffer_ptr(d.b);
+    return d;
+}
+
+static void dfree(dbuf *d)
+{
+    frt_buffer_free(d->b);
+    d->b = NULL;
+    d->p = NULL;
+}
+
+static void dput(dbuf d, size_t off, const void *h, size_t bytes)
+{
+    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
+    sync_st();
+}
+
+static void dget(dbuf d, size_t off, void *h, size_t bytes)
+{
+    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
+    sync_st();
+}
+
+/* Sentinel bytes 0x7F everywhere. */
+static void dsentinel(dbuf d)
+{
+    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
+    sync_st();
+}
+
+static int untouched(dbuf d, size_t off, size_t bytes)
+{
+    unsigned char *h = xzalloc(bytes);
+    dget(d, off, h, bytes);
+    int ok = 1;
+    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
+    free(h);
+    return ok;
+}
+
+/* n floats as dtype dt at element offset 0 (bf16: RNE). */
+static void dput_as(dbuf d, const float *x, size_t n, frt_cuda_dtype dt)
+{
+    if (dt == BF16) {
+        uint16_t *h = xzalloc(n * 2);
+        frt_f32_array_to_bf16(x, h, n);
+        dput(d, 0, h, n * 2);
+        free(h);
+    } else {
+        dput(d, 0, x, n * 4);
+    }
+}
+
+static void dget_as(dbuf d, float *x, size_t n, frt_cuda_dtype dt)
+{
+    if (dt == BF16) {
+        uint16_t *h = xzalloc(n * 2);
+        dget(d, 0, h, n * 2);
+        frt_bf16_array_to_f32(h, x, n);
+        free(h);
+    } else {
+        dget(d, 0, x, n * 4);
+    }
+}
+
+static void *snap(dbuf d, size_t bytes)
+{
+    void *h = xzalloc(bytes);
+    dget(d, 0, h, bytes);
+    return h;
+}
+
+/* A random bf16 matrix [rows, cols] in [lo, hi): the bits and their exact f32. */
+typedef struct hmat {
+    int rows, cols;
+    float *f;
+    uint16_t *b;
+} hmat;
+
+static hmat hmat_rand(int rows, int cols, float lo, float hi)
+{
+    hmat m = {rows, cols, NULL, NULL};
+    const size_t n = (size_t)rows * cols;
+    m.f = xzalloc(n * sizeof(float));
+    m.b = xzalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        m.b[i] = frt_f32_to_bf16(lo + (hi - lo) * frt_rng_uniform(&g_rng));
+        m.f[i] = frt_bf16_to_f32(m.b[i]);
+    }
+    return m;
+}
+
+static void hmat_free(hmat *m)
+{
+    free(m->f);
+    free(m->b);
+    m->f = NULL;
+    m->b = NULL;
+}
+
+static float *frand(size_t n, float lo, float hi)
+{
+    float *x = xzalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * frt_rng_uniform(&g_rng);
+    return x;
+}
+
+/* The plan of a key, or -1. */
+static int plan_of(const frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc,
+                   frt_cuda_gemm_plan_info *info)
+{
+    for (int i = 0; i < frt_cuda_gemm_plan_count(g); i++) {
+        if (frt_cuda_gemm_plan_get(g, i, info) < 0) continue;
+        if (info->n == n && info->in_dim == in && info->out_dim == out && info->out_dtype == dt &&
+            info->accumulate == acc)
+            return i;
+    }
+    return -1;
+}
+
+/* ---- one case ----------------------------------------------------------- */
+
+static float g_lo = -1.0f; /* lower bound of the random x and w (gemv_shape) */
+
+/* mode bit 0: bf16 out; bit 1: accumulate. `w` is on the device in dw.
+ * want_kernel: the kernel the plan must have picked. det: also check that
+ * three runs give identical bytes. */
+static void gemv_case(frt_cuda_gemm *g, const char *tag, int n, const hmat *w, dbuf dw, int mode,
+                      frt_cuda_gemm_kernel want_kernel, int det)
+{
+    const int in = w->cols, out = w->rows;
+    const frt_cuda_dtype odt = (mode & 1) ? BF16 : F32;
+    const int acc = (mode & 2) != 0;
+    const size_t ny = (size_t)n * out, ybytes = ny * dsize(odt), pad = 256;
+    hmat x = hmat_rand(n, in, g_lo, 1);
+    float *y0 = frand(ny, -4, 4);
+    if (odt == BF16)
+        for (size_t i = 0; i < ny; i++) y0[i] = frt_bf16_to_f32(frt_f32_to_bf16(y0[i]));
+    dbuf dx = dalloc((size_t)n * in * 2), dy = dalloc(ybytes + pad);
+    dput(dx, 0, x.b, (size_t)n * in * 2);
+    dsentinel(dy);
+
+    CHECK_OK(frt_cuda_gemm_plan(g, n, in, out, odt, acc));
+    frt_cuda_gemm_plan_info info;
+    if (plan_of(g, n, in, out, odt, acc, &info) >= 0)
+        CHECK_MSG(info.kernel == want_kernel, "%s n %d in %d out %d: kernel %d, want %d", tag, n,
+                  in, out, (int)info.kernel, (int)want_kernel);
+    else
+        CHECK_MSG(0, "%s n %d in %d out %d: no plan", tag, n, in, out);
+
+    float *ref = xzalloc(ny * sizeof(float)), *got = xzalloc(ny * sizeof(float));
+    if (acc) {
+        memcpy(ref, y0, ny * sizeof(float));
+        frt_cpu_matmul_add(ref, x.f, w->f, n, in, out);
+    } else {
+        frt_cpu_matmul(ref, x.f, w->f, n, in, out);
+    }
+    void *runs[3] = {NULL, NULL, NULL};
+    for (int r = 0; r < (det ? 3 : 1); r++) {
+        if (acc) dput_as(dy, y0, ny, odt);
+        CHECK_OK(frt_cuda_gemm_run(g, g_cs, dy.p, odt, dx.p, dw.p, n, in, out, acc));
+        runs[r] = snap(dy, ybytes);
+    }
+    dget_as(dy, got, ny, odt);
+    char name[128];
+    snprintf(name, sizeof name, "%s n %d in %d out %d -> %s%s", tag, n, in, out, dtn(odt),
+             acc ? " acc" : "");
+    report(name, frt_test_rel_err(got, ref, ny), odt == BF16 ? TOL_BF16 : TOL_GEMM_F32);
+    CHECK_MSG(untouched(dy, ybytes, pad), "%s: wrote past y [n, out]", name);
+    if (det) {
+        const void *other = memcmp(runs[0], runs[1], ybytes) ? runs[1] : runs[2];
+        snprintf(name, sizeof name, "  determinism (3 runs) n %d in %d out %d %s%s", n, in, out,
+                 dtn(odt), acc ? " acc" : "");
+        report_same(name, runs[0], other, ybytes);
+    }
+    for (int r = 0; r < 3; r++) free(runs[r]);
+    free(ref);
+    free(got);
+    free(y0);
+    hmat_free(&x);
+    dfree(&dx);
+    dfree(&dy);
+}
+
+/* All cases of one weight matrix: n in ns, every mode; determinism for
+ * f32 and bf16-accumulate. With fewer than 64 outputs the data are in
+ * [0, 1): a norm over a handful of values must not meet a sum that cancels
+ * to near zero (its relative error would be the rounding's, not the
+ * kernel's). */
+static void gemv_shape(frt_cuda_gemm *g, const char *tag, int in, int out, const int *ns, int n_ns)
+{
+    g_lo = out < 64 ? 0.0f : -1.0f;
+    hmat w = hmat_rand(out, in, g_lo, 1);
+    dbuf dw = dalloc((size_t)out * in * 2);
+    dput(dw, 0, w.b, (size_t)out * in * 2);
+    for (int i = 0; i < n_ns; i++)
+        for (int mode = 0; mode < 4; mode++)
+            gemv_case(g, tag, ns[i], &w, dw, mode, FRT_CUDA_GEMM_GEMV, mode == 0 || mode == 3);
+    dfree(&dw);
+    hmat_free(&w);
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+typedef struct bench {
+    frt_cuda_gemm *g;
+    int n, in, out, copies, reps;
+    size_t wbytes;
+    dbuf w, x, y;
+} bench;
+
+static int record_bench(frt_stream *stream, void *user)
+{
+    bench *b = user;
+    void *s = frt_stream_native(stream);
+    for (int i = 0; i < b->reps; i++) {
+        const char *wp = (const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes;
+        const uint16_t *w = (const uint16_t *)wp;
+        FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, F32, b->x.p, w, b->n, b->in, b->out, 0));
+    }
+    return 0;
+}
+
+/* Microseconds per call of g at (n, in, out) f32 out: a graph of back-to-back
+ * calls cycling over copies of the weights (>= 256 MiB in all, so the L2
+ * holds none of them), one warm-up replay, then one timed replay. < 0 on
+ * failure. */
+static double time_gemm(frt_cuda_gemm *g, int n, int in, int out)
+{
+    bench b = {g, n, in, out, 1, 0, (size_t)out * in * 2, {0}, {0}, {0}};
+    const size_t min_total = (size_t)256 << 20;
+    b.copies = (int)((min_total + b.wbytes - 1) / b.wbytes);
+    if (b.copies < 1) b.copies = 1;
+    b.reps = (int)(((size_t)2 << 30) / b.wbytes);
+    if (b.reps < 4) b.reps = 4;
+    if (b.reps > 200) b.reps = 200;
+    if (frt_cuda_gemm_plan(g, n, in, out, F32, 0) < 0) return -1;
+    b.w = dalloc(b.copies * b.wbytes);
+    b.x = dalloc((size_t)n * in * 2);
+    b.y = dalloc((size_t)n * out * 4);
+    /* bf16 0x3C3C = 0.0115: finite values; the time does not depend on them */
+    must(frt_buffer_fill(b.w.b, 0, b.w.bytes, 0x3C, g_st), "fill");
+    must(frt_buffer_fill(b.x.b, 0, b.x.bytes, 0x3C, g_st), "fill");
+    double us = -1;
+    frt_graph *graph = NULL;
+    frt_event *e0 = NULL, *e1 = NULL;
+    int rc = frt_graph_create(g_ctx, "gemv-bench", 0, &graph);
+    if (!rc) rc = frt_graph_capture(graph, 1, g_st, record_bench, &b);
+    if (!rc) rc = frt_event_create(g_ctx, &e0);
+    if (!rc) rc = frt_event_create(g_ctx, &e1);
+    if (!rc) rc = frt_graph_replay(graph, 1, g_st); /* warm-up */
+    if (!rc) rc = frt_event_record(e0, g_st);
+    if (!rc) rc = frt_graph_replay(graph, 1, g_st);
+    if (!rc) rc = frt_event_record(e1, g_st);
+    if (!rc) rc = frt_event_sync(e1);
+    float ms = 0;
+    if (!rc) rc = frt_event_elapsed_ms(e0, e1, &ms);
+    if (!rc) us = (double)ms * 1e3 / b.reps;
+    CHECK_OK(rc);
+    sync_st();
+    frt_event_destroy(e0);
+    frt_event_destroy(e1);
+    frt_graph_destroy(graph);
+    dfree(&b.w);
+    dfree(&b.x);
+    dfree(&b.y);
+    return us;
+}
+
+static void time_shape(frt_cuda_gemm *gv, frt_cuda_gemm *lt, const char *tag, int n, int in,
+                       int out)
+{
+    const double bytes = (double)out * in * 2, floor_us = bytes / HBM_BYTES_PER_S * 1e6;
+    const double t_gv = time_gemm(gv, n, in, out), t_lt = time_gemm(lt, n, in, out);
+    printf("  time %-18s n %d %5d -> %6d  %6.1f MB: floor %7.1f us | gemv %7.1f us "
+           "%5.2f TB/s %5.1f%% | cublaslt %7.1f us %5.2f TB/s\n",
+           tag, n, in, out, bytes / 1e6, floor_us, t_gv, bytes / (t_gv * 1e-6) / 1e12,
+           100.0 * floor_us / t_gv, t_lt, bytes / (t_lt * 1e-6) / 1e12);
+}
+
+/* ---- CUDA graph ------------------------------------------------------------ */
+
+typedef struct gemv_graph {
+    frt_cuda_gemm *g;
+    int in, out1, out2;
+    dbuf x, w1, w2, y1, y2;
+} gemv_graph;
+
+/* y1 = x . w1^T (f32), y2 += x . w2^T (bf16): n = 1 as in decode. */
+static int record_gemv(frt_stream *stream, void *user)
+{
+    gemv_graph *d = user;
+    void *s = frt_stream_native(stream);
+    FRT_TEST_TRY_(frt_cuda_gemm_run(d->g, s, d->y1.p, F32, d->x.p, d->w1.p, 1, d->in, d->out1, 0));
+    FRT_TEST_TRY_(frt_cuda_gemm_run(d->g, s, d->y2.p, BF16, d->x.p, d->w2.p, 1, d->in, d->out2, 1));
+    return 0;
+}
+
+static void test_graph(frt_cuda_gemm *g)
+{
+    gemv_graph d = {g, 4096, 1024, 64, {0}, {0}, {0}, {0}, {0}};
+    hmat w1 = hmat_rand(d.out1, d.in, -1, 1), w2 = hmat_rand(d.out2, d.in, -1, 1);
+    d.x = dalloc((size_t)d.in * 2);
+    d.w1 = dalloc((size_t)d.out1 * d.in * 2);
+    d.w2 = dalloc((size_t)d.out2 * d.in * 2);
+    d.y1 = dalloc((size_t)d.out1 * 4);
+    d.y2 = dalloc((size_t)d.out2 * 2);
+    dput(d.w1, 0, w1.b, (size_t)d.out1 * d.in * 2);
+    dput(d.w2, 0, w2.b, (size_t)d.out2 * d.in * 2);
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, d.in, d.out1, F32, 0));
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, d.in, d.out2, BF16, 1));
+    frt_graph *graph = NULL;
+    CHECK_OK(frt_graph_create(g_ctx, "gemv", 0, &graph));
+    CHECK_OK(frt_graph_capture(graph, 1, g_st, record_gemv, &d));
+    float *r1 = xzalloc((size_t)d.out1 * 4), *r2 = xzalloc((size_t)d.out2 * 4);
+    float *g1 = xzalloc((size_t)d.out1 * 4), *g2 = xzalloc((size_t)d.out2 * 4);
+    for (int rep = 0; rep < 3 && graph; rep++) {
+        hmat x = hmat_rand(1, d.in, -1, 1);
+        float *y0 = frand((size_t)d.out2, -4, 4);
+        for (int i = 0; i < d.out2; i++) y0[i] = frt_bf16_to_f32(frt_f32_to_bf16(y0[i]));
+        dput(d.x, 0, x.b, (size_t)d.in * 2);
+        dput_as(d.y2, y0, (size_t)d.out2, BF16);
+        CHECK_OK(frt_graph_replay(graph, 1, g_st));
+        sync_st();
+        frt_cpu_matmul(r1, x.f, w1.f, 1, d.in, d.out1);
+        memcpy(r2, y0, (size_t)d.out2 * 4);
+        frt_cpu_matmul_add(r2, x.f, w2.f, 1, d.in, d.out2);
+        dget_as(d.y1, g1, (size_t)d.out1, F32);
+        dget_as(d.y2, g2, (size_t)d.out2, BF16);
+        char name[96];
+        snprintf(name, sizeof name, "graph replay %d: n 1 in 4096 out 1024 -> f32", rep);
+        report(name, frt_test_rel_err(g1, r1, (size_t)d.out1), TOL_GEMM_F32);
+        snprintf(name, sizeof name, "graph replay %d: n 1 in 4096 out 64 -> bf16 acc", rep);
+        report(name, frt_test_rel_err(g2, r2, (size_t)d.out2), TOL_BF16);
+        free(y0);
+        hmat_free(&x);
+    }
+    frt_graph_destroy(graph);
+    free(r1), free(r2), free(g1), free(g2);
+    hmat_free(&w1);
+    hmat_free(&w2);
+    dfree(&d.x), dfree(&d.w1), dfree(&d.w2), dfree(&d.y1), dfree(&d.y2);
+}
+
+/* ---- the full LM head -------------------------------------------------------- */
+
+/* 4096 -> 248320 (2 GB of weights): the rows repeat a random tile of 32003
+ * rows (prime to every block size: a wrong row index reads other values),
+ * so the CPU reference is one tile. The GEMV (AUTO takes it: 2 GB is under
+ * FRT_CUDA_GEMV_AUTO_MAX_BYTES) and cuBLASLt (NEVER) are both checked. */
+static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
+{
+    const int in = 4096, out = 248320, tile = 32003;
+    hmat w = hmat_rand(tile, in, -1, 1), x = hmat_rand(1, in, -1, 1);
+    dbuf dw = dalloc((size_t)out * in * 2), dx = dalloc((size_t)in * 2);
+    dbuf dy = dalloc((size_t)out * 4 + 256);
+    for (int r0 = 0; r0 < out; r0 += tile) {
+        const int rows = out - r0 < tile ? out - r0 : tile;
+        dput(dw, (size_t)r0 * in * 2, w.b, (size_t)rows * in * 2);
+    }
+    dput(dx, 0, x.b, (size_t)in * 2);
+    float *rt = xzalloc((size_t)tile * 4), *ref = xzalloc((size_t)out * 4);
+    float *got = xzalloc((size_t)out * 4);
+    frt_cpu_matmul(rt, x.f, w.f, 1, in, tile);
+    for (int r = 0; r < out; r++) ref[r] = rt[r % tile];
+    frt_cuda_gemm *gs[2] = {g_auto, g_never};
+    const frt_cuda_gemm_kernel want[2] = {FRT_CUDA_GEMM_GEMV, FRT_CUDA_GEMM_CUBLASLT};
+    const char *names[2] = {"lm_head gemv (AUTO) n 1 in 4096 out 248320 -> f32",
+                            "lm_head cublaslt (NEVER) n 1 in 4096 out 248320 -> f32"};
+    for (int k = 0; k < 2; k++) {
+        dsentinel(dy);
+        CHECK_OK(frt_cuda_gemm_plan(gs[k], 1, in, out, F32, 0));
+        frt_cuda_gemm_plan_info info;
+        CHECK(plan_of(gs[k], 1, in, out, F32, 0, &info) >= 0 && info.kernel == want[k]);
+        CHECK_OK(frt_cuda_gemm_run(gs[k], g_cs, dy.p, F32, dx.p, dw.p, 1, in, out, 0));
+        dget_as(dy, got, (size_t)out, F32);
+        report(names[k], frt_test_rel_err(got, ref, (size_t)out), TOL_GEMM_F32);
+        CHECK(untouched(dy, (size_t)out * 4, 256));
+    }
+    free(rt), free(ref), free(got);
+    hmat_free(&w);
+    hmat_free(&x);
+    dfree(&dw), dfree(&dx), dfree(&dy);
+}
+
+/* ---- bad arguments ---------------------------------------------------------- */
+
+static void test_bad_args(void)
+{
+    /* fake, never dereferenced pointers: every check below fails before the
+     * handle or the buffers are touched */
+    void *p = (void *)(uintptr_t)0x1000;
+    uint16_t *hp = (uint16_t *)p;
+    frt_cuda_gemm *fg = (frt_cuda_gemm *)p;
+    const int E = FRT_ERR_INVALID_ARGUMENT;
+    CHECK_STATUS(frt_cuda_gemm_set_gemv(NULL, FRT_CUDA_GEMV_AUTO), E);
+    CHECK_STATUS(frt_cuda_gemm_set_gemv(fg, (frt_cuda_gemv_policy)3), E);
+    CHECK_STATUS(frt_cuda_gemm_set_gemv(fg, (frt_cuda_gemv_policy)-1), E);
+    CHECK_STATUS(frt_cuda_gemm_plan(NULL, 1, 4096, 1024, F32, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, 0, 4096, 1024, F32, 0), E);          /* n 0 */
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4100, 1024, F32, 0), E);          /* in % 8 */
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4096, 0, F32, 0), E);             /* out 0 */
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, 5, 4096, 1001, F32, 0), E);          /* out % 8, n > 4 */
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4096, 1024, (frt_cuda_dtype)2, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(NULL, NULL, p, F32, hp, hp, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, NULL, F32, hp, hp, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, NULL, hp, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, NULL, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, 1, 4092, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, -1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, 6, 4096, 3, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, (frt_cuda_dtype)9, hp, hp, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp + 1, hp, 1, 4096, 1024, 0), E); /* align */
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp + 4, 1, 4096, 1024, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, (char *)p + 4, F32, hp, hp, 1, 4096, 1024, 0), E);
+}
+
+/* Errors that need a handle (and so a device). */
+static void test_bad_args_device(void)
+{
+    frt_cuda_gemm *g = NULL;
+    CHECK_OK(frt_cuda_gemm_create(0, &g));
+    if (!g) return;
+    dbuf d = dalloc(1 << 20);
+    const uint16_t *hp = d.p;                 /* x and w (uninitialised: never checked) */
+    void *yp = (char *)d.p + (512 << 10);     /* y, apart from them */
+    /* no plan yet: FRT_ERR_STATE, nothing enqueued */
+    CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, yp, F32, hp, hp, 1, 1000, 3, 0), FRT_ERR_STATE);
+    /* the cuBLASLt path keeps out % 8 == 0 */
+    CHECK_OK(frt_cuda_gemm_set_gemv(g, FRT_CUDA_GEMV_NEVER));
+    CHECK_STATUS(frt_cuda_gemm_plan(g, 1, 1000, 3, F32, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, 1024, 256, F32, 0));
+    frt_cuda_gemm_plan_info info;
+    CHECK(plan_of(g, 1, 1024, 256, F32, 0, &info) == 0 && info.kernel == FRT_CUDA_GEMM_CUBLASLT &&
+          info.algo_id >= 0);
+    /* GEMV plans: no workspace needed (this handle has no stream added), and
+     * the policy only applies to plans made after it */
+    CHECK_OK(frt_cuda_gemm_set_gemv(g, FRT_CUDA_GEMV_AUTO));
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, 1024, 256, F32, 0)); /* cached: stays cuBLASLt */
+    CHECK(plan_of(g, 1, 1024, 256, F32, 0, &info) == 0 && info.kernel == FRT_CUDA_GEMM_CUBLASLT);
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, 1000, 3, F32, 0));
+    CHECK(plan_of(g, 1, 1000, 3, F32, 0, &info) == 1 && info.kernel == FRT_CUDA_GEMM_GEMV &&
+          info.algo_id == -1 && info.custom_option >= 1 && info.tile_id >= 1 &&
+          info.splitk_num >= 1 && info.gemv_blocks >= 1);
+    CHECK_OK(frt_cuda_gemm_run(g, g_cs, yp, F32, hp, hp, 1, 1000, 3, 0));
+    CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, yp, BF16, hp, hp, 1, 1000, 3, 0), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, yp, F32, hp, hp, 2, 1000, 3, 0), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, yp, F32, hp, hp, 1, 1000, 3, 1), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, (char *)yp + 8, F32, hp, hp, 1, 1000, 3, 0),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_plan(g, 5, 1000, 3, F32, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_plan_get(g, 2, &info), FRT_ERR_OUT_OF_RANGE);
+    sync_st();
+    dfree(&d);
+    frt_cuda_gemm_destroy(g);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int main(void)
+{
+    printf("  %-62s %10s %8s\n", "case", "rel err", "tol");
+    test_bad_args();
+    int n_dev = 0;
+    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
+    if (n_dev == 0) {
+        if (frt_test_failed_) return frt_test_report();
+        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
+        TEST_SKIP("no CUDA device");
+    }
+    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
+    g_st = frt_context_stream(g_ctx);
+    g_cs = frt_stream_native(g_st);
+    frt_device_info dinfo;
+    if (frt_context_device_info(g_ctx, &dinfo) == 0)
+        printf("  device: %s (sm_%d%d, %d SMs)\n", dinfo.name, dinfo.cc_major, dinfo.cc_minor,
+               dinfo.sm_count);
+
+    test_bad_args_device();
+
+    frt_cuda_gemm *g = NULL, *g_lt = NULL, *g_all = NULL;
+    must(frt_cuda_gemm_create((size_t)32 << 20, &g), "gemm");
+    must(frt_cuda_gemm_create((size_t)32 << 20, &g_lt), "gemm");
+    must(frt_cuda_gemm_create((size_t)32 << 20, &g_all), "gemm");
+    must(frt_cuda_gemm_add_stream(g, g_cs), "gemm stream");
+    must(frt_cuda_gemm_add_stream(g_lt, g_cs), "gemm stream");
+    must(frt_cuda_gemm_add_stream(g_all, g_cs), "gemm stream");
+    must(frt_cuda_gemm_set_gemv(g_lt, FRT_CUDA_GEMV_NEVER), "policy");
+    must(frt_cuda_gemm_set_gemv(g_all, FRT_CUDA_GEMV_ALWAYS), "policy");
+
+    /* qwen3.5-9b: gate/up and in_proj_qkv, down, q|gate, k/v, o_proj / z /
+     * out_proj, in_proj_b|a; a 32000-row LM head */
+    const int n1234[4] = {1, 2, 3, 4}, n14[2] = {1, 4};
+    gemv_shape(g, "9b mlp gate/up", 4096, 12288, n1234, 4);
+    gemv_shape(g, "9b mlp down", 12288, 4096, n1234, 4);
+    gemv_shape(g, "9b q|gate", 4096, 8192, n1234, 4);
+    gemv_shape(g, "9b k/v", 4096, 1024, n1234, 4);
+    gemv_shape(g, "9b o/z/out", 4096, 4096, n1234, 4);
+    gemv_shape(g, "9b b|a", 4096, 64, n1234, 4);
+    gemv_shape(g, "lm_head 32k", 4096, 32000, n14, 2);
+    /* the 27B: hidden 5120, MLP 17408, 24 q heads x 256 (x2 gate), 48 value
+     * heads x 128 */
+    gemv_shape(g, "27b mlp gate/up", 5120, 17408, n14, 2);
+    gemv_shape(g, "27b mlp down", 17408, 5120, n14, 2);
+    gemv_shape(g, "27b q|gate", 5120, 12288, n14, 2);
+    gemv_shape(g, "27b in_proj_qkv", 5120, 10240, n14, 2);
+    gemv_shape(g, "27b o/out", 6144, 5120, n14, 2);
+    gemv_shape(g, "27b z", 5120, 6144, n14, 2);
+    gemv_shape(g, "27b k/v", 5120, 1024, n14, 2);
+    gemv_shape(g, "27b b|a", 5120, 96, n14, 2);
+    /* odd sizes */
+    gemv_shape(g, "odd", 8, 1, n1234, 4);
+    gemv_shape(g, "odd", 72, 7, n1234, 4);
+    gemv_shape(g, "odd", 264, 1, n1234, 4);
+    gemv_shape(g, "odd", 1000, 3, n1234, 4);
+    gemv_shape(g, "odd", 2056, 13, n1234, 4);
+    gemv_shape(g, "odd", 4104, 1000, n1234, 4);
+    gemv_shape(g, "odd", 4096, 1, n1234, 4);
+    gemv_shape(g, "odd", 12296, 2050, n14, 2);
+
+    test_graph(g);
+    test_lm_head(g, g_lt);
+
+    printf("  gemv plans of the 9b decode shapes (for the fingerprint):\n");
+    const int shapes9[6][2] = {{4096, 12288}, {12288, 4096}, {4096, 8192},
+                               {4096, 1024},  {4096, 4096},  {4096, 64}};
+    for (int s = 0; s < 6; s++) {
+        frt_cuda_gemm_plan_info info;
+        if (plan_of(g, 1, shapes9[s][0], shapes9[s][1], F32, 0, &info) < 0) continue;
+        printf("    n 1 in %5d out %6d: rows/block %d, rows/warp %d, warps/row %d, warps/block %d, "
+               "blocks %d, loads in flight/lane %d, version %d\n",
+               info.in_dim, info.out_dim, info.tile_id, info.gemv_rows_per_warp, info.splitk_num,
+               info.cta_swizzling, info.gemv_blocks, info.stages_id, info.custom_option);
+    }
+
+    printf("  timings (f32 out, graph of back-to-back calls, weights not in L2; floor = bytes / "
+           "%.1f TB/s):\n",
+           HBM_BYTES_PER_S / 1e12);
+    for (int n = 1; n <= 4; n += 3) {
+        time_shape(g, g_lt, "9b gate/up/qkv", n, 4096, 12288);
+        time_shape(g, g_lt, "9b down", n, 12288, 4096);
+        time_shape(g, g_lt, "9b q|gate", n, 4096, 8192);
+        time_shape(g, g_lt, "9b k/v", n, 4096, 1024);
+        time_shape(g, g_lt, "9b o/z/out", n, 4096, 4096);
+        time_shape(g, g_lt, "9b b|a", n, 4096, 64);
+        time_shape(g, g_lt, "27b gate/up", n, 5120, 17408);
+        time_shape(g, g_lt, "27b down", n, 17408, 5120);
+    }
+    time_shape(g_all, g_lt, "lm_head", 1, 4096, 248320);
+
+    frt_cuda_gemm_destroy(g);
+    frt_cuda_gemm_destroy(g_lt);
+    frt_cuda_gemm_destroy(g_all);
+    must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
+    frt_context_destroy(g_ctx);
+    return frt_test_report();
+}
+
+#endif /* FRT_HAVE_CUDA */
