@@ -44,4 +44,4 @@ gpu-bundle: build
 	@scripts/gpu-bundle.sh $(BUILD) gpu-bundle
 
 clean:
-	rm -rf build build-asan build-fuzz gpu-bundle
+	rm -rf build build-asan build-fuzz gpu-bundle gpu-bundle.tgz

@@ -20,7 +20,7 @@
 #
 # The lead's command on the device machine, from the repository root:
 #   make gpu-bundle                      # here, before: builds and bundles
-#   bash scripts/gpu-test.sh gpu-bundle --bench    (carry: gpu-bundle)
+#   tar xzf gpu-bundle.tgz && bash scripts/gpu-test.sh gpu-bundle --bench    (carry: gpu-bundle.tgz)
 set -uo pipefail
 
 bundle="" build=0 all=0 bench=0 regex=""
