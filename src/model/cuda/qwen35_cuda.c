@@ -580,13 +580,19 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
         FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
     }
-    FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
-    if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
-    FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, nh, hd, c->eps, 1));
-    FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, nkv, hd, c->eps, 1));
-    FRT_TRY(frt_cuda_rope(st, c->q, F32, f->d_pos, f->d_n, R, nh, hd, c->rot, c->theta));
-    FRT_TRY(frt_cuda_rope(st, c->k, F32, f->d_pos, f->d_n, R, nkv, hd, c->rot, c->theta));
-    FRT_TRY(frt_cuda_kv_append(st, kc, vc, c->k, c->v, F32, f->d_pos, f->d_n, R, m->max_seq, nkv, hd));
+    if (f->decode) { /* split, q/k norms, RoPE and the KV append in one launch (the same bits) */
+        FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
+                                          lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
+                                          c->eps, 1, c->gated));
+    } else {
+        FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
+        if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
+        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, nh, hd, c->eps, 1));
+        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, nkv, hd, c->eps, 1));
+        FRT_TRY(frt_cuda_rope(st, c->q, F32, f->d_pos, f->d_n, R, nh, hd, c->rot, c->theta));
+        FRT_TRY(frt_cuda_rope(st, c->k, F32, f->d_pos, f->d_n, R, nkv, hd, c->rot, c->theta));
+        FRT_TRY(frt_cuda_kv_append(st, kc, vc, c->k, c->v, F32, f->d_pos, f->d_n, R, m->max_seq, nkv, hd));
+    }
     if (f->decode)
         FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
                                    c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes));

@@ -1,0 +1,286 @@
+/*
+ * kernels/cuda/attn_decode_prep.cu - the pre-attention work of a full-attention
+ * layer in a decode step (one token), in one launch: the q / gate split of the
+ * fused q_proj output, RMSNorm of q and k per head (q_norm, k_norm), partial
+ * RoPE of both, and the KV-cache append (k and v rounded to bf16).
+ *
+ * It replaces, with the same bits, the unfused sequence of the model runner
+ * (src/model/cuda/qwen35_cuda.c, attention_block):
+ *   copy_rows(q), copy_rows(gate), rmsnorm(q), rmsnorm(k), rope(q), rope(k),
+ *   kv_append(k, v)
+ * Math: rmsnorm.cu (Qwen3_5RMSNorm: fp64 sum of squares, var = (float)(sum /
+ * dim), inv = 1 / sqrtf(var + eps), (x * inv) * (1 + w)) and rope.cu
+ * (rotate-half, inv_freq from the host with the CPU twin's powf expression,
+ * the fp32 angle pos * inv_freq, accurate cosf / sinf). To give the same bits
+ * the norm uses rmsnorm.cu's launch shape for head_dim (norm_shape_of, copied
+ * below: groups of 4 elements, thread i owns groups i, i + T, ..., the fp64
+ * sum in that order, then frt_block_sum over T threads), so the reduction
+ * order is identical; rope and the bf16 stores are elementwise.
+ *
+ * One block per row: blocks [0, n_heads) are the query heads, blocks
+ * [n_heads, n_heads + n_kv_heads) the KV heads. Every load of a row (x, the
+ * norm weight, the gate or v row) is issued first (16-byte loads when
+ * aligned), the gate / v copy is stored at once, the row is normalised into
+ * shared memory, and after one barrier each thread rotates and stores its own
+ * groups (a rotation reads the partner element at i +- rot_dim / 2 from
+ * shared memory). Tested in tests/test_cuda_attn_prep.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+
+#include <math.h>
+
+#define PREP_MAX_THREADS 512
+#define PREP_MAX_NV 4
+
+struct prep_params {
+    float inv_freq[FRT_CUDA_ROPE_MAX_ROT / 2];
+};
+
+struct __align__(8) prep_bf16x4 {
+    __nv_bfloat162 a, b;
+};
+
+/* The launch shape of rmsnorm.cu's norm_shape_of (keep the two equal: the
+ * fp64 reduction order, hence the bits, depends on it). */
+struct prep_shape {
+    int g, threads, nv;
+};
+
+static prep_shape prep_shape_of(int dim)
+{
+    prep_shape s;
+    s.g = dim % 4 == 0 ? 4 : 1;
+    const long long groups = dim / s.g;
+    long long t = (groups + 3) / 4;
+    t = (t + 31) / 32 * 32;
+    s.threads = (int)(t < 32 ? 32 : (t > PREP_MAX_THREADS ? PREP_MAX_THREADS : t));
+    const long long per = (groups + s.threads - 1) / s.threads;
+    s.nv = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 0;
+    return s;
+}
+
+template <int G>
+__device__ __forceinline__ void prep_ld(const float *p, size_t i, bool vec, float (&v)[G])
+{
+    if constexpr (G == 4) {
+        if (vec) {
+            const float4 f = *(const float4 *)(p + i);
+            v[0] = f.x;
+            v[1] = f.y;
+            v[2] = f.z;
+            v[3] = f.w;
+            return;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < G; e++) v[e] = p[i + e];
+}
+
+template <int G>
+__device__ __forceinline__ void prep_st_f32(float *p, size_t i, bool vec, const float (&v)[G])
+{
+    if constexpr (G == 4) {
+        if (vec) {
+            *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+            return;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < G; e++) p[i + e] = v[e];
+}
+
+template <int G>
+__device__ __forceinline__ void prep_st_bf16(__nv_bfloat16 *p, size_t i, bool vec,
+                                             const float (&v)[G])
+{
+    if constexpr (G == 4) {
+        if (vec) {
+            prep_bf16x4 u;
+            u.a = __floats2bfloat162_rn(v[0], v[1]);
+            u.b = __floats2bfloat162_rn(v[2], v[3]);
+            *(prep_bf16x4 *)(p + i) = u;
+            return;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < G; e++) p[i + e] = __float2bfloat16_rn(v[e]);
+}
+
+template <int G, int NV>
+__global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
+    float *__restrict__ q_out, float *__restrict__ zg_out, __nv_bfloat16 *__restrict__ k_cache,
+    __nv_bfloat16 *__restrict__ v_cache, const float *__restrict__ qg,
+    const float *__restrict__ k, const float *__restrict__ v, const float *__restrict__ q_norm_w,
+    const float *__restrict__ k_norm_w, const int32_t *d_start, const int32_t *d_n, int max_seq,
+    int n_heads, int n_kv_heads, int head_dim, int half, float eps, int zero_centered, int gated,
+    bool vec, const prep_params p)
+{
+    __shared__ float row[FRT_CUDA_ATTN_PREP_MAX_HD];
+    __shared__ float cs[FRT_CUDA_ROPE_MAX_ROT / 2], sn[FRT_CUDA_ROPE_MAX_ROT / 2];
+    if (frt_dyn_n(d_n, 1) == 0) return; /* uniform over the grid */
+    const int b = blockIdx.x;
+    const bool is_q = b < n_heads;
+    const int pos = frt_dyn_pos(d_start);
+    const int kvh = b - n_heads;
+    if (!is_q && pos >= max_seq) return; /* the row is dropped (uniform over the block) */
+    const float *x, *w, *cp;             /* cp: the row copied alongside (gate or v), or NULL */
+    if (is_q) {
+        x = qg + (size_t)b * (gated ? 2 * head_dim : head_dim);
+        w = q_norm_w;
+        cp = gated ? x + head_dim : nullptr;
+    } else {
+        x = k + (size_t)kvh * head_dim;
+        w = k_norm_w;
+        cp = v + (size_t)kvh * head_dim;
+    }
+    const size_t dst_kv = ((size_t)pos * n_kv_heads + kvh) * head_dim; /* KV blocks only */
+    const int groups = head_dim / G;
+    const int T = blockDim.x;
+    float xv[NV][G], wv[NV][G], cv[NV][G];
+    /* all loads first: x, w and the copied row of every owned group */
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int gi = threadIdx.x + j * T;
+        if (gi < groups) {
+            prep_ld<G>(x, (size_t)gi * G, vec, xv[j]);
+            prep_ld<G>(w, (size_t)gi * G, vec, wv[j]);
+            if (cp) prep_ld<G>(cp, (size_t)gi * G, vec, cv[j]);
+        }
+    }
+    /* cos / sin of the position, as rope.cu (t = 0) */
+    const float fpos = (float)(pos + 0);
+    for (int i = threadIdx.x; i < half; i += T) {
+        float a = fpos * p.inv_freq[i];
+        cs[i] = cosf(a);
+        sn[i] = sinf(a);
+    }
+    /* the gate / v copy */
+    if (cp) {
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int gi = threadIdx.x + j * T;
+            if (gi < groups) {
+                if (is_q)
+                    prep_st_f32<G>(zg_out + (size_t)b * head_dim, (size_t)gi * G, vec, cv[j]);
+                else
+                    prep_st_bf16<G>(v_cache + dst_kv, (size_t)gi * G, vec, cv[j]);
+            }
+        }
+    }
+    /* RMSNorm: the fp64 sum in rmsnorm_kernel's order */
+    double ss = 0;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+        if (threadIdx.x + j * T < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++) ss += (double)xv[j][e] * (double)xv[j][e];
+    ss = frt_block_sum(ss); /* its barriers also publish cs / sn */
+    const float var = (float)(ss / head_dim);
+    const float inv = 1.0f / sqrtf(var + eps);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int gi = threadIdx.x + j * T;
+        if (gi < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++)
+                row[gi * G + e] = zero_centered ? (xv[j][e] * inv) * (1.0f + wv[j][e])
+                                                : (xv[j][e] * inv) * wv[j][e];
+    }
+    __syncthreads();
+    /* RoPE (rope_kernel's expressions) and the stores */
+    const int rot = 2 * half;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int gi = threadIdx.x + j * T;
+        if (gi < groups) {
+            float y[G];
+#pragma unroll
+            for (int e = 0; e < G; e++) {
+                const int i = gi * G + e;
+                if (i < half) {
+                    const float x1 = row[i], x2 = row[i + half];
+                    const float c = cs[i], s = sn[i];
+                    y[e] = x1 * c + (-x2) * s;
+                } else if (i < rot) {
+                    const float x1 = row[i - half], x2 = row[i];
+                    const float c = cs[i - half], s = sn[i - half];
+                    /* rope.cu's `x2 * c + x1 * s` compiles (nvcc -O3, PTX) to
+                     * fma.rn(x1, s, x2 * c); the same expression here was
+                     * contracted the other way round, so it is spelled out */
+                    y[e] = __fmaf_rn(x1, s, __fmul_rn(x2, c));
+                } else {
+                    y[e] = row[i];
+                }
+            }
+            if (is_q)
+                prep_st_f32<G>(q_out + (size_t)b * head_dim, (size_t)gi * G, vec, y);
+            else
+                prep_st_bf16<G>(k_cache + dst_kv, (size_t)gi * G, vec, y);
+        }
+    }
+}
+
+static bool prep_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+#define PREP_LAUNCH(G, NV)                                                                        \
+    attn_decode_prep_kernel<G, NV><<<grid, sh.threads, 0, (cudaStream_t)stream>>>(                \
+        q_out, zg_out, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, qg, k, v, q_norm_w,    \
+        k_norm_w, d_start, d_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps, zero_centered, \
+        gated, vec, p)
+
+extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out,
+                                         uint16_t *k_cache, uint16_t *v_cache, const float *qg,
+                                         const float *k, const float *v, const float *q_norm_w,
+                                         const float *k_norm_w, const int32_t *d_start,
+                                         const int32_t *d_n, int max_seq, int n_heads,
+                                         int n_kv_heads, int head_dim, int rot_dim, float theta,
+                                         float eps, int zero_centered, int gated)
+{
+    FRT_ARG(q_out && k_cache && v_cache && qg && k && v && q_norm_w && k_norm_w && d_start,
+            "cuda attn_decode_prep: NULL pointer");
+    FRT_ARG(!gated || zg_out, "cuda attn_decode_prep: gated needs zg_out");
+    FRT_ARG(max_seq > 0 && n_heads > 0 && n_kv_heads > 0,
+            "cuda attn_decode_prep: max_seq %d n_heads %d n_kv_heads %d", max_seq, n_heads,
+            n_kv_heads);
+    FRT_ARG(head_dim > 0 && head_dim <= FRT_CUDA_ATTN_PREP_MAX_HD,
+            "cuda attn_decode_prep: head_dim %d (1..%d)", head_dim, FRT_CUDA_ATTN_PREP_MAX_HD);
+    FRT_ARG(rot_dim >= 2 && rot_dim % 2 == 0 && rot_dim <= head_dim &&
+                rot_dim <= FRT_CUDA_ROPE_MAX_ROT,
+            "cuda attn_decode_prep: rot_dim %d (even, 2..min(head_dim %d, %d))", rot_dim,
+            head_dim, FRT_CUDA_ROPE_MAX_ROT);
+    FRT_ARG(theta > 0.0f, "cuda attn_decode_prep: theta %g", (double)theta);
+    FRT_ARG((long long)n_heads + n_kv_heads < (1ll << 31) &&
+                (long long)max_seq * n_kv_heads * head_dim < (1ll << 62),
+            "cuda attn_decode_prep: too many heads");
+    FRT_ARG((const float *)q_out != qg && (const float *)zg_out != qg &&
+                (!gated || q_out != zg_out) && k_cache != v_cache,
+            "cuda attn_decode_prep: an output aliases another buffer");
+    if (!gated) zg_out = NULL;
+    const prep_shape sh = prep_shape_of(head_dim);
+    if (sh.nv == 0) /* cannot happen for head_dim <= FRT_CUDA_ATTN_PREP_MAX_HD */
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda attn_decode_prep: head_dim %d", head_dim);
+    prep_params p;
+    const int half = rot_dim / 2;
+    for (int i = 0; i < FRT_CUDA_ROPE_MAX_ROT / 2; i++) /* rope.cu's very expression */
+        p.inv_freq[i] = i < half ? 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim) : 0.0f;
+    const bool vec = sh.g == 4 && prep_aligned(q_out, 16) && prep_aligned(qg, 16) &&
+                     prep_aligned(k, 16) && prep_aligned(v, 16) && prep_aligned(q_norm_w, 16) &&
+                     prep_aligned(k_norm_w, 16) && (!zg_out || prep_aligned(zg_out, 16)) &&
+                     prep_aligned(k_cache, 8) && prep_aligned(v_cache, 8);
+    const unsigned int grid = (unsigned int)(n_heads + n_kv_heads);
+    if (sh.g == 4) {
+        switch (sh.nv) {
+        case 1: PREP_LAUNCH(4, 1); break;
+        case 2: PREP_LAUNCH(4, 2); break;
+        default: PREP_LAUNCH(4, PREP_MAX_NV); break;
+        }
+    } else {
+        switch (sh.nv) {
+        case 1: PREP_LAUNCH(1, 1); break;
+        case 2: PREP_LAUNCH(1, 2); break;
+        default: PREP_LAUNCH(1, PREP_MAX_NV); break;
+        }
+    }
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
