@@ -131,6 +131,39 @@ int frt_cuda_kv_append(void *stream, uint16_t *k_cache, uint16_t *v_cache, const
                        const void *v, frt_cuda_dtype src_dtype, const int32_t *d_start,
                        const int32_t *d_n, int max_n, int max_seq, int n_kv_heads, int head_dim);
 
+/* Largest head_dim frt_cuda_attn_decode_prep takes. */
+#define FRT_CUDA_ATTN_PREP_MAX_HD 2048
+
+/* The pre-attention work of a full-attention layer for ONE decode token, in
+ * one launch (nothing when *d_n == 0; d_n NULL means 1), position start =
+ * *d_start:
+ *   per query head h:  q = qg[h] (the first head_dim of each row of
+ *                      2 * head_dim when gated, else rows of head_dim)
+ *                      q_out[h] = rope(rmsnorm(q, q_norm_w))
+ *                      zg_out[h] = the gate half of qg[h] (gated only)
+ *   per KV head j:     k_cache[start, j] = bf16(rope(rmsnorm(k[j], k_norm_w)))
+ *                      v_cache[start, j] = bf16(v[j])
+ * qg [n_heads, gated ? 2 * head_dim : head_dim] f32; k, v [n_kv_heads,
+ * head_dim] f32 (read only: k is not normalised in place); q_norm_w,
+ * k_norm_w [head_dim] f32; q_out, zg_out [n_heads, head_dim] f32 (zg_out
+ * unused, may be NULL, when !gated); k_cache, v_cache [max_seq, n_kv_heads,
+ * head_dim] bf16. No output may alias an input or another output. A start
+ * >= max_seq writes no cache row (as frt_cuda_kv_append); q and the gate
+ * are still written. rmsnorm and rope as frt_cuda_rmsnorm (eps,
+ * zero_centered: 1 + w) and frt_cuda_rope (rot_dim, theta): the same bits as
+ * the unfused sequence frt_cuda_copy_rows (q, gate) + frt_cuda_rmsnorm (q,
+ * k) + frt_cuda_rope (q, k) + frt_cuda_kv_append. head_dim
+ * 1..FRT_CUDA_ATTN_PREP_MAX_HD; rot_dim even, 2..min(head_dim,
+ * FRT_CUDA_ROPE_MAX_ROT). Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointer,
+ * aliasing outputs, sizes out of range).
+ * Twins: frt_cpu_rmsnorm then frt_cpu_rope with pos = start. */
+int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_cache,
+                              uint16_t *v_cache, const float *qg, const float *k, const float *v,
+                              const float *q_norm_w, const float *k_norm_w,
+                              const int32_t *d_start, const int32_t *d_n, int max_seq,
+                              int n_heads, int n_kv_heads, int head_dim, int rot_dim, float theta,
+                              float eps, int zero_centered, int gated);
+
 /* Causal GQA attention of the query block at positions start .. start+n-1
  * over the bf16 KV cache (which must already hold this block's rows):
  * query token t, head h reads KV head h / (n_heads / n_kv_heads) and cache
@@ -273,6 +306,46 @@ int frt_cuda_gdr_chunked(void *stream, void *out, frt_cuda_dtype out_dtype, floa
  * value heads). 0 for max_n 0 or sizes frt_cuda_gdr_chunked does not take. */
 size_t frt_cuda_gdr_chunked_workspace_bytes(int max_n, int n_k_heads, int n_v_heads, int dk,
                                             int dv, int chunk);
+
+/* The decode token step of frt_cuda_conv1d_causal (max_n 1) in ONE launch:
+ *   out[c] = silu(sum_{j < kernel} w[c, j] * xpad[j, c]),  xpad = [state, x]
+ * then conv_state[c] shifts by one (the oldest drops, x[c] enters last).
+ * x [channels] of x_dtype; out [channels] of out_dtype (must not alias x);
+ * w [channels, kernel] f32; conv_state [channels, kernel - 1] f32 (may be
+ * NULL only for kernel 1). d_n (NULL: 1) clamped to [0, 1]; 0 reads and
+ * writes nothing. One thread per channel, taps summed j ascending as the
+ * twin. 1 <= kernel <= 64. Twin: frt_cpu_conv1d_causal with n_tok 1. */
+int frt_cuda_conv1d_step(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
+                         frt_cuda_dtype x_dtype, float *conv_state, const float *w,
+                         const int32_t *d_n, int channels, int kernel);
+
+/* The Gated DeltaNet decode step after the convolution, for one token, in
+ * ONE launch (replaces copy_rows x3, l2norm x2, gdn_gate, gdr_recurrent and
+ * rmsnorm_gated). With kd = n_k_heads dk, per value head h and key head
+ * kh = h / (n_v_heads / n_k_heads):
+ *   q = l2norm(qkv[kh dk ..]), k = l2norm(qkv[kd + kh dk ..])   (eps 1e-6)
+ *   g = -exp(A_log[h]) softplus(a[h] + dt_bias[h]), beta = sigmoid(b[h])
+ *   S = state[h]: S *= exp(g); kv = S^T k; delta = (v - kv) beta;
+ *                 S += k (x) delta; o = S^T q dk^-0.5   (v = qkv[2 kd + h dv ..])
+ *   ob[h] = (norm_w * (o * rsqrt(mean(o^2) + eps))) * silu(zg[h])
+ * qkv [2 kd + n_v_heads dv] f32 (the conv output, q | k | v); zg
+ * [n_v_heads, dv] f32; a, b, A_log, dt_bias [n_v_heads] f32; norm_w [dv] f32
+ * (plain weight); state [n_v_heads, dk, dv] f32 (device, updated in place);
+ * ob [n_v_heads, dv] of ob_dtype (must not alias the inputs). state, qkv,
+ * zg, norm_w and ob 16-byte aligned (ob 8 for bf16). d_n (NULL: 1) clamped
+ * to [0, 1]; 0 leaves state and ob untouched. eps is the RMSNorm's.
+ * One block of dk dv / 32 threads (512 at dk = dv = 128) per value head
+ * holding the head's whole state in registers (read once, written once,
+ * 16-byte coalesced); the dk-sums split over 8-row groups that meet in a
+ * fixed order (not the twins' single ascending sum; deterministic).
+ * dk, dv in {64, 128}, else FRT_ERR_UNSUPPORTED; n_v_heads a multiple of
+ * n_k_heads. Twins: frt_cpu_l2norm, frt_cpu_gdn_gate, frt_cpu_gdr_recurrent,
+ * frt_cpu_rmsnorm_gated (composed). */
+int frt_cuda_gdn_decode(void *stream, void *ob, frt_cuda_dtype ob_dtype, float *state,
+                        const float *qkv, const float *zg, const float *a, const float *b,
+                        const float *A_log, const float *dt_bias, const float *norm_w,
+                        const int32_t *d_n, int n_k_heads, int n_v_heads, int dk, int dv,
+                        float eps);
 
 /* ---- elementwise -------------------------------------------------------- */
 /* The flat elementwise kernels work on the first n * per_tok elements of

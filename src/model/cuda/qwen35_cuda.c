@@ -633,6 +633,13 @@ static int deltanet_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->ba, F32, f->d_n, R, 1, nv, c->ba_w));
         FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->ba + nv, F32, f->d_n, R, 1, nv, c->ba_w));
     }
+    if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128)) {
+        /* conv step, then split + L2 norms + gates + the recurrent rule + the gated norm: two launches */
+        FRT_TRY(frt_cuda_conv1d_step(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, ch, c->K));
+        FRT_TRY(frt_cuda_gdn_decode(st, c->ob, BF16, state, c->t1, c->zg, c->a, c->b, lw->A_log, lw->dt_bias,
+                                    lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->eps));
+        return gemm(f, c->delta, c->ob, lw->out_proj, vd, c->H);
+    }
     FRT_TRY(frt_cuda_conv1d_causal(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, R, ch, c->K));
     FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t1, F32, f->d_n, R, 1, kd, ch));
     FRT_TRY(frt_cuda_copy_rows(st, c->k, F32, c->t1 + kd, F32, f->d_n, R, 1, kd, ch));
@@ -784,7 +791,7 @@ static uint64_t cu_fingerprint_extra(const frt_model *m)
 const frt_model_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_elem_bytes = sizeof(uint16_t),
-    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-1",
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-2",
     .load_weights = cu_load_weights,
     .alloc_scratch = cu_alloc_scratch,
     .free = cu_free,
