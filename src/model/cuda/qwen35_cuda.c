@@ -124,12 +124,8 @@ typedef struct cu_model {
     size_t attn_ws_bytes;
     void *prefill_attn_ws; /* prefill attention split partials (every bucket) */
     size_t prefill_attn_ws_bytes;
-    void *argmax_ws;
-    size_t argmax_ws_bytes;
     void *sample_ws;
     size_t sample_ws_bytes;
-    int32_t *tok_argmax, *tok_sample; /* [1] each */
-    uint64_t *rng_save;               /* [1] */
     int32_t *debug_rows;              /* [1] rows of the last debug record */
     float *debug;                     /* [(L + 2), C, H] when params.debug_hidden */
     size_t debug_off, debug_rows_off; /* byte offsets of debug, debug_rows in sbuf */
@@ -428,7 +424,6 @@ static int cu_alloc_scratch(frt_model *m)
     c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes(m->C, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
-    c->argmax_ws_bytes = frt_cuda_argmax_workspace_bytes(c->V);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
 
     /* Two passes over one layout: sizes (base NULL), then pointers. */
@@ -462,11 +457,7 @@ static int cu_alloc_scratch(frt_model *m)
         CARVE(c->gdr_ws, char, c->gdr_ws_bytes);
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
-        CARVE(c->argmax_ws, char, c->argmax_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
-        CARVE(c->tok_argmax, int32_t, sizeof(int32_t));
-        CARVE(c->tok_sample, int32_t, sizeof(int32_t));
-        CARVE(c->rng_save, uint64_t, sizeof(uint64_t));
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {

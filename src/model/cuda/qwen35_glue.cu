@@ -1,7 +1,7 @@
 /*
  * model/cuda/qwen35_glue.cu - the boundary-record kernels of the Qwen3.5
- * CUDA forward pass (qwen35_glue.h): the token journal, the end-of-step
- * advance and the greedy/sampled decision. Each is a handful of scalar
+ * CUDA forward pass (qwen35_glue.h): the token journal and the end-of-step
+ * advance (the greedy/sampled decision is frt_cuda_sample_token's). Each is a handful of scalar
  * writes; they exist so that the captured graphs update the state on the
  * device exactly as the cpu backend's host tasks do.
  */
@@ -59,36 +59,3 @@ extern "C" int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pendi
     return 0;
 }
 
-__global__ void rng_save_kernel(uint64_t *d_save, const uint64_t *d_rng) { *d_save = *d_rng; }
-
-extern "C" int frt_qwen35_rng_save(void *stream, uint64_t *d_save, const uint64_t *d_rng)
-{
-    FRT_ARG(d_save && d_rng, "qwen35 rng_save: NULL pointer");
-    rng_save_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_save, d_rng);
-    FRT_LAUNCH_CHECK();
-    return 0;
-}
-
-__global__ void sample_commit_kernel(int32_t *d_pending, uint64_t *d_rng, const uint64_t *d_save,
-                                     const float *d_temperature, const int32_t *d_argmax,
-                                     const int32_t *d_sampled)
-{
-    if (*d_temperature <= 0.0f) { /* as task_sample: argmax, the RNG untouched */
-        *d_pending = *d_argmax;
-        *d_rng = *d_save;
-    } else {
-        *d_pending = *d_sampled;
-    }
-}
-
-extern "C" int frt_qwen35_sample_commit(void *stream, int32_t *d_pending, uint64_t *d_rng,
-                                        const uint64_t *d_save, const float *d_temperature,
-                                        const int32_t *d_argmax, const int32_t *d_sampled)
-{
-    FRT_ARG(d_pending && d_rng && d_save && d_temperature && d_argmax && d_sampled,
-            "qwen35 sample_commit: NULL pointer");
-    sample_commit_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_pending, d_rng, d_save,
-                                                            d_temperature, d_argmax, d_sampled);
-    FRT_LAUNCH_CHECK();
-    return 0;
-}

@@ -31,17 +31,6 @@ int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids, const 
 int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pending, int32_t *d_has_logits,
                        int32_t *d_rows, const int32_t *d_n, int max_n);
 
-/* *d_save = *d_rng (before frt_cuda_sample, which always takes one step). */
-int frt_qwen35_rng_save(void *stream, uint64_t *d_save, const uint64_t *d_rng);
-
-/* The sampler's decision (task_sample of qwen35_cpu.c): when
- * *d_temperature <= 0, *d_pending = *d_argmax and the RNG goes back to
- * *d_save (greedy does not advance it); otherwise *d_pending = *d_sampled
- * (frt_cuda_sample, -1 for invalid parameters) and the RNG keeps its step. */
-int frt_qwen35_sample_commit(void *stream, int32_t *d_pending, uint64_t *d_rng,
-                             const uint64_t *d_save, const float *d_temperature,
-                             const int32_t *d_argmax, const int32_t *d_sampled);
-
 #ifdef __cplusplus
 }
 #endif
