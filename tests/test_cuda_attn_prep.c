@@ -31,6 +31,10 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
+#define FRT_TEST_CUDA_OWN_UNTOUCHED
+#define FRT_TEST_CUDA_START_N
+#include "frt_test_cuda.h"
+
 #define TOL_F32 1e-5
 #define TOL_BF16 1e-2
 #define TOL_UNFUSED 1e-6 /* when the bits differ from the unfused path */
@@ -39,91 +43,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32;
 
-#define FRT_TEST_TRY_(expr)                                                    \
-    do {                                                                       \
-        int frt_try_rc_ = (expr);                                              \
-        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
-    } while (0)
-
 /* ---- harness ---------------------------------------------------------- */
-
-static frt_context *g_ctx;
-static frt_stream *g_st;
-static void *g_cs; /* the native cudaStream_t */
-
-static void must(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
-        exit(1);
-    }
-}
-
-static float *fnew(size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *frand(size_t n, float lo, float hi)
-{
-    float *x = fnew(n);
-    frt_test_fill(x, n, lo, hi);
-    return x;
-}
-
-static void report(const char *name, double err, double tol)
-{
-    int ok = err <= tol && !isnan(err);
-    printf("  %-62s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
-}
-
-static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
-
-typedef struct dbuf {
-    frt_buffer *b;
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static dbuf dalloc(size_t bytes)
-{
-    dbuf d = {0, 0, bytes};
-    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
-    d.p = frt_buffer_ptr(d.b);
-    return d;
-}
-
-static void dfree(dbuf *d)
-{
-    frt_buffer_free(d->b);
-    d->b = NULL;
-    d->p = NULL;
-}
-
-static void dput(dbuf d, size_t off, const void *h, size_t bytes)
-{
-    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
-    sync_st();
-}
-
-static void dget(dbuf d, size_t off, void *h, size_t bytes)
-{
-    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
-    sync_st();
-}
-
-/* Fills with sentinel bytes 0x7F. */
-static void dsentinel(dbuf d)
-{
-    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
-    sync_st();
-}
 
 static int untouched(dbuf d, size_t off, size_t bytes)
 {
@@ -133,16 +53,6 @@ static int untouched(dbuf d, size_t off, size_t bytes)
     for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
     free(h);
     return ok;
-}
-
-/* The dynamic values: int32 [0] = start, [1] = n. */
-static dbuf g_dyn;
-static int32_t *d_start_p(void) { return (int32_t *)g_dyn.p; }
-static int32_t *d_n_p(void) { return (int32_t *)g_dyn.p + 1; }
-static void set_dyn(int start, int n)
-{
-    int32_t v[2] = {start, n};
-    dput(g_dyn, 0, v, sizeof v);
 }
 
 /* ---- one layer's buffers ------------------------------------------------ */

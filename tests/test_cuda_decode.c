@@ -37,182 +37,18 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
+#define FRT_TEST_CUDA_START_N
+#include "frt_test_cuda.h"
+
 #define TOL_F32 1e-5
 #define TOL_BF16 1e-2
 #define DECODE_SPLIT 128 /* as qwen35_cuda.c */
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
 
-#define FRT_TEST_TRY_(expr)                                                    \
-    do {                                                                       \
-        int frt_try_rc_ = (expr);                                              \
-        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
-    } while (0)
-
-/* ---- harness (as tests/test_cuda_kernels.c) ----------------------------- */
-
-static frt_context *g_ctx;
-static frt_stream *g_st;
-static void *g_cs;
-
-static void must(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
-        exit(1);
-    }
-}
-
-static void *xzalloc(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *fnew(size_t n) { return xzalloc(n * sizeof(float)); }
-
-static float *frand(size_t n, float lo, float hi)
-{
-    float *x = fnew(n);
-    frt_test_fill(x, n, lo, hi);
-    return x;
-}
-
-static float *fdup(const float *x, size_t n)
-{
-    float *y = fnew(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
-static void round_bf16(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) x[i] = frt_bf16_to_f32(frt_f32_to_bf16(x[i]));
-}
-
-static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
+/* ---- harness (the rest: frt_test_cuda.h) ---------------------------- */
 
 static double tol_of(frt_cuda_dtype dt) { return dt == BF16 ? TOL_BF16 : TOL_F32; }
-
-static size_t esz(frt_cuda_dtype dt) { return dt == BF16 ? 2 : 4; }
-
-static void report(const char *name, double err, double tol)
-{
-    int ok = err <= tol && !isnan(err);
-    printf("  %-62s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
-}
-
-static void report_same(const char *name, const void *a, const void *b, size_t bytes)
-{
-    int same = memcmp(a, b, bytes) == 0;
-    printf("  %-62s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
-           same ? "ok" : "FAIL");
-    CHECK_MSG(same, "%s: not bit-identical", name);
-}
-
-static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
-
-typedef struct dbuf {
-    frt_buffer *b;
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static dbuf dalloc(size_t bytes)
-{
-    dbuf d = {0, 0, bytes};
-    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
-    d.p = frt_buffer_ptr(d.b);
-    return d;
-}
-
-static void dfree(dbuf *d)
-{
-    frt_buffer_free(d->b);
-    d->b = NULL;
-    d->p = NULL;
-}
-
-static void dput(dbuf d, size_t off, const void *h, size_t bytes)
-{
-    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
-    sync_st();
-}
-
-static void dget(dbuf d, size_t off, void *h, size_t bytes)
-{
-    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
-    sync_st();
-}
-
-static void dsentinel(dbuf d)
-{
-    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
-    sync_st();
-}
-
-static int untouched(dbuf d, size_t off, size_t bytes)
-{
-    if (!bytes) return 1;
-    unsigned char *h = xzalloc(bytes);
-    dget(d, off, h, bytes);
-    int ok = 1;
-    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
-    free(h);
-    return ok;
-}
-
-static void dput_as(dbuf d, size_t off_elems, const float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        frt_f32_array_to_bf16(x, h, n);
-        dput(d, off_elems * 2, h, n * 2);
-        free(h);
-    } else {
-        dput(d, off_elems * 4, x, n * 4);
-    }
-}
-
-static void dget_as(dbuf d, size_t off_elems, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        dget(d, off_elems * 2, h, n * 2);
-        frt_bf16_array_to_f32(h, x, n);
-        free(h);
-    } else {
-        dget(d, off_elems * 4, x, n * 4);
-    }
-}
-
-static void dprep(dbuf d, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) round_bf16(x, n);
-    dput_as(d, 0, x, n, dt);
-}
-
-/* The dynamic values: int32 [0] = start, [1] = n. */
-static dbuf g_dyn;
-static int32_t *d_start_p(void) { return (int32_t *)g_dyn.p; }
-static int32_t *d_n_p(void) { return (int32_t *)g_dyn.p + 1; }
-static void set_dyn(int start, int n)
-{
-    int32_t v[2] = {start, n};
-    dput(g_dyn, 0, v, sizeof v);
-}
-
-static void *snap(dbuf d, size_t bytes)
-{
-    void *h = xzalloc(bytes);
-    dget(d, 0, h, bytes);
-    return h;
-}
 
 /* Event timing of `iters` calls of fn(user) on the stream, in microseconds. */
 typedef int (*launch_fn)(void *user);
@@ -317,18 +153,18 @@ static void attention_cases(const att_cache *c, int nh, int max_n, int split, fr
             snprintf(name, sizeof name, "attention hd %d h %d/%d %s->%s split %d ctx %d n %d/%d",
                      c->hd, nh, c->nkv, dtn(qdt), dtn(odt), split, ctx, n, max_n);
             report(name, frt_test_rel_err(got, ref, (size_t)n * qrow), tol_of(odt));
-            CHECK(untouched(a.out, (size_t)n * qrow * esz(odt),
-                            (size_t)(max_n - n) * qrow * esz(odt)));
+            CHECK(untouched(a.out, (size_t)n * qrow * dsize(odt),
+                            (size_t)(max_n - n) * qrow * dsize(odt)));
         }
         if (timing) {
             const int n = max_n < ctx ? max_n : ctx;
             set_dyn(ctx - n, n);
-            void *b0 = snap(a.out, qsz * esz(odt));
+            void *b0 = snap(a.out, qsz * dsize(odt));
             const double us = time_us(att_launch, &a, 20);
-            void *b1 = snap(a.out, qsz * esz(odt));
+            void *b1 = snap(a.out, qsz * dsize(odt));
             char name[160];
             snprintf(name, sizeof name, "attention determinism, ctx %d n %d (21 runs)", ctx, n);
-            report_same(name, b0, b1, qsz * esz(odt));
+            report_same(name, b0, b1, qsz * dsize(odt));
             const double bytes = (double)ctx * c->nkv * c->hd * 2 * 2;
             printf("  %-62s %7.1f us  %6.0f GB/s of K+V (HBM ~4800)\n", "  time per call", us,
                    bytes / us * 1e-3);
@@ -416,36 +252,36 @@ static void gdr_run(gdr_case c, int determinism)
     snprintf(name, sizeof name, "gdr_recurrent out %s->%s n %d/%d k%d v%d dk %d dv %d",
              dtn(c.in_dt), dtn(c.out_dt), c.n, c.max_n, c.nk, c.nv, c.dk, c.dv);
     report(name, frt_test_rel_err(got, out_ref, no), tol_of(c.out_dt));
-    CHECK(untouched(dout, no * esz(c.out_dt),
-                    (size_t)(c.max_n - c.n) * c.nv * c.dv * esz(c.out_dt)));
+    CHECK(untouched(dout, no * dsize(c.out_dt),
+                    (size_t)(c.max_n - c.n) * c.nv * c.dv * dsize(c.out_dt)));
     dget(ds, 0, got, ns * 4);
     snprintf(name, sizeof name, "gdr_recurrent state n %d k%d v%d dk %d dv %d", c.n, c.nk, c.nv,
              c.dk, c.dv);
     report(name, frt_test_rel_err(got, st_ref, ns), TOL_F32);
 
     if (determinism) {
-        void *o1 = snap(dout, no * esz(c.out_dt)), *s1 = snap(ds, ns * 4);
+        void *o1 = snap(dout, no * dsize(c.out_dt)), *s1 = snap(ds, ns * 4);
         for (int r = 0; r < 2; r++) {
             dput(ds, 0, state0, ns * 4);
             CHECK_OK(frt_cuda_gdr_recurrent(g_cs, dout.p, c.out_dt, ds.p, dq.p, dk.p, dv.p,
                                             c.in_dt, dg.p, db.p, d_n_p(), c.max_n, c.nk, c.nv,
                                             c.dk, c.dv));
         }
-        void *o2 = snap(dout, no * esz(c.out_dt)), *s2 = snap(ds, ns * 4);
-        report_same("gdr_recurrent determinism (3 runs, out)", o1, o2, no * esz(c.out_dt));
+        void *o2 = snap(dout, no * dsize(c.out_dt)), *s2 = snap(ds, ns * 4);
+        report_same("gdr_recurrent determinism (3 runs, out)", o1, o2, no * dsize(c.out_dt));
         report_same("gdr_recurrent determinism (3 runs, state)", s1, s2, ns * 4);
         /* the same n tokens one launch each (pointers advanced by hand) */
         dput(ds, 0, state0, ns * 4);
-        const size_t qs = (size_t)c.nk * c.dk * esz(c.in_dt);
-        const size_t vs = (size_t)c.nv * c.dv * esz(c.in_dt);
-        const size_t os = (size_t)c.nv * c.dv * esz(c.out_dt);
+        const size_t qs = (size_t)c.nk * c.dk * dsize(c.in_dt);
+        const size_t vs = (size_t)c.nv * c.dv * dsize(c.in_dt);
+        const size_t os = (size_t)c.nv * c.dv * dsize(c.out_dt);
         for (int t = 0; t < c.n; t++)
             CHECK_OK(frt_cuda_gdr_recurrent(
                 g_cs, (char *)dout.p + t * os, c.out_dt, ds.p, (char *)dq.p + t * qs,
                 (char *)dk.p + t * qs, (char *)dv.p + t * vs, c.in_dt, (float *)dg.p + t * c.nv,
                 (float *)db.p + t * c.nv, NULL, 1, c.nk, c.nv, c.dk, c.dv));
-        void *o3 = snap(dout, no * esz(c.out_dt)), *s3 = snap(ds, ns * 4);
-        report_same("gdr_recurrent n tokens == n launches of 1 (out)", o1, o3, no * esz(c.out_dt));
+        void *o3 = snap(dout, no * dsize(c.out_dt)), *s3 = snap(ds, ns * 4);
+        report_same("gdr_recurrent n tokens == n launches of 1 (out)", o1, o3, no * dsize(c.out_dt));
         report_same("gdr_recurrent n tokens == n launches of 1 (state)", s1, s3, ns * 4);
         free(o1);
         free(o2);
@@ -541,25 +377,25 @@ static void rmsnorm_run(int max_n, int n, int heads, int dim, int zc, frt_cuda_d
     void *a_out = NULL;
     for (int m = 0; m <= misalign; m++) {
         /* m 1: x and out one element past an aligned address (scalar loads) */
-        const size_t xoff = m ? esz(xdt) : 0, ooff = m ? esz(odt) : 0;
+        const size_t xoff = m ? dsize(xdt) : 0, ooff = m ? dsize(odt) : 0;
         dsentinel(dout);
-        dput_as(dx, xoff / esz(xdt), x, tot, xdt);
+        dput_as(dx, xoff / dsize(xdt), x, tot, xdt);
         CHECK_OK(frt_cuda_rmsnorm(g_cs, (char *)dout.p + ooff, odt, (char *)dx.p + xoff, xdt, dw.p,
                                   d_n_p(), max_n, heads, dim, 1e-6f, zc));
-        dget_as(dout, ooff / esz(odt), got, val, odt);
+        dget_as(dout, ooff / dsize(odt), got, val, odt);
         char name[160];
         snprintf(name, sizeof name, "rmsnorm %s->%s %d x %d x %d zc %d n %d%s", dtn(xdt), dtn(odt),
                  max_n, heads, dim, zc, n, m ? " misaligned" : "");
         report(name, frt_test_rel_err(got, ref, val), tol_of(odt));
-        CHECK(untouched(dout, ooff + val * esz(odt), (tot - val) * esz(odt)));
+        CHECK(untouched(dout, ooff + val * dsize(odt), (tot - val) * dsize(odt)));
         if (m == 0) {
-            a_out = xzalloc(val * esz(odt));
-            dget(dout, 0, a_out, val * esz(odt));
+            a_out = xzalloc(val * dsize(odt));
+            dget(dout, 0, a_out, val * dsize(odt));
         } else {
-            void *b_out = xzalloc(val * esz(odt));
-            dget(dout, ooff, b_out, val * esz(odt));
+            void *b_out = xzalloc(val * dsize(odt));
+            dget(dout, ooff, b_out, val * dsize(odt));
             report_same("rmsnorm misaligned (scalar loads) == aligned", a_out, b_out,
-                        val * esz(odt));
+                        val * dsize(odt));
             free(b_out);
         }
     }
@@ -592,12 +428,12 @@ static void add_rmsnorm_run(int max_n, int n, int dim, frt_cuda_dtype ddt, frt_c
         CHECK_OK(frt_cuda_add_rmsnorm(g_cs, dr.p, dd.p, ddt, dout.p, odt, dw.p, d_n_p(), max_n,
                                       dim, 1e-6f, 1));
         if (run == 0) {
-            first = snap(dout, tot * esz(odt));
+            first = snap(dout, tot * dsize(odt));
             continue;
         }
         if (run == 2) {
-            void *b = snap(dout, tot * esz(odt));
-            report_same("add_rmsnorm determinism (3 runs)", first, b, tot * esz(odt));
+            void *b = snap(dout, tot * dsize(odt));
+            report_same("add_rmsnorm determinism (3 runs)", first, b, tot * dsize(odt));
             free(b);
         }
     }
@@ -610,7 +446,7 @@ static void add_rmsnorm_run(int max_n, int n, int dim, frt_cuda_dtype ddt, frt_c
     dget_as(dout, 0, got, val, odt);
     snprintf(name, sizeof name, "add_rmsnorm out %s %d x %d n %d", dtn(odt), max_n, dim, n);
     report(name, frt_test_rel_err(got, h_ref, val), tol_of(odt));
-    CHECK(untouched(dout, val * esz(odt), (tot - val) * esz(odt)));
+    CHECK(untouched(dout, val * dsize(odt), (tot - val) * dsize(odt)));
     free(first);
     dfree(&dr);
     dfree(&dd);
@@ -645,7 +481,7 @@ static void gated_run(int max_n, int n, int heads, int dim, frt_cuda_dtype xdt,
     snprintf(name, sizeof name, "rmsnorm_gated %s->%s %d x %d x %d n %d", dtn(xdt), dtn(odt),
              max_n, heads, dim, n);
     report(name, frt_test_rel_err(got, ref, val), tol_of(odt));
-    CHECK(untouched(dout, val * esz(odt), (tot - val) * esz(odt)));
+    CHECK(untouched(dout, val * dsize(odt), (tot - val) * dsize(odt)));
     dfree(&dx);
     dfree(&dz);
     dfree(&dw);

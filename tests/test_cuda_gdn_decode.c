@@ -36,6 +36,12 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
+#define FRT_TEST_CUDA_OWN_FRAND
+#define FRT_TEST_CUDA_OWN_UNTOUCHED
+#define FRT_TEST_CUDA_AS_AT0
+#define FRT_TEST_CUDA_COUNT
+#include "frt_test_cuda.h"
+
 #include <time.h>
 
 #define TOL_F32 1e-5
@@ -44,127 +50,9 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
 
-#define FRT_TEST_TRY_(expr)                                                    \
-    do {                                                                       \
-        int frt_try_rc_ = (expr);                                              \
-        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
-    } while (0)
+/* ---- harness (the rest: frt_test_cuda.h) ---------------------------- */
 
-/* ---- harness (as tests/test_cuda_kernels.c) ------------------------------ */
-
-static frt_context *g_ctx;
-static frt_stream *g_st;
-static void *g_cs; /* the native cudaStream_t */
 static uint64_t g_rng = 20260611;
-
-static void must(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
-        exit(1);
-    }
-}
-
-static void *xzalloc(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *fnew(size_t n) { return xzalloc(n * sizeof(float)); }
-
-/* Uniform in [lo, hi) from the SplitMix64 stream of kernels/cpu/rng.h. */
-static float urand(float lo, float hi) { return lo + (hi - lo) * frt_rng_uniform(&g_rng); }
-
-static float *frand(size_t n, float lo, float hi)
-{
-    float *x = fnew(n);
-    for (size_t i = 0; i < n; i++) x[i] = urand(lo, hi);
-    return x;
-}
-
-static float *fdup(const float *x, size_t n)
-{
-    float *y = fnew(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
-static void round_bf16(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) x[i] = frt_bf16_to_f32(frt_f32_to_bf16(x[i]));
-}
-
-static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
-
-static void report(const char *name, double err, double tol)
-{
-    int ok = err <= tol && !isnan(err);
-    printf("  %-62s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
-}
-
-static void report_same(const char *name, const void *a, const void *b, size_t bytes)
-{
-    int same = memcmp(a, b, bytes) == 0;
-    printf("  %-62s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
-           same ? "ok" : "FAIL");
-    CHECK_MSG(same, "%s: not bit-identical", name);
-}
-
-static void report_flag(const char *name, int ok)
-{
-    printf("  %-62s %10s %8s %s\n", name, ok ? "yes" : "no", "-", ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s", name);
-}
-
-static double maxerr(double acc, double e) { return isnan(e) || e > acc ? e : acc; }
-
-static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
-
-typedef struct dbuf {
-    frt_buffer *b;
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static dbuf dalloc(size_t bytes)
-{
-    dbuf d = {0, 0, bytes};
-    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
-    d.p = frt_buffer_ptr(d.b);
-    return d;
-}
-
-static void dfree(dbuf *d)
-{
-    frt_buffer_free(d->b);
-    d->b = NULL;
-    d->p = NULL;
-}
-
-static void dput(dbuf d, size_t off, const void *h, size_t bytes)
-{
-    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
-    sync_st();
-}
-
-static void dget(dbuf d, size_t off, void *h, size_t bytes)
-{
-    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
-    sync_st();
-}
-
-/* Fills with sentinel bytes 0x7F (f32 3.39e38, bf16 3.39e38). */
-static void dsentinel(dbuf d)
-{
-    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
-    sync_st();
-}
 
 /* 1 when bytes [0, bytes) still hold the sentinel. */
 static int untouched(dbuf d, size_t bytes)
@@ -177,44 +65,17 @@ static int untouched(dbuf d, size_t bytes)
     return ok;
 }
 
-static void dput_as(dbuf d, const float *x, size_t n, frt_cuda_dtype dt)
+/* Uniform in [lo, hi) from the SplitMix64 stream of kernels/cpu/rng.h. */
+static float urand(float lo, float hi) { return lo + (hi - lo) * frt_rng_uniform(&g_rng); }
+
+static float *frand(size_t n, float lo, float hi)
 {
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        frt_f32_array_to_bf16(x, h, n);
-        dput(d, 0, h, n * 2);
-        free(h);
-    } else {
-        dput(d, 0, x, n * 4);
-    }
+    float *x = fnew(n);
+    for (size_t i = 0; i < n; i++) x[i] = urand(lo, hi);
+    return x;
 }
 
-static void dget_as(dbuf d, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        dget(d, 0, h, n * 2);
-        frt_bf16_array_to_f32(h, x, n);
-        free(h);
-    } else {
-        dget(d, 0, x, n * 4);
-    }
-}
-
-static void *snap(dbuf d, size_t bytes)
-{
-    void *h = xzalloc(bytes);
-    dget(d, 0, h, bytes);
-    return h;
-}
-
-static dbuf g_dn; /* int32 valid count */
-static int32_t *d_n_p(void) { return (int32_t *)g_dn.p; }
-static void set_n(int n)
-{
-    int32_t v = n;
-    dput(g_dn, 0, &v, sizeof v);
-}
+static double maxerr(double acc, double e) { return isnan(e) || e > acc ? e : acc; }
 
 /* ---- the layer: shape, weights, states, device buffers ------------------- */
 

@@ -33,102 +33,20 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
+#define FRT_TEST_CUDA_OWN_FRAND
+#define FRT_TEST_CUDA_OWN_UNTOUCHED
+#define FRT_TEST_CUDA_AS_AT0
+#include "frt_test_cuda.h"
+
 #define TOL_GEMM_F32 1e-4
 #define TOL_BF16 1e-2
 #define HBM_BYTES_PER_S 4.2e12 /* measured device-to-device copy rate of the H200 */
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
 
-#define FRT_TEST_TRY_(expr)                                                    \
-    do {                                                                       \
-        int frt_try_rc_ = (expr);                                              \
-        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
-    } while (0)
-
 /* ---- harness ---------------------------------------------------------- */
 
-static frt_context *g_ctx;
-static frt_stream *g_st;
-static void *g_cs; /* the native cudaStream_t */
 static uint64_t g_rng = 20261205;
-
-static void must(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
-        exit(1);
-    }
-}
-
-static void *xzalloc(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
-static size_t dsize(frt_cuda_dtype dt) { return dt == BF16 ? 2 : 4; }
-
-static void report(const char *name, double err, double tol)
-{
-    int ok = err <= tol && !isnan(err);
-    printf("  %-62s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
-}
-
-static void report_same(const char *name, const void *a, const void *b, size_t bytes)
-{
-    int same = memcmp(a, b, bytes) == 0;
-    printf("  %-62s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
-           same ? "ok" : "FAIL");
-    CHECK_MSG(same, "%s: not bit-identical", name);
-}
-
-static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
-
-typedef struct dbuf {
-    frt_buffer *b;
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static dbuf dalloc(size_t bytes)
-{
-    dbuf d = {0, 0, bytes};
-    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
-    d.p = frt_buffer_ptr(d.b);
-    return d;
-}
-
-static void dfree(dbuf *d)
-{
-    frt_buffer_free(d->b);
-    d->b = NULL;
-    d->p = NULL;
-}
-
-static void dput(dbuf d, size_t off, const void *h, size_t bytes)
-{
-    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
-    sync_st();
-}
-
-static void dget(dbuf d, size_t off, void *h, size_t bytes)
-{
-    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
-    sync_st();
-}
-
-/* Sentinel bytes 0x7F everywhere. */
-static void dsentinel(dbuf d)
-{
-    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
-    sync_st();
-}
 
 static int untouched(dbuf d, size_t off, size_t bytes)
 {
@@ -138,38 +56,6 @@ static int untouched(dbuf d, size_t off, size_t bytes)
     for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
     free(h);
     return ok;
-}
-
-/* n floats as dtype dt at element offset 0 (bf16: RNE). */
-static void dput_as(dbuf d, const float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        frt_f32_array_to_bf16(x, h, n);
-        dput(d, 0, h, n * 2);
-        free(h);
-    } else {
-        dput(d, 0, x, n * 4);
-    }
-}
-
-static void dget_as(dbuf d, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        dget(d, 0, h, n * 2);
-        frt_bf16_array_to_f32(h, x, n);
-        free(h);
-    } else {
-        dget(d, 0, x, n * 4);
-    }
-}
-
-static void *snap(dbuf d, size_t bytes)
-{
-    void *h = xzalloc(bytes);
-    dget(d, 0, h, bytes);
-    return h;
 }
 
 /* A random bf16 matrix [rows, cols] in [lo, hi): the bits and their exact f32. */

@@ -29,186 +29,19 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
+#define FRT_TEST_CUDA_COL 58
+#define FRT_TEST_CUDA_START_N
+#include "frt_test_cuda.h"
+
 #define TOL_F32 1e-5
 #define TOL_BF16 1e-2
 #define TOL_GEMM_F32 1e-4 /* tensor-core fp32 accumulation vs OpenBLAS, k up to 1024 */
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
 
-/* Inside a record callback: return a failed launch's status. */
-#define FRT_TEST_TRY_(expr)                                                    \
-    do {                                                                       \
-        int frt_try_rc_ = (expr);                                              \
-        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
-    } while (0)
-
 /* ---- harness helpers -------------------------------------------------- */
 
-static frt_context *g_ctx;
-static frt_stream *g_st;
-static void *g_cs; /* the native cudaStream_t */
-
-static void must(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
-        exit(1);
-    }
-}
-
-static void *xzalloc(size_t bytes)
-{
-    void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
-static float *fnew(size_t n) { return xzalloc(n * sizeof(float)); }
-
-static float *frand(size_t n, float lo, float hi)
-{
-    float *x = fnew(n);
-    frt_test_fill(x, n, lo, hi);
-    return x;
-}
-
-static float *fdup(const float *x, size_t n)
-{
-    float *y = fnew(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
-static void round_bf16(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) x[i] = frt_bf16_to_f32(frt_f32_to_bf16(x[i]));
-}
-
-static const char *dtn(frt_cuda_dtype dt) { return dt == BF16 ? "bf16" : "f32"; }
-
 static double tol_of(frt_cuda_dtype out_dt) { return out_dt == BF16 ? TOL_BF16 : TOL_F32; }
-
-/* One row of the table, and the check. */
-static void report(const char *name, double err, double tol)
-{
-    int ok = err <= tol && !isnan(err);
-    printf("  %-58s %10.3e %8.1e %s\n", name, err, tol, ok ? "ok" : "FAIL");
-    CHECK_MSG(ok, "%s: rel err %.3e > %.1e", name, err, tol);
-}
-
-static void sync_st(void) { must(frt_stream_sync(g_st), "stream sync"); }
-
-typedef struct dbuf {
-    frt_buffer *b;
-    void *p;
-    size_t bytes;
-} dbuf;
-
-static dbuf dalloc(size_t bytes)
-{
-    dbuf d = {0, 0, bytes};
-    must(frt_buffer_alloc(g_ctx, "test", FRT_SPACE_DEVICE, bytes ? bytes : 1, &d.b), "alloc");
-    d.p = frt_buffer_ptr(d.b);
-    return d;
-}
-
-static void dfree(dbuf *d)
-{
-    frt_buffer_free(d->b);
-    d->b = NULL;
-    d->p = NULL;
-}
-
-static void dput(dbuf d, size_t off, const void *h, size_t bytes)
-{
-    must(frt_buffer_write(d.b, off, h, bytes, g_st), "write");
-    sync_st();
-}
-
-static void dget(dbuf d, size_t off, void *h, size_t bytes)
-{
-    must(frt_buffer_read(d.b, off, h, bytes, g_st), "read");
-    sync_st();
-}
-
-/* Fills with sentinel bytes 0x7F (f32 3.39e38, bf16 3.39e38). */
-static void dsentinel(dbuf d)
-{
-    must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
-    sync_st();
-}
-
-/* 1 when bytes [off, off + bytes) still hold the sentinel. */
-static int untouched(dbuf d, size_t off, size_t bytes)
-{
-    if (!bytes) return 1;
-    unsigned char *h = xzalloc(bytes);
-    dget(d, off, h, bytes);
-    int ok = 1;
-    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
-    free(h);
-    return ok;
-}
-
-/* Uploads n floats as dtype dt (bf16: RNE). */
-static void dput_as(dbuf d, size_t off_elems, const float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        frt_f32_array_to_bf16(x, h, n);
-        dput(d, off_elems * 2, h, n * 2);
-        free(h);
-    } else {
-        dput(d, off_elems * 4, x, n * 4);
-    }
-}
-
-static void dget_as(dbuf d, size_t off_elems, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) {
-        uint16_t *h = xzalloc(n * 2);
-        dget(d, off_elems * 2, h, n * 2);
-        frt_bf16_array_to_f32(h, x, n);
-        free(h);
-    } else {
-        dget(d, off_elems * 4, x, n * 4);
-    }
-}
-
-/* Rounds x to dt in place (so the CPU sees what the GPU gets) and uploads. */
-static void dprep(dbuf d, float *x, size_t n, frt_cuda_dtype dt)
-{
-    if (dt == BF16) round_bf16(x, n);
-    dput_as(d, 0, x, n, dt);
-}
-
-/* The dynamic values: int32 [0] = start, [1] = n, [2] = spare. */
-static dbuf g_dyn;
-static int32_t *d_start_p(void) { return (int32_t *)g_dyn.p; }
-static int32_t *d_n_p(void) { return (int32_t *)g_dyn.p + 1; }
-static void set_dyn(int start, int n)
-{
-    int32_t v[2] = {start, n};
-    dput(g_dyn, 0, v, sizeof v);
-}
-
-/* Snapshot of a device buffer, for determinism checks. */
-static void *snap(dbuf d, size_t bytes)
-{
-    void *h = xzalloc(bytes);
-    dget(d, 0, h, bytes);
-    return h;
-}
-
-static void report_same(const char *name, const void *a, const void *b, size_t bytes)
-{
-    int same = memcmp(a, b, bytes) == 0;
-    printf("  %-58s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits", same ? "ok" : "FAIL");
-    CHECK_MSG(same, "%s: not bit-identical", name);
-}
 
 /* ---- embedding ------------------------------------------------------- */
 
