@@ -25,7 +25,7 @@
  * groups (a rotation reads the partner element at i +- rot_dim / 2 from
  * shared memory). Tested in tests/test_cuda_attn_prep.c.
  */
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/norm_util.h"
 
 #include <math.h>
 
@@ -36,28 +36,6 @@ struct prep_params {
     float inv_freq[FRT_CUDA_ROPE_MAX_ROT / 2];
 };
 
-struct __align__(8) prep_bf16x4 {
-    __nv_bfloat162 a, b;
-};
-
-/* The launch shape of rmsnorm.cu's norm_shape_of (keep the two equal: the
- * fp64 reduction order, hence the bits, depends on it). */
-struct prep_shape {
-    int g, threads, nv;
-};
-
-static prep_shape prep_shape_of(int dim)
-{
-    prep_shape s;
-    s.g = dim % 4 == 0 ? 4 : 1;
-    const long long groups = dim / s.g;
-    long long t = (groups + 3) / 4;
-    t = (t + 31) / 32 * 32;
-    s.threads = (int)(t < 32 ? 32 : (t > PREP_MAX_THREADS ? PREP_MAX_THREADS : t));
-    const long long per = (groups + s.threads - 1) / s.threads;
-    s.nv = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 0;
-    return s;
-}
 
 template <int G>
 __device__ __forceinline__ void prep_ld(const float *p, size_t i, bool vec, float (&v)[G])
@@ -95,10 +73,10 @@ __device__ __forceinline__ void prep_st_bf16(__nv_bfloat16 *p, size_t i, bool ve
 {
     if constexpr (G == 4) {
         if (vec) {
-            prep_bf16x4 u;
+            norm_bf16x4 u;
             u.a = __floats2bfloat162_rn(v[0], v[1]);
             u.b = __floats2bfloat162_rn(v[2], v[3]);
-            *(prep_bf16x4 *)(p + i) = u;
+            *(norm_bf16x4 *)(p + i) = u;
             return;
         }
     }
@@ -256,8 +234,10 @@ extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_o
                 (!gated || q_out != zg_out) && k_cache != v_cache,
             "cuda attn_decode_prep: an output aliases another buffer");
     if (!gated) zg_out = NULL;
-    const prep_shape sh = prep_shape_of(head_dim);
-    if (sh.nv == 0) /* cannot happen for head_dim <= FRT_CUDA_ATTN_PREP_MAX_HD */
+    /* the shape of the other norm kernels (the fp64 sum order, hence the bits,
+     * depends on it); nv <= PREP_MAX_NV for head_dim <= FRT_CUDA_ATTN_PREP_MAX_HD */
+    const norm_shape sh = norm_shape_of(head_dim);
+    if (sh.nv == 0 || sh.nv > PREP_MAX_NV)
         return frt_error(FRT_ERR_UNSUPPORTED, "cuda attn_decode_prep: head_dim %d", head_dim);
     prep_params p;
     const int half = rot_dim / 2;

@@ -9,88 +9,7 @@
  * round trip; the sum order depends on dim only. Tested in
  * tests/test_cuda_kernels.c, tests/test_cuda_decode.c.
  */
-#include "kernels/cuda/cuda_util.h"
-
-#define NORM_MAX_NV 8        /* groups per thread of the register path */
-#define NORM_MAX_THREADS 512 /* threads of the register path (<= 128 registers each) */
-
-struct __align__(8) norm_bf16x4 {
-    __nv_bfloat162 a, b;
-};
-
-/* Elements [i, i + G) of a buffer of dtype dt into v; vec: one 16-byte (f32)
- * or 8-byte (bf16) load (G == 4, aligned), else G scalar loads. */
-template <int G>
-__device__ __forceinline__ void norm_ld(const void *p, int dt, size_t i, bool vec, float (&v)[G])
-{
-    if constexpr (G == 4) {
-        if (vec) {
-            if (dt == FRT_CUDA_BF16) {
-                const norm_bf16x4 u = *(const norm_bf16x4 *)((const __nv_bfloat16 *)p + i);
-                const float2 a = __bfloat1622float2(u.a), b = __bfloat1622float2(u.b);
-                v[0] = a.x;
-                v[1] = a.y;
-                v[2] = b.x;
-                v[3] = b.y;
-            } else {
-                const float4 f = *(const float4 *)((const float *)p + i);
-                v[0] = f.x;
-                v[1] = f.y;
-                v[2] = f.z;
-                v[3] = f.w;
-            }
-            return;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < G; e++) v[e] = frt_ld(p, dt, i + e);
-}
-
-template <int G>
-__device__ __forceinline__ void norm_st(void *p, int dt, size_t i, bool vec, const float (&v)[G])
-{
-    if constexpr (G == 4) {
-        if (vec) {
-            if (dt == FRT_CUDA_BF16) {
-                norm_bf16x4 u;
-                u.a = __floats2bfloat162_rn(v[0], v[1]);
-                u.b = __floats2bfloat162_rn(v[2], v[3]);
-                *(norm_bf16x4 *)((__nv_bfloat16 *)p + i) = u;
-            } else {
-                *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
-            }
-            return;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < G; e++) frt_st(p, dt, i + e, v[e]);
-}
-
-/* The launch shape of a row of dim elements: groups of G (4 when dim % 4 ==
- * 0), T threads (a multiple of 32, about 4 groups each, at most
- * NORM_MAX_THREADS), NV groups per thread (1, 2, 4 or NORM_MAX_NV); nv 0:
- * too wide (dim > 16384), the strided loop. */
-struct norm_shape {
-    int g, threads, nv;
-};
-
-static norm_shape norm_shape_of(int dim)
-{
-    norm_shape s;
-    s.g = dim % 4 == 0 ? 4 : 1;
-    const long long groups = dim / s.g;
-    long long t = (groups + 3) / 4;
-    t = (t + 31) / 32 * 32;
-    s.threads = (int)(t < 32 ? 32 : (t > NORM_MAX_THREADS ? NORM_MAX_THREADS : t));
-    const long long per = (groups + s.threads - 1) / s.threads;
-    s.nv = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= NORM_MAX_NV ? NORM_MAX_NV : 0;
-    return s;
-}
-
-static bool norm_aligned(const void *p, frt_cuda_dtype dt)
-{
-    return ((uintptr_t)p % (4 * frt_dtype_bytes(dt))) == 0;
-}
+#include "kernels/cuda/norm_util.h"
 
 template <int G, int NV>
 __global__ __launch_bounds__(NORM_MAX_THREADS) void l2norm_kernel(void *x, int x_dt,
@@ -145,19 +64,6 @@ __global__ void l2norm_loop_kernel(void *x, int x_dt, const int32_t *d_n, int ma
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         frt_st(x, x_dt, o + i, frt_ld(x, x_dt, o + i) * inv);
 }
-
-#define NORM_DISPATCH(G, KERNEL, GRID, ...)                                                     \
-    do {                                                                                        \
-        switch (sh.nv) {                                                                        \
-        case 1: KERNEL<G, 1><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        case 2: KERNEL<G, 2><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        case 4: KERNEL<G, 4><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        default:                                                                                \
-            KERNEL<G, NORM_MAX_NV><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); \
-            break;                                                                              \
-        }                                                                                       \
-    } while (0)
-
 
 extern "C" int frt_cuda_l2norm(void *stream, void *x, frt_cuda_dtype x_dtype, const int32_t *d_n,
                                int max_n, int n_heads, int dim, float eps)

@@ -571,7 +571,7 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
         FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
     }
-    if (f->decode) { /* split, q/k norms, RoPE and the KV append in one launch (the same bits) */
+    if (f->decode) { /* split, q/k norms, RoPE and the KV append in one launch (q within 1e-8 of the unfused path) */
         FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
                                           lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
                                           c->eps, 1, c->gated));
