@@ -41,7 +41,10 @@ static char *read_text(const char *dir, const char *name)
 {
     char path[PATH_MAX], *s = NULL;
     size_t len = 0;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        fprintf(stderr, "frt demo: path too long: %s/%s\n", dir, name);
+        return NULL;
+    }
     if (frt_file_read_all(path, (size_t)64 << 20, &s, &len) < 0) {
         fprintf(stderr, "frt demo: cannot read %s: %s\n", path, frt_last_error());
         return NULL;

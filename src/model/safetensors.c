@@ -385,7 +385,7 @@ static int st_new(const char *name, frt_safetensors **out)
 int frt_safetensors_open_memory(const void *data, size_t size, const char *name, frt_safetensors **out)
 {
     if (!out || (!data && size)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "safetensors: NULL argument");
-    frt_safetensors *st;
+    frt_safetensors *st = NULL;
     FRT_TRY(st_new(name ? name : "(memory)", &st));
     st->base = data;
     st->size = size;
@@ -412,7 +412,7 @@ int frt_safetensors_open(const char *path, frt_safetensors **out)
         close(fd);
         return frt_error(FRT_ERR_IO, "safetensors: %s: not a regular file", path);
     }
-    frt_safetensors *st;
+    frt_safetensors *st = NULL;
     int rc = st_new(path, &st);
     if (rc < 0) {
         close(fd);

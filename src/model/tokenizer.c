@@ -140,7 +140,7 @@ static int load_pretok(frt_tokenizer *tok, const json_t *p, int depth)
         json_array_foreach(list, i, e) FRT_TRY(load_pretok(tok, e, depth + 1));
         return 0;
     }
-    tok_stage *st;
+    tok_stage *st = NULL;
     if (!strcmp(type, "ByteLevel")) {
         int trim = 0;
         FRT_TRY(add_stage(tok, &st));
