@@ -9,6 +9,7 @@
  *   dput / dget                 synchronous upload / download of bytes
  *   dsentinel / untouched       fill with 0x7F bytes / check they are still there
  *   dput_as / dget_as           floats to / from a buffer of dtype f32 or bf16
+ *   hmat_rand / hmat_free       a random bf16 matrix: its bits and exact f32
  *   report(name, err, tol)      one "rel err / tolerance" table row and its check
  *
  * Options, #defined before the #include:
@@ -29,6 +30,7 @@
 
 #include "frt/exec.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cpu/rng.h"
 #include "util/bf16.h"
 
 #ifndef FRT_TEST_CUDA_COL
@@ -172,6 +174,35 @@ static inline void dsentinel(dbuf d)
 {
     must(frt_buffer_fill(d.b, 0, d.bytes, 0x7F, g_st), "fill");
     sync_st();
+}
+
+/* A random bf16 matrix [rows, cols] in [lo, hi) drawn from *rng: the bits
+ * and their exact f32. */
+typedef struct hmat {
+    int rows, cols;
+    float *f;
+    uint16_t *b;
+} hmat;
+
+static inline hmat hmat_rand(uint64_t *rng, int rows, int cols, float lo, float hi)
+{
+    hmat m = {rows, cols, NULL, NULL};
+    const size_t n = (size_t)rows * cols;
+    m.f = xzalloc(n * sizeof(float));
+    m.b = xzalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        m.b[i] = frt_f32_to_bf16(lo + (hi - lo) * frt_rng_uniform(rng));
+        m.f[i] = frt_bf16_to_f32(m.b[i]);
+    }
+    return m;
+}
+
+static inline void hmat_free(hmat *m)
+{
+    free(m->f);
+    free(m->b);
+    m->f = NULL;
+    m->b = NULL;
 }
 
 #ifndef FRT_TEST_CUDA_OWN_UNTOUCHED

@@ -34,7 +34,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "util/bf16.h"
 
 #define FRT_TEST_CUDA_OWN_FRAND
-#define FRT_TEST_CUDA_OWN_UNTOUCHED
 #define FRT_TEST_CUDA_AS_AT0
 #include "frt_test_cuda.h"
 
@@ -47,44 +46,6 @@ static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
 /* ---- harness ---------------------------------------------------------- */
 
 static uint64_t g_rng = 20261205;
-
-static int untouched(dbuf d, size_t off, size_t bytes)
-{
-    unsigned char *h = xzalloc(bytes);
-    dget(d, off, h, bytes);
-    int ok = 1;
-    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
-    free(h);
-    return ok;
-}
-
-/* A random bf16 matrix [rows, cols] in [lo, hi): the bits and their exact f32. */
-typedef struct hmat {
-    int rows, cols;
-    float *f;
-    uint16_t *b;
-} hmat;
-
-static hmat hmat_rand(int rows, int cols, float lo, float hi)
-{
-    hmat m = {rows, cols, NULL, NULL};
-    const size_t n = (size_t)rows * cols;
-    m.f = xzalloc(n * sizeof(float));
-    m.b = xzalloc(n * 2);
-    for (size_t i = 0; i < n; i++) {
-        m.b[i] = frt_f32_to_bf16(lo + (hi - lo) * frt_rng_uniform(&g_rng));
-        m.f[i] = frt_bf16_to_f32(m.b[i]);
-    }
-    return m;
-}
-
-static void hmat_free(hmat *m)
-{
-    free(m->f);
-    free(m->b);
-    m->f = NULL;
-    m->b = NULL;
-}
 
 static float *frand(size_t n, float lo, float hi)
 {
@@ -120,7 +81,7 @@ static void gemv_case(frt_cuda_gemm *g, const char *tag, int n, const hmat *w, d
     const frt_cuda_dtype odt = (mode & 1) ? BF16 : F32;
     const int acc = (mode & 2) != 0;
     const size_t ny = (size_t)n * out, ybytes = ny * dsize(odt), pad = 256;
-    hmat x = hmat_rand(n, in, g_lo, 1);
+    hmat x = hmat_rand(&g_rng, n, in, g_lo, 1);
     float *y0 = frand(ny, -4, 4);
     if (odt == BF16)
         for (size_t i = 0; i < ny; i++) y0[i] = frt_bf16_to_f32(frt_f32_to_bf16(y0[i]));
@@ -178,7 +139,7 @@ static void gemv_case(frt_cuda_gemm *g, const char *tag, int n, const hmat *w, d
 static void gemv_shape(frt_cuda_gemm *g, const char *tag, int in, int out, const int *ns, int n_ns)
 {
     g_lo = out < 64 ? 0.0f : -1.0f;
-    hmat w = hmat_rand(out, in, g_lo, 1);
+    hmat w = hmat_rand(&g_rng, out, in, g_lo, 1);
     dbuf dw = dalloc((size_t)out * in * 2);
     dput(dw, 0, w.b, (size_t)out * in * 2);
     for (int i = 0; i < n_ns; i++)
@@ -287,7 +248,7 @@ static int record_gemv(frt_stream *stream, void *user)
 static void test_graph(frt_cuda_gemm *g)
 {
     gemv_graph d = {g, 4096, 1024, 64, {0}, {0}, {0}, {0}, {0}};
-    hmat w1 = hmat_rand(d.out1, d.in, -1, 1), w2 = hmat_rand(d.out2, d.in, -1, 1);
+    hmat w1 = hmat_rand(&g_rng, d.out1, d.in, -1, 1), w2 = hmat_rand(&g_rng, d.out2, d.in, -1, 1);
     d.x = dalloc((size_t)d.in * 2);
     d.w1 = dalloc((size_t)d.out1 * d.in * 2);
     d.w2 = dalloc((size_t)d.out2 * d.in * 2);
@@ -303,7 +264,7 @@ static void test_graph(frt_cuda_gemm *g)
     float *r1 = xzalloc((size_t)d.out1 * 4), *r2 = xzalloc((size_t)d.out2 * 4);
     float *g1 = xzalloc((size_t)d.out1 * 4), *g2 = xzalloc((size_t)d.out2 * 4);
     for (int rep = 0; rep < 3 && graph; rep++) {
-        hmat x = hmat_rand(1, d.in, -1, 1);
+        hmat x = hmat_rand(&g_rng, 1, d.in, -1, 1);
         float *y0 = frand((size_t)d.out2, -4, 4);
         for (int i = 0; i < d.out2; i++) y0[i] = frt_bf16_to_f32(frt_f32_to_bf16(y0[i]));
         dput(d.x, 0, x.b, (size_t)d.in * 2);
@@ -339,7 +300,7 @@ static void test_graph(frt_cuda_gemm *g)
 static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
 {
     const int in = 4096, out = 248320, tile = 32003;
-    hmat w = hmat_rand(tile, in, -1, 1), x = hmat_rand(1, in, -1, 1);
+    hmat w = hmat_rand(&g_rng, tile, in, -1, 1), x = hmat_rand(&g_rng, 1, in, -1, 1);
     dbuf dw = dalloc((size_t)out * in * 2), dx = dalloc((size_t)in * 2);
     dbuf dy = dalloc((size_t)out * 4 + 256);
     for (int r0 = 0; r0 < out; r0 += tile) {

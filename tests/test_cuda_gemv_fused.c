@@ -41,7 +41,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 
 #define FRT_TEST_CUDA_COL 66
 #define FRT_TEST_CUDA_OWN_REPORT_SAME
-#define FRT_TEST_CUDA_OWN_UNTOUCHED
 #define FRT_TEST_CUDA_AS_AT0
 #include "frt_test_cuda.h"
 
@@ -61,44 +60,6 @@ static void report_same(const char *name, int same)
     printf("  %-66s %10s %8s %s\n", name, same ? "identical" : "DIFFER", "bits",
            same ? "ok" : "FAIL");
     CHECK_MSG(same, "%s: not bit-identical", name);
-}
-
-static int untouched(dbuf d, size_t off, size_t bytes)
-{
-    unsigned char *h = xzalloc(bytes);
-    dget(d, off, h, bytes);
-    int ok = 1;
-    for (size_t i = 0; i < bytes; i++) ok &= h[i] == 0x7F;
-    free(h);
-    return ok;
-}
-
-/* A random bf16 matrix [rows, cols] in [lo, hi): the bits and their exact f32. */
-typedef struct hmat {
-    int rows, cols;
-    float *f;
-    uint16_t *b;
-} hmat;
-
-static hmat hmat_rand(int rows, int cols, float lo, float hi)
-{
-    hmat m = {rows, cols, NULL, NULL};
-    const size_t n = (size_t)rows * cols;
-    m.f = xzalloc(n * sizeof(float));
-    m.b = xzalloc(n * 2);
-    for (size_t i = 0; i < n; i++) {
-        m.b[i] = frt_f32_to_bf16(lo + (hi - lo) * frt_rng_uniform(&g_rng));
-        m.f[i] = frt_bf16_to_f32(m.b[i]);
-    }
-    return m;
-}
-
-static void hmat_free(hmat *m)
-{
-    free(m->f);
-    free(m->b);
-    m->f = NULL;
-    m->b = NULL;
 }
 
 static dbuf dmat(const hmat *m)
@@ -164,7 +125,7 @@ static mdata mdata_make(const mset *s)
     for (int e = 0; e < s->n_ent; e++)
         if (s->ent_rows[e] < 64) lo[s->ent_mat[e]] = d.x_lo = 0.0f;
     for (int m = 0; m < s->n_mats; m++) {
-        d.w[m] = hmat_rand(s->mat_rows[m], s->in, lo[m], 1.0f);
+        d.w[m] = hmat_rand(&g_rng, s->mat_rows[m], s->in, lo[m], 1.0f);
         d.dw[m] = dmat(&d.w[m]);
     }
     return d;
@@ -190,7 +151,7 @@ static void multi_case(frt_cuda_gemm *g, const mset *s, const mdata *d, int n,
 {
     const int in = s->in;
     const size_t pad = 256;
-    hmat x = hmat_rand(n, in, d->x_lo, 1);
+    hmat x = hmat_rand(&g_rng, n, in, d->x_lo, 1);
     dbuf dx = dalloc((size_t)n * in * 2);
     dput(dx, 0, x.b, dx.bytes);
     dbuf dy[MAXE], dref[MAXE];
@@ -270,12 +231,12 @@ static void swiglu_shape(frt_cuda_gemm *g, const char *tag, int in, int inter, c
                          int n_ns)
 {
     const float lo = inter < 64 ? 0.0f : -1.0f;
-    hmat wg = hmat_rand(inter, in, 0.05f * lo, 0.05f), wu = hmat_rand(inter, in, 0.05f * lo, 0.05f);
+    hmat wg = hmat_rand(&g_rng, inter, in, 0.05f * lo, 0.05f), wu = hmat_rand(&g_rng, inter, in, 0.05f * lo, 0.05f);
     dbuf dwg = dmat(&wg), dwu = dmat(&wu);
     for (int i = 0; i < n_ns; i++) {
         const int n = ns[i];
         const size_t ny = (size_t)n * inter, pad = 256;
-        hmat x = hmat_rand(n, in, lo, 1);
+        hmat x = hmat_rand(&g_rng, n, in, lo, 1);
         dbuf dx = dalloc((size_t)n * in * 2);
         dput(dx, 0, x.b, dx.bytes);
         float *rg = xzalloc(ny * 4), *ru = xzalloc(ny * 4), *ref = xzalloc(ny * 4);
@@ -353,7 +314,7 @@ static void test_graph(const mset *s, const mset *big)
     f.inter = 12288;
     f.nbig = 4;
     mdata d = mdata_make(s), dbig = mdata_make(big);
-    hmat wg = hmat_rand(f.inter, f.in, -0.05f, 0.05f), wu = hmat_rand(f.inter, f.in, -0.05f, 0.05f);
+    hmat wg = hmat_rand(&g_rng, f.inter, f.in, -0.05f, 0.05f), wu = hmat_rand(&g_rng, f.inter, f.in, -0.05f, 0.05f);
     f.wg = dmat(&wg);
     f.wu = dmat(&wu);
     f.x = dalloc((size_t)f.in * 2);
@@ -375,7 +336,7 @@ static void test_graph(const mset *s, const mset *big)
     float *rg = xzalloc((size_t)f.inter * 4), *ru = xzalloc((size_t)f.inter * 4);
     float *ref = xzalloc((size_t)f.inter * 4), *got = xzalloc((size_t)f.inter * 4);
     for (int rep = 0; rep < 3 && graph; rep++) {
-        hmat x = hmat_rand(1, f.in, d.x_lo, 1), xb = hmat_rand(f.nbig, big->in, dbig.x_lo, 1);
+        hmat x = hmat_rand(&g_rng, 1, f.in, d.x_lo, 1), xb = hmat_rand(&g_rng, f.nbig, big->in, dbig.x_lo, 1);
         dput(f.x, 0, x.b, f.x.bytes);
         dput(f.xbig, 0, xb.b, f.xbig.bytes);
         CHECK_OK(frt_graph_replay(graph, 1, g_st));

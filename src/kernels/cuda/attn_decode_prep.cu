@@ -36,54 +36,6 @@ struct prep_params {
     float inv_freq[FRT_CUDA_ROPE_MAX_ROT / 2];
 };
 
-
-template <int G>
-__device__ __forceinline__ void prep_ld(const float *p, size_t i, bool vec, float (&v)[G])
-{
-    if constexpr (G == 4) {
-        if (vec) {
-            const float4 f = *(const float4 *)(p + i);
-            v[0] = f.x;
-            v[1] = f.y;
-            v[2] = f.z;
-            v[3] = f.w;
-            return;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < G; e++) v[e] = p[i + e];
-}
-
-template <int G>
-__device__ __forceinline__ void prep_st_f32(float *p, size_t i, bool vec, const float (&v)[G])
-{
-    if constexpr (G == 4) {
-        if (vec) {
-            *(float4 *)(p + i) = make_float4(v[0], v[1], v[2], v[3]);
-            return;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < G; e++) p[i + e] = v[e];
-}
-
-template <int G>
-__device__ __forceinline__ void prep_st_bf16(__nv_bfloat16 *p, size_t i, bool vec,
-                                             const float (&v)[G])
-{
-    if constexpr (G == 4) {
-        if (vec) {
-            norm_bf16x4 u;
-            u.a = __floats2bfloat162_rn(v[0], v[1]);
-            u.b = __floats2bfloat162_rn(v[2], v[3]);
-            *(norm_bf16x4 *)(p + i) = u;
-            return;
-        }
-    }
-#pragma unroll
-    for (int e = 0; e < G; e++) p[i + e] = __float2bfloat16_rn(v[e]);
-}
-
 template <int G, int NV>
 __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
     float *__restrict__ q_out, float *__restrict__ zg_out, __nv_bfloat16 *__restrict__ k_cache,
@@ -120,9 +72,9 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
     for (int j = 0; j < NV; j++) {
         const int gi = threadIdx.x + j * T;
         if (gi < groups) {
-            prep_ld<G>(x, (size_t)gi * G, vec, xv[j]);
-            prep_ld<G>(w, (size_t)gi * G, vec, wv[j]);
-            if (cp) prep_ld<G>(cp, (size_t)gi * G, vec, cv[j]);
+            norm_ld<G>(x, FRT_CUDA_F32, (size_t)gi * G, vec, xv[j]);
+            norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[j]);
+            if (cp) norm_ld<G>(cp, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
         }
     }
     /* cos / sin of the position, as rope.cu (t = 0) */
@@ -139,20 +91,14 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
             const int gi = threadIdx.x + j * T;
             if (gi < groups) {
                 if (is_q)
-                    prep_st_f32<G>(zg_out + (size_t)b * head_dim, (size_t)gi * G, vec, cv[j]);
+                    norm_st<G>(zg_out + (size_t)b * head_dim, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
                 else
-                    prep_st_bf16<G>(v_cache + dst_kv, (size_t)gi * G, vec, cv[j]);
+                    norm_st<G>(v_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, cv[j]);
             }
         }
     }
     /* RMSNorm: the fp64 sum in rmsnorm_kernel's order */
-    double ss = 0;
-#pragma unroll
-    for (int j = 0; j < NV; j++)
-        if (threadIdx.x + j * T < groups)
-#pragma unroll
-            for (int e = 0; e < G; e++) ss += (double)xv[j][e] * (double)xv[j][e];
-    ss = frt_block_sum(ss); /* its barriers also publish cs / sn */
+    const double ss = norm_sumsq<G, NV>(xv, groups); /* its barriers also publish cs / sn */
     const float var = (float)(ss / head_dim);
     const float inv = 1.0f / sqrtf(var + eps);
 #pragma unroll
@@ -191,9 +137,9 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
                 }
             }
             if (is_q)
-                prep_st_f32<G>(q_out + (size_t)b * head_dim, (size_t)gi * G, vec, y);
+                norm_st<G>(q_out + (size_t)b * head_dim, FRT_CUDA_F32, (size_t)gi * G, vec, y);
             else
-                prep_st_bf16<G>(k_cache + dst_kv, (size_t)gi * G, vec, y);
+                norm_st<G>(k_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, y);
         }
     }
 }

@@ -27,13 +27,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void l2norm_kernel(void *x, int x
         const int gi = threadIdx.x + k * blockDim.x;
         if (gi < groups) norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
     }
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (threadIdx.x + k * blockDim.x < groups)
-#pragma unroll
-            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
-    ss = frt_block_sum(ss);
+    const double ss = norm_sumsq<G, NV>(v, groups);
     const float inv = 1.0f / sqrtf((float)ss + eps);
 #pragma unroll
     for (int k = 0; k < NV; k++) {

@@ -92,6 +92,21 @@ static bool norm_aligned(const void *p, frt_cuda_dtype dt)
     return ((uintptr_t)p % (4 * frt_dtype_bytes(dt))) == 0;
 }
 
+/* The fp64 sum of squares of a row held in registers: each thread's owned
+ * groups (threadIdx.x + k T, k < NV, below `groups`) in order, then
+ * frt_block_sum. Every thread of the block gets the row's sum. */
+template <int G, int NV>
+__device__ __forceinline__ double norm_sumsq(const float (&v)[NV][G], int groups)
+{
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (threadIdx.x + k * blockDim.x < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
+    return frt_block_sum(ss);
+}
+
 /* Launches KERNEL<G, NV> with the NV of the shape sh in scope (1, 2, 4 or
  * NORM_MAX_NV), on `stream` in scope. */
 #define NORM_DISPATCH(G, KERNEL, GRID, ...)                                                     \

@@ -31,13 +31,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
             norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
         }
     }
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (threadIdx.x + k * blockDim.x < groups)
-#pragma unroll
-            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
-    ss = frt_block_sum(ss);
+    const double ss = norm_sumsq<G, NV>(v, groups);
     const float var = (float)(ss / dim);
     const float inv = 1.0f / sqrtf(var + eps);
     /* element i is read (x, z) and written by the same thread: safe in place */
