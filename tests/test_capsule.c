@@ -17,6 +17,10 @@
  *  8. corrupted byte, truncated file, another model's capsule, wrong version:
  *     refused with a clear error, live state intact
  *  9. temperature > 0 with a seed: restore then sample reproduces the tokens
+ * 10. rollback restore (the live state descends from the capsule): copies
+ *     only the fixed-size state, leaves the same bytes as a full restore,
+ *     and is not taken after a reset, another snapshot or restore, a refused
+ *     restore of another model's capsule, or for the disk tier
  * Plus: every tier (device, host, disk), byte restore, unaligned boundaries.
  * "Equal" means identical logits bytes and identical greedy tokens.
  * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
@@ -488,6 +492,141 @@ static void test_move(frt_model *m)
     frt_capsule_free(c);
 }
 
+/* 10: rollback restore. Reads the live closure's valid bytes (the capsule's
+ * buffer table: KV rows and journal below its position, the rest whole). */
+static uint8_t *live_closure(frt_model *m, const frt_capsule *c, size_t *total)
+{
+    frt_capsule_info in;
+    CHECK_OK(frt_capsule_info_get(c, &in));
+    uint8_t *out = malloc(in.bytes ? in.bytes : 1), *p = out;
+    for (int i = 0; i < in.n_buffers; i++) {
+        size_t b = 0;
+        CHECK_OK(frt_capsule_buffer(c, i, NULL, &b));
+        frt_buffer *buf = i < m->n_state ? m->state[i] : m->logits;
+        CHECK_OK(frt_buffer_read(buf, 0, p, b, m->stream));
+        p += b;
+    }
+    CHECK_OK(frt_stream_sync(m->stream));
+    *total = (size_t)(p - out);
+    return out;
+}
+
+static size_t positional_bytes(const frt_capsule *c)
+{
+    frt_capsule_info in;
+    CHECK_OK(frt_capsule_info_get(c, &in));
+    size_t sum = 0;
+    for (int i = 0; i < in.n_buffers; i++) {
+        const char *name = NULL;
+        size_t b = 0;
+        CHECK_OK(frt_capsule_buffer(c, i, &name, &b));
+        if (!strncmp(name, "kv.", 3) || !strcmp(name, "tokens")) sum += b;
+    }
+    return sum;
+}
+
+static void test_rollback_restore(frt_model *m, frt_model *other)
+{
+    enum { P = 192, S = 24 };
+    int32_t prefix[P], suffix[S], all[P + S], ref_t[G], t[G], junk[12];
+    random_ids(prefix, P);
+    random_ids(suffix, S);
+    memcpy(all, prefix, sizeof prefix);
+    memcpy(all + P, suffix, sizeof suffix);
+    cold(m, all, P + S, la, ref_t);
+    frt_restore_stats st;
+    CHECK_STATUS(frt_capsule_last_restore(NULL, &st), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_last_restore(m, NULL), FRT_ERR_INVALID_ARGUMENT);
+    for (int tier = FRT_TIER_DEVICE; tier <= FRT_TIER_HOST; tier++) {
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, prefix, P));
+        frt_capsule *c = NULL;
+        CHECK_OK(frt_capsule_snapshot(m, (frt_tier)tier, NULL, NULL, 0, &c));
+        if (!c) return;
+        frt_capsule_info in;
+        CHECK_OK(frt_capsule_info_get(c, &in));
+        const size_t fixed = in.bytes - positional_bytes(c);
+        CHECK(positional_bytes(c) > 0 && fixed > 0);
+
+        /* a turn, then the rollback: only the fixed-size state moves */
+        CHECK_OK(greedy(m, junk, 12));
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK_MSG(st.rollback == 1 && st.bytes == fixed, "%s: rollback %d, %zu bytes (fixed %zu)",
+                  frt_tier_name((frt_tier)tier), st.rollback, st.bytes, fixed);
+        size_t na = 0, nb = 0;
+        uint8_t *a = live_closure(m, c, &na);
+        /* the same bytes as a full restore */
+        CHECK_OK(greedy(m, junk, 5));
+        CHECK_OK(frt_capsule_restore_ex(m, c, FRT_RESTORE_FULL));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 0 && st.bytes == in.bytes);
+        uint8_t *b = live_closure(m, c, &nb);
+        CHECK(na == in.bytes && nb == na && memcmp(a, b, na) == 0);
+        free(a);
+        free(b);
+        /* after a full restore the live state is the capsule's again */
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 1);
+        CHECK_OK(frt_model_prefill(m, suffix, S));
+        CHECK_OK(frt_model_logits(m, lb));
+        CHECK(same_logits(la, lb));
+        CHECK_OK(greedy(m, t, G));
+        CHECK(memcmp(ref_t, t, sizeof t) == 0);
+
+        /* a refused restore (another model's capsule) changes nothing */
+        frt_capsule *oc = NULL;
+        CHECK_OK(frt_model_prefill(other, prefix, 8));
+        CHECK_OK(frt_capsule_snapshot(other, FRT_TIER_DEVICE, NULL, NULL, 0, &oc));
+        CHECK_STATUS(frt_capsule_restore(m, oc), FRT_ERR_MISMATCH);
+        frt_capsule_free(oc);
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 1);
+
+        /* not taken: after a reset (the same tokens again, but the KV rows
+         * were rewritten), after another capsule was snapshotted or restored */
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, prefix, P));
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 0 && st.bytes == in.bytes);
+        frt_capsule *c2 = NULL;
+        CHECK_OK(frt_model_prefill(m, suffix, S));
+        CHECK_OK(frt_capsule_snapshot(m, (frt_tier)tier, NULL, NULL, 0, &c2));
+        CHECK_OK(frt_capsule_restore(m, c));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 0);
+        CHECK_OK(frt_capsule_restore(m, c2));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 0);
+        CHECK_OK(frt_capsule_restore(m, c2));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(st.rollback == 1);
+        CHECK_OK(frt_model_logits(m, lb));
+        CHECK(same_logits(la, lb));
+        frt_capsule_free(c2);
+
+        /* the disk tier always reads and copies everything */
+        if (tier == FRT_TIER_HOST) {
+            char path[600];
+            path_in(path, sizeof path, "rollback.cap");
+            CHECK_OK(frt_capsule_restore(m, c));
+            CHECK_OK(frt_capsule_move(c, FRT_TIER_DISK, path));
+            CHECK_OK(frt_capsule_restore(m, c));
+            CHECK_OK(frt_capsule_last_restore(m, &st));
+            CHECK(st.rollback == 0 && st.bytes == in.bytes);
+            CHECK_OK(frt_capsule_restore(m, c));
+            CHECK_OK(frt_capsule_last_restore(m, &st));
+            CHECK(st.rollback == 0);
+            unlink(path);
+        }
+        frt_capsule_free(c);
+    }
+    printf("rollback restore: the fixed-size state only, the same bytes as a full restore\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 6 && !strcmp(argv[1], "child-save")) {
@@ -526,6 +665,7 @@ int main(int argc, char **argv)
     test_bad_files(m, other);
     test_sampling(m);
     test_move(m);
+    test_rollback_restore(m, other);
     frt_model_free(m);
     frt_model_free(other);
     char cmd[512];

@@ -289,6 +289,39 @@ static void test_copies(frt_context *ctx)
     CHECK_OK(frt_stream_sync(s));
     CHECK(memcmp(frt_buffer_ptr(h2), src, 4096) == 0);
 
+    /* many device -> device entries with 16-byte aligned pointers (the even
+     * split of the cuda copy kernel): sizes with tail bytes, entries shorter
+     * than 16 bytes, empty ones, and more entries than one launch takes
+     * (FRT_CUDA_COPY_BATCH_MAX 128); the gaps between entries stay untouched */
+    {
+        enum { NE = 300 };
+        static frt_copy many[NE];
+        size_t dst_off[NE], src_off[NE], len[NE], at = 0;
+        CHECK_OK(frt_buffer_write(d2, 0, src, N, s));
+        CHECK_OK(frt_buffer_fill(d1, 0, N, 0x5A, s));
+        for (int i = 0; i < NE; i++) {
+            size_t r = (size_t)(frt_test_u64() >> 40);
+            len[i] = i % 7 == 0 ? r % 16 : i % 11 == 0 ? 0 : i % 5 == 0 ? (r % 64) * 16 : r % 8000;
+            if (i == 17) len[i] = (1u << 20) + 3; /* one big entry */
+            dst_off[i] = at;
+            src_off[i] = (N - len[i] - 16) / 16 * 16 - (at % (N / 2)) / 16 * 16;
+            at = (at + len[i] + 16 + 15) / 16 * 16; /* a gap of >= 16 bytes */
+            many[i] = (frt_copy){d1, dst_off[i], d2, src_off[i], len[i]};
+        }
+        CHECK(at <= N);
+        CHECK_OK(frt_buffer_copy_batch(many, NE, s));
+        CHECK_OK(frt_stream_sync(s));
+        CHECK_OK(get(ctx, d1, out));
+        size_t wrong = 0, gap = 0;
+        for (int i = 0; i < NE; i++) {
+            wrong += memcmp(out + dst_off[i], src + src_off[i], len[i]) != 0;
+            size_t end = i + 1 < NE ? dst_off[i + 1] : N;
+            for (size_t k = dst_off[i] + len[i]; k < end; k++) gap += out[k] != 0x5A;
+        }
+        CHECK_MSG(wrong == 0, "%zu of %d batch entries differ", wrong, NE);
+        CHECK_MSG(gap == 0, "%zu bytes outside the batch entries written", gap);
+    }
+
     /* out of range: an error, and nothing written */
     CHECK_OK(frt_buffer_fill(d1, 0, N, 0xAB, s));
     CHECK_OK(frt_stream_sync(s));

@@ -46,6 +46,7 @@
 #include "frt/exec.h"
 #include "frt/model.h"
 #include "frt/status.h"
+#include "model/capsule_internal.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gen_model.h"
@@ -644,13 +645,14 @@ static int cold_once(frt_model *m, const int32_t *ids, int n, double *ms)
     return rc;
 }
 
-/* One capsule TTFT sample: restore + prefill(n) + sample; parts in ms. */
-static int capsule_once(frt_model *m, const frt_capsule *c, const int32_t *ids, int n, double *restore,
+/* One capsule TTFT sample: restore (frt_capsule_restore_ex flags: 0 or
+ * FRT_RESTORE_FULL) + prefill(n) + sample; parts in ms. */
+static int capsule_once(frt_model *m, const frt_capsule *c, int flags, const int32_t *ids, int n, double *restore,
                         double *append, double *ttft)
 {
     int32_t tok;
     double t0 = now_s();
-    int rc = frt_capsule_restore(m, c);
+    int rc = frt_capsule_restore_ex(m, c, flags);
     double t1 = now_s();
     if (!rc) rc = frt_model_prefill(m, ids, n);
     double t2 = now_s();
@@ -672,6 +674,7 @@ typedef struct bm_row {
     int P;
     double cold50, cold90, cold99, cold_floor;
     double snap, restore, restore_floor, append, cap50, cap90, cap99, cap_floor;
+    double rb_restore, rb_floor, rb_cap50; /* rollback restore (only the fixed-size state) */
     double dec_ms, dec_floor;
     size_t cap_bytes;
     int done;
@@ -767,14 +770,16 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     json_object_set_new(cj, "bytes", json_integer((json_int_t)ci.bytes));
     json_object_set_new(cj, "buffers", json_integer(ci.n_buffers));
     json_object_set_new(cj, "snapshot_device", floor_json(copy_floor, row->snap));
+    /* full restores (every buffer: what a capsule costs when the live state
+     * holds something else), then rollback restores (the live state
+     * descends from the capsule: the fixed-size state only) */
     n = 0;
-    int nb = 0;
     for (int i = -1; i < R && !rc; i++) {
         double t_res, t_app, t_ttft;
         if (i == R - 1) bm_profile("append", 1);
-        rc = capsule_once(m, cap, r->ids + P, S, &t_res, &t_app, &t_ttft);
+        rc = capsule_once(m, cap, FRT_RESTORE_FULL, r->ids + P, S, &t_res, &t_app, &t_ttft);
         if (i == R - 1) bm_profile("append", 0);
-        if (!rc && i >= 0) a[n] = t_res, b[n] = t_app, c[n] = t_ttft, n++, nb++;
+        if (!rc && i >= 0) a[n] = t_res, b[n] = t_app, c[n] = t_ttft, n++;
         if (i >= 0 && i + 1 < R && over_budget(r, "capsule repeats")) break;
     }
     if (!rc) {
@@ -796,7 +801,29 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         json_object_set_new(cj, "append", ap);
         json_object_set_new(cj, "ttft", tt);
     }
-    (void)nb;
+    frt_restore_stats rst = {0, 0, 0};
+    n = 0;
+    for (int i = -1; i < R && !rc; i++) {
+        double t_res, t_app, t_ttft;
+        rc = capsule_once(m, cap, 0, r->ids + P, S, &t_res, &t_app, &t_ttft);
+        if (!rc) rc = frt_capsule_last_restore(m, &rst);
+        if (!rc && i >= 0 && !rst.rollback) {
+            rc = frt_error(FRT_ERR_STATE, "bench: a restore after the capsule's own restore was not a rollback");
+            break;
+        }
+        if (!rc && i >= 0) a[n] = t_res, c[n] = t_ttft, n++;
+        if (i >= 0 && i + 1 < R && over_budget(r, "capsule repeats")) break;
+    }
+    if (!rc) {
+        row->rb_restore = pct(a, n, .5), row->rb_cap50 = pct(c, n, .5);
+        row->rb_floor = 2.0 * (double)rst.bytes / r->fl.d2d_rw_Bps * 1e3;
+        json_t *rs = stats_json(a, n), *tt = stats_json(c, n);
+        json_object_set_new(rs, "bytes", json_integer((json_int_t)rst.bytes));
+        json_object_set_new(rs, "floor_ms", json_real(row->rb_floor));
+        json_object_set_new(rs, "fraction_of_floor_p50", json_real(row->rb_floor / row->rb_restore));
+        json_object_set_new(cj, "restore_device_rollback", rs);
+        json_object_set_new(cj, "ttft_rollback", tt);
+    }
 
     /* host and disk tiers: two samples each */
     if (!rc && !r->o.no_tiers && !over_budget(r, "host/disk tiers")) {
@@ -813,7 +840,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
                 if (!rc) rc = frt_capsule_snapshot(m, tiers[t], path, NULL, 0, &tc);
                 sn[i] = (now_s() - t0) * 1e3;
                 t0 = now_s();
-                if (!rc) rc = frt_capsule_restore(m, tc);
+                if (!rc) rc = frt_capsule_restore_ex(m, tc, FRT_RESTORE_FULL);
                 re[i] = (now_s() - t0) * 1e3;
                 frt_capsule_free(tc);
             }
@@ -856,7 +883,14 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
                w->dec_ms, w->dec_floor, w->dec_ms > 0 ? w->dec_floor / w->dec_ms : 0,
                w->dec_ms > 0 ? 1e3 / w->dec_ms : 0);
     }
-    printf("(all times ms; capsule bytes per prefix in the JSON; cold TTFT = reset + prefill(P + suffix) + sample)\n");
+    printf("(all times ms; capsule bytes per prefix in the JSON; cold TTFT = reset + prefill(P + suffix) + sample;\n"
+           " restore and cap = a full restore; rollback restores, when the live state descends from the capsule:)\n");
+    for (int i = 0; i < n; i++) {
+        const bm_row *w = &rows[i];
+        if (!w->rb_cap50) continue;
+        printf("%7d | rollback restore %8.3f ms (floor %8.3f, frac %5.2f) | cap p50 %9.2f ms\n", w->P, w->rb_restore,
+               w->rb_floor, w->rb_restore > 0 ? w->rb_floor / w->rb_restore : 0, w->rb_cap50);
+    }
 }
 
 /* ---- the prefill-chunk sweep ----------------------------------------------- */
@@ -907,8 +941,8 @@ static int bench_sweep(bm_run *r, json_t *arr)
             int na = 0, nu = 0;
             for (int i = -1; i < R && !rc; i++) {
                 double t_res, t_app, t1, t2;
-                rc = capsule_once(m, cap, r->ids + P, S, &t_res, &t_app, &t1);
-                if (!rc) rc = capsule_once(m, cap, r->ids + P, C / 2 + S, &t_res, &t_app, &t2);
+                rc = capsule_once(m, cap, FRT_RESTORE_FULL, r->ids + P, S, &t_res, &t_app, &t1);
+                if (!rc) rc = capsule_once(m, cap, FRT_RESTORE_FULL, r->ids + P, C / 2 + S, &t_res, &t_app, &t2);
                 if (!rc && i >= 0) a[na++] = t1, b[nu++] = t2;
             }
             frt_capsule_free(cap);

@@ -67,11 +67,30 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
 /* Restores a capsule into the live state: promotes it to device memory if
  * needed, copies every buffer back, rebinds the boundary. No recapture, no
  * recompute. The capsule stays valid (restore it again to fork).
+ * Rollback: when the live state descends from this very capsule (it was the
+ * last one snapshotted or restored into `m`, device or host tier, and only
+ * prefill / decode ran since, which write at or past its position), the KV
+ * rows and the token journal below its position are still the capsule's
+ * bytes, so only the fixed-size state (recurrent, conv, boundary, logits) is
+ * copied: the result is the same live state as a full restore, byte for
+ * byte, at a cost independent of the context length.
+ * frt_capsule_last_restore says what was copied.
  *   FRT_ERR_MISMATCH  the capsule was made by a model with another fingerprint
  *   FRT_ERR_FORMAT    a disk capsule fails its checks (checksum, sizes)
  *   FRT_ERR_IO        its file can no longer be read
  * On any error the live state is untouched. */
 int frt_capsule_restore(frt_model *m, const frt_capsule *c);
+
+/* What the last successful frt_capsule_restore into a model copied. */
+typedef struct frt_restore_stats {
+    size_t bytes;  /* payload bytes copied into the live state */
+    int n_buffers; /* closure buffers copied */
+    int rollback;  /* 1: the positional prefix was already live (see above) */
+} frt_restore_stats;
+
+/* The stats of m's last successful restore (all zero before the first).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL). */
+int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out);
 
 /* Opens a capsule file written by frt_capsule_snapshot(FRT_TIER_DISK) or
  * frt_capsule_save, checking magic, version, sizes, the fingerprint against

@@ -53,7 +53,10 @@ struct frt_capsule {
     file_entry table[FRT_CAPSULE_MAX_BUFFERS];
     frt_buffer *payload;     /* device or pinned-host memory; NULL for disk */
     char *path;              /* disk tier */
+    uint64_t serial;         /* unique in the process, never reused (0: a loaded file) */
 };
+
+static uint64_t g_serial; /* the last capsule serial handed out */
 
 const char *frt_tier_name(frt_tier t)
 {
@@ -160,7 +163,7 @@ static size_t payload_span(const frt_capsule *c)
 
 /* One batched copy between the closure and a payload buffer. */
 static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload, int to_payload,
-                        const unsigned char *skip)
+                        const unsigned char *skip, frt_restore_stats *st)
 {
     frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
     frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
@@ -173,6 +176,7 @@ static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload,
         copies[k].src = to_payload ? bufs[i] : payload;
         copies[k].src_off = to_payload ? 0 : c->table[i].offset;
         copies[k].bytes = c->table[i].bytes;
+        if (st) st->bytes += c->table[i].bytes, st->n_buffers++;
         k++;
     }
     FRT_TRY(frt_buffer_copy_batch(copies, k, m->stream));
@@ -202,7 +206,7 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
         rc = frt_buffer_alloc(m->ctx, "capsule", tier_space(tier), payload_span(c) ? payload_span(c) : 1, &payload);
         if (rc < 0) frt_error_prefix("capsule: %s tier", frt_tier_name(tier));
     }
-    if (rc == 0) rc = copy_closure(m, c, payload, 1, NULL);
+    if (rc == 0) rc = copy_closure(m, c, payload, 1, NULL, NULL);
     if (rc == 0 && tier == FRT_TIER_DISK) {
         rc = write_file(c, payload, path);
         frt_buffer_free(payload);
@@ -219,6 +223,8 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
     c->tier = tier;
     c->info.tier = tier;
     c->info.path = c->path;
+    c->serial = __atomic_add_fetch(&g_serial, 1, __ATOMIC_RELAXED);
+    m->live_capsule = c->serial; /* the live state is this capsule's, byte for byte */
     *out = c;
     return 0;
 }
@@ -503,19 +509,40 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     /* Ablation (tests only): leave out the recurrent and conv state. */
     unsigned char skip[FRT_CAPSULE_MAX_BUFFERS];
     memset(skip, 0, sizeof skip);
-    if (flags & (FRT_RESTORE_KV_ONLY_ZERO | FRT_RESTORE_KV_ONLY_STALE)) {
+    const int ablate = flags & (FRT_RESTORE_KV_ONLY_ZERO | FRT_RESTORE_KV_ONLY_STALE);
+    if (ablate) {
         for (int i = 0; i < n; i++)
             for (int l = 0; l < m->cfg.n_layers; l++)
                 if (bufs[i] == m->gdn_state[l] || bufs[i] == m->gdn_conv[l]) skip[i] = 1;
     }
-    int rc = copy_closure(m, c, payload, 0, skip);
+    /* Rollback: the KV rows and journal below the capsule's position are
+     * still its bytes (see capsule.h); copy the fixed-size state only. */
+    const int rollback = !ablate && !(flags & FRT_RESTORE_FULL) && c->tier != FRT_TIER_DISK && c->serial &&
+                         m->live_capsule == c->serial;
+    if (rollback)
+        for (int i = 0; i < n; i++)
+            if (is_kv(m, bufs[i]) || bufs[i] == m->tokens) skip[i] = 1;
+    m->live_capsule = 0; /* until the copy has landed */
+    frt_restore_stats st = {0, 0, rollback};
+    int rc = copy_closure(m, c, payload, 0, skip, &st);
     if (rc == 0 && (flags & FRT_RESTORE_KV_ONLY_ZERO)) {
         for (int i = 0; i < n && rc == 0; i++)
             if (skip[i]) rc = frt_buffer_fill(bufs[i], 0, frt_buffer_size(bufs[i]), 0, m->stream);
         if (rc == 0) rc = frt_stream_sync(m->stream);
     }
+    if (rc == 0) {
+        m->last_restore = st;
+        if (!ablate && c->tier != FRT_TIER_DISK) m->live_capsule = c->serial;
+    }
     frt_buffer_free(owned);
     return rc;
+}
+
+int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    *out = m->last_restore;
+    return 0;
 }
 
 int frt_capsule_restore(frt_model *m, const frt_capsule *c) { return frt_capsule_restore_ex(m, c, 0); }

@@ -11,9 +11,12 @@ enum {
     FRT_RESTORE_KV_ONLY_ZERO = 1 << 0,
     /* ...or left as the live state had it (stale). */
     FRT_RESTORE_KV_ONLY_STALE = 1 << 1,
+    /* Copy every buffer even when a rollback restore would do (the bench's
+     * full-restore figure; tests comparing both forms). */
+    FRT_RESTORE_FULL = 1 << 2,
 };
 
-/* frt_capsule_restore with ablation flags (0 = the full restore). */
+/* frt_capsule_restore with these flags (0 = frt_capsule_restore). */
 int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags);
 
 #endif

@@ -467,6 +467,7 @@ int frt_model_reset(frt_model *m)
     b.pos = 0;
     b.pending = -1;
     b.has_logits = 0;
+    m->live_capsule = 0; /* the next steps rewrite the KV rows from 0 */
     /* The recurrent and convolution state start from zero; KV rows past the
      * position are never read. */
     for (int l = 0; l < m->cfg.n_layers; l++) {

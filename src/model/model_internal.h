@@ -139,6 +139,14 @@ struct frt_model {
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;
     uint64_t fingerprint;
+
+    /* Rollback restore (capsule.c): the serial of the capsule whose
+     * positional prefix (KV rows and journal 0..position-1) the live state
+     * holds unchanged, because it was snapshotted or restored last and every
+     * step since wrote at or past its position; 0 = none. Cleared by reset
+     * and by the start of every restore. */
+    uint64_t live_capsule;
+    frt_restore_stats last_restore; /* what the last successful restore copied */
 };
 
 /* Reads the boundary record from its buffer into *b (synchronizes the
