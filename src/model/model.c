@@ -36,11 +36,12 @@ static int boundary_write(frt_model *m, const frt_boundary *b)
     return frt_stream_sync(m->stream);
 }
 
-static int step_write(frt_model *m, int n_valid, const frt_sampling *s)
+static int step_write(frt_model *m, int n_valid, const frt_sampling *s, int no_logits)
 {
     frt_step_args a;
     memset(&a, 0, sizeof a);
     a.n_valid = n_valid;
+    a.no_logits = no_logits;
     a.temperature = s ? s->temperature : 0.0f;
     a.top_k = s ? s->top_k : 0;
     a.top_p = s ? s->top_p : 1.0f;
@@ -395,7 +396,9 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
         int piece = (pos / m->C + 1) * m->C - pos; /* up to the next multiple of C */
         if (piece > n - done) piece = n - done;
         FRT_TRY(frt_buffer_write(m->in_ids, 0, ids + done, (size_t)piece * sizeof(int32_t), m->stream));
-        FRT_TRY(step_write(m, piece, NULL));
+        /* Only the call's last piece computes the logits: no one can see the
+         * boundaries inside one call (a failed call leaves has_logits 0). */
+        FRT_TRY(step_write(m, piece, NULL, done + piece < n));
         FRT_TRY(frt_graph_replay(m->g_prefill, (frt_shape_key)bucket_for(m, piece), m->stream));
         FRT_TRY(frt_stream_sync(m->stream));
         FRT_TRY(take_task_status(m));
@@ -411,7 +414,7 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
-    FRT_TRY(step_write(m, 0, s));
+    FRT_TRY(step_write(m, 0, s, 0));
     FRT_TRY(frt_graph_replay(m->g_sample, 1, m->stream));
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
@@ -425,7 +428,7 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (b.pending < 0) return frt_error(FRT_ERR_STATE, "decode: no pending token (prefill and sample first)");
     if (b.pos >= m->max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "decode: the state is full (%d tokens)", b.pos);
-    FRT_TRY(step_write(m, 1, s));
+    FRT_TRY(step_write(m, 1, s, 0));
     FRT_TRY(frt_graph_replay(m->g_decode, 1, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     FRT_TRY(take_task_status(m));

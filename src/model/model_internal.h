@@ -37,7 +37,8 @@ typedef struct frt_boundary {
 /* Per-step arguments written by the host before a replay (scratch). */
 typedef struct frt_step_args {
     int32_t n_valid;    /* valid rows of the prefill piece */
-    int32_t reserved;
+    int32_t no_logits;  /* 1: a prefill piece before the last one of its frt_model_prefill
+                           call: no LM head, the boundary gets has_logits = 0 */
     float temperature;  /* sampling parameters of the current request */
     int32_t top_k;
     float top_p;

@@ -324,24 +324,30 @@ static void task_layer(void *p)
     debug_record(m, a->layer + 1, n);
 }
 
-/* Final norm and lm_head on the last valid row; advances the position. */
+/* Final norm and lm_head on the last valid row (skipped for a prefill
+ * piece that is not its call's last: step.no_logits); advances the
+ * position. */
 static void task_final(void *p)
 {
     const task_args *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
+    const frt_step_args *st = frt_buffer_ptr(m->step);
     frt_scratch *s = &m->s;
     int n = step_rows(m, a->decode), H = c->hidden_size;
     if (s->debug_hidden) {
         frt_cpu_rmsnorm(s->h, s->x, m->w.final_norm, n, H, c->rms_norm_eps, 1);
         memcpy(s->debug_hidden + (size_t)(c->n_layers + 1) * m->C * H, s->h, (size_t)n * H * sizeof(float));
     }
-    const float *last = s->x + (size_t)(n - 1) * H;
-    frt_cpu_rmsnorm(s->h, last, m->w.final_norm, 1, H, c->rms_norm_eps, 1);
-    frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, m->w.lm_head, 1, H, c->vocab_size);
+    const int logits = a->decode || !st->no_logits;
+    if (logits) {
+        const float *last = s->x + (size_t)(n - 1) * H;
+        frt_cpu_rmsnorm(s->h, last, m->w.final_norm, 1, H, c->rms_norm_eps, 1);
+        frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, m->w.lm_head, 1, H, c->vocab_size);
+    }
     b->pos += n;
-    b->has_logits = 1;
+    b->has_logits = logits;
     b->pending = -1;
 }
 

@@ -504,6 +504,7 @@ typedef struct fwd {
     int R;                /* rows of the variant: the bucket, or 1 for decode */
     int decode;
     const int32_t *d_n;   /* valid rows (step.n_valid), NULL for decode (= 1) */
+    const int32_t *d_no_logits; /* step.no_logits (prefill: skip the LM head), NULL for decode */
     int32_t *d_pos;       /* boundary.pos */
     int32_t *d_pending;   /* boundary.pending */
     int32_t *d_has_logits;
@@ -523,6 +524,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.decode = decode;
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
+    f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
     f.d_pos = (int32_t *)(void *)(bd + offsetof(frt_boundary, pos));
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
@@ -700,7 +702,7 @@ static int record_forward(const fwd *f)
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
     FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H, c->V, 0));
     return frt_qwen35_advance(st, f->d_pos, f->d_pending, f->d_has_logits, c->debug ? c->debug_rows : NULL,
-                              f->d_n, R);
+                              f->d_n, f->d_no_logits, R);
 }
 
 /* Samples pending from the logits (task_sample): argmax when the step's

@@ -38,23 +38,24 @@ extern "C" int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *
 }
 
 __global__ void advance_kernel(int32_t *d_pos, int32_t *d_pending, int32_t *d_has_logits,
-                               int32_t *d_rows, const int32_t *d_n, int max_n)
+                               int32_t *d_rows, const int32_t *d_n, const int32_t *d_no_logits,
+                               int max_n)
 {
     const int n = glue_count(d_n, max_n);
     *d_pos += n;
-    *d_has_logits = 1;
+    *d_has_logits = d_no_logits ? !*d_no_logits : 1;
     *d_pending = -1;
     if (d_rows) *d_rows = n;
 }
 
 extern "C" int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pending,
                                   int32_t *d_has_logits, int32_t *d_rows, const int32_t *d_n,
-                                  int max_n)
+                                  const int32_t *d_no_logits, int max_n)
 {
     FRT_ARG(d_pos && d_pending && d_has_logits, "qwen35 advance: NULL pointer");
     FRT_ARG(max_n >= 1, "qwen35 advance: max_n %d", max_n);
     advance_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(d_pos, d_pending, d_has_logits, d_rows, d_n,
-                                                      max_n);
+                                                      d_no_logits, max_n);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -26,10 +26,11 @@ int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids, const 
                        const int32_t *d_n, int max_n, int max_seq);
 
 /* End of a forward step (task_final of qwen35_cpu.c): *d_pos += n,
- * *d_has_logits = 1, *d_pending = -1; when d_rows is not NULL, *d_rows = n
- * (the rows of the debug record). One thread. */
+ * *d_has_logits = !*d_no_logits (1 when d_no_logits is NULL), *d_pending =
+ * -1; when d_rows is not NULL, *d_rows = n (the rows of the debug record).
+ * One thread. */
 int frt_qwen35_advance(void *stream, int32_t *d_pos, int32_t *d_pending, int32_t *d_has_logits,
-                       int32_t *d_rows, const int32_t *d_n, int max_n);
+                       int32_t *d_rows, const int32_t *d_n, const int32_t *d_no_logits, int max_n);
 
 #ifdef __cplusplus
 }
