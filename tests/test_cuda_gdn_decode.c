@@ -1,27 +1,31 @@
 /*
- * test_cuda_gdn_decode.c - the fused Gated DeltaNet decode step
- * (src/kernels/cuda/gdn_decode.cu: frt_cuda_conv1d_step, then
- * frt_cuda_gdn_decode) against the composition of the CPU twins the model's
- * ten-launch path computes: frt_cpu_conv1d_causal (n_tok 1), frt_cpu_l2norm
- * of q and k (eps 1e-6), frt_cpu_gdn_gate, frt_cpu_gdr_recurrent,
- * frt_cpu_rmsnorm_gated. Norm-wise ||gpu - cpu|| / ||cpu|| on random data
- * (random nonzero recurrent and conv states, decays from A in [0.01, 16]);
- * fp32 outputs 1e-5, bf16 outputs 1e-2:
+ * test_cuda_gdn_decode.c - the one-launch Gated DeltaNet decode step
+ * (src/kernels/cuda/gdn_decode.cu: frt_cuda_gdn_decode, the conv included)
+ * and the conv step alone (frt_cuda_conv1d_step) against the composition of
+ * the CPU twins the model's ten-launch path computes: frt_cpu_conv1d_causal
+ * (n_tok 1), frt_cpu_l2norm of q and k (eps 1e-6), frt_cpu_gdn_gate,
+ * frt_cpu_gdr_recurrent, frt_cpu_rmsnorm_gated. Norm-wise ||gpu - cpu|| /
+ * ||cpu|| on random data (random nonzero recurrent and conv states, decays
+ * from A in [0.01, 16]); fp32 outputs 1e-5, bf16 outputs 1e-2:
  *   - the Qwen3.5-9B shape (16 key heads, 32 value heads, dk = dv = 128,
- *     8192 conv channels, kernel 4), the 27B shape (48 value heads), dk = dv
- *     = 64 with 4 / 4 heads, mixed dk / dv (128 / 64, 64 / 128); several
- *     steps in sequence carrying both states; ob f32 and bf16; conv out and
- *     conv state after every step, recurrent state after the last;
- *   - conv1d_step alone: kernel 1 (no state), 2, 3, 5 (the loop), bf16 in
+ *     8192 conv channels, kernel 4: 4 slices, clusters of 8), the 27B shape
+ *     (48 value heads: 2 slices, clusters of 6), and every launch form:
+ *     ratios 1, 2, 3, 4, 5, 8 (1, 2 or 4 slices; clusters of 1 to 8
+ *     blocks), dk / dv 64 and 128 mixed, conv kernels 1 (no conv state), 2,
+ *     3, 4; several steps in sequence carrying both states; ob f32 and bf16,
+ *     x f32 and bf16; the conv output (qkv_out), the conv state and ob after
+ *     every step, the recurrent state after the last;
+ *   - qkv_out NULL gives the bits of qkv_out set (ob, both states);
+ *   - conv1d_step alone: kernel 1 (no state), 3, 4, 5 (the loop), bf16 in
  *     and out;
- *   - *d_n = 0: state, conv state, the conv output and ob untouched; d_n
- *     NULL == *d_n = 1 (bits);
+ *   - *d_n = 0: state, conv state, qkv_out and ob untouched; d_n NULL ==
+ *     *d_n = 1 (bits);
  *   - determinism: 3 runs from the same start give the same bytes;
- *   - a CUDA graph of the two launches replayed step after step gives the
- *     bytes of the eager launches;
+ *   - a CUDA graph of the launch replayed step after step gives the bytes
+ *     of the eager launches;
  *   - bad arguments (no device needed).
- * Prints a table (case, rel err, tolerance) and the time per call of each
- * launcher at the 9B shape (eager, median of 50) against the HBM floor.
+ * Prints a table (case, rel err, tolerance) and the time per call at the 9B
+ * and 27B shapes (eager, median of 50) against the HBM floor.
  * Exits 77 without a CUDA device, after the argument checks.
  */
 #include "frt_test.h"
@@ -102,7 +106,8 @@ typedef struct gdn_in {
 
 typedef struct gdn_dev {
     gdn_shape s;
-    frt_cuda_dtype ob_dt;
+    frt_cuda_dtype ob_dt, x_dt; /* x_dt: the conv input's dtype (f32 unless set) */
+    int with_qkv;               /* 1: qkv_out = t1 (the conv output); 0: NULL */
     dbuf w, A_log, dt_bias, norm_w, state, conv, x, t1, zg, a, b, ob;
 } gdn_dev;
 
@@ -180,6 +185,8 @@ static gdn_dev dev_new(const gdn_host *h, frt_cuda_dtype ob_dt)
     gdn_dev x;
     x.s = s;
     x.ob_dt = ob_dt;
+    x.x_dt = F32;
+    x.with_qkv = 1;
     x.w = dalloc((size_t)sh_ch(s) * s.K * 4);
     x.A_log = dalloc((size_t)s.nv * 4);
     x.dt_bias = dalloc((size_t)s.nv * 4);
@@ -217,21 +224,31 @@ static void dev_free(gdn_dev *x)
 static void dev_put_in(gdn_dev *x, const gdn_in *d)
 {
     const gdn_shape s = x->s;
-    dput(x->x, 0, d->x, (size_t)sh_ch(s) * 4);
+    dput_as(x->x, d->x, (size_t)sh_ch(s), x->x_dt);
     dput(x->zg, 0, d->zg, (size_t)sh_vd(s) * 4);
     dput(x->a, 0, d->a, (size_t)s.nv * 4);
     dput(x->b, 0, d->b, (size_t)s.nv * 4);
 }
 
-/* The two launches of the fused step (what the model records per layer). */
+/* The one launch of the step (what the model records per layer; the model
+ * passes qkv_out NULL). Kernel 1 passes a NULL conv state. */
 static int dev_step_on(void *cs, const gdn_dev *x, const int32_t *dn)
 {
     const gdn_shape s = x->s;
-    FRT_TEST_TRY_(frt_cuda_conv1d_step(cs, x->t1.p, F32, x->x.p, F32, x->conv.p, x->w.p, dn,
-                                       sh_ch(s), s.K));
-    return frt_cuda_gdn_decode(cs, x->ob.p, x->ob_dt, x->state.p, x->t1.p, x->zg.p, x->a.p,
-                               x->b.p, x->A_log.p, x->dt_bias.p, x->norm_w.p, dn, s.nk, s.nv,
-                               s.dk, s.dv, RMS_EPS);
+    return frt_cuda_gdn_decode(cs, x->ob.p, x->ob_dt, x->state.p, sh_ncs(s) ? x->conv.p : NULL,
+                               x->with_qkv ? x->t1.p : NULL, x->x.p, x->x_dt, x->w.p, x->zg.p,
+                               x->a.p, x->b.p, x->A_log.p, x->dt_bias.p, x->norm_w.p, dn, s.nk,
+                               s.nv, s.dk, s.dv, s.K, RMS_EPS);
+}
+
+/* The launch form frt_cuda_gdn_decode picks (for the case names): slices
+ * per value head and blocks per cluster. */
+static int sh_slices(gdn_shape s)
+{
+    const int g = s.nv / s.nk;
+    int sl = s.dv / 32;
+    while (sl > 1 && g * sl > 8) sl >>= 1;
+    return sl;
 }
 
 static int dev_step(const gdn_dev *x, const int32_t *dn) { return dev_step_on(g_cs, x, dn); }
@@ -240,7 +257,7 @@ static int dev_step(const gdn_dev *x, const int32_t *dn) { return dev_step_on(g_
 
 /* `steps` tokens in sequence from random states: per step the conv output
  * and the conv state, ob (worst step), and the recurrent state at the end. */
-static void step_case(gdn_shape s, int steps, frt_cuda_dtype ob_dt)
+static void step_case(gdn_shape s, int steps, frt_cuda_dtype ob_dt, frt_cuda_dtype x_dt)
 {
     const int ch = sh_ch(s), vd = sh_vd(s);
     const size_t ns = sh_ns(s), ncs = sh_ncs(s);
@@ -250,10 +267,12 @@ static void step_case(gdn_shape s, int steps, frt_cuda_dtype ob_dt)
     size_t ngot = ns > (size_t)ch ? ns : (size_t)ch;
     float *got = fnew(ngot > ncs ? ngot : ncs);
     gdn_dev x = dev_new(&h, ob_dt);
+    x.x_dt = x_dt;
     double e_t1 = 0, e_cs = 0, e_ob = 0;
     set_n(1);
     for (int t = 0; t < steps; t++) {
         gdn_in d = in_new(s);
+        if (x_dt == BF16) round_bf16(d.x, (size_t)ch); /* what the device reads */
         ref_step(&h, cs_ref, st_ref, &d, t1_ref, ob_ref);
         dev_put_in(&x, &d);
         CHECK_OK(dev_step(&x, d_n_p()));
@@ -268,12 +287,15 @@ static void step_case(gdn_shape s, int steps, frt_cuda_dtype ob_dt)
         in_free(&d);
     }
     char name[160];
-    snprintf(name, sizeof name, "conv1d_step out x%d steps ch %d kernel %d", steps, ch, s.K);
+    snprintf(name, sizeof name, "gdn_decode k%d v%d dk %d dv %d kernel %d (%d slices, cluster %d)",
+             s.nk, s.nv, s.dk, s.dv, s.K, sh_slices(s), s.nv / s.nk * sh_slices(s));
+    printf("  %s\n", name);
+    snprintf(name, sizeof name, "  conv out (qkv_out, x %s) x%d steps, %d ch", dtn(x_dt), steps,
+             ch);
     report(name, e_t1, TOL_F32);
     snprintf(name, sizeof name, "  conv state x%d steps (exact)", steps);
     report(name, e_cs, 0.0);
-    snprintf(name, sizeof name, "gdn_decode ob %s x%d steps k%d v%d dk %d dv %d", dtn(ob_dt), steps,
-             s.nk, s.nv, s.dk, s.dv);
+    snprintf(name, sizeof name, "  ob %s x%d steps", dtn(ob_dt), steps);
     report(name, e_ob, ob_dt == BF16 ? TOL_BF16 : TOL_F32);
     dget(x.state, 0, got, ns * 4);
     snprintf(name, sizeof name, "  state (f32) after %d steps", steps);
@@ -331,11 +353,12 @@ static void conv_case(int ch, int K, frt_cuda_dtype x_dt, frt_cuda_dtype out_dt,
     free(got);
 }
 
-/* *d_n = 0: nothing read or written (states keep their bytes, t1 and ob
+/* *d_n = 0: nothing written (states keep their bytes, qkv_out = t1 and ob
  * their sentinels); then d_n NULL gives the bits of *d_n = 1. */
 static void dyn_n_case(gdn_shape s)
 {
     const size_t ns = sh_ns(s), ncs = sh_ncs(s);
+    printf("  d_n cases k%d v%d dk %d dv %d kernel %d\n", s.nk, s.nv, s.dk, s.dv, s.K);
     gdn_host h = host_new(s);
     gdn_dev x = dev_new(&h, BF16);
     gdn_in d = in_new(s);
@@ -349,7 +372,7 @@ static void dyn_n_case(gdn_shape s)
     report_same("d_n = 0: state untouched", got, h.state, ns * 4);
     dget(x.conv, 0, got, ncs * 4);
     report_same("d_n = 0: conv state untouched", got, h.conv, ncs * 4);
-    report_flag("d_n = 0: conv out untouched", untouched(x.t1, x.t1.bytes));
+    report_flag("d_n = 0: conv out (qkv_out) untouched", untouched(x.t1, x.t1.bytes));
     report_flag("d_n = 0: ob untouched", untouched(x.ob, x.ob.bytes));
     set_n(1);
     CHECK_OK(dev_step(&x, d_n_p()));
@@ -408,12 +431,52 @@ static void determinism_case(gdn_shape s, frt_cuda_dtype ob_dt)
     host_free(&h);
 }
 
+/* qkv_out NULL (the model's call) gives the bits of qkv_out set: ob and
+ * both states after `steps` steps. */
+static void qkv_null_case(gdn_shape s, int steps)
+{
+    const size_t ns = sh_ns(s), ncs = sh_ncs(s), nob = (size_t)sh_vd(s) * 2;
+    gdn_host h = host_new(s);
+    gdn_dev x = dev_new(&h, BF16);
+    gdn_in *d = xzalloc((size_t)steps * sizeof *d);
+    for (int t = 0; t < steps; t++) d[t] = in_new(s);
+    set_n(1);
+    void *ob[2], *st[2], *cs[2];
+    for (int r = 0; r < 2; r++) {
+        x.with_qkv = r == 0;
+        dev_reset_states(&x, &h);
+        dsentinel(x.t1);
+        for (int t = 0; t < steps; t++) {
+            dev_put_in(&x, &d[t]);
+            CHECK_OK(dev_step(&x, d_n_p()));
+        }
+        ob[r] = snap(x.ob, nob);
+        st[r] = snap(x.state, ns * 4);
+        cs[r] = snap(x.conv, (ncs ? ncs : 1) * 4);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "qkv_out NULL == set, %d steps k%d v%d (ob)", steps, s.nk, s.nv);
+    report_same(name, ob[0], ob[1], nob);
+    report_same("  (state)", st[0], st[1], ns * 4);
+    report_same("  (conv state)", cs[0], cs[1], ncs * 4);
+    report_flag("  qkv_out NULL: t1 untouched", untouched(x.t1, x.t1.bytes));
+    for (int r = 0; r < 2; r++) {
+        free(ob[r]);
+        free(st[r]);
+        free(cs[r]);
+    }
+    for (int t = 0; t < steps; t++) in_free(&d[t]);
+    free(d);
+    dev_free(&x);
+    host_free(&h);
+}
+
 static int record_step(frt_stream *stream, void *user)
 {
     return dev_step_on(frt_stream_native(stream), user, d_n_p());
 }
 
-/* One capture of the two launches replayed `steps` times (new inputs each
+/* One capture of the launch replayed `steps` times (new inputs each
  * time, the states carried) == the eager launches, bytes of every ob and of
  * the final states. */
 static void graph_case(gdn_shape s, int steps)
@@ -479,47 +542,58 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Eager time per call: 50 samples of 20 back-to-back launches (then a
- * sync), the median sample / 20. Informational, no check. */
+/* Eager time per call of f(x): 50 samples of 20 back-to-back launches
+ * (then a sync), the median sample / 20. Informational, no check. */
 #define TIME_SAMPLES 50
 #define TIME_BATCH 20
-static void timing_case(void)
+static double time_us(int (*f)(const gdn_dev *), const gdn_dev *x)
 {
-    const gdn_shape s = {16, 32, 128, 128, 4};
+    double t[TIME_SAMPLES];
+    for (int r = 0; r < 3 + TIME_SAMPLES; r++) {
+        const double t0 = now_us();
+        for (int i = 0; i < TIME_BATCH; i++) CHECK_OK(f(x));
+        sync_st();
+        if (r >= 3) t[r - 3] = (now_us() - t0) / TIME_BATCH;
+    }
+    qsort(t, TIME_SAMPLES, sizeof(double), cmp_double);
+    return t[TIME_SAMPLES / 2];
+}
+
+static int run_step(const gdn_dev *x) { return dev_step(x, d_n_p()); }
+
+static int run_conv_step(const gdn_dev *x)
+{
+    return frt_cuda_conv1d_step(g_cs, x->t1.p, F32, x->x.p, F32, x->conv.p, x->w.p, d_n_p(),
+                                sh_ch(x->s), x->s.K);
+}
+
+/* The step as the model calls it (ob bf16, qkv_out NULL) at shape s; with
+ * conv 1: conv1d_step alone too (the first of the former two launches). */
+static void timing_case(const char *what, gdn_shape s, int conv)
+{
     gdn_host h = host_new(s);
     gdn_dev x = dev_new(&h, BF16);
+    x.with_qkv = 0;
     gdn_in d = in_new(s);
     dev_put_in(&x, &d);
     set_n(1);
     const int ch = sh_ch(s);
-    double t[2][TIME_SAMPLES];
-    for (int k = 0; k < 2; k++) {
-        for (int r = 0; r < 3 + TIME_SAMPLES; r++) {
-            const double t0 = now_us();
-            for (int i = 0; i < TIME_BATCH; i++) {
-                if (k == 0)
-                    CHECK_OK(frt_cuda_conv1d_step(g_cs, x.t1.p, F32, x.x.p, F32, x.conv.p, x.w.p,
-                                                  d_n_p(), ch, s.K));
-                else
-                    CHECK_OK(frt_cuda_gdn_decode(g_cs, x.ob.p, BF16, x.state.p, x.t1.p, x.zg.p,
-                                                 x.a.p, x.b.p, x.A_log.p, x.dt_bias.p, x.norm_w.p,
-                                                 d_n_p(), s.nk, s.nv, s.dk, s.dv, RMS_EPS));
-            }
-            sync_st();
-            if (r >= 3) t[k][r - 3] = (now_us() - t0) / TIME_BATCH;
-        }
-        qsort(t[k], TIME_SAMPLES, sizeof(double), cmp_double);
+    /* bytes: the recurrent state and the conv state read and written, the
+     * conv weights, x, zg, ob (the rest is < 1 KB) */
+    const double mb = (2.0 * (double)sh_ns(s) * 4 + 2.0 * (double)sh_ncs(s) * 4 +
+                       (double)ch * s.K * 4 + (double)ch * 4 + sh_vd(s) * 6.0) /
+                      1e6;
+    const double t = time_us(run_step, &x);
+    printf("  gdn_decode %s (%d x %d heads, %d x %d, %d slices, cluster %d): %.2f us per call "
+           "(median of %d x %d, eager; %.2f MB, HBM floor %.2f us at 4.2 TB/s)\n",
+           what, s.nk, s.nv, s.dk, s.dv, sh_slices(s), s.nv / s.nk * sh_slices(s), t,
+           TIME_SAMPLES, TIME_BATCH, mb, mb / 4.2e6 * 1e6);
+    if (conv) {
+        const double tc = time_us(run_conv_step, &x);
+        const double cmb = (double)ch * (1 + s.K + 2 * (s.K - 1) + 1) * 4 / 1e6;
+        printf("  conv1d_step %s (%d ch) alone: %.2f us per call (%.2f MB, HBM floor %.2f us)\n",
+               what, ch, tc, cmb, cmb / 4.2e6 * 1e6);
     }
-    /* bytes: conv reads x, w, the state and writes out and the state; the
-     * step reads and writes the recurrent state (the rest is < 0.1 MB) */
-    const double conv_mb = (double)ch * (1 + s.K + 2 * (s.K - 1) + 1) * 4 / 1e6;
-    const double gdn_mb = (2.0 * (double)sh_ns(s) * 4 + (double)ch * 4 + sh_vd(s) * 6.0) / 1e6;
-    printf("  conv1d_step 9B shape (8192 ch): %.2f us per call (median of %d x %d, eager; %.2f MB, "
-           "HBM floor %.2f us at 4.2 TB/s)\n",
-           t[0][TIME_SAMPLES / 2], TIME_SAMPLES, TIME_BATCH, conv_mb, conv_mb / 4.2e6 * 1e6);
-    printf("  gdn_decode 9B shape (32 heads, 128 x 128): %.2f us per call (median of %d x %d, "
-           "eager; %.2f MB, HBM floor %.2f us at 4.2 TB/s)\n",
-           t[1][TIME_SAMPLES / 2], TIME_SAMPLES, TIME_BATCH, gdn_mb, gdn_mb / 4.2e6 * 1e6);
     in_free(&d);
     dev_free(&x);
     host_free(&h);
@@ -547,34 +621,58 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_conv1d_step(NULL, out, F32, p, F32, fp, fp, ip, 8192, 0), E);
     CHECK_STATUS(frt_cuda_conv1d_step(NULL, out, F32, p, F32, fp, fp, ip, 8192, 65), E);
     CHECK_STATUS(frt_cuda_conv1d_step(NULL, p, F32, p, F32, fp, fp, ip, 8192, 4), E); /* out == x */
-    /* gdn_decode */
-#define GDN_BAD(ob, obdt, st, qkv, zg, nk, nv, dk, dv)                                            \
-    frt_cuda_gdn_decode(NULL, (ob), (obdt), (st), (qkv), (zg), fp, fp, fp, fp, fp, ip, (nk), (nv), \
-                        (dk), (dv), 1e-6f)
-    float *st = (float *)(uintptr_t)0x3000, *qkv = (float *)(uintptr_t)0x4000;
-    float *zg = (float *)(uintptr_t)0x5000;
-    CHECK_STATUS(GDN_BAD(NULL, F32, st, qkv, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD(out, F32, NULL, qkv, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD(out, F32, st, NULL, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, NULL, 16, 32, 128, 128), E);
-    CHECK_STATUS(frt_cuda_gdn_decode(NULL, out, F32, st, qkv, zg, fp, fp, fp, fp, NULL, ip, 16, 32,
-                                     128, 128, 1e-6f),
+    /* gdn_decode: GDN_BAD varies the pointers (the 9B shape, f32 ob and x),
+     * GDN_SHAPE the dtypes and sizes (valid pointers) */
+    float *st = (float *)(uintptr_t)0x3000, *cst = (float *)(uintptr_t)0x6000;
+    float *zg = (float *)(uintptr_t)0x5000, *qo = (float *)(uintptr_t)0x7000;
+    float *cw = (float *)(uintptr_t)0x8000;
+    void *x = (void *)(uintptr_t)0x4000;
+#define GDN_BAD(ob, st, cst, qo, x, cw, zg)                                                       \
+    frt_cuda_gdn_decode(NULL, (ob), F32, (st), (cst), (qo), (x), F32, (cw), (zg), fp, fp, fp, fp, \
+                        fp, ip, 16, 32, 128, 128, 4, 1e-6f)
+#define GDN_SHAPE(obdt, xdt, nk, nv, dk, dv, K)                                                   \
+    frt_cuda_gdn_decode(NULL, out, (obdt), st, cst, qo, x, (xdt), cw, zg, fp, fp, fp, fp, fp, ip,  \
+                        (nk), (nv), (dk), (dv), (K), 1e-6f)
+    CHECK_STATUS(GDN_BAD(NULL, st, cst, qo, x, cw, zg), E);
+    CHECK_STATUS(GDN_BAD(out, NULL, cst, qo, x, cw, zg), E);
+    CHECK_STATUS(GDN_BAD(out, st, NULL, qo, x, cw, zg), E); /* no conv state, kernel 4 */
+    CHECK_STATUS(GDN_BAD(out, st, cst, qo, NULL, cw, zg), E);
+    CHECK_STATUS(GDN_BAD(out, st, cst, qo, x, NULL, zg), E);
+    CHECK_STATUS(GDN_BAD(out, st, cst, qo, x, cw, NULL), E);
+    CHECK_STATUS(frt_cuda_gdn_decode(NULL, out, F32, st, cst, qo, x, F32, cw, zg, fp, fp, fp, fp,
+                                     NULL, ip, 16, 32, 128, 128, 4, 1e-6f),
                  E); /* NULL norm weight */
-    CHECK_STATUS(GDN_BAD(out, (frt_cuda_dtype)3, st, qkv, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 3, 32, 128, 128), E);  /* 32 % 3 */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 0, 32, 128, 128), E);  /* no key heads */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 0, 128, 128), E);  /* no value heads */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 32, 0, 128), E);   /* dk 0 */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 32, 128, -1), E);  /* dv < 0 */
-    CHECK_STATUS(GDN_BAD(out, F32, st + 1, qkv, zg, 16, 32, 128, 128), E);  /* misaligned */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv + 2, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg + 1, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD((char *)out + 8, F32, st, qkv, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD((char *)out + 4, BF16, st, qkv, zg, 16, 32, 128, 128), E);
-    CHECK_STATUS(GDN_BAD((void *)zg, F32, st, qkv, zg, 16, 32, 128, 128), E); /* ob aliases zg */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 32, 256, 128), U);  /* dk 256 */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 32, 128, 96), U);   /* dv 96 */
-    CHECK_STATUS(GDN_BAD(out, F32, st, qkv, zg, 16, 32, 32, 32), U);    /* dk = dv = 32 */
+    CHECK_STATUS(frt_cuda_gdn_decode(NULL, out, F32, st, cst, qo, x, F32, cw, zg, NULL, fp, fp, fp,
+                                     fp, ip, 16, 32, 128, 128, 4, 1e-6f),
+                 E); /* NULL a */
+    CHECK_STATUS(GDN_BAD(out, st + 1, cst, qo, x, cw, zg), E); /* misaligned */
+    CHECK_STATUS(GDN_BAD(out, st, cst, qo, x, cw, zg + 1), E);
+    CHECK_STATUS(GDN_BAD((char *)out + 8, st, cst, qo, x, cw, zg), E);
+    CHECK_STATUS(GDN_BAD((void *)zg, st, cst, qo, x, cw, zg), E);  /* ob aliases zg */
+    CHECK_STATUS(GDN_BAD(x, st, cst, qo, x, cw, zg), E);           /* ob aliases x */
+    CHECK_STATUS(GDN_BAD((void *)cst, st, cst, qo, x, cw, zg), E); /* ob aliases the conv state */
+    CHECK_STATUS(GDN_BAD((void *)qo, st, cst, qo, x, cw, zg), E);  /* ob aliases qkv_out */
+    CHECK_STATUS(GDN_BAD(out, st, cst, (float *)x, x, cw, zg), E); /* qkv_out aliases x */
+    CHECK_STATUS(GDN_BAD(out, st, cst, cst, x, cw, zg), E);        /* qkv_out aliases conv state */
+    CHECK_STATUS(GDN_BAD(out, st, cst, st, x, cw, zg), E);         /* qkv_out aliases state */
+    CHECK_STATUS(frt_cuda_gdn_decode(NULL, (char *)out + 4, BF16, st, cst, qo, x, F32, cw, zg, fp,
+                                     fp, fp, fp, fp, ip, 16, 32, 128, 128, 4, 1e-6f),
+                 E); /* bf16 ob 4-byte aligned */
+    CHECK_STATUS(GDN_SHAPE((frt_cuda_dtype)3, F32, 16, 32, 128, 128, 4), E);
+    CHECK_STATUS(GDN_SHAPE(F32, (frt_cuda_dtype)-1, 16, 32, 128, 128, 4), E);
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 3, 32, 128, 128, 4), E); /* 32 % 3 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 0, 32, 128, 128, 4), E); /* no key heads */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 0, 128, 128, 4), E); /* no value heads */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 0, 128, 4), E);  /* dk 0 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 128, -1, 4), E); /* dv < 0 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 128, 128, 0), E); /* kernel 0 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 256, 128, 4), U); /* dk 256 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 128, 96, 4), U);  /* dv 96 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 32, 32, 4), U);   /* dk = dv = 32 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 16, 32, 128, 128, 5), U); /* kernel 5 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 1, 9, 128, 128, 4), U);   /* ratio 9 */
+    CHECK_STATUS(GDN_SHAPE(F32, F32, 2, 32, 64, 64, 4), U);    /* ratio 16 */
+#undef GDN_SHAPE
 #undef GDN_BAD
 }
 
@@ -600,24 +698,38 @@ int main(void)
 
     const gdn_shape s9b = {16, 32, 128, 128, 4}, s27b = {16, 48, 128, 128, 4};
     const gdn_shape small = {4, 4, 64, 64, 4};
-    step_case(s9b, 4, F32);
-    step_case(s9b, 3, BF16);
-    step_case(s27b, 3, F32);
-    step_case(s27b, 2, BF16);
-    step_case(small, 5, F32);
-    step_case(small, 3, BF16);
-    step_case((gdn_shape){2, 4, 128, 64, 3}, 3, F32); /* mixed dk / dv, kernel 3 */
-    step_case((gdn_shape){2, 6, 64, 128, 2}, 3, F32); /* ratio 3, kernel 2 */
+    step_case(s9b, 4, F32, F32);
+    step_case(s9b, 3, BF16, F32);
+    step_case(s9b, 2, F32, BF16);
+    step_case(s27b, 3, F32, F32);
+    step_case(s27b, 2, BF16, F32);
+    step_case(small, 5, F32, F32);                                /* ratio 1, 2 slices */
+    step_case(small, 3, BF16, BF16);
+    step_case((gdn_shape){1, 1, 128, 128, 4}, 3, F32, F32);       /* one head, cluster 4 */
+    step_case((gdn_shape){2, 4, 128, 64, 3}, 3, F32, F32);        /* mixed dk / dv, kernel 3 */
+    step_case((gdn_shape){2, 6, 64, 128, 2}, 3, F32, F32);        /* ratio 3, kernel 2 */
+    step_case((gdn_shape){3, 9, 64, 64, 4}, 3, F32, F32);         /* ratio 3 at dv 64 */
+    step_case((gdn_shape){3, 12, 128, 128, 1}, 3, F32, F32);      /* ratio 4, no conv state */
+    step_case((gdn_shape){16, 64, 128, 128, 4}, 2, BF16, F32);    /* ratio 4, 128 blocks */
+    step_case((gdn_shape){1, 5, 128, 128, 4}, 3, F32, F32);       /* ratio 5: 1 slice */
+    step_case((gdn_shape){2, 16, 64, 64, 4}, 3, F32, F32);        /* ratio 8, cluster 8 */
+    step_case((gdn_shape){1, 8, 64, 128, 3}, 3, F32, F32);        /* ratio 8, dv 128 */
     conv_case(8192, 4, BF16, BF16, 3);
     conv_case(1000, 1, F32, F32, 2); /* no state */
     conv_case(777, 3, F32, BF16, 3);
     conv_case(300, 5, F32, F32, 6); /* the loop */
     dyn_n_case(s9b);
+    dyn_n_case((gdn_shape){2, 6, 64, 128, 2});
+    qkv_null_case(s9b, 3);
+    qkv_null_case((gdn_shape){3, 12, 128, 128, 1}, 2);
     determinism_case(s9b, F32);
     determinism_case(s27b, BF16);
     determinism_case(small, F32);
+    determinism_case((gdn_shape){2, 16, 64, 64, 4}, F32);
     graph_case(s9b, 5);
-    timing_case();
+    graph_case(s27b, 3);
+    timing_case("9B", s9b, 1);
+    timing_case("27B", s27b, 0);
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
     dfree(&g_dn);

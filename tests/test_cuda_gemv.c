@@ -291,6 +291,80 @@ static void test_graph(frt_cuda_gemm *g)
     dfree(&d.x), dfree(&d.w1), dfree(&d.w2), dfree(&d.y1), dfree(&d.y2);
 }
 
+/* ---- frt_cuda_gemm_run_unless: the device-side skip ------------------------ */
+
+typedef struct unless_graph {
+    frt_cuda_gemm *g;
+    int in, out;
+    dbuf x, w, y, flag;
+} unless_graph;
+
+static int record_unless(frt_stream *stream, void *user)
+{
+    unless_graph *d = user;
+    return frt_cuda_gemm_run_unless(d->g, frt_stream_native(stream), d->flag.p, d->y.p, F32, d->x.p, d->w.p, 1,
+                                    d->in, d->out, 0);
+}
+
+/* One captured launch: flag 0 computes exactly frt_cuda_gemm_run's bits,
+ * flag 1 leaves y as it was; a cuBLASLt plan and a NULL flag are refused. */
+static void test_run_unless(frt_cuda_gemm *g)
+{
+    unless_graph d = {g, 4096, 3001, {0}, {0}, {0}, {0}};
+    hmat w = hmat_rand(&g_rng, d.out, d.in, -1, 1), x = hmat_rand(&g_rng, 1, d.in, -1, 1);
+    d.x = dalloc((size_t)d.in * 2);
+    d.w = dalloc((size_t)d.out * d.in * 2);
+    d.y = dalloc((size_t)d.out * 4);
+    d.flag = dalloc(64);
+    dbuf yref = dalloc((size_t)d.out * 4);
+    dput(d.w, 0, w.b, (size_t)d.out * d.in * 2);
+    dput(d.x, 0, x.b, (size_t)d.in * 2);
+    CHECK_OK(frt_cuda_gemm_plan(g, 1, d.in, d.out, F32, 0));
+    CHECK_OK(frt_cuda_gemm_run(g, g_cs, yref.p, F32, d.x.p, d.w.p, 1, d.in, d.out, 0));
+    frt_graph *graph = NULL;
+    CHECK_OK(frt_graph_create(g_ctx, "gemv-unless", 0, &graph));
+    CHECK_OK(frt_graph_capture(graph, 1, g_st, record_unless, &d));
+    float *ref = xzalloc((size_t)d.out * 4), *got = xzalloc((size_t)d.out * 4), *cpu = xzalloc((size_t)d.out * 4);
+    dget_as(yref, ref, (size_t)d.out, F32);
+    frt_cpu_matmul(cpu, x.f, w.f, 1, d.in, d.out);
+    for (int rep = 0; rep < 4 && graph; rep++) {
+        const int32_t skip = rep & 1;
+        dput(d.flag, 0, &skip, sizeof skip);
+        dsentinel(d.y);
+        CHECK_OK(frt_graph_replay(graph, 1, g_st));
+        sync_st();
+        if (skip) {
+            CHECK_MSG(untouched(d.y, 0, (size_t)d.out * 4), "replay %d: skipped GEMV wrote y", rep);
+        } else {
+            dget_as(d.y, got, (size_t)d.out, F32);
+            CHECK_MSG(memcmp(got, ref, (size_t)d.out * 4) == 0, "replay %d: not the bits of frt_cuda_gemm_run",
+                      rep);
+            char name[96];
+            snprintf(name, sizeof name, "run_unless replay %d: n 1 in 4096 out 3001 -> f32", rep);
+            report(name, frt_test_rel_err(got, cpu, (size_t)d.out), TOL_GEMM_F32);
+        }
+    }
+    CHECK_STATUS(frt_cuda_gemm_run_unless(g, g_cs, NULL, d.y.p, F32, d.x.p, d.w.p, 1, d.in, d.out, 0),
+                 FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_gemm *lt = NULL;
+    CHECK_OK(frt_cuda_gemm_create(0, &lt));
+    if (lt) {
+        CHECK_OK(frt_cuda_gemm_set_gemv(lt, FRT_CUDA_GEMV_NEVER));
+        CHECK_OK(frt_cuda_gemm_plan(lt, 1, d.in, 1024, F32, 0));
+        dsentinel(d.y);
+        CHECK_STATUS(frt_cuda_gemm_run_unless(lt, g_cs, d.flag.p, d.y.p, F32, d.x.p, d.w.p, 1, d.in, 1024, 0),
+                     FRT_ERR_UNSUPPORTED);
+        sync_st();
+        CHECK(untouched(d.y, 0, (size_t)d.out * 4));
+        frt_cuda_gemm_destroy(lt);
+    }
+    frt_graph_destroy(graph);
+    free(ref), free(got), free(cpu);
+    hmat_free(&w);
+    hmat_free(&x);
+    dfree(&d.x), dfree(&d.w), dfree(&d.y), dfree(&d.flag), dfree(&yref);
+}
+
 /* ---- the full LM head -------------------------------------------------------- */
 
 /* 4096 -> 248320 (2 GB of weights): the rows repeat a random tile of 32003
@@ -468,6 +542,7 @@ int main(void)
     gemv_shape(g, "odd", 12296, 2050, n14, 2);
 
     test_graph(g);
+    test_run_unless(g);
     test_lm_head(g, g_lt);
 
     printf("  gemv plans of the 9b decode shapes (for the fingerprint):\n");

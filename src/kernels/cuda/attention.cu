@@ -9,41 +9,68 @@
  * instead of 128.
  *
  * Prefill form (attn_kernel, split_len == 0; also the split form of head_dim
- * other than 64, 128, 256). A block has 4 warps; warp w takes the (token,
- * head) pair p = 4 * blockIdx.x + w, enumerated as p = t * group + g over the
- * heads h = kvh * group + g that share KV head kvh = blockIdx.y, so a block's
- * warps share every K/V tile it stages in shared memory. blockIdx.z is the
- * split. For a tile of 32 keys, lane j scores key j0 + j against the warp's
- * query (K rows padded by one word: conflict-free), the warp max and sum come
- * from butterflies, and each lane accumulates head_dim / 32 output dims (V
- * read row by row). The valid token count n and the start position are read
- * from device memory: token t sees cache rows 0 .. min(start + t, max_seq - 1);
- * warps past n and tiles past the last key do nothing, so one captured launch
- * serves every position.
+ * other than 64, 128, 256 or of caches not 16-byte aligned). A block has 4
+ * warps; warp w takes the (token, head) pair p = 4 * blockIdx.x + w,
+ * enumerated as p = t * group + g over the heads h = kvh * group + g that
+ * share KV head kvh = blockIdx.y, so a block's warps share every K/V tile it
+ * stages in shared memory. blockIdx.z is the split. For a tile of 32 keys,
+ * lane j scores key j0 + j against the warp's query (K rows padded by one
+ * word: conflict-free), the warp max and sum come from butterflies, and each
+ * lane accumulates head_dim / 32 output dims (V read row by row). The valid
+ * token count n and the start position are read from device memory: token t
+ * sees cache rows 0 .. min(start + t, max_seq - 1); warps past n and tiles
+ * past the last key do nothing, so one captured launch serves every position.
  *
- * Flash-decoding (attn_decode_kernel, split_len > 0, head_dim 64/128/256):
- * one block of 4 warps per (KV head, split, chunk of QB query pairs): QB = the
- * GQA group (rounded up to 1, 2, 4 or 8; several chunks when max_n * group >
- * 8), so every query head of a KV head shares each K/V tile the block reads.
- * Tiles of 32 keys stream through a 3-stage cp.async pipeline (16-byte
- * copies, K rows padded by 64 bytes so the score reads below are free of bank
- * conflicts); the 4 warps split the keys of a tile, 8 each: lane (slot, c)
- * (slot = lane / 4, c = lane % 4) scores key slot against the QB queries over
- * the interleaved quarter c of the dims (16-byte chunks 4 i + c), the quarter
- * sums meet in a 2-step butterfly, and each warp keeps its own online softmax
- * (m, l, o) per query, with lane owning head_dim / 32 consecutive output dims
- * (P.V with 4-16 byte V reads). At the end the 4 warps' states merge in warp
- * order 0..3 through shared memory into one partial per (query, split).
+ * Flash-decoding (attn_decode_tc_kernel, split_len > 0, head_dim 64/128/256,
+ * 16-byte aligned caches) on tensor cores: bf16 mma.sync m16n8k16 with fp32
+ * accumulation, the fragment layout, ldmatrix addressing and XOR swizzle of
+ * flash_attention.cu (FlashAttention-2, Dao 2023), at fp32 accuracy:
+ *   - The query pairs (token, head) of one KV head are cut into chunks of
+ *     qb <= 4 (blockIdx.x; qb = the pairs, spread evenly over
+ *     ceil(pairs / 4) chunks: the 9B's group of 4 is one chunk, the 27B's 6
+ *     two of 3). Each fp32 query is split into three bf16 terms,
+ *     q = hi + mid + lo exactly (hi = bf16(q), mid = bf16(q - hi),
+ *     lo = q - hi - mid, which has at most 8 significant bits), stored as
+ *     rows qi, qi + 4 and qi + 8 of the 16-row A operand (rows 12-15 zero).
+ *     bf16 x bf16 products are exact in fp32, so the three partial scores,
+ *     summed (hi + lo) + mid, are the fp32 dot product up to the fp32
+ *     rounding of the accumulation: the rows the group of 4 leaves unused in
+ *     the m16 tile carry the extra precision at no extra mma. The softmax
+ *     weights p (fp32) enter P.V the same way (rows hi / mid / lo, summed
+ *     when the partial is written), so nothing is rounded to bf16 except
+ *     exactly. The accumulator layout puts hi and lo of a pair in one lane
+ *     (rows gid, gid + 8) and mid in lane ^ 16: one shuffle per score.
+ *   - Keys: tiles of 32 keys (K and V, rows of head_dim bf16, 16-byte chunks
+ *     XOR-swizzled) stream through a 3-stage cp.async pipeline. Per tile,
+ *     warp w computes the scores of keys 8w .. 8w + 7 (16 k-steps at
+ *     head_dim 256, two accumulator chains) and writes them, scaled by
+ *     scale * log2(e) and masked, to shared memory; after a barrier every
+ *     warp reads all 32 scores of its pairs and runs the same online softmax
+ *     (m, l identical in the 4 warps), then P.V for its quarter of the
+ *     output dims (V fragments by ldmatrix.trans). Two barriers per tile.
+ *   - Splits: the keys are cut into splits of split_len keys (the launch
+ *     argument: the partition, hence the bits, never depends on the grid or
+ *     on the position). blockIdx.z = b of B (B from the SM count: one wave
+ *     of resident blocks) takes the contiguous range of splits
+ *     [b ns / B, (b + 1) ns / B) of the ns splits that hold keys of its
+ *     chunk (ns from the dynamic position), streaming its tiles through one
+ *     pipeline; at the last tile of each split it writes the split's partial
+ *     and starts the next from m = -inf, l = 0, o = 0. A split's partial is
+ *     computed the same way whichever block takes it, so the result depends
+ *     on split_len only, and blocks past the busy ones exit at once (the
+ *     grid no longer grows with max_seq).
  *
  * Split partials: the (t, h) of split s is written to the workspace
- * [n_splits, max_n, n_heads, hd + 2] (o unnormalised, m, l) iff split s holds
- * a key of t (s * split_len < kend(t)); the combine kernel (one block per
- * (token, head, 64 dims)) reads exactly those splits:
- *   M = max m_s, L = sum l_s exp(m_s - M), out = sum o_s exp(m_s - M) / L,
- * L as a block sum in a fixed tree, each output dim as 4 interleaved partial
- * sums over the splits (s mod 4) added in order 0..3.
- * Deterministic: no atomics, fixed orders. Tested in tests/test_cuda_kernels.c
- * and tests/test_cuda_decode.c.
+ * [n_splits, max_n, n_heads, hd + 2] (o unnormalised, m, l; m in the log2
+ * domain for the tensor-core kernel, natural for attn_kernel) iff split s
+ * holds a key of t (s * split_len < kend(t)); the combine kernel (one block
+ * per (token, head, 32 dims), 8 warps) reads exactly those splits:
+ *   M = max m_s, L = sum l_s w_s, out = sum o_s w_s / L, w_s = exp(m_s - M)
+ * (exp2 for log2-domain partials), L as a block sum in a fixed tree, each
+ * output dim as 8 partial sums over the splits s mod 8 (one per warp) added
+ * in warp order.
+ * Deterministic: no atomics, fixed orders. Tested in tests/test_cuda_kernels.c,
+ * tests/test_cuda_decode.c and tests/test_cuda_attn_decode.c.
  */
 #include "kernels/cuda/cuda_util.h"
 
@@ -62,6 +89,8 @@ struct attn_args {
     float *part; /* split partials [n_splits, max_n, n_heads, hd + 2], or NULL (one pass) */
     int max_n, max_seq, n_heads, n_kv, group, split_len;
     float scale;
+    int qb;    /* tensor-core decode: query pairs per chunk (1..4) */
+    float sl2; /* tensor-core decode: scale * log2(e) */
 };
 
 template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel(const attn_args a)
@@ -164,282 +193,382 @@ template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel
     }
 }
 
-/* ---- flash-decoding --------------------------------------------------- */
+/* ---- flash-decoding on tensor cores ------------------------------------- */
 
-#define DEC_WARPS 4
-#define DEC_TILE 32 /* keys per tile: 8 per warp */
-#define DEC_KPW 8
-#define DEC_STAGES 3
-#define DEC_KPAD 64 /* bytes of padding after each staged K row */
+#define TC_WARPS 4
+#define TC_THREADS (32 * TC_WARPS)
+#define TC_TILE 32             /* keys per pipeline stage: 8 per warp in Q K^T */
+#define TC_STAGES 3
+#define TC_QROWS 16            /* A rows: hi 0-3, mid 4-7, lo 8-11 of 4 pairs, 12-15 zero */
+#define TC_SROW (TC_TILE + 8)  /* floats per score row in shared memory (padded) */
 
-__device__ __forceinline__ void dec_cp_async16(void *smem, const void *gmem, bool pred)
+/* Shared memory of attn_decode_tc_kernel<HD>: TC_STAGES x (K tile, V tile),
+ * the 16 query rows (bf16), the scores of a tile [4 pairs][TC_SROW] f32. */
+template <int HD> struct tc_cfg {
+    static constexpr int CH = HD / 8;                /* 16-byte chunks per row */
+    static constexpr int ROWB = HD * 2;              /* bytes per smem row */
+    static constexpr int TBYTES = TC_TILE * ROWB;    /* one K or V tile */
+    static constexpr int STAGE = 2 * TBYTES;
+    static constexpr int Q_OFF = TC_STAGES * STAGE;
+    static constexpr int S_OFF = Q_OFF + TC_QROWS * ROWB;
+    static constexpr int SMEM = S_OFF + 4 * TC_SROW * 4;
+    static constexpr int KS = HD / 16;               /* k-steps of Q K^T */
+    static constexpr int DN = HD / 32;               /* 8-dim n-tiles of a warp's HD / 4 dims */
+    static constexpr int RSTEP = TC_THREADS / CH;    /* tile rows per cp.async pass */
+    static_assert(KS % 2 == 0 && DN % 2 == 0 && TC_TILE % RSTEP == 0, "head_dim 64, 128 or 256");
+};
+
+__device__ __forceinline__ uint32_t tc_smem_addr(const void *p)
 {
-    const unsigned int s = (unsigned int)__cvta_generic_to_shared(smem);
-    const int sz = pred ? 16 : 0; /* 0: the 16 bytes are zero-filled, nothing is read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(sz)
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared; src_bytes 0 zero-fills (reads nothing). */
+__device__ __forceinline__ void tc_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
                  : "memory");
 }
 
-__device__ __forceinline__ void dec_cp_commit()
+__device__ __forceinline__ void tc_cp_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-template <int N> __device__ __forceinline__ void dec_cp_wait()
+/* Waits until at most N of this thread's groups are pending. */
+template <int N> __device__ __forceinline__ void tc_cp_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* Eight bf16 (a 16-byte chunk) to floats. */
-__device__ __forceinline__ void dec_bf16x8(const uint4 u, float (&f)[8])
+__device__ __forceinline__ void tc_ldsm_x4(uint32_t (&r)[4], uint32_t addr)
 {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
-/* DPL (= head_dim / 32) consecutive bf16 of a V row to floats. */
-template <int DPL>
-__device__ __forceinline__ void dec_ld_v(const unsigned char *p, float (&f)[DPL])
+__device__ __forceinline__ void tc_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
 {
-    if constexpr (DPL == 8) {
-        dec_bf16x8(*(const uint4 *)p, f);
-    } else if constexpr (DPL == 4) {
-        const uint2 u = *(const uint2 *)p;
-        f[0] = __uint_as_float(u.x << 16);
-        f[1] = __uint_as_float(u.x & 0xFFFF0000u);
-        f[2] = __uint_as_float(u.y << 16);
-        f[3] = __uint_as_float(u.y & 0xFFFF0000u);
-    } else {
-        const uint32_t u = *(const uint32_t *)p;
-        f[0] = __uint_as_float(u << 16);
-        f[1] = __uint_as_float(u & 0xFFFF0000u);
-    }
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
-/* Dynamic shared memory of attn_decode_kernel<DPL, QB>: the pipeline stages
- * (K tile, padded rows, then V tile) and the queries (f32). The warps' final
- * states reuse the stages. */
-template <int DPL, int QB> struct dec_smem {
-    static constexpr int HD = 32 * DPL;
-    static constexpr int RB = HD * 2;            /* bytes of a cache row */
-    static constexpr int KSTR = RB + DEC_KPAD;   /* staged K row stride */
-    static constexpr int STAGE = DEC_TILE * (KSTR + RB);
-    static constexpr int Q_OFF = DEC_STAGES * STAGE;
-    static constexpr int BYTES = Q_OFF + QB * HD * 4;
-    static_assert(DEC_WARPS * QB * HD * 4 <= DEC_STAGES * STAGE, "merge scratch fits the stages");
-};
-
-template <int DPL, int QB>
-__global__ __launch_bounds__(DEC_WARPS * 32) void attn_decode_kernel(const attn_args a)
+/* d += a (16x16 bf16, row) . b (16x8 bf16, col), fp32 accumulators. */
+__device__ __forceinline__ void tc_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1)
 {
-    using SM = dec_smem<DPL, QB>;
-    constexpr int HD = SM::HD, RB = SM::RB, KSTR = SM::KSTR;
-    constexpr int CH = HD / 8;  /* 16-byte chunks per row */
-    constexpr int QCH = CH / 4; /* chunks per quarter */
-    extern __shared__ __align__(16) unsigned char dsm[];
-    __shared__ float wm[DEC_WARPS][QB], wl[DEC_WARPS][QB];
-    float *Qs = (float *)(dsm + SM::Q_OFF); /* [QB][HD] */
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two floats as bf16x2 (RNE), lo in the low half (the lower column). */
+__device__ __forceinline__ uint32_t tc_pack(float lo, float hi)
+{
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+/* x = h + m + l exactly for finite x (l has at most 8 significant bits, so
+ * bf16(l) == l; subnormal tails may round): the three bf16 terms as floats. */
+__device__ __forceinline__ void tc_split3(float x, float &h, float &m, float &l)
+{
+    h = __bfloat162float(__float2bfloat16_rn(x));
+    const float r = x - h; /* exact */
+    m = __bfloat162float(__float2bfloat16_rn(r));
+    l = r - m; /* exact */
+}
+
+/* The A fragment registers of one pair of columns (c, c + 1) of P: rows
+ * gid (hi on lanes gid < 4, mid on gid >= 4) and gid + 8 (lo, or zero). */
+__device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32_t &top,
+                                          uint32_t &bot)
+{
+    float h0, m0, l0, h1, m1, l1;
+    tc_split3(p0, h0, m0, l0);
+    tc_split3(p1, h1, m1, l1);
+    top = upper ? tc_pack(m0, m1) : tc_pack(h0, h1);
+    bot = upper ? 0u : tc_pack(l0, l1);
+}
+
+/* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
+ * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. Lane gid < 4
+ * holds the hi (row gid) and lo (row gid + 8) terms of pair gid, lane
+ * gid + 4 its mid term (row gid + 4; row gid + 12 is zero). */
+template <int HD>
+__global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a)
+{
+    using C = tc_cfg<HD>;
+    constexpr int ROWB = C::ROWB, CH = C::CH, KS = C::KS, DN = C::DN, RSTEP = C::RSTEP;
+    extern __shared__ __align__(128) unsigned char tsm[];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = frt_dyn_n(a.d_n, a.max_n);
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    const int kvh = blockIdx.y;
-    const int p0 = blockIdx.x * QB;
-    const int npairs = n * a.group;
-    if (p0 >= npairs) return; /* uniform */
-    const int t_last = min((p0 + QB - 1) / a.group, n - 1);
-    const int s_lo = blockIdx.z * a.split_len;
-    const int s_hi = (int)min((long long)s_lo + a.split_len, (long long)a.max_seq);
-    const int b_hi = min(min(start + t_last + 1, a.max_seq), s_hi); /* block's keys end */
-    if (b_hi <= s_lo) return;                                      /* uniform */
+    const int G = a.group, kvh = blockIdx.y;
+    const int p0 = blockIdx.x * a.qb;
+    const int npairs = n * G;
+    if (p0 >= npairs) return; /* uniform: no valid pair in this chunk */
+    const int t_last = min((p0 + a.qb - 1) / G, n - 1);
+    const int b_hi = min(start + t_last + 1, a.max_seq); /* the chunk's keys end (>= 1) */
+    const int L = a.split_len;
+    const int ns = (b_hi + L - 1) / L; /* splits holding keys of the chunk */
+    const int s_begin = (int)((long long)blockIdx.z * ns / gridDim.z);
+    const int s_end = (int)((long long)(blockIdx.z + 1) * ns / gridDim.z);
+    if (s_begin >= s_end) return; /* uniform: no split for this block */
+    const int tps = (L + TC_TILE - 1) / TC_TILE; /* tiles per full split */
+    const int ntiles = (s_end - 1 - s_begin) * tps +
+                       (min(L, b_hi - (s_end - 1) * L) + TC_TILE - 1) / TC_TILE;
 
-    /* the block's queries: (t, h), visible keys [s_lo, lim) */
-    int lim[QB];
+    const uint32_t sb = tc_smem_addr(tsm);
+    float *const S = reinterpret_cast<float *>(tsm + C::S_OFF); /* [4][TC_SROW] */
+
+    /* K/V tile k (of the block's sequence) -> stage k % TC_STAGES; rows past
+     * the split's or the chunk's last key are zero-filled (finite, never
+     * read from the cache). Thread i copies chunk i % CH of rows
+     * i / CH + RSTEP r. */
+    const int lr = threadIdx.x / CH, lc = threadIdx.x % CH;
+    const size_t crow = (size_t)a.n_kv * HD; /* elements per cache row */
+    const __nv_bfloat16 *kb = a.kc + (size_t)kvh * HD + lc * 8;
+    const __nv_bfloat16 *vb = a.vc + (size_t)kvh * HD + lc * 8;
+    auto load_tile = [&](int k) {
+        const int sq = k / tps, i = k - sq * tps;
+        const int s = s_begin + sq;
+        const int j0 = s * L + i * TC_TILE;
+        const int rows = min(TC_TILE, min(s * L + L, b_hi) - j0);
+        const uint32_t st = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
 #pragma unroll
-    for (int qi = 0; qi < QB; qi++) {
-        const int p = p0 + qi;
-        lim[qi] = p < npairs ? min(min(start + p / a.group + 1, a.max_seq), b_hi) : s_lo;
-    }
-
-    const int ntiles = (b_hi - s_lo + DEC_TILE - 1) / DEC_TILE;
-    const size_t rstride = (size_t)a.n_kv * HD; /* elements between cache rows */
-    const __nv_bfloat16 *kbase = a.kc + (size_t)kvh * HD, *vbase = a.vc + (size_t)kvh * HD;
-    auto load_tile = [&](int tile) {
-        unsigned char *st = dsm + (tile % DEC_STAGES) * SM::STAGE;
-        const int j0 = s_lo + tile * DEC_TILE;
-        for (int idx = threadIdx.x; idx < DEC_TILE * CH; idx += DEC_WARPS * 32) {
-            const int r = idx / CH, c = idx % CH;
-            const bool ok = j0 + r < b_hi;
-            const size_t g = (size_t)(ok ? j0 + r : s_lo) * rstride + (size_t)c * 8;
-            dec_cp_async16(st + r * KSTR + c * 16, kbase + g, ok);
-            dec_cp_async16(st + DEC_TILE * KSTR + r * RB + c * 16, vbase + g, ok);
+        for (int r = 0; r < TC_TILE / RSTEP; r++) {
+            const int row = lr + r * RSTEP;
+            const bool ok = row < rows;
+            const size_t g = ok ? (size_t)(j0 + row) * crow : 0;
+            const uint32_t off = (uint32_t)(row * ROWB + ((lc ^ (row & 7)) << 4));
+            tc_cp_async16(st + off, kb + g, ok ? 16 : 0);
+            tc_cp_async16(st + C::TBYTES + off, vb + g, ok ? 16 : 0);
         }
     };
 #pragma unroll
-    for (int st = 0; st < DEC_STAGES - 1; st++) {
+    for (int st = 0; st < TC_STAGES - 1; st++) {
         if (st < ntiles) load_tile(st);
-        dec_cp_commit();
+        tc_cp_commit();
     }
-    /* the queries, while the first tiles are in flight */
-    for (int idx = threadIdx.x; idx < QB * HD; idx += DEC_WARPS * 32) {
-        const int qi = idx / HD, d = idx % HD;
+
+    /* The queries, while the first tiles are in flight: pair qi of the chunk
+     * as rows qi (hi), qi + 4 (mid), qi + 8 (lo); row qi + 12 and the rows
+     * of pairs past the chunk or past n are zeros. */
+    for (int idx = threadIdx.x; idx < 4 * CH; idx += TC_THREADS) {
+        const int qi = idx / CH, c = idx % CH;
         const int p = p0 + qi;
-        Qs[idx] = p < npairs
-                      ? frt_ld(a.q, a.q_dt, ((size_t)(p / a.group) * a.n_heads +
-                                             kvh * a.group + p % a.group) * HD + d)
-                      : 0.0f;
-    }
-
-    const int slot = lane >> 2, quarter = lane & 3;
-    float o[QB][DPL], m[QB], l[QB];
+        float x[8];
+        if (qi < a.qb && p < npairs) {
+            const size_t off = ((size_t)(p / G) * a.n_heads + (size_t)kvh * G + p % G) * HD + c * 8;
 #pragma unroll
-    for (int qi = 0; qi < QB; qi++) {
-        m[qi] = -INFINITY;
-        l[qi] = 0.0f;
+            for (int e = 0; e < 8; e++) x[e] = frt_ld(a.q, a.q_dt, off + e);
+        } else {
 #pragma unroll
-        for (int d = 0; d < DPL; d++) o[qi][d] = 0.0f;
-    }
-
-    for (int it = 0; it < ntiles; it++) {
-        dec_cp_wait<DEC_STAGES - 2>();
-        __syncthreads(); /* tile it landed for every thread; tile it - 1 is consumed */
-        if (it + DEC_STAGES - 1 < ntiles) load_tile(it + DEC_STAGES - 1);
-        dec_cp_commit();
-
-        const int jb = s_lo + it * DEC_TILE + warp * DEC_KPW; /* this warp's first key */
-        if (jb >= b_hi) continue;                             /* warp-uniform */
-        const unsigned char *st = dsm + (it % DEC_STAGES) * SM::STAGE;
-        const unsigned char *krow = st + (warp * DEC_KPW + slot) * KSTR;
-        const unsigned char *vt = st + DEC_TILE * KSTR + warp * DEC_KPW * RB;
-        const int j = jb + slot;
-
-        /* scores: quarter `quarter` of the dims of key j, then the 4 quarters */
-        float acc[QB];
-#pragma unroll
-        for (int qi = 0; qi < QB; qi++) acc[qi] = 0.0f;
-#pragma unroll
-        for (int cc = 0; cc < QCH; cc++) {
-            const int c = cc * 4 + quarter;
-            float kf[8];
-            dec_bf16x8(*(const uint4 *)(krow + c * 16), kf);
-#pragma unroll
-            for (int qi = 0; qi < QB; qi++) {
-                const float4 q0 = *(const float4 *)(Qs + qi * HD + c * 8);
-                const float4 q1 = *(const float4 *)(Qs + qi * HD + c * 8 + 4);
-                float s = acc[qi];
-                s += q0.x * kf[0];
-                s += q0.y * kf[1];
-                s += q0.z * kf[2];
-                s += q0.w * kf[3];
-                s += q1.x * kf[4];
-                s += q1.y * kf[5];
-                s += q1.z * kf[6];
-                s += q1.w * kf[7];
-                acc[qi] = s;
-            }
+            for (int e = 0; e < 8; e++) x[e] = 0.0f;
         }
-        float p[QB];
+        uint32_t hw[4], mw[4], lw[4];
 #pragma unroll
-        for (int qi = 0; qi < QB; qi++) {
-            float s = acc[qi];
-            s += __shfl_xor_sync(0xffffffffu, s, 1);
-            s += __shfl_xor_sync(0xffffffffu, s, 2); /* equal on the 4 lanes of the key */
-            const bool valid = j < lim[qi];
-            s = valid ? s * a.scale : -INFINITY;
-            float mt = s; /* max over the 8 keys (lanes xor 4, 8, 16) */
-            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 4));
-            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 8));
-            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 16));
-            const float mn = fmaxf(m[qi], mt);
-            float corr = 1.0f, pv = 0.0f;
-            if (mn != -INFINITY) { /* some key seen: mn finite */
-                corr = expf(m[qi] - mn); /* 0 while m = -inf */
-                pv = valid ? expf(s - mn) : 0.0f;
-            }
-            float ps = pv;
-            ps += __shfl_xor_sync(0xffffffffu, ps, 4);
-            ps += __shfl_xor_sync(0xffffffffu, ps, 8);
-            ps += __shfl_xor_sync(0xffffffffu, ps, 16);
-            l[qi] = l[qi] * corr + ps;
-            m[qi] = mn;
-            p[qi] = pv;
-#pragma unroll
-            for (int d = 0; d < DPL; d++) o[qi][d] *= corr;
+        for (int e = 0; e < 4; e++) {
+            float h0, m0, l0, h1, m1, l1;
+            tc_split3(x[2 * e], h0, m0, l0);
+            tc_split3(x[2 * e + 1], h1, m1, l1);
+            hw[e] = tc_pack(h0, h1);
+            mw[e] = tc_pack(m0, m1);
+            lw[e] = tc_pack(l0, l1);
         }
-        /* P.V: lane owns dims [lane * DPL, (lane + 1) * DPL) */
-        const int cnt = min(DEC_KPW, b_hi - jb);
-#pragma unroll
-        for (int kk = 0; kk < DEC_KPW; kk++) {
-            if (kk < cnt) { /* warp-uniform */
-                float vf[DPL];
-                dec_ld_v<DPL>(vt + kk * RB + lane * DPL * 2, vf);
-#pragma unroll
-                for (int qi = 0; qi < QB; qi++) {
-                    const float pk = __shfl_sync(0xffffffffu, p[qi], kk * 4);
-#pragma unroll
-                    for (int d = 0; d < DPL; d++) o[qi][d] += pk * vf[d];
-                }
-            }
-        }
-    }
-    dec_cp_wait<0>();
-    __syncthreads(); /* every warp is done with the stages: reuse them */
-
-    /* merge the 4 warps' states in warp order 0..3 */
-    float *wo = (float *)dsm; /* [DEC_WARPS][QB][HD] */
-#pragma unroll
-    for (int qi = 0; qi < QB; qi++) {
-#pragma unroll
-        for (int d = 0; d < DPL; d++) wo[(warp * QB + qi) * HD + lane * DPL + d] = o[qi][d];
-        if (lane == 0) {
-            wm[warp][qi] = m[qi];
-            wl[warp][qi] = l[qi];
-        }
+        unsigned char *qs = tsm + C::Q_OFF;
+        *reinterpret_cast<uint4 *>(qs + qi * ROWB + ((c ^ qi) << 4)) =
+            make_uint4(hw[0], hw[1], hw[2], hw[3]);
+        *reinterpret_cast<uint4 *>(qs + (qi + 4) * ROWB + ((c ^ (qi + 4)) << 4)) =
+            make_uint4(mw[0], mw[1], mw[2], mw[3]);
+        *reinterpret_cast<uint4 *>(qs + (qi + 8) * ROWB + ((c ^ qi) << 4)) =
+            make_uint4(lw[0], lw[1], lw[2], lw[3]);
+        *reinterpret_cast<uint4 *>(qs + (qi + 12) * ROWB + ((c ^ (qi + 4)) << 4)) =
+            make_uint4(0u, 0u, 0u, 0u);
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < QB * HD; idx += DEC_WARPS * 32) {
-        const int qi = idx / HD, d = idx % HD;
-        const int p = p0 + qi;
-        if (p >= npairs) continue;
-        const int t = p / a.group, h = kvh * a.group + p % a.group;
-        if (min(start + t + 1, a.max_seq) <= s_lo) continue; /* no key of t in this split */
-        float M = -INFINITY;
+
+    /* Q A fragments in registers (rows lane & 15, chunk 2 kk + lane / 16). */
+    const int sw = lane & 7; /* row & 7 of every ldmatrix row this lane addresses */
+    uint32_t qf[KS][4];
+    {
+        const uint32_t qrow = sb + C::Q_OFF + (uint32_t)((lane & 15) * ROWB);
+        const int hi = lane >> 4;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w][qi]);
-        float O = 0.0f, L = 0.0f;
+        for (int kk = 0; kk < KS; kk++)
+            tc_ldsm_x4(qf[kk], qrow + (uint32_t)(((2 * kk + hi) ^ sw) << 4));
+    }
+
+    /* ldmatrix offsets within a stage.
+     *   K (B of Q K^T, x4 = 8 keys x 32 dims: k-steps 2i, 2i + 1): key
+     *     8 warp + sw, chunk 4i + lane / 8 (i & 1 here, i >> 1 as 128 bytes).
+     *   V (B of P V, .trans x4 = 16 keys x 16 dims: n-tiles 2dp, 2dp + 1):
+     *     key sw + 8 ((lane / 8) & 1), chunk DN warp + 2dp + lane / 16. */
+    uint32_t koff[2], voff[DN / 2];
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
-            const float mw = wm[w][qi];
-            if (mw == -INFINITY) continue; /* this warp saw no key of the query */
-            const float f = expf(mw - M);
-            O += wo[(w * QB + qi) * HD + d] * f;
-            L += wl[w][qi] * f;
+    for (int e = 0; e < 2; e++)
+        koff[e] = (uint32_t)((warp * 8 + sw) * ROWB + (((4 * e + (lane >> 3)) ^ sw) << 4));
+#pragma unroll
+    for (int dp = 0; dp < DN / 2; dp++)
+        voff[dp] = (uint32_t)(C::TBYTES + (sw + 8 * ((lane >> 3) & 1)) * ROWB +
+                              (((DN * warp + 2 * dp + (lane >> 4)) ^ sw) << 4));
+
+    /* This lane's pair (both halves of the warp hold the same pair gid & 3). */
+    const int gid = lane >> 2, tig = lane & 3, pr = gid & 3;
+    const bool upper = gid >= 4;
+    const int pq = p0 + pr;
+    const bool pvalid = pr < a.qb && pq < npairs;
+    const int tq = pvalid ? pq / G : 0;
+    const int kend = pvalid ? min(start + tq + 1, a.max_seq) : 0; /* keys [0, kend) */
+    const size_t prow = (size_t)tq * a.n_heads + (size_t)kvh * G + (pvalid ? pq % G : 0);
+    float *const srow = S + pr * TC_SROW;
+
+    float o[DN][4];
+#pragma unroll
+    for (int j = 0; j < DN; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m = -INFINITY, l = 0.0f; /* log2 domain; equal in the 4 warps */
+
+    for (int k = 0; k < ntiles; k++) {
+        tc_cp_wait<TC_STAGES - 2>();
+        __syncthreads(); /* tile k landed for all; tile k - 1 and its scores are consumed */
+        if (k + TC_STAGES - 1 < ntiles) load_tile(k + TC_STAGES - 1);
+        tc_cp_commit();
+
+        const int sq = k / tps, i = k - sq * tps;
+        const int s = s_begin + sq;
+        const int j0 = s * L + i * TC_TILE;
+        const int lim = min(kend, s * L + L); /* this pair's keys in split s end */
+        const uint32_t kst = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
+
+        /* scores of keys 8 warp .. 8 warp + 7: two chains (even, odd k-steps) */
+        {
+            float acc[2][4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[0][e] = acc[1][e] = 0.0f;
+#pragma unroll
+            for (int ii = 0; ii < KS / 2; ii++) {
+                uint32_t b[4];
+                tc_ldsm_x4(b, kst + koff[ii & 1] + (uint32_t)((ii >> 1) * 128));
+                tc_mma(acc[0], qf[2 * ii], b[0], b[1]);
+                tc_mma(acc[1], qf[2 * ii + 1], b[2], b[3]);
+            }
+            /* (hi + lo) here, + mid from lane ^ 16: the same sum on both lanes */
+            const float a0 = (acc[0][0] + acc[1][0]) + (acc[0][2] + acc[1][2]);
+            const float a1 = (acc[0][1] + acc[1][1]) + (acc[0][3] + acc[1][3]);
+            const float s0 = a0 + __shfl_xor_sync(0xffffffffu, a0, 16);
+            const float s1 = a1 + __shfl_xor_sync(0xffffffffu, a1, 16);
+            if (!upper) {
+                const int jl = warp * 8 + 2 * tig;
+                float2 v;
+                v.x = j0 + jl < lim ? s0 * a.sl2 : -INFINITY;
+                v.y = j0 + jl + 1 < lim ? s1 * a.sl2 : -INFINITY;
+                *reinterpret_cast<float2 *>(srow + jl) = v;
+            }
         }
-        float *pp = a.part + (((size_t)blockIdx.z * a.max_n + t) * a.n_heads + h) * (HD + 2);
-        pp[d] = O;
-        if (d == 0) {
-            pp[HD] = M;
-            pp[HD + 1] = L;
+        __syncthreads(); /* the tile's scores are complete */
+
+        /* online softmax over the 32 scores of the pair (columns
+         * 16 kk + 2 tig + {0, 1, 8, 9} in this lane), the same in every warp */
+        float x[2][4];
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            const float2 u = *reinterpret_cast<const float2 *>(srow + 16 * kk + 2 * tig);
+            const float2 w = *reinterpret_cast<const float2 *>(srow + 16 * kk + 8 + 2 * tig);
+            x[kk][0] = u.x;
+            x[kk][1] = u.y;
+            x[kk][2] = w.x;
+            x[kk][3] = w.y;
+        }
+        float mt = fmaxf(fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[0][2], x[0][3])),
+                         fmaxf(fmaxf(x[1][0], x[1][1]), fmaxf(x[1][2], x[1][3])));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+        mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+        const float mn = fmaxf(m, mt);
+        /* no key seen yet (mn = -inf): subtract 0, so every exp2 gives 0, never NaN */
+        const float mu = mn == -INFINITY ? 0.0f : mn;
+        const float corr = exp2f(m - mu);
+        float ps = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                x[kk][e] = exp2f(x[kk][e] - mu);
+                ps += x[kk][e];
+            }
+        ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+        ps += __shfl_xor_sync(0xffffffffu, ps, 2);
+        l = l * corr + ps;
+        m = mn;
+#pragma unroll
+        for (int j = 0; j < DN; j++) {
+            o[j][0] *= corr;
+            o[j][1] *= corr;
+            o[j][2] *= corr;
+            o[j][3] *= corr;
+        }
+
+        /* O += P V over the warp's dims: key k-steps kk = 0, 1 */
+        const uint32_t vst = kst;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t pf[4];
+            tc_p_regs(x[kk][0], x[kk][1], upper, pf[0], pf[1]);
+            tc_p_regs(x[kk][2], x[kk][3], upper, pf[2], pf[3]);
+#pragma unroll
+            for (int dp = 0; dp < DN / 2; dp++) {
+                uint32_t b[4];
+                tc_ldsm_x4_trans(b, vst + voff[dp] + (uint32_t)(kk * 16 * ROWB));
+                tc_mma(o[2 * dp], pf, b[0], b[1]);
+                tc_mma(o[2 * dp + 1], pf, b[2], b[3]);
+            }
+        }
+
+        if (i == tps - 1 || k == ntiles - 1) { /* uniform: split s is done */
+            const bool wr = !upper && pvalid && kend > s * L;
+            float *pp = a.part + ((size_t)s * a.max_n * a.n_heads + prow) * (HD + 2);
+#pragma unroll
+            for (int j = 0; j < DN; j++) {
+                float v0 = o[j][0] + o[j][2], v1 = o[j][1] + o[j][3]; /* hi + lo, or mid */
+                v0 += __shfl_xor_sync(0xffffffffu, v0, 16);
+                v1 += __shfl_xor_sync(0xffffffffu, v1, 16);
+                if (wr) {
+                    const int d = warp * (HD / 4) + 8 * j + 2 * tig;
+                    pp[d] = v0;
+                    pp[d + 1] = v1;
+                }
+                o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+            }
+            if (wr && warp == 0 && tig == 0) {
+                pp[HD] = m;
+                pp[HD + 1] = l;
+            }
+            m = -INFINITY;
+            l = 0.0f;
         }
     }
 }
 
-/* Merges the splits that hold keys of token t, head h, for 64 output dims
- * (blockIdx.y) with 256 threads: thread (sg, dd) = (tid / 64, tid % 64) sums
- * the splits s = sg mod 4 of dim 64 blockIdx.y + dd; M is a block max, L a
- * block sum (fixed tree), the 4 partial outputs are added in order 0..3. */
-#define COMB_THREADS 256
+/* Merges the splits that hold keys of token t, head h, for 32 output dims
+ * (blockIdx.y) with 8 warps: lane = dim, warp w sums the splits s = w mod 8;
+ * M is a block max, L a block sum (fixed tree), the 8 warp sums are added in
+ * warp order. exp2dom: the partials' m is in the log2 domain (tensor-core
+ * kernel), else natural (attn_kernel). */
+#define COMB_WARPS 8
+#define COMB_THREADS (32 * COMB_WARPS)
 #define COMB_CHUNK 1024 /* split weights staged in shared memory per round */
 
-__global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_args a, int hd)
+__global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_args a, int hd,
+                                                                    int exp2dom)
 {
     __shared__ float wsh[COMB_CHUNK];
-    __shared__ float red[4][64];
-    __shared__ float smax[COMB_THREADS / 32];
+    __shared__ float red[COMB_WARPS][32];
+    __shared__ float smax[COMB_WARPS];
     const int t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
     if (t >= frt_dyn_n(a.d_n, a.max_n)) return; /* uniform */
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
@@ -450,36 +579,39 @@ __global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_a
     const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
 
     float M = -INFINITY;
-    for (int s = tid; s < ns; s += COMB_THREADS) M = fmaxf(M, p0[s * stride + hd]);
+    for (int s = tid; s < ns; s += COMB_THREADS) M = fmaxf(M, p0[(size_t)s * stride + hd]);
     M = frt_warp_max(M);
     if (lane == 0) smax[wid] = M;
     __syncthreads();
     M = smax[0];
 #pragma unroll
-    for (int w = 1; w < COMB_THREADS / 32; w++) M = fmaxf(M, smax[w]);
+    for (int w = 1; w < COMB_WARPS; w++) M = fmaxf(M, smax[w]);
 
-    float Lp = 0.0f;
-    for (int s = tid; s < ns; s += COMB_THREADS)
-        Lp += p0[s * stride + hd + 1] * expf(p0[s * stride + hd] - M);
-    const float L = frt_block_sum(Lp);
-
-    const int sg = tid >> 6, dd = tid & 63;
-    const int d = blockIdx.y * 64 + dd;
-    float acc = 0.0f;
+    const int d = blockIdx.y * 32 + lane;
+    float Lp = 0.0f, acc = 0.0f;
     for (int s0 = 0; s0 < ns; s0 += COMB_CHUNK) {
         const int cnt = min(COMB_CHUNK, ns - s0);
         __syncthreads(); /* the previous round's weights are consumed */
-        for (int i = tid; i < cnt; i += COMB_THREADS) wsh[i] = expf(p0[(s0 + i) * stride + hd] - M);
+        for (int i = tid; i < cnt; i += COMB_THREADS) {
+            const float *ps = p0 + (size_t)(s0 + i) * stride;
+            const float w = exp2dom ? exp2f(ps[hd] - M) : expf(ps[hd] - M);
+            wsh[i] = w;
+            Lp += ps[hd + 1] * w;
+        }
         __syncthreads();
         if (d < hd) {
-#pragma unroll 4
-            for (int i = sg; i < cnt; i += 4) acc += p0[(size_t)(s0 + i) * stride + d] * wsh[i];
+#pragma unroll 8
+            for (int i = wid; i < cnt; i += COMB_WARPS)
+                acc += p0[(size_t)(s0 + i) * stride + d] * wsh[i];
         }
     }
-    red[sg][dd] = acc;
+    const float L = frt_block_sum(Lp);
+    red[wid][lane] = acc;
     __syncthreads();
-    if (sg == 0 && d < hd) {
-        const float O = ((red[0][dd] + red[1][dd]) + red[2][dd]) + red[3][dd];
+    if (wid == 0 && d < hd) {
+        float O = red[0][lane];
+#pragma unroll
+        for (int w = 1; w < COMB_WARPS; w++) O += red[w][lane];
         frt_st(a.out, a.out_dt, ((size_t)t * a.n_heads + h) * hd + d, O / L);
     }
 }
@@ -497,34 +629,32 @@ extern "C" size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int
            sizeof(float);
 }
 
-/* Launches attn_decode_kernel<dpl, qb> (opting in to its shared memory). */
-template <int DPL, int QB> static int decode_launch_t(dim3 grid, cudaStream_t s, const attn_args &a)
+/* Launches attn_decode_tc_kernel<HD>: grid (chunks, KV heads, B) with B the
+ * blocks per (chunk, KV head) column that one wave of resident blocks holds
+ * (SMs x blocks per SM / columns, at least 1, at most n_splits). */
+template <int HD>
+static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits, cudaStream_t s)
 {
-    const int bytes = dec_smem<DPL, QB>::BYTES;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<DPL, QB>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    attn_decode_kernel<DPL, QB><<<grid, DEC_WARPS * 32, bytes, s>>>(a);
+    using C = tc_cfg<HD>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_tc_kernel<HD>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+    int dev = 0, sms = 0, per_sm = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_tc_kernel<HD>,
+                                                               TC_THREADS, C::SMEM));
+    if (per_sm < 1)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda attention: the decode kernel (%d bytes of shared memory) does not "
+                         "fit this device",
+                         C::SMEM);
+    long long nb = (long long)sms * per_sm / (nchunks * a.n_kv);
+    if (nb < 1) nb = 1;
+    if (nb > n_splits) nb = n_splits;
+    dim3 grid((unsigned int)nchunks, (unsigned int)a.n_kv, (unsigned int)nb);
+    attn_decode_tc_kernel<HD><<<grid, TC_THREADS, C::SMEM, s>>>(a);
     FRT_LAUNCH_CHECK();
     return 0;
-}
-
-template <int DPL> static int decode_launch_q(int qb, dim3 grid, cudaStream_t s, const attn_args &a)
-{
-    switch (qb) {
-    case 1: return decode_launch_t<DPL, 1>(grid, s, a);
-    case 2: return decode_launch_t<DPL, 2>(grid, s, a);
-    case 4: return decode_launch_t<DPL, 4>(grid, s, a);
-    default: return decode_launch_t<DPL, 8>(grid, s, a);
-    }
-}
-
-static int decode_launch(int dpl, int qb, dim3 grid, cudaStream_t s, const attn_args &a)
-{
-    switch (dpl) {
-    case 2: return decode_launch_q<2>(qb, grid, s, a);
-    case 4: return decode_launch_q<4>(qb, grid, s, a);
-    default: return decode_launch_q<8>(qb, grid, s, a);
-    }
 }
 
 extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
@@ -570,6 +700,8 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
     a.n_kv = n_kv_heads;
     a.group = n_heads / n_kv_heads;
     a.scale = scale;
+    a.qb = 0;
+    a.sl2 = (float)((double)scale * 1.4426950408889634);
     if (split_len > 0) {
         a.split_len = split_len;
         a.part = (float *)workspace;
@@ -580,19 +712,21 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
     const int n_splits = n_splits_of(max_seq, a.split_len);
     const long long pairs = (long long)max_n * a.group;
     cudaStream_t s = (cudaStream_t)stream;
-    const int dpl = head_dim / 32;
     const bool aligned16 = ((uintptr_t)k_cache % 16) == 0 && ((uintptr_t)v_cache % 16) == 0;
-    if (a.part && (dpl == 2 || dpl == 4 || dpl == 8) && aligned16) {
-        /* flash-decoding: QB = the pairs of one KV head, rounded up to 1, 2,
-         * 4 or 8 (several chunks past 8) */
-        int qb = 1;
-        while (qb < pairs && qb < 8) qb *= 2;
-        dim3 grid((unsigned int)((pairs + qb - 1) / qb), (unsigned int)n_kv_heads,
-                  (unsigned int)n_splits);
-        FRT_TRY(decode_launch(dpl, qb, grid, s, a));
+    const bool tc = a.part && (head_dim == 64 || head_dim == 128 || head_dim == 256) && aligned16;
+    if (tc) {
+        /* chunks of at most 4 pairs of a KV head, the pairs spread evenly */
+        const long long nchunks = (pairs + 3) / 4;
+        a.qb = (int)((pairs + nchunks - 1) / nchunks);
+        switch (head_dim) {
+        case 64: FRT_TRY(decode_tc_launch<64>(a, nchunks, n_splits, s)); break;
+        case 128: FRT_TRY(decode_tc_launch<128>(a, nchunks, n_splits, s)); break;
+        default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
+        }
     } else {
         dim3 grid((unsigned int)((pairs + ATT_WARPS - 1) / ATT_WARPS), (unsigned int)n_kv_heads,
                   (unsigned int)n_splits);
+        const int dpl = head_dim / 32;
         switch (dpl) {
         case 1: attn_kernel<1><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
         case 2: attn_kernel<2><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
@@ -606,8 +740,8 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
         FRT_LAUNCH_CHECK();
     }
     if (a.part) {
-        dim3 cgrid((unsigned int)(max_n * n_heads), (unsigned int)((head_dim + 63) / 64));
-        attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim);
+        dim3 cgrid((unsigned int)(max_n * n_heads), (unsigned int)(head_dim / 32));
+        attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim, tc ? 1 : 0);
         FRT_LAUNCH_CHECK();
     }
     return 0;

@@ -21,11 +21,13 @@
  * cuBLASLt's n = 1 kernels reach ~70% of the HBM rate on the model's shapes
  * and add split-K reduce launches, while y = W x only has to stream W once.
  * frt_cuda_gemv_multi and frt_cuda_gemv_swiglu run the same GEMV for several
- * products of one x in one launch (no plan; same bits).
- * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c and
- * tests/test_cuda_gemv_fused.c.
+ * products of one x in one launch (no plan; same bits); their _norm forms
+ * compute x = bf16(rmsnorm(resid)) in each block instead of reading it (the
+ * RMSNorm of rmsnorm.cu, same bits).
+ * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c,
+ * tests/test_cuda_gemv_fused.c and tests/test_cuda_gemv_norm.c.
  */
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/norm_util.h"
 
 #include <string.h>
 
@@ -74,7 +76,7 @@
 #define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
 
 typedef void (*gemv_fn)(void *y, int y_bf16, int accumulate, const uint4 *x, const uint4 *w,
-                        int kc, int out_dim, int kw);
+                        int kc, int out_dim, int kw, const int32_t *d_skip);
 
 struct gemv_cfg {
     int warps;  /* per block: 8 or 16 */
@@ -141,16 +143,131 @@ __device__ __forceinline__ void gemv_fma(float (&acc)[NR][N], const uint4 (&wv)[
     }
 }
 
-__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v)
+/* y[i] widened to f32: the addend of an accumulating store, loaded by the
+ * thread that stores y[i] before its weight loop (so the load is off the
+ * block's tail; nothing else in the launch writes y[i]). */
+__device__ __forceinline__ float gemv_ld_y(const void *y, int y_bf16, size_t i)
 {
-    if (y_bf16) {
-        __nv_bfloat16 *p = (__nv_bfloat16 *)y;
-        if (accumulate) v += __bfloat162float(p[i]);
-        p[i] = __float2bfloat16_rn(v);
-    } else {
-        float *p = (float *)y;
-        if (accumulate) v += p[i];
-        p[i] = v;
+    return y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
+}
+
+/* y[i] = v (+ prev, the value gemv_ld_y read: y += x.W^T is fl(sum + y),
+ * the same bits as storing the sum and adding it to y in f32 afterwards). */
+__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v,
+                                           float prev)
+{
+    if (accumulate) v += prev;
+    if (y_bf16)
+        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)y)[i] = v;
+}
+
+/* ---- the RMSNorm prologue of the _norm launchers ------------------------
+ *
+ * x[t, :] = bf16(rmsnorm(resid[t, :])) for t < N, computed by every block
+ * into its shared x instead of copying a bf16 x from global memory, with the
+ * arithmetic of rmsnorm.cu (frt_cuda_rmsnorm / frt_cuda_add_rmsnorm):
+ *   ss  = the fp64 sum of squares of the row
+ *   var = (float)(ss / dim),  inv = 1.0f / sqrtf(var + eps)
+ *   y   = (x * inv) * (1.0f + w)   (zero-centred; (x * inv) * w otherwise)
+ * rounded to bf16 (RNE). The fp64 sum is added in the order of rmsnorm.cu's
+ * launch for this dim (norm_shape_of: T threads owning groups of G elements
+ * i, i + T, ...; dim > 16384: the strided loop of 1024 threads, G = 1): the
+ * block plays those T "virtual threads" (virtual thread v is thread v mod
+ * (WARPS * 32), virtual warp v / 32 is a whole warp of the block), each sums
+ * its groups in order, a xor butterfly per virtual warp, then one butterfly
+ * over the T / 32 warp sums (zeros past them): frt_block_sum's order. Every
+ * operation is the one rmsnorm.cu performs on the same operands, so the
+ * bf16 x is the same bits as frt_cuda_rmsnorm's bf16 output. */
+struct gemv_norm_args {
+    const float *x; /* [N, dim] f32 residual rows (device; 16-byte aligned) */
+    const float *w; /* [dim] f32 norm weight (16-byte aligned) */
+    float eps;
+    int zc;      /* zero-centred: (1 + w) */
+    int threads; /* T: rmsnorm.cu's threads for dim (a multiple of 32, <= 1024) */
+    int g;       /* G: elements per group, 4 or 1 */
+};
+
+/* Stages xs [N, kc] (chunks of 8 bf16) from nm; part: N * 32 doubles of
+ * shared memory. Ends with the chunks stored (the caller syncs). */
+template <int N, int WARPS>
+__device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const gemv_norm_args &nm,
+                                                int kc)
+{
+    const int lane = threadIdx.x & 31, dim = kc * 8, T = nm.threads, G = nm.g;
+    const int groups = dim / G;
+    /* pass 1: each virtual thread's fp64 sum of its groups, in order (4 loads
+     * in flight per batch), then the virtual warp's butterfly */
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        const float *xr = nm.x + (size_t)t * dim;
+        for (int vt = threadIdx.x; vt < T; vt += WARPS * 32) { /* warp-uniform (T % 32 == 0) */
+            double ss = 0;
+            for (int g0 = vt; g0 < groups; g0 += 4 * T) {
+                float v[4][4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int gi = g0 + k * T;
+                    if (gi < groups) {
+                        if (G == 4) {
+                            const float4 f = __ldg((const float4 *)xr + gi);
+                            v[k][0] = f.x, v[k][1] = f.y, v[k][2] = f.z, v[k][3] = f.w;
+                        } else {
+                            v[k][0] = __ldg(xr + gi);
+                            v[k][1] = v[k][2] = v[k][3] = 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    if (g0 + k * T < groups) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (e < G) ss += (double)v[k][e] * (double)v[k][e];
+                    }
+                }
+            }
+            ss = frt_warp_sum(ss);
+            if (lane == 0) part[t * 32 + (vt >> 5)] = ss;
+        }
+    }
+    __syncthreads();
+    /* every warp: the sum over the T / 32 virtual warps, then rstd */
+    float inv[N];
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        double s = lane < (T >> 5) ? part[t * 32 + lane] : 0.0;
+        s = frt_warp_sum(s);
+        const float var = (float)(s / dim);
+        inv[t] = 1.0f / sqrtf(var + nm.eps);
+    }
+    /* pass 2: chunk i = 8 elements of row i / kc (the row mostly in L1 now) */
+    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) {
+        const int t = i / kc, c = i - t * kc;
+        float iv = inv[0];
+#pragma unroll
+        for (int u = 1; u < N; u++)
+            if (t == u) iv = inv[u]; /* static indices: inv stays in registers */
+        const float4 *xp = (const float4 *)nm.x + 2 * (size_t)i;
+        const float4 *wp = (const float4 *)nm.w + 2 * c;
+        const float4 a0 = __ldg(xp), a1 = __ldg(xp + 1), w0 = __ldg(wp), w1 = __ldg(wp + 1);
+        const float xv[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        uint32_t u32[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float y[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* rmsnorm.cu's expression */
+                const float v = xv[2 * j + h], wj = wv[2 * j + h];
+                y[h] = nm.zc ? (v * iv) * (1.0f + wj) : (v * iv) * wj;
+            }
+            const __nv_bfloat162 b = __floats2bfloat162_rn(y[0], y[1]); /* .x: the lower index */
+            u32[j] = (uint32_t)__bfloat16_as_ushort(b.x) |
+                     ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
+        }
+        xs[i] = make_uint4(u32[0], u32[1], u32[2], u32[3]);
     }
 }
 
@@ -161,20 +278,29 @@ enum gemv_epi {
                             y[t, i] = silu(gate) * up */
 };
 
+/* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
+#define GEMV_NORM_SMEM(N) ((size_t)(N) * 32 * sizeof(double))
+
 /* The work of one block, blk its index among the blocks of its product;
- * smem: the dynamic shared memory, N * kc * 16 + WARPS * NR * N * 4 bytes.
- * Shared by the plain, multi and SwiGLU kernels, so a row's sum is the same
- * sequence of operations in all three (the bits depend on n, in_dim and kw
- * only). kw is block-uniform: every thread takes the same branches. */
-template <int N, int NR, int WARPS, int EPI>
+ * smem: the dynamic shared memory, N * kc * 16 (+ GEMV_NORM_SMEM(N) when
+ * NORM) + WARPS * NR * N * 4 bytes. Shared by the plain, multi and SwiGLU
+ * kernels, so a row's sum is the same sequence of operations in all three
+ * (the bits depend on n, in_dim and kw only). NORM: x is staged from
+ * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
+ * thread takes the same branches. */
+template <int N, int NR, int WARPS, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
                                            const uint4 *x, const uint4 *w, const uint4 *w2,
-                                           int kc, int out_dim, int kw, int blk)
+                                           int kc, int out_dim, int kw, int blk,
+                                           const gemv_norm_args &nm)
 {
     static_assert(EPI != GEMV_EPI_SWIGLU || NR == 2, "the SwiGLU epilogue pairs 2 rows");
+    static_assert(!(EPI == GEMV_EPI_STORE && NR * N > 32), "kw 1: one lane per (row, token)");
     constexpr int U = GEMV_LOADS / NR;
-    uint4 *xs = smem;                      /* [N, kc] chunks of x */
-    float *red = (float *)(smem + N * kc); /* [WARPS / kw, NR, N, kw] warp sums */
+    uint4 *xs = smem;                         /* [N, kc] chunks of x */
+    double *part = (double *)(smem + N * kc); /* NORM: [N, 32] virtual-warp sums */
+    float *red = (float *)(smem + N * kc + (NORM ? GEMV_NORM_SMEM(N) / 16 : 0));
+    /* red: [WARPS / kw, NR, N, kw] warp sums */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
     /* this warp's slice of the chunks, a multiple of 32 long */
@@ -199,7 +325,23 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
         gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
     else if (tail)
         gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
-    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
+    /* accumulate: the y element this thread will store (kw 1: lane r * N + t
+     * of the group stores (r, t); kw > 1: thread i < groups * NR * N stores
+     * entry i of red's sums, one per thread), read now, off the tail */
+    float yprev = 0.0f;
+    if constexpr (EPI == GEMV_EPI_STORE) {
+        if (accumulate) {
+            const int i = kw == 1 ? lane : (int)threadIdx.x;
+            const int g = kw == 1 ? grp : i / (NR * N), r = (i / N) % NR, t = i % N;
+            const int row = (blk * groups + g) * NR + r;
+            if (i < (kw == 1 ? NR * N : groups * NR * N) && row < out_dim)
+                yprev = gemv_ld_y(y, y_bf16, (size_t)t * out_dim + row);
+        }
+    }
+    if constexpr (NORM)
+        gemv_norm_stage<N, WARPS>(xs, part, nm, kc);
+    else
+        for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
     __syncthreads();
 
     float acc[NR][N];
@@ -229,7 +371,7 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
             for (int t = 0; t < N; t++)
                 if (lane == t && row < out_dim)
                     gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row,
-                               frt_silu(acc[0][t]) * acc[1][t]);
+                               frt_silu(acc[0][t]) * acc[1][t], 0.0f);
         } else {
             const int row0 = (blk * groups + grp) * NR;
 #pragma unroll
@@ -238,7 +380,7 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
                 for (int t = 0; t < N; t++)
                     if (lane == r * N + t && row0 + r < out_dim)
                         gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row0 + r,
-                                   acc[r][t]);
+                                   acc[r][t], yprev);
         }
         return;
     }
@@ -261,15 +403,18 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
             }
             const int row = blk * groups + g;
             if (row < out_dim)
-                gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row, frt_silu(s[0]) * s[1]);
+                gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row, frt_silu(s[0]) * s[1], 0.0f);
         }
     } else {
-        for (int i = threadIdx.x; i < groups * NR * N; i += WARPS * 32) {
+        /* groups * NR * N <= WARPS / 2 * 8 < WARPS * 32 (kw >= 2): one sum per thread */
+        const int i = threadIdx.x;
+        if (i < groups * NR * N) {
             float s = red[i * kw];
             for (int k = 1; k < kw; k++) s += red[i * kw + k];
             const int g = i / (NR * N), r = (i / N) % NR, t = i % N;
             const int row = (blk * groups + g) * NR + r;
-            if (row < out_dim) gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row, s);
+            if (row < out_dim)
+                gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row, s, yprev);
         }
     }
 }
@@ -278,15 +423,19 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
 #define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? ((N) >= 3 ? 2 : 3) : 1)
 
 /* Grid: ceil(out_dim / (WARPS / kw * NR)) blocks of WARPS * 32 threads;
- * dynamic shared memory N * kc * 16 + WARPS * NR * N * 4 bytes. */
+ * dynamic shared memory N * kc * 16 + WARPS * NR * N * 4 bytes. Every block
+ * returns at once when d_skip is set and *d_skip != 0
+ * (frt_cuda_gemm_run_unless). */
 template <int N, int NR, int WARPS>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
-                const uint4 *__restrict__ w, int kc, int out_dim, int kw)
+                const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
 {
+    if (d_skip && *d_skip) return;
     extern __shared__ uint4 gemv_smem[];
-    gemv_block<N, NR, WARPS, GEMV_EPI_STORE>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, kc,
-                                             out_dim, kw, blockIdx.x);
+    const gemv_norm_args none = {};
+    gemv_block<N, NR, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL,
+                                                    kc, out_dim, kw, blockIdx.x, none);
 }
 
 /* ---- fused decode GEMVs ---------------------------------------------------
@@ -319,10 +468,12 @@ struct gemv_multi_table {
 };
 
 /* Grid: the sum of the entries' blocks, WARPS * 32 threads; dynamic shared
- * memory N * kc * 16 + WARPS * (max NR) * N * 4 bytes. */
-template <int N, int WARPS>
+ * memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * (max NR) * N
+ * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
-    gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc)
+    gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc,
+                      const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
     /* static indices only (a dynamic one would copy the table to local memory) */
@@ -336,24 +487,25 @@ __global__ void GEMV_BOUNDS(N, WARPS)
         }
     const int blk = (int)blockIdx.x - b0;
     if (m.nr == 2)
-        gemv_block<N, 2, WARPS, GEMV_EPI_STORE>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
-                                                m.out_dim, m.kw, blk);
+        gemv_block<N, 2, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
+                                                      kc, m.out_dim, m.kw, blk, nm);
     else
-        gemv_block<N, 1, WARPS, GEMV_EPI_STORE>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
-                                                m.out_dim, m.kw, blk);
+        gemv_block<N, 1, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
+                                                      kc, m.out_dim, m.kw, blk, nm);
 }
 
 /* Grid: ceil(inter / (WARPS / kw)) blocks of WARPS * 32 threads; dynamic
- * shared memory N * kc * 16 + WARPS * 2 * N * 4 bytes. */
-template <int N, int WARPS>
+ * shared memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * 2 * N
+ * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
                        const uint4 *__restrict__ wg, const uint4 *__restrict__ wu, int kc,
-                       int inter, int kw)
+                       int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_block<N, 2, WARPS, GEMV_EPI_SWIGLU>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter, kw,
-                                             blockIdx.x);
+    gemv_block<N, 2, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter,
+                                                   kw, blockIdx.x, nm);
 }
 
 template <int NR, int WARPS> static gemv_fn gemv_pick_n(int n)
@@ -406,42 +558,70 @@ static void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
  * (H100/H200 opt-in: 227 KiB): x beyond it fails without a device query. */
 #define GEMV_SMEM_MAX (227u << 10)
 
-typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int);
+typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args);
 typedef void (*gemv_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const uint4 *, int, int,
-                               int);
+                               int, const gemv_norm_args);
 
-template <int WARPS> static gemv_multi_fn gemv_multi_pick_n(int n)
+template <int WARPS, bool NORM> static gemv_multi_fn gemv_multi_pick_n(int n)
 {
     switch (n) {
-    case 1: return gemv_multi_kernel<1, WARPS>;
-    case 2: return gemv_multi_kernel<2, WARPS>;
-    case 3: return gemv_multi_kernel<3, WARPS>;
-    case 4: return gemv_multi_kernel<4, WARPS>;
+    case 1: return gemv_multi_kernel<1, WARPS, NORM>;
+    case 2: return gemv_multi_kernel<2, WARPS, NORM>;
+    case 3: return gemv_multi_kernel<3, WARPS, NORM>;
+    case 4: return gemv_multi_kernel<4, WARPS, NORM>;
     default: return NULL;
     }
 }
 
-template <int WARPS> static gemv_swiglu_fn gemv_swiglu_pick_n(int n)
+template <int WARPS, bool NORM> static gemv_swiglu_fn gemv_swiglu_pick_n(int n)
 {
     switch (n) {
-    case 1: return gemv_swiglu_kernel<1, WARPS>;
-    case 2: return gemv_swiglu_kernel<2, WARPS>;
-    case 3: return gemv_swiglu_kernel<3, WARPS>;
-    case 4: return gemv_swiglu_kernel<4, WARPS>;
+    case 1: return gemv_swiglu_kernel<1, WARPS, NORM>;
+    case 2: return gemv_swiglu_kernel<2, WARPS, NORM>;
+    case 3: return gemv_swiglu_kernel<3, WARPS, NORM>;
+    case 4: return gemv_swiglu_kernel<4, WARPS, NORM>;
     default: return NULL;
     }
 }
 
-/* The checks on x shared by both launchers. */
-static int gemv_x_check(const char *what, const uint16_t *x, int n, int in_dim)
+/* The checks on n and in_dim shared by every launcher. */
+static int gemv_n_check(const char *what, int n, int in_dim)
 {
-    FRT_ARG(x, "cuda gemv %s: NULL x", what);
     FRT_ARG(n >= 1 && n <= FRT_CUDA_GEMV_MAX_N, "cuda gemv %s: n %d not in [1, %d]", what, n,
             FRT_CUDA_GEMV_MAX_N);
     FRT_ARG(in_dim > 0 && in_dim % 8 == 0, "cuda gemv %s: in %d must be a positive multiple of 8",
             what, in_dim);
+    return 0;
+}
+
+/* The checks on x shared by both plain launchers. */
+static int gemv_x_check(const char *what, const uint16_t *x, int n, int in_dim)
+{
+    FRT_ARG(x, "cuda gemv %s: NULL x", what);
+    FRT_TRY(gemv_n_check(what, n, in_dim));
     FRT_ARG(((uintptr_t)x & (GEMM_ALIGN - 1)) == 0, "cuda gemv %s: x must be %d-byte aligned", what,
             GEMM_ALIGN);
+    return 0;
+}
+
+/* The checks of the _norm launchers' norm, and its kernel arguments: the
+ * launch shape rmsnorm.cu uses for a row of in_dim (norm_shape_of; the
+ * strided loop of 1024 threads, groups of 1, when it has none). */
+static int gemv_norm_check(const char *what, const frt_cuda_gemv_norm *norm, int n, int in_dim,
+                           gemv_norm_args *a)
+{
+    FRT_ARG(norm, "cuda gemv %s: NULL norm", what);
+    FRT_ARG(norm->x && norm->w, "cuda gemv %s: NULL norm x or w", what);
+    FRT_TRY(gemv_n_check(what, n, in_dim));
+    FRT_ARG(norm_aligned(norm->x, FRT_CUDA_F32) && norm_aligned(norm->w, FRT_CUDA_F32),
+            "cuda gemv %s: norm x and w must be 16-byte aligned", what);
+    const norm_shape sh = norm_shape_of(in_dim);
+    a->x = norm->x;
+    a->w = norm->w;
+    a->eps = norm->eps;
+    a->zc = norm->zero_centered ? 1 : 0;
+    a->threads = sh.nv ? sh.threads : 1024; /* rmsnorm_loop_kernel's block */
+    a->g = sh.nv ? sh.g : 1;
     return 0;
 }
 
@@ -465,13 +645,21 @@ static int gemv_smem_ready(const char *what, const void *fn, size_t smem)
     return 0;
 }
 
-extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries,
-                                   int n_entries, const uint16_t *x, int n, int in_dim)
+/* frt_cuda_gemv_multi (norm NULL: x read) and frt_cuda_gemv_multi_norm (x
+ * NULL: staged from rmsnorm(norm->x)). */
+static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv_entry *entries,
+                             int n_entries, const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                             int n, int in_dim)
 {
-    FRT_ARG(entries, "cuda gemv multi: NULL entries");
+    FRT_ARG(entries, "cuda gemv %s: NULL entries", what);
     FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX,
-            "cuda gemv multi: %d entries not in [1, %d]", n_entries, FRT_CUDA_GEMV_MULTI_MAX);
-    FRT_TRY(gemv_x_check("multi", x, n, in_dim));
+            "cuda gemv %s: %d entries not in [1, %d]", what, n_entries, FRT_CUDA_GEMV_MULTI_MAX);
+    gemv_norm_args na;
+    memset(&na, 0, sizeof na);
+    if (norm)
+        FRT_TRY(gemv_norm_check(what, norm, n, in_dim, &na));
+    else
+        FRT_TRY(gemv_x_check(what, x, n, in_dim));
     gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
     long per_block[FRT_CUDA_GEMV_MULTI_MAX]; /* weight rows per block (the sort key) */
     int blocks[FRT_CUDA_GEMV_MULTI_MAX];
@@ -479,17 +667,19 @@ extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entr
     size_t smem = 0;
     for (int i = 0; i < n_entries; i++) {
         const frt_cuda_gemv_entry *e = &entries[i];
-        FRT_ARG(e->y && e->w, "cuda gemv multi: entry %d: NULL pointer", i);
-        FRT_ARG(frt_dtype_ok(e->y_dtype), "cuda gemv multi: entry %d: bad dtype", i);
-        FRT_ARG(e->out_dim > 0, "cuda gemv multi: entry %d: out %d", i, e->out_dim);
+        FRT_ARG(e->y && e->w, "cuda gemv %s: entry %d: NULL pointer", what, i);
+        FRT_ARG(frt_dtype_ok(e->y_dtype), "cuda gemv %s: entry %d: bad dtype", what, i);
+        FRT_ARG(e->out_dim > 0, "cuda gemv %s: entry %d: out %d", what, i, e->out_dim);
         FRT_ARG(((uintptr_t)e->w & (GEMM_ALIGN - 1)) == 0,
-                "cuda gemv multi: entry %d: w must be %d-byte aligned", i, GEMM_ALIGN);
+                "cuda gemv %s: entry %d: w must be %d-byte aligned", what, i, GEMM_ALIGN);
         FRT_ARG(((uintptr_t)e->y & (frt_dtype_bytes(e->y_dtype) - 1)) == 0,
-                "cuda gemv multi: entry %d: y misaligned for its dtype", i);
-        FRT_ARG(e->y != (const void *)x && e->y != (const void *)e->w,
-                "cuda gemv multi: entry %d: y aliases x or w", i);
+                "cuda gemv %s: entry %d: y misaligned for its dtype", what, i);
+        FRT_ARG(e->y != (const void *)e->w &&
+                    (norm ? e->y != (const void *)norm->x && e->y != (const void *)norm->w
+                          : e->y != (const void *)x),
+                "cuda gemv %s: entry %d: y aliases an input", what, i);
         for (int j = 0; j < i; j++)
-            FRT_ARG(entries[j].y != e->y, "cuda gemv multi: entries %d and %d share y", j, i);
+            FRT_ARG(entries[j].y != e->y, "cuda gemv %s: entries %d and %d share y", what, j, i);
         gemv_cfg c;
         gemv_choose(n, in_dim, e->out_dim, &c);
         ent[i].y = e->y;
@@ -503,6 +693,7 @@ extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entr
         warps = c.warps; /* a function of (n, in_dim): the same for every entry */
         if (c.smem > smem) smem = c.smem;
     }
+    if (norm) smem += GEMV_NORM_SMEM(n);
     /* the table: entries by rows per block, largest first (stable) */
     int order[FRT_CUDA_GEMV_MULTI_MAX];
     for (int i = 0; i < n_entries; i++) {
@@ -518,13 +709,67 @@ extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entr
         tab.e[k] = ent[order[k]];
         tab.begin[k] = (int)total;
         total += blocks[order[k]];
-        FRT_ARG(total <= 0x7fffffffL, "cuda gemv multi: grid of %ld blocks", total);
+        FRT_ARG(total <= 0x7fffffffL, "cuda gemv %s: grid of %ld blocks", what, total);
     }
     const gemv_multi_fn fn =
-        warps == 8 ? gemv_multi_pick_n<8>(n) : gemv_multi_pick_n<16>(n);
-    FRT_TRY(gemv_smem_ready("multi", (const void *)fn, smem));
+        norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
+             : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
     fn<<<(unsigned)total, warps * 32, smem, (cudaStream_t)stream>>>(tab, (const uint4 *)x,
-                                                                    in_dim / 8);
+                                                                    in_dim / 8, na);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries,
+                                   int n_entries, const uint16_t *x, int n, int in_dim)
+{
+    return gemv_multi_launch("multi", stream, entries, n_entries, x, NULL, n, in_dim);
+}
+
+extern "C" int frt_cuda_gemv_multi_norm(void *stream, const frt_cuda_gemv_entry *entries,
+                                        int n_entries, const frt_cuda_gemv_norm *norm, int n,
+                                        int in_dim)
+{
+    return gemv_multi_launch("multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim);
+}
+
+/* frt_cuda_gemv_swiglu (norm NULL) and frt_cuda_gemv_swiglu_norm (x NULL). */
+static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_dtype y_dtype,
+                              const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                              const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim,
+                              int inter)
+{
+    FRT_ARG(y && w_gate && w_up, "cuda gemv %s: NULL pointer", what);
+    FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv %s: bad dtype", what);
+    gemv_norm_args na;
+    memset(&na, 0, sizeof na);
+    if (norm)
+        FRT_TRY(gemv_norm_check(what, norm, n, in_dim, &na));
+    else
+        FRT_TRY(gemv_x_check(what, x, n, in_dim));
+    FRT_ARG(inter > 0, "cuda gemv %s: inter %d", what, inter);
+    FRT_ARG((((uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemv %s: weights must be %d-byte aligned", what, GEMM_ALIGN);
+    FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0,
+            "cuda gemv %s: y misaligned for its dtype", what);
+    FRT_ARG(y != (const void *)w_gate && y != (const void *)w_up &&
+                (norm ? y != (const void *)norm->x && y != (const void *)norm->w
+                      : y != (const void *)x),
+            "cuda gemv %s: y aliases an input", what);
+    gemv_cfg c;
+    gemv_choose(n, in_dim, inter, &c); /* kw of the gate alone: the same sums */
+    const int rows = c.warps / c.kw;   /* output rows per block (one per warp group) */
+    const int blocks = (inter + rows - 1) / rows;
+    const size_t smem = (size_t)n * in_dim * 2 + (size_t)c.warps * 2 * n * sizeof(float) +
+                        (norm ? GEMV_NORM_SMEM(n) : 0);
+    const gemv_swiglu_fn fn =
+        norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
+             : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    fn<<<blocks, c.warps * 32, smem, (cudaStream_t)stream>>>(
+        y, y_dtype == FRT_CUDA_BF16, (const uint4 *)x, (const uint4 *)w_gate,
+        (const uint4 *)w_up, in_dim / 8, inter, c.kw, na);
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -533,29 +778,16 @@ extern "C" int frt_cuda_gemv_swiglu(void *stream, void *y, frt_cuda_dtype y_dtyp
                                     const uint16_t *x, const uint16_t *w_gate,
                                     const uint16_t *w_up, int n, int in_dim, int inter)
 {
-    FRT_ARG(y && w_gate && w_up, "cuda gemv swiglu: NULL pointer");
-    FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv swiglu: bad dtype");
-    FRT_TRY(gemv_x_check("swiglu", x, n, in_dim));
-    FRT_ARG(inter > 0, "cuda gemv swiglu: inter %d", inter);
-    FRT_ARG((((uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
-            "cuda gemv swiglu: weights must be %d-byte aligned", GEMM_ALIGN);
-    FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0,
-            "cuda gemv swiglu: y misaligned for its dtype");
-    FRT_ARG(y != (const void *)x && y != (const void *)w_gate && y != (const void *)w_up,
-            "cuda gemv swiglu: y aliases an input");
-    gemv_cfg c;
-    gemv_choose(n, in_dim, inter, &c); /* kw of the gate alone: the same sums */
-    const int rows = c.warps / c.kw;   /* output rows per block (one per warp group) */
-    const int blocks = (inter + rows - 1) / rows;
-    const size_t smem = (size_t)n * in_dim * 2 + (size_t)c.warps * 2 * n * sizeof(float);
-    const gemv_swiglu_fn fn =
-        c.warps == 8 ? gemv_swiglu_pick_n<8>(n) : gemv_swiglu_pick_n<16>(n);
-    FRT_TRY(gemv_smem_ready("swiglu", (const void *)fn, smem));
-    fn<<<blocks, c.warps * 32, smem, (cudaStream_t)stream>>>(
-        y, y_dtype == FRT_CUDA_BF16, (const uint4 *)x, (const uint4 *)w_gate,
-        (const uint4 *)w_up, in_dim / 8, inter, c.kw);
-    FRT_LAUNCH_CHECK();
-    return 0;
+    return gemv_swiglu_launch("swiglu", stream, y, y_dtype, x, NULL, w_gate, w_up, n, in_dim,
+                              inter);
+}
+
+extern "C" int frt_cuda_gemv_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                         const frt_cuda_gemv_norm *norm, const uint16_t *w_gate,
+                                         const uint16_t *w_up, int n, int in_dim, int inter)
+{
+    return gemv_swiglu_launch("swiglu_norm", stream, y, y_dtype, NULL, norm, w_gate, w_up, n,
+                              in_dim, inter);
 }
 
 /* ---- the handle and the plans ------------------------------------------- */
@@ -776,9 +1008,9 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     return 0;
 }
 
-extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_dtype,
-                                 const uint16_t *x, const uint16_t *w, int n, int in_dim,
-                                 int out_dim, int accumulate)
+static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y,
+                    frt_cuda_dtype y_dtype, const uint16_t *x, const uint16_t *w, int n, int in_dim,
+                    int out_dim, int accumulate)
 {
     FRT_ARG(g && y && x && w, "cuda gemm run: NULL pointer");
     FRT_TRY(shape_check("run", n, in_dim, out_dim, y_dtype));
@@ -796,10 +1028,15 @@ extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cu
         const gemv_cfg *c = &p->gv;
         c->fn<<<c->blocks, c->warps * 32, c->smem, (cudaStream_t)stream>>>(
             y, y_dtype == FRT_CUDA_BF16, accumulate, (const uint4 *)x, (const uint4 *)w, in_dim / 8,
-            out_dim, c->kw);
+            out_dim, c->kw, d_skip);
         FRT_LAUNCH_CHECK();
         return 0;
     }
+    if (d_skip)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm run_unless: n %d in %d out %d has a cuBLASLt plan (the device-side "
+                         "skip needs the GEMV)",
+                         n, in_dim, out_dim);
     void *ws = NULL;
     size_t ws_bytes = 0;
     for (int i = 0; i < g->n_streams; i++)
@@ -816,6 +1053,22 @@ extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cu
     FRT_CUBLAS_TRY(cublasLtMatmul(g->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y,
                                   p->c, &p->algo, ws, ws_bytes, (cudaStream_t)stream));
     return 0;
+}
+
+extern "C" int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_dtype,
+                                 const uint16_t *x, const uint16_t *w, int n, int in_dim,
+                                 int out_dim, int accumulate)
+{
+    return gemm_run(g, stream, NULL, y, y_dtype, x, w, n, in_dim, out_dim, accumulate);
+}
+
+extern "C" int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const int32_t *d_skip,
+                                        void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                                        const uint16_t *w, int n, int in_dim, int out_dim,
+                                        int accumulate)
+{
+    FRT_ARG(d_skip, "cuda gemm run_unless: NULL d_skip");
+    return gemm_run(g, stream, d_skip, y, y_dtype, x, w, n, in_dim, out_dim, accumulate);
 }
 
 extern "C" int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g) { return g ? g->n_plans : 0; }

@@ -175,15 +175,25 @@ int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out, uint16_
  *   split_len == 0: prefill form, one pass over the keys per query
  *     (workspace unused, may be NULL).
  *   split_len > 0: flash-decoding: the keys are cut into splits of split_len
- *     rows, one block per (split, KV head, up to 8 query heads of that KV
- *     head: the GQA group shares every K/V tile) writes a partial (max, sum,
- *     unnormalised output) to workspace, and a combine kernel merges the
- *     splits of each query (fixed order). head_dim 64, 128 or 256 with
- *     16-byte aligned caches take the cp.async-pipelined decode kernel;
- *     other sizes the prefill kernel's split form. Decode is max_n = 1 with
- *     a split_len such as 128; the same call serves a prefill over a long
- *     cache. workspace (device) must hold
- *     frt_cuda_attention_workspace_bytes(...) bytes.
+ *     rows; each split's partial (max, sum, unnormalised output) of each
+ *     query goes to workspace and a combine kernel merges the splits of each
+ *     query (fixed order). head_dim 64, 128 or 256 with 16-byte aligned
+ *     caches take the tensor-core decode kernel (attention.cu): the query
+ *     heads of a KV head in chunks of up to 4 share every K/V tile, q and the
+ *     softmax weights enter bf16 mma.sync as three bf16 terms each (their
+ *     sum is the fp32 value, so the products are exact: fp32 accuracy, rel
+ *     error ~1e-6 against the twin), one wave of blocks each streams a
+ *     contiguous range of splits through a cp.async pipeline. Other sizes
+ *     take the prefill kernel's split form. The partition into splits is
+ *     split_len only (never the grid, the SM count or the position), so a
+ *     replayed graph gives the eager bits at every position. Decode is
+ *     max_n = 1 with a split_len such as 128; any max_n works (the same
+ *     call serves a prefill over a long cache). workspace (device, 4-byte
+ *     aligned) must hold frt_cuda_attention_workspace_bytes(...) bytes.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL out, q, cache or d_start; bad
+ * dtype; sizes out of range; out == q; split_len < 0; more than 65535
+ * splits; workspace NULL or short), FRT_ERR_UNSUPPORTED (the decode
+ * kernel's shared memory does not fit the device), FRT_ERR_BACKEND.
  * Twin: frt_cpu_attention (start_pos = start) on the widened cache. */
 int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
                        frt_cuda_dtype q_dtype, const uint16_t *k_cache, const uint16_t *v_cache,
@@ -319,33 +329,51 @@ int frt_cuda_conv1d_step(void *stream, void *out, frt_cuda_dtype out_dtype, cons
                          frt_cuda_dtype x_dtype, float *conv_state, const float *w,
                          const int32_t *d_n, int channels, int kernel);
 
-/* The Gated DeltaNet decode step after the convolution, for one token, in
- * ONE launch (replaces copy_rows x3, l2norm x2, gdn_gate, gdr_recurrent and
- * rmsnorm_gated). With kd = n_k_heads dk, per value head h and key head
+/* The whole Gated DeltaNet decode step after the input projections, for
+ * one token, in ONE launch (replaces conv1d x2, copy_rows x3, l2norm x2,
+ * gdn_gate, gdr_recurrent and rmsnorm_gated). With kd = n_k_heads dk,
+ * channels ch = 2 kd + n_v_heads dv, per value head h and key head
  * kh = h / (n_v_heads / n_k_heads):
+ *   qkv[c] = silu(sum_{j < kernel} conv_w[c, j] xpad[j, c]),  xpad = [conv_state[c], x[c]]
+ *   conv_state[c] shifts by one (the oldest drops, x[c] enters last)
  *   q = l2norm(qkv[kh dk ..]), k = l2norm(qkv[kd + kh dk ..])   (eps 1e-6)
  *   g = -exp(A_log[h]) softplus(a[h] + dt_bias[h]), beta = sigmoid(b[h])
  *   S = state[h]: S *= exp(g); kv = S^T k; delta = (v - kv) beta;
  *                 S += k (x) delta; o = S^T q dk^-0.5   (v = qkv[2 kd + h dv ..])
  *   ob[h] = (norm_w * (o * rsqrt(mean(o^2) + eps))) * silu(zg[h])
- * qkv [2 kd + n_v_heads dv] f32 (the conv output, q | k | v); zg
- * [n_v_heads, dv] f32; a, b, A_log, dt_bias [n_v_heads] f32; norm_w [dv] f32
- * (plain weight); state [n_v_heads, dk, dv] f32 (device, updated in place);
- * ob [n_v_heads, dv] of ob_dtype (must not alias the inputs). state, qkv,
- * zg, norm_w and ob 16-byte aligned (ob 8 for bf16). d_n (NULL: 1) clamped
- * to [0, 1]; 0 leaves state and ob untouched. eps is the RMSNorm's.
- * One block of dk dv / 32 threads (512 at dk = dv = 128) per value head
- * holding the head's whole state in registers (read once, written once,
- * 16-byte coalesced); the dk-sums split over 8-row groups that meet in a
- * fixed order (not the twins' single ascending sum; deterministic).
- * dk, dv in {64, 128}, else FRT_ERR_UNSUPPORTED; n_v_heads a multiple of
- * n_k_heads. Twins: frt_cpu_l2norm, frt_cpu_gdn_gate, frt_cpu_gdr_recurrent,
+ * x [ch] of x_dtype (the fused GEMV's q | k | v before the conv); conv_w
+ * [ch, kernel] f32; conv_state [ch, kernel - 1] f32 (device, updated in
+ * place; may be NULL only for kernel 1); zg [n_v_heads, dv] f32; a, b,
+ * A_log, dt_bias [n_v_heads] f32; norm_w [dv] f32 (plain weight); state
+ * [n_v_heads, dk, dv] f32 (device, updated in place); ob [n_v_heads, dv] of
+ * ob_dtype; qkv_out [ch] f32 or NULL: the conv output, written only when
+ * not NULL (the tests read it; the model passes NULL). ob and qkv_out must
+ * not alias an input, the states or each other. state, zg, norm_w and ob
+ * 16-byte aligned (ob 8 for bf16). d_n (NULL: 1) clamped to [0, 1]; 0
+ * writes nothing (state, conv_state, ob and qkv_out untouched; the inputs
+ * are still read). eps is the RMSNorm's.
+ * Launch: the dv columns of a value head are cut into S slices (S =
+ * dv / 32 at most, fewer while ratio S > 8: S = 4 for the 9B shape, 2 for
+ * the 27B shape); one block of dk (dv / S) / 32 threads per (value head,
+ * slice) holds its [dk, dv / S] slice of the state in registers (read
+ * once, written once, 16-byte coalesced); the ratio S blocks of a key head
+ * form a thread block cluster (sm_90): each computes the q and k conv of
+ * its key head itself, a cluster barrier orders those conv-state reads
+ * before the q and k conv-state writes (one block per channel), and the
+ * gated RMSNorm's sum of squares meets over the S slices through
+ * distributed shared memory. The dk-sums split over 8-row groups that meet
+ * in a fixed order (not the twins' single ascending sum); no atomics: the
+ * bits depend on dk, dv and S only. dk, dv in {64, 128}, kernel <= 4 and
+ * n_v_heads / n_k_heads <= 8, else FRT_ERR_UNSUPPORTED (nothing enqueued);
+ * n_v_heads a multiple of n_k_heads. Twins: frt_cpu_conv1d_causal (n_tok
+ * 1), frt_cpu_l2norm, frt_cpu_gdn_gate, frt_cpu_gdr_recurrent,
  * frt_cpu_rmsnorm_gated (composed). */
 int frt_cuda_gdn_decode(void *stream, void *ob, frt_cuda_dtype ob_dtype, float *state,
-                        const float *qkv, const float *zg, const float *a, const float *b,
+                        float *conv_state, float *qkv_out, const void *x, frt_cuda_dtype x_dtype,
+                        const float *conv_w, const float *zg, const float *a, const float *b,
                         const float *A_log, const float *dt_bias, const float *norm_w,
                         const int32_t *d_n, int n_k_heads, int n_v_heads, int dk, int dv,
-                        float eps);
+                        int kernel, float eps);
 
 /* ---- elementwise -------------------------------------------------------- */
 /* The flat elementwise kernels work on the first n * per_tok elements of
@@ -541,13 +569,27 @@ int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cud
                        int accumulate);
 
 /* Enqueues y = x . w^T (+ y) with the cached plan. x, w, y 16-byte aligned
- * device pointers; y must not overlap x or w. A GEMV plan needs no
+ * device pointers; y must not overlap x or w. With accumulate, a GEMV plan
+ * stores y = fl(sum + y) (y widened to f32, bf16 rounded once): the bits of
+ * running it into an f32 delta and then frt_cuda_add(y, delta) (decode's
+ * residual add fused into the output projections). A GEMV plan needs no
  * workspace (the stream need not be added). Errors:
  * FRT_ERR_INVALID_ARGUMENT; FRT_ERR_STATE (no plan for the shape, or a
  * workspace is needed and the stream was not added); FRT_ERR_BACKEND. */
 int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_dtype,
                       const uint16_t *x, const uint16_t *w, int n, int in_dim, int out_dim,
                       int accumulate);
+
+/* frt_cuda_gemm_run (the same bits), skipped on the device: every block of
+ * the GEMV reads *d_skip (int32, device memory) first and returns when it is
+ * nonzero, writing nothing, so one captured launch decides per replay (the
+ * prefill LM head runs on a call's last piece only). Needs a GEMV plan (n <=
+ * FRT_CUDA_GEMV_MAX_N under the plan's policy). Errors: those of
+ * frt_cuda_gemm_run; FRT_ERR_INVALID_ARGUMENT for a NULL d_skip;
+ * FRT_ERR_UNSUPPORTED when the shape's plan is cuBLASLt (nothing enqueued). */
+int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y,
+                             frt_cuda_dtype y_dtype, const uint16_t *x, const uint16_t *w, int n,
+                             int in_dim, int out_dim, int accumulate);
 
 /* Number of cached plans (0 for NULL). */
 int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);
@@ -609,6 +651,47 @@ int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries, int n_
 int frt_cuda_gemv_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
                          const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim,
                          int inter);
+
+/* The RMSNorm that frt_cuda_gemv_multi_norm / frt_cuda_gemv_swiglu_norm
+ * apply to their input (the layer's input_layernorm / post_attention_layernorm
+ * folded into the GEMV that consumes it):
+ *   x[t, :] = bf16(rmsnorm(resid[t, :]))   t < n, as frt_cuda_rmsnorm:
+ *   resid * rsqrt(mean(resid^2) + eps) * (zero_centered ? 1 + w : w)
+ * The struct is read on the host during the call (it may live on the stack);
+ * x and w are device pointers. */
+typedef struct frt_cuda_gemv_norm {
+    const float *x;    /* [n, in_dim] f32, the residual stream (16-byte aligned) */
+    const float *w;    /* [in_dim] f32, the norm weight (16-byte aligned) */
+    float eps;
+    int zero_centered; /* Qwen3.5: 1 (x * rstd * (1 + w)) */
+} frt_cuda_gemv_norm;
+
+/* frt_cuda_gemv_multi of x = bf16(rmsnorm(norm->x, norm->w)) [n, in_dim],
+ * the norm computed by every block of the launch into its shared-memory x
+ * (no separate norm launch, no bf16 x in global memory). The norm is
+ * frt_cuda_rmsnorm's arithmetic, operation for operation (the fp64 sum of
+ * squares in the order of its launch for in_dim, then the same fp32 ops,
+ * RNE to bf16), so the outputs are the same bits as frt_cuda_rmsnorm(bf16
+ * out, n rows) followed by frt_cuda_gemv_multi. All n rows are normalised
+ * (no d_n: decode's n is fixed). The common requirements above apply, with
+ * norm->x and norm->w in place of x; no entry's y may equal norm->x or
+ * norm->w. Errors: those of frt_cuda_gemv_multi, and
+ * FRT_ERR_INVALID_ARGUMENT for a NULL norm, NULL or misaligned norm->x /
+ * norm->w. Twin: frt_cpu_rmsnorm (rounded to bf16), then frt_cpu_matmul per
+ * entry. */
+int frt_cuda_gemv_multi_norm(void *stream, const frt_cuda_gemv_entry *entries, int n_entries,
+                             const frt_cuda_gemv_norm *norm, int n, int in_dim);
+
+/* frt_cuda_gemv_swiglu of x = bf16(rmsnorm(norm->x, norm->w)), computed per
+ * block as in frt_cuda_gemv_multi_norm: the same bits as frt_cuda_rmsnorm
+ * (bf16 out) followed by frt_cuda_gemv_swiglu. y may not equal norm->x or
+ * norm->w. Errors: those of frt_cuda_gemv_swiglu, and
+ * FRT_ERR_INVALID_ARGUMENT for a NULL norm, NULL or misaligned norm->x /
+ * norm->w. Twin: frt_cpu_rmsnorm (rounded to bf16), frt_cpu_matmul x2,
+ * frt_cpu_swiglu. */
+int frt_cuda_gemv_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                              const frt_cuda_gemv_norm *norm, const uint16_t *w_gate,
+                              const uint16_t *w_up, int n, int in_dim, int inter);
 
 #ifdef __cplusplus
 }

@@ -408,6 +408,23 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     return 0;
 }
 
+/* Decode's output projections accumulate into the residual (gemm_out): their
+ * n = 1 accumulate plans. */
+static int plan_decode_out(frt_model *m, cu_model *c)
+{
+    int has_full = 0, has_lin = 0;
+    for (int l = 0; l < c->L; l++) {
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            has_full = 1;
+        else
+            has_lin = 1;
+    }
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->I, c->H, F32, 1));                /* down */
+    if (has_full) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->ad, c->H, F32, 1)); /* o_proj */
+    if (has_lin) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->vd, c->H, F32, 1));  /* out_proj */
+    return 0;
+}
+
 static int cu_alloc_scratch(frt_model *m)
 {
     cu_model *c = m->bk_data;
@@ -477,6 +494,7 @@ static int cu_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(m, c, 1));
+    FRT_TRY(plan_decode_out(m, c));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->H, c->V, F32, 0)); /* lm_head */
     return frt_stream_sync(m->stream);
@@ -540,6 +558,25 @@ static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, in
     return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
 }
 
+/* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
+ * straight into the residual stream c->x (the GEMV's accumulating store is
+ * fl(sum + x), the bits of storing delta and adding it in f32); prefill
+ * writes c->delta, which the next add_rmsnorm adds. */
+static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, int in)
+{
+    cu_model *c = f->c;
+    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    return gemm(f, c->delta, x, w, in, c->H);
+}
+
+/* Decode: the RMSNorm of the residual c->x with weight w (zero-centred), as
+ * the prologue of the GEMV that consumes it. */
+static frt_cuda_gemv_norm resid_norm(const fwd *f, const float *w)
+{
+    frt_cuda_gemv_norm nm = {f->c->x, w, f->c->eps, 1};
+    return nm;
+}
+
 /* Copies the rows of a hidden state [R, H] f32 into debug slot idx. */
 static int debug_copy(const fwd *f, int idx, const float *src)
 {
@@ -552,7 +589,8 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
-/* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta. */
+/* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta;
+ * decode: of rmsnorm(c->x, input_ln), added into c->x. */
 static int attention_block(const fwd *f, int l)
 {
     frt_model *m = f->m;
@@ -563,11 +601,12 @@ static int attention_block(const fwd *f, int l)
     int per_head = c->gated ? 2 * hd : hd;
     uint16_t *kc = frt_buffer_ptr(m->kv_k[l]), *vc = frt_buffer_ptr(m->kv_v[l]);
 
-    if (f->decode) { /* q | gate, k, v in one GEMV launch (the same bits as three) */
+    if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
         const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
                                           {c->k, F32, lw->k_proj, c->kvw},
                                           {c->v, F32, lw->v_proj, c->kvw}};
-        FRT_TRY(frt_cuda_gemv_multi(st, e, 3, c->h, R, c->H));
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
@@ -600,10 +639,11 @@ static int attention_block(const fwd *f, int l)
     }
     if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, nh * hd));
     FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, nh * hd));
-    return gemm(f, c->delta, c->ob, lw->o_proj, c->ad, c->H);
+    return gemm_out(f, c->ob, lw->o_proj, c->ad);
 }
 
-/* Gated DeltaNet (Qwen3_5GatedDeltaNet) of c->h into c->delta. */
+/* Gated DeltaNet (Qwen3_5GatedDeltaNet) of c->h into c->delta; decode: of
+ * rmsnorm(c->x, input_ln), added into c->x. */
 static int deltanet_block(const fwd *f, int l)
 {
     frt_model *m = f->m;
@@ -613,12 +653,13 @@ static int deltanet_block(const fwd *f, int l)
     int R = f->R, nk = c->nk, nv = c->nv, dk = c->dk, dv = c->dv, ch = c->ch, kd = c->kd, vd = c->vd;
     float *state = frt_buffer_ptr(m->gdn_state[l]), *conv = frt_buffer_ptr(m->gdn_conv[l]);
 
-    if (f->decode) { /* qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
+    if (f->decode) { /* input_ln + qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
         const frt_cuda_gemv_entry e[4] = {{c->t0, F32, lw->in_proj_qkv, ch},
                                           {c->zg, F32, lw->in_proj_z, vd},
                                           {c->b, F32, lw->in_proj_ba, nv},
                                           {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
-        FRT_TRY(frt_cuda_gemv_multi(st, e, 4, c->h, R, c->H));
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
         FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
@@ -626,12 +667,11 @@ static int deltanet_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->ba, F32, f->d_n, R, 1, nv, c->ba_w));
         FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->ba + nv, F32, f->d_n, R, 1, nv, c->ba_w));
     }
-    if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128)) {
-        /* conv step, then split + L2 norms + gates + the recurrent rule + the gated norm: two launches */
-        FRT_TRY(frt_cuda_conv1d_step(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, ch, c->K));
-        FRT_TRY(frt_cuda_gdn_decode(st, c->ob, BF16, state, c->t1, c->zg, c->a, c->b, lw->A_log, lw->dt_bias,
-                                    lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->eps));
-        return gemm(f, c->delta, c->ob, lw->out_proj, vd, c->H);
+    if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128) && nv / nk <= 8 && c->K <= 4) {
+        /* conv + L2 norms + gates + the recurrent rule + the gated norm: one launch (gdn_decode.cu) */
+        FRT_TRY(frt_cuda_gdn_decode(st, c->ob, BF16, state, conv, NULL, c->t0, F32, lw->conv1d, c->zg, c->a, c->b,
+                                    lw->A_log, lw->dt_bias, lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->K, c->eps));
+        return gemm_out(f, c->ob, lw->out_proj, vd);
     }
     FRT_TRY(frt_cuda_conv1d_causal(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, R, ch, c->K));
     FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t1, F32, f->d_n, R, 1, kd, ch));
@@ -648,27 +688,34 @@ static int deltanet_block(const fwd *f, int l)
                                      nv, dk, dv, GDR_CHUNK, c->gdr_ws, c->gdr_ws_bytes));
     FRT_TRY(frt_cuda_rmsnorm_gated(st, c->ob, BF16, c->o, F32, c->zg, F32, lw->gdn_norm, f->d_n, R, nv, dv,
                                    c->eps));
-    return gemm(f, c->delta, c->ob, lw->out_proj, vd, c->H);
+    return gemm_out(f, c->ob, lw->out_proj, vd);
 }
 
-/* SwiGLU MLP (Qwen3_5MLP) of c->h into c->delta. */
+/* SwiGLU MLP (Qwen3_5MLP) of c->h into c->delta; decode: of rmsnorm(c->x,
+ * post_ln), added into c->x. */
 static int mlp_block(const fwd *f, int l)
 {
     cu_model *c = f->c;
     const cu_layer *lw = &c->layers[l];
-    if (f->decode) { /* gate, up and SwiGLU in one GEMV launch */
-        FRT_TRY(frt_cuda_gemv_swiglu(f->st, c->ob, BF16, c->h, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
+        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
         FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
     }
-    return gemm(f, c->delta, c->ob, lw->down_proj, c->I, c->H);
+    return gemm_out(f, c->ob, lw->down_proj, c->I);
 }
 
 /* One forward step (task_embed, task_layer x L, task_final of the cpu
  * backend): the journal, the embedding, the layers, the final norm, the
- * logits of the last valid row, and the boundary advance. */
+ * logits of the last valid row, and the boundary advance. Prefill: each norm
+ * is a launch of its own (the first rmsnorm, then add_rmsnorm fusing the
+ * residual add of delta with the next norm). Decode: no norm launch inside
+ * the layers (the mixer and MLP GEMVs normalise c->x in their prologue, the
+ * output projections accumulate into c->x: the same residual bits), one
+ * rmsnorm for the final norm. */
 static int record_forward(const fwd *f)
 {
     frt_model *m = f->m;
@@ -681,26 +728,40 @@ static int record_forward(const fwd *f)
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
     FRT_TRY(debug_copy(f, 0, c->x));
-    FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 1));
+    if (!f->decode)
+        FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 1));
     for (int l = 0; l < c->L; l++) {
         const cu_layer *lw = &c->layers[l];
         if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
             FRT_TRY(attention_block(f, l));
         else
             FRT_TRY(deltanet_block(f, l));
-        FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps, 1));
-        FRT_TRY(mlp_block(f, l));
-        if (l + 1 < c->L)
+        if (!f->decode)
+            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps,
+                                         1));
+        FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
+        if (!f->decode && l + 1 < c->L)
             FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, c->layers[l + 1].input_ln, f->d_n, R,
                                          H, c->eps, 1));
-        else /* the last layer's residual add fused with the final norm */
+        else if (!f->decode) /* the last layer's residual add fused with the final norm */
             FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->hf, F32, c->final_norm, f->d_n, R, H, c->eps,
                                          1));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
+    if (f->decode) /* the final norm of the residual: the LM head's input */
+        FRT_TRY(frt_cuda_rmsnorm(st, c->hf, F32, c->x, F32, c->final_norm, f->d_n, R, 1, H, c->eps, 1));
     FRT_TRY(debug_copy(f, c->L + 1, c->hf));
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
-    FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H, c->V, 0));
+    if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
+        int rc = frt_cuda_gemm_run_unless(c->gemm, st, f->d_no_logits, frt_buffer_ptr(m->logits), F32, c->last,
+                                          c->lm_head, 1, H, c->V, 0);
+        if (rc != FRT_ERR_UNSUPPORTED) FRT_TRY(rc);
+        else FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H,
+                                       c->V, 0)); /* a cuBLASLt plan: always (has_logits still follows the flag) */
+    } else {
+        FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H, c->V,
+                                  0));
+    }
     return frt_qwen35_advance(st, f->d_pos, f->d_pending, f->d_has_logits, c->debug ? c->debug_rows : NULL,
                               f->d_n, f->d_no_logits, R);
 }
@@ -784,7 +845,7 @@ static uint64_t cu_fingerprint_extra(const frt_model *m)
 const frt_model_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_elem_bytes = sizeof(uint16_t),
-    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-2",
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
     .load_weights = cu_load_weights,
     .alloc_scratch = cu_alloc_scratch,
     .free = cu_free,
