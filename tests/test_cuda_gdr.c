@@ -5,10 +5,18 @@
  * norm-wise ||gpu - cpu|| / ||cpu|| on random data (q, k L2-normalised,
  * decays from A in [0.01, 16], beta = sigmoid(U[-3, 3]), a random nonzero
  * starting state; bf16 inputs rounded the same way on the CPU side):
- *   - the Qwen3.5-9B shape (16 key heads, 32 value heads, dk = dv = 128),
- *     buckets of 256 tokens, chunk 64, three calls in sequence carrying the
- *     state; odd lengths (1, 63, 65, 200) in larger buckets; n_v_heads ==
+ *   - the Qwen3.5-9B shape (16 key heads, 32 value heads, dk = dv = 128)
+ *     and the 27B shape (16 / 48), buckets of 256 tokens, chunk 64, three
+ *     calls in sequence carrying the state; the tail chunk and d_n < max_n
+ *     (odd lengths 1, 63, 65, 130, 200 in larger buckets); n_v_heads ==
  *     n_k_heads; dk / dv 32 and 64; odd dk, dv and chunk; bf16 in and out;
+ *   - long runs carrying the state: 32 calls of 256 at the 9B shape (8k
+ *     tokens) and 128 calls of 256 (32k tokens) at dk = dv = 128 with the
+ *     fastest (A = 16) and slowest (A = 0.01) decays, each call against the
+ *     twin, and out and state of selected heads against an fp64 recurrent
+ *     reference (the exact result: the twin's own error is printed beside
+ *     the GPU's, so "at the level of the twin" reads off the table; the
+ *     error must not grow with the calls);
  *   - call splitting: 256 tokens in one call == 128 + 128 == 4 x 64 (bits);
  *   - determinism: the same launch three times (bits), and a workspace full
  *     of garbage gives the same bits (nothing stale is read);
@@ -18,8 +26,8 @@
  *   - bad arguments (no device needed): NULL / short / misaligned workspace,
  *     chunk, heads, dk > 128 (unsupported), the workspace size formula.
  * Prints a table (case, rel err, tolerance) and the time per call at the
- * 9B shape against the fp32 FMA floor. Exits 77 without a CUDA device, after
- * the argument checks.
+ * 9B and 27B shapes against the floors (fp32 FMA; the 3xTF32 tensor-core
+ * work). Exits 77 without a CUDA device, after the argument checks.
  */
 #include "frt_test.h"
 
@@ -331,14 +339,16 @@ static void dyn_n_case(gdr_shape s)
         char name[128];
         if (n > 0) {
             dget(x.out, 0, got, no * 4);
-            snprintf(name, sizeof name, "d_n = %d of max_n %d, same launch (out)", n, max_n);
+            snprintf(name, sizeof name, "d_n = %d of max_n %d, same launch, v%d (out)", n, max_n,
+                     s.nv);
             report(name, frt_test_rel_err(got, out_ref, no), TOL_F32);
         }
         snprintf(name, sizeof name, "  rows past n = %d untouched", n);
         report_flag(name, untouched(x.out, no * 4, (nvv - no) * 4));
         dget(x.state, 0, got, ns * 4);
         if (n > 0) {
-            snprintf(name, sizeof name, "d_n = %d of max_n %d, same launch (state)", n, max_n);
+            snprintf(name, sizeof name, "d_n = %d of max_n %d, same launch, v%d (state)", n, max_n,
+                     s.nv);
             report(name, frt_test_rel_err(got, st_ref, ns), TOL_F32);
         } else {
             report_same("d_n = 0: state untouched", got, st0, ns * 4);
@@ -352,12 +362,124 @@ static void dyn_n_case(gdr_shape s)
     free(out_ref);
 }
 
+/* The gated delta rule token by token in fp64 (the recurrent form, which the
+ * chunked algorithm equals in exact arithmetic) for value head h over n
+ * tokens of d: S [dk][dv] (fp64, carried) and out64 [n][dv]. */
+static void gdr_ref64(gdr_shape s, const gdr_in *d, int n, int h, double *S, double *out64)
+{
+    const int kh = h / (s.nv / s.nk);
+    const double scale = 1.0 / sqrt((double)s.dk);
+    double *kv = xzalloc((size_t)s.dv * sizeof(double));
+    for (int t = 0; t < n; t++) {
+        const float *q = d->q + ((size_t)t * s.nk + kh) * s.dk;
+        const float *k = d->k + ((size_t)t * s.nk + kh) * s.dk;
+        const float *v = d->v + ((size_t)t * s.nv + h) * s.dv;
+        const double eg = exp((double)d->g[(size_t)t * s.nv + h]);
+        const double b = d->beta[(size_t)t * s.nv + h];
+        for (size_t i = 0; i < (size_t)s.dk * s.dv; i++) S[i] *= eg;
+        for (int j = 0; j < s.dv; j++) kv[j] = 0;
+        for (int a = 0; a < s.dk; a++)
+            for (int j = 0; j < s.dv; j++) kv[j] += S[(size_t)a * s.dv + j] * k[a];
+        for (int j = 0; j < s.dv; j++) kv[j] = ((double)v[j] - kv[j]) * b;
+        for (int a = 0; a < s.dk; a++)
+            for (int j = 0; j < s.dv; j++) S[(size_t)a * s.dv + j] += (double)k[a] * kv[j];
+        double *o = out64 + (size_t)t * s.dv;
+        for (int j = 0; j < s.dv; j++) o[j] = 0;
+        for (int a = 0; a < s.dk; a++)
+            for (int j = 0; j < s.dv; j++) o[j] += S[(size_t)a * s.dv + j] * ((double)q[a] * scale);
+    }
+    free(kv);
+}
+
+/* ||x - ref|| / ||ref|| over the rows of value head h of out [n][nv][dv]
+ * (or of the state [nv][dk][dv] with n = dk rows of the head's block),
+ * accumulated into the sums num, den. */
+static void err64_acc(const float *x, const double *ref, int rows, size_t row_stride, int dv,
+                      double *num, double *den)
+{
+    for (int t = 0; t < rows; t++)
+        for (int j = 0; j < dv; j++) {
+            const double e = (double)x[(size_t)t * row_stride + j] - ref[(size_t)t * dv + j];
+            *num += e * e;
+            *den += ref[(size_t)t * dv + j] * ref[(size_t)t * dv + j];
+        }
+}
+
+/* `calls` calls of 256 tokens carrying the state from a random start: every
+ * call's out and the state against the twin (tolerance), and out and state
+ * of the value heads sel[] against the fp64 reference, GPU and twin side by
+ * side, at calls 1, calls / 4, calls / 2 and calls. */
+static void long_case(gdr_shape s, int calls, const int *sel, int n_sel)
+{
+    const int n = 256;
+    const size_t ns = (size_t)s.nv * s.dk * s.dv, no = (size_t)n * s.nv * s.dv;
+    const size_t nsh = (size_t)s.dk * s.dv;
+    float *st0 = frand(ns, -1, 1), *st_ref = fdup(st0, ns);
+    float *out_ref = fnew(no), *got = fnew(no), *st_got = fnew(ns);
+    double *S64 = xzalloc((size_t)n_sel * nsh * sizeof(double));
+    double *o64 = xzalloc((size_t)n_sel * n * s.dv * sizeof(double));
+    for (int u = 0; u < n_sel; u++)
+        for (size_t i = 0; i < nsh; i++) S64[u * nsh + i] = st0[(size_t)sel[u] * nsh + i];
+    gdr_dev x = gdr_dev_new(s, n, F32, F32);
+    dput(x.state, 0, st0, ns * 4);
+    double e_out = 0;
+    for (int c = 0; c < calls; c++) {
+        gdr_in d = gdr_inputs(n, s, F32);
+        CHECK_OK(frt_cpu_gdr_chunked(out_ref, st_ref, d.q, d.k, d.v, d.g, d.beta, n, s.nk, s.nv,
+                                     s.dk, s.dv, s.chunk));
+        gdr_dev_put(&x, &d, n);
+        set_n(n);
+        CHECK_OK(gdr_launch(&x, d_n_p()));
+        dget(x.out, 0, got, no * 4);
+        const double e = frt_test_rel_err(got, out_ref, no);
+        e_out = isnan(e) || e > e_out ? e : e_out;
+        for (int u = 0; u < n_sel; u++)
+            gdr_ref64(s, &d, n, sel[u], S64 + u * nsh, o64 + (size_t)u * n * s.dv);
+        gdr_in_free(&d);
+        const int at = c + 1;
+        if (at != 1 && at != calls / 4 && at != calls / 2 && at != calls) continue;
+        dget(x.state, 0, st_got, ns * 4);
+        double ng = 0, nt = 0, den = 0, sg = 0, stw = 0, sden = 0;
+        for (int u = 0; u < n_sel; u++) {
+            const size_t v_stride = (size_t)s.nv * s.dv;
+            double dummy = 0;
+            err64_acc(got + (size_t)sel[u] * s.dv, o64 + (size_t)u * n * s.dv, n, v_stride, s.dv,
+                      &ng, &den);
+            err64_acc(out_ref + (size_t)sel[u] * s.dv, o64 + (size_t)u * n * s.dv, n, v_stride,
+                      s.dv, &nt, &dummy);
+            dummy = 0;
+            err64_acc(st_got + (size_t)sel[u] * nsh, S64 + u * nsh, s.dk, s.dv, s.dv, &sg, &sden);
+            err64_acc(st_ref + (size_t)sel[u] * nsh, S64 + u * nsh, s.dk, s.dv, s.dv, &stw,
+                      &dummy);
+        }
+        char name[160];
+        snprintf(name, sizeof name, "long k%d v%d dk %d: calls 1..%d x 256, out vs twin (max)",
+                 s.nk, s.nv, s.dk, at);
+        report(name, e_out, TOL_F32);
+        snprintf(name, sizeof name, "  state after %d calls vs twin", at);
+        report(name, frt_test_rel_err(st_got, st_ref, ns), TOL_F32);
+        snprintf(name, sizeof name, "  call %d out vs fp64, %d heads (twin %.2e)", at, n_sel,
+                 sqrt(nt / (den > 0 ? den : 1)));
+        report(name, sqrt(ng / (den > 0 ? den : 1)), TOL_F32);
+        snprintf(name, sizeof name, "  state after %d calls vs fp64 (twin %.2e)", at,
+                 sqrt(stw / (sden > 0 ? sden : 1)));
+        report(name, sqrt(sg / (sden > 0 ? sden : 1)), TOL_F32);
+    }
+    gdr_dev_free(&x);
+    free(st0);
+    free(st_ref);
+    free(out_ref);
+    free(got);
+    free(st_got);
+    free(S64);
+    free(o64);
+}
+
 /* Time per call at the 9B shape (bucket 256, all rows valid) against the
  * fp32 FMA floor (FMAs of the algorithm / (SMs x 128 FMA per clock x
  * 1.98 GHz, the H200's boost clock)). Informational, no check. */
-static void timing_case(int sm_count)
+static void timing_case(gdr_shape s, const char *label, int sm_count)
 {
-    const gdr_shape s = {16, 32, 128, 128, CHUNK};
     const int n = 256, reps = 50;
     const size_t ns = (size_t)s.nv * s.dk * s.dv;
     float *st0 = frand(ns, -1, 1);
@@ -381,9 +503,12 @@ static void timing_case(int sm_count)
                                   3 * L * s.dk * s.dv + L * (L + 1) / 2 * s.dv;
     const double fma = per * (n / CHUNK) * s.nv;
     const double floor_us = fma / ((double)sm_count * 128 * 1.98e9) * 1e6;
-    printf("  gdr_chunked 9B shape, 256 tokens: %.1f us per call (%.2f GFLOP, %.1f TFLOP/s; "
-           "fp32 FMA floor %.1f us)\n",
-           us, 2 * fma / 1e9, 2 * fma / (us * 1e-6) / 1e12, floor_us);
+    /* 3xTF32: three tf32 mma per FMA above at the dense tf32 peak (1024 FMA
+     * per SM and clock) */
+    const double tc_us = 3 * fma / ((double)sm_count * 1024 * 1.98e9) * 1e6;
+    printf("  gdr_chunked %s shape, 256 tokens: %.1f us per call (%.2f GFLOP, %.1f TFLOP/s; "
+           "fp32 FMA floor %.1f us, 3xTF32 tensor floor %.1f us)\n",
+           label, us, 2 * fma / 1e9, 2 * fma / (us * 1e-6) / 1e12, floor_us, tc_us);
     gdr_dev_free(&x);
     gdr_in_free(&d);
     free(st0);
@@ -452,11 +577,15 @@ int main(void)
         sm_count = info.sm_count;
     }
 
-    const gdr_shape s9b = {16, 32, 128, 128, CHUNK};
-    /* the 9B shape: full buckets, three calls carrying the state; bf16 paths */
+    const gdr_shape s9b = {16, 32, 128, 128, CHUNK}, s27b = {16, 48, 128, 128, CHUNK};
+    /* the 9B and 27B shapes: full buckets, three calls carrying the state;
+     * tail chunks with d_n < max_n; bf16 paths */
     gdr_case(s9b, 256, 256, 3, F32, F32);
     gdr_case(s9b, 200, 256, 2, BF16, F32);
     gdr_case(s9b, 130, 192, 1, BF16, BF16);
+    gdr_case(s27b, 256, 256, 3, F32, F32);
+    gdr_case(s27b, 130, 256, 2, F32, F32);
+    gdr_case(s27b, 200, 256, 1, BF16, BF16);
     /* odd lengths in larger buckets */
     const int lens[4] = {1, 63, 65, 200};
     for (int i = 0; i < 4; i++) gdr_case(s9b, lens[i], 256, 1, F32, F32);
@@ -472,11 +601,20 @@ int main(void)
     gdr_case((gdr_shape){2, 4, 128, 64, 16}, 70, 96, 1, F32, F32);
     /* splitting, determinism, d_n */
     split_case(s9b);
+    split_case(s27b);
     split_case((gdr_shape){2, 4, 64, 80, CHUNK});
     determinism_case(s9b, 256);
+    determinism_case(s27b, 256);
     determinism_case((gdr_shape){2, 4, 64, 80, CHUNK}, 65);
     dyn_n_case(s9b);
-    timing_case(sm_count);
+    dyn_n_case(s27b);
+    /* long runs: the 9B shape over 8k tokens (heads 0: A = 16, 1: A = 0.01,
+     * 31: random); the real head size over 32k tokens (A = 16 and 0.01) */
+    const int sel9b[3] = {0, 1, 31}, sel2[2] = {0, 1};
+    long_case(s9b, 32, sel9b, 3);
+    long_case((gdr_shape){1, 2, 128, 128, CHUNK}, 128, sel2, 2);
+    timing_case(s9b, "9B", sm_count);
+    timing_case(s27b, "27B", sm_count);
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
     dfree(&g_dn);

@@ -664,13 +664,16 @@ static void test_gdr(void)
 
 /* ---- conv1d ---------------------------------------------------------- */
 
-static void test_conv1d(frt_cuda_dtype dt)
+/* stride > C: x rows strided (frt_cuda_conv1d_causal_strided), NaN between
+ * them (never read). */
+static void test_conv1d(frt_cuda_dtype dt, int stride)
 {
     const int C = 300, K = 4, max_n = 40, ks = K - 1;
     float *w = frand((size_t)C * K, -1, 1), *st0 = frand((size_t)C * ks, -1, 1);
     float *st_ref = fdup(st0, (size_t)C * ks);
-    dbuf dx = dalloc((size_t)max_n * C * 4), dout = dalloc((size_t)max_n * C * 4);
+    dbuf dx = dalloc((size_t)max_n * stride * 4), dout = dalloc((size_t)max_n * C * 4);
     dbuf dw = dalloc((size_t)C * K * 4), dst = dalloc((size_t)C * ks * 4);
+    float *xs = fnew((size_t)max_n * stride);
     dput(dw, 0, w, (size_t)C * K * 4);
     dput(dst, 0, st0, (size_t)C * ks * 4);
     float *ref = fnew((size_t)max_n * C), *got = fnew((size_t)max_n * C);
@@ -680,20 +683,27 @@ static void test_conv1d(frt_cuda_dtype dt)
     for (int r = 0; r < 4; r++) {
         const int n = ns[r];
         float *x = frand((size_t)max_n * C, -2, 2);
-        dprep(dx, x, (size_t)max_n * C, dt);
+        if (dt == BF16) round_bf16(x, (size_t)max_n * C); /* the values the device sees */
+        for (int t = 0; t < max_n; t++)
+            for (int c = 0; c < stride; c++) xs[(size_t)t * stride + c] = c < C ? x[(size_t)t * C + c] : NAN;
+        dprep(dx, xs, (size_t)max_n * stride, dt);
         frt_cpu_conv1d_causal(ref, x, st_ref, w, n, C, K);
         dsentinel(dout);
         set_dyn(0, n);
-        CHECK_OK(frt_cuda_conv1d_causal(g_cs, dout.p, dt, dx.p, dt, dst.p, dw.p, d_n_p(), max_n, C,
-                                        K));
+        if (stride == C)
+            CHECK_OK(frt_cuda_conv1d_causal(g_cs, dout.p, dt, dx.p, dt, dst.p, dw.p, d_n_p(), max_n, C, K));
+        else
+            CHECK_OK(frt_cuda_conv1d_causal_strided(g_cs, dout.p, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
+                                                    max_n, C, K));
         dget_as(dout, 0, got, (size_t)n * C, dt);
         char name[128];
-        snprintf(name, sizeof name, "conv1d %s out, call %d, n %d/%d", dtn(dt), r + 1, n, max_n);
+        snprintf(name, sizeof name, "conv1d %s out, x stride %d, call %d, n %d/%d", dtn(dt), stride, r + 1, n,
+                 max_n);
         report(name, frt_test_rel_err(got, ref, (size_t)n * C), tol_of(dt));
         const size_t esz = dt == BF16 ? 2 : 4;
         CHECK(untouched(dout, (size_t)n * C * esz, (size_t)(max_n - n) * C * esz));
         dget(dst, 0, got, (size_t)C * ks * 4);
-        snprintf(name, sizeof name, "conv1d %s state after call %d (exact)", dtn(dt), r + 1);
+        snprintf(name, sizeof name, "conv1d %s state, x stride %d, after call %d (exact)", dtn(dt), stride, r + 1);
         report(name, frt_test_rel_err(got, st_ref, (size_t)C * ks), 0.0);
         free(x);
     }
@@ -706,6 +716,7 @@ static void test_conv1d(frt_cuda_dtype dt)
     free(st_ref);
     free(ref);
     free(got);
+    free(xs);
 }
 
 /* ---- gates and elementwise ------------------------------------------------ */
@@ -1340,6 +1351,7 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_conv1d_causal(NULL, p, F32, (char *)p + 4, F32, NULL, fp, ip, 4, 8, 4),
                  E);
     CHECK_STATUS(frt_cuda_conv1d_causal(NULL, p, F32, p, F32, fp, fp, ip, 4, 8, 4), E);
+    CHECK_STATUS(frt_cuda_conv1d_causal_strided(NULL, p, F32, (char *)p + 64, F32, 7, fp, fp, ip, 4, 8, 4), E);
     CHECK_STATUS(frt_cuda_gdn_gate(NULL, fp, fp, p, p, F32, fp, NULL, ip, 4, 8), E);
     CHECK_STATUS(frt_cuda_gdr_recurrent(NULL, p, F32, fp, p, p, p, F32, fp, fp, ip, 4, 3, 4, 64,
                                         64),
@@ -1423,8 +1435,10 @@ int main(void)
     test_kv_append(BF16);
     test_attention();
     test_gdr();
-    test_conv1d(F32);
-    test_conv1d(BF16);
+    test_conv1d(F32, 300);
+    test_conv1d(BF16, 300);
+    test_conv1d(F32, 357);
+    test_conv1d(BF16, 1000);
     test_gdn_gate(F32);
     test_gdn_gate(BF16);
     test_elementwise(F32);

@@ -10,8 +10,10 @@
  * [state, x[0 .. n-1]] (n, the valid token count, read from device memory:
  * padded rows of a prefill bucket never enter the state). Kernel sizes 2-4
  * are compiled with their taps unrolled so every load of an output is issued
- * before the first multiply (one memory round trip in decode).
- * Tested in tests/test_cuda_kernels.c.
+ * before the first multiply (one memory round trip in decode). The rows of
+ * x may be strided (frt_cuda_conv1d_causal_strided: the q | k | v columns of
+ * the prefill's fused in_proj_qkv | z | b | a output).
+ * Tested in tests/test_cuda_kernels.c and tests/test_cuda_conv1d.c.
  */
 #include "kernels/cuda/cuda_util.h"
 
@@ -21,7 +23,7 @@
 template <int KT>
 __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt,
                                   const float *conv_state, const float *w, const int32_t *d_n,
-                                  int max_n, int channels, int kernel)
+                                  int max_n, int channels, int kernel, int x_stride)
 {
     const int t = blockIdx.x;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
@@ -36,7 +38,7 @@ __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt
             const int i = t + j;
             wv[j] = wc[j];
             xv[j] = i < KT - 1 ? conv_state[(size_t)c * (KT - 1) + i]
-                               : frt_ld(x, x_dt, (size_t)(i - (KT - 1)) * channels + c);
+                               : frt_ld(x, x_dt, (size_t)(i - (KT - 1)) * x_stride + c);
         }
 #pragma unroll
         for (int j = 0; j < KT; j++) acc += wv[j] * xv[j];
@@ -44,7 +46,7 @@ __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt
         for (int j = 0; j < kernel; j++) {
             const int i = t + j;
             const float xv = i < ks ? conv_state[(size_t)c * ks + i]
-                                    : frt_ld(x, x_dt, (size_t)(i - ks) * channels + c);
+                                    : frt_ld(x, x_dt, (size_t)(i - ks) * x_stride + c);
             acc += wc[j] * xv;
         }
     }
@@ -52,7 +54,8 @@ __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt
 }
 
 __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
-                                    const int32_t *d_n, int max_n, int channels, int kernel)
+                                    const int32_t *d_n, int max_n, int channels, int kernel,
+                                    int x_stride)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= channels) return;
@@ -66,7 +69,7 @@ __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
         for (int i = 0; i < 3; i++) {
             const int src = n + i;
             if (i < ks)
-                v[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * channels + c);
+                v[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * x_stride + c);
         }
 #pragma unroll
         for (int i = 0; i < 3; i++)
@@ -75,15 +78,16 @@ __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
     }
     for (int i = 0; i < ks; i++) {
         const int src = n + i;
-        st[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * channels + c);
+        st[i] = src < ks ? st[src] : frt_ld(x, x_dt, (size_t)(src - ks) * x_stride + c);
     }
 }
 
-extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype out_dtype,
-                                      const void *x, frt_cuda_dtype x_dtype, float *conv_state,
-                                      const float *w, const int32_t *d_n, int max_n, int channels,
-                                      int kernel)
+extern "C" int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                              const void *x, frt_cuda_dtype x_dtype, int x_stride,
+                                              float *conv_state, const float *w, const int32_t *d_n,
+                                              int max_n, int channels, int kernel)
 {
+    FRT_ARG(x_stride >= channels, "cuda conv1d: x row stride %d < channels %d", x_stride, channels);
     FRT_ARG(out && x && w && (conv_state || kernel == 1), "cuda conv1d: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(x_dtype), "cuda conv1d: bad dtype");
     FRT_ARG(max_n >= 0 && channels > 0 && kernel >= 1 && kernel <= 64,
@@ -96,26 +100,35 @@ extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype ou
     switch (kernel) {
     case 2:
         conv1d_out_kernel<2><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel);
+                                                  max_n, channels, kernel, x_stride);
         break;
     case 3:
         conv1d_out_kernel<3><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel);
+                                                  max_n, channels, kernel, x_stride);
         break;
     case 4:
         conv1d_out_kernel<4><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel);
+                                                  max_n, channels, kernel, x_stride);
         break;
     default:
         conv1d_out_kernel<0><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel);
+                                                  max_n, channels, kernel, x_stride);
         break;
     }
     FRT_LAUNCH_CHECK();
     if (kernel > 1) {
         conv1d_state_kernel<<<(channels + 255) / 256, 256, 0, s>>>(x, x_dtype, conv_state, d_n,
-                                                                  max_n, channels, kernel);
+                                                                  max_n, channels, kernel, x_stride);
         FRT_LAUNCH_CHECK();
     }
     return 0;
+}
+
+extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                      const void *x, frt_cuda_dtype x_dtype, float *conv_state,
+                                      const float *w, const int32_t *d_n, int max_n, int channels,
+                                      int kernel)
+{
+    return frt_cuda_conv1d_causal_strided(stream, out, out_dtype, x, x_dtype, channels, conv_state, w,
+                                          d_n, max_n, channels, kernel);
 }

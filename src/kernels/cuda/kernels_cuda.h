@@ -254,6 +254,15 @@ int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype out_dtype, co
                            frt_cuda_dtype x_dtype, float *conv_state, const float *w,
                            const int32_t *d_n, int max_n, int channels, int kernel);
 
+/* frt_cuda_conv1d_causal (the same bits) on strided rows of x: x[t, c] at
+ * x + t * x_stride + c (elements, x_stride >= channels), e.g. the q | k | v
+ * columns of a wider fused projection. Errors: those of
+ * frt_cuda_conv1d_causal; FRT_ERR_INVALID_ARGUMENT for x_stride < channels. */
+int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
+                                   frt_cuda_dtype x_dtype, int x_stride, float *conv_state,
+                                   const float *w, const int32_t *d_n, int max_n, int channels,
+                                   int kernel);
+
 /* The Gated DeltaNet gates:
  *   g = -exp(A_log[h]) * softplus(a + dt_bias[h]),  beta = sigmoid(b)
  * a, b [max_n, n_heads] of ab_dtype; g, beta [max_n, n_heads] f32;
@@ -290,18 +299,26 @@ int frt_cuda_gdr_recurrent(void *stream, void *out, frt_cuda_dtype out_dtype, fl
  * one block per (chunk, value head), writes what does not depend on the
  * state (U, W, the intra-chunk attention, the decays) to `workspace`; a scan
  * kernel, one block per (value head, 32 columns of dv), carries the state
- * over the chunks. Every element is summed in a fixed order (bits
- * reproducible); splitting a prefill into calls at multiples of `chunk`
- * gives the same bits as one call. The tail chunk has its real rows only.
+ * over the chunks (held in registers). The matrix products run on the
+ * tensor cores as 3xTF32 (each fp32 operand split into tf32 hi + lo, three
+ * mma.sync per product, every k step of 8 accumulated in fp32 round to
+ * nearest): error at the level of the fp32 twin (~3e-7 norm-wise on random
+ * data, no growth over 32k tokens). Every element is summed in a fixed order
+ * (bits reproducible); splitting a prefill into calls at multiples of
+ * `chunk` gives the same bits as one call. The tail chunk has its real rows
+ * only. q, k, v f32 with dk, dv multiples of 4 at 16-byte aligned addresses
+ * are staged by cp.async, other inputs by plain loads (same bits).
  * workspace (device, 16-byte aligned, contents scratch: overwritten) must
  * hold frt_cuda_gdr_chunked_workspace_bytes(max_n, n_k_heads, n_v_heads, dk,
  * dv, chunk) bytes; it may be NULL only when that is 0 (max_n 0). Calls on
  * one stream may share it.
  * 1 <= chunk <= FRT_CUDA_GDR_MAX_CHUNK. dk > 128 is FRT_ERR_UNSUPPORTED;
- * dk 128 needs ~152 KiB of shared memory per block (H100/H200: 227 KiB),
- * and a size that does not fit the device is FRT_ERR_UNSUPPORTED too
- * (checked before anything is enqueued: needs a current device). A NULL,
- * short or misaligned workspace is FRT_ERR_INVALID_ARGUMENT.
+ * the kernels need 194 / 190 KiB of shared memory per block whatever the
+ * sizes (H100/H200: 227 KiB), and a device with less is FRT_ERR_UNSUPPORTED
+ * too (checked before anything is enqueued: needs a current device). A
+ * NULL, short or misaligned workspace is FRT_ERR_INVALID_ARGUMENT.
+ * Source: flash-linear-attention chunk_gated_delta_rule_fwd (the split);
+ * CUTLASS's 3xTF32 "fast fp32" tensor-op GEMM (the split products).
  * Twin: frt_cpu_gdr_chunked. */
 int frt_cuda_gdr_chunked(void *stream, void *out, frt_cuda_dtype out_dtype, float *state,
                          const void *q, const void *k, const void *v, frt_cuda_dtype in_dtype,

@@ -94,6 +94,8 @@ typedef struct cu_model {
     /* sizes */
     int H, I, V, L, nh, nkv, hd, qw, ad, kvw, gated;
     int nk, nv, dk, dv, kd, vd, ch, ba_w, K;
+    int dn_w;     /* ch + vd + ba_w: columns of the fused in_proj_qkv | z | b | a */
+    int dn_fused; /* every DeltaNet layer's in_proj_qkv, _z, _ba lie end to end (prefill: one GEMM) */
     float eps, theta, scale;
     int rot;
 
@@ -376,6 +378,15 @@ static int cu_load_weights(frt_model *m)
     FRT_TRY(load_all(&wl));
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "cuda model: weight layout changed between passes");
+    c->dn_w = c->ch + c->vd + c->ba_w;
+    c->dn_fused = 1;
+    for (int l = 0; l < c->L; l++) {
+        const cu_layer *lw = &c->layers[l];
+        if (!lw->in_proj_qkv) continue;
+        if (lw->in_proj_z != lw->in_proj_qkv + (size_t)c->ch * (size_t)c->H ||
+            lw->in_proj_ba != lw->in_proj_z + (size_t)c->vd * (size_t)c->H)
+            c->dn_fused = 0;
+    }
     m->w.bytes = bytes;
     return 0;
 }
@@ -400,6 +411,8 @@ static int plan_all(frt_model *m, cu_model *c, int n)
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 0));  /* o_proj */
     }
     if (has_lin) {
+        if (c->dn_fused && n > FRT_CUDA_GEMV_MAX_N)
+            FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->dn_w, F32, 0)); /* in_proj_qkv | z | b | a */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ch, F32, 0));   /* in_proj_qkv */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->vd, F32, 0));   /* in_proj_z */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ba_w, F32, 0)); /* in_proj_b | a */
@@ -432,7 +445,7 @@ static int cu_alloc_scratch(frt_model *m)
     size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t);
     size_t H = (size_t)c->H;
     size_t nv = (size_t)max_i(c->nv, 1);
-    size_t wide = (size_t)max_i(max_i(c->qw, c->ch), c->I);
+    size_t wide = (size_t)max_i(max_i(max_i(c->qw, c->ch), c->I), c->dn_fused ? c->dn_w : 0);
     size_t wide1 = (size_t)max_i(c->ch, c->I);
     size_t qwid = (size_t)max_i(c->ad, c->kd), kwid = (size_t)max_i(c->kvw, c->kd);
     size_t vwid = (size_t)max_i(c->kvw, c->vd), owid = (size_t)max_i(c->ad, c->vd);
@@ -660,6 +673,14 @@ static int deltanet_block(const fwd *f, int l)
                                           {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
         FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
+    } else if (c->dn_fused && R > FRT_CUDA_GEMV_MAX_N) {
+        /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
+         * the conv reads its ch columns in place (below) */
+        const int W = c->dn_w;
+        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, W));
+        FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + ch, F32, f->d_n, R, 1, vd, W));
+        FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->t0 + ch + vd, F32, f->d_n, R, 1, nv, W));
+        FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->t0 + ch + vd + nv, F32, f->d_n, R, 1, nv, W));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
         FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
@@ -673,7 +694,9 @@ static int deltanet_block(const fwd *f, int l)
                                     lw->A_log, lw->dt_bias, lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->K, c->eps));
         return gemm_out(f, c->ob, lw->out_proj, vd);
     }
-    FRT_TRY(frt_cuda_conv1d_causal(st, c->t1, F32, c->t0, F32, conv, lw->conv1d, f->d_n, R, ch, c->K));
+    const int x_stride = !f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N ? c->dn_w : ch;
+    FRT_TRY(frt_cuda_conv1d_causal_strided(st, c->t1, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n, R, ch,
+                                           c->K));
     FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t1, F32, f->d_n, R, 1, kd, ch));
     FRT_TRY(frt_cuda_copy_rows(st, c->k, F32, c->t1 + kd, F32, f->d_n, R, 1, kd, ch));
     FRT_TRY(frt_cuda_copy_rows(st, c->v, F32, c->t1 + 2 * kd, F32, f->d_n, R, 1, vd, ch));
