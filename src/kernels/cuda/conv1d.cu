@@ -17,11 +17,21 @@
  */
 #include "kernels/cuda/cuda_util.h"
 
+#include <string.h>
+
 /* KT > 0: the kernel size at compile time (every tap's weight and input
  * loaded into registers before the first multiply: one memory round trip);
  * KT == 0: any size, a loop. */
+/* Where the output columns go: [first[i], first[i] + width[i]) to out[i]
+ * [max_n, width[i]], i < n (one entry: the plain [max_n, channels] out). */
+struct conv_outs {
+    void *out[3];
+    int first[3], width[3];
+    int n;
+};
+
 template <int KT>
-__global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt,
+__global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_dt,
                                   const float *conv_state, const float *w, const int32_t *d_n,
                                   int max_n, int channels, int kernel, int x_stride)
 {
@@ -50,7 +60,13 @@ __global__ void conv1d_out_kernel(void *out, int out_dt, const void *x, int x_dt
             acc += wc[j] * xv;
         }
     }
-    frt_st(out, out_dt, (size_t)t * channels + c, frt_silu(acc));
+    /* constant indices only: a dynamic index into the by-value o would copy
+     * it to local memory in every thread (measured 2.5x slower) */
+    void *op = o.out[0];
+    int first = 0, width = o.width[0];
+    if (o.n > 1 && c >= o.first[1]) op = o.out[1], first = o.first[1], width = o.width[1];
+    if (o.n > 2 && c >= o.first[2]) op = o.out[2], first = o.first[2], width = o.width[2];
+    frt_st(op, out_dt, (size_t)t * width + (c - first), frt_silu(acc));
 }
 
 __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
@@ -82,36 +98,35 @@ __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
     }
 }
 
-extern "C" int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_dtype,
-                                              const void *x, frt_cuda_dtype x_dtype, int x_stride,
-                                              float *conv_state, const float *w, const int32_t *d_n,
-                                              int max_n, int channels, int kernel)
+static int conv1d_run(void *stream, const conv_outs &o, frt_cuda_dtype out_dtype, const void *x,
+                      frt_cuda_dtype x_dtype, int x_stride, float *conv_state, const float *w,
+                      const int32_t *d_n, int max_n, int channels, int kernel)
 {
     FRT_ARG(x_stride >= channels, "cuda conv1d: x row stride %d < channels %d", x_stride, channels);
-    FRT_ARG(out && x && w && (conv_state || kernel == 1), "cuda conv1d: NULL pointer");
+    for (int i = 0; i < o.n; i++) FRT_ARG(o.out[i] && o.out[i] != x, "cuda conv1d: out %d NULL or x", i);
+    FRT_ARG(x && w && (conv_state || kernel == 1), "cuda conv1d: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(x_dtype), "cuda conv1d: bad dtype");
     FRT_ARG(max_n >= 0 && channels > 0 && kernel >= 1 && kernel <= 64,
             "cuda conv1d: max_n %d channels %d kernel %d (1..64)", max_n, channels, kernel);
     FRT_ARG(channels <= 65535 * 256, "cuda conv1d: channels %d", channels);
-    FRT_ARG(out != x, "cuda conv1d: out aliases x");
     if (max_n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     dim3 grid((unsigned int)max_n, (unsigned int)((channels + 255) / 256));
     switch (kernel) {
     case 2:
-        conv1d_out_kernel<2><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<2><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     case 3:
-        conv1d_out_kernel<3><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<3><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     case 4:
-        conv1d_out_kernel<4><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<4><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     default:
-        conv1d_out_kernel<0><<<grid, 256, 0, s>>>(out, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<0><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     }
@@ -122,6 +137,37 @@ extern "C" int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_
         FRT_LAUNCH_CHECK();
     }
     return 0;
+}
+
+extern "C" int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                              const void *x, frt_cuda_dtype x_dtype, int x_stride,
+                                              float *conv_state, const float *w, const int32_t *d_n,
+                                              int max_n, int channels, int kernel)
+{
+    conv_outs o = {{out, NULL, NULL}, {0, 0, 0}, {channels, 0, 0}, 1};
+    return conv1d_run(stream, o, out_dtype, x, x_dtype, x_stride, conv_state, w, d_n, max_n, channels, kernel);
+}
+
+extern "C" int frt_cuda_conv1d_causal_split(void *stream, void *const *outs, const int *widths, int n_outs,
+                                            frt_cuda_dtype out_dtype, const void *x, frt_cuda_dtype x_dtype,
+                                            int x_stride, float *conv_state, const float *w, const int32_t *d_n,
+                                            int max_n, int channels, int kernel)
+{
+    FRT_ARG(outs && widths && n_outs >= 1 && n_outs <= 3, "cuda conv1d split: %d outputs (1..3)", n_outs);
+    conv_outs o;
+    memset(&o, 0, sizeof o);
+    o.n = n_outs;
+    int col = 0;
+    for (int i = 0; i < n_outs; i++) {
+        FRT_ARG(widths[i] >= 1 && widths[i] <= channels - col, "cuda conv1d split: width %d of output %d",
+                widths[i], i);
+        o.out[i] = outs[i];
+        o.first[i] = col;
+        o.width[i] = widths[i];
+        col += widths[i];
+    }
+    FRT_ARG(col == channels, "cuda conv1d split: the widths cover %d of %d channels", col, channels);
+    return conv1d_run(stream, o, out_dtype, x, x_dtype, x_stride, conv_state, w, d_n, max_n, channels, kernel);
 }
 
 extern "C" int frt_cuda_conv1d_causal(void *stream, void *out, frt_cuda_dtype out_dtype,

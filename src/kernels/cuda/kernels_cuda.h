@@ -263,6 +263,18 @@ int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_d
                                    const float *w, const int32_t *d_n, int max_n, int channels,
                                    int kernel);
 
+/* frt_cuda_conv1d_causal_strided (the same values) with the output columns
+ * split over n_outs (1..3) buffers: columns [sum of widths before i, + widths[i])
+ * go to outs[i] [max_n, widths[i]] of out_dtype (contiguous rows), e.g. the
+ * Gated DeltaNet's q, k, v straight out of the conv. The widths (>= 1) must
+ * add up to channels; no output may alias x. Errors: those of
+ * frt_cuda_conv1d_causal_strided; FRT_ERR_INVALID_ARGUMENT for NULL
+ * outs / widths, a bad n_outs or widths that do not cover the channels. */
+int frt_cuda_conv1d_causal_split(void *stream, void *const *outs, const int *widths, int n_outs,
+                                 frt_cuda_dtype out_dtype, const void *x, frt_cuda_dtype x_dtype,
+                                 int x_stride, float *conv_state, const float *w, const int32_t *d_n,
+                                 int max_n, int channels, int kernel);
+
 /* The Gated DeltaNet gates:
  *   g = -exp(A_log[h]) * softplus(a + dt_bias[h]),  beta = sigmoid(b)
  * a, b [max_n, n_heads] of ab_dtype; g, beta [max_n, n_heads] f32;

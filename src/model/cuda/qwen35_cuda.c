@@ -694,12 +694,12 @@ static int deltanet_block(const fwd *f, int l)
                                     lw->A_log, lw->dt_bias, lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->K, c->eps));
         return gemm_out(f, c->ob, lw->out_proj, vd);
     }
+    /* the conv reads its ch columns in place and writes q, k, v apart */
     const int x_stride = !f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N ? c->dn_w : ch;
-    FRT_TRY(frt_cuda_conv1d_causal_strided(st, c->t1, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n, R, ch,
-                                           c->K));
-    FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t1, F32, f->d_n, R, 1, kd, ch));
-    FRT_TRY(frt_cuda_copy_rows(st, c->k, F32, c->t1 + kd, F32, f->d_n, R, 1, kd, ch));
-    FRT_TRY(frt_cuda_copy_rows(st, c->v, F32, c->t1 + 2 * kd, F32, f->d_n, R, 1, vd, ch));
+    void *const qkv[3] = {c->q, c->k, c->v};
+    const int widths[3] = {kd, kd, vd};
+    FRT_TRY(frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
+                                         R, ch, c->K));
     FRT_TRY(frt_cuda_l2norm(st, c->q, F32, f->d_n, R, nk, dk, 1e-6f));
     FRT_TRY(frt_cuda_l2norm(st, c->k, F32, f->d_n, R, nk, dk, 1e-6f));
     FRT_TRY(frt_cuda_gdn_gate(st, c->g, c->beta, c->a, c->b, F32, lw->A_log, lw->dt_bias, f->d_n, R, nv));
