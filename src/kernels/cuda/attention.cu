@@ -73,6 +73,7 @@
  * tests/test_cuda_decode.c and tests/test_cuda_attn_decode.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/mma_util.h"
 
 #include <math.h>
 
@@ -218,61 +219,6 @@ template <int HD> struct tc_cfg {
     static_assert(KS % 2 == 0 && DN % 2 == 0 && TC_TILE % RSTEP == 0, "head_dim 64, 128 or 256");
 };
 
-__device__ __forceinline__ uint32_t tc_smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared; src_bytes 0 zero-fills (reads nothing). */
-__device__ __forceinline__ void tc_cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void tc_cp_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Waits until at most N of this thread's groups are pending. */
-template <int N> __device__ __forceinline__ void tc_cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void tc_ldsm_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void tc_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-/* d += a (16x16 bf16, row) . b (16x8 bf16, col), fp32 accumulators. */
-__device__ __forceinline__ void tc_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                       uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats as bf16x2 (RNE), lo in the low half (the lower column). */
-__device__ __forceinline__ uint32_t tc_pack(float lo, float hi)
-{
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&v);
-}
-
 /* x = h + m + l exactly for finite x (l has at most 8 significant bits, so
  * bf16(l) == l; subnormal tails may round): the three bf16 terms as floats. */
 __device__ __forceinline__ void tc_split3(float x, float &h, float &m, float &l)
@@ -291,8 +237,8 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
     float h0, m0, l0, h1, m1, l1;
     tc_split3(p0, h0, m0, l0);
     tc_split3(p1, h1, m1, l1);
-    top = upper ? tc_pack(m0, m1) : tc_pack(h0, h1);
-    bot = upper ? 0u : tc_pack(l0, l1);
+    top = upper ? frt_pack_bf16(m0, m1) : frt_pack_bf16(h0, h1);
+    bot = upper ? 0u : frt_pack_bf16(l0, l1);
 }
 
 /* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
@@ -324,7 +270,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const int ntiles = (s_end - 1 - s_begin) * tps +
                        (min(L, b_hi - (s_end - 1) * L) + TC_TILE - 1) / TC_TILE;
 
-    const uint32_t sb = tc_smem_addr(tsm);
+    const uint32_t sb = frt_smem_addr(tsm);
     float *const S = reinterpret_cast<float *>(tsm + C::S_OFF); /* [4][TC_SROW] */
 
     /* K/V tile k (of the block's sequence) -> stage k % TC_STAGES; rows past
@@ -347,14 +293,14 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
             const bool ok = row < rows;
             const size_t g = ok ? (size_t)(j0 + row) * crow : 0;
             const uint32_t off = (uint32_t)(row * ROWB + ((lc ^ (row & 7)) << 4));
-            tc_cp_async16(st + off, kb + g, ok ? 16 : 0);
-            tc_cp_async16(st + C::TBYTES + off, vb + g, ok ? 16 : 0);
+            frt_cp_async16(st + off, kb + g, ok ? 16 : 0);
+            frt_cp_async16(st + C::TBYTES + off, vb + g, ok ? 16 : 0);
         }
     };
 #pragma unroll
     for (int st = 0; st < TC_STAGES - 1; st++) {
         if (st < ntiles) load_tile(st);
-        tc_cp_commit();
+        frt_cp_async_commit();
     }
 
     /* The queries, while the first tiles are in flight: pair qi of the chunk
@@ -378,9 +324,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
             float h0, m0, l0, h1, m1, l1;
             tc_split3(x[2 * e], h0, m0, l0);
             tc_split3(x[2 * e + 1], h1, m1, l1);
-            hw[e] = tc_pack(h0, h1);
-            mw[e] = tc_pack(m0, m1);
-            lw[e] = tc_pack(l0, l1);
+            hw[e] = frt_pack_bf16(h0, h1);
+            mw[e] = frt_pack_bf16(m0, m1);
+            lw[e] = frt_pack_bf16(l0, l1);
         }
         unsigned char *qs = tsm + C::Q_OFF;
         *reinterpret_cast<uint4 *>(qs + qi * ROWB + ((c ^ qi) << 4)) =
@@ -402,7 +348,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         const int hi = lane >> 4;
 #pragma unroll
         for (int kk = 0; kk < KS; kk++)
-            tc_ldsm_x4(qf[kk], qrow + (uint32_t)(((2 * kk + hi) ^ sw) << 4));
+            frt_ldsm_x4(qf[kk], qrow + (uint32_t)(((2 * kk + hi) ^ sw) << 4));
     }
 
     /* ldmatrix offsets within a stage.
@@ -435,10 +381,10 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     float m = -INFINITY, l = 0.0f; /* log2 domain; equal in the 4 warps */
 
     for (int k = 0; k < ntiles; k++) {
-        tc_cp_wait<TC_STAGES - 2>();
+        frt_cp_async_wait<TC_STAGES - 2>();
         __syncthreads(); /* tile k landed for all; tile k - 1 and its scores are consumed */
         if (k + TC_STAGES - 1 < ntiles) load_tile(k + TC_STAGES - 1);
-        tc_cp_commit();
+        frt_cp_async_commit();
 
         const int sq = k / tps, i = k - sq * tps;
         const int s = s_begin + sq;
@@ -454,9 +400,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
 #pragma unroll
             for (int ii = 0; ii < KS / 2; ii++) {
                 uint32_t b[4];
-                tc_ldsm_x4(b, kst + koff[ii & 1] + (uint32_t)((ii >> 1) * 128));
-                tc_mma(acc[0], qf[2 * ii], b[0], b[1]);
-                tc_mma(acc[1], qf[2 * ii + 1], b[2], b[3]);
+                frt_ldsm_x4(b, kst + koff[ii & 1] + (uint32_t)((ii >> 1) * 128));
+                frt_mma_bf16(acc[0], qf[2 * ii], b[0], b[1]);
+                frt_mma_bf16(acc[1], qf[2 * ii + 1], b[2], b[3]);
             }
             /* (hi + lo) here, + mid from lane ^ 16: the same sum on both lanes */
             const float a0 = (acc[0][0] + acc[1][0]) + (acc[0][2] + acc[1][2]);
@@ -523,9 +469,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
 #pragma unroll
             for (int dp = 0; dp < DN / 2; dp++) {
                 uint32_t b[4];
-                tc_ldsm_x4_trans(b, vst + voff[dp] + (uint32_t)(kk * 16 * ROWB));
-                tc_mma(o[2 * dp], pf, b[0], b[1]);
-                tc_mma(o[2 * dp + 1], pf, b[2], b[3]);
+                frt_ldsm_x4_trans(b, vst + voff[dp] + (uint32_t)(kk * 16 * ROWB));
+                frt_mma_bf16(o[2 * dp], pf, b[0], b[1]);
+                frt_mma_bf16(o[2 * dp + 1], pf, b[2], b[3]);
             }
         }
 

@@ -46,6 +46,7 @@
  * Tested in tests/test_cuda_flash_attention.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/mma_util.h"
 
 #include <math.h>
 
@@ -92,63 +93,6 @@ struct fa_args {
     float sl2; /* scale * log2(e) */
 };
 
-/* ---- PTX wrappers ------------------------------------------------------ */
-
-__device__ __forceinline__ uint32_t fa_smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared; src_bytes 0 fills zeros (reads nothing). */
-__device__ __forceinline__ void fa_cp_async16(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void fa_cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Waits until at most n of this thread's groups are pending. */
-template <int N> __device__ __forceinline__ void fa_cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void fa_ldsm_x4(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void fa_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-/* d += a (16x16 bf16, row) . b (16x8 bf16, col), fp32 accumulators. */
-__device__ __forceinline__ void fa_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                       uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* Two floats as bf16x2 (RNE), lo in the low half (the lower column). */
-__device__ __forceinline__ uint32_t fa_pack_bf16(float lo, float hi)
-{
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&v);
-}
-
 /* ---- the attention kernel ---------------------------------------------- */
 
 /* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
@@ -176,7 +120,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
     if (b_hi <= s_lo) return; /* uniform: no key of this block in this split */
     const int ntiles = (b_hi - s_lo + BC - 1) / BC;
 
-    const uint32_t qs = fa_smem_addr(fa_smem);
+    const uint32_t qs = frt_smem_addr(fa_smem);
     const uint32_t ks0 = qs + C::QBYTES, vs0 = ks0 + 2 * TBYTES;
 
     /* K/V tile it -> stage it & 1; rows past b_hi are zero-filled (finite V
@@ -198,12 +142,12 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
             const bool ok = j0 + k * RSTEP < b_hi;
             const size_t g = ok ? g0 + (size_t)(k * RSTEP) * crow : 0;
             const uint32_t off = st + (((k * RSTEP) & 4) ? so_b : so_a) + k * RSTEP * ROWB;
-            fa_cp_async16(ks0 + off, a.kc + g, ok ? 16 : 0);
-            fa_cp_async16(vs0 + off, a.vc + g, ok ? 16 : 0);
+            frt_cp_async16(ks0 + off, a.kc + g, ok ? 16 : 0);
+            frt_cp_async16(vs0 + off, a.vc + g, ok ? 16 : 0);
         }
     };
     issue(0);
-    fa_cp_async_commit();
+    frt_cp_async_commit();
 
     /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros
      * (never read). */
@@ -223,10 +167,10 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
                 const float4 *p =
                     reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
                 const float4 x = __ldg(p), y = __ldg(p + 1);
-                v.x = fa_pack_bf16(x.x, x.y);
-                v.y = fa_pack_bf16(x.z, x.w);
-                v.z = fa_pack_bf16(y.x, y.y);
-                v.w = fa_pack_bf16(y.z, y.w);
+                v.x = frt_pack_bf16(x.x, x.y);
+                v.y = frt_pack_bf16(x.z, x.w);
+                v.z = frt_pack_bf16(y.x, y.y);
+                v.w = frt_pack_bf16(y.z, y.w);
             }
         }
         *reinterpret_cast<uint4 *>(fa_smem + r * ROWB + ((c ^ (r & 7)) << 4)) = v;
@@ -254,7 +198,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
     uint32_t qf[C::QREG ? KS : 1][4];
     if constexpr (C::QREG) {
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++) fa_ldsm_x4(qf[kk], qa[kk & 3] + (kk >> 2) * 128);
+        for (int kk = 0; kk < KS; kk++) frt_ldsm_x4(qf[kk], qa[kk & 3] + (kk >> 2) * 128);
     }
 
     /* The warp's rows and their key ends (kend 0: a row past n, all masked). */
@@ -275,8 +219,8 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
 
     for (int it = 0; it < ntiles; it++) {
         if (it + 1 < ntiles) issue(it + 1);
-        fa_cp_async_commit();
-        fa_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
+        frt_cp_async_commit();
+        frt_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
         __syncthreads();       /* ... and every thread's */
         const int j0 = s_lo + it * BC;
         if (w_active && j0 < w_khi) { /* warp-uniform */
@@ -293,14 +237,14 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
 #pragma unroll
                     for (int e = 0; e < 4; e++) af[e] = qf[kk][e];
                 } else {
-                    fa_ldsm_x4(af, qa[kk & 3] + (kk >> 2) * 128);
+                    frt_ldsm_x4(af, qa[kk & 3] + (kk >> 2) * 128);
                 }
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t b[4];
-                    fa_ldsm_x4(b, ks + ka[kk & 3] + (kk >> 2) * 128 + np * 16 * ROWB);
-                    fa_mma(s[2 * np], af, b[0], b[1]);
-                    fa_mma(s[2 * np + 1], af, b[2], b[3]);
+                    frt_ldsm_x4(b, ks + ka[kk & 3] + (kk >> 2) * 128 + np * 16 * ROWB);
+                    frt_mma_bf16(s[2 * np], af, b[0], b[1]);
+                    frt_mma_bf16(s[2 * np + 1], af, b[2], b[3]);
                 }
             }
 
@@ -357,16 +301,16 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) {
                 uint32_t pf[4];
-                pf[0] = fa_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-                pf[1] = fa_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-                pf[2] = fa_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pf[3] = fa_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                pf[0] = frt_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+                pf[1] = frt_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+                pf[2] = frt_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pf[3] = frt_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
                 for (int dp = 0; dp < HD / 16; dp++) {
                     uint32_t b[4];
-                    fa_ldsm_x4_trans(b, vs + va[dp & 3] + (dp >> 2) * 128 + kk * 16 * ROWB);
-                    fa_mma(o[2 * dp], pf, b[0], b[1]);
-                    fa_mma(o[2 * dp + 1], pf, b[2], b[3]);
+                    frt_ldsm_x4_trans(b, vs + va[dp & 3] + (dp >> 2) * 128 + kk * 16 * ROWB);
+                    frt_mma_bf16(o[2 * dp], pf, b[0], b[1]);
+                    frt_mma_bf16(o[2 * dp + 1], pf, b[2], b[3]);
                 }
             }
         }
