@@ -11,6 +11,8 @@
  *   dput_as / dget_as           floats to / from a buffer of dtype f32 or bf16
  *   hmat_rand / hmat_free       a random bf16 matrix: its bits and exact f32
  *   report(name, err, tol)      one "rel err / tolerance" table row and its check
+ *   frt_test_cuda_start()       after the device-free checks: skip (77) without a
+ *                               device, else g_ctx / g_st / g_cs and the device line
  *
  * Options, #defined before the #include:
  *   FRT_TEST_CUDA_COL n            width of the name column (default 62)
@@ -55,6 +57,28 @@ static inline void must(int rc, const char *what)
         fprintf(stderr, "setup failed: %s: %s (%s)\n", what, frt_status_name(rc), frt_last_error());
         exit(1);
     }
+}
+
+/* The device part of a test's main begins here: without a CUDA device it
+ * ends the program, failed (1) when the device-free checks before it failed,
+ * else skipped (77); with one it creates g_ctx, g_st, g_cs, prints the
+ * device and returns its SM count. */
+static inline int frt_test_cuda_start(void)
+{
+    int n_dev = 0;
+    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
+    if (n_dev == 0) {
+        if (frt_test_failed_) exit(frt_test_report());
+        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
+        TEST_SKIP("no CUDA device");
+    }
+    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
+    g_st = frt_context_stream(g_ctx);
+    g_cs = frt_stream_native(g_st);
+    frt_device_info info;
+    if (frt_context_device_info(g_ctx, &info) != 0) return 0;
+    printf("  device: %s (sm_%d%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
+    return info.sm_count;
 }
 
 /* Zeroed host memory; ends the program when out of memory. */

@@ -475,16 +475,7 @@ int main(void)
     frt_test_seed(20261212);
     printf("  %-62s %10s %8s\n", "case", "rel err", "tol");
     test_bad_args();
-    int n_dev = 0;
-    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
-    if (n_dev == 0) {
-        if (frt_test_failed_) return frt_test_report();
-        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
-        TEST_SKIP("no CUDA device");
-    }
-    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
-    g_st = frt_context_stream(g_ctx);
-    g_cs = frt_stream_native(g_st);
+    frt_test_cuda_start();
     g_dyn = dalloc(64);
 
     test_shape("9B 16/4 hd 256 rot 64 gated", 16, 4, 256, 64, 1e7f, 1);

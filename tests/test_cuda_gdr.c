@@ -558,24 +558,9 @@ int main(void)
 {
     printf("  %-62s %10s %8s\n", "case", "rel err", "tol");
     test_bad_args();
-    int n_dev = 0;
-    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
-    if (n_dev == 0) {
-        if (frt_test_failed_) return frt_test_report();
-        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
-        TEST_SKIP("no CUDA device");
-    }
-    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
-    g_st = frt_context_stream(g_ctx);
-    g_cs = frt_stream_native(g_st);
+    int sm_count = frt_test_cuda_start();
+    if (sm_count <= 0) sm_count = 132;
     g_dn = dalloc(64);
-    frt_device_info info;
-    int sm_count = 132;
-    if (frt_context_device_info(g_ctx, &info) == 0) {
-        printf("  device: %s (sm_%d%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor,
-               info.sm_count);
-        sm_count = info.sm_count;
-    }
 
     const gdr_shape s9b = {16, 32, 128, 128, CHUNK}, s27b = {16, 48, 128, 128, CHUNK};
     /* the 9B and 27B shapes: full buckets, three calls carrying the state;

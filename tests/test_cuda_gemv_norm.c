@@ -835,20 +835,7 @@ int main(void)
 {
     printf("  %-70s %10s %8s\n", "case", "rel err", "tol");
     test_bad_args();
-    int n_dev = 0;
-    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
-    if (n_dev == 0) {
-        if (frt_test_failed_) return frt_test_report();
-        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
-        TEST_SKIP("no CUDA device");
-    }
-    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
-    g_st = frt_context_stream(g_ctx);
-    g_cs = frt_stream_native(g_st);
-    frt_device_info dinfo;
-    if (frt_context_device_info(g_ctx, &dinfo) == 0)
-        printf("  device: %s (sm_%d%d, %d SMs)\n", dinfo.name, dinfo.cc_major, dinfo.cc_minor,
-               dinfo.sm_count);
+    frt_test_cuda_start();
 
     frt_cuda_gemm *g = NULL;
     must(frt_cuda_gemm_create(0, &g), "gemm");

@@ -1470,21 +1470,8 @@ int main(void)
     frt_test_seed(20261121);
     printf("  %-58s %10s %8s\n", "kernel", "rel err", "tol");
     test_bad_args();
-    int n_dev = 0;
-    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
-    if (n_dev == 0) {
-        if (frt_test_failed_) return frt_test_report(); /* the argument checks failed */
-        printf("  %d argument checks passed (no device needed)\n", frt_test_passed_);
-        TEST_SKIP("no CUDA device");
-    }
-    must(frt_context_create(FRT_BACKEND_CUDA, 0, &g_ctx), "context");
-    g_st = frt_context_stream(g_ctx);
-    g_cs = frt_stream_native(g_st);
+    frt_test_cuda_start();
     g_dyn = dalloc(64);
-    frt_device_info info;
-    if (frt_context_device_info(g_ctx, &info) == 0)
-        printf("  device: %s (sm_%d%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor,
-               info.sm_count);
 
     test_embedding();
     rmsnorm_case(9, 9, 1, 1000, 1, F32, F32);
