@@ -435,6 +435,87 @@ static void test_timing(void)
 
 /* ---- bad arguments ------------------------------------------------------ */
 
+/* ---- frt_cuda_attn_prep: the tokens of a prefill piece ------------------- */
+
+/* The prep of n of max_n tokens at position start, reading q | gate, k, v
+ * at a stride out of one fused row per token (pad floats after v), against
+ * the unfused sequence of the model's prefill on contiguous copies of the
+ * same rows: every output buffer (sentinels past n included) bit for bit. */
+static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float theta, int gated, int start,
+                       int n, int max_n, int pad)
+{
+    const int per = (gated ? 2 : 1) * hd, qgn = nh * per, kvn = nkv * hd, qn = nh * hd;
+    const int W = qgn + 2 * kvn + pad;
+    const size_t cbytes = (size_t)(MAX_SEQ + 1) * kvn * 2;
+    float *F = frand((size_t)max_n * W, -2, 2), *QG = fnew((size_t)max_n * qgn);
+    float *K = fnew((size_t)max_n * kvn), *V = fnew((size_t)max_n * kvn);
+    for (int t = 0; t < max_n; t++) {
+        memcpy(QG + (size_t)t * qgn, F + (size_t)t * W, (size_t)qgn * 4);
+        memcpy(K + (size_t)t * kvn, F + (size_t)t * W + qgn, (size_t)kvn * 4);
+        memcpy(V + (size_t)t * kvn, F + (size_t)t * W + qgn + kvn, (size_t)kvn * 4);
+    }
+    float *qw = frand((size_t)hd, -0.5f, 0.5f), *kw = frand((size_t)hd, -0.5f, 0.5f);
+    dbuf dF = dalloc((size_t)max_n * W * 4), dQG = dalloc((size_t)max_n * qgn * 4);
+    dbuf dK = dalloc((size_t)max_n * kvn * 4), dV = dalloc((size_t)max_n * kvn * 4);
+    dbuf dqw = dalloc((size_t)hd * 4), dkw = dalloc((size_t)hd * 4);
+    dbuf q1 = dalloc((size_t)max_n * qn * 4), z1 = dalloc((size_t)max_n * qn * 4), kc1 = dalloc(cbytes),
+         vc1 = dalloc(cbytes);
+    dbuf q2 = dalloc((size_t)max_n * qn * 4), z2 = dalloc((size_t)max_n * qn * 4), kc2 = dalloc(cbytes),
+         vc2 = dalloc(cbytes), k2 = dalloc((size_t)max_n * kvn * 4);
+    dput(dF, 0, F, (size_t)max_n * W * 4);
+    dput(dQG, 0, QG, (size_t)max_n * qgn * 4);
+    dput(dK, 0, K, (size_t)max_n * kvn * 4);
+    dput(dV, 0, V, (size_t)max_n * kvn * 4);
+    dput(dqw, 0, qw, (size_t)hd * 4);
+    dput(dkw, 0, kw, (size_t)hd * 4);
+    dbuf *outs[] = {&q1, &z1, &kc1, &vc1, &q2, &z2, &kc2, &vc2};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) dsentinel(*outs[i]);
+    set_dyn(start, n);
+    const float *f = dF.p;
+    CHECK_OK(frt_cuda_attn_prep(g_cs, q1.p, gated ? z1.p : NULL, kc1.p, vc1.p, f, W, f + qgn, W, f + qgn + kvn, W,
+                                dqw.p, dkw.p, d_start_p(), d_n_p(), max_n, MAX_SEQ, nh, nkv, hd, rot, theta, EPS,
+                                1, gated));
+    /* the model's unfused prefill sequence */
+    CHECK_OK(frt_cuda_copy_rows(g_cs, k2.p, F32, dK.p, F32, d_n_p(), max_n, 1, kvn, kvn));
+    CHECK_OK(frt_cuda_copy_rows(g_cs, q2.p, F32, dQG.p, F32, d_n_p(), max_n, nh, hd, per));
+    if (gated)
+        CHECK_OK(frt_cuda_copy_rows(g_cs, z2.p, F32, (const float *)dQG.p + hd, F32, d_n_p(), max_n, nh, hd, per));
+    CHECK_OK(frt_cuda_rmsnorm(g_cs, q2.p, F32, q2.p, F32, dqw.p, d_n_p(), max_n, nh, hd, EPS, 1));
+    CHECK_OK(frt_cuda_rmsnorm(g_cs, k2.p, F32, k2.p, F32, dkw.p, d_n_p(), max_n, nkv, hd, EPS, 1));
+    CHECK_OK(frt_cuda_rope(g_cs, q2.p, F32, d_start_p(), d_n_p(), max_n, nh, hd, rot, theta));
+    CHECK_OK(frt_cuda_rope(g_cs, k2.p, F32, d_start_p(), d_n_p(), max_n, nkv, hd, rot, theta));
+    CHECK_OK(frt_cuda_kv_append(g_cs, kc2.p, vc2.p, k2.p, dV.p, F32, d_start_p(), d_n_p(), max_n, MAX_SEQ, nkv,
+                                hd));
+    sync_st();
+    /* q: one FMA contraction differs from the unfused rope (as in decode) */
+    {
+        float *a = fnew((size_t)n * qn), *b = fnew((size_t)n * qn);
+        dget(q1, 0, a, (size_t)n * qn * 4);
+        dget(q2, 0, b, (size_t)n * qn * 4);
+        char name[160];
+        snprintf(name, sizeof name, "prep %s start %d n %d/%d stride %d: q vs unfused", what, start, n, max_n, W);
+        report(name, diff_f32(a, b, (size_t)n * qn), TOL_UNFUSED);
+        free(a), free(b);
+    }
+    const char *names[4] = {"q", "gate", "k cache", "v cache"};
+    for (int i = 1; i < 4; i++) {
+        if (i == 1 && !gated) continue;
+        const size_t bytes = i < 2 ? (size_t)max_n * qn * 4 : cbytes;
+        unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes);
+        dget(*outs[i], 0, a, bytes);
+        dget(*outs[i + 4], 0, b, bytes);
+        char name[160];
+        snprintf(name, sizeof name, "prep %s start %d n %d/%d stride %d: %s == unfused (bits)", what, start, n,
+                 max_n, W, names[i]);
+        report(name, memcmp(a, b, bytes) == 0 ? 0.0 : 1.0, 0.0);
+        free(a), free(b);
+    }
+    CHECK(untouched(q1, (size_t)n * qn * 4, (size_t)(max_n - n) * qn * 4));
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) dfree(outs[i]);
+    dfree(&dF), dfree(&dQG), dfree(&dK), dfree(&dV), dfree(&dqw), dfree(&dkw), dfree(&k2);
+    free(F), free(QG), free(K), free(V), free(qw), free(kw);
+}
+
 static void test_bad_args(void)
 {
     float *fp = (float *)(uintptr_t)0x1000, *fo = (float *)(uintptr_t)0x2000;
@@ -468,6 +549,17 @@ static void test_bad_args(void)
     CHECK_STATUS(PREP(fo, fo, kc, vc, fp, ip, 64, 16, 4, 256, 64, 1e7f, 1), E);  /* zg == q_out */
     CHECK_STATUS(PREP(fo, fz, kc, kc, fp, ip, 64, 16, 4, 256, 64, 1e7f, 1), E);  /* k == v cache */
 #undef PREP
+    /* the prefill form: max_n and the row strides */
+#define PREPN(mn, qs, ks, vs)                                                                          \
+    frt_cuda_attn_prep(NULL, fo, fz, kc, vc, fp, qs, fp, ks, fp, vs, fp, fp, ip, ip, mn, 64, 16, 4, 256, 64, \
+                       1e7f, 1e-6f, 1, 1)
+    CHECK_STATUS(PREPN(-1, 10240, 10240, 10240), E);
+    CHECK_STATUS(PREPN(65536, 10240, 10240, 10240), E);
+    CHECK_STATUS(PREPN(2, 8191, 10240, 10240), E); /* q | gate of 16 heads need 8192 */
+    CHECK_STATUS(PREPN(2, 10240, 1023, 10240), E);
+    CHECK_STATUS(PREPN(2, 10240, 10240, 1023), E);
+    CHECK_OK(PREPN(0, 0, 0, 0)); /* nothing to do: nothing enqueued */
+#undef PREPN
 }
 
 int main(void)
@@ -483,6 +575,11 @@ int main(void)
     test_shape("small 4/2 hd 64 rot 64 ungated", 4, 2, 64, 64, 1e4f, 0);
     test_shape("odd 3/1 hd 50 rot 16 gated", 3, 1, 50, 16, 1e6f, 1);
     test_graph();
+    test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 0, 256, 256, 4);
+    test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 8192, 37, 256, 4);
+    test_multi("9B tail", 16, 4, 256, 64, 1e7f, 1, MAX_SEQ - 3, 5, 8, 0);
+    test_multi("27B", 24, 4, 256, 64, 1e7f, 1, 300, 64, 64, 4);
+    test_multi("odd ungated", 3, 1, 50, 16, 1e6f, 0, 7, 6, 9, 3);
     test_timing();
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");

@@ -17,8 +17,12 @@
  * sum in that order, then frt_block_sum over T threads), so the reduction
  * order is identical; rope and the bf16 stores are elementwise.
  *
- * One block per row: blocks [0, n_heads) are the query heads, blocks
- * [n_heads, n_heads + n_kv_heads) the KV heads. Every load of a row (x, the
+ * frt_cuda_attn_prep does the same for the max_n tokens of a prefill piece
+ * (token t at position start + t, rows of the inputs at a stride: the q | k |
+ * v columns of one fused GEMM output), replacing the same sequence there.
+ *
+ * One block per row: blockIdx.y is the token; blocks x in [0, n_heads) are
+ * the query heads, [n_heads, n_heads + n_kv_heads) the KV heads. Every load of a row (x, the
  * norm weight, the gate or v row) is issued first (16-byte loads when
  * aligned), the gate / v copy is stored at once, the row is normalised into
  * shared memory, and after one barrier each thread rotates and stores its own
@@ -41,27 +45,30 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
     float *__restrict__ q_out, float *__restrict__ zg_out, __nv_bfloat16 *__restrict__ k_cache,
     __nv_bfloat16 *__restrict__ v_cache, const float *__restrict__ qg,
     const float *__restrict__ k, const float *__restrict__ v, const float *__restrict__ q_norm_w,
-    const float *__restrict__ k_norm_w, const int32_t *d_start, const int32_t *d_n, int max_seq,
-    int n_heads, int n_kv_heads, int head_dim, int half, float eps, int zero_centered, int gated,
-    bool vec, const prep_params p)
+    const float *__restrict__ k_norm_w, const int32_t *d_start, const int32_t *d_n, int max_n,
+    int max_seq, int n_heads, int n_kv_heads, int head_dim, int half, float eps, int zero_centered,
+    int gated, bool vec, size_t qg_stride, size_t k_stride, size_t v_stride, const prep_params p)
 {
     __shared__ float row[FRT_CUDA_ATTN_PREP_MAX_HD];
     __shared__ float cs[FRT_CUDA_ROPE_MAX_ROT / 2], sn[FRT_CUDA_ROPE_MAX_ROT / 2];
-    if (frt_dyn_n(d_n, 1) == 0) return; /* uniform over the grid */
+    const int t = blockIdx.y;
+    if (t >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int b = blockIdx.x;
     const bool is_q = b < n_heads;
-    const int pos = frt_dyn_pos(d_start);
+    const int start = frt_dyn_pos(d_start);
+    const int pos = start + t;
     const int kvh = b - n_heads;
     if (!is_q && pos >= max_seq) return; /* the row is dropped (uniform over the block) */
     const float *x, *w, *cp;             /* cp: the row copied alongside (gate or v), or NULL */
+    const size_t qrow = ((size_t)t * n_heads + b) * head_dim; /* q_out / zg_out row (query blocks) */
     if (is_q) {
-        x = qg + (size_t)b * (gated ? 2 * head_dim : head_dim);
+        x = qg + t * qg_stride + (size_t)b * (gated ? 2 * head_dim : head_dim);
         w = q_norm_w;
         cp = gated ? x + head_dim : nullptr;
     } else {
-        x = k + (size_t)kvh * head_dim;
+        x = k + t * k_stride + (size_t)kvh * head_dim;
         w = k_norm_w;
-        cp = v + (size_t)kvh * head_dim;
+        cp = v + t * v_stride + (size_t)kvh * head_dim;
     }
     const size_t dst_kv = ((size_t)pos * n_kv_heads + kvh) * head_dim; /* KV blocks only */
     const int groups = head_dim / G;
@@ -77,8 +84,9 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
             if (cp) norm_ld<G>(cp, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
         }
     }
-    /* cos / sin of the position, as rope.cu (t = 0) */
-    const float fpos = (float)(pos + 0);
+    /* cos / sin of the position, as rope.cu (its angle of token t is
+     * (float)(start + t) * inv_freq) */
+    const float fpos = (float)(start + t);
     for (int i = threadIdx.x; i < half; i += T) {
         float a = fpos * p.inv_freq[i];
         cs[i] = cosf(a);
@@ -91,7 +99,7 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
             const int gi = threadIdx.x + j * T;
             if (gi < groups) {
                 if (is_q)
-                    norm_st<G>(zg_out + (size_t)b * head_dim, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
+                    norm_st<G>(zg_out + qrow, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
                 else
                     norm_st<G>(v_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, cv[j]);
             }
@@ -137,7 +145,7 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
                 }
             }
             if (is_q)
-                norm_st<G>(q_out + (size_t)b * head_dim, FRT_CUDA_F32, (size_t)gi * G, vec, y);
+                norm_st<G>(q_out + qrow, FRT_CUDA_F32, (size_t)gi * G, vec, y);
             else
                 norm_st<G>(k_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, y);
         }
@@ -149,19 +157,19 @@ static bool prep_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % b
 #define PREP_LAUNCH(G, NV)                                                                        \
     attn_decode_prep_kernel<G, NV><<<grid, sh.threads, 0, (cudaStream_t)stream>>>(                \
         q_out, zg_out, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, qg, k, v, q_norm_w,    \
-        k_norm_w, d_start, d_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps, zero_centered, \
-        gated, vec, p)
+        k_norm_w, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,         \
+        zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, p)
 
-extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out,
-                                         uint16_t *k_cache, uint16_t *v_cache, const float *qg,
-                                         const float *k, const float *v, const float *q_norm_w,
-                                         const float *k_norm_w, const int32_t *d_start,
-                                         const int32_t *d_n, int max_seq, int n_heads,
-                                         int n_kv_heads, int head_dim, int rot_dim, float theta,
-                                         float eps, int zero_centered, int gated)
+extern "C" int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_cache,
+                                  uint16_t *v_cache, const float *qg, int qg_stride, const float *k,
+                                  int k_stride, const float *v, int v_stride, const float *q_norm_w,
+                                  const float *k_norm_w, const int32_t *d_start, const int32_t *d_n,
+                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                  int rot_dim, float theta, float eps, int zero_centered, int gated)
 {
     FRT_ARG(q_out && k_cache && v_cache && qg && k && v && q_norm_w && k_norm_w && d_start,
             "cuda attn_decode_prep: NULL pointer");
+    FRT_ARG(max_n >= 0 && max_n <= 65535, "cuda attn_prep: max_n %d (0..65535)", max_n);
     FRT_ARG(!gated || zg_out, "cuda attn_decode_prep: gated needs zg_out");
     FRT_ARG(max_seq > 0 && n_heads > 0 && n_kv_heads > 0,
             "cuda attn_decode_prep: max_seq %d n_heads %d n_kv_heads %d", max_seq, n_heads,
@@ -179,6 +187,12 @@ extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_o
     FRT_ARG((const float *)q_out != qg && (const float *)zg_out != qg &&
                 (!gated || q_out != zg_out) && k_cache != v_cache,
             "cuda attn_decode_prep: an output aliases another buffer");
+    FRT_ARG(max_n <= 1 || ((long long)qg_stride >= (long long)n_heads * (gated ? 2 : 1) * head_dim &&
+                           (long long)k_stride >= (long long)n_kv_heads * head_dim &&
+                           (long long)v_stride >= (long long)n_kv_heads * head_dim),
+            "cuda attn_prep: row strides %d / %d / %d shorter than a token's row", qg_stride, k_stride,
+            v_stride);
+    if (max_n == 0) return 0;
     if (!gated) zg_out = NULL;
     /* the shape of the other norm kernels (the fp64 sum order, hence the bits,
      * depends on it); nv <= PREP_MAX_NV for head_dim <= FRT_CUDA_ATTN_PREP_MAX_HD */
@@ -189,11 +203,12 @@ extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_o
     const int half = rot_dim / 2;
     for (int i = 0; i < FRT_CUDA_ROPE_MAX_ROT / 2; i++) /* rope.cu's very expression */
         p.inv_freq[i] = i < half ? 1.0f / powf(theta, (float)(2 * i) / (float)rot_dim) : 0.0f;
-    const bool vec = sh.g == 4 && prep_aligned(q_out, 16) && prep_aligned(qg, 16) &&
+    const bool vec = sh.g == 4 && (max_n == 1 || (qg_stride % 4 == 0 && k_stride % 4 == 0 && v_stride % 4 == 0)) &&
+                     prep_aligned(q_out, 16) && prep_aligned(qg, 16) &&
                      prep_aligned(k, 16) && prep_aligned(v, 16) && prep_aligned(q_norm_w, 16) &&
                      prep_aligned(k_norm_w, 16) && (!zg_out || prep_aligned(zg_out, 16)) &&
                      prep_aligned(k_cache, 8) && prep_aligned(v_cache, 8);
-    const unsigned int grid = (unsigned int)(n_heads + n_kv_heads);
+    const dim3 grid((unsigned int)(n_heads + n_kv_heads), (unsigned int)max_n);
     if (sh.g == 4) {
         switch (sh.nv) {
         case 1: PREP_LAUNCH(4, 1); break;
@@ -209,4 +224,17 @@ extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_o
     }
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out,
+                                         uint16_t *k_cache, uint16_t *v_cache, const float *qg,
+                                         const float *k, const float *v, const float *q_norm_w,
+                                         const float *k_norm_w, const int32_t *d_start,
+                                         const int32_t *d_n, int max_seq, int n_heads,
+                                         int n_kv_heads, int head_dim, int rot_dim, float theta,
+                                         float eps, int zero_centered, int gated)
+{
+    return frt_cuda_attn_prep(stream, q_out, zg_out, k_cache, v_cache, qg, 0, k, 0, v, 0, q_norm_w, k_norm_w,
+                              d_start, d_n, 1, max_seq, n_heads, n_kv_heads, head_dim, rot_dim, theta, eps,
+                              zero_centered, gated);
 }

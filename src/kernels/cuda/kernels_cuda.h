@@ -164,6 +164,23 @@ int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out, uint16_
                               int n_heads, int n_kv_heads, int head_dim, int rot_dim, float theta,
                               float eps, int zero_centered, int gated);
 
+/* frt_cuda_attn_decode_prep for the max_n tokens of a prefill piece (n =
+ * *d_n of them valid; rows t >= n are neither read nor written): token t at
+ * position start + t, its qg row at qg + t * qg_stride, its k and v rows at
+ * k + t * k_stride and v + t * v_stride (elements; at least a token's row
+ * each, e.g. the q | k | v columns of one fused GEMM output); q_out and
+ * zg_out [max_n, n_heads, head_dim]; cache rows start + t. The same bits as
+ * the unfused sequence on the same rows (frt_cuda_rope's angle of token t is
+ * (float)(start + t) * inv_freq). max_n 0..65535 (0 enqueues nothing; the
+ * strides are ignored at max_n 1). Errors: those of
+ * frt_cuda_attn_decode_prep; FRT_ERR_INVALID_ARGUMENT for max_n out of
+ * range or a stride shorter than a token's row. */
+int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_cache, uint16_t *v_cache,
+                       const float *qg, int qg_stride, const float *k, int k_stride, const float *v,
+                       int v_stride, const float *q_norm_w, const float *k_norm_w, const int32_t *d_start,
+                       const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                       int rot_dim, float theta, float eps, int zero_centered, int gated);
+
 /* Causal GQA attention of the query block at positions start .. start+n-1
  * over the bf16 KV cache (which must already hold this block's rows):
  * query token t, head h reads KV head h / (n_heads / n_kv_heads) and cache

@@ -96,6 +96,8 @@ typedef struct cu_model {
     int nk, nv, dk, dv, kd, vd, ch, ba_w, K;
     int dn_w;     /* ch + vd + ba_w: columns of the fused in_proj_qkv | z | b | a */
     int dn_fused; /* every DeltaNet layer's in_proj_qkv, _z, _ba lie end to end (prefill: one GEMM) */
+    int at_w;     /* qw + 2 kvw: columns of the fused q_proj | k_proj | v_proj */
+    int at_fused; /* every attention layer's q_proj, k_proj, v_proj lie end to end (prefill: one GEMM) */
     float eps, theta, scale;
     int rot;
 
@@ -379,13 +381,16 @@ static int cu_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "cuda model: weight layout changed between passes");
     c->dn_w = c->ch + c->vd + c->ba_w;
-    c->dn_fused = 1;
+    c->at_w = c->qw + 2 * c->kvw;
+    c->dn_fused = c->at_fused = 1;
     for (int l = 0; l < c->L; l++) {
         const cu_layer *lw = &c->layers[l];
-        if (!lw->in_proj_qkv) continue;
-        if (lw->in_proj_z != lw->in_proj_qkv + (size_t)c->ch * (size_t)c->H ||
-            lw->in_proj_ba != lw->in_proj_z + (size_t)c->vd * (size_t)c->H)
+        if (lw->in_proj_qkv && (lw->in_proj_z != lw->in_proj_qkv + (size_t)c->ch * (size_t)c->H ||
+                                lw->in_proj_ba != lw->in_proj_z + (size_t)c->vd * (size_t)c->H))
             c->dn_fused = 0;
+        if (lw->q_proj && (lw->k_proj != lw->q_proj + (size_t)c->qw * (size_t)c->H ||
+                           lw->v_proj != lw->k_proj + (size_t)c->kvw * (size_t)c->H))
+            c->at_fused = 0;
     }
     m->w.bytes = bytes;
     return 0;
@@ -406,6 +411,8 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));  /* gate, up */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0));  /* down */
     if (has_full) {
+        if (c->at_fused && n > FRT_CUDA_GEMV_MAX_N)
+            FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->at_w, F32, 0)); /* q_proj | k_proj | v_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qw, F32, 0));  /* q_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvw, F32, 0)); /* k_proj, v_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 0));  /* o_proj */
@@ -445,7 +452,8 @@ static int cu_alloc_scratch(frt_model *m)
     size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t);
     size_t H = (size_t)c->H;
     size_t nv = (size_t)max_i(c->nv, 1);
-    size_t wide = (size_t)max_i(max_i(max_i(c->qw, c->ch), c->I), c->dn_fused ? c->dn_w : 0);
+    size_t wide = (size_t)max_i(max_i(max_i(max_i(c->qw, c->ch), c->I), c->dn_fused ? c->dn_w : 0),
+                                c->at_fused ? c->at_w : 0);
     size_t wide1 = (size_t)max_i(c->ch, c->I);
     size_t qwid = (size_t)max_i(c->ad, c->kd), kwid = (size_t)max_i(c->kvw, c->kd);
     size_t vwid = (size_t)max_i(c->kvw, c->vd), owid = (size_t)max_i(c->ad, c->vd);
@@ -620,6 +628,10 @@ static int attention_block(const fwd *f, int l)
                                           {c->v, F32, lw->v_proj, c->kvw}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
         FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+    } else if (c->at_fused && R > FRT_CUDA_GEMV_MAX_N) {
+        /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
+         * prep below reads in place */
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
@@ -629,6 +641,13 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
                                           lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
                                           c->eps, 1, c->gated));
+    } else if (c->at_fused && R > FRT_CUDA_GEMV_MAX_N) {
+        /* split, q/k norms, RoPE and the KV append of every row in one launch (the same bits as
+         * the sequence below) */
+        const int W = c->at_w;
+        FRT_TRY(frt_cuda_attn_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, W, c->t0 + c->qw, W,
+                                   c->t0 + c->qw + c->kvw, W, lw->q_norm, lw->k_norm, f->d_pos, f->d_n, R,
+                                   m->max_seq, nh, nkv, hd, c->rot, c->theta, c->eps, 1, c->gated));
     } else {
         FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
         if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
