@@ -189,25 +189,35 @@ static void test_add_rmsnorm(frt_cuda_dtype ddt, frt_cuda_dtype odt)
     free(got);
 }
 
-static void test_rmsnorm_gated(frt_cuda_dtype xdt, frt_cuda_dtype zdt, frt_cuda_dtype odt)
+/* zs > heads * dim: z rows at a token stride (NaN between them) */
+static void test_rmsnorm_gated(frt_cuda_dtype xdt, frt_cuda_dtype zdt, frt_cuda_dtype odt, int zs)
 {
     const int max_n = 9, n = 6, heads = 4, dim = 128;
     const size_t tot = (size_t)max_n * heads * dim, val = (size_t)n * heads * dim;
     float *x = frand(tot, -2, 2), *z = frand(tot, -4, 4), *w = frand((size_t)dim, 0.5f, 1.5f);
-    dbuf dx = dalloc(tot * 4), dz = dalloc(tot * 4), dw = dalloc((size_t)dim * 4),
+    if (zdt == BF16) round_bf16(z, tot);
+    float *zsd = fnew((size_t)max_n * zs);
+    for (int t = 0; t < max_n; t++)
+        for (int c = 0; c < zs; c++) zsd[(size_t)t * zs + c] = c < heads * dim ? z[(size_t)t * heads * dim + c] : NAN;
+    dbuf dx = dalloc(tot * 4), dz = dalloc((size_t)max_n * zs * 4), dw = dalloc((size_t)dim * 4),
          dout = dalloc(tot * 4);
     dprep(dx, x, tot, xdt);
-    dprep(dz, z, tot, zdt);
+    dprep(dz, zsd, (size_t)max_n * zs, zdt);
+    free(zsd);
     dput(dw, 0, w, (size_t)dim * 4);
     float *ref = fnew(tot), *got = fnew(tot);
     frt_cpu_rmsnorm_gated(ref, x, z, w, n * heads, dim, 1e-6f);
     dsentinel(dout);
     set_dyn(0, n);
-    CHECK_OK(frt_cuda_rmsnorm_gated(g_cs, dout.p, odt, dx.p, xdt, dz.p, zdt, dw.p, d_n_p(), max_n,
-                                    heads, dim, 1e-6f));
+    if (zs == heads * dim)
+        CHECK_OK(frt_cuda_rmsnorm_gated(g_cs, dout.p, odt, dx.p, xdt, dz.p, zdt, dw.p, d_n_p(), max_n, heads, dim,
+                                        1e-6f));
+    else
+        CHECK_OK(frt_cuda_rmsnorm_gated_strided(g_cs, dout.p, odt, dx.p, xdt, dz.p, zdt, zs, dw.p, d_n_p(), max_n,
+                                                heads, dim, 1e-6f));
     dget_as(dout, 0, got, val, odt);
     char name[128];
-    snprintf(name, sizeof name, "rmsnorm_gated x %s z %s -> %s, n %d/%d", dtn(xdt), dtn(zdt),
+    snprintf(name, sizeof name, "rmsnorm_gated x %s z %s (stride %d) -> %s, n %d/%d", dtn(xdt), dtn(zdt), zs,
              dtn(odt), n, max_n);
     report(name, frt_test_rel_err(got, ref, val), tol_of(odt));
     CHECK(untouched(dout, val * (odt == BF16 ? 2 : 4), (tot - val) * (odt == BF16 ? 2 : 4)));
@@ -1390,6 +1400,10 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_rmsnorm(NULL, p, F32, p, BF16, fp, ip, 4, 1, 8, 1e-6f, 1), E);
     CHECK_STATUS(frt_cuda_rmsnorm(NULL, p, F32, (char *)p + 64, F32, fp, ip, 4, 0, 8, 1e-6f, 1), E);
     CHECK_STATUS(frt_cuda_add_rmsnorm(NULL, fp, p, F32, p, F32, fp, ip, 4, 8, 1e-6f, 1), E);
+    CHECK_STATUS(frt_cuda_rmsnorm_gated_strided(NULL, p, F32, fp, F32, fp, F32, 15, fp, ip, 4, 2, 8, 1e-6f),
+                 E); /* z stride shorter than a token */
+    CHECK_STATUS(frt_cuda_rmsnorm_gated_strided(NULL, p, F32, fp, F32, p, F32, 20, fp, ip, 4, 2, 8, 1e-6f),
+                 E); /* out == a strided z */
     CHECK_STATUS(frt_cuda_rmsnorm_gated(NULL, p, F32, p, F32, NULL, F32, fp, ip, 4, 1, 8, 1e-6f),
                  E);
     CHECK_STATUS(frt_cuda_l2norm(NULL, p, F32, ip, 4, 1, -1, 1e-6f), E);
@@ -1480,8 +1494,10 @@ int main(void)
     rmsnorm_case(5, 3, 16, 256, 1, BF16, F32);
     test_add_rmsnorm(F32, F32);
     test_add_rmsnorm(BF16, BF16);
-    test_rmsnorm_gated(F32, F32, F32);
-    test_rmsnorm_gated(F32, BF16, BF16);
+    test_rmsnorm_gated(F32, F32, F32, 512);
+    test_rmsnorm_gated(F32, BF16, BF16, 512);
+    test_rmsnorm_gated(F32, F32, F32, 1036);
+    test_rmsnorm_gated(F32, F32, BF16, 517);
     test_l2norm(F32);
     test_l2norm(BF16);
     test_rope(4, 256, 64, 1e7f, F32);

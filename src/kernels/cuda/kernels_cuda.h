@@ -97,6 +97,16 @@ int frt_cuda_rmsnorm_gated(void *stream, void *out, frt_cuda_dtype out_dtype, co
                            const float *w, const int32_t *d_n, int max_n, int n_heads, int dim,
                            float eps);
 
+/* frt_cuda_rmsnorm_gated (the same bits) with z read at a token stride: z of
+ * token t, head h at z + t * z_stride + h * dim (elements, z_stride >=
+ * n_heads * dim), e.g. the z columns of a wider fused projection; out must
+ * not alias a strided z. Errors: those of frt_cuda_rmsnorm_gated;
+ * FRT_ERR_INVALID_ARGUMENT for a short z_stride or out == z with a stride. */
+int frt_cuda_rmsnorm_gated_strided(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
+                                   frt_cuda_dtype x_dtype, const void *z, frt_cuda_dtype z_dtype,
+                                   int z_stride, const float *w, const int32_t *d_n, int max_n,
+                                   int n_heads, int dim, float eps);
+
 /* L2 normalisation in place of rows of x [max_n, n_heads, dim] (x_dtype):
  *   x = x * rsqrt(sum(x^2) + eps)      (sum in fp64)
  * Twin: frt_cpu_l2norm. */

@@ -6,7 +6,9 @@
  * squares in fp64). One block per row; rows of tokens t >= *d_n exit. As
  * rmsnorm.cu: each thread loads its groups of 4 elements of x, z and w into
  * registers (16-byte loads when aligned) before any arithmetic, so a row is
- * one memory round trip; the sum order depends on dim only. Tested in
+ * one memory round trip; the sum order depends on dim only. z may be read at
+ * a token stride (frt_cuda_rmsnorm_gated_strided: the z columns of the
+ * prefill's fused in_proj_qkv | z | b | a output). Tested in
  * tests/test_cuda_kernels.c, tests/test_cuda_decode.c.
  */
 #include "kernels/cuda/norm_util.h"
@@ -15,19 +17,19 @@ template <int G, int NV>
 __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
     void *out, int out_dt, const void *x, int x_dt, const void *z, int z_dt,
     const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
-    bool vec)
+    size_t z_stride, bool vec)
 {
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int groups = dim / G;
-    const size_t o = row * dim;
+    const size_t o = row * dim, oz = row / n_heads * z_stride + row % n_heads * dim;
     float v[NV][G], zv[NV][G], wv[NV][G];
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int gi = threadIdx.x + k * blockDim.x;
         if (gi < groups) {
             norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
-            norm_ld<G>(z, z_dt, o + (size_t)gi * G, vec, zv[k]);
+            norm_ld<G>(z, z_dt, oz + (size_t)gi * G, vec, zv[k]);
             norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
         }
     }
@@ -51,11 +53,11 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
 __global__ void rmsnorm_gated_loop_kernel(void *out, int out_dt, const void *x, int x_dt,
                                           const void *z, int z_dt, const float *w,
                                           const int32_t *d_n, int max_n, int n_heads, int dim,
-                                          float eps)
+                                          float eps, size_t z_stride)
 {
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return;
-    const size_t o = row * dim;
+    const size_t o = row * dim, oz = row / n_heads * z_stride + row % n_heads * dim;
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = frt_ld(x, x_dt, o + i);
@@ -65,17 +67,22 @@ __global__ void rmsnorm_gated_loop_kernel(void *out, int out_dt, const void *x, 
     const float var = (float)(ss / dim);
     const float inv = 1.0f / sqrtf(var + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = frt_ld(x, x_dt, o + i), zz = frt_ld(z, z_dt, o + i);
+        float v = frt_ld(x, x_dt, o + i), zz = frt_ld(z, z_dt, oz + i);
         frt_st(out, out_dt, o + i, (w[i] * (v * inv)) * frt_silu(zz));
     }
 }
 
-extern "C" int frt_cuda_rmsnorm_gated(void *stream, void *out, frt_cuda_dtype out_dtype,
-                                      const void *x, frt_cuda_dtype x_dtype, const void *z,
-                                      frt_cuda_dtype z_dtype, const float *w, const int32_t *d_n,
-                                      int max_n, int n_heads, int dim, float eps)
+extern "C" int frt_cuda_rmsnorm_gated_strided(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                              const void *x, frt_cuda_dtype x_dtype, const void *z,
+                                              frt_cuda_dtype z_dtype, int z_stride, const float *w,
+                                              const int32_t *d_n, int max_n, int n_heads, int dim,
+                                              float eps)
 {
     FRT_ARG(out && x && z && w, "cuda rmsnorm_gated: NULL pointer");
+    FRT_ARG(n_heads > 0 && dim > 0 && (long long)z_stride >= (long long)n_heads * dim,
+            "cuda rmsnorm_gated: z stride %d < a token's %d x %d", z_stride, n_heads, dim);
+    FRT_ARG(out != z || (long long)z_stride == (long long)n_heads * dim,
+            "cuda rmsnorm_gated: out aliases a strided z");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(x_dtype) && frt_dtype_ok(z_dtype),
             "cuda rmsnorm_gated: bad dtype");
     FRT_ARG(max_n >= 0 && n_heads > 0 && dim > 0, "cuda rmsnorm_gated: max_n %d n_heads %d dim %d",
@@ -88,16 +95,27 @@ extern "C" int frt_cuda_rmsnorm_gated(void *stream, void *out, frt_cuda_dtype ou
     const norm_shape sh = norm_shape_of(dim);
     if (sh.nv == 0) {
         rmsnorm_gated_loop_kernel<<<rows, 1024, 0, (cudaStream_t)stream>>>(
-            out, out_dtype, x, x_dtype, z, z_dtype, w, d_n, max_n, n_heads, dim, eps);
+            out, out_dtype, x, x_dtype, z, z_dtype, w, d_n, max_n, n_heads, dim, eps, (size_t)z_stride);
     } else if (sh.g == 4) {
         const bool vec = norm_aligned(out, out_dtype) && norm_aligned(x, x_dtype) &&
-                         norm_aligned(z, z_dtype) && norm_aligned(w, FRT_CUDA_F32);
+                         norm_aligned(z, z_dtype) && norm_aligned(w, FRT_CUDA_F32) && z_stride % 4 == 0;
         NORM_DISPATCH(4, rmsnorm_gated_kernel, rows, out, out_dtype, x, x_dtype, z, z_dtype, w,
-                      d_n, max_n, n_heads, dim, eps, vec);
+                      d_n, max_n, n_heads, dim, eps, (size_t)z_stride, vec);
     } else {
         NORM_DISPATCH(1, rmsnorm_gated_kernel, rows, out, out_dtype, x, x_dtype, z, z_dtype, w,
-                      d_n, max_n, n_heads, dim, eps, false);
+                      d_n, max_n, n_heads, dim, eps, (size_t)z_stride, false);
     }
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+extern "C" int frt_cuda_rmsnorm_gated(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                      const void *x, frt_cuda_dtype x_dtype, const void *z,
+                                      frt_cuda_dtype z_dtype, const float *w, const int32_t *d_n,
+                                      int max_n, int n_heads, int dim, float eps)
+{
+    FRT_ARG(n_heads > 0 && dim > 0 && (long long)n_heads * dim < (1ll << 31),
+            "cuda rmsnorm_gated: max_n %d n_heads %d dim %d", max_n, n_heads, dim);
+    return frt_cuda_rmsnorm_gated_strided(stream, out, out_dtype, x, x_dtype, z, z_dtype, n_heads * dim, w, d_n,
+                                          max_n, n_heads, dim, eps);
 }

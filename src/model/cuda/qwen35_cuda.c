@@ -694,10 +694,9 @@ static int deltanet_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
     } else if (c->dn_fused && R > FRT_CUDA_GEMV_MAX_N) {
         /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
-         * the conv reads its ch columns in place (below) */
+         * the conv and the gated norm read their columns in place (below) */
         const int W = c->dn_w;
         FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, W));
-        FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + ch, F32, f->d_n, R, 1, vd, W));
         FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->t0 + ch + vd, F32, f->d_n, R, 1, nv, W));
         FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->t0 + ch + vd + nv, F32, f->d_n, R, 1, nv, W));
     } else {
@@ -728,8 +727,12 @@ static int deltanet_block(const fwd *f, int l)
     else
         FRT_TRY(frt_cuda_gdr_chunked(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
                                      nv, dk, dv, GDR_CHUNK, c->gdr_ws, c->gdr_ws_bytes));
-    FRT_TRY(frt_cuda_rmsnorm_gated(st, c->ob, BF16, c->o, F32, c->zg, F32, lw->gdn_norm, f->d_n, R, nv, dv,
-                                   c->eps));
+    if (!f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N) /* z read in place from the fused output */
+        FRT_TRY(frt_cuda_rmsnorm_gated_strided(st, c->ob, BF16, c->o, F32, c->t0 + ch, F32, c->dn_w, lw->gdn_norm,
+                                               f->d_n, R, nv, dv, c->eps));
+    else
+        FRT_TRY(frt_cuda_rmsnorm_gated(st, c->ob, BF16, c->o, F32, c->zg, F32, lw->gdn_norm, f->d_n, R, nv, dv,
+                                       c->eps));
     return gemm_out(f, c->ob, lw->out_proj, vd);
 }
 
