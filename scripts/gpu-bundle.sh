@@ -230,12 +230,13 @@ EOF
 chmod +x "$OUT/run-tests.sh" "$OUT/frt.sh"
 
 # ---- size and the archive ---------------------------------------------------
-# The CUDA test programs link libfrt statically (~12 MiB each with the GEMV and
-# attention kernel variants), so the folder is ~100 MiB; what travels to the
-# GPU machine is OUT_DIR.tgz (~32 MiB): carry it and run `tar xzf` there.
+# The CUDA test programs link libfrt statically (~14 MiB each with the GEMV and
+# attention kernel variants), so the folder is ~130 MiB; what travels to the
+# GPU machine is OUT_DIR.tgz (~39 MiB at gzip -9): carry it and run `tar xzf`
+# there.
 size=$(du -sb "$OUT" | cut -f1)
 n_tests=$(wc -l <"$OUT/tests.tsv")
-tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+tar cf - -C "$(dirname "$OUT")" "$(basename "$OUT")" | gzip -9 >"$OUT.tgz"
 tsize=$(stat -c %s "$OUT.tgz")
 printf 'gpu-bundle: %s: %s MiB (%s.tgz: %s MiB), %d tests, shipped libraries: %s\n' "$OUT" \
     "$(awk -v s="$size" 'BEGIN { printf "%.1f", s / 1048576 }')" "$OUT" \

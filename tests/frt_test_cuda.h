@@ -13,6 +13,7 @@
  *   report(name, err, tol)      one "rel err / tolerance" table row and its check
  *   frt_test_cuda_start()       after the device-free checks: skip (77) without a
  *                               device, else g_ctx / g_st / g_cs and the device line
+ *   graph_us(name, rec, user, reps)  us per repetition of a captured record function
  *
  * Options, #defined before the #include:
  *   FRT_TEST_CUDA_COL n            width of the name column (default 62)
@@ -79,6 +80,35 @@ static inline int frt_test_cuda_start(void)
     if (frt_context_device_info(g_ctx, &info) != 0) return 0;
     printf("  device: %s (sm_%d%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
     return info.sm_count;
+}
+
+/* Microseconds per repetition of the work `rec` records (`reps`
+ * repetitions per record): captured once into a graph on g_st, replayed
+ * once to warm up, then once between two events. -1 (and a failed check)
+ * when any step fails. */
+static inline double graph_us(const char *name, frt_record_fn rec, void *user, int reps)
+{
+    double us = -1;
+    frt_graph *graph = NULL;
+    frt_event *e0 = NULL, *e1 = NULL;
+    int rc = frt_graph_create(g_ctx, name, 0, &graph);
+    if (!rc) rc = frt_graph_capture(graph, 1, g_st, rec, user);
+    if (!rc) rc = frt_event_create(g_ctx, &e0);
+    if (!rc) rc = frt_event_create(g_ctx, &e1);
+    if (!rc) rc = frt_graph_replay(graph, 1, g_st); /* warm-up */
+    if (!rc) rc = frt_event_record(e0, g_st);
+    if (!rc) rc = frt_graph_replay(graph, 1, g_st);
+    if (!rc) rc = frt_event_record(e1, g_st);
+    if (!rc) rc = frt_event_sync(e1);
+    float ms = 0;
+    if (!rc) rc = frt_event_elapsed_ms(e0, e1, &ms);
+    if (!rc) us = (double)ms * 1e3 / reps;
+    CHECK_OK(rc);
+    must(frt_stream_sync(g_st), "stream sync");
+    frt_event_destroy(e0);
+    frt_event_destroy(e1);
+    frt_graph_destroy(graph);
+    return us;
 }
 
 /* Zeroed host memory; ends the program when out of memory. */

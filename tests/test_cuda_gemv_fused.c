@@ -524,26 +524,7 @@ static double time_set(frt_cuda_gemm *g, const mset *s, int kind, int n)
     /* bf16 0x3C3C = 0.0115: finite values; the time does not depend on them */
     must(frt_buffer_fill(b.w.b, 0, b.w.bytes, 0x3C, g_st), "fill");
     must(frt_buffer_fill(b.x.b, 0, b.x.bytes, 0x3C, g_st), "fill");
-    double us = -1;
-    frt_graph *graph = NULL;
-    frt_event *e0 = NULL, *e1 = NULL;
-    int rc = frt_graph_create(g_ctx, "gemv-fused-bench", 0, &graph);
-    if (!rc) rc = frt_graph_capture(graph, 1, g_st, record_bench, &b);
-    if (!rc) rc = frt_event_create(g_ctx, &e0);
-    if (!rc) rc = frt_event_create(g_ctx, &e1);
-    if (!rc) rc = frt_graph_replay(graph, 1, g_st); /* warm-up */
-    if (!rc) rc = frt_event_record(e0, g_st);
-    if (!rc) rc = frt_graph_replay(graph, 1, g_st);
-    if (!rc) rc = frt_event_record(e1, g_st);
-    if (!rc) rc = frt_event_sync(e1);
-    float ms = 0;
-    if (!rc) rc = frt_event_elapsed_ms(e0, e1, &ms);
-    if (!rc) us = (double)ms * 1e3 / b.reps;
-    CHECK_OK(rc);
-    sync_st();
-    frt_event_destroy(e0);
-    frt_event_destroy(e1);
-    frt_graph_destroy(graph);
+    const double us = graph_us("gemv-fused-bench", record_bench, &b, b.reps);
     dfree(&b.w);
     dfree(&b.x);
     for (int e = 0; e < MAXE; e++) dfree(&b.y[e]);

@@ -731,11 +731,13 @@ static void test_conv1d(frt_cuda_dtype dt, int stride)
 
 /* frt_cuda_conv1d_causal_split: the columns of the strided conv written to
  * three buffers (the DeltaNet's q, k, v); each equals its columns of the
- * twin, the gaps past each buffer's rows are untouched. */
-static void test_conv1d_split(frt_cuda_dtype dt)
+ * twin (with l2: the first 2 x 256 channels L2-normalised in groups of l2,
+ * as frt_cpu_l2norm after the conv), the gaps past each buffer's rows are
+ * untouched. */
+static void test_conv1d_split(frt_cuda_dtype dt, int l2)
 {
-    const int C = 300, K = 4, max_n = 24, ks = K - 1, stride = 357, n = 19;
-    const int widths[3] = {100, 57, 143};
+    const int C = l2 ? 1100 : 300, K = 4, max_n = 24, ks = K - 1, stride = C + 57, n = 19;
+    const int widths[3] = {l2 ? 256 : 100, l2 ? 256 : 57, l2 ? 588 : 143};
     float *w = frand((size_t)C * K, -1, 1), *st0 = frand((size_t)C * ks, -1, 1);
     float *st_ref = fdup(st0, (size_t)C * ks);
     float *x = frand((size_t)max_n * C, -2, 2), *xs = fnew((size_t)max_n * stride);
@@ -755,42 +757,51 @@ static void test_conv1d_split(frt_cuda_dtype dt)
     dput(dst, 0, st0, (size_t)C * ks * 4);
     float *ref = fnew((size_t)max_n * C), *got = fnew((size_t)max_n * C), *seg = fnew((size_t)max_n * C);
     frt_cpu_conv1d_causal(ref, x, st_ref, w, n, C, K);
+    if (l2)
+        for (int t = 0; t < n; t++) frt_cpu_l2norm(ref + (size_t)t * C, 512 / l2, l2, 1e-6f);
     set_dyn(0, n);
     CHECK_OK(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(), max_n,
-                                          C, K));
+                                          C, K, l2 ? 512 : 0, l2, 1e-6f));
     const size_t esz = dt == BF16 ? 2 : 4;
     for (int i = 0, col = 0; i < 3; col += widths[i], i++) {
         dget_as(dout[i], 0, got, (size_t)n * widths[i], dt);
         for (int t = 0; t < n; t++)
             for (int c = 0; c < widths[i]; c++) seg[(size_t)t * widths[i] + c] = ref[(size_t)t * C + col + c];
         char name[128];
-        snprintf(name, sizeof name, "conv1d split %s out %d (cols %d..%d), x stride %d, n %d/%d", dtn(dt), i, col,
-                 col + widths[i] - 1, stride, n, max_n);
+        snprintf(name, sizeof name, "conv1d split %s out %d (cols %d..%d)%s, x stride %d, n %d/%d", dtn(dt), i, col,
+                 col + widths[i] - 1, l2 && i < 2 ? " l2" : "", stride, n, max_n);
         report(name, frt_test_rel_err(got, seg, (size_t)n * widths[i]), tol_of(dt));
         CHECK(untouched(dout[i], (size_t)n * widths[i] * esz, (size_t)(max_n - n) * widths[i] * esz));
     }
     dget(dst, 0, got, (size_t)C * ks * 4);
     char name[128];
-    snprintf(name, sizeof name, "conv1d split %s state (exact)", dtn(dt));
+    snprintf(name, sizeof name, "conv1d split %s%s state (exact)", dtn(dt), l2 ? " l2" : "");
     report(name, frt_test_rel_err(got, st_ref, (size_t)C * ks), 0.0);
     /* bad splits: nothing enqueued */
     const int short_w[3] = {100, 57, 142}, zero_w[3] = {100, 0, 200};
     void *with_null[3] = {outs[0], NULL, outs[2]}, *with_x[3] = {outs[0], dx.p, outs[2]};
     const int E = FRT_ERR_INVALID_ARGUMENT;
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, short_w, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, zero_w, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 0, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 4, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, with_null, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p,
-                                              d_n_p(), max_n, C, K), E);
+                                              d_n_p(), max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, with_x, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
     CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, NULL, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
-                                              max_n, C, K), E);
+                                              max_n, C, K, 0, 0, 0.0f), E);
+    /* L2 layouts the fused norm does not take: not supported, nothing enqueued */
+    CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
+                                              max_n, C, K, 100, 50, 1e-6f), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
+                                              max_n, C, K, 256, 48, 1e-6f), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
+                                              max_n, C, K, C + 1, 64, 1e-6f), E);
     dget(dst, 0, got, (size_t)C * ks * 4);
     CHECK(frt_test_rel_err(got, st_ref, (size_t)C * ks) == 0.0); /* the refused calls left the state */
     for (int i = 0; i < 3; i++) dfree(&dout[i]);
@@ -1511,8 +1522,11 @@ int main(void)
     test_conv1d(BF16, 300);
     test_conv1d(F32, 357);
     test_conv1d(BF16, 1000);
-    test_conv1d_split(F32);
-    test_conv1d_split(BF16);
+    test_conv1d_split(F32, 0);
+    test_conv1d_split(BF16, 0);
+    test_conv1d_split(F32, 128);
+    test_conv1d_split(F32, 64);
+    test_conv1d_split(BF16, 256);
     test_gdn_gate(F32);
     test_gdn_gate(BF16);
     test_elementwise(F32);

@@ -19,6 +19,8 @@
 
 #include <string.h>
 
+#define CONV_THREADS 256 /* threads per block of the output kernel */
+
 /* KT > 0: the kernel size at compile time (every tap's weight and input
  * loaded into registers before the first multiply: one memory round trip);
  * KT == 0: any size, a loop. */
@@ -28,6 +30,8 @@ struct conv_outs {
     void *out[3];
     int first[3], width[3];
     int n;
+    int l2_ch, l2_dim; /* channels [0, l2_ch) L2-normalised in groups of l2_dim (0: none) */
+    float l2_eps;
 };
 
 template <int KT>
@@ -37,7 +41,10 @@ __global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_
 {
     const int t = blockIdx.x;
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (t >= frt_dyn_n(d_n, max_n) || c >= channels) return;
+    if (t >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
+    /* an L2 block lies inside [0, l2_ch) (the host checked l2_ch % 256 == 0) */
+    const bool l2 = (int)(blockIdx.y * blockDim.x) < o.l2_ch;
+    if (c >= channels) return; /* never in an L2 block */
     const int ks = kernel - 1;
     const float *wc = w + (size_t)c * kernel;
     float acc = 0.0f;
@@ -60,13 +67,24 @@ __global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_
             acc += wc[j] * xv;
         }
     }
+    float y = frt_silu(acc);
+    if (l2) { /* y * (1 / sqrtf(sum y^2 + eps)) over the thread's group of l2_dim channels */
+        __shared__ double part[CONV_THREADS / 32];
+        const double sq = frt_warp_sum((double)y * (double)y);
+        const int warp = threadIdx.x >> 5, wpg = o.l2_dim >> 5, g0 = warp / wpg * wpg;
+        if ((threadIdx.x & 31) == 0) part[warp] = sq;
+        __syncthreads();
+        double ss = 0;
+        for (int w = 0; w < wpg; w++) ss += part[g0 + w];
+        y = y * (1.0f / sqrtf((float)ss + o.l2_eps));
+    }
     /* constant indices only: a dynamic index into the by-value o would copy
      * it to local memory in every thread (measured 2.5x slower) */
     void *op = o.out[0];
     int first = 0, width = o.width[0];
     if (o.n > 1 && c >= o.first[1]) op = o.out[1], first = o.first[1], width = o.width[1];
     if (o.n > 2 && c >= o.first[2]) op = o.out[2], first = o.first[2], width = o.width[2];
-    frt_st(op, out_dt, (size_t)t * width + (c - first), frt_silu(acc));
+    frt_st(op, out_dt, (size_t)t * width + (c - first), y);
 }
 
 __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
@@ -111,22 +129,22 @@ static int conv1d_run(void *stream, const conv_outs &o, frt_cuda_dtype out_dtype
     FRT_ARG(channels <= 65535 * 256, "cuda conv1d: channels %d", channels);
     if (max_n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    dim3 grid((unsigned int)max_n, (unsigned int)((channels + 255) / 256));
+    dim3 grid((unsigned int)max_n, (unsigned int)((channels + CONV_THREADS - 1) / CONV_THREADS));
     switch (kernel) {
     case 2:
-        conv1d_out_kernel<2><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<2><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     case 3:
-        conv1d_out_kernel<3><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<3><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     case 4:
-        conv1d_out_kernel<4><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<4><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     default:
-        conv1d_out_kernel<0><<<grid, 256, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
+        conv1d_out_kernel<0><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
                                                   max_n, channels, kernel, x_stride);
         break;
     }
@@ -144,19 +162,30 @@ extern "C" int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_
                                               float *conv_state, const float *w, const int32_t *d_n,
                                               int max_n, int channels, int kernel)
 {
-    conv_outs o = {{out, NULL, NULL}, {0, 0, 0}, {channels, 0, 0}, 1};
+    conv_outs o = {{out, NULL, NULL}, {0, 0, 0}, {channels, 0, 0}, 1, 0, 0, 0.0f};
     return conv1d_run(stream, o, out_dtype, x, x_dtype, x_stride, conv_state, w, d_n, max_n, channels, kernel);
 }
 
 extern "C" int frt_cuda_conv1d_causal_split(void *stream, void *const *outs, const int *widths, int n_outs,
                                             frt_cuda_dtype out_dtype, const void *x, frt_cuda_dtype x_dtype,
                                             int x_stride, float *conv_state, const float *w, const int32_t *d_n,
-                                            int max_n, int channels, int kernel)
+                                            int max_n, int channels, int kernel, int l2_channels, int l2_dim,
+                                            float l2_eps)
 {
     FRT_ARG(outs && widths && n_outs >= 1 && n_outs <= 3, "cuda conv1d split: %d outputs (1..3)", n_outs);
+    FRT_ARG(l2_channels >= 0 && l2_channels <= channels && (l2_channels == 0 || l2_dim > 0),
+            "cuda conv1d split: L2 channels %d of %d, dim %d", l2_channels, channels, l2_dim);
+    if (l2_channels && (l2_channels % CONV_THREADS || l2_dim % 32 || CONV_THREADS % l2_dim))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda conv1d split: the fused L2 norm needs its channels in blocks of %d and a group "
+                         "of 32..%d dividing %d (channels %d, group %d)",
+                         CONV_THREADS, CONV_THREADS, CONV_THREADS, l2_channels, l2_dim);
     conv_outs o;
     memset(&o, 0, sizeof o);
     o.n = n_outs;
+    o.l2_ch = l2_channels;
+    o.l2_dim = l2_dim;
+    o.l2_eps = l2_eps;
     int col = 0;
     for (int i = 0; i < n_outs; i++) {
         FRT_ARG(widths[i] >= 1 && widths[i] <= channels - col, "cuda conv1d split: width %d of output %d",

@@ -294,13 +294,19 @@ int frt_cuda_conv1d_causal_strided(void *stream, void *out, frt_cuda_dtype out_d
  * split over n_outs (1..3) buffers: columns [sum of widths before i, + widths[i])
  * go to outs[i] [max_n, widths[i]] of out_dtype (contiguous rows), e.g. the
  * Gated DeltaNet's q, k, v straight out of the conv. The widths (>= 1) must
- * add up to channels; no output may alias x. Errors: those of
- * frt_cuda_conv1d_causal_strided; FRT_ERR_INVALID_ARGUMENT for NULL
- * outs / widths, a bad n_outs or widths that do not cover the channels. */
+ * add up to channels; no output may alias x. With l2_channels > 0 the
+ * outputs of channels [0, l2_channels) are also L2-normalised in groups of
+ * l2_dim, as frt_cuda_l2norm (y * (1 / sqrtf((float)sum y^2 + l2_eps)), the
+ * sum in fp64; the q and k heads): l2_channels must be a multiple of 256
+ * and l2_dim a multiple of 32 dividing 256, else FRT_ERR_UNSUPPORTED
+ * (nothing enqueued). Errors: those of frt_cuda_conv1d_causal_strided;
+ * FRT_ERR_INVALID_ARGUMENT for NULL outs / widths, a bad n_outs, widths that
+ * do not cover the channels, or l2_channels outside [0, channels]. */
 int frt_cuda_conv1d_causal_split(void *stream, void *const *outs, const int *widths, int n_outs,
                                  frt_cuda_dtype out_dtype, const void *x, frt_cuda_dtype x_dtype,
                                  int x_stride, float *conv_state, const float *w, const int32_t *d_n,
-                                 int max_n, int channels, int kernel);
+                                 int max_n, int channels, int kernel, int l2_channels, int l2_dim,
+                                 float l2_eps);
 
 /* The Gated DeltaNet gates:
  *   g = -exp(A_log[h]) * softplus(a + dt_bias[h]),  beta = sigmoid(b)

@@ -716,10 +716,19 @@ static int deltanet_block(const fwd *f, int l)
     const int x_stride = !f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N ? c->dn_w : ch;
     void *const qkv[3] = {c->q, c->k, c->v};
     const int widths[3] = {kd, kd, vd};
-    FRT_TRY(frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
-                                         R, ch, c->K));
-    FRT_TRY(frt_cuda_l2norm(st, c->q, F32, f->d_n, R, nk, dk, 1e-6f));
-    FRT_TRY(frt_cuda_l2norm(st, c->k, F32, f->d_n, R, nk, dk, 1e-6f));
+    /* ... and L2-normalises the q and k heads on the way when their layout allows (blocks of 256
+     * channels, dk a multiple of 32 dividing 256), else frt_cuda_l2norm after it */
+    int rc = frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
+                                          R, ch, c->K, 2 * kd, dk, 1e-6f);
+    const int l2_fused = rc != FRT_ERR_UNSUPPORTED;
+    if (!l2_fused)
+        rc = frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
+                                          R, ch, c->K, 0, 0, 0.0f);
+    FRT_TRY(rc);
+    if (!l2_fused) {
+        FRT_TRY(frt_cuda_l2norm(st, c->q, F32, f->d_n, R, nk, dk, 1e-6f));
+        FRT_TRY(frt_cuda_l2norm(st, c->k, F32, f->d_n, R, nk, dk, 1e-6f));
+    }
     FRT_TRY(frt_cuda_gdn_gate(st, c->g, c->beta, c->a, c->b, F32, lw->A_log, lw->dt_bias, f->d_n, R, nv));
     if (f->decode)
         FRT_TRY(frt_cuda_gdr_recurrent(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
