@@ -230,10 +230,10 @@ EOF
 chmod +x "$OUT/run-tests.sh" "$OUT/frt.sh"
 
 # ---- size and the archive ---------------------------------------------------
-# The CUDA test programs link libfrt statically (~14 MiB each with the GEMV and
-# attention kernel variants), so the folder is ~130 MiB; what travels to the
-# GPU machine is OUT_DIR.tgz (~39 MiB at gzip -9): carry it and run `tar xzf`
-# there.
+# The kernel tests (test_cuda_*) link the shared libfrt; the dual-backend
+# tests link it statically (~14 MiB each with the GEMV and attention kernel
+# variants), so the folder is ~67 MiB; what travels to the GPU machine is
+# OUT_DIR.tgz (~22 MiB at gzip -9): carry it and run `tar xzf` there.
 size=$(du -sb "$OUT" | cut -f1)
 n_tests=$(wc -l <"$OUT/tests.tsv")
 tar cf - -C "$(dirname "$OUT")" "$(basename "$OUT")" | gzip -9 >"$OUT.tgz"
