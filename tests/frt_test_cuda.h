@@ -14,6 +14,7 @@
  *   frt_test_cuda_start()       after the device-free checks: skip (77) without a
  *                               device, else g_ctx / g_st / g_cs and the device line
  *   graph_us(name, rec, user, reps)  us per repetition of a captured record function
+ *   plan_of(g, n, in, out, dt, acc, &info)  the index of a GEMM plan, or -1
  *
  * Options, #defined before the #include:
  *   FRT_TEST_CUDA_COL n            width of the name column (default 62)
@@ -109,6 +110,20 @@ static inline double graph_us(const char *name, frt_record_fn rec, void *user, i
     frt_event_destroy(e1);
     frt_graph_destroy(graph);
     return us;
+}
+
+/* The index of the plan of key (n, in, out, dt, acc) in g, its info in
+ * *info; -1 when there is none. */
+static inline int plan_of(const frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc,
+                          frt_cuda_gemm_plan_info *info)
+{
+    for (int i = 0; i < frt_cuda_gemm_plan_count(g); i++) {
+        if (frt_cuda_gemm_plan_get(g, i, info) < 0) continue;
+        if (info->n == n && info->in_dim == in && info->out_dim == out && info->out_dtype == dt &&
+            info->accumulate == acc)
+            return i;
+    }
+    return -1;
 }
 
 /* Zeroed host memory; ends the program when out of memory. */

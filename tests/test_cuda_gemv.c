@@ -54,19 +54,6 @@ static float *frand(size_t n, float lo, float hi)
     return x;
 }
 
-/* The plan of a key, or -1. */
-static int plan_of(const frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc,
-                   frt_cuda_gemm_plan_info *info)
-{
-    for (int i = 0; i < frt_cuda_gemm_plan_count(g); i++) {
-        if (frt_cuda_gemm_plan_get(g, i, info) < 0) continue;
-        if (info->n == n && info->in_dim == in && info->out_dim == out && info->out_dtype == dt &&
-            info->accumulate == acc)
-            return i;
-    }
-    return -1;
-}
-
 /* ---- one case ----------------------------------------------------------- */
 
 static float g_lo = -1.0f; /* lower bound of the random x and w (gemv_shape) */

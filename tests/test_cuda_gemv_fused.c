@@ -69,19 +69,6 @@ static dbuf dmat(const hmat *m)
     return d;
 }
 
-/* The plan of a key, or -1. */
-static int plan_of(const frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc,
-                   frt_cuda_gemm_plan_info *info)
-{
-    for (int i = 0; i < frt_cuda_gemm_plan_count(g); i++) {
-        if (frt_cuda_gemm_plan_get(g, i, info) < 0) continue;
-        if (info->n == n && info->in_dim == in && info->out_dim == out && info->out_dtype == dt &&
-            info->accumulate == acc)
-            return i;
-    }
-    return -1;
-}
-
 /* y = x . w^T through frt_cuda_gemm_run, after checking its plan is the GEMV
  * (the path whose bits the fused kernels reproduce). */
 static void gemm_ref(frt_cuda_gemm *g, void *y, frt_cuda_dtype dt, const void *x, const void *w,

@@ -151,19 +151,6 @@ static void report_bits(const char *name, const void *a, const void *b, size_t n
               name, diff, n, maxrel);
 }
 
-/* The plan of a key, or -1. */
-static int plan_of(const frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc,
-                   frt_cuda_gemm_plan_info *info)
-{
-    for (int i = 0; i < frt_cuda_gemm_plan_count(g); i++) {
-        if (frt_cuda_gemm_plan_get(g, i, info) < 0) continue;
-        if (info->n == n && info->in_dim == in && info->out_dim == out && info->out_dtype == dt &&
-            info->accumulate == acc)
-            return i;
-    }
-    return -1;
-}
-
 /* Makes the plan of a key and checks it is the GEMV. */
 static void plan_gemv(frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype dt, int acc)
 {

@@ -107,16 +107,14 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
     }
     /* RMSNorm: the fp64 sum in rmsnorm_kernel's order */
     const double ss = norm_sumsq<G, NV>(xv, groups); /* its barriers also publish cs / sn */
-    const float var = (float)(ss / head_dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, head_dim, eps);
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         const int gi = threadIdx.x + j * T;
         if (gi < groups)
 #pragma unroll
             for (int e = 0; e < G; e++)
-                row[gi * G + e] = zero_centered ? (xv[j][e] * inv) * (1.0f + wv[j][e])
-                                                : (xv[j][e] * inv) * wv[j][e];
+                row[gi * G + e] = norm_weigh(xv[j][e], inv, wv[j][e], zero_centered);
     }
     __syncthreads();
     /* RoPE (rope_kernel's expressions) and the stores */

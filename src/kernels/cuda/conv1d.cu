@@ -16,6 +16,7 @@
  * Tested in tests/test_cuda_kernels.c and tests/test_cuda_conv1d.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/norm_util.h"
 
 #include <string.h>
 
@@ -76,7 +77,7 @@ __global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_
         __syncthreads();
         double ss = 0;
         for (int w = 0; w < wpg; w++) ss += part[g0 + w];
-        y = y * (1.0f / sqrtf((float)ss + o.l2_eps));
+        y = y * norm_inv_l2(ss, o.l2_eps);
     }
     /* constant indices only: a dynamic index into the by-value o would copy
      * it to local memory in every thread (measured 2.5x slower) */

@@ -48,6 +48,7 @@
  * dk, dv and the slice count only. Tested in tests/test_cuda_gdn_decode.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/norm_util.h"
 
 #include <cooperative_groups.h>
 #include <math.h>
@@ -320,8 +321,8 @@ __global__ __launch_bounds__(DK * DVS / 32, 1) void gdn_decode_kernel(const gdn_
         tq += ss_q[w];
         tk += ss_k[w];
     }
-    const float invq = 1.0f / sqrtf((float)tq + GDN_L2_EPS);
-    const float invk = 1.0f / sqrtf((float)tk + GDN_L2_EPS);
+    const float invq = norm_inv_l2(tq, GDN_L2_EPS);
+    const float invk = norm_inv_l2(tk, GDN_L2_EPS);
 
     /* ---- frt_cpu_gdn_gate */
     const float g = -expf(alog) * frt_softplus(ah + dtb);
@@ -403,8 +404,7 @@ __global__ __launch_bounds__(DK * DVS / 32, 1) void gdn_decode_kernel(const gdn_
     }
     if (warp != 0 || lane >= CG) return;
     /* frt_cpu_rmsnorm_gated over the dv columns of the head */
-    const float var = (float)(ss / dv);
-    const float inv = 1.0f / sqrtf(var + p.eps);
+    const float inv = norm_inv_rms(ss, dv, p.eps);
     const float y0 = (w4.x * (o.x * inv)) * frt_silu(z4.x);
     const float y1 = (w4.y * (o.y * inv)) * frt_silu(z4.y);
     const float y2 = (w4.z * (o.z * inv)) * frt_silu(z4.z);

@@ -239,8 +239,7 @@ __device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const g
     for (int t = 0; t < N; t++) {
         double s = lane < (T >> 5) ? part[t * 32 + lane] : 0.0;
         s = frt_warp_sum(s);
-        const float var = (float)(s / dim);
-        inv[t] = 1.0f / sqrtf(var + nm.eps);
+        inv[t] = norm_inv_rms(s, dim, nm.eps);
     }
     /* pass 2: chunk i = 8 elements of row i / kc (the row mostly in L1 now) */
     for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) {
@@ -259,10 +258,7 @@ __device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const g
         for (int j = 0; j < 4; j++) {
             float y[2];
 #pragma unroll
-            for (int h = 0; h < 2; h++) { /* rmsnorm.cu's expression */
-                const float v = xv[2 * j + h], wj = wv[2 * j + h];
-                y[h] = nm.zc ? (v * iv) * (1.0f + wj) : (v * iv) * wj;
-            }
+            for (int h = 0; h < 2; h++) y[h] = norm_weigh(xv[2 * j + h], iv, wv[2 * j + h], nm.zc);
             const __nv_bfloat162 b = __floats2bfloat162_rn(y[0], y[1]); /* .x: the lower index */
             u32[j] = (uint32_t)__bfloat16_as_ushort(b.x) |
                      ((uint32_t)__bfloat16_as_ushort(b.y) << 16);

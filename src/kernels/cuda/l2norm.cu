@@ -28,7 +28,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void l2norm_kernel(void *x, int x
         if (gi < groups) norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
     }
     const double ss = norm_sumsq<G, NV>(v, groups);
-    const float inv = 1.0f / sqrtf((float)ss + eps);
+    const float inv = norm_inv_l2(ss, eps);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int gi = threadIdx.x + k * blockDim.x;
@@ -54,7 +54,7 @@ __global__ void l2norm_loop_kernel(void *x, int x_dt, const int32_t *d_n, int ma
         ss += (double)v * (double)v;
     }
     ss = frt_block_sum(ss);
-    const float inv = 1.0f / sqrtf((float)ss + eps);
+    const float inv = norm_inv_l2(ss, eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         frt_st(x, x_dt, o + i, frt_ld(x, x_dt, o + i) * inv);
 }

@@ -107,6 +107,31 @@ __device__ __forceinline__ double norm_sumsq(const float (&v)[NV][G], int groups
     return frt_block_sum(ss);
 }
 
+
+/* 1 / sqrt(mean square + eps) of a row of dim elements whose fp64 sum of
+ * squares is ss: the one expression of every RMSNorm (rmsnorm, the gated
+ * norm, the attention prep, the GEMV prologue, the DeltaNet decode step), so
+ * their bits agree by construction. */
+__device__ __forceinline__ float norm_inv_rms(double ss, int dim, float eps)
+{
+    const float var = (float)(ss / dim);
+    return 1.0f / sqrtf(var + eps);
+}
+
+/* 1 / sqrt(sum of squares + eps), the sum in fp64 rounded to fp32: the L2
+ * norm of frt_cpu_l2norm (l2norm, the fused conv, the DeltaNet decode step). */
+__device__ __forceinline__ float norm_inv_l2(double ss, float eps)
+{
+    return 1.0f / sqrtf((float)ss + eps);
+}
+
+/* The RMSNorm weight of Qwen3.5: (x * inv) * (1 + w) zero-centred, else
+ * (x * inv) * w. */
+__device__ __forceinline__ float norm_weigh(float x, float inv, float w, int zero_centered)
+{
+    return zero_centered ? (x * inv) * (1.0f + w) : (x * inv) * w;
+}
+
 /* Launches KERNEL<G, NV> with the NV of the shape sh in scope (1, 2, 4 or
  * NORM_MAX_NV), on `stream` in scope. */
 #define NORM_DISPATCH(G, KERNEL, GRID, ...)                                                     \

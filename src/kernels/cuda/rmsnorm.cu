@@ -40,8 +40,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_kernel(
         }
     }
     const double ss = norm_sumsq<G, NV>(v, groups);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
     /* element i is read and written by the same thread: safe in place */
 #pragma unroll
     for (int k = 0; k < NV; k++) {
@@ -50,8 +49,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_kernel(
             float y[G];
 #pragma unroll
             for (int e = 0; e < G; e++)
-                y[e] = zero_centered ? (v[k][e] * inv) * (1.0f + wv[k][e])
-                                     : (v[k][e] * inv) * wv[k][e];
+                y[e] = norm_weigh(v[k][e], inv, wv[k][e], zero_centered);
             norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
         }
     }
@@ -71,11 +69,10 @@ __global__ void rmsnorm_loop_kernel(void *out, int out_dt, const void *x, int x_
         ss += (double)v * (double)v;
     }
     ss = frt_block_sum(ss);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = frt_ld(x, x_dt, o + i);
-        float y = zero_centered ? (v * inv) * (1.0f + w[i]) : (v * inv) * w[i];
+        float y = norm_weigh(v, inv, w[i], zero_centered);
         frt_st(out, out_dt, o + i, y);
     }
 }
@@ -114,8 +111,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
         }
     }
     ss = frt_block_sum(ss);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int gi = threadIdx.x + k * blockDim.x;
@@ -123,8 +119,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
             float y[G];
 #pragma unroll
             for (int e = 0; e < G; e++)
-                y[e] = zero_centered ? (v[k][e] * inv) * (1.0f + wv[k][e])
-                                     : (v[k][e] * inv) * wv[k][e];
+                y[e] = norm_weigh(v[k][e], inv, wv[k][e], zero_centered);
             norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
         }
     }
@@ -145,11 +140,10 @@ __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int del
         ss += (double)v * (double)v;
     }
     ss = frt_block_sum(ss);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = r[i]; /* written by this very thread above */
-        float y = zero_centered ? (v * inv) * (1.0f + w[i]) : (v * inv) * w[i];
+        float y = norm_weigh(v, inv, w[i], zero_centered);
         frt_st(out, out_dt, o + i, y);
     }
 }

@@ -34,8 +34,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
         }
     }
     const double ss = norm_sumsq<G, NV>(v, groups);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
     /* element i is read (x, z) and written by the same thread: safe in place */
 #pragma unroll
     for (int k = 0; k < NV; k++) {
@@ -64,8 +63,7 @@ __global__ void rmsnorm_gated_loop_kernel(void *out, int out_dt, const void *x, 
         ss += (double)v * (double)v;
     }
     ss = frt_block_sum(ss);
-    const float var = (float)(ss / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
+    const float inv = norm_inv_rms(ss, dim, eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = frt_ld(x, x_dt, o + i), zz = frt_ld(z, z_dt, oz + i);
         frt_st(out, out_dt, o + i, (w[i] * (v * inv)) * frt_silu(zz));

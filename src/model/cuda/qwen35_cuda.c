@@ -398,6 +398,11 @@ static int cu_load_weights(frt_model *m)
 
 /* ---- scratch ----------------------------------------------------------- */
 
+/* Whether a prefill piece of `rows` rows runs one GEMM over matrices lying
+ * end to end (fused: the layout check at load); the GEMV buckets (rows <=
+ * FRT_CUDA_GEMV_MAX_N) keep their per-matrix plans. */
+static int one_gemm(int fused, int rows) { return fused && rows > FRT_CUDA_GEMV_MAX_N; }
+
 static int plan_all(frt_model *m, cu_model *c, int n)
 {
     const frt_model_config *cfg = &m->cfg;
@@ -411,14 +416,14 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));  /* gate, up */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0));  /* down */
     if (has_full) {
-        if (c->at_fused && n > FRT_CUDA_GEMV_MAX_N)
+        if (one_gemm(c->at_fused, n))
             FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->at_w, F32, 0)); /* q_proj | k_proj | v_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qw, F32, 0));  /* q_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvw, F32, 0)); /* k_proj, v_proj */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 0));  /* o_proj */
     }
     if (has_lin) {
-        if (c->dn_fused && n > FRT_CUDA_GEMV_MAX_N)
+        if (one_gemm(c->dn_fused, n))
             FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->dn_w, F32, 0)); /* in_proj_qkv | z | b | a */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ch, F32, 0));   /* in_proj_qkv */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->vd, F32, 0));   /* in_proj_z */
@@ -544,6 +549,7 @@ typedef struct fwd {
     int decode;
     const int32_t *d_n;   /* valid rows (step.n_valid), NULL for decode (= 1) */
     const int32_t *d_no_logits; /* step.no_logits (prefill: skip the LM head), NULL for decode */
+    int at_one, dn_one;   /* prefill: one GEMM for q | k | v, for in_proj_qkv | z | b | a (one_gemm) */
     int32_t *d_pos;       /* boundary.pos */
     int32_t *d_pending;   /* boundary.pending */
     int32_t *d_has_logits;
@@ -564,6 +570,8 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
+    f.at_one = !decode && one_gemm(f.c->at_fused, R);
+    f.dn_one = !decode && one_gemm(f.c->dn_fused, R);
     f.d_pos = (int32_t *)(void *)(bd + offsetof(frt_boundary, pos));
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
@@ -628,7 +636,7 @@ static int attention_block(const fwd *f, int l)
                                           {c->v, F32, lw->v_proj, c->kvw}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
         FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
-    } else if (c->at_fused && R > FRT_CUDA_GEMV_MAX_N) {
+    } else if (f->at_one) {
         /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
          * prep below reads in place */
         FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
@@ -641,7 +649,7 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
                                           lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
                                           c->eps, 1, c->gated));
-    } else if (c->at_fused && R > FRT_CUDA_GEMV_MAX_N) {
+    } else if (f->at_one) {
         /* split, q/k norms, RoPE and the KV append of every row in one launch (the same bits as
          * the sequence below) */
         const int W = c->at_w;
@@ -692,7 +700,7 @@ static int deltanet_block(const fwd *f, int l)
                                           {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
         FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
-    } else if (c->dn_fused && R > FRT_CUDA_GEMV_MAX_N) {
+    } else if (f->dn_one) {
         /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
          * the conv and the gated norm read their columns in place (below) */
         const int W = c->dn_w;
@@ -713,7 +721,7 @@ static int deltanet_block(const fwd *f, int l)
         return gemm_out(f, c->ob, lw->out_proj, vd);
     }
     /* the conv reads its ch columns in place and writes q, k, v apart */
-    const int x_stride = !f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N ? c->dn_w : ch;
+    const int x_stride = f->dn_one ? c->dn_w : ch;
     void *const qkv[3] = {c->q, c->k, c->v};
     const int widths[3] = {kd, kd, vd};
     /* ... and L2-normalises the q and k heads on the way when their layout allows (blocks of 256
@@ -736,7 +744,7 @@ static int deltanet_block(const fwd *f, int l)
     else
         FRT_TRY(frt_cuda_gdr_chunked(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
                                      nv, dk, dv, GDR_CHUNK, c->gdr_ws, c->gdr_ws_bytes));
-    if (!f->decode && c->dn_fused && R > FRT_CUDA_GEMV_MAX_N) /* z read in place from the fused output */
+    if (f->dn_one) /* z read in place from the fused output */
         FRT_TRY(frt_cuda_rmsnorm_gated_strided(st, c->ob, BF16, c->o, F32, c->t0 + ch, F32, c->dn_w, lw->gdn_norm,
                                                f->d_n, R, nv, dv, c->eps));
     else
