@@ -224,6 +224,126 @@ static void test_alloc_too_large(frt_context *ctx)
     frt_buffer_free(b);
 }
 
+/* ---- the pinned host cache -------------------------------------------------- */
+
+static frt_pinned_cache_stats pstats(frt_context *c)
+{
+    frt_pinned_cache_stats st;
+    memset(&st, 0xff, sizeof st);
+    CHECK_OK(frt_context_pinned_cache_stats(c, &st));
+    return st;
+}
+
+/* Freed PINNED_HOST blocks come back (same pointer, counted as hits), grown
+ * requests fit a rounded block, too-large blocks do not serve small
+ * requests, the limit drops the oldest blocks, 0 turns the cache off, trim
+ * empties it, other spaces are never cached, the environment sets the
+ * limit, and a reused block carries copies like a new one. */
+static void test_pinned_cache(void)
+{
+    const size_t MiB = (size_t)1 << 20;
+    unsetenv("FRT_PINNED_CACHE_MB");
+    frt_context *c = NULL;
+    CHECK_OK(frt_context_create(g_backend, 0, &c));
+    if (!c) return;
+    frt_pinned_cache_stats st = pstats(c);
+    CHECK(st.limit_bytes == (size_t)FRT_PINNED_CACHE_DEFAULT_MB * MiB);
+    CHECK(st.cached_bytes == 0 && st.cached_blocks == 0 && st.hits == 0 && st.misses == 0);
+
+    /* 3 MiB + 5 bytes: a new block of 4 MiB (rounded to 1 MiB steps) */
+    frt_buffer *a = alloc_or_die(c, "pin.a", FRT_SPACE_PINNED_HOST, 3 * MiB + 5);
+    void *pa = frt_buffer_ptr(a);
+    CHECK(frt_buffer_size(a) == 3 * MiB + 5);
+    frt_buffer_free(a);
+    st = pstats(c);
+    CHECK(st.misses == 1 && st.hits == 0 && st.cached_blocks == 1 && st.cached_bytes == 4 * MiB);
+    /* the same size, then a grown one (3.9 MiB): the same block each time */
+    a = alloc_or_die(c, "pin.a2", FRT_SPACE_PINNED_HOST, 3 * MiB + 5);
+    CHECK(frt_buffer_ptr(a) == pa && frt_buffer_size(a) == 3 * MiB + 5);
+    st = pstats(c);
+    CHECK(st.hits == 1 && st.cached_blocks == 0 && st.cached_bytes == 0);
+    frt_buffer_free(a);
+    a = alloc_or_die(c, "pin.a3", FRT_SPACE_PINNED_HOST, 4 * MiB - 100);
+    CHECK(frt_buffer_ptr(a) == pa);
+    /* a reused block carries a copy like a new one */
+    uint8_t *src = malloc(4 * MiB), *back = malloc(4 * MiB);
+    frt_buffer *d = alloc_or_die(c, "pin.dev", FRT_SPACE_DEVICE, 4 * MiB);
+    if (src && back) {
+        for (size_t i = 0; i < 4 * MiB; i++) src[i] = (uint8_t)(i * 131 + 7);
+        frt_stream *s = frt_context_stream(c);
+        memcpy(frt_buffer_ptr(a), src, 4 * MiB - 100);
+        CHECK_OK(frt_buffer_copy(d, 0, a, 0, 4 * MiB - 100, s));
+        CHECK_OK(frt_buffer_fill(a, 0, 4 * MiB - 100, 0, s));
+        CHECK_OK(frt_buffer_copy(a, 0, d, 0, 4 * MiB - 100, s));
+        CHECK_OK(frt_stream_sync(s));
+        CHECK(memcmp(frt_buffer_ptr(a), src, 4 * MiB - 100) == 0);
+    }
+    free(src);
+    free(back);
+    frt_buffer_free(d);
+    frt_buffer_free(a);
+    /* a cached 4 MiB block does not serve 1 MiB (more than twice) */
+    frt_buffer *b = alloc_or_die(c, "pin.b", FRT_SPACE_PINNED_HOST, MiB);
+    CHECK(frt_buffer_ptr(b) != pa);
+    st = pstats(c);
+    CHECK(st.cached_blocks == 1 && st.cached_bytes == 4 * MiB);
+    /* device and pageable memory never enter the cache */
+    frt_buffer *h = alloc_or_die(c, "pin.host", FRT_SPACE_HOST, 3 * MiB);
+    frt_buffer *dv = alloc_or_die(c, "pin.device", FRT_SPACE_DEVICE, 3 * MiB);
+    frt_buffer_free(h);
+    frt_buffer_free(dv);
+    frt_pinned_cache_stats st2 = pstats(c);
+    CHECK(st2.cached_blocks == 1 && st2.hits == st.hits && st2.misses == st.misses);
+    /* limit 6 MiB: freeing b (1 MiB) keeps both (5 MiB); a 2 MiB block more
+     * (7 MiB) drops the oldest, the 4 MiB one */
+    CHECK_OK(frt_context_set_pinned_cache(c, 6 * MiB));
+    frt_buffer_free(b);
+    st = pstats(c);
+    CHECK(st.cached_blocks == 2 && st.cached_bytes == 5 * MiB && st.limit_bytes == 6 * MiB);
+    frt_buffer *e = alloc_or_die(c, "pin.e", FRT_SPACE_PINNED_HOST, 3 * MiB / 2); /* new: 2 MiB */
+    frt_buffer_free(e);
+    st = pstats(c);
+    CHECK(st.cached_blocks == 2 && st.cached_bytes == 3 * MiB);
+    frt_buffer *f = alloc_or_die(c, "pin.f", FRT_SPACE_PINNED_HOST, 3 * MiB + 5);
+    CHECK(pstats(c).misses == st.misses + 1); /* the 4 MiB block was released */
+    frt_buffer_free(f);
+    /* trim empties the cache, the limit stays */
+    CHECK_OK(frt_context_trim(c));
+    st = pstats(c);
+    CHECK(st.cached_blocks == 0 && st.cached_bytes == 0 && st.limit_bytes == 6 * MiB);
+    /* limit 0: nothing is kept */
+    CHECK_OK(frt_context_set_pinned_cache(c, 0));
+    frt_buffer *g = alloc_or_die(c, "pin.g", FRT_SPACE_PINNED_HOST, MiB);
+    frt_buffer_free(g);
+    st = pstats(c);
+    CHECK(st.cached_blocks == 0 && st.cached_bytes == 0);
+    /* bad arguments */
+    frt_pinned_cache_stats junk;
+    CHECK_STATUS(frt_context_pinned_cache_stats(NULL, &junk), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_context_pinned_cache_stats(c, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_context_set_pinned_cache(NULL, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_context_trim(NULL), FRT_ERR_INVALID_ARGUMENT);
+    frt_context_destroy(c);
+
+    /* the environment: 5 MiB; unparsable values leave the default */
+    setenv("FRT_PINNED_CACHE_MB", "5", 1);
+    CHECK_OK(frt_context_create(g_backend, 0, &c));
+    if (c) {
+        CHECK(pstats(c).limit_bytes == 5 * MiB);
+        frt_buffer *k = alloc_or_die(c, "pin.k", FRT_SPACE_PINNED_HOST, 6 * MiB); /* alone over the limit */
+        frt_buffer_free(k);
+        CHECK(pstats(c).cached_blocks == 0);
+        frt_context_destroy(c);
+    }
+    setenv("FRT_PINNED_CACHE_MB", "12x", 1);
+    CHECK_OK(frt_context_create(g_backend, 0, &c));
+    if (c) {
+        CHECK(pstats(c).limit_bytes == (size_t)FRT_PINNED_CACHE_DEFAULT_MB * MiB);
+        frt_context_destroy(c);
+    }
+    unsetenv("FRT_PINNED_CACHE_MB");
+}
+
 /* ---- copies ---------------------------------------------------------------- */
 
 static void test_copies(frt_context *ctx)
@@ -1048,6 +1168,7 @@ int main(int argc, char **argv)
     test_events(ctx);
     test_plan(ctx);
     test_streams(ctx);
+    test_pinned_cache();
 
     frt_context_destroy(ctx);
     return frt_test_report();

@@ -31,10 +31,14 @@
  *         matrix incl. lm_head (not the embedding table) + recurrent and conv
  *         state + KV up to the context. A read-only stream is charged at the
  *         read+write copy rate ("~15.9 GB ... about 4.1 ms at ~3.97 TB/s").
- *   prefill = FLOPs / GEMM rate, FLOPs = 2 x matrix params (lm_head once,
- *         for the last token only) x tokens + attention 4 x (causal pairs) x
- *         heads x head_dim per full layer + the gated delta rule, charged
- *         8 x d_k x d_v per token per value head per linear layer.
+ *   prefill (cold, and the append after a restore) = the roofline: the
+ *         larger of FLOPs / GEMM rate and bytes / d2d rate. FLOPs = 2 x
+ *         matrix params (lm_head once, for the last token only) x tokens +
+ *         attention 4 x (causal pairs) x heads x head_dim per full layer +
+ *         the gated delta rule, charged 8 x d_k x d_v per token per value
+ *         head per linear layer; bytes = what a decode step at that context
+ *         reads (every weight once). A cold prefill of 2k+ tokens is bound by
+ *         the FLOPs; a 64-token append by the bytes.
  * "frac" is floor / measured: 1.0 is at the floor.
  * Timing: wall clock around synchronous model calls (each returns after
  * its stream is synced); copies and GEMMs with events.
@@ -662,6 +666,16 @@ static int capsule_once(frt_model *m, const frt_capsule *c, int flags, const int
     return rc;
 }
 
+/* The roofline of a prefill: FLOPs at the GEMM rate or the bytes it must
+ * read at least once (every matrix, the state, the KV cache) at the copy
+ * rate, whichever takes longer. A short append (64 tokens) is bound by the
+ * bytes, a long prefill by the FLOPs. */
+static double roofline_ms(const bm_run *r, double flops, double bytes)
+{
+    const double f = flops / r->fl.gemm_flops * 1e3, b = bytes / r->fl.d2d_rw_Bps * 1e3;
+    return f > b ? f : b;
+}
+
 static json_t *floor_json(double floor_ms, double measured_ms)
 {
     return json_pack("{s:f, s:f, s:f}", "measured_ms", measured_ms, "floor_ms", floor_ms, "fraction_of_floor",
@@ -676,6 +690,9 @@ typedef struct bm_row {
     double snap, restore, restore_floor, append, cap50, cap90, cap99, cap_floor;
     double rb_restore, rb_floor, rb_cap50; /* rollback restore (only the fixed-size state) */
     double dec_ms, dec_floor;
+    double tier_sn[2][2], tier_re[2][2]; /* [host, disk][first, second] */
+    double host_sn_floor, host_re_floor;
+    int tiers; /* the host and disk tiers ran */
     size_t cap_bytes;
     int done;
 } bm_row;
@@ -706,7 +723,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     mem_sample(r, frt_model_context(m));
     row->cold50 = pct(a, n, .5), row->cold90 = pct(a, n, .9), row->cold99 = pct(a, n, .99);
     double fl = prefill_flops(&r->cfg, &k, 0, P + S);
-    row->cold_floor = fl / r->fl.gemm_flops * 1e3;
+    row->cold_floor = roofline_ms(r, fl, decode_bytes(&k, P + S, cuda));
     json_t *cold = stats_json(a, n);
     json_object_set_new(cold, "flops", json_real(fl));
     json_object_set_new(cold, "floor_ms", json_real(row->cold_floor));
@@ -787,13 +804,18 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         row->cap50 = pct(c, n, .5), row->cap90 = pct(c, n, .9), row->cap99 = pct(c, n, .99);
         row->restore_floor = copy_floor;
         double app_fl = prefill_flops(&r->cfg, &k, P, S);
-        row->cap_floor = copy_floor + app_fl / r->fl.gemm_flops * 1e3;
+        const double app_bytes = decode_bytes(&k, P + S, cuda);
+        const double app_floor = roofline_ms(r, app_fl, app_bytes);
+        row->cap_floor = copy_floor + app_floor;
         json_t *rs = stats_json(a, n), *ap = stats_json(b, n), *tt = stats_json(c, n);
         json_object_set_new(rs, "floor_ms", json_real(copy_floor));
         json_object_set_new(rs, "fraction_of_floor_p50", json_real(copy_floor / row->restore));
         json_object_set_new(ap, "flops", json_real(app_fl));
-        json_object_set_new(ap, "floor_ms", json_real(app_fl / r->fl.gemm_flops * 1e3));
-        json_object_set_new(ap, "fraction_of_floor_p50", json_real(app_fl / r->fl.gemm_flops * 1e3 / row->append));
+        json_object_set_new(ap, "bytes_read", json_real(app_bytes));
+        json_object_set_new(ap, "flops_floor_ms", json_real(app_fl / r->fl.gemm_flops * 1e3));
+        json_object_set_new(ap, "bytes_floor_ms", json_real(app_bytes / r->fl.d2d_rw_Bps * 1e3));
+        json_object_set_new(ap, "floor_ms", json_real(app_floor));
+        json_object_set_new(ap, "fraction_of_floor_p50", json_real(app_floor / row->append));
         json_object_set_new(tt, "floor_ms", json_real(row->cap_floor));
         json_object_set_new(tt, "fraction_of_floor_p50", json_real(row->cap_floor / row->cap50));
         json_object_set_new(tt, "speedup_vs_cold_p50", json_real(row->cold50 / row->cap50));
@@ -846,16 +868,27 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
             }
             if (tiers[t] == FRT_TIER_DISK) unlink(path);
             if (rc) break;
+            for (int i = 0; i < 2; i++) row->tier_sn[t][i] = sn[i], row->tier_re[t][i] = re[i];
+            row->tiers = t == 1;
             json_t *tj = json_pack("{s:[f,f], s:[f,f]}", "snapshot_ms", sn[0], sn[1], "restore_ms", re[0], re[1]);
             if (tiers[t] == FRT_TIER_HOST) {
-                json_object_set_new(tj, "snapshot_floor_ms", json_real((double)ci.bytes / r->fl.d2h_Bps * 1e3));
-                json_object_set_new(tj, "restore_floor_ms", json_real((double)ci.bytes / r->fl.h2d_Bps * 1e3));
+                row->host_sn_floor = (double)ci.bytes / r->fl.d2h_Bps * 1e3;
+                row->host_re_floor = (double)ci.bytes / r->fl.h2d_Bps * 1e3;
+                json_object_set_new(tj, "snapshot_floor_ms", json_real(row->host_sn_floor));
+                json_object_set_new(tj, "restore_floor_ms", json_real(row->host_re_floor));
             } else {
                 json_object_set_new(tj, "note", json_string("file in --tmpdir; the second restore may be served "
                                                             "from the page cache; floors depend on the disk"));
             }
             json_object_set_new(cj, tiers[t] == FRT_TIER_HOST ? "host" : "disk", tj);
         }
+        frt_pinned_cache_stats ps;
+        if (!rc && !frt_context_pinned_cache_stats(frt_model_context(m), &ps))
+            json_object_set_new(cj, "pinned_cache",
+                                json_pack("{s:I, s:I, s:i, s:I, s:I}", "limit_bytes", (json_int_t)ps.limit_bytes,
+                                          "cached_bytes", (json_int_t)ps.cached_bytes, "cached_blocks",
+                                          ps.cached_blocks, "hits", (json_int_t)ps.hits, "misses",
+                                          (json_int_t)ps.misses));
     }
     frt_capsule_free(cap);
     json_object_set_new(out, "capsule", cj);
@@ -890,6 +923,19 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
         if (!w->rb_cap50) continue;
         printf("%7d | rollback restore %8.3f ms (floor %8.3f, frac %5.2f) | cap p50 %9.2f ms\n", w->P, w->rb_restore,
                w->rb_floor, w->rb_restore > 0 ? w->rb_floor / w->rb_restore : 0, w->rb_cap50);
+    }
+    int any_tiers = 0;
+    for (int i = 0; i < n; i++) any_tiers |= rows[i].tiers;
+    if (any_tiers)
+        printf("(host and disk tiers, ms, first / second run: the first snapshot page-locks a new host block, the\n"
+               " second takes it from the context's pinned cache; disk restores may come from the page cache:)\n");
+    for (int i = 0; i < n; i++) {
+        const bm_row *w = &rows[i];
+        if (!w->tiers) continue;
+        printf("%7d | host snapshot %8.2f / %7.2f (floor %6.2f) restore %7.2f / %7.2f (floor %6.2f) | disk snapshot "
+               "%8.2f / %8.2f restore %7.2f / %7.2f\n",
+               w->P, w->tier_sn[0][0], w->tier_sn[0][1], w->host_sn_floor, w->tier_re[0][0], w->tier_re[0][1],
+               w->host_re_floor, w->tier_sn[1][0], w->tier_sn[1][1], w->tier_re[1][0], w->tier_re[1][1]);
     }
 }
 
@@ -1031,8 +1077,10 @@ int frt_bench_model(int argc, char **argv)
                   "bytes read per token (all matrices incl. lm_head, not the embedding table; recurrent + conv state; "
                   "KV up to the context) / d2d rate, a read-only stream charged at the read+write rate as H200.md",
                   "prefill_floor",
-                  "FLOPs / measured GEMM rate; FLOPs = 2 x matrix params x tokens (lm_head once) + 4 x causal pairs "
-                  "x heads x head_dim per full layer + 8 x d_k x d_v per token per value head per linear layer",
+                  "roofline: the larger of FLOPs / measured GEMM rate and the bytes read at least once (the decode "
+                  "bytes at the context) / d2d rate; FLOPs = 2 x matrix params x tokens (lm_head once) + 4 x causal "
+                  "pairs x heads x head_dim per full layer + 8 x d_k x d_v per token per value head per linear layer; "
+                  "a long prefill is bound by the FLOPs, a short append by the bytes",
                   "fraction", "floor / measured (1.0 = at the floor)"));
 
     rc = measure_floors(r);

@@ -142,6 +142,147 @@ static void stream_delete(frt_stream *s)
 
 /* ---- context --------------------------------------------------------------- */
 
+/* ---- the pinned host cache -------------------------------------------------- */
+
+#define PINNED_MIB ((size_t)1 << 20)
+
+/* FRT_PINNED_CACHE_MB from the environment (a decimal number of MiB), else
+ * FRT_PINNED_CACHE_DEFAULT_MB. */
+static size_t pinned_limit_default(void)
+{
+    const char *e = getenv("FRT_PINNED_CACHE_MB");
+    if (e && *e) {
+        char *end = NULL;
+        unsigned long long mb = strtoull(e, &end, 10);
+        if (end && !*end && mb <= (unsigned long long)(SIZE_MAX / PINNED_MIB)) return (size_t)mb * PINNED_MIB;
+    }
+    return (size_t)FRT_PINNED_CACHE_DEFAULT_MB * PINNED_MIB;
+}
+
+/* The size a new pinned block of `bytes` gets: page-rounded below 1 MiB,
+ * else rounded up to 1/8 of the power of two at or below it (at least
+ * 1 MiB), so a capsule that grows a little finds its old block. */
+static size_t pinned_round(size_t bytes)
+{
+    if (bytes < PINNED_MIB) return (bytes + 4095) / 4096 * 4096;
+    size_t p2 = PINNED_MIB;
+    while (p2 <= bytes / 2) p2 *= 2;
+    size_t g = p2 / 8 > PINNED_MIB ? p2 / 8 : PINNED_MIB;
+    if (bytes > SIZE_MAX - g) return bytes;
+    return (bytes + g - 1) / g * g;
+}
+
+/* Releases cached blocks, oldest first, until at most `keep` bytes stay. */
+static void pinned_trim(frt_context *ctx, size_t keep)
+{
+    int drop = 0;
+    while (drop < ctx->n_pinned && ctx->pinned_cached > keep) {
+        ctx->ops->mem_free(ctx, FRT_SPACE_PINNED_HOST, ctx->pinned[drop].ptr);
+        ctx->pinned_cached -= ctx->pinned[drop].bytes;
+        drop++;
+    }
+    if (drop) {
+        memmove(ctx->pinned, ctx->pinned + drop, (size_t)(ctx->n_pinned - drop) * sizeof *ctx->pinned);
+        ctx->n_pinned -= drop;
+    }
+}
+
+/* Takes the smallest cached block of bytes .. 2 x bytes (1 MiB more below
+ * 1 MiB); 0 with *ptr NULL when none fits. */
+static void pinned_take(frt_context *ctx, size_t bytes, void **ptr, size_t *got)
+{
+    *ptr = NULL;
+    const size_t most = bytes < PINNED_MIB ? bytes + PINNED_MIB : (bytes > SIZE_MAX / 2 ? SIZE_MAX : 2 * bytes);
+    int best = -1;
+    for (int i = 0; i < ctx->n_pinned; i++) {
+        const size_t b = ctx->pinned[i].bytes;
+        if (b >= bytes && b <= most && (best < 0 || b < ctx->pinned[best].bytes)) best = i;
+    }
+    if (best < 0) return;
+    *ptr = ctx->pinned[best].ptr;
+    *got = ctx->pinned[best].bytes;
+    ctx->pinned_cached -= *got;
+    memmove(ctx->pinned + best, ctx->pinned + best + 1, (size_t)(ctx->n_pinned - best - 1) * sizeof *ctx->pinned);
+    ctx->n_pinned--;
+}
+
+/* A PINNED_HOST block for frt_buffer_alloc: from the cache, else new (after
+ * emptying the cache when the first try fails). */
+static int pinned_alloc(frt_context *ctx, size_t bytes, void **ptr, size_t *got)
+{
+    pinned_take(ctx, bytes, ptr, got);
+    if (*ptr) {
+        ctx->pinned_hits++;
+        return 0;
+    }
+    ctx->pinned_misses++;
+    size_t want = pinned_round(bytes);
+    int rc = ctx->ops->mem_alloc(ctx, FRT_SPACE_PINNED_HOST, want, ptr);
+    if (rc < 0 && want != bytes) {
+        want = bytes;
+        rc = ctx->ops->mem_alloc(ctx, FRT_SPACE_PINNED_HOST, want, ptr);
+    }
+    if (rc < 0 && ctx->n_pinned) {
+        pinned_trim(ctx, 0);
+        rc = ctx->ops->mem_alloc(ctx, FRT_SPACE_PINNED_HOST, want, ptr);
+    }
+    if (rc < 0) return rc;
+    *got = want;
+    return 0;
+}
+
+/* Keeps a freed block (the newest at the end), or releases it when it alone
+ * is over the limit or the table cannot grow; then trims to the limit. */
+static void pinned_put(frt_context *ctx, void *ptr, size_t bytes)
+{
+    if (bytes > ctx->pinned_limit) {
+        ctx->ops->mem_free(ctx, FRT_SPACE_PINNED_HOST, ptr);
+        return;
+    }
+    if (ctx->n_pinned == ctx->cap_pinned) {
+        int cap = ctx->cap_pinned ? 2 * ctx->cap_pinned : 16;
+        struct frt_pinned_block *nb = realloc(ctx->pinned, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            ctx->ops->mem_free(ctx, FRT_SPACE_PINNED_HOST, ptr);
+            return;
+        }
+        ctx->pinned = nb;
+        ctx->cap_pinned = cap;
+    }
+    ctx->pinned[ctx->n_pinned].ptr = ptr;
+    ctx->pinned[ctx->n_pinned].bytes = bytes;
+    ctx->n_pinned++;
+    ctx->pinned_cached += bytes;
+    pinned_trim(ctx, ctx->pinned_limit);
+}
+
+int frt_context_set_pinned_cache(frt_context *ctx, size_t limit_bytes)
+{
+    CHECK_HANDLE(ctx_ok, ctx, "context");
+    ctx->pinned_limit = limit_bytes;
+    pinned_trim(ctx, limit_bytes);
+    return 0;
+}
+
+int frt_context_trim(frt_context *ctx)
+{
+    CHECK_HANDLE(ctx_ok, ctx, "context");
+    pinned_trim(ctx, 0);
+    return 0;
+}
+
+int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out)
+{
+    CHECK_HANDLE(ctx_ok, ctx, "context");
+    if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: pinned cache stats: NULL out");
+    out->limit_bytes = ctx->pinned_limit;
+    out->cached_bytes = ctx->pinned_cached;
+    out->cached_blocks = ctx->n_pinned;
+    out->hits = ctx->pinned_hits;
+    out->misses = ctx->pinned_misses;
+    return 0;
+}
+
 int frt_context_create(frt_backend backend, int device, frt_context **out)
 {
     if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: context: NULL out");
@@ -155,6 +296,7 @@ int frt_context_create(frt_backend backend, int device, frt_context **out)
     ctx->backend = backend;
     ctx->device = device;
     ctx->ops = ops;
+    ctx->pinned_limit = pinned_limit_default();
     int rc = ops->context_init(ctx);
     if (rc < 0) {
         free(ctx);
@@ -177,6 +319,8 @@ void frt_context_destroy(frt_context *ctx)
     /* Streams left alive by the caller are destroyed too, so no worker thread
      * outlives its context. */
     while (ctx->streams) stream_delete(ctx->streams);
+    pinned_trim(ctx, 0);
+    free(ctx->pinned);
     ctx->ops->context_fini(ctx);
     ctx->magic = 0;
     free(ctx);
@@ -363,7 +507,9 @@ int frt_buffer_alloc(frt_context *ctx, const char *name, frt_space space, size_t
         return frt_error(FRT_ERR_STATE, "exec: buffer '%s': allocation while a stream is capturing",
                          name);
     void *ptr = NULL;
-    int rc = ctx->ops->mem_alloc(ctx, space, bytes, &ptr);
+    size_t got = bytes;
+    int rc = space == FRT_SPACE_PINNED_HOST ? pinned_alloc(ctx, bytes, &ptr, &got)
+                                            : ctx->ops->mem_alloc(ctx, space, bytes, &ptr);
     if (rc < 0) {
         frt_error_prefix("exec: buffer '%s': cannot allocate %zu bytes (%.2f GiB) of %s memory on %s",
                          name, bytes, (double)bytes / (1024.0 * 1024.0 * 1024.0), space_name(space),
@@ -371,8 +517,15 @@ int frt_buffer_alloc(frt_context *ctx, const char *name, frt_space space, size_t
         return rc;
     }
     rc = buffer_new(ctx, name, space, ptr, bytes, 1, out);
-    if (rc < 0) ctx->ops->mem_free(ctx, space, ptr);
-    return rc;
+    if (rc < 0) {
+        if (space == FRT_SPACE_PINNED_HOST)
+            pinned_put(ctx, ptr, got);
+        else
+            ctx->ops->mem_free(ctx, space, ptr);
+        return rc;
+    }
+    (*out)->alloc_bytes = got;
+    return 0;
 }
 
 int frt_buffer_wrap(frt_context *ctx, const char *name, frt_space space, void *ptr, size_t bytes,
@@ -391,7 +544,10 @@ int frt_buffer_wrap(frt_context *ctx, const char *name, frt_space space, void *p
 void frt_buffer_free(frt_buffer *buf)
 {
     if (!buffer_ok(buf)) return;
-    if (buf->owned) buf->ctx->ops->mem_free(buf->ctx, buf->space, buf->ptr);
+    if (buf->owned && buf->space == FRT_SPACE_PINNED_HOST)
+        pinned_put(buf->ctx, buf->ptr, buf->alloc_bytes);
+    else if (buf->owned)
+        buf->ctx->ops->mem_free(buf->ctx, buf->space, buf->ptr);
     buf->magic = 0;
     free(buf->name);
     free(buf);

@@ -87,6 +87,17 @@ struct frt_context {
     frt_stream *default_stream;
     frt_stream *streams; /* every live stream, the default one included */
     int n_capturing;     /* streams of this context in capture mode */
+    /* the pinned host cache (exec.c): freed PINNED_HOST blocks, oldest first */
+    struct frt_pinned_block *pinned;
+    int n_pinned, cap_pinned;
+    size_t pinned_limit, pinned_cached;
+    uint64_t pinned_hits, pinned_misses;
+};
+
+/* A cached pinned host block. */
+struct frt_pinned_block {
+    void *ptr;
+    size_t bytes;
 };
 
 struct frt_stream {
@@ -110,7 +121,8 @@ struct frt_buffer {
     void *ptr;
     size_t bytes;
     frt_space space;
-    int owned; /* 0 for frt_buffer_wrap */
+    int owned;          /* 0 for frt_buffer_wrap */
+    size_t alloc_bytes; /* owned PINNED_HOST: the block's size (>= bytes; the pinned cache) */
     char *name;
 };
 
