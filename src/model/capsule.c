@@ -10,8 +10,10 @@
 #include "model/capsule_internal.h"
 
 #include "util/error.h"
+#include "util/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,9 +290,11 @@ static int write_file(const frt_capsule *c, const frt_buffer *payload, const cha
     for (int i = 0; i < c->n; i++) {
         table[i] = c->table[i];
         table[i].offset = off;
-        table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
         off = align_up(off + c->table[i].bytes);
     }
+    /* the checksums, one buffer per thread */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < c->n; i++) table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
     h.file_bytes = off;
     h.meta_checksum = meta_checksum(&h, table, c->n);
 
@@ -301,24 +305,36 @@ static int write_file(const frt_capsule *c, const frt_buffer *payload, const cha
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
     }
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
         rc = frt_error(FRT_ERR_IO, "capsule: cannot create %s: %s", tmp, strerror(errno));
         goto done;
     }
-    static const unsigned char zeros[CAPSULE_ALIGN];
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(table, sizeof *table, (size_t)c->n, f) == (size_t)c->n;
-    ok = ok && fwrite(zeros, 1, base - sizeof h - (size_t)c->n * sizeof *table, f) ==
-                   base - sizeof h - (size_t)c->n * sizeof *table;
-    for (int i = 0; ok && i < c->n; i++) {
-        size_t b = c->table[i].bytes, pad = align_up(table[i].offset + b) - (table[i].offset + b);
-        ok = (b == 0 || fwrite(host + c->table[i].offset, 1, b, f) == b) && fwrite(zeros, 1, pad, f) == pad;
+    /* header and table, then the payloads in parallel at their offsets; the
+     * gaps between them read as zeros (the file is sized with ftruncate) */
+    int err = frt_pwrite_all(fd, &h, sizeof h, 0);
+    if (!err) err = frt_pwrite_all(fd, table, (uint64_t)c->n * sizeof *table, sizeof h);
+    if (!err && ftruncate(fd, (off_t)off) != 0) err = errno ? errno : EIO;
+    if (!err) {
+        int first = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < c->n; i++) {
+            int e;
+#pragma omp atomic read
+            e = first;
+            if (e || c->table[i].bytes == 0) continue;
+            e = frt_pwrite_all(fd, host + c->table[i].offset, c->table[i].bytes, table[i].offset);
+            if (e) {
+#pragma omp critical(frt_capsule_write_err)
+                if (!first) first = e;
+            }
+        }
+        err = first;
     }
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        rc = frt_error(FRT_ERR_IO, "capsule: writing %s failed: %s", tmp, strerror(errno));
+    if (!err && fsync(fd) != 0) err = errno ? errno : EIO;
+    if (close(fd) != 0 && !err) err = errno ? errno : EIO;
+    if (err) {
+        rc = frt_error(FRT_ERR_IO, "capsule: writing %s failed: %s", tmp, strerror(err));
         unlink(tmp);
         goto done;
     }
@@ -430,17 +446,26 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         rc = frt_buffer_alloc(m->ctx, "capsule", FRT_SPACE_PINNED_HOST, off ? off : 1, &payload);
         if (rc < 0) goto out;
         unsigned char *host = frt_buffer_ptr(payload);
+        const int fd = fileno(f);
+        int bad = -1, why = 0; /* the first bad buffer (lowest index): 1 unreadable, 2 checksum */
+        /* one buffer per thread: read at its offset, then its checksum */
+#pragma omp parallel for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) {
-            if (fseek(f, (long)table[i].offset, SEEK_SET) != 0 ||
-                fread(host + c->table[i].offset, 1, table[i].bytes, f) != table[i].bytes) {
-                rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[i].name);
-                goto out;
+            int e = 0;
+            if (table[i].bytes && frt_pread_all(fd, host + c->table[i].offset, table[i].bytes, table[i].offset))
+                e = 1;
+            else if (XXH64(host + c->table[i].offset, table[i].bytes, 0) != table[i].checksum)
+                e = 2;
+            if (e) {
+#pragma omp critical(frt_capsule_read_err)
+                if (bad < 0 || i < bad) bad = i, why = e;
             }
-            if (XXH64(host + c->table[i].offset, table[i].bytes, 0) != table[i].checksum) {
-                rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)", path,
-                               table[i].name);
-                goto out;
-            }
+        }
+        if (bad >= 0) {
+            rc = why == 1 ? frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[bad].name)
+                          : frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)",
+                                      path, table[bad].name);
+            goto out;
         }
         *payload_out = payload;
         payload = NULL;

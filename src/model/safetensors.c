@@ -6,6 +6,7 @@
 
 #include "util/bf16.h"
 #include "util/error.h"
+#include "util/fs.h"
 #include "util/json.h"
 
 #include <errno.h>
@@ -646,24 +647,6 @@ uint64_t frt_st_writer_file_size(const frt_st_writer *w)
     return 8 + hl + w->data_bytes;
 }
 
-static int pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t k = pwrite(fd, p, chunk, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno ? errno : EIO;
-        }
-        if (k == 0) return EIO;
-        p += k;
-        n -= (uint64_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 typedef struct wjob {
     const unsigned char *src;
     uint64_t off, len;
@@ -703,8 +686,8 @@ int frt_st_writer_write(frt_st_writer *w, const char *path)
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (!err) err = pwrite_all(fd, len8, 8, 0);
-    if (!err) err = pwrite_all(fd, header, hlen, 8);
+    if (!err) err = frt_pwrite_all(fd, len8, 8, 0);
+    if (!err) err = frt_pwrite_all(fd, header, hlen, 8);
     free(header);
 
     /* Data: chunks of at most 64 MiB written by all threads. */
@@ -729,7 +712,7 @@ int frt_st_writer_write(frt_st_writer *w, const char *path)
 #pragma omp atomic read
             e = first;
             if (e) continue;
-            e = pwrite_all(fd, jobs[k].src, jobs[k].len, jobs[k].off);
+            e = frt_pwrite_all(fd, jobs[k].src, jobs[k].len, jobs[k].off);
             if (e) {
 #pragma omp critical(frt_st_write_err)
                 {

@@ -108,3 +108,39 @@ int frt_mkdir_p(const char *dir)
         return frt_error(FRT_ERR_IO, "mkdir %s: exists and is not a directory", dir);
     return 0;
 }
+
+int frt_pread_all(int fd, void *buf, uint64_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+        ssize_t k = pread(fd, p, chunk, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return errno ? errno : EIO;
+        }
+        if (k == 0) return EIO;
+        p += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+int frt_pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+        ssize_t k = pwrite(fd, p, chunk, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return errno ? errno : EIO;
+        }
+        if (k == 0) return EIO;
+        p += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
