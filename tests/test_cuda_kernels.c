@@ -838,6 +838,35 @@ static void test_gdn_gate(frt_cuda_dtype dt)
     dget(dbeta, 0, got, val * 4);
     snprintf(name, sizeof name, "gdn_gate beta (a, b %s)", dtn(dt));
     report(name, frt_test_rel_err(got, b_ref, val), TOL_F32);
+    /* strided: b and a as columns 5.. and 5 + nh.. of rows of 2 nh + 11 (the
+     * fused in_proj output's layout): the bits of the contiguous run */
+    {
+        const int stride = 2 * nh + 11;
+        float *wide = frand((size_t)max_n * stride, -9, 9);
+        for (int t = 0; t < max_n; t++)
+            for (int h = 0; h < nh; h++) {
+                wide[(size_t)t * stride + 5 + h] = b[(size_t)t * nh + h];
+                wide[(size_t)t * stride + 5 + nh + h] = a[(size_t)t * nh + h];
+            }
+        dbuf dw = dalloc((size_t)max_n * stride * 4), dg2 = dalloc(tot * 4), db2 = dalloc(tot * 4);
+        dprep(dw, wide, (size_t)max_n * stride, dt);
+        dsentinel(dg2);
+        const size_t esz = dt == BF16 ? 2 : 4;
+        CHECK_OK(frt_cuda_gdn_gate_strided(g_cs, dg2.p, db2.p, (char *)dw.p + (5 + nh) * esz, (char *)dw.p + 5 * esz,
+                                           dt, stride, dal.p, ddt.p, d_n_p(), max_n, nh));
+        void *g1 = snap(dg, val * 4), *g2 = snap(dg2, val * 4), *b1 = snap(dbeta, val * 4), *b2 = snap(db2, val * 4);
+        snprintf(name, sizeof name, "gdn_gate_strided (a, b %s, stride %d) == contiguous g", dtn(dt), stride);
+        report_same(name, g1, g2, val * 4);
+        snprintf(name, sizeof name, "gdn_gate_strided (a, b %s, stride %d) == contiguous beta", dtn(dt), stride);
+        report_same(name, b1, b2, val * 4);
+        CHECK(untouched(dg2, val * 4, (tot - val) * 4));
+        CHECK_STATUS(frt_cuda_gdn_gate_strided(g_cs, dg2.p, db2.p, dw.p, dw.p, dt, nh - 1, dal.p, ddt.p, d_n_p(),
+                                               max_n, nh),
+                     FRT_ERR_INVALID_ARGUMENT);
+        free(g1), free(g2), free(b1), free(b2);
+        free(wide);
+        dfree(&dw), dfree(&dg2), dfree(&db2);
+    }
     dfree(&da);
     dfree(&db);
     dfree(&dal);

@@ -316,6 +316,14 @@ int frt_cuda_gdn_gate(void *stream, float *g, float *beta, const void *a, const 
                       frt_cuda_dtype ab_dtype, const float *A_log, const float *dt_bias,
                       const int32_t *d_n, int max_n, int n_heads);
 
+/* frt_cuda_gdn_gate with a and b read from rows of ab_stride elements (row t
+ * of a at a + t * ab_stride; the same for b), e.g. the b and a columns of the
+ * fused in_proj_qkv | z | b | a output in place; the same bits. Errors also
+ * FRT_ERR_INVALID_ARGUMENT for ab_stride < n_heads. */
+int frt_cuda_gdn_gate_strided(void *stream, float *g, float *beta, const void *a, const void *b,
+                              frt_cuda_dtype ab_dtype, int ab_stride, const float *A_log,
+                              const float *dt_bias, const int32_t *d_n, int max_n, int n_heads);
+
 /* The gated delta rule, token by token (decode; any n):
  * state [n_v_heads, dk, dv] f32 (device, read and updated in place);
  * q, k [max_n, n_k_heads, dk] and v [max_n, n_v_heads, dv] of in_dtype, q and

@@ -705,14 +705,10 @@ static int deltanet_block(const fwd *f, int l)
          * the conv and the gated norm read their columns in place (below) */
         const int W = c->dn_w;
         FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, W));
-        FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->t0 + ch + vd, F32, f->d_n, R, 1, nv, W));
-        FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->t0 + ch + vd + nv, F32, f->d_n, R, 1, nv, W));
     } else {
         FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
         FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
         FRT_TRY(gemm(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
-        FRT_TRY(frt_cuda_copy_rows(st, c->b, F32, c->ba, F32, f->d_n, R, 1, nv, c->ba_w));
-        FRT_TRY(frt_cuda_copy_rows(st, c->a, F32, c->ba + nv, F32, f->d_n, R, 1, nv, c->ba_w));
     }
     if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128) && nv / nk <= 8 && c->K <= 4) {
         /* conv + L2 norms + gates + the recurrent rule + the gated norm: one launch (gdn_decode.cu) */
@@ -737,7 +733,14 @@ static int deltanet_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_l2norm(st, c->q, F32, f->d_n, R, nk, dk, 1e-6f));
         FRT_TRY(frt_cuda_l2norm(st, c->k, F32, f->d_n, R, nk, dk, 1e-6f));
     }
-    FRT_TRY(frt_cuda_gdn_gate(st, c->g, c->beta, c->a, c->b, F32, lw->A_log, lw->dt_bias, f->d_n, R, nv));
+    if (f->decode) /* the GEMV wrote b and a to their buffers */
+        FRT_TRY(frt_cuda_gdn_gate(st, c->g, c->beta, c->a, c->b, F32, lw->A_log, lw->dt_bias, f->d_n, R, nv));
+    else if (f->dn_one) /* b, a read in place: columns ch + vd .. of the fused output */
+        FRT_TRY(frt_cuda_gdn_gate_strided(st, c->g, c->beta, c->t0 + ch + vd + nv, c->t0 + ch + vd, F32, c->dn_w,
+                                          lw->A_log, lw->dt_bias, f->d_n, R, nv));
+    else /* b, a read in place from ba [R, ba_w] */
+        FRT_TRY(frt_cuda_gdn_gate_strided(st, c->g, c->beta, c->ba + nv, c->ba, F32, c->ba_w, lw->A_log,
+                                          lw->dt_bias, f->d_n, R, nv));
     if (f->decode)
         FRT_TRY(frt_cuda_gdr_recurrent(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
                                        nv, dk, dv));
