@@ -221,6 +221,20 @@ static void test_rmsnorm_gated(frt_cuda_dtype xdt, frt_cuda_dtype zdt, frt_cuda_
              dtn(odt), n, max_n);
     report(name, frt_test_rel_err(got, ref, val), tol_of(odt));
     CHECK(untouched(dout, val * (odt == BF16 ? 2 : 4), (tot - val) * (odt == BF16 ? 2 : 4)));
+    /* 36 rows ran 8 to a block (a warp each); max_n 7 (28 rows) runs a row per
+     * block: the same bits */
+    {
+        const size_t vb = val * (odt == BF16 ? 2 : 4);
+        void *warp_rows = snap(dout, vb);
+        CHECK_OK(frt_cuda_rmsnorm_gated_strided(g_cs, dout.p, odt, dx.p, xdt, dz.p, zdt, zs, dw.p, d_n_p(), 7,
+                                                heads, dim, 1e-6f));
+        void *block_rows = snap(dout, vb);
+        snprintf(name, sizeof name, "rmsnorm_gated x %s z %s -> %s: a warp per row == a block per row", dtn(xdt),
+                 dtn(zdt), dtn(odt));
+        report_same(name, warp_rows, block_rows, vb);
+        free(warp_rows);
+        free(block_rows);
+    }
     dfree(&dx);
     dfree(&dz);
     dfree(&dw);
@@ -777,6 +791,26 @@ static void test_conv1d_split(frt_cuda_dtype dt, int l2)
     char name[128];
     snprintf(name, sizeof name, "conv1d split %s%s state (exact)", dtn(dt), l2 ? " l2" : "");
     report(name, frt_test_rel_err(got, st_ref, (size_t)C * ks), 0.0);
+    /* max_n 24 ran 8 tokens per thread; max_n 15 runs one: the first 15 rows
+     * are the same bits (from the same initial state) */
+    {
+        void *many[3];
+        for (int i = 0; i < 3; i++) many[i] = snap(dout[i], (size_t)15 * widths[i] * esz);
+        dput(dst, 0, st0, (size_t)C * ks * 4);
+        set_dyn(0, 15);
+        CHECK_OK(frt_cuda_conv1d_causal_split(g_cs, outs, widths, 3, dt, dx.p, dt, stride, dst.p, dw.p, d_n_p(),
+                                              15, C, K, l2 ? 512 : 0, l2, 1e-6f));
+        for (int i = 0; i < 3; i++) {
+            void *one = snap(dout[i], (size_t)15 * widths[i] * esz);
+            snprintf(name, sizeof name, "conv1d split %s%s out %d: 1 token per thread == 8", dtn(dt), l2 ? " l2" : "",
+                     i);
+            report_same(name, many[i], one, (size_t)15 * widths[i] * esz);
+            free(one);
+            free(many[i]);
+        }
+        set_dyn(0, n);
+        dput(dst, 0, st_ref, (size_t)C * ks * 4); /* the state after the n rows, as checked above */
+    }
     /* bad splits: nothing enqueued */
     const int short_w[3] = {100, 57, 142}, zero_w[3] = {100, 0, 200};
     void *with_null[3] = {outs[0], NULL, outs[2]}, *with_x[3] = {outs[0], dx.p, outs[2]};
@@ -902,6 +936,23 @@ static void test_elementwise(frt_cuda_dtype dt)
     snprintf(name, sizeof name, "swiglu %s, n %d/%d", dtn(dt), n, max_n);
     report(name, frt_test_rel_err(got, ref, val), tol_of(dt));
     CHECK(untouched(dy, val * esz, (tot - val) * esz));
+    if (dt == F32) { /* f32 in, bf16 out: the vector path (aligned), and the scalar one (out at +2 bytes) */
+        dbuf dv = dalloc(tot * 2 + 64);
+        dsentinel(dv);
+        CHECK_OK(frt_cuda_swiglu(g_cs, dv.p, BF16, da.p, db.p, F32, d_n_p(), max_n, per));
+        dget_as(dv, 0, got, val, BF16);
+        snprintf(name, sizeof name, "swiglu f32 -> bf16 (4 per thread), n %d/%d", n, max_n);
+        report(name, frt_test_rel_err(got, ref, val), TOL_BF16);
+        CHECK(untouched(dv, val * 2, tot * 2 + 64 - val * 2));
+        void *vec = snap(dv, val * 2);
+        CHECK_OK(frt_cuda_swiglu(g_cs, (char *)dv.p + 2, BF16, da.p, db.p, F32, d_n_p(), max_n, per));
+        void *sca = xzalloc(val * 2);
+        dget(dv, 2, sca, val * 2);
+        report_same("swiglu f32 -> bf16: vector path == scalar path", vec, sca, val * 2);
+        free(vec);
+        free(sca);
+        dfree(&dv);
+    }
 
     memcpy(ref, a, tot * 4);
     frt_cpu_sigmoid_mul(ref, b, (int)val);

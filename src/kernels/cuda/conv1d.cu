@@ -35,57 +35,90 @@ struct conv_outs {
     float l2_eps;
 };
 
-template <int KT>
-__global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_dt,
-                                  const float *conv_state, const float *w, const int32_t *d_n,
-                                  int max_n, int channels, int kernel, int x_stride)
+/* Where output column c of token t goes (constant indices only: a dynamic
+ * index into the by-value o would copy it to local memory in every thread,
+ * measured 2.5x slower). */
+__device__ __forceinline__ void conv_store(const conv_outs &o, int out_dt, int t, int c, float y)
 {
-    const int t = blockIdx.x;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (t >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
-    /* an L2 block lies inside [0, l2_ch) (the host checked l2_ch % 256 == 0) */
-    const bool l2 = (int)(blockIdx.y * blockDim.x) < o.l2_ch;
-    if (c >= channels) return; /* never in an L2 block */
-    const int ks = kernel - 1;
-    const float *wc = w + (size_t)c * kernel;
-    float acc = 0.0f;
-    if constexpr (KT > 0) {
-        float wv[KT], xv[KT];
-#pragma unroll
-        for (int j = 0; j < KT; j++) {
-            const int i = t + j;
-            wv[j] = wc[j];
-            xv[j] = i < KT - 1 ? conv_state[(size_t)c * (KT - 1) + i]
-                               : frt_ld(x, x_dt, (size_t)(i - (KT - 1)) * x_stride + c);
-        }
-#pragma unroll
-        for (int j = 0; j < KT; j++) acc += wv[j] * xv[j];
-    } else {
-        for (int j = 0; j < kernel; j++) {
-            const int i = t + j;
-            const float xv = i < ks ? conv_state[(size_t)c * ks + i]
-                                    : frt_ld(x, x_dt, (size_t)(i - ks) * x_stride + c);
-            acc += wc[j] * xv;
-        }
-    }
-    float y = frt_silu(acc);
-    if (l2) { /* y * (1 / sqrtf(sum y^2 + eps)) over the thread's group of l2_dim channels */
-        __shared__ double part[CONV_THREADS / 32];
-        const double sq = frt_warp_sum((double)y * (double)y);
-        const int warp = threadIdx.x >> 5, wpg = o.l2_dim >> 5, g0 = warp / wpg * wpg;
-        if ((threadIdx.x & 31) == 0) part[warp] = sq;
-        __syncthreads();
-        double ss = 0;
-        for (int w = 0; w < wpg; w++) ss += part[g0 + w];
-        y = y * norm_inv_l2(ss, o.l2_eps);
-    }
-    /* constant indices only: a dynamic index into the by-value o would copy
-     * it to local memory in every thread (measured 2.5x slower) */
     void *op = o.out[0];
     int first = 0, width = o.width[0];
     if (o.n > 1 && c >= o.first[1]) op = o.out[1], first = o.first[1], width = o.width[1];
     if (o.n > 2 && c >= o.first[2]) op = o.out[2], first = o.first[2], width = o.width[2];
     frt_st(op, out_dt, (size_t)t * width + (c - first), y);
+}
+
+/* One thread per channel c and TT consecutive tokens t0 .. t0 + TT - 1 (the
+ * block's, t0 = TT blockIdx.x): the TT + KT - 1 inputs they share are loaded
+ * once. Each output sums its taps j ascending as the twin; with the L2 norm,
+ * each token's group sum is the same warp butterfly and the same ascending
+ * sum over the group's warps as one token per block would give (the same
+ * bits), with one barrier for all TT tokens. */
+template <int KT, int TT>
+__global__ void conv1d_out_kernel(conv_outs o, int out_dt, const void *x, int x_dt,
+                                  const float *conv_state, const float *w, const int32_t *d_n,
+                                  int max_n, int channels, int kernel, int x_stride)
+{
+    const int t0 = blockIdx.x * TT;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    const int n = frt_dyn_n(d_n, max_n);
+    if (t0 >= n) return; /* uniform over the block */
+    /* an L2 block lies inside [0, l2_ch) (the host checked l2_ch % 256 == 0) */
+    const bool l2 = (int)(blockIdx.y * blockDim.x) < o.l2_ch;
+    if (c >= channels) return; /* never in an L2 block */
+    const int ks = kernel - 1;
+    const float *wc = w + (size_t)c * kernel;
+    float y[TT];
+    if constexpr (KT > 0) {
+        float wv[KT], xv[TT + KT - 1];
+#pragma unroll
+        for (int j = 0; j < KT; j++) wv[j] = wc[j];
+#pragma unroll
+        for (int i = 0; i < TT + KT - 1; i++) { /* xpad row t0 + i */
+            const int r = t0 + i - (KT - 1);    /* row of x, < 0: the state */
+            xv[i] = r < 0 ? conv_state[(size_t)c * (KT - 1) + (r + KT - 1)]
+                          : (r < max_n ? frt_ld(x, x_dt, (size_t)r * x_stride + c) : 0.0f);
+        }
+#pragma unroll
+        for (int k = 0; k < TT; k++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < KT; j++) acc += wv[j] * xv[k + j];
+            y[k] = frt_silu(acc);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < TT; k++) {
+            const int t = t0 + k;
+            float acc = 0.0f;
+            if (t < max_n)
+                for (int j = 0; j < kernel; j++) {
+                    const int i = t + j;
+                    const float xv = i < ks ? conv_state[(size_t)c * ks + i]
+                                            : frt_ld(x, x_dt, (size_t)(i - ks) * x_stride + c);
+                    acc += wc[j] * xv;
+                }
+            y[k] = frt_silu(acc);
+        }
+    }
+    if (l2) { /* y * (1 / sqrtf(sum y^2 + eps)) over the thread's group of l2_dim channels */
+        __shared__ double part[TT][CONV_THREADS / 32];
+        const int warp = threadIdx.x >> 5, wpg = o.l2_dim >> 5, g0 = warp / wpg * wpg;
+#pragma unroll
+        for (int k = 0; k < TT; k++) {
+            const double sq = frt_warp_sum((double)y[k] * (double)y[k]);
+            if ((threadIdx.x & 31) == 0) part[k][warp] = sq;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < TT; k++) {
+            double ss = 0;
+            for (int w = 0; w < wpg; w++) ss += part[k][g0 + w];
+            y[k] = y[k] * norm_inv_l2(ss, o.l2_eps);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < TT; k++)
+        if (t0 + k < n) conv_store(o, out_dt, t0 + k, c, y[k]);
 }
 
 __global__ void conv1d_state_kernel(const void *x, int x_dt, float *conv_state,
@@ -130,25 +163,28 @@ static int conv1d_run(void *stream, const conv_outs &o, frt_cuda_dtype out_dtype
     FRT_ARG(channels <= 65535 * 256, "cuda conv1d: channels %d", channels);
     if (max_n == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    dim3 grid((unsigned int)max_n, (unsigned int)((channels + CONV_THREADS - 1) / CONV_THREADS));
+    const dim3 grid1((unsigned int)max_n, (unsigned int)((channels + CONV_THREADS - 1) / CONV_THREADS));
+    const dim3 grid8((unsigned int)((max_n + 7) / 8), grid1.y);
+    /* 8 tokens per thread from 16 rows up (prefill buckets), 1 below (decode) */
+    const bool many = max_n >= 16;
+#define CONV_LAUNCH(KT)                                                                                  \
+    do {                                                                                                 \
+        if (many)                                                                                        \
+            conv1d_out_kernel<KT, 8><<<grid8, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, \
+                                                                  w, d_n, max_n, channels, kernel,       \
+                                                                  x_stride);                             \
+        else                                                                                             \
+            conv1d_out_kernel<KT, 1><<<grid1, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, \
+                                                                  w, d_n, max_n, channels, kernel,       \
+                                                                  x_stride);                             \
+    } while (0)
     switch (kernel) {
-    case 2:
-        conv1d_out_kernel<2><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel, x_stride);
-        break;
-    case 3:
-        conv1d_out_kernel<3><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel, x_stride);
-        break;
-    case 4:
-        conv1d_out_kernel<4><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel, x_stride);
-        break;
-    default:
-        conv1d_out_kernel<0><<<grid, CONV_THREADS, 0, s>>>(o, out_dtype, x, x_dtype, conv_state, w, d_n,
-                                                  max_n, channels, kernel, x_stride);
-        break;
+    case 2: CONV_LAUNCH(2); break;
+    case 3: CONV_LAUNCH(3); break;
+    case 4: CONV_LAUNCH(4); break;
+    default: CONV_LAUNCH(0); break;
     }
+#undef CONV_LAUNCH
     FRT_LAUNCH_CHECK();
     if (kernel > 1) {
         conv1d_state_kernel<<<(channels + 255) / 256, 256, 0, s>>>(x, x_dtype, conv_state, d_n,

@@ -8,7 +8,8 @@
  * registers (16-byte loads when aligned) before any arithmetic, so a row is
  * one memory round trip; the sum order depends on dim only. z may be read at
  * a token stride (frt_cuda_rmsnorm_gated_strided: the z columns of the
- * prefill's fused in_proj_qkv | z | b | a output). Tested in
+ * prefill's fused in_proj_qkv | z | b | a output). Rows of one warp's width
+ * (head_dim 128) run 8 to a block, a warp each (the same bits). Tested in
  * tests/test_cuda_kernels.c, tests/test_cuda_decode.c.
  */
 #include "kernels/cuda/norm_util.h"
@@ -39,6 +40,53 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int gi = threadIdx.x + k * blockDim.x;
+        if (gi < groups) {
+            float y[G];
+#pragma unroll
+            for (int e = 0; e < G; e++) y[e] = (wv[k][e] * (v[k][e] * inv)) * frt_silu(zv[k][e]);
+            norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
+        }
+    }
+}
+
+/* Rows of one warp (norm_shape_of gives 32 threads: dim <= 1024, e.g. the
+ * DeltaNet's head_dim 128): 8 rows per block, warp w the row 8 blockIdx.x +
+ * w, lane l the groups the one-warp block's thread l owns. The one-warp
+ * block's frt_block_sum is its warp butterfly plus zeros, so the sums and
+ * the bits are rmsnorm_gated_kernel's. */
+#define GATED_WARP_ROWS 8
+template <int G, int NV>
+__global__ __launch_bounds__(32 * GATED_WARP_ROWS) void rmsnorm_gated_warp_kernel(
+    void *out, int out_dt, const void *x, int x_dt, const void *z, int z_dt,
+    const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
+    size_t z_stride, bool vec)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t row = (size_t)blockIdx.x * GATED_WARP_ROWS + (threadIdx.x >> 5);
+    if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the warp */
+    const int groups = dim / G;
+    const size_t o = row * dim, oz = row / n_heads * z_stride + row % n_heads * dim;
+    float v[NV][G], zv[NV][G], wv[NV][G];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = lane + k * 32;
+        if (gi < groups) {
+            norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
+            norm_ld<G>(z, z_dt, oz + (size_t)gi * G, vec, zv[k]);
+            norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
+        }
+    }
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (lane + k * 32 < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
+    ss = frt_warp_sum(ss);
+    const float inv = norm_inv_rms(ss, dim, eps);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = lane + k * 32;
         if (gi < groups) {
             float y[G];
 #pragma unroll
@@ -94,6 +142,23 @@ extern "C" int frt_cuda_rmsnorm_gated_strided(void *stream, void *out, frt_cuda_
     if (sh.nv == 0) {
         rmsnorm_gated_loop_kernel<<<rows, 1024, 0, (cudaStream_t)stream>>>(
             out, out_dtype, x, x_dtype, z, z_dtype, w, d_n, max_n, n_heads, dim, eps, (size_t)z_stride);
+    } else if (sh.g == 4 && sh.threads == 32 && rows >= 4 * GATED_WARP_ROWS) {
+        const bool vec = norm_aligned(out, out_dtype) && norm_aligned(x, x_dtype) &&
+                         norm_aligned(z, z_dtype) && norm_aligned(w, FRT_CUDA_F32) && z_stride % 4 == 0;
+        const unsigned int grid = (rows + GATED_WARP_ROWS - 1) / GATED_WARP_ROWS;
+        switch (sh.nv) {
+        case 1:
+            rmsnorm_gated_warp_kernel<4, 1><<<grid, 32 * GATED_WARP_ROWS, 0, (cudaStream_t)stream>>>(
+                out, out_dtype, x, x_dtype, z, z_dtype, w, d_n, max_n, n_heads, dim, eps, (size_t)z_stride, vec);
+            break;
+        case 2:
+            rmsnorm_gated_warp_kernel<4, 2><<<grid, 32 * GATED_WARP_ROWS, 0, (cudaStream_t)stream>>>(
+                out, out_dtype, x, x_dtype, z, z_dtype, w, d_n, max_n, n_heads, dim, eps, (size_t)z_stride, vec);
+            break;
+        default:
+            NORM_DISPATCH(4, rmsnorm_gated_kernel, rows, out, out_dtype, x, x_dtype, z, z_dtype, w,
+                          d_n, max_n, n_heads, dim, eps, (size_t)z_stride, vec);
+        }
     } else if (sh.g == 4) {
         const bool vec = norm_aligned(out, out_dtype) && norm_aligned(x, x_dtype) &&
                          norm_aligned(z, z_dtype) && norm_aligned(w, FRT_CUDA_F32) && z_stride % 4 == 0;
