@@ -359,14 +359,16 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
     }
 }
 
-/* One warp per (token, head) row: merges the splits that hold keys of the
- * token, in ascending order; lane owns dims lane + 32 i. */
-template <int HD> __global__ void __launch_bounds__(FA_THREADS) fa_combine_kernel(const fa_args a)
+/* One block of HD threads per (token, head) row, thread d the output dim d:
+ * merges the splits that hold keys of the token, in ascending order. Every
+ * thread computes the row's M and L itself (the same operations, so the
+ * same values); a 64-token append at 32k merges 65 splits per row, and a
+ * block per row keeps ~60 warps per SM loading (a warp per row, 8 dims per
+ * lane, was 47.6 us per layer there). */
+template <int HD> __global__ void __launch_bounds__(HD) fa_combine_kernel(const fa_args a)
 {
-    constexpr int VPL = HD / 32;
-    const int lane = threadIdx.x & 31;
-    const long long pr = (long long)blockIdx.x * FA_WARPS + (threadIdx.x >> 5);
-    if (pr >= (long long)a.max_n * a.n_heads) return;
+    const long long pr = blockIdx.x;
+    const int d = threadIdx.x;
     const int t = (int)(pr / a.n_heads);
     if (t >= frt_dyn_n(a.d_n, a.max_n)) return;
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
@@ -374,29 +376,20 @@ template <int HD> __global__ void __launch_bounds__(FA_THREADS) fa_combine_kerne
     const int ns = (kend + a.split_len - 1) / a.split_len;
     const size_t stride = (size_t)a.max_n * a.n_heads;
     const float2 *ml = a.pml + pr;
-    /* the split loops unrolled by 4: the loads of 4 splits in flight before
-     * the first multiply (a 64-token append at 32k merges 65 splits per row:
-     * one dependent load per split was 58 us per layer); the sums keep
-     * ascending split order */
     float M = -INFINITY;
 #pragma unroll 4
     for (int s = 0; s < ns; s++) M = fmaxf(M, ml[s * stride].x);
-    float L = 0.0f, acc[VPL];
-#pragma unroll
-    for (int i = 0; i < VPL; i++) acc[i] = 0.0f;
+    float L = 0.0f, acc = 0.0f;
+    const float *po = a.po + (size_t)pr * HD + d;
 #pragma unroll 4
     for (int s = 0; s < ns; s++) {
         const float2 v = ml[s * stride];
         const float w = exp2f(v.x - M);
         L += v.y * w;
-        const float *po = a.po + ((size_t)s * stride + pr) * HD + lane;
-#pragma unroll
-        for (int i = 0; i < VPL; i++) acc[i] += po[32 * i] * w;
+        acc += po[s * stride * HD] * w;
     }
     const float inv = 1.0f / L;
-    const size_t ob = (size_t)pr * HD + lane;
-#pragma unroll
-    for (int i = 0; i < VPL; i++) frt_st(a.out, a.out_dt, ob + 32 * i, acc[i] * inv);
+    frt_st(a.out, a.out_dt, (size_t)pr * HD + d, acc * inv);
 }
 
 /* ---- host side ----------------------------------------------------------- */
@@ -463,8 +456,7 @@ template <int HD> static int fa_launch(const fa_args &a, int n_splits, cudaStrea
     FRT_LAUNCH_CHECK();
     if (a.po) {
         const long long pairs = (long long)a.max_n * a.n_heads;
-        fa_combine_kernel<HD>
-            <<<(unsigned int)((pairs + FA_WARPS - 1) / FA_WARPS), FA_THREADS, 0, s>>>(a);
+        fa_combine_kernel<HD><<<(unsigned int)pairs, HD, 0, s>>>(a);
         FRT_LAUNCH_CHECK();
     }
     return 0;
