@@ -71,6 +71,35 @@
  * block (256 blocks); 4096 -> 64 (b|a): kw 8, one row per block (the whole
  * matrix is one round of loads); lm_head 248320: kw 1 (15520 blocks).
  */
+/* Launches a GEMV kernel with programmatic stream serialization (see
+ * gemv_pdl_wait), unless the environment sets FRT_PDL=0 (read once). */
+static int gemv_pdl_enabled(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("FRT_PDL");
+        on = !(e && e[0] == '0' && e[1] == 0);
+    }
+    return on;
+}
+
+template <typename... K, typename... A>
+static cudaError_t gemv_launch(void (*fn)(K...), unsigned grid, unsigned block, size_t smem,
+                               void *stream, A &&...args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = (cudaStream_t)stream;
+    cfg.attrs = at;
+    cfg.numAttrs = gemv_pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fn, static_cast<A &&>(args)...);
+}
+
 #define GEMV_VERSION 2            /* bump when the arithmetic order changes (fingerprint) */
 #define GEMV_LOADS 8              /* 16-byte weight loads in flight per lane (NR * U) */
 #define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
@@ -95,6 +124,22 @@ __device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
                  : "l"(p));
     return v;
 }
+
+/* Programmatic dependent launch (Hopper; PTX ISA "griddepcontrol"). The
+ * GEMVs are launched with programmatic stream serialization (gemv_launch):
+ * a GEMV's blocks may start while the kernel before it is still running, as
+ * soon as every block of that kernel has started. Each block first puts its
+ * first batch of weight loads in flight (weights never depend on earlier
+ * kernels), lets the kernel after it launch the same way, then waits for
+ * the kernel before it to complete (its writes visible) before it reads x,
+ * the residual or y, or writes anything. Both instructions are no-ops in a
+ * launch without the attribute. Every block waits before it exits, so a
+ * kernel's completion still implies its predecessors' completion. */
+__device__ __forceinline__ void gemv_pdl_trigger()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void gemv_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 /* The two bf16 of a 32-bit word, widened exactly (low half = lower index). */
 __device__ __forceinline__ float gemv_lo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -316,11 +361,14 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     }
 
     uint4 wv[NR][U];
-    /* the first batch is in flight while x is staged */
+    /* the first batch is in flight while the kernel before finishes and x
+     * is staged */
     if (nfull > 0)
         gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
     else if (tail)
         gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
+    gemv_pdl_trigger();
+    gemv_pdl_wait();
     /* accumulate: the y element this thread will store (kw 1: lane r * N + t
      * of the group stores (r, t); kw > 1: thread i < groups * NR * N stores
      * entry i of red's sums, one per thread), read now, off the tail */
@@ -427,7 +475,10 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
                 const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
 {
-    if (d_skip && *d_skip) return;
+    if (d_skip) { /* written by an earlier kernel: wait first */
+        gemv_pdl_wait();
+        if (*d_skip) return;
+    }
     extern __shared__ uint4 gemv_smem[];
     const gemv_norm_args none = {};
     gemv_block<N, NR, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL,
@@ -711,9 +762,8 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
         norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
              : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    fn<<<(unsigned)total, warps * 32, smem, (cudaStream_t)stream>>>(tab, (const uint4 *)x,
-                                                                    in_dim / 8, na);
-    FRT_LAUNCH_CHECK();
+    FRT_CUDA_TRY(gemv_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x,
+                             in_dim / 8, na));
     return 0;
 }
 
@@ -763,10 +813,9 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
         norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
              : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    fn<<<blocks, c.warps * 32, smem, (cudaStream_t)stream>>>(
-        y, y_dtype == FRT_CUDA_BF16, (const uint4 *)x, (const uint4 *)w_gate,
-        (const uint4 *)w_up, in_dim / 8, inter, c.kw, na);
-    FRT_LAUNCH_CHECK();
+    FRT_CUDA_TRY(gemv_launch(fn, blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                             (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8,
+                             inter, c.kw, na));
     return 0;
 }
 
@@ -1022,10 +1071,9 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
                          accumulate ? " accumulate" : "");
     if (p->kernel == FRT_CUDA_GEMM_GEMV) {
         const gemv_cfg *c = &p->gv;
-        c->fn<<<c->blocks, c->warps * 32, c->smem, (cudaStream_t)stream>>>(
-            y, y_dtype == FRT_CUDA_BF16, accumulate, (const uint4 *)x, (const uint4 *)w, in_dim / 8,
-            out_dim, c->kw, d_skip);
-        FRT_LAUNCH_CHECK();
+        FRT_CUDA_TRY(gemv_launch(c->fn, c->blocks, c->warps * 32, c->smem, stream, y,
+                                 (int)(y_dtype == FRT_CUDA_BF16), accumulate, (const uint4 *)x,
+                                 (const uint4 *)w, in_dim / 8, out_dim, c->kw, d_skip));
         return 0;
     }
     if (d_skip)

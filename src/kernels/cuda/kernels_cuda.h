@@ -562,7 +562,10 @@ int frt_cuda_sample_token(void *stream, int32_t *d_token, const float *logits, i
  *     slices of them) with 16-byte non-allocating loads and accumulate in
  *     fp32; a fixed-order butterfly inside the warp and, when a row is split
  *     over the warps of a block, a fixed order over those warps; no atomics,
- *     no split across blocks. Weights of more than
+ *     no split across blocks. The GEMVs are launched with programmatic
+ *     dependent launch (Hopper): a GEMV's first weight loads are in flight
+ *     while the kernel before it finishes; FRT_PDL=0 in the environment
+ *     launches them plainly. Weights of more than
  *     FRT_CUDA_GEMV_AUTO_MAX_BYTES (8 GiB: larger than any model matrix) stay on cuBLASLt under
  *     FRT_CUDA_GEMV_AUTO (frt_cuda_gemm_set_gemv).
  *   - otherwise cuBLASLt (cublasLtMatmulAlgoGetHeuristic, the top result).
