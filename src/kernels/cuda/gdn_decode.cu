@@ -256,6 +256,12 @@ __global__ __launch_bounds__(DK * DVS / 32, 1) void gdn_decode_kernel(const gdn_
     /* ---- every load up front: the token count, the state slice, the conv
      * inputs (q and k of kh: threads < DK; my v channels: the last DVS
      * threads), the gate inputs, z and the norm weight (warp 0) */
+    /* programmatic dependent launch (as the GEMVs, gemm.cu): let the next
+     * kernel (the output projection) launch and start its weight loads, then
+     * wait for the kernels before to complete; everything read below may
+     * have been written by them (the state by a previous step's launch) */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     const int n = frt_dyn_n(p.d_n, 1);
     float4 *Sg = (float4 *)(p.state + (size_t)h * DK * dv);
     const int rs = dv / 4; /* float4 per state row */
@@ -438,17 +444,21 @@ template <int DK, int DVS> static int gdn_launch(cudaStream_t stream, const gdn_
 {
     const int cs = a.ratio * a.slices;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned int)cs;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
+    /* programmatic dependent launch (see the kernel), unless FRT_PDL=0 */
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    const char *pdl = getenv("FRT_PDL");
     cfg.gridDim = dim3((unsigned int)(a.n_k_heads * cs));
     cfg.blockDim = dim3(DK * DVS / 32);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl && pdl[0] == '0' && pdl[1] == 0 ? 1 : 2;
     FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, gdn_decode_kernel<DK, DVS>, a));
     FRT_LAUNCH_CHECK();
     return 0;
