@@ -109,12 +109,12 @@ int frt_mkdir_p(const char *dir)
     return 0;
 }
 
-int frt_pread_all(int fd, void *buf, uint64_t n, uint64_t off)
+/* pread (out 0) or pwrite (out 1) of exactly n bytes. */
+static int rw_all(int fd, unsigned char *p, uint64_t n, uint64_t off, int out)
 {
-    unsigned char *p = buf;
     while (n > 0) {
         size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t k = pread(fd, p, chunk, (off_t)off);
+        ssize_t k = out ? pwrite(fd, p, chunk, (off_t)off) : pread(fd, p, chunk, (off_t)off);
         if (k < 0) {
             if (errno == EINTR) continue;
             return errno ? errno : EIO;
@@ -127,20 +127,9 @@ int frt_pread_all(int fd, void *buf, uint64_t n, uint64_t off)
     return 0;
 }
 
+int frt_pread_all(int fd, void *buf, uint64_t n, uint64_t off) { return rw_all(fd, buf, n, off, 0); }
+
 int frt_pwrite_all(int fd, const void *buf, uint64_t n, uint64_t off)
 {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t k = pwrite(fd, p, chunk, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno ? errno : EIO;
-        }
-        if (k == 0) return EIO;
-        p += k;
-        n -= (uint64_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
+    return rw_all(fd, (unsigned char *)(uintptr_t)buf, n, off, 1);
 }

@@ -14,32 +14,46 @@
  */
 #include "kernels/cuda/norm_util.h"
 
-template <int G, int NV>
-__global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
-    void *out, int out_dt, const void *x, int x_dt, const void *z, int z_dt,
-    const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
-    size_t z_stride, bool vec)
+/* One row: every thread loads its groups of x, z and w, then the fp64 sum
+ * of squares (the block's: norm_sumsq; WARP, a row per warp: the same
+ * per-thread sums and the warp butterfly, which is what frt_block_sum gives
+ * a one-warp block: the same bits), then the output. */
+template <int G, int NV, bool WARP>
+__device__ __forceinline__ void gated_row(void *out, int out_dt, const void *x, int x_dt,
+                                          const void *z, int z_dt, const float *__restrict__ w,
+                                          size_t row, int n_heads, int dim, float eps,
+                                          size_t z_stride, bool vec)
 {
-    const size_t row = blockIdx.x;
-    if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
+    const int t0 = WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+    const int nt = WARP ? 32 : (int)blockDim.x;
     const int groups = dim / G;
     const size_t o = row * dim, oz = row / n_heads * z_stride + row % n_heads * dim;
     float v[NV][G], zv[NV][G], wv[NV][G];
 #pragma unroll
     for (int k = 0; k < NV; k++) {
-        const int gi = threadIdx.x + k * blockDim.x;
+        const int gi = t0 + k * nt;
         if (gi < groups) {
             norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
             norm_ld<G>(z, z_dt, oz + (size_t)gi * G, vec, zv[k]);
             norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
         }
     }
-    const double ss = norm_sumsq<G, NV>(v, groups);
+    double ss = 0;
+    if constexpr (WARP) {
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (t0 + k * 32 < groups)
+#pragma unroll
+                for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
+        ss = frt_warp_sum(ss);
+    } else {
+        ss = norm_sumsq<G, NV>(v, groups);
+    }
     const float inv = norm_inv_rms(ss, dim, eps);
     /* element i is read (x, z) and written by the same thread: safe in place */
 #pragma unroll
     for (int k = 0; k < NV; k++) {
-        const int gi = threadIdx.x + k * blockDim.x;
+        const int gi = t0 + k * nt;
         if (gi < groups) {
             float y[G];
 #pragma unroll
@@ -49,11 +63,21 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
     }
 }
 
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
+    void *out, int out_dt, const void *x, int x_dt, const void *z, int z_dt,
+    const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
+    size_t z_stride, bool vec)
+{
+    const size_t row = blockIdx.x;
+    if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
+    gated_row<G, NV, false>(out, out_dt, x, x_dt, z, z_dt, w, row, n_heads, dim, eps, z_stride, vec);
+}
+
 /* Rows of one warp (norm_shape_of gives 32 threads: dim <= 1024, e.g. the
  * DeltaNet's head_dim 128): 8 rows per block, warp w the row 8 blockIdx.x +
- * w, lane l the groups the one-warp block's thread l owns. The one-warp
- * block's frt_block_sum is its warp butterfly plus zeros, so the sums and
- * the bits are rmsnorm_gated_kernel's. */
+ * w, lane l the groups the one-warp block's thread l owns (the same bits as
+ * rmsnorm_gated_kernel). */
 #define GATED_WARP_ROWS 8
 template <int G, int NV>
 __global__ __launch_bounds__(32 * GATED_WARP_ROWS) void rmsnorm_gated_warp_kernel(
@@ -61,39 +85,9 @@ __global__ __launch_bounds__(32 * GATED_WARP_ROWS) void rmsnorm_gated_warp_kerne
     const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
     size_t z_stride, bool vec)
 {
-    const int lane = threadIdx.x & 31;
     const size_t row = (size_t)blockIdx.x * GATED_WARP_ROWS + (threadIdx.x >> 5);
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the warp */
-    const int groups = dim / G;
-    const size_t o = row * dim, oz = row / n_heads * z_stride + row % n_heads * dim;
-    float v[NV][G], zv[NV][G], wv[NV][G];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int gi = lane + k * 32;
-        if (gi < groups) {
-            norm_ld<G>(x, x_dt, o + (size_t)gi * G, vec, v[k]);
-            norm_ld<G>(z, z_dt, oz + (size_t)gi * G, vec, zv[k]);
-            norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
-        }
-    }
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < NV; k++)
-        if (lane + k * 32 < groups)
-#pragma unroll
-            for (int e = 0; e < G; e++) ss += (double)v[k][e] * (double)v[k][e];
-    ss = frt_warp_sum(ss);
-    const float inv = norm_inv_rms(ss, dim, eps);
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        const int gi = lane + k * 32;
-        if (gi < groups) {
-            float y[G];
-#pragma unroll
-            for (int e = 0; e < G; e++) y[e] = (wv[k][e] * (v[k][e] * inv)) * frt_silu(zv[k][e]);
-            norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
-        }
-    }
+    gated_row<G, NV, true>(out, out_dt, x, x_dt, z, z_dt, w, row, n_heads, dim, eps, z_stride, vec);
 }
 
 /* Rows too wide for the register path: a strided loop. */
