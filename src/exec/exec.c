@@ -140,8 +140,6 @@ static void stream_delete(frt_stream *s)
     free(s);
 }
 
-/* ---- context --------------------------------------------------------------- */
-
 /* ---- the pinned host cache -------------------------------------------------- */
 
 #define PINNED_MIB ((size_t)1 << 20)
@@ -282,6 +280,8 @@ int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out
     out->misses = ctx->pinned_misses;
     return 0;
 }
+
+/* ---- context --------------------------------------------------------------- */
 
 int frt_context_create(frt_backend backend, int device, frt_context **out)
 {

@@ -21,6 +21,7 @@ extern "C" {
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* After each launch: a launch error becomes FRT_ERR_BACKEND. */
 #define FRT_LAUNCH_CHECK() FRT_CUDA_TRY(cudaGetLastError())
@@ -41,6 +42,35 @@ static inline size_t frt_dtype_bytes(frt_cuda_dtype dt) { return dt == FRT_CUDA_
 /* Threads per block of the row-wise norms (one block per row): fixed for a
  * given dim, so the reduction order and the bits are too. */
 static inline int frt_norm_threads(int dim) { return dim <= 128 ? 64 : (dim < 1024 ? 128 : 256); }
+
+/* Programmatic dependent launch (Hopper; PTX ISA "griddepcontrol"). A kernel
+ * launched with the attribute frt_pdl_attr fills may start while the kernel
+ * before it in the stream is still running, once every block of that kernel
+ * has executed frt_pdl_trigger (or exited). frt_pdl_wait returns when the
+ * kernels before have completed and their writes are visible: such a kernel
+ * must call it before it reads anything they may have written, before it
+ * writes anything, and before it exits (so its completion still implies
+ * theirs). Both are no-ops in a launch without the attribute. */
+__device__ __forceinline__ void frt_pdl_trigger()
+{
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void frt_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+/* Fills *at with programmatic stream serialization and returns 1 (the
+ * number of attributes to add to a cudaLaunchConfig_t), or returns 0 when
+ * the environment sets FRT_PDL=0 (read once per translation unit). */
+static inline int frt_pdl_attr(cudaLaunchAttribute *at)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("FRT_PDL");
+        on = !(e && e[0] == '0' && e[1] == 0);
+    }
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    return on;
+}
 
 /* Blocks for a grid-stride loop over `total` items of `threads` each. */
 static inline unsigned int frt_grid_blocks(size_t total, int threads, unsigned int cap)

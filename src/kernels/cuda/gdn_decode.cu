@@ -260,8 +260,8 @@ __global__ __launch_bounds__(DK * DVS / 32, 1) void gdn_decode_kernel(const gdn_
      * kernel (the output projection) launch and start its weight loads, then
      * wait for the kernels before to complete; everything read below may
      * have been written by them (the state by a previous step's launch) */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    frt_pdl_trigger();
+    frt_pdl_wait();
     const int n = frt_dyn_n(p.d_n, 1);
     float4 *Sg = (float4 *)(p.state + (size_t)h * DK * dv);
     const int rs = dv / 4; /* float4 per state row */
@@ -449,16 +449,13 @@ template <int DK, int DVS> static int gdn_launch(cudaStream_t stream, const gdn_
     attr[0].val.clusterDim.x = (unsigned int)cs;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    /* programmatic dependent launch (see the kernel), unless FRT_PDL=0 */
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    const char *pdl = getenv("FRT_PDL");
+
     cfg.gridDim = dim3((unsigned int)(a.n_k_heads * cs));
     cfg.blockDim = dim3(DK * DVS / 32);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl && pdl[0] == '0' && pdl[1] == 0 ? 1 : 2;
+    cfg.numAttrs = 1 + frt_pdl_attr(&attr[1]); /* programmatic dependent launch (see the kernel) */
     FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, gdn_decode_kernel<DK, DVS>, a));
     FRT_LAUNCH_CHECK();
     return 0;

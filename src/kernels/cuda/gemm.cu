@@ -71,32 +71,20 @@
  * block (256 blocks); 4096 -> 64 (b|a): kw 8, one row per block (the whole
  * matrix is one round of loads); lm_head 248320: kw 1 (15520 blocks).
  */
-/* Launches a GEMV kernel with programmatic stream serialization (see
- * gemv_pdl_wait), unless the environment sets FRT_PDL=0 (read once). */
-static int gemv_pdl_enabled(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("FRT_PDL");
-        on = !(e && e[0] == '0' && e[1] == 0);
-    }
-    return on;
-}
-
+/* Launches a GEMV kernel with programmatic dependent launch (frt_pdl_attr;
+ * the kernel side: gemv_block). */
 template <typename... K, typename... A>
 static cudaError_t gemv_launch(void (*fn)(K...), unsigned grid, unsigned block, size_t smem,
                                void *stream, A &&...args)
 {
     cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = at;
-    cfg.numAttrs = gemv_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = frt_pdl_attr(&at[0]);
     return cudaLaunchKernelEx(&cfg, fn, static_cast<A &&>(args)...);
 }
 
@@ -125,21 +113,12 @@ __device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
     return v;
 }
 
-/* Programmatic dependent launch (Hopper; PTX ISA "griddepcontrol"). The
- * GEMVs are launched with programmatic stream serialization (gemv_launch):
- * a GEMV's blocks may start while the kernel before it is still running, as
- * soon as every block of that kernel has started. Each block first puts its
- * first batch of weight loads in flight (weights never depend on earlier
- * kernels), lets the kernel after it launch the same way, then waits for
- * the kernel before it to complete (its writes visible) before it reads x,
- * the residual or y, or writes anything. Both instructions are no-ops in a
- * launch without the attribute. Every block waits before it exits, so a
- * kernel's completion still implies its predecessors' completion. */
-__device__ __forceinline__ void gemv_pdl_trigger()
-{
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ void gemv_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+/* Programmatic dependent launch (frt_pdl_attr, cuda_util.h): each GEMV
+ * block first puts its first batch of weight loads in flight (weights never
+ * depend on earlier kernels), lets the kernel after it launch, then waits
+ * for the kernel before it to complete before it reads x, the residual or
+ * y, or writes anything (gemv_block; gemv_kernel waits before it reads
+ * d_skip). */
 
 /* The two bf16 of a 32-bit word, widened exactly (low half = lower index). */
 __device__ __forceinline__ float gemv_lo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -367,8 +346,8 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
         gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
     else if (tail)
         gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
-    gemv_pdl_trigger();
-    gemv_pdl_wait();
+    frt_pdl_trigger();
+    frt_pdl_wait();
     /* accumulate: the y element this thread will store (kw 1: lane r * N + t
      * of the group stores (r, t); kw > 1: thread i < groups * NR * N stores
      * entry i of red's sums, one per thread), read now, off the tail */
@@ -476,7 +455,7 @@ __global__ void GEMV_BOUNDS(N, WARPS)
                 const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
 {
     if (d_skip) { /* written by an earlier kernel: wait first */
-        gemv_pdl_wait();
+        frt_pdl_wait();
         if (*d_skip) return;
     }
     extern __shared__ uint4 gemv_smem[];
@@ -672,6 +651,15 @@ static int gemv_norm_check(const char *what, const frt_cuda_gemv_norm *norm, int
     return 0;
 }
 
+/* The input of a fused launcher: norm NULL, x read (gemv_x_check); else x
+ * staged from rmsnorm(norm->x), *na its kernel arguments (gemv_norm_check). */
+static int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                            int n, int in_dim, gemv_norm_args *na)
+{
+    memset(na, 0, sizeof *na);
+    return norm ? gemv_norm_check(what, norm, n, in_dim, na) : gemv_x_check(what, x, n, in_dim);
+}
+
 /* Makes smem bytes of dynamic shared memory available to fn. Nothing to do
  * up to 48 KiB (the 9B and 27B decode shapes: x is n * hidden * 2 <= 40 KiB);
  * beyond, x must fit the current device's opt-in limit, and the kernel's
@@ -702,11 +690,7 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
     FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX,
             "cuda gemv %s: %d entries not in [1, %d]", what, n_entries, FRT_CUDA_GEMV_MULTI_MAX);
     gemv_norm_args na;
-    memset(&na, 0, sizeof na);
-    if (norm)
-        FRT_TRY(gemv_norm_check(what, norm, n, in_dim, &na));
-    else
-        FRT_TRY(gemv_x_check(what, x, n, in_dim));
+    FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
     gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
     long per_block[FRT_CUDA_GEMV_MULTI_MAX]; /* weight rows per block (the sort key) */
     int blocks[FRT_CUDA_GEMV_MULTI_MAX];
@@ -789,11 +773,7 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
     FRT_ARG(y && w_gate && w_up, "cuda gemv %s: NULL pointer", what);
     FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv %s: bad dtype", what);
     gemv_norm_args na;
-    memset(&na, 0, sizeof na);
-    if (norm)
-        FRT_TRY(gemv_norm_check(what, norm, n, in_dim, &na));
-    else
-        FRT_TRY(gemv_x_check(what, x, n, in_dim));
+    FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
     FRT_ARG(inter > 0, "cuda gemv %s: inter %d", what, inter);
     FRT_ARG((((uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
             "cuda gemv %s: weights must be %d-byte aligned", what, GEMM_ALIGN);
