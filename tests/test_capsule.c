@@ -32,7 +32,9 @@
 #include "model/gen_model.h"
 #include "util/error.h"
 
+#include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -438,6 +440,29 @@ static void test_bad_files(frt_model *m, frt_model *other)
     CHECK_STATUS(frt_capsule_restore(m, NULL), FRT_ERR_INVALID_ARGUMENT);
     path_in(bad, sizeof bad, "no/such/dir/x.cap");
     CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, bad, NULL, 0, &c), FRT_ERR_IO);
+    /* a write that fails part way (a 4 KiB file size limit: the payload
+     * writes or the sizing fail with EFBIG): FRT_ERR_IO, neither the file
+     * nor its temporary is left, the live state is untouched */
+    {
+        struct rlimit old_lim, lim;
+        CHECK(getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+        void (*old_sig)(int) = signal(SIGXFSZ, SIG_IGN);
+        lim.rlim_cur = 4096;
+        lim.rlim_max = old_lim.rlim_max;
+        path_in(bad, sizeof bad, "fsize.cap");
+        const int pos0 = frt_model_position(m);
+        if (setrlimit(RLIMIT_FSIZE, &lim) == 0) {
+            CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, bad, NULL, 0, &c), FRT_ERR_IO);
+            CHECK(setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+            CHECK(c == NULL);
+            CHECK(access(bad, F_OK) != 0);
+            char tmp[sizeof bad + 32];
+            snprintf(tmp, sizeof tmp, "%s.tmp.%ld", bad, (long)getpid());
+            CHECK(access(tmp, F_OK) != 0);
+            CHECK(frt_model_position(m) == pos0);
+        }
+        signal(SIGXFSZ, old_sig);
+    }
     frt_capsule_free(NULL);
 }
 

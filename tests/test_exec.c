@@ -307,6 +307,19 @@ static void test_pinned_cache(void)
     frt_buffer *f = alloc_or_die(c, "pin.f", FRT_SPACE_PINNED_HOST, 3 * MiB + 5);
     CHECK(pstats(c).misses == st.misses + 1); /* the 4 MiB block was released */
     frt_buffer_free(f);
+    /* an allocation no host can satisfy empties the cache, retries, and
+     * fails cleanly */
+    {
+        frt_buffer *big = (frt_buffer *)1;
+        CHECK(pstats(c).cached_blocks > 0);
+        CHECK_STATUS(frt_buffer_alloc(c, "pin.huge", FRT_SPACE_PINNED_HOST, (size_t)1 << 62, &big),
+                     FRT_ERR_OUT_OF_MEMORY);
+        CHECK(big == NULL);
+        st = pstats(c);
+        CHECK(st.cached_blocks == 0 && st.cached_bytes == 0);
+        frt_buffer *again = alloc_or_die(c, "pin.again", FRT_SPACE_PINNED_HOST, 3 * MiB + 5);
+        frt_buffer_free(again); /* cached again */
+    }
     /* trim empties the cache, the limit stays */
     CHECK_OK(frt_context_trim(c));
     st = pstats(c);
