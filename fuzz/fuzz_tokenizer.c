@@ -13,7 +13,7 @@
  * CI replays fuzz/corpus/tokenizer/ through replay_tokenizer.
  */
 #include "frt/status.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "../tests/test_tokenizer_fixture.h"
 
 #include <stddef.h>

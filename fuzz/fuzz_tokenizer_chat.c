@@ -8,7 +8,7 @@
  * CI replays fuzz/corpus/tokenizer_chat/ through replay_tokenizer_chat.
  */
 #include "frt/status.h"
-#include "model/chat.h"
+#include "text/chat.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@
  */
 #include "frt_test.h"
 #include "util/fs.h"
-#include "model/checkpoint.h"
+#include "weights/checkpoint.h"
 #include "model/gen_model.h"
 #include "util/bf16.h"
 

@@ -8,7 +8,7 @@
  * inconsistent sizes; generation config fallbacks and errors.
  */
 #include "frt_test.h"
-#include "model/config.h"
+#include "weights/config.h"
 #include "model/gen_model.h"
 
 #include <sys/stat.h>

@@ -11,10 +11,10 @@
  * tests/data/golden/.
  */
 #include "frt_test.h"
-#include "model/checkpoint.h"
-#include "model/config.h"
+#include "weights/checkpoint.h"
+#include "weights/config.h"
 #include "model/gen_model.h"
-#include "model/safetensors.h"
+#include "weights/safetensors.h"
 
 #include <dirent.h>
 #include <jansson.h>

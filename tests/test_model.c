@@ -16,8 +16,8 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #include "frt/model.h"
-#include "model/checkpoint.h"
-#include "model/safetensors.h"
+#include "weights/checkpoint.h"
+#include "weights/safetensors.h"
 #include "model/gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"

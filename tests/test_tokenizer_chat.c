@@ -4,8 +4,8 @@
  * scripts/ref/make_tokenizer.py with transformers' Jinja environment), and
  * the refusal of everything else. */
 #include "frt_test.h"
-#include "model/chat.h"
-#include "model/tokenizer.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 #include "test_tokenizer_fixture.h"
 
 static json_t *load_golden(void)

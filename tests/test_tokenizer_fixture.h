@@ -12,7 +12,7 @@
 #ifndef FRT_TEST_TOKENIZER_FIXTURE_H
 #define FRT_TEST_TOKENIZER_FIXTURE_H
 
-#include "model/chat.h"
+#include "text/chat.h"
 
 #include <jansson.h>
 #include <stdlib.h>

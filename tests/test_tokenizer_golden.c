@@ -12,8 +12,8 @@
  * (77) while golden.json is absent. */
 #include "frt_test.h"
 #include "test_tokenizer_fixture.h"
-#include "model/chat.h"
-#include "model/tokenizer.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 
 #include <jansson.h>
 

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <errno.h>
 #include <stdio.h>

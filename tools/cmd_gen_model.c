@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "model/checkpoint.h"
+#include "weights/checkpoint.h"
 #include "model/gen_model.h"
 #include "util/fs.h"
 

@@ -8,8 +8,8 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "model/checkpoint.h"
-#include "model/config.h"
+#include "weights/checkpoint.h"
+#include "weights/config.h"
 #include "model/gen_model.h"
 #include "util/fs.h"
 

@@ -12,8 +12,8 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "model/chat.h"
-#include "model/tokenizer.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,8 +23,8 @@
 #ifndef FRT_MODEL_GEN_MODEL_H
 #define FRT_MODEL_GEN_MODEL_H
 
-#include "model/checkpoint.h"
-#include "model/config.h"
+#include "weights/checkpoint.h"
+#include "weights/config.h"
 
 #include <stdint.h>
 

@@ -5,7 +5,7 @@
  */
 #include "model/model_internal.h"
 
-#include "model/chat.h"
+#include "text/chat.h"
 #include "util/error.h"
 
 #include <stdio.h>

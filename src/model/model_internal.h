@@ -13,9 +13,9 @@
 #include "frt/capsule.h"
 #include "frt/exec.h"
 #include "frt/model.h"
-#include "model/checkpoint.h"
-#include "model/config.h"
-#include "model/tokenizer.h"
+#include "weights/checkpoint.h"
+#include "weights/config.h"
+#include "text/tokenizer.h"
 
 #include <stdint.h>
 

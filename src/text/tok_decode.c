@@ -8,7 +8,7 @@
  * byte alphabet, else into its own UTF-8; the concatenation goes through
  * String::from_utf8_lossy. The per-id bytes are computed once at load
  * (tok_token.bytes), so decoding is a concatenation plus the lossy pass. */
-#include "model/tok_internal.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <stdlib.h>

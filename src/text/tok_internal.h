@@ -1,5 +1,5 @@
 /*
- * model/tok_internal.h - the tokenizer's internals, shared by tokenizer.c
+ * text/tok_internal.h - the tokenizer's internals, shared by tokenizer.c
  * (load, encode pipeline, public API) and the tok_*.c helpers:
  *
  *   tok_util.c    arena, string -> id and pair -> merge hash tables, UTF-8
@@ -11,8 +11,8 @@
  *
  * Nothing here is public: callers use model/tokenizer.h.
  */
-#ifndef FRT_MODEL_TOK_INTERNAL_H
-#define FRT_MODEL_TOK_INTERNAL_H
+#ifndef FRT_TEXT_TOK_INTERNAL_H
+#define FRT_TEXT_TOK_INTERNAL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Largest token id frt accepts in a tokenizer.json (the per-id tables are
  * dense): 16 M ids, far above any published vocabulary. */
@@ -314,4 +314,4 @@ typedef int (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t token);
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
                     size_t n, tok_piece_fn fn, void *ctx);
 
-#endif /* FRT_MODEL_TOK_INTERNAL_H */
+#endif /* FRT_TEXT_TOK_INTERNAL_H */

@@ -1,5 +1,5 @@
 /*
- * model/tokenizer.h - the checkpoint's tokenizer: Hugging Face tokenizer.json
+ * text/tokenizer.h - the checkpoint's tokenizer: Hugging Face tokenizer.json
  * (byte-level BPE) read and run natively, id for id.
  *
  * frt reads the tokenizer.json a checkpoint ships (Qwen3.5/3.6, Qwen2/3,
@@ -31,8 +31,8 @@
  * lookups may run concurrently from any number of threads. Only
  * frt_tokenizer_set_chat_template and frt_tokenizer_free modify it.
  */
-#ifndef FRT_MODEL_TOKENIZER_H
-#define FRT_MODEL_TOKENIZER_H
+#ifndef FRT_TEXT_TOKENIZER_H
+#define FRT_TEXT_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -146,4 +146,4 @@ void frt_detok_stream_reset(frt_detok_stream *s);
 #ifdef __cplusplus
 }
 #endif
-#endif /* FRT_MODEL_TOKENIZER_H */
+#endif /* FRT_TEXT_TOKENIZER_H */

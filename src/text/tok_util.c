@@ -2,7 +2,7 @@
  * string -> id and pair -> merge hash tables (open addressing, linear
  * probing, XXH3 / splitmix hashes), growable buffers, UTF-8 helpers, lossy
  * UTF-8 and the GPT-2 byte <-> character alphabet. */
-#include "model/tok_internal.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <pthread.h>

@@ -13,7 +13,7 @@
  *
  * The \w and White_Space tests run through PCRE2 (Unicode properties of
  * PCRE2's tables), never through hand-written tables. */
-#include "model/tok_internal.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <stdlib.h>

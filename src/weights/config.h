@@ -1,5 +1,5 @@
 /*
- * model/config.h - the model hyperparameters, read from a Hugging Face
+ * weights/config.h - the model hyperparameters, read from a Hugging Face
  * checkpoint directory's config.json and generation_config.json.
  *
  * Read the way transformers 5.x reads them (configuration_qwen3_5.py,
@@ -33,8 +33,8 @@
  * linear_num_value_heads, linear_key_head_dim, linear_value_head_dim.
  * Everything else takes the transformers default.
  */
-#ifndef FRT_MODEL_CONFIG_H
-#define FRT_MODEL_CONFIG_H
+#ifndef FRT_WEIGHTS_CONFIG_H
+#define FRT_WEIGHTS_CONFIG_H
 
 #include <stddef.h>
 
@@ -114,4 +114,4 @@ const char *frt_config_supported_types(void);
  * (NUL-terminated, truncated to size). Returns buf. */
 char *frt_config_layer_pattern(const frt_model_config *cfg, char *buf, size_t size);
 
-#endif /* FRT_MODEL_CONFIG_H */
+#endif /* FRT_WEIGHTS_CONFIG_H */

@@ -1,5 +1,5 @@
 /*
- * model/checkpoint.h - all the weights of a model: the safetensors files of
+ * weights/checkpoint.h - all the weights of a model: the safetensors files of
  * a Hugging Face checkpoint directory, or tensors built in memory.
  *
  * A directory is read the way transformers reads it: model.safetensors when
@@ -15,10 +15,10 @@
  * malloc'd memory that the checkpoint owns: benchmarks build random weights
  * at a real shape without touching the disk (gen_model.h).
  */
-#ifndef FRT_MODEL_CHECKPOINT_H
-#define FRT_MODEL_CHECKPOINT_H
+#ifndef FRT_WEIGHTS_CHECKPOINT_H
+#define FRT_WEIGHTS_CHECKPOINT_H
 
-#include "model/safetensors.h"
+#include "weights/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -79,4 +79,4 @@ uint64_t frt_checkpoint_numel(const frt_checkpoint *ck);
 #define FRT_CKPT_WRITE_NO_FSYNC 1
 int frt_checkpoint_write(const frt_checkpoint *ck, const char *dir, uint64_t shard_bytes, int flags);
 
-#endif /* FRT_MODEL_CHECKPOINT_H */
+#endif /* FRT_WEIGHTS_CHECKPOINT_H */

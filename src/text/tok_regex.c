@@ -18,7 +18,7 @@
  * \p{L}, \p{N}, \p{M} (general categories), (?i:...), lookahead and
  * everything else the GPT-2, Qwen2, Qwen3.5 and Llama 3 patterns use mean
  * the same in both. */
-#include "model/tok_internal.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <stdlib.h>

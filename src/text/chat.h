@@ -1,5 +1,5 @@
 /*
- * model/chat.h - chat messages -> prompt text, for the ChatML family.
+ * text/chat.h - chat messages -> prompt text, for the ChatML family.
  *
  * A checkpoint's chat template is Jinja (chat_template.jinja, or
  * tokenizer_config.json's "chat_template"). frt does not run Jinja: it
@@ -28,10 +28,10 @@
  * Roles: "system", "user", "assistant". Tools, tool calls, the "tool" role
  * and multimodal content are not supported (FRT_ERR_UNSUPPORTED).
  */
-#ifndef FRT_MODEL_CHAT_H
-#define FRT_MODEL_CHAT_H
+#ifndef FRT_TEXT_CHAT_H
+#define FRT_TEXT_CHAT_H
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -92,4 +92,4 @@ int frt_chat_encode(const frt_tokenizer *tok, const frt_chat_message *msgs, int 
 #ifdef __cplusplus
 }
 #endif
-#endif /* FRT_MODEL_CHAT_H */
+#endif /* FRT_TEXT_CHAT_H */

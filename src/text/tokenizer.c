@@ -5,8 +5,8 @@
  * models/bpe/{model,serialization}.rs, pre_tokenizers/{split,byte_level}.rs,
  * normalizers/unicode.rs, processors/template.rs). Each step below names the
  * Rust function it mirrors. */
-#include "model/tokenizer.h"
-#include "model/tok_internal.h"
+#include "text/tokenizer.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * model/safetensors.h - one *.safetensors file: a validating reader over a
+ * weights/safetensors.h - one *.safetensors file: a validating reader over a
  * read-only mmap, and an atomic writer.
  *
  * Format (https://huggingface.co/docs/safetensors, the `safetensors` crate):
@@ -28,8 +28,8 @@
  * A file truncated by another process while mapped raises SIGBUS on access;
  * that is outside what a reader can prevent.
  */
-#ifndef FRT_MODEL_SAFETENSORS_H
-#define FRT_MODEL_SAFETENSORS_H
+#ifndef FRT_WEIGHTS_SAFETENSORS_H
+#define FRT_WEIGHTS_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -167,4 +167,4 @@ uint64_t frt_st_writer_file_size(const frt_st_writer *w);
  * and the system error), FRT_ERR_OUT_OF_MEMORY. */
 int frt_st_writer_write(frt_st_writer *w, const char *path);
 
-#endif /* FRT_MODEL_SAFETENSORS_H */
+#endif /* FRT_WEIGHTS_SAFETENSORS_H */

@@ -16,7 +16,7 @@
  * The symbols form a doubly linked list inside one array, so each merge is
  * O(1) plus O(log n) heap work: a word of n characters costs O(n log n),
  * whatever the input (a megabyte of one repeated character included). */
-#include "model/tok_internal.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <stdlib.h>

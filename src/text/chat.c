@@ -18,8 +18,8 @@
  * and Jinja's trim). The reference outputs are rendered by transformers'
  * apply_chat_template (scripts/ref/make_tokenizer.py) and checked in
  * tests/test_tokenizer_chat.c. */
-#include "model/chat.h"
-#include "model/tok_internal.h"
+#include "text/chat.h"
+#include "text/tok_internal.h"
 #include "util/error.h"
 
 #include <stdlib.h>
