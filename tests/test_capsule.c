@@ -143,12 +143,12 @@ static void test_restore_tiers(frt_model *m)
     CHECK_OK(frt_model_prefill(m, prefix, 300));
     int n = m->n_state;
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i]);
+    for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i].buf);
     unsigned char *copy = malloc(total), *p = copy;
     for (int i = 0; i < n; i++) {
-        CHECK_OK(frt_buffer_read(m->state[i], 0, p, frt_buffer_size(m->state[i]), m->stream));
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, p, frt_buffer_size(m->state[i].buf), m->stream));
         CHECK_OK(frt_stream_sync(m->stream));
-        p += frt_buffer_size(m->state[i]);
+        p += frt_buffer_size(m->state[i].buf);
     }
     frt_capsule *c = NULL;
     CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
@@ -161,13 +161,19 @@ static void test_restore_tiers(frt_model *m)
     int pos = frt_model_position(m);
     for (int i = 0; i < n; i++) {
         /* KV rows past the position are not part of the closure */
-        size_t sz = frt_buffer_size(m->state[i]);
-        const char *name = frt_buffer_name(m->state[i]);
+        size_t sz = frt_buffer_size(m->state[i].buf);
+        const char *name = frt_buffer_name(m->state[i].buf);
         size_t cmp = strncmp(name, "kv.", 3) == 0 ? sz / 1024 * (size_t)pos
                      : strcmp(name, "tokens") == 0 ? (size_t)pos * 4
                                                     : sz;
+        /* the declared table says the same of every buffer */
+        frt_state_info si;
+        CHECK_OK(frt_model_state_info(m, i, &si));
+        CHECK(!strcmp(si.name, name) && si.bytes == sz);
+        CHECK((si.validity == FRT_STATE_ROWS ? si.row_bytes * (size_t)pos : si.bytes) == cmp);
+        CHECK(si.recurrent == (strncmp(name, "gdn.", 4) == 0));
         unsigned char *now = malloc(sz);
-        CHECK_OK(frt_buffer_read(m->state[i], 0, now, sz, m->stream));
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, now, sz, m->stream));
         CHECK_OK(frt_stream_sync(m->stream));
         CHECK_MSG(memcmp(p, now, cmp) == 0, "buffer %s not restored byte for byte", name);
         free(now);
@@ -527,7 +533,7 @@ static uint8_t *live_closure(frt_model *m, const frt_capsule *c, size_t *total)
     for (int i = 0; i < in.n_buffers; i++) {
         size_t b = 0;
         CHECK_OK(frt_capsule_buffer(c, i, NULL, &b));
-        frt_buffer *buf = i < m->n_state ? m->state[i] : m->logits;
+        frt_buffer *buf = m->state[i].buf;
         CHECK_OK(frt_buffer_read(buf, 0, p, b, m->stream));
         p += b;
     }

@@ -299,7 +299,7 @@ static void test_bad_input(void)
     CHECK_OK(frt_model_prefill(m, ids, 100));
     float *before = malloc((size_t)info.vocab_size * sizeof(float)), *after = malloc((size_t)info.vocab_size * sizeof(float));
     CHECK_OK(frt_model_logits(m, before));
-    frt_buffer *st = m->state[0];
+    frt_buffer *st = m->state[0].buf;
     size_t sb = frt_buffer_size(st);
     unsigned char *snap = malloc(sb);
     memcpy(snap, frt_buffer_ptr(st), sb);

@@ -3,9 +3,10 @@
  * live state's closure into a tier, restore it, move it between tiers, and
  * the file format of docs/capsule-format.md.
  *
- * The closure is the model's state table (model_internal.h) plus the logits
- * of the last committed token, so a restored boundary can sample without a
- * forward pass. KV buffers are stored up to the position only.
+ * The closure is the model's declared state table (model/arch.h, state.c),
+ * which ends with the logits of the last committed token, so a restored
+ * boundary can sample without a forward pass. Entries with the rows rule
+ * (KV caches, the token journal) are stored up to the position only.
  */
 #include "model/capsule_internal.h"
 
@@ -88,28 +89,41 @@ uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t s
 
 /* ---- the closure ------------------------------------------------------ */
 
-/* Buffers of the closure, in table order: the state table, then logits. */
+/* The closure is the model's state table (state.c), in declaration order. */
 static int closure(frt_model *m, frt_buffer **bufs)
 {
-    int n = 0;
-    for (int i = 0; i < m->n_state; i++) bufs[n++] = m->state[i];
-    bufs[n++] = m->logits;
-    return n;
+    for (int i = 0; i < m->n_state; i++) bufs[i] = m->state[i].buf;
+    return m->n_state;
 }
 
-static int is_kv(const frt_model *m, const frt_buffer *b)
+/* Valid bytes of closure buffer i at position pos: the table's rule. */
+static size_t valid_bytes(const frt_model *m, int i, int pos) { return frt_model_state_valid_bytes(m, i, pos); }
+
+/* The index of the boundary record in the table. */
+static int boundary_index(const frt_model *m)
 {
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        if ((m->kv_k[l] && m->kv_k[l] == b) || (m->kv_v[l] && m->kv_v[l] == b)) return 1;
+    for (int i = 0; i < m->n_state; i++)
+        if (m->state[i].buf == m->boundary) return i;
+    return -1;
+}
+
+/* Checks a boundary record read from a capsule against the header and the
+ * model before anything touches the live state: a record with a position
+ * or pending token outside the model would make the next step read or
+ * write out of bounds. */
+static int check_boundary(const frt_model *m, const char *what, const frt_boundary *b, int position, int pending)
+{
+    if (b->pos != position || b->pos < 0 || b->pos > m->max_seq)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: boundary position %d (header %d) outside [0, %d]", what,
+                         b->pos, position, m->max_seq);
+    if (b->pending != pending || b->pending < -1 || b->pending >= m->cfg.vocab_size)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: pending token %d (header %d) outside [-1, %d)", what,
+                         b->pending, pending, m->cfg.vocab_size);
+    if (b->has_logits != 0 && b->has_logits != 1)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: boundary flag has_logits = %d (0 or 1)", what, b->has_logits);
+    if (b->reserved != 0)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: unknown boundary flags %d", what, b->reserved);
     return 0;
-}
-
-/* Valid bytes of a closure buffer at position pos. */
-static size_t valid_bytes(const frt_model *m, const frt_buffer *b, int pos)
-{
-    if (is_kv(m, b)) return frt_buffer_size(b) / (size_t)m->max_seq * (size_t)pos;
-    if (b == m->tokens) return (size_t)pos * sizeof(int32_t);
-    return frt_buffer_size(b);
 }
 
 static size_t align_up(size_t x) { return (x + CAPSULE_ALIGN - 1) / CAPSULE_ALIGN * CAPSULE_ALIGN; }
@@ -146,7 +160,7 @@ static int build_table(frt_model *m, frt_capsule *c)
         file_entry *e = &c->table[i];
         memset(e, 0, sizeof *e);
         snprintf(e->name, sizeof e->name, "%s", frt_buffer_name(bufs[i]));
-        e->bytes = valid_bytes(m, bufs[i], c->info.position);
+        e->bytes = valid_bytes(m, i, c->info.position);
         e->full_bytes = frt_buffer_size(bufs[i]);
         e->offset = off; /* offset inside the in-memory payload; aligned for files */
         off = align_up(off + e->bytes);
@@ -416,7 +430,7 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         file_entry *e = &table[i];
         e->name[CAPSULE_NAME_LEN - 1] = 0;
         if (strcmp(e->name, frt_buffer_name(bufs[i])) != 0 || e->full_bytes != frt_buffer_size(bufs[i]) ||
-            e->bytes != valid_bytes(m, bufs[i], h.position) || e->offset % CAPSULE_ALIGN ||
+            e->bytes != valid_bytes(m, i, h.position) || e->offset % CAPSULE_ALIGN ||
             e->offset + e->bytes > h.file_bytes || e->offset < meta_bytes(n)) {
             rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: buffer %d '%s' does not match the model's state", path, i,
                            e->name);
@@ -467,6 +481,15 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
                                       path, table[bad].name);
             goto out;
         }
+        int bi = boundary_index(m);
+        frt_boundary br;
+        if (bi < 0 || c->table[bi].bytes != sizeof br) {
+            rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: no boundary record", path);
+            goto out;
+        }
+        memcpy(&br, host + c->table[bi].offset, sizeof br);
+        rc = check_boundary(m, path, &br, h.position, h.pending);
+        if (rc < 0) goto out;
         *payload_out = payload;
         payload = NULL;
     }
@@ -535,18 +558,15 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     unsigned char skip[FRT_CAPSULE_MAX_BUFFERS];
     memset(skip, 0, sizeof skip);
     const int ablate = flags & (FRT_RESTORE_KV_ONLY_ZERO | FRT_RESTORE_KV_ONLY_STALE);
-    if (ablate) {
-        for (int i = 0; i < n; i++)
-            for (int l = 0; l < m->cfg.n_layers; l++)
-                if (bufs[i] == m->gdn_state[l] || bufs[i] == m->gdn_conv[l]) skip[i] = 1;
-    }
-    /* Rollback: the KV rows and journal below the capsule's position are
-     * still its bytes (see capsule.h); copy the fixed-size state only. */
+    if (ablate)
+        for (int i = 0; i < n; i++) skip[i] = (unsigned char)m->state[i].decl.recurrent;
+    /* Rollback: the rows entries (KV, journal) below the capsule's position
+     * are still its bytes (see capsule.h); copy the whole entries only. */
     const int rollback = !ablate && !(flags & FRT_RESTORE_FULL) && c->tier != FRT_TIER_DISK && c->serial &&
                          m->live_capsule == c->serial;
     if (rollback)
         for (int i = 0; i < n; i++)
-            if (is_kv(m, bufs[i]) || bufs[i] == m->tokens) skip[i] = 1;
+            if (m->state[i].decl.validity == FRT_STATE_ROWS) skip[i] = 1;
     m->live_capsule = 0; /* until the copy has landed */
     frt_restore_stats st = {0, 0, rollback};
     int rc = copy_closure(m, c, payload, 0, skip, &st);

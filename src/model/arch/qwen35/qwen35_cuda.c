@@ -1,5 +1,5 @@
 /*
- * model/cuda/qwen35_cuda.c - the Qwen3.5 hybrid forward pass on the cuda
+ * arch/qwen35/qwen35_cuda.c - the Qwen3.5 hybrid forward pass on the cuda
  * backend: the same function, step for step, as qwen35_cpu.c (whose header
  * names the math source, transformers' modeling_qwen3_5.py), launched as
  * kernels/cuda kernels on the model's stream and captured into CUDA graphs
@@ -18,13 +18,13 @@
  *                the attention / Gated DeltaNet / SwiGLU outputs); GEMM
  *                outputs f32 (cuBLASLt, fp32 accumulation); the mixers'
  *                internals f32.
- *   state        KV cache bf16 (kv_elem_bytes 2), recurrent and conv state
- *                f32, as model.c allocates them.
+ *   state        KV cache bf16 (kv_dtype bf16), recurrent and conv state
+ *                f32, as qwen35.c declares them (the runtime allocates them).
  *
  * Graphs: every value that changes between replays is read from device
  * memory by the kernels: the start position (boundary.pos), the valid rows
  * of a prefill piece (step.n_valid), the token to feed (boundary.pending,
- * decode), the sampling parameters (step.temperature/top_k/top_p) and the
+ * decode), the sampling parameters (step.sampling) and the
  * RNG (boundary.rng[0]). A prefill variant is sized for its bucket: GEMMs
  * run on all bucket rows (the padding rows compute values nothing reads),
  * every other kernel touches only the first n_valid rows, so the KV cache,
@@ -34,11 +34,11 @@
  * No host synchronisation inside a step. GEMM algorithms are chosen at load
  * (alloc_scratch), never on the request path.
  */
-#include "model/model_internal.h"
+#include "model/arch/qwen35/qwen35.h"
 
 #include "exec/cuda/cuda_check.h"
 #include "kernels/cuda/kernels_cuda.h"
-#include "model/cuda/qwen35_glue.h"
+#include "model/arch/qwen35/qwen35_glue.h"
 #include "util/bf16.h"
 #include "util/error.h"
 
@@ -53,16 +53,16 @@
 #define BF16 FRT_CUDA_BF16
 
 /* The sampler reads its parameters straight out of the step record. */
-_Static_assert(offsetof(frt_step_args, top_k) - offsetof(frt_step_args, temperature) ==
+_Static_assert(offsetof(frt_step_args, sampling.top_k) - offsetof(frt_step_args, sampling.temperature) ==
                    offsetof(frt_cuda_sampler_params, top_k),
                "step args and sampler params disagree (top_k)");
-_Static_assert(offsetof(frt_step_args, top_p) - offsetof(frt_step_args, temperature) ==
+_Static_assert(offsetof(frt_step_args, sampling.top_p) - offsetof(frt_step_args, sampling.temperature) ==
                    offsetof(frt_cuda_sampler_params, top_p),
                "step args and sampler params disagree (top_p)");
-_Static_assert(offsetof(frt_step_args, reserved2) - offsetof(frt_step_args, temperature) ==
+_Static_assert(offsetof(frt_step_args, reserved) - offsetof(frt_step_args, sampling.temperature) ==
                    offsetof(frt_cuda_sampler_params, reserved),
                "step args and sampler params disagree (reserved)");
-_Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, temperature) >= sizeof(frt_cuda_sampler_params),
+_Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, sampling.temperature) >= sizeof(frt_cuda_sampler_params),
                "step args too short for the sampler params");
 
 #define ALIGN 256 /* every tensor and scratch array starts 256-byte aligned */
@@ -161,7 +161,7 @@ static int set_sizes(frt_model *m, cu_model *c)
     c->dv = cfg->lin_v_head_dim;
     c->kd = c->nk * c->dk;
     c->vd = c->nv * c->dv;
-    c->ch = m->conv_channels;
+    c->ch = qwen35_of(m)->conv_channels;
     c->ba_w = round8(2 * c->nv);
     c->K = cfg->lin_conv_kernel;
     c->eps = cfg->rms_norm_eps;
@@ -392,7 +392,8 @@ static int cu_load_weights(frt_model *m)
                            lw->v_proj != lw->k_proj + (size_t)c->kvw * (size_t)c->H))
             c->at_fused = 0;
     }
-    m->w.bytes = bytes;
+    qwen35_of(m)->w.bytes = bytes;
+    m->weight_bytes = bytes;
     return 0;
 }
 
@@ -576,8 +577,8 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
     f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
-    f.d_temperature = (const float *)(const void *)(sp + offsetof(frt_step_args, temperature));
-    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, temperature));
+    f.d_temperature = (const float *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
+    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
     return f;
 }
 
@@ -628,7 +629,7 @@ static int attention_block(const fwd *f, int l)
     void *st = f->st;
     int R = f->R, nh = c->nh, nkv = c->nkv, hd = c->hd;
     int per_head = c->gated ? 2 * hd : hd;
-    uint16_t *kc = frt_buffer_ptr(m->kv_k[l]), *vc = frt_buffer_ptr(m->kv_v[l]);
+    uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
 
     if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
         const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
@@ -691,7 +692,7 @@ static int deltanet_block(const fwd *f, int l)
     const cu_layer *lw = &c->layers[l];
     void *st = f->st;
     int R = f->R, nk = c->nk, nv = c->nv, dk = c->dk, dv = c->dv, ch = c->ch, kd = c->kd, vd = c->vd;
-    float *state = frt_buffer_ptr(m->gdn_state[l]), *conv = frt_buffer_ptr(m->gdn_conv[l]);
+    float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]), *conv = frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]);
 
     if (f->decode) { /* input_ln + qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
         const frt_cuda_gemv_entry e[4] = {{c->t0, F32, lw->in_proj_qkv, ch},
@@ -907,9 +908,9 @@ static uint64_t cu_fingerprint_extra(const frt_model *m)
     return d;
 }
 
-const frt_model_backend frt_qwen35_cuda_backend = {
+const frt_arch_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
-    .kv_elem_bytes = sizeof(uint16_t),
+    .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
     .load_weights = cu_load_weights,
     .alloc_scratch = cu_alloc_scratch,
