@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 extern char **environ;
 
@@ -383,6 +384,64 @@ static void expect_refused(frt_model *m, const char *path, int status, const cha
     CHECK(memcmp(before, after, (size_t)V * sizeof(float)) == 0);
 }
 
+/* The file layout of docs/capsule-format.md, to forge a capsule whose
+ * checksums are right but whose boundary record is hostile. */
+typedef struct forged_header {
+    char magic[8];
+    uint32_t version, n_buffers;
+    uint64_t file_bytes, payload_bytes;
+    int32_t position, pending, prefill_chunk, aligned;
+    uint64_t rng[2], prefix_digest, fingerprint, meta_checksum;
+} forged_header;
+
+typedef struct forged_entry {
+    char name[48];
+    uint64_t offset, bytes, full_bytes, checksum;
+} forged_entry;
+
+/* Rewrites the boundary record of the capsule file at path (pos, pending;
+ * the header's copy too when header) and recomputes every checksum. */
+static void forge_boundary(const char *path, int32_t pos, int32_t pending, int header)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f) return;
+    forged_header h;
+    CHECK(fread(&h, sizeof h, 1, f) == 1);
+    forged_entry t[600];
+    CHECK(h.n_buffers <= 600 && fread(t, sizeof t[0], h.n_buffers, f) == h.n_buffers);
+    int found = 0;
+    for (uint32_t i = 0; i < h.n_buffers; i++) {
+        if (strcmp(t[i].name, "boundary")) continue;
+        unsigned char rec[64];
+        CHECK(t[i].bytes <= sizeof rec && t[i].bytes >= 8);
+        fseek(f, (long)t[i].offset, SEEK_SET);
+        CHECK(fread(rec, 1, t[i].bytes, f) == t[i].bytes);
+        memcpy(rec, &pos, 4);     /* frt_boundary.pos */
+        memcpy(rec + 4, &pending, 4); /* frt_boundary.pending */
+        fseek(f, (long)t[i].offset, SEEK_SET);
+        CHECK(fwrite(rec, 1, t[i].bytes, f) == t[i].bytes);
+        t[i].checksum = XXH64(rec, t[i].bytes, 0);
+        found = 1;
+    }
+    CHECK(found);
+    if (header) {
+        h.position = pos;
+        h.pending = pending;
+    }
+    h.meta_checksum = 0;
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &h, sizeof h);
+    XXH64_update(st, t, h.n_buffers * sizeof t[0]);
+    h.meta_checksum = XXH64_digest(st);
+    XXH64_freeState(st);
+    fseek(f, 0, SEEK_SET);
+    CHECK(fwrite(&h, sizeof h, 1, f) == 1);
+    CHECK(fwrite(t, sizeof t[0], h.n_buffers, f) == h.n_buffers);
+    fclose(f);
+}
+
 static void test_bad_files(frt_model *m, frt_model *other)
 {
     char good[512], bad[512];
@@ -416,6 +475,30 @@ static void test_bad_files(frt_model *m, frt_model *other)
     expect_refused(m, bad, FRT_ERR_FORMAT, "corrupted header");
     path_in(bad, sizeof bad, "missing.cap");
     expect_refused(m, bad, FRT_ERR_IO, "missing file");
+
+    /* hostile boundary records with every checksum recomputed: refused
+     * before anything touches the live state (a position or pending token
+     * outside the model would make the next step write out of bounds) */
+    path_in(bad, sizeof bad, "forged.cap");
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 129, 0); /* the forger's own check: an honest record loads */
+    frt_capsule *fc0 = NULL;
+    CHECK(frt_capsule_load(m, bad, &fc0) == FRT_ERR_FORMAT); /* pending 129 != header's */
+    copy_file(good, bad);
+    forge_boundary(bad, 128, -1, 0);
+    CHECK_OK(frt_capsule_load(m, bad, &fc0));
+    frt_capsule_free(fc0);
+    copy_file(good, bad);
+    forge_boundary(bad, -100000, 1 << 30, 0);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged position");
+    CHECK(strstr(frt_last_error(), "boundary position") != NULL);
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 1 << 30, 1);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged pending");
+    CHECK(strstr(frt_last_error(), "pending token") != NULL);
+    copy_file(good, bad);
+    forge_boundary(bad, -100000, -1, 1);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged header pos");
 
     /* another model's capsule */
     if (other) {
