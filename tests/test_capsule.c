@@ -28,8 +28,9 @@
 #include "frt_test.h"
 
 #include "frt/capsule.h"
-#include "model/capsule_internal.h"
-#include "model/gen_model.h"
+#include "frt/debug.h"
+#include "model/model_internal.h"
+#include "gen_model.h"
 #include "util/error.h"
 
 #include <signal.h>

@@ -18,7 +18,7 @@
 #include "frt/model.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"
 
@@ -374,6 +374,20 @@ static void test_bad_input(void)
     p.prefill_chunk = 64;
     CHECK(frt_model_load("/nonexistent/model", &p, &m2) < 0);
     CHECK(m2 == NULL);
+    /* a config that parses but that no registered architecture runs */
+    {
+        char dense[600], cfg[700];
+        snprintf(dense, sizeof dense, "%s-dense", tiny_dir);
+        snprintf(cfg, sizeof cfg, "mkdir -p '%s' && printf '%%s' '{\"model_type\": \"llama\", \"hidden_size\": 64, "
+                 "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+                 "\"num_key_value_heads\": 2, \"vocab_size\": 100}' > '%s/config.json'", dense, dense);
+        CHECK(system(cfg) == 0);
+        CHECK_STATUS(frt_model_load(dense, &p, &m2), FRT_ERR_UNSUPPORTED);
+        CHECK(strstr(frt_last_error(), "no architecture runs model_type 'llama'") != NULL);
+        CHECK(m2 == NULL);
+        snprintf(cfg, sizeof cfg, "rm -rf '%s'", dense);
+        CHECK(system(cfg) == 0);
+    }
     int n_dev = 0;
     frt_device_count(FRT_BACKEND_CUDA, &n_dev);
     if (n_dev == 0) { /* no GPU (or no CUDA build): a clear error, no model */

@@ -50,11 +50,10 @@
 #include "frt/exec.h"
 #include "frt/model.h"
 #include "frt/status.h"
-#include "model/capsule_internal.h"
+#include "frt/debug.h"
 #include "weights/checkpoint.h"
 #include "weights/config.h"
-#include "model/gen_model.h"
-#include "model/model_internal.h"
+#include "gen_model.h"
 #include "util/error.h"
 #include "util/fs.h"
 

@@ -8,7 +8,7 @@
  * boundary can sample without a forward pass. Entries with the rows rule
  * (KV caches, the token journal) are stored up to the position only.
  */
-#include "model/capsule_internal.h"
+#include "model/model_internal.h"
 
 #include "util/error.h"
 #include "util/fs.h"

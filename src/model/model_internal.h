@@ -10,6 +10,7 @@
 #define FRT_MODEL_INTERNAL_H
 
 #include "frt/capsule.h"
+#include "frt/debug.h"
 #include "frt/exec.h"
 #include "frt/model.h"
 #include "model/arch.h"
@@ -114,18 +115,5 @@ int frt_model_state_zero_recurrent(frt_model *m);
 
 /* The port named name with direction dir, or NULL. */
 frt_io_entry *frt_model_io_find(frt_model *m, const char *name, frt_io_dir dir);
-
-/* Loads a model from a checkpoint already in memory (e.g. frt_gen_model_build
- * for benchmarks that cannot afford the disk). ck is borrowed: it must stay
- * open until frt_model_free, and may serve several models. gen NULL: no end-of-sequence ids
- * beyond cfg->eos_token_id, default sampling. No tokenizer. Errors as
- * frt_model_load. */
-int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, const frt_generation_config *gen,
-                              const frt_model_params *params, frt_model **out);
-
-/* Test hook (params.debug_hidden): hidden state idx (0 = embeddings,
- * i = after layer i-1, n_layers + 1 = after the final norm) of the last
- * prefill piece, rows [0, n). */
-int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n);
 
 #endif
