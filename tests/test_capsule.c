@@ -393,11 +393,14 @@ typedef struct forged_header {
     uint64_t file_bytes, payload_bytes;
     int32_t position, pending, prefill_chunk, aligned;
     uint64_t rng[2], prefix_digest, fingerprint, meta_checksum;
+    uint32_t flags, reserved;
+    uint8_t mac[32];
 } forged_header;
 
 typedef struct forged_entry {
     char name[48];
     uint64_t offset, bytes, full_bytes, checksum;
+    uint8_t mac[32];
 } forged_entry;
 
 /* Rewrites the boundary record of the capsule file at path (pos, pending;
@@ -431,9 +434,11 @@ static void forge_boundary(const char *path, int32_t pos, int32_t pending, int h
         h.pending = pending;
     }
     h.meta_checksum = 0;
+    forged_header hz = h; /* the checksum covers the header with meta_checksum and mac zero */
+    memset(hz.mac, 0, sizeof hz.mac);
     XXH64_state_t *st = XXH64_createState();
     XXH64_reset(st, 0);
-    XXH64_update(st, &h, sizeof h);
+    XXH64_update(st, &hz, sizeof hz);
     XXH64_update(st, t, h.n_buffers * sizeof t[0]);
     h.meta_checksum = XXH64_digest(st);
     XXH64_freeState(st);
@@ -472,8 +477,12 @@ static void test_bad_files(frt_model *m, frt_model *other)
     poke(bad, 0, 0x20); /* magic */
     expect_refused(m, bad, FRT_ERR_FORMAT, "bad magic");
     copy_file(good, bad);
-    poke(bad, 100, 0x01); /* header field covered by the metadata checksum */
+    poke(bad, 40, 0x01); /* header field covered by the metadata checksum (prefill_chunk) */
     expect_refused(m, bad, FRT_ERR_FORMAT, "corrupted header");
+    CHECK(strstr(frt_last_error(), "metadata checksum") != NULL);
+    copy_file(good, bad);
+    poke(bad, 100, 0x01); /* the MAC field of an unkeyed file */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "stray MAC");
     path_in(bad, sizeof bad, "missing.cap");
     expect_refused(m, bad, FRT_ERR_IO, "missing file");
 
@@ -554,6 +563,77 @@ static void test_bad_files(frt_model *m, frt_model *other)
         signal(SIGXFSZ, old_sig);
     }
     frt_capsule_free(NULL);
+}
+
+/* 8b: keyed capsule files (frt_capsule_set_key): an HMAC-SHA256 that an
+ * attacker without the key cannot recompute. */
+static void test_keyed(frt_model *m)
+{
+    char good[512], plain[512], bad[512];
+    path_in(good, sizeof good, "keyed.cap");
+    path_in(plain, sizeof plain, "plain.cap");
+    path_in(bad, sizeof bad, "keyed-bad.cap");
+    int32_t prefix[200];
+    random_ids(prefix, 200);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 128));
+    frt_capsule *c = NULL, *p = NULL, *l = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, plain, NULL, 0, &p));
+    const char key[] = "a capsule key of the test", other_key[] = "another capsule key";
+    CHECK_OK(frt_capsule_set_key(m, key, sizeof key - 1));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, good, NULL, 0, &c));
+    float lg0[MAXV];
+    CHECK_OK(frt_model_logits(m, lg0));
+    CHECK_OK(frt_model_prefill(m, prefix + 128, 72)); /* a live state to protect */
+
+    /* the right key: loads and restores the same state */
+    CHECK_OK(frt_capsule_load(m, good, &l));
+    CHECK_OK(frt_capsule_restore(m, l));
+    CHECK(frt_model_position(m) == 128);
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(lg0, lb));
+    frt_capsule_free(l);
+    l = NULL;
+    CHECK_OK(frt_model_prefill(m, prefix + 128, 72));
+
+    /* checksums recomputed after a change: the MAC refuses it */
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 5, 1); /* a pending token the model could have had */
+    expect_refused(m, bad, FRT_ERR_MISMATCH, "forged, keyed");
+    CHECK(strstr(frt_last_error(), "MAC mismatch") != NULL);
+    /* a payload byte flipped: the checksum catches it first */
+    copy_file(good, bad);
+    poke(bad, 4096 + 10, 0x40);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "flipped, keyed");
+    /* an unkeyed file when a key is required */
+    expect_refused(m, plain, FRT_ERR_MISMATCH, "no MAC");
+    CHECK(strstr(frt_last_error(), "no MAC") != NULL);
+    /* another key */
+    CHECK_OK(frt_capsule_set_key(m, other_key, sizeof other_key - 1));
+    expect_refused(m, good, FRT_ERR_MISMATCH, "another key");
+    CHECK(strstr(frt_last_error(), "metadata MAC mismatch") != NULL);
+    /* no key: a keyed file cannot be checked */
+    CHECK_OK(frt_capsule_set_key(m, NULL, 0));
+    expect_refused(m, good, FRT_ERR_MISMATCH, "keyed, no key");
+    CHECK(strstr(frt_last_error(), "no capsule key") != NULL);
+    CHECK_OK(frt_capsule_load(m, plain, &l)); /* and the plain file loads again */
+    frt_capsule_free(l);
+    /* a disk capsule opened under the key, restored after the key changed */
+    CHECK_OK(frt_capsule_set_key(m, other_key, sizeof other_key - 1));
+    int pos = frt_model_position(m);
+    CHECK_STATUS(frt_capsule_restore(m, c), FRT_ERR_MISMATCH);
+    CHECK(frt_model_position(m) == pos);
+    /* bad keys */
+    CHECK_STATUS(frt_capsule_set_key(m, NULL, 4), FRT_ERR_INVALID_ARGUMENT);
+    static char big[FRT_CAPSULE_KEY_MAX + 1];
+    CHECK_STATUS(frt_capsule_set_key(m, big, sizeof big), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_set_key(NULL, key, 4), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_capsule_set_key(m, NULL, 0));
+    frt_capsule_free(c);
+    frt_capsule_free(p);
+    unlink(good);
+    unlink(plain);
+    unlink(bad);
 }
 
 /* 9: sampling with a seed replays from the capsule. */
@@ -778,6 +858,7 @@ int main(int argc, char **argv)
     test_ablation(m);
     test_new_process(m, "/proc/self/exe");
     test_bad_files(m, other);
+    test_keyed(m);
     test_sampling(m);
     test_move(m);
     test_rollback_restore(m, other);

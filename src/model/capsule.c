@@ -15,6 +15,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +40,13 @@ typedef struct file_header {
     uint64_t rng[2];
     uint64_t prefix_digest;
     uint64_t fingerprint;
-    uint64_t meta_checksum;  /* xxh64 of this header (this field 0) and the table */
+    uint64_t meta_checksum;  /* xxh64 of this header (this field and mac 0) and the table */
+    uint32_t flags;          /* FILE_KEYED */
+    uint32_t reserved;       /* 0 */
+    uint8_t mac[32];         /* keyed: HMAC-SHA256 of this header (mac 0) and the table */
 } file_header;
+
+#define FILE_KEYED 1u
 
 typedef struct file_entry {
     char name[CAPSULE_NAME_LEN];
@@ -46,6 +54,7 @@ typedef struct file_entry {
     uint64_t bytes;      /* valid bytes stored */
     uint64_t full_bytes; /* the live buffer's size (must match the model) */
     uint64_t checksum;   /* xxh64 of the payload */
+    uint8_t mac[32];     /* keyed: HMAC-SHA256 of the payload; else 0 */
 } file_entry;
 
 struct frt_capsule {
@@ -57,6 +66,8 @@ struct frt_capsule {
     frt_buffer *payload;     /* device or pinned-host memory; NULL for disk */
     char *path;              /* disk tier */
     uint64_t serial;         /* unique in the process, never reused (0: a loaded file) */
+    unsigned char key[FRT_CAPSULE_KEY_MAX]; /* the model's capsule key at snapshot (files written later use it) */
+    size_t key_len;
 };
 
 static uint64_t g_serial; /* the last capsule serial handed out */
@@ -215,6 +226,8 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
     frt_capsule *c = calloc(1, sizeof *c);
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
     c->ctx = m->ctx;
+    memcpy(c->key, m->capsule_key, m->capsule_key_len);
+    c->key_len = m->capsule_key_len;
     int rc = fill_descriptor(m, c, salt, salt_len);
     if (rc == 0) rc = build_table(m, c);
     frt_buffer *payload = NULL;
@@ -251,6 +264,7 @@ static uint64_t meta_checksum(const file_header *h, const file_entry *table, int
 {
     file_header tmp = *h;
     tmp.meta_checksum = 0;
+    memset(tmp.mac, 0, sizeof tmp.mac);
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
     XXH64_reset(st, 0);
@@ -262,6 +276,29 @@ static uint64_t meta_checksum(const file_header *h, const file_entry *table, int
 }
 
 static size_t meta_bytes(int n) { return align_up(sizeof(file_header) + (size_t)n * sizeof(file_entry)); }
+
+/* HMAC-SHA256 of data under key into out[32]; 0 or -1. */
+static int hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, uint8_t out[32])
+{
+    unsigned int len = 0;
+    return HMAC(EVP_sha256(), key, (int)key_len, data, n, out, &len) && len == 32 ? 0 : -1;
+}
+
+/* The metadata MAC: HMAC-SHA256 of the header (mac zeroed) and the table. */
+static int meta_mac(const unsigned char *key, size_t key_len, const file_header *h, const file_entry *table, int n,
+                    uint8_t out[32])
+{
+    size_t bytes = sizeof *h + (size_t)n * sizeof *table;
+    unsigned char *buf = malloc(bytes);
+    if (!buf) return -1;
+    file_header tmp = *h;
+    memset(tmp.mac, 0, sizeof tmp.mac);
+    memcpy(buf, &tmp, sizeof tmp);
+    memcpy(buf + sizeof tmp, table, (size_t)n * sizeof *table);
+    int rc = hmac(key, key_len, buf, bytes, out);
+    free(buf);
+    return rc;
+}
 
 /* Writes header, table and payloads to path.tmp.PID, then renames it. The
  * payload buffer must be host-readable (host tier) or is staged through a
@@ -306,11 +343,22 @@ static int write_file(const frt_capsule *c, const frt_buffer *payload, const cha
         table[i].offset = off;
         off = align_up(off + c->table[i].bytes);
     }
-    /* the checksums, one buffer per thread */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < c->n; i++) table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
+    /* the checksums (and MACs), one buffer per thread */
+    const int keyed = c->key_len > 0;
+    int mac_failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : mac_failed)
+    for (int i = 0; i < c->n; i++) {
+        table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
+        memset(table[i].mac, 0, sizeof table[i].mac);
+        if (keyed) mac_failed |= hmac(c->key, c->key_len, host + c->table[i].offset, c->table[i].bytes, table[i].mac) != 0;
+    }
     h.file_bytes = off;
+    h.flags = keyed ? FILE_KEYED : 0;
     h.meta_checksum = meta_checksum(&h, table, c->n);
+    if (keyed && (mac_failed || meta_mac(c->key, c->key_len, &h, table, c->n, h.mac) != 0)) {
+        frt_buffer_free(staging);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: computing the HMAC failed");
+    }
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
@@ -413,6 +461,39 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: metadata checksum mismatch (corrupted)", path);
         goto out;
     }
+    if (h.flags & ~FILE_KEYED || h.reserved) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: unknown flags %08x", path, h.flags);
+        goto out;
+    }
+    if (!(h.flags & FILE_KEYED)) {
+        static const uint8_t zero[32];
+        if (memcmp(h.mac, zero, sizeof zero) != 0) {
+            rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: a MAC in a file not flagged as keyed (corrupted)", path);
+            goto out;
+        }
+    }
+    if ((h.flags & FILE_KEYED) && !m->capsule_key_len) {
+        rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: the file carries a MAC and this model has no capsule key to check it",
+                       path);
+        goto out;
+    }
+    if (!(h.flags & FILE_KEYED) && m->capsule_key_len) {
+        rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: the file carries no MAC and this model requires one (capsule key set)",
+                       path);
+        goto out;
+    }
+    if (h.flags & FILE_KEYED) {
+        uint8_t want[32];
+        if (meta_mac(m->capsule_key, m->capsule_key_len, &h, table, (int)h.n_buffers, want) != 0) {
+            rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: computing the HMAC failed");
+            goto out;
+        }
+        if (CRYPTO_memcmp(want, h.mac, sizeof want) != 0) {
+            rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: metadata MAC mismatch (tampered, or another capsule key)",
+                           path);
+            goto out;
+        }
+    }
     if (h.fingerprint != m->fingerprint) {
         rc = frt_error(FRT_ERR_MISMATCH,
                        "capsule: %s: made by another model or build (fingerprint %016llx, this model %016llx)", path,
@@ -461,24 +542,32 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         if (rc < 0) goto out;
         unsigned char *host = frt_buffer_ptr(payload);
         const int fd = fileno(f);
-        int bad = -1, why = 0; /* the first bad buffer (lowest index): 1 unreadable, 2 checksum */
-        /* one buffer per thread: read at its offset, then its checksum */
+        int bad = -1, why = 0; /* the first bad buffer (lowest index): 1 unreadable, 2 checksum, 3 MAC */
+        const int keyed = (h.flags & FILE_KEYED) != 0;
+        /* one buffer per thread: read at its offset, then its checksum (and MAC) */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) {
             int e = 0;
+            uint8_t mac[32];
             if (table[i].bytes && frt_pread_all(fd, host + c->table[i].offset, table[i].bytes, table[i].offset))
                 e = 1;
             else if (XXH64(host + c->table[i].offset, table[i].bytes, 0) != table[i].checksum)
                 e = 2;
+            else if (keyed && (hmac(m->capsule_key, m->capsule_key_len, host + c->table[i].offset, table[i].bytes,
+                                    mac) != 0 ||
+                               CRYPTO_memcmp(mac, table[i].mac, sizeof mac) != 0))
+                e = 3;
             if (e) {
 #pragma omp critical(frt_capsule_read_err)
                 if (bad < 0 || i < bad) bad = i, why = e;
             }
         }
         if (bad >= 0) {
-            rc = why == 1 ? frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[bad].name)
-                          : frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)",
-                                      path, table[bad].name);
+            rc = why == 1   ? frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[bad].name)
+                 : why == 2 ? frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)",
+                                        path, table[bad].name)
+                            : frt_error(FRT_ERR_MISMATCH, "capsule: %s: MAC mismatch in buffer '%s' (tampered)", path,
+                                        table[bad].name);
             goto out;
         }
         int bi = boundary_index(m);
@@ -529,6 +618,18 @@ int frt_capsule_save(const frt_capsule *c, const char *path)
         return frt_error(FRT_ERR_UNSUPPORTED, "capsule: copying a disk capsule to another file: use cp");
     }
     return write_file(c, c->payload, path);
+}
+
+int frt_capsule_set_key(frt_model *m, const void *key, size_t key_len)
+{
+    if (!m || (!key && key_len)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    if (key_len > FRT_CAPSULE_KEY_MAX)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: a key of %zu bytes (at most %d)", key_len,
+                         FRT_CAPSULE_KEY_MAX);
+    OPENSSL_cleanse(m->capsule_key, sizeof m->capsule_key);
+    if (key_len) memcpy(m->capsule_key, key, key_len);
+    m->capsule_key_len = key_len;
+    return 0;
 }
 
 /* ---- restore -------------------------------------------------------------- */
@@ -650,5 +751,6 @@ void frt_capsule_free(frt_capsule *c)
     if (!c) return;
     frt_buffer_free(c->payload);
     free(c->path);
+    OPENSSL_cleanse(c->key, sizeof c->key);
     free(c);
 }

@@ -94,6 +94,11 @@ struct frt_model {
      * the start of every restore. */
     uint64_t live_capsule;
     frt_restore_stats last_restore; /* what the last successful restore copied */
+
+    /* The capsule key (frt_capsule_set_key): disk capsules carry an
+     * HMAC-SHA256 under it and are checked against it; 0 bytes = none. */
+    unsigned char capsule_key[FRT_CAPSULE_KEY_MAX];
+    size_t capsule_key_len;
 };
 
 /* Reads the boundary record from its buffer into *b (synchronizes the
