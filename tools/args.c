@@ -214,8 +214,16 @@ static int store(const frt_cmd_spec *spec, frt_arg *a, const char *v)
     case FRT_ARG_FLAG: *(int *)a->dst = 1; return 0;
     case FRT_ARG_STR: *(const char **)a->dst = v; return 0;
     case FRT_ARG_CHOICE:
-        if (!is_choice(a->choices, v))
-            return frt_args_error(spec, "%s: '%s' is not one of %s", name, v, a->choices);
+        if (!is_choice(a->choices, v)) {
+            char list[128];
+            size_t k = 0;
+            for (const char *c = a->choices; *c && k + 3 < sizeof list; c++) {
+                if (*c == '|') list[k++] = ',', list[k++] = ' ';
+                else list[k++] = *c;
+            }
+            list[k] = '\0';
+            return frt_args_error(spec, "%s: '%s' is not one of %s", name, v, list);
+        }
         *(const char **)a->dst = v;
         return 0;
     case FRT_ARG_BACKEND: {

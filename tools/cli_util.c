@@ -121,6 +121,7 @@ static void progress_print(frt_cli_progress *p, unsigned long long done, int las
 void frt_cli_progress_update(frt_cli_progress *p, unsigned long long done)
 {
     if (p->quiet) return;
+    if (done > p->total) done = p->total; /* file headers: the total counts tensor bytes */
     if (p->tty) {
         progress_print(p, done, 0);
         return;
@@ -134,5 +135,6 @@ void frt_cli_progress_update(frt_cli_progress *p, unsigned long long done)
 
 void frt_cli_progress_end(frt_cli_progress *p, unsigned long long done)
 {
+    if (done > p->total) p->total = done;
     if (!p->quiet) progress_print(p, done, 1);
 }

@@ -33,6 +33,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "help")) { /* frt help CMD = frt CMD --help */
+        char help[] = "--help";
+        char *av[] = {argv[2], help, NULL};
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+            if (!strcmp(argv[2], cmds[i].name)) return cmds[i].fn(2, av);
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
