@@ -388,9 +388,9 @@ static int bench_model_cmd(int argc, char **argv)
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N",
-                "state capacity of the main run; 0 = what the prefixes need (a prefix that does not fit fails, "
-                "is recorded, and the run goes on: exit 1)",
-                .min = 0, .max = INT_MAX / 4),
+                "state capacity of the main run (a prefix that does not fit fails, is recorded, and the run "
+                "goes on: exit 1)",
+                .min = 1, .max = INT_MAX / 4, .dflt = "what the prefixes need"),
         FRT_OPT(0, "tmpdir", FRT_ARG_STR, &tmpdir, "DIR", "where disk-tier capsules go"),
         FRT_OPT(0, "time-budget", FRT_ARG_DOUBLE, &time_budget, "SEC", "skip what is left after SEC seconds; 0 = none",
                 .fmin = 0, .fmax = 1e9),
