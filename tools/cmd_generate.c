@@ -119,7 +119,8 @@ int frt_cmd_generate(int argc, char **argv)
     if (!!prompt == !!ids_arg)
         return frt_args_error(&spec, prompt ? "give the prompt once: -p TEXT or --ids, not both"
                                             : "no prompt: give -p TEXT or --ids ID,ID,..");
-    if (gp.sampling.top_p <= 0) return frt_args_error(&spec, "--top-p: '0' is out of range (a number in (0, 1])");
+    if (gp.sampling.top_p <= 0)
+        return frt_args_error(&spec, "--top-p: '%g' is out of range (a number in (0, 1])", (double)gp.sampling.top_p);
     if (mp.prefill_chunk % 64)
         return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", mp.prefill_chunk);
     int32_t *ids = NULL;
