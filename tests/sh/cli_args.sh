@@ -90,6 +90,13 @@ refuse "unknown option --x" selfcheck --x
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "unknown option --foo" --foo
 
+# ---- the model benchmark: options checked here, handed on to bench_model.c ----
+"$FRT" bench --shape=tiny --random-weights --backend=auto --seed=2 --no-run --write-config="$T/wc" >/dev/null 2>"$T/err"
+check "bench: --name=value options reach the benchmark (exit 0)" test $? -eq 0
+check "bench: --write-config=DIR wrote config.json" test -s "$T/wc/config.json"
+"$FRT" bench --shape tiny --random-weights --no-run --dump-ids "$T/ids.json" --seed 5 --prefixes 64 >/dev/null 2>&1
+check "bench: --seed reaches the benchmark" grep -q '"seed": *5' "$T/ids.json"
+
 # ---- --help: every option the command accepts, with its default --------------
 # The options a command accepts are the ones its --help lists; each listed
 # option must be accepted (not "unknown option"), and every valued option
