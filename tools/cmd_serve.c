@@ -36,6 +36,15 @@ static void usage(FILE *f)
             "  --no-auto-capsules      do not snapshot cold-exact prefixes automatically\n"
             "  --queue N               queued requests before 503 (16)\n"
             "  --max-body-mb N         larger request bodies get 413 (8)\n"
+            "  --max-tokens N          most tokens one request may generate; 0 = no cap (4096)\n"
+            "  --request-timeout-s S   wall time per request; past it generation stops; 0 = none (300)\n"
+            "  --queue-timeout-s S     a request queued this long gets 503 + Retry-After; 0 = none (60)\n"
+            "  --conn-timeout-s S      close a connection idle this long; 0 = never (10)\n"
+            "  --max-conns N           concurrent connections (64)\n"
+            "  --max-conns-per-ip N    concurrent connections from one address; 0 = no limit (16)\n"
+            "  --api-key KEY           require 'Authorization: Bearer KEY' (all but /health); $FRT_API_KEY too\n"
+            "  --cors-origin ORIGIN    the browser Origin allowed (or *); others get 403 (none)\n"
+            "  --allowed-host NAME     a Host name accepted on a loopback bind besides localhost (repeatable)\n"
             "  --max-seq N             state capacity in tokens (model default)\n"
             "  --prefill-chunk N       prefill chunk C, a multiple of 64 (model default)\n"
             "  --threads N             CPU threads (all cores)\n"
@@ -117,6 +126,9 @@ int frt_cmd_serve(int argc, char **argv)
     frt_server_params sp = frt_server_default_params();
     frt_engine_fake_params fp = frt_engine_fake_default_params();
     long long max_seq = 0, chunk = 0, threads = 0, v = 0;
+    const char *hosts[16];
+    int n_hosts = 0;
+    if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     int quiet = 0, probe = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -155,6 +167,36 @@ int frt_cmd_serve(int argc, char **argv)
         } else if (TAKES("--max-body-mb")) {
             if (parse_int(cmd, a, next, 1, 4096, &v)) return 2;
             sp.max_body_bytes = (size_t)v << 20;
+        } else if (TAKES("--max-tokens")) {
+            if (parse_int(cmd, a, next, 0, 1 << 30, &v)) return 2;
+            sp.max_tokens = (int)v;
+        } else if (TAKES("--request-timeout-s") || TAKES("--queue-timeout-s")) {
+            if (parse_int(cmd, a, next, 0, 1 << 24, &v)) return 2;
+            if (a[2] == 'r') sp.max_request_s = (double)v;
+            else sp.queue_timeout_s = (double)v;
+        } else if (TAKES("--conn-timeout-s")) {
+            if (parse_int(cmd, a, next, 0, 1 << 20, &v)) return 2;
+            sp.conn_timeout_s = (int)v;
+        } else if (TAKES("--max-conns")) {
+            if (parse_int(cmd, a, next, 1, 100000, &v)) return 2;
+            sp.max_connections = (int)v;
+        } else if (TAKES("--max-conns-per-ip")) {
+            if (parse_int(cmd, a, next, 0, 100000, &v)) return 2;
+            sp.max_connections_per_ip = (int)v;
+        } else if (TAKES("--api-key")) {
+            if (!*next) {
+                fprintf(stderr, "frt %s: --api-key is empty\n", cmd);
+                return 2;
+            }
+            sp.api_key = next;
+        } else if (TAKES("--cors-origin")) {
+            sp.cors_origin = next;
+        } else if (TAKES("--allowed-host")) {
+            if (n_hosts == 16) {
+                fprintf(stderr, "frt %s: at most 16 --allowed-host\n", cmd);
+                return 2;
+            }
+            hosts[n_hosts++] = next;
         } else if (TAKES("--max-seq")) {
             if (parse_int(cmd, a, next, 1, 1 << 24, &max_seq)) return 2;
         } else if (TAKES("--prefill-chunk")) {
@@ -220,6 +262,12 @@ int frt_cmd_serve(int argc, char **argv)
         sp.log = log_line;
         sp.log_user = NULL;
     }
+    sp.allowed_hosts = hosts;
+    sp.n_allowed_hosts = n_hosts;
+    if (!sp.api_key && !frt_host_is_loopback(sp.host))
+        fprintf(stderr, "frt %s: warning: binding %s (beyond loopback) without --api-key: anyone who can reach the "
+                        "port can use the model and read every session\n",
+                cmd, sp.host);
     frt_server *srv = NULL;
     rc = frt_server_start(engine, &sp, &srv);
     if (rc) {

@@ -25,6 +25,7 @@
 #ifndef FRT_SERVING_ENGINE_H
 #define FRT_SERVING_ENGINE_H
 
+#include "frt/model.h" /* frt_sampling */
 #include "frt/serving.h"
 
 #include <stddef.h>
@@ -40,14 +41,6 @@ enum {
 
 /* "device", "host", "disk"; "?" otherwise. */
 const char *frt_engine_tier_name(int tier);
-
-/* Sampling of one request (frt_sampling of model.h): temperature 0 = greedy,
- * top_k 0 = off, top_p 1 = off. */
-typedef struct frt_engine_sampling {
-    float temperature;
-    int top_k;
-    float top_p;
-} frt_engine_sampling;
 
 /* One chat message: role ("system", "user", "assistant", ...) and its text. */
 typedef struct frt_engine_msg {
@@ -80,10 +73,11 @@ struct frt_engine {
     void *self;
     frt_engine_facts facts;
 
-    /* model.h: frt_model_prefill / sample / decode / reset / seed / position / pending */
+    /* model.h: frt_model_prefill / sample / decode / reset / seed / position / pending.
+     * Sampling is frt_sampling of model.h (NULL = greedy; top_p <= 0 counts as 1 = off). */
     int (*prefill)(void *self, const int32_t *ids, int n);
-    int (*sample)(void *self, const frt_engine_sampling *s, int32_t *token);
-    int (*decode)(void *self, const frt_engine_sampling *s, int32_t *token);
+    int (*sample)(void *self, const frt_sampling *s, int32_t *token);
+    int (*decode)(void *self, const frt_sampling *s, int32_t *token);
     int (*reset)(void *self);
     int (*seed)(void *self, uint64_t seed);
     int (*position)(void *self);

@@ -23,7 +23,7 @@ typedef struct bound {
     int owns;
 } bound;
 
-static frt_sampling sampling_of(const frt_engine_sampling *s)
+static frt_sampling sampling_of(const frt_sampling *s)
 {
     frt_sampling x = {0.0f, 0, 1.0f};
     if (s) {
@@ -36,13 +36,13 @@ static frt_sampling sampling_of(const frt_engine_sampling *s)
 
 static int md_prefill(void *self, const int32_t *ids, int n) { return frt_model_prefill(((bound *)self)->m, ids, n); }
 
-static int md_sample(void *self, const frt_engine_sampling *s, int32_t *token)
+static int md_sample(void *self, const frt_sampling *s, int32_t *token)
 {
     frt_sampling x = sampling_of(s);
     return frt_model_sample(((bound *)self)->m, &x, token);
 }
 
-static int md_decode(void *self, const frt_engine_sampling *s, int32_t *token)
+static int md_decode(void *self, const frt_sampling *s, int32_t *token)
 {
     frt_sampling x = sampling_of(s);
     return frt_model_decode(((bound *)self)->m, &x, token);
