@@ -85,13 +85,20 @@ typedef struct frt_registry_stats {
     uint64_t demotions;                    /* moved one tier down by the budgets */
     uint64_t promotions;                   /* moved up on restore */
     uint64_t evictions;                    /* deleted from the disk tier by the budget (or no disk tier) */
-    uint64_t load_failures;                /* files that failed their checks on load */
+    uint64_t load_failures;                /* files that failed their checks on load (quarantined) */
+    uint64_t stale_temp_removed;           /* temporary files of killed writes removed at open */
+    uint64_t rows_refused;                 /* index rows naming a path outside the dir (dropped) */
 } frt_registry_stats;
 
 /* Opens a registry over `e` (not owned). With a dir: creates it if missing,
- * opens DIR/index.sqlite, loads the PREFIX rows of e's fingerprint whose
- * files exist (lazily: no file is read), deletes SESSION rows and their
- * files, then enforces the disk budget.
+ * removes the temporary files of killed writes (cap-*.tmp*), opens
+ * DIR/index.sqlite, loads the PREFIX rows of e's fingerprint whose files
+ * exist (lazily: no file is read), deletes SESSION rows and their files,
+ * drops rows whose path is not a file name inside the dir (never touching
+ * that path), then enforces the disk budget. Index rows hold file names
+ * relative to the dir; the dir is fsynced after every file it gains. A file
+ * that fails its checks on restore is quarantined: renamed to
+ * NAME.quarantined and dropped from the index.
  *   FRT_ERR_INVALID_ARGUMENT  NULL e/out
  *   FRT_ERR_IO                the dir or the index cannot be created/opened */
 int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry **out);
