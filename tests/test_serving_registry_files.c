@@ -4,7 +4,9 @@
  * removed at open, index rows hold file names relative to the dir, a row
  * naming a path outside the dir is dropped without touching that path, and
  * a capsule file that fails its checks is quarantined (renamed aside,
- * dropped from the index) instead of being offered again.
+ * dropped from the index) instead of being offered again, orphan capsule
+ * files are removed, and every other byte in the dir counts against the
+ * disk budget.
  */
 #include "frt_test.h"
 
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { C = 16 };
@@ -220,8 +223,66 @@ static void test_quarantine(void)
     free(dir);
 }
 
+/* Every byte in the dir counts against the disk budget; orphan capsule
+ * files (no index row) are removed at open. */
+static void test_every_byte(void)
+{
+    char *dir = temp_dir();
+    char p[600];
+    snprintf(p, sizeof p, "%s/big.bin", dir);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    for (int i = 0; f && i < 10000; i++) fputc('x', f);
+    if (f) fclose(f);
+    snprintf(p, sizeof p, "%s/cap-77.frtc", dir); /* a write killed before its index row */
+    touch_file(p, "orphan");
+    frt_engine *e = make_engine();
+    /* a fake capsule of 32 tokens reports 4096 + 256 * 32 = 12288 bytes: it
+     * fits 20000, but not beside the 10000 bytes of big.bin */
+    frt_registry_params rp = {{0, 1 << 20, 20000}, dir};
+    frt_registry *r = NULL;
+    CHECK_OK(frt_registry_open(e, &rp, &r));
+    CHECK(!exists(dir, "cap-77.frtc") && exists(dir, "big.bin"));
+    frt_registry_stats st;
+    frt_registry_stats_get(r, &st);
+    CHECK(st.orphans_removed == 1);
+    CHECK(frt_registry_disk_other_bytes(r) == 10000);
+    CHECK(frt_registry_bytes(r, FRT_ENGINE_TIER_DISK) == 10000);
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = 40 + i;
+    e->reset(e->self);
+    CHECK_OK(e->prefill(e->self, ids, 32));
+    frt_cap_spec s = {FRT_CAP_PREFIX, FRT_ENGINE_TIER_HOST, ids, 32, -1, 1, NULL, 0, 1, NULL};
+    uint64_t id = 0;
+    CHECK_OK(frt_registry_snapshot(r, &s, &id));
+    const frt_cap *c = frt_registry_get(r, id);
+    CHECK(c && c->bytes == 12288 && !c->persisted); /* no room on disk: the write-through was refused */
+    CHECK(frt_registry_bytes(r, FRT_ENGINE_TIER_DISK) <= 20000);
+    frt_registry_close(r);
+    /* without big.bin it is written through (the index written by the first
+     * run is charged now: the budget leaves room for it) */
+    snprintf(p, sizeof p, "%s/big.bin", dir);
+    CHECK(unlink(p) == 0);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/index.sqlite", dir);
+    CHECK(stat(p, &sb) == 0 && sb.st_size > 0);
+    rp.budget[FRT_ENGINE_TIER_DISK] = 20000 + (size_t)sb.st_size;
+    CHECK_OK(frt_registry_open(e, &rp, &r));
+    CHECK(frt_registry_disk_other_bytes(r) == (size_t)sb.st_size);
+    e->reset(e->self);
+    CHECK_OK(e->prefill(e->self, ids, 32));
+    CHECK_OK(frt_registry_snapshot(r, &s, &id));
+    c = frt_registry_get(r, id);
+    CHECK(c && c->persisted);
+    frt_registry_close(r);
+    frt_engine_free(e);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
+    test_every_byte();
     test_stale_temps();
     test_relative_rows();
     test_quarantine();

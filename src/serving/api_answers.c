@@ -255,6 +255,8 @@ json_t *frt_api_capsules_json(const frt_service *s)
         json_object_set_new(x, "count", json_integer(frt_registry_tier_count(r, t)));
         json_object_set_new(tiers, frt_engine_tier_name(t), x);
     }
+    json_object_set_new(json_object_get(tiers, "disk"), "other_bytes",
+                        json_integer((json_int_t)frt_registry_disk_other_bytes(r)));
     json_object_set_new(o, "tiers", tiers);
     return o;
 }
@@ -373,6 +375,10 @@ char *frt_api_metrics_text(const frt_service *s, const frt_http_stats *h)
     fprintf(f, "# HELP frt_capsule_bytes Capsule bytes held, by tier.\n# TYPE frt_capsule_bytes gauge\n");
     for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
         fprintf(f, "frt_capsule_bytes{tier=\"%s\"} %zu\n", frt_engine_tier_name(t), frt_registry_bytes(r, t));
+    fprintf(f, "# HELP frt_capsule_dir_other_bytes Bytes in the capsule dir that are not capsules (index, other "
+               "models, quarantined, foreign files), counted in the disk tier.\n"
+               "# TYPE frt_capsule_dir_other_bytes gauge\nfrt_capsule_dir_other_bytes %zu\n",
+            frt_registry_disk_other_bytes(r));
     fprintf(f, "# HELP frt_capsule_budget_bytes Capsule byte budget, by tier.\n# TYPE frt_capsule_budget_bytes gauge\n");
     for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
         fprintf(f, "frt_capsule_budget_bytes{tier=\"%s\"} %zu\n", frt_engine_tier_name(t), frt_registry_budget(r, t));

@@ -28,6 +28,9 @@ struct frt_registry {
     uint64_t next_id, clock;
     uint64_t prot[16]; /* entries being placed, promoted or persisted: never victims */
     int n_prot;
+    size_t disk_other; /* bytes in the dir that are not capsules of this registry (charged to the disk budget) */
+    char **row_names;  /* during open: the file names of every index row (any model) */
+    int n_row_names, cap_row_names;
     frt_registry_stats st;
 };
 
@@ -64,11 +67,13 @@ static int in_tier(const frt_cap *c, int tier)
 
 size_t frt_registry_bytes(const frt_registry *r, int tier)
 {
-    size_t b = 0;
+    size_t b = r && tier == FRT_ENGINE_TIER_DISK ? r->disk_other : 0;
     for (int i = 0; r && i < r->n; i++)
         if (in_tier(r->caps[i], tier)) b += r->caps[i]->bytes;
     return b;
 }
+
+size_t frt_registry_disk_other_bytes(const frt_registry *r) { return r ? r->disk_other : 0; }
 
 int frt_registry_tier_count(const frt_registry *r, int tier)
 {
@@ -189,8 +194,11 @@ static int persist(frt_registry *r, frt_cap *c)
 {
     if (c->persisted) return 0;
     if (!r->dir || !c->path || !c->handle) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: no disk tier");
-    if (c->bytes > r->budget[FRT_ENGINE_TIER_DISK])
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: capsule of %zu bytes exceeds the disk budget", c->bytes);
+    if (c->bytes + r->disk_other > r->budget[FRT_ENGINE_TIER_DISK])
+        return frt_error(FRT_ERR_OUT_OF_MEMORY,
+                         "registry: capsule of %zu bytes exceeds the disk budget (%zu bytes of it held by other files "
+                         "in the capsule dir)",
+                         c->bytes, r->disk_other);
     protect(r, c->id);
     int rc = make_room(r, FRT_ENGINE_TIER_DISK, c->bytes);
     unprotect(r);
@@ -320,9 +328,28 @@ static char *row_path(const frt_registry *r, const char *p)
     return out;
 }
 
+/* Remembers the file name of a row (any model's) so that open can tell
+ * orphan capsule files from indexed ones. */
+static int note_row_name(frt_registry *r, const char *row_file)
+{
+    const char *slash = strrchr(row_file, '/');
+    if (r->n_row_names == r->cap_row_names) {
+        int nc = r->cap_row_names ? 2 * r->cap_row_names : 64;
+        char **v = realloc(r->row_names, (size_t)nc * sizeof *v);
+        if (!v) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+        r->row_names = v;
+        r->cap_row_names = nc;
+    }
+    if (!(r->row_names[r->n_row_names] = strdup(slash ? slash + 1 : row_file)))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    r->n_row_names++;
+    return 0;
+}
+
 static int load_row(void *user, const frt_cap *row, uint64_t fp)
 {
     frt_registry *r = user;
+    FRT_TRY(note_row_name(r, row->path));
     if (fp != r->e->facts.fingerprint) return 0; /* another model's capsule: left alone */
     char *path = row_path(r, row->path);
     if (!path) {
@@ -357,6 +384,73 @@ static int load_row(void *user, const frt_cap *row, uint64_t fp)
     return 0;
 }
 
+/* "cap-DIGITS.frtc": a name this registry writes capsules under. */
+static int is_capsule_name(const char *n)
+{
+    if (strncmp(n, "cap-", 4) || !(n[4] >= '0' && n[4] <= '9')) return 0;
+    n += 4;
+    while (*n >= '0' && *n <= '9') n++;
+    return !strcmp(n, ".frtc");
+}
+
+static int is_index_name(const char *n) { return !strncmp(n, "index.sqlite", 12); }
+
+/* Bytes of the index files (index.sqlite, -wal, -journal) before this run
+ * opens them: in a fresh dir, 0. */
+static size_t index_bytes(const frt_registry *r)
+{
+    DIR *d = opendir(r->dir);
+    size_t b = 0;
+    struct dirent *de;
+    struct stat sb;
+    while (d && (de = readdir(d)))
+        if (is_index_name(de->d_name) && fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(sb.st_mode))
+            b += (size_t)sb.st_size;
+    if (d) closedir(d);
+    return b;
+}
+
+/* After the index is loaded: removes orphan capsule files (no index row of
+ * any model: a write killed between the rename and the row), and charges
+ * every other byte in the dir that is not a loaded capsule to the disk
+ * budget (other models' capsules, quarantined and foreign files; the index
+ * as it was at start). */
+static void account_dir(frt_registry *r, size_t index_at_start)
+{
+    r->disk_other = index_at_start;
+    DIR *d = opendir(r->dir);
+    if (!d) return;
+    struct dirent *de;
+    struct stat sb;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (is_index_name(n) || fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)) continue;
+        int mine = 0;
+        for (int i = 0; !mine && i < r->n; i++) {
+            const char *p = r->caps[i]->path, *slash = p ? strrchr(p, '/') : NULL;
+            mine = slash && !strcmp(slash + 1, n);
+        }
+        if (mine) continue;
+        int indexed = 0;
+        for (int i = 0; !indexed && i < r->n_row_names; i++) indexed = !strcmp(r->row_names[i], n);
+        if (!indexed && is_capsule_name(n) && unlinkat(dirfd(d), n, 0) == 0) {
+            r->st.orphans_removed++;
+            continue;
+        }
+        r->disk_other += (size_t)sb.st_size;
+    }
+    closedir(d);
+}
+
+static void free_row_names(frt_registry *r)
+{
+    for (int i = 0; i < r->n_row_names; i++) free(r->row_names[i]);
+    free(r->row_names);
+    r->row_names = NULL;
+    r->n_row_names = r->cap_row_names = 0;
+}
+
 /* Removes cap-*.tmp* files: writes killed between create and rename. */
 static void remove_stale_temps(frt_registry *r)
 {
@@ -381,10 +475,14 @@ int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry 
     int rc = 0;
     if (p->dir && p->dir[0]) {
         if (!(r->dir = strdup(p->dir))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+        size_t index_at_start = 0;
         if (!rc) rc = mkdir_p(r->dir);
         if (!rc) remove_stale_temps(r);
+        if (!rc) index_at_start = index_bytes(r);
         if (!rc) rc = frt_capdb_open(r->dir, &r->db);
         if (!rc) rc = frt_capdb_scan(r->db, load_row, r);
+        if (!rc) account_dir(r, index_at_start);
+        free_row_names(r);
         if (!rc) r->next_id = frt_capdb_max_id(r->db) + 1;
         if (!rc) make_room(r, FRT_ENGINE_TIER_DISK, 0); /* a smaller budget than last time */
     } else {
@@ -504,8 +602,10 @@ static void quarantine(frt_registry *r, frt_cap *c)
         char *q = malloc(n);
         if (q) {
             snprintf(q, n, "%s.quarantined", c->path);
+            struct stat sb;
             if (rename(c->path, q) == 0) {
                 sync_dir(r);
+                if (stat(q, &sb) == 0) r->disk_other += (size_t)sb.st_size; /* it stays in the dir */
                 if (r->db) frt_capdb_del(r->db, c->id);
                 c->persisted = 0; /* the file is no longer its own: not unlinked below */
             }
