@@ -280,8 +280,65 @@ static void test_every_byte(void)
     free(dir);
 }
 
+/* Number of cap-*.frtc files in dir. */
+static int capsule_files(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^cap-[0-9]*\\.frtc$'", dir);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1) n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* An index write that fails (another connection holds the write lock past
+ * the 2 s busy timeout) leaves no capsule file behind and is reported. */
+static void test_index_write_failure(void)
+{
+    char *dir = temp_dir();
+    frt_engine *e = make_engine();
+    frt_registry_params rp = {{0, 1 << 20, 1 << 20}, dir};
+    frt_registry *r = NULL;
+    CHECK_OK(frt_registry_open(e, &rp, &r));
+    char p[600];
+    snprintf(p, sizeof p, "%s/index.sqlite", dir);
+    sqlite3 *lock = NULL;
+    CHECK(sqlite3_open(p, &lock) == SQLITE_OK);
+    CHECK(sqlite3_exec(lock, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK);
+
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = 50 + i;
+    e->reset(e->self);
+    CHECK_OK(e->prefill(e->self, ids, 32));
+    /* straight to the disk tier: the snapshot fails with the index's error */
+    frt_cap_spec sd = {FRT_CAP_SESSION, FRT_ENGINE_TIER_DISK, ids, 32, -1, 1, NULL, 0, 0, "s"};
+    uint64_t id = 0;
+    CHECK_STATUS(frt_registry_snapshot(r, &sd, &id), FRT_ERR_IO);
+    CHECK(strstr(frt_last_error(), "capsule index") != NULL);
+    CHECK(frt_registry_count(r) == 0);
+    CHECK(capsule_files(dir) == 0);
+    /* a pinned prefix is written through best effort: kept in memory, no file */
+    frt_cap_spec sp = {FRT_CAP_PREFIX, FRT_ENGINE_TIER_HOST, ids, 32, -1, 1, NULL, 0, 1, NULL};
+    CHECK_OK(frt_registry_snapshot(r, &sp, &id));
+    CHECK(frt_registry_get(r, id) && !frt_registry_get(r, id)->persisted);
+    CHECK(capsule_files(dir) == 0);
+
+    CHECK(sqlite3_exec(lock, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(lock);
+    CHECK_OK(frt_registry_snapshot(r, &sd, &id)); /* the lock is gone: it works again */
+    CHECK(capsule_files(dir) == 1);
+    frt_registry_close(r);
+    frt_engine_free(e);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
+    test_index_write_failure();
     test_every_byte();
     test_stale_temps();
     test_relative_rows();
