@@ -94,8 +94,9 @@ typedef struct frt_server_params {
                                   * (compared in constant time, never logged; 401 otherwise) (NULL) */
     const char *cors_origin;     /* the one Origin (or "*") allowed to call from a browser; requests with
                                   * another Origin header get 403 (NULL: none allowed) */
-    const char *const *allowed_hosts; /* loopback binds answer only Host localhost, 127.0.0.1, [::1] and
-                                       * these names (DNS rebinding); other Hosts get 403 (NULL) */
+    const char *const *allowed_hosts; /* loopback binds answer only Host localhost, 127.0.0.1, [::1], the
+                                       * bind address and these names (DNS rebinding); other Hosts get
+                                       * 403 (NULL) */
     int n_allowed_hosts;
     /* Optional: called with one line per request and per notable event
      * (from the server's threads; the library never prints). */

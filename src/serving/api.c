@@ -110,6 +110,24 @@ int frt_api_opt_int(json_t *o, const char *key, long long *out, int *present, fr
     return 0;
 }
 
+/* Refuses members of o that are not in known (NULL-terminated): 400
+ * unsupported_parameter. An option the server would ignore is refused,
+ * never silently dropped. */
+static int only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        int ok = 0;
+        for (const char *const *k = known; *k && !ok; k++) ok = !strcmp(*k, key);
+        if (!ok)
+            return frt_api_fail(err, 400, "unsupported_parameter", key,
+                                "Unsupported parameter '%.200s' in %s (the fields frt serve accepts: docs/serving.md)",
+                                key, where);
+    }
+    return 0;
+}
+
 static int opt_number(json_t *o, const char *key, double *out, frt_api_error *err)
 {
     json_t *v = json_object_get(o, key);
@@ -177,6 +195,8 @@ static int parse_messages(json_t *o, frt_api_completion *c, frt_api_error *err)
         char param[64];
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!json_is_object(x)) return wrong_type(err, param, "an object");
+        static const char *const msg_fields[] = {"role", "content", NULL};
+        if (only_known(x, msg_fields, "a message", err)) return -1;
         json_t *role = json_object_get(x, "role");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role) return frt_api_fail(err, 400, "missing_required_parameter", param, "Missing '%s'", param);
@@ -250,9 +270,29 @@ static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
+static const char *const completion_fields[] = {
+    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop", "stream",
+    "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "echo", "user",
+    "presence_penalty", "frequency_penalty", NULL};
+static const char *const chat_fields[] = {
+    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "n",
+    "stop", "stream", "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "user",
+    "presence_penalty", "frequency_penalty", NULL};
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
-    const char *model = NULL;
+    if (only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
+    const char *model = NULL, *user = NULL;
+    if (frt_api_opt_string(o, "user", &user, err)) return -1;
+    snprintf(c->user, sizeof c->user, "%s", user ? user : "");
+    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        double pen = 0;
+        if (opt_number(o, penalties[i], &pen, err)) return -1;
+        if (pen != 0)
+            return frt_api_fail(err, 400, "unsupported_value", penalties[i], "'%s' is not supported (only 0)",
+                                penalties[i]);
+    }
     if (frt_api_opt_string(o, "model", &model, err)) return -1;
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
     if (chat ? parse_messages(o, c, err) : parse_prompt(o, c, err)) return -1;
@@ -292,6 +332,8 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return wrong_type(err, "stream_options", "an object");
+        static const char *const so_fields[] = {"include_usage", NULL};
+        if (only_known(so, so_fields, "stream_options", err)) return -1;
         if (frt_api_opt_bool(so, "include_usage", &c->include_usage, err)) return -1;
     }
     const char *sid = NULL;
@@ -367,11 +409,12 @@ int frt_api_parse_session_create(const char *body, size_t len, frt_api_session_c
     memset(out, 0, sizeof *out);
     json_t *o = frt_api_parse_object(body, len, err);
     if (!o) return -1;
+    static const char *const fields[] = {"id", "salt", "pin", NULL};
     const char *id = NULL, *salt = NULL;
-    int rc = frt_api_opt_string(o, "id", &id, err) || frt_api_opt_string(o, "salt", &salt, err) ||
-                     frt_api_opt_bool(o, "pin", &out->pin, err) || (id && id_param(id, "id", err))
-                 ? -1
-                 : 0;
+    int bad = only_known(o, fields, "a session", err) || frt_api_opt_string(o, "id", &id, err) ||
+              frt_api_opt_string(o, "salt", &salt, err) || frt_api_opt_bool(o, "pin", &out->pin, err) ||
+              (id && id_param(id, "id", err));
+    int rc = bad ? -1 : 0;
     if (!rc && id) {
         snprintf(out->id, sizeof out->id, "%s", id);
         out->has_id = 1;
@@ -400,14 +443,17 @@ int frt_api_parse_session_op(const char *body, size_t len, frt_api_session_verb 
     out->pin = 1;
     json_t *o = frt_api_parse_object(body, len, err);
     if (!o) return -1;
-    int rc = 0;
-    if (verb == FRT_API_FORK) {
+    static const char *const fork_fields[] = {"n", NULL}, *const ckpt_fields[] = {"name", "pin", NULL},
+                             *const rb_fields[] = {"name", "checkpoint", NULL};
+    const char *const *known = verb == FRT_API_FORK ? fork_fields : verb == FRT_API_CHECKPOINT ? ckpt_fields : rb_fields;
+    int rc = only_known(o, known, "a session operation", err);
+    if (!rc && verb == FRT_API_FORK) {
         long long n = 1;
         int present = 0;
         if (frt_api_opt_int(o, "n", &n, &present, err)) rc = -1;
         else if (n < 1 || n > 64) rc = frt_api_fail(err, 400, "invalid_value", "n", "'n' must be 1..64");
         else out->n = (int)n;
-    } else {
+    } else if (!rc) {
         const char *name = NULL;
         int ckpt = verb == FRT_API_CHECKPOINT;
         if (frt_api_opt_string(o, "name", &name, err)) rc = -1;

@@ -52,11 +52,14 @@ typedef struct frt_api_completion {
     char *session_id;           /* NULL = sessionless */
     int pin_len;                /* frt_pin_prefix: 0, -1 (true) or a token count */
     int ignore_eos;
+    char user[64];              /* "user": shown in the request log ("" = none) */
 } frt_api_completion;
 
 /* Parses a request body. default_max_tokens applies when max_tokens is
  * absent. Returns 0, or -1 with *err (400: malformed JSON, wrong types,
- * values out of range, unsupported options). */
+ * values out of range, unsupported options; a member this server does not
+ * know is 400 unsupported_parameter, never ignored). On success free with
+ * frt_api_completion_clear. */
 int frt_api_parse_completion(const char *body, size_t len, int chat, int default_max_tokens,
                              frt_api_completion *out, frt_api_error *err);
 void frt_api_completion_clear(frt_api_completion *c);
@@ -151,6 +154,11 @@ json_t *frt_api_session_json(const frt_service *s, const frt_session *x);
 json_t *frt_api_sessions_json(const frt_service *s);
 json_t *frt_api_capsule_json(const frt_service *s, const frt_cap *c);
 json_t *frt_api_capsules_json(const frt_service *s);
+/* The session (capsule) object of an id, {} when there is none. */
+json_t *frt_api_session_by_id_json(const frt_service *s, const char *id);
+json_t *frt_api_capsule_by_id_json(const frt_service *s, uint64_t id);
+/* {"object": "list", "data": [the sessions of ids[0..n)]} */
+json_t *frt_api_sessions_by_ids_json(const frt_service *s, const char (*ids)[FRT_SESSION_ID_MAX], int n);
 /* {"object": "list", "data": [the session's checkpoints]} */
 json_t *frt_api_checkpoints_json(const frt_service *s, const frt_session *x);
 

@@ -300,6 +300,25 @@ json_t *frt_api_checkpoints_json(const frt_service *s, const frt_session *x)
     return l;
 }
 
+json_t *frt_api_session_by_id_json(const frt_service *s, const char *id)
+{
+    const frt_session *x = frt_sessions_find(frt_service_sessions(s), id);
+    return x ? frt_api_session_json(s, x) : json_object();
+}
+
+json_t *frt_api_sessions_by_ids_json(const frt_service *s, const char (*ids)[FRT_SESSION_ID_MAX], int n)
+{
+    json_t *data = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(data, frt_api_session_by_id_json(s, ids[i]));
+    return frt_api_list_json(data);
+}
+
+json_t *frt_api_capsule_by_id_json(const frt_service *s, uint64_t id)
+{
+    const frt_cap *c = frt_registry_get(frt_service_registry(s), id);
+    return c ? frt_api_capsule_json(s, c) : json_object();
+}
+
 json_t *frt_api_sessions_json(const frt_service *s)
 {
     const frt_sessions *t = frt_service_sessions(s);

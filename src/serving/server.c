@@ -1,9 +1,9 @@
 /*
  * serving/server.c - the OpenAI-compatible HTTP server (libmicrohttpd): the
- * routes, the checks every request passes (Host, Origin, API key,
- * Content-Type, body size, ids in URLs), and the answers. The job queue and
- * the engine thread are in server_jobs.c; every JSON object is built in
- * api.c / api_answers.c.
+ * routes, the refusals made before a body is read (Host, Origin, API key,
+ * Content-Type: the predicates are in server_checks.c; body size), ids in
+ * URLs, and the answers. The job queue and the engine thread are in
+ * server_jobs.c; every JSON object is built in api.c / api_answers.c.
  *
  * Threads: MHD runs one thread per connection; those threads parse and
  * validate requests, answer listings under the service lock, and queue
@@ -66,16 +66,6 @@ frt_server_params frt_server_default_params(void)
 
 int frt_server_port(const frt_server *s) { return s ? s->port : 0; }
 
-int frt_host_is_loopback(const char *host)
-{
-    if (!host || !*host) return 1; /* the default bind is 127.0.0.1 */
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
-    return !strcasecmp(host, "localhost");
-}
-
 /* ---- answers ----------------------------------------------------------------------------- */
 
 static void count_status(frt_server *s, int status)
@@ -84,21 +74,6 @@ static void count_status(frt_server *s, int status)
     if (status >= 200 && status < 600) s->http.responses[status / 100]++;
     if (status == 401) s->http.rejected_auth++;
     pthread_mutex_unlock(&s->qmu);
-}
-
-/* The request's Origin is allowed to read the answer (--cors-origin). */
-static int origin_allowed(const frt_server *s, const char *origin)
-{
-    return origin && s->cors_origin && (!strcmp(s->cors_origin, "*") || !strcmp(s->cors_origin, origin));
-}
-
-static void add_common_headers(frt_server *s, struct MHD_Connection *c, struct MHD_Response *r)
-{
-    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin_allowed(s, origin)) {
-        MHD_add_response_header(r, "Access-Control-Allow-Origin", !strcmp(s->cors_origin, "*") ? "*" : origin);
-        MHD_add_response_header(r, "Vary", "Origin");
-    }
 }
 
 /* Sends text (steals it). retry_after > 0 adds Retry-After (seconds). */
@@ -117,7 +92,7 @@ static enum MHD_Result send_text(frt_server *s, struct MHD_Connection *c, int st
         MHD_add_response_header(r, "Retry-After", v);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    add_common_headers(s, c, r);
+    frt_server_cors_headers(s, c, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     count_status(s, status);
@@ -294,7 +269,7 @@ static enum MHD_Result handle_completion(frt_server *s, struct MHD_Connection *c
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    add_common_headers(s, c, r);
+    frt_server_cors_headers(s, c, r);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r); /* the response (and its reference to j) lives until sent or aborted */
     count_status(s, 200);
@@ -501,65 +476,12 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
 
 /* ---- the checks before a request is read ------------------------------------------------ */
 
-/* Compares in time that depends on the key's length only. */
-static int key_equal(const char *given, size_t gl, const char *key, size_t kl)
-{
-    unsigned char d = gl != kl;
-    for (size_t i = 0; i < kl; i++) d |= (unsigned char)(key[i] ^ (i < gl ? given[i] : 0));
-    return d == 0;
-}
-
-static int authorized(const frt_server *s, struct MHD_Connection *c)
-{
-    if (!s->api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    while (*h == ' ') h++;
-    return key_equal(h, strlen(h), s->api_key, strlen(s->api_key));
-}
-
-/* Loopback binds answer only Host names of this machine (DNS rebinding). */
-static int host_allowed(const frt_server *s, struct MHD_Connection *c)
-{
-    if (!s->loopback) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
-    if (!h) return 1; /* HTTP/1.0 without Host: not a browser */
-    char name[256];
-    size_t n = 0;
-    if (h[0] == '[') {
-        const char *e = strchr(h, ']');
-        n = e ? (size_t)(e - h) + 1 : strlen(h);
-    } else {
-        n = strcspn(h, ":");
-    }
-    if (n == 0 || n >= sizeof name) return 0;
-    memcpy(name, h, n);
-    name[n] = 0;
-    static const char *const local[] = {"localhost", "127.0.0.1", "[::1]"};
-    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
-        if (!strcasecmp(name, local[i])) return 1;
-    for (int i = 0; i < s->n_allowed_hosts; i++)
-        if (!strcasecmp(name, s->allowed_hosts[i])) return 1;
-    return 0;
-}
-
-/* Content-Type is application/json (parameters such as charset allowed). */
-static int json_content_type(struct MHD_Connection *c)
-{
-    const char *t = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!t) return 0;
-    while (*t == ' ') t++;
-    size_t n = strlen("application/json");
-    return !strncasecmp(t, "application/json", n) && (t[n] == 0 || t[n] == ';' || t[n] == ' ');
-}
-
 /* The answer to a CORS preflight (OPTIONS). */
 static enum MHD_Result send_preflight(frt_server *s, struct MHD_Connection *c)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_common_headers(s, c, r);
+    frt_server_cors_headers(s, c, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
@@ -574,13 +496,13 @@ static enum MHD_Result send_preflight(frt_server *s, struct MHD_Connection *c)
 static int refuse_early(frt_server *s, struct MHD_Connection *c, const char *url, const char *method,
                         enum MHD_Result *ret)
 {
-    if (!host_allowed(s, c)) {
+    if (!frt_server_host_allowed(s, c)) {
         *ret = send_fail(s, c, 403, "host_not_allowed", NULL,
                          "This server answers only requests for localhost (see --allowed-host)");
         return 1;
     }
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin && !origin_allowed(s, origin)) {
+    if (origin && !frt_server_origin_allowed(s, origin)) {
         *ret = send_fail(s, c, 403, "origin_not_allowed", NULL,
                          "Cross-origin requests are refused (see --cors-origin)");
         return 1;
@@ -589,12 +511,12 @@ static int refuse_early(frt_server *s, struct MHD_Connection *c, const char *url
         *ret = send_preflight(s, c);
         return 1;
     }
-    if (strcmp(url, "/health") && !authorized(s, c)) {
+    if (strcmp(url, "/health") && !frt_server_authorized(s, c)) {
         *ret = send_fail(s, c, 401, "invalid_api_key", NULL,
                          "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'");
         return 1;
     }
-    if (!strcmp(method, "POST") && !json_content_type(c)) {
+    if (!strcmp(method, "POST") && !frt_server_json_content_type(c)) {
         *ret = send_fail(s, c, 415, "unsupported_media_type", NULL,
                          "POST bodies must be sent with 'Content-Type: application/json'");
         return 1;
@@ -727,7 +649,7 @@ int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server 
     s->p.api_key = s->p.cors_origin = NULL;
     s->p.allowed_hosts = NULL;
     s->loopback = frt_host_is_loopback(host);
-    int oom = (p->api_key && !(s->api_key = strdup(p->api_key))) ||
+    int oom = !(s->bind_host = strdup(host)) || (p->api_key && !(s->api_key = strdup(p->api_key))) ||
               (p->cors_origin && !(s->cors_origin = strdup(p->cors_origin))) ||
               (p->n_allowed_hosts && !(s->allowed_hosts = calloc((size_t)p->n_allowed_hosts, sizeof(char *))));
     for (int i = 0; !oom && i < p->n_allowed_hosts; i++, s->n_allowed_hosts++)
@@ -785,6 +707,7 @@ void frt_server_stop(frt_server *s)
     if (s->d) MHD_stop_daemon(s->d);
     frt_service_free(s->svc);
     free(s->api_key);
+    free(s->bind_host);
     free(s->cors_origin);
     for (int i = 0; i < s->n_allowed_hosts; i++) free(s->allowed_hosts[i]);
     free(s->allowed_hosts);

@@ -60,6 +60,7 @@ struct frt_server {
     frt_server_params p;
     char *api_key;       /* owned copies of the string parameters */
     char *cors_origin;
+    char *bind_host;     /* accepted as a Host name on loopback binds */
     char **allowed_hosts;
     int n_allowed_hosts;
     int loopback;        /* bound to a loopback address: Host is checked */
@@ -94,6 +95,18 @@ int frt_job_submit(frt_server *s, frt_job *j);
 /* Removes j from the queue if the engine has not taken it yet (dropping the
  * engine's reference): 1 when removed, 0 when it already runs or ran. */
 int frt_job_withdraw(frt_server *s, frt_job *j);
+
+/* server_checks.c, on a request's headers: */
+/* 1 when origin may read answers (cors_origin is "*" or equals it). */
+int frt_server_origin_allowed(const frt_server *s, const char *origin);
+/* Adds Access-Control-Allow-Origin (+ Vary) when the request's Origin is allowed. */
+void frt_server_cors_headers(frt_server *s, struct MHD_Connection *c, struct MHD_Response *r);
+/* 1 without an api_key, or with "Authorization: Bearer KEY" (constant time in the key's length). */
+int frt_server_authorized(const frt_server *s, struct MHD_Connection *c);
+/* 1 unless a loopback bind gets a Host name it does not answer (DNS rebinding). */
+int frt_server_host_allowed(const frt_server *s, struct MHD_Connection *c);
+/* 1 when Content-Type is application/json (parameters allowed). */
+int frt_server_json_content_type(struct MHD_Connection *c);
 
 /* The engine thread's loop (pthread start routine, arg = the server). */
 void *frt_server_engine_main(void *arg);

@@ -227,9 +227,10 @@ static void run_completion(frt_server *s, frt_job *j)
         return;
     }
     frt_server_logf(s,
-                    "%s session=%s action=%s prompt=%d cached=%d prefilled=%d generated=%d finish=%s%s "
+                    "%s%s%.64s session=%s action=%s prompt=%d cached=%d prefilled=%d generated=%d finish=%s%s "
                     "restore=%.2fms ttft=%.2fms",
-                    c->chat ? "chat" : "completion", res.session_id[0] ? res.session_id : "-",
+                    c->chat ? "chat" : "completion", c->user[0] ? " user=" : "", c->user,
+                    res.session_id[0] ? res.session_id : "-",
                     frt_prefix_action_name(res.action), res.prompt_tokens, res.cached_tokens, res.prefill_tokens,
                     res.completion_tokens, res.finish_reason, res.time_limited ? " (time limit)" : "",
                     res.restore_ms, res.ttft_ms);
@@ -251,8 +252,7 @@ static void run_completion(frt_server *s, frt_job *j)
 static json_t *session_body(frt_server *s, const char *id)
 {
     frt_service_lock(s->svc);
-    const frt_session *x = frt_sessions_find(frt_service_sessions(s->svc), id);
-    json_t *o = x ? frt_api_session_json(s->svc, x) : json_object();
+    json_t *o = frt_api_session_by_id_json(s->svc, id);
     frt_service_unlock(s->svc);
     return o;
 }
@@ -279,8 +279,7 @@ static void run_capsule_job(frt_server *s, frt_job *j)
         job_answer(j, 200, frt_api_deleted_json(cn, "capsule.deleted"));
     } else {
         frt_service_lock(s->svc);
-        const frt_cap *c = frt_registry_get(frt_service_registry(s->svc), j->capsule);
-        json_t *o = c ? frt_api_capsule_json(s->svc, c) : json_object();
+        json_t *o = frt_api_capsule_by_id_json(s->svc, j->capsule);
         frt_service_unlock(s->svc);
         job_answer(j, 200, o);
     }
@@ -318,9 +317,10 @@ static void run_job(frt_server *s, frt_job *j)
         if (rc) {
             fail_status(j, rc, "session_not_found", "n");
         } else {
-            json_t *data = json_array();
-            for (int i = 0; i < j->op.n; i++) json_array_append_new(data, session_body(s, ids[i]));
-            job_answer(j, 200, frt_api_list_json(data));
+            frt_service_lock(s->svc);
+            json_t *o = frt_api_sessions_by_ids_json(s->svc, (const char(*)[FRT_SESSION_ID_MAX])ids, j->op.n);
+            frt_service_unlock(s->svc);
+            job_answer(j, 200, o);
         }
         free(ids);
         return;

@@ -200,6 +200,26 @@ expect_error 400 invalid_value "a long session id in a checkpoint URL"
 serve_stop web
 echo "  ids in URLs: ok"
 
+# ---- options the server does not implement are refused, never ignored ------------------------------
+serve_start opt "${ENGINE[@]}"
+api opt POST /v1/completions '{"prompt":"hi","max_tokens":2,"logit_bias":{"5":10}}'
+expect_error 400 unsupported_parameter "an unknown completion field"
+[ "$(jqr .error.param)" = logit_bias ] || fail "unknown field param: $BODY"
+api opt POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"tools":[]}'
+expect_error 400 unsupported_parameter "tools in a chat request"
+api opt POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi","tool_calls":[]}],"max_tokens":2}'
+expect_error 400 unsupported_parameter "an unknown message field"
+api opt POST /v1/completions '{"prompt":"hi","max_tokens":2,"presence_penalty":0.5}'
+expect_error 400 unsupported_value "a nonzero presence_penalty"
+api opt POST /v1/completions '{"prompt":"hi","max_tokens":2,"stream":true,"stream_options":{"include_usage":true,"x":1}}'
+expect_error 400 unsupported_parameter "an unknown stream option"
+api opt POST /v1/sessions '{"id":"s1","ttl":60}'
+expect_error 400 unsupported_parameter "an unknown session field"
+api opt POST /v1/completions '{"prompt":"hi","max_tokens":2,"presence_penalty":0,"frequency_penalty":0,"user":"u-1"}'
+expect_status 200 "zero penalties and user"
+serve_stop opt
+echo "  unknown options: ok"
+
 # ---- a bind beyond loopback without a key warns on stderr -----------------------------------------
 serve_start open "${ENGINE[@]}" --host 0.0.0.0
 grep -q 'warning: binding 0.0.0.0 (beyond loopback) without --api-key' "$WORK/open.log" || fail "no warning for 0.0.0.0"
