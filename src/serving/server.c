@@ -369,12 +369,11 @@ static enum MHD_Result handle_listing(frt_server *s, struct MHD_Connection *c, i
     return send_json(s, c, 200, o, 0);
 }
 
+/* GET or DELETE /v1/capsules/{id} (verb NULL), POST .../pin or .../unpin. */
 static enum MHD_Result handle_capsule(frt_server *s, struct MHD_Connection *c, const char *name, const char *verb,
-                                      int get, int post, int del)
+                                      int get)
 {
     uint64_t id = frt_api_capsule_id(name);
-    int ok_method = verb ? post : (get || del);
-    if (!ok_method) return MHD_NO; /* not reached: the router checks */
     if (!id) {
         char msg[160];
         snprintf(msg, sizeof msg, "No capsule '%.100s' (capsule ids look like cap-12)", name);
@@ -460,7 +459,7 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
             if (get) return handle_listing(s, c, 1);
         } else if ((n == 3 || (n == 4 && (IS(3, "pin") || IS(3, "unpin")))) && IS(1, "capsules")) {
             known = 1;
-            if (n == 4 ? post : (get || del)) return handle_capsule(s, c, seg[2], n == 4 ? seg[3] : NULL, get, post, del);
+            if (n == 4 ? post : (get || del)) return handle_capsule(s, c, seg[2], n == 4 ? seg[3] : NULL, get);
         }
     }
 #undef IS

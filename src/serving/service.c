@@ -418,7 +418,12 @@ static int gen_prefill(gen_run *r)
             }
             pthread_mutex_unlock(&s->mu);
         }
-        if (pos >= n || cancelled(r->rq, &r->em) || past_deadline(r)) break;
+        if (pos >= n || cancelled(r->rq, &r->em)) break;
+        if (past_deadline(r)) { /* the prompt is not all in: no token, finish "length" */
+            r->finish = "length";
+            r->res->time_limited = 1;
+            break;
+        }
         int end = (pos / P + 1) * P;
         if (end > n) end = n;
         if (plan->pin_at > pos && plan->pin_at < end) end = plan->pin_at;
