@@ -174,6 +174,12 @@ expect_status 204 "a CORS preflight"
 grep -qi '^Access-Control-Allow-Headers: .*Authorization' "$WORK/headers" || fail "preflight without Allow-Headers"
 grep -q "$KEY" "$WORK/key.log" && fail "the API key appears in the log"
 serve_stop key
+FRT_API_KEY=$KEY serve_start envkey "${ENGINE[@]}"
+raw envkey /v1/models
+expect_error 401 invalid_api_key "no key with \$FRT_API_KEY set"
+raw envkey /v1/models -H "Authorization: Bearer $KEY"
+expect_status 200 "the key from \$FRT_API_KEY"
+serve_stop envkey
 
 serve_start web "${ENGINE[@]}" --allowed-host frt.internal
 raw web /v1/completions -H 'Content-Type: text/plain' -d '{"prompt":"hi","max_tokens":2}'
