@@ -15,6 +15,7 @@ pkgs=(
   libmicrohttpd-dev   # the OpenAI-compatible server
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
+  python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
 )
 
 missing=()
