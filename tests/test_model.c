@@ -382,6 +382,8 @@ static void test_bad_input(void)
                  "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
                  "\"num_key_value_heads\": 2, \"vocab_size\": 100}' > '%s/config.json'", dense, dense);
         CHECK(system(cfg) == 0);
+        CHECK(frt_model_type_arch("llama") == NULL && frt_model_type_arch(NULL) == NULL);
+        CHECK(!strcmp(frt_model_type_arch("qwen3_5_text"), "qwen35") && !strcmp(frt_model_type_arch("qwen3_5"), "qwen35"));
         CHECK_STATUS(frt_model_load(dense, &p, &m2), FRT_ERR_UNSUPPORTED);
         CHECK(strstr(frt_last_error(), "no architecture runs model_type 'llama'") != NULL);
         CHECK(m2 == NULL);

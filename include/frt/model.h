@@ -138,6 +138,11 @@ typedef struct frt_io_info {
  *   FRT_ERR_NO_DEVICE         cuda requested without a device */
 int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
 
+/* The name of the registered architecture that runs config.json's
+ * model_type (e.g. "qwen35" for "qwen3_5_text"), or NULL when none does (a
+ * load would be refused with FRT_ERR_UNSUPPORTED). Static storage. */
+const char *frt_model_type_arch(const char *model_type);
+
 /* Frees the model, its state and graphs. NULL is a no-op. */
 void frt_model_free(frt_model *m);
 
