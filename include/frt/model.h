@@ -47,6 +47,13 @@ extern "C" {
 
 typedef struct frt_model frt_model;
 
+/* Progress of a long step of frt_model_load, called on the loading thread:
+ * phase "weights" (done / total bytes of checkpoint tensors converted and
+ * placed, in checkpoint order across shards), then "capture" (done / total
+ * graph variants captured). Called with done == 0 when a phase starts and
+ * done == total when it ends. */
+typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, uint64_t total);
+
 typedef struct frt_model_params {
     frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
     int device;          /* device index for cuda; 0 */
@@ -54,6 +61,8 @@ typedef struct frt_model_params {
     int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
     int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
+    frt_progress_fn progress; /* optional: load progress (above); NULL = none */
+    void *progress_user;
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
