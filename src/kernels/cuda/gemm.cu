@@ -17,7 +17,6 @@
  * the same GPU model (its reductions, split-K included, are ordered); each
  * stream gets its own workspace so concurrent streams never share one.
  *
- *
  * Decode (n <= FRT_CUDA_GEMV_MAX_N) takes frt's own GEMV instead (gemv.cu):
  * the plan then holds gemv_choose's launch configuration.
  * Tested in tests/test_cuda_kernels.c and tests/test_cuda_gemv.c.

@@ -36,7 +36,7 @@
  */
 #include "model/model_internal.h"
 
-#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/cuda/qwen35_glue.h"
 #include "util/bf16.h"
