@@ -1,6 +1,6 @@
 /*
  * test_cuda_gemv.c - the decode GEMV path of frt_cuda_gemm_run (n <= 4,
- * src/kernels/cuda/gemm.cu) against the CPU twin frt_cpu_matmul /
+ * src/kernels/cuda/gemv.cu) against the CPU twin frt_cpu_matmul /
  * frt_cpu_matmul_add on random data (SplitMix64, kernels/cpu/rng.h), norm-wise
  * ||gpu - cpu|| / ||cpu|| within 1e-4 (f32 out: fp32 accumulation in another
  * order than OpenBLAS) or 1e-2 (bf16 out), with the bf16 inputs rounded the

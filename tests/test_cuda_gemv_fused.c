@@ -1,5 +1,5 @@
 /*
- * test_cuda_gemv_fused.c - the fused decode GEMVs of src/kernels/cuda/gemm.cu
+ * test_cuda_gemv_fused.c - the fused decode GEMVs of src/kernels/cuda/gemv.cu
  * against their CPU twins on random data (SplitMix64, kernels/cpu/rng.h),
  * norm-wise ||gpu - cpu|| / ||cpu|| within 1e-4 (f32 out) or 1e-2 (bf16 out),
  * the bf16 inputs rounded the same way on both sides:

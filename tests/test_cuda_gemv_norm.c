@@ -1,6 +1,6 @@
 /*
  * test_cuda_gemv_norm.c - the decode GEMVs with the residual stream folded in
- * (src/kernels/cuda/gemm.cu): frt_cuda_gemv_multi_norm and
+ * (src/kernels/cuda/gemv.cu): frt_cuda_gemv_multi_norm and
  * frt_cuda_gemv_swiglu_norm (x = bf16(rmsnorm(resid)) computed by every
  * block in its prologue) and the accumulating GEMV of frt_cuda_gemm_run
  * (y += x . W^T, the residual add of decode's output projections), on random

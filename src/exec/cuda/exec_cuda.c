@@ -20,9 +20,9 @@
  *            freed only after that event completes (launches of one graph exec
  *            are ordered, so the newest record covers them all).
  */
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/exec_kernels.h"
 #include "exec/exec_internal.h"
+#include "kernels/cuda/cuda_check.h"
 
 #include "util/error.h"
 

@@ -12,8 +12,8 @@
  *
  * Build: part of libfrt when nvcc is found (sm_90a for the H200).
  */
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/exec_kernels.h"
+#include "kernels/cuda/cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
 #ifndef FRT_KERNELS_CUDA_UTIL_H
 #define FRT_KERNELS_CUDA_UTIL_H
 
-#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 extern "C" {

@@ -256,7 +256,7 @@ __global__ __launch_bounds__(DK * DVS / 32, 1) void gdn_decode_kernel(const gdn_
     /* ---- every load up front: the token count, the state slice, the conv
      * inputs (q and k of kh: threads < DK; my v channels: the last DVS
      * threads), the gate inputs, z and the norm weight (warp 0) */
-    /* programmatic dependent launch (as the GEMVs, gemm.cu): let the next
+    /* programmatic dependent launch (as the GEMVs, gemv.cu): let the next
      * kernel (the output projection) launch and start its weight loads, then
      * wait for the kernels before to complete; everything read below may
      * have been written by them (the state by a previous step's launch) */

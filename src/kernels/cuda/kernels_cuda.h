@@ -558,7 +558,7 @@ int frt_cuda_sample_token(void *stream, int32_t *d_token, const float *logits, i
  * path). n is the row count of one graph variant (a prefill bucket or the
  * decode batch): plans are per bucket size. Two kernels:
  *   - n <= FRT_CUDA_GEMV_MAX_N (decode): frt's own bandwidth-bound GEMV
- *     (gemm.cu): x staged in shared memory, warps stream weight rows (or
+ *     (gemv.cu): x staged in shared memory, warps stream weight rows (or
  *     slices of them) with 16-byte non-allocating loads and accumulate in
  *     fp32; a fixed-order butterfly inside the warp and, when a row is split
  *     over the warps of a block, a fixed order over those warps; no atomics,

@@ -36,7 +36,7 @@
  */
 #include "model/arch/qwen35/qwen35_cuda.h"
 
-#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "model/arch/qwen35/qwen35_glue.h"
 #include "util/bf16.h"
 #include "util/error.h"

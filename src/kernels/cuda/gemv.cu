@@ -1,0 +1,770 @@
+/*
+ * kernels/cuda/gemv.cu - frt's own decode GEMV: y[n, out] = x[n, in] .
+ * w[out, in]^T (+ y) for n <= FRT_CUDA_GEMV_MAX_N, bf16 inputs, fp32
+ * accumulation, f32 or bf16 output (the HF Linear layout, as the CPU twins
+ * frt_cpu_matmul / frt_cpu_matmul_add).
+ *
+ * frt_cuda_gemm_run takes it for decode (gemm.cu: a plan of kernel
+ * FRT_CUDA_GEMM_GEMV, configured by gemv_choose): cuBLASLt's n = 1 kernels
+ * reach ~70% of the HBM rate on the model's shapes and add split-K reduce
+ * launches, while y = W x only has to stream W once. frt_cuda_gemv_multi and
+ * frt_cuda_gemv_swiglu run the same GEMV for several products of one x in
+ * one launch (no plan; same bits); their _norm forms compute x =
+ * bf16(rmsnorm(resid)) in each block instead of reading it (the RMSNorm of
+ * rmsnorm.cu, same bits).
+ * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c,
+ * tests/test_cuda_gemv_fused.c and tests/test_cuda_gemv_norm.c.
+ */
+#include "kernels/cuda/gemv_util.h"
+#include "kernels/cuda/norm_util.h"
+
+#include <string.h>
+
+/* ---- GEMV: y[n, out] = x[n, in] . w[out, in]^T for n <= 4 ----------------
+ *
+ * A weight row of in_dim bf16 is Kc = in_dim / 8 chunks of 16 bytes. A block
+ * of WARPS warps first issues its first weight loads, then copies x [n, in]
+ * (bf16, as it lies in global memory) into shared memory, and syncs. The
+ * warps form groups of kw warps; a group owns NR consecutive output rows and
+ * its kw warps split the chunks of those rows into kw slices (a multiple of
+ * 32 chunks each). In its slice, lane l of a warp takes chunks l, l + 32,
+ * l + 64, ... (each warp load instruction reads 512 contiguous bytes of a
+ * row) in batches of GEMV_LOADS 16-byte loads in flight per lane (U chunks
+ * of each of the NR rows), and accumulates in fp32 per (row, token):
+ * chunks in ascending order, the 8 products of a chunk in ascending order
+ * (fmaf). Then a xor butterfly over the lanes (cuda_util.h) and, when kw > 1,
+ * the kw warp sums in ascending slice order through shared memory. Every
+ * order depends on (n, in, out) only: the bits are the same run to run.
+ *
+ * Weights are read with ld.global.nc.L1::no_allocate (streamed once, never
+ * cached in L1) and an L2 256-byte prefetch hint. Enough loads are in
+ * flight for the HBM rate: 8 warps x 32 lanes x 8 x 16 B = 32 KiB per block
+ * and 2-3 blocks per SM (n 1-2: <= 80 registers, 3 blocks; n 3-4: 2), where
+ * ~4.2 TB/s x ~1 us of latency / 132 SMs = ~32 KiB per SM is needed.
+ *
+ * Launch configuration (gemv_choose, a function of n, in, out only):
+ *   - 8 warps per block; 16 when x (n * in * 2 bytes) exceeds 96 KiB, where
+ *     shared memory leaves one block per SM (27B down_proj at n 4);
+ *   - NR = 2 rows per warp group when out >= 2048 (x chunks read from
+ *     shared memory once for 2 rows), else 1;
+ *   - kw (warps per row group) doubles from 1 while the grid has fewer
+ *     warps than a target (132 x 12 for n <= 2, 132 x 16 above) and each
+ *     warp keeps >= 64 chunks.
+ * At n = 1 (9B): 4096 -> 12288 (gate, up, in_proj_qkv), 4096 -> 8192
+ * (q|gate), 4096 -> 4096 and 12288 -> 4096 (down): kw 1, 16 rows per block
+ * (768 / 512 / 256 / 256 blocks); 4096 -> 1024 (k, v): kw 2, 4 rows per
+ * block (256 blocks); 4096 -> 64 (b|a): kw 8, one row per block (the whole
+ * matrix is one round of loads); lm_head 248320: kw 1 (15520 blocks).
+ */
+#define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
+
+__device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* Programmatic dependent launch (frt_pdl_attr, cuda_util.h): each GEMV
+ * block first puts its first batch of weight loads in flight (weights never
+ * depend on earlier kernels), lets the kernel after it launch, then waits
+ * for the kernel before it to complete before it reads x, the residual or
+ * y, or writes anything (gemv_block; gemv_kernel waits before it reads
+ * d_skip). */
+
+/* The two bf16 of a 32-bit word, widened exactly (low half = lower index). */
+__device__ __forceinline__ float gemv_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float gemv_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+__device__ __forceinline__ void gemv_widen(uint4 v, float f[8])
+{
+    f[0] = gemv_lo(v.x), f[1] = gemv_hi(v.x), f[2] = gemv_lo(v.y), f[3] = gemv_hi(v.y);
+    f[4] = gemv_lo(v.z), f[5] = gemv_hi(v.z), f[6] = gemv_lo(v.w), f[7] = gemv_hi(v.w);
+}
+
+/* One batch: chunk c + 32 u of each row, u < U (TAIL: only those below
+ * `end`; the others are zero and never used). */
+template <int NR, int U, bool TAIL>
+__device__ __forceinline__ void gemv_load(uint4 (&wv)[NR][U], const uint4 *const (&wr)[NR], int c,
+                                          int end)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const bool ok = !TAIL || c + 32 * u < end;
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 32 * u) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+template <int N, int NR, int U, bool TAIL>
+__device__ __forceinline__ void gemv_fma(float (&acc)[NR][N], const uint4 (&wv)[NR][U],
+                                         const uint4 *xs, int kc, int c, int end)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (TAIL && c + 32 * u >= end) break;
+        float wf[NR][8];
+#pragma unroll
+        for (int r = 0; r < NR; r++) gemv_widen(wv[r][u], wf[r]);
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            float xf[8];
+            gemv_widen(xs[t * kc + c + 32 * u], xf);
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
+        }
+    }
+}
+
+/* y[i] widened to f32: the addend of an accumulating store, loaded by the
+ * thread that stores y[i] before its weight loop (so the load is off the
+ * block's tail; nothing else in the launch writes y[i]). */
+__device__ __forceinline__ float gemv_ld_y(const void *y, int y_bf16, size_t i)
+{
+    return y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
+}
+
+/* y[i] = v (+ prev, the value gemv_ld_y read: y += x.W^T is fl(sum + y),
+ * the same bits as storing the sum and adding it to y in f32 afterwards). */
+__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v,
+                                           float prev)
+{
+    if (accumulate) v += prev;
+    if (y_bf16)
+        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)y)[i] = v;
+}
+
+/* ---- the RMSNorm prologue of the _norm launchers ------------------------
+ *
+ * x[t, :] = bf16(rmsnorm(resid[t, :])) for t < N, computed by every block
+ * into its shared x instead of copying a bf16 x from global memory, with the
+ * arithmetic of rmsnorm.cu (frt_cuda_rmsnorm / frt_cuda_add_rmsnorm):
+ *   ss  = the fp64 sum of squares of the row
+ *   var = (float)(ss / dim),  inv = 1.0f / sqrtf(var + eps)
+ *   y   = (x * inv) * (1.0f + w)   (zero-centred; (x * inv) * w otherwise)
+ * rounded to bf16 (RNE). The fp64 sum is added in the order of rmsnorm.cu's
+ * launch for this dim (norm_shape_of: T threads owning groups of G elements
+ * i, i + T, ...; dim > 16384: the strided loop of 1024 threads, G = 1): the
+ * block plays those T "virtual threads" (virtual thread v is thread v mod
+ * (WARPS * 32), virtual warp v / 32 is a whole warp of the block), each sums
+ * its groups in order, a xor butterfly per virtual warp, then one butterfly
+ * over the T / 32 warp sums (zeros past them): frt_block_sum's order. Every
+ * operation is the one rmsnorm.cu performs on the same operands, so the
+ * bf16 x is the same bits as frt_cuda_rmsnorm's bf16 output. */
+struct gemv_norm_args {
+    const float *x; /* [N, dim] f32 residual rows (device; 16-byte aligned) */
+    const float *w; /* [dim] f32 norm weight (16-byte aligned) */
+    float eps;
+    int zc;      /* zero-centred: (1 + w) */
+    int threads; /* T: rmsnorm.cu's threads for dim (a multiple of 32, <= 1024) */
+    int g;       /* G: elements per group, 4 or 1 */
+};
+
+/* Stages xs [N, kc] (chunks of 8 bf16) from nm; part: N * 32 doubles of
+ * shared memory. Ends with the chunks stored (the caller syncs). */
+template <int N, int WARPS>
+__device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const gemv_norm_args &nm,
+                                                int kc)
+{
+    const int lane = threadIdx.x & 31, dim = kc * 8, T = nm.threads, G = nm.g;
+    const int groups = dim / G;
+    /* pass 1: each virtual thread's fp64 sum of its groups, in order (4 loads
+     * in flight per batch), then the virtual warp's butterfly */
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        const float *xr = nm.x + (size_t)t * dim;
+        for (int vt = threadIdx.x; vt < T; vt += WARPS * 32) { /* warp-uniform (T % 32 == 0) */
+            double ss = 0;
+            for (int g0 = vt; g0 < groups; g0 += 4 * T) {
+                float v[4][4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int gi = g0 + k * T;
+                    if (gi < groups) {
+                        if (G == 4) {
+                            const float4 f = __ldg((const float4 *)xr + gi);
+                            v[k][0] = f.x, v[k][1] = f.y, v[k][2] = f.z, v[k][3] = f.w;
+                        } else {
+                            v[k][0] = __ldg(xr + gi);
+                            v[k][1] = v[k][2] = v[k][3] = 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    if (g0 + k * T < groups) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (e < G) ss += (double)v[k][e] * (double)v[k][e];
+                    }
+                }
+            }
+            ss = frt_warp_sum(ss);
+            if (lane == 0) part[t * 32 + (vt >> 5)] = ss;
+        }
+    }
+    __syncthreads();
+    /* every warp: the sum over the T / 32 virtual warps, then rstd */
+    float inv[N];
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        double s = lane < (T >> 5) ? part[t * 32 + lane] : 0.0;
+        s = frt_warp_sum(s);
+        inv[t] = norm_inv_rms(s, dim, nm.eps);
+    }
+    /* pass 2: chunk i = 8 elements of row i / kc (the row mostly in L1 now) */
+    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) {
+        const int t = i / kc, c = i - t * kc;
+        float iv = inv[0];
+#pragma unroll
+        for (int u = 1; u < N; u++)
+            if (t == u) iv = inv[u]; /* static indices: inv stays in registers */
+        const float4 *xp = (const float4 *)nm.x + 2 * (size_t)i;
+        const float4 *wp = (const float4 *)nm.w + 2 * c;
+        const float4 a0 = __ldg(xp), a1 = __ldg(xp + 1), w0 = __ldg(wp), w1 = __ldg(wp + 1);
+        const float xv[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        uint32_t u32[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float y[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) y[h] = norm_weigh(xv[2 * j + h], iv, wv[2 * j + h], nm.zc);
+            const __nv_bfloat162 b = __floats2bfloat162_rn(y[0], y[1]); /* .x: the lower index */
+            u32[j] = (uint32_t)__bfloat16_as_ushort(b.x) |
+                     ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
+        }
+        xs[i] = make_uint4(u32[0], u32[1], u32[2], u32[3]);
+    }
+}
+
+/* What a block's warp groups compute and where the sums go. */
+enum gemv_epi {
+    GEMV_EPI_STORE = 0,  /* group g: rows (blk * groups + g) * NR + r of w; y[t, row] (+)= sum */
+    GEMV_EPI_SWIGLU = 1, /* NR 2, group g: row i = blk * groups + g of w (gate) and of w2 (up);
+                            y[t, i] = silu(gate) * up */
+};
+
+/* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
+#define GEMV_NORM_SMEM(N) ((size_t)(N) * 32 * sizeof(double))
+
+/* The work of one block, blk its index among the blocks of its product;
+ * smem: the dynamic shared memory, N * kc * 16 (+ GEMV_NORM_SMEM(N) when
+ * NORM) + WARPS * NR * N * 4 bytes. Shared by the plain, multi and SwiGLU
+ * kernels, so a row's sum is the same sequence of operations in all three
+ * (the bits depend on n, in_dim and kw only). NORM: x is staged from
+ * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
+ * thread takes the same branches. */
+template <int N, int NR, int WARPS, int EPI, bool NORM>
+__device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
+                                           const uint4 *x, const uint4 *w, const uint4 *w2,
+                                           int kc, int out_dim, int kw, int blk,
+                                           const gemv_norm_args &nm)
+{
+    static_assert(EPI != GEMV_EPI_SWIGLU || NR == 2, "the SwiGLU epilogue pairs 2 rows");
+    static_assert(!(EPI == GEMV_EPI_STORE && NR * N > 32), "kw 1: one lane per (row, token)");
+    constexpr int U = GEMV_LOADS / NR;
+    uint4 *xs = smem;                         /* [N, kc] chunks of x */
+    double *part = (double *)(smem + N * kc); /* NORM: [N, 32] virtual-warp sums */
+    float *red = (float *)(smem + N * kc + (NORM ? GEMV_NORM_SMEM(N) / 16 : 0));
+    /* red: [WARPS / kw, NR, N, kw] warp sums */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
+    /* this warp's slice of the chunks, a multiple of 32 long */
+    const int per = ((kc + kw - 1) / kw + 31) & ~31;
+    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
+    const int nfull = (ke - kb) / (32 * U); /* batches with every lane's U chunks in range */
+    const bool tail = (ke - kb) % (32 * U) != 0;
+    const uint4 *wr[NR]; /* a row past out_dim reads row out_dim - 1 and is never stored */
+    if constexpr (EPI == GEMV_EPI_SWIGLU) {
+        const size_t row = (size_t)min(blk * groups + grp, out_dim - 1);
+        wr[0] = w + row * kc;
+        wr[1] = w2 + row * kc;
+    } else {
+        const int row0 = (blk * groups + grp) * NR;
+#pragma unroll
+        for (int r = 0; r < NR; r++) wr[r] = w + (size_t)min(row0 + r, out_dim - 1) * kc;
+    }
+
+    uint4 wv[NR][U];
+    /* the first batch is in flight while the kernel before finishes and x
+     * is staged */
+    if (nfull > 0)
+        gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
+    else if (tail)
+        gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
+    frt_pdl_trigger();
+    frt_pdl_wait();
+    /* accumulate: the y element this thread will store (kw 1: lane r * N + t
+     * of the group stores (r, t); kw > 1: thread i < groups * NR * N stores
+     * entry i of red's sums, one per thread), read now, off the tail */
+    float yprev = 0.0f;
+    if constexpr (EPI == GEMV_EPI_STORE) {
+        if (accumulate) {
+            const int i = kw == 1 ? lane : (int)threadIdx.x;
+            const int g = kw == 1 ? grp : i / (NR * N), r = (i / N) % NR, t = i % N;
+            const int row = (blk * groups + g) * NR + r;
+            if (i < (kw == 1 ? NR * N : groups * NR * N) && row < out_dim)
+                yprev = gemv_ld_y(y, y_bf16, (size_t)t * out_dim + row);
+        }
+    }
+    if constexpr (NORM)
+        gemv_norm_stage<N, WARPS>(xs, part, nm, kc);
+    else
+        for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
+    __syncthreads();
+
+    float acc[NR][N];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[r][t] = 0.0f;
+    for (int b = 0; b < nfull; b++) {
+        const int c = kb + b * 32 * U + lane;
+        if (b > 0) gemv_load<NR, U, false>(wv, wr, c, ke);
+        gemv_fma<N, NR, U, false>(acc, wv, xs, kc, c, ke);
+    }
+    if (tail) {
+        const int c = kb + nfull * 32 * U + lane;
+        if (nfull > 0) gemv_load<NR, U, true>(wv, wr, c, ke);
+        gemv_fma<N, NR, U, true>(acc, wv, xs, kc, c, ke);
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[r][t] = frt_warp_sum(acc[r][t]);
+
+    if (kw == 1) { /* every lane holds the sums: lane r * N + t stores (r, t) */
+        if constexpr (EPI == GEMV_EPI_SWIGLU) {
+            const int row = blk * groups + grp;
+#pragma unroll
+            for (int t = 0; t < N; t++)
+                if (lane == t && row < out_dim)
+                    gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row,
+                               frt_silu(acc[0][t]) * acc[1][t], 0.0f);
+        } else {
+            const int row0 = (blk * groups + grp) * NR;
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+#pragma unroll
+                for (int t = 0; t < N; t++)
+                    if (lane == r * N + t && row0 + r < out_dim)
+                        gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row0 + r,
+                                   acc[r][t], yprev);
+        }
+        return;
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int t = 0; t < N; t++) red[((grp * NR + r) * N + t) * kw + kp] = acc[r][t];
+    }
+    __syncthreads();
+    if constexpr (EPI == GEMV_EPI_SWIGLU) {
+        for (int i = threadIdx.x; i < groups * N; i += WARPS * 32) {
+            const int g = i / N, t = i % N;
+            float s[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int j = (g * 2 + r) * N + t;
+                s[r] = red[j * kw];
+                for (int k = 1; k < kw; k++) s[r] += red[j * kw + k];
+            }
+            const int row = blk * groups + g;
+            if (row < out_dim)
+                gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row, frt_silu(s[0]) * s[1], 0.0f);
+        }
+    } else {
+        /* groups * NR * N <= WARPS / 2 * 8 < WARPS * 32 (kw >= 2): one sum per thread */
+        const int i = threadIdx.x;
+        if (i < groups * NR * N) {
+            float s = red[i * kw];
+            for (int k = 1; k < kw; k++) s += red[i * kw + k];
+            const int g = i / (NR * N), r = (i / N) % NR, t = i % N;
+            const int row = (blk * groups + g) * NR + r;
+            if (row < out_dim)
+                gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row, s, yprev);
+        }
+    }
+}
+
+/* 2-3 blocks of 8 warps per SM (n 1-2: <= 80 registers, 3; n 3-4: 2), one of 16. */
+#define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? ((N) >= 3 ? 2 : 3) : 1)
+
+/* Grid: ceil(out_dim / (WARPS / kw * NR)) blocks of WARPS * 32 threads;
+ * dynamic shared memory N * kc * 16 + WARPS * NR * N * 4 bytes. Every block
+ * returns at once when d_skip is set and *d_skip != 0
+ * (frt_cuda_gemm_run_unless). */
+template <int N, int NR, int WARPS>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
+                const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
+{
+    if (d_skip) { /* written by an earlier kernel: wait first */
+        frt_pdl_wait();
+        if (*d_skip) return;
+    }
+    extern __shared__ uint4 gemv_smem[];
+    const gemv_norm_args none = {};
+    gemv_block<N, NR, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL,
+                                                    kc, out_dim, kw, blockIdx.x, none);
+}
+
+/* ---- fused decode GEMVs ---------------------------------------------------
+ *
+ * frt_cuda_gemv_multi: up to FRT_CUDA_GEMV_MULTI_MAX products of one x in one
+ * launch. Each entry keeps the (NR, kw) gemv_choose gives it alone (so its
+ * bits equal frt_cuda_gemm_run's GEMV), all share the block size (a function
+ * of n and in_dim only). The host lays the entries' grids end to end
+ * (begin[e] = sum of the block counts before e, the entries ordered by weight
+ * bytes per block, largest first: the long blocks start first and the short
+ * ones fill the tail) and passes the table by value; a block finds its entry
+ * by comparing blockIdx.x with begin[] (block-uniform, no divergence).
+ *
+ * frt_cuda_gemv_swiglu: a warp group owns output row i and streams row i of
+ * Wg and of Wu as the NR = 2 rows of the GEMV (x read once from shared memory
+ * for both), with the kw of gemv_choose(n, in_dim, inter): gate and up are
+ * summed exactly as frt_cuda_gemm_run sums them, then silu(g) * u (frt_silu,
+ * the expression of frt_cuda_swiglu) is rounded once to y's dtype.
+ */
+struct gemv_multi_entry {
+    void *y;
+    const uint4 *w;
+    int out_dim, y_bf16, nr, kw;
+};
+
+struct gemv_multi_table {
+    gemv_multi_entry e[FRT_CUDA_GEMV_MULTI_MAX];
+    int begin[FRT_CUDA_GEMV_MULTI_MAX]; /* first block of each entry; begin[0] = 0 */
+    int count;
+};
+
+/* Grid: the sum of the entries' blocks, WARPS * 32 threads; dynamic shared
+ * memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * (max NR) * N
+ * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+template <int N, int WARPS, bool NORM>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc,
+                      const gemv_norm_args nm)
+{
+    extern __shared__ uint4 gemv_smem[];
+    /* static indices only (a dynamic one would copy the table to local memory) */
+    gemv_multi_entry m = tab.e[0];
+    int b0 = 0;
+#pragma unroll
+    for (int i = 1; i < FRT_CUDA_GEMV_MULTI_MAX; i++)
+        if (i < tab.count && (int)blockIdx.x >= tab.begin[i]) {
+            m = tab.e[i];
+            b0 = tab.begin[i];
+        }
+    const int blk = (int)blockIdx.x - b0;
+    if (m.nr == 2)
+        gemv_block<N, 2, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
+                                                      kc, m.out_dim, m.kw, blk, nm);
+    else
+        gemv_block<N, 1, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
+                                                      kc, m.out_dim, m.kw, blk, nm);
+}
+
+/* Grid: ceil(inter / (WARPS / kw)) blocks of WARPS * 32 threads; dynamic
+ * shared memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * 2 * N
+ * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+template <int N, int WARPS, bool NORM>
+__global__ void GEMV_BOUNDS(N, WARPS)
+    gemv_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
+                       const uint4 *__restrict__ wg, const uint4 *__restrict__ wu, int kc,
+                       int inter, int kw, const gemv_norm_args nm)
+{
+    extern __shared__ uint4 gemv_smem[];
+    gemv_block<N, 2, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter,
+                                                   kw, blockIdx.x, nm);
+}
+
+template <int NR, int WARPS> static gemv_fn gemv_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_kernel<1, NR, WARPS>;
+    case 2: return gemv_kernel<2, NR, WARPS>;
+    case 3: return gemv_kernel<3, NR, WARPS>;
+    case 4: return gemv_kernel<4, NR, WARPS>;
+    default: return NULL;
+    }
+}
+
+static gemv_fn gemv_pick(int n, int nr, int warps)
+{
+    if (warps == 8) return nr == 1 ? gemv_pick_n<1, 8>(n) : gemv_pick_n<2, 8>(n);
+    return nr == 1 ? gemv_pick_n<1, 16>(n) : gemv_pick_n<2, 16>(n);
+}
+
+/* The launch configuration of a shape: a function of (n, in, out) only, so
+ * the arithmetic order (and the fingerprint) is too. */
+void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
+{
+    const int kc = in_dim / 8;
+    const size_t xs = (size_t)n * in_dim * 2;
+    c->warps = xs > GEMV_BIG_SMEM ? 16 : 8;
+    c->nr = out_dim >= 2048 ? 2 : 1;
+    /* Few rows: split each row over more warps of the block while the grid
+     * has fewer warps than 132 x 12 for n <= 2 (half of what an H200 holds
+     * at once: measured on the H200, 12288 -> 4096 went from 27.7 to 26.5 us
+     * and 4096 -> 1024 from 5.1 to 4.4 us against 132 x 24), 132 x 16 for
+     * n >= 3 (2 blocks of 8 warps per SM: the register budgets above)
+     * and each warp keeps >= 64 chunks (2 per lane). A constant, not the
+     * device's SM count: the plan (and its order of sums) must not depend
+     * on the machine beyond its shared-memory limit. */
+    const long target = n <= 2 ? 132 * 12 : 132 * 16;
+    const long row_warps = (out_dim + c->nr - 1) / c->nr;
+    c->kw = 1;
+    while (c->kw < c->warps && row_warps * c->kw < target && kc / (2 * c->kw) >= 64) c->kw *= 2;
+    const int rows = c->warps / c->kw * c->nr;
+    c->blocks = (out_dim + rows - 1) / rows;
+    c->smem = xs + (size_t)c->warps * c->nr * n * sizeof(float);
+    c->fn = gemv_pick(n, c->nr, c->warps);
+}
+
+/* ---- the fused launchers (no plan: the configuration is computed per call
+ * from the shapes, a few integer operations) ------------------------------ */
+
+/* The largest dynamic shared memory per block of the GPUs frt targets
+ * (H100/H200 opt-in: 227 KiB): x beyond it fails without a device query. */
+#define GEMV_SMEM_MAX (227u << 10)
+
+typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args);
+typedef void (*gemv_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const uint4 *, int, int,
+                               int, const gemv_norm_args);
+
+template <int WARPS, bool NORM> static gemv_multi_fn gemv_multi_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_multi_kernel<1, WARPS, NORM>;
+    case 2: return gemv_multi_kernel<2, WARPS, NORM>;
+    case 3: return gemv_multi_kernel<3, WARPS, NORM>;
+    case 4: return gemv_multi_kernel<4, WARPS, NORM>;
+    default: return NULL;
+    }
+}
+
+template <int WARPS, bool NORM> static gemv_swiglu_fn gemv_swiglu_pick_n(int n)
+{
+    switch (n) {
+    case 1: return gemv_swiglu_kernel<1, WARPS, NORM>;
+    case 2: return gemv_swiglu_kernel<2, WARPS, NORM>;
+    case 3: return gemv_swiglu_kernel<3, WARPS, NORM>;
+    case 4: return gemv_swiglu_kernel<4, WARPS, NORM>;
+    default: return NULL;
+    }
+}
+
+/* The checks on n and in_dim shared by every launcher. */
+static int gemv_n_check(const char *what, int n, int in_dim)
+{
+    FRT_ARG(n >= 1 && n <= FRT_CUDA_GEMV_MAX_N, "cuda gemv %s: n %d not in [1, %d]", what, n,
+            FRT_CUDA_GEMV_MAX_N);
+    FRT_ARG(in_dim > 0 && in_dim % 8 == 0, "cuda gemv %s: in %d must be a positive multiple of 8",
+            what, in_dim);
+    return 0;
+}
+
+/* The checks on x shared by both plain launchers. */
+static int gemv_x_check(const char *what, const uint16_t *x, int n, int in_dim)
+{
+    FRT_ARG(x, "cuda gemv %s: NULL x", what);
+    FRT_TRY(gemv_n_check(what, n, in_dim));
+    FRT_ARG(((uintptr_t)x & (GEMM_ALIGN - 1)) == 0, "cuda gemv %s: x must be %d-byte aligned", what,
+            GEMM_ALIGN);
+    return 0;
+}
+
+/* The checks of the _norm launchers' norm, and its kernel arguments: the
+ * launch shape rmsnorm.cu uses for a row of in_dim (norm_shape_of; the
+ * strided loop of 1024 threads, groups of 1, when it has none). */
+static int gemv_norm_check(const char *what, const frt_cuda_gemv_norm *norm, int n, int in_dim,
+                           gemv_norm_args *a)
+{
+    FRT_ARG(norm, "cuda gemv %s: NULL norm", what);
+    FRT_ARG(norm->x && norm->w, "cuda gemv %s: NULL norm x or w", what);
+    FRT_TRY(gemv_n_check(what, n, in_dim));
+    FRT_ARG(norm_aligned(norm->x, FRT_CUDA_F32) && norm_aligned(norm->w, FRT_CUDA_F32),
+            "cuda gemv %s: norm x and w must be 16-byte aligned", what);
+    const norm_shape sh = norm_shape_of(in_dim);
+    a->x = norm->x;
+    a->w = norm->w;
+    a->eps = norm->eps;
+    a->zc = norm->zero_centered ? 1 : 0;
+    a->threads = sh.nv ? sh.threads : 1024; /* rmsnorm_loop_kernel's block */
+    a->g = sh.nv ? sh.g : 1;
+    return 0;
+}
+
+/* The input of a fused launcher: norm NULL, x read (gemv_x_check); else x
+ * staged from rmsnorm(norm->x), *na its kernel arguments (gemv_norm_check). */
+static int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                            int n, int in_dim, gemv_norm_args *na)
+{
+    memset(na, 0, sizeof *na);
+    return norm ? gemv_norm_check(what, norm, n, in_dim, na) : gemv_x_check(what, x, n, in_dim);
+}
+
+/* Makes smem bytes of dynamic shared memory available to fn. Nothing to do
+ * up to 48 KiB (the 9B and 27B decode shapes: x is n * hidden * 2 <= 40 KiB);
+ * beyond, x must fit the current device's opt-in limit, and the kernel's
+ * limit is raised to it (legal inside a stream capture: cudaFuncSetAttribute
+ * is no stream operation and does not synchronise). */
+static int gemv_smem_ready(const char *what, const void *fn, size_t smem)
+{
+    if (smem <= (48u << 10)) return 0;
+    FRT_ARG(smem <= GEMV_SMEM_MAX,
+            "cuda gemv %s: x needs %zu bytes of shared memory (n x in_dim too large)", what, smem);
+    int dev = 0, optin = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    FRT_ARG(smem <= (size_t)optin,
+            "cuda gemv %s: x needs %zu bytes of shared memory, the device has %d per block", what,
+            smem, optin);
+    FRT_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return 0;
+}
+
+/* frt_cuda_gemv_multi (norm NULL: x read) and frt_cuda_gemv_multi_norm (x
+ * NULL: staged from rmsnorm(norm->x)). */
+static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv_entry *entries,
+                             int n_entries, const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                             int n, int in_dim)
+{
+    FRT_ARG(entries, "cuda gemv %s: NULL entries", what);
+    FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX,
+            "cuda gemv %s: %d entries not in [1, %d]", what, n_entries, FRT_CUDA_GEMV_MULTI_MAX);
+    gemv_norm_args na;
+    FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
+    gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
+    long per_block[FRT_CUDA_GEMV_MULTI_MAX]; /* weight rows per block (the sort key) */
+    int blocks[FRT_CUDA_GEMV_MULTI_MAX];
+    int warps = 0;
+    size_t smem = 0;
+    for (int i = 0; i < n_entries; i++) {
+        const frt_cuda_gemv_entry *e = &entries[i];
+        FRT_ARG(e->y && e->w, "cuda gemv %s: entry %d: NULL pointer", what, i);
+        FRT_ARG(frt_dtype_ok(e->y_dtype), "cuda gemv %s: entry %d: bad dtype", what, i);
+        FRT_ARG(e->out_dim > 0, "cuda gemv %s: entry %d: out %d", what, i, e->out_dim);
+        FRT_ARG(((uintptr_t)e->w & (GEMM_ALIGN - 1)) == 0,
+                "cuda gemv %s: entry %d: w must be %d-byte aligned", what, i, GEMM_ALIGN);
+        FRT_ARG(((uintptr_t)e->y & (frt_dtype_bytes(e->y_dtype) - 1)) == 0,
+                "cuda gemv %s: entry %d: y misaligned for its dtype", what, i);
+        FRT_ARG(e->y != (const void *)e->w &&
+                    (norm ? e->y != (const void *)norm->x && e->y != (const void *)norm->w
+                          : e->y != (const void *)x),
+                "cuda gemv %s: entry %d: y aliases an input", what, i);
+        for (int j = 0; j < i; j++)
+            FRT_ARG(entries[j].y != e->y, "cuda gemv %s: entries %d and %d share y", what, j, i);
+        gemv_cfg c;
+        gemv_choose(n, in_dim, e->out_dim, &c);
+        ent[i].y = e->y;
+        ent[i].w = (const uint4 *)e->w;
+        ent[i].out_dim = e->out_dim;
+        ent[i].y_bf16 = e->y_dtype == FRT_CUDA_BF16;
+        ent[i].nr = c.nr;
+        ent[i].kw = c.kw;
+        per_block[i] = (long)(c.warps / c.kw) * c.nr;
+        blocks[i] = c.blocks;
+        warps = c.warps; /* a function of (n, in_dim): the same for every entry */
+        if (c.smem > smem) smem = c.smem;
+    }
+    if (norm) smem += GEMV_NORM_SMEM(n);
+    /* the table: entries by rows per block, largest first (stable) */
+    int order[FRT_CUDA_GEMV_MULTI_MAX];
+    for (int i = 0; i < n_entries; i++) {
+        int j = i;
+        for (; j > 0 && per_block[order[j - 1]] < per_block[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    gemv_multi_table tab;
+    memset(&tab, 0, sizeof tab);
+    tab.count = n_entries;
+    long total = 0;
+    for (int k = 0; k < n_entries; k++) {
+        tab.e[k] = ent[order[k]];
+        tab.begin[k] = (int)total;
+        total += blocks[order[k]];
+        FRT_ARG(total <= 0x7fffffffL, "cuda gemv %s: grid of %ld blocks", what, total);
+    }
+    const gemv_multi_fn fn =
+        norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
+             : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(gemv_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x,
+                             in_dim / 8, na));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_multi(void *stream, const frt_cuda_gemv_entry *entries,
+                                   int n_entries, const uint16_t *x, int n, int in_dim)
+{
+    return gemv_multi_launch("multi", stream, entries, n_entries, x, NULL, n, in_dim);
+}
+
+extern "C" int frt_cuda_gemv_multi_norm(void *stream, const frt_cuda_gemv_entry *entries,
+                                        int n_entries, const frt_cuda_gemv_norm *norm, int n,
+                                        int in_dim)
+{
+    return gemv_multi_launch("multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim);
+}
+
+/* frt_cuda_gemv_swiglu (norm NULL) and frt_cuda_gemv_swiglu_norm (x NULL). */
+static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_dtype y_dtype,
+                              const uint16_t *x, const frt_cuda_gemv_norm *norm,
+                              const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim,
+                              int inter)
+{
+    FRT_ARG(y && w_gate && w_up, "cuda gemv %s: NULL pointer", what);
+    FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv %s: bad dtype", what);
+    gemv_norm_args na;
+    FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
+    FRT_ARG(inter > 0, "cuda gemv %s: inter %d", what, inter);
+    FRT_ARG((((uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemv %s: weights must be %d-byte aligned", what, GEMM_ALIGN);
+    FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0,
+            "cuda gemv %s: y misaligned for its dtype", what);
+    FRT_ARG(y != (const void *)w_gate && y != (const void *)w_up &&
+                (norm ? y != (const void *)norm->x && y != (const void *)norm->w
+                      : y != (const void *)x),
+            "cuda gemv %s: y aliases an input", what);
+    gemv_cfg c;
+    gemv_choose(n, in_dim, inter, &c); /* kw of the gate alone: the same sums */
+    const int rows = c.warps / c.kw;   /* output rows per block (one per warp group) */
+    const int blocks = (inter + rows - 1) / rows;
+    const size_t smem = (size_t)n * in_dim * 2 + (size_t)c.warps * 2 * n * sizeof(float) +
+                        (norm ? GEMV_NORM_SMEM(n) : 0);
+    const gemv_swiglu_fn fn =
+        norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
+             : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(gemv_launch(fn, blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                             (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8,
+                             inter, c.kw, na));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                    const uint16_t *x, const uint16_t *w_gate,
+                                    const uint16_t *w_up, int n, int in_dim, int inter)
+{
+    return gemv_swiglu_launch("swiglu", stream, y, y_dtype, x, NULL, w_gate, w_up, n, in_dim,
+                              inter);
+}
+
+extern "C" int frt_cuda_gemv_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                         const frt_cuda_gemv_norm *norm, const uint16_t *w_gate,
+                                         const uint16_t *w_up, int n, int in_dim, int inter)
+{
+    return gemv_swiglu_launch("swiglu_norm", stream, y, y_dtype, NULL, norm, w_gate, w_up, n,
+                              in_dim, inter);
+}
