@@ -59,7 +59,7 @@ static int oom(void) { return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat template: o
 
 static int mem_err(ctx *c)
 {
-    if (c->a->limit && c->a->used + 65536 > c->a->limit)
+    if (c->a->over)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "chat template: the render needs more than %zu bytes of memory "
                          "(limit max_memory)", c->lim.max_memory);
     return oom();
@@ -111,7 +111,10 @@ static int to_str(ctx *c, jval v, jval *out)
 
 static int make_list(ctx *c, size_t n, jval *out)
 {
-    if (n > ((size_t)1 << 40) / sizeof(jval)) return mem_err(c);
+    if (n > ((size_t)1 << 40) / sizeof(jval)) {
+        c->a->over = 1;
+        return mem_err(c);
+    }
     jlist *l = jl_new(c->a, n);
     if (!l) return mem_err(c);
     out->t = JT_LIST;
@@ -613,20 +616,25 @@ static int get_item(ctx *c, const jnode *x, jval obj, jval key, jval *out)
     return 0;
 }
 
-/* Python slice indices (PySlice_AdjustIndices) */
+/* Python slice indices (PySlice_AdjustIndices). As Jinja's getitem does, a
+ * slice Python refuses with a TypeError (bad bounds, an object that is not
+ * a sequence) gives undefined. */
 static int slice_value(ctx *c, const jnode *x, jval obj, jval start, jval stop, jval stepv, jval *out)
 {
     int64_t st = 1;
+    if (obj.t == JT_UNDEF) return undef_err(x, obj);
+    jval bnd[3] = {start, stop, stepv};
+    for (int k = 0; k < 3; k++)
+        if ((obj.t != JT_LIST && obj.t != JT_STR) || (bnd[k].t != JT_NONE && bnd[k].t != JT_UNDEF && !is_int(bnd[k]))) {
+            *out = jv_undef(NULL);
+            return 0;
+        }
     if (stepv.t != JT_NONE && stepv.t != JT_UNDEF) {
-        if (!is_int(stepv)) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "slice indices must be integers or None");
         st = int_of(stepv);
         if (st == 0) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "slice step cannot be zero");
     }
     jlist *items;
     int is_string = obj.t == JT_STR;
-    if (obj.t == JT_UNDEF) return undef_err(x, obj);
-    if (obj.t != JT_LIST && obj.t != JT_STR)
-        return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "'%s' object is not subscriptable", jv_type_name(obj));
     FRT_TRY(iterate(c, x, obj, &items));
     int64_t n = (int64_t)items->n, lo, hi;
     jval bounds[2] = {start, stop};
@@ -637,7 +645,6 @@ static int slice_value(ctx *c, const jnode *x, jval obj, jval start, jval stop, 
             *res[k] = k == 0 ? (st < 0 ? n - 1 : 0) : (st < 0 ? -1 : n);
             continue;
         }
-        if (!is_int(b)) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "slice indices must be integers or None");
         int64_t v = int_of(b);
         if (v < 0) {
             v += n;
@@ -979,7 +986,10 @@ static int binop(ctx *c, const jnode *x, jop op, jval a, jval b, jval *out)
         int64_t k = is_int(a) ? int_of(a) : int_of(b);
         if (k < 0) k = 0;
         size_t unit = seq.t == JT_STR ? seq.s.n : seq.l->n * sizeof(jval);
-        if (unit && (uint64_t)k > (c->lim.max_memory / unit)) return mem_err(c);
+        if (unit && (uint64_t)k > (c->lim.max_memory / unit)) {
+            c->a->over = 1;
+            return mem_err(c);
+        }
         if (seq.t == JT_STR) {
             char *p = ja_alloc(c->a, seq.s.n * (size_t)k + 1);
             if (!p) return mem_err(c);
@@ -1750,9 +1760,7 @@ static int call_method(ctx *c, const jnode *x, jval self, const char *m, const j
     if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "capitalize") || !strcmp(m, "title") ||
         !strcmp(m, "casefold")) {
         FRT_TRY(bind(x, m, a, 0, (const char *const[]){NULL}, p));
-        int mode = m[0] == 'u' ? 0 : (m[0] == 'l' || m[1] == 'a' ? (m[2] == 's' ? 1 : 2) : 4);
-        if (!strcmp(m, "casefold")) mode = 1;
-        if (!strcmp(m, "capitalize")) mode = 2;
+        int mode = !strcmp(m, "upper") ? 0 : !strcmp(m, "capitalize") ? 2 : !strcmp(m, "title") ? 4 : 1;
         return map_case(c, s, mode, out);
     }
     if (!strcmp(m, "replace")) {
@@ -1990,8 +1998,8 @@ static int call_value(ctx *c, const jnode *x, jval fn, const jargs *a, jval *out
         return strftime_now(c, x, p[0], out);
     case JF_CYCLE: {
         if (a->nkw || a->npos == 0) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "no items for cycling given");
-        int64_t i = fn.fn->self.i;
-        *out = a->pos[(size_t)i % a->npos];
+        jval *i = jd_get_str(fn.fn->self.d, "index0", 6);
+        *out = a->pos[(size_t)(i ? i->i : 0) % a->npos];
         return 0;
     }
     case JF_METHOD: return call_method(c, x, fn.fn->self, fn.fn->name, a, out);
@@ -2195,12 +2203,12 @@ static int exec_for(ctx *c, jscope *s, const jnode *x, jbuf *out)
     jval loopv = {.t = JT_DICT};
     loopv.d = loop;
     size_t n = items->n;
+    jval cyc; /* loop.cycle reads loop.index0 when called */
+    FRT_TRY(make_func(c, JF_CYCLE, loopv, "cycle", &cyc));
     for (size_t i = 0; i < n; i++) {
         FRT_TRY(step(c, x));
         is->vars->n = 0;
         loop->n = 0;
-        jval cyc;
-        FRT_TRY(make_func(c, JF_CYCLE, jv_int((int64_t)i), "cycle", &cyc));
         struct {
             const char *k;
             jval v;

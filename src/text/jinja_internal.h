@@ -25,10 +25,11 @@ typedef struct jarena_block jarena_block;
 typedef struct jarena {
     jarena_block *head;
     size_t used, limit; /* bytes handed out; limit 0 = none */
+    int over;           /* an allocation was refused by the limit */
 } jarena;
 
 /* N bytes, 16-aligned, zeroed; NULL when out of memory or over the limit
- * (*over set to 1 in the latter case when OVER is non-NULL). */
+ * (then a->over is set). */
 void *ja_alloc(jarena *a, size_t n);
 char *ja_strdup(jarena *a, const char *s, size_t n);
 void ja_free(jarena *a);

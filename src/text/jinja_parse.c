@@ -191,7 +191,8 @@ static int lex_string(parser *ps, size_t p, size_t *end)
             k++;
         }
         if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return fail_at(ps, FRT_ERR_FORMAT, k, "escape outside Unicode scalar values in a string literal%s", "");
+            return fail_at(ps, FRT_ERR_UNSUPPORTED, k, "escapes outside Unicode scalar values (surrogates) are not "
+                           "supported in string literals%s", "");
         o += (size_t)tok_utf8_encode(cp, out + o);
     }
     out[o] = '\0';
@@ -208,7 +209,7 @@ static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* Tokens of one tag from s[p] until its end; *end after the end (and the
  * white space / newline the end eats). KIND '%' or '{'. */
-static int lex_tag(parser *ps, char kind, size_t p, size_t *end)
+static int lex_tag(parser *ps, char kind, size_t p, size_t *end, size_t *end_at)
 {
     const char *s = ps->src;
     size_t n = ps->n;
@@ -217,6 +218,7 @@ static int lex_tag(parser *ps, char kind, size_t p, size_t *end)
     size_t tag_start = p;
     for (;;) {
         p = skip_ws(s, n, p);
+        *end_at = p;
         if (p >= n)
             return fail_at(ps, FRT_ERR_FORMAT, tag_start, "unexpected end of template: the tag is never closed%s", "");
         if (depth == 0) {
@@ -432,9 +434,9 @@ static int lex(parser *ps)
         }
         tok b = {.type = kind == '%' ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, .off = i};
         FRT_TRY(push_tok(ps, b));
-        size_t end = 0;
-        FRT_TRY(lex_tag(ps, kind, p, &end));
-        tok e = {.type = kind == '%' ? TK_BLOCK_END : TK_VAR_END, .off = end};
+        size_t end = 0, end_at = 0;
+        FRT_TRY(lex_tag(ps, kind, p, &end, &end_at));
+        tok e = {.type = kind == '%' ? TK_BLOCK_END : TK_VAR_END, .off = end_at};
         FRT_TRY(push_tok(ps, e));
         line_starting = s[end - 1] == '\n';
         pos = end;
@@ -657,7 +659,7 @@ static int parse_subscript(parser *ps, jnode *node, jnode **out)
         ps->pos++;
         tok *a = cur(ps);
         if (a->type == TK_NAME) {
-            jnode *x = new_node(ps, JN_ATTR, a->off);
+            jnode *x = new_node(ps, JN_ATTR, t->off);
             if (!x) return FRT_ERR_OUT_OF_MEMORY;
             x->a = node;
             x->name = tok_name(ps, a);

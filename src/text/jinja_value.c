@@ -23,9 +23,16 @@ struct jarena_block {
 
 void *ja_alloc(jarena *a, size_t n)
 {
+    if (n > SIZE_MAX - 64) {
+        a->over = 1;
+        return NULL;
+    }
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
-    if (a->limit && (n > a->limit || a->used > a->limit - n)) return NULL;
+    if (a->limit && (n > a->limit || a->used > a->limit - n)) {
+        a->over = 1;
+        return NULL;
+    }
     jarena_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 65536 - sizeof *b ? n : 65536 - sizeof *b;
