@@ -15,6 +15,7 @@ pkgs=(
   libmicrohttpd-dev   # the OpenAI-compatible server
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
+  python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
 )
 
 missing=()
