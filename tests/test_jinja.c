@@ -16,6 +16,9 @@
 
 #include <jansson.h>
 
+/* the limits render() uses (NULL: the defaults) */
+static const frt_jinja_limits *g_limits;
+
 /* renders TEMPLATE with VARS (JSON text or NULL); returns the malloc'd text
  * or NULL with *rc set */
 static char *render(const char *tmpl, const char *vars_json, int *rc)
@@ -33,7 +36,7 @@ static char *render(const char *tmpl, const char *vars_json, int *rc)
         }
     }
     char *text = NULL;
-    *rc = frt_jinja_render(t, vars, NULL, &text, NULL);
+    *rc = frt_jinja_render(t, vars, g_limits, &text, NULL);
     json_decref(vars);
     frt_jinja_free(t);
     return text;
@@ -410,10 +413,14 @@ static void test_limits(void)
 {
     frt_jinja_limits lim = frt_jinja_default_limits();
     CHECK(lim.max_output > 0 && lim.max_memory > 0 && lim.max_steps > 0 && lim.max_depth > 0);
+    /* smaller limits keep the test fast; the defaults are exercised by the
+     * range() refusal and the recursion below */
+    frt_jinja_limits test_lim = {.max_output = 1 << 20, .max_memory = 16 << 20, .max_steps = 200000, .max_depth = 64};
+    g_limits = &test_lim;
     /* a loop that never ends in practice */
     EXPECT_ERR("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL,
                FRT_ERR_OUT_OF_RANGE, "(limit max_");
-    EXPECT_ERR("{% for i in range(4000000) %}{% set x = i %}{% endfor %}", NULL, FRT_ERR_OUT_OF_RANGE, "max_steps");
+    EXPECT_ERR("{% for i in range(100000) %}{% set x = i %}{% endfor %}", NULL, FRT_ERR_OUT_OF_RANGE, "max_steps");
     EXPECT_ERR("{{ range(10000000000) | length }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_steps");
     /* unbounded recursion */
     EXPECT_ERR("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_depth");
@@ -421,6 +428,8 @@ static void test_limits(void)
     EXPECT_ERR("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
                "{% endfor %}{{ ns.s | length }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_memory");
     EXPECT_ERR("{{ 'x' * 10000000000 }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_memory");
+    g_limits = NULL;
+    EXPECT_ERR("{{ range(20000000) | length }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_steps");
     /* output */
     const char *big = "{% for i in range(1000) %}{{ 'x' * 100000 }}{% endfor %}";
     frt_jinja_template *t;
@@ -442,6 +451,89 @@ static void test_limits(void)
     CHECK(text && len == 9 && !strcmp(text, "xxxxxxxxx"));
     free(text);
     frt_jinja_free(t);
+}
+
+/* Constructs of the Llama 3.1 / Mistral style of templates, in templates
+ * written here (real Llama 3.1 and Mistral files are not among the npm
+ * packages the reference test installs). */
+static void test_template_styles(void)
+{
+    const char *vars =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Weather \"}, {\"type\": \"image\"},"
+        "   {\"type\": \"text\", \"text\": \"in Paris?\"}]},"
+        " {\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}]},"
+        " {\"role\": \"ipython\", \"content\": {\"temp\": 21}}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}],"
+        " \"bos_token\": \"<|begin_of_text|>\", \"add_generation_prompt\": true}";
+    EXPECT("{{- bos_token }}\n"
+           "{%- if not tools_in_user_message is defined %}\n"
+           "    {%- set tools_in_user_message = true %}\n"
+           "{%- endif %}\n"
+           "{%- set date_string = strftime_now('%d %b %Y') %}\n"
+           "{%- if messages[0]['role'] == 'system' %}\n"
+           "    {%- set system_message = messages[0]['content']|trim %}\n"
+           "    {%- set messages = messages[1:] %}\n"
+           "{%- else %}\n"
+           "    {%- set system_message = '' %}\n"
+           "{%- endif %}\n"
+           "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}\n"
+           "{{- 'Today: ' ~ (date_string | length > 5) ~ '\\n' }}\n"
+           "{{- system_message }}\n"
+           "{{- '<|eot_id|>' }}\n"
+           "{%- for message in messages %}\n"
+           "    {%- if message.tool_calls is defined %}\n"
+           "        {%- set tool_call = message.tool_calls[0].function %}\n"
+           "        {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}\n"
+           "        {{- '{\"name\": \"' + tool_call.name + '\", \"parameters\": ' }}\n"
+           "        {{- tool_call.arguments | tojson }}\n"
+           "        {{- '}<|eot_id|>' }}\n"
+           "    {%- elif message.role == 'ipython' %}\n"
+           "        {{- '<|start_header_id|>ipython<|end_header_id|>\\n\\n' }}\n"
+           "        {%- if message.content is mapping or message.content is iterable %}\n"
+           "            {{- message.content | tojson(indent=4) }}\n"
+           "        {%- else %}\n"
+           "            {{- message.content }}\n"
+           "        {%- endif %}\n"
+           "        {{- '<|eot_id|>' }}\n"
+           "    {%- else %}\n"
+           "        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}\n"
+           "        {%- if tools_in_user_message and loop.first and tools is not none %}\n"
+           "            {%- for t in tools %}{{- t | tojson(indent=4) }}{{- '\\n\\n' }}{%- endfor %}\n"
+           "        {%- endif %}\n"
+           "        {{- message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text') | join('') }}\n"
+           "        {{- '<|eot_id|>' }}\n"
+           "    {%- endif %}\n"
+           "{%- endfor %}\n"
+           "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}\n",
+           vars,
+           "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nToday: True\nBe brief.<|eot_id|>"
+           "<|start_header_id|>user<|end_header_id|>\n\n{\n    \"type\": \"function\",\n    \"function\": {\n"
+           "        \"name\": \"get_weather\",\n        \"parameters\": {\n            \"type\": \"object\"\n        }\n"
+           "    }\n}\n\nWeather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+           "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"
+           "<|start_header_id|>ipython<|end_header_id|>\n\n{\n    \"temp\": 21\n}<|eot_id|>"
+           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    const char *alt = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"},"
+                      " {\"role\": \"user\", \"content\": \"c\"}], \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+    const char *mistral_like =
+        "{%- if messages[0]['role'] == 'system' %}{%- set loop_messages = messages[1:] %}{%- else %}"
+        "{%- set loop_messages = messages %}{%- endif %}\n"
+        "{{- bos_token }}\n"
+        "{%- for message in loop_messages %}\n"
+        "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n"
+        "        {{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}\n"
+        "    {%- endif %}\n"
+        "    {%- if message['role'] == 'user' %}\n"
+        "        {{- '[INST] ' + message['content'] + ' [/INST]' }}\n"
+        "    {%- elif message['role'] == 'assistant' %}\n"
+        "        {{- ' ' + message['content'] + eos_token }}\n"
+        "    {%- endif %}\n"
+        "{%- endfor %}\n";
+    EXPECT(mistral_like, alt, "<s>[INST] a [/INST] b</s>[INST] c [/INST]");
+    EXPECT_ERR(mistral_like, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}],"
+               " \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}", FRT_ERR_INVALID_ARGUMENT,
+               "chat template: After the optional system message, conversation roles must alternate");
 }
 
 static void test_threads_share_template(void)
@@ -476,6 +568,7 @@ int main(int argc, char **argv)
     test_syntax_errors();
     test_runtime_errors();
     test_limits();
+    test_template_styles();
     test_threads_share_template();
     return frt_test_report();
 }
