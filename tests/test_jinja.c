@@ -430,6 +430,35 @@ static void test_limits(void)
     EXPECT_ERR("{{ 'x' * 10000000000 }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_memory");
     g_limits = NULL;
     EXPECT_ERR("{{ range(20000000) | length }}", NULL, FRT_ERR_OUT_OF_RANGE, "max_steps");
+    /* long flat chains are deep trees: refused, not a stack overflow */
+    {
+        size_t n = 30000;
+        char *chain = malloc(n * 4 + 16), *p = chain;
+        p += sprintf(p, "{{ 1");
+        for (size_t i = 0; i < n; i++) p += sprintf(p, " + 1");
+        sprintf(p, " }}");
+        EXPECT_ERR(chain, NULL, FRT_ERR_OUT_OF_RANGE, "nested deeper than");
+        p = chain + sprintf(chain, "{{ x");
+        for (size_t i = 0; i < n; i++) p += sprintf(p, "|e");
+        sprintf(p, " }}");
+        EXPECT_ERR(chain, NULL, FRT_ERR_OUT_OF_RANGE, "nested deeper than");
+        free(chain);
+    }
+    /* values nested by a loop: printing and comparing refuse past the nesting limit */
+    EXPECT_ERR("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+               NULL, FRT_ERR_OUT_OF_RANGE, "nested deeper than 512");
+    EXPECT_ERR("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+               "{{ ns.x | tojson }}", NULL, FRT_ERR_OUT_OF_RANGE, "nesting deeper than 512");
+    EXPECT_ERR("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+               "{{ ns.x < ns.x }}", NULL, FRT_ERR_OUT_OF_RANGE, "nested deeper than 512");
+    {
+        /* == past the nesting limit answers False (Python raises RecursionError here; docs/chat-templates.md) */
+        int rc;
+        char *got = render("{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                           "{{ ns.x == ns.x }}|{{ [[1]] == [[1]] }}", NULL, &rc);
+        CHECK(rc == 0 && got && !strcmp(got, "False|True"));
+        free(got);
+    }
     /* output */
     const char *big = "{% for i in range(1000) %}{{ 'x' * 100000 }}{% endfor %}";
     frt_jinja_template *t;

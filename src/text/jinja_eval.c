@@ -38,6 +38,7 @@ typedef struct ctx {
     size_t steps;
     frt_jinja_limits lim;
     int depth;
+    int frames;        /* nested eval / exec calls (the C stack) */
     int ctl;           /* 1: break, 2: continue pending */
     jval placeholder;  /* the operand of {% filter %} / {% set x | f %} chains */
 } ctx;
@@ -822,8 +823,12 @@ static int do_tojson(ctx *c, const jnode *x, jval v, const jargs *a, jval *out)
 }
 
 /* ---- comparisons and arithmetic ------------------------------------------------------ */
-static int compare_lt(const jnode *x, jval a, jval b, int *lt, const char *op)
+static int compare_lt_at(const jnode *x, jval a, jval b, int *lt, const char *op, int depth);
+static int compare_lt(const jnode *x, jval a, jval b, int *lt, const char *op) { return compare_lt_at(x, a, b, lt, op, 0); }
+
+static int compare_lt_at(const jnode *x, jval a, jval b, int *lt, const char *op, int depth)
 {
+    if (depth > JV_MAX_NEST) return rt_err(x, FRT_ERR_OUT_OF_RANGE, "comparing values nested deeper than %d", JV_MAX_NEST);
     if (is_numv(a) && is_numv(b)) {
         if (a.t != JT_FLOAT && b.t != JT_FLOAT)
             *lt = int_of(a) < int_of(b) ? -1 : int_of(a) > int_of(b);
@@ -841,7 +846,7 @@ static int compare_lt(const jnode *x, jval a, jval b, int *lt, const char *op)
         size_t n = a.l->n < b.l->n ? a.l->n : b.l->n;
         for (size_t i = 0; i < n; i++) {
             if (jv_equal(a.l->v[i], b.l->v[i])) continue;
-            return compare_lt(x, a.l->v[i], b.l->v[i], lt, op);
+            return compare_lt_at(x, a.l->v[i], b.l->v[i], lt, op, depth + 1);
         }
         *lt = a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
         return 0;
@@ -2008,7 +2013,23 @@ static int call_value(ctx *c, const jnode *x, jval fn, const jargs *a, jval *out
 }
 
 /* ---- expressions ------------------------------------------------------------------------------ */
+/* nested eval / exec calls allowed: a long chain like a + b + c + ... is a
+ * deep tree, and macros nest too; the C stack must hold them */
+#define MAX_FRAMES 2000
+
+static int eval_node(ctx *c, jscope *s, const jnode *x, jval *out);
+
 static int eval(ctx *c, jscope *s, const jnode *x, jval *out)
+{
+    if (c->frames >= MAX_FRAMES)
+        return rt_err(x, FRT_ERR_OUT_OF_RANGE, "expressions and statements nested deeper than %d", MAX_FRAMES);
+    c->frames++;
+    int rc = eval_node(c, s, x, out);
+    c->frames--;
+    return rc;
+}
+
+static int eval_node(ctx *c, jscope *s, const jnode *x, jval *out)
 {
     FRT_TRY(step(c, x));
     jval a, b;
@@ -2236,7 +2257,19 @@ static int exec_for(ctx *c, jscope *s, const jnode *x, jbuf *out)
     return 0;
 }
 
+static int exec_stmt_node(ctx *c, jscope *s, const jnode *x, jbuf *out);
+
 static int exec_stmt(ctx *c, jscope *s, const jnode *x, jbuf *out)
+{
+    if (c->frames >= MAX_FRAMES)
+        return rt_err(x, FRT_ERR_OUT_OF_RANGE, "expressions and statements nested deeper than %d", MAX_FRAMES);
+    c->frames++;
+    int rc = exec_stmt_node(c, s, x, out);
+    c->frames--;
+    return rc;
+}
+
+static int exec_stmt_node(ctx *c, jscope *s, const jnode *x, jbuf *out)
 {
     FRT_TRY(step(c, x));
     jval v;

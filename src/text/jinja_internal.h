@@ -118,6 +118,10 @@ int jb_putc(jbuf *b, char c);
 int jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void jb_free(jbuf *b);
 
+/* Deepest nesting of lists / dicts that printing, tojson and comparisons
+ * follow (deeper: FRT_ERR_OUT_OF_RANGE, or unequal for ==). */
+#define JV_MAX_NEST 512
+
 /* Python truthiness. */
 int jv_truthy(jval v);
 /* Python ==. */

@@ -43,21 +43,48 @@ typedef struct parser {
     int depth;
     int loop_depth;
     int macro_depth;
+    /* positions: code points before each byte offset, and line starts */
+    uint32_t *cp_before; /* n + 1 entries, NULL when not built */
+    size_t *line_start;
+    size_t n_lines;
 } parser;
 
+static int build_positions(parser *ps)
+{
+    ps->cp_before = malloc((ps->n + 1) * sizeof *ps->cp_before);
+    size_t nl = 1;
+    for (size_t i = 0; i < ps->n; i++) nl += ps->src[i] == '\n';
+    ps->line_start = malloc(nl * sizeof *ps->line_start);
+    if (!ps->cp_before || !ps->line_start) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat template: out of memory");
+    uint32_t cps = 0;
+    ps->line_start[0] = 0;
+    ps->n_lines = 1;
+    for (size_t i = 0; i < ps->n; i++) {
+        ps->cp_before[i] = cps;
+        if (((unsigned char)ps->src[i] & 0xC0) != 0x80) cps++;
+        if (ps->src[i] == '\n') ps->line_start[ps->n_lines++] = i + 1;
+    }
+    ps->cp_before[ps->n] = cps;
+    return 0;
+}
+
+/* 1-based line and column (in code points) of byte offset OFF */
 static void line_col(const parser *ps, size_t off, int *line, int *col)
 {
-    int l = 1, c = 1;
-    for (size_t i = 0; i < off && i < ps->n; i++) {
-        if (ps->src[i] == '\n') {
-            l++;
-            c = 1;
-        } else if (((unsigned char)ps->src[i] & 0xC0) != 0x80) {
-            c++;
-        }
+    if (off > ps->n) off = ps->n;
+    if (!ps->cp_before) {
+        *line = 1;
+        *col = 1;
+        return;
     }
-    *line = l;
-    *col = c;
+    size_t lo = 0, hi = ps->n_lines; /* the last line start <= off */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (ps->line_start[mid] <= off) lo = mid;
+        else hi = mid;
+    }
+    *line = (int)(lo + 1 > (size_t)INT32_MAX ? INT32_MAX : lo + 1);
+    *col = (int)(ps->cp_before[off] - ps->cp_before[ps->line_start[lo]] + 1);
 }
 
 static int fail_at(const parser *ps, int status, size_t off, const char *fmt, const char *arg)
@@ -1474,10 +1501,16 @@ int frt_jinja_parse(const char *source, size_t len, frt_jinja_template **out)
         src[o] = '\0';
         ps.src = src;
         ps.n = o;
-        rc = lex(&ps);
+        if (o > (size_t)UINT32_MAX - 1)
+            rc = frt_error(FRT_ERR_OUT_OF_RANGE, "chat template: larger than 4 GiB");
+        else
+            rc = build_positions(&ps);
+        if (!rc) rc = lex(&ps);
     }
     if (!rc) rc = parse_body(&ps, NULL, &t->root);
     free(ps.t);
+    free(ps.cp_before);
+    free(ps.line_start);
     if (rc) {
         frt_jinja_free(t);
         return rc;

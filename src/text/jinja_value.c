@@ -188,8 +188,15 @@ int jv_truthy(jval v)
 static int is_num(jval v) { return v.t == JT_INT || v.t == JT_FLOAT || v.t == JT_BOOL; }
 static double num_f(jval v) { return v.t == JT_FLOAT ? v.f : v.t == JT_INT ? (double)v.i : (double)v.b; }
 
-int jv_equal(jval a, jval b)
+static int equal_at(jval a, jval b, int depth);
+
+int jv_equal(jval a, jval b) { return equal_at(a, b, 0); }
+
+/* Values nested deeper than JV_MAX_NEST compare unequal (they can only be
+ * built by a template looping on itself; Python would compare them). */
+static int equal_at(jval a, jval b, int depth)
 {
+    if (depth > JV_MAX_NEST) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.t != JT_FLOAT && b.t != JT_FLOAT) {
             int64_t x = a.t == JT_INT ? a.i : a.b, y = b.t == JT_INT ? b.i : b.b;
@@ -204,14 +211,14 @@ int jv_equal(jval a, jval b)
     case JT_LIST:
         if (a.l->n != b.l->n || a.l->tuple != b.l->tuple) return 0;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_equal(a.l->v[i], b.l->v[i])) return 0;
+            if (!equal_at(a.l->v[i], b.l->v[i], depth + 1)) return 0;
         return 1;
     case JT_DICT:
         if (a.d->ns || b.d->ns) return a.d == b.d;
         if (a.d->n != b.d->n) return 0;
         for (size_t i = 0; i < a.d->n; i++) {
             jval *o = jd_get(b.d, a.d->k[i]);
-            if (!o || !jv_equal(a.d->v[i], *o)) return 0;
+            if (!o || !equal_at(a.d->v[i], *o, depth + 1)) return 0;
         }
         return 1;
     case JT_MACRO: return a.m == b.m;
@@ -433,9 +440,11 @@ static int str_repr(jbuf *b, const char *p, size_t n)
     return jb_putc(b, q);
 }
 
-static int repr_or_str(jbuf *b, jval v, int repr)
+static int repr_or_str(jbuf *b, jval v, int repr, int depth)
 {
     char tmp[48];
+    if (depth > JV_MAX_NEST) return frt_error(FRT_ERR_OUT_OF_RANGE, "chat template: a value nested deeper than %d",
+                                             JV_MAX_NEST);
     switch (v.t) {
     case JT_UNDEF: return repr ? jb_put(b, "Undefined", 9) : 0;
     case JT_NONE: return jb_put(b, "None", 4);
@@ -454,7 +463,7 @@ static int repr_or_str(jbuf *b, jval v, int repr)
         FRT_TRY(jb_putc(b, v.l->tuple ? '(' : '['));
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) FRT_TRY(jb_put(b, ", ", 2));
-            FRT_TRY(repr_or_str(b, v.l->v[i], 1));
+            FRT_TRY(repr_or_str(b, v.l->v[i], 1, depth + 1));
         }
         if (v.l->tuple && v.l->n == 1) FRT_TRY(jb_putc(b, ','));
         return jb_putc(b, v.l->tuple ? ')' : ']');
@@ -463,9 +472,9 @@ static int repr_or_str(jbuf *b, jval v, int repr)
         FRT_TRY(jb_putc(b, '{'));
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) FRT_TRY(jb_put(b, ", ", 2));
-            FRT_TRY(repr_or_str(b, v.d->k[i], 1));
+            FRT_TRY(repr_or_str(b, v.d->k[i], 1, depth + 1));
             FRT_TRY(jb_put(b, ": ", 2));
-            FRT_TRY(repr_or_str(b, v.d->v[i], 1));
+            FRT_TRY(repr_or_str(b, v.d->v[i], 1, depth + 1));
         }
         FRT_TRY(jb_putc(b, '}'));
         return v.d->ns ? jb_putc(b, '>') : 0;
@@ -474,8 +483,8 @@ static int repr_or_str(jbuf *b, jval v, int repr)
     }
 }
 
-int jv_str_append(jbuf *b, jval v) { return repr_or_str(b, v, 0); }
-int jv_repr_append(jbuf *b, jval v) { return repr_or_str(b, v, 1); }
+int jv_str_append(jbuf *b, jval v) { return repr_or_str(b, v, 0, 0); }
+int jv_repr_append(jbuf *b, jval v) { return repr_or_str(b, v, 1, 0); }
 
 /* ---- json.dumps ------------------------------------------------------------- */
 static int json_str(jbuf *b, const char *p, size_t n, int ensure_ascii)
@@ -554,7 +563,7 @@ static int json_key(jbuf *tmp, jval k)
 
 int jv_tojson_append(jbuf *b, jval v, const jjson_opts *o, int level)
 {
-    if (level > 512) return frt_error(FRT_ERR_OUT_OF_RANGE, "tojson: nesting deeper than 512");
+    if (level > JV_MAX_NEST) return frt_error(FRT_ERR_OUT_OF_RANGE, "tojson: nesting deeper than %d", JV_MAX_NEST);
     char f[48];
     switch (v.t) {
     case JT_NONE: return jb_put(b, "null", 4);

@@ -84,9 +84,12 @@ for m in re.finditer(r"\bEXPECT\(", text):
         print(f"MISMATCH {t.decode()!r}\n  jinja2: {got!r}\n  test:   {w.decode()!r}")
 for m in re.finditer(r"\bEXPECT_ERR\(", text):
     i = m.end()
-    if text.startswith("tmpl", i) or text.startswith("deep", i):  # the macro's definition; built in C
+    if text.startswith("tmpl", i):  # the macro's definition
         continue
-    t, i = c_strings(text, i)
+    try:
+        t, i = c_strings(text, i)
+    except ValueError:  # a template built in C (deep nesting, long chains)
+        continue
     v, i = c_strings(text, i + 1)
     status = text[i + 1:text.index(",", i + 1)].strip()
     if "UNSUPPORTED" in status or "OUT_OF_RANGE" in status:
