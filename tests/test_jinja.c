@@ -247,6 +247,9 @@ static void test_filters(void)
     EXPECT("{{ {'b': 1, 'a': 2} | dictsort }}{{ [1, 2, 1, 'A', 'a'] | unique | list }}{{ [1, 5, 3] | max }}"
            "{{ [4, 2, 8] | min }}{{ [1, 2, 3] | sum }}{{ [1, 2] | reverse | list }}{{ 'ab' | reverse }}", NULL,
            "[('a', 2), ('b', 1)][1, 2, 'A']526[2, 1]ba");
+    EXPECT("{{ 3.0 | int }}{{ '0x1A' | int }}{{ ' 12 ' | int }}{{ '1_000' | int }}{{ '-2.5e1' | int }}"
+           "{{ 'inf' | float }}{{ '-Infinity' | float }}{{ '1_0.5' | float }}{{ '1__0' | int(7) }}{{ '.5' | float }}"
+           "{{ x is sequence }}", NULL, "30121000-25inf-inf10.570.5True");
     EXPECT("{{ '42' | int }}{{ 'x' | int }}{{ '4.7' | int }}{{ 3.9 | int }}{{ '2.5' | float }}{{ 'q' | float(1.5) }}"
            "{{ -3 | abs }}{{ 5 | string }}{{ [1] | string }}", NULL, "42043" "2.51.535[1]");
     EXPECT("{{ 'a\nb\n\nc' | indent(2) }}|{{ 'a\nb' | indent(2, true) }}|{{ 'a\n\nb' | indent('>', blank=true) }}", NULL,
@@ -405,6 +408,7 @@ static void test_runtime_errors(void)
     EXPECT_ERR("{{ 3 is odd(1) }}", NULL, FRT_ERR_INVALID_ARGUMENT, "test takes 0 arguments");
     EXPECT_ERR("{{ [1, 'a'] | sort }}", NULL, FRT_ERR_INVALID_ARGUMENT, "not supported between");
     EXPECT_ERR("{% macro m(a) %}{% endmacro %}{{ m(1, a=2) }}", NULL, FRT_ERR_INVALID_ARGUMENT, "multiple values");
+    EXPECT_ERR("{{ '11' | int(base=2) }}", NULL, FRT_ERR_UNSUPPORTED, "base other than 10");
     EXPECT_ERR("{{ strftime_now(1) }}", NULL, FRT_ERR_INVALID_ARGUMENT, "format must be a string");
     EXPECT_ERR("{{ x | tojson(indent=[]) }}", "{\"x\": 1}", FRT_ERR_INVALID_ARGUMENT, "indent");
 }

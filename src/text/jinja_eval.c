@@ -15,11 +15,13 @@
 #include "text/tok_internal.h"
 #include "util/error.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <utf8proc.h>
 
@@ -137,6 +139,7 @@ static int make_func(ctx *c, int id, jval self, const char *name, jval *out)
 }
 
 static int is_str(jval v) { return v.t == JT_STR; }
+static int is_digit_c(char ch) { return ch >= '0' && ch <= '9'; }
 static int is_int(jval v) { return v.t == JT_INT || v.t == JT_BOOL; }
 static int64_t int_of(jval v) { return v.t == JT_INT ? v.i : v.b; }
 static int is_numv(jval v) { return v.t == JT_INT || v.t == JT_FLOAT || v.t == JT_BOOL; }
@@ -1104,7 +1107,7 @@ static int run_test(ctx *c, const jnode *x, int id, jval v, const jval *args, si
     case T_INTEGER: *res = v.t == JT_INT; return 0;
     case T_NUMBER: *res = is_numv(v); return 0;
     case T_ITERABLE: *res = v.t == JT_LIST || v.t == JT_STR || (v.t == JT_DICT && !v.d->ns) || v.t == JT_UNDEF; return 0;
-    case T_SEQUENCE: *res = v.t == JT_LIST || v.t == JT_STR || (v.t == JT_DICT && !v.d->ns); return 0;
+    case T_SEQUENCE: *res = v.t == JT_LIST || v.t == JT_STR || (v.t == JT_DICT && !v.d->ns) || v.t == JT_UNDEF; return 0;
     case T_MAPPING: *res = v.t == JT_DICT && !v.d->ns; return 0;
     case T_NONE: *res = v.t == JT_NONE; return 0;
     case T_STRING: *res = v.t == JT_STR; return 0;
@@ -1519,44 +1522,70 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         if (id == F_INT) FRT_TRY(bind(x, "int", a, 0, (const char *const[]){"default", "base", NULL}, p));
         else FRT_TRY(bind(x, "float", a, 0, (const char *const[]){"default", NULL}, p));
         jval dflt = absent(p[0]) ? (id == F_INT ? jv_int(0) : jv_float(0.0)) : p[0];
-        double f = 0;
-        int ok = 0;
+        if (id == F_INT && !absent(p[1]) && !(is_int(p[1]) && int_of(p[1]) == 10))
+            return rt_err(x, FRT_ERR_UNSUPPORTED, "int: a base other than 10 is not supported");
         if (is_numv(v)) {
-            f = f_of(v);
-            ok = 1;
-            if (id == F_INT && is_int(v)) {
-                *out = jv_int(int_of(v));
+            double f = f_of(v);
+            if (id == F_FLOAT) *out = jv_float(f);
+            else if (is_int(v)) *out = jv_int(int_of(v));
+            else if (!isfinite(f) || fabs(f) >= 9.2e18) *out = dflt;
+            else *out = jv_int((int64_t)f);
+            return 0;
+        }
+        if (v.t != JT_STR) {
+            *out = dflt;
+            return 0;
+        }
+        /* Python int(s) / float(s): white space around, a sign, digits with
+         * single underscores between them, for float a fraction, an exponent
+         * or inf / infinity / nan */
+        sspan t = py_strip((sspan){v.s.p, v.s.n}, 1, 1, jv_none());
+        char buf[80];
+        size_t k = 0, i = 0;
+        int digits = 0, is_float_syntax = 0, ok = t.n > 0 && t.n < sizeof buf;
+        if (ok && (t.p[0] == '+' || t.p[0] == '-')) buf[k++] = t.p[i++];
+        if (ok && t.n - i >= 3 && (!strncasecmp(t.p + i, "inf", 3) || !strncasecmp(t.p + i, "nan", 3)) &&
+            (t.n - i == 3 || (t.n - i == 8 && !strncasecmp(t.p + i, "infinity", 8)))) {
+            *out = id == F_FLOAT ? jv_float(strtod(t.p[0] == '-' ? "-inf" : "inf", NULL) * 1) : dflt;
+            if (id == F_FLOAT && !strncasecmp(t.p + i, "nan", 3)) *out = jv_float(NAN);
+            return 0;
+        }
+        for (; ok && i < t.n; i++) {
+            char ch = t.p[i];
+            if (ch >= '0' && ch <= '9') {
+                buf[k++] = ch;
+                digits++;
+            } else if (ch == '_' && i > 0 && is_digit_c(t.p[i - 1]) && i + 1 < t.n && is_digit_c(t.p[i + 1])) {
+                continue;
+            } else if (ch == '.' || ch == 'e' || ch == 'E' || ((ch == '+' || ch == '-') && (t.p[i - 1] == 'e' || t.p[i - 1] == 'E'))) {
+                is_float_syntax = 1;
+                buf[k++] = ch;
+            } else {
+                ok = 0;
+            }
+        }
+        buf[k] = '\0';
+        if (!ok || !digits) {
+            *out = dflt;
+            return 0;
+        }
+        char *end;
+        errno = 0;
+        if (id == F_INT && !is_float_syntax) {
+            long long iv = strtoll(buf, &end, 10);
+            if (*end == '\0' && errno != ERANGE) {
+                *out = jv_int(iv);
                 return 0;
             }
-        } else if (v.t == JT_STR && v.s.n < 64) {
-            char buf[64];
-            sspan t = py_strip((sspan){v.s.p, v.s.n}, 1, 1, jv_none());
-            memcpy(buf, t.p, t.n);
-            buf[t.n] = '\0';
-            char *end;
-            if (id == F_INT) {
-                long long iv = strtoll(buf, &end, 10);
-                if (t.n && *end == '\0') {
-                    *out = jv_int(iv);
-                    return 0;
-                }
-            }
-            f = strtod(buf, &end);
-            ok = t.n && *end == '\0';
         }
-        if (!ok) {
+        double f = strtod(buf, &end);
+        if (*end != '\0') {
             *out = dflt;
             return 0;
         }
-        if (id == F_FLOAT) {
-            *out = jv_float(f);
-            return 0;
-        }
-        if (!isfinite(f) || fabs(f) >= 9.2e18) {
-            *out = dflt;
-            return 0;
-        }
-        *out = jv_int((int64_t)f);
+        if (id == F_FLOAT) *out = jv_float(f);
+        else if (!isfinite(f) || fabs(f) >= 9.2e18) *out = dflt;
+        else *out = jv_int((int64_t)f);
         return 0;
     }
     case F_ATTR: {
