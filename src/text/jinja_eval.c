@@ -2270,9 +2270,11 @@ static int exec_for(ctx *c, jscope *s, const jnode *x, jbuf *out)
             {"previtem", i > 0 ? items->v[i - 1] : jv_undef(NULL)},
             {"nextitem", i + 1 < n ? items->v[i + 1] : jv_undef(NULL)},
         };
+        /* the loop dict is private to this loop: filled in place (capacity 12) */
         for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) {
             if (kv[k].v.t == JT_UNDEF) continue;
-            if (jd_set(c->a, loop, jv_str(kv[k].k, strlen(kv[k].k)), kv[k].v)) return mem_err(c);
+            loop->k[loop->n] = jv_str(kv[k].k, strlen(kv[k].k));
+            loop->v[loop->n++] = kv[k].v;
         }
         FRT_TRY(scope_set(c, is, "loop", loopv));
         FRT_TRY(assign_names(c, is, x, items->v[i]));
