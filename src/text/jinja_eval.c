@@ -2043,8 +2043,8 @@ static int call_value(ctx *c, const jnode *x, jval fn, const jargs *a, jval *out
 
 /* ---- expressions ------------------------------------------------------------------------------ */
 /* nested eval / exec calls allowed: a long chain like a + b + c + ... is a
- * deep tree, and macros nest too; the C stack must hold them */
-#define MAX_FRAMES 2000
+ * deep tree, and macros nest too; the C stack must hold them (also under the sanitizers, whose frames are large) */
+#define MAX_FRAMES 500
 
 static int eval_node(ctx *c, jscope *s, const jnode *x, jval *out);
 
