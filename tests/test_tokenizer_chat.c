@@ -213,6 +213,15 @@ static void test_json_api(const json_t *templates)
                                   &r3, sp, &text, NULL));
     CHECK(text && !strcmp(text, "<B>||None|None|False"));
     free(text);
+    json_t *docs = json_pack("[{s:s, s:s}]", "title", "T", "text", "body");
+    r3.documents = docs;
+    CHECK_OK(frt_chat_render_json("{% for d in documents %}{{ d.title }}: {{ d.text }}{% endfor %}", &r3, NULL, &text, NULL));
+    CHECK(text && !strcmp(text, "T: body"));
+    free(text);
+    r3.documents = kw2;
+    CHECK_STATUS(frt_chat_render_json("x", &r3, NULL, &text, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(text == NULL && strstr(frt_last_error(), "documents must be a JSON array"));
+    json_decref(docs);
     /* bad inputs */
     text = (char *)1;
     frt_chat_request bad = {.messages = kw};

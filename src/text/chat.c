@@ -261,6 +261,8 @@ int frt_chat_render_json(const char *template_text, const frt_chat_request *req,
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: messages must be a JSON array");
     if (req->tools && !json_is_array(req->tools) && !json_is_null(req->tools))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: tools must be a JSON array");
+    if (req->documents && !json_is_array(req->documents) && !json_is_null(req->documents))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: documents must be a JSON array");
     if (req->kwargs && !json_is_object(req->kwargs))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: the template kwargs must be a JSON object");
     if (special && !json_is_object(special))
@@ -275,7 +277,7 @@ int frt_chat_render_json(const char *template_text, const frt_chat_request *req,
     if (!rc && req->kwargs) rc = json_object_update(vars, (json_t *)req->kwargs) ? FRT_ERR_OUT_OF_MEMORY : 0;
     if (!rc && (json_object_set(vars, "messages", (json_t *)req->messages) ||
                 json_object_set_new(vars, "tools", req->tools ? json_incref((json_t *)req->tools) : json_null()) ||
-                json_object_set_new(vars, "documents", json_null()) ||
+                json_object_set_new(vars, "documents", req->documents ? json_incref((json_t *)req->documents) : json_null()) ||
                 json_object_set_new(vars, "add_generation_prompt", json_boolean(req->add_generation_prompt))))
         rc = FRT_ERR_OUT_OF_MEMORY;
     if (rc) {

@@ -73,13 +73,14 @@ typedef struct frt_chat_request {
                              * or NULL; may override the special tokens, not messages / tools /
                              * documents / add_generation_prompt */
     int add_generation_prompt;
+    const json_t *documents; /* array of documents for RAG templates, or NULL: documents = None */
 } frt_chat_request;
 
 /* Renders REQ with TEMPLATE_TEXT. SPECIAL: a JSON object of the special
  * tokens the template sees ({"bos_token": "<s>", ...}), or NULL for none.
  * *text is malloc'd and NUL-terminated (caller frees); *len (may be NULL)
  * excludes the NUL. Errors: FRT_ERR_INVALID_ARGUMENT (NULL argument,
- * messages not an array, tools not an array or null, kwargs not an object or
+ * messages not an array, tools / documents not an array or null, kwargs not an object or
  * naming a reserved variable, SPECIAL not an object, and the template's own
  * rejections as above), FRT_ERR_UNSUPPORTED, FRT_ERR_OUT_OF_RANGE,
  * FRT_ERR_OUT_OF_MEMORY; *text is NULL on failure. */
