@@ -135,6 +135,18 @@ CONVERSATIONS = {
     "system_late": [{"role": "user", "content": "a"}, {"role": "system", "content": "late system"}],
     "multimodal": [{"role": "user", "content": [{"type": "text", "text": "Describe "},
                                                 {"type": "image"}, {"type": "text", "text": " please"}]}],
+    "system_parts": [{"role": "system", "content": [{"type": "text", "text": "Parts system."}]},
+                     {"role": "user", "content": "hi"}],
+    "empty_contents": [{"role": "system", "content": ""}, {"role": "user", "content": "   "},
+                       {"role": "assistant", "content": ""}, {"role": "user", "content": "\n"}],
+    "string_args_unicode": [{"role": "user", "content": "Find ünïcode"},
+                            {"role": "assistant", "content": "<think>\nplan\n</think>\n\nSearching.",
+                             "tool_calls": [{"type": "function", "function": {
+                                 "name": "search_files",
+                                 "arguments": "{\"pattern\": \"caf\u00e9 \\\\d+\", \"paths\": [\"src/\u65e5\"]}"}}]},
+                            {"role": "tool", "content": "none found"}],
+    "reasoning_last": [{"role": "user", "content": "q"},
+                       {"role": "assistant", "content": "answer", "reasoning_content": "\nthought\n"}],
 }
 
 # (conversation, tools, add_generation_prompt, enable_thinking or None)
@@ -142,10 +154,11 @@ PLAN = []
 for conv in CONVERSATIONS:
     for gen in (True, False):
         PLAN.append((conv, None, gen, None))
-for conv in ("user", "system_user", "multi_turn", "thinking_history", "thinking_last", "reasoning_field", "unicode"):
+for conv in ("user", "system_user", "multi_turn", "thinking_history", "thinking_last", "reasoning_field", "unicode",
+             "reasoning_last", "string_args_unicode"):
     for th in (True, False):
         PLAN.append((conv, None, True, th))
-for conv in ("user", "system_user", "tool_call", "tool_result", "two_calls_two_results"):
+for conv in ("user", "system_user", "tool_call", "tool_result", "two_calls_two_results", "string_args_unicode"):
     for gen in (True, False):
         PLAN.append((conv, [WEATHER, SEARCH], gen, None))
     PLAN.append((conv, [WEATHER], True, False))
