@@ -229,8 +229,6 @@ static const char *find_sub(sspan s, sspan sub, size_t from)
     return NULL;
 }
 
-typedef enum { CASE_UPPER, CASE_LOWER } case_kind;
-
 static int map_case(ctx *c, sspan s, int mode /* 0 upper, 1 lower, 2 capitalize, 3 jinja title, 4 py title */,
                     jval *out)
 {
@@ -270,8 +268,6 @@ static int map_case(ctx *c, sspan s, int mode /* 0 upper, 1 lower, 2 capitalize,
 /* str.split(sep, maxsplit) (RIGHT: rsplit); sep JT_STR or None */
 static int py_split(ctx *c, const jnode *x, sspan s, jval sep, int64_t maxsplit, int right, jval *out)
 {
-    jval parts[1];
-    (void)parts;
     size_t cap = 8, n = 0;
     sspan *v = malloc(cap * sizeof *v);
     if (!v) return oom();
@@ -819,8 +815,13 @@ static int do_tojson(ctx *c, const jnode *x, jval v, const jargs *a, jval *out)
     jbuf b = {.limit = c->lim.max_output};
     int rc = jv_tojson_append(&b, v, &o, 0);
     if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
-    if (rc && b.over) rc = buf_err(c, &b, rc);
-    else if (rc && rc != FRT_ERR_OUT_OF_MEMORY) rc = rt_err(x, rc, "%s", frt_last_error() + (strncmp(frt_last_error(), "tojson", 6) ? 0 : 0));
+    if (rc && b.over) {
+        rc = buf_err(c, &b, rc);
+    } else if (rc && rc != FRT_ERR_OUT_OF_MEMORY) { /* add the position to "tojson: ..." */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", frt_last_error());
+        rc = rt_err(x, rc, "%s", msg);
+    }
     jb_free(&b);
     return rc;
 }
@@ -1053,6 +1054,8 @@ static int test_id_of(jval name)
     return jinja_test_id(buf);
 }
 
+static int filter_id_of(jval name);
+
 static int run_test(ctx *c, const jnode *x, int id, jval v, const jval *args, size_t nargs, int *res)
 {
     jval arg = nargs ? args[0] : jv_undef(NULL);
@@ -1101,7 +1104,7 @@ static int run_test(ctx *c, const jnode *x, int id, jval v, const jval *args, si
         return 0;
     case T_FALSE: *res = v.t == JT_BOOL && !v.b; return 0;
     case T_TRUE: *res = v.t == JT_BOOL && v.b; return 0;
-    case T_FILTER: *res = v.t == JT_STR && v.s.n < 64 && jinja_filter_id(ja_strdup(c->a, v.s.p, v.s.n) ? ja_strdup(c->a, v.s.p, v.s.n) : "") >= 0; return 0;
+    case T_FILTER: *res = filter_id_of(v) >= 0; return 0;
     case T_TEST: *res = test_id_of(v) >= 0; return 0;
     case T_FLOAT: *res = v.t == JT_FLOAT; return 0;
     case T_INTEGER: *res = v.t == JT_INT; return 0;
@@ -2226,7 +2229,6 @@ static int exec_for(ctx *c, jscope *s, const jnode *x, jbuf *out)
 {
     jval it;
     FRT_TRY(eval(c, s, x->a, &it));
-    if (it.t == JT_UNDEF && 0) return 0;
     jlist *items;
     FRT_TRY(iterate(c, x, it, &items));
     /* the if-clause filters before the loop (loop.length counts what passes) */
