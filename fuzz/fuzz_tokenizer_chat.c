@@ -1,8 +1,10 @@
 /*
  * fuzz_tokenizer_chat.c - libFuzzer target: arbitrary bytes as a chat
- * template through frt_chat_template_kind and frt_chat_render. A template is
- * either refused (FRT_ERR_UNSUPPORTED) or recognized, and then renders a
- * fixed conversation into text that ends with the generation prompt.
+ * template through frt_chat_template_kind (the legacy ChatML classifier:
+ * refused with FRT_ERR_UNSUPPORTED or recognized as one of the kinds) and
+ * frt_chat_render, which executes the template (text/jinja.h) on a fixed
+ * conversation: it renders text of the reported length or fails with one of
+ * its documented statuses. fuzz_jinja.c fuzzes the engine itself.
  *
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_tokenizer_chat CORPUS;
  * CI replays fuzz/corpus/tokenizer_chat/ through replay_tokenizer_chat.
@@ -34,11 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = NULL;
     size_t len = 0;
     int rc2 = frt_chat_render(t, m, 4, &opt, &text, &len);
-    if (rc2 != rc) abort();
-    if (!rc2) {
-        static const char gen[] = "<|im_start|>assistant\n";
-        if (!text || strlen(text) != len || !strstr(text, gen)) abort();
-    }
+    if (rc2 && (text || (rc2 != FRT_ERR_UNSUPPORTED && rc2 != FRT_ERR_INVALID_ARGUMENT && rc2 != FRT_ERR_OUT_OF_RANGE &&
+                         rc2 != FRT_ERR_OUT_OF_MEMORY)))
+        abort();
+    if (!rc2 && (!text || strlen(text) != len)) abort();
     free(text);
     free(t);
     return 0;

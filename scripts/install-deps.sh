@@ -17,6 +17,7 @@ pkgs=(
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
   python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
+  python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
 )
 
 missing=()

@@ -81,7 +81,13 @@ int main(void)
         const char *want = json_string_value(json_object_get(json_array_get(prompts, 1), "text"));
         CHECK_MSG(text && want && !strcmp(text, want), "chat format: '%s' vs '%s'", text ? text : "", want ? want : "");
         free(text);
-        frt_chat_turn bad = {"tool", "x"};
+        /* the template is executed: a tool message renders as its ChatML template writes it
+         * (as transformers does); a message without content is refused */
+        frt_chat_turn tool = {"tool", "x"};
+        CHECK_OK(frt_model_chat_format(m, &tool, 1, 1, &text));
+        CHECK(text && !strcmp(text, "<|im_start|>tool\nx<|im_end|>\n<|im_start|>assistant\n"));
+        free(text);
+        frt_chat_turn bad = {"user", NULL};
         CHECK(frt_model_chat_format(m, &bad, 1, 1, &text) < 0);
     }
     frt_model_free(m);

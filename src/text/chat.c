@@ -1,30 +1,23 @@
-/* chat.c - the ChatML family of chat templates, formatted natively.
+/* chat.c - chat messages -> prompt text: the checkpoint's chat template
+ * executed by the Jinja engine (text/jinja.h) with the variables
+ * transformers' apply_chat_template passes (transformers/utils/
+ * chat_template_utils.py render_jinja_template: messages, tools, documents,
+ * add_generation_prompt, the special tokens, **kwargs).
  *
- * Recognition works on a normalized copy of the template text (ASCII
- * whitespace and Jinja's '-' whitespace-control marks removed, " read as ',
- * message['x'] read as message.x, adjacent string literals joined), checked
- * against pieces of the known templates normalized the same way:
- *
- *   every dialect   contains <|im_start|>, <|im_end|> and add_generation_prompt,
- *                   and ends with the dialect's generation-prompt block;
- *   ChatML          the message line '<|im_start|>' + role + '\n' + content +
- *                   '<|im_end|>\n'; no <think>, trim, strip, reasoning_content,
- *                   bos_token or eos_token;
- *   Qwen3           the Qwen3 assistant logic (think split, loop.last rule);
- *   Qwen3.5         render_content(...)|trim and the Qwen3.5 assistant logic.
- *
- * The renderers below then reproduce the Jinja output of those templates for
- * system / user / assistant messages (Python str semantics for split, strip
- * and Jinja's trim). The reference outputs are rendered by transformers'
- * apply_chat_template (scripts/ref/make_tokenizer.py) and checked in
- * tests/test_tokenizer_chat.c. */
+ * frt_chat_template_kind, the recognizer of the ChatML family that earlier
+ * versions formatted natively, stays for its callers: it works on a
+ * normalized copy of the template text (ASCII whitespace and Jinja's '-'
+ * whitespace-control marks removed, " read as ', message['x'] read as
+ * message.x, adjacent string literals joined), checked against pieces of the
+ * known templates normalized the same way. */
 #include "text/chat.h"
+#include "text/jinja.h"
 #include "text/tok_internal.h"
 #include "util/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 /* ---- template normalization --------------------------------------------------------- */
 static int is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -255,257 +248,74 @@ int frt_chat_template_kind(const char *template_text, int *kind, char **default_
     return 0;
 }
 
-/* ---- Python string helpers over UTF-8 ----------------------------------------------------- */
-typedef struct str {
-    const char *p;
-    size_t n;
-} str;
+/* ---- rendering ------------------------------------------------------------------------ */
+static const char *const reserved_vars[] = {"messages", "tools", "documents", "add_generation_prompt", NULL};
 
-static str S(const char *p) { return (str){p, strlen(p)}; }
-
-
-static const char *find(str s, const char *needle)
-{
-    size_t nn = strlen(needle);
-    if (nn > s.n) return NULL;
-    for (size_t i = 0; i + nn <= s.n; i++)
-        if (!memcmp(s.p + i, needle, nn)) return s.p + i;
-    return NULL;
-}
-
-static const char *rfind(str s, const char *needle)
-{
-    size_t nn = strlen(needle);
-    if (nn > s.n) return NULL;
-    for (size_t i = s.n - nn + 1; i-- > 0;)
-        if (!memcmp(s.p + i, needle, nn)) return s.p + i;
-    return NULL;
-}
-
-static str lstrip_nl(str s)
-{
-    while (s.n && s.p[0] == '\n') {
-        s.p++;
-        s.n--;
-    }
-    return s;
-}
-
-static str rstrip_nl(str s)
-{
-    while (s.n && s.p[s.n - 1] == '\n') s.n--;
-    return s;
-}
-
-/* Python str.isspace(): category Zs or bidirectional class WS, B or S. */
-static int py_isspace(uint32_t cp)
-{
-    const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)cp);
-    return pr->category == UTF8PROC_CATEGORY_ZS || pr->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
-           pr->bidi_class == UTF8PROC_BIDI_CLASS_B || pr->bidi_class == UTF8PROC_BIDI_CLASS_S;
-}
-
-/* Python str.strip() (Jinja's trim filter). */
-static str py_strip(str s)
-{
-    while (s.n) {
-        uint32_t cp;
-        int l = tok_utf8_decode(s.p, &cp);
-        if (!py_isspace(cp)) break;
-        s.p += l;
-        s.n -= (size_t)l;
-    }
-    while (s.n) {
-        size_t i = s.n - 1;
-        while (i > 0 && ((unsigned char)s.p[i] & 0xC0) == 0x80) i--;
-        uint32_t cp;
-        tok_utf8_decode(s.p + i, &cp);
-        if (!py_isspace(cp)) break;
-        s.n = i;
-    }
-    return s;
-}
-
-/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
- * and content.split('</think>')[-1].lstrip('\n') (content holds '</think>'). */
-static void split_think(str content, str *reasoning, str *answer)
-{
-    const char *first = find(content, "</think>");
-    str before = {content.p, (size_t)(first - content.p)};
-    before = rstrip_nl(before);
-    const char *open = rfind(before, "<think>");
-    if (open) {
-        size_t skip = (size_t)(open - before.p) + 7;
-        before.p += skip;
-        before.n -= skip;
-    }
-    *reasoning = lstrip_nl(before);
-    const char *last = rfind(content, "</think>");
-    str after = {last + 8, content.n - (size_t)(last + 8 - content.p)};
-    *answer = lstrip_nl(after);
-}
-
-/* ---- rendering ----------------------------------------------------------------------------------- */
-static int put(tok_buf *b, str s) { return tok_buf_put(b, s.p, s.n); }
-static int puts_(tok_buf *b, const char *s) { return tok_buf_put(b, s, strlen(s)); }
-
-static int render_chatml(const frt_chat_message *m, int n, const frt_chat_options *o, const char *def, tok_buf *b)
-{
-    if (def && strcmp(m[0].role, "system")) {
-        FRT_TRY(puts_(b, "<|im_start|>system\n"));
-        FRT_TRY(puts_(b, def));
-        FRT_TRY(puts_(b, "<|im_end|>\n"));
-    }
-    for (int i = 0; i < n; i++) {
-        FRT_TRY(puts_(b, "<|im_start|>"));
-        FRT_TRY(puts_(b, m[i].role));
-        FRT_TRY(puts_(b, "\n"));
-        FRT_TRY(puts_(b, m[i].content));
-        FRT_TRY(puts_(b, "<|im_end|>\n"));
-    }
-    if (o->add_generation_prompt) FRT_TRY(puts_(b, "<|im_start|>assistant\n"));
-    return 0;
-}
-
-static int is_tool_response(str c)
-{
-    static const char open[] = "<tool_response>", close[] = "</tool_response>";
-    return c.n >= sizeof open - 1 && !memcmp(c.p, open, sizeof open - 1) && c.n >= sizeof close - 1 &&
-           !memcmp(c.p + c.n - (sizeof close - 1), close, sizeof close - 1);
-}
-
-static int render_qwen3(const frt_chat_message *m, int n, const frt_chat_options *o, tok_buf *b)
-{
-    if (!strcmp(m[0].role, "system")) {
-        FRT_TRY(puts_(b, "<|im_start|>system\n"));
-        FRT_TRY(puts_(b, m[0].content));
-        FRT_TRY(puts_(b, "<|im_end|>\n"));
-    }
-    int last_query = n - 1;
-    for (int i = n - 1; i >= 0; i--) {
-        if (!strcmp(m[i].role, "user") && !is_tool_response(S(m[i].content))) {
-            last_query = i;
-            break;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        str content = S(m[i].content);
-        if (!strcmp(m[i].role, "user") || (!strcmp(m[i].role, "system") && i > 0)) {
-            FRT_TRY(puts_(b, "<|im_start|>"));
-            FRT_TRY(puts_(b, m[i].role));
-            FRT_TRY(puts_(b, "\n"));
-            FRT_TRY(put(b, content));
-            FRT_TRY(puts_(b, "<|im_end|>\n"));
-        } else if (!strcmp(m[i].role, "assistant")) {
-            str reasoning = {"", 0};
-            if (find(content, "</think>")) split_think(content, &reasoning, &content);
-            FRT_TRY(puts_(b, "<|im_start|>assistant\n"));
-            if (i > last_query && (i == n - 1 || reasoning.n)) {
-                FRT_TRY(puts_(b, "<think>\n"));
-                FRT_TRY(put(b, lstrip_nl(rstrip_nl(reasoning))));
-                FRT_TRY(puts_(b, "\n</think>\n\n"));
-                FRT_TRY(put(b, lstrip_nl(content)));
-            } else {
-                FRT_TRY(put(b, content));
-            }
-            FRT_TRY(puts_(b, "<|im_end|>\n"));
-        }
-    }
-    if (o->add_generation_prompt) {
-        FRT_TRY(puts_(b, "<|im_start|>assistant\n"));
-        if (o->enable_thinking == 0) FRT_TRY(puts_(b, "<think>\n\n</think>\n\n"));
-    }
-    return 0;
-}
-
-static int render_qwen35(const frt_chat_message *m, int n, const frt_chat_options *o, tok_buf *b)
-{
-    if (!strcmp(m[0].role, "system")) {
-        FRT_TRY(puts_(b, "<|im_start|>system\n"));
-        FRT_TRY(put(b, py_strip(S(m[0].content))));
-        FRT_TRY(puts_(b, "<|im_end|>\n"));
-    }
-    int last_query = -1;
-    for (int i = n - 1; i >= 0; i--) {
-        if (!strcmp(m[i].role, "user") && !is_tool_response(py_strip(S(m[i].content)))) {
-            last_query = i;
-            break;
-        }
-    }
-    if (last_query < 0)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat template: No user query found in messages.");
-    for (int i = 0; i < n; i++) {
-        str content = py_strip(S(m[i].content));
-        if (!strcmp(m[i].role, "system")) {
-            if (i > 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat template: System message must be at the beginning.");
-        } else if (!strcmp(m[i].role, "user")) {
-            FRT_TRY(puts_(b, "<|im_start|>user\n"));
-            FRT_TRY(put(b, content));
-            FRT_TRY(puts_(b, "<|im_end|>\n"));
-        } else {
-            str reasoning = {"", 0};
-            if (find(content, "</think>")) split_think(content, &reasoning, &content);
-            reasoning = py_strip(reasoning);
-            FRT_TRY(puts_(b, "<|im_start|>assistant\n"));
-            if (i > last_query) {
-                FRT_TRY(puts_(b, "<think>\n"));
-                FRT_TRY(put(b, reasoning));
-                FRT_TRY(puts_(b, "\n</think>\n\n"));
-            }
-            FRT_TRY(put(b, content));
-            FRT_TRY(puts_(b, "<|im_end|>\n"));
-        }
-    }
-    if (o->add_generation_prompt) {
-        FRT_TRY(puts_(b, "<|im_start|>assistant\n"));
-        FRT_TRY(puts_(b, o->enable_thinking == 0 ? "<think>\n\n</think>\n\n" : "<think>\n"));
-    }
-    return 0;
-}
-
-int frt_chat_render(const char *template_text, const frt_chat_message *msgs, int n,
-                    const frt_chat_options *opt, char **text, size_t *len)
+int frt_chat_render_json(const char *template_text, const frt_chat_request *req, const json_t *special,
+                         char **text, size_t *len)
 {
     if (text) *text = NULL;
     if (len) *len = 0;
-    if (!template_text || !text || (!msgs && n))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: NULL argument");
-    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: no messages");
-    for (int i = 0; i < n; i++) {
-        if (!msgs[i].role || !msgs[i].content)
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: message %d has a NULL role or content", i);
-        if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") && strcmp(msgs[i].role, "assistant"))
-            return frt_error(FRT_ERR_UNSUPPORTED, "frt_chat_render: message %d: role \"%s\" is not supported "
-                             "(system, user, assistant)", i, msgs[i].role);
-        if (!tok_utf8_valid(msgs[i].content, strlen(msgs[i].content)))
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: message %d is not valid UTF-8", i);
-    }
-    frt_chat_options o = opt ? *opt : (frt_chat_options){1, -1};
-    int kind;
-    char *def = NULL;
-    FRT_TRY(frt_chat_template_kind(template_text, &kind, &def));
-    tok_buf b = {0};
-    int rc = tok_buf_reserve(&b, 256);
-    if (!rc) {
-        if (kind == FRT_CHAT_CHATML)
-            rc = render_chatml(msgs, n, &o, def, &b);
-        else if (kind == FRT_CHAT_QWEN3)
-            rc = render_qwen3(msgs, n, &o, &b);
-        else
-            rc = render_qwen35(msgs, n, &o, &b);
-    }
-    free(def);
+    if (!template_text || !req || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render_json: NULL argument");
+    if (!json_is_array(req->messages))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: messages must be a JSON array");
+    if (req->tools && !json_is_array(req->tools) && !json_is_null(req->tools))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: tools must be a JSON array");
+    if (req->documents && !json_is_array(req->documents) && !json_is_null(req->documents))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: documents must be a JSON array");
+    if (req->kwargs && !json_is_object(req->kwargs))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: the template kwargs must be a JSON object");
+    if (special && !json_is_object(special))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: the special tokens must be a JSON object");
+    for (int i = 0; req->kwargs && reserved_vars[i]; i++)
+        if (json_object_get(req->kwargs, reserved_vars[i]))
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: the template kwargs may not set '%s'", reserved_vars[i]);
+    /* variables, in transformers' order: special tokens, then kwargs over them */
+    json_t *vars = json_object();
+    int rc = vars ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    if (!rc && special) rc = json_object_update(vars, (json_t *)special) ? FRT_ERR_OUT_OF_MEMORY : 0;
+    if (!rc && req->kwargs) rc = json_object_update(vars, (json_t *)req->kwargs) ? FRT_ERR_OUT_OF_MEMORY : 0;
+    if (!rc && (json_object_set(vars, "messages", (json_t *)req->messages) ||
+                json_object_set_new(vars, "tools", req->tools ? json_incref((json_t *)req->tools) : json_null()) ||
+                json_object_set_new(vars, "documents", req->documents ? json_incref((json_t *)req->documents) : json_null()) ||
+                json_object_set_new(vars, "add_generation_prompt", json_boolean(req->add_generation_prompt))))
+        rc = FRT_ERR_OUT_OF_MEMORY;
     if (rc) {
-        tok_buf_free(&b);
-        return rc;
+        json_decref(vars);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
     }
-    *text = b.p;
-    if (len) *len = b.n;
-    return 0;
+    frt_jinja_template *t = NULL;
+    rc = frt_jinja_parse(template_text, strlen(template_text), &t);
+    if (rc == FRT_ERR_FORMAT || rc == FRT_ERR_UNSUPPORTED || rc == FRT_ERR_INVALID_ARGUMENT) {
+        /* the checkpoint's template cannot run here: "unsupported chat template: line L, column C: ..." */
+        const char *m = frt_last_error();
+        if (!strncmp(m, "chat template: ", 15)) m += 15;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", m);
+        rc = frt_error(FRT_ERR_UNSUPPORTED, "unsupported chat template: %s", msg);
+    }
+    if (!rc) rc = frt_jinja_render(t, vars, NULL, text, len);
+    frt_jinja_free(t);
+    json_decref(vars);
+    return rc;
 }
 
-int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
-                       const frt_chat_options *opt, char **text, size_t *len)
+/* {"bos_token": ..., ...} of the tokenizer (NULL on OOM) */
+static json_t *special_of(const frt_tokenizer *tok)
+{
+    static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    json_t *o = json_object();
+    for (int i = 0; o && i < 4; i++) {
+        const char *v = frt_tokenizer_special_token(tok, names[i]);
+        if (v && json_object_set_new(o, names[i], json_string(v))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len)
 {
     if (text) *text = NULL;
     if (len) *len = 0;
@@ -514,7 +324,91 @@ int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message *msgs, i
     if (!t)
         return frt_error(FRT_ERR_UNSUPPORTED, "unsupported chat template: the checkpoint has none "
                          "(no chat_template.jinja, no chat_template in tokenizer_config.json)");
-    return frt_chat_render(t, msgs, n, opt, text, len);
+    json_t *special = special_of(tok);
+    if (!special) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
+    int rc = frt_chat_render_json(t, req, special, text, len);
+    json_decref(special);
+    return rc;
+}
+
+int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, int32_t **ids, size_t *n_ids)
+{
+    if (ids) *ids = NULL;
+    if (n_ids) *n_ids = 0;
+    char *text;
+    size_t len;
+    FRT_TRY(frt_chat_format_json(tok, req, &text, &len));
+    int rc = frt_tokenizer_encode(tok, text, len, ids, n_ids);
+    free(text);
+    return rc;
+}
+
+/* The request of N plain messages (*req owns *messages / *kwargs: free with
+ * json_decref). */
+static int plain_request(const frt_chat_message *msgs, int n, const frt_chat_options *opt, frt_chat_request *req)
+{
+    memset(req, 0, sizeof *req);
+    if (!msgs && n) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: NULL argument");
+    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: no messages");
+    frt_chat_options o = opt ? *opt : (frt_chat_options){1, -1};
+    json_t *arr = json_array();
+    if (!arr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
+    for (int i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            json_decref(arr);
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: message %d has a NULL role or content", i);
+        }
+        if (!tok_utf8_valid(msgs[i].content, strlen(msgs[i].content)) || !tok_utf8_valid(msgs[i].role, strlen(msgs[i].role))) {
+            json_decref(arr);
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: message %d is not valid UTF-8", i);
+        }
+        if (json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content))) {
+            json_decref(arr);
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
+        }
+    }
+    req->messages = arr;
+    req->add_generation_prompt = o.add_generation_prompt != 0;
+    if (o.enable_thinking >= 0) {
+        req->kwargs = json_pack("{s:b}", "enable_thinking", o.enable_thinking != 0);
+        if (!req->kwargs) {
+            json_decref(arr);
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
+        }
+    }
+    return 0;
+}
+
+static void plain_request_free(frt_chat_request *req)
+{
+    json_decref((json_t *)req->messages);
+    json_decref((json_t *)req->kwargs);
+}
+
+int frt_chat_render(const char *template_text, const frt_chat_message *msgs, int n,
+                    const frt_chat_options *opt, char **text, size_t *len)
+{
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!template_text || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: NULL argument");
+    frt_chat_request req;
+    FRT_TRY(plain_request(msgs, n, opt, &req));
+    int rc = frt_chat_render_json(template_text, &req, NULL, text, len);
+    plain_request_free(&req);
+    return rc;
+}
+
+int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
+                       const frt_chat_options *opt, char **text, size_t *len)
+{
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!tok || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_format: NULL argument");
+    frt_chat_request req;
+    FRT_TRY(plain_request(msgs, n, opt, &req));
+    int rc = frt_chat_format_json(tok, &req, text, len);
+    plain_request_free(&req);
+    return rc;
 }
 
 int frt_chat_format(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,

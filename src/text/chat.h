@@ -1,38 +1,33 @@
 /*
- * text/chat.h - chat messages -> prompt text, for the ChatML family.
+ * text/chat.h - chat messages -> prompt text, by executing the checkpoint's
+ * chat template.
  *
- * A checkpoint's chat template is Jinja (chat_template.jinja, or
- * tokenizer_config.json's "chat_template"). frt does not run Jinja: it
- * recognizes the templates of the ChatML family by distinctive pieces of
- * their text and formats the messages natively, character for character as
- * transformers' apply_chat_template renders them. Any other template is
- * FRT_ERR_UNSUPPORTED "unsupported chat template", never a guess.
+ * The template (chat_template.jinja, or tokenizer_config.json's
+ * "chat_template") runs in frt's Jinja engine (text/jinja.h) the way
+ * transformers' apply_chat_template runs it: the variables are messages (the
+ * message objects as given, every field reaching the template: role,
+ * content, tool_calls, tool_call_id, name, reasoning_content, ...), tools
+ * (None when not given), documents (None), add_generation_prompt, the
+ * special tokens of tokenizer_config.json (bos_token, eos_token, unk_token,
+ * pad_token) and the extra keyword arguments (chat_template_kwargs, e.g.
+ * enable_thinking). The text is byte for byte what transformers renders
+ * (tests/sh/jinja_reference.sh compares with python3-jinja2 on real
+ * templates); docs/chat-templates.md lists what the engine supports.
  *
- * Recognized (docs/tokenizer.md has the exact rules):
- *
- *   FRT_CHAT_CHATML  plain ChatML: each message as
- *                    "<|im_start|>ROLE\nCONTENT<|im_end|>\n", the generation
- *                    prompt "<|im_start|>assistant\n". Covers the generic
- *                    ChatML template, Qwen2 and Qwen2.5, including a default
- *                    system message the template inserts when the first
- *                    message is not a system message.
- *   FRT_CHAT_QWEN3   Qwen3 (thinking): assistant turns after the last user
- *                    query carry "<think>\n...\n</think>\n\n"; earlier ones
- *                    lose their <think> part; the generation prompt gets an
- *                    empty think block when enable_thinking is false.
- *   FRT_CHAT_QWEN35  Qwen3.5 / Qwen3.6: contents trimmed, every assistant
- *                    turn after the last user query with a think block, the
- *                    generation prompt opens "<think>\n" (or an empty block
- *                    when enable_thinking is false).
- *
- * Roles: "system", "user", "assistant". Tools, tool calls, the "tool" role
- * and multimodal content are not supported (FRT_ERR_UNSUPPORTED).
+ * Errors of a render: FRT_ERR_UNSUPPORTED "unsupported chat template: ..."
+ * when the template does not parse or uses something frt does not implement
+ * (the message names the line and column); FRT_ERR_INVALID_ARGUMENT when the
+ * template rejects the conversation (raise_exception("...") gives "chat
+ * template: ..."; a message the template cannot handle, e.g. a content of
+ * the wrong type, gives the position and the Python-style error);
+ * FRT_ERR_OUT_OF_RANGE when a limit of frt_jinja_default_limits() is hit.
  */
 #ifndef FRT_TEXT_CHAT_H
 #define FRT_TEXT_CHAT_H
 
 #include "text/tokenizer.h"
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,8 +35,11 @@
 extern "C" {
 #endif
 
+/* A plain message: {"role": ROLE, "content": CONTENT} (the entry points
+ * taking these build that JSON; use the *_json entry points for tool calls,
+ * tool results, multimodal content or any other field). */
 typedef struct {
-    const char *role;    /* "system", "user" or "assistant" (NUL-terminated UTF-8) */
+    const char *role;    /* any role the template knows: "system", "user", "assistant", "tool", ... (UTF-8) */
     const char *content; /* NUL-terminated UTF-8 */
 } frt_chat_message;
 
@@ -56,24 +54,64 @@ typedef struct frt_chat_options {
     int enable_thinking;       /* -1: not passed (the template's default), 0: false, 1: true */
 } frt_chat_options;
 
-/* Which dialect TEMPLATE_TEXT is (*kind), and for FRT_CHAT_CHATML the
- * default system message it inserts (*default_system, malloc'd, NULL when
- * none; pass NULL to skip). Errors: FRT_ERR_INVALID_ARGUMENT (NULL),
- * FRT_ERR_UNSUPPORTED ("unsupported chat template: ..."), OOM. */
+/* A classifier kept for callers of the earlier API (rendering no longer
+ * depends on it): which ChatML dialect TEMPLATE_TEXT is (*kind), recognized
+ * from distinctive pieces of its text, and for FRT_CHAT_CHATML the default
+ * system message it inserts (*default_system, malloc'd, NULL when none; pass
+ * NULL to skip). Errors: FRT_ERR_INVALID_ARGUMENT (NULL),
+ * FRT_ERR_UNSUPPORTED ("unsupported chat template: ..." for anything that is
+ * not plain ChatML, Qwen2/2.5, Qwen3 or Qwen3.5), OOM. */
 int frt_chat_template_kind(const char *template_text, int *kind, char **default_system);
 
-/* Renders N messages with the dialect of TEMPLATE_TEXT. *text is malloc'd
- * and NUL-terminated (caller frees); *len (may be NULL) excludes the NUL.
- * OPT NULL means {add_generation_prompt 1, enable_thinking -1}.
+/* ---- JSON entry points (the server's) ---------------------------------------------- */
+
+/* One render request. Nothing is modified or kept. */
+typedef struct frt_chat_request {
+    const json_t *messages; /* array of message objects, passed to the template as they are (required) */
+    const json_t *tools;    /* array of tool objects, or NULL: the template sees tools = None */
+    const json_t *kwargs;   /* object of extra variables (chat_template_kwargs: enable_thinking, ...),
+                             * or NULL; may override the special tokens, not messages / tools /
+                             * documents / add_generation_prompt */
+    int add_generation_prompt;
+    const json_t *documents; /* array of documents for RAG templates, or NULL: documents = None */
+} frt_chat_request;
+
+/* Renders REQ with TEMPLATE_TEXT. SPECIAL: a JSON object of the special
+ * tokens the template sees ({"bos_token": "<s>", ...}), or NULL for none.
+ * *text is malloc'd and NUL-terminated (caller frees); *len (may be NULL)
+ * excludes the NUL. Errors: FRT_ERR_INVALID_ARGUMENT (NULL argument,
+ * messages not an array, tools / documents not an array or null, kwargs not an object or
+ * naming a reserved variable, SPECIAL not an object, and the template's own
+ * rejections as above), FRT_ERR_UNSUPPORTED, FRT_ERR_OUT_OF_RANGE,
+ * FRT_ERR_OUT_OF_MEMORY; *text is NULL on failure. */
+int frt_chat_render_json(const char *template_text, const frt_chat_request *req, const json_t *special,
+                         char **text, size_t *len);
+
+/* frt_chat_render_json with the tokenizer's chat template and special tokens
+ * (frt_tokenizer_special_token). FRT_ERR_UNSUPPORTED "unsupported chat
+ * template" also when the checkpoint has no template. */
+int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len);
+
+/* frt_chat_format_json, then frt_tokenizer_encode of the text (no
+ * post-processor tokens, as apply_chat_template with tokenize=True). *ids is
+ * malloc'd (free()). Errors as frt_chat_format_json and
+ * frt_tokenizer_encode. */
+int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, int32_t **ids, size_t *n_ids);
+
+/* ---- plain-message entry points ----------------------------------------------------- */
+
+/* Renders N plain messages with TEMPLATE_TEXT, no tools, no special tokens,
+ * kwargs {enable_thinking} when OPT->enable_thinking >= 0. *text is
+ * malloc'd and NUL-terminated (caller frees); *len (may be NULL) excludes
+ * the NUL. OPT NULL means {add_generation_prompt 1, enable_thinking -1}.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL argument, N < 1, a NULL role or
- * content, content not UTF-8, or what the template itself rejects: Qwen3.5
- * without a user message or with a system message not first),
- * FRT_ERR_UNSUPPORTED (the template, or a role other than system / user /
- * assistant), FRT_ERR_OUT_OF_MEMORY. */
+ * content, a role or content not UTF-8, or what the template rejects),
+ * FRT_ERR_UNSUPPORTED (the template), FRT_ERR_OUT_OF_RANGE,
+ * FRT_ERR_OUT_OF_MEMORY. */
 int frt_chat_render(const char *template_text, const frt_chat_message *msgs, int n,
                     const frt_chat_options *opt, char **text, size_t *len);
 
-/* frt_chat_render with the tokenizer's chat template and
+/* frt_chat_render with the tokenizer's chat template and special tokens and
  * {add_generation_prompt, enable_thinking -1}. FRT_ERR_UNSUPPORTED
  * "unsupported chat template" also when the tokenizer has no template. */
 int frt_chat_format(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,

@@ -276,6 +276,10 @@ struct frt_tokenizer {
     int32_t n_tokens;        /* vocab_size: largest id + 1 */
 
     char *chat_template;
+    /* tokenizer_config.json's bos_token, eos_token, unk_token, pad_token (a
+     * string or an AddedToken's "content"; NULL when absent or null), for
+     * the chat template (transformers passes special_tokens_map to it) */
+    char *special_tokens[4];
 };
 
 /* BPE of one word (tok_bpe.c). S[0..N) is the word: raw bytes when MAPPED

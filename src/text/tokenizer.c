@@ -669,6 +669,67 @@ static int load_chat_template(frt_tokenizer *tok, const char *dir)
     return rc;
 }
 
+static const char *const special_token_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+/* bos_token / eos_token / unk_token / pad_token of DIR/tokenizer_config.json
+ * (absent file: none). */
+static int load_special_tokens(frt_tokenizer *tok, const char *dir)
+{
+    size_t plen = strlen(dir) + 64;
+    char *path = malloc(plen);
+    if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    snprintf(path, plen, "%s/tokenizer_config.json", dir);
+    char *data = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &data, &len);
+    if (rc) {
+        free(path);
+        return rc == FRT_ERR_NOT_FOUND ? 0 : rc;
+    }
+    json_error_t jerr;
+    json_t *cfg = json_loadb(data, len, 0, &jerr);
+    free(data);
+    if (!cfg || !json_is_object(cfg)) {
+        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line, cfg ? "not a JSON object" : jerr.text);
+        json_decref(cfg);
+        free(path);
+        return rc;
+    }
+    for (int i = 0; i < 4 && !rc; i++) {
+        const json_t *v = json_object_get(cfg, special_token_names[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (!json_is_string(v)) continue;
+        tok->special_tokens[i] = strdup(json_string_value(v));
+        if (!tok->special_tokens[i]) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    json_decref(cfg);
+    free(path);
+    return rc;
+}
+
+const char *frt_tokenizer_special_token(const frt_tokenizer *tok, const char *name)
+{
+    if (!tok || !name) return NULL;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, special_token_names[i])) return tok->special_tokens[i];
+    return NULL;
+}
+
+int frt_tokenizer_set_special_token(frt_tokenizer *tok, const char *name, const char *value)
+{
+    if (!tok || !name) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_set_special_token: NULL argument");
+    for (int i = 0; i < 4; i++) {
+        if (strcmp(name, special_token_names[i])) continue;
+        char *copy = NULL;
+        if (value && !(copy = strdup(value))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        free(tok->special_tokens[i]);
+        tok->special_tokens[i] = copy;
+        return 0;
+    }
+    return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_set_special_token: '%s' is not bos_token, eos_token, "
+                     "unk_token or pad_token", name);
+}
+
 int frt_tokenizer_load(const char *model_dir, frt_tokenizer **out)
 {
     if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_load: NULL out");
@@ -698,6 +759,7 @@ int frt_tokenizer_load(const char *model_dir, frt_tokenizer **out)
     }
     free(path);
     rc = load_chat_template(tok, model_dir);
+    if (!rc) rc = load_special_tokens(tok, model_dir);
     if (rc) {
         frt_tokenizer_free(tok);
         return rc;
@@ -726,6 +788,7 @@ void frt_tokenizer_free(frt_tokenizer *tok)
     free(tok->pp_post);
     free(tok->tokens);
     free(tok->chat_template);
+    for (int i = 0; i < 4; i++) free(tok->special_tokens[i]);
     tok_arena_free(&tok->arena);
     free(tok);
 }

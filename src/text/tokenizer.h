@@ -114,6 +114,20 @@ const char *frt_tokenizer_chat_template(const frt_tokenizer *tok);
  * template is kept). Not safe while other threads use the tokenizer. */
 int frt_tokenizer_set_chat_template(frt_tokenizer *tok, const char *template_text);
 
+/* The special token NAME ("bos_token", "eos_token", "unk_token" or
+ * "pad_token") of the checkpoint's tokenizer_config.json: its string, or the
+ * "content" of an AddedToken object. Owned by the tokenizer; NULL when the
+ * file does not set it (or sets null), for another NAME, or for NULL
+ * arguments. The chat template sees these as bos_token, eos_token, ...
+ * (text/chat.h), as transformers passes special_tokens_map. */
+const char *frt_tokenizer_special_token(const frt_tokenizer *tok, const char *name);
+
+/* Sets (a copy of VALUE) or removes (VALUE NULL) one of those four. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL tok / name, another name),
+ * FRT_ERR_OUT_OF_MEMORY (the old value is kept). Not safe while other
+ * threads use the tokenizer. */
+int frt_tokenizer_set_special_token(frt_tokenizer *tok, const char *name, const char *value);
+
 /* ---- streaming decode ---------------------------------------------------
  * A decoder fed one id at a time that returns only complete UTF-8: bytes of
  * a character split across tokens are held back until the character is

