@@ -18,6 +18,7 @@
 #ifndef FRT_SERVING_H
 #define FRT_SERVING_H
 
+#include "frt/export.h"
 #include "frt/status.h"
 
 #include <stddef.h>
@@ -49,25 +50,25 @@ typedef struct frt_engine_fake_params {
     uint64_t model_seed;          /* changes every greedy token and the fingerprint (1) */
 } frt_engine_fake_params;
 
-frt_engine_fake_params frt_engine_fake_default_params(void);
+FRT_API frt_engine_fake_params frt_engine_fake_default_params(void);
 
 /* Creates a fake engine. FRT_ERR_INVALID_ARGUMENT for NULL out, max_seq < 1,
  * prefill_chunk < 1. Free with frt_engine_free. */
-int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out);
+FRT_API int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out);
 
 /* Loads a checkpoint directory (frt_model_load) and wraps it as an engine
  * that owns the model. backend: "cpu" or "cuda"; max_seq, prefill_chunk,
  * n_threads: 0 = the model's defaults. Errors as frt_model_load, and
  * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
-int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
-                          int n_threads, frt_engine **out);
+FRT_API int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
+                                  int n_threads, frt_engine **out);
 
 /* Wraps an already loaded model (not owned: free the engine first, then the
  * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
-int frt_engine_model_create(frt_model *m, frt_engine **out);
+FRT_API int frt_engine_model_create(frt_model *m, frt_engine **out);
 
 /* Frees an engine (and the model it owns). NULL is a no-op. */
-void frt_engine_free(frt_engine *e);
+FRT_API void frt_engine_free(frt_engine *e);
 
 /* ---- the HTTP server ---------------------------------------------------------- */
 
@@ -87,7 +88,7 @@ typedef struct frt_server_params {
     void *log_user;
 } frt_server_params;
 
-frt_server_params frt_server_default_params(void);
+FRT_API frt_server_params frt_server_default_params(void);
 
 /* Starts serving `engine` (the server uses it from its engine thread until
  * frt_server_stop; the caller keeps ownership and frees it after the stop).
@@ -95,14 +96,14 @@ frt_server_params frt_server_default_params(void);
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bad host, budgets or sizes
  *   FRT_ERR_IO                the capsule dir or its index cannot be opened,
  *                             or the address cannot be bound */
-int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
+FRT_API int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
 
 /* The bound TCP port (useful with port 0). */
-int frt_server_port(const frt_server *s);
+FRT_API int frt_server_port(const frt_server *s);
 
 /* Stops accepting, cancels the running request, joins the engine thread,
  * closes the registry (the disk tier and its index stay). NULL is a no-op. */
-void frt_server_stop(frt_server *s);
+FRT_API void frt_server_stop(frt_server *s);
 
 #ifdef __cplusplus
 }
