@@ -111,8 +111,10 @@ printf '%s\n%s\n' "$SRC" "$BUILD" > "$OUT/origin.txt" # where the tests were bui
 # CUDA 13 with cuBLAS/cuBLASLt; gnutls and its dependencies come with apt/curl).
 PRESENT='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libgomp|libatomic|libjansson|libpcre2-8|libopenblas|libblas|liblapack|libgfortran|libquadmath|libsqlite3|libxxhash|libzstd|liblz4|libz|libcurl|libssl|libcrypto|libgnutls|libnettle|libhogweed|libgmp|libp11-kit|libidn2|libunistring|libtasn1|libffi|libcuda|libcudart|libcublas|libcublasLt|libnvidia-[a-z-]+)\.so'
 needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
-resolve() { # soname -> path on this machine
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ {print $NF; exit}'
+resolve() { # soname -> path on this machine (awk reads all of ldconfig's
+    # output: exiting at the first match can kill ldconfig with SIGPIPE, which
+    # pipefail and set -e turned into a silent exit 141 of this script)
+    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ && !found {print $NF; found = 1}'
 }
 queue=()
 for f in "$OUT/frt" "$OUT/libfrt_internal.so" "$OUT"/tests/test_* "$OUT"/fuzz/replay_* ${FRT_BUNDLE_EXTRA_ELF:-}; do
