@@ -143,6 +143,8 @@ flags=$(pkg-config --cflags --libs frt) || { echo "FAIL: pkg-config --cflags --l
 cc -std=c11 -O2 -Wall -Werror $san "$tmp/proj/hello.c" -o "$tmp/hello_pc" $flags
 [ "$(pkg-config --modversion frt)" = "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$B/CMakeCache.txt")" ] ||
     bad "pkg-config --modversion frt is $(pkg-config --modversion frt)"
+[ -f "$(pkg-config --variable=datadir frt)/models/frt-demo/config.json" ] ||
+    bad "pkg-config --variable=datadir frt ($(pkg-config --variable=datadir frt)) has no models/frt-demo"
 LD_LIBRARY_PATH=$libdir check_run "pkg-config" "$tmp/hello_pc" "$want"
 n=$(needs "$tmp/hello_pc")
 case "$n" in
