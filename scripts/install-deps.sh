@@ -13,6 +13,7 @@ pkgs=(
   libopenblas-dev     # CPU GEMM
   libsqlite3-dev      # capsule registry index
   libmicrohttpd-dev   # the OpenAI-compatible server
+  libssl-dev          # HMAC-SHA256 of keyed capsule files (OpenSSL libcrypto)
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
 )

@@ -28,8 +28,9 @@
 #include "frt_test.h"
 
 #include "frt/capsule.h"
-#include "model/capsule_internal.h"
-#include "model/gen_model.h"
+#include "frt/debug.h"
+#include "model/model_internal.h"
+#include "gen_model.h"
 #include "util/error.h"
 
 #include <signal.h>
@@ -38,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 extern char **environ;
 
@@ -143,12 +145,12 @@ static void test_restore_tiers(frt_model *m)
     CHECK_OK(frt_model_prefill(m, prefix, 300));
     int n = m->n_state;
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i]);
+    for (int i = 0; i < n; i++) total += frt_buffer_size(m->state[i].buf);
     unsigned char *copy = malloc(total), *p = copy;
     for (int i = 0; i < n; i++) {
-        CHECK_OK(frt_buffer_read(m->state[i], 0, p, frt_buffer_size(m->state[i]), m->stream));
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, p, frt_buffer_size(m->state[i].buf), m->stream));
         CHECK_OK(frt_stream_sync(m->stream));
-        p += frt_buffer_size(m->state[i]);
+        p += frt_buffer_size(m->state[i].buf);
     }
     frt_capsule *c = NULL;
     CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
@@ -161,13 +163,19 @@ static void test_restore_tiers(frt_model *m)
     int pos = frt_model_position(m);
     for (int i = 0; i < n; i++) {
         /* KV rows past the position are not part of the closure */
-        size_t sz = frt_buffer_size(m->state[i]);
-        const char *name = frt_buffer_name(m->state[i]);
+        size_t sz = frt_buffer_size(m->state[i].buf);
+        const char *name = frt_buffer_name(m->state[i].buf);
         size_t cmp = strncmp(name, "kv.", 3) == 0 ? sz / 1024 * (size_t)pos
                      : strcmp(name, "tokens") == 0 ? (size_t)pos * 4
                                                     : sz;
+        /* the declared table says the same of every buffer */
+        frt_state_info si;
+        CHECK_OK(frt_model_state_info(m, i, &si));
+        CHECK(!strcmp(si.name, name) && si.bytes == sz);
+        CHECK((si.validity == FRT_STATE_ROWS ? si.row_bytes * (size_t)pos : si.bytes) == cmp);
+        CHECK(si.recurrent == (strncmp(name, "gdn.", 4) == 0));
         unsigned char *now = malloc(sz);
-        CHECK_OK(frt_buffer_read(m->state[i], 0, now, sz, m->stream));
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, now, sz, m->stream));
         CHECK_OK(frt_stream_sync(m->stream));
         CHECK_MSG(memcmp(p, now, cmp) == 0, "buffer %s not restored byte for byte", name);
         free(now);
@@ -377,6 +385,69 @@ static void expect_refused(frt_model *m, const char *path, int status, const cha
     CHECK(memcmp(before, after, (size_t)V * sizeof(float)) == 0);
 }
 
+/* The file layout of docs/capsule-format.md, to forge a capsule whose
+ * checksums are right but whose boundary record is hostile. */
+typedef struct forged_header {
+    char magic[8];
+    uint32_t version, n_buffers;
+    uint64_t file_bytes, payload_bytes;
+    int32_t position, pending, prefill_chunk, aligned;
+    uint64_t rng[2], prefix_digest, fingerprint, meta_checksum;
+    uint32_t flags, reserved;
+    uint8_t mac[32];
+} forged_header;
+
+typedef struct forged_entry {
+    char name[48];
+    uint64_t offset, bytes, full_bytes, checksum;
+    uint8_t mac[32];
+} forged_entry;
+
+/* Rewrites the boundary record of the capsule file at path (pos, pending;
+ * the header's copy too when header) and recomputes every checksum. */
+static void forge_boundary(const char *path, int32_t pos, int32_t pending, int header)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f) return;
+    forged_header h;
+    CHECK(fread(&h, sizeof h, 1, f) == 1);
+    forged_entry t[600];
+    CHECK(h.n_buffers <= 600 && fread(t, sizeof t[0], h.n_buffers, f) == h.n_buffers);
+    int found = 0;
+    for (uint32_t i = 0; i < h.n_buffers; i++) {
+        if (strcmp(t[i].name, "boundary")) continue;
+        unsigned char rec[64];
+        CHECK(t[i].bytes <= sizeof rec && t[i].bytes >= 8);
+        fseek(f, (long)t[i].offset, SEEK_SET);
+        CHECK(fread(rec, 1, t[i].bytes, f) == t[i].bytes);
+        memcpy(rec, &pos, 4);     /* frt_boundary.pos */
+        memcpy(rec + 4, &pending, 4); /* frt_boundary.pending */
+        fseek(f, (long)t[i].offset, SEEK_SET);
+        CHECK(fwrite(rec, 1, t[i].bytes, f) == t[i].bytes);
+        t[i].checksum = XXH64(rec, t[i].bytes, 0);
+        found = 1;
+    }
+    CHECK(found);
+    if (header) {
+        h.position = pos;
+        h.pending = pending;
+    }
+    h.meta_checksum = 0;
+    forged_header hz = h; /* the checksum covers the header with meta_checksum and mac zero */
+    memset(hz.mac, 0, sizeof hz.mac);
+    XXH64_state_t *st = XXH64_createState();
+    XXH64_reset(st, 0);
+    XXH64_update(st, &hz, sizeof hz);
+    XXH64_update(st, t, h.n_buffers * sizeof t[0]);
+    h.meta_checksum = XXH64_digest(st);
+    XXH64_freeState(st);
+    fseek(f, 0, SEEK_SET);
+    CHECK(fwrite(&h, sizeof h, 1, f) == 1);
+    CHECK(fwrite(t, sizeof t[0], h.n_buffers, f) == h.n_buffers);
+    fclose(f);
+}
+
 static void test_bad_files(frt_model *m, frt_model *other)
 {
     char good[512], bad[512];
@@ -406,10 +477,38 @@ static void test_bad_files(frt_model *m, frt_model *other)
     poke(bad, 0, 0x20); /* magic */
     expect_refused(m, bad, FRT_ERR_FORMAT, "bad magic");
     copy_file(good, bad);
-    poke(bad, 100, 0x01); /* header field covered by the metadata checksum */
+    poke(bad, 40, 0x01); /* header field covered by the metadata checksum (prefill_chunk) */
     expect_refused(m, bad, FRT_ERR_FORMAT, "corrupted header");
+    CHECK(strstr(frt_last_error(), "metadata checksum") != NULL);
+    copy_file(good, bad);
+    poke(bad, 100, 0x01); /* the MAC field of an unkeyed file */
+    expect_refused(m, bad, FRT_ERR_FORMAT, "stray MAC");
     path_in(bad, sizeof bad, "missing.cap");
     expect_refused(m, bad, FRT_ERR_IO, "missing file");
+
+    /* hostile boundary records with every checksum recomputed: refused
+     * before anything touches the live state (a position or pending token
+     * outside the model would make the next step write out of bounds) */
+    path_in(bad, sizeof bad, "forged.cap");
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 129, 0); /* the forger's own check: an honest record loads */
+    frt_capsule *fc0 = NULL;
+    CHECK(frt_capsule_load(m, bad, &fc0) == FRT_ERR_FORMAT); /* pending 129 != header's */
+    copy_file(good, bad);
+    forge_boundary(bad, 128, -1, 0);
+    CHECK_OK(frt_capsule_load(m, bad, &fc0));
+    frt_capsule_free(fc0);
+    copy_file(good, bad);
+    forge_boundary(bad, -100000, 1 << 30, 0);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged position");
+    CHECK(strstr(frt_last_error(), "boundary position") != NULL);
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 1 << 30, 1);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged pending");
+    CHECK(strstr(frt_last_error(), "pending token") != NULL);
+    copy_file(good, bad);
+    forge_boundary(bad, -100000, -1, 1);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "forged header pos");
 
     /* another model's capsule */
     if (other) {
@@ -464,6 +563,77 @@ static void test_bad_files(frt_model *m, frt_model *other)
         signal(SIGXFSZ, old_sig);
     }
     frt_capsule_free(NULL);
+}
+
+/* 8b: keyed capsule files (frt_capsule_set_key): an HMAC-SHA256 that an
+ * attacker without the key cannot recompute. */
+static void test_keyed(frt_model *m)
+{
+    char good[512], plain[512], bad[512];
+    path_in(good, sizeof good, "keyed.cap");
+    path_in(plain, sizeof plain, "plain.cap");
+    path_in(bad, sizeof bad, "keyed-bad.cap");
+    int32_t prefix[200];
+    random_ids(prefix, 200);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 128));
+    frt_capsule *c = NULL, *p = NULL, *l = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, plain, NULL, 0, &p));
+    const char key[] = "a capsule key of the test", other_key[] = "another capsule key";
+    CHECK_OK(frt_capsule_set_key(m, key, sizeof key - 1));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, good, NULL, 0, &c));
+    float lg0[MAXV];
+    CHECK_OK(frt_model_logits(m, lg0));
+    CHECK_OK(frt_model_prefill(m, prefix + 128, 72)); /* a live state to protect */
+
+    /* the right key: loads and restores the same state */
+    CHECK_OK(frt_capsule_load(m, good, &l));
+    CHECK_OK(frt_capsule_restore(m, l));
+    CHECK(frt_model_position(m) == 128);
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(same_logits(lg0, lb));
+    frt_capsule_free(l);
+    l = NULL;
+    CHECK_OK(frt_model_prefill(m, prefix + 128, 72));
+
+    /* checksums recomputed after a change: the MAC refuses it */
+    copy_file(good, bad);
+    forge_boundary(bad, 128, 5, 1); /* a pending token the model could have had */
+    expect_refused(m, bad, FRT_ERR_MISMATCH, "forged, keyed");
+    CHECK(strstr(frt_last_error(), "MAC mismatch") != NULL);
+    /* a payload byte flipped: the checksum catches it first */
+    copy_file(good, bad);
+    poke(bad, 4096 + 10, 0x40);
+    expect_refused(m, bad, FRT_ERR_FORMAT, "flipped, keyed");
+    /* an unkeyed file when a key is required */
+    expect_refused(m, plain, FRT_ERR_MISMATCH, "no MAC");
+    CHECK(strstr(frt_last_error(), "no MAC") != NULL);
+    /* another key */
+    CHECK_OK(frt_capsule_set_key(m, other_key, sizeof other_key - 1));
+    expect_refused(m, good, FRT_ERR_MISMATCH, "another key");
+    CHECK(strstr(frt_last_error(), "metadata MAC mismatch") != NULL);
+    /* no key: a keyed file cannot be checked */
+    CHECK_OK(frt_capsule_set_key(m, NULL, 0));
+    expect_refused(m, good, FRT_ERR_MISMATCH, "keyed, no key");
+    CHECK(strstr(frt_last_error(), "no capsule key") != NULL);
+    CHECK_OK(frt_capsule_load(m, plain, &l)); /* and the plain file loads again */
+    frt_capsule_free(l);
+    /* a disk capsule opened under the key, restored after the key changed */
+    CHECK_OK(frt_capsule_set_key(m, other_key, sizeof other_key - 1));
+    int pos = frt_model_position(m);
+    CHECK_STATUS(frt_capsule_restore(m, c), FRT_ERR_MISMATCH);
+    CHECK(frt_model_position(m) == pos);
+    /* bad keys */
+    CHECK_STATUS(frt_capsule_set_key(m, NULL, 4), FRT_ERR_INVALID_ARGUMENT);
+    static char big[FRT_CAPSULE_KEY_MAX + 1];
+    CHECK_STATUS(frt_capsule_set_key(m, big, sizeof big), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_set_key(NULL, key, 4), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_capsule_set_key(m, NULL, 0));
+    frt_capsule_free(c);
+    frt_capsule_free(p);
+    unlink(good);
+    unlink(plain);
+    unlink(bad);
 }
 
 /* 9: sampling with a seed replays from the capsule. */
@@ -527,7 +697,7 @@ static uint8_t *live_closure(frt_model *m, const frt_capsule *c, size_t *total)
     for (int i = 0; i < in.n_buffers; i++) {
         size_t b = 0;
         CHECK_OK(frt_capsule_buffer(c, i, NULL, &b));
-        frt_buffer *buf = i < m->n_state ? m->state[i] : m->logits;
+        frt_buffer *buf = m->state[i].buf;
         CHECK_OK(frt_buffer_read(buf, 0, p, b, m->stream));
         p += b;
     }
@@ -688,6 +858,7 @@ int main(int argc, char **argv)
     test_ablation(m);
     test_new_process(m, "/proc/self/exe");
     test_bad_files(m, other);
+    test_keyed(m);
     test_sampling(m);
     test_move(m);
     test_rollback_restore(m, other);

@@ -15,7 +15,7 @@
 #include "frt_test.h"
 #include "util/fs.h"
 #include "weights/checkpoint.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "util/bf16.h"
 
 #include <omp.h>

@@ -9,7 +9,7 @@
  */
 #include "frt_test.h"
 #include "weights/config.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -34,8 +34,8 @@
 
 #include "frt/capsule.h"
 #include "frt/model.h"
-#include "model/capsule_internal.h"
-#include "model/gen_model.h"
+#include "frt/debug.h"
+#include "gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"
 

@@ -13,7 +13,7 @@
 #include "frt_test.h"
 #include "weights/checkpoint.h"
 #include "weights/config.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "weights/safetensors.h"
 
 #include <dirent.h>

@@ -18,7 +18,7 @@
 #include "frt/model.h"
 #include "weights/checkpoint.h"
 #include "weights/safetensors.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"
 
@@ -299,7 +299,7 @@ static void test_bad_input(void)
     CHECK_OK(frt_model_prefill(m, ids, 100));
     float *before = malloc((size_t)info.vocab_size * sizeof(float)), *after = malloc((size_t)info.vocab_size * sizeof(float));
     CHECK_OK(frt_model_logits(m, before));
-    frt_buffer *st = m->state[0];
+    frt_buffer *st = m->state[0].buf;
     size_t sb = frt_buffer_size(st);
     unsigned char *snap = malloc(sb);
     memcpy(snap, frt_buffer_ptr(st), sb);
@@ -323,6 +323,40 @@ static void test_bad_input(void)
     CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_OUT_OF_RANGE);
     CHECK(frt_model_position(m) == 128);
 
+    /* the declared state table and the ports */
+    CHECK(!strcmp(info.arch, "qwen35") && info.n_state == 2 * info.n_layers + 3 && info.n_io == 2);
+    size_t table_bytes = 0;
+    for (int i = 0; i < info.n_state; i++) {
+        frt_state_info si;
+        CHECK_OK(frt_model_state_info(m, i, &si));
+        table_bytes += si.bytes;
+        CHECK(si.validity == FRT_STATE_ROWS ? si.shape[0] == info.max_seq && si.row_bytes * 128 == si.bytes
+                                            : si.row_bytes == si.bytes);
+    }
+    CHECK(table_bytes == info.state_bytes);
+    frt_state_info si;
+    CHECK_STATUS(frt_model_state_info(m, info.n_state, &si), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_model_state_info(m, -1, &si), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_model_state_info(m, 0, NULL), FRT_ERR_INVALID_ARGUMENT);
+    frt_io_info io;
+    CHECK_OK(frt_model_io_info(m, 0, &io));
+    CHECK(!strcmp(io.name, "ids") && io.dir == FRT_IO_INPUT && io.bytes == 64 * sizeof(int32_t) && !io.in_state);
+    CHECK_OK(frt_model_io_info(m, 1, &io));
+    CHECK(!strcmp(io.name, "logits") && io.dir == FRT_IO_OUTPUT && io.in_state);
+    CHECK_STATUS(frt_model_io_info(m, 2, &io), FRT_ERR_OUT_OF_RANGE);
+    float *via_port = malloc((size_t)info.vocab_size * sizeof(float));
+    CHECK_OK(frt_model_output_read(m, "logits", via_port, (size_t)info.vocab_size * sizeof(float)));
+    CHECK_OK(frt_model_logits(m, after));
+    CHECK(memcmp(via_port, after, (size_t)info.vocab_size * sizeof(float)) == 0);
+    free(via_port);
+    CHECK_STATUS(frt_model_output_read(m, "logits", after, (size_t)info.vocab_size * sizeof(float) + 4),
+                 FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_model_output_read(m, "ids", after, 4), FRT_ERR_NOT_FOUND); /* an input, not an output */
+    CHECK_STATUS(frt_model_input_write(m, "images", ids, 4), FRT_ERR_NOT_FOUND);
+    CHECK(strstr(frt_last_error(), "images") != NULL);
+    CHECK_STATUS(frt_model_input_write(m, "ids", ids, 65 * sizeof(int32_t)), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_model_input_write(m, NULL, ids, 4), FRT_ERR_INVALID_ARGUMENT);
+
     /* chat formatting without a tokenizer, and with bad arguments */
     frt_chat_turn turn = {"user", "hi"};
     char *text = NULL;
@@ -340,6 +374,20 @@ static void test_bad_input(void)
     p.prefill_chunk = 64;
     CHECK(frt_model_load("/nonexistent/model", &p, &m2) < 0);
     CHECK(m2 == NULL);
+    /* a config that parses but that no registered architecture runs */
+    {
+        char dense[600], cfg[700];
+        snprintf(dense, sizeof dense, "%s-dense", tiny_dir);
+        snprintf(cfg, sizeof cfg, "mkdir -p '%s' && printf '%%s' '{\"model_type\": \"llama\", \"hidden_size\": 64, "
+                 "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+                 "\"num_key_value_heads\": 2, \"vocab_size\": 100}' > '%s/config.json'", dense, dense);
+        CHECK(system(cfg) == 0);
+        CHECK_STATUS(frt_model_load(dense, &p, &m2), FRT_ERR_UNSUPPORTED);
+        CHECK(strstr(frt_last_error(), "no architecture runs model_type 'llama'") != NULL);
+        CHECK(m2 == NULL);
+        snprintf(cfg, sizeof cfg, "rm -rf '%s'", dense);
+        CHECK(system(cfg) == 0);
+    }
     int n_dev = 0;
     frt_device_count(FRT_BACKEND_CUDA, &n_dev);
     if (n_dev == 0) { /* no GPU (or no CUDA build): a clear error, no model */

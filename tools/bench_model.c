@@ -44,17 +44,17 @@
  * its stream is synced); copies and GEMMs with events.
  */
 #include "bench_model.h"
+#include "bench_run.h"
 #include "cli.h"
 
 #include "frt/capsule.h"
 #include "frt/exec.h"
 #include "frt/model.h"
 #include "frt/status.h"
-#include "model/capsule_internal.h"
+#include "frt/debug.h"
 #include "weights/checkpoint.h"
 #include "weights/config.h"
-#include "model/gen_model.h"
-#include "model/model_internal.h"
+#include "gen_model.h"
 #include "util/error.h"
 #include "util/fs.h"
 
@@ -74,72 +74,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_LIST 16
-
-typedef struct bm_opts {
-    const char *model_dir, *shape, *json_path, *dump_ids, *write_config, *tmpdir;
-    int random_weights, no_run, no_tiers, backend_set;
-    frt_backend backend;
-    int chunk;
-    int chunks[MAX_LIST], n_chunks;
-    int prefixes[MAX_LIST], n_prefixes;
-    int sweep_prefixes[MAX_LIST], n_sweep;
-    int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
-    unsigned long long seed;
-    double time_budget_s;
-} bm_opts;
-
-typedef struct bm_floors {
-    double d2d_rw_Bps; /* bytes read + written per second */
-    double h2d_Bps, d2h_Bps;
-    double gemm_flops; /* FLOP/s */
-    int gemm_n;
-    const char *gemm_what;
-} bm_floors;
-
-typedef struct bm_run {
-    bm_opts o;
-    frt_model_config cfg;
-    frt_checkpoint *ck; /* random weights (NULL for -m DIR) */
-    int32_t *ids;
-    int n_ids;
-    bm_floors fl;
-    size_t mem_base, mem_peak, mem_total;
-    double t_start;
-    json_t *root;
-    int first_error; /* the first failed step's status; the run goes on past it */
-} bm_run;
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: frt bench -m DIR [options]\n"
-            "       frt bench --shape NAME --random-weights [options]\n\n"
-            "  --backend cpu|cuda       (default: cuda when a device is present)\n"
-            "  --chunk C                prefill chunk of the main run (default 256)\n"
-            "  --chunks A,B,..          prefill-chunk sweep (issue 8), after the main run\n"
-            "  --sweep-prefixes P,..    prefixes of the sweep (default 8192,32768)\n"
-            "  --sweep-repeats N        timed repeats in the sweep (default: --repeats)\n"
-            "  --prefixes P,..          prefix lengths, rounded down to multiples of C (default 2048,8192,32768)\n"
-            "  --suffix S               suffix tokens after the prefix (default 64)\n"
-            "  --repeats N              timed repeats after one warm-up (default 5)\n"
-            "  --decode-tokens N        greedy decode steps timed at each context (default 32)\n"
-            "  --seed S                 seed of the weights and the token ids (default 1)\n"
-            "  --threads N              cpu threads (default: all cores)\n"
-            "  --no-tiers               skip the host and disk capsule tiers\n"
-            "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
-            "                           a prefix that does not fit fails, is recorded, and the run goes on (exit 1)\n"
-            "  --tmpdir DIR             where disk-tier capsules go (default /tmp)\n"
-            "  --time-budget SEC        skip what is left after SEC seconds (default: none)\n"
-            "  --json FILE              write every figure (rewritten after each step)\n"
-            "  --dump-ids FILE          write the token ids as JSON {seed, vocab_size, ids}\n"
-            "  --write-config DIR       write DIR/config.json of --shape (for bench/hf_baseline.py)\n"
-            "  --no-run                 only --dump-ids / --write-config, then exit\n"
-            "With neither --prefixes nor --chunks the main run uses 2048,8192,32768;\n"
-            "with --chunks alone only the sweep runs (add --prefixes for both).\n");
-}
-
-static double now_s(void)
+double bm_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -153,7 +88,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Percentile q in [0, 1] with linear interpolation between order statistics. */
-static double pct(const double *v, int n, double q)
+double bm_pct(const double *v, int n, double q)
 {
     if (n <= 0) return 0;
     double *s = malloc((size_t)n * sizeof *s);
@@ -171,171 +106,15 @@ static json_t *stats_json(const double *v, int n)
 {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(a, json_real(v[i]));
-    return json_pack("{s:f, s:f, s:f, s:i, s:o}", "p50", pct(v, n, 0.5), "p90", pct(v, n, 0.9), "p99",
-                     pct(v, n, 0.99), "n", n, "samples_ms", a);
-}
-
-/* "2048,8192" -> list; 0 ok, -1 malformed. */
-static int parse_list(const char *s, int *out, int *n)
-{
-    *n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (errno || end == s || v < 1 || v > INT_MAX / 4 || *n >= MAX_LIST) return -1;
-        out[(*n)++] = (int)v;
-        if (*end == ',') end++;
-        else if (*end) return -1;
-        s = end;
-    }
-    return *n > 0 ? 0 : -1;
-}
-
-static int parse_int(const char *s, int lo, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > INT_MAX / 4) return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "frt bench: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    usage(stderr);
-    return 2;
-}
-
-static int parse_args(int argc, char **argv, bm_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->chunk = FRT_DEFAULT_PREFILL_CHUNK;
-    o->suffix = 64;
-    o->repeats = 5;
-    o->decode_tokens = 32;
-    o->seed = 1;
-    o->tmpdir = "/tmp";
-    int have_prefixes = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                    \
-    do {                                                                \
-        if (!v) return usage_error("%s needs a value", a);             \
-        i++;                                                            \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            NEED_VALUE();
-            o->model_dir = v;
-        } else if (!strcmp(a, "--shape")) {
-            NEED_VALUE();
-            o->shape = v;
-        } else if (!strcmp(a, "--random-weights")) {
-            o->random_weights = 1;
-        } else if (!strcmp(a, "--backend")) {
-            NEED_VALUE();
-            if (frt_backend_parse(v, &o->backend)) return usage_error("unknown backend '%s' (cpu or cuda)", v);
-            o->backend_set = 1;
-        } else if (!strcmp(a, "--chunk")) {
-            NEED_VALUE();
-            if (parse_int(v, 64, &o->chunk) || o->chunk % 64) return usage_error("--chunk '%s': a multiple of 64", v);
-        } else if (!strcmp(a, "--chunks")) {
-            NEED_VALUE();
-            if (parse_list(v, o->chunks, &o->n_chunks)) return usage_error("--chunks '%s': a list like 256,512", v);
-            for (int k = 0; k < o->n_chunks; k++)
-                if (o->chunks[k] % 64) return usage_error("--chunks '%s': each a multiple of 64", v);
-        } else if (!strcmp(a, "--prefixes")) {
-            NEED_VALUE();
-            if (parse_list(v, o->prefixes, &o->n_prefixes)) return usage_error("--prefixes '%s': a list like 2048,8192", v);
-            have_prefixes = 1;
-        } else if (!strcmp(a, "--sweep-prefixes")) {
-            NEED_VALUE();
-            if (parse_list(v, o->sweep_prefixes, &o->n_sweep)) return usage_error("--sweep-prefixes '%s': a list", v);
-        } else if (!strcmp(a, "--suffix")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->suffix)) return usage_error("--suffix '%s': a positive integer", v);
-        } else if (!strcmp(a, "--repeats")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->repeats)) return usage_error("--repeats '%s': a positive integer", v);
-        } else if (!strcmp(a, "--max-seq")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->max_seq)) return usage_error("--max-seq '%s': a positive integer", v);
-        } else if (!strcmp(a, "--sweep-repeats")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->sweep_repeats)) return usage_error("--sweep-repeats '%s': a positive integer", v);
-        } else if (!strcmp(a, "--decode-tokens")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->decode_tokens)) return usage_error("--decode-tokens '%s': a positive integer", v);
-        } else if (!strcmp(a, "--threads")) {
-            NEED_VALUE();
-            if (parse_int(v, 1, &o->threads)) return usage_error("--threads '%s': a positive integer", v);
-        } else if (!strcmp(a, "--seed")) {
-            NEED_VALUE();
-            char *end;
-            errno = 0;
-            o->seed = strtoull(v, &end, 0);
-            if (errno || end == v || *end) return usage_error("--seed '%s': an integer", v);
-        } else if (!strcmp(a, "--time-budget")) {
-            NEED_VALUE();
-            char *end;
-            o->time_budget_s = strtod(v, &end);
-            if (end == v || *end || o->time_budget_s <= 0) return usage_error("--time-budget '%s': seconds > 0", v);
-        } else if (!strcmp(a, "--json")) {
-            NEED_VALUE();
-            o->json_path = v;
-        } else if (!strcmp(a, "--dump-ids")) {
-            NEED_VALUE();
-            o->dump_ids = v;
-        } else if (!strcmp(a, "--write-config")) {
-            NEED_VALUE();
-            o->write_config = v;
-        } else if (!strcmp(a, "--tmpdir")) {
-            NEED_VALUE();
-            o->tmpdir = v;
-        } else if (!strcmp(a, "--no-tiers")) {
-            o->no_tiers = 1;
-        } else if (!strcmp(a, "--no-run")) {
-            o->no_run = 1;
-        } else {
-            return usage_error("unknown argument '%s'", a);
-        }
-#undef NEED_VALUE
-    }
-    if (!!o->model_dir == !!o->shape) return usage_error("%sgive either -m DIR or --shape NAME --random-weights", "");
-    if (o->shape && !o->random_weights)
-        return usage_error("%s--shape needs --random-weights (weights are generated in memory)", "");
-    if (o->write_config && !o->shape) return usage_error("%s--write-config needs --shape", "");
-    if (!have_prefixes && !o->n_chunks) {
-        int d[] = {2048, 8192, 32768};
-        memcpy(o->prefixes, d, sizeof d);
-        o->n_prefixes = 3;
-    }
-    if (!o->sweep_repeats) o->sweep_repeats = o->repeats;
-    if (o->n_chunks && !o->n_sweep) {
-        o->sweep_prefixes[0] = 8192;
-        o->sweep_prefixes[1] = 32768;
-        o->n_sweep = 2;
-    }
-    /* Prefixes of the main run: multiples of C (rounded down, at least C). */
-    for (int k = 0; k < o->n_prefixes; k++) {
-        int p = o->prefixes[k] / o->chunk * o->chunk;
-        o->prefixes[k] = p < o->chunk ? o->chunk : p;
-    }
-    return 0;
+    return json_pack("{s:f, s:f, s:f, s:i, s:o}", "p50", bm_pct(v, n, 0.5), "p90", bm_pct(v, n, 0.9), "p99",
+                     bm_pct(v, n, 0.99), "n", n, "samples_ms", a);
 }
 
 /* ---- budget, memory, JSON -------------------------------------------------- */
 
 static int over_budget(bm_run *r, const char *what)
 {
-    if (r->o.time_budget_s <= 0 || now_s() - r->t_start < r->o.time_budget_s) return 0;
+    if (r->o.time_budget_s <= 0 || bm_now_s() - r->t_start < r->o.time_budget_s) return 0;
     fprintf(stderr, "frt bench: time budget of %.0f s spent: skipping %s\n", r->o.time_budget_s, what);
     json_t *sk = json_object_get(r->root, "skipped");
     json_array_append_new(sk, json_string(what));
@@ -352,7 +131,7 @@ static void note_error(bm_run *r, json_t *obj, const char *what, int status)
     if (!r->first_error) r->first_error = status;
 }
 
-static void mem_sample(bm_run *r, frt_context *ctx)
+void bm_mem_sample(bm_run *r, frt_context *ctx)
 {
     frt_device_info di;
     if (!ctx || frt_context_device_info(ctx, &di)) return;
@@ -363,7 +142,7 @@ static void mem_sample(bm_run *r, frt_context *ctx)
 
 static void json_flush(bm_run *r)
 {
-    json_object_set_new(r->root, "elapsed_s", json_real(now_s() - r->t_start));
+    json_object_set_new(r->root, "elapsed_s", json_real(bm_now_s() - r->t_start));
     json_object_set_new(r->root, "memory",
                         json_pack("{s:I, s:I, s:I, s:s}", "used_before_load_bytes", (json_int_t)r->mem_base,
                                   "peak_used_bytes", (json_int_t)r->mem_peak, "total_bytes", (json_int_t)r->mem_total,
@@ -400,207 +179,6 @@ static int ids_dump(const bm_run *r, const char *path, int vocab)
     return 0;
 }
 
-/* ---- arithmetic of the floors ---------------------------------------------- */
-
-typedef struct bm_counts {
-    double mat_params;    /* every matrix of the layers (no embedding, no lm_head) */
-    double lm_head;       /* vocab x hidden */
-    double state_fixed_b; /* recurrent + conv state bytes */
-    double kv_b_per_tok;  /* KV bytes per token of context */
-} bm_counts;
-
-static bm_counts counts_of(const frt_model_config *c, int cuda)
-{
-    bm_counts k = {0, 0, 0, 0};
-    double H = c->hidden_size;
-    int conv_ch = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
-            double q = (double)c->n_heads * c->head_dim;
-            k.mat_params += q * (c->attn_output_gate ? 2 : 1) * H + 2.0 * c->n_kv_heads * c->head_dim * H + H * q;
-            k.kv_b_per_tok += 2.0 * c->n_kv_heads * c->head_dim * (cuda ? 2 : 4);
-        } else {
-            double vd = (double)c->lin_n_v_heads * c->lin_v_head_dim;
-            k.mat_params += (double)conv_ch * H + vd * H + 2.0 * c->lin_n_v_heads * H + H * vd;
-            k.state_fixed_b += 4.0 * c->lin_n_v_heads * c->lin_k_head_dim * c->lin_v_head_dim +
-                               4.0 * conv_ch * (c->lin_conv_kernel - 1);
-        }
-        k.mat_params += 3.0 * c->intermediate_size * H;
-    }
-    k.lm_head = (double)c->vocab_size * H;
-    return k;
-}
-
-/* FLOPs to prefill n tokens at positions p0..p0+n-1. */
-static double prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n)
-{
-    double f = 2.0 * k->mat_params * n + 2.0 * k->lm_head;
-    double pairs = n * p0 + n * (n + 1) / 2; /* causal (query, key) pairs */
-    f += (double)c->n_full_layers * 4.0 * pairs * c->n_heads * c->head_dim;
-    f += (double)c->n_linear_layers * n * c->lin_n_v_heads * 8.0 * c->lin_k_head_dim * c->lin_v_head_dim;
-    return f;
-}
-
-/* Bytes a decode step reads at context ctx (weights at the backend's width). */
-static double decode_bytes(const bm_counts *k, double ctx, int cuda)
-{
-    return (k->mat_params + k->lm_head) * (cuda ? 2 : 4) + k->state_fixed_b + k->kv_b_per_tok * ctx;
-}
-
-/* ---- measured ceilings ----------------------------------------------------- */
-
-static int time_copy(frt_context *ctx, frt_space dst_sp, frt_space src_sp, size_t bytes, int reps, double *ms_out)
-{
-    frt_stream *s = frt_context_stream(ctx);
-    frt_buffer *dst = NULL, *src = NULL;
-    frt_event *e0 = NULL, *e1 = NULL;
-    double ms[32];
-    int rc = frt_buffer_alloc(ctx, "bench.dst", dst_sp, bytes, &dst);
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.src", src_sp, bytes, &src);
-    if (!rc) rc = frt_buffer_fill(src, 0, bytes, 0x3C, s);
-    if (!rc) rc = frt_buffer_fill(dst, 0, bytes, 0, s);
-    if (!rc) rc = frt_event_create(ctx, &e0);
-    if (!rc) rc = frt_event_create(ctx, &e1);
-    if (!rc) rc = frt_stream_sync(s);
-    for (int i = -2; i < reps && !rc; i++) {
-        float t = 0;
-        rc = frt_event_record(e0, s);
-        if (!rc) rc = frt_buffer_copy(dst, 0, src, 0, bytes, s);
-        if (!rc) rc = frt_event_record(e1, s);
-        if (!rc) rc = frt_event_sync(e1);
-        if (!rc) rc = frt_event_elapsed_ms(e0, e1, &t);
-        if (!rc && i >= 0) ms[i] = t;
-    }
-    if (!rc) *ms_out = pct(ms, reps, 0.5);
-    frt_event_destroy(e0);
-    frt_event_destroy(e1);
-    frt_buffer_free(dst);
-    frt_buffer_free(src);
-    return rc;
-}
-
-#if FRT_HAVE_CUDA
-static int time_gemm_cuda(frt_context *ctx, int n, double *ms_out)
-{
-    frt_stream *s = frt_context_stream(ctx);
-    size_t bytes = (size_t)n * n * 2;
-    frt_buffer *x = NULL, *w = NULL, *y = NULL;
-    frt_event *e0 = NULL, *e1 = NULL;
-    frt_cuda_gemm *g = NULL;
-    uint16_t *host = malloc(bytes);
-    double ms[16];
-    const int reps = 10;
-    int rc = host ? 0 : FRT_ERR_OUT_OF_MEMORY;
-    uint64_t st = 0x1234567ull;
-    for (size_t i = 0; host && i < (size_t)n * n; i++) { /* bf16 in [-1, 1): the top half of an f32 */
-        st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
-        float f = (float)((st * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f * 2.0f - 1.0f;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        host[i] = (uint16_t)(u >> 16);
-    }
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.x", FRT_SPACE_DEVICE, bytes, &x);
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.w", FRT_SPACE_DEVICE, bytes, &w);
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.y", FRT_SPACE_DEVICE, bytes, &y);
-    if (!rc) rc = frt_buffer_write(x, 0, host, bytes, s);
-    if (!rc) rc = frt_buffer_write(w, 0, host, bytes, s);
-    if (!rc) rc = frt_stream_sync(s);
-    if (!rc) rc = frt_cuda_gemm_create((size_t)32 << 20, &g);
-    if (!rc) rc = frt_cuda_gemm_add_stream(g, frt_stream_native(s));
-    if (!rc) rc = frt_cuda_gemm_plan(g, n, n, n, FRT_CUDA_BF16, 0);
-    if (!rc) rc = frt_event_create(ctx, &e0);
-    if (!rc) rc = frt_event_create(ctx, &e1);
-    for (int i = -3; i < reps && !rc; i++) {
-        float t = 0;
-        rc = frt_event_record(e0, s);
-        if (!rc)
-            rc = frt_cuda_gemm_run(g, frt_stream_native(s), frt_buffer_ptr(y), FRT_CUDA_BF16, frt_buffer_ptr(x),
-                                   frt_buffer_ptr(w), n, n, n, 0);
-        if (!rc) rc = frt_event_record(e1, s);
-        if (!rc) rc = frt_event_sync(e1);
-        if (!rc) rc = frt_event_elapsed_ms(e0, e1, &t);
-        if (!rc && i >= 0) ms[i] = t;
-    }
-    if (!rc) *ms_out = pct(ms, reps, 0.5);
-    frt_stream_sync(s);
-    frt_cuda_gemm_destroy(g);
-    frt_event_destroy(e0);
-    frt_event_destroy(e1);
-    frt_buffer_free(x);
-    frt_buffer_free(w);
-    frt_buffer_free(y);
-    free(host);
-    return rc;
-}
-#endif
-
-static int time_gemm_cpu(int n, double *ms_out)
-{
-    float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
-          *c = malloc((size_t)n * n * sizeof *c);
-    if (!a || !b || !c) {
-        free(a), free(b), free(c);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: sgemm buffers");
-    }
-    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    double ms[8];
-    const int reps = 3;
-    for (int i = -1; i < reps; i++) {
-        double t0 = now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        if (i >= 0) ms[i] = (now_s() - t0) * 1e3;
-    }
-    *ms_out = pct(ms, reps, 0.5);
-    free(a), free(b), free(c);
-    return 0;
-}
-
-static int measure_floors(bm_run *r)
-{
-    frt_context *ctx = NULL;
-    int rc = frt_context_create(r->o.backend, 0, &ctx);
-    if (rc) return rc;
-    const int cuda = r->o.backend == FRT_BACKEND_CUDA;
-    mem_sample(r, ctx);
-    r->mem_base = r->mem_peak;
-    size_t big = cuda ? ((size_t)2 << 30) : ((size_t)64 << 20), host = cuda ? ((size_t)1 << 30) : ((size_t)64 << 20);
-    double ms = 0;
-    fprintf(stderr, "frt bench: measuring copy bandwidth and GEMM rate...\n");
-    rc = time_copy(ctx, FRT_SPACE_DEVICE, FRT_SPACE_DEVICE, big, cuda ? 10 : 5, &ms);
-    if (!rc) r->fl.d2d_rw_Bps = 2.0 * (double)big / (ms * 1e-3);
-    if (!rc) rc = time_copy(ctx, FRT_SPACE_DEVICE, FRT_SPACE_PINNED_HOST, host, 5, &ms);
-    if (!rc) r->fl.h2d_Bps = (double)host / (ms * 1e-3);
-    if (!rc) rc = time_copy(ctx, FRT_SPACE_PINNED_HOST, FRT_SPACE_DEVICE, host, 5, &ms);
-    if (!rc) r->fl.d2h_Bps = (double)host / (ms * 1e-3);
-    if (!rc) {
-#if FRT_HAVE_CUDA
-        if (cuda) {
-            r->fl.gemm_n = 8192;
-            r->fl.gemm_what = "bf16 GEMM 8192^3 via frt_cuda_gemm (cuBLASLt), median of 10";
-            rc = time_gemm_cuda(ctx, 8192, &ms);
-        }
-#endif
-        if (!cuda) {
-            r->fl.gemm_n = 1024;
-            r->fl.gemm_what = "f32 OpenBLAS sgemm 1024^3, median of 3";
-            rc = time_gemm_cpu(1024, &ms);
-        }
-        if (!rc) r->fl.gemm_flops = 2.0 * r->fl.gemm_n * (double)r->fl.gemm_n * r->fl.gemm_n / (ms * 1e-3);
-    }
-    frt_context_destroy(ctx);
-    if (rc) return rc;
-    fprintf(stderr, "frt bench: d2d %.0f GB/s (read+write), h2d %.1f GB/s, d2h %.1f GB/s, GEMM %.1f TFLOP/s\n",
-            r->fl.d2d_rw_Bps / 1e9, r->fl.h2d_Bps / 1e9, r->fl.d2h_Bps / 1e9, r->fl.gemm_flops / 1e12);
-    json_object_set_new(
-        r->root, "floors",
-        json_pack("{s:f, s:f, s:f, s:f, s:s, s:s}", "d2d_copy_GBps_read_plus_write", r->fl.d2d_rw_Bps / 1e9,
-                  "h2d_pinned_GBps", r->fl.h2d_Bps / 1e9, "d2h_pinned_GBps", r->fl.d2h_Bps / 1e9, "gemm_TFLOPs",
-                  r->fl.gemm_flops / 1e12, "gemm", r->fl.gemm_what, "copy",
-                  cuda ? "2 GiB d2d (median of 10), 1 GiB pinned h2d/d2h (median of 5), events"
-                       : "64 MiB copies (median of 5)"));
-    return 0;
-}
-
 /* ---- loading --------------------------------------------------------------- */
 
 static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
@@ -610,10 +188,10 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.prefill_chunk = C;
     p.max_seq = max_seq;
     p.n_threads = r->o.threads;
-    double t0 = now_s();
+    double t0 = bm_now_s();
     fprintf(stderr, "frt bench: loading the model (C=%d, max_seq=%d)...\n", C, max_seq);
     int rc = r->ck ? frt_model_load_checkpoint(r->ck, &r->cfg, NULL, &p, m) : frt_model_load(r->o.model_dir, &p, m);
-    if (!rc) fprintf(stderr, "frt bench: loaded in %.1f s\n", now_s() - t0);
+    if (!rc) fprintf(stderr, "frt bench: loaded in %.1f s\n", bm_now_s() - t0);
     return rc;
 }
 
@@ -641,11 +219,11 @@ static void bm_profile(const char *phase, int on)
 static int cold_once(frt_model *m, const int32_t *ids, int n, double *ms)
 {
     int32_t tok;
-    double t0 = now_s();
+    double t0 = bm_now_s();
     int rc = frt_model_reset(m);
     if (!rc) rc = frt_model_prefill(m, ids, n);
     if (!rc) rc = frt_model_sample(m, NULL, &tok);
-    *ms = (now_s() - t0) * 1e3;
+    *ms = (bm_now_s() - t0) * 1e3;
     return rc;
 }
 
@@ -655,13 +233,13 @@ static int capsule_once(frt_model *m, const frt_capsule *c, int flags, const int
                         double *append, double *ttft)
 {
     int32_t tok;
-    double t0 = now_s();
+    double t0 = bm_now_s();
     int rc = frt_capsule_restore_ex(m, c, flags);
-    double t1 = now_s();
+    double t1 = bm_now_s();
     if (!rc) rc = frt_model_prefill(m, ids, n);
-    double t2 = now_s();
+    double t2 = bm_now_s();
     if (!rc) rc = frt_model_sample(m, NULL, &tok);
-    double t3 = now_s();
+    double t3 = bm_now_s();
     *restore = (t1 - t0) * 1e3, *append = (t2 - t1) * 1e3, *ttft = (t3 - t0) * 1e3;
     return rc;
 }
@@ -700,7 +278,7 @@ typedef struct bm_row {
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
-    const bm_counts k = counts_of(&r->cfg, cuda);
+    const bm_counts k = bm_counts_of(&r->cfg, cuda);
     double *a = calloc((size_t)R * 3, sizeof *a), *b = a + R, *c = a + 2 * R;
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
     int rc = 0, n = 0;
@@ -720,10 +298,10 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         if (i >= 0 && i + 1 < R && over_budget(r, "cold TTFT repeats")) break;
     }
     if (rc) goto done;
-    mem_sample(r, frt_model_context(m));
-    row->cold50 = pct(a, n, .5), row->cold90 = pct(a, n, .9), row->cold99 = pct(a, n, .99);
-    double fl = prefill_flops(&r->cfg, &k, 0, P + S);
-    row->cold_floor = roofline_ms(r, fl, decode_bytes(&k, P + S, cuda));
+    bm_mem_sample(r, frt_model_context(m));
+    row->cold50 = bm_pct(a, n, .5), row->cold90 = bm_pct(a, n, .9), row->cold99 = bm_pct(a, n, .99);
+    double fl = bm_prefill_flops(&r->cfg, &k, 0, P + S);
+    row->cold_floor = roofline_ms(r, fl, bm_decode_bytes(&k, P + S, cuda));
     json_t *cold = stats_json(a, n);
     json_object_set_new(cold, "flops", json_real(fl));
     json_object_set_new(cold, "floor_ms", json_real(row->cold_floor));
@@ -739,17 +317,17 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         bm_profile("decode", 1);
         for (int i = -1; i < D && !rc; i++) {
             int32_t tok;
-            double t0 = now_s();
+            double t0 = bm_now_s();
             rc = frt_model_decode(m, NULL, &tok);
-            if (!rc && i >= 0) d[nd++] = (now_s() - t0) * 1e3;
+            if (!rc && i >= 0) d[nd++] = (bm_now_s() - t0) * 1e3;
         }
         if (!rc && nd) {
-            row->dec_ms = pct(d, nd, .5);
-            row->dec_floor = decode_bytes(&k, P + S, cuda) / r->fl.d2d_rw_Bps * 1e3;
+            row->dec_ms = bm_pct(d, nd, .5);
+            row->dec_floor = bm_decode_bytes(&k, P + S, cuda) / r->fl.d2d_rw_Bps * 1e3;
             json_t *dj = stats_json(d, nd);
             json_object_set_new(dj, "context", json_integer(P + S));
             json_object_set_new(dj, "tokens_per_s", json_real(1e3 / row->dec_ms));
-            json_object_set_new(dj, "bytes_read_per_token", json_real(decode_bytes(&k, P + S, cuda)));
+            json_object_set_new(dj, "bytes_read_per_token", json_real(bm_decode_bytes(&k, P + S, cuda)));
             json_object_set_new(dj, "floor_ms", json_real(row->dec_floor));
             json_object_set_new(dj, "fraction_of_floor_p50", json_real(row->dec_floor / row->dec_ms));
             json_object_set_new(out, "decode", dj);
@@ -769,10 +347,10 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     for (int i = -1; i < R && !rc; i++) {
         frt_capsule_free(cap);
         cap = NULL;
-        double t0 = now_s();
+        double t0 = bm_now_s();
         rc = frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &cap);
-        if (!rc && i >= 0) a[n++] = (now_s() - t0) * 1e3;
-        if (!rc) mem_sample(r, frt_model_context(m));
+        if (!rc && i >= 0) a[n++] = (bm_now_s() - t0) * 1e3;
+        if (!rc) bm_mem_sample(r, frt_model_context(m));
     }
     if (rc) {
         frt_capsule_free(cap);
@@ -781,7 +359,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     frt_capsule_info ci;
     frt_capsule_info_get(cap, &ci);
     row->cap_bytes = ci.bytes;
-    row->snap = pct(a, n, .5);
+    row->snap = bm_pct(a, n, .5);
     double copy_floor = 2.0 * (double)ci.bytes / r->fl.d2d_rw_Bps * 1e3;
     json_t *cj = json_object();
     json_object_set_new(cj, "bytes", json_integer((json_int_t)ci.bytes));
@@ -800,11 +378,11 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         if (i >= 0 && i + 1 < R && over_budget(r, "capsule repeats")) break;
     }
     if (!rc) {
-        row->restore = pct(a, n, .5), row->append = pct(b, n, .5);
-        row->cap50 = pct(c, n, .5), row->cap90 = pct(c, n, .9), row->cap99 = pct(c, n, .99);
+        row->restore = bm_pct(a, n, .5), row->append = bm_pct(b, n, .5);
+        row->cap50 = bm_pct(c, n, .5), row->cap90 = bm_pct(c, n, .9), row->cap99 = bm_pct(c, n, .99);
         row->restore_floor = copy_floor;
-        double app_fl = prefill_flops(&r->cfg, &k, P, S);
-        const double app_bytes = decode_bytes(&k, P + S, cuda);
+        double app_fl = bm_prefill_flops(&r->cfg, &k, P, S);
+        const double app_bytes = bm_decode_bytes(&k, P + S, cuda);
         const double app_floor = roofline_ms(r, app_fl, app_bytes);
         row->cap_floor = copy_floor + app_floor;
         json_t *rs = stats_json(a, n), *ap = stats_json(b, n), *tt = stats_json(c, n);
@@ -837,7 +415,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         if (i >= 0 && i + 1 < R && over_budget(r, "capsule repeats")) break;
     }
     if (!rc) {
-        row->rb_restore = pct(a, n, .5), row->rb_cap50 = pct(c, n, .5);
+        row->rb_restore = bm_pct(a, n, .5), row->rb_cap50 = bm_pct(c, n, .5);
         row->rb_floor = 2.0 * (double)rst.bytes / r->fl.d2d_rw_Bps * 1e3;
         json_t *rs = stats_json(a, n), *tt = stats_json(c, n);
         json_object_set_new(rs, "bytes", json_integer((json_int_t)rst.bytes));
@@ -858,12 +436,12 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
             for (int i = 0; i < 2 && !rc; i++) {
                 frt_capsule *tc = NULL;
                 rc = frt_capsule_restore(m, cap); /* the live state at the prefix */
-                double t0 = now_s();
+                double t0 = bm_now_s();
                 if (!rc) rc = frt_capsule_snapshot(m, tiers[t], path, NULL, 0, &tc);
-                sn[i] = (now_s() - t0) * 1e3;
-                t0 = now_s();
+                sn[i] = (bm_now_s() - t0) * 1e3;
+                t0 = bm_now_s();
                 if (!rc) rc = frt_capsule_restore_ex(m, tc, FRT_RESTORE_FULL);
-                re[i] = (now_s() - t0) * 1e3;
+                re[i] = (bm_now_s() - t0) * 1e3;
                 frt_capsule_free(tc);
             }
             if (tiers[t] == FRT_TIER_DISK) unlink(path);
@@ -954,7 +532,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
            S, R, S);
     printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
            "remainder", "rem. floor");
-    const bm_counts k = counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA);
+    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA);
     for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
@@ -966,7 +544,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
             json_array_append_new(arr, e);
             continue;
         }
-        mem_sample(r, frt_model_context(m));
+        bm_mem_sample(r, frt_model_context(m));
         for (int pi = 0; pi < r->o.n_sweep; pi++) {
             int P = r->o.sweep_prefixes[pi] / C * C;
             if (P < C) P = C;
@@ -978,7 +556,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
                 rc = cold_once(m, r->ids, P + S, &t);
                 if (!rc && i >= 0) a[n++] = t;
             }
-            double cold = pct(a, n, .5);
+            double cold = bm_pct(a, n, .5);
             frt_capsule *cap = NULL;
             if (!rc) rc = frt_model_reset(m);
             if (!rc) rc = frt_model_prefill(m, r->ids, P);
@@ -1000,13 +578,13 @@ static int bench_sweep(bm_run *r, json_t *arr)
                 rc = 0;
                 continue;
             }
-            double al = pct(a, na, .5), un = pct(b, nu, .5);
-            double rem_fl = (prefill_flops(&r->cfg, &k, P, C / 2 + S) - prefill_flops(&r->cfg, &k, P, S)) /
+            double al = bm_pct(a, na, .5), un = bm_pct(b, nu, .5);
+            double rem_fl = (bm_prefill_flops(&r->cfg, &k, P, C / 2 + S) - bm_prefill_flops(&r->cfg, &k, P, S)) /
                             r->fl.gemm_flops * 1e3;
             printf("%6d %7d | %9.2f | %11.2f %13.2f %12.2f %12.3f\n", C, P, cold, al, un, un - al, rem_fl);
             json_t *e = json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f}", "C", C, "prefix", P,
                                   "unaligned_prefix", P + C / 2, "aligned_len", aligned, "cold_ttft_p50_ms", cold,
-                                  "cold_ttft_floor_ms", prefill_flops(&r->cfg, &k, 0, P + S) / r->fl.gemm_flops * 1e3,
+                                  "cold_ttft_floor_ms", bm_prefill_flops(&r->cfg, &k, 0, P + S) / r->fl.gemm_flops * 1e3,
                                   "capsule_ttft_aligned", stats_json(a, na), "capsule_ttft_unaligned",
                                   stats_json(b, nu), "remainder_ms", un - al, "remainder_floor_ms", rem_fl);
             json_array_append_new(arr, e);
@@ -1032,14 +610,14 @@ int frt_bench_model(int argc, char **argv)
     bm_run run;
     memset(&run, 0, sizeof run);
     bm_run *r = &run;
-    int prc = parse_args(argc, argv, &r->o);
+    int prc = bm_parse_args(argc, argv, &r->o);
     if (prc) return prc == 1 ? 0 : prc;
     if (!r->o.backend_set) {
         int n = 0;
         frt_device_count(FRT_BACKEND_CUDA, &n);
         r->o.backend = n > 0 ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU;
     }
-    r->t_start = now_s();
+    r->t_start = bm_now_s();
     r->root = json_object();
     json_object_set_new(r->root, "bench", json_string("model"));
     json_object_set_new(r->root, "skipped", json_array());
@@ -1083,16 +661,16 @@ int frt_bench_model(int argc, char **argv)
                   "a long prefill is bound by the FLOPs, a short append by the bytes",
                   "fraction", "floor / measured (1.0 = at the floor)"));
 
-    rc = measure_floors(r);
+    rc = bm_measure_floors(r);
     if (rc) return fail(r, rc);
     json_flush(r);
 
     if (r->o.shape) {
         fprintf(stderr, "frt bench: building random %s weights in memory (seed %llu)...\n", r->o.shape, r->o.seed);
-        double t0 = now_s();
+        double t0 = bm_now_s();
         rc = frt_gen_model_build(r->o.shape, r->o.seed, &r->cfg, &r->ck);
         if (rc) return fail(r, rc);
-        double dt = now_s() - t0;
+        double dt = bm_now_s() - t0;
         fprintf(stderr, "frt bench: built in %.1f s\n", dt);
         json_object_set_new(r->root, "weights_build_s", json_real(dt));
     }
@@ -1107,10 +685,10 @@ int frt_bench_model(int argc, char **argv)
             free(r->ids);
             return fail(r, rc);
         }
-        mem_sample(r, frt_model_context(m));
+        bm_mem_sample(r, frt_model_context(m));
         frt_model_info info;
         frt_model_info_get(m, &info);
-        const bm_counts k = counts_of(&r->cfg, cuda);
+        const bm_counts k = bm_counts_of(&r->cfg, cuda);
         json_object_set_new(
             r->root, "model_info",
             json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "model_type", info.model_type,

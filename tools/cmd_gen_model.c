@@ -6,7 +6,7 @@
 
 #include "frt/status.h"
 #include "weights/checkpoint.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "util/fs.h"
 
 #include <errno.h>

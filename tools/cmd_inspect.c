@@ -10,7 +10,7 @@
 #include "frt/status.h"
 #include "weights/checkpoint.h"
 #include "weights/config.h"
-#include "model/gen_model.h"
+#include "gen_model.h"
 #include "util/fs.h"
 
 #include <jansson.h>

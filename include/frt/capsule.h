@@ -95,7 +95,9 @@ int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out);
 /* Opens a capsule file written by frt_capsule_snapshot(FRT_TIER_DISK) or
  * frt_capsule_save, checking magic, version, sizes, the fingerprint against
  * `m` and every checksum. Returns a disk-tier capsule.
- *   FRT_ERR_IO, FRT_ERR_FORMAT, FRT_ERR_MISMATCH (message says which check) */
+ *   FRT_ERR_IO, FRT_ERR_FORMAT, FRT_ERR_MISMATCH (message says which check;
+ *   a MAC that does not verify under the model's key, a keyed file without
+ *   a key or an unkeyed file with one: FRT_ERR_MISMATCH) */
 int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out);
 
 /* Writes any capsule to a file (temporary name + rename). */
@@ -109,6 +111,24 @@ int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info);
 
 /* Name and valid bytes of buffer i (0 <= i < n_buffers). */
 int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *bytes);
+
+#define FRT_CAPSULE_KEY_MAX 1024
+
+/* Sets the capsule key of m (key_len 1..FRT_CAPSULE_KEY_MAX bytes, copied),
+ * or clears it (key NULL, key_len 0). With a key, every capsule file m
+ * writes carries an HMAC-SHA256 (OpenSSL) of its metadata and one of each
+ * buffer's payload, and every file m loads or restores must carry MACs
+ * under this key, checked before the live state is touched: a file whose
+ * checksums were recomputed after a change is refused. Without a key,
+ * capsule files are checked by checksums and semantic checks only, so the
+ * capsule directory must be trusted like the model directory; a keyed file
+ * is then refused (its MAC cannot be checked). Capsules in memory (device,
+ * host tier) are not affected. Snapshots taken before a change of key keep
+ * the key they were taken under when written later (frt_capsule_save,
+ * frt_capsule_move).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL model, key NULL with key_len > 0, key_len
+ *                             above FRT_CAPSULE_KEY_MAX */
+int frt_capsule_set_key(frt_model *m, const void *key, size_t key_len);
 
 /* Frees the capsule's memory (a disk capsule's file is left in place). */
 void frt_capsule_free(frt_capsule *c);

@@ -2,21 +2,22 @@
  * frt/model.h - the model layer: load a Hugging Face checkpoint directory,
  * hold its live state, prefill, decode, sample.
  *
- * Architectures: the Qwen3.5 hybrid text model (`qwen3_5_text`, and the
- * composite `qwen3_5` whose text tower sits under `model.language_model.`).
- * The math follows transformers 5.x `models/qwen3_5/modeling_qwen3_5.py`
- * (Gated DeltaNet linear attention + gated full attention, zero-centred
- * RMSNorm, partial rotary embedding, SwiGLU MLP).
+ * ARCHITECTURES are registered by config.json's model_type (the list:
+ * docs/architectures.md); frt_model_info says which one a model runs.
  *
  * THE LIVE STATE is one closed set of named buffers allocated once at load
- * for `max_seq` tokens (rounded up to a multiple of the prefill chunk C):
- *   kv.L.k, kv.L.v     [max_seq, n_kv_heads, head_dim]  per full-attention layer
- *   gdn.L.state        [n_v_heads, d_k, d_v] f32         per linear layer
- *   gdn.L.conv         [conv_channels, kernel-1]         per linear layer
- *   tokens             [max_seq] i32                     the committed token ids
- *   boundary           frt_boundary (below)
- * (CPU backend: f32 everywhere; CUDA backend: bf16 KV.) Scratch activations
- * are outside the state: nothing in them survives a step.
+ * for `max_seq` tokens (rounded up to a multiple of the prefill chunk C). The
+ * architecture declares it as a table (frt_model_state_info): each buffer
+ * has a name, a dtype, a shape and a validity rule, "rows 0..pos-1" (KV
+ * caches, the token journal) or "whole" (recurrent state, convolution
+ * windows, the boundary record, the last logits). Capsules copy exactly
+ * this table. Scratch activations are outside the state: nothing in them
+ * survives a step.
+ *
+ * INPUTS AND OUTPUTS are named buffers bound to the graphs' ports
+ * (frt_model_io_info): a token model reads `ids` [C] i32 (the prefill piece)
+ * and writes `logits` [vocab] f32. frt_model_input_write and
+ * frt_model_output_read move bytes through them by name.
  *
  * A COMMITTED BOUNDARY is a position P: tokens 0..P-1 are folded into the
  * state, and `pending` is the token that will be fed next (sampled from the
@@ -62,9 +63,14 @@ frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */
 typedef struct frt_model_info {
-    char model_type[32];  /* "qwen3_5_text" or "qwen3_5" */
+    char model_type[32];  /* config.json's model_type, e.g. "qwen3_5_text" */
+    char arch[32];        /* the architecture that runs it, e.g. "qwen35" (docs/architectures.md) */
     int vocab_size;       /* logits length */
-    int hidden_size, n_layers, n_full_layers, n_linear_layers;
+    int hidden_size, n_layers;
+    int n_full_layers;    /* layers with full (softmax) attention and a KV cache */
+    int n_linear_layers;  /* layers with a recurrent mixer (Gated DeltaNet); 0 for dense models */
+    int n_state;          /* buffers in the state table (frt_model_state_info) */
+    int n_io;             /* graph ports (frt_model_io_info) */
     int max_seq;          /* state capacity, a multiple of prefill_chunk */
     int prefill_chunk;    /* C */
     int n_buckets;        /* prefill length buckets, ascending, the last = C */
@@ -77,14 +83,47 @@ typedef struct frt_model_info {
     int has_tokenizer;    /* tokenizer.json was found and loaded */
 } frt_model_info;
 
-/* Sampling parameters of a request. temperature 0 = greedy (argmax, lowest
- * id on ties; the RNG is not advanced). top_k 0 = off; top_p 1 = off. The RNG
- * lives in the boundary record; frt_model_seed sets it. */
+/* Sampling parameters of a request: the one sampling struct of the library
+ * (the model, the serving layer and the graphs' step record all use it).
+ * temperature 0 = greedy (argmax, lowest id on ties; the RNG is not
+ * advanced). top_k 0 = off; top_p 1 = off. The RNG lives in the boundary
+ * record; frt_model_seed sets it. */
 typedef struct frt_sampling {
     float temperature;
-    int top_k;
+    int32_t top_k;
     float top_p;
 } frt_sampling;
+
+/* The validity rule of a state buffer: what a capsule stores of it. */
+typedef enum frt_state_validity {
+    FRT_STATE_WHOLE = 0, /* the whole buffer (recurrent state, conv window, boundary, logits) */
+    FRT_STATE_ROWS = 1,  /* rows 0..pos-1 of row_bytes each (KV caches, the token journal) */
+} frt_state_validity;
+
+/* One buffer of the live state table. Strings are owned by the model. */
+typedef struct frt_state_info {
+    const char *name;   /* e.g. "kv.3.k", "gdn.0.state", "tokens", "boundary", "logits" */
+    const char *dtype;  /* "f32", "bf16", "i32", "u8" (safetensors names) */
+    int ndim;
+    int64_t shape[4];   /* ROWS: shape[0] = max_seq */
+    frt_state_validity validity;
+    size_t bytes;       /* the whole buffer */
+    size_t row_bytes;   /* ROWS: bytes per position; WHOLE: bytes */
+    int recurrent;      /* 1: a fold over the whole prefix, zeroed by frt_model_reset */
+} frt_state_info;
+
+typedef enum frt_io_dir { FRT_IO_INPUT = 0, FRT_IO_OUTPUT = 1 } frt_io_dir;
+
+/* One graph port. Strings are owned by the model. */
+typedef struct frt_io_info {
+    const char *name;  /* "ids", "logits" */
+    frt_io_dir dir;
+    const char *dtype;
+    int ndim;
+    int64_t shape[4];
+    size_t bytes;
+    int in_state;      /* 1: the port is a state buffer (the logits) */
+} frt_io_info;
 
 /* Loads a checkpoint directory (config.json, *.safetensors (+ index),
  * generation_config.json, tokenizer.json when present), allocates the live
@@ -92,7 +131,8 @@ typedef struct frt_sampling {
  * Returns 0 and *out (free with frt_model_free), or:
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
- *   FRT_ERR_UNSUPPORTED       an architecture other than Qwen3.5 hybrid, or a backend not built
+ *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
+ *                             architecture refuses, or a backend not built
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit
  *   FRT_ERR_NO_DEVICE         cuda requested without a device */
@@ -103,6 +143,27 @@ void frt_model_free(frt_model *m);
 
 /* Fills *info. FRT_ERR_INVALID_ARGUMENT on NULL. */
 int frt_model_info_get(const frt_model *m, frt_model_info *info);
+
+/* The live state table: buffer i (0 <= i < info.n_state) into *out, in
+ * capsule order. FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_OUT_OF_RANGE (i). */
+int frt_model_state_info(const frt_model *m, int i, frt_state_info *out);
+
+/* The graph ports: port i (0 <= i < info.n_io) into *out.
+ * FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_OUT_OF_RANGE (i). */
+int frt_model_io_info(const frt_model *m, int i, frt_io_info *out);
+
+/* Copies bytes into input port `name` (offset 0) on the model's stream and
+ * waits for it. The next replay reads it.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments
+ *   FRT_ERR_NOT_FOUND         no input port of that name
+ *   FRT_ERR_OUT_OF_RANGE      bytes larger than the port */
+int frt_model_input_write(frt_model *m, const char *name, const void *data, size_t bytes);
+
+/* Copies the first `bytes` of output port `name` to host memory.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments
+ *   FRT_ERR_NOT_FOUND         no output port of that name
+ *   FRT_ERR_OUT_OF_RANGE      bytes larger than the port */
+int frt_model_output_read(frt_model *m, const char *name, void *out, size_t bytes);
 
 /* The execution context the model runs on (owned by the model). */
 frt_context *frt_model_context(frt_model *m);

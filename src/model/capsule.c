@@ -3,17 +3,21 @@
  * live state's closure into a tier, restore it, move it between tiers, and
  * the file format of docs/capsule-format.md.
  *
- * The closure is the model's state table (model_internal.h) plus the logits
- * of the last committed token, so a restored boundary can sample without a
- * forward pass. KV buffers are stored up to the position only.
+ * The closure is the model's declared state table (model/arch.h, state.c),
+ * which ends with the logits of the last committed token, so a restored
+ * boundary can sample without a forward pass. Entries with the rows rule
+ * (KV caches, the token journal) are stored up to the position only.
  */
-#include "model/capsule_internal.h"
+#include "model/model_internal.h"
 
 #include "util/error.h"
 #include "util/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +40,13 @@ typedef struct file_header {
     uint64_t rng[2];
     uint64_t prefix_digest;
     uint64_t fingerprint;
-    uint64_t meta_checksum;  /* xxh64 of this header (this field 0) and the table */
+    uint64_t meta_checksum;  /* xxh64 of this header (this field and mac 0) and the table */
+    uint32_t flags;          /* FILE_KEYED */
+    uint32_t reserved;       /* 0 */
+    uint8_t mac[32];         /* keyed: HMAC-SHA256 of this header (mac 0) and the table */
 } file_header;
+
+#define FILE_KEYED 1u
 
 typedef struct file_entry {
     char name[CAPSULE_NAME_LEN];
@@ -45,6 +54,7 @@ typedef struct file_entry {
     uint64_t bytes;      /* valid bytes stored */
     uint64_t full_bytes; /* the live buffer's size (must match the model) */
     uint64_t checksum;   /* xxh64 of the payload */
+    uint8_t mac[32];     /* keyed: HMAC-SHA256 of the payload; else 0 */
 } file_entry;
 
 struct frt_capsule {
@@ -56,6 +66,8 @@ struct frt_capsule {
     frt_buffer *payload;     /* device or pinned-host memory; NULL for disk */
     char *path;              /* disk tier */
     uint64_t serial;         /* unique in the process, never reused (0: a loaded file) */
+    unsigned char key[FRT_CAPSULE_KEY_MAX]; /* the model's capsule key at snapshot (files written later use it) */
+    size_t key_len;
 };
 
 static uint64_t g_serial; /* the last capsule serial handed out */
@@ -88,28 +100,41 @@ uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t s
 
 /* ---- the closure ------------------------------------------------------ */
 
-/* Buffers of the closure, in table order: the state table, then logits. */
+/* The closure is the model's state table (state.c), in declaration order. */
 static int closure(frt_model *m, frt_buffer **bufs)
 {
-    int n = 0;
-    for (int i = 0; i < m->n_state; i++) bufs[n++] = m->state[i];
-    bufs[n++] = m->logits;
-    return n;
+    for (int i = 0; i < m->n_state; i++) bufs[i] = m->state[i].buf;
+    return m->n_state;
 }
 
-static int is_kv(const frt_model *m, const frt_buffer *b)
+/* Valid bytes of closure buffer i at position pos: the table's rule. */
+static size_t valid_bytes(const frt_model *m, int i, int pos) { return frt_model_state_valid_bytes(m, i, pos); }
+
+/* The index of the boundary record in the table. */
+static int boundary_index(const frt_model *m)
 {
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        if ((m->kv_k[l] && m->kv_k[l] == b) || (m->kv_v[l] && m->kv_v[l] == b)) return 1;
+    for (int i = 0; i < m->n_state; i++)
+        if (m->state[i].buf == m->boundary) return i;
+    return -1;
+}
+
+/* Checks a boundary record read from a capsule against the header and the
+ * model before anything touches the live state: a record with a position
+ * or pending token outside the model would make the next step read or
+ * write out of bounds. */
+static int check_boundary(const frt_model *m, const char *what, const frt_boundary *b, int position, int pending)
+{
+    if (b->pos != position || b->pos < 0 || b->pos > m->max_seq)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: boundary position %d (header %d) outside [0, %d]", what,
+                         b->pos, position, m->max_seq);
+    if (b->pending != pending || b->pending < -1 || b->pending >= m->cfg.vocab_size)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: pending token %d (header %d) outside [-1, %d)", what,
+                         b->pending, pending, m->cfg.vocab_size);
+    if (b->has_logits != 0 && b->has_logits != 1)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: boundary flag has_logits = %d (0 or 1)", what, b->has_logits);
+    if (b->reserved != 0)
+        return frt_error(FRT_ERR_FORMAT, "capsule: %s: unknown boundary flags %d", what, b->reserved);
     return 0;
-}
-
-/* Valid bytes of a closure buffer at position pos. */
-static size_t valid_bytes(const frt_model *m, const frt_buffer *b, int pos)
-{
-    if (is_kv(m, b)) return frt_buffer_size(b) / (size_t)m->max_seq * (size_t)pos;
-    if (b == m->tokens) return (size_t)pos * sizeof(int32_t);
-    return frt_buffer_size(b);
 }
 
 static size_t align_up(size_t x) { return (x + CAPSULE_ALIGN - 1) / CAPSULE_ALIGN * CAPSULE_ALIGN; }
@@ -146,7 +171,7 @@ static int build_table(frt_model *m, frt_capsule *c)
         file_entry *e = &c->table[i];
         memset(e, 0, sizeof *e);
         snprintf(e->name, sizeof e->name, "%s", frt_buffer_name(bufs[i]));
-        e->bytes = valid_bytes(m, bufs[i], c->info.position);
+        e->bytes = valid_bytes(m, i, c->info.position);
         e->full_bytes = frt_buffer_size(bufs[i]);
         e->offset = off; /* offset inside the in-memory payload; aligned for files */
         off = align_up(off + e->bytes);
@@ -201,6 +226,8 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
     frt_capsule *c = calloc(1, sizeof *c);
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
     c->ctx = m->ctx;
+    memcpy(c->key, m->capsule_key, m->capsule_key_len);
+    c->key_len = m->capsule_key_len;
     int rc = fill_descriptor(m, c, salt, salt_len);
     if (rc == 0) rc = build_table(m, c);
     frt_buffer *payload = NULL;
@@ -237,6 +264,7 @@ static uint64_t meta_checksum(const file_header *h, const file_entry *table, int
 {
     file_header tmp = *h;
     tmp.meta_checksum = 0;
+    memset(tmp.mac, 0, sizeof tmp.mac);
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
     XXH64_reset(st, 0);
@@ -248,6 +276,29 @@ static uint64_t meta_checksum(const file_header *h, const file_entry *table, int
 }
 
 static size_t meta_bytes(int n) { return align_up(sizeof(file_header) + (size_t)n * sizeof(file_entry)); }
+
+/* HMAC-SHA256 of data under key into out[32]; 0 or -1. */
+static int hmac(const unsigned char *key, size_t key_len, const void *data, size_t n, uint8_t out[32])
+{
+    unsigned int len = 0;
+    return HMAC(EVP_sha256(), key, (int)key_len, data, n, out, &len) && len == 32 ? 0 : -1;
+}
+
+/* The metadata MAC: HMAC-SHA256 of the header (mac zeroed) and the table. */
+static int meta_mac(const unsigned char *key, size_t key_len, const file_header *h, const file_entry *table, int n,
+                    uint8_t out[32])
+{
+    size_t bytes = sizeof *h + (size_t)n * sizeof *table;
+    unsigned char *buf = malloc(bytes);
+    if (!buf) return -1;
+    file_header tmp = *h;
+    memset(tmp.mac, 0, sizeof tmp.mac);
+    memcpy(buf, &tmp, sizeof tmp);
+    memcpy(buf + sizeof tmp, table, (size_t)n * sizeof *table);
+    int rc = hmac(key, key_len, buf, bytes, out);
+    free(buf);
+    return rc;
+}
 
 /* Writes header, table and payloads to path.tmp.PID, then renames it. The
  * payload buffer must be host-readable (host tier) or is staged through a
@@ -292,11 +343,22 @@ static int write_file(const frt_capsule *c, const frt_buffer *payload, const cha
         table[i].offset = off;
         off = align_up(off + c->table[i].bytes);
     }
-    /* the checksums, one buffer per thread */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < c->n; i++) table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
+    /* the checksums (and MACs), one buffer per thread */
+    const int keyed = c->key_len > 0;
+    int mac_failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : mac_failed)
+    for (int i = 0; i < c->n; i++) {
+        table[i].checksum = XXH64(host + c->table[i].offset, c->table[i].bytes, 0);
+        memset(table[i].mac, 0, sizeof table[i].mac);
+        if (keyed) mac_failed |= hmac(c->key, c->key_len, host + c->table[i].offset, c->table[i].bytes, table[i].mac) != 0;
+    }
     h.file_bytes = off;
+    h.flags = keyed ? FILE_KEYED : 0;
     h.meta_checksum = meta_checksum(&h, table, c->n);
+    if (keyed && (mac_failed || meta_mac(c->key, c->key_len, &h, table, c->n, h.mac) != 0)) {
+        frt_buffer_free(staging);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: computing the HMAC failed");
+    }
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
@@ -399,6 +461,39 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: metadata checksum mismatch (corrupted)", path);
         goto out;
     }
+    if (h.flags & ~FILE_KEYED || h.reserved) {
+        rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: unknown flags %08x", path, h.flags);
+        goto out;
+    }
+    if (!(h.flags & FILE_KEYED)) {
+        static const uint8_t zero[32];
+        if (memcmp(h.mac, zero, sizeof zero) != 0) {
+            rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: a MAC in a file not flagged as keyed (corrupted)", path);
+            goto out;
+        }
+    }
+    if ((h.flags & FILE_KEYED) && !m->capsule_key_len) {
+        rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: the file carries a MAC and this model has no capsule key to check it",
+                       path);
+        goto out;
+    }
+    if (!(h.flags & FILE_KEYED) && m->capsule_key_len) {
+        rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: the file carries no MAC and this model requires one (capsule key set)",
+                       path);
+        goto out;
+    }
+    if (h.flags & FILE_KEYED) {
+        uint8_t want[32];
+        if (meta_mac(m->capsule_key, m->capsule_key_len, &h, table, (int)h.n_buffers, want) != 0) {
+            rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: computing the HMAC failed");
+            goto out;
+        }
+        if (CRYPTO_memcmp(want, h.mac, sizeof want) != 0) {
+            rc = frt_error(FRT_ERR_MISMATCH, "capsule: %s: metadata MAC mismatch (tampered, or another capsule key)",
+                           path);
+            goto out;
+        }
+    }
     if (h.fingerprint != m->fingerprint) {
         rc = frt_error(FRT_ERR_MISMATCH,
                        "capsule: %s: made by another model or build (fingerprint %016llx, this model %016llx)", path,
@@ -416,7 +511,7 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         file_entry *e = &table[i];
         e->name[CAPSULE_NAME_LEN - 1] = 0;
         if (strcmp(e->name, frt_buffer_name(bufs[i])) != 0 || e->full_bytes != frt_buffer_size(bufs[i]) ||
-            e->bytes != valid_bytes(m, bufs[i], h.position) || e->offset % CAPSULE_ALIGN ||
+            e->bytes != valid_bytes(m, i, h.position) || e->offset % CAPSULE_ALIGN ||
             e->offset + e->bytes > h.file_bytes || e->offset < meta_bytes(n)) {
             rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: buffer %d '%s' does not match the model's state", path, i,
                            e->name);
@@ -447,26 +542,43 @@ static int read_file(frt_model *m, const char *path, frt_capsule *c, frt_buffer 
         if (rc < 0) goto out;
         unsigned char *host = frt_buffer_ptr(payload);
         const int fd = fileno(f);
-        int bad = -1, why = 0; /* the first bad buffer (lowest index): 1 unreadable, 2 checksum */
-        /* one buffer per thread: read at its offset, then its checksum */
+        int bad = -1, why = 0; /* the first bad buffer (lowest index): 1 unreadable, 2 checksum, 3 MAC */
+        const int keyed = (h.flags & FILE_KEYED) != 0;
+        /* one buffer per thread: read at its offset, then its checksum (and MAC) */
 #pragma omp parallel for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) {
             int e = 0;
+            uint8_t mac[32];
             if (table[i].bytes && frt_pread_all(fd, host + c->table[i].offset, table[i].bytes, table[i].offset))
                 e = 1;
             else if (XXH64(host + c->table[i].offset, table[i].bytes, 0) != table[i].checksum)
                 e = 2;
+            else if (keyed && (hmac(m->capsule_key, m->capsule_key_len, host + c->table[i].offset, table[i].bytes,
+                                    mac) != 0 ||
+                               CRYPTO_memcmp(mac, table[i].mac, sizeof mac) != 0))
+                e = 3;
             if (e) {
 #pragma omp critical(frt_capsule_read_err)
                 if (bad < 0 || i < bad) bad = i, why = e;
             }
         }
         if (bad >= 0) {
-            rc = why == 1 ? frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[bad].name)
-                          : frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)",
-                                      path, table[bad].name);
+            rc = why == 1   ? frt_error(FRT_ERR_FORMAT, "capsule: %s: cannot read buffer '%s'", path, table[bad].name)
+                 : why == 2 ? frt_error(FRT_ERR_FORMAT, "capsule: %s: checksum mismatch in buffer '%s' (corrupted)",
+                                        path, table[bad].name)
+                            : frt_error(FRT_ERR_MISMATCH, "capsule: %s: MAC mismatch in buffer '%s' (tampered)", path,
+                                        table[bad].name);
             goto out;
         }
+        int bi = boundary_index(m);
+        frt_boundary br;
+        if (bi < 0 || c->table[bi].bytes != sizeof br) {
+            rc = frt_error(FRT_ERR_FORMAT, "capsule: %s: no boundary record", path);
+            goto out;
+        }
+        memcpy(&br, host + c->table[bi].offset, sizeof br);
+        rc = check_boundary(m, path, &br, h.position, h.pending);
+        if (rc < 0) goto out;
         *payload_out = payload;
         payload = NULL;
     }
@@ -508,6 +620,18 @@ int frt_capsule_save(const frt_capsule *c, const char *path)
     return write_file(c, c->payload, path);
 }
 
+int frt_capsule_set_key(frt_model *m, const void *key, size_t key_len)
+{
+    if (!m || (!key && key_len)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    if (key_len > FRT_CAPSULE_KEY_MAX)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: a key of %zu bytes (at most %d)", key_len,
+                         FRT_CAPSULE_KEY_MAX);
+    OPENSSL_cleanse(m->capsule_key, sizeof m->capsule_key);
+    if (key_len) memcpy(m->capsule_key, key, key_len);
+    m->capsule_key_len = key_len;
+    return 0;
+}
+
 /* ---- restore -------------------------------------------------------------- */
 
 int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
@@ -535,18 +659,15 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     unsigned char skip[FRT_CAPSULE_MAX_BUFFERS];
     memset(skip, 0, sizeof skip);
     const int ablate = flags & (FRT_RESTORE_KV_ONLY_ZERO | FRT_RESTORE_KV_ONLY_STALE);
-    if (ablate) {
-        for (int i = 0; i < n; i++)
-            for (int l = 0; l < m->cfg.n_layers; l++)
-                if (bufs[i] == m->gdn_state[l] || bufs[i] == m->gdn_conv[l]) skip[i] = 1;
-    }
-    /* Rollback: the KV rows and journal below the capsule's position are
-     * still its bytes (see capsule.h); copy the fixed-size state only. */
+    if (ablate)
+        for (int i = 0; i < n; i++) skip[i] = (unsigned char)m->state[i].decl.recurrent;
+    /* Rollback: the rows entries (KV, journal) below the capsule's position
+     * are still its bytes (see capsule.h); copy the whole entries only. */
     const int rollback = !ablate && !(flags & FRT_RESTORE_FULL) && c->tier != FRT_TIER_DISK && c->serial &&
                          m->live_capsule == c->serial;
     if (rollback)
         for (int i = 0; i < n; i++)
-            if (is_kv(m, bufs[i]) || bufs[i] == m->tokens) skip[i] = 1;
+            if (m->state[i].decl.validity == FRT_STATE_ROWS) skip[i] = 1;
     m->live_capsule = 0; /* until the copy has landed */
     frt_restore_stats st = {0, 0, rollback};
     int rc = copy_closure(m, c, payload, 0, skip, &st);
@@ -630,5 +751,6 @@ void frt_capsule_free(frt_capsule *c)
     if (!c) return;
     frt_buffer_free(c->payload);
     free(c->path);
+    OPENSSL_cleanse(c->key, sizeof c->key);
     free(c);
 }

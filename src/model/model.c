@@ -42,9 +42,9 @@ static int step_write(frt_model *m, int n_valid, const frt_sampling *s, int no_l
     memset(&a, 0, sizeof a);
     a.n_valid = n_valid;
     a.no_logits = no_logits;
-    a.temperature = s ? s->temperature : 0.0f;
-    a.top_k = s ? s->top_k : 0;
-    a.top_p = s ? s->top_p : 1.0f;
+    a.sampling.temperature = s ? s->temperature : 0.0f;
+    a.sampling.top_k = s ? s->top_k : 0;
+    a.sampling.top_p = s ? s->top_p : 1.0f;
     /* Decode steps of one request write the same record: skip the copy. */
     if (m->step_cached && !memcmp(&a, &m->step_last, sizeof a)) return 0;
     m->step_cached = 0;
@@ -65,52 +65,14 @@ static int file_exists(const char *dir, const char *name)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int alloc_buf(frt_model *m, const char *name, size_t bytes, frt_buffer **out)
-{
-    int rc = frt_buffer_alloc(m->ctx, name, FRT_SPACE_DEVICE, bytes, out);
-    if (rc < 0) return rc;
-    return frt_buffer_fill(*out, 0, bytes, 0, m->stream);
-}
-
+/* The state table and ports (state.c), the step record, and the boundary
+ * of an empty state. */
 static int alloc_state(frt_model *m)
 {
-    const frt_model_config *c = &m->cfg;
-    int L = c->n_layers;
-    m->kv_k = calloc((size_t)L, sizeof *m->kv_k);
-    m->kv_v = calloc((size_t)L, sizeof *m->kv_v);
-    m->gdn_state = calloc((size_t)L, sizeof *m->gdn_state);
-    m->gdn_conv = calloc((size_t)L, sizeof *m->gdn_conv);
-    m->state = calloc((size_t)(2 * L + 2), sizeof *m->state);
-    if (!m->kv_k || !m->kv_v || !m->gdn_state || !m->gdn_conv || !m->state)
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the state table");
-    size_t f = sizeof(float);
-    char name[64];
-    for (int l = 0; l < L; l++) {
-        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
-            size_t bytes = (size_t)m->max_seq * c->n_kv_heads * c->head_dim * m->bk->kv_elem_bytes;
-            snprintf(name, sizeof name, "kv.%d.k", l);
-            FRT_TRY(alloc_buf(m, name, bytes, &m->kv_k[l]));
-            snprintf(name, sizeof name, "kv.%d.v", l);
-            FRT_TRY(alloc_buf(m, name, bytes, &m->kv_v[l]));
-            m->state[m->n_state++] = m->kv_k[l];
-            m->state[m->n_state++] = m->kv_v[l];
-        } else {
-            size_t bytes = (size_t)c->lin_n_v_heads * c->lin_k_head_dim * c->lin_v_head_dim * f;
-            snprintf(name, sizeof name, "gdn.%d.state", l);
-            FRT_TRY(alloc_buf(m, name, bytes, &m->gdn_state[l]));
-            snprintf(name, sizeof name, "gdn.%d.conv", l);
-            FRT_TRY(alloc_buf(m, name, (size_t)m->conv_channels * (c->lin_conv_kernel - 1) * f, &m->gdn_conv[l]));
-            m->state[m->n_state++] = m->gdn_state[l];
-            m->state[m->n_state++] = m->gdn_conv[l];
-        }
-    }
-    FRT_TRY(alloc_buf(m, "tokens", (size_t)m->max_seq * sizeof(int32_t), &m->tokens));
-    FRT_TRY(alloc_buf(m, "boundary", sizeof(frt_boundary), &m->boundary));
-    m->state[m->n_state++] = m->tokens;
-    m->state[m->n_state++] = m->boundary;
-    FRT_TRY(alloc_buf(m, "in_ids", (size_t)m->C * sizeof(int32_t), &m->in_ids));
-    FRT_TRY(alloc_buf(m, "step", sizeof(frt_step_args), &m->step));
-    FRT_TRY(alloc_buf(m, "logits", (size_t)c->vocab_size * f, &m->logits));
+    FRT_TRY(frt_model_state_alloc(m));
+    FRT_TRY(frt_buffer_alloc(m->ctx, "step", FRT_SPACE_DEVICE, sizeof(frt_step_args), &m->step));
+    FRT_TRY(frt_buffer_fill(m->step, 0, sizeof(frt_step_args), 0, m->stream));
+    if (m->arch->bind_state) FRT_TRY(m->arch->bind_state(m));
     frt_boundary b;
     memset(&b, 0, sizeof b);
     b.pending = -1;
@@ -152,24 +114,37 @@ static uint64_t hash_weights(const frt_checkpoint *ck)
     return d;
 }
 
+/* The fingerprint: the format version, the architecture and the
+ * hyperparameters it names, the backend and its dtypes, the state table
+ * (names, dtypes, shapes, validity), C, the buckets, the weights hash and
+ * the backend's load-time choices. */
 static uint64_t compute_fingerprint(const frt_model *m)
 {
-    const frt_model_config *c = &m->cfg;
-    char s[4096];
-    int n = snprintf(s, sizeof s,
-                     "frt-capsule-v%u|%s|backend=%s|%s|V=%d H=%d I=%d L=%d|attn %d/%d/%d gate=%d|"
-                     "lin %d/%d/%d/%d/%d|eps=%.9g theta=%.9g rot=%d tie=%d|C=%d max_seq=%d|weights=%016llx|",
-                     FRT_CAPSULE_FORMAT_VERSION, c->model_type, m->bk->name, m->bk->state_dtypes, c->vocab_size,
-                     c->hidden_size, c->intermediate_size, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
-                     c->attn_output_gate, c->lin_n_k_heads, c->lin_n_v_heads, c->lin_k_head_dim,
-                     c->lin_v_head_dim, c->lin_conv_kernel, (double)c->rms_norm_eps, (double)c->rope_theta,
-                     c->rotary_dim, c->tie_word_embeddings, m->C, m->max_seq,
-                     (unsigned long long)m->weights_hash);
-    for (int i = 0; i < m->n_buckets && n < (int)sizeof s - 16; i++) n += snprintf(s + n, sizeof s - n, "b%d,", m->buckets[i]);
-    for (int l = 0; l < c->n_layers && n < (int)sizeof s - 4; l++) n += snprintf(s + n, sizeof s - n, "%d", c->layer_types[l]);
-    if (m->bk->fingerprint_extra && n < (int)sizeof s - 24)
-        n += snprintf(s + n, sizeof s - n, "|bk=%016llx", (unsigned long long)m->bk->fingerprint_extra(m));
-    return XXH64(s, (size_t)n, 0);
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0);
+    char s[1024];
+    int n = snprintf(s, sizeof s, "frt-capsule-v%u|%s|%s|backend=%s|%s|C=%d max_seq=%d|weights=%016llx|",
+                     FRT_CAPSULE_FORMAT_VERSION, m->arch->name, m->cfg.model_type, m->bk->name, m->bk->state_dtypes,
+                     m->C, m->max_seq, (unsigned long long)m->weights_hash);
+    XXH64_update(h, s, (size_t)n);
+    n = m->arch->describe(&m->cfg, s, sizeof s);
+    XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
+    XXH64_update(h, m->buckets, (size_t)m->n_buckets * sizeof m->buckets[0]);
+    for (int i = 0; i < m->n_state; i++) {
+        const frt_state_decl *d = &m->state[i].decl;
+        XXH64_update(h, d->name, strlen(d->name) + 1);
+        int32_t meta[3] = {(int32_t)d->dtype, d->ndim, (int32_t)d->validity};
+        XXH64_update(h, meta, sizeof meta);
+        XXH64_update(h, d->shape, (size_t)d->ndim * sizeof d->shape[0]);
+    }
+    if (m->bk->fingerprint_extra) {
+        uint64_t x = m->bk->fingerprint_extra(m);
+        XXH64_update(h, &x, sizeof x);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
 }
 
 /* Loads from a directory, or (dir NULL) from the checkpoint and config that
@@ -182,19 +157,17 @@ static int load_model(frt_model *m, const char *dir)
         FRT_TRY(frt_generation_config_load(dir, &m->cfg, &m->gen));
     }
     const frt_model_config *c = &m->cfg;
-    if (!c->hybrid)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "model: '%s' parses, but only the Qwen3.5 hybrid forward pass (qwen3_5_text, qwen3_5) "
-                         "is implemented",
+    m->arch = frt_arch_find(c->model_type);
+    if (!m->arch)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: no architecture runs model_type '%s' (docs/architectures.md)",
                          c->model_type);
-    if (p->backend == FRT_BACKEND_CPU) {
-        m->bk = &frt_qwen35_cpu_backend;
-    } else {
-#if FRT_HAVE_CUDA
-        m->bk = &frt_qwen35_cuda_backend;
-#else
-        return frt_error(FRT_ERR_UNSUPPORTED, "model: this build has no CUDA backend (built without nvcc)");
-#endif
+    FRT_TRY(m->arch->check_config(c));
+    m->bk = p->backend == FRT_BACKEND_CPU ? m->arch->cpu : p->backend == FRT_BACKEND_CUDA ? m->arch->cuda : NULL;
+    if (!m->bk) {
+        if (p->backend == FRT_BACKEND_CUDA && !FRT_HAVE_CUDA)
+            return frt_error(FRT_ERR_UNSUPPORTED, "model: this build has no CUDA backend (built without nvcc)");
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: architecture '%s' has no %s backend", m->arch->name,
+                         p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     }
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
@@ -207,7 +180,7 @@ static int load_model(frt_model *m, const char *dir)
     m->max_seq = (max_seq + m->C - 1) / m->C * m->C;
     for (int b = 16; b < m->C && m->n_buckets < 15; b *= 2) m->buckets[m->n_buckets++] = b;
     m->buckets[m->n_buckets++] = m->C;
-    m->conv_channels = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
+    if (m->arch->init) FRT_TRY(m->arch->init(m));
 
     if (dir) {
         FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
@@ -276,16 +249,10 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_prefill);
     frt_graph_destroy(m->g_decode);
     frt_graph_destroy(m->g_sample);
-    for (int i = 0; i < m->n_state; i++) frt_buffer_free(m->state[i]);
-    frt_buffer_free(m->in_ids);
+    frt_model_state_free(m);
     frt_buffer_free(m->step);
-    frt_buffer_free(m->logits);
-    free(m->state);
-    free(m->kv_k);
-    free(m->kv_v);
-    free(m->gdn_state);
-    free(m->gdn_conv);
     if (m->bk) m->bk->free(m);
+    if (m->arch && m->arch->fini) m->arch->fini(m);
     frt_context_destroy(m->ctx);
     frt_tokenizer_free(m->tok);
     if (!m->ckpt_borrowed) frt_checkpoint_close(m->ckpt);
@@ -298,23 +265,21 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
     memset(info, 0, sizeof *info);
     const frt_model_config *c = &m->cfg;
     snprintf(info->model_type, sizeof info->model_type, "%s", c->model_type);
+    snprintf(info->arch, sizeof info->arch, "%s", m->arch->name);
     info->vocab_size = c->vocab_size;
     info->hidden_size = c->hidden_size;
     info->n_layers = c->n_layers;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
-            info->n_full_layers++;
-        else
-            info->n_linear_layers++;
-    }
+    if (m->arch->info) m->arch->info(m, info);
+    info->n_state = m->n_state;
+    info->n_io = m->n_io;
     info->max_seq = m->max_seq;
     info->prefill_chunk = m->C;
     info->n_buckets = m->n_buckets;
     memcpy(info->buckets, m->buckets, sizeof info->buckets);
     info->n_eos = m->gen.n_eos;
     memcpy(info->eos_ids, m->gen.eos_ids, sizeof info->eos_ids);
-    info->weight_bytes = m->w.bytes;
-    for (int i = 0; i < m->n_state; i++) info->state_bytes += frt_buffer_size(m->state[i]);
+    info->weight_bytes = m->weight_bytes;
+    for (int i = 0; i < m->n_state; i++) info->state_bytes += m->state[i].bytes;
     info->backend = m->params.backend;
     info->has_tokenizer = m->tok != NULL;
     return 0;
@@ -395,7 +360,7 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
     while (done < n) {
         int piece = (pos / m->C + 1) * m->C - pos; /* up to the next multiple of C */
         if (piece > n - done) piece = n - done;
-        FRT_TRY(frt_buffer_write(m->in_ids, 0, ids + done, (size_t)piece * sizeof(int32_t), m->stream));
+        FRT_TRY(frt_model_input_write(m, "ids", ids + done, (size_t)piece * sizeof(int32_t)));
         /* Only the call's last piece computes the logits: no one can see the
          * boundaries inside one call (a failed call leaves has_logits 0). */
         FRT_TRY(step_write(m, piece, NULL, done + piece < n));
@@ -471,12 +436,9 @@ int frt_model_reset(frt_model *m)
     b.pending = -1;
     b.has_logits = 0;
     m->live_capsule = 0; /* the next steps rewrite the KV rows from 0 */
-    /* The recurrent and convolution state start from zero; KV rows past the
-     * position are never read. */
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        if (m->gdn_state[l]) FRT_TRY(frt_buffer_fill(m->gdn_state[l], 0, frt_buffer_size(m->gdn_state[l]), 0, m->stream));
-        if (m->gdn_conv[l]) FRT_TRY(frt_buffer_fill(m->gdn_conv[l], 0, frt_buffer_size(m->gdn_conv[l]), 0, m->stream));
-    }
+    /* The recurrent entries start from zero; rows past the position are
+     * never read. */
+    FRT_TRY(frt_model_state_zero_recurrent(m));
     return boundary_write(m, &b);
 }
 
@@ -524,8 +486,7 @@ int frt_model_logits(frt_model *m, float *out)
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "logits: none (prefill first)");
-    FRT_TRY(frt_buffer_read(m->logits, 0, out, (size_t)m->cfg.vocab_size * sizeof(float), m->stream));
-    return frt_stream_sync(m->stream);
+    return frt_model_output_read(m, "logits", out, (size_t)m->cfg.vocab_size * sizeof(float));
 }
 
 int frt_model_aligned_len(const frt_model *m, int pos)

@@ -16,7 +16,10 @@
 #include "text/tok_internal.h"
 #include "util/error.h"
 
+#include <jansson.h>
+
 #include <stdlib.h>
+#include <string.h>
 
 static int trie_node(tok_trie *t, unsigned char byte)
 {
@@ -157,5 +160,136 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
         start_offset = stop;
     }
     if (start_offset < n) FRT_TRY(fn(ctx, s + start_offset, n - start_offset, -1));
+    return 0;
+}
+
+/* ---- added tokens (AddedVocabulary::add_tokens) ------------------------------------------ */
+typedef struct added_in {
+    const char *content;
+    size_t len;
+    int single_word, lstrip, rstrip, normalized, special;
+} added_in;
+
+static int added_same(const tok_added *a, const added_in *t)
+{
+    return a->content_len == t->len && !memcmp(a->content, t->content, t->len) &&
+           a->single_word == t->single_word && a->lstrip == t->lstrip && a->rstrip == t->rstrip &&
+           a->normalized == t->normalized && a->special == t->special;
+}
+
+int tok_load_added(frt_tokenizer *tok, const json_t *list, tok_pairmap *by_id)
+{
+    if (!list || json_is_null(list)) return 0;
+    if (!json_is_array(list)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens is not a list");
+    /* next_id: the model's vocabulary size (number of entries), as add_tokens
+     * computes it on an empty added vocabulary */
+    int64_t next_id = (int64_t)tok->vocab_entries;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e) {
+        if (!json_is_object(e)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] is not an object", i);
+        const json_t *c = json_object_get(e, "content");
+        if (!json_is_string(c)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] has no content", i);
+        added_in t = {json_string_value(c), json_string_length(c), 0, 0, 0, 0, 0};
+        const char *what = "tokenizer.json: added token";
+        FRT_TRY(tok_json_bool(e, "special", 0, &t.special, what));
+        FRT_TRY(tok_json_bool(e, "single_word", 0, &t.single_word, what));
+        FRT_TRY(tok_json_bool(e, "lstrip", 0, &t.lstrip, what));
+        FRT_TRY(tok_json_bool(e, "rstrip", 0, &t.rstrip, what));
+        FRT_TRY(tok_json_bool(e, "normalized", !t.special, &t.normalized, what));
+        if (!t.len) continue;
+        if (!tok_utf8_valid(t.content, t.len))
+            return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] is not valid UTF-8", i);
+
+        int32_t existing = tok_strmap_get(&tok->added_map, t.content, t.len);
+        const tok_pair_entry *slot = existing >= 0 ? tok_pairmap_get(by_id, existing, 0) : NULL;
+        if (slot && added_same(&tok->added[slot->rank], &t)) continue;
+        int32_t id = existing;
+        if (id < 0) id = tok_strmap_get(&tok->vocab, t.content, t.len);
+        if (id < 0) {
+            if (next_id >= TOK_MAX_ID) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: too many tokens");
+            id = (int32_t)next_id++;
+        }
+        slot = tok_pairmap_get(by_id, id, 0);
+
+        tok_added a = {0};
+        a.content = tok_arena_dup(&tok->arena, t.content, t.len);
+        if (!a.content) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        a.content_len = (uint32_t)t.len;
+        a.id = id;
+        a.single_word = (unsigned char)t.single_word;
+        a.lstrip = (unsigned char)t.lstrip;
+        a.rstrip = (unsigned char)t.rstrip;
+        a.normalized = (unsigned char)t.normalized;
+        a.special = (unsigned char)t.special;
+        /* normalized_cache: kept per id, replaced only by a new normalized form */
+        a.pattern = NULL;
+        if (slot) {
+            a.pattern = tok->added[slot->rank].pattern;
+            a.pattern_len = tok->added[slot->rank].pattern_len;
+        }
+        if (t.normalized && tok->n_norm) {
+            const char *nf;
+            size_t nn;
+            char *owned;
+            FRT_TRY(tok_normalize(tok, t.content, t.len, &nf, &nn, &owned));
+            int differs = nn != t.len || memcmp(nf, t.content, nn);
+            if (differs) {
+                a.pattern = tok_arena_dup(&tok->arena, nf, nn);
+                a.pattern_len = (uint32_t)nn;
+            }
+            free(owned);
+            if (differs && !a.pattern) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        }
+        FRT_TRY(tok_strmap_put(&tok->added_map, a.content, a.content_len, id, NULL));
+        if (t.special) /* special_tokens_set: by content, never shrinks */
+            FRT_TRY(tok_strmap_put(&tok->special_set, a.content, a.content_len, 1, NULL));
+        if (slot) {
+            tok->added[slot->rank] = a;
+        } else {
+            tok_added *arr = realloc(tok->added, (tok->n_added + 1) * sizeof *arr);
+            if (!arr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+            tok->added = arr;
+            tok->added[tok->n_added] = a;
+            FRT_TRY(tok_pairmap_put(by_id, id, 0, (uint32_t)tok->n_added, 0));
+            tok->n_added++;
+        }
+    }
+    return 0;
+}
+
+/* The match patterns (refresh_added_tokens): normalized tokens match their
+ * cached normalized form after normalization, the others their content in
+ * the raw text. */
+int tok_build_tries(frt_tokenizer *tok)
+{
+    for (size_t k = 0; k < tok->n_added; k++) {
+        tok_added *a = &tok->added[k];
+        const char *pat = a->content;
+        size_t n = a->content_len;
+        tok_trie *t = &tok->trie_raw;
+        if (a->normalized) {
+            t = &tok->trie_norm;
+            if (a->pattern) {
+                pat = a->pattern;
+                n = a->pattern_len;
+            }
+        }
+        if (!n) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added token %d normalizes to nothing", a->id);
+        int rc = tok_trie_add(t, pat, n, (int32_t)k);
+        if (rc < 0) return rc;
+        if (rc > 0)
+            return frt_error(FRT_ERR_FORMAT, "tokenizer.json: two added tokens match the same text `%.*s`",
+                             (int)(n > 200 ? 200 : n), pat);
+        if (a->single_word || a->lstrip || a->rstrip) tok->need_char_res = 1;
+    }
+    if (tok->need_char_res) {
+        /* Rust regex crate classes (added_vocabulary.rs uses regex::Regex):
+         * \s = White_Space, \w = Alphabetic + M + Nd + Pc + Join_Control. */
+        static const char ws[] = "\\p{White_Space}";
+        static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
+        FRT_TRY(tok_regex_compile_pcre2(&tok->ws_re, ws, sizeof ws - 1, PCRE2_ANCHORED, "White_Space"));
+        FRT_TRY(tok_regex_compile_pcre2(&tok->word_re, word, sizeof word - 1, PCRE2_ANCHORED, "word class"));
+    }
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <pcre2.h>
 
 #include <stddef.h>
+#include <jansson.h>
 #include <stdint.h>
 
 #include "text/tokenizer.h"
@@ -313,5 +314,19 @@ typedef int (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t token);
  * calls FN for each non-empty piece in order. */
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
                     size_t n, tok_piece_fn fn, void *ctx);
+
+/* Applies the normalizer sequence to s[0..n) (tok_encode.c). *out points
+ * either at s (no change) or at a malloc'd string stored in *owned (the
+ * caller frees it). Errors: FRT_ERR_OUT_OF_MEMORY, FRT_ERR_FORMAT. */
+int tok_normalize(const frt_tokenizer *tok, const char *s, size_t n, const char **out, size_t *out_n, char **owned);
+
+/* tokenizer.c: reads the boolean obj[key] into *out (def when absent or
+ * null). FRT_ERR_FORMAT (message names `what` and the key) otherwise. */
+int tok_json_bool(const json_t *obj, const char *key, int def, int *out, const char *what);
+
+/* tok_added.c: loads tokenizer.json's added_tokens (AddedVocabulary::add_tokens)
+ * and builds the match tries. Errors: FRT_ERR_FORMAT, FRT_ERR_OUT_OF_MEMORY. */
+int tok_load_added(frt_tokenizer *tok, const json_t *list, tok_pairmap *by_id);
+int tok_build_tries(frt_tokenizer *tok);
 
 #endif /* FRT_TEXT_TOK_INTERNAL_H */

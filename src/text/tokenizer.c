@@ -1,4 +1,4 @@
-/* tokenizer.c - loading tokenizer.json and the encode pipeline.
+/* tokenizer.c - loading tokenizer.json (the encode pipeline is tok_encode.c).
  *
  * The reference is the Hugging Face `tokenizers` library, 0.23
  * (tokenizers/src/tokenizer/{mod,serialization,added_vocabulary}.rs,
@@ -20,7 +20,7 @@
 /* ---- small JSON helpers -------------------------------------------------------- */
 
 /* A bool field: absent or null gives DEF; anything but a bool is an error. */
-static int get_bool(const json_t *obj, const char *key, int def, int *out, const char *what)
+int tok_json_bool(const json_t *obj, const char *key, int def, int *out, const char *what)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -73,41 +73,6 @@ static int load_normalizer(frt_tokenizer *tok, const json_t *n, int depth)
     return 0;
 }
 
-/* Applies the normalizer sequence to S[0..N). *out points either at S (no
- * change) or at a malloc'd string stored in *owned (caller frees). */
-static int normalize(const frt_tokenizer *tok, const char *s, size_t n, const char **out,
-                     size_t *out_n, char **owned)
-{
-    *out = s;
-    *out_n = n;
-    *owned = NULL;
-    if (!tok->n_norm) return 0;
-    int ascii = 1;
-    for (size_t i = 0; i < n && ascii; i++) ascii = (unsigned char)s[i] < 0x80;
-    if (ascii) return 0; /* ASCII is invariant under every normal form */
-    for (int k = 0; k < tok->n_norm; k++) {
-        utf8proc_option_t opt = UTF8PROC_STABLE;
-        switch (tok->norm[k]) {
-        case TOK_NFC: opt |= UTF8PROC_COMPOSE; break;
-        case TOK_NFD: opt |= UTF8PROC_DECOMPOSE; break;
-        case TOK_NFKC: opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-        default: opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-        }
-        utf8proc_uint8_t *res = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)*out, (utf8proc_ssize_t)*out_n, &res, opt);
-        if (r < 0) {
-            free(*owned);
-            *owned = NULL;
-            return frt_error(r == UTF8PROC_ERROR_NOMEM ? FRT_ERR_OUT_OF_MEMORY : FRT_ERR_BACKEND,
-                             "tokenizer: normalization failed: %s", utf8proc_errmsg(r));
-        }
-        free(*owned);
-        *owned = (char *)res;
-        *out = (char *)res;
-        *out_n = (size_t)r;
-    }
-    return 0;
-}
 
 /* ---- pre-tokenizer ------------------------------------------------------------------ */
 static int add_stage(frt_tokenizer *tok, tok_stage **st)
@@ -145,9 +110,9 @@ static int load_pretok(frt_tokenizer *tok, const json_t *p, int depth)
         int trim = 0;
         FRT_TRY(add_stage(tok, &st));
         st->is_byte_level = 1;
-        FRT_TRY(get_bool(p, "add_prefix_space", 1, &st->add_prefix_space, "tokenizer.json: ByteLevel pre_tokenizer"));
-        FRT_TRY(get_bool(p, "trim_offsets", 1, &trim, "tokenizer.json: ByteLevel pre_tokenizer"));
-        FRT_TRY(get_bool(p, "use_regex", 1, &st->use_regex, "tokenizer.json: ByteLevel pre_tokenizer"));
+        FRT_TRY(tok_json_bool(p, "add_prefix_space", 1, &st->add_prefix_space, "tokenizer.json: ByteLevel pre_tokenizer"));
+        FRT_TRY(tok_json_bool(p, "trim_offsets", 1, &trim, "tokenizer.json: ByteLevel pre_tokenizer"));
+        FRT_TRY(tok_json_bool(p, "use_regex", 1, &st->use_regex, "tokenizer.json: ByteLevel pre_tokenizer"));
         if (st->use_regex && !tok->gpt2_re.code) {
             /* pre_tokenizers/byte_level.rs RE */
             static const char gpt2[] =
@@ -185,7 +150,7 @@ static int load_pretok(frt_tokenizer *tok, const json_t *p, int depth)
             st->behavior = TOK_CONTIGUOUS;
         else
             return frt_error(FRT_ERR_UNSUPPORTED, "tokenizer.json: Split behavior \"%s\" is not supported", bs);
-        FRT_TRY(get_bool(p, "invert", 0, &st->invert, "tokenizer.json: Split pre_tokenizer"));
+        FRT_TRY(tok_json_bool(p, "invert", 0, &st->invert, "tokenizer.json: Split pre_tokenizer"));
         return 0;
     }
     return frt_error(FRT_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer \"%s\" is not supported "
@@ -257,11 +222,11 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
     if (s && *s)
         return frt_error(FRT_ERR_UNSUPPORTED, "tokenizer.json: BPE end_of_word_suffix \"%s\" is not supported", s);
     int byte_fallback = 0;
-    FRT_TRY(get_bool(m, "byte_fallback", 0, &byte_fallback, "tokenizer.json: BPE"));
+    FRT_TRY(tok_json_bool(m, "byte_fallback", 0, &byte_fallback, "tokenizer.json: BPE"));
     if (byte_fallback)
         return frt_error(FRT_ERR_UNSUPPORTED, "tokenizer.json: BPE byte_fallback is not supported");
-    FRT_TRY(get_bool(m, "fuse_unk", 0, &tok->fuse_unk, "tokenizer.json: BPE"));
-    FRT_TRY(get_bool(m, "ignore_merges", 0, &tok->ignore_merges, "tokenizer.json: BPE"));
+    FRT_TRY(tok_json_bool(m, "fuse_unk", 0, &tok->fuse_unk, "tokenizer.json: BPE"));
+    FRT_TRY(tok_json_bool(m, "ignore_merges", 0, &tok->ignore_merges, "tokenizer.json: BPE"));
     v = json_object_get(m, "unk_token");
     if (v && !json_is_null(v)) {
         if (!json_is_string(v)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: BPE unk_token is not a string");
@@ -378,137 +343,6 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
         }
         tok_buf_free(&raw);
         FRT_TRY(rc);
-    }
-    return 0;
-}
-
-/* ---- added tokens (AddedVocabulary::add_tokens) ------------------------------------------ */
-typedef struct added_in {
-    const char *content;
-    size_t len;
-    int single_word, lstrip, rstrip, normalized, special;
-} added_in;
-
-static int added_same(const tok_added *a, const added_in *t)
-{
-    return a->content_len == t->len && !memcmp(a->content, t->content, t->len) &&
-           a->single_word == t->single_word && a->lstrip == t->lstrip && a->rstrip == t->rstrip &&
-           a->normalized == t->normalized && a->special == t->special;
-}
-
-static int load_added(frt_tokenizer *tok, const json_t *list, tok_pairmap *by_id)
-{
-    if (!list || json_is_null(list)) return 0;
-    if (!json_is_array(list)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens is not a list");
-    /* next_id: the model's vocabulary size (number of entries), as add_tokens
-     * computes it on an empty added vocabulary */
-    int64_t next_id = (int64_t)tok->vocab_entries;
-    size_t i;
-    const json_t *e;
-    json_array_foreach(list, i, e) {
-        if (!json_is_object(e)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] is not an object", i);
-        const json_t *c = json_object_get(e, "content");
-        if (!json_is_string(c)) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] has no content", i);
-        added_in t = {json_string_value(c), json_string_length(c), 0, 0, 0, 0, 0};
-        const char *what = "tokenizer.json: added token";
-        FRT_TRY(get_bool(e, "special", 0, &t.special, what));
-        FRT_TRY(get_bool(e, "single_word", 0, &t.single_word, what));
-        FRT_TRY(get_bool(e, "lstrip", 0, &t.lstrip, what));
-        FRT_TRY(get_bool(e, "rstrip", 0, &t.rstrip, what));
-        FRT_TRY(get_bool(e, "normalized", !t.special, &t.normalized, what));
-        if (!t.len) continue;
-        if (!tok_utf8_valid(t.content, t.len))
-            return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added_tokens[%zu] is not valid UTF-8", i);
-
-        int32_t existing = tok_strmap_get(&tok->added_map, t.content, t.len);
-        const tok_pair_entry *slot = existing >= 0 ? tok_pairmap_get(by_id, existing, 0) : NULL;
-        if (slot && added_same(&tok->added[slot->rank], &t)) continue;
-        int32_t id = existing;
-        if (id < 0) id = tok_strmap_get(&tok->vocab, t.content, t.len);
-        if (id < 0) {
-            if (next_id >= TOK_MAX_ID) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: too many tokens");
-            id = (int32_t)next_id++;
-        }
-        slot = tok_pairmap_get(by_id, id, 0);
-
-        tok_added a = {0};
-        a.content = tok_arena_dup(&tok->arena, t.content, t.len);
-        if (!a.content) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-        a.content_len = (uint32_t)t.len;
-        a.id = id;
-        a.single_word = (unsigned char)t.single_word;
-        a.lstrip = (unsigned char)t.lstrip;
-        a.rstrip = (unsigned char)t.rstrip;
-        a.normalized = (unsigned char)t.normalized;
-        a.special = (unsigned char)t.special;
-        /* normalized_cache: kept per id, replaced only by a new normalized form */
-        a.pattern = NULL;
-        if (slot) {
-            a.pattern = tok->added[slot->rank].pattern;
-            a.pattern_len = tok->added[slot->rank].pattern_len;
-        }
-        if (t.normalized && tok->n_norm) {
-            const char *nf;
-            size_t nn;
-            char *owned;
-            FRT_TRY(normalize(tok, t.content, t.len, &nf, &nn, &owned));
-            int differs = nn != t.len || memcmp(nf, t.content, nn);
-            if (differs) {
-                a.pattern = tok_arena_dup(&tok->arena, nf, nn);
-                a.pattern_len = (uint32_t)nn;
-            }
-            free(owned);
-            if (differs && !a.pattern) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-        }
-        FRT_TRY(tok_strmap_put(&tok->added_map, a.content, a.content_len, id, NULL));
-        if (t.special) /* special_tokens_set: by content, never shrinks */
-            FRT_TRY(tok_strmap_put(&tok->special_set, a.content, a.content_len, 1, NULL));
-        if (slot) {
-            tok->added[slot->rank] = a;
-        } else {
-            tok_added *arr = realloc(tok->added, (tok->n_added + 1) * sizeof *arr);
-            if (!arr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-            tok->added = arr;
-            tok->added[tok->n_added] = a;
-            FRT_TRY(tok_pairmap_put(by_id, id, 0, (uint32_t)tok->n_added, 0));
-            tok->n_added++;
-        }
-    }
-    return 0;
-}
-
-/* The match patterns (refresh_added_tokens): normalized tokens match their
- * cached normalized form after normalization, the others their content in
- * the raw text. */
-static int build_tries(frt_tokenizer *tok)
-{
-    for (size_t k = 0; k < tok->n_added; k++) {
-        tok_added *a = &tok->added[k];
-        const char *pat = a->content;
-        size_t n = a->content_len;
-        tok_trie *t = &tok->trie_raw;
-        if (a->normalized) {
-            t = &tok->trie_norm;
-            if (a->pattern) {
-                pat = a->pattern;
-                n = a->pattern_len;
-            }
-        }
-        if (!n) return frt_error(FRT_ERR_FORMAT, "tokenizer.json: added token %d normalizes to nothing", a->id);
-        int rc = tok_trie_add(t, pat, n, (int32_t)k);
-        if (rc < 0) return rc;
-        if (rc > 0)
-            return frt_error(FRT_ERR_FORMAT, "tokenizer.json: two added tokens match the same text `%.*s`",
-                             (int)(n > 200 ? 200 : n), pat);
-        if (a->single_word || a->lstrip || a->rstrip) tok->need_char_res = 1;
-    }
-    if (tok->need_char_res) {
-        /* Rust regex crate classes (added_vocabulary.rs uses regex::Regex):
-         * \s = White_Space, \w = Alphabetic + M + Nd + Pc + Join_Control. */
-        static const char ws[] = "\\p{White_Space}";
-        static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
-        FRT_TRY(tok_regex_compile_pcre2(&tok->ws_re, ws, sizeof ws - 1, PCRE2_ANCHORED, "White_Space"));
-        FRT_TRY(tok_regex_compile_pcre2(&tok->word_re, word, sizeof word - 1, PCRE2_ANCHORED, "word class"));
     }
     return 0;
 }
@@ -692,8 +526,8 @@ static int load_root(frt_tokenizer *tok, const json_t *root)
                            "implements ByteLevel)", type ? type : "(no type)");
     }
     if (!rc) rc = load_post(tok, json_object_get(root, "post_processor"), 0);
-    if (!rc) rc = load_added(tok, json_object_get(root, "added_tokens"), &by_id);
-    if (!rc) rc = build_tries(tok);
+    if (!rc) rc = tok_load_added(tok, json_object_get(root, "added_tokens"), &by_id);
+    if (!rc) rc = tok_build_tries(tok);
     if (!rc) rc = build_tokens(tok, &ls);
     tok_pairmap_free(&by_id);
     free(ls.model_str);
@@ -896,219 +730,3 @@ void frt_tokenizer_free(frt_tokenizer *tok)
     free(tok);
 }
 
-/* ---- encode ---------------------------------------------------------------------------------------- */
-typedef struct enc_ctx {
-    const frt_tokenizer *tok;
-    tok_idvec ids;
-    tok_matcher m;
-    tok_bpe_scratch bpe;
-    tok_spanvec sv[17]; /* one per stage, the last for ByteLevel's regex */
-    tok_buf prefixed;   /* " " + word for ByteLevel add_prefix_space */
-} enc_ctx;
-
-static int run_stage(enc_ctx *c, int si, const char *s, size_t n);
-
-/* The ByteLevel pre-tokenizer (always the last stage) and BPE. */
-static int byte_level(enc_ctx *c, const tok_stage *st, int si, const char *s, size_t n)
-{
-    const frt_tokenizer *tok = c->tok;
-    if (st->add_prefix_space && s[0] != ' ') {
-        c->prefixed.n = 0;
-        FRT_TRY(tok_buf_put(&c->prefixed, " ", 1));
-        FRT_TRY(tok_buf_put(&c->prefixed, s, n));
-        s = c->prefixed.p;
-        n = c->prefixed.n;
-    }
-    if (!st->use_regex) return tok_bpe_word(tok, &c->bpe, s, n, 1, &c->ids);
-    tok_spanvec *sv = &c->sv[si + 1];
-    FRT_TRY(tok_regex_find_matches(&tok->gpt2_re, &c->m, s, n, sv));
-    for (size_t k = 0; k < sv->n; k++) /* Isolated: every piece, empties dropped */
-        if (sv->v[k].end > sv->v[k].start)
-            FRT_TRY(tok_bpe_word(tok, &c->bpe, s + sv->v[k].start, sv->v[k].end - sv->v[k].start, 1, &c->ids));
-    return 0;
-}
-
-/* NormalizedString::split with a behavior (normalizer.rs), then the next
- * stage on each kept, non-empty piece. */
-static int split_stage(enc_ctx *c, const tok_stage *st, int si, const char *s, size_t n)
-{
-    tok_spanvec *sv = &c->sv[si];
-    FRT_TRY(tok_regex_find_matches(&st->re, &c->m, s, n, sv));
-    tok_span *v = sv->v;
-    size_t m = sv->n;
-    if (st->invert)
-        for (size_t k = 0; k < m; k++) v[k].is_match = !v[k].is_match;
-    /* fold the spans in place into (offsets, remove) pairs */
-    size_t w = 0;
-    switch (st->behavior) {
-    case TOK_ISOLATED:
-        for (size_t k = 0; k < m; k++) v[k].is_match = 0;
-        w = m;
-        break;
-    case TOK_REMOVED:
-        w = m;
-        break;
-    case TOK_CONTIGUOUS: {
-        uint32_t prev_match = 0;
-        for (size_t k = 0; k < m; k++) {
-            uint32_t is_m = v[k].is_match;
-            if (is_m == prev_match && w > 0)
-                v[w - 1].end = v[k].end;
-            else
-                v[w++] = (tok_span){v[k].start, v[k].end, 0};
-            prev_match = is_m;
-        }
-        break;
-    }
-    case TOK_MERGED_WITH_PREVIOUS: {
-        uint32_t prev_match = 0;
-        for (size_t k = 0; k < m; k++) {
-            uint32_t is_m = v[k].is_match;
-            if (is_m && !prev_match && w > 0)
-                v[w - 1].end = v[k].end;
-            else
-                v[w++] = (tok_span){v[k].start, v[k].end, 0};
-            prev_match = is_m;
-        }
-        break;
-    }
-    case TOK_MERGED_WITH_NEXT: {
-        /* folded from the end; the kept spans are written back to front */
-        uint32_t prev_match = 0;
-        size_t r = m; /* v[r..m) holds the output in order */
-        for (size_t k = m; k-- > 0;) {
-            tok_span cur = v[k];
-            if (cur.is_match && !prev_match && r < m)
-                v[r].start = cur.start;
-            else
-                v[--r] = (tok_span){cur.start, cur.end, 0};
-            prev_match = cur.is_match;
-        }
-        memmove(v, v + r, (m - r) * sizeof *v);
-        w = m - r;
-        break;
-    }
-    default:
-        w = m;
-        break;
-    }
-    for (size_t k = 0; k < w; k++) {
-        /* c->sv[si] is not touched deeper: read the span before recursing */
-        tok_span sp = c->sv[si].v[k];
-        if (sp.is_match || sp.end <= sp.start) continue;
-        FRT_TRY(run_stage(c, si + 1, s + sp.start, sp.end - sp.start));
-    }
-    return 0;
-}
-
-static int run_stage(enc_ctx *c, int si, const char *s, size_t n)
-{
-    if (n == 0) return 0;
-    if (si == c->tok->n_stages) return tok_bpe_word(c->tok, &c->bpe, s, n, 0, &c->ids);
-    const tok_stage *st = &c->tok->stages[si];
-    if (st->is_byte_level) return byte_level(c, st, si, s, n);
-    return split_stage(c, st, si, s, n);
-}
-
-/* Pieces after the normalized added tokens are split out: pre-tokenize. */
-static int on_normalized_piece(void *ctx, const char *s, size_t n, int32_t token)
-{
-    enc_ctx *c = ctx;
-    if (token >= 0) return tok_idvec_push(&c->ids, c->tok->added[token].id);
-    return run_stage(c, 0, s, n);
-}
-
-/* Pieces of the raw text: normalize, then split the normalized added tokens. */
-static int on_raw_piece(void *ctx, const char *s, size_t n, int32_t token)
-{
-    enc_ctx *c = ctx;
-    if (token >= 0) return tok_idvec_push(&c->ids, c->tok->added[token].id);
-    const char *ns;
-    size_t nn;
-    char *owned;
-    FRT_TRY(normalize(c->tok, s, n, &ns, &nn, &owned));
-    int rc = tok_added_split(c->tok, &c->tok->trie_norm, &c->m, ns, nn, on_normalized_piece, c);
-    free(owned);
-    return rc;
-}
-
-int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t len,
-                            int add_special_tokens, int32_t **ids, size_t *n_ids)
-{
-    if (ids) *ids = NULL;
-    if (n_ids) *n_ids = 0;
-    if (!tok || !ids || !n_ids || (!text && len))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_encode: NULL argument");
-    if (len && !tok_utf8_valid(text, len))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_encode: text is not valid UTF-8");
-    if (len > 0xffffffffu)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_encode: text of %zu bytes (4 GiB at most)", len);
-    enc_ctx c;
-    memset(&c, 0, sizeof c);
-    c.tok = tok;
-    int rc = tok_matcher_init(&c.m);
-    if (!rc && add_special_tokens)
-        for (size_t k = 0; k < tok->n_pp_pre && !rc; k++) rc = tok_idvec_push(&c.ids, tok->pp_pre[k]);
-    if (!rc && len) rc = tok_added_split(tok, &tok->trie_raw, &c.m, text, len, on_raw_piece, &c);
-    if (!rc && add_special_tokens)
-        for (size_t k = 0; k < tok->n_pp_post && !rc; k++) rc = tok_idvec_push(&c.ids, tok->pp_post[k]);
-    tok_matcher_free(&c.m);
-    tok_bpe_scratch_free(&c.bpe);
-    for (size_t k = 0; k < sizeof c.sv / sizeof c.sv[0]; k++) tok_spanvec_free(&c.sv[k]);
-    tok_buf_free(&c.prefixed);
-    if (rc) {
-        free(c.ids.v);
-        return rc;
-    }
-    if (c.ids.n == 0) {
-        free(c.ids.v);
-        c.ids.v = NULL;
-    }
-    *ids = c.ids.v;
-    *n_ids = c.ids.n;
-    return 0;
-}
-
-int frt_tokenizer_encode(const frt_tokenizer *tok, const char *text, size_t len, int32_t **ids,
-                         size_t *n_ids)
-{
-    return frt_tokenizer_encode_ex(tok, text, len, 0, ids, n_ids);
-}
-
-/* ---- lookups ------------------------------------------------------------------------------------------ */
-int frt_tokenizer_vocab_size(const frt_tokenizer *tok) { return tok ? tok->n_tokens : 0; }
-
-int frt_tokenizer_token_id(const frt_tokenizer *tok, const char *token)
-{
-    if (!tok || !token) return -1;
-    size_t n = strlen(token);
-    int32_t id = tok_strmap_get(&tok->added_map, token, n);
-    return id >= 0 ? id : tok_strmap_get(&tok->vocab, token, n);
-}
-
-const char *frt_tokenizer_token_str(const frt_tokenizer *tok, int32_t id)
-{
-    if (!tok || id < 0 || id >= tok->n_tokens) return NULL;
-    return tok->tokens[id].str;
-}
-
-int frt_tokenizer_is_special(const frt_tokenizer *tok, int32_t id)
-{
-    if (!tok || id < 0 || id >= tok->n_tokens) return 0;
-    return tok->tokens[id].special;
-}
-
-const char *frt_tokenizer_chat_template(const frt_tokenizer *tok) { return tok ? tok->chat_template : NULL; }
-
-int frt_tokenizer_set_chat_template(frt_tokenizer *tok, const char *template_text)
-{
-    if (!tok) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_set_chat_template: NULL tokenizer");
-    char *copy = NULL;
-    if (template_text) {
-        copy = strdup(template_text);
-        if (!copy) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    }
-    free(tok->chat_template);
-    tok->chat_template = copy;
-    return 0;
-}

@@ -1,5 +1,5 @@
 /*
- * model/cuda/qwen35_glue.h - the small CUDA kernels the Qwen3.5 forward pass
+ * model/arch/qwen35/qwen35_glue.h - the small CUDA kernels the Qwen3.5 forward pass
  * needs beyond kernels/cuda (internal to the model layer; qwen35_glue.cu).
  * They update the boundary record on the device at the end of a step, so a
  * captured graph replays at any position: every dynamic value (position,

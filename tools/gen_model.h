@@ -1,5 +1,5 @@
 /*
- * model/gen_model.h - random-weight checkpoints at real Qwen3.5 shapes, in
+ * tools/gen_model.h - random-weight checkpoints at real Qwen3.5 shapes, in
  * memory (benchmarks that cannot afford the disk) or as a checkpoint
  * directory transformers loads (config.json, generation_config.json,
  * model.safetensors or shards + index).
@@ -20,8 +20,8 @@
  * element index) only: the same seed gives the same bytes whatever the
  * thread count. Generation runs on OpenMP threads.
  */
-#ifndef FRT_MODEL_GEN_MODEL_H
-#define FRT_MODEL_GEN_MODEL_H
+#ifndef FRT_TOOLS_GEN_MODEL_H
+#define FRT_TOOLS_GEN_MODEL_H
 
 #include "weights/checkpoint.h"
 #include "weights/config.h"
@@ -87,4 +87,4 @@ int frt_gen_model_write_configs(const char *shape, const char *dir);
  * Errors: those of the parts; FRT_ERR_IO when DIR cannot be created. */
 int frt_gen_model_write(const char *shape, uint64_t seed, const char *out_dir);
 
-#endif /* FRT_MODEL_GEN_MODEL_H */
+#endif /* FRT_TOOLS_GEN_MODEL_H */

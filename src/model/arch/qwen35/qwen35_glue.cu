@@ -5,7 +5,7 @@
  * writes; they exist so that the captured graphs update the state on the
  * device exactly as the cpu backend's host tasks do.
  */
-#include "model/cuda/qwen35_glue.h"
+#include "model/arch/qwen35/qwen35_glue.h"
 
 #include "kernels/cuda/cuda_util.h"
 

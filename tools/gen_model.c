@@ -4,7 +4,7 @@
  * comes from parsing that text, so what frt_gen_model_config returns is by
  * construction what a reader of the written directory sees.
  */
-#include "model/gen_model.h"
+#include "gen_model.h"
 
 #include "util/bf16.h"
 #include "util/error.h"

@@ -1,5 +1,5 @@
 /*
- * qwen35_cpu.c - the Qwen3.5 hybrid forward pass on the cpu backend, f32.
+ * arch/qwen35/qwen35_cpu.c - the Qwen3.5 hybrid forward pass on the cpu backend, f32.
  *
  * The math follows transformers 5.x models/qwen3_5/modeling_qwen3_5.py:
  *   layer:  x += mixer(rmsnorm_zc(x)); x += mlp(rmsnorm_zc(x))
@@ -19,7 +19,7 @@
  * changes between replays (start position, valid rows, the token to feed,
  * sampling parameters) is read from the boundary and step buffers.
  */
-#include "model/model_internal.h"
+#include "model/arch/qwen35/qwen35.h"
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rng.h"
@@ -66,7 +66,7 @@ static int load_all(weight_loader *wl)
 {
     frt_model *m = wl->m;
     const frt_model_config *c = &m->cfg;
-    frt_weights *w = &m->w;
+    qwen35_weights *w = &qwen35_of(m)->w;
     int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     int64_t hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int64_t nk = c->lin_n_k_heads, nv = c->lin_n_v_heads, dk = c->lin_k_head_dim, dv = c->lin_v_head_dim;
@@ -78,7 +78,7 @@ static int load_all(weight_loader *wl)
     else
         FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V * H));
     for (int l = 0; l < c->n_layers; l++) {
-        frt_layer_weights *lw = &w->layers[l];
+        qwen35_layer_weights *lw = &w->layers[l];
         char n[160];
 #define LOAD(field, suffix, count)                                                                  \
     do {                                                                                            \
@@ -117,16 +117,17 @@ static int load_all(weight_loader *wl)
 
 static int cpu_load_weights(frt_model *m)
 {
-    m->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *m->w.layers);
-    if (!m->w.layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the layer table");
+    qwen35_of(m)->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *qwen35_of(m)->w.layers);
+    if (!qwen35_of(m)->w.layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the layer table");
     weight_loader wl = {.m = m, .pass = 0};
     FRT_TRY(load_all(&wl));
     size_t bytes = wl.used * sizeof(float);
     wl.arena = malloc(bytes ? bytes : 1);
     if (!wl.arena)
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu bytes of f32 weights", bytes);
-    m->w.arena = wl.arena;
-    m->w.bytes = bytes;
+    qwen35_of(m)->w.arena = wl.arena;
+    qwen35_of(m)->w.bytes = bytes;
+    m->weight_bytes = bytes;
     wl.pass = 1;
     return load_all(&wl);
 }
@@ -138,12 +139,12 @@ static int max_i(int a, int b) { return a > b ? a : b; }
 static int cpu_alloc_scratch(frt_model *m)
 {
     const frt_model_config *c = &m->cfg;
-    frt_scratch *s = &m->s;
+    qwen35_scratch *s = &qwen35_of(m)->s;
     size_t rows = (size_t)m->C;
     int width = c->hidden_size;
     width = max_i(width, c->intermediate_size);
     width = max_i(width, c->n_heads * c->head_dim * 2);
-    width = max_i(width, m->conv_channels);
+    width = max_i(width, qwen35_of(m)->conv_channels);
     width = max_i(width, c->lin_n_v_heads * c->lin_v_head_dim);
     size_t H = (size_t)c->hidden_size, W = (size_t)width;
     float **all[] = {&s->t0, &s->t1, &s->t2, &s->t3, &s->q, &s->k, &s->v, &s->z, &s->o};
@@ -166,15 +167,16 @@ static int cpu_alloc_scratch(frt_model *m)
 
 static void cpu_free(frt_model *m)
 {
-    frt_scratch *s = &m->s;
+    if (!qwen35_of(m)) return;
+    qwen35_scratch *s = &qwen35_of(m)->s;
     float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->t3, s->q, s->k, s->v,
                     s->z, s->o, s->g, s->beta, s->sample_scratch, s->debug_hidden};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
     memset(s, 0, sizeof *s);
-    free(m->w.arena);
-    free(m->w.layers);
-    memset(&m->w, 0, sizeof m->w);
+    free(qwen35_of(m)->w.arena);
+    free(qwen35_of(m)->w.layers);
+    memset(&qwen35_of(m)->w, 0, sizeof qwen35_of(m)->w);
 }
 
 /* ---- the blocks -------------------------------------------------------- */
@@ -184,8 +186,8 @@ static void cpu_free(frt_model *m)
 static void attention_block(frt_model *m, int l, const float *h, float *out, int n, int p0)
 {
     const frt_model_config *c = &m->cfg;
-    const frt_layer_weights *lw = &m->w.layers[l];
-    frt_scratch *s = &m->s;
+    const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[l];
+    qwen35_scratch *s = &qwen35_of(m)->s;
     int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
     int gated = c->attn_output_gate;
     int qw = nh * hd * (gated ? 2 : 1);
@@ -198,7 +200,7 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
             memcpy(q + ((size_t)t * nh + hh) * hd, src, (size_t)hd * sizeof(float));
             if (gated) memcpy(gate + ((size_t)t * nh + hh) * hd, src + hd, (size_t)hd * sizeof(float));
         }
-    float *kc = frt_buffer_ptr(m->kv_k[l]), *vc = frt_buffer_ptr(m->kv_v[l]);
+    float *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
     size_t row = (size_t)nkv * hd;
     float *krow = kc + (size_t)p0 * row, *vrow = vc + (size_t)p0 * row;
     frt_cpu_matmul(krow, h, lw->k_proj, n, H, nkv * hd);         /* K straight into the cache */
@@ -218,17 +220,17 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
 static void deltanet_block(frt_model *m, int l, const float *h, float *out, int n, int decode)
 {
     const frt_model_config *c = &m->cfg;
-    const frt_layer_weights *lw = &m->w.layers[l];
-    frt_scratch *s = &m->s;
+    const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[l];
+    qwen35_scratch *s = &qwen35_of(m)->s;
     int H = c->hidden_size, nk = c->lin_n_k_heads, nv = c->lin_n_v_heads;
-    int dk = c->lin_k_head_dim, dv = c->lin_v_head_dim, ch = m->conv_channels;
+    int dk = c->lin_k_head_dim, dv = c->lin_v_head_dim, ch = qwen35_of(m)->conv_channels;
     int kd = nk * dk, vd = nv * dv;
 
     frt_cpu_matmul(s->t0, h, lw->in_proj_qkv, n, H, ch);
     frt_cpu_matmul(s->z, h, lw->in_proj_z, n, H, vd);
     frt_cpu_matmul(s->t2, h, lw->in_proj_b, n, H, nv);
     frt_cpu_matmul(s->t3, h, lw->in_proj_a, n, H, nv);
-    frt_cpu_conv1d_causal(s->t1, s->t0, frt_buffer_ptr(m->gdn_conv[l]), lw->conv1d, n, ch, c->lin_conv_kernel);
+    frt_cpu_conv1d_causal(s->t1, s->t0, frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]), lw->conv1d, n, ch, c->lin_conv_kernel);
     for (int t = 0; t < n; t++) {
         const float *r = s->t1 + (size_t)t * ch;
         memcpy(s->q + (size_t)t * kd, r, (size_t)kd * sizeof(float));
@@ -238,7 +240,7 @@ static void deltanet_block(frt_model *m, int l, const float *h, float *out, int 
     frt_cpu_l2norm(s->q, n * nk, dk, 1e-6f);
     frt_cpu_l2norm(s->k, n * nk, dk, 1e-6f);
     frt_cpu_gdn_gate(s->g, s->beta, s->t3, s->t2, lw->A_log, lw->dt_bias, n, nv);
-    float *state = frt_buffer_ptr(m->gdn_state[l]);
+    float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]);
     if (decode) {
         frt_cpu_gdr_recurrent(s->o, state, s->q, s->k, s->v, s->g, s->beta, n, nk, nv, dk, dv);
     } else {
@@ -252,8 +254,8 @@ static void deltanet_block(frt_model *m, int l, const float *h, float *out, int 
 static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
 {
     const frt_model_config *c = &m->cfg;
-    const frt_layer_weights *lw = &m->w.layers[l];
-    frt_scratch *s = &m->s;
+    const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[l];
+    qwen35_scratch *s = &qwen35_of(m)->s;
     int H = c->hidden_size, I = c->intermediate_size;
     frt_cpu_matmul(s->t0, h, lw->gate_proj, n, H, I);
     frt_cpu_matmul(s->t1, h, lw->up_proj, n, H, I);
@@ -278,7 +280,7 @@ static int step_rows(frt_model *m, int decode)
 
 static void debug_record(frt_model *m, int idx, int n)
 {
-    frt_scratch *s = &m->s;
+    qwen35_scratch *s = &qwen35_of(m)->s;
     if (!s->debug_hidden) return;
     size_t H = (size_t)m->cfg.hidden_size;
     memcpy(s->debug_hidden + (size_t)idx * m->C * H, s->x, (size_t)n * H * sizeof(float));
@@ -296,7 +298,7 @@ static void task_embed(void *p)
     int n = step_rows(m, a->decode);
     const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
     memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
-    frt_cpu_embedding(m->s.x, m->w.embed, ids, n, m->cfg.hidden_size);
+    frt_cpu_embedding(qwen35_of(m)->s.x, qwen35_of(m)->w.embed, ids, n, m->cfg.hidden_size);
     debug_record(m, 0, n);
 }
 
@@ -305,9 +307,9 @@ static void task_layer(void *p)
     const task_args *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
-    const frt_layer_weights *lw = &m->w.layers[a->layer];
+    const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[a->layer];
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
-    frt_scratch *s = &m->s;
+    qwen35_scratch *s = &qwen35_of(m)->s;
     int n = step_rows(m, a->decode), H = c->hidden_size;
 
     /* The mixers use t0..t3 and the temporaries internally and write their
@@ -334,17 +336,17 @@ static void task_final(void *p)
     const frt_model_config *c = &m->cfg;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     const frt_step_args *st = frt_buffer_ptr(m->step);
-    frt_scratch *s = &m->s;
+    qwen35_scratch *s = &qwen35_of(m)->s;
     int n = step_rows(m, a->decode), H = c->hidden_size;
     if (s->debug_hidden) {
-        frt_cpu_rmsnorm(s->h, s->x, m->w.final_norm, n, H, c->rms_norm_eps, 1);
+        frt_cpu_rmsnorm(s->h, s->x, qwen35_of(m)->w.final_norm, n, H, c->rms_norm_eps, 1);
         memcpy(s->debug_hidden + (size_t)(c->n_layers + 1) * m->C * H, s->h, (size_t)n * H * sizeof(float));
     }
     const int logits = a->decode || !st->no_logits;
     if (logits) {
         const float *last = s->x + (size_t)(n - 1) * H;
-        frt_cpu_rmsnorm(s->h, last, m->w.final_norm, 1, H, c->rms_norm_eps, 1);
-        frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, m->w.lm_head, 1, H, c->vocab_size);
+        frt_cpu_rmsnorm(s->h, last, qwen35_of(m)->w.final_norm, 1, H, c->rms_norm_eps, 1);
+        frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, qwen35_of(m)->w.lm_head, 1, H, c->vocab_size);
     }
     b->pos += n;
     b->has_logits = logits;
@@ -361,12 +363,12 @@ static void task_sample(void *p)
     const frt_step_args *st = frt_buffer_ptr(m->step);
     const float *logits = frt_buffer_ptr(m->logits);
     int V = m->cfg.vocab_size;
-    if (st->temperature <= 0.0f) {
+    if (st->sampling.temperature <= 0.0f) {
         b->pending = frt_cpu_argmax(logits, V);
         return;
     }
     float u = frt_rng_uniform(&b->rng[0]);
-    b->pending = frt_cpu_sample(logits, V, st->temperature, st->top_k, st->top_p, u, m->s.sample_scratch);
+    b->pending = frt_cpu_sample(logits, V, st->sampling.temperature, st->sampling.top_k, st->sampling.top_p, u, qwen35_of(m)->s.sample_scratch);
 }
 
 static int record_forward(frt_stream *s, frt_model *m, int decode)
@@ -404,17 +406,17 @@ static int cpu_record_sample(frt_stream *s, void *user)
 
 static int cpu_debug_hidden(frt_model *m, int idx, float *out, int n)
 {
-    if (!m->s.debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled (params.debug_hidden)");
-    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > m->s.debug_rows)
+    if (!qwen35_of(m)->s.debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled (params.debug_hidden)");
+    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > qwen35_of(m)->s.debug_rows)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range", idx, n);
     size_t H = (size_t)m->cfg.hidden_size;
-    memcpy(out, m->s.debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
+    memcpy(out, qwen35_of(m)->s.debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
     return 0;
 }
 
-const frt_model_backend frt_qwen35_cpu_backend = {
+const frt_arch_backend frt_qwen35_cpu_backend = {
     .name = "cpu",
-    .kv_elem_bytes = sizeof(float),
+    .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32,gdn=f32,conv=f32",
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,

@@ -1,0 +1,135 @@
+/*
+ * model/arch.h - the interface between the model runtime (model.c,
+ * capsule.c, state.c) and an architecture (src/model/arch/<name>/).
+ *
+ * An architecture is a table (frt_arch) registered by the model_type values
+ * of config.json it runs (src/model/arch/archs.c). The runtime never names
+ * an architecture: it looks the table up, lets it check the config, asks it
+ * to declare its live state, allocates that state, and has the backend
+ * (frt_arch_backend: one per device kind, CPU and CUDA side by side in the
+ * architecture's folder) load the weights and record each graph kind.
+ *
+ * The split follows llama2.c: the config (weights/config.h, fixed
+ * hyperparameters), the weights (read-only, owned by the backend) and the
+ * state (the declared table below, owned by the runtime, copied by
+ * capsules); scratch activations belong to the backend and are outside the
+ * state. How to add an architecture: docs/architectures.md.
+ */
+#ifndef FRT_MODEL_ARCH_H
+#define FRT_MODEL_ARCH_H
+
+#include "frt/exec.h"
+#include "frt/model.h"
+#include "weights/config.h"
+#include "weights/safetensors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRT_STATE_NAME_MAX 48
+#define FRT_STATE_MAX 512
+
+/* One live state buffer, as an architecture declares it. The buffer holds
+ * prod(shape) elements of dtype, contiguous. validity FRT_STATE_ROWS: shape[0]
+ * is the position axis (max_seq rows) and a capsule stores rows 0..pos-1;
+ * FRT_STATE_WHOLE: a capsule stores the whole buffer. recurrent: the buffer
+ * is a fold over the whole prefix (Gated DeltaNet state, convolution
+ * window): zero at position 0, so reset zero-fills it. */
+typedef struct frt_state_decl {
+    char name[FRT_STATE_NAME_MAX];
+    frt_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    frt_state_validity validity;
+    int recurrent;
+} frt_state_decl;
+
+/* One graph input or output port. A port whose name is also a state
+ * buffer's (the logits) is that buffer; any other is allocated by the
+ * runtime in device memory, outside the state. */
+typedef struct frt_io_decl {
+    char name[FRT_STATE_NAME_MAX];
+    frt_io_dir dir;
+    frt_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+} frt_io_decl;
+
+/* Per-replay arguments the host writes before a replay (the `step` buffer,
+ * scratch). Recorded work reads them from the buffer, never from the host. */
+typedef struct frt_step_args {
+    int32_t n_valid;       /* valid rows of the prefill piece */
+    int32_t no_logits;     /* 1: a prefill piece before the last one of its frt_model_prefill call: no
+                              LM head, the boundary gets has_logits = 0 */
+    frt_sampling sampling; /* of the current request (the sampling kernels read it in place) */
+    int32_t reserved;
+} frt_step_args;
+
+/* The boundary record: where a token model's state stands. Lives in the
+ * `boundary` state buffer (device memory); the decode graph reads and
+ * advances it. */
+typedef struct frt_boundary {
+    int32_t pos;        /* committed tokens */
+    int32_t pending;    /* next token to feed, -1 when none */
+    int32_t has_logits; /* the logits buffer holds the logits of token pos-1 */
+    int32_t reserved;
+    uint64_t rng[2];    /* sampler RNG state (rng[0] is the xorshift state, rng[1] the seed) */
+} frt_boundary;
+
+/* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
+typedef struct frt_record_ctx {
+    frt_model *m;
+    int bucket; /* prefill: the padded length of the variant */
+} frt_record_ctx;
+
+/* The forward pass of one architecture on one kind of device. The record
+ * callbacks run inside frt_graph_capture, once per variant, at load;
+ * everything that changes between replays must be read from the boundary,
+ * step and input buffers by the recorded work, never baked from host values. */
+typedef struct frt_arch_backend {
+    const char *name;          /* "cpu", "cuda" */
+    frt_dtype kv_dtype;        /* dtype of attention KV rows on this backend */
+    const char *state_dtypes;  /* for the fingerprint, e.g. "weights=f32,kv=f32,gdn=f32" */
+    int (*load_weights)(frt_model *m);  /* from m->ckpt; sets m->weight_bytes */
+    int (*alloc_scratch)(frt_model *m); /* after the state and the ports exist */
+    void (*free)(frt_model *m);         /* weights and scratch; tolerates a partial load */
+    frt_record_fn record_prefill;       /* one piece of up to C rows (rc->bucket = padded length) */
+    frt_record_fn record_decode;        /* embed the pending token, layers, logits, sample, advance */
+    frt_record_fn record_sample;        /* sample the logits into the pending token */
+    int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
+    /* A hash of choices made at load that change the arithmetic (GEMM
+     * algorithms picked per shape), folded into the fingerprint; may be NULL. */
+    uint64_t (*fingerprint_extra)(const frt_model *m);
+} frt_arch_backend;
+
+typedef struct frt_arch {
+    const char *name;               /* the folder: "qwen35" */
+    const char *const *model_types; /* config.json model_type values it runs, NULL-terminated */
+    /* Refuses a config it cannot run (FRT_ERR_UNSUPPORTED, message says why). */
+    int (*check_config)(const frt_model_config *c);
+    /* Writes the hyperparameters that change the arithmetic or the state
+     * layout, for the fingerprint. Returns the length written. */
+    int (*describe)(const frt_model_config *c, char *buf, size_t size);
+    /* Allocates m->arch_data (may be NULL) from m->cfg. */
+    int (*init)(frt_model *m);
+    /* Declares the live state of m (max_seq and the backend are known):
+     * fills out[0..cap) and returns the count, or a negative status. The
+     * runtime appends its own token-model entries (tokens, boundary, logits). */
+    int (*declare_state)(const frt_model *m, frt_state_decl *out, int cap);
+    /* Called once the runtime has allocated the table, so the architecture
+     * can keep its own views (m->state[i] in declaration order). */
+    int (*bind_state)(frt_model *m);
+    void (*fini)(frt_model *m); /* frees arch_data; NULL-safe */
+    /* Fills the family-specific fields of frt_model_info (layer counts). */
+    void (*info)(const frt_model *m, frt_model_info *info);
+    const frt_arch_backend *cpu;
+    const frt_arch_backend *cuda; /* NULL when built without CUDA */
+} frt_arch;
+
+/* The registered architectures (src/model/arch/archs.c), NULL-terminated. */
+extern const frt_arch *const frt_archs[];
+
+/* The architecture that runs model_type, or NULL. */
+const frt_arch *frt_arch_find(const char *model_type);
+
+#endif /* FRT_MODEL_ARCH_H */

@@ -1,0 +1,23 @@
+/*
+ * arch/archs.c - the registered architectures. Adding one: its folder, one
+ * line here (docs/architectures.md).
+ */
+#include "model/arch.h"
+
+#include <string.h>
+
+extern const frt_arch frt_arch_qwen35; /* arch/qwen35/qwen35.c */
+
+const frt_arch *const frt_archs[] = {
+    &frt_arch_qwen35,
+    NULL,
+};
+
+const frt_arch *frt_arch_find(const char *model_type)
+{
+    if (!model_type) return NULL;
+    for (int i = 0; frt_archs[i]; i++)
+        for (int j = 0; frt_archs[i]->model_types[j]; j++)
+            if (!strcmp(frt_archs[i]->model_types[j], model_type)) return frt_archs[i];
+    return NULL;
+}

@@ -1,0 +1,422 @@
+/*
+ * arch/qwen35/qwen35_cuda.c - the Qwen3.5 hybrid forward pass on the cuda
+ * backend: the same function, step for step, as qwen35_cpu.c (whose header
+ * names the math source, transformers' modeling_qwen3_5.py), launched as
+ * kernels/cuda kernels on the model's stream and captured into CUDA graphs
+ * once at load (one prefill variant per length bucket, decode, sample).
+ *
+ * Storage and precision:
+ *   weights      bf16 on the device, one allocation (the "cuda.weights"
+ *                buffer); other float checkpoint dtypes are widened to f32 and
+ *                rounded to nearest even (util/bf16.h). The small per-channel
+ *                tensors (every norm weight, conv1d, A_log, dt_bias) are f32,
+ *                as the kernels take them. in_proj_b and in_proj_a are fused
+ *                into one [round_up(2 nv, 8), hidden] matrix (rows b, then a,
+ *                then zeros) so the GEMM's out dim is a multiple of 8. A tied
+ *                lm_head is the embedding.
+ *   activations  residual stream f32; GEMM inputs bf16 (the normed hidden,
+ *                the attention / Gated DeltaNet / SwiGLU outputs); GEMM
+ *                outputs f32 (cuBLASLt, fp32 accumulation); the mixers'
+ *                internals f32.
+ *   state        KV cache bf16 (kv_dtype bf16), recurrent and conv state
+ *                f32, as qwen35.c declares them (the runtime allocates them).
+ *
+ * Graphs: every value that changes between replays is read from device
+ * memory by the kernels: the start position (boundary.pos), the valid rows
+ * of a prefill piece (step.n_valid), the token to feed (boundary.pending,
+ * decode), the sampling parameters (step.sampling) and the
+ * RNG (boundary.rng[0]). A prefill variant is sized for its bucket: GEMMs
+ * run on all bucket rows (the padding rows compute values nothing reads),
+ * every other kernel touches only the first n_valid rows, so the KV cache,
+ * conv state, recurrent state and token journal see exactly the valid rows.
+ * The end of a step updates the boundary on the device (qwen35_glue.cu):
+ * pos += n, has_logits = 1, pending = -1; decode then samples into pending.
+ * No host synchronisation inside a step. GEMM algorithms are chosen at load
+ * (alloc_scratch), never on the request path.
+ */
+#include "model/arch/qwen35/qwen35_cuda.h"
+
+#include "exec/cuda/cuda_check.h"
+#include "model/arch/qwen35/qwen35_glue.h"
+#include "util/bf16.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <xxhash.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The sampler reads its parameters straight out of the step record. */
+_Static_assert(offsetof(frt_step_args, sampling.top_k) - offsetof(frt_step_args, sampling.temperature) ==
+                   offsetof(frt_cuda_sampler_params, top_k),
+               "step args and sampler params disagree (top_k)");
+_Static_assert(offsetof(frt_step_args, sampling.top_p) - offsetof(frt_step_args, sampling.temperature) ==
+                   offsetof(frt_cuda_sampler_params, top_p),
+               "step args and sampler params disagree (top_p)");
+_Static_assert(offsetof(frt_step_args, reserved) - offsetof(frt_step_args, sampling.temperature) ==
+                   offsetof(frt_cuda_sampler_params, reserved),
+               "step args and sampler params disagree (reserved)");
+_Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, sampling.temperature) >= sizeof(frt_cuda_sampler_params),
+               "step args too short for the sampler params");
+
+/* ---- the forward pass --------------------------------------------------- */
+
+/* What one recorded step works on. */
+typedef struct fwd {
+    frt_model *m;
+    cu_model *c;
+    void *st;             /* cudaStream_t */
+    int R;                /* rows of the variant: the bucket, or 1 for decode */
+    int decode;
+    const int32_t *d_n;   /* valid rows (step.n_valid), NULL for decode (= 1) */
+    const int32_t *d_no_logits; /* step.no_logits (prefill: skip the LM head), NULL for decode */
+    int at_one, dn_one;   /* prefill: one GEMM for q | k | v, for in_proj_qkv | z | b | a (one_gemm) */
+    int32_t *d_pos;       /* boundary.pos */
+    int32_t *d_pending;   /* boundary.pending */
+    int32_t *d_has_logits;
+    uint64_t *d_rng;      /* boundary.rng[0] */
+    const float *d_temperature; /* step.temperature */
+    const frt_cuda_sampler_params *d_params;
+} fwd;
+
+static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
+{
+    fwd f;
+    memset(&f, 0, sizeof f);
+    f.m = m;
+    f.c = m->bk_data;
+    f.st = frt_stream_native(s);
+    f.R = R;
+    f.decode = decode;
+    char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
+    f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
+    f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
+    f.at_one = !decode && one_gemm(f.c->at_fused, R);
+    f.dn_one = !decode && one_gemm(f.c->dn_fused, R);
+    f.d_pos = (int32_t *)(void *)(bd + offsetof(frt_boundary, pos));
+    f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
+    f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
+    f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
+    f.d_temperature = (const float *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
+    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
+    return f;
+}
+
+/* y [R, out] f32 = x [R, in] bf16 . w [out, in]^T */
+static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, int in, int out)
+{
+    return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
+}
+
+/* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
+ * straight into the residual stream c->x (the GEMV's accumulating store is
+ * fl(sum + x), the bits of storing delta and adding it in f32); prefill
+ * writes c->delta, which the next add_rmsnorm adds. */
+static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, int in)
+{
+    cu_model *c = f->c;
+    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    return gemm(f, c->delta, x, w, in, c->H);
+}
+
+/* Decode: the RMSNorm of the residual c->x with weight w (zero-centred), as
+ * the prologue of the GEMV that consumes it. */
+static frt_cuda_gemv_norm resid_norm(const fwd *f, const float *w)
+{
+    frt_cuda_gemv_norm nm = {f->c->x, w, f->c->eps, 1};
+    return nm;
+}
+
+/* Copies the rows of a hidden state [R, H] f32 into debug slot idx. */
+static int debug_copy(const fwd *f, int idx, const float *src)
+{
+    cu_model *c = f->c;
+    if (!c->debug) return 0;
+    size_t H = (size_t)c->H;
+    float *dst = c->debug + (size_t)idx * (size_t)f->m->C * H;
+    FRT_CUDA_TRY(cudaMemcpyAsync(dst, src, (size_t)f->R * H * sizeof(float), cudaMemcpyDeviceToDevice,
+                                 (cudaStream_t)f->st));
+    return 0;
+}
+
+/* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta;
+ * decode: of rmsnorm(c->x, input_ln), added into c->x. */
+static int attention_block(const fwd *f, int l)
+{
+    frt_model *m = f->m;
+    cu_model *c = f->c;
+    const cu_layer *lw = &c->layers[l];
+    void *st = f->st;
+    int R = f->R, nh = c->nh, nkv = c->nkv, hd = c->hd;
+    int per_head = c->gated ? 2 * hd : hd;
+    uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
+
+    if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
+        const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
+                                          {c->k, F32, lw->k_proj, c->kvw},
+                                          {c->v, F32, lw->v_proj, c->kvw}};
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+    } else if (f->at_one) {
+        /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
+         * prep below reads in place */
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
+        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
+        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
+    }
+    if (f->decode) { /* split, q/k norms, RoPE and the KV append in one launch (q within 1e-8 of the unfused path) */
+        FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
+                                          lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
+                                          c->eps, 1, c->gated));
+    } else if (f->at_one) {
+        /* split, q/k norms, RoPE and the KV append of every row in one launch (the same bits as
+         * the sequence below) */
+        const int W = c->at_w;
+        FRT_TRY(frt_cuda_attn_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, W, c->t0 + c->qw, W,
+                                   c->t0 + c->qw + c->kvw, W, lw->q_norm, lw->k_norm, f->d_pos, f->d_n, R,
+                                   m->max_seq, nh, nkv, hd, c->rot, c->theta, c->eps, 1, c->gated));
+    } else {
+        FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
+        if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
+        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, nh, hd, c->eps, 1));
+        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, nkv, hd, c->eps, 1));
+        FRT_TRY(frt_cuda_rope(st, c->q, F32, f->d_pos, f->d_n, R, nh, hd, c->rot, c->theta));
+        FRT_TRY(frt_cuda_rope(st, c->k, F32, f->d_pos, f->d_n, R, nkv, hd, c->rot, c->theta));
+        FRT_TRY(frt_cuda_kv_append(st, kc, vc, c->k, c->v, F32, f->d_pos, f->d_n, R, m->max_seq, nkv, hd));
+    }
+    if (f->decode)
+        FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
+                                   c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes));
+    else {
+        /* tensor cores for head_dim 64/128/256; otherwise the scalar prefill form */
+        int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh,
+                                            nkv, hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
+        if (rc == FRT_ERR_UNSUPPORTED)
+            rc = frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
+                                    c->scale, 0, NULL, 0);
+        FRT_TRY(rc);
+    }
+    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, nh * hd));
+    FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, nh * hd));
+    return gemm_out(f, c->ob, lw->o_proj, c->ad);
+}
+
+/* Gated DeltaNet (Qwen3_5GatedDeltaNet) of c->h into c->delta; decode: of
+ * rmsnorm(c->x, input_ln), added into c->x. */
+static int deltanet_block(const fwd *f, int l)
+{
+    frt_model *m = f->m;
+    cu_model *c = f->c;
+    const cu_layer *lw = &c->layers[l];
+    void *st = f->st;
+    int R = f->R, nk = c->nk, nv = c->nv, dk = c->dk, dv = c->dv, ch = c->ch, kd = c->kd, vd = c->vd;
+    float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]), *conv = frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]);
+
+    if (f->decode) { /* input_ln + qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
+        const frt_cuda_gemv_entry e[4] = {{c->t0, F32, lw->in_proj_qkv, ch},
+                                          {c->zg, F32, lw->in_proj_z, vd},
+                                          {c->b, F32, lw->in_proj_ba, nv},
+                                          {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
+    } else if (f->dn_one) {
+        /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
+         * the conv and the gated norm read their columns in place (below) */
+        const int W = c->dn_w;
+        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, W));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
+        FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
+        FRT_TRY(gemm(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
+    }
+    if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128) && nv / nk <= 8 && c->K <= 4) {
+        /* conv + L2 norms + gates + the recurrent rule + the gated norm: one launch (gdn_decode.cu) */
+        FRT_TRY(frt_cuda_gdn_decode(st, c->ob, BF16, state, conv, NULL, c->t0, F32, lw->conv1d, c->zg, c->a, c->b,
+                                    lw->A_log, lw->dt_bias, lw->gdn_norm, f->d_n, nk, nv, dk, dv, c->K, c->eps));
+        return gemm_out(f, c->ob, lw->out_proj, vd);
+    }
+    /* the conv reads its ch columns in place and writes q, k, v apart */
+    const int x_stride = f->dn_one ? c->dn_w : ch;
+    void *const qkv[3] = {c->q, c->k, c->v};
+    const int widths[3] = {kd, kd, vd};
+    /* ... and L2-normalises the q and k heads on the way when their layout allows (blocks of 256
+     * channels, dk a multiple of 32 dividing 256), else frt_cuda_l2norm after it */
+    int rc = frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
+                                          R, ch, c->K, 2 * kd, dk, 1e-6f);
+    const int l2_fused = rc != FRT_ERR_UNSUPPORTED;
+    if (!l2_fused)
+        rc = frt_cuda_conv1d_causal_split(st, qkv, widths, 3, F32, c->t0, F32, x_stride, conv, lw->conv1d, f->d_n,
+                                          R, ch, c->K, 0, 0, 0.0f);
+    FRT_TRY(rc);
+    if (!l2_fused) {
+        FRT_TRY(frt_cuda_l2norm(st, c->q, F32, f->d_n, R, nk, dk, 1e-6f));
+        FRT_TRY(frt_cuda_l2norm(st, c->k, F32, f->d_n, R, nk, dk, 1e-6f));
+    }
+    if (f->decode) /* the GEMV wrote b and a to their buffers */
+        FRT_TRY(frt_cuda_gdn_gate(st, c->g, c->beta, c->a, c->b, F32, lw->A_log, lw->dt_bias, f->d_n, R, nv));
+    else if (f->dn_one) /* b, a read in place: columns ch + vd .. of the fused output */
+        FRT_TRY(frt_cuda_gdn_gate_strided(st, c->g, c->beta, c->t0 + ch + vd + nv, c->t0 + ch + vd, F32, c->dn_w,
+                                          lw->A_log, lw->dt_bias, f->d_n, R, nv));
+    else /* b, a read in place from ba [R, ba_w] */
+        FRT_TRY(frt_cuda_gdn_gate_strided(st, c->g, c->beta, c->ba + nv, c->ba, F32, c->ba_w, lw->A_log,
+                                          lw->dt_bias, f->d_n, R, nv));
+    if (f->decode)
+        FRT_TRY(frt_cuda_gdr_recurrent(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
+                                       nv, dk, dv));
+    else
+        FRT_TRY(frt_cuda_gdr_chunked(st, c->o, F32, state, c->q, c->k, c->v, F32, c->g, c->beta, f->d_n, R, nk,
+                                     nv, dk, dv, GDR_CHUNK, c->gdr_ws, c->gdr_ws_bytes));
+    if (f->dn_one) /* z read in place from the fused output */
+        FRT_TRY(frt_cuda_rmsnorm_gated_strided(st, c->ob, BF16, c->o, F32, c->t0 + ch, F32, c->dn_w, lw->gdn_norm,
+                                               f->d_n, R, nv, dv, c->eps));
+    else
+        FRT_TRY(frt_cuda_rmsnorm_gated(st, c->ob, BF16, c->o, F32, c->zg, F32, lw->gdn_norm, f->d_n, R, nv, dv,
+                                       c->eps));
+    return gemm_out(f, c->ob, lw->out_proj, vd);
+}
+
+/* SwiGLU MLP (Qwen3_5MLP) of c->h into c->delta; decode: of rmsnorm(c->x,
+ * post_ln), added into c->x. */
+static int mlp_block(const fwd *f, int l)
+{
+    cu_model *c = f->c;
+    const cu_layer *lw = &c->layers[l];
+    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
+        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
+        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
+        FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
+    }
+    return gemm_out(f, c->ob, lw->down_proj, c->I);
+}
+
+/* One forward step (task_embed, task_layer x L, task_final of the cpu
+ * backend): the journal, the embedding, the layers, the final norm, the
+ * logits of the last valid row, and the boundary advance. Prefill: each norm
+ * is a launch of its own (the first rmsnorm, then add_rmsnorm fusing the
+ * residual add of delta with the next norm). Decode: no norm launch inside
+ * the layers (the mixer and MLP GEMVs normalise c->x in their prologue, the
+ * output projections accumulate into c->x: the same residual bits), one
+ * rmsnorm for the final norm. */
+static int record_forward(const fwd *f)
+{
+    frt_model *m = f->m;
+    cu_model *c = f->c;
+    const frt_model_config *cfg = &m->cfg;
+    void *st = f->st;
+    int R = f->R, H = c->H;
+    const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
+
+    FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq));
+    FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
+    FRT_TRY(debug_copy(f, 0, c->x));
+    if (!f->decode)
+        FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 1));
+    for (int l = 0; l < c->L; l++) {
+        const cu_layer *lw = &c->layers[l];
+        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            FRT_TRY(attention_block(f, l));
+        else
+            FRT_TRY(deltanet_block(f, l));
+        if (!f->decode)
+            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps,
+                                         1));
+        FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
+        if (!f->decode && l + 1 < c->L)
+            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, c->layers[l + 1].input_ln, f->d_n, R,
+                                         H, c->eps, 1));
+        else if (!f->decode) /* the last layer's residual add fused with the final norm */
+            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->hf, F32, c->final_norm, f->d_n, R, H, c->eps,
+                                         1));
+        FRT_TRY(debug_copy(f, l + 1, c->x));
+    }
+    if (f->decode) /* the final norm of the residual: the LM head's input */
+        FRT_TRY(frt_cuda_rmsnorm(st, c->hf, F32, c->x, F32, c->final_norm, f->d_n, R, 1, H, c->eps, 1));
+    FRT_TRY(debug_copy(f, c->L + 1, c->hf));
+    FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
+    if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
+        int rc = frt_cuda_gemm_run_unless(c->gemm, st, f->d_no_logits, frt_buffer_ptr(m->logits), F32, c->last,
+                                          c->lm_head, 1, H, c->V, 0);
+        if (rc != FRT_ERR_UNSUPPORTED) FRT_TRY(rc);
+        else FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H,
+                                       c->V, 0)); /* a cuBLASLt plan: always (has_logits still follows the flag) */
+    } else {
+        FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H, c->V,
+                                  0));
+    }
+    return frt_qwen35_advance(st, f->d_pos, f->d_pending, f->d_has_logits, c->debug ? c->debug_rows : NULL,
+                              f->d_n, f->d_no_logits, R);
+}
+
+/* Samples pending from the logits (task_sample): argmax when the step's
+ * temperature is <= 0 (the RNG untouched), frt_cuda_sample otherwise. One
+ * cooperative launch (frt_cuda_sample_token): a greedy step is one pass over
+ * the logits, no sort. */
+static int record_sample_work(const fwd *f)
+{
+    frt_model *m = f->m;
+    cu_model *c = f->c;
+    const float *logits = frt_buffer_ptr(m->logits);
+    return frt_cuda_sample_token(f->st, f->d_pending, logits, c->V, f->d_params, f->d_rng, c->sample_ws,
+                                 c->sample_ws_bytes);
+}
+
+static int cu_record_prefill(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    if (rc->bucket < 1 || rc->bucket > rc->m->C)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: bucket %d outside [1, %d]", rc->bucket, rc->m->C);
+    fwd f = fwd_make(s, rc->m, rc->bucket, 0);
+    return record_forward(&f);
+}
+
+static int cu_record_decode(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    fwd f = fwd_make(s, rc->m, 1, 1);
+    FRT_TRY(record_forward(&f));
+    return record_sample_work(&f);
+}
+
+static int cu_record_sample(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    fwd f = fwd_make(s, rc->m, 1, 0);
+    return record_sample_work(&f);
+}
+
+static int cu_debug_hidden(frt_model *m, int idx, float *out, int n)
+{
+    cu_model *c = m->bk_data;
+    if (!c || !c->debug) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled (params.debug_hidden)");
+    int32_t rows = 0;
+    FRT_TRY(frt_buffer_read(c->sbuf, c->debug_rows_off, &rows, sizeof rows, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    if (idx < 0 || idx > c->L + 1 || n < 1 || n > rows)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range (%d rows recorded)", idx,
+                         n, rows);
+    size_t H = (size_t)c->H;
+    size_t off = c->debug_off + (size_t)idx * (size_t)m->C * H * sizeof(float);
+    FRT_TRY(frt_buffer_read(c->sbuf, off, out, (size_t)n * H * sizeof(float), m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+const frt_arch_backend frt_qwen35_cuda_backend = {
+    .name = "cuda",
+    .kv_dtype = FRT_DT_BF16,
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
+    .load_weights = frt_qwen35_cu_load_weights,
+    .alloc_scratch = frt_qwen35_cu_alloc_scratch,
+    .free = frt_qwen35_cu_free,
+    .record_prefill = cu_record_prefill,
+    .record_decode = cu_record_decode,
+    .record_sample = cu_record_sample,
+    .debug_hidden = cu_debug_hidden,
+    .fingerprint_extra = frt_qwen35_cu_fingerprint_extra,
+};

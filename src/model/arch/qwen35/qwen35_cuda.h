@@ -1,0 +1,105 @@
+/*
+ * arch/qwen35/qwen35_cuda.h - the private data of the Qwen3.5 CUDA backend,
+ * shared by qwen35_cuda_load.c (sizes, weights, GEMM plans, scratch) and
+ * qwen35_cuda.c (the forward pass recorded into graphs; its header says
+ * how storage, precision and graphs work).
+ */
+#ifndef FRT_MODEL_ARCH_QWEN35_CUDA_H
+#define FRT_MODEL_ARCH_QWEN35_CUDA_H
+
+#include "model/arch/qwen35/qwen35.h"
+
+#include "kernels/cuda/kernels_cuda.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define F32 FRT_CUDA_F32
+#define BF16 FRT_CUDA_BF16
+
+#define ALIGN 256 /* every tensor and scratch array starts 256-byte aligned */
+#define GDR_CHUNK 64        /* the chunk of the chunked gated delta rule (as the cpu backend) */
+#define DECODE_SPLIT 128    /* flash-decoding split length of the decode attention (256 blocks at 8k) */
+#define GEMM_WORKSPACE (32u << 20)
+
+/* Device pointers of one layer's weights (into the weight arena); NULL where
+ * the layer type has no such tensor. bf16 matrices are HF Linear [out, in]. */
+typedef struct cu_layer {
+    const float *input_ln, *post_ln;        /* [H] f32, zero-centred */
+    const uint16_t *q_proj;                 /* [qw, H] */
+    const uint16_t *k_proj, *v_proj;        /* [kvw, H] */
+    const uint16_t *o_proj;                 /* [H, ad] */
+    const float *q_norm, *k_norm;           /* [hd] f32, zero-centred */
+    const uint16_t *in_proj_qkv;            /* [ch, H] */
+    const uint16_t *in_proj_z;              /* [vd, H] */
+    const uint16_t *in_proj_ba;             /* [ba_w, H]: in_proj_b rows, in_proj_a rows, zeros */
+    const float *conv1d;                    /* [ch, K] f32 */
+    const float *dt_bias, *A_log;           /* [nv] f32 */
+    const float *gdn_norm;                  /* [dv] f32, plain weight */
+    const uint16_t *out_proj;               /* [H, vd] */
+    const uint16_t *gate_proj, *up_proj;    /* [I, H] */
+    const uint16_t *down_proj;              /* [H, I] */
+} cu_layer;
+
+/* The backend's private data (m->bk_data). */
+typedef struct cu_model {
+    /* sizes */
+    int H, I, V, L, nh, nkv, hd, qw, ad, kvw, gated;
+    int nk, nv, dk, dv, kd, vd, ch, ba_w, K;
+    int dn_w;     /* ch + vd + ba_w: columns of the fused in_proj_qkv | z | b | a */
+    int dn_fused; /* every DeltaNet layer's in_proj_qkv, _z, _ba lie end to end (prefill: one GEMM) */
+    int at_w;     /* qw + 2 kvw: columns of the fused q_proj | k_proj | v_proj */
+    int at_fused; /* every attention layer's q_proj, k_proj, v_proj lie end to end (prefill: one GEMM) */
+    float eps, theta, scale;
+    int rot;
+
+    /* weights */
+    frt_buffer *wbuf;
+    const uint16_t *embed, *lm_head; /* [V, H] */
+    const float *final_norm;         /* [H] f32 */
+    cu_layer *layers;                /* [L] */
+
+    frt_cuda_gemm *gemm;
+
+    /* scratch: one device buffer, rows sized for the largest bucket C */
+    frt_buffer *sbuf;
+    float *x;        /* [C, H] residual stream */
+    uint16_t *h;     /* [C, H] bf16 normed input of the next GEMMs */
+    float *hf;       /* [C, H] final-normed hidden (f32) */
+    uint16_t *last;  /* [H] bf16 the last valid row of hf (the lm_head input) */
+    float *t0, *t1;  /* [C, wide] projection outputs */
+    float *q, *k, *v;/* [C, ...] split projections */
+    float *zg;       /* [C, max(ad, vd)] attention gate or Gated DeltaNet z */
+    float *o;        /* [C, max(ad, vd)] mixer output before its projection */
+    uint16_t *ob;    /* [C, max(ad, vd, I)] bf16 input of o_proj / out_proj / down_proj */
+    float *delta;    /* [C, H] block output, added to x */
+    float *ba, *a, *b, *g, *beta; /* [C, ba_w], [C, nv] x 4 */
+    void *gdr_ws;    /* chunked gated delta rule (prefill): U, W, decays per chunk */
+    size_t gdr_ws_bytes;
+    void *attn_ws;   /* decode attention split partials */
+    size_t attn_ws_bytes;
+    void *prefill_attn_ws; /* prefill attention split partials (every bucket) */
+    size_t prefill_attn_ws_bytes;
+    void *sample_ws;
+    size_t sample_ws_bytes;
+    int32_t *debug_rows;              /* [1] rows of the last debug record */
+    float *debug;                     /* [(L + 2), C, H] when params.debug_hidden */
+    size_t debug_off, debug_rows_off; /* byte offsets of debug, debug_rows in sbuf */
+} cu_model;
+
+static inline size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+static inline int max_i(int a, int b) { return a > b ? a : b; }
+static inline int round8(int x) { return (x + 7) / 8 * 8; }
+
+/* Whether a prefill piece of `rows` rows runs one GEMM over matrices lying
+ * end to end (fused: the layout check at load); the GEMV buckets (rows <=
+ * FRT_CUDA_GEMV_MAX_N) keep their per-matrix plans. */
+static inline int one_gemm(int fused, int rows) { return fused && rows > FRT_CUDA_GEMV_MAX_N; }
+
+/* qwen35_cuda_load.c */
+int frt_qwen35_cu_load_weights(frt_model *m);
+int frt_qwen35_cu_alloc_scratch(frt_model *m);
+void frt_qwen35_cu_free(frt_model *m);
+uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m);
+
+#endif /* FRT_MODEL_ARCH_QWEN35_CUDA_H */

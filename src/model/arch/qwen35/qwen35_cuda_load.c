@@ -1,0 +1,436 @@
+/*
+ * arch/qwen35/qwen35_cuda_load.c - the Qwen3.5 CUDA backend at load: sizes,
+ * the bf16 weight arena, the cuBLASLt GEMM plans of every shape, scratch,
+ * and the fingerprint of the plans chosen (qwen35_cuda.h).
+ */
+#include "model/arch/qwen35/qwen35_cuda.h"
+
+#include "exec/cuda/cuda_check.h"
+#include "model/arch/qwen35/qwen35_glue.h"
+#include "util/bf16.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <xxhash.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- sizes ------------------------------------------------------------- */
+
+static int set_sizes(frt_model *m, cu_model *c)
+{
+    const frt_model_config *cfg = &m->cfg;
+    c->H = cfg->hidden_size;
+    c->I = cfg->intermediate_size;
+    c->V = cfg->vocab_size;
+    c->L = cfg->n_layers;
+    c->nh = cfg->n_heads;
+    c->nkv = cfg->n_kv_heads;
+    c->hd = cfg->head_dim;
+    c->gated = cfg->attn_output_gate ? 1 : 0;
+    c->ad = c->nh * c->hd;
+    c->qw = c->ad * (c->gated ? 2 : 1);
+    c->kvw = c->nkv * c->hd;
+    c->nk = cfg->lin_n_k_heads;
+    c->nv = cfg->lin_n_v_heads;
+    c->dk = cfg->lin_k_head_dim;
+    c->dv = cfg->lin_v_head_dim;
+    c->kd = c->nk * c->dk;
+    c->vd = c->nv * c->dv;
+    c->ch = qwen35_of(m)->conv_channels;
+    c->ba_w = round8(2 * c->nv);
+    c->K = cfg->lin_conv_kernel;
+    c->eps = cfg->rms_norm_eps;
+    c->theta = cfg->rope_theta;
+    c->rot = cfg->rotary_dim;
+    c->scale = 1.0f / sqrtf((float)c->hd);
+
+    int has_full = 0, has_lin = 0;
+    for (int l = 0; l < c->L; l++) {
+        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            has_full = 1;
+        else
+            has_lin = 1;
+    }
+    if (c->L < 1 || c->H < 1 || c->I < 1 || c->V < 1)
+        return frt_error(FRT_ERR_FORMAT, "cuda model: empty model (layers %d hidden %d)", c->L, c->H);
+    /* cuBLASLt rows must be 16-byte aligned: every GEMM dim a multiple of 8. */
+    struct {
+        const char *what;
+        int v;
+        int needed;
+    } dims[] = {
+        {"hidden_size", c->H, 1},
+        {"intermediate_size", c->I, 1},
+        {"vocab_size", c->V, 1},
+        {"n_heads * head_dim * (1 + gate)", c->qw, has_full},
+        {"n_heads * head_dim", c->ad, has_full},
+        {"n_kv_heads * head_dim", c->kvw, has_full},
+        {"conv channels", c->ch, has_lin},
+        {"n_v_heads * v_head_dim", c->vd, has_lin},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].needed && (dims[i].v < 1 || dims[i].v % 8))
+            return frt_error(FRT_ERR_UNSUPPORTED,
+                             "cuda model: %s = %d is not a positive multiple of 8 (cuBLASLt rows must be "
+                             "16-byte aligned)",
+                             dims[i].what, dims[i].v);
+    if (has_full && (c->hd % 32 || c->hd > 256 || c->hd < 32))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda model: head_dim %d (the CUDA attention takes multiples of 32 up to 256)", c->hd);
+    if (has_full && (c->rot < 2 || c->rot % 2 || c->rot > c->hd || c->rot > FRT_CUDA_ROPE_MAX_ROT))
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda model: rotary dim %d (even, 2..min(head_dim, %d))", c->rot,
+                         FRT_CUDA_ROPE_MAX_ROT);
+    if (has_lin && (c->nk < 1 || c->nv < 1 || c->nv % c->nk || c->dk < 1 || c->dv < 1 || c->K < 1))
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda model: Gated DeltaNet heads %d/%d dims %d/%d kernel %d", c->nk,
+                         c->nv, c->dk, c->dv, c->K);
+    return 0;
+}
+
+/* ---- weights ----------------------------------------------------------- */
+
+typedef struct wload {
+    frt_model *m;
+    cu_model *c;
+    int pass;      /* 0: size, 1: upload */
+    size_t used;   /* bytes reserved so far */
+    char *base;    /* device base of the arena (pass 1) */
+} wload;
+
+static size_t reserve(wload *wl, size_t bytes)
+{
+    size_t off = wl->used;
+    wl->used += align_up(bytes ? bytes : 1);
+    return off;
+}
+
+static int find_tensor(wload *wl, const char *name, int64_t n_expect, const frt_tensor **out)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
+    const frt_tensor *t = frt_checkpoint_find(wl->m->ckpt, full);
+    if (!t && !strncmp(name, "lm_head", 7)) /* lm_head sits at the top level */
+        t = frt_checkpoint_find(wl->m->ckpt, name);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    int64_t n = frt_tensor_numel(t);
+    if (n != n_expect)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %lld elements, expected %lld", full,
+                         (long long)n, (long long)n_expect);
+    if (!frt_dtype_is_float(t->dtype))
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
+                         frt_dtype_name(t->dtype));
+    *out = t;
+    return 0;
+}
+
+/* Uploads tensor t at byte offset off of the arena, as bf16 (to_bf16) or
+ * f32. A tensor already in the target dtype is copied as is; any other float
+ * dtype goes through f32 (and round-to-nearest-even to bf16). */
+static int upload(wload *wl, const frt_tensor *t, size_t off, int to_bf16)
+{
+    frt_model *m = wl->m;
+    size_t n = (size_t)frt_tensor_numel(t);
+    frt_dtype want = to_bf16 ? FRT_DT_BF16 : FRT_DT_F32;
+    if (t->dtype == want) {
+        FRT_TRY(frt_buffer_write(wl->c->wbuf, off, t->data, t->nbytes, m->stream));
+        return 0;
+    }
+    float *f = malloc(n * sizeof(float) + 1);
+    if (!f) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory converting '%s'", t->name);
+    int rc = frt_tensor_to_f32(t, f);
+    if (rc == 0 && to_bf16) {
+        uint16_t *h = malloc(n * sizeof(uint16_t) + 1);
+        if (!h) {
+            free(f);
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory converting '%s'", t->name);
+        }
+        frt_f32_array_to_bf16(f, h, n);
+        rc = frt_buffer_write(wl->c->wbuf, off, h, n * sizeof(uint16_t), m->stream);
+        if (rc == 0) rc = frt_stream_sync(m->stream); /* h must outlive the copy */
+        free(h);
+    } else if (rc == 0) {
+        rc = frt_buffer_write(wl->c->wbuf, off, f, n * sizeof(float), m->stream);
+        if (rc == 0) rc = frt_stream_sync(m->stream);
+    }
+    free(f);
+    return rc;
+}
+
+/* Reserves and (pass 1) uploads one tensor; *dst receives its device address
+ * in pass 1. */
+static int put(wload *wl, const char *name, int64_t n, int to_bf16, const void **dst)
+{
+    const frt_tensor *t = NULL;
+    FRT_TRY(find_tensor(wl, name, n, &t));
+    size_t off = reserve(wl, (size_t)n * (to_bf16 ? 2 : 4));
+    if (wl->pass == 1) {
+        FRT_TRY(upload(wl, t, off, to_bf16));
+        *dst = wl->base + off;
+    }
+    return 0;
+}
+
+#define PUT_M(field, name, n)                                                                        \
+    do {                                                                                             \
+        const void *p_ = NULL;                                                                       \
+        FRT_TRY(put(wl, (name), (n), 1, &p_));                                                       \
+        (field) = (const uint16_t *)p_;                                                              \
+    } while (0)
+#define PUT_V(field, name, n)                                                                        \
+    do {                                                                                             \
+        const void *p_ = NULL;                                                                       \
+        FRT_TRY(put(wl, (name), (n), 0, &p_));                                                       \
+        (field) = (const float *)p_;                                                                 \
+    } while (0)
+
+static int load_all(wload *wl)
+{
+    frt_model *m = wl->m;
+    cu_model *c = wl->c;
+    const frt_model_config *cfg = &m->cfg;
+    int64_t H = c->H, I = c->I, V = c->V, hd = c->hd;
+    wl->used = 0;
+    PUT_M(c->embed, "embed_tokens.weight", V * H);
+    PUT_V(c->final_norm, "norm.weight", H);
+    if (cfg->tie_word_embeddings)
+        c->lm_head = c->embed;
+    else
+        PUT_M(c->lm_head, "lm_head.weight", V * H);
+    for (int l = 0; l < c->L; l++) {
+        cu_layer *lw = &c->layers[l];
+        char n[160];
+#define NAME(suffix) (snprintf(n, sizeof n, "layers.%d.%s", l, suffix), n)
+        PUT_V(lw->input_ln, NAME("input_layernorm.weight"), H);
+        PUT_V(lw->post_ln, NAME("post_attention_layernorm.weight"), H);
+        PUT_M(lw->gate_proj, NAME("mlp.gate_proj.weight"), I * H);
+        PUT_M(lw->up_proj, NAME("mlp.up_proj.weight"), I * H);
+        PUT_M(lw->down_proj, NAME("mlp.down_proj.weight"), H * I);
+        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
+            PUT_M(lw->q_proj, NAME("self_attn.q_proj.weight"), (int64_t)c->qw * H);
+            PUT_M(lw->k_proj, NAME("self_attn.k_proj.weight"), (int64_t)c->kvw * H);
+            PUT_M(lw->v_proj, NAME("self_attn.v_proj.weight"), (int64_t)c->kvw * H);
+            PUT_M(lw->o_proj, NAME("self_attn.o_proj.weight"), H * c->ad);
+            PUT_V(lw->q_norm, NAME("self_attn.q_norm.weight"), hd);
+            PUT_V(lw->k_norm, NAME("self_attn.k_norm.weight"), hd);
+        } else {
+            int64_t nv = c->nv;
+            PUT_M(lw->in_proj_qkv, NAME("linear_attn.in_proj_qkv.weight"), (int64_t)c->ch * H);
+            PUT_M(lw->in_proj_z, NAME("linear_attn.in_proj_z.weight"), (int64_t)c->vd * H);
+            /* b and a fused into one padded matrix: rows [0, nv) b, [nv, 2 nv) a */
+            const frt_tensor *tb = NULL, *ta = NULL;
+            FRT_TRY(find_tensor(wl, NAME("linear_attn.in_proj_b.weight"), nv * H, &tb));
+            FRT_TRY(find_tensor(wl, NAME("linear_attn.in_proj_a.weight"), nv * H, &ta));
+            size_t off = reserve(wl, (size_t)c->ba_w * (size_t)H * 2);
+            if (wl->pass == 1) {
+                FRT_TRY(upload(wl, tb, off, 1));
+                FRT_TRY(upload(wl, ta, off + (size_t)nv * (size_t)H * 2, 1));
+                lw->in_proj_ba = (const uint16_t *)(const void *)(wl->base + off);
+            }
+            PUT_V(lw->conv1d, NAME("linear_attn.conv1d.weight"), (int64_t)c->ch * c->K);
+            PUT_V(lw->dt_bias, NAME("linear_attn.dt_bias"), nv);
+            PUT_V(lw->A_log, NAME("linear_attn.A_log"), nv);
+            PUT_V(lw->gdn_norm, NAME("linear_attn.norm.weight"), c->dv);
+            PUT_M(lw->out_proj, NAME("linear_attn.out_proj.weight"), H * c->vd);
+        }
+#undef NAME
+    }
+    return 0;
+}
+
+int frt_qwen35_cu_load_weights(frt_model *m)
+{
+    cu_model *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
+    m->bk_data = c;
+    FRT_TRY(set_sizes(m, c));
+    c->layers = calloc((size_t)c->L, sizeof *c->layers);
+    if (!c->layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory for the layer table");
+    wload wl = {.m = m, .c = c, .pass = 0};
+    FRT_TRY(load_all(&wl));
+    size_t bytes = wl.used;
+    FRT_TRY(frt_buffer_alloc(m->ctx, "cuda.weights", FRT_SPACE_DEVICE, bytes, &c->wbuf));
+    /* zeros first: the padding rows of the fused in_proj_ba stay zero */
+    FRT_TRY(frt_buffer_fill(c->wbuf, 0, bytes, 0, m->stream));
+    wl.base = frt_buffer_ptr(c->wbuf);
+    wl.pass = 1;
+    FRT_TRY(load_all(&wl));
+    FRT_TRY(frt_stream_sync(m->stream));
+    if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "cuda model: weight layout changed between passes");
+    c->dn_w = c->ch + c->vd + c->ba_w;
+    c->at_w = c->qw + 2 * c->kvw;
+    c->dn_fused = c->at_fused = 1;
+    for (int l = 0; l < c->L; l++) {
+        const cu_layer *lw = &c->layers[l];
+        if (lw->in_proj_qkv && (lw->in_proj_z != lw->in_proj_qkv + (size_t)c->ch * (size_t)c->H ||
+                                lw->in_proj_ba != lw->in_proj_z + (size_t)c->vd * (size_t)c->H))
+            c->dn_fused = 0;
+        if (lw->q_proj && (lw->k_proj != lw->q_proj + (size_t)c->qw * (size_t)c->H ||
+                           lw->v_proj != lw->k_proj + (size_t)c->kvw * (size_t)c->H))
+            c->at_fused = 0;
+    }
+    qwen35_of(m)->w.bytes = bytes;
+    m->weight_bytes = bytes;
+    return 0;
+}
+
+/* ---- scratch ----------------------------------------------------------- */
+
+static int plan_all(frt_model *m, cu_model *c, int n)
+{
+    const frt_model_config *cfg = &m->cfg;
+    int has_full = 0, has_lin = 0;
+    for (int l = 0; l < c->L; l++) {
+        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            has_full = 1;
+        else
+            has_lin = 1;
+    }
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));  /* gate, up */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0));  /* down */
+    if (has_full) {
+        if (one_gemm(c->at_fused, n))
+            FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->at_w, F32, 0)); /* q_proj | k_proj | v_proj */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qw, F32, 0));  /* q_proj */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvw, F32, 0)); /* k_proj, v_proj */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 0));  /* o_proj */
+    }
+    if (has_lin) {
+        if (one_gemm(c->dn_fused, n))
+            FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->dn_w, F32, 0)); /* in_proj_qkv | z | b | a */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ch, F32, 0));   /* in_proj_qkv */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->vd, F32, 0));   /* in_proj_z */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ba_w, F32, 0)); /* in_proj_b | a */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->vd, c->H, F32, 0));   /* out_proj */
+    }
+    return 0;
+}
+
+/* Decode's output projections accumulate into the residual (gemm_out): their
+ * n = 1 accumulate plans. */
+static int plan_decode_out(frt_model *m, cu_model *c)
+{
+    int has_full = 0, has_lin = 0;
+    for (int l = 0; l < c->L; l++) {
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            has_full = 1;
+        else
+            has_lin = 1;
+    }
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->I, c->H, F32, 1));                /* down */
+    if (has_full) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->ad, c->H, F32, 1)); /* o_proj */
+    if (has_lin) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->vd, c->H, F32, 1));  /* out_proj */
+    return 0;
+}
+
+int frt_qwen35_cu_alloc_scratch(frt_model *m)
+{
+    cu_model *c = m->bk_data;
+    if (!c) return frt_error(FRT_ERR_STATE, "cuda model: scratch before weights");
+    size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t);
+    size_t H = (size_t)c->H;
+    size_t nv = (size_t)max_i(c->nv, 1);
+    size_t wide = (size_t)max_i(max_i(max_i(max_i(c->qw, c->ch), c->I), c->dn_fused ? c->dn_w : 0),
+                                c->at_fused ? c->at_w : 0);
+    size_t wide1 = (size_t)max_i(c->ch, c->I);
+    size_t qwid = (size_t)max_i(c->ad, c->kd), kwid = (size_t)max_i(c->kvw, c->kd);
+    size_t vwid = (size_t)max_i(c->kvw, c->vd), owid = (size_t)max_i(c->ad, c->vd);
+    size_t obwid = (size_t)max_i(max_i(c->ad, c->vd), c->I);
+
+    c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes(m->C, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
+    c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
+    c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
+    FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
+
+    /* Two passes over one layout: sizes (base NULL), then pointers. */
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        char *base = pass ? frt_buffer_ptr(c->sbuf) : NULL;
+        size_t off = 0;
+#define CARVE(field, type, bytes)                                                                   \
+    do {                                                                                            \
+        if (base) (field) = (type *)(void *)(base + off);                                           \
+        off += align_up(bytes) + ALIGN; /* + a spare line: no slot is empty */                      \
+    } while (0)
+        CARVE(c->x, float, R * H * f);
+        CARVE(c->h, uint16_t, R * H * h2);
+        CARVE(c->hf, float, R * H * f);
+        CARVE(c->last, uint16_t, H * h2);
+        CARVE(c->t0, float, R * wide * f);
+        CARVE(c->t1, float, R * wide1 * f);
+        CARVE(c->q, float, R * qwid * f);
+        CARVE(c->k, float, R * kwid * f);
+        CARVE(c->v, float, R * vwid * f);
+        CARVE(c->zg, float, R * owid * f);
+        CARVE(c->o, float, R * owid * f);
+        CARVE(c->ob, uint16_t, R * obwid * h2);
+        CARVE(c->delta, float, R * H * f);
+        CARVE(c->ba, float, R * (size_t)c->ba_w * f);
+        CARVE(c->a, float, R * nv * f);
+        CARVE(c->b, float, R * nv * f);
+        CARVE(c->g, float, R * nv * f);
+        CARVE(c->beta, float, R * nv * f);
+        CARVE(c->gdr_ws, char, c->gdr_ws_bytes);
+        CARVE(c->attn_ws, char, c->attn_ws_bytes);
+        CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
+        CARVE(c->sample_ws, char, c->sample_ws_bytes);
+        c->debug_rows_off = off;
+        CARVE(c->debug_rows, int32_t, sizeof(int32_t));
+        if (m->params.debug_hidden) {
+            c->debug_off = off;
+            CARVE(c->debug, float, (size_t)(c->L + 2) * R * H * f);
+        }
+#undef CARVE
+        if (!pass) {
+            total = off;
+            FRT_TRY(frt_buffer_alloc(m->ctx, "cuda.scratch", FRT_SPACE_DEVICE, total, &c->sbuf));
+            FRT_TRY(frt_buffer_fill(c->sbuf, 0, total, 0, m->stream));
+        }
+    }
+
+    /* cuBLASLt: the handle, the stream's workspace, and every plan the
+     * captured graphs use (each bucket, and n = 1 for decode and lm_head). */
+    FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
+    FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
+    FRT_TRY(plan_all(m, c, 1));
+    FRT_TRY(plan_decode_out(m, c));
+    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->H, c->V, F32, 0)); /* lm_head */
+    return frt_stream_sync(m->stream);
+}
+
+void frt_qwen35_cu_free(frt_model *m)
+{
+    cu_model *c = m->bk_data;
+    if (!c) return;
+    frt_cuda_gemm_destroy(c->gemm);
+    frt_buffer_free(c->sbuf);
+    frt_buffer_free(c->wbuf);
+    free(c->layers);
+    free(c);
+    m->bk_data = NULL;
+}
+
+/* The GEMM plans chosen at load (algorithm, tile, stages, split-k, ... for
+ * every shape), hashed into the model fingerprint: another choice is other
+ * arithmetic, so a capsule made under it must not restore here. */
+uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m)
+{
+    const cu_model *c = m->bk_data;
+    if (!c || !c->gemm) return 0;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0);
+    int n = frt_cuda_gemm_plan_count(c->gemm);
+    for (int i = 0; i < n; i++) {
+        frt_cuda_gemm_plan_info pi;
+        if (frt_cuda_gemm_plan_get(c->gemm, i, &pi) < 0) continue;
+        int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.accumulate, pi.algo_id, pi.tile_id,
+                   pi.stages_id, pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option};
+        XXH64_update(h, f, sizeof f);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}

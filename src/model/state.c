@@ -1,0 +1,215 @@
+/*
+ * state.c - the live state table and the graph ports of a model.
+ *
+ * The architecture declares its state (model/arch.h, frt_state_decl); the
+ * runtime appends the entries every token model has (the token journal, the
+ * boundary record, the last logits), allocates each buffer once in device
+ * memory, zero-filled, and answers what capsules, reset and the public
+ * introspection ask of the table. Nothing here names an architecture's
+ * buffer.
+ */
+#include "model/model_internal.h"
+
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t decl_elems(int ndim, const int64_t *shape)
+{
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    return n;
+}
+
+static void decl_set(frt_state_decl *d, const char *name, frt_dtype dt, frt_state_validity v, int64_t d0, int64_t d1)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = dt;
+    d->validity = v;
+    d->ndim = d1 ? 2 : 1;
+    d->shape[0] = d0;
+    d->shape[1] = d1;
+}
+
+static int alloc_zeroed(frt_model *m, const char *name, size_t bytes, frt_buffer **out)
+{
+    FRT_TRY(frt_buffer_alloc(m->ctx, name, FRT_SPACE_DEVICE, bytes ? bytes : 1, out));
+    return frt_buffer_fill(*out, 0, bytes ? bytes : 1, 0, m->stream);
+}
+
+static int check_decl(const frt_model *m, const frt_state_decl *d)
+{
+    if (!d->name[0] || d->ndim < 1 || d->ndim > 4)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: entry '%s' has %d dims", d->name, d->ndim);
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: entry '%s' dim %d < 1", d->name, i);
+    if (d->validity == FRT_STATE_ROWS && d->shape[0] != m->max_seq)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: rows entry '%s' has %lld rows, max_seq is %d", d->name,
+                         (long long)d->shape[0], m->max_seq);
+    return 0;
+}
+
+int frt_model_state_alloc(frt_model *m)
+{
+    frt_state_decl *decl = calloc(FRT_STATE_MAX, sizeof *decl);
+    if (!decl) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the table");
+    int n = m->arch->declare_state(m, decl, FRT_STATE_MAX - 3);
+    if (n < 0) {
+        free(decl);
+        return n;
+    }
+    /* The token-model entries every architecture gets. */
+    decl_set(&decl[n++], "tokens", FRT_DT_I32, FRT_STATE_ROWS, m->max_seq, 0);
+    decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
+    decl_set(&decl[n++], "logits", FRT_DT_F32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    m->state = calloc((size_t)n, sizeof *m->state);
+    if (!m->state) {
+        free(decl);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the table");
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        for (int j = 0; j < i && rc == 0; j++)
+            if (!strcmp(decl[j].name, decl[i].name))
+                rc = frt_error(FRT_ERR_INVALID_ARGUMENT, "state: two entries named '%s'", decl[i].name);
+        if (rc == 0) rc = check_decl(m, &decl[i]);
+        if (rc < 0) break;
+        frt_state_entry *e = &m->state[i];
+        e->decl = decl[i];
+        e->bytes = decl_elems(decl[i].ndim, decl[i].shape) * frt_dtype_size(decl[i].dtype);
+        e->row_bytes = decl[i].validity == FRT_STATE_ROWS ? e->bytes / (size_t)m->max_seq : e->bytes;
+        rc = alloc_zeroed(m, decl[i].name, e->bytes, &e->buf);
+        if (rc == 0) m->n_state = i + 1;
+    }
+    free(decl);
+    FRT_TRY(rc);
+    m->tokens = m->state[n - 3].buf;
+    m->boundary = m->state[n - 2].buf;
+    m->logits = m->state[n - 1].buf;
+
+    /* The ports of a token model: the prefill piece in, the logits out. */
+    m->io = calloc(2, sizeof *m->io);
+    if (!m->io) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the ports");
+    frt_io_entry *ids = &m->io[0], *logits = &m->io[1];
+    snprintf(ids->decl.name, sizeof ids->decl.name, "ids");
+    ids->decl.dir = FRT_IO_INPUT;
+    ids->decl.dtype = FRT_DT_I32;
+    ids->decl.ndim = 1;
+    ids->decl.shape[0] = m->C;
+    ids->bytes = (size_t)m->C * sizeof(int32_t);
+    FRT_TRY(alloc_zeroed(m, "ids", ids->bytes, &ids->buf));
+    m->n_io = 1;
+    m->in_ids = ids->buf;
+    snprintf(logits->decl.name, sizeof logits->decl.name, "logits");
+    logits->decl.dir = FRT_IO_OUTPUT;
+    logits->decl.dtype = FRT_DT_F32;
+    logits->decl.ndim = 1;
+    logits->decl.shape[0] = m->cfg.vocab_size;
+    logits->bytes = (size_t)m->cfg.vocab_size * sizeof(float);
+    logits->buf = m->logits;
+    logits->in_state = 1;
+    m->n_io = 2;
+    return 0;
+}
+
+void frt_model_state_free(frt_model *m)
+{
+    for (int i = 0; i < m->n_state; i++) frt_buffer_free(m->state[i].buf);
+    for (int i = 0; i < m->n_io; i++)
+        if (!m->io[i].in_state) frt_buffer_free(m->io[i].buf);
+    free(m->state);
+    free(m->io);
+    m->state = NULL;
+    m->io = NULL;
+    m->n_state = m->n_io = 0;
+}
+
+size_t frt_model_state_valid_bytes(const frt_model *m, int i, int pos)
+{
+    const frt_state_entry *e = &m->state[i];
+    return e->decl.validity == FRT_STATE_ROWS ? e->row_bytes * (size_t)pos : e->bytes;
+}
+
+int frt_model_state_zero_recurrent(frt_model *m)
+{
+    for (int i = 0; i < m->n_state; i++)
+        if (m->state[i].decl.recurrent) FRT_TRY(frt_buffer_fill(m->state[i].buf, 0, m->state[i].bytes, 0, m->stream));
+    return 0;
+}
+
+frt_io_entry *frt_model_io_find(frt_model *m, const char *name, frt_io_dir dir)
+{
+    for (int i = 0; i < m->n_io; i++)
+        if (m->io[i].decl.dir == dir && !strcmp(m->io[i].decl.name, name)) return &m->io[i];
+    return NULL;
+}
+
+/* ---- the public introspection and port API --------------------------------- */
+
+int frt_model_state_info(const frt_model *m, int i, frt_state_info *out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: NULL argument");
+    if (i < 0 || i >= m->n_state) return frt_error(FRT_ERR_OUT_OF_RANGE, "state: entry %d of %d", i, m->n_state);
+    const frt_state_entry *e = &m->state[i];
+    memset(out, 0, sizeof *out);
+    out->name = e->decl.name;
+    out->dtype = frt_dtype_name(e->decl.dtype);
+    out->ndim = e->decl.ndim;
+    memcpy(out->shape, e->decl.shape, sizeof out->shape);
+    out->validity = e->decl.validity;
+    out->bytes = e->bytes;
+    out->row_bytes = e->row_bytes;
+    out->recurrent = e->decl.recurrent;
+    return 0;
+}
+
+int frt_model_io_info(const frt_model *m, int i, frt_io_info *out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
+    if (i < 0 || i >= m->n_io) return frt_error(FRT_ERR_OUT_OF_RANGE, "io: port %d of %d", i, m->n_io);
+    const frt_io_entry *e = &m->io[i];
+    memset(out, 0, sizeof *out);
+    out->name = e->decl.name;
+    out->dir = e->decl.dir;
+    out->dtype = frt_dtype_name(e->decl.dtype);
+    out->ndim = e->decl.ndim;
+    memcpy(out->shape, e->decl.shape, sizeof out->shape);
+    out->bytes = e->bytes;
+    out->in_state = e->in_state;
+    return 0;
+}
+
+static int port_for(frt_model *m, const char *name, frt_io_dir dir, size_t bytes, frt_io_entry **out)
+{
+    frt_io_entry *e = frt_model_io_find(m, name, dir);
+    if (!e)
+        return frt_error(FRT_ERR_NOT_FOUND, "io: no %s port named '%s'", dir == FRT_IO_INPUT ? "input" : "output",
+                         name);
+    if (bytes > e->bytes)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "io: %zu bytes for port '%s' of %zu bytes", bytes, name, e->bytes);
+    *out = e;
+    return 0;
+}
+
+int frt_model_input_write(frt_model *m, const char *name, const void *data, size_t bytes)
+{
+    if (!m || !name || (!data && bytes)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
+    frt_io_entry *e;
+    FRT_TRY(port_for(m, name, FRT_IO_INPUT, bytes, &e));
+    if (!bytes) return 0;
+    FRT_TRY(frt_buffer_write(e->buf, 0, data, bytes, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+int frt_model_output_read(frt_model *m, const char *name, void *out, size_t bytes)
+{
+    if (!m || !name || (!out && bytes)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
+    frt_io_entry *e;
+    FRT_TRY(port_for(m, name, FRT_IO_OUTPUT, bytes, &e));
+    if (!bytes) return 0;
+    FRT_TRY(frt_buffer_read(e->buf, 0, out, bytes, m->stream));
+    return frt_stream_sync(m->stream);
+}

@@ -1,0 +1,73 @@
+/* tools/bench_run.h - the state of one `frt bench` model run, shared by
+ * bench_model.c (options, the runs, the report) and bench_floors.c (the
+ * arithmetic of the floors and the measured ceilings). */
+#ifndef FRT_TOOLS_BENCH_RUN_H
+#define FRT_TOOLS_BENCH_RUN_H
+
+#include "frt/debug.h"
+#include "frt/exec.h"
+#include "weights/config.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAX_LIST 16
+
+typedef struct bm_opts {
+    const char *model_dir, *shape, *json_path, *dump_ids, *write_config, *tmpdir;
+    int random_weights, no_run, no_tiers, backend_set;
+    frt_backend backend;
+    int chunk;
+    int chunks[MAX_LIST], n_chunks;
+    int prefixes[MAX_LIST], n_prefixes;
+    int sweep_prefixes[MAX_LIST], n_sweep;
+    int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
+    unsigned long long seed;
+    double time_budget_s;
+} bm_opts;
+
+typedef struct bm_floors {
+    double d2d_rw_Bps; /* bytes read + written per second */
+    double h2d_Bps, d2h_Bps;
+    double gemm_flops; /* FLOP/s */
+    int gemm_n;
+    const char *gemm_what;
+} bm_floors;
+
+typedef struct bm_run {
+    bm_opts o;
+    frt_model_config cfg;
+    frt_checkpoint *ck; /* random weights (NULL for -m DIR) */
+    int32_t *ids;
+    int n_ids;
+    bm_floors fl;
+    size_t mem_base, mem_peak, mem_total;
+    double t_start;
+    json_t *root;
+    int first_error; /* the first failed step's status; the run goes on past it */
+} bm_run;
+
+typedef struct bm_counts {
+    double mat_params;    /* every matrix of the layers (no embedding, no lm_head) */
+    double lm_head;       /* vocab x hidden */
+    double state_fixed_b; /* recurrent + conv state bytes */
+    double kv_b_per_tok;  /* KV bytes per token of context */
+} bm_counts;
+
+/* bench_model.c */
+double bm_now_s(void);                              /* CLOCK_MONOTONIC seconds */
+double bm_pct(const double *v, int n, double q);    /* the q-quantile of v[0..n) (0.5: median) */
+void bm_mem_sample(bm_run *r, frt_context *ctx);    /* device memory in use -> r->mem_peak */
+
+/* bench_opts.c: parses argv (argv[0] "bench") into *o with its defaults.
+ * Returns 0, 2 after printing a usage error, or 1 when --help was printed. */
+int bm_parse_args(int argc, char **argv, bm_opts *o);
+
+/* bench_floors.c */
+bm_counts bm_counts_of(const frt_model_config *c, int cuda);
+double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
+double bm_decode_bytes(const bm_counts *k, double ctx, int cuda);
+int bm_measure_floors(bm_run *r); /* fills r->fl: copy rates and the GEMM rate of this machine */
+
+#endif
