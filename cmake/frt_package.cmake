@@ -5,14 +5,14 @@
 # targets and their install rules.
 include(CMakePackageConfigHelpers)
 
-# pkg-config. The prefix is found from the .pc file's own folder (pcfiledir),
-# so `cmake --install build --prefix DIR` gives files right for DIR whatever
-# the prefix at configure time. Libs.private lists the libraries a static link
-# (`pkg-config --static --libs frt`, libfrt.a) needs; a shared link needs only
-# -lfrt (its dependencies are NEEDED entries of libfrt.so).
-file(RELATIVE_PATH FRT_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
-string(REGEX REPLACE "/$" "" FRT_PC_TO_PREFIX "${FRT_PC_TO_PREFIX}")
-set(FRT_PC_PREFIX "\${pcfiledir}/${FRT_PC_TO_PREFIX}")
+# pkg-config. The prefix is written at install time (the --prefix of
+# `cmake --install`, else CMAKE_INSTALL_PREFIX), so `cmake --install build
+# --prefix DIR` gives files right for DIR whatever the prefix at configure
+# time; DESTDIR staging keeps the final prefix. Libs.private lists the
+# libraries a static link (`pkg-config --static --libs frt`, libfrt.a) needs;
+# a shared link needs only -lfrt (its dependencies are NEEDED entries of
+# libfrt.so).
+set(FRT_PC_PREFIX "@FRT_PC_INSTALL_PREFIX@") # filled in by the install(CODE) below
 function(frt_pc_flags out)
   set(flags)
   foreach(dep ${ARGN})
@@ -31,8 +31,10 @@ endif()
 frt_pc_flags(FRT_PC_SERVING_PRIVATE SQLITE3 MHD JANSSON XXHASH)
 set(FRT_PC_SERVING_PRIVATE "${FRT_PC_SERVING_PRIVATE} -lpthread -lm")
 foreach(pc frt frt_serving)
-  configure_file(${CMAKE_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_BINARY_DIR}/${pc}.pc @ONLY)
-  install(FILES ${CMAKE_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_BINARY_DIR}/pc/${pc}.pc.in @ONLY)
+  install(CODE "set(FRT_PC_INSTALL_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${CMAKE_BINARY_DIR}/pc/${pc}.pc.in\" \"${CMAKE_BINARY_DIR}/pc/${pc}.pc\" @ONLY)")
+  install(FILES ${CMAKE_BINARY_DIR}/pc/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endforeach()
 
 # CMake: find_package(frt) -> frt::frt (libfrt.so) and frt::frt_serving
