@@ -3,6 +3,22 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+VERBOSE    ?=
+
+SHELL := /bin/bash
+# No "Entering directory" chatter from the nested makes CMake generates.
+MAKEFLAGS += --no-print-directory
+
+# What `make build` shows of CMake's build output: on a terminal one progress
+# line rewritten in place ("[ 42%] Built target frt"), off a terminal nothing
+# for the steps that went well; every other line (compiler warnings and
+# errors, make's "*** Error" lines) is printed in full. VERBOSE=1 shows all.
+BUILD_FILTER = awk -v tty=$$tty ' \
+    /^\[ *[0-9]+%\] .*(Building|Linking|Built target)/ { if (tty) { printf "\r%s\033[K", $$0; fflush(); shown = 1 } next } \
+    /^g?make(\[[0-9]+\])?: (Entering|Leaving) directory/ { next } \
+    /^Consolidate compiler generated dependencies/ { next } \
+    { if (shown) { printf "\n"; shown = 0 } print; fflush() } \
+    END { if (shown) printf "\r\033[K" }'
 
 .PHONY: all deps configure build test test-cpu test-gpu demo asan fuzz gpu-bundle clean
 
@@ -11,11 +27,19 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# Prints CMake's one-line summary ("frt: 0.1.0 RelWithDebInfo, CUDA backend
+# off (cpu only)"); errors (stderr) in full.
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+	@set -o pipefail; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) | \
+	    sed -n 's/^-- frt: /frt: /p'
 
 build: configure
+ifeq ($(VERBOSE),1)
 	@cmake --build $(BUILD) -j $(JOBS)
+else
+	@tty=0; [ -t 1 ] && tty=1; set -o pipefail; cmake --build $(BUILD) -j $(JOBS) 2>&1 | $(BUILD_FILTER)
+	@echo "frt: built $(BUILD)/frt ($$($(BUILD)/frt --version))"
+endif
 
 # The whole suite. GPU tests report "skipped" on a machine without a GPU.
 test: build

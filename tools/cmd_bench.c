@@ -18,6 +18,7 @@
  *       benchmark: bench_model.c.
  */
 #include "bench_model.h"
+#include "args.h"
 #include "cli.h"
 
 #include "frt/exec.h"
@@ -28,6 +29,7 @@
 #endif
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,12 +43,6 @@
 #define H200_D2D_RW_GIBS 3971.0
 #define H200_H2D_GIBS 51.6
 #define H200_D2H_GIBS 51.5
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: frt bench exec [--backend cuda|cpu] [--json FILE] [--quick]\n"
-               "       frt bench -m DIR | --shape NAME --random-weights [...]   (model benchmark; --help)\n");
-}
 
 static double now_us(void)
 {
@@ -219,35 +215,20 @@ static int bench_copy(frt_context *ctx, copy_case *cc, int reps)
 
 static int bench_exec(int argc, char **argv)
 {
-    const char *json_path = NULL, *backend_name = NULL;
-    int quick = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
-            backend_name = argv[++i];
-        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
-            json_path = argv[++i];
-        } else if (!strcmp(argv[i], "--quick")) {
-            quick = 1;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "frt bench exec: unknown argument '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    frt_backend backend = FRT_BACKEND_CPU;
-    if (backend_name) {
-        if (frt_backend_parse(backend_name, &backend)) {
-            fprintf(stderr, "frt bench exec: unknown backend '%s' (cuda or cpu)\n", backend_name);
-            return 2;
-        }
-    } else {
-        int n = 0;
-        frt_device_count(FRT_BACKEND_CUDA, &n);
-        backend = n > 0 ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU;
-    }
+    const char *json_path = NULL;
+    int quick = 0, backend_opt = FRT_ARG_BACKEND_AUTO;
+    frt_arg opts[] = {
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend_opt, NULL, "where the benchmark runs"),
+        FRT_OPT(0, "json", FRT_ARG_STR, &json_path, "FILE", "also write every figure as JSON", .dflt = ""),
+        FRT_OPT(0, "quick", FRT_ARG_FLAG, &quick, NULL, "few repeats and 16 MiB copies (a smoke test)"),
+    };
+    frt_cmd_spec spec = {"bench exec", "[options]",
+                         "The execution contract against the machine's ceilings: a chain of 100 tiny kernels\n"
+                         "launched directly vs replayed as one graph, and copy bandwidth across memory spaces.\n",
+                         opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    frt_backend backend = (frt_backend)frt_args_backend(backend_opt);
     frt_context *ctx = NULL;
     int rc = frt_context_create(backend, 0, &ctx);
     if (rc) return frt_cli_fail("bench exec", rc);
@@ -345,19 +326,156 @@ static int bench_exec(int argc, char **argv)
     return 0;
 }
 
+/* ---- frt bench -m DIR | --shape NAME ... ------------------------------------ */
+
+/* A comma-separated list for bench_model.c: positive, each a multiple of
+ * `mult`. Exit code 2 after the message when it is not. */
+static int check_list(const frt_cmd_spec *spec, const char *opt, const char *v, int mult)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *bad = NULL;
+    int rc = frt_parse_i32_list(v, 1, INT_MAX / 4, &ids, &n, &bad);
+    if (rc == 0 && n > 16) {
+        free(ids);
+        return frt_args_error(spec, "%s: '%s' has %zu elements (at most 16)", opt, v, n);
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (ids[i] % mult) {
+            int bad_value = (int)ids[i];
+            free(ids);
+            return frt_args_error(spec, "%s: '%d' is not a multiple of %d", opt, bad_value, mult);
+        }
+    free(ids);
+    if (rc == 0) return 0;
+    if (rc == FRT_PARSE_EMPTY) return frt_args_error(spec, "%s: '%s' has an empty element (a list like 2048,8192)", opt, v);
+    return frt_args_error(spec, "%s: '%.*s' is not a positive integer (a list like 2048,8192)", opt,
+                          (int)strcspn(bad, ","), bad);
+}
+
+/* The model benchmark's options are checked here with the shared parser,
+ * then handed to bench_model.c (which parses them again, in this canonical
+ * form, and checks how they combine). */
+static int bench_model_cmd(int argc, char **argv)
+{
+    const char *model = NULL, *shape = NULL, *chunks = NULL, *prefixes = NULL, *sweep_prefixes = NULL;
+    const char *json = NULL, *dump_ids = NULL, *write_config = NULL, *tmpdir = "/tmp";
+    int random_weights = 0, backend = FRT_ARG_BACKEND_AUTO, chunk = 256, suffix = 64, repeats = 5, max_seq = 0;
+    int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0;
+    unsigned long long seed = 1;
+    double time_budget = 0;
+    frt_arg opts[] = {
+        FRT_OPT('m', "model", FRT_ARG_STR, &model, "DIR", "checkpoint directory (or --shape)", .dflt = ""),
+        FRT_OPT(0, "shape", FRT_ARG_STR, &shape, "NAME", "random weights at a real shape (frt gen-model --list)",
+                .dflt = ""),
+        FRT_OPT(0, "random-weights", FRT_ARG_FLAG, &random_weights, NULL, "with --shape: weights built in memory"),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
+        FRT_OPT(0, "chunk", FRT_ARG_INT, &chunk, "C", "prefill chunk of the main run, a multiple of 64", .min = 64,
+                .max = INT_MAX / 4),
+        FRT_OPT(0, "chunks", FRT_ARG_STR, &chunks, "A,B,..", "prefill-chunk sweep, after the main run", .dflt = "none"),
+        FRT_OPT(0, "sweep-prefixes", FRT_ARG_STR, &sweep_prefixes, "P,..", "prefixes of the sweep",
+                .dflt = "8192,32768"),
+        FRT_OPT(0, "sweep-repeats", FRT_ARG_INT, &sweep_repeats, "N", "timed repeats in the sweep; 0 = --repeats",
+                .min = 0, .max = INT_MAX / 4),
+        FRT_OPT(0, "prefixes", FRT_ARG_STR, &prefixes, "P,..", "prefix lengths, rounded down to multiples of C",
+                .dflt = "2048,8192,32768"),
+        FRT_OPT(0, "suffix", FRT_ARG_INT, &suffix, "S", "suffix tokens after the prefix", .min = 1, .max = INT_MAX / 4),
+        FRT_OPT(0, "repeats", FRT_ARG_INT, &repeats, "N", "timed repeats after one warm-up", .min = 1,
+                .max = INT_MAX / 4),
+        FRT_OPT(0, "decode-tokens", FRT_ARG_INT, &decode_tokens, "N", "greedy decode steps timed at each context",
+                .min = 1, .max = INT_MAX / 4),
+        FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "seed of the weights and the token ids"),
+        FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
+        FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N",
+                "state capacity of the main run (a prefix that does not fit fails, is recorded, and the run "
+                "goes on: exit 1)",
+                .min = 1, .max = INT_MAX / 4, .dflt = "what the prefixes need"),
+        FRT_OPT(0, "tmpdir", FRT_ARG_STR, &tmpdir, "DIR", "where disk-tier capsules go"),
+        FRT_OPT(0, "time-budget", FRT_ARG_DOUBLE, &time_budget, "SEC", "skip what is left after SEC seconds; 0 = none",
+                .fmin = 0, .fmax = 1e9),
+        FRT_OPT(0, "json", FRT_ARG_STR, &json, "FILE", "write every figure (rewritten after each step)", .dflt = ""),
+        FRT_OPT(0, "dump-ids", FRT_ARG_STR, &dump_ids, "FILE", "write the token ids as JSON {seed, vocab_size, ids}",
+                .dflt = ""),
+        FRT_OPT(0, "write-config", FRT_ARG_STR, &write_config, "DIR",
+                "write DIR/config.json of --shape (for bench/hf_baseline.py)", .dflt = ""),
+        FRT_OPT(0, "no-run", FRT_ARG_FLAG, &no_run, NULL, "only --dump-ids / --write-config, then exit"),
+    };
+    frt_cmd_spec spec = {"bench", "-m DIR | --shape NAME --random-weights [options]\n       frt bench exec [options]",
+                         "The model benchmark (TTFT cold and from a capsule, capsule tiers, decode, the\n"
+                         "prefill-chunk sweep), each figure next to its floor; docs/PERF.md. 'frt bench exec\n"
+                         "--help' describes the execution-contract benchmark.\n",
+                         opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
+                         "With neither --prefixes nor --chunks the main run uses 2048,8192,32768;\n"
+                         "with --chunks alone only the sweep runs (add --prefixes for both).\n"};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (chunk % 64) return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", chunk);
+    if (chunks && check_list(&spec, "--chunks", chunks, 64)) return 2;
+    if (prefixes && check_list(&spec, "--prefixes", prefixes, 1)) return 2;
+    if (sweep_prefixes && check_list(&spec, "--sweep-prefixes", sweep_prefixes, 1)) return 2;
+    if (frt_args_find(&spec, "time-budget")->given && time_budget <= 0)
+        return frt_args_error(&spec, "--time-budget: '%g' is out of range (seconds > 0)", time_budget);
+
+    /* canonical argv: every given option, "--name value" */
+    char **fwd = calloc(2 * (size_t)spec.n_args + 2, sizeof *fwd);
+    char (*num)[32] = calloc((size_t)spec.n_args, sizeof *num);
+    char (*names)[40] = calloc((size_t)spec.n_args, sizeof *names);
+    if (!fwd || !num || !names) {
+        free(fwd);
+        free(num);
+        free(names);
+        fprintf(stderr, "frt bench: out of memory\n");
+        return 1;
+    }
+    int n = 0;
+    fwd[n++] = argv[0];
+    for (int i = 0; i < spec.n_args; i++) {
+        frt_arg *a = &opts[i];
+        if (!a->given) continue;
+        const char *v = NULL;
+        switch (a->kind) {
+        case FRT_ARG_STR: v = *(const char **)a->dst; break;
+        case FRT_ARG_INT:
+            if (*(int *)a->dst == 0) continue; /* 0 = bench_model's own default */
+            snprintf(num[i], sizeof num[i], "%d", *(int *)a->dst);
+            v = num[i];
+            break;
+        case FRT_ARG_U64: snprintf(num[i], sizeof num[i], "%llu", *(unsigned long long *)a->dst), v = num[i]; break;
+        case FRT_ARG_DOUBLE:
+            if (*(double *)a->dst == 0) continue;
+            snprintf(num[i], sizeof num[i], "%.17g", *(double *)a->dst);
+            v = num[i];
+            break;
+        case FRT_ARG_BACKEND:
+            if (*(int *)a->dst == FRT_ARG_BACKEND_AUTO) continue; /* bench_model's default is auto */
+            v = frt_backend_name((frt_backend)*(int *)a->dst);
+            break;
+        default: break;
+        }
+        snprintf(names[i], sizeof names[i], "--%s", a->long_name);
+        fwd[n++] = names[i];
+        if (a->kind != FRT_ARG_FLAG) fwd[n++] = (char *)v;
+    }
+    int rc = frt_bench_model(n, fwd);
+    free(fwd);
+    free(num);
+    free(names);
+    return rc;
+}
+
 int frt_cmd_bench(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
+    if (argc >= 2 && !strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
+    if (argc >= 2 && argv[1][0] != '-') {
+        fprintf(stderr, "frt bench: unknown benchmark '%s' (frt bench exec, or frt bench -m DIR | --shape NAME)\n",
+                argv[1]);
         return 2;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(stdout);
-        return 0;
+    if (argc < 2) {
+        fprintf(stderr, "usage: frt bench -m DIR | --shape NAME --random-weights [options]\n"
+                        "       frt bench exec [options]\n(see 'frt bench --help')\n");
+        return 2;
     }
-    if (!strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
-    if (argv[1][0] == '-') return frt_bench_model(argc, argv); /* -m DIR, --shape NAME, ... */
-    fprintf(stderr, "frt bench: unknown benchmark '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return bench_model_cmd(argc, argv);
 }

@@ -10,6 +10,7 @@
  * token-exact column is computed by running both paths and comparing the
  * generated tokens and the first logits byte for byte.
  */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/capsule.h"
@@ -18,14 +19,11 @@
 #include "util/fs.h"
 
 #include <jansson.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define DEMO_GEN 24     /* tokens generated per turn */
 #define DEMO_MAX_TURNS 8
@@ -50,34 +48,6 @@ static char *read_text(const char *dir, const char *name)
         return NULL;
     }
     return s;
-}
-
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Finds REL (e.g. "models/frt-demo") next to the binary, one level up (the
- * build tree or a bundle), or in the source tree. */
-static int find_path(const char *rel, char *out, size_t n)
-{
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *d = dirname(exe);
-        const char *up[] = {"", "/..", "/../.."};
-        for (int i = 0; i < 3; i++) {
-            snprintf(out, n, "%s%s/%s", d, up[i], rel);
-            if (is_dir(out)) return 0;
-        }
-    }
-#ifdef FRT_SOURCE_DIR
-    snprintf(out, n, "%s/%s", FRT_SOURCE_DIR, rel);
-    if (is_dir(out)) return 0;
-#endif
-    return -1;
 }
 
 typedef struct demo_row {
@@ -153,6 +123,23 @@ static int serve_turn(demo *d, const int32_t *ids, int n, demo_row *row, int32_t
     return 0;
 }
 
+/* The prefix prefill in pieces of whole chunks (about 1024 tokens), with a
+ * progress line: the same chunks as one call, so the same state. */
+static int prefill_with_progress(frt_model *m, const int32_t *ids, int n, int chunk, int quiet)
+{
+    int piece = chunk >= 1024 ? chunk : (1024 / chunk) * chunk;
+    frt_cli_progress p;
+    frt_cli_progress_begin(&p, "frt demo: prefix prefill", "tokens", (unsigned long long)n, quiet);
+    for (int done = 0; done < n;) {
+        int k = n - done < piece ? n - done : piece;
+        FRT_TRY(frt_model_prefill(m, ids + done, k));
+        done += k;
+        if (done < n) frt_cli_progress_update(&p, (unsigned long long)done);
+    }
+    frt_cli_progress_end(&p, (unsigned long long)n);
+    return 0;
+}
+
 static int chat_ids(frt_model *m, const char *system, const char *user, int gen_prompt, int32_t **ids, int *n)
 {
     frt_chat_turn msgs[2] = {{"system", system}, {"user", user}};
@@ -189,66 +176,47 @@ static json_t *row_json(const demo_row *r)
     return o;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: frt demo [--model DIR] [--backend cpu|cuda] [--json FILE] [--turns N] [--long]\n"
-               "                [--chunk C] [--assets DIR]\n"
-               "  The coding-agent capsule workload on the shipped demo model (models/frt-demo):\n"
-               "  a shared prefix (system prompt + tool schemas, about 7k tokens; --long adds\n"
-               "  the repository index, about 14k) snapshotted once, turns served cold and\n"
-               "  from the capsule, a fork into 4 branches and a rollback; each row is checked\n"
-               "  token-exact by running both paths. Exits 1 if any row is not.\n"
-               "  --turns N   turns of fresh sessions (default 3, at most 8)\n");
-}
+static const char about[] =
+    "The coding-agent capsule workload on the shipped demo model (models/frt-demo):\n"
+    "a shared prefix (system prompt + tool schemas, about 7k tokens; --long adds\n"
+    "the repository index, about 14k) snapshotted once, turns served cold and\n"
+    "from the capsule, a fork into 4 branches and a rollback; each row is checked\n"
+    "token-exact by running both paths. Exits 1 if any row is not.\n";
 
 int frt_cmd_demo(int argc, char **argv)
 {
     const char *model_dir = NULL, *json_path = NULL, *assets = NULL;
     char model_buf[PATH_MAX], assets_buf[PATH_MAX];
-    int turns = 3, long_prefix = 0;
+    int turns = 3, long_prefix = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO;
     frt_model_params mp = frt_model_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--long")) {
-            long_prefix = 1;
-        } else if (!v) {
-            fprintf(stderr, "frt demo: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--model") || !strcmp(a, "-m")) {
-            model_dir = v, i++;
-        } else if (!strcmp(a, "--json")) {
-            json_path = v, i++;
-        } else if (!strcmp(a, "--assets")) {
-            assets = v, i++;
-        } else if (!strcmp(a, "--turns")) {
-            turns = atoi(v), i++;
-        } else if (!strcmp(a, "--chunk")) {
-            mp.prefill_chunk = atoi(v), i++;
-        } else if (!strcmp(a, "--backend")) {
-            if (frt_backend_parse(v, &mp.backend) < 0) {
-                fprintf(stderr, "frt demo: unknown backend '%s' (cpu or cuda)\n", v);
-                return 2;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "frt demo: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (turns < 1 || turns > DEMO_MAX_TURNS) turns = turns < 1 ? 1 : DEMO_MAX_TURNS;
+    frt_arg opts[] = {
+        FRT_OPT('m', "model", FRT_ARG_STR, &model_dir, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
+        FRT_OPT(0, "assets", FRT_ARG_STR, &assets, "DIR", "system prompt, tools and turns",
+                .dflt = "assets/demo, found like the model"),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
+        FRT_OPT(0, "turns", FRT_ARG_INT, &turns, "N", "turns of fresh sessions", .min = 1, .max = DEMO_MAX_TURNS),
+        FRT_OPT(0, "long", FRT_ARG_FLAG, &long_prefix, NULL, "add the repository index to the prefix (~14k tokens)"),
+        FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
+                .max = 1 << 20),
+        FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "json", FRT_ARG_STR, &json_path, "FILE", "also write every row as JSON", .dflt = ""),
+        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no loading or prefix lines on stderr; the table still prints"),
+    };
+    frt_cmd_spec spec = {"demo", "[options]", about, opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (mp.prefill_chunk % 64)
+        return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", mp.prefill_chunk);
+    mp.backend = (frt_backend)frt_args_backend(backend);
     if (!model_dir) {
-        if (find_path("models/frt-demo", model_buf, sizeof model_buf) < 0) {
+        if (frt_cli_find_shipped("models/frt-demo", model_buf, sizeof model_buf) < 0) {
             fprintf(stderr, "frt demo: the demo model models/frt-demo was not found; pass --model DIR\n");
             return 1;
         }
         model_dir = model_buf;
     }
     if (!assets) {
-        if (find_path("assets/demo", assets_buf, sizeof assets_buf) < 0) {
+        if (frt_cli_find_shipped("assets/demo", assets_buf, sizeof assets_buf) < 0) {
             fprintf(stderr, "frt demo: assets/demo was not found; pass --assets DIR\n");
             return 1;
         }
@@ -272,12 +240,11 @@ int frt_cmd_demo(int argc, char **argv)
         return 1;
     }
 
-    printf("frt demo: loading %s (%s backend)\n", model_dir, mp.backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     /* Room for the prefix, the longest turn and the generated tokens. */
     mp.max_seq = 16384;
     demo d;
     memset(&d, 0, sizeof d);
-    int rc = frt_model_load(model_dir, &mp, &d.m);
+    int rc = frt_cli_load_model("demo", model_dir, &mp, quiet, &d.m);
     if (rc < 0) return frt_cli_fail("demo", rc);
     frt_model *m = d.m;
     frt_model_info info;
@@ -299,7 +266,7 @@ int frt_cmd_demo(int argc, char **argv)
 
     /* Cold prefill of the prefix once, snapshot mid-prefill at B. */
     double t0 = now_ms();
-    rc = frt_model_prefill(m, d.prefix, d.B);
+    rc = prefill_with_progress(m, d.prefix, d.B, info.prefill_chunk, quiet);
     double t1 = now_ms();
     if (rc == 0) rc = frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &d.cap);
     double t2 = now_ms();

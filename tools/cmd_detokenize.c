@@ -5,58 +5,58 @@
  * Prints the decoded text followed by a newline (-n: no newline). Invalid
  * UTF-8 in the decoded bytes prints as U+FFFD, as the Hugging Face decoder
  * gives it. */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/status.h"
 #include "text/tokenizer.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: frt detokenize [-n] MODEL_DIR ID...\n"
-                    "Prints the text of the token ids (tokenizer.json of MODEL_DIR).\n"
-                    "  -n   no newline after the text\n");
-    return 2;
-}
-
 int frt_cmd_detokenize(int argc, char **argv)
 {
     const char *cmd = argv[0];
-    int newline = 1, first = 1;
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage();
-        return 0;
+    int no_newline = 0;
+    frt_arg opts[] = {
+        FRT_OPT('n', "no-newline", FRT_ARG_FLAG, &no_newline, NULL, "no newline after the text"),
+    };
+    frt_cmd_spec spec = {"detokenize", "[-n] MODEL_DIR ID...",
+                         "Prints the text of the token ids (tokenizer.json of MODEL_DIR). Invalid UTF-8 in\n"
+                         "the decoded bytes prints as U+FFFD.\n",
+                         opts, 1, 1, -1, NULL};
+    char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int n_pos = 0;
+    int prc = pos ? frt_args_parse(&spec, argc, argv, pos, &n_pos) : FRT_ARGS_USAGE;
+    if (prc != FRT_ARGS_RUN) {
+        free(pos);
+        return prc == FRT_ARGS_EXIT ? 0 : 2;
     }
-    if (argc > first && !strcmp(argv[first], "-n")) {
-        newline = 0;
-        first++;
-    }
-    if (argc - first < 1) return usage();
-    const char *dir = argv[first++];
-    size_t n = (size_t)(argc - first);
+    const int newline = !no_newline;
+    const char *dir = pos[0];
+    size_t n = (size_t)(n_pos - 1);
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
+        free(pos);
         fprintf(stderr, "frt %s: out of memory\n", cmd);
         return 1;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *a = argv[first + (int)i];
-        char *end;
-        errno = 0;
-        long v = strtol(a, &end, 10);
-        if (errno || end == a || *end || v < -2147483647L - 1 || v > 2147483647L) {
-            fprintf(stderr, "frt %s: '%s' is not a token id\n", cmd, a);
+        const char *a = pos[1 + i];
+        long long v = 0;
+        int prc2 = frt_parse_i64(a, 0, INT32_MAX, &v);
+        if (prc2) {
             free(ids);
-            return usage();
+            free(pos);
+            return frt_args_error(&spec, prc2 == FRT_PARSE_RANGE ? "'%s' is out of range (a token id from 0 to 2147483647)"
+                                                                 : "'%s' is not a token id", a);
         }
         ids[i] = (int32_t)v;
     }
     frt_tokenizer *tok = NULL;
     int rc = frt_tokenizer_load(dir, &tok);
+    free(pos);
     if (rc) {
         free(ids);
         return frt_cli_fail(cmd, rc);

@@ -1,7 +1,13 @@
 /*
  * cmd_gen_model.c - frt gen-model: write a random-weight checkpoint at a
- * real Qwen3.5 shape (model/gen_model.h), with progress and timings.
+ * real Qwen3.5 shape (gen_model.h), with progress and timings.
+ *
+ * Progress while the files are written: frt_checkpoint_write has no
+ * callback, so a watcher thread sums the sizes of the safetensors files
+ * (and their temporaries) in DIR modified since the write began, every
+ * 200 ms, and reports them against the checkpoint's bytes.
  */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/status.h"
@@ -9,58 +15,16 @@
 #include "gen_model.h"
 #include "util/fs.h"
 
-#include <errno.h>
+#include <dirent.h>
+#include <limits.h>
+#include <pthread.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: frt gen-model --shape NAME --out DIR [--seed S] [--threads N] [--shard-size SIZE] [--no-fsync]\n"
-            "       frt gen-model --list\n\n"
-            "Writes DIR/config.json, generation_config.json and bf16 random weights with Hugging Face\n"
-            "names (model.safetensors, or model-0000i-of-0000n.safetensors + index when larger than\n"
-            "--shard-size, default 5GB). The same seed gives the same bytes on any thread count.\n\n"
-            "  --shape NAME      one of:");
-    for (const char *const *s = frt_gen_model_shapes(); *s; s++) fprintf(f, " %s", *s);
-    fprintf(f, "\n"
-               "  --seed S          64-bit seed (default 0)\n"
-               "  --threads N       OpenMP threads (default: all cores)\n"
-               "  --shard-size SIZE bytes per file: 123, 500MB, 5GB, 2GiB; 0 = one file\n"
-               "  --no-fsync        do not wait for the disk (files are still renamed into place atomically)\n"
-               "  --list            print the shapes with their parameter counts\n");
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* "5GB" -> 5e9, "2GiB" -> 2^31, "123" -> 123. Returns 0 on success. */
-static int parse_size(const char *s, unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double m = 1;
-    if (!*end || !strcmp(end, "B")) m = 1;
-    else if (!strcmp(end, "K") || !strcmp(end, "KB")) m = 1e3;
-    else if (!strcmp(end, "M") || !strcmp(end, "MB")) m = 1e6;
-    else if (!strcmp(end, "G") || !strcmp(end, "GB")) m = 1e9;
-    else if (!strcmp(end, "KiB")) m = 1024.0;
-    else if (!strcmp(end, "MiB")) m = 1024.0 * 1024;
-    else if (!strcmp(end, "GiB")) m = 1024.0 * 1024 * 1024;
-    else return -1;
-    if (v * m > 1.8e19) return -1;
-    *out = (unsigned long long)(v * m);
-    return 0;
-}
+#include <unistd.h>
 
 static int list_shapes(void)
 {
@@ -89,84 +53,138 @@ static int list_shapes(void)
     return 0;
 }
 
+/* ---- write progress ---------------------------------------------------------- */
+
+typedef struct watch {
+    const char *dir;
+    struct timespec since; /* files older than this are from an earlier run */
+    frt_cli_progress prog;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+} watch;
+
+/* Bytes of model*.safetensors* files (temporaries included) in w->dir
+ * modified since the write began. */
+static unsigned long long written_bytes(const watch *w)
+{
+    DIR *d = opendir(w->dir);
+    if (!d) return 0;
+    unsigned long long sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "model", 5) || !strstr(e->d_name, ".safetensors")) continue;
+        char p[PATH_MAX];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", w->dir, e->d_name) >= (int)sizeof p || stat(p, &st) != 0) continue;
+        if (!S_ISREG(st.st_mode)) continue;
+        if (st.st_mtim.tv_sec < w->since.tv_sec ||
+            (st.st_mtim.tv_sec == w->since.tv_sec && st.st_mtim.tv_nsec < w->since.tv_nsec))
+            continue;
+        sum += (unsigned long long)st.st_size;
+    }
+    closedir(d);
+    return sum;
+}
+
+static void *watch_main(void *arg)
+{
+    watch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 200 * 1000 * 1000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->cv, &w->mu, &t);
+        if (!w->stop) frt_cli_progress_update(&w->prog, written_bytes(w));
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static const char about[] =
+    "Writes DIR/config.json, generation_config.json and bf16 random weights with Hugging Face\n"
+    "names (model.safetensors, or model-0000i-of-0000n.safetensors + index when larger than\n"
+    "--shard-size). The same seed gives the same bytes on any thread count. The weights have\n"
+    "no tokenizer: run them with frt generate --ids.\n";
+
 int frt_cmd_gen_model(int argc, char **argv)
 {
     const char *shape = NULL, *out = NULL;
     unsigned long long seed = 0, shard = FRT_GEN_MODEL_SHARD_BYTES;
-    int threads = 0, flags = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-fsync")) {
-            flags |= FRT_CKPT_WRITE_NO_FSYNC;
-        } else if (!strcmp(a, "--list")) {
-            return list_shapes();
-        } else if (!strcmp(a, "--shape") && v) {
-            shape = v;
-            i++;
-        } else if (!strcmp(a, "--out") && v) {
-            out = v;
-            i++;
-        } else if (!strcmp(a, "--seed") && v) {
-            char *end;
-            errno = 0;
-            seed = strtoull(v, &end, 0);
-            if (errno || *end || *v == '-') {
-                fprintf(stderr, "frt gen-model: bad --seed '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--threads") && v) {
-            threads = atoi(v);
-            if (threads < 1) {
-                fprintf(stderr, "frt gen-model: bad --threads '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--shard-size") && v) {
-            if (parse_size(v, &shard) != 0) {
-                fprintf(stderr, "frt gen-model: bad --shard-size '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "frt gen-model: unknown or incomplete argument '%s'\n\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!shape || !out) {
-        usage(stderr);
-        return 2;
-    }
+    int threads = 0, no_fsync = 0, list = 0, quiet = 0;
+    char shapes[256] = "";
+    for (const char *const *sh = frt_gen_model_shapes(); *sh; sh++)
+        snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), "%s%s", shapes[0] ? ", " : "one of ", *sh);
+    frt_arg opts[] = {
+        FRT_OPT(0, "shape", FRT_ARG_STR, &shape, "NAME", shapes, .dflt = ""),
+        FRT_OPT(0, "out", FRT_ARG_STR, &out, "DIR", "output directory (created)", .dflt = ""),
+        FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "64-bit seed"),
+        FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "OpenMP threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "shard-size", FRT_ARG_SIZE, &shard, NULL, "bytes per file: 123, 500MB, 5GB, 2GiB; 0 = one file",
+                .dflt = "5GB"),
+        FRT_OPT(0, "no-fsync", FRT_ARG_FLAG, &no_fsync, NULL,
+                "do not wait for the disk (files are still renamed into place atomically)"),
+        FRT_OPT(0, "list", FRT_ARG_FLAG, &list, NULL, "print the shapes with their parameter counts and exit"),
+        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "print only the final line (no progress)"),
+    };
+    frt_cmd_spec spec = {"gen-model", "--shape NAME --out DIR [options] | --list", about, opts,
+                         (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (list) return list_shapes();
+    if (!shape || !out) return frt_args_error(&spec, "%s is required", !shape ? "--shape NAME" : "--out DIR");
+    const int flags = no_fsync ? FRT_CKPT_WRITE_NO_FSYNC : 0;
     if (threads > 0) omp_set_num_threads(threads);
 
     frt_model_config cfg;
     int rc = frt_gen_model_config(shape, &cfg);
     if (rc < 0) return frt_cli_fail("gen-model", rc);
-    double t0 = now_s();
-    printf("gen-model: %s, seed %llu, %d threads: generating bf16 weights...\n", shape, seed, omp_get_max_threads());
-    fflush(stdout);
+    double t0 = frt_cli_now_s();
+    if (!quiet) {
+        printf("gen-model: %s, seed %llu, %d threads: generating bf16 weights...\n", shape, seed,
+               omp_get_max_threads());
+        fflush(stdout);
+    }
     frt_checkpoint *ck;
     rc = frt_gen_model_build_config(&cfg, seed, &ck);
     if (rc < 0) return frt_cli_fail("gen-model", rc);
-    double t1 = now_s();
-    double gb = (double)frt_checkpoint_bytes(ck) / 1e9;
-    printf("gen-model: %d tensors, %llu parameters, %.3f GB in %.2f s\n", frt_checkpoint_count(ck),
-           (unsigned long long)frt_checkpoint_numel(ck), gb, t1 - t0);
-    printf("gen-model: writing %s ...\n", out);
-    fflush(stdout);
+    double t1 = frt_cli_now_s();
+    unsigned long long total = (unsigned long long)frt_checkpoint_bytes(ck);
+    double gb = (double)total / 1e9;
+    if (!quiet) {
+        printf("gen-model: %d tensors, %llu parameters, %.3f GB in %.2f s\n", frt_checkpoint_count(ck),
+               (unsigned long long)frt_checkpoint_numel(ck), gb, t1 - t0);
+        printf("gen-model: writing %s ...\n", out);
+        fflush(stdout);
+    }
     rc = frt_mkdir_p(out);
+    watch w = {.dir = out, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    int watching = 0;
+    if (rc == 0 && !quiet) {
+        clock_gettime(CLOCK_REALTIME, &w.since);
+        w.since.tv_sec -= 1; /* file times can lag the clock by a tick */
+        frt_cli_progress_begin(&w.prog, "gen-model: writing", NULL, total, 0);
+        watching = pthread_create(&th, NULL, watch_main, &w) == 0;
+    }
     if (rc == 0) rc = frt_checkpoint_write(ck, out, shard, flags);
+    if (watching) {
+        pthread_mutex_lock(&w.mu);
+        w.stop = 1;
+        pthread_cond_signal(&w.cv);
+        pthread_mutex_unlock(&w.mu);
+        pthread_join(th, NULL);
+        if (rc == 0) frt_cli_progress_end(&w.prog, written_bytes(&w));
+    }
     if (rc == 0) rc = frt_gen_model_write_configs(shape, out);
     frt_checkpoint_close(ck);
     if (rc < 0) return frt_cli_fail("gen-model", rc);
-    double t2 = now_s();
-    printf("gen-model: wrote %.3f GB in %.2f s (%.2f GB/s%s)\n", gb, t2 - t1, t2 > t1 ? gb / (t2 - t1) : 0.0,
-           flags & FRT_CKPT_WRITE_NO_FSYNC ? ", not synced" : ", fsync included");
+    double t2 = frt_cli_now_s();
+    if (!quiet)
+        printf("gen-model: wrote %.3f GB in %.2f s (%.2f GB/s%s)\n", gb, t2 - t1, t2 > t1 ? gb / (t2 - t1) : 0.0,
+               flags & FRT_CKPT_WRITE_NO_FSYNC ? ", not synced" : ", fsync included");
     printf("gen-model: done: %s (%s) in %.2f s total\n", out, shape, t2 - t0);
     return 0;
 }

@@ -1,5 +1,8 @@
 /* cmd_generate.c - frt generate: prompt in, streamed text out, TTFT and
- * tokens per second at the end (or one JSON object with --json). */
+ * tokens per second at the end (or one JSON object with --json). The prompt
+ * is text (-p, through the checkpoint's tokenizer) or token ids (--ids), so
+ * a checkpoint without tokenizer.json (frt gen-model output) runs too. */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/model.h"
@@ -8,33 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <limits.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: frt generate -m MODEL_DIR -p TEXT [-n N] [--backend cpu|cuda]\n"
-            "                    [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
-            "                    [--ignore-eos] [--max-seq N] [--chunk C] [--json]\n"
-            "  Streams the continuation of TEXT, then prints TTFT and tokens per second.\n"
-            "  -n N            tokens to generate (default 64)\n"
-            "  --temperature   0 = greedy (default)\n"
-            "  --json          print one JSON object: tokens, text, ttft_ms, tokens_per_s\n");
-}
+static double now_ms(void) { return frt_cli_now_s() * 1e3; }
 
 typedef struct gen_state {
     frt_model *m;
     int32_t *toks;
     int n, cap;
     size_t printed; /* bytes of the decoded text already written */
-    int stream;
+    int stream;   /* print the text as it comes */
+    int stream_ids; /* no tokenizer: print the ids as they come */
     double t0, t_first;
 } gen_state;
 
@@ -71,83 +58,140 @@ static int on_token(int32_t t, void *user)
     if (g->n == 0) g->t_first = now_ms();
     if (g->n < g->cap) g->toks[g->n++] = t;
     if (g->stream) stream_text(g, 0);
+    if (g->stream_ids) {
+        printf(g->n > 1 ? " %d" : "%d", (int)t);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static const char about[] =
+    "Streams the continuation of the prompt to stdout, then prints the prompt and generated\n"
+    "token counts, TTFT and tokens per second to stderr. The prompt is TEXT (-p, encoded with\n"
+    "the checkpoint's tokenizer.json) or token ids (--ids: also for checkpoints without a\n"
+    "tokenizer, e.g. frt gen-model output, whose output is then printed as ids).\n";
+
+static const char epilog[] =
+    "--json prints one object: tokens (generated ids), prompt_ids, text (null without a\n"
+    "tokenizer), prompt_tokens, ttft_ms, tokens_per_s.\n";
+
+/* Exit code 2 after the message when an id is outside the vocabulary. */
+static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return frt_args_error(spec, "--ids: token id %d (element %zu) is outside the vocabulary [0, %d)",
+                                  (int)ids[i], i + 1, vocab);
     return 0;
 }
 
 int frt_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL;
-    int n = 64, json = 0, ignore_eos = 0;
+    const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL;
+    int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO;
     unsigned long long seed = 0;
-    int have_seed = 0;
     frt_model_params mp = frt_model_default_params();
     frt_generate_params gp = {.sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            ignore_eos = 1;
-        } else if (!v) {
-            fprintf(stderr, "frt generate: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            model_dir = v, i++;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            prompt = v, i++;
-        } else if (!strcmp(a, "-n")) {
-            n = atoi(v), i++;
-        } else if (!strcmp(a, "--backend")) {
-            if (frt_backend_parse(v, &mp.backend) < 0) {
-                fprintf(stderr, "frt generate: unknown backend '%s' (cpu or cuda)\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--temperature")) {
-            gp.sampling.temperature = strtof(v, NULL), i++;
-        } else if (!strcmp(a, "--top-p")) {
-            gp.sampling.top_p = strtof(v, NULL), i++;
-        } else if (!strcmp(a, "--top-k")) {
-            gp.sampling.top_k = atoi(v), i++;
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, NULL, 10), have_seed = 1, i++;
-        } else if (!strcmp(a, "--max-seq")) {
-            mp.max_seq = atoi(v), i++;
-        } else if (!strcmp(a, "--chunk")) {
-            mp.prefill_chunk = atoi(v), i++;
-        } else {
-            fprintf(stderr, "frt generate: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+    frt_arg opts[] = {
+        FRT_OPT('m', "model", FRT_ARG_STR, &model_dir, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
+        FRT_OPT('p', "prompt", FRT_ARG_STR, &prompt, "TEXT", "the prompt as text (needs tokenizer.json)", .dflt = ""),
+        FRT_OPT(0, "ids", FRT_ARG_STR, &ids_arg, "ID,ID,..", "the prompt as token ids, e.g. 1,2,3", .dflt = ""),
+        FRT_OPT('n', "max-tokens", FRT_ARG_INT, &n, "N", "tokens to generate", .min = 1, .max = 1 << 20),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
+        FRT_OPT(0, "temperature", FRT_ARG_FLOAT, &gp.sampling.temperature, "T", "0 = greedy", .fmin = 0, .fmax = 100),
+        FRT_OPT(0, "top-p", FRT_ARG_FLOAT, &gp.sampling.top_p, "P", "nucleus mass, (0, 1]; 1 = off", .fmin = 0, .fmax = 1,
+         .dflt = "1"),
+        FRT_OPT(0, "top-k", FRT_ARG_INT, &gp.sampling.top_k, "K", "0 = off", .min = 0, .max = 1 << 24),
+        FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "sampling seed", .dflt = "the model's fixed initial RNG state"),
+        FRT_OPT(0, "ignore-eos", FRT_ARG_FLAG, &ignore_eos, NULL, "keep generating past end-of-sequence tokens"),
+        FRT_OPT(0, "max-seq", FRT_ARG_INT, &mp.max_seq, "N", "state capacity in tokens; 0 = min(config, 8192)",
+         .min = 0, .max = 1 << 24),
+        FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
+         .max = 1 << 20),
+        FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object instead of the text"),
+        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no loading or timing lines on stderr"),
+    };
+    frt_cmd_spec spec = {"generate", "[-m MODEL_DIR] (-p TEXT | --ids ID,ID,..) [options]", about, opts,
+                         (int)(sizeof opts / sizeof opts[0]), 0, 0, epilog};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (!!prompt == !!ids_arg)
+        return frt_args_error(&spec, prompt ? "give the prompt once: -p TEXT or --ids, not both"
+                                            : "no prompt: give -p TEXT or --ids ID,ID,..");
+    if (gp.sampling.top_p <= 0)
+        return frt_args_error(&spec, "--top-p: '%g' is out of range (a number in (0, 1])", (double)gp.sampling.top_p);
+    if (mp.prefill_chunk % 64)
+        return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", mp.prefill_chunk);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (ids_arg) {
+        const char *bad = NULL;
+        int lrc = frt_parse_i32_list(ids_arg, 0, INT32_MAX, &ids, &n_ids, &bad);
+        if (lrc == FRT_PARSE_EMPTY)
+            return frt_args_error(&spec, "--ids: '%s' has an empty element (a comma-separated list like 1,2,3)",
+                                  ids_arg);
+        if (lrc == FRT_PARSE_RANGE)
+            return frt_args_error(&spec, "--ids: '%.*s' is not a token id (0 to %d)", (int)strcspn(bad, ","), bad,
+                                  INT32_MAX);
+        if (lrc)
+            return frt_args_error(&spec, "--ids: '%.*s' is not an integer (a comma-separated list like 1,2,3)",
+                                  (int)strcspn(bad, ","), bad);
     }
-    if (!model_dir || !prompt || n < 1 || gp.sampling.temperature < 0 || gp.sampling.top_p <= 0 ||
-        gp.sampling.top_p > 1 || gp.sampling.top_k < 0) {
-        usage(stderr);
-        return 2;
+    char model_buf[PATH_MAX];
+    if (!model_dir) {
+        if (frt_cli_find_shipped("models/frt-demo", model_buf, sizeof model_buf) < 0) {
+            free(ids);
+            fprintf(stderr, "frt generate: no -m MODEL_DIR given and the demo model models/frt-demo was not found\n");
+            return 1;
+        }
+        model_dir = model_buf;
     }
     gp.max_tokens = n;
     gp.ignore_eos = ignore_eos;
+    mp.backend = (frt_backend)frt_args_backend(backend);
 
     frt_model *m = NULL;
-    int rc = frt_model_load(model_dir, &mp, &m);
-    if (rc < 0) return frt_cli_fail("generate", rc);
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    rc = frt_model_tokenize(m, prompt, strlen(prompt), &ids, &n_ids);
-    if (rc == 0 && n_ids == 0) rc = -1;
+    int rc = frt_cli_load_model("generate", model_dir, &mp, quiet || json, &m);
     if (rc < 0) {
-        if (rc == -1) fprintf(stderr, "frt generate: the prompt has no tokens\n");
-        frt_model_free(m);
-        return rc == -1 ? 1 : frt_cli_fail("generate", rc);
+        free(ids);
+        return frt_cli_fail("generate", rc);
     }
-    gen_state g = {.m = m, .cap = n, .stream = !json};
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    if (ids && check_ids(&spec, ids, n_ids, info.vocab_size)) {
+        free(ids);
+        frt_model_free(m);
+        return 2;
+    }
+    if (!ids && !info.has_tokenizer) {
+        frt_model_free(m);
+        return frt_args_error(&spec, "%s has no tokenizer.json: give the prompt as token ids with --ids ID,ID,..",
+                              model_dir);
+    }
+    if (!ids) {
+        rc = frt_model_tokenize(m, prompt, strlen(prompt), &ids, &n_ids);
+        if (rc < 0) {
+            frt_model_free(m);
+            return frt_cli_fail("generate", rc);
+        }
+        if (n_ids == 0) {
+            fprintf(stderr, "frt generate: the prompt has no tokens\n");
+            free(ids);
+            frt_model_free(m);
+            return 1;
+        }
+    }
+    gen_state g = {.m = m, .cap = n, .stream = !json && info.has_tokenizer,
+                   .stream_ids = !json && !info.has_tokenizer};
     g.toks = calloc((size_t)n, sizeof *g.toks);
-    if (have_seed) frt_model_seed(m, seed);
+    if (!g.toks) {
+        free(ids);
+        frt_model_free(m);
+        fprintf(stderr, "frt generate: out of memory\n");
+        return 1;
+    }
+    if (frt_args_find(&spec, "seed")->given) frt_model_seed(m, seed);
     g.t0 = now_ms();
     rc = frt_model_prefill(m, ids, (int)n_ids);
     int produced = 0;
@@ -159,16 +203,18 @@ int frt_cmd_generate(int argc, char **argv)
         frt_model_free(m);
         return frt_cli_fail("generate", rc);
     }
-    double ttft = g.t_first - g.t0;
+    double ttft = g.n ? g.t_first - g.t0 : 0.0;
     double tps = g.n > 1 ? (g.n - 1) / ((t_end - g.t_first) / 1e3) : 0.0;
     if (json) {
         char *text = NULL;
         size_t len = 0;
-        frt_model_detokenize(m, g.toks, (size_t)g.n, &text, &len);
-        json_t *o = json_object(), *arr = json_array();
+        int have_text = info.has_tokenizer && frt_model_detokenize(m, g.toks, (size_t)g.n, &text, &len) == 0;
+        json_t *o = json_object(), *arr = json_array(), *parr = json_array();
         for (int i = 0; i < g.n; i++) json_array_append_new(arr, json_integer(g.toks[i]));
+        for (size_t i = 0; i < n_ids; i++) json_array_append_new(parr, json_integer(ids[i]));
         json_object_set_new(o, "tokens", arr);
-        json_object_set_new(o, "text", json_stringn(text ? text : "", text ? len : 0));
+        json_object_set_new(o, "prompt_ids", parr);
+        json_object_set_new(o, "text", have_text ? json_stringn(text ? text : "", text ? len : 0) : json_null());
         json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)n_ids));
         json_object_set_new(o, "ttft_ms", json_real(ttft));
         json_object_set_new(o, "tokens_per_s", json_real(tps));
@@ -178,9 +224,11 @@ int frt_cmd_generate(int argc, char **argv)
         json_decref(o);
         free(text);
     } else {
-        stream_text(&g, 1);
+        if (g.stream) stream_text(&g, 1);
         fprintf(stdout, "\n");
-        fprintf(stderr, "[%zu prompt tokens, %d generated, TTFT %.1f ms, %.1f tokens/s]\n", n_ids, g.n, ttft, tps);
+        if (!quiet)
+            fprintf(stderr, "[%zu prompt tokens, %d generated, TTFT %.1f ms, %.1f tokens/s]\n", n_ids, g.n, ttft,
+                    tps);
     }
     free(ids);
     free(g.toks);

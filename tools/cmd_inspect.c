@@ -5,6 +5,7 @@
  * Exit status 1 when the config or a weight file fails to load or a weight
  * is missing or mis-shaped.
  */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/status.h"
@@ -18,13 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: frt inspect MODEL_DIR\n\n"
-               "Describes a Hugging Face checkpoint directory (config.json, *.safetensors [+ index],\n"
-               "generation_config.json, tokenizer.json) and checks its weights against the config.\n");
-}
 
 static void print_tokenizer(const char *dir)
 {
@@ -99,11 +93,16 @@ static int check_weights(const frt_model_config *c, const frt_checkpoint *ck)
 
 int frt_cmd_inspect(int argc, char **argv)
 {
-    if (argc != 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc == 2 ? stdout : stderr);
-        return argc == 2 ? 0 : 2;
-    }
-    const char *dir = argv[1];
+    char *pos[1];
+    int n_pos = 0;
+    frt_cmd_spec spec = {"inspect", "MODEL_DIR",
+                         "Describes a Hugging Face checkpoint directory (config.json, *.safetensors [+ index],\n"
+                         "generation_config.json, tokenizer.json) and checks its weights against the config.\n"
+                         "Exits 1 when something fails to load or a weight is missing or mis-shaped.\n",
+                         NULL, 0, 1, 1, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, pos, &n_pos);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    const char *dir = pos[0];
     frt_model_config c;
     int rc = frt_config_load(dir, &c);
     if (rc < 0) return frt_cli_fail("inspect", rc);

@@ -5,6 +5,7 @@
  * the error paths (missing variant, impossible allocation). Prints one line per
  * check and "selfcheck: ok"; exit code 0 when every check passed, 1 otherwise.
  */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/exec.h"
@@ -252,16 +253,12 @@ static int sc_run(frt_backend backend, float *h, float *r)
 
 int frt_cmd_selfcheck(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: frt selfcheck\n\nChecks the execution contract (buffers, copies, "
-                   "capture/replay, plans, errors)\non the cpu backend, and on cuda when a device "
-                   "exists.\n");
-            return 0;
-        }
-        fprintf(stderr, "frt selfcheck: unknown argument '%s'\nusage: frt selfcheck\n", argv[i]);
-        return 2;
-    }
+    frt_cmd_spec spec = {"selfcheck", "",
+                         "Checks the execution contract (buffers, copies, capture/replay, plans, errors)\n"
+                         "on the cpu backend, and on cuda when a device exists. Exits 1 if a check fails.\n",
+                         NULL, 0, 0, 0, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     float *h = malloc(SC_N * sizeof(float)), *r = malloc(SC_N * sizeof(float));
     if (!h || !r) {
         free(h);

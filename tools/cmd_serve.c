@@ -2,6 +2,7 @@
  * cmd_serve.c - frt serve: the OpenAI-compatible server with sessions,
  * fork, rollback and the capsule registry (docs/serving.md).
  */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/serving.h"
@@ -15,37 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: frt serve [-m MODEL_DIR] [--backend cpu|cuda] [--host 127.0.0.1] [--port 8000]\n"
-            "                 [--capsule-dir DIR] [--device-budget-mb N] [--host-budget-mb N] [--disk-budget-mb N]\n"
-            "                 [OPTIONS]\n\n"
-            "Serves MODEL_DIR (default: the demo model models/frt-demo) over HTTP: /v1/models,\n"
-            "/v1/completions, /v1/chat/completions (stream or not), /v1/sessions (fork, checkpoints,\n"
-            "rollback), /v1/capsules, /health, /metrics. Binds 127.0.0.1 unless --host says otherwise.\n\n"
-            "  -m, --model DIR         checkpoint directory\n"
-            "  --backend cpu|cuda      (cpu)\n"
-            "  --host ADDR             bind address (127.0.0.1)\n"
-            "  --port N                TCP port; 0 = any free port (8000)\n"
-            "  --port-file PATH        write the bound port there once listening\n"
-            "  --capsule-dir DIR       disk tier + its SQLite index (kept across restarts); none = no disk tier\n"
-            "  --device-budget-mb N    capsule bytes in device memory (1024)\n"
-            "  --host-budget-mb N      capsule bytes in pinned host memory (8192)\n"
-            "  --disk-budget-mb N      capsule bytes on disk (65536)\n"
-            "  --no-auto-capsules      do not snapshot cold-exact prefixes automatically\n"
-            "  --queue N               queued requests before 503 (16)\n"
-            "  --max-body-mb N         larger request bodies get 413 (8)\n"
-            "  --max-seq N             state capacity in tokens (model default)\n"
-            "  --prefill-chunk N       prefill chunk C, a multiple of 64 (model default)\n"
-            "  --threads N             CPU threads (all cores)\n"
-            "  --quiet                 no request log on stderr\n"
-            "  --probe                 load the model, print what would be served, exit\n"
-            "  --engine model|fake     fake: a deterministic toy model for tests (model)\n"
-            "  --fake-delay-us N       fake engine: sleep per decode step and prefill chunk (0)\n"
-            "  --fake-eos-every N      fake engine: ~1 in N greedy tokens ends the turn (0 = never)\n"
-            "  --fake-no-chatml        fake engine: its chat template is not ChatML\n");
-}
+static const char about[] =
+    "Serves MODEL_DIR over HTTP: /v1/models, /v1/completions, /v1/chat/completions (stream or\n"
+    "not), /v1/sessions (fork, checkpoints, rollback), /v1/capsules, /health, /metrics. Binds\n"
+    "127.0.0.1 unless --host says otherwise. The demo model is looked up in $FRT_DEMO_MODEL,\n"
+    "next to the frt binary, under ../share/frt and in ./models.\n";
 
 static void log_line(void *user, const char *line)
 {
@@ -57,150 +32,82 @@ static void log_line(void *user, const char *line)
     fprintf(stderr, "[%s] frt serve: %s\n", ts, line);
 }
 
-static int is_model_dir(const char *dir)
-{
-    char p[PATH_MAX + 16];
-    struct stat sb;
-    snprintf(p, sizeof p, "%.*s/config.json", PATH_MAX - 1, dir);
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* The shipped demo model: $FRT_DEMO_MODEL, next to the binary (../models,
- * models), or ./models/frt-demo. */
-static int find_demo_model(char *out, size_t cap)
-{
-    const char *env = getenv("FRT_DEMO_MODEL");
-    if (env && is_model_dir(env)) {
-        snprintf(out, cap, "%s", env);
-        return 0;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        const char *rel[] = {"../models/frt-demo", "models/frt-demo", "../share/frt/models/frt-demo"};
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-            char p[PATH_MAX];
-            snprintf(p, sizeof p, "%.*s/%s", PATH_MAX - 64, exe, rel[i]);
-            if (is_model_dir(p)) {
-                char *real = realpath(p, NULL);
-                snprintf(out, cap, "%s", real ? real : p);
-                free(real);
-                return 0;
-            }
-        }
-    }
-    if (is_model_dir("models/frt-demo")) {
-        snprintf(out, cap, "models/frt-demo");
-        return 0;
-    }
-    return -1;
-}
-
-static int parse_int(const char *cmd, const char *opt, const char *v, long long lo, long long hi, long long *out)
-{
-    char *end = NULL;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < lo || x > hi) {
-        fprintf(stderr, "frt %s: %s needs an integer in [%lld, %lld]\n", cmd, opt, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 int frt_cmd_serve(int argc, char **argv)
 {
-    const char *cmd = argv[0], *model = NULL, *backend = "cpu", *port_file = NULL, *engine_kind = "model";
+    const char *cmd = argv[0], *model = NULL, *port_file = NULL, *engine_kind = "model";
     frt_server_params sp = frt_server_default_params();
     frt_engine_fake_params fp = frt_engine_fake_default_params();
-    long long max_seq = 0, chunk = 0, threads = 0, v = 0;
-    int quiet = 0, probe = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKES(name) (!strcmp(a, name) && (next || (fprintf(stderr, "frt %s: %s needs a value\n", cmd, name), 0)) && ++i)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--probe")) {
-            probe = 1;
-        } else if (!strcmp(a, "--no-auto-capsules")) {
-            sp.auto_capsules = 0;
-        } else if (!strcmp(a, "--fake-no-chatml")) {
-            fp.chatml = 0;
-        } else if (TAKES("-m") || (!strcmp(a, "--model") && next && ++i)) {
-            model = next;
-        } else if (TAKES("--backend")) {
-            backend = next;
-        } else if (TAKES("--host")) {
-            sp.host = next;
-        } else if (TAKES("--port")) {
-            if (parse_int(cmd, a, next, 0, 65535, &v)) return 2;
-            sp.port = (int)v;
-        } else if (TAKES("--port-file")) {
-            port_file = next;
-        } else if (TAKES("--capsule-dir")) {
-            sp.capsule_dir = next;
-        } else if (TAKES("--device-budget-mb") || TAKES("--host-budget-mb") || TAKES("--disk-budget-mb")) {
-            if (parse_int(cmd, a, next, 0, 1LL << 40, &v)) return 2;
-            int t = a[2] == 'd' && a[3] == 'e' ? 0 : a[2] == 'h' ? 1 : 2;
-            sp.budget_bytes[t] = (size_t)v << 20;
-        } else if (TAKES("--queue")) {
-            if (parse_int(cmd, a, next, 1, 100000, &v)) return 2;
-            sp.queue_size = (int)v;
-        } else if (TAKES("--max-body-mb")) {
-            if (parse_int(cmd, a, next, 1, 4096, &v)) return 2;
-            sp.max_body_bytes = (size_t)v << 20;
-        } else if (TAKES("--max-seq")) {
-            if (parse_int(cmd, a, next, 1, 1 << 24, &max_seq)) return 2;
-        } else if (TAKES("--prefill-chunk")) {
-            if (parse_int(cmd, a, next, 1, 1 << 20, &chunk)) return 2;
-        } else if (TAKES("--threads")) {
-            if (parse_int(cmd, a, next, 0, 4096, &threads)) return 2;
-        } else if (TAKES("--engine")) {
-            engine_kind = next;
-        } else if (TAKES("--fake-delay-us")) {
-            if (parse_int(cmd, a, next, 0, 10000000, &v)) return 2;
-            fp.delay_us = (int)v;
-        } else if (TAKES("--fake-eos-every")) {
-            if (parse_int(cmd, a, next, 0, 1 << 30, &v)) return 2;
-            fp.eos_every = (int)v;
-        } else {
-            fprintf(stderr, "frt %s: unknown option '%s'\n\n", cmd, a);
-            usage(stderr);
-            return 2;
-        }
-#undef TAKES
-    }
+    int max_seq = 0, chunk = 0, threads = 0, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0;
+    int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
+    for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
+    frt_arg opts[] = {
+        FRT_OPT('m', "model", FRT_ARG_STR, &model, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
+        FRT_OPT(0, "host", FRT_ARG_STR, &sp.host, "ADDR", "bind address"),
+        FRT_OPT(0, "port", FRT_ARG_INT, &sp.port, "N", "TCP port; 0 = any free port", .min = 0, .max = 65535),
+        FRT_OPT(0, "port-file", FRT_ARG_STR, &port_file, "PATH", "write the bound port there once listening",
+                .dflt = ""),
+        FRT_OPT(0, "capsule-dir", FRT_ARG_STR, &sp.capsule_dir, "DIR",
+                "disk tier + its SQLite index (kept across restarts)", .dflt = "none: no disk tier"),
+        FRT_OPT(0, "device-budget-mb", FRT_ARG_INT, &budget_mb[0], "N", "capsule MB in device memory", .min = 0,
+                .max = 1 << 30),
+        FRT_OPT(0, "host-budget-mb", FRT_ARG_INT, &budget_mb[1], "N", "capsule MB in pinned host memory", .min = 0,
+                .max = 1 << 30),
+        FRT_OPT(0, "disk-budget-mb", FRT_ARG_INT, &budget_mb[2], "N", "capsule MB on disk", .min = 0, .max = 1 << 30),
+        FRT_OPT(0, "no-auto-capsules", FRT_ARG_FLAG, &no_auto, NULL, "do not snapshot cold-exact prefixes automatically"),
+        FRT_OPT(0, "queue", FRT_ARG_INT, &sp.queue_size, "N", "queued requests before 503", .min = 1, .max = 100000),
+        FRT_OPT(0, "max-body-mb", FRT_ARG_INT, &max_body_mb, "N", "larger request bodies get 413", .min = 1,
+                .max = 4096),
+        FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N", "state capacity in tokens; 0 = the model's default",
+                .min = 0, .max = 1 << 24),
+        FRT_OPT(0, "prefill-chunk", FRT_ARG_INT, &chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
+                .max = 1 << 20),
+        FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no request log on stderr"),
+        FRT_OPT(0, "probe", FRT_ARG_FLAG, &probe, NULL, "load the model, print what would be served, exit"),
+        FRT_OPT(0, "engine", FRT_ARG_CHOICE, &engine_kind, NULL, "fake: a deterministic toy model for tests",
+                .choices = "model|fake"),
+        FRT_OPT(0, "fake-delay-us", FRT_ARG_INT, &fp.delay_us, "N",
+                "fake engine: sleep per decode step and prefill chunk", .min = 0, .max = 10000000),
+        FRT_OPT(0, "fake-eos-every", FRT_ARG_INT, &fp.eos_every, "N",
+                "fake engine: ~1 in N greedy tokens ends the turn; 0 = never", .min = 0, .max = 1 << 30),
+        FRT_OPT(0, "fake-no-chatml", FRT_ARG_FLAG, &no_chatml, NULL, "fake engine: its chat template is not ChatML"),
+    };
+    frt_cmd_spec spec = {"serve", "[-m MODEL_DIR] [options]", about, opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
+                         NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (chunk % 64) return frt_args_error(&spec, "--prefill-chunk: '%d' is not a multiple of 64", chunk);
+    for (int t = 0; t < 3; t++) sp.budget_bytes[t] = (size_t)budget_mb[t] << 20;
+    sp.max_body_bytes = (size_t)max_body_mb << 20;
+    if (no_auto) sp.auto_capsules = 0;
+    if (no_chatml) fp.chatml = 0;
+    const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
 
     frt_engine *engine = NULL;
     int rc;
     char dir[PATH_MAX];
     if (!strcmp(engine_kind, "fake")) {
-        if (max_seq) fp.max_seq = (int)max_seq;
-        if (chunk) fp.prefill_chunk = (int)chunk;
+        if (max_seq) fp.max_seq = max_seq;
+        if (chunk) fp.prefill_chunk = chunk;
         rc = frt_engine_fake_create(&fp, &engine);
         if (rc) return frt_cli_fail(cmd, rc);
     } else if (!strcmp(engine_kind, "model")) {
         if (!model) {
-            if (find_demo_model(dir, sizeof dir)) {
+            if (frt_cli_find_shipped("models/frt-demo", dir, sizeof dir)) {
                 fprintf(stderr,
                         "frt %s: no -m MODEL_DIR given and the demo model models/frt-demo was not found\n"
-                        "(looked in $FRT_DEMO_MODEL, next to the frt binary and in ./models)\n",
+                        "(looked in $FRT_DEMO_MODEL, next to the frt binary, under ../share/frt and in ./models)\n",
                         cmd);
                 return 1;
             }
             model = dir;
         }
-        rc = frt_engine_model_open(model, backend, (int)max_seq, (int)chunk, (int)threads, &engine);
+        /* HOOK(load progress): the engine loads the weights; it gets the
+         * library's loading callback when there is one. */
+        if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, model, backend_name);
+        rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, &engine);
         if (rc) return frt_cli_fail(cmd, rc);
-    } else {
-        fprintf(stderr, "frt %s: --engine must be model or fake\n", cmd);
-        return 2;
     }
     if (probe) {
         printf("frt serve: engine ready (%s): %s\n", engine_kind, model ? model : "fake");

@@ -9,6 +9,7 @@
  * post-processor's tokens (Llama 3's <|begin_of_text|>); --chat formats TEXT
  * as one user message with the chat template and the generation prompt.
  * --bench encodes FILE repeatedly on one core and prints MB/s. */
+#include "args.h"
 #include "cli.h"
 
 #include "frt/status.h"
@@ -19,19 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int usage(void)
-{
-    fprintf(stderr,
-            "usage: frt tokenize [--special] [--chat] MODEL_DIR TEXT\n"
-            "       frt tokenize [--special] [--chat] MODEL_DIR --file PATH\n"
-            "       frt tokenize MODEL_DIR --bench FILE [--seconds S]\n"
-            "Prints the token ids of TEXT (tokenizer.json of MODEL_DIR) on one line.\n"
-            "  --special   add the post-processor's special tokens (e.g. Llama 3's BOS)\n"
-            "  --chat      format TEXT as a user message with the chat template\n"
-            "  --bench     encode FILE repeatedly on one core; print MB/s\n");
-    return 2;
-}
 
 static int read_all(const char *path, char **data, size_t *len)
 {
@@ -141,33 +129,29 @@ int frt_cmd_tokenize(int argc, char **argv)
     const char *cmd = argv[0], *dir = NULL, *text = NULL, *file = NULL, *bench_file = NULL;
     int special = 0, chat = 0;
     double seconds = 2.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--special")) {
-            special = 1;
-        } else if (!strcmp(a, "--chat")) {
-            chat = 1;
-        } else if (!strcmp(a, "--file") && i + 1 < argc) {
-            file = argv[++i];
-        } else if (!strcmp(a, "--bench") && i + 1 < argc) {
-            bench_file = argv[++i];
-        } else if (!strcmp(a, "--seconds") && i + 1 < argc) {
-            seconds = atof(argv[++i]);
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "frt %s: unknown option %s\n", cmd, a);
-            return usage();
-        } else if (!dir) {
-            dir = a;
-        } else if (!text) {
-            text = a;
-        } else {
-            return usage();
-        }
-    }
-    if (!dir || (!bench_file && !!text == !!file) || (bench_file && (text || file))) return usage();
+    frt_arg opts[] = {
+        FRT_OPT(0, "special", FRT_ARG_FLAG, &special, NULL, "add the post-processor's special tokens (e.g. Llama 3's BOS)"),
+        FRT_OPT(0, "chat", FRT_ARG_FLAG, &chat, NULL, "format TEXT as a user message with the chat template"),
+        FRT_OPT(0, "file", FRT_ARG_STR, &file, "PATH", "read the text from PATH instead of TEXT", .dflt = ""),
+        FRT_OPT(0, "bench", FRT_ARG_STR, &bench_file, "FILE", "encode FILE repeatedly on one core; print MB/s",
+                .dflt = ""),
+        FRT_OPT(0, "seconds", FRT_ARG_DOUBLE, &seconds, "S", "--bench: time to spend after 3 runs", .fmin = 0,
+                .fmax = 86400),
+    };
+    frt_cmd_spec spec = {"tokenize", "[--special] [--chat] MODEL_DIR (TEXT | --file PATH)\n"
+                                     "       frt tokenize MODEL_DIR --bench FILE [--seconds S]",
+                         "Prints the token ids of TEXT (tokenizer.json of MODEL_DIR) on one line.\n", opts,
+                         (int)(sizeof opts / sizeof opts[0]), 1, 2, NULL};
+    char *pos[2] = {NULL, NULL};
+    int n_pos = 0;
+    int prc = frt_args_parse(&spec, argc, argv, pos, &n_pos);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    dir = pos[0];
+    text = n_pos > 1 ? pos[1] : NULL;
+    if (bench_file && (text || file)) return frt_args_error(&spec, "--bench takes no TEXT or --file");
+    if (!bench_file && !!text == !!file)
+        return frt_args_error(&spec, text ? "give TEXT or --file, not both" : "missing TEXT (or --file PATH): usage: "
+                                                                               "frt tokenize MODEL_DIR TEXT");
 
     frt_tokenizer *tok = NULL;
     int rc = frt_tokenizer_load(dir, &tok);

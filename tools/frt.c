@@ -27,27 +27,33 @@ static void usage(FILE *f)
     fprintf(f, "usage: frt COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
-    fprintf(f, "\n'frt COMMAND --help' describes one command.\n");
-}
-
-int frt_cli_fail(const char *cmd, int status)
-{
-    fprintf(stderr, "frt %s: %s (%s)\n", cmd, frt_last_error()[0] ? frt_last_error()
-                                                             : frt_status_str(status),
-            frt_status_name(status));
-    return 1;
+    fprintf(f, "\n'frt COMMAND --help' lists a command's options with their defaults;\n"
+               "'frt --version' prints the version.\n");
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "help")) { /* frt help CMD = frt CMD --help */
+        char help[] = "--help";
+        char *av[] = {argv[2], help, NULL};
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+            if (!strcmp(argv[2], cmds[i].name)) return cmds[i].fn(2, av);
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("frt %s\n", frt_version());
+        return 0;
+    }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "frt: unknown command '%s'\n\n", argv[1]);
+    if (argv[1][0] == '-')
+        fprintf(stderr, "frt: unknown option %s (options follow the command: frt COMMAND --help)\n\n", argv[1]);
+    else
+        fprintf(stderr, "frt: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
 }

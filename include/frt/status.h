@@ -53,6 +53,10 @@ FRT_API const char *frt_status_name(int status);
  * "" when none failed yet. Valid until the next frt call on this thread. */
 FRT_API const char *frt_last_error(void);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (CMake's project version, the
+ * same number as libfrt.so's VERSION). Never NULL; static storage. */
+const char *frt_version(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -29,6 +29,11 @@ const char *frt_status_name(int status)
 
 const char *frt_last_error(void) { return last_error; }
 
+#ifndef FRT_VERSION_STRING
+#error "FRT_VERSION_STRING is set by CMakeLists.txt (project VERSION)"
+#endif
+const char *frt_version(void) { return FRT_VERSION_STRING; }
+
 int frt_error(int status, const char *fmt, ...)
 {
     va_list ap;
