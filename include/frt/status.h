@@ -55,7 +55,7 @@ FRT_API const char *frt_last_error(void);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (CMake's project version, the
  * same number as libfrt.so's VERSION). Never NULL; static storage. */
-const char *frt_version(void);
+FRT_API const char *frt_version(void);
 
 #ifdef __cplusplus
 }
