@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # install.sh BUILD_DIR SOURCE_DIR - `cmake --install` into a temporary prefix,
 # then build and run programs against the installed frt, as a user would:
-#   1. the layout: bin/frt (runs, finds its private library), lib/libfrt.so
+#   1. the layout: bin/frt (`frt --version` runs with its private library
+#      found through its RUNPATH), lib/libfrt.so
 #      (+ SONAME link), libfrt.a, libfrt_serving.so/.a, include/frt/*.h,
 #      lib/pkgconfig/frt.pc, lib/cmake/frt/frtConfig.cmake,
 #      share/frt/models/frt-demo and share/frt/assets/demo;
 #   2. hello.c built with `pkg-config --cflags --libs frt`
-#      (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig) and run: it prints
+#      (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig) and run: it prints frt_version() and
 #      frt_status_str(-1), round-trips bytes through a buffer of a CPU exec
 #      context, and reads the default model params; it must not need
 #      libmicrohttpd, SQLite or libfrt_serving;
@@ -58,11 +59,9 @@ done
 [ -x "$P/bin/frt" ] || bad "bin/frt is not executable"
 # The installed command finds libfrt_internal.so through its RUNPATH, with no
 # LD_LIBRARY_PATH and with the build tree out of the way.
-if ! out=$(env -u LD_LIBRARY_PATH "$P/bin/frt" --help 2>&1); then
-    if echo "$out" | grep -q "error while loading shared libraries"; then
-        bad "bin/frt cannot load its libraries: $out"
-    fi
-fi
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$B/CMakeCache.txt")
+out=$(env -u LD_LIBRARY_PATH "$P/bin/frt" --version 2>&1) || true
+[ "$out" = "frt $version" ] || bad "installed bin/frt --version printed '$out', not 'frt $version'"
 if env -u LD_LIBRARY_PATH ldd "$P/bin/frt" | grep -q "not found"; then
     bad "bin/frt has unresolved libraries: $(env -u LD_LIBRARY_PATH ldd "$P/bin/frt" | grep 'not found' | tr '\n' ' ')"
 fi
@@ -84,7 +83,7 @@ cat >"$tmp/proj/hello.c" <<'EOF'
 
 int main(void)
 {
-    printf("%s\n", frt_status_str(-1));
+    printf("frt %s: %s\n", frt_version(), frt_status_str(-1));
     frt_context *ctx = NULL;
     frt_buffer *buf = NULL;
     int rc = frt_context_create(FRT_BACKEND_CPU, 0, &ctx);
@@ -123,7 +122,7 @@ int main(void)
     return p.port > 0 ? 0 : 1;
 }
 EOF
-want="invalid argument
+want="frt $version: invalid argument
 frt installed (cpu buffer of 16 bytes)"
 check_run() { # check_run NAME PROGRAM EXPECTED
     local out
@@ -141,7 +140,7 @@ needs() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' '
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs frt) || { echo "FAIL: pkg-config --cflags --libs frt"; exit 1; }
 cc -std=c11 -O2 -Wall -Werror $san "$tmp/proj/hello.c" -o "$tmp/hello_pc" $flags
-[ "$(pkg-config --modversion frt)" = "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$B/CMakeCache.txt")" ] ||
+[ "$(pkg-config --modversion frt)" = "$version" ] ||
     bad "pkg-config --modversion frt is $(pkg-config --modversion frt)"
 [ -f "$(pkg-config --variable=datadir frt)/models/frt-demo/config.json" ] ||
     bad "pkg-config --variable=datadir frt ($(pkg-config --variable=datadir frt)) has no models/frt-demo"
