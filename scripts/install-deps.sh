@@ -16,6 +16,7 @@ pkgs=(
   libssl-dev          # HMAC-SHA256 of keyed capsule files (OpenSSL libcrypto)
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
+  python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
 )
 
 missing=()

@@ -278,6 +278,51 @@ static void test_schedules(void)
     frt_model_free(m);
 }
 
+typedef struct progress_log {
+    int calls, weights_calls, capture_calls, monotonic;
+    uint64_t weights_last, weights_total, capture_last, capture_total;
+} progress_log;
+
+static void on_progress(void *user, const char *phase, uint64_t done, uint64_t total)
+{
+    progress_log *l = user;
+    l->calls++;
+    uint64_t *last = !strcmp(phase, "weights") ? &l->weights_last : &l->capture_last;
+    if (done < *last || done > total) l->monotonic = 0;
+    *last = done;
+    if (!strcmp(phase, "weights")) {
+        l->weights_calls++;
+        l->weights_total = total;
+    } else if (!strcmp(phase, "capture")) {
+        l->capture_calls++;
+        l->capture_total = total;
+    } else {
+        l->monotonic = 0; /* an unknown phase */
+    }
+}
+
+/* frt_model_params.progress: weights in bytes up to the checkpoint's, then
+ * the captured variants, each phase monotonic and ending at its total. */
+static void test_progress(void)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = 128;
+    progress_log l = {.monotonic = 1};
+    p.progress = on_progress;
+    p.progress_user = &l;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(tiny_dir, &p, &m));
+    if (!m) return;
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(m, &info));
+    CHECK(l.monotonic);
+    CHECK(l.weights_calls >= 3 && l.weights_total > 0 && l.weights_last == l.weights_total);
+    CHECK(l.capture_total == (uint64_t)info.n_buckets + 2 && l.capture_last == l.capture_total);
+    CHECK(l.capture_calls == info.n_buckets + 3);
+    frt_model_free(m);
+}
+
 static void test_bad_input(void)
 {
     frt_model_params p = frt_model_default_params();
@@ -382,6 +427,8 @@ static void test_bad_input(void)
                  "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
                  "\"num_key_value_heads\": 2, \"vocab_size\": 100}' > '%s/config.json'", dense, dense);
         CHECK(system(cfg) == 0);
+        CHECK(frt_model_type_arch("llama") == NULL && frt_model_type_arch(NULL) == NULL);
+        CHECK(!strcmp(frt_model_type_arch("qwen3_5_text"), "qwen35") && !strcmp(frt_model_type_arch("qwen3_5"), "qwen35"));
         CHECK_STATUS(frt_model_load(dense, &p, &m2), FRT_ERR_UNSUPPORTED);
         CHECK(strstr(frt_last_error(), "no architecture runs model_type 'llama'") != NULL);
         CHECK(m2 == NULL);
@@ -408,6 +455,7 @@ int main(void)
     test_golden();
     make_tiny();
     test_schedules();
+    test_progress();
     test_bad_input();
     rm_tiny();
     return frt_test_report();

@@ -112,15 +112,15 @@ static void test_plan_decisions(void)
     CHECK_OK(frt_registry_open(e, &rp, &r));
     int32_t ids[600];
     ids_of(ids, 600, 1);
-    frt_plan_input in;
+    frt_request_plan_input in;
     memset(&in, 0, sizeof in);
     in.ids = ids;
     in.n = 300;
     in.auto_capsules = 1;
-    frt_plan p;
+    frt_request_plan p;
 
     /* nothing: rebuild, auto capsule at the aligned length */
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_REBUILD && p.start == 0 && p.exact && p.auto_at == 256 && p.pin_at == 0);
 
     /* the hot session's journal is a prefix: append */
@@ -128,23 +128,23 @@ static void test_plan_decisions(void)
     in.hot = ids;
     in.hot_n = 137;
     in.hot_exact = 0;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 137 && !p.exact && p.auto_at == 0);
     /* not a prefix (the client edited history): rebuild */
     int32_t edited[300];
     memcpy(edited, ids, sizeof edited);
     edited[100] ^= 1;
     in.ids = edited;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_REBUILD);
     in.ids = ids;
     /* the prompt is exactly the journal: at least one token must be prefilled */
     in.n = 137;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_REBUILD);
     /* the pending token resent: one token to prefill */
     in.n = 138;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 137);
     in.n = 300;
 
@@ -158,29 +158,29 @@ static void test_plan_decisions(void)
     spec.n = 192;
     CHECK_OK(frt_registry_snapshot(r, &spec, &p192));
     in.hot_n = 100;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192 && p.start == 192 && p.exact);
     CHECK(p.auto_at == 256);
     /* a longer append beats it */
     in.hot_n = 200;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 200);
     /* a tie goes to append (no copy) */
     in.hot_n = 192;
     in.hot_exact = 1;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 192 && p.exact && p.auto_at == 256);
     /* sessionless requests (exact_only) never extend a state that is not cold-exact and aligned */
     in.exact_only = 1;
     in.hot_n = 200;
     in.hot_exact = 1; /* exact but not aligned: prefill from 200 splits differently from a cold prefill */
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192 && p.exact);
     in.hot_n = 192;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_APPEND && p.start == 192 && p.exact);
     in.hot_exact = 0;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192);
     in.exact_only = 0;
     in.hot_usable = 0;
@@ -188,29 +188,29 @@ static void test_plan_decisions(void)
     /* salts isolate: a salted request does not see unsalted capsules */
     in.salt = "tenant";
     in.salt_len = 6;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_REBUILD);
     in.salt = NULL;
     in.salt_len = 0;
 
     /* pin: an existing capsule at the aligned length is pinned */
     in.pin_len = 150; /* aligned: 128 */
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.pin_existing == p128 && p.pin_at == 0 && p.action == FRT_PREFIX_RESTORE && p.capsule == p192);
     /* pin: none there yet: snapshot mid-prefill, from the longest exact start below it */
     in.pin_len = -1; /* the whole prompt: 256 */
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.pin_at == 256 && p.pin_existing == 0 && p.capsule == p192 && p.auto_at == 0);
     /* pin: a non-exact append is rerouted through an exact path */
     in.hot_usable = 1;
     in.hot_n = 280;
     in.hot_exact = 0;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == p192 && p.pin_at == 256);
     in.hot_usable = 0;
     /* pin shorter than C: unavailable, plan unchanged */
     in.pin_len = 40;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.pin_unavailable && p.pin_at == 0 && p.capsule == p192);
     in.pin_len = 0;
 
@@ -223,11 +223,11 @@ static void test_plan_decisions(void)
     frt_registry_ref(r, s250, +1, 0);
     in.stored = &s250;
     in.n_stored = 1;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.action == FRT_PREFIX_RESTORE && p.capsule == s250 && p.start == 250 && !p.exact && p.auto_at == 0);
     /* another session's capsule is never a candidate */
     in.n_stored = 0;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.capsule == p192);
     /* auto capsules skip a length a capsule already holds */
     e->reset(e->self);
@@ -235,12 +235,12 @@ static void test_plan_decisions(void)
     spec.n = 256;
     CHECK_OK(frt_registry_snapshot(r, &spec, &p256));
     in.n = 256;
-    CHECK_OK(frt_plan_make(r, C, &in, &p));
+    CHECK_OK(frt_request_plan_make(r, C, &in, &p));
     CHECK(p.capsule == p192 && p.auto_at == 0);
 
-    CHECK_STATUS(frt_plan_make(r, C, NULL, &p), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_request_plan_make(r, C, NULL, &p), FRT_ERR_INVALID_ARGUMENT);
     in.n = 0;
-    CHECK_STATUS(frt_plan_make(r, C, &in, &p), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_request_plan_make(r, C, &in, &p), FRT_ERR_INVALID_ARGUMENT);
     frt_registry_close(r);
     frt_engine_free(e);
 }
@@ -718,12 +718,15 @@ static void test_bad_requests(void)
     rq.ids = bad;
     rq.n_ids = 2;
     CHECK_STATUS(frt_service_generate(s, &rq, &res), FRT_ERR_INVALID_ARGUMENT);
-    /* a prompt that fills the context exactly still gives one token */
+    /* a prompt that fills the context exactly still gives one token when
+     * max_tokens is a default (clamped); asked for explicitly, 10 do not fit
+     * (tests/test_serving_limits.c checks that refusal) */
     char *full = make_text(2048, 2);
     rq.ids = NULL;
     rq.text = full;
     rq.text_len = 2048;
     rq.max_tokens = 10;
+    rq.clamp_max_tokens = 1;
     CHECK_OK(frt_service_generate(s, &rq, &res));
     CHECK(res.n_tokens == 1 && !strcmp(res.finish_reason, "length"));
     frt_gen_result_clear(&res);

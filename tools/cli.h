@@ -35,10 +35,9 @@ int frt_cli_find_shipped(const char *rel, char *out, size_t n);
 
 /* Loads MODEL_DIR for command CMD; unless quiet prints "frt CMD: loading DIR
  * (BACKEND)" before and the seconds it took after, on stderr.
- * HOOK(load progress): when the library gains a weight-loading progress
- * callback (bytes and tensors per shard), this is the one place that wires
- * it to frt_cli_progress; generate and demo load through here. Returns the
- * status of frt_model_load. */
+ * Between them, the library's load progress (frt_model_params.progress:
+ * weight bytes, then graph capture) on frt_cli_progress lines; generate and
+ * demo load through here. Returns the status of frt_model_load. */
 int frt_cli_load_model(const char *cmd, const char *dir, const frt_model_params *mp, int quiet, frt_model **out);
 
 /* Progress of one long step, on stderr. On a terminal one line rewritten in

@@ -70,13 +70,49 @@ int frt_cli_find_shipped(const char *rel, char *out, size_t n)
     return -1;
 }
 
+/* The library's load progress (frt_progress_fn) on frt_cli_progress lines:
+ * one per phase, bytes for the weights, variants for graph capture. */
+typedef struct load_progress {
+    frt_cli_progress p;
+    char phase[16];
+    int quiet, open;
+    uint64_t done;
+} load_progress;
+
+static void on_load_progress(void *user, const char *phase, uint64_t done, uint64_t total)
+{
+    load_progress *lp = user;
+    if (!lp->open || strcmp(lp->phase, phase)) {
+        if (lp->open) frt_cli_progress_end(&lp->p, lp->p.total);
+        snprintf(lp->phase, sizeof lp->phase, "%s", phase);
+        const int weights = !strcmp(phase, "weights");
+        frt_cli_progress_begin(&lp->p, weights ? "loading weights" : "capturing graphs", weights ? NULL : "graphs",
+                               total, lp->quiet);
+        lp->open = 1;
+    }
+    lp->done = done;
+    if (done >= total) {
+        frt_cli_progress_end(&lp->p, done);
+        lp->open = 0;
+    } else {
+        frt_cli_progress_update(&lp->p, done);
+    }
+}
+
 int frt_cli_load_model(const char *cmd, const char *dir, const frt_model_params *mp, int quiet, frt_model **out)
 {
     if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, dir, frt_backend_name(mp->backend));
     double t0 = frt_cli_now_s();
-    /* HOOK(load progress): pass a callback that feeds frt_cli_progress here
-     * once frt_model_params carries one. */
-    int rc = frt_model_load(dir, mp, out);
+    load_progress lp;
+    memset(&lp, 0, sizeof lp);
+    lp.quiet = quiet;
+    frt_model_params p = *mp;
+    if (!quiet) {
+        p.progress = on_load_progress;
+        p.progress_user = &lp;
+    }
+    int rc = frt_model_load(dir, &p, out);
+    if (lp.open) frt_cli_progress_end(&lp.p, lp.done);
     if (rc == 0 && !quiet) {
         frt_model_info info;
         frt_model_info_get(*out, &info);

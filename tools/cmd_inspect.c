@@ -8,6 +8,7 @@
 #include "args.h"
 #include "cli.h"
 
+#include "frt/model.h"
 #include "frt/status.h"
 #include "weights/checkpoint.h"
 #include "weights/config.h"
@@ -163,6 +164,12 @@ int frt_cmd_inspect(int argc, char **argv)
         printf("; no bos\n");
     printf("sampling       do_sample %d, temperature %g, top_p %g, top_k %d\n", g.do_sample, (double)g.temperature,
            (double)g.top_p, g.top_k);
+    const char *arch = frt_model_type_arch(c.model_type);
+    if (arch)
+        printf("runs on        architecture '%s' (docs/architectures.md)\n", arch);
+    else
+        printf("runs on        nothing yet: no architecture runs model_type '%s'; loading it is refused\n",
+               c.model_type);
     print_tokenizer(dir);
     int bad = check_weights(&c, ck);
     frt_checkpoint_close(ck);

@@ -39,6 +39,9 @@ int frt_cmd_serve(int argc, char **argv)
     frt_engine_fake_params fp = frt_engine_fake_default_params();
     int max_seq = 0, chunk = 0, threads = 0, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0;
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
+    int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
+    const char *allowed_hosts = NULL, *capsule_key_file = NULL;
+    if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
     frt_arg opts[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &model, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
@@ -58,6 +61,29 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "queue", FRT_ARG_INT, &sp.queue_size, "N", "queued requests before 503", .min = 1, .max = 100000),
         FRT_OPT(0, "max-body-mb", FRT_ARG_INT, &max_body_mb, "N", "larger request bodies get 413", .min = 1,
                 .max = 4096),
+        FRT_OPT(0, "max-tokens", FRT_ARG_INT, &sp.max_tokens, "N",
+                "most tokens one request may generate (larger: 400); 0 = no cap", .min = 0, .max = 1 << 30),
+        FRT_OPT(0, "request-timeout-s", FRT_ARG_INT, &req_timeout_s, "S",
+                "wall time per request; past it generation stops (finish_reason length); 0 = none", .min = 0,
+                .max = 1 << 24),
+        FRT_OPT(0, "queue-timeout-s", FRT_ARG_INT, &queue_timeout_s, "S",
+                "a request queued this long gets 503 + Retry-After; 0 = none", .min = 0, .max = 1 << 24),
+        FRT_OPT(0, "conn-timeout-s", FRT_ARG_INT, &sp.conn_timeout_s, "S",
+                "close a connection idle this long; 0 = never", .min = 0, .max = 1 << 20),
+        FRT_OPT(0, "max-conns", FRT_ARG_INT, &sp.max_connections, "N", "concurrent connections", .min = 1,
+                .max = 100000),
+        FRT_OPT(0, "max-conns-per-ip", FRT_ARG_INT, &sp.max_connections_per_ip, "N",
+                "concurrent connections from one address; 0 = no limit", .min = 0, .max = 100000),
+        FRT_OPT(0, "api-key", FRT_ARG_STR, &sp.api_key, "KEY",
+                "require 'Authorization: Bearer KEY' (all but /health); $FRT_API_KEY too", .dflt = "none"),
+        FRT_OPT(0, "cors-origin", FRT_ARG_STR, &sp.cors_origin, "ORIGIN",
+                "the browser Origin allowed (or *); others get 403", .dflt = "none"),
+        FRT_OPT(0, "allowed-host", FRT_ARG_STR, &allowed_hosts, "NAMES",
+                "comma-separated Host names accepted on a loopback bind besides localhost and the bind address",
+                .dflt = "none"),
+        FRT_OPT(0, "capsule-key-file", FRT_ARG_STR, &capsule_key_file, "PATH",
+                "a file of 16..1024 bytes: capsule files carry an HMAC-SHA256 under it and are checked",
+                .dflt = "none: the capsule directory must be trusted"),
         FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N", "state capacity in tokens; 0 = the model's default",
                 .min = 0, .max = 1 << 24),
         FRT_OPT(0, "prefill-chunk", FRT_ARG_INT, &chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
@@ -82,6 +108,35 @@ int frt_cmd_serve(int argc, char **argv)
     sp.max_body_bytes = (size_t)max_body_mb << 20;
     if (no_auto) sp.auto_capsules = 0;
     if (no_chatml) fp.chatml = 0;
+    sp.max_request_s = (double)req_timeout_s;
+    sp.queue_timeout_s = (double)queue_timeout_s;
+    if (sp.api_key && !*sp.api_key) return frt_args_error(&spec, "--api-key: empty");
+    const char *hosts[16];
+    char host_buf[1024];
+    int n_hosts = 0;
+    if (allowed_hosts) {
+        if (strlen(allowed_hosts) >= sizeof host_buf) return frt_args_error(&spec, "--allowed-host: too long");
+        snprintf(host_buf, sizeof host_buf, "%s", allowed_hosts);
+        for (char *save = NULL, *t = strtok_r(host_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (n_hosts == 16) return frt_args_error(&spec, "--allowed-host: at most 16 names");
+            hosts[n_hosts++] = t;
+        }
+        if (!n_hosts) return frt_args_error(&spec, "--allowed-host: '%s' names no host", allowed_hosts);
+    }
+    sp.allowed_hosts = hosts;
+    sp.n_allowed_hosts = n_hosts;
+    unsigned char key[1025];
+    size_t key_len = 0;
+    if (capsule_key_file) {
+        FILE *kf = fopen(capsule_key_file, "rb");
+        if (!kf) return frt_args_error(&spec, "--capsule-key-file: cannot open '%s'", capsule_key_file);
+        key_len = fread(key, 1, sizeof key, kf);
+        fclose(kf);
+        while (key_len && (key[key_len - 1] == '\n' || key[key_len - 1] == '\r')) key_len--;
+        if (key_len < 16 || key_len > 1024)
+            return frt_args_error(&spec, "--capsule-key-file: '%s' holds %zu bytes (16 to 1024, a final newline aside)",
+                                  capsule_key_file, key_len);
+    }
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
 
     frt_engine *engine = NULL;
@@ -109,6 +164,19 @@ int frt_cmd_serve(int argc, char **argv)
         rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, &engine);
         if (rc) return frt_cli_fail(cmd, rc);
     }
+    if (key_len) {
+        rc = frt_engine_set_capsule_key(engine, key, key_len);
+        memset(key, 0, sizeof key);
+        if (rc) {
+            frt_engine_free(engine);
+            return frt_cli_fail(cmd, rc);
+        }
+    }
+    if (!sp.api_key && !frt_host_is_loopback(sp.host))
+        fprintf(stderr,
+                "frt %s: warning: binding %s (beyond loopback) without --api-key: anyone who can reach the port can "
+                "use the model and read every session\n",
+                cmd, sp.host);
     if (probe) {
         printf("frt serve: engine ready (%s): %s\n", engine_kind, model ? model : "fake");
         frt_engine_free(engine);

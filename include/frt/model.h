@@ -47,6 +47,13 @@ extern "C" {
 
 typedef struct frt_model frt_model;
 
+/* Progress of a long step of frt_model_load, called on the loading thread:
+ * phase "weights" (done / total bytes of checkpoint tensors converted and
+ * placed, in checkpoint order across shards), then "capture" (done / total
+ * graph variants captured). Called with done == 0 when a phase starts and
+ * done == total when it ends. */
+typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, uint64_t total);
+
 typedef struct frt_model_params {
     frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
     int device;          /* device index for cuda; 0 */
@@ -54,6 +61,8 @@ typedef struct frt_model_params {
     int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
     int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
+    frt_progress_fn progress; /* optional: load progress (above); NULL = none */
+    void *progress_user;
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
@@ -137,6 +146,11 @@ typedef struct frt_io_info {
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit
  *   FRT_ERR_NO_DEVICE         cuda requested without a device */
 int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
+
+/* The name of the registered architecture that runs config.json's
+ * model_type (e.g. "qwen35" for "qwen3_5_text"), or NULL when none does (a
+ * load would be refused with FRT_ERR_UNSUPPORTED). Static storage. */
+const char *frt_model_type_arch(const char *model_type);
 
 /* Frees the model, its state and graphs. NULL is a no-op. */
 void frt_model_free(frt_model *m);

@@ -67,6 +67,12 @@ FRT_API int frt_engine_model_open(const char *model_dir, const char *backend, in
  * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
 FRT_API int frt_engine_model_create(frt_model *m, frt_engine **out);
 
+/* Sets the capsule key of the engine's model (frt_capsule_set_key): capsule
+ * files carry an HMAC-SHA256 under it and are checked on load.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL engine, a bad key length (capsule.h)
+ *   FRT_ERR_UNSUPPORTED       an engine without capsule files (the fake engine) */
+int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len);
+
 /* Frees an engine (and the model it owns). NULL is a no-op. */
 FRT_API void frt_engine_free(frt_engine *e);
 
@@ -82,6 +88,23 @@ typedef struct frt_server_params {
     int queue_size;              /* queued requests before 503 (16) */
     size_t max_body_bytes;       /* larger request bodies get 413 (8 MiB) */
     int max_connections;         /* concurrent HTTP connections (64) */
+    int max_connections_per_ip;  /* concurrent connections from one address; 0 = no limit (16) */
+    int conn_timeout_s;          /* a connection idle this long (a client that stops sending its
+                                  * request, or stops reading its answer) is closed; 0 = never (10) */
+    int max_tokens;              /* most tokens one request may generate: a larger max_tokens is a 400,
+                                  * an absent one is clamped to it; 0 = no cap (4096) */
+    double max_request_s;        /* wall time of one request from its arrival: past it, generation
+                                  * stops with finish_reason "length" and frt.time_limited; 0 = none (300) */
+    double queue_timeout_s;      /* a request still queued this long after its arrival is answered 503
+                                  * queue_timeout with Retry-After; 0 = wait forever (60) */
+    const char *api_key;         /* when set, every endpoint but /health needs "Authorization: Bearer KEY"
+                                  * (compared in constant time, never logged; 401 otherwise) (NULL) */
+    const char *cors_origin;     /* the one Origin (or "*") allowed to call from a browser; requests with
+                                  * another Origin header get 403 (NULL: none allowed) */
+    const char *const *allowed_hosts; /* loopback binds answer only Host localhost, 127.0.0.1, [::1], the
+                                       * bind address and these names (DNS rebinding); other Hosts get
+                                       * 403 (NULL) */
+    int n_allowed_hosts;
     /* Optional: called with one line per request and per notable event
      * (from the server's threads; the library never prints). */
     void (*log)(void *user, const char *line);
@@ -90,10 +113,19 @@ typedef struct frt_server_params {
 
 FRT_API frt_server_params frt_server_default_params(void);
 
+/* 1 when host (a bind address: IPv4, IPv6 or "localhost"; NULL or "" = the
+ * default 127.0.0.1) is a loopback address. Loopback binds check the Host
+ * header; `frt serve` warns on stderr when it binds elsewhere without an
+ * api_key. */
+int frt_host_is_loopback(const char *host);
+
 /* Starts serving `engine` (the server uses it from its engine thread until
  * frt_server_stop; the caller keeps ownership and frees it after the stop).
- * Reopens the capsule dir's index. Returns 0 and *out, or:
- *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bad host, budgets or sizes
+ * Reopens the capsule dir's index. The strings of p are copied. Every POST
+ * needs "Content-Type: application/json" (415 otherwise). Returns 0 and
+ * *out, or:
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bad host, budgets or sizes,
+ *                             negative limits, an empty api_key or cors_origin
  *   FRT_ERR_IO                the capsule dir or its index cannot be opened,
  *                             or the address cannot be bound */
 FRT_API int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);

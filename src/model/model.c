@@ -80,18 +80,36 @@ static int alloc_state(frt_model *m)
     return boundary_write(m, &b);
 }
 
+static void progress(frt_model *m, const char *phase, uint64_t done, uint64_t total)
+{
+    if (m->params.progress) m->params.progress(m->params.progress_user, phase, done, total);
+}
+
+void frt_model_progress_weights(frt_model *m, uint64_t bytes)
+{
+    m->progress_done += bytes;
+    if (m->progress_done > m->progress_total) m->progress_done = m->progress_total;
+    progress(m, "weights", m->progress_done, m->progress_total);
+}
+
 static int capture_graphs(frt_model *m)
 {
     frt_record_ctx rc = {.m = m, .bucket = 0};
+    const uint64_t total = (uint64_t)m->n_buckets + 2;
+    progress(m, "capture", 0, total);
     FRT_TRY(frt_graph_create(m->ctx, "prefill", 0, &m->g_prefill));
     FRT_TRY(frt_graph_create(m->ctx, "decode", 0, &m->g_decode));
     FRT_TRY(frt_graph_create(m->ctx, "sample", 0, &m->g_sample));
     for (int i = 0; i < m->n_buckets; i++) {
         rc.bucket = m->buckets[i];
         FRT_TRY(frt_graph_capture(m->g_prefill, (frt_shape_key)m->buckets[i], m->stream, m->bk->record_prefill, &rc));
+        progress(m, "capture", (uint64_t)i + 1, total);
     }
     FRT_TRY(frt_graph_capture(m->g_decode, 1, m->stream, m->bk->record_decode, &rc));
-    return frt_graph_capture(m->g_sample, 1, m->stream, m->bk->record_sample, &rc);
+    progress(m, "capture", total - 1, total);
+    FRT_TRY(frt_graph_capture(m->g_sample, 1, m->stream, m->bk->record_sample, &rc));
+    progress(m, "capture", total, total);
+    return 0;
 }
 
 /* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
@@ -188,7 +206,14 @@ static int load_model(frt_model *m, const char *dir)
     }
     FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
     m->stream = frt_context_stream(m->ctx);
+    m->progress_done = 0;
+    m->progress_total = frt_checkpoint_bytes(m->ckpt);
+    progress(m, "weights", 0, m->progress_total);
     FRT_TRY(m->bk->load_weights(m));
+    if (m->progress_done < m->progress_total) { /* tensors the architecture does not read */
+        m->progress_done = m->progress_total;
+        progress(m, "weights", m->progress_total, m->progress_total);
+    }
     m->weights_hash = hash_weights(m->ckpt);
     FRT_TRY(alloc_state(m));
     FRT_TRY(m->bk->alloc_scratch(m));

@@ -86,6 +86,7 @@ struct frt_model {
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;
     uint64_t fingerprint;
+    uint64_t progress_done, progress_total; /* load progress of the current phase */
 
     /* Rollback restore (capsule.c): the serial of the capsule whose
      * positional prefix (ROWS entries 0..position-1) the live state holds
@@ -104,6 +105,11 @@ struct frt_model {
 /* Reads the boundary record from its buffer into *b (synchronizes the
  * model's stream). Errors: those of frt_buffer_read / frt_stream_sync. */
 int frt_model_boundary_read(frt_model *m, frt_boundary *b);
+
+/* Load progress (params.progress): a backend's weight loader calls
+ * frt_model_progress_weights with the bytes of each tensor it has placed
+ * (checkpoint bytes, whatever dtype it converts to). */
+void frt_model_progress_weights(frt_model *m, uint64_t bytes);
 
 /* Allocates the state table the architecture declares plus the runtime's
  * token-model entries, and the graph ports (state.c). */

@@ -1,7 +1,7 @@
 /*
- * serving/api.c - the OpenAI-compatible wire format (see api.h and
- * docs/serving.md): request validation, response objects, stream chunks,
- * error objects, listings.
+ * serving/api.c - the OpenAI-compatible wire format, the request side (see
+ * api.h and docs/serving.md): parsing and validation of every endpoint's
+ * body, error objects, capsule and session ids. Answers: api_answers.c.
  */
 #include "serving/api.h"
 
@@ -110,6 +110,24 @@ int frt_api_opt_int(json_t *o, const char *key, long long *out, int *present, fr
     return 0;
 }
 
+/* Refuses members of o that are not in known (NULL-terminated): 400
+ * unsupported_parameter. An option the server would ignore is refused,
+ * never silently dropped. */
+static int only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        int ok = 0;
+        for (const char *const *k = known; *k && !ok; k++) ok = !strcmp(*k, key);
+        if (!ok)
+            return frt_api_fail(err, 400, "unsupported_parameter", key,
+                                "Unsupported parameter '%.200s' in %s (the fields frt serve accepts: docs/serving.md)",
+                                key, where);
+    }
+    return 0;
+}
+
 static int opt_number(json_t *o, const char *key, double *out, frt_api_error *err)
 {
     json_t *v = json_object_get(o, key);
@@ -177,6 +195,8 @@ static int parse_messages(json_t *o, frt_api_completion *c, frt_api_error *err)
         char param[64];
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!json_is_object(x)) return wrong_type(err, param, "an object");
+        static const char *const msg_fields[] = {"role", "content", NULL};
+        if (only_known(x, msg_fields, "a message", err)) return -1;
         json_t *role = json_object_get(x, "role");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role) return frt_api_fail(err, 400, "missing_required_parameter", param, "Missing '%s'", param);
@@ -250,9 +270,29 @@ static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
+static const char *const completion_fields[] = {
+    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop", "stream",
+    "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "echo", "user",
+    "presence_penalty", "frequency_penalty", NULL};
+static const char *const chat_fields[] = {
+    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "n",
+    "stop", "stream", "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "user",
+    "presence_penalty", "frequency_penalty", NULL};
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
-    const char *model = NULL;
+    if (only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
+    const char *model = NULL, *user = NULL;
+    if (frt_api_opt_string(o, "user", &user, err)) return -1;
+    snprintf(c->user, sizeof c->user, "%s", user ? user : "");
+    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        double pen = 0;
+        if (opt_number(o, penalties[i], &pen, err)) return -1;
+        if (pen != 0)
+            return frt_api_fail(err, 400, "unsupported_value", penalties[i], "'%s' is not supported (only 0)",
+                                penalties[i]);
+    }
     if (frt_api_opt_string(o, "model", &model, err)) return -1;
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
     if (chat ? parse_messages(o, c, err) : parse_prompt(o, c, err)) return -1;
@@ -266,6 +306,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
         if (v < 1)
             return frt_api_fail(err, 400, "invalid_value", "max_tokens", "'max_tokens' must be at least 1 (got %lld)", v);
         c->max_tokens = v > INT_MAX ? INT_MAX : (int)v;
+        c->max_tokens_given = 1;
     }
     double t = 1.0, top_p = 1.0;
     if (opt_number(o, "temperature", &t, err) || opt_number(o, "top_p", &top_p, err)) return -1;
@@ -291,6 +332,8 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return wrong_type(err, "stream_options", "an object");
+        static const char *const so_fields[] = {"include_usage", NULL};
+        if (only_known(so, so_fields, "stream_options", err)) return -1;
         if (frt_api_opt_bool(so, "include_usage", &c->include_usage, err)) return -1;
     }
     const char *sid = NULL;
@@ -351,304 +394,80 @@ void frt_api_completion_clear(frt_api_completion *c)
     memset(c, 0, sizeof *c);
 }
 
-/* ---- responses ------------------------------------------------------------------------ */
+/* ---- session endpoints --------------------------------------------------------------- */
 
-void frt_api_capsule_name(uint64_t id, char out[32]) { snprintf(out, 32, "cap-%llu", (unsigned long long)id); }
-
-uint64_t frt_api_capsule_id(const char *s)
+static int id_param(const char *s, const char *param, frt_api_error *err)
 {
-    if (!s || strncmp(s, "cap-", 4) || !s[4]) return 0;
-    char *end = NULL;
-    unsigned long long v = strtoull(s + 4, &end, 10);
-    return end && !*end && s[4] >= '0' && s[4] <= '9' ? (uint64_t)v : 0;
+    if (frt_session_id_valid(s)) return 0;
+    return frt_api_fail(err, 400, "invalid_value", param,
+                        "'%s' must be 1 to %d characters of letters, digits, '.', '_', '-', ':'", param,
+                        FRT_SESSION_ID_MAX - 1);
 }
 
-static json_t *cap_or_null(uint64_t id)
+int frt_api_parse_session_create(const char *body, size_t len, frt_api_session_create *out, frt_api_error *err)
 {
-    if (!id) return json_null();
-    char n[32];
-    frt_api_capsule_name(id, n);
-    return json_string(n);
-}
-
-static json_t *ms(double v) { return json_real(round(v * 1000.0) / 1000.0); }
-
-json_t *frt_api_frt_json(const frt_gen_result *r)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "prefix_action", json_string(frt_prefix_action_name(r->action)));
-    json_object_set_new(o, "cached_tokens", json_integer(r->cached_tokens));
-    json_object_set_new(o, "prefill_tokens", json_integer(r->prefill_tokens));
-    json_object_set_new(o, "restore_ms", ms(r->restore_ms));
-    json_object_set_new(o, "prefill_ms", ms(r->prefill_ms));
-    json_object_set_new(o, "ttft_ms", ms(r->ttft_ms));
-    json_object_set_new(o, "total_ms", ms(r->total_ms));
-    json_object_set_new(o, "restored_capsule", cap_or_null(r->restored));
-    json_object_set_new(o, "pinned_capsule", cap_or_null(r->pinned));
-    if (r->pin_unavailable) json_object_set_new(o, "pin_unavailable", json_true());
-    json_object_set_new(o, "position", json_integer(r->position));
-    json_object_set_new(o, "session_id", r->session_id[0] ? json_string(r->session_id) : json_null());
-    json_t *t = json_array();
-    for (int i = 0; i < r->n_tokens; i++) json_array_append_new(t, json_integer(r->tokens[i]));
-    json_object_set_new(o, "tokens", t);
-    return o;
-}
-
-static json_t *usage_json(const frt_gen_result *r)
-{
-    json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(r->prompt_tokens));
-    json_object_set_new(u, "completion_tokens", json_integer(r->completion_tokens));
-    json_object_set_new(u, "total_tokens", json_integer(r->prompt_tokens + r->completion_tokens));
-    json_t *d = json_object();
-    json_object_set_new(d, "cached_tokens", json_integer(r->cached_tokens));
-    json_object_set_new(u, "prompt_tokens_details", d);
-    return u;
-}
-
-static json_t *head_json(const frt_api_ident *id, int chunk)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(id->id));
-    json_object_set_new(o, "object", json_string(id->chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                                          : "text_completion"));
-    json_object_set_new(o, "created", json_integer(id->created));
-    json_object_set_new(o, "model", json_string(id->model));
-    json_object_set_new(o, "system_fingerprint", json_null());
-    return o;
-}
-
-json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res)
-{
-    json_t *o = head_json(id, 0), *ch = json_object(), *choices = json_array();
-    json_object_set_new(ch, "index", json_integer(0));
-    json_t *text = json_stringn(res->text ? res->text : "", res->text_len);
-    if (id->chat) {
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("assistant"));
-        json_object_set_new(m, "content", text);
-        json_object_set_new(ch, "message", m);
-    } else {
-        json_object_set_new(ch, "text", text);
+    memset(out, 0, sizeof *out);
+    json_t *o = frt_api_parse_object(body, len, err);
+    if (!o) return -1;
+    static const char *const fields[] = {"id", "salt", "pin", NULL};
+    const char *id = NULL, *salt = NULL;
+    int bad = only_known(o, fields, "a session", err) || frt_api_opt_string(o, "id", &id, err) ||
+              frt_api_opt_string(o, "salt", &salt, err) || frt_api_opt_bool(o, "pin", &out->pin, err) ||
+              (id && id_param(id, "id", err));
+    int rc = bad ? -1 : 0;
+    if (!rc && id) {
+        snprintf(out->id, sizeof out->id, "%s", id);
+        out->has_id = 1;
     }
-    json_object_set_new(ch, "logprobs", json_null());
-    json_object_set_new(ch, "finish_reason", json_string(res->finish_reason ? res->finish_reason : "stop"));
-    json_array_append_new(choices, ch);
-    json_object_set_new(o, "choices", choices);
-    json_object_set_new(o, "usage", usage_json(res));
-    if (res->session_id[0]) json_object_set_new(o, "session_id", json_string(res->session_id));
-    json_object_set_new(o, "frt", frt_api_frt_json(res));
-    return o;
-}
-
-json_t *frt_api_chunk_json(const frt_api_ident *id, const char *text, size_t len, int role, const char *finish,
-                           const frt_gen_result *res)
-{
-    json_t *o = head_json(id, 1), *ch = json_object(), *choices = json_array();
-    json_object_set_new(ch, "index", json_integer(0));
-    if (id->chat) {
-        json_t *d = json_object();
-        if (role) json_object_set_new(d, "role", json_string("assistant"));
-        if (!finish) json_object_set_new(d, "content", json_stringn(text ? text : "", text ? len : 0));
-        json_object_set_new(ch, "delta", d);
-    } else {
-        json_object_set_new(ch, "text", json_stringn(text ? text : "", text ? len : 0));
+    if (!rc && salt && *salt) {
+        out->salt_len = strlen(salt);
+        if (!(out->salt = strdup(salt))) rc = frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
     }
-    json_object_set_new(ch, "logprobs", json_null());
-    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
-    json_array_append_new(choices, ch);
-    json_object_set_new(o, "choices", choices);
-    if (finish && res) {
-        json_object_set_new(o, "usage", usage_json(res));
-        if (res->session_id[0]) json_object_set_new(o, "session_id", json_string(res->session_id));
-        json_object_set_new(o, "frt", frt_api_frt_json(res));
+    json_decref(o);
+    if (rc) frt_api_session_create_clear(out);
+    return rc;
+}
+
+void frt_api_session_create_clear(frt_api_session_create *c)
+{
+    if (!c) return;
+    free(c->salt);
+    memset(c, 0, sizeof *c);
+}
+
+int frt_api_parse_session_op(const char *body, size_t len, frt_api_session_verb verb, frt_api_session_op *out,
+                             frt_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->n = 1;
+    out->pin = 1;
+    json_t *o = frt_api_parse_object(body, len, err);
+    if (!o) return -1;
+    static const char *const fork_fields[] = {"n", NULL}, *const ckpt_fields[] = {"name", "pin", NULL},
+                             *const rb_fields[] = {"name", "checkpoint", NULL};
+    const char *const *known = verb == FRT_API_FORK ? fork_fields : verb == FRT_API_CHECKPOINT ? ckpt_fields : rb_fields;
+    int rc = only_known(o, known, "a session operation", err);
+    if (!rc && verb == FRT_API_FORK) {
+        long long n = 1;
+        int present = 0;
+        if (frt_api_opt_int(o, "n", &n, &present, err)) rc = -1;
+        else if (n < 1 || n > 64) rc = frt_api_fail(err, 400, "invalid_value", "n", "'n' must be 1..64");
+        else out->n = (int)n;
+    } else if (!rc) {
+        const char *name = NULL;
+        int ckpt = verb == FRT_API_CHECKPOINT;
+        if (frt_api_opt_string(o, "name", &name, err)) rc = -1;
+        else if (!ckpt && !name && frt_api_opt_string(o, "checkpoint", &name, err)) rc = -1;
+        else if (ckpt && frt_api_opt_bool(o, "pin", &out->pin, err)) rc = -1;
+        else if (!name) rc = frt_api_fail(err, 400, "missing_required_parameter", "name", "Missing required parameter: 'name'");
+        else if (id_param(name, "name", err)) rc = -1;
+        else snprintf(out->name, sizeof out->name, "%s", name);
     }
-    return o;
+    json_decref(o);
+    return rc;
 }
 
-json_t *frt_api_usage_chunk_json(const frt_api_ident *id, const frt_gen_result *res)
+int frt_api_check_url_id(const char *s, const char *param, frt_api_error *err)
 {
-    json_t *o = head_json(id, 1);
-    json_object_set_new(o, "choices", json_array());
-    json_object_set_new(o, "usage", usage_json(res));
-    return o;
-}
-
-/* ---- listings -------------------------------------------------------------------------- */
-
-json_t *frt_api_capsule_json(const frt_service *s, const frt_cap *c)
-{
-    json_t *o = json_object();
-    char n[32];
-    frt_api_capsule_name(c->id, n);
-    json_object_set_new(o, "id", json_string(n));
-    json_object_set_new(o, "object", json_string("capsule"));
-    json_object_set_new(o, "kind", json_string(frt_cap_kind_name(c->kind)));
-    json_object_set_new(o, "tier", json_string(frt_engine_tier_name(c->tier)));
-    json_object_set_new(o, "bytes", json_integer((json_int_t)c->bytes));
-    json_object_set_new(o, "position", json_integer(c->position));
-    json_object_set_new(o, "pending", c->pending >= 0 ? json_integer(c->pending) : json_null());
-    json_object_set_new(o, "exact", json_boolean(c->exact));
-    json_object_set_new(o, "pinned", json_boolean(frt_cap_pinned(c)));
-    json_object_set_new(o, "pin_manual", json_boolean(c->pin_manual));
-    json_object_set_new(o, "refs", json_integer(c->refs));
-    json_object_set_new(o, "persisted", json_boolean(c->persisted));
-    json_object_set_new(o, "loaded", json_boolean(c->handle != NULL));
-    json_object_set_new(o, "salted", json_boolean(c->salt_hash != 0));
-    json_object_set_new(o, "owner", c->owner[0] ? json_string(c->owner) : json_null());
-    json_object_set_new(o, "name", c->name[0] ? json_string(c->name) : json_null());
-    json_object_set_new(o, "last_used", json_integer((json_int_t)c->last_used));
-    return o;
-}
-
-json_t *frt_api_capsules_json(const frt_service *s)
-{
-    const frt_registry *r = frt_service_registry(s);
-    json_t *data = json_array();
-    for (int i = 0; i < frt_registry_count(r); i++) json_array_append_new(data, frt_api_capsule_json(s, frt_registry_at(r, i)));
-    json_t *o = json_object();
-    json_object_set_new(o, "object", json_string("list"));
-    json_object_set_new(o, "data", data);
-    json_t *tiers = json_object();
-    for (int t = 0; t < FRT_ENGINE_N_TIERS; t++) {
-        json_t *x = json_object();
-        json_object_set_new(x, "bytes", json_integer((json_int_t)frt_registry_bytes(r, t)));
-        json_object_set_new(x, "budget", json_integer((json_int_t)frt_registry_budget(r, t)));
-        json_object_set_new(x, "count", json_integer(frt_registry_tier_count(r, t)));
-        json_object_set_new(tiers, frt_engine_tier_name(t), x);
-    }
-    json_object_set_new(o, "tiers", tiers);
-    return o;
-}
-
-json_t *frt_api_session_json(const frt_service *s, const frt_session *x)
-{
-    const frt_registry *r = frt_service_registry(s);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(x->id));
-    json_object_set_new(o, "object", json_string("session"));
-    json_object_set_new(o, "created", json_integer((json_int_t)x->created));
-    json_object_set_new(o, "position", json_integer(x->n));
-    json_object_set_new(o, "pending", x->pending >= 0 ? json_integer(x->pending) : json_null());
-    json_object_set_new(o, "pinned", json_boolean(x->pinned));
-    json_object_set_new(o, "salted", json_boolean(x->salt_len > 0));
-    json_object_set_new(o, "hot", json_boolean(frt_service_hot(s) == x));
-    json_object_set_new(o, "busy", json_boolean(x->busy));
-    json_object_set_new(o, "requests", json_integer((json_int_t)x->requests));
-    const frt_cap *c = frt_registry_get(r, x->capsule);
-    json_object_set_new(o, "capsule", c ? cap_or_null(c->id) : json_null());
-    json_object_set_new(o, "capsule_tier", c ? json_string(frt_engine_tier_name(c->tier)) : json_null());
-    json_t *ck = json_array();
-    for (int i = 0; i < x->n_ckpts; i++) {
-        const frt_cap *k = frt_registry_get(r, x->ckpts[i].capsule);
-        json_t *e = json_object();
-        json_object_set_new(e, "name", json_string(x->ckpts[i].name));
-        json_object_set_new(e, "capsule", k ? cap_or_null(k->id) : json_null());
-        json_object_set_new(e, "position", k ? json_integer(k->position) : json_null());
-        json_object_set_new(e, "pinned", json_boolean(x->ckpts[i].pin));
-        json_array_append_new(ck, e);
-    }
-    json_object_set_new(o, "checkpoints", ck);
-    return o;
-}
-
-json_t *frt_api_sessions_json(const frt_service *s)
-{
-    const frt_sessions *t = frt_service_sessions(s);
-    json_t *data = json_array();
-    for (int i = 0; i < t->n; i++) json_array_append_new(data, frt_api_session_json(s, t->v[i]));
-    json_t *o = json_object();
-    json_object_set_new(o, "object", json_string("list"));
-    json_object_set_new(o, "data", data);
-    return o;
-}
-
-/* ---- metrics ----------------------------------------------------------------------------- */
-
-char *frt_api_metrics_text(const frt_service *s, const frt_http_stats *h)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
-    frt_service_metrics m;
-    frt_service_metrics_get(s, &m);
-    const frt_registry *r = frt_service_registry(s);
-    frt_registry_stats st;
-    frt_registry_stats_get(r, &st);
-
-    fprintf(f, "# HELP frt_requests_total Completions served, by prefix action.\n# TYPE frt_requests_total counter\n");
-    for (int a = 0; a < 3; a++)
-        fprintf(f, "frt_requests_total{prefix_action=\"%s\"} %llu\n", frt_prefix_action_name((frt_prefix_action)a),
-                (unsigned long long)m.requests[a]);
-    fprintf(f, "# HELP frt_requests_cancelled_total Completions cancelled by their client.\n"
-               "# TYPE frt_requests_cancelled_total counter\nfrt_requests_cancelled_total %llu\n",
-            (unsigned long long)m.cancelled);
-    fprintf(f, "# HELP frt_requests_failed_total Completions that failed after validation.\n"
-               "# TYPE frt_requests_failed_total counter\nfrt_requests_failed_total %llu\n",
-            (unsigned long long)m.failed);
-    fprintf(f, "# HELP frt_ttft_seconds Time to first token, from arrival to the first sampled token.\n"
-               "# TYPE frt_ttft_seconds histogram\n");
-    for (int b = 0; b < FRT_TTFT_BUCKETS; b++) {
-        if (b == FRT_TTFT_BUCKETS - 1) fprintf(f, "frt_ttft_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)m.ttft_count[b]);
-        else fprintf(f, "frt_ttft_seconds_bucket{le=\"%g\"} %llu\n", frt_ttft_bounds[b], (unsigned long long)m.ttft_count[b]);
-    }
-    fprintf(f, "frt_ttft_seconds_sum %.6f\nfrt_ttft_seconds_count %llu\n", m.ttft_sum,
-            (unsigned long long)m.ttft_count[FRT_TTFT_BUCKETS - 1]);
-    const struct {
-        const char *name, *help;
-        uint64_t v;
-    } counters[] = {
-        {"frt_prompt_tokens_total", "Prompt tokens of served completions.", m.prompt_tokens},
-        {"frt_cached_tokens_total", "Prompt tokens reused from the live state or a capsule.", m.cached_tokens},
-        {"frt_prefill_tokens_total", "Prompt tokens prefilled.", m.prefill_tokens},
-        {"frt_generated_tokens_total", "Generated tokens.", m.generated_tokens},
-        {"frt_session_displacements_total", "Hot sessions snapshotted when another took the live state.", m.displacements},
-        {"frt_capsule_snapshots_total", "Capsules snapshotted into the registry.", st.snapshots},
-        {"frt_capsule_snapshot_failures_total", "Snapshots that found no room in any tier.", m.snapshot_failures},
-        {"frt_capsule_restore_failures_total", "Restores that failed (the request rebuilt instead).", m.restore_failures},
-        {"frt_capsule_demotions_total", "Capsules moved one tier down by the budgets.", st.demotions},
-        {"frt_capsule_promotions_total", "Capsules moved up on restore.", st.promotions},
-        {"frt_capsule_evictions_total", "Capsules deleted by the budgets.", st.evictions},
-        {"frt_capsule_load_failures_total", "Capsule files that failed their checks.", st.load_failures},
-    };
-    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-        fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i].name, counters[i].help, counters[i].name,
-                counters[i].name, (unsigned long long)counters[i].v);
-    fprintf(f, "# HELP frt_capsule_restores_total Capsule restores, by the tier restored from.\n"
-               "# TYPE frt_capsule_restores_total counter\n");
-    for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
-        fprintf(f, "frt_capsule_restores_total{tier=\"%s\"} %llu\n", frt_engine_tier_name(t),
-                (unsigned long long)st.restores[t]);
-    fprintf(f, "# HELP frt_capsule_restore_seconds_total Time spent restoring capsules.\n"
-               "# TYPE frt_capsule_restore_seconds_total counter\nfrt_capsule_restore_seconds_total %.6f\n",
-            m.restore_ms_sum / 1e3);
-    fprintf(f, "# HELP frt_capsule_bytes Capsule bytes held, by tier.\n# TYPE frt_capsule_bytes gauge\n");
-    for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
-        fprintf(f, "frt_capsule_bytes{tier=\"%s\"} %zu\n", frt_engine_tier_name(t), frt_registry_bytes(r, t));
-    fprintf(f, "# HELP frt_capsule_budget_bytes Capsule byte budget, by tier.\n# TYPE frt_capsule_budget_bytes gauge\n");
-    for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
-        fprintf(f, "frt_capsule_budget_bytes{tier=\"%s\"} %zu\n", frt_engine_tier_name(t), frt_registry_budget(r, t));
-    fprintf(f, "# HELP frt_capsules Capsules held, by tier.\n# TYPE frt_capsules gauge\n");
-    for (int t = 0; t < FRT_ENGINE_N_TIERS; t++)
-        fprintf(f, "frt_capsules{tier=\"%s\"} %d\n", frt_engine_tier_name(t), frt_registry_tier_count(r, t));
-    fprintf(f, "# HELP frt_sessions Sessions.\n# TYPE frt_sessions gauge\nfrt_sessions %d\n",
-            frt_service_sessions(s)->n);
-    if (h) {
-        fprintf(f, "# HELP frt_queue_depth Requests waiting for the engine.\n# TYPE frt_queue_depth gauge\n"
-                   "frt_queue_depth %d\n",
-                h->queue_depth);
-        fprintf(f, "# HELP frt_http_responses_total HTTP responses, by status class.\n"
-                   "# TYPE frt_http_responses_total counter\n");
-        for (int c = 2; c <= 5; c++)
-            fprintf(f, "frt_http_responses_total{code=\"%dxx\"} %llu\n", c, (unsigned long long)h->responses[c]);
-        fprintf(f, "# HELP frt_http_rejected_busy_total Requests answered 503 because the queue was full.\n"
-                   "# TYPE frt_http_rejected_busy_total counter\nfrt_http_rejected_busy_total %llu\n",
-                (unsigned long long)h->rejected_busy);
-        fprintf(f, "# HELP frt_uptime_seconds Seconds since the server started.\n# TYPE frt_uptime_seconds gauge\n"
-                   "frt_uptime_seconds %.3f\n",
-                h->uptime_s);
-    }
-    fclose(f);
-    return buf;
+    return id_param(s, param, err);
 }

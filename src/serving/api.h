@@ -41,8 +41,9 @@ typedef struct frt_api_completion {
     int n_prompt_ids;
     frt_engine_msg *msgs;       /* chat: messages (strings owned here) */
     int n_msgs;
-    int max_tokens;
-    frt_engine_sampling sampling;
+    int max_tokens;             /* max_tokens (or max_completion_tokens), else the default */
+    int max_tokens_given;       /* the client sent it (else the server may clamp it to the context) */
+    frt_sampling sampling;
     int has_seed;
     uint64_t seed;
     char **stop;
@@ -51,11 +52,14 @@ typedef struct frt_api_completion {
     char *session_id;           /* NULL = sessionless */
     int pin_len;                /* frt_pin_prefix: 0, -1 (true) or a token count */
     int ignore_eos;
+    char user[64];              /* "user": shown in the request log ("" = none) */
 } frt_api_completion;
 
 /* Parses a request body. default_max_tokens applies when max_tokens is
  * absent. Returns 0, or -1 with *err (400: malformed JSON, wrong types,
- * values out of range, unsupported options). */
+ * values out of range, unsupported options; a member this server does not
+ * know is 400 unsupported_parameter, never ignored). On success free with
+ * frt_api_completion_clear. */
 int frt_api_parse_completion(const char *body, size_t len, int chat, int default_max_tokens,
                              frt_api_completion *out, frt_api_error *err);
 void frt_api_completion_clear(frt_api_completion *c);
@@ -69,6 +73,38 @@ json_t *frt_api_parse_object(const char *body, size_t len, frt_api_error *err);
 int frt_api_opt_string(json_t *o, const char *key, const char **out, frt_api_error *err);
 int frt_api_opt_bool(json_t *o, const char *key, int *out, frt_api_error *err);
 int frt_api_opt_int(json_t *o, const char *key, long long *out, int *present, frt_api_error *err);
+
+/* POST /v1/sessions: {"id"?, "salt"?, "pin"?}. */
+typedef struct frt_api_session_create {
+    char id[FRT_SESSION_ID_MAX];
+    int has_id;
+    char *salt;      /* malloc'd, NULL for none or "" */
+    size_t salt_len;
+    int pin;
+} frt_api_session_create;
+
+/* Parses and validates (id charset and length). 0, or -1 with *err (400);
+ * on success free with frt_api_session_create_clear (NULL-safe). */
+int frt_api_parse_session_create(const char *body, size_t len, frt_api_session_create *out, frt_api_error *err);
+void frt_api_session_create_clear(frt_api_session_create *c);
+
+/* POST /v1/sessions/{id}/fork {"n"?: 1..64}, .../checkpoints {"name", "pin"?:
+ * true}, .../rollback {"name" or "checkpoint"}. */
+typedef enum frt_api_session_verb { FRT_API_FORK, FRT_API_CHECKPOINT, FRT_API_ROLLBACK } frt_api_session_verb;
+typedef struct frt_api_session_op {
+    int n;                          /* fork */
+    char name[FRT_SESSION_ID_MAX];  /* checkpoint, rollback */
+    int pin;                        /* checkpoint (default 1) */
+} frt_api_session_op;
+
+/* 0, or -1 with *err (400). Nothing to free. */
+int frt_api_parse_session_op(const char *body, size_t len, frt_api_session_verb verb, frt_api_session_op *out,
+                             frt_api_error *err);
+
+/* An id taken from a URL (session id, checkpoint name): 0 when it is 1 to
+ * FRT_SESSION_ID_MAX - 1 characters of [A-Za-z0-9._:-], else -1 with *err
+ * (400 invalid_value naming param). Ids are refused, never truncated. */
+int frt_api_check_url_id(const char *s, const char *param, frt_api_error *err);
 
 /* Identity of one response: "cmpl-N" / "chatcmpl-N", creation time, model. */
 typedef struct frt_api_ident {
@@ -97,20 +133,48 @@ json_t *frt_api_frt_json(const frt_gen_result *res);
 void frt_api_capsule_name(uint64_t id, char out[32]);
 uint64_t frt_api_capsule_id(const char *s);
 
+/* Compact JSON text of o (steals o; malloc'd; NULL on out of memory). */
+char *frt_api_dumps(json_t *o);
+
+/* {"id": id, "object": object, "deleted": true} */
+json_t *frt_api_deleted_json(const char *id, const char *object);
+
+/* {"object": "list", "data": data} (steals data). */
+json_t *frt_api_list_json(json_t *data);
+
+/* The answer of POST /v1/sessions/{id}/checkpoints. */
+json_t *frt_api_checkpoint_json(const char *session_id, const char *name, uint64_t capsule, int position, int pinned);
+
+/* One model object (GET /v1/models/{id}) and the list (GET /v1/models). */
+json_t *frt_api_model_json(const frt_engine_facts *f, long long created);
+json_t *frt_api_models_json(const frt_engine_facts *f, long long created);
+
 /* Listings; call under frt_service_lock. */
 json_t *frt_api_session_json(const frt_service *s, const frt_session *x);
 json_t *frt_api_sessions_json(const frt_service *s);
 json_t *frt_api_capsule_json(const frt_service *s, const frt_cap *c);
 json_t *frt_api_capsules_json(const frt_service *s);
+/* The session (capsule) object of an id, {} when there is none. */
+json_t *frt_api_session_by_id_json(const frt_service *s, const char *id);
+json_t *frt_api_capsule_by_id_json(const frt_service *s, uint64_t id);
+/* {"object": "list", "data": [the sessions of ids[0..n)]} */
+json_t *frt_api_sessions_by_ids_json(const frt_service *s, const char (*ids)[FRT_SESSION_ID_MAX], int n);
+/* {"object": "list", "data": [the session's checkpoints]} */
+json_t *frt_api_checkpoints_json(const frt_service *s, const frt_session *x);
 
 /* Counters kept by the HTTP layer. */
 typedef struct frt_http_stats {
     uint64_t responses[6];  /* by status class: [2] = 2xx ... [5] = 5xx */
     uint64_t rejected_busy; /* 503 for a full queue */
+    uint64_t rejected_queue_timeout; /* 503 after waiting past the queue deadline */
+    uint64_t rejected_auth; /* 401 */
     int queue_depth;
     int running;
     double uptime_s;
 } frt_http_stats;
+
+/* GET /health; call under frt_service_lock. */
+json_t *frt_api_health_json(const frt_service *s, const frt_http_stats *h);
 
 /* Prometheus text exposition (malloc'd); call under frt_service_lock. */
 char *frt_api_metrics_text(const frt_service *s, const frt_http_stats *h);

@@ -25,6 +25,7 @@
 #ifndef FRT_SERVING_ENGINE_H
 #define FRT_SERVING_ENGINE_H
 
+#include "frt/model.h" /* frt_sampling */
 #include "frt/serving.h"
 
 #include <stddef.h>
@@ -40,14 +41,6 @@ enum {
 
 /* "device", "host", "disk"; "?" otherwise. */
 const char *frt_engine_tier_name(int tier);
-
-/* Sampling of one request (frt_sampling of model.h): temperature 0 = greedy,
- * top_k 0 = off, top_p 1 = off. */
-typedef struct frt_engine_sampling {
-    float temperature;
-    int top_k;
-    float top_p;
-} frt_engine_sampling;
 
 /* One chat message: role ("system", "user", "assistant", ...) and its text. */
 typedef struct frt_engine_msg {
@@ -80,10 +73,11 @@ struct frt_engine {
     void *self;
     frt_engine_facts facts;
 
-    /* model.h: frt_model_prefill / sample / decode / reset / seed / position / pending */
+    /* model.h: frt_model_prefill / sample / decode / reset / seed / position / pending.
+     * Sampling is frt_sampling of model.h (NULL = greedy; top_p <= 0 counts as 1 = off). */
     int (*prefill)(void *self, const int32_t *ids, int n);
-    int (*sample)(void *self, const frt_engine_sampling *s, int32_t *token);
-    int (*decode)(void *self, const frt_engine_sampling *s, int32_t *token);
+    int (*sample)(void *self, const frt_sampling *s, int32_t *token);
+    int (*decode)(void *self, const frt_sampling *s, int32_t *token);
     int (*reset)(void *self);
     int (*seed)(void *self, uint64_t seed);
     int (*position)(void *self);
@@ -98,6 +92,8 @@ struct frt_engine {
     int (*capsule_move)(void *self, void *cap, int tier, const char *path);
     int (*capsule_info)(void *self, const void *cap, frt_engine_capsule_info *info);
     void (*capsule_free)(void *self, void *cap);
+    /* frt_capsule_set_key; NULL when the engine writes no capsule files it could key. */
+    int (*capsule_key)(void *self, const void *key, size_t len);
     /* frt_prefix_digest: the digest capsules carry, for prefix matching. */
     uint64_t (*digest)(void *self, const int32_t *ids, int n, const void *salt, size_t salt_len);
 

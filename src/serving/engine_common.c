@@ -17,6 +17,14 @@ const char *frt_engine_tier_name(int tier)
     }
 }
 
+int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len)
+{
+    if (!e) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL engine");
+    if (!e->capsule_key)
+        return frt_error(FRT_ERR_UNSUPPORTED, "engine: the %s engine writes no capsule files to key", e->facts.backend);
+    return e->capsule_key(e->self, key, key_len);
+}
+
 void frt_engine_free(frt_engine *e)
 {
     if (e && e->destroy) e->destroy(e->self);

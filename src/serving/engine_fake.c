@@ -94,7 +94,7 @@ static uint64_t xorshift128p(uint64_t s[2])
     return s[1] + b;
 }
 
-static int32_t draw(fake *f, const frt_engine_sampling *s)
+static int32_t draw(fake *f, const frt_sampling *s)
 {
     if (!s || s->temperature <= 0) return next_token(f, f->h);
     uint64_t r = xorshift128p(f->rng);
@@ -130,7 +130,7 @@ static int fk_prefill(void *self, const int32_t *ids, int n)
     return 0;
 }
 
-static int fk_sample(void *self, const frt_engine_sampling *s, int32_t *token)
+static int fk_sample(void *self, const frt_sampling *s, int32_t *token)
 {
     fake *f = self;
     if (!token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fake sample: NULL token");
@@ -140,7 +140,7 @@ static int fk_sample(void *self, const frt_engine_sampling *s, int32_t *token)
     return 0;
 }
 
-static int fk_decode(void *self, const frt_engine_sampling *s, int32_t *token)
+static int fk_decode(void *self, const frt_sampling *s, int32_t *token)
 {
     fake *f = self;
     if (!token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fake decode: NULL token");

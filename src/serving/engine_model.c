@@ -23,7 +23,7 @@ typedef struct bound {
     int owns;
 } bound;
 
-static frt_sampling sampling_of(const frt_engine_sampling *s)
+static frt_sampling sampling_of(const frt_sampling *s)
 {
     frt_sampling x = {0.0f, 0, 1.0f};
     if (s) {
@@ -36,13 +36,13 @@ static frt_sampling sampling_of(const frt_engine_sampling *s)
 
 static int md_prefill(void *self, const int32_t *ids, int n) { return frt_model_prefill(((bound *)self)->m, ids, n); }
 
-static int md_sample(void *self, const frt_engine_sampling *s, int32_t *token)
+static int md_sample(void *self, const frt_sampling *s, int32_t *token)
 {
     frt_sampling x = sampling_of(s);
     return frt_model_sample(((bound *)self)->m, &x, token);
 }
 
-static int md_decode(void *self, const frt_engine_sampling *s, int32_t *token)
+static int md_decode(void *self, const frt_sampling *s, int32_t *token)
 {
     frt_sampling x = sampling_of(s);
     return frt_model_decode(((bound *)self)->m, &x, token);
@@ -63,6 +63,11 @@ static int md_restore(void *self, const void *cap) { return frt_capsule_restore(
 static int md_capsule_load(void *self, const char *path, void **cap)
 {
     return frt_capsule_load(((bound *)self)->m, path, (frt_capsule **)cap);
+}
+
+static int md_capsule_key(void *self, const void *key, size_t len)
+{
+    return frt_capsule_set_key(((bound *)self)->m, key, len);
 }
 
 static int md_capsule_save(void *self, const void *cap, const char *path) { return frt_capsule_save(cap, path); }
@@ -163,6 +168,7 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->detokenize = md_detokenize;
     e->chat_format = md_chat_format;
     e->destroy = md_destroy;
+    e->capsule_key = md_capsule_key;
     *out = e;
     return 0;
 }

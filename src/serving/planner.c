@@ -35,7 +35,7 @@ static int better(const cand *x, const cand *y)
 
 /* The best usable starting point; `need_exact_upto` > 0 keeps only
  * cold-exact, chunk-aligned ones at or below it. */
-static cand best_start(const frt_registry *r, int C, const frt_plan_input *in, int need_exact_upto)
+static cand best_start(const frt_registry *r, int C, const frt_request_plan_input *in, int need_exact_upto)
 {
     const int limit = in->n - 1; /* leave one token to prefill */
     cand best = {FRT_PREFIX_REBUILD, 0, 0, 1, FRT_ENGINE_N_TIERS};
@@ -70,7 +70,7 @@ static cand best_start(const frt_registry *r, int C, const frt_plan_input *in, i
     return best;
 }
 
-int frt_plan_make(const frt_registry *r, int C, const frt_plan_input *in, frt_plan *out)
+int frt_request_plan_make(const frt_registry *r, int C, const frt_request_plan_input *in, frt_request_plan *out)
 {
     if (!r || !in || !out || !in->ids || in->n < 1 || C < 1)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "planner: bad arguments");

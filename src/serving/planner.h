@@ -50,7 +50,7 @@ typedef enum frt_prefix_action {
 
 const char *frt_prefix_action_name(frt_prefix_action a); /* "append", "restore", "rebuild" */
 
-typedef struct frt_plan_input {
+typedef struct frt_request_plan_input {
     const int32_t *ids;   /* [n] the prompt, n >= 1 */
     int n;
     const void *salt;     /* the session's salt (NULL for none) */
@@ -68,9 +68,9 @@ typedef struct frt_plan_input {
     /* This session's stored boundaries (its capsule, its checkpoints). */
     const uint64_t *stored;
     int n_stored;
-} frt_plan_input;
+} frt_request_plan_input;
 
-typedef struct frt_plan {
+typedef struct frt_request_plan {
     frt_prefix_action action;
     uint64_t capsule;      /* restore: the registry entry */
     int start;             /* tokens reused (cached); prefill covers start..n-1 */
@@ -80,9 +80,9 @@ typedef struct frt_plan {
     uint64_t pin_existing; /* > 0: pin this PREFIX capsule (it holds the pin length) */
     int pin_unavailable;   /* a pin was asked but the prefix is shorter than C */
     int auto_at;           /* > 0: snapshot an unpinned PREFIX capsule at auto_at */
-} frt_plan;
+} frt_request_plan;
 
 /* Plans a request. FRT_ERR_INVALID_ARGUMENT on NULL or n < 1. */
-int frt_plan_make(const frt_registry *r, int prefill_chunk, const frt_plan_input *in, frt_plan *out);
+int frt_request_plan_make(const frt_registry *r, int prefill_chunk, const frt_request_plan_input *in, frt_request_plan *out);
 
 #endif

@@ -8,7 +8,9 @@
 #include "serving/registry_db.h"
 #include "util/error.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,9 @@ struct frt_registry {
     uint64_t next_id, clock;
     uint64_t prot[16]; /* entries being placed, promoted or persisted: never victims */
     int n_prot;
+    size_t disk_other; /* bytes in the dir that are not capsules of this registry (charged to the disk budget) */
+    char **row_names;  /* during open: the file names of every index row (any model) */
+    int n_row_names, cap_row_names;
     frt_registry_stats st;
 };
 
@@ -62,11 +67,13 @@ static int in_tier(const frt_cap *c, int tier)
 
 size_t frt_registry_bytes(const frt_registry *r, int tier)
 {
-    size_t b = 0;
+    size_t b = r && tier == FRT_ENGINE_TIER_DISK ? r->disk_other : 0;
     for (int i = 0; r && i < r->n; i++)
         if (in_tier(r->caps[i], tier)) b += r->caps[i]->bytes;
     return b;
 }
+
+size_t frt_registry_disk_other_bytes(const frt_registry *r) { return r ? r->disk_other : 0; }
 
 int frt_registry_tier_count(const frt_registry *r, int tier)
 {
@@ -173,24 +180,37 @@ static void touch(frt_registry *r, frt_cap *c)
 
 static int make_room(frt_registry *r, int tier, size_t need);
 
+/* Makes the dir's new names durable (after a rename into it). */
+static int sync_dir(const frt_registry *r)
+{
+    int fd = open(r->dir, O_RDONLY | O_DIRECTORY);
+    int ok = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    return ok ? 0 : frt_error(FRT_ERR_IO, "registry: cannot fsync the capsule dir %s: %s", r->dir, strerror(errno));
+}
+
 /* Writes c's file (making room in the disk tier) and indexes it. */
 static int persist(frt_registry *r, frt_cap *c)
 {
     if (c->persisted) return 0;
     if (!r->dir || !c->path || !c->handle) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: no disk tier");
-    if (c->bytes > r->budget[FRT_ENGINE_TIER_DISK])
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry: capsule of %zu bytes exceeds the disk budget", c->bytes);
+    if (c->bytes + r->disk_other > r->budget[FRT_ENGINE_TIER_DISK])
+        return frt_error(FRT_ERR_OUT_OF_MEMORY,
+                         "registry: capsule of %zu bytes exceeds the disk budget (%zu bytes of it held by other files "
+                         "in the capsule dir)",
+                         c->bytes, r->disk_other);
     protect(r, c->id);
     int rc = make_room(r, FRT_ENGINE_TIER_DISK, c->bytes);
     unprotect(r);
     FRT_TRY(rc);
     FRT_TRY(r->e->capsule_save(r->e->self, c->handle, c->path));
-    c->persisted = 1;
-    if (r->db && frt_capdb_put(r->db, c, r->e->facts.fingerprint)) {
-        unlink(c->path);
-        c->persisted = 0;
-        return FRT_ERR_IO;
+    rc = sync_dir(r);
+    if (!rc && r->db) rc = frt_capdb_put(r->db, c, r->e->facts.fingerprint);
+    if (rc) {
+        unlink(c->path); /* no orphan: a file without its row is never loaded */
+        return rc;
     }
+    c->persisted = 1;
     return 0;
 }
 
@@ -294,20 +314,61 @@ static int mkdir_p(const char *dir)
     return ok ? 0 : frt_error(FRT_ERR_IO, "registry: cannot create the capsule dir %s", dir);
 }
 
+/* The path of an index row's file: a plain file name inside the dir (or,
+ * from older indexes, an absolute path directly in the dir). NULL for
+ * anything else: such a row is refused and its path never touched. */
+static char *row_path(const frt_registry *r, const char *p)
+{
+    size_t dl = strlen(r->dir);
+    if (p[0] == '/' && !strncmp(p, r->dir, dl) && p[dl] == '/') p += dl + 1;
+    if (!*p || strchr(p, '/') || !strcmp(p, ".") || !strcmp(p, "..")) return NULL;
+    size_t n = dl + strlen(p) + 2;
+    char *out = malloc(n);
+    if (out) snprintf(out, n, "%s/%s", r->dir, p);
+    return out;
+}
+
+/* Remembers the file name of a row (any model's) so that open can tell
+ * orphan capsule files from indexed ones. */
+static int note_row_name(frt_registry *r, const char *row_file)
+{
+    const char *slash = strrchr(row_file, '/');
+    if (r->n_row_names == r->cap_row_names) {
+        int nc = r->cap_row_names ? 2 * r->cap_row_names : 64;
+        char **v = realloc(r->row_names, (size_t)nc * sizeof *v);
+        if (!v) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+        r->row_names = v;
+        r->cap_row_names = nc;
+    }
+    if (!(r->row_names[r->n_row_names] = strdup(slash ? slash + 1 : row_file)))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    r->n_row_names++;
+    return 0;
+}
+
 static int load_row(void *user, const frt_cap *row, uint64_t fp)
 {
     frt_registry *r = user;
+    FRT_TRY(note_row_name(r, row->path));
     if (fp != r->e->facts.fingerprint) return 0; /* another model's capsule: left alone */
-    if (row->kind != FRT_CAP_PREFIX || access(row->path, R_OK) != 0) {
-        if (row->kind != FRT_CAP_PREFIX) unlink(row->path);
-        frt_capdb_del(r->db, row->id);
-        return 0;
+    char *path = row_path(r, row->path);
+    if (!path) {
+        r->st.rows_refused++;
+        return frt_capdb_del(r->db, row->id);
+    }
+    if (row->kind != FRT_CAP_PREFIX || access(path, R_OK) != 0) {
+        if (row->kind != FRT_CAP_PREFIX) unlink(path);
+        free(path);
+        return frt_capdb_del(r->db, row->id);
     }
     frt_cap *c = calloc(1, sizeof *c);
-    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    if (!c) {
+        free(path);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    }
     *c = *row;
     c->tokens = malloc((size_t)(row->position ? row->position : 1) * sizeof *c->tokens);
-    c->path = strdup(row->path);
+    c->path = path;
     c->salt = row->salt_len ? malloc(row->salt_len) : NULL;
     if (c->salt) memcpy(c->salt, row->salt, row->salt_len);
     c->handle = NULL;
@@ -323,6 +384,86 @@ static int load_row(void *user, const frt_cap *row, uint64_t fp)
     return 0;
 }
 
+/* "cap-DIGITS.frtc": a name this registry writes capsules under. */
+static int is_capsule_name(const char *n)
+{
+    if (strncmp(n, "cap-", 4) || !(n[4] >= '0' && n[4] <= '9')) return 0;
+    n += 4;
+    while (*n >= '0' && *n <= '9') n++;
+    return !strcmp(n, ".frtc");
+}
+
+static int is_index_name(const char *n) { return !strncmp(n, "index.sqlite", 12); }
+
+/* Bytes of the index files (index.sqlite, -wal, -journal) before this run
+ * opens them: in a fresh dir, 0. */
+static size_t index_bytes(const frt_registry *r)
+{
+    DIR *d = opendir(r->dir);
+    size_t b = 0;
+    struct dirent *de;
+    struct stat sb;
+    while (d && (de = readdir(d)))
+        if (is_index_name(de->d_name) && fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(sb.st_mode))
+            b += (size_t)sb.st_size;
+    if (d) closedir(d);
+    return b;
+}
+
+/* After the index is loaded: removes orphan capsule files (no index row of
+ * any model: a write killed between the rename and the row), and charges
+ * every other byte in the dir that is not a loaded capsule to the disk
+ * budget (other models' capsules, quarantined and foreign files; the index
+ * as it was at start). */
+static void account_dir(frt_registry *r, size_t index_at_start)
+{
+    r->disk_other = index_at_start;
+    DIR *d = opendir(r->dir);
+    if (!d) return;
+    struct dirent *de;
+    struct stat sb;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (is_index_name(n) || fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)) continue;
+        int mine = 0;
+        for (int i = 0; !mine && i < r->n; i++) {
+            const char *p = r->caps[i]->path, *slash = p ? strrchr(p, '/') : NULL;
+            mine = slash && !strcmp(slash + 1, n);
+        }
+        if (mine) continue;
+        int indexed = 0;
+        for (int i = 0; !indexed && i < r->n_row_names; i++) indexed = !strcmp(r->row_names[i], n);
+        if (!indexed && is_capsule_name(n) && unlinkat(dirfd(d), n, 0) == 0) {
+            r->st.orphans_removed++;
+            continue;
+        }
+        r->disk_other += (size_t)sb.st_size;
+    }
+    closedir(d);
+}
+
+static void free_row_names(frt_registry *r)
+{
+    for (int i = 0; i < r->n_row_names; i++) free(r->row_names[i]);
+    free(r->row_names);
+    r->row_names = NULL;
+    r->n_row_names = r->cap_row_names = 0;
+}
+
+/* Removes cap-*.tmp* files: writes killed between create and rename. */
+static void remove_stale_temps(frt_registry *r)
+{
+    DIR *d = opendir(r->dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "cap-", 4) || !strstr(de->d_name, ".tmp")) continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0) r->st.stale_temp_removed++;
+    }
+    closedir(d);
+}
+
 int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry **out)
 {
     if (!e || !p || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry: NULL argument");
@@ -334,9 +475,14 @@ int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry 
     int rc = 0;
     if (p->dir && p->dir[0]) {
         if (!(r->dir = strdup(p->dir))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+        size_t index_at_start = 0;
         if (!rc) rc = mkdir_p(r->dir);
+        if (!rc) remove_stale_temps(r);
+        if (!rc) index_at_start = index_bytes(r);
         if (!rc) rc = frt_capdb_open(r->dir, &r->db);
         if (!rc) rc = frt_capdb_scan(r->db, load_row, r);
+        if (!rc) account_dir(r, index_at_start);
+        free_row_names(r);
         if (!rc) r->next_id = frt_capdb_max_id(r->db) + 1;
         if (!rc) make_room(r, FRT_ENGINE_TIER_DISK, 0); /* a smaller budget than last time */
     } else {
@@ -419,17 +565,22 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
         return rc;
     }
     frt_engine_capsule_info info;
-    e->capsule_info(e->self, c->handle, &info);
-    c->bytes = info.bytes;
-    c->tier = info.tier;
-    if (c->tier == FRT_ENGINE_TIER_DISK) c->persisted = 1;
-    if ((rc = push(r, c))) {
-        e->capsule_free(e->self, c->handle);
-        if (c->persisted) unlink(c->path);
-        cap_destroy(c);
-        return rc;
+    int on_disk = t == FRT_ENGINE_TIER_DISK;
+    rc = e->capsule_info(e->self, c->handle, &info);
+    if (!rc && on_disk) rc = sync_dir(r);
+    if (!rc) {
+        c->bytes = info.bytes;
+        c->tier = info.tier;
+        c->persisted = c->tier == FRT_ENGINE_TIER_DISK;
+        rc = push(r, c);
     }
-    if (c->persisted && r->db) frt_capdb_put(r->db, c, e->facts.fingerprint);
+    if (!rc && c->persisted && r->db && (rc = frt_capdb_put(r->db, c, e->facts.fingerprint))) remove_at(r, r->n - 1);
+    else if (rc) {
+        e->capsule_free(e->self, c->handle);
+        if (on_disk) unlink(c->path); /* no orphan file */
+        cap_destroy(c);
+    }
+    if (rc) return rc;
     protect(r, c->id);
     rc = place(r, c);
     if (!rc && frt_cap_pinned(c) && c->kind == FRT_CAP_PREFIX) persist(r, c); /* write-through: best effort */
@@ -441,6 +592,27 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
     r->st.snapshots++;
     *id = c->id;
     return 0;
+}
+
+/* Renames c's file to NAME.quarantined, drops its row and the entry. */
+static void quarantine(frt_registry *r, frt_cap *c)
+{
+    if (c->persisted && c->path) {
+        size_t n = strlen(c->path) + 16;
+        char *q = malloc(n);
+        if (q) {
+            snprintf(q, n, "%s.quarantined", c->path);
+            struct stat sb;
+            if (rename(c->path, q) == 0) {
+                sync_dir(r);
+                if (stat(q, &sb) == 0) r->disk_other += (size_t)sb.st_size; /* it stays in the dir */
+                if (r->db) frt_capdb_del(r->db, c->id);
+                c->persisted = 0; /* the file is no longer its own: not unlinked below */
+            }
+            free(q);
+        }
+    }
+    remove_entry(r, c);
 }
 
 int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
@@ -455,8 +627,8 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
                           : frt_error(FRT_ERR_NOT_FOUND, "registry: capsule %llu has no data", (unsigned long long)id);
         if (!rc) {
             frt_engine_capsule_info info;
-            e->capsule_info(e->self, c->handle, &info);
-            if (info.position != c->position || info.digest != c->digest)
+            rc = e->capsule_info(e->self, c->handle, &info);
+            if (!rc && (info.position != c->position || info.digest != c->digest))
                 rc = frt_error(FRT_ERR_FORMAT, "registry: capsule file %s does not hold its indexed prefix", c->path);
             c->tier = FRT_ENGINE_TIER_DISK;
         }
@@ -465,7 +637,7 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     if (rc) {
         if (c->tier == FRT_ENGINE_TIER_DISK) {
             r->st.load_failures++;
-            remove_entry(r, c); /* a file that fails its checks is gone for good */
+            quarantine(r, c); /* kept aside for a look, never offered again */
         }
         return rc;
     }

@@ -85,13 +85,23 @@ typedef struct frt_registry_stats {
     uint64_t demotions;                    /* moved one tier down by the budgets */
     uint64_t promotions;                   /* moved up on restore */
     uint64_t evictions;                    /* deleted from the disk tier by the budget (or no disk tier) */
-    uint64_t load_failures;                /* files that failed their checks on load */
+    uint64_t load_failures;                /* files that failed their checks on load (quarantined) */
+    uint64_t stale_temp_removed;           /* temporary files of killed writes removed at open */
+    uint64_t rows_refused;                 /* index rows naming a path outside the dir (dropped) */
+    uint64_t orphans_removed;              /* capsule files without an index row removed at open */
 } frt_registry_stats;
 
 /* Opens a registry over `e` (not owned). With a dir: creates it if missing,
- * opens DIR/index.sqlite, loads the PREFIX rows of e's fingerprint whose
- * files exist (lazily: no file is read), deletes SESSION rows and their
- * files, then enforces the disk budget.
+ * removes the temporary files of killed writes (cap-*.tmp*), opens
+ * DIR/index.sqlite, loads the PREFIX rows of e's fingerprint whose files
+ * exist (lazily: no file is read), deletes SESSION rows and their files,
+ * drops rows whose path is not a file name inside the dir (never touching
+ * that path), removes capsule files without any index row (cap-N.frtc
+ * orphans), charges every other byte in the dir to the disk budget (see
+ * frt_registry_disk_other_bytes), then enforces the disk budget. Index rows hold file names
+ * relative to the dir; the dir is fsynced after every file it gains. A file
+ * that fails its checks on restore is quarantined: renamed to
+ * NAME.quarantined and dropped from the index.
  *   FRT_ERR_INVALID_ARGUMENT  NULL e/out
  *   FRT_ERR_IO                the dir or the index cannot be created/opened */
 int frt_registry_open(frt_engine *e, const frt_registry_params *p, frt_registry **out);
@@ -160,8 +170,16 @@ int frt_registry_set_name(frt_registry *r, uint64_t id, const char *name);
  * Sessions that referenced it fall back to other plans. FRT_ERR_NOT_FOUND. */
 int frt_registry_delete(frt_registry *r, uint64_t id);
 
-/* Bytes held in a tier (disk: files), and the budget. */
+/* Bytes held in a tier, and the budget. The disk tier counts its capsules
+ * plus frt_registry_disk_other_bytes: the budget covers every byte in the
+ * capsule dir. */
 size_t frt_registry_bytes(const frt_registry *r, int tier);
+
+/* Bytes in the capsule dir that are not capsules of this registry, measured
+ * at open (the index as it was then, other models' capsules, quarantined and
+ * foreign files) plus files quarantined since. The index's growth while
+ * running is charged at the next open. */
+size_t frt_registry_disk_other_bytes(const frt_registry *r);
 size_t frt_registry_budget(const frt_registry *r, int tier);
 int frt_registry_tier_count(const frt_registry *r, int tier);
 

@@ -85,7 +85,9 @@ int frt_capdb_put(frt_capdb *db, const frt_cap *c, uint64_t fingerprint)
         return db_fail(db, "prepare insert");
     sqlite3_bind_int64(st, 1, (sqlite3_int64)c->id);
     sqlite3_bind_int(st, 2, (int)c->kind);
-    sqlite3_bind_text(st, 3, c->path ? c->path : "", -1, SQLITE_STATIC);
+    /* the file name only: rows hold paths relative to the capsule dir */
+    const char *slash = c->path ? strrchr(c->path, '/') : NULL;
+    sqlite3_bind_text(st, 3, slash ? slash + 1 : c->path ? c->path : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)c->bytes);
     sqlite3_bind_int(st, 5, c->position);
     sqlite3_bind_int(st, 6, c->pending);

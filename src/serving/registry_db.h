@@ -16,7 +16,9 @@ int frt_capdb_open(const char *dir, frt_capdb **out);
 void frt_capdb_close(frt_capdb *db);
 
 /* Inserts or replaces the row of c (every field but handle, tier, refs and
- * pin_holds), tagged with the engine fingerprint. */
+ * pin_holds), tagged with the engine fingerprint. The row holds the file
+ * name of c->path only (relative to the capsule dir). FRT_ERR_IO with
+ * SQLite's message on failure. */
 int frt_capdb_put(frt_capdb *db, const frt_cap *c, uint64_t fingerprint);
 
 /* Updates the LRU clock and the manual pin of row id (no-op when absent). */

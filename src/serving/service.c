@@ -53,9 +53,12 @@ int frt_service_create(frt_engine *e, const frt_service_params *p, frt_service *
     frt_service_params d = frt_service_default_params();
     if (!p) p = &d;
     const int C = e->facts.prefill_chunk;
-    if (p->prefill_piece < 0 || (p->prefill_piece && p->prefill_piece % C) || p->displace_tier < 0 ||
-        p->displace_tier >= FRT_ENGINE_N_TIERS)
+    if (p->prefill_piece < 0 || (p->prefill_piece && p->prefill_piece % C))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "service: prefill_piece must be a multiple of %d", C);
+    if (p->displace_tier < 0 || p->displace_tier >= FRT_ENGINE_N_TIERS)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "service: displace_tier must be 0..%d", FRT_ENGINE_N_TIERS - 1);
+    if (p->max_tokens_cap < 0 || !(p->max_request_s >= 0))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "service: max_tokens_cap and max_request_s must not be negative");
     frt_service *s = calloc(1, sizeof *s);
     if (!s) return frt_error(FRT_ERR_OUT_OF_MEMORY, "service");
     s->e = e;
@@ -258,80 +261,98 @@ static int cancelled(const frt_gen_request *rq, const emitter *em)
     return (rq->cancel && *rq->cancel) || em->stop_cb;
 }
 
-int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_result *res)
+/* One completion on its way through the steps below. */
+typedef struct gen_run {
+    frt_service *s;
+    const frt_gen_request *rq;
+    frt_gen_result *res;
+    frt_session *sess;
+    double t0;
+    int32_t *ids; /* the prompt's tokens [n] */
+    int n;
+    frt_request_plan plan;
+    emitter em;
+    int pos;             /* prompt tokens in the live state */
+    int32_t *g;          /* generated tokens [k] */
+    int k, eos_tail, stopped;
+    size_t stop_at;
+    const char *finish;
+} gen_run;
+
+/* The request has run past the server's wall-time limit (from its arrival). */
+static int past_deadline(const gen_run *r)
 {
-    if (!s || !rq || !res) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: NULL argument");
-    memset(res, 0, sizeof *res);
-    const double t0 = rq->t_arrival > 0 ? rq->t_arrival : frt_service_now();
-    frt_engine *e = s->e;
-    const int C = e->facts.prefill_chunk, max_seq = e->facts.max_seq;
-    if (rq->max_tokens < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_tokens must be at least 1");
-    if (!rq->text && (rq->n_ids < 1 || !rq->ids)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    return r->s->p.max_request_s > 0 && frt_service_now() - r->t0 > r->s->p.max_request_s;
+}
 
-    pthread_mutex_lock(&s->mu);
-    frt_session *sess = rq->session_id ? frt_sessions_find(&s->sessions, rq->session_id) : s->anon;
-    pthread_mutex_unlock(&s->mu);
-    if (!sess) return frt_error(FRT_ERR_NOT_FOUND, "no session '%s'", rq->session_id);
-
-    /* the prompt's tokens */
-    int32_t *ids = NULL;
-    int n = 0, rc = 0;
+/* Step 0: the prompt's tokens (tokenized, or the ids checked against the
+ * vocabulary), continued at the text level when the session's journal is a
+ * text prefix of the prompt. */
+static int gen_prompt(gen_run *r)
+{
+    frt_engine *e = r->s->e;
+    const frt_gen_request *rq = r->rq;
     if (rq->text) {
         size_t nn = 0;
-        FRT_TRY(e->tokenize(e->self, rq->text, rq->text_len, &ids, &nn));
-        n = (int)nn;
+        FRT_TRY(e->tokenize(e->self, rq->text, rq->text_len, &r->ids, &nn));
+        r->n = (int)nn;
     } else {
-        if (!(ids = malloc((size_t)rq->n_ids * sizeof *ids))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
-        memcpy(ids, rq->ids, (size_t)rq->n_ids * sizeof *ids);
-        n = rq->n_ids;
-        for (int i = 0; i < n; i++)
-            if (ids[i] < 0 || ids[i] >= e->facts.vocab_size) {
-                rc = frt_error(FRT_ERR_INVALID_ARGUMENT, "prompt token %d is outside the vocabulary [0, %d)",
-                               ids[i], e->facts.vocab_size);
-                free(ids);
-                return rc;
-            }
+        if (!(r->ids = malloc((size_t)rq->n_ids * sizeof *r->ids))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+        memcpy(r->ids, rq->ids, (size_t)rq->n_ids * sizeof *r->ids);
+        r->n = rq->n_ids;
+        for (int i = 0; i < r->n; i++)
+            if (r->ids[i] < 0 || r->ids[i] >= e->facts.vocab_size)
+                return frt_error(FRT_ERR_INVALID_ARGUMENT, "prompt token %d is outside the vocabulary [0, %d)",
+                                 r->ids[i], e->facts.vocab_size);
     }
-    if (rq->text && sess->n > 0 && !is_prefix(sess->journal, sess->n, ids, n)) text_continuation(s, sess, rq, &ids, &n);
-    if (n < 1) {
-        free(ids);
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (rq->text && r->sess->n > 0 && !is_prefix(r->sess->journal, r->sess->n, r->ids, r->n))
+        text_continuation(r->s, r->sess, rq, &r->ids, &r->n);
+    const int max_seq = e->facts.max_seq;
+    if (r->n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (r->n > max_seq)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "the prompt has %d tokens; the context holds %d", r->n, max_seq);
+    /* The last generated token stays pending (not in the state): a request
+     * may generate up to max_seq - n + 1 tokens. */
+    if (!rq->clamp_max_tokens && rq->max_tokens > max_seq - r->n + 1) {
+        r->res->error_param = "max_tokens";
+        return frt_error(FRT_ERR_OUT_OF_RANGE,
+                         "This model's maximum context length is %d tokens. However, you requested %d tokens "
+                         "(%d in the prompt, %d in the completion)",
+                         max_seq + 1, r->n + rq->max_tokens, r->n, rq->max_tokens);
     }
-    if (n > max_seq) {
-        free(ids);
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "the prompt has %d tokens; the context holds %d", n, max_seq);
-    }
+    return 0;
+}
 
-    /* plan */
-    pthread_mutex_lock(&s->mu);
+/* Step 1 (under the lock): plan, then move the live state to the plan's
+ * start (restore, or reset for a rebuild; a restore that fails becomes a
+ * rebuild) and make the session hot. */
+static int gen_plan(gen_run *r)
+{
+    frt_service *s = r->s;
+    frt_session *sess = r->sess;
+    frt_gen_result *res = r->res;
+    const int C = s->e->facts.prefill_chunk, n = r->n;
     uint64_t *stored = malloc((size_t)(sess->n_ckpts + 1) * sizeof *stored);
-    if (!stored) {
-        pthread_mutex_unlock(&s->mu);
-        free(ids);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
-    }
+    if (!stored) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
     int n_stored = 0;
     if (sess->capsule) stored[n_stored++] = sess->capsule;
     for (int i = 0; i < sess->n_ckpts; i++) stored[n_stored++] = sess->ckpts[i].capsule;
-    frt_plan_input in = {ids, n, sess->salt, sess->salt_len, rq->pin_len, s->p.auto_capsules, sess->anonymous,
-                         s->hot == sess, sess->journal, sess->n, sess->exact, stored, n_stored};
-    frt_plan plan;
-    rc = frt_plan_make(s->reg, C, &in, &plan);
+    frt_request_plan_input in = {r->ids, n, sess->salt, sess->salt_len, r->rq->pin_len, s->p.auto_capsules,
+                                 sess->anonymous, s->hot == sess, sess->journal, sess->n, sess->exact, stored,
+                                 n_stored};
+    int rc = frt_request_plan_make(s->reg, C, &in, &r->plan);
     free(stored);
-    if (rc) {
-        pthread_mutex_unlock(&s->mu);
-        free(ids);
-        return rc;
-    }
-    if (plan.action != FRT_PREFIX_APPEND) {
+    if (rc) return rc;
+    frt_request_plan *plan = &r->plan;
+    if (plan->action != FRT_PREFIX_APPEND) {
         if (s->hot != sess) displace(s);
         s->hot = NULL;
     }
-    if (plan.action == FRT_PREFIX_RESTORE) {
+    if (plan->action == FRT_PREFIX_RESTORE) {
         double tr = frt_service_now();
-        rc = frt_registry_restore(s->reg, plan.capsule, NULL);
+        rc = frt_registry_restore(s->reg, plan->capsule, NULL);
         res->restore_ms = 1e3 * (frt_service_now() - tr);
-        const frt_cap *c = rc ? NULL : frt_registry_get(s->reg, plan.capsule);
+        const frt_cap *c = rc ? NULL : frt_registry_get(s->reg, plan->capsule);
         if (c) {
             res->restored = c->id;
             frt_session_set_journal(sess, c->tokens, c->position);
@@ -340,194 +361,284 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
         } else {
             /* the capsule could not be restored: a cold rebuild is always exact */
             s->m.restore_failures++;
-            plan.action = FRT_PREFIX_REBUILD;
-            plan.capsule = 0;
-            plan.start = 0;
-            plan.start_exact = plan.exact = 1;
-            if (s->p.auto_capsules && !plan.auto_at && n / C * C > plan.pin_at) plan.auto_at = n / C * C;
+            plan->action = FRT_PREFIX_REBUILD;
+            plan->capsule = 0;
+            plan->start = 0;
+            plan->start_exact = plan->exact = 1;
+            if (s->p.auto_capsules && !plan->auto_at && n / C * C > plan->pin_at) plan->auto_at = n / C * C;
         }
     }
-    if (plan.action == FRT_PREFIX_REBUILD) {
-        e->reset(e->self);
+    if (plan->action == FRT_PREFIX_REBUILD) {
+        s->e->reset(s->e->self);
         sess->n = 0;
         sess->pending = -1;
         sess->exact = 1;
     }
     s->hot = sess;
     s->hot_dirty = 1;
-    if (plan.pin_existing && frt_registry_pin(s->reg, plan.pin_existing, 1) == 0) res->pinned = plan.pin_existing;
-    res->pin_unavailable = plan.pin_unavailable;
-    res->action = plan.action;
+    if (plan->pin_existing && frt_registry_pin(s->reg, plan->pin_existing, 1) == 0) res->pinned = plan->pin_existing;
+    res->pin_unavailable = plan->pin_unavailable;
+    res->action = plan->action;
     res->prompt_tokens = n;
-    res->cached_tokens = plan.start;
+    res->cached_tokens = plan->start;
+    res->prefill_tokens = n - plan->start;
     sess->busy = 1;
-    if (rq->session_id) snprintf(res->session_id, sizeof res->session_id, "%s", sess->id);
-    pthread_mutex_unlock(&s->mu);
-    res->prefill_tokens = n - plan.start;
-    if (rq->on_start) rq->on_start(rq->user, res);
+    if (r->rq->session_id) snprintf(res->session_id, sizeof res->session_id, "%s", sess->id);
+    return 0;
+}
 
-    /* prefill start..n-1 in pieces cut at absolute multiples of the piece
-     * size (multiples of C: the same operations as one call), stopping at
-     * the pin and auto capsule boundaries to snapshot there */
-    emitter em = {s, rq, 0, 0};
-    const int P = s->p.prefill_piece;
-    int pos = plan.start;
-    if (e->position(e->self) != pos)
+/* Step 2: prefill start..n-1 in pieces cut at absolute multiples of the
+ * piece size (multiples of C: the same operations as one call), stopping at
+ * the pin and auto capsule boundaries to snapshot there. */
+static int gen_prefill(gen_run *r)
+{
+    frt_service *s = r->s;
+    frt_engine *e = s->e;
+    frt_session *sess = r->sess;
+    const frt_request_plan *plan = &r->plan;
+    const int P = s->p.prefill_piece, n = r->n;
+    int rc = 0;
+    r->pos = plan->start;
+    if (e->position(e->self) != r->pos)
         rc = frt_error(FRT_ERR_STATE, "generate: the live state holds %d tokens, the plan expects %d",
-                       e->position(e->self), pos);
+                       e->position(e->self), r->pos);
     double tp = frt_service_now();
     while (!rc) {
-        if ((plan.pin_at && pos == plan.pin_at) || (plan.auto_at && pos == plan.auto_at)) {
-            int pin = plan.pin_at && pos == plan.pin_at;
+        int pos = r->pos;
+        if ((plan->pin_at && pos == plan->pin_at) || (plan->auto_at && pos == plan->auto_at)) {
+            int pin = plan->pin_at && pos == plan->pin_at;
             frt_cap_spec spec = {FRT_CAP_PREFIX, s->p.displace_tier, sess->journal, sess->n, -1, 1,
                                  sess->salt, sess->salt_len, pin, NULL};
             uint64_t id = 0;
             pthread_mutex_lock(&s->mu);
             if (frt_registry_snapshot(s->reg, &spec, &id) == 0) {
-                if (pin) res->pinned = id;
+                if (pin) r->res->pinned = id;
             } else {
                 s->m.snapshot_failures++;
             }
             pthread_mutex_unlock(&s->mu);
         }
-        if (pos >= n || cancelled(rq, &em)) break;
+        if (pos >= n || cancelled(r->rq, &r->em)) break;
+        if (past_deadline(r)) { /* the prompt is not all in: no token, finish "length" */
+            r->finish = "length";
+            r->res->time_limited = 1;
+            break;
+        }
         int end = (pos / P + 1) * P;
         if (end > n) end = n;
-        if (plan.pin_at > pos && plan.pin_at < end) end = plan.pin_at;
-        if (plan.auto_at > pos && plan.auto_at < end) end = plan.auto_at;
-        rc = e->prefill(e->self, ids + pos, end - pos);
+        if (plan->pin_at > pos && plan->pin_at < end) end = plan->pin_at;
+        if (plan->auto_at > pos && plan->auto_at < end) end = plan->auto_at;
+        rc = e->prefill(e->self, r->ids + pos, end - pos);
         if (rc) break;
         pthread_mutex_lock(&s->mu);
-        for (int i = pos; i < end; i++) frt_session_append(sess, ids[i]);
+        for (int i = pos; i < end; i++) frt_session_append(sess, r->ids[i]);
         sess->pending = -1;
-        sess->exact = plan.exact;
+        sess->exact = plan->exact;
         pthread_mutex_unlock(&s->mu);
-        pos = end;
+        r->pos = end;
     }
-    res->prefill_ms = 1e3 * (frt_service_now() - tp);
-    res->prefill_tokens = pos - plan.start;
+    r->res->prefill_ms = 1e3 * (frt_service_now() - tp);
+    r->res->prefill_tokens = r->pos - plan->start;
+    return rc;
+}
 
-    /* generate: the first token from the prompt's logits, then decode steps;
-     * each token is committed (fed) before the next is produced, the last
-     * stays pending. Streamed text never runs ahead of the committed tokens. */
-    int32_t *g = NULL;
-    int k = 0, eos_tail = 0, stopped = 0;
-    size_t stop_at = 0;
-    const char *finish = "cancelled";
-    int max_gen = rq->max_tokens < max_seq - n + 1 ? rq->max_tokens : max_seq - n + 1;
-    int gcap = 0;
-    if (!rc && pos == n && !cancelled(rq, &em)) {
-        int32_t tok;
-        if (rq->has_seed) e->seed(e->self, rq->seed);
-        rc = e->sample(e->self, &rq->sampling, &tok);
-        if (!rc) {
-            res->ttft_ms = 1e3 * (frt_service_now() - t0);
-            gcap = 64;
-            if (!(g = malloc((size_t)gcap * sizeof *g))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+/* Step 3: the first token from the prompt's logits, then decode steps; each
+ * token is committed (fed) before the next is produced, the last stays
+ * pending. Streamed text never runs ahead of the committed tokens. */
+static int gen_decode(gen_run *r)
+{
+    frt_service *s = r->s;
+    frt_engine *e = s->e;
+    frt_session *sess = r->sess;
+    const frt_gen_request *rq = r->rq;
+    const int max_seq = e->facts.max_seq;
+    int max_gen = rq->max_tokens < max_seq - r->n + 1 ? rq->max_tokens : max_seq - r->n + 1;
+    if (s->p.max_tokens_cap > 0 && max_gen > s->p.max_tokens_cap) max_gen = s->p.max_tokens_cap;
+    int gcap = 0, rc = 0;
+    if (r->pos != r->n || cancelled(rq, &r->em)) return 0;
+    if (past_deadline(r)) {
+        r->finish = "length";
+        r->res->time_limited = 1;
+        return 0;
+    }
+    int32_t tok;
+    if (rq->has_seed) e->seed(e->self, rq->seed);
+    rc = e->sample(e->self, &rq->sampling, &tok);
+    if (!rc) {
+        r->res->ttft_ms = 1e3 * (frt_service_now() - r->t0);
+        gcap = 64;
+        if (!(r->g = malloc((size_t)gcap * sizeof *r->g))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+    }
+    if (!rc) {
+        r->g[r->k++] = tok;
+        pthread_mutex_lock(&s->mu);
+        sess->pending = tok;
+        pthread_mutex_unlock(&s->mu);
+    }
+    while (!rc) {
+        int32_t last = r->g[r->k - 1];
+        if (!rq->ignore_eos && is_eos(e, last)) {
+            r->finish = "stop";
+            r->eos_tail = 1;
+            break;
         }
-        if (!rc) {
-            g[k++] = tok;
-            pthread_mutex_lock(&s->mu);
-            sess->pending = tok;
-            pthread_mutex_unlock(&s->mu);
-        }
-        while (!rc) {
-            int32_t last = g[k - 1];
-            if (!rq->ignore_eos && is_eos(e, last)) {
-                finish = "stop";
-                eos_tail = 1;
-                break;
-            }
-            if (rq->n_stop > 0) {
-                char *t = NULL;
-                size_t len = 0;
-                if (e->detokenize(e->self, g, (size_t)k, &t, &len) == 0 &&
-                    frt_stop_find(t, len, rq->stop, rq->n_stop, &stop_at)) {
-                    free(t);
-                    finish = "stop";
-                    stopped = 1;
-                    break;
-                }
+        if (rq->n_stop > 0) {
+            char *t = NULL;
+            size_t len = 0;
+            if (e->detokenize(e->self, r->g, (size_t)r->k, &t, &len) == 0 &&
+                frt_stop_find(t, len, rq->stop, rq->n_stop, &r->stop_at)) {
                 free(t);
-            }
-            if (k >= max_gen) {
-                finish = "length";
+                r->finish = "stop";
+                r->stopped = 1;
                 break;
             }
-            if (cancelled(rq, &em)) break;
-            rc = e->decode(e->self, &rq->sampling, &tok);
-            if (rc) break;
-            if (k == gcap) {
-                int32_t *ng = realloc(g, (size_t)(2 * gcap) * sizeof *g);
-                if (!ng) {
-                    rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
-                    break;
-                }
-                g = ng;
-                gcap *= 2;
-            }
-            g[k++] = tok;
-            pthread_mutex_lock(&s->mu);
-            frt_session_append(sess, last);
-            sess->pending = tok;
-            sess->exact = 0;
-            pthread_mutex_unlock(&s->mu);
-            emit_committed(&em, g, k - 1);
+            free(t);
         }
+        if (r->k >= max_gen) {
+            r->finish = "length";
+            break;
+        }
+        if (cancelled(rq, &r->em)) break;
+        if (past_deadline(r)) {
+            r->finish = "length";
+            r->res->time_limited = 1;
+            break;
+        }
+        rc = e->decode(e->self, &rq->sampling, &tok);
+        if (rc) break;
+        if (r->k == gcap) {
+            int32_t *ng = realloc(r->g, (size_t)(2 * gcap) * sizeof *r->g);
+            if (!ng) {
+                rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+                break;
+            }
+            r->g = ng;
+            gcap *= 2;
+        }
+        r->g[r->k++] = tok;
+        pthread_mutex_lock(&s->mu);
+        frt_session_append(sess, last);
+        sess->pending = tok;
+        sess->exact = 0;
+        pthread_mutex_unlock(&s->mu);
+        emit_committed(&r->em, r->g, r->k - 1);
     }
+    return rc;
+}
 
-    /* the final text: without the end-of-sequence id and the stop string */
-    if (!rc && k > 0) {
+/* Step 4: the final text, without the end-of-sequence id and the stop
+ * string; the rest of it streamed. */
+static int gen_text(gen_run *r)
+{
+    frt_engine *e = r->s->e;
+    frt_gen_result *res = r->res;
+    int rc = 0;
+    if (r->k > 0) {
         char *t = NULL;
         size_t len = 0;
-        rc = e->detokenize(e->self, g, (size_t)(k - eos_tail), &t, &len);
+        rc = e->detokenize(e->self, r->g, (size_t)(r->k - r->eos_tail), &t, &len);
         if (!rc) {
-            size_t cut = stopped && stop_at < len ? stop_at : len;
-            if (em.emitted > cut) em.emitted = cut;
-            if (!cancelled(rq, &em)) emit(&em, t, em.emitted, cut);
+            size_t cut = r->stopped && r->stop_at < len ? r->stop_at : len;
+            if (r->em.emitted > cut) r->em.emitted = cut;
+            if (!cancelled(r->rq, &r->em)) emit(&r->em, t, r->em.emitted, cut);
             res->text = frt_utf8_sanitize(t, cut, &res->text_len);
             if (!res->text) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
             free(t);
         }
     }
-    if (!rc && cancelled(rq, &em)) finish = "cancelled";
-    if (!rc && !res->text) res->text = calloc(1, 1);
-    res->tokens = g;
-    res->n_tokens = k;
-    res->completion_tokens = k;
-    res->finish_reason = finish;
-    res->total_ms = 1e3 * (frt_service_now() - t0);
+    if (!rc && cancelled(r->rq, &r->em)) {
+        r->finish = "cancelled";
+        res->time_limited = 0;
+    }
+    if (!rc && !res->text && !(res->text = calloc(1, 1))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+    return rc;
+}
 
-    pthread_mutex_lock(&s->mu);
+/* Step 5 (under the lock): the session's bookkeeping and the metrics. */
+static void gen_account(gen_run *r, int rc)
+{
+    frt_service *s = r->s;
+    frt_session *sess = r->sess;
+    frt_gen_result *res = r->res;
+    const frt_request_plan *plan = &r->plan;
     sess->busy = 0;
     sess->requests++;
     res->position = sess->n;
     /* the boundary moved past the session's capsule */
-    if (pos > plan.start || plan.action == FRT_PREFIX_REBUILD) drop_ref(s, &sess->capsule, sess->pinned);
-    else if (plan.action == FRT_PREFIX_RESTORE && res->restored == sess->capsule) s->hot_dirty = 0;
+    if (r->pos > plan->start || plan->action == FRT_PREFIX_REBUILD) drop_ref(s, &sess->capsule, sess->pinned);
+    else if (plan->action == FRT_PREFIX_RESTORE && res->restored == sess->capsule) s->hot_dirty = 0;
     if (rc) {
         s->m.failed++;
-    } else {
-        s->m.requests[plan.action]++;
-        if (!strcmp(finish, "cancelled")) s->m.cancelled++;
-        s->m.prompt_tokens += (uint64_t)n;
-        s->m.cached_tokens += (uint64_t)plan.start;
-        s->m.prefill_tokens += (uint64_t)(pos - plan.start);
-        s->m.generated_tokens += (uint64_t)k;
-        s->m.restore_ms_sum += res->restore_ms;
-        if (k > 0) {
-            double t = res->ttft_ms / 1e3;
-            s->m.ttft_sum += t;
-            for (int b = 0; b < FRT_TTFT_BUCKETS; b++)
-                if (t <= frt_ttft_bounds[b]) s->m.ttft_count[b]++;
-        }
+        return;
     }
+    s->m.requests[plan->action]++;
+    if (!strcmp(r->finish, "cancelled")) s->m.cancelled++;
+    if (res->time_limited) s->m.time_limited++;
+    s->m.prompt_tokens += (uint64_t)r->n;
+    s->m.cached_tokens += (uint64_t)plan->start;
+    s->m.prefill_tokens += (uint64_t)(r->pos - plan->start);
+    s->m.generated_tokens += (uint64_t)r->k;
+    s->m.restore_ms_sum += res->restore_ms;
+    if (r->k > 0) {
+        double t = res->ttft_ms / 1e3;
+        s->m.ttft_sum += t;
+        for (int b = 0; b < FRT_TTFT_BUCKETS; b++)
+            if (t <= frt_ttft_bounds[b]) s->m.ttft_count[b]++;
+    }
+}
+
+int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_result *res)
+{
+    if (!s || !rq || !res) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: NULL argument");
+    memset(res, 0, sizeof *res);
+    if (rq->max_tokens < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_tokens must be at least 1");
+    if (!rq->text && (rq->n_ids < 1 || !rq->ids)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (s->p.max_tokens_cap > 0 && rq->max_tokens > s->p.max_tokens_cap && !rq->clamp_max_tokens) {
+        res->error_param = "max_tokens";
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_tokens %d is above this server's limit of %d tokens per request",
+                         rq->max_tokens, s->p.max_tokens_cap);
+    }
+
+    gen_run r;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    r.rq = rq;
+    r.res = res;
+    r.t0 = rq->t_arrival > 0 ? rq->t_arrival : frt_service_now();
+    r.finish = "cancelled";
+    r.em.s = s;
+    r.em.rq = rq;
+    pthread_mutex_lock(&s->mu);
+    r.sess = rq->session_id ? frt_sessions_find(&s->sessions, rq->session_id) : s->anon;
     pthread_mutex_unlock(&s->mu);
-    free(ids);
+    if (!r.sess) return frt_error(FRT_ERR_NOT_FOUND, "no session '%s'", rq->session_id);
+
+    int rc = gen_prompt(&r);
+    if (!rc) {
+        pthread_mutex_lock(&s->mu);
+        rc = gen_plan(&r);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (rc) {
-        int keep = rc;
+        free(r.ids);
+        return rc;
+    }
+    if (rq->on_start) rq->on_start(rq->user, res);
+    rc = gen_prefill(&r);
+    if (!rc) rc = gen_decode(&r);
+    if (!rc) rc = gen_text(&r);
+    res->tokens = r.g;
+    res->n_tokens = r.k;
+    res->completion_tokens = r.k;
+    res->finish_reason = r.finish;
+    res->total_ms = 1e3 * (frt_service_now() - r.t0);
+    pthread_mutex_lock(&s->mu);
+    gen_account(&r, rc);
+    pthread_mutex_unlock(&s->mu);
+    free(r.ids);
+    if (rc) {
         frt_gen_result_clear(res);
-        return keep;
+        return rc;
     }
     return 0;
 }

@@ -30,6 +30,10 @@ typedef struct frt_service_params {
     int displace_tier;                 /* FRT_ENGINE_TIER_HOST */
     int auto_capsules;                 /* 1 */
     int prefill_piece;                 /* tokens per prefill call, a multiple of C (cancellation points); 0 = 4 C */
+    int max_tokens_cap;                /* most tokens one request may generate; 0 = no cap (0) */
+    double max_request_s;              /* wall time of one request from its arrival, seconds; 0 = none (0):
+                                        * past it, generation stops at the next token boundary with
+                                        * finish_reason "length" and time_limited set */
 } frt_service_params;
 
 frt_service_params frt_service_default_params(void);
@@ -49,8 +53,12 @@ typedef struct frt_gen_request {
     size_t text_len;
     const int32_t *ids;         /* the prompt as token ids */
     int n_ids;
-    int max_tokens;             /* >= 1; generation also stops when the state is full */
-    frt_engine_sampling sampling;
+    int max_tokens;             /* >= 1; see clamp_max_tokens */
+    int clamp_max_tokens;       /* 0: max_tokens beyond the context (prompt + max_tokens > max_seq + 1) or
+                                 * above max_tokens_cap is FRT_ERR_OUT_OF_RANGE / FRT_ERR_INVALID_ARGUMENT;
+                                 * 1 (a default, not asked by the client): generation stops when the
+                                 * state is full */
+    frt_sampling sampling;
     int has_seed;
     uint64_t seed;
     const char *const *stop;    /* stop strings (not included in the text) */
@@ -80,16 +88,22 @@ typedef struct frt_gen_result {
     int32_t *tokens;            /* generated ids (including a final end-of-sequence id), malloc'd */
     int n_tokens;
     const char *finish_reason;  /* "stop", "length" or "cancelled" */
+    int time_limited;           /* "length" because the request ran past max_request_s */
     int position;               /* committed tokens after the request */
     char session_id[FRT_SESSION_ID_MAX]; /* "" for sessionless */
+    const char *error_param;    /* on an error return: the request field at fault ("max_tokens"), or NULL */
 } frt_gen_result;
 
 /* Plans and runs one completion. Returns 0 and fills *res (free with
- * frt_gen_result_clear), also for a cancelled request, or:
+ * frt_gen_result_clear), also for a cancelled request, or (with *res
+ * empty but for error_param):
  *   FRT_ERR_NOT_FOUND         no such session
  *   FRT_ERR_INVALID_ARGUMENT  empty prompt, max_tokens < 1, an id outside
- *                             the vocabulary
- *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context
+ *                             the vocabulary, max_tokens above max_tokens_cap
+ *                             (unless clamp_max_tokens)
+ *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
+ *                             clamp_max_tokens) prompt + max_tokens exceeds
+ *                             max_seq + 1 (the last token stays pending)
  *   engine errors (the session then holds whatever the live state holds:
  *   its journal always matches it) */
 int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_result *res);
@@ -146,6 +160,7 @@ extern const double frt_ttft_bounds[FRT_TTFT_BUCKETS]; /* seconds, the last is +
 typedef struct frt_service_metrics {
     uint64_t requests[3];              /* by frt_prefix_action */
     uint64_t cancelled, failed;
+    uint64_t time_limited;             /* stopped by max_request_s */
     uint64_t prompt_tokens, cached_tokens, prefill_tokens, generated_tokens;
     uint64_t ttft_count[FRT_TTFT_BUCKETS]; /* cumulative histogram counts */
     double ttft_sum;                   /* seconds */

@@ -93,8 +93,10 @@ api() {
     local args=(-s -o "$WORK/body" -w '%{http_code}' -X "$method" --max-time 120)
     if [ -n "$body" ]; then
         printf '%s' "$body" >"$WORK/req"
-        args+=(-H 'Content-Type: application/json' --data-binary "@$WORK/req")
+        args+=(--data-binary "@$WORK/req")
     fi
+    # every POST is JSON (the server refuses other Content-Types with 415)
+    [ "$method" = POST ] && args+=(-H 'Content-Type: application/json')
     STATUS=$(curl "${args[@]}" "http://127.0.0.1:$port$path") || STATUS=000
     BODY=$(cat "$WORK/body" 2>/dev/null || true)
 }

@@ -21,3 +21,9 @@ const frt_arch *frt_arch_find(const char *model_type)
             if (!strcmp(frt_archs[i]->model_types[j], model_type)) return frt_archs[i];
     return NULL;
 }
+
+const char *frt_model_type_arch(const char *model_type)
+{
+    const frt_arch *a = frt_arch_find(model_type);
+    return a ? a->name : NULL;
+}

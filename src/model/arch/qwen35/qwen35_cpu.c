@@ -57,6 +57,7 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
         float *p = wl->arena + wl->used;
         FRT_TRY(frt_tensor_to_f32(t, p));
         *dst = p;
+        frt_model_progress_weights(wl->m, t->nbytes);
     }
     wl->used += (size_t)n;
     return 0;

@@ -168,6 +168,7 @@ static int put(wload *wl, const char *name, int64_t n, int to_bf16, const void *
     if (wl->pass == 1) {
         FRT_TRY(upload(wl, t, off, to_bf16));
         *dst = wl->base + off;
+        frt_model_progress_weights(wl->m, t->nbytes);
     }
     return 0;
 }
@@ -227,6 +228,7 @@ static int load_all(wload *wl)
                 FRT_TRY(upload(wl, tb, off, 1));
                 FRT_TRY(upload(wl, ta, off + (size_t)nv * (size_t)H * 2, 1));
                 lw->in_proj_ba = (const uint16_t *)(const void *)(wl->base + off);
+                frt_model_progress_weights(wl->m, tb->nbytes + ta->nbytes);
             }
             PUT_V(lw->conv1d, NAME("linear_attn.conv1d.weight"), (int64_t)c->ch * c->K);
             PUT_V(lw->dt_bias, NAME("linear_attn.dt_bias"), nv);

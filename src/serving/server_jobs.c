@@ -1,0 +1,386 @@
+/*
+ * serving/server_jobs.c - the job queue and the engine thread of the HTTP
+ * server (server_int.h). One engine thread pops jobs and runs them one at a
+ * time (frt_service_*); connection threads (server.c) wait for the answer,
+ * or read the SSE text a streaming completion appends here.
+ */
+#include "serving/server_int.h"
+
+#include "util/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void frt_server_logf(frt_server *s, const char *fmt, ...)
+{
+    if (!s->p.log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->p.log(s->p.log_user, line);
+}
+
+/* ---- jobs ------------------------------------------------------------------------------ */
+
+frt_job *frt_job_new(frt_server *s, frt_job_kind kind)
+{
+    frt_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->kind = kind;
+    j->srv = s;
+    j->refs = 1;
+    j->t_arrival = frt_service_now();
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    return j;
+}
+
+void frt_job_unref(frt_job *j)
+{
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    frt_api_completion_clear(&j->rq);
+    frt_api_session_create_clear(&j->create);
+    free(j->sse);
+    if (j->body) json_decref(j->body);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+int frt_job_submit(frt_server *s, frt_job *j)
+{
+    pthread_mutex_lock(&s->qmu);
+    if (s->stopping || s->qlen >= s->p.queue_size) {
+        s->http.rejected_busy++;
+        pthread_mutex_unlock(&s->qmu);
+        return -1;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++; /* the engine's reference */
+    pthread_mutex_unlock(&j->mu);
+    j->next = NULL;
+    if (s->tail) s->tail->next = j;
+    else s->head = j;
+    s->tail = j;
+    s->qlen++;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    return 0;
+}
+
+int frt_job_withdraw(frt_server *s, frt_job *j)
+{
+    pthread_mutex_lock(&s->qmu);
+    int found = 0;
+    if (!j->taken) {
+        frt_job *prev = NULL;
+        for (frt_job *x = s->head; x; prev = x, x = x->next) {
+            if (x != j) continue;
+            if (prev) prev->next = x->next;
+            else s->head = x->next;
+            if (s->tail == x) s->tail = prev;
+            s->qlen--;
+            s->http.rejected_queue_timeout++;
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->qmu);
+    if (found) frt_job_unref(j); /* the engine's reference */
+    return found;
+}
+
+/* Appends raw text to the stream. Under j->mu. */
+static void sse_append_raw(frt_job *j, const char *s, size_t n)
+{
+    if (j->sse_len + n + 1 > j->sse_cap) {
+        size_t nc = j->sse_cap ? j->sse_cap : 4096;
+        while (nc < j->sse_len + n + 1) nc *= 2;
+        char *p = realloc(j->sse, nc);
+        if (!p) return;
+        j->sse = p;
+        j->sse_cap = nc;
+    }
+    memcpy(j->sse + j->sse_len, s, n);
+    j->sse_len += n;
+}
+
+/* Appends "data: JSON\n\n" (steals obj). Under j->mu. */
+static void sse_append(frt_job *j, json_t *obj)
+{
+    char *s = frt_api_dumps(obj);
+    if (!s) return;
+    sse_append_raw(j, "data: ", 6);
+    sse_append_raw(j, s, strlen(s));
+    sse_append_raw(j, "\n\n", 2);
+    free(s);
+}
+
+/* Sets the answer (steals body). */
+static void job_answer(frt_job *j, int status, json_t *body)
+{
+    pthread_mutex_lock(&j->mu);
+    j->status = status;
+    if (j->body) json_decref(j->body);
+    j->body = body;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void job_fail(frt_job *j, const frt_api_error *err) { job_answer(j, err->status, frt_api_error_json(err)); }
+
+/* Marks the job done (ending its stream) and wakes its connection thread. */
+static void job_finish(frt_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    j->sse_end = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- the engine thread ------------------------------------------------------------------ */
+
+static void on_start(void *user, const frt_gen_result *res)
+{
+    (void)res;
+    frt_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    j->started = 1;
+    if (j->ident.chat) sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 1, NULL, NULL));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int on_text(void *user, const char *text, size_t len)
+{
+    frt_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    sse_append(j, frt_api_chunk_json(&j->ident, text, len, 0, NULL, NULL));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return j->cancel;
+}
+
+static void run_completion(frt_server *s, frt_job *j)
+{
+    frt_api_completion *c = &j->rq;
+    frt_api_error err;
+    const char *what = c->chat ? "messages" : "prompt";
+    char *chat_text = NULL;
+    frt_gen_request g;
+    memset(&g, 0, sizeof g);
+    if (c->chat) {
+        int rc = frt_service_chat_prompt(s->svc, c->msgs, c->n_msgs, &chat_text);
+        if (rc) {
+            frt_api_error_from_status(&err, rc, "messages");
+            job_fail(j, &err);
+            return;
+        }
+        g.text = chat_text;
+        g.text_len = strlen(chat_text);
+    } else if (c->prompt_text) {
+        g.text = c->prompt_text;
+        g.text_len = strlen(c->prompt_text);
+    } else {
+        g.ids = c->prompt_ids;
+        g.n_ids = c->n_prompt_ids;
+    }
+    g.session_id = c->session_id;
+    g.max_tokens = c->max_tokens;
+    g.clamp_max_tokens = !c->max_tokens_given;
+    g.sampling = c->sampling;
+    g.has_seed = c->has_seed;
+    g.seed = c->seed;
+    g.stop = (const char *const *)c->stop;
+    g.n_stop = c->n_stop;
+    g.ignore_eos = c->ignore_eos;
+    g.pin_len = c->pin_len;
+    g.t_arrival = j->t_arrival;
+    if (c->stream) {
+        g.on_start = on_start;
+        g.on_text = on_text;
+    }
+    g.user = j;
+    g.cancel = &j->cancel;
+    frt_gen_result res;
+    int rc = frt_service_generate(s->svc, &g, &res);
+    free(chat_text);
+    if (rc) {
+        frt_api_error_from_status(&err, rc, res.error_param ? res.error_param : what);
+        frt_server_logf(s, "%s %d %s", c->chat ? "chat" : "completion", err.status, err.message);
+        pthread_mutex_lock(&j->mu);
+        int started = j->started;
+        if (started) {
+            sse_append(j, frt_api_error_json(&err));
+            sse_append_raw(j, "data: [DONE]\n\n", 14);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (!started) job_fail(j, &err);
+        return;
+    }
+    frt_server_logf(s,
+                    "%s%s%.64s session=%s action=%s prompt=%d cached=%d prefilled=%d generated=%d finish=%s%s "
+                    "restore=%.2fms ttft=%.2fms",
+                    c->chat ? "chat" : "completion", c->user[0] ? " user=" : "", c->user,
+                    res.session_id[0] ? res.session_id : "-",
+                    frt_prefix_action_name(res.action), res.prompt_tokens, res.cached_tokens, res.prefill_tokens,
+                    res.completion_tokens, res.finish_reason, res.time_limited ? " (time limit)" : "",
+                    res.restore_ms, res.ttft_ms);
+    if (c->stream) {
+        pthread_mutex_lock(&j->mu);
+        if (strcmp(res.finish_reason, "cancelled")) {
+            sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 0, res.finish_reason, &res));
+            if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, &res));
+        }
+        sse_append_raw(j, "data: [DONE]\n\n", 14);
+        pthread_mutex_unlock(&j->mu);
+    } else {
+        job_answer(j, 200, frt_api_completion_json(&j->ident, &res));
+    }
+    frt_gen_result_clear(&res);
+}
+
+/* The session object of id (an empty object if it is gone). */
+static json_t *session_body(frt_server *s, const char *id)
+{
+    frt_service_lock(s->svc);
+    json_t *o = frt_api_session_by_id_json(s->svc, id);
+    frt_service_unlock(s->svc);
+    return o;
+}
+
+static void fail_status(frt_job *j, int rc, const char *not_found_code, const char *param)
+{
+    frt_api_error err;
+    if (rc == FRT_ERR_NOT_FOUND) frt_api_fail(&err, 404, not_found_code, param, "%s", frt_last_error());
+    else if (rc == FRT_ERR_INVALID_ARGUMENT) frt_api_fail(&err, 400, "invalid_value", param, "%s", frt_last_error());
+    else frt_api_error_from_status(&err, rc, param);
+    job_fail(j, &err);
+}
+
+static void run_capsule_job(frt_server *s, frt_job *j)
+{
+    int del = j->kind == FRT_JOB_CAPSULE_DELETE;
+    int rc = del ? frt_service_capsule_delete(s->svc, j->capsule)
+                 : frt_service_capsule_pin(s->svc, j->capsule, j->kind == FRT_JOB_CAPSULE_PIN);
+    if (rc) {
+        fail_status(j, rc, "capsule_not_found", "capsule_id");
+    } else if (del) {
+        char cn[32];
+        frt_api_capsule_name(j->capsule, cn);
+        job_answer(j, 200, frt_api_deleted_json(cn, "capsule.deleted"));
+    } else {
+        frt_service_lock(s->svc);
+        json_t *o = frt_api_capsule_by_id_json(s->svc, j->capsule);
+        frt_service_unlock(s->svc);
+        job_answer(j, 200, o);
+    }
+}
+
+static void run_job(frt_server *s, frt_job *j)
+{
+    int rc = 0;
+    char out[FRT_SESSION_ID_MAX];
+    switch (j->kind) {
+    case FRT_JOB_COMPLETION: run_completion(s, j); return;
+    case FRT_JOB_SESSION_CREATE: {
+        const frt_api_session_create *c = &j->create;
+        rc = frt_service_session_create(s->svc, c->has_id ? c->id : NULL, c->salt, c->salt_len, c->pin, out);
+        if (rc == FRT_ERR_STATE) {
+            frt_api_error err;
+            frt_api_fail(&err, 409, "session_exists", "id", "%s", frt_last_error());
+            job_fail(j, &err);
+        } else if (rc) {
+            fail_status(j, rc, "session_not_found", "id");
+        } else {
+            job_answer(j, 200, session_body(s, out));
+            frt_server_logf(s, "session %s created", out);
+        }
+        return;
+    }
+    case FRT_JOB_SESSION_DELETE:
+        rc = frt_service_session_delete(s->svc, j->id);
+        if (rc) fail_status(j, rc, "session_not_found", "session_id");
+        else job_answer(j, 200, frt_api_deleted_json(j->id, "session.deleted"));
+        return;
+    case FRT_JOB_FORK: {
+        char(*ids)[FRT_SESSION_ID_MAX] = calloc((size_t)j->op.n, sizeof *ids);
+        rc = ids ? frt_service_session_fork(s->svc, j->id, j->op.n, ids) : FRT_ERR_OUT_OF_MEMORY;
+        if (rc) {
+            fail_status(j, rc, "session_not_found", "n");
+        } else {
+            frt_service_lock(s->svc);
+            json_t *o = frt_api_sessions_by_ids_json(s->svc, (const char(*)[FRT_SESSION_ID_MAX])ids, j->op.n);
+            frt_service_unlock(s->svc);
+            job_answer(j, 200, o);
+        }
+        free(ids);
+        return;
+    }
+    case FRT_JOB_CHECKPOINT: {
+        uint64_t cap = 0;
+        rc = frt_service_checkpoint(s->svc, j->id, j->op.name, j->op.pin, &cap);
+        if (rc) {
+            fail_status(j, rc, "session_not_found", "name");
+        } else {
+            frt_service_lock(s->svc);
+            const frt_cap *c = frt_registry_get(frt_service_registry(s->svc), cap);
+            int position = c ? c->position : 0;
+            frt_service_unlock(s->svc);
+            job_answer(j, 200, frt_api_checkpoint_json(j->id, j->op.name, cap, position, j->op.pin));
+        }
+        return;
+    }
+    case FRT_JOB_ROLLBACK:
+        rc = frt_service_rollback(s->svc, j->id, j->op.name);
+        if (rc == FRT_ERR_NOT_FOUND && strstr(frt_last_error(), "checkpoint")) fail_status(j, rc, "checkpoint_not_found", "name");
+        else if (rc) fail_status(j, rc, "session_not_found", "session_id");
+        else job_answer(j, 200, session_body(s, j->id));
+        return;
+    case FRT_JOB_CAPSULE_PIN:
+    case FRT_JOB_CAPSULE_UNPIN:
+    case FRT_JOB_CAPSULE_DELETE: run_capsule_job(s, j); return;
+    }
+}
+
+void *frt_server_engine_main(void *arg)
+{
+    frt_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->qmu);
+        while (!s->head && !s->stopping) pthread_cond_wait(&s->qcv, &s->qmu);
+        frt_job *j = s->head;
+        if (!j) {
+            pthread_mutex_unlock(&s->qmu);
+            break;
+        }
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        s->qlen--;
+        j->taken = 1;
+        s->running = j;
+        int stopping = s->stopping;
+        pthread_mutex_unlock(&s->qmu);
+        if (stopping) {
+            frt_api_error err;
+            frt_api_fail(&err, 503, "shutting_down", NULL, "The server is shutting down");
+            job_fail(j, &err);
+        } else {
+            run_job(s, j);
+        }
+        pthread_mutex_lock(&s->qmu);
+        s->running = NULL;
+        pthread_mutex_unlock(&s->qmu);
+        job_finish(j);
+        frt_job_unref(j);
+    }
+    return NULL;
+}
