@@ -71,7 +71,7 @@ FRT_API int frt_engine_model_create(frt_model *m, frt_engine **out);
  * files carry an HMAC-SHA256 under it and are checked on load.
  *   FRT_ERR_INVALID_ARGUMENT  NULL engine, a bad key length (capsule.h)
  *   FRT_ERR_UNSUPPORTED       an engine without capsule files (the fake engine) */
-int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len);
+FRT_API int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len);
 
 /* Frees an engine (and the model it owns). NULL is a no-op. */
 FRT_API void frt_engine_free(frt_engine *e);
@@ -117,7 +117,7 @@ FRT_API frt_server_params frt_server_default_params(void);
  * default 127.0.0.1) is a loopback address. Loopback binds check the Host
  * header; `frt serve` warns on stderr when it binds elsewhere without an
  * api_key. */
-int frt_host_is_loopback(const char *host);
+FRT_API int frt_host_is_loopback(const char *host);
 
 /* Starts serving `engine` (the server uses it from its engine thread until
  * frt_server_stop; the caller keeps ownership and frees it after the stop).
