@@ -4,7 +4,12 @@
 # no package registry; see ../shared/H200.md). `make gpu-bundle` calls it.
 #
 # The bundle mirrors the build tree, so shell tests that take BUILD_DIR work:
-#   frt, libfrt.so*           the command line and the shared library
+#   frt, libfrt_internal.so   the command line and the library it and every
+#                             test link (all symbols visible; the public
+#                             libfrt.so / libfrt_serving.so are not shipped:
+#                             nothing here links them, and the tests of the
+#                             public libraries, sh_exports and sh_install,
+#                             skip outside a build tree)
 #   tests/test_*              every test program ctest knows about
 #   tests/sh/*.sh, tests/data the shell tests and the test data
 #   lib/                      shared libraries the GPU machine lacks (anything
@@ -36,7 +41,8 @@ done
 [ -x "$BUILD/frt" ] || { echo "gpu-bundle: $BUILD/frt not found (build first)" >&2; exit 1; }
 SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")
 [ -d "$SRC" ] || { echo "gpu-bundle: cannot find the source dir of $BUILD" >&2; exit 1; }
-if [ "$(readelf -W --dyn-syms "$BUILD/libfrt.so" 2>/dev/null | grep -c frt_cuda_axpb)" = 0 ]; then
+[ -f "$BUILD/libfrt_internal.so" ] || { echo "gpu-bundle: $BUILD/libfrt_internal.so not found (build first)" >&2; exit 1; }
+if [ "$(readelf -W --dyn-syms "$BUILD/libfrt_internal.so" 2>/dev/null | grep -c frt_cuda_axpb)" = 0 ]; then
     echo "gpu-bundle: warning: $BUILD was configured without CUDA; the cuda tests will skip" >&2
 fi
 
@@ -46,7 +52,7 @@ OUT=$(cd "$OUT" && pwd)
 
 # ---- binaries ---------------------------------------------------------------
 cp "$BUILD/frt" "$OUT/"
-cp -P "$BUILD"/libfrt.so* "$OUT/"
+cp "$BUILD/libfrt_internal.so" "$OUT/"
 
 # ---- the test table ---------------------------------------------------------
 # One line per test: name, labels (comma list), skip code, timeout, working
@@ -105,11 +111,13 @@ printf '%s\n%s\n' "$SRC" "$BUILD" > "$OUT/origin.txt" # where the tests were bui
 # CUDA 13 with cuBLAS/cuBLASLt; gnutls and its dependencies come with apt/curl).
 PRESENT='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libgomp|libatomic|libjansson|libpcre2-8|libopenblas|libblas|liblapack|libgfortran|libquadmath|libsqlite3|libxxhash|libzstd|liblz4|libz|libcurl|libssl|libcrypto|libgnutls|libnettle|libhogweed|libgmp|libp11-kit|libidn2|libunistring|libtasn1|libffi|libcuda|libcudart|libcublas|libcublasLt|libnvidia-[a-z-]+)\.so'
 needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
-resolve() { # soname -> path on this machine
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ {print $NF; exit}'
+resolve() { # soname -> path on this machine (awk reads all of ldconfig's
+    # output: exiting at the first match can kill ldconfig with SIGPIPE, which
+    # pipefail and set -e turned into a silent exit 141 of this script)
+    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ && !found {print $NF; found = 1}'
 }
 queue=()
-for f in "$OUT/frt" "$OUT"/libfrt.so.*.* "$OUT"/tests/test_* ${FRT_BUNDLE_EXTRA_ELF:-}; do
+for f in "$OUT/frt" "$OUT/libfrt_internal.so" "$OUT"/tests/test_* "$OUT"/fuzz/replay_* ${FRT_BUNDLE_EXTRA_ELF:-}; do
     [ -f "$f" ] && ! [ -L "$f" ] && queue+=("$f")
 done
 declare -A seen=()
@@ -121,7 +129,7 @@ while [ ${#queue[@]} -gt 0 ]; do
         [ -n "${seen[$so]:-}" ] && continue
         seen[$so]=1
         [[ $so =~ $PRESENT ]] && continue
-        [[ $so == libfrt.so* ]] && continue
+        [[ $so == libfrt*.so* ]] && continue
         path=$(resolve "$so")
         if [ -z "$path" ]; then
             echo "gpu-bundle: error: $so (needed by $(basename "$f")) not found on this machine" >&2
@@ -134,7 +142,7 @@ while [ ${#queue[@]} -gt 0 ]; do
 done
 
 # ---- strip ------------------------------------------------------------------
-for f in "$OUT/frt" "$OUT"/libfrt.so.*.* "$OUT"/tests/test_* "$OUT"/lib/*; do
+for f in "$OUT/frt" "$OUT/libfrt_internal.so" "$OUT"/tests/test_* "$OUT"/fuzz/replay_* "$OUT"/lib/*; do
     if [ -f "$f" ] && ! [ -L "$f" ] && [ "$(head -c 4 "$f" | tail -c 3)" = ELF ]; then
         strip --strip-unneeded "$f"
     fi
@@ -230,10 +238,10 @@ EOF
 chmod +x "$OUT/run-tests.sh" "$OUT/frt.sh"
 
 # ---- size and the archive ---------------------------------------------------
-# The kernel tests (test_cuda_*) link the shared libfrt; the dual-backend
-# tests link it statically (~14 MiB each with the GEMV and attention kernel
-# variants), so the folder is ~67 MiB; what travels to the GPU machine is
-# OUT_DIR.tgz (~22 MiB at gzip -9): carry it and run `tar xzf` there.
+# Every test program, the fuzz replays and frt link libfrt_internal.so, the
+# one copy of the device code (before, the dual-backend tests linked it
+# statically, ~14 MiB each, and the folder was ~67 MiB); what travels to the
+# GPU machine is OUT_DIR.tgz: carry it and run `tar xzf` there.
 size=$(du -sb "$OUT" | cut -f1)
 n_tests=$(wc -l <"$OUT/tests.tsv")
 tar cf - -C "$(dirname "$OUT")" "$(basename "$OUT")" | gzip -9 >"$OUT.tgz"

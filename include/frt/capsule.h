@@ -35,7 +35,7 @@ typedef enum frt_tier {
     FRT_TIER_DISK = 2,   /* one file; the payload is read back on restore */
 } frt_tier;
 
-const char *frt_tier_name(frt_tier t); /* "device", "host", "disk" */
+FRT_API const char *frt_tier_name(frt_tier t); /* "device", "host", "disk" */
 
 #define FRT_CAPSULE_MAX_BUFFERS 512
 
@@ -61,7 +61,7 @@ typedef struct frt_capsule_info {
  *   FRT_ERR_INVALID_ARGUMENT  NULL model/out, disk tier without a path
  *   FRT_ERR_OUT_OF_MEMORY     the tier has no room (nothing allocated remains)
  *   FRT_ERR_IO                the file could not be written (no file remains) */
-int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const void *salt, size_t salt_len,
+FRT_API int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const void *salt, size_t salt_len,
                          frt_capsule **out);
 
 /* Restores a capsule into the live state: promotes it to device memory if
@@ -79,7 +79,7 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
  *   FRT_ERR_FORMAT    a disk capsule fails its checks (checksum, sizes)
  *   FRT_ERR_IO        its file can no longer be read
  * On any error the live state is untouched. */
-int frt_capsule_restore(frt_model *m, const frt_capsule *c);
+FRT_API int frt_capsule_restore(frt_model *m, const frt_capsule *c);
 
 /* What the last successful frt_capsule_restore into a model copied. */
 typedef struct frt_restore_stats {
@@ -90,7 +90,7 @@ typedef struct frt_restore_stats {
 
 /* The stats of m's last successful restore (all zero before the first).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL). */
-int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out);
+FRT_API int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out);
 
 /* Opens a capsule file written by frt_capsule_snapshot(FRT_TIER_DISK) or
  * frt_capsule_save, checking magic, version, sizes, the fingerprint against
@@ -98,19 +98,19 @@ int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out);
  *   FRT_ERR_IO, FRT_ERR_FORMAT, FRT_ERR_MISMATCH (message says which check;
  *   a MAC that does not verify under the model's key, a keyed file without
  *   a key or an unkeyed file with one: FRT_ERR_MISMATCH) */
-int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out);
+FRT_API int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out);
 
 /* Writes any capsule to a file (temporary name + rename). */
-int frt_capsule_save(const frt_capsule *c, const char *path);
+FRT_API int frt_capsule_save(const frt_capsule *c, const char *path);
 
 /* Moves a capsule to another tier (device <-> host <-> disk); `path` is
  * required for FRT_TIER_DISK. On error the capsule is unchanged. */
-int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path);
+FRT_API int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path);
 
-int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info);
+FRT_API int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info);
 
 /* Name and valid bytes of buffer i (0 <= i < n_buffers). */
-int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *bytes);
+FRT_API int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *bytes);
 
 #define FRT_CAPSULE_KEY_MAX 1024
 
@@ -128,17 +128,17 @@ int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *b
  * frt_capsule_move).
  *   FRT_ERR_INVALID_ARGUMENT  NULL model, key NULL with key_len > 0, key_len
  *                             above FRT_CAPSULE_KEY_MAX */
-int frt_capsule_set_key(frt_model *m, const void *key, size_t key_len);
+FRT_API int frt_capsule_set_key(frt_model *m, const void *key, size_t key_len);
 
 /* Frees the capsule's memory (a disk capsule's file is left in place). */
-void frt_capsule_free(frt_capsule *c);
+FRT_API void frt_capsule_free(frt_capsule *c);
 
 /* The model's fingerprint: architecture, config, dtypes, a hash of the
  * weights, C and the prefill buckets, the capsule format version. */
-uint64_t frt_model_fingerprint(const frt_model *m);
+FRT_API uint64_t frt_model_fingerprint(const frt_model *m);
 
 /* xxh64 digest of (salt, ids) as stored in capsules, for prefix matching. */
-uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t salt_len);
+FRT_API uint64_t frt_prefix_digest(const int32_t *ids, int n, const void *salt, size_t salt_len);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@ enum {
 
 /* frt_capsule_restore with flags (0 = frt_capsule_restore). Errors as
  * frt_capsule_restore; on error the live state is untouched. */
-int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags);
+FRT_API int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags);
 
 /* A checkpoint held in memory (the weights layer's frt_checkpoint) and a
  * parsed config.json (frt_model_config): opaque here. */
@@ -44,7 +44,7 @@ typedef struct frt_generation_config frt_generation_config;
  * borrowed: it must stay open until frt_model_free, and may serve several
  * models. gen NULL: no end-of-sequence ids beyond cfg's eos_token_id,
  * default sampling. No tokenizer. Errors as frt_model_load. */
-int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, const frt_generation_config *gen,
+FRT_API int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, const frt_generation_config *gen,
                               const frt_model_params *params, frt_model **out);
 
 /* Test hook (params.debug_hidden): hidden state idx (0 = embeddings,
@@ -53,7 +53,7 @@ int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config *cfg, c
  *   FRT_ERR_UNSUPPORTED   the backend records no hidden states
  *   FRT_ERR_STATE         params.debug_hidden was 0 at load
  *   FRT_ERR_OUT_OF_RANGE  idx or n outside the last piece */
-int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n);
+FRT_API int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n);
 
 #ifdef __cplusplus
 }

@@ -71,6 +71,8 @@
 #ifndef FRT_EXEC_H
 #define FRT_EXEC_H
 
+#include "frt/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,21 +105,21 @@ typedef enum frt_space {
 /* ---- backends and devices ------------------------------------------------ */
 
 /* "cpu" or "cuda". Never NULL ("?" for a value outside the enum). */
-const char *frt_backend_name(frt_backend backend);
+FRT_API const char *frt_backend_name(frt_backend backend);
 
 /* "cpu" / "cuda" (case-sensitive) -> *out.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, or an unknown name; *out unchanged). */
-int frt_backend_parse(const char *name, frt_backend *out);
+FRT_API int frt_backend_parse(const char *name, frt_backend *out);
 
 /* Number of devices of a backend: cpu always 1. cuda: cudaGetDeviceCount;
  * when that fails for any reason (no driver: cudaErrorInsufficientDriver 35,
  * no device: cudaErrorNoDevice 100, any initialization error) *count is 0 and
  * the call still returns 0. Built without CUDA: *count = 0, returns 0.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL count, unknown backend). */
-int frt_device_count(frt_backend backend, int *count);
+FRT_API int frt_device_count(frt_backend backend, int *count);
 
 /* 1 when frt was built with the CUDA backend, else 0. */
-int frt_exec_has_cuda(void);
+FRT_API int frt_exec_has_cuda(void);
 
 /* ---- context --------------------------------------------------------------- */
 
@@ -138,29 +140,29 @@ typedef struct frt_device_info {
  * FRT_ERR_UNSUPPORTED (cuda requested in a build without CUDA);
  * FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND (cuda runtime failure).
  * On failure *out is set to NULL. */
-int frt_context_create(frt_backend backend, int device, frt_context **out);
+FRT_API int frt_context_create(frt_backend backend, int device, frt_context **out);
 
 /* Waits for the context's work, destroys its default stream and frees the
  * context. Every event, buffer, graph and plan made from the context must be
  * destroyed first; streams still alive are destroyed here (their work waited
  * for, cpu workers joined) and their handles become invalid. NULL is a no-op. */
-void frt_context_destroy(frt_context *ctx);
+FRT_API void frt_context_destroy(frt_context *ctx);
 
 /* The backend of a context (FRT_BACKEND_CPU for NULL). */
-frt_backend frt_context_backend(const frt_context *ctx);
+FRT_API frt_backend frt_context_backend(const frt_context *ctx);
 
 /* Fills *info. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
-int frt_context_device_info(frt_context *ctx, frt_device_info *info);
+FRT_API int frt_context_device_info(frt_context *ctx, frt_device_info *info);
 
 /* Waits until all work enqueued on every stream of the context has finished
  * (cuda: cudaDeviceSynchronize on the context's device).
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_STATE (a stream is capturing);
  * FRT_ERR_BACKEND (an asynchronous CUDA error surfaced here). */
-int frt_context_sync(frt_context *ctx);
+FRT_API int frt_context_sync(frt_context *ctx);
 
 /* The context's default stream: owned by the context, valid until
  * frt_context_destroy (frt_stream_destroy on it is a no-op). NULL for NULL. */
-frt_stream *frt_context_stream(frt_context *ctx);
+FRT_API frt_stream *frt_context_stream(frt_context *ctx);
 
 /* ---- the pinned host cache -------------------------------------------------- */
 
@@ -192,14 +194,14 @@ typedef struct frt_pinned_cache_stats {
 
 /* Sets the limit (bytes; 0 turns the cache off) and releases the oldest
  * cached blocks beyond it. Errors: FRT_ERR_INVALID_ARGUMENT (bad context). */
-int frt_context_set_pinned_cache(frt_context *ctx, size_t limit_bytes);
+FRT_API int frt_context_set_pinned_cache(frt_context *ctx, size_t limit_bytes);
 
 /* Releases every cached pinned block (the limit stays).
  * Errors: FRT_ERR_INVALID_ARGUMENT (bad context). */
-int frt_context_trim(frt_context *ctx);
+FRT_API int frt_context_trim(frt_context *ctx);
 
 /* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (bad context, NULL out). */
-int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out);
+FRT_API int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out);
 
 /* ---- streams --------------------------------------------------------------- */
 
@@ -209,35 +211,35 @@ int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out
  * *out is owned by the caller: free with frt_stream_destroy.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND
  * (cuda stream or pthread creation failed). On failure *out is NULL. */
-int frt_stream_create(frt_context *ctx, int priority, frt_stream **out);
+FRT_API int frt_stream_create(frt_context *ctx, int priority, frt_stream **out);
 
 /* Waits for the stream's work, then destroys it (the cpu worker is joined).
  * NULL, the context's default stream and a capturing stream are no-ops. */
-void frt_stream_destroy(frt_stream *stream);
+FRT_API void frt_stream_destroy(frt_stream *stream);
 
 /* Blocks until all work enqueued on the stream so far has finished.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_STATE (the stream is capturing);
  * FRT_ERR_BACKEND (an asynchronous CUDA error surfaced here). */
-int frt_stream_sync(frt_stream *stream);
+FRT_API int frt_stream_sync(frt_stream *stream);
 
 /* The backend's native stream: the cudaStream_t on cuda (to launch kernels on
  * it), NULL on cpu and for an invalid stream. Not owned by the caller. */
-void *frt_stream_native(frt_stream *stream);
+FRT_API void *frt_stream_native(frt_stream *stream);
 
 /* 1 while the stream is capturing (inside frt_graph_capture), 0 when not,
  * FRT_ERR_INVALID_ARGUMENT for an invalid stream. */
-int frt_stream_is_capturing(frt_stream *stream);
+FRT_API int frt_stream_is_capturing(frt_stream *stream);
 
 /* ---- events ---------------------------------------------------------------- */
 
 /* Creates an event (with timing). Free with frt_event_destroy.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND.
  * On failure *out is NULL. */
-int frt_event_create(frt_context *ctx, frt_event **out);
+FRT_API int frt_event_create(frt_context *ctx, frt_event **out);
 
 /* Destroys an event; the caller must not have work waiting on it any more
  * (sync first). NULL is a no-op. */
-void frt_event_destroy(frt_event *event);
+FRT_API void frt_event_destroy(frt_event *event);
 
 /* Records the event at the current end of the stream: the event completes when
  * all work enqueued on the stream before this call has finished. Recording
@@ -245,23 +247,23 @@ void frt_event_destroy(frt_event *event);
  * refer to the newest record, as in CUDA).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, or event and stream from different
  * contexts); FRT_ERR_STATE (the stream is capturing); FRT_ERR_BACKEND. */
-int frt_event_record(frt_event *event, frt_stream *stream);
+FRT_API int frt_event_record(frt_event *event, frt_stream *stream);
 
 /* Makes all work enqueued on `stream` after this call wait until the event's
  * most recent record (at the time of this call) has completed. Waiting on a
  * never-recorded event is a no-op. Does not block the caller.
  * Errors: as frt_event_record. */
-int frt_stream_wait_event(frt_stream *stream, frt_event *event);
+FRT_API int frt_stream_wait_event(frt_stream *stream, frt_event *event);
 
 /* Blocks until the event's most recent record has completed (at once when
  * never recorded). Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
-int frt_event_sync(frt_event *event);
+FRT_API int frt_event_sync(frt_event *event);
 
 /* *ms = time between two completed records (end - start), in milliseconds.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, different contexts);
  * FRT_ERR_STATE (an event was never recorded or has not completed yet);
  * FRT_ERR_BACKEND. */
-int frt_event_elapsed_ms(frt_event *start, frt_event *end, float *ms);
+FRT_API int frt_event_elapsed_ms(frt_event *start, frt_event *end, float *ms);
 
 /* ---- host tasks ------------------------------------------------------------ */
 
@@ -278,7 +280,7 @@ typedef void (*frt_host_fn)(void *args);
  * This is how CPU kernels run on the cpu backend.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL stream or fn, NULL args with
  * args_size > 0); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
-int frt_stream_host_task(frt_stream *stream, frt_host_fn fn, const void *args, size_t args_size);
+FRT_API int frt_stream_host_task(frt_stream *stream, frt_host_fn fn, const void *args, size_t args_size);
 
 /* ---- buffers --------------------------------------------------------------- */
 
@@ -290,35 +292,35 @@ int frt_stream_host_task(frt_stream *stream, frt_host_fn fn, const void *args, s
  * (more than the device or host has, or the allocator failed; never aborts);
  * FRT_ERR_STATE (a stream of the context is capturing); FRT_ERR_BACKEND.
  * On failure *out is NULL. */
-int frt_buffer_alloc(frt_context *ctx, const char *name, frt_space space, size_t bytes,
-                     frt_buffer **out);
+FRT_API int frt_buffer_alloc(frt_context *ctx, const char *name, frt_space space, size_t bytes,
+                             frt_buffer **out);
 
 /* Wraps memory the caller owns as a buffer of a space (the caller vouches for
  * the space: a device pointer for DEVICE, page-locked memory for PINNED_HOST).
  * frt never frees `ptr`; it must outlive the buffer and every graph bound to
  * it. Errors: FRT_ERR_INVALID_ARGUMENT (NULL ctx/ptr/out, bytes 0, bad space);
  * FRT_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
-int frt_buffer_wrap(frt_context *ctx, const char *name, frt_space space, void *ptr,
-                    size_t bytes, frt_buffer **out);
+FRT_API int frt_buffer_wrap(frt_context *ctx, const char *name, frt_space space, void *ptr,
+                            size_t bytes, frt_buffer **out);
 
 /* Frees a buffer (and its memory unless wrapped). No work may still use it
  * (sync first) and no graph may still bind it. NULL is a no-op. */
-void frt_buffer_free(frt_buffer *buf);
+FRT_API void frt_buffer_free(frt_buffer *buf);
 
 /* The buffer's memory (a device pointer for DEVICE on cuda); NULL for NULL. */
-void *frt_buffer_ptr(const frt_buffer *buf);
+FRT_API void *frt_buffer_ptr(const frt_buffer *buf);
 /* Its size in bytes; 0 for NULL. */
-size_t frt_buffer_size(const frt_buffer *buf);
+FRT_API size_t frt_buffer_size(const frt_buffer *buf);
 /* Its name (owned by the buffer); "" for NULL. */
-const char *frt_buffer_name(const frt_buffer *buf);
+FRT_API const char *frt_buffer_name(const frt_buffer *buf);
 /* Its space; FRT_SPACE_HOST for NULL. */
-frt_space frt_buffer_space(const frt_buffer *buf);
+FRT_API frt_space frt_buffer_space(const frt_buffer *buf);
 
 /* Asynchronously sets bytes [off, off + bytes) of buf to `value`.
  * bytes == 0 is a no-op. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, handles of
  * different contexts); FRT_ERR_OUT_OF_RANGE (range past the end, overflow
  * included; nothing written); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
-int frt_buffer_fill(frt_buffer *buf, size_t off, size_t bytes, uint8_t value, frt_stream *stream);
+FRT_API int frt_buffer_fill(frt_buffer *buf, size_t off, size_t bytes, uint8_t value, frt_stream *stream);
 
 /* Asynchronously copies src[src_off, +bytes) to dst[dst_off, +bytes), any
  * space to any space. Ranges are bounds-checked first. The two ranges must
@@ -327,8 +329,8 @@ int frt_buffer_fill(frt_buffer *buf, size_t off, size_t bytes, uint8_t value, fr
  * ranges of one buffer); FRT_ERR_OUT_OF_RANGE (nothing enqueued or written);
  * FRT_ERR_STATE (HOST <-> DEVICE inside a capture); FRT_ERR_OUT_OF_MEMORY;
  * FRT_ERR_BACKEND. */
-int frt_buffer_copy(frt_buffer *dst, size_t dst_off, const frt_buffer *src, size_t src_off,
-                    size_t bytes, frt_stream *stream);
+FRT_API int frt_buffer_copy(frt_buffer *dst, size_t dst_off, const frt_buffer *src, size_t src_off,
+                            size_t bytes, frt_stream *stream);
 
 typedef struct frt_copy {
     frt_buffer *dst;
@@ -352,21 +354,21 @@ typedef struct frt_copy {
  * buffer, mixed contexts, an entry overlapping itself); FRT_ERR_OUT_OF_RANGE
  * (with the index of the entry); FRT_ERR_STATE; FRT_ERR_OUT_OF_MEMORY;
  * FRT_ERR_BACKEND (after some entries may have been enqueued). */
-int frt_buffer_copy_batch(const frt_copy *copies, int n, frt_stream *stream);
+FRT_API int frt_buffer_copy_batch(const frt_copy *copies, int n, frt_stream *stream);
 
 /* Asynchronously copies `bytes` from host memory into buf[off, +bytes).
  * host_src must stay valid and unchanged until the stream has synced past this
  * call (it is read when the copy runs, not at enqueue).
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE (nothing written);
  * FRT_ERR_STATE (inside a capture); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
-int frt_buffer_write(frt_buffer *buf, size_t off, const void *host_src, size_t bytes,
-                     frt_stream *stream);
+FRT_API int frt_buffer_write(frt_buffer *buf, size_t off, const void *host_src, size_t bytes,
+                             frt_stream *stream);
 
 /* Asynchronously copies buf[off, +bytes) into host memory. host_dst must stay
  * valid until the stream has synced past this call; its contents are
  * undefined until then. Errors: as frt_buffer_write. */
-int frt_buffer_read(const frt_buffer *buf, size_t off, void *host_dst, size_t bytes,
-                    frt_stream *stream);
+FRT_API int frt_buffer_read(const frt_buffer *buf, size_t off, void *host_dst, size_t bytes,
+                            frt_stream *stream);
 
 /* ---- graphs ---------------------------------------------------------------- */
 
@@ -381,12 +383,12 @@ typedef int (*frt_record_fn)(frt_stream *stream, void *user);
  * Free with frt_graph_destroy.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, max_variants < 0);
  * FRT_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
-int frt_graph_create(frt_context *ctx, const char *name, int max_variants, frt_graph **out);
+FRT_API int frt_graph_create(frt_context *ctx, const char *name, int max_variants, frt_graph **out);
 
 /* Destroys a graph and all its variants (waiting, on cuda, for replays of
  * variants holding host-task arguments). Bound buffers are not freed.
  * NULL and a graph that is capturing are no-ops. */
-void frt_graph_destroy(frt_graph *graph);
+FRT_API void frt_graph_destroy(frt_graph *graph);
 
 /* Binds a buffer to a named port (name copied), replacing an earlier binding;
  * buf NULL unbinds. The record callback reads ports with frt_graph_port.
@@ -395,10 +397,10 @@ void frt_graph_destroy(frt_graph *graph);
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL graph/port, empty port name, a
  * buffer of another context); FRT_ERR_STATE (the graph is capturing);
  * FRT_ERR_OUT_OF_MEMORY (the binding is unchanged). */
-int frt_graph_bind(frt_graph *graph, const char *port, frt_buffer *buf);
+FRT_API int frt_graph_bind(frt_graph *graph, const char *port, frt_buffer *buf);
 
 /* The buffer bound to a port, NULL when unbound (or NULL arguments). */
-frt_buffer *frt_graph_port(const frt_graph *graph, const char *port);
+FRT_API frt_buffer *frt_graph_port(const frt_graph *graph, const char *port);
 
 /* Captures the variant for `key`: marks `stream` capturing, calls
  * record(stream, user), and turns what it enqueued into the variant. Replaces
@@ -410,8 +412,8 @@ frt_buffer *frt_graph_port(const frt_graph *graph, const char *port);
  * table unchanged); FRT_ERR_BACKEND (CUDA refused the captured work, e.g. a
  * synchronous call inside the callback; the capture is discarded);
  * FRT_ERR_OUT_OF_MEMORY. */
-int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream,
-                      frt_record_fn record, void *user);
+FRT_API int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream,
+                              frt_record_fn record, void *user);
 
 /* Enqueues the variant for `key` on `stream`, as captured (same buffers, same
  * arguments; buffer contents are read when it runs). Marks the variant most
@@ -420,31 +422,31 @@ int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream,
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_NO_VARIANT (no variant for the key:
  * never a silent no-op; nothing enqueued); FRT_ERR_STATE (the stream is
  * capturing); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
-int frt_graph_replay(frt_graph *graph, frt_shape_key key, frt_stream *stream);
+FRT_API int frt_graph_replay(frt_graph *graph, frt_shape_key key, frt_stream *stream);
 
 /* 1 when the graph has a variant for key, 0 when not (or graph invalid). */
-int frt_graph_has(const frt_graph *graph, frt_shape_key key);
+FRT_API int frt_graph_has(const frt_graph *graph, frt_shape_key key);
 
 /* Drops the variant for key (waiting on cuda as frt_graph_destroy does).
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_NO_VARIANT; FRT_ERR_STATE
  * (the graph is capturing). */
-int frt_graph_evict(frt_graph *graph, frt_shape_key key);
+FRT_API int frt_graph_evict(frt_graph *graph, frt_shape_key key);
 
 /* Number of variants (0 for NULL). */
-int frt_graph_count(const frt_graph *graph);
+FRT_API int frt_graph_count(const frt_graph *graph);
 
 /* The graph's name ("" for NULL). */
-const char *frt_graph_name(const frt_graph *graph);
+FRT_API const char *frt_graph_name(const frt_graph *graph);
 
 /* ---- plans ----------------------------------------------------------------- */
 
 /* Creates an empty plan: a DAG of graph replays across streams. Free with
  * frt_plan_destroy. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_MEMORY. */
-int frt_plan_create(frt_context *ctx, frt_plan **out);
+FRT_API int frt_plan_create(frt_context *ctx, frt_plan **out);
 
 /* Waits for the plan's enqueued work (frt_plan_sync), then destroys the plan
  * (not its graphs or streams). NULL is a no-op. */
-void frt_plan_destroy(frt_plan *plan);
+FRT_API void frt_plan_destroy(frt_plan *plan);
 
 /* Adds node "replay `key` of `graph` on `stream`", which starts only after the
  * nodes listed in deps (ids returned by earlier frt_plan_add calls: the plan is
@@ -454,11 +456,11 @@ void frt_plan_destroy(frt_plan *plan);
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, different contexts, deps NULL with
  * n_deps > 0, n_deps < 0, a dep that is not an earlier node);
  * FRT_ERR_OUT_OF_MEMORY. On failure the plan is unchanged. */
-int frt_plan_add(frt_plan *plan, frt_graph *graph, frt_shape_key key, frt_stream *stream,
-                 const int *deps, int n_deps, int *node_id);
+FRT_API int frt_plan_add(frt_plan *plan, frt_graph *graph, frt_shape_key key, frt_stream *stream,
+                         const int *deps, int n_deps, int *node_id);
 
 /* Number of nodes (0 for NULL). */
-int frt_plan_count(const frt_plan *plan);
+FRT_API int frt_plan_count(const frt_plan *plan);
 
 /* Enqueues every node in order: cross-stream dependencies become event waits,
  * then each node's replay. Returns without waiting. Executing again before
@@ -467,11 +469,11 @@ int frt_plan_count(const frt_plan *plan);
  * before anything is enqueued: on this error nothing is enqueued);
  * FRT_ERR_STATE (a stream is capturing; nothing enqueued); FRT_ERR_BACKEND and
  * FRT_ERR_OUT_OF_MEMORY (part of the plan may have been enqueued: sync it). */
-int frt_plan_execute(frt_plan *plan);
+FRT_API int frt_plan_execute(frt_plan *plan);
 
 /* Blocks until everything enqueued by earlier frt_plan_execute calls has
  * finished. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
-int frt_plan_sync(frt_plan *plan);
+FRT_API int frt_plan_sync(frt_plan *plan);
 
 #ifdef __cplusplus
 }

@@ -68,7 +68,7 @@ typedef struct frt_model_params {
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
 /* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0. */
-frt_model_params frt_model_default_params(void);
+FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */
 typedef struct frt_model_info {
@@ -145,49 +145,49 @@ typedef struct frt_io_info {
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit
  *   FRT_ERR_NO_DEVICE         cuda requested without a device */
-int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
+FRT_API int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
 
 /* The name of the registered architecture that runs config.json's
  * model_type (e.g. "qwen35" for "qwen3_5_text"), or NULL when none does (a
  * load would be refused with FRT_ERR_UNSUPPORTED). Static storage. */
-const char *frt_model_type_arch(const char *model_type);
+FRT_API const char *frt_model_type_arch(const char *model_type);
 
 /* Frees the model, its state and graphs. NULL is a no-op. */
-void frt_model_free(frt_model *m);
+FRT_API void frt_model_free(frt_model *m);
 
 /* Fills *info. FRT_ERR_INVALID_ARGUMENT on NULL. */
-int frt_model_info_get(const frt_model *m, frt_model_info *info);
+FRT_API int frt_model_info_get(const frt_model *m, frt_model_info *info);
 
 /* The live state table: buffer i (0 <= i < info.n_state) into *out, in
  * capsule order. FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_OUT_OF_RANGE (i). */
-int frt_model_state_info(const frt_model *m, int i, frt_state_info *out);
+FRT_API int frt_model_state_info(const frt_model *m, int i, frt_state_info *out);
 
 /* The graph ports: port i (0 <= i < info.n_io) into *out.
  * FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_OUT_OF_RANGE (i). */
-int frt_model_io_info(const frt_model *m, int i, frt_io_info *out);
+FRT_API int frt_model_io_info(const frt_model *m, int i, frt_io_info *out);
 
 /* Copies bytes into input port `name` (offset 0) on the model's stream and
  * waits for it. The next replay reads it.
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments
  *   FRT_ERR_NOT_FOUND         no input port of that name
  *   FRT_ERR_OUT_OF_RANGE      bytes larger than the port */
-int frt_model_input_write(frt_model *m, const char *name, const void *data, size_t bytes);
+FRT_API int frt_model_input_write(frt_model *m, const char *name, const void *data, size_t bytes);
 
 /* Copies the first `bytes` of output port `name` to host memory.
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments
  *   FRT_ERR_NOT_FOUND         no output port of that name
  *   FRT_ERR_OUT_OF_RANGE      bytes larger than the port */
-int frt_model_output_read(frt_model *m, const char *name, void *out, size_t bytes);
+FRT_API int frt_model_output_read(frt_model *m, const char *name, void *out, size_t bytes);
 
 /* The execution context the model runs on (owned by the model). */
-frt_context *frt_model_context(frt_model *m);
+FRT_API frt_context *frt_model_context(frt_model *m);
 
 /* Text <-> ids through the checkpoint's tokenizer. *ids / *text are
  * malloc'd and owned by the caller (free()). FRT_ERR_STATE when the
  * checkpoint has no tokenizer.json; FRT_ERR_OUT_OF_RANGE for an id outside
  * the vocabulary (detokenize). */
-int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids);
-int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+FRT_API int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids);
+FRT_API int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len);
 
 /* One chat message; role is "system", "user" or "assistant". */
 typedef struct frt_chat_turn {
@@ -203,7 +203,7 @@ typedef struct frt_chat_turn {
  *                             outside the ChatML family ("unsupported chat template")
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, n < 1, a role or content the
  *                             template rejects */
-int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
+FRT_API int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
                           char **text);
 
 /* Appends n tokens to the state (prefill at positions pos..pos+n-1, split at
@@ -212,13 +212,13 @@ int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, 
  * On error nothing is changed (the state is validated before any work):
  *   FRT_ERR_INVALID_ARGUMENT  NULL ids with n > 0, n < 1
  *   FRT_ERR_OUT_OF_RANGE      an id outside [0, vocab_size), or pos + n > max_seq */
-int frt_model_prefill(frt_model *m, const int32_t *ids, int n);
+FRT_API int frt_model_prefill(frt_model *m, const int32_t *ids, int n);
 
 /* Samples the next token from the current logits with *s (NULL = greedy),
  * stores it as the pending token and returns it in *token.
  * FRT_ERR_STATE when there are no logits (nothing prefilled or decoded since
  * the last reset or restore). */
-int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token);
+FRT_API int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token);
 
 /* One decode step: feeds the pending token at the current position (one
  * replay of the decode graph), computes the logits, samples the next pending
@@ -226,7 +226,7 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token);
  *   FRT_ERR_STATE         no pending token (decode before prefill + sample)
  *   FRT_ERR_OUT_OF_RANGE  the state is full (pos == max_seq)
  * On error nothing is changed. */
-int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token);
+FRT_API int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token);
 
 /* Called with each generated token; return nonzero to stop. */
 typedef int (*frt_token_cb)(int32_t token, void *user);
@@ -244,30 +244,30 @@ typedef struct frt_generate_params {
  * then left pending) unless ignore_eos, or when the callback returns nonzero.
  * *n_out (optional) receives the number of tokens generated.
  * Errors as frt_model_sample / frt_model_decode. */
-int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out);
+FRT_API int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out);
 
 /* Empties the state: position 0, no pending token, no logits. Buffers keep
  * their bytes until overwritten (nothing reads past the position). */
-int frt_model_reset(frt_model *m);
+FRT_API int frt_model_reset(frt_model *m);
 
 /* Seeds the sampler RNG in the boundary record. */
-int frt_model_seed(frt_model *m, uint64_t seed);
+FRT_API int frt_model_seed(frt_model *m, uint64_t seed);
 
 /* The current position (committed tokens), or a negative status. */
-int frt_model_position(const frt_model *m);
+FRT_API int frt_model_position(const frt_model *m);
 
 /* The pending token, or -1 when none. */
-int frt_model_pending(const frt_model *m);
+FRT_API int frt_model_pending(const frt_model *m);
 
 /* Copies the committed token ids 0..pos-1 into ids (room for pos). */
-int frt_model_tokens(const frt_model *m, int32_t *ids, int cap);
+FRT_API int frt_model_tokens(const frt_model *m, int32_t *ids, int cap);
 
 /* Copies the current logits [vocab_size] f32 to host memory.
  * FRT_ERR_STATE when there are none. */
-int frt_model_logits(frt_model *m, float *out);
+FRT_API int frt_model_logits(frt_model *m, float *out);
 
 /* The largest multiple of C not above pos. */
-int frt_model_aligned_len(const frt_model *m, int pos);
+FRT_API int frt_model_aligned_len(const frt_model *m, int pos);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 #ifndef FRT_SERVING_H
 #define FRT_SERVING_H
 
+#include "frt/export.h"
 #include "frt/status.h"
 
 #include <stddef.h>
@@ -49,31 +50,31 @@ typedef struct frt_engine_fake_params {
     uint64_t model_seed;          /* changes every greedy token and the fingerprint (1) */
 } frt_engine_fake_params;
 
-frt_engine_fake_params frt_engine_fake_default_params(void);
+FRT_API frt_engine_fake_params frt_engine_fake_default_params(void);
 
 /* Creates a fake engine. FRT_ERR_INVALID_ARGUMENT for NULL out, max_seq < 1,
  * prefill_chunk < 1. Free with frt_engine_free. */
-int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out);
+FRT_API int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out);
 
 /* Loads a checkpoint directory (frt_model_load) and wraps it as an engine
  * that owns the model. backend: "cpu" or "cuda"; max_seq, prefill_chunk,
  * n_threads: 0 = the model's defaults. Errors as frt_model_load, and
  * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
-int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
-                          int n_threads, frt_engine **out);
+FRT_API int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
+                                  int n_threads, frt_engine **out);
 
 /* Wraps an already loaded model (not owned: free the engine first, then the
  * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
-int frt_engine_model_create(frt_model *m, frt_engine **out);
+FRT_API int frt_engine_model_create(frt_model *m, frt_engine **out);
 
 /* Sets the capsule key of the engine's model (frt_capsule_set_key): capsule
  * files carry an HMAC-SHA256 under it and are checked on load.
  *   FRT_ERR_INVALID_ARGUMENT  NULL engine, a bad key length (capsule.h)
  *   FRT_ERR_UNSUPPORTED       an engine without capsule files (the fake engine) */
-int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len);
+FRT_API int frt_engine_set_capsule_key(frt_engine *e, const void *key, size_t key_len);
 
 /* Frees an engine (and the model it owns). NULL is a no-op. */
-void frt_engine_free(frt_engine *e);
+FRT_API void frt_engine_free(frt_engine *e);
 
 /* ---- the HTTP server ---------------------------------------------------------- */
 
@@ -110,13 +111,13 @@ typedef struct frt_server_params {
     void *log_user;
 } frt_server_params;
 
-frt_server_params frt_server_default_params(void);
+FRT_API frt_server_params frt_server_default_params(void);
 
 /* 1 when host (a bind address: IPv4, IPv6 or "localhost"; NULL or "" = the
  * default 127.0.0.1) is a loopback address. Loopback binds check the Host
  * header; `frt serve` warns on stderr when it binds elsewhere without an
  * api_key. */
-int frt_host_is_loopback(const char *host);
+FRT_API int frt_host_is_loopback(const char *host);
 
 /* Starts serving `engine` (the server uses it from its engine thread until
  * frt_server_stop; the caller keeps ownership and frees it after the stop).
@@ -127,14 +128,14 @@ int frt_host_is_loopback(const char *host);
  *                             negative limits, an empty api_key or cors_origin
  *   FRT_ERR_IO                the capsule dir or its index cannot be opened,
  *                             or the address cannot be bound */
-int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
+FRT_API int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
 
 /* The bound TCP port (useful with port 0). */
-int frt_server_port(const frt_server *s);
+FRT_API int frt_server_port(const frt_server *s);
 
 /* Stops accepting, cancels the running request, joins the engine thread,
  * closes the registry (the disk tier and its index stay). NULL is a no-op. */
-void frt_server_stop(frt_server *s);
+FRT_API void frt_server_stop(frt_server *s);
 
 #ifdef __cplusplus
 }

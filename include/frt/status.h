@@ -11,6 +11,8 @@
 #ifndef FRT_STATUS_H
 #define FRT_STATUS_H
 
+#include "frt/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,19 +43,19 @@ typedef enum frt_status {
 
 /* The fixed description of a status ("out of memory"); "unknown status" for
  * a value outside the enum. Never NULL; static storage. */
-const char *frt_status_str(int status);
+FRT_API const char *frt_status_str(int status);
 
 /* The symbolic name of a status ("FRT_ERR_OUT_OF_MEMORY"). Never NULL. */
-const char *frt_status_name(int status);
+FRT_API const char *frt_status_name(int status);
 
 /* The message of the calling thread's most recent failure, e.g.
  * "safetensors: model.safetensors: tensor 'x': byte range past end of file".
  * "" when none failed yet. Valid until the next frt call on this thread. */
-const char *frt_last_error(void);
+FRT_API const char *frt_last_error(void);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (CMake's project version, the
  * same number as libfrt.so's VERSION). Never NULL; static storage. */
-const char *frt_version(void);
+FRT_API const char *frt_version(void);
 
 #ifdef __cplusplus
 }
