@@ -53,9 +53,13 @@ test-gpu: build
 demo: build
 	@$(BUILD)/frt demo
 
-# CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+# CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer: a Debug build
+# (assertions on) at -O1, as the sanitizers' manuals advise (at -O0 the demo
+# model's CPU prefills run ~10x slower still); tests/CMakeLists.txt multiplies
+# the test time limits by FRT_TEST_TIMEOUT_SCALE (4) in this build.
 asan:
-	@$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DFRT_SANITIZE=ON -DFRT_CUDA=OFF" \
+	@$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug \
+	    CMAKE_ARGS="-DFRT_SANITIZE=ON -DFRT_CUDA=OFF '-DCMAKE_C_FLAGS_DEBUG=-g -O1'" \
 	    ASAN_OPTIONS=allocator_may_return_null=1
 
 # libFuzzer targets (clang); CI replays their seed corpora through the normal build.
