@@ -2,7 +2,9 @@
 """Make frt's golden dense models (llama, qwen2, qwen3, mistral): tiny random
 checkpoints plus the Hugging Face reference outputs that frt's dense
 architecture (src/model/arch/dense/) is checked against
-(tests/data/golden/<model>/, tests/test_dense.c).
+(tests/data/golden_dense/<model>/, tests/test_dense.c; a folder apart from
+the hybrid goldens, which tests/test_model.c, test_golden_load.c and
+test_cuda_model.c walk as Qwen3.5 models).
 
 Runs on the GPU machine (torch 2.x, transformers 5.x, safetensors, numpy; no
 network). From the repository root:
