@@ -309,11 +309,44 @@ static void test_gen_shapes(void)
 {
     frt_model_config c;
     int n = 0;
+    int n_dense = 0;
     for (const char *const *s = frt_gen_model_shapes(); *s; s++, n++) {
         CHECK_OK(frt_gen_model_config(*s, &c));
-        CHECK(c.hybrid && c.rotary_dim == c.head_dim / 4 && !strcmp(c.dtype, "bfloat16"));
+        CHECK(!strcmp(c.dtype, "bfloat16"));
+        if (c.hybrid) {
+            CHECK(c.rotary_dim == c.head_dim / 4);
+        } else {
+            CHECK(c.rotary_dim == c.head_dim && c.n_full_layers == c.n_layers && !c.norm_unit_offset);
+            n_dense++;
+        }
     }
-    CHECK(n == 6);
+    CHECK(n == 12 && n_dense == 6);
+    /* The dense shapes against the published parameter counts (weights only, lm_head included when untied). */
+    static const struct { const char *shape; long long params; } dense_params[] = {
+        {"llama3.2-1b", 1235814400LL}, {"llama3.2-3b", 3212749824LL}, {"llama3.1-8b", 8030261248LL},
+        {"qwen2.5-7b", 7615616512LL},  {"qwen3-8b", 8190735360LL}};
+    for (size_t i = 0; i < sizeof dense_params / sizeof dense_params[0]; i++) {
+        CHECK_OK(frt_gen_model_config(dense_params[i].shape, &c));
+        frt_weight_spec *w = NULL;
+        int nw = 0;
+        CHECK_OK(frt_model_weight_specs(&c, &w, &nw));
+        long long p = 0;
+        for (int k = 0; k < nw; k++) {
+            long long e = 1;
+            for (int d = 0; d < w[k].ndim; d++) e *= w[k].shape[d];
+            p += e;
+        }
+        free(w);
+        CHECK_MSG(p == dense_params[i].params, "%s: %lld parameters, published %lld", dense_params[i].shape, p,
+                  dense_params[i].params);
+    }
+    CHECK_OK(frt_gen_model_config("llama3.1-8b", &c));
+    CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 8.0f && c.rope_original_max_pos == 8192);
+    CHECK(c.tie_word_embeddings == 0 && c.n_kv_heads == 8 && c.rope_theta == 500000.0f);
+    CHECK_OK(frt_gen_model_config("qwen2.5-7b", &c));
+    CHECK(c.attention_bias == 1 && c.o_proj_bias == 0 && c.qk_norm == 0 && !strcmp(c.rope_type, "default"));
+    CHECK_OK(frt_gen_model_config("qwen3-8b", &c));
+    CHECK(c.qk_norm == 1 && c.attention_bias == 0 && c.head_dim == 128);
     CHECK_OK(frt_gen_model_config("qwen3.5-9b", &c));
     CHECK(c.hidden_size == 4096 && c.n_layers == 32 && c.intermediate_size == 12288 && c.lin_n_v_heads == 32);
     CHECK(c.tie_word_embeddings == 0 && c.n_full_layers == 8 && c.eos_token_id == 248044);
