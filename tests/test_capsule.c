@@ -27,7 +27,7 @@
  * Runs over every family: the suite above on the hybrid ("tiny") and on the
  * dense architecture ("tiny-dense", a llama with llama3 RoPE scaling; no
  * recurrent state, so test 6 checks instead that a KV-only restore is the
- * full restore). The dense family has no cuda backend yet: skipped there.
+ * full restore).
  */
 #include "frt_test.h"
 
@@ -771,10 +771,6 @@ int main(int argc, char **argv)
     }
     static const char *const families[] = {"tiny", "tiny-dense"};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
-        if (backend == FRT_BACKEND_CUDA && !strcmp(families[f], "tiny-dense")) {
-            printf("== %s: no cuda backend for the dense architecture yet: skipped\n", families[f]);
-            continue;
-        }
         printf("== %s\n", families[f]);
         run_suite(families[f]);
     }

@@ -12,8 +12,9 @@
  *  - schedules: one prefill, pieces at multiples of C (same bits), token by
  *    token and decode steps (same greedy tokens, logits within 1e-4);
  *  - bad input: a missing weight and a mis-shaped weight are refused at load
- *    with the tensor's name; a mistral sliding window and the cuda backend
- *    (not implemented) are refused; the state table is two KV buffers per
+ *    with the tensor's name; a mistral sliding window is refused, and so
+ *    are the golden models' odd shapes on the cuda backend (head_dim 12,
+ *    widths not multiples of 8); the state table is two KV buffers per
  *    layer plus the runtime's three.
  */
 #include "frt_test.h"
@@ -349,7 +350,7 @@ static void test_bad_checkpoints(const char *src)
     CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_NOT_FOUND);
     CHECK(strstr(frt_last_error(), "model.layers.0.self_attn.v_proj.bias") != NULL);
 
-    /* the cuda backend is not implemented for dense models; a mistral sliding window is refused */
+    /* cuda: this shape is refused (no device: no cuda backend at all); a mistral sliding window is refused */
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/model.safetensors' '%s/'", src, src, dir);
     CHECK(system(cmd) == 0);
@@ -370,7 +371,7 @@ static void test_bad_checkpoints(const char *src)
     CHECK(sh("rm -rf '%s'%s", dir, "") == 0);
 }
 
-/* The cuda backend is refused with a message naming the architecture when CUDA is there. */
+/* With a device, the cuda backend refuses the golden models' odd shapes, naming why. */
 static void test_cuda_refused(const char *src)
 {
     int n_dev = 0;

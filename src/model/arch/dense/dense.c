@@ -122,5 +122,7 @@ const frt_arch frt_arch_dense = {
     .fini = d_fini,
     .info = d_info,
     .cpu = &frt_dense_cpu_backend,
-    .cuda = NULL, /* not implemented: the runtime refuses FRT_BACKEND_CUDA with FRT_ERR_UNSUPPORTED */
+#if FRT_HAVE_CUDA
+    .cuda = &frt_dense_cuda_backend,
+#endif
 };

@@ -14,8 +14,9 @@
  * models/mistral/modeling_mistral.py, modeling_rope_utils.py (docs/model.md).
  *
  * Files: dense.c (the architecture table: config check, the RoPE table,
- * state declaration), dense_cpu.c (the f32 reference forward pass). No CUDA
- * backend yet: loading with FRT_BACKEND_CUDA fails with FRT_ERR_UNSUPPORTED.
+ * state declaration), dense_cpu.c (the f32 reference forward pass),
+ * dense_cuda.c + dense_glue.cu (the bf16 CUDA forward pass: compiled here,
+ * checked on the GPU by tests/test_cuda_dense.c).
  *
  * The state it declares, per layer l in order (max_seq = S):
  *   kv.l.k, kv.l.v  [S, n_kv_heads, head_dim]  rows  (f32 on the cpu backend)
@@ -79,5 +80,8 @@ typedef struct dense {
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
 
 extern const frt_arch_backend frt_dense_cpu_backend; /* dense_cpu.c */
+#if FRT_HAVE_CUDA
+extern const frt_arch_backend frt_dense_cuda_backend; /* dense_cuda.c + dense_glue.cu */
+#endif
 
 #endif /* FRT_MODEL_ARCH_DENSE_H */
