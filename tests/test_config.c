@@ -162,9 +162,9 @@ static void test_errors(void)
     CHECK_STATUS(parse("[]", &c), FRT_ERR_FORMAT);
     CHECK_STATUS(parse("{}", &c), FRT_ERR_FORMAT);
     CHECK(contains(frt_last_error(), "model_type"));
-    CHECK_STATUS(parse("{\"model_type\": \"mistral\", \"hidden_size\": 8}", &c), FRT_ERR_UNSUPPORTED);
-    CHECK(contains(frt_last_error(), "'mistral'") && contains(frt_last_error(), "qwen3_5_text, qwen3_5, llama"));
-    CHECK(!strcmp(frt_config_supported_types(), "qwen3_5_text, qwen3_5, llama, qwen2, qwen3"));
+    CHECK_STATUS(parse("{\"model_type\": \"gemma\", \"hidden_size\": 8}", &c), FRT_ERR_UNSUPPORTED);
+    CHECK(contains(frt_last_error(), "'gemma'") && contains(frt_last_error(), "qwen3_5_text, qwen3_5, llama"));
+    CHECK(!strcmp(frt_config_supported_types(), "qwen3_5_text, qwen3_5, llama, qwen2, qwen3, mistral"));
     /* Each required field, removed in turn. */
     static const char *required[] = {"vocab_size",           "hidden_size",          "intermediate_size",
                                      "num_hidden_layers",    "num_attention_heads",  "num_key_value_heads",
@@ -236,13 +236,46 @@ static void test_dense(void)
     CHECK(c.head_dim == 128 && c.rotary_dim == 128 && c.rope_theta == 500000.0f && c.partial_rotary_factor == 1.0f);
     CHECK(c.attn_output_gate == 0 && c.qk_norm == 0 && c.norm_unit_offset == 0 && c.attention_bias == 0);
     CHECK(c.bos_token_id == 128000 && c.eos_token_id == 128001 && c.tie_word_embeddings == 1);
-    /* Llama 3.1 rope scaling is refused rather than run wrong. */
+    /* Llama 3.1 rope scaling (legacy rope_scaling beside a top-level rope_theta, as published): parsed with its
+     * four parameters; one missing is a format error naming it; the hybrid refuses llama3. */
+    CHECK_OK(parse("{\"model_type\": \"llama\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+                   "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"vocab_size\": 128256, "
+                   "\"num_key_value_heads\": 8, \"rope_theta\": 500000.0, "
+                   "\"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                   "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}",
+                   &c));
+    CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 8.0f && c.rope_low_freq_factor == 1.0f);
+    CHECK(c.rope_high_freq_factor == 4.0f && c.rope_original_max_pos == 8192 && c.rope_theta == 500000.0f);
     CHECK_STATUS(parse("{\"model_type\": \"llama\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
                        "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"vocab_size\": 128256, "
                        "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"llama3\"}}",
                        &c),
+                 FRT_ERR_FORMAT);
+    CHECK(contains(frt_last_error(), "low_freq_factor"));
+    CHECK_STATUS(parse("{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 64, "
+                       "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"vocab_size\": 10, "
+                       "\"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, "
+                       "\"high_freq_factor\": 1.0, \"original_max_position_embeddings\": 64}}",
+                       &c),
+                 FRT_ERR_FORMAT);
+    CHECK(contains(frt_last_error(), "high_freq_factor"));
+    CHECK_STATUS(parse(TEXT_HEAD TEXT_DIMS ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                       "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}",
+                       &c),
                  FRT_ERR_UNSUPPORTED);
     CHECK(contains(frt_last_error(), "llama3"));
+    /* mistral: the llama arithmetic without a sliding window; a window is refused. */
+    CHECK_OK(parse("{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+                   "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, "
+                   "\"vocab_size\": 32768, \"rope_theta\": 1000000.0, \"sliding_window\": null}",
+                   &c));
+    CHECK(c.head_dim == 128 && c.qk_norm == 0 && c.attention_bias == 0 && !strcmp(c.rope_type, "default"));
+    CHECK_STATUS(parse("{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+                       "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"vocab_size\": 32000, "
+                       "\"sliding_window\": 4096}",
+                       &c),
+                 FRT_ERR_UNSUPPORTED);
+    CHECK(contains(frt_last_error(), "sliding_window"));
     /* qwen2: head_dim from hidden / heads, q/k/v biases; sliding window refused. */
     CHECK_OK(parse("{\"model_type\": \"qwen2\", \"hidden_size\": 896, \"intermediate_size\": 4864, "
                    "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2, "
@@ -276,11 +309,44 @@ static void test_gen_shapes(void)
 {
     frt_model_config c;
     int n = 0;
+    int n_dense = 0;
     for (const char *const *s = frt_gen_model_shapes(); *s; s++, n++) {
         CHECK_OK(frt_gen_model_config(*s, &c));
-        CHECK(c.hybrid && c.rotary_dim == c.head_dim / 4 && !strcmp(c.dtype, "bfloat16"));
+        CHECK(!strcmp(c.dtype, "bfloat16"));
+        if (c.hybrid) {
+            CHECK(c.rotary_dim == c.head_dim / 4);
+        } else {
+            CHECK(c.rotary_dim == c.head_dim && c.n_full_layers == c.n_layers && !c.norm_unit_offset);
+            n_dense++;
+        }
     }
-    CHECK(n == 6);
+    CHECK(n == 12 && n_dense == 6);
+    /* The dense shapes against the published parameter counts (weights only, lm_head included when untied). */
+    static const struct { const char *shape; long long params; } dense_params[] = {
+        {"llama3.2-1b", 1235814400LL}, {"llama3.2-3b", 3212749824LL}, {"llama3.1-8b", 8030261248LL},
+        {"qwen2.5-7b", 7615616512LL},  {"qwen3-8b", 8190735360LL}};
+    for (size_t i = 0; i < sizeof dense_params / sizeof dense_params[0]; i++) {
+        CHECK_OK(frt_gen_model_config(dense_params[i].shape, &c));
+        frt_weight_spec *w = NULL;
+        int nw = 0;
+        CHECK_OK(frt_model_weight_specs(&c, &w, &nw));
+        long long p = 0;
+        for (int k = 0; k < nw; k++) {
+            long long e = 1;
+            for (int d = 0; d < w[k].ndim; d++) e *= w[k].shape[d];
+            p += e;
+        }
+        free(w);
+        CHECK_MSG(p == dense_params[i].params, "%s: %lld parameters, published %lld", dense_params[i].shape, p,
+                  dense_params[i].params);
+    }
+    CHECK_OK(frt_gen_model_config("llama3.1-8b", &c));
+    CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 8.0f && c.rope_original_max_pos == 8192);
+    CHECK(c.tie_word_embeddings == 0 && c.n_kv_heads == 8 && c.rope_theta == 500000.0f);
+    CHECK_OK(frt_gen_model_config("qwen2.5-7b", &c));
+    CHECK(c.attention_bias == 1 && c.o_proj_bias == 0 && c.qk_norm == 0 && !strcmp(c.rope_type, "default"));
+    CHECK_OK(frt_gen_model_config("qwen3-8b", &c));
+    CHECK(c.qk_norm == 1 && c.attention_bias == 0 && c.head_dim == 128);
     CHECK_OK(frt_gen_model_config("qwen3.5-9b", &c));
     CHECK(c.hidden_size == 4096 && c.n_layers == 32 && c.intermediate_size == 12288 && c.lin_n_v_heads == 32);
     CHECK(c.tie_word_embeddings == 0 && c.n_full_layers == 8 && c.eos_token_id == 248044);

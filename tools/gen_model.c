@@ -30,26 +30,50 @@ typedef struct gen_shape {
     const char *pattern; /* "LFLLF" (L linear, F full); NULL = every 4th full (full_attention_interval 4) */
     int eos_cfg;         /* config.json eos_token_id; -1 = vocab - 1 */
     int eos_gen[2], n_eos_gen; /* generation_config.json; n 0 = [vocab - 1] */
+    /* Dense shapes (the dense architecture, src/model/arch/dense/): model_type
+     * "llama" / "qwen2" / "qwen3"; NULL = the hybrid "qwen3_5_text". */
+    const char *type;
+    double eps;             /* rms_norm_eps; 0 = 1e-6 */
+    double rope_factor;     /* > 0: rope_scaling llama3 (factor, low 1, high 4, original rope_orig) */
+    int rope_orig;
+    int bos;                /* config.json bos_token_id (dense); 0 = none */
 } gen_shape;
 
 /* Sources: docs/checkpoints.md (HF config.json / model cards of Qwen/Qwen3.5-*). */
 static const gen_shape shapes[] = {
     {"qwen3.5-0.8b", 248320, 1024, 3584, 24, 8, 2, 256, 16, 16, 128, 128, 4, 1e7, 0.25, 262144, 1, NULL, 248044,
-     {248046, 248044}, 2},
+     {248046, 248044}, 2, NULL, 0, 0, 0, 0},
     {"qwen3.5-2b", 248320, 2048, 6144, 24, 8, 2, 256, 16, 16, 128, 128, 4, 1e7, 0.25, 262144, 1, NULL, 248044,
-     {248046, 248044}, 2},
+     {248046, 248044}, 2, NULL, 0, 0, 0, 0},
     {"qwen3.5-4b", 248320, 2560, 9216, 32, 16, 4, 256, 16, 32, 128, 128, 4, 1e7, 0.25, 262144, 1, NULL, 248044,
-     {248046, 248044}, 2},
+     {248046, 248044}, 2, NULL, 0, 0, 0, 0},
     {"qwen3.5-9b", 248320, 4096, 12288, 32, 16, 4, 256, 16, 32, 128, 128, 4, 1e7, 0.25, 262144, 0, NULL, 248044,
-     {248046, 248044}, 2},
+     {248046, 248044}, 2, NULL, 0, 0, 0, 0},
     {"qwen3.5-27b", 248320, 5120, 17408, 64, 24, 4, 256, 16, 48, 128, 128, 4, 1e7, 0.25, 262144, 0, NULL, 248044,
-     {248046, 248044}, 2},
-    {"tiny", 2048, 128, 384, 5, 4, 2, 32, 2, 4, 32, 48, 4, 1e7, 0.25, 4096, 0, "LFLLF", -1, {0, 0}, 0},
+     {248046, 248044}, 2, NULL, 0, 0, 0, 0},
+    {"tiny", 2048, 128, 384, 5, 4, 2, 32, 2, 4, 32, 48, 4, 1e7, 0.25, 4096, 0, "LFLLF", -1, {0, 0}, 0, NULL, 0, 0, 0, 0},
+    /* Dense: the published config.json of meta-llama/Llama-3.2-1B-Instruct, Llama-3.2-3B-Instruct,
+     * Llama-3.1-8B-Instruct, Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen3-8B (docs/checkpoints.md). */
+    {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 64, 0, 0, 0, 0, 0, 500000.0, 1.0, 131072, 1, NULL, 128009,
+     {128001, 128009}, 2, "llama", 1e-5, 32.0, 8192, 128000},
+    {"llama3.2-3b", 128256, 3072, 8192, 28, 24, 8, 128, 0, 0, 0, 0, 0, 500000.0, 1.0, 131072, 1, NULL, 128009,
+     {128001, 128009}, 2, "llama", 1e-5, 32.0, 8192, 128000},
+    {"llama3.1-8b", 128256, 4096, 14336, 32, 32, 8, 128, 0, 0, 0, 0, 0, 500000.0, 1.0, 131072, 0, NULL, 128009,
+     {128001, 128009}, 2, "llama", 1e-5, 8.0, 8192, 128000},
+    {"qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, 128, 0, 0, 0, 0, 0, 1e6, 1.0, 32768, 0, NULL, 151645,
+     {151645, 151643}, 2, "qwen2", 1e-6, 0, 0, 151643},
+    {"qwen3-8b", 151936, 4096, 12288, 36, 32, 8, 128, 0, 0, 0, 0, 0, 1e6, 1.0, 40960, 0, NULL, 151645,
+     {151645, 151643}, 2, "qwen3", 1e-6, 0, 0, 151643},
+    /* A small dense llama with llama3 scaling that matters (original context 64) for tests. */
+    {"tiny-dense", 2048, 128, 384, 4, 4, 2, 32, 0, 0, 0, 0, 0, 10000.0, 1.0, 4096, 0, NULL, -1, {0, 0}, 0,
+     "llama", 1e-5, 8.0, 64, 0},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
 
-static const char *const shape_names[] = {"qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b",
-                                          "qwen3.5-27b",  "tiny",       NULL};
+static const char *const shape_names[] = {"qwen3.5-0.8b", "qwen3.5-2b",  "qwen3.5-4b",  "qwen3.5-9b",
+                                          "qwen3.5-27b",  "tiny",        "llama3.2-1b", "llama3.2-3b",
+                                          "llama3.1-8b",  "qwen2.5-7b",  "qwen3-8b",    "tiny-dense",
+                                          NULL};
 
 const char *const *frt_gen_model_shapes(void) { return shape_names; }
 
@@ -63,7 +87,7 @@ static int find_shape(const char *name, const gen_shape **out)
         }
     return frt_error(FRT_ERR_NOT_FOUND,
                      "gen-model: unknown shape '%s' (shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b, "
-                     "qwen3.5-27b, tiny)",
+                     "qwen3.5-27b, tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b, qwen2.5-7b, qwen3-8b, tiny-dense)",
                      name);
 }
 
@@ -84,10 +108,58 @@ static char *with_newline(char *s)
     return p;
 }
 
+/* config.json of a dense shape, with the fields of the published files that
+ * matter (Llama 3.x keep the legacy rope_scaling + top-level rope_theta). */
+static char *render_dense_config(const gen_shape *s)
+{
+    static const struct { const char *type, *arch; } archs[] = {
+        {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+    const char *arch_name = "LlamaForCausalLM";
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (!strcmp(archs[i].type, s->type)) arch_name = archs[i].arch;
+    json_t *o = json_object(), *arch = json_array();
+    int bad = !o || !arch;
+    bad |= json_array_append_new(arch, json_string(arch_name));
+    bad |= set(o, "architectures", arch);
+    bad |= set(o, "model_type", json_string(s->type));
+    bad |= set(o, "vocab_size", json_integer(s->vocab));
+    bad |= set(o, "hidden_size", json_integer(s->hidden));
+    bad |= set(o, "intermediate_size", json_integer(s->inter));
+    bad |= set(o, "num_hidden_layers", json_integer(s->layers));
+    bad |= set(o, "num_attention_heads", json_integer(s->heads));
+    bad |= set(o, "num_key_value_heads", json_integer(s->kv_heads));
+    bad |= set(o, "head_dim", json_integer(s->head_dim));
+    bad |= set(o, "hidden_act", json_string("silu"));
+    bad |= set(o, "rms_norm_eps", json_real(s->eps > 0 ? s->eps : 1e-6));
+    bad |= set(o, "max_position_embeddings", json_integer(s->max_pos));
+    bad |= set(o, "tie_word_embeddings", json_boolean(s->tie));
+    bad |= set(o, "attention_bias", json_false());
+    bad |= set(o, "rope_theta", json_real(s->theta));
+    if (s->rope_factor > 0) {
+        json_t *rs = json_object();
+        bad |= !rs;
+        bad |= set(rs, "factor", json_real(s->rope_factor));
+        bad |= set(rs, "low_freq_factor", json_real(1.0));
+        bad |= set(rs, "high_freq_factor", json_real(4.0));
+        bad |= set(rs, "original_max_position_embeddings", json_integer(s->rope_orig));
+        bad |= set(rs, "rope_type", json_string("llama3"));
+        bad |= set(o, "rope_scaling", rs);
+    }
+    if (strcmp(s->type, "llama") != 0) bad |= set(o, "use_sliding_window", json_false());
+    if (s->bos > 0) bad |= set(o, "bos_token_id", json_integer(s->bos));
+    bad |= set(o, "eos_token_id", json_integer(s->eos_cfg >= 0 ? s->eos_cfg : s->vocab - 1));
+    bad |= set(o, "use_cache", json_true());
+    bad |= set(o, "dtype", json_string("bfloat16"));
+    char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    return with_newline(text);
+}
+
 /* config.json of a shape, as transformers' Qwen3_5TextConfig.save_pretrained
  * would write the fields that matter. */
 static char *render_config(const gen_shape *s)
 {
+    if (s->type) return render_dense_config(s);
     json_t *o = json_object(), *arch = json_array(), *lt = json_array(), *rp = json_object();
     int bad = !o || !arch || !lt || !rp;
     bad |= json_array_append_new(arch, json_string("Qwen3_5ForCausalLM"));

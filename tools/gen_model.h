@@ -7,8 +7,13 @@
  * Shapes (text model of the published Qwen/Qwen3.5-* checkpoints; the
  * table and its sources are in docs/checkpoints.md): "qwen3.5-0.8b",
  * "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-27b", and "tiny" (a
- * 5-layer L F L L F model for tests). All written as model_type
- * "qwen3_5_text" / Qwen3_5ForCausalLM (weights under "model.").
+ * 5-layer L F L L F model for tests), written as model_type
+ * "qwen3_5_text" / Qwen3_5ForCausalLM (weights under "model."); and the
+ * dense shapes "llama3.2-1b", "llama3.2-3b", "llama3.1-8b" (model_type
+ * llama, rope_scaling llama3), "qwen2.5-7b" (qwen2, q/k/v biases),
+ * "qwen3-8b" (qwen3, q/k norms) from the published config.json files, and
+ * "tiny-dense" (a 4-layer llama with llama3 scaling for tests). Dense
+ * norm weights are plain (x * w): N(1, 0.1); biases N(0, 0.02).
  *
  * Weights are bf16 with HF's names and shapes (modeling_qwen3_5.py) and a
  * realistic scale, never zeros: projections and embeddings N(0, 0.02);

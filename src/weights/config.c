@@ -16,7 +16,7 @@
 
 #define CONFIG_MAX_BYTES (16u << 20)
 
-static const char *SUPPORTED = "qwen3_5_text, qwen3_5, llama, qwen2, qwen3";
+static const char *SUPPORTED = "qwen3_5_text, qwen3_5, llama, qwen2, qwen3, mistral";
 
 const char *frt_config_supported_types(void) { return SUPPORTED; }
 
@@ -82,10 +82,27 @@ static int parse_rope(const json_t *tc, frt_model_config *c, const char *what)
         if (rc < 0) return rc;
         if (rc == 0) FRT_TRY(frt_json_string(rp, "type", 0, type, sizeof type, what2));
     }
-    if (strcmp(type, "default") != 0)
-        return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported (supported: default)", what,
-                         type);
-    memcpy(c->rope_type, "default", sizeof "default");
+    if (!strcmp(type, "llama3") && !c->hybrid) {
+        /* _compute_llama3_parameters: every parameter is required. */
+        double f, lo, hi;
+        long long orig;
+        FRT_TRY(frt_json_number(rp, "factor", 1, 1e-9, 1e9, &f, what2));
+        FRT_TRY(frt_json_number(rp, "low_freq_factor", 1, 1e-9, 1e9, &lo, what2));
+        FRT_TRY(frt_json_number(rp, "high_freq_factor", 1, 1e-9, 1e9, &hi, what2));
+        FRT_TRY(frt_json_int(rp, "original_max_position_embeddings", 1, 1, INT_MAX, &orig, what2));
+        if (hi <= lo)
+            return frt_error(FRT_ERR_FORMAT, "%s: high_freq_factor %g must exceed low_freq_factor %g", what2, hi, lo);
+        c->rope_factor = (float)f;
+        c->rope_low_freq_factor = (float)lo;
+        c->rope_high_freq_factor = (float)hi;
+        c->rope_original_max_pos = (int)orig;
+        memcpy(c->rope_type, "llama3", sizeof "llama3");
+    } else if (strcmp(type, "default") != 0) {
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported (supported: default%s)", what,
+                         type, c->hybrid ? "" : ", llama3");
+    } else {
+        memcpy(c->rope_type, "default", sizeof "default");
+    }
 
     double theta = 10000.0, prf = c->hybrid ? 0.25 : 1.0;
     int rc = rp ? frt_json_number(rp, "rope_theta", 0, 1e-6, 1e30, &theta, what2) : 0;
@@ -150,7 +167,7 @@ static int parse_root(const json_t *root, const char *what, frt_model_config *c)
     FRT_TRY(frt_json_string(root, "model_type", 1, c->model_type, sizeof c->model_type, what));
 
     const json_t *tc = root; /* where the text fields live */
-    enum { QWEN35, LLAMA, QWEN2, QWEN3 } kind;
+    enum { QWEN35, LLAMA, QWEN2, QWEN3, MISTRAL } kind;
     if (!strcmp(c->model_type, "qwen3_5_text") || !strcmp(c->model_type, "qwen3_5")) {
         kind = QWEN35;
         c->hybrid = 1;
@@ -167,6 +184,8 @@ static int parse_root(const json_t *root, const char *what, frt_model_config *c)
         kind = QWEN2;
     } else if (!strcmp(c->model_type, "qwen3")) {
         kind = QWEN3;
+    } else if (!strcmp(c->model_type, "mistral")) {
+        kind = MISTRAL;
     } else {
         return frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)", what,
                          c->model_type, SUPPORTED);
@@ -246,6 +265,12 @@ static int parse_root(const json_t *root, const char *what, frt_model_config *c)
         int sliding = 0;
         FRT_TRY(frt_json_bool(tc, "use_sliding_window", 0, &sliding, W));
         if (sliding) return frt_error(FRT_ERR_UNSUPPORTED, "%s: use_sliding_window is not supported", W);
+    }
+    if (kind == MISTRAL) { /* MistralConfig: sliding_window null means full attention */
+        json_t *sw = json_object_get(tc, "sliding_window");
+        if (sw && !json_is_null(sw))
+            return frt_error(FRT_ERR_UNSUPPORTED,
+                             "%s: mistral sliding_window is not supported (only sliding_window null runs)", W);
     }
 
     if (kind == QWEN35) {

@@ -9,14 +9,18 @@
  *     "qwen3_5" (Qwen3_5Config: the text fields sit under "text_config",
  *     weights under "model.language_model.", lm_head.weight at the top),
  *     and the dense all-full-attention special cases "llama", "qwen2",
- *     "qwen3" (weights under "model.").
+ *     "qwen3", "mistral" (weights under "model."; mistral only without a
+ *     sliding window: a non-null sliding_window is FRT_ERR_UNSUPPORTED).
  *   - RoPE: rope_parameters {rope_type, rope_theta, partial_rotary_factor}
  *     wins; the legacy top-level rope_theta / partial_rotary_factor (and
  *     rope_scaling) fill what it lacks; then the defaults (theta 10000,
  *     partial factor 0.25 for qwen3_5, 1.0 otherwise). Only rope_type
- *     "default" is accepted (mrope_section / mrope_interleaved are ignored:
- *     text-only positions are equal on every M-RoPE axis, which makes
- *     M-RoPE plain RoPE); scaled variants (linear, dynamic, yarn, llama3,
+ *     "default" is accepted for every model type (mrope_section /
+ *     mrope_interleaved are ignored: text-only positions are equal on every
+ *     M-RoPE axis, which makes M-RoPE plain RoPE); "llama3" for the dense
+ *     types, with its four parameters required (factor, low_freq_factor,
+ *     high_freq_factor, original_max_position_embeddings: FRT_ERR_FORMAT when
+ *     one is missing); other scaled variants (linear, dynamic, yarn,
  *     longrope, ...) fail with FRT_ERR_UNSUPPORTED rather than run wrong.
  *   - layer_types: "linear_attention" / "full_attention" (and the legacy
  *     "mamba" / "attention"); when absent, the Qwen3_5TextConfig rule:
@@ -43,7 +47,7 @@ typedef enum { FRT_LAYER_FULL_ATTENTION = 0, FRT_LAYER_LINEAR_ATTENTION = 1 } fr
 #define FRT_MAX_LAYERS 256
 
 typedef struct frt_model_config {
-    char model_type[32];    /* as in config.json: "qwen3_5_text", "qwen3_5", "llama", "qwen2", "qwen3" */
+    char model_type[32];    /* as in config.json: "qwen3_5_text", "qwen3_5", "llama", "qwen2", "qwen3", "mistral" */
     int hybrid;             /* 1 for qwen3_5 / qwen3_5_text (Gated DeltaNet + gated attention) */
     char weight_prefix[64]; /* "model." or "model.language_model." (composite qwen3_5) */
     int vocab_size, hidden_size, intermediate_size, n_layers;
@@ -61,7 +65,12 @@ typedef struct frt_model_config {
     /* Beyond the shared interface: facts the architecture code must not
      * guess from model_type. */
     char architecture[64];  /* architectures[0] ("Qwen3_5ForCausalLM"); "" when absent */
-    char rope_type[16];     /* always "default" after a successful parse */
+    char rope_type[16];     /* "default", or "llama3" (dense models only) */
+    /* rope_type "llama3" (transformers modeling_rope_utils._compute_llama3_parameters):
+     * inv_freq scaled per band by factor, low_freq_factor, high_freq_factor and
+     * original_max_position_embeddings; all 0 for "default". */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
     int norm_unit_offset;   /* 1: RMSNorm computes x * (1 + w) (zero-centred w: qwen3_5); 0: x * w */
     int qk_norm;            /* 1: per-head RMSNorm on q and k (qwen3, qwen3_5) */
     int attention_bias;     /* 1: q/k/v projections have biases (qwen2; llama/qwen3 attention_bias) */
@@ -107,7 +116,7 @@ int frt_generation_config_parse_json(const char *json_text, size_t len, const ch
                                      const frt_model_config *cfg, frt_generation_config *out);
 
 /* The names frt_config_parse_json accepts, comma-separated, for messages:
- * "qwen3_5_text, qwen3_5, llama, qwen2, qwen3". Static storage. */
+ * "qwen3_5_text, qwen3_5, llama, qwen2, qwen3, mistral". Static storage. */
 const char *frt_config_supported_types(void);
 
 /* Writes the layer pattern as "L L L F ..." (L linear, F full) into buf

@@ -7,9 +7,11 @@
 #include <string.h>
 
 extern const frt_arch frt_arch_qwen35; /* arch/qwen35/qwen35.c */
+extern const frt_arch frt_arch_dense;  /* arch/dense/dense.c */
 
 const frt_arch *const frt_archs[] = {
     &frt_arch_qwen35,
+    &frt_arch_dense,
     NULL,
 };
 

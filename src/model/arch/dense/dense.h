@@ -1,0 +1,87 @@
+/*
+ * arch/dense/dense.h - the dense decoder-only transformers: Llama 2 / 3 /
+ * 3.1 / 3.2 (model_type llama), Mistral without a sliding window (mistral),
+ * Qwen2 / 2.5 (qwen2) and Qwen3 (qwen3). One folder for the family: they
+ * are the same arithmetic, switched per config by facts the config parser
+ * reads (weights/config.h), never by model_type:
+ *   - q/k/v biases (qwen2; llama attention_bias) and an o_proj bias (llama
+ *     attention_bias): cfg.attention_bias, cfg.o_proj_bias;
+ *   - per-head q/k RMSNorm before RoPE (qwen3): cfg.qk_norm;
+ *   - RoPE inverse frequencies "default" or "llama3"-scaled: cfg.rope_type;
+ *   - tied embeddings: cfg.tie_word_embeddings.
+ * The math: transformers 5.x models/llama/modeling_llama.py,
+ * models/qwen2/modeling_qwen2.py, models/qwen3/modeling_qwen3.py,
+ * models/mistral/modeling_mistral.py, modeling_rope_utils.py (docs/model.md).
+ *
+ * Files: dense.c (the architecture table: config check, the RoPE table,
+ * state declaration), dense_cpu.c (the f32 reference forward pass),
+ * dense_cuda.c + dense_glue.cu (the bf16 CUDA forward pass: compiled here,
+ * checked on the GPU by tests/test_cuda_dense.c).
+ *
+ * The state it declares, per layer l in order (max_seq = S):
+ *   kv.l.k, kv.l.v  [S, n_kv_heads, head_dim]  rows  (f32 on the cpu backend)
+ * then the runtime's tokens, boundary and logits. No recurrent state: a
+ * capsule at any position is exact.
+ */
+#ifndef FRT_MODEL_ARCH_DENSE_H
+#define FRT_MODEL_ARCH_DENSE_H
+
+#include "model/model_internal.h"
+
+/* Weights of one layer, f32, HF Linear layout [out, in] (cpu backend). Biases
+ * and norms are NULL where the config has none. */
+typedef struct dense_layer_weights {
+    const float *input_ln;  /* [hidden] plain RMSNorm weight (x * w) */
+    const float *post_ln;   /* [hidden] */
+    const float *q_proj;    /* [n_heads * head_dim, hidden] */
+    const float *k_proj;    /* [n_kv_heads * head_dim, hidden] */
+    const float *v_proj;    /* [n_kv_heads * head_dim, hidden] */
+    const float *o_proj;    /* [hidden, n_heads * head_dim] */
+    const float *q_bias;    /* [n_heads * head_dim]    attention_bias */
+    const float *k_bias;    /* [n_kv_heads * head_dim] */
+    const float *v_bias;    /* [n_kv_heads * head_dim] */
+    const float *o_bias;    /* [hidden]                o_proj_bias */
+    const float *q_norm;    /* [head_dim]              qk_norm */
+    const float *k_norm;    /* [head_dim] */
+    const float *gate_proj; /* [intermediate, hidden] */
+    const float *up_proj;   /* [intermediate, hidden] */
+    const float *down_proj; /* [hidden, intermediate] */
+} dense_layer_weights;
+
+typedef struct dense_weights {
+    const float *embed;          /* [vocab, hidden] */
+    const float *final_norm;     /* [hidden] */
+    const float *lm_head;        /* [vocab, hidden] (== embed when tied) */
+    dense_layer_weights *layers; /* [n_layers] */
+    void *arena;                 /* one allocation holding every f32 tensor */
+    size_t bytes;
+} dense_weights;
+
+/* Scratch activations for a prefill piece of up to C rows (cpu backend). */
+typedef struct dense_scratch {
+    float *x;              /* [C, hidden] residual stream */
+    float *h;              /* [C, hidden] normed input */
+    float *t0, *t1, *t2;   /* [C, max(hidden, intermediate, n_heads * head_dim)] */
+    float *q, *o;          /* [C, n_heads * head_dim] */
+    float *sample_scratch; /* [2 * vocab] */
+    int32_t *pos;          /* [C] positions of the step's rows */
+    float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
+    int debug_rows;
+} dense_scratch;
+
+/* Per-model data of the architecture (m->arch_data). */
+typedef struct dense {
+    float *inv_freq;          /* [head_dim / 2] the RoPE table of cfg.rope_type */
+    frt_buffer **kv_k, **kv_v; /* views of the state table, [n_layers] each */
+    dense_weights w;          /* cpu backend */
+    dense_scratch s;          /* cpu backend */
+} dense;
+
+static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
+
+extern const frt_arch_backend frt_dense_cpu_backend; /* dense_cpu.c */
+#if FRT_HAVE_CUDA
+extern const frt_arch_backend frt_dense_cuda_backend; /* dense_cuda.c + dense_glue.cu */
+#endif
+
+#endif /* FRT_MODEL_ARCH_DENSE_H */

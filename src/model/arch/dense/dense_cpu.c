@@ -1,0 +1,393 @@
+/*
+ * arch/dense/dense_cpu.c - the dense family's forward pass on the cpu
+ * backend, f32 (the reference the CUDA backend and the goldens are checked
+ * against).
+ *
+ * The math follows transformers 5.x modeling_llama.py (LlamaDecoderLayer,
+ * LlamaAttention, LlamaMLP, LlamaRMSNorm), with the switches of dense.h:
+ *   layer:  x += o_proj(attn(rmsnorm(x))) [+ o_bias]; x += mlp(rmsnorm(x))
+ *   rmsnorm(x) = w * (x * rsqrt(mean(x^2) + eps))   (plain weight)
+ *   attention: q = q_proj h [+ q_bias], k, v likewise (qwen2 / llama
+ *     attention_bias); qwen3: q_norm / k_norm, RMSNorm over head_dim per
+ *     head, before RoPE (Qwen3Attention); RoPE rotate-half on the whole head
+ *     from the inv_freq table of dense.c (default or llama3); causal GQA
+ *     softmax(q k^T / sqrt(head_dim)) v (eager_attention_forward, repeat_kv).
+ *   MLP: down(silu(gate(h)) * up(h)).
+ *   logits = lm_head(rmsnorm(x_last)) (lm_head = embed_tokens when tied).
+ *
+ * Every function here runs as a host task recorded into a graph variant: its
+ * arguments (the model, a layer index) are baked at capture; everything that
+ * changes between replays (start position, valid rows, the token to feed,
+ * sampling parameters) is read from the boundary and step buffers.
+ */
+#include "model/arch/dense/dense.h"
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cpu/rng.h"
+#include "kernels/cpu/rope_freqs.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- weights ----------------------------------------------------------- */
+
+typedef struct weight_loader {
+    frt_model *m;
+    float *arena;
+    size_t used; /* in floats */
+    int pass;    /* 0: size and check, 1: fill */
+} weight_loader;
+
+/* Finds prefix+name (lm_head also at the top level), checks its shape
+ * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. */
+static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
+    const frt_tensor *t = frt_checkpoint_find(wl->m->ckpt, full);
+    if (!t && !strncmp(name, "lm_head", 7)) t = frt_checkpoint_find(wl->m->ckpt, name);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    int ndim = d1 ? 2 : 1;
+    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+        char have[96] = "[", want[64];
+        for (int i = 0; i < t->ndim && i < 4; i++)
+            snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        snprintf(have + strlen(have), sizeof have - strlen(have), "]");
+        if (ndim == 2)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+        else
+            snprintf(want, sizeof want, "[%lld]", (long long)d0);
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
+    }
+    int64_t n = d0 * (d1 ? d1 : 1);
+    if (wl->pass == 1) {
+        float *p = wl->arena + wl->used;
+        FRT_TRY(frt_tensor_to_f32(t, p));
+        *dst = p;
+    }
+    wl->used += (size_t)n;
+    return 0;
+}
+
+static int load_all(weight_loader *wl)
+{
+    frt_model *m = wl->m;
+    const frt_model_config *c = &m->cfg;
+    dense_weights *w = &dense_of(m)->w;
+    int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    wl->used = 0;
+    FRT_TRY(load_tensor(wl, &w->embed, "embed_tokens.weight", V, H));
+    FRT_TRY(load_tensor(wl, &w->final_norm, "norm.weight", H, 0));
+    if (c->tie_word_embeddings)
+        w->lm_head = w->embed;
+    else
+        FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V, H));
+    for (int l = 0; l < c->n_layers; l++) {
+        dense_layer_weights *lw = &w->layers[l];
+        char n[160];
+#define LOAD(field, suffix, d0, d1)                                                                 \
+    do {                                                                                            \
+        snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                           \
+        FRT_TRY(load_tensor(wl, &lw->field, n, (d0), (d1)));                                        \
+    } while (0)
+        LOAD(input_ln, "input_layernorm.weight", H, 0);
+        LOAD(post_ln, "post_attention_layernorm.weight", H, 0);
+        LOAD(q_proj, "self_attn.q_proj.weight", qd, H);
+        LOAD(k_proj, "self_attn.k_proj.weight", kvd, H);
+        LOAD(v_proj, "self_attn.v_proj.weight", kvd, H);
+        LOAD(o_proj, "self_attn.o_proj.weight", H, qd);
+        if (c->attention_bias) {
+            LOAD(q_bias, "self_attn.q_proj.bias", qd, 0);
+            LOAD(k_bias, "self_attn.k_proj.bias", kvd, 0);
+            LOAD(v_bias, "self_attn.v_proj.bias", kvd, 0);
+        }
+        if (c->o_proj_bias) LOAD(o_bias, "self_attn.o_proj.bias", H, 0);
+        if (c->qk_norm) {
+            LOAD(q_norm, "self_attn.q_norm.weight", c->head_dim, 0);
+            LOAD(k_norm, "self_attn.k_norm.weight", c->head_dim, 0);
+        }
+        LOAD(gate_proj, "mlp.gate_proj.weight", I, H);
+        LOAD(up_proj, "mlp.up_proj.weight", I, H);
+        LOAD(down_proj, "mlp.down_proj.weight", H, I);
+#undef LOAD
+    }
+    return 0;
+}
+
+static int cpu_load_weights(frt_model *m)
+{
+    dense *d = dense_of(m);
+    d->w.layers = calloc((size_t)m->cfg.n_layers, sizeof *d->w.layers);
+    if (!d->w.layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the layer table");
+    weight_loader wl = {.m = m, .pass = 0};
+    FRT_TRY(load_all(&wl)); /* every name and shape checked before anything is allocated */
+    size_t bytes = wl.used * sizeof(float);
+    wl.arena = malloc(bytes ? bytes : 1);
+    if (!wl.arena) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: cannot allocate %zu bytes of f32 weights", bytes);
+    d->w.arena = wl.arena;
+    d->w.bytes = bytes;
+    m->weight_bytes = bytes;
+    wl.pass = 1;
+    return load_all(&wl);
+}
+
+/* ---- scratch ----------------------------------------------------------- */
+
+static int max_i(int a, int b) { return a > b ? a : b; }
+
+static int cpu_alloc_scratch(frt_model *m)
+{
+    const frt_model_config *c = &m->cfg;
+    dense_scratch *s = &dense_of(m)->s;
+    size_t rows = (size_t)m->C, H = (size_t)c->hidden_size;
+    size_t W = (size_t)max_i(max_i(c->hidden_size, c->intermediate_size), c->n_heads * c->head_dim);
+    size_t Q = (size_t)c->n_heads * c->head_dim;
+    if (!(s->x = malloc(rows * H * sizeof(float))) || !(s->h = malloc(rows * H * sizeof(float))) ||
+        !(s->t0 = malloc(rows * W * sizeof(float))) || !(s->t1 = malloc(rows * W * sizeof(float))) ||
+        !(s->t2 = malloc(rows * W * sizeof(float))) || !(s->q = malloc(rows * Q * sizeof(float))) ||
+        !(s->o = malloc(rows * Q * sizeof(float))) ||
+        !(s->sample_scratch = malloc(FRT_CPU_SAMPLE_SCRATCH(c->vocab_size) * sizeof(float) + 64)) ||
+        !(s->pos = malloc(rows * sizeof(int32_t))))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    if (m->params.debug_hidden) {
+        s->debug_hidden = malloc((size_t)(c->n_layers + 2) * rows * H * sizeof(float));
+        if (!s->debug_hidden) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for debug hidden");
+    }
+    return 0;
+}
+
+static void cpu_free(frt_model *m)
+{
+    dense *d = dense_of(m);
+    if (!d) return;
+    dense_scratch *s = &d->s;
+    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->sample_scratch, s->debug_hidden};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free(s->pos);
+    memset(s, 0, sizeof *s);
+    free(d->w.arena);
+    free(d->w.layers);
+    memset(&d->w, 0, sizeof d->w);
+}
+
+/* ---- the blocks -------------------------------------------------------- */
+
+/* y[r, :] += b for each of n rows of width dim (a Linear's bias). */
+static void add_bias(float *y, const float *b, int n, int dim)
+{
+    if (!b) return;
+    for (int r = 0; r < n; r++) frt_cpu_add(y + (size_t)r * dim, b, dim);
+}
+
+/* Attention block for rows at positions p0..p0+n-1; h is the normed input,
+ * the block output (o_proj, with its bias) goes to out [n, hidden]. K and V
+ * are written straight into the cache rows p0..p0+n-1. */
+static void attention_block(frt_model *m, int l, const float *h, float *out, int n, int p0)
+{
+    const frt_model_config *c = &m->cfg;
+    dense *d = dense_of(m);
+    const dense_layer_weights *lw = &d->w.layers[l];
+    dense_scratch *s = &d->s;
+    int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
+    int qd = nh * hd, kvd = nkv * hd;
+
+    float *kc = frt_buffer_ptr(d->kv_k[l]), *vc = frt_buffer_ptr(d->kv_v[l]);
+    float *krow = kc + (size_t)p0 * kvd, *vrow = vc + (size_t)p0 * kvd;
+    frt_cpu_matmul(s->q, h, lw->q_proj, n, H, qd);
+    frt_cpu_matmul(krow, h, lw->k_proj, n, H, kvd);
+    frt_cpu_matmul(vrow, h, lw->v_proj, n, H, kvd);
+    add_bias(s->q, lw->q_bias, n, qd);
+    add_bias(krow, lw->k_bias, n, kvd);
+    add_bias(vrow, lw->v_bias, n, kvd);
+    if (lw->q_norm) {
+        frt_cpu_rmsnorm(s->q, s->q, lw->q_norm, n * nh, hd, c->rms_norm_eps, 0);
+        frt_cpu_rmsnorm(krow, krow, lw->k_norm, n * nkv, hd, c->rms_norm_eps, 0);
+    }
+    for (int t = 0; t < n; t++) s->pos[t] = p0 + t;
+    frt_cpu_rope_freqs(s->q, n, nh, hd, hd, s->pos, d->inv_freq);
+    frt_cpu_rope_freqs(krow, n, nkv, hd, hd, s->pos, d->inv_freq);
+    frt_cpu_attention(s->o, s->q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    frt_cpu_matmul(out, s->o, lw->o_proj, n, qd, H);
+    add_bias(out, lw->o_bias, n, H);
+}
+
+static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
+{
+    const frt_model_config *c = &m->cfg;
+    const dense_layer_weights *lw = &dense_of(m)->w.layers[l];
+    dense_scratch *s = &dense_of(m)->s;
+    int H = c->hidden_size, I = c->intermediate_size;
+    frt_cpu_matmul(s->t0, h, lw->gate_proj, n, H, I);
+    frt_cpu_matmul(s->t1, h, lw->up_proj, n, H, I);
+    frt_cpu_swiglu(s->t0, s->t0, s->t1, n * I);
+    frt_cpu_matmul(out, s->t0, lw->down_proj, n, I, H);
+}
+
+/* ---- host tasks -------------------------------------------------------- */
+
+typedef struct task_args {
+    frt_model *m;
+    int layer;
+    int decode;
+} task_args;
+
+/* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
+static int step_rows(frt_model *m, int decode)
+{
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    return decode ? 1 : st->n_valid;
+}
+
+static void debug_record(frt_model *m, int idx, const float *src, int n)
+{
+    dense_scratch *s = &dense_of(m)->s;
+    if (!s->debug_hidden) return;
+    size_t H = (size_t)m->cfg.hidden_size;
+    memcpy(s->debug_hidden + (size_t)idx * m->C * H, src, (size_t)n * H * sizeof(float));
+    s->debug_rows = n;
+}
+
+/* Embedding of the step's tokens into the residual stream; the ids are
+ * appended to the token journal. */
+static void task_embed(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    int32_t *journal = frt_buffer_ptr(m->tokens);
+    int n = step_rows(m, a->decode);
+    const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
+    memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
+    frt_cpu_embedding(dense_of(m)->s.x, dense_of(m)->w.embed, ids, n, m->cfg.hidden_size);
+    debug_record(m, 0, dense_of(m)->s.x, n);
+}
+
+static void task_layer(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    const frt_model_config *c = &m->cfg;
+    const dense_layer_weights *lw = &dense_of(m)->w.layers[a->layer];
+    const frt_boundary *b = frt_buffer_ptr(m->boundary);
+    dense_scratch *s = &dense_of(m)->s;
+    int n = step_rows(m, a->decode), H = c->hidden_size;
+
+    frt_cpu_rmsnorm(s->h, s->x, lw->input_ln, n, H, c->rms_norm_eps, 0);
+    attention_block(m, a->layer, s->h, s->t2, n, b->pos);
+    frt_cpu_add(s->x, s->t2, n * H);
+    frt_cpu_rmsnorm(s->h, s->x, lw->post_ln, n, H, c->rms_norm_eps, 0);
+    mlp_block(m, a->layer, s->h, s->t2, n);
+    frt_cpu_add(s->x, s->t2, n * H);
+    debug_record(m, a->layer + 1, s->x, n);
+}
+
+/* Final norm and lm_head on the last valid row (skipped for a prefill
+ * piece that is not its call's last: step.no_logits); advances the
+ * position. */
+static void task_final(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    const frt_model_config *c = &m->cfg;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    dense *d = dense_of(m);
+    dense_scratch *s = &d->s;
+    int n = step_rows(m, a->decode), H = c->hidden_size;
+    if (s->debug_hidden) {
+        frt_cpu_rmsnorm(s->h, s->x, d->w.final_norm, n, H, c->rms_norm_eps, 0);
+        debug_record(m, c->n_layers + 1, s->h, n);
+    }
+    const int logits = a->decode || !st->no_logits;
+    if (logits) {
+        const float *last = s->x + (size_t)(n - 1) * H;
+        frt_cpu_rmsnorm(s->h, last, d->w.final_norm, 1, H, c->rms_norm_eps, 0);
+        frt_cpu_matmul(frt_buffer_ptr(m->logits), s->h, d->w.lm_head, 1, H, c->vocab_size);
+    }
+    b->pos += n;
+    b->has_logits = logits;
+    b->pending = -1;
+}
+
+/* Samples the pending token from the logits with the step's parameters and
+ * the boundary's RNG. */
+static void task_sample(void *p)
+{
+    const task_args *a = p;
+    frt_model *m = a->m;
+    frt_boundary *b = frt_buffer_ptr(m->boundary);
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    const float *logits = frt_buffer_ptr(m->logits);
+    int V = m->cfg.vocab_size;
+    if (st->sampling.temperature <= 0.0f) {
+        b->pending = frt_cpu_argmax(logits, V);
+        return;
+    }
+    float u = frt_rng_uniform(&b->rng[0]);
+    b->pending = frt_cpu_sample(logits, V, st->sampling.temperature, st->sampling.top_k, st->sampling.top_p, u,
+                                dense_of(m)->s.sample_scratch);
+}
+
+static int record_forward(frt_stream *s, frt_model *m, int decode)
+{
+    task_args a = {.m = m, .layer = -1, .decode = decode};
+    FRT_TRY(frt_stream_host_task(s, task_embed, &a, sizeof a));
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        a.layer = l;
+        FRT_TRY(frt_stream_host_task(s, task_layer, &a, sizeof a));
+    }
+    a.layer = -1;
+    return frt_stream_host_task(s, task_final, &a, sizeof a);
+}
+
+static int cpu_record_prefill(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    return record_forward(s, rc->m, 0);
+}
+
+static int cpu_record_decode(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    FRT_TRY(record_forward(s, rc->m, 1));
+    task_args a = {.m = rc->m, .layer = -1, .decode = 1};
+    return frt_stream_host_task(s, task_sample, &a, sizeof a);
+}
+
+static int cpu_record_sample(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    task_args a = {.m = rc->m, .layer = -1, .decode = 0};
+    return frt_stream_host_task(s, task_sample, &a, sizeof a);
+}
+
+/* idx 0: the embedding output; 1..n_layers: the output of layer idx-1
+ * (idx n_layers: the last layer's raw output); n_layers + 1: the final
+ * RMSNorm of it. Rows of the last prefill piece. */
+static int cpu_debug_hidden(frt_model *m, int idx, float *out, int n)
+{
+    dense_scratch *s = &dense_of(m)->s;
+    if (!s->debug_hidden) return frt_error(FRT_ERR_STATE, "debug_hidden: not enabled (params.debug_hidden)");
+    if (idx < 0 || idx > m->cfg.n_layers + 1 || n < 1 || n > s->debug_rows)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "debug_hidden: index %d rows %d out of range", idx, n);
+    size_t H = (size_t)m->cfg.hidden_size;
+    memcpy(out, s->debug_hidden + (size_t)idx * m->C * H, (size_t)n * H * sizeof(float));
+    return 0;
+}
+
+const frt_arch_backend frt_dense_cpu_backend = {
+    .name = "cpu",
+    .kv_dtype = FRT_DT_F32,
+    .state_dtypes = "weights=f32,kv=f32",
+    .load_weights = cpu_load_weights,
+    .alloc_scratch = cpu_alloc_scratch,
+    .free = cpu_free,
+    .record_prefill = cpu_record_prefill,
+    .record_decode = cpu_record_decode,
+    .record_sample = cpu_record_sample,
+    .debug_hidden = cpu_debug_hidden,
+};

@@ -1,0 +1,39 @@
+/*
+ * arch/dense/dense_glue.h - the two small CUDA kernels the dense forward
+ * pass needs beyond kernels/cuda (dense_glue.cu): a Linear's bias and RoPE
+ * from a table of inverse frequencies (the llama3 table cannot be computed
+ * from theta alone, which is what frt_cuda_rope takes). Additive: nothing in
+ * kernels/cuda changes.
+ *
+ * Conventions as kernels/cuda/kernels_cuda.h: `stream` is a cudaStream_t as
+ * void *; launchers only enqueue (legal inside a capture) and return 0,
+ * FRT_ERR_INVALID_ARGUMENT (nothing enqueued) or FRT_ERR_BACKEND (launch
+ * failed); d_n (device int32) NULL means max_n, the count clamped to
+ * [0, max_n]; rows t >= n are never touched.
+ * Tested against their CPU twins on random data in tests/test_cuda_dense.c.
+ */
+#ifndef FRT_MODEL_ARCH_DENSE_GLUE_H
+#define FRT_MODEL_ARCH_DENSE_GLUE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y[t, :] += b for t < n. y [max_n, dim] f32, b [dim] f32 (device).
+ * Twin: the add_bias loop of dense_cpu.c (frt_cpu_add per row). */
+int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_n, int max_n, int dim);
+
+/* Rotary embedding, rotate-half, on the whole head of x [max_n, n_heads,
+ * head_dim] f32 in place; token t at position *d_start + t; angle
+ * a = (float)pos * inv_freq[i] (fp32), CUDA's accurate cosf / sinf.
+ * inv_freq [head_dim / 2] f32 (device). head_dim even, 2..1024.
+ * Twin: frt_cpu_rope_freqs (kernels/cpu/rope_freqs.h) with pos[t] = start + t. */
+int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
+                         const int32_t *d_n, int max_n, int n_heads, int head_dim);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
