@@ -33,7 +33,7 @@
  */
 #include "model/arch/dense/dense.h"
 
-#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
 #include "model/arch/qwen35/qwen35_glue.h"
