@@ -8,7 +8,7 @@
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_config CORPUS;
  * CI replays fuzz/corpus/config/ through replay_config.
  */
-#include "weights/config.h"
+#include "frt/config.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_safetensors
  * CORPUS; CI replays fuzz/corpus/safetensors/ through replay_safetensors.
  */
-#include "weights/safetensors.h"
+#include "frt/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
  * CI replays fuzz/corpus/tokenizer/ through replay_tokenizer.
  */
 #include "frt/status.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 #include "../tests/test_tokenizer_fixture.h"
 
 #include <stddef.h>

@@ -8,7 +8,7 @@
  * CI replays fuzz/corpus/tokenizer_json/ through replay_tokenizer_json.
  */
 #include "frt/status.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@
  */
 #include "frt_test.h"
 #include "util/fs.h"
-#include "weights/checkpoint.h"
+#include "frt/checkpoint.h"
 #include "gen_model.h"
 #include "util/bf16.h"
 

@@ -8,7 +8,7 @@
  * inconsistent sizes; generation config fallbacks and errors.
  */
 #include "frt_test.h"
-#include "weights/config.h"
+#include "frt/config.h"
 #include "gen_model.h"
 
 #include <sys/stat.h>

@@ -25,8 +25,8 @@
 #include "kernels/cpu/rope_freqs.h"
 #include "model/model_internal.h"
 #include "util/error.h"
-#include "weights/config.h"
-#include "weights/safetensors.h"
+#include "frt/config.h"
+#include "frt/safetensors.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

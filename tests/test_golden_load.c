@@ -11,10 +11,10 @@
  * tests/data/golden/.
  */
 #include "frt_test.h"
-#include "weights/checkpoint.h"
-#include "weights/config.h"
+#include "frt/checkpoint.h"
+#include "frt/config.h"
 #include "gen_model.h"
-#include "weights/safetensors.h"
+#include "frt/safetensors.h"
 
 #include <dirent.h>
 #include <jansson.h>

@@ -14,8 +14,8 @@
 #include "frt_test.h"
 
 #include "frt/model.h"
-#include "weights/checkpoint.h"
-#include "weights/safetensors.h"
+#include "frt/checkpoint.h"
+#include "frt/safetensors.h"
 #include "gen_model.h"
 #include "model/model_internal.h"
 #include "util/error.h"

@@ -10,7 +10,7 @@
  */
 #include "frt_test.h"
 #include "util/fs.h"
-#include "weights/safetensors.h"
+#include "frt/safetensors.h"
 #include "util/bf16.h"
 
 #include <stdint.h>

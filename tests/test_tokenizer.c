@@ -4,7 +4,7 @@
  * decoding (lossy UTF-8, streaming), loading from a directory, and every
  * refusal path. The Hugging Face golden ids are in test_tokenizer_golden.c. */
 #include "frt_test.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 #include "test_tokenizer_fixture.h"
 
 #include <pthread.h>

@@ -8,7 +8,7 @@
  * python3-jinja2. */
 #include "frt_test.h"
 #include "text/chat.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 #include "test_tokenizer_fixture.h"
 
 #include <unistd.h>

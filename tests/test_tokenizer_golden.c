@@ -13,7 +13,7 @@
 #include "frt_test.h"
 #include "test_tokenizer_fixture.h"
 #include "text/chat.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 #include <jansson.h>
 

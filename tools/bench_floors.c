@@ -10,12 +10,9 @@
 #include "frt/model.h"
 #include "frt/status.h"
 #include "frt/debug.h"
-#include "weights/config.h"
+#include "frt/config.h"
 #include "util/error.h"
 
-#if FRT_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
-#endif
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -100,58 +97,6 @@ static int time_copy(frt_context *ctx, frt_space dst_sp, frt_space src_sp, size_
 }
 
 #if FRT_HAVE_CUDA
-static int time_gemm_cuda(frt_context *ctx, int n, double *ms_out)
-{
-    frt_stream *s = frt_context_stream(ctx);
-    size_t bytes = (size_t)n * n * 2;
-    frt_buffer *x = NULL, *w = NULL, *y = NULL;
-    frt_event *e0 = NULL, *e1 = NULL;
-    frt_cuda_gemm *g = NULL;
-    uint16_t *host = malloc(bytes);
-    double ms[16];
-    const int reps = 10;
-    int rc = host ? 0 : FRT_ERR_OUT_OF_MEMORY;
-    uint64_t st = 0x1234567ull;
-    for (size_t i = 0; host && i < (size_t)n * n; i++) { /* bf16 in [-1, 1): the top half of an f32 */
-        st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
-        float f = (float)((st * 0x2545F4914F6CDD1Dull) >> 40) / 16777216.0f * 2.0f - 1.0f;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        host[i] = (uint16_t)(u >> 16);
-    }
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.x", FRT_SPACE_DEVICE, bytes, &x);
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.w", FRT_SPACE_DEVICE, bytes, &w);
-    if (!rc) rc = frt_buffer_alloc(ctx, "bench.gemm.y", FRT_SPACE_DEVICE, bytes, &y);
-    if (!rc) rc = frt_buffer_write(x, 0, host, bytes, s);
-    if (!rc) rc = frt_buffer_write(w, 0, host, bytes, s);
-    if (!rc) rc = frt_stream_sync(s);
-    if (!rc) rc = frt_cuda_gemm_create((size_t)32 << 20, &g);
-    if (!rc) rc = frt_cuda_gemm_add_stream(g, frt_stream_native(s));
-    if (!rc) rc = frt_cuda_gemm_plan(g, n, n, n, FRT_CUDA_BF16, 0);
-    if (!rc) rc = frt_event_create(ctx, &e0);
-    if (!rc) rc = frt_event_create(ctx, &e1);
-    for (int i = -3; i < reps && !rc; i++) {
-        float t = 0;
-        rc = frt_event_record(e0, s);
-        if (!rc)
-            rc = frt_cuda_gemm_run(g, frt_stream_native(s), frt_buffer_ptr(y), FRT_CUDA_BF16, frt_buffer_ptr(x),
-                                   frt_buffer_ptr(w), n, n, n, 0);
-        if (!rc) rc = frt_event_record(e1, s);
-        if (!rc) rc = frt_event_sync(e1);
-        if (!rc) rc = frt_event_elapsed_ms(e0, e1, &t);
-        if (!rc && i >= 0) ms[i] = t;
-    }
-    if (!rc) *ms_out = bm_pct(ms, reps, 0.5);
-    frt_stream_sync(s);
-    frt_cuda_gemm_destroy(g);
-    frt_event_destroy(e0);
-    frt_event_destroy(e1);
-    frt_buffer_free(x);
-    frt_buffer_free(w);
-    frt_buffer_free(y);
-    free(host);
-    return rc;
-}
 #endif
 
 static int time_gemm_cpu(int n, double *ms_out)
@@ -197,7 +142,7 @@ int bm_measure_floors(bm_run *r)
         if (cuda) {
             r->fl.gemm_n = 8192;
             r->fl.gemm_what = "bf16 GEMM 8192^3 via frt_cuda_gemm (cuBLASLt), median of 10";
-            rc = time_gemm_cuda(ctx, 8192, &ms);
+            rc = frt_debug_gemm_ms(ctx, 8192, 10, &ms);
         }
 #endif
         if (!cuda) {

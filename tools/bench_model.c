@@ -52,15 +52,12 @@
 #include "frt/model.h"
 #include "frt/status.h"
 #include "frt/debug.h"
-#include "weights/checkpoint.h"
-#include "weights/config.h"
+#include "frt/checkpoint.h"
+#include "frt/config.h"
 #include "gen_model.h"
 #include "util/error.h"
 #include "util/fs.h"
 
-#if FRT_HAVE_CUDA
-#include "kernels/cuda/kernels_cuda.h"
-#endif
 
 #include <cblas.h>
 #include <dlfcn.h>

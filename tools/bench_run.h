@@ -6,7 +6,7 @@
 
 #include "frt/debug.h"
 #include "frt/exec.h"
-#include "weights/config.h"
+#include "frt/config.h"
 
 #include <jansson.h>
 #include <stddef.h>

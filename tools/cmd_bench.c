@@ -21,12 +21,10 @@
 #include "args.h"
 #include "cli.h"
 
+#include "frt/debug.h"
 #include "frt/exec.h"
 #include "frt/status.h"
 
-#if FRT_HAVE_CUDA
-#include "exec/cuda/exec_kernels.h"
-#endif
 
 #include <jansson.h>
 #include <limits.h>
@@ -65,17 +63,6 @@ static double median(double *v, int n)
 
 /* ---- the launch chain ------------------------------------------------------ */
 
-typedef struct chain_step {
-    float *x;
-    size_t n;
-} chain_step;
-
-static void chain_step_host(void *p)
-{
-    chain_step *c = p;
-    for (size_t i = 0; i < c->n; i++) c->x[i] = 0.999f * c->x[i] + 0.001f;
-}
-
 typedef struct chain_ctx {
     frt_context *ctx;
     frt_buffer *x;
@@ -85,18 +72,8 @@ typedef struct chain_ctx {
 static int chain_enqueue(frt_stream *s, void *user)
 {
     chain_ctx *c = user;
-    float *x = frt_buffer_ptr(c->x);
     for (int i = 0; i < CHAIN_LEN; i++) {
-        int rc;
-#if FRT_HAVE_CUDA
-        if (frt_context_backend(c->ctx) == FRT_BACKEND_CUDA) {
-            rc = frt_cuda_axpb(frt_stream_native(s), x, CHAIN_FLOATS, 0.999f, 0.001f);
-            if (rc) return rc;
-            continue;
-        }
-#endif
-        chain_step a = {x, CHAIN_FLOATS};
-        rc = frt_stream_host_task(s, chain_step_host, &a, sizeof a);
+        int rc = frt_debug_axpb(s, c->x, CHAIN_FLOATS, 0.999f, 0.001f);
         if (rc) return rc;
     }
     return 0;

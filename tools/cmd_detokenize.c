@@ -9,7 +9,7 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "weights/checkpoint.h"
+#include "frt/checkpoint.h"
 #include "gen_model.h"
 #include "util/fs.h"
 

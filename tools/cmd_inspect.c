@@ -10,8 +10,8 @@
 
 #include "frt/model.h"
 #include "frt/status.h"
-#include "weights/checkpoint.h"
-#include "weights/config.h"
+#include "frt/checkpoint.h"
+#include "frt/config.h"
 #include "gen_model.h"
 #include "util/fs.h"
 

@@ -8,12 +8,10 @@
 #include "args.h"
 #include "cli.h"
 
+#include "frt/debug.h"
 #include "frt/exec.h"
 #include "frt/status.h"
 
-#if FRT_HAVE_CUDA
-#include "exec/cuda/exec_kernels.h"
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,30 +19,11 @@
 
 #define SC_N 65536 /* floats per test buffer */
 
-typedef struct sc_axpb {
-    float *x;
-    size_t n;
-    float a, b;
-} sc_axpb;
-
-static void sc_axpb_host(void *p)
-{
-    sc_axpb *A = p;
-    for (size_t i = 0; i < A->n; i++) A->x[i] = A->a * A->x[i] + A->b;
-}
-
 /* x = a * x + b: the cuda kernel on cuda device memory, else a host task. */
 static int sc_enqueue_axpb(frt_context *ctx, frt_stream *s, frt_buffer *buf, float a, float b)
 {
-    float *x = frt_buffer_ptr(buf);
-    size_t n = frt_buffer_size(buf) / sizeof(float);
-#if FRT_HAVE_CUDA
-    if (frt_context_backend(ctx) == FRT_BACKEND_CUDA && frt_buffer_space(buf) == FRT_SPACE_DEVICE)
-        return frt_cuda_axpb(frt_stream_native(s), x, n, a, b);
-#endif
     (void)ctx;
-    sc_axpb A = {x, n, a, b};
-    return frt_stream_host_task(s, sc_axpb_host, &A, sizeof A);
+    return frt_debug_axpb(s, buf, frt_buffer_size(buf) / sizeof(float), a, b);
 }
 
 typedef struct sc_graph_ctx {

@@ -14,7 +14,7 @@
 
 #include "frt/status.h"
 #include "text/chat.h"
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -28,8 +28,8 @@
 #ifndef FRT_TOOLS_GEN_MODEL_H
 #define FRT_TOOLS_GEN_MODEL_H
 
-#include "weights/checkpoint.h"
-#include "weights/config.h"
+#include "frt/checkpoint.h"
+#include "frt/config.h"
 
 #include <stdint.h>
 

@@ -55,6 +55,21 @@ FRT_API int frt_model_load_checkpoint(frt_checkpoint *ck, const frt_model_config
  *   FRT_ERR_OUT_OF_RANGE  idx or n outside the last piece */
 FRT_API int frt_model_debug_hidden(frt_model *m, int idx, float *out, int n);
 
+/* x[i] = a * x[i] + b for the n floats at the start of buffer x, enqueued
+ * on s: one small kernel on a cuda device buffer, a host task otherwise.
+ * What the launch-overhead measurements (frt bench exec, frt selfcheck)
+ * chain. FRT_ERR_INVALID_ARGUMENT: NULL, or n floats beyond the buffer. */
+FRT_API int frt_debug_axpb(frt_stream *s, frt_buffer *x, size_t n, float a, float b);
+
+/* Times a bf16 GEMM of n x n x n on the cuda backend of ctx through the
+ * runtime's cuBLASLt plans (fp32 accumulation, the algorithm the model
+ * layer would pick), 3 warm-up runs then reps timed with events: the median
+ * in *ms. The benchmark's GEMM ceiling.
+ *   FRT_ERR_UNSUPPORTED       a cpu context, or a build without CUDA
+ *   FRT_ERR_INVALID_ARGUMENT  NULL, n < 64 or not a multiple of 8, reps < 1 or > 64
+ *   FRT_ERR_OUT_OF_MEMORY, FRT_ERR_BACKEND */
+FRT_API int frt_debug_gemm_ms(frt_context *ctx, int n, int reps, double *ms);
+
 #ifdef __cplusplus
 }
 #endif

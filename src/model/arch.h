@@ -20,8 +20,8 @@
 
 #include "frt/exec.h"
 #include "frt/model.h"
-#include "weights/config.h"
-#include "weights/safetensors.h"
+#include "frt/config.h"
+#include "frt/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -14,9 +14,9 @@
 #include "frt/exec.h"
 #include "frt/model.h"
 #include "model/arch.h"
-#include "text/tokenizer.h"
-#include "weights/checkpoint.h"
-#include "weights/config.h"
+#include "frt/tokenizer.h"
+#include "frt/checkpoint.h"
+#include "frt/config.h"
 
 #include <stdint.h>
 

@@ -25,7 +25,7 @@
 #ifndef FRT_TEXT_CHAT_H
 #define FRT_TEXT_CHAT_H
 
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 #include <jansson.h>
 #include <stddef.h>

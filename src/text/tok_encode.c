@@ -4,7 +4,7 @@
  * Face `tokenizers` library, 0.23 (tokenizers/src/tokenizer/mod.rs,
  * normalizers/unicode.rs, pre_tokenizers/{split,byte_level}.rs,
  * processors/template.rs). */
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 #include "text/tok_internal.h"
 #include "util/error.h"
 

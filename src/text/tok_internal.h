@@ -21,7 +21,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 
 /* Largest token id frt accepts in a tokenizer.json (the per-id tables are
  * dense): 16 M ids, far above any published vocabulary. */

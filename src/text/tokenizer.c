@@ -5,7 +5,7 @@
  * models/bpe/{model,serialization}.rs, pre_tokenizers/{split,byte_level}.rs,
  * normalizers/unicode.rs, processors/template.rs). Each step below names the
  * Rust function it mirrors. */
-#include "text/tokenizer.h"
+#include "frt/tokenizer.h"
 #include "text/tok_internal.h"
 #include "util/error.h"
 

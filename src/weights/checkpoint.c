@@ -3,7 +3,7 @@
  * sharded with model.safetensors.index.json) or in memory, with one O(1)
  * name index over all of them. Rules: checkpoint.h.
  */
-#include "weights/checkpoint.h"
+#include "frt/checkpoint.h"
 
 #include "util/error.h"
 #include "util/fs.h"

@@ -3,7 +3,7 @@
  * frt_generation_config, following transformers 5.x (see config.h for the
  * rules and their sources).
  */
-#include "weights/config.h"
+#include "frt/config.h"
 
 #include "util/error.h"
 #include "util/fs.h"

@@ -2,7 +2,7 @@
  * safetensors.c - the validating *.safetensors reader (mmap) and the atomic
  * writer. Format and checks: safetensors.h.
  */
-#include "weights/safetensors.h"
+#include "frt/safetensors.h"
 
 #include "util/bf16.h"
 #include "util/error.h"

@@ -1,5 +1,5 @@
 /*
- * weights/config.h - the model hyperparameters, read from a Hugging Face
+ * frt/config.h - the model hyperparameters, read from a Hugging Face
  * checkpoint directory's config.json and generation_config.json.
  *
  * Read the way transformers 5.x reads them (configuration_qwen3_5.py,
@@ -37,10 +37,16 @@
  * linear_num_value_heads, linear_key_head_dim, linear_value_head_dim.
  * Everything else takes the transformers default.
  */
-#ifndef FRT_WEIGHTS_CONFIG_H
-#define FRT_WEIGHTS_CONFIG_H
+#ifndef FRT_CONFIG_H
+#define FRT_CONFIG_H
+
+#include "frt/export.h"
 
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { FRT_LAYER_FULL_ATTENTION = 0, FRT_LAYER_LINEAR_ATTENTION = 1 } frt_layer_type;
 
@@ -93,12 +99,12 @@ typedef struct frt_generation_config {
  * field), FRT_ERR_UNSUPPORTED (model_type, rope_type, activation, sliding
  * window, layer type or size outside what frt runs; the message lists the
  * supported model types). */
-int frt_config_load(const char *model_dir, frt_model_config *out);
+FRT_API int frt_config_load(const char *model_dir, frt_model_config *out);
 
 /* Parses config.json text (len bytes, need not be NUL-terminated). `what`
  * names the source in messages (a path; NULL reads "config.json"). Same
  * errors as frt_config_load, without the file ones. */
-int frt_config_parse_json(const char *json_text, size_t len, const char *what, frt_model_config *out);
+FRT_API int frt_config_parse_json(const char *json_text, size_t len, const char *what, frt_model_config *out);
 
 /* Reads MODEL_DIR/generation_config.json. A missing file is not an error:
  * *out gets the defaults and eos from cfg (config.json's eos_token_id, none
@@ -108,19 +114,22 @@ int frt_config_parse_json(const char *json_text, size_t len, const char *what, f
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_IO, FRT_ERR_FORMAT (bad JSON or
  * a field of the wrong type or range, e.g. an eos id outside the
  * vocabulary). */
-int frt_generation_config_load(const char *model_dir, const frt_model_config *cfg, frt_generation_config *out);
+FRT_API int frt_generation_config_load(const char *model_dir, const frt_model_config *cfg, frt_generation_config *out);
 
 /* Parses generation_config.json text; cfg as above (may be NULL: no
  * fallback eos and no vocabulary check). */
-int frt_generation_config_parse_json(const char *json_text, size_t len, const char *what,
+FRT_API int frt_generation_config_parse_json(const char *json_text, size_t len, const char *what,
                                      const frt_model_config *cfg, frt_generation_config *out);
 
 /* The names frt_config_parse_json accepts, comma-separated, for messages:
  * "qwen3_5_text, qwen3_5, llama, qwen2, qwen3, mistral". Static storage. */
-const char *frt_config_supported_types(void);
+FRT_API const char *frt_config_supported_types(void);
 
 /* Writes the layer pattern as "L L L F ..." (L linear, F full) into buf
  * (NUL-terminated, truncated to size). Returns buf. */
-char *frt_config_layer_pattern(const frt_model_config *cfg, char *buf, size_t size);
+FRT_API char *frt_config_layer_pattern(const frt_model_config *cfg, char *buf, size_t size);
 
-#endif /* FRT_WEIGHTS_CONFIG_H */
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_CONFIG_H */

@@ -1,5 +1,5 @@
 /*
- * weights/checkpoint.h - all the weights of a model: the safetensors files of
+ * frt/checkpoint.h - all the weights of a model: the safetensors files of
  * a Hugging Face checkpoint directory, or tensors built in memory.
  *
  * A directory is read the way transformers reads it: model.safetensors when
@@ -15,13 +15,19 @@
  * malloc'd memory that the checkpoint owns: benchmarks build random weights
  * at a real shape without touching the disk (gen_model.h).
  */
-#ifndef FRT_WEIGHTS_CHECKPOINT_H
-#define FRT_WEIGHTS_CHECKPOINT_H
+#ifndef FRT_CHECKPOINT_H
+#define FRT_CHECKPOINT_H
 
-#include "weights/safetensors.h"
+#include "frt/export.h"
+
+#include "frt/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct frt_checkpoint frt_checkpoint;
 
@@ -31,11 +37,11 @@ typedef struct frt_checkpoint frt_checkpoint;
  * file or index, duplicate name across files, index/shard disagreement),
  * FRT_ERR_UNSUPPORTED, FRT_ERR_OUT_OF_MEMORY. Messages name the file and
  * the tensor. */
-int frt_checkpoint_open(const char *model_dir, frt_checkpoint **out);
+FRT_API int frt_checkpoint_open(const char *model_dir, frt_checkpoint **out);
 
 /* An empty in-memory checkpoint. Errors: FRT_ERR_INVALID_ARGUMENT,
  * FRT_ERR_OUT_OF_MEMORY. */
-int frt_checkpoint_create(frt_checkpoint **out);
+FRT_API int frt_checkpoint_create(frt_checkpoint **out);
 
 /* Adds a tensor to an in-memory checkpoint, taking ownership of `data`
  * (malloc'd, numel * dtype size bytes; freed with the checkpoint, also when
@@ -45,26 +51,26 @@ int frt_checkpoint_create(frt_checkpoint **out);
  * name, data NULL for a non-empty tensor), FRT_ERR_STATE (a checkpoint
  * opened from files), FRT_ERR_OUT_OF_RANGE (size overflow),
  * FRT_ERR_OUT_OF_MEMORY. */
-int frt_checkpoint_add(frt_checkpoint *ck, const char *name, frt_dtype dtype, int ndim, const int64_t *shape,
+FRT_API int frt_checkpoint_add(frt_checkpoint *ck, const char *name, frt_dtype dtype, int ndim, const int64_t *shape,
                        void *data);
 
 /* Unmaps / frees everything. Accepts NULL. */
-void frt_checkpoint_close(frt_checkpoint *ck);
+FRT_API void frt_checkpoint_close(frt_checkpoint *ck);
 
 /* The tensor named `name`, or NULL when absent (or ck / name NULL). O(1). */
-const frt_tensor *frt_checkpoint_find(const frt_checkpoint *ck, const char *name);
+FRT_API const frt_tensor *frt_checkpoint_find(const frt_checkpoint *ck, const char *name);
 
 /* Tensors in order: files by name (shards in index order), each file in
  * data-offset order; in memory, in the order added. at() returns NULL
  * outside [0, count). */
-int frt_checkpoint_count(const frt_checkpoint *ck);
-const frt_tensor *frt_checkpoint_at(const frt_checkpoint *ck, int i);
+FRT_API int frt_checkpoint_count(const frt_checkpoint *ck);
+FRT_API const frt_tensor *frt_checkpoint_at(const frt_checkpoint *ck, int i);
 
 /* Number of files (0 in memory), the sum of tensor bytes, and the sum of
  * element counts. */
-int frt_checkpoint_file_count(const frt_checkpoint *ck);
-uint64_t frt_checkpoint_bytes(const frt_checkpoint *ck);
-uint64_t frt_checkpoint_numel(const frt_checkpoint *ck);
+FRT_API int frt_checkpoint_file_count(const frt_checkpoint *ck);
+FRT_API uint64_t frt_checkpoint_bytes(const frt_checkpoint *ck);
+FRT_API uint64_t frt_checkpoint_numel(const frt_checkpoint *ck);
 
 /* Writes the checkpoint's tensors into DIR (which must exist) as HF does:
  * one model.safetensors when the total is at most shard_bytes (0 = no
@@ -77,6 +83,9 @@ uint64_t frt_checkpoint_numel(const frt_checkpoint *ck);
  * (see frt_st_writer_set_sync). Errors: those of frt_st_writer_write,
  * FRT_ERR_INVALID_ARGUMENT. */
 #define FRT_CKPT_WRITE_NO_FSYNC 1
-int frt_checkpoint_write(const frt_checkpoint *ck, const char *dir, uint64_t shard_bytes, int flags);
+FRT_API int frt_checkpoint_write(const frt_checkpoint *ck, const char *dir, uint64_t shard_bytes, int flags);
 
-#endif /* FRT_WEIGHTS_CHECKPOINT_H */
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_CHECKPOINT_H */

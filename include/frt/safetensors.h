@@ -1,5 +1,5 @@
 /*
- * weights/safetensors.h - one *.safetensors file: a validating reader over a
+ * frt/safetensors.h - one *.safetensors file: a validating reader over a
  * read-only mmap, and an atomic writer.
  *
  * Format (https://huggingface.co/docs/safetensors, the `safetensors` crate):
@@ -28,11 +28,17 @@
  * A file truncated by another process while mapped raises SIGBUS on access;
  * that is outside what a reader can prevent.
  */
-#ifndef FRT_WEIGHTS_SAFETENSORS_H
-#define FRT_WEIGHTS_SAFETENSORS_H
+#ifndef FRT_SAFETENSORS_H
+#define FRT_SAFETENSORS_H
+
+#include "frt/export.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum {
     FRT_DT_BF16,
@@ -56,17 +62,17 @@ typedef enum {
 #define FRT_TENSOR_MAX_DIMS 8
 
 /* Bytes per element (BOOL: 1); 0 for a value outside the enum. */
-size_t frt_dtype_size(frt_dtype dt);
+FRT_API size_t frt_dtype_size(frt_dtype dt);
 
 /* The safetensors name ("BF16", "F8_E4M3", ...); "?" outside the enum. */
-const char *frt_dtype_name(frt_dtype dt);
+FRT_API const char *frt_dtype_name(frt_dtype dt);
 
 /* The dtype of a safetensors name (exact, case-sensitive). Returns 0, or
  * FRT_ERR_UNSUPPORTED for an unknown name. */
-int frt_dtype_from_name(const char *name, frt_dtype *out);
+FRT_API int frt_dtype_from_name(const char *name, frt_dtype *out);
 
 /* 1 for BF16, F16, F32, F64, F8_E4M3, F8_E5M2. */
-int frt_dtype_is_float(frt_dtype dt);
+FRT_API int frt_dtype_is_float(frt_dtype dt);
 
 /* One tensor. Every pointer is owned by the file / checkpoint that handed
  * the tensor out and stays valid until it is closed. */
@@ -81,14 +87,14 @@ typedef struct frt_tensor {
 } frt_tensor;
 
 /* Element count (product of the shape; 1 for a scalar). */
-int64_t frt_tensor_numel(const frt_tensor *t);
+FRT_API int64_t frt_tensor_numel(const frt_tensor *t);
 
 /* Converts a float tensor (BF16, F16, F32, F64, F8_E4M3, F8_E5M2) to f32:
  * out must hold frt_tensor_numel(t) floats. Widening is exact; F64 rounds
  * to nearest. Runs on OpenMP threads for large tensors.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_UNSUPPORTED (an integer
  * or bool dtype). */
-int frt_tensor_to_f32(const frt_tensor *t, float *out);
+FRT_API int frt_tensor_to_f32(const frt_tensor *t, float *out);
 
 /* ---- reader ------------------------------------------------------------- */
 
@@ -99,31 +105,31 @@ typedef struct frt_safetensors frt_safetensors;
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_NOT_FOUND (no such file),
  * FRT_ERR_IO (open/stat/mmap failed, not a regular file), FRT_ERR_FORMAT,
  * FRT_ERR_UNSUPPORTED, FRT_ERR_OUT_OF_MEMORY. */
-int frt_safetensors_open(const char *path, frt_safetensors **out);
+FRT_API int frt_safetensors_open(const char *path, frt_safetensors **out);
 
 /* Validates a file image already in memory (size bytes at data; not copied:
  * it must outlive the handle). `name` stands for the path in messages and
  * in frt_tensor.file. Same checks and errors as frt_safetensors_open. */
-int frt_safetensors_open_memory(const void *data, size_t size, const char *name, frt_safetensors **out);
+FRT_API int frt_safetensors_open_memory(const void *data, size_t size, const char *name, frt_safetensors **out);
 
 /* Unmaps and frees. Accepts NULL. Tensors handed out become invalid. */
-void frt_safetensors_close(frt_safetensors *st);
+FRT_API void frt_safetensors_close(frt_safetensors *st);
 
 /* Tensors in data-offset order. at() returns NULL outside [0, count). */
-int frt_safetensors_count(const frt_safetensors *st);
-const frt_tensor *frt_safetensors_at(const frt_safetensors *st, int i);
+FRT_API int frt_safetensors_count(const frt_safetensors *st);
+FRT_API const frt_tensor *frt_safetensors_at(const frt_safetensors *st, int i);
 
 /* The tensor named `name`, or NULL. O(log n). */
-const frt_tensor *frt_safetensors_find(const frt_safetensors *st, const char *name);
+FRT_API const frt_tensor *frt_safetensors_find(const frt_safetensors *st, const char *name);
 
 /* The __metadata__ value for key, or NULL. */
-const char *frt_safetensors_metadata(const frt_safetensors *st, const char *key);
+FRT_API const char *frt_safetensors_metadata(const frt_safetensors *st, const char *key);
 
 /* The path (or memory name) given at open. */
-const char *frt_safetensors_path(const frt_safetensors *st);
+FRT_API const char *frt_safetensors_path(const frt_safetensors *st);
 
 /* Total size of the file image in bytes. */
-size_t frt_safetensors_size(const frt_safetensors *st);
+FRT_API size_t frt_safetensors_size(const frt_safetensors *st);
 
 /* ---- writer ------------------------------------------------------------- */
 
@@ -132,14 +138,14 @@ typedef struct frt_st_writer frt_st_writer;
 /* An empty writer whose __metadata__ holds {"format": "pt"} (transformers
  * refuses files without it). Errors: FRT_ERR_INVALID_ARGUMENT,
  * FRT_ERR_OUT_OF_MEMORY. */
-int frt_st_writer_create(frt_st_writer **out);
+FRT_API int frt_st_writer_create(frt_st_writer **out);
 
 /* Frees the writer (not the tensor data it references). Accepts NULL. */
-void frt_st_writer_destroy(frt_st_writer *w);
+FRT_API void frt_st_writer_destroy(frt_st_writer *w);
 
 /* Sets a __metadata__ entry (copied; replaces an existing key).
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_MEMORY. */
-int frt_st_writer_set_metadata(frt_st_writer *w, const char *key, const char *value);
+FRT_API int frt_st_writer_set_metadata(frt_st_writer *w, const char *key, const char *value);
 
 /* Adds a tensor in file order. The name is copied; `data` (numel * dtype
  * size bytes) is NOT copied and must stay valid until _write returns.
@@ -147,16 +153,16 @@ int frt_st_writer_set_metadata(frt_st_writer *w, const char *key, const char *va
  * outside [0, 8], negative dim, data NULL for a non-empty tensor, a name
  * that is already there, an invalid dtype), FRT_ERR_OUT_OF_RANGE (size
  * overflow), FRT_ERR_OUT_OF_MEMORY. */
-int frt_st_writer_add(frt_st_writer *w, const char *name, frt_dtype dtype, int ndim, const int64_t *shape,
+FRT_API int frt_st_writer_add(frt_st_writer *w, const char *name, frt_dtype dtype, int ndim, const int64_t *shape,
                       const void *data);
 
 /* fsync before the rename (default 1). 0 trades durability against a power
  * loss for speed (the rename is still atomic for readers): for files that
  * can be regenerated, e.g. frt gen-model --no-fsync. */
-void frt_st_writer_set_sync(frt_st_writer *w, int sync);
+FRT_API void frt_st_writer_set_sync(frt_st_writer *w, int sync);
 
 /* Bytes the file will have (header included). */
-uint64_t frt_st_writer_file_size(const frt_st_writer *w);
+FRT_API uint64_t frt_st_writer_file_size(const frt_st_writer *w);
 
 /* Writes the file atomically: a temporary file in the same directory, data
  * copied on OpenMP threads, fsync, then rename over PATH; a failure removes
@@ -165,6 +171,9 @@ uint64_t frt_st_writer_file_size(const frt_st_writer *w);
  * starts at a multiple of 8. The writer can be written again.
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_IO (the message names the path
  * and the system error), FRT_ERR_OUT_OF_MEMORY. */
-int frt_st_writer_write(frt_st_writer *w, const char *path);
+FRT_API int frt_st_writer_write(frt_st_writer *w, const char *path);
 
-#endif /* FRT_WEIGHTS_SAFETENSORS_H */
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_SAFETENSORS_H */
