@@ -13,7 +13,7 @@
  *   - in-memory add errors.
  */
 #include "frt_test.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 #include "frt/checkpoint.h"
 #include "gen_model.h"
 #include "util/bf16.h"

@@ -9,7 +9,7 @@
  * shapes, too many dims, bad metadata, shape overflow.
  */
 #include "frt_test.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 #include "frt/safetensors.h"
 #include "util/bf16.h"
 

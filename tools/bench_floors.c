@@ -11,7 +11,6 @@
 #include "frt/status.h"
 #include "frt/debug.h"
 #include "frt/config.h"
-#include "util/error.h"
 
 
 #include <cblas.h>

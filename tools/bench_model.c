@@ -55,8 +55,7 @@
 #include "frt/checkpoint.h"
 #include "frt/config.h"
 #include "gen_model.h"
-#include "util/error.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 
 
 #include <cblas.h>

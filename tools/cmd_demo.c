@@ -15,8 +15,8 @@
 
 #include "frt/capsule.h"
 #include "frt/model.h"
-#include "util/error.h"
-#include "util/fs.h"
+#include "frt/status.h"
+#include "frt/fs.h"
 
 #include <jansson.h>
 #include <limits.h>

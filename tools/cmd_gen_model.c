@@ -13,7 +13,7 @@
 #include "frt/status.h"
 #include "frt/checkpoint.h"
 #include "gen_model.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 
 #include <dirent.h>
 #include <limits.h>

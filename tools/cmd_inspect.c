@@ -13,7 +13,7 @@
 #include "frt/checkpoint.h"
 #include "frt/config.h"
 #include "gen_model.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 
 #include <jansson.h>
 #include <limits.h>

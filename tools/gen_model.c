@@ -7,8 +7,8 @@
 #include "gen_model.h"
 
 #include "util/bf16.h"
-#include "util/error.h"
-#include "util/fs.h"
+#include "frt/status.h"
+#include "frt/fs.h"
 
 #include <jansson.h>
 #include <limits.h>

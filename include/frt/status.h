@@ -53,6 +53,19 @@ FRT_API const char *frt_status_name(int status);
  * "" when none failed yet. Valid until the next frt call on this thread. */
 FRT_API const char *frt_last_error(void);
 
+/* Sets the calling thread's last-error message (printf format) and returns
+ * status, so code layered on the library (frt's serving library, its
+ * command line, programs of yours) fails the way the library does:
+ * return frt_error(FRT_ERR_FORMAT, "...", ...); */
+FRT_API int frt_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Evaluates a status expression and returns it from the caller on failure. */
+#define FRT_TRY(expr)                                                          \
+    do {                                                                       \
+        int frt_try_rc_ = (expr);                                              \
+        if (frt_try_rc_ < 0) return frt_try_rc_;                               \
+    } while (0)
+
 /* The library's version, "MAJOR.MINOR.PATCH" (CMake's project version, the
  * same number as libfrt.so's VERSION). Never NULL; static storage. */
 FRT_API const char *frt_version(void);

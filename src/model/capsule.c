@@ -11,7 +11,7 @@
 #include "model/model_internal.h"
 
 #include "util/error.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>

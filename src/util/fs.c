@@ -1,5 +1,5 @@
 /* fs.c - whole-file reads, atomic writes, mkdir -p. */
-#include "util/fs.h"
+#include "frt/fs.h"
 
 #include "util/error.h"
 

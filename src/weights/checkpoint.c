@@ -6,7 +6,7 @@
 #include "frt/checkpoint.h"
 
 #include "util/error.h"
-#include "util/fs.h"
+#include "frt/fs.h"
 #include "util/json.h"
 
 #include <dirent.h>

@@ -6,9 +6,9 @@
 # prototype per function declared, with its file and line. Then, with
 # nm -D --defined-only:
 #   libfrt.so          exports exactly the frt_* functions that
-#                      include/frt/*.h (all but serving.h) declare, plus
-#                      frt_error under version FRT_0_PRIVATE (for
-#                      libfrt_serving.so); nothing else: no frt_cuda_*,
+#                      include/frt/*.h (all but serving.h) declare
+#                      (frt_error among them, public in status.h), all
+#                      under version FRT_0; nothing else: no frt_cuda_*,
 #                      frt_cpu_*, tok_*, C++ or CUDA runtime symbol;
 #   libfrt_serving.so  exports exactly what include/frt/serving.h declares;
 #   both have a SONAME; libfrt.so does not need libmicrohttpd or SQLite.
@@ -80,7 +80,7 @@ check() {
 
 lib=$B/libfrt.so
 [ -e "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
-check "$lib" "$tmp/core.txt" frt_error
+check "$lib" "$tmp/core.txt" ""
 if [ -s "$tmp/extra.txt" ]; then
     bad "libfrt.so exports $(wc -l <"$tmp/extra.txt") symbols no public header declares:"
     head -20 "$tmp/extra.txt" | sed 's/^/    /'
@@ -89,9 +89,9 @@ if [ -s "$tmp/missing.txt" ]; then
     bad "libfrt.so does not export $(wc -l <"$tmp/missing.txt") declared functions:"
     head -20 "$tmp/missing.txt" | sed 's/^/    /'
 fi
-grep -qx "frt_error FRT_0_PRIVATE" "$tmp/exp.txt" || bad "frt_error is not exported as frt_error@@FRT_0_PRIVATE"
-if grep -v "^frt_error " "$tmp/exp.txt" | grep -qv " FRT_0$"; then
-    bad "libfrt.so symbols outside version FRT_0: $(grep -v '^frt_error ' "$tmp/exp.txt" | grep -v ' FRT_0$' | head -5 | tr '\n' ' ')"
+grep -qx "frt_error FRT_0" "$tmp/exp.txt" || bad "frt_error is not exported as frt_error@@FRT_0"
+if grep -qv " FRT_0$" "$tmp/exp.txt"; then
+    bad "libfrt.so symbols outside version FRT_0: $(grep -v ' FRT_0$' "$tmp/exp.txt" | head -5 | tr '\n' ' ')"
 fi
 leaks=$(awk '{print $1}' "$tmp/exp.txt" | grep -cE '^(frt_cuda_|frt_cpu_|tok_|_Z|cuda|__cuda)' || true)
 [ "$leaks" = 0 ] || bad "libfrt.so exports $leaks internal (frt_cuda_/frt_cpu_/tok_/C++/CUDA runtime) symbols"
@@ -117,7 +117,7 @@ needed "$slib" | grep -q '^libmicrohttpd\.' || bad "libfrt_serving.so does not n
 # ---- negative control: the internal library does export internals -----------
 ilib=$B/libfrt_internal.so
 if [ -e "$ilib" ]; then
-    check "$ilib" "$tmp/core.txt" frt_error
+    check "$ilib" "$tmp/core.txt" ""
     n_int=$(grep -cE '^(frt_cpu_|tok_)' "$tmp/extra.txt" || true)
     [ "$n_int" -gt 0 ] || bad "the check found no internal symbol in libfrt_internal.so either (it could not catch a leak)"
     echo "control: libfrt_internal.so exports $(wc -l <"$tmp/extra.txt") symbols outside the public API ($n_int frt_cpu_*/tok_*): the check sees them"
@@ -126,4 +126,4 @@ else
 fi
 
 [ $fail = 0 ] || exit 1
-echo "ok: libfrt.so exports $n_exp symbols = $n_core declared in include/frt (serving.h aside) + frt_error@FRT_0_PRIVATE; libfrt_serving.so exports the $n_serving of serving.h"
+echo "ok: libfrt.so exports $n_exp symbols = $n_core declared in include/frt (serving.h aside); libfrt_serving.so exports the $n_serving of serving.h"
