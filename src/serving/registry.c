@@ -65,12 +65,13 @@ static int in_tier(const frt_cap *c, int tier)
     return tier == FRT_ENGINE_TIER_DISK ? c->persisted : (c->handle && c->tier == tier);
 }
 
-/* What c costs in a tier: a file's size on disk (the payload plus the
- * metadata and alignment of the format; the payload when the size is not
- * known), the payload in memory. */
+/* What c costs in a tier: the payload in memory; on disk its file's size
+ * (the payload plus the metadata and alignment of the format), never less
+ * than the payload (the fake engine's files are smaller than the sizes it
+ * simulates). */
 static size_t tier_bytes(const frt_cap *c, int tier)
 {
-    return tier == FRT_ENGINE_TIER_DISK && c->file_bytes ? c->file_bytes : c->bytes;
+    return tier == FRT_ENGINE_TIER_DISK && c->file_bytes > c->bytes ? c->file_bytes : c->bytes;
 }
 
 /* Notes the size of c's file (after it is written, or found at open). */
