@@ -107,7 +107,7 @@ client() {
         0 | 1 | 2 | 3 | 4) kind=valid; st=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "${j[@]}" \
             -d "{\"prompt\":\"client $i request $k\",\"max_tokens\":8}" "$u/v1/completions") ;;
         5) kind=valid; st=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "${j[@]}" \
-            -d "{\"messages\":[{\"role\":\"system\",\"content\":\"Persona $((k % 20)). $LONG\"},{\"role\":\"user\",\"content\":\"hi $k\"}],\"max_tokens\":4,\"frt_pin_prefix\":true}" "$u/v1/chat/completions") ;;
+            -d "{\"messages\":[{\"role\":\"system\",\"content\":\"Persona $((k / 12 % 20)). $LONG\"},{\"role\":\"user\",\"content\":\"hi $k\"}],\"max_tokens\":4,\"frt_pin_prefix\":true}" "$u/v1/chat/completions") ;;
         6) kind=malformed; st=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "${j[@]}" -d '{"prompt":' "$u/v1/completions") ;;
         7) kind=malformed; st=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "${j[@]}" \
             -d '{"prompt":"x","max_tokens":"many","bogus":1}' "$u/v1/completions") ;;
