@@ -200,7 +200,7 @@ cat >"$OUT" <<EOF
 # frt reliability run
 
 - command: \`scripts/reliability.sh --minutes $MINUTES\` ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))
-- server: \`frt serve --engine fake --capsule-dir DIR --conn-timeout-s 5 --max-body-mb 1\` on 127.0.0.1
+- server: \`frt serve --engine fake --capsule-dir DIR --conn-timeout-s 5 --max-body-mb 1 --prefill-chunk 64\` on 127.0.0.1
 
 | measure | value |
 |---|---|
