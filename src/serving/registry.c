@@ -65,11 +65,27 @@ static int in_tier(const frt_cap *c, int tier)
     return tier == FRT_ENGINE_TIER_DISK ? c->persisted : (c->handle && c->tier == tier);
 }
 
+/* What c costs in a tier: the payload in memory; on disk its file's size
+ * (the payload plus the metadata and alignment of the format), never less
+ * than the payload (the fake engine's files are smaller than the sizes it
+ * simulates). */
+static size_t tier_bytes(const frt_cap *c, int tier)
+{
+    return tier == FRT_ENGINE_TIER_DISK && c->file_bytes > c->bytes ? c->file_bytes : c->bytes;
+}
+
+/* Notes the size of c's file (after it is written, or found at open). */
+static void note_file(frt_cap *c)
+{
+    struct stat sb;
+    c->file_bytes = c->path && stat(c->path, &sb) == 0 ? (size_t)sb.st_size : 0;
+}
+
 size_t frt_registry_bytes(const frt_registry *r, int tier)
 {
     size_t b = r && tier == FRT_ENGINE_TIER_DISK ? r->disk_other : 0;
     for (int i = 0; r && i < r->n; i++)
-        if (in_tier(r->caps[i], tier)) b += r->caps[i]->bytes;
+        if (in_tier(r->caps[i], tier)) b += tier_bytes(r->caps[i], tier);
     return b;
 }
 
@@ -211,7 +227,13 @@ static int persist(frt_registry *r, frt_cap *c)
         return rc;
     }
     c->persisted = 1;
-    return 0;
+    /* the room made above was for the payload: charge the file's metadata too */
+    note_file(c);
+    protect(r, c->id);
+    rc = make_room(r, FRT_ENGINE_TIER_DISK, 0);
+    unprotect(r);
+    if (rc) unpersist(r, c);
+    return rc;
 }
 
 /* Moves c (in memory tier c->tier) one step down: device -> host when the
@@ -374,6 +396,7 @@ static int load_row(void *user, const frt_cap *row, uint64_t fp)
     c->handle = NULL;
     c->tier = FRT_ENGINE_TIER_DISK;
     c->persisted = 1;
+    note_file(c);
     c->refs = c->pin_holds = 0;
     if (!c->tokens || !c->path || (row->salt_len && !c->salt) || push(r, c)) {
         cap_destroy(c);
@@ -572,6 +595,7 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *s, uint64_t *id)
         c->bytes = info.bytes;
         c->tier = info.tier;
         c->persisted = c->tier == FRT_ENGINE_TIER_DISK;
+        if (c->persisted) note_file(c);
         rc = push(r, c);
     }
     if (!rc && c->persisted && r->db && (rc = frt_capdb_put(r->db, c, e->facts.fingerprint))) remove_at(r, r->n - 1);

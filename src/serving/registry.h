@@ -52,7 +52,9 @@ typedef struct frt_cap {
     void *handle;         /* engine capsule; NULL when only its file holds it (loaded on restore) */
     int persisted;        /* the file `path` holds it (counted in the disk budget) */
     char *path;           /* DIR/cap-ID.frtc, NULL without a capsule dir */
-    size_t bytes;         /* payload bytes */
+    size_t bytes;         /* payload bytes (what a memory tier holds) */
+    size_t file_bytes;    /* size of its file while persisted (payload + metadata + alignment); the disk tier charges
+                             max(file_bytes, bytes) */
     int position;         /* committed tokens */
     int pending;          /* pending token at the boundary, -1 when none */
     int exact;            /* the state equals a cold prefill of `tokens` */
