@@ -5,6 +5,8 @@
  */
 #include "model/model_internal.h"
 
+#include "kernels/cpu/kernels_cpu.h"
+
 #include "text/chat.h"
 #include "util/error.h"
 
@@ -70,6 +72,10 @@ static int file_exists(const char *dir, const char *name)
 static int alloc_state(frt_model *m)
 {
     FRT_TRY(frt_model_state_alloc(m));
+    if (m->params.backend == FRT_BACKEND_CPU) {
+        m->cpu_sample_scratch = malloc(FRT_CPU_SAMPLE_SCRATCH(m->cfg.vocab_size) * sizeof(float) + 64);
+        if (!m->cpu_sample_scratch) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for sampling scratch");
+    }
     FRT_TRY(frt_buffer_alloc(m->ctx, "step", FRT_SPACE_DEVICE, sizeof(frt_step_args), &m->step));
     FRT_TRY(frt_buffer_fill(m->step, 0, sizeof(frt_step_args), 0, m->stream));
     if (m->arch->bind_state) FRT_TRY(m->arch->bind_state(m));
@@ -276,6 +282,7 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_sample);
     frt_model_state_free(m);
     frt_buffer_free(m->step);
+    free(m->cpu_sample_scratch);
     if (m->bk) m->bk->free(m);
     if (m->arch && m->arch->fini) m->arch->fini(m);
     frt_context_destroy(m->ctx);

@@ -87,6 +87,7 @@ struct frt_model {
     uint64_t weights_hash;
     uint64_t fingerprint;
     uint64_t progress_done, progress_total; /* load progress of the current phase */
+    float *cpu_sample_scratch; /* cpu backend: the sampling task's scratch (FRT_CPU_SAMPLE_SCRATCH(vocab)) */
 
     /* Rollback restore (capsule.c): the serial of the capsule whose
      * positional prefix (ROWS entries 0..position-1) the live state holds
@@ -110,6 +111,32 @@ int frt_model_boundary_read(frt_model *m, frt_boundary *b);
  * frt_model_progress_weights with the bytes of each tensor it has placed
  * (checkpoint bytes, whatever dtype it converts to). */
 void frt_model_progress_weights(frt_model *m, uint64_t bytes);
+
+/* ---- the cpu backends' shared recording (cpu_forward.c) ----------------- */
+
+/* The argument of an architecture's cpu host tasks (baked at capture). */
+typedef struct frt_cpu_task {
+    frt_model *m;
+    int layer;  /* the layer of a layer task; -1 otherwise */
+    int decode; /* 1: a decode step (one row: the pending token); 0: a prefill piece */
+} frt_cpu_task;
+
+/* An architecture's cpu step, as host tasks taking an frt_cpu_task: embed
+ * the step's rows (and append them to the token journal), one layer, and
+ * the final norm + LM head that advances the boundary. */
+typedef struct frt_cpu_forward {
+    void (*embed)(void *task);
+    void (*layer)(void *task);
+    void (*final)(void *task);
+} frt_cpu_forward;
+
+/* Record a prefill piece (embed, every layer, final), a decode step (the
+ * same, then the sampling task) or the sampling task alone on s. The
+ * sampling task is the runtime's: greedy or frt_cpu_sample from the logits,
+ * the step's frt_sampling and the boundary's RNG. */
+int frt_cpu_record_prefill(frt_stream *s, const frt_record_ctx *rc, const frt_cpu_forward *f);
+int frt_cpu_record_decode(frt_stream *s, const frt_record_ctx *rc, const frt_cpu_forward *f);
+int frt_cpu_record_sample(frt_stream *s, void *user); /* an frt_record_fn; user: frt_record_ctx */
 
 /* Allocates the state table the architecture declares plus the runtime's
  * token-model entries, and the graph ports (state.c). */

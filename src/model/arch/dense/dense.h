@@ -63,7 +63,6 @@ typedef struct dense_scratch {
     float *h;              /* [C, hidden] normed input */
     float *t0, *t1, *t2;   /* [C, max(hidden, intermediate, n_heads * head_dim)] */
     float *q, *o;          /* [C, n_heads * head_dim] */
-    float *sample_scratch; /* [2 * vocab] */
     int32_t *pos;          /* [C] positions of the step's rows */
     float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
     int debug_rows;

@@ -23,7 +23,6 @@
 #include "model/arch/dense/dense.h"
 
 #include "kernels/cpu/kernels_cpu.h"
-#include "kernels/cpu/rng.h"
 #include "kernels/cpu/rope_freqs.h"
 #include "util/error.h"
 
@@ -150,7 +149,6 @@ static int cpu_alloc_scratch(frt_model *m)
         !(s->t0 = malloc(rows * W * sizeof(float))) || !(s->t1 = malloc(rows * W * sizeof(float))) ||
         !(s->t2 = malloc(rows * W * sizeof(float))) || !(s->q = malloc(rows * Q * sizeof(float))) ||
         !(s->o = malloc(rows * Q * sizeof(float))) ||
-        !(s->sample_scratch = malloc(FRT_CPU_SAMPLE_SCRATCH(c->vocab_size) * sizeof(float) + 64)) ||
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
     if (m->params.debug_hidden) {
@@ -165,7 +163,7 @@ static void cpu_free(frt_model *m)
     dense *d = dense_of(m);
     if (!d) return;
     dense_scratch *s = &d->s;
-    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->sample_scratch, s->debug_hidden};
+    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
     memset(s, 0, sizeof *s);
@@ -229,12 +227,6 @@ static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
 
 /* ---- host tasks -------------------------------------------------------- */
 
-typedef struct task_args {
-    frt_model *m;
-    int layer;
-    int decode;
-} task_args;
-
 /* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
 static int step_rows(frt_model *m, int decode)
 {
@@ -255,7 +247,7 @@ static void debug_record(frt_model *m, int idx, const float *src, int n)
  * appended to the token journal. */
 static void task_embed(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     int32_t *journal = frt_buffer_ptr(m->tokens);
@@ -268,7 +260,7 @@ static void task_embed(void *p)
 
 static void task_layer(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
     const dense_layer_weights *lw = &dense_of(m)->w.layers[a->layer];
@@ -290,7 +282,7 @@ static void task_layer(void *p)
  * position. */
 static void task_final(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
@@ -313,57 +305,10 @@ static void task_final(void *p)
     b->pending = -1;
 }
 
-/* Samples the pending token from the logits with the step's parameters and
- * the boundary's RNG. */
-static void task_sample(void *p)
-{
-    const task_args *a = p;
-    frt_model *m = a->m;
-    frt_boundary *b = frt_buffer_ptr(m->boundary);
-    const frt_step_args *st = frt_buffer_ptr(m->step);
-    const float *logits = frt_buffer_ptr(m->logits);
-    int V = m->cfg.vocab_size;
-    if (st->sampling.temperature <= 0.0f) {
-        b->pending = frt_cpu_argmax(logits, V);
-        return;
-    }
-    float u = frt_rng_uniform(&b->rng[0]);
-    b->pending = frt_cpu_sample(logits, V, st->sampling.temperature, st->sampling.top_k, st->sampling.top_p, u,
-                                dense_of(m)->s.sample_scratch);
-}
+static const frt_cpu_forward cpu_forward = {task_embed, task_layer, task_final};
 
-static int record_forward(frt_stream *s, frt_model *m, int decode)
-{
-    task_args a = {.m = m, .layer = -1, .decode = decode};
-    FRT_TRY(frt_stream_host_task(s, task_embed, &a, sizeof a));
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        a.layer = l;
-        FRT_TRY(frt_stream_host_task(s, task_layer, &a, sizeof a));
-    }
-    a.layer = -1;
-    return frt_stream_host_task(s, task_final, &a, sizeof a);
-}
-
-static int cpu_record_prefill(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    return record_forward(s, rc->m, 0);
-}
-
-static int cpu_record_decode(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    FRT_TRY(record_forward(s, rc->m, 1));
-    task_args a = {.m = rc->m, .layer = -1, .decode = 1};
-    return frt_stream_host_task(s, task_sample, &a, sizeof a);
-}
-
-static int cpu_record_sample(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    task_args a = {.m = rc->m, .layer = -1, .decode = 0};
-    return frt_stream_host_task(s, task_sample, &a, sizeof a);
-}
+static int cpu_record_prefill(frt_stream *s, void *user) { return frt_cpu_record_prefill(s, user, &cpu_forward); }
+static int cpu_record_decode(frt_stream *s, void *user) { return frt_cpu_record_decode(s, user, &cpu_forward); }
 
 /* idx 0: the embedding output; 1..n_layers: the output of layer idx-1
  * (idx n_layers: the last layer's raw output); n_layers + 1: the final
@@ -388,6 +333,6 @@ const frt_arch_backend frt_dense_cpu_backend = {
     .free = cpu_free,
     .record_prefill = cpu_record_prefill,
     .record_decode = cpu_record_decode,
-    .record_sample = cpu_record_sample,
+    .record_sample = frt_cpu_record_sample,
     .debug_hidden = cpu_debug_hidden,
 };

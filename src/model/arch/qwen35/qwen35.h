@@ -64,7 +64,6 @@ typedef struct qwen35_scratch {
     float *t0, *t1;  /* [C, max_proj] projection outputs */
     float *t2, *t3;  /* [C, max_proj] */
     float *q, *k, *v, *z, *g, *beta, *o; /* per-block temporaries */
-    float *sample_scratch; /* [2 * vocab] */
     int32_t *pos;          /* [C] positions of the step's rows */
     float *debug_hidden;   /* [(n_layers + 1), C, hidden] when params.debug_hidden */
     int debug_rows;        /* rows recorded by the last prefill piece */

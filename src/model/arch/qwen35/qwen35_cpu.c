@@ -22,7 +22,6 @@
 #include "model/arch/qwen35/qwen35.h"
 
 #include "kernels/cpu/kernels_cpu.h"
-#include "kernels/cpu/rng.h"
 #include "util/bf16.h"
 #include "util/error.h"
 
@@ -156,7 +155,6 @@ static int cpu_alloc_scratch(frt_model *m)
             return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
     size_t nv = (size_t)max_i(c->lin_n_v_heads, 1);
     if (!(s->g = malloc(rows * nv * sizeof(float))) || !(s->beta = malloc(rows * nv * sizeof(float))) ||
-        !(s->sample_scratch = malloc(2 * (size_t)c->vocab_size * sizeof(float) + 64)) ||
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
     if (m->params.debug_hidden) {
@@ -171,7 +169,7 @@ static void cpu_free(frt_model *m)
     if (!qwen35_of(m)) return;
     qwen35_scratch *s = &qwen35_of(m)->s;
     float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->t3, s->q, s->k, s->v,
-                    s->z, s->o, s->g, s->beta, s->sample_scratch, s->debug_hidden};
+                    s->z, s->o, s->g, s->beta, s->debug_hidden};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
     memset(s, 0, sizeof *s);
@@ -266,12 +264,6 @@ static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
 
 /* ---- host tasks -------------------------------------------------------- */
 
-typedef struct task_args {
-    frt_model *m;
-    int layer;
-    int decode;
-} task_args;
-
 /* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
 static int step_rows(frt_model *m, int decode)
 {
@@ -292,7 +284,7 @@ static void debug_record(frt_model *m, int idx, int n)
  * appended to the token journal. */
 static void task_embed(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     int32_t *journal = frt_buffer_ptr(m->tokens);
@@ -305,7 +297,7 @@ static void task_embed(void *p)
 
 static void task_layer(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
     const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[a->layer];
@@ -332,7 +324,7 @@ static void task_layer(void *p)
  * position. */
 static void task_final(void *p)
 {
-    const task_args *a = p;
+    const frt_cpu_task *a = p;
     frt_model *m = a->m;
     const frt_model_config *c = &m->cfg;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
@@ -354,56 +346,10 @@ static void task_final(void *p)
     b->pending = -1;
 }
 
-/* Samples the pending token from the logits with the step's parameters and
- * the boundary's RNG. */
-static void task_sample(void *p)
-{
-    const task_args *a = p;
-    frt_model *m = a->m;
-    frt_boundary *b = frt_buffer_ptr(m->boundary);
-    const frt_step_args *st = frt_buffer_ptr(m->step);
-    const float *logits = frt_buffer_ptr(m->logits);
-    int V = m->cfg.vocab_size;
-    if (st->sampling.temperature <= 0.0f) {
-        b->pending = frt_cpu_argmax(logits, V);
-        return;
-    }
-    float u = frt_rng_uniform(&b->rng[0]);
-    b->pending = frt_cpu_sample(logits, V, st->sampling.temperature, st->sampling.top_k, st->sampling.top_p, u, qwen35_of(m)->s.sample_scratch);
-}
+static const frt_cpu_forward cpu_forward = {task_embed, task_layer, task_final};
 
-static int record_forward(frt_stream *s, frt_model *m, int decode)
-{
-    task_args a = {.m = m, .layer = -1, .decode = decode};
-    FRT_TRY(frt_stream_host_task(s, task_embed, &a, sizeof a));
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        a.layer = l;
-        FRT_TRY(frt_stream_host_task(s, task_layer, &a, sizeof a));
-    }
-    a.layer = -1;
-    return frt_stream_host_task(s, task_final, &a, sizeof a);
-}
-
-static int cpu_record_prefill(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    return record_forward(s, rc->m, 0);
-}
-
-static int cpu_record_decode(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    FRT_TRY(record_forward(s, rc->m, 1));
-    task_args a = {.m = rc->m, .layer = -1, .decode = 1};
-    return frt_stream_host_task(s, task_sample, &a, sizeof a);
-}
-
-static int cpu_record_sample(frt_stream *s, void *user)
-{
-    const frt_record_ctx *rc = user;
-    task_args a = {.m = rc->m, .layer = -1, .decode = 0};
-    return frt_stream_host_task(s, task_sample, &a, sizeof a);
-}
+static int cpu_record_prefill(frt_stream *s, void *user) { return frt_cpu_record_prefill(s, user, &cpu_forward); }
+static int cpu_record_decode(frt_stream *s, void *user) { return frt_cpu_record_decode(s, user, &cpu_forward); }
 
 static int cpu_debug_hidden(frt_model *m, int idx, float *out, int n)
 {
@@ -424,6 +370,6 @@ const frt_arch_backend frt_qwen35_cpu_backend = {
     .free = cpu_free,
     .record_prefill = cpu_record_prefill,
     .record_decode = cpu_record_decode,
-    .record_sample = cpu_record_sample,
+    .record_sample = frt_cpu_record_sample,
     .debug_hidden = cpu_debug_hidden,
 };
