@@ -195,14 +195,18 @@ typedef struct frt_chat_turn {
     const char *content; /* UTF-8 */
 } frt_chat_turn;
 
-/* Formats n >= 1 messages with the checkpoint's chat template (the ChatML
- * family: plain ChatML, Qwen3, Qwen3.5; see docs/tokenizer.md), ending with
- * the assistant turn's opening when add_generation_prompt. *text is
- * malloc'd, NUL-terminated, owned by the caller (free()).
+/* Formats n >= 1 messages by executing the checkpoint's chat template
+ * (frt's Jinja engine, rendering as transformers' apply_chat_template does;
+ * docs/chat-templates.md), ending with the assistant turn's opening when
+ * add_generation_prompt. *text is malloc'd, NUL-terminated, owned by the
+ * caller (free()).
  *   FRT_ERR_UNSUPPORTED       no tokenizer.json, no template, or a template
- *                             outside the ChatML family ("unsupported chat template")
- *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, n < 1, a role or content the
- *                             template rejects */
+ *                             using a construct the engine does not support
+ *                             ("unsupported chat template: line L, column C: ...")
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, n < 1, a conversation the
+ *                             template rejects (its raise_exception message)
+ *   FRT_ERR_OUT_OF_RANGE      the template hit a rendering limit (output size,
+ *                             steps, nesting) */
 FRT_API int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
                           char **text);
 
