@@ -419,8 +419,41 @@ static void test_malformed(void)
     free(good);
 }
 
+/* frt_f32_convert: the writer's side of frt_tensor_to_f32 (bf16 and f16
+ * round to nearest even, f32 copies), on random values. */
+static void test_f32_convert(void)
+{
+    float src[257], back[257];
+    frt_test_fill(src, 257, -4.0f, 4.0f);
+    src[0] = 1.00390625f; /* 1 + 2^-8: a bf16 tie, rounds to the even 1.0 */
+    uint16_t h[257];
+    const frt_dtype dts[2] = {FRT_DT_BF16, FRT_DT_F16};
+    for (int d = 0; d < 2; d++) {
+        CHECK_OK(frt_f32_convert(h, dts[d], src, 257));
+        frt_tensor t = {0};
+        t.dtype = dts[d];
+        t.ndim = 1;
+        t.shape[0] = 257;
+        t.data = h;
+        t.nbytes = sizeof h;
+        CHECK_OK(frt_tensor_to_f32(&t, back));
+        double num = 0, den = 0;
+        for (int i = 0; i < 257; i++) num += (back[i] - src[i]) * (back[i] - src[i]), den += src[i] * src[i];
+        CHECK(sqrt(num / den) < (dts[d] == FRT_DT_BF16 ? 4e-3 : 5e-4));
+        if (dts[d] == FRT_DT_BF16) CHECK(back[0] == 1.0f);
+    }
+    float f[3];
+    CHECK_OK(frt_f32_convert(f, FRT_DT_F32, src, 3));
+    CHECK(!memcmp(f, src, sizeof f));
+    int32_t i32[2];
+    CHECK_STATUS(frt_f32_convert(i32, FRT_DT_I32, src, 2), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_f32_convert(NULL, FRT_DT_BF16, src, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_f32_convert(NULL, FRT_DT_BF16, NULL, 0));
+}
+
 int main(void)
 {
+    test_f32_convert();
     frt_test_seed(42);
     make_tmpdir();
     test_round_trip();

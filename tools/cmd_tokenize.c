@@ -13,7 +13,7 @@
 #include "cli.h"
 
 #include "frt/status.h"
-#include "text/chat.h"
+#include "frt/chat.h"
 #include "frt/tokenizer.h"
 
 #include <stdio.h>

@@ -6,7 +6,6 @@
  */
 #include "gen_model.h"
 
-#include "util/bf16.h"
 #include "frt/status.h"
 #include "frt/fs.h"
 
@@ -413,24 +412,8 @@ static void fill_block(const frt_weight_spec *w, uint64_t key, void *dst, int64_
             buf[i - i0] = v;
         }
     }
-    unsigned char *d = dst;
-    switch (w->dtype) {
-    case FRT_DT_BF16:
-        for (int64_t k = 0; k < n; k++) {
-            uint16_t h = frt_f32_to_bf16(buf[k]);
-            memcpy(d + 2 * (i0 + k), &h, 2);
-        }
-        break;
-    case FRT_DT_F16:
-        for (int64_t k = 0; k < n; k++) {
-            uint16_t h = frt_f32_to_f16(buf[k]);
-            memcpy(d + 2 * (i0 + k), &h, 2);
-        }
-        break;
-    default: /* F32 */
-        memcpy(d + 4 * i0, buf, (size_t)n * 4);
-        break;
-    }
+    /* bf16 / f16 / f32 only (the specs' dtypes): the conversion cannot fail */
+    (void)frt_f32_convert((unsigned char *)dst + frt_dtype_size(w->dtype) * (size_t)i0, w->dtype, buf, (size_t)n);
 }
 
 int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out)

@@ -96,6 +96,12 @@ FRT_API int64_t frt_tensor_numel(const frt_tensor *t);
  * or bool dtype). */
 FRT_API int frt_tensor_to_f32(const frt_tensor *t, float *out);
 
+/* Writes n f32 values as dtype dt into dst (2 bytes each for BF16 and F16,
+ * rounded to nearest even; 4 for F32, copied). The writer's side of
+ * frt_tensor_to_f32. Errors: FRT_ERR_INVALID_ARGUMENT (NULL with n > 0),
+ * FRT_ERR_UNSUPPORTED (another dtype). */
+FRT_API int frt_f32_convert(void *dst, frt_dtype dt, const float *src, size_t n);
+
 /* ---- reader ------------------------------------------------------------- */
 
 typedef struct frt_safetensors frt_safetensors;

@@ -1,6 +1,7 @@
 /*
  * text/chat.h - chat messages -> prompt text, by executing the checkpoint's
- * chat template.
+ * chat template: the JSON entry points the server uses (the plain-message
+ * ones are public, frt/chat.h).
  *
  * The template (chat_template.jinja, or tokenizer_config.json's
  * "chat_template") runs in frt's Jinja engine (text/jinja.h) the way
@@ -25,6 +26,7 @@
 #ifndef FRT_TEXT_CHAT_H
 #define FRT_TEXT_CHAT_H
 
+#include "frt/chat.h"
 #include "frt/tokenizer.h"
 
 #include <jansson.h>
@@ -35,24 +37,12 @@
 extern "C" {
 #endif
 
-/* A plain message: {"role": ROLE, "content": CONTENT} (the entry points
- * taking these build that JSON; use the *_json entry points for tool calls,
- * tool results, multimodal content or any other field). */
-typedef struct {
-    const char *role;    /* any role the template knows: "system", "user", "assistant", "tool", ... (UTF-8) */
-    const char *content; /* NUL-terminated UTF-8 */
-} frt_chat_message;
-
 typedef enum frt_chat_kind {
     FRT_CHAT_CHATML = 1,
     FRT_CHAT_QWEN3 = 2,
     FRT_CHAT_QWEN35 = 3,
 } frt_chat_kind;
 
-typedef struct frt_chat_options {
-    int add_generation_prompt; /* nonzero: end with the assistant turn's opening */
-    int enable_thinking;       /* -1: not passed (the template's default), 0: false, 1: true */
-} frt_chat_options;
 
 /* A classifier kept for callers of the earlier API (rendering no longer
  * depends on it): which ChatML dialect TEMPLATE_TEXT is (*kind), recognized
@@ -97,35 +87,6 @@ int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, 
  * malloc'd (free()). Errors as frt_chat_format_json and
  * frt_tokenizer_encode. */
 int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, int32_t **ids, size_t *n_ids);
-
-/* ---- plain-message entry points ----------------------------------------------------- */
-
-/* Renders N plain messages with TEMPLATE_TEXT, no tools, no special tokens,
- * kwargs {enable_thinking} when OPT->enable_thinking >= 0. *text is
- * malloc'd and NUL-terminated (caller frees); *len (may be NULL) excludes
- * the NUL. OPT NULL means {add_generation_prompt 1, enable_thinking -1}.
- * Errors: FRT_ERR_INVALID_ARGUMENT (NULL argument, N < 1, a NULL role or
- * content, a role or content not UTF-8, or what the template rejects),
- * FRT_ERR_UNSUPPORTED (the template), FRT_ERR_OUT_OF_RANGE,
- * FRT_ERR_OUT_OF_MEMORY. */
-int frt_chat_render(const char *template_text, const frt_chat_message *msgs, int n,
-                    const frt_chat_options *opt, char **text, size_t *len);
-
-/* frt_chat_render with the tokenizer's chat template and special tokens and
- * {add_generation_prompt, enable_thinking -1}. FRT_ERR_UNSUPPORTED
- * "unsupported chat template" also when the tokenizer has no template. */
-int frt_chat_format(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
-                    int add_generation_prompt, char **text);
-
-/* frt_chat_format with options and the length. */
-int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
-                       const frt_chat_options *opt, char **text, size_t *len);
-
-/* Formats and encodes (without post-processor tokens, as apply_chat_template
- * with tokenize=True does). *ids is malloc'd (free()). Errors as
- * frt_chat_format_ex and frt_tokenizer_encode. */
-int frt_chat_encode(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
-                    const frt_chat_options *opt, int32_t **ids, size_t *n_ids);
 
 #ifdef __cplusplus
 }

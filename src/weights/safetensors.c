@@ -77,6 +77,31 @@ static int64_t shape_bytes(int ndim, const int64_t *shape, size_t elem)
     return (int64_t)n;
 }
 
+int frt_f32_convert(void *dst, frt_dtype dt, const float *src, size_t n)
+{
+    if ((!dst || !src) && n) return frt_error(FRT_ERR_INVALID_ARGUMENT, "convert: NULL argument");
+    unsigned char *d = dst;
+    switch (dt) {
+    case FRT_DT_BF16:
+        for (size_t k = 0; k < n; k++) {
+            uint16_t h = frt_f32_to_bf16(src[k]);
+            memcpy(d + 2 * k, &h, 2);
+        }
+        return 0;
+    case FRT_DT_F16:
+        for (size_t k = 0; k < n; k++) {
+            uint16_t h = frt_f32_to_f16(src[k]);
+            memcpy(d + 2 * k, &h, 2);
+        }
+        return 0;
+    case FRT_DT_F32:
+        if (n) memcpy(d, src, n * sizeof(float));
+        return 0;
+    default:
+        return frt_error(FRT_ERR_UNSUPPORTED, "convert: f32 to %s", frt_dtype_name(dt));
+    }
+}
+
 int frt_tensor_to_f32(const frt_tensor *t, float *out)
 {
     if (!t || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tensor_to_f32: NULL argument");
