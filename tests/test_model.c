@@ -13,6 +13,7 @@
  */
 #include "frt_test.h"
 
+#include "frt/debug.h"
 #include "frt/model.h"
 #include "frt/checkpoint.h"
 #include "frt/safetensors.h"
@@ -402,6 +403,25 @@ static void test_bad_input(void)
     CHECK(strstr(frt_last_error(), "images") != NULL);
     CHECK_STATUS(frt_model_input_write(m, "ids", ids, 65 * sizeof(int32_t)), FRT_ERR_OUT_OF_RANGE);
     CHECK_STATUS(frt_model_input_write(m, NULL, ids, 4), FRT_ERR_INVALID_ARGUMENT);
+
+    /* the debug hooks on the cpu backend: axpb as a host task, no GEMM timing */
+    {
+        frt_context *ctx = frt_model_context(m);
+        frt_buffer *xb = NULL;
+        CHECK_OK(frt_buffer_alloc(ctx, "axpb", FRT_SPACE_DEVICE, 8 * sizeof(float), &xb));
+        float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8}, ys[8];
+        frt_stream *sx = frt_context_stream(ctx);
+        CHECK_OK(frt_buffer_write(xb, 0, xs, sizeof xs, sx));
+        CHECK_OK(frt_debug_axpb(sx, xb, 6, 2.0f, 0.5f));
+        CHECK_OK(frt_buffer_read(xb, 0, ys, sizeof ys, sx));
+        CHECK_OK(frt_stream_sync(sx));
+        for (int i = 0; i < 8; i++) CHECK(ys[i] == (i < 6 ? 2.0f * xs[i] + 0.5f : xs[i]));
+        CHECK_STATUS(frt_debug_axpb(sx, xb, 9, 1.0f, 0.0f), FRT_ERR_INVALID_ARGUMENT);
+        double ms = 0;
+        CHECK_STATUS(frt_debug_gemm_ms(ctx, 64, 3, &ms), FRT_ERR_UNSUPPORTED);
+        CHECK_STATUS(frt_debug_gemm_ms(ctx, 60, 3, &ms), FRT_ERR_INVALID_ARGUMENT);
+        frt_buffer_free(xb);
+    }
 
     /* chat formatting without a tokenizer, and with bad arguments */
     frt_chat_turn turn = {"user", "hi"};

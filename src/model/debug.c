@@ -41,11 +41,13 @@ int frt_debug_axpb(frt_stream *s, frt_buffer *x, size_t n, float a, float b)
     return frt_stream_host_task(s, axpb_host, &t, sizeof t);
 }
 
+#if FRT_HAVE_CUDA
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+#endif
 
 int frt_debug_gemm_ms(frt_context *ctx, int n, int reps, double *ms_out)
 {
