@@ -9,6 +9,12 @@
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rng.h"
 
+int frt_cpu_step_rows(const frt_model *m, int decode)
+{
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    return decode ? 1 : st->n_valid;
+}
+
 /* Samples the pending token from the logits with the step's parameters and
  * the boundary's RNG (greedy: argmax, the RNG untouched). */
 static void task_sample(void *p)

@@ -130,6 +130,10 @@ typedef struct frt_cpu_forward {
     void (*final)(void *task);
 } frt_cpu_forward;
 
+/* Rows of the current step: the step record's valid length for a prefill
+ * piece, 1 for decode (read when the task runs, never baked). */
+int frt_cpu_step_rows(const frt_model *m, int decode);
+
 /* Record a prefill piece (embed, every layer, final), a decode step (the
  * same, then the sampling task) or the sampling task alone on s. The
  * sampling task is the runtime's: greedy or frt_cpu_sample from the logits,

@@ -671,6 +671,11 @@ int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE. */
 int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info);
 
+/* xxh64 of every plan's choices (shape, algorithm, tile, stages, split-k,
+ * reduction, swizzle, custom option), in plan order: a model folds it into
+ * its fingerprint, since another plan is other arithmetic. 0 for NULL. */
+uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g);
+
 /* ---- fused decode GEMVs (one launch; no handle, no plan) ---------------- */
 /* The GEMV of frt_cuda_gemm_run for n <= FRT_CUDA_GEMV_MAX_N, several
  * products per launch (decode runs ~840 kernels per token: each launch saved

@@ -227,13 +227,6 @@ static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
 
 /* ---- host tasks -------------------------------------------------------- */
 
-/* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
-static int step_rows(frt_model *m, int decode)
-{
-    const frt_step_args *st = frt_buffer_ptr(m->step);
-    return decode ? 1 : st->n_valid;
-}
-
 static void debug_record(frt_model *m, int idx, const float *src, int n)
 {
     dense_scratch *s = &dense_of(m)->s;
@@ -251,7 +244,7 @@ static void task_embed(void *p)
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     int32_t *journal = frt_buffer_ptr(m->tokens);
-    int n = step_rows(m, a->decode);
+    int n = frt_cpu_step_rows(m, a->decode);
     const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
     memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
     frt_cpu_embedding(dense_of(m)->s.x, dense_of(m)->w.embed, ids, n, m->cfg.hidden_size);
@@ -266,7 +259,7 @@ static void task_layer(void *p)
     const dense_layer_weights *lw = &dense_of(m)->w.layers[a->layer];
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
     dense_scratch *s = &dense_of(m)->s;
-    int n = step_rows(m, a->decode), H = c->hidden_size;
+    int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
 
     frt_cpu_rmsnorm(s->h, s->x, lw->input_ln, n, H, c->rms_norm_eps, 0);
     attention_block(m, a->layer, s->h, s->t2, n, b->pos);
@@ -289,7 +282,7 @@ static void task_final(void *p)
     const frt_step_args *st = frt_buffer_ptr(m->step);
     dense *d = dense_of(m);
     dense_scratch *s = &d->s;
-    int n = step_rows(m, a->decode), H = c->hidden_size;
+    int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
     if (s->debug_hidden) {
         frt_cpu_rmsnorm(s->h, s->x, d->w.final_norm, n, H, c->rms_norm_eps, 0);
         debug_record(m, c->n_layers + 1, s->h, n);

@@ -264,13 +264,6 @@ static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
 
 /* ---- host tasks -------------------------------------------------------- */
 
-/* Rows of the current step: the valid length for a prefill piece, 1 for decode. */
-static int step_rows(frt_model *m, int decode)
-{
-    const frt_step_args *st = frt_buffer_ptr(m->step);
-    return decode ? 1 : st->n_valid;
-}
-
 static void debug_record(frt_model *m, int idx, int n)
 {
     qwen35_scratch *s = &qwen35_of(m)->s;
@@ -288,7 +281,7 @@ static void task_embed(void *p)
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     int32_t *journal = frt_buffer_ptr(m->tokens);
-    int n = step_rows(m, a->decode);
+    int n = frt_cpu_step_rows(m, a->decode);
     const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
     memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
     frt_cpu_embedding(qwen35_of(m)->s.x, qwen35_of(m)->w.embed, ids, n, m->cfg.hidden_size);
@@ -303,7 +296,7 @@ static void task_layer(void *p)
     const qwen35_layer_weights *lw = &qwen35_of(m)->w.layers[a->layer];
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
     qwen35_scratch *s = &qwen35_of(m)->s;
-    int n = step_rows(m, a->decode), H = c->hidden_size;
+    int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
 
     /* The mixers use t0..t3 and the temporaries internally and write their
      * output last, so t2 is free to receive it. */
@@ -330,7 +323,7 @@ static void task_final(void *p)
     frt_boundary *b = frt_buffer_ptr(m->boundary);
     const frt_step_args *st = frt_buffer_ptr(m->step);
     qwen35_scratch *s = &qwen35_of(m)->s;
-    int n = step_rows(m, a->decode), H = c->hidden_size;
+    int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
     if (s->debug_hidden) {
         frt_cpu_rmsnorm(s->h, s->x, qwen35_of(m)->w.final_norm, n, H, c->rms_norm_eps, 1);
         memcpy(s->debug_hidden + (size_t)(c->n_layers + 1) * m->C * H, s->h, (size_t)n * H * sizeof(float));

@@ -42,7 +42,6 @@
 #include "util/error.h"
 
 #include <math.h>
-#include <xxhash.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,6 @@
 #include "util/error.h"
 
 #include <math.h>
-#include <xxhash.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,19 +419,5 @@ void frt_qwen35_cu_free(frt_model *m)
 uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m)
 {
     const cu_model *c = m->bk_data;
-    if (!c || !c->gemm) return 0;
-    XXH64_state_t *h = XXH64_createState();
-    if (!h) return 0;
-    XXH64_reset(h, 0);
-    int n = frt_cuda_gemm_plan_count(c->gemm);
-    for (int i = 0; i < n; i++) {
-        frt_cuda_gemm_plan_info pi;
-        if (frt_cuda_gemm_plan_get(c->gemm, i, &pi) < 0) continue;
-        int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.accumulate, pi.algo_id, pi.tile_id,
-                   pi.stages_id, pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option};
-        XXH64_update(h, f, sizeof f);
-    }
-    uint64_t d = XXH64_digest(h);
-    XXH64_freeState(h);
-    return d;
+    return c ? frt_cuda_gemm_fingerprint(c->gemm) : 0;
 }
