@@ -64,6 +64,9 @@ typedef struct frt_chat_request {
                              * documents / add_generation_prompt */
     int add_generation_prompt;
     const json_t *documents; /* array of documents for RAG templates, or NULL: documents = None */
+    int parse_special_in_content; /* 0 (default): special-token strings inside bytes that came from
+                                   * message content are tokenized as text; nonzero: the whole rendered
+                                   * string is tokenized as transformers does (frt_chat_encode_json) */
 } frt_chat_request;
 
 /* Renders REQ with TEMPLATE_TEXT. SPECIAL: a JSON object of the special
