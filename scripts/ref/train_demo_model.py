@@ -10,18 +10,23 @@ It is small enough to ship in the repository (~9.6 MiB of bf16 weights), and
 it exercises every buffer kind of frt's live state: KV for the full layers,
 recurrent + conv state for the linear layers.
 
-Corpus (nothing is downloaded): the Python standard library sources of the
-machine it runs on (sorted, tests excluded, capped at --max-bytes), files
-separated by <|endoftext|>, plus a few hundred ChatML exchanges generated
-here from templates ("write a function that ..." answered with a real
-stdlib function whose docstring is the request), so chat turns end with
-<|im_end|>. A fixed share of every batch comes from the chat stream.
+Corpus (nothing is downloaded here): the archive made by
+scripts/ref/pack_demo_corpus.py from Debian 12 packages (Python 3.11's
+library and its documentation sources, Django, SymPy, pip, Pygments,
+setuptools and smaller permissively licensed packages; see its MANIFEST.tsv),
+files separated by <|endoftext|>, plus ChatML exchanges generated here from
+templates ("write a function that ..." answered with a real function of the
+corpus whose docstring is the request), so chat turns end with <|im_end|>. A
+fixed share of every batch comes from the chat stream. The archive's
+heldout/ packages are never trained on; the held-out loss printed here is
+theirs (scripts/ref/eval_demo_model.py measures bits per byte on them).
+Windows are 8192 tokens by default, longer than the demo's 6.6k-token prefix.
 
 Runs on the GPU machine (torch 2.x + CUDA, transformers 5, tokenizers,
 safetensors, numpy; no network). Usage, from the repository root:
 
-    python3 scripts/ref/train_demo_model.py --tokenizer W/tokenizer/qwen35 \
-        --out W/frt-demo --minutes 4
+    python3 scripts/ref/train_demo_model.py --tokenizer models/frt-demo \
+        --corpus demo-corpus.tar.gz --out W/frt-demo --minutes 5
 
 Writes into --out: config.json, model.safetensors (bf16, tied lm_head not
 stored), generation_config.json (eos = [<|im_end|>, <|endoftext|>]), the
@@ -41,7 +46,6 @@ import os
 import random
 import shutil
 import sys
-import sysconfig
 import textwrap
 import time
 import traceback
@@ -104,52 +108,45 @@ ANSWER_TEMPLATES = (
     "Sure. This implements it:\n\n```python\n{src}\n```",
     "Here is an implementation of `{name}`:\n\n```python\n{src}\n```\nIt follows the docstring.",
 )
-# Directories of the stdlib left out of the corpus (tests are huge and noisy).
-SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
 
 
 def log(*args):
     print(*args, flush=True)
 
 
-def stdlib_corpus(max_bytes):
-    """Sorted stdlib .py files (tests excluded) up to max_bytes of UTF-8.
+def read_corpus(tar_path, role, max_bytes):
+    """The files under ROLE/ of the corpus archive (scripts/ref/pack_demo_corpus.py),
+    sorted by path, up to max_bytes of UTF-8.
 
     Returns (texts, names, stats). Files that are not UTF-8 or that contain a
     special-token string are skipped and counted, never silently.
     """
-    root = Path(sysconfig.get_paths()["stdlib"])
-    paths = []
-    for p in sorted(root.rglob("*.py")):
-        rel = p.relative_to(root)
-        if any(part in SKIP_DIRS for part in rel.parts[:-1]):
-            continue
-        if not p.is_file():
-            continue
-        paths.append((str(rel), p))
+    import tarfile
     texts, names = [], []
-    total = 0
-    not_utf8 = 0
-    has_special = 0
-    for rel, p in paths:
-        raw = p.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            not_utf8 += 1
-            continue
-        if any(s in text for s in SPECIALS):
-            has_special += 1
-            continue
-        if total + len(raw) > max_bytes:
-            break
-        texts.append(text)
-        names.append(rel)
-        total += len(raw)
-    stats = dict(root=str(root), candidates=len(paths), files=len(texts), bytes=total,
+    total = not_utf8 = has_special = candidates = 0
+    with tarfile.open(tar_path, "r:gz") as tar:
+        members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.startswith(role + "/")),
+                         key=lambda m: m.name)
+        for m in members:
+            candidates += 1
+            raw = tar.extractfile(m).read()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                not_utf8 += 1
+                continue
+            if any(sp in text for sp in SPECIALS):
+                has_special += 1
+                continue
+            if total + len(raw) > max_bytes:
+                break
+            texts.append(text)
+            names.append(m.name)
+            total += len(raw)
+    stats = dict(archive=str(tar_path), role=role, candidates=candidates, files=len(texts), bytes=total,
                  skipped_not_utf8=not_utf8, skipped_special=has_special)
-    if total < 1_000_000:
-        raise RuntimeError(f"stdlib corpus too small: {stats}")
+    if total < 100_000:
+        raise RuntimeError(f"corpus part {role} too small: {stats}")
     return texts, names, stats
 
 
@@ -224,12 +221,16 @@ def parse_args(argv=None):
     ap.add_argument("--out", required=True, help="output checkpoint directory")
     ap.add_argument("--minutes", type=float, default=4.0, help="wall-clock training budget")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--batch", type=int, default=128, help="sequences per step")
-    ap.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+    ap.add_argument("--batch", type=int, default=16, help="sequences per step, long phase")
+    ap.add_argument("--seq", type=int, default=8192, help="tokens per sequence, long phase (the demo's prefix is 6.6k)")
+    ap.add_argument("--batch-short", type=int, default=128, help="sequences per step, short phase")
+    ap.add_argument("--seq-short", type=int, default=1024, help="tokens per sequence, short phase")
+    ap.add_argument("--long-share", type=float, default=0.15, help="share of the time budget in the long phase")
     ap.add_argument("--lr", type=float, default=1.5e-3, help="peak AdamW learning rate")
-    ap.add_argument("--chat", type=int, default=600, help="ChatML conversations generated")
+    ap.add_argument("--chat", type=int, default=2000, help="ChatML conversations generated")
     ap.add_argument("--chat-share", type=float, default=0.125, help="share of each batch from the chat stream")
-    ap.add_argument("--max-bytes", type=int, default=30_000_000, help="stdlib corpus cap")
+    ap.add_argument("--corpus", required=True, help="corpus .tar.gz made by scripts/ref/pack_demo_corpus.py")
+    ap.add_argument("--max-bytes", type=int, default=200_000_000, help="training corpus cap")
     ap.add_argument("--device", default="cuda")
     return ap.parse_args(argv)
 
@@ -279,21 +280,25 @@ def main(argv=None):
 
     # ---- corpus ----------------------------------------------------------
     t0 = time.time()
-    texts, names, cstats = stdlib_corpus(args.max_bytes)
-    log(f"stdlib corpus: {cstats}  ({time.time() - t0:.1f}s)")
+    texts, names, cstats = read_corpus(args.corpus, "train", args.max_bytes)
+    log(f"training corpus: {cstats}  ({time.time() - t0:.1f}s)")
+    vtexts, _, vstats = read_corpus(args.corpus, "heldout", args.max_bytes)
+    log(f"held-out corpus: {vstats}")
     t0 = time.time()
-    convs, chstats = chat_exchanges(texts, args.chat, args.seed)
+    convs, chstats = chat_exchanges([t for t, n in zip(texts, names) if n.endswith(".py")], args.chat, args.seed)
     log(f"chat data: {chstats}  ({time.time() - t0:.1f}s)")
     log("example conversation:\n" + convs[0])
 
     t0 = time.time()
-    encs = tok.encode_batch(texts, add_special_tokens=False)
-    parts = []
-    for e in encs:
-        parts.append(np.asarray(e.ids, dtype=np.int32))
-        parts.append(np.asarray([eot], dtype=np.int32))
-    code = np.concatenate(parts)
-    del encs, parts
+    def stream(docs):
+        parts = []
+        for e in tok.encode_batch(docs, add_special_tokens=False):
+            parts.append(np.asarray(e.ids, dtype=np.int32))
+            parts.append(np.asarray([eot], dtype=np.int32))
+        return np.concatenate(parts)
+
+    code = stream(texts)
+    heldout = stream(vtexts)
     cencs = tok.encode_batch(convs, add_special_tokens=False)
     n_start = sum(e.ids.count(im_start) for e in cencs)
     n_end = sum(e.ids.count(im_end) for e in cencs)
@@ -307,9 +312,8 @@ def main(argv=None):
     log(f"tokens: code {code.size:,} ({cstats['bytes'] / code.size:.2f} bytes/token), chat {chat.size:,}"
         f"  ({time.time() - t0:.1f}s)")
 
-    n_val = max(args.seq * 64, code.size // 100)
-    train_code = torch.from_numpy(code[:-n_val].astype(np.int64)).to(dev)
-    val_code = torch.from_numpy(code[-n_val:].astype(np.int64)).to(dev)
+    train_code = torch.from_numpy(code.astype(np.int64)).to(dev)
+    val_code = torch.from_numpy(heldout.astype(np.int64)).to(dev)
     chat_t = torch.from_numpy(chat.astype(np.int64)).to(dev)
     for name, s in (("train", train_code), ("val", val_code), ("chat", chat_t)):
         if s.numel() <= args.seq + 1:
@@ -317,16 +321,18 @@ def main(argv=None):
 
     gen = torch.Generator(device=dev)
     gen.manual_seed(args.seed)
-    arange = torch.arange(args.seq, device=dev)
-    n_chat = max(1, int(round(args.batch * args.chat_share)))
-    n_code = args.batch - n_chat
+    # Two phases: short windows (many per step, fast) for most of the budget,
+    # then --seq windows (the demo's long prefix) for the last --long-share.
+    phases = {"short": (args.batch_short, args.seq_short), "long": (args.batch, args.seq)}
 
-    def windows(stream, n, g):
-        starts = torch.randint(0, stream.numel() - args.seq, (n,), device=dev, generator=g)
-        return stream[starts[:, None] + arange[None, :]]
+    def windows(stream, n, seq, g):
+        starts = torch.randint(0, stream.numel() - seq, (n,), device=dev, generator=g)
+        return stream[starts[:, None] + torch.arange(seq, device=dev)[None, :]]
 
-    def next_batch():
-        return torch.cat([windows(train_code, n_code, gen), windows(chat_t, n_chat, gen)], dim=0)
+    def next_batch(phase):
+        batch, seq = phases[phase]
+        n_chat = max(1, int(round(batch * args.chat_share)))
+        return torch.cat([windows(train_code, batch - n_chat, seq, gen), windows(chat_t, n_chat, seq, gen)], dim=0)
 
     # ---- model -----------------------------------------------------------
     config = Qwen3_5TextConfig(
@@ -360,14 +366,12 @@ def main(argv=None):
     )
     budget_s = args.minutes * 60.0
     warmup = 50
-    calib_a, calib_b = 5, 25
-    total_steps = 10**9  # fixed after the rate is measured (steps calib_a..calib_b)
 
-    def lr_at(step):
+    def lr_at(step, frac):
+        """Linear warm-up over the first steps, then cosine to 10% over the time budget."""
         if step < warmup:
             return args.lr * (step + 1) / warmup
-        frac = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-        return args.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * frac)))
+        return args.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, frac))))
 
     def sync():
         if dev.type == "cuda":
@@ -378,49 +382,42 @@ def main(argv=None):
             logits = model(input_ids=x, use_cache=False).logits
         return F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
 
-    log(f"training: budget {budget_s:.0f}s, batch {args.batch} x {args.seq} ({n_chat} chat rows), "
-        f"lr {args.lr}, warmup {warmup}")
+    log(f"training: budget {budget_s:.0f}s: batch {args.batch_short} x {args.seq_short} until "
+        f"{100 * (1 - args.long_share):.0f}% of it, then {args.batch} x {args.seq}; "
+        f"chat share {args.chat_share}, lr {args.lr}, warmup {warmup}")
     t_train = time.time()
-    t_calib = None
     step = 0
+    steps_in = {"short": 0, "long": 0}
     loss_sum = torch.zeros((), device=dev)
     loss_n = 0
     last_loss = float("nan")
     history = []
     while True:
-        elapsed = time.time() - t_train
-        if step >= total_steps or elapsed >= budget_s * 1.1:
+        sync()
+        frac = (time.time() - t_train) / budget_s
+        if frac >= 1.0:
             break
-        lr = lr_at(step)
+        phase = "short" if frac < 1.0 - args.long_share else "long"
+        lr = lr_at(step, frac)
         for g in opt.param_groups:
             g["lr"] = lr
-        x = next_batch()
+        x = next_batch(phase)
         loss = loss_of(x)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
+        steps_in[phase] += 1
         loss_sum += loss.detach()
         loss_n += 1
-        if step == calib_a:
-            sync()
-            t_calib = time.time()
-            log(f"first {calib_a} steps took {t_calib - t_train:.1f}s (includes warm-up)")
-        elif step == calib_b:
-            sync()
-            rate = (calib_b - calib_a) / (time.time() - t_calib)
-            remaining = budget_s - (time.time() - t_train)
-            total_steps = max(calib_b + 100, calib_b + int(rate * remaining))
-            log(f"speed: {rate:.2f} steps/s, {rate * args.batch * args.seq:,.0f} tokens/s; "
-                f"planned {total_steps} steps in {budget_s:.0f}s")
-        if step % 100 == 0 or step == total_steps:
+        if step % 100 == 0:
             last_loss = (loss_sum / loss_n).item()
             if not math.isfinite(last_loss):
                 raise RuntimeError(f"non-finite loss at step {step}")
             history.append((step, round(last_loss, 4)))
-            log(f"step {step:6d}  loss {last_loss:.4f}  lr {lr:.2e}  grad_norm {float(grad_norm):.3f}  "
-                f"t {time.time() - t_train:.0f}s")
+            log(f"step {step:6d}  {phase:5s}  loss {last_loss:.4f}  lr {lr:.2e}  "
+                f"grad_norm {float(grad_norm):.3f}  t {time.time() - t_train:.0f}s")
             loss_sum.zero_()
             loss_n = 0
     sync()
@@ -433,8 +430,8 @@ def main(argv=None):
     vgen = torch.Generator(device=dev)
     vgen.manual_seed(args.seed + 1)
     with torch.no_grad():
-        val_losses = [loss_of(windows(val_code, 16, vgen)).item() for _ in range(4)]
-        chat_losses = [loss_of(windows(chat_t, 16, vgen)).item() for _ in range(2)]
+        val_losses = [loss_of(windows(val_code, 4, args.seq, vgen)).item() for _ in range(4)]
+        chat_losses = [loss_of(windows(chat_t, 4, args.seq, vgen)).item() for _ in range(2)]
     val_loss = sum(val_losses) / len(val_losses)
     chat_loss = sum(chat_losses) / len(chat_losses)
     log(f"held-out code loss {val_loss:.4f}; chat loss {chat_loss:.4f}")
@@ -461,10 +458,12 @@ def main(argv=None):
     }
     (out / "generation_config.json").write_text(json.dumps(gen_cfg, indent=2) + "\n")
     copied = []
-    for tf in sorted(tok_dir.iterdir()):
-        if tf.is_file():
-            shutil.copy2(tf, out / tf.name)
-            copied.append(tf.name)
+    # Only the tokenizer's files: --tokenizer may be a whole checkpoint
+    # (models/frt-demo), whose weights and config must not overwrite these.
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
+        if (tok_dir / name).is_file():
+            shutil.copy2(tok_dir / name, out / name)
+            copied.append(name)
     log(f"copied tokenizer files: {copied}")
     cfg_json = json.loads((out / "config.json").read_text())
     log(f"config.json: model_type {cfg_json.get('model_type')}, architectures {cfg_json.get('architectures')}, "
@@ -541,11 +540,12 @@ def main(argv=None):
         f"architecture: Qwen3_5ForCausalLM (qwen3_5_text), {json.dumps(ARCH)}",
         f"vocab: tokenizer {tok_vocab}, model {vocab}",
         f"parameters: {n_params} ({bf16_bytes} bytes bf16); lm_head tied, stored in file: {lm_head_stored}",
-        f"corpus: python stdlib {cstats['root']}: {cstats['files']} files, {cstats['bytes']} bytes, "
-        f"{code.size} tokens; chat: {chstats['conversations']} conversations from "
-        f"{chstats['functions']} functions, {chat.size} tokens, {n_chat}/{args.batch} rows per batch",
-        f"training: {step} steps, batch {args.batch} x {args.seq}, AdamW lr {args.lr} warmup {warmup} "
-        f"cosine to 10%, wd 0.1, clip 1.0, bf16 autocast, seed {args.seed}",
+        f"corpus: {Path(args.corpus).name} train/: {cstats['files']} files, {cstats['bytes']} bytes, "
+        f"{code.size} tokens; held-out/: {vstats['files']} files, {heldout.size} tokens; chat: {chstats['conversations']} conversations from "
+        f"{chstats['functions']} functions, {chat.size} tokens, share {args.chat_share} of the rows of every batch",
+        f"training: {step} steps ({steps_in['short']} of {args.batch_short} x {args.seq_short}, "
+        f"then {steps_in['long']} of {args.batch} x {args.seq}), AdamW lr {args.lr} warmup {warmup} "
+        f"cosine to 10% over the time budget, wd 0.1, clip 1.0, bf16 autocast, seed {args.seed}",
         f"final train loss: {last_loss:.4f}; held-out code loss {val_loss:.4f}; chat loss {chat_loss:.4f}",
         f"loss history: {history}",
         f"seconds: training {train_s:.1f}, total {total_s:.1f}",
