@@ -162,11 +162,14 @@ static int hex64(const char *s, const char *prefix, uint64_t *out)
     return 0;
 }
 
+/* A json getter's "present" (1) or "absent" (0) as success. */
+static int present(int rc) { return rc > 0 ? 0 : rc; }
+
 static int int_field(const json_t *j, const char *key, long long lo, long long hi, int *out, const char *what)
 {
     long long v;
     FRT_TRY(frt_json_int(j, key, 1, lo, hi, &v, what));
-    *out = (int)v;
+    *out = (int)v; /* required: present */
     return 0;
 }
 
@@ -226,18 +229,17 @@ static int parse_manifest(const char *text, size_t len, const char *what, frt_ca
     int rc = json_is_object(j) ? 0 : frt_error(FRT_ERR_FORMAT, "cartridge: %s: not a JSON object", what);
     long long v = 0;
     if (rc == 0) rc = check_keys(j, what);
-    if (rc == 0) rc = frt_json_int(j, "version", 1, CART_VERSION, CART_VERSION, &v, what);
+    if (rc == 0) rc = present(frt_json_int(j, "version", 1, CART_VERSION, CART_VERSION, &v, what));
     if (rc == 0) rc = string_fields(j, in, what);
     if (rc == 0) rc = int_field(j, "layers", 1, 4096, &in->n_layers, what);
     if (rc == 0) rc = int_field(j, "kv_heads", 1, 4096, &in->n_kv_heads, what);
     if (rc == 0) rc = int_field(j, "head_dim", 1, 4096, &in->head_dim, what);
     if (rc == 0) rc = int_field(j, "tokens", 1, 1 << 24, &in->tokens, what);
     if (rc == 0) rc = int_field(j, "frozen_tokens", 0, in->tokens, &in->frozen_tokens, what);
-    if (rc == 0) rc = frt_json_int(j, "file_bytes", 1, 1, INT64_MAX, &v, what);
+    if (rc == 0) rc = present(frt_json_int(j, "file_bytes", 1, 1, INT64_MAX, &v, what));
     if (rc == 0) in->file_bytes = (uint64_t)v;
     in->training_steps = -1;
-    if (rc == 0) rc = frt_json_int(j, "training_steps", 0, 0, INT64_MAX, &in->training_steps, what);
-    if (rc > 0) rc = 0;
+    if (rc == 0) rc = present(frt_json_int(j, "training_steps", 0, 0, INT64_MAX, &in->training_steps, what));
     if (rc == 0) rc = labels_field(j, in, what);
     json_decref(j);
     return rc < 0 ? rc : 0;
