@@ -16,7 +16,13 @@
  *     token): a shape mismatch (a .pt-like cartridge of another shape),
  *     another model's binding, tokens > max_seq, an id outside the
  *     vocabulary, the qwen35 hybrid ("not supported").
+ *
+ * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
+ * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
+ * capsule file of that state to PATH (tests/sh/cartridge_cli.sh exports it
+ * with frt cartridge export).
  */
+#include "frt/capsule.h"
 #include "frt/cartridge.h"
 #include "frt/debug.h"
 #include "frt/checkpoint.h"
@@ -269,8 +275,31 @@ static void test_hybrid(void)
     frt_checkpoint_close(ck);
 }
 
-int main(void)
+static int write_capsule(const char *dir, const char *list, const char *path)
 {
+    int32_t ids[MAXSEQ];
+    int n = 0;
+    for (const char *p = list; *p && n < MAXSEQ; n++) {
+        ids[n] = (int32_t)strtol(p, (char **)&p, 10);
+        if (*p == ',') p++;
+    }
+    frt_model_params mp = frt_model_default_params();
+    mp.prefill_chunk = C;
+    mp.max_seq = MAXSEQ;
+    frt_model *m = NULL;
+    frt_capsule *cap = NULL;
+    int rc = frt_model_load(dir, &mp, &m);
+    if (rc == 0) rc = frt_model_prefill(m, ids, n);
+    if (rc == 0) rc = frt_capsule_snapshot(m, FRT_TIER_DISK, path, NULL, 0, &cap);
+    if (rc < 0) fprintf(stderr, "write-capsule: %s\n", frt_last_error());
+    frt_capsule_free(cap);
+    frt_model_free(m);
+    return rc < 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && !strcmp(argv[1], "--write-capsule")) return write_capsule(argv[2], argv[3], argv[4]);
     frt_test_seed(25);
     frt_checkpoint *ck = NULL;
     frt_model *m = build("tiny-dense", 1, &ck);

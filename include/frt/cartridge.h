@@ -175,6 +175,12 @@ FRT_API int frt_cartridge_info_get(const frt_cartridge *c, frt_cartridge_info *o
  * cartridge; data owned by c). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_RANGE. */
 FRT_API int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_tensor *v);
 
+/* The checks of frt_cartridge_inject without injecting: the binding (when
+ * bound) and the layers, KV heads and head_dim against m's (not the token
+ * count against max_seq). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_MISMATCH,
+ * FRT_ERR_UNSUPPORTED (an architecture that takes no KV prefix). */
+FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
+
 /* Injects c into m (frt_model_inject_kv) after checking the binding: a
  * bound cartridge (model_fingerprint != 0) must match
  * frt_cartridge_model_fingerprint(m) (FRT_ERR_MISMATCH otherwise); an

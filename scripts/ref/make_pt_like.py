@@ -7,6 +7,9 @@ scripts/ref/make_cartridge_fixtures.py (GPU machine); this one also writes
 the files torch would never write (fault paths).
 
     /usr/bin/python3 scripts/ref/make_pt_like.py OUT_DIR
+    /usr/bin/python3 scripts/ref/make_pt_like.py OUT_DIR --one NAME.pt L H D TF TT DTYPE [params]
+        (one file of that shape: layers, KV heads, head_dim, frozen and
+        trainable tokens, f32|bf16|f16; "params": the ParameterList shape)
 
 What torch.save (torch/serialization.py, _save with the zip format,
 pickle protocol 2) writes, and this imitates:
@@ -238,10 +241,15 @@ class System:
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 10, 11) or (len(sys.argv) > 2 and sys.argv[2] != "--one"):
         sys.exit(__doc__)
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    if len(sys.argv) > 2:
+        L, H, D, Tf, Tt = (int(x) for x in sys.argv[4:9])
+        params = len(sys.argv) == 11 and sys.argv[10] == "params"
+        write(out, sys.argv[3], *cartridge(sys.argv[9], 12, L, H, D, Tf, Tt, params=params))
+        return
     write(out, "recipe_f32.pt", *cartridge("f32", 1, 2, 2, 4, 3, 5))
     write(out, "trainable_cache_bf16.pt", *cartridge("bf16", 2, 3, 1, 8, 2, 4, params=True))
     write(out, "fixed_f16.pt", *cartridge("f16", 3, 2, 2, 4, 1, 3, fixed=True, pad=2))

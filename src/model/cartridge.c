@@ -303,15 +303,28 @@ int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_te
     return 0;
 }
 
-int frt_cartridge_inject(frt_model *m, const frt_cartridge *c)
+int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
 {
     if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    FRT_TRY(kv_supported(m));
     uint64_t fp = frt_cartridge_model_fingerprint(m);
     if (c->info.model_fingerprint && c->info.model_fingerprint != fp)
         return frt_error(FRT_ERR_MISMATCH,
                          "cartridge '%s': made for model '%s' (fingerprint %016llx), this model is %016llx",
                          c->info.id, c->info.model_id, (unsigned long long)c->info.model_fingerprint,
                          (unsigned long long)fp);
+    const frt_model_config *g = &m->cfg;
+    if (c->info.n_layers != g->n_layers || c->info.n_kv_heads != g->n_kv_heads || c->info.head_dim != g->head_dim)
+        return frt_error(FRT_ERR_MISMATCH,
+                         "cartridge '%s': %d layers x %d KV heads x head_dim %d, the model %d x %d x %d", c->info.id,
+                         c->info.n_layers, c->info.n_kv_heads, c->info.head_dim, g->n_layers, g->n_kv_heads,
+                         g->head_dim);
+    return 0;
+}
+
+int frt_cartridge_inject(frt_model *m, const frt_cartridge *c)
+{
+    FRT_TRY(frt_cartridge_check(m, c));
     const int L = c->info.n_layers;
     const void **ptr = malloc(2 * (size_t)L * sizeof *ptr);
     if (!ptr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
