@@ -180,28 +180,26 @@ static void test_frt_format(void)
         expect_load(bad, FRT_ERR_MISMATCH, "bytes, the manifest says");
     }
     free(bytes);
-    /* manifest faults */
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"format\"", "\"extra\": 1, \"format\"");
-    expect_load(bad, FRT_ERR_FORMAT, "unknown field 'extra'");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"tokens\"", "\"tokens_\"");
-    expect_load(bad, FRT_ERR_FORMAT, "unknown field");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"dtype\": \"bf16\"", "\"dtype\": \"f64\"");
-    expect_load(bad, FRT_ERR_FORMAT, "dtype 'f64'");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"layers\": 3", "\"layers\": 2");
-    expect_load(bad, FRT_ERR_FORMAT, "tensors for 2 layers");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"version\": 1", "\"version\": 2");
-    expect_load(bad, FRT_ERR_FORMAT, "version");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "\"model_fingerprint\": \"", "\"model_fingerprint\": \"x");
-    expect_load(bad, FRT_ERR_FORMAT, "model_fingerprint");
-    copy_dir(dir, bad);
-    edit_manifest(bad, "{", "{\"format\": \"frt-cartridge\",");
-    expect_load(bad, FRT_ERR_FORMAT, "invalid JSON"); /* duplicate key */
+    /* manifest faults: each edit of a good manifest, its status and message */
+    static const struct {
+        const char *from, *to, *needle;
+        int status;
+    } faults[] = {
+        {"\"format\"", "\"extra\": 1, \"format\"", "unknown field 'extra'", FRT_ERR_FORMAT},
+        {"\"tokens\"", "\"tokens_\"", "unknown field", FRT_ERR_FORMAT},
+        {"\"dtype\": \"bf16\"", "\"dtype\": \"f64\"", "dtype 'f64'", FRT_ERR_FORMAT},
+        {"\"layers\": 3", "\"layers\": 2", "tensors for 2 layers", FRT_ERR_FORMAT},
+        {"\"version\": 1", "\"version\": 2", "version", FRT_ERR_FORMAT},
+        {"\"model_fingerprint\": \"", "\"model_fingerprint\": \"x", "model_fingerprint", FRT_ERR_FORMAT},
+        {"\"created\": \"", "\"created\": \"yesterday", "created", FRT_ERR_FORMAT},
+        {"\"labels\": [", "\"labels\": [\"\", ", "label 0", FRT_ERR_FORMAT},
+        {"{", "{\"format\": \"frt-cartridge\",", "invalid JSON", FRT_ERR_FORMAT}, /* a duplicate key */
+    };
+    for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+        copy_dir(dir, bad);
+        edit_manifest(bad, faults[i].from, faults[i].to);
+        expect_load(bad, faults[i].status, faults[i].needle);
+    }
     snprintf(f, sizeof f, "%s/manifest.json", bad);
     unlink(f);
     expect_load(bad, FRT_ERR_NOT_FOUND, "manifest.json");

@@ -108,11 +108,7 @@ static int cmd_import(int argc, char **argv)
     o.mp.max_seq = 64; /* the state is not used: only the binding and the shape check */
     o.mp.prefill_chunk = 64;
     rc = frt_cli_load_model("cartridge import", o.model_dir, &o.mp, o.quiet, &m);
-    frt_model_info mi;
-    if (rc == 0) frt_model_info_get(m, &mi);
-    if (rc == 0 && strcmp(mi.arch, "dense") != 0)
-        rc = frt_error(FRT_ERR_UNSUPPORTED, "architecture '%s' takes no cartridges (dense models only)", mi.arch);
-    if (rc == 0) rc = frt_cartridge_check(m, c); /* the shape check of injection */
+    if (rc == 0) rc = frt_cartridge_check(m, c); /* the architecture and shape checks of injection */
     int ret = rc < 0 ? frt_cli_fail("cartridge import", rc) : 0;
     if (ret == 0) ret = finish("cartridge import", &o, m, c);
     frt_model_free(m);
