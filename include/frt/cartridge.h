@@ -188,6 +188,10 @@ FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
  * the live state is unchanged on every refusal. */
 FRT_API int frt_cartridge_inject(frt_model *m, const frt_cartridge *c);
 
+/* 1 for a valid cartridge id (1..127 bytes of A-Z a-z 0-9 . _ -, not "."
+ * or ".."), 0 otherwise (NULL included). */
+FRT_API int frt_cartridge_id_ok(const char *id);
+
 /* Frees c. NULL is a no-op. */
 FRT_API void frt_cartridge_free(frt_cartridge *c);
 

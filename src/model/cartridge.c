@@ -199,6 +199,7 @@ unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv)
 
 int frt_cartridge_id_ok(const char *id)
 {
+    if (!id) return 0;
     size_t n = strlen(id);
     if (n < 1 || n >= FRT_CARTRIDGE_ID_MAX || !strcmp(id, ".") || !strcmp(id, "..")) return 0;
     for (size_t i = 0; i < n; i++) {

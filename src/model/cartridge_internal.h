@@ -28,7 +28,5 @@ int frt_cartridge_alloc(int n_layers, int n_kv_heads, int head_dim, int tokens, 
 /* Layer l's K (kv 0) or V (kv 1) payload. */
 unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv);
 
-/* 1 for a valid cartridge id: 1..127 bytes of [A-Za-z0-9._-], not "." or "..". */
-int frt_cartridge_id_ok(const char *id);
 
 #endif
