@@ -15,7 +15,9 @@
  *  3. refusals leave the live state untouched (position, logits, next greedy
  *     token): a shape mismatch (a .pt-like cartridge of another shape),
  *     another model's binding, tokens > max_seq, an id outside the
- *     vocabulary, the qwen35 hybrid ("not supported").
+ *     vocabulary, the qwen35 hybrid ("not supported");
+ *  4. isolation: two cartridges injected one after the other never see each
+ *     other's KV (a shorter one after a longer one included).
  *
  * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
  * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
@@ -252,6 +254,44 @@ static void test_refusals(frt_model *m, const frt_model_info *info, int kvh, int
     free(s.logits);
 }
 
+/* Injects c, prefills the prompt, greedy tokens into out. */
+static void run_with(frt_model *m, const frt_cartridge *c, const int32_t *prompt, int n, int32_t *out)
+{
+    CHECK_OK(frt_cartridge_inject(m, c));
+    CHECK_OK(frt_model_prefill(m, prompt, n));
+    greedy(m, out, G);
+}
+
+/* Two cartridges one after the other never see each other's KV: B (30
+ * tokens) after A (50 tokens, whose rows 30..49 stay in the buffers) gives
+ * the tokens of B after a reset, and A again gives A's first tokens. */
+static void test_isolation(frt_model *m)
+{
+    int32_t a_ids[50], b_ids[30], prompt[9], ta[G], tb[G], ta2[G], tb_fresh[G];
+    random_ids(a_ids, 50);
+    random_ids(b_ids, 30);
+    random_ids(prompt, 9);
+    frt_cartridge *a = NULL, *b = NULL;
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, a_ids, 50));
+    CHECK_OK(frt_cartridge_from_model(m, &a));
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, b_ids, 30));
+    CHECK_OK(frt_cartridge_from_model(m, &b));
+    if (!a || !b) goto out;
+    CHECK_OK(frt_model_reset(m));
+    run_with(m, b, prompt, 9, tb_fresh);
+    run_with(m, a, prompt, 9, ta);
+    run_with(m, b, prompt, 9, tb);
+    run_with(m, a, prompt, 9, ta2);
+    CHECK_MSG(!memcmp(tb, tb_fresh, sizeof tb), "cartridge B after A differs from B alone");
+    CHECK_MSG(!memcmp(ta, ta2, sizeof ta), "cartridge A after B differs from A before");
+    CHECK(memcmp(ta, tb, sizeof ta) != 0);
+out:
+    frt_cartridge_free(a);
+    frt_cartridge_free(b);
+}
+
 static void test_hybrid(void)
 {
     frt_checkpoint *ck = NULL;
@@ -317,6 +357,7 @@ int main(int argc, char **argv)
     test_bytes(m, &info, cfg.n_kv_heads, cfg.head_dim, FRT_DT_F32);
     test_bytes(m, &info, cfg.n_kv_heads, cfg.head_dim, FRT_DT_BF16);
     test_refusals(m, &info, cfg.n_kv_heads, cfg.head_dim);
+    test_isolation(m);
     test_hybrid();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
