@@ -15,6 +15,7 @@
 #include "frt/cartridge.h"
 #include "frt/fs.h"
 #include "frt_test.h"
+#include "weights/pickle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,8 +209,51 @@ static void test_frt_format(void)
     frt_cartridge_free(c);
 }
 
+/* The pickle machine's own refusals on raw data.pkl bytes. */
+static void expect_pickle(const void *data, size_t n, int status, const char *needle)
+{
+    pk_doc *d = NULL;
+    CHECK_STATUS(pk_parse(data, n, "t.pkl", &d), status);
+    CHECK_MSG(strstr(frt_last_error(), needle) != NULL, "message '%s' lacks '%s'", frt_last_error(), needle);
+    CHECK(d == NULL);
+}
+
+static void test_pickle_machine(void)
+{
+    static const unsigned char ok[] = {0x80, 2, '}', 'q', 0, 'X', 1, 0, 0, 0, 'a', 'K', 7, 's', '.'};
+    pk_doc *d = NULL;
+    CHECK_OK(pk_parse(ok, sizeof ok, "ok.pkl", &d));
+    const pk_value *v = d ? pk_dict_get(pk_root(d), "a") : NULL;
+    CHECK(v && v->type == PK_INT && v->i == 7);
+    pk_free(d);
+    static const unsigned char no_stop[] = {0x80, 2, '}'}, underflow[] = {0x80, 2, 's', '.'},
+                               unset_memo[] = {0x80, 2, 'h', 5, '.'}, two_left[] = {0x80, 2, 'N', 'N', '.'},
+                               proto9[] = {0x80, 9, '.'}, short_str[] = {0x80, 2, 'X', 9, 0, 0, 0, 'a', '.'},
+                               big_memo[] = {0x80, 2, 'N', 'r', 0xff, 0xff, 0xff, 0x7f, '.'},
+                               pers[] = {0x80, 2, 'K', 1, 'Q', '.'}, build[] = {0x80, 2, '}', '}', 'b', '.'},
+                               setitems_odd[] = {0x80, 2, '}', '(', 'K', 1, 'u', '.'};
+    expect_pickle(no_stop, sizeof no_stop, FRT_ERR_FORMAT, "no STOP");
+    expect_pickle(underflow, sizeof underflow, FRT_ERR_FORMAT, "stack underflow");
+    expect_pickle(unset_memo, sizeof unset_memo, FRT_ERR_FORMAT, "memo index 5 is not set");
+    expect_pickle(two_left, sizeof two_left, FRT_ERR_FORMAT, "2 values left");
+    expect_pickle(proto9, sizeof proto9, FRT_ERR_UNSUPPORTED, "protocol 9");
+    expect_pickle(short_str, sizeof short_str, FRT_ERR_FORMAT, "truncated");
+    expect_pickle(big_memo, sizeof big_memo, FRT_ERR_OUT_OF_RANGE, "memo index");
+    expect_pickle(pers, sizeof pers, FRT_ERR_UNSUPPORTED, "persistent id");
+    expect_pickle(build, sizeof build, FRT_ERR_UNSUPPORTED, "BUILD");
+    expect_pickle(setitems_odd, sizeof setitems_odd, FRT_ERR_FORMAT, "odd count");
+    size_t n = 1000002 + 3;
+    unsigned char *many = xmalloc(n);
+    many[0] = 0x80, many[1] = 2;
+    memset(many + 2, '(', n - 3);
+    many[n - 1] = '.';
+    expect_pickle(many, n, FRT_ERR_OUT_OF_RANGE, "more than 1000000 values");
+    free(many);
+}
+
 int main(void)
 {
+    test_pickle_machine();
     snprintf(g_dir, sizeof g_dir, "%s/test_cartridge_pt.%ld", FRT_BINARY_DIR, (long)getpid());
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/ref/make_pt_like.py %s", FRT_SOURCE_DIR, g_dir);

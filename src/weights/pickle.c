@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PK_MAX_VALUES 4000000u
+#define PK_MAX_VALUES 1000000u
 #define PK_MAX_MEMO 1000000u
 
 struct pk_doc {

@@ -25,7 +25,7 @@
  * the global and its byte offset. A persistent id must be torch's storage
  * tuple ('storage', TYPE, key, location, numel).
  *
- * Limits (FRT_ERR_OUT_OF_RANGE): 4,000,000 values, a memo index below
+ * Limits (FRT_ERR_OUT_OF_RANGE): 1,000,000 values (about 230 MB of them), a memo index below
  * 1,000,000, tensors of at most 8 dims. All values live in one arena freed
  * with the document.
  */
