@@ -34,7 +34,8 @@ Files (every tensor [1, H, T, D] per layer, values from random.Random(seed)):
                           H 1, D 8, frozen 2 + trainable 4
   fixed_f16.pt            older spelling fixed_keys/fixed_values, f16, and a
                           non-contiguous view (a slice of a wider storage)
-  trainable_only_f32.pt   no frozen part, 2 layers, H 2, D 4, 6 tokens
+  trainable_only_f32.pt   no frozen part, 2 layers, H 2, D 4, 6 tokens, keys
+                          as transposed views (a [1, H, D, T] storage)
   *.expected.f32          the expected K/V in frt's layout: per layer K then V
                           [T, H, D] f32, concatenated
   bad_global.pt           a pickle calling posix.system (never run by frt)
@@ -175,29 +176,33 @@ class Maker:
     def __init__(self, dt, seed):
         self.dt, self.rng, self.storages = dt, random.Random(seed), []
 
-    def tensor(self, H, T, D, pad=0):
+    def tensor(self, H, T, D, pad=0, transpose=False):
         """A [1, H, T, D] tensor; pad > 0 makes it a view of a wider storage
-        ([1, H, T, D + pad], the last dim sliced), so strides are not contiguous."""
+        ([1, H, T, D + pad], the last dim sliced), transpose a view of a
+        [1, H, D, T] storage (the last two dims swapped): strides that are not
+        contiguous."""
         Dw = D + pad
         vals = [self.rng.uniform(-2, 2) for _ in range(H * T * Dw)]
         raw = encode(self.dt, vals)
         st = Storage(str(len(self.storages)), self.dt, raw, H * T * Dw)
         self.storages.append(st)
         dec = decode(self.dt, raw)
-        # frt layout [T, H, D]
+        if transpose:  # storage [1, H, D, T]; frt layout [T, H, D]
+            frt = [dec[(h * D + d) * T + t] for t in range(T) for h in range(H) for d in range(D)]
+            return Tensor(st, 0, [1, H, T, D], [H * D * T, D * T, 1, T]), frt
         frt = [dec[(h * T + t) * Dw + d] for t in range(T) for h in range(H) for d in range(D)]
         return Tensor(st, 0, [1, H, T, D], [H * T * Dw, T * Dw, Dw, 1]), frt
 
 
-def cartridge(dt, seed, L, H, D, Tf, Tt, params=False, fixed=False, pad=0):
+def cartridge(dt, seed, L, H, D, Tf, Tt, params=False, fixed=False, pad=0, transpose=False):
     mk = Maker(dt, seed)
     groups = {}
     expected = []
     tk, tv, fk, fv = [], [], [], []
     for _ in range(L):
-        k_f = mk.tensor(H, Tf, D, pad) if Tf else None
+        k_f = mk.tensor(H, Tf, D, pad, transpose) if Tf else None
         v_f = mk.tensor(H, Tf, D, pad) if Tf else None
-        k_t = mk.tensor(H, Tt, D, pad)
+        k_t = mk.tensor(H, Tt, D, pad, transpose)
         v_t = mk.tensor(H, Tt, D, pad)
         tk.append(k_t[0]), tv.append(v_t[0])
         if Tf:
@@ -253,7 +258,7 @@ def main():
     write(out, "recipe_f32.pt", *cartridge("f32", 1, 2, 2, 4, 3, 5))
     write(out, "trainable_cache_bf16.pt", *cartridge("bf16", 2, 3, 1, 8, 2, 4, params=True))
     write(out, "fixed_f16.pt", *cartridge("f16", 3, 2, 2, 4, 1, 3, fixed=True, pad=2))
-    write(out, "trainable_only_f32.pt", *cartridge("f32", 4, 2, 2, 4, 0, 6))
+    write(out, "trainable_only_f32.pt", *cartridge("f32", 4, 2, 2, 4, 0, 6, transpose=True))
 
     g, st, _ = cartridge("f32", 5, 2, 2, 4, 3, 5)
     g["trainable_keys"].append(System())

@@ -242,12 +242,15 @@ static void gather(unsigned char *dst, int t0, const pk_value *t, const unsigned
 {
     const size_t es = frt_dtype_size(t->dtype);
     for (int64_t tt = 0; tt < t->shape[2]; tt++)
-        for (int h = 0; h < H; h++)
-            for (int d = 0; d < D; d++) {
-                int64_t at = t->i + h * t->stride[1] + tt * t->stride[2] + d * t->stride[3];
-                memcpy(dst + (((size_t)(t0 + tt) * (size_t)H + (size_t)h) * (size_t)D + (size_t)d) * es,
-                       src + (size_t)at * es, es);
+        for (int h = 0; h < H; h++) {
+            unsigned char *row = dst + ((size_t)(t0 + tt) * (size_t)H + (size_t)h) * (size_t)D * es;
+            int64_t at = t->i + h * t->stride[1] + tt * t->stride[2];
+            if (t->stride[3] == 1) { /* a contiguous head row: one copy */
+                memcpy(row, src + (size_t)at * es, (size_t)D * es);
+                continue;
             }
+            for (int d = 0; d < D; d++) memcpy(row + (size_t)d * es, src + (size_t)(at + d * t->stride[3]) * es, es);
+        }
 }
 
 /* groups: trainable K, trainable V, frozen K, frozen V (frozen may be empty). */
