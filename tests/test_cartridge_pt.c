@@ -274,6 +274,7 @@ int main(void)
     check_bad("bad_byteorder.pt", FRT_ERR_UNSUPPORTED, "byteorder");
     check_bad("bad_key.pt", FRT_ERR_FORMAT, "unexpected key 'optimizer'");
     check_bad("bad_opcode.pt", FRT_ERR_UNSUPPORTED, "opcode 0x69 ('i')");
+    check_bad("bad_compressed.pt", FRT_ERR_UNSUPPORTED, "is compressed");
     check_bad("missing.pt", FRT_ERR_NOT_FOUND, "missing.pt");
     test_frt_format();
 

@@ -46,6 +46,7 @@ Files (every tensor [1, H, T, D] per layer, values from random.Random(seed)):
   bad_byteorder.pt        byteorder "big"
   bad_key.pt              an unexpected top-level key
   bad_opcode.pt           a pickle using an opcode outside the allowlist (INST)
+  bad_compressed.pt       entries deflated (torch stores them)
 """
 import collections
 import io
@@ -222,8 +223,8 @@ def pickle_bytes(obj):
     return buf.getvalue()
 
 
-def write_zip(path, pkl, storages, byteorder=b"little", short=None):
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+def write_zip(path, pkl, storages, byteorder=b"little", short=None, method=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(path, "w", method) as z:
         z.writestr("archive/data.pkl", pkl)
         z.writestr("archive/byteorder", byteorder)
         for st in storages:
@@ -284,6 +285,8 @@ def main():
     pkl = pickle_bytes(g)
     pkl = pkl[:2] + b"(i__main__\nX\n" + pkl[2:]  # INST: protocol 0 instance creation
     write_zip(os.path.join(out, "bad_opcode.pt"), pkl, st)
+    g, st, _ = cartridge("f32", 12, 2, 2, 4, 0, 5)
+    write(out, "bad_compressed.pt", g, st, method=zipfile.ZIP_DEFLATED)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,11 @@ static int read_entry(pt_reader *r, const char *entry, size_t size, unsigned cha
     zip_stat_init(&st);
     if (zip_stat(r->z, entry, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
         return frt_error(FRT_ERR_FORMAT, "cartridge: %s: no entry '%s'", r->name, entry);
+    if ((st.valid & ZIP_STAT_COMP_METHOD) && st.comp_method != ZIP_CM_STORE)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cartridge: %s: entry '%s' is compressed (torch.save stores entries uncompressed; refused so "
+                         "that a small file cannot expand into a large allocation)",
+                         r->name, entry);
     if (size == SIZE_MAX ? st.size > PT_MAX_PICKLE : st.size != size)
         return frt_error(FRT_ERR_FORMAT, "cartridge: %s: entry '%s' has %llu bytes, expected %zu", r->name, entry,
                          (unsigned long long)st.size, size == SIZE_MAX ? (size_t)PT_MAX_PICKLE : size);
