@@ -22,9 +22,11 @@ Writes, each a few KB to ~60 KB:
                             [1, H, D, T] made contiguous the other way)
   NAME.expected.safetensors the expected K/V in frt's layout: layers.L.k,
                             layers.L.v [T, H, D] F32 (frozen rows first)
-  exact/model/              a tiny random-weight llama (vocab 256, hidden 64,
-                            2 layers, 4 heads, 2 KV heads, head_dim 16),
-                            bf16 weights (save_pretrained), no tokenizer
+  exact/model/              a tiny random-weight llama (vocab 128, hidden 32,
+                            MLP 64, 2 layers, 4 heads, 2 KV heads, head_dim 16,
+                            default RoPE theta 10000), bf16 weights
+                            (save_pretrained, ~70 KB), no tokenizer; weights
+                            randomized as make_golden_dense.py does
   exact/doc_cache.pt        the seed's recipe applied to it: transformers
                             prefills a 40-token document on the CPU in f32
                             (weights reloaded as float32, eager attention) and
@@ -42,6 +44,7 @@ under 1e-3 or fewer than 6 distinct tokens; the next seed is tried.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -111,26 +114,46 @@ def cache_kv(cache, l):
     return cache[l][0], cache[l][1]
 
 
+@torch.no_grad()
+def randomize(model, seed):
+    """Embeddings N(0, 1), projections N(0, 1/fan_in), norm weights
+    1 + N(0, 0.1) (as scripts/ref/make_golden_dense.py)."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        t = torch.empty(p.shape, dtype=torch.float32)
+        if name.endswith("embed_tokens.weight"):
+            t.normal_(0.0, 1.0, generator=g)
+        elif name.endswith("norm.weight"):
+            t.normal_(1.0, 0.1, generator=g)
+        elif p.ndim == 2:
+            t.normal_(0.0, 1.0 / math.sqrt(p.shape[1]), generator=g)
+        else:
+            raise RuntimeError("randomize: no rule for %s" % name)
+        p.copy_(t.to(p.dtype))
+
+
 def make_exact(out, seed0):
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
 
     d = os.path.join(out, "exact")
     mdir = os.path.join(d, "model")
-    T, P, G, F = 40, 8, 16, 4
+    V, T, P, G, F = 128, 40, 8, 16, 4
     for seed in range(seed0, seed0 + 50):
         torch.manual_seed(seed)
-        cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        cfg = LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
-                          rope_theta=10000.0, tie_word_embeddings=False, initializer_range=0.2,
-                          bos_token_id=1, eos_token_id=2)
-        m = LlamaForCausalLM(cfg).to(torch.bfloat16)
+                          hidden_act="silu", rms_norm_eps=1e-5, tie_word_embeddings=False,
+                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                          bos_token_id=None, eos_token_id=V - 1, pad_token_id=None)
+        m = LlamaForCausalLM(cfg).eval()
+        randomize(m, seed)
         shutil.rmtree(mdir, ignore_errors=True)
-        m.save_pretrained(mdir, safe_serialization=True)
-        ref = LlamaForCausalLM.from_pretrained(mdir, torch_dtype=torch.float32, attn_implementation="eager").eval()
+        m.to(torch.bfloat16).save_pretrained(mdir)
+        ref = LlamaForCausalLM.from_pretrained(mdir, dtype=torch.float32, attn_implementation="eager").eval()
         g = torch.Generator().manual_seed(seed)
-        doc = torch.randint(3, 256, (1, T), generator=g)
-        prompt = torch.randint(3, 256, (1, P), generator=g)
+        doc = torch.randint(0, V - 1, (1, T), generator=g)
+        prompt = torch.randint(0, V - 1, (1, P), generator=g)
         with torch.no_grad():
             o = ref(doc, use_cache=True)
             cache = o.past_key_values
