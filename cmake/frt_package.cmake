@@ -22,7 +22,7 @@ function(frt_pc_flags out)
   string(JOIN " " flags ${flags})
   set(${out} "${flags}" PARENT_SCOPE)
 endfunction()
-frt_pc_flags(FRT_PC_CORE_PRIVATE JANSSON PCRE2 UTF8PROC XXHASH OPENBLAS CRYPTO)
+frt_pc_flags(FRT_PC_CORE_PRIVATE JANSSON PCRE2 UTF8PROC XXHASH OPENBLAS CRYPTO LIBZIP)
 set(FRT_PC_CORE_PRIVATE "${FRT_PC_CORE_PRIVATE} -lgomp -lpthread -lm")
 if(FRT_HAVE_CUDA)
   set(FRT_PC_CORE_PRIVATE

@@ -14,6 +14,7 @@ pkgs=(
   libsqlite3-dev      # capsule registry index
   libmicrohttpd-dev   # the OpenAI-compatible server
   libssl-dev          # HMAC-SHA256 of keyed capsule files (OpenSSL libcrypto)
+  libzip-dev          # the zip container of PyTorch .pt cartridges (frt/cartridge.h)
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
   python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2

@@ -5,6 +5,7 @@
 #include "args.h"
 #include "cli.h"
 
+#include "frt/cartridge.h"
 #include "frt/model.h"
 
 #include <jansson.h>
@@ -73,7 +74,9 @@ static const char about[] =
 
 static const char epilog[] =
     "--json prints one object: tokens (generated ids), prompt_ids, text (null without a\n"
-    "tokenizer), prompt_tokens, ttft_ms, tokens_per_s.\n";
+    "tokenizer), prompt_tokens, cartridge_tokens, ttft_ms, tokens_per_s.\n"
+    "--cartridge: the prompt follows the cartridge's T tokens at positions T, T+1, ...; the\n"
+    "chat template is not applied (the prompt is used as given). docs/cartridges.md.\n";
 
 /* Exit code 2 after the message when an id is outside the vocabulary. */
 static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab)
@@ -87,7 +90,7 @@ static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int
 
 int frt_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL;
     int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
@@ -96,6 +99,8 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_OPT('m', "model", FRT_ARG_STR, &model_dir, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
         FRT_OPT('p', "prompt", FRT_ARG_STR, &prompt, "TEXT", "the prompt as text (needs tokenizer.json)", .dflt = ""),
         FRT_OPT(0, "ids", FRT_ARG_STR, &ids_arg, "ID,ID,..", "the prompt as token ids, e.g. 1,2,3", .dflt = ""),
+        FRT_OPT(0, "cartridge", FRT_ARG_STR, &cart_path, "PATH",
+         "inject this KV prefix (an frt cartridge directory or a .pt) before the prompt", .dflt = ""),
         FRT_OPT('n', "max-tokens", FRT_ARG_INT, &n, "N", "tokens to generate", .min = 1, .max = 1 << 20),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
         FRT_OPT(0, "temperature", FRT_ARG_FLOAT, &gp.sampling.temperature, "T", "0 = greedy", .fmin = 0, .fmax = 100),
@@ -192,8 +197,26 @@ int frt_cmd_generate(int argc, char **argv)
         return 1;
     }
     if (frt_args_find(&spec, "seed")->given) frt_model_seed(m, seed);
+    frt_cartridge *cart = NULL;
+    int cart_tokens = 0;
+    if (cart_path) {
+        rc = frt_cartridge_open(cart_path, &cart);
+        if (rc < 0) {
+            free(ids);
+            free(g.toks);
+            frt_model_free(m);
+            return frt_cli_fail("generate", rc);
+        }
+    }
     g.t0 = now_ms();
-    rc = frt_model_prefill(m, ids, (int)n_ids);
+    rc = cart ? frt_cartridge_inject(m, cart) : 0; /* TTFT includes the injection */
+    if (cart) {
+        frt_cartridge_info ci;
+        frt_cartridge_info_get(cart, &ci);
+        cart_tokens = ci.tokens;
+        frt_cartridge_free(cart);
+    }
+    if (rc == 0) rc = frt_model_prefill(m, ids, (int)n_ids);
     int produced = 0;
     if (rc == 0) rc = frt_model_generate(m, &gp, on_token, &g, &produced);
     double t_end = now_ms();
@@ -216,6 +239,7 @@ int frt_cmd_generate(int argc, char **argv)
         json_object_set_new(o, "prompt_ids", parr);
         json_object_set_new(o, "text", have_text ? json_stringn(text ? text : "", text ? len : 0) : json_null());
         json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)n_ids));
+        json_object_set_new(o, "cartridge_tokens", json_integer(cart_tokens));
         json_object_set_new(o, "ttft_ms", json_real(ttft));
         json_object_set_new(o, "tokens_per_s", json_real(tps));
         char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -227,8 +251,8 @@ int frt_cmd_generate(int argc, char **argv)
         if (g.stream) stream_text(&g, 1);
         fprintf(stdout, "\n");
         if (!quiet)
-            fprintf(stderr, "[%zu prompt tokens, %d generated, TTFT %.1f ms, %.1f tokens/s]\n", n_ids, g.n, ttft,
-                    tps);
+            fprintf(stderr, "[%d cartridge tokens, %zu prompt tokens, %d generated, TTFT %.1f ms, %.1f tokens/s]\n",
+                    cart_tokens, n_ids, g.n, ttft, tps);
     }
     free(ids);
     free(g.toks);

@@ -122,6 +122,11 @@ typedef struct frt_arch {
     void (*fini)(frt_model *m); /* frees arch_data; NULL-safe */
     /* Fills the family-specific fields of frt_model_info (layer counts). */
     void (*info)(const frt_model *m, frt_model_info *info);
+    /* The state entries (indexes into m->state) holding layer l's keys and
+     * values [max_seq, n_kv_heads, head_dim], rows. Only for an architecture
+     * whose whole positional state is that KV cache (cartridge injection,
+     * frt/cartridge.h); NULL otherwise (injection is then refused). */
+    int (*kv_layer)(const frt_model *m, int layer, int *k_entry, int *v_entry);
     const frt_arch_backend *cpu;
     const frt_arch_backend *cuda; /* NULL when built without CUDA */
 } frt_arch;

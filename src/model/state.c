@@ -197,7 +197,7 @@ static int port_for(frt_model *m, const char *name, frt_io_dir dir, size_t bytes
 int frt_model_input_write(frt_model *m, const char *name, const void *data, size_t bytes)
 {
     if (!m || !name || (!data && bytes)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
-    frt_io_entry *e;
+    frt_io_entry *e = NULL;
     FRT_TRY(port_for(m, name, FRT_IO_INPUT, bytes, &e));
     if (!bytes) return 0;
     FRT_TRY(frt_buffer_write(e->buf, 0, data, bytes, m->stream));
@@ -207,7 +207,7 @@ int frt_model_input_write(frt_model *m, const char *name, const void *data, size
 int frt_model_output_read(frt_model *m, const char *name, void *out, size_t bytes)
 {
     if (!m || !name || (!out && bytes)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
-    frt_io_entry *e;
+    frt_io_entry *e = NULL;
     FRT_TRY(port_for(m, name, FRT_IO_OUTPUT, bytes, &e));
     if (!bytes) return 0;
     FRT_TRY(frt_buffer_read(e->buf, 0, out, bytes, m->stream));

@@ -103,6 +103,14 @@ static int d_bind_state(frt_model *m)
     return 0;
 }
 
+static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
+{
+    if (layer < 0 || layer >= m->cfg.n_layers) return frt_error(FRT_ERR_OUT_OF_RANGE, "dense: layer %d", layer);
+    *k_entry = 2 * layer;
+    *v_entry = 2 * layer + 1;
+    return 0;
+}
+
 static void d_info(const frt_model *m, frt_model_info *info)
 {
     info->n_full_layers = m->cfg.n_layers;
@@ -121,6 +129,7 @@ const frt_arch frt_arch_dense = {
     .bind_state = d_bind_state,
     .fini = d_fini,
     .info = d_info,
+    .kv_layer = d_kv_layer,
     .cpu = &frt_dense_cpu_backend,
 #if FRT_HAVE_CUDA
     .cuda = &frt_dense_cuda_backend,

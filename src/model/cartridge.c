@@ -1,0 +1,350 @@
+/*
+ * cartridge.c - KV injection into the live state (frt_model_inject_kv), the
+ * binding fingerprint, cartridges in memory: export from the live state,
+ * metadata, views, injection with the binding check (frt/cartridge.h).
+ *
+ * Injection stages every layer in the backend's KV dtype on the host first,
+ * so every check (and the conversion) happens before the first byte of the
+ * live state is written.
+ */
+#include "model/cartridge_internal.h"
+#include "model/model_internal.h"
+
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* ---- the binding fingerprint ----------------------------------------------- */
+
+uint64_t frt_cartridge_model_fingerprint(const frt_model *m)
+{
+    if (!m) return 0;
+    char s[1024];
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0);
+    int n = snprintf(s, sizeof s, "frt-cartridge-v1|%s|%s|weights=%016llx|", m->arch->name, m->cfg.model_type,
+                     (unsigned long long)m->weights_hash);
+    XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
+    n = m->arch->describe(&m->cfg, s, sizeof s);
+    XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d ? d : 1; /* 0 means unbound */
+}
+
+/* ---- injection --------------------------------------------------------------- */
+
+static int kv_supported(const frt_model *m)
+{
+    if (!m->arch->kv_layer)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "inject_kv: architecture '%s' keeps state that is not a KV cache (recurrent layers): "
+                         "KV injection is not supported",
+                         m->arch->name);
+    for (int i = 0; i < m->n_state; i++)
+        if (m->state[i].decl.recurrent)
+            return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: state entry '%s' is recurrent: not supported",
+                             m->state[i].decl.name);
+    return 0;
+}
+
+static int check_prefix(const frt_model *m, const frt_kv_prefix *p)
+{
+    const frt_model_config *c = &m->cfg;
+    if (p->n_layers != c->n_layers || p->n_kv_heads != c->n_kv_heads || p->head_dim != c->head_dim)
+        return frt_error(FRT_ERR_MISMATCH,
+                         "inject_kv: the prefix has %d layers x %d KV heads x head_dim %d, the model %d x %d x %d",
+                         p->n_layers, p->n_kv_heads, p->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);
+    if (p->tokens < 1 || p->tokens > m->max_seq)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "inject_kv: %d tokens (1 to max_seq %d)", p->tokens, m->max_seq);
+    if (p->dtype != FRT_DT_BF16 && p->dtype != FRT_DT_F16 && p->dtype != FRT_DT_F32)
+        return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: dtype %s (bf16, f16 or f32)", frt_dtype_name(p->dtype));
+    if (!p->k || !p->v) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: NULL layer arrays");
+    for (int l = 0; l < p->n_layers; l++)
+        if (!p->k[l] || !p->v[l]) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: layer %d has no data", l);
+    for (int i = 0; p->ids && i < p->tokens; i++)
+        if (p->ids[i] < 0 || p->ids[i] >= c->vocab_size)
+            return frt_error(FRT_ERR_OUT_OF_RANGE, "inject_kv: token %d at %d is outside the vocabulary", p->ids[i], i);
+    return 0;
+}
+
+/* n elements of src (dtype sdt) into dst as dtype ddt. */
+static int convert(void *dst, frt_dtype ddt, const void *src, frt_dtype sdt, size_t n, float *tmp)
+{
+    if (ddt == sdt) {
+        memcpy(dst, src, n * frt_dtype_size(sdt));
+        return 0;
+    }
+    frt_tensor t = {.name = "kv", .dtype = sdt, .ndim = 1, .shape = {(int64_t)n}, .data = src,
+                    .nbytes = n * frt_dtype_size(sdt)};
+    FRT_TRY(frt_tensor_to_f32(&t, tmp));
+    return frt_f32_convert(dst, ddt, tmp, n);
+}
+
+/* Every layer's K and V in the backend's dtype: [L][2][T * H * D]. */
+static int stage(const frt_model *m, const frt_kv_prefix *p, unsigned char **out, size_t *half)
+{
+    const size_t n = (size_t)p->tokens * (size_t)p->n_kv_heads * (size_t)p->head_dim;
+    const frt_dtype kdt = m->bk->kv_dtype;
+    *half = n * frt_dtype_size(kdt);
+    unsigned char *buf = malloc(*half * 2 * (size_t)p->n_layers);
+    float *tmp = kdt == p->dtype ? NULL : malloc(n * sizeof *tmp);
+    if (!buf || (kdt != p->dtype && !tmp)) {
+        free(buf);
+        free(tmp);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory staging %zu bytes",
+                         *half * 2 * (size_t)p->n_layers);
+    }
+    int rc = 0;
+    for (int l = 0; l < p->n_layers && rc == 0; l++) {
+        rc = convert(buf + (2 * (size_t)l) * *half, kdt, p->k[l], p->dtype, n, tmp);
+        if (rc == 0) rc = convert(buf + (2 * (size_t)l + 1) * *half, kdt, p->v[l], p->dtype, n, tmp);
+    }
+    free(tmp);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    return 0;
+}
+
+/* Writes the staged rows, the journal and the boundary. */
+static int write_state(frt_model *m, const frt_kv_prefix *p, const unsigned char *buf, size_t half,
+                       const int32_t *journal)
+{
+    for (int l = 0; l < p->n_layers; l++) {
+        int ki = 0, vi = 0;
+        FRT_TRY(m->arch->kv_layer(m, l, &ki, &vi));
+        FRT_TRY(frt_buffer_write(m->state[ki].buf, 0, buf + (2 * (size_t)l) * half, half, m->stream));
+        FRT_TRY(frt_buffer_write(m->state[vi].buf, 0, buf + (2 * (size_t)l + 1) * half, half, m->stream));
+    }
+    FRT_TRY(frt_buffer_write(m->tokens, 0, journal, (size_t)p->tokens * sizeof *journal, m->stream));
+    frt_boundary b;
+    FRT_TRY(frt_model_boundary_read(m, &b));
+    b.pos = p->tokens;
+    b.pending = -1;
+    b.has_logits = 0;
+    FRT_TRY(frt_buffer_write(m->boundary, 0, &b, sizeof b, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+int frt_model_inject_kv(frt_model *m, const frt_kv_prefix *p)
+{
+    if (!m || !p) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: NULL argument");
+    FRT_TRY(kv_supported(m));
+    FRT_TRY(check_prefix(m, p));
+    unsigned char *buf = NULL;
+    size_t half = 0;
+    FRT_TRY(stage(m, p, &buf, &half));
+    int32_t *journal = malloc((size_t)p->tokens * sizeof *journal);
+    if (!journal) {
+        free(buf);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
+    }
+    for (int i = 0; i < p->tokens; i++) journal[i] = p->ids ? p->ids[i] : -1;
+    m->live_capsule = 0; /* the KV rows no longer descend from any capsule */
+    int rc = write_state(m, p, buf, half, journal);
+    free(buf);
+    free(journal);
+    if (rc < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", frt_last_error());
+        frt_model_reset(m);
+        return frt_error(rc, "inject_kv: %s (the model was reset)", msg);
+    }
+    return 0;
+}
+
+/* ---- cartridges in memory -------------------------------------------------- */
+
+int frt_cartridge_alloc(int n_layers, int n_kv_heads, int head_dim, int tokens, frt_dtype dt, frt_cartridge **out)
+{
+    *out = NULL;
+    if (n_layers < 1 || n_kv_heads < 1 || head_dim < 1 || tokens < 1)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: shape %d layers x %d heads x %d x %d tokens",
+                         n_layers, n_kv_heads, head_dim, tokens);
+    if (dt != FRT_DT_BF16 && dt != FRT_DT_F16 && dt != FRT_DT_F32)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: dtype %s (bf16, f16 or f32)", frt_dtype_name(dt));
+    unsigned __int128 half = (unsigned __int128)tokens * (unsigned)n_kv_heads * (unsigned)head_dim * frt_dtype_size(dt);
+    if (half * 2 * (unsigned)n_layers > ((unsigned __int128)1 << 40))
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge: more than 1 TiB of KV");
+    frt_cartridge *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    c->half_bytes = (size_t)half;
+    c->data = calloc(2 * (size_t)n_layers, c->half_bytes);
+    if (!c->data) {
+        free(c);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory for %zu bytes of KV",
+                         2 * (size_t)n_layers * (size_t)half);
+    }
+    c->info.n_layers = n_layers;
+    c->info.n_kv_heads = n_kv_heads;
+    c->info.head_dim = head_dim;
+    c->info.tokens = tokens;
+    c->info.dtype = dt;
+    c->info.training_steps = -1;
+    *out = c;
+    return 0;
+}
+
+unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv)
+{
+    return c->data + (2 * (size_t)layer + (size_t)kv) * c->half_bytes;
+}
+
+int frt_cartridge_id_ok(const char *id)
+{
+    if (!id) return 0;
+    size_t n = strlen(id);
+    if (n < 1 || n >= FRT_CARTRIDGE_ID_MAX || !strcmp(id, ".") || !strcmp(id, "..")) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '_' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int frt_cartridge_from_model(frt_model *m, frt_cartridge **out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *out = NULL;
+    FRT_TRY(kv_supported(m));
+    frt_boundary b;
+    FRT_TRY(frt_model_boundary_read(m, &b));
+    if (b.pos < 1) return frt_error(FRT_ERR_STATE, "cartridge: the live state is empty (position 0)");
+    frt_cartridge *c = NULL;
+    FRT_TRY(frt_cartridge_alloc(m->cfg.n_layers, m->cfg.n_kv_heads, m->cfg.head_dim, b.pos, m->bk->kv_dtype, &c));
+    c->ids = malloc((size_t)b.pos * sizeof *c->ids);
+    int rc = c->ids ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    for (int l = 0; l < m->cfg.n_layers && rc == 0; l++) {
+        int ki = 0, vi = 0;
+        rc = m->arch->kv_layer(m, l, &ki, &vi);
+        if (rc == 0) rc = frt_buffer_read(m->state[ki].buf, 0, frt_cartridge_half(c, l, 0), c->half_bytes, m->stream);
+        if (rc == 0) rc = frt_buffer_read(m->state[vi].buf, 0, frt_cartridge_half(c, l, 1), c->half_bytes, m->stream);
+    }
+    if (rc == 0) rc = frt_buffer_read(m->tokens, 0, c->ids, (size_t)b.pos * sizeof *c->ids, m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (rc < 0) {
+        frt_cartridge_free(c);
+        return rc;
+    }
+    c->info.model_fingerprint = frt_cartridge_model_fingerprint(m);
+    *out = c;
+    return 0;
+}
+
+static int copy_text(char *dst, size_t size, const char *src, const char *what)
+{
+    if (strlen(src) >= size)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: %s of %zu bytes (at most %zu)", what, strlen(src),
+                         size - 1);
+    snprintf(dst, size, "%s", src);
+    return 0;
+}
+
+int frt_cartridge_set_meta(frt_cartridge *c, const frt_cartridge_meta *meta)
+{
+    if (!c || !meta) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    frt_cartridge_info in = c->info; /* all or nothing */
+    if (meta->id && !frt_cartridge_id_ok(meta->id))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: id '%.*s' (1 to %d characters of A-Z a-z 0-9 . _ -)",
+                         64, meta->id, FRT_CARTRIDGE_ID_MAX - 1);
+    if (meta->id) FRT_TRY(copy_text(in.id, sizeof in.id, meta->id, "id"));
+    if (meta->model_id) FRT_TRY(copy_text(in.model_id, sizeof in.model_id, meta->model_id, "model id"));
+    if (meta->source_document)
+        FRT_TRY(copy_text(in.source_document, sizeof in.source_document, meta->source_document, "source document"));
+    if (meta->model_fingerprint) in.model_fingerprint = meta->model_fingerprint;
+    if (meta->training_steps >= 0) in.training_steps = meta->training_steps;
+    if (meta->n_labels >= 0) {
+        if (meta->n_labels > FRT_CARTRIDGE_MAX_LABELS || (meta->n_labels && !meta->labels))
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: %d labels (at most %d)", meta->n_labels,
+                             FRT_CARTRIDGE_MAX_LABELS);
+        for (int i = 0; i < meta->n_labels; i++) {
+            if (!meta->labels[i] || !meta->labels[i][0])
+                return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: label %d is empty", i);
+            FRT_TRY(copy_text(in.labels[i], sizeof in.labels[i], meta->labels[i], "label"));
+        }
+        in.n_labels = meta->n_labels;
+    }
+    c->info = in;
+    return 0;
+}
+
+int frt_cartridge_info_get(const frt_cartridge *c, frt_cartridge_info *out)
+{
+    if (!c || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *out = c->info;
+    return 0;
+}
+
+int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_tensor *v)
+{
+    if (!c || !k || !v) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    if (layer < 0 || layer >= c->info.n_layers)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge: layer %d of %d", layer, c->info.n_layers);
+    for (int kv = 0; kv < 2; kv++) {
+        frt_tensor *t = kv ? v : k;
+        memset(t, 0, sizeof *t);
+        t->name = kv ? "v" : "k";
+        t->dtype = c->info.dtype;
+        t->ndim = 3;
+        t->shape[0] = c->info.tokens;
+        t->shape[1] = c->info.n_kv_heads;
+        t->shape[2] = c->info.head_dim;
+        t->data = frt_cartridge_half((frt_cartridge *)c, layer, kv);
+        t->nbytes = c->half_bytes;
+    }
+    return 0;
+}
+
+int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
+{
+    if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    FRT_TRY(kv_supported(m));
+    uint64_t fp = frt_cartridge_model_fingerprint(m);
+    if (c->info.model_fingerprint && c->info.model_fingerprint != fp)
+        return frt_error(FRT_ERR_MISMATCH,
+                         "cartridge '%s': made for model '%s' (fingerprint %016llx), this model is %016llx",
+                         c->info.id, c->info.model_id, (unsigned long long)c->info.model_fingerprint,
+                         (unsigned long long)fp);
+    const frt_model_config *g = &m->cfg;
+    if (c->info.n_layers != g->n_layers || c->info.n_kv_heads != g->n_kv_heads || c->info.head_dim != g->head_dim)
+        return frt_error(FRT_ERR_MISMATCH,
+                         "cartridge '%s': %d layers x %d KV heads x head_dim %d, the model %d x %d x %d", c->info.id,
+                         c->info.n_layers, c->info.n_kv_heads, c->info.head_dim, g->n_layers, g->n_kv_heads,
+                         g->head_dim);
+    return 0;
+}
+
+int frt_cartridge_inject(frt_model *m, const frt_cartridge *c)
+{
+    FRT_TRY(frt_cartridge_check(m, c));
+    const int L = c->info.n_layers;
+    const void **ptr = malloc(2 * (size_t)L * sizeof *ptr);
+    if (!ptr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    for (int l = 0; l < L; l++) {
+        ptr[l] = frt_cartridge_half((frt_cartridge *)c, l, 0);
+        ptr[L + l] = frt_cartridge_half((frt_cartridge *)c, l, 1);
+    }
+    frt_kv_prefix p = {.n_layers = L, .n_kv_heads = c->info.n_kv_heads, .head_dim = c->info.head_dim,
+                       .tokens = c->info.tokens, .dtype = c->info.dtype, .k = ptr, .v = ptr + L, .ids = c->ids};
+    int rc = frt_model_inject_kv(m, &p);
+    free(ptr);
+    if (rc < 0 && c->info.id[0]) frt_error_prefix("cartridge '%s'", c->info.id);
+    return rc;
+}
+
+void frt_cartridge_free(frt_cartridge *c)
+{
+    if (!c) return;
+    free(c->data);
+    free(c->ids);
+    free(c);
+}

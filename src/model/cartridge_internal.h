@@ -1,0 +1,32 @@
+/*
+ * model/cartridge_internal.h - the cartridge object shared by cartridge.c
+ * (injection, export from the live state, metadata), cartridge_file.c (frt's
+ * own format: manifest.json + kv.safetensors) and cartridge_pt.c (the
+ * PyTorch .pt reader). The API is include/frt/cartridge.h.
+ */
+#ifndef FRT_MODEL_CARTRIDGE_INTERNAL_H
+#define FRT_MODEL_CARTRIDGE_INTERNAL_H
+
+#include "frt/cartridge.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct frt_cartridge {
+    frt_cartridge_info info;
+    unsigned char *data; /* [n_layers][K, V][tokens, n_kv_heads, head_dim] of info.dtype */
+    size_t half_bytes;   /* bytes of one K (or V) tensor */
+    int32_t *ids;        /* [tokens] when known (exported from a model); NULL otherwise */
+};
+
+/* A new cartridge with its payload allocated (zero-filled) for the shape;
+ * training_steps -1. Errors: FRT_ERR_INVALID_ARGUMENT (a shape < 1, a dtype
+ * other than BF16/F16/F32), FRT_ERR_OUT_OF_RANGE (size overflow),
+ * FRT_ERR_OUT_OF_MEMORY. */
+int frt_cartridge_alloc(int n_layers, int n_kv_heads, int head_dim, int tokens, frt_dtype dt, frt_cartridge **out);
+
+/* Layer l's K (kv 0) or V (kv 1) payload. */
+unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv);
+
+
+#endif
