@@ -10,7 +10,8 @@
 # still runs, so one broken script does not lose the others' output:
 #   1. scripts/ref/make_tokenizer.py     -> W/tokenizer/{qwen35,qwen2,gpt2}/..., golden.json
 #   2. scripts/ref/make_golden_models.py -> W/golden/<model>/...
-#   3. scripts/ref/train_demo_model.py   -> W/frt-demo/ (the shipped demo model)
+# (The shipped demo model is made apart, by scripts/ref/device_demo.sh: it
+# needs the corpus archive of scripts/ref/pack_demo_corpus.py.)
 # then W is packed into $OUT/refs.tar.gz (top folder "refs/").
 #
 # Output ($OUT, default ./refs-out): refs.tar.gz and refs.log. The device
@@ -19,11 +20,8 @@
 # rejoin with `cat refs.tar.gz.part* > refs.tar.gz`).
 #
 # Time: the whole run must end well inside the 600 s limit of one device
-# command. The demo model trains for DEMO_MINUTES (default 4), cut down
-# automatically so that the run stays under REFS_BUDGET_S (default 540 s).
-# REFS_STEPS (default "tokenizer golden demo") selects steps, e.g.
-# REFS_STEPS="tokenizer demo" to redo only the demo model (it needs the
-# tokenizer step, since W is a fresh temporary folder on every run).
+# command. REFS_STEPS (default "tokenizer golden") selects steps, e.g.
+# REFS_STEPS="tokenizer" to redo only the tokenizers.
 # Exit status: 0 when every step succeeded, 1 otherwise (the archive and the
 # log are written either way).
 set -euo pipefail
@@ -39,9 +37,7 @@ LOG="$OUT/refs.log"
 : > "$LOG"
 W="$(mktemp -d /tmp/frt-refs.XXXXXX)/refs"
 mkdir -p "$W"
-DEMO_MINUTES="${DEMO_MINUTES:-4}"
-REFS_BUDGET_S="${REFS_BUDGET_S:-540}"
-REFS_STEPS=" ${REFS_STEPS:-tokenizer golden demo} "
+REFS_STEPS=" ${REFS_STEPS:-tokenizer golden} "
 T0=$(date +%s)
 FAILED=()
 
@@ -52,7 +48,7 @@ run_step() {
     local name="$1"; shift
     local t1 rc
     case "$name" in
-        tokenizer|golden|demo)
+        tokenizer|golden)
             if [[ "$REFS_STEPS" != *" $name "* ]]; then
                 log "=== [$name] not selected (REFS_STEPS=$REFS_STEPS)"
                 return 0
@@ -83,21 +79,6 @@ print("transformers", transformers.__version__, "tokenizers", tokenizers.__versi
 
 run_step tokenizer python3 scripts/ref/make_tokenizer.py --out "$W/tokenizer"
 run_step golden python3 scripts/ref/make_golden_models.py --out "$W/golden"
-
-# Training budget: DEMO_MINUTES, but leave ~100 s for data preparation,
-# the sanity checks and packing inside REFS_BUDGET_S.
-left=$(( REFS_BUDGET_S - ($(date +%s) - T0) - 100 ))
-minutes=$(python3 -c "print(max(0.5, min(float('$DEMO_MINUTES'), $left / 60.0)))")
-log "demo training budget: $minutes min (DEMO_MINUTES=$DEMO_MINUTES, ${left}s left for training)"
-if [[ "$REFS_STEPS" != *" demo "* ]]; then
-    log "=== [demo] not selected (REFS_STEPS=$REFS_STEPS)"
-elif [ -f "$W/tokenizer/qwen35/tokenizer.json" ]; then
-    run_step demo python3 scripts/ref/train_demo_model.py \
-        --tokenizer "$W/tokenizer/qwen35" --out "$W/frt-demo" --minutes "$minutes"
-else
-    log "=== [demo] skipped: $W/tokenizer/qwen35/tokenizer.json missing"
-    FAILED+=("demo(no tokenizer)")
-fi
 
 log ""
 log "=== contents of $W"
