@@ -276,7 +276,7 @@ static int refuse_unsupported(json_t *o, frt_api_error *err)
 static const char *const completion_fields[] = {FRT_API_COMMON_FIELDS, "prompt", "echo", "best_of", "suffix", NULL};
 static const char *const chat_fields[] = {
     FRT_API_COMMON_FIELDS, "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
-    "chat_template_kwargs", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
+    "chat_template_kwargs", "frt_return_prompt", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
     "web_search_options", "functions", "function_call", NULL};
 
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)

@@ -49,6 +49,7 @@ typedef struct frt_api_completion {
     json_t *tools;              /* chat: the tools array (own reference), or NULL */
     json_t *template_kwargs;    /* chat: chat_template_kwargs (own reference), or NULL */
     int tool_choice;            /* FRT_API_TOOLS_AUTO or FRT_API_TOOLS_NONE */
+    int return_prompt;          /* chat: frt_return_prompt, the rendered prompt goes back in frt.prompt */
     int max_tokens;             /* max_tokens (or max_completion_tokens), else the default */
     int max_tokens_given;       /* the client sent it (else the server may clamp it to the context) */
     frt_sampling sampling;

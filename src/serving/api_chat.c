@@ -248,7 +248,7 @@ static int parse_kwargs(json_t *o, frt_api_completion *c, frt_api_error *err)
 
 int frt_api_parse_chat(json_t *o, frt_api_completion *c, frt_api_error *err)
 {
-    if (parse_messages(o, c, err) || parse_tools(o, c, err) || parse_tool_choice(o, c, err) ||
+    if (frt_api_opt_bool(o, "frt_return_prompt", &c->return_prompt, err) || parse_messages(o, c, err) || parse_tools(o, c, err) || parse_tool_choice(o, c, err) ||
         parse_kwargs(o, c, err))
         return -1;
     return 0;

@@ -52,6 +52,7 @@ typedef struct frt_job {
     /* chat: the output split into content, reasoning and tool calls */
     frt_chat_output out;
     json_t *message; /* not streaming: the answer's message */
+    char *prompt;    /* frt_return_prompt: the rendered prompt */
     /* streaming */
     frt_api_ident ident;
     char *sse;

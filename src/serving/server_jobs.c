@@ -53,6 +53,7 @@ void frt_job_unref(frt_job *j)
     free(j->sse);
     frt_chat_output_clear(&j->out);
     json_decref(j->message);
+    free(j->prompt);
     if (j->body) json_decref(j->body);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -202,9 +203,9 @@ static int on_piece_message(void *user, const frt_chat_piece *pc)
  * chat_template_kwargs, and whether the prompt opened a reasoning block.
  * Tools the template does not render are refused: the prompt would
  * silently be the tool-less one. */
-static int chat_prompt(frt_server *s, const frt_api_completion *c, int32_t **ids, size_t *n, int *reasoning_open,
-                       frt_api_error *err)
+static int chat_prompt(frt_server *s, frt_job *j, int32_t **ids, size_t *n, int *reasoning_open, frt_api_error *err)
 {
+    const frt_api_completion *c = &j->rq;
     frt_chat_request req = {
         .messages = c->messages, .tools = c->tools, .kwargs = c->template_kwargs, .add_generation_prompt = 1};
     char *text = NULL, *plain = NULL;
@@ -219,7 +220,8 @@ static int chat_prompt(frt_server *s, const frt_api_completion *c, int32_t **ids
                   !memcmp(plain, text, len);
     *reasoning_open = frt_chat_prompt_opens_reasoning(text, len);
     free(plain);
-    free(text);
+    if (c->return_prompt && !ignored) j->prompt = text;
+    else free(text);
     if (!ignored) return 0;
     free(*ids);
     *ids = NULL;
@@ -235,7 +237,7 @@ static int chat_setup(frt_server *s, frt_job *j, frt_gen_request *g, int32_t **i
     const frt_api_completion *c = &j->rq;
     size_t n = 0;
     int open = 0;
-    if (chat_prompt(s, c, ids, &n, &open, err)) return -1;
+    if (chat_prompt(s, j, ids, &n, &open, err)) return -1;
     g->ids = *ids;
     g->n_ids = (int)n;
     int tools = c->tools && c->tool_choice == FRT_API_TOOLS_AUTO;
@@ -255,6 +257,13 @@ static const char *chat_finish(const frt_job *j, const frt_gen_result *res)
     return j->out.n_calls && !strcmp(res->finish_reason, "stop") ? "tool_calls" : res->finish_reason;
 }
 
+/* frt_return_prompt: the rendered prompt joins the frt object of the answer (or final chunk) o. */
+static json_t *with_prompt(const frt_job *j, json_t *o)
+{
+    if (j->prompt) json_object_set_new(json_object_get(o, "frt"), "prompt", json_string(j->prompt));
+    return o;
+}
+
 static void answer_stream(frt_job *j, const frt_gen_result *res)
 {
     const frt_api_completion *c = &j->rq;
@@ -263,7 +272,7 @@ static void answer_stream(frt_job *j, const frt_gen_result *res)
     pthread_mutex_lock(&j->mu);
     if (!cancelled) {
         const char *finish = c->chat ? chat_finish(j, res) : res->finish_reason;
-        sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 0, finish, res));
+        sse_append(j, with_prompt(j, frt_api_chunk_json(&j->ident, "", 0, 0, finish, res)));
         if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, res));
     }
     sse_append_raw(j, "data: [DONE]\n\n", 14);
@@ -285,7 +294,7 @@ static void answer_whole(frt_job *j, const frt_gen_result *res)
         return;
     }
     frt_api_message_finish(j->message);
-    job_answer(j, 200, frt_api_completion_json(&j->ident, res, j->message, chat_finish(j, res)));
+    job_answer(j, 200, with_prompt(j, frt_api_completion_json(&j->ident, res, j->message, chat_finish(j, res))));
 }
 
 static void run_completion(frt_server *s, frt_job *j)
