@@ -279,6 +279,30 @@ static const char *const chat_fields[] = {
     "chat_template_kwargs", "frt_return_prompt", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
     "web_search_options", "functions", "function_call", NULL};
 
+/* max_tokens, and for chat its newer name max_completion_tokens: each >= 1;
+ * both given must agree (neither is ignored). */
+static int parse_max_tokens(json_t *o, int chat, frt_api_completion *c, frt_api_error *err)
+{
+    static const char *const names[] = {"max_tokens", "max_completion_tokens"};
+    long long got[2] = {0, 0};
+    int present[2] = {0, 0};
+    for (int i = 0; i < 1 + chat; i++) {
+        if (frt_api_opt_int(o, names[i], &got[i], &present[i], err)) return -1;
+        if (present[i] && got[i] < 1)
+            return frt_api_fail(err, 400, "invalid_value", names[i], "'%s' must be at least 1 (got %lld)", names[i],
+                                got[i]);
+    }
+    if (present[0] && present[1] && got[0] != got[1])
+        return frt_api_fail(err, 400, "invalid_value", "max_completion_tokens",
+                            "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) disagree: send one", got[0], got[1]);
+    if (present[0] || present[1]) {
+        long long v = present[0] ? got[0] : got[1];
+        c->max_tokens = v > INT_MAX ? INT_MAX : (int)v;
+        c->max_tokens_given = 1;
+    }
+    return 0;
+}
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
     if (frt_api_only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
@@ -286,7 +310,8 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     const char *model = NULL, *user = NULL, *safety = NULL;
     if (frt_api_opt_string(o, "user", &user, err) || frt_api_opt_string(o, "safety_identifier", &safety, err))
         return -1;
-    snprintf(c->user, sizeof c->user, "%s", user ? user : safety ? safety : "");
+    /* both are shown in the request log, the only use the server has for them */
+    snprintf(c->user, sizeof c->user, "%.40s%s%.20s", user ? user : "", user && safety ? "/" : "", safety ? safety : "");
     if (frt_api_opt_string(o, "model", &model, err)) return -1;
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
     if (chat ? frt_api_parse_chat(o, c, err) : parse_prompt(o, c, err)) return -1;
@@ -294,14 +319,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     long long v = 0;
     int present = 0;
     c->max_tokens = default_max_tokens;
-    if (frt_api_opt_int(o, "max_tokens", &v, &present, err)) return -1;
-    if (!present && chat && frt_api_opt_int(o, "max_completion_tokens", &v, &present, err)) return -1;
-    if (present) {
-        if (v < 1)
-            return frt_api_fail(err, 400, "invalid_value", "max_tokens", "'max_tokens' must be at least 1 (got %lld)", v);
-        c->max_tokens = v > INT_MAX ? INT_MAX : (int)v;
-        c->max_tokens_given = 1;
-    }
+    if (parse_max_tokens(o, chat, c, err)) return -1;
     double t = 1.0, top_p = 1.0;
     if (opt_number(o, "temperature", &t, err) || opt_number(o, "top_p", &top_p, err)) return -1;
     if (!(t >= 0 && t <= 2))
