@@ -38,13 +38,14 @@ static int need_string(json_t *o, const char *key, const char *where, int requir
     return 0;
 }
 
-/* Content: a string, null, or text parts [{type: "text", text}] joined into
- * one string. *out: a new reference. */
+/* Content: a string, null (or absent: ""), or text parts [{type: "text",
+ * text}] joined into one string, as vLLM passes content to templates (the
+ * Qwen3 template fails on a null content). *out: a new reference. */
 static int content_value(json_t *content, const char *param, json_t **out, frt_api_error *err)
 {
     if (!content || json_is_null(content) || json_is_string(content)) {
-        *out = content ? json_incref(content) : json_null();
-        return 0;
+        *out = json_is_string(content) ? json_incref(content) : json_string("");
+        return *out ? 0 : oom(err);
     }
     if (!json_is_array(content)) return bad_type(err, param, "a string, null or an array of content parts");
     size_t total = 1, k;
@@ -73,11 +74,38 @@ static int content_value(json_t *content, const char *param, json_t **out, frt_a
     return *out ? 0 : oom(err);
 }
 
+/* Members the official clients echo back in an assistant message they
+ * received (refusal, annotations, audio, function_call, parsed; a tool
+ * call's parsed_arguments): accepted when null or [] (they carry nothing),
+ * else 400 unsupported_value naming them; the caller drops them. */
+static int only_empty(json_t *o, const char *const *keys, const char *where, frt_api_error *err)
+{
+    for (const char *const *k = keys; *k; k++) {
+        json_t *v = json_object_get(o, *k);
+        if (v && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v))) {
+            char param[PARAM_MAX], dot_key[64];
+            snprintf(dot_key, sizeof dot_key, ".%.60s", *k);
+            return frt_api_fail(err, 400, "unsupported_value", param_of(param, where, dot_key),
+                                "'%s' must be null or empty: frt serve does not take it back into a conversation",
+                                param);
+        }
+    }
+    return 0;
+}
+
+static const char *const k_echoed[] = {"refusal", "annotations", "audio", "function_call", "parsed", NULL};
+
+/* Deletes the members keys (an echoed message's empty members) from o. */
+static void drop_members(json_t *o, const char *const *keys)
+{
+    for (const char *const *k = keys; *k; k++) json_object_del(o, *k);
+}
+
 /* One tool call of an assistant message: {id, type: "function", function: {name, arguments}}. */
 static int check_tool_call(json_t *tc, const char *where, frt_api_error *err)
 {
     static const char *const tc_fields[] = {"id", "type", "function", NULL};
-    static const char *const fn_fields[] = {"name", "arguments", NULL};
+    static const char *const fn_fields[] = {"name", "arguments", "parsed_arguments", NULL};
     if (!json_is_object(tc)) return bad_type(err, where, "an object");
     if (frt_api_only_known(tc, tc_fields, "a tool call", err) || need_string(tc, "id", where, 1, err) ||
         need_string(tc, "type", where, 0, err))
@@ -88,8 +116,10 @@ static int check_tool_call(json_t *tc, const char *where, frt_api_error *err)
     char param[PARAM_MAX];
     param_of(param, where, ".function");
     if (!json_is_object(fn)) return bad_type(err, param, "an object");
+    static const char *const empty_ok[] = {"parsed_arguments", NULL};
     return frt_api_only_known(fn, fn_fields, "a tool call's function", err) ||
-                   need_string(fn, "name", param, 1, err) || need_string(fn, "arguments", param, 1, err)
+                   need_string(fn, "name", param, 1, err) || need_string(fn, "arguments", param, 1, err) ||
+                   only_empty(fn, empty_ok, param, err)
                ? -1
                : 0;
 }
@@ -98,7 +128,9 @@ static int check_tool_call(json_t *tc, const char *where, frt_api_error *err)
 static const char *const *role_fields(const char *role)
 {
     static const char *const plain[] = {"role", "content", "name", NULL};
-    static const char *const assistant[] = {"role", "content", "name", "tool_calls", "reasoning_content", NULL};
+    static const char *const assistant[] = {"role",    "content",     "name",          "tool_calls", "reasoning_content",
+                                            "refusal", "annotations", "function_call", "audio",      "parsed",
+                                            NULL};
     static const char *const tool[] = {"role", "content", "tool_call_id", NULL};
     if (!strcmp(role, "system") || !strcmp(role, "developer") || !strcmp(role, "user")) return plain;
     if (!strcmp(role, "assistant")) return assistant;
@@ -122,7 +154,9 @@ static int add_message(json_t *x, size_t i, json_t *out, frt_api_error *err)
         return frt_api_fail(err, 400, "invalid_value", param,
                             "Role '%.32s' is not supported in '%s' (system, developer, user, assistant, tool)", r,
                             param);
-    if (frt_api_only_known(x, fields, "a message", err) || need_string(x, "name", where, 0, err)) return -1;
+    if (frt_api_only_known(x, fields, "a message", err) || need_string(x, "name", where, 0, err) ||
+        only_empty(x, k_echoed, where, err))
+        return -1;
     if (!strcmp(r, "tool") && need_string(x, "tool_call_id", where, 1, err)) return -1;
     json_t *rc = json_object_get(x, "reasoning_content");
     if (rc && !json_is_null(rc) && !json_is_string(rc)) {
@@ -149,6 +183,11 @@ static int add_message(json_t *x, size_t i, json_t *out, frt_api_error *err)
         return -1;
     }
     json_object_set_new(m, "content", content);
+    drop_members(m, k_echoed);
+    json_t *mc = json_object_get(m, "tool_calls");
+    size_t k;
+    json_t *tc;
+    json_array_foreach(mc, k, tc) json_object_del(json_object_get(tc, "function"), "parsed_arguments");
     if (!strcmp(r, "developer")) json_object_set_new(m, "role", json_string("system"));
     return json_array_append_new(out, m) ? oom(err) : 0;
 }
