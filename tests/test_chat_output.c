@@ -119,6 +119,22 @@ static void test_tool_calls(void)
     /* unicode in arguments */
     expect("<tool_call>{\"name\": \"say\", \"arguments\": {\"t\": \"h\xc3\xa9llo \xe2\x9c\x93\"}}</tool_call>", 1, 0,
            "", "", "say({\"t\": \"h\xc3\xa9llo \xe2\x9c\x93\"});");
+    /* a key spelled with an escape: the arguments are re-serialized (json.dumps separators) */
+    expect("<tool_call>{\"name\": \"f\", \"\\u0061rguments\": {\"x\":1,\"y\":[2]}}</tool_call>", 1, 0, "", "",
+           "f({\"x\": 1, \"y\": [2]});");
+    /* a long body fed piece by piece (the end tag is searched incrementally) */
+    {
+        char big[3000];
+        int k = snprintf(big, sizeof big, "<tool_call>{\"name\": \"g\", \"arguments\": {\"s\": \"");
+        for (; k < 2900; k++) big[k] = (char)('a' + k % 26);
+        snprintf(big + k, sizeof big - (size_t)k, "\"}}</tool_call>");
+        size_t cuts[512];
+        int n_cuts = 0;
+        for (size_t at = 7; at < strlen(big) && n_cuts < 512; at += 7) cuts[n_cuts++] = at;
+        collected c;
+        parse_cut(big, cuts, n_cuts, 1, 0, &c);
+        CHECK(c.n_calls == 1 && c.nc == 0 && c.nk == 2 + strlen(big) - strlen("<tool_call>{\"name\": \"\", \"arguments\": </tool_call>"));
+    }
     /* text after a call is content */
     expect("<tool_call>{\"name\": \"f\"}</tool_call>\nDone.", 1, 0, "Done.", "", "f({});");
     /* tool parsing off: the tags are content */

@@ -147,6 +147,7 @@ static int emit_call(frt_chat_output *p, json_t *o, const char *body, size_t n)
     if (!args) a = strdup("{}");
     else if (json_is_string(args)) a = strdup(json_string_value(args));
     else if (raw_arguments(body, n, &at, &len)) a = strndup(body + at, len);
+    else a = json_dumps(args, JSON_PRESERVE_ORDER); /* a key spelled with escapes: re-serialized */
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat output: tool call");
     uint64_t seeds[2] = {p->id_seed, (uint64_t)p->n_calls};
     char id[32];
@@ -225,6 +226,7 @@ static int step_content(frt_chat_output *p, int *progress, int final)
         int rc = emit_text(p, FRT_CHAT_PART_CONTENT, p->buf, end);
         consume(p, end);
         p->body_at = at - end + sizeof k_call - 1;
+        p->scanned = p->body_at;
         p->mode = M_TOOL;
         *progress = 1;
         return rc;
@@ -245,7 +247,10 @@ static int step_content(frt_chat_output *p, int *progress, int final)
  * with the body at body_at. */
 static int step_tool(frt_chat_output *p, int *progress, int final)
 {
-    size_t at = find(p->buf + p->body_at, p->len - p->body_at, k_call_end) + p->body_at;
+    /* what was scanned before cannot hold the whole end tag: resume near its end */
+    size_t from = p->scanned > p->body_at + sizeof k_call_end ? p->scanned - sizeof k_call_end : p->body_at;
+    size_t at = find(p->buf + from, p->len - from, k_call_end) + from;
+    p->scanned = p->len;
     if (at == p->len && !final) return 0;
     size_t end = at == p->len ? at : at + sizeof k_call_end - 1;
     json_t *o = at < p->len ? parse_call(p->buf + p->body_at, at - p->body_at) : NULL;

@@ -72,6 +72,7 @@ typedef struct frt_chat_output {
     int mode;
     int n_calls;
     size_t body_at; /* TOOL mode: where the call's body starts in buf */
+    size_t scanned; /* TOOL mode: buf[0..scanned) was searched for the end tag */
     int after_call; /* a valid call just ended: white space is dropped */
     char *buf;        /* held text */
     size_t len, cap;
