@@ -106,6 +106,14 @@ if (mode === 'scripted') {
   assert.ok(prompt.includes('"required": ["city"]'), 'the tool schema is in the prompt');
   assert.equal(r.usage.prompt_tokens, r.frt.prefill_tokens + r.frt.cached_tokens);
   step(`the tool schema is in the rendered prompt (${r.usage.prompt_tokens} tokens)`);
+  // chat_template_kwargs reach the real template: Qwen3 closes an empty think block when thinking is off
+  const off = await client.chat.completions.create({
+    model, messages: [user], max_tokens: 2, temperature: 0, frt_return_prompt: true,
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.ok(off.frt.prompt.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n'), 'enable_thinking: false');
+  assert.ok(!r.frt.prompt.includes('<think>'), 'thinking on by default: no block in the prompt');
+  step('chat_template_kwargs.enable_thinking reaches the Qwen3 template');
   await client.post('/sessions', { body: { id: 'agent-q' } });
   const call = { id: 'call_w1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
   let history = [user, { role: 'assistant', content: null, tool_calls: [call] }, toolResult(call, '18 C, sunny')];

