@@ -46,9 +46,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c.max_tokens < 1 || c.sampling.temperature < 0 || c.sampling.temperature > 2 || !(c.sampling.top_p > 0) ||
             c.sampling.top_p > 1 || c.sampling.top_k < 0 || c.n_stop < 0 || c.pin_len < -1)
             abort();
-        if (chat ? (c.n_msgs < 1 || !c.msgs) : (!c.prompt_text && (c.n_prompt_ids < 1 || !c.prompt_ids))) abort();
-        for (int i = 0; i < c.n_msgs; i++)
-            if (!c.msgs[i].role || !c.msgs[i].content) abort();
+        if (chat ? !json_array_size(c.messages) : (!c.prompt_text && (c.n_prompt_ids < 1 || !c.prompt_ids))) abort();
+        for (size_t i = 0; i < json_array_size(c.messages); i++) {
+            json_t *m = json_array_get(c.messages, i), *content = json_object_get(m, "content");
+            if (!json_is_string(json_object_get(m, "role")) || !(json_is_string(content) || json_is_null(content)))
+                abort();
+        }
+        if (c.tools && !json_is_array(c.tools)) abort();
+        if (c.template_kwargs && !json_is_object(c.template_kwargs)) abort();
         if (c.session_id && !frt_session_id_valid(c.session_id)) abort();
         frt_api_completion_clear(&c);
         break;

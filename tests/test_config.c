@@ -320,7 +320,7 @@ static void test_gen_shapes(void)
             n_dense++;
         }
     }
-    CHECK(n == 12 && n_dense == 6);
+    CHECK(n == 13 && n_dense == 7); /* tiny-qwen3 included */
     /* The dense shapes against the published parameter counts (weights only, lm_head included when untied). */
     static const struct { const char *shape; long long params; } dense_params[] = {
         {"llama3.2-1b", 1235814400LL}, {"llama3.2-3b", 3212749824LL}, {"llama3.1-8b", 8030261248LL},
@@ -340,6 +340,12 @@ static void test_gen_shapes(void)
         CHECK_MSG(p == dense_params[i].params, "%s: %lld parameters, published %lld", dense_params[i].shape, p,
                   dense_params[i].params);
     }
+    /* tiny-qwen3: qwen3-8b's vocabulary and special ids, so the real Qwen3 tokenizer runs on it */
+    frt_model_config q8;
+    CHECK_OK(frt_gen_model_config("qwen3-8b", &q8));
+    CHECK_OK(frt_gen_model_config("tiny-qwen3", &c));
+    CHECK(!strcmp(c.model_type, "qwen3") && c.vocab_size == q8.vocab_size && c.bos_token_id == q8.bos_token_id &&
+          c.eos_token_id == q8.eos_token_id && c.n_layers == 2 && c.tie_word_embeddings == 1);
     CHECK_OK(frt_gen_model_config("llama3.1-8b", &c));
     CHECK(!strcmp(c.rope_type, "llama3") && c.rope_factor == 8.0f && c.rope_original_max_pos == 8192);
     CHECK(c.tie_word_embeddings == 0 && c.n_kv_heads == 8 && c.rope_theta == 500000.0f);

@@ -70,6 +70,7 @@ int main(void)
         frt_model_info info;
         frt_model_info_get(m, &info);
         CHECK(info.has_tokenizer && info.n_eos == 2);
+        CHECK(frt_model_tokenizer(m) != NULL); /* the server renders chat requests with it */
         json_t *prompts = json_object_get(s, "prompts");
         CHECK(json_array_size(prompts) >= 2);
         for (size_t i = 0; i < json_array_size(prompts); i++) check_prompt(m, json_array_get(prompts, i), info.vocab_size);

@@ -431,6 +431,7 @@ static void test_bad_input(void)
     CHECK_STATUS(frt_model_chat_format(m, &turn, 0, 1, &text), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_model_chat_format(m, NULL, 1, 1, &text), FRT_ERR_INVALID_ARGUMENT);
     CHECK(text == NULL);
+    CHECK(frt_model_tokenizer(m) == NULL && frt_model_tokenizer(NULL) == NULL);
 
     /* bad load parameters and directories */
     frt_model *m2 = NULL;

@@ -37,7 +37,7 @@ int frt_cmd_serve(int argc, char **argv)
     const char *cmd = argv[0], *model = NULL, *port_file = NULL, *engine_kind = "model";
     frt_server_params sp = frt_server_default_params();
     frt_engine_fake_params fp = frt_engine_fake_default_params();
-    int max_seq = 0, chunk = 0, threads = 0, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0;
+    int max_seq = 0, chunk = 0, threads = 0, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0, no_tools = 0;
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL;
@@ -97,7 +97,11 @@ int frt_cmd_serve(int argc, char **argv)
                 "fake engine: sleep per decode step and prefill chunk", .min = 0, .max = 10000000),
         FRT_OPT(0, "fake-eos-every", FRT_ARG_INT, &fp.eos_every, "N",
                 "fake engine: ~1 in N greedy tokens ends the turn; 0 = never", .min = 0, .max = 1 << 30),
-        FRT_OPT(0, "fake-no-chatml", FRT_ARG_FLAG, &no_chatml, NULL, "fake engine: its chat template is not ChatML"),
+        FRT_OPT(0, "fake-no-chatml", FRT_ARG_FLAG, &no_chatml, NULL, "fake engine: it has no chat template"),
+        FRT_OPT(0, "fake-no-tools", FRT_ARG_FLAG, &no_tools, NULL,
+                "fake engine: its chat template ignores tools, tool calls and chat_template_kwargs"),
+        FRT_OPT(0, "fake-reply", FRT_ARG_STR, &fp.reply, "TEXT",
+                "fake engine: every completion generates TEXT, then <|im_end|>", .dflt = "the hashed tokens"),
     };
     frt_cmd_spec spec = {"serve", "[-m MODEL_DIR] [options]", about, opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
                          NULL};
@@ -108,6 +112,7 @@ int frt_cmd_serve(int argc, char **argv)
     sp.max_body_bytes = (size_t)max_body_mb << 20;
     if (no_auto) sp.auto_capsules = 0;
     if (no_chatml) fp.chatml = 0;
+    if (no_tools) fp.chat_tools = 0;
     sp.max_request_s = (double)req_timeout_s;
     sp.queue_timeout_s = (double)queue_timeout_s;
     if (sp.api_key && !*sp.api_key) return frt_args_error(&spec, "--api-key: empty");

@@ -37,6 +37,7 @@
 
 #include "frt/exec.h"
 #include "frt/status.h"
+#include "frt/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -188,6 +189,11 @@ FRT_API frt_context *frt_model_context(frt_model *m);
  * the vocabulary (detokenize). */
 FRT_API int frt_model_tokenize(const frt_model *m, const char *text, size_t len, int32_t **ids, size_t *n_ids);
 FRT_API int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, char **text, size_t *len);
+
+/* The checkpoint's tokenizer (owned by the model, valid until
+ * frt_model_free), or NULL when it has no tokenizer.json or m is NULL. The
+ * server renders chat requests with it (src/text/chat.h). */
+FRT_API const frt_tokenizer *frt_model_tokenizer(const frt_model *m);
 
 /* One chat message; role is "system", "user" or "assistant". */
 typedef struct frt_chat_turn {

@@ -46,7 +46,14 @@ typedef struct frt_engine_fake_params {
     size_t capsule_bytes_fixed;   /* reported capsule bytes: fixed + per_token * position (4096) */
     size_t capsule_bytes_per_token; /* (256) */
     int delay_us;                 /* sleep per decode step and per prefill chunk (0) */
-    int chatml;                   /* 1: ChatML template; 0: chat_format fails FRT_ERR_UNSUPPORTED (1) */
+    int chatml;                   /* 1: a ChatML chat template (executed by the Jinja engine); 0: no
+                                   * template, chat fails FRT_ERR_UNSUPPORTED (1) */
+    int chat_tools;               /* 1: the template renders tools and tool calls in the Qwen/Hermes
+                                   * format, and chat_template_kwargs.enable_thinking true / false opens /
+                                   * closes <think> in the generation prompt; 0: it ignores all three (1) */
+    const char *reply;            /* scripted output: when set, the greedy and sampled tokens after each
+                                   * prefill are the bytes of reply, then <|im_end|> (not copied: keep it
+                                   * alive while the engine lives); NULL = the hashed tokens (NULL) */
     uint64_t model_seed;          /* changes every greedy token and the fingerprint (1) */
 } frt_engine_fake_params;
 

@@ -337,6 +337,8 @@ int frt_model_detokenize(const frt_model *m, const int32_t *ids, size_t n_ids, c
     return frt_tokenizer_decode(m->tok, ids, n_ids, text, len);
 }
 
+const frt_tokenizer *frt_model_tokenizer(const frt_model *m) { return m ? m->tok : NULL; }
+
 int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, int add_generation_prompt,
                           char **text)
 {

@@ -110,10 +110,8 @@ int frt_api_opt_int(json_t *o, const char *key, long long *out, int *present, fr
     return 0;
 }
 
-/* Refuses members of o that are not in known (NULL-terminated): 400
- * unsupported_parameter. An option the server would ignore is refused,
- * never silently dropped. */
-static int only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err)
+/* An option the server would ignore is refused, never silently dropped. */
+int frt_api_only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err)
 {
     const char *key;
     json_t *v;
@@ -137,79 +135,7 @@ static int opt_number(json_t *o, const char *key, double *out, frt_api_error *er
     return 0;
 }
 
-static char *dup_str(const char *s)
-{
-    char *d = strdup(s ? s : "");
-    return d;
-}
-
-/* Chat content: a string, or an array of {"type": "text", "text": ...} parts. */
-static int content_text(json_t *content, int i, char **out, frt_api_error *err)
-{
-    char param[64];
-    snprintf(param, sizeof param, "messages[%d].content", i);
-    if (!content || json_is_null(content)) {
-        *out = dup_str("");
-        return 0;
-    }
-    if (json_is_string(content)) {
-        *out = dup_str(json_string_value(content));
-        return 0;
-    }
-    if (!json_is_array(content)) return wrong_type(err, param, "a string or an array of text parts");
-    size_t total = 1, k;
-    json_t *part;
-    json_array_foreach(content, k, part) {
-        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
-            !json_is_string(text))
-            return frt_api_fail(err, 400, "invalid_value", param, "Only text content parts are supported in '%s'",
-                                param);
-        total += strlen(json_string_value(text));
-    }
-    char *s = malloc(total), *p = s;
-    if (!s) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
-    json_array_foreach(content, k, part) {
-        const char *t = json_string_value(json_object_get(part, "text"));
-        size_t l = strlen(t);
-        memcpy(p, t, l);
-        p += l;
-    }
-    *p = 0;
-    *out = s;
-    return 0;
-}
-
-static int parse_messages(json_t *o, frt_api_completion *c, frt_api_error *err)
-{
-    json_t *m = json_object_get(o, "messages");
-    if (!m || json_is_null(m))
-        return frt_api_fail(err, 400, "missing_required_parameter", "messages",
-                            "Missing required parameter: 'messages'");
-    if (!json_is_array(m)) return wrong_type(err, "messages", "an array");
-    size_t n = json_array_size(m);
-    if (n == 0) return frt_api_fail(err, 400, "invalid_value", "messages", "'messages' must not be empty");
-    if (!(c->msgs = calloc(n, sizeof *c->msgs))) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(m, i);
-        char param[64];
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!json_is_object(x)) return wrong_type(err, param, "an object");
-        static const char *const msg_fields[] = {"role", "content", NULL};
-        if (only_known(x, msg_fields, "a message", err)) return -1;
-        json_t *role = json_object_get(x, "role");
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!role) return frt_api_fail(err, 400, "missing_required_parameter", param, "Missing '%s'", param);
-        if (!json_is_string(role) || !json_string_length(role)) return wrong_type(err, param, "a non-empty string");
-        char *content = NULL;
-        if (content_text(json_object_get(x, "content"), (int)i, &content, err)) return -1;
-        c->msgs[i].role = dup_str(json_string_value(role));
-        c->msgs[i].content = content;
-        c->n_msgs = (int)i + 1;
-        if (!c->msgs[i].role || !c->msgs[i].content) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
-    }
-    return 0;
-}
+static char *dup_str(const char *s) { return strdup(s ? s : ""); }
 
 static int parse_prompt(json_t *o, frt_api_completion *c, frt_api_error *err)
 {
@@ -270,44 +196,130 @@ static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
-static const char *const completion_fields[] = {
-    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop", "stream",
-    "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "echo", "user",
-    "presence_penalty", "frequency_penalty", NULL};
+/* Every member of the OpenAI chat and completions request schemas that frt
+ * serve does not implement, with the one value it honours (that value, or
+ * null, is accepted; anything else is 400 unsupported_value naming the
+ * member). docs/serving.md lists them all. */
+typedef enum { D_NEVER, D_ZERO, D_ONE, D_INT_ONE, D_FALSE, D_FALSE_OR_ZERO, D_EMPTY, D_TEXT_FORMAT, D_TIER, D_TEXT_ONLY } dflt;
+typedef struct refused_field {
+    const char *name;
+    dflt ok;
+    const char *why;
+} refused_field;
+
+static const refused_field k_refused[] = {
+    {"frequency_penalty", D_ZERO, "only 0 (penalties come with the sampling issue)"},
+    {"presence_penalty", D_ZERO, "only 0 (penalties come with the sampling issue)"},
+    {"repetition_penalty", D_ONE, "only 1 (penalties come with the sampling issue)"},
+    {"min_p", D_ZERO, "only 0 (min_p comes with the sampling issue)"},
+    {"logit_bias", D_EMPTY, "only {} (logit_bias comes with the sampling issue)"},
+    {"logprobs", D_FALSE_OR_ZERO, "only false / 0 (logprobs come with the sampling issue)"},
+    {"top_logprobs", D_FALSE_OR_ZERO, "only 0 (logprobs come with the sampling issue)"},
+    {"response_format", D_TEXT_FORMAT, "only {\"type\": \"text\"} (JSON output needs constrained decoding)"},
+    {"n", D_INT_ONE, "only 1; fork a session (POST /v1/sessions/{id}/fork) for branches"},
+    {"best_of", D_INT_ONE, "only 1; fork a session (POST /v1/sessions/{id}/fork) for branches"},
+    {"echo", D_FALSE, "only false"},
+    {"suffix", D_EMPTY, "only \"\" (no fill-in-the-middle)"},
+    {"service_tier", D_TIER, "only \"auto\" or \"default\" (one tier)"},
+    {"store", D_FALSE, "only false (completions are not stored)"},
+    {"metadata", D_EMPTY, "only {} (completions are not stored)"},
+    {"modalities", D_TEXT_ONLY, "only [\"text\"]"},
+    {"audio", D_NEVER, "no audio output"},
+    {"prediction", D_NEVER, "no predicted outputs"},
+    {"reasoning_effort", D_NEVER, "use chat_template_kwargs (e.g. {\"enable_thinking\": false})"},
+    {"verbosity", D_NEVER, "not implemented"},
+    {"web_search_options", D_NEVER, "no web search"},
+    {"prompt_cache_key", D_NEVER, "prefix reuse is automatic; use session_id"},
+    {"functions", D_NEVER, "deprecated: use tools"},
+    {"function_call", D_NEVER, "deprecated: use tool_choice"},
+};
+
+static int is_default(dflt ok, json_t *v)
+{
+    switch (ok) {
+    case D_ZERO: return json_is_number(v) && json_number_value(v) == 0;
+    case D_ONE: return json_is_number(v) && json_number_value(v) == 1;
+    case D_INT_ONE: return json_is_integer(v) && json_integer_value(v) == 1;
+    case D_FALSE: return json_is_false(v);
+    case D_FALSE_OR_ZERO: return json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0);
+    case D_EMPTY:
+        return (json_is_object(v) && !json_object_size(v)) || (json_is_string(v) && !json_string_length(v));
+    case D_TEXT_FORMAT: {
+        json_t *t = json_object_get(v, "type");
+        return json_is_object(v) && json_object_size(v) == 1 && json_is_string(t) && !strcmp(json_string_value(t), "text");
+    }
+    case D_TIER:
+        return json_is_string(v) && (!strcmp(json_string_value(v), "auto") || !strcmp(json_string_value(v), "default"));
+    case D_TEXT_ONLY:
+        return json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)) &&
+               !strcmp(json_string_value(json_array_get(v, 0)), "text");
+    default: return 0;
+    }
+}
+
+static int refuse_unsupported(json_t *o, frt_api_error *err)
+{
+    for (size_t i = 0; i < sizeof k_refused / sizeof *k_refused; i++) {
+        json_t *v = json_object_get(o, k_refused[i].name);
+        if (v && !json_is_null(v) && !is_default(k_refused[i].ok, v))
+            return frt_api_fail(err, 400, "unsupported_value", k_refused[i].name, "'%s' is not supported: %s",
+                                k_refused[i].name, k_refused[i].why);
+    }
+    return 0;
+}
+
+#define FRT_API_COMMON_FIELDS                                                                                     \
+    "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop", "stream", "stream_options",      \
+        "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "top_logprobs", "user", "safety_identifier",    \
+        "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p", "logit_bias", "response_format", \
+        "service_tier", "store", "metadata", "prompt_cache_key"
+static const char *const completion_fields[] = {FRT_API_COMMON_FIELDS, "prompt", "echo", "best_of", "suffix", NULL};
 static const char *const chat_fields[] = {
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "n",
-    "stop", "stream", "stream_options", "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "user",
-    "presence_penalty", "frequency_penalty", NULL};
+    FRT_API_COMMON_FIELDS, "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
+    "chat_template_kwargs", "frt_return_prompt", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
+    "web_search_options", "functions", "function_call", NULL};
+
+/* max_tokens, and for chat its newer name max_completion_tokens: each >= 1;
+ * both given must agree (neither is ignored). */
+static int parse_max_tokens(json_t *o, int chat, frt_api_completion *c, frt_api_error *err)
+{
+    static const char *const names[] = {"max_tokens", "max_completion_tokens"};
+    long long got[2] = {0, 0};
+    int present[2] = {0, 0};
+    for (int i = 0; i < 1 + chat; i++) {
+        if (frt_api_opt_int(o, names[i], &got[i], &present[i], err)) return -1;
+        if (present[i] && got[i] < 1)
+            return frt_api_fail(err, 400, "invalid_value", names[i], "'%s' must be at least 1 (got %lld)", names[i],
+                                got[i]);
+    }
+    if (present[0] && present[1] && got[0] != got[1])
+        return frt_api_fail(err, 400, "invalid_value", "max_completion_tokens",
+                            "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) disagree: send one", got[0], got[1]);
+    if (present[0] || present[1]) {
+        long long v = present[0] ? got[0] : got[1];
+        c->max_tokens = v > INT_MAX ? INT_MAX : (int)v;
+        c->max_tokens_given = 1;
+    }
+    return 0;
+}
 
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
-    if (only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
-    const char *model = NULL, *user = NULL;
-    if (frt_api_opt_string(o, "user", &user, err)) return -1;
-    snprintf(c->user, sizeof c->user, "%s", user ? user : "");
-    static const char *const penalties[] = {"presence_penalty", "frequency_penalty"};
-    for (int i = 0; i < 2; i++) {
-        double pen = 0;
-        if (opt_number(o, penalties[i], &pen, err)) return -1;
-        if (pen != 0)
-            return frt_api_fail(err, 400, "unsupported_value", penalties[i], "'%s' is not supported (only 0)",
-                                penalties[i]);
-    }
+    if (frt_api_only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
+    if (refuse_unsupported(o, err)) return -1;
+    const char *model = NULL, *user = NULL, *safety = NULL;
+    if (frt_api_opt_string(o, "user", &user, err) || frt_api_opt_string(o, "safety_identifier", &safety, err))
+        return -1;
+    /* both are shown in the request log, the only use the server has for them */
+    snprintf(c->user, sizeof c->user, "%.40s%s%.20s", user ? user : "", user && safety ? "/" : "", safety ? safety : "");
     if (frt_api_opt_string(o, "model", &model, err)) return -1;
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
-    if (chat ? parse_messages(o, c, err) : parse_prompt(o, c, err)) return -1;
+    if (chat ? frt_api_parse_chat(o, c, err) : parse_prompt(o, c, err)) return -1;
 
     long long v = 0;
     int present = 0;
     c->max_tokens = default_max_tokens;
-    if (frt_api_opt_int(o, "max_tokens", &v, &present, err)) return -1;
-    if (!present && chat && frt_api_opt_int(o, "max_completion_tokens", &v, &present, err)) return -1;
-    if (present) {
-        if (v < 1)
-            return frt_api_fail(err, 400, "invalid_value", "max_tokens", "'max_tokens' must be at least 1 (got %lld)", v);
-        c->max_tokens = v > INT_MAX ? INT_MAX : (int)v;
-        c->max_tokens_given = 1;
-    }
+    if (parse_max_tokens(o, chat, c, err)) return -1;
     double t = 1.0, top_p = 1.0;
     if (opt_number(o, "temperature", &t, err) || opt_number(o, "top_p", &top_p, err)) return -1;
     if (!(t >= 0 && t <= 2))
@@ -322,19 +334,18 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     if (frt_api_opt_int(o, "seed", &v, &present, err)) return -1;
     c->has_seed = present;
     c->seed = (uint64_t)v;
-    if (frt_api_opt_int(o, "n", &v, &present, err)) return -1;
-    if (present && v != 1)
-        return frt_api_fail(err, 400, "unsupported_value", "n",
-                            "Only n = 1 is supported; fork a session (POST /v1/sessions/{id}/fork) for branches");
     if (parse_stop(o, c, err)) return -1;
     if (frt_api_opt_bool(o, "stream", &c->stream, err) || frt_api_opt_bool(o, "ignore_eos", &c->ignore_eos, err))
         return -1;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) return wrong_type(err, "stream_options", "an object");
-        static const char *const so_fields[] = {"include_usage", NULL};
-        if (only_known(so, so_fields, "stream_options", err)) return -1;
+        static const char *const so_fields[] = {"include_usage", "include_obfuscation", NULL};
+        if (frt_api_only_known(so, so_fields, "stream_options", err)) return -1;
         if (frt_api_opt_bool(so, "include_usage", &c->include_usage, err)) return -1;
+        if (json_is_true(json_object_get(so, "include_obfuscation")))
+            return frt_api_fail(err, 400, "unsupported_value", "stream_options.include_obfuscation",
+                                "'include_obfuscation' is not supported (only false)");
     }
     const char *sid = NULL;
     if (frt_api_opt_string(o, "session_id", &sid, err)) return -1;
@@ -356,11 +367,6 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
             return wrong_type(err, "frt_pin_prefix", "a boolean or a token count");
         }
     }
-    json_t *lp = json_object_get(o, "logprobs");
-    if (lp && !json_is_null(lp) && !json_is_false(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
-        return frt_api_fail(err, 400, "unsupported_value", "logprobs", "'logprobs' is not supported");
-    json_t *echo = json_object_get(o, "echo");
-    if (echo && json_is_true(echo)) return frt_api_fail(err, 400, "unsupported_value", "echo", "'echo' is not supported");
     return 0;
 }
 
@@ -383,11 +389,9 @@ void frt_api_completion_clear(frt_api_completion *c)
     if (!c) return;
     free(c->prompt_text);
     free(c->prompt_ids);
-    for (int i = 0; i < c->n_msgs; i++) {
-        free((char *)c->msgs[i].role);
-        free((char *)c->msgs[i].content);
-    }
-    free(c->msgs);
+    json_decref(c->messages);
+    json_decref(c->tools);
+    json_decref(c->template_kwargs);
     for (int i = 0; i < c->n_stop; i++) free(c->stop[i]);
     free(c->stop);
     free(c->session_id);
@@ -411,7 +415,7 @@ int frt_api_parse_session_create(const char *body, size_t len, frt_api_session_c
     if (!o) return -1;
     static const char *const fields[] = {"id", "salt", "pin", NULL};
     const char *id = NULL, *salt = NULL;
-    int bad = only_known(o, fields, "a session", err) || frt_api_opt_string(o, "id", &id, err) ||
+    int bad = frt_api_only_known(o, fields, "a session", err) || frt_api_opt_string(o, "id", &id, err) ||
               frt_api_opt_string(o, "salt", &salt, err) || frt_api_opt_bool(o, "pin", &out->pin, err) ||
               (id && id_param(id, "id", err));
     int rc = bad ? -1 : 0;
@@ -446,7 +450,7 @@ int frt_api_parse_session_op(const char *body, size_t len, frt_api_session_verb 
     static const char *const fork_fields[] = {"n", NULL}, *const ckpt_fields[] = {"name", "pin", NULL},
                              *const rb_fields[] = {"name", "checkpoint", NULL};
     const char *const *known = verb == FRT_API_FORK ? fork_fields : verb == FRT_API_CHECKPOINT ? ckpt_fields : rb_fields;
-    int rc = only_known(o, known, "a session operation", err);
+    int rc = frt_api_only_known(o, known, "a session operation", err);
     if (!rc && verb == FRT_API_FORK) {
         long long n = 1;
         int present = 0;

@@ -7,6 +7,7 @@
 #ifndef FRT_SERVING_API_H
 #define FRT_SERVING_API_H
 
+#include "serving/chat_output.h"
 #include "serving/service.h"
 
 #include <jansson.h>
@@ -32,6 +33,10 @@ json_t *frt_api_error_json(const frt_api_error *e);
  * the request's prompt parameter name ("prompt" or "messages"). */
 void frt_api_error_from_status(frt_api_error *e, int status, const char *what);
 
+/* tool_choice: auto (tool calls are parsed from the output) or none (the
+ * tools are rendered as with auto, the output is never parsed for calls). */
+enum { FRT_API_TOOLS_AUTO = 0, FRT_API_TOOLS_NONE = 1 };
+
 /* A parsed and validated completion request. */
 typedef struct frt_api_completion {
     int chat;                   /* /v1/chat/completions */
@@ -39,8 +44,12 @@ typedef struct frt_api_completion {
     char *prompt_text;          /* completions: the prompt as text, or */
     int32_t *prompt_ids;        /* the prompt as token ids */
     int n_prompt_ids;
-    frt_engine_msg *msgs;       /* chat: messages (strings owned here) */
-    int n_msgs;
+    json_t *messages;           /* chat: the validated messages (own reference), as the template sees them:
+                                 * text parts joined into one string, "developer" renamed "system" */
+    json_t *tools;              /* chat: the tools array (own reference), or NULL */
+    json_t *template_kwargs;    /* chat: chat_template_kwargs (own reference), or NULL */
+    int tool_choice;            /* FRT_API_TOOLS_AUTO or FRT_API_TOOLS_NONE */
+    int return_prompt;          /* chat: frt_return_prompt, the rendered prompt goes back in frt.prompt */
     int max_tokens;             /* max_tokens (or max_completion_tokens), else the default */
     int max_tokens_given;       /* the client sent it (else the server may clamp it to the context) */
     frt_sampling sampling;
@@ -63,6 +72,19 @@ typedef struct frt_api_completion {
 int frt_api_parse_completion(const char *body, size_t len, int chat, int default_max_tokens,
                              frt_api_completion *out, frt_api_error *err);
 void frt_api_completion_clear(frt_api_completion *c);
+
+/* The chat members of a request (api_chat.c): messages, tools,
+ * tool_choice, parallel_tool_calls, chat_template_kwargs, validated
+ * strictly (an unknown member of a message, a tool or a tool call is 400
+ * unsupported_parameter naming it; required and named tool_choice, image
+ * or audio parts, strict tools and parallel_tool_calls false are 400
+ * unsupported_value). 0, or -1 with *err; what was set is freed by
+ * frt_api_completion_clear. */
+int frt_api_parse_chat(json_t *o, frt_api_completion *c, frt_api_error *err);
+
+/* Refuses members of o that are not in known (NULL-terminated): 400
+ * unsupported_parameter naming the member and where (e.g. "a message"). */
+int frt_api_only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err);
 
 /* Parses a body that must be a JSON object (an empty body is {}). Returns
  * the object (new reference) or NULL with *err. */
@@ -114,8 +136,31 @@ typedef struct frt_api_ident {
     char model[128];
 } frt_api_ident;
 
-/* The whole non-streamed response (new reference). */
-json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res);
+/* The whole non-streamed response (new reference). message: the chat
+ * answer's message object (borrowed; NULL = {"role": "assistant",
+ * "content": res->text}); finish: the finish_reason (NULL = res's). */
+json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res, const json_t *message,
+                                const char *finish);
+
+/* A chat answer built from the pieces of its output (chat_output.h):
+ * frt_api_message_new -> {"role": "assistant", "content": null};
+ * frt_api_message_add appends a piece (content and reasoning_content
+ * grow, a tool call joins tool_calls as {id, type, function: {name,
+ * arguments}}), 0 or -1 (out of memory); frt_api_message_finish sets
+ * content to "" when it is null and there are no tool calls (OpenAI: null
+ * only beside tool calls). */
+json_t *frt_api_message_new(void);
+int frt_api_message_add(json_t *msg, const frt_chat_piece *pc);
+void frt_api_message_finish(json_t *msg);
+
+/* The stream deltas of one piece (new array): {"content"} or
+ * {"reasoning_content"}; a tool call gives two: {"tool_calls": [{index, id,
+ * type, function: {name, arguments: ""}}]} then {"tool_calls": [{index,
+ * function: {arguments}}]}. */
+json_t *frt_api_piece_deltas(const frt_chat_piece *pc);
+
+/* A chat stream chunk whose choice has the delta given (stolen). */
+json_t *frt_api_delta_chunk_json(const frt_api_ident *id, json_t *delta);
 
 /* One stream chunk (new reference): text (may be empty) with finish = NULL,
  * or the final chunk with its finish_reason, usage and frt object (res).

@@ -80,12 +80,15 @@ static json_t *head_json(const frt_api_ident *id, int chunk)
     return o;
 }
 
-json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res)
+json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res, const json_t *message,
+                                const char *finish)
 {
     json_t *o = head_json(id, 0), *ch = json_object(), *choices = json_array();
     json_object_set_new(ch, "index", json_integer(0));
-    json_t *text = json_stringn(res->text ? res->text : "", res->text_len);
-    if (id->chat) {
+    json_t *text = message ? NULL : json_stringn(res->text ? res->text : "", res->text_len);
+    if (id->chat && message) {
+        json_object_set_new(ch, "message", json_deep_copy(message));
+    } else if (id->chat) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("assistant"));
         json_object_set_new(m, "content", text);
@@ -94,7 +97,8 @@ json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *r
         json_object_set_new(ch, "text", text);
     }
     json_object_set_new(ch, "logprobs", json_null());
-    json_object_set_new(ch, "finish_reason", json_string(res->finish_reason ? res->finish_reason : "stop"));
+    if (!finish) finish = res->finish_reason ? res->finish_reason : "stop";
+    json_object_set_new(ch, "finish_reason", json_string(finish));
     json_array_append_new(choices, ch);
     json_object_set_new(o, "choices", choices);
     json_object_set_new(o, "usage", usage_json(res));
@@ -125,6 +129,18 @@ json_t *frt_api_chunk_json(const frt_api_ident *id, const char *text, size_t len
         if (res->session_id[0]) json_object_set_new(o, "session_id", json_string(res->session_id));
         json_object_set_new(o, "frt", frt_api_frt_json(res));
     }
+    return o;
+}
+
+json_t *frt_api_delta_chunk_json(const frt_api_ident *id, json_t *delta)
+{
+    json_t *o = head_json(id, 1), *ch = json_object(), *choices = json_array();
+    json_object_set_new(ch, "index", json_integer(0));
+    json_object_set_new(ch, "delta", delta);
+    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "finish_reason", json_null());
+    json_array_append_new(choices, ch);
+    json_object_set_new(o, "choices", choices);
     return o;
 }
 

@@ -27,6 +27,7 @@
 
 #include "frt/model.h" /* frt_sampling */
 #include "frt/serving.h"
+#include "text/chat.h" /* frt_chat_request */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,12 +42,6 @@ enum {
 
 /* "device", "host", "disk"; "?" otherwise. */
 const char *frt_engine_tier_name(int tier);
-
-/* One chat message: role ("system", "user", "assistant", ...) and its text. */
-typedef struct frt_engine_msg {
-    const char *role;
-    const char *content;
-} frt_engine_msg;
 
 /* What a capsule holds (a subset of frt_capsule_info). */
 typedef struct frt_engine_capsule_info {
@@ -97,22 +92,20 @@ struct frt_engine {
     /* frt_prefix_digest: the digest capsules carry, for prefix matching. */
     uint64_t (*digest)(void *self, const int32_t *ids, int n, const void *salt, size_t salt_len);
 
-    /* Tokenizer (malloc'd results, the caller frees) and chat formatting:
-     * ChatML text of the messages (+ "<|im_start|>assistant\n" when
-     * add_generation_prompt); FRT_ERR_UNSUPPORTED when the checkpoint's chat
-     * template is not ChatML. */
+    /* Tokenizer (malloc'd results, the caller frees). */
     int (*tokenize)(void *self, const char *text, size_t len, int32_t **ids, size_t *n);
     int (*detokenize)(void *self, const int32_t *ids, size_t n, char **text, size_t *len);
-    int (*chat_format)(void *self, const frt_engine_msg *msgs, int n, int add_generation_prompt, char **text);
+    /* The chat prompt of req through the model's chat template
+     * (text/chat.h): *text / *len the rendered text (frt_chat_format_json)
+     * and, when ids is not NULL, *ids / *n its tokens (frt_chat_encode_json:
+     * special-token strings inside message content stay text unless
+     * req->parse_special_in_content). Errors of those calls;
+     * FRT_ERR_UNSUPPORTED when the model has no chat template. Results are
+     * malloc'd (the caller frees); NULL on failure. */
+    int (*chat_prompt)(void *self, const frt_chat_request *req, char **text, size_t *len, int32_t **ids, size_t *n);
 
     /* Frees self (and the model when the engine owns it). */
     void (*destroy)(void *self);
 };
-
-/* ChatML formatting shared by engines whose template is ChatML:
- * "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then
- * "<|im_start|>assistant\n" when add_generation_prompt. *text is malloc'd.
- * FRT_ERR_INVALID_ARGUMENT on NULL role/content or n < 0. */
-int frt_chatml_format(const frt_engine_msg *msgs, int n, int add_generation_prompt, char **text);
 
 #endif

@@ -33,6 +33,9 @@ typedef struct fake {
     frt_engine eng;
     frt_engine_fake_params p;
     int pos, pending, has_logits;
+    int32_t *reply_ids; /* p.reply tokenized */
+    size_t n_reply;
+    size_t replied;     /* tokens of reply_ids drawn since the last prefill */
     uint64_t h, rng[2];
     int32_t *tokens; /* [max_seq] committed ids */
 } fake;
@@ -56,6 +59,7 @@ frt_engine_fake_params frt_engine_fake_default_params(void)
     p.capsule_bytes_per_token = 256;
     p.delay_us = 0;
     p.chatml = 1;
+    p.chat_tools = 1;
     p.model_seed = 1;
     return p;
 }
@@ -96,6 +100,7 @@ static uint64_t xorshift128p(uint64_t s[2])
 
 static int32_t draw(fake *f, const frt_sampling *s)
 {
+    if (f->reply_ids) return f->replied < f->n_reply ? f->reply_ids[f->replied++] : TOK_IM_END;
     if (!s || s->temperature <= 0) return next_token(f, f->h);
     uint64_t r = xorshift128p(f->rng);
     return next_token(f, mix(f->h, r));
@@ -127,6 +132,7 @@ static int fk_prefill(void *self, const int32_t *ids, int n)
     f->pos = end;
     f->pending = -1;
     f->has_logits = 1;
+    f->replied = 0;
     return 0;
 }
 
@@ -467,11 +473,48 @@ static int fk_detokenize(void *self, const int32_t *ids, size_t n, char **text, 
     return 0;
 }
 
-static int fk_chat_format(void *self, const frt_engine_msg *msgs, int n, int add_gen, char **text)
+/* The fake's chat template: ChatML; with chat_tools, Qwen3's way of
+ * rendering tools (a system block listing them as JSON), assistant tool
+ * calls (<tool_call> JSON </tool_call>), tool results, and enable_thinking
+ * (true opens <think> in the generation prompt, false closes an empty
+ * block). Without tools and tool calls it renders exactly plain ChatML. */
+static const char k_template_tools[] =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{- '# Tools\\n<tools>' }}{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- '\\n</tools>\\nCall a function as <tool_call>\\n{\"name\": <name>, \"arguments\": <object>}\\n"
+    "</tool_call><|im_end|>\\n' }}{%- endif %}"
+    "{%- for m in messages %}{%- if not (tools and loop.first and m.role == 'system') %}"
+    "{{- '<|im_start|>' + m.role + '\\n' }}{%- if m.content %}{{- m.content }}{%- endif %}"
+    "{%- if m.tool_calls %}{%- for tc in m.tool_calls %}{%- if m.content or not loop.first %}{{- '\\n' }}{%- endif %}"
+    "{{- '<tool_call>\\n{\"name\": \"' + tc.function.name + '\", \"arguments\": ' + tc.function.arguments"
+    " + '}\\n</tool_call>' }}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking %}{{- '<think>\\n' }}"
+    "{%- elif enable_thinking is defined %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
+/* ChatML only: tools, tool calls and kwargs do not reach the text. */
+static const char k_template_plain[] =
+    "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' }}{%- if m.content is string %}"
+    "{{- m.content }}{%- endif %}{{- '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+static int fk_chat_prompt(void *self, const frt_chat_request *req, char **text, size_t *len, int32_t **ids,
+                          size_t *n)
 {
     fake *f = self;
-    if (!f->p.chatml) return frt_error(FRT_ERR_UNSUPPORTED, "the model's chat template is not ChatML");
-    return frt_chatml_format(msgs, n, add_gen, text);
+    if (!f->p.chatml) return frt_error(FRT_ERR_UNSUPPORTED, "unsupported chat template: the model has none");
+    size_t l = 0;
+    FRT_TRY(frt_chat_render_json(f->p.chat_tools ? k_template_tools : k_template_plain, req, NULL, text, &l));
+    if (len) *len = l;
+    if (!ids) return 0;
+    int rc = fk_tokenize(f, *text, l, ids, n);
+    if (rc) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
 }
 
 static void fk_destroy(void *self)
@@ -479,6 +522,7 @@ static void fk_destroy(void *self)
     fake *f = self;
     if (!f) return;
     free(f->tokens);
+    free(f->reply_ids);
     free(f);
 }
 
@@ -522,10 +566,15 @@ int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out)
     e->digest = fk_digest;
     e->tokenize = fk_tokenize;
     e->detokenize = fk_detokenize;
-    e->chat_format = fk_chat_format;
+    e->chat_prompt = fk_chat_prompt;
     e->destroy = fk_destroy;
     fk_reset(f);
     fk_seed(f, 0);
+    int rc = p->reply ? fk_tokenize(f, p->reply, strlen(p->reply), &f->reply_ids, &f->n_reply) : 0;
+    if (rc) {
+        fk_destroy(f);
+        return rc;
+    }
     *out = e;
     return 0;
 }

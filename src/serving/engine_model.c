@@ -1,7 +1,7 @@
 /*
  * serving/engine_model.c - the engine interface bound to the model layer:
  * one call of include/frt/model.h or include/frt/capsule.h per entry, plus
- * chat formatting through frt_model_chat_format (the checkpoint's template).
+ * chat prompts through text/chat.h with the checkpoint's tokenizer and template.
  */
 #include "serving/engine.h"
 
@@ -109,17 +109,18 @@ static int md_detokenize(void *self, const int32_t *ids, size_t n, char **text, 
     return rc;
 }
 
-static int md_chat_format(void *self, const frt_engine_msg *msgs, int n, int add_gen, char **text)
+static int md_chat_prompt(void *self, const frt_chat_request *req, char **text, size_t *len, int32_t **ids,
+                          size_t *n)
 {
-    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: no messages");
-    frt_chat_turn *turns = malloc((size_t)n * sizeof *turns);
-    if (!turns) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat");
-    for (int i = 0; i < n; i++) {
-        turns[i].role = msgs[i].role;
-        turns[i].content = msgs[i].content;
+    const frt_tokenizer *tok = frt_model_tokenizer(((bound *)self)->m);
+    if (!tok) return frt_error(FRT_ERR_UNSUPPORTED, "chat: the checkpoint has no tokenizer.json");
+    FRT_TRY(frt_chat_format_json(tok, req, text, len));
+    if (!ids) return 0;
+    int rc = frt_chat_encode_json(tok, req, ids, n);
+    if (rc) {
+        free(*text);
+        *text = NULL;
     }
-    int rc = frt_model_chat_format(((bound *)self)->m, turns, n, add_gen, text);
-    free(turns);
     return rc;
 }
 
@@ -166,7 +167,7 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->digest = md_digest;
     e->tokenize = md_tokenize;
     e->detokenize = md_detokenize;
-    e->chat_format = md_chat_format;
+    e->chat_prompt = md_chat_prompt;
     e->destroy = md_destroy;
     e->capsule_key = md_capsule_key;
     *out = e;

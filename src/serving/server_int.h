@@ -49,6 +49,10 @@ typedef struct frt_job {
     /* the answer when not streaming (or an error before the stream started) */
     int status;
     json_t *body;
+    /* chat: the output split into content, reasoning and tool calls */
+    frt_chat_output out;
+    json_t *message; /* not streaming: the answer's message */
+    char *prompt;    /* frt_return_prompt: the rendered prompt */
     /* streaming */
     frt_api_ident ident;
     char *sse;

@@ -8,6 +8,8 @@
 
 #include "util/error.h"
 
+#include <xxhash.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,9 @@ void frt_job_unref(frt_job *j)
     frt_api_completion_clear(&j->rq);
     frt_api_session_create_clear(&j->create);
     free(j->sse);
+    frt_chat_output_clear(&j->out);
+    json_decref(j->message);
+    free(j->prompt);
     if (j->body) json_decref(j->body);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -162,6 +167,10 @@ static void on_start(void *user, const frt_gen_result *res)
 static int on_text(void *user, const char *text, size_t len)
 {
     frt_job *j = user;
+    if (j->ident.chat) {
+        int rc = frt_chat_output_feed(&j->out, text, len);
+        return rc ? rc : j->cancel;
+    }
     pthread_mutex_lock(&j->mu);
     sse_append(j, frt_api_chunk_json(&j->ident, text, len, 0, NULL, NULL));
     pthread_cond_broadcast(&j->cv);
@@ -169,23 +178,138 @@ static int on_text(void *user, const char *text, size_t len)
     return j->cancel;
 }
 
+/* A decided piece of a streamed chat answer: its delta chunks. */
+static int on_piece_stream(void *user, const frt_chat_piece *pc)
+{
+    frt_job *j = user;
+    json_t *deltas = frt_api_piece_deltas(pc), *d;
+    size_t k;
+    pthread_mutex_lock(&j->mu);
+    json_array_foreach(deltas, k, d) sse_append(j, frt_api_delta_chunk_json(&j->ident, json_incref(d)));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    json_decref(deltas);
+    return j->cancel;
+}
+
+/* A decided piece of a non-streamed chat answer: into its message. */
+static int on_piece_message(void *user, const frt_chat_piece *pc)
+{
+    frt_job *j = user;
+    return frt_api_message_add(j->message, pc) ? frt_error(FRT_ERR_OUT_OF_MEMORY, "chat answer") : 0;
+}
+
+/* A chat request's prompt ids (*ids malloc'd) from its messages, tools and
+ * chat_template_kwargs, and whether the prompt opened a reasoning block.
+ * Tools the template does not render are refused: the prompt would
+ * silently be the tool-less one. */
+static int chat_prompt(frt_server *s, frt_job *j, int32_t **ids, size_t *n, int *reasoning_open, frt_api_error *err)
+{
+    const frt_api_completion *c = &j->rq;
+    frt_chat_request req = {
+        .messages = c->messages, .tools = c->tools, .kwargs = c->template_kwargs, .add_generation_prompt = 1};
+    char *text = NULL, *plain = NULL;
+    size_t len = 0, plen = 0;
+    int rc = frt_service_chat_prompt(s->svc, &req, &text, &len, ids, n);
+    if (rc) {
+        frt_api_error_from_status(err, rc, "messages");
+        return -1;
+    }
+    req.tools = NULL;
+    int ignored = c->tools && !frt_service_chat_prompt(s->svc, &req, &plain, &plen, NULL, NULL) && plen == len &&
+                  !memcmp(plain, text, len);
+    *reasoning_open = frt_chat_prompt_opens_reasoning(text, len);
+    free(plain);
+    if (c->return_prompt && !ignored) j->prompt = text;
+    else free(text);
+    if (!ignored) return 0;
+    free(*ids);
+    *ids = NULL;
+    return frt_api_fail(err, 400, "unsupported_value", "tools",
+                        "This model's chat template does not render tools (the prompt is the same with and "
+                        "without them), so the model would never see them: 'tools' is refused");
+}
+
+/* Sets up the chat side of j: g's prompt ids (*ids, the caller frees) and
+ * the output parser. */
+static int chat_setup(frt_server *s, frt_job *j, frt_gen_request *g, int32_t **ids, frt_api_error *err)
+{
+    const frt_api_completion *c = &j->rq;
+    size_t n = 0;
+    int open = 0;
+    if (chat_prompt(s, j, ids, &n, &open, err)) return -1;
+    g->ids = *ids;
+    g->n_ids = (int)n;
+    int tools = c->tools && c->tool_choice == FRT_API_TOOLS_AUTO;
+    uint64_t seed = XXH64(j->ident.id, strlen(j->ident.id), (uint64_t)j->ident.created);
+    if (c->stream) {
+        frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
+    } else {
+        frt_chat_output_init(&j->out, tools, open, seed, on_piece_message, j);
+        if (!(j->message = frt_api_message_new())) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
+    }
+    return 0;
+}
+
+/* The finish_reason of a chat answer: tool_calls when it made calls and stopped by itself. */
+static const char *chat_finish(const frt_job *j, const frt_gen_result *res)
+{
+    return j->out.n_calls && !strcmp(res->finish_reason, "stop") ? "tool_calls" : res->finish_reason;
+}
+
+/* frt_return_prompt: the rendered prompt joins the frt object of the answer (or final chunk) o. */
+static json_t *with_prompt(const frt_job *j, json_t *o)
+{
+    if (j->prompt) json_object_set_new(json_object_get(o, "frt"), "prompt", json_string(j->prompt));
+    return o;
+}
+
+static void answer_stream(frt_job *j, const frt_gen_result *res)
+{
+    const frt_api_completion *c = &j->rq;
+    int cancelled = !strcmp(res->finish_reason, "cancelled");
+    if (c->chat && !cancelled) frt_chat_output_finish(&j->out);
+    pthread_mutex_lock(&j->mu);
+    if (!cancelled) {
+        const char *finish = c->chat ? chat_finish(j, res) : res->finish_reason;
+        sse_append(j, with_prompt(j, frt_api_chunk_json(&j->ident, "", 0, 0, finish, res)));
+        if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, res));
+    }
+    sse_append_raw(j, "data: [DONE]\n\n", 14);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void answer_whole(frt_job *j, const frt_gen_result *res)
+{
+    if (!j->rq.chat) {
+        job_answer(j, 200, frt_api_completion_json(&j->ident, res, NULL, NULL));
+        return;
+    }
+    int rc = frt_chat_output_feed(&j->out, res->text ? res->text : "", res->text_len);
+    if (!rc) rc = frt_chat_output_finish(&j->out);
+    if (rc) {
+        frt_api_error err;
+        frt_api_error_from_status(&err, rc, "messages");
+        job_fail(j, &err);
+        return;
+    }
+    frt_api_message_finish(j->message);
+    job_answer(j, 200, with_prompt(j, frt_api_completion_json(&j->ident, res, j->message, chat_finish(j, res))));
+}
+
 static void run_completion(frt_server *s, frt_job *j)
 {
     frt_api_completion *c = &j->rq;
     frt_api_error err;
     const char *what = c->chat ? "messages" : "prompt";
-    char *chat_text = NULL;
+    int32_t *chat_ids = NULL;
     frt_gen_request g;
     memset(&g, 0, sizeof g);
     if (c->chat) {
-        int rc = frt_service_chat_prompt(s->svc, c->msgs, c->n_msgs, &chat_text);
-        if (rc) {
-            frt_api_error_from_status(&err, rc, "messages");
+        if (chat_setup(s, j, &g, &chat_ids, &err)) {
             job_fail(j, &err);
             return;
         }
-        g.text = chat_text;
-        g.text_len = strlen(chat_text);
     } else if (c->prompt_text) {
         g.text = c->prompt_text;
         g.text_len = strlen(c->prompt_text);
@@ -212,7 +336,7 @@ static void run_completion(frt_server *s, frt_job *j)
     g.cancel = &j->cancel;
     frt_gen_result res;
     int rc = frt_service_generate(s->svc, &g, &res);
-    free(chat_text);
+    free(chat_ids);
     if (rc) {
         frt_api_error_from_status(&err, rc, res.error_param ? res.error_param : what);
         frt_server_logf(s, "%s %d %s", c->chat ? "chat" : "completion", err.status, err.message);
@@ -234,17 +358,8 @@ static void run_completion(frt_server *s, frt_job *j)
                     frt_prefix_action_name(res.action), res.prompt_tokens, res.cached_tokens, res.prefill_tokens,
                     res.completion_tokens, res.finish_reason, res.time_limited ? " (time limit)" : "",
                     res.restore_ms, res.ttft_ms);
-    if (c->stream) {
-        pthread_mutex_lock(&j->mu);
-        if (strcmp(res.finish_reason, "cancelled")) {
-            sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 0, res.finish_reason, &res));
-            if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, &res));
-        }
-        sse_append_raw(j, "data: [DONE]\n\n", 14);
-        pthread_mutex_unlock(&j->mu);
-    } else {
-        job_answer(j, 200, frt_api_completion_json(&j->ident, &res));
-    }
+    if (c->stream) answer_stream(j, &res);
+    else answer_whole(j, &res);
     frt_gen_result_clear(&res);
 }
 

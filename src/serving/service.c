@@ -165,9 +165,11 @@ void frt_gen_result_clear(frt_gen_result *res)
     memset(res, 0, sizeof *res);
 }
 
-int frt_service_chat_prompt(frt_service *s, const frt_engine_msg *msgs, int n, char **text)
+int frt_service_chat_prompt(frt_service *s, const frt_chat_request *req, char **text, size_t *len, int32_t **ids,
+                            size_t *n)
 {
-    return s->e->chat_format(s->e->self, msgs, n, 1, text);
+    if (!s || !req || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat prompt: NULL argument");
+    return s->e->chat_prompt(s->e->self, req, text, len, ids, n);
 }
 
 static int is_prefix(const int32_t *a, int na, const int32_t *ids, int n)

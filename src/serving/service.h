@@ -109,9 +109,13 @@ typedef struct frt_gen_result {
 int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_result *res);
 void frt_gen_result_clear(frt_gen_result *res);
 
-/* ChatML text of messages through the engine (FRT_ERR_UNSUPPORTED when the
- * model's template is not ChatML). *text is malloc'd. */
-int frt_service_chat_prompt(frt_service *s, const frt_engine_msg *msgs, int n, char **text);
+/* The chat prompt of req through the engine's chat template (engine.h
+ * chat_prompt): the rendered text, and its tokens when ids is not NULL.
+ * Results are malloc'd. FRT_ERR_INVALID_ARGUMENT for NULL s / req / text;
+ * FRT_ERR_UNSUPPORTED when the model has no chat template; the template's
+ * errors (text/chat.h). */
+int frt_service_chat_prompt(frt_service *s, const frt_chat_request *req, char **text, size_t *len, int32_t **ids,
+                            size_t *n);
 
 /* ---- sessions ------------------------------------------------------------------ */
 

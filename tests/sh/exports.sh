@@ -80,7 +80,10 @@ check() {
 
 lib=$B/libfrt.so
 [ -e "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
-check "$lib" "$tmp/core.txt" ""
+# FRT_0_PRIVATE: internal entry points for frt's own libraries (CMakeLists.txt
+# FRT_PRIVATE_EXPORTS), read from the generated version script.
+private=$(awk '/^FRT_0_PRIVATE \{/ {p = 1; next} /^\}/ {p = 0} p && /;/ {gsub(/[ ;]/, ""); print}' "$B/libfrt.map")
+check "$lib" "$tmp/core.txt" "$private"
 if [ -s "$tmp/extra.txt" ]; then
     bad "libfrt.so exports $(wc -l <"$tmp/extra.txt") symbols no public header declares:"
     head -20 "$tmp/extra.txt" | sed 's/^/    /'
@@ -90,7 +93,10 @@ if [ -s "$tmp/missing.txt" ]; then
     head -20 "$tmp/missing.txt" | sed 's/^/    /'
 fi
 grep -qx "frt_error FRT_0" "$tmp/exp.txt" || bad "frt_error is not exported as frt_error@@FRT_0"
-if grep -qv " FRT_0$" "$tmp/exp.txt"; then
+for p in $private; do
+    grep -qx "$p FRT_0_PRIVATE" "$tmp/exp.txt" || bad "$p is not exported as $p@@FRT_0_PRIVATE"
+done
+if grep -v " FRT_0_PRIVATE$" "$tmp/exp.txt" | grep -qv " FRT_0$"; then
     bad "libfrt.so symbols outside version FRT_0: $(grep -v ' FRT_0$' "$tmp/exp.txt" | head -5 | tr '\n' ' ')"
 fi
 leaks=$(awk '{print $1}' "$tmp/exp.txt" | grep -cE '^(frt_cuda_|frt_cpu_|tok_|_Z|cuda|__cuda)' || true)

@@ -11,6 +11,8 @@
 #   jqr EXPR                        jq -r EXPR on $BODY
 #   check COND_MESSAGE CMD...       fail with the message unless CMD succeeds
 #   fail MESSAGE
+#   serve_skip MESSAGE              exit 77, or fail when CI=true (missing tools or npm data)
+#   serve_node_client SRC SCRIPT... the openai Node client in BUILD_DIR/node-e2e; sets NODE_DIR
 
 SERVE_PIDS=()
 SERVE_NAMES=()
@@ -125,6 +127,33 @@ check() {
 gen_text() { # gen_text N SEED
     awk -v n="$1" -v s="$2" 'BEGIN { srand(s); w = "def class return import self value parse token state cache prefix"; k = split(w, a, " ");
         out = ""; while (length(out) < n) { out = out a[int(rand() * k) + 1] (rand() < 0.1 ? "\n" : " ") } printf "%s", substr(out, 1, n) }'
+}
+
+# A test whose tools or npm data are missing: skips (77), or with CI=true fails.
+serve_skip() {
+    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
+    echo "SKIP: $*"
+    exit 77
+}
+
+# The official openai client for Node in BUILD_DIR/node-e2e (npm installs
+# it on first use, tests/node/package.json), with the scripts named copied
+# from tests/node; sets NODE_DIR. Skips (serve_skip) without node/npm or
+# when the install fails.
+serve_node_client() { # serve_node_client SOURCE_DIR SCRIPT...
+    local src=$1
+    shift
+    command -v node >/dev/null && command -v npm >/dev/null || serve_skip "node/npm are not installed (scripts/install-deps.sh)"
+    NODE_DIR=$(cd "$B" && pwd)/node-e2e
+    mkdir -p "$NODE_DIR"
+    cp "$src/tests/node/package.json" "$NODE_DIR/"
+    for f in "$@"; do cp "$src/tests/node/$f" "$NODE_DIR/"; done
+    if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
+        (cd "$NODE_DIR" && timeout 600 npm install --no-audit --no-fund --loglevel=error) >"$WORK/npm.log" 2>&1 || {
+            tail -n 5 "$WORK/npm.log"
+            serve_skip "npm install of the openai client failed (no network?)"
+        }
+    fi
 }
 
 # JSON string of a shell string.

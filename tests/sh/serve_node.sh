@@ -5,23 +5,14 @@
 # Runs against the fake engine, and against the demo model when it is
 # available. The client is installed from the npm registry into
 # BUILD_DIR/node-e2e on the first run (npm install --no-audit --no-fund);
-# skips (77) without node/npm or when the install fails.
+# skips (77) without node/npm or when the install fails; with CI=true it
+# fails instead.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
 serve_init "$1"
 SRC=$2
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm are not installed"; exit 77; }
-NODE_DIR=$(cd "$B" && pwd)/node-e2e
-mkdir -p "$NODE_DIR"
-cp "$SRC/tests/node/package.json" "$SRC/tests/node/e2e.mjs" "$NODE_DIR/"
-if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
-    (cd "$NODE_DIR" && timeout 600 npm install --no-audit --no-fund --loglevel=error) >"$WORK/npm.log" 2>&1 || {
-        echo "SKIP: npm install of the openai client failed:"
-        tail -n 5 "$WORK/npm.log"
-        exit 77
-    }
-fi
+serve_node_client "$SRC" e2e.mjs
 
 serve_start nf --engine fake --prefill-chunk 64 --quiet
 echo "fake engine:"
