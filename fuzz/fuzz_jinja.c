@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(tmpl, data, tlen);
     tmpl[tlen] = '\0';
     frt_chat_message m[] = {{"system", " sys "}, {"user", "hi"}, {"assistant", "<think>r</think>a"}, {"user", "x"}};
-    frt_chat_options opt = {1, 0};
+    frt_chat_options opt = {1, 0, 0};
     char *text = NULL;
     size_t len = 0;
     if (strlen(tmpl) < 4096 && !hit_limit) {

@@ -185,7 +185,7 @@ int frt_cmd_tokenize(int argc, char **argv)
         memcpy(copy, text, len);
         copy[len] = '\0';
         frt_chat_message msg = {"user", copy};
-        frt_chat_options opt = {1, -1};
+        frt_chat_options opt = {1, -1, 0};
         char *prompt = NULL;
         size_t plen = 0;
         rc = frt_chat_format_ex(tok, &msg, 1, &opt, &prompt, &plen);
