@@ -358,6 +358,16 @@ int tok_normalize(const frt_tokenizer *tok, const char *s, size_t n, const char 
  * null). FRT_ERR_FORMAT (message names `what` and the key) otherwise. */
 int tok_json_bool(const json_t *obj, const char *key, int def, int *out, const char *what);
 
+/* tokenizer.c: reads the tokenizer_config.json at PATH: *chat_template
+ * (malloc'd; NULL when it has none: "chat_template" a string, or the
+ * "default" entry of a list of {name, template}) and SPECIAL[i] (malloc'd
+ * or NULL) the bos_token, eos_token, unk_token and pad_token (a string or an
+ * AddedToken's "content"). The caller frees them all. Errors:
+ * FRT_ERR_NOT_FOUND (no file), FRT_ERR_IO, FRT_ERR_FORMAT (not a JSON
+ * object, a chat_template of another type), FRT_ERR_OUT_OF_MEMORY; nothing
+ * is returned on failure. */
+int tok_config_load(const char *path, char **chat_template, char *special[4]);
+
 /* tok_added.c: loads tokenizer.json's added_tokens (AddedVocabulary::add_tokens)
  * and builds the match tries. Errors: FRT_ERR_FORMAT, FRT_ERR_OUT_OF_MEMORY. */
 int tok_load_added(frt_tokenizer *tok, const json_t *list, tok_pairmap *by_id);
