@@ -294,18 +294,18 @@ static void test_bad_spans(void)
     frt_text_span bad[][2] = {{{3, 3}, {0, 0}}, {{0, 40}, {0, 0}}, {{4, 6}, {5, 7}}, {{6, 7}, {1, 2}}};
     size_t nbad[] = {1, 1, 2, 2};
     for (size_t i = 0; i < 4; i++) {
-        CHECK_STATUS(tok_encode_protected(tok, text, sizeof text - 1, bad[i], nbad[i], &ids, &n),
+        CHECK_STATUS(tok_encode_protected(tok, text, sizeof text - 1, bad[i], nbad[i], 0, &ids, &n),
                      FRT_ERR_INVALID_ARGUMENT);
         CHECK(ids == NULL && n == 0);
     }
-    CHECK_STATUS(tok_encode_protected(tok, text, sizeof text - 1, NULL, 1, &ids, &n), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_OK(tok_encode_protected(tok, text, sizeof text - 1, NULL, 0, &ids, &n));
+    CHECK_STATUS(tok_encode_protected(tok, text, sizeof text - 1, NULL, 1, 0, &ids, &n), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(tok_encode_protected(tok, text, sizeof text - 1, NULL, 0, 0, &ids, &n));
     CHECK_OK(frt_tokenizer_encode(tok, text, sizeof text - 1, &ref, &nr));
     CHECK(n == nr && ids && !memcmp(ids, ref, n * sizeof *ids));
     free(ids);
     /* a span over the whole text: no special id at all */
     frt_text_span all = {0, sizeof text - 1};
-    CHECK_OK(tok_encode_protected(tok, text, sizeof text - 1, &all, 1, &ids, &n));
+    CHECK_OK(tok_encode_protected(tok, text, sizeof text - 1, &all, 1, 0, &ids, &n));
     for (size_t i = 0; ids && i < n; i++) CHECK(!frt_tokenizer_is_special(tok, ids[i]));
     free(ids);
     free(ref);

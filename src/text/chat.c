@@ -368,7 +368,7 @@ int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, 
     frt_text_span *spans;
     FRT_TRY(frt_chat_format_json_spans(tok, req, &text, &len, &spans, &n_spans));
     int rc = req->parse_special_in_content ? frt_tokenizer_encode(tok, text, len, ids, n_ids)
-                                           : tok_encode_protected(tok, text, len, spans, n_spans, ids, n_ids);
+                                           : tok_encode_protected(tok, text, len, spans, n_spans, 0, ids, n_ids);
     free(text);
     free(spans);
     return rc;

@@ -258,7 +258,7 @@ int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t l
 }
 
 int tok_encode_protected(const frt_tokenizer *tok, const char *text, size_t len, const frt_text_span *spans,
-                         size_t n_spans, int32_t **ids, size_t *n_ids)
+                         size_t n_spans, int add_special_tokens, int32_t **ids, size_t *n_ids)
 {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
@@ -269,7 +269,7 @@ int tok_encode_protected(const frt_tokenizer *tok, const char *text, size_t len,
                              "empty, out of the %zu-byte text or not after the previous one", i, spans[i].start,
                              spans[i].end, len);
     tok_protect pr = {spans, n_spans, 0, 0, 0};
-    return encode(tok, text, len, 0, n_spans ? &pr : NULL, ids, n_ids);
+    return encode(tok, text, len, add_special_tokens, n_spans ? &pr : NULL, ids, n_ids);
 }
 
 int frt_tokenizer_encode(const frt_tokenizer *tok, const char *text, size_t len, int32_t **ids,

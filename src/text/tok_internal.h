@@ -333,7 +333,7 @@ typedef struct tok_protect {
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
                     size_t n, const tok_protect *pr, tok_piece_fn fn, void *ctx);
 
-/* frt_tokenizer_encode (no post-processor tokens) where SPANS[0..N_SPANS)
+/* frt_tokenizer_encode_ex (ADD_SPECIAL_TOKENS: the post-processor's tokens) where SPANS[0..N_SPANS)
  * (sorted, disjoint, start < end <= LEN: the bytes of TEXT that came from
  * message content, frt_jinja_render_ex) are protected: an added token that
  * is special or not normalized is never matched over a protected byte, so
@@ -343,11 +343,11 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
  * for any other text (docs/chat-templates.md). Where normalization changes
  * a piece that holds protected bytes, the whole piece is protected from
  * the normalized special tokens (offsets do not survive normalization).
- * With N_SPANS 0 the ids are frt_tokenizer_encode's. Errors as
+ * With N_SPANS 0 the ids are frt_tokenizer_encode_ex's. Errors as
  * frt_tokenizer_encode, and FRT_ERR_INVALID_ARGUMENT for spans that are
  * not sorted, empty or out of the text. */
 int tok_encode_protected(const frt_tokenizer *tok, const char *text, size_t len, const frt_text_span *spans,
-                         size_t n_spans, int32_t **ids, size_t *n_ids);
+                         size_t n_spans, int add_special_tokens, int32_t **ids, size_t *n_ids);
 
 /* Applies the normalizer sequence to s[0..n) (tok_encode.c). *out points
  * either at s (no change) or at a malloc'd string stored in *owned (the

@@ -35,7 +35,7 @@ refuse() {
 want_version="$(sed -n 's/^project(frt VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")"
 check "project version read from CMakeLists.txt" test -n "$want_version"
 check "frt --version" test "$("$FRT" --version)" = "frt $want_version"
-for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize selfcheck; do
+for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize chat-template selfcheck; do
     # shellcheck disable=SC2086
     check "frt $c --version" test "$("$FRT" $c --version)" = "frt $want_version"
 done
@@ -86,6 +86,13 @@ refuse "--seconds: 'x' is not a number" tokenize "$T" hi --seconds x
 refuse "missing argument" inspect
 refuse "unexpected argument 'b'" inspect a b
 refuse "'12abc' is not a token id" detokenize "$T" 12abc
+refuse "--parse-special-in-content only changes --chat" tokenize "$T" hi --parse-special-in-content
+refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template --messages "$T/m.json"
+refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template -m "$T" --tokenizer-config "$T/c.json" --messages "$T/m.json"
+refuse "--messages FILE.json is required" chat-template -m "$T"
+refuse "--ids needs -m DIR (the tokenizer)" chat-template --tokenizer-config "$T/c.json" --messages "$T/m.json" --ids
+refuse "--parse-special-in-content only changes --ids" chat-template -m "$T" --messages "$T/m.json" --parse-special-in-content
+refuse "unexpected argument 'x'" chat-template -m "$T" --messages "$T/m.json" x
 refuse "unknown option --x" selfcheck --x
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "unknown option --foo" --foo
@@ -101,7 +108,7 @@ check "bench: --seed reaches the benchmark" grep -q '"seed": *5' "$T/ids.json"
 # The options a command accepts are the ones its --help lists; each listed
 # option must be accepted (not "unknown option"), and every valued option
 # shows a default unless it has none.
-for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize selfcheck; do
+for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize chat-template selfcheck; do
     # shellcheck disable=SC2086
     "$FRT" $c --help >"$T/help" 2>&1; rc=$?
     check "frt $c --help exits 0" test $rc -eq 0
