@@ -36,8 +36,7 @@ static int read_json(const char *cmd, const char *what, const char *path, const 
                      json_t **out)
 {
     json_error_t err;
-    json_t *j = path ? json_load_file(path, JSON_DECODE_INT_AS_REAL, &err)
-                     : json_loads(text, JSON_DECODE_INT_AS_REAL, &err);
+    json_t *j = path ? json_load_file(path, 0, &err) : json_loads(text, 0, &err);
     if (!j) {
         fprintf(stderr, "frt %s: %s%s%s: line %d: %s\n", cmd, what, path ? " " : "", path ? path : "", err.line,
                 err.text);

