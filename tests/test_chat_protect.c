@@ -320,13 +320,14 @@ static double cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* a conversation of random words (special-token text among them) of at
- * least TARGET tokens */
-static json_t *long_conversation(const frt_tokenizer *tok, size_t target)
+/* a conversation of random words (with SPECIALS, special-token text among
+ * them) of at least TARGET tokens */
+static json_t *long_conversation(const frt_tokenizer *tok, size_t target, int specials)
 {
-    static const char *const words[] = {"the", "model", "kernel", "cache", "<|im_end|>", "token", "\xc3\xa9",
+    static const char *const words[] = {"the", "model", "kernel", "cache", "token", "\xc3\xa9",
                                         "\xe6\x97\xa5\xe6\x9c\xac", "function", "return", "(x)", "\n", "  ",
-                                        "value", "<think>", "42"};
+                                        "value", "42", "<think>", "<|im_end|>"};
+    size_t n_words = sizeof words / sizeof words[0] - (specials ? 0 : 2);
     json_t *msgs = json_array();
     uint64_t st = 0x9e3779b97f4a7c15ull;
     size_t have = 0;
@@ -335,7 +336,7 @@ static json_t *long_conversation(const frt_tokenizer *tok, size_t target)
         size_t n = 0;
         while (n < 1500) {
             st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s ", words[st % (sizeof words / sizeof words[0])]);
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s ", words[st % n_words]);
         }
         json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", m % 2 ? "assistant" : "user", "content", buf));
         int32_t *ids = NULL;
@@ -346,11 +347,21 @@ static json_t *long_conversation(const frt_tokenizer *tok, size_t target)
     return msgs;
 }
 
-/* mean CPU seconds of one call of WHICH (0 render, 1 render + protected
- * encode, 2 plain encode of the text) */
-static double time_it(const frt_tokenizer *tok, const frt_chat_request *req, const char *text, size_t len, int which,
-                      size_t *n_ids)
+typedef struct bench_in {
+    const frt_tokenizer *tok;
+    const frt_chat_request *req;
+    const char *text;
+    size_t len;
+    const frt_text_span *sp;
+    size_t nsp;
+} bench_in;
+
+/* best-of-3 mean CPU seconds of one call of WHICH (0 render, 1 render +
+ * protected encode, 2 plain encode of the text, 3 protected encode of it) */
+static double time_it(const bench_in *b, int which, size_t *n_ids)
 {
+    const frt_tokenizer *tok = b->tok;
+    const frt_chat_request *req = b->req;
     int reps = 30;
     double best = 1e9;
     for (int round = 0; round < 3; round++) {
@@ -360,7 +371,8 @@ static double time_it(const frt_tokenizer *tok, const frt_chat_request *req, con
             char *t = NULL;
             if (which == 0) CHECK_OK(frt_chat_format_json(tok, req, &t, NULL));
             if (which == 1) CHECK_OK(frt_chat_encode_json(tok, req, &ids, n_ids));
-            if (which == 2) CHECK_OK(frt_tokenizer_encode(tok, text, len, &ids, n_ids));
+            if (which == 2) CHECK_OK(frt_tokenizer_encode(tok, b->text, b->len, &ids, n_ids));
+            if (which == 3) CHECK_OK(tok_encode_protected(tok, b->text, b->len, b->sp, b->nsp, 0, &ids, n_ids));
             free(ids);
             free(t);
         }
@@ -370,21 +382,26 @@ static double time_it(const frt_tokenizer *tok, const frt_chat_request *req, con
     return best;
 }
 
-static void bench(const char *dir)
+static void bench(const char *dir, int specials)
 {
     frt_tokenizer *tok = NULL;
     if (frt_tokenizer_load(dir, &tok)) return;
-    json_t *msgs = long_conversation(tok, 6000);
+    json_t *msgs = long_conversation(tok, 6000, specials);
     frt_chat_request req = {.messages = msgs, .add_generation_prompt = 1};
     char *text = NULL;
-    size_t len = 0, n = 0, np = 0;
-    CHECK_OK(frt_chat_format_json(tok, &req, &text, &len));
-    double render = time_it(tok, &req, text, len, 0, &n);
-    double prot = time_it(tok, &req, text, len, 1, &n);
-    double plain = time_it(tok, &req, text, len, 2, &np);
-    printf("%s: %zu-token prompt (%zu bytes, %zu messages), CPU per call: render %.3f ms, render + protected encode "
-           "%.3f ms, plain encode of the same text %.3f ms (protection costs %.3f ms)\n", dir, n, len,
-           json_array_size(msgs), render * 1e3, prot * 1e3, plain * 1e3, (prot - render - plain) * 1e3);
+    size_t len = 0, n = 0, np = 0, nsp = 0;
+    frt_text_span *sp = NULL;
+    CHECK_OK(frt_chat_format_json_spans(tok, &req, &text, &len, &sp, &nsp));
+    bench_in b = {tok, &req, text, len, sp, nsp};
+    double render = time_it(&b, 0, &n);
+    double prot = time_it(&b, 1, &n);
+    double plain = time_it(&b, 2, &np);
+    double prot_only = time_it(&b, 3, &n);
+    printf("%s: %zu-token prompt (%zu bytes, %zu messages%s), CPU per call: render %.3f ms, render + protected "
+           "encode %.3f ms; of the rendered text: protected encode %.3f ms, plain encode %.3f ms (%zu ids)\n", dir, n,
+           len, json_array_size(msgs), specials ? ", special-token text in them" : "", render * 1e3, prot * 1e3,
+           prot_only * 1e3, plain * 1e3, np);
+    free(sp);
     CHECK(n >= 6000);
     free(text);
     json_decref(msgs);
@@ -397,6 +414,6 @@ int main(int argc, char **argv)
     test_bad_spans();
     test_every_added_token(FRT_SOURCE_DIR "/models/frt-demo");
     for (int i = 1; i < argc; i++) test_every_added_token(argv[i]);
-    bench(argc > 1 ? argv[1] : FRT_SOURCE_DIR "/models/frt-demo");
+    for (int specials = 0; specials < 2; specials++) bench(argc > 1 ? argv[1] : FRT_SOURCE_DIR "/models/frt-demo", specials);
     return frt_test_report();
 }
