@@ -403,6 +403,15 @@ static void bench(const char *dir, int specials)
            prot_only * 1e3, plain * 1e3, np);
     free(sp);
     CHECK(n >= 6000);
+    if (!specials) { /* no special-token text in the messages: protection changes nothing */
+        int32_t *a = NULL, *p = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_OK(frt_chat_encode_json(tok, &req, &a, &na));
+        CHECK_OK(frt_tokenizer_encode(tok, text, len, &p, &nb));
+        CHECK(na == nb && na && !memcmp(a, p, na * sizeof *a));
+        free(a);
+        free(p);
+    }
     free(text);
     json_decref(msgs);
     frt_tokenizer_free(tok);
