@@ -17,20 +17,11 @@
 #
 # Skips (77) without python3-jinja2 or npm; with CI=true those fail.
 set -euo pipefail
-B=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-FRT="$B/frt"
-skip() {
-    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
-    echo "SKIP: $*"; exit 77
-}
-[ -x "$FRT" ] || { echo "FAIL: $FRT is not built"; exit 1; }
-/usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (scripts/install-deps.sh)"
 # shellcheck source=tests/sh/chat_npm.bash
-. "$SRC/tests/sh/chat_npm.bash"
-chat_npm_install "$B" "$SRC"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+. "$2/tests/sh/chat_npm.bash"
+chat_setup "$1" "$2"
+FRT="$B/frt"
+[ -x "$FRT" ] || { echo "FAIL: $FRT is not built"; exit 1; }
 
 # 1. byte for byte against Jinja2
 Q="$M/tokenizer-qwen3/models" L="$M/tokenizer-llama3_1/models" G="$M/tokenizer-gemma3/models"

@@ -19,21 +19,11 @@
 # installs python3-jinja2) or npm cannot install the packages; with CI=true
 # those fail instead.
 set -euo pipefail
-B=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-TEST_JINJA="$B/tests/test_jinja"
-skip() {
-    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
-    echo "SKIP: $*"; exit 77
-}
-[ -x "$TEST_JINJA" ] || { echo "FAIL: $TEST_JINJA is not built"; exit 1; }
-/usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (scripts/install-deps.sh)"
-
 # shellcheck source=tests/sh/chat_npm.bash
-. "$SRC/tests/sh/chat_npm.bash"
-chat_npm_install "$B" "$SRC"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+. "$2/tests/sh/chat_npm.bash"
+chat_setup "$1" "$2"
+TEST_JINJA="$B/tests/test_jinja"
+[ -x "$TEST_JINJA" ] || { echo "FAIL: $TEST_JINJA is not built"; exit 1; }
 /usr/bin/python3 "$SRC/tests/jinja/reference.py" "$WORK/cases.json" \
     "qwen3=$M/tokenizer-qwen3/models/tokenizer_config.json" \
     "llama3_1=$M/tokenizer-llama3_1/models/tokenizer_config.json" \
