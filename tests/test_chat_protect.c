@@ -119,6 +119,20 @@ static void test_provenance(void)
     CHECK(text == NULL && sp == NULL && nsp == 0 && strstr(frt_last_error(), "'bos' is given twice"));
     CHECK_STATUS(frt_jinja_render_ex(t, vars, arr, NULL, &text, &len, &sp, &nsp), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_jinja_render_ex(t, vars, content, NULL, &text, &len, NULL, &nsp), FRT_ERR_INVALID_ARGUMENT);
+    /* the ranges count against max_output: alternating marked bytes hit it cleanly */
+    frt_jinja_template *alt = NULL;
+    const char *at = "{% for c in messages[0].content %}{{ c }}-{% endfor %}";
+    CHECK_OK(frt_jinja_parse(at, strlen(at), &alt));
+    frt_jinja_limits lim = frt_jinja_default_limits();
+    lim.max_output = 64;
+    CHECK_STATUS(frt_jinja_render_ex(alt, NULL, content, &lim, &text, &len, &sp, &nsp), FRT_ERR_OUT_OF_RANGE);
+    CHECK(text == NULL && sp == NULL && strstr(frt_last_error(), "max_output"));
+    lim.max_output = 4096;
+    CHECK_OK(frt_jinja_render_ex(alt, NULL, content, &lim, &text, &len, &sp, &nsp));
+    CHECK(text && len == 2 * strlen(content0) && nsp == strlen(content0) && sp[1].start == 2 && sp[1].end == 3);
+    free(text);
+    free(sp);
+    frt_jinja_free(alt);
     /* content alone, no vars: spans of a plain template are none */
     CHECK_OK(frt_jinja_render_ex(t, NULL, content, NULL, &text, &len, &sp, &nsp));
     CHECK(text && !strcmp(text, "x") && sp == NULL && nsp == 0);

@@ -28,7 +28,9 @@
  *   anything else docs/chat-templates.md lists.
  *
  * Values are JSON values (jansson) plus Jinja's undefined; the variables a
- * render sees are the members of one JSON object.
+ * render sees are the members of one JSON object (and, with
+ * frt_jinja_render_ex, of a second one whose strings are message content:
+ * the render then says which bytes of its text came from them).
  *
  * Thread safety: a parsed template is read-only; any number of threads may
  * render it at once.

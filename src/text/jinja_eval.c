@@ -10,7 +10,13 @@
  * survive the iteration, which is why templates use namespace()).
  *
  * Everything a render allocates lives in one arena with a byte limit; output
- * size, evaluation steps and macro nesting have limits too (jinja.h). */
+ * size, evaluation steps and macro nesting have limits too (jinja.h).
+ *
+ * Provenance (frt_jinja_render_ex): strings from the content variables carry
+ * marked byte ranges (jinja_internal.h, jtaint); every function here that
+ * builds a string copies the marks of the bytes it copies (jb_put_part,
+ * sub_str) or marks what it derives from a marked character (map_case,
+ * html_escape), and buf_str keeps a buffer's marks in the new string. */
 #include "text/jinja_internal.h"
 #include "text/tok_internal.h"
 #include "util/error.h"

@@ -163,6 +163,10 @@ int jb_mark(jbuf *b, size_t from, size_t to)
     }
     if (b->nsp == b->capsp) {
         size_t cap = b->capsp ? b->capsp * 2 : 8;
+        if (b->limit && cap * sizeof *b->sp > b->limit) { /* the ranges count against the buffer's limit too */
+            b->over = 1;
+            return FRT_ERR_OUT_OF_RANGE;
+        }
         frt_text_span *sp = realloc(b->sp, cap * sizeof *sp);
         if (!sp) return FRT_ERR_OUT_OF_MEMORY;
         b->sp = sp;
