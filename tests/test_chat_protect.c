@@ -22,6 +22,7 @@
 #include "text/jinja.h"
 #include "text/tok_internal.h"
 #include "frt/tokenizer.h"
+#include "test_tokenizer_fixture.h"
 
 #include <time.h>
 
@@ -326,6 +327,70 @@ static void test_bad_spans(void)
     frt_tokenizer_free(tok);
 }
 
+/* ids of TEXT with SPANS equal the concatenation of the plain ids of the
+ * pieces (PIECES: NULL-terminated; an entry "#N" stands for the id N) */
+static void check_pieces(const frt_tokenizer *tok, const char *text, const frt_text_span *sp, size_t nsp,
+                         const char *const *pieces)
+{
+    int32_t want[64], *ids = NULL;
+    size_t nw = 0, n = 0;
+    for (int i = 0; pieces[i]; i++) {
+        if (pieces[i][0] == '#') {
+            want[nw++] = atoi(pieces[i] + 1);
+            continue;
+        }
+        int32_t *p = NULL;
+        size_t np = 0;
+        CHECK_OK(frt_tokenizer_encode(tok, pieces[i], strlen(pieces[i]), &p, &np));
+        for (size_t k = 0; k < np && nw < 64; k++) want[nw++] = p[k];
+        free(p);
+    }
+    CHECK_OK(tok_encode_protected(tok, text, strlen(text), sp, nsp, 0, &ids, &n));
+    CHECK_MSG(n == nw && ids && !memcmp(ids, want, n * sizeof *ids), "protected ids of \"%s\" (%zu ids, want %zu)",
+              text, n, nw);
+    free(ids);
+}
+
+/* lstrip / rstrip never widen into protected bytes; normalized tokens */
+static void test_flags(void)
+{
+    const char *added =
+        "[{\"id\":0,\"content\":\"<mask>\",\"lstrip\":true,\"normalized\":false,\"special\":true},"
+        "{\"id\":0,\"content\":\"[SEP]\",\"rstrip\":true,\"normalized\":false,\"special\":true},"
+        "{\"id\":0,\"content\":\"\\u00e9t\\u00e9\",\"normalized\":true,\"special\":false},"
+        "{\"id\":0,\"content\":\"<nm>\",\"normalized\":true,\"special\":true}]";
+    tokfx f = {.added_tokens = added, .normalizer = "{\"type\":\"NFC\"}",
+               .pre_tokenizer = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"};
+    char *json = tokfx_json(&f);
+    frt_tokenizer *tok = NULL;
+    CHECK_OK(frt_tokenizer_load_json(json, strlen(json), &tok));
+    free(json);
+    if (!tok) return;
+    /* unprotected: lstrip / rstrip take the white space, as transformers does */
+    frt_text_span none = {0, 0};
+    check_pieces(tok, "a  <mask> b", &none, 0, (const char *const[]){"a", "#256", " b", NULL});
+    check_pieces(tok, "a [SEP] \n b", &none, 0, (const char *const[]){"a ", "#257", "b", NULL});
+    /* the white space is a message's: it stays text */
+    frt_text_span l = {0, 3}, r = {7, 11};
+    check_pieces(tok, "a  <mask> b", &l, 1, (const char *const[]){"a  ", "#256", " b", NULL});
+    check_pieces(tok, "a [SEP] \n b", &r, 1, (const char *const[]){"a ", "#257", " \n b", NULL});
+    /* the token itself inside a message: text (no merges: a piece's ids are its bytes) */
+    frt_text_span m = {3, 9};
+    check_pieces(tok, "a  <mask> b", &m, 1, (const char *const[]){"a  <", "mask> b", NULL});
+    /* a normalized token that is not special is vocabulary text: matched in a message too */
+    frt_text_span all = {0, 5};
+    check_pieces(tok, "\xc3\xa9t\xc3\xa9", &all, 1, (const char *const[]){"#258", NULL});
+    /* a normalized special token: protected in the message, matched outside */
+    frt_text_span nm = {1, 5};
+    check_pieces(tok, "x<nm><nm>", &nm, 1, (const char *const[]){"x<", "nm>", "#259", NULL});
+    /* where normalization changes the piece (e + U+0301 -> U+00E9), offsets do
+     * not map: the whole piece is protected from normalized special tokens */
+    frt_text_span cm = {0, 3};
+    check_pieces(tok, "e\xcc\x81<nm>", &cm, 1, (const char *const[]){"\xc3\xa9<", "nm>", NULL});
+    check_pieces(tok, "e\xcc\x81<nm>", &none, 0, (const char *const[]){"\xc3\xa9", "#259", NULL});
+    frt_tokenizer_free(tok);
+}
+
 /* ---- 3. cost ---------------------------------------------------------------------------- */
 static double cpu_s(void)
 {
@@ -435,6 +500,7 @@ int main(int argc, char **argv)
 {
     test_provenance();
     test_bad_spans();
+    test_flags();
     test_every_added_token(FRT_SOURCE_DIR "/models/frt-demo");
     for (int i = 1; i < argc; i++) test_every_added_token(argv[i]);
     for (int specials = 0; specials < 2; specials++) bench(argc > 1 ? argv[1] : FRT_SOURCE_DIR "/models/frt-demo", specials);

@@ -141,16 +141,20 @@ static int32_t match_at(const frt_tokenizer *tok, const tok_trie *t, const tok_p
     return k;
 }
 
-/* lstrip / rstrip bounds: the protected bytes nearest before START and
- * from STOP on */
-static size_t prot_end_before(const tok_protect *pr, size_t start, size_t n)
+/* lstrip's bound: the end of the last protected range that starts before
+ * START (in S's offsets, at most START), 0 when none */
+static size_t prot_end_before(const tok_protect *pr, size_t start)
 {
-    size_t lim = 0;
-    for (frt_text_span sp = prot_next(pr, 0, n); sp.start < start; sp = prot_next(pr, sp.end, n)) {
-        lim = sp.end < start ? sp.end : start;
-        if (sp.end >= n) break;
+    if (pr->whole) return start;
+    size_t at = pr->base + start, lo = 0, hi = pr->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pr->v[mid].start < at) lo = mid + 1;
+        else hi = mid;
     }
-    return lim;
+    if (lo == 0 || pr->v[lo - 1].end <= pr->base) return 0;
+    size_t e = pr->v[lo - 1].end - pr->base;
+    return e < start ? e : start;
 }
 
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
@@ -183,7 +187,7 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
             /* max(space_leftmost_at_end(s[..start]), start_offset), never into protected bytes */
             size_t limit = start_offset < start ? start_offset : start;
             if (is_protected(pr, a)) {
-                size_t pl = prot_end_before(pr, start, n);
+                size_t pl = prot_end_before(pr, start);
                 if (pl > limit) limit = pl;
             }
             size_t p = start;
