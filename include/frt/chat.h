@@ -69,7 +69,8 @@ FRT_API int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message 
 
 /* Formats and encodes (without post-processor tokens, as apply_chat_template
  * with tokenize=True does). Unless OPT->parse_special_in_content, the bytes
- * of the prompt that came from the messages' roles' contents are protected:
+ * of the prompt that came from the messages' contents (not their roles) are
+ * protected:
  * a special or added token's text inside a content ("<|im_end|>") is
  * encoded as ordinary tokens, never as the control token, while the
  * template's own control tokens stay special ids. This deliberately
