@@ -354,14 +354,18 @@ static void check_pieces(const frt_tokenizer *tok, const char *text, const frt_t
 /* lstrip / rstrip never widen into protected bytes; normalized tokens */
 static void test_flags(void)
 {
-    const char *added =
-        "[{\"id\":0,\"content\":\"<mask>\",\"lstrip\":true,\"normalized\":false,\"special\":true},"
-        "{\"id\":0,\"content\":\"[SEP]\",\"rstrip\":true,\"normalized\":false,\"special\":true},"
-        "{\"id\":0,\"content\":\"\\u00e9t\\u00e9\",\"normalized\":true,\"special\":false},"
-        "{\"id\":0,\"content\":\"<nm>\",\"normalized\":true,\"special\":true}]";
+    /* <mask> lstrip, [SEP] rstrip (both special, raw); "été" normalized text; <nm> normalized special */
+    json_t *list = json_pack("[{s:s, s:b, s:b, s:b}, {s:s, s:b, s:b, s:b}, {s:s, s:b, s:b}, {s:s, s:b, s:b}]",
+                             "content", "<mask>", "lstrip", 1, "normalized", 0, "special", 1,
+                             "content", "[SEP]", "rstrip", 1, "normalized", 0, "special", 1,
+                             "content", "\xc3\xa9t\xc3\xa9", "normalized", 1, "special", 0,
+                             "content", "<nm>", "normalized", 1, "special", 1);
+    char *added = json_dumps(list, 0);
+    json_decref(list);
     tokfx f = {.added_tokens = added, .normalizer = "{\"type\":\"NFC\"}",
                .pre_tokenizer = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"};
     char *json = tokfx_json(&f);
+    free(added);
     frt_tokenizer *tok = NULL;
     CHECK_OK(frt_tokenizer_load_json(json, strlen(json), &tok));
     free(json);
