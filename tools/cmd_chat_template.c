@@ -38,8 +38,11 @@ static int read_json(const char *cmd, const char *what, const char *path, const 
     json_error_t err;
     json_t *j = path ? json_load_file(path, 0, &err) : json_loads(text, 0, &err);
     if (!j) {
-        fprintf(stderr, "frt %s: %s%s%s: line %d: %s\n", cmd, what, path ? " " : "", path ? path : "", err.line,
-                err.text);
+        if (err.line >= 1)
+            fprintf(stderr, "frt %s: %s%s%s: line %d: %s\n", cmd, what, path ? " " : "", path ? path : "", err.line,
+                    err.text);
+        else
+            fprintf(stderr, "frt %s: %s: %s\n", cmd, what, err.text);
         return 1;
     }
     if (json_typeof(j) != type) {
