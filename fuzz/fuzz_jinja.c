@@ -8,7 +8,10 @@
  * text of the reported length. The same template then renders through the
  * chat layer (text/chat.h), whose statuses are checked the same way (unless
  * the engine hit a limit: the chat layer has the default limits, slow to
- * reach under the sanitizers).
+ * reach under the sanitizers). A render that succeeds renders again with
+ * "messages" as content (frt_jinja_render_ex): the text must be the same
+ * (or a limit is hit: marks take memory too) and the spans sorted,
+ * disjoint, non-touching and inside it.
  *
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_jinja fuzz/corpus/jinja/;
  * CI replays fuzz/corpus/jinja/ through replay_jinja.
@@ -34,6 +37,29 @@ static const char default_vars[] =
     " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}, {\"type\": \"image\"}]}],"
     " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}],"
     " \"add_generation_prompt\": true, \"enable_thinking\": false, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+
+/* T rendered with VARS' "messages" as content gives TEXT again */
+static void check_marked(const frt_jinja_template *t, const json_t *vars, const frt_jinja_limits *lim,
+                         const char *text, size_t len)
+{
+    json_t *msgs = json_object_get(vars, "messages");
+    if (!msgs) return;
+    json_t *rest = json_copy((json_t *)vars), *content = json_pack("{s:O}", "messages", msgs);
+    if (!rest || !content) abort();
+    json_object_del(rest, "messages");
+    char *t2 = NULL;
+    size_t len2 = 0, nsp = 0;
+    frt_text_span *sp = NULL;
+    int r = frt_jinja_render_ex(t, rest, content, lim, &t2, &len2, &sp, &nsp);
+    if (r && (r != FRT_ERR_OUT_OF_RANGE || t2 || sp || nsp)) abort();
+    if (!r && (len2 != len || memcmp(t2, text, len))) abort();
+    for (size_t i = 0; i < nsp; i++)
+        if (sp[i].start >= sp[i].end || sp[i].end > len || (i && sp[i].start <= sp[i - 1].end)) abort();
+    free(t2);
+    free(sp);
+    json_decref(rest);
+    json_decref(content);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -72,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         } else {
             if (!text || len > lim.max_output || text[len] != '\0') abort();
+            if (vars) check_marked(t, vars, &lim, text, len);
         }
         free(text);
         frt_jinja_free(t);
@@ -83,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(tmpl, data, tlen);
     tmpl[tlen] = '\0';
     frt_chat_message m[] = {{"system", " sys "}, {"user", "hi"}, {"assistant", "<think>r</think>a"}, {"user", "x"}};
-    frt_chat_options opt = {1, 0};
+    frt_chat_options opt = {1, 0, 0};
     char *text = NULL;
     size_t len = 0;
     if (strlen(tmpl) < 4096 && !hit_limit) {

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!rc && (kind < FRT_CHAT_CHATML || kind > FRT_CHAT_QWEN35)) abort();
     free(def);
     frt_chat_message m[] = {{"system", " sys "}, {"user", "hi"}, {"assistant", "<think>r</think>a"}, {"user", "x"}};
-    frt_chat_options opt = {1, 0};
+    frt_chat_options opt = {1, 0, 0};
     char *text = NULL;
     size_t len = 0;
     int rc2 = frt_chat_render(t, m, 4, &opt, &text, &len);

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         frt_chat_message m[] = {{"system", "sys"}, {"user", "hi"}, {"assistant", "a"}, {"user", "x"}};
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        frt_chat_options opt = {1, -1};
+        frt_chat_options opt = {1, -1, 0};
         if (frt_chat_encode(tok, m, 4, &opt, &ids, &n_ids) == 0) {
             int V = frt_tokenizer_vocab_size(tok);
             for (size_t i = 0; i < n_ids; i++)

@@ -321,7 +321,7 @@ void frt_args_help(const frt_cmd_spec *spec, FILE *f)
         if (a->kind != FRT_ARG_FLAG)
             snprintf(left + o, sizeof left - (size_t)o, " %s",
                      a->meta ? a->meta : a->kind == FRT_ARG_CHOICE ? a->choices : default_meta(a->kind));
-        fprintf(f, "  %-26s%s%s", left, strlen(left) > 26 ? "\n                            " : "",
+        fprintf(f, "  %-26s%s%s", left, strlen(left) >= 26 ? "\n                            " : "",
                 a->help ? a->help : "");
         if (a->kind == FRT_ARG_INT && !a->dflt) {
             long long lo, hi;

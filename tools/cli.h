@@ -15,6 +15,7 @@ int frt_cmd_gen_model(int argc, char **argv);
 int frt_cmd_inspect(int argc, char **argv);
 int frt_cmd_tokenize(int argc, char **argv);
 int frt_cmd_detokenize(int argc, char **argv);
+int frt_cmd_chat_template(int argc, char **argv);
 int frt_cmd_generate(int argc, char **argv);
 int frt_cmd_demo(int argc, char **argv);
 int frt_cmd_serve(int argc, char **argv);

@@ -7,7 +7,9 @@
  *
  * Prints the ids on one line, separated by spaces. --special adds the
  * post-processor's tokens (Llama 3's <|begin_of_text|>); --chat formats TEXT
- * as one user message with the chat template and the generation prompt.
+ * as one user message with the chat template and the generation prompt,
+ * TEXT's bytes protected (special-token text in it is ordinary tokens)
+ * unless --parse-special-in-content (transformers' ids).
  * --bench encodes FILE repeatedly on one core and prints MB/s. */
 #include "args.h"
 #include "cli.h"
@@ -15,6 +17,10 @@
 #include "frt/status.h"
 #include "frt/chat.h"
 #include "frt/tokenizer.h"
+#include "text/chat.h"
+#include "text/tok_internal.h"
+
+#include <jansson.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +61,26 @@ static int read_all(const char *path, char **data, size_t *len)
     *data = buf;
     *len = n;
     return 0;
+}
+
+/* TEXT as one user message through the chat template; its bytes protected
+ * unless PARSE_SPECIAL. */
+static int chat_ids(const frt_tokenizer *tok, const char *text, size_t len, int special, int parse_special,
+                    int32_t **ids, size_t *n)
+{
+    json_t *msgs = json_pack("[{s:s, s:s%}]", "role", "user", "content", text, len);
+    if (!msgs) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the text is not valid UTF-8");
+    frt_chat_request req = {.messages = msgs, .add_generation_prompt = 1};
+    char *prompt = NULL;
+    size_t plen = 0, nsp = 0;
+    frt_text_span *sp = NULL;
+    int rc = frt_chat_format_json_spans(tok, &req, &prompt, &plen, &sp, &nsp);
+    if (!rc) rc = parse_special ? frt_tokenizer_encode_ex(tok, prompt, plen, special, ids, n)
+                                : tok_encode_protected(tok, prompt, plen, sp, nsp, special, ids, n);
+    free(prompt);
+    free(sp);
+    json_decref(msgs);
+    return rc;
 }
 
 static double clock_s(clockid_t id)
@@ -127,18 +153,20 @@ static int bench(const char *cmd, const frt_tokenizer *tok, const char *path, do
 int frt_cmd_tokenize(int argc, char **argv)
 {
     const char *cmd = argv[0], *dir = NULL, *text = NULL, *file = NULL, *bench_file = NULL;
-    int special = 0, chat = 0;
+    int special = 0, chat = 0, parse_special = 0;
     double seconds = 2.0;
     frt_arg opts[] = {
         FRT_OPT(0, "special", FRT_ARG_FLAG, &special, NULL, "add the post-processor's special tokens (e.g. Llama 3's BOS)"),
         FRT_OPT(0, "chat", FRT_ARG_FLAG, &chat, NULL, "format TEXT as a user message with the chat template"),
+        FRT_OPT(0, "parse-special-in-content", FRT_ARG_FLAG, &parse_special, NULL,
+                "--chat: special-token text in TEXT becomes special ids, as in transformers (default: ordinary text)"),
         FRT_OPT(0, "file", FRT_ARG_STR, &file, "PATH", "read the text from PATH instead of TEXT", .dflt = ""),
         FRT_OPT(0, "bench", FRT_ARG_STR, &bench_file, "FILE", "encode FILE repeatedly on one core; print MB/s",
                 .dflt = ""),
         FRT_OPT(0, "seconds", FRT_ARG_DOUBLE, &seconds, "S", "--bench: time to spend after 3 runs", .fmin = 0,
                 .fmax = 86400),
     };
-    frt_cmd_spec spec = {"tokenize", "[--special] [--chat] MODEL_DIR (TEXT | --file PATH)\n"
+    frt_cmd_spec spec = {"tokenize", "[--special] [--chat [--parse-special-in-content]] MODEL_DIR (TEXT | --file PATH)\n"
                                      "       frt tokenize MODEL_DIR --bench FILE [--seconds S]",
                          "Prints the token ids of TEXT (tokenizer.json of MODEL_DIR) on one line.\n", opts,
                          (int)(sizeof opts / sizeof opts[0]), 1, 2, NULL};
@@ -149,6 +177,7 @@ int frt_cmd_tokenize(int argc, char **argv)
     dir = pos[0];
     text = n_pos > 1 ? pos[1] : NULL;
     if (bench_file && (text || file)) return frt_args_error(&spec, "--bench takes no TEXT or --file");
+    if (parse_special && !chat) return frt_args_error(&spec, "--parse-special-in-content only changes --chat");
     if (!bench_file && !!text == !!file)
         return frt_args_error(&spec, text ? "give TEXT or --file, not both" : "missing TEXT (or --file PATH): usage: "
                                                                                "frt tokenize MODEL_DIR TEXT");
@@ -175,23 +204,7 @@ int frt_cmd_tokenize(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n = 0;
     if (chat) {
-        char *copy = malloc(len + 1);
-        if (!copy) {
-            free(owned);
-            frt_tokenizer_free(tok);
-            fprintf(stderr, "frt %s: out of memory\n", cmd);
-            return 1;
-        }
-        memcpy(copy, text, len);
-        copy[len] = '\0';
-        frt_chat_message msg = {"user", copy};
-        frt_chat_options opt = {1, -1};
-        char *prompt = NULL;
-        size_t plen = 0;
-        rc = frt_chat_format_ex(tok, &msg, 1, &opt, &prompt, &plen);
-        if (!rc) rc = frt_tokenizer_encode_ex(tok, prompt, plen, special, &ids, &n);
-        free(prompt);
-        free(copy);
+        rc = chat_ids(tok, text, len, special, parse_special, &ids, &n);
     } else {
         rc = frt_tokenizer_encode_ex(tok, text, len, special, &ids, &n);
     }

@@ -20,6 +20,7 @@ static const struct {
     {"inspect", frt_cmd_inspect, "describe a checkpoint directory"},
     {"tokenize", frt_cmd_tokenize, "print the token ids of a text"},
     {"detokenize", frt_cmd_detokenize, "print the text of token ids"},
+    {"chat-template", frt_cmd_chat_template, "print the prompt a chat template renders for messages"},
     {"selfcheck", frt_cmd_selfcheck, "self-check of the execution contract"},
 };
 
@@ -27,7 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: frt COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        fprintf(f, "  %-11s %s\n", cmds[i].name, cmds[i].help);
+        fprintf(f, "  %-13s %s\n", cmds[i].name, cmds[i].help);
     fprintf(f, "\n'frt COMMAND --help' lists a command's options with their defaults;\n"
                "'frt --version' prints the version.\n");
 }

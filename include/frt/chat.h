@@ -38,6 +38,10 @@ typedef struct {
 typedef struct frt_chat_options {
     int add_generation_prompt; /* nonzero: end with the assistant turn's opening */
     int enable_thinking;       /* -1: not passed (the template's default), 0: false, 1: true */
+    int parse_special_in_content; /* frt_chat_encode: 0 (default): special-token text inside the
+                                   * messages is encoded as ordinary tokens (a user cannot type a
+                                   * control token); nonzero: transformers' ids (the whole prompt
+                                   * tokenized as one string) */
 } frt_chat_options;
 
 /* ---- plain-message entry points ----------------------------------------------------- */
@@ -64,8 +68,14 @@ FRT_API int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message 
                        const frt_chat_options *opt, char **text, size_t *len);
 
 /* Formats and encodes (without post-processor tokens, as apply_chat_template
- * with tokenize=True does). *ids is malloc'd (free()). Errors as
- * frt_chat_format_ex and frt_tokenizer_encode. */
+ * with tokenize=True does). Unless OPT->parse_special_in_content, the bytes
+ * of the prompt that came from the messages' contents (not their roles) are
+ * protected:
+ * a special or added token's text inside a content ("<|im_end|>") is
+ * encoded as ordinary tokens, never as the control token, while the
+ * template's own control tokens stay special ids. This deliberately
+ * differs from transformers (docs/chat-templates.md). *ids is malloc'd
+ * (free()). Errors as frt_chat_format_ex and frt_tokenizer_encode. */
 FRT_API int frt_chat_encode(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
                     const frt_chat_options *opt, int32_t **ids, size_t *n_ids);
 

@@ -251,12 +251,15 @@ int frt_chat_template_kind(const char *template_text, int *kind, char **default_
 /* ---- rendering ------------------------------------------------------------------------ */
 static const char *const reserved_vars[] = {"messages", "tools", "documents", "add_generation_prompt", NULL};
 
-int frt_chat_render_json(const char *template_text, const frt_chat_request *req, const json_t *special,
-                         char **text, size_t *len)
+int frt_chat_render_json_spans(const char *template_text, const frt_chat_request *req, const json_t *special,
+                               char **text, size_t *len, frt_text_span **spans, size_t *n_spans)
 {
     if (text) *text = NULL;
     if (len) *len = 0;
-    if (!template_text || !req || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render_json: NULL argument");
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
+    if (!template_text || !req || !text || !spans || !n_spans)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render_json: NULL argument");
     if (!json_is_array(req->messages))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: messages must be a JSON array");
     if (req->tools && !json_is_array(req->tools) && !json_is_null(req->tools))
@@ -270,18 +273,19 @@ int frt_chat_render_json(const char *template_text, const frt_chat_request *req,
     for (int i = 0; req->kwargs && reserved_vars[i]; i++)
         if (json_object_get(req->kwargs, reserved_vars[i]))
             return frt_error(FRT_ERR_INVALID_ARGUMENT, "chat: the template kwargs may not set '%s'", reserved_vars[i]);
-    /* variables, in transformers' order: special tokens, then kwargs over them */
-    json_t *vars = json_object();
-    int rc = vars ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    /* variables, in transformers' order: special tokens, then kwargs over
+     * them; the messages are content (their bytes are tracked) */
+    json_t *vars = json_object(), *content = json_pack("{s:O}", "messages", (json_t *)req->messages);
+    int rc = vars && content ? 0 : FRT_ERR_OUT_OF_MEMORY;
     if (!rc && special) rc = json_object_update(vars, (json_t *)special) ? FRT_ERR_OUT_OF_MEMORY : 0;
     if (!rc && req->kwargs) rc = json_object_update(vars, (json_t *)req->kwargs) ? FRT_ERR_OUT_OF_MEMORY : 0;
-    if (!rc && (json_object_set(vars, "messages", (json_t *)req->messages) ||
-                json_object_set_new(vars, "tools", req->tools ? json_incref((json_t *)req->tools) : json_null()) ||
+    if (!rc && (json_object_set_new(vars, "tools", req->tools ? json_incref((json_t *)req->tools) : json_null()) ||
                 json_object_set_new(vars, "documents", req->documents ? json_incref((json_t *)req->documents) : json_null()) ||
                 json_object_set_new(vars, "add_generation_prompt", json_boolean(req->add_generation_prompt))))
         rc = FRT_ERR_OUT_OF_MEMORY;
     if (rc) {
         json_decref(vars);
+        json_decref(content);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
     }
     frt_jinja_template *t = NULL;
@@ -294,9 +298,20 @@ int frt_chat_render_json(const char *template_text, const frt_chat_request *req,
         snprintf(msg, sizeof msg, "%s", m);
         rc = frt_error(FRT_ERR_UNSUPPORTED, "unsupported chat template: %s", msg);
     }
-    if (!rc) rc = frt_jinja_render(t, vars, NULL, text, len);
+    if (!rc) rc = frt_jinja_render_ex(t, vars, content, NULL, text, len, spans, n_spans);
     frt_jinja_free(t);
     json_decref(vars);
+    json_decref(content);
+    return rc;
+}
+
+int frt_chat_render_json(const char *template_text, const frt_chat_request *req, const json_t *special,
+                         char **text, size_t *len)
+{
+    frt_text_span *spans;
+    size_t n;
+    int rc = frt_chat_render_json_spans(template_text, req, special, text, len, &spans, &n);
+    free(spans);
     return rc;
 }
 
@@ -315,10 +330,13 @@ static json_t *special_of(const frt_tokenizer *tok)
     return o;
 }
 
-int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len)
+int frt_chat_format_json_spans(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len,
+                               frt_text_span **spans, size_t *n_spans)
 {
     if (text) *text = NULL;
     if (len) *len = 0;
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
     if (!tok) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_format: NULL tokenizer");
     const char *t = frt_tokenizer_chat_template(tok);
     if (!t)
@@ -326,8 +344,17 @@ int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, 
                          "(no chat_template.jinja, no chat_template in tokenizer_config.json)");
     json_t *special = special_of(tok);
     if (!special) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
-    int rc = frt_chat_render_json(t, req, special, text, len);
+    int rc = frt_chat_render_json_spans(t, req, special, text, len, spans, n_spans);
     json_decref(special);
+    return rc;
+}
+
+int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len)
+{
+    frt_text_span *spans;
+    size_t n;
+    int rc = frt_chat_format_json_spans(tok, req, text, len, &spans, &n);
+    free(spans);
     return rc;
 }
 
@@ -335,11 +362,15 @@ int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, 
 {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
+    if (!req) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_encode: NULL argument");
     char *text;
-    size_t len;
-    FRT_TRY(frt_chat_format_json(tok, req, &text, &len));
-    int rc = frt_tokenizer_encode(tok, text, len, ids, n_ids);
+    size_t len, n_spans;
+    frt_text_span *spans;
+    FRT_TRY(frt_chat_format_json_spans(tok, req, &text, &len, &spans, &n_spans));
+    int rc = req->parse_special_in_content ? frt_tokenizer_encode(tok, text, len, ids, n_ids)
+                                           : tok_encode_protected(tok, text, len, spans, n_spans, 0, ids, n_ids);
     free(text);
+    free(spans);
     return rc;
 }
 
@@ -350,7 +381,7 @@ static int plain_request(const frt_chat_message *msgs, int n, const frt_chat_opt
     memset(req, 0, sizeof *req);
     if (!msgs && n) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: NULL argument");
     if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_render: no messages");
-    frt_chat_options o = opt ? *opt : (frt_chat_options){1, -1};
+    frt_chat_options o = opt ? *opt : (frt_chat_options){1, -1, 0};
     json_t *arr = json_array();
     if (!arr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat: out of memory");
     for (int i = 0; i < n; i++) {
@@ -369,6 +400,7 @@ static int plain_request(const frt_chat_message *msgs, int n, const frt_chat_opt
     }
     req->messages = arr;
     req->add_generation_prompt = o.add_generation_prompt != 0;
+    req->parse_special_in_content = o.parse_special_in_content != 0;
     if (o.enable_thinking >= 0) {
         req->kwargs = json_pack("{s:b}", "enable_thinking", o.enable_thinking != 0);
         if (!req->kwargs) {
@@ -414,7 +446,7 @@ int frt_chat_format_ex(const frt_tokenizer *tok, const frt_chat_message *msgs, i
 int frt_chat_format(const frt_tokenizer *tok, const frt_chat_message *msgs, int n,
                     int add_generation_prompt, char **text)
 {
-    frt_chat_options o = {add_generation_prompt, -1};
+    frt_chat_options o = {add_generation_prompt, -1, 0};
     return frt_chat_format_ex(tok, msgs, n, &o, text, NULL);
 }
 
@@ -423,10 +455,10 @@ int frt_chat_encode(const frt_tokenizer *tok, const frt_chat_message *msgs, int 
 {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
-    char *text;
-    size_t len;
-    FRT_TRY(frt_chat_format_ex(tok, msgs, n, opt, &text, &len));
-    int rc = frt_tokenizer_encode(tok, text, len, ids, n_ids);
-    free(text);
+    if (!tok) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_chat_encode: NULL tokenizer");
+    frt_chat_request req;
+    FRT_TRY(plain_request(msgs, n, opt, &req));
+    int rc = frt_chat_encode_json(tok, &req, ids, n_ids);
+    plain_request_free(&req);
     return rc;
 }

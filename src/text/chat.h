@@ -28,6 +28,7 @@
 
 #include "frt/chat.h"
 #include "frt/tokenizer.h"
+#include "text/span.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -65,7 +66,7 @@ typedef struct frt_chat_request {
     int add_generation_prompt;
     const json_t *documents; /* array of documents for RAG templates, or NULL: documents = None */
     int parse_special_in_content; /* 0 (default): special-token strings inside bytes that came from
-                                   * message content are tokenized as text; nonzero: the whole rendered
+                                   * the messages are tokenized as text; nonzero: the whole rendered
                                    * string is tokenized as transformers does (frt_chat_encode_json) */
 } frt_chat_request;
 
@@ -80,15 +81,37 @@ typedef struct frt_chat_request {
 int frt_chat_render_json(const char *template_text, const frt_chat_request *req, const json_t *special,
                          char **text, size_t *len);
 
+/* frt_chat_render_json that also returns which bytes of *text came from the
+ * messages: *spans (malloc'd, caller frees; NULL when none) gets *n_spans
+ * sorted, disjoint [start, end) byte ranges of *text. Every string of the
+ * messages counts (content, content parts, tool-call names and arguments,
+ * tool results, reasoning_content, names, ids, keys), except each message's
+ * "role"; tools, documents, kwargs and the special tokens do not (they come
+ * from the application, not from the conversation). The engine follows the
+ * bytes through the template's operations (text/jinja.h,
+ * frt_jinja_render_ex). SPANS and N_SPANS must not be NULL. Errors as
+ * frt_chat_render_json; nothing is returned on failure. */
+int frt_chat_render_json_spans(const char *template_text, const frt_chat_request *req, const json_t *special,
+                               char **text, size_t *len, frt_text_span **spans, size_t *n_spans);
+
 /* frt_chat_render_json with the tokenizer's chat template and special tokens
  * (frt_tokenizer_special_token). FRT_ERR_UNSUPPORTED "unsupported chat
  * template" also when the checkpoint has no template. */
 int frt_chat_format_json(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len);
 
-/* frt_chat_format_json, then frt_tokenizer_encode of the text (no
- * post-processor tokens, as apply_chat_template with tokenize=True). *ids is
- * malloc'd (free()). Errors as frt_chat_format_json and
- * frt_tokenizer_encode. */
+/* frt_chat_format_json with the message spans (frt_chat_render_json_spans). */
+int frt_chat_format_json_spans(const frt_tokenizer *tok, const frt_chat_request *req, char **text, size_t *len,
+                               frt_text_span **spans, size_t *n_spans);
+
+/* frt_chat_format_json, then the tokens of the text (no post-processor
+ * tokens, as apply_chat_template with tokenize=True). Unless
+ * REQ->parse_special_in_content, the bytes that came from the messages are
+ * protected (tok_encode_protected): "<|im_end|>" typed by a user is several
+ * ordinary tokens, never the control token; this deliberately differs from
+ * transformers, which tokenizes the whole string. With
+ * parse_special_in_content the ids are frt_tokenizer_encode of the text,
+ * transformers' ids. *ids is malloc'd (free()). Errors as
+ * frt_chat_format_json and frt_tokenizer_encode. */
 int frt_chat_encode_json(const frt_tokenizer *tok, const frt_chat_request *req, int32_t **ids, size_t *n_ids);
 
 #ifdef __cplusplus

@@ -28,13 +28,17 @@
  *   anything else docs/chat-templates.md lists.
  *
  * Values are JSON values (jansson) plus Jinja's undefined; the variables a
- * render sees are the members of one JSON object.
+ * render sees are the members of one JSON object (and, with
+ * frt_jinja_render_ex, of a second one whose strings are message content:
+ * the render then says which bytes of its text came from them).
  *
  * Thread safety: a parsed template is read-only; any number of threads may
  * render it at once.
  */
 #ifndef FRT_TEXT_JINJA_H
 #define FRT_TEXT_JINJA_H
+
+#include "text/span.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -81,6 +85,22 @@ void frt_jinja_free(frt_jinja_template *t);
  * reached), FRT_ERR_OUT_OF_MEMORY. On failure *text is NULL. */
 int frt_jinja_render(const frt_jinja_template *t, const json_t *vars, const frt_jinja_limits *limits,
                      char **text, size_t *len);
+
+/* frt_jinja_render that also says which bytes of the text came from
+ * message content. CONTENT (a JSON object or NULL) holds more globals, next
+ * to those of VARS (a name in both is FRT_ERR_INVALID_ARGUMENT); every
+ * string in them, keys included, is content, except the "role" member of
+ * an object that is an item of a list member (a message's role). The engine
+ * follows those bytes through every operation (concatenation, ~, slices,
+ * filters, methods, tojson, macros, block sets; docs/chat-templates.md has
+ * the rules): *spans (malloc'd, caller frees; NULL when none) receives the
+ * sorted, disjoint, non-touching [start, end) byte ranges of *text that are
+ * content, *n_spans their number. SPANS and N_SPANS may be NULL only when
+ * CONTENT is. Numbers, booleans and None from the content print unmarked.
+ * Errors as frt_jinja_render; nothing is returned on failure. */
+int frt_jinja_render_ex(const frt_jinja_template *t, const json_t *vars, const json_t *content,
+                        const frt_jinja_limits *limits, char **text, size_t *len, frt_text_span **spans,
+                        size_t *n_spans);
 
 #ifdef __cplusplus
 }

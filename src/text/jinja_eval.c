@@ -10,7 +10,13 @@
  * survive the iteration, which is why templates use namespace()).
  *
  * Everything a render allocates lives in one arena with a byte limit; output
- * size, evaluation steps and macro nesting have limits too (jinja.h). */
+ * size, evaluation steps and macro nesting have limits too (jinja.h).
+ *
+ * Provenance (frt_jinja_render_ex): strings from the content variables carry
+ * marked byte ranges (jinja_internal.h, jtaint); every function here that
+ * builds a string copies the marks of the bytes it copies (jb_put_part,
+ * sub_str) or marks what it derives from a marked character (map_case,
+ * html_escape), and buf_str keeps a buffer's marks in the new string. */
 #include "text/jinja_internal.h"
 #include "text/tok_internal.h"
 #include "util/error.h"
@@ -98,6 +104,19 @@ static int new_str(ctx *c, const char *p, size_t n, jval *out)
     return 0;
 }
 
+/* the text of B with its marks, into the arena */
+static int buf_str(ctx *c, const jbuf *b, jval *out)
+{
+    FRT_TRY(new_str(c, b->p ? b->p : "", b->n, out));
+    return jb_taint(c->a, b, &out->s.tn) ? mem_err(c) : 0;
+}
+
+/* S[from, from + n) with its marks */
+static int sub_str(ctx *c, jval s, size_t from, size_t n, jval *out)
+{
+    return jv_sub(c->a, s, from, n, out) ? mem_err(c) : 0;
+}
+
 /* str(v) into the arena */
 static int to_str(ctx *c, jval v, jval *out)
 {
@@ -107,7 +126,7 @@ static int to_str(ctx *c, jval v, jval *out)
     }
     jbuf b = {0};
     int rc = jv_str_append(&b, v);
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     jb_free(&b);
     return rc == FRT_ERR_OUT_OF_MEMORY ? oom() : rc;
 }
@@ -170,7 +189,7 @@ static int iterate(ctx *c, const jnode *x, jval v, jlist **out)
             size_t at = pos;
             uint32_t cp;
             ju_decode(v.s.p, v.s.n, &pos, &cp);
-            l.l->v[i] = jv_str(v.s.p + at, pos - at);
+            FRT_TRY(sub_str(c, v, at, pos - at, &l.l->v[i]));
         }
         *out = l.l;
         return 0;
@@ -229,14 +248,17 @@ static const char *find_sub(sspan s, sspan sub, size_t from)
     return NULL;
 }
 
-static int map_case(ctx *c, sspan s, int mode /* 0 upper, 1 lower, 2 capitalize, 3 jinja title, 4 py title */,
+/* the case mapping of SV; each output character keeps the mark of its
+ * input character */
+static int map_case(ctx *c, jval sv, int mode /* 0 upper, 1 lower, 2 capitalize, 3 jinja title, 4 py title */,
                     jval *out)
 {
     jbuf b = {0};
-    size_t pos = 0;
+    sspan s = {sv.s.p, sv.s.n};
+    size_t pos = 0, at = 0;
     uint32_t cp;
     int rc = 0, first = 1, prev_boundary = 1, prev_cased = 0;
-    while (!rc && ju_decode(s.p, s.n, &pos, &cp)) {
+    while (!rc && (at = pos, ju_decode(s.p, s.n, &pos, &cp))) {
         uint32_t r;
         if (mode == 0) r = (uint32_t)utf8proc_toupper((utf8proc_int32_t)cp);
         else if (mode == 1) r = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
@@ -258,16 +280,19 @@ static int map_case(ctx *c, sspan s, int mode /* 0 upper, 1 lower, 2 capitalize,
         first = 0;
         char u[4];
         int l = tok_utf8_encode(r, u);
+        size_t o = b.n;
         rc = jb_put(&b, u, (size_t)l);
+        if (!rc && jt_any(sv, at, pos - at)) rc = jb_mark(&b, o, b.n);
     }
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     jb_free(&b);
     return rc;
 }
 
 /* str.split(sep, maxsplit) (RIGHT: rsplit); sep JT_STR or None */
-static int py_split(ctx *c, const jnode *x, sspan s, jval sep, int64_t maxsplit, int right, jval *out)
+static int py_split(ctx *c, const jnode *x, jval self, jval sep, int64_t maxsplit, int right, jval *out)
 {
+    sspan s = {self.s.p, self.s.n};
     size_t cap = 8, n = 0;
     sspan *v = malloc(cap * sizeof *v);
     if (!v) return oom();
@@ -393,7 +418,7 @@ static int py_split(ctx *c, const jnode *x, sspan s, jval sep, int64_t maxsplit,
     }
     rc = make_list(c, n, out);
     if (!rc)
-        for (size_t i = 0; i < n; i++) out->l->v[i] = jv_str(v[i].p, v[i].n);
+        for (size_t i = 0; !rc && i < n; i++) rc = sub_str(c, self, (size_t)(v[i].p - s.p), v[i].n, &out->l->v[i]);
 out:
     free(v);
     return rc;
@@ -401,8 +426,9 @@ out:
 }
 
 /* str.replace(old, new, count) */
-static int py_replace(ctx *c, sspan s, sspan old, sspan nw, int64_t count, jval *out)
+static int py_replace(ctx *c, jval sv, jval oldv, jval nwv, int64_t count, jval *out)
 {
+    sspan s = {sv.s.p, sv.s.n}, old = {oldv.s.p, oldv.s.n};
     jbuf b = {0};
     int rc = 0;
     int64_t k = 0;
@@ -412,30 +438,30 @@ static int py_replace(ctx *c, sspan s, sspan old, sspan nw, int64_t count, jval 
         uint32_t cp;
         for (;;) {
             if (count >= 0 && k >= count) {
-                rc = jb_put(&b, s.p + pos, s.n - pos);
+                rc = jb_put_part(&b, sv, pos, s.n - pos);
                 break;
             }
-            if ((rc = jb_put(&b, nw.p, nw.n))) break;
+            if ((rc = jb_put_str(&b, nwv))) break;
             k++;
             size_t at = pos;
             if (!ju_decode(s.p, s.n, &pos, &cp)) break;
-            if ((rc = jb_put(&b, s.p + at, pos - at))) break;
+            if ((rc = jb_put_part(&b, sv, at, pos - at))) break;
         }
     } else {
         size_t from = 0;
         for (;;) {
             const char *f = (count < 0 || k < count) ? find_sub(s, old, from) : NULL;
             if (!f) {
-                rc = jb_put(&b, s.p + from, s.n - from);
+                rc = jb_put_part(&b, sv, from, s.n - from);
                 break;
             }
-            if ((rc = jb_put(&b, s.p + from, (size_t)(f - s.p) - from))) break;
-            if ((rc = jb_put(&b, nw.p, nw.n))) break;
+            if ((rc = jb_put_part(&b, sv, from, (size_t)(f - s.p) - from))) break;
+            if ((rc = jb_put_str(&b, nwv))) break;
             from = (size_t)(f - s.p) + old.n;
             k++;
         }
     }
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     jb_free(&b);
     return rc == FRT_ERR_OUT_OF_MEMORY ? mem_err(c) : rc;
 }
@@ -453,6 +479,7 @@ static int html_escape(ctx *c, jval v, jval *out)
     int rc = 0;
     for (size_t i = 0; !rc && i < s.s.n; i++) {
         char ch = s.s.p[i];
+        size_t o = b.n;
         switch (ch) {
         case '&': rc = jb_put(&b, "&amp;", 5); break;
         case '<': rc = jb_put(&b, "&lt;", 4); break;
@@ -461,8 +488,9 @@ static int html_escape(ctx *c, jval v, jval *out)
         case '\'': rc = jb_put(&b, "&#39;", 5); break;
         default: rc = jb_putc(&b, ch);
         }
+        if (!rc && jt_any(s, i, 1)) rc = jb_mark(&b, o, b.n);
     }
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     jb_free(&b);
     if (!rc) out->safe = 1;
     return rc;
@@ -475,8 +503,9 @@ static int is_line_break(uint32_t cp)
            cp == 0x85 || cp == 0x2028 || cp == 0x2029;
 }
 
-static int py_splitlines(ctx *c, sspan s, jval *out)
+static int py_splitlines(ctx *c, jval sv, jval *out)
 {
+    sspan s = {sv.s.p, sv.s.n};
     size_t n = 0, pos = 0, start = 0;
     uint32_t cp;
     /* count */
@@ -497,12 +526,12 @@ static int py_splitlines(ctx *c, sspan s, jval *out)
         size_t at = pos;
         ju_decode(s.p, s.n, &pos, &cp);
         if (is_line_break(cp)) {
-            out->l->v[k++] = jv_str(s.p + start, at - start);
+            FRT_TRY(sub_str(c, sv, start, at - start, &out->l->v[k++]));
             if (cp == '\r' && pos < s.n && s.p[pos] == '\n') pos++;
             start = pos;
         }
     }
-    if (start < s.n) out->l->v[k++] = jv_str(s.p + start, s.n - start);
+    if (start < s.n) FRT_TRY(sub_str(c, sv, start, s.n - start, &out->l->v[k++]));
     return 0;
 }
 
@@ -605,8 +634,7 @@ static int get_item(ctx *c, const jnode *x, jval obj, jval key, jval *out)
             for (int64_t k = 0; k < i; k++) ju_decode(obj.s.p, obj.s.n, &pos, &cp);
             size_t at = pos;
             ju_decode(obj.s.p, obj.s.n, &pos, &cp);
-            *out = jv_str(obj.s.p + at, pos - at);
-            return 0;
+            return sub_str(c, obj, at, pos - at, out);
         }
         break;
     default: break;
@@ -661,10 +689,9 @@ static int slice_value(ctx *c, const jnode *x, jval obj, jval start, jval stop, 
         jbuf b = {0};
         int rc = 0;
         for (size_t i = 0; !rc && i < cnt; i++) {
-            jval ch = items->v[lo + (int64_t)i * st];
-            rc = jb_put(&b, ch.s.p, ch.s.n);
+            rc = jb_put_str(&b, items->v[lo + (int64_t)i * st]);
         }
-        if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+        if (!rc) rc = buf_str(c, &b, out);
         jb_free(&b);
         return rc;
     }
@@ -814,7 +841,7 @@ static int do_tojson(ctx *c, const jnode *x, jval v, const jargs *a, jval *out)
     }
     jbuf b = {.limit = c->lim.max_output};
     int rc = jv_tojson_append(&b, v, &o, 0);
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     if (rc && b.over) {
         rc = buf_err(c, &b, rc);
     } else if (rc && rc != FRT_ERR_OUT_OF_MEMORY) { /* add the position to "tojson: ..." */
@@ -891,6 +918,14 @@ static int contains(const jnode *x, jval item, jval container, int *yes)
 static int concat_str(ctx *c, jval a, jval b, jval *out)
 {
     if (a.s.n + b.s.n < a.s.n) return mem_err(c);
+    if (a.s.tn || b.s.tn) {
+        jbuf buf = {0};
+        int rc = jb_put_str(&buf, a);
+        if (!rc) rc = jb_put_str(&buf, b);
+        rc = rc ? mem_err(c) : buf_str(c, &buf, out);
+        jb_free(&buf);
+        return rc;
+    }
     char *p = ja_alloc(c->a, a.s.n + b.s.n + 1);
     if (!p) return mem_err(c);
     if (a.s.n) memcpy(p, a.s.p, a.s.n);
@@ -998,6 +1033,14 @@ static int binop(ctx *c, const jnode *x, jop op, jval a, jval b, jval *out)
         if (unit && (uint64_t)k > (c->lim.max_memory / unit)) {
             c->a->over = 1;
             return mem_err(c);
+        }
+        if (seq.t == JT_STR && seq.s.tn) {
+            jbuf buf = {0};
+            int rc = 0;
+            for (int64_t i = 0; !rc && i < k; i++) rc = jb_put_str(&buf, seq);
+            rc = rc ? mem_err(c) : buf_str(c, &buf, out);
+            jb_free(&buf);
+            return rc;
         }
         if (seq.t == JT_STR) {
             char *p = ja_alloc(c->a, seq.s.n * (size_t)k + 1);
@@ -1259,7 +1302,7 @@ static int select_like(ctx *c, const jnode *x, jval v, const jargs *a, int with_
 static int sort_key(ctx *c, const jnode *x, jval item, jval attr, int case_sensitive, jval *key)
 {
     if (!absent(attr) && attr.t != JT_NONE) FRT_TRY(attr_path(c, x, item, attr, jv_undef(NULL), &item));
-    if (!case_sensitive && item.t == JT_STR) return map_case(c, (sspan){item.s.p, item.s.n}, 1, key);
+    if (!case_sensitive && item.t == JT_STR) return map_case(c, item, 1, key);
     *key = item;
     return 0;
 }
@@ -1318,7 +1361,7 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         jval s;
         FRT_TRY(to_str(c, v, &s));
         sspan r = py_strip((sspan){s.s.p, s.s.n}, 1, 1, p[0].t == JT_STR ? p[0] : jv_none());
-        *out = jv_str(r.p, r.n);
+        FRT_TRY(sub_str(c, s, (size_t)(r.p - s.s.p), r.n, out));
         out->safe = s.safe;
         return 0;
     }
@@ -1329,7 +1372,7 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         FRT_TRY(bind(x, "case filter", a, 0, (const char *const[]){NULL}, p));
         jval s;
         FRT_TRY(to_str(c, v, &s));
-        return map_case(c, (sspan){s.s.p, s.s.n}, id == F_UPPER ? 0 : id == F_LOWER ? 1 : id == F_CAPITALIZE ? 2 : 3, out);
+        return map_case(c, s, id == F_UPPER ? 0 : id == F_LOWER ? 1 : id == F_CAPITALIZE ? 2 : 3, out);
     }
     case F_COUNT:
         FRT_TRY(bind(x, "length", a, 0, (const char *const[]){NULL}, p));
@@ -1413,10 +1456,10 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         for (size_t i = 0; !rc && i < items->n; i++) {
             jval it = items->v[i];
             if (!absent(p[1])) rc = attr_path(c, x, it, p[1], jv_undef(NULL), &it);
-            if (!rc && i) rc = jb_put(&b, sep.s.p, sep.s.n);
+            if (!rc && i) rc = jb_put_str(&b, sep);
             if (!rc) rc = jv_str_append(&b, it);
         }
-        if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+        if (!rc) rc = buf_str(c, &b, out);
         if (rc && b.over) rc = buf_err(c, &b, rc);
         jb_free(&b);
         return rc;
@@ -1623,18 +1666,18 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         }
         jval s2, lines;
         FRT_TRY(concat_str(c, s, jv_str("\n", 1), &s2));
-        FRT_TRY(py_splitlines(c, (sspan){s2.s.p, s2.s.n}, &lines));
+        FRT_TRY(py_splitlines(c, s2, &lines));
         int blank = !absent(p[2]) && jv_truthy(p[2]);
         jbuf b = {.limit = c->lim.max_output};
         int rc = 0;
-        if (!absent(p[1]) && jv_truthy(p[1])) rc = jb_put(&b, ind.s.p, ind.s.n);
+        if (!absent(p[1]) && jv_truthy(p[1])) rc = jb_put_str(&b, ind);
         for (size_t i = 0; !rc && i < lines.l->n; i++) {
             jval ln = lines.l->v[i];
             if (i) rc = jb_putc(&b, '\n');
-            if (!rc && i && (blank || ln.s.n)) rc = jb_put(&b, ind.s.p, ind.s.n);
-            if (!rc) rc = jb_put(&b, ln.s.p, ln.s.n);
+            if (!rc && i && (blank || ln.s.n)) rc = jb_put_str(&b, ind);
+            if (!rc) rc = jb_put_str(&b, ln);
         }
-        if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+        if (!rc) rc = buf_str(c, &b, out);
         if (rc && b.over) rc = buf_err(c, &b, rc);
         jb_free(&b);
         return rc;
@@ -1653,7 +1696,7 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
             if (!is_int(p[2])) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "replace: count must be an integer");
             cnt = int_of(p[2]);
         }
-        return py_replace(c, (sspan){s.s.p, s.s.n}, (sspan){p[0].s.p, p[0].s.n}, (sspan){p[1].s.p, p[1].s.n}, cnt, out);
+        return py_replace(c, s, p[0], p[1], cnt, out);
     }
     case F_WORDCOUNT: {
         FRT_TRY(bind(x, "wordcount", a, 0, (const char *const[]){NULL}, p));
@@ -1687,13 +1730,14 @@ static int apply_filter(ctx *c, const jnode *x, int id, jval v, const jargs *a, 
         }
         /* CPython pad(): left = marg/2 + (marg & width & 1) */
         int64_t marg = w - len, left = marg / 2 + (marg & w & 1), right = marg - left;
-        char *o = ja_alloc(c->a, s.s.n + (size_t)marg + 1);
-        if (!o) return mem_err(c);
-        memset(o, ' ', (size_t)left);
-        memcpy(o + left, s.s.p, s.s.n);
-        memset(o + left + s.s.n, ' ', (size_t)right);
-        *out = jv_str(o, s.s.n + (size_t)marg);
-        return 0;
+        jbuf b = {0};
+        int rc = 0;
+        for (int64_t i = 0; !rc && i < left; i++) rc = jb_putc(&b, ' ');
+        if (!rc) rc = jb_put_str(&b, s);
+        for (int64_t i = 0; !rc && i < right; i++) rc = jb_putc(&b, ' ');
+        rc = rc ? mem_err(c) : buf_str(c, &b, out);
+        jb_free(&b);
+        return rc;
     }
     }
     return rt_err(x, FRT_ERR_UNSUPPORTED, "filter is not supported");
@@ -1783,14 +1827,14 @@ static int call_method(ctx *c, const jnode *x, jval self, const char *m, const j
             if (!is_int(p[1])) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "maxsplit must be an integer");
             ms = int_of(p[1]);
         }
-        return py_split(c, x, s, sep, ms, m[0] == 'r', out);
+        return py_split(c, x, self, sep, ms, m[0] == 'r', out);
     }
     if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")) {
         FRT_TRY(bind(x, m, a, 0, (const char *const[]){"chars", NULL}, p));
         if (!absent(p[0]) && p[0].t != JT_NONE && p[0].t != JT_STR)
             return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "%s arg must be None or str", m);
         sspan r = py_strip(s, m[0] != 'r', m[0] != 'l', p[0]);
-        *out = jv_str(r.p, r.n);
+        FRT_TRY(sub_str(c, self, (size_t)(r.p - s.p), r.n, out));
         out->safe = self.safe;
         return 0;
     }
@@ -1798,7 +1842,7 @@ static int call_method(ctx *c, const jnode *x, jval self, const char *m, const j
         !strcmp(m, "casefold")) {
         FRT_TRY(bind(x, m, a, 0, (const char *const[]){NULL}, p));
         int mode = !strcmp(m, "upper") ? 0 : !strcmp(m, "capitalize") ? 2 : !strcmp(m, "title") ? 4 : 1;
-        return map_case(c, s, mode, out);
+        return map_case(c, self, mode, out);
     }
     if (!strcmp(m, "replace")) {
         if (a->npos < 2 || a->npos > 3) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "replace expected 2 or 3 arguments");
@@ -1808,7 +1852,7 @@ static int call_method(ctx *c, const jnode *x, jval self, const char *m, const j
             if (!is_int(a->pos[2])) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "replace count must be an integer");
             cnt = int_of(a->pos[2]);
         }
-        return py_replace(c, s, (sspan){a->pos[0].s.p, a->pos[0].s.n}, (sspan){a->pos[1].s.p, a->pos[1].s.n}, cnt, out);
+        return py_replace(c, self, a->pos[0], a->pos[1], cnt, out);
     }
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "count") || !strcmp(m, "index") || !strcmp(m, "rindex")) {
         if (a->npos != 1) return rt_err(x, a->npos > 1 ? FRT_ERR_UNSUPPORTED : FRT_ERR_INVALID_ARGUMENT,
@@ -1851,25 +1895,25 @@ static int call_method(ctx *c, const jnode *x, jval self, const char *m, const j
                 return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "sequence item %zu: expected str instance, %s found", i,
                               jv_type_name(items->v[i]));
             }
-            if (i) rc = jb_put(&b, s.p, s.n);
-            if (!rc) rc = jb_put(&b, items->v[i].s.p, items->v[i].s.n);
+            if (i) rc = jb_put_str(&b, self);
+            if (!rc) rc = jb_put_str(&b, items->v[i]);
         }
-        if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+        if (!rc) rc = buf_str(c, &b, out);
         if (rc && b.over) rc = buf_err(c, &b, rc);
         jb_free(&b);
         return rc;
     }
     if (!strcmp(m, "splitlines")) {
         if (a->npos) return rt_err(x, FRT_ERR_UNSUPPORTED, "splitlines(keepends) is not supported");
-        return py_splitlines(c, s, out);
+        return py_splitlines(c, self, out);
     }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
         if (a->npos != 1 || a->pos[0].t != JT_STR) return rt_err(x, FRT_ERR_INVALID_ARGUMENT, "%s() takes one str", m);
         jval w = a->pos[0];
         *out = self;
         if (w.s.n <= s.n) {
-            if (m[6] == 'p' && !memcmp(s.p, w.s.p, w.s.n)) *out = jv_str(s.p + w.s.n, s.n - w.s.n);
-            if (m[6] == 's' && !memcmp(s.p + s.n - w.s.n, w.s.p, w.s.n)) *out = jv_str(s.p, s.n - w.s.n);
+            if (m[6] == 'p' && !memcmp(s.p, w.s.p, w.s.n)) return sub_str(c, self, w.s.n, s.n - w.s.n, out);
+            if (m[6] == 's' && !memcmp(s.p + s.n - w.s.n, w.s.p, w.s.n)) return sub_str(c, self, 0, s.n - w.s.n, out);
         }
         return 0;
     }
@@ -1959,7 +2003,7 @@ static int call_macro(ctx *c, const jnode *x, jmacro *m, const jargs *a, jval ca
     int rc = exec_body(c, s, def->body, &b);
     c->depth--;
     c->ctl = 0;
-    if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, out);
+    if (!rc) rc = buf_str(c, &b, out);
     jb_free(&b);
     return rc;
 }
@@ -2143,7 +2187,7 @@ static int eval_node(ctx *c, jscope *s, const jnode *x, jval *out)
             if (!rc) rc = jv_str_append(&buf, a);
             if (rc && buf.over) rc = buf_err(c, &buf, rc);
         }
-        if (!rc) rc = new_str(c, buf.p ? buf.p : "", buf.n, out);
+        if (!rc) rc = buf_str(c, &buf, out);
         jb_free(&buf);
         return rc;
     }
@@ -2338,7 +2382,7 @@ static int exec_stmt_node(ctx *c, jscope *s, const jnode *x, jbuf *out)
     case JN_FILTER_BLOCK: {
         jbuf b = {.limit = c->lim.max_output};
         int rc = exec_body(c, s, x->body, &b);
-        if (!rc) rc = new_str(c, b.p ? b.p : "", b.n, &v);
+        if (!rc) rc = buf_str(c, &b, &v);
         jb_free(&b);
         FRT_TRY(rc);
         if (x->a) {
@@ -2402,13 +2446,44 @@ frt_jinja_limits frt_jinja_default_limits(void)
     return l;
 }
 
-int frt_jinja_render(const frt_jinja_template *t, const json_t *vars, const frt_jinja_limits *limits, char **text,
-                     size_t *len)
+/* The globals: the members of VARS, then those of CONTENT (marked). */
+static int load_globals(ctx *c, const json_t *vars, const json_t *content)
+{
+    jval g = {0};
+    if (vars) {
+        if (jv_from_json(c->a, vars, &g)) return mem_err(c);
+    } else {
+        g.t = JT_DICT;
+        g.d = jd_new(c->a, 0);
+        if (!g.d) return mem_err(c);
+    }
+    const char *k;
+    size_t kn;
+    json_t *v;
+    if (content) json_object_keylen_foreach((json_t *)content, k, kn, v) {
+        if (jd_get_str(g.d, k, kn))
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_jinja_render: the variable '%.*s' is given twice",
+                             (int)(kn > 100 ? 100 : kn), k);
+        jval jv;
+        if (jv_from_json_content(c->a, v, &jv) || jd_set(c->a, g.d, jv_str(k, kn), jv)) return mem_err(c);
+    }
+    c->globals = g.d;
+    return 0;
+}
+
+int frt_jinja_render_ex(const frt_jinja_template *t, const json_t *vars, const json_t *content,
+                        const frt_jinja_limits *limits, char **text, size_t *len, frt_text_span **spans,
+                        size_t *n_spans)
 {
     if (text) *text = NULL;
     if (len) *len = 0;
-    if (!t || !text) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_jinja_render: NULL argument");
+    if (spans) *spans = NULL;
+    if (n_spans) *n_spans = 0;
+    if (!t || !text || (content && (!spans || !n_spans)))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_jinja_render: NULL argument");
     if (vars && !json_is_object(vars)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_jinja_render: vars is not a JSON object");
+    if (content && !json_is_object(content))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_jinja_render: content is not a JSON object");
     frt_jinja_limits lim = limits ? *limits : frt_jinja_default_limits();
     frt_jinja_limits d = frt_jinja_default_limits();
     if (!lim.max_output) lim.max_output = d.max_output;
@@ -2418,12 +2493,7 @@ int frt_jinja_render(const frt_jinja_template *t, const json_t *vars, const frt_
     jarena arena = {.limit = lim.max_memory};
     ctx c = {.a = &arena, .lim = lim};
     int rc = 0;
-    jval g = {0};
-    if (vars) {
-        rc = jv_from_json(&arena, vars, &g);
-        if (rc) rc = mem_err(&c);
-        else c.globals = g.d;
-    }
+    if (vars || content) rc = load_globals(&c, vars, content);
     if (!rc) {
         c.root = new_scope(&c, NULL);
         if (!c.root) rc = mem_err(&c);
@@ -2438,5 +2508,17 @@ int frt_jinja_render(const frt_jinja_template *t, const json_t *vars, const frt_
     }
     *text = out.p;
     if (len) *len = out.n;
+    if (spans) {
+        *spans = out.sp;
+        *n_spans = out.nsp;
+    } else {
+        free(out.sp);
+    }
     return 0;
+}
+
+int frt_jinja_render(const frt_jinja_template *t, const json_t *vars, const frt_jinja_limits *limits, char **text,
+                     size_t *len)
+{
+    return frt_jinja_render_ex(t, vars, NULL, limits, text, len, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #define FRT_TEXT_JINJA_INTERNAL_H
 
 #include "text/jinja.h"
+#include "text/span.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,7 @@ typedef enum jtype {
 
 struct jlist;
 struct jdict;
+struct jtaint;
 struct jmacro;
 struct jfunc;
 struct jscope;
@@ -64,6 +66,7 @@ typedef struct jval {
         struct {
             const char *p; /* not necessarily NUL-terminated */
             size_t n;
+            const struct jtaint *tn; /* which bytes came from message content; NULL: none */
         } s;
         struct jlist *l;
         struct jdict *d;
@@ -106,16 +109,47 @@ static inline jval jv_int(int64_t i) { jval v = {0}; v.t = JT_INT; v.i = i; retu
 static inline jval jv_float(double f) { jval v = {0}; v.t = JT_FLOAT; v.f = f; return v; }
 static inline jval jv_str(const char *p, size_t n) { jval v = {0}; v.t = JT_STR; v.s.p = p; v.s.n = n; return v; }
 
-/* growable byte buffer (malloc) */
+/* ---- provenance ---------------------------------------------------------
+ * A string remembers which of its bytes came from message content (the
+ * render's content variables, frt_jinja_render_ex): a sorted list of
+ * disjoint, non-touching ranges relative to its first byte. Every operation
+ * that builds a string from other strings carries the ranges over (a byte
+ * copied keeps its mark; a byte an escape or a case mapping produced from
+ * a marked character is marked); docs/chat-templates.md has the rules. */
+typedef struct jtaint {
+    size_t n;
+    frt_text_span r[]; /* n ranges */
+} jtaint;
+/* The whole string (any length) came from content. */
+extern const jtaint jt_whole;
+
+/* Is any byte of S[from, from + n) marked? */
+int jt_any(jval s, size_t from, size_t n);
+/* *out = S[from, from + n) with its marks (ranges allocated in A only when
+ * the piece is partly marked). FRT_ERR_OUT_OF_MEMORY (a->over may be set). */
+int jv_sub(jarena *a, jval s, size_t from, size_t n, jval *out);
+
+/* growable byte buffer (malloc), with the marked ranges of its bytes */
 typedef struct jbuf {
     char *p;
     size_t n, cap;
     size_t limit; /* 0 = none */
     int over;     /* set when a put failed on the limit */
+    frt_text_span *sp; /* marked ranges of p[0, n), sorted, merged */
+    size_t nsp, capsp;
 } jbuf;
+/* unmarked bytes */
 int jb_put(jbuf *b, const char *s, size_t n);
 int jb_putc(jbuf *b, char c);
 int jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* S[from, from + n) with its marks; jb_put_str: all of S */
+int jb_put_part(jbuf *b, jval s, size_t from, size_t n);
+int jb_put_str(jbuf *b, jval s);
+/* marks b->p[from, to) (FROM not before the last marked range's start) */
+int jb_mark(jbuf *b, size_t from, size_t to);
+/* the marks of the whole buffer as a jtaint in A (NULL: none; &jt_whole:
+ * all). FRT_ERR_OUT_OF_MEMORY. */
+int jb_taint(jarena *a, const jbuf *b, const jtaint **out);
 void jb_free(jbuf *b);
 
 /* Deepest nesting of lists / dicts that printing, tojson and comparisons
@@ -154,8 +188,12 @@ jval *jd_get_str(const jdict *d, const char *key, size_t n);
 int jd_set(jarena *a, jdict *d, jval key, jval val);
 jlist *jl_new(jarena *a, size_t n);
 
-/* Converts a JSON value into a value (strings point into the JSON). */
+/* Converts a JSON value into a value (strings point into the JSON).
+ * jv_from_json_content: the same with every string and key marked as
+ * content, except the "role" member of an object that is an item of the
+ * list J (a message's role). */
 int jv_from_json(jarena *a, const json_t *j, jval *out);
+int jv_from_json_content(jarena *a, const json_t *j, jval *out);
 
 /* UTF-8 / Python str helpers */
 int jpy_isspace(uint32_t cp);

@@ -116,8 +116,134 @@ int jb_printf(jbuf *b, const char *fmt, ...)
 void jb_free(jbuf *b)
 {
     free(b->p);
+    free(b->sp);
     b->p = NULL;
-    b->n = b->cap = 0;
+    b->sp = NULL;
+    b->n = b->cap = b->nsp = b->capsp = 0;
+}
+
+/* ---- provenance (jinja_internal.h) ------------------------------------------ */
+const jtaint jt_whole = {0};
+
+/* The I-th marked range of S, clipped to the string. */
+static frt_text_span range_of(jval s, size_t i)
+{
+    if (s.s.tn == &jt_whole) return (frt_text_span){0, s.s.n};
+    return s.s.tn->r[i];
+}
+
+static size_t n_ranges(jval s) { return !s.s.tn ? 0 : s.s.tn == &jt_whole ? (s.s.n ? 1 : 0) : s.s.tn->n; }
+
+/* first range of S that ends after POS (binary search) */
+static size_t first_after(jval s, size_t pos)
+{
+    size_t lo = 0, hi = n_ranges(s);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (range_of(s, mid).end <= pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+int jt_any(jval s, size_t from, size_t n)
+{
+    if (!s.s.tn || !n) return 0;
+    if (s.s.tn == &jt_whole) return 1;
+    size_t i = first_after(s, from);
+    return i < s.s.tn->n && s.s.tn->r[i].start < from + n;
+}
+
+int jb_mark(jbuf *b, size_t from, size_t to)
+{
+    if (from >= to) return 0;
+    if (b->nsp && b->sp[b->nsp - 1].end >= from) { /* touching or overlapping the last: extend it */
+        if (to > b->sp[b->nsp - 1].end) b->sp[b->nsp - 1].end = to;
+        return 0;
+    }
+    if (b->nsp == b->capsp) {
+        size_t cap = b->capsp ? b->capsp * 2 : 8;
+        if (b->limit && cap * sizeof *b->sp > b->limit) { /* the ranges count against the buffer's limit too */
+            b->over = 1;
+            return FRT_ERR_OUT_OF_RANGE;
+        }
+        frt_text_span *sp = realloc(b->sp, cap * sizeof *sp);
+        if (!sp) return FRT_ERR_OUT_OF_MEMORY;
+        b->sp = sp;
+        b->capsp = cap;
+    }
+    b->sp[b->nsp++] = (frt_text_span){from, to};
+    return 0;
+}
+
+int jb_put_part(jbuf *b, jval s, size_t from, size_t n)
+{
+    size_t at = b->n;
+    FRT_TRY(jb_put(b, s.s.p + from, n));
+    if (!s.s.tn) return 0;
+    for (size_t i = first_after(s, from), nr = n_ranges(s); i < nr; i++) {
+        frt_text_span r = range_of(s, i);
+        if (r.start >= from + n) break;
+        size_t lo = r.start > from ? r.start : from, hi = r.end < from + n ? r.end : from + n;
+        FRT_TRY(jb_mark(b, at + lo - from, at + hi - from));
+    }
+    return 0;
+}
+
+int jb_put_str(jbuf *b, jval s) { return jb_put_part(b, s, 0, s.s.n); }
+
+/* the ranges SP[0, n) shifted by -BASE as a jtaint of a LEN-byte string */
+static int taint_of(jarena *a, const frt_text_span *sp, size_t n, size_t base, size_t len, const jtaint **out)
+{
+    *out = NULL;
+    if (!n) return 0;
+    if (n == 1 && sp[0].start == base && sp[0].end == base + len) {
+        *out = &jt_whole;
+        return 0;
+    }
+    jtaint *t = ja_alloc(a, sizeof *t + n * sizeof t->r[0]);
+    if (!t) return FRT_ERR_OUT_OF_MEMORY;
+    t->n = n;
+    for (size_t i = 0; i < n; i++) t->r[i] = (frt_text_span){sp[i].start - base, sp[i].end - base};
+    *out = t;
+    return 0;
+}
+
+int jb_taint(jarena *a, const jbuf *b, const jtaint **out) { return taint_of(a, b->sp, b->nsp, 0, b->n, out); }
+
+int jv_sub(jarena *a, jval s, size_t from, size_t n, jval *out)
+{
+    jval r = jv_str(s.s.p + from, n);
+    if (s.s.tn == &jt_whole) {
+        r.s.tn = n ? &jt_whole : NULL;
+    } else if (s.s.tn) {
+        size_t i = first_after(s, from), k = i;
+        while (k < s.s.tn->n && s.s.tn->r[k].start < from + n) k++;
+        if (k > i) {
+            /* clip the first and the last range to the piece */
+            frt_text_span tmp[2] = {s.s.tn->r[i], s.s.tn->r[k - 1]};
+            if (tmp[0].start < from) tmp[0].start = from;
+            if (tmp[1].end > from + n) tmp[1].end = from + n;
+            if (k - i == 1) {
+                tmp[0].end = tmp[1].end;
+                FRT_TRY(taint_of(a, tmp, 1, from, n, &r.s.tn));
+            } else {
+                jtaint *t = ja_alloc(a, sizeof *t + (k - i) * sizeof t->r[0]);
+                if (!t) return FRT_ERR_OUT_OF_MEMORY;
+                t->n = k - i;
+                for (size_t j = i; j < k; j++) t->r[j - i] = s.s.tn->r[j];
+                t->r[0].start = tmp[0].start;
+                t->r[k - i - 1].end = tmp[1].end;
+                for (size_t j = 0; j < t->n; j++) {
+                    t->r[j].start -= from;
+                    t->r[j].end -= from;
+                }
+                r.s.tn = t;
+            }
+        }
+    }
+    *out = r;
+    return 0;
 }
 
 /* ---- UTF-8 ---------------------------------------------------------------- */
@@ -292,7 +418,22 @@ jlist *jl_new(jarena *a, size_t n)
     return l;
 }
 
-int jv_from_json(jarena *a, const json_t *j, jval *out)
+/* MODE 0: plain; 1: every string and key marked; 2: marked, but an item
+ * object's "role" member is not (the list of messages); 3: an object of
+ * that list */
+static int from_json(jarena *a, const json_t *j, int mode, jval *out);
+
+int jv_from_json(jarena *a, const json_t *j, jval *out) { return from_json(a, j, 0, out); }
+int jv_from_json_content(jarena *a, const json_t *j, jval *out) { return from_json(a, j, 2, out); }
+
+static jval json_string_val(const char *p, size_t n, int marked)
+{
+    jval v = jv_str(p, n);
+    if (marked && n) v.s.tn = &jt_whole;
+    return v;
+}
+
+static int from_json(jarena *a, const json_t *j, int mode, jval *out)
 {
     switch (json_typeof(j)) {
     case JSON_NULL: *out = jv_none(); return 0;
@@ -300,11 +441,11 @@ int jv_from_json(jarena *a, const json_t *j, jval *out)
     case JSON_FALSE: *out = jv_bool(0); return 0;
     case JSON_INTEGER: *out = jv_int((int64_t)json_integer_value(j)); return 0;
     case JSON_REAL: *out = jv_float(json_real_value(j)); return 0;
-    case JSON_STRING: *out = jv_str(json_string_value(j), json_string_length(j)); return 0;
+    case JSON_STRING: *out = json_string_val(json_string_value(j), json_string_length(j), mode != 0); return 0;
     case JSON_ARRAY: {
         jlist *l = jl_new(a, json_array_size(j));
         if (!l) return FRT_ERR_OUT_OF_MEMORY;
-        for (size_t i = 0; i < l->n; i++) FRT_TRY(jv_from_json(a, json_array_get(j, i), &l->v[i]));
+        for (size_t i = 0; i < l->n; i++) FRT_TRY(from_json(a, json_array_get(j, i), mode == 2 ? 3 : mode ? 1 : 0, &l->v[i]));
         out->t = JT_LIST;
         out->l = l;
         return 0;
@@ -317,8 +458,9 @@ int jv_from_json(jarena *a, const json_t *j, jval *out)
         json_t *v;
         json_object_keylen_foreach((json_t *)j, k, kn, v) {
             jval jv;
-            FRT_TRY(jv_from_json(a, v, &jv));
-            d->k[d->n] = jv_str(k, kn);
+            int role = mode == 3 && kn == 4 && !memcmp(k, "role", 4);
+            FRT_TRY(from_json(a, v, role ? 0 : mode ? 1 : 0, &jv));
+            d->k[d->n] = json_string_val(k, kn, mode != 0);
             d->v[d->n] = jv;
             d->n++;
         }
@@ -404,8 +546,18 @@ const char *jv_type_name(jval v)
     }
 }
 
-static int str_repr(jbuf *b, const char *p, size_t n)
+/* Appends S[at, end) as ESC, marked when S[at, end) is. */
+static int put_escape(jbuf *b, jval s, size_t at, size_t end, const char *esc)
 {
+    size_t o = b->n;
+    FRT_TRY(jb_put(b, esc, strlen(esc)));
+    return jt_any(s, at, end - at) ? jb_mark(b, o, b->n) : 0;
+}
+
+static int str_repr(jbuf *b, jval sv)
+{
+    const char *p = sv.s.p;
+    size_t n = sv.s.n;
     int has_sq = memchr(p, '\'', n) != NULL, has_dq = memchr(p, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
     FRT_TRY(jb_putc(b, q));
@@ -431,12 +583,12 @@ static int str_repr(jbuf *b, const char *p, size_t n)
             esc = tmp;
         }
         if (esc) {
-            FRT_TRY(jb_put(b, p + start, at - start));
-            FRT_TRY(jb_put(b, esc, strlen(esc)));
+            FRT_TRY(jb_put_part(b, sv, start, at - start));
+            FRT_TRY(put_escape(b, sv, at, i, esc));
             start = i;
         }
     }
-    FRT_TRY(jb_put(b, p + start, n - start));
+    FRT_TRY(jb_put_part(b, sv, start, n - start));
     return jb_putc(b, q);
 }
 
@@ -452,13 +604,13 @@ static int repr_or_str(jbuf *b, jval v, int repr, int depth)
     case JT_INT: return jb_printf(b, "%lld", (long long)v.i);
     case JT_FLOAT: jv_float_repr(v.f, tmp); return jb_put(b, tmp, strlen(tmp));
     case JT_STR:
-        if (!repr) return jb_put(b, v.s.p, v.s.n);
+        if (!repr) return jb_put_str(b, v);
         if (v.safe) {
             FRT_TRY(jb_put(b, "Markup(", 7));
-            FRT_TRY(str_repr(b, v.s.p, v.s.n));
+            FRT_TRY(str_repr(b, v));
             return jb_putc(b, ')');
         }
-        return str_repr(b, v.s.p, v.s.n);
+        return str_repr(b, v);
     case JT_LIST:
         FRT_TRY(jb_putc(b, v.l->tuple ? '(' : '['));
         for (size_t i = 0; i < v.l->n; i++) {
@@ -487,8 +639,10 @@ int jv_str_append(jbuf *b, jval v) { return repr_or_str(b, v, 0, 0); }
 int jv_repr_append(jbuf *b, jval v) { return repr_or_str(b, v, 1, 0); }
 
 /* ---- json.dumps ------------------------------------------------------------- */
-static int json_str(jbuf *b, const char *p, size_t n, int ensure_ascii)
+static int json_str(jbuf *b, jval sv, int ensure_ascii)
 {
+    const char *p = sv.s.p;
+    size_t n = sv.s.n;
     FRT_TRY(jb_putc(b, '"'));
     size_t i = 0, start = 0;
     uint32_t cp;
@@ -517,12 +671,12 @@ static int json_str(jbuf *b, const char *p, size_t n, int ensure_ascii)
             }
         }
         if (esc) {
-            FRT_TRY(jb_put(b, p + start, at - start));
-            FRT_TRY(jb_put(b, esc, strlen(esc)));
+            FRT_TRY(jb_put_part(b, sv, start, at - start));
+            FRT_TRY(put_escape(b, sv, at, i, esc));
             start = i;
         }
     }
-    FRT_TRY(jb_put(b, p + start, n - start));
+    FRT_TRY(jb_put_part(b, sv, start, n - start));
     return jb_putc(b, '"');
 }
 
@@ -574,7 +728,7 @@ int jv_tojson_append(jbuf *b, jval v, const jjson_opts *o, int level)
         if (isinf(v.f)) return v.f < 0 ? jb_put(b, "-Infinity", 9) : jb_put(b, "Infinity", 8);
         jv_float_repr(v.f, f);
         return jb_put(b, f, strlen(f));
-    case JT_STR: return json_str(b, v.s.p, v.s.n, o->ensure_ascii);
+    case JT_STR: return json_str(b, v, o->ensure_ascii);
     case JT_LIST:
         if (!v.l->n) return jb_put(b, "[]", 2);
         FRT_TRY(jb_putc(b, '['));
@@ -602,8 +756,8 @@ int jv_tojson_append(jbuf *b, jval v, const jjson_opts *o, int level)
         }
         if (!rc) {
             off[n] = kb.n;
-            for (size_t i = 0; i < n; i++) {
-                keys[i] = jv_str(kb.p ? kb.p + off[i] : "", off[i + 1] - off[i]);
+            for (size_t i = 0; i < n; i++) { /* str keys as they are (with their marks) */
+                keys[i] = v.d->k[i].t == JT_STR ? v.d->k[i] : jv_str(kb.p ? kb.p + off[i] : "", off[i + 1] - off[i]);
                 order[i] = i;
             }
             if (o->sort_keys) /* insertion sort: stable, n is small */
@@ -620,7 +774,7 @@ int jv_tojson_append(jbuf *b, jval v, const jjson_opts *o, int level)
         for (size_t i = 0; !rc && i < n; i++) {
             if (i) rc = jb_put(b, o->item_sep, o->item_sep_n);
             if (!rc && o->has_indent) rc = json_newline(b, o, level + 1);
-            if (!rc) rc = json_str(b, keys[order[i]].s.p, keys[order[i]].s.n, o->ensure_ascii);
+            if (!rc) rc = json_str(b, keys[order[i]], o->ensure_ascii);
             if (!rc) rc = jb_put(b, o->key_sep, o->key_sep_n);
             if (!rc) rc = jv_tojson_append(b, v.d->v[order[i]], o, level + 1);
         }

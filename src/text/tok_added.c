@@ -108,8 +108,57 @@ static size_t char_start_before(const char *s, size_t pos)
     return p;
 }
 
+/* ---- protected bytes ------------------------------------------------------------------- */
+/* The first protected range (in S's offsets, clipped at 0) that ends after
+ * POS; {N, N} when none. */
+static frt_text_span prot_next(const tok_protect *pr, size_t pos, size_t n)
+{
+    if (pr->whole) return (frt_text_span){0, n};
+    size_t at = pr->base + pos, lo = 0, hi = pr->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pr->v[mid].end <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == pr->n || pr->v[lo].start >= pr->base + n) return (frt_text_span){n, n};
+    frt_text_span r = pr->v[lo];
+    return (frt_text_span){r.start > pr->base ? r.start - pr->base : 0, r.end - pr->base < n ? r.end - pr->base : n};
+}
+
+static int is_protected(const tok_protect *pr, const tok_added *a) { return pr && (!pr->special_only || a->special); }
+
+/* The longest pattern at S+I that protection allows (*end, the token index),
+ * or -1: a protected token must end before the next protected byte. */
+static int32_t match_at(const frt_tokenizer *tok, const tok_trie *t, const tok_protect *pr, const char *s, size_t n,
+                        size_t i, size_t *end)
+{
+    int32_t k = trie_longest(t, s, n, i, end);
+    if (k < 0 || !pr) return k;
+    frt_text_span sp = prot_next(pr, i, n);
+    size_t lim = sp.start > i ? sp.start : i;
+    if (*end <= lim || !is_protected(pr, &tok->added[k])) return k;
+    k = lim > i ? trie_longest(t, s, lim, i, end) : -1;
+    return k;
+}
+
+/* lstrip's bound: the end of the last protected range that starts before
+ * START (in S's offsets, at most START), 0 when none */
+static size_t prot_end_before(const tok_protect *pr, size_t start)
+{
+    if (pr->whole) return start;
+    size_t at = pr->base + start, lo = 0, hi = pr->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pr->v[mid].start < at) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0 || pr->v[lo - 1].end <= pr->base) return 0;
+    size_t e = pr->v[lo - 1].end - pr->base;
+    return e < start ? e : start;
+}
+
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
-                    size_t n, tok_piece_fn fn, void *ctx)
+                    size_t n, const tok_protect *pr, tok_piece_fn fn, void *ctx)
 {
     if (n == 0) return 0;
     if (!t->n || t->empty) return fn(ctx, s, n, -1);
@@ -120,7 +169,7 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
             continue;
         }
         size_t mat_end = 0;
-        int32_t k = trie_longest(t, s, n, i, &mat_end);
+        int32_t k = match_at(tok, t, pr, s, n, i, &mat_end);
         if (k < 0) {
             i++;
             continue;
@@ -135,8 +184,12 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
             if (before || after) continue; /* not a single word */
         }
         if (a->lstrip) {
-            /* max(space_leftmost_at_end(s[..start]), start_offset) */
+            /* max(space_leftmost_at_end(s[..start]), start_offset), never into protected bytes */
             size_t limit = start_offset < start ? start_offset : start;
+            if (is_protected(pr, a)) {
+                size_t pl = prot_end_before(pr, start);
+                if (pl > limit) limit = pl;
+            }
             size_t p = start;
             while (p > limit) {
                 size_t q = char_start_before(s, p);
@@ -148,7 +201,8 @@ int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m,
             start = p > start_offset ? p : start_offset;
         }
         if (a->rstrip) {
-            while (stop < n) {
+            size_t lim = is_protected(pr, a) ? prot_next(pr, stop, n).start : n;
+            while (stop < lim) {
                 int ws;
                 FRT_TRY(char_is(&tok->ws_re, m, s, n, stop, &ws));
                 if (!ws) break;

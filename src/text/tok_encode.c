@@ -59,6 +59,8 @@ typedef struct enc_ctx {
     tok_bpe_scratch bpe;
     tok_spanvec sv[17]; /* one per stage, the last for ByteLevel's regex */
     tok_buf prefixed;   /* " " + word for ByteLevel add_prefix_space */
+    const char *text;   /* the whole text (protected spans are offsets in it) */
+    const tok_protect *pr; /* protected bytes of the raw text, or NULL */
 } enc_ctx;
 
 static int run_stage(enc_ctx *c, int si, const char *s, size_t n);
@@ -173,6 +175,18 @@ static int on_normalized_piece(void *ctx, const char *s, size_t n, int32_t token
     return run_stage(c, 0, s, n);
 }
 
+/* Does any protected range of PR meet [at, at + n) of the whole text? */
+static int prot_overlaps(const tok_protect *pr, size_t at, size_t n)
+{
+    size_t lo = 0, hi = pr->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pr->v[mid].end <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < pr->n && pr->v[lo].start < at + n;
+}
+
 /* Pieces of the raw text: normalize, then split the normalized added tokens. */
 static int on_raw_piece(void *ctx, const char *s, size_t n, int32_t token)
 {
@@ -182,13 +196,24 @@ static int on_raw_piece(void *ctx, const char *s, size_t n, int32_t token)
     size_t nn;
     char *owned;
     FRT_TRY(tok_normalize(c->tok, s, n, &ns, &nn, &owned));
-    int rc = tok_added_split(c->tok, &c->tok->trie_norm, &c->m, ns, nn, on_normalized_piece, c);
+    /* the normalized pass protects special tokens only; offsets hold when
+     * normalization left the piece as it was, else the whole piece is
+     * protected when it holds a protected byte */
+    tok_protect np, *pr = NULL;
+    if (c->pr) {
+        np = *c->pr;
+        np.base = (size_t)(s - c->text);
+        np.special_only = 1;
+        if (nn != n || memcmp(ns, s, n)) np.whole = prot_overlaps(c->pr, np.base, n);
+        pr = &np;
+    }
+    int rc = tok_added_split(c->tok, &c->tok->trie_norm, &c->m, ns, nn, pr, on_normalized_piece, c);
     free(owned);
     return rc;
 }
 
-int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t len,
-                            int add_special_tokens, int32_t **ids, size_t *n_ids)
+static int encode(const frt_tokenizer *tok, const char *text, size_t len, int add_special_tokens,
+                  const tok_protect *pr, int32_t **ids, size_t *n_ids)
 {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
@@ -201,10 +226,12 @@ int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t l
     enc_ctx c;
     memset(&c, 0, sizeof c);
     c.tok = tok;
+    c.text = text;
+    c.pr = pr;
     int rc = tok_matcher_init(&c.m);
     if (!rc && add_special_tokens)
         for (size_t k = 0; k < tok->n_pp_pre && !rc; k++) rc = tok_idvec_push(&c.ids, tok->pp_pre[k]);
-    if (!rc && len) rc = tok_added_split(tok, &tok->trie_raw, &c.m, text, len, on_raw_piece, &c);
+    if (!rc && len) rc = tok_added_split(tok, &tok->trie_raw, &c.m, text, len, pr, on_raw_piece, &c);
     if (!rc && add_special_tokens)
         for (size_t k = 0; k < tok->n_pp_post && !rc; k++) rc = tok_idvec_push(&c.ids, tok->pp_post[k]);
     tok_matcher_free(&c.m);
@@ -222,6 +249,27 @@ int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t l
     *ids = c.ids.v;
     *n_ids = c.ids.n;
     return 0;
+}
+
+int frt_tokenizer_encode_ex(const frt_tokenizer *tok, const char *text, size_t len,
+                            int add_special_tokens, int32_t **ids, size_t *n_ids)
+{
+    return encode(tok, text, len, add_special_tokens, NULL, ids, n_ids);
+}
+
+int tok_encode_protected(const frt_tokenizer *tok, const char *text, size_t len, const frt_text_span *spans,
+                         size_t n_spans, int add_special_tokens, int32_t **ids, size_t *n_ids)
+{
+    if (ids) *ids = NULL;
+    if (n_ids) *n_ids = 0;
+    if (n_spans && !spans) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_encode: NULL spans");
+    for (size_t i = 0; i < n_spans; i++)
+        if (spans[i].start >= spans[i].end || spans[i].end > len || (i && spans[i].start < spans[i - 1].end))
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_encode: protected span %zu [%zu, %zu) is "
+                             "empty, out of the %zu-byte text or not after the previous one", i, spans[i].start,
+                             spans[i].end, len);
+    tok_protect pr = {spans, n_spans, 0, 0, 0};
+    return encode(tok, text, len, add_special_tokens, n_spans ? &pr : NULL, ids, n_ids);
 }
 
 int frt_tokenizer_encode(const frt_tokenizer *tok, const char *text, size_t len, int32_t **ids,

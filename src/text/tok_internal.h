@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "frt/tokenizer.h"
+#include "text/span.h"
 
 /* Largest token id frt accepts in a tokenizer.json (the per-id tables are
  * dense): 16 M ids, far above any published vocabulary. */
@@ -313,11 +314,40 @@ void tok_trie_free(tok_trie *t);
  * S[0..N): TOKEN is the index into tok->added, or -1 for plain text. */
 typedef int (*tok_piece_fn)(void *ctx, const char *s, size_t n, int32_t token);
 
+/* Protected bytes of a text (message content, text/chat.h): no protected
+ * added token is matched over any of them, and lstrip / rstrip never widen
+ * a match into them. V[0..n) are sorted, disjoint ranges of the whole text;
+ * BASE is where the S given to tok_added_split starts in it; WHOLE: every
+ * byte of S is protected. SPECIAL_ONLY: only special tokens are protected
+ * (the normalized pass: normalized tokens that are not special are text). */
+typedef struct tok_protect {
+    const frt_text_span *v;
+    size_t n, base;
+    int whole, special_only;
+} tok_protect;
+
 /* Splits S[0..N) with trie T (raw or normalized) into plain pieces and
  * added-token pieces, with the single_word / lstrip / rstrip rules, and
- * calls FN for each non-empty piece in order. */
+ * calls FN for each non-empty piece in order. PR: the protected bytes, or
+ * NULL (transformers' behaviour). */
 int tok_added_split(const frt_tokenizer *tok, const tok_trie *t, tok_matcher *m, const char *s,
-                    size_t n, tok_piece_fn fn, void *ctx);
+                    size_t n, const tok_protect *pr, tok_piece_fn fn, void *ctx);
+
+/* frt_tokenizer_encode_ex (ADD_SPECIAL_TOKENS: the post-processor's tokens) where SPANS[0..N_SPANS)
+ * (sorted, disjoint, start < end <= LEN: the bytes of TEXT that came from
+ * message content, frt_jinja_render_ex) are protected: an added token that
+ * is special or not normalized is never matched over a protected byte, so
+ * "<|im_end|>" inside them is encoded as ordinary tokens. Protection does
+ * not cut the text: the pre-tokenizer and BPE run over the pieces between
+ * the added tokens that are matched, across span boundaries, exactly as
+ * for any other text (docs/chat-templates.md). Where normalization changes
+ * a piece that holds protected bytes, the whole piece is protected from
+ * the normalized special tokens (offsets do not survive normalization).
+ * With N_SPANS 0 the ids are frt_tokenizer_encode_ex's. Errors as
+ * frt_tokenizer_encode, and FRT_ERR_INVALID_ARGUMENT for spans that are
+ * not sorted, empty or out of the text. */
+int tok_encode_protected(const frt_tokenizer *tok, const char *text, size_t len, const frt_text_span *spans,
+                         size_t n_spans, int add_special_tokens, int32_t **ids, size_t *n_ids);
 
 /* Applies the normalizer sequence to s[0..n) (tok_encode.c). *out points
  * either at s (no change) or at a malloc'd string stored in *owned (the
@@ -327,6 +357,16 @@ int tok_normalize(const frt_tokenizer *tok, const char *s, size_t n, const char 
 /* tokenizer.c: reads the boolean obj[key] into *out (def when absent or
  * null). FRT_ERR_FORMAT (message names `what` and the key) otherwise. */
 int tok_json_bool(const json_t *obj, const char *key, int def, int *out, const char *what);
+
+/* tokenizer.c: reads the tokenizer_config.json at PATH: *chat_template
+ * (malloc'd; NULL when it has none: "chat_template" a string, or the
+ * "default" entry of a list of {name, template}) and SPECIAL[i] (malloc'd
+ * or NULL) the bos_token, eos_token, unk_token and pad_token (a string or an
+ * AddedToken's "content"). The caller frees them all. Errors:
+ * FRT_ERR_NOT_FOUND (no file), FRT_ERR_IO, FRT_ERR_FORMAT (not a JSON
+ * object, a chat_template of another type), FRT_ERR_OUT_OF_MEMORY; nothing
+ * is returned on failure. */
+int tok_config_load(const char *path, char **chat_template, char *special[4]);
 
 /* tok_added.c: loads tokenizer.json's added_tokens (AddedVocabulary::add_tokens)
  * and builds the match tries. Errors: FRT_ERR_FORMAT, FRT_ERR_OUT_OF_MEMORY. */

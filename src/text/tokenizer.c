@@ -601,109 +601,95 @@ static int read_file(const char *path, char **data, size_t *len)
     return 0;
 }
 
-/* The chat template of DIR: chat_template.jinja, else tokenizer_config.json's
- * "chat_template" (a string, or the "default" of a list of {name, template}). */
-static int load_chat_template(frt_tokenizer *tok, const char *dir)
+static const char *const special_token_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+/* the "chat_template" of CFG: a string, or the "default" of a list of
+ * {name, template}; NULL when none */
+static int config_template(const json_t *cfg, const char *path, const char **text)
 {
-    size_t plen = strlen(dir) + 64;
-    char *path = malloc(plen);
-    if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    char *data = NULL;
-    size_t len = 0;
-    snprintf(path, plen, "%s/chat_template.jinja", dir);
-    int rc = read_file(path, &data, &len);
-    if (!rc) {
-        free(path);
-        if (!tok_utf8_valid(data, len) || memchr(data, '\0', len)) {
-            free(data);
-            return frt_error(FRT_ERR_FORMAT, "%s/chat_template.jinja: not UTF-8 text", dir);
-        }
-        tok->chat_template = data;
-        return 0;
-    }
-    if (rc != FRT_ERR_NOT_FOUND) {
-        free(path);
-        return rc;
-    }
-    snprintf(path, plen, "%s/tokenizer_config.json", dir);
-    rc = read_file(path, &data, &len);
-    if (rc == FRT_ERR_NOT_FOUND) {
-        free(path);
-        return 0;
-    }
-    if (rc) {
-        free(path);
-        return rc;
-    }
-    json_error_t jerr;
-    json_t *cfg = json_loadb(data, len, 0, &jerr);
-    free(data);
-    if (!cfg || !json_is_object(cfg)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line,
-                       cfg ? "not a JSON object" : jerr.text);
-        json_decref(cfg);
-        free(path);
-        return rc;
-    }
     const json_t *ct = json_object_get(cfg, "chat_template");
-    const char *text = NULL;
+    *text = NULL;
     if (json_is_string(ct)) {
-        text = json_string_value(ct);
+        *text = json_string_value(ct);
     } else if (json_is_array(ct)) {
         size_t i;
         const json_t *e;
         json_array_foreach(ct, i, e) {
             const json_t *name = json_object_get(e, "name"), *t = json_object_get(e, "template");
             if (json_is_string(name) && !strcmp(json_string_value(name), "default") && json_is_string(t))
-                text = json_string_value(t);
+                *text = json_string_value(t);
         }
     } else if (ct && !json_is_null(ct)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: chat_template is neither a string nor a list", path);
+        return frt_error(FRT_ERR_FORMAT, "%s: chat_template is neither a string nor a list", path);
     }
-    if (text && !rc) {
-        tok->chat_template = strdup(text);
-        if (!tok->chat_template) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    return 0;
+}
+
+int tok_config_load(const char *path, char **chat_template, char *special[4])
+{
+    *chat_template = NULL;
+    for (int i = 0; i < 4; i++) special[i] = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    FRT_TRY(read_file(path, &data, &len));
+    json_error_t jerr;
+    /* integers as reals: files carry model_max_length = 1e30 (transformers' VERY_LARGE_INTEGER) */
+    json_t *cfg = json_loadb(data, len, JSON_DECODE_INT_AS_REAL, &jerr);
+    free(data);
+    if (!cfg || !json_is_object(cfg)) {
+        int rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line,
+                           cfg ? "not a JSON object" : jerr.text);
+        json_decref(cfg);
+        return rc;
+    }
+    const char *text = NULL;
+    int rc = config_template(cfg, path, &text);
+    if (!rc && text && !(*chat_template = strdup(text))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    for (int i = 0; i < 4 && !rc; i++) {
+        const json_t *v = json_object_get(cfg, special_token_names[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (!json_is_string(v)) continue;
+        special[i] = strdup(json_string_value(v));
+        if (!special[i]) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     }
     json_decref(cfg);
-    free(path);
+    if (rc) {
+        free(*chat_template);
+        *chat_template = NULL;
+        for (int i = 0; i < 4; i++) {
+            free(special[i]);
+            special[i] = NULL;
+        }
+    }
     return rc;
 }
 
-static const char *const special_token_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-
-/* bos_token / eos_token / unk_token / pad_token of DIR/tokenizer_config.json
- * (absent file: none). */
-static int load_special_tokens(frt_tokenizer *tok, const char *dir)
+/* DIR/tokenizer_config.json (absent: nothing), then DIR/chat_template.jinja,
+ * which replaces the config's template when it exists (as transformers
+ * prefers it). */
+static int load_config(frt_tokenizer *tok, const char *dir)
 {
     size_t plen = strlen(dir) + 64;
     char *path = malloc(plen);
     if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     snprintf(path, plen, "%s/tokenizer_config.json", dir);
+    int rc = tok_config_load(path, &tok->chat_template, tok->special_tokens);
+    if (rc == FRT_ERR_NOT_FOUND) rc = 0;
     char *data = NULL;
     size_t len = 0;
-    int rc = read_file(path, &data, &len);
-    if (rc) {
-        free(path);
-        return rc == FRT_ERR_NOT_FOUND ? 0 : rc;
-    }
-    json_error_t jerr;
-    json_t *cfg = json_loadb(data, len, 0, &jerr);
-    free(data);
-    if (!cfg || !json_is_object(cfg)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line, cfg ? "not a JSON object" : jerr.text);
-        json_decref(cfg);
-        free(path);
-        return rc;
-    }
-    for (int i = 0; i < 4 && !rc; i++) {
-        const json_t *v = json_object_get(cfg, special_token_names[i]);
-        if (json_is_object(v)) v = json_object_get(v, "content");
-        if (!json_is_string(v)) continue;
-        tok->special_tokens[i] = strdup(json_string_value(v));
-        if (!tok->special_tokens[i]) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    }
-    json_decref(cfg);
+    snprintf(path, plen, "%s/chat_template.jinja", dir);
+    int jr = rc ? FRT_ERR_NOT_FOUND : read_file(path, &data, &len);
     free(path);
+    if (!jr) {
+        if (!tok_utf8_valid(data, len) || memchr(data, '\0', len)) {
+            free(data);
+            return frt_error(FRT_ERR_FORMAT, "%s/chat_template.jinja: not UTF-8 text", dir);
+        }
+        free(tok->chat_template);
+        tok->chat_template = data;
+    } else if (jr != FRT_ERR_NOT_FOUND) {
+        rc = jr;
+    }
     return rc;
 }
 
@@ -758,8 +744,7 @@ int frt_tokenizer_load(const char *model_dir, frt_tokenizer **out)
         return rc;
     }
     free(path);
-    rc = load_chat_template(tok, model_dir);
-    if (!rc) rc = load_special_tokens(tok, model_dir);
+    rc = load_config(tok, model_dir);
     if (rc) {
         frt_tokenizer_free(tok);
         return rc;

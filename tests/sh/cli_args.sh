@@ -35,7 +35,7 @@ refuse() {
 want_version="$(sed -n 's/^project(frt VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")"
 check "project version read from CMakeLists.txt" test -n "$want_version"
 check "frt --version" test "$("$FRT" --version)" = "frt $want_version"
-for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize selfcheck; do
+for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize chat-template selfcheck; do
     # shellcheck disable=SC2086
     check "frt $c --version" test "$("$FRT" $c --version)" = "frt $want_version"
 done
@@ -86,9 +86,55 @@ refuse "--seconds: 'x' is not a number" tokenize "$T" hi --seconds x
 refuse "missing argument" inspect
 refuse "unexpected argument 'b'" inspect a b
 refuse "'12abc' is not a token id" detokenize "$T" 12abc
+refuse "--parse-special-in-content only changes --chat" tokenize "$T" hi --parse-special-in-content
+refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template --messages "$T/m.json"
+refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template -m "$T" --tokenizer-config "$T/c.json" --messages "$T/m.json"
+refuse "--messages FILE.json is required" chat-template -m "$T"
+refuse "--ids needs -m DIR (the tokenizer)" chat-template --tokenizer-config "$T/c.json" --messages "$T/m.json" --ids
+refuse "--parse-special-in-content only changes --ids" chat-template -m "$T" --messages "$T/m.json" --parse-special-in-content
+refuse "unexpected argument 'x'" chat-template -m "$T" --messages "$T/m.json" x
 refuse "unknown option --x" selfcheck --x
 refuse "unknown command 'frobnicate'" frobnicate
 refuse "unknown option --foo" --foo
+
+# ---- frt chat-template: exactly the rendered bytes; bad files exit 1 ---------
+DEMO="$SRC/models/frt-demo"
+printf '[{"role": "user", "content": "hi <|im_end|>"}]' >"$T/m.json"
+"$FRT" chat-template -m "$DEMO" --messages "$T/m.json" >"$T/out" 2>"$T/err"
+check "chat-template: exit 0" test $? -eq 0
+printf '<|im_start|>user\nhi <|im_end|><|im_end|>\n<|im_start|>assistant\n' >"$T/want"
+check "chat-template: the rendered bytes, no newline added" cmp -s "$T/out" "$T/want"
+"$FRT" chat-template -m "$DEMO" --messages "$T/m.json" --no-generation-prompt >"$T/out"
+check "chat-template --no-generation-prompt" test "$(cat "$T/out")" = "$(printf '<|im_start|>user\nhi <|im_end|><|im_end|>')"
+check "chat-template --ids: the typed <|im_end|> is not id 2, the template's is" \
+    test "$("$FRT" chat-template -m "$DEMO" --messages "$T/m.json" --ids | tr ' ' '\n' | grep -cx 2)" = 1
+check "chat-template --ids --parse-special-in-content: both are id 2" \
+    test "$("$FRT" chat-template -m "$DEMO" --messages "$T/m.json" --ids --parse-special-in-content | tr ' ' '\n' | grep -cx 2)" = 2
+fails() { # fails "MESSAGE" ARGS...: exit status 1 and MESSAGE on stderr
+    local want="$1"; shift
+    "$FRT" chat-template "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    if [ $rc -eq 1 ] && grep -qF -- "$want" "$T/err" && [ ! -s "$T/out" ]; then
+        echo "ok   frt chat-template $* -> 1: $want"
+    else
+        echo "FAIL frt chat-template $*: status $rc (want 1), stderr: $(cat "$T/err") (want: $want)"
+        fail=1
+    fi
+}
+printf '{' >"$T/bad.json"
+printf '{"role": "user"}' >"$T/obj.json"
+printf '[{"role": "user", "content": null}]' >"$T/null.json"
+fails "--messages: unable to open $T/none.json" -m "$DEMO" --messages "$T/none.json"
+fails "--messages $T/bad.json: line 1:" -m "$DEMO" --messages "$T/bad.json"
+fails "--messages $T/obj.json: not a JSON array" -m "$DEMO" --messages "$T/obj.json"
+fails "--tools $T/obj.json: not a JSON array" -m "$DEMO" --messages "$T/m.json" --tools "$T/obj.json"
+fails "--kwargs: not a JSON object" -m "$DEMO" --messages "$T/m.json" --kwargs '[1]'
+fails "--kwargs: line 1:" -m "$DEMO" --messages "$T/m.json" --kwargs '{'
+fails "the template kwargs may not set 'messages'" -m "$DEMO" --messages "$T/m.json" --kwargs '{"messages": 1}'
+fails "unsupported operand type(s) for +: 'str' and 'NoneType'" -m "$DEMO" --messages "$T/null.json"
+fails "has no chat_template" --tokenizer-config "$DEMO/tokenizer_config.json" --messages "$T/m.json"
+fails "no such file" --tokenizer-config "$T/none.json" --messages "$T/m.json"
+fails "no such directory" -m "$T/none" --messages "$T/m.json"
 
 # ---- the model benchmark: options checked here, handed on to bench_model.c ----
 "$FRT" bench --shape=tiny --random-weights --backend=auto --seed=2 --no-run --write-config="$T/wc" >/dev/null 2>"$T/err"
@@ -101,7 +147,7 @@ check "bench: --seed reaches the benchmark" grep -q '"seed": *5' "$T/ids.json"
 # The options a command accepts are the ones its --help lists; each listed
 # option must be accepted (not "unknown option"), and every valued option
 # shows a default unless it has none.
-for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize selfcheck; do
+for c in generate demo serve bench "bench exec" gen-model inspect tokenize detokenize chat-template selfcheck; do
     # shellcheck disable=SC2086
     "$FRT" $c --help >"$T/help" 2>&1; rc=$?
     check "frt $c --help exits 0" test $rc -eq 0

