@@ -81,6 +81,9 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "allowed-host", FRT_ARG_STR, &allowed_hosts, "NAMES",
                 "comma-separated Host names accepted on a loopback bind besides localhost and the bind address",
                 .dflt = "none"),
+        FRT_OPT(0, "parse-special-in-content", FRT_ARG_FLAG, &sp.parse_special_in_content, NULL,
+                "tokenize special-token text inside chat messages as control tokens, as transformers does "
+                "(default: as text; docs/chat-templates.md)"),
         FRT_OPT(0, "capsule-key-file", FRT_ARG_STR, &capsule_key_file, "PATH",
                 "a file of 16..1024 bytes: capsule files carry an HMAC-SHA256 under it and are checked",
                 .dflt = "none: the capsule directory must be trusted"),
@@ -148,6 +151,9 @@ int frt_cmd_serve(int argc, char **argv)
     int rc;
     char dir[PATH_MAX];
     if (!strcmp(engine_kind, "fake")) {
+        if (sp.parse_special_in_content)
+            return frt_args_error(&spec, "--parse-special-in-content: the fake engine's tokenizer has no special "
+                                         "tokens (a model engine option)");
         if (max_seq) fp.max_seq = max_seq;
         if (chunk) fp.prefill_chunk = chunk;
         rc = frt_engine_fake_create(&fp, &engine);

@@ -112,6 +112,9 @@ typedef struct frt_server_params {
                                        * bind address and these names (DNS rebinding); other Hosts get
                                        * 403 (NULL) */
     int n_allowed_hosts;
+    int parse_special_in_content; /* 0: special-token text inside chat message content is tokenized as
+                                   * text, never as control tokens (docs/chat-templates.md); 1: the whole
+                                   * rendered prompt is parsed for special tokens, as transformers does (0) */
     /* Optional: called with one line per request and per notable event
      * (from the server's threads; the library never prints). */
     void (*log)(void *user, const char *line);

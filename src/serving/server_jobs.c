@@ -207,7 +207,11 @@ static int chat_prompt(frt_server *s, frt_job *j, int32_t **ids, size_t *n, int 
 {
     const frt_api_completion *c = &j->rq;
     frt_chat_request req = {
-        .messages = c->messages, .tools = c->tools, .kwargs = c->template_kwargs, .add_generation_prompt = 1};
+        .messages = c->messages,
+        .tools = c->tools,
+        .kwargs = c->template_kwargs,
+        .add_generation_prompt = 1,
+        .parse_special_in_content = s->p.parse_special_in_content};
     char *text = NULL, *plain = NULL;
     size_t len = 0, plen = 0;
     int rc = frt_service_chat_prompt(s->svc, &req, &text, &len, ids, n);

@@ -70,6 +70,7 @@ refuse "--port: '80a' is not an integer" serve --port 80a
 refuse "--engine: 'real' is not one of model, fake" serve --engine real
 refuse "--prefill-chunk: '65' is not a multiple of 64" serve --prefill-chunk 65
 refuse "unknown option --frobnicate" serve --frobnicate
+refuse "--parse-special-in-content: the fake engine's tokenizer has no special tokens" serve --engine fake --parse-special-in-content
 refuse "--threads: '-2' is out of range" gen-model --shape tiny --out "$T/x" --threads -2
 refuse "--shard-size: 'lots' is not a size" gen-model --shape tiny --out "$T/x" --shard-size lots
 refuse "--seed: '1.5' is not an integer" gen-model --shape tiny --out "$T/x" --seed 1.5
