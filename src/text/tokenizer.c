@@ -601,80 +601,15 @@ static int read_file(const char *path, char **data, size_t *len)
     return 0;
 }
 
-/* The chat template of DIR: chat_template.jinja, else tokenizer_config.json's
- * "chat_template" (a string, or the "default" of a list of {name, template}). */
-static int load_chat_template(frt_tokenizer *tok, const char *dir)
+/* DIR/tokenizer_config.json parsed (*cfg NULL when the file is absent).
+ * frt reads only strings from it (chat_template, the special tokens), so
+ * every number is decoded as a double (JSON_DECODE_INT_AS_REAL): an
+ * integer beyond 64 bits, such as Llama 3's model_max_length of 1e30, is
+ * accepted, as Python's json accepts it. A number beyond the double range
+ * is FRT_ERR_FORMAT. */
+static int read_config(const char *dir, json_t **cfg)
 {
-    size_t plen = strlen(dir) + 64;
-    char *path = malloc(plen);
-    if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    char *data = NULL;
-    size_t len = 0;
-    snprintf(path, plen, "%s/chat_template.jinja", dir);
-    int rc = read_file(path, &data, &len);
-    if (!rc) {
-        free(path);
-        if (!tok_utf8_valid(data, len) || memchr(data, '\0', len)) {
-            free(data);
-            return frt_error(FRT_ERR_FORMAT, "%s/chat_template.jinja: not UTF-8 text", dir);
-        }
-        tok->chat_template = data;
-        return 0;
-    }
-    if (rc != FRT_ERR_NOT_FOUND) {
-        free(path);
-        return rc;
-    }
-    snprintf(path, plen, "%s/tokenizer_config.json", dir);
-    rc = read_file(path, &data, &len);
-    if (rc == FRT_ERR_NOT_FOUND) {
-        free(path);
-        return 0;
-    }
-    if (rc) {
-        free(path);
-        return rc;
-    }
-    json_error_t jerr;
-    json_t *cfg = json_loadb(data, len, 0, &jerr);
-    free(data);
-    if (!cfg || !json_is_object(cfg)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line,
-                       cfg ? "not a JSON object" : jerr.text);
-        json_decref(cfg);
-        free(path);
-        return rc;
-    }
-    const json_t *ct = json_object_get(cfg, "chat_template");
-    const char *text = NULL;
-    if (json_is_string(ct)) {
-        text = json_string_value(ct);
-    } else if (json_is_array(ct)) {
-        size_t i;
-        const json_t *e;
-        json_array_foreach(ct, i, e) {
-            const json_t *name = json_object_get(e, "name"), *t = json_object_get(e, "template");
-            if (json_is_string(name) && !strcmp(json_string_value(name), "default") && json_is_string(t))
-                text = json_string_value(t);
-        }
-    } else if (ct && !json_is_null(ct)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: chat_template is neither a string nor a list", path);
-    }
-    if (text && !rc) {
-        tok->chat_template = strdup(text);
-        if (!tok->chat_template) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-    }
-    json_decref(cfg);
-    free(path);
-    return rc;
-}
-
-static const char *const special_token_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-
-/* bos_token / eos_token / unk_token / pad_token of DIR/tokenizer_config.json
- * (absent file: none). */
-static int load_special_tokens(frt_tokenizer *tok, const char *dir)
-{
+    *cfg = NULL;
     size_t plen = strlen(dir) + 64;
     char *path = malloc(plen);
     if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
@@ -687,24 +622,76 @@ static int load_special_tokens(frt_tokenizer *tok, const char *dir)
         return rc == FRT_ERR_NOT_FOUND ? 0 : rc;
     }
     json_error_t jerr;
-    json_t *cfg = json_loadb(data, len, 0, &jerr);
+    json_t *root = json_loadb(data, len, JSON_DECODE_INT_AS_REAL, &jerr);
     free(data);
-    if (!cfg || !json_is_object(cfg)) {
-        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, cfg ? 0 : jerr.line, cfg ? "not a JSON object" : jerr.text);
-        json_decref(cfg);
+    if (!root || !json_is_object(root)) {
+        rc = frt_error(FRT_ERR_FORMAT, "%s: line %d: %s", path, root ? 0 : jerr.line,
+                       root ? "not a JSON object" : jerr.text);
+        json_decref(root);
         free(path);
         return rc;
     }
-    for (int i = 0; i < 4 && !rc; i++) {
+    free(path);
+    *cfg = root;
+    return 0;
+}
+
+/* The chat template: DIR/chat_template.jinja, else tokenizer_config.json's
+ * "chat_template" (a string, or the "default" of a list of {name, template}). */
+static int load_chat_template(frt_tokenizer *tok, const char *dir, const json_t *cfg)
+{
+    size_t plen = strlen(dir) + 64;
+    char *path = malloc(plen);
+    if (!path) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    char *data = NULL;
+    size_t len = 0;
+    snprintf(path, plen, "%s/chat_template.jinja", dir);
+    int rc = read_file(path, &data, &len);
+    free(path);
+    if (!rc) {
+        if (!tok_utf8_valid(data, len) || memchr(data, '\0', len)) {
+            free(data);
+            return frt_error(FRT_ERR_FORMAT, "%s/chat_template.jinja: not UTF-8 text", dir);
+        }
+        tok->chat_template = data;
+        return 0;
+    }
+    if (rc != FRT_ERR_NOT_FOUND) return rc;
+    const json_t *ct = cfg ? json_object_get(cfg, "chat_template") : NULL;
+    const char *text = NULL;
+    if (json_is_string(ct)) {
+        text = json_string_value(ct);
+    } else if (json_is_array(ct)) {
+        size_t i;
+        const json_t *e;
+        json_array_foreach(ct, i, e) {
+            const json_t *name = json_object_get(e, "name"), *t = json_object_get(e, "template");
+            if (json_is_string(name) && !strcmp(json_string_value(name), "default") && json_is_string(t))
+                text = json_string_value(t);
+        }
+    } else if (ct && !json_is_null(ct)) {
+        return frt_error(FRT_ERR_FORMAT, "%s/tokenizer_config.json: chat_template is neither a string nor a list",
+                         dir);
+    }
+    if (text && !(tok->chat_template = strdup(text)))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    return 0;
+}
+
+static const char *const special_token_names[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+/* bos_token / eos_token / unk_token / pad_token of tokenizer_config.json
+ * (CFG NULL: none). */
+static int load_special_tokens(frt_tokenizer *tok, const json_t *cfg)
+{
+    for (int i = 0; i < 4 && cfg; i++) {
         const json_t *v = json_object_get(cfg, special_token_names[i]);
         if (json_is_object(v)) v = json_object_get(v, "content");
         if (!json_is_string(v)) continue;
         tok->special_tokens[i] = strdup(json_string_value(v));
-        if (!tok->special_tokens[i]) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        if (!tok->special_tokens[i]) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     }
-    json_decref(cfg);
-    free(path);
-    return rc;
+    return 0;
 }
 
 const char *frt_tokenizer_special_token(const frt_tokenizer *tok, const char *name)
@@ -758,8 +745,11 @@ int frt_tokenizer_load(const char *model_dir, frt_tokenizer **out)
         return rc;
     }
     free(path);
-    rc = load_chat_template(tok, model_dir);
-    if (!rc) rc = load_special_tokens(tok, model_dir);
+    json_t *cfg = NULL;
+    rc = read_config(model_dir, &cfg);
+    if (!rc) rc = load_chat_template(tok, model_dir, cfg);
+    if (!rc) rc = load_special_tokens(tok, cfg);
+    json_decref(cfg);
     if (rc) {
         frt_tokenizer_free(tok);
         return rc;
