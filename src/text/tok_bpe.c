@@ -150,10 +150,18 @@ int tok_bpe_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, s
                  int mapped, tok_idvec *ids)
 {
     if (n == 0) return 0;
-    if (tok->ignore_merges) {
-        int32_t id = mapped ? tok_strmap_get(&tok->raw_vocab, s, n) : tok_strmap_get(&tok->vocab, s, n);
-        if (id >= 0) return tok_idvec_push(ids, id);
-    }
+    /* a byte-level word that is one vocabulary entry and merges into it
+     * (word_ids), or any entry under ignore_merges: one lookup, no merging */
+    int32_t id = mapped ? tok_strmap_get(&tok->word_ids, s, n)
+                        : tok->ignore_merges ? tok_strmap_get(&tok->vocab, s, n) : -1;
+    if (id >= 0) return tok_idvec_push(ids, id);
+    return tok_bpe_merge_word(tok, sc, s, n, mapped, ids);
+}
+
+int tok_bpe_merge_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
+                       int mapped, tok_idvec *ids)
+{
+    if (n == 0) return 0;
     if (n > 0xffffffffu) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokenizer: word of %zu bytes", n);
     FRT_TRY(scratch_reserve(sc, n));
     struct tok_symbol *sym = sc->sym;

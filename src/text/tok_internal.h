@@ -99,6 +99,13 @@ int tok_utf8_decode(const char *s, uint32_t *cp);
 /* Encodes CP into OUT (4 bytes room). Returns the length. */
 int tok_utf8_encode(uint32_t cp, char *out);
 
+/* Appends the normal form of valid UTF-8 S[0..N) selected by OPTIONS (a
+ * utf8proc_option_t: UTF8PROC_STABLE plus COMPOSE / DECOMPOSE / COMPAT) to
+ * OUT: the same bytes as utf8proc_map over the whole text, with only the
+ * non-ASCII runs passed to utf8proc. Errors: FRT_ERR_OUT_OF_MEMORY,
+ * FRT_ERR_BACKEND (utf8proc refused the text). */
+int tok_utf8_normalize(const char *s, size_t n, int options, tok_buf *out);
+
 /* Incremental lossy UTF-8 (Rust String::from_utf8_lossy): bytes go in one by
  * one, complete characters come out, each maximal invalid subpart becomes
  * one U+FFFD. */
@@ -241,8 +248,11 @@ struct frt_tokenizer {
     size_t vocab_entries;    /* model.get_vocab_size(): number of entries */
     tok_pairmap merges;
     int32_t byte_id[256];    /* id of the byte-level character of each byte, -1 absent */
-    tok_strmap raw_vocab;    /* raw bytes -> id for tokens made only of byte-level
-                                characters (ignore_merges lookups on raw words) */
+    tok_strmap word_ids;     /* raw bytes -> id of the vocabulary entries made only
+                                of byte-level characters that a whole word encodes
+                                to as that one token (all of them with
+                                ignore_merges; else those whose own merges reach
+                                it: tokenizer.c build_word_ids) */
     int ignore_merges;
     const char *unk;         /* unk_token or NULL */
     uint32_t unk_len;
@@ -303,6 +313,10 @@ int tok_idvec_push(tok_idvec *iv, int32_t id);
 
 int tok_bpe_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
                  int mapped, tok_idvec *ids);
+/* tok_bpe_word without the whole-word lookups (ignore_merges, word_ids):
+ * the merge loop alone. Same arguments and errors. */
+int tok_bpe_merge_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
+                       int mapped, tok_idvec *ids);
 void tok_bpe_scratch_free(tok_bpe_scratch *sc);
 
 /* Added tokens (tok_added.c). */

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 #include <xxhash.h>
 
 /* ---- arena ----------------------------------------------------------------- */
@@ -356,6 +357,40 @@ int tok_utf8_encode(uint32_t cp, char *out)
     o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
     o[3] = (unsigned char)(0x80 | (cp & 0x3F));
     return 4;
+}
+
+/* A Unicode normal form of S[0..N), one segment at a time. An ASCII
+ * character is a boundary of every normal form: it has no decomposition, is
+ * a starter (canonical combining class 0, so no reordering crosses it) and
+ * is never the second character of a canonical composition. Only the
+ * non-ASCII runs, each with the ASCII character before it (it may compose
+ * with a following combining mark: "e" U+0301 -> U+00E9), go through
+ * utf8proc; the ASCII between them is copied. The result equals
+ * utf8proc_map over the whole text (tested on random text). */
+int tok_utf8_normalize(const char *s, size_t n, int options, tok_buf *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && p[j] < 0x80) j++;
+        if (j == n) return tok_buf_put(out, s + i, n - i);
+        size_t seg = j > i ? j - 1 : j; /* the ASCII character before the run */
+        FRT_TRY(tok_buf_put(out, s + i, seg - i));
+        size_t end = j;
+        while (end < n && p[end] >= 0x80) end++;
+        utf8proc_uint8_t *res = NULL;
+        utf8proc_ssize_t r = utf8proc_map(p + seg, (utf8proc_ssize_t)(end - seg), &res,
+                                          (utf8proc_option_t)options);
+        if (r < 0)
+            return frt_error(r == UTF8PROC_ERROR_NOMEM ? FRT_ERR_OUT_OF_MEMORY : FRT_ERR_BACKEND,
+                             "tokenizer: normalization failed: %s", utf8proc_errmsg(r));
+        int rc = tok_buf_put(out, res, (size_t)r);
+        free(res);
+        FRT_TRY(rc);
+        i = end;
+    }
+    return 0;
 }
 
 static const char utf8_replacement[3] = {(char)0xEF, (char)0xBF, (char)0xBD};

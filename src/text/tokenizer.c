@@ -190,6 +190,59 @@ static int add_merge(frt_tokenizer *tok, const char *a, size_t na, const char *b
     return tok_pairmap_put(&tok->merges, ia, ib, (uint32_t)rank, inew);
 }
 
+/* The raw bytes of vocabulary entry E into RAW when every character of it
+ * is in the byte-level alphabet; 0 when one is not. */
+static int raw_bytes(const tok_strmap_entry *e, tok_buf *raw)
+{
+    raw->n = 0;
+    for (size_t j = 0; j < e->len;) {
+        uint32_t cp;
+        j += (size_t)tok_utf8_decode(e->key + j, &cp);
+        int byte = tok_char_byte(cp);
+        if (byte < 0) return 0;
+        unsigned char c = (unsigned char)byte;
+        if (tok_buf_put(raw, &c, 1)) return FRT_ERR_OUT_OF_MEMORY;
+    }
+    return 1;
+}
+
+/* word_ids: raw bytes -> id of the vocabulary entries a whole byte-level
+ * word encodes to as one token. With ignore_merges that is every entry
+ * (model.rs looks the word up before merging); without, the entries whose
+ * own BPE merges end in that one token, found by running the merge loop on
+ * each entry here, so a lookup hit gives exactly the ids the merge loop
+ * would (tok_bpe_word). */
+static int build_word_ids(frt_tokenizer *tok)
+{
+    tok_buf raw = {0};
+    tok_bpe_scratch sc = {0};
+    tok_idvec ids = {0};
+    int rc = 0;
+    for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
+        const tok_strmap_entry *ve = &tok->vocab.e[k];
+        if (!ve->key) continue;
+        rc = raw_bytes(ve, &raw);
+        if (rc <= 0) {
+            if (rc) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+            continue;
+        }
+        rc = 0;
+        if (!tok->ignore_merges) {
+            ids.n = 0;
+            int brc = tok_bpe_merge_word(tok, &sc, raw.p, raw.n, 1, &ids);
+            if (brc == FRT_ERR_OUT_OF_MEMORY) rc = brc;
+            if (brc || ids.n != 1 || ids.v[0] != ve->val) continue;
+        }
+        const char *r = tok_arena_dup(&tok->arena, raw.p ? raw.p : "", raw.n);
+        rc = r ? tok_strmap_put(&tok->word_ids, r, raw.n, ve->val, NULL)
+               : frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    tok_buf_free(&raw);
+    tok_bpe_scratch_free(&sc);
+    free(ids.v);
+    return rc;
+}
+
 /* Model vocabulary strings by id, for the per-id tables (freed after load). */
 typedef struct load_state {
     const char **model_str;
@@ -312,39 +365,7 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
         int ul = tok_utf8_encode(tok_byte_char((unsigned char)b), u);
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, u, (size_t)ul);
     }
-    /* raw-byte vocabulary for ignore_merges on byte-level words */
-    if (tok->ignore_merges) {
-        tok_buf raw = {0};
-        for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
-            const tok_strmap_entry *ve = &tok->vocab.e[k];
-            if (!ve->key) continue;
-            raw.n = 0;
-            int ok = 1;
-            for (size_t j = 0; j < ve->len && ok;) {
-                uint32_t cp;
-                j += (size_t)tok_utf8_decode(ve->key + j, &cp);
-                int byte = tok_char_byte(cp);
-                if (byte < 0) {
-                    ok = 0;
-                    break;
-                }
-                unsigned char c = (unsigned char)byte;
-                rc = tok_buf_put(&raw, &c, 1);
-                if (rc) ok = 0;
-            }
-            if (rc) break;
-            if (!ok) continue;
-            const char *r = tok_arena_dup(&tok->arena, raw.p ? raw.p : "", raw.n);
-            if (!r) {
-                rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-                break;
-            }
-            rc = tok_strmap_put(&tok->raw_vocab, r, raw.n, ve->val, NULL);
-        }
-        tok_buf_free(&raw);
-        FRT_TRY(rc);
-    }
-    return 0;
+    return build_word_ids(tok);
 }
 
 /* ---- post-processor ------------------------------------------------------------------------- */
@@ -762,7 +783,7 @@ void frt_tokenizer_free(frt_tokenizer *tok)
 {
     if (!tok) return;
     tok_strmap_free(&tok->vocab);
-    tok_strmap_free(&tok->raw_vocab);
+    tok_strmap_free(&tok->word_ids);
     tok_strmap_free(&tok->added_map);
     tok_strmap_free(&tok->special_set);
     tok_pairmap_free(&tok->merges);
