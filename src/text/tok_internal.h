@@ -127,9 +127,24 @@ uint32_t tok_byte_char(unsigned char b);
 int tok_char_byte(uint32_t cp);
 
 /* ---- regex (Oniguruma syntax through PCRE2) ------------------------------ */
+/* Split patterns that tok_split_fast.c matches without PCRE2: Qwen2/2.5/3
+ * and Qwen3.5 (digits one by one), Llama 3 (digits in threes). */
+enum tok_fast { TOK_FAST_NONE, TOK_FAST_QWEN, TOK_FAST_LLAMA3 };
+
 typedef struct tok_regex {
     pcre2_code *code;
+    int fast; /* enum tok_fast: set by tok_regex_compile when the pattern is one of them */
 } tok_regex;
+
+/* The enum tok_fast of a tokenizer.json regex PATTERN[0..LEN) (Oniguruma
+ * text, before translation): the Qwen2/2.5/3, Qwen3.5 or Llama 3 Split
+ * pattern, byte for byte, else TOK_FAST_NONE. */
+int tok_fast_kind(const char *pattern, size_t len);
+/* The end of the match of the fast pattern KIND that starts at S+P (valid
+ * UTF-8 S[0..N), P < N at a character start), or 0 when a character that
+ * decides the match is not ASCII: the caller then runs PCRE2 for this one
+ * match. Both give the same span (tok_split_fast.c says why). */
+size_t tok_fast_match(int kind, const char *s, size_t n, size_t p);
 
 /* Compiles PATTERN (Oniguruma syntax as tokenizer.json holds it; LEN bytes)
  * with PCRE2_UTF | PCRE2_UCP and JIT. Constructs whose meaning differs
