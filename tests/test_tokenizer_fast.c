@@ -21,6 +21,7 @@
  *   test_tokenizer_fast [TOKENIZER_DIR...] */
 #include "frt_test.h"
 #include "frt/tokenizer.h"
+#include "test_tokenizer_fixture.h"
 #include "text/tok_internal.h"
 
 #include <glob.h>
@@ -182,29 +183,42 @@ static void test_normalize_segments(void)
     tok_buf_free(&out);
 }
 
-/* ids of TEXT with the fast paths, then with them off: equal */
+static int32_t *encode(const frt_tokenizer *tok, const char *text, size_t n, size_t *n_ids)
+{
+    int32_t *ids = NULL;
+    CHECK_OK(frt_tokenizer_encode(tok, text, n, &ids, n_ids));
+    return ids;
+}
+
+static void check_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb, const char *what)
+{
+    size_t k = 0;
+    while (k < na && k < nb && a[k] == b[k]) k++;
+    CHECK_MSG(na == nb && k == na, "%s: %zu ids vs %zu, first difference at %zu", what, na, nb, k);
+}
+
+/* ids of TEXT with the fast paths (twice: word_state is learnt by the first
+ * pass), then with them off (no fast split, no word_ids but under
+ * ignore_merges, where the lookup is the rule): all equal */
 static void check_same_ids(frt_tokenizer *tok, const char *text, size_t n, const char *what)
 {
-    int32_t *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
-    CHECK_OK(frt_tokenizer_encode(tok, text, n, &a, &na));
+    size_t na, nb, nc;
+    int32_t *a = encode(tok, text, n, &na), *b = encode(tok, text, n, &nb);
     int fast[16];
     for (int i = 0; i < tok->n_stages; i++) {
         fast[i] = tok->stages[i].re.fast;
         tok->stages[i].re.fast = TOK_FAST_NONE;
     }
     tok_strmap words = tok->word_ids;
-    memset(&tok->word_ids, 0, sizeof tok->word_ids);
-    if (tok->ignore_merges) tok->word_ids = words; /* the lookup is the definition there */
-    CHECK_OK(frt_tokenizer_encode(tok, text, n, &b, &nb));
+    if (!tok->ignore_merges) memset(&tok->word_ids, 0, sizeof tok->word_ids);
+    int32_t *c = encode(tok, text, n, &nc);
     tok->word_ids = words;
     for (int i = 0; i < tok->n_stages; i++) tok->stages[i].re.fast = fast[i];
-    size_t k = 0;
-    while (k < na && k < nb && a[k] == b[k]) k++;
-    CHECK_MSG(na == nb && k == na, "%s: %zu ids with the fast paths, %zu without, first difference at %zu", what,
-              na, nb, k);
+    check_ids(a, na, c, nc, what);
+    check_ids(b, nb, c, nc, what);
     free(a);
     free(b);
+    free(c);
 }
 
 static void test_tokenizer_dir(const char *dir, const tok_buf *real)
@@ -214,8 +228,9 @@ static void test_tokenizer_dir(const char *dir, const tok_buf *real)
     if (!tok) return;
     int has_fast = 0;
     for (int i = 0; i < tok->n_stages; i++) has_fast |= tok->stages[i].re.fast != TOK_FAST_NONE;
-    printf("%s: %d ids, fast split %s, %zu of %zu vocabulary entries are whole-word lookups\n", dir,
-           frt_tokenizer_vocab_size(tok), has_fast ? "on" : "off", tok->word_ids.n, tok->vocab_entries);
+    printf("%s: %d ids, %zu merges, fast split %s, %zu of %zu vocabulary entries in word_ids\n", dir,
+           frt_tokenizer_vocab_size(tok), tok->merges.n, has_fast ? "on" : "off", tok->word_ids.n,
+           tok->vocab_entries);
     tok_buf t = {0};
     frt_test_seed(3);
     random_text(&t, 100000);
@@ -231,7 +246,43 @@ static void test_tokenizer_dir(const char *dir, const tok_buf *real)
         }
     }
     check_same_ids(tok, t.p, t.n, "vocabulary");
+    if (tok->word_state) {
+        size_t self = 0, merged = 0;
+        for (size_t i = 0; i < tok->vocab_entries; i++) {
+            self += tok->word_state[i] == TOK_WORD_SELF;
+            merged += tok->word_state[i] == TOK_WORD_MERGED;
+        }
+        printf("  word_state after the texts: %zu entries merge into themselves, %zu do not\n", self, merged);
+        CHECK(self > 0);
+    }
     tok_buf_free(&t);
+    frt_tokenizer_free(tok);
+}
+
+/* a vocabulary entry whose text does not merge into it ("xy" without the
+ * merge x y): word_state learns TOK_WORD_MERGED and the merge loop's ids
+ * stay the answer, first and later times */
+static void test_word_state_merged(void)
+{
+    static const char *const merges[] = {"h e", NULL};
+    static const char *const extra[] = {"xy", NULL};
+    tokfx f = {.merges = merges, .extra_vocab = extra, .pre_tokenizer = TOKFX_QWEN35_PRE};
+    char *json = tokfx_json(&f);
+    frt_tokenizer *tok = NULL;
+    CHECK_OK(frt_tokenizer_load_json(json, strlen(json), &tok));
+    free(json);
+    if (!tok) return;
+    int32_t xy = frt_tokenizer_token_id(tok, "xy"), he = frt_tokenizer_token_id(tok, "he");
+    CHECK(xy > 0 && he > 0 && tok->word_state);
+    /* words "xy" " he" " xy" "\n" "he"; fixture ids: a byte's id is its value */
+    const int32_t want[] = {'x', 'y', ' ', he, ' ', 'x', 'y', '\n', he};
+    for (int pass = 0; pass < 2; pass++) {
+        size_t n;
+        int32_t *ids = encode(tok, "xy he xy\nhe", 11, &n);
+        check_ids(ids, n, want, sizeof want / sizeof want[0], pass ? "second pass" : "first pass");
+        free(ids);
+    }
+    CHECK(tok->word_state[xy] == TOK_WORD_MERGED && tok->word_state[he] == TOK_WORD_SELF);
     frt_tokenizer_free(tok);
 }
 
@@ -242,6 +293,7 @@ int main(int argc, char **argv)
     printf("real text: %zu bytes\n", real.n);
     test_split_fast(&real);
     test_normalize_segments();
+    test_word_state_merged();
     static const char *const refs[] = {FRT_TEST_DATA "/tokenizer/qwen2", FRT_TEST_DATA "/tokenizer/qwen35",
                                        FRT_TEST_DATA "/tokenizer/gpt2"};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) test_tokenizer_dir(refs[i], &real);

@@ -17,6 +17,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -247,6 +248,9 @@ typedef struct tok_trie {
     int empty;                /* no pattern at all */
 } tok_trie;
 
+/* word_state values */
+enum tok_word_state { TOK_WORD_UNKNOWN, TOK_WORD_SELF, TOK_WORD_MERGED };
+
 /* Per-id facts. */
 typedef struct tok_token {
     const char *str;     /* Tokenizer.id_to_token form, NULL = no token */
@@ -263,11 +267,13 @@ struct frt_tokenizer {
     size_t vocab_entries;    /* model.get_vocab_size(): number of entries */
     tok_pairmap merges;
     int32_t byte_id[256];    /* id of the byte-level character of each byte, -1 absent */
-    tok_strmap word_ids;     /* raw bytes -> id of the vocabulary entries made only
-                                of byte-level characters that a whole word encodes
-                                to as that one token (all of them with
-                                ignore_merges; else those whose own merges reach
-                                it: tokenizer.c build_word_ids) */
+    tok_strmap word_ids;     /* raw bytes -> id of every vocabulary entry made only
+                                of byte-level characters (tokenizer.c build_word_ids) */
+    _Atomic unsigned char *word_state; /* [model ids] without ignore_merges: does
+                                the entry's own text merge into that one token?
+                                enum tok_word_state, learnt on first use by
+                                tok_bpe_word (a memo of a pure function: threads
+                                that race store the same value) */
     int ignore_merges;
     const char *unk;         /* unk_token or NULL */
     uint32_t unk_len;

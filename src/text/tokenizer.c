@@ -206,17 +206,20 @@ static int raw_bytes(const tok_strmap_entry *e, tok_buf *raw)
     return 1;
 }
 
-/* word_ids: raw bytes -> id of the vocabulary entries a whole byte-level
- * word encodes to as one token. With ignore_merges that is every entry
- * (model.rs looks the word up before merging); without, the entries whose
- * own BPE merges end in that one token, found by running the merge loop on
- * each entry here, so a lookup hit gives exactly the ids the merge loop
- * would (tok_bpe_word). */
-static int build_word_ids(frt_tokenizer *tok)
+/* word_ids: raw bytes -> id of every vocabulary entry made of byte-level
+ * characters, so that a byte-level word that is one entry costs one lookup
+ * (tok_bpe_word). With ignore_merges that lookup is the rule (model.rs looks
+ * the word up before merging); without, whether the entry's own text merges
+ * into it is learnt the first time the word is met (word_state, MODEL_MAX + 1
+ * entries), not here: running the merge loop on 150 000 entries would cost
+ * a fifth of the load. */
+static int build_word_ids(frt_tokenizer *tok, int32_t model_max)
 {
+    if (!tok->ignore_merges && model_max >= 0) {
+        tok->word_state = calloc((size_t)model_max + 1, sizeof *tok->word_state);
+        if (!tok->word_state) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
     tok_buf raw = {0};
-    tok_bpe_scratch sc = {0};
-    tok_idvec ids = {0};
     int rc = 0;
     for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
         const tok_strmap_entry *ve = &tok->vocab.e[k];
@@ -226,20 +229,11 @@ static int build_word_ids(frt_tokenizer *tok)
             if (rc) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
             continue;
         }
-        rc = 0;
-        if (!tok->ignore_merges) {
-            ids.n = 0;
-            int brc = tok_bpe_merge_word(tok, &sc, raw.p, raw.n, 1, &ids);
-            if (brc == FRT_ERR_OUT_OF_MEMORY) rc = brc;
-            if (brc || ids.n != 1 || ids.v[0] != ve->val) continue;
-        }
         const char *r = tok_arena_dup(&tok->arena, raw.p ? raw.p : "", raw.n);
         rc = r ? tok_strmap_put(&tok->word_ids, r, raw.n, ve->val, NULL)
                : frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     }
     tok_buf_free(&raw);
-    tok_bpe_scratch_free(&sc);
-    free(ids.v);
     return rc;
 }
 
@@ -365,7 +359,7 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
         int ul = tok_utf8_encode(tok_byte_char((unsigned char)b), u);
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, u, (size_t)ul);
     }
-    return build_word_ids(tok);
+    return build_word_ids(tok, ls->model_max);
 }
 
 /* ---- post-processor ------------------------------------------------------------------------- */
@@ -784,6 +778,7 @@ void frt_tokenizer_free(frt_tokenizer *tok)
     if (!tok) return;
     tok_strmap_free(&tok->vocab);
     tok_strmap_free(&tok->word_ids);
+    free((void *)tok->word_state);
     tok_strmap_free(&tok->added_map);
     tok_strmap_free(&tok->special_set);
     tok_pairmap_free(&tok->merges);
