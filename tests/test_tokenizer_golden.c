@@ -9,7 +9,12 @@
  * special tokens, the decodes of id lists, and the ids of chat prompts from
  * transformers' apply_chat_template. All made by
  * scripts/ref/make_tokenizer.py on the GPU machine; the test is skipped
- * (77) while golden.json is absent. */
+ * (77) while golden.json is absent.
+ *
+ * test_tokenizer_golden --real TEXTS REF NAME=DIR... compares the ids of
+ * real tokenizers instead (tests/sh/tokenizer_real*.sh): REF from
+ * scripts/ref/make_tokenizer_goldens.py (HF tokenizers) or
+ * tests/node/tokenizers-real/encode.mjs (the JavaScript cross-check). */
 #include "frt_test.h"
 #include "test_tokenizer_fixture.h"
 #include "text/chat.h"

@@ -5,6 +5,8 @@
  *   tok_util.c    arena, string -> id and pair -> merge hash tables, UTF-8
  *   tok_regex.c   Oniguruma-syntax regex -> PCRE2 (UTF | UCP | JIT), and the
  *                 match iteration of the onig crate (FindMatches)
+ *   tok_split_fast.c  the Llama 3 / Qwen split patterns without PCRE2 where
+ *                 ASCII characters decide the match
  *   tok_bpe.c     the BPE merge loop (tokenizers/src/models/bpe/word.rs)
  *   tok_added.c   added-token matching (tokenizers/src/tokenizer/added_vocabulary.rs)
  *   tok_decode.c  ByteLevel decoding, lossy UTF-8, the streaming decoder
