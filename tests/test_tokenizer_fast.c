@@ -3,11 +3,12 @@
  *
  *   - the split patterns of Qwen2/3, Qwen3.5 and Llama 3 matched without
  *     PCRE2 (tok_split_fast.c) vs PCRE2: the spans of tok_regex_find_matches
- *     on random text built to hit every alternative and every non-ASCII
- *     hand-over (letters, digits, marks, white space outside ASCII, the long
- *     s that (?i) matches for 's'), on one large random text, and on real
- *     text (frt's own sources and docs, the Python standard library when
- *     installed);
+ *     on random text built to hit every alternative, every class of
+ *     non-ASCII character and every hand-over to PCRE2 (letters, digits,
+ *     marks, white space outside ASCII, the long s that (?i) matches for
+ *     's', random code points in and outside the BMP), on one large random
+ *     text, and on real text (frt's own sources and docs, the Python
+ *     standard library when installed);
  *   - normalization through utf8proc on the non-ASCII runs only
  *     (tok_utf8_normalize) vs utf8proc_map over the whole text, in the four
  *     normal forms, on random text;
@@ -49,11 +50,20 @@ static const char *const pool[] = {
     "\xe1\xa0\x8e", "\xe2\x80\x94", "\xc2\xab", "\xf0\x9f\x98\x80", "def f(x):\n    return x\n",
 };
 
+/* pieces of the pool, and one in eight a random code point (BMP or not) */
 static void random_text(tok_buf *b, int pieces)
 {
     b->n = 0;
     for (int j = 0; j < pieces; j++) {
-        const char *p = pool[frt_test_u64() % (sizeof pool / sizeof pool[0])];
+        uint64_t r = frt_test_u64();
+        if (r % 8 == 0) {
+            uint32_t cp = (r >> 8) % 2 ? 0x80 + (uint32_t)((r >> 16) % 0xFF80) : 0x80 + (uint32_t)((r >> 16) % 0x10FF80);
+            if (cp >= 0xD800 && cp < 0xE000) cp = 0x3000;
+            char u[4];
+            if (tok_buf_put(b, u, (size_t)tok_utf8_encode(cp, u))) return;
+            continue;
+        }
+        const char *p = pool[(r >> 3) % (sizeof pool / sizeof pool[0])];
         if (tok_buf_put(b, p, strlen(p))) return;
     }
 }
@@ -123,7 +133,7 @@ static void test_split_fast(const tok_buf *real)
     for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
         tok_regex re;
         CHECK_OK(tok_regex_compile(&re, patterns[k], strlen(patterns[k]), "test"));
-        CHECK(re.fast == (k == 2 ? TOK_FAST_LLAMA3 : TOK_FAST_QWEN));
+        CHECK(re.fast == (k == 2 ? TOK_FAST_LLAMA3 : k == 1 ? TOK_FAST_QWEN35 : TOK_FAST_QWEN));
         frt_test_seed(11 + k);
         int bad = 0;
         for (int it = 0; it < 4000 && bad < 3; it++) {

@@ -131,8 +131,9 @@ int tok_char_byte(uint32_t cp);
 
 /* ---- regex (Oniguruma syntax through PCRE2) ------------------------------ */
 /* Split patterns that tok_split_fast.c matches without PCRE2: Qwen2/2.5/3
- * and Qwen3.5 (digits one by one), Llama 3 (digits in threes). */
-enum tok_fast { TOK_FAST_NONE, TOK_FAST_QWEN, TOK_FAST_LLAMA3 };
+ * and Qwen3.5 (digits one by one; Qwen3.5 adds marks to the letters),
+ * Llama 3 (digits in threes). */
+enum tok_fast { TOK_FAST_NONE, TOK_FAST_QWEN, TOK_FAST_QWEN35, TOK_FAST_LLAMA3 };
 
 typedef struct tok_regex {
     pcre2_code *code;
@@ -148,6 +149,11 @@ int tok_fast_kind(const char *pattern, size_t len);
  * decides the match is not ASCII: the caller then runs PCRE2 for this one
  * match. Both give the same span (tok_split_fast.c says why). */
 size_t tok_fast_match(int kind, const char *s, size_t n, size_t p);
+/* Classifies the non-ASCII characters of the Basic Multilingual Plane for
+ * tok_fast_match with PCRE2, once per process (a few milliseconds; thread
+ * safe). Returns 1, or 0 when that failed (out of memory): tok_fast_match
+ * then leaves every non-ASCII decision to PCRE2. */
+int tok_fast_ready(void);
 
 /* Compiles PATTERN (Oniguruma syntax as tokenizer.json holds it; LEN bytes)
  * with PCRE2_UTF | PCRE2_UCP and JIT. Constructs whose meaning differs

@@ -176,6 +176,7 @@ int tok_regex_compile(tok_regex *re, const char *pattern, size_t len, const char
     int rc = tok_regex_compile_pcre2(re, out.p ? out.p : "", out.n, 0, what);
     tok_buf_free(&out);
     if (!rc) re->fast = tok_fast_kind(pattern, len);
+    if (re->fast) (void)tok_fast_ready(); /* without the table, PCRE2 decides non-ASCII */
     return rc;
 }
 
