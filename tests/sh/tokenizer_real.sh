@@ -10,7 +10,7 @@
 #      cross-check; the reference is tokenizer_real_goldens.sh);
 #   3. frt tokenize --bench on a source-code file runs (speed printed, not
 #      asserted: the machine is shared).
-# Skips (77) without node/npm or network; with CI=true those fail instead.
+# Skips (77) without node/npm or network; with CI set those fail instead.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/tokenizer_real.bash"

@@ -5,7 +5,7 @@
 # Face `tokenizers` gives (tests/data/tokenizer_real/golden.json, made by
 # scripts/ref/make_tokenizer_goldens.py on the GPU machine), with and
 # without special tokens. Skips (77) while golden.json is absent, and
-# without node/npm or network (with CI=true the latter fail instead).
+# without node/npm or network (with CI set the latter fail instead).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/tokenizer_real.bash"
