@@ -5,8 +5,8 @@
  *   tok_util.c    arena, string -> id and pair -> merge hash tables, UTF-8
  *   tok_regex.c   Oniguruma-syntax regex -> PCRE2 (UTF | UCP | JIT), and the
  *                 match iteration of the onig crate (FindMatches)
- *   tok_split_fast.c  the Llama 3 / Qwen split patterns without PCRE2 where
- *                 ASCII characters decide the match
+ *   tok_split_fast.c  the Llama 3 / Qwen split patterns without PCRE2 (a
+ *                 class table PCRE2 fills; PCRE2 where it cannot decide)
  *   tok_bpe.c     the BPE merge loop (tokenizers/src/models/bpe/word.rs)
  *   tok_added.c   added-token matching (tokenizers/src/tokenizer/added_vocabulary.rs)
  *   tok_decode.c  ByteLevel decoding, lossy UTF-8, the streaming decoder
@@ -146,8 +146,11 @@ typedef struct tok_regex {
 int tok_fast_kind(const char *pattern, size_t len);
 /* The end of the match of the fast pattern KIND that starts at S+P (valid
  * UTF-8 S[0..N), P < N at a character start), or 0 when a character that
- * decides the match is not ASCII: the caller then runs PCRE2 for this one
- * match. Both give the same span (tok_split_fast.c says why). */
+ * decides the match is one the class table cannot classify for sure
+ * (outside the BMP, a non-ASCII letter after an apostrophe, a mark under
+ * Qwen3.5, or any non-ASCII one when tok_fast_ready failed): the caller
+ * then runs PCRE2 for this one match. Both give the same span
+ * (tok_split_fast.c says why). */
 size_t tok_fast_match(int kind, const char *s, size_t n, size_t p);
 /* Classifies the non-ASCII characters of the Basic Multilingual Plane for
  * tok_fast_match with PCRE2, once per process (a few milliseconds; thread
