@@ -57,6 +57,9 @@ typedef struct tok_strmap {
 /* Inserts or overwrites KEY (not copied: it must outlive the map). Returns 0,
  * or FRT_ERR_OUT_OF_MEMORY. *old receives the previous value or -1. */
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int32_t *old);
+/* Makes room for N entries in all, so that filling it rehashes nothing.
+ * 0 or FRT_ERR_OUT_OF_MEMORY (the map unchanged). */
+int tok_strmap_reserve(tok_strmap *m, size_t n);
 /* The value of KEY, or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
 void tok_strmap_free(tok_strmap *m);
@@ -76,6 +79,8 @@ typedef struct tok_pairmap {
 /* Inserts or overwrites (a later merge of the same pair wins, as the Rust
  * HashMap collect does). 0 or FRT_ERR_OUT_OF_MEMORY. */
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
+/* Makes room for N pairs in all (as tok_strmap_reserve). */
+int tok_pairmap_reserve(tok_pairmap *m, size_t n);
 /* The entry of (a, b) or NULL. */
 const tok_pair_entry *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b);
 void tok_pairmap_free(tok_pairmap *m);

@@ -57,9 +57,8 @@ void tok_arena_free(tok_arena *a)
 }
 
 /* ---- string map -------------------------------------------------------------- */
-static int strmap_grow(tok_strmap *m)
+static int strmap_resize(tok_strmap *m, size_t cap)
 {
-    size_t cap = m->cap ? m->cap * 2 : 64;
     tok_strmap_entry *e = calloc(cap, sizeof *e);
     if (!e) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < m->cap; i++) {
@@ -78,7 +77,7 @@ int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int3
 {
     if (old) *old = -1;
     if ((m->n + 1) * 4 > m->cap * 3) {
-        int rc = strmap_grow(m);
+        int rc = strmap_resize(m, m->cap ? m->cap * 2 : 64);
         if (rc) return frt_error(rc, "tokenizer: out of memory (hash table)");
     }
     uint64_t h = XXH3_64bits(key, len);
@@ -97,6 +96,15 @@ int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int3
     m->e[j].hash = h;
     m->n++;
     return 0;
+}
+
+int tok_strmap_reserve(tok_strmap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while (n * 4 > cap * 3) cap *= 2;
+    if (cap == m->cap) return 0;
+    int rc = strmap_resize(m, cap);
+    return rc ? frt_error(rc, "tokenizer: out of memory (hash table)") : 0;
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len)
@@ -131,9 +139,8 @@ static inline uint64_t pair_hash(uint64_t x)
     return x;
 }
 
-static int pairmap_grow(tok_pairmap *m)
+static int pairmap_resize(tok_pairmap *m, size_t cap)
 {
-    size_t cap = m->cap ? m->cap * 2 : 64;
     tok_pair_entry *e = malloc(cap * sizeof *e);
     if (!e) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < cap; i++) e[i].key = UINT64_MAX;
@@ -152,7 +159,7 @@ static int pairmap_grow(tok_pairmap *m)
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
 {
     if ((m->n + 1) * 2 > m->cap) {
-        int rc = pairmap_grow(m);
+        int rc = pairmap_resize(m, m->cap ? m->cap * 2 : 64);
         if (rc) return frt_error(rc, "tokenizer: out of memory (merges table)");
     }
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -170,6 +177,15 @@ int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t
     m->e[j].id = id;
     m->n++;
     return 0;
+}
+
+int tok_pairmap_reserve(tok_pairmap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while (n * 2 > cap) cap *= 2;
+    if (cap == m->cap) return 0;
+    int rc = pairmap_resize(m, cap);
+    return rc ? frt_error(rc, "tokenizer: out of memory (merges table)") : 0;
 }
 
 const tok_pair_entry *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b)

@@ -219,6 +219,7 @@ static int build_word_ids(frt_tokenizer *tok, int32_t model_max)
         tok->word_state = calloc((size_t)model_max + 1, sizeof *tok->word_state);
         if (!tok->word_state) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     }
+    FRT_TRY(tok_strmap_reserve(&tok->word_ids, tok->vocab.n));
     tok_buf raw = {0};
     int rc = 0;
     for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
@@ -288,6 +289,8 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
     if (!json_is_object(vocab) || !json_is_array(merges))
         return frt_error(FRT_ERR_FORMAT, "tokenizer.json: BPE model without \"vocab\" object and \"merges\" list");
     ls->model_max = -1;
+    FRT_TRY(tok_strmap_reserve(&tok->vocab, json_object_size(vocab)));
+    FRT_TRY(tok_pairmap_reserve(&tok->merges, json_array_size(merges)));
     for (void *it = json_object_iter((json_t *)vocab); it; it = json_object_iter_next((json_t *)vocab, it)) {
         const char *key = json_object_iter_key(it);
         size_t klen = json_object_iter_key_len(it);
