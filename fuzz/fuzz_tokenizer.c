@@ -5,7 +5,9 @@
  * tests/test_tokenizer_fixture.h.
  *
  * Invariants: invalid UTF-8 is refused with FRT_ERR_INVALID_ARGUMENT; valid
- * text encodes, every id is inside the vocabulary, the streaming decoder
+ * text encodes, every id is inside the vocabulary, the ids equal those of a
+ * second copy of the tokenizer with the encoder's fast paths off (the split
+ * regex through PCRE2 only, no whole-word lookups), the streaming decoder
  * gives the same bytes as the full decode, and when the input holds no '<'
  * (so no added token can match) decode(encode(x)) == NFC(x).
  *
@@ -15,6 +17,7 @@
 #include "frt/status.h"
 #include "frt/tokenizer.h"
 #include "../tests/test_tokenizer_fixture.h"
+#include "text/tok_internal.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +27,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static frt_tokenizer *fuzz_tok;
+static frt_tokenizer *fuzz_tok, *general_tok;
 
 static frt_tokenizer *tokenizer(void)
 {
@@ -35,7 +38,13 @@ static frt_tokenizer *tokenizer(void)
                .normalizer = "{\"type\":\"NFC\"}"};
     char *json = tokfx_json(&f);
     if (!json || frt_tokenizer_load_json(json, strlen(json), &fuzz_tok)) abort();
+    if (frt_tokenizer_load_json(json, strlen(json), &general_tok)) abort();
     free(json);
+    for (int i = 0; i < general_tok->n_stages; i++) {
+        if (fuzz_tok->stages[i].re.fast == TOK_FAST_NONE && !fuzz_tok->stages[i].is_byte_level) abort();
+        general_tok->stages[i].re.fast = TOK_FAST_NONE;
+    }
+    tok_strmap_free(&general_tok->word_ids);
     return fuzz_tok;
 }
 
@@ -63,6 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc) abort();
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= frt_tokenizer_vocab_size(tok)) abort();
+    int32_t *gids = NULL;
+    size_t gn = 0;
+    if (frt_tokenizer_encode(general_tok, text, size, &gids, &gn) || gn != n ||
+        (n && memcmp(gids, ids, n * sizeof *ids)))
+        abort();
+    free(gids);
     char *back = NULL;
     size_t blen = 0;
     if (frt_tokenizer_decode(tok, ids, n, &back, &blen)) abort();

@@ -734,6 +734,18 @@ static void test_load_dir(void)
     CHECK(tok == NULL);
     write_file(dir, "tokenizer_config.json", "{\"chat_template\": 5}");
     CHECK_STATUS(frt_tokenizer_load(dir, &tok), FRT_ERR_FORMAT);
+    /* numbers are not read: an integer beyond 64 bits (Llama 3's
+     * model_max_length) loads; one beyond the double range does not */
+    write_file(dir, "tokenizer_config.json",
+               "{\"model_max_length\": 1000000000000000019884624838656, \"eos_token\": \"<|im_end|>\"}");
+    CHECK_OK(frt_tokenizer_load(dir, &tok));
+    CHECK(tok && frt_tokenizer_special_token(tok, "eos_token") &&
+          !strcmp(frt_tokenizer_special_token(tok, "eos_token"), "<|im_end|>"));
+    frt_tokenizer_free(tok);
+    tok = NULL;
+    write_file(dir, "tokenizer_config.json", "{\"model_max_length\": 1e999}");
+    CHECK_STATUS(frt_tokenizer_load(dir, &tok), FRT_ERR_FORMAT);
+    CHECK(tok == NULL && strstr(frt_last_error(), "tokenizer_config.json"));
     remove_file(dir, "tokenizer_config.json");
 
     write_file(dir, "tokenizer.json", "{\"model\": {\"type\": \"WordLevel\"}}");

@@ -92,7 +92,8 @@ int main(void)
     char *out = NULL;
     char full[2100];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
-    CHECK(run(full, &out) == 0 && out && strstr(out, "MB/s"));
+    CHECK(run(full, &out) == 0 && out && strstr(out, "MB/s") && strstr(out, "target: >= 20 MB/s") &&
+          strstr(out, "load: ") && strstr(out, "target < 1 s"));
     free(out);
 
     /* errors */

@@ -9,13 +9,19 @@
  * special tokens, the decodes of id lists, and the ids of chat prompts from
  * transformers' apply_chat_template. All made by
  * scripts/ref/make_tokenizer.py on the GPU machine; the test is skipped
- * (77) while golden.json is absent. */
+ * (77) while golden.json is absent.
+ *
+ * test_tokenizer_golden --real TEXTS REF NAME=DIR... compares the ids of
+ * real tokenizers instead (tests/sh/tokenizer_real*.sh): REF from
+ * scripts/ref/make_tokenizer_goldens.py (HF tokenizers) or
+ * tests/node/tokenizers-real/encode.mjs (the JavaScript cross-check). */
 #include "frt_test.h"
 #include "test_tokenizer_fixture.h"
 #include "text/chat.h"
 #include "frt/tokenizer.h"
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #define MAX_TOK 8
 
@@ -149,8 +155,104 @@ static void check_chat(const json_t *golden, const json_t *chat_golden, const ch
     CHECK(n_checked > 50);
 }
 
-int main(void)
+/* ---- --real: real tokenizers against a golden id file ---------------------------- */
+/* lower-case hex SHA-256 of the file at PATH into HEX[65]; 0 or -1 */
+static int file_sha256(const char *path, char hex[65])
 {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    unsigned char buf[1 << 16], md[32];
+    size_t r;
+    while (ok && (r = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(ctx, buf, r);
+    unsigned len = 0;
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    fclose(f);
+    for (int i = 0; ok && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return ok ? 0 : -1;
+}
+
+static int same_sha(const char *path, const json_t *want)
+{
+    char hex[65];
+    return file_sha256(path, hex) == 0 && json_is_string(want) && !strcmp(hex, json_string_value(want));
+}
+
+/* the ids of every text (and, with special tokens, of the first ones) equal SPEC's */
+static void check_real(const char *name, const char *dir, const json_t *spec, const json_t *texts)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    CHECK_MSG(same_sha(path, json_object_get(spec, "tokenizer_json_sha256")),
+              "%s: %s is not the file the reference ids were made from", name, path);
+    frt_tokenizer *tok = NULL;
+    CHECK_OK(frt_tokenizer_load(dir, &tok));
+    if (!tok) return;
+    const json_t *vs = json_object_get(spec, "vocab_size");
+    CHECK_MSG(!vs || frt_tokenizer_vocab_size(tok) == json_integer_value(vs), "%s: vocab size %d", name,
+              frt_tokenizer_vocab_size(tok));
+    size_t n_ids = 0, agree = 0, cases = 0;
+    for (int special = 0; special < 2; special++) {
+        const json_t *want = json_object_get(spec, special ? "ids_special" : "ids");
+        CHECK_MSG(json_is_array(want) && (special || json_array_size(want) == json_array_size(texts)),
+                  "%s: no %s list for every text", name, special ? "ids_special" : "ids");
+        for (size_t i = 0; i < json_array_size(want) && i < json_array_size(texts); i++) {
+            const json_t *t = json_array_get(texts, i), *w = json_array_get(want, i);
+            int32_t *ids = NULL;
+            size_t n = 0;
+            CHECK_OK(frt_tokenizer_encode_ex(tok, json_string_value(t), json_string_length(t), special, &ids, &n));
+            int ok = ids_equal(ids, n, w);
+            CHECK_MSG(ok, "%s: text %zu%s differs", name, i, special ? " (special tokens)" : "");
+            if (!ok) print_diff(ids, n, w);
+            cases++;
+            agree += (size_t)ok;
+            n_ids += n;
+            free(ids);
+        }
+    }
+    printf("%s: %zu of %zu cases agree (%zu ids)\n", name, agree, cases, n_ids);
+    frt_tokenizer_free(tok);
+}
+
+/* test_tokenizer_golden --real TEXTS REF NAME=DIR...: frt's ids of each text of
+ * TEXTS (a JSON list of strings) against REF (scripts/ref/make_tokenizer_goldens.py
+ * or tests/node/tokenizers-real/encode.mjs) for each tokenizer folder. */
+static int real_main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: test_tokenizer_golden --real TEXTS REF NAME=DIR...\n");
+        return 2;
+    }
+    json_error_t err;
+    json_t *texts = json_load_file(argv[2], 0, &err);
+    json_t *ref = json_load_file(argv[3], 0, &err);
+    CHECK_MSG(json_is_array(texts) && ref, "%s / %s: %s", argv[2], argv[3], err.text);
+    if (!json_is_array(texts) || !ref) return frt_test_report();
+    printf("reference: %s (%s)\n", argv[3], json_string_value(json_object_get(ref, "generator")));
+    CHECK_MSG(same_sha(argv[2], json_object_get(ref, "texts_sha256")), "%s is not the texts file of %s", argv[2],
+              argv[3]);
+    for (int i = 4; i < argc; i++) {
+        char name[64];
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof name) {
+            fprintf(stderr, "%s: expected NAME=DIR\n", argv[i]);
+            return 2;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(eq - argv[i]), argv[i]);
+        const json_t *spec = json_object_get(json_object_get(ref, "tokenizers"), name);
+        CHECK_MSG(spec != NULL, "%s: no tokenizer %s", argv[3], name);
+        if (spec) check_real(name, eq + 1, spec, texts);
+    }
+    json_decref(texts);
+    json_decref(ref);
+    return frt_test_report();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--real")) return real_main(argc, argv);
     json_error_t err;
     json_t *golden = json_load_file(FRT_TEST_DATA "/tokenizer/golden.json", 0, &err);
     if (!golden) TEST_SKIP("tests/data/tokenizer/golden.json absent (scripts/ref/make_tokenizer.py makes it)");

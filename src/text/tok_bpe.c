@@ -150,10 +150,31 @@ int tok_bpe_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, s
                  int mapped, tok_idvec *ids)
 {
     if (n == 0) return 0;
-    if (tok->ignore_merges) {
-        int32_t id = mapped ? tok_strmap_get(&tok->raw_vocab, s, n) : tok_strmap_get(&tok->vocab, s, n);
-        if (id >= 0) return tok_idvec_push(ids, id);
+    if (!mapped) {
+        int32_t id = tok->ignore_merges ? tok_strmap_get(&tok->vocab, s, n) : -1;
+        return id >= 0 ? tok_idvec_push(ids, id) : tok_bpe_merge_word(tok, sc, s, n, 0, ids);
     }
+    /* a byte-level word that is one vocabulary entry: with ignore_merges that
+     * entry; else that entry when its text merges into it, which the merge
+     * loop tells the first time and word_state remembers */
+    int32_t id = tok_strmap_get(&tok->word_ids, s, n);
+    if (id < 0) return tok_bpe_merge_word(tok, sc, s, n, 1, ids);
+    if (tok->ignore_merges) return tok_idvec_push(ids, id);
+    int st = atomic_load_explicit(&tok->word_state[id], memory_order_relaxed);
+    if (st == TOK_WORD_SELF) return tok_idvec_push(ids, id);
+    size_t n0 = ids->n;
+    FRT_TRY(tok_bpe_merge_word(tok, sc, s, n, 1, ids));
+    if (st == TOK_WORD_UNKNOWN)
+        atomic_store_explicit(&tok->word_state[id],
+                              ids->n == n0 + 1 && ids->v[n0] == id ? TOK_WORD_SELF : TOK_WORD_MERGED,
+                              memory_order_relaxed);
+    return 0;
+}
+
+int tok_bpe_merge_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
+                       int mapped, tok_idvec *ids)
+{
+    if (n == 0) return 0;
     if (n > 0xffffffffu) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokenizer: word of %zu bytes", n);
     FRT_TRY(scratch_reserve(sc, n));
     struct tok_symbol *sym = sc->sym;

@@ -35,18 +35,18 @@ int tok_normalize(const frt_tokenizer *tok, const char *s, size_t n, const char 
         case TOK_NFKC: opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
         default: opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
         }
-        utf8proc_uint8_t *res = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)*out, (utf8proc_ssize_t)*out_n, &res, opt);
-        if (r < 0) {
-            free(*owned);
-            *owned = NULL;
-            return frt_error(r == UTF8PROC_ERROR_NOMEM ? FRT_ERR_OUT_OF_MEMORY : FRT_ERR_BACKEND,
-                             "tokenizer: normalization failed: %s", utf8proc_errmsg(r));
-        }
+        tok_buf res = {0};
+        int rc = tok_utf8_normalize(*out, *out_n, (int)opt, &res);
         free(*owned);
-        *owned = (char *)res;
-        *out = (char *)res;
-        *out_n = (size_t)r;
+        *owned = NULL;
+        if (rc) {
+            tok_buf_free(&res);
+            return rc;
+        }
+        if (!res.p && tok_buf_put(&res, "", 0)) return FRT_ERR_OUT_OF_MEMORY;
+        *owned = res.p;
+        *out = res.p;
+        *out_n = res.n;
     }
     return 0;
 }

@@ -5,6 +5,8 @@
  *   tok_util.c    arena, string -> id and pair -> merge hash tables, UTF-8
  *   tok_regex.c   Oniguruma-syntax regex -> PCRE2 (UTF | UCP | JIT), and the
  *                 match iteration of the onig crate (FindMatches)
+ *   tok_split_fast.c  the Llama 3 / Qwen split patterns without PCRE2 (a
+ *                 class table PCRE2 fills; PCRE2 where it cannot decide)
  *   tok_bpe.c     the BPE merge loop (tokenizers/src/models/bpe/word.rs)
  *   tok_added.c   added-token matching (tokenizers/src/tokenizer/added_vocabulary.rs)
  *   tok_decode.c  ByteLevel decoding, lossy UTF-8, the streaming decoder
@@ -17,6 +19,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -55,6 +58,9 @@ typedef struct tok_strmap {
 /* Inserts or overwrites KEY (not copied: it must outlive the map). Returns 0,
  * or FRT_ERR_OUT_OF_MEMORY. *old receives the previous value or -1. */
 int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int32_t *old);
+/* Makes room for N entries in all, so that filling it rehashes nothing.
+ * 0 or FRT_ERR_OUT_OF_MEMORY (the map unchanged). */
+int tok_strmap_reserve(tok_strmap *m, size_t n);
 /* The value of KEY, or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
 void tok_strmap_free(tok_strmap *m);
@@ -74,6 +80,8 @@ typedef struct tok_pairmap {
 /* Inserts or overwrites (a later merge of the same pair wins, as the Rust
  * HashMap collect does). 0 or FRT_ERR_OUT_OF_MEMORY. */
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
+/* Makes room for N pairs in all (as tok_strmap_reserve). */
+int tok_pairmap_reserve(tok_pairmap *m, size_t n);
 /* The entry of (a, b) or NULL. */
 const tok_pair_entry *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b);
 void tok_pairmap_free(tok_pairmap *m);
@@ -100,6 +108,13 @@ int tok_utf8_decode(const char *s, uint32_t *cp);
 /* Encodes CP into OUT (4 bytes room). Returns the length. */
 int tok_utf8_encode(uint32_t cp, char *out);
 
+/* Appends the normal form of valid UTF-8 S[0..N) selected by OPTIONS (a
+ * utf8proc_option_t: UTF8PROC_STABLE plus COMPOSE / DECOMPOSE / COMPAT) to
+ * OUT: the same bytes as utf8proc_map over the whole text, with only the
+ * non-ASCII runs passed to utf8proc. Errors: FRT_ERR_OUT_OF_MEMORY,
+ * FRT_ERR_BACKEND (utf8proc refused the text). */
+int tok_utf8_normalize(const char *s, size_t n, int options, tok_buf *out);
+
 /* Incremental lossy UTF-8 (Rust String::from_utf8_lossy): bytes go in one by
  * one, complete characters come out, each maximal invalid subpart becomes
  * one U+FFFD. */
@@ -121,9 +136,33 @@ uint32_t tok_byte_char(unsigned char b);
 int tok_char_byte(uint32_t cp);
 
 /* ---- regex (Oniguruma syntax through PCRE2) ------------------------------ */
+/* Split patterns that tok_split_fast.c matches without PCRE2: Qwen2/2.5/3
+ * and Qwen3.5 (digits one by one; Qwen3.5 adds marks to the letters),
+ * Llama 3 (digits in threes). */
+enum tok_fast { TOK_FAST_NONE, TOK_FAST_QWEN, TOK_FAST_QWEN35, TOK_FAST_LLAMA3 };
+
 typedef struct tok_regex {
     pcre2_code *code;
+    int fast; /* enum tok_fast: set by tok_regex_compile when the pattern is one of them */
 } tok_regex;
+
+/* The enum tok_fast of a tokenizer.json regex PATTERN[0..LEN) (Oniguruma
+ * text, before translation): the Qwen2/2.5/3, Qwen3.5 or Llama 3 Split
+ * pattern, byte for byte, else TOK_FAST_NONE. */
+int tok_fast_kind(const char *pattern, size_t len);
+/* The end of the match of the fast pattern KIND that starts at S+P (valid
+ * UTF-8 S[0..N), P < N at a character start), or 0 when a character that
+ * decides the match is one the class table cannot classify for sure
+ * (outside the BMP, a non-ASCII letter after an apostrophe, a mark under
+ * Qwen3.5, or any non-ASCII one when tok_fast_ready failed): the caller
+ * then runs PCRE2 for this one match. Both give the same span
+ * (tok_split_fast.c says why). */
+size_t tok_fast_match(int kind, const char *s, size_t n, size_t p);
+/* Classifies the non-ASCII characters of the Basic Multilingual Plane for
+ * tok_fast_match with PCRE2, once per process (a few milliseconds; thread
+ * safe). Returns 1, or 0 when that failed (out of memory): tok_fast_match
+ * then leaves every non-ASCII decision to PCRE2. */
+int tok_fast_ready(void);
 
 /* Compiles PATTERN (Oniguruma syntax as tokenizer.json holds it; LEN bytes)
  * with PCRE2_UTF | PCRE2_UCP and JIT. Constructs whose meaning differs
@@ -226,6 +265,9 @@ typedef struct tok_trie {
     int empty;                /* no pattern at all */
 } tok_trie;
 
+/* word_state values */
+enum tok_word_state { TOK_WORD_UNKNOWN, TOK_WORD_SELF, TOK_WORD_MERGED };
+
 /* Per-id facts. */
 typedef struct tok_token {
     const char *str;     /* Tokenizer.id_to_token form, NULL = no token */
@@ -242,8 +284,13 @@ struct frt_tokenizer {
     size_t vocab_entries;    /* model.get_vocab_size(): number of entries */
     tok_pairmap merges;
     int32_t byte_id[256];    /* id of the byte-level character of each byte, -1 absent */
-    tok_strmap raw_vocab;    /* raw bytes -> id for tokens made only of byte-level
-                                characters (ignore_merges lookups on raw words) */
+    tok_strmap word_ids;     /* raw bytes -> id of every vocabulary entry made only
+                                of byte-level characters (tokenizer.c build_word_ids) */
+    _Atomic unsigned char *word_state; /* [model ids] without ignore_merges: does
+                                the entry's own text merge into that one token?
+                                enum tok_word_state, learnt on first use by
+                                tok_bpe_word (a memo of a pure function: threads
+                                that race store the same value) */
     int ignore_merges;
     const char *unk;         /* unk_token or NULL */
     uint32_t unk_len;
@@ -304,6 +351,10 @@ int tok_idvec_push(tok_idvec *iv, int32_t id);
 
 int tok_bpe_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
                  int mapped, tok_idvec *ids);
+/* tok_bpe_word without the whole-word lookups (ignore_merges, word_ids):
+ * the merge loop alone. Same arguments and errors. */
+int tok_bpe_merge_word(const frt_tokenizer *tok, tok_bpe_scratch *sc, const char *s, size_t n,
+                       int mapped, tok_idvec *ids);
 void tok_bpe_scratch_free(tok_bpe_scratch *sc);
 
 /* Added tokens (tok_added.c). */

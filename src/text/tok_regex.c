@@ -151,6 +151,7 @@ int tok_regex_compile_pcre2(tok_regex *re, const char *pattern, size_t len, uint
 {
     int err = 0;
     PCRE2_SIZE off = 0;
+    re->fast = TOK_FAST_NONE;
     re->code = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | extra_flags, &err,
                              &off, NULL);
     if (!re->code) {
@@ -167,18 +168,22 @@ int tok_regex_compile_pcre2(tok_regex *re, const char *pattern, size_t len, uint
 int tok_regex_compile(tok_regex *re, const char *pattern, size_t len, const char *what)
 {
     re->code = NULL;
+    re->fast = TOK_FAST_NONE;
     if (!tok_utf8_valid(pattern, len))
         return frt_error(FRT_ERR_FORMAT, "%s: regex is not valid UTF-8", what);
     tok_buf out = {0};
     FRT_TRY(translate(pattern, len, &out, what));
     int rc = tok_regex_compile_pcre2(re, out.p ? out.p : "", out.n, 0, what);
     tok_buf_free(&out);
+    if (!rc) re->fast = tok_fast_kind(pattern, len);
+    if (re->fast) (void)tok_fast_ready(); /* without the table, PCRE2 decides non-ASCII */
     return rc;
 }
 
 int tok_regex_compile_literal(tok_regex *re, const char *s, size_t len, const char *what)
 {
     re->code = NULL;
+    re->fast = TOK_FAST_NONE;
     if (!tok_utf8_valid(s, len))
         return frt_error(FRT_ERR_FORMAT, "%s: split string is not valid UTF-8", what);
     tok_buf out = {0};
@@ -253,11 +258,15 @@ int tok_regex_find_matches(const tok_regex *re, tok_matcher *m, const char *s, s
     size_t last_end = 0, prev = 0;
     int skip_next_empty = 0;
     while (last_end <= n) {
-        int rc = match(re, m, s, n, last_end, 0);
-        if (rc < 0) return rc;
-        if (rc == 0) break;
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
-        size_t ms = ov[0], me = ov[1];
+        size_t ms = last_end, me = re->fast ? tok_fast_match(re->fast, s, n, last_end) : 0;
+        if (!me) { /* no fast pattern, or a non-ASCII character decides */
+            int rc = match(re, m, s, n, last_end, 0);
+            if (rc < 0) return rc;
+            if (rc == 0) break;
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
+            ms = ov[0];
+            me = ov[1];
+        }
         if (me < ms) me = ms; /* \K cannot occur (refused); keep the span sane */
         last_end = me;
         if (me == ms) {

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 #include <xxhash.h>
 
 /* ---- arena ----------------------------------------------------------------- */
@@ -56,9 +57,8 @@ void tok_arena_free(tok_arena *a)
 }
 
 /* ---- string map -------------------------------------------------------------- */
-static int strmap_grow(tok_strmap *m)
+static int strmap_resize(tok_strmap *m, size_t cap)
 {
-    size_t cap = m->cap ? m->cap * 2 : 64;
     tok_strmap_entry *e = calloc(cap, sizeof *e);
     if (!e) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < m->cap; i++) {
@@ -77,7 +77,7 @@ int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int3
 {
     if (old) *old = -1;
     if ((m->n + 1) * 4 > m->cap * 3) {
-        int rc = strmap_grow(m);
+        int rc = strmap_resize(m, m->cap ? m->cap * 2 : 64);
         if (rc) return frt_error(rc, "tokenizer: out of memory (hash table)");
     }
     uint64_t h = XXH3_64bits(key, len);
@@ -96,6 +96,15 @@ int tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val, int3
     m->e[j].hash = h;
     m->n++;
     return 0;
+}
+
+int tok_strmap_reserve(tok_strmap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while (n * 4 > cap * 3) cap *= 2;
+    if (cap == m->cap) return 0;
+    int rc = strmap_resize(m, cap);
+    return rc ? frt_error(rc, "tokenizer: out of memory (hash table)") : 0;
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len)
@@ -130,9 +139,8 @@ static inline uint64_t pair_hash(uint64_t x)
     return x;
 }
 
-static int pairmap_grow(tok_pairmap *m)
+static int pairmap_resize(tok_pairmap *m, size_t cap)
 {
-    size_t cap = m->cap ? m->cap * 2 : 64;
     tok_pair_entry *e = malloc(cap * sizeof *e);
     if (!e) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < cap; i++) e[i].key = UINT64_MAX;
@@ -151,7 +159,7 @@ static int pairmap_grow(tok_pairmap *m)
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
 {
     if ((m->n + 1) * 2 > m->cap) {
-        int rc = pairmap_grow(m);
+        int rc = pairmap_resize(m, m->cap ? m->cap * 2 : 64);
         if (rc) return frt_error(rc, "tokenizer: out of memory (merges table)");
     }
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -169,6 +177,15 @@ int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t
     m->e[j].id = id;
     m->n++;
     return 0;
+}
+
+int tok_pairmap_reserve(tok_pairmap *m, size_t n)
+{
+    size_t cap = m->cap ? m->cap : 64;
+    while (n * 2 > cap) cap *= 2;
+    if (cap == m->cap) return 0;
+    int rc = pairmap_resize(m, cap);
+    return rc ? frt_error(rc, "tokenizer: out of memory (merges table)") : 0;
 }
 
 const tok_pair_entry *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b)
@@ -356,6 +373,40 @@ int tok_utf8_encode(uint32_t cp, char *out)
     o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
     o[3] = (unsigned char)(0x80 | (cp & 0x3F));
     return 4;
+}
+
+/* A Unicode normal form of S[0..N), one segment at a time. An ASCII
+ * character is a boundary of every normal form: it has no decomposition, is
+ * a starter (canonical combining class 0, so no reordering crosses it) and
+ * is never the second character of a canonical composition. Only the
+ * non-ASCII runs, each with the ASCII character before it (it may compose
+ * with a following combining mark: "e" U+0301 -> U+00E9), go through
+ * utf8proc; the ASCII between them is copied. The result equals
+ * utf8proc_map over the whole text (tested on random text). */
+int tok_utf8_normalize(const char *s, size_t n, int options, tok_buf *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && p[j] < 0x80) j++;
+        if (j == n) return tok_buf_put(out, s + i, n - i);
+        size_t seg = j > i ? j - 1 : j; /* the ASCII character before the run */
+        FRT_TRY(tok_buf_put(out, s + i, seg - i));
+        size_t end = j;
+        while (end < n && p[end] >= 0x80) end++;
+        utf8proc_uint8_t *res = NULL;
+        utf8proc_ssize_t r = utf8proc_map(p + seg, (utf8proc_ssize_t)(end - seg), &res,
+                                          (utf8proc_option_t)options);
+        if (r < 0)
+            return frt_error(r == UTF8PROC_ERROR_NOMEM ? FRT_ERR_OUT_OF_MEMORY : FRT_ERR_BACKEND,
+                             "tokenizer: normalization failed: %s", utf8proc_errmsg(r));
+        int rc = tok_buf_put(out, res, (size_t)r);
+        free(res);
+        FRT_TRY(rc);
+        i = end;
+    }
+    return 0;
 }
 
 static const char utf8_replacement[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
