@@ -190,6 +190,54 @@ static int add_merge(frt_tokenizer *tok, const char *a, size_t na, const char *b
     return tok_pairmap_put(&tok->merges, ia, ib, (uint32_t)rank, inew);
 }
 
+/* The raw bytes of vocabulary entry E into RAW when every character of it
+ * is in the byte-level alphabet; 0 when one is not. */
+static int raw_bytes(const tok_strmap_entry *e, tok_buf *raw)
+{
+    raw->n = 0;
+    for (size_t j = 0; j < e->len;) {
+        uint32_t cp;
+        j += (size_t)tok_utf8_decode(e->key + j, &cp);
+        int byte = tok_char_byte(cp);
+        if (byte < 0) return 0;
+        unsigned char c = (unsigned char)byte;
+        if (tok_buf_put(raw, &c, 1)) return FRT_ERR_OUT_OF_MEMORY;
+    }
+    return 1;
+}
+
+/* word_ids: raw bytes -> id of every vocabulary entry made of byte-level
+ * characters, so that a byte-level word that is one entry costs one lookup
+ * (tok_bpe_word). With ignore_merges that lookup is the rule (model.rs looks
+ * the word up before merging); without, whether the entry's own text merges
+ * into it is learnt the first time the word is met (word_state, MODEL_MAX + 1
+ * entries), not here: running the merge loop on 150 000 entries would cost
+ * a fifth of the load. */
+static int build_word_ids(frt_tokenizer *tok, int32_t model_max)
+{
+    if (!tok->ignore_merges && model_max >= 0) {
+        tok->word_state = calloc((size_t)model_max + 1, sizeof *tok->word_state);
+        if (!tok->word_state) return frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    FRT_TRY(tok_strmap_reserve(&tok->word_ids, tok->vocab.n));
+    tok_buf raw = {0};
+    int rc = 0;
+    for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
+        const tok_strmap_entry *ve = &tok->vocab.e[k];
+        if (!ve->key) continue;
+        rc = raw_bytes(ve, &raw);
+        if (rc <= 0) {
+            if (rc) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+            continue;
+        }
+        const char *r = tok_arena_dup(&tok->arena, raw.p ? raw.p : "", raw.n);
+        rc = r ? tok_strmap_put(&tok->word_ids, r, raw.n, ve->val, NULL)
+               : frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    tok_buf_free(&raw);
+    return rc;
+}
+
 /* Model vocabulary strings by id, for the per-id tables (freed after load). */
 typedef struct load_state {
     const char **model_str;
@@ -241,6 +289,8 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
     if (!json_is_object(vocab) || !json_is_array(merges))
         return frt_error(FRT_ERR_FORMAT, "tokenizer.json: BPE model without \"vocab\" object and \"merges\" list");
     ls->model_max = -1;
+    FRT_TRY(tok_strmap_reserve(&tok->vocab, json_object_size(vocab)));
+    FRT_TRY(tok_pairmap_reserve(&tok->merges, json_array_size(merges)));
     for (void *it = json_object_iter((json_t *)vocab); it; it = json_object_iter_next((json_t *)vocab, it)) {
         const char *key = json_object_iter_key(it);
         size_t klen = json_object_iter_key_len(it);
@@ -312,39 +362,7 @@ static int load_model(frt_tokenizer *tok, const json_t *m, load_state *ls)
         int ul = tok_utf8_encode(tok_byte_char((unsigned char)b), u);
         tok->byte_id[b] = tok_strmap_get(&tok->vocab, u, (size_t)ul);
     }
-    /* raw-byte vocabulary for ignore_merges on byte-level words */
-    if (tok->ignore_merges) {
-        tok_buf raw = {0};
-        for (size_t k = 0; k < tok->vocab.cap && !rc; k++) {
-            const tok_strmap_entry *ve = &tok->vocab.e[k];
-            if (!ve->key) continue;
-            raw.n = 0;
-            int ok = 1;
-            for (size_t j = 0; j < ve->len && ok;) {
-                uint32_t cp;
-                j += (size_t)tok_utf8_decode(ve->key + j, &cp);
-                int byte = tok_char_byte(cp);
-                if (byte < 0) {
-                    ok = 0;
-                    break;
-                }
-                unsigned char c = (unsigned char)byte;
-                rc = tok_buf_put(&raw, &c, 1);
-                if (rc) ok = 0;
-            }
-            if (rc) break;
-            if (!ok) continue;
-            const char *r = tok_arena_dup(&tok->arena, raw.p ? raw.p : "", raw.n);
-            if (!r) {
-                rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
-                break;
-            }
-            rc = tok_strmap_put(&tok->raw_vocab, r, raw.n, ve->val, NULL);
-        }
-        tok_buf_free(&raw);
-        FRT_TRY(rc);
-    }
-    return 0;
+    return build_word_ids(tok, ls->model_max);
 }
 
 /* ---- post-processor ------------------------------------------------------------------------- */
@@ -757,7 +775,8 @@ void frt_tokenizer_free(frt_tokenizer *tok)
 {
     if (!tok) return;
     tok_strmap_free(&tok->vocab);
-    tok_strmap_free(&tok->raw_vocab);
+    tok_strmap_free(&tok->word_ids);
+    free((void *)tok->word_state);
     tok_strmap_free(&tok->added_map);
     tok_strmap_free(&tok->special_set);
     tok_pairmap_free(&tok->merges);
