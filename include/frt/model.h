@@ -61,6 +61,7 @@ typedef struct frt_model_params {
     int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
     int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
+    int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
 } frt_model_params;
@@ -88,6 +89,8 @@ typedef struct frt_model_info {
     int eos_ids[16];
     size_t weight_bytes;  /* bytes of weights held by the backend */
     size_t state_bytes;   /* bytes of the live state closure at full capacity */
+    int branch_slots;     /* B: copies of the live state (frt/branch.h) */
+    size_t branch_state_bytes; /* bytes of all B copies (state_bytes * B) */
     frt_backend backend;
     int has_tokenizer;    /* tokenizer.json was found and loaded */
 } frt_model_info;
