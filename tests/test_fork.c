@@ -244,6 +244,28 @@ static void test_load_refusals(const char *dir)
     CHECK(m == NULL);
 }
 
+/* A backend that cannot bind slots (cuda) refuses B > 1 at load; runs only
+ * where a CUDA device is present. */
+static void test_cuda_refusal(const char *dir)
+{
+    int n = 0;
+    if (!frt_exec_has_cuda() || frt_device_count(FRT_BACKEND_CUDA, &n) < 0 || n < 1) {
+        printf("note: no CUDA device: the cuda refusal of branch_slots > 1 is not checked here\n");
+        return;
+    }
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA;
+    p.max_seq = 256;
+    p.branch_slots = 2;
+    frt_model *m = NULL;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "branch_slots") != NULL);
+    CHECK(m == NULL);
+    p.branch_slots = 1;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    frt_model_free(m);
+}
+
 int main(void)
 {
     char dir[1024];
@@ -264,5 +286,6 @@ int main(void)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
     snprintf(dir, sizeof dir, "%s/golden_dense/dense_mistral", FRT_TEST_DATA);
     test_load_refusals(dir);
+    test_cuda_refusal(dir);
     return frt_test_report();
 }
