@@ -173,6 +173,33 @@ static void check_too_many(frt_model *mb, const frt_capsule *cap, int V)
     free(b);
 }
 
+/* Steps refused before any work: no fork yet, no pending token, a full
+ * state (max_seq 64 with a 63-token trunk: one decode fills it). */
+static void check_step_refusals(const char *dir)
+{
+    frt_model *m = load(dir, 2, 64);
+    if (!m) return;
+    int32_t t[2] = {0, 0}, ids[63];
+    const frt_sampling g = {0.0f, 0, 1.0f};
+    CHECK_STATUS(frt_model_branch_sample(m, &g, t), FRT_ERR_STATE);
+    CHECK_STATUS(frt_model_branch_decode(m, &g, t), FRT_ERR_STATE);
+    for (int i = 0; i < 63; i++) ids[i] = i % 7 + 1;
+    CHECK_OK(frt_model_prefill(m, ids, 63));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    if (c) {
+        CHECK_OK(frt_model_fork(m, c, 2, 3));
+        CHECK_STATUS(frt_model_branch_decode(m, &g, t), FRT_ERR_STATE); /* nothing sampled yet */
+        CHECK(frt_model_position(m) == 63);
+        CHECK_OK(frt_model_branch_sample(m, &g, t));
+        CHECK_OK(frt_model_branch_decode(m, &g, t));
+        CHECK_STATUS(frt_model_branch_decode(m, &g, t), FRT_ERR_OUT_OF_RANGE); /* full */
+        CHECK(frt_model_position(m) == 64);
+    }
+    frt_capsule_free(c);
+    frt_model_free(m);
+}
+
 static void test_model(const char *dir)
 {
     frt_model *mb = load(dir, B, 256), *m1 = load(dir, 1, 256);
@@ -286,6 +313,7 @@ int main(void)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
     snprintf(dir, sizeof dir, "%s/golden_dense/dense_mistral", FRT_TEST_DATA);
     test_load_refusals(dir);
+    check_step_refusals(dir);
     test_cuda_refusal(dir);
     return frt_test_report();
 }
