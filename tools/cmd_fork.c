@@ -216,6 +216,9 @@ static int run(fork_opts *o, fork_receipt *rc)
     int st = frt_cli_load_model("fork", o->model_dir, &o->mp, o->quiet, &m);
     frt_capsule *cap = NULL;
     if (st == 0) st = fork_receipt_begin(rc, m, o);
+    if (st == 0 && !o->quiet)
+        fprintf(stderr, "frt fork: %d branch slots, %.1f MB of state each, %.1f MB in all\n", rc->info.branch_slots,
+                (double)rc->info.state_bytes / 1e6, (double)rc->info.branch_state_bytes / 1e6);
     if (st == 0 && !rc->has_tokenizer)
         st = frt_error(FRT_ERR_UNSUPPORTED, "%s has no tokenizer.json (the trunk is text)", o->model_dir);
     if (st == 0) st = prepare_trunk(m, o, rc, &cap);
