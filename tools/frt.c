@@ -15,6 +15,7 @@ static const struct {
     {"generate", frt_cmd_generate, "generate text from a prompt"},
     {"serve", frt_cmd_serve, "OpenAI-compatible HTTP server with sessions and capsules"},
     {"bench", frt_cmd_bench, "benchmarks (frt bench exec | frt bench -m DIR ...)"},
+    {"fork", frt_cmd_fork, "fork a trunk into branches decoded together, with a receipt"},
     {"cartridge", frt_cmd_cartridge, "import, export and describe KV cartridges (frt cartridge --help)"},
     {"gen-model", frt_cmd_gen_model, "write a random-weight checkpoint at a real shape"},
     {"inspect", frt_cmd_inspect, "describe a checkpoint directory"},

@@ -62,13 +62,14 @@ typedef struct frt_model_params {
     int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
     int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
+    int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
-/* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0. */
+/* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1). */
 FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */
@@ -89,6 +90,8 @@ typedef struct frt_model_info {
     int eos_ids[16];
     size_t weight_bytes;  /* bytes of weights held by the backend */
     size_t state_bytes;   /* bytes of the live state closure at full capacity */
+    int branch_slots;     /* B: copies of the live state (frt/branch.h) */
+    size_t branch_state_bytes; /* bytes of all B copies (state_bytes * B) */
     frt_backend backend;
     int has_tokenizer;    /* tokenizer.json was found and loaded */
 } frt_model_info;
@@ -139,12 +142,15 @@ typedef struct frt_io_info {
  * generation_config.json, tokenizer.json when present), allocates the live
  * state and captures the prefill and decode graphs.
  * Returns 0 and *out (free with frt_model_free), or:
- *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64,
+ *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h)
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
- *                             architecture refuses, or a backend not built
+ *                             architecture refuses, a backend not built, or branch_slots > 1
+ *                             on a backend that cannot bind branch slots (cuda for now)
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
- *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit
+ *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the
+ *                             device's free memory before they are allocated)
  *   FRT_ERR_NO_DEVICE         cuda requested without a device */
 FRT_API int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
 

@@ -100,6 +100,10 @@ typedef struct frt_arch_backend {
     /* A hash of choices made at load that change the arithmetic (GEMM
      * algorithms picked per shape), folded into the fingerprint; may be NULL. */
     uint64_t (*fingerprint_extra)(const frt_model *m);
+    /* 1: the recorded work reaches the state through m->state / the
+     * architecture's views at replay time, so the runtime can bind another
+     * branch slot by pointer (frt/branch.h); 0: branch_slots > 1 is refused. */
+    int binds_slots;
 } frt_arch_backend;
 
 typedef struct frt_arch {

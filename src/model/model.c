@@ -223,6 +223,7 @@ static int load_model(frt_model *m, const char *dir)
     m->weights_hash = hash_weights(m->ckpt);
     FRT_TRY(alloc_state(m));
     FRT_TRY(m->bk->alloc_scratch(m));
+    FRT_TRY(frt_model_branches_alloc(m));
     FRT_TRY(capture_graphs(m));
     m->fingerprint = compute_fingerprint(m);
     return 0;
@@ -280,6 +281,7 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_prefill);
     frt_graph_destroy(m->g_decode);
     frt_graph_destroy(m->g_sample);
+    frt_model_branches_free(m);
     frt_model_state_free(m);
     frt_buffer_free(m->step);
     free(m->cpu_sample_scratch);
@@ -312,6 +314,8 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
     memcpy(info->eos_ids, m->gen.eos_ids, sizeof info->eos_ids);
     info->weight_bytes = m->weight_bytes;
     for (int i = 0; i < m->n_state; i++) info->state_bytes += m->state[i].bytes;
+    info->branch_slots = m->n_slots;
+    info->branch_state_bytes = info->state_bytes * (size_t)m->n_slots;
     info->backend = m->params.backend;
     info->has_tokenizer = m->tok != NULL;
     return 0;

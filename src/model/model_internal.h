@@ -101,6 +101,18 @@ struct frt_model {
      * HMAC-SHA256 under it and are checked against it; 0 bytes = none. */
     unsigned char capsule_key[FRT_CAPSULE_KEY_MAX];
     size_t capsule_key_len;
+
+    /* Branch slots (branch.c, frt/branch.h): n_slots copies of the state
+     * table; slot_bufs[s * n_state + i] is entry i of slot s (slot 0: the
+     * buffers allocated by state.c). The table's buffers (m->state[i].buf,
+     * tokens, boundary, logits, the in-state ports) point at the bound
+     * slot. */
+    int n_slots;
+    frt_buffer **slot_bufs;
+    int bound_slot;    /* the slot the table points at */
+    int selected_slot; /* the slot single-sequence calls act on */
+    int n_branches;    /* branches of the last fork */
+    unsigned char *branch_live; /* [n_slots] */
 };
 
 /* Reads the boundary record from its buffer into *b (synchronizes the
@@ -145,6 +157,17 @@ int frt_cpu_record_sample(frt_stream *s, void *user); /* an frt_record_fn; user:
 /* Allocates the state table the architecture declares plus the runtime's
  * token-model entries, and the graph ports (state.c). */
 int frt_model_state_alloc(frt_model *m);
+
+/* Allocates slots 1..B-1 of params.branch_slots = B (branch.c), after the
+ * state table. Errors: FRT_ERR_INVALID_ARGUMENT (B outside 0..
+ * FRT_MAX_BRANCH_SLOTS), FRT_ERR_UNSUPPORTED (B > 1 on a backend that
+ * cannot bind slots), FRT_ERR_OUT_OF_MEMORY (the slots exceed the device's
+ * free memory, message says how much). */
+int frt_model_branches_alloc(frt_model *m);
+
+/* Frees slots 1..B-1 (slot 0 is the state table's, freed by
+ * frt_model_state_free) after binding slot 0 back. */
+void frt_model_branches_free(frt_model *m);
 
 /* Frees the state table and the ports. */
 void frt_model_state_free(frt_model *m);

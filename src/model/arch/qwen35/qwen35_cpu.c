@@ -365,4 +365,5 @@ const frt_arch_backend frt_qwen35_cpu_backend = {
     .record_decode = cpu_record_decode,
     .record_sample = frt_cpu_record_sample,
     .debug_hidden = cpu_debug_hidden,
+    .binds_slots = 1,
 };
