@@ -20,7 +20,9 @@
  */
 #include "frt_test.h"
 
+#if defined(__GNUC__) && !defined(__clang__) /* a GCC-only warning (make fuzz builds with clang) */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include "frt/debug.h"
 #include "frt/exec.h"

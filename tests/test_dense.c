@@ -19,7 +19,9 @@
  */
 #include "frt_test.h"
 
+#if defined(__GNUC__) && !defined(__clang__) /* a GCC-only warning (make fuzz builds with clang) */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include "frt/model.h"
 #include "kernels/cpu/rope_freqs.h"
