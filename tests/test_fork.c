@@ -203,6 +203,7 @@ static void check_step_refusals(const char *dir)
 static void test_model(const char *dir)
 {
     frt_model *mb = load(dir, B, 256), *m1 = load(dir, 1, 256);
+    frt_capsule *cap = NULL, *cap1 = NULL;
     if (!mb || !m1) goto out;
     frt_model_info ib, i1;
     CHECK_OK(frt_model_info_get(mb, &ib));
@@ -214,7 +215,6 @@ static void test_model(const char *dir)
     int32_t ids[70];
     for (int i = 0; i < 70; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     CHECK_OK(frt_model_prefill(mb, ids, 70));
-    frt_capsule *cap = NULL, *cap1 = NULL;
     char path[256], bpath[256];
     snprintf(path, sizeof path, "/tmp/frt-test-fork-%d.trunk.cap", (int)getpid());
     snprintf(bpath, sizeof bpath, "/tmp/frt-test-fork-%d.branch.cap", (int)getpid());
