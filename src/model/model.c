@@ -548,6 +548,8 @@ int frt_model_reset(frt_model *m)
     /* The recurrent entries start from zero; rows past the position are
      * never read. */
     FRT_TRY(frt_model_state_zero_recurrent(m));
+    FRT_TRY(frt_buffer_fill(m->counts, 0, (size_t)m->cfg.vocab_size * sizeof(int32_t), 0, m->stream));
+    FRT_TRY(frt_buffer_fill(m->seen, 0, (size_t)m->cfg.vocab_size, 0, m->stream));
     return boundary_write(m, &b);
 }
 

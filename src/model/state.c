@@ -67,16 +67,15 @@ int frt_model_state_alloc(frt_model *m)
         return n;
     }
     /* The token-model entries every architecture gets: the journal, the
-     * boundary, the last logits, and the penalty counts (frt/sampling.h:
-     * folds over the prefix, so reset zeroes them). */
+     * boundary, the last logits, and the penalty counts (frt/sampling.h;
+     * not `recurrent`, which is the model's arithmetic state: reset zeroes
+     * them by name, frt_model_reset). */
     const int first = n;
     decl_set(&decl[n++], "tokens", FRT_DT_I32, FRT_STATE_ROWS, m->max_seq, 0);
     decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
     decl_set(&decl[n++], "logits", FRT_DT_F32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
-    decl_set(&decl[n], "sampler.counts", FRT_DT_I32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
-    decl[n++].recurrent = 1;
-    decl_set(&decl[n], "sampler.seen", FRT_DT_U8, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
-    decl[n++].recurrent = 1;
+    decl_set(&decl[n++], "sampler.counts", FRT_DT_I32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    decl_set(&decl[n++], "sampler.seen", FRT_DT_U8, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
     m->state = calloc((size_t)n, sizeof *m->state);
     if (!m->state) {
         free(decl);
