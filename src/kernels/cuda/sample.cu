@@ -2,9 +2,13 @@
  * kernels/cuda/sample.cu - temperature / top-k / top-p sampling on the
  * device, from a uniform u drawn from the SplitMix64 state in device memory
  * (kernels/cpu/rng.h, the very same code), with the parameters in device
- * memory. Semantics of the CPU twin frt_cpu_sample (HF order: temperature,
- * top-k, top-p on the renormalised top-k set), and of the decode step's
- * choice (frt_cuda_sample_token: argmax for a temperature <= 0).
+ * memory. Semantics of the CPU twin frt_cpu_sample_minp (HF order:
+ * temperature, top-k, top-p on the renormalised top-k set, with vLLM's min_p
+ * before top-k), and of the decode step's choice (frt_cuda_sample_token:
+ * argmax for a temperature <= 0). When the parameters carry a logit bias or
+ * a penalty (frt/sampling.h) the kernel reads the adjusted logits that
+ * frt_cuda_logits_adjust wrote into the workspace (frt_cuda_sample_step);
+ * called without them it writes -1.
  *
  * One cooperative kernel (a grid of G <= #SMs blocks of 512 threads, phases
  * separated by grid-wide barriers), so a greedy step is one launch that reads
@@ -24,6 +28,8 @@
  *      such a p never changes a double in [1, 2^k) (less than half an ulp),
  *      and no crossing can happen on them. Per-block counts, a barrier, then
  *      a stable compaction of the head, in index order, as (key, index),
+ *      (with the head, the count of tokens with p_i >= min_p: the min_p
+ *      cut, a prefix of the sorted head, since p falls along the order),
  *      key = a uint32 whose ascending order is (logit desc) (-0 as +0).
  *      Barrier.
  *   4. a stable LSD radix sort of the head, 8 bits a pass, skipping the
@@ -31,7 +37,7 @@
  *      keys): per-block digit counts, barrier, per-block offsets, a stable
  *      scatter (warp match + per-warp counts, in index order), barrier. The
  *      result is the twin's total order (logit desc, index asc).
- *   5. top-k keeps the first m = min(top_k, head) (0 = all). The prefix sums
+ *   5. top-k keeps the first m = min(top_k, head, min_p count) (0 = all). The prefix sums
  *      of p over the kept tokens are nested, each level in a fixed sequential
  *      order: a thread's contiguous segment, the 32 segments of a warp, the
  *      16 warps of a block, the G blocks. Each level is a rounded sum c + x
