@@ -26,13 +26,11 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #else
 
 #include "frt/exec.h"
-#include "kernels/cpu/kernels_cpu.h"
-#include "kernels/cpu/rng.h"
-#include "kernels/cpu/sample_rule.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 
 #include "frt_test_cuda.h"
+#include "frt_test_sampling.h"
 
 /* The device buffers of one vocabulary. */
 typedef struct dev {
@@ -65,15 +63,6 @@ static void dev_free(dev *d)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(all[i]);
 }
 
-static frt_sampling plain(float t)
-{
-    frt_sampling s;
-    memset(&s, 0, sizeof s);
-    s.temperature = t;
-    s.top_p = 1.0f;
-    return s;
-}
-
 static void random_counts(int32_t *c, uint8_t *seen, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -102,26 +91,11 @@ static int step(dev *d, const frt_sampling *s)
     return rc < 0 ? rc : t;
 }
 
-/* The CPU twin of step(): the token, with rng advanced as the device's. */
-static int cpu_step(const float *l, int n, const int32_t *c, const uint8_t *seen, const frt_sampling *s,
-                    uint64_t *rng, float *adj, float *scratch, const float **used)
-{
-    const float *x = l;
-    if (frt_sample_adjusts(s)) {
-        CHECK_OK(frt_cpu_logits_adjust(adj, l, n, s, c, seen));
-        x = adj;
-    }
-    *used = x;
-    if (s->temperature <= 0.0f) return frt_cpu_argmax(x, n);
-    float u = frt_rng_uniform(rng);
-    return frt_cpu_sample_minp(x, n, s->temperature, s->top_k, s->top_p, s->min_p, u, scratch);
-}
-
 static void test_adjust_bits(dev *d, const float *l, const int32_t *c, const uint8_t *seen)
 {
     const int n = d->n;
     float *want = fnew((size_t)n), *got = fnew((size_t)n);
-    frt_sampling s = plain(1.0f);
+    frt_sampling s = frt_test_sampling(1.0f);
     s.presence_penalty = 0.6f;
     s.frequency_penalty = -0.4f;
     s.repetition_penalty = 1.25f;
@@ -135,7 +109,7 @@ static void test_adjust_bits(dev *d, const float *l, const int32_t *c, const uin
     snprintf(name, sizeof name, "logits_adjust n %d, 300 biases, 3 penalties", n);
     report_same(name, got, want, (size_t)n * 4);
     /* off: the output is not touched */
-    frt_sampling off = plain(0.7f);
+    frt_sampling off = frt_test_sampling(0.7f);
     dput(d->params, 0, &off, sizeof off);
     dsentinel(d->adj);
     CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p));
@@ -169,7 +143,7 @@ static void test_steps(dev *d, const float *l, const int32_t *c, const uint8_t *
     const int n = d->n;
     float *adj = fnew((size_t)n), *scratch = fnew(FRT_CPU_SAMPLE_SCRATCH(n));
     frt_sampling ps[8];
-    for (int i = 0; i < 8; i++) ps[i] = plain(1.0f);
+    for (int i = 0; i < 8; i++) ps[i] = frt_test_sampling(1.0f);
     ps[0].temperature = 0.0f;                                  /* greedy, off */
     ps[1].temperature = 0.7f, ps[1].top_k = 20, ps[1].top_p = 0.95f; /* Qwen's defaults */
     ps[2].min_p = 0.05f;
@@ -186,7 +160,7 @@ static void test_steps(dev *d, const float *l, const int32_t *c, const uint8_t *
         dput(d->rng, 0, &host, 8);
         for (int r = 0; r < 25; r++, total++) {
             const float *used = NULL;
-            int want = cpu_step(l, n, c, seen, &ps[p], &host, adj, scratch, &used);
+            int want = frt_test_sample_ref(l, n, c, seen, &ps[p], &host, adj, scratch, &used);
             int got = step(d, &ps[p]);
             uint64_t drng = 0;
             dget(d->rng, 0, &drng, 8);
@@ -203,11 +177,11 @@ static void test_steps(dev *d, const float *l, const int32_t *c, const uint8_t *
     snprintf(name, sizeof name, "logprobs n %d == frt_cpu_logprobs (1e-5), mismatches", n);
     report(name, (double)lp_bad, 0.0);
     /* min_p = 1 at temperature 5 is the argmax; +100 forces its token */
-    frt_sampling mp = plain(5.0f);
+    frt_sampling mp = frt_test_sampling(5.0f);
     mp.min_p = 1.0f;
     int greedy_ok = 1, forced_ok = 1;
     for (int r = 0; r < 20; r++) greedy_ok &= step(d, &mp) == frt_cpu_argmax(l, n);
-    frt_sampling f = plain(1.5f);
+    frt_sampling f = frt_test_sampling(1.5f);
     f.n_logit_bias = 1;
     f.logit_bias[0] = (frt_logit_bias){n / 3, 100.0f};
     for (int r = 0; r < 20; r++) forced_ok &= step(d, &f) == n / 3;
@@ -217,7 +191,7 @@ static void test_steps(dev *d, const float *l, const int32_t *c, const uint8_t *
     report_flag(name, forced_ok);
     /* no logprobs asked: the port is not written */
     dsentinel(d->lp);
-    frt_sampling q = plain(0.9f);
+    frt_sampling q = frt_test_sampling(0.9f);
     step(d, &q);
     frt_logprobs lp;
     dget(d->lp, 0, &lp, sizeof lp);
@@ -254,7 +228,7 @@ static void test_timing(dev *d)
     frt_sampling cases[4];
     const char *names[4] = {"greedy", "T 0.7 top_k 20 top_p 0.95", "greedy + penalties + 50 biases",
                             "T 0.7 ... + penalties + 50 biases + min_p"};
-    for (int i = 0; i < 4; i++) cases[i] = plain(i % 2 ? 0.7f : 0.0f);
+    for (int i = 0; i < 4; i++) cases[i] = frt_test_sampling(i % 2 ? 0.7f : 0.0f);
     cases[1].top_k = cases[3].top_k = 20;
     cases[1].top_p = cases[3].top_p = 0.95f;
     for (int i = 2; i < 4; i++) {

@@ -8,9 +8,8 @@
  *    a generated one by frequency * count + presence, each in its direction;
  *  - a +100 logit_bias forces its token at any temperature, top-k, top-p;
  *    -100 removes a token;
- *  - min_p = 1 is greedy at any temperature; min_p's frequencies over a u
- *    grid match fp64 probabilities of the kept set (p_i >= min_p, then
- *    top-k, then top-p);
+ *  - min_p = 1 is greedy at any temperature (min_p's frequencies over a u
+ *    grid: tests/test_kernel_sample.c);
  *  - logprobs: over a vocabulary of 20 the top-20 probabilities sum to 1,
  *    the order is (logprob desc, id asc), the values match an fp64
  *    log-softmax, the sampled token's value is its entry; a large
@@ -18,21 +17,11 @@
  *  - every bad argument fails cleanly.
  */
 #include "frt_test.h"
-#include "kernels/cpu/kernels_cpu.h"
-#include "kernels/cpu/sample_rule.h"
+#include "frt_test_sampling.h"
 
 enum { N = 1000, BIG = 151936 };
 
 static float scratch[FRT_CPU_SAMPLE_SCRATCH(BIG)];
-
-static frt_sampling plain(float t)
-{
-    frt_sampling s;
-    memset(&s, 0, sizeof s);
-    s.temperature = t;
-    s.top_p = 1.0f;
-    return s;
-}
 
 /* fp64 reference of steps 1-3, straight from the definitions. */
 static double ref_adjust(float l, int biased, float bias, int32_t c, int seen, const frt_sampling *s)
@@ -63,7 +52,7 @@ static void test_adjust_reference(void)
     uint8_t seen[N], biased[N] = {0};
     frt_test_fill(l, N, -8, 8);
     random_state(counts, seen, N);
-    frt_sampling s = plain(1.0f);
+    frt_sampling s = frt_test_sampling(1.0f);
     s.presence_penalty = 0.7f;
     s.frequency_penalty = 0.3f;
     s.repetition_penalty = 1.3f;
@@ -92,7 +81,7 @@ static void test_adjust_reference(void)
     }
     CHECK(untouched_same && rep_only && gen_lower);
     /* frequency and presence alone touch only the generated tokens */
-    frt_sampling fp = plain(1.0f);
+    frt_sampling fp = frt_test_sampling(1.0f);
     fp.frequency_penalty = -0.5f; /* negative: encourages */
     fp.presence_penalty = 0.25f;
     CHECK(frt_sample_adjusts(&fp));
@@ -104,7 +93,7 @@ static void test_adjust_reference(void)
     }
     CHECK(only_gen);
     /* off: nothing to adjust */
-    frt_sampling off = plain(0.7f);
+    frt_sampling off = frt_test_sampling(0.7f);
     CHECK(!frt_sample_adjusts(&off));
     off.repetition_penalty = 1.0f;
     CHECK(!frt_sample_adjusts(&off));
@@ -121,7 +110,7 @@ static void test_bias_forces(void)
     const float temps[4] = {0.0f, 0.5f, 1.0f, 2.0f};
     int forced = 1, never = 1;
     for (int k = 0; k < 20; k++) {
-        frt_sampling s = plain(temps[k % 4]);
+        frt_sampling s = frt_test_sampling(temps[k % 4]);
         int t = (int)(frt_test_u64() % N);
         s.n_logit_bias = 2;
         s.logit_bias[0] = (frt_logit_bias){t, 100.0f};
@@ -137,7 +126,7 @@ static void test_bias_forces(void)
             forced &= tok == t;
         }
         /* -100 alone: the model's favourite is never drawn */
-        frt_sampling d = plain(1.0f);
+        frt_sampling d = frt_test_sampling(1.0f);
         d.n_logit_bias = 1;
         d.logit_bias[0] = (frt_logit_bias){best, -100.0f};
         CHECK_OK(frt_cpu_logits_adjust(out, l, N, &d, counts, seen));
@@ -163,57 +152,6 @@ static void test_min_p_greedy(void)
             }
     }
     CHECK(same);
-}
-
-/* Frequencies of min_p sampling over a u grid against fp64 probabilities. */
-static void check_min_p(const float *l, int n, float T, int top_k, float top_p, float min_p)
-{
-    enum { GRID = 20000 };
-    int order[64], cnt[64] = {0};
-    double p[64] = {0};
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = 1; i < n; i++) /* insertion sort by (logit desc, index asc) */
-        for (int j = i; j > 0 && l[order[j]] > l[order[j - 1]]; j--) {
-            int x = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = x;
-        }
-    double lmax = l[order[0]];
-    int kept = 0;
-    while (kept < n && exp((l[order[kept]] - lmax) / T) >= min_p) kept++;
-    if (top_k > 0 && top_k < kept) kept = top_k;
-    double total = 0;
-    for (int r = 0; r < kept; r++) total += p[order[r]] = exp((l[order[r]] - lmax) / T);
-    double cum = 0;
-    int r = 0;
-    for (; r < kept; r++) {
-        cum += p[order[r]];
-        if (cum >= top_p * total) break;
-    }
-    for (int q = r + 1; q < kept; q++) p[order[q]] = 0;
-    for (int i = 0; i < n; i++) p[i] /= cum;
-    int bad = 0;
-    for (int i = 0; i < GRID; i++) {
-        int tok = frt_cpu_sample_minp(l, n, T, top_k, top_p, min_p, (float)((i + 0.5) / GRID), scratch);
-        if (tok < 0 || tok >= n) bad++;
-        else cnt[tok]++;
-    }
-    double worst = 0;
-    for (int i = 0; i < n; i++) worst = fmax(worst, fabs((double)cnt[i] / GRID - p[i]));
-    CHECK_MSG(bad == 0 && worst <= 1.5 / GRID, "min_p %g T %g top_k %d top_p %g: off by %.3e", (double)min_p,
-              (double)T, top_k, (double)top_p, worst);
-}
-
-static void test_min_p_distribution(void)
-{
-    float l[16];
-    frt_test_fill(l, 16, -3, 3);
-    check_min_p(l, 16, 1.0f, 0, 1.0f, 0.1f);
-    check_min_p(l, 16, 0.5f, 0, 1.0f, 0.05f);
-    check_min_p(l, 16, 2.0f, 5, 1.0f, 0.3f);
-    check_min_p(l, 16, 1.0f, 0, 0.7f, 0.2f);
-    check_min_p(l, 16, 1.5f, 8, 0.9f, 0.01f);
-    check_min_p(l, 16, 1.0f, 0, 1.0f, 0.0f);
 }
 
 static void test_logprobs_small(void)
@@ -279,7 +217,7 @@ static void test_bad_args(void)
     float l[4] = {1, 2, 3, 4}, out[4];
     int32_t c[4] = {0};
     uint8_t sn[4] = {0};
-    frt_sampling s = plain(1.0f);
+    frt_sampling s = frt_test_sampling(1.0f);
     int bad = FRT_ERR_INVALID_ARGUMENT;
     CHECK_STATUS(frt_cpu_logits_adjust(NULL, l, 4, &s, c, sn), bad);
     CHECK_STATUS(frt_cpu_logits_adjust(out, l, 0, &s, c, sn), bad);
@@ -306,7 +244,6 @@ int main(void)
     test_adjust_reference();
     test_bias_forces();
     test_min_p_greedy();
-    test_min_p_distribution();
     test_logprobs_small();
     test_logprobs_large();
     test_bad_args();

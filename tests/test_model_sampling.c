@@ -23,10 +23,8 @@
  */
 #include "frt_test.h"
 
+#include "frt_test_sampling.h"
 #include "gen_model.h"
-#include "kernels/cpu/kernels_cpu.h"
-#include "kernels/cpu/rng.h"
-#include "kernels/cpu/sample_rule.h"
 #include "model/model_internal.h"
 
 #include <sys/stat.h>
@@ -58,15 +56,6 @@ static void read_counts(frt_model *m)
     CHECK_OK(frt_stream_sync(m->stream));
 }
 
-static frt_sampling plain(float t)
-{
-    frt_sampling s;
-    memset(&s, 0, sizeof s);
-    s.temperature = t;
-    s.top_p = 1.0f;
-    return s;
-}
-
 /* 1. */
 static void test_counts(frt_model *m)
 {
@@ -78,7 +67,7 @@ static void test_counts(frt_model *m)
     for (int i = 0; i < V; i++) zero &= counts[i] == 0 && seen[i] == 0;
     CHECK(zero);
     CHECK_OK(frt_model_prefill(m, prompt, 70));
-    frt_sampling s = plain(0.9f);
+    frt_sampling s = frt_test_sampling(0.9f);
     CHECK_OK(frt_model_sample(m, &s, &gen[0]));
     for (int i = 1; i < STEPS; i++) CHECK_OK(frt_model_decode(m, &s, &gen[i]));
     read_counts(m);
@@ -106,21 +95,6 @@ static void test_counts(frt_model *m)
     CHECK(zero);
     free(want);
     free(want_seen);
-}
-
-/* The reference token of a step from the current logits, counts and the
- * RNG state rng (advanced as the step does). */
-static int ref_token(const frt_sampling *s, uint64_t *rng, const float **used)
-{
-    const float *l = logits;
-    if (frt_sample_adjusts(s)) {
-        CHECK_OK(frt_cpu_logits_adjust(adjusted, logits, V, s, counts, seen));
-        l = adjusted;
-    }
-    *used = l;
-    if (s->temperature <= 0.0f) return frt_cpu_argmax(l, V);
-    float u = frt_rng_uniform(rng);
-    return frt_cpu_sample_minp(l, V, s->temperature, s->top_k, s->top_p, s->min_p, u, scratch);
 }
 
 static void check_logprobs(frt_model *m, const frt_sampling *s, const float *l, int token)
@@ -157,7 +131,7 @@ static int run_checked(frt_model *m, const frt_sampling *s, const int32_t *promp
             CHECK_OK(frt_model_logits(m, logits));
         }
         const float *l = NULL;
-        int want = ref_token(s, &rng, &l);
+        int want = frt_test_sample_ref(logits, V, counts, seen, s, &rng, adjusted, scratch, &l);
         CHECK_OK(frt_model_boundary_read(m, &b));
         bad += t != want || b.rng[0] != rng;
         if (s->logprobs) check_logprobs(m, s, l, t);
@@ -171,7 +145,7 @@ static void test_reference(frt_model *m)
 {
     int32_t prompt[80], toks[STEPS];
     for (int i = 0; i < 80; i++) prompt[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
-    frt_sampling s = plain(0.8f);
+    frt_sampling s = frt_test_sampling(0.8f);
     s.top_k = 40;
     s.top_p = 0.95f;
     s.min_p = 0.02f;
@@ -189,11 +163,11 @@ static void test_reference(frt_model *m)
     g.temperature = 0.0f;
     g.top_logprobs = 20;
     CHECK_MSG(run_checked(m, &g, prompt, 80, toks) == 0, "penalised greedy differs from the reference");
-    frt_sampling r = plain(1.0f); /* everything off, logprobs of the raw logits */
+    frt_sampling r = frt_test_sampling(1.0f); /* everything off, logprobs of the raw logits */
     r.logprobs = 1;
     CHECK_MSG(run_checked(m, &r, prompt, 80, toks) == 0, "plain sampling differs from the reference");
     /* +100 forces its token at temperature 1.5 */
-    frt_sampling f = plain(1.5f);
+    frt_sampling f = frt_test_sampling(1.5f);
     f.n_logit_bias = 1;
     f.logit_bias[0] = (frt_logit_bias){V / 3, 100.0f};
     CHECK(run_checked(m, &f, prompt, 80, toks) == 0);
@@ -218,7 +192,7 @@ static void test_refused(frt_model *m)
     CHECK_OK(frt_model_reset(m));
     CHECK_OK(frt_model_prefill(m, prompt, 10));
     CHECK_STATUS(frt_model_logprobs(m, &(frt_logprobs){0}), FRT_ERR_STATE);
-    frt_sampling ok = plain(1.0f);
+    frt_sampling ok = frt_test_sampling(1.0f);
     CHECK_OK(frt_model_sample(m, &ok, &t));
     CHECK_STATUS(frt_model_logprobs(m, &(frt_logprobs){0}), FRT_ERR_STATE);
     struct {
@@ -226,7 +200,7 @@ static void test_refused(frt_model *m)
         frt_sampling s;
     } bad[14];
     int n = 0;
-    for (int i = 0; i < 14; i++) bad[i].s = plain(1.0f);
+    for (int i = 0; i < 14; i++) bad[i].s = frt_test_sampling(1.0f);
     bad[n].field = "min_p", bad[n++].s.min_p = 1.5f;
     bad[n].field = "min_p", bad[n++].s.min_p = -0.1f;
     bad[n].field = "presence_penalty", bad[n++].s.presence_penalty = 2.5f;
