@@ -85,25 +85,17 @@ static const char epilog[] =
  * list (ranges and duplicates are frt_sampling_check's, after the load). */
 static int parse_bias(const frt_cmd_spec *spec, const char *arg, frt_sampling *s)
 {
-    const char *p = arg;
-    s->n_logit_bias = 0;
-    while (*p) {
-        char *end = NULL;
-        long id = strtol(p, &end, 10);
-        if (end == p || *end != ':' || id < 0 || id > INT32_MAX)
-            return frt_args_error(spec, "--logit-bias: '%.*s' is not ID:BIAS (a list like 42:5,7:-100)",
-                                  (int)strcspn(p, ","), p);
-        const char *b = end + 1;
-        float bias = strtof(b, &end);
-        if (end == b || (*end && *end != ','))
-            return frt_args_error(spec, "--logit-bias: '%.*s' is not ID:BIAS (a list like 42:5,7:-100)",
-                                  (int)strcspn(p, ","), p);
-        if (s->n_logit_bias == FRT_SAMPLING_MAX_BIAS)
-            return frt_args_error(spec, "--logit-bias: more than %d entries", FRT_SAMPLING_MAX_BIAS);
-        s->logit_bias[s->n_logit_bias++] = (frt_logit_bias){(int32_t)id, bias};
-        p = *end ? end + 1 : end;
-        if (*end && !*p) return frt_args_error(spec, "--logit-bias: '%s' ends with a comma", arg);
-    }
+    const char *bad = NULL;
+    int rc = frt_parse_logit_bias(arg, s->logit_bias, FRT_SAMPLING_MAX_BIAS, &s->n_logit_bias, &bad);
+    int len = (int)strcspn(bad, ",");
+    if (rc == FRT_PARSE_EMPTY)
+        return frt_args_error(spec, "--logit-bias: '%s' has an empty element (a list like 42:5,7:-100)", arg);
+    if (rc == FRT_PARSE_RANGE)
+        return frt_args_error(spec, "--logit-bias: '%.*s' is out of range (ID 0 to %d, at most %d entries)", len, bad,
+                              INT32_MAX, FRT_SAMPLING_MAX_BIAS);
+    if (rc)
+        return frt_args_error(spec, "--logit-bias: '%.*s' is not ID:BIAS with a finite BIAS (a list like 42:5,7:-100)",
+                              len, bad);
     return 0;
 }
 

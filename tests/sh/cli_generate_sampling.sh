@@ -60,7 +60,9 @@ refuse "--logprobs: '21' is out of range" "${M[@]}" --logprobs 21
 refuse "--logprobs needs --json" -m "$T/m" --backend cpu --ids 1 --logprobs 2
 refuse "--logit-bias: 'x:1' is not ID:BIAS" "${M[@]}" --logit-bias x:1
 refuse "--logit-bias: '5' is not ID:BIAS" "${M[@]}" --logit-bias 3:1,5
-refuse "--logit-bias: '5:1,' ends with a comma" "${M[@]}" --logit-bias 5:1,
+refuse "--logit-bias: '3:nan' is not ID:BIAS with a finite BIAS" "${M[@]}" --logit-bias 3:nan
+refuse "--logit-bias: '5:1,' has an empty element" "${M[@]}" --logit-bias 5:1,
+refuse "--logit-bias: '-4:1' is out of range" "${M[@]}" --logit-bias -4:1
 refuse "logit_bias token 4096 is outside the vocabulary" "${M[@]}" --logit-bias 4096:1
 refuse "logit_bias of token 3 is 101" "${M[@]}" --logit-bias 3:101
 refuse "logit_bias names token 3 twice" "${M[@]}" --logit-bias 3:1,3:2
