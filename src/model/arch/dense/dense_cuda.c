@@ -52,7 +52,6 @@
 #define DECODE_SPLIT 128
 #define GEMM_WORKSPACE (32u << 20)
 
-
 /* Device pointers of one layer (into the weight arena); NULL where absent. */
 typedef struct cd_layer {
     const float *input_ln, *post_ln;            /* [H] */

@@ -47,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- the forward pass --------------------------------------------------- */
 
 /* What one recorded step works on. */
