@@ -148,6 +148,8 @@ scenario_bad_input() {
     expect_error 413 request_too_large "an oversized body"
     api bad GET /v1/nothing/here
     expect_error 404 unknown_url "an unknown endpoint"
+    api bad POST /v1/embeddings '{"model": "m", "input": "hello"}'
+    expect_error 404 unknown_url "embeddings (not served: docs/serving.md)"
     api bad GET /v1/completions
     expect_error 405 method_not_allowed "GET on a POST endpoint"
     api bad POST /v1/sessions '{"id": "s"}'
