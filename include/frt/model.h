@@ -260,7 +260,9 @@ typedef struct frt_generate_params {
  * (fed into the state) before the next is produced, except the last, which
  * stays pending. Stops at an end-of-sequence id (reported to the callback,
  * then left pending) unless ignore_eos, or when the callback returns nonzero.
- * *n_out (optional) receives the number of tokens generated.
+ * *n_out (optional) receives the number of tokens generated. With
+ * p->sampling.logprobs, frt_model_logprobs called from the callback reports
+ * the token the callback was just given.
  * Errors as frt_model_sample / frt_model_decode. */
 FRT_API int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out);
 
