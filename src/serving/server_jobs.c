@@ -48,6 +48,7 @@ void frt_job_unref(frt_job *j)
     if (!last) return;
     frt_api_completion_clear(&j->rq);
     frt_api_session_create_clear(&j->create);
+    frt_api_tokens_clear(&j->tokens);
     free(j->sse);
     if (j->body) json_decref(j->body);
     pthread_mutex_destroy(&j->mu);
@@ -348,6 +349,13 @@ static void run_job(frt_server *s, frt_job *j)
     case FRT_JOB_CAPSULE_PIN:
     case FRT_JOB_CAPSULE_UNPIN:
     case FRT_JOB_CAPSULE_DELETE: run_capsule_job(s, j); return;
+    case FRT_JOB_TOKENS: {
+        frt_api_error err;
+        json_t *o = frt_api_tokens_answer(s->e, &j->tokens, &err);
+        if (o) job_answer(j, 200, o);
+        else job_fail(j, &err);
+        return;
+    }
     }
 }
 
