@@ -1,6 +1,7 @@
 /* test_args.c - the command line's option parser (tools/args.c): the
  * checked number parsers on their edge cases (empty, leading space, trailing
- * junk, overflow, signs, NaN / infinity, units), the id-list parser, the
+ * junk, overflow, signs, NaN / infinity, units), the id-list and
+ * logit-bias-list parsers, the
  * option table (long, short, --name=value, "--", repeats, flags, operands,
  * every refusal with its exit code and message), the --help text listing
  * every option with its default, and frt_version() against CMakeLists.txt. */
@@ -140,6 +141,31 @@ static void test_list(void)
     CHECK(frt_parse_i32_list("1 2", 0, 10, &ids, &n, &bad) == FRT_PARSE_SYNTAX);
     CHECK(frt_parse_i32_list("123456789012345678901234567890123", 0, 10, &ids, &n, &bad) == FRT_PARSE_SYNTAX);
     CHECK(ids == NULL);
+}
+
+static void test_bias_list(void)
+{
+    frt_logit_bias b[3];
+    int n = -1;
+    const char *bad = NULL;
+    CHECK(frt_parse_logit_bias("42:5, 7:-100 ,0:0.25", b, 3, &n, &bad) == 0 && n == 3);
+    CHECK(b[0].token == 42 && b[0].bias == 5.0f && b[1].token == 7 && b[1].bias == -100.0f && b[2].bias == 0.25f);
+    CHECK(frt_parse_logit_bias("2147483647:1e3", b, 3, &n, &bad) == 0 && n == 1 && b[0].token == INT32_MAX);
+    n = -1;
+    CHECK(frt_parse_logit_bias("", b, 3, &n, &bad) == FRT_PARSE_EMPTY && n == -1);
+    CHECK(frt_parse_logit_bias("1:1,,2:2", b, 3, &n, &bad) == FRT_PARSE_EMPTY && !strcmp(bad, ",2:2"));
+    CHECK(frt_parse_logit_bias("1:1,", b, 3, &n, &bad) == FRT_PARSE_EMPTY);
+    CHECK(frt_parse_logit_bias("1:1,5", b, 3, &n, &bad) == FRT_PARSE_SYNTAX && !strcmp(bad, "5"));
+    CHECK(frt_parse_logit_bias(":5", b, 3, &n, &bad) == FRT_PARSE_SYNTAX);
+    CHECK(frt_parse_logit_bias("3:", b, 3, &n, &bad) == FRT_PARSE_EMPTY);
+    CHECK(frt_parse_logit_bias("x:1", b, 3, &n, &bad) == FRT_PARSE_SYNTAX);
+    CHECK(frt_parse_logit_bias("3:1x", b, 3, &n, &bad) == FRT_PARSE_SYNTAX);
+    CHECK(frt_parse_logit_bias("-1:1", b, 3, &n, &bad) == FRT_PARSE_RANGE);
+    CHECK(frt_parse_logit_bias("2147483648:1", b, 3, &n, &bad) == FRT_PARSE_RANGE);
+    CHECK(frt_parse_logit_bias("3:1e39", b, 3, &n, &bad) == FRT_PARSE_RANGE);
+    CHECK(frt_parse_logit_bias("3:nan", b, 3, &n, &bad) == FRT_PARSE_NOT_FINITE);
+    CHECK(frt_parse_logit_bias("1:1,2:2,3:3,4:4", b, 3, &n, &bad) == FRT_PARSE_RANGE && !strcmp(bad, "4:4"));
+    CHECK(frt_parse_logit_bias(NULL, b, 3, &n, &bad) == FRT_PARSE_EMPTY);
 }
 
 /* One parse of argv (NULL-terminated) against a fresh table. */
@@ -306,6 +332,7 @@ int main(void)
     test_double();
     test_size();
     test_list();
+    test_bias_list();
     test_table();
     test_help();
     test_version();

@@ -16,7 +16,9 @@
  *  7. a capsule file written by one process restores exactly in another
  *  8. corrupted byte, truncated file, another model's capsule, wrong version:
  *     refused with a clear error, live state intact
- *  9. temperature > 0 with a seed: restore then sample reproduces the tokens
+ *  9. temperature > 0 with a seed: restore then sample reproduces the tokens;
+ *     with penalties, bias and min_p from a capsule taken mid-generation too
+ *     (the penalty counts are in the closure, and they matter)
  * 10. rollback restore (the live state descends from the capsule): copies
  *     only the fixed-size state, leaves the same bytes as a full restore,
  *     and is not taken after a reset, another snapshot or restore, a refused
@@ -672,6 +674,54 @@ static void test_sampling(frt_model *m)
     frt_capsule_free(c);
 }
 
+/* 9b: a penalised sampled continuation (bias, penalties, min_p) replays
+ * bit for bit from a capsule taken mid-generation (the counts are in the
+ * closure), and the counts matter: the same capsule with its counts zeroed
+ * continues differently. */
+static void decode_n(frt_model *m, const frt_sampling *s, int32_t *out, int n)
+{
+    for (int i = 0; i < n; i++) CHECK_OK(frt_model_decode(m, s, &out[i]));
+}
+
+static void test_sampling_penalties(frt_model *m)
+{
+    int32_t prefix[100], a[G], b[G], t;
+    random_ids(prefix, 100);
+    frt_sampling s;
+    memset(&s, 0, sizeof s);
+    s.temperature = 0.0f; /* greedy: a random model repeats itself, the penalties steer it */
+    s.top_p = 1.0f;
+    s.presence_penalty = 2.0f;
+    s.frequency_penalty = 2.0f;
+    s.repetition_penalty = 1.5f;
+    s.n_logit_bias = 1;
+    s.logit_bias[0] = (frt_logit_bias){prefix[3], 0.5f};
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_seed(m, 4321));
+    CHECK_OK(frt_model_prefill(m, prefix, 100));
+    CHECK_OK(frt_model_sample(m, &s, &t));
+    int32_t head[G];
+    decode_n(m, &s, head, G); /* G generated tokens are counted now */
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    s.temperature = 0.9f;
+    s.min_p = 0.05f;
+    decode_n(m, &s, a, G);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix + 50, 50)); /* other counts in the live state */
+    CHECK_OK(frt_capsule_restore(m, c));
+    decode_n(m, &s, b, G);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* without the counts (zeroed after the restore) the continuation differs */
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_buffer_fill(m->counts, 0, (size_t)V * sizeof(int32_t), 0, m->stream));
+    CHECK_OK(frt_buffer_fill(m->seen, 0, (size_t)V, 0, m->stream));
+    CHECK_OK(frt_stream_sync(m->stream));
+    decode_n(m, &s, b, G);
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    frt_capsule_free(c);
+}
+
 /* Moving between tiers keeps the bytes. */
 static void test_move(frt_model *m)
 {
@@ -886,6 +936,7 @@ static void run_suite(const char *shape)
     test_bad_files(m, other);
     test_keyed(m);
     test_sampling(m);
+    test_sampling_penalties(m);
     test_move(m);
     test_rollback_restore(m, other);
     frt_model_free(m);

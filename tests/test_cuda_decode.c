@@ -710,10 +710,18 @@ static void test_sample_decode(void)
     smp_dev s = smp_alloc(VOCAB);
     float *x = fnew(VOCAB), *scratch = fnew(FRT_CPU_SAMPLE_SCRATCH(VOCAB));
     const frt_cuda_sampler_params ps[12] = {
-        {0.0f, 0, 1.0f, 0},    {-1.0f, 50, 0.5f, 0}, {0.7f, 20, 0.8f, 0},  {1.0f, 0, 1.0f, 0},
-        {1.3f, 0, 0.9f, 0},    {0.6f, 1, 1.0f, 0},   {1.0f, 300000, 0.95f, 0},
-        {0.8f, 0, 1e-6f, 0},   {0.05f, 40, 0.9f, 0}, {2.0f, 5000, 1.0f, 0},
-        {NAN, 0, 1.0f, 0},     {0.9f, -1, 1.0f, 0},
+        {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f},
+        {.temperature = -1.0f, .top_k = 50, .top_p = 0.5f},
+        {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f},
+        {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f},
+        {.temperature = 1.3f, .top_k = 0, .top_p = 0.9f},
+        {.temperature = 0.6f, .top_k = 1, .top_p = 1.0f},
+        {.temperature = 1.0f, .top_k = 300000, .top_p = 0.95f},
+        {.temperature = 0.8f, .top_k = 0, .top_p = 1e-6f},
+        {.temperature = 0.05f, .top_k = 40, .top_p = 0.9f},
+        {.temperature = 2.0f, .top_k = 5000, .top_p = 1.0f},
+        {.temperature = NAN, .top_k = 0, .top_p = 1.0f},
+        {.temperature = 0.9f, .top_k = -1, .top_p = 1.0f},
     };
     const char *kinds[4] = {"realistic", "flat", "peaked", "tied"};
     int mism = 0, total = 0, rng_bad = 0;
@@ -754,8 +762,11 @@ static void test_sample_decode(void)
     /* timing: greedy and sampled sample_token over the vocabulary */
     for (int i = 0; i < VOCAB; i++) x[i] = frt_test_rand(-12, 8);
     dput(s.logits, 0, x, (size_t)VOCAB * 4);
-    const frt_cuda_sampler_params tp[3] = {{0.0f, 0, 1.0f, 0}, {0.7f, 20, 0.8f, 0},
-                                           {1.0f, 0, 1.0f, 0}};
+    const frt_cuda_sampler_params tp[3] = {
+        {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f},
+        {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f},
+        {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f},
+    };
     const char *tn[3] = {"sample_token greedy (T 0), 248320 logits",
                          "sample_token T 0.7 top-k 20 top-p 0.8",
                          "sample_token T 1 (no filter)"};
@@ -786,7 +797,7 @@ static void test_sample_graph(void)
     smp_dev s = smp_alloc(n);
     float *x = frand(n, -6, 6), *scratch = fnew(FRT_CPU_SAMPLE_SCRATCH(n));
     dput(s.logits, 0, x, (size_t)n * 4);
-    frt_cuda_sampler_params p = {0.0f, 0, 1.0f, 0};
+    frt_cuda_sampler_params p = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f};
     dput(s.params, 0, &p, sizeof p);
     uint64_t host = 77;
     dput(s.rng, 0, &host, 8);

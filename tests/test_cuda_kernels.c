@@ -1110,8 +1110,13 @@ static void test_sample(void)
 {
     const int sizes[2] = {1000, 151936};
     const frt_cuda_sampler_params ps[7] = {
-        {0.7f, 20, 0.8f, 0},  {1.0f, 0, 1.0f, 0},  {1.3f, 0, 0.9f, 0}, {0.5f, 50, 1.0f, 0},
-        {0.0f, 0, 1.0f, 0},   {1.0f, 5000, 0.95f, 0}, {0.05f, 0, 0.5f, 0},
+        {.temperature = 0.7f, .top_k = 20, .top_p = 0.8f},
+        {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f},
+        {.temperature = 1.3f, .top_k = 0, .top_p = 0.9f},
+        {.temperature = 0.5f, .top_k = 50, .top_p = 1.0f},
+        {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f},
+        {.temperature = 1.0f, .top_k = 5000, .top_p = 0.95f},
+        {.temperature = 0.05f, .top_k = 0, .top_p = 0.5f},
     };
     int mism = 0, total = 0, rng_bad = 0;
     for (int si = 0; si < 2; si++) {
@@ -1165,7 +1170,7 @@ static void test_sample(void)
             dget(dtok, 0, &got, 4);
             total++;
             mism += got != 0;
-            frt_cuda_sampler_params bad = {-1.0f, 0, 1.0f, 0};
+            frt_cuda_sampler_params bad = {.temperature = -1.0f, .top_k = 0, .top_p = 1.0f};
             uint64_t before = 0, after = 0;
             dget(drng, 0, &before, 8);
             dput(dp, 0, &bad, sizeof bad);
@@ -1417,7 +1422,7 @@ static void test_graph_gdn(void)
     G.s_ws = dalloc(swb);
     G.params = dalloc(sizeof(frt_cuda_sampler_params));
     G.rng = dalloc(8);
-    frt_cuda_sampler_params prm = {0.8f, 40, 0.9f, 0};
+    frt_cuda_sampler_params prm = {.temperature = 0.8f, .top_k = 40, .top_p = 0.9f};
     dput(G.params, 0, &prm, sizeof prm);
     uint64_t host_rng = 42;
     dput(G.rng, 0, &host_rng, 8);

@@ -110,7 +110,7 @@ static void test_golden_model(const char *dir, int *families)
     frt_model_info info;
     frt_model_info_get(m, &info);
     CHECK(!strcmp(info.arch, "dense") && info.n_linear_layers == 0 && info.n_full_layers == info.n_layers);
-    CHECK(info.n_state == 2 * info.n_layers + 3);
+    CHECK(info.n_state == 2 * info.n_layers + 5);
     if (!strcmp(info.model_type, "llama")) *families |= 1;
     if (!strcmp(info.model_type, "qwen2")) *families |= 2;
     if (!strcmp(info.model_type, "qwen3")) *families |= 4;

@@ -102,7 +102,7 @@ static void check_alone(frt_model *m1, const frt_capsule *cap, const frt_samplin
 /* cap: the trunk in mb; cap1: the same capsule loaded from its file into m1. */
 static void check_equal_alone(frt_model *mb, frt_model *m1, const frt_capsule *cap, const frt_capsule *cap1, int V)
 {
-    const frt_sampling modes[2] = {{0.0f, 0, 1.0f}, {0.9f, 0, 0.95f}};
+    const frt_sampling modes[2] = {{.temperature = 0.0f, .top_p = 1.0f}, {.temperature = 0.9f, .top_p = 0.95f}};
     run r;
     r.logits = malloc((size_t)B * (T + 1) * V * sizeof(float));
     float *lg = malloc((size_t)V * sizeof *lg);
@@ -133,7 +133,7 @@ static void check_branch_snapshot(frt_model *mb, frt_model *m1, int V, const cha
     CHECK_OK(frt_capsule_restore(m1, c1));
     float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
     if (!a || !b) abort();
-    const frt_sampling s = {0.7f, 0, 1.0f};
+    const frt_sampling s = {.temperature = 0.7f, .top_p = 1.0f};
     for (int k = 0; k < 4; k++) {
         int32_t ta = -1, tb = -2;
         CHECK_OK(frt_model_decode(mb, &s, &ta));
@@ -180,7 +180,7 @@ static void check_step_refusals(const char *dir)
     frt_model *m = load(dir, 2, 64);
     if (!m) return;
     int32_t t[2] = {0, 0}, ids[63];
-    const frt_sampling g = {0.0f, 0, 1.0f};
+    const frt_sampling g = {.temperature = 0.0f, .top_p = 1.0f};
     CHECK_STATUS(frt_model_branch_sample(m, &g, t), FRT_ERR_STATE);
     CHECK_STATUS(frt_model_branch_decode(m, &g, t), FRT_ERR_STATE);
     for (int i = 0; i < 63; i++) ids[i] = i % 7 + 1;

@@ -4,7 +4,8 @@
  *  - argmax: lowest index on ties, NaN skipped;
  *  - sample: temperature 0 is argmax; over a fine grid of u the frequency
  *    of every token equals its probability computed in fp64 from the HF
- *    semantics (temperature, top-k, top-p on the renormalised set); the
+ *    semantics (temperature, top-k, top-p on the renormalised set; vLLM's
+ *    min_p before top-k); the
  *    order is (logit desc, index asc) so the mapping u -> token is fixed;
  *    a hand-computed top-p case; ties; NaN / -inf / +inf logits; a large
  *    vocabulary with and without top-k; every bad argument fails cleanly;
@@ -44,7 +45,7 @@ static int by_rank(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-static void ref_probs(double *p, const float *l, int n, double T, int top_k, double top_p)
+static void ref_probs_minp(double *p, const float *l, int n, double T, int top_k, double top_p, double min_p)
 {
     int *order = malloc((size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) order[i] = i;
@@ -52,6 +53,8 @@ static void ref_probs(double *p, const float *l, int n, double T, int top_k, dou
     qsort(order, (size_t)n, sizeof(int), by_rank);
     int kept = top_k > 0 && top_k < n ? top_k : n;
     double lmax = l[order[0]], total = 0;
+    for (int r = 1; r < kept; r++) /* min_p: the prefix with p >= min_p, before top-k */
+        if (exp((l[order[r]] - lmax) / T) < min_p) kept = r;
     for (int i = 0; i < n; i++) p[i] = 0;
     for (int r = 0; r < kept; r++) total += p[order[r]] = exp((l[order[r]] - lmax) / T);
     if (top_p < 1) {
@@ -69,16 +72,21 @@ static void ref_probs(double *p, const float *l, int n, double T, int top_k, dou
     free(order);
 }
 
+static void ref_probs(double *p, const float *l, int n, double T, int top_k, double top_p)
+{
+    ref_probs_minp(p, l, n, T, top_k, top_p, 0.0);
+}
+
 /* Frequencies over u = (i + 0.5) / G match the probabilities within 1/G. */
-static void check_distribution(const float *l, int n, float T, int top_k, float top_p)
+static void check_distribution_minp(const float *l, int n, float T, int top_k, float top_p, float min_p)
 {
     enum { G = 20000 };
     int *count = calloc((size_t)n, sizeof(int));
     double *p = calloc((size_t)n, sizeof(double));
-    ref_probs(p, l, n, T, top_k, top_p);
+    ref_probs_minp(p, l, n, T, top_k, top_p, min_p);
     int bad_rc = 0;
     for (int i = 0; i < G; i++) {
-        int tok = frt_cpu_sample(l, n, T, top_k, top_p, (float)((i + 0.5) / G), scratch);
+        int tok = frt_cpu_sample_minp(l, n, T, top_k, top_p, min_p, (float)((i + 0.5) / G), scratch);
         if (tok < 0 || tok >= n) bad_rc++;
         else count[tok]++;
     }
@@ -88,10 +96,15 @@ static void check_distribution(const float *l, int n, float T, int top_k, float 
         double d = fabs((double)count[i] / G - p[i]);
         if (d > worst) worst = d;
     }
-    CHECK_MSG(worst <= 1.5 / G, "T %g top_k %d top_p %g: frequency off by %.3e", (double)T, top_k,
-              (double)top_p, worst);
+    CHECK_MSG(worst <= 1.5 / G, "T %g top_k %d top_p %g min_p %g: frequency off by %.3e", (double)T, top_k,
+              (double)top_p, (double)min_p, worst);
     free(count);
     free(p);
+}
+
+static void check_distribution(const float *l, int n, float T, int top_k, float top_p)
+{
+    check_distribution_minp(l, n, T, top_k, top_p, 0.0f);
 }
 
 static void test_distributions(void)
@@ -107,6 +120,13 @@ static void test_distributions(void)
     check_distribution(l, 12, 1.0f, 1, 1.0f); /* top_k 1 = argmax */
     check_distribution(l, 12, 1.0f, 12, 1.0f);
     check_distribution(l, 12, 1.0f, 50, 0.3f);
+    /* min_p (vLLM: after temperature, before top-k / top-p) */
+    check_distribution_minp(l, 12, 1.0f, 0, 1.0f, 0.1f);
+    check_distribution_minp(l, 12, 0.5f, 0, 1.0f, 0.05f);
+    check_distribution_minp(l, 12, 2.0f, 5, 1.0f, 0.3f);
+    check_distribution_minp(l, 12, 1.0f, 0, 0.7f, 0.2f);
+    check_distribution_minp(l, 12, 1.5f, 8, 0.9f, 0.01f);
+    check_distribution_minp(l, 12, 0.7f, 0, 1.0f, 1.0f); /* the argmax only */
 }
 
 /* Probabilities 0.5, 0.3, 0.15, 0.05 (in scrambled index order). */

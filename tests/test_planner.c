@@ -713,6 +713,14 @@ static void test_bad_requests(void)
     rq.text_len = strlen(big);
     CHECK_STATUS(frt_service_generate(s, &rq, &res), FRT_ERR_OUT_OF_RANGE);
     free(big);
+    rq.text = "hello"; /* the fake has no logits: the sampling fields that need them are refused */
+    rq.text_len = 5;
+    rq.sampling.min_p = 0.1f;
+    CHECK_STATUS(frt_service_generate(s, &rq, &res), FRT_ERR_UNSUPPORTED);
+    rq.sampling.min_p = 0.0f;
+    rq.sampling.n_logit_bias = 1;
+    CHECK_STATUS(frt_service_generate(s, &rq, &res), FRT_ERR_UNSUPPORTED);
+    rq.sampling.n_logit_bias = 0;
     int32_t bad[2] = {5, 100000};
     rq.text = NULL;
     rq.ids = bad;

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -90,6 +91,26 @@ int frt_parse_size(const char *s, unsigned long long *out)
     return FRT_PARSE_SYNTAX;
 }
 
+/* The next element of a comma-separated list at *p, spaces around it
+ * trimmed, into item (cap bytes with the NUL); *start is where it begins,
+ * *last says it was the list's last; *p moves past its comma. */
+static int list_element(const char **p, char *item, size_t cap, const char **start, int *last)
+{
+    const char *q = *p;
+    while (*q == ' ') q++;
+    *start = q;
+    while (*q && *q != ',') q++;
+    size_t len = (size_t)(q - *start);
+    while (len && (*start)[len - 1] == ' ') len--;
+    *last = !*q;
+    *p = *q ? q + 1 : q;
+    if (len == 0) return FRT_PARSE_EMPTY;
+    if (len >= cap) return FRT_PARSE_SYNTAX;
+    memcpy(item, *start, len);
+    item[len] = '\0';
+    return FRT_PARSE_OK;
+}
+
 int frt_parse_i32_list(const char *s, long long lo, long long hi, int32_t **out, size_t *n, const char **bad_at)
 {
     if (lo < INT32_MIN) lo = INT32_MIN;
@@ -103,29 +124,54 @@ int frt_parse_i32_list(const char *s, long long lo, long long hi, int32_t **out,
     size_t k = 0;
     const char *p = s;
     char item[32];
-    for (;;) {
-        while (*p == ' ') p++;
+    for (int last = 0; !last;) {
         const char *start = p;
-        while (*p && *p != ',') p++;
-        size_t len = (size_t)(p - start);
-        while (len && start[len - 1] == ' ') len--;
+        int rc = list_element(&p, item, sizeof item, &start, &last);
         if (bad_at) *bad_at = start;
-        int rc = len == 0 ? FRT_PARSE_EMPTY : len >= sizeof item ? FRT_PARSE_SYNTAX : FRT_PARSE_OK;
         long long x = 0;
-        if (rc == FRT_PARSE_OK) {
-            memcpy(item, start, len);
-            item[len] = '\0';
-            rc = frt_parse_i64(item, lo, hi, &x);
-        }
+        if (rc == FRT_PARSE_OK) rc = frt_parse_i64(item, lo, hi, &x);
         if (rc) {
             free(v);
             return rc;
         }
         v[k++] = (int32_t)x;
-        if (!*p) break;
-        p++; /* the comma */
     }
     *out = v;
+    *n = k;
+    return FRT_PARSE_OK;
+}
+
+/* One ID:BIAS element. */
+static int bias_element(char *item, frt_logit_bias *out)
+{
+    char *colon = strchr(item, ':');
+    if (!colon) return FRT_PARSE_SYNTAX;
+    *colon = '\0';
+    long long id = 0;
+    double b = 0;
+    int rc = frt_parse_i64(item, 0, INT32_MAX, &id);
+    if (rc == FRT_PARSE_EMPTY) rc = FRT_PARSE_SYNTAX; /* ":5" */
+    if (!rc) rc = frt_parse_double(colon + 1, -FLT_MAX, FLT_MAX, &b);
+    if (!rc) *out = (frt_logit_bias){(int32_t)id, (float)b};
+    return rc;
+}
+
+int frt_parse_logit_bias(const char *s, frt_logit_bias *out, int cap, int *n, const char **bad_at)
+{
+    if (bad_at) *bad_at = s;
+    if (!s) return FRT_PARSE_EMPTY;
+    const char *p = s;
+    char item[64];
+    int k = 0;
+    for (int last = 0; !last;) {
+        const char *start = p;
+        int rc = list_element(&p, item, sizeof item, &start, &last);
+        if (bad_at) *bad_at = start;
+        if (!rc && k == cap) rc = FRT_PARSE_RANGE;
+        if (!rc) rc = bias_element(item, &out[k]);
+        if (rc) return rc;
+        k++;
+    }
     *n = k;
     return FRT_PARSE_OK;
 }

@@ -22,6 +22,8 @@
 #define FRT_TOOLS_ARGS_H
 
 #include <stddef.h>
+#include "frt/sampling.h"
+
 #include <stdio.h>
 #include <stdint.h>
 
@@ -55,6 +57,16 @@ int frt_parse_size(const char *s, unsigned long long *out);
  * success. An empty list or element is FRT_PARSE_EMPTY. On failure nothing is
  * allocated and *bad_at (when not NULL) points at the refused element. */
 int frt_parse_i32_list(const char *s, long long lo, long long hi, int32_t **out, size_t *n, const char **bad_at);
+
+/* A --logit-bias list "ID:BIAS,ID:BIAS,.." (spaces around an element
+ * allowed): ids in [0, INT32_MAX], biases finite f32 values (their range and
+ * the ids' vocabulary are frt_sampling_check's). Up to cap entries into
+ * out[], their count into *n. FRT_PARSE_EMPTY (an empty list or element),
+ * FRT_PARSE_SYNTAX (not ID:BIAS), FRT_PARSE_RANGE (an id out of range, a
+ * bias beyond f32, more than cap elements), FRT_PARSE_NOT_FINITE; *bad_at
+ * (when not NULL) points at the refused element. *n is set on success only;
+ * out[] may be partly written on failure. */
+int frt_parse_logit_bias(const char *s, frt_logit_bias *out, int cap, int *n, const char **bad_at);
 
 /* ---- the option table ------------------------------------------------------ */
 

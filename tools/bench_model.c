@@ -9,7 +9,9 @@
  *                  (prefill of the S suffix tokens), capsule TTFT = restore
  *                  + append + sample                          p50/p90/p99
  *   tiers          host and disk snapshot / restore (two samples each)
- *   decode         greedy steps after P + S: median ms/token, tokens/s
+ *   decode         greedy steps after P + S: median ms/token, tokens/s;
+ *                  then the same with penalties and 50 logit biases, then
+ *                  plain again: decode_penalties.overhead_fraction
  *   memory         device memory in use (total - free) at its high point,
  *                  weight bytes, state bytes
  * With --chunks a,b,c (issue 8): for each C, a model loaded with that
@@ -271,6 +273,60 @@ typedef struct bm_row {
     int done;
 } bm_row;
 
+/* D timed greedy decode steps with s (NULL = plain greedy) after one
+ * untimed step: ms per step into d[0..*nd). */
+static int time_decode(frt_model *m, const frt_sampling *s, int D, double *d, int *nd)
+{
+    int rc = 0;
+    *nd = 0;
+    for (int i = -1; i < D && !rc; i++) {
+        int32_t tok;
+        double t0 = bm_now_s();
+        rc = frt_model_decode(m, s, &tok);
+        if (!rc && i >= 0) d[(*nd)++] = (bm_now_s() - t0) * 1e3;
+    }
+    return rc;
+}
+
+/* The cost of the sampling step's penalties (frt/sampling.h): D greedy steps
+ * with presence, frequency and repetition penalties and 50 logit biases,
+ * then D plain steps again; the overhead is against the mean of the plain
+ * medians before and after (the context grows by D per block). Adds
+ * "decode_penalties" to out. */
+static int bench_penalties(frt_model *m, int D, double plain_before, json_t *out)
+{
+    frt_sampling s;
+    memset(&s, 0, sizeof s);
+    s.top_p = 1.0f;
+    s.presence_penalty = 0.5f;
+    s.frequency_penalty = 0.5f;
+    s.repetition_penalty = 1.1f;
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    s.n_logit_bias = info.vocab_size >= 50 ? 50 : info.vocab_size;
+    const int stride = info.vocab_size / s.n_logit_bias; /* >= 1: distinct ids spread over the vocabulary */
+    for (int j = 0; j < s.n_logit_bias; j++) s.logit_bias[j] = (frt_logit_bias){j * stride, (float)(j % 7) - 3.0f};
+    double *a = malloc((size_t)D * sizeof *a), *b = malloc((size_t)D * sizeof *b);
+    int na = 0, nb = 0;
+    int rc = a && b ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = time_decode(m, &s, D, a, &na);
+    if (!rc) rc = time_decode(m, NULL, D, b, &nb);
+    if (!rc && na && nb) {
+        double pen = bm_pct(a, na, .5), plain = (plain_before + bm_pct(b, nb, .5)) / 2;
+        json_t *j = stats_json(a, na);
+        json_object_set_new(j, "what", json_string("greedy + presence 0.5, frequency 0.5, repetition 1.1, "
+                                                   "50 logit_bias entries"));
+        json_object_set_new(j, "plain_ms_p50", json_real(plain));
+        json_object_set_new(j, "overhead_fraction", json_real(pen / plain - 1.0));
+        json_object_set_new(out, "decode_penalties", j);
+        fprintf(stderr, "frt bench: decode with penalties + 50 biases %.3f ms/token, plain %.3f (%+.1f %%)\n", pen,
+                plain, (pen / plain - 1.0) * 100.0);
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
@@ -311,12 +367,8 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         if (!d) rc = FRT_ERR_OUT_OF_MEMORY;
         int nd = 0;
         bm_profile("decode", 1);
-        for (int i = -1; i < D && !rc; i++) {
-            int32_t tok;
-            double t0 = bm_now_s();
-            rc = frt_model_decode(m, NULL, &tok);
-            if (!rc && i >= 0) d[nd++] = (bm_now_s() - t0) * 1e3;
-        }
+        if (!rc) rc = time_decode(m, NULL, D, d, &nd);
+        if (!rc && nd) rc = bench_penalties(m, D, bm_pct(d, nd, .5), out);
         if (!rc && nd) {
             row->dec_ms = bm_pct(d, nd, .5);
             row->dec_floor = bm_decode_bytes(&k, P + S, cuda) / r->fl.d2d_rw_Bps * 1e3;
@@ -675,7 +727,7 @@ int frt_bench_model(int argc, char **argv)
     memset(rows, 0, sizeof rows);
     if (r->o.n_prefixes) {
         frt_model *m = NULL;
-        rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + r->o.decode_tokens + 2, &m);
+        rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + 3 * r->o.decode_tokens + 4, &m);
         if (rc) {
             frt_checkpoint_close(r->ck);
             free(r->ids);

@@ -19,6 +19,7 @@ static double now_ms(void) { return frt_cli_now_s() * 1e3; }
 typedef struct gen_state {
     frt_model *m;
     int32_t *toks;
+    frt_logprobs *lps; /* --logprobs: one record per generated token, else NULL */
     int n, cap;
     size_t printed; /* bytes of the decoded text already written */
     int stream;   /* print the text as it comes */
@@ -57,6 +58,7 @@ static int on_token(int32_t t, void *user)
 {
     gen_state *g = user;
     if (g->n == 0) g->t_first = now_ms();
+    if (g->lps && g->n < g->cap && frt_model_logprobs(g->m, &g->lps[g->n]) < 0) return 1;
     if (g->n < g->cap) g->toks[g->n++] = t;
     if (g->stream) stream_text(g, 0);
     if (g->stream_ids) {
@@ -74,9 +76,47 @@ static const char about[] =
 
 static const char epilog[] =
     "--json prints one object: tokens (generated ids), prompt_ids, text (null without a\n"
-    "tokenizer), prompt_tokens, cartridge_tokens, ttft_ms, tokens_per_s.\n"
+    "tokenizer), prompt_tokens, cartridge_tokens, ttft_ms, tokens_per_s; with --logprobs N also\n"
+    "logprobs: one object per token, {token, logprob, top: [[id, logprob], ...]} (N entries).\n"
     "--cartridge: the prompt follows the cartridge's T tokens at positions T, T+1, ...; the\n"
-    "chat template is not applied (the prompt is used as given). docs/cartridges.md.\n";
+    "chat template is not applied (the prompt is used as given). docs/cartridges.md.\n"
+    "The sampling step (include/frt/sampling.h): --logit-bias first, then the repetition\n"
+    "penalty (prompt and output tokens), then the frequency and presence penalties (generated\n"
+    "tokens), then temperature, --min-p, --top-k, --top-p.\n";
+
+/* --logit-bias ID:BIAS,ID:BIAS,..: exit code 2 after the message on a bad
+ * list (ranges and duplicates are frt_sampling_check's, after the load). */
+static int parse_bias(const frt_cmd_spec *spec, const char *arg, frt_sampling *s)
+{
+    const char *bad = NULL;
+    int rc = frt_parse_logit_bias(arg, s->logit_bias, FRT_SAMPLING_MAX_BIAS, &s->n_logit_bias, &bad);
+    int len = (int)strcspn(bad, ",");
+    if (rc == FRT_PARSE_EMPTY)
+        return frt_args_error(spec, "--logit-bias: '%s' has an empty element (a list like 42:5,7:-100)", arg);
+    if (rc == FRT_PARSE_RANGE)
+        return frt_args_error(spec, "--logit-bias: '%.*s' is out of range (ID 0 to %d, at most %d entries)", len, bad,
+                              INT32_MAX, FRT_SAMPLING_MAX_BIAS);
+    if (rc)
+        return frt_args_error(spec, "--logit-bias: '%.*s' is not ID:BIAS with a finite BIAS (a list like 42:5,7:-100)",
+                              len, bad);
+    return 0;
+}
+
+/* The --logprobs records as a JSON array. */
+static json_t *logprobs_json(const frt_logprobs *lps, int n)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *o = json_object(), *top = json_array();
+        for (int k = 0; k < lps[i].n_top; k++)
+            json_array_append_new(top, json_pack("[i,f]", (int)lps[i].top_token[k], (double)lps[i].top_logprob[k]));
+        json_object_set_new(o, "token", json_integer(lps[i].token));
+        json_object_set_new(o, "logprob", json_real(lps[i].logprob));
+        json_object_set_new(o, "top", top);
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
 
 /* Exit code 2 after the message when an id is outside the vocabulary. */
 static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab)
@@ -90,8 +130,8 @@ static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int
 
 int frt_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL;
-    int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO;
+    const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL, *bias_arg = NULL;
+    int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO, logprobs = -1;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
     frt_generate_params gp = {.sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
@@ -107,6 +147,19 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_OPT(0, "top-p", FRT_ARG_FLOAT, &gp.sampling.top_p, "P", "nucleus mass, (0, 1]; 1 = off", .fmin = 0, .fmax = 1,
          .dflt = "1"),
         FRT_OPT(0, "top-k", FRT_ARG_INT, &gp.sampling.top_k, "K", "0 = off", .min = 0, .max = 1 << 24),
+        FRT_OPT(0, "min-p", FRT_ARG_FLOAT, &gp.sampling.min_p, "P", "keep p >= P * p_max, [0, 1]; 0 = off", .fmin = 0,
+         .fmax = 1),
+        FRT_OPT(0, "presence-penalty", FRT_ARG_FLOAT, &gp.sampling.presence_penalty, "X",
+         "subtract X from each generated token's logit, [-2, 2]", .fmin = -2, .fmax = 2),
+        FRT_OPT(0, "frequency-penalty", FRT_ARG_FLOAT, &gp.sampling.frequency_penalty, "X",
+         "subtract X * count from each generated token's logit, [-2, 2]", .fmin = -2, .fmax = 2),
+        FRT_OPT(0, "repetition-penalty", FRT_ARG_FLOAT, &gp.sampling.repetition_penalty, "R",
+         "divide (> 0) or multiply (<= 0) prompt and output tokens' logits by R; 1 = off", .fmin = 0, .fmax = 100,
+         .dflt = "1"),
+        FRT_OPT(0, "logit-bias", FRT_ARG_STR, &bias_arg, "ID:B,..", "add B in [-100, 100] to token ID's logit",
+         .dflt = ""),
+        FRT_OPT(0, "logprobs", FRT_ARG_INT, &logprobs, "N", "report each token's logprob and the top N (0..20); needs --json",
+         .min = 0, .max = FRT_SAMPLING_MAX_TOP_LOGPROBS, .dflt = "off"),
         FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "sampling seed", .dflt = "the model's fixed initial RNG state"),
         FRT_OPT(0, "ignore-eos", FRT_ARG_FLAG, &ignore_eos, NULL, "keep generating past end-of-sequence tokens"),
         FRT_OPT(0, "max-seq", FRT_ARG_INT, &mp.max_seq, "N", "state capacity in tokens; 0 = min(config, 8192)",
@@ -128,6 +181,13 @@ int frt_cmd_generate(int argc, char **argv)
         return frt_args_error(&spec, "--top-p: '%g' is out of range (a number in (0, 1])", (double)gp.sampling.top_p);
     if (mp.prefill_chunk % 64)
         return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", mp.prefill_chunk);
+    if (frt_args_find(&spec, "repetition-penalty")->given && gp.sampling.repetition_penalty <= 0)
+        return frt_args_error(&spec, "--repetition-penalty: '%g' is out of range (a number > 0)",
+                              (double)gp.sampling.repetition_penalty);
+    if (logprobs >= 0 && !json) return frt_args_error(&spec, "--logprobs needs --json (the values are in its output)");
+    gp.sampling.logprobs = logprobs >= 0;
+    gp.sampling.top_logprobs = logprobs > 0 ? logprobs : 0;
+    if (bias_arg && parse_bias(&spec, bias_arg, &gp.sampling)) return 2;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (ids_arg) {
@@ -169,6 +229,11 @@ int frt_cmd_generate(int argc, char **argv)
         frt_model_free(m);
         return 2;
     }
+    if (frt_sampling_check(&gp.sampling, info.vocab_size) < 0) {
+        free(ids);
+        frt_model_free(m);
+        return frt_args_error(&spec, "%s", frt_last_error());
+    }
     if (!ids && !info.has_tokenizer) {
         frt_model_free(m);
         return frt_args_error(&spec, "%s has no tokenizer.json: give the prompt as token ids with --ids ID,ID,..",
@@ -190,7 +255,10 @@ int frt_cmd_generate(int argc, char **argv)
     gen_state g = {.m = m, .cap = n, .stream = !json && info.has_tokenizer,
                    .stream_ids = !json && !info.has_tokenizer};
     g.toks = calloc((size_t)n, sizeof *g.toks);
-    if (!g.toks) {
+    if (gp.sampling.logprobs) g.lps = calloc((size_t)n, sizeof *g.lps);
+    if (!g.toks || (gp.sampling.logprobs && !g.lps)) {
+        free(g.toks);
+        free(g.lps);
         free(ids);
         frt_model_free(m);
         fprintf(stderr, "frt generate: out of memory\n");
@@ -223,6 +291,7 @@ int frt_cmd_generate(int argc, char **argv)
     if (rc < 0) {
         free(ids);
         free(g.toks);
+        free(g.lps);
         frt_model_free(m);
         return frt_cli_fail("generate", rc);
     }
@@ -242,6 +311,7 @@ int frt_cmd_generate(int argc, char **argv)
         json_object_set_new(o, "cartridge_tokens", json_integer(cart_tokens));
         json_object_set_new(o, "ttft_ms", json_real(ttft));
         json_object_set_new(o, "tokens_per_s", json_real(tps));
+        if (g.lps) json_object_set_new(o, "logprobs", logprobs_json(g.lps, g.n));
         char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
         printf("%s\n", s);
         free(s);
@@ -256,6 +326,7 @@ int frt_cmd_generate(int argc, char **argv)
     }
     free(ids);
     free(g.toks);
+    free(g.lps);
     frt_model_free(m);
     return 0;
 }

@@ -16,7 +16,8 @@
  *
  * INPUTS AND OUTPUTS are named buffers bound to the graphs' ports
  * (frt_model_io_info): a token model reads `ids` [C] i32 (the prefill piece)
- * and writes `logits` [vocab] f32. frt_model_input_write and
+ * and writes `logits` [vocab] f32 and `logprobs` (an frt_logprobs record,
+ * written by a sampling step that asks for logprobs). frt_model_input_write and
  * frt_model_output_read move bytes through them by name.
  *
  * A COMMITTED BOUNDARY is a position P: tokens 0..P-1 are folded into the
@@ -36,6 +37,7 @@
 #define FRT_MODEL_H
 
 #include "frt/exec.h"
+#include "frt/sampling.h"
 #include "frt/status.h"
 #include "frt/tokenizer.h"
 
@@ -96,16 +98,6 @@ typedef struct frt_model_info {
     int has_tokenizer;    /* tokenizer.json was found and loaded */
 } frt_model_info;
 
-/* Sampling parameters of a request: the one sampling struct of the library
- * (the model, the serving layer and the graphs' step record all use it).
- * temperature 0 = greedy (argmax, lowest id on ties; the RNG is not
- * advanced). top_k 0 = off; top_p 1 = off. The RNG lives in the boundary
- * record; frt_model_seed sets it. */
-typedef struct frt_sampling {
-    float temperature;
-    int32_t top_k;
-    float top_p;
-} frt_sampling;
 
 /* The validity rule of a state buffer: what a capsule stores of it. */
 typedef enum frt_state_validity {
@@ -224,25 +216,47 @@ FRT_API int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs,
 
 /* Appends n tokens to the state (prefill at positions pos..pos+n-1, split at
  * absolute multiples of C) and computes the logits of the last one. Any
- * pending token is dropped (the caller decides what comes next).
+ * pending token is dropped (the caller decides what comes next). A prefill
+ * starts a new request: the generated-token counts of the frequency and
+ * presence penalties are zeroed; the tokens are marked seen (repetition
+ * penalty, frt/sampling.h).
  * On error nothing is changed (the state is validated before any work):
  *   FRT_ERR_INVALID_ARGUMENT  NULL ids with n > 0, n < 1
  *   FRT_ERR_OUT_OF_RANGE      an id outside [0, vocab_size), or pos + n > max_seq */
 FRT_API int frt_model_prefill(frt_model *m, const int32_t *ids, int n);
 
+/* Checks *s against the ranges of frt/sampling.h for a vocabulary of
+ * `vocab` tokens. 0, or FRT_ERR_INVALID_ARGUMENT (NULL, or the first field
+ * out of range, named in the message). */
+FRT_API int frt_sampling_check(const frt_sampling *s, int vocab);
+
 /* Samples the next token from the current logits with *s (NULL = greedy),
- * stores it as the pending token and returns it in *token.
- * FRT_ERR_STATE when there are no logits (nothing prefilled or decoded since
- * the last reset or restore). */
+ * through the sampling step of frt/sampling.h (bias, penalties from the
+ * state's counts, min_p, top-k, top-p), stores it as the pending token and
+ * returns it in *token. When s->logprobs, the step also writes the
+ * `logprobs` port (frt_model_logprobs).
+ *   FRT_ERR_STATE             no logits (nothing prefilled or decoded since
+ *                             the last reset or restore)
+ *   FRT_ERR_INVALID_ARGUMENT  *s out of range (frt_sampling_check)
+ * On error nothing is changed. */
 FRT_API int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token);
 
 /* One decode step: feeds the pending token at the current position (one
- * replay of the decode graph), computes the logits, samples the next pending
- * token with *s (NULL = greedy) and returns it in *token.
- *   FRT_ERR_STATE         no pending token (decode before prefill + sample)
- *   FRT_ERR_OUT_OF_RANGE  the state is full (pos == max_seq)
+ * replay of the decode graph; the token counts as generated, frt/sampling.h),
+ * computes the logits, samples the next pending token with *s (NULL =
+ * greedy) as frt_model_sample does and returns it in *token.
+ *   FRT_ERR_STATE             no pending token (decode before prefill + sample)
+ *   FRT_ERR_OUT_OF_RANGE      the state is full (pos == max_seq)
+ *   FRT_ERR_INVALID_ARGUMENT  *s out of range (frt_sampling_check)
  * On error nothing is changed. */
 FRT_API int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token);
+
+/* The logprobs of the last sampling step (frt_model_sample, frt_model_decode
+ * or the last step of frt_model_generate) into *out (frt/sampling.h says
+ * which distribution). FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_STATE when
+ * that step did not ask for logprobs, or a prefill, reset or restore came
+ * after it. */
+FRT_API int frt_model_logprobs(frt_model *m, frt_logprobs *out);
 
 /* Called with each generated token; return nonzero to stop. */
 typedef int (*frt_token_cb)(int32_t token, void *user);
@@ -258,11 +272,14 @@ typedef struct frt_generate_params {
  * (fed into the state) before the next is produced, except the last, which
  * stays pending. Stops at an end-of-sequence id (reported to the callback,
  * then left pending) unless ignore_eos, or when the callback returns nonzero.
- * *n_out (optional) receives the number of tokens generated.
+ * *n_out (optional) receives the number of tokens generated. With
+ * p->sampling.logprobs, frt_model_logprobs called from the callback reports
+ * the token the callback was just given.
  * Errors as frt_model_sample / frt_model_decode. */
 FRT_API int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb cb, void *user, int *n_out);
 
-/* Empties the state: position 0, no pending token, no logits. Buffers keep
+/* Empties the state: position 0, no pending token, no logits, no seen or
+ * generated tokens (frt/sampling.h). Buffers keep
  * their bytes until overwritten (nothing reads past the position). */
 FRT_API int frt_model_reset(frt_model *m);
 

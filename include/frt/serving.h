@@ -38,7 +38,9 @@ typedef struct frt_server frt_server;
  * (including where prefill pieces were split and which tokens were decoded),
  * byte-level tokenizer (ids 0..255 = bytes, 256 "<|endoftext|>",
  * 257 "<|im_start|>", 258 "<|im_end|>", 259 the merge "th"), greedy tokens
- * in printable ASCII, end-of-sequence ids {258, 256}. */
+ * in printable ASCII, end-of-sequence ids {258, 256}. It has no logits:
+ * sampling with min_p, a penalty, logit_bias or logprobs (frt/sampling.h)
+ * fails with FRT_ERR_UNSUPPORTED. */
 typedef struct frt_engine_fake_params {
     int max_seq;                  /* state capacity in tokens (4096) */
     int prefill_chunk;            /* C (64) */

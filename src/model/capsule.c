@@ -669,6 +669,7 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
         for (int i = 0; i < n; i++)
             if (m->state[i].decl.validity == FRT_STATE_ROWS) skip[i] = 1;
     m->live_capsule = 0; /* until the copy has landed */
+    m->logprobs_valid = 0;
     frt_restore_stats st = {0, 0, rollback};
     int rc = copy_closure(m, c, payload, 0, skip, &st);
     if (rc == 0 && (flags & FRT_RESTORE_KV_ONLY_ZERO)) {

@@ -8,6 +8,9 @@
 
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rng.h"
+#include "kernels/cpu/sample_rule.h"
+
+#include <string.h>
 
 int frt_cpu_step_rows(const frt_model *m, int decode)
 {
@@ -15,23 +18,49 @@ int frt_cpu_step_rows(const frt_model *m, int decode)
     return decode ? 1 : st->n_valid;
 }
 
-/* Samples the pending token from the logits with the step's parameters and
- * the boundary's RNG (greedy: argmax, the RNG untouched). */
+void frt_cpu_journal(frt_model *m, const int32_t *ids, int n, int decode)
+{
+    const frt_boundary *b = frt_buffer_ptr(m->boundary);
+    int32_t *journal = frt_buffer_ptr(m->tokens);
+    int32_t *counts = frt_buffer_ptr(m->counts);
+    uint8_t *seen = frt_buffer_ptr(m->seen);
+    memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) {
+        seen[ids[i]] = 1;
+        if (decode) counts[ids[i]]++;
+    }
+}
+
+/* The sampling step of frt/sampling.h: the adjusted logits (when a bias or
+ * a penalty is on), the pending token from them with the step's parameters
+ * and the boundary's RNG (greedy: argmax, the RNG untouched), then the
+ * logprobs when asked. */
 static void task_sample(void *p)
 {
     const frt_cpu_task *a = p;
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
-    const frt_step_args *st = frt_buffer_ptr(m->step);
+    const frt_sampling *sp = &((const frt_step_args *)frt_buffer_ptr(m->step))->sampling;
     const float *logits = frt_buffer_ptr(m->logits);
-    int V = m->cfg.vocab_size;
-    if (st->sampling.temperature <= 0.0f) {
-        b->pending = frt_cpu_argmax(logits, V);
-        return;
+    int V = m->cfg.vocab_size, rc = 0;
+    if (frt_sample_adjusts(sp)) {
+        rc = frt_cpu_logits_adjust(m->cpu_adjusted, logits, V, sp, frt_buffer_ptr(m->counts),
+                                   frt_buffer_ptr(m->seen));
+        logits = m->cpu_adjusted;
     }
-    float u = frt_rng_uniform(&b->rng[0]);
-    b->pending = frt_cpu_sample(logits, V, st->sampling.temperature, st->sampling.top_k, st->sampling.top_p, u,
-                                m->cpu_sample_scratch);
+    if (rc < 0) {
+        b->pending = -1;
+    } else if (sp->temperature <= 0.0f) {
+        b->pending = frt_cpu_argmax(logits, V);
+    } else {
+        float u = frt_rng_uniform(&b->rng[0]);
+        b->pending = frt_cpu_sample_minp(logits, V, sp->temperature, sp->top_k, sp->top_p, sp->min_p, u,
+                                         m->cpu_sample_scratch);
+    }
+    if (rc == 0 && b->pending >= 0 && sp->logprobs)
+        rc = frt_cpu_logprobs(frt_buffer_ptr(m->out_logprobs), logits, V, b->pending, sp->top_logprobs);
+    if (rc == 0 && b->pending < 0) rc = b->pending;
+    if (rc < 0 && m->task_status == 0) m->task_status = rc; /* checked by the API after the step */
 }
 
 static int record_forward(frt_stream *s, frt_model *m, int decode, const frt_cpu_forward *f)

@@ -10,6 +10,8 @@
 #include "text/chat.h"
 #include "util/error.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,17 +40,73 @@ static int boundary_write(frt_model *m, const frt_boundary *b)
     return frt_stream_sync(m->stream);
 }
 
+#define CHECK_FIELD(ok, ...) \
+    do { \
+        if (!(ok)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sampling: " __VA_ARGS__); \
+    } while (0)
+
+static int check_bias(const frt_sampling *s, int vocab)
+{
+    CHECK_FIELD(s->n_logit_bias >= 0 && s->n_logit_bias <= FRT_SAMPLING_MAX_BIAS,
+                "logit_bias has %d entries (at most %d)", s->n_logit_bias, FRT_SAMPLING_MAX_BIAS);
+    for (int j = 0; j < s->n_logit_bias; j++) {
+        const frt_logit_bias *e = &s->logit_bias[j];
+        CHECK_FIELD(e->token >= 0 && e->token < vocab, "logit_bias token %d is outside the vocabulary [0, %d)",
+                    e->token, vocab);
+        CHECK_FIELD(e->bias >= -100.0f && e->bias <= 100.0f, "logit_bias of token %d is %g, not in [-100, 100]",
+                    e->token, (double)e->bias);
+        for (int k = 0; k < j; k++)
+            CHECK_FIELD(s->logit_bias[k].token != e->token, "logit_bias names token %d twice", e->token);
+    }
+    return 0;
+}
+
+int frt_sampling_check(const frt_sampling *s, int vocab)
+{
+    CHECK_FIELD(s != NULL && vocab >= 1, "NULL parameters or vocabulary %d", vocab);
+    CHECK_FIELD(s->temperature >= 0.0f && !isinf(s->temperature), "temperature %g is not a finite number >= 0",
+                (double)s->temperature);
+    CHECK_FIELD(s->top_k >= 0, "top_k %d < 0", s->top_k);
+    CHECK_FIELD(s->top_p > 0.0f && s->top_p <= 1.0f, "top_p %g not in (0, 1]", (double)s->top_p);
+    CHECK_FIELD(s->min_p >= 0.0f && s->min_p <= 1.0f, "min_p %g not in [0, 1]", (double)s->min_p);
+    CHECK_FIELD(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f, "presence_penalty %g not in [-2, 2]",
+                (double)s->presence_penalty);
+    CHECK_FIELD(s->frequency_penalty >= -2.0f && s->frequency_penalty <= 2.0f,
+                "frequency_penalty %g not in [-2, 2]", (double)s->frequency_penalty);
+    CHECK_FIELD(s->repetition_penalty >= 0.0f && !isinf(s->repetition_penalty),
+                "repetition_penalty %g is not a finite number > 0 (0 = off)", (double)s->repetition_penalty);
+    CHECK_FIELD(s->logprobs == 0 || s->logprobs == 1, "logprobs %d is not 0 or 1", s->logprobs);
+    CHECK_FIELD(s->top_logprobs >= 0 && s->top_logprobs <= FRT_SAMPLING_MAX_TOP_LOGPROBS,
+                "top_logprobs %d not in [0, %d]", s->top_logprobs, FRT_SAMPLING_MAX_TOP_LOGPROBS);
+    CHECK_FIELD(s->logprobs || !s->top_logprobs, "top_logprobs %d needs logprobs", s->top_logprobs);
+    return check_bias(s, vocab);
+}
+
+/* The step record's sampling: *s with the unused bias entries zeroed (so
+ * equal requests write equal bytes), or greedy for NULL. Not checked. */
+static void step_sampling(const frt_sampling *s, frt_sampling *out)
+{
+    memset(out, 0, sizeof *out);
+    out->top_p = 1.0f;
+    if (!s) return;
+    memcpy(out, s, offsetof(frt_sampling, logit_bias));
+    int nb = s->n_logit_bias < 0 ? 0 : s->n_logit_bias > FRT_SAMPLING_MAX_BIAS ? FRT_SAMPLING_MAX_BIAS
+                                                                                : s->n_logit_bias;
+    memcpy(out->logit_bias, s->logit_bias, (size_t)nb * sizeof s->logit_bias[0]);
+}
+
+/* Writes the step record (checking *s unless it equals the record already
+ * there, which was checked). On error nothing is written. */
 static int step_write(frt_model *m, int n_valid, const frt_sampling *s, int no_logits)
 {
     frt_step_args a;
     memset(&a, 0, sizeof a);
     a.n_valid = n_valid;
     a.no_logits = no_logits;
-    a.sampling.temperature = s ? s->temperature : 0.0f;
-    a.sampling.top_k = s ? s->top_k : 0;
-    a.sampling.top_p = s ? s->top_p : 1.0f;
+    step_sampling(s, &a.sampling);
     /* Decode steps of one request write the same record: skip the copy. */
     if (m->step_cached && !memcmp(&a, &m->step_last, sizeof a)) return 0;
+    if (s) FRT_TRY(frt_sampling_check(s, m->cfg.vocab_size));
     m->step_cached = 0;
     FRT_TRY(frt_buffer_write(m->step, 0, &a, sizeof a, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
@@ -74,7 +132,9 @@ static int alloc_state(frt_model *m)
     FRT_TRY(frt_model_state_alloc(m));
     if (m->params.backend == FRT_BACKEND_CPU) {
         m->cpu_sample_scratch = malloc(FRT_CPU_SAMPLE_SCRATCH(m->cfg.vocab_size) * sizeof(float) + 64);
-        if (!m->cpu_sample_scratch) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for sampling scratch");
+        m->cpu_adjusted = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+        if (!m->cpu_sample_scratch || !m->cpu_adjusted)
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for sampling scratch");
     }
     FRT_TRY(frt_buffer_alloc(m->ctx, "step", FRT_SPACE_DEVICE, sizeof(frt_step_args), &m->step));
     FRT_TRY(frt_buffer_fill(m->step, 0, sizeof(frt_step_args), 0, m->stream));
@@ -285,6 +345,7 @@ void frt_model_free(frt_model *m)
     frt_model_state_free(m);
     frt_buffer_free(m->step);
     free(m->cpu_sample_scratch);
+    free(m->cpu_adjusted);
     if (m->bk) m->bk->free(m);
     if (m->arch && m->arch->fini) m->arch->fini(m);
     frt_context_destroy(m->ctx);
@@ -394,6 +455,9 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return frt_error(FRT_ERR_OUT_OF_RANGE, "prefill: token %d at index %d is outside the vocabulary [0, %d)",
                              ids[i], i, m->cfg.vocab_size);
+    /* A new request: no token generated yet (frt/sampling.h). */
+    m->logprobs_valid = 0;
+    FRT_TRY(frt_buffer_fill(m->counts, 0, (size_t)m->cfg.vocab_size * sizeof(int32_t), 0, m->stream));
     int pos = b.pos, done = 0;
     while (done < n) {
         int piece = (pos / m->C + 1) * m->C - pos; /* up to the next multiple of C */
@@ -418,9 +482,11 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
     FRT_TRY(step_write(m, 0, s, 0));
+    m->logprobs_valid = 0;
     FRT_TRY(frt_graph_replay(m->g_sample, 1, m->stream));
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
+    m->logprobs_valid = s && s->logprobs;
     return 0;
 }
 
@@ -432,12 +498,22 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
     if (b.pending < 0) return frt_error(FRT_ERR_STATE, "decode: no pending token (prefill and sample first)");
     if (b.pos >= m->max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "decode: the state is full (%d tokens)", b.pos);
     FRT_TRY(step_write(m, 1, s, 0));
+    m->logprobs_valid = 0;
     FRT_TRY(frt_graph_replay(m->g_decode, 1, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     FRT_TRY(take_task_status(m));
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
+    m->logprobs_valid = s && s->logprobs;
     return 0;
+}
+
+int frt_model_logprobs(frt_model *m, frt_logprobs *out)
+{
+    if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logprobs: NULL argument");
+    if (!m->logprobs_valid)
+        return frt_error(FRT_ERR_STATE, "logprobs: the last sampling step did not ask for logprobs");
+    return frt_model_output_read(m, "logprobs", out, sizeof *out);
 }
 
 static int is_eos(const frt_model *m, int32_t t)
@@ -474,9 +550,12 @@ int frt_model_reset(frt_model *m)
     b.pending = -1;
     b.has_logits = 0;
     m->live_capsule = 0; /* the next steps rewrite the KV rows from 0 */
+    m->logprobs_valid = 0;
     /* The recurrent entries start from zero; rows past the position are
      * never read. */
     FRT_TRY(frt_model_state_zero_recurrent(m));
+    FRT_TRY(frt_buffer_fill(m->counts, 0, (size_t)m->cfg.vocab_size * sizeof(int32_t), 0, m->stream));
+    FRT_TRY(frt_buffer_fill(m->seen, 0, (size_t)m->cfg.vocab_size, 0, m->stream));
     return boundary_write(m, &b);
 }
 

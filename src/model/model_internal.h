@@ -21,8 +21,12 @@
 #include <stdint.h>
 
 /* 2: the state is the architecture's declared table (the first version
- * listed the hybrid's buffers by name); version 1 files are refused. */
-#define FRT_CAPSULE_FORMAT_VERSION 2u
+ * listed the hybrid's buffers by name); version 1 files are refused.
+ * 3: the table ends with the sampler's penalty counts (sampler.counts,
+ * sampler.seen) and the step record carries the full frt_sampling; version
+ * 2 files are refused (they lack the counts a penalised continuation
+ * needs). */
+#define FRT_CAPSULE_FORMAT_VERSION 3u
 
 /* One allocated entry of the live state table. */
 typedef struct frt_state_entry {
@@ -62,17 +66,22 @@ struct frt_model {
     size_t weight_bytes; /* bytes of weights held by the backend */
 
     /* The live state table, in declaration order (capsule buffer order):
-     * the architecture's entries, then tokens, boundary, logits. */
+     * the architecture's entries, then tokens, boundary, logits,
+     * sampler.counts, sampler.seen. */
     int n_state;
     frt_state_entry *state;
     frt_buffer *tokens;      /* [max_seq] i32, the token journal (a state entry) */
     frt_buffer *boundary;    /* frt_boundary (a state entry) */
     frt_buffer *logits;      /* [vocab] f32 (a state entry and the `logits` output port) */
+    frt_buffer *counts;      /* [vocab] i32: times each token was generated since the last prefill */
+    frt_buffer *seen;        /* [vocab] u8: 1 for each token committed since the last reset */
 
     /* Graph ports. */
     int n_io;
     frt_io_entry *io;
     frt_buffer *in_ids;      /* the `ids` input port: [C] i32 prefill piece ids */
+    frt_buffer *out_logprobs; /* the `logprobs` output port: one frt_logprobs */
+    int logprobs_valid;      /* the last sampling step wrote logprobs and no prefill/reset/restore followed */
 
     /* Scratch buffers read by the graphs. */
     frt_buffer *step;        /* frt_step_args */
@@ -88,6 +97,7 @@ struct frt_model {
     uint64_t fingerprint;
     uint64_t progress_done, progress_total; /* load progress of the current phase */
     float *cpu_sample_scratch; /* cpu backend: the sampling task's scratch (FRT_CPU_SAMPLE_SCRATCH(vocab)) */
+    float *cpu_adjusted;       /* cpu backend: [vocab] f32, the adjusted logits of the sampling task */
 
     /* Rollback restore (capsule.c): the serial of the capsule whose
      * positional prefix (ROWS entries 0..position-1) the live state holds
@@ -145,6 +155,11 @@ typedef struct frt_cpu_forward {
 /* Rows of the current step: the step record's valid length for a prefill
  * piece, 1 for decode (read when the task runs, never baked). */
 int frt_cpu_step_rows(const frt_model *m, int decode);
+
+/* Commits the step's ids [n] to the token journal at the boundary's
+ * position and marks them seen; a decode step (decode 1) also counts them
+ * as generated (frt/sampling.h). The architectures' embed tasks call it. */
+void frt_cpu_journal(frt_model *m, const int32_t *ids, int n, int decode);
 
 /* Record a prefill piece (embed, every layer, final), a decode step (the
  * same, then the sampling task) or the sampling task alone on s. The

@@ -52,19 +52,30 @@ static int check_decl(const frt_model *m, const frt_state_decl *d)
     return 0;
 }
 
+/* Entries the runtime appends to the architecture's table. */
+#define N_RUNTIME 5
+
+static int alloc_ports(frt_model *m);
+
 int frt_model_state_alloc(frt_model *m)
 {
     frt_state_decl *decl = calloc(FRT_STATE_MAX, sizeof *decl);
     if (!decl) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the table");
-    int n = m->arch->declare_state(m, decl, FRT_STATE_MAX - 3);
+    int n = m->arch->declare_state(m, decl, FRT_STATE_MAX - N_RUNTIME);
     if (n < 0) {
         free(decl);
         return n;
     }
-    /* The token-model entries every architecture gets. */
+    /* The token-model entries every architecture gets: the journal, the
+     * boundary, the last logits, and the penalty counts (frt/sampling.h;
+     * not `recurrent`, which is the model's arithmetic state: reset zeroes
+     * them by name, frt_model_reset). */
+    const int first = n;
     decl_set(&decl[n++], "tokens", FRT_DT_I32, FRT_STATE_ROWS, m->max_seq, 0);
     decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
     decl_set(&decl[n++], "logits", FRT_DT_F32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    decl_set(&decl[n++], "sampler.counts", FRT_DT_I32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    decl_set(&decl[n++], "sampler.seen", FRT_DT_U8, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
     m->state = calloc((size_t)n, sizeof *m->state);
     if (!m->state) {
         free(decl);
@@ -86,12 +97,19 @@ int frt_model_state_alloc(frt_model *m)
     }
     free(decl);
     FRT_TRY(rc);
-    m->tokens = m->state[n - 3].buf;
-    m->boundary = m->state[n - 2].buf;
-    m->logits = m->state[n - 1].buf;
+    m->tokens = m->state[first].buf;
+    m->boundary = m->state[first + 1].buf;
+    m->logits = m->state[first + 2].buf;
+    m->counts = m->state[first + 3].buf;
+    m->seen = m->state[first + 4].buf;
+    return alloc_ports(m);
+}
 
-    /* The ports of a token model: the prefill piece in, the logits out. */
-    m->io = calloc(2, sizeof *m->io);
+/* The ports of a token model: the prefill piece in, the logits and the last
+ * sampling step's logprobs out. */
+static int alloc_ports(frt_model *m)
+{
+    m->io = calloc(3, sizeof *m->io);
     if (!m->io) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the ports");
     frt_io_entry *ids = &m->io[0], *logits = &m->io[1];
     snprintf(ids->decl.name, sizeof ids->decl.name, "ids");
@@ -112,6 +130,16 @@ int frt_model_state_alloc(frt_model *m)
     logits->buf = m->logits;
     logits->in_state = 1;
     m->n_io = 2;
+    frt_io_entry *lp = &m->io[2];
+    snprintf(lp->decl.name, sizeof lp->decl.name, "logprobs");
+    lp->decl.dir = FRT_IO_OUTPUT;
+    lp->decl.dtype = FRT_DT_U8;
+    lp->decl.ndim = 1;
+    lp->decl.shape[0] = sizeof(frt_logprobs);
+    lp->bytes = sizeof(frt_logprobs);
+    FRT_TRY(alloc_zeroed(m, "logprobs", lp->bytes, &lp->buf));
+    m->n_io = 3;
+    m->out_logprobs = lp->buf;
     return 0;
 }
 

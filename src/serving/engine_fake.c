@@ -136,10 +136,22 @@ static int fk_prefill(void *self, const int32_t *ids, int n)
     return 0;
 }
 
+/* The fake has no logits: the fields that adjust or report them are refused
+ * rather than ignored. */
+static int fake_sampling_ok(const frt_sampling *s)
+{
+    if (s && (s->min_p != 0.0f || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f ||
+              (s->repetition_penalty != 0.0f && s->repetition_penalty != 1.0f) || s->n_logit_bias || s->logprobs))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "fake engine: no logits: min_p, penalties, logit_bias and logprobs are not supported");
+    return 0;
+}
+
 static int fk_sample(void *self, const frt_sampling *s, int32_t *token)
 {
     fake *f = self;
     if (!token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fake sample: NULL token");
+    FRT_TRY(fake_sampling_ok(s));
     if (!f->has_logits) return frt_error(FRT_ERR_STATE, "fake sample: no logits");
     f->pending = draw(f, s);
     *token = f->pending;
@@ -150,6 +162,7 @@ static int fk_decode(void *self, const frt_sampling *s, int32_t *token)
 {
     fake *f = self;
     if (!token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fake decode: NULL token");
+    FRT_TRY(fake_sampling_ok(s));
     if (f->pending < 0) return frt_error(FRT_ERR_STATE, "fake decode: no pending token");
     if (f->pos >= f->p.max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "fake decode: the state is full");
     f->h = mix(f->h, 0xD0000000ull ^ ((uint64_t)f->pos << 24));

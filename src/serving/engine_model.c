@@ -23,13 +23,16 @@ typedef struct bound {
     int owns;
 } bound;
 
+/* The request's sampling, every field (frt/sampling.h), with an unset
+ * top_p (0) read as off; NULL = greedy. */
 static frt_sampling sampling_of(const frt_sampling *s)
 {
-    frt_sampling x = {0.0f, 0, 1.0f};
+    frt_sampling x;
+    memset(&x, 0, sizeof x);
+    x.top_p = 1.0f;
     if (s) {
-        x.temperature = s->temperature;
-        x.top_k = s->top_k;
-        x.top_p = s->top_p > 0 ? s->top_p : 1.0f;
+        x = *s;
+        if (!(s->top_p > 0)) x.top_p = 1.0f;
     }
     return x;
 }

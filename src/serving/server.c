@@ -319,6 +319,21 @@ static enum MHD_Result handle_get_session(frt_server *s, struct MHD_Connection *
     return send_fail(s, c, 404, "session_not_found", "session_id", msg);
 }
 
+/* POST /tokenize, /detokenize (api_tokens.h): on the engine thread, which
+ * owns the tokenizer. */
+static enum MHD_Result handle_tokens(frt_server *s, struct MHD_Connection *c, conn *cc, int detokenize)
+{
+    frt_api_error err;
+    frt_job *j = frt_job_new(s, FRT_JOB_TOKENS);
+    if (!j) return MHD_NO;
+    if (frt_api_parse_tokens(cc->body ? cc->body : "", cc->len, detokenize, frt_service_facts(s->svc)->vocab_size,
+                             &j->tokens, &err)) {
+        frt_job_unref(j);
+        return send_error(s, c, &err);
+    }
+    return run_simple(s, c, j);
+}
+
 static enum MHD_Result handle_models(frt_server *s, struct MHD_Connection *c, const char *one)
 {
     const frt_engine_facts *f = frt_service_facts(s->svc);
@@ -425,6 +440,9 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
     } else if (n == 1 && IS(0, "metrics")) {
         known = 1;
         if (get) return handle_metrics(s, c);
+    } else if (n == 1 && (IS(0, "tokenize") || IS(0, "detokenize"))) {
+        known = 1;
+        if (post) return handle_tokens(s, c, cc, IS(0, "detokenize"));
     } else if (IS(0, "v1")) {
         if ((n == 2 || n == 3) && IS(1, "models")) {
             known = 1;

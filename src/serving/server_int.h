@@ -13,6 +13,7 @@
 #include "frt/serving.h"
 
 #include "serving/api.h"
+#include "serving/api_tokens.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@ typedef enum frt_job_kind {
     FRT_JOB_CAPSULE_PIN,
     FRT_JOB_CAPSULE_UNPIN,
     FRT_JOB_CAPSULE_DELETE,
+    FRT_JOB_TOKENS, /* /tokenize, /detokenize (api_tokens.h) */
 } frt_job_kind;
 
 typedef struct frt_job {
@@ -44,6 +46,7 @@ typedef struct frt_job {
     frt_api_completion rq;
     frt_api_session_create create;
     frt_api_session_op op;
+    frt_api_tokens tokens;
     char id[FRT_SESSION_ID_MAX];
     uint64_t capsule;
     /* the answer when not streaming (or an error before the stream started) */

@@ -50,6 +50,7 @@ void frt_job_unref(frt_job *j)
     if (!last) return;
     frt_api_completion_clear(&j->rq);
     frt_api_session_create_clear(&j->create);
+    frt_api_tokens_clear(&j->tokens);
     free(j->sse);
     frt_chat_output_clear(&j->out);
     json_decref(j->message);
@@ -467,6 +468,13 @@ static void run_job(frt_server *s, frt_job *j)
     case FRT_JOB_CAPSULE_PIN:
     case FRT_JOB_CAPSULE_UNPIN:
     case FRT_JOB_CAPSULE_DELETE: run_capsule_job(s, j); return;
+    case FRT_JOB_TOKENS: {
+        frt_api_error err;
+        json_t *o = frt_api_tokens_answer(s->e, &j->tokens, &err);
+        if (o) job_answer(j, 200, o);
+        else job_fail(j, &err);
+        return;
+    }
     }
 }
 

@@ -14,23 +14,7 @@ FRT="$B/frt"
 T="$(mktemp -d /tmp/frt_cli_ids.XXXXXX)"
 trap 'rm -rf "$T"' EXIT
 fail=0
-check() { # check DESCRIPTION COMMAND...
-    local d="$1"; shift
-    if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fail=1; fi
-}
-refuse() { # refuse "MESSAGE" ARGS...: frt generate ARGS exits 2 with MESSAGE on stderr
-    local want="$1"; shift
-    "$FRT" generate "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ $rc -eq 2 ] && grep -qF -- "$want" "$T/err"; then
-        echo "ok   generate $* -> 2: $want"
-    else
-        echo "FAIL generate $*: status $rc (want 2), stderr: $(cat "$T/err") (want: $want)"
-        fail=1
-    fi
-}
-# ids of a --json line's array: json_ids KEY < line -> "1 2 3"
-json_ids() { python3 -c 'import json,sys; print(" ".join(str(i) for i in json.load(sys.stdin)[sys.argv[1]]))' "$1"; }
+. "$(dirname "$0")/generate_lib.bash"
 
 "$FRT" gen-model --shape tiny --seed 3 --out "$T/m" --quiet >/dev/null || { echo "FAIL gen-model"; exit 1; }
 M=(-m "$T/m" --backend cpu --threads 1)

@@ -17,6 +17,7 @@ ENGINE=(--engine fake --prefill-chunk $C --max-seq 4096 --quiet)
 
 scenario_basic
 scenario_bad_input
+scenario_tokens
 scenario_sessions
 scenario_exact_restore
 scenario_exact_append

@@ -20,6 +20,7 @@ ENGINE=(--backend "${FRT_SERVE_BACKEND:-cpu}" --prefill-chunk $C --max-seq 2048 
 
 scenario_basic
 scenario_bad_input
+scenario_tokens
 scenario_sessions
 scenario_exact_restore
 scenario_exact_append

@@ -148,6 +148,8 @@ scenario_bad_input() {
     expect_error 413 request_too_large "an oversized body"
     api bad GET /v1/nothing/here
     expect_error 404 unknown_url "an unknown endpoint"
+    api bad POST /v1/embeddings '{"model": "m", "input": "hello"}'
+    expect_error 404 unknown_url "embeddings (not served: docs/serving.md)"
     api bad GET /v1/completions
     expect_error 405 method_not_allowed "GET on a POST endpoint"
     api bad POST /v1/sessions '{"id": "s"}'
@@ -457,4 +459,52 @@ scenario_cancel() {
     completion cx "$(completion_body "again" 2 '"session_id":"c"')" "the session after a cancel"
     serve_stop cx
     echo "  cancel: ok"
+}
+
+# /tokenize and /detokenize (llama-server's shapes): a round trip, pieces,
+# and every refusal.
+scenario_tokens() {
+    serve_start tok "${ENGINE[@]}"
+    local text='def add(a, b): return a + b  # é'
+    api tok POST /tokenize "{\"content\": $(jstr "$text")}"
+    expect_status 200 "tokenize"
+    local ids
+    ids=$(jq -c '.tokens' <<<"$BODY")
+    check "tokenize: a non-empty array of ids" jq -e '.tokens | length > 0 and all(type == "number")' <<<"$BODY" >/dev/null
+    api tok POST /detokenize "{\"tokens\": $ids}"
+    expect_status 200 "detokenize"
+    [ "$(jqr .content)" = "$text" ] || fail "detokenize(tokenize(text)) != text: $BODY"
+    api tok POST /tokenize "{\"content\": $(jstr "$text"), \"with_pieces\": true, \"add_special\": false, \"parse_special\": true}"
+    expect_status 200 "tokenize with pieces"
+    [ "$(jq -c '[.tokens[].id]' <<<"$BODY")" = "$ids" ] || fail "with_pieces: other ids: $BODY"
+    check "pieces: strings or byte arrays" jq -e 'all(.tokens[]; (.piece | type == "string") or (.piece | type == "array" and all(type == "number")))' <<<"$BODY" >/dev/null
+    api tok POST /detokenize '{"tokens": []}'
+    expect_status 200 "detokenize of nothing"
+    [ "$(jqr .content)" = "" ] || fail "detokenize []: $BODY"
+    api tok POST /tokenize '{}'
+    expect_error 400 missing_required_parameter "tokenize without content"
+    api tok POST /tokenize '{"content": 5}'
+    expect_error 400 invalid_type "tokenize: content not a string"
+    api tok POST /tokenize '{"content": "x", "add_special": true}'
+    expect_error 400 unsupported_value "tokenize: add_special true"
+    api tok POST /tokenize '{"content": "x", "parse_special": false}'
+    expect_error 400 unsupported_value "tokenize: parse_special false"
+    api tok POST /tokenize '{"content": "x", "with_pieces": "yes"}'
+    expect_error 400 invalid_type "tokenize: with_pieces not a boolean"
+    api tok POST /tokenize '{"content": "x", "model": "m"}'
+    expect_error 400 unsupported_parameter "tokenize: an unknown member"
+    api tok POST /tokenize '{"content": '
+    expect_error 400 invalid_json "tokenize: malformed JSON"
+    api tok POST /detokenize '{"tokens": [1, -1]}'
+    expect_error 400 invalid_value "detokenize: a negative id"
+    api tok POST /detokenize '{"tokens": [1, 99999999]}'
+    expect_error 400 invalid_value "detokenize: an id outside the vocabulary"
+    api tok POST /detokenize '{"tokens": "1,2"}'
+    expect_error 400 invalid_type "detokenize: tokens not an array"
+    api tok POST /detokenize '{"tokens": [1.5]}'
+    expect_error 400 invalid_type "detokenize: a non-integer id"
+    api tok GET /tokenize
+    expect_error 405 method_not_allowed "GET /tokenize"
+    serve_stop tok
+    echo "  tokens: ok"
 }

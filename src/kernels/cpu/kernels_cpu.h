@@ -23,6 +23,8 @@
 #ifndef FRT_KERNELS_CPU_H
 #define FRT_KERNELS_CPU_H
 
+#include "frt/sampling.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -253,5 +255,32 @@ int frt_cpu_argmax(const float *logits, int n);
  * u not in [0, 1)). */
 int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, float top_p, float u,
                    float *scratch);
+
+/* frt_cpu_sample with min_p (frt/sampling.h step 5): after step 4, the
+ * ordered tokens are cut to the prefix with p_i = exp((l_i - l_max) / T)
+ * >= min_p (fp64; min_p 0 = off), before top-k and top-p. min_p in [0, 1],
+ * else FRT_ERR_INVALID_ARGUMENT; otherwise as frt_cpu_sample (which is this
+ * with min_p 0). Source: vLLM v1's sampler (min_p after temperature). */
+int frt_cpu_sample_minp(const float *logits, int n, float temperature, int top_k, float top_p, float min_p,
+                        float u, float *scratch);
+
+/* Steps 1-3 of the sampling step (frt/sampling.h: logit bias, repetition
+ * penalty, frequency and presence penalties; OpenAI's and vLLM's
+ * definitions): out[i] = the adjusted logits[i]. logits, out [n] f32 (may
+ * not alias); counts [n] i32 (times generated), seen [n] u8 (in the prompt
+ * or output); *s read for the bias list and the penalties only. Bias tokens
+ * are checked against n. The per-token arithmetic is kernels/cpu/
+ * sample_rule.h, bit-identical to the CUDA kernel's.
+ * Returns 0 or FRT_ERR_INVALID_ARGUMENT (NULL, n < 1, a bias token outside
+ * [0, n), n_logit_bias outside [0, FRT_SAMPLING_MAX_BIAS]). */
+int frt_cpu_logits_adjust(float *out, const float *logits, int n, const frt_sampling *s, const int32_t *counts,
+                          const uint8_t *seen);
+
+/* The logprobs of frt/sampling.h from logits [n] f32: *out gets token's
+ * logprob and the top_n (0..FRT_SAMPLING_MAX_TOP_LOGPROBS) largest, order
+ * (logit desc, id asc); fp64 log-sum-exp in index order, rounded to f32.
+ * Returns 0 or FRT_ERR_INVALID_ARGUMENT (NULL, n < 1, token outside [0, n),
+ * top_n out of range). */
+int frt_cpu_logprobs(frt_logprobs *out, const float *logits, int n, int token, int top_n);
 
 #endif /* FRT_KERNELS_CPU_H */

@@ -4,7 +4,8 @@
  * ordered by (logit desc, index asc), a total order, so the result does not
  * depend on the sort algorithm. Probabilities in double.
  * Semantics follow the HF logits processors (temperature, top-k, top-p on the
- * renormalised top-k set). Tested in tests/test_kernel_sample.c.
+ * renormalised top-k set), with vLLM's min_p (after temperature, before
+ * top-k / top-p: frt/sampling.h). Tested in tests/test_kernel_sample.c.
  */
 #include "kernels/cpu/kernels_cpu.h"
 #include "util/error.h"
@@ -65,6 +66,12 @@ int frt_cpu_argmax(const float *logits, int n)
 int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, float top_p, float u,
                    float *scratch)
 {
+    return frt_cpu_sample_minp(logits, n, temperature, top_k, top_p, 0.0f, u, scratch);
+}
+
+int frt_cpu_sample_minp(const float *logits, int n, float temperature, int top_k, float top_p, float min_p,
+                        float u, float *scratch)
+{
     if (!logits || !scratch || n < 1 || n > (1 << 24))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: n %d (1..2^24) or NULL buffer", n);
     if (!(temperature >= 0.0f) || isinf(temperature))
@@ -72,6 +79,8 @@ int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, flo
     if (top_k < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: top_k %d < 0", top_k);
     if (!(top_p > 0.0f && top_p <= 1.0f))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: top_p %g not in (0, 1]", (double)top_p);
+    if (!(min_p >= 0.0f && min_p <= 1.0f))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: min_p %g not in [0, 1]", (double)min_p);
     if (!(u >= 0.0f && u < 1.0f))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: u %g not in [0, 1)", (double)u);
     if (temperature == 0.0f) return frt_cpu_argmax(logits, n);
@@ -99,6 +108,12 @@ int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, flo
     if (isinf(lmax)) return (int)c[0].idx; /* +inf wins; all -inf: first in order */
     double inv_t = 1.0 / (double)temperature;
 #define PROB(i) exp(((double)c[i].key - lmax) * inv_t)
+    if (min_p > 0.0f) /* a prefix: p falls along the order; PROB(0) = 1 >= min_p */
+        for (int i = 1; i < m; i++)
+            if (PROB(i) < (double)min_p) {
+                m = i;
+                break;
+            }
     double total = 0;
     for (int i = 0; i < m; i++) total += PROB(i);
     if (top_p < 1.0f) {

@@ -42,6 +42,8 @@
 #ifndef FRT_KERNELS_CUDA_H
 #define FRT_KERNELS_CUDA_H
 
+#include "frt/sampling.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -499,13 +501,9 @@ int frt_cuda_argmax(void *stream, int32_t *d_token, const float *logits, int n, 
                     size_t workspace_bytes);
 
 /* The sampling parameters, in device memory (so one captured graph serves
- * any request's settings). */
-typedef struct frt_cuda_sampler_params {
-    float temperature; /* 0 = greedy (argmax) */
-    int32_t top_k;     /* 0 = off */
-    float top_p;       /* 1 = off; in (0, 1] */
-    int32_t reserved;  /* 0 */
-} frt_cuda_sampler_params;
+ * any request's settings): the library's frt_sampling (frt/sampling.h),
+ * read in place from the step record. */
+typedef frt_sampling frt_cuda_sampler_params;
 
 /* Bytes of workspace frt_cuda_sample / frt_cuda_sample_token need for n
  * logits into *bytes (16 n + ~1.1 MiB). Also looks up the cooperative grid
@@ -517,7 +515,12 @@ int frt_cuda_sample_workspace_bytes(int n, size_t *bytes);
 /* Samples one token from logits [n] f32 (device):
  *   u = frt_rng_uniform(d_rng)       (one SplitMix64 step per call, always,
  *                                     whatever the temperature)
- *   *d_token = frt_cpu_sample(logits, n, temperature, top_k, top_p, u)
+ *   *d_token = frt_cpu_sample_minp(logits, n, temperature, top_k, top_p,
+ *                                  min_p, u)
+ * A min_p > 0 keeps the head tokens with p_i >= min_p (counted with the
+ * head, a prefix of the sorted order) before top-k. Parameters with a logit
+ * bias or a penalty on write *d_token = -1 (they need the adjusted logits:
+ * frt_cuda_sample_step).
  * with the parameters read from *d_params. One cooperative launch (sample.cu:
  * a grid of at most one block per SM, grid-wide barriers): argmax partials;
  * temperature 0 ends there. Otherwise the tokens whose p_i = exp((l_i -
@@ -528,7 +531,7 @@ int frt_cuda_sample_workspace_bytes(int n, size_t *bytes);
  * the CPU's running sum (a relative difference near 1e-16), so the token can
  * differ from the CPU's only when u falls within that distance of a
  * boundary. Invalid parameters (temperature < 0 or NaN, top_k < 0, top_p not
- * in (0, 1]) write *d_token = -1. workspace (device, 256-byte aligned,
+ * in (0, 1], min_p not in [0, 1]) write *d_token = -1. workspace (device, 256-byte aligned,
  * scratch) of frt_cuda_sample_workspace_bytes(n) bytes; calls on one stream
  * may share it. 1 <= n <= 2^24. Errors: FRT_ERR_INVALID_ARGUMENT;
  * FRT_ERR_UNSUPPORTED (no cooperative launch); FRT_ERR_BACKEND.
@@ -547,6 +550,44 @@ int frt_cuda_sample(void *stream, int32_t *d_token, const float *logits, int n,
 int frt_cuda_sample_token(void *stream, int32_t *d_token, const float *logits, int n,
                           const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                           void *workspace, size_t workspace_bytes);
+
+/* Steps 1-3 of the sampling step (frt/sampling.h: logit bias, repetition,
+ * frequency and presence penalties): out [n] f32 = the adjusted logits [n]
+ * f32, from *d_params, d_counts [n] i32 (times generated) and d_seen [n] u8
+ * (device). Bit-identical to frt_cpu_logits_adjust (the shared code of
+ * kernels/cpu/sample_rule.h, no FMA contraction). With no bias and no
+ * penalty in *d_params the kernel returns without touching out. Bias tokens
+ * outside [0, n) are skipped (the model API refuses them before). One
+ * launch. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n out of 1..2^24);
+ * FRT_ERR_BACKEND. Twin: frt_cpu_logits_adjust. */
+int frt_cuda_logits_adjust(void *stream, float *out, const float *logits, int n,
+                           const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
+                           const uint8_t *d_seen);
+
+/* When d_params->logprobs: *d_out = frt_cpu_logprobs of the logits the step
+ * sampled from (adj when *d_params adjusts and adj is not NULL, else
+ * logits; [n] f32 device) for the token *d_token and top_logprobs
+ * entries; otherwise returns at once. One block (logprobs.cu); the values
+ * match the twin to the last bit but for rare f32 roundings of a
+ * log-sum-exp associated differently (|d| <= 1e-5 tested). Errors:
+ * FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. Twin: frt_cpu_logprobs. */
+int frt_cuda_logprobs(void *stream, frt_logprobs *d_out, const float *logits, const float *adj, int n,
+                      const int32_t *d_token, const frt_cuda_sampler_params *d_params);
+
+/* The decode step's whole sampling step (frt/sampling.h), three launches on
+ * one stream, all parameters from device memory:
+ *   frt_cuda_logits_adjust into the workspace (returns at once when off),
+ *   frt_cuda_sample_token on the adjusted logits when a bias or penalty is
+ *   on, else on logits (min_p, top-k, top-p, the draw),
+ *   frt_cuda_logprobs into *d_logprobs (returns at once when not asked).
+ * With every field off the step costs frt_cuda_sample_token plus two
+ * launches that read the parameters and return. workspace as
+ * frt_cuda_sample_workspace_bytes. Errors as frt_cuda_sample_token.
+ * Twin: task_sample of src/model/cpu_forward.c. */
+int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, int n,
+                         const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
+                         const uint8_t *d_seen, uint64_t *d_rng, frt_logprobs *d_logprobs,
+                         void *workspace, size_t workspace_bytes);
 
 /* ---- GEMM (cuBLASLt, and a GEMV for decode) ----------------------------- */
 

@@ -2,9 +2,13 @@
  * kernels/cuda/sample.cu - temperature / top-k / top-p sampling on the
  * device, from a uniform u drawn from the SplitMix64 state in device memory
  * (kernels/cpu/rng.h, the very same code), with the parameters in device
- * memory. Semantics of the CPU twin frt_cpu_sample (HF order: temperature,
- * top-k, top-p on the renormalised top-k set), and of the decode step's
- * choice (frt_cuda_sample_token: argmax for a temperature <= 0).
+ * memory. Semantics of the CPU twin frt_cpu_sample_minp (HF order:
+ * temperature, top-k, top-p on the renormalised top-k set, with vLLM's min_p
+ * before top-k), and of the decode step's choice (frt_cuda_sample_token:
+ * argmax for a temperature <= 0). When the parameters carry a logit bias or
+ * a penalty (frt/sampling.h) the kernel reads the adjusted logits that
+ * frt_cuda_logits_adjust wrote into the workspace (frt_cuda_sample_step);
+ * called without them it writes -1.
  *
  * One cooperative kernel (a grid of G <= #SMs blocks of 512 threads, phases
  * separated by grid-wide barriers), so a greedy step is one launch that reads
@@ -24,6 +28,8 @@
  *      such a p never changes a double in [1, 2^k) (less than half an ulp),
  *      and no crossing can happen on them. Per-block counts, a barrier, then
  *      a stable compaction of the head, in index order, as (key, index),
+ *      (with the head, the count of tokens with p_i >= min_p: the min_p
+ *      cut, a prefix of the sorted head, since p falls along the order),
  *      key = a uint32 whose ascending order is (logit desc) (-0 as +0).
  *      Barrier.
  *   4. a stable LSD radix sort of the head, 8 bits a pass, skipping the
@@ -31,7 +37,7 @@
  *      keys): per-block digit counts, barrier, per-block offsets, a stable
  *      scatter (warp match + per-warp counts, in index order), barrier. The
  *      result is the twin's total order (logit desc, index asc).
- *   5. top-k keeps the first m = min(top_k, head) (0 = all). The prefix sums
+ *   5. top-k keeps the first m = min(top_k, head, min_p count) (0 = all). The prefix sums
  *      of p over the kept tokens are nested, each level in a fixed sequential
  *      order: a thread's contiguous segment, the 32 segments of a warp, the
  *      16 warps of a block, the G blocks. Each level is a rounded sum c + x
@@ -49,6 +55,7 @@
  * Tested in tests/test_cuda_kernels.c and tests/test_cuda_decode.c.
  */
 #include "kernels/cpu/rng.h"
+#include "kernels/cpu/sample_rule.h"
 #include "kernels/cuda/cuda_util.h"
 
 #include <cooperative_groups.h>
@@ -85,7 +92,7 @@ __device__ __forceinline__ float sample_key_value(uint32_t key)
 
 /* Workspace layout (every array SMP_ALIGN-aligned). */
 struct smp_layout {
-    size_t pv, pi, hcnt, hand, hor, hist, btot, ka, kb, va, vb, total;
+    size_t pv, pi, hcnt, mcnt, hand, hor, hist, btot, ka, kb, va, vb, adj, total;
 };
 
 static smp_layout smp_layout_of(int n)
@@ -96,6 +103,7 @@ static smp_layout smp_layout_of(int n)
     L.pv = off, off += align_up(B * 4);
     L.pi = off, off += align_up(B * 4);
     L.hcnt = off, off += align_up(B * 4);
+    L.mcnt = off, off += align_up(B * 4);
     L.hand = off, off += align_up(B * 4);
     L.hor = off, off += align_up(B * 4);
     L.hist = off, off += align_up(B * SMP_RADIX * 4);
@@ -104,6 +112,7 @@ static smp_layout smp_layout_of(int n)
     L.kb = off, off += align_up(N * 4);
     L.va = off, off += align_up(N * 4);
     L.vb = off, off += align_up(N * 4);
+    L.adj = off, off += align_up(N * 4);
     L.total = off;
     return L;
 }
@@ -111,11 +120,12 @@ static smp_layout smp_layout_of(int n)
 struct smp_args {
     int32_t *token;
     const float *logits;
+    const float *adj; /* the adjusted logits (frt_cuda_sample_step), or NULL */
     int n, mode;
     const frt_cuda_sampler_params *prm;
     uint64_t *rng;
     float *pv;
-    int *pi, *hcnt;
+    int *pi, *hcnt, *mcnt;
     uint32_t *hand, *hor;
     int *hist;
     double *btot;
@@ -129,7 +139,7 @@ struct smp_shared {
     int wcnt[SMP_WARPS][SMP_RADIX]; /* per-warp digit counts of a tile */
     int base[SMP_RADIX];            /* running output position per digit */
     int tot[SMP_RADIX];             /* digit totals (scan scratch) */
-    int wsum[SMP_WARPS];
+    int wsum[SMP_WARPS], wmc[SMP_WARPS];
     uint32_t wand[SMP_WARPS], wor[SMP_WARPS];
     double ts[SMP_THREADS];     /* segment sums */
     double te[SMP_THREADS];     /* exclusive scan of ts within each warp */
@@ -275,9 +285,17 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
     const int G = gridDim.x, b = blockIdx.x, n = A.n;
 
     /* 1. parameters, the draw, argmax partials */
-    const float T = A.prm->temperature, top_p = A.prm->top_p;
+    const float T = A.prm->temperature, top_p = A.prm->top_p, min_p = A.prm->min_p;
     const int top_k = A.prm->top_k;
-    const bool valid = T >= 0.0f && !isinf(T) && top_k >= 0 && top_p > 0.0f && top_p <= 1.0f;
+    /* bias or penalties need the adjusted logits of frt_cuda_sample_step */
+    const bool adjusts = frt_sample_adjusts(A.prm);
+    if (adjusts && !A.adj) {
+        if (b == 0 && tid == 0) *A.token = -1;
+        return; /* uniform over the grid */
+    }
+    const float *L = adjusts ? A.adj : A.logits;
+    const bool valid = T >= 0.0f && !isinf(T) && top_k >= 0 && top_p > 0.0f && top_p <= 1.0f && min_p >= 0.0f &&
+                       min_p <= 1.0f;
     const bool greedy = A.mode == SMP_MODE_TOKEN ? T <= 0.0f : (valid && T == 0.0f);
     const bool draws = !(A.mode == SMP_MODE_TOKEN && greedy);
     if (b == 0 && tid == 0) {
@@ -298,7 +316,7 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
         int i = -1;
 #pragma unroll 4
         for (int idx = lo + tid; idx < hi; idx += SMP_THREADS) {
-            const float x = A.logits[idx];
+            const float x = L[idx];
             if (!isnan(x) && frt_argmax_better(x, idx, v, i)) {
                 v = x;
                 i = idx;
@@ -337,43 +355,50 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
 
     /* 3. the head: count, then a stable compaction in index order */
     {
-        int c = 0;
+        int c = 0, mc = 0;
         uint32_t kand = 0xFFFFFFFFu, kor = 0u;
         for (int idx = lo + tid; idx < hi; idx += SMP_THREADS) {
-            const uint32_t key = sample_key(A.logits[idx]);
-            if (smp_prob(key, lmax, inv_t) >= 0x1p-53) {
+            const uint32_t key = sample_key(L[idx]);
+            const double p = smp_prob(key, lmax, inv_t);
+            if (p >= 0x1p-53) {
                 c++;
+                mc += p >= (double)min_p; /* min_p: a prefix of the sorted head */
                 kand &= key;
                 kor |= key;
             }
         }
         c = __reduce_add_sync(0xffffffffu, (unsigned int)c);
+        mc = __reduce_add_sync(0xffffffffu, (unsigned int)mc);
         kand = __reduce_and_sync(0xffffffffu, kand);
         kor = __reduce_or_sync(0xffffffffu, kor);
         if (lane == 0) {
             sh.wsum[w] = c;
+            sh.wmc[w] = mc;
             sh.wand[w] = kand;
             sh.wor[w] = kor;
         }
         __syncthreads();
         if (tid == 0) {
-            int s = 0;
+            int s = 0, sm = 0;
             uint32_t a = 0xFFFFFFFFu, o = 0u;
             for (int k = 0; k < SMP_WARPS; k++) {
                 s += sh.wsum[k];
+                sm += sh.wmc[k];
                 a &= sh.wand[k];
                 o |= sh.wor[k];
             }
             A.hcnt[b] = s;
+            A.mcnt[b] = sm;
             A.hand[b] = a;
             A.hor[b] = o;
         }
     }
     grid.sync();
-    int H = 0, off = 0;
+    int H = 0, off = 0, MC = 0;
     uint32_t gand = 0xFFFFFFFFu, gor = 0u;
     for (int k = 0; k < G; k++) { /* every thread, the same order: the same values */
         const int c = __ldcg(A.hcnt + k);
+        MC += __ldcg(A.mcnt + k);
         if (k < b) off += c;
         H += c;
         if (c > 0) {
@@ -389,7 +414,7 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
             uint32_t key = 0;
             bool head = false;
             if (idx < hi) {
-                key = sample_key(A.logits[idx]);
+                key = sample_key(L[idx]);
                 head = smp_prob(key, lmax, inv_t) >= 0x1p-53;
             }
             const unsigned int bal = __ballot_sync(0xffffffffu, head);
@@ -475,7 +500,8 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
     }
 
     /* 5. top-k, the block sums of p over the kept prefix */
-    const int m = (top_k > 0 && top_k < n) ? min(top_k, H) : H;
+    int m = (top_k > 0 && top_k < n) ? min(top_k, H) : H;
+    if (min_p > 0.0f) m = min(m, MC); /* MC >= 1: the maximum has p = 1 */
     const int per = (m + G - 1) / G;
     const int seg = (per + SMP_THREADS - 1) / SMP_THREADS;
     int clo, chi;
@@ -567,7 +593,7 @@ extern "C" int frt_cuda_sample_workspace_bytes(int n, size_t *bytes)
     return smp_max_blocks(&g); /* warms the per-device cache at setup */
 }
 
-static int sample_launch(void *stream, int32_t *d_token, const float *logits, int n,
+static int sample_launch(void *stream, int32_t *d_token, const float *logits, const float *adj, int n,
                          const frt_cuda_sampler_params *d_params, uint64_t *d_rng, void *workspace,
                          size_t workspace_bytes, int mode)
 {
@@ -585,6 +611,7 @@ static int sample_launch(void *stream, int32_t *d_token, const float *logits, in
     smp_args A;
     A.token = d_token;
     A.logits = logits;
+    A.adj = adj;
     A.n = n;
     A.mode = mode;
     A.prm = d_params;
@@ -592,6 +619,7 @@ static int sample_launch(void *stream, int32_t *d_token, const float *logits, in
     A.pv = (float *)(ws + L.pv);
     A.pi = (int *)(ws + L.pi);
     A.hcnt = (int *)(ws + L.hcnt);
+    A.mcnt = (int *)(ws + L.mcnt);
     A.hand = (uint32_t *)(ws + L.hand);
     A.hor = (uint32_t *)(ws + L.hor);
     A.hist = (int *)(ws + L.hist);
@@ -620,7 +648,7 @@ extern "C" int frt_cuda_sample(void *stream, int32_t *d_token, const float *logi
                                const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                                void *workspace, size_t workspace_bytes)
 {
-    return sample_launch(stream, d_token, logits, n, d_params, d_rng, workspace, workspace_bytes,
+    return sample_launch(stream, d_token, logits, NULL, n, d_params, d_rng, workspace, workspace_bytes,
                          SMP_MODE_SAMPLE);
 }
 
@@ -628,6 +656,23 @@ extern "C" int frt_cuda_sample_token(void *stream, int32_t *d_token, const float
                                      const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                                      void *workspace, size_t workspace_bytes)
 {
-    return sample_launch(stream, d_token, logits, n, d_params, d_rng, workspace, workspace_bytes,
+    return sample_launch(stream, d_token, logits, NULL, n, d_params, d_rng, workspace, workspace_bytes,
                          SMP_MODE_TOKEN);
+}
+
+extern "C" int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, int n,
+                                    const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
+                                    const uint8_t *d_seen, uint64_t *d_rng, frt_logprobs *d_logprobs,
+                                    void *workspace, size_t workspace_bytes)
+{
+    FRT_ARG(d_counts && d_seen && d_logprobs && workspace, "cuda sample step: NULL pointer");
+    FRT_ARG(n >= 1 && n <= (1 << 24), "cuda sample step: n %d (1..2^24)", n);
+    const smp_layout L = smp_layout_of(n);
+    FRT_ARG(workspace_bytes >= L.total, "cuda sample step: workspace of %zu bytes, %zu needed",
+            workspace_bytes, L.total);
+    float *adj = (float *)((char *)workspace + L.adj);
+    FRT_TRY(frt_cuda_logits_adjust(stream, adj, logits, n, d_params, d_counts, d_seen));
+    FRT_TRY(sample_launch(stream, d_token, logits, adj, n, d_params, d_rng, workspace, workspace_bytes,
+                          SMP_MODE_TOKEN));
+    return frt_cuda_logprobs(stream, d_logprobs, logits, adj, n, d_token, d_params);
 }

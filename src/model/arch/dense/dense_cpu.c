@@ -237,16 +237,15 @@ static void debug_record(frt_model *m, int idx, const float *src, int n)
 }
 
 /* Embedding of the step's tokens into the residual stream; the ids are
- * appended to the token journal. */
+ * appended to the token journal (frt_cpu_journal). */
 static void task_embed(void *p)
 {
     const frt_cpu_task *a = p;
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
-    int32_t *journal = frt_buffer_ptr(m->tokens);
     int n = frt_cpu_step_rows(m, a->decode);
     const int32_t *ids = a->decode ? &b->pending : frt_buffer_ptr(m->in_ids);
-    memcpy(journal + b->pos, ids, (size_t)n * sizeof(int32_t));
+    frt_cpu_journal(m, ids, n, a->decode);
     frt_cpu_embedding(dense_of(m)->s.x, dense_of(m)->w.embed, ids, n, m->cfg.hidden_size);
     debug_record(m, 0, dense_of(m)->s.x, n);
 }

@@ -52,15 +52,6 @@
 #define DECODE_SPLIT 128
 #define GEMM_WORKSPACE (32u << 20)
 
-_Static_assert(offsetof(frt_step_args, sampling.top_k) - offsetof(frt_step_args, sampling.temperature) ==
-                   offsetof(frt_cuda_sampler_params, top_k),
-               "step args and sampler params disagree (top_k)");
-_Static_assert(offsetof(frt_step_args, sampling.top_p) - offsetof(frt_step_args, sampling.temperature) ==
-                   offsetof(frt_cuda_sampler_params, top_p),
-               "step args and sampler params disagree (top_p)");
-_Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, sampling.temperature) >= sizeof(frt_cuda_sampler_params),
-               "step args too short for the sampler params");
-
 /* Device pointers of one layer (into the weight arena); NULL where absent. */
 typedef struct cd_layer {
     const float *input_ln, *post_ln;            /* [H] */
@@ -374,7 +365,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
     f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
-    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
+    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling));
     return f;
 }
 
@@ -445,7 +436,8 @@ static int record_forward(const fwd *f)
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
-    FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq));
+    FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
+                               frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
     FRT_TRY(debug_copy(f, 0, c->x));
     FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 0));
@@ -480,11 +472,14 @@ static int record_forward(const fwd *f)
                               f->d_no_logits, R);
 }
 
+/* The sampling step of frt/sampling.h (frt_cuda_sample_step). */
 static int record_sample_work(const fwd *f)
 {
+    frt_model *m = f->m;
     cd_model *c = f->c;
-    return frt_cuda_sample_token(f->st, f->d_pending, frt_buffer_ptr(f->m->logits), c->V, f->d_params, f->d_rng,
-                                 c->sample_ws, c->sample_ws_bytes);
+    return frt_cuda_sample_step(f->st, f->d_pending, frt_buffer_ptr(m->logits), c->V, f->d_params,
+                                frt_buffer_ptr(m->counts), frt_buffer_ptr(m->seen), f->d_rng,
+                                frt_buffer_ptr(m->out_logprobs), c->sample_ws, c->sample_ws_bytes);
 }
 
 static int cd_record_prefill(frt_stream *s, void *user)

@@ -47,19 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The sampler reads its parameters straight out of the step record. */
-_Static_assert(offsetof(frt_step_args, sampling.top_k) - offsetof(frt_step_args, sampling.temperature) ==
-                   offsetof(frt_cuda_sampler_params, top_k),
-               "step args and sampler params disagree (top_k)");
-_Static_assert(offsetof(frt_step_args, sampling.top_p) - offsetof(frt_step_args, sampling.temperature) ==
-                   offsetof(frt_cuda_sampler_params, top_p),
-               "step args and sampler params disagree (top_p)");
-_Static_assert(offsetof(frt_step_args, reserved) - offsetof(frt_step_args, sampling.temperature) ==
-                   offsetof(frt_cuda_sampler_params, reserved),
-               "step args and sampler params disagree (reserved)");
-_Static_assert(sizeof(frt_step_args) - offsetof(frt_step_args, sampling.temperature) >= sizeof(frt_cuda_sampler_params),
-               "step args too short for the sampler params");
-
 /* ---- the forward pass --------------------------------------------------- */
 
 /* What one recorded step works on. */
@@ -99,7 +86,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
     f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
     f.d_temperature = (const float *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
-    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
+    f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling));
     return f;
 }
 
@@ -312,7 +299,8 @@ static int record_forward(const fwd *f)
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
-    FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq));
+    FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
+                               frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
     FRT_TRY(debug_copy(f, 0, c->x));
     if (!f->decode)
@@ -353,17 +341,19 @@ static int record_forward(const fwd *f)
                               f->d_n, f->d_no_logits, R);
 }
 
-/* Samples pending from the logits (task_sample): argmax when the step's
- * temperature is <= 0 (the RNG untouched), frt_cuda_sample otherwise. One
- * cooperative launch (frt_cuda_sample_token): a greedy step is one pass over
- * the logits, no sort. */
+/* Samples pending from the logits (task_sample): the sampling step of
+ * frt/sampling.h (frt_cuda_sample_step: bias and penalties, argmax when the
+ * step's temperature is <= 0 (the RNG untouched), frt_cuda_sample
+ * otherwise, logprobs when asked). The sampler is one cooperative launch: a
+ * greedy step is one pass over the logits, no sort. */
 static int record_sample_work(const fwd *f)
 {
     frt_model *m = f->m;
     cu_model *c = f->c;
     const float *logits = frt_buffer_ptr(m->logits);
-    return frt_cuda_sample_token(f->st, f->d_pending, logits, c->V, f->d_params, f->d_rng, c->sample_ws,
-                                 c->sample_ws_bytes);
+    return frt_cuda_sample_step(f->st, f->d_pending, logits, c->V, f->d_params, frt_buffer_ptr(m->counts),
+                                frt_buffer_ptr(m->seen), f->d_rng, frt_buffer_ptr(m->out_logprobs), c->sample_ws,
+                                c->sample_ws_bytes);
 }
 
 static int cu_record_prefill(frt_stream *s, void *user)

@@ -16,23 +16,29 @@ static __device__ __forceinline__ int glue_count(const int32_t *d_n, int max_n)
 }
 
 __global__ void journal_kernel(int32_t *tokens, const int32_t *ids, const int32_t *d_pos,
-                               const int32_t *d_n, int max_n, int max_seq)
+                               const int32_t *d_n, int max_n, int max_seq, uint8_t *seen,
+                               int32_t *counts)
 {
     const int n = glue_count(d_n, max_n);
     const int pos = *d_pos;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x) {
         const long long p = (long long)pos + t;
         if (p >= 0 && p < max_seq) tokens[p] = ids[t];
+        seen[ids[t]] = 1; /* the same byte from every thread that writes it */
     }
+    /* decode: one row, one thread; no two threads count one id */
+    if (counts && n == 1 && blockIdx.x == 0 && threadIdx.x == 0) counts[ids[0]]++;
 }
 
 extern "C" int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids,
-                                  const int32_t *d_pos, const int32_t *d_n, int max_n, int max_seq)
+                                  const int32_t *d_pos, const int32_t *d_n, int max_n, int max_seq,
+                                  uint8_t *seen, int32_t *counts)
 {
-    FRT_ARG(tokens && ids && d_pos, "qwen35 journal: NULL pointer");
+    FRT_ARG(tokens && ids && d_pos && seen, "qwen35 journal: NULL pointer");
     FRT_ARG(max_n >= 1 && max_seq >= 1, "qwen35 journal: max_n %d max_seq %d", max_n, max_seq);
+    FRT_ARG(!counts || max_n == 1, "qwen35 journal: counts for %d rows (decode only)", max_n);
     journal_kernel<<<frt_grid_blocks((size_t)max_n, 256, 64), 256, 0, (cudaStream_t)stream>>>(
-        tokens, ids, d_pos, d_n, max_n, max_seq);
+        tokens, ids, d_pos, d_n, max_n, max_seq, seen, counts);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -20,10 +20,12 @@ extern "C" {
 #endif
 
 /* The token journal: tokens[*d_pos + t] = ids[t] for t < n, rows past
- * max_seq dropped. tokens [max_seq] i32, ids [max_n] i32 (device).
- * Twin: the memcpy of task_embed in qwen35_cpu.c. */
+ * max_seq dropped; seen[ids[t]] = 1; a decode step (counts not NULL, max_n
+ * 1) also does counts[ids[0]] += 1 (frt/sampling.h: the penalty counts).
+ * tokens [max_seq] i32, ids [max_n] i32, seen [vocab] u8, counts [vocab] i32
+ * (device). Twin: frt_cpu_journal (src/model/cpu_forward.c). */
 int frt_qwen35_journal(void *stream, int32_t *tokens, const int32_t *ids, const int32_t *d_pos,
-                       const int32_t *d_n, int max_n, int max_seq);
+                       const int32_t *d_n, int max_n, int max_seq, uint8_t *seen, int32_t *counts);
 
 /* End of a forward step (task_final of qwen35_cpu.c): *d_pos += n,
  * *d_has_logits = !*d_no_logits (1 when d_no_logits is NULL), *d_pending =
