@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -46,7 +47,11 @@ void frt_api_error_from_status(frt_api_error *e, int status, const char *what)
     case FRT_ERR_NOT_FOUND: frt_api_fail(e, 404, "session_not_found", "session_id", "%s", msg); break;
     case FRT_ERR_OUT_OF_RANGE: frt_api_fail(e, 400, "context_length_exceeded", what, "%s", msg); break;
     case FRT_ERR_INVALID_ARGUMENT: frt_api_fail(e, 400, "invalid_value", what, "%s", msg); break;
-    case FRT_ERR_UNSUPPORTED: frt_api_fail(e, 400, "unsupported_chat_template", what, "%s", msg); break;
+    case FRT_ERR_UNSUPPORTED:
+        frt_api_fail(e, 400, what && (!strcmp(what, "messages") || !strcmp(what, "tools")) ? "unsupported_chat_template"
+                                                                                          : "unsupported_value",
+                     what, "%s", msg);
+        break;
     case FRT_ERR_STATE: frt_api_fail(e, 409, "conflict", NULL, "%s", msg); break;
     case FRT_ERR_OUT_OF_MEMORY: frt_api_fail(e, 507, "insufficient_storage", NULL, "%s", msg); break;
     default: frt_api_fail(e, 500, "internal_error", NULL, "%s (%s)", msg, frt_status_name(status)); break;
@@ -208,11 +213,6 @@ typedef struct refused_field {
 } refused_field;
 
 static const refused_field k_refused[] = {
-    {"frequency_penalty", D_ZERO, "only 0 (penalties come with the sampling issue)"},
-    {"presence_penalty", D_ZERO, "only 0 (penalties come with the sampling issue)"},
-    {"repetition_penalty", D_ONE, "only 1 (penalties come with the sampling issue)"},
-    {"min_p", D_ZERO, "only 0 (min_p comes with the sampling issue)"},
-    {"logit_bias", D_EMPTY, "only {} (logit_bias comes with the sampling issue)"},
     {"logprobs", D_FALSE_OR_ZERO, "only false / 0 (logprobs come with the sampling issue)"},
     {"top_logprobs", D_FALSE_OR_ZERO, "only 0 (logprobs come with the sampling issue)"},
     {"response_format", D_TEXT_FORMAT, "only {\"type\": \"text\"} (JSON output needs constrained decoding)"},
@@ -303,6 +303,67 @@ static int parse_max_tokens(json_t *o, int chat, frt_api_completion *c, frt_api_
     return 0;
 }
 
+/* presence_penalty, frequency_penalty ([-2, 2], OpenAI), repetition_penalty
+ * (> 0, vLLM; 1 = off), min_p ([0, 1]): include/frt/sampling.h applies them
+ * inside the sampling step. */
+static int parse_penalties(json_t *o, frt_sampling *s, frt_api_error *err)
+{
+    double pres = 0, freq = 0, rep = 1, min_p = 0;
+    if (opt_number(o, "presence_penalty", &pres, err) || opt_number(o, "frequency_penalty", &freq, err) ||
+        opt_number(o, "repetition_penalty", &rep, err) || opt_number(o, "min_p", &min_p, err))
+        return -1;
+    if (!(pres >= -2 && pres <= 2))
+        return frt_api_fail(err, 400, "invalid_value", "presence_penalty", "'presence_penalty' must be in [-2, 2]");
+    if (!(freq >= -2 && freq <= 2))
+        return frt_api_fail(err, 400, "invalid_value", "frequency_penalty", "'frequency_penalty' must be in [-2, 2]");
+    if (!(rep > 0 && rep <= 1e6))
+        return frt_api_fail(err, 400, "invalid_value", "repetition_penalty",
+                            "'repetition_penalty' must be > 0 (1 = off)");
+    if (!(min_p >= 0 && min_p <= 1))
+        return frt_api_fail(err, 400, "invalid_value", "min_p", "'min_p' must be in [0, 1]");
+    s->presence_penalty = (float)pres;
+    s->frequency_penalty = (float)freq;
+    s->repetition_penalty = rep == 1 ? 0.0f : (float)rep;
+    s->min_p = (float)min_p;
+    return 0;
+}
+
+/* logit_bias: {"token id": bias}, ids decimal and >= 0 (the vocabulary
+ * bound is checked when the request runs), bias in [-100, 100], at most
+ * FRT_SAMPLING_MAX_BIAS entries (OpenAI's shape and limits). */
+static int parse_logit_bias(json_t *o, frt_sampling *s, frt_api_error *err)
+{
+    json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb)) return wrong_type(err, "logit_bias", "an object of token id -> bias");
+    if (json_object_size(lb) > FRT_SAMPLING_MAX_BIAS)
+        return frt_api_fail(err, 400, "invalid_value", "logit_bias", "'logit_bias' takes at most %d entries",
+                            FRT_SAMPLING_MAX_BIAS);
+    const char *key;
+    json_t *v;
+    int n = 0;
+    json_object_foreach(lb, key, v) {
+        char *end = NULL;
+        errno = 0;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || errno || id < 0 || id > INT32_MAX || key[0] == '+' || key[0] == '-' || key[0] == ' ')
+            return frt_api_fail(err, 400, "invalid_value", "logit_bias", "'logit_bias' key '%.40s' is not a token id",
+                                key);
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+            return frt_api_fail(err, 400, "invalid_value", "logit_bias",
+                                "'logit_bias' value of token %ld must be a number in [-100, 100]", id);
+        for (int i = 0; i < n; i++)
+            if (s->logit_bias[i].token == (int32_t)id)
+                return frt_api_fail(err, 400, "invalid_value", "logit_bias", "'logit_bias' names token %ld twice",
+                                    id);
+        s->logit_bias[n].token = (int32_t)id;
+        s->logit_bias[n].bias = (float)json_number_value(v);
+        n++;
+    }
+    s->n_logit_bias = n;
+    return 0;
+}
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
     if (frt_api_only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
@@ -331,6 +392,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     if (frt_api_opt_int(o, "top_k", &v, &present, err)) return -1;
     if (present && v < 0) return frt_api_fail(err, 400, "invalid_value", "top_k", "'top_k' must be >= 0");
     c->sampling.top_k = present ? (int)(v > INT_MAX ? INT_MAX : v) : 0;
+    if (parse_penalties(o, &c->sampling, err) || parse_logit_bias(o, &c->sampling, err)) return -1;
     if (frt_api_opt_int(o, "seed", &v, &present, err)) return -1;
     c->has_seed = present;
     c->seed = (uint64_t)v;

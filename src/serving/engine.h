@@ -62,6 +62,8 @@ typedef struct frt_engine_facts {
     int n_eos;
     int eos_ids[16];      /* generation stops at these ids */
     uint64_t fingerprint; /* capsules restore only into an engine with the same one */
+    int no_logits;        /* 1: the engine has no logits (the fake), so min_p, the penalties, logit_bias
+                           * and logprobs are refused */
 } frt_engine_facts;
 
 struct frt_engine {

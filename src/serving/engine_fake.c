@@ -556,6 +556,7 @@ int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out)
     snprintf(e->facts.model_id, sizeof e->facts.model_id, "frt-fake");
     snprintf(e->facts.backend, sizeof e->facts.backend, "fake");
     e->facts.vocab_size = FAKE_VOCAB;
+    e->facts.no_logits = 1;
     e->facts.max_seq = p->max_seq;
     e->facts.prefill_chunk = p->prefill_chunk;
     e->facts.n_eos = 2;

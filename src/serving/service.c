@@ -309,6 +309,26 @@ static int gen_prompt(gen_run *r)
     }
     if (rq->text && r->sess->n > 0 && !is_prefix(r->sess->journal, r->sess->n, r->ids, r->n))
         text_continuation(r->s, r->sess, rq, &r->ids, &r->n);
+    const frt_sampling *sp = &rq->sampling;
+    if (e->facts.no_logits) {
+        const char *field = sp->min_p != 0.0f              ? "min_p"
+                            : sp->presence_penalty != 0.0f  ? "presence_penalty"
+                            : sp->frequency_penalty != 0.0f ? "frequency_penalty"
+                            : sp->repetition_penalty != 0.0f && sp->repetition_penalty != 1.0f ? "repetition_penalty"
+                            : sp->n_logit_bias              ? "logit_bias"
+                            : sp->logprobs                  ? "logprobs"
+                                                            : NULL;
+        if (field) {
+            r->res->error_param = field;
+            return frt_error(FRT_ERR_UNSUPPORTED, "'%s' is not supported by this engine (it has no logits)", field);
+        }
+    }
+    for (int i = 0; i < sp->n_logit_bias; i++)
+        if (sp->logit_bias[i].token >= e->facts.vocab_size) {
+            r->res->error_param = "logit_bias";
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "logit_bias: token %d is outside the vocabulary [0, %d)",
+                             (int)sp->logit_bias[i].token, e->facts.vocab_size);
+        }
     const int max_seq = e->facts.max_seq;
     if (r->n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
     if (r->n > max_seq)

@@ -51,6 +51,27 @@ grep -q '<|im_start|>system' "$WORK/protect.prompt" || fail "the prompt lost the
 # <|im_end|> and <|im_start|> typed by the user: 2 ids when parsed, several when protected
 [ "$n_protect" -gt $((n_parsed + 2)) ] ||
     fail "special-token text in content: $n_protect prompt tokens protected, $n_parsed parsed"
-serve_stop protect
 serve_stop parsed
+
+# The sampling fields reach the model's sampling step: a +100 logit_bias
+# forces its token at every step, a token outside the vocabulary is a 400
+# naming logit_bias, and the penalties run (a real continuation comes back).
+api protect POST /tokenize '{"content": "xyz"}'
+expect_status 200 "tokenize"
+forced=$(jqr '.tokens[0]')
+api protect POST /v1/completions "{\"prompt\": \"def f(\", \"max_tokens\": 3, \"temperature\": 0, \"logit_bias\": {\"$forced\": 100}}"
+expect_status 200 "logit_bias +100"
+got=$(jqr '.choices[0].text')
+api protect POST /detokenize "{\"tokens\": [$forced, $forced, $forced]}"
+[ "$got" = "$(jqr .content)" ] || fail "logit_bias +100 on token $forced: got '$got', expected '$(jqr .content)'"
+api protect POST /v1/completions '{"prompt": "def f(", "max_tokens": 2, "logit_bias": {"999999": 5}}'
+expect_error 400 invalid_value "logit_bias outside the vocabulary"
+[ "$(jqr .error.param)" = logit_bias ] || fail "logit_bias error param: $BODY"
+api protect POST /v1/completions '{"prompt": "def f(", "max_tokens": 8, "temperature": 0.7, "seed": 3, "min_p": 0.05,
+    "presence_penalty": 1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.3}'
+expect_status 200 "penalties and min_p"
+[ "$(jqr '.usage.completion_tokens >= 1')" = true ] || fail "penalties: $BODY"
+api protect POST /v1/completions '{"prompt": "def f(", "max_tokens": 2, "presence_penalty": 3}'
+expect_error 400 invalid_value "presence_penalty out of range"
+serve_stop protect
 echo "serve_model: ok"
