@@ -124,6 +124,23 @@ static int check_tool_call(json_t *tc, const char *where, frt_api_error *err)
                : 0;
 }
 
+/* A call's arguments reach the template as a JSON object when the string
+ * parses as one (as vLLM passes them): templates iterate them
+ * (Qwen3.5: `arguments|items`) or print them with tojson (Qwen3 prints a
+ * string as it is, an object with tojson). Any other string stays a string.
+ * Returns -1 on out of memory. */
+static int arguments_as_object(json_t *fn)
+{
+    json_t *a = json_object_get(fn, "arguments");
+    if (!json_is_string(a)) return 0;
+    json_t *obj = json_loadb(json_string_value(a), json_string_length(a), JSON_DECODE_ANY, NULL);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        return 0;
+    }
+    return json_object_set_new(fn, "arguments", obj) ? -1 : 0;
+}
+
 /* The fields each role may carry. */
 static const char *const *role_fields(const char *role)
 {
@@ -187,7 +204,14 @@ static int add_message(json_t *x, size_t i, json_t *out, frt_api_error *err)
     json_t *mc = json_object_get(m, "tool_calls");
     size_t k;
     json_t *tc;
-    json_array_foreach(mc, k, tc) json_object_del(json_object_get(tc, "function"), "parsed_arguments");
+    json_array_foreach(mc, k, tc) {
+        json_t *fn = json_object_get(tc, "function");
+        json_object_del(fn, "parsed_arguments");
+        if (arguments_as_object(fn)) {
+            json_decref(m);
+            return oom(err);
+        }
+    }
     if (!strcmp(r, "developer")) json_object_set_new(m, "role", json_string("system"));
     return json_array_append_new(out, m) ? oom(err) : 0;
 }

@@ -14,7 +14,10 @@
 #      restore, never a rebuild), whole and streamed;
 #   3. the demo model (models/frt-demo, when present): its template does not
 #      render tools, so tools are refused with a 400 naming them; the
-#      tool-less turns continue the session.
+#      tool-less turns continue the session;
+#   4. the demo model's Qwen3.5 weights with the real Qwen3.5 chat template
+#      (tests/data/tokenizer/chat_golden.json) in place of its own: the loop
+#      of 2 on a Qwen3.5 checkpoint.
 # Without node/npm, or when npm cannot install a package, the test skips
 # (77); with CI=true it fails instead.
 set -euo pipefail
@@ -62,6 +65,15 @@ if "$FRT" serve --probe >/dev/null 2>&1; then
     serve_start dm --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet
     agent dm no-tools
     serve_stop dm
+    # 4. the same Qwen3.5 checkpoint with the real Qwen3.5 chat template
+    # (tests/data/tokenizer/chat_golden.json): tools rendered, the loop as in 2.
+    D35="$WORK/demo-qwen35-template"
+    mkdir -p "$D35"
+    cp "$FRT_DEMO_MODEL"/*.json "$FRT_DEMO_MODEL"/model.safetensors "$D35/"
+    jq -r '.templates["qwen3.5"]' "$SRC/tests/data/tokenizer/chat_golden.json" >"$D35/chat_template.jinja"
+    serve_start d35 -m "$D35" --backend cpu --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet
+    agent d35 tools
+    serve_stop d35
 else
     echo "  demo model: not available, that part is skipped"
 fi
