@@ -231,7 +231,7 @@ static int run(fork_opts *o, fork_receipt *rc)
 
 int frt_cmd_fork(int argc, char **argv)
 {
-    fork_opts o = {.branches = 4, .tokens = 64, .rounds = 5, .sampling = {0.7f, 0, 1.0f}, .seed = 0};
+    fork_opts o = {.branches = 4, .tokens = 64, .rounds = 5, .sampling = {.temperature = 0.7f, .top_p = 1.0f}, .seed = 0};
     o.mp = frt_model_default_params();
     int prc = parse(argc, argv, &o);
     if (prc) return prc < 0 ? 0 : prc;
