@@ -61,6 +61,8 @@ typedef struct frt_api_completion {
     char *session_id;           /* NULL = sessionless */
     int pin_len;                /* frt_pin_prefix: 0, -1 (true) or a token count */
     int ignore_eos;
+    int n, best_of;             /* choices returned and branches forked (best_of: completions only,
+                                 * >= n; 1 and 1 when absent): service.h frt_gen_request */
     char user[64];              /* "user": shown in the request log ("" = none) */
 } frt_api_completion;
 
