@@ -326,10 +326,6 @@ static int parse_choices(json_t *o, frt_api_completion *c, frt_api_error *err)
     if (c->stream && v[1] > v[0])
         return frt_api_fail(err, 400, "unsupported_value", "best_of",
                             "'best_of' above 'n' cannot be streamed (the best choices are known at the end)");
-    if (c->chat && c->stream && v[0] > 1)
-        return frt_api_fail(err, 400, "unsupported_value", "n",
-                            "'n' > 1 with 'stream' on chat completions is not supported yet (stream a completions "
-                            "request, or ask without stream)");
     c->n = (int)v[0];
     c->best_of = (int)v[1];
     return 0;

@@ -52,6 +52,9 @@ void frt_job_unref(frt_job *j)
     frt_api_session_create_clear(&j->create);
     free(j->sse);
     frt_chat_output_clear(&j->out);
+    for (int i = 0; j->outs && i < j->rq.n; i++) frt_chat_output_clear(&j->outs[i]);
+    free(j->outs);
+    free(j->sinks);
     json_decref(j->message);
     free(j->prompt);
     if (j->body) json_decref(j->body);
@@ -159,7 +162,8 @@ static void on_start(void *user, const frt_gen_result *res)
     frt_job *j = user;
     pthread_mutex_lock(&j->mu);
     j->started = 1;
-    if (j->ident.chat) sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 1, NULL, NULL));
+    for (int i = 0; j->ident.chat && i < (j->outs ? j->rq.n : 1); i++)
+        sse_append(j, frt_api_chunk_index(frt_api_chunk_json(&j->ident, "", 0, 1, NULL, NULL), i));
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
@@ -182,6 +186,10 @@ static int on_text(void *user, const char *text, size_t len)
 static int on_choice_text(void *user, int index, const char *text, size_t len)
 {
     frt_job *j = user;
+    if (j->outs) {
+        int rc = frt_chat_output_feed(&j->outs[index], text, len);
+        return rc ? rc : j->cancel;
+    }
     pthread_mutex_lock(&j->mu);
     sse_append(j, frt_api_chunk_index(frt_api_chunk_json(&j->ident, text, len, 0, NULL, NULL), index));
     pthread_cond_broadcast(&j->cv);
@@ -201,6 +209,38 @@ static int on_piece_stream(void *user, const frt_chat_piece *pc)
     pthread_mutex_unlock(&j->mu);
     json_decref(deltas);
     return j->cancel;
+}
+
+/* A decided piece of a streamed chat choice: its delta chunks with its index. */
+static int on_piece_choice_stream(void *user, const frt_chat_piece *pc)
+{
+    const struct frt_job_choice *c = user;
+    frt_job *j = c->j;
+    json_t *deltas = frt_api_piece_deltas(pc), *d;
+    size_t k;
+    pthread_mutex_lock(&j->mu);
+    json_array_foreach(deltas, k, d)
+        sse_append(j, frt_api_chunk_index(frt_api_delta_chunk_json(&j->ident, json_incref(d)), c->index));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    json_decref(deltas);
+    return j->cancel;
+}
+
+/* A streamed chat with n > 1: one output parser per choice (tool call ids
+ * seeded per choice). 0 or -1 with *err. */
+static int chat_choice_parsers(frt_job *j, int tools, int open, uint64_t seed, frt_api_error *err)
+{
+    const int n = j->rq.n;
+    j->outs = calloc((size_t)n, sizeof *j->outs);
+    j->sinks = calloc((size_t)n, sizeof *j->sinks);
+    if (!j->outs || !j->sinks) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
+    for (int i = 0; i < n; i++) {
+        j->sinks[i] = (struct frt_job_choice){j, i};
+        frt_chat_output_init(&j->outs[i], tools, open, seed + 0x9e3779b97f4a7c15ull * (uint64_t)i,
+                             on_piece_choice_stream, &j->sinks[i]);
+    }
+    return 0;
 }
 
 /* A decided piece of a non-streamed chat answer: into its message. */
@@ -257,7 +297,10 @@ static int chat_setup(frt_server *s, frt_job *j, frt_gen_request *g, int32_t **i
     g->n_ids = (int)n;
     int tools = c->tools && c->tool_choice == FRT_API_TOOLS_AUTO;
     uint64_t seed = XXH64(j->ident.id, strlen(j->ident.id), (uint64_t)j->ident.created);
-    if (c->stream) {
+    if (c->stream && c->n > 1) {
+        frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
+        return chat_choice_parsers(j, tools, open, seed, err);
+    } else if (c->stream) {
         frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
     } else {
         frt_chat_output_init(&j->out, tools, open, seed, on_piece_message, j);
@@ -284,9 +327,11 @@ static json_t *with_prompt(const frt_job *j, json_t *o)
 static void choices_finish_chunks(frt_job *j, const frt_gen_result *res)
 {
     for (int i = 0; i < res->n_choices; i++) {
-        json_t *o = frt_api_chunk_json(&j->ident, "", 0, 0, res->choices[i].finish_reason,
-                                       i + 1 == res->n_choices ? res : NULL);
-        sse_append(j, frt_api_chunk_index(o, i));
+        const char *fin = res->choices[i].finish_reason;
+        if (j->outs && j->outs[i].n_calls && !strcmp(fin, "stop")) fin = "tool_calls";
+        int last = i + 1 == res->n_choices;
+        json_t *o = frt_api_chunk_index(frt_api_chunk_json(&j->ident, "", 0, 0, fin, last ? res : NULL), i);
+        sse_append(j, last ? with_prompt(j, o) : o);
     }
 }
 
@@ -295,6 +340,7 @@ static void answer_stream(frt_job *j, const frt_gen_result *res)
     const frt_api_completion *c = &j->rq;
     int cancelled = !strcmp(res->finish_reason, "cancelled");
     if (c->chat && !cancelled) frt_chat_output_finish(&j->out);
+    for (int i = 0; j->outs && !cancelled && i < res->n_choices; i++) frt_chat_output_finish(&j->outs[i]);
     pthread_mutex_lock(&j->mu);
     if (!cancelled && res->choices) {
         choices_finish_chunks(j, res);

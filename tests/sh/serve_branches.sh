@@ -7,8 +7,8 @@
 #     (chunks carry each choice's index) and not;
 #   best_of: the returned choices are the forked branches of highest
 #     cumulative logprob (checked against n = best_of with the same seed);
-#   chat n = 2; refusals: n > B, best_of < n, best_of with stream, chat
-#   stream with n > 1, n > 1 on the fake engine (no branch slots), and
+#   chat n = 2, whole and streamed; refusals: n > B, best_of < n, best_of
+#   with stream, n > 1 on the fake engine (no branch slots), and
 #   --branches with the fake engine.
 # Skips (77) without the demo model. curl on 127.0.0.1 only.
 set -euo pipefail
@@ -40,6 +40,7 @@ body() { # body MAX_TOKENS EXTRA_MEMBERS
 api br POST /v1/completions "$(body 12 '"temperature":0')"
 expect_status 200 "n = 1 greedy"
 one=$(jqr '.choices[0].text')
+[ -n "$one" ] || fail "n = 1 greedy gave no text"
 api br POST /v1/completions "$(body 12 '"temperature":0,"n":3')"
 expect_status 200 "n = 3 greedy"
 [ "$(jqr '.choices | length')" = 3 ] || fail "n = 3: $(jqr '.choices | length') choices"
@@ -121,12 +122,25 @@ expect_status 400 "best_of on chat"
 api br POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0}'
 expect_status 200 "chat n = 1"
 c1=$(jqr '.choices[0].message.content')
+[ -n "$c1" ] || fail "chat n = 1 gave no content"
 api br POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0,"n":2}'
 expect_status 200 "chat n = 2"
 [ "$(jqr '[.choices[].index] == [0,1]')" = true ] || fail "chat n = 2: $BODY"
 [ "$(jqr '.choices[1].message.content')" = "$c1" ] && [ "$(jqr '.choices[0].message.content')" = "$c1" ] ||
     fail "chat n = 2 greedy differs from n = 1"
-api br POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"n":2,"stream":true}'
-expect_error 400 unsupported_value "chat stream with n = 2"
+# chat streamed with n = 2: per-index role, content and finish chunks
+curl -sN --max-time 120 -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0,"n":2,"stream":true}' \
+    "http://127.0.0.1:$port/v1/chat/completions" >"$WORK/chat_sse.txt"
+[ "$(grep '^data: ' "$WORK/chat_sse.txt" | tail -n 1)" = "data: [DONE]" ] || fail "chat stream does not end with [DONE]"
+sed -n 's/^data: //p' "$WORK/chat_sse.txt" | grep -v '^\[DONE\]$' >"$WORK/chat_chunks.jsonl"
+for i in 0 1; do
+    got=$(jq -s -r "map(.choices[] | select(.index == $i) | .delta.content // empty) | join(\"\")" "$WORK/chat_chunks.jsonl")
+    [ "$got" = "$c1" ] || fail "chat stream choice $i: '$got', n = 1 gave '$c1'"
+    [ "$(jq -s -r "map(.choices[] | select(.index == $i and .delta.role == \"assistant\")) | length" "$WORK/chat_chunks.jsonl")" = 1 ] ||
+        fail "chat stream choice $i: not one role chunk"
+    [ "$(jq -s -r "map(.choices[] | select(.index == $i and .finish_reason != null)) | length" "$WORK/chat_chunks.jsonl")" = 1 ] ||
+        fail "chat stream choice $i: not one finish chunk"
+done
 serve_stop br
 echo "serve_branches: ok"
