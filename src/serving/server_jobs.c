@@ -197,34 +197,29 @@ static int on_choice_text(void *user, int index, const char *text, size_t len)
     return j->cancel;
 }
 
-/* A decided piece of a streamed chat answer: its delta chunks. */
-static int on_piece_stream(void *user, const frt_chat_piece *pc)
+/* The delta chunks of a decided piece of a streamed chat answer, for the
+ * choice index. */
+static int piece_chunks(frt_job *j, const frt_chat_piece *pc, int index)
 {
-    frt_job *j = user;
     json_t *deltas = frt_api_piece_deltas(pc), *d;
     size_t k;
     pthread_mutex_lock(&j->mu);
-    json_array_foreach(deltas, k, d) sse_append(j, frt_api_delta_chunk_json(&j->ident, json_incref(d)));
+    json_array_foreach(deltas, k, d)
+        sse_append(j, frt_api_chunk_index(frt_api_delta_chunk_json(&j->ident, json_incref(d)), index));
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     json_decref(deltas);
     return j->cancel;
 }
 
-/* A decided piece of a streamed chat choice: its delta chunks with its index. */
+/* A decided piece of a streamed chat answer. */
+static int on_piece_stream(void *user, const frt_chat_piece *pc) { return piece_chunks(user, pc, 0); }
+
+/* A decided piece of a streamed chat choice of a forked request. */
 static int on_piece_choice_stream(void *user, const frt_chat_piece *pc)
 {
     const struct frt_job_choice *c = user;
-    frt_job *j = c->j;
-    json_t *deltas = frt_api_piece_deltas(pc), *d;
-    size_t k;
-    pthread_mutex_lock(&j->mu);
-    json_array_foreach(deltas, k, d)
-        sse_append(j, frt_api_chunk_index(frt_api_delta_chunk_json(&j->ident, json_incref(d)), c->index));
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    json_decref(deltas);
-    return j->cancel;
+    return piece_chunks(c->j, pc, c->index);
 }
 
 /* A streamed chat with n > 1: one output parser per choice (tool call ids
