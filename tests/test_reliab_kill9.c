@@ -52,7 +52,7 @@ static double now_s(void)
 static frt_engine *open_engine(void)
 {
     frt_engine *e = NULL;
-    if (frt_engine_model_open(g_model, "cpu", MAX_SEQ, C, 1, &e)) {
+    if (frt_engine_model_open(g_model, "cpu", MAX_SEQ, C, 1, 1, &e)) {
         fprintf(stderr, "engine: %s\n", frt_last_error());
         _exit(3);
     }

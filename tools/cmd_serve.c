@@ -37,7 +37,7 @@ int frt_cmd_serve(int argc, char **argv)
     const char *cmd = argv[0], *model = NULL, *port_file = NULL, *engine_kind = "model";
     frt_server_params sp = frt_server_default_params();
     frt_engine_fake_params fp = frt_engine_fake_default_params();
-    int max_seq = 0, chunk = 0, threads = 0, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0, no_tools = 0;
+    int max_seq = 0, chunk = 0, threads = 0, branches = 1, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0, no_tools = 0;
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL;
@@ -92,6 +92,10 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "prefill-chunk", FRT_ARG_INT, &chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
                 .max = 1 << 20),
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "branches", FRT_ARG_INT, &branches, "B",
+                "branch slots of the live state: requests with n (or best_of) up to B fork one prefill into that "
+                "many branches (docs/serving.md; the cuda backend refuses B > 1 for now)",
+                .min = 1, .max = 4096),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no request log on stderr"),
         FRT_OPT(0, "probe", FRT_ARG_FLAG, &probe, NULL, "load the model, print what would be served, exit"),
         FRT_OPT(0, "engine", FRT_ARG_CHOICE, &engine_kind, NULL, "fake: a deterministic toy model for tests",
@@ -154,6 +158,8 @@ int frt_cmd_serve(int argc, char **argv)
         if (sp.parse_special_in_content)
             return frt_args_error(&spec, "--parse-special-in-content: the fake engine's tokenizer has no special "
                                          "tokens (a model engine option)");
+        if (branches > 1)
+            return frt_args_error(&spec, "--branches: the fake engine has no branch slots (a model engine option)");
         if (max_seq) fp.max_seq = max_seq;
         if (chunk) fp.prefill_chunk = chunk;
         rc = frt_engine_fake_create(&fp, &engine);
@@ -172,7 +178,7 @@ int frt_cmd_serve(int argc, char **argv)
         /* HOOK(load progress): the engine loads the weights; it gets the
          * library's loading callback when there is one. */
         if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, model, backend_name);
-        rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, &engine);
+        rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, branches, &engine);
         if (rc) return frt_cli_fail(cmd, rc);
     }
     if (key_len) {

@@ -67,10 +67,13 @@ FRT_API int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine *
 
 /* Loads a checkpoint directory (frt_model_load) and wraps it as an engine
  * that owns the model. backend: "cpu" or "cuda"; max_seq, prefill_chunk,
- * n_threads: 0 = the model's defaults. Errors as frt_model_load, and
+ * n_threads: 0 = the model's defaults; branch_slots: frt_model_params.
+ * branch_slots (0 or 1 = one slot; > 1 lets requests fork into that many
+ * branches, refused by backends that cannot bind slots: frt/branch.h).
+ * Errors as frt_model_load, and
  * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
 FRT_API int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
-                                  int n_threads, frt_engine **out);
+                                  int n_threads, int branch_slots, frt_engine **out);
 
 /* Wraps an already loaded model (not owned: free the engine first, then the
  * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */

@@ -5,6 +5,8 @@
  */
 #include "serving/api.h"
 
+#include "frt/branch.h"
+
 #include "util/error.h"
 
 #include <errno.h>
@@ -216,8 +218,6 @@ static const refused_field k_refused[] = {
     {"logprobs", D_FALSE_OR_ZERO, "only false / 0 (logprobs come with the sampling issue)"},
     {"top_logprobs", D_FALSE_OR_ZERO, "only 0 (logprobs come with the sampling issue)"},
     {"response_format", D_TEXT_FORMAT, "only {\"type\": \"text\"} (JSON output needs constrained decoding)"},
-    {"n", D_INT_ONE, "only 1; fork a session (POST /v1/sessions/{id}/fork) for branches"},
-    {"best_of", D_INT_ONE, "only 1; fork a session (POST /v1/sessions/{id}/fork) for branches"},
     {"echo", D_FALSE, "only false"},
     {"suffix", D_EMPTY, "only \"\" (no fill-in-the-middle)"},
     {"service_tier", D_TIER, "only \"auto\" or \"default\" (one tier)"},
@@ -364,6 +364,34 @@ static int parse_logit_bias(json_t *o, frt_sampling *s, frt_api_error *err)
     return 0;
 }
 
+/* n (1..FRT_MAX_BRANCH_SLOTS) and, for completions, best_of (n..that
+ * limit; refused with stream, as OpenAI). Whether the server has that many
+ * branch slots is the service's check. Call after stream is parsed. */
+static int parse_choices(json_t *o, frt_api_completion *c, frt_api_error *err)
+{
+    static const char *const names[] = {"n", "best_of"};
+    long long v[2] = {1, 0};
+    for (int i = 0; i < 2; i++) {
+        int present = 0;
+        json_t *x = json_object_get(o, names[i]);
+        if (!x || json_is_null(x)) continue;
+        if (frt_api_opt_int(o, names[i], &v[i], &present, err)) return -1;
+        if (v[i] < 1 || v[i] > FRT_MAX_BRANCH_SLOTS)
+            return frt_api_fail(err, 400, "invalid_value", names[i], "'%s' must be 1..%d (got %lld)", names[i],
+                                FRT_MAX_BRANCH_SLOTS, v[i]);
+    }
+    if (!v[1]) v[1] = v[0];
+    if (v[1] < v[0])
+        return frt_api_fail(err, 400, "invalid_value", "best_of", "'best_of' (%lld) must be at least 'n' (%lld)",
+                            v[1], v[0]);
+    if (c->stream && v[1] > v[0])
+        return frt_api_fail(err, 400, "unsupported_value", "best_of",
+                            "'best_of' above 'n' cannot be streamed (the best choices are known at the end)");
+    c->n = (int)v[0];
+    c->best_of = (int)v[1];
+    return 0;
+}
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
     if (frt_api_only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
@@ -409,6 +437,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
             return frt_api_fail(err, 400, "unsupported_value", "stream_options.include_obfuscation",
                                 "'include_obfuscation' is not supported (only false)");
     }
+    if (parse_choices(o, c, err)) return -1;
     const char *sid = NULL;
     if (frt_api_opt_string(o, "session_id", &sid, err)) return -1;
     if (sid) {

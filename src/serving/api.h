@@ -61,6 +61,8 @@ typedef struct frt_api_completion {
     char *session_id;           /* NULL = sessionless */
     int pin_len;                /* frt_pin_prefix: 0, -1 (true) or a token count */
     int ignore_eos;
+    int n, best_of;             /* choices returned and branches forked (best_of: completions only,
+                                 * >= n; 1 and 1 when absent): service.h frt_gen_request */
     char user[64];              /* "user": shown in the request log ("" = none) */
 } frt_api_completion;
 
@@ -142,6 +144,16 @@ typedef struct frt_api_ident {
 json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res, const json_t *message,
                                 const char *finish);
 
+/* The whole answer of a forked request (res->choices, service.h): choice i
+ * with index i, its text, or for chat messages[i] (borrowed); finishes[i]
+ * its finish_reason (NULL = the choice's). New reference. */
+json_t *frt_api_choices_json(const frt_api_ident *id, const frt_gen_result *res, json_t *const *messages,
+                             const char *const *finishes);
+
+/* Sets the index of a stream chunk's choice (a choice of a forked
+ * request); returns chunk. */
+json_t *frt_api_chunk_index(json_t *chunk, int index);
+
 /* A chat answer built from the pieces of its output (chat_output.h):
  * frt_api_message_new -> {"role": "assistant", "content": null};
  * frt_api_message_add appends a piece (content and reasoning_content
@@ -171,7 +183,10 @@ json_t *frt_api_chunk_json(const frt_api_ident *id, const char *text, size_t len
 /* The usage-only chunk of stream_options.include_usage (choices: []). */
 json_t *frt_api_usage_chunk_json(const frt_api_ident *id, const frt_gen_result *res);
 
-/* The frt object: prefix_action, cached/prefilled tokens, timings, capsules. */
+/* The frt object: prefix_action, cached/prefilled tokens, timings, capsules;
+ * for a forked request also branches, fork_seed and choices[] ({index,
+ * branch, seed (as a signed 64-bit integer, the form "seed" accepts),
+ * logprob, tokens, completion_tokens}). */
 json_t *frt_api_frt_json(const frt_gen_result *res);
 
 /* "cap-N" and back. frt_api_capsule_id returns 0 for a malformed id. */

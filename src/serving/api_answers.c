@@ -34,6 +34,28 @@ static json_t *cap_or_null(uint64_t id)
 
 static json_t *ms(double v) { return json_real(round(v * 1000.0) / 1000.0); }
 
+/* The frt object's record of a forked request: each returned choice's
+ * branch, sampler seed, cumulative logprob and tokens. */
+static void choices_frt(json_t *o, const frt_gen_result *r)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < r->n_choices; i++) {
+        const frt_gen_choice *c = &r->choices[i];
+        json_t *x = json_object(), *t = json_array();
+        json_object_set_new(x, "index", json_integer(i));
+        json_object_set_new(x, "branch", json_integer(c->branch));
+        json_object_set_new(x, "seed", json_integer((json_int_t)c->seed));
+        json_object_set_new(x, "logprob", json_real(c->logprob));
+        for (int k = 0; k < c->n_tokens; k++) json_array_append_new(t, json_integer(c->tokens[k]));
+        json_object_set_new(x, "tokens", t);
+        json_object_set_new(x, "completion_tokens", json_integer(c->n_tokens));
+        json_array_append_new(a, x);
+    }
+    json_object_set_new(o, "branches", json_integer(r->n_branches));
+    json_object_set_new(o, "fork_seed", json_integer((json_int_t)r->fork_seed));
+    json_object_set_new(o, "choices", a);
+}
+
 json_t *frt_api_frt_json(const frt_gen_result *r)
 {
     json_t *o = json_object();
@@ -53,6 +75,7 @@ json_t *frt_api_frt_json(const frt_gen_result *r)
     json_t *t = json_array();
     for (int i = 0; i < r->n_tokens; i++) json_array_append_new(t, json_integer(r->tokens[i]));
     json_object_set_new(o, "tokens", t);
+    if (r->choices) choices_frt(o, r);
     return o;
 }
 
@@ -80,12 +103,14 @@ static json_t *head_json(const frt_api_ident *id, int chunk)
     return o;
 }
 
-json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res, const json_t *message,
-                                const char *finish)
+/* One choice of a whole answer: its text, or for chat its message (borrowed;
+ * NULL = {"role": "assistant", "content": text}). */
+static json_t *choice_json(const frt_api_ident *id, int index, const char *t, size_t len, const json_t *message,
+                           const char *finish)
 {
-    json_t *o = head_json(id, 0), *ch = json_object(), *choices = json_array();
-    json_object_set_new(ch, "index", json_integer(0));
-    json_t *text = message ? NULL : json_stringn(res->text ? res->text : "", res->text_len);
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(index));
+    json_t *text = message ? NULL : json_stringn(t ? t : "", t ? len : 0);
     if (id->chat && message) {
         json_object_set_new(ch, "message", json_deep_copy(message));
     } else if (id->chat) {
@@ -97,14 +122,46 @@ json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *r
         json_object_set_new(ch, "text", text);
     }
     json_object_set_new(ch, "logprobs", json_null());
-    if (!finish) finish = res->finish_reason ? res->finish_reason : "stop";
-    json_object_set_new(ch, "finish_reason", json_string(finish));
-    json_array_append_new(choices, ch);
+    json_object_set_new(ch, "finish_reason", json_string(finish ? finish : "stop"));
+    return ch;
+}
+
+/* The fields every whole answer ends with. */
+static json_t *answer_tail(json_t *o, json_t *choices, const frt_gen_result *res)
+{
     json_object_set_new(o, "choices", choices);
     json_object_set_new(o, "usage", usage_json(res));
     if (res->session_id[0]) json_object_set_new(o, "session_id", json_string(res->session_id));
     json_object_set_new(o, "frt", frt_api_frt_json(res));
     return o;
+}
+
+json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *res, const json_t *message,
+                                const char *finish)
+{
+    json_t *choices = json_array();
+    if (!finish) finish = res->finish_reason;
+    json_array_append_new(choices, choice_json(id, 0, res->text, res->text_len, message, finish));
+    return answer_tail(head_json(id, 0), choices, res);
+}
+
+json_t *frt_api_choices_json(const frt_api_ident *id, const frt_gen_result *res, json_t *const *messages,
+                             const char *const *finishes)
+{
+    json_t *choices = json_array();
+    for (int i = 0; i < res->n_choices; i++) {
+        const frt_gen_choice *c = &res->choices[i];
+        json_array_append_new(choices, choice_json(id, i, c->text, c->text_len, messages ? messages[i] : NULL,
+                                                   finishes ? finishes[i] : c->finish_reason));
+    }
+    return answer_tail(head_json(id, 0), choices, res);
+}
+
+json_t *frt_api_chunk_index(json_t *chunk, int index)
+{
+    json_t *ch = json_array_get(json_object_get(chunk, "choices"), 0);
+    if (ch) json_object_set_new(ch, "index", json_integer(index));
+    return chunk;
 }
 
 json_t *frt_api_chunk_json(const frt_api_ident *id, const char *text, size_t len, int role, const char *finish,

@@ -64,6 +64,7 @@ typedef struct frt_engine_facts {
     uint64_t fingerprint; /* capsules restore only into an engine with the same one */
     int no_logits;        /* 1: the engine has no logits (the fake), so min_p, the penalties, logit_bias
                            * and logprobs are refused */
+    int branch_slots;     /* branch slots of the live state (frt/branch.h); 1 = no forks */
 } frt_engine_facts;
 
 struct frt_engine {
@@ -93,6 +94,23 @@ struct frt_engine {
     int (*capsule_key)(void *self, const void *key, size_t len);
     /* frt_prefix_digest: the digest capsules carry, for prefix matching. */
     uint64_t (*digest)(void *self, const int32_t *ids, int n, const void *salt, size_t salt_len);
+
+    /* Branches (frt/branch.h), NULL when facts.branch_slots is 1:
+     * frt_model_fork of capsule cap into n slots with seed; _branch_sample /
+     * _branch_decode step every live branch (tokens[i] = -1 for a stopped
+     * one); _branch_stop; _branch_select picks the slot the single-sequence
+     * entries act on. */
+    int (*fork)(void *self, const void *cap, int n, uint64_t seed);
+    int (*branch_sample)(void *self, const frt_sampling *s, int32_t *tokens);
+    int (*branch_decode)(void *self, const frt_sampling *s, int32_t *tokens);
+    int (*branch_stop)(void *self, int branch);
+    int (*branch_select)(void *self, int slot);
+    /* The log-probability of token under the selected slot's logits:
+     * log_softmax(logits)[token] of the model's raw logits (temperature 1,
+     * before top-k / top-p), in double. NULL with the branch entries.
+     * FRT_ERR_STATE without logits, FRT_ERR_INVALID_ARGUMENT for a token
+     * outside the vocabulary. */
+    int (*logprob)(void *self, int32_t token, double *lp);
 
     /* Tokenizer (malloc'd results, the caller frees). */
     int (*tokenize)(void *self, const char *text, size_t len, int32_t **ids, size_t *n);

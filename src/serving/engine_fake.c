@@ -561,6 +561,7 @@ int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out)
     e->facts.no_logits = 1;
     e->facts.max_seq = p->max_seq;
     e->facts.prefill_chunk = p->prefill_chunk;
+    e->facts.branch_slots = 1; /* no branch entries: requests with n > 1 are refused */
     e->facts.n_eos = 2;
     e->facts.eos_ids[0] = TOK_IM_END;
     e->facts.eos_ids[1] = TOK_EOT;

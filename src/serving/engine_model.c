@@ -5,10 +5,12 @@
  */
 #include "serving/engine.h"
 
+#include "frt/branch.h"
 #include "frt/capsule.h"
 #include "frt/model.h"
 #include "util/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ typedef struct bound {
     frt_engine eng;
     frt_model *m;
     int owns;
+    float *logits; /* [vocab] scratch of md_logprob */
 } bound;
 
 /* The request's sampling, every field (frt/sampling.h), with an unset
@@ -127,11 +130,62 @@ static int md_chat_prompt(void *self, const frt_chat_request *req, char **text, 
     return rc;
 }
 
+/* ---- branches (frt/branch.h) ---- */
+
+static int md_fork(void *self, const void *cap, int n, uint64_t seed)
+{
+    return frt_model_fork(((bound *)self)->m, cap, n, seed);
+}
+
+static int md_branch_sample(void *self, const frt_sampling *s, int32_t *tokens)
+{
+    frt_sampling x = sampling_of(s);
+    return frt_model_branch_sample(((bound *)self)->m, &x, tokens);
+}
+
+static int md_branch_decode(void *self, const frt_sampling *s, int32_t *tokens)
+{
+    frt_sampling x = sampling_of(s);
+    return frt_model_branch_decode(((bound *)self)->m, &x, tokens);
+}
+
+static int md_branch_stop(void *self, int branch) { return frt_model_branch_stop(((bound *)self)->m, branch); }
+static int md_branch_select(void *self, int slot) { return frt_model_branch_select(((bound *)self)->m, slot); }
+
+/* log_softmax(logits)[token] = logits[token] - max - log(sum exp(logits - max)), in double. */
+static int md_logprob(void *self, int32_t token, double *lp)
+{
+    bound *b = self;
+    const int V = b->eng.facts.vocab_size;
+    if (token < 0 || token >= V) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logprob: token %d outside [0, %d)", token, V);
+    FRT_TRY(frt_model_logits(b->m, b->logits));
+    double mx = b->logits[0], sum = 0;
+    for (int i = 1; i < V; i++)
+        if (b->logits[i] > mx) mx = b->logits[i];
+    for (int i = 0; i < V; i++) sum += exp((double)b->logits[i] - mx);
+    *lp = (double)b->logits[token] - mx - log(sum);
+    return 0;
+}
+
+static void bind_branches(bound *b, int slots)
+{
+    frt_engine *e = &b->eng;
+    e->facts.branch_slots = slots > 1 && b->logits ? slots : 1;
+    if (e->facts.branch_slots == 1) return;
+    e->fork = md_fork;
+    e->branch_sample = md_branch_sample;
+    e->branch_decode = md_branch_decode;
+    e->branch_stop = md_branch_stop;
+    e->branch_select = md_branch_select;
+    e->logprob = md_logprob;
+}
+
 static void md_destroy(void *self)
 {
     bound *b = self;
     if (!b) return;
     if (b->owns) frt_model_free(b->m);
+    free(b->logits);
     free(b);
 }
 
@@ -173,6 +227,11 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->chat_prompt = md_chat_prompt;
     e->destroy = md_destroy;
     e->capsule_key = md_capsule_key;
+    if (info.branch_slots > 1 && !(b->logits = malloc((size_t)info.vocab_size * sizeof *b->logits))) {
+        free(b);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "engine: logits scratch");
+    }
+    bind_branches(b, info.branch_slots);
     *out = e;
     return 0;
 }
@@ -184,7 +243,7 @@ int frt_engine_model_create(frt_model *m, frt_engine **out)
 }
 
 int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
-                          int n_threads, frt_engine **out)
+                          int n_threads, int branch_slots, frt_engine **out)
 {
     if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
     frt_model_params p = frt_model_default_params();
@@ -194,6 +253,7 @@ int frt_engine_model_open(const char *model_dir, const char *backend, int max_se
     p.max_seq = max_seq;
     p.prefill_chunk = prefill_chunk;
     p.n_threads = n_threads;
+    p.branch_slots = branch_slots;
     frt_model *m = NULL;
     FRT_TRY(frt_model_load(model_dir, &p, &m));
     /* the model id: the directory's last component */

@@ -31,6 +31,12 @@ typedef enum frt_job_kind {
     FRT_JOB_TOKENS, /* /tokenize, /detokenize (api_tokens.h) */
 } frt_job_kind;
 
+/* A streamed chat choice: the job and the choice's index. */
+struct frt_job_choice {
+    struct frt_job *j;
+    int index;
+};
+
 typedef struct frt_job {
     frt_job_kind kind;
     struct frt_job *next;
@@ -54,6 +60,8 @@ typedef struct frt_job {
     json_t *body;
     /* chat: the output split into content, reasoning and tool calls */
     frt_chat_output out;
+    frt_chat_output *outs; /* a streamed chat with n > 1: one parser per choice [rq.n] */
+    struct frt_job_choice *sinks; /* their callbacks' users [rq.n] */
     json_t *message; /* not streaming: the answer's message */
     char *prompt;    /* frt_return_prompt: the rendered prompt */
     /* streaming */

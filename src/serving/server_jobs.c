@@ -53,6 +53,9 @@ void frt_job_unref(frt_job *j)
     frt_api_tokens_clear(&j->tokens);
     free(j->sse);
     frt_chat_output_clear(&j->out);
+    for (int i = 0; j->outs && i < j->rq.n; i++) frt_chat_output_clear(&j->outs[i]);
+    free(j->outs);
+    free(j->sinks);
     json_decref(j->message);
     free(j->prompt);
     if (j->body) json_decref(j->body);
@@ -160,7 +163,8 @@ static void on_start(void *user, const frt_gen_result *res)
     frt_job *j = user;
     pthread_mutex_lock(&j->mu);
     j->started = 1;
-    if (j->ident.chat) sse_append(j, frt_api_chunk_json(&j->ident, "", 0, 1, NULL, NULL));
+    for (int i = 0; j->ident.chat && i < (j->outs ? j->rq.n : 1); i++)
+        sse_append(j, frt_api_chunk_index(frt_api_chunk_json(&j->ident, "", 0, 1, NULL, NULL), i));
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
@@ -179,18 +183,60 @@ static int on_text(void *user, const char *text, size_t len)
     return j->cancel;
 }
 
-/* A decided piece of a streamed chat answer: its delta chunks. */
-static int on_piece_stream(void *user, const frt_chat_piece *pc)
+/* A streamed completions choice of a forked request: its chunk with its index. */
+static int on_choice_text(void *user, int index, const char *text, size_t len)
 {
     frt_job *j = user;
+    if (j->outs) {
+        int rc = frt_chat_output_feed(&j->outs[index], text, len);
+        return rc ? rc : j->cancel;
+    }
+    pthread_mutex_lock(&j->mu);
+    sse_append(j, frt_api_chunk_index(frt_api_chunk_json(&j->ident, text, len, 0, NULL, NULL), index));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return j->cancel;
+}
+
+/* The delta chunks of a decided piece of a streamed chat answer, for the
+ * choice index. */
+static int piece_chunks(frt_job *j, const frt_chat_piece *pc, int index)
+{
     json_t *deltas = frt_api_piece_deltas(pc), *d;
     size_t k;
     pthread_mutex_lock(&j->mu);
-    json_array_foreach(deltas, k, d) sse_append(j, frt_api_delta_chunk_json(&j->ident, json_incref(d)));
+    json_array_foreach(deltas, k, d)
+        sse_append(j, frt_api_chunk_index(frt_api_delta_chunk_json(&j->ident, json_incref(d)), index));
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     json_decref(deltas);
     return j->cancel;
+}
+
+/* A decided piece of a streamed chat answer. */
+static int on_piece_stream(void *user, const frt_chat_piece *pc) { return piece_chunks(user, pc, 0); }
+
+/* A decided piece of a streamed chat choice of a forked request. */
+static int on_piece_choice_stream(void *user, const frt_chat_piece *pc)
+{
+    const struct frt_job_choice *c = user;
+    return piece_chunks(c->j, pc, c->index);
+}
+
+/* A streamed chat with n > 1: one output parser per choice (tool call ids
+ * seeded per choice). 0 or -1 with *err. */
+static int chat_choice_parsers(frt_job *j, int tools, int open, uint64_t seed, frt_api_error *err)
+{
+    const int n = j->rq.n;
+    j->outs = calloc((size_t)n, sizeof *j->outs);
+    j->sinks = calloc((size_t)n, sizeof *j->sinks);
+    if (!j->outs || !j->sinks) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
+    for (int i = 0; i < n; i++) {
+        j->sinks[i] = (struct frt_job_choice){j, i};
+        frt_chat_output_init(&j->outs[i], tools, open, seed + 0x9e3779b97f4a7c15ull * (uint64_t)i,
+                             on_piece_choice_stream, &j->sinks[i]);
+    }
+    return 0;
 }
 
 /* A decided piece of a non-streamed chat answer: into its message. */
@@ -247,7 +293,10 @@ static int chat_setup(frt_server *s, frt_job *j, frt_gen_request *g, int32_t **i
     g->n_ids = (int)n;
     int tools = c->tools && c->tool_choice == FRT_API_TOOLS_AUTO;
     uint64_t seed = XXH64(j->ident.id, strlen(j->ident.id), (uint64_t)j->ident.created);
-    if (c->stream) {
+    if (c->stream && c->n > 1) {
+        frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
+        return chat_choice_parsers(j, tools, open, seed, err);
+    } else if (c->stream) {
         frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
     } else {
         frt_chat_output_init(&j->out, tools, open, seed, on_piece_message, j);
@@ -269,13 +318,30 @@ static json_t *with_prompt(const frt_job *j, json_t *o)
     return o;
 }
 
+/* The final chunks of a streamed forked request: each choice's finish, the
+ * last with usage and the frt object. Under j->mu. */
+static void choices_finish_chunks(frt_job *j, const frt_gen_result *res)
+{
+    for (int i = 0; i < res->n_choices; i++) {
+        const char *fin = res->choices[i].finish_reason;
+        if (j->outs && j->outs[i].n_calls && !strcmp(fin, "stop")) fin = "tool_calls";
+        int last = i + 1 == res->n_choices;
+        json_t *o = frt_api_chunk_index(frt_api_chunk_json(&j->ident, "", 0, 0, fin, last ? res : NULL), i);
+        sse_append(j, last ? with_prompt(j, o) : o);
+    }
+}
+
 static void answer_stream(frt_job *j, const frt_gen_result *res)
 {
     const frt_api_completion *c = &j->rq;
     int cancelled = !strcmp(res->finish_reason, "cancelled");
     if (c->chat && !cancelled) frt_chat_output_finish(&j->out);
+    for (int i = 0; j->outs && !cancelled && i < res->n_choices; i++) frt_chat_output_finish(&j->outs[i]);
     pthread_mutex_lock(&j->mu);
-    if (!cancelled) {
+    if (!cancelled && res->choices) {
+        choices_finish_chunks(j, res);
+        if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, res));
+    } else if (!cancelled) {
         const char *finish = c->chat ? chat_finish(j, res) : res->finish_reason;
         sse_append(j, with_prompt(j, frt_api_chunk_json(&j->ident, "", 0, 0, finish, res)));
         if (c->include_usage) sse_append(j, frt_api_usage_chunk_json(&j->ident, res));
@@ -284,8 +350,63 @@ static void answer_stream(frt_job *j, const frt_gen_result *res)
     pthread_mutex_unlock(&j->mu);
 }
 
+/* A decided piece of a chat choice: into the message user. */
+static int on_piece_into(void *user, const frt_chat_piece *pc)
+{
+    return frt_api_message_add(user, pc) ? frt_error(FRT_ERR_OUT_OF_MEMORY, "chat answer") : 0;
+}
+
+/* A chat choice's message: its text through a fresh output parser (tool
+ * call ids seeded per choice). 0 or a status. */
+static int choice_message(frt_job *j, int i, const frt_gen_choice *ch, json_t **msg, const char **finish)
+{
+    frt_chat_output out;
+    json_t *m = frt_api_message_new();
+    if (!m) return frt_error(FRT_ERR_OUT_OF_MEMORY, "chat answer");
+    frt_chat_output_init(&out, j->out.tools, j->out.reasoning_open, j->out.id_seed + 0x9e3779b97f4a7c15ull * (uint64_t)i,
+                         on_piece_into, m);
+    int rc = frt_chat_output_feed(&out, ch->text ? ch->text : "", ch->text_len);
+    if (!rc) rc = frt_chat_output_finish(&out);
+    *finish = out.n_calls && !strcmp(ch->finish_reason, "stop") ? "tool_calls" : ch->finish_reason;
+    frt_chat_output_clear(&out);
+    if (rc) {
+        json_decref(m);
+        return rc;
+    }
+    frt_api_message_finish(m);
+    *msg = m;
+    return 0;
+}
+
+/* The whole answer of a forked request. */
+static void answer_choices(frt_job *j, const frt_gen_result *res)
+{
+    if (!j->rq.chat) {
+        job_answer(j, 200, frt_api_choices_json(&j->ident, res, NULL, NULL));
+        return;
+    }
+    json_t **msgs = calloc((size_t)res->n_choices, sizeof *msgs);
+    const char **fin = calloc((size_t)res->n_choices, sizeof *fin);
+    int rc = msgs && fin ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "chat answer");
+    for (int i = 0; !rc && i < res->n_choices; i++) rc = choice_message(j, i, &res->choices[i], &msgs[i], &fin[i]);
+    if (rc) {
+        frt_api_error err;
+        frt_api_error_from_status(&err, rc, "messages");
+        job_fail(j, &err);
+    } else {
+        job_answer(j, 200, with_prompt(j, frt_api_choices_json(&j->ident, res, msgs, fin)));
+    }
+    for (int i = 0; msgs && i < res->n_choices; i++) json_decref(msgs[i]);
+    free(msgs);
+    free(fin);
+}
+
 static void answer_whole(frt_job *j, const frt_gen_result *res)
 {
+    if (res->choices) {
+        answer_choices(j, res);
+        return;
+    }
     if (!j->rq.chat) {
         job_answer(j, 200, frt_api_completion_json(&j->ident, res, NULL, NULL));
         return;
@@ -333,9 +454,12 @@ static void run_completion(frt_server *s, frt_job *j)
     g.ignore_eos = c->ignore_eos;
     g.pin_len = c->pin_len;
     g.t_arrival = j->t_arrival;
+    g.n = c->n;
+    g.best_of = c->best_of;
     if (c->stream) {
         g.on_start = on_start;
         g.on_text = on_text;
+        if (c->n > 1) g.on_choice_text = on_choice_text;
     }
     g.user = j;
     g.cancel = &j->cancel;

@@ -3,7 +3,7 @@
  * planner's decisions carried out on the engine, the generation loop.
  * See service.h and planner.h.
  */
-#include "serving/service.h"
+#include "serving/service_int.h"
 
 #include "serving/text.h"
 #include "util/error.h"
@@ -13,18 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct frt_service {
-    frt_engine *e;
-    frt_service_params p;
-    frt_registry *reg;
-    frt_sessions sessions;
-    frt_session *anon; /* sessionless requests */
-    frt_session *hot;  /* the session in the live state, or NULL */
-    int hot_dirty;     /* the live state moved past hot->capsule */
-    pthread_mutex_t mu;
-    frt_service_metrics m;
-};
 
 const double frt_ttft_bounds[FRT_TTFT_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 1e300};
 
@@ -162,6 +150,7 @@ void frt_gen_result_clear(frt_gen_result *res)
     if (!res) return;
     free(res->text);
     free(res->tokens);
+    frt_gen_choices_free(res);
     memset(res, 0, sizeof *res);
 }
 
@@ -225,29 +214,33 @@ static int text_continuation(frt_service *s, const frt_session *sess, const frt_
     return 0;
 }
 
-/* Streaming state of the generated text. */
-typedef struct emitter {
-    frt_service *s;
-    const frt_gen_request *rq;
-    size_t emitted; /* raw bytes of committed text already passed to on_text */
-    int stop_cb;    /* on_text asked to stop */
-} emitter;
-
-static void emit(emitter *em, const char *raw, size_t from, size_t to)
+/* Passes text to the emitter's callback; its nonzero return stops. */
+static void emit_to(frt_emitter *em, const char *t, size_t len)
 {
-    if (!em->rq->on_text || to <= from || em->stop_cb) return;
+    const frt_gen_request *rq = em->rq;
+    int stop = em->index >= 0 ? rq->on_choice_text(rq->user, em->index, t, len) : rq->on_text(rq->user, t, len);
+    if (stop) em->stop_cb = 1;
+}
+
+static int streams(const frt_emitter *em)
+{
+    return em->index >= 0 ? em->rq->on_choice_text != NULL : em->index == -1 && em->rq->on_text != NULL;
+}
+
+static void emit(frt_emitter *em, const char *raw, size_t from, size_t to)
+{
+    if (!streams(em) || to <= from || em->stop_cb) return;
     size_t len = 0;
     char *clean = frt_utf8_sanitize(raw + from, to - from, &len);
-    if (clean && len && em->rq->on_text(em->rq->user, clean, len)) em->stop_cb = 1;
+    if (clean && len) emit_to(em, clean, len);
     free(clean);
     em->emitted = to;
 }
 
-/* Passes on the committed text g[0..kc) that can no longer change. */
-static void emit_committed(emitter *em, const int32_t *g, int kc)
+void frt_gen_emit_committed(frt_emitter *em, const int32_t *g, int kc)
 {
     frt_engine *e = em->s->e;
-    if (!em->rq->on_text || kc <= 0) return;
+    if (!streams(em) || kc <= 0) return;
     char *t = NULL;
     size_t len = 0;
     if (e->detokenize(e->self, g, (size_t)kc, &t, &len)) return;
@@ -258,39 +251,75 @@ static void emit_committed(emitter *em, const int32_t *g, int kc)
     free(t);
 }
 
-static int cancelled(const frt_gen_request *rq, const emitter *em)
+int frt_gen_cancelled(const frt_gen_request *rq, const frt_emitter *em)
 {
     return (rq->cancel && *rq->cancel) || em->stop_cb;
 }
 
-/* One completion on its way through the steps below. */
-typedef struct gen_run {
-    frt_service *s;
-    const frt_gen_request *rq;
-    frt_gen_result *res;
-    frt_session *sess;
-    double t0;
-    int32_t *ids; /* the prompt's tokens [n] */
-    int n;
-    frt_request_plan plan;
-    emitter em;
-    int pos;             /* prompt tokens in the live state */
-    int32_t *g;          /* generated tokens [k] */
-    int k, eos_tail, stopped;
-    size_t stop_at;
-    const char *finish;
-} gen_run;
-
-/* The request has run past the server's wall-time limit (from its arrival). */
-static int past_deadline(const gen_run *r)
+int frt_gen_past_deadline(const frt_gen_run *r)
 {
     return r->s->p.max_request_s > 0 && frt_service_now() - r->t0 > r->s->p.max_request_s;
+}
+
+int frt_gen_max_tokens(const frt_gen_run *r)
+{
+    const int max_seq = r->s->e->facts.max_seq;
+    int max_gen = r->rq->max_tokens < max_seq - r->n + 1 ? r->rq->max_tokens : max_seq - r->n + 1;
+    if (r->s->p.max_tokens_cap > 0 && max_gen > r->s->p.max_tokens_cap) max_gen = r->s->p.max_tokens_cap;
+    return max_gen;
+}
+
+int frt_gen_seq_push(frt_gen_seq *q, int32_t tok)
+{
+    if (q->k == q->cap) {
+        int nc = q->cap ? 2 * q->cap : 64;
+        int32_t *ng = realloc(q->g, (size_t)nc * sizeof *ng);
+        if (!ng) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+        q->g = ng;
+        q->cap = nc;
+    }
+    q->g[q->k++] = tok;
+    return 0;
+}
+
+int frt_gen_seq_done(frt_gen_run *r, frt_gen_seq *q, int max_gen)
+{
+    frt_engine *e = r->s->e;
+    const frt_gen_request *rq = r->rq;
+    if (!rq->ignore_eos && is_eos(e, q->g[q->k - 1])) {
+        q->finish = "stop";
+        q->eos_tail = 1;
+        return 1;
+    }
+    if (rq->n_stop > 0) {
+        char *t = NULL;
+        size_t len = 0;
+        int hit = e->detokenize(e->self, q->g, (size_t)q->k, &t, &len) == 0 &&
+                  frt_stop_find(t, len, rq->stop, rq->n_stop, &q->stop_at);
+        free(t);
+        if (hit) {
+            q->finish = "stop";
+            q->stopped = 1;
+            return 1;
+        }
+    }
+    if (q->k >= max_gen) {
+        q->finish = "length";
+        return 1;
+    }
+    if (frt_gen_cancelled(rq, &q->em)) return 1;
+    if (frt_gen_past_deadline(r)) {
+        q->finish = "length";
+        r->res->time_limited = 1;
+        return 1;
+    }
+    return 0;
 }
 
 /* Step 0: the prompt's tokens (tokenized, or the ids checked against the
  * vocabulary), continued at the text level when the session's journal is a
  * text prefix of the prompt. */
-static int gen_prompt(gen_run *r)
+static int gen_prompt(frt_gen_run *r)
 {
     frt_engine *e = r->s->e;
     const frt_gen_request *rq = r->rq;
@@ -348,7 +377,7 @@ static int gen_prompt(gen_run *r)
 /* Step 1 (under the lock): plan, then move the live state to the plan's
  * start (restore, or reset for a rebuild; a restore that fails becomes a
  * rebuild) and make the session hot. */
-static int gen_plan(gen_run *r)
+static int gen_plan(frt_gen_run *r)
 {
     frt_service *s = r->s;
     frt_session *sess = r->sess;
@@ -412,7 +441,7 @@ static int gen_plan(gen_run *r)
 /* Step 2: prefill start..n-1 in pieces cut at absolute multiples of the
  * piece size (multiples of C: the same operations as one call), stopping at
  * the pin and auto capsule boundaries to snapshot there. */
-static int gen_prefill(gen_run *r)
+static int gen_prefill(frt_gen_run *r)
 {
     frt_service *s = r->s;
     frt_engine *e = s->e;
@@ -440,9 +469,9 @@ static int gen_prefill(gen_run *r)
             }
             pthread_mutex_unlock(&s->mu);
         }
-        if (pos >= n || cancelled(r->rq, &r->em)) break;
-        if (past_deadline(r)) { /* the prompt is not all in: no token, finish "length" */
-            r->finish = "length";
+        if (pos >= n || frt_gen_cancelled(r->rq, &r->q.em)) break;
+        if (frt_gen_past_deadline(r)) { /* the prompt is not all in: no token, finish "length" */
+            r->q.finish = "length";
             r->res->time_limited = 1;
             break;
         }
@@ -467,117 +496,77 @@ static int gen_prefill(gen_run *r)
 /* Step 3: the first token from the prompt's logits, then decode steps; each
  * token is committed (fed) before the next is produced, the last stays
  * pending. Streamed text never runs ahead of the committed tokens. */
-static int gen_decode(gen_run *r)
+static int gen_decode(frt_gen_run *r)
 {
     frt_service *s = r->s;
     frt_engine *e = s->e;
     frt_session *sess = r->sess;
     const frt_gen_request *rq = r->rq;
-    const int max_seq = e->facts.max_seq;
-    int max_gen = rq->max_tokens < max_seq - r->n + 1 ? rq->max_tokens : max_seq - r->n + 1;
-    if (s->p.max_tokens_cap > 0 && max_gen > s->p.max_tokens_cap) max_gen = s->p.max_tokens_cap;
-    int gcap = 0, rc = 0;
-    if (r->pos != r->n || cancelled(rq, &r->em)) return 0;
-    if (past_deadline(r)) {
-        r->finish = "length";
+    frt_gen_seq *q = &r->q;
+    const int max_gen = frt_gen_max_tokens(r);
+    if (r->pos != r->n || frt_gen_cancelled(rq, &q->em)) return 0;
+    if (frt_gen_past_deadline(r)) {
+        q->finish = "length";
         r->res->time_limited = 1;
         return 0;
     }
     int32_t tok;
     if (rq->has_seed) e->seed(e->self, rq->seed);
-    rc = e->sample(e->self, &rq->sampling, &tok);
+    int rc = e->sample(e->self, &rq->sampling, &tok);
     if (!rc) {
         r->res->ttft_ms = 1e3 * (frt_service_now() - r->t0);
-        gcap = 64;
-        if (!(r->g = malloc((size_t)gcap * sizeof *r->g))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+        rc = frt_gen_seq_push(q, tok);
     }
     if (!rc) {
-        r->g[r->k++] = tok;
         pthread_mutex_lock(&s->mu);
         sess->pending = tok;
         pthread_mutex_unlock(&s->mu);
     }
-    while (!rc) {
-        int32_t last = r->g[r->k - 1];
-        if (!rq->ignore_eos && is_eos(e, last)) {
-            r->finish = "stop";
-            r->eos_tail = 1;
-            break;
-        }
-        if (rq->n_stop > 0) {
-            char *t = NULL;
-            size_t len = 0;
-            if (e->detokenize(e->self, r->g, (size_t)r->k, &t, &len) == 0 &&
-                frt_stop_find(t, len, rq->stop, rq->n_stop, &r->stop_at)) {
-                free(t);
-                r->finish = "stop";
-                r->stopped = 1;
-                break;
-            }
-            free(t);
-        }
-        if (r->k >= max_gen) {
-            r->finish = "length";
-            break;
-        }
-        if (cancelled(rq, &r->em)) break;
-        if (past_deadline(r)) {
-            r->finish = "length";
-            r->res->time_limited = 1;
-            break;
-        }
+    while (!rc && !frt_gen_seq_done(r, q, max_gen)) {
+        int32_t last = q->g[q->k - 1];
         rc = e->decode(e->self, &rq->sampling, &tok);
+        if (!rc) rc = frt_gen_seq_push(q, tok);
         if (rc) break;
-        if (r->k == gcap) {
-            int32_t *ng = realloc(r->g, (size_t)(2 * gcap) * sizeof *r->g);
-            if (!ng) {
-                rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
-                break;
-            }
-            r->g = ng;
-            gcap *= 2;
-        }
-        r->g[r->k++] = tok;
         pthread_mutex_lock(&s->mu);
         frt_session_append(sess, last);
         sess->pending = tok;
         sess->exact = 0;
         pthread_mutex_unlock(&s->mu);
-        emit_committed(&r->em, r->g, r->k - 1);
+        frt_gen_emit_committed(&q->em, q->g, q->k - 1);
     }
+    r->generated = q->k;
     return rc;
 }
 
-/* Step 4: the final text, without the end-of-sequence id and the stop
- * string; the rest of it streamed. */
-static int gen_text(gen_run *r)
+int frt_gen_seq_text(frt_gen_run *r, frt_gen_seq *q, char **text, size_t *text_len)
 {
     frt_engine *e = r->s->e;
-    frt_gen_result *res = r->res;
     int rc = 0;
-    if (r->k > 0) {
+    *text = NULL;
+    *text_len = 0;
+    if (q->k > 0) {
         char *t = NULL;
         size_t len = 0;
-        rc = e->detokenize(e->self, r->g, (size_t)(r->k - r->eos_tail), &t, &len);
+        rc = e->detokenize(e->self, q->g, (size_t)(q->k - q->eos_tail), &t, &len);
         if (!rc) {
-            size_t cut = r->stopped && r->stop_at < len ? r->stop_at : len;
-            if (r->em.emitted > cut) r->em.emitted = cut;
-            if (!cancelled(r->rq, &r->em)) emit(&r->em, t, r->em.emitted, cut);
-            res->text = frt_utf8_sanitize(t, cut, &res->text_len);
-            if (!res->text) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+            size_t cut = q->stopped && q->stop_at < len ? q->stop_at : len;
+            if (q->em.emitted > cut) q->em.emitted = cut;
+            if (!frt_gen_cancelled(r->rq, &q->em)) emit(&q->em, t, q->em.emitted, cut);
+            *text = frt_utf8_sanitize(t, cut, text_len);
+            if (!*text) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
             free(t);
         }
     }
-    if (!rc && cancelled(r->rq, &r->em)) {
-        r->finish = "cancelled";
-        res->time_limited = 0;
+    if (!rc && frt_gen_cancelled(r->rq, &q->em)) {
+        q->finish = "cancelled";
+        r->res->time_limited = 0;
     }
-    if (!rc && !res->text && !(res->text = calloc(1, 1))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+    if (!rc && !*text && !(*text = calloc(1, 1))) rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
     return rc;
 }
 
 /* Step 5 (under the lock): the session's bookkeeping and the metrics. */
-static void gen_account(gen_run *r, int rc)
+static void gen_account(frt_gen_run *r, int rc)
 {
     frt_service *s = r->s;
     frt_session *sess = r->sess;
@@ -594,14 +583,14 @@ static void gen_account(gen_run *r, int rc)
         return;
     }
     s->m.requests[plan->action]++;
-    if (!strcmp(r->finish, "cancelled")) s->m.cancelled++;
+    if (!strcmp(res->finish_reason, "cancelled")) s->m.cancelled++;
     if (res->time_limited) s->m.time_limited++;
     s->m.prompt_tokens += (uint64_t)r->n;
     s->m.cached_tokens += (uint64_t)plan->start;
     s->m.prefill_tokens += (uint64_t)(r->pos - plan->start);
-    s->m.generated_tokens += (uint64_t)r->k;
+    s->m.generated_tokens += (uint64_t)r->generated;
     s->m.restore_ms_sum += res->restore_ms;
-    if (r->k > 0) {
+    if (r->generated > 0) {
         double t = res->ttft_ms / 1e3;
         s->m.ttft_sum += t;
         for (int b = 0; b < FRT_TTFT_BUCKETS; b++)
@@ -621,19 +610,20 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
                          rq->max_tokens, s->p.max_tokens_cap);
     }
 
-    gen_run r;
+    frt_gen_run r;
     memset(&r, 0, sizeof r);
     r.s = s;
     r.rq = rq;
     r.res = res;
     r.t0 = rq->t_arrival > 0 ? rq->t_arrival : frt_service_now();
-    r.finish = "cancelled";
-    r.em.s = s;
-    r.em.rq = rq;
+    r.q.finish = "cancelled";
+    r.q.em = (frt_emitter){s, rq, 0, 0, -1};
     pthread_mutex_lock(&s->mu);
     r.sess = rq->session_id ? frt_sessions_find(&s->sessions, rq->session_id) : s->anon;
     pthread_mutex_unlock(&s->mu);
     if (!r.sess) return frt_error(FRT_ERR_NOT_FOUND, "no session '%s'", rq->session_id);
+    FRT_TRY(frt_gen_branches_check(s, rq, res));
+    const int forked = (rq->n > 1 || rq->best_of > 1);
 
     int rc = gen_prompt(&r);
     if (!rc) {
@@ -647,12 +637,12 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     }
     if (rq->on_start) rq->on_start(rq->user, res);
     rc = gen_prefill(&r);
-    if (!rc) rc = gen_decode(&r);
-    if (!rc) rc = gen_text(&r);
-    res->tokens = r.g;
-    res->n_tokens = r.k;
-    res->completion_tokens = r.k;
-    res->finish_reason = r.finish;
+    if (!rc) rc = forked ? frt_gen_branches(&r) : gen_decode(&r);
+    if (!rc && !forked) rc = frt_gen_seq_text(&r, &r.q, &res->text, &res->text_len);
+    res->tokens = r.q.g;
+    res->n_tokens = r.q.k;
+    res->completion_tokens = r.generated;
+    res->finish_reason = forked && res->n_choices ? res->choices[0].finish_reason : r.q.finish;
     res->total_ms = 1e3 * (frt_service_now() - r.t0);
     pthread_mutex_lock(&s->mu);
     gen_account(&r, rc);

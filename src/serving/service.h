@@ -74,7 +74,30 @@ typedef struct frt_gen_request {
     int (*on_text)(void *user, const char *text, size_t len);
     void *user;
     const volatile int *cancel; /* optional: nonzero = stop at the next token boundary */
+    /* Choices (OpenAI n / best_of). n = 0 or 1 and best_of = 0 or 1: the
+     * single-sequence path. Otherwise the prompt is prefilled once, its
+     * boundary snapshotted and forked into best_of branches (0 = n;
+     * frt/branch.h, branch i seeded with frt_branch_seed(seed, i)), and the
+     * n branches with the highest cumulative logprob are returned in
+     * res->choices (all best_of of them in branch order when best_of == n).
+     * The session continues with branch 0. */
+    int n, best_of;
+    /* Streaming with n > 1 (best_of must equal n): each choice's committed
+     * text, as on_text; index = the choice. */
+    int (*on_choice_text)(void *user, int index, const char *text, size_t len);
 } frt_gen_request;
+
+/* One returned choice of a forked request. */
+typedef struct frt_gen_choice {
+    char *text;                 /* as frt_gen_result.text, malloc'd */
+    size_t text_len;
+    int32_t *tokens;            /* generated ids, malloc'd */
+    int n_tokens;
+    const char *finish_reason;  /* "stop", "length" or "cancelled" */
+    double logprob;             /* sum over its tokens of log_softmax(raw logits)[token] (engine.h logprob) */
+    uint64_t seed;              /* its sampler seed: frt_branch_seed(fork_seed, branch) */
+    int branch;                 /* its branch in the fork */
+} frt_gen_choice;
 
 typedef struct frt_gen_result {
     frt_prefix_action action;
@@ -92,6 +115,10 @@ typedef struct frt_gen_result {
     int position;               /* committed tokens after the request */
     char session_id[FRT_SESSION_ID_MAX]; /* "" for sessionless */
     const char *error_param;    /* on an error return: the request field at fault ("max_tokens"), or NULL */
+    frt_gen_choice *choices;    /* a forked request (n or best_of > 1): its n choices, else NULL; text,
+                                 * tokens stay empty and finish_reason is choice 0's */
+    int n_choices, n_branches;  /* returned, forked */
+    uint64_t fork_seed;         /* the fork's seed (the request's, or drawn when it has none) */
 } frt_gen_result;
 
 /* Plans and runs one completion. Returns 0 and fills *res (free with
@@ -101,6 +128,9 @@ typedef struct frt_gen_result {
  *   FRT_ERR_INVALID_ARGUMENT  empty prompt, max_tokens < 1, an id outside
  *                             the vocabulary, max_tokens above max_tokens_cap
  *                             (unless clamp_max_tokens)
+ *                             n < 1, best_of < n, more branches than the engine
+ *                             has slots (error_param "n" or "best_of"),
+ *                             on_choice_text with best_of != n
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
  *                             clamp_max_tokens) prompt + max_tokens exceeds
  *                             max_seq + 1 (the last token stays pending)

@@ -30,6 +30,20 @@ assert.equal(text, c1.choices[0].text);
 assert.equal(last.choices[0].finish_reason, c1.choices[0].finish_reason);
 step('completions: plain and streamed agree');
 
+// n: 2 - two choices from one prefill on a server with branch slots
+// (FRT_BRANCHES >= 2), else a 400 naming n
+if (Number(process.env.FRT_BRANCHES ?? 1) >= 2) {
+  const cn = await client.completions.create({ model, prompt, max_tokens: 6, temperature: 0, n: 2 });
+  assert.equal(cn.choices.length, 2);
+  assert.deepEqual(cn.choices.map((c) => c.index), [0, 1]);
+  for (const c of cn.choices) assert.equal(c.text, c1.choices[0].text);
+  step('completions: n = 2 gives two choices');
+} else {
+  await assert.rejects(client.completions.create({ model, prompt, max_tokens: 6, n: 2 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'n');
+  step('completions: n = 2 refused without branch slots');
+}
+
 // chat, not streamed and streamed with usage
 const messages = [
   { role: 'system', content: 'You write Python.' },

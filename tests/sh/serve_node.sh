@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # serve_node.sh BUILD_DIR SOURCE_DIR - frt serve driven by the official
 # `openai` client for Node (tests/node/e2e.mjs): completions and chat,
-# streamed and not, sessions, fork, checkpoint, rollback, typed errors.
+# streamed and not, n = 2 (refused on the fake engine), sessions, fork, checkpoint, rollback, typed errors.
 # Runs against the fake engine, and against the demo model when it is
 # available. The client is installed from the npm registry into
 # BUILD_DIR/node-e2e on the first run (npm install --no-audit --no-fund);
@@ -21,9 +21,9 @@ serve_stop nf
 
 if [ -z "${FRT_DEMO_MODEL:-}" ] && [ -f "$SRC/models/frt-demo/config.json" ]; then export FRT_DEMO_MODEL="$SRC/models/frt-demo"; fi
 if "$FRT" serve --probe >/dev/null 2>&1; then
-    serve_start nm --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet
+    serve_start nm --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet --branches 2
     echo "demo model:"
-    (cd "$NODE_DIR" && FRT_BASE_URL="http://127.0.0.1:$PORT_nm/v1" node e2e.mjs) || fail "node client against the demo model"
+    (cd "$NODE_DIR" && FRT_BRANCHES=2 FRT_BASE_URL="http://127.0.0.1:$PORT_nm/v1" node e2e.mjs) || fail "node client against the demo model"
     serve_stop nm
 else
     echo "demo model: not available, that part is skipped"

@@ -122,7 +122,8 @@ scenario_bad_input() {
     api bad POST /v1/completions '{"prompt": "x", "temperature": 7}'
     expect_error 400 invalid_value "temperature 7"
     api bad POST /v1/completions '{"prompt": "x", "n": 2}'
-    expect_error 400 unsupported_value "n = 2"
+    expect_error 400 invalid_value "n = 2 without branch slots"
+    [ "$(jqr .error.param)" = n ] || fail "n = 2 without branch slots: param $(jqr .error.param)"
     api bad POST /v1/completions '{"prompt": "x", "stop": ["a","b","c","d","e"]}'
     expect_error 400 invalid_value "five stop sequences"
     api bad POST /v1/completions '{"prompt": "x", "session_id": "bad id!"}'

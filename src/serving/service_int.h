@@ -1,0 +1,86 @@
+/*
+ * serving/service_int.h - the service's insides shared by service.c (the
+ * single-sequence generation loop) and branches.c (a request forked into
+ * choices): the service struct, one running request and one generated
+ * sequence with its stream emitter.
+ */
+#ifndef FRT_SERVING_SERVICE_INT_H
+#define FRT_SERVING_SERVICE_INT_H
+
+#include "serving/service.h"
+
+#include <pthread.h>
+
+struct frt_service {
+    frt_engine *e;
+    frt_service_params p;
+    frt_registry *reg;
+    frt_sessions sessions;
+    frt_session *anon; /* sessionless requests */
+    frt_session *hot;  /* the session in the live state, or NULL */
+    int hot_dirty;     /* the live state moved past hot->capsule */
+    pthread_mutex_t mu;
+    frt_service_metrics m;
+};
+
+/* Streaming state of one generated text. */
+typedef struct frt_emitter {
+    frt_service *s;
+    const frt_gen_request *rq;
+    size_t emitted; /* raw bytes of committed text already passed on */
+    int stop_cb;    /* the callback asked to stop */
+    int index;      /* -1: rq->on_text; >= 0: rq->on_choice_text with this choice index; -2: not streamed */
+} frt_emitter;
+
+/* One generated sequence: its tokens, why it ended, its text's stream. */
+typedef struct frt_gen_seq {
+    int32_t *g; /* generated tokens [k] (capacity cap) */
+    int k, cap, eos_tail, stopped, live;
+    size_t stop_at;     /* where the stop string starts in the text (stopped) */
+    const char *finish; /* "stop", "length", "cancelled" (the initial value) */
+    double logprob;     /* branches: sum of the tokens' logprobs */
+    frt_emitter em;
+} frt_gen_seq;
+
+/* One completion on its way through the steps of frt_service_generate. */
+typedef struct frt_gen_run {
+    frt_service *s;
+    const frt_gen_request *rq;
+    frt_gen_result *res;
+    frt_session *sess;
+    double t0;
+    int32_t *ids; /* the prompt's tokens [n] */
+    int n;
+    frt_request_plan plan;
+    int pos;       /* prompt tokens in the live state */
+    frt_gen_seq q; /* the single-sequence path's output */
+    int generated; /* tokens generated in all (every branch) */
+} frt_gen_run;
+
+/* The most tokens the request may generate. */
+int frt_gen_max_tokens(const frt_gen_run *r);
+/* The request was cancelled (by its flag or the emitter's callback). */
+int frt_gen_cancelled(const frt_gen_request *rq, const frt_emitter *em);
+/* The request has run past the server's wall-time limit. */
+int frt_gen_past_deadline(const frt_gen_run *r);
+/* Appends tok to q (0 or FRT_ERR_OUT_OF_MEMORY). */
+int frt_gen_seq_push(frt_gen_seq *q, int32_t tok);
+/* 1 when q ends before its next token (end-of-sequence id, stop string,
+ * max tokens, cancel, time limit), with q->finish set; else 0. */
+int frt_gen_seq_done(frt_gen_run *r, frt_gen_seq *q, int max_gen);
+/* Streams q's committed tokens g[0..kc) as far as they cannot change. */
+void frt_gen_emit_committed(frt_emitter *em, const int32_t *g, int kc);
+/* q's final text (without the end-of-sequence id and the stop string; the
+ * rest of it streamed); sets q->finish to "cancelled" when cancelled.
+ * *text is malloc'd. */
+int frt_gen_seq_text(frt_gen_run *r, frt_gen_seq *q, char **text, size_t *len);
+
+/* branches.c: after the prefill, forks the boundary into rq->best_of
+ * branches, decodes them, and fills res->choices (service.h). */
+int frt_gen_branches(frt_gen_run *r);
+/* Checks the request's n / best_of against the engine (service.h errors). */
+int frt_gen_branches_check(const frt_service *s, const frt_gen_request *rq, frt_gen_result *res);
+/* Frees res->choices. */
+void frt_gen_choices_free(frt_gen_result *res);
+
+#endif
