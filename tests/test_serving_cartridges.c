@@ -168,7 +168,8 @@ static void test_store(void)
     char sd[600], cmd[6000], f[800];
     snprintf(sd, sizeof sd, "%.500s/store", g_dir);
     snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s/junk' '%s/bad' && cp -r '%s/manual' '%s/faq' '%s/other' '%s/' && printf '{' >'%s/bad/manifest.json'",
+             "mkdir -p '%s/junk' '%s/bad' && cp -r '%s/manual' '%s/faq' '%s/other' '%s/' && "
+             "printf '{' >'%s/bad/manifest.json'",
              sd, sd, g_dir, g_dir, g_dir, sd, sd);
     CHECK(system(cmd) == 0);
     frt_cart_store *st = NULL;

@@ -36,7 +36,8 @@ int frt_server_cartridges_open(frt_server *s, const frt_server_params *p)
     int cap = p->cartridge_cache ? p->cartridge_cache : 4;
     FRT_TRY(frt_cart_store_open(p->cartridge_dir, s->e->cartridge_fingerprint(s->e->self), cap, store_log, s,
                                 &s->carts));
-    for (int i = 0; i < p->n_cartridge_map; i++) FRT_TRY(add_mapping(frt_cart_store_router(s->carts), p->cartridge_map[i]));
+    for (int i = 0; i < p->n_cartridge_map; i++)
+        FRT_TRY(add_mapping(frt_cart_store_router(s->carts), p->cartridge_map[i]));
     frt_cart_store_stats st;
     frt_cart_store_stats_get(s->carts, &st);
     frt_server_logf(s, "cartridges: %d registered from %s (%d refused), %d kept loaded", st.registered,

@@ -623,7 +623,6 @@ static void gen_account(gen_run *r, int rc)
         if (s->hot == sess) s->hot = NULL;
         sess->n = 0;
         sess->pending = -1;
-        if (!rc) s->m.cartridge_requests++;
     }
     /* the boundary moved past the session's capsule */
     if (r->pos > plan->start || plan->action == FRT_PREFIX_REBUILD) drop_ref(s, &sess->capsule, sess->pinned);

@@ -183,7 +183,6 @@ typedef struct frt_service_metrics {
     uint64_t displacements;            /* hot sessions snapshotted when displaced */
     uint64_t snapshot_failures;        /* snapshots that found no room (the request went on without) */
     uint64_t restore_failures;         /* restores that failed (the request fell back to a rebuild) */
-    uint64_t cartridge_requests;       /* completions that ran after a cartridge injection */
 } frt_service_metrics;
 
 void frt_service_metrics_get(const frt_service *s, frt_service_metrics *m);
