@@ -211,8 +211,25 @@ static void test_store(void)
     CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
     frt_cart_store_stats_get(st, &s);
     CHECK(s.load_failures == 1 && s.entries == 1 && s.evictions == 1);
+    /* a cartridge removed from the directory is forgotten at the next open */
+    frt_cart_store_free(st);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/other'", sd);
+    CHECK(system(cmd) == 0);
+    st = NULL;
+    CHECK_OK(frt_cart_store_open(sd, FP_A, 1, NULL, NULL, &st));
+    if (!st) return;
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.forgotten == 1 && s.registered == 1 && s.refused == 2); /* faq; bad, and manual (its payload changed) */
+    q.cartridge_id = "other";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_NOT_FOUND);
+    q.cartridge_id = "faq";
+    CHECK(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0) == 1);
+    q.cartridge_id = "manual";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.load_failures == 1 && s.evictions == 0 && s.loads == 1);
     char *m = frt_cart_store_metrics_text(st);
-    CHECK(m && strstr(m, "frt_cartridge_evictions_total 1\n") && strstr(m, "frt_cartridge_load_failures_total 1\n") &&
+    CHECK(m && strstr(m, "frt_cartridge_evictions_total 0\n") && strstr(m, "frt_cartridge_load_failures_total 1\n") &&
           strstr(m, "# TYPE frt_cartridge_loaded_bytes gauge"));
     free(m);
     frt_cart_store_free(st);

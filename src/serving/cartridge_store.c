@@ -39,6 +39,22 @@ static void logf_to(void (*log)(void *, const char *), void *user, const char *f
     log(user, line);
 }
 
+/* Removes the rows whose directory holds no manifest.json any more (a
+ * cartridge deleted from the directory since the last start). */
+static void forget_missing(frt_cart_store *st)
+{
+    frt_cartreg_entry *all = NULL;
+    int n = 0;
+    if (frt_cartreg_list(st->reg, &all, &n)) return;
+    for (int i = 0; i < n; i++) {
+        char man[1100];
+        struct stat sb;
+        snprintf(man, sizeof man, "%s/manifest.json", all[i].path);
+        if (stat(man, &sb) && frt_cartreg_remove(st->reg, all[i].id) == 0) st->st.forgotten++;
+    }
+    free(all);
+}
+
 /* Registers every subdirectory of dir holding a manifest.json. */
 static void register_all(frt_cart_store *st, const char *dir, void (*log)(void *, const char *), void *user)
 {
@@ -87,6 +103,7 @@ int frt_cart_store_open(const char *dir, uint64_t fingerprint, int capacity, voi
         frt_cart_store_free(st);
         return rc;
     }
+    forget_missing(st);
     register_all(st, dir, log, log_user);
     *out = st;
     return 0;

@@ -133,12 +133,14 @@ typedef struct frt_cart_store_stats {
     int capacity;           /* the most kept loaded */
     int registered;         /* cartridges registered at open */
     int refused;            /* cartridge directories refused at open */
+    int forgotten;          /* rows removed at open: their directory holds no manifest.json any more */
 } frt_cart_store_stats;
 
 #define FRT_CART_STORE_MAX_ENTRIES 1024
 
 /* Opens the store of directory dir: the registry dir/cartridges.sqlite
- * (created if missing) and the registration of every subdirectory of dir
+ * (created if missing), its rows whose directory holds no manifest.json
+ * any more removed (counted in `forgotten`), and the registration of every subdirectory of dir
  * holding a manifest.json (frt_cartreg_insert: loaded and checked in full;
  * one that fails is left out of the registry, counted in `refused` and
  * reported through log when not NULL). fingerprint: the engine model's
