@@ -623,6 +623,7 @@ static void gen_account(gen_run *r, int rc)
         if (s->hot == sess) s->hot = NULL;
         sess->n = 0;
         sess->pending = -1;
+        sess->exact = 1; /* an empty journal */
     }
     /* the boundary moved past the session's capsule */
     if (r->pos > plan->start || plan->action == FRT_PREFIX_REBUILD) drop_ref(s, &sess->capsule, sess->pinned);
