@@ -159,6 +159,82 @@ static void test_router(frt_cartreg *r, const char *db_path)
     frt_cart_router_free(rt);
 }
 
+/* The server's store over a directory: registration at open (3 cartridges,
+ * a broken manifest refused, a directory without one ignored), the LRU of
+ * one loaded cartridge (hits, misses, loads, evictions, bytes), a refusal
+ * of another model's cartridge, a registered file that no longer loads. */
+static void test_store(void)
+{
+    char sd[600], cmd[6000], f[800];
+    snprintf(sd, sizeof sd, "%.500s/store", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/junk' '%s/bad' && cp -r '%s/manual' '%s/faq' '%s/other' '%s/' && "
+             "printf '{' >'%s/bad/manifest.json'",
+             sd, sd, g_dir, g_dir, g_dir, sd, sd);
+    CHECK(system(cmd) == 0);
+    frt_cart_store *st = NULL;
+    CHECK_STATUS(frt_cart_store_open(sd, FP_A, 0, NULL, NULL, &st), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cart_store_open(sd, 0, 1, NULL, NULL, &st), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cart_store_open("/no/such/dir", FP_A, 1, NULL, NULL, &st), FRT_ERR_NOT_FOUND);
+    CHECK_OK(frt_cart_store_open(sd, FP_A, 1, NULL, NULL, &st));
+    if (!st) return;
+    frt_cart_store_stats s;
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.registered == 3 && s.refused == 1 && s.capacity == 1 && s.entries == 0);
+    frt_cart_request q = {"manual", NULL, NULL};
+    const frt_cartridge *c1 = NULL, *c2 = NULL;
+    frt_cartreg_entry e;
+    frt_cartridge_info in;
+    CHECK(frt_cart_store_acquire(st, &q, &c1, &e, NULL, 0) == 1 && c1 && e.tokens == 8);
+    CHECK(c1 && frt_cartridge_info_get(c1, &in) == 0 && !strcmp(in.id, "manual"));
+    CHECK(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0) == 1 && c2 == c1); /* a hit: the same object */
+    q.cartridge_id = "faq";
+    CHECK(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0) == 1 && c2 && frt_cartridge_info_get(c2, &in) == 0 &&
+          !strcmp(in.id, "faq"));
+    const uint64_t faq_bytes = e.bytes;
+    q.cartridge_id = "other";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
+    CHECK(c2 == NULL);
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.cache_hits == 1 && s.cache_misses == 2 && s.loads == 2 && s.evictions == 1 && s.entries == 1 &&
+          s.bytes == faq_bytes && s.route.hits == 3 && s.route.refused == 1);
+    /* manual (evicted) changes on disk: its load fails, nothing is cached */
+    snprintf(f, sizeof f, "%s/manual/kv.safetensors", sd);
+    FILE *fp = fopen(f, "r+b");
+    CHECK(fp != NULL);
+    if (fp) {
+        fseek(fp, 200, SEEK_SET);
+        fputc('x', fp);
+        fclose(fp);
+    }
+    q.cartridge_id = "manual";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.load_failures == 1 && s.entries == 1 && s.evictions == 1);
+    /* a cartridge removed from the directory is forgotten at the next open */
+    frt_cart_store_free(st);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/other'", sd);
+    CHECK(system(cmd) == 0);
+    st = NULL;
+    CHECK_OK(frt_cart_store_open(sd, FP_A, 1, NULL, NULL, &st));
+    if (!st) return;
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.forgotten == 1 && s.registered == 1 && s.refused == 2); /* faq; bad, and manual (its payload changed) */
+    q.cartridge_id = "other";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_NOT_FOUND);
+    q.cartridge_id = "faq";
+    CHECK(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0) == 1);
+    q.cartridge_id = "manual";
+    CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
+    frt_cart_store_stats_get(st, &s);
+    CHECK(s.load_failures == 1 && s.evictions == 0 && s.loads == 1);
+    char *m = frt_cart_store_metrics_text(st);
+    CHECK(m && strstr(m, "frt_cartridge_evictions_total 0\n") && strstr(m, "frt_cartridge_load_failures_total 1\n") &&
+          strstr(m, "# TYPE frt_cartridge_loaded_bytes gauge"));
+    free(m);
+    frt_cart_store_free(st);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "%s/test_serving_cartridges.%ld", FRT_BINARY_DIR, (long)getpid());
@@ -182,6 +258,7 @@ int main(void)
         test_registry(r);
         test_router(r, db);
     }
+    test_store();
     frt_cartreg_close(r);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -32,6 +32,20 @@ static void log_line(void *user, const char *line)
     fprintf(stderr, "[%s] frt serve: %s\n", ts, line);
 }
 
+/* Splits a comma-separated list held in buf (at most 1023 bytes, copied
+ * from list) into out[0..max): the count, or -1 when too long or too many. */
+static int split_commas(const char *list, char *buf, const char **out, int max)
+{
+    if (strlen(list) >= 1024) return -1;
+    snprintf(buf, 1024, "%s", list);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == max) return -1;
+        out[n++] = t;
+    }
+    return n;
+}
+
 int frt_cmd_serve(int argc, char **argv)
 {
     const char *cmd = argv[0], *model = NULL, *port_file = NULL, *engine_kind = "model";
@@ -40,7 +54,7 @@ int frt_cmd_serve(int argc, char **argv)
     int max_seq = 0, chunk = 0, threads = 0, branches = 1, quiet = 0, probe = 0, no_auto = 0, no_chatml = 0, no_tools = 0;
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
-    const char *allowed_hosts = NULL, *capsule_key_file = NULL;
+    const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
     if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
     frt_arg opts[] = {
@@ -87,6 +101,13 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "capsule-key-file", FRT_ARG_STR, &capsule_key_file, "PATH",
                 "a file of 16..1024 bytes: capsule files carry an HMAC-SHA256 under it and are checked",
                 .dflt = "none: the capsule directory must be trusted"),
+        FRT_OPT(0, "cartridge-dir", FRT_ARG_STR, &sp.cartridge_dir, "DIR",
+                "serve the frt cartridges under DIR (registered at start in DIR/cartridges.sqlite)",
+                .dflt = "none"),
+        FRT_OPT(0, "cartridge-map", FRT_ARG_STR, &cartridge_map, "MODEL=ID,...",
+                "requests with model MODEL that name no cartridge get cartridge ID", .dflt = "none"),
+        FRT_OPT(0, "cartridge-cache", FRT_ARG_INT, &sp.cartridge_cache, "N",
+                "cartridges kept loaded in host memory (LRU)", .min = 1, .max = 1024),
         FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N", "state capacity in tokens; 0 = the model's default",
                 .min = 0, .max = 1 << 24),
         FRT_OPT(0, "prefill-chunk", FRT_ARG_INT, &chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
@@ -123,20 +144,21 @@ int frt_cmd_serve(int argc, char **argv)
     sp.max_request_s = (double)req_timeout_s;
     sp.queue_timeout_s = (double)queue_timeout_s;
     if (sp.api_key && !*sp.api_key) return frt_args_error(&spec, "--api-key: empty");
-    const char *hosts[16];
-    char host_buf[1024];
-    int n_hosts = 0;
+    const char *hosts[16], *maps[64];
+    char host_buf[1024], map_buf[1024];
+    int n_hosts = 0, n_maps = 0;
     if (allowed_hosts) {
-        if (strlen(allowed_hosts) >= sizeof host_buf) return frt_args_error(&spec, "--allowed-host: too long");
-        snprintf(host_buf, sizeof host_buf, "%s", allowed_hosts);
-        for (char *save = NULL, *t = strtok_r(host_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (n_hosts == 16) return frt_args_error(&spec, "--allowed-host: at most 16 names");
-            hosts[n_hosts++] = t;
-        }
+        if ((n_hosts = split_commas(allowed_hosts, host_buf, hosts, 16)) < 0)
+            return frt_args_error(&spec, "--allowed-host: too long or more than 16 names");
         if (!n_hosts) return frt_args_error(&spec, "--allowed-host: '%s' names no host", allowed_hosts);
     }
+    if (cartridge_map && (n_maps = split_commas(cartridge_map, map_buf, maps, 64)) < 1)
+        return frt_args_error(&spec, "--cartridge-map: too long, empty or more than 64 mappings");
+    if (n_maps && !sp.cartridge_dir) return frt_args_error(&spec, "--cartridge-map needs --cartridge-dir");
     sp.allowed_hosts = hosts;
     sp.n_allowed_hosts = n_hosts;
+    sp.cartridge_map = maps;
+    sp.n_cartridge_map = n_maps;
     unsigned char key[1025];
     size_t key_len = 0;
     if (capsule_key_file) {

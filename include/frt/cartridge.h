@@ -181,6 +181,13 @@ FRT_API int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k
  * FRT_ERR_UNSUPPORTED (an architecture that takes no KV prefix). */
 FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
 
+/* 0 when m's architecture takes a KV prefix (its whole positional state is
+ * a KV cache: the dense family), else FRT_ERR_UNSUPPORTED with a message
+ * naming the architecture (qwen35); FRT_ERR_INVALID_ARGUMENT for NULL. The
+ * first check of frt_cartridge_check, for callers that must answer before
+ * they hold a cartridge (the server refuses cartridge requests with it). */
+FRT_API int frt_cartridge_supported(const frt_model *m);
+
 /* Injects c into m (frt_model_inject_kv) after checking the binding: a
  * bound cartridge (model_fingerprint != 0) must match
  * frt_cartridge_model_fingerprint(m) (FRT_ERR_MISMATCH otherwise); an

@@ -120,6 +120,13 @@ typedef struct frt_server_params {
     int parse_special_in_content; /* 0: special-token text inside chat message content is tokenized as
                                    * text, never as control tokens (docs/chat-templates.md); 1: the whole
                                    * rendered prompt is parsed for special tokens, as transformers does (0) */
+    const char *cartridge_dir;   /* cartridges (docs/cartridges.md): every frt cartridge directory under it
+                                  * is registered at start in its cartridges.sqlite; requests pick one with
+                                  * cartridge_id / cartridge_label; NULL = none (a request naming one gets 400) */
+    const char *const *cartridge_map; /* "MODEL=ID": requests whose "model" is MODEL get cartridge ID when they
+                                       * name none (sessionless requests only) (NULL) */
+    int n_cartridge_map;
+    int cartridge_cache;         /* cartridges kept loaded in host memory, LRU, 1..1024 (4) */
     /* Optional: called with one line per request and per notable event
      * (from the server's threads; the library never prints). */
     void (*log)(void *user, const char *line);
@@ -142,7 +149,11 @@ FRT_API int frt_host_is_loopback(const char *host);
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bad host, budgets or sizes,
  *                             negative limits, an empty api_key or cors_origin
  *   FRT_ERR_IO                the capsule dir or its index cannot be opened,
- *                             or the address cannot be bound */
+ *                             or the address cannot be bound
+ *   FRT_ERR_NOT_FOUND         cartridge_dir is not a directory
+ *   FRT_ERR_UNSUPPORTED       cartridge_dir with an engine that takes no
+ *                             cartridges (the fake engine)
+ *   FRT_ERR_INVALID_ARGUMENT  a cartridge_map entry that is not MODEL=ID */
 FRT_API int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server **out);
 
 /* The bound TCP port (useful with port 0). */

@@ -304,6 +304,12 @@ int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_te
     return 0;
 }
 
+int frt_cartridge_supported(const frt_model *m)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL model");
+    return kv_supported(m);
+}
+
 int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
 {
     if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");

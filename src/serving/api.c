@@ -272,7 +272,7 @@ static int refuse_unsupported(json_t *o, frt_api_error *err)
     "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "n", "stop", "stream", "stream_options",      \
         "ignore_eos", "session_id", "frt_pin_prefix", "logprobs", "top_logprobs", "user", "safety_identifier",    \
         "presence_penalty", "frequency_penalty", "repetition_penalty", "min_p", "logit_bias", "response_format", \
-        "service_tier", "store", "metadata", "prompt_cache_key"
+        "service_tier", "store", "metadata", "prompt_cache_key", "cartridge_id", "cartridge_label"
 static const char *const completion_fields[] = {FRT_API_COMMON_FIELDS, "prompt", "echo", "best_of", "suffix", NULL};
 static const char *const chat_fields[] = {
     FRT_API_COMMON_FIELDS, "messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
@@ -445,6 +445,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
             return frt_api_fail(err, 400, "invalid_value", "session_id", "'session_id' is not a valid session id");
         if (!(c->session_id = dup_str(sid))) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
     }
+    if (frt_api_parse_cartridge(o, c, err)) return -1;
     json_t *pin = json_object_get(o, "frt_pin_prefix");
     if (pin && !json_is_null(pin)) {
         if (json_is_boolean(pin)) {

@@ -7,6 +7,7 @@
 #ifndef FRT_SERVING_API_H
 #define FRT_SERVING_API_H
 
+#include "frt/cartridge.h"
 #include "serving/chat_output.h"
 #include "serving/service.h"
 
@@ -64,6 +65,8 @@ typedef struct frt_api_completion {
     int n, best_of;             /* choices returned and branches forked (best_of: completions only,
                                  * >= n; 1 and 1 when absent): service.h frt_gen_request */
     char user[64];              /* "user": shown in the request log ("" = none) */
+    char cartridge_id[FRT_CARTRIDGE_ID_MAX];       /* "cartridge_id" ("" = absent) */
+    char cartridge_label[FRT_CARTRIDGE_LABEL_MAX]; /* "cartridge_label" ("" = absent) */
 } frt_api_completion;
 
 /* Parses a request body. default_max_tokens applies when max_tokens is
@@ -106,6 +109,19 @@ typedef struct frt_api_session_create {
     size_t salt_len;
     int pin;
 } frt_api_session_create;
+
+/* The cartridge members of a completion request (cartridge_api.c):
+ * cartridge_id (a string, frt_cartridge_id_ok) or cartridge_label (a
+ * string of 1..63 bytes without control characters), not both, and
+ * neither with session_id. 0, or -1 with *err (400 invalid_type,
+ * invalid_value naming the member). */
+int frt_api_parse_cartridge(json_t *o, frt_api_completion *c, frt_api_error *err);
+
+/* A cartridge failure as an API error naming param: FRT_ERR_NOT_FOUND 404
+ * cartridge_not_found, FRT_ERR_MISMATCH 400 cartridge_mismatch,
+ * FRT_ERR_UNSUPPORTED 400 unsupported_value, FRT_ERR_OUT_OF_RANGE 400
+ * context_length_exceeded, others 500 cartridge_unavailable. */
+void frt_api_cartridge_error(frt_api_error *e, int status, const char *param);
 
 /* Parses and validates (id charset and length). 0, or -1 with *err (400);
  * on success free with frt_api_session_create_clear (NULL-safe). */

@@ -3,10 +3,10 @@
  * a SQLite registry of frt cartridge directories, beside the capsule
  * index, and the per-request router that picks one.
  *
- * Not wired into the HTTP server yet: the request fields cartridge_id /
- * cartridge_label are parsed by src/serving/api.c, which is being rewritten;
- * the engine would inject the routed cartridge (frt_cartridge_inject) before
- * the prompt. See docs/cartridges.md, "Not supported yet".
+ * The server (frt serve --cartridge-dir) opens a store (below) over them:
+ * the request fields cartridge_id / cartridge_label (api.h) are routed on
+ * the engine thread and the cartridge is injected before the prompt
+ * (service.h frt_gen_request.cartridge). See docs/cartridges.md.
  *
  * Policy on failures: an unknown explicit id, or a label that no rule
  * resolves, is the client's error (FRT_ERR_NOT_FOUND; a cartridge of another
@@ -116,5 +116,59 @@ int frt_cart_router_route(frt_cart_router *rt, const frt_cart_request *req, frt_
                           size_t why_size);
 
 void frt_cart_router_stats_get(const frt_cart_router *rt, frt_cart_router_stats *out);
+
+/* ---- the store: registry + router + an LRU of loaded cartridges ---------------- */
+
+typedef struct frt_cart_store frt_cart_store;
+
+typedef struct frt_cart_store_stats {
+    frt_cart_router_stats route;
+    uint64_t cache_hits;    /* a routed cartridge was already loaded (host memory) */
+    uint64_t cache_misses;  /* a routed cartridge was read from disk */
+    uint64_t loads;         /* reads that succeeded */
+    uint64_t load_failures; /* reads that failed (file gone, checksum mismatch) */
+    uint64_t evictions;     /* loaded cartridges dropped for a newer one (LRU) */
+    uint64_t bytes;         /* payload bytes of the loaded cartridges */
+    int entries;            /* loaded cartridges */
+    int capacity;           /* the most kept loaded */
+    int registered;         /* cartridges registered at open */
+    int refused;            /* cartridge directories refused at open */
+    int forgotten;          /* rows removed at open: their directory holds no manifest.json any more */
+} frt_cart_store_stats;
+
+#define FRT_CART_STORE_MAX_ENTRIES 1024
+
+/* Opens the store of directory dir: the registry dir/cartridges.sqlite
+ * (created if missing), its rows whose directory holds no manifest.json
+ * any more removed (counted in `forgotten`), and the registration of every subdirectory of dir
+ * holding a manifest.json (frt_cartreg_insert: loaded and checked in full;
+ * one that fails is left out of the registry, counted in `refused` and
+ * reported through log when not NULL). fingerprint: the engine model's
+ * (frt_cartridge_model_fingerprint); capacity: 1..FRT_CART_STORE_MAX_ENTRIES
+ * cartridges kept loaded in host memory, least recently used evicted first.
+ *   FRT_ERR_INVALID_ARGUMENT (NULL, capacity, fingerprint 0),
+ *   FRT_ERR_NOT_FOUND / FRT_ERR_IO (dir, the database), FRT_ERR_OUT_OF_MEMORY */
+int frt_cart_store_open(const char *dir, uint64_t fingerprint, int capacity, void (*log)(void *, const char *),
+                        void *log_user, frt_cart_store **out);
+void frt_cart_store_free(frt_cart_store *st); /* NULL-safe; frees the loaded cartridges */
+
+/* The store's router (owned by the store): frt_cart_router_add_static at start. */
+frt_cart_router *frt_cart_store_router(frt_cart_store *st);
+
+/* Routes req (frt_cart_router_route) and, when a cartridge resolves, gives
+ * it loaded: 1 with *out (owned by the store, valid until the next acquire
+ * or free: call both from one thread, the engine thread) and *entry; 0 when
+ * none applies or the registry failed (why says which); or the router's
+ * errors, or those of frt_cartridge_load for a registered cartridge whose
+ * files no longer load (counted in load_failures; nothing is cached). */
+int frt_cart_store_acquire(frt_cart_store *st, const frt_cart_request *req, const frt_cartridge **out,
+                           frt_cartreg_entry *entry, char *why, size_t why_size);
+
+/* The counters (any thread). */
+void frt_cart_store_stats_get(frt_cart_store *st, frt_cart_store_stats *out);
+
+/* The counters as Prometheus text (frt_cartridge_* metrics, malloc'd; NULL
+ * on out of memory). */
+char *frt_cart_store_metrics_text(frt_cart_store *st);
 
 #endif /* FRT_SERVING_CARTRIDGES_H */

@@ -124,6 +124,16 @@ struct frt_engine {
      * malloc'd (the caller frees); NULL on failure. */
     int (*chat_prompt)(void *self, const frt_chat_request *req, char **text, size_t *len, int32_t **ids, size_t *n);
 
+    /* Cartridges (frt/cartridge.h; cart is a const frt_cartridge *, owned
+     * by the caller): cartridge_supported is frt_cartridge_supported (0 or
+     * FRT_ERR_UNSUPPORTED), cartridge_fingerprint frt_cartridge_model_fingerprint
+     * (hashes the weights: call it once), cartridge_inject frt_cartridge_inject
+     * (rows 0..T-1, position T; the live state is unchanged on a refusal).
+     * All three NULL when the engine takes no cartridges (the fake engine). */
+    int (*cartridge_supported)(void *self);
+    uint64_t (*cartridge_fingerprint)(void *self);
+    int (*cartridge_inject)(void *self, const void *cart);
+
     /* Frees self (and the model when the engine owns it). */
     void (*destroy)(void *self);
 };

@@ -7,6 +7,7 @@
 
 #include "frt/branch.h"
 #include "frt/capsule.h"
+#include "frt/cartridge.h"
 #include "frt/model.h"
 #include "util/error.h"
 
@@ -180,6 +181,18 @@ static void bind_branches(bound *b, int slots)
     e->logprob = md_logprob;
 }
 
+static int md_cartridge_supported(void *self) { return frt_cartridge_supported(((bound *)self)->m); }
+
+static uint64_t md_cartridge_fingerprint(void *self)
+{
+    return frt_cartridge_model_fingerprint(((bound *)self)->m);
+}
+
+static int md_cartridge_inject(void *self, const void *cart)
+{
+    return frt_cartridge_inject(((bound *)self)->m, (const frt_cartridge *)cart);
+}
+
 static void md_destroy(void *self)
 {
     bound *b = self;
@@ -227,6 +240,9 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->chat_prompt = md_chat_prompt;
     e->destroy = md_destroy;
     e->capsule_key = md_capsule_key;
+    e->cartridge_supported = md_cartridge_supported;
+    e->cartridge_fingerprint = md_cartridge_fingerprint;
+    e->cartridge_inject = md_cartridge_inject;
     if (info.branch_slots > 1 && !(b->logits = malloc((size_t)info.vocab_size * sizeof *b->logits))) {
         free(b);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "engine: logits scratch");

@@ -61,6 +61,7 @@ frt_server_params frt_server_default_params(void)
     p.max_tokens = 4096;
     p.max_request_s = 300;
     p.queue_timeout_s = 60;
+    p.cartridge_cache = 4;
     return p;
 }
 
@@ -372,6 +373,14 @@ static enum MHD_Result handle_metrics(frt_server *s, struct MHD_Connection *c)
     frt_service_lock(s->svc);
     char *text = frt_api_metrics_text(s->svc, &h);
     frt_service_unlock(s->svc);
+    if (text && s->carts) {
+        char *ct = frt_cart_store_metrics_text(s->carts);
+        char *all = NULL;
+        if (ct && asprintf(&all, "%s%s", text, ct) < 0) all = NULL;
+        free(ct);
+        free(text);
+        text = all;
+    }
     if (!text) return MHD_NO;
     return send_text(s, c, 200, "text/plain; version=0.0.4", text, 0);
 }
@@ -684,6 +693,7 @@ int frt_server_start(frt_engine *engine, const frt_server_params *p, frt_server 
     sp.max_tokens_cap = p->max_tokens;
     sp.max_request_s = p->max_request_s;
     int rc = oom ? frt_error(FRT_ERR_OUT_OF_MEMORY, "server") : frt_service_create(engine, &sp, &s->svc);
+    if (!rc) rc = frt_server_cartridges_open(s, p);
     if (rc) {
         frt_server_stop(s);
         return rc;
@@ -723,6 +733,7 @@ void frt_server_stop(frt_server *s)
     if (s->engine_started) pthread_join(s->engine, NULL);
     if (s->d) MHD_stop_daemon(s->d);
     frt_service_free(s->svc);
+    frt_cart_store_free(s->carts);
     free(s->api_key);
     free(s->bind_host);
     free(s->cors_origin);

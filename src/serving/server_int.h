@@ -14,6 +14,7 @@
 
 #include "serving/api.h"
 #include "serving/api_tokens.h"
+#include "serving/cartridges.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -64,6 +65,10 @@ typedef struct frt_job {
     struct frt_job_choice *sinks; /* their callbacks' users [rq.n] */
     json_t *message; /* not streaming: the answer's message */
     char *prompt;    /* frt_return_prompt: the rendered prompt */
+    /* the routed cartridge (server_cartridges.c): id and tokens, or why none */
+    char cart_id[FRT_CARTRIDGE_ID_MAX];
+    int cart_tokens;
+    char cart_why[256];
     /* streaming */
     frt_api_ident ident;
     char *sse;
@@ -81,6 +86,7 @@ struct frt_server {
     int loopback;        /* bound to a loopback address: Host is checked */
     frt_engine *e;
     frt_service *svc;
+    frt_cart_store *carts; /* NULL without cartridge_dir */
     struct MHD_Daemon *d;
     int port;
     pthread_t engine;
@@ -122,6 +128,17 @@ int frt_server_authorized(const frt_server *s, struct MHD_Connection *c);
 int frt_server_host_allowed(const frt_server *s, struct MHD_Connection *c);
 /* 1 when Content-Type is application/json (parameters allowed). */
 int frt_server_json_content_type(struct MHD_Connection *c);
+
+/* server_cartridges.c: */
+/* Opens the cartridge store of s->p.cartridge_dir (when set) with its
+ * static mappings. Errors: see frt_server_start. */
+int frt_server_cartridges_open(frt_server *s, const frt_server_params *p);
+/* Routes j's cartridge into g (engine thread): 0 with g->cartridge set, or
+ * left NULL (none asked or applied, or the registry failed: j->cart_why),
+ * or -1 with *err. */
+int frt_server_cartridge_route(frt_server *s, frt_job *j, frt_gen_request *g, frt_api_error *err);
+/* Adds j's cartridge facts to the "frt" object of the answer o; returns o. */
+json_t *frt_server_cartridge_note(const frt_job *j, json_t *o);
 
 /* The engine thread's loop (pthread start routine, arg = the server). */
 void *frt_server_engine_main(void *arg);

@@ -311,11 +311,12 @@ static const char *chat_finish(const frt_job *j, const frt_gen_result *res)
     return j->out.n_calls && !strcmp(res->finish_reason, "stop") ? "tool_calls" : res->finish_reason;
 }
 
-/* frt_return_prompt: the rendered prompt joins the frt object of the answer (or final chunk) o. */
+/* frt_return_prompt: the rendered prompt joins the frt object of the answer (or final chunk) o, and so do the
+ * facts of the cartridge (frt.cartridge). */
 static json_t *with_prompt(const frt_job *j, json_t *o)
 {
     if (j->prompt) json_object_set_new(json_object_get(o, "frt"), "prompt", json_string(j->prompt));
-    return o;
+    return frt_server_cartridge_note(j, o);
 }
 
 /* The final chunks of a streamed forked request: each choice's finish, the
@@ -408,7 +409,7 @@ static void answer_whole(frt_job *j, const frt_gen_result *res)
         return;
     }
     if (!j->rq.chat) {
-        job_answer(j, 200, frt_api_completion_json(&j->ident, res, NULL, NULL));
+        job_answer(j, 200, with_prompt(j, frt_api_completion_json(&j->ident, res, NULL, NULL)));
         return;
     }
     int rc = frt_chat_output_feed(&j->out, res->text ? res->text : "", res->text_len);
@@ -431,6 +432,10 @@ static void run_completion(frt_server *s, frt_job *j)
     int32_t *chat_ids = NULL;
     frt_gen_request g;
     memset(&g, 0, sizeof g);
+    if (frt_server_cartridge_route(s, j, &g, &err)) {
+        job_fail(j, &err);
+        return;
+    }
     if (c->chat) {
         if (chat_setup(s, j, &g, &chat_ids, &err)) {
             job_fail(j, &err);
@@ -467,7 +472,9 @@ static void run_completion(frt_server *s, frt_job *j)
     int rc = frt_service_generate(s->svc, &g, &res);
     free(chat_ids);
     if (rc) {
-        frt_api_error_from_status(&err, rc, res.error_param ? res.error_param : what);
+        if (res.error_param && !strncmp(res.error_param, "cartridge", 9))
+            frt_api_cartridge_error(&err, rc, res.error_param);
+        else frt_api_error_from_status(&err, rc, res.error_param ? res.error_param : what);
         frt_server_logf(s, "%s %d %s", c->chat ? "chat" : "completion", err.status, err.message);
         pthread_mutex_lock(&j->mu);
         int started = j->started;

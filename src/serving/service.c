@@ -316,6 +316,22 @@ int frt_gen_seq_done(frt_gen_run *r, frt_gen_seq *q, int max_gen)
     return 0;
 }
 
+/* A cartridge's T rows come first: ids[0..T) are -1 (never prefilled: the
+ * rows are injected), the prompt follows at T. */
+static int prepend_cartridge(frt_gen_run *r)
+{
+    const int T = r->rq->cartridge_tokens;
+    if (T < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: a cartridge of %d tokens", T);
+    int32_t *all = malloc((size_t)(T + r->n) * sizeof *all);
+    if (!all) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
+    for (int i = 0; i < T; i++) all[i] = -1;
+    memcpy(all + T, r->ids, (size_t)r->n * sizeof *all);
+    free(r->ids);
+    r->ids = all;
+    r->n += T;
+    return 0;
+}
+
 /* Step 0: the prompt's tokens (tokenized, or the ids checked against the
  * vocabulary), continued at the text level when the session's journal is a
  * text prefix of the prompt. */
@@ -336,7 +352,9 @@ static int gen_prompt(frt_gen_run *r)
                 return frt_error(FRT_ERR_INVALID_ARGUMENT, "prompt token %d is outside the vocabulary [0, %d)",
                                  r->ids[i], e->facts.vocab_size);
     }
-    if (rq->text && r->sess->n > 0 && !is_prefix(r->sess->journal, r->sess->n, r->ids, r->n))
+    if (r->n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (rq->cartridge) FRT_TRY(prepend_cartridge(r));
+    else if (rq->text && r->sess->n > 0 && !is_prefix(r->sess->journal, r->sess->n, r->ids, r->n))
         text_continuation(r->s, r->sess, rq, &r->ids, &r->n);
     const frt_sampling *sp = &rq->sampling;
     if (e->facts.no_logits) {
@@ -359,7 +377,6 @@ static int gen_prompt(frt_gen_run *r)
                              (int)sp->logit_bias[i].token, e->facts.vocab_size);
         }
     const int max_seq = e->facts.max_seq;
-    if (r->n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
     if (r->n > max_seq)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "the prompt has %d tokens; the context holds %d", r->n, max_seq);
     /* The last generated token stays pending (not in the state): a request
@@ -374,6 +391,41 @@ static int gen_prompt(frt_gen_run *r)
     return 0;
 }
 
+/* Step 1 of a cartridge request (under the lock): the hot session leaves,
+ * the cartridge is injected (rows 0..T-1, position T; its time counts as
+ * restore_ms) and the anonymous session runs the request from an empty,
+ * inexact journal: no capsule is planned or taken. */
+static int gen_plan_cartridge(frt_gen_run *r)
+{
+    frt_service *s = r->s;
+    frt_session *sess = r->sess;
+    frt_gen_result *res = r->res;
+    const int T = r->rq->cartridge_tokens;
+    displace(s);
+    double tr = frt_service_now();
+    int rc = s->e->cartridge_inject(s->e->self, r->rq->cartridge);
+    res->restore_ms = 1e3 * (frt_service_now() - tr);
+    if (rc) {
+        res->error_param = "cartridge_id";
+        return rc;
+    }
+    memset(&r->plan, 0, sizeof r->plan);
+    r->plan.action = FRT_PREFIX_REBUILD;
+    r->plan.start = T;
+    sess->n = 0;
+    sess->pending = -1;
+    sess->exact = 0;
+    s->hot = sess;
+    s->hot_dirty = 1;
+    res->action = FRT_PREFIX_REBUILD;
+    res->prompt_tokens = r->n;
+    res->cached_tokens = T;
+    res->prefill_tokens = r->n - T;
+    res->cartridge_tokens = T;
+    sess->busy = 1;
+    return 0;
+}
+
 /* Step 1 (under the lock): plan, then move the live state to the plan's
  * start (restore, or reset for a rebuild; a restore that fails becomes a
  * rebuild) and make the session hot. */
@@ -382,6 +434,7 @@ static int gen_plan(frt_gen_run *r)
     frt_service *s = r->s;
     frt_session *sess = r->sess;
     frt_gen_result *res = r->res;
+    if (r->rq->cartridge) return gen_plan_cartridge(r);
     const int C = s->e->facts.prefill_chunk, n = r->n;
     uint64_t *stored = malloc((size_t)(sess->n_ckpts + 1) * sizeof *stored);
     if (!stored) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
@@ -574,7 +627,13 @@ static void gen_account(frt_gen_run *r, int rc)
     const frt_request_plan *plan = &r->plan;
     sess->busy = 0;
     sess->requests++;
-    res->position = sess->n;
+    res->position = sess->n + res->cartridge_tokens;
+    if (r->rq->cartridge) { /* the injected rows are never reused: the next request starts afresh */
+        if (s->hot == sess) s->hot = NULL;
+        sess->n = 0;
+        sess->pending = -1;
+        sess->exact = 1; /* an empty journal */
+    }
     /* the boundary moved past the session's capsule */
     if (r->pos > plan->start || plan->action == FRT_PREFIX_REBUILD) drop_ref(s, &sess->capsule, sess->pinned);
     else if (plan->action == FRT_PREFIX_RESTORE && res->restored == sess->capsule) s->hot_dirty = 0;
@@ -608,6 +667,14 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
         res->error_param = "max_tokens";
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_tokens %d is above this server's limit of %d tokens per request",
                          rq->max_tokens, s->p.max_tokens_cap);
+    }
+
+    if (rq->cartridge && (rq->session_id || !s->e->cartridge_inject)) {
+        res->error_param = "cartridge_id";
+        return frt_error(FRT_ERR_UNSUPPORTED, rq->session_id
+                                                  ? "a cartridge cannot be combined with session_id: cartridge "
+                                                    "requests are sessionless"
+                                                  : "this engine takes no cartridges");
     }
 
     frt_gen_run r;

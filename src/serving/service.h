@@ -66,6 +66,14 @@ typedef struct frt_gen_request {
     int ignore_eos;
     int pin_len;                /* frt_pin_prefix: 0 none, -1 the whole prompt, > 0 tokens */
     double t_arrival;           /* frt_service_now() when the request arrived (TTFT origin); 0 = now */
+    /* A cartridge to inject before the prompt (engine.h cartridge_inject;
+     * borrowed for the call), NULL = none, and its token count T. Only for
+     * sessionless requests (with session_id: FRT_ERR_UNSUPPORTED,
+     * error_param "cartridge_id"). The prompt follows at positions T.. ;
+     * no prefix capsule is taken from the request and the next request
+     * starts from a fresh state (the injected rows are never reused). */
+    const void *cartridge;
+    int cartridge_tokens;
     /* Called once the request is validated and planned, before the prefill
      * (res holds the plan: action, cached tokens, restore ms). Optional. */
     void (*on_start)(void *user, const struct frt_gen_result *res);
@@ -105,6 +113,7 @@ typedef struct frt_gen_result {
     uint64_t pinned;            /* capsule pinned by frt_pin_prefix, 0 none */
     int pin_unavailable;        /* pin asked but the prompt is shorter than C */
     int prompt_tokens, cached_tokens, prefill_tokens, completion_tokens;
+    int cartridge_tokens;       /* T of the injected cartridge (counted in prompt and cached tokens), 0 none */
     double restore_ms, prefill_ms, ttft_ms, total_ms;
     char *text;                 /* the completion, valid UTF-8, malloc'd */
     size_t text_len;
@@ -131,6 +140,8 @@ typedef struct frt_gen_result {
  *                             n < 1, best_of < n, more branches than the engine
  *                             has slots (error_param "n" or "best_of"),
  *                             on_choice_text with best_of != n
+ *   FRT_ERR_UNSUPPORTED       a cartridge with a session, or on an engine
+ *                             or model that takes none (error_param "cartridge_id")
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
  *                             clamp_max_tokens) prompt + max_tokens exceeds
  *                             max_seq + 1 (the last token stays pending)

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# serve_cartridges.sh BUILD_DIR SOURCE_DIR - cartridges through frt serve
+# on a tiny-dense random-weight checkpoint (frt gen-model, with the demo
+# model's tokenizer to detokenize what it generates), cpu, prefill
+# chunk 64, greedy, prompts as token ids (/v1/completions):
+#  - two cartridges exported from capsules of two 64-token documents
+#    (test_cartridge_inject --write-capsule, frt cartridge export) and one
+#    tampered copy sit in --cartridge-dir: two registered, one refused;
+#  - cartridge_id X + prompt gives the tokens of a cold request whose prompt
+#    is document X + prompt; cartridge_label and the static mapping
+#    (--cartridge-map) route the same way; requests with different
+#    cartridges, and a plain request after them, never see each other's KV;
+#  - refusals: unknown id / label (404), malformed id, both fields, a
+#    session, a wrong type (400), a server without --cartridge-dir (400),
+#    a model that takes no KV prefix (the qwen35 `tiny`, 400), the fake
+#    engine with --cartridge-dir (refuses to start);
+#  - a registry that fails (its tables dropped under the running server):
+#    the request runs with a full prefill of its prompt and says so;
+#  - /metrics: the exact cache hits / misses / loads / evictions (cache of
+#    1) and routing counters of the sequence above.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/serve_lib.bash"
+serve_init "$1"
+SRC=$2
+HOOK="$B/tests/test_cartridge_inject"
+[ -x "$HOOK" ] || { echo "SKIP: $HOOK was not built"; exit 77; }
+
+M="$WORK/m"
+CD="$WORK/carts"
+mkdir -p "$CD"
+DEMO="${FRT_DEMO_MODEL:-$SRC/models/frt-demo}"
+[ -f "$DEMO/tokenizer.json" ] || { echo "SKIP: no demo tokenizer ($DEMO)"; exit 77; }
+"$FRT" gen-model --shape tiny-dense --seed 1 --out "$M" --quiet >/dev/null || fail "gen-model tiny-dense"
+# the server detokenizes what it generates: the demo model's tokenizer (4096 ids) covers tiny-dense's 2048
+cp "$DEMO/tokenizer.json" "$DEMO/tokenizer_config.json" "$M/"
+doc() { python3 -c 'import sys; k=int(sys.argv[1]); print(",".join(str((i * k + 11) % 2000) for i in range(64)))' "$1"; }
+DOC_A=$(doc 37)
+DOC_B=$(doc 53)
+PROMPT=5,17,123,9,1000,42,7
+for x in A B; do
+    eval "d=\$DOC_$x"
+    "$HOOK" --write-capsule "$M" "$d" "$WORK/$x.cap" >/dev/null || fail "capsule of document $x"
+    lab=$([ $x = A ] && echo lang:en,doc-a || echo doc-b)
+    "$FRT" cartridge export "$WORK/$x.cap" -m "$M" --backend cpu --chunk 64 --max-seq 256 -o "$CD/doc-$x" \
+        --labels "$lab" -q || fail "cartridge export $x"
+done
+cp -r "$CD/doc-A" "$CD/tampered"
+printf 'x' | dd of="$CD/tampered/kv.safetensors" bs=1 seek=200 conv=notrunc 2>/dev/null
+
+ENGINE=(-m "$M" --backend cpu --prefill-chunk 64 --max-seq 256 --threads 1)
+serve_start c "${ENGINE[@]}" --cartridge-dir "$CD" --cartridge-map tiny-mapped=doc-B --cartridge-cache 1
+grep -q "cartridges: 2 registered" "$WORK/c.log" || fail "two cartridges registered: $(cat "$WORK/c.log")"
+grep -q "tampered refused: .*checksum" "$WORK/c.log" || fail "the tampered cartridge is reported"
+
+# complete NAME EXTRA_JSON PROMPT_IDS -> the generated ids in $TOKENS
+complete() {
+    local body
+    body=$(jq -nc --argjson p "[$3]" --argjson x "$2" '{prompt: $p, max_tokens: 12, temperature: 0,
+           ignore_eos: true} + $x')
+    api "$1" POST /v1/completions "$body"
+    expect_status 200 "completion $2"
+    TOKENS=$(jqr '.frt.tokens | map(tostring) | join(",")')
+}
+
+complete c '{}' "$DOC_A,$PROMPT"; COLD_A=$TOKENS
+complete c '{}' "$DOC_B,$PROMPT"; COLD_B=$TOKENS
+complete c '{}' "$PROMPT"; PLAIN=$TOKENS
+[ "$COLD_A" != "$COLD_B" ] && [ "$COLD_A" != "$PLAIN" ] || fail "the documents do not change the tokens"
+
+complete c '{"cartridge_id": "doc-A"}' "$PROMPT"
+[ "$TOKENS" = "$COLD_A" ] || fail "cartridge doc-A + prompt: $TOKENS, cold document A + prompt: $COLD_A"
+[ "$(jqr '.frt.cartridge.id') $(jqr '.frt.cartridge.tokens')" = "doc-A 64" ] || fail "frt.cartridge: $BODY"
+[ "$(jqr '.usage.prompt_tokens') $(jqr '.frt.cached_tokens') $(jqr '.frt.prefill_tokens')" = "71 64 7" ] ||
+    fail "usage of a cartridge request: $BODY"
+complete c '{"cartridge_id": "doc-B"}' "$PROMPT"
+[ "$TOKENS" = "$COLD_B" ] || fail "cartridge doc-B after doc-A: $TOKENS, cold: $COLD_B"
+complete c '{"cartridge_id": "doc-A"}' "$PROMPT"
+[ "$TOKENS" = "$COLD_A" ] || fail "cartridge doc-A after doc-B: $TOKENS, cold: $COLD_A"
+complete c '{}' "$PROMPT"
+[ "$TOKENS" = "$PLAIN" ] || fail "a plain request after cartridge requests sees their KV: $TOKENS vs $PLAIN"
+complete c '{"cartridge_label": "doc-b"}' "$PROMPT"
+[ "$TOKENS" = "$COLD_B" ] && [ "$(jqr '.frt.cartridge.id')" = doc-B ] || fail "cartridge_label doc-b: $BODY"
+complete c '{"model": "tiny-mapped"}' "$PROMPT"
+[ "$TOKENS" = "$COLD_B" ] && [ "$(jqr '.frt.cartridge.id')" = doc-B ] || fail "static mapping: $BODY"
+api c POST /v1/completions "$(jq -nc --argjson p "[$PROMPT]" '{prompt: $p, max_tokens: 3, stream: true,
+    cartridge_id: "doc-B"}')"
+expect_status 200 "a streamed cartridge request"
+grep -q '"cartridge": *{"id": *"doc-B"' <<<"$BODY" || fail "streamed: the final chunk names the cartridge: $BODY"
+
+# refusals
+req() { jq -nc --argjson x "$1" "{prompt: [$PROMPT], max_tokens: 2} + \$x"; }
+api c POST /v1/completions "$(req '{"cartridge_id": "nope"}')"
+expect_error 404 cartridge_not_found "unknown cartridge_id"
+[ "$(jqr '.error.param')" = cartridge_id ] || fail "unknown id names the field: $BODY"
+api c POST /v1/completions "$(req '{"cartridge_label": "nope"}')"
+expect_error 404 cartridge_not_found "unknown cartridge_label"
+api c POST /v1/completions "$(req '{"cartridge_id": "../x"}')"
+expect_error 400 invalid_value "a malformed cartridge_id"
+api c POST /v1/completions "$(req '{"cartridge_id": 7}')"
+expect_error 400 invalid_type "a cartridge_id that is not a string"
+api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "cartridge_label": "doc-b"}')"
+expect_error 400 invalid_value "both cartridge fields"
+api c POST /v1/sessions '{"id": "s1"}'
+api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "session_id": "s1"}')"
+expect_error 400 unsupported_value "a cartridge with a session"
+[ "$(jqr '.error.param')" = cartridge_id ] || fail "a cartridge with a session names the field: $BODY"
+
+# the counters: cache of 1, sequence A B A label:B map:B stream:B
+api c GET /metrics
+metric() { awk -v n="$1" '$1 == n { print $2 }' <<<"$BODY"; }
+got="$(metric frt_cartridge_cache_hits_total) $(metric frt_cartridge_cache_misses_total) $(metric frt_cartridge_loads_total) $(metric frt_cartridge_evictions_total)"
+[ "$got" = "2 4 4 3" ] || fail "cache hits/misses/loads/evictions: $got (want 2 4 4 3)"
+got="$(metric frt_cartridge_routed_total) $(metric frt_cartridge_refused_total) $(metric frt_cartridge_registered) $(metric frt_cartridge_loaded)"
+[ "$got" = "6 2 2 1" ] || fail "routed/refused/registered/loaded: $got (want 6 2 2 1)"
+[ "$(metric frt_cartridge_loaded_bytes)" -gt 0 ] || fail "loaded bytes"
+
+# the registry fails under the running server: a full prefill, said so
+python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); d.execute("DROP TABLE cartridge_labels"); d.execute("DROP TABLE cartridges"); d.commit()' "$CD/cartridges.sqlite"
+complete c '{"cartridge_id": "doc-A"}' "$PROMPT"
+[ "$TOKENS" = "$PLAIN" ] || fail "registry failure: a full prefill of the prompt: $TOKENS vs $PLAIN"
+jqr '.frt.cartridge.fallback' | grep -q "registry unavailable" || fail "the fallback is reported: $BODY"
+api c GET /metrics
+[ "$(metric frt_cartridge_fallbacks_total)" = 1 ] || fail "fallbacks counted"
+serve_stop c
+
+# a server without cartridges, a model that takes none, the fake engine
+serve_start plain "${ENGINE[@]}"
+api plain POST /v1/completions "$(req '{"cartridge_id": "doc-A"}')"
+expect_error 400 unsupported_value "cartridge_id on a server without --cartridge-dir"
+serve_stop plain
+"$FRT" gen-model --shape tiny --seed 5 --out "$WORK/hybrid" --quiet >/dev/null || fail "gen-model tiny"
+cp "$DEMO/tokenizer.json" "$DEMO/tokenizer_config.json" "$WORK/hybrid/"
+rm -f "$CD/cartridges.sqlite"
+serve_start hybrid -m "$WORK/hybrid" --backend cpu --prefill-chunk 64 --max-seq 256 --threads 1 --cartridge-dir "$CD"
+api hybrid POST /v1/completions "$(req '{"cartridge_id": "doc-A"}')"
+expect_error 400 unsupported_value "a cartridge on the qwen35 hybrid"
+[ "$(jqr '.error.param')" = cartridge_id ] && jqr '.error.message' | grep -q "not a KV cache" ||
+    fail "the hybrid's refusal names the field and the reason: $BODY"
+api hybrid POST /v1/completions "$(req '{}')"
+expect_status 200 "a plain request on the hybrid"
+serve_stop hybrid
+if timeout 30 "$FRT" serve --engine fake --port 0 --cartridge-dir "$CD" >"$WORK/fake.log" 2>&1; then
+    fail "the fake engine started with --cartridge-dir"
+fi
+grep -q "takes no cartridges" "$WORK/fake.log" || fail "fake engine refusal: $(cat "$WORK/fake.log")"
+echo "serve_cartridges: ok"
