@@ -153,6 +153,11 @@ static void test_malformed(void)
     /* one good call, one bad: the good one is a call, the bad one content */
     expect("<tool_call>{\"name\": \"g\"}</tool_call>\n<tool_call>{oops}</tool_call>", 1, 0,
            "<tool_call>{oops}</tool_call>", "", "g({});");
+    /* text after a malformed call is content too, whole or cut anywhere (fuzz_chat_output found it
+     * dropped when it was shorter than the call before it) */
+    const char *two_bad = "\r\r\r\r)\x15h@\r<tool_call>{e\": \")g\"}DDDDDDDDD\xcc" "D</tool_call><\x8c\x92_l\x02"
+                          "<tool_call>{</tool_call>\x01" "9";
+    expect(two_bad, 1, 0, two_bad, "", "");
     /* unterminated at max_tokens: content, nothing lost */
     expect("Sure.\n<tool_call>\n{\"name\": \"f\", \"argum", 1, 0, "Sure.\n<tool_call>\n{\"name\": \"f\", \"argum", "",
            "");

@@ -72,7 +72,7 @@ static size_t partial_tag(const char *s, size_t n, const char *tag)
 /* Drops the first n held bytes. */
 static void consume(frt_chat_output *p, size_t n)
 {
-    memmove(p->buf, p->buf + n, p->len - n);
+    if (n < p->len) memmove(p->buf, p->buf + n, p->len - n); /* (buf is NULL while nothing was held) */
     p->len -= n;
 }
 
@@ -258,9 +258,9 @@ static int step_tool(frt_chat_output *p, int *progress, int final)
     int rc = o ? emit_call(p, o, p->buf + p->body_at, at - p->body_at) : emit_text(p, FRT_CHAT_PART_CONTENT, p->buf, end);
     p->after_call = o != NULL;
     json_decref(o);
+    *progress = at < p->len; /* the end tag was found: what follows it is content to look at */
     consume(p, end);
     p->mode = M_CONTENT;
-    *progress = at < p->len;
     return rc;
 }
 

@@ -239,7 +239,13 @@ int frt_chat_template_kind(const char *template_text, int *kind, char **default_
         return frt_error(FRT_ERR_UNSUPPORTED, "unsupported chat template: a ChatML variant frt does not "
                          "recognize (supported: plain ChatML, Qwen2/2.5, Qwen3, Qwen3.5/3.6)");
     char *def = NULL;
-    if (k == FRT_CHAT_CHATML) FRT_TRY(default_system(template_text, &def));
+    if (k == FRT_CHAT_CHATML) {
+        int drc = default_system(template_text, &def);
+        if (drc) {
+            free(def); /* a message found before the failing one */
+            return drc;
+        }
+    }
     *kind = k;
     if (default_sys)
         *default_sys = def;
