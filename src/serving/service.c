@@ -370,12 +370,14 @@ static int gen_prompt(frt_gen_run *r)
             return frt_error(FRT_ERR_UNSUPPORTED, "'%s' is not supported by this engine (it has no logits)", field);
         }
     }
-    for (int i = 0; i < sp->n_logit_bias; i++)
-        if (sp->logit_bias[i].token >= e->facts.vocab_size) {
+    /* the request parser checked every range but the vocabulary's: the model's own check, before any prefill */
+    if (sp->n_logit_bias) {
+        int rc = frt_sampling_check(sp, e->facts.vocab_size);
+        if (rc) {
             r->res->error_param = "logit_bias";
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "logit_bias: token %d is outside the vocabulary [0, %d)",
-                             (int)sp->logit_bias[i].token, e->facts.vocab_size);
+            return rc;
         }
+    }
     const int max_seq = e->facts.max_seq;
     if (r->n > max_seq)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "the prompt has %d tokens; the context holds %d", r->n, max_seq);
