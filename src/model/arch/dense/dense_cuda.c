@@ -22,9 +22,11 @@
  * by the hybrid's end-of-step kernels (qwen35_glue.h: the journal and the
  * advance are architecture-neutral). GEMM plans are made at load.
  *
- * This first version runs every op as its own launch (no fused decode GEMVs,
- * no fused q | k | v GEMM): correctness first; the speed targets of issue 17
- * are not claimed (docs/PERF.md).
+ * Decode uses the hybrid's fused GEMVs (kernels_cuda.h): the input norm and
+ * q | k | v in one launch, the post-attention norm, gate, up and SwiGLU in
+ * one, and the output projections accumulate into the residual stream (no
+ * norm launch inside the layers). Prefill runs every op as its own launch
+ * (no fused q | k | v GEMM yet; docs/PERF.md).
  *
  * Limits (FRT_ERR_UNSUPPORTED at load, with the reason): hidden_size,
  * intermediate_size, vocab_size, n_heads * head_dim and n_kv_heads *
@@ -311,6 +313,8 @@ static int cd_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->qd, c->H, F32, 1)); /* decode o_proj into the residual */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->I, c->H, F32, 1));  /* decode down_proj into the residual */
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->H, c->V, F32, 0)); /* lm_head */
     return frt_stream_sync(m->stream);
@@ -374,6 +378,25 @@ static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, in
     return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
 }
 
+/* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
+ * straight into the residual stream c->x (the GEMV's accumulating store is
+ * fl(sum + x), the bits of storing delta and adding it in f32); prefill
+ * writes c->delta, which the next add_rmsnorm adds. */
+static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, int in)
+{
+    cd_model *c = f->c;
+    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    return gemm(f, c->delta, x, w, in, c->H);
+}
+
+/* Decode: the RMSNorm of the residual c->x with weight w (x * w), as the
+ * prologue of the GEMV that consumes it. */
+static frt_cuda_gemv_norm resid_norm(const fwd *f, const float *w)
+{
+    frt_cuda_gemv_norm nm = {f->c->x, w, f->c->eps, 0};
+    return nm;
+}
+
 static int debug_copy(const fwd *f, int idx, const float *src)
 {
     cd_model *c = f->c;
@@ -394,9 +417,17 @@ static int attention_block(const fwd *f, int l)
     void *st = f->st;
     int R = f->R;
     uint16_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    FRT_TRY(gemm(f, c->q, c->h, lw->q_proj, c->H, c->qd));
-    FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvd));
-    FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvd));
+    if (f->decode) { /* input_ln + q, k, v in one GEMV launch (the same bits as rmsnorm + 3 GEMVs) */
+        const frt_cuda_gemv_entry e[3] = {{c->q, F32, lw->q_proj, c->qd},
+                                          {c->k, F32, lw->k_proj, c->kvd},
+                                          {c->v, F32, lw->v_proj, c->kvd}};
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+    } else {
+        FRT_TRY(gemm(f, c->q, c->h, lw->q_proj, c->H, c->qd));
+        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvd));
+        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvd));
+    }
     if (lw->q_bias) {
         FRT_TRY(frt_dense_bias_add(st, c->q, lw->q_bias, f->d_n, R, c->qd));
         FRT_TRY(frt_dense_bias_add(st, c->k, lw->k_bias, f->d_n, R, c->kvd));
@@ -421,9 +452,26 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(rc);
     }
     FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, c->qd));
-    FRT_TRY(gemm(f, c->delta, c->ob, lw->o_proj, c->qd, c->H));
-    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(st, c->delta, lw->o_bias, f->d_n, R, c->H));
+    FRT_TRY(gemm_out(f, c->ob, lw->o_proj, c->qd));
+    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, R, c->H));
     return 0;
+}
+
+/* SwiGLU MLP of c->h into c->delta; decode: of rmsnorm(c->x, post_ln), added
+ * into c->x. */
+static int mlp_block(const fwd *f, int l)
+{
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
+        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
+        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
+        FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
+    }
+    return gemm_out(f, c->ob, lw->down_proj, c->I);
 }
 
 /* One forward step: journal, embedding, the layers, final norm, the logits
@@ -440,22 +488,23 @@ static int record_forward(const fwd *f)
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
     FRT_TRY(debug_copy(f, 0, c->x));
-    FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 0));
+    if (!f->decode)
+        FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 0));
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(attention_block(f, l));
-        FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps, 0));
-        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, H, c->I));
-        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, H, c->I));
-        FRT_TRY(frt_cuda_swiglu(st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, R, c->I));
-        FRT_TRY(gemm(f, c->delta, c->ob, lw->down_proj, c->I, H));
-        if (l + 1 < c->L)
+        if (!f->decode)
+            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps, 0));
+        FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
+        if (!f->decode && l + 1 < c->L)
             FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, c->layers[l + 1].input_ln, f->d_n, R, H,
                                          c->eps, 0));
-        else /* the last residual add fused with the final norm */
+        else if (!f->decode) /* the last residual add fused with the final norm */
             FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->hf, F32, c->final_norm, f->d_n, R, H, c->eps, 0));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
+    if (f->decode) /* the final norm of the residual: the LM head's input */
+        FRT_TRY(frt_cuda_rmsnorm(st, c->hf, F32, c->x, F32, c->final_norm, f->d_n, R, 1, H, c->eps, 0));
     FRT_TRY(debug_copy(f, c->L + 1, c->hf));
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
     float *logits = frt_buffer_ptr(m->logits);
