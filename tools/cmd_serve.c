@@ -115,7 +115,7 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "branches", FRT_ARG_INT, &branches, "B",
                 "branch slots of the live state: requests with n (or best_of) up to B fork one prefill into that "
-                "many branches (docs/serving.md; the cuda backend refuses B > 1 for now)",
+                "many branches (docs/serving.md)",
                 .min = 1, .max = 4096),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no request log on stderr"),
         FRT_OPT(0, "probe", FRT_ARG_FLAG, &probe, NULL, "load the model, print what would be served, exit"),

@@ -29,8 +29,13 @@
  * graph in turn against its own slot (the slot is bound by pointer; nothing
  * is copied); the weights are read once per branch.
  *
- * Backends whose captured graphs bake the state's addresses (cuda) refuse
- * B > 1 at load with FRT_ERR_UNSUPPORTED.
+ * On a backend whose captured graphs hold the state's addresses (cuda), the
+ * runtime captures one set of graphs (prefill buckets, decode, sample) per
+ * slot at load, each on its own slot's buffers, and a batched step replays
+ * each live branch's own decode graph: the same kernels on the same shapes,
+ * so the same bits as a single-slot model (batch invariance by
+ * construction); the weights are read once per branch, not once per step
+ * (a batched decode graph is not built yet: docs/fork.md).
  */
 #ifndef FRT_BRANCH_H
 #define FRT_BRANCH_H

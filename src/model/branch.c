@@ -9,7 +9,9 @@
  * boundary and logits handles, the in-state ports) at slot s's buffers and
  * lets the architecture rebind its views; a backend whose recorded work
  * reads the state through those pointers at replay time (binds_slots) then
- * runs slot s with the graphs captured at load. Nothing is copied.
+ * runs slot s with the graphs captured at load; any other backend (cuda)
+ * has one set of graphs per slot, captured on that slot (model.c,
+ * frt_model_slot_key). Nothing is copied.
  */
 #include "model/model_internal.h"
 
@@ -36,14 +38,14 @@ static frt_buffer *slot_buf(const frt_model *m, int slot, int i) { return m->slo
 
 /* Points the table at slot s. The runtime's handles are found by identity
  * in slot 0 (their index in the table is not assumed). */
-static int bind_slot(frt_model *m, int s)
+int frt_model_bind_slot(frt_model *m, int s)
 {
     if (s == m->bound_slot) return 0;
     for (int i = 0; i < m->n_state; i++) {
         frt_buffer *old = m->state[i].buf, *nb = slot_buf(m, s, i);
-        if (m->tokens == old) m->tokens = nb;
-        if (m->boundary == old) m->boundary = nb;
-        if (m->logits == old) m->logits = nb;
+        frt_buffer **handles[] = {&m->tokens, &m->boundary, &m->logits, &m->counts, &m->seen};
+        for (size_t h = 0; h < sizeof handles / sizeof handles[0]; h++)
+            if (*handles[h] == old) *handles[h] = nb;
         for (int j = 0; j < m->n_io; j++)
             if (m->io[j].in_state && m->io[j].buf == old) m->io[j].buf = nb;
         m->state[i].buf = nb;
@@ -66,11 +68,6 @@ static int check_slots(frt_model *m, int B)
     if (B < 1 || B > FRT_MAX_BRANCH_SLOTS)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: branch_slots %d is outside 1..%d", B, FRT_MAX_BRANCH_SLOTS);
     if (B == 1) return 0;
-    if (!m->bk->binds_slots)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "model: branch_slots %d: the %s backend of '%s' cannot decode branches yet (its captured "
-                         "graphs hold the state's addresses); use branch_slots 1",
-                         B, m->bk->name, m->arch->name);
     frt_device_info di;
     FRT_TRY(frt_context_device_info(m->ctx, &di));
     size_t need = slots_bytes(m, B - 1);
@@ -105,7 +102,7 @@ int frt_model_branches_alloc(frt_model *m)
 void frt_model_branches_free(frt_model *m)
 {
     if (!m->slot_bufs) return;
-    if (m->state) bind_slot(m, 0);
+    if (m->state) frt_model_bind_slot(m, 0);
     for (size_t k = (size_t)m->n_state; k < (size_t)m->n_slots * m->n_state; k++) frt_buffer_free(m->slot_bufs[k]);
     free(m->slot_bufs);
     free(m->branch_live);
@@ -120,7 +117,7 @@ int frt_model_branch_select(frt_model *m, int slot)
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "branch: NULL model");
     if (slot < 0 || slot >= m->n_slots)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "branch: slot %d of %d (params.branch_slots)", slot, m->n_slots);
-    FRT_TRY(bind_slot(m, slot));
+    FRT_TRY(frt_model_bind_slot(m, slot));
     m->selected_slot = slot;
     return 0;
 }
@@ -165,7 +162,7 @@ int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
                          m->n_slots, n < 1 ? 1 : n);
     int rc = 0;
     for (int s = 0; s < n && rc == 0; s++) {
-        rc = bind_slot(m, s);
+        rc = frt_model_bind_slot(m, s);
         if (rc == 0) rc = frt_capsule_restore(m, c);
         if (rc == 0) rc = frt_model_seed(m, frt_branch_seed(seed, s));
         /* The capsule was checked on slot 0: a later failure is a device
@@ -173,7 +170,7 @@ int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
         if (rc < 0 && s > 0) m->n_branches = 0;
     }
     if (rc < 0) {
-        bind_slot(m, m->selected_slot);
+        frt_model_bind_slot(m, m->selected_slot);
         return rc;
     }
     FRT_TRY(frt_model_branch_select(m, 0));
@@ -188,7 +185,7 @@ int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
 static int check_step(frt_model *m, int s, int decode)
 {
     frt_boundary b;
-    FRT_TRY(bind_slot(m, s));
+    FRT_TRY(frt_model_bind_slot(m, s));
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (decode && b.pending < 0) return frt_error(FRT_ERR_STATE, "branch %d: no pending token (sample first)", s);
     if (decode && b.pos >= m->max_seq)
@@ -207,10 +204,10 @@ static int step_all(frt_model *m, const frt_sampling *s, int32_t *tokens, int de
     for (int i = 0; i < m->n_branches && rc == 0; i++) {
         tokens[i] = -1;
         if (!m->branch_live[i]) continue;
-        rc = bind_slot(m, i);
+        rc = frt_model_bind_slot(m, i);
         if (rc == 0) rc = decode ? frt_model_decode(m, s, &tokens[i]) : frt_model_sample(m, s, &tokens[i]);
     }
-    int brc = bind_slot(m, m->selected_slot);
+    int brc = frt_model_bind_slot(m, m->selected_slot);
     FRT_TRY(rc);
     return brc;
 }

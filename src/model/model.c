@@ -158,24 +158,47 @@ void frt_model_progress_weights(frt_model *m, uint64_t bytes)
     progress(m, "weights", m->progress_done, m->progress_total);
 }
 
-static int capture_graphs(frt_model *m)
+frt_shape_key frt_model_slot_key(const frt_model *m)
+{
+    return m->bk->binds_slots ? 0 : (frt_shape_key)m->bound_slot << 32;
+}
+
+/* Captures every graph kind on the bound slot (keys | frt_model_slot_key). */
+static int capture_slot(frt_model *m, uint64_t *done, uint64_t total)
 {
     frt_record_ctx rc = {.m = m, .bucket = 0};
-    const uint64_t total = (uint64_t)m->n_buckets + 2;
+    frt_shape_key sk = frt_model_slot_key(m);
+    for (int i = 0; i < m->n_buckets; i++) {
+        rc.bucket = m->buckets[i];
+        FRT_TRY(frt_graph_capture(m->g_prefill, sk | (frt_shape_key)m->buckets[i], m->stream, m->bk->record_prefill,
+                                  &rc));
+        progress(m, "capture", ++*done, total);
+    }
+    FRT_TRY(frt_graph_capture(m->g_decode, sk | 1, m->stream, m->bk->record_decode, &rc));
+    progress(m, "capture", ++*done, total);
+    FRT_TRY(frt_graph_capture(m->g_sample, sk | 1, m->stream, m->bk->record_sample, &rc));
+    progress(m, "capture", ++*done, total);
+    return 0;
+}
+
+/* One set of graphs, or one per branch slot when the backend's graphs hold
+ * the state's addresses (binds_slots 0: cuda). */
+static int capture_graphs(frt_model *m)
+{
+    int sets = m->bk->binds_slots ? 1 : m->n_slots;
+    uint64_t done = 0, total = (uint64_t)sets * ((uint64_t)m->n_buckets + 2);
     progress(m, "capture", 0, total);
     FRT_TRY(frt_graph_create(m->ctx, "prefill", 0, &m->g_prefill));
     FRT_TRY(frt_graph_create(m->ctx, "decode", 0, &m->g_decode));
     FRT_TRY(frt_graph_create(m->ctx, "sample", 0, &m->g_sample));
-    for (int i = 0; i < m->n_buckets; i++) {
-        rc.bucket = m->buckets[i];
-        FRT_TRY(frt_graph_capture(m->g_prefill, (frt_shape_key)m->buckets[i], m->stream, m->bk->record_prefill, &rc));
-        progress(m, "capture", (uint64_t)i + 1, total);
+    int rc = 0;
+    for (int s = 0; s < sets && rc == 0; s++) {
+        rc = frt_model_bind_slot(m, s);
+        if (rc == 0) rc = capture_slot(m, &done, total);
     }
-    FRT_TRY(frt_graph_capture(m->g_decode, 1, m->stream, m->bk->record_decode, &rc));
-    progress(m, "capture", total - 1, total);
-    FRT_TRY(frt_graph_capture(m->g_sample, 1, m->stream, m->bk->record_sample, &rc));
-    progress(m, "capture", total, total);
-    return 0;
+    int brc = frt_model_bind_slot(m, 0);
+    FRT_TRY(rc);
+    return brc;
 }
 
 /* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
@@ -466,7 +489,7 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
         /* Only the call's last piece computes the logits: no one can see the
          * boundaries inside one call (a failed call leaves has_logits 0). */
         FRT_TRY(step_write(m, piece, NULL, done + piece < n));
-        FRT_TRY(frt_graph_replay(m->g_prefill, (frt_shape_key)bucket_for(m, piece), m->stream));
+        FRT_TRY(frt_graph_replay(m->g_prefill, frt_model_slot_key(m) | (frt_shape_key)bucket_for(m, piece), m->stream));
         FRT_TRY(frt_stream_sync(m->stream));
         FRT_TRY(take_task_status(m));
         pos += piece;
@@ -483,7 +506,7 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
     FRT_TRY(step_write(m, 0, s, 0));
     m->logprobs_valid = 0;
-    FRT_TRY(frt_graph_replay(m->g_sample, 1, m->stream));
+    FRT_TRY(frt_graph_replay(m->g_sample, frt_model_slot_key(m) | 1, m->stream));
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
     m->logprobs_valid = s && s->logprobs;
@@ -499,7 +522,7 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
     if (b.pos >= m->max_seq) return frt_error(FRT_ERR_OUT_OF_RANGE, "decode: the state is full (%d tokens)", b.pos);
     FRT_TRY(step_write(m, 1, s, 0));
     m->logprobs_valid = 0;
-    FRT_TRY(frt_graph_replay(m->g_decode, 1, m->stream));
+    FRT_TRY(frt_graph_replay(m->g_decode, frt_model_slot_key(m) | 1, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     FRT_TRY(take_task_status(m));
     FRT_TRY(frt_model_boundary_read(m, &b));

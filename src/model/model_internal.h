@@ -125,6 +125,16 @@ struct frt_model {
     unsigned char *branch_live; /* [n_slots] */
 };
 
+/* Points the state table and the runtime's handles (tokens, boundary,
+ * logits, the sampler counts, the in-state ports) at branch slot s and lets
+ * the architecture rebind its views (branch.c). */
+int frt_model_bind_slot(frt_model *m, int s);
+
+/* The shape-key bits of the bound slot: 0 when the backend binds slots at
+ * replay time (binds_slots), else slot << 32, since its graphs hold the
+ * addresses of the slot they were captured on (one capture per slot). */
+frt_shape_key frt_model_slot_key(const frt_model *m);
+
 /* Reads the boundary record from its buffer into *b (synchronizes the
  * model's stream). Errors: those of frt_buffer_read / frt_stream_sync. */
 int frt_model_boundary_read(frt_model *m, frt_boundary *b);

@@ -35,8 +35,7 @@ int frt_gen_branches_check(const frt_service *s, const frt_gen_request *rq, frt_
     res->error_param = what;
     if (B > slots)
         return frt_error(FRT_ERR_INVALID_ARGUMENT,
-                         "'%s' = %d needs %d branch slots; this server has %d (start it with frt serve --branches %d; "
-                         "the cuda backend has no branch slots yet)",
+                         "'%s' = %d needs %d branch slots; this server has %d (start it with frt serve --branches %d)",
                          what, B, B, slots, B);
     res->error_param = NULL;
     return 0;
