@@ -96,6 +96,15 @@ typedef struct frt_arch_backend {
     frt_record_fn record_prefill;       /* one piece of up to C rows (rc->bucket = padded length) */
     frt_record_fn record_decode;        /* embed the pending token, layers, logits, sample, advance */
     frt_record_fn record_sample;        /* sample the logits into the pending token */
+    /* Optional (NULL: branches decode one after another). The decode step
+     * of branch slots 0..n-1 in one graph (rc->bucket = n >= 2): each
+     * slot's pending token, journal, KV, logits, advance and sampler are its
+     * own (frt_model_bind_slot during the record), the weight-bound products
+     * run on the n rows together. Must give every slot the same bits as
+     * record_decode on that slot alone (batch-invariant kernels). Returns
+     * FRT_ERR_UNSUPPORTED when it cannot for this load (the runtime then
+     * decodes branches one after another). */
+    frt_record_fn record_decode_batch;
     int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
     /* A hash of choices made at load that change the arithmetic (GEMM
      * algorithms picked per shape), folded into the fingerprint; may be NULL. */

@@ -194,19 +194,32 @@ static int check_step(frt_model *m, int s, int decode)
     return 0;
 }
 
-static int step_all(frt_model *m, const frt_sampling *s, int32_t *tokens, int decode)
+/* Steps the live branches one after another, each on its own slot. */
+static int step_each(frt_model *m, const frt_sampling *s, int32_t *tokens, int decode)
 {
-    if (!m || !tokens) return frt_error(FRT_ERR_INVALID_ARGUMENT, "branch: NULL argument");
-    if (m->n_branches < 1) return frt_error(FRT_ERR_STATE, "branch: no fork (frt_model_fork first)");
     int rc = 0;
-    for (int i = 0; i < m->n_branches && rc == 0; i++)
-        if (m->branch_live[i]) rc = check_step(m, i, decode);
     for (int i = 0; i < m->n_branches && rc == 0; i++) {
         tokens[i] = -1;
         if (!m->branch_live[i]) continue;
         rc = frt_model_bind_slot(m, i);
         if (rc == 0) rc = decode ? frt_model_decode(m, s, &tokens[i]) : frt_model_sample(m, s, &tokens[i]);
     }
+    return rc;
+}
+
+static int step_all(frt_model *m, const frt_sampling *s, int32_t *tokens, int decode)
+{
+    if (!m || !tokens) return frt_error(FRT_ERR_INVALID_ARGUMENT, "branch: NULL argument");
+    if (m->n_branches < 1) return frt_error(FRT_ERR_STATE, "branch: no fork (frt_model_fork first)");
+    int rc = 0, live = 0;
+    for (int i = 0; i < m->n_branches && rc == 0; i++)
+        if (m->branch_live[i]) rc = check_step(m, i, decode), live++;
+    /* Every branch live: one batched decode graph when the backend has one
+     * (the same bits per branch as stepping them one after another). */
+    if (rc == 0 && decode && live == m->n_branches && live >= 2 && live <= m->batch_max)
+        rc = frt_model_decode_batch(m, s, live, tokens);
+    else if (rc == 0)
+        rc = step_each(m, s, tokens, decode);
     int brc = frt_model_bind_slot(m, m->selected_slot);
     FRT_TRY(rc);
     return brc;

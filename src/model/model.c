@@ -181,6 +181,26 @@ static int capture_slot(frt_model *m, uint64_t *done, uint64_t total)
     return 0;
 }
 
+/* The batched decode graphs of branch slots 0..n-1, n = 2..n_slots, when the
+ * backend records them (frt_arch_backend.record_decode_batch); a backend
+ * that cannot for this load (FRT_ERR_UNSUPPORTED) leaves m->batch_max 0 and
+ * branches decode one after another. */
+static int capture_batches(frt_model *m)
+{
+    m->batch_max = 0;
+    if (m->n_slots < 2 || !m->bk->record_decode_batch) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = 0};
+    for (int n = 2; n <= m->n_slots; n++) {
+        rc.bucket = n;
+        int err = frt_graph_capture(m->g_decode, FRT_BATCH_KEY | (frt_shape_key)n, m->stream,
+                                    m->bk->record_decode_batch, &rc);
+        if (err == FRT_ERR_UNSUPPORTED || err == FRT_ERR_INVALID_ARGUMENT) break; /* n beyond what it takes */
+        FRT_TRY(err);
+        m->batch_max = n;
+    }
+    return 0;
+}
+
 /* One set of graphs, or one per branch slot when the backend's graphs hold
  * the state's addresses (binds_slots 0: cuda). */
 static int capture_graphs(frt_model *m)
@@ -198,7 +218,8 @@ static int capture_graphs(frt_model *m)
     }
     int brc = frt_model_bind_slot(m, 0);
     FRT_TRY(rc);
-    return brc;
+    FRT_TRY(brc);
+    return capture_batches(m);
 }
 
 /* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
@@ -509,6 +530,27 @@ int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
     FRT_TRY(frt_graph_replay(m->g_sample, frt_model_slot_key(m) | 1, m->stream));
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
+    m->logprobs_valid = s && s->logprobs;
+    return 0;
+}
+
+int frt_model_decode_batch(frt_model *m, const frt_sampling *s, int n, int32_t *tokens)
+{
+    if (n < 2 || n > m->batch_max)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "decode: batch of %d slots outside [2, %d]", n, m->batch_max);
+    FRT_TRY(step_write(m, 1, s, 0));
+    m->logprobs_valid = 0;
+    FRT_TRY(frt_graph_replay(m->g_decode, FRT_BATCH_KEY | (frt_shape_key)n, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    FRT_TRY(take_task_status(m));
+    for (int b = 0; b < n; b++) {
+        frt_boundary bd;
+        FRT_TRY(frt_model_bind_slot(m, b));
+        FRT_TRY(frt_model_boundary_read(m, &bd));
+        tokens[b] = bd.pending;
+    }
+    /* The logprobs port holds the last slot's step, as after stepping the
+     * slots one after another. */
     m->logprobs_valid = s && s->logprobs;
     return 0;
 }

@@ -122,6 +122,7 @@ struct frt_model {
     int bound_slot;    /* the slot the table points at */
     int selected_slot; /* the slot single-sequence calls act on */
     int n_branches;    /* branches of the last fork */
+    int batch_max;     /* batched decode graphs exist for 2..batch_max slots (0: none) */
     unsigned char *branch_live; /* [n_slots] */
 };
 
@@ -134,6 +135,15 @@ int frt_model_bind_slot(frt_model *m, int s);
  * replay time (binds_slots), else slot << 32, since its graphs hold the
  * addresses of the slot they were captured on (one capture per slot). */
 frt_shape_key frt_model_slot_key(const frt_model *m);
+
+/* The decode graph's key of the batched decode of slots 0..n-1: this | n. */
+#define FRT_BATCH_KEY ((frt_shape_key)1 << 62)
+
+/* One batched decode step of slots 0..n-1 (2 <= n <= batch_max, every slot
+ * checked by the caller: a pending token, room): the step record written
+ * with *s, the batched graph replayed, tokens[b] = slot b's new pending
+ * token. Leaves the table bound to slot n-1. */
+int frt_model_decode_batch(frt_model *m, const frt_sampling *s, int n, int32_t *tokens);
 
 /* Reads the boundary record from its buffer into *b (synchronizes the
  * model's stream). Errors: those of frt_buffer_read / frt_stream_sync. */

@@ -48,8 +48,9 @@
  *   - NR = 2 rows per warp group when out >= 2048 (x chunks read from
  *     shared memory once for 2 rows), else 1;
  *   - kw (warps per row group) doubles from 1 while the grid has fewer
- *     warps than a target (132 x 12 for n <= 2, 132 x 16 above) and each
- *     warp keeps >= 64 chunks.
+ *     warps than 132 x 12 and each warp keeps >= 64 chunks, computed as
+ *     for n = 1 at every n, so a row's sum does not depend on n (batch
+ *     invariance).
  * At n = 1 (9B): 4096 -> 12288 (gate, up, in_proj_qkv), 4096 -> 8192
  * (q|gate), 4096 -> 4096 and 12288 -> 4096 (down): kw 1, 16 rows per block
  * (768 / 512 / 256 / 256 blocks); 4096 -> 1024 (k, v): kw 2, 4 rows per
@@ -514,17 +515,21 @@ void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
     c->warps = xs > GEMV_BIG_SMEM ? 16 : 8;
     c->nr = out_dim >= 2048 ? 2 : 1;
     /* Few rows: split each row over more warps of the block while the grid
-     * has fewer warps than 132 x 12 for n <= 2 (half of what an H200 holds
-     * at once: measured on the H200, 12288 -> 4096 went from 27.7 to 26.5 us
-     * and 4096 -> 1024 from 5.1 to 4.4 us against 132 x 24), 132 x 16 for
-     * n >= 3 (2 blocks of 8 warps per SM: the register budgets above)
-     * and each warp keeps >= 64 chunks (2 per lane). A constant, not the
+     * has fewer warps than 132 x 12 (half of what an H200 holds at once:
+     * measured on the H200, 12288 -> 4096 went from 27.7 to 26.5 us and
+     * 4096 -> 1024 from 5.1 to 4.4 us against 132 x 24) and each warp keeps
+     * >= 64 chunks (2 per lane). A constant, not the
      * device's SM count: the plan (and its order of sums) must not depend
      * on the machine beyond its shared-memory limit. */
-    const long target = n <= 2 ? 132 * 12 : 132 * 16;
+    /* kw is chosen as for n = 1 (its target and its warps per block) at
+     * every n: a row's slices, and so its sum, do not depend on the rows
+     * beside it (batch invariance: the batched decode of branch slots gives
+     * each branch the bits of its decode alone). */
+    const long target = 132 * 12;
+    const int warps1 = (size_t)in_dim * 2 > GEMV_BIG_SMEM ? 16 : 8;
     const long row_warps = (out_dim + c->nr - 1) / c->nr;
     c->kw = 1;
-    while (c->kw < c->warps && row_warps * c->kw < target && kc / (2 * c->kw) >= 64) c->kw *= 2;
+    while (c->kw < warps1 && row_warps * c->kw < target && kc / (2 * c->kw) >= 64) c->kw *= 2;
     const int rows = c->warps / c->kw * c->nr;
     c->blocks = (out_dim + rows - 1) / rows;
     c->smem = xs + (size_t)c->warps * c->nr * n * sizeof(float);

@@ -53,6 +53,7 @@
 #define ALIGN 256
 #define DECODE_SPLIT 128
 #define GEMM_WORKSPACE (32u << 20)
+#define BATCH_MAX 32 /* the most branch slots one batched decode graph takes */
 
 /* Device pointers of one layer (into the weight arena); NULL where absent. */
 typedef struct cd_layer {
@@ -77,6 +78,8 @@ typedef struct cd_model {
     frt_buffer *sbuf;
     float *x, *hf, *q, *k, *v, *o, *t0, *t1, *delta;
     uint16_t *h, *last, *ob;
+    float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
+    int batch_slots; /* the most slots one batched decode graph takes; 0: none */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
     int32_t *debug_rows;
@@ -271,6 +274,9 @@ static int cd_alloc_scratch(frt_model *m)
     cd_model *c = m->bk_data;
     if (!c) return frt_error(FRT_ERR_STATE, "dense cuda: scratch before weights");
     size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t), H = (size_t)c->H;
+    int slots = m->params.branch_slots > 1 ? m->params.branch_slots : 1;
+    if (slots > BATCH_MAX) slots = BATCH_MAX;
+    if (slots > m->C) slots = m->C; /* the batch's rows live in the prefill scratch */
     size_t wide = (size_t)max_i(max_i(c->qd, c->I), c->H);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
@@ -298,6 +304,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
+        if (slots > 1) CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {
@@ -313,10 +320,21 @@ static int cd_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->qd, c->H, F32, 1)); /* decode o_proj into the residual */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->I, c->H, F32, 1));  /* decode down_proj into the residual */
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->H, c->V, F32, 0)); /* lm_head */
+    /* Decode (1 row) and the batched decode (groups of up to 4 rows), made
+     * whatever the slot count, so the fingerprint does not depend on it. */
+    int all_gemv = 1;
+    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
+    }
+    for (int i = 0; i < frt_cuda_gemm_plan_count(c->gemm); i++) {
+        frt_cuda_gemm_plan_info pi;
+        FRT_TRY(frt_cuda_gemm_plan_get(c->gemm, i, &pi));
+        if (pi.n <= FRT_CUDA_GEMV_MAX_N && pi.kernel != FRT_CUDA_GEMM_GEMV) all_gemv = 0;
+    }
+    c->batch_slots = all_gemv && slots > 1 ? slots : 0;
     return frt_stream_sync(m->stream);
 }
 
@@ -408,8 +426,10 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
-/* Attention of the normed input c->h; its o_proj output (+ bias) goes to c->delta. */
-static int attention_block(const fwd *f, int l)
+/* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
+ * q / k norms, RoPE at the boundary's positions and the KV append of layer
+ * l (the bound slot's cache), then attention into o [R, qd] f32. */
+static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
@@ -417,44 +437,67 @@ static int attention_block(const fwd *f, int l)
     void *st = f->st;
     int R = f->R;
     uint16_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    if (f->decode) { /* input_ln + q, k, v in one GEMV launch (the same bits as rmsnorm + 3 GEMVs) */
-        const frt_cuda_gemv_entry e[3] = {{c->q, F32, lw->q_proj, c->qd},
-                                          {c->k, F32, lw->k_proj, c->kvd},
-                                          {c->v, F32, lw->v_proj, c->kvd}};
-        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+    if (lw->q_bias) {
+        FRT_TRY(frt_dense_bias_add(st, q, lw->q_bias, f->d_n, R, c->qd));
+        FRT_TRY(frt_dense_bias_add(st, k, lw->k_bias, f->d_n, R, c->kvd));
+        FRT_TRY(frt_dense_bias_add(st, v, lw->v_bias, f->d_n, R, c->kvd));
+    }
+    if (lw->q_norm) {
+        FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
+        FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
+    }
+    FRT_TRY(frt_dense_rope_table(st, q, c->inv_freq, f->d_pos, f->d_n, R, c->nh, c->hd));
+    FRT_TRY(frt_dense_rope_table(st, k, c->inv_freq, f->d_pos, f->d_n, R, c->nkv, c->hd));
+    FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
+    if (f->decode)
+        return frt_cuda_attention(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
+                                  c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                        c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
+    if (rc == FRT_ERR_UNSUPPORTED)
+        rc = frt_cuda_attention(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
+                                c->scale, 0, NULL, 0);
+    return rc;
+}
+
+/* Decode: rows r0 .. r0+n-1 of q, k, v = rmsnorm(x, input_ln) . W^T in one
+ * GEMV launch (the same bits as rmsnorm + 3 GEMVs). */
+static int qkv_gemv(const fwd *f, const cd_layer *lw, int r0, int n)
+{
+    cd_model *c = f->c;
+    const frt_cuda_gemv_entry e[3] = {{c->q + (size_t)r0 * c->qd, F32, lw->q_proj, c->qd},
+                                      {c->k + (size_t)r0 * c->kvd, F32, lw->k_proj, c->kvd},
+                                      {c->v + (size_t)r0 * c->kvd, F32, lw->v_proj, c->kvd}};
+    const frt_cuda_gemv_norm nm = {c->x + (size_t)r0 * c->H, lw->input_ln, c->eps, 0};
+    return frt_cuda_gemv_multi_norm(f->st, e, 3, &nm, n, c->H);
+}
+
+/* The attention output o [R, qd]: bf16, o_proj (+ bias) into c->delta;
+ * decode: added into c->x. */
+static int attn_out(const fwd *f, const cd_layer *lw)
+{
+    cd_model *c = f->c;
+    FRT_TRY(frt_cuda_convert(f->st, c->ob, BF16, c->o, F32, f->d_n, f->R, c->qd));
+    FRT_TRY(gemm_out(f, c->ob, lw->o_proj, c->qd));
+    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, f->R, c->H));
+    return 0;
+}
+
+/* Attention of the normed input c->h; its o_proj output (+ bias) goes to
+ * c->delta; decode: of rmsnorm(c->x, input_ln), added into c->x. */
+static int attention_block(const fwd *f, int l)
+{
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    if (f->decode) {
+        FRT_TRY(qkv_gemv(f, lw, 0, f->R));
     } else {
         FRT_TRY(gemm(f, c->q, c->h, lw->q_proj, c->H, c->qd));
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvd));
         FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvd));
     }
-    if (lw->q_bias) {
-        FRT_TRY(frt_dense_bias_add(st, c->q, lw->q_bias, f->d_n, R, c->qd));
-        FRT_TRY(frt_dense_bias_add(st, c->k, lw->k_bias, f->d_n, R, c->kvd));
-        FRT_TRY(frt_dense_bias_add(st, c->v, lw->v_bias, f->d_n, R, c->kvd));
-    }
-    if (lw->q_norm) {
-        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
-        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
-    }
-    FRT_TRY(frt_dense_rope_table(st, c->q, c->inv_freq, f->d_pos, f->d_n, R, c->nh, c->hd));
-    FRT_TRY(frt_dense_rope_table(st, c->k, c->inv_freq, f->d_pos, f->d_n, R, c->nkv, c->hd));
-    FRT_TRY(frt_cuda_kv_append(st, kc, vc, c->k, c->v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
-    if (f->decode) {
-        FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes));
-    } else {
-        int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh,
-                                            c->nkv, c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
-        if (rc == FRT_ERR_UNSUPPORTED)
-            rc = frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                    c->hd, c->scale, 0, NULL, 0);
-        FRT_TRY(rc);
-    }
-    FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, c->qd));
-    FRT_TRY(gemm_out(f, c->ob, lw->o_proj, c->qd));
-    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, R, c->H));
-    return 0;
+    FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->o));
+    return attn_out(f, lw);
 }
 
 /* SwiGLU MLP of c->h into c->delta; decode: of rmsnorm(c->x, post_ln), added
@@ -548,6 +591,110 @@ static int cd_record_decode(frt_stream *s, void *user)
     return record_sample_work(&f);
 }
 
+/* ---- the batched decode of branch slots (frt/branch.h) --------------------
+ *
+ * One graph decodes slots 0..n-1 together: the weight-bound products run on
+ * all n rows at once (the weights are read once per group of
+ * FRT_CUDA_GEMV_MAX_N rows), the rest per slot on its own state (the
+ * journal, the embedding of its pending token, RoPE, the KV append and
+ * attention over its own cache, its logits, the advance and its sampler).
+ * Every product takes the GEMV, whose arithmetic for a row does not depend
+ * on the rows beside it (gemv.cu: the split of a row over warps is chosen
+ * as for n = 1), and every other kernel is row-wise: a branch gets the same
+ * bits batched as decoded alone (tests/test_fork.c, fork_cuda). */
+
+/* Rows r0 .. r0+g-1: o_proj of the bf16 attention output, the MLP, each
+ * product added into the residual c->x. */
+static int rows_out_mlp(const fwd *f, const cd_layer *lw, int r0, int g)
+{
+    cd_model *c = f->c;
+    size_t H = (size_t)c->H, I = (size_t)c->I, qd = (size_t)c->qd;
+    FRT_TRY(frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, c->ob + r0 * qd, lw->o_proj, g, c->qd, c->H, 1));
+    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, c->x + r0 * H, lw->o_bias, NULL, g, c->H));
+    const frt_cuda_gemv_norm nm = {c->x + r0 * H, lw->post_ln, c->eps, 0};
+    uint16_t *act = (uint16_t *)(void *)c->t0 + r0 * I; /* t0 [C, wide] f32 is free in decode */
+    FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, act, BF16, &nm, lw->gate_proj, lw->up_proj, g, c->H, c->I));
+    return frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, act, lw->down_proj, g, c->I, c->H, 1);
+}
+
+/* Slot b's own work at the start of the step: its journal and the
+ * embedding of its pending token into row b. */
+static int slot_embed(const fwd *fb, int b)
+{
+    frt_model *m = fb->m;
+    cd_model *c = fb->c;
+    FRT_TRY(frt_qwen35_journal(fb->st, frt_buffer_ptr(m->tokens), fb->d_pending, fb->d_pos, NULL, 1, m->max_seq,
+                               frt_buffer_ptr(m->seen), frt_buffer_ptr(m->counts)));
+    return frt_cuda_embedding(fb->st, c->x + (size_t)b * c->H, F32, c->embed, c->V, c->H, fb->d_pending, NULL, 1);
+}
+
+/* Slot b's work at the end of the step: its logits row into its logits
+ * buffer, the advance, the sampler. */
+static int slot_finish(const fwd *fb, int b)
+{
+    frt_model *m = fb->m;
+    cd_model *c = fb->c;
+    FRT_CUDA_TRY(cudaMemcpyAsync(frt_buffer_ptr(m->logits), c->blogits + (size_t)b * c->V,
+                                 (size_t)c->V * sizeof(float), cudaMemcpyDeviceToDevice, (cudaStream_t)fb->st));
+    FRT_TRY(frt_qwen35_advance(fb->st, fb->d_pos, fb->d_pending, fb->d_has_logits, NULL, NULL, NULL, 1));
+    return record_sample_work(fb);
+}
+
+static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
+{
+    cd_model *c = m->bk_data;
+    const int G = FRT_CUDA_GEMV_MAX_N;
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        fb[b] = fwd_make(s, m, 1, 1);
+        FRT_TRY(slot_embed(&fb[b], b));
+    }
+    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
+    for (int l = 0; l < c->L; l++) {
+        const cd_layer *lw = &c->layers[l];
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_gemv(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        for (int b = 0; b < n; b++) {
+            FRT_TRY(frt_model_bind_slot(m, b));
+            FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
+                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd));
+        }
+        FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(rows_out_mlp(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+    }
+    FRT_TRY(frt_cuda_rmsnorm(fa.st, c->hf, F32, c->x, F32, c->final_norm, NULL, n, 1, c->H, c->eps, 0));
+    FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
+    for (int r0 = 0; r0 < n; r0 += G) {
+        int g = n - r0 < G ? n - r0 : G;
+        FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
+                                  c->lm_head, g, c->H, c->V, 0));
+    }
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        FRT_TRY(slot_finish(&fb[b], b));
+    }
+    return 0;
+}
+
+static int cd_record_decode_batch(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    frt_model *m = rc->m;
+    cd_model *c = m->bk_data;
+    int n = rc->bucket;
+    if (!c->batch_slots)
+        return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: no batched decode (a product of the batch is not a GEMV)");
+    if (n < 2 || n > c->batch_slots)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: batch of %d slots outside [2, %d]", n, c->batch_slots);
+    fwd *fb = malloc((size_t)n * sizeof *fb);
+    if (!fb) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
+    int bound = m->bound_slot;
+    int err = record_batch(s, m, n, fb);
+    int brc = frt_model_bind_slot(m, bound);
+    free(fb);
+    FRT_TRY(err);
+    return brc;
+}
+
 static int cd_record_sample(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
@@ -574,13 +721,14 @@ static int cd_debug_hidden(frt_model *m, int idx, float *out, int n)
 const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
-    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,unfused-1",
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
     .load_weights = cd_load_weights,
     .alloc_scratch = cd_alloc_scratch,
     .free = cd_free,
     .record_prefill = cd_record_prefill,
     .record_decode = cd_record_decode,
     .record_sample = cd_record_sample,
+    .record_decode_batch = cd_record_decode_batch,
     .debug_hidden = cd_debug_hidden,
     .fingerprint_extra = cd_fingerprint_extra,
 };
