@@ -31,7 +31,7 @@ static const char about[] =
 
 static const char epilog[] =
     "Exit status: 0 ok; 1 a failure, or with --verify a broken bit-identity check; 2 usage.\n"
-    "The receipt: docs/fork.md. Backends that cannot bind branch slots refuse N > 1.\n";
+    "The receipt: docs/fork.md.\n";
 
 /* Reads the trunk text and tokenizes it. */
 static int trunk_ids(frt_model *m, const fork_opts *o, int32_t **ids, size_t *n)
