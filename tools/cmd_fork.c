@@ -21,7 +21,7 @@
 
 static const char about[] =
     "Prefills the trunk (--trunk FILE: a text file, or --prompt TEXT; both through the checkpoint's\n"
-    "tokenizer) once and snapshots it. Each round r forks that capsule into N branches seeded\n"
+    "tokenizer; or --trunk-random N ids for a checkpoint without one) once and snapshots it. Each round r forks that capsule into N branches seeded\n"
     "frt_branch_seed(S + r, i) and decodes T tokens on every branch together (a branch stops at\n"
     "an end-of-sequence token unless --ignore-eos). After the rounds, every branch is checked\n"
     "against an unforked run from the same boundary: the capsule restored into one slot, seeded\n"
@@ -33,11 +33,29 @@ static const char epilog[] =
     "Exit status: 0 ok; 1 a failure, or with --verify a broken bit-identity check; 2 usage.\n"
     "The receipt: docs/fork.md.\n";
 
-/* Reads the trunk text and tokenizes it. */
+/* --trunk-random N: N ids drawn uniformly from the vocabulary (xorshift64*
+ * seeded by --seed), for random-weight checkpoints without a tokenizer. */
+static int random_ids(frt_model *m, const fork_opts *o, int32_t **ids, size_t *n)
+{
+    frt_model_info info;
+    FRT_TRY(frt_model_info_get(m, &info));
+    *ids = malloc((size_t)o->trunk_random * sizeof **ids);
+    if (!*ids) return frt_error(FRT_ERR_OUT_OF_MEMORY, "fork: out of memory for the trunk");
+    uint64_t x = o->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < o->trunk_random; i++) {
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        (*ids)[i] = (int32_t)((x * 0x2545f4914f6cdd1dull >> 32) % (uint64_t)info.vocab_size);
+    }
+    *n = (size_t)o->trunk_random;
+    return 0;
+}
+
+/* The trunk's ids: random (--trunk-random), or the text tokenized. */
 static int trunk_ids(frt_model *m, const fork_opts *o, int32_t **ids, size_t *n)
 {
     char *text = NULL;
     size_t len = 0;
+    if (o->trunk_random) return random_ids(m, o, ids, n);
     if (o->trunk_path) {
         int rc = frt_file_read_all(o->trunk_path, (size_t)1 << 30, &text, &len);
         if (rc < 0) return rc;
@@ -177,6 +195,8 @@ static int parse(int argc, char **argv, fork_opts *o)
                 .dflt = FRT_CLI_DEMO_MODEL_HELP),
         FRT_OPT(0, "trunk", FRT_ARG_STR, &o->trunk_path, "FILE", "the trunk: a text file", .dflt = ""),
         FRT_OPT('p', "prompt", FRT_ARG_STR, &o->prompt, "TEXT", "the trunk as text", .dflt = ""),
+        FRT_OPT(0, "trunk-random", FRT_ARG_INT, &o->trunk_random, "N",
+                "the trunk: N random token ids (seeded by --seed; no tokenizer needed)", .min = 1, .max = 1 << 24),
         FRT_OPT(0, "branches", FRT_ARG_INT, &o->branches, "N", "branches per round (= branch slots)", .min = 1,
                 .max = FRT_MAX_BRANCH_SLOTS),
         FRT_OPT(0, "tokens", FRT_ARG_INT, &o->tokens, "T", "tokens per branch", .min = 2, .max = 1 << 20),
@@ -196,13 +216,14 @@ static int parse(int argc, char **argv, fork_opts *o)
                 .max = 4096),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &o->quiet, NULL, "no progress lines"),
     };
-    frt_cmd_spec spec = {"fork", "[-m DIR] (--trunk FILE | -p TEXT) [options]", about, opts,
+    frt_cmd_spec spec = {"fork", "[-m DIR] (--trunk FILE | -p TEXT | --trunk-random N) [options]", about, opts,
                          (int)(sizeof opts / sizeof opts[0]), 0, 0, epilog};
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? -1 : 2;
-    if (!!o->trunk_path == !!o->prompt)
-        return frt_args_error(&spec, o->prompt ? "give the trunk once: --trunk FILE or -p TEXT, not both"
-                                               : "no trunk: give --trunk FILE or -p TEXT");
+    int trunks = !!o->trunk_path + !!o->prompt + !!o->trunk_random;
+    if (trunks != 1)
+        return frt_args_error(&spec, trunks ? "give the trunk once: --trunk FILE, -p TEXT or --trunk-random N"
+                                            : "no trunk: give --trunk FILE, -p TEXT or --trunk-random N");
     if (o->sampling.top_p <= 0)
         return frt_args_error(&spec, "--top-p: '%g' is out of range (a number in (0, 1])", (double)o->sampling.top_p);
     o->mp.backend = (frt_backend)frt_args_backend(backend);
@@ -219,7 +240,7 @@ static int run(fork_opts *o, fork_receipt *rc)
     if (st == 0 && !o->quiet)
         fprintf(stderr, "frt fork: %d branch slots, %.1f MB of state each, %.1f MB in all\n", rc->info.branch_slots,
                 (double)rc->info.state_bytes / 1e6, (double)rc->info.branch_state_bytes / 1e6);
-    if (st == 0 && !rc->has_tokenizer)
+    if (st == 0 && !rc->has_tokenizer && !o->trunk_random)
         st = frt_error(FRT_ERR_UNSUPPORTED, "%s has no tokenizer.json (the trunk is text)", o->model_dir);
     if (st == 0) st = prepare_trunk(m, o, rc, &cap);
     if (st == 0) st = run_all(m, cap, o, rc);

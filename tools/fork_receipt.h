@@ -14,6 +14,7 @@
 typedef struct fork_opts {
     const char *model_dir, *trunk_path, *prompt, *receipt;
     int branches, tokens, rounds, ignore_eos, verify, quiet;
+    int trunk_random; /* --trunk-random N: N random ids (0: the trunk is text) */
     frt_sampling sampling;
     unsigned long long seed;
     frt_model_params mp;

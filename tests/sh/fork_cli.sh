@@ -71,4 +71,13 @@ check "--tokens 1: exit 2" test $? -eq 2
 check "a missing trunk file: exit 1 with its name" sh -c "test $? -eq 1 && grep -q missing.txt '$T/err'"
 "$FRT" fork "${M[@]}" -p "$P" --tokens 600 >/dev/null 2>"$T/err"
 check "trunk + tokens past max_seq: exit 1" sh -c "test $? -eq 1 && grep -q max_seq '$T/err'"
+"$FRT" fork "${M[@]}" -p x --trunk-random 10 >/dev/null 2>"$T/err"
+check "-p and --trunk-random: exit 2" test $? -eq 2
+"$FRT" gen-model --shape tiny-dense --out "$T/td" -q >/dev/null 2>&1
+"$FRT" fork -m "$T/td" --backend cpu --trunk-random 90 --branches 3 --tokens 6 --rounds 2 --seed 4 \
+    --receipt "$T/tr.json" --verify >/dev/null 2>&1
+check "--trunk-random on a checkpoint without a tokenizer: exit 0, 90 trunk tokens, bit identity ok" \
+    q '.trunk.tokens == 90 and .bit_identity.ok and (.rounds | length) == 2' "$T/tr.json"
+"$FRT" fork -m "$T/td" --backend cpu -p hello --branches 2 >/dev/null 2>"$T/err"
+check "text trunk without a tokenizer: exit 1, says so" sh -c "test $? -eq 1 && grep -q tokenizer '$T/err'"
 exit $fail
