@@ -242,10 +242,11 @@ static json_t *model_json(const fork_receipt *rc, const fork_opts *o)
 {
     char fp[24];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)rc->fingerprint);
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I}", "dir", o->model_dir, "arch", rc->info.arch,
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I}", "dir", o->model_dir, "arch", rc->info.arch,
                      "model_type", rc->info.model_type, "fingerprint", fp, "branch_slots", rc->info.branch_slots,
-                     "state_bytes_per_slot", (json_int_t)rc->info.state_bytes, "state_bytes_all_slots",
-                     (json_int_t)rc->info.branch_state_bytes, "weight_bytes", (json_int_t)rc->info.weight_bytes);
+                     "branch_batched", rc->info.branch_batched, "state_bytes_per_slot",
+                     (json_int_t)rc->info.state_bytes, "state_bytes_all_slots", (json_int_t)rc->info.branch_state_bytes,
+                     "weight_bytes", (json_int_t)rc->info.weight_bytes);
 }
 
 int fork_receipt_finish(fork_receipt *rc, frt_model *m, const fork_opts *o)

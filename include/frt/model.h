@@ -94,6 +94,8 @@ typedef struct frt_model_info {
     size_t state_bytes;   /* bytes of the live state closure at full capacity */
     int branch_slots;     /* B: copies of the live state (frt/branch.h) */
     size_t branch_state_bytes; /* bytes of all B copies (state_bytes * B) */
+    int branch_batched;   /* a fork of 2..branch_batched live branches decodes in one batched graph
+                             (weights read once per step); 0: branches decode one after another */
     frt_backend backend;
     int has_tokenizer;    /* tokenizer.json was found and loaded */
 } frt_model_info;
@@ -138,8 +140,7 @@ typedef struct frt_io_info {
  *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h)
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
- *                             architecture refuses, a backend not built, or branch_slots > 1
- *                             on a backend that cannot bind branch slots (cuda for now)
+ *                             architecture refuses, or a backend not built
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the
  *                             device's free memory before they are allocated)

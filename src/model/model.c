@@ -421,6 +421,7 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
     for (int i = 0; i < m->n_state; i++) info->state_bytes += m->state[i].bytes;
     info->branch_slots = m->n_slots;
     info->branch_state_bytes = info->state_bytes * (size_t)m->n_slots;
+    info->branch_batched = m->batch_max;
     info->backend = m->params.backend;
     info->has_tokenizer = m->tok != NULL;
     return 0;
