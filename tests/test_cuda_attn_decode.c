@@ -29,6 +29,8 @@
  *     shorter view of the cache (smaller max_seq: fewer splits, another
  *     grid) gives the same bytes (the partition is split_len only);
  *   - one CUDA graph capture replayed at two positions: the eager bytes;
+ *   - frt_cuda_attention_batch (branch slots: one cache and position a
+ *     branch): each branch's bytes equal frt_cuda_attention on it alone;
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before any device
  *     call (also without a GPU);
  *   - time per call (the mean over 10 replays of a graph of 10 calls, so
@@ -463,6 +465,73 @@ static void test_bad_args(void)
                                 0.0625f, 128, p, need));
 }
 
+/* frt_cuda_attention_batch: branch b over its own cache at its own
+ * position gives the bytes of frt_cuda_attention on that branch alone
+ * (max_n 1, d_n NULL); the positions differ per branch (one past the last
+ * row of the cache too). */
+#define NB 3
+static void test_batch_case(int hd, int nh, int nkv, int split)
+{
+    const int max_seq = 333, pos[NB] = {17, 300, 332};
+    dcache c[NB];
+    const size_t row = (size_t)nh * hd;
+    float *q = frand(NB * row, -2, 2);
+    dbuf dq = dalloc(NB * row * 4), out = dalloc(NB * row * 4), ref = dalloc(row * 4), dpos = dalloc(NB * 4);
+    size_t ws1 = frt_cuda_attention_workspace_bytes(1, max_seq, nh, hd, split);
+    dbuf ws = dalloc(NB * ws1), tabs = dalloc(3 * NB * sizeof(void *));
+    dput(dq, 0, q, NB * row * 4);
+    dput(dpos, 0, pos, sizeof pos);
+    void *tk[NB], *tv[NB], *tp[NB];
+    for (int b = 0; b < NB; b++) {
+        c[b] = dcache_make(max_seq, nkv, hd);
+        dcache_grow(&c[b], pos[b] + 1);
+        tk[b] = c[b].kc.p, tv[b] = c[b].vc.p, tp[b] = (int32_t *)dpos.p + b;
+    }
+    dput(tabs, 0, tk, sizeof tk);
+    dput(tabs, sizeof tk, tv, sizeof tv);
+    dput(tabs, 2 * sizeof tk, tp, sizeof tp);
+    void **dt = tabs.p;
+    float scale = 1.0f / sqrtf((float)hd);
+    must(frt_cuda_attention_batch(g_st, out.p, dq.p, (const uint16_t *const *)dt, (const uint16_t *const *)(dt + NB),
+                                  (const int32_t *const *)(dt + 2 * NB), NB, max_seq, nh, nkv, hd, scale, split, ws.p,
+                                  ws.bytes),
+         "attention batch");
+    sync_st();
+    float *got = fnew(NB * row), *want = fnew(row);
+    dget(out, 0, got, NB * row * 4);
+    for (int b = 0; b < NB; b++) {
+        dbuf w1 = dalloc(ws1);
+        must(frt_cuda_attention(g_st, ref.p, F32, (float *)dq.p + b * row, F32, c[b].kc.p, c[b].vc.p,
+                                (int32_t *)dpos.p + b, NULL, 1, max_seq, nh, nkv, hd, scale, split, w1.p, w1.bytes),
+             "attention alone");
+        sync_st();
+        dget(ref, 0, want, row * 4);
+        char name[160];
+        snprintf(name, sizeof name, "batch of %d: branch %d at %d, hd %d, heads %d / %d, split %d: the bytes alone",
+                 NB, b, pos[b], hd, nh, nkv, split);
+        report_same(name, got + b * row, want, row * 4);
+        dfree(&w1);
+    }
+    free(got), free(want), free(q);
+    for (int b = 0; b < NB; b++) dcache_free(&c[b]);
+    dfree(&dq), dfree(&out), dfree(&ref), dfree(&dpos), dfree(&ws), dfree(&tabs);
+}
+
+static void test_batch(void)
+{
+    test_batch_case(128, 32, 8, 128); /* llama3.1-8b's heads */
+    test_batch_case(64, 6, 2, 100);
+    test_batch_case(256, 16, 4, 64);
+    /* head_dim outside the tensor-core kernel: refused */
+    dbuf d = dalloc(4096);
+    void **p = d.p;
+    CHECK_STATUS(frt_cuda_attention_batch(g_st, d.p, (float *)d.p + 8, (const uint16_t *const *)p,
+                                          (const uint16_t *const *)p, (const int32_t *const *)p, 1, 16, 2, 1, 32,
+                                          1.0f, 8, d.p, d.bytes),
+                 FRT_ERR_UNSUPPORTED);
+    dfree(&d);
+}
+
 int main(void)
 {
     frt_test_seed(20260611);
@@ -472,6 +541,7 @@ int main(void)
     g_dyn = dalloc(64);
 
     test_small();
+    test_batch();
     test_qwen_shapes();
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");

@@ -111,6 +111,79 @@ static void test_glue(void)
     free(xg);
 }
 
+/* frt_dense_decode_prep_batch: branch b (own caches, own position) gives
+ * the bytes of frt_dense_rope_table on q and k + frt_cuda_kv_append on it
+ * alone; a position past max_seq writes no cache row. */
+static void test_prep_batch(void)
+{
+    enum { NB = 3, NH = 8, NKV = 2, HD = 128, MAXS = 300 };
+    const int pos[NB] = {5, 299, 300};
+    const size_t qn = (size_t)NB * NH * HD, kn = (size_t)NB * NKV * HD, row = (size_t)NKV * HD;
+    const size_t cache = (size_t)MAXS * row * 2;
+    float *q = xmalloc(qn * 4), *k = xmalloc(kn * 4), *v = xmalloc(kn * 4), inv[HD / 2];
+    frt_test_fill(q, qn, -2, 2);
+    frt_test_fill(k, kn, -2, 2);
+    frt_test_fill(v, kn, -2, 2);
+    frt_rope_inv_freq_llama3(inv, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    frt_buffer *dq = dev_alloc(qn * 4), *dk = dev_alloc(kn * 4), *dv = dev_alloc(kn * 4), *dinv = dev_alloc(sizeof inv);
+    frt_buffer *dpos = dev_alloc(sizeof pos), *tabs = dev_alloc(3 * NB * sizeof(void *)), *kc[NB], *vc[NB];
+    frt_buffer *rq = dev_alloc(qn * 4), *rk = dev_alloc(kn * 4), *rkc = dev_alloc(cache), *rvc = dev_alloc(cache);
+    void *tab[3 * NB];
+    for (int b = 0; b < NB; b++) {
+        kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
+        must(frt_buffer_fill(kc[b], 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(vc[b], 0, cache, 0x5A, g_st), "fill");
+        tab[b] = frt_buffer_ptr(kc[b]), tab[NB + b] = frt_buffer_ptr(vc[b]);
+        tab[2 * NB + b] = (int32_t *)frt_buffer_ptr(dpos) + b;
+    }
+    must(frt_buffer_write(dq, 0, q, qn * 4, g_st), "write");
+    must(frt_buffer_write(dk, 0, k, kn * 4, g_st), "write");
+    must(frt_buffer_write(dv, 0, v, kn * 4, g_st), "write");
+    must(frt_buffer_write(dinv, 0, inv, sizeof inv, g_st), "write");
+    must(frt_buffer_write(dpos, 0, pos, sizeof pos, g_st), "write");
+    must(frt_buffer_write(tabs, 0, tab, sizeof tab, g_st), "write");
+    void **t = frt_buffer_ptr(tabs);
+    CHECK_OK(frt_dense_decode_prep_batch(g_cs, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv),
+                                         frt_buffer_ptr(dinv), (uint16_t *const *)t, (uint16_t *const *)(t + NB),
+                                         (const int32_t *const *)(t + 2 * NB), NB, MAXS, NH, NKV, HD));
+    float *got = xmalloc(qn * 4), *want = xmalloc(qn * 4);
+    unsigned char *cg = xmalloc(cache), *cw = xmalloc(cache);
+    must(frt_buffer_read(dq, 0, got, qn * 4, g_st), "read");
+    must(frt_stream_sync(g_st), "sync");
+    int same = 1;
+    for (int b = 0; b < NB; b++) {
+        const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
+        must(frt_buffer_write(rq, 0, q + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
+        must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
+        must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
+        CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(dinv), ps, NULL, 1, NH, HD));
+        CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rk), frt_buffer_ptr(dinv), ps, NULL, 1, NKV, HD));
+        CHECK_OK(frt_cuda_kv_append(g_cs, frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), frt_buffer_ptr(rk),
+                                    (float *)frt_buffer_ptr(dv) + (size_t)b * row, FRT_CUDA_F32, ps, NULL, 1, MAXS, NKV,
+                                    HD));
+        must(frt_buffer_read(rq, 0, want, (size_t)NH * HD * 4, g_st), "read");
+        must(frt_stream_sync(g_st), "sync");
+        same &= !memcmp(got + (size_t)b * NH * HD, want, (size_t)NH * HD * 4);
+        for (int kv = 0; kv < 2; kv++) {
+            must(frt_buffer_read(kv ? vc[b] : kc[b], 0, cg, cache, g_st), "read");
+            must(frt_buffer_read(kv ? rvc : rkc, 0, cw, cache, g_st), "read");
+            must(frt_stream_sync(g_st), "sync");
+            same &= !memcmp(cg, cw, cache);
+        }
+    }
+    CHECK_MSG(same, "decode prep batch: not the bytes of rope_table + kv_append per branch");
+    printf("  decode prep batch [%d branches at 5, 299, 300 of %d]: q and both caches the bytes of the unbatched "
+           "kernels\n", NB, MAXS);
+    CHECK_STATUS(frt_dense_decode_prep_batch(g_cs, NULL, frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
+                                             (uint16_t *const *)t, (uint16_t *const *)(t + NB),
+                                             (const int32_t *const *)(t + 2 * NB), NB, MAXS, NH, NKV, HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    frt_buffer *all[] = {dq, dk, dv, dinv, dpos, tabs, rq, rk, rkc, rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
+    free(q), free(k), free(v), free(got), free(want), free(cg), free(cw);
+}
+
 static frt_model *load(const char *dir, frt_backend be)
 {
     frt_model_params p = frt_model_default_params();
@@ -241,6 +314,7 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_glue();
+    test_prep_batch();
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-dense-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));

@@ -105,6 +105,10 @@ typedef struct frt_arch_backend {
      * FRT_ERR_UNSUPPORTED when it cannot for this load (the runtime then
      * decodes branches one after another). */
     frt_record_fn record_decode_batch;
+    /* Optional: called once the branch slots exist (after alloc_scratch,
+     * before any capture), e.g. to write tables of the slots' addresses
+     * that record_decode_batch's kernels read. */
+    int (*slots_ready)(frt_model *m);
     int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
     /* A hash of choices made at load that change the arithmetic (GEMM
      * algorithms picked per shape), folded into the fingerprint; may be NULL. */

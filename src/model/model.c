@@ -328,6 +328,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(alloc_state(m));
     FRT_TRY(m->bk->alloc_scratch(m));
     FRT_TRY(frt_model_branches_alloc(m));
+    if (m->bk->slots_ready) FRT_TRY(m->bk->slots_ready(m));
     FRT_TRY(capture_graphs(m));
     m->fingerprint = compute_fingerprint(m);
     return 0;

@@ -76,6 +76,7 @@
 #include "kernels/cuda/mma_util.h"
 
 #include <math.h>
+#include <string.h>
 
 #define ATT_WARPS 4
 #define ATT_TILE 32
@@ -92,7 +93,36 @@ struct attn_args {
     float scale;
     int qb;    /* tensor-core decode: query pairs per chunk (1..4) */
     float sl2; /* tensor-core decode: scale * log2(e) */
+    int hd;    /* head_dim */
+    /* frt_cuda_attention_batch: nb > 0 branches of one query token each,
+     * each with its own cache and position (device tables [nb]); q, out and
+     * part of branch b lie b * (one branch's size) further. nb = 0: one
+     * sequence, the fields above. */
+    int nb;
+    const __nv_bfloat16 *const *kcs, *const *vcs;
+    const int32_t *const *starts;
 };
+
+static __host__ __device__ __forceinline__ int n_splits_of(int max_seq, int split_len)
+{
+    return (int)(((long long)max_seq + split_len - 1) / split_len);
+}
+
+/* The arguments of branch b of a batched launch: its cache, position,
+ * query, output and split partials (a0 itself when a0.nb == 0). */
+__device__ __forceinline__ attn_args attn_branch(const attn_args &a0, int b)
+{
+    attn_args a = a0;
+    if (a0.nb == 0) return a;
+    const size_t row = (size_t)a0.n_heads * a0.hd; /* one branch's query token */
+    a.kc = a0.kcs[b];
+    a.vc = a0.vcs[b];
+    a.d_start = a0.starts[b];
+    a.q = (const char *)a0.q + (size_t)b * row * (a0.q_dt == FRT_CUDA_F32 ? 4 : 2);
+    a.out = (char *)a0.out + (size_t)b * row * (a0.out_dt == FRT_CUDA_F32 ? 4 : 2);
+    a.part = a0.part + (size_t)b * n_splits_of(a0.max_seq, a0.split_len) * a0.n_heads * (a0.hd + 2);
+    return a;
+}
 
 template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel(const attn_args a)
 {
@@ -246,8 +276,10 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
  * holds the hi (row gid) and lo (row gid + 8) terms of pair gid, lane
  * gid + 4 its mid term (row gid + 4; row gid + 12 is zero). */
 template <int HD>
-__global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a)
+__global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a0)
 {
+    /* batched: blockIdx.y = branch * n_kv + KV head */
+    const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.y / a0.n_kv : 0);
     using C = tc_cfg<HD>;
     constexpr int ROWB = C::ROWB, CH = C::CH, KS = C::KS, DN = C::DN, RSTEP = C::RSTEP;
     extern __shared__ __align__(128) unsigned char tsm[];
@@ -255,7 +287,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = frt_dyn_n(a.d_n, a.max_n);
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    const int G = a.group, kvh = blockIdx.y;
+    const int G = a.group, kvh = a0.nb ? (int)blockIdx.y % a0.n_kv : (int)blockIdx.y;
     const int p0 = blockIdx.x * a.qb;
     const int npairs = n * G;
     if (p0 >= npairs) return; /* uniform: no valid pair in this chunk */
@@ -509,13 +541,17 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
 #define COMB_THREADS (32 * COMB_WARPS)
 #define COMB_CHUNK 1024 /* split weights staged in shared memory per round */
 
-__global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_args a, int hd,
+__global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_args a0, int hd,
                                                                     int exp2dom)
 {
     __shared__ float wsh[COMB_CHUNK];
     __shared__ float red[COMB_WARPS][32];
     __shared__ float smax[COMB_WARPS];
-    const int t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
+    /* batched: blockIdx.x = (branch * max_n + t) * n_heads + h */
+    const int per = a0.max_n * a0.n_heads;
+    const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.x / per : 0);
+    const int th = a0.nb ? (int)blockIdx.x % per : (int)blockIdx.x;
+    const int t = th / a.n_heads, h = th % a.n_heads;
     if (t >= frt_dyn_n(a.d_n, a.max_n)) return; /* uniform */
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
     const int kend = min(start + t + 1, a.max_seq);
@@ -562,11 +598,6 @@ __global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_a
     }
 }
 
-static int n_splits_of(int max_seq, int split_len)
-{
-    return (int)(((long long)max_seq + split_len - 1) / split_len);
-}
-
 extern "C" size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads,
                                                      int head_dim, int split_len)
 {
@@ -594,10 +625,11 @@ static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits,
                          "cuda attention: the decode kernel (%d bytes of shared memory) does not "
                          "fit this device",
                          C::SMEM);
-    long long nb = (long long)sms * per_sm / (nchunks * a.n_kv);
+    const int branches = a.nb ? a.nb : 1;
+    long long nb = (long long)sms * per_sm / (nchunks * a.n_kv * branches);
     if (nb < 1) nb = 1;
     if (nb > n_splits) nb = n_splits;
-    dim3 grid((unsigned int)nchunks, (unsigned int)a.n_kv, (unsigned int)nb);
+    dim3 grid((unsigned int)nchunks, (unsigned int)(a.n_kv * branches), (unsigned int)nb);
     attn_decode_tc_kernel<HD><<<grid, TC_THREADS, C::SMEM, s>>>(a);
     FRT_LAUNCH_CHECK();
     return 0;
@@ -648,6 +680,10 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
     a.scale = scale;
     a.qb = 0;
     a.sl2 = (float)((double)scale * 1.4426950408889634);
+    a.hd = head_dim;
+    a.nb = 0;
+    a.kcs = a.vcs = NULL;
+    a.starts = NULL;
     if (split_len > 0) {
         a.split_len = split_len;
         a.part = (float *)workspace;
@@ -690,5 +726,63 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
         attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim, tc ? 1 : 0);
         FRT_LAUNCH_CHECK();
     }
+    return 0;
+}
+
+extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q,
+                                        const uint16_t *const *d_k_caches,
+                                        const uint16_t *const *d_v_caches,
+                                        const int32_t *const *d_starts, int n_branches, int max_seq,
+                                        int n_heads, int n_kv_heads, int head_dim, float scale,
+                                        int split_len, void *workspace, size_t workspace_bytes)
+{
+    FRT_ARG(out && q && d_k_caches && d_v_caches && d_starts, "cuda attention batch: NULL pointer");
+    FRT_ARG(n_branches >= 1 && n_branches <= 4096 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 &&
+                n_heads % n_kv_heads == 0 && (long long)n_kv_heads * n_branches <= 65535,
+            "cuda attention batch: branches %d max_seq %d n_heads %d n_kv_heads %d", n_branches, max_seq,
+            n_heads, n_kv_heads);
+    FRT_ARG(split_len > 0 && split_len < (1 << 30) && n_splits_of(max_seq, split_len) <= 65535,
+            "cuda attention batch: split_len %d", split_len);
+    FRT_ARG(out != q, "cuda attention batch: out aliases q");
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda attention batch: head_dim %d (64, 128 or 256: the tensor-core "
+                                              "decode kernel)", head_dim);
+    size_t need = frt_cuda_attention_workspace_bytes(1, max_seq, n_heads, head_dim, split_len) * n_branches;
+    FRT_ARG(workspace && workspace_bytes >= need, "cuda attention batch: workspace of %zu bytes, %zu needed",
+            workspace_bytes, need);
+    attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = out;
+    a.out_dt = FRT_CUDA_F32;
+    a.q = q;
+    a.q_dt = FRT_CUDA_F32;
+    a.d_n = NULL;
+    a.max_n = 1;
+    a.max_seq = max_seq;
+    a.n_heads = n_heads;
+    a.n_kv = n_kv_heads;
+    a.group = n_heads / n_kv_heads;
+    a.scale = scale;
+    a.sl2 = (float)((double)scale * 1.4426950408889634);
+    a.hd = head_dim;
+    a.split_len = split_len;
+    a.part = (float *)workspace;
+    a.nb = n_branches;
+    a.kcs = (const __nv_bfloat16 *const *)d_k_caches;
+    a.vcs = (const __nv_bfloat16 *const *)d_v_caches;
+    a.starts = d_starts;
+    /* the chunks of frt_cuda_attention at max_n 1 */
+    const long long pairs = a.group, nchunks = (pairs + 3) / 4;
+    a.qb = (int)((pairs + nchunks - 1) / nchunks);
+    const int n_splits = n_splits_of(max_seq, split_len);
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (head_dim) {
+    case 64: FRT_TRY(decode_tc_launch<64>(a, nchunks, n_splits, s)); break;
+    case 128: FRT_TRY(decode_tc_launch<128>(a, nchunks, n_splits, s)); break;
+    default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
+    }
+    dim3 cgrid((unsigned int)(n_branches * n_heads), (unsigned int)(head_dim / 32));
+    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim, 1);
+    FRT_LAUNCH_CHECK();
     return 0;
 }

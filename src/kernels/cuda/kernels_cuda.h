@@ -235,6 +235,27 @@ int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const 
 size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads, int head_dim,
                                           int split_len);
 
+/* Flash-decoding of n_branches independent sequences in one launch pair
+ * (the batched decode of branch slots, frt/branch.h): branch b has one query
+ * token, q[b] [n_heads, head_dim] f32, at position *d_starts[b] over its own
+ * bf16 cache d_k_caches[b] / d_v_caches[b] [max_seq, n_kv_heads, head_dim];
+ * out[b] [n_heads, head_dim] f32. d_k_caches, d_v_caches, d_starts: device
+ * arrays of n_branches device pointers (16-byte aligned caches). Branch b
+ * gets the same bits as frt_cuda_attention(out[b], q[b], its caches, its
+ * start, d_n NULL, max_n 1, ..., split_len) alone: the same kernels, split
+ * partition and combine order (the split partition depends on split_len
+ * only, never on the grid). workspace: n_branches x
+ * frt_cuda_attention_workspace_bytes(1, max_seq, n_heads, head_dim,
+ * split_len). head_dim 64, 128 or 256 (the tensor-core decode kernel), else
+ * FRT_ERR_UNSUPPORTED. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes,
+ * split_len 0, short workspace), FRT_ERR_UNSUPPORTED, FRT_ERR_BACKEND.
+ * Twin: frt_cuda_attention per branch (tests/test_cuda_attn_decode.c). */
+int frt_cuda_attention_batch(void *stream, float *out, const float *q,
+                             const uint16_t *const *d_k_caches, const uint16_t *const *d_v_caches,
+                             const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                             int n_kv_heads, int head_dim, float scale, int split_len, void *workspace,
+                             size_t workspace_bytes);
+
 /* The prefill form of frt_cuda_attention on tensor cores (flash_attention.cu):
  * the same arguments, semantics and result (causal GQA over the bf16 cache,
  * token t sees cache rows 0 .. min(start + t, max_seq - 1), rows t >= n

@@ -80,6 +80,11 @@ typedef struct cd_model {
     uint16_t *h, *last, *ob;
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
     int batch_slots; /* the most slots one batched decode graph takes; 0: none */
+    /* Device tables of the batched decode (cd_slots_ready): per layer l the
+     * K and V caches of slots 0..batch_slots-1 (tab_k + l * batch_slots), and
+     * each slot's boundary position. */
+    uint16_t **tab_k, **tab_v;
+    int32_t **tab_pos;
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
     int32_t *debug_rows;
@@ -279,6 +284,7 @@ static int cd_alloc_scratch(frt_model *m)
     if (slots > m->C) slots = m->C; /* the batch's rows live in the prefill scratch */
     size_t wide = (size_t)max_i(max_i(c->qd, c->I), c->H);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
+    c->attn_ws_bytes *= (size_t)slots; /* the batched decode: one workspace a branch */
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
     for (int pass = 0; pass < 2; pass++) {
@@ -304,7 +310,13 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
-        if (slots > 1) CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
+        if (slots > 1) {
+            size_t tab = (size_t)slots * sizeof(void *);
+            CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
+            CARVE(c->tab_k, uint16_t *, (size_t)c->L * tab);
+            CARVE(c->tab_v, uint16_t *, (size_t)c->L * tab);
+            CARVE(c->tab_pos, int32_t *, tab);
+        }
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {
@@ -640,6 +652,74 @@ static int slot_finish(const fwd *fb, int b)
     return record_sample_work(fb);
 }
 
+/* Attention of the n = f->R rows, row b on slot b: biases and q / k norms
+ * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
+ * each in one launch for every slot (device tables), the same bits per row
+ * as attn_rows on its slot alone. A head_dim the batched flash-decoding
+ * does not take (64, 128, 256 only) runs attn_rows slot by slot (fb). */
+static int attn_batch(const fwd *f, const fwd *fb, int l)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    void *st = f->st;
+    int n = f->R, B = c->batch_slots;
+    if (c->hd != 64 && c->hd != 128 && c->hd != 256) {
+        for (int b = 0; b < n; b++) {
+            FRT_TRY(frt_model_bind_slot(m, b));
+            FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
+                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd));
+        }
+        return 0;
+    }
+    if (lw->q_bias) {
+        FRT_TRY(frt_dense_bias_add(st, c->q, lw->q_bias, NULL, n, c->qd));
+        FRT_TRY(frt_dense_bias_add(st, c->k, lw->k_bias, NULL, n, c->kvd));
+        FRT_TRY(frt_dense_bias_add(st, c->v, lw->v_bias, NULL, n, c->kvd));
+    }
+    if (lw->q_norm) {
+        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, NULL, n, c->nh, c->hd, c->eps, 0));
+        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, NULL, n, c->nkv, c->hd, c->eps, 0));
+    }
+    uint16_t *const *tk = c->tab_k + (size_t)l * B, *const *tv = c->tab_v + (size_t)l * B;
+    const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
+    FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
+                                        c->nkv, c->hd));
+    return frt_cuda_attention_batch(st, c->o, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv, tp, n,
+                                    m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws,
+                                    c->attn_ws_bytes);
+}
+
+/* Fills the device tables of the batched decode once the branch slots
+ * exist (frt_arch_backend.slots_ready): each slot's caches and position. */
+static int cd_slots_ready(frt_model *m)
+{
+    cd_model *c = m->bk_data;
+    int B = c->batch_slots;
+    if (B < 2) return 0;
+    if (B > m->n_slots) B = c->batch_slots = m->n_slots;
+    size_t per = (size_t)c->L * (size_t)B;
+    void **hk = malloc(per * sizeof *hk), **hv = malloc(per * sizeof *hv), **hp = malloc((size_t)B * sizeof *hp);
+    int bound = m->bound_slot, rc = (hk && hv && hp) ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: tables");
+    for (int b = 0; b < B && rc == 0; b++) {
+        rc = frt_model_bind_slot(m, b);
+        for (int l = 0; l < c->L && rc == 0; l++) {
+            hk[(size_t)l * B + b] = frt_buffer_ptr(dense_of(m)->kv_k[l]);
+            hv[(size_t)l * B + b] = frt_buffer_ptr(dense_of(m)->kv_v[l]);
+        }
+        if (rc == 0) hp[b] = (char *)frt_buffer_ptr(m->boundary) + offsetof(frt_boundary, pos);
+    }
+    int brc = frt_model_bind_slot(m, bound);
+    if (rc == 0) rc = brc;
+    if (rc == 0 && (cudaMemcpy(c->tab_k, hk, per * sizeof *hk, cudaMemcpyHostToDevice) != cudaSuccess ||
+                    cudaMemcpy(c->tab_v, hv, per * sizeof *hv, cudaMemcpyHostToDevice) != cudaSuccess ||
+                    cudaMemcpy(c->tab_pos, hp, (size_t)B * sizeof *hp, cudaMemcpyHostToDevice) != cudaSuccess))
+        rc = frt_error(FRT_ERR_BACKEND, "dense cuda: the batched decode's tables: %s",
+                       cudaGetErrorString(cudaGetLastError()));
+    free(hk), free(hv), free(hp);
+    return rc;
+}
+
 static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
 {
     cd_model *c = m->bk_data;
@@ -653,11 +733,7 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_gemv(&fa, lw, r0, n - r0 < G ? n - r0 : G));
-        for (int b = 0; b < n; b++) {
-            FRT_TRY(frt_model_bind_slot(m, b));
-            FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
-                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd));
-        }
+        FRT_TRY(attn_batch(&fa, fb, l));
         FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(rows_out_mlp(&fa, lw, r0, n - r0 < G ? n - r0 : G));
     }
@@ -729,6 +805,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .record_decode = cd_record_decode,
     .record_sample = cd_record_sample,
     .record_decode_batch = cd_record_decode_batch,
+    .slots_ready = cd_slots_ready,
     .debug_hidden = cd_debug_hidden,
     .fingerprint_extra = cd_fingerprint_extra,
 };

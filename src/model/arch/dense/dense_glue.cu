@@ -32,6 +32,15 @@ extern "C" int frt_dense_bias_add(void *stream, float *y, const float *b, const 
     return 0;
 }
 
+/* Rotates the pair (p, p + half) of one head by angle a (rotate-half). */
+static __device__ __forceinline__ void rope_pair(float *xh, int p, int half, float a)
+{
+    const float c = cosf(a), s = sinf(a);
+    const float x1 = xh[p], x2 = xh[p + half];
+    xh[p] = x1 * c + (-x2) * s;
+    xh[p + half] = x2 * c + x1 * s;
+}
+
 __global__ void rope_table_kernel(float *x, const float *inv_freq, const int32_t *d_start, const int32_t *d_n,
                                   int max_n, int n_heads, int head_dim)
 {
@@ -43,12 +52,7 @@ __global__ void rope_table_kernel(float *x, const float *inv_freq, const int32_t
         const int p = (int)(i % half);
         const long long th = i / half; /* token * n_heads + head */
         const int t = (int)(th / n_heads);
-        float *xh = x + th * head_dim;
-        const float a = (float)(start + t) * inv_freq[p];
-        const float c = cosf(a), s = sinf(a);
-        const float x1 = xh[p], x2 = xh[p + half];
-        xh[p] = x1 * c + (-x2) * s;
-        xh[p + half] = x2 * c + x1 * s;
+        rope_pair(x + th * head_dim, p, half, (float)(start + t) * inv_freq[p]);
     }
 }
 
@@ -61,6 +65,52 @@ extern "C" int frt_dense_rope_table(void *stream, float *x, const float *inv_fre
     size_t total = (size_t)max_n * (size_t)n_heads * (size_t)(head_dim / 2);
     rope_table_kernel<<<frt_grid_blocks(total, 256, 1024), 256, 0, (cudaStream_t)stream>>>(
         x, inv_freq, d_start, d_n, max_n, n_heads, head_dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* Branch blockIdx.y: RoPE of its q and k heads at its position, then its K
+ * (roped) and V rows into its caches (frt_dense_decode_prep_batch). */
+__global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq,
+                                         __nv_bfloat16 *const *kcs, __nv_bfloat16 *const *vcs,
+                                         const int32_t *const *starts, int max_seq, int n_heads, int n_kv,
+                                         int head_dim)
+{
+    const int b = blockIdx.y, half = head_dim / 2;
+    const int start = *starts[b];
+    float *qb = q + (size_t)b * n_heads * head_dim, *kb = k + (size_t)b * n_kv * head_dim;
+    const float *vb = v + (size_t)b * n_kv * head_dim;
+    const int pairs = (n_heads + n_kv) * half;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += gridDim.x * blockDim.x) {
+        const int h = i / half, p = i % half;
+        float *xh = h < n_heads ? qb + (size_t)h * head_dim : kb + (size_t)(h - n_heads) * head_dim;
+        rope_pair(xh, p, half, (float)start * inv_freq[p]);
+    }
+    __syncthreads(); /* every k row is roped before it is stored (one block a branch) */
+    const long long row = (long long)frt_dyn_pos(starts[b]);
+    if (row >= max_seq) return;
+    const int row_len = n_kv * head_dim;
+    __nv_bfloat16 *kc = kcs[b] + (size_t)row * row_len, *vc = vcs[b] + (size_t)row * row_len;
+    for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
+        kc[i] = __float2bfloat16_rn(kb[i]);
+        vc[i] = __float2bfloat16_rn(vb[i]);
+    }
+}
+
+extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                           uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
+                                           const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                                           int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && d_starts, "dense decode prep: NULL pointer");
+    FRT_ARG(n_branches >= 1 && n_branches <= 65535 && max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 &&
+                head_dim >= 2 && head_dim <= 1024 && head_dim % 2 == 0,
+            "dense decode prep: branches %d max_seq %d heads %d / %d head_dim %d", n_branches, max_seq, n_heads,
+            n_kv_heads, head_dim);
+    dim3 grid(1, (unsigned int)n_branches); /* one block a branch: the k rows are roped, then stored */
+    decode_prep_batch_kernel<<<grid, 512, 0, (cudaStream_t)stream>>>(
+        q, k, v, inv_freq, (__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches, d_starts,
+        max_seq, n_heads, n_kv_heads, head_dim);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -1,9 +1,10 @@
 /*
- * arch/dense/dense_glue.h - the two small CUDA kernels the dense forward
- * pass needs beyond kernels/cuda (dense_glue.cu): a Linear's bias and RoPE
- * from a table of inverse frequencies (the llama3 table cannot be computed
- * from theta alone, which is what frt_cuda_rope takes). Additive: nothing in
- * kernels/cuda changes.
+ * arch/dense/dense_glue.h - the small CUDA kernels the dense forward pass
+ * needs beyond kernels/cuda (dense_glue.cu): a Linear's bias, RoPE from a
+ * table of inverse frequencies (the llama3 table cannot be computed from
+ * theta alone, which is what frt_cuda_rope takes), and the batched decode's
+ * RoPE + KV append over branch slots. Additive: nothing in kernels/cuda
+ * changes.
  *
  * Conventions as kernels/cuda/kernels_cuda.h: `stream` is a cudaStream_t as
  * void *; launchers only enqueue (legal inside a capture) and return 0,
@@ -32,6 +33,20 @@ int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_
  * Twin: frt_cpu_rope_freqs (kernels/cpu/rope_freqs.h) with pos[t] = start + t. */
 int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
                          const int32_t *d_n, int max_n, int n_heads, int head_dim);
+
+/* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
+ * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
+ * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
+ * (start pos, one token), then d_k_caches[b][pos] = bf16(k[b]) and
+ * d_v_caches[b][pos] = bf16(v[b]) as frt_cuda_kv_append (nothing when pos
+ * >= max_seq). d_k_caches, d_v_caches, d_starts: device arrays of
+ * n_branches device pointers; caches [max_seq, n_kv_heads, head_dim] bf16.
+ * One block a branch. Twin: frt_dense_rope_table (q, k) + frt_cuda_kv_append
+ * per branch, the same bits (tests/test_cuda_dense.c). */
+int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
+                                const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                                int n_kv_heads, int head_dim);
 
 #ifdef __cplusplus
 }
