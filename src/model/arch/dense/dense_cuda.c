@@ -472,16 +472,16 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     return rc;
 }
 
-/* Decode: rows r0 .. r0+n-1 of q, k, v = rmsnorm(x, input_ln) . W^T in one
- * GEMV launch (the same bits as rmsnorm + 3 GEMVs). */
-static int qkv_gemv(const fwd *f, const cd_layer *lw, int r0, int n)
+/* Decode: q, k, v = rmsnorm(x, input_ln) . W^T in one GEMV launch (the
+ * same bits as rmsnorm + 3 GEMVs). */
+static int qkv_gemv(const fwd *f, const cd_layer *lw)
 {
     cd_model *c = f->c;
-    const frt_cuda_gemv_entry e[3] = {{c->q + (size_t)r0 * c->qd, F32, lw->q_proj, c->qd},
-                                      {c->k + (size_t)r0 * c->kvd, F32, lw->k_proj, c->kvd},
-                                      {c->v + (size_t)r0 * c->kvd, F32, lw->v_proj, c->kvd}};
-    const frt_cuda_gemv_norm nm = {c->x + (size_t)r0 * c->H, lw->input_ln, c->eps, 0};
-    return frt_cuda_gemv_multi_norm(f->st, e, 3, &nm, n, c->H);
+    const frt_cuda_gemv_entry e[3] = {{c->q, F32, lw->q_proj, c->qd},
+                                      {c->k, F32, lw->k_proj, c->kvd},
+                                      {c->v, F32, lw->v_proj, c->kvd}};
+    const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+    return frt_cuda_gemv_multi_norm(f->st, e, 3, &nm, f->R, c->H);
 }
 
 /* The attention output o [R, qd]: bf16, o_proj (+ bias) into c->delta;
@@ -502,7 +502,7 @@ static int attention_block(const fwd *f, int l)
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
     if (f->decode) {
-        FRT_TRY(qkv_gemv(f, lw, 0, f->R));
+        FRT_TRY(qkv_gemv(f, lw));
     } else {
         FRT_TRY(gemm(f, c->q, c->h, lw->q_proj, c->H, c->qd));
         FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvd));
@@ -615,18 +615,49 @@ static int cd_record_decode(frt_stream *s, void *user)
  * as for n = 1), and every other kernel is row-wise: a branch gets the same
  * bits batched as decoded alone (tests/test_fork.c, fork_cuda). */
 
-/* Rows r0 .. r0+g-1: o_proj of the bf16 attention output, the MLP, each
- * product added into the residual c->x. */
-static int rows_out_mlp(const fwd *f, const cd_layer *lw, int r0, int g)
+/* The batched decode's products take their norms from one rmsnorm launch
+ * over all n rows into c->h (bf16) and the plain GEMVs: the _norm GEMVs'
+ * prologue (the same bits as frt_cuda_rmsnorm's bf16 output) normalises
+ * every row in every block, ~30 us a launch at 4 rows (tests/
+ * test_cuda_gemv_norm.c) where one rmsnorm launch costs ~3. */
+
+/* Rows r0 .. r0+g-1 of q, k, v = c->h . W^T (c->h = rmsnorm(x, input_ln)). */
+static int qkv_rows(const fwd *f, const cd_layer *lw, int r0, int g)
 {
     cd_model *c = f->c;
-    size_t H = (size_t)c->H, I = (size_t)c->I, qd = (size_t)c->qd;
-    FRT_TRY(frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, c->ob + r0 * qd, lw->o_proj, g, c->qd, c->H, 1));
-    if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, c->x + r0 * H, lw->o_bias, NULL, g, c->H));
-    const frt_cuda_gemv_norm nm = {c->x + r0 * H, lw->post_ln, c->eps, 0};
+    const frt_cuda_gemv_entry e[3] = {{c->q + (size_t)r0 * c->qd, F32, lw->q_proj, c->qd},
+                                      {c->k + (size_t)r0 * c->kvd, F32, lw->k_proj, c->kvd},
+                                      {c->v + (size_t)r0 * c->kvd, F32, lw->v_proj, c->kvd}};
+    return frt_cuda_gemv_multi(f->st, e, 3, c->h + (size_t)r0 * c->H, g, c->H);
+}
+
+/* Rows r0 .. r0+g-1: o_proj of the bf16 attention output added into the
+ * residual c->x (+ bias). */
+static int out_rows(const fwd *f, const cd_layer *lw, int r0, int g)
+{
+    cd_model *c = f->c;
+    size_t H = (size_t)c->H;
+    FRT_TRY(frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, c->ob + r0 * (size_t)c->qd, lw->o_proj, g, c->qd,
+                              c->H, 1));
+    return lw->o_bias ? frt_dense_bias_add(f->st, c->x + r0 * H, lw->o_bias, NULL, g, c->H) : 0;
+}
+
+/* Rows r0 .. r0+g-1 of the MLP of c->h = rmsnorm(x, post_ln), added into
+ * the residual c->x. */
+static int mlp_rows(const fwd *f, const cd_layer *lw, int r0, int g)
+{
+    cd_model *c = f->c;
+    size_t H = (size_t)c->H, I = (size_t)c->I;
     uint16_t *act = (uint16_t *)(void *)c->t0 + r0 * I; /* t0 [C, wide] f32 is free in decode */
-    FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, act, BF16, &nm, lw->gate_proj, lw->up_proj, g, c->H, c->I));
+    FRT_TRY(frt_cuda_gemv_swiglu(f->st, act, BF16, c->h + r0 * H, lw->gate_proj, lw->up_proj, g, c->H, c->I));
     return frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, act, lw->down_proj, g, c->I, c->H, 1);
+}
+
+/* rmsnorm(c->x, w) of the n rows into c->h (bf16): the GEMVs' input. */
+static int norm_rows(const fwd *f, const float *w)
+{
+    cd_model *c = f->c;
+    return frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, w, NULL, f->R, 1, c->H, c->eps, 0);
 }
 
 /* Slot b's own work at the start of the step: its journal and the
@@ -732,10 +763,13 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_gemv(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        FRT_TRY(norm_rows(&fa, lw->input_ln));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
         FRT_TRY(attn_batch(&fa, fb, l));
         FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(rows_out_mlp(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        FRT_TRY(norm_rows(&fa, lw->post_ln));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(mlp_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
     }
     FRT_TRY(frt_cuda_rmsnorm(fa.st, c->hf, F32, c->x, F32, c->final_norm, NULL, n, 1, c->H, c->eps, 0));
     FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
