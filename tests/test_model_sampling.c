@@ -15,7 +15,23 @@
  *     the raw logits;
  *  3. out-of-range fields are refused (the message names the field) and
  *     nothing changes; frt_model_logprobs without a step that asked is
- *     FRT_ERR_STATE.
+ *     FRT_ERR_STATE;
+ *  the allowed-token mask (frt_model_set_token_mask, step 3b):
+ *  4. a random half mask: every token (greedy, sampled with top-k / top-p /
+ *     min_p, with bias and penalties) equals the CPU reference (adjust,
+ *     mask, then the draw with the boundary's u), no masked token is drawn
+ *     over 16 seeds, the logprobs are those of the masked logits; with 5
+ *     tokens allowed the top 20 logprobs are those 5, summing to
+ *     probability 1, then -inf;
+ *  5. a one-token mask forces its token at temperatures 0 .. 50 (logprob
+ *     0); turning the mask off gives back the plain reference, and the
+ *     graphs keep their one variant each (no recapture);
+ *  6. bad calls (wrong word count, a mask with no token, a mask whose only
+ *     bits lie past the vocabulary, NULL model) fail with
+ *     FRT_ERR_INVALID_ARGUMENT and leave the mask in force unchanged; the
+ *     `token_mask` port is listed and refuses frt_model_input_write;
+ *  7. with branch_slots = 3 a fork decodes every branch under the mask (on
+ *     a backend that has branch slots).
  * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda"; on
  * cuda the token may differ from the reference only when u falls within
  * ~1e-16 of a boundary of the cumulative sum (kernels_cuda.h), which these
@@ -23,6 +39,8 @@
  */
 #include "frt_test.h"
 
+#include "frt/branch.h"
+#include "frt/capsule.h"
 #include "frt_test_sampling.h"
 #include "gen_model.h"
 #include "model/model_internal.h"
@@ -97,23 +115,29 @@ static void test_counts(frt_model *m)
     free(want_seen);
 }
 
+/* Equal within 1e-5, or the same infinity (a masked token's -inf). */
+static int near(float a, float b) { return a == b || fabsf(a - b) <= 1e-5f; }
+
 static void check_logprobs(frt_model *m, const frt_sampling *s, const float *l, int token)
 {
     frt_logprobs got, want;
     CHECK_OK(frt_model_logprobs(m, &got));
     CHECK_OK(frt_cpu_logprobs(&want, l, V, token, s->top_logprobs));
-    int ok = got.token == want.token && got.n_top == want.n_top && fabsf(got.logprob - want.logprob) <= 1e-5f;
+    int ok = got.token == want.token && got.n_top == want.n_top && near(got.logprob, want.logprob);
     for (int k = 0; k < want.n_top; k++)
-        ok &= got.top_token[k] == want.top_token[k] && fabsf(got.top_logprob[k] - want.top_logprob[k]) <= 1e-5f;
+        ok &= got.top_token[k] == want.top_token[k] && near(got.top_logprob[k], want.top_logprob[k]);
     CHECK_MSG(ok, "logprobs of token %d differ from the reference", token);
 }
 
-/* Runs STEPS steps with s, each checked against the reference; returns the
- * number of mismatching tokens. */
-static int run_checked(frt_model *m, const frt_sampling *s, const int32_t *prompt, int n, int32_t *toks)
+/* Runs STEPS steps with s under mask (NULL = none, as set with
+ * frt_model_set_token_mask) from a fresh prefill of prompt [n] seeded with
+ * seed, each checked against the reference; returns the number of
+ * mismatching tokens. */
+static int run_checked_mask(frt_model *m, const frt_sampling *s, const uint32_t *mask, uint64_t seed,
+                            const int32_t *prompt, int n, int32_t *toks)
 {
     CHECK_OK(frt_model_reset(m));
-    CHECK_OK(frt_model_seed(m, 77));
+    CHECK_OK(frt_model_seed(m, seed));
     CHECK_OK(frt_model_prefill(m, prompt, n));
     int bad = 0;
     for (int i = 0; i < STEPS; i++) {
@@ -131,7 +155,7 @@ static int run_checked(frt_model *m, const frt_sampling *s, const int32_t *promp
             CHECK_OK(frt_model_logits(m, logits));
         }
         const float *l = NULL;
-        int want = frt_test_sample_ref(logits, V, counts, seen, s, &rng, adjusted, scratch, &l);
+        int want = frt_test_sample_ref_mask(logits, V, counts, seen, s, mask, &rng, adjusted, scratch, &l);
         CHECK_OK(frt_model_boundary_read(m, &b));
         bad += t != want || b.rng[0] != rng;
         if (s->logprobs) check_logprobs(m, s, l, t);
@@ -140,11 +164,15 @@ static int run_checked(frt_model *m, const frt_sampling *s, const int32_t *promp
     return bad;
 }
 
-/* 2. */
-static void test_reference(frt_model *m)
+static int run_checked(frt_model *m, const frt_sampling *s, const int32_t *prompt, int n, int32_t *toks)
 {
-    int32_t prompt[80], toks[STEPS];
-    for (int i = 0; i < 80; i++) prompt[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    return run_checked_mask(m, s, NULL, 77, prompt, n, toks);
+}
+
+/* Every field on: top-k, top-p, min_p, the three penalties, three biases
+ * (one on token `biased`), logprobs with 5 top entries; temperature 0.8. */
+static frt_sampling penalised(int32_t biased)
+{
     frt_sampling s = frt_test_sampling(0.8f);
     s.top_k = 40;
     s.top_p = 0.95f;
@@ -155,9 +183,18 @@ static void test_reference(frt_model *m)
     s.logprobs = 1;
     s.top_logprobs = 5;
     s.n_logit_bias = 3;
-    s.logit_bias[0] = (frt_logit_bias){prompt[0], 3.0f};
+    s.logit_bias[0] = (frt_logit_bias){biased, 3.0f};
     s.logit_bias[1] = (frt_logit_bias){5, -2.0f};
     s.logit_bias[2] = (frt_logit_bias){V - 1, 1.5f};
+    return s;
+}
+
+/* 2. */
+static void test_reference(frt_model *m)
+{
+    int32_t prompt[80], toks[STEPS];
+    for (int i = 0; i < 80; i++) prompt[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    frt_sampling s = penalised(prompt[0]);
     CHECK_MSG(run_checked(m, &s, prompt, 80, toks) == 0, "penalised sampling differs from the reference");
     frt_sampling g = s; /* greedy with penalties */
     g.temperature = 0.0f;
@@ -229,6 +266,172 @@ static void test_refused(frt_model *m)
     CHECK_OK(frt_sampling_check(&ok, V));
 }
 
+/* ---- the allowed-token mask (frt_model_set_token_mask) ---------------------- */
+
+enum { PROMPT = 70 };
+static int W;                  /* mask words */
+static int32_t mprompt[PROMPT];
+
+static int allowed(const uint32_t *mask, int t) { return t >= 0 && t < V && ((mask[t >> 5] >> (t & 31)) & 1u); }
+
+/* 4. the allowed-token mask */
+static void test_half_mask(frt_model *m, uint32_t *mask)
+{
+    frt_test_random_mask(mask, V, 8);
+    CHECK_OK(frt_model_set_token_mask(m, mask, W));
+    frt_sampling sets[4] = {frt_test_sampling(0.0f), frt_test_sampling(1.0f), penalised(mprompt[0]),
+                            frt_test_sampling(1.5f)};
+    sets[0].logprobs = sets[1].logprobs = 1;
+    sets[0].top_logprobs = 20;
+    sets[3].min_p = 0.02f;
+    int32_t toks[STEPS];
+    for (int k = 0; k < 4; k++)
+        CHECK_MSG(run_checked_mask(m, &sets[k], mask, 40 + (uint64_t)k, mprompt, PROMPT, toks) == 0,
+                  "set %d: masked step differs from the reference", k);
+    int drawn_masked = 0;
+    for (uint64_t seed = 1; seed <= 16; seed++) {
+        run_checked_mask(m, &sets[3], mask, seed, mprompt, PROMPT, toks);
+        for (int i = 0; i < STEPS; i++) drawn_masked += !allowed(mask, toks[i]);
+    }
+    CHECK_MSG(drawn_masked == 0, "%d masked tokens drawn over 16 seeds", drawn_masked);
+    /* the logprobs renormalise over the allowed set: with 5 tokens allowed
+     * the top 20 are those 5 with probabilities summing to 1, then -inf */
+    memset(mask, 0, (size_t)W * sizeof *mask);
+    const int five[5] = {1, 40, 41, V / 2, V - 1};
+    for (int k = 0; k < 5; k++) mask[five[k] >> 5] |= 1u << (five[k] & 31);
+    CHECK_OK(frt_model_set_token_mask(m, mask, W));
+    CHECK(run_checked_mask(m, &sets[0], mask, 1, mprompt, PROMPT, toks) == 0);
+    frt_logprobs lp;
+    CHECK_OK(frt_model_logprobs(m, &lp));
+    double psum = 0;
+    int ok = lp.n_top == 20 && allowed(mask, lp.token);
+    for (int k = 0; k < 5; k++) {
+        ok &= allowed(mask, lp.top_token[k]);
+        psum += exp((double)lp.top_logprob[k]);
+    }
+    for (int k = 5; k < 20; k++) ok &= isinf(lp.top_logprob[k]) && lp.top_logprob[k] < 0;
+    CHECK_MSG(ok && fabs(psum - 1.0) <= 1e-5, "5-token mask: top entries, sum of p %.7f", psum);
+    CHECK_OK(frt_model_set_token_mask(m, NULL, 0));
+}
+
+/* 5. */
+static void test_one_token(frt_model *m, uint32_t *mask)
+{
+    memset(mask, 0, (size_t)W * sizeof *mask);
+    const int only = V - 3;
+    mask[only >> 5] = 1u << (only & 31);
+    CHECK_OK(frt_model_set_token_mask(m, mask, W));
+    const float temps[4] = {0.0f, 0.7f, 1.0f, 50.0f};
+    int forced = 1;
+    for (int i = 0; i < 4; i++) {
+        frt_sampling s = frt_test_sampling(temps[i]);
+        s.logprobs = 1;
+        int32_t toks[STEPS];
+        CHECK(run_checked_mask(m, &s, mask, 9 + (uint64_t)i, mprompt, PROMPT, toks) == 0);
+        frt_logprobs lp;
+        CHECK_OK(frt_model_logprobs(m, &lp));
+        forced &= lp.logprob == 0.0f;
+        for (int k = 0; k < STEPS; k++) forced &= toks[k] == only;
+    }
+    CHECK_MSG(forced, "a one-token mask does not force its token");
+    /* off again: the plain reference, with the graphs captured at load */
+    const int variants = frt_graph_count(m->g_decode) + frt_graph_count(m->g_sample);
+    CHECK_OK(frt_model_set_token_mask(m, NULL, 0));
+    frt_sampling s = frt_test_sampling(1.0f);
+    s.logprobs = 1;
+    int32_t toks[STEPS];
+    CHECK(run_checked_mask(m, &s, NULL, 5, mprompt, PROMPT, toks) == 0);
+    CHECK(frt_graph_count(m->g_decode) + frt_graph_count(m->g_sample) == variants && variants == 2);
+}
+
+/* 6. */
+static void test_mask_refused(frt_model *m, uint32_t *mask)
+{
+    memset(mask, 0, (size_t)W * sizeof *mask);
+    const int only = 11;
+    mask[0] = 1u << only;
+    CHECK_OK(frt_model_set_token_mask(m, mask, W));
+    uint32_t *bad = calloc((size_t)W + 1, sizeof *bad);
+    CHECK_STATUS(frt_model_set_token_mask(m, bad, W), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "mask allows no token") != NULL);
+    if (V % 32) { /* bits past the vocabulary only */
+        bad[W - 1] = ~((1u << (V % 32)) - 1u);
+        CHECK_STATUS(frt_model_set_token_mask(m, bad, W), FRT_ERR_INVALID_ARGUMENT);
+    }
+    bad[0] = 1;
+    CHECK_STATUS(frt_model_set_token_mask(m, bad, W - 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_set_token_mask(m, bad, W + 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_set_token_mask(m, bad, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_set_token_mask(NULL, bad, W), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_model_input_write(m, "token_mask", bad, (size_t)W * 4), FRT_ERR_INVALID_ARGUMENT);
+    /* the mask in force is still the one-token mask */
+    frt_sampling s = frt_test_sampling(2.0f);
+    int32_t toks[STEPS];
+    CHECK(run_checked_mask(m, &s, mask, 3, mprompt, PROMPT, toks) == 0 && toks[0] == only &&
+          toks[STEPS - 1] == only);
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(m, &info));
+    frt_io_info io;
+    int found = 0;
+    for (int i = 0; i < info.n_io; i++) {
+        CHECK_OK(frt_model_io_info(m, i, &io));
+        if (!strcmp(io.name, "token_mask"))
+            found = io.dir == FRT_IO_INPUT && !strcmp(io.dtype, "U32") && io.shape[0] == W &&
+                    io.bytes == (size_t)W * 4 && !io.in_state;
+    }
+    CHECK_MSG(found, "no token_mask input port [%d] U32", W);
+    CHECK_OK(frt_model_set_token_mask(m, NULL, 12345)); /* NULL: off, n_words ignored */
+    free(bad);
+}
+
+/* 7. */
+static void test_branches(const char *dir, uint32_t *mask)
+{
+    frt_model_params p = frt_model_default_params();
+    p.backend = backend;
+    p.prefill_chunk = C;
+    p.max_seq = 512;
+    p.branch_slots = 3;
+    frt_model *m = NULL;
+    int rc = frt_model_load(dir, &p, &m);
+    if (rc == FRT_ERR_UNSUPPORTED) { /* a backend without branch slots: nothing to check */
+        printf("   branch slots: not supported by this backend (%s)\n", frt_last_error());
+        return;
+    }
+    CHECK_OK(rc);
+    if (!m) return;
+    CHECK_OK(frt_model_prefill(m, mprompt, PROMPT));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    frt_test_random_mask(mask, V, 2);
+    CHECK_OK(frt_model_set_token_mask(m, mask, W));
+    CHECK_OK(frt_model_fork(m, c, 3, 77));
+    frt_sampling s = frt_test_sampling(1.3f);
+    int32_t t[3];
+    int ok = 1;
+    CHECK_OK(frt_model_branch_sample(m, &s, t));
+    for (int i = 0; i < 3; i++) ok &= allowed(mask, t[i]);
+    for (int k = 0; k < 6; k++) {
+        CHECK_OK(frt_model_branch_decode(m, &s, t));
+        for (int i = 0; i < 3; i++) ok &= allowed(mask, t[i]);
+    }
+    CHECK_MSG(ok, "a branch drew a masked token");
+    frt_capsule_free(c);
+    frt_model_free(m);
+}
+
+static void test_mask(frt_model *m, const char *dir)
+{
+    W = (V + 31) / 32;
+    for (int i = 0; i < PROMPT; i++) mprompt[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    uint32_t *mask = calloc((size_t)W, sizeof *mask);
+    test_half_mask(m, mask);
+    test_one_token(m, mask);
+    test_mask_refused(m, mask);
+    test_branches(dir, mask);
+    free(mask);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && frt_backend_parse(argv[1], &backend) < 0) {
@@ -262,6 +465,7 @@ int main(int argc, char **argv)
         test_counts(m);
         test_reference(m);
         test_refused(m);
+        test_mask(m, dir);
         free(logits);
         free(adjusted);
         free(scratch);
