@@ -86,6 +86,8 @@ static void test_norm_refusals(void)
         {"{\"norm_stats\": {\"state\": {\"mean\": [1], \"mean\": [1], \"std\": [1]}}}", FRT_ERR_FORMAT},
         {"{\"norm_stats\": {\"state\": {\"mean\": [1e999], \"std\": [1]}}}", FRT_ERR_FORMAT},
         {"{\"norm_stats\": {\"state\": 3}}", FRT_ERR_FORMAT},
+        {"{\"norm_stats\": {\"state\": {\"mean\": [0], \"std\": [1], \"q01\": [-1.7e308], \"q99\": [1.7e308]}}}",
+         FRT_ERR_FORMAT},
         {"{\"norm_stats\": {\"state\": {\"mean\": [1], \"std\": [1]}}", FRT_ERR_FORMAT},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

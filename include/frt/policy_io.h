@@ -190,7 +190,7 @@ typedef struct frt_policy_norm_stats frt_policy_norm_stats;
  * Strict: the top-level object holds "norm_stats" only; each entry holds
  * mean and std (q01 and q99 optional, both or neither) and nothing else;
  * every array is a non-empty list of finite numbers of one length (at most
- * 4096); std >= 0 and q01 <= q99 elementwise. Keys other than "state" and
+ * 4096); std >= 0, q01 <= q99 and q99 - q01 finite elementwise. Keys other than "state" and
  * "actions" are accepted and kept out of use. *out is set on success only.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_FORMAT (the message
  * names the key and index), FRT_ERR_OUT_OF_MEMORY. */

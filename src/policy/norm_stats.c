@@ -82,6 +82,8 @@ static int check_entry(const ns_entry *e)
         if (e->v[NS_STD][i] < 0) return frt_error(FRT_ERR_FORMAT, "norm_stats: %s.std[%zu] is negative", e->key, i);
         if (e->v[NS_Q01] && e->v[NS_Q01][i] > e->v[NS_Q99][i])
             return frt_error(FRT_ERR_FORMAT, "norm_stats: %s.q01[%zu] > q99[%zu]", e->key, i, i);
+        if (e->v[NS_Q01] && !isfinite(e->v[NS_Q99][i] - e->v[NS_Q01][i]))
+            return frt_error(FRT_ERR_FORMAT, "norm_stats: %s: q99[%zu] - q01[%zu] overflows", e->key, i, i);
     }
     return 0;
 }
