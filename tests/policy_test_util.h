@@ -63,7 +63,8 @@ static inline json_t *ptu_setup(int with_spm)
     ptu_run(cmd);
     if (with_spm) {
         snprintf(cmd, sizeof cmd,
-                 "spm_train --input=%s/corpus.txt --model_prefix=%s/spm --vocab_size=1000 --hard_vocab_limit=false --model_type=unigram "
+                 "spm_train --input=%s/corpus.txt --model_prefix=%s/spm --vocab_size=1000 --hard_vocab_limit=false "
+                 "--model_type=unigram "
                  "--pad_id=0 --eos_id=1 --bos_id=2 --unk_id=3 --byte_fallback=true --split_digits=true "
                  "--normalization_rule_name=identity --add_dummy_prefix=false --remove_extra_whitespaces=false "
                  "--allow_whitespace_only_pieces=true --character_coverage=1.0 --minloglevel=2 >/dev/null 2>&1",

@@ -96,7 +96,8 @@ static void test_norm_refusals(void)
         CHECK_MSG(rc == bad[i].status && st == NULL, "case %zu: %s (%s)", i, frt_status_name(rc), frt_last_error());
     }
     /* null quantiles (pydantic's None) are absent: Pi0 works, Pi0.5 refuses */
-    const char *ok = "{\"norm_stats\": {\"state\": {\"mean\": [1, 2], \"std\": [0.5, 0], \"q01\": null, \"q99\": null}}}";
+    const char *ok =
+        "{\"norm_stats\": {\"state\": {\"mean\": [1, 2], \"std\": [0.5, 0], \"q01\": null, \"q99\": null}}}";
     frt_policy_norm_stats *st = NULL;
     CHECK_OK(frt_policy_norm_stats_parse(ok, strlen(ok), &st));
     float x[2] = {2.0f, 2.0f}, y[2];
@@ -125,11 +126,13 @@ static void check_file(const frt_policy_inputs *in, const char *path)
     CHECK_OK(frt_safetensors_open(path, &f));
     if (!f) return;
     const frt_tensor *pv = frt_safetensors_find(f, "pixel_values"), *ids = frt_safetensors_find(f, "input_ids");
-    const frt_tensor *pm = frt_safetensors_find(f, "pixel_attention_mask"), *am = frt_safetensors_find(f, "attention_mask");
+    const frt_tensor *pm = frt_safetensors_find(f, "pixel_attention_mask");
+    const frt_tensor *am = frt_safetensors_find(f, "attention_mask");
     const frt_tensor *s = frt_safetensors_find(f, "state");
     CHECK(pv && ids && pm && am && s && frt_safetensors_count(f) == 5);
     if (pv && ids && pm && am && s) {
-        CHECK(pv->dtype == FRT_DT_F32 && pv->ndim == 4 && pv->shape[0] == 3 && pv->shape[1] == 3 && pv->shape[2] == 224);
+        CHECK(pv->dtype == FRT_DT_F32 && pv->ndim == 4 && pv->shape[0] == 3 && pv->shape[1] == 3 &&
+              pv->shape[2] == 224 && pv->shape[3] == 224);
         CHECK(!memcmp(pv->data, in->pixel_values, 3 * 3 * 224 * 224 * sizeof(float)));
         CHECK(pm->dtype == FRT_DT_U8 && !memcmp(pm->data, in->pixel_attention_mask, 3));
         CHECK(am->dtype == FRT_DT_U8 && am->shape[0] == (int64_t)in->n_tokens &&
@@ -176,7 +179,8 @@ static void test_build(frt_policy_tokenizer *tok, const json_t *m, frt_policy_va
     CHECK(black);
     float want[5];
     CHECK_OK(frt_policy_normalize_state(st, v, state, 5, want));
-    CHECK(in->state_normalized == 1 && !memcmp(in->state, want, sizeof want) && in->state[5] == 0 && in->state[31] == 0);
+    CHECK(in->state_normalized == 1 && !memcmp(in->state, want, sizeof want));
+    CHECK(in->state[5] == 0 && in->state[31] == 0);
     int32_t ids[256];
     uint8_t mask[256];
     size_t nv, nu;

@@ -234,9 +234,11 @@ int frt_policy_image_load(const char *path, frt_policy_image *out)
     char *data = NULL;
     size_t len = 0;
     int rc = frt_file_read_all(path, IMG_MAX_FILE_BYTES, &data, &len);
-    if (rc == 0) rc = len ? frt_policy_image_decode(data, len, out) : frt_error(FRT_ERR_FORMAT, "image: empty file");
+    if (rc == 0) { /* read errors name the path already */
+        rc = len ? frt_policy_image_decode(data, len, out) : frt_error(FRT_ERR_FORMAT, "image: empty file");
+        if (rc < 0) frt_error_prefix("%s", path);
+    }
     free(data);
-    if (rc < 0) frt_error_prefix("%s", path);
     return rc;
 }
 

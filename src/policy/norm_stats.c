@@ -148,9 +148,9 @@ int frt_policy_norm_stats_load(const char *path, frt_policy_norm_stats **out)
     char *text = NULL;
     size_t len = 0;
     int rc = frt_file_read_all(path, NS_MAX_FILE_BYTES, &text, &len);
-    if (rc == 0) rc = frt_policy_norm_stats_parse(text, len, out);
+    if (rc == 0 && (rc = frt_policy_norm_stats_parse(text, len, out)) < 0)
+        frt_error_prefix("%s", path); /* read errors name it already */
     free(text);
-    if (rc < 0) frt_error_prefix("%s", path);
     return rc;
 }
 

@@ -63,9 +63,9 @@ int frt_policy_tokenizer_load(const char *path, frt_policy_tokenizer **out)
     char *data = NULL;
     size_t len = 0;
     int rc = frt_file_read_all(path, SPM_MAX_FILE_BYTES, &data, &len);
-    if (rc == 0) rc = frt_policy_tokenizer_load_memory(data, len, out);
+    if (rc == 0 && (rc = frt_policy_tokenizer_load_memory(data, len, out)) < 0)
+        frt_error_prefix("%s", path); /* read errors name it already */
     free(data);
-    if (rc < 0) frt_error_prefix("%s", path);
     return rc;
 }
 
