@@ -9,6 +9,8 @@
  */
 #include "policy_test_util.h"
 
+#include <png.h>
+
 /* Largest |a - b| over N bytes. */
 static int max_abs_diff(const uint8_t *a, const uint8_t *b, size_t n)
 {
@@ -145,6 +147,35 @@ static void test_array_refusals(void)
     free(pix);
 }
 
+/* An Adam7-interlaced RGB PNG written by libpng (Pillow writes none) reads
+ * back as the pixels written. */
+static void test_interlaced_png(void)
+{
+    enum { W = 37, H = 23 };
+    uint8_t px[H * W * 3];
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(frt_test_u64() >> 56);
+    FILE *f = fopen(ptu_path("adam7.png"), "wb");
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (!f || !png || !info || setjmp(png_jmpbuf(png))) {
+        CHECK(!"libpng write failed");
+        return;
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, W, H, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_ADAM7, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_bytep rows[H];
+    for (int y = 0; y < H; y++) rows[y] = px + (size_t)y * W * 3;
+    png_set_rows(png, info, rows);
+    png_write_png(png, info, PNG_TRANSFORM_IDENTITY, NULL);
+    png_destroy_write_struct(&png, &info);
+    fclose(f);
+    frt_policy_image img = {0};
+    CHECK_OK(frt_policy_image_load(ptu_path("adam7.png"), &img));
+    CHECK(img.rgb && img.width == W && img.height == H && !memcmp(img.rgb, px, sizeof px));
+    frt_policy_image_free(&img);
+}
+
 static void test_float_pixels(void)
 {
     size_t n = 224 * 224 * 3;
@@ -175,6 +206,7 @@ int main(void)
     test_array_goldens(m);
     test_refusals(m);
     test_array_refusals();
+    test_interlaced_png();
     test_float_pixels();
     json_decref(m);
     return frt_test_report();
