@@ -7,9 +7,8 @@
  */
 #include "frt/policy_io.h"
 
-#include "frt/fs.h"
 #include "frt/status.h"
-#include "util/error.h"
+#include "policy/policy_internal.h"
 
 #include <stdio.h> /* before jpeglib.h, which uses FILE */
 
@@ -228,18 +227,15 @@ int frt_policy_image_decode(const void *data, size_t len, frt_policy_image *out)
     return frt_error(FRT_ERR_UNSUPPORTED, "image: not a PNG or JPEG file (unknown signature)");
 }
 
+static int parse_file(const char *data, size_t len, void *out)
+{
+    return frt_policy_image_decode(data, len, out);
+}
+
 int frt_policy_image_load(const char *path, frt_policy_image *out)
 {
     if (!path || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "image: NULL argument");
-    char *data = NULL;
-    size_t len = 0;
-    int rc = frt_file_read_all(path, IMG_MAX_FILE_BYTES, &data, &len);
-    if (rc == 0) { /* read errors name the path already */
-        rc = len ? frt_policy_image_decode(data, len, out) : frt_error(FRT_ERR_FORMAT, "image: empty file");
-        if (rc < 0) frt_error_prefix("%s", path);
-    }
-    free(data);
-    return rc;
+    return policy_load_file(path, IMG_MAX_FILE_BYTES, parse_file, out);
 }
 
 void frt_policy_image_free(frt_policy_image *img)

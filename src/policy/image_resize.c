@@ -151,12 +151,18 @@ int frt_policy_resize_with_pad(const uint8_t *rgb, int height, int width, int ou
     return rc;
 }
 
-int frt_policy_pixels_from_u8(const uint8_t *hwc, int height, int width, int channels, float *out)
+static int check_pixel_args(const void *hwc, int channels, const float *out)
 {
-    enum { S = FRT_POLICY_IMAGE_SIZE };
     if (!hwc || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "pixels: NULL argument");
     if (channels != 3)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "pixels: %d channels; an RGB image has 3", channels);
+    return 0;
+}
+
+int frt_policy_pixels_from_u8(const uint8_t *hwc, int height, int width, int channels, float *out)
+{
+    enum { S = FRT_POLICY_IMAGE_SIZE };
+    FRT_TRY(check_pixel_args(hwc, channels, out));
     uint8_t *sq = malloc((size_t)S * S * 3);
     if (!sq) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pixels: out of memory");
     int rc = frt_policy_resize_with_pad(hwc, height, width, S, S, sq);
@@ -169,9 +175,7 @@ int frt_policy_pixels_from_u8(const uint8_t *hwc, int height, int width, int cha
 int frt_policy_pixels_from_f32(const float *hwc, int height, int width, int channels, float *out)
 {
     enum { S = FRT_POLICY_IMAGE_SIZE };
-    if (!hwc || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "pixels: NULL argument");
-    if (channels != 3)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "pixels: %d channels; an RGB image has 3", channels);
+    FRT_TRY(check_pixel_args(hwc, channels, out));
     if (height != S || width != S)
         return frt_error(FRT_ERR_UNSUPPORTED, "pixels: a float image must be %dx%d already (got %dx%d); "
                          "resizing float images is not supported (give u8 pixels)", S, S, width, height);

@@ -8,9 +8,8 @@
  */
 #include "frt/policy_io.h"
 
-#include "frt/fs.h"
 #include "frt/status.h"
-#include "util/error.h"
+#include "policy/policy_internal.h"
 #include "util/json.h"
 
 #include <jansson.h>
@@ -141,17 +140,16 @@ int frt_policy_norm_stats_parse(const char *json, size_t len, frt_policy_norm_st
     return 0;
 }
 
+static int parse_file(const char *data, size_t len, void *out)
+{
+    return frt_policy_norm_stats_parse(data, len, out);
+}
+
 int frt_policy_norm_stats_load(const char *path, frt_policy_norm_stats **out)
 {
     if (out) *out = NULL;
     if (!path || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "norm_stats: NULL argument");
-    char *text = NULL;
-    size_t len = 0;
-    int rc = frt_file_read_all(path, NS_MAX_FILE_BYTES, &text, &len);
-    if (rc == 0 && (rc = frt_policy_norm_stats_parse(text, len, out)) < 0)
-        frt_error_prefix("%s", path); /* read errors name it already */
-    free(text);
-    return rc;
+    return policy_load_file(path, NS_MAX_FILE_BYTES, parse_file, out);
 }
 
 static const ns_entry *find(const frt_policy_norm_stats *st, const char *key)

@@ -7,11 +7,10 @@
  */
 #include "frt/policy_io.h"
 
-#include "frt/fs.h"
 #include "frt/status.h"
+#include "policy/policy_internal.h"
 #include "policy/spm.h"
 #include "text/tok_internal.h"
-#include "util/error.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,17 +55,16 @@ int frt_policy_tokenizer_load_memory(const void *data, size_t len, frt_policy_to
     return frt_spm_load(data, len, out);
 }
 
+static int parse_file(const char *data, size_t len, void *out)
+{
+    return frt_policy_tokenizer_load_memory(data, len, out);
+}
+
 int frt_policy_tokenizer_load(const char *path, frt_policy_tokenizer **out)
 {
     if (out) *out = NULL;
     if (!path || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy tokenizer: NULL argument");
-    char *data = NULL;
-    size_t len = 0;
-    int rc = frt_file_read_all(path, SPM_MAX_FILE_BYTES, &data, &len);
-    if (rc == 0 && (rc = frt_policy_tokenizer_load_memory(data, len, out)) < 0)
-        frt_error_prefix("%s", path); /* read errors name it already */
-    free(data);
-    return rc;
+    return policy_load_file(path, SPM_MAX_FILE_BYTES, parse_file, out);
 }
 
 void frt_policy_tokenizer_free(frt_policy_tokenizer *tok)
