@@ -61,6 +61,9 @@ IMAGE_CASES = [
     ("gray_alpha", 150, 260, "LA", "PNG", {}),
     ("rgba", 333, 129, "RGBA", "PNG", {}),
     ("palette", 190, 77, "P", "PNG", {}),
+    ("palette_trns", 83, 141, "P", "PNG", {"transparency": 3}),  # a tRNS chunk: transparency is dropped
+    ("gray_trns", 77, 66, "L", "PNG", {"transparency": 128}),
+    ("rgb_trns", 65, 90, "RGB", "PNG", {"transparency": (10, 20, 30)}),
     ("bilevel", 129, 300, "1", "PNG", {}),
     ("jpeg_rgb", 319, 241, "RGB", "JPEG", {"quality": 90}),
     ("jpeg_444", 161, 97, "RGB", "JPEG", {"quality": 95, "subsampling": 0}),

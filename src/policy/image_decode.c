@@ -77,7 +77,8 @@ static int png_setup(png_structp png, png_infop info, png_ctx *c)
     if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-    if (type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    /* palette expansion turns a tRNS chunk into alpha: dropped like the rest */
+    if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
     return 0;
