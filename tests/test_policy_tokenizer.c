@@ -8,6 +8,8 @@
  */
 #include "policy_test_util.h"
 
+#include "frt/tokenizer.h"
+
 static frt_policy_tokenizer *tok;
 
 /* Splits TEXT at '\n' into lines (in place); returns the count. */
@@ -96,6 +98,16 @@ static void test_load_refusals(void)
     const char *json = "  {\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", -1.0]]}}";
     CHECK_STATUS(frt_policy_tokenizer_load_memory(json, strlen(json), &t), FRT_ERR_UNSUPPORTED);
     CHECK(strstr(frt_last_error(), "tokenizer.json") != NULL);
+    /* why: frt's own tokenizer (byte-level BPE) refuses a Unigram model too */
+    const char *unigram = "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
+                          "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}, "
+                          "\"post_processor\": null, \"decoder\": null, "
+                          "\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, "
+                          "\"vocab\": [[\"<unk>\", 0.0], [\"a\", -1.0]], \"byte_fallback\": true}}";
+    frt_tokenizer *ft = NULL;
+    CHECK_STATUS(frt_tokenizer_load_json(unigram, strlen(unigram), &ft), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "Unigram") != NULL);
+    CHECK(ft == NULL);
     const char junk[] = "\x08\x96\x01 this is not a model proto \x12\xff";
     CHECK_STATUS(frt_policy_tokenizer_load_memory(junk, sizeof junk - 1, &t), FRT_ERR_FORMAT);
     CHECK_STATUS(frt_policy_tokenizer_load_memory(junk, 0, &t), FRT_ERR_INVALID_ARGUMENT);
