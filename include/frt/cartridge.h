@@ -87,6 +87,7 @@ typedef struct frt_cartridge frt_cartridge;
 #define FRT_CARTRIDGE_ID_MAX 128
 #define FRT_CARTRIDGE_LABEL_MAX 64
 #define FRT_CARTRIDGE_TEXT_MAX 512
+#define FRT_CARTRIDGE_STARTS_MAX 4096 /* most tokens a cartridge's stated start may hold */
 
 /* The manifest. Strings are NUL-terminated ("" = unset). */
 typedef struct frt_cartridge_info {
@@ -105,6 +106,7 @@ typedef struct frt_cartridge_info {
     uint64_t checksum;                      /* xxh64 of kv.safetensors (frt format; 0 for a .pt) */
     uint64_t file_bytes;                    /* bytes of kv.safetensors, or of the .pt */
     int from_pt;                            /* 1: read from a .pt */
+    int n_starts_with;                      /* tokens of the stated start (frt_cartridge_starts_with), 0 = none */
 } frt_cartridge_info;
 
 /* Reads a PyTorch .pt cartridge (file, or size bytes at data for the memory
@@ -171,14 +173,36 @@ FRT_API int frt_cartridge_save(frt_cartridge *c, const char *dir);
 
 FRT_API int frt_cartridge_info_get(const frt_cartridge *c, frt_cartridge_info *out);
 
+/* What the cartridge starts with: the token ids its first rows hold that a
+ * chat template would render again before the conversation (the BOS token,
+ * a system header), manifest field starts_with (docs/cartridges.md). *ids
+ * is owned by c (NULL when *n is 0: the cartridge states nothing; version 1
+ * manifests and .pt files). FRT_ERR_INVALID_ARGUMENT for NULL. */
+FRT_API int frt_cartridge_starts_with(const frt_cartridge *c, const int32_t **ids, int *n);
+
+/* The token ids of the cartridge's rows ([tokens], owned by c) when known
+ * (exported from a model), else *ids = NULL. FRT_ERR_INVALID_ARGUMENT for NULL. */
+FRT_API int frt_cartridge_token_ids(const frt_cartridge *c, const int32_t **ids);
+
+/* Sets the stated start to ids[0..n) (n = 0 clears it; ids copied).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL c, NULL ids with n > 0, a negative id
+ *   FRT_ERR_OUT_OF_RANGE      n < 0, n > tokens or n > FRT_CARTRIDGE_STARTS_MAX
+ *   FRT_ERR_MISMATCH          the cartridge knows its token ids (exported
+ *                             from a model) and they do not begin with ids
+ *   FRT_ERR_OUT_OF_MEMORY
+ * On error the cartridge is unchanged. */
+FRT_API int frt_cartridge_set_starts_with(frt_cartridge *c, const int32_t *ids, int n);
+
 /* Views of layer l's K and V ([tokens, n_kv_heads, head_dim], dtype of the
  * cartridge; data owned by c). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_RANGE. */
 FRT_API int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_tensor *v);
 
 /* The checks of frt_cartridge_inject without injecting: the binding (when
- * bound) and the layers, KV heads and head_dim against m's (not the token
- * count against max_seq). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_MISMATCH,
- * FRT_ERR_UNSUPPORTED (an architecture that takes no KV prefix). */
+ * bound), the layers, KV heads and head_dim against m's (not the token
+ * count against max_seq), and the stated start's ids inside m's vocabulary.
+ * FRT_ERR_INVALID_ARGUMENT, FRT_ERR_MISMATCH, FRT_ERR_OUT_OF_RANGE (a
+ * starts_with id outside the vocabulary), FRT_ERR_UNSUPPORTED (an
+ * architecture that takes no KV prefix). */
 FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
 
 /* 0 when m's architecture takes a KV prefix (its whole positional state is

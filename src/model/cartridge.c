@@ -304,6 +304,43 @@ int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_te
     return 0;
 }
 
+int frt_cartridge_starts_with(const frt_cartridge *c, const int32_t **ids, int *n)
+{
+    if (!c || !ids || !n) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *ids = c->info.n_starts_with ? c->start : NULL;
+    *n = c->info.n_starts_with;
+    return 0;
+}
+
+int frt_cartridge_token_ids(const frt_cartridge *c, const int32_t **ids)
+{
+    if (!c || !ids) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *ids = c->ids;
+    return 0;
+}
+
+int frt_cartridge_set_starts_with(frt_cartridge *c, const int32_t *ids, int n)
+{
+    if (!c || (n > 0 && !ids)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    if (n < 0 || n > c->info.tokens || n > FRT_CARTRIDGE_STARTS_MAX)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge: a start of %d tokens (0 to %d, at most its %d tokens)", n,
+                         FRT_CARTRIDGE_STARTS_MAX, c->info.tokens);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: start token %d is %d", i, ids[i]);
+        if (c->ids && c->ids[i] != ids[i])
+            return frt_error(FRT_ERR_MISMATCH,
+                             "cartridge: the stated start does not match its tokens: token %d is %d, row %d holds %d",
+                             i, ids[i], i, c->ids[i]);
+    }
+    int32_t *copy = n ? malloc((size_t)n * sizeof *copy) : NULL;
+    if (n && !copy) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    if (n) memcpy(copy, ids, (size_t)n * sizeof *copy);
+    free(c->start);
+    c->start = copy;
+    c->info.n_starts_with = n;
+    return 0;
+}
+
 int frt_cartridge_supported(const frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL model");
@@ -326,6 +363,10 @@ int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
                          "cartridge '%s': %d layers x %d KV heads x head_dim %d, the model %d x %d x %d", c->info.id,
                          c->info.n_layers, c->info.n_kv_heads, c->info.head_dim, g->n_layers, g->n_kv_heads,
                          g->head_dim);
+    for (int i = 0; i < c->info.n_starts_with; i++)
+        if (c->start[i] >= g->vocab_size)
+            return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge '%s': starts_with token %d is outside the vocabulary (%d)",
+                             c->info.id, c->start[i], g->vocab_size);
     return 0;
 }
 
@@ -352,5 +393,6 @@ void frt_cartridge_free(frt_cartridge *c)
     if (!c) return;
     free(c->data);
     free(c->ids);
+    free(c->start);
     free(c);
 }

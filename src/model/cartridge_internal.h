@@ -17,6 +17,7 @@ struct frt_cartridge {
     unsigned char *data; /* [n_layers][K, V][tokens, n_kv_heads, head_dim] of info.dtype */
     size_t half_bytes;   /* bytes of one K (or V) tensor */
     int32_t *ids;        /* [tokens] when known (exported from a model); NULL otherwise */
+    int32_t *start;      /* [info.n_starts_with] what the cartridge starts with (manifest starts_with), or NULL */
 };
 
 /* A new cartridge with its payload allocated (zero-filled) for the shape;

@@ -79,6 +79,8 @@ int frt_server_cartridge_route(frt_server *s, frt_job *j, frt_gen_request *g, fr
     j->cart_tokens = e.tokens;
     g->cartridge = cart;
     g->cartridge_tokens = e.tokens;
+    frt_cartridge_starts_with(cart, &g->cartridge_start, &g->n_cartridge_start);
+    g->cartridge_start_required = c->chat;
     return 0;
 }
 

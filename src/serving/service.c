@@ -316,12 +316,33 @@ int frt_gen_seq_done(frt_gen_run *r, frt_gen_seq *q, int max_gen)
     return 0;
 }
 
+/* The prompt's leading tokens that the cartridge states it starts with are
+ * dropped (it holds them); a chat prompt must begin with them. */
+static int drop_cartridge_start(frt_gen_run *r)
+{
+    const frt_gen_request *rq = r->rq;
+    const int k = rq->n_cartridge_start;
+    if (k < 1) return 0;
+    if (r->n >= k && !memcmp(r->ids, rq->cartridge_start, (size_t)k * sizeof *r->ids)) {
+        memmove(r->ids, r->ids + k, (size_t)(r->n - k) * sizeof *r->ids);
+        r->n -= k;
+        return r->n > 0 ? 0 : frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt holds nothing after the cartridge's start");
+    }
+    if (!rq->cartridge_start_required) return 0;
+    r->res->error_param = "messages";
+    r->res->cartridge_refused = 1;
+    return frt_error(FRT_ERR_MISMATCH,
+                     "the rendered prompt does not begin with the %d tokens the cartridge starts with (its BOS / system "
+                     "header): send the system message the cartridge was made with, or none if it holds none", k);
+}
+
 /* A cartridge's T rows come first: ids[0..T) are -1 (never prefilled: the
  * rows are injected), the prompt follows at T. */
 static int prepend_cartridge(frt_gen_run *r)
 {
     const int T = r->rq->cartridge_tokens;
     if (T < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: a cartridge of %d tokens", T);
+    FRT_TRY(drop_cartridge_start(r));
     int32_t *all = malloc((size_t)(T + r->n) * sizeof *all);
     if (!all) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
     for (int i = 0; i < T; i++) all[i] = -1;

@@ -74,6 +74,15 @@ typedef struct frt_gen_request {
      * starts from a fresh state (the injected rows are never reused). */
     const void *cartridge;
     int cartridge_tokens;
+    /* What the cartridge starts with (its manifest's starts_with, borrowed):
+     * the prompt's leading tokens equal to it are dropped (the cartridge
+     * holds them). cartridge_start_required (chat requests): a prompt that
+     * does not begin with it is FRT_ERR_MISMATCH (error_param "messages",
+     * cartridge_refused set); otherwise (completions) such a prompt is used
+     * as given. */
+    const int32_t *cartridge_start;
+    int n_cartridge_start;
+    int cartridge_start_required;
     /* Called once the request is validated and planned, before the prefill
      * (res holds the plan: action, cached tokens, restore ms). Optional. */
     void (*on_start)(void *user, const struct frt_gen_result *res);
@@ -124,6 +133,8 @@ typedef struct frt_gen_result {
     int position;               /* committed tokens after the request */
     char session_id[FRT_SESSION_ID_MAX]; /* "" for sessionless */
     const char *error_param;    /* on an error return: the request field at fault ("max_tokens"), or NULL */
+    int cartridge_refused;      /* on an error return: the cartridge refused the request (api.h
+                                 * frt_api_cartridge_error names error_param) */
     frt_gen_choice *choices;    /* a forked request (n or best_of > 1): its n choices, else NULL; text,
                                  * tokens stay empty and finish_reason is choice 0's */
     int n_choices, n_branches;  /* returned, forked */
