@@ -17,7 +17,14 @@
 #  - a registry that fails (its tables dropped under the running server):
 #    the request runs with a full prefill of its prompt and says so;
 #  - /metrics: the exact cache hits / misses / loads / evictions (cache of
-#    1) and routing counters of the sequence above.
+#    1) and routing counters of the sequence above;
+#  - starts_with: a cartridge exported from a prefill of BOS + a system
+#    turn + a document (the chat template renders {{ bos_token }} and the
+#    turns) states BOS + the system turn; a chat request with that system
+#    message and the cartridge gives the tokens of a cold completion of
+#    cartridge rows + the rendered prompt without its first k tokens (no
+#    double BOS, usage counts T + the rest); another system message, or
+#    none, is 400 cartridge_mismatch (param messages).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
@@ -123,6 +130,54 @@ jqr '.frt.cartridge.fallback' | grep -q "registry unavailable" || fail "the fall
 api c GET /metrics
 [ "$(metric frt_cartridge_fallbacks_total)" = 1 ] || fail "fallbacks counted"
 serve_stop c
+
+# starts_with: BOS + a system turn held by the cartridge, not rendered twice
+M2="$WORK/m2"
+CD2="$WORK/carts2"
+mkdir -p "$CD2"
+cp -r "$M" "$M2"
+python3 - "$M2/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["bos_token"] = "<|endoftext|>"
+c["chat_template"] = ("{{ bos_token }}{% for message in messages %}{{ '<|im_start|>' + message['content'] + "
+                      "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>' }}{% endif %}")
+json.dump(c, open(sys.argv[1], "w"))
+PY
+SYS_TURN=$'<|im_start|>Be brief.<|im_end|>\n'
+ids_of() { "$FRT" tokenize "$M2" "$1" | tr ' ' ','; }
+START=$(ids_of "<|endoftext|>$SYS_TURN")
+K=$(tr ',' '\n' <<<"$START" | wc -l)
+"$HOOK" --write-capsule "$M2" "$START,$DOC_A" "$WORK/s.cap" >/dev/null || fail "capsule of BOS + system + document"
+"$FRT" cartridge export "$WORK/s.cap" -m "$M2" --backend cpu --chunk 64 --max-seq 256 -o "$CD2/sys-doc" \
+    --starts-with-text "$SYS_TURN" -q || fail "export with --starts-with-text"
+[ "$("$FRT" cartridge info "$CD2/sys-doc" --json | jq -c '.starts_with | map(tostring) | join(",")' -r)" = "$START" ] ||
+    fail "the manifest states BOS + the system turn ($START)"
+serve_start s "${ENGINE[@]/$M/$M2}" --cartridge-dir "$CD2"
+chat() { # chat SYSTEM_JSON_OR_NULL EXTRA_JSON
+    jq -nc --argjson s "$1" --argjson x "$2" '{messages: ((if $s then [{role: "system", content: $s}] else [] end)
+        + [{role: "user", content: "the cat"}]), max_tokens: 12, temperature: 0, ignore_eos: true,
+        frt_return_prompt: true} + $x'
+}
+api s POST /v1/chat/completions "$(chat '"Be brief."' '{}')"
+expect_status 200 "a plain chat request"
+FULL=$(ids_of "$(jqr '.frt.prompt')")
+[ "${FULL:0:${#START}}" = "$START" ] || fail "the rendered prompt begins with BOS + the system turn: $FULL"
+REST=${FULL:${#START}+1}
+api s POST /v1/chat/completions "$(chat '"Be brief."' '{"cartridge_id": "sys-doc"}')"
+expect_status 200 "a chat request with the cartridge"
+GOT=$(jqr '.frt.tokens | map(tostring) | join(",")')
+N_REST=$(tr ',' '\n' <<<"$REST" | wc -l)
+[ "$(jqr '.usage.prompt_tokens')" = $((K + 64 + N_REST)) ] && [ "$(jqr '.frt.cached_tokens')" = $((K + 64)) ] ||
+    fail "usage: the cartridge's $((K + 64)) rows + $N_REST prompt tokens (not $K twice): $BODY"
+complete s '{}' "$START,$DOC_A,$REST"
+[ "$GOT" = "$TOKENS" ] || fail "chat with the cartridge: $GOT; cold prefill of the same conversation: $TOKENS"
+api s POST /v1/chat/completions "$(chat '"Use the text."' '{"cartridge_id": "sys-doc"}')"
+expect_error 400 cartridge_mismatch "another system message than the cartridge's"
+[ "$(jqr '.error.param')" = messages ] || fail "the refusal names messages: $BODY"
+api s POST /v1/chat/completions "$(chat null '{"cartridge_id": "sys-doc"}')"
+expect_error 400 cartridge_mismatch "no system message, the cartridge holds one"
+serve_stop s
 
 # a server without cartridges, a model that takes none, the fake engine
 serve_start plain "${ENGINE[@]}"
