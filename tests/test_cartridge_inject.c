@@ -17,7 +17,11 @@
  *     another model's binding, tokens > max_seq, an id outside the
  *     vocabulary, the qwen35 hybrid ("not supported");
  *  4. isolation: two cartridges injected one after the other never see each
- *     other's KV (a shorter one after a longer one included).
+ *     other's KV (a shorter one after a longer one included);
+ *  5. the resident form (frt_cartridge_upload, frt_model_inject_kv_resident):
+ *     the tokens of the host injection, again on a second injection, its
+ *     byte count, and refused by another model (state unchanged) and by
+ *     the hybrid.
  *
  * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
  * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
@@ -292,6 +296,52 @@ out:
     frt_cartridge_free(b);
 }
 
+/* The resident form: an upload of a cartridge gives the tokens of the host
+ * injection, every time it is injected (the buffer is read, not moved), and
+ * holds 2 x layers x T x H x D elements of the backend's KV dtype (f32 on
+ * cpu); a model other than the one it was made for refuses it, unchanged. */
+static void test_resident(frt_model *m, const frt_model_info *info, int kvh, int hd)
+{
+    int32_t ids[50], prompt[9], other[20], t_host[G], t_res[G], t_again[G];
+    random_ids(ids, 50);
+    random_ids(prompt, 9);
+    random_ids(other, 20);
+    frt_cartridge *c = NULL;
+    frt_kv_resident *r = NULL;
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, 50));
+    CHECK_OK(frt_cartridge_from_model(m, &c));
+    if (!c) return;
+    run_with(m, c, prompt, 9, t_host);
+    CHECK_OK(frt_cartridge_upload(m, c, &r));
+    CHECK(frt_kv_resident_bytes(r) == 2 * (size_t)info->n_layers * 50 * (size_t)kvh * (size_t)hd * sizeof(float));
+    CHECK(frt_kv_resident_tokens(r) == 50);
+    CHECK_OK(frt_model_prefill(m, other, 20));
+    CHECK_OK(frt_model_inject_kv_resident(m, r));
+    CHECK(frt_model_position(m) == 50);
+    CHECK_OK(frt_model_prefill(m, prompt, 9));
+    greedy(m, t_res, G);
+    CHECK_OK(frt_model_inject_kv_resident(m, r));
+    CHECK_OK(frt_model_prefill(m, prompt, 9));
+    greedy(m, t_again, G);
+    CHECK_MSG(!memcmp(t_host, t_res, sizeof t_res), "resident injection differs from the host injection");
+    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a second resident injection differs");
+    frt_checkpoint *ck2 = NULL;
+    frt_model *m2 = build("tiny-dense", 1, &ck2);
+    if (m2) {
+        CHECK_OK(frt_model_prefill(m2, other, 20));
+        CHECK_STATUS(frt_model_inject_kv_resident(m2, r), FRT_ERR_INVALID_ARGUMENT);
+        CHECK(frt_model_position(m2) == 20);
+    }
+    CHECK_STATUS(frt_model_inject_kv_resident(m, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(frt_kv_resident_bytes(NULL) == 0);
+    frt_kv_resident_free(NULL);
+    frt_kv_resident_free(r);
+    frt_model_free(m2);
+    frt_checkpoint_close(ck2);
+    frt_cartridge_free(c);
+}
+
 static void test_hybrid(void)
 {
     frt_checkpoint *ck = NULL;
@@ -308,6 +358,9 @@ static void test_hybrid(void)
                        .k = ptr, .v = ptr};
     CHECK_STATUS(frt_model_inject_kv(m, &p), FRT_ERR_UNSUPPORTED);
     CHECK(strstr(frt_last_error(), "not supported") != NULL);
+    frt_kv_resident *r = NULL;
+    CHECK_STATUS(frt_model_kv_upload(m, &p, &r), FRT_ERR_UNSUPPORTED);
+    CHECK(r == NULL);
     CHECK(frt_model_position(m) == 8);
     frt_cartridge *c = NULL;
     CHECK_STATUS(frt_cartridge_from_model(m, &c), FRT_ERR_UNSUPPORTED);
@@ -358,6 +411,7 @@ int main(int argc, char **argv)
     test_bytes(m, &info, cfg.n_kv_heads, cfg.head_dim, FRT_DT_BF16);
     test_refusals(m, &info, cfg.n_kv_heads, cfg.head_dim);
     test_isolation(m);
+    test_resident(m, &info, cfg.n_kv_heads, cfg.head_dim);
     test_hybrid();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

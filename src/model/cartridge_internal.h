@@ -29,5 +29,15 @@ int frt_cartridge_alloc(int n_layers, int n_kv_heads, int head_dim, int tokens, 
 /* Layer l's K (kv 0) or V (kv 1) payload. */
 unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv);
 
+/* 0 when m's architecture takes a KV prefix, else FRT_ERR_UNSUPPORTED
+ * naming what it keeps instead (cartridge_inject.c). */
+int frt_kv_prefix_supported(const frt_model *m);
+
+/* p checked against m (frt_model_inject_kv's checks) and converted to the
+ * backend's KV dtype, held in buffers of m's context in space: DEVICE for
+ * frt_model_kv_upload, HOST (the staging copy itself, no second copy) for
+ * frt_model_inject_kv. Errors as frt_model_kv_upload. */
+int frt_kv_resident_make(frt_model *m, const frt_kv_prefix *p, frt_space space, frt_kv_resident **out);
+
 
 #endif
