@@ -254,6 +254,10 @@ FRT_API int frt_cartridge_supported(const frt_model *m);
  * frt_cartridge_check. Errors of both; *out NULL on error. */
 FRT_API int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_kv_resident **out);
 
+/* The device bytes frt_cartridge_upload of c into m takes (K and V of every
+ * layer in m's KV dtype: frt_kv_resident_bytes of the result). 0 for NULL. */
+FRT_API size_t frt_cartridge_upload_bytes(const frt_model *m, const frt_cartridge *c);
+
 /* Injects c into m (frt_model_inject_kv) after checking the binding: a
  * bound cartridge (model_fingerprint != 0) must match
  * frt_cartridge_model_fingerprint(m) (FRT_ERR_MISMATCH otherwise); an

@@ -272,6 +272,13 @@ static int cart_resident(frt_model *m, const frt_cartridge *c, frt_space space, 
     return rc;
 }
 
+size_t frt_cartridge_upload_bytes(const frt_model *m, const frt_cartridge *c)
+{
+    if (!m || !c) return 0;
+    return 2 * (size_t)c->info.n_layers * (size_t)c->info.tokens * (size_t)c->info.n_kv_heads *
+           (size_t)c->info.head_dim * frt_dtype_size(m->bk->kv_dtype);
+}
+
 int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_kv_resident **out)
 {
     if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");

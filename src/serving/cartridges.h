@@ -167,8 +167,20 @@ int frt_cart_store_acquire(frt_cart_store *st, const frt_cart_request *req, cons
 /* The counters (any thread). */
 void frt_cart_store_stats_get(frt_cart_store *st, frt_cart_store_stats *out);
 
+/* Device residency (the capsule registry's CARTRIDGE entries, registry.h
+ * frt_registry_cartridge_acquire). */
+typedef struct frt_cart_residency_stats {
+    uint64_t hits;         /* acquired while already resident in device memory */
+    uint64_t misses;       /* acquired while not resident: uploaded (or refused) */
+    uint64_t promotions;   /* uploads host -> device that succeeded */
+    uint64_t evictions;    /* resident cartridges evicted to make room (LRU, never one in use or pinned) */
+    uint64_t refused;      /* acquisitions refused: it could not fit (503 insufficient_capacity) */
+    uint64_t device_bytes; /* bytes of the resident cartridges (counted in the device budget) */
+    int resident;          /* resident cartridges */
+} frt_cart_residency_stats;
+
 /* The counters as Prometheus text (frt_cartridge_* metrics, malloc'd; NULL
- * on out of memory). */
-char *frt_cart_store_metrics_text(frt_cart_store *st);
+ * on out of memory), with the residency counters when res is not NULL. */
+char *frt_cart_store_metrics_text(frt_cart_store *st, const frt_cart_residency_stats *res);
 
 #endif /* FRT_SERVING_CARTRIDGES_H */

@@ -137,6 +137,9 @@ int frt_server_cartridges_open(frt_server *s, const frt_server_params *p);
  * left NULL (none asked or applied, or the registry failed: j->cart_why),
  * or -1 with *err. */
 int frt_server_cartridge_route(frt_server *s, frt_job *j, frt_gen_request *g, frt_api_error *err);
+/* The frt_cartridge_* metrics of the store and of the device residency
+ * (malloc'd; NULL on out of memory). */
+char *frt_server_cartridge_metrics(frt_server *s);
 /* Adds j's cartridge facts to the "frt" object of the answer o; returns o. */
 json_t *frt_server_cartridge_note(const frt_job *j, json_t *o);
 
