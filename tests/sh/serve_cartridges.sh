@@ -11,13 +11,23 @@
 #    (--cartridge-map) route the same way; requests with different
 #    cartridges, and a plain request after them, never see each other's KV;
 #  - refusals: unknown id / label (404), malformed id, both fields, a
-#    session, a wrong type (400), a server without --cartridge-dir (400),
+#    wrong type (400), a server without --cartridge-dir (400),
 #    a model that takes no KV prefix (the qwen35 `tiny`, 400), the fake
 #    engine with --cartridge-dir (refuses to start);
 #  - a registry that fails (its tables dropped under the running server):
 #    the request runs with a full prefill of its prompt and says so;
 #  - /metrics: the exact cache hits / misses / loads / evictions (cache of
-#    1) and routing counters of the sequence above;
+#    1) and routing counters of the sequence above, and the device
+#    residency (two uploads, four hits, their bytes; listed as capsules of
+#    kind cartridge, counted in the device tier);
+#  - sessions: a session's first request with a cartridge gives the cold
+#    tokens; its later requests (without the field, or naming it again)
+#    restore / append its own capsules and give the tokens of a plain
+#    session whose prompts hold the document; another cartridge, a
+#    cartridge on a session started without, frt_pin_prefix are 400; a
+#    session whose capsules were deleted is rebuilt by re-injection;
+#  - a device budget of 0: a cartridge request is 503 insufficient_capacity
+#    and a plain request after it is served;
 #  - starts_with: a cartridge exported from a prefill of BOS + a system
 #    turn + a document (the chat template renders {{ bos_token }} and the
 #    turns) states BOS + the system turn; a chat request with that system
@@ -108,10 +118,6 @@ api c POST /v1/completions "$(req '{"cartridge_id": 7}')"
 expect_error 400 invalid_type "a cartridge_id that is not a string"
 api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "cartridge_label": "doc-b"}')"
 expect_error 400 invalid_value "both cartridge fields"
-api c POST /v1/sessions '{"id": "s1"}'
-api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "session_id": "s1"}')"
-expect_error 400 unsupported_value "a cartridge with a session"
-[ "$(jqr '.error.param')" = cartridge_id ] || fail "a cartridge with a session names the field: $BODY"
 
 # the counters: cache of 1, sequence A B A label:B map:B stream:B
 api c GET /metrics
@@ -121,6 +127,46 @@ got="$(metric frt_cartridge_cache_hits_total) $(metric frt_cartridge_cache_misse
 got="$(metric frt_cartridge_routed_total) $(metric frt_cartridge_refused_total) $(metric frt_cartridge_registered) $(metric frt_cartridge_loaded)"
 [ "$got" = "6 2 2 1" ] || fail "routed/refused/registered/loaded: $got (want 6 2 2 1)"
 [ "$(metric frt_cartridge_loaded_bytes)" -gt 0 ] || fail "loaded bytes"
+# device residency: A and B uploaded once each (64 rows x 4 layers x 2 x 2 heads x 32 x f32 = 131072 bytes each)
+got="$(metric frt_cartridge_resident_misses_total) $(metric frt_cartridge_resident_hits_total) $(metric frt_cartridge_promotions_total) $(metric frt_cartridge_resident) $(metric frt_cartridge_device_bytes) $(metric frt_cartridge_resident_evictions_total)"
+[ "$got" = "2 4 2 2 262144 0" ] || fail "resident misses/hits/promotions/resident/bytes/evictions: $got (want 2 4 2 2 262144 0)"
+api c GET /v1/capsules
+[ "$(jqr '[.data[] | select(.kind == "cartridge")] | length')" = 2 ] || fail "the resident cartridges are listed: $BODY"
+[ "$(jqr '.tiers.device.bytes')" -ge 262144 ] || fail "the device tier counts the cartridges: $BODY"
+
+# sessions started from a cartridge: the first request injects and binds, later ones continue from the
+# session's state (append / restore of its capsules, which carry the rows) and equal a plain session
+# whose prompts hold the document
+P2=77,88,99,5
+api c POST /v1/sessions '{"id": "cs"}'
+api c POST /v1/sessions '{"id": "ps"}'
+complete c '{"cartridge_id": "doc-A", "session_id": "cs"}' "$PROMPT"; CS1=$TOKENS
+[ "$CS1" = "$COLD_A" ] || fail "a session's first request with a cartridge: $CS1, cold: $COLD_A"
+complete c '{"session_id": "ps"}' "$DOC_A,$PROMPT"; PS1=$TOKENS
+complete c '{"session_id": "cs"}' "$PROMPT,$CS1,$P2"; CS2=$TOKENS
+[ "$(jqr '.frt.prefix_action') $(jqr '.frt.cartridge.id')" = "restore doc-A" ] ||
+    fail "the session's second request restores its capsule (the cartridge routed by the binding): $BODY"
+[ "$(jqr '.usage.prompt_tokens')" = $((64 + 7 + 12 + 4)) ] || fail "the session's prompt counts its rows: $BODY"
+complete c '{"session_id": "ps"}' "$DOC_A,$PROMPT,$PS1,$P2"; PS2=$TOKENS
+[ "$CS2" = "$PS2" ] || fail "cartridge session, second turn: $CS2; plain session with the document: $PS2"
+complete c '{"session_id": "cs", "cartridge_id": "doc-A"}' "$PROMPT,$CS1,$P2,$CS2,$P2"; CS3=$TOKENS
+complete c '{"session_id": "ps"}' "$DOC_A,$PROMPT,$PS1,$P2,$PS2,$P2"
+[ "$CS3" = "$TOKENS" ] || fail "cartridge session, third turn (naming its cartridge again): $CS3 vs $TOKENS"
+api c POST /v1/completions "$(req '{"cartridge_id": "doc-B", "session_id": "cs"}')"
+expect_error 400 cartridge_mismatch "another cartridge on a session started from doc-A"
+[ "$(jqr '.error.param')" = cartridge_id ] || fail "the mismatch names cartridge_id: $BODY"
+api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "session_id": "ps"}')"
+expect_error 400 cartridge_mismatch "a cartridge on a session started without one"
+api c POST /v1/sessions '{"id": "cp"}'
+api c POST /v1/completions "$(req '{"cartridge_id": "doc-A", "session_id": "cp", "frt_pin_prefix": true}')"
+expect_error 400 unsupported_value "frt_pin_prefix with a cartridge"
+[ "$(jqr '.error.param')" = frt_pin_prefix ] || fail "the pin refusal names frt_pin_prefix: $BODY"
+# the session's state lost (its capsules deleted while another session is hot): rebuilt by re-injection
+api c GET /v1/capsules
+for id in $(jqr '.data[] | select(.owner == "cs") | .id'); do api c DELETE "/v1/capsules/$id"; done
+complete c '{"session_id": "cs"}' "$PROMPT,$CS1,$P2,$CS2,$P2,$CS3,$P2"
+[ "$(jqr '.frt.prefix_action') $(jqr '.frt.cached_tokens')" = "rebuild 64" ] ||
+    fail "a lost cartridge session is rebuilt from its cartridge: $BODY"
 
 # the registry fails under the running server: a full prefill, said so
 python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); d.execute("DROP TABLE cartridge_labels"); d.execute("DROP TABLE cartridges"); d.commit()' "$CD/cartridges.sqlite"
@@ -195,6 +241,18 @@ expect_error 400 unsupported_value "a cartridge on the qwen35 hybrid"
 api hybrid POST /v1/completions "$(req '{}')"
 expect_status 200 "a plain request on the hybrid"
 serve_stop hybrid
+# a device budget that cannot hold a cartridge: 503 insufficient_capacity, plain requests still served
+rm -f "$CD/cartridges.sqlite"
+serve_start tight "${ENGINE[@]}" --cartridge-dir "$CD" --device-budget-mb 0
+api tight POST /v1/completions "$(req '{"cartridge_id": "doc-A"}')"
+expect_error 503 insufficient_capacity "a cartridge larger than the device budget"
+jqr '.error.message' | grep -q "device budget is 0" || fail "the 503 says why: $BODY"
+api tight POST /v1/completions "$(req '{}')"
+expect_status 200 "a plain request after a refused cartridge"
+api tight GET /metrics
+[ "$(metric frt_cartridge_insufficient_capacity_total) $(metric frt_cartridge_resident)" = "1 0" ] ||
+    fail "insufficient capacity counted: $BODY"
+serve_stop tight
 if timeout 30 "$FRT" serve --engine fake --port 0 --cartridge-dir "$CD" >"$WORK/fake.log" 2>&1; then
     fail "the fake engine started with --cartridge-dir"
 fi
