@@ -19,9 +19,9 @@
  *  4. isolation: two cartridges injected one after the other never see each
  *     other's KV (a shorter one after a longer one included);
  *  5. the resident form (frt_cartridge_upload, frt_model_inject_kv_resident):
- *     the tokens of the host injection, again on a second injection, its
- *     byte count, and refused by another model (state unchanged) and by
- *     the hybrid.
+ *     device-resident, pinned-host-resident, moved between the two: the
+ *     tokens of the host injection every time, its byte count, and refused
+ *     by another model (state unchanged), by the hybrid, for another space.
  *
  * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
  * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
@@ -313,7 +313,7 @@ static void test_resident(frt_model *m, const frt_model_info *info, int kvh, int
     CHECK_OK(frt_cartridge_from_model(m, &c));
     if (!c) return;
     run_with(m, c, prompt, 9, t_host);
-    CHECK_OK(frt_cartridge_upload(m, c, &r));
+    CHECK_OK(frt_cartridge_upload(m, c, FRT_SPACE_DEVICE, &r));
     CHECK(frt_kv_resident_bytes(r) == 2 * (size_t)info->n_layers * 50 * (size_t)kvh * (size_t)hd * sizeof(float));
     CHECK(frt_kv_resident_tokens(r) == 50);
     CHECK_OK(frt_model_prefill(m, other, 20));
@@ -326,11 +326,34 @@ static void test_resident(frt_model *m, const frt_model_info *info, int kvh, int
     greedy(m, t_again, G);
     CHECK_MSG(!memcmp(t_host, t_res, sizeof t_res), "resident injection differs from the host injection");
     CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a second resident injection differs");
+    /* host-resident (pinned): injected from there, demoted and promoted back, the same tokens */
+    frt_kv_resident *h = NULL;
+    CHECK_OK(frt_cartridge_upload(m, c, FRT_SPACE_PINNED_HOST, &h));
+    CHECK(frt_kv_resident_space(h) == FRT_SPACE_PINNED_HOST && frt_kv_resident_space(r) == FRT_SPACE_DEVICE);
+    CHECK_OK(frt_model_inject_kv_resident(m, h));
+    CHECK_OK(frt_model_prefill(m, prompt, 9));
+    greedy(m, t_again, G);
+    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a host-resident injection differs");
+    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE));
+    CHECK(frt_kv_resident_space(h) == FRT_SPACE_DEVICE && frt_kv_resident_bytes(h) == frt_kv_resident_bytes(r));
+    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE)); /* already there */
+    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_PINNED_HOST));
+    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE));
+    CHECK_OK(frt_model_inject_kv_resident(m, h));
+    CHECK_OK(frt_model_prefill(m, prompt, 9));
+    greedy(m, t_again, G);
+    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a promoted injection differs");
+    CHECK_STATUS(frt_kv_resident_move(m, h, FRT_SPACE_HOST), FRT_ERR_INVALID_ARGUMENT);
+    frt_kv_resident *x = NULL;
+    CHECK_STATUS(frt_cartridge_upload(m, c, FRT_SPACE_HOST, &x), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(x == NULL);
+    frt_kv_resident_free(h);
     frt_checkpoint *ck2 = NULL;
     frt_model *m2 = build("tiny-dense", 1, &ck2);
     if (m2) {
         CHECK_OK(frt_model_prefill(m2, other, 20));
         CHECK_STATUS(frt_model_inject_kv_resident(m2, r), FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_kv_resident_move(m2, r, FRT_SPACE_PINNED_HOST), FRT_ERR_INVALID_ARGUMENT);
         CHECK(frt_model_position(m2) == 20);
     }
     CHECK_STATUS(frt_model_inject_kv_resident(m, NULL), FRT_ERR_INVALID_ARGUMENT);
@@ -359,7 +382,7 @@ static void test_hybrid(void)
     CHECK_STATUS(frt_model_inject_kv(m, &p), FRT_ERR_UNSUPPORTED);
     CHECK(strstr(frt_last_error(), "not supported") != NULL);
     frt_kv_resident *r = NULL;
-    CHECK_STATUS(frt_model_kv_upload(m, &p, &r), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_model_kv_upload(m, &p, FRT_SPACE_DEVICE, &r), FRT_ERR_UNSUPPORTED);
     CHECK(r == NULL);
     CHECK(frt_model_position(m) == 8);
     frt_cartridge *c = NULL;

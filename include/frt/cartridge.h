@@ -76,40 +76,53 @@ FRT_API int frt_model_inject_kv(frt_model *m, const frt_kv_prefix *p);
 
 /* A KV prefix resident in the model's memory: per layer K and V in the
  * backend's KV dtype (bf16 on cuda, f32 on cpu), [tokens, n_kv_heads,
- * head_dim] each, in one device buffer of the model's context (on cpu,
- * device memory is host memory), plus the token journal rows. Injecting it
- * is a device-to-device copy (frt_model_inject_kv_resident): no conversion,
- * no host staging, no PCIe transfer. Made by frt_model_kv_upload or
- * frt_cartridge_upload; owned by the caller; it must be freed before its
- * model. */
+ * head_dim] each, in one buffer of the model's context, in device memory
+ * (injecting it is a device-to-device copy: no conversion, no host staging,
+ * no PCIe transfer) or in pinned host memory (host-resident: promoted to
+ * the device by one DMA, frt_kv_resident_move), plus the token journal
+ * rows. On cpu, device and pinned memory are host memory. Made by
+ * frt_model_kv_upload or frt_cartridge_upload; owned by the caller; it
+ * must be freed before its model. */
 typedef struct frt_kv_resident frt_kv_resident;
 
-/* Converts p to the backend's KV dtype on the host and uploads it into a
- * new device buffer of m's context (*out).
+/* Converts p to the backend's KV dtype in pinned host memory and, for
+ * FRT_SPACE_DEVICE, uploads it into a new device buffer of m's context
+ * (one DMA); FRT_SPACE_PINNED_HOST keeps it there (*out).
+ *   FRT_ERR_INVALID_ARGUMENT  space other than DEVICE / PINNED_HOST; and
  *   FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED, FRT_ERR_MISMATCH,
  *   FRT_ERR_OUT_OF_RANGE  as frt_model_inject_kv (checked first)
- *   FRT_ERR_OUT_OF_MEMORY the staging copy or the device buffer (the
- *                         message names its size)
+ *   FRT_ERR_OUT_OF_MEMORY the buffers (the message names the size)
  *   FRT_ERR_BACKEND       the upload
  * The live state is never touched. On error *out is NULL. */
-FRT_API int frt_model_kv_upload(frt_model *m, const frt_kv_prefix *p, frt_kv_resident **out);
+FRT_API int frt_model_kv_upload(frt_model *m, const frt_kv_prefix *p, frt_space space, frt_kv_resident **out);
+
+/* Moves r to space (DEVICE: a promotion over PCIe; PINNED_HOST: a
+ * demotion): a new buffer, one copy, the old buffer freed. Already there: 0.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL, another model's r, another space
+ *   FRT_ERR_OUT_OF_MEMORY, FRT_ERR_BACKEND  (r is unchanged) */
+FRT_API int frt_kv_resident_move(frt_model *m, frt_kv_resident *r, frt_space space);
+
+/* Where r is (FRT_SPACE_DEVICE or FRT_SPACE_PINNED_HOST; FRT_SPACE_HOST for
+ * NULL and for frt_model_inject_kv's own staging). */
+FRT_API frt_space frt_kv_resident_space(const frt_kv_resident *r);
 
 /* Replaces the live state by the resident prefix r, as frt_model_inject_kv
- * does (rows 0..tokens-1 by one batched copy from r's buffer, the journal,
- * position = tokens, no pending token, no logits).
+ * does (rows 0..tokens-1 by one batched copy from r's buffer, device to
+ * device or, host-resident, host to device; the journal, position =
+ * tokens, no pending token, no logits).
  *   FRT_ERR_INVALID_ARGUMENT  NULL, or r was made by another model (the
  *                             live state is then unchanged)
  *   a backend copy failure resets the model (position 0) and returns its status */
 FRT_API int frt_model_inject_kv_resident(frt_model *m, const frt_kv_resident *r);
 
-/* Bytes r holds in device memory (K and V of every layer); 0 for NULL. */
+/* Bytes r holds (K and V of every layer); 0 for NULL. */
 FRT_API size_t frt_kv_resident_bytes(const frt_kv_resident *r);
 
 /* Its token count T; 0 for NULL. */
 FRT_API int frt_kv_resident_tokens(const frt_kv_resident *r);
 
-/* Frees r (syncs nothing: no work may still read it; the injection calls
- * return after their copies completed). NULL is a no-op. */
+/* Frees r (no work may still read it; the calls above return after their
+ * copies completed). NULL is a no-op. */
 FRT_API void frt_kv_resident_free(frt_kv_resident *r);
 
 /* The hash a cartridge binds to: the architecture, model_type, the
@@ -250,9 +263,10 @@ FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
  * they hold a cartridge (the server refuses cartridge requests with it). */
 FRT_API int frt_cartridge_supported(const frt_model *m);
 
-/* Uploads c to m's device memory (frt_model_kv_upload) after the checks of
- * frt_cartridge_check. Errors of both; *out NULL on error. */
-FRT_API int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_kv_resident **out);
+/* Uploads c to space (frt_model_kv_upload: FRT_SPACE_DEVICE or
+ * FRT_SPACE_PINNED_HOST) after the checks of frt_cartridge_check. Errors of
+ * both; *out NULL on error. */
+FRT_API int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_space space, frt_kv_resident **out);
 
 /* The device bytes frt_cartridge_upload of c into m takes (K and V of every
  * layer in m's KV dtype: frt_kv_resident_bytes of the result). 0 for NULL. */

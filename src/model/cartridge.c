@@ -279,11 +279,13 @@ size_t frt_cartridge_upload_bytes(const frt_model *m, const frt_cartridge *c)
            (size_t)c->info.head_dim * frt_dtype_size(m->bk->kv_dtype);
 }
 
-int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_kv_resident **out)
+int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_space space, frt_kv_resident **out)
 {
     if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
     *out = NULL;
-    return cart_resident(m, c, FRT_SPACE_DEVICE, out);
+    if (space != FRT_SPACE_DEVICE && space != FRT_SPACE_PINNED_HOST)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge upload: space %d (device or pinned host)", (int)space);
+    return cart_resident(m, c, space, out);
 }
 
 int frt_cartridge_inject(frt_model *m, const frt_cartridge *c)

@@ -1,8 +1,8 @@
 /*
  * cartridge_inject.c - KV prefixes into the live state (frt/cartridge.h):
  * frt_model_inject_kv from host memory, and the resident form
- * (frt_model_kv_upload, frt_model_inject_kv_resident) that the server keeps
- * in device memory under its residency budget.
+ * (frt_model_kv_upload, frt_kv_resident_move, frt_model_inject_kv_resident)
+ * that the server keeps in device memory under its residency budget.
  *
  * One path for both: a prefix is checked, converted to the backend's KV
  * dtype on the host (so every check and the conversion happen before the
@@ -10,7 +10,8 @@
  * [L][K, V][T * H * D]; injection is one batched copy from that buffer into
  * the KV rows. For frt_model_inject_kv the buffer is the host staging copy
  * itself (FRT_SPACE_HOST: the copy is the host -> device transfer); for an
- * upload it is a device buffer (the copy is device -> device).
+ * upload it is a device buffer (the copy is device -> device) or a pinned
+ * host buffer (a host-resident prefix: promoted by one DMA).
  */
 #include "model/cartridge_internal.h"
 #include "model/model_internal.h"
@@ -77,38 +78,45 @@ static int convert(void *dst, frt_dtype ddt, const void *src, frt_dtype sdt, siz
     return frt_f32_convert(dst, ddt, tmp, n);
 }
 
-/* Every layer's K and V in the backend's dtype into r->host: [L][2][T * H * D]. */
-static int stage(const frt_model *m, const frt_kv_prefix *p, frt_kv_resident *r)
+/* Every layer's K and V in the backend's dtype into dst: [L][2][T * H * D]. */
+static int stage(const frt_model *m, const frt_kv_prefix *p, unsigned char *dst, size_t half)
 {
     const size_t n = (size_t)p->tokens * (size_t)p->n_kv_heads * (size_t)p->head_dim;
     const frt_dtype kdt = m->bk->kv_dtype;
-    r->half = n * frt_dtype_size(kdt);
-    r->host = malloc(r->half * 2 * (size_t)p->n_layers);
     float *tmp = kdt == p->dtype ? NULL : malloc(n * sizeof *tmp);
-    if (!r->host || (kdt != p->dtype && !tmp)) {
-        free(tmp);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory staging %zu bytes",
-                         r->half * 2 * (size_t)p->n_layers);
-    }
+    if (kdt != p->dtype && !tmp) return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
     int rc = 0;
     for (int l = 0; l < p->n_layers && rc == 0; l++) {
-        rc = convert(r->host + (2 * (size_t)l) * r->half, kdt, p->k[l], p->dtype, n, tmp);
-        if (rc == 0) rc = convert(r->host + (2 * (size_t)l + 1) * r->half, kdt, p->v[l], p->dtype, n, tmp);
+        rc = convert(dst + (2 * (size_t)l) * half, kdt, p->k[l], p->dtype, n, tmp);
+        if (rc == 0) rc = convert(dst + (2 * (size_t)l + 1) * half, kdt, p->v[l], p->dtype, n, tmp);
     }
     free(tmp);
     return rc;
 }
 
-/* r->kv: the staging memory wrapped (HOST), or a device buffer it is uploaded to. */
-static int place(frt_model *m, frt_kv_resident *r, frt_space space)
+/* r->kv in space holding p: HOST wraps plain staging memory (no second
+ * copy); PINNED_HOST is staged into directly; DEVICE is staged in pinned
+ * memory and uploaded (one DMA at the pinned rate). */
+static int place(frt_model *m, const frt_kv_prefix *p, frt_kv_resident *r, frt_space space)
 {
     const size_t bytes = r->half * 2 * (size_t)r->n_layers;
-    if (space == FRT_SPACE_HOST) return frt_buffer_wrap(m->ctx, "kv_prefix", FRT_SPACE_HOST, r->host, bytes, &r->kv);
-    FRT_TRY(frt_buffer_alloc(m->ctx, "kv_prefix", space, bytes, &r->kv));
-    int rc = frt_buffer_write(r->kv, 0, r->host, bytes, m->stream);
+    if (space == FRT_SPACE_HOST) {
+        if (!(r->host = malloc(bytes)))
+            return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory staging %zu bytes", bytes);
+        FRT_TRY(stage(m, p, r->host, r->half));
+        return frt_buffer_wrap(m->ctx, "kv_prefix", FRT_SPACE_HOST, r->host, bytes, &r->kv);
+    }
+    frt_buffer *pinned = NULL;
+    FRT_TRY(frt_buffer_alloc(m->ctx, "kv_prefix_staging", FRT_SPACE_PINNED_HOST, bytes, &pinned));
+    int rc = stage(m, p, frt_buffer_ptr(pinned), r->half);
+    if (rc == 0 && space == FRT_SPACE_PINNED_HOST) {
+        r->kv = pinned;
+        return 0;
+    }
+    if (rc == 0) rc = frt_buffer_alloc(m->ctx, "kv_prefix", space, bytes, &r->kv);
+    if (rc == 0) rc = frt_buffer_copy(r->kv, 0, pinned, 0, bytes, m->stream);
     if (rc == 0) rc = frt_stream_sync(m->stream);
-    free(r->host);
-    r->host = NULL;
+    frt_buffer_free(pinned);
     return rc;
 }
 
@@ -127,8 +135,8 @@ int frt_kv_resident_make(frt_model *m, const frt_kv_prefix *p, frt_space space, 
                  ? 0
                  : frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
     for (int i = 0; rc == 0 && i < p->tokens; i++) r->journal[i] = p->ids ? p->ids[i] : -1;
-    if (rc == 0) rc = stage(m, p, r);
-    if (rc == 0) rc = place(m, r, space);
+    r->half = (size_t)p->tokens * (size_t)p->n_kv_heads * (size_t)p->head_dim * frt_dtype_size(m->bk->kv_dtype);
+    if (rc == 0) rc = place(m, p, r, space);
     if (rc < 0) {
         frt_kv_resident_free(r);
         return rc;
@@ -137,10 +145,39 @@ int frt_kv_resident_make(frt_model *m, const frt_kv_prefix *p, frt_space space, 
     return 0;
 }
 
-int frt_model_kv_upload(frt_model *m, const frt_kv_prefix *p, frt_kv_resident **out)
+int frt_model_kv_upload(frt_model *m, const frt_kv_prefix *p, frt_space space, frt_kv_resident **out)
 {
-    return frt_kv_resident_make(m, p, FRT_SPACE_DEVICE, out);
+    if (space != FRT_SPACE_DEVICE && space != FRT_SPACE_PINNED_HOST) {
+        if (out) *out = NULL;
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "kv_upload: space %d (device or pinned host)", (int)space);
+    }
+    return frt_kv_resident_make(m, p, space, out);
 }
+
+int frt_kv_resident_move(frt_model *m, frt_kv_resident *r, frt_space space)
+{
+    if (!m || !r) return frt_error(FRT_ERR_INVALID_ARGUMENT, "kv_resident_move: NULL argument");
+    if (r->m != m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "kv_resident_move: the prefix belongs to another model");
+    if (space != FRT_SPACE_DEVICE && space != FRT_SPACE_PINNED_HOST)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "kv_resident_move: space %d (device or pinned host)", (int)space);
+    if (frt_buffer_space(r->kv) == space) return 0;
+    frt_buffer *to = NULL;
+    const size_t bytes = frt_buffer_size(r->kv);
+    FRT_TRY(frt_buffer_alloc(m->ctx, "kv_prefix", space, bytes, &to));
+    int rc = frt_buffer_copy(to, 0, r->kv, 0, bytes, m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (rc) {
+        frt_buffer_free(to);
+        return rc;
+    }
+    frt_buffer_free(r->kv);
+    free(r->host);
+    r->host = NULL;
+    r->kv = to;
+    return 0;
+}
+
+frt_space frt_kv_resident_space(const frt_kv_resident *r) { return r ? frt_buffer_space(r->kv) : FRT_SPACE_HOST; }
 
 /* The rows (one batched copy), the journal and the boundary. */
 static int write_state(frt_model *m, const frt_kv_resident *r)

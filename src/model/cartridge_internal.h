@@ -35,8 +35,8 @@ int frt_kv_prefix_supported(const frt_model *m);
 
 /* p checked against m (frt_model_inject_kv's checks) and converted to the
  * backend's KV dtype, held in buffers of m's context in space: DEVICE for
- * frt_model_kv_upload, HOST (the staging copy itself, no second copy) for
- * frt_model_inject_kv. Errors as frt_model_kv_upload. */
+ * frt_model_kv_upload (or PINNED_HOST), HOST (the staging copy itself, no
+ * second copy) for frt_model_inject_kv. Errors as frt_model_kv_upload. */
 int frt_kv_resident_make(frt_model *m, const frt_kv_prefix *p, frt_space space, frt_kv_resident **out);
 
 

@@ -195,7 +195,8 @@ static size_t md_cartridge_bytes(void *self, const void *cart)
 
 static int md_cartridge_upload(void *self, const void *cart, void **resident)
 {
-    return frt_cartridge_upload(((bound *)self)->m, (const frt_cartridge *)cart, (frt_kv_resident **)resident);
+    return frt_cartridge_upload(((bound *)self)->m, (const frt_cartridge *)cart, FRT_SPACE_DEVICE,
+                                (frt_kv_resident **)resident);
 }
 
 static int md_cartridge_inject(void *self, const void *resident)
