@@ -253,9 +253,11 @@ static int starts_field(const json_t *j, int version, frt_cartridge_info *in, in
     return 0;
 }
 
-static int parse_manifest(const char *text, size_t len, const char *what, frt_cartridge_info *in, int32_t **start)
+int frt_cartridge_manifest_parse(const char *text, size_t len, const char *what, frt_cartridge_info *in,
+                                 int32_t **start)
 {
     json_t *j = NULL;
+    *start = NULL;
     FRT_TRY(frt_json_parse(text, len, JSON_REJECT_DUPLICATES, &j, what));
     memset(in, 0, sizeof *in);
     int rc = json_is_object(j) ? 0 : frt_error(FRT_ERR_FORMAT, "cartridge: %s: not a JSON object", what);
@@ -323,7 +325,7 @@ int frt_cartridge_load(const char *dir, frt_cartridge **out)
     FRT_TRY(frt_file_read_all(manifest, CART_MAX_MANIFEST, &text, &len));
     frt_cartridge_info in;
     int32_t *start = NULL;
-    int rc = parse_manifest(text, len, manifest, &in, &start);
+    int rc = frt_cartridge_manifest_parse(text, len, manifest, &in, &start);
     free(text);
     FRT_TRY(rc);
     char *buf = NULL;

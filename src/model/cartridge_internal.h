@@ -26,6 +26,14 @@ struct frt_cartridge {
  * FRT_ERR_OUT_OF_MEMORY. */
 int frt_cartridge_alloc(int n_layers, int n_kv_heads, int head_dim, int tokens, frt_dtype dt, frt_cartridge **out);
 
+/* Parses len bytes of manifest.json text (`what` names it in messages)
+ * strictly into *in (every field of docs/cartridges.md; version 1 or 2)
+ * and *start (the starts_with ids, malloc'd; NULL when none; in->n_starts_with
+ * of them). Errors: FRT_ERR_FORMAT naming the field, FRT_ERR_OUT_OF_MEMORY;
+ * *start is NULL on error (cartridge_file.c, fuzzed by fuzz_cartridge_manifest). */
+int frt_cartridge_manifest_parse(const char *text, size_t len, const char *what, frt_cartridge_info *in,
+                                 int32_t **start);
+
 /* Layer l's K (kv 0) or V (kv 1) payload. */
 unsigned char *frt_cartridge_half(frt_cartridge *c, int layer, int kv);
 
