@@ -132,13 +132,16 @@ struct frt_engine {
      * and V of every layer in the KV dtype), cartridge_upload
      * frt_cartridge_upload (*resident: an frt_kv_resident), cartridge_inject
      * frt_model_inject_kv_resident (rows 0..T-1, position T; the live state
-     * is unchanged on a refusal), cartridge_resident_free.
+     * is unchanged on a refusal; from either tier), cartridge_move
+     * frt_kv_resident_move to FRT_ENGINE_TIER_DEVICE or _HOST (pinned host
+     * memory), cartridge_resident_free.
      * All NULL when the engine takes no cartridges (the fake engine). */
     int (*cartridge_supported)(void *self);
     uint64_t (*cartridge_fingerprint)(void *self);
     size_t (*cartridge_bytes)(void *self, const void *cart);
     int (*cartridge_upload)(void *self, const void *cart, void **resident);
     int (*cartridge_inject)(void *self, const void *resident);
+    int (*cartridge_move)(void *self, void *resident, int tier);
     void (*cartridge_resident_free)(void *self, void *resident);
 
     /* Frees self (and the model when the engine owns it). */

@@ -204,6 +204,12 @@ static int md_cartridge_inject(void *self, const void *resident)
     return frt_model_inject_kv_resident(((bound *)self)->m, (const frt_kv_resident *)resident);
 }
 
+static int md_cartridge_move(void *self, void *resident, int tier)
+{
+    return frt_kv_resident_move(((bound *)self)->m, resident,
+                                tier == FRT_ENGINE_TIER_DEVICE ? FRT_SPACE_DEVICE : FRT_SPACE_PINNED_HOST);
+}
+
 static void md_cartridge_resident_free(void *self, void *resident)
 {
     (void)self;
@@ -262,6 +268,7 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->cartridge_bytes = md_cartridge_bytes;
     e->cartridge_upload = md_cartridge_upload;
     e->cartridge_inject = md_cartridge_inject;
+    e->cartridge_move = md_cartridge_move;
     e->cartridge_resident_free = md_cartridge_resident_free;
     if (info.branch_slots > 1 && !(b->logits = malloc((size_t)info.vocab_size * sizeof *b->logits))) {
         free(b);

@@ -250,7 +250,14 @@ static int persist(frt_registry *r, frt_cap *c)
  * host tier has room, else to the disk tier, else it is evicted. */
 static void demote(frt_registry *r, frt_cap *c)
 {
-    if (c->kind == FRT_CAP_CARTRIDGE) { /* the host copy is the cartridge store's: evicted from device */
+    if (c->kind == FRT_CAP_CARTRIDGE) { /* device -> pinned host when the host tier has room, else dropped */
+        if (c->tier == FRT_ENGINE_TIER_DEVICE && r->budget[FRT_ENGINE_TIER_HOST] >= c->bytes &&
+            make_room(r, FRT_ENGINE_TIER_HOST, c->bytes) == 0 &&
+            r->e->cartridge_move(r->e->self, c->handle, FRT_ENGINE_TIER_HOST) == 0) {
+            c->tier = FRT_ENGINE_TIER_HOST;
+            r->cart.demotions++;
+            return;
+        }
         r->cart.evictions++;
         remove_entry(r, c);
         return;
@@ -830,17 +837,34 @@ static int cartridge_upload(frt_registry *r, uint64_t key, const char *name, con
     return 0;
 }
 
+/* A host-resident entry back to device memory (room made first; c itself is
+ * protected from the host tier's evictions meanwhile). */
+static int cartridge_promote(frt_registry *r, frt_cap *c)
+{
+    protect(r, c->id);
+    int rc = cartridge_room(r, c->bytes);
+    unprotect(r);
+    if (rc) {
+        r->cart.refused++;
+        return rc;
+    }
+    FRT_TRY(r->e->cartridge_move(r->e->self, c->handle, FRT_ENGINE_TIER_DEVICE));
+    c->tier = FRT_ENGINE_TIER_DEVICE;
+    r->cart.promotions++;
+    return 0;
+}
+
 int frt_registry_cartridge_acquire(frt_registry *r, uint64_t key, const char *name, const void *cart, size_t bytes,
                                    uint64_t *id, const void **resident)
 {
-    if (!r || !cart || !id || !resident || !bytes || !r->e->cartridge_upload)
+    if (!r || !cart || !id || !resident || !bytes || !r->e->cartridge_upload || !r->e->cartridge_move)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry: bad cartridge acquisition");
     frt_cap *c = find_cartridge(r, key);
-    if (c) {
+    if (c && c->tier == FRT_ENGINE_TIER_DEVICE) {
         r->cart.hits++;
     } else {
         r->cart.misses++;
-        FRT_TRY(cartridge_upload(r, key, name, cart, bytes, &c));
+        FRT_TRY(c ? cartridge_promote(r, c) : cartridge_upload(r, key, name, cart, bytes, &c));
     }
     c->pin_holds++;
     touch(r, c);
@@ -862,11 +886,13 @@ void frt_registry_cartridge_stats(const frt_registry *r, frt_cart_residency_stat
 {
     if (!r || !out) return;
     *out = r->cart;
-    out->device_bytes = 0;
-    out->resident = 0;
-    for (int i = 0; i < r->n; i++)
-        if (r->caps[i]->kind == FRT_CAP_CARTRIDGE) {
-            out->device_bytes += r->caps[i]->bytes;
-            out->resident++;
-        }
+    out->device_bytes = out->host_bytes = 0;
+    out->resident = out->host_resident = 0;
+    for (int i = 0; i < r->n; i++) {
+        const frt_cap *c = r->caps[i];
+        if (c->kind != FRT_CAP_CARTRIDGE) continue;
+        int dev = c->tier == FRT_ENGINE_TIER_DEVICE;
+        *(dev ? &out->device_bytes : &out->host_bytes) += c->bytes;
+        *(dev ? &out->resident : &out->host_resident) += 1;
+    }
 }

@@ -11,12 +11,13 @@
  *   SESSION  the boundary of a session (a displaced hot session, a fork
  *            point, a checkpoint). Reached only through the sessions that
  *            hold a reference; deleted when the last reference goes.
- *   CARTRIDGE a cartridge resident in device memory (engine.h
- *            cartridge_upload): not a capsule of the live state but KV rows
- *            the engine injects from; it counts against the device budget
- *            with the capsules (frt_registry_cartridge_acquire below), is
- *            never demoted to host or disk (the host copy is the cartridge
- *            store's) but evicted, never restored, matched or persisted.
+ *   CARTRIDGE a resident cartridge (engine.h cartridge_upload): not a
+ *            capsule of the live state but KV rows the engine injects from,
+ *            in device memory (counted in the device budget with the
+ *            capsules) or demoted to pinned host memory (the host budget);
+ *            evicted from there (its source stays the cartridge store's
+ *            copy); never restored, matched, persisted or put on disk
+ *            (frt_registry_cartridge_acquire below).
  *
  * Tiers and budgets: device, host and disk each have a byte budget. A new
  * capsule goes to the requested tier (falling to the next one down when it
@@ -200,12 +201,14 @@ void frt_registry_stats_get(const frt_registry *r, frt_registry_stats *st);
 
 /* Makes the cartridge `cart` (a const frt_cartridge *, the store's host copy)
  * resident in device memory and marks it in use: a CARTRIDGE entry keyed by
- * `key` (the caller's identity of the cartridge version) that is already
- * resident is a hit; otherwise the device tier makes room for `bytes`
+ * `key` (the caller's identity of the cartridge version) already in device
+ * memory is a hit; otherwise the device tier makes room for `bytes`
  * (engine.h cartridge_bytes) by demoting or evicting the least recently used
  * entries that are neither pinned nor in use (capsules go down to host /
- * disk, other cartridges are evicted), then the engine uploads it (a
- * promotion host -> device). In use = pinned: nothing evicts it until
+ * disk; other cartridges to pinned host memory when the host budget has
+ * room, else they are dropped), then the entry is promoted: moved from the
+ * host tier (engine.h cartridge_move, one DMA) or, when absent, uploaded
+ * from cart. In use = pinned: nothing demotes or evicts it until
  * frt_registry_cartridge_release. *id receives the entry, *resident the
  * engine's handle (valid while in use). name (its id) is kept for listings.
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bytes 0, an engine without

@@ -484,6 +484,7 @@ static int gen_plan(frt_gen_run *r)
     res->prompt_tokens = n;
     res->cached_tokens = plan->start;
     res->prefill_tokens = n - plan->start;
+    if (bound) res->cartridge_tokens = sess->cart.tokens;
     sess->busy = 1;
     if (r->rq->session_id) snprintf(res->session_id, sizeof res->session_id, "%s", sess->id);
     return 0;
