@@ -18,10 +18,8 @@
  *     vocabulary, the qwen35 hybrid ("not supported");
  *  4. isolation: two cartridges injected one after the other never see each
  *     other's KV (a shorter one after a longer one included);
- *  5. the resident form (frt_cartridge_upload, frt_model_inject_kv_resident):
- *     device-resident, pinned-host-resident, moved between the two: the
- *     tokens of the host injection every time, its byte count, and refused
- *     by another model (state unchanged), by the hybrid, for another space.
+ *  5. the hybrid refuses an upload too (the resident form on both
+ *     backends: test_cartridge_resident.c).
  *
  * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
  * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
@@ -296,75 +294,6 @@ out:
     frt_cartridge_free(b);
 }
 
-/* The resident form: an upload of a cartridge gives the tokens of the host
- * injection, every time it is injected (the buffer is read, not moved), and
- * holds 2 x layers x T x H x D elements of the backend's KV dtype (f32 on
- * cpu); a model other than the one it was made for refuses it, unchanged. */
-static void test_resident(frt_model *m, const frt_model_info *info, int kvh, int hd)
-{
-    int32_t ids[50], prompt[9], other[20], t_host[G], t_res[G], t_again[G];
-    random_ids(ids, 50);
-    random_ids(prompt, 9);
-    random_ids(other, 20);
-    frt_cartridge *c = NULL;
-    frt_kv_resident *r = NULL;
-    CHECK_OK(frt_model_reset(m));
-    CHECK_OK(frt_model_prefill(m, ids, 50));
-    CHECK_OK(frt_cartridge_from_model(m, &c));
-    if (!c) return;
-    run_with(m, c, prompt, 9, t_host);
-    CHECK_OK(frt_cartridge_upload(m, c, FRT_SPACE_DEVICE, &r));
-    CHECK(frt_kv_resident_bytes(r) == 2 * (size_t)info->n_layers * 50 * (size_t)kvh * (size_t)hd * sizeof(float));
-    CHECK(frt_kv_resident_tokens(r) == 50);
-    CHECK_OK(frt_model_prefill(m, other, 20));
-    CHECK_OK(frt_model_inject_kv_resident(m, r));
-    CHECK(frt_model_position(m) == 50);
-    CHECK_OK(frt_model_prefill(m, prompt, 9));
-    greedy(m, t_res, G);
-    CHECK_OK(frt_model_inject_kv_resident(m, r));
-    CHECK_OK(frt_model_prefill(m, prompt, 9));
-    greedy(m, t_again, G);
-    CHECK_MSG(!memcmp(t_host, t_res, sizeof t_res), "resident injection differs from the host injection");
-    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a second resident injection differs");
-    /* host-resident (pinned): injected from there, demoted and promoted back, the same tokens */
-    frt_kv_resident *h = NULL;
-    CHECK_OK(frt_cartridge_upload(m, c, FRT_SPACE_PINNED_HOST, &h));
-    CHECK(frt_kv_resident_space(h) == FRT_SPACE_PINNED_HOST && frt_kv_resident_space(r) == FRT_SPACE_DEVICE);
-    CHECK_OK(frt_model_inject_kv_resident(m, h));
-    CHECK_OK(frt_model_prefill(m, prompt, 9));
-    greedy(m, t_again, G);
-    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a host-resident injection differs");
-    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE));
-    CHECK(frt_kv_resident_space(h) == FRT_SPACE_DEVICE && frt_kv_resident_bytes(h) == frt_kv_resident_bytes(r));
-    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE)); /* already there */
-    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_PINNED_HOST));
-    CHECK_OK(frt_kv_resident_move(m, h, FRT_SPACE_DEVICE));
-    CHECK_OK(frt_model_inject_kv_resident(m, h));
-    CHECK_OK(frt_model_prefill(m, prompt, 9));
-    greedy(m, t_again, G);
-    CHECK_MSG(!memcmp(t_res, t_again, sizeof t_res), "a promoted injection differs");
-    CHECK_STATUS(frt_kv_resident_move(m, h, FRT_SPACE_HOST), FRT_ERR_INVALID_ARGUMENT);
-    frt_kv_resident *x = NULL;
-    CHECK_STATUS(frt_cartridge_upload(m, c, FRT_SPACE_HOST, &x), FRT_ERR_INVALID_ARGUMENT);
-    CHECK(x == NULL);
-    frt_kv_resident_free(h);
-    frt_checkpoint *ck2 = NULL;
-    frt_model *m2 = build("tiny-dense", 1, &ck2);
-    if (m2) {
-        CHECK_OK(frt_model_prefill(m2, other, 20));
-        CHECK_STATUS(frt_model_inject_kv_resident(m2, r), FRT_ERR_INVALID_ARGUMENT);
-        CHECK_STATUS(frt_kv_resident_move(m2, r, FRT_SPACE_PINNED_HOST), FRT_ERR_INVALID_ARGUMENT);
-        CHECK(frt_model_position(m2) == 20);
-    }
-    CHECK_STATUS(frt_model_inject_kv_resident(m, NULL), FRT_ERR_INVALID_ARGUMENT);
-    CHECK(frt_kv_resident_bytes(NULL) == 0);
-    frt_kv_resident_free(NULL);
-    frt_kv_resident_free(r);
-    frt_model_free(m2);
-    frt_checkpoint_close(ck2);
-    frt_cartridge_free(c);
-}
-
 static void test_hybrid(void)
 {
     frt_checkpoint *ck = NULL;
@@ -434,7 +363,6 @@ int main(int argc, char **argv)
     test_bytes(m, &info, cfg.n_kv_heads, cfg.head_dim, FRT_DT_BF16);
     test_refusals(m, &info, cfg.n_kv_heads, cfg.head_dim);
     test_isolation(m);
-    test_resident(m, &info, cfg.n_kv_heads, cfg.head_dim);
     test_hybrid();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
