@@ -16,7 +16,9 @@
 #    bos_token; with the demo tokenizer and bos_token <|endoftext|> (id 0):
 #    an export whose row 0 is the BOS states [0] by itself, --starts-with-text
 #    adds the text's tokens (and is refused when the rows do not begin with
-#    them), an import states what the flags say.
+#    them), an import states what the flags say; generate --cartridge drops
+#    the stated start from a prompt that repeats it (and refuses a prompt
+#    that is only the start).
 set -u
 B="$1"
 SRC="$2"
@@ -105,6 +107,15 @@ if [ -f "$DEMO/tokenizer.json" ]; then
     check "import --starts-with-bos --starts-with-text" "$FRT" cartridge import "$T/c.pt" -m "$T/m" --backend cpu \
         -o "$T/cs" --starts-with-bos --starts-with-text '<|im_start|><|im_end|>' -q
     check "import: starts_with [0, 1, 2]" test "$("$FRT" cartridge info "$T/cs" --json | json_field starts_with)" = "0 1 2"
+    # generate drops the stated start from a prompt that repeats it
+    "$FRT" generate "${G[@]}" --ids "0,1,$DOC,$PROMPT" >"$T/bos_cold.json" || fail=1
+    "$FRT" generate "${G[@]}" --cartridge "$T/bos2" --ids "0,1,$PROMPT" >"$T/bos_rep.json" || fail=1
+    "$FRT" generate "${G[@]}" --cartridge "$T/bos2" --ids "$PROMPT" >"$T/bos_plain.json" || fail=1
+    check "generate: a prompt repeating the stated start = one without it = the cold prefill" \
+        test "$(json_field tokens <"$T/bos_rep.json")|$(json_field tokens <"$T/bos_plain.json")" = \
+        "$(json_field tokens <"$T/bos_cold.json")|$(json_field tokens <"$T/bos_cold.json")"
+    check "generate: cartridge_start_dropped 2" test "$(json_field cartridge_start_dropped <"$T/bos_rep.json")" = 2
+    refuse 1 "nothing after the cartridge's stated start" generate "${G[@]}" --cartridge "$T/bos2" --ids 0,1
 else
     echo "skip starts_with with a tokenizer: no demo tokenizer ($DEMO)"
 fi
