@@ -79,13 +79,13 @@ static void fill_request(frt_job *j, frt_gen_request *g, const frt_cartridge *ca
     }
     frt_cartridge_token_ids(cart, &g->cartridge_ids);
     frt_cartridge_starts_with(cart, &g->cartridge_start, &g->n_cartridge_start);
-    g->cartridge_start_required = j->rq.chat;
 }
 
 int frt_server_cartridge_route(frt_server *s, frt_job *j, frt_gen_request *g, frt_api_error *err)
 {
     const frt_api_completion *c = &j->rq;
     const char *param = c->cartridge_id[0] ? "cartridge_id" : c->cartridge_label[0] ? "cartridge_label" : NULL;
+    g->cartridge_start_required = c->chat; /* also for a bound session's request whose cartridge does not route */
     if (!s->carts) {
         if (!param) return 0;
         return frt_api_fail(err, 400, "unsupported_value", param,
