@@ -36,7 +36,9 @@
 #    message and the cartridge gives the tokens of a cold completion of
 #    cartridge rows + the rendered prompt without its first k tokens (no
 #    double BOS, usage counts T + the rest); another system message, or
-#    none, is 400 cartridge_mismatch (param messages).
+#    none, is 400 cartridge_mismatch (param messages); a chat session
+#    started from it continues after its rows on the next turn and refuses
+#    another system message there too.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
@@ -237,6 +239,22 @@ expect_error 400 cartridge_mismatch "another system message than the cartridge's
 [ "$(jqr '.error.param')" = messages ] || fail "the refusal names messages: $BODY"
 api s POST /v1/chat/completions "$(chat null '{"cartridge_id": "sys-doc"}')"
 expect_error 400 cartridge_mismatch "no system message, the cartridge holds one"
+# a chat session started from the cartridge: its second turn (the whole conversation again, without the
+# cartridge field) loses the stated start and follows the rows; another system message is refused there too
+api s POST /v1/sessions '{"id": "chat-s"}'
+api s POST /v1/chat/completions "$(chat '"Be brief."' '{"cartridge_id": "sys-doc", "session_id": "chat-s"}')"
+expect_status 200 "a chat session's first turn with the cartridge"
+[ "$(jqr '.frt.tokens | map(tostring) | join(",")')" = "$GOT" ] || fail "the chat session's first turn: $BODY"
+ANSWER=$(jqr '.choices[0].message.content')
+turn2() { jq -nc --arg a "$ANSWER" --arg s "$1" '{messages: [{role: "system", content: $s}, {role: "user", content:
+    "the cat"}, {role: "assistant", content: $a}, {role: "user", content: "the cat"}], max_tokens: 4,
+    temperature: 0, session_id: "chat-s"}'; }
+api s POST /v1/chat/completions "$(turn2 "Be brief.")"
+expect_status 200 "the chat session's second turn"
+[ "$(jqr '.frt.cached_tokens')" -ge $((K + 64)) ] && [ "$(jqr '.frt.cartridge.id')" = sys-doc ] ||
+    fail "the second turn continues after the cartridge's rows: $BODY"
+api s POST /v1/chat/completions "$(turn2 "Use the text.")"
+expect_error 400 cartridge_mismatch "another system message in a session started from the cartridge"
 serve_stop s
 
 # a server without cartridges, a model that takes none, the fake engine
