@@ -17,7 +17,9 @@
  *     another model's binding, tokens > max_seq, an id outside the
  *     vocabulary, the qwen35 hybrid ("not supported");
  *  4. isolation: two cartridges injected one after the other never see each
- *     other's KV (a shorter one after a longer one included).
+ *     other's KV (a shorter one after a longer one included);
+ *  5. the hybrid refuses an upload too (the resident form on both
+ *     backends: test_cartridge_resident.c).
  *
  * test_cartridge_inject --write-capsule MODEL_DIR ID,ID,.. PATH: loads
  * MODEL_DIR (cpu, C = 64, max_seq 256), prefills the ids and writes a
@@ -308,6 +310,9 @@ static void test_hybrid(void)
                        .k = ptr, .v = ptr};
     CHECK_STATUS(frt_model_inject_kv(m, &p), FRT_ERR_UNSUPPORTED);
     CHECK(strstr(frt_last_error(), "not supported") != NULL);
+    frt_kv_resident *r = NULL;
+    CHECK_STATUS(frt_model_kv_upload(m, &p, FRT_SPACE_DEVICE, &r), FRT_ERR_UNSUPPORTED);
+    CHECK(r == NULL);
     CHECK(frt_model_position(m) == 8);
     frt_cartridge *c = NULL;
     CHECK_STATUS(frt_cartridge_from_model(m, &c), FRT_ERR_UNSUPPORTED);

@@ -190,7 +190,7 @@ static void test_frt_format(void)
         {"\"tokens\"", "\"tokens_\"", "unknown field", FRT_ERR_FORMAT},
         {"\"dtype\": \"bf16\"", "\"dtype\": \"f64\"", "dtype 'f64'", FRT_ERR_FORMAT},
         {"\"layers\": 3", "\"layers\": 2", "tensors for 2 layers", FRT_ERR_FORMAT},
-        {"\"version\": 1", "\"version\": 2", "version", FRT_ERR_FORMAT},
+        {"\"version\": 2", "\"version\": 3", "version", FRT_ERR_FORMAT},
         {"\"model_fingerprint\": \"", "\"model_fingerprint\": \"x", "model_fingerprint", FRT_ERR_FORMAT},
         {"\"created\": \"", "\"created\": \"yesterday", "created", FRT_ERR_FORMAT},
         {"\"labels\": [", "\"labels\": [\"\", ", "label 0", FRT_ERR_FORMAT},

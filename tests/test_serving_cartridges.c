@@ -228,7 +228,7 @@ static void test_store(void)
     CHECK_STATUS(frt_cart_store_acquire(st, &q, &c2, &e, NULL, 0), FRT_ERR_MISMATCH);
     frt_cart_store_stats_get(st, &s);
     CHECK(s.load_failures == 1 && s.evictions == 0 && s.loads == 1);
-    char *m = frt_cart_store_metrics_text(st);
+    char *m = frt_cart_store_metrics_text(st, NULL);
     CHECK(m && strstr(m, "frt_cartridge_evictions_total 0\n") && strstr(m, "frt_cartridge_load_failures_total 1\n") &&
           strstr(m, "# TYPE frt_cartridge_loaded_bytes gauge"));
     free(m);

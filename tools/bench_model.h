@@ -9,4 +9,8 @@
  * printed) or 2 (usage error). */
 int frt_bench_model(int argc, char **argv);
 
+/* frt bench cartridge (bench_cartridge.c): argv[0] is "cartridge". Same
+ * return codes. */
+int frt_bench_cartridge(int argc, char **argv);
+
 #endif

@@ -16,6 +16,10 @@
  *
  *   frt bench -m DIR | --shape NAME --random-weights ...   the model
  *       benchmark: bench_model.c.
+ *
+ *   frt bench cartridge --shape NAME [--docs P1,P2,..] ...   TTFT with a
+ *       device- / host-resident cartridge against a cold prefill:
+ *       bench_cartridge.c.
  */
 #include "bench_model.h"
 #include "args.h"
@@ -446,8 +450,11 @@ static int bench_model_cmd(int argc, char **argv)
 int frt_cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "cartridge")) return frt_bench_cartridge(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-') {
-        fprintf(stderr, "frt bench: unknown benchmark '%s' (frt bench exec, or frt bench -m DIR | --shape NAME)\n",
+        fprintf(stderr,
+                "frt bench: unknown benchmark '%s' (frt bench exec, frt bench cartridge, or frt bench -m DIR | "
+                "--shape NAME)\n",
                 argv[1]);
         return 2;
     }

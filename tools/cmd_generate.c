@@ -79,10 +79,23 @@ static const char epilog[] =
     "tokenizer), prompt_tokens, cartridge_tokens, ttft_ms, tokens_per_s; with --logprobs N also\n"
     "logprobs: one object per token, {token, logprob, top: [[id, logprob], ...]} (N entries).\n"
     "--cartridge: the prompt follows the cartridge's T tokens at positions T, T+1, ...; the\n"
-    "chat template is not applied (the prompt is used as given). docs/cartridges.md.\n"
+    "chat template is not applied; a prompt that begins with the cartridge's stated start\n"
+    "(manifest starts_with: its BOS / system header) loses it, as in the server.\n"
+    "docs/cartridges.md.\n"
     "The sampling step (include/frt/sampling.h): --logit-bias first, then the repetition\n"
     "penalty (prompt and output tokens), then the frequency and presence penalties (generated\n"
     "tokens), then temperature, --min-p, --top-k, --top-p.\n";
+
+/* The tokens at the head of ids[0..n) that the cartridge states it starts
+ * with (it holds them): its start's length when ids begin with it, else 0. */
+static size_t stated_start(const frt_cartridge *c, const int32_t *ids, size_t n)
+{
+    const int32_t *s = NULL;
+    int k = 0;
+    if (frt_cartridge_starts_with(c, &s, &k) || k < 1 || (size_t)k > n || memcmp(s, ids, (size_t)k * sizeof *ids))
+        return 0;
+    return (size_t)k;
+}
 
 /* --logit-bias ID:BIAS,ID:BIAS,..: exit code 2 after the message on a bad
  * list (ranges and duplicates are frt_sampling_check's, after the load). */
@@ -278,13 +291,17 @@ int frt_cmd_generate(int argc, char **argv)
     }
     g.t0 = now_ms();
     rc = cart ? frt_cartridge_inject(m, cart) : 0; /* TTFT includes the injection */
+    size_t skip = 0;
     if (cart) {
         frt_cartridge_info ci;
         frt_cartridge_info_get(cart, &ci);
         cart_tokens = ci.tokens;
+        skip = stated_start(cart, ids, n_ids);
         frt_cartridge_free(cart);
     }
-    if (rc == 0) rc = frt_model_prefill(m, ids, (int)n_ids);
+    if (rc == 0 && skip == n_ids)
+        rc = frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt holds nothing after the cartridge's stated start");
+    if (rc == 0) rc = frt_model_prefill(m, ids + skip, (int)(n_ids - skip));
     int produced = 0;
     if (rc == 0) rc = frt_model_generate(m, &gp, on_token, &g, &produced);
     double t_end = now_ms();
@@ -309,6 +326,7 @@ int frt_cmd_generate(int argc, char **argv)
         json_object_set_new(o, "text", have_text ? json_stringn(text ? text : "", text ? len : 0) : json_null());
         json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)n_ids));
         json_object_set_new(o, "cartridge_tokens", json_integer(cart_tokens));
+        json_object_set_new(o, "cartridge_start_dropped", json_integer((json_int_t)skip));
         json_object_set_new(o, "ttft_ms", json_real(ttft));
         json_object_set_new(o, "tokens_per_s", json_real(tps));
         if (g.lps) json_object_set_new(o, "logprobs", logprobs_json(g.lps, g.n));

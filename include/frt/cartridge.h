@@ -74,6 +74,57 @@ typedef struct frt_kv_prefix {
  * (position 0) and returns its status. */
 FRT_API int frt_model_inject_kv(frt_model *m, const frt_kv_prefix *p);
 
+/* A KV prefix resident in the model's memory: per layer K and V in the
+ * backend's KV dtype (bf16 on cuda, f32 on cpu), [tokens, n_kv_heads,
+ * head_dim] each, in one buffer of the model's context, in device memory
+ * (injecting it is a device-to-device copy: no conversion, no host staging,
+ * no PCIe transfer) or in pinned host memory (host-resident: promoted to
+ * the device by one DMA, frt_kv_resident_move), plus the token journal
+ * rows. On cpu, device and pinned memory are host memory. Made by
+ * frt_model_kv_upload or frt_cartridge_upload; owned by the caller; it
+ * must be freed before its model. */
+typedef struct frt_kv_resident frt_kv_resident;
+
+/* Converts p to the backend's KV dtype in pinned host memory and, for
+ * FRT_SPACE_DEVICE, uploads it into a new device buffer of m's context
+ * (one DMA); FRT_SPACE_PINNED_HOST keeps it there (*out).
+ *   FRT_ERR_INVALID_ARGUMENT  space other than DEVICE / PINNED_HOST; and
+ *   FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED, FRT_ERR_MISMATCH,
+ *   FRT_ERR_OUT_OF_RANGE  as frt_model_inject_kv (checked first)
+ *   FRT_ERR_OUT_OF_MEMORY the buffers (the message names the size)
+ *   FRT_ERR_BACKEND       the upload
+ * The live state is never touched. On error *out is NULL. */
+FRT_API int frt_model_kv_upload(frt_model *m, const frt_kv_prefix *p, frt_space space, frt_kv_resident **out);
+
+/* Moves r to space (DEVICE: a promotion over PCIe; PINNED_HOST: a
+ * demotion): a new buffer, one copy, the old buffer freed. Already there: 0.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL, another model's r, another space
+ *   FRT_ERR_OUT_OF_MEMORY, FRT_ERR_BACKEND  (r is unchanged) */
+FRT_API int frt_kv_resident_move(frt_model *m, frt_kv_resident *r, frt_space space);
+
+/* Where r is (FRT_SPACE_DEVICE or FRT_SPACE_PINNED_HOST; FRT_SPACE_HOST for
+ * NULL and for frt_model_inject_kv's own staging). */
+FRT_API frt_space frt_kv_resident_space(const frt_kv_resident *r);
+
+/* Replaces the live state by the resident prefix r, as frt_model_inject_kv
+ * does (rows 0..tokens-1 by one batched copy from r's buffer, device to
+ * device or, host-resident, host to device; the journal, position =
+ * tokens, no pending token, no logits).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL, or r was made by another model (the
+ *                             live state is then unchanged)
+ *   a backend copy failure resets the model (position 0) and returns its status */
+FRT_API int frt_model_inject_kv_resident(frt_model *m, const frt_kv_resident *r);
+
+/* Bytes r holds (K and V of every layer); 0 for NULL. */
+FRT_API size_t frt_kv_resident_bytes(const frt_kv_resident *r);
+
+/* Its token count T; 0 for NULL. */
+FRT_API int frt_kv_resident_tokens(const frt_kv_resident *r);
+
+/* Frees r (no work may still read it; the calls above return after their
+ * copies completed). NULL is a no-op. */
+FRT_API void frt_kv_resident_free(frt_kv_resident *r);
+
 /* The hash a cartridge binds to: the architecture, model_type, the
  * hyperparameters of the config and the weights (not the backend, C or
  * max_seq, so one cartridge serves the cpu and the cuda backend). 0 on NULL. */
@@ -87,6 +138,7 @@ typedef struct frt_cartridge frt_cartridge;
 #define FRT_CARTRIDGE_ID_MAX 128
 #define FRT_CARTRIDGE_LABEL_MAX 64
 #define FRT_CARTRIDGE_TEXT_MAX 512
+#define FRT_CARTRIDGE_STARTS_MAX 4096 /* most tokens a cartridge's stated start may hold */
 
 /* The manifest. Strings are NUL-terminated ("" = unset). */
 typedef struct frt_cartridge_info {
@@ -105,6 +157,7 @@ typedef struct frt_cartridge_info {
     uint64_t checksum;                      /* xxh64 of kv.safetensors (frt format; 0 for a .pt) */
     uint64_t file_bytes;                    /* bytes of kv.safetensors, or of the .pt */
     int from_pt;                            /* 1: read from a .pt */
+    int n_starts_with;                      /* tokens of the stated start (frt_cartridge_starts_with), 0 = none */
 } frt_cartridge_info;
 
 /* Reads a PyTorch .pt cartridge (file, or size bytes at data for the memory
@@ -171,14 +224,36 @@ FRT_API int frt_cartridge_save(frt_cartridge *c, const char *dir);
 
 FRT_API int frt_cartridge_info_get(const frt_cartridge *c, frt_cartridge_info *out);
 
+/* What the cartridge starts with: the token ids its first rows hold that a
+ * chat template would render again before the conversation (the BOS token,
+ * a system header), manifest field starts_with (docs/cartridges.md). *ids
+ * is owned by c (NULL when *n is 0: the cartridge states nothing; version 1
+ * manifests and .pt files). FRT_ERR_INVALID_ARGUMENT for NULL. */
+FRT_API int frt_cartridge_starts_with(const frt_cartridge *c, const int32_t **ids, int *n);
+
+/* The token ids of the cartridge's rows ([tokens], owned by c) when known
+ * (exported from a model), else *ids = NULL. FRT_ERR_INVALID_ARGUMENT for NULL. */
+FRT_API int frt_cartridge_token_ids(const frt_cartridge *c, const int32_t **ids);
+
+/* Sets the stated start to ids[0..n) (n = 0 clears it; ids copied).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL c, NULL ids with n > 0, a negative id
+ *   FRT_ERR_OUT_OF_RANGE      n < 0, n > tokens or n > FRT_CARTRIDGE_STARTS_MAX
+ *   FRT_ERR_MISMATCH          the cartridge knows its token ids (exported
+ *                             from a model) and they do not begin with ids
+ *   FRT_ERR_OUT_OF_MEMORY
+ * On error the cartridge is unchanged. */
+FRT_API int frt_cartridge_set_starts_with(frt_cartridge *c, const int32_t *ids, int n);
+
 /* Views of layer l's K and V ([tokens, n_kv_heads, head_dim], dtype of the
  * cartridge; data owned by c). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_RANGE. */
 FRT_API int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_tensor *v);
 
 /* The checks of frt_cartridge_inject without injecting: the binding (when
- * bound) and the layers, KV heads and head_dim against m's (not the token
- * count against max_seq). FRT_ERR_INVALID_ARGUMENT, FRT_ERR_MISMATCH,
- * FRT_ERR_UNSUPPORTED (an architecture that takes no KV prefix). */
+ * bound), the layers, KV heads and head_dim against m's (not the token
+ * count against max_seq), and the stated start's ids inside m's vocabulary.
+ * FRT_ERR_INVALID_ARGUMENT, FRT_ERR_MISMATCH, FRT_ERR_OUT_OF_RANGE (a
+ * starts_with id outside the vocabulary), FRT_ERR_UNSUPPORTED (an
+ * architecture that takes no KV prefix). */
 FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
 
 /* 0 when m's architecture takes a KV prefix (its whole positional state is
@@ -187,6 +262,15 @@ FRT_API int frt_cartridge_check(const frt_model *m, const frt_cartridge *c);
  * first check of frt_cartridge_check, for callers that must answer before
  * they hold a cartridge (the server refuses cartridge requests with it). */
 FRT_API int frt_cartridge_supported(const frt_model *m);
+
+/* Uploads c to space (frt_model_kv_upload: FRT_SPACE_DEVICE or
+ * FRT_SPACE_PINNED_HOST) after the checks of frt_cartridge_check. Errors of
+ * both; *out NULL on error. */
+FRT_API int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_space space, frt_kv_resident **out);
+
+/* The device bytes frt_cartridge_upload of c into m takes (K and V of every
+ * layer in m's KV dtype: frt_kv_resident_bytes of the result). 0 for NULL. */
+FRT_API size_t frt_cartridge_upload_bytes(const frt_model *m, const frt_cartridge *c);
 
 /* Injects c into m (frt_model_inject_kv) after checking the binding: a
  * bound cartridge (model_fingerprint != 0) must match

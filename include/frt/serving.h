@@ -94,7 +94,8 @@ typedef struct frt_server_params {
     const char *host;            /* bind address ("127.0.0.1") */
     int port;                    /* 0 = any free port (see frt_server_port) (8000) */
     const char *capsule_dir;     /* disk tier + its SQLite index; NULL = no disk tier */
-    size_t budget_bytes[3];      /* device, host, disk byte budgets (1 GiB, 8 GiB, 64 GiB) */
+    size_t budget_bytes[3];      /* device, host, disk byte budgets (1 GiB, 8 GiB, 64 GiB); the device budget
+                                  * also holds the cartridges resident in device memory (docs/cartridges.md) */
     int displace_tier;           /* tier of a displaced hot session's snapshot: 1 = host (1) */
     int auto_capsules;           /* snapshot cold-exact prefixes at their aligned length (1) */
     int queue_size;              /* queued requests before 503 (16) */

@@ -1,11 +1,8 @@
 /*
- * cartridge.c - KV injection into the live state (frt_model_inject_kv), the
- * binding fingerprint, cartridges in memory: export from the live state,
- * metadata, views, injection with the binding check (frt/cartridge.h).
- *
- * Injection stages every layer in the backend's KV dtype on the host first,
- * so every check (and the conversion) happens before the first byte of the
- * live state is written.
+ * cartridge.c - the binding fingerprint, cartridges in memory: export
+ * from the live state, metadata, views, injection and upload with the
+ * binding check (frt/cartridge.h). The copy into the live state is
+ * cartridge_inject.c.
  */
 #include "model/cartridge_internal.h"
 #include "model/model_internal.h"
@@ -34,130 +31,6 @@ uint64_t frt_cartridge_model_fingerprint(const frt_model *m)
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);
     return d ? d : 1; /* 0 means unbound */
-}
-
-/* ---- injection --------------------------------------------------------------- */
-
-static int kv_supported(const frt_model *m)
-{
-    if (!m->arch->kv_layer)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "inject_kv: architecture '%s' keeps state that is not a KV cache (recurrent layers): "
-                         "KV injection is not supported",
-                         m->arch->name);
-    for (int i = 0; i < m->n_state; i++)
-        if (m->state[i].decl.recurrent)
-            return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: state entry '%s' is recurrent: not supported",
-                             m->state[i].decl.name);
-    return 0;
-}
-
-static int check_prefix(const frt_model *m, const frt_kv_prefix *p)
-{
-    const frt_model_config *c = &m->cfg;
-    if (p->n_layers != c->n_layers || p->n_kv_heads != c->n_kv_heads || p->head_dim != c->head_dim)
-        return frt_error(FRT_ERR_MISMATCH,
-                         "inject_kv: the prefix has %d layers x %d KV heads x head_dim %d, the model %d x %d x %d",
-                         p->n_layers, p->n_kv_heads, p->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);
-    if (p->tokens < 1 || p->tokens > m->max_seq)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "inject_kv: %d tokens (1 to max_seq %d)", p->tokens, m->max_seq);
-    if (p->dtype != FRT_DT_BF16 && p->dtype != FRT_DT_F16 && p->dtype != FRT_DT_F32)
-        return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: dtype %s (bf16, f16 or f32)", frt_dtype_name(p->dtype));
-    if (!p->k || !p->v) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: NULL layer arrays");
-    for (int l = 0; l < p->n_layers; l++)
-        if (!p->k[l] || !p->v[l]) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: layer %d has no data", l);
-    for (int i = 0; p->ids && i < p->tokens; i++)
-        if (p->ids[i] < 0 || p->ids[i] >= c->vocab_size)
-            return frt_error(FRT_ERR_OUT_OF_RANGE, "inject_kv: token %d at %d is outside the vocabulary", p->ids[i], i);
-    return 0;
-}
-
-/* n elements of src (dtype sdt) into dst as dtype ddt. */
-static int convert(void *dst, frt_dtype ddt, const void *src, frt_dtype sdt, size_t n, float *tmp)
-{
-    if (ddt == sdt) {
-        memcpy(dst, src, n * frt_dtype_size(sdt));
-        return 0;
-    }
-    frt_tensor t = {.name = "kv", .dtype = sdt, .ndim = 1, .shape = {(int64_t)n}, .data = src,
-                    .nbytes = n * frt_dtype_size(sdt)};
-    FRT_TRY(frt_tensor_to_f32(&t, tmp));
-    return frt_f32_convert(dst, ddt, tmp, n);
-}
-
-/* Every layer's K and V in the backend's dtype: [L][2][T * H * D]. */
-static int stage(const frt_model *m, const frt_kv_prefix *p, unsigned char **out, size_t *half)
-{
-    const size_t n = (size_t)p->tokens * (size_t)p->n_kv_heads * (size_t)p->head_dim;
-    const frt_dtype kdt = m->bk->kv_dtype;
-    *half = n * frt_dtype_size(kdt);
-    unsigned char *buf = malloc(*half * 2 * (size_t)p->n_layers);
-    float *tmp = kdt == p->dtype ? NULL : malloc(n * sizeof *tmp);
-    if (!buf || (kdt != p->dtype && !tmp)) {
-        free(buf);
-        free(tmp);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory staging %zu bytes",
-                         *half * 2 * (size_t)p->n_layers);
-    }
-    int rc = 0;
-    for (int l = 0; l < p->n_layers && rc == 0; l++) {
-        rc = convert(buf + (2 * (size_t)l) * *half, kdt, p->k[l], p->dtype, n, tmp);
-        if (rc == 0) rc = convert(buf + (2 * (size_t)l + 1) * *half, kdt, p->v[l], p->dtype, n, tmp);
-    }
-    free(tmp);
-    if (rc < 0) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    return 0;
-}
-
-/* Writes the staged rows, the journal and the boundary. */
-static int write_state(frt_model *m, const frt_kv_prefix *p, const unsigned char *buf, size_t half,
-                       const int32_t *journal)
-{
-    for (int l = 0; l < p->n_layers; l++) {
-        int ki = 0, vi = 0;
-        FRT_TRY(m->arch->kv_layer(m, l, &ki, &vi));
-        FRT_TRY(frt_buffer_write(m->state[ki].buf, 0, buf + (2 * (size_t)l) * half, half, m->stream));
-        FRT_TRY(frt_buffer_write(m->state[vi].buf, 0, buf + (2 * (size_t)l + 1) * half, half, m->stream));
-    }
-    FRT_TRY(frt_buffer_write(m->tokens, 0, journal, (size_t)p->tokens * sizeof *journal, m->stream));
-    frt_boundary b;
-    FRT_TRY(frt_model_boundary_read(m, &b));
-    b.pos = p->tokens;
-    b.pending = -1;
-    b.has_logits = 0;
-    FRT_TRY(frt_buffer_write(m->boundary, 0, &b, sizeof b, m->stream));
-    return frt_stream_sync(m->stream);
-}
-
-int frt_model_inject_kv(frt_model *m, const frt_kv_prefix *p)
-{
-    if (!m || !p) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: NULL argument");
-    FRT_TRY(kv_supported(m));
-    FRT_TRY(check_prefix(m, p));
-    unsigned char *buf = NULL;
-    size_t half = 0;
-    FRT_TRY(stage(m, p, &buf, &half));
-    int32_t *journal = malloc((size_t)p->tokens * sizeof *journal);
-    if (!journal) {
-        free(buf);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
-    }
-    for (int i = 0; i < p->tokens; i++) journal[i] = p->ids ? p->ids[i] : -1;
-    m->live_capsule = 0; /* the KV rows no longer descend from any capsule */
-    int rc = write_state(m, p, buf, half, journal);
-    free(buf);
-    free(journal);
-    if (rc < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", frt_last_error());
-        frt_model_reset(m);
-        return frt_error(rc, "inject_kv: %s (the model was reset)", msg);
-    }
-    return 0;
 }
 
 /* ---- cartridges in memory -------------------------------------------------- */
@@ -215,7 +88,7 @@ int frt_cartridge_from_model(frt_model *m, frt_cartridge **out)
 {
     if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
     *out = NULL;
-    FRT_TRY(kv_supported(m));
+    FRT_TRY(frt_kv_prefix_supported(m));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (b.pos < 1) return frt_error(FRT_ERR_STATE, "cartridge: the live state is empty (position 0)");
@@ -304,16 +177,53 @@ int frt_cartridge_layer(const frt_cartridge *c, int layer, frt_tensor *k, frt_te
     return 0;
 }
 
+int frt_cartridge_starts_with(const frt_cartridge *c, const int32_t **ids, int *n)
+{
+    if (!c || !ids || !n) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *ids = c->info.n_starts_with ? c->start : NULL;
+    *n = c->info.n_starts_with;
+    return 0;
+}
+
+int frt_cartridge_token_ids(const frt_cartridge *c, const int32_t **ids)
+{
+    if (!c || !ids) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *ids = c->ids;
+    return 0;
+}
+
+int frt_cartridge_set_starts_with(frt_cartridge *c, const int32_t *ids, int n)
+{
+    if (!c || (n > 0 && !ids)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    if (n < 0 || n > c->info.tokens || n > FRT_CARTRIDGE_STARTS_MAX)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge: a start of %d tokens (0 to %d, at most its %d tokens)", n,
+                         FRT_CARTRIDGE_STARTS_MAX, c->info.tokens);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: start token %d is %d", i, ids[i]);
+        if (c->ids && c->ids[i] != ids[i])
+            return frt_error(FRT_ERR_MISMATCH,
+                             "cartridge: the stated start does not match its tokens: token %d is %d, row %d holds %d",
+                             i, ids[i], i, c->ids[i]);
+    }
+    int32_t *copy = n ? malloc((size_t)n * sizeof *copy) : NULL;
+    if (n && !copy) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    if (n) memcpy(copy, ids, (size_t)n * sizeof *copy);
+    free(c->start);
+    c->start = copy;
+    c->info.n_starts_with = n;
+    return 0;
+}
+
 int frt_cartridge_supported(const frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL model");
-    return kv_supported(m);
+    return frt_kv_prefix_supported(m);
 }
 
 int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
 {
     if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
-    FRT_TRY(kv_supported(m));
+    FRT_TRY(frt_kv_prefix_supported(m));
     uint64_t fp = frt_cartridge_model_fingerprint(m);
     if (c->info.model_fingerprint && c->info.model_fingerprint != fp)
         return frt_error(FRT_ERR_MISMATCH,
@@ -326,23 +236,64 @@ int frt_cartridge_check(const frt_model *m, const frt_cartridge *c)
                          "cartridge '%s': %d layers x %d KV heads x head_dim %d, the model %d x %d x %d", c->info.id,
                          c->info.n_layers, c->info.n_kv_heads, c->info.head_dim, g->n_layers, g->n_kv_heads,
                          g->head_dim);
+    for (int i = 0; i < c->info.n_starts_with; i++)
+        if (c->start[i] >= g->vocab_size)
+            return frt_error(FRT_ERR_OUT_OF_RANGE, "cartridge '%s': starts_with token %d is outside the vocabulary (%d)",
+                             c->info.id, c->start[i], g->vocab_size);
     return 0;
+}
+
+/* c's payload as a KV prefix (ptr: 2 * n_layers pointers, malloc'd). */
+static int as_prefix(const frt_cartridge *c, frt_kv_prefix *p, const void ***ptr)
+{
+    const int L = c->info.n_layers;
+    const void **v = malloc(2 * (size_t)L * sizeof *v);
+    if (!v) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    for (int l = 0; l < L; l++) {
+        v[l] = frt_cartridge_half((frt_cartridge *)c, l, 0);
+        v[L + l] = frt_cartridge_half((frt_cartridge *)c, l, 1);
+    }
+    *p = (frt_kv_prefix){.n_layers = L, .n_kv_heads = c->info.n_kv_heads, .head_dim = c->info.head_dim,
+                         .tokens = c->info.tokens, .dtype = c->info.dtype, .k = v, .v = v + L, .ids = c->ids};
+    *ptr = v;
+    return 0;
+}
+
+/* c, checked against m, as a resident prefix in space. */
+static int cart_resident(frt_model *m, const frt_cartridge *c, frt_space space, frt_kv_resident **out)
+{
+    FRT_TRY(frt_cartridge_check(m, c));
+    frt_kv_prefix p;
+    const void **ptr = NULL;
+    FRT_TRY(as_prefix(c, &p, &ptr));
+    int rc = frt_kv_resident_make(m, &p, space, out);
+    free(ptr);
+    if (rc < 0 && c->info.id[0]) frt_error_prefix("cartridge '%s'", c->info.id);
+    return rc;
+}
+
+size_t frt_cartridge_upload_bytes(const frt_model *m, const frt_cartridge *c)
+{
+    if (!m || !c) return 0;
+    return 2 * (size_t)c->info.n_layers * (size_t)c->info.tokens * (size_t)c->info.n_kv_heads *
+           (size_t)c->info.head_dim * frt_dtype_size(m->bk->kv_dtype);
+}
+
+int frt_cartridge_upload(frt_model *m, const frt_cartridge *c, frt_space space, frt_kv_resident **out)
+{
+    if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
+    *out = NULL;
+    if (space != FRT_SPACE_DEVICE && space != FRT_SPACE_PINNED_HOST)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge upload: space %d (device or pinned host)", (int)space);
+    return cart_resident(m, c, space, out);
 }
 
 int frt_cartridge_inject(frt_model *m, const frt_cartridge *c)
 {
-    FRT_TRY(frt_cartridge_check(m, c));
-    const int L = c->info.n_layers;
-    const void **ptr = malloc(2 * (size_t)L * sizeof *ptr);
-    if (!ptr) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
-    for (int l = 0; l < L; l++) {
-        ptr[l] = frt_cartridge_half((frt_cartridge *)c, l, 0);
-        ptr[L + l] = frt_cartridge_half((frt_cartridge *)c, l, 1);
-    }
-    frt_kv_prefix p = {.n_layers = L, .n_kv_heads = c->info.n_kv_heads, .head_dim = c->info.head_dim,
-                       .tokens = c->info.tokens, .dtype = c->info.dtype, .k = ptr, .v = ptr + L, .ids = c->ids};
-    int rc = frt_model_inject_kv(m, &p);
-    free(ptr);
+    frt_kv_resident *r = NULL;
+    FRT_TRY(cart_resident(m, c, FRT_SPACE_HOST, &r));
+    int rc = frt_model_inject_kv_resident(m, r);
+    frt_kv_resident_free(r);
     if (rc < 0 && c->info.id[0]) frt_error_prefix("cartridge '%s'", c->info.id);
     return rc;
 }
@@ -352,5 +303,6 @@ void frt_cartridge_free(frt_cartridge *c)
     if (!c) return;
     free(c->data);
     free(c->ids);
+    free(c->start);
     free(c);
 }

@@ -20,7 +20,7 @@
 #include <xxhash.h>
 
 #define CART_FORMAT "frt-cartridge"
-#define CART_VERSION 1
+#define CART_VERSION 2 /* written; version 1 (no starts_with) still loads */
 #define CART_PAYLOAD "kv.safetensors"
 #define CART_MANIFEST "manifest.json"
 #define CART_MAX_MANIFEST (1u << 20)
@@ -84,18 +84,20 @@ static int write_payload(const frt_cartridge *c, const char *path)
     return rc;
 }
 
-static json_t *manifest_json(const frt_cartridge_info *in)
+static json_t *manifest_json(const frt_cartridge_info *in, const int32_t *start)
 {
     char fp[32], sum[40];
     snprintf(fp, sizeof fp, "%016" PRIx64, in->model_fingerprint);
     snprintf(sum, sizeof sum, "xxh64:%016" PRIx64, in->checksum);
     json_t *labels = json_array();
     for (int i = 0; i < in->n_labels; i++) json_array_append_new(labels, json_string(in->labels[i]));
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:i, s:s, s:I, s:s, s:o, s:o, s:o}",
+    json_t *starts = json_array();
+    for (int i = 0; i < in->n_starts_with; i++) json_array_append_new(starts, json_integer(start[i]));
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:i, s:i, s:o, s:s, s:I, s:s, s:o, s:o, s:o}",
                      "format", CART_FORMAT, "version", CART_VERSION, "cartridge_id", in->id, "model_id", in->model_id,
                      "model_fingerprint", fp, "layers", in->n_layers, "kv_heads", in->n_kv_heads, "head_dim",
                      in->head_dim, "dtype", dt_name(in->dtype), "tokens", in->tokens, "frozen_tokens",
-                     in->frozen_tokens, "checksum", sum, "file_bytes", (json_int_t)in->file_bytes, "created",
+                     in->frozen_tokens, "starts_with", starts, "checksum", sum, "file_bytes", (json_int_t)in->file_bytes, "created",
                      in->created, "training_steps",
                      in->training_steps >= 0 ? json_integer(in->training_steps) : json_null(), "source_document",
                      in->source_document[0] ? json_string(in->source_document) : json_null(), "labels", labels);
@@ -119,7 +121,7 @@ int frt_cartridge_save(frt_cartridge *c, const char *dir)
     in.from_pt = 0;
     FRT_TRY(write_payload(c, payload));
     FRT_TRY(hash_file(payload, &in.checksum, &in.file_bytes));
-    json_t *j = manifest_json(&in);
+    json_t *j = manifest_json(&in, c->start);
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (!text) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory for the manifest");
@@ -134,7 +136,7 @@ int frt_cartridge_save(frt_cartridge *c, const char *dir)
 static const char *const g_fields[] = {"format",        "version",  "cartridge_id",   "model_id",   "model_fingerprint",
                                        "layers",        "kv_heads", "head_dim",       "dtype",      "tokens",
                                        "frozen_tokens", "checksum", "file_bytes",     "created",    "training_steps",
-                                       "source_document", "labels"};
+                                       "source_document", "labels", "starts_with"};
 
 static int check_keys(const json_t *j, const char *what)
 {
@@ -221,15 +223,48 @@ static int labels_field(const json_t *j, frt_cartridge_info *in, const char *wha
     return 0;
 }
 
-static int parse_manifest(const char *text, size_t len, const char *what, frt_cartridge_info *in)
+/* starts_with (version 2, required; version 1 has none): an array of at
+ * most min(tokens, FRT_CARTRIDGE_STARTS_MAX) token ids >= 0, into *out
+ * (malloc'd, NULL when empty). */
+static int starts_field(const json_t *j, int version, frt_cartridge_info *in, int32_t **out, const char *what)
+{
+    json_t *arr = NULL;
+    *out = NULL;
+    in->n_starts_with = 0;
+    int rc = frt_json_child(j, "starts_with", version >= 2, JSON_ARRAY, &arr, what);
+    if (rc < 0) return rc;
+    if (version < 2 && arr)
+        return frt_error(FRT_ERR_FORMAT, "cartridge: %s: starts_with is a version 2 field (version is 1)", what);
+    size_t n = arr ? json_array_size(arr) : 0;
+    if (n > (size_t)in->tokens || n > FRT_CARTRIDGE_STARTS_MAX)
+        return frt_error(FRT_ERR_FORMAT, "cartridge: %s: starts_with holds %zu tokens (at most %d and the %d tokens)",
+                         what, n, FRT_CARTRIDGE_STARTS_MAX, in->tokens);
+    if (n && !(*out = malloc(n * sizeof **out))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cartridge: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            free(*out);
+            *out = NULL;
+            return frt_error(FRT_ERR_FORMAT, "cartridge: %s: starts_with[%zu] is not a token id (0 to 2^31-1)", what, i);
+        }
+        (*out)[i] = (int32_t)json_integer_value(v);
+    }
+    in->n_starts_with = (int)n;
+    return 0;
+}
+
+int frt_cartridge_manifest_parse(const char *text, size_t len, const char *what, frt_cartridge_info *in,
+                                 int32_t **start)
 {
     json_t *j = NULL;
+    *start = NULL;
     FRT_TRY(frt_json_parse(text, len, JSON_REJECT_DUPLICATES, &j, what));
     memset(in, 0, sizeof *in);
     int rc = json_is_object(j) ? 0 : frt_error(FRT_ERR_FORMAT, "cartridge: %s: not a JSON object", what);
     long long v = 0;
     if (rc == 0) rc = check_keys(j, what);
-    if (rc == 0) rc = present(frt_json_int(j, "version", 1, CART_VERSION, CART_VERSION, &v, what));
+    long long version = 0;
+    if (rc == 0) rc = present(frt_json_int(j, "version", 1, 1, CART_VERSION, &version, what));
     if (rc == 0) rc = string_fields(j, in, what);
     if (rc == 0) rc = int_field(j, "layers", 1, 4096, &in->n_layers, what);
     if (rc == 0) rc = int_field(j, "kv_heads", 1, 4096, &in->n_kv_heads, what);
@@ -241,6 +276,7 @@ static int parse_manifest(const char *text, size_t len, const char *what, frt_ca
     in->training_steps = -1;
     if (rc == 0) rc = present(frt_json_int(j, "training_steps", 0, 0, INT64_MAX, &in->training_steps, what));
     if (rc == 0) rc = labels_field(j, in, what);
+    if (rc == 0) rc = starts_field(j, (int)version, in, start, what);
     json_decref(j);
     return rc < 0 ? rc : 0;
 }
@@ -288,12 +324,14 @@ int frt_cartridge_load(const char *dir, frt_cartridge **out)
     size_t len;
     FRT_TRY(frt_file_read_all(manifest, CART_MAX_MANIFEST, &text, &len));
     frt_cartridge_info in;
-    int rc = parse_manifest(text, len, manifest, &in);
+    int32_t *start = NULL;
+    int rc = frt_cartridge_manifest_parse(text, len, manifest, &in, &start);
     free(text);
     FRT_TRY(rc);
     char *buf = NULL;
     size_t blen = 0;
     rc = frt_file_read_all(payload, (size_t)in.file_bytes, &buf, &blen);
+    if (rc < 0) free(start);
     if (rc == FRT_ERR_FORMAT)
         return frt_error(FRT_ERR_MISMATCH, "cartridge: %s: larger than the %llu bytes the manifest says", payload,
                          (unsigned long long)in.file_bytes);
@@ -309,8 +347,12 @@ int frt_cartridge_load(const char *dir, frt_cartridge **out)
     if (rc == 0) rc = frt_cartridge_alloc(in.n_layers, in.n_kv_heads, in.head_dim, in.tokens, in.dtype, &c);
     if (rc == 0) {
         c->info = in;
+        c->info.n_starts_with = 0; /* set below, checked against the payload's token ids */
         rc = read_payload(c, buf, blen, payload);
     }
+    if (rc == 0 && (rc = frt_cartridge_set_starts_with(c, start, in.n_starts_with)) == FRT_ERR_MISMATCH)
+        rc = frt_error(FRT_ERR_FORMAT, "%s: %s", manifest, frt_last_error());
+    free(start);
     free(buf);
     if (rc < 0) {
         frt_cartridge_free(c);

@@ -112,15 +112,16 @@ typedef struct frt_api_session_create {
 
 /* The cartridge members of a completion request (cartridge_api.c):
  * cartridge_id (a string, frt_cartridge_id_ok) or cartridge_label (a
- * string of 1..63 bytes without control characters), not both, and
- * neither with session_id. 0, or -1 with *err (400 invalid_type,
- * invalid_value naming the member). */
+ * string of 1..63 bytes without control characters), not both (with
+ * session_id, it starts the session: service.h). 0, or -1 with *err (400
+ * invalid_type, invalid_value naming the member). */
 int frt_api_parse_cartridge(json_t *o, frt_api_completion *c, frt_api_error *err);
 
 /* A cartridge failure as an API error naming param: FRT_ERR_NOT_FOUND 404
  * cartridge_not_found, FRT_ERR_MISMATCH 400 cartridge_mismatch,
  * FRT_ERR_UNSUPPORTED 400 unsupported_value, FRT_ERR_OUT_OF_RANGE 400
- * context_length_exceeded, others 500 cartridge_unavailable. */
+ * context_length_exceeded, FRT_ERR_OUT_OF_MEMORY 503 insufficient_capacity
+ * (it cannot fit the device budget), others 500 cartridge_unavailable. */
 void frt_api_cartridge_error(frt_api_error *e, int status, const char *param);
 
 /* Parses and validates (id charset and length). 0, or -1 with *err (400);

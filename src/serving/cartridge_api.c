@@ -33,9 +33,6 @@ int frt_api_parse_cartridge(json_t *o, frt_api_completion *c, frt_api_error *err
     if (id && label)
         return frt_api_fail(err, 400, "invalid_value", "cartridge_label",
                             "send one of 'cartridge_id' and 'cartridge_label', not both");
-    if ((id || label) && c->session_id)
-        return frt_api_fail(err, 400, "unsupported_value", id ? "cartridge_id" : "cartridge_label",
-                            "a cartridge cannot be combined with 'session_id': cartridge requests are sessionless");
     snprintf(c->cartridge_id, sizeof c->cartridge_id, "%s", id ? id : "");
     snprintf(c->cartridge_label, sizeof c->cartridge_label, "%s", label ? label : "");
     return 0;
@@ -49,6 +46,7 @@ void frt_api_cartridge_error(frt_api_error *e, int status, const char *param)
     case FRT_ERR_MISMATCH: frt_api_fail(e, 400, "cartridge_mismatch", param, "%s", msg); break;
     case FRT_ERR_UNSUPPORTED: frt_api_fail(e, 400, "unsupported_value", param, "%s", msg); break;
     case FRT_ERR_OUT_OF_RANGE: frt_api_fail(e, 400, "context_length_exceeded", param, "%s", msg); break;
+    case FRT_ERR_OUT_OF_MEMORY: frt_api_fail(e, 503, "insufficient_capacity", param, "%s", msg); break;
     default: frt_api_fail(e, 500, "cartridge_unavailable", param, "%s (%s)", msg, frt_status_name(status)); break;
     }
 }

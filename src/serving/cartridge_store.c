@@ -206,36 +206,68 @@ void frt_cart_store_stats_get(frt_cart_store *st, frt_cart_store_stats *out)
     pthread_mutex_unlock(&st->mu);
 }
 
-char *frt_cart_store_metrics_text(frt_cart_store *st)
+typedef struct metric_row {
+    const char *name, *type, *help;
+    unsigned long long v;
+} metric_row;
+
+static void print_rows(FILE *f, const metric_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help, rows[i].name, rows[i].type,
+                rows[i].name, rows[i].v);
+}
+
+char *frt_cart_store_metrics_text(frt_cart_store *st, const frt_cart_residency_stats *res)
 {
     frt_cart_store_stats s;
     frt_cart_store_stats_get(st, &s);
-    const struct {
-        const char *name, *type, *help;
-        unsigned long long v;
-    } rows[] = {
+    const metric_row rows[] = {
         {"frt_cartridge_routed_total", "counter", "Requests a routing rule gave a cartridge.", s.route.hits},
         {"frt_cartridge_unrouted_total", "counter", "Requests no routing rule applied to.", s.route.misses},
         {"frt_cartridge_fallbacks_total", "counter", "Requests that ran a full prefill because the registry failed.",
          s.route.fallbacks},
         {"frt_cartridge_refused_total", "counter", "Requests refused by the router (unknown id or label, another "
                                                    "model's cartridge).", s.route.refused},
-        {"frt_cartridge_cache_hits_total", "counter", "Routed cartridges found loaded.", s.cache_hits},
+        {"frt_cartridge_cache_hits_total", "counter", "Routed cartridges found loaded in host memory.", s.cache_hits},
         {"frt_cartridge_cache_misses_total", "counter", "Routed cartridges read from disk.", s.cache_misses},
         {"frt_cartridge_loads_total", "counter", "Cartridge reads that succeeded.", s.loads},
         {"frt_cartridge_load_failures_total", "counter", "Cartridge reads that failed.", s.load_failures},
-        {"frt_cartridge_evictions_total", "counter", "Loaded cartridges evicted (LRU).", s.evictions},
+        {"frt_cartridge_evictions_total", "counter", "Loaded cartridges evicted from host memory (LRU).", s.evictions},
         {"frt_cartridge_loaded_bytes", "gauge", "Payload bytes of the loaded cartridges (host memory).", s.bytes},
-        {"frt_cartridge_loaded", "gauge", "Loaded cartridges.", (unsigned long long)s.entries},
+        {"frt_cartridge_loaded", "gauge", "Loaded cartridges (host memory).", (unsigned long long)s.entries},
         {"frt_cartridge_registered", "gauge", "Cartridges registered at start.", (unsigned long long)s.registered},
     };
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", rows[i].name, rows[i].help, rows[i].name, rows[i].type,
-                rows[i].name, rows[i].v);
+    print_rows(f, rows, sizeof rows / sizeof rows[0]);
+    if (res) {
+        const metric_row dev[] = {
+            {"frt_cartridge_resident_hits_total", "counter", "Cartridges acquired while resident in device memory.",
+             res->hits},
+            {"frt_cartridge_resident_misses_total", "counter", "Cartridges acquired while not resident.", res->misses},
+            {"frt_cartridge_promotions_total", "counter",
+             "Cartridges made device-resident (from the host tier, or uploaded from the store's copy).",
+             res->promotions},
+            {"frt_cartridge_resident_demotions_total", "counter",
+             "Resident cartridges moved device -> pinned host memory to make room (LRU).", res->demotions},
+            {"frt_cartridge_resident_evictions_total", "counter",
+             "Resident cartridges dropped to make room (LRU).", res->evictions},
+            {"frt_cartridge_insufficient_capacity_total", "counter",
+             "Cartridge requests refused: the cartridge could not fit the device budget.", res->refused},
+            {"frt_cartridge_device_bytes", "gauge", "Bytes of the resident cartridges (in the device budget).",
+             res->device_bytes},
+            {"frt_cartridge_resident", "gauge", "Cartridges resident in device memory.",
+             (unsigned long long)res->resident},
+            {"frt_cartridge_host_resident_bytes", "gauge",
+             "Bytes of the cartridges resident in pinned host memory (in the host budget).", res->host_bytes},
+            {"frt_cartridge_host_resident", "gauge", "Cartridges resident in pinned host memory.",
+             (unsigned long long)res->host_resident},
+        };
+        print_rows(f, dev, sizeof dev / sizeof dev[0]);
+    }
     fclose(f);
     return buf;
 }

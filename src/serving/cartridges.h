@@ -167,8 +167,23 @@ int frt_cart_store_acquire(frt_cart_store *st, const frt_cart_request *req, cons
 /* The counters (any thread). */
 void frt_cart_store_stats_get(frt_cart_store *st, frt_cart_store_stats *out);
 
+/* Device residency (the capsule registry's CARTRIDGE entries, registry.h
+ * frt_registry_cartridge_acquire). */
+typedef struct frt_cart_residency_stats {
+    uint64_t hits;         /* acquired while resident in device memory */
+    uint64_t misses;       /* acquired while not: promoted from the host tier, uploaded, or refused */
+    uint64_t promotions;   /* made device-resident: host tier -> device, or uploaded from the store's copy */
+    uint64_t demotions;    /* moved device -> pinned host memory to make room (LRU) */
+    uint64_t evictions;    /* dropped to make room (no host room, or evicted from the host tier) */
+    uint64_t refused;      /* acquisitions refused: it could not fit (503 insufficient_capacity) */
+    uint64_t device_bytes; /* bytes of the device-resident cartridges (counted in the device budget) */
+    uint64_t host_bytes;   /* bytes of the host-resident ones (pinned memory, counted in the host budget) */
+    int resident;          /* device-resident cartridges */
+    int host_resident;     /* host-resident cartridges */
+} frt_cart_residency_stats;
+
 /* The counters as Prometheus text (frt_cartridge_* metrics, malloc'd; NULL
- * on out of memory). */
-char *frt_cart_store_metrics_text(frt_cart_store *st);
+ * on out of memory), with the residency counters when res is not NULL. */
+char *frt_cart_store_metrics_text(frt_cart_store *st, const frt_cart_residency_stats *res);
 
 #endif /* FRT_SERVING_CARTRIDGES_H */

@@ -136,12 +136,22 @@ struct frt_engine {
     /* Cartridges (frt/cartridge.h; cart is a const frt_cartridge *, owned
      * by the caller): cartridge_supported is frt_cartridge_supported (0 or
      * FRT_ERR_UNSUPPORTED), cartridge_fingerprint frt_cartridge_model_fingerprint
-     * (hashes the weights: call it once), cartridge_inject frt_cartridge_inject
-     * (rows 0..T-1, position T; the live state is unchanged on a refusal).
-     * All three NULL when the engine takes no cartridges (the fake engine). */
+     * (hashes the weights: call it once). Residency (the registry's device
+     * budget): cartridge_bytes the device bytes an upload of cart takes (K
+     * and V of every layer in the KV dtype), cartridge_upload
+     * frt_cartridge_upload (*resident: an frt_kv_resident), cartridge_inject
+     * frt_model_inject_kv_resident (rows 0..T-1, position T; the live state
+     * is unchanged on a refusal; from either tier), cartridge_move
+     * frt_kv_resident_move to FRT_ENGINE_TIER_DEVICE or _HOST (pinned host
+     * memory), cartridge_resident_free.
+     * All NULL when the engine takes no cartridges (the fake engine). */
     int (*cartridge_supported)(void *self);
     uint64_t (*cartridge_fingerprint)(void *self);
-    int (*cartridge_inject)(void *self, const void *cart);
+    size_t (*cartridge_bytes)(void *self, const void *cart);
+    int (*cartridge_upload)(void *self, const void *cart, void **resident);
+    int (*cartridge_inject)(void *self, const void *resident);
+    int (*cartridge_move)(void *self, void *resident, int tier);
+    void (*cartridge_resident_free)(void *self, void *resident);
 
     /* Frees self (and the model when the engine owns it). */
     void (*destroy)(void *self);

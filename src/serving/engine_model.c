@@ -197,9 +197,32 @@ static uint64_t md_cartridge_fingerprint(void *self)
     return frt_cartridge_model_fingerprint(((bound *)self)->m);
 }
 
-static int md_cartridge_inject(void *self, const void *cart)
+static size_t md_cartridge_bytes(void *self, const void *cart)
 {
-    return frt_cartridge_inject(((bound *)self)->m, (const frt_cartridge *)cart);
+    return frt_cartridge_upload_bytes(((bound *)self)->m, (const frt_cartridge *)cart);
+}
+
+static int md_cartridge_upload(void *self, const void *cart, void **resident)
+{
+    return frt_cartridge_upload(((bound *)self)->m, (const frt_cartridge *)cart, FRT_SPACE_DEVICE,
+                                (frt_kv_resident **)resident);
+}
+
+static int md_cartridge_inject(void *self, const void *resident)
+{
+    return frt_model_inject_kv_resident(((bound *)self)->m, (const frt_kv_resident *)resident);
+}
+
+static int md_cartridge_move(void *self, void *resident, int tier)
+{
+    return frt_kv_resident_move(((bound *)self)->m, resident,
+                                tier == FRT_ENGINE_TIER_DEVICE ? FRT_SPACE_DEVICE : FRT_SPACE_PINNED_HOST);
+}
+
+static void md_cartridge_resident_free(void *self, void *resident)
+{
+    (void)self;
+    frt_kv_resident_free(resident);
 }
 
 static void md_destroy(void *self)
@@ -253,7 +276,11 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->capsule_key = md_capsule_key;
     e->cartridge_supported = md_cartridge_supported;
     e->cartridge_fingerprint = md_cartridge_fingerprint;
+    e->cartridge_bytes = md_cartridge_bytes;
+    e->cartridge_upload = md_cartridge_upload;
     e->cartridge_inject = md_cartridge_inject;
+    e->cartridge_move = md_cartridge_move;
+    e->cartridge_resident_free = md_cartridge_resident_free;
     if (info.branch_slots > 1 && !(b->logits = malloc((size_t)info.vocab_size * sizeof *b->logits))) {
         free(b);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "engine: logits scratch");

@@ -60,7 +60,7 @@ static cand best_start(const frt_registry *r, int C, const frt_request_plan_inpu
     }
     uint64_t pid = 0;
     int max_pos = need_exact_upto > 0 && need_exact_upto < limit ? need_exact_upto : limit;
-    int pos = frt_registry_match_prefix(r, in->ids, in->n, max_pos, in->salt, in->salt_len, &pid);
+    int pos = in->own_only ? 0 : frt_registry_match_prefix(r, in->ids, in->n, max_pos, in->salt, in->salt_len, &pid);
     if (pid) {
         const frt_cap *k = frt_registry_get(r, pid);
         c = (cand){FRT_PREFIX_RESTORE, pid, pos, 1, k ? k->tier : FRT_ENGINE_TIER_DISK};

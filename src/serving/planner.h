@@ -68,6 +68,10 @@ typedef struct frt_request_plan_input {
     /* This session's stored boundaries (its capsule, its checkpoints). */
     const uint64_t *stored;
     int n_stored;
+    /* Only the hot state and this session's stored boundaries: no shared
+     * PREFIX capsule (a session started from a cartridge, whose rows are no
+     * cold prefill of tokens). */
+    int own_only;
 } frt_request_plan_input;
 
 typedef struct frt_request_plan {

@@ -32,9 +32,13 @@ struct frt_registry {
     char **row_names;  /* during open: the file names of every index row (any model) */
     int n_row_names, cap_row_names;
     frt_registry_stats st;
+    frt_cart_residency_stats cart; /* counters only: bytes and count are computed */
 };
 
-const char *frt_cap_kind_name(frt_cap_kind k) { return k == FRT_CAP_PREFIX ? "prefix" : "session"; }
+const char *frt_cap_kind_name(frt_cap_kind k)
+{
+    return k == FRT_CAP_PREFIX ? "prefix" : k == FRT_CAP_SESSION ? "session" : "cartridge";
+}
 
 uint64_t frt_salt_hash(const void *salt, size_t salt_len)
 {
@@ -126,10 +130,17 @@ static void cap_destroy(frt_cap *c)
     free(c);
 }
 
+/* Frees c's engine handle: a capsule, or a resident cartridge. */
+static void free_handle(frt_registry *r, frt_cap *c)
+{
+    if (c->handle && c->kind == FRT_CAP_CARTRIDGE) r->e->cartridge_resident_free(r->e->self, c->handle);
+    else if (c->handle) r->e->capsule_free(r->e->self, c->handle);
+    c->handle = NULL;
+}
+
 static void drop_handle(frt_registry *r, frt_cap *c)
 {
-    if (c->handle) r->e->capsule_free(r->e->self, c->handle);
-    c->handle = NULL;
+    free_handle(r, c);
     if (c->persisted) c->tier = FRT_ENGINE_TIER_DISK;
 }
 
@@ -145,8 +156,7 @@ static void unpersist(frt_registry *r, frt_cap *c)
 static void remove_at(frt_registry *r, int i)
 {
     frt_cap *c = r->caps[i];
-    if (c->handle) r->e->capsule_free(r->e->self, c->handle);
-    c->handle = NULL;
+    free_handle(r, c);
     unpersist(r, c);
     cap_destroy(c);
     memmove(r->caps + i, r->caps + i + 1, (size_t)(r->n - i - 1) * sizeof *r->caps);
@@ -240,6 +250,18 @@ static int persist(frt_registry *r, frt_cap *c)
  * host tier has room, else to the disk tier, else it is evicted. */
 static void demote(frt_registry *r, frt_cap *c)
 {
+    if (c->kind == FRT_CAP_CARTRIDGE) { /* device -> pinned host when the host tier has room, else dropped */
+        if (c->tier == FRT_ENGINE_TIER_DEVICE && r->budget[FRT_ENGINE_TIER_HOST] >= c->bytes &&
+            make_room(r, FRT_ENGINE_TIER_HOST, c->bytes) == 0 &&
+            r->e->cartridge_move(r->e->self, c->handle, FRT_ENGINE_TIER_HOST) == 0) {
+            c->tier = FRT_ENGINE_TIER_HOST;
+            r->cart.demotions++;
+            return;
+        }
+        r->cart.evictions++;
+        remove_entry(r, c);
+        return;
+    }
     if (c->tier == FRT_ENGINE_TIER_DEVICE && r->budget[FRT_ENGINE_TIER_HOST] >= c->bytes &&
         make_room(r, FRT_ENGINE_TIER_HOST, c->bytes) == 0 &&
         r->e->capsule_move(r->e->self, c->handle, FRT_ENGINE_TIER_HOST, NULL) == 0) {
@@ -524,7 +546,7 @@ void frt_registry_close(frt_registry *r)
     if (!r) return;
     for (int i = 0; i < r->n; i++) {
         frt_cap *c = r->caps[i];
-        if (c->handle) r->e->capsule_free(r->e->self, c->handle);
+        free_handle(r, c);
         /* SESSION capsules do not outlive the process */
         if (c->kind == FRT_CAP_SESSION) unpersist(r, c);
         cap_destroy(c);
@@ -645,6 +667,9 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
     frt_engine *e = r->e;
     frt_cap *c = r->caps[i];
+    if (c->kind == FRT_CAP_CARTRIDGE)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry: entry %llu is a resident cartridge, not a capsule",
+                         (unsigned long long)id);
     int rc = 0;
     if (!c->handle) {
         rc = c->persisted ? e->capsule_load(e->self, c->path, &c->handle)
@@ -753,6 +778,121 @@ int frt_registry_delete(frt_registry *r, uint64_t id)
 {
     int i = r ? find_index(r, id) : -1;
     if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    if (r->caps[i]->kind == FRT_CAP_CARTRIDGE && r->caps[i]->pin_holds > 0)
+        return frt_error(FRT_ERR_STATE, "registry: cartridge %llu is in use", (unsigned long long)id);
     remove_at(r, i);
     return 0;
+}
+
+/* ---- cartridge residency ---------------------------------------------------------- */
+
+static frt_cap *find_cartridge(const frt_registry *r, uint64_t key)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->caps[i]->kind == FRT_CAP_CARTRIDGE && r->caps[i]->digest == key) return r->caps[i];
+    return NULL;
+}
+
+/* Room for bytes in the device tier, or FRT_ERR_OUT_OF_MEMORY saying why. */
+static int cartridge_room(frt_registry *r, size_t bytes)
+{
+    const size_t budget = r->budget[FRT_ENGINE_TIER_DEVICE];
+    if (bytes > budget)
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "the cartridge needs %zu bytes of device memory, the device budget is %zu",
+                         bytes, budget);
+    if (make_room(r, FRT_ENGINE_TIER_DEVICE, bytes) == 0) return 0;
+    return frt_error(FRT_ERR_OUT_OF_MEMORY,
+                     "the cartridge needs %zu bytes of device memory: %zu of the %zu-byte device budget stay held by "
+                     "pinned or in-use entries",
+                     bytes, frt_registry_bytes(r, FRT_ENGINE_TIER_DEVICE), budget);
+}
+
+/* A new resident entry: room made, then the engine's upload. */
+static int cartridge_upload(frt_registry *r, uint64_t key, const char *name, const void *cart, size_t bytes,
+                            frt_cap **out)
+{
+    frt_engine *e = r->e;
+    int rc = cartridge_room(r, bytes);
+    if (rc) {
+        r->cart.refused++;
+        return rc;
+    }
+    frt_cap *c = calloc(1, sizeof *c);
+    if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "registry");
+    rc = e->cartridge_upload(e->self, cart, &c->handle);
+    if (!rc && (rc = push(r, c))) free_handle(r, c);
+    if (rc) {
+        cap_destroy(c);
+        return rc;
+    }
+    c->id = r->next_id++;
+    c->kind = FRT_CAP_CARTRIDGE;
+    c->tier = FRT_ENGINE_TIER_DEVICE;
+    c->bytes = bytes;
+    c->digest = key;
+    c->pending = -1;
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "");
+    r->cart.promotions++;
+    *out = c;
+    return 0;
+}
+
+/* A host-resident entry back to device memory (room made first; c itself is
+ * protected from the host tier's evictions meanwhile). */
+static int cartridge_promote(frt_registry *r, frt_cap *c)
+{
+    protect(r, c->id);
+    int rc = cartridge_room(r, c->bytes);
+    unprotect(r);
+    if (rc) {
+        r->cart.refused++;
+        return rc;
+    }
+    FRT_TRY(r->e->cartridge_move(r->e->self, c->handle, FRT_ENGINE_TIER_DEVICE));
+    c->tier = FRT_ENGINE_TIER_DEVICE;
+    r->cart.promotions++;
+    return 0;
+}
+
+int frt_registry_cartridge_acquire(frt_registry *r, uint64_t key, const char *name, const void *cart, size_t bytes,
+                                   uint64_t *id, const void **resident)
+{
+    if (!r || !cart || !id || !resident || !bytes || !r->e->cartridge_upload || !r->e->cartridge_move)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry: bad cartridge acquisition");
+    frt_cap *c = find_cartridge(r, key);
+    if (c && c->tier == FRT_ENGINE_TIER_DEVICE) {
+        r->cart.hits++;
+    } else {
+        r->cart.misses++;
+        FRT_TRY(c ? cartridge_promote(r, c) : cartridge_upload(r, key, name, cart, bytes, &c));
+    }
+    c->pin_holds++;
+    touch(r, c);
+    *id = c->id;
+    *resident = c->handle;
+    return 0;
+}
+
+int frt_registry_cartridge_release(frt_registry *r, uint64_t id)
+{
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0 || r->caps[i]->kind != FRT_CAP_CARTRIDGE)
+        return frt_error(FRT_ERR_NOT_FOUND, "registry: no resident cartridge %llu", (unsigned long long)id);
+    if (r->caps[i]->pin_holds > 0) r->caps[i]->pin_holds--;
+    return 0;
+}
+
+void frt_registry_cartridge_stats(const frt_registry *r, frt_cart_residency_stats *out)
+{
+    if (!r || !out) return;
+    *out = r->cart;
+    out->device_bytes = out->host_bytes = 0;
+    out->resident = out->host_resident = 0;
+    for (int i = 0; i < r->n; i++) {
+        const frt_cap *c = r->caps[i];
+        if (c->kind != FRT_CAP_CARTRIDGE) continue;
+        int dev = c->tier == FRT_ENGINE_TIER_DEVICE;
+        *(dev ? &out->device_bytes : &out->host_bytes) += c->bytes;
+        *(dev ? &out->resident : &out->host_resident) += 1;
+    }
 }

@@ -11,6 +11,13 @@
  *   SESSION  the boundary of a session (a displaced hot session, a fork
  *            point, a checkpoint). Reached only through the sessions that
  *            hold a reference; deleted when the last reference goes.
+ *   CARTRIDGE a resident cartridge (engine.h cartridge_upload): not a
+ *            capsule of the live state but KV rows the engine injects from,
+ *            in device memory (counted in the device budget with the
+ *            capsules) or demoted to pinned host memory (the host budget);
+ *            evicted from there (its source stays the cartridge store's
+ *            copy); never restored, matched, persisted or put on disk
+ *            (frt_registry_cartridge_acquire below).
  *
  * Tiers and budgets: device, host and disk each have a byte budget. A new
  * capsule goes to the requested tier (falling to the next one down when it
@@ -35,14 +42,15 @@
 #ifndef FRT_SERVING_REGISTRY_H
 #define FRT_SERVING_REGISTRY_H
 
+#include "serving/cartridges.h"
 #include "serving/engine.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum frt_cap_kind { FRT_CAP_PREFIX = 0, FRT_CAP_SESSION = 1 } frt_cap_kind;
+typedef enum frt_cap_kind { FRT_CAP_PREFIX = 0, FRT_CAP_SESSION = 1, FRT_CAP_CARTRIDGE = 2 } frt_cap_kind;
 
-const char *frt_cap_kind_name(frt_cap_kind k); /* "prefix", "session" */
+const char *frt_cap_kind_name(frt_cap_kind k); /* "prefix", "session", "cartridge" */
 
 /* One entry (read-only for callers). */
 typedef struct frt_cap {
@@ -135,6 +143,7 @@ typedef struct frt_cap_spec {
 int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *spec, uint64_t *id);
 
 /* Restores entry `id` into the live state: loads its file if needed,
+ * (a CARTRIDGE entry is FRT_ERR_INVALID_ARGUMENT: it is injected, not restored),
  * restores, marks it most recently used, and promotes it to the fastest
  * tier with room. *from_tier (optional) receives the tier it was restored
  * from. A file that fails its checks is deleted with its entry.
@@ -169,7 +178,8 @@ int frt_registry_ref(frt_registry *r, uint64_t id, int delta, int pin);
 int frt_registry_set_name(frt_registry *r, uint64_t id, const char *name);
 
 /* Deletes an entry: frees its handle, deletes its file and index row.
- * Sessions that referenced it fall back to other plans. FRT_ERR_NOT_FOUND. */
+ * Sessions that referenced it fall back to other plans. FRT_ERR_NOT_FOUND;
+ * FRT_ERR_STATE for a cartridge in use. */
 int frt_registry_delete(frt_registry *r, uint64_t id);
 
 /* Bytes held in a tier, and the budget. The disk tier counts its capsules
@@ -186,6 +196,37 @@ size_t frt_registry_budget(const frt_registry *r, int tier);
 int frt_registry_tier_count(const frt_registry *r, int tier);
 
 void frt_registry_stats_get(const frt_registry *r, frt_registry_stats *st);
+
+/* ---- cartridge residency ---------------------------------------------------- */
+
+/* Makes the cartridge `cart` (a const frt_cartridge *, the store's host copy)
+ * resident in device memory and marks it in use: a CARTRIDGE entry keyed by
+ * `key` (the caller's identity of the cartridge version) already in device
+ * memory is a hit; otherwise the device tier makes room for `bytes`
+ * (engine.h cartridge_bytes) by demoting or evicting the least recently used
+ * entries that are neither pinned nor in use (capsules go down to host /
+ * disk; other cartridges to pinned host memory when the host budget has
+ * room, else they are dropped), then the entry is promoted: moved from the
+ * host tier (engine.h cartridge_move, one DMA) or, when absent, uploaded
+ * from cart. In use = pinned: nothing demotes or evicts it until
+ * frt_registry_cartridge_release. *id receives the entry, *resident the
+ * engine's handle (valid while in use). name (its id) is kept for listings.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, bytes 0, an engine without
+ *                             cartridge residency
+ *   FRT_ERR_OUT_OF_MEMORY     it cannot fit: bytes above the device budget,
+ *                             or pinned / in-use entries leave too little
+ *                             room (counted in `refused`; nothing evicted
+ *                             beyond what the budget check moved)
+ *   errors of the engine's upload (nothing kept) */
+int frt_registry_cartridge_acquire(frt_registry *r, uint64_t key, const char *name, const void *cart, size_t bytes,
+                                   uint64_t *id, const void **resident);
+
+/* Ends one use of entry id (from acquire); the entry stays resident and
+ * evictable once no use holds it. FRT_ERR_NOT_FOUND. */
+int frt_registry_cartridge_release(frt_registry *r, uint64_t id);
+
+/* The residency counters and the bytes / count of resident cartridges. */
+void frt_registry_cartridge_stats(const frt_registry *r, frt_cart_residency_stats *out);
 
 /* The salt hash entries carry (xxh64, 0 for an empty salt). */
 uint64_t frt_salt_hash(const void *salt, size_t salt_len);

@@ -374,7 +374,7 @@ static enum MHD_Result handle_metrics(frt_server *s, struct MHD_Connection *c)
     char *text = frt_api_metrics_text(s->svc, &h);
     frt_service_unlock(s->svc);
     if (text && s->carts) {
-        char *ct = frt_cart_store_metrics_text(s->carts);
+        char *ct = frt_server_cartridge_metrics(s);
         char *all = NULL;
         if (ct && asprintf(&all, "%s%s", text, ct) < 0) all = NULL;
         free(ct);

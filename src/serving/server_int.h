@@ -136,8 +136,14 @@ int frt_server_json_content_type(struct MHD_Connection *c);
 int frt_server_cartridges_open(frt_server *s, const frt_server_params *p);
 /* Routes j's cartridge into g (engine thread): 0 with g->cartridge set, or
  * left NULL (none asked or applied, or the registry failed: j->cart_why),
- * or -1 with *err. */
+ * or -1 with *err. A request of a session bound to a cartridge routes the
+ * session's cartridge by id when it names none (a failure leaves g->cartridge
+ * NULL: the service needs it only to rebuild a lost state); naming another
+ * is 400 cartridge_mismatch. */
 int frt_server_cartridge_route(frt_server *s, frt_job *j, frt_gen_request *g, frt_api_error *err);
+/* The frt_cartridge_* metrics of the store and of the device residency
+ * (malloc'd; NULL on out of memory). */
+char *frt_server_cartridge_metrics(frt_server *s);
 /* Adds j's cartridge facts to the "frt" object of the answer o; returns o. */
 json_t *frt_server_cartridge_note(const frt_job *j, json_t *o);
 

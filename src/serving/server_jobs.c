@@ -489,7 +489,7 @@ static void run_completion(frt_server *s, frt_job *j)
     frt_api_lp_text_free(&j->lp_text);
     free(chat_ids);
     if (rc) {
-        if (res.error_param && !strncmp(res.error_param, "cartridge", 9))
+        if (res.cartridge_refused || (res.error_param && !strncmp(res.error_param, "cartridge", 9)))
             frt_api_cartridge_error(&err, rc, res.error_param);
         else frt_api_error_from_status(&err, rc, res.error_param ? res.error_param : what);
         frt_server_logf(s, "%s %d %s", c->chat ? "chat" : "completion", err.status, err.message);

@@ -317,22 +317,6 @@ int frt_gen_seq_done(frt_gen_run *r, frt_gen_seq *q, int max_gen)
     return 0;
 }
 
-/* A cartridge's T rows come first: ids[0..T) are -1 (never prefilled: the
- * rows are injected), the prompt follows at T. */
-static int prepend_cartridge(frt_gen_run *r)
-{
-    const int T = r->rq->cartridge_tokens;
-    if (T < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "generate: a cartridge of %d tokens", T);
-    int32_t *all = malloc((size_t)(T + r->n) * sizeof *all);
-    if (!all) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
-    for (int i = 0; i < T; i++) all[i] = -1;
-    memcpy(all + T, r->ids, (size_t)r->n * sizeof *all);
-    free(r->ids);
-    r->ids = all;
-    r->n += T;
-    return 0;
-}
-
 /* Step 0: the prompt's tokens (tokenized, or the ids checked against the
  * vocabulary), continued at the text level when the session's journal is a
  * text prefix of the prompt. */
@@ -354,7 +338,7 @@ static int gen_prompt(frt_gen_run *r)
                                  r->ids[i], e->facts.vocab_size);
     }
     if (r->n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    if (rq->cartridge) FRT_TRY(prepend_cartridge(r));
+    if (frt_gen_cartridge_rows(r)) FRT_TRY(frt_gen_cartridge_prompt(r));
     else if (rq->text && r->sess->n > 0 && !is_prefix(r->sess->journal, r->sess->n, r->ids, r->n))
         text_continuation(r->s, r->sess, rq, &r->ids, &r->n);
     const frt_sampling *sp = &rq->sampling;
@@ -394,28 +378,36 @@ static int gen_prompt(frt_gen_run *r)
     return 0;
 }
 
-/* Step 1 of a cartridge request (under the lock): the hot session leaves,
- * the cartridge is injected (rows 0..T-1, position T; its time counts as
- * restore_ms) and the anonymous session runs the request from an empty,
- * inexact journal: no capsule is planned or taken. */
+/* Step 1 of a request that starts from a cartridge (under the lock): the
+ * hot session leaves, the cartridge is made resident and injected (rows
+ * 0..T-1, position T; its time counts as restore_ms), and the session's
+ * journal holds its rows, inexact (they are no cold prefill of tokens): no
+ * PREFIX capsule is planned or taken. A session (not the anonymous one)
+ * is bound to the cartridge. */
 static int gen_plan_cartridge(frt_gen_run *r)
 {
     frt_service *s = r->s;
     frt_session *sess = r->sess;
     frt_gen_result *res = r->res;
-    const int T = r->rq->cartridge_tokens;
-    displace(s);
+    const frt_gen_request *rq = r->rq;
+    const int T = rq->cartridge ? rq->cartridge_tokens : sess->cart.tokens;
+    if (s->hot != sess) displace(s);
+    s->hot = NULL;
     double tr = frt_service_now();
-    int rc = s->e->cartridge_inject(s->e->self, r->rq->cartridge);
+    int rc = frt_gen_cartridge_inject(r);
     res->restore_ms = 1e3 * (frt_service_now() - tr);
+    if (!rc) rc = frt_session_set_journal(sess, r->ids, T);
+    if (!rc && !sess->anonymous && !sess->cart.id[0])
+        rc = frt_session_set_cartridge(sess, rq->cartridge_name, rq->cartridge_key, T, rq->cartridge_start,
+                                       rq->n_cartridge_start);
     if (rc) {
-        res->error_param = "cartridge_id";
+        frt_gen_cartridge_release(r);
+        sess->n = 0;
         return rc;
     }
     memset(&r->plan, 0, sizeof r->plan);
     r->plan.action = FRT_PREFIX_REBUILD;
     r->plan.start = T;
-    sess->n = 0;
     sess->pending = -1;
     sess->exact = 0;
     s->hot = sess;
@@ -426,6 +418,7 @@ static int gen_plan_cartridge(frt_gen_run *r)
     res->prefill_tokens = r->n - T;
     res->cartridge_tokens = T;
     sess->busy = 1;
+    if (rq->session_id) snprintf(res->session_id, sizeof res->session_id, "%s", sess->id);
     return 0;
 }
 
@@ -437,19 +430,21 @@ static int gen_plan(frt_gen_run *r)
     frt_service *s = r->s;
     frt_session *sess = r->sess;
     frt_gen_result *res = r->res;
-    if (r->rq->cartridge) return gen_plan_cartridge(r);
+    const int bound = !sess->anonymous && sess->cart.id[0];
+    if (r->rq->cartridge && !bound) return gen_plan_cartridge(r);
     const int C = s->e->facts.prefill_chunk, n = r->n;
     uint64_t *stored = malloc((size_t)(sess->n_ckpts + 1) * sizeof *stored);
     if (!stored) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate");
     int n_stored = 0;
     if (sess->capsule) stored[n_stored++] = sess->capsule;
     for (int i = 0; i < sess->n_ckpts; i++) stored[n_stored++] = sess->ckpts[i].capsule;
-    frt_request_plan_input in = {r->ids, n, sess->salt, sess->salt_len, r->rq->pin_len, s->p.auto_capsules,
-                                 sess->anonymous, s->hot == sess, sess->journal, sess->n, sess->exact, stored,
-                                 n_stored};
+    frt_request_plan_input in = {r->ids, n, sess->salt, sess->salt_len, r->rq->pin_len,
+                                 s->p.auto_capsules && !bound, sess->anonymous, s->hot == sess, sess->journal,
+                                 sess->n, sess->exact, stored, n_stored, bound};
     int rc = frt_request_plan_make(s->reg, C, &in, &r->plan);
     free(stored);
     if (rc) return rc;
+    if (bound && r->plan.action == FRT_PREFIX_REBUILD) return gen_plan_cartridge(r); /* its state was lost */
     frt_request_plan *plan = &r->plan;
     if (plan->action != FRT_PREFIX_APPEND) {
         if (s->hot != sess) displace(s);
@@ -468,6 +463,7 @@ static int gen_plan(frt_gen_run *r)
         } else {
             /* the capsule could not be restored: a cold rebuild is always exact */
             s->m.restore_failures++;
+            if (bound) return gen_plan_cartridge(r);
             plan->action = FRT_PREFIX_REBUILD;
             plan->capsule = 0;
             plan->start = 0;
@@ -489,6 +485,7 @@ static int gen_plan(frt_gen_run *r)
     res->prompt_tokens = n;
     res->cached_tokens = plan->start;
     res->prefill_tokens = n - plan->start;
+    if (bound) res->cartridge_tokens = sess->cart.tokens;
     sess->busy = 1;
     if (r->rq->session_id) snprintf(res->session_id, sizeof res->session_id, "%s", sess->id);
     return 0;
@@ -671,8 +668,9 @@ static void gen_account(frt_gen_run *r, int rc)
     const frt_request_plan *plan = &r->plan;
     sess->busy = 0;
     sess->requests++;
-    res->position = sess->n + res->cartridge_tokens;
-    if (r->rq->cartridge) { /* the injected rows are never reused: the next request starts afresh */
+    res->position = sess->n;
+    frt_gen_cartridge_release(r);
+    if (r->rq->cartridge && sess->anonymous) { /* the injected rows are never reused: the next request starts afresh */
         if (s->hot == sess) s->hot = NULL;
         sess->n = 0;
         sess->pending = -1;
@@ -713,13 +711,6 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
                          rq->max_tokens, s->p.max_tokens_cap);
     }
 
-    if (rq->cartridge && (rq->session_id || !s->e->cartridge_inject)) {
-        res->error_param = "cartridge_id";
-        return frt_error(FRT_ERR_UNSUPPORTED, rq->session_id
-                                                  ? "a cartridge cannot be combined with session_id: cartridge "
-                                                    "requests are sessionless"
-                                                  : "this engine takes no cartridges");
-    }
 
     frt_gen_run r;
     memset(&r, 0, sizeof r);
@@ -733,6 +724,10 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     r.sess = rq->session_id ? frt_sessions_find(&s->sessions, rq->session_id) : s->anon;
     pthread_mutex_unlock(&s->mu);
     if (!r.sess) return frt_error(FRT_ERR_NOT_FOUND, "no session '%s'", rq->session_id);
+    pthread_mutex_lock(&s->mu);
+    int crc = frt_gen_cartridge_check(&r);
+    pthread_mutex_unlock(&s->mu);
+    FRT_TRY(crc);
     FRT_TRY(frt_gen_branches_check(s, rq, res));
     const int forked = (rq->n > 1 || rq->best_of > 1);
     if (forked && rq->sampling.logprobs) {
@@ -821,6 +816,9 @@ int frt_service_session_fork(frt_service *s, const char *id, int n, char (*out_i
         c->exact = par->exact;
         c->capsule = par->capsule;
         take_ref(s, c->capsule, c->pinned);
+        if (par->cart.id[0])
+            rc = frt_session_set_cartridge(c, par->cart.id, par->cart.key, par->cart.tokens, par->cart.start,
+                                           par->cart.n_start);
         if (out_ids) snprintf(out_ids[i], FRT_SESSION_ID_MAX, "%s", c->id);
     }
     pthread_mutex_unlock(&s->mu);

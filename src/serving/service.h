@@ -66,14 +66,36 @@ typedef struct frt_gen_request {
     int ignore_eos;
     int pin_len;                /* frt_pin_prefix: 0 none, -1 the whole prompt, > 0 tokens */
     double t_arrival;           /* frt_service_now() when the request arrived (TTFT origin); 0 = now */
-    /* A cartridge to inject before the prompt (engine.h cartridge_inject;
-     * borrowed for the call), NULL = none, and its token count T. Only for
-     * sessionless requests (with session_id: FRT_ERR_UNSUPPORTED,
-     * error_param "cartridge_id"). The prompt follows at positions T.. ;
-     * no prefix capsule is taken from the request and the next request
-     * starts from a fresh state (the injected rows are never reused). */
+    /* A cartridge to inject before the prompt (a const frt_cartridge *, the
+     * store's host copy, borrowed for the call), NULL = none, its token
+     * count T, the identity of its version (key: residency and session
+     * binding), its id (name) and its rows' token ids (NULL: -1 each, the
+     * journal's mark for rows that are no prompt's tokens). It is made
+     * resident in device memory under the registry's device budget
+     * (frt_registry_cartridge_acquire; FRT_ERR_OUT_OF_MEMORY when it cannot
+     * fit) and injected; the prompt follows at positions T.. . Sessionless:
+     * no prefix capsule is taken and the next request starts afresh. With
+     * session_id: the session's first request binds it to the cartridge
+     * (its journal rows 0..T-1 are the cartridge's rows, its capsules carry
+     * them, it never takes or matches PREFIX capsules); its later requests
+     * continue from its state with or without the cartridge (a different
+     * one, or one on a session that started without, is FRT_ERR_MISMATCH
+     * with error_param "cartridge_id"); the cartridge is needed again only
+     * when the session's state was lost (a rebuild re-injects it). */
     const void *cartridge;
     int cartridge_tokens;
+    uint64_t cartridge_key;
+    const char *cartridge_name;
+    const int32_t *cartridge_ids;
+    /* What the cartridge starts with (its manifest's starts_with, borrowed):
+     * the prompt's leading tokens equal to it are dropped (the cartridge
+     * holds them). cartridge_start_required (chat requests): a prompt that
+     * does not begin with it is FRT_ERR_MISMATCH (error_param "messages",
+     * cartridge_refused set); otherwise (completions) such a prompt is used
+     * as given. */
+    const int32_t *cartridge_start;
+    int n_cartridge_start;
+    int cartridge_start_required;
     /* Called once the request is validated and planned, before the prefill
      * (res holds the plan: action, cached tokens, restore ms). Optional. */
     void (*on_start)(void *user, const struct frt_gen_result *res);
@@ -131,6 +153,8 @@ typedef struct frt_gen_result {
     int position;               /* committed tokens after the request */
     char session_id[FRT_SESSION_ID_MAX]; /* "" for sessionless */
     const char *error_param;    /* on an error return: the request field at fault ("max_tokens"), or NULL */
+    int cartridge_refused;      /* on an error return: the cartridge refused the request (api.h
+                                 * frt_api_cartridge_error names error_param) */
     frt_gen_choice *choices;    /* a forked request (n or best_of > 1): its n choices, else NULL; text,
                                  * tokens stay empty and finish_reason is choice 0's */
     int n_choices, n_branches;  /* returned, forked */
@@ -155,8 +179,17 @@ typedef struct frt_gen_result {
  *                             on_choice_text with best_of != n
  *   FRT_ERR_UNSUPPORTED       logprobs with n or best_of > 1
  *                             (error_param "logprobs")
- *   FRT_ERR_UNSUPPORTED       a cartridge with a session, or on an engine
- *                             or model that takes none (error_param "cartridge_id")
+ *   FRT_ERR_UNSUPPORTED       a cartridge on an engine or model that takes
+ *                             none (error_param "cartridge_id"); pin_len on a
+ *                             cartridge request or session (error_param
+ *                             "frt_pin_prefix": no PREFIX capsule holds injected rows)
+ *   FRT_ERR_MISMATCH          cartridge_refused: the prompt does not begin with
+ *                             the cartridge's stated start (chat), or the
+ *                             session is bound to another cartridge or none
+ *   FRT_ERR_OUT_OF_MEMORY     cartridge_refused: the cartridge cannot fit the
+ *                             device budget (pinned / in-use entries)
+ *   FRT_ERR_STATE             cartridge_refused: the session's state was lost
+ *                             and its cartridge is not available to rebuild it
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
  *                             clamp_max_tokens) prompt + max_tokens exceeds
  *                             max_seq + 1 (the last token stays pending)

@@ -57,7 +57,24 @@ typedef struct frt_gen_run {
     int pos;       /* prompt tokens in the live state */
     frt_gen_seq q; /* the single-sequence path's output */
     int generated; /* tokens generated in all (every branch) */
+    uint64_t cart_entry; /* the registry entry of the cartridge in use (released at the end), 0 none */
 } frt_gen_run;
+
+/* service_cartridge.c: */
+/* The request's cartridge against its session's binding and the refused
+ * combinations (pin_len; another cartridge; a cartridge on a session that
+ * started without one), before anything runs. 0 or the error (error_param set). */
+int frt_gen_cartridge_check(frt_gen_run *r);
+/* 1 when the request runs with a cartridge's rows: it has one, or its session is bound to one. */
+int frt_gen_cartridge_rows(const frt_gen_run *r);
+/* The prompt r->ids[0..n) loses the cartridge's stated start and follows
+ * its T rows (their ids, or -1). */
+int frt_gen_cartridge_prompt(frt_gen_run *r);
+/* Makes the cartridge resident (registry) and injects it: position T.
+ * Under the service lock. 0 or the error (error_param, cartridge_refused). */
+int frt_gen_cartridge_inject(frt_gen_run *r);
+/* Ends the request's use of its resident cartridge. Under the service lock. */
+void frt_gen_cartridge_release(frt_gen_run *r);
 
 /* The most tokens the request may generate. */
 int frt_gen_max_tokens(const frt_gen_run *r);

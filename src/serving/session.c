@@ -39,6 +39,7 @@ void frt_session_free(frt_session *s)
     free(s->salt);
     free(s->journal);
     free(s->ckpts);
+    free(s->cart.start);
     free(s);
 }
 
@@ -157,4 +158,19 @@ void frt_session_remove_checkpoint(frt_session *s, int i)
     if (i < 0 || i >= s->n_ckpts) return;
     memmove(s->ckpts + i, s->ckpts + i + 1, (size_t)(s->n_ckpts - i - 1) * sizeof *s->ckpts);
     s->n_ckpts--;
+}
+
+int frt_session_set_cartridge(frt_session *s, const char *id, uint64_t key, int tokens, const int32_t *start,
+                              int n_start)
+{
+    int32_t *copy = n_start > 0 ? malloc((size_t)n_start * sizeof *copy) : NULL;
+    if (n_start > 0 && !copy) return frt_error(FRT_ERR_OUT_OF_MEMORY, "session");
+    if (n_start > 0) memcpy(copy, start, (size_t)n_start * sizeof *copy);
+    free(s->cart.start);
+    snprintf(s->cart.id, sizeof s->cart.id, "%s", id ? id : "");
+    s->cart.key = key;
+    s->cart.tokens = tokens;
+    s->cart.start = copy;
+    s->cart.n_start = n_start > 0 ? n_start : 0;
+    return 0;
 }

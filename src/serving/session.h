@@ -21,6 +21,17 @@ typedef struct frt_checkpoint {
     int pin;          /* the reference pins the capsule */
 } frt_checkpoint;
 
+/* The cartridge a session started from (docs/cartridges.md, "Sessions"):
+ * journal rows 0..tokens-1 are its rows (its token ids, or -1 where it has
+ * none); each request's prompt loses the stated start and follows them. */
+typedef struct frt_session_cartridge {
+    char id[128];    /* its cartridge id; "" = the session holds no cartridge */
+    uint64_t key;    /* the version injected (the server's key of id, created and checksum) */
+    int tokens;      /* T */
+    int32_t *start;  /* [n_start] its stated start (manifest starts_with), malloc'd */
+    int n_start;
+} frt_session_cartridge;
+
 typedef struct frt_session {
     char id[FRT_SESSION_ID_MAX];
     char *salt;           /* NUL-terminated copy, NULL when none */
@@ -37,6 +48,7 @@ typedef struct frt_session {
     double created;       /* unix seconds */
     uint64_t requests;    /* completions served */
     int busy;             /* a request is running on it */
+    frt_session_cartridge cart; /* the cartridge it started from, if any */
 } frt_session;
 
 typedef struct frt_sessions {
@@ -70,6 +82,10 @@ void frt_session_free(frt_session *s);
 /* Journal edits: set to ids[0..n), append one token. FRT_ERR_OUT_OF_MEMORY. */
 int frt_session_set_journal(frt_session *s, const int32_t *ids, int n);
 int frt_session_append(frt_session *s, int32_t token);
+
+/* Binds s to a cartridge (copies of id and start). FRT_ERR_OUT_OF_MEMORY. */
+int frt_session_set_cartridge(frt_session *s, const char *id, uint64_t key, int tokens, const int32_t *start,
+                              int n_start);
 
 /* Checkpoint by name, or NULL. */
 frt_checkpoint *frt_session_checkpoint(frt_session *s, const char *name);

@@ -10,7 +10,15 @@
 #    ParameterList form) imported; generate --cartridge with the .pt and
 #    with the imported directory give the same tokens; info reports both;
 #  - refusals: a .pt of another shape, a missing cartridge, a tampered
-#    payload, an unknown subcommand, import without -m.
+#    payload, an unknown subcommand, import without -m;
+#  - starts_with (the manifest's stated start): nothing without a
+#    tokenizer; --starts-with-bos refused when the tokenizer names no
+#    bos_token; with the demo tokenizer and bos_token <|endoftext|> (id 0):
+#    an export whose row 0 is the BOS states [0] by itself, --starts-with-text
+#    adds the text's tokens (and is refused when the rows do not begin with
+#    them), an import states what the flags say; generate --cartridge drops
+#    the stated start from a prompt that repeats it (and refuses a prompt
+#    that is only the start).
 set -u
 B="$1"
 SRC="$2"
@@ -80,4 +88,35 @@ refuse 1 "checksum mismatch" cartridge info "$T/t"
 refuse 1 "checksum mismatch" generate "${G[@]}" --cartridge "$T/t" --ids "$PROMPT"
 refuse 2 "unknown command 'frobnicate'" cartridge frobnicate
 refuse 2 "no model" cartridge import "$T/c.pt" -o "$T/x"
+
+# starts_with
+check "no tokenizer: the export states no start" test -z "$(json_field starts_with <"$T/info.json")"
+refuse 1 "names no bos_token" cartridge import "$T/c.pt" -m "$T/m" --backend cpu -o "$T/nb" --starts-with-bos -q
+DEMO="${FRT_DEMO_MODEL:-$SRC/models/frt-demo}"
+if [ -f "$DEMO/tokenizer.json" ]; then
+    cp "$DEMO/tokenizer.json" "$T/m/"
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["bos_token"]="<|endoftext|>"; json.dump(c,open(sys.argv[2],"w"))' \
+        "$DEMO/tokenizer_config.json" "$T/m/tokenizer_config.json"
+    check "capsule of BOS + <|im_start|> + document" "$HOOK" --write-capsule "$T/m" "0,1,$DOC" "$T/bos.cap"
+    E=(cartridge export "$T/bos.cap" -m "$T/m" --backend cpu --chunk 64 --max-seq 256 -q)
+    check "export (auto BOS)" "$FRT" "${E[@]}" -o "$T/bos"
+    check "row 0 is the BOS: starts_with [0]" test "$("$FRT" cartridge info "$T/bos" --json | json_field starts_with)" = 0
+    check "export --starts-with-text" "$FRT" "${E[@]}" -o "$T/bos2" --starts-with-text '<|im_start|>'
+    check "starts_with [0, 1]" test "$("$FRT" cartridge info "$T/bos2" --json | json_field starts_with)" = "0 1"
+    refuse 1 "does not match its tokens" "${E[@]}" -o "$T/bos3" --starts-with-text '<|im_end|>'
+    check "import --starts-with-bos --starts-with-text" "$FRT" cartridge import "$T/c.pt" -m "$T/m" --backend cpu \
+        -o "$T/cs" --starts-with-bos --starts-with-text '<|im_start|><|im_end|>' -q
+    check "import: starts_with [0, 1, 2]" test "$("$FRT" cartridge info "$T/cs" --json | json_field starts_with)" = "0 1 2"
+    # generate drops the stated start from a prompt that repeats it
+    "$FRT" generate "${G[@]}" --ids "0,1,$DOC,$PROMPT" >"$T/bos_cold.json" || fail=1
+    "$FRT" generate "${G[@]}" --cartridge "$T/bos2" --ids "0,1,$PROMPT" >"$T/bos_rep.json" || fail=1
+    "$FRT" generate "${G[@]}" --cartridge "$T/bos2" --ids "$PROMPT" >"$T/bos_plain.json" || fail=1
+    check "generate: a prompt repeating the stated start = one without it = the cold prefill" \
+        test "$(json_field tokens <"$T/bos_rep.json")|$(json_field tokens <"$T/bos_plain.json")" = \
+        "$(json_field tokens <"$T/bos_cold.json")|$(json_field tokens <"$T/bos_cold.json")"
+    check "generate: cartridge_start_dropped 2" test "$(json_field cartridge_start_dropped <"$T/bos_rep.json")" = 2
+    refuse 1 "nothing after the cartridge's stated start" generate "${G[@]}" --cartridge "$T/bos2" --ids 0,1
+else
+    echo "skip starts_with with a tokenizer: no demo tokenizer ($DEMO)"
+fi
 exit $fail
