@@ -370,7 +370,7 @@ def pi0_golden(out_dir, report):
     redraw(sorted(model.named_parameters()), g)
     d = os.path.join(out_dir, "pi0")
     os.makedirs(d, exist_ok=True)
-    model.save_pretrained(d, safe_serialization=True)
+    model.save_pretrained(d)
     from safetensors import safe_open
     with safe_open(os.path.join(d, "model.safetensors"), "pt") as f:
         report["pi0_saved_names"] = sorted(f.keys())
