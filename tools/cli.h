@@ -21,6 +21,7 @@ int frt_cmd_demo(int argc, char **argv);
 int frt_cmd_serve(int argc, char **argv);
 int frt_cmd_cartridge(int argc, char **argv);
 int frt_cmd_fork(int argc, char **argv);
+int frt_cmd_policy(int argc, char **argv);
 
 /* Prints "frt NAME: MESSAGE (STATUS)" for a failed frt call to stderr and
  * returns 1. */
