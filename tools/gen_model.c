@@ -421,12 +421,9 @@ static void fill_block(const frt_weight_spec *w, uint64_t key, void *dst, int64_
     (void)frt_f32_convert((unsigned char *)dst + frt_dtype_size(w->dtype) * (size_t)i0, w->dtype, buf, (size_t)n);
 }
 
-int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out)
+int frt_gen_model_build_specs(const frt_weight_spec *specs, int n, uint64_t seed, frt_checkpoint **out)
 {
-    if (!cfg || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
-    frt_weight_spec *specs;
-    int n;
-    FRT_TRY(frt_model_weight_specs(cfg, &specs, &n));
+    if (!specs || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
     void **data = calloc((size_t)n, sizeof *data);
     int64_t *first_block = calloc((size_t)n + 1, sizeof *first_block);
     uint64_t *keys = calloc((size_t)n, sizeof *keys);
@@ -476,13 +473,23 @@ int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_c
     free(data);
     free(first_block);
     free(keys);
-    free(specs);
     if (rc < 0) {
         frt_checkpoint_close(ck);
         return rc;
     }
     *out = ck;
     return 0;
+}
+
+int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out)
+{
+    if (!cfg || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
+    frt_weight_spec *specs;
+    int n;
+    FRT_TRY(frt_model_weight_specs(cfg, &specs, &n));
+    int rc = frt_gen_model_build_specs(specs, n, seed, out);
+    free(specs);
+    return rc;
 }
 
 int frt_gen_model_build(const char *shape, uint64_t seed, frt_model_config *cfg, frt_checkpoint **out)

@@ -1,0 +1,151 @@
+/*
+ * test_policy_gen.c - Pi0 / Pi0.5 policies written by frt gen-model's code
+ * (tools/gen_policy.c, the layout of the real pi0 / pi05 shapes at small
+ * dimensions) load and run on the cpu backend, and the inference has the
+ * properties its masks promise, on random inputs:
+ *   - the same inputs and noise give the same bytes (two runs, and a fresh
+ *     model);
+ *   - a masked-out camera's pixels and the padded prompt slots' ids do not
+ *     change the chunk (bit for bit); an unmasked camera's pixels and the
+ *     state (Pi0) do;
+ *   - the episode stream: the same seed gives the same chunk, the step
+ *     counter advances, another seed gives another chunk.
+ * Needs no goldens (test_policy.c holds the parity against transformers).
+ */
+#include "frt_test.h"
+
+#include "frt/checkpoint.h"
+#include "frt/fs.h"
+#include "frt/policy.h"
+#include "gen_model.h"
+
+#include <unistd.h>
+
+static const frt_gen_policy_dims DIMS = {
+    .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 28, .patch = 14,
+    .t_width = 32, .t_inter = 48, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 8, .vocab = 61,
+    .e_width = 16, .e_inter = 24, .chunk = 4, .action_dim = 5, .state_dim = 6, .steps = 10,
+};
+
+static int write_policy(const char *dir, int pi05, uint64_t seed)
+{
+    frt_weight_spec *w = NULL;
+    int n = 0;
+    frt_checkpoint *ck = NULL;
+    int rc = frt_gen_policy_specs_dims(&DIMS, pi05, &w, &n);
+    if (rc == 0) rc = frt_gen_model_build_specs(w, n, seed, &ck);
+    if (rc == 0) rc = frt_mkdir_p(dir);
+    if (rc == 0) rc = frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC);
+    if (rc == 0) rc = frt_gen_policy_write_config_dims(&DIMS, pi05, dir);
+    frt_checkpoint_close(ck);
+    free(w);
+    return rc;
+}
+
+enum { CAMS = 3, PX = CAMS * 3 * 28 * 28, TOK = 9, NA = 4 * 5 };
+
+typedef struct obs {
+    float px[PX], state[6], noise[NA];
+    uint8_t cam[CAMS], am[TOK];
+    int32_t ids[TOK];
+} obs;
+
+static void random_obs(obs *o)
+{
+    frt_test_fill(o->px, PX, -1, 1);
+    frt_test_fill(o->state, 6, -1, 1);
+    frt_test_fill(o->noise, NA, -2, 2);
+    o->cam[0] = 1, o->cam[1] = 0, o->cam[2] = 1; /* the middle camera is absent */
+    for (int i = 0; i < TOK; i++) {
+        o->ids[i] = 1 + (int32_t)(frt_test_u64() % 60);
+        o->am[i] = i < TOK - 3; /* three right pads */
+    }
+}
+
+static frt_policy_inputs inputs(obs *o, int pi05)
+{
+    frt_policy_inputs in = {o->px, CAMS, 3, 28, 28, o->cam, o->ids, o->am, TOK,
+                            pi05 ? NULL : o->state, pi05 ? 0 : 6, o->noise};
+    return in;
+}
+
+static void run(frt_model *m, obs *o, int pi05, float *out)
+{
+    frt_policy_inputs in = inputs(o, pi05);
+    CHECK_OK(frt_policy_run(m, &in, out, NA));
+}
+
+static void test_one(const char *root, int pi05)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/%s", root, pi05 ? "pi05" : "pi0");
+    CHECK_OK(write_policy(dir, pi05, 5));
+    frt_model_params p = frt_model_default_params();
+    frt_model *m = NULL, *m2 = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    CHECK_OK(frt_model_load(dir, &p, &m2));
+    if (!m || !m2) return;
+    frt_policy_info pi;
+    CHECK_OK(frt_policy_info_get(m, &pi));
+    CHECK(pi.chunk == 4 && pi.action_dim == 5 && pi.max_cameras == 3 && pi.image_height == 28);
+    CHECK(pi.state_in_prompt == pi05 && pi.max_tokens == (pi05 ? 200 : 48));
+    static obs o, o2;
+    random_obs(&o);
+    float a[NA], b[NA], c[NA];
+    run(m, &o, pi05, a);
+    int finite = 1;
+    for (int i = 0; i < NA; i++) finite &= isfinite(a[i]) && a[i] != 0.0f;
+    CHECK(finite);
+    run(m, &o, pi05, b);
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "a second run differs");
+    run(m2, &o, pi05, b);
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "a fresh model differs");
+
+    o2 = o;
+    for (int i = 3 * 28 * 28; i < 2 * 3 * 28 * 28; i++) o2.px[i] = -o2.px[i] * 0.5f; /* the masked camera */
+    for (int i = TOK - 3; i < TOK; i++) o2.ids[i] = 60 - o2.ids[i];                   /* the padded slots */
+    run(m, &o2, pi05, c);
+    CHECK_MSG(memcmp(a, c, sizeof a) == 0, "a masked camera or a padded token changed the chunk");
+    o2 = o;
+    o2.px[5] += 0.5f; /* the first camera */
+    run(m, &o2, pi05, c);
+    CHECK_MSG(memcmp(a, c, sizeof a) != 0, "a present camera's pixel did not change the chunk");
+    if (!pi05) {
+        o2 = o;
+        o2.state[2] += 0.5f;
+        run(m, &o2, pi05, c);
+        CHECK_MSG(memcmp(a, c, sizeof a) != 0, "the state did not change the chunk");
+    }
+
+    /* The episode stream. */
+    frt_policy_inputs in = inputs(&o, pi05);
+    in.noise = NULL;
+    uint64_t seed, step;
+    CHECK_OK(frt_policy_episode_start(m, 11));
+    CHECK_OK(frt_policy_run(m, &in, a, NA));
+    CHECK_OK(frt_policy_run(m, &in, c, NA));
+    CHECK_OK(frt_policy_episode_get(m, &seed, &step));
+    CHECK(seed == 11 && step == 2);
+    CHECK(memcmp(a, c, sizeof a) != 0);
+    CHECK_OK(frt_policy_episode_start(m2, 11));
+    CHECK_OK(frt_policy_run(m2, &in, b, NA));
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "the same seed gave another chunk");
+    CHECK_OK(frt_policy_episode_start(m2, 12));
+    CHECK_OK(frt_policy_run(m2, &in, b, NA));
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    frt_model_free(m);
+    frt_model_free(m2);
+}
+
+int main(void)
+{
+    char root[] = "/tmp/frt_test_policy_gen_XXXXXX";
+    if (!mkdtemp(root)) TEST_SKIP("no temporary directory");
+    frt_test_seed(21);
+    test_one(root, 0);
+    test_one(root, 1);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+    return frt_test_report();
+}
