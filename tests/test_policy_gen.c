@@ -18,6 +18,7 @@
 #include "frt/fs.h"
 #include "frt/policy.h"
 #include "gen_model.h"
+#include "model/arch/pi0/pi0.h"
 
 #include <unistd.h>
 
@@ -137,6 +138,43 @@ static void test_one(const char *root, int pi05)
     frt_model_free(m2);
 }
 
+/* The real shapes' config.json (frt gen-model --shape pi0 / pi05) parses
+ * to PI0Config's shapes. */
+static void test_real_config(const char *root)
+{
+    static const char *const shapes[] = {"pi0", "pi05"};
+    for (int i = 0; i < 2; i++) {
+        char dir[600], path[700], *text = NULL, mt[32];
+        size_t len = 0;
+        snprintf(dir, sizeof dir, "%s/real_%s", root, shapes[i]);
+        CHECK_OK(frt_mkdir_p(dir));
+        CHECK_OK(frt_gen_policy_write_config(shapes[i], dir));
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        CHECK_OK(frt_file_read_all(path, 1 << 20, &text, &len));
+        pi0_config c;
+        CHECK_OK(pi0_config_parse_json(text, len, path, 0, mt, sizeof mt, &c));
+        free(text);
+        CHECK(!strcmp(mt, shapes[i]) && c.pi05 == i);
+        CHECK(c.v_width == 1152 && c.v_layers == 27 && c.n_patch == 256 && c.t.width == 2048 && c.t.layers == 18);
+        CHECK(c.t.heads == 8 && c.t.kv_heads == 1 && c.t.head_dim == 256 && c.e.width == 1024 && c.e.inter == 4096);
+        CHECK(c.vocab == 257152 && c.chunk == 50 && c.action_dim == 32 && c.n_steps == 10);
+        CHECK(c.max_prefix == 3 * 256 + (i ? 200 : 48));
+        frt_weight_spec *w = NULL;
+        int n = 0;
+        CHECK_OK(frt_gen_policy_specs(shapes[i], &w, &n));
+        unsigned long long params = 0;
+        for (int k = 0; k < n; k++) {
+            unsigned long long e = 1;
+            for (int d = 0; d < w[k].ndim; d++) e *= (unsigned long long)w[k].shape[d];
+            params += e;
+        }
+        printf("%s: %d tensors, %llu parameters\n", shapes[i], n, params);
+        CHECK(params > 3000000000ull && params < 4000000000ull);
+        free(w);
+    }
+    CHECK_STATUS(frt_gen_policy_write_config("pi1", root), FRT_ERR_NOT_FOUND);
+}
+
 int main(void)
 {
     char root[] = "/tmp/frt_test_policy_gen_XXXXXX";
@@ -144,6 +182,7 @@ int main(void)
     frt_test_seed(21);
     test_one(root, 0);
     test_one(root, 1);
+    test_real_config(root);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0);

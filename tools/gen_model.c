@@ -91,7 +91,7 @@ static int find_shape(const char *name, const gen_shape **out)
     return frt_error(FRT_ERR_NOT_FOUND,
                      "gen-model: unknown shape '%s' (shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b, "
                      "qwen3.5-27b, tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b, qwen2.5-7b, qwen3-8b, tiny-dense, "
-                     "tiny-qwen3)",
+                     "tiny-qwen3; policies: pi0, pi05)",
                      name);
 }
 

@@ -169,8 +169,30 @@ static int parse_top(const json_t *root, pi0_config *c, const char *what)
         if (cond) return frt_error(FRT_ERR_UNSUPPORTED, __VA_ARGS__); \
     } while (0)
 
+/* Sizes frt runs (the products of the forward pass stay far from int
+ * overflow). */
+static int check_sizes(const pi0_config *c, const char *what)
+{
+    const pi0_gemma_config *g[2] = {&c->t, &c->e};
+    for (int i = 0; i < 2; i++)
+        REFUSE(g[i]->width > 65536 || g[i]->inter > 262144 || g[i]->layers > 256 || g[i]->heads > 256 ||
+                   g[i]->kv_heads > g[i]->heads,
+               "%s: a Gemma stack of width %d, MLP %d, %d layers, %d/%d heads is outside what frt runs", what,
+               g[i]->width, g[i]->inter, g[i]->layers, g[i]->heads, g[i]->kv_heads);
+    REFUSE(c->v_width > 65536 || c->v_inter > 262144 || c->v_layers > 256 || c->v_heads > 256,
+           "%s: a vision tower of width %d, MLP %d, %d layers, %d heads is outside what frt runs", what, c->v_width,
+           c->v_inter, c->v_layers, c->v_heads);
+    REFUSE(c->image_size > 4096 || c->patch > c->image_size, "%s: image_size %d, patch %d", what, c->image_size,
+           c->patch);
+    REFUSE(c->chunk > 4096 || c->action_dim > 4096 || c->state_dim > 4096 || c->vocab > (1 << 22),
+           "%s: chunk %d, action_dim %d, state_dim %d or vocabulary %d too large", what, c->chunk, c->action_dim,
+           c->state_dim, c->vocab);
+    return 0;
+}
+
 static int check(const pi0_config *c, const char *what)
 {
+    FRT_TRY(check_sizes(c, what));
     REFUSE(c->e.layers != c->t.layers, "%s: the expert has %d layers, the prefix %d (they must match)", what,
            c->e.layers, c->t.layers);
     REFUSE(c->e.head_dim != c->t.head_dim || c->e.kv_heads != c->t.kv_heads,
@@ -185,6 +207,32 @@ static int check(const pi0_config *c, const char *what)
     return 0;
 }
 
+int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
+                          size_t mt_size, pi0_config *c)
+{
+    json_t *root = NULL;
+    FRT_TRY(frt_json_parse(text, len, 0, &root, what));
+    memset(c, 0, sizeof *c);
+    set_defaults(c);
+    int rc = json_is_object(root) ? frt_json_string(root, "model_type", 1, model_type, mt_size, what)
+                                  : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", what);
+    if (rc >= 0 && strcmp(model_type, "pi0") != 0 && strcmp(model_type, "pi05") != 0)
+        rc = frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not a policy (pi0, pi05)", what, model_type);
+    if (rc >= 0) rc = parse_top(root, c, what);
+    json_decref(root);
+    FRT_TRY(rc);
+    FRT_TRY(check(c, what));
+    c->pi05 = !strcmp(model_type, "pi05");
+    c->v_head_dim = c->v_width / c->v_heads;
+    c->n_patch = (c->image_size / c->patch) * (c->image_size / c->patch);
+    c->max_cameras = MAX_CAMERAS;
+    c->max_tokens = max_tokens ? max_tokens : c->pi05 ? 200 : 48;
+    REFUSE(c->max_tokens < 1 || c->max_tokens > 4096, "%s: %d prompt tokens (1 to 4096)", what, c->max_tokens);
+    REFUSE(c->n_patch > 4096, "%s: %d patches a camera (at most 4096)", what, c->n_patch);
+    c->max_prefix = c->max_cameras * c->n_patch + c->max_tokens;
+    return 0;
+}
+
 /* Reads the config and fills the shared fields of m->cfg. */
 static int p_load_config(frt_model *m, const char *dir)
 {
@@ -192,30 +240,17 @@ static int p_load_config(frt_model *m, const char *dir)
     size_t len = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     FRT_TRY(frt_file_read_all(path, 16u << 20, &text, &len));
-    json_t *root = NULL;
-    int rc = frt_json_parse(text, len, 0, &root, path);
-    free(text);
-    FRT_TRY(rc);
     pi0 *p = calloc(1, sizeof *p);
     if (!p) {
-        json_decref(root);
+        free(text);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory");
     }
     m->arch_data = p;
     pi0_config *c = &p->c;
-    set_defaults(c);
-    rc = frt_json_string(root, "model_type", 1, m->cfg.model_type, sizeof m->cfg.model_type, path);
-    if (rc >= 0) rc = parse_top(root, c, path);
-    json_decref(root);
+    int rc = pi0_config_parse_json(text, len, path, m->params.max_seq, m->cfg.model_type,
+                                   sizeof m->cfg.model_type, c);
+    free(text);
     FRT_TRY(rc);
-    FRT_TRY(check(c, path));
-    c->pi05 = !strcmp(m->cfg.model_type, "pi05");
-    c->v_head_dim = c->v_width / c->v_heads;
-    c->n_patch = (c->image_size / c->patch) * (c->image_size / c->patch);
-    c->max_cameras = MAX_CAMERAS;
-    c->max_tokens = m->params.max_seq ? m->params.max_seq : c->pi05 ? 200 : 48;
-    REFUSE(c->max_tokens > 4096, "pi0: max_seq %d prompt tokens (at most 4096)", c->max_tokens);
-    c->max_prefix = c->max_cameras * c->n_patch + c->max_tokens;
     frt_model_config *mc = &m->cfg;
     mc->vocab_size = c->vocab;
     mc->hidden_size = c->t.width;

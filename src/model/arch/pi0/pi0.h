@@ -137,6 +137,18 @@ typedef struct pi0 {
 
 static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }
 
+/* Parses config.json text (len bytes) into *c: the transformers pi0 layout,
+ * absent fields at PI0Config's / GemmaConfig's / SiglipVisionConfig's
+ * defaults; model_type ("pi0" or "pi05") into model_type[mt_size].
+ * max_tokens: the prompt capacity (0: 48 for pi0, 200 for pi05). `what`
+ * names the source in messages. Errors: FRT_ERR_FORMAT (bad JSON, a field
+ * of the wrong type or range, no model_type), FRT_ERR_UNSUPPORTED (another
+ * model_type, an activation other than tanh GELU, a pooling head, an
+ * expert whose layers or KV layout differ from the prefix's, a scaled
+ * RoPE, sizes frt cannot run). */
+int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
+                          size_t mt_size, pi0_config *c);
+
 /* The weights (pi0_weights.c): every tensor the config implies, by name and
  * shape, converted to f32; a missing, misshapen or unknown tensor is
  * refused with its name (FRT_ERR_NOT_FOUND, FRT_ERR_FORMAT). */
