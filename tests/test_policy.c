@@ -402,13 +402,13 @@ static void test_load_errors(void)
     frt_model_params p = frt_model_default_params();
     frt_model *m = NULL;
     snprintf(dst, sizeof dst, "%s/unknown", tmp);
-    CHECK_OK(write_variant(src, dst, NULL, "model.vlm.bogus.weight"));
+    CHECK_OK(write_variant(src, dst, NULL, "paligemma_with_expert.bogus.weight"));
     CHECK_STATUS(frt_model_load(dst, &p, &m), FRT_ERR_FORMAT);
-    CHECK(strstr(frt_last_error(), "model.vlm.bogus.weight") != NULL);
+    CHECK(strstr(frt_last_error(), "paligemma_with_expert.bogus.weight") != NULL);
     snprintf(dst, sizeof dst, "%s/missing", tmp);
-    CHECK_OK(write_variant(src, dst, "model.dit.layers.1.mlp.up_proj.weight", NULL));
+    CHECK_OK(write_variant(src, dst, "paligemma_with_expert.gemma_expert.model.layers.1.mlp.up_proj.weight", NULL));
     CHECK_STATUS(frt_model_load(dst, &p, &m), FRT_ERR_NOT_FOUND);
-    CHECK(strstr(frt_last_error(), "model.dit.layers.1.mlp.up_proj.weight") != NULL);
+    CHECK(strstr(frt_last_error(), "paligemma_with_expert.gemma_expert.model.layers.1.mlp.up_proj.weight") != NULL);
     p.backend = FRT_BACKEND_CUDA;
     CHECK_STATUS(frt_model_load(src, &p, &m), FRT_ERR_UNSUPPORTED);
     printf("  cuda -> %s\n", frt_last_error());

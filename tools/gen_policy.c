@@ -7,6 +7,7 @@
 #include "gen_model.h"
 
 #include "frt/fs.h"
+#include "model/arch/pi0/pi0.h"
 #include "util/error.h"
 
 #include <jansson.h>
@@ -80,29 +81,29 @@ static void linear(specs *s, int64_t o, int64_t i, const char *p)
 static void vision(specs *s, const frt_gen_policy_dims *d)
 {
     const int64_t V_W = d->v_width, V_I = d->v_inter, PATCH = d->patch, IMG = d->image_size, T_W = d->t_width;
-    const char *v = "model.vlm.vision_tower.vision_model";
+    const char *v = PI0_VISION;
     char p[200];
-    add(s, FRT_INIT_NORMAL, 0.0f, 0.02f, 4, V_W, 3, PATCH, PATCH, "%s.embeddings.patch_embedding.weight", v);
-    VEC(s, V_W, 0.0f, 0.02f, "%s.embeddings.patch_embedding.bias", v);
-    MAT(s, (IMG / PATCH) * (IMG / PATCH), V_W, "%s.embeddings.position_embedding.weight", v);
+    add(s, FRT_INIT_NORMAL, 0.0f, 0.02f, 4, V_W, 3, PATCH, PATCH, "%sembeddings.patch_embedding.weight", v);
+    VEC(s, V_W, 0.0f, 0.02f, "%sembeddings.patch_embedding.bias", v);
+    MAT(s, (IMG / PATCH) * (IMG / PATCH), V_W, "%sembeddings.position_embedding.weight", v);
     for (int l = 0; l < d->v_layers; l++) {
         for (int k = 1; k <= 2; k++) {
-            VEC(s, V_W, 1.0f, 0.1f, "%s.encoder.layers.%d.layer_norm%d.weight", v, l, k);
-            VEC(s, V_W, 0.0f, 0.02f, "%s.encoder.layers.%d.layer_norm%d.bias", v, l, k);
+            VEC(s, V_W, 1.0f, 0.1f, "%sencoder.layers.%d.layer_norm%d.weight", v, l, k);
+            VEC(s, V_W, 0.0f, 0.02f, "%sencoder.layers.%d.layer_norm%d.bias", v, l, k);
         }
         static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
         for (int k = 0; k < 4; k++) {
-            snprintf(p, sizeof p, "%s.encoder.layers.%d.self_attn.%s", v, l, proj[k]);
+            snprintf(p, sizeof p, "%sencoder.layers.%d.self_attn.%s", v, l, proj[k]);
             linear(s, V_W, V_W, p);
         }
-        snprintf(p, sizeof p, "%s.encoder.layers.%d.mlp.fc1", v, l);
+        snprintf(p, sizeof p, "%sencoder.layers.%d.mlp.fc1", v, l);
         linear(s, V_I, V_W, p);
-        snprintf(p, sizeof p, "%s.encoder.layers.%d.mlp.fc2", v, l);
+        snprintf(p, sizeof p, "%sencoder.layers.%d.mlp.fc2", v, l);
         linear(s, V_W, V_I, p);
     }
-    VEC(s, V_W, 1.0f, 0.1f, "%s.post_layernorm.weight", v);
-    VEC(s, V_W, 0.0f, 0.02f, "%s.post_layernorm.bias", v);
-    linear(s, T_W, V_W, "model.vlm.multi_modal_projector.linear");
+    VEC(s, V_W, 1.0f, 0.1f, "%spost_layernorm.weight", v);
+    VEC(s, V_W, 0.0f, 0.02f, "%spost_layernorm.bias", v);
+    linear(s, T_W, V_W, PI0_PROJECTOR);
 }
 
 /* A Gemma RMSNorm (x * (1 + w)) or an adaRMSNorm's dense layer. */
@@ -121,19 +122,19 @@ static void gemma(specs *s, const frt_gen_policy_dims *d, const char *prefix, in
     const int64_t HEADS = d->heads, KV = d->kv_heads, HD = d->head_dim;
     char p[200];
     for (int l = 0; l < d->layers; l++) {
-        snprintf(p, sizeof p, "%s.layers.%d.input_layernorm", prefix, l);
+        snprintf(p, sizeof p, "%slayers.%d.input_layernorm", prefix, l);
         norm(s, ada, W, p);
-        snprintf(p, sizeof p, "%s.layers.%d.post_attention_layernorm", prefix, l);
+        snprintf(p, sizeof p, "%slayers.%d.post_attention_layernorm", prefix, l);
         norm(s, ada, W, p);
-        MAT(s, HEADS * HD, W, "%s.layers.%d.self_attn.q_proj.weight", prefix, l);
-        MAT(s, KV * HD, W, "%s.layers.%d.self_attn.k_proj.weight", prefix, l);
-        MAT(s, KV * HD, W, "%s.layers.%d.self_attn.v_proj.weight", prefix, l);
-        MAT(s, W, HEADS * HD, "%s.layers.%d.self_attn.o_proj.weight", prefix, l);
-        MAT(s, I, W, "%s.layers.%d.mlp.gate_proj.weight", prefix, l);
-        MAT(s, I, W, "%s.layers.%d.mlp.up_proj.weight", prefix, l);
-        MAT(s, W, I, "%s.layers.%d.mlp.down_proj.weight", prefix, l);
+        MAT(s, HEADS * HD, W, "%slayers.%d.self_attn.q_proj.weight", prefix, l);
+        MAT(s, KV * HD, W, "%slayers.%d.self_attn.k_proj.weight", prefix, l);
+        MAT(s, KV * HD, W, "%slayers.%d.self_attn.v_proj.weight", prefix, l);
+        MAT(s, W, HEADS * HD, "%slayers.%d.self_attn.o_proj.weight", prefix, l);
+        MAT(s, I, W, "%slayers.%d.mlp.gate_proj.weight", prefix, l);
+        MAT(s, I, W, "%slayers.%d.mlp.up_proj.weight", prefix, l);
+        MAT(s, W, I, "%slayers.%d.mlp.down_proj.weight", prefix, l);
     }
-    snprintf(p, sizeof p, "%s.norm", prefix);
+    snprintf(p, sizeof p, "%snorm", prefix);
     norm(s, ada, W, p);
 }
 
@@ -143,18 +144,18 @@ int frt_gen_policy_specs_dims(const frt_gen_policy_dims *d, int pi05, frt_weight
     const int64_t E_W = d->e_width, ACT = d->action_dim;
     specs s = {0};
     vision(&s, d);
-    MAT(&s, d->vocab, d->t_width, "model.vlm.language_model.embed_tokens.weight");
-    gemma(&s, d, "model.vlm.language_model", d->t_width, d->t_inter, 0);
-    gemma(&s, d, "model.dit", E_W, d->e_inter, pi05);
-    linear(&s, E_W, ACT, "embed_action_time.action_in_proj");
+    MAT(&s, d->vocab, d->t_width, "%sembed_tokens.weight", PI0_PREFIX);
+    gemma(&s, d, PI0_PREFIX, d->t_width, d->t_inter, 0);
+    gemma(&s, d, PI0_EXPERT, E_W, d->e_inter, pi05);
+    linear(&s, E_W, ACT, "action_in_proj");
     linear(&s, ACT, E_W, "action_out_proj");
     if (pi05) {
-        linear(&s, E_W, E_W, "embed_action_time.time_mlp_in");
-        linear(&s, E_W, E_W, "embed_action_time.time_mlp_out");
+        linear(&s, E_W, E_W, "time_mlp_in");
+        linear(&s, E_W, E_W, "time_mlp_out");
     } else {
-        linear(&s, E_W, d->state_dim, "embed_action_time.state_proj");
-        linear(&s, E_W, 2 * E_W, "embed_action_time.action_time_mlp_in");
-        linear(&s, E_W, E_W, "embed_action_time.action_time_mlp_out");
+        linear(&s, E_W, d->state_dim, "state_proj");
+        linear(&s, E_W, 2 * E_W, "action_time_mlp_in");
+        linear(&s, E_W, E_W, "action_time_mlp_out");
     }
     if (s.oom) {
         free(s.w);

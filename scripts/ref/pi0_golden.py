@@ -90,6 +90,12 @@ DIT = dict(model_type="gemma", hidden_size=32, intermediate_size=72, num_hidden_
            num_attention_heads=3, num_key_value_heads=1, head_dim=16, vocab_size=VOCAB,
            hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6)
 EPS = 1e-6
+# The checkpoint names: the layout transformers 5.17's
+# PI0ForConditionalGeneration.save_pretrained writes (what frt reads).
+VT = "paligemma_with_expert.paligemma.model.vision_tower."
+PROJ = "paligemma_with_expert.paligemma.model.multi_modal_projector.linear"
+LM = "paligemma_with_expert.paligemma.model.language_model.model."
+EX = "paligemma_with_expert.gemma_expert.model."
 ROPE_THETA = 10000.0
 MIN_PERIOD, MAX_PERIOD = 4e-3, 4.0
 STEPS = 10
@@ -103,28 +109,11 @@ VARIANTS = [dict(img_scale=a, dit_scale=b, state_sees_actions=c)
             for a in (False, True) for b in (False, True) for c in (False, True)]
 
 
-# ---------------------------------------------------------------- canonical names
-
-def canonical(sd):
-    """Maps a PI0ForConditionalGeneration state dict onto the names frt reads
-    (the transformers 5 layout: model.vlm.*, model.dit.*, embed_action_time.*,
-    action_out_proj.*). Older development layouts are renamed; anything left
-    unknown stops the script."""
-    ren = [("model.vision_tower.", "model.vlm.vision_tower."),
-           ("model.multi_modal_projector.", "model.vlm.multi_modal_projector."),
-           ("model.language_model.", "model.vlm.language_model."),
-           ("model.expert.", "model.dit.")]
-    out = {}
-    for k, v in sd.items():
-        n = k
-        for a, b in ren:
-            if n.startswith(a):
-                n = b + n[len(a):]
-        for p in ("action_in_proj.", "state_proj.", "action_time_mlp_in.", "action_time_mlp_out."):
-            if n.startswith(p):
-                n = "embed_action_time." + n
-        out[n] = v.detach().to(torch.float64)
-    return out
+def load_saved(path):
+    """The checkpoint as saved (names as on disk), float64."""
+    from safetensors import safe_open
+    with safe_open(path, "pt") as f:
+        return {k: f.get_tensor(k).to(torch.float64) for k in f.keys()}
 
 
 # ---------------------------------------------------------------- reference math
@@ -146,7 +135,7 @@ def layer_norm(x, W, name):
 
 def siglip(W, pix):
     """pix [n, 3, H, W] -> [n, patches, text width] (post-LN tokens, projected)."""
-    p = "model.vlm.vision_tower.vision_model."
+    p = VT
     x = F.conv2d(pix, W[p + "embeddings.patch_embedding.weight"],
                  W[p + "embeddings.patch_embedding.bias"], stride=PATCH)
     x = x.flatten(2).transpose(1, 2)
@@ -165,7 +154,7 @@ def siglip(W, pix):
         h = layer_norm(x, W, q + "layer_norm2")
         x = x + linear(gelu_tanh(linear(h, W, q + "mlp.fc1")), W, q + "mlp.fc2")
     x = layer_norm(x, W, p + "post_layernorm")
-    return linear(x, W, "model.vlm.multi_modal_projector.linear")
+    return linear(x, W, PROJ)
 
 
 def rms(x, w=None, cond=None, dense=None, W=None):
@@ -240,7 +229,7 @@ def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_a
     out["vision_tokens"] = vt
     ntok = vt.shape[1]
     tw = TEXT["hidden_size"]
-    lang = W["model.vlm.language_model.embed_tokens.weight"][inp["input_ids"].long()] * math.sqrt(tw)
+    lang = W[LM + "embed_tokens.weight"][inp["input_ids"].long()] * math.sqrt(tw)
     img = vt.reshape(-1, tw) * (math.sqrt(tw) if img_scale else 1.0)
     x = torch.cat([img, lang])
     pad = torch.cat([inp["pixel_attention_mask"].bool().repeat_interleave(ntok),
@@ -249,7 +238,7 @@ def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_a
     allowed = pad[None, :].expand(len(pad), -1) & pad[:, None]
     cache = []
     for i in range(TEXT["num_hidden_layers"]):
-        x, k, v = gemma_layer(W, f"model.vlm.language_model.layers.{i}.", TEXT, x, pos, None, allowed)
+        x, k, v = gemma_layer(W, f"{LM}layers.{i}.", TEXT, x, pos, None, allowed)
         cache.append((k, v))
     out["prefix_k0"], out["prefix_v0"] = cache[0]
     out["prefix_k_last"], out["prefix_v_last"] = cache[-1]
@@ -260,20 +249,20 @@ def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_a
     dt = -1.0 / STEPS
     for step in range(STEPS):
         t = torch.tensor(float(torch.tensor(1.0 + step * dt, dtype=torch.float32)), dtype=torch.float64)
-        a = linear(xt, W, "embed_action_time.action_in_proj")
+        a = linear(xt, W, "action_in_proj")
         cond = None
         if pi05:
             c = sincos(t, dw)
-            c = F.silu(linear(c, W, "embed_action_time.time_mlp_in"))
-            cond = F.silu(linear(c, W, "embed_action_time.time_mlp_out"))
+            c = F.silu(linear(c, W, "time_mlp_in"))
+            cond = F.silu(linear(c, W, "time_mlp_out"))
             s = a
             ar = [1] + [0] * (CHUNK - 1)
         else:
             te = sincos(t, dw)[None].expand(CHUNK, -1)
             at = torch.cat([a, te], -1)
-            at = linear(F.silu(linear(at, W, "embed_action_time.action_time_mlp_in")), W,
-                        "embed_action_time.action_time_mlp_out")
-            st = linear(inp["state"].to(torch.float64), W, "embed_action_time.state_proj")
+            at = linear(F.silu(linear(at, W, "action_time_mlp_in")), W,
+                        "action_time_mlp_out")
+            st = linear(inp["state"].to(torch.float64), W, "state_proj")
             s = torch.cat([st[None], at])
             ar = [1, 1] + [0] * (CHUNK - 1)
             if state_sees_actions:
@@ -291,12 +280,12 @@ def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_a
         spos = n_valid + torch.arange(ns)
         h = s
         for i in range(DIT["num_hidden_layers"]):
-            h, _, _ = gemma_layer(W, f"model.dit.layers.{i}.", DIT, h, spos, cache[i], allowed,
+            h, _, _ = gemma_layer(W, f"{EX}layers.{i}.", DIT, h, spos, cache[i], allowed,
                                   cond=cond, ada=pi05)
         if pi05:
-            h, _ = rms(h, cond=cond, dense="model.dit.norm.dense", W=W)
+            h, _ = rms(h, cond=cond, dense=EX + "norm.dense", W=W)
         else:
-            h, _ = rms(h, W["model.dit.norm.weight"])
+            h, _ = rms(h, W[EX + "norm.weight"])
         v = linear(h[-CHUNK:], W, "action_out_proj")
         if step == 0:
             out["velocity0"] = v
@@ -373,14 +362,13 @@ def pi0_golden(out_dir, report):
     d = os.path.join(out_dir, "pi0")
     os.makedirs(d, exist_ok=True)
     model.save_pretrained(d)
-    from safetensors import safe_open
-    with safe_open(os.path.join(d, "model.safetensors"), "pt") as f:
-        report["pi0_saved_names"] = sorted(f.keys())
+    W = load_saved(os.path.join(d, "model.safetensors"))
+    report["pi0_saved_names"] = sorted(W.keys())
+    with open(os.path.join(d, "config.json")) as f:
+        report["pi0_saved_config"] = json.load(f)
     inp = make_inputs(g)
-    W = canonical(model.state_dict())
     ref = reference(W, inp)
     hf = hf_sample(model, inp)
-    report["pi0_weights"] = sorted(W.keys())
     report["pi0_hf_vs_ref_rel"] = rel(hf, ref["actions"])
     # The reading of transformers' semantics closest to its actions (the
     # openpi one first; the time embedding's fp32 frequencies alone leave
@@ -475,7 +463,7 @@ def model_config(pi05):
 def model_shapes(pi05):
     S = {}
     vw, vi = VISION["hidden_size"], VISION["intermediate_size"]
-    p = "model.vlm.vision_tower.vision_model."
+    p = VT
     S[p + "embeddings.patch_embedding.weight"] = (vw, 3, PATCH, PATCH)
     S[p + "embeddings.patch_embedding.bias"] = (vw,)
     S[p + "embeddings.position_embedding.weight"] = ((IMG // PATCH) ** 2, vw)
@@ -492,11 +480,11 @@ def model_shapes(pi05):
     S[p + "post_layernorm.weight"] = (vw,)
     S[p + "post_layernorm.bias"] = (vw,)
     tw = TEXT["hidden_size"]
-    S["model.vlm.multi_modal_projector.linear.weight"] = (tw, vw)
-    S["model.vlm.multi_modal_projector.linear.bias"] = (tw,)
-    S["model.vlm.language_model.embed_tokens.weight"] = (VOCAB, tw)
-    gemma_shapes(S, "model.vlm.language_model.", TEXT, ada=False)
-    gemma_shapes(S, "model.dit.", DIT, ada=pi05)
+    S[PROJ + ".weight"] = (tw, vw)
+    S[PROJ + ".bias"] = (tw,)
+    S[LM + "embed_tokens.weight"] = (VOCAB, tw)
+    gemma_shapes(S, LM, TEXT, ada=False)
+    gemma_shapes(S, EX, DIT, ada=pi05)
     dw = DIT["hidden_size"]
     heads = [("action_in_proj", dw, ACTION_DIM)]
     if pi05:
@@ -504,8 +492,8 @@ def model_shapes(pi05):
     else:
         heads += [("state_proj", dw, STATE_DIM), ("action_time_mlp_in", dw, 2 * dw), ("action_time_mlp_out", dw, dw)]
     for n, o, i in heads:
-        S[f"embed_action_time.{n}.weight"] = (o, i)
-        S[f"embed_action_time.{n}.bias"] = (o,)
+        S[f"{n}.weight"] = (o, i)
+        S[f"{n}.bias"] = (o,)
     S["action_out_proj.weight"] = (ACTION_DIM, dw)
     S["action_out_proj.bias"] = (ACTION_DIM,)
     return S

@@ -28,11 +28,12 @@
  *            0.9, ..., 0.1; v = action_out_proj(expert_norm(suffix)[-chunk:]).
  *
  * Checkpoints: the transformers pi0 layout (config.json with vlm_config /
- * dit_config as PI0ForConditionalGeneration.save_pretrained writes it;
- * weights model.vlm.*, model.dit.*, embed_action_time.*, action_out_proj.*).
- * Pi0.5 uses the same layout with model_type "pi05" and its own names
- * (embed_action_time.time_mlp_in/out, *_layernorm.dense, norm.dense); see
- * docs/policies.md. The openpi PyTorch layout is not read yet.
+ * dit_config, weights named as PI0ForConditionalGeneration.save_pretrained
+ * writes them: PI0_VISION, PI0_PROJECTOR, PI0_PREFIX, PI0_EXPERT below and
+ * the heads at the top level). Pi0.5 uses the same layout with model_type
+ * "pi05" and its own names (time_mlp_in / _out, *_layernorm.dense,
+ * norm.dense); see docs/policies.md. The openpi PyTorch layout is not read
+ * yet.
  *
  * The state it declares (P = max_prefix = max_cameras * n_patch + max_tokens):
  *   prefix.L.k, prefix.L.v  [P, kv_heads, head_dim] f32, whole, per layer L
@@ -52,6 +53,15 @@
 #define FRT_MODEL_ARCH_PI0_H
 
 #include "model/model_internal.h"
+
+/* The checkpoint's name prefixes: the layout transformers 5.17's
+ * PI0ForConditionalGeneration.save_pretrained writes (the flow-matching
+ * heads at the top level: action_in_proj, action_out_proj, state_proj,
+ * action_time_mlp_in / _out; Pi0.5's time_mlp_in / _out). */
+#define PI0_VISION "paligemma_with_expert.paligemma.model.vision_tower."
+#define PI0_PROJECTOR "paligemma_with_expert.paligemma.model.multi_modal_projector.linear"
+#define PI0_PREFIX "paligemma_with_expert.paligemma.model.language_model.model."
+#define PI0_EXPERT "paligemma_with_expert.gemma_expert.model."
 
 /* One Gemma-shaped stack (the prefix, or the action expert). */
 typedef struct pi0_gemma_config {

@@ -113,7 +113,7 @@ static int vit_layer(loader *L, const pi0_config *c, pi0_vit_layer *y, int l)
 {
     const int64_t D = c->v_width, I = c->v_inter;
     char p[200];
-#define VP(what) (snprintf(p, sizeof p, "model.vlm.vision_tower.vision_model.encoder.layers.%d.%s", l, what), p)
+#define VP(what) (snprintf(p, sizeof p, "%sencoder.layers.%d.%s", PI0_VISION, l, what), p)
     FRT_TRY(layernorm(L, &y->ln1_w, &y->ln1_b, D, VP("layer_norm1")));
     FRT_TRY(layernorm(L, &y->ln2_w, &y->ln2_b, D, VP("layer_norm2")));
     FRT_TRY(linear(L, &y->q_w, &y->q_b, D, D, VP("self_attn.q_proj")));
@@ -128,15 +128,15 @@ static int vit_layer(loader *L, const pi0_config *c, pi0_vit_layer *y, int l)
 
 static int vision(loader *L, const pi0_config *c, pi0_weights *w)
 {
-    const char *v = "model.vlm.vision_tower.vision_model";
+    const char *v = PI0_VISION;
     const int64_t D = c->v_width;
-    FRT_TRY(take(L, &w->patch_w, 4, D, 3, c->patch, c->patch, "%s.embeddings.patch_embedding.weight", v));
-    T1(&w->patch_b, D, "%s.embeddings.patch_embedding.bias", v);
-    T2(&w->pos_emb, c->n_patch, D, "%s.embeddings.position_embedding.weight", v);
+    FRT_TRY(take(L, &w->patch_w, 4, D, 3, c->patch, c->patch, "%sembeddings.patch_embedding.weight", v));
+    T1(&w->patch_b, D, "%sembeddings.patch_embedding.bias", v);
+    T2(&w->pos_emb, c->n_patch, D, "%sembeddings.position_embedding.weight", v);
     for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(L, c, &w->vit[l], l));
-    T1(&w->post_ln_w, D, "%s.post_layernorm.weight", v);
-    T1(&w->post_ln_b, D, "%s.post_layernorm.bias", v);
-    return linear(L, &w->proj_w, &w->proj_b, c->t.width, D, "model.vlm.multi_modal_projector.linear");
+    T1(&w->post_ln_w, D, "%spost_layernorm.weight", v);
+    T1(&w->post_ln_b, D, "%spost_layernorm.bias", v);
+    return linear(L, &w->proj_w, &w->proj_b, c->t.width, D, PI0_PROJECTOR);
 }
 
 /* A Gemma RMSNorm p.weight [W], or (ada) the adaRMSNorm dense p.dense.weight
@@ -159,17 +159,17 @@ static int gemma_layers(loader *L, const pi0_gemma_config *g, pi0_gemma_layer *l
     char p[200];
     for (int l = 0; l < g->layers; l++) {
         pi0_gemma_layer *y = &ly[l];
-        snprintf(p, sizeof p, "%s.layers.%d.input_layernorm", prefix, l);
+        snprintf(p, sizeof p, "%slayers.%d.input_layernorm", prefix, l);
         FRT_TRY(gemma_norm(L, ada, &y->in_norm, &y->in_dense_w, &y->in_dense_b, W, p));
-        snprintf(p, sizeof p, "%s.layers.%d.post_attention_layernorm", prefix, l);
+        snprintf(p, sizeof p, "%slayers.%d.post_attention_layernorm", prefix, l);
         FRT_TRY(gemma_norm(L, ada, &y->post_norm, &y->post_dense_w, &y->post_dense_b, W, p));
-        T2(&y->q, Q, W, "%s.layers.%d.self_attn.q_proj.weight", prefix, l);
-        T2(&y->k, KV, W, "%s.layers.%d.self_attn.k_proj.weight", prefix, l);
-        T2(&y->v, KV, W, "%s.layers.%d.self_attn.v_proj.weight", prefix, l);
-        T2(&y->o, W, Q, "%s.layers.%d.self_attn.o_proj.weight", prefix, l);
-        T2(&y->gate, g->inter, W, "%s.layers.%d.mlp.gate_proj.weight", prefix, l);
-        T2(&y->up, g->inter, W, "%s.layers.%d.mlp.up_proj.weight", prefix, l);
-        T2(&y->down, W, g->inter, "%s.layers.%d.mlp.down_proj.weight", prefix, l);
+        T2(&y->q, Q, W, "%slayers.%d.self_attn.q_proj.weight", prefix, l);
+        T2(&y->k, KV, W, "%slayers.%d.self_attn.k_proj.weight", prefix, l);
+        T2(&y->v, KV, W, "%slayers.%d.self_attn.v_proj.weight", prefix, l);
+        T2(&y->o, W, Q, "%slayers.%d.self_attn.o_proj.weight", prefix, l);
+        T2(&y->gate, g->inter, W, "%slayers.%d.mlp.gate_proj.weight", prefix, l);
+        T2(&y->up, g->inter, W, "%slayers.%d.mlp.up_proj.weight", prefix, l);
+        T2(&y->down, W, g->inter, "%slayers.%d.mlp.down_proj.weight", prefix, l);
     }
     return 0;
 }
@@ -179,19 +179,15 @@ static int gemma_layers(loader *L, const pi0_gemma_config *g, pi0_gemma_layer *l
 static int heads(loader *L, const pi0_config *c, pi0_weights *w)
 {
     const int64_t E = c->e.width;
-    const char *a = "embed_action_time";
-    char p[96];
-#define AP(what) (snprintf(p, sizeof p, "%s.%s", a, what), p)
-    FRT_TRY(linear(L, &w->action_in_w, &w->action_in_b, E, c->action_dim, AP("action_in_proj")));
+    FRT_TRY(linear(L, &w->action_in_w, &w->action_in_b, E, c->action_dim, "action_in_proj"));
     FRT_TRY(linear(L, &w->action_out_w, &w->action_out_b, c->action_dim, E, "action_out_proj"));
     if (c->pi05) {
-        FRT_TRY(linear(L, &w->time_in_w, &w->time_in_b, E, E, AP("time_mlp_in")));
-        return linear(L, &w->time_out_w, &w->time_out_b, E, E, AP("time_mlp_out"));
+        FRT_TRY(linear(L, &w->time_in_w, &w->time_in_b, E, E, "time_mlp_in"));
+        return linear(L, &w->time_out_w, &w->time_out_b, E, E, "time_mlp_out");
     }
-    FRT_TRY(linear(L, &w->state_w, &w->state_b, E, c->state_dim, AP("state_proj")));
-    FRT_TRY(linear(L, &w->atm_in_w, &w->atm_in_b, E, 2 * E, AP("action_time_mlp_in")));
-    return linear(L, &w->atm_out_w, &w->atm_out_b, E, E, AP("action_time_mlp_out"));
-#undef AP
+    FRT_TRY(linear(L, &w->state_w, &w->state_b, E, c->state_dim, "state_proj"));
+    FRT_TRY(linear(L, &w->atm_in_w, &w->atm_in_b, E, 2 * E, "action_time_mlp_in"));
+    return linear(L, &w->atm_out_w, &w->atm_out_b, E, E, "action_time_mlp_out");
 }
 
 static int declare_all(loader *L)
@@ -200,16 +196,16 @@ static int declare_all(loader *L)
     const pi0_config *c = &P->c;
     pi0_weights *w = &P->w;
     FRT_TRY(vision(L, c, w));
-    T2(&w->embed, c->vocab, c->t.width, "model.vlm.language_model.embed_tokens.weight");
-    FRT_TRY(gemma_layers(L, &c->t, w->tl, "model.vlm.language_model", 0));
-    FRT_TRY(gemma_layers(L, &c->e, w->el, "model.dit", c->pi05));
+    T2(&w->embed, c->vocab, c->t.width, "%sembed_tokens.weight", PI0_PREFIX);
+    FRT_TRY(gemma_layers(L, &c->t, w->tl, PI0_PREFIX, 0));
+    FRT_TRY(gemma_layers(L, &c->e, w->el, PI0_EXPERT, c->pi05));
     FRT_TRY(gemma_norm(L, c->pi05, &w->e_norm, &w->e_norm_dense_w, &w->e_norm_dense_b, c->e.width,
-                       "model.dit.norm"));
+                       PI0_EXPERT "norm"));
     FRT_TRY(heads(L, c, w));
     /* Known and unused: the prefix's final norm (only its KV is read) and
-     * the expert's token embedding (its inputs are embedded by the heads). */
-    FRT_TRY(remember(L, "model.vlm.language_model.norm.weight"));
-    return remember(L, "model.dit.embed_tokens.weight");
+     * the expert's LM head (its outputs go through action_out_proj). */
+    FRT_TRY(remember(L, PI0_PREFIX "norm.weight"));
+    return remember(L, "paligemma_with_expert.gemma_expert.lm_head.weight");
 }
 
 /* Every checkpoint tensor must be a declared one. */
