@@ -12,7 +12,9 @@
  *     layer-0 and last-layer prefix K / V (valid rows) likewise.
  *  2. capsules: snapshot at an episode start, run, dirty every live buffer
  *     with another episode and other inputs, restore: the next chunk is
- *     byte-identical to the first; without the restore it is not.
+ *     byte-identical to the first; without the restore it is not. A prefix
+ *     restore followed by only the denoising steps (frt_policy_denoise)
+ *     equals the full inference bit for bit.
  *  3. bad input: wrong image size / channels, too many or zero cameras, no
  *     camera present, a state longer than max_state_dim, NaN in the state,
  *     an empty prompt, an id outside the vocabulary, a state given to pi05:
@@ -261,6 +263,18 @@ static void test_capsule(void)
     CHECK(seed == 1234 && step == 0);
     CHECK_OK(frt_policy_run(m, &in, a2, n));
     CHECK_MSG(memcmp(a1, a2, n * 4) == 0, "actions after the episode restore differ");
+    frt_capsule_free(cap);
+
+    /* Warm re-entry: a capsule holding the prefix of this observation; after
+     * another observation overwrote it, restore and run only the steps: the
+     * chunk of the full inference, bit for bit. */
+    frt_policy_inputs fixed = inputs_of(&g);
+    CHECK_OK(frt_policy_run(m, &fixed, a1, n));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    CHECK_OK(frt_policy_run(m, &other, dirty, n));
+    CHECK_OK(frt_capsule_restore(m, cap));
+    CHECK_OK(frt_policy_denoise(m, g.state, g.n_state, g.noise, a2, n));
+    CHECK_MSG(memcmp(a1, a2, n * 4) == 0, "denoise-only after a prefix restore differs from the full inference");
     frt_capsule_free(cap);
     free(px2);
     free(a1);

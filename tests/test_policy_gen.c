@@ -9,7 +9,9 @@
  *     change the chunk (bit for bit); an unmasked camera's pixels and the
  *     state (Pi0) do;
  *   - the episode stream: the same seed gives the same chunk, the step
- *     counter advances, another seed gives another chunk.
+ *     counter advances, another seed gives another chunk;
+ *   - warm re-entry (frt_policy_denoise): refused without a prefix, then
+ *     bit-identical to the full inference on the prefix it left.
  * Needs no goldens (test_policy.c holds the parity against transformers).
  */
 #include "frt_test.h"
@@ -93,6 +95,11 @@ static void test_one(const char *root, int pi05)
     static obs o, o2;
     random_obs(&o);
     float a[NA], b[NA], c[NA];
+    /* No prefix yet: the denoise-only graph refuses, nothing changes. */
+    uint64_t seed, step;
+    CHECK_STATUS(frt_policy_denoise(m, pi05 ? NULL : o.state, pi05 ? 0 : 6, o.noise, a, NA), FRT_ERR_STATE);
+    CHECK_OK(frt_policy_episode_get(m, &seed, &step));
+    CHECK(step == 0);
     run(m, &o, pi05, a);
     int finite = 1;
     for (int i = 0; i < NA; i++) finite &= isfinite(a[i]) && a[i] != 0.0f;
@@ -101,6 +108,20 @@ static void test_one(const char *root, int pi05)
     CHECK_MSG(memcmp(a, b, sizeof a) == 0, "a second run differs");
     run(m2, &o, pi05, b);
     CHECK_MSG(memcmp(a, b, sizeof a) == 0, "a fresh model differs");
+    /* Warm re-entry: the steps alone on the prefix the state holds. */
+    CHECK_OK(frt_policy_denoise(m, pi05 ? NULL : o.state, pi05 ? 0 : 6, o.noise, b, NA));
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "denoise-only differs from the full inference");
+    if (!pi05) {
+        float st[6];
+        memcpy(st, o.state, sizeof st);
+        st[0] += 0.25f;
+        CHECK_OK(frt_policy_denoise(m, st, 6, o.noise, b, NA));
+        CHECK(memcmp(a, b, sizeof a) != 0);
+        st[0] = NAN;
+        CHECK_STATUS(frt_policy_denoise(m, st, 6, o.noise, b, NA), FRT_ERR_INVALID_ARGUMENT);
+    } else {
+        CHECK_STATUS(frt_policy_denoise(m, o.state, 6, o.noise, b, NA), FRT_ERR_INVALID_ARGUMENT);
+    }
 
     o2 = o;
     for (int i = 3 * 28 * 28; i < 2 * 3 * 28 * 28; i++) o2.px[i] = -o2.px[i] * 0.5f; /* the masked camera */
@@ -121,7 +142,6 @@ static void test_one(const char *root, int pi05)
     /* The episode stream. */
     frt_policy_inputs in = inputs(&o, pi05);
     in.noise = NULL;
-    uint64_t seed, step;
     CHECK_OK(frt_policy_episode_start(m, 11));
     CHECK_OK(frt_policy_run(m, &in, a, NA));
     CHECK_OK(frt_policy_run(m, &in, c, NA));

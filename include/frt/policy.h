@@ -93,6 +93,19 @@ FRT_API int frt_policy_info_get(const frt_model *m, frt_policy_info *out);
  * a partial prefix (restore a capsule or run again). */
 FRT_API int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap);
 
+/* Warm re-entry: runs only the flow-matching steps on the prefix the state
+ * holds (the observation and instruction of the last frt_policy_run, or of
+ * a restored capsule), with this state (Pi0; NULL / 0 for pi05) and noise
+ * (NULL: the episode's stream, which advances as in frt_policy_run). The
+ * chunk equals frt_policy_run's on that observation with the same state and
+ * noise, bit for bit.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, the state and noise checks of
+ * frt_policy_run, cap too small), FRT_ERR_STATE (the state holds no
+ * prefix: a model that never ran; nothing changed), FRT_ERR_UNSUPPORTED
+ * (not a policy, or a backend without it). */
+FRT_API int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions,
+                               size_t cap);
+
 /* Starts an episode: the episode record gets seed and step 0, so the noise
  * of the following inferences (those without caller noise) is the stream of
  * seed. Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED (not a

@@ -126,6 +126,9 @@ typedef struct frt_arch_backend {
     /* Policy kind (frt_arch.kind): the whole inference, recorded once (shape
      * key 1); NULL for token models. */
     frt_record_fn record_policy;
+    /* Policy kind: the flow-matching steps alone, on the prefix the state
+     * holds (warm re-entry, frt_policy_denoise); NULL: not supported. */
+    frt_record_fn record_policy_denoise;
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -167,6 +167,10 @@ static int capture_policy(frt_model *m)
     progress(m, "capture", 0, 1);
     FRT_TRY(frt_graph_create(m->ctx, "policy", 0, &m->g_policy));
     FRT_TRY(frt_graph_capture(m->g_policy, 1, m->stream, m->bk->record_policy, &rc));
+    if (m->bk->record_policy_denoise) {
+        FRT_TRY(frt_graph_create(m->ctx, "policy_denoise", 0, &m->g_denoise));
+        FRT_TRY(frt_graph_capture(m->g_denoise, 1, m->stream, m->bk->record_policy_denoise, &rc));
+    }
     progress(m, "capture", 1, 1);
     return 0;
 }
@@ -392,6 +396,7 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_decode);
     frt_graph_destroy(m->g_sample);
     frt_graph_destroy(m->g_policy);
+    frt_graph_destroy(m->g_denoise);
     frt_model_branches_free(m);
     frt_model_state_free(m);
     frt_buffer_free(m->step);

@@ -143,6 +143,19 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
     return frt_stream_sync(m->stream);
 }
 
+/* Replays g and reads the chunk; a task failure is returned as its status. */
+static int replay(frt_model *m, frt_graph *g, float *actions, size_t n_out)
+{
+    FRT_TRY(frt_graph_replay(g, 1, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    int rc = m->task_status;
+    m->task_status = 0;
+    if (rc == FRT_ERR_STATE)
+        return frt_error(rc, "policy: the state holds no prefix (run frt_policy_run or restore a capsule first)");
+    if (rc < 0) return frt_error(rc, "policy: the inference failed inside the forward pass (%s)", frt_status_str(rc));
+    return frt_model_output_read(m, "actions", actions, n_out * sizeof(float));
+}
+
 int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap)
 {
     if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
@@ -155,12 +168,31 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     FRT_TRY(check_prompt(&pi, in));
     FRT_TRY(check_state_noise(&pi, in));
     FRT_TRY(write_inputs(m, &pi, in));
-    FRT_TRY(frt_graph_replay(m->g_policy, 1, m->stream));
+    return replay(m, m->g_policy, actions, n_out);
+}
+
+int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)
+{
+    if (!actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy denoise"));
+    if (!m->g_denoise)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy denoise: the %s backend has no denoise-only graph", m->bk->name);
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    size_t n_out = (size_t)pi.chunk * pi.action_dim;
+    if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
+    frt_policy_inputs in;
+    memset(&in, 0, sizeof in);
+    in.state = state;
+    in.n_state = n_state;
+    in.noise = noise;
+    FRT_TRY(check_state_noise(&pi, &in));
+    if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
+    if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
+    frt_policy_options o = {0, 0, noise != NULL, 0};
+    FRT_TRY(write_port(m, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
-    int rc = m->task_status;
-    m->task_status = 0;
-    if (rc < 0) return frt_error(rc, "policy: the inference failed inside the forward pass (%s)", frt_status_str(rc));
-    return frt_model_output_read(m, "actions", actions, n_out * sizeof(float));
+    return replay(m, m->g_denoise, actions, n_out);
 }
 
 int frt_policy_episode_start(frt_model *m, uint64_t seed)

@@ -234,6 +234,10 @@ static void task_noise(void *arg)
     frt_model *m = ((pi0_task *)arg)->m;
     pi0 *P = pi0_of(m);
     const int n = P->c.chunk * P->c.action_dim;
+    if (((const int32_t *)frt_buffer_ptr(P->meta))[0] < 1) { /* no prefix: the steps below do nothing */
+        if (m->task_status == 0) m->task_status = FRT_ERR_STATE;
+        return;
+    }
     const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
     frt_episode *e = frt_buffer_ptr(m->episode);
     if (o->noise_given)
@@ -311,6 +315,7 @@ static void task_step(void *arg)
 {
     const pi0_task *a = arg;
     frt_model *m = a->m;
+    if (m->task_status) return;
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     pi0_scratch *s = &P->s;
@@ -339,8 +344,20 @@ static void task_step(void *arg)
 static void task_output(void *arg)
 {
     frt_model *m = ((pi0_task *)arg)->m;
+    if (m->task_status) return;
     pi0 *P = pi0_of(m);
     memcpy(port(m, "actions", FRT_IO_OUTPUT), P->s.xt, (size_t)P->c.chunk * P->c.action_dim * sizeof(float));
+}
+
+/* The noise, every Euler step and the output: the flow on the prefix the
+ * state holds. */
+static int record_flow(frt_stream *st, frt_model *m)
+{
+    pi0_task a = {m, 0};
+    FRT_TRY(frt_stream_host_task(st, task_noise, &a, sizeof a));
+    for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++)
+        FRT_TRY(frt_stream_host_task(st, task_step, &a, sizeof a));
+    return frt_stream_host_task(st, task_output, &a, sizeof a);
 }
 
 static int record_policy(frt_stream *st, void *user)
@@ -349,11 +366,10 @@ static int record_policy(frt_stream *st, void *user)
     pi0_task a = {m, 0};
     FRT_TRY(frt_stream_host_task(st, task_vision, &a, sizeof a));
     FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
-    FRT_TRY(frt_stream_host_task(st, task_noise, &a, sizeof a));
-    for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++)
-        FRT_TRY(frt_stream_host_task(st, task_step, &a, sizeof a));
-    return frt_stream_host_task(st, task_output, &a, sizeof a);
+    return record_flow(st, m);
 }
+
+static int record_denoise(frt_stream *st, void *user) { return record_flow(st, ((const frt_record_ctx *)user)->m); }
 
 /* ---- scratch and the backend table ----------------------------------------- */
 
@@ -411,4 +427,5 @@ const frt_arch_backend frt_pi0_cpu_backend = {
     .alloc_scratch = alloc_scratch,
     .free = free_all,
     .record_policy = record_policy,
+    .record_policy_denoise = record_denoise,
 };
