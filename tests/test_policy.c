@@ -73,7 +73,7 @@ static void *raw(frt_safetensors *st, const char *name, int64_t *n)
 
 static int golden_open(const char *dir, golden *g)
 {
-    char path[700];
+    char path[800];
     memset(g, 0, sizeof *g);
     snprintf(path, sizeof path, "%s/golden.safetensors", dir);
     if (frt_safetensors_open(path, &g->st) < 0) return -1;
@@ -165,20 +165,28 @@ static int entry_of(const frt_model *m, const char *name)
     return -1;
 }
 
-static void test_parity(const char *which)
+/* Opens the golden of `which` and loads its model; NULL when either fails
+ * (recorded). */
+static frt_model *open_policy(const char *which, golden *g, frt_policy_info *pi)
 {
     char dir[700];
     snprintf(dir, sizeof dir, "%s/%s", root, which);
-    printf("parity %s\n", which);
-    golden g;
-    if (golden_open(dir, &g) < 0) {
+    if (golden_open(dir, g) < 0) {
         CHECK_MSG(0, "no golden in %s", dir);
-        return;
+        return NULL;
     }
     frt_model *m = load(dir);
-    if (!m) return;
+    if (m) CHECK_OK(frt_policy_info_get(m, pi));
+    return m;
+}
+
+static void test_parity(const char *which)
+{
+    printf("parity %s\n", which);
+    golden g;
     frt_policy_info pi;
-    CHECK_OK(frt_policy_info_get(m, &pi));
+    frt_model *m = open_policy(which, &g, &pi);
+    if (!m) return;
     size_t n = (size_t)pi.chunk * pi.action_dim;
     float *act = xmalloc(n * sizeof(float)), *vel = xmalloc(n * sizeof(float));
     frt_policy_inputs in = inputs_of(&g);
@@ -225,14 +233,10 @@ static unsigned char *state_copy(frt_model *m, size_t *len)
 
 static void test_capsule(void)
 {
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/pi0", root);
     golden g;
-    if (golden_open(dir, &g) < 0) return;
-    frt_model *m = load(dir);
-    if (!m) return;
     frt_policy_info pi;
-    CHECK_OK(frt_policy_info_get(m, &pi));
+    frt_model *m = open_policy("pi0", &g, &pi);
+    if (!m) return;
     size_t n = (size_t)pi.chunk * pi.action_dim;
     float *a1 = xmalloc(n * 4), *a2 = xmalloc(n * 4), *a3 = xmalloc(n * 4), *dirty = xmalloc(n * 4);
     frt_policy_inputs in = inputs_of(&g);
@@ -302,14 +306,10 @@ static void expect_bad(frt_model *m, const frt_policy_inputs *in, float *act, si
 
 static void test_bad_input(void)
 {
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/pi0", root);
     golden g;
-    if (golden_open(dir, &g) < 0) return;
-    frt_model *m = load(dir);
-    if (!m) return;
     frt_policy_info pi;
-    CHECK_OK(frt_policy_info_get(m, &pi));
+    frt_model *m = open_policy("pi0", &g, &pi);
+    if (!m) return;
     size_t n = (size_t)pi.chunk * pi.action_dim;
     float *act = xmalloc(n * 4);
     const frt_policy_inputs good = inputs_of(&g);
@@ -365,10 +365,7 @@ static void test_bad_input(void)
     frt_model_free(m);
     golden_close(&g);
 
-    snprintf(dir, sizeof dir, "%s/pi05", root);
-    if (golden_open(dir, &g) < 0) return;
-    if (!(m = load(dir))) return;
-    CHECK_OK(frt_policy_info_get(m, &pi));
+    if (!(m = open_policy("pi05", &g, &pi))) return;
     CHECK(pi.state_in_prompt == 1);
     n = (size_t)pi.chunk * pi.action_dim;
     act = xmalloc(n * 4);
