@@ -274,12 +274,15 @@ static void test_capsule(void)
      * chunk of the full inference, bit for bit. */
     frt_policy_inputs fixed = inputs_of(&g);
     CHECK_OK(frt_policy_run(m, &fixed, a1, n));
-    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/frt_test_policy_%d.capsule", (int)getpid());
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DISK, path, NULL, 0, &cap)); /* the disk tier this time */
     CHECK_OK(frt_policy_run(m, &other, dirty, n));
     CHECK_OK(frt_capsule_restore(m, cap));
     CHECK_OK(frt_policy_denoise(m, g.state, g.n_state, g.noise, a2, n));
     CHECK_MSG(memcmp(a1, a2, n * 4) == 0, "denoise-only after a prefix restore differs from the full inference");
     frt_capsule_free(cap);
+    unlink(path);
     free(px2);
     free(a1);
     free(a2);
