@@ -45,11 +45,14 @@ static int check_act(const json_t *o, const char *key, const char *what)
 }
 
 /* RoPE: rope_parameters {rope_type "default", rope_theta} or a top-level
- * rope_theta; default 10000. */
+ * rope_theta; absent, *theta stays (10000 by default). A legacy
+ * rope_scaling is refused. */
 static int parse_rope(const json_t *o, float *theta, const char *what)
 {
-    double t = 10000.0;
-    json_t *rp = NULL;
+    double t = *theta;
+    json_t *rp = NULL, *rs = json_object_get(o, "rope_scaling");
+    if (rs && !json_is_null(rs))
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_scaling (a scaled RoPE) is not supported", what);
     FRT_TRY(frt_json_child(o, "rope_parameters", 0, JSON_OBJECT, &rp, what));
     FRT_TRY(get_f(o, "rope_theta", 1, 1e12, &t, what));
     if (rp) {
@@ -64,7 +67,7 @@ static int parse_rope(const json_t *o, float *theta, const char *what)
 }
 
 /* A GemmaConfig; absent fields keep what *g holds. */
-static int parse_gemma(const json_t *o, pi0_gemma_config *g, int *vocab, float *theta, const char *what)
+static int parse_gemma(const json_t *o, pi0_gemma_config *g, int *vocab, const char *what)
 {
     double eps = g->eps;
     FRT_TRY(get_i(o, "hidden_size", &g->width, what));
@@ -77,11 +80,12 @@ static int parse_gemma(const json_t *o, pi0_gemma_config *g, int *vocab, float *
     g->eps = (float)eps;
     if (vocab) FRT_TRY(get_i(o, "vocab_size", vocab, what));
     FRT_TRY(check_act(o, "hidden_activation", what));
-    return theta ? parse_rope(o, theta, what) : 0;
+    FRT_TRY(check_act(o, "hidden_act", what));
+    return parse_rope(o, &g->rope_theta, what);
 }
 
 /* GemmaConfig's class defaults. */
-static const pi0_gemma_config GEMMA_DEFAULTS = {3072, 24576, 28, 16, 16, 256, 1e-6f};
+static const pi0_gemma_config GEMMA_DEFAULTS = {3072, 24576, 28, 16, 16, 256, 1e-6f, 10000.0f};
 
 static int parse_vision(const json_t *o, pi0_config *c, const char *what)
 {
@@ -107,10 +111,9 @@ static int parse_vision(const json_t *o, pi0_config *c, const char *what)
  * Gemma 300M expert. */
 static void set_defaults(pi0_config *c)
 {
-    c->t = (pi0_gemma_config){2048, 16384, 18, 8, 1, 256, 1e-6f};
-    c->e = (pi0_gemma_config){1024, 4096, 18, 8, 1, 256, 1e-6f};
+    c->t = (pi0_gemma_config){2048, 16384, 18, 8, 1, 256, 1e-6f, 10000.0f};
+    c->e = (pi0_gemma_config){1024, 4096, 18, 8, 1, 256, 1e-6f, 10000.0f};
     c->vocab = 257152;
-    c->rope_theta = 10000.0f;
     c->v_width = 1152, c->v_inter = 4304, c->v_layers = 27, c->v_heads = 16;
     c->image_size = 224, c->patch = 14, c->v_eps = 1e-6f;
     c->chunk = 50, c->action_dim = 32, c->state_dim = 32, c->n_steps = 10;
@@ -127,7 +130,7 @@ static int parse_vlm(const json_t *vlm, pi0_config *c, const char *what)
         c->t = GEMMA_DEFAULTS;
         c->vocab = 256000;
         snprintf(wt, sizeof wt, "%.480s: vlm_config.text_config", what);
-        FRT_TRY(parse_gemma(t, &c->t, &c->vocab, &c->rope_theta, wt));
+        FRT_TRY(parse_gemma(t, &c->t, &c->vocab, wt));
     }
     if (v) {
         c->v_width = 768, c->v_inter = 3072, c->v_layers = 12, c->v_heads = 12, c->image_size = 224;
@@ -153,7 +156,7 @@ static int parse_top(const json_t *root, pi0_config *c, const char *what)
     if (dit) {
         c->e = GEMMA_DEFAULTS;
         snprintf(wt, sizeof wt, "%.480s: dit_config", what);
-        FRT_TRY(parse_gemma(dit, &c->e, NULL, NULL, wt));
+        FRT_TRY(parse_gemma(dit, &c->e, NULL, wt));
     }
     FRT_TRY(get_i(root, "chunk_size", &c->chunk, what));
     FRT_TRY(get_i(root, "max_action_dim", &c->action_dim, what));
@@ -260,7 +263,7 @@ static int p_load_config(frt_model *m, const char *dir)
     mc->n_kv_heads = c->t.kv_heads;
     mc->head_dim = c->t.head_dim;
     mc->rms_norm_eps = c->t.eps;
-    mc->rope_theta = c->rope_theta;
+    mc->rope_theta = c->t.rope_theta;
     mc->bos_token_id = mc->eos_token_id = -1;
     snprintf(mc->rope_type, sizeof mc->rope_type, "default");
     return 0;

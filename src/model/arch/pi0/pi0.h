@@ -67,6 +67,7 @@
 typedef struct pi0_gemma_config {
     int width, inter, layers, heads, kv_heads, head_dim;
     float eps;
+    float rope_theta;
 } pi0_gemma_config;
 
 typedef struct pi0_config {
@@ -77,7 +78,6 @@ typedef struct pi0_config {
     pi0_gemma_config t;        /* the prefix (PaliGemma's Gemma) */
     pi0_gemma_config e;        /* the action expert */
     int vocab;
-    float rope_theta;
     int chunk, action_dim, state_dim, n_steps;
     double min_period, max_period;
     int max_cameras, max_tokens, max_prefix;

@@ -142,8 +142,8 @@ static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer
     lin(s->q, s->h, y->q, NULL, n, W, Q);
     lin(k, s->h, y->k, NULL, n, W, KV);
     lin(v, s->h, y->v, NULL, n, W, KV);
-    frt_cpu_rope(s->q, n, g->heads, HD, HD, s->pos, P->c.rope_theta);
-    frt_cpu_rope(k, n, g->kv_heads, HD, HD, s->pos, P->c.rope_theta);
+    frt_cpu_rope(s->q, n, g->heads, HD, HD, s->pos, g->rope_theta);
+    frt_cpu_rope(k, n, g->kv_heads, HD, HD, s->pos, g->rope_theta);
     frt_cpu_attention_masked(s->att, s->q, kv->k, kv->v, s->allow, n, kv->n_kv, g->heads, g->kv_heads, HD,
                              1.0f / sqrtf((float)HD));
     lin(s->m2, s->att, y->o, NULL, n, Q, W);
