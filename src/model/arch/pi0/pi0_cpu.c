@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 typedef struct pi0_task {
     frt_model *m;
@@ -419,6 +420,11 @@ static void free_all(frt_model *m)
     memset(s, 0, sizeof *s);
 }
 
+/* The whole parsed config (zeroed before parsing, so padding is zero) goes
+ * into the fingerprint: the expert's shapes and eps, the steps and the time
+ * periods change the arithmetic too. */
+static uint64_t fingerprint_extra(const frt_model *m) { return XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9100); }
+
 const frt_arch_backend frt_pi0_cpu_backend = {
     .name = "cpu",
     .kv_dtype = FRT_DT_F32,
@@ -426,6 +432,7 @@ const frt_arch_backend frt_pi0_cpu_backend = {
     .load_weights = pi0_load_weights,
     .alloc_scratch = alloc_scratch,
     .free = free_all,
+    .fingerprint_extra = fingerprint_extra,
     .record_policy = record_policy,
     .record_policy_denoise = record_denoise,
 };
