@@ -101,13 +101,17 @@ static int read_ints(const char *path, frt_safetensors *st, const char *name, in
     return 0;
 }
 
-/* A 0/1 mask as u8 (values outside 0/1 kept as 2 so the library names them). */
-static uint8_t *to_mask(const int32_t *v, int64_t n)
+/* A 0/1 mask as u8 (values outside 0/1 kept as 2 so the library names
+ * them); *out stays NULL for an absent mask. Returns 1 when out of memory. */
+static int to_mask(const int32_t *v, int64_t n, uint8_t **out)
 {
-    if (!v) return NULL;
+    *out = NULL;
+    if (!v) return 0;
     uint8_t *m = malloc((size_t)(n ? n : 1));
-    for (int64_t i = 0; m && i < n; i++) m[i] = v[i] == 0 ? 0 : v[i] == 1 ? 1 : 2;
-    return m;
+    if (!m) return fail("run", "%s%s", "out of memory", "");
+    for (int64_t i = 0; i < n; i++) m[i] = v[i] == 0 ? 0 : v[i] == 1 ? 1 : 2;
+    *out = m;
+    return 0;
 }
 
 static int obs_read(const char *path, obs *o)
@@ -123,8 +127,7 @@ static int obs_read(const char *path, obs *o)
     int32_t *cam = NULL, *am = NULL;
     int bad = read_ints(path, o->st, "pixel_attention_mask", pv->shape[0], &cam, &n) ||
               read_ints(path, o->st, "attention_mask", n_ids, &am, &n);
-    o->cam = to_mask(cam, pv->shape[0]);
-    o->am = to_mask(am, n_ids);
+    if (!bad) bad = to_mask(cam, pv->shape[0], &o->cam) || to_mask(am, n_ids, &o->am);
     free(cam);
     free(am);
     if (bad) return 1;
