@@ -364,6 +364,8 @@ static void test_bad_input(void)
     int32_t t = 1;
     CHECK_STATUS(frt_model_prefill(m, &t, 1), FRT_ERR_UNSUPPORTED);
     CHECK_STATUS(frt_model_reset(m), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_model_seed(m, 5), FRT_ERR_UNSUPPORTED); /* a policy seeds its episode */
+    CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_UNSUPPORTED);
     free(act);
     frt_model_free(m);
     golden_close(&g);

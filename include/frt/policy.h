@@ -17,8 +17,8 @@
  * the capsule taken at an episode's start and the next inference returns
  * the same action chunk, byte for byte, whatever ran in between.
  *
- * The token verbs of frt/model.h (prefill, sample, decode, reset, tokens,
- * logits) refuse a policy with FRT_ERR_UNSUPPORTED.
+ * The token verbs of frt/model.h (prefill, sample, decode, reset, seed,
+ * tokens, logits) refuse a policy with FRT_ERR_UNSUPPORTED.
  *
  * Math sources: openpi src/openpi/models/pi0.py and models_pytorch/
  * (pi0_pytorch.py, gemma_pytorch.py); transformers 5.x models/pi0

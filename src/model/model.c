@@ -631,6 +631,7 @@ int frt_model_reset(frt_model *m)
 int frt_model_seed(frt_model *m, uint64_t seed)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "seed: NULL model");
+    FRT_TRY(token_model(m, "seed"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     b.rng[1] = seed;
