@@ -90,6 +90,11 @@ static void test_one(const char *root, int pi05)
     if (!m || !m2) return;
     frt_policy_info pi;
     CHECK_OK(frt_policy_info_get(m, &pi));
+    frt_policy_cost cost;
+    CHECK_OK(frt_policy_cost_get(m, 2, 9, &cost));
+    CHECK(cost.flops_vision > 0 && cost.flops_prefix > 0 && cost.flops_expert > 0 && cost.expert_params > 0);
+    CHECK_STATUS(frt_policy_cost_get(m, 4, 9, &cost), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_cost_get(m, 1, 0, &cost), FRT_ERR_INVALID_ARGUMENT);
     CHECK(pi.chunk == 4 && pi.action_dim == 5 && pi.max_cameras == 3 && pi.image_height == 28);
     CHECK(pi.state_in_prompt == pi05 && pi.max_tokens == (pi05 ? 200 : 48));
     static obs o, o2;
@@ -189,6 +194,14 @@ static void test_real_config(const char *root)
             params += e;
         }
         printf("%s: %d tensors, %llu parameters\n", shapes[i], n, params);
+        /* The floor's arithmetic at the real shape, 2 cameras, 48 tokens:
+         * vision 2 x 256 patches through 27 blocks of width 1152 (~0.44
+         * TFLOP), the prefix 560 rows through 18 layers of the 2B (~2.2
+         * TFLOP), the expert 10 steps over 50-51 rows (~0.35 TFLOP). */
+        double f[3];
+        pi0_flops(&c, 2, 48, f);
+        printf("%s: vision %.1f, prefix %.1f, expert %.1f GFLOP\n", shapes[i], f[0] / 1e9, f[1] / 1e9, f[2] / 1e9);
+        CHECK(f[0] > 4.0e11 && f[0] < 4.8e11 && f[1] > 2.0e12 && f[1] < 2.5e12 && f[2] > 2.5e11 && f[2] < 4.5e11);
         CHECK(params > 3000000000ull && params < 4000000000ull);
         free(w);
     }

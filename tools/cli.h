@@ -22,6 +22,7 @@ int frt_cmd_serve(int argc, char **argv);
 int frt_cmd_cartridge(int argc, char **argv);
 int frt_cmd_fork(int argc, char **argv);
 int frt_cmd_policy(int argc, char **argv);
+int frt_bench_policy(int argc, char **argv); /* frt bench policy (bench_policy.c) */
 
 /* Prints "frt NAME: MESSAGE (STATUS)" for a failed frt call to stderr and
  * returns 1. */

@@ -93,6 +93,22 @@ FRT_API int frt_policy_info_get(const frt_model *m, frt_policy_info *out);
  * a partial prefix (restore a capsule or run again). */
 FRT_API int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap);
 
+/* The arithmetic of one inference with `cameras` cameras and `tokens`
+ * prompt tokens, for benchmarks' floors: FLOPs of the vision tower, the
+ * prefix and the expert over every flow-matching step (matrix products 2
+ * per multiply-add, attention 4 * queries * keys * head width; norms and
+ * activations left out), and the expert's matrix parameters (each step
+ * reads them once). */
+typedef struct frt_policy_cost {
+    double flops_vision, flops_prefix, flops_expert;
+    double expert_params;
+} frt_policy_cost;
+
+/* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, cameras outside [1,
+ * max_cameras], tokens outside [1, max_tokens]), FRT_ERR_UNSUPPORTED (not a
+ * policy). */
+FRT_API int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_cost *out);
+
 /* Warm re-entry: runs only the flow-matching steps on the prefix the state
  * holds (the observation and instruction of the last frt_policy_run, or of
  * a restored capsule), with this state (Pi0; NULL / 0 for pi05) and noise

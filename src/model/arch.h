@@ -181,6 +181,9 @@ typedef struct frt_arch {
     int (*declare_io)(const frt_model *m, frt_io_decl *out, int cap);
     /* Fills the shapes of frt/policy.h. */
     void (*policy_info)(const frt_model *m, frt_policy_info *info);
+    /* Fills the arithmetic of one inference (frt_policy_cost_get; the
+     * counts are checked by the runtime). */
+    void (*policy_cost)(const frt_model *m, int cameras, int tokens, frt_policy_cost *out);
 } frt_arch;
 
 /* The registered architectures (src/model/arch/archs.c), NULL-terminated. */

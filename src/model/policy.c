@@ -32,6 +32,19 @@ int frt_policy_info_get(const frt_model *m, frt_policy_info *out)
     return 0;
 }
 
+int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_cost *out)
+{
+    if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    if (cameras < 1 || cameras > pi.max_cameras || tokens < 1 || tokens > pi.max_tokens)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: %d cameras, %d tokens (1..%d, 1..%d)", cameras, tokens,
+                         pi.max_cameras, pi.max_tokens);
+    memset(out, 0, sizeof *out);
+    m->arch->policy_cost(m, cameras, tokens, out);
+    return 0;
+}
+
 #define BAD(...) frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: " __VA_ARGS__)
 
 static int all_finite(const float *x, size_t n, size_t *at)

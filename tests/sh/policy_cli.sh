@@ -106,6 +106,12 @@ check "a broken inputs file: fails" test $? -eq 1
 err="$("$FRT" policy run -m "$G/pi05" --inputs "$G/pi0/golden.safetensors" --backend cpu 2>&1)"
 check "pi05 given a state: fails" test $? -eq 1
 check "pi05 given a state: says why" grep -q "takes the state in the prompt" <<<"$err"
+out="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 2 --tokens 9 --repeats 3 --json "$T/bench.json" 2>/dev/null)"
+check "bench policy exits 0" test $? -eq 0
+check "bench policy prints p50 and the floor" grep -q "p50 .* floor\|floor .* the floor" <<<"$out"
+check "bench policy --json has the latency" /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['bench']=='policy' and d['latency_ms']['runs']==3 and d['floor_ms']>0 and d['cameras']==2" "$T/bench.json"
+err="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 4 --repeats 1 2>&1)"
+check "bench policy, too many cameras: fails" test $? -eq 1
 err="$("$FRT" policy 2>&1)"
 check "frt policy alone: usage" test $? -eq 2
 

@@ -269,6 +269,30 @@ static int p_load_config(frt_model *m, const char *dir)
     return 0;
 }
 
+double pi0_gemma_layer_params(const pi0_gemma_config *g)
+{
+    double W = g->width, Q = (double)g->heads * g->head_dim, KV = (double)g->kv_heads * g->head_dim;
+    return W * Q * 2 + W * KV * 2 + 3.0 * W * g->inter;
+}
+
+void pi0_flops(const pi0_config *c, int cameras, int tokens, double out[3])
+{
+    const double np = c->n_patch, D = c->v_width, K = 3.0 * c->patch * c->patch;
+    const double vit = 4.0 * D * D + 2.0 * D * c->v_inter;
+    out[0] = cameras * (2.0 * np * (K * D + c->v_layers * vit + D * c->t.width) + 4.0 * np * np * D * c->v_layers);
+    const double n = (double)cameras * np + tokens;
+    const double qd = (double)c->t.heads * c->t.head_dim;
+    out[1] = 2.0 * n * c->t.layers * pi0_gemma_layer_params(&c->t) + 4.0 * n * n * qd * c->t.layers;
+    const double E = c->e.width, ns = c->chunk + (c->pi05 ? 0 : 1), eq = (double)c->e.heads * c->e.head_dim;
+    double heads = 2.0 * (c->chunk * (c->action_dim * E + E * c->action_dim));
+    if (c->pi05)
+        heads += 2.0 * (2.0 * E * E + (2.0 * c->e.layers + 1) * 3.0 * E * E);
+    else
+        heads += 2.0 * (c->state_dim * E + c->chunk * (2.0 * E * E + E * E));
+    out[2] = c->n_steps * (2.0 * ns * c->e.layers * pi0_gemma_layer_params(&c->e) +
+                           4.0 * ns * (n + ns) * eq * c->e.layers + heads);
+}
+
 static int p_check_config(const frt_model_config *c)
 {
     (void)c;
@@ -388,6 +412,17 @@ static void p_policy_info(const frt_model *m, frt_policy_info *info)
     info->n_steps = c->n_steps;
 }
 
+static void p_policy_cost(const frt_model *m, int cameras, int tokens, frt_policy_cost *out)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    double f[3];
+    pi0_flops(c, cameras, tokens, f);
+    out->flops_vision = f[0];
+    out->flops_prefix = f[1];
+    out->flops_expert = f[2];
+    out->expert_params = c->e.layers * pi0_gemma_layer_params(&c->e);
+}
+
 static void p_info(const frt_model *m, frt_model_info *info)
 {
     info->n_full_layers = m->cfg.n_layers;
@@ -411,4 +446,5 @@ const frt_arch frt_arch_pi0 = {
     .load_config = p_load_config,
     .declare_io = p_declare_io,
     .policy_info = p_policy_info,
+    .policy_cost = p_policy_cost,
 };

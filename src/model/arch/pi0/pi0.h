@@ -159,6 +159,18 @@ static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }
 int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
                           size_t mt_size, pi0_config *c);
 
+/* The FLOPs of one inference with `cameras` cameras (all present) and
+ * `tokens` prompt tokens: out[0] vision (patch embedding, blocks,
+ * projector), out[1] prefix, out[2] the expert over every Euler step.
+ * Matrix products count 2 per multiply-add (every Linear of the three
+ * stacks and heads), attention 4 * queries * keys * heads * head_dim per
+ * layer; norms, activations and softmax are left out (they are O(width) a
+ * token). */
+void pi0_flops(const pi0_config *c, int cameras, int tokens, double out[3]);
+
+/* Matrix parameters of one layer of a Gemma stack. */
+double pi0_gemma_layer_params(const pi0_gemma_config *g);
+
 /* The weights (pi0_weights.c): every tensor the config implies, by name and
  * shape, converted to f32; a missing, misshapen or unknown tensor is
  * refused with its name (FRT_ERR_NOT_FOUND, FRT_ERR_FORMAT). */
