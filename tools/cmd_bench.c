@@ -451,16 +451,21 @@ int frt_cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "cartridge")) return frt_bench_cartridge(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "policy")) {
+        argv[1] = "bench policy";
+        return frt_bench_policy(argc - 1, argv + 1);
+    }
     if (argc >= 2 && argv[1][0] != '-') {
         fprintf(stderr,
-                "frt bench: unknown benchmark '%s' (frt bench exec, frt bench cartridge, or frt bench -m DIR | "
-                "--shape NAME)\n",
+                "frt bench: unknown benchmark '%s' (frt bench exec, frt bench cartridge, frt bench policy, or frt "
+                "bench -m DIR | --shape NAME)\n",
                 argv[1]);
         return 2;
     }
     if (argc < 2) {
         fprintf(stderr, "usage: frt bench -m DIR | --shape NAME --random-weights [options]\n"
-                        "       frt bench exec [options]\n(see 'frt bench --help')\n");
+                        "       frt bench exec [options]\n       frt bench policy -m DIR [options]\n"
+                        "(see 'frt bench --help')\n");
         return 2;
     }
     return bench_model_cmd(argc, argv);

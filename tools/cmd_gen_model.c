@@ -26,6 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#define FRT_TRY_CLI(x) \
+    do { \
+        int rc_ = (x); \
+        if (rc_ < 0) return rc_; \
+    } while (0)
+
 static int list_shapes(void)
 {
     printf("%-14s %16s %10s %7s %7s %6s  %s\n", "shape", "parameters", "bf16 GB", "layers", "hidden", "tied",
@@ -103,20 +109,38 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
+/* The weights of a token-model shape (its config) or a policy shape. */
+static int build(const char *shape, unsigned long long seed, frt_checkpoint **ck)
+{
+    if (frt_gen_policy_is_shape(shape)) {
+        frt_weight_spec *w;
+        int n;
+        FRT_TRY_CLI(frt_gen_policy_specs(shape, &w, &n));
+        int rc = frt_gen_model_build_specs(w, n, seed, ck);
+        free(w);
+        return rc;
+    }
+    frt_model_config cfg;
+    FRT_TRY_CLI(frt_gen_model_config(shape, &cfg));
+    return frt_gen_model_build_config(&cfg, seed, ck);
+}
+
 static const char about[] =
     "Writes DIR/config.json, generation_config.json and bf16 random weights with Hugging Face\n"
     "names (model.safetensors, or model-0000i-of-0000n.safetensors + index when larger than\n"
     "--shard-size). The same seed gives the same bytes on any thread count. The weights have\n"
-    "no tokenizer: run them with frt generate --ids.\n";
+    "no tokenizer: run them with frt generate --ids. The policy shapes pi0 and pi05 write the\n"
+    "transformers pi0 layout (config.json only; run with frt policy run, docs/policies.md).\n";
 
 int frt_cmd_gen_model(int argc, char **argv)
 {
     const char *shape = NULL, *out = NULL;
     unsigned long long seed = 0, shard = FRT_GEN_MODEL_SHARD_BYTES;
     int threads = 0, no_fsync = 0, list = 0, quiet = 0;
-    char shapes[256] = "";
+    char shapes[384] = "";
     for (const char *const *sh = frt_gen_model_shapes(); *sh; sh++)
         snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), "%s%s", shapes[0] ? ", " : "one of ", *sh);
+    snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), ", pi0, pi05 (policies)");
     frt_arg opts[] = {
         FRT_OPT(0, "shape", FRT_ARG_STR, &shape, "NAME", shapes, .dflt = ""),
         FRT_OPT(0, "out", FRT_ARG_STR, &out, "DIR", "output directory (created)", .dflt = ""),
@@ -138,9 +162,6 @@ int frt_cmd_gen_model(int argc, char **argv)
     const int flags = no_fsync ? FRT_CKPT_WRITE_NO_FSYNC : 0;
     if (threads > 0) omp_set_num_threads(threads);
 
-    frt_model_config cfg;
-    int rc = frt_gen_model_config(shape, &cfg);
-    if (rc < 0) return frt_cli_fail("gen-model", rc);
     double t0 = frt_cli_now_s();
     if (!quiet) {
         printf("gen-model: %s, seed %llu, %d threads: generating bf16 weights...\n", shape, seed,
@@ -148,7 +169,7 @@ int frt_cmd_gen_model(int argc, char **argv)
         fflush(stdout);
     }
     frt_checkpoint *ck;
-    rc = frt_gen_model_build_config(&cfg, seed, &ck);
+    int rc = build(shape, seed, &ck);
     if (rc < 0) return frt_cli_fail("gen-model", rc);
     double t1 = frt_cli_now_s();
     unsigned long long total = (unsigned long long)frt_checkpoint_bytes(ck);
@@ -178,7 +199,9 @@ int frt_cmd_gen_model(int argc, char **argv)
         pthread_join(th, NULL);
         if (rc == 0) frt_cli_progress_end(&w.prog, written_bytes(&w));
     }
-    if (rc == 0) rc = frt_gen_model_write_configs(shape, out);
+    if (rc == 0)
+        rc = frt_gen_policy_is_shape(shape) ? frt_gen_policy_write_config(shape, out)
+                                            : frt_gen_model_write_configs(shape, out);
     frt_checkpoint_close(ck);
     if (rc < 0) return frt_cli_fail("gen-model", rc);
     double t2 = frt_cli_now_s();

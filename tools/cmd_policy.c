@@ -2,6 +2,7 @@
  *
  *   frt policy prepare ...   the model inputs from images, a prompt and a
  *                            state (policy_prepare.c)
+ *   frt policy run ...       one inference: the action chunk (policy_run.c)
  *
  * The dispatcher only; each subcommand lives in its own file. */
 #include "cli.h"
@@ -15,6 +16,7 @@ static const struct {
     const char *help;
 } subs[] = {
     {"prepare", frt_cmd_policy_prepare, "write a policy's exact inputs (safetensors) from images, prompt, state"},
+    {"run", frt_cmd_policy_run, "one inference of a Pi0 / Pi0.5 policy: the action chunk"},
 };
 
 static void usage(FILE *f)

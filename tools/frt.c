@@ -17,7 +17,7 @@ static const struct {
     {"bench", frt_cmd_bench, "benchmarks (frt bench exec | frt bench -m DIR ...)"},
     {"fork", frt_cmd_fork, "fork a trunk into branches decoded together, with a receipt"},
     {"cartridge", frt_cmd_cartridge, "import, export and describe KV cartridges (frt cartridge --help)"},
-    {"policy", frt_cmd_policy, "robot policies (frt policy prepare: a policy's exact inputs)"},
+    {"policy", frt_cmd_policy, "robot policies (Pi0 / Pi0.5): prepare inputs, run one observation"},
     {"gen-model", frt_cmd_gen_model, "write a random-weight checkpoint at a real shape"},
     {"inspect", frt_cmd_inspect, "describe a checkpoint directory"},
     {"tokenize", frt_cmd_tokenize, "print the token ids of a text"},

@@ -91,7 +91,7 @@ static int find_shape(const char *name, const gen_shape **out)
     return frt_error(FRT_ERR_NOT_FOUND,
                      "gen-model: unknown shape '%s' (shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b, "
                      "qwen3.5-27b, tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b, qwen2.5-7b, qwen3-8b, tiny-dense, "
-                     "tiny-qwen3)",
+                     "tiny-qwen3; policies: pi0, pi05)",
                      name);
 }
 
@@ -421,12 +421,9 @@ static void fill_block(const frt_weight_spec *w, uint64_t key, void *dst, int64_
     (void)frt_f32_convert((unsigned char *)dst + frt_dtype_size(w->dtype) * (size_t)i0, w->dtype, buf, (size_t)n);
 }
 
-int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out)
+int frt_gen_model_build_specs(const frt_weight_spec *specs, int n, uint64_t seed, frt_checkpoint **out)
 {
-    if (!cfg || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
-    frt_weight_spec *specs;
-    int n;
-    FRT_TRY(frt_model_weight_specs(cfg, &specs, &n));
+    if (!specs || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
     void **data = calloc((size_t)n, sizeof *data);
     int64_t *first_block = calloc((size_t)n + 1, sizeof *first_block);
     uint64_t *keys = calloc((size_t)n, sizeof *keys);
@@ -476,13 +473,23 @@ int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_c
     free(data);
     free(first_block);
     free(keys);
-    free(specs);
     if (rc < 0) {
         frt_checkpoint_close(ck);
         return rc;
     }
     *out = ck;
     return 0;
+}
+
+int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out)
+{
+    if (!cfg || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "gen-model: NULL argument");
+    frt_weight_spec *specs;
+    int n;
+    FRT_TRY(frt_model_weight_specs(cfg, &specs, &n));
+    int rc = frt_gen_model_build_specs(specs, n, seed, out);
+    free(specs);
+    return rc;
 }
 
 int frt_gen_model_build(const char *shape, uint64_t seed, frt_model_config *cfg, frt_checkpoint **out)

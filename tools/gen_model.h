@@ -54,7 +54,7 @@ typedef struct frt_weight_spec {
     char name[160];
     frt_dtype dtype;
     int ndim;
-    int64_t shape[3];
+    int64_t shape[4];
     frt_init_kind init;
     float a, b;
 } frt_weight_spec;
@@ -72,6 +72,47 @@ int frt_model_weight_specs(const frt_model_config *cfg, frt_weight_spec **out, i
  * checkpoint (*out; frt_checkpoint_close frees it).
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_MEMORY. */
 int frt_gen_model_build_config(const frt_model_config *cfg, uint64_t seed, frt_checkpoint **out);
+
+/* Random weights for an explicit list of specs (n of them; not freed), the
+ * same values frt_gen_model_build_config gives a spec of the same name.
+ * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_MEMORY. */
+int frt_gen_model_build_specs(const frt_weight_spec *specs, int n, uint64_t seed, frt_checkpoint **out);
+
+/* ---- policies (gen_policy.c) ---------------------------------------------- */
+
+/* 1 when shape names a policy shape: "pi0" (PI0Config's defaults: PaliGemma
+ * 3B's Gemma 2B prefix and SigLIP So400m/14 at 224, the Gemma 300M expert,
+ * chunk 50, 32-dim actions and state) or "pi05" (the same shapes, Pi0.5's
+ * adaRMSNorm expert and time MLP). */
+int frt_gen_policy_is_shape(const char *shape);
+
+/* The weights of a policy shape, in the transformers pi0 layout
+ * (src/model/arch/pi0/pi0.h), bf16: matrices N(0, 0.02), biases N(0,
+ * 0.02), RMSNorm weights (x * (1 + w)) N(0, 0.1), LayerNorm weights N(1,
+ * 0.1), adaRMSNorm dense layers N(0, 0.02). *out malloc'd.
+ * Errors: FRT_ERR_NOT_FOUND (not a policy shape), FRT_ERR_OUT_OF_MEMORY. */
+int frt_gen_policy_specs(const char *shape, frt_weight_spec **out, int *n);
+
+/* Writes DIR/config.json of a policy shape (the transformers pi0 layout,
+ * model_type "pi0" or "pi05"). Errors: FRT_ERR_NOT_FOUND, FRT_ERR_IO,
+ * FRT_ERR_OUT_OF_MEMORY. */
+int frt_gen_policy_write_config(const char *shape, const char *dir);
+
+/* The dimensions of a policy checkpoint: the shapes above use the real
+ * ones; tests make small policies through the same two functions below
+ * (the same names and config layout as the real shapes). */
+typedef struct frt_gen_policy_dims {
+    int v_width, v_inter, v_layers, v_heads, image_size, patch;      /* SigLIP */
+    int t_width, t_inter, layers, heads, kv_heads, head_dim, vocab;  /* the prefix (and the expert's layout) */
+    int e_width, e_inter;                                            /* the action expert */
+    int chunk, action_dim, state_dim, steps;
+} frt_gen_policy_dims;
+
+/* frt_gen_policy_specs / _write_config for explicit dimensions (pi05 0 or
+ * 1). Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_OUT_OF_MEMORY,
+ * FRT_ERR_IO. */
+int frt_gen_policy_specs_dims(const frt_gen_policy_dims *d, int pi05, frt_weight_spec **out, int *n);
+int frt_gen_policy_write_config_dims(const frt_gen_policy_dims *d, int pi05, const char *dir);
 
 /* The same for a named shape; *cfg receives its config (may be NULL).
  * Errors: those of frt_gen_model_config and _build_config. */

@@ -20,6 +20,7 @@
 
 #include "frt/exec.h"
 #include "frt/model.h"
+#include "frt/policy.h"
 #include "frt/config.h"
 #include "frt/safetensors.h"
 
@@ -77,6 +78,24 @@ typedef struct frt_boundary {
     uint64_t rng[2];    /* sampler RNG state (rng[0] is the xorshift state, rng[1] the seed) */
 } frt_boundary;
 
+/* The episode record of a policy (the runtime appends it to a policy's
+ * state as the entry `episode`, whole): the seed of the noise stream and
+ * the inferences run since the episode started. The policy graph reads it
+ * to draw its noise and advances step. */
+typedef struct frt_episode {
+    uint64_t seed;
+    uint64_t step;
+} frt_episode;
+
+/* Per-replay facts of a policy inference, written by the runtime into the
+ * `options` input port (i32 [4]) before each replay. */
+typedef struct frt_policy_options {
+    int32_t n_cameras;   /* camera slots filled in pixel_values / pixel_attention_mask */
+    int32_t n_tokens;    /* prompt slots filled in input_ids / attention_mask */
+    int32_t noise_given; /* 1: the `noise` port holds the caller's noise; 0: draw it from the episode */
+    int32_t reserved;
+} frt_policy_options;
+
 /* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
 typedef struct frt_record_ctx {
     frt_model *m;
@@ -118,7 +137,21 @@ typedef struct frt_arch_backend {
      * architecture's views at replay time, so the runtime can bind another
      * branch slot by pointer (frt/branch.h); 0: branch_slots > 1 is refused. */
     int binds_slots;
+    /* Policy kind (frt_arch.kind): the whole inference, recorded once (shape
+     * key 1); NULL for token models. */
+    frt_record_fn record_policy;
+    /* Policy kind: the flow-matching steps alone, on the prefix the state
+     * holds (warm re-entry, frt_policy_denoise); NULL: not supported. */
+    frt_record_fn record_policy_denoise;
 } frt_arch_backend;
+
+/* What the runtime builds around an architecture: a token model (prefill,
+ * decode, sampling; the runtime appends tokens, boundary, logits and the
+ * sampler's counts to its state) or a policy (frt/policy.h: one inference
+ * graph; the runtime appends the boundary record, which stays at position 0,
+ * and the episode record, and allocates the ports the architecture
+ * declares). */
+typedef enum frt_arch_kind { FRT_ARCH_TOKEN = 0, FRT_ARCH_POLICY = 1 } frt_arch_kind;
 
 typedef struct frt_arch {
     const char *name;               /* the folder: "qwen35" */
@@ -147,6 +180,24 @@ typedef struct frt_arch {
     int (*kv_layer)(const frt_model *m, int layer, int *k_entry, int *v_entry);
     const frt_arch_backend *cpu;
     const frt_arch_backend *cuda; /* NULL when built without CUDA */
+
+    /* ---- the policy kind (all NULL / 0 for a token model) ---- */
+    frt_arch_kind kind;
+    /* Reads MODEL_DIR/config.json (a layout the shared parser of
+     * frt/config.h does not read), fills the shared fields of m->cfg it can
+     * (model_type, vocab_size, hidden_size, n_layers, ...) and allocates
+     * m->arch_data. Replaces frt_config_load and init. */
+    int (*load_config)(frt_model *m, const char *dir);
+    /* Declares the graph ports, like declare_state: the runtime allocates
+     * each in device memory, zero-filled (frt/policy.h names the ports the
+     * runtime writes: pixel_values, pixel_attention_mask, input_ids,
+     * attention_mask, state, noise, options; and reads: actions). */
+    int (*declare_io)(const frt_model *m, frt_io_decl *out, int cap);
+    /* Fills the shapes of frt/policy.h. */
+    void (*policy_info)(const frt_model *m, frt_policy_info *info);
+    /* Fills the arithmetic of one inference (frt_policy_cost_get; the
+     * counts are checked by the runtime). */
+    void (*policy_cost)(const frt_model *m, int cameras, int tokens, frt_policy_cost *out);
 } frt_arch;
 
 /* The registered architectures (src/model/arch/archs.c), NULL-terminated. */

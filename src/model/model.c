@@ -9,6 +9,8 @@
 
 #include "text/chat.h"
 #include "util/error.h"
+#include "util/json.h"
+#include "frt/fs.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -131,7 +133,7 @@ static int file_exists(const char *dir, const char *name)
 static int alloc_state(frt_model *m)
 {
     FRT_TRY(frt_model_state_alloc(m));
-    if (m->params.backend == FRT_BACKEND_CPU) {
+    if (m->params.backend == FRT_BACKEND_CPU && m->arch->kind == FRT_ARCH_TOKEN) {
         m->cpu_sample_scratch = malloc(FRT_CPU_SAMPLE_SCRATCH(m->cfg.vocab_size) * sizeof(float) + 64);
         m->cpu_adjusted = malloc((size_t)m->cfg.vocab_size * sizeof(float));
         if (!m->cpu_sample_scratch || !m->cpu_adjusted)
@@ -157,6 +159,21 @@ void frt_model_progress_weights(frt_model *m, uint64_t bytes)
     m->progress_done += bytes;
     if (m->progress_done > m->progress_total) m->progress_done = m->progress_total;
     progress(m, "weights", m->progress_done, m->progress_total);
+}
+
+/* A policy: one graph, the whole inference (key 1). */
+static int capture_policy(frt_model *m)
+{
+    frt_record_ctx rc = {.m = m, .bucket = 0};
+    progress(m, "capture", 0, 1);
+    FRT_TRY(frt_graph_create(m->ctx, "policy", 0, &m->g_policy));
+    FRT_TRY(frt_graph_capture(m->g_policy, 1, m->stream, m->bk->record_policy, &rc));
+    if (m->bk->record_policy_denoise) {
+        FRT_TRY(frt_graph_create(m->ctx, "policy_denoise", 0, &m->g_denoise));
+        FRT_TRY(frt_graph_capture(m->g_denoise, 1, m->stream, m->bk->record_policy_denoise, &rc));
+    }
+    progress(m, "capture", 1, 1);
+    return 0;
 }
 
 frt_shape_key frt_model_slot_key(const frt_model *m)
@@ -206,6 +223,7 @@ static int capture_batches(frt_model *m)
  * the state's addresses (binds_slots 0: cuda). */
 static int capture_graphs(frt_model *m)
 {
+    if (m->arch->kind == FRT_ARCH_POLICY) return capture_policy(m);
     int sets = m->bk->binds_slots ? 1 : m->n_slots;
     uint64_t done = 0, total = (uint64_t)sets * ((uint64_t)m->n_buckets + 2);
     progress(m, "capture", 0, total);
@@ -276,12 +294,36 @@ static uint64_t compute_fingerprint(const frt_model *m)
     return d;
 }
 
-/* Loads from a directory, or (dir NULL) from the checkpoint and config that
- * m->ckpt, m->cfg and m->gen already hold. */
-static int load_model(frt_model *m, const char *dir)
+/* The model_type of MODEL_DIR/config.json, to find the architecture before
+ * its config is parsed (a policy parses its own). */
+static int peek_model_type(const char *dir, char *buf, size_t size)
 {
-    const frt_model_params *p = &m->params;
+    char path[4096], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FRT_TRY(frt_file_read_all(path, 16u << 20, &text, &len));
+    json_t *root = NULL;
+    int rc = frt_json_parse(text, len, 0, &root, path);
+    free(text);
+    FRT_TRY(rc);
+    rc = json_is_object(root) ? frt_json_string(root, "model_type", 1, buf, size, path)
+                              : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", path);
+    json_decref(root);
+    return rc < 0 ? rc : 0;
+}
+
+/* The config and the architecture: a policy's own parser, or the shared
+ * one (frt/config.h) and the architecture of its model_type. */
+static int load_config(frt_model *m, const char *dir)
+{
     if (dir) {
+        char mt[32];
+        FRT_TRY(peek_model_type(dir, mt, sizeof mt));
+        const frt_arch *a = frt_arch_find(mt);
+        if (a && a->kind == FRT_ARCH_POLICY) {
+            m->arch = a;
+            return a->load_config(m, dir);
+        }
         FRT_TRY(frt_config_load(dir, &m->cfg));
         FRT_TRY(frt_generation_config_load(dir, &m->cfg, &m->gen));
     }
@@ -290,7 +332,19 @@ static int load_model(frt_model *m, const char *dir)
     if (!m->arch)
         return frt_error(FRT_ERR_UNSUPPORTED, "model: no architecture runs model_type '%s' (docs/architectures.md)",
                          c->model_type);
-    FRT_TRY(m->arch->check_config(c));
+    if (m->arch->kind == FRT_ARCH_POLICY)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: a policy ('%s') loads from its checkpoint directory only",
+                         c->model_type);
+    return m->arch->check_config(c);
+}
+
+/* Loads from a directory, or (dir NULL) from the checkpoint and config that
+ * m->ckpt, m->cfg and m->gen already hold. */
+static int load_model(frt_model *m, const char *dir)
+{
+    const frt_model_params *p = &m->params;
+    FRT_TRY(load_config(m, dir));
+    const frt_model_config *c = &m->cfg;
     m->bk = p->backend == FRT_BACKEND_CPU ? m->arch->cpu : p->backend == FRT_BACKEND_CUDA ? m->arch->cuda : NULL;
     if (!m->bk) {
         if (p->backend == FRT_BACKEND_CUDA && !FRT_HAVE_CUDA)
@@ -313,7 +367,7 @@ static int load_model(frt_model *m, const char *dir)
 
     if (dir) {
         FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
-        if (file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
+        if (m->arch->kind == FRT_ARCH_TOKEN && file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
     }
     FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
     m->stream = frt_context_stream(m->ctx);
@@ -387,6 +441,8 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_prefill);
     frt_graph_destroy(m->g_decode);
     frt_graph_destroy(m->g_sample);
+    frt_graph_destroy(m->g_policy);
+    frt_graph_destroy(m->g_denoise);
     frt_model_branches_free(m);
     frt_model_state_free(m);
     frt_buffer_free(m->step);
@@ -470,6 +526,15 @@ int frt_model_chat_format(const frt_model *m, const frt_chat_turn *msgs, int n, 
 
 /* ---- prefill, sample, decode ---------------------------------------------- */
 
+/* The token verbs refuse a policy (frt/policy.h). */
+static int token_model(const frt_model *m, const char *verb)
+{
+    if (m->arch->kind != FRT_ARCH_TOKEN)
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is a policy (frt/policy.h), not a token model",
+                         verb, m->cfg.model_type);
+    return 0;
+}
+
 /* A host task that failed (out of memory for kernel scratch) records its
  * status in the model; the step that ran it reports it. The state may then
  * hold a partial step: the caller should reset or restore a capsule. */
@@ -492,6 +557,7 @@ static int bucket_for(const frt_model *m, int n)
 int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
 {
     if (!m || (!ids && n > 0)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: NULL argument");
+    FRT_TRY(token_model(m, "prefill"));
     if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: %d tokens (need at least 1)", n);
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
@@ -525,6 +591,7 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
 int frt_model_sample(frt_model *m, const frt_sampling *s, int32_t *token)
 {
     if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: NULL argument");
+    FRT_TRY(token_model(m, "sample"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "sample: no logits (prefill first)");
@@ -561,6 +628,7 @@ int frt_model_decode_batch(frt_model *m, const frt_sampling *s, int n, int32_t *
 int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
 {
     if (!m || !token) return frt_error(FRT_ERR_INVALID_ARGUMENT, "decode: NULL argument");
+    FRT_TRY(token_model(m, "decode"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (b.pending < 0) return frt_error(FRT_ERR_STATE, "decode: no pending token (prefill and sample first)");
@@ -643,6 +711,7 @@ int frt_model_generate(frt_model *m, const frt_generate_params *p, frt_token_cb 
 int frt_model_reset(frt_model *m)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "reset: NULL model");
+    FRT_TRY(token_model(m, "reset"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     b.pos = 0;
@@ -661,6 +730,7 @@ int frt_model_reset(frt_model *m)
 int frt_model_seed(frt_model *m, uint64_t seed)
 {
     if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "seed: NULL model");
+    FRT_TRY(token_model(m, "seed"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     b.rng[1] = seed;
@@ -687,6 +757,7 @@ int frt_model_pending(const frt_model *m)
 int frt_model_tokens(const frt_model *m, int32_t *ids, int cap)
 {
     if (!m || (!ids && cap)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "tokens: NULL argument");
+    FRT_TRY(token_model(m, "tokens"));
     frt_model *mm = (frt_model *)m;
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(mm, &b));
@@ -699,6 +770,7 @@ int frt_model_tokens(const frt_model *m, int32_t *ids, int cap)
 int frt_model_logits(frt_model *m, float *out)
 {
     if (!m || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logits: NULL argument");
+    FRT_TRY(token_model(m, "logits"));
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if (!b.has_logits) return frt_error(FRT_ERR_STATE, "logits: none (prefill first)");

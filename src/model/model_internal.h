@@ -94,6 +94,9 @@ struct frt_model {
     frt_graph *g_prefill;    /* one variant per bucket (shape key = bucket length) */
     frt_graph *g_decode;     /* one variant, key 1 */
     frt_graph *g_sample;     /* one variant, key 1: sample from logits into pending */
+    frt_graph *g_policy;     /* policy kind: the whole inference, key 1 */
+    frt_graph *g_denoise;    /* policy kind: the flow-matching steps alone, key 1 (NULL: unsupported) */
+    frt_buffer *episode;     /* policy kind: frt_episode (a state entry) */
 
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;

@@ -52,10 +52,47 @@ static int check_decl(const frt_model *m, const frt_state_decl *d)
     return 0;
 }
 
-/* Entries the runtime appends to the architecture's table. */
+/* Entries the runtime appends to the architecture's table, at most. */
 #define N_RUNTIME 5
 
 static int alloc_ports(frt_model *m);
+static int alloc_declared_ports(frt_model *m);
+
+/* The token-model entries every token architecture gets: the journal, the
+ * boundary, the last logits, and the penalty counts (frt/sampling.h; not
+ * `recurrent`, which is the model's arithmetic state: reset zeroes them by
+ * name, frt_model_reset). A policy gets the boundary (capsules describe a
+ * state by it; it stays at position 0) and its episode record. */
+static int append_runtime(const frt_model *m, frt_state_decl *decl, int n)
+{
+    if (m->arch->kind == FRT_ARCH_POLICY) {
+        decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
+        decl_set(&decl[n++], "episode", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_episode), 0);
+        return n;
+    }
+    decl_set(&decl[n++], "tokens", FRT_DT_I32, FRT_STATE_ROWS, m->max_seq, 0);
+    decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
+    decl_set(&decl[n++], "logits", FRT_DT_F32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    decl_set(&decl[n++], "sampler.counts", FRT_DT_I32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    decl_set(&decl[n++], "sampler.seen", FRT_DT_U8, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    return n;
+}
+
+/* Points the runtime's views at its entries (from `first` on, in the
+ * order append_runtime declared them). */
+static void bind_runtime(frt_model *m, int first)
+{
+    if (m->arch->kind == FRT_ARCH_POLICY) {
+        m->boundary = m->state[first].buf;
+        m->episode = m->state[first + 1].buf;
+        return;
+    }
+    m->tokens = m->state[first].buf;
+    m->boundary = m->state[first + 1].buf;
+    m->logits = m->state[first + 2].buf;
+    m->counts = m->state[first + 3].buf;
+    m->seen = m->state[first + 4].buf;
+}
 
 int frt_model_state_alloc(frt_model *m)
 {
@@ -66,16 +103,8 @@ int frt_model_state_alloc(frt_model *m)
         free(decl);
         return n;
     }
-    /* The token-model entries every architecture gets: the journal, the
-     * boundary, the last logits, and the penalty counts (frt/sampling.h;
-     * not `recurrent`, which is the model's arithmetic state: reset zeroes
-     * them by name, frt_model_reset). */
     const int first = n;
-    decl_set(&decl[n++], "tokens", FRT_DT_I32, FRT_STATE_ROWS, m->max_seq, 0);
-    decl_set(&decl[n++], "boundary", FRT_DT_U8, FRT_STATE_WHOLE, sizeof(frt_boundary), 0);
-    decl_set(&decl[n++], "logits", FRT_DT_F32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
-    decl_set(&decl[n++], "sampler.counts", FRT_DT_I32, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
-    decl_set(&decl[n++], "sampler.seen", FRT_DT_U8, FRT_STATE_WHOLE, m->cfg.vocab_size, 0);
+    n = append_runtime(m, decl, n);
     m->state = calloc((size_t)n, sizeof *m->state);
     if (!m->state) {
         free(decl);
@@ -97,12 +126,27 @@ int frt_model_state_alloc(frt_model *m)
     }
     free(decl);
     FRT_TRY(rc);
-    m->tokens = m->state[first].buf;
-    m->boundary = m->state[first + 1].buf;
-    m->logits = m->state[first + 2].buf;
-    m->counts = m->state[first + 3].buf;
-    m->seen = m->state[first + 4].buf;
-    return alloc_ports(m);
+    bind_runtime(m, first);
+    return m->arch->kind == FRT_ARCH_POLICY ? alloc_declared_ports(m) : alloc_ports(m);
+}
+
+/* The ports a policy architecture declares, each in device memory,
+ * zero-filled. */
+static int alloc_declared_ports(frt_model *m)
+{
+    frt_io_decl decl[16];
+    int n = m->arch->declare_io(m, decl, 16);
+    if (n < 0) return n;
+    m->io = calloc((size_t)n, sizeof *m->io);
+    if (!m->io) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the ports");
+    for (int i = 0; i < n; i++) {
+        frt_io_entry *e = &m->io[i];
+        e->decl = decl[i];
+        e->bytes = decl_elems(decl[i].ndim, decl[i].shape) * frt_dtype_size(decl[i].dtype);
+        FRT_TRY(alloc_zeroed(m, decl[i].name, e->bytes, &e->buf));
+        m->n_io = i + 1;
+    }
+    return 0;
 }
 
 /* The allowed-token mask (frt_model_set_token_mask): an input port, not a

@@ -291,4 +291,56 @@ int frt_cpu_logits_mask(float *l, int n, const uint32_t *mask);
  * top_n out of range). */
 int frt_cpu_logprobs(frt_logprobs *out, const float *logits, int n, int token, int top_n);
 
+/* ---- policy (VLA) ops: SigLIP, Gemma prefix, action expert -------------- */
+
+/* LayerNorm over the last dimension with weight and bias:
+ *   out[r, :] = (x[r, :] - mean) / sqrt(var + eps) * w + b   (biased var)
+ * x, out [rows, dim] f32 (out may equal x); w, b [dim] f32. Mean and
+ * variance in double. Source: torch layer_norm as SiglipEncoderLayer uses it
+ * (transformers 5.x modeling_siglip.py). */
+void frt_cpu_layernorm(float *out, const float *x, const float *w, const float *b, int rows, int dim, float eps);
+
+/* y[i] = gelu_tanh(x[i]) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (torch gelu approximate="tanh", "gelu_pytorch_tanh"); y may equal x. */
+void frt_cpu_gelu_tanh(float *y, const float *x, int n);
+
+/* out[i] = gelu_tanh(gate[i]) * up[i] (GemmaMLP's GeGLU); out may equal
+ * gate or up. */
+void frt_cpu_geglu_tanh(float *out, const float *gate, const float *up, int n);
+
+/* y[i] = x[i] / (1 + exp(-x[i])) (SiLU); y may equal x. */
+void frt_cpu_silu(float *y, const float *x, int n);
+
+/* y[r, :] += b for each of rows rows of cols values (a Linear's bias). */
+void frt_cpu_add_bias(float *y, const float *b, int rows, int cols);
+
+/* Adaptive RMSNorm (Pi0.5's action expert):
+ *   out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * (1 + scale) + shift
+ * x, out [rows, dim] f32 (out may equal x); scale, shift [dim] f32, shared by
+ * every row (one condition per inference). Source: openpi models_pytorch
+ * transformers_replace/models/gemma/modeling_gemma.py GemmaRMSNorm with
+ * cond. */
+void frt_cpu_rmsnorm_ada(float *out, const float *x, const float *scale, const float *shift, int rows, int dim,
+                         float eps);
+
+/* Patches of a stride-`patch` convolution: img [channels, height, width]
+ * f32 -> out [(height/patch) * (width/patch), channels * patch * patch] f32,
+ * patches in row-major order, each patch laid out (channel, ky, kx) like a
+ * Conv2d weight [width, channels, patch, patch]; so the patch embedding is
+ * out . weight^T. height and width must be multiples of patch. Source:
+ * SiglipVisionEmbeddings (modeling_siglip.py). */
+void frt_cpu_patchify(float *out, const float *img, int channels, int height, int width, int patch);
+
+/* GQA attention under an explicit mask: query token t (of n_q) attends to
+ * key j (of n_kv) iff allow[t * n_kv + j] != 0.
+ *   out[t, h] = sum_j softmax_j(scale * q[t, h] . k[j, h / g]) v[j, h / g]
+ * q, out [n_q, n_heads, head_dim] f32 (out must not alias q); k, v [n_kv,
+ * n_kv_heads, head_dim] f32; allow [n_q, n_kv] u8; g = n_heads / n_kv_heads.
+ * A row with no allowed key gives zeros. Softmax in fp32, online over the
+ * allowed keys in ascending order. Source: eager_attention_forward with a
+ * 4-D mask (transformers 5.x modeling_gemma.py); the masks of openpi
+ * pi0_pytorch.py make_att_2d_masks. */
+void frt_cpu_attention_masked(float *out, const float *q, const float *k, const float *v, const uint8_t *allow,
+                              int n_q, int n_kv, int n_heads, int n_kv_heads, int head_dim, float scale);
+
 #endif /* FRT_KERNELS_CPU_H */

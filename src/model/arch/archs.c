@@ -8,10 +8,12 @@
 
 extern const frt_arch frt_arch_qwen35; /* arch/qwen35/qwen35.c */
 extern const frt_arch frt_arch_dense;  /* arch/dense/dense.c */
+extern const frt_arch frt_arch_pi0;    /* arch/pi0/pi0.c (a policy) */
 
 const frt_arch *const frt_archs[] = {
     &frt_arch_qwen35,
     &frt_arch_dense,
+    &frt_arch_pi0,
     NULL,
 };
 

@@ -1,0 +1,138 @@
+/*
+ * frt/policy.h - robot policies (vision-language-action models) on the
+ * model layer: Physical Intelligence's Pi0 and Pi0.5 (docs/policies.md).
+ *
+ * A policy is a model (frt_model, loaded by frt_model_load like any other)
+ * whose architecture is of the policy kind: its inputs are camera images, a
+ * tokenized prompt and the robot state, and one inference (the vision tower
+ * for every camera, the prefix, every flow-matching step) returns an action
+ * chunk [chunk, action_dim] instead of a next token. The whole inference is
+ * one captured graph; inputs are written into its bound input buffers and
+ * the chunk is read from its output buffer.
+ *
+ * Live state (the declared table, frt_model_state_info): the prefix KV of
+ * the last observation and instruction (per layer, whole buffers), the
+ * prefix mask, and the episode record (noise seed, step counter) that the
+ * runtime appends. Capsules (frt/capsule.h) snapshot and restore it: restore
+ * the capsule taken at an episode's start and the next inference returns
+ * the same action chunk, byte for byte, whatever ran in between.
+ *
+ * The token verbs of frt/model.h (prefill, sample, decode, reset, seed,
+ * tokens, logits) refuse a policy with FRT_ERR_UNSUPPORTED.
+ *
+ * Math sources: openpi src/openpi/models/pi0.py and models_pytorch/
+ * (pi0_pytorch.py, gemma_pytorch.py); transformers 5.x models/pi0
+ * (modeling_pi0.py). The architecture: src/model/arch/pi0/pi0.h.
+ */
+#ifndef FRT_POLICY_H
+#define FRT_POLICY_H
+
+#include "frt/export.h"
+#include "frt/model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a policy takes and returns (from its config). */
+typedef struct frt_policy_info {
+    char model_type[32]; /* "pi0", "pi05" */
+    int max_cameras;     /* cameras one inference takes at most (3) */
+    int image_channels;  /* 3 */
+    int image_height, image_width; /* each camera's pixel_values, already resized (224 x 224) */
+    int max_tokens;      /* prompt tokens at most (params.max_seq, else 48 for pi0, 200 for pi05) */
+    int vocab_size;      /* prompt ids lie in [0, vocab_size) */
+    int max_state_dim;   /* state values at most (shorter states are zero-padded) */
+    int state_in_prompt; /* 1 (pi05): the state is written into the prompt, no state input */
+    int chunk;           /* action rows per inference */
+    int action_dim;      /* values per action row (max_action_dim of the config) */
+    int n_steps;         /* flow-matching Euler steps (num_inference_steps) */
+} frt_policy_info;
+
+/* One observation, as the model takes it (the input side that resizes
+ * images, tokenizes the prompt and normalizes the state lives elsewhere).
+ * Nothing is retained after frt_policy_run returns. */
+typedef struct frt_policy_inputs {
+    const float *pixel_values;   /* [n_cameras, channels, height, width] f32 in [-1, 1] */
+    int n_cameras, channels, height, width;
+    const uint8_t *camera_mask;  /* [n_cameras] 0/1: 0 = camera absent (masked out); NULL = all present */
+    const int32_t *input_ids;    /* [n_tokens] i32 prompt ids (BOS first), right-padded */
+    const uint8_t *attention_mask; /* [n_tokens] 0/1: 0 = padding; NULL = all valid */
+    int n_tokens;
+    const float *state;          /* [n_state] f32, normalized; NULL with n_state 0 for pi05 */
+    int n_state;
+    const float *noise;          /* [chunk, action_dim] f32 start of the flow, or NULL: drawn from the
+                                    episode's seeded stream (frt_policy_episode_start) */
+} frt_policy_inputs;
+
+/* 1 when m is a policy, 0 otherwise (NULL included). */
+FRT_API int frt_model_is_policy(const frt_model *m);
+
+/* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_UNSUPPORTED
+ * (m is not a policy). */
+FRT_API int frt_policy_info_get(const frt_model *m, frt_policy_info *out);
+
+/* Runs one inference: writes the inputs into the graph's input buffers,
+ * replays the policy graph (which refills the prefix KV of the state and
+ * advances the episode's step counter) and copies the action chunk into
+ * actions[0 .. chunk * action_dim) (row-major [chunk, action_dim] f32; cap is
+ * its length in floats).
+ * Checked before anything is written (on error nothing changes, state and
+ * buffers included): FRT_ERR_INVALID_ARGUMENT for NULL pointers, a camera
+ * count outside [1, max_cameras], channels != 3, an image size other than
+ * the model's, a camera mask value other than 0/1 or no camera present, a
+ * non-finite pixel, a prompt of 0 tokens or more than max_tokens or with no
+ * valid token (empty prompt), an id outside the vocabulary, a state longer
+ * than max_state_dim (or missing for pi0, or given for pi05), a NaN or
+ * infinite state or noise value, cap < chunk * action_dim;
+ * FRT_ERR_UNSUPPORTED (m is not a policy). A failure inside the forward
+ * pass (out of memory) is returned as that status; the state may then hold
+ * a partial prefix (restore a capsule or run again). */
+FRT_API int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap);
+
+/* The arithmetic of one inference with `cameras` cameras and `tokens`
+ * prompt tokens, for benchmarks' floors: FLOPs of the vision tower, the
+ * prefix and the expert over every flow-matching step (matrix products 2
+ * per multiply-add, attention 4 * queries * keys * head width; norms and
+ * activations left out), and the expert's matrix parameters (each step
+ * reads them once). */
+typedef struct frt_policy_cost {
+    double flops_vision, flops_prefix, flops_expert;
+    double expert_params;
+} frt_policy_cost;
+
+/* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, cameras outside [1,
+ * max_cameras], tokens outside [1, max_tokens]), FRT_ERR_UNSUPPORTED (not a
+ * policy). */
+FRT_API int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_cost *out);
+
+/* Warm re-entry: runs only the flow-matching steps on the prefix the state
+ * holds (the observation and instruction of the last frt_policy_run, or of
+ * a restored capsule), with this state (Pi0; NULL / 0 for pi05) and noise
+ * (NULL: the episode's stream, which advances as in frt_policy_run). The
+ * chunk equals frt_policy_run's on that observation with the same state and
+ * noise, bit for bit.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, the state and noise checks of
+ * frt_policy_run, cap too small), FRT_ERR_STATE (the state holds no
+ * prefix: a model that never ran; nothing changed), FRT_ERR_UNSUPPORTED
+ * (not a policy, or a backend without it). */
+FRT_API int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions,
+                               size_t cap);
+
+/* Starts an episode: the episode record gets seed and step 0, so the noise
+ * of the following inferences (those without caller noise) is the stream of
+ * seed. Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED (not a
+ * policy). */
+FRT_API int frt_policy_episode_start(frt_model *m, uint64_t seed);
+
+/* Reads the episode record: its seed and the inferences run since it
+ * started. Errors: as frt_policy_episode_start. */
+FRT_API int frt_policy_episode_get(const frt_model *m, uint64_t *seed, uint64_t *step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_POLICY_H */

@@ -1,0 +1,450 @@
+/*
+ * arch/pi0/pi0.c - the Pi0 / Pi0.5 architecture table (pi0.h): its config
+ * (transformers 5.x configuration_pi0.py PI0Config: vlm_config, a
+ * PaliGemmaConfig with a Gemma text_config and a SigLIP vision_config, and
+ * dit_config, a GemmaConfig; absent fields take those classes' defaults),
+ * the state it declares, its ports and the shapes of frt/policy.h.
+ */
+#include "model/arch/pi0/pi0.h"
+
+#include "frt/fs.h"
+#include "util/error.h"
+#include "util/json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CAMERAS 3
+
+static int get_i(const json_t *o, const char *key, int *dst, const char *what)
+{
+    long long v;
+    int rc = frt_json_int(o, key, 0, 1, 1 << 20, &v, what);
+    if (rc == 1) *dst = (int)v;
+    return rc < 0 ? rc : 0;
+}
+
+static int get_f(const json_t *o, const char *key, double lo, double hi, double *dst, const char *what)
+{
+    double v;
+    int rc = frt_json_number(o, key, 0, lo, hi, &v, what);
+    if (rc == 1) *dst = v;
+    return rc < 0 ? rc : 0;
+}
+
+/* An activation field, when present, must be the tanh GELU. */
+static int check_act(const json_t *o, const char *key, const char *what)
+{
+    char act[32];
+    int rc = frt_json_string(o, key, 0, act, sizeof act, what);
+    if (rc < 0) return rc;
+    if (rc == 1 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: %s '%s' (only gelu_pytorch_tanh is supported)", what, key, act);
+    return 0;
+}
+
+/* RoPE: rope_parameters {rope_type "default", rope_theta} or a top-level
+ * rope_theta; absent, *theta stays (10000 by default). A legacy
+ * rope_scaling is refused. */
+static int parse_rope(const json_t *o, float *theta, const char *what)
+{
+    double t = *theta;
+    json_t *rp = NULL, *rs = json_object_get(o, "rope_scaling");
+    if (rs && !json_is_null(rs))
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_scaling (a scaled RoPE) is not supported", what);
+    FRT_TRY(frt_json_child(o, "rope_parameters", 0, JSON_OBJECT, &rp, what));
+    FRT_TRY(get_f(o, "rope_theta", 1, 1e12, &t, what));
+    if (rp) {
+        char type[32] = "default";
+        FRT_TRY(frt_json_string(rp, "rope_type", 0, type, sizeof type, what));
+        if (strcmp(type, "default") != 0)
+            return frt_error(FRT_ERR_UNSUPPORTED, "%s: rope_type '%s' (only default is supported)", what, type);
+        FRT_TRY(get_f(rp, "rope_theta", 1, 1e12, &t, what));
+    }
+    *theta = (float)t;
+    return 0;
+}
+
+/* A GemmaConfig; absent fields keep what *g holds. */
+static int parse_gemma(const json_t *o, pi0_gemma_config *g, int *vocab, const char *what)
+{
+    double eps = g->eps;
+    FRT_TRY(get_i(o, "hidden_size", &g->width, what));
+    FRT_TRY(get_i(o, "intermediate_size", &g->inter, what));
+    FRT_TRY(get_i(o, "num_hidden_layers", &g->layers, what));
+    FRT_TRY(get_i(o, "num_attention_heads", &g->heads, what));
+    FRT_TRY(get_i(o, "num_key_value_heads", &g->kv_heads, what));
+    FRT_TRY(get_i(o, "head_dim", &g->head_dim, what));
+    FRT_TRY(get_f(o, "rms_norm_eps", 0, 1, &eps, what));
+    g->eps = (float)eps;
+    if (vocab) FRT_TRY(get_i(o, "vocab_size", vocab, what));
+    FRT_TRY(check_act(o, "hidden_activation", what));
+    FRT_TRY(check_act(o, "hidden_act", what));
+    return parse_rope(o, &g->rope_theta, what);
+}
+
+/* GemmaConfig's class defaults. */
+static const pi0_gemma_config GEMMA_DEFAULTS = {3072, 24576, 28, 16, 16, 256, 1e-6f, 10000.0f};
+
+static int parse_vision(const json_t *o, pi0_config *c, const char *what)
+{
+    double eps = c->v_eps;
+    int channels = 3, head = 0;
+    FRT_TRY(get_i(o, "hidden_size", &c->v_width, what));
+    FRT_TRY(get_i(o, "intermediate_size", &c->v_inter, what));
+    FRT_TRY(get_i(o, "num_hidden_layers", &c->v_layers, what));
+    FRT_TRY(get_i(o, "num_attention_heads", &c->v_heads, what));
+    FRT_TRY(get_i(o, "image_size", &c->image_size, what));
+    FRT_TRY(get_i(o, "patch_size", &c->patch, what));
+    FRT_TRY(get_i(o, "num_channels", &channels, what));
+    FRT_TRY(get_f(o, "layer_norm_eps", 0, 1, &eps, what));
+    c->v_eps = (float)eps;
+    FRT_TRY(check_act(o, "hidden_act", what));
+    if (frt_json_bool(o, "vision_use_head", 0, &head, what) < 0) return FRT_ERR_FORMAT;
+    if (head) return frt_error(FRT_ERR_UNSUPPORTED, "%s: vision_use_head (a pooling head) is not supported", what);
+    if (channels != 3) return frt_error(FRT_ERR_UNSUPPORTED, "%s: %d image channels (3 supported)", what, channels);
+    return 0;
+}
+
+/* PI0Config's defaults: PaliGemma 3B's Gemma 2B and SigLIP So400m/14, the
+ * Gemma 300M expert. */
+static void set_defaults(pi0_config *c)
+{
+    c->t = (pi0_gemma_config){2048, 16384, 18, 8, 1, 256, 1e-6f, 10000.0f};
+    c->e = (pi0_gemma_config){1024, 4096, 18, 8, 1, 256, 1e-6f, 10000.0f};
+    c->vocab = 257152;
+    c->v_width = 1152, c->v_inter = 4304, c->v_layers = 27, c->v_heads = 16;
+    c->image_size = 224, c->patch = 14, c->v_eps = 1e-6f;
+    c->chunk = 50, c->action_dim = 32, c->state_dim = 32, c->n_steps = 10;
+    c->min_period = 4e-3, c->max_period = 4.0;
+}
+
+static int parse_vlm(const json_t *vlm, pi0_config *c, const char *what)
+{
+    json_t *t = NULL, *v = NULL;
+    char wt[600];
+    FRT_TRY(frt_json_child(vlm, "text_config", 0, JSON_OBJECT, &t, what));
+    FRT_TRY(frt_json_child(vlm, "vision_config", 0, JSON_OBJECT, &v, what));
+    if (t) {
+        c->t = GEMMA_DEFAULTS;
+        c->vocab = 256000;
+        snprintf(wt, sizeof wt, "%.480s: vlm_config.text_config", what);
+        FRT_TRY(parse_gemma(t, &c->t, &c->vocab, wt));
+    }
+    if (v) {
+        c->v_width = 768, c->v_inter = 3072, c->v_layers = 12, c->v_heads = 12, c->image_size = 224;
+        c->patch = 16;
+        snprintf(wt, sizeof wt, "%.480s: vlm_config.vision_config", what);
+        FRT_TRY(parse_vision(v, c, wt));
+    }
+    int proj = c->t.width;
+    FRT_TRY(get_i(vlm, "projection_dim", &proj, what));
+    if (proj != c->t.width)
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: projection_dim %d differs from the text width %d", what, proj,
+                         c->t.width);
+    return 0;
+}
+
+static int parse_top(const json_t *root, pi0_config *c, const char *what)
+{
+    json_t *vlm = NULL, *dit = NULL;
+    char wt[600];
+    FRT_TRY(frt_json_child(root, "vlm_config", 0, JSON_OBJECT, &vlm, what));
+    FRT_TRY(frt_json_child(root, "dit_config", 0, JSON_OBJECT, &dit, what));
+    if (vlm) FRT_TRY(parse_vlm(vlm, c, what));
+    if (dit) {
+        c->e = GEMMA_DEFAULTS;
+        snprintf(wt, sizeof wt, "%.480s: dit_config", what);
+        FRT_TRY(parse_gemma(dit, &c->e, NULL, wt));
+    }
+    FRT_TRY(get_i(root, "chunk_size", &c->chunk, what));
+    FRT_TRY(get_i(root, "max_action_dim", &c->action_dim, what));
+    FRT_TRY(get_i(root, "max_state_dim", &c->state_dim, what));
+    FRT_TRY(get_i(root, "num_inference_steps", &c->n_steps, what));
+    FRT_TRY(get_f(root, "min_period", 1e-9, 1e9, &c->min_period, what));
+    FRT_TRY(get_f(root, "max_period", 1e-9, 1e9, &c->max_period, what));
+    return 0;
+}
+
+#define REFUSE(cond, ...) \
+    do { \
+        if (cond) return frt_error(FRT_ERR_UNSUPPORTED, __VA_ARGS__); \
+    } while (0)
+
+/* Sizes frt runs (the products of the forward pass stay far from int
+ * overflow). */
+static int check_sizes(const pi0_config *c, const char *what)
+{
+    const pi0_gemma_config *g[2] = {&c->t, &c->e};
+    for (int i = 0; i < 2; i++)
+        REFUSE(g[i]->width > 65536 || g[i]->inter > 262144 || g[i]->layers > 256 || g[i]->heads > 256 ||
+                   g[i]->kv_heads > g[i]->heads,
+               "%s: a Gemma stack of width %d, MLP %d, %d layers, %d/%d heads is outside what frt runs", what,
+               g[i]->width, g[i]->inter, g[i]->layers, g[i]->heads, g[i]->kv_heads);
+    REFUSE(c->v_width > 65536 || c->v_inter > 262144 || c->v_layers > 256 || c->v_heads > 256,
+           "%s: a vision tower of width %d, MLP %d, %d layers, %d heads is outside what frt runs", what, c->v_width,
+           c->v_inter, c->v_layers, c->v_heads);
+    REFUSE(c->image_size > 4096 || c->patch > c->image_size, "%s: image_size %d, patch %d", what, c->image_size,
+           c->patch);
+    REFUSE(c->chunk > 4096 || c->action_dim > 4096 || c->state_dim > 4096 || c->vocab > (1 << 22),
+           "%s: chunk %d, action_dim %d, state_dim %d or vocabulary %d too large", what, c->chunk, c->action_dim,
+           c->state_dim, c->vocab);
+    return 0;
+}
+
+static int check(const pi0_config *c, const char *what)
+{
+    FRT_TRY(check_sizes(c, what));
+    REFUSE(c->e.layers != c->t.layers, "%s: the expert has %d layers, the prefix %d (they must match)", what,
+           c->e.layers, c->t.layers);
+    REFUSE(c->e.head_dim != c->t.head_dim || c->e.kv_heads != c->t.kv_heads,
+           "%s: the expert's KV layout (%d x %d) differs from the prefix's (%d x %d)", what, c->e.kv_heads,
+           c->e.head_dim, c->t.kv_heads, c->t.head_dim);
+    REFUSE(c->t.heads % c->t.kv_heads || c->e.heads % c->e.kv_heads, "%s: heads not a multiple of KV heads", what);
+    REFUSE(c->t.head_dim % 2 || c->t.head_dim > 1024, "%s: head_dim %d (even, at most 1024)", what, c->t.head_dim);
+    REFUSE(c->v_width % c->v_heads, "%s: vision width %d not a multiple of %d heads", what, c->v_width, c->v_heads);
+    REFUSE(c->image_size % c->patch, "%s: image_size %d not a multiple of patch %d", what, c->image_size, c->patch);
+    REFUSE(c->e.width % 2, "%s: expert width %d is odd (the sincos time embedding needs it even)", what, c->e.width);
+    REFUSE(c->n_steps < 1 || c->n_steps > 1000, "%s: num_inference_steps %d", what, c->n_steps);
+    return 0;
+}
+
+int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
+                          size_t mt_size, pi0_config *c)
+{
+    json_t *root = NULL;
+    FRT_TRY(frt_json_parse(text, len, 0, &root, what));
+    memset(c, 0, sizeof *c);
+    set_defaults(c);
+    int rc = json_is_object(root) ? frt_json_string(root, "model_type", 1, model_type, mt_size, what)
+                                  : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", what);
+    if (rc >= 0 && strcmp(model_type, "pi0") != 0 && strcmp(model_type, "pi05") != 0)
+        rc = frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not a policy (pi0, pi05)", what, model_type);
+    if (rc >= 0) rc = parse_top(root, c, what);
+    json_decref(root);
+    FRT_TRY(rc);
+    FRT_TRY(check(c, what));
+    c->pi05 = !strcmp(model_type, "pi05");
+    c->v_head_dim = c->v_width / c->v_heads;
+    c->n_patch = (c->image_size / c->patch) * (c->image_size / c->patch);
+    c->max_cameras = MAX_CAMERAS;
+    c->max_tokens = max_tokens ? max_tokens : c->pi05 ? 200 : 48;
+    REFUSE(c->max_tokens < 1 || c->max_tokens > 4096, "%s: %d prompt tokens (1 to 4096)", what, c->max_tokens);
+    REFUSE(c->n_patch > 4096, "%s: %d patches a camera (at most 4096)", what, c->n_patch);
+    c->max_prefix = c->max_cameras * c->n_patch + c->max_tokens;
+    return 0;
+}
+
+/* Reads the config and fills the shared fields of m->cfg. */
+static int p_load_config(frt_model *m, const char *dir)
+{
+    char path[4096], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FRT_TRY(frt_file_read_all(path, 16u << 20, &text, &len));
+    pi0 *p = calloc(1, sizeof *p);
+    if (!p) {
+        free(text);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory");
+    }
+    m->arch_data = p;
+    pi0_config *c = &p->c;
+    int rc = pi0_config_parse_json(text, len, path, m->params.max_seq, m->cfg.model_type,
+                                   sizeof m->cfg.model_type, c);
+    free(text);
+    FRT_TRY(rc);
+    frt_model_config *mc = &m->cfg;
+    mc->vocab_size = c->vocab;
+    mc->hidden_size = c->t.width;
+    mc->intermediate_size = c->t.inter;
+    mc->n_layers = c->t.layers;
+    mc->n_heads = c->t.heads;
+    mc->n_kv_heads = c->t.kv_heads;
+    mc->head_dim = c->t.head_dim;
+    mc->rms_norm_eps = c->t.eps;
+    mc->rope_theta = c->t.rope_theta;
+    mc->bos_token_id = mc->eos_token_id = -1;
+    snprintf(mc->rope_type, sizeof mc->rope_type, "default");
+    return 0;
+}
+
+double pi0_gemma_layer_params(const pi0_gemma_config *g)
+{
+    double W = g->width, Q = (double)g->heads * g->head_dim, KV = (double)g->kv_heads * g->head_dim;
+    return W * Q * 2 + W * KV * 2 + 3.0 * W * g->inter;
+}
+
+void pi0_flops(const pi0_config *c, int cameras, int tokens, double out[3])
+{
+    const double np = c->n_patch, D = c->v_width, K = 3.0 * c->patch * c->patch;
+    const double vit = 4.0 * D * D + 2.0 * D * c->v_inter;
+    out[0] = cameras * (2.0 * np * (K * D + c->v_layers * vit + D * c->t.width) + 4.0 * np * np * D * c->v_layers);
+    const double n = (double)cameras * np + tokens;
+    const double qd = (double)c->t.heads * c->t.head_dim;
+    out[1] = 2.0 * n * c->t.layers * pi0_gemma_layer_params(&c->t) + 4.0 * n * n * qd * c->t.layers;
+    const double E = c->e.width, ns = c->chunk + (c->pi05 ? 0 : 1), eq = (double)c->e.heads * c->e.head_dim;
+    double heads = 2.0 * (c->chunk * (c->action_dim * E + E * c->action_dim));
+    if (c->pi05)
+        heads += 2.0 * (2.0 * E * E + (2.0 * c->e.layers + 1) * 3.0 * E * E);
+    else
+        heads += 2.0 * (c->state_dim * E + c->chunk * (2.0 * E * E + E * E));
+    out[2] = c->n_steps * (2.0 * ns * c->e.layers * pi0_gemma_layer_params(&c->e) +
+                           4.0 * ns * (n + ns) * eq * c->e.layers + heads);
+}
+
+static int p_check_config(const frt_model_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+/* The prefix's hyperparameters (the shared fields); the rest of the shapes
+ * are in the fingerprint through the state table and the weights. */
+static int p_describe(const frt_model_config *c, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%s V=%d H=%d I=%d L=%d attn %d/%d/%d eps=%.9g theta=%.9g|", c->model_type,
+                     c->vocab_size, c->hidden_size, c->intermediate_size, c->n_layers, c->n_heads, c->n_kv_heads,
+                     c->head_dim, (double)c->rms_norm_eps, (double)c->rope_theta);
+    return n < (int)size ? n : (int)size - 1;
+}
+
+static void p_fini(frt_model *m)
+{
+    pi0 *p = pi0_of(m);
+    if (!p) return;
+    free(p->pk);
+    free(p->pv);
+    free(p);
+    m->arch_data = NULL;
+}
+
+static void decl(frt_state_decl *d, const char *name, frt_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = dt;
+    d->validity = FRT_STATE_WHOLE;
+    d->ndim = ndim;
+    d->shape[0] = d0;
+    d->shape[1] = d1;
+    d->shape[2] = d2;
+}
+
+static int p_declare_state(const frt_model *m, frt_state_decl *out, int cap)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    int L = c->t.layers;
+    if (cap < 2 * L + 2) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: %d layers: the state table is full", L);
+    char name[FRT_STATE_NAME_MAX];
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "prefix.%d.k", l);
+        decl(&out[2 * l], name, m->bk->kv_dtype, 3, c->max_prefix, c->t.kv_heads, c->t.head_dim);
+        snprintf(name, sizeof name, "prefix.%d.v", l);
+        decl(&out[2 * l + 1], name, m->bk->kv_dtype, 3, c->max_prefix, c->t.kv_heads, c->t.head_dim);
+    }
+    decl(&out[2 * L], "prefix.meta", FRT_DT_I32, 1, 4, 0, 0);
+    decl(&out[2 * L + 1], "prefix.mask", FRT_DT_U8, 1, c->max_prefix, 0, 0);
+    return 2 * L + 2;
+}
+
+static int p_bind_state(frt_model *m)
+{
+    pi0 *p = pi0_of(m);
+    int L = p->c.t.layers;
+    p->pk = calloc((size_t)L, sizeof *p->pk);
+    p->pv = calloc((size_t)L, sizeof *p->pv);
+    if (!p->pk || !p->pv) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory");
+    for (int l = 0; l < L; l++) {
+        p->pk[l] = m->state[2 * l].buf;
+        p->pv[l] = m->state[2 * l + 1].buf;
+    }
+    p->meta = m->state[2 * L].buf;
+    p->mask = m->state[2 * L + 1].buf;
+    return 0;
+}
+
+static void io(frt_io_decl *d, const char *name, frt_io_dir dir, frt_dtype dt, int ndim, int64_t d0, int64_t d1,
+               int64_t d2, int64_t d3)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dir = dir;
+    d->dtype = dt;
+    d->ndim = ndim;
+    d->shape[0] = d0;
+    d->shape[1] = d1;
+    d->shape[2] = d2;
+    d->shape[3] = d3;
+}
+
+static int p_declare_io(const frt_model *m, frt_io_decl *out, int cap)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    if (cap < 10) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: the port table is full");
+    const frt_io_dir I = FRT_IO_INPUT, O = FRT_IO_OUTPUT;
+    io(&out[0], "pixel_values", I, FRT_DT_F32, 4, c->max_cameras, 3, c->image_size, c->image_size);
+    io(&out[1], "pixel_attention_mask", I, FRT_DT_U8, 1, c->max_cameras, 0, 0, 0);
+    io(&out[2], "input_ids", I, FRT_DT_I32, 1, c->max_tokens, 0, 0, 0);
+    io(&out[3], "attention_mask", I, FRT_DT_U8, 1, c->max_tokens, 0, 0, 0);
+    io(&out[4], "state", I, FRT_DT_F32, 1, c->state_dim, 0, 0, 0);
+    io(&out[5], "noise", I, FRT_DT_F32, 2, c->chunk, c->action_dim, 0, 0);
+    io(&out[6], "options", I, FRT_DT_I32, 1, 4, 0, 0, 0);
+    io(&out[7], "actions", O, FRT_DT_F32, 2, c->chunk, c->action_dim, 0, 0);
+    io(&out[8], "velocity0", O, FRT_DT_F32, 2, c->chunk, c->action_dim, 0, 0);
+    io(&out[9], "vision_tokens", O, FRT_DT_F32, 3, c->max_cameras, c->n_patch, c->t.width, 0);
+    return 10;
+}
+
+static void p_policy_info(const frt_model *m, frt_policy_info *info)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    snprintf(info->model_type, sizeof info->model_type, "%s", m->cfg.model_type);
+    info->max_cameras = c->max_cameras;
+    info->image_channels = 3;
+    info->image_height = info->image_width = c->image_size;
+    info->max_tokens = c->max_tokens;
+    info->vocab_size = c->vocab;
+    info->max_state_dim = c->state_dim;
+    info->state_in_prompt = c->pi05;
+    info->chunk = c->chunk;
+    info->action_dim = c->action_dim;
+    info->n_steps = c->n_steps;
+}
+
+static void p_policy_cost(const frt_model *m, int cameras, int tokens, frt_policy_cost *out)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    double f[3];
+    pi0_flops(c, cameras, tokens, f);
+    out->flops_vision = f[0];
+    out->flops_prefix = f[1];
+    out->flops_expert = f[2];
+    out->expert_params = c->e.layers * pi0_gemma_layer_params(&c->e);
+}
+
+static void p_info(const frt_model *m, frt_model_info *info)
+{
+    info->n_full_layers = m->cfg.n_layers;
+    info->n_linear_layers = 0;
+}
+
+static const char *const p_model_types[] = {"pi0", "pi05", NULL};
+
+const frt_arch frt_arch_pi0 = {
+    .name = "pi0",
+    .model_types = p_model_types,
+    .check_config = p_check_config,
+    .describe = p_describe,
+    .declare_state = p_declare_state,
+    .bind_state = p_bind_state,
+    .fini = p_fini,
+    .info = p_info,
+    .cpu = &frt_pi0_cpu_backend,
+    .cuda = NULL, /* not yet: frt_model_load says "architecture 'pi0' has no cuda backend" */
+    .kind = FRT_ARCH_POLICY,
+    .load_config = p_load_config,
+    .declare_io = p_declare_io,
+    .policy_info = p_policy_info,
+    .policy_cost = p_policy_cost,
+};

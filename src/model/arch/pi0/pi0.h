@@ -1,0 +1,182 @@
+/*
+ * arch/pi0/pi0.h - Physical Intelligence's Pi0 and Pi0.5 flow-matching
+ * vision-language-action policies (model_type "pi0", "pi05"), an
+ * architecture of the policy kind (model/arch.h, frt/policy.h).
+ *
+ * One inference (openpi models_pytorch/pi0_pytorch.py sample_actions;
+ * transformers 5.x models/pi0/modeling_pi0.py):
+ *   vision   each camera [3, H, W] -> SigLIP (patch conv, position
+ *            embedding, pre-LN blocks: x += attn(ln1 x), x += fc2(gelu_tanh
+ *            (fc1(ln2 x))), post LayerNorm, no pooling head) -> linear
+ *            projector to the prefix width: n_patch tokens a camera.
+ *   prefix   [image tokens of every camera; prompt embeddings * sqrt(width)]
+ *            through Gemma (RMSNorm x (1 + w), RoPE, GQA, GeGLU with tanh
+ *            GELU); bidirectional: token i sees token j iff both are valid
+ *            (camera present, attention_mask 1); positions = cumsum(valid) - 1.
+ *            The prefix KV of every layer is kept in the state.
+ *   suffix   Pi0: [state_proj(state); action_time_mlp_out(silu(
+ *            action_time_mlp_in([action_in_proj(x_t), sincos(t)])))];
+ *            Pi0.5: action_in_proj(x_t) alone, and every expert RMSNorm is
+ *            adaptive (scale, shift, gate = dense(cond), cond = silu(
+ *            time_mlp_out(silu(time_mlp_in(sincos(t)))))).
+ *            The action expert (a Gemma stack of its own width, the prefix's
+ *            head layout) attends to the valid prefix rows and to the suffix
+ *            block-causally: the state token sees the prefix and itself, the
+ *            action tokens see the prefix, the state and each other;
+ *            positions continue after the valid prefix.
+ *   flow     x_1 = noise; 10 Euler steps x += dt v(x, t), dt = -1/10, t = 1,
+ *            0.9, ..., 0.1; v = action_out_proj(expert_norm(suffix)[-chunk:]).
+ *
+ * Checkpoints: the transformers pi0 layout (config.json with vlm_config /
+ * dit_config, weights named as PI0ForConditionalGeneration.save_pretrained
+ * writes them: PI0_VISION, PI0_PROJECTOR, PI0_PREFIX, PI0_EXPERT below and
+ * the heads at the top level). Pi0.5 uses the same layout with model_type
+ * "pi05" and its own names (time_mlp_in / _out, *_layernorm.dense,
+ * norm.dense); see docs/policies.md. The openpi PyTorch layout is not read
+ * yet.
+ *
+ * The state it declares (P = max_prefix = max_cameras * n_patch + max_tokens):
+ *   prefix.L.k, prefix.L.v  [P, kv_heads, head_dim] f32, whole, per layer L
+ *   prefix.meta             [4] i32: rows, valid rows, 0, 0
+ *   prefix.mask             [P] u8: 1 for a valid prefix row
+ * then the runtime's boundary and episode records.
+ * Ports: pixel_values [max_cameras, 3, H, W] f32, pixel_attention_mask
+ * [max_cameras] u8, input_ids [max_tokens] i32, attention_mask [max_tokens]
+ * u8, state [max_state_dim] f32, noise [chunk, action_dim] f32, options
+ * (frt_policy_options) in; actions and velocity0 [chunk, action_dim] f32,
+ * vision_tokens [max_cameras, n_patch, width] f32 out.
+ *
+ * Files: pi0.c (config, state and ports), pi0_weights.c (the names and
+ * shapes, loading), pi0_cpu.c (the f32 forward pass). No CUDA backend yet.
+ */
+#ifndef FRT_MODEL_ARCH_PI0_H
+#define FRT_MODEL_ARCH_PI0_H
+
+#include "model/model_internal.h"
+
+/* The checkpoint's name prefixes: the layout transformers 5.17's
+ * PI0ForConditionalGeneration.save_pretrained writes (the flow-matching
+ * heads at the top level: action_in_proj, action_out_proj, state_proj,
+ * action_time_mlp_in / _out; Pi0.5's time_mlp_in / _out). */
+#define PI0_VISION "paligemma_with_expert.paligemma.model.vision_tower."
+#define PI0_PROJECTOR "paligemma_with_expert.paligemma.model.multi_modal_projector.linear"
+#define PI0_PREFIX "paligemma_with_expert.paligemma.model.language_model.model."
+#define PI0_EXPERT "paligemma_with_expert.gemma_expert.model."
+
+/* One Gemma-shaped stack (the prefix, or the action expert). */
+typedef struct pi0_gemma_config {
+    int width, inter, layers, heads, kv_heads, head_dim;
+    float eps;
+    float rope_theta;
+} pi0_gemma_config;
+
+typedef struct pi0_config {
+    int pi05;                  /* 1: adaRMSNorm expert, no state token */
+    int v_width, v_inter, v_layers, v_heads, v_head_dim; /* SigLIP */
+    int image_size, patch, n_patch;
+    float v_eps;
+    pi0_gemma_config t;        /* the prefix (PaliGemma's Gemma) */
+    pi0_gemma_config e;        /* the action expert */
+    int vocab;
+    int chunk, action_dim, state_dim, n_steps;
+    double min_period, max_period;
+    int max_cameras, max_tokens, max_prefix;
+} pi0_config;
+
+/* SigLIP encoder layer, f32, HF Linear layout [out, in]. */
+typedef struct pi0_vit_layer {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* [v_width] */
+    const float *q_w, *k_w, *v_w, *o_w;         /* [v_width, v_width] */
+    const float *q_b, *k_b, *v_b, *o_b;         /* [v_width] */
+    const float *fc1_w, *fc1_b;                 /* [v_inter, v_width], [v_inter] */
+    const float *fc2_w, *fc2_b;                 /* [v_width, v_inter], [v_width] */
+} pi0_vit_layer;
+
+/* Gemma decoder layer. Plain norms (in_norm, post_norm [width]) or, in
+ * Pi0.5's expert, adaptive ones (*_dense_w [3 width, width], *_dense_b
+ * [3 width]: scale, shift, gate). */
+typedef struct pi0_gemma_layer {
+    const float *in_norm, *post_norm;
+    const float *in_dense_w, *in_dense_b, *post_dense_w, *post_dense_b;
+    const float *q, *k, *v;  /* [heads * hd, width], [kv * hd, width] x2 */
+    const float *o;          /* [width, heads * hd] */
+    const float *gate, *up;  /* [inter, width] */
+    const float *down;       /* [width, inter] */
+} pi0_gemma_layer;
+
+typedef struct pi0_weights {
+    const float *patch_w, *patch_b; /* [v_width, 3 * patch * patch], [v_width] */
+    const float *pos_emb;           /* [n_patch, v_width] */
+    const float *post_ln_w, *post_ln_b;
+    const float *proj_w, *proj_b;   /* [t.width, v_width], [t.width] */
+    const float *embed;             /* [vocab, t.width] */
+    pi0_vit_layer *vit;             /* [v_layers] */
+    pi0_gemma_layer *tl, *el;       /* [t.layers], [e.layers] */
+    const float *e_norm;            /* [e.width] (Pi0) */
+    const float *e_norm_dense_w, *e_norm_dense_b; /* (Pi0.5) */
+    const float *action_in_w, *action_in_b;       /* [e.width, action_dim] */
+    const float *action_out_w, *action_out_b;     /* [action_dim, e.width] */
+    const float *state_w, *state_b;               /* [e.width, state_dim] (Pi0) */
+    const float *atm_in_w, *atm_in_b;             /* [e.width, 2 e.width] (Pi0) */
+    const float *atm_out_w, *atm_out_b;           /* [e.width, e.width] (Pi0) */
+    const float *time_in_w, *time_in_b;           /* [e.width, e.width] (Pi0.5) */
+    const float *time_out_w, *time_out_b;
+    float *arena;
+    size_t floats;
+} pi0_weights;
+
+/* Scratch activations (cpu backend); sizes in pi0_cpu.c. */
+typedef struct pi0_scratch {
+    float *x, *h, *q, *att, *m1, *m2; /* rows x widths, the largest stack */
+    float *k, *v;                     /* [max_prefix + 1 + chunk, kv * hd] */
+    float *patches;                   /* [n_patch, 3 * patch^2] */
+    uint8_t *allow;                   /* [rows, keys] */
+    int32_t *pos;
+    float *xt, *vel;                  /* [chunk, action_dim] */
+    float *cond, *mod;                /* [e.width], [3 e.width] per norm */
+    float *mods;                      /* Pi0.5: [e.layers * 2 + 1, 3 e.width] */
+} pi0_scratch;
+
+typedef struct pi0 {
+    pi0_config c;
+    pi0_weights w;
+    pi0_scratch s;
+    frt_buffer **pk, **pv;  /* views of prefix.L.k / prefix.L.v */
+    frt_buffer *meta, *mask; /* prefix.meta, prefix.mask */
+} pi0;
+
+static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }
+
+/* Parses config.json text (len bytes) into *c: the transformers pi0 layout,
+ * absent fields at PI0Config's / GemmaConfig's / SiglipVisionConfig's
+ * defaults; model_type ("pi0" or "pi05") into model_type[mt_size].
+ * max_tokens: the prompt capacity (0: 48 for pi0, 200 for pi05). `what`
+ * names the source in messages. Errors: FRT_ERR_FORMAT (bad JSON, a field
+ * of the wrong type or range, no model_type), FRT_ERR_UNSUPPORTED (another
+ * model_type, an activation other than tanh GELU, a pooling head, an
+ * expert whose layers or KV layout differ from the prefix's, a scaled
+ * RoPE, sizes frt cannot run). */
+int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
+                          size_t mt_size, pi0_config *c);
+
+/* The FLOPs of one inference with `cameras` cameras (all present) and
+ * `tokens` prompt tokens: out[0] vision (patch embedding, blocks,
+ * projector), out[1] prefix, out[2] the expert over every Euler step.
+ * Matrix products count 2 per multiply-add (every Linear of the three
+ * stacks and heads), attention 4 * queries * keys * heads * head_dim per
+ * layer; norms, activations and softmax are left out (they are O(width) a
+ * token). */
+void pi0_flops(const pi0_config *c, int cameras, int tokens, double out[3]);
+
+/* Matrix parameters of one layer of a Gemma stack. */
+double pi0_gemma_layer_params(const pi0_gemma_config *g);
+
+/* The weights (pi0_weights.c): every tensor the config implies, by name and
+ * shape, converted to f32; a missing, misshapen or unknown tensor is
+ * refused with its name (FRT_ERR_NOT_FOUND, FRT_ERR_FORMAT). */
+int pi0_load_weights(frt_model *m);
+void pi0_free_weights(frt_model *m);
+
+extern const frt_arch_backend frt_pi0_cpu_backend; /* pi0_cpu.c */
+
+#endif /* FRT_MODEL_ARCH_PI0_H */

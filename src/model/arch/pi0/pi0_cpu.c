@@ -1,0 +1,438 @@
+/*
+ * arch/pi0/pi0_cpu.c - the Pi0 / Pi0.5 inference on the cpu backend, f32
+ * (the reference a CUDA backend will be checked against). The math is in
+ * pi0.h; it follows openpi models_pytorch/pi0_pytorch.py (embed_prefix,
+ * embed_suffix, denoise_step, sample_actions) and gemma_pytorch.py, with
+ * the module math of transformers 5.x modeling_siglip.py and
+ * modeling_gemma.py.
+ *
+ * The inference is recorded once as host tasks (vision, prefix, noise, one
+ * task per Euler step, output); every task reads what changes between
+ * replays (camera and prompt counts, the caller's noise flag, the episode
+ * record) from the port and state buffers when it runs, never from values
+ * baked at capture.
+ *
+ * Noise without caller noise: the episode's stream. For inference number
+ * `step` of the episode of `seed`, splitmix64 starting from
+ * seed ^ (step * 0xD1B54A32D192ED03) gives pairs of uniforms (u1 in (0, 1],
+ * u2 in [0, 1), 53 bits each) and Box-Muller gives two normals
+ * sqrt(-2 ln u1) (cos, sin)(2 pi u2), in row-major order over
+ * [chunk, action_dim].
+ */
+#include "model/arch/pi0/pi0.h"
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+typedef struct pi0_task {
+    frt_model *m;
+    int step; /* the Euler step of a step task */
+} pi0_task;
+
+static void *port(frt_model *m, const char *name, frt_io_dir dir)
+{
+    return frt_buffer_ptr(frt_model_io_find(m, name, dir)->buf);
+}
+
+/* y[n, out] = x[n, in] . w^T (+ b). */
+static void lin(float *y, const float *x, const float *w, const float *b, int n, int in, int out)
+{
+    frt_cpu_matmul(y, x, w, n, in, out);
+    if (b) frt_cpu_add_bias(y, b, n, out);
+}
+
+/* ---- vision ------------------------------------------------------------- */
+
+static void vit_layer(pi0 *P, const pi0_vit_layer *y, int n)
+{
+    const pi0_config *c = &P->c;
+    pi0_scratch *s = &P->s;
+    const int D = c->v_width, I = c->v_inter;
+    frt_cpu_layernorm(s->h, s->x, y->ln1_w, y->ln1_b, n, D, c->v_eps);
+    lin(s->q, s->h, y->q_w, y->q_b, n, D, D);
+    lin(s->k, s->h, y->k_w, y->k_b, n, D, D);
+    lin(s->v, s->h, y->v_w, y->v_b, n, D, D);
+    frt_cpu_attention_masked(s->att, s->q, s->k, s->v, s->allow, n, n, c->v_heads, c->v_heads, c->v_head_dim,
+                             1.0f / sqrtf((float)c->v_head_dim));
+    lin(s->m1, s->att, y->o_w, y->o_b, n, D, D);
+    frt_cpu_add(s->x, s->m1, n * D);
+    frt_cpu_layernorm(s->h, s->x, y->ln2_w, y->ln2_b, n, D, c->v_eps);
+    lin(s->m1, s->h, y->fc1_w, y->fc1_b, n, D, I);
+    frt_cpu_gelu_tanh(s->m1, s->m1, n * I);
+    lin(s->m2, s->m1, y->fc2_w, y->fc2_b, n, I, D);
+    frt_cpu_add(s->x, s->m2, n * D);
+}
+
+/* One camera's image [3, H, W] -> its projected tokens [n_patch, t.width]. */
+static void vision_camera(pi0 *P, const float *img, float *tokens)
+{
+    const pi0_config *c = &P->c;
+    const pi0_weights *w = &P->w;
+    pi0_scratch *s = &P->s;
+    const int n = c->n_patch, D = c->v_width, K = 3 * c->patch * c->patch;
+    frt_cpu_patchify(s->patches, img, 3, c->image_size, c->image_size, c->patch);
+    lin(s->x, s->patches, w->patch_w, w->patch_b, n, K, D);
+    frt_cpu_add(s->x, w->pos_emb, n * D);
+    memset(s->allow, 1, (size_t)n * n);
+    for (int l = 0; l < c->v_layers; l++) vit_layer(P, &w->vit[l], n);
+    frt_cpu_layernorm(s->x, s->x, w->post_ln_w, w->post_ln_b, n, D, c->v_eps);
+    lin(tokens, s->x, w->proj_w, w->proj_b, n, D, c->t.width);
+}
+
+static void task_vision(void *arg)
+{
+    frt_model *m = ((pi0_task *)arg)->m;
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
+    const float *px = port(m, "pixel_values", FRT_IO_INPUT);
+    float *tok = port(m, "vision_tokens", FRT_IO_OUTPUT);
+    const size_t img = (size_t)3 * c->image_size * c->image_size, out = (size_t)c->n_patch * c->t.width;
+    for (int cam = 0; cam < o->n_cameras; cam++) vision_camera(P, px + cam * img, tok + cam * out);
+}
+
+/* ---- Gemma layers (prefix and expert) ------------------------------------ */
+
+/* The K and V rows of the attention: the rows this call computed (and, for
+ * the expert, the prefix rows ahead of them). */
+typedef struct kv_rows {
+    float *k, *v;  /* [n_kv, kv_heads * head_dim] */
+    int n_kv;      /* keys */
+    int first;     /* the row of this call's first token */
+} kv_rows;
+
+/* x += o, or x += o * gate (Pi0.5's gated residual; gate [width] shared). */
+static void residual(float *x, const float *o, const float *gate, int n, int width)
+{
+    if (!gate) {
+        frt_cpu_add(x, o, n * width);
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < width; i++) x[(size_t)r * width + i] += o[(size_t)r * width + i] * gate[i];
+}
+
+/* h = norm(x): RMSNorm x (1 + w), or adaRMSNorm with mod = [scale, shift,
+ * gate]. Returns the residual gate (NULL for a plain norm). */
+static const float *norm(float *h, const float *x, const float *w, const float *mod, int n, int width, float eps)
+{
+    if (!mod) {
+        frt_cpu_rmsnorm(h, x, w, n, width, eps, 1);
+        return NULL;
+    }
+    frt_cpu_rmsnorm_ada(h, x, mod, mod + width, n, width, eps);
+    return mod + 2 * width;
+}
+
+/* One decoder layer over the n rows of s->x at positions s->pos, attending
+ * under s->allow [n, kv->n_kv]. mods: Pi0.5's two norm modulations (NULL:
+ * plain norms). last: skip the MLP (the prefix's last layer: only its KV is
+ * read). */
+static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer *y, int n, const kv_rows *kv,
+                        const float *mods, int last)
+{
+    pi0_scratch *s = &P->s;
+    const int W = g->width, HD = g->head_dim, Q = g->heads * HD, KV = g->kv_heads * HD;
+    const float *gate = norm(s->h, s->x, y->in_norm, mods, n, W, g->eps);
+    float *k = kv->k + (size_t)kv->first * KV, *v = kv->v + (size_t)kv->first * KV;
+    lin(s->q, s->h, y->q, NULL, n, W, Q);
+    lin(k, s->h, y->k, NULL, n, W, KV);
+    lin(v, s->h, y->v, NULL, n, W, KV);
+    frt_cpu_rope(s->q, n, g->heads, HD, HD, s->pos, g->rope_theta);
+    frt_cpu_rope(k, n, g->kv_heads, HD, HD, s->pos, g->rope_theta);
+    frt_cpu_attention_masked(s->att, s->q, kv->k, kv->v, s->allow, n, kv->n_kv, g->heads, g->kv_heads, HD,
+                             1.0f / sqrtf((float)HD));
+    lin(s->m2, s->att, y->o, NULL, n, Q, W);
+    residual(s->x, s->m2, gate, n, W);
+    if (last) return;
+    gate = norm(s->h, s->x, y->post_norm, mods ? mods + 3 * W : NULL, n, W, g->eps);
+    lin(s->m1, s->h, y->gate, NULL, n, W, g->inter);
+    lin(s->m2, s->h, y->up, NULL, n, W, g->inter);
+    frt_cpu_geglu_tanh(s->m1, s->m1, s->m2, n * g->inter);
+    lin(s->m2, s->m1, y->down, NULL, n, g->inter, W);
+    residual(s->x, s->m2, gate, n, W);
+}
+
+/* ---- prefix ------------------------------------------------------------- */
+
+/* The prefix rows in s->x and their mask: every given camera's tokens (a
+ * masked camera's rows invalid), then the prompt (embedding * sqrt(width)).
+ * Returns the row count. */
+static int prefix_embed(frt_model *m, uint8_t *mask)
+{
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
+    const uint8_t *cam = port(m, "pixel_attention_mask", FRT_IO_INPUT);
+    const uint8_t *am = port(m, "attention_mask", FRT_IO_INPUT);
+    const int32_t *ids = port(m, "input_ids", FRT_IO_INPUT);
+    const float *tok = port(m, "vision_tokens", FRT_IO_OUTPUT);
+    const int W = c->t.width, ni = o->n_cameras * c->n_patch;
+    memcpy(P->s.x, tok, (size_t)ni * W * sizeof(float));
+    for (int r = 0; r < ni; r++) mask[r] = cam[r / c->n_patch];
+    float *lang = P->s.x + (size_t)ni * W;
+    frt_cpu_embedding(lang, P->w.embed, ids, o->n_tokens, W);
+    const float scale = sqrtf((float)W);
+    for (size_t i = 0; i < (size_t)o->n_tokens * W; i++) lang[i] *= scale;
+    memcpy(mask + ni, am, (size_t)o->n_tokens);
+    return ni + o->n_tokens;
+}
+
+static void task_prefix(void *arg)
+{
+    frt_model *m = ((pi0_task *)arg)->m;
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    pi0_scratch *s = &P->s;
+    uint8_t *mask = frt_buffer_ptr(P->mask);
+    memset(mask, 0, (size_t)c->max_prefix);
+    const int n = prefix_embed(m, mask);
+    int valid = 0;
+    for (int r = 0; r < n; r++) {
+        valid += mask[r];
+        s->pos[r] = valid - 1 < 0 ? 0 : valid - 1;
+        for (int j = 0; j < n; j++) s->allow[(size_t)r * n + j] = mask[r] && mask[j];
+    }
+    for (int l = 0; l < c->t.layers; l++) {
+        kv_rows kv = {frt_buffer_ptr(P->pk[l]), frt_buffer_ptr(P->pv[l]), n, 0};
+        gemma_layer(P, &c->t, &P->w.tl[l], n, &kv, NULL, l == c->t.layers - 1);
+    }
+    int32_t *meta = frt_buffer_ptr(P->meta);
+    meta[0] = n;
+    meta[1] = valid;
+}
+
+/* ---- noise and the flow ---------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The episode stream's normals (see the top of the file). */
+static void episode_noise(float *out, int n, uint64_t seed, uint64_t step)
+{
+    uint64_t x = seed ^ (step * 0xD1B54A32D192ED03ull);
+    for (int i = 0; i < n; i += 2) {
+        double u1 = ((double)(splitmix64(&x) >> 11) + 1.0) * 0x1p-53;
+        double u2 = (double)(splitmix64(&x) >> 11) * 0x1p-53;
+        double r = sqrt(-2.0 * log(u1)), a = 2.0 * M_PI * u2;
+        out[i] = (float)(r * cos(a));
+        if (i + 1 < n) out[i + 1] = (float)(r * sin(a));
+    }
+}
+
+static void task_noise(void *arg)
+{
+    frt_model *m = ((pi0_task *)arg)->m;
+    pi0 *P = pi0_of(m);
+    const int n = P->c.chunk * P->c.action_dim;
+    if (((const int32_t *)frt_buffer_ptr(P->meta))[0] < 1) { /* no prefix: the steps below do nothing */
+        if (m->task_status == 0) m->task_status = FRT_ERR_STATE;
+        return;
+    }
+    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
+    frt_episode *e = frt_buffer_ptr(m->episode);
+    if (o->noise_given)
+        memcpy(P->s.xt, port(m, "noise", FRT_IO_INPUT), (size_t)n * sizeof(float));
+    else
+        episode_noise(P->s.xt, n, e->seed, e->step);
+    e->step++;
+}
+
+/* time_sincos(t) [width]: sin(2 pi t / period_i), then cos, with periods
+ * min_period (max_period / min_period)^(i / (width/2 - 1)), in double
+ * (create_sinusoidal_pos_embedding). */
+static void time_sincos(float *out, int width, double t, double min_p, double max_p)
+{
+    const int half = width / 2;
+    for (int i = 0; i < half; i++) {
+        double frac = half > 1 ? (double)i / (half - 1) : 0.0;
+        double a = 2.0 * M_PI / (min_p * pow(max_p / min_p, frac)) * t;
+        out[i] = (float)sin(a);
+        out[half + i] = (float)cos(a);
+    }
+}
+
+/* The suffix embedding of one step into s->x; returns its row count. Pi0.5
+ * also fills s->mods with every expert norm's modulation. */
+static int suffix_embed(frt_model *m, float t)
+{
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    const pi0_weights *w = &P->w;
+    pi0_scratch *s = &P->s;
+    const int E = c->e.width, A = c->action_dim, off = c->pi05 ? 0 : 1;
+    time_sincos(s->cond, E, t, c->min_period, c->max_period);
+    lin(s->x + (size_t)off * E, s->xt, w->action_in_w, w->action_in_b, c->chunk, A, E);
+    if (c->pi05) {
+        lin(s->mod, s->cond, w->time_in_w, w->time_in_b, 1, E, E);
+        frt_cpu_silu(s->mod, s->mod, E);
+        lin(s->cond, s->mod, w->time_out_w, w->time_out_b, 1, E, E);
+        frt_cpu_silu(s->cond, s->cond, E);
+        for (int l = 0; l < c->e.layers; l++) {
+            lin(s->mods + (size_t)(2 * l) * 3 * E, s->cond, w->el[l].in_dense_w, w->el[l].in_dense_b, 1, E, 3 * E);
+            lin(s->mods + (size_t)(2 * l + 1) * 3 * E, s->cond, w->el[l].post_dense_w, w->el[l].post_dense_b, 1, E,
+                3 * E);
+        }
+        lin(s->mods + (size_t)(2 * c->e.layers) * 3 * E, s->cond, w->e_norm_dense_w, w->e_norm_dense_b, 1, E, 3 * E);
+        return c->chunk;
+    }
+    lin(s->x, port(m, "state", FRT_IO_INPUT), w->state_w, w->state_b, 1, c->state_dim, E);
+    for (int r = 0; r < c->chunk; r++) {
+        memcpy(s->h + (size_t)r * 2 * E, s->x + (size_t)(1 + r) * E, (size_t)E * sizeof(float));
+        memcpy(s->h + (size_t)r * 2 * E + E, s->cond, (size_t)E * sizeof(float));
+    }
+    lin(s->m1, s->h, w->atm_in_w, w->atm_in_b, c->chunk, 2 * E, E);
+    frt_cpu_silu(s->m1, s->m1, c->chunk * E);
+    lin(s->x + E, s->m1, w->atm_out_w, w->atm_out_b, c->chunk, E, E);
+    return 1 + c->chunk;
+}
+
+/* Positions and mask of the suffix rows: they continue after the valid
+ * prefix; they see the valid prefix rows; Pi0's state token (row 0) sees
+ * itself only of the suffix, the action rows see the whole suffix. */
+static void suffix_mask(pi0 *P, int ns, int np, int valid, const uint8_t *pmask)
+{
+    pi0_scratch *s = &P->s;
+    const int nk = np + ns;
+    for (int r = 0; r < ns; r++) {
+        s->pos[r] = valid + r;
+        uint8_t *a = s->allow + (size_t)r * nk;
+        memcpy(a, pmask, (size_t)np);
+        for (int j = 0; j < ns; j++) a[np + j] = P->c.pi05 || r > 0 || j == 0;
+    }
+}
+
+static void task_step(void *arg)
+{
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
+    if (m->task_status) return;
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    pi0_scratch *s = &P->s;
+    const int E = c->e.width, KV = c->t.kv_heads * c->t.head_dim;
+    const double dt = -1.0 / c->n_steps;
+    const int32_t *meta = frt_buffer_ptr(P->meta);
+    const int np = meta[0];
+    const int ns = suffix_embed(m, (float)(1.0 + a->step * dt));
+    suffix_mask(P, ns, np, meta[1], frt_buffer_ptr(P->mask));
+    for (int l = 0; l < c->e.layers; l++) {
+        memcpy(s->k, frt_buffer_ptr(P->pk[l]), (size_t)np * KV * sizeof(float));
+        memcpy(s->v, frt_buffer_ptr(P->pv[l]), (size_t)np * KV * sizeof(float));
+        kv_rows kv = {s->k, s->v, np + ns, np};
+        gemma_layer(P, &c->e, &P->w.el[l], ns, &kv, c->pi05 ? s->mods + (size_t)(2 * l) * 3 * E : NULL, 0);
+    }
+    const int off = ns - c->chunk;
+    norm(s->h, s->x + (size_t)off * E, P->w.e_norm, c->pi05 ? s->mods + (size_t)(2 * c->e.layers) * 3 * E : NULL,
+         c->chunk, E, c->e.eps);
+    lin(s->vel, s->h, P->w.action_out_w, P->w.action_out_b, c->chunk, E, c->action_dim);
+    const int n = c->chunk * c->action_dim;
+    if (a->step == 0) memcpy(port(m, "velocity0", FRT_IO_OUTPUT), s->vel, (size_t)n * sizeof(float));
+    const float dtf = (float)dt;
+    for (int i = 0; i < n; i++) s->xt[i] += dtf * s->vel[i];
+}
+
+static void task_output(void *arg)
+{
+    frt_model *m = ((pi0_task *)arg)->m;
+    if (m->task_status) return;
+    pi0 *P = pi0_of(m);
+    memcpy(port(m, "actions", FRT_IO_OUTPUT), P->s.xt, (size_t)P->c.chunk * P->c.action_dim * sizeof(float));
+}
+
+/* The noise, every Euler step and the output: the flow on the prefix the
+ * state holds. */
+static int record_flow(frt_stream *st, frt_model *m)
+{
+    pi0_task a = {m, 0};
+    FRT_TRY(frt_stream_host_task(st, task_noise, &a, sizeof a));
+    for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++)
+        FRT_TRY(frt_stream_host_task(st, task_step, &a, sizeof a));
+    return frt_stream_host_task(st, task_output, &a, sizeof a);
+}
+
+static int record_policy(frt_stream *st, void *user)
+{
+    frt_model *m = ((const frt_record_ctx *)user)->m;
+    pi0_task a = {m, 0};
+    FRT_TRY(frt_stream_host_task(st, task_vision, &a, sizeof a));
+    FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
+    return record_flow(st, m);
+}
+
+static int record_denoise(frt_stream *st, void *user) { return record_flow(st, ((const frt_record_ctx *)user)->m); }
+
+/* ---- scratch and the backend table ----------------------------------------- */
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+static int alloc_scratch(frt_model *m)
+{
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    pi0_scratch *s = &P->s;
+    const int ns = c->chunk + 1, rows = imax(c->max_prefix, imax(c->n_patch, ns)), keys = c->max_prefix + ns;
+    const int W = imax(imax(c->v_width, c->t.width), 2 * c->e.width);
+    const int Q = imax(imax(c->v_width, c->t.heads * c->t.head_dim), c->e.heads * c->e.head_dim);
+    const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, imax(W, Q)));
+    const int KV = imax(c->v_width, c->t.kv_heads * c->t.head_dim), E = c->e.width;
+    s->x = malloc((size_t)rows * W * sizeof(float));
+    s->h = malloc((size_t)rows * W * sizeof(float));
+    s->q = malloc((size_t)rows * Q * sizeof(float));
+    s->att = malloc((size_t)rows * Q * sizeof(float));
+    s->m1 = malloc((size_t)rows * I * sizeof(float));
+    s->m2 = malloc((size_t)rows * I * sizeof(float));
+    s->k = malloc((size_t)keys * KV * sizeof(float));
+    s->v = malloc((size_t)keys * KV * sizeof(float));
+    s->patches = malloc((size_t)c->n_patch * 3 * c->patch * c->patch * sizeof(float));
+    s->allow = malloc((size_t)rows * keys);
+    s->pos = malloc((size_t)keys * sizeof(int32_t));
+    s->xt = malloc((size_t)c->chunk * c->action_dim * sizeof(float));
+    s->vel = malloc((size_t)c->chunk * c->action_dim * sizeof(float));
+    s->cond = malloc((size_t)E * sizeof(float));
+    s->mod = malloc((size_t)3 * E * sizeof(float));
+    s->mods = malloc((size_t)(2 * c->e.layers + 1) * 3 * E * sizeof(float));
+    if (!s->x || !s->h || !s->q || !s->att || !s->m1 || !s->m2 || !s->k || !s->v || !s->patches || !s->allow ||
+        !s->pos || !s->xt || !s->vel || !s->cond || !s->mod || !s->mods)
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory for the activations");
+    return 0;
+}
+
+static void free_all(frt_model *m)
+{
+    pi0 *P = pi0_of(m);
+    if (!P) return;
+    pi0_free_weights(m);
+    pi0_scratch *s = &P->s;
+    void *bufs[] = {s->x, s->h, s->q, s->att, s->m1, s->m2, s->k, s->v, s->patches, s->allow, s->pos,
+                    s->xt, s->vel, s->cond, s->mod, s->mods};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(s, 0, sizeof *s);
+}
+
+/* The whole parsed config (zeroed before parsing, so padding is zero) goes
+ * into the fingerprint: the expert's shapes and eps, the steps and the time
+ * periods change the arithmetic too. */
+static uint64_t fingerprint_extra(const frt_model *m) { return XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9100); }
+
+const frt_arch_backend frt_pi0_cpu_backend = {
+    .name = "cpu",
+    .kv_dtype = FRT_DT_F32,
+    .state_dtypes = "weights=f32,kv=f32",
+    .load_weights = pi0_load_weights,
+    .alloc_scratch = alloc_scratch,
+    .free = free_all,
+    .fingerprint_extra = fingerprint_extra,
+    .record_policy = record_policy,
+    .record_policy_denoise = record_denoise,
+};

@@ -1,0 +1,230 @@
+/*
+ * policy.c - the runtime of the policy kind (frt/policy.h): check one
+ * observation against the shapes the architecture reports, write it into
+ * the graph's input ports, replay the policy graph, read the action chunk.
+ * Nothing here names an architecture; the ports are the policy contract's
+ * (model/arch.h, frt_arch.declare_io).
+ */
+#include "model/model_internal.h"
+
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int frt_model_is_policy(const frt_model *m) { return m && m->arch && m->arch->kind == FRT_ARCH_POLICY; }
+
+static int policy_model(const frt_model *m, const char *verb)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "%s: NULL model", verb);
+    if (!frt_model_is_policy(m))
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not a policy", verb, m->cfg.model_type);
+    return 0;
+}
+
+int frt_policy_info_get(const frt_model *m, frt_policy_info *out)
+{
+    if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy"));
+    memset(out, 0, sizeof *out);
+    m->arch->policy_info(m, out);
+    return 0;
+}
+
+int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_cost *out)
+{
+    if (!out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    if (cameras < 1 || cameras > pi.max_cameras || tokens < 1 || tokens > pi.max_tokens)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: %d cameras, %d tokens (1..%d, 1..%d)", cameras, tokens,
+                         pi.max_cameras, pi.max_tokens);
+    memset(out, 0, sizeof *out);
+    m->arch->policy_cost(m, cameras, tokens, out);
+    return 0;
+}
+
+#define BAD(...) frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: " __VA_ARGS__)
+
+static int all_finite(const float *x, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}
+
+static int check_flags(const uint8_t *x, int n, const char *what, int *n_set)
+{
+    *n_set = 0;
+    for (int i = 0; i < n; i++) {
+        if (x && x[i] > 1) return BAD("%s[%d] = %d (0 or 1)", what, i, x[i]);
+        *n_set += x ? x[i] : 1;
+    }
+    return 0;
+}
+
+static int check_images(const frt_policy_info *pi, const frt_policy_inputs *in)
+{
+    if (!in->pixel_values) return BAD("no pixel_values");
+    if (in->n_cameras < 1 || in->n_cameras > pi->max_cameras)
+        return BAD("%d cameras (the model takes 1 to %d)", in->n_cameras, pi->max_cameras);
+    if (in->channels != pi->image_channels)
+        return BAD("images have %d channels (the model takes %d)", in->channels, pi->image_channels);
+    if (in->height != pi->image_height || in->width != pi->image_width)
+        return BAD("images are %d x %d (the model takes %d x %d: resize with padding first)", in->height, in->width,
+                   pi->image_height, pi->image_width);
+    int present;
+    FRT_TRY(check_flags(in->camera_mask, in->n_cameras, "camera_mask", &present));
+    if (!present) return BAD("every camera is masked out");
+    size_t at, n = (size_t)in->n_cameras * in->channels * in->height * in->width;
+    if (!all_finite(in->pixel_values, n, &at)) return BAD("pixel_values[%zu] is not finite", at);
+    return 0;
+}
+
+static int check_prompt(const frt_policy_info *pi, const frt_policy_inputs *in)
+{
+    if (!in->input_ids) return BAD("no input_ids");
+    if (in->n_tokens < 1) return BAD("empty prompt (0 tokens)");
+    if (in->n_tokens > pi->max_tokens)
+        return BAD("%d prompt tokens (the model takes at most %d)", in->n_tokens, pi->max_tokens);
+    int valid;
+    FRT_TRY(check_flags(in->attention_mask, in->n_tokens, "attention_mask", &valid));
+    if (!valid) return BAD("empty prompt (no token with attention_mask 1)");
+    for (int i = 0; i < in->n_tokens; i++)
+        if (in->input_ids[i] < 0 || in->input_ids[i] >= pi->vocab_size)
+            return BAD("input_ids[%d] = %d is outside the vocabulary [0, %d)", i, in->input_ids[i], pi->vocab_size);
+    return 0;
+}
+
+static int check_state_noise(const frt_policy_info *pi, const frt_policy_inputs *in)
+{
+    size_t at;
+    if (pi->state_in_prompt) {
+        if (in->state || in->n_state)
+            return BAD("model_type '%s' takes the state in the prompt (discretised), not as an input",
+                       pi->model_type);
+    } else {
+        if (!in->state || in->n_state < 1) return BAD("no state (model_type '%s' needs one)", pi->model_type);
+        if (in->n_state > pi->max_state_dim)
+            return BAD("state of %d values (max_state_dim is %d)", in->n_state, pi->max_state_dim);
+        if (!all_finite(in->state, (size_t)in->n_state, &at)) return BAD("state[%zu] is not finite", at);
+    }
+    if (in->noise && !all_finite(in->noise, (size_t)pi->chunk * pi->action_dim, &at))
+        return BAD("noise[%zu] is not finite", at);
+    return 0;
+}
+
+/* Writes one input port: n bytes of data, the rest of the port zero. */
+static int write_port(frt_model *m, const char *name, const void *data, size_t n)
+{
+    frt_io_entry *e = frt_model_io_find(m, name, FRT_IO_INPUT);
+    if (!e) return frt_error(FRT_ERR_STATE, "policy: the architecture declares no input port '%s'", name);
+    if (n > e->bytes) return frt_error(FRT_ERR_STATE, "policy: %zu bytes for port '%s' of %zu", n, name, e->bytes);
+    if (n) FRT_TRY(frt_buffer_write(e->buf, 0, data, n, m->stream));
+    if (n < e->bytes) FRT_TRY(frt_buffer_fill(e->buf, n, e->bytes - n, 0, m->stream));
+    return 0;
+}
+
+/* A 0/1 mask port: the caller's flags, or n ones. */
+static int write_mask(frt_model *m, const char *name, const uint8_t *flags, int n)
+{
+    uint8_t *ones = NULL;
+    if (!flags) {
+        if (!(ones = malloc((size_t)n))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "policy: out of memory");
+        memset(ones, 1, (size_t)n);
+    }
+    int rc = write_port(m, name, flags ? flags : ones, (size_t)n);
+    free(ones);
+    return rc;
+}
+
+static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in)
+{
+    size_t px = (size_t)in->n_cameras * in->channels * in->height * in->width;
+    FRT_TRY(write_port(m, "pixel_values", in->pixel_values, px * sizeof(float)));
+    FRT_TRY(write_mask(m, "pixel_attention_mask", in->camera_mask, in->n_cameras));
+    FRT_TRY(write_port(m, "input_ids", in->input_ids, (size_t)in->n_tokens * sizeof(int32_t)));
+    FRT_TRY(write_mask(m, "attention_mask", in->attention_mask, in->n_tokens));
+    if (!pi->state_in_prompt) FRT_TRY(write_port(m, "state", in->state, (size_t)in->n_state * sizeof(float)));
+    if (in->noise) FRT_TRY(write_port(m, "noise", in->noise, (size_t)pi->chunk * pi->action_dim * sizeof(float)));
+    frt_policy_options o = {in->n_cameras, in->n_tokens, in->noise != NULL, 0};
+    FRT_TRY(write_port(m, "options", &o, sizeof o));
+    return frt_stream_sync(m->stream);
+}
+
+/* Replays g and reads the chunk; a task failure is returned as its status. */
+static int replay(frt_model *m, frt_graph *g, float *actions, size_t n_out)
+{
+    FRT_TRY(frt_graph_replay(g, 1, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    int rc = m->task_status;
+    m->task_status = 0;
+    if (rc == FRT_ERR_STATE)
+        return frt_error(rc, "policy: the state holds no prefix (run frt_policy_run or restore a capsule first)");
+    if (rc < 0) return frt_error(rc, "policy: the inference failed inside the forward pass (%s)", frt_status_str(rc));
+    return frt_model_output_read(m, "actions", actions, n_out * sizeof(float));
+}
+
+int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap)
+{
+    if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy run"));
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    size_t n_out = (size_t)pi.chunk * pi.action_dim;
+    if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
+    FRT_TRY(check_images(&pi, in));
+    FRT_TRY(check_prompt(&pi, in));
+    FRT_TRY(check_state_noise(&pi, in));
+    FRT_TRY(write_inputs(m, &pi, in));
+    return replay(m, m->g_policy, actions, n_out);
+}
+
+int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)
+{
+    if (!actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy denoise"));
+    if (!m->g_denoise)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy denoise: the %s backend has no denoise-only graph", m->bk->name);
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    size_t n_out = (size_t)pi.chunk * pi.action_dim;
+    if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
+    frt_policy_inputs in;
+    memset(&in, 0, sizeof in);
+    in.state = state;
+    in.n_state = n_state;
+    in.noise = noise;
+    FRT_TRY(check_state_noise(&pi, &in));
+    if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
+    if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
+    frt_policy_options o = {0, 0, noise != NULL, 0};
+    FRT_TRY(write_port(m, "options", &o, sizeof o));
+    FRT_TRY(frt_stream_sync(m->stream));
+    return replay(m, m->g_denoise, actions, n_out);
+}
+
+int frt_policy_episode_start(frt_model *m, uint64_t seed)
+{
+    FRT_TRY(policy_model(m, "policy episode"));
+    frt_episode e = {seed, 0};
+    FRT_TRY(frt_buffer_write(m->episode, 0, &e, sizeof e, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+int frt_policy_episode_get(const frt_model *m, uint64_t *seed, uint64_t *step)
+{
+    if (!seed || !step) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy episode: NULL argument");
+    FRT_TRY(policy_model(m, "policy episode"));
+    frt_episode e;
+    frt_model *mm = (frt_model *)m;
+    FRT_TRY(frt_buffer_read(mm->episode, 0, &e, sizeof e, mm->stream));
+    FRT_TRY(frt_stream_sync(mm->stream));
+    *seed = e.seed;
+    *step = e.step;
+    return 0;
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# frt policy run from the command line on the Pi0 / Pi0.5 goldens
+# (tests/data/pi0, scripts/ref/pi0_golden.py): the printed and --json chunk
+# and the --out file equal the golden actions (norm-wise rel <= 1e-4); the
+# episode noise (--noise-seed) is reproducible; the error paths (missing
+# options, --noise-seed with noise in the file, the --image path not
+# supported yet, a bad input file, a pi05 given a state) fail with a message
+# and a nonzero status. Skipped (77) without the goldens.
+# Usage: bash policy_cli.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD="$1"
+SRC="$2"
+FRT="$BUILD/frt"
+G="${FRT_PI0_GOLDEN:-$SRC/tests/data/pi0}"
+[ -x "$FRT" ] || { echo "no $FRT"; exit 1; }
+[ -s "$G/pi0/golden.safetensors" ] || { echo "SKIP: no Pi0 goldens in $G"; exit 77; }
+T="$(mktemp -d /tmp/frt_policy_cli.XXXXXX)"
+trap 'rm -rf "$T"' EXIT
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    local d="$1"; shift
+    if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fail=1; fi
+}
+
+# compare.py KIND FILE GOLDEN: KIND json (stdin) | text (stdin) | st (FILE);
+# the golden's ref_actions (and actions when present), rel <= 1e-4.
+cat > "$T/compare.py" <<'PY'
+import json, math, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__" or v["dtype"] != "F32":
+            continue
+        s, e = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+kind, path, gold = sys.argv[1:4]
+if kind == "json":
+    a = [x for row in json.load(sys.stdin)["actions"] for x in row]
+elif kind == "text":
+    a = [float(x) for line in sys.stdin for x in line.split()]
+else:
+    a = list(tensors(path)["actions"])
+g = tensors(gold)
+ok = True
+for name in ("actions", "ref_actions"):
+    if name not in g:
+        continue
+    r = g[name]
+    num = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, r)))
+    den = math.sqrt(sum(y * y for y in r))
+    e = num / den if len(a) == len(r) else float("inf")
+    print("%s rel %.3e" % (name, e))
+    ok = ok and e <= 1e-4
+sys.exit(0 if ok else 1)
+PY
+
+for which in pi0 pi05; do
+    D="$G/$which"
+    out="$("$FRT" policy run -m "$D" --inputs "$D/golden.safetensors" --backend cpu --json --out "$T/$which.st")"
+    check "$which: run --json exits 0" test $? -eq 0
+    check "$which: --json chunk equals the golden" /usr/bin/python3 "$T/compare.py" json - "$D/golden.safetensors" <<<"$out"
+    check "$which: --out file equals the golden" /usr/bin/python3 "$T/compare.py" st "$T/$which.st" "$D/golden.safetensors"
+    txt="$("$FRT" policy run -m "$D" --inputs "$D/golden.safetensors" --backend cpu)"
+    check "$which: text rows equal the golden" /usr/bin/python3 "$T/compare.py" text - "$D/golden.safetensors" <<<"$txt"
+done
+
+# The episode's noise: the inputs without `noise`, a seed.
+/usr/bin/python3 - "$G/pi0/golden.safetensors" "$T/nonoise.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+keep = ["pixel_values", "pixel_attention_mask", "input_ids", "attention_mask", "state"]
+hdr, blobs, off = {}, [], 0
+for k in keep:
+    v = h[k]
+    s, e = v["data_offsets"]
+    blobs.append(b[8 + n + s:8 + n + e])
+    hdr[k] = {"dtype": v["dtype"], "shape": v["shape"], "data_offsets": [off, off + e - s]}
+    off += e - s
+j = json.dumps(hdr).encode()
+j += b" " * ((8 - len(j) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b"".join(blobs))
+PY
+a="$("$FRT" policy run -m "$G/pi0" --inputs "$T/nonoise.st" --backend cpu --noise-seed 7)"
+b="$("$FRT" policy run -m "$G/pi0" --inputs "$T/nonoise.st" --backend cpu --noise-seed 7)"
+c="$("$FRT" policy run -m "$G/pi0" --inputs "$T/nonoise.st" --backend cpu --noise-seed 8)"
+check "same --noise-seed: same chunk" test "$a" = "$b"
+check "other --noise-seed: other chunk" test "$a" != "$c"
+
+err="$("$FRT" policy run -m "$G/pi0" --backend cpu 2>&1)"
+check "no --inputs: usage error" test $? -eq 2
+check "no --inputs: says so" grep -q "inputs FILE is required" <<<"$err"
+err="$("$FRT" policy run -m "$G/pi0" --inputs "$G/pi0/golden.safetensors" --noise-seed 3 --backend cpu 2>&1)"
+check "--noise-seed with file noise: usage error" test $? -eq 2
+err="$("$FRT" policy run -m "$G/pi0" --image base=a.png --prompt hi --backend cpu 2>&1)"
+check "--image: fails" test $? -eq 1
+check "--image: not supported yet" grep -q "not supported yet" <<<"$err"
+echo junk > "$T/bad.st"
+err="$("$FRT" policy run -m "$G/pi0" --inputs "$T/bad.st" --backend cpu 2>&1)"
+check "a broken inputs file: fails" test $? -eq 1
+err="$("$FRT" policy run -m "$G/pi05" --inputs "$G/pi0/golden.safetensors" --backend cpu 2>&1)"
+check "pi05 given a state: fails" test $? -eq 1
+check "pi05 given a state: says why" grep -q "takes the state in the prompt" <<<"$err"
+out="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 2 --tokens 9 --repeats 3 --json "$T/bench.json" 2>/dev/null)"
+check "bench policy exits 0" test $? -eq 0
+check "bench policy prints p50 and the floor" grep -q "p50 .* floor\|floor .* the floor" <<<"$out"
+check "bench policy --json has the latency" /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['bench']=='policy' and d['latency_ms']['runs']==3 and d['floor_ms']>0 and d['cameras']==2" "$T/bench.json"
+err="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 4 --repeats 1 2>&1)"
+check "bench policy, too many cameras: fails" test $? -eq 1
+err="$("$FRT" policy 2>&1)"
+check "frt policy alone: usage" test $? -eq 2
+
+[ $fail -eq 0 ] && echo "policy_cli: all passed" || echo "policy_cli: FAILED"
+exit $fail

@@ -1,0 +1,244 @@
+/* policy_run.c - frt policy run: one inference of a Pi0 / Pi0.5 policy
+ * (frt/policy.h, docs/policies.md).
+ *
+ *   frt policy run -m DIR --inputs FILE.safetensors [--out FILE.safetensors]
+ *                  [--noise-seed S] [--json] [--backend cpu|cuda]
+ *
+ * --inputs holds the exact model inputs: pixel_values [cameras, 3, H, W]
+ * (float, in [-1, 1]), input_ids [tokens] (I32 or I64), and optionally
+ * pixel_attention_mask [cameras] and attention_mask [tokens] (U8, BOOL or
+ * I64; absent = all 1), state [n] (float; Pi0 only) and noise [chunk,
+ * action_dim] (float). Without noise in the file the noise is the episode
+ * stream of --noise-seed (default 0); giving both is refused. Prints the
+ * action chunk, one row per line (--json: one JSON object); --out writes
+ * it as `actions` F32 [chunk, action_dim].
+ * The --image / --prompt / --state path (PNG/JPEG, the tokenizer, the
+ * normalization statistics) is not supported yet: it says so. */
+#include "args.h"
+#include "cli.h"
+
+#include "frt/policy.h"
+#include "frt/safetensors.h"
+#include "frt/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The observation read from --inputs; owns its arrays. */
+typedef struct obs {
+    frt_safetensors *st;
+    float *px, *state, *noise;
+    uint8_t *cam, *am;
+    int32_t *ids;
+    frt_policy_inputs in;
+} obs;
+
+static void obs_free(obs *o)
+{
+    frt_safetensors_close(o->st);
+    free(o->px);
+    free(o->state);
+    free(o->noise);
+    free(o->cam);
+    free(o->am);
+    free(o->ids);
+}
+
+static int fail(const char *cmd, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "frt policy %s: ", cmd);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return 1;
+}
+
+/* A float tensor of `ndim` dims as f32 (NULL when absent and optional). */
+static int read_float(const char *path, frt_safetensors *st, const char *name, int ndim, int required, float **out,
+                      const frt_tensor **tt)
+{
+    const frt_tensor *t = frt_safetensors_find(st, name);
+    *out = NULL;
+    if (!t) return required ? fail("run", "%s: no tensor '%s'", path, name) : 0;
+    if (!frt_dtype_is_float(t->dtype) || t->ndim != ndim)
+        return fail("run", "%s: '%s' must be a float tensor of the documented rank", path, name);
+    *out = malloc((size_t)frt_tensor_numel(t) * sizeof(float) + 4);
+    if (!*out || frt_tensor_to_f32(t, *out) < 0) return fail("run", "%s: cannot read '%s'", path, name);
+    if (tt) *tt = t;
+    return 0;
+}
+
+/* A 1-D integer / bool tensor of n elements as i32 values. */
+static int read_ints(const char *path, frt_safetensors *st, const char *name, int64_t n_want, int32_t **out,
+                     int64_t *n)
+{
+    const frt_tensor *t = frt_safetensors_find(st, name);
+    *out = NULL;
+    if (!t) return 0;
+    if (t->ndim != 1 || (n_want >= 0 && t->shape[0] != n_want))
+        return fail("run", "%s: '%s' must be 1-D with one value per camera / token", path, name);
+    int64_t k = t->shape[0];
+    *out = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    if (!*out) return fail("run", "%s: out of memory for '%s'", path, name);
+    for (int64_t i = 0; i < k; i++) {
+        const unsigned char *p = (const unsigned char *)t->data;
+        int64_t v;
+        if (t->dtype == FRT_DT_I32) {
+            int32_t x;
+            memcpy(&x, p + 4 * i, 4);
+            v = x;
+        } else if (t->dtype == FRT_DT_I64) {
+            memcpy(&v, p + 8 * i, 8);
+        } else if (t->dtype == FRT_DT_U8 || t->dtype == FRT_DT_BOOL) {
+            v = p[i];
+        } else {
+            return fail("run", "%s: '%s' must be I32, I64, U8 or BOOL", path, name);
+        }
+        if (v < INT32_MIN || v > INT32_MAX) return fail("run", "%s: a value of '%s' is out of range", path, name);
+        (*out)[i] = (int32_t)v;
+    }
+    *n = k;
+    return 0;
+}
+
+/* A 0/1 mask as u8 (values outside 0/1 kept as 2 so the library names
+ * them); *out stays NULL for an absent mask. Returns 1 when out of memory. */
+static int to_mask(const int32_t *v, int64_t n, uint8_t **out)
+{
+    *out = NULL;
+    if (!v) return 0;
+    uint8_t *m = malloc((size_t)(n ? n : 1));
+    if (!m) return fail("run", "%s%s", "out of memory", "");
+    for (int64_t i = 0; i < n; i++) m[i] = v[i] == 0 ? 0 : v[i] == 1 ? 1 : 2;
+    *out = m;
+    return 0;
+}
+
+static int obs_read(const char *path, obs *o)
+{
+    memset(o, 0, sizeof *o);
+    int rc = frt_safetensors_open(path, &o->st);
+    if (rc) return frt_cli_fail("policy run", rc);
+    const frt_tensor *pv = NULL, *nz = NULL;
+    if (read_float(path, o->st, "pixel_values", 4, 1, &o->px, &pv)) return 1;
+    int64_t n_ids = 0, n = 0;
+    if (read_ints(path, o->st, "input_ids", -1, &o->ids, &n_ids)) return 1;
+    if (!o->ids) return fail("run", "%s: no tensor '%s'", path, "input_ids");
+    int32_t *cam = NULL, *am = NULL;
+    int bad = read_ints(path, o->st, "pixel_attention_mask", pv->shape[0], &cam, &n) ||
+              read_ints(path, o->st, "attention_mask", n_ids, &am, &n);
+    if (!bad) bad = to_mask(cam, pv->shape[0], &o->cam) || to_mask(am, n_ids, &o->am);
+    free(cam);
+    free(am);
+    if (bad) return 1;
+    const frt_tensor *stt = NULL;
+    if (read_float(path, o->st, "state", 1, 0, &o->state, &stt)) return 1;
+    if (read_float(path, o->st, "noise", 2, 0, &o->noise, &nz)) return 1;
+    o->in = (frt_policy_inputs){o->px, (int)pv->shape[0], (int)pv->shape[1], (int)pv->shape[2], (int)pv->shape[3],
+                                o->cam, o->ids, o->am, (int)n_ids, o->state, stt ? (int)stt->shape[0] : 0,
+                                o->noise};
+    return 0;
+}
+
+static void print_actions(const frt_policy_info *pi, const float *a, int json, double secs)
+{
+    if (json) {
+        printf("{\"model_type\": \"%s\", \"chunk\": %d, \"action_dim\": %d, \"seconds\": %.6f, \"actions\": [",
+               pi->model_type, pi->chunk, pi->action_dim, secs);
+        for (int r = 0; r < pi->chunk; r++) {
+            printf("%s[", r ? ", " : "");
+            for (int c = 0; c < pi->action_dim; c++) printf("%s%.9g", c ? ", " : "", (double)a[r * pi->action_dim + c]);
+            printf("]");
+        }
+        printf("]}\n");
+        return;
+    }
+    for (int r = 0; r < pi->chunk; r++) {
+        for (int c = 0; c < pi->action_dim; c++) printf("%s%.6g", c ? " " : "", (double)a[r * pi->action_dim + c]);
+        printf("\n");
+    }
+}
+
+static int write_out(const char *path, const frt_policy_info *pi, const float *a)
+{
+    frt_st_writer *w = NULL;
+    int64_t shape[2] = {pi->chunk, pi->action_dim};
+    int rc = frt_st_writer_create(&w);
+    if (rc == 0) rc = frt_st_writer_add(w, "actions", FRT_DT_F32, 2, shape, a);
+    if (rc == 0) rc = frt_st_writer_write(w, path);
+    frt_st_writer_destroy(w);
+    return rc ? frt_cli_fail("policy run", rc) : 0;
+}
+
+/* Loads, runs one inference, prints / writes the chunk. */
+static int run_one(const char *dir, const frt_model_params *mp, obs *o, int seed_given, unsigned long long seed,
+                   int json, const char *out)
+{
+    frt_model *m = NULL;
+    int rc = frt_cli_load_model("policy run", dir, mp, 1, &m);
+    if (rc) return frt_cli_fail("policy run", rc);
+    frt_policy_info pi;
+    float *a = NULL;
+    rc = frt_policy_info_get(m, &pi);
+    if (rc == 0 && !(a = malloc((size_t)pi.chunk * pi.action_dim * sizeof(float)))) rc = FRT_ERR_OUT_OF_MEMORY;
+    if (rc == 0 && seed_given) rc = frt_policy_episode_start(m, seed);
+    double t0 = frt_cli_now_s();
+    if (rc == 0) rc = frt_policy_run(m, &o->in, a, (size_t)pi.chunk * pi.action_dim);
+    double secs = frt_cli_now_s() - t0;
+    int ret = rc ? frt_cli_fail("policy run", rc) : 0;
+    if (ret == 0) print_actions(&pi, a, json, secs);
+    if (ret == 0 && out) ret = write_out(out, &pi, a);
+    free(a);
+    frt_model_free(m);
+    return ret;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *dir = NULL, *inputs = NULL, *out = NULL, *image = NULL, *prompt = NULL, *state = NULL;
+    unsigned long long seed = 0;
+    int json = 0, backend = FRT_ARG_BACKEND_AUTO;
+    frt_arg opts[] = {
+        FRT_OPT('m', "model", FRT_ARG_STR, &dir, "DIR", "the policy checkpoint directory", .dflt = ""),
+        FRT_OPT(0, "inputs", FRT_ARG_STR, &inputs, "FILE", "the exact model inputs (.safetensors)", .dflt = ""),
+        FRT_OPT(0, "out", FRT_ARG_STR, &out, "FILE", "write the chunk as `actions` to this .safetensors", .dflt = ""),
+        FRT_OPT(0, "noise-seed", FRT_ARG_U64, &seed, "S", "the episode's noise seed (when the inputs hold no noise)"),
+        FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object"),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the policy runs"),
+        FRT_OPT(0, "image", FRT_ARG_STR, &image, "CAM=FILE", "a camera image (not supported yet)", .dflt = ""),
+        FRT_OPT(0, "prompt", FRT_ARG_STR, &prompt, "TEXT", "the instruction (not supported yet)", .dflt = ""),
+        FRT_OPT(0, "state", FRT_ARG_STR, &state, "V1,V2,..", "the robot state (not supported yet)", .dflt = ""),
+    };
+    frt_cmd_spec spec = {"policy run", "-m DIR --inputs FILE.safetensors [options]",
+                         "Runs one inference of a Pi0 / Pi0.5 policy on the exact model inputs and prints\n"
+                         "the action chunk [chunk, action_dim], one row per line (docs/policies.md).\n",
+                         opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
+    int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
+    if (image || prompt || state)
+        return fail("run", "%s%s", "--image / --prompt / --state are not supported by run yet: write the inputs with ",
+                    "frt policy prepare --image CAM=FILE -p TEXT --state V,.. -o F, then run --inputs F");
+    if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
+    if (!inputs) return frt_args_error(&spec, "--inputs FILE is required");
+    obs o;
+    if (obs_read(inputs, &o)) {
+        obs_free(&o);
+        return 1;
+    }
+    int seed_given = frt_args_find(&spec, "noise-seed")->given > 0;
+    if (seed_given && o.noise) {
+        obs_free(&o);
+        return frt_args_error(&spec, "--noise-seed and a `noise` tensor in %s: give one", inputs);
+    }
+    frt_model_params mp = frt_model_default_params();
+    mp.backend = (frt_backend)frt_args_backend(backend);
+    int ret = run_one(dir, &mp, &o, seed_given, seed, json, out);
+    obs_free(&o);
+    return ret;
+}
+
+int frt_cmd_policy_run(int argc, char **argv)
+{
+    argv[0] = "policy run";
+    return cmd_run(argc, argv);
+}
