@@ -216,7 +216,7 @@ static int cmd_run(int argc, char **argv)
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (image || prompt || state)
-        return fail("run", "%s%s", "--image / --prompt / --state are not supported by run yet: write the inputs with ",
+        return fail("run", "%s%s", "--image / --prompt / --state are not supported yet by run: write the inputs with ",
                     "frt policy prepare --image CAM=FILE -p TEXT --state V,.. -o F, then run --inputs F");
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
     if (!inputs) return frt_args_error(&spec, "--inputs FILE is required");
