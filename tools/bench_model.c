@@ -779,7 +779,9 @@ int frt_bench_model(int argc, char **argv)
     memset(rows, 0, sizeof rows);
     if (r->o.n_prefixes) {
         frt_model *m = NULL;
-        rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + 3 * r->o.decode_tokens + 4, &m);
+        /* decode: D plain steps, then (sampling costs) 3 variants of D steps each followed by D plain ones */
+        int dec = r->o.decode_tokens * (r->o.no_sampling_costs ? 3 : 7);
+        rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + dec + 4, &m);
         if (rc) {
             frt_checkpoint_close(r->ck);
             free(r->ids);
