@@ -779,8 +779,8 @@ int frt_bench_model(int argc, char **argv)
     memset(rows, 0, sizeof rows);
     if (r->o.n_prefixes) {
         frt_model *m = NULL;
-        /* decode: D plain steps, then (sampling costs) 3 variants of D steps each followed by D plain ones */
-        int dec = r->o.decode_tokens * (r->o.no_sampling_costs ? 3 : 7);
+        /* 3 D for the decode figures, and the sampling-cost variants: 3 x (D variant steps + D plain ones) */
+        int dec = r->o.decode_tokens * (r->o.no_sampling_costs ? 3 : 9);
         rc = load_model(r, r->o.chunk, r->o.max_seq ? r->o.max_seq : maxP + r->o.suffix + dec + 4, &m);
         if (rc) {
             frt_checkpoint_close(r->ck);
