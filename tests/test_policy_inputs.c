@@ -120,7 +120,7 @@ static uint8_t *random_image(int h, int w)
 
 static const char *const cams[] = {"base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb"};
 
-static void check_file(const frt_policy_inputs *in, const char *path)
+static void check_file(const frt_policy_input_set *in, const char *path)
 {
     frt_safetensors *f = NULL;
     CHECK_OK(frt_safetensors_open(path, &f));
@@ -164,7 +164,7 @@ static void test_build(frt_policy_tokenizer *tok, const json_t *m, frt_policy_va
     frt_policy_view views[2] = {{.camera = "right_wrist_0_rgb", .height = 131, .width = 257, .rgb = a},
                                 {.camera = "base_0_rgb", .height = 90, .width = 60, .rgb = b}};
     float state[5] = {0.3f, -1.2f, 2.5f, 0.0f, 0.7f};
-    frt_policy_inputs *in = NULL;
+    frt_policy_input_set *in = NULL;
     CHECK_OK(frt_policy_inputs_build(&p, views, 2, "pick_up the cup", state, 5, &in));
     if (!in) return;
     CHECK(in->n_cameras == 3 && in->n_tokens == frt_policy_default_max_tokens(v) && in->state_dim == 32);
@@ -218,7 +218,7 @@ static void test_build_refusals(frt_policy_tokenizer *tok)
     both.pixels = f;
     neither.rgb = NULL;
     gray.height = 0;
-    frt_policy_inputs *in = (frt_policy_inputs *)1;
+    frt_policy_input_set *in = (frt_policy_input_set *)1;
     CHECK_OK(frt_policy_inputs_build(&p, ok2, 2, "go", state, 3, &in)); /* u8 and f32 views together */
     CHECK(in && in->pixel_attention_mask[0] && in->pixel_attention_mask[1] && in->pixel_values[3 * 224 * 224] == f[0]);
     frt_policy_inputs_free(in);

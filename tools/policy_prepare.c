@@ -123,7 +123,7 @@ static int prepare(const prep_opts *o, frt_policy_input_params *p, const frt_pol
 {
     frt_policy_tokenizer *tok = NULL;
     frt_policy_norm_stats *st = NULL;
-    frt_policy_inputs *in = NULL;
+    frt_policy_input_set *in = NULL;
     int rc = frt_policy_tokenizer_load(o->tokenizer, &tok);
     if (rc == 0 && o->norm_stats) rc = frt_policy_norm_stats_load(o->norm_stats, &st);
     p->tokenizer = tok;

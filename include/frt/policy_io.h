@@ -259,7 +259,7 @@ typedef struct frt_policy_input_params {
 FRT_API frt_policy_input_params frt_policy_input_default_params(void);
 
 /* The model inputs (layout at the top of this file). */
-typedef struct frt_policy_inputs {
+typedef struct frt_policy_input_set {
     size_t n_cameras;
     size_t n_tokens;
     size_t state_dim;
@@ -271,7 +271,7 @@ typedef struct frt_policy_inputs {
     size_t n_prompt_tokens;        /* valid tokens (attention_mask ones) */
     size_t n_prompt_untruncated;   /* tokens before the cut to n_tokens */
     int state_normalized;          /* 1: norm stats applied; 0: raw values */
-} frt_policy_inputs;
+} frt_policy_input_set;
 
 /* Builds the inputs from N_VIEWS camera views (each camera at most once, in
  * any order; cameras without a view are masked out), the instruction PROMPT
@@ -288,17 +288,17 @@ typedef struct frt_policy_inputs {
  * FRT_ERR_BACKEND, FRT_ERR_OUT_OF_MEMORY. */
 FRT_API int frt_policy_inputs_build(const frt_policy_input_params *params, const frt_policy_view *views,
                                     size_t n_views, const char *prompt, const float *state, size_t n_state,
-                                    frt_policy_inputs **out);
+                                    frt_policy_input_set **out);
 
 /* Frees; NULL is a no-op. */
-FRT_API void frt_policy_inputs_free(frt_policy_inputs *in);
+FRT_API void frt_policy_inputs_free(frt_policy_input_set *in);
 
 /* Writes the inputs as a safetensors file at PATH (atomic): pixel_values
  * F32, pixel_attention_mask U8, input_ids I64, attention_mask U8, state F32,
  * with __metadata__ {"format": "pt", "frt.policy.variant": "pi0" | "pi05",
  * "frt.policy.state_normalized": "0" | "1"}. PATH as it was on failure.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_IO, FRT_ERR_OUT_OF_MEMORY. */
-FRT_API int frt_policy_inputs_write(const frt_policy_inputs *in, frt_policy_variant v, const char *path);
+FRT_API int frt_policy_inputs_write(const frt_policy_input_set *in, frt_policy_variant v, const char *path);
 
 #ifdef __cplusplus
 }

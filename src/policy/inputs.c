@@ -24,7 +24,7 @@ frt_policy_input_params frt_policy_input_default_params(void)
     return (frt_policy_input_params){.variant = FRT_POLICY_PI0, .max_state_dim = 32};
 }
 
-void frt_policy_inputs_free(frt_policy_inputs *in)
+void frt_policy_inputs_free(frt_policy_input_set *in)
 {
     if (!in) return;
     free(in->pixel_values);
@@ -84,7 +84,7 @@ static int fill_view(const frt_policy_view *v, float *out)
 }
 
 static int fill_images(const frt_policy_input_params *p, const frt_policy_view *views, size_t n_views,
-                       frt_policy_inputs *in)
+                       frt_policy_input_set *in)
 {
     uint8_t *mask = in->pixel_attention_mask;
     for (size_t i = 0; i < n_views; i++) {
@@ -100,7 +100,7 @@ static int fill_images(const frt_policy_input_params *p, const frt_policy_view *
 }
 
 static int fill_state_and_prompt(const frt_policy_input_params *p, const char *prompt, const float *state,
-                                 size_t n_state, frt_policy_inputs *in)
+                                 size_t n_state, frt_policy_input_set *in)
 {
     if (p->norm_stats) {
         FRT_TRY(frt_policy_normalize_state(p->norm_stats, p->variant, state, n_state, in->state));
@@ -117,9 +117,9 @@ static int fill_state_and_prompt(const frt_policy_input_params *p, const char *p
                                in->attention_mask, &in->n_prompt_tokens, &in->n_prompt_untruncated);
 }
 
-static frt_policy_inputs *inputs_alloc(size_t n_cameras, size_t n_tokens, size_t state_dim)
+static frt_policy_input_set *inputs_alloc(size_t n_cameras, size_t n_tokens, size_t state_dim)
 {
-    frt_policy_inputs *in = calloc(1, sizeof *in);
+    frt_policy_input_set *in = calloc(1, sizeof *in);
     if (!in) return NULL;
     in->n_cameras = n_cameras;
     in->n_tokens = n_tokens;
@@ -137,14 +137,14 @@ static frt_policy_inputs *inputs_alloc(size_t n_cameras, size_t n_tokens, size_t
 }
 
 int frt_policy_inputs_build(const frt_policy_input_params *params, const frt_policy_view *views, size_t n_views,
-                            const char *prompt, const float *state, size_t n_state, frt_policy_inputs **out)
+                            const char *prompt, const float *state, size_t n_state, frt_policy_input_set **out)
 {
     if (out) *out = NULL;
     if (!params || !out || (n_views && !views))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy inputs: NULL argument");
     FRT_TRY(check_params(params, n_views, prompt, state, n_state));
     size_t n_tokens = params->max_tokens ? params->max_tokens : frt_policy_default_max_tokens(params->variant);
-    frt_policy_inputs *in = inputs_alloc(params->n_cameras, n_tokens, params->max_state_dim);
+    frt_policy_input_set *in = inputs_alloc(params->n_cameras, n_tokens, params->max_state_dim);
     if (!in) return frt_error(FRT_ERR_OUT_OF_MEMORY, "policy inputs: out of memory");
     int rc = fill_images(params, views, n_views, in);
     if (rc == 0) rc = fill_state_and_prompt(params, prompt, state, n_state, in);
@@ -156,7 +156,7 @@ int frt_policy_inputs_build(const frt_policy_input_params *params, const frt_pol
     return 0;
 }
 
-int frt_policy_inputs_write(const frt_policy_inputs *in, frt_policy_variant v, const char *path)
+int frt_policy_inputs_write(const frt_policy_input_set *in, frt_policy_variant v, const char *path)
 {
     if (!in || !path) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy inputs write: NULL argument");
     int64_t *ids = malloc((in->n_tokens ? in->n_tokens : 1) * sizeof *ids);

@@ -37,7 +37,8 @@ inc=$S/include/frt
 {
     for h in "$inc"/*.h; do echo "#include \"frt/$(basename "$h")\""; done
 } >"$tmp/all.c"
-cc -std=c11 -I"$S/include" -aux-info "$tmp/aux.txt" -fsyntax-only "$tmp/all.c"
+cc -std=c11 -I"$S/include" -aux-info "$tmp/aux.txt" -fsyntax-only "$tmp/all.c" ||
+    bad "the public headers do not compile together (a name declared twice?)"
 # "FILE:LINE NAME" for every function declared in include/frt/.
 sed -n 's#^/\* \([^:]*\):\([0-9]*\):[^*]*\*/ .*\<\(frt_[a-z0-9_]*\) (.*#\1:\2 \3#p' "$tmp/aux.txt" |
     grep "^$inc/" | sort -u >"$tmp/decl.txt" || true
