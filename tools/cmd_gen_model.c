@@ -129,7 +129,8 @@ static const char about[] =
     "Writes DIR/config.json, generation_config.json and bf16 random weights with Hugging Face\n"
     "names (model.safetensors, or model-0000i-of-0000n.safetensors + index when larger than\n"
     "--shard-size). The same seed gives the same bytes on any thread count. The weights have\n"
-    "no tokenizer: run them with frt generate --ids. The policy shapes pi0 and pi05 write the\n"
+    "no tokenizer: run them with frt generate --ids. The policy shapes pi0, pi05 (and the small\n"
+    "pi0-tiny, pi05-tiny, 224x224 cameras) write the\n"
     "transformers pi0 layout (config.json only; run with frt policy run, docs/policies.md).\n";
 
 int frt_cmd_gen_model(int argc, char **argv)
@@ -140,7 +141,7 @@ int frt_cmd_gen_model(int argc, char **argv)
     char shapes[384] = "";
     for (const char *const *sh = frt_gen_model_shapes(); *sh; sh++)
         snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), "%s%s", shapes[0] ? ", " : "one of ", *sh);
-    snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), ", pi0, pi05 (policies)");
+    snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), ", pi0, pi05, pi0-tiny, pi05-tiny (policies)");
     frt_arg opts[] = {
         FRT_OPT(0, "shape", FRT_ARG_STR, &shape, "NAME", shapes, .dflt = ""),
         FRT_OPT(0, "out", FRT_ARG_STR, &out, "DIR", "output directory (created)", .dflt = ""),

@@ -83,7 +83,10 @@ int frt_gen_model_build_specs(const frt_weight_spec *specs, int n, uint64_t seed
 /* 1 when shape names a policy shape: "pi0" (PI0Config's defaults: PaliGemma
  * 3B's Gemma 2B prefix and SigLIP So400m/14 at 224, the Gemma 300M expert,
  * chunk 50, 32-dim actions and state) or "pi05" (the same shapes, Pi0.5's
- * adaRMSNorm expert and time MLP). */
+ * adaRMSNorm expert and time MLP); "pi0-tiny" / "pi05-tiny": 224 x 224
+ * cameras (patch 14), widths 32 / 64 / 32, a 1024-id vocabulary, chunk 10,
+ * 8-dim actions and state (a few MB: the command line without the real
+ * weights). */
 int frt_gen_policy_is_shape(const char *shape);
 
 /* The weights of a policy shape, in the transformers pi0 layout

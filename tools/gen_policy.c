@@ -23,13 +23,38 @@ static const frt_gen_policy_dims REAL = {
     .e_width = 1024, .e_inter = 4096, .chunk = 50, .action_dim = 32, .state_dim = 32, .steps = 10,
 };
 
-int frt_gen_policy_is_shape(const char *shape) { return shape && (!strcmp(shape, "pi0") || !strcmp(shape, "pi05")); }
+/* Small policies with the real camera input (224 x 224, patch 14: 256
+ * tokens a camera) and a 1024-id vocabulary, for trying the command line
+ * without 6.5 GB of weights (tests/sh/policy_run_image.sh). */
+static const frt_gen_policy_dims TINY = {
+    .v_width = 32, .v_inter = 64, .v_layers = 2, .v_heads = 2, .image_size = 224, .patch = 14,
+    .t_width = 64, .t_inter = 128, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 32, .vocab = 1024,
+    .e_width = 32, .e_inter = 64, .chunk = 10, .action_dim = 8, .state_dim = 8, .steps = 10,
+};
 
-static int find(const char *shape, int *pi05)
+static const struct {
+    const char *name;
+    const frt_gen_policy_dims *dims;
+    int pi05;
+} POLICY_SHAPES[] = {{"pi0", &REAL, 0}, {"pi05", &REAL, 1}, {"pi0-tiny", &TINY, 0}, {"pi05-tiny", &TINY, 1}};
+
+static int shape_index(const char *shape)
 {
-    if (!frt_gen_policy_is_shape(shape))
-        return frt_error(FRT_ERR_NOT_FOUND, "gen-model: '%s' is not a policy shape (pi0, pi05)", shape ? shape : "");
-    *pi05 = !strcmp(shape, "pi05");
+    for (int i = 0; shape && i < (int)(sizeof POLICY_SHAPES / sizeof POLICY_SHAPES[0]); i++)
+        if (!strcmp(shape, POLICY_SHAPES[i].name)) return i;
+    return -1;
+}
+
+int frt_gen_policy_is_shape(const char *shape) { return shape_index(shape) >= 0; }
+
+static int find(const char *shape, int *pi05, const frt_gen_policy_dims **dims)
+{
+    int i = shape_index(shape);
+    if (i < 0)
+        return frt_error(FRT_ERR_NOT_FOUND, "gen-model: '%s' is not a policy shape (pi0, pi05, pi0-tiny, pi05-tiny)",
+                         shape ? shape : "");
+    *pi05 = POLICY_SHAPES[i].pi05;
+    *dims = POLICY_SHAPES[i].dims;
     return 0;
 }
 
@@ -169,8 +194,9 @@ int frt_gen_policy_specs_dims(const frt_gen_policy_dims *d, int pi05, frt_weight
 int frt_gen_policy_specs(const char *shape, frt_weight_spec **out, int *n)
 {
     int pi05 = 0;
-    FRT_TRY(find(shape, &pi05));
-    return frt_gen_policy_specs_dims(&REAL, pi05, out, n);
+    const frt_gen_policy_dims *d = NULL;
+    FRT_TRY(find(shape, &pi05, &d));
+    return frt_gen_policy_specs_dims(d, pi05, out, n);
 }
 
 static json_t *gemma_json(const frt_gen_policy_dims *d, int w, int inter)
@@ -211,6 +237,7 @@ int frt_gen_policy_write_config_dims(const frt_gen_policy_dims *d, int pi05, con
 int frt_gen_policy_write_config(const char *shape, const char *dir)
 {
     int pi05 = 0;
-    FRT_TRY(find(shape, &pi05));
-    return frt_gen_policy_write_config_dims(&REAL, pi05, dir);
+    const frt_gen_policy_dims *d = NULL;
+    FRT_TRY(find(shape, &pi05, &d));
+    return frt_gen_policy_write_config_dims(d, pi05, dir);
 }

@@ -16,6 +16,7 @@
  * normalization statistics) is not supported yet: it says so. */
 #include "args.h"
 #include "cli.h"
+#include "policy_cli.h"
 
 #include "frt/policy.h"
 #include "frt/safetensors.h"
@@ -180,6 +181,13 @@ static int run_one(const char *dir, const frt_model_params *mp, obs *o, int seed
     frt_policy_info pi;
     float *a = NULL;
     rc = frt_policy_info_get(m, &pi);
+    if (rc == 0 && pi.state_in_prompt && o->in.state) {
+        /* frt policy prepare writes Pi0.5's state too: its prompt holds it, discretised */
+        fprintf(stderr, "frt policy run: %s takes the state in the prompt: the file's `state` is not an input\n",
+                pi.model_type);
+        o->in.state = NULL;
+        o->in.n_state = 0;
+    }
     if (rc == 0 && !(a = malloc((size_t)pi.chunk * pi.action_dim * sizeof(float)))) rc = FRT_ERR_OUT_OF_MEMORY;
     if (rc == 0 && seed_given) rc = frt_policy_episode_start(m, seed);
     double t0 = frt_cli_now_s();
@@ -193,11 +201,107 @@ static int run_one(const char *dir, const frt_model_params *mp, obs *o, int seed
     return ret;
 }
 
+/* The --image mode: the observation options, the files found beside the
+ * checkpoint when not given. */
+typedef struct image_run {
+    policy_obs_opts obs;
+    char tok_path[4096], stats_path[4096], cams[256];
+} image_run;
+
+/* Defaults from the checkpoint: DIR/tokenizer.model, DIR/norm_stats.json
+ * when present, the first max_cameras of openpi's camera names, the
+ * variant, prompt length and state length of the model. */
+static int image_defaults(const char *dir, const frt_policy_info *pi, image_run *ir)
+{
+    policy_obs_opts *o = &ir->obs;
+    if (frt_policy_variant_parse(pi->model_type, &o->variant) < 0) return fail("run", "%s%s", frt_last_error(), "");
+    o->max_tokens = pi->max_tokens;
+    o->max_state_dim = pi->max_state_dim;
+    if (!o->tokenizer) {
+        snprintf(ir->tok_path, sizeof ir->tok_path, "%s/tokenizer.model", dir);
+        o->tokenizer = ir->tok_path;
+    }
+    if (!o->norm_stats) {
+        snprintf(ir->stats_path, sizeof ir->stats_path, "%s/norm_stats.json", dir);
+        FILE *f = fopen(ir->stats_path, "rb");
+        if (f) fclose(f), o->norm_stats = ir->stats_path;
+    }
+    if (!o->cameras) {
+        snprintf(ir->cams, sizeof ir->cams, "%s", POLICY_DEFAULT_CAMERAS);
+        char *c = ir->cams;
+        for (int k = 0; k < pi->max_cameras && c; k++) c = strchr(c + (k > 0), ',');
+        if (c) *c = '\0';
+        o->cameras = ir->cams;
+    }
+    if (pi->image_height != 224 || pi->image_width != 224)
+        return fail("run", "%s%s", "--image makes 224 x 224 camera inputs (openpi's resize_with_pad); this model takes ",
+                    "other sizes: give its exact inputs with --inputs FILE.safetensors");
+    return 0;
+}
+
+/* The library's input set as the model's inputs (views into *in). */
+static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_policy_info *pi)
+{
+    frt_policy_inputs x = {in->pixel_values, (int)in->n_cameras, 3, 224, 224, in->pixel_attention_mask,
+                           in->input_ids, in->attention_mask, (int)in->n_tokens,
+                           pi->state_in_prompt ? NULL : in->state, pi->state_in_prompt ? 0 : (int)in->state_dim,
+                           NULL};
+    return x;
+}
+
+/* One inference from images, a prompt and a state: the inputs built as
+ * frt policy prepare builds them, the chunk un-normalised with the
+ * statistics (and sliced to their action length) when there are any. */
+static int run_images(const char *dir, const frt_model_params *mp, image_run *ir, int seed_given,
+                      unsigned long long seed, int json, const char *out, const frt_cmd_spec *spec)
+{
+    frt_model *m = NULL;
+    int rc = frt_cli_load_model("policy run", dir, mp, 1, &m);
+    if (rc) return frt_cli_fail("policy run", rc);
+    frt_policy_info pi;
+    frt_policy_input_set *in = NULL;
+    frt_policy_norm_stats *st = NULL;
+    float *a = NULL, *u = NULL;
+    int ret = frt_policy_info_get(m, &pi) < 0 ? frt_cli_fail("policy run", FRT_ERR_STATE) : 0;
+    if (ret == 0) ret = image_defaults(dir, &pi, ir);
+    if (ret == 0) ret = policy_obs_build(spec, "policy run", &ir->obs, &in, &st);
+    size_t na = (size_t)pi.chunk * (size_t)pi.action_dim;
+    if (ret == 0 && (!(a = malloc(na * sizeof *a)) || !(u = malloc(na * sizeof *u))))
+        ret = frt_cli_fail("policy run", FRT_ERR_OUT_OF_MEMORY);
+    if (ret == 0 && !st) fprintf(stderr, "frt policy run: no norm_stats.json: the state and actions are raw values\n");
+    frt_policy_inputs x = {0};
+    if (ret == 0) x = inputs_of(in, &pi);
+    if (ret == 0 && seed_given && (rc = frt_policy_episode_start(m, seed)) < 0) ret = frt_cli_fail("policy run", rc);
+    double t0 = frt_cli_now_s();
+    if (ret == 0 && (rc = frt_policy_run(m, &x, a, na)) < 0) ret = frt_cli_fail("policy run", rc);
+    double secs = frt_cli_now_s() - t0;
+    frt_policy_info po = pi; /* the printed chunk: the robot's action length */
+    if (ret == 0 && st) {
+        size_t dim = frt_policy_norm_stats_dim(st, "actions", NULL);
+        po.action_dim = dim && dim < (size_t)pi.action_dim ? (int)dim : pi.action_dim;
+        rc = frt_policy_unnormalize_actions(st, ir->obs.variant, a, (size_t)pi.chunk, (size_t)pi.action_dim,
+                                            (size_t)po.action_dim, u);
+        if (rc < 0) ret = frt_cli_fail("policy run", rc);
+    } else if (ret == 0) {
+        memcpy(u, a, na * sizeof *a);
+    }
+    if (ret == 0) print_actions(&po, u, json, secs);
+    if (ret == 0 && out) ret = write_out(out, &po, u);
+    free(a);
+    free(u);
+    frt_policy_inputs_free(in);
+    frt_policy_norm_stats_free(st);
+    frt_model_free(m);
+    return ret;
+}
+
 static int cmd_run(int argc, char **argv)
 {
-    const char *dir = NULL, *inputs = NULL, *out = NULL, *image = NULL, *prompt = NULL, *state = NULL;
+    const char *dir = NULL, *inputs = NULL, *out = NULL, *image_help = NULL;
     unsigned long long seed = 0;
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
+    image_run ir;
+    memset(&ir, 0, sizeof ir);
     frt_arg opts[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &dir, "DIR", "the policy checkpoint directory", .dflt = ""),
         FRT_OPT(0, "inputs", FRT_ARG_STR, &inputs, "FILE", "the exact model inputs (.safetensors)", .dflt = ""),
@@ -205,21 +309,40 @@ static int cmd_run(int argc, char **argv)
         FRT_OPT(0, "noise-seed", FRT_ARG_U64, &seed, "S", "the episode's noise seed (when the inputs hold no noise)"),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object"),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the policy runs"),
-        FRT_OPT(0, "image", FRT_ARG_STR, &image, "CAM=FILE", "a camera image (not supported yet)", .dflt = ""),
-        FRT_OPT(0, "prompt", FRT_ARG_STR, &prompt, "TEXT", "the instruction (not supported yet)", .dflt = ""),
-        FRT_OPT(0, "state", FRT_ARG_STR, &state, "V1,V2,..", "the robot state (not supported yet)", .dflt = ""),
+        FRT_OPT(0, "image", FRT_ARG_STR, &image_help, "CAM=FILE",
+                "instead of --inputs: a camera's PNG or JPEG (repeat per camera; others are masked)", .dflt = ""),
+        FRT_OPT('p', "prompt", FRT_ARG_STR, &ir.obs.prompt, "TEXT", "with --image: the instruction", .dflt = ""),
+        FRT_OPT(0, "state", FRT_ARG_STR, &ir.obs.state, "V1,V2,..", "with --image: the robot state in its units",
+                .dflt = ""),
+        FRT_OPT(0, "tokenizer", FRT_ARG_STR, &ir.obs.tokenizer, "FILE",
+                "with --image: SentencePiece tokenizer.model (default DIR/tokenizer.model)", .dflt = ""),
+        FRT_OPT(0, "norm-stats", FRT_ARG_STR, &ir.obs.norm_stats, "FILE",
+                "with --image: openpi's norm_stats.json (default DIR/norm_stats.json when present)", .dflt = ""),
+        FRT_OPT(0, "cameras", FRT_ARG_STR, &ir.obs.cameras, "A,B,..",
+                "with --image: the checkpoint's cameras in model order (default: openpi's names)", .dflt = ""),
     };
-    frt_cmd_spec spec = {"policy run", "-m DIR --inputs FILE.safetensors [options]",
-                         "Runs one inference of a Pi0 / Pi0.5 policy on the exact model inputs and prints\n"
-                         "the action chunk [chunk, action_dim], one row per line (docs/policies.md).\n",
+    frt_cmd_spec spec = {"policy run",
+                         "-m DIR (--inputs FILE.safetensors | --image CAM=FILE... -p TEXT --state V,..) [options]",
+                         "Runs one inference of a Pi0 / Pi0.5 policy and prints the action chunk [chunk,\n"
+                         "action_dim], one row per line (docs/policies.md). The observation is the exact model\n"
+                         "inputs (--inputs), or camera images, an instruction and a state prepared as\n"
+                         "frt policy prepare does (openpi's transforms); with norm_stats.json the chunk is\n"
+                         "un-normalised and sliced to the robot's action length.\n",
                          opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
+    if (policy_take_images(&argc, argv, &ir.obs) < 0)
+        return frt_args_error(&spec, "--image needs a value CAMERA=FILE (at most %d)", FRT_POLICY_MAX_CAMERAS);
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
-    if (image || prompt || state)
-        return fail("run", "%s%s", "--image / --prompt / --state are not supported yet by run: write the inputs with ",
-                    "frt policy prepare --image CAM=FILE -p TEXT --state V,.. -o F, then run --inputs F");
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
-    if (!inputs) return frt_args_error(&spec, "--inputs FILE is required");
+    int image_mode = ir.obs.n_images || ir.obs.prompt || ir.obs.state;
+    if (image_mode && inputs) return frt_args_error(&spec, "give the observation once: --inputs FILE or --image ...");
+    int seed_given0 = frt_args_find(&spec, "noise-seed")->given > 0;
+    if (image_mode) {
+        frt_model_params mp = frt_model_default_params();
+        mp.backend = (frt_backend)frt_args_backend(backend);
+        return run_images(dir, &mp, &ir, seed_given0, seed, json, out, &spec);
+    }
+    if (!inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
     obs o;
     if (obs_read(inputs, &o)) {
         obs_free(&o);

@@ -3,8 +3,10 @@
 # (tests/data/pi0, scripts/ref/pi0_golden.py): the printed and --json chunk
 # and the --out file equal the golden actions (norm-wise rel <= 1e-4); the
 # episode noise (--noise-seed) is reproducible; the error paths (missing
-# options, --noise-seed with noise in the file, the --image path not
-# supported yet, a bad input file, a pi05 given a state) fail with a message
+# options, --noise-seed with noise in the file, --image on a model whose
+# cameras are not 224 x 224, a bad input file) fail with a message; a pi05
+# given a file with a state (frt policy prepare writes it) says the state is
+# not an input (its prompt holds it)
 # and a nonzero status. Skipped (77) without the goldens.
 # Usage: bash policy_cli.sh BUILD_DIR SOURCE_DIR
 set -u
@@ -94,18 +96,18 @@ check "other --noise-seed: other chunk" test "$a" != "$c"
 
 err="$("$FRT" policy run -m "$G/pi0" --backend cpu 2>&1)"
 check "no --inputs: usage error" test $? -eq 2
-check "no --inputs: says so" grep -q "inputs FILE is required" <<<"$err"
+check "no --inputs: says so" grep -q "inputs FILE (or --image ...) is required" <<<"$err"
 err="$("$FRT" policy run -m "$G/pi0" --inputs "$G/pi0/golden.safetensors" --noise-seed 3 --backend cpu 2>&1)"
 check "--noise-seed with file noise: usage error" test $? -eq 2
 err="$("$FRT" policy run -m "$G/pi0" --image base=a.png --prompt hi --backend cpu 2>&1)"
-check "--image: fails" test $? -eq 1
-check "--image: not supported yet" grep -q "not supported yet" <<<"$err"
+check "--image on a model whose cameras are not 224 x 224: fails" test $? -eq 1
+check "--image on a model whose cameras are not 224 x 224: says so" grep -q "224 x 224" <<<"$err"
 echo junk > "$T/bad.st"
 err="$("$FRT" policy run -m "$G/pi0" --inputs "$T/bad.st" --backend cpu 2>&1)"
 check "a broken inputs file: fails" test $? -eq 1
 err="$("$FRT" policy run -m "$G/pi05" --inputs "$G/pi0/golden.safetensors" --backend cpu 2>&1)"
-check "pi05 given a state: fails" test $? -eq 1
-check "pi05 given a state: says why" grep -q "takes the state in the prompt" <<<"$err"
+check "pi05 given a file with a state: runs" test $? -eq 0
+check "pi05 given a file with a state: says the state is not an input" grep -q "takes the state in the prompt" <<<"$err"
 out="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 2 --tokens 9 --repeats 3 --json "$T/bench.json" 2>/dev/null)"
 check "bench policy exits 0" test $? -eq 0
 check "bench policy prints p50 and the floor" grep -q "p50 .* floor\|floor .* the floor" <<<"$out"
