@@ -9,21 +9,9 @@
 set -u
 B="$1"
 SRC="$2"
-FRT="$B/frt"
-PY=/usr/bin/python3
-[ -x "$FRT" ] || { echo "no $FRT"; exit 1; }
-if ! $PY -c 'import PIL, numpy' 2>/dev/null || ! command -v spm_train >/dev/null; then
-    echo "SKIP: needs /usr/bin/python3 with Pillow + numpy and spm_train (scripts/install-deps.sh)"; exit 77
-fi
-T="$(mktemp -d /tmp/frt_policy_prepare.XXXXXX)"
-trap 'rm -rf "$T"' EXIT
-fail=0
-
-$PY "$SRC/scripts/ref/policy_io_goldens.py" "$T" || exit 1
-spm_train --input="$T/corpus.txt" --model_prefix="$T/spm" --vocab_size=1000 --hard_vocab_limit=false \
-    --model_type=unigram --pad_id=0 --eos_id=1 --bos_id=2 --unk_id=3 --byte_fallback=true \
-    --normalization_rule_name=identity --add_dummy_prefix=false --remove_extra_whitespaces=false \
-    --minloglevel=2 >/dev/null 2>&1 || { echo "spm_train failed"; exit 1; }
+POLICY_TEST_NAME=policy_prepare
+# shellcheck source=policy_lib.bash
+. "$SRC/tests/sh/policy_lib.bash"
 $PY -c "import json; m = json.load(open('$T/manifest.json')); json.dump(m['norm']['stats'], open('$T/norm_stats.json', 'w'))"
 printf 'pick up the cup\n' | spm_encode --model="$T/spm.model" --output_format=id > "$T/prompt.ids"
 printf '\n' > "$T/empty.txt"
