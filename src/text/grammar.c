@@ -211,11 +211,13 @@ static int step_array(const frt_grammar *g, g_stack *s, g_frame *f, const g_node
 
 /* ---- strings ------------------------------------------------------------ */
 
-/* Counts one more code point; 0 when maxLength is reached. */
+/* Counts one more code point; 0 when maxLength is reached. Without a
+ * maxLength the count stops at minLength (all it decides), so the states of
+ * a long string body are equal and their masks cached. */
 static int take_char(const g_node *n, g_frame *f)
 {
     if (n->max >= 0 && f->count >= n->max) return 0;
-    if (f->count < UINT16_MAX) f->count++;
+    if (f->count < UINT16_MAX && (n->max >= 0 || f->count < n->min)) f->count++;
     return 1;
 }
 
@@ -483,6 +485,14 @@ void g_copy(frt_grammar_state *dst, const frt_grammar_state *src)
     dst->g = src->g;
     dst->n = src->n;
     for (int i = 0; i < src->n; i++) stack_copy(&dst->s[i], &src->s[i]);
+}
+
+int g_equal(const frt_grammar_state *a, const frt_grammar_state *b)
+{
+    if (a->g != b->g || a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (!stack_equal(&a->s[i], &b->s[i])) return 0;
+    return 1;
 }
 
 int g_in_string_body(const frt_grammar_state *st, int *room)

@@ -89,6 +89,8 @@ struct frt_grammar_state {
 int g_advance(const frt_grammar_state *src, frt_grammar_state *dst, uint8_t b);
 /* dst = src, copying only the live stacks. */
 void g_copy(frt_grammar_state *dst, const frt_grammar_state *src);
+/* 1 when a and b hold the same stacks in the same order. */
+int g_equal(const frt_grammar_state *a, const frt_grammar_state *b);
 /* The plain-string-body case of the mask walk: the state is one stack whose
  * top frame is inside a string, after a complete character, with no escape
  * due. *room receives the code points it may still take (-1 = no bound). */

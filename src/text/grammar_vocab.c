@@ -11,7 +11,8 @@
  *
  * The string fast path: inside a JSON string (after a complete character,
  * no escape due) a token made only of plain string characters (printable
- * ASCII but '"' and '\', and complete UTF-8 characters) is allowed exactly
+ * ASCII but '"' and '\', UTF-8 characters, the last one possibly cut
+ * short) is allowed exactly
  * when its character count fits maxLength. Those tokens are the mask
  * plain_le[c] (c = the room left, up to PLAIN_TABLE) or plain_all; the walk
  * then skips every subtree holding only such tokens (all_plain) and visits
@@ -64,7 +65,21 @@ struct frt_grammar_vocab {
     int n_eos;
 };
 
+/* Masks of recent states: a mask is a function of the state alone, and a
+ * long string body, a repeated key position or list separator come back to
+ * an equal state. */
+#define MASK_CACHE 8
+
+typedef struct mask_entry {
+    frt_grammar_state *key; /* NULL = empty */
+    uint32_t *mask;         /* [n_words] */
+    int64_t count;
+    uint64_t used;          /* LRU stamp */
+} mask_entry;
+
 struct frt_grammar_matcher {
+    mask_entry cache[MASK_CACHE];
+    uint64_t clock;
     const frt_grammar *g;
     const frt_grammar_vocab *v;
     frt_grammar_state *st;
@@ -78,7 +93,10 @@ static void set_bit(uint32_t *m, int32_t id) { m[id >> 5] |= 1u << (id & 31); }
 
 /* ---- plain string characters ------------------------------------------------- */
 
-/* The code points of s when it is only plain string characters, else -1. */
+/* The code points of s when it is only plain string characters (the last
+ * one possibly cut short: a valid start of a UTF-8 sequence), else -1.
+ * From a string body after a complete character such a token is taken
+ * exactly when its code points fit. */
 static int plain_cps(const uint8_t *s, size_t n)
 {
     int cps = 0;
@@ -100,8 +118,7 @@ static int plain_cps(const uint8_t *s, size_t n)
             if (b == 0xF4) hi = 0x8F;
         } else
             return -1;
-        if (need && i + need >= n) return -1;
-        for (size_t k = 1; k <= need; k++) {
+        for (size_t k = 1; k <= need && i + k < n; k++) { /* a last character may be cut short */
             uint8_t c = s[i + k];
             if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return -1;
         }
@@ -364,6 +381,10 @@ int frt_grammar_matcher_create(const frt_grammar *g, const frt_grammar_vocab *v,
 void frt_grammar_matcher_free(frt_grammar_matcher *m)
 {
     if (!m) return;
+    for (int i = 0; i < MASK_CACHE; i++) {
+        free(m->cache[i].key);
+        free(m->cache[i].mask);
+    }
     frt_grammar_state_free(m->st);
     free(m->scratch);
     free(m->tag_ids);
@@ -443,14 +464,10 @@ static void walk_trie(frt_grammar_matcher *m, uint32_t *allowed, int fast)
     }
 }
 
-int64_t frt_grammar_matcher_mask(frt_grammar_matcher *m, uint32_t *allowed, int64_t n_words)
+/* The mask of m's state, computed. */
+static int64_t mask_compute(frt_grammar_matcher *m, uint32_t *allowed)
 {
-    if (!m || !allowed || n_words < m->v->n_words)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "grammar mask: NULL argument or fewer than %lld words",
-                         m ? (long long)m->v->n_words : 0ll);
     const frt_grammar_vocab *v = m->v;
-    memset(allowed, 0, (size_t)n_words * sizeof *allowed);
-    if (m->ended) return 0;
     int room, fast = g_in_string_body(m->st, &room);
     if (fast) or_plain(v, allowed, room);
     walk_trie(m, allowed, fast);
@@ -463,6 +480,40 @@ int64_t frt_grammar_matcher_mask(frt_grammar_matcher *m, uint32_t *allowed, int6
         for (int k = 0; k < v->n_eos; k++) set_bit(allowed, v->eos[k]);
     int64_t count = 0;
     for (int64_t w = 0; w < v->n_words; w++) count += __builtin_popcount(allowed[w]);
+    return count;
+}
+
+/* Stores the mask of m's state in the least recently used entry (skipped when out of memory). */
+static void cache_put(frt_grammar_matcher *m, const uint32_t *allowed, int64_t count)
+{
+    mask_entry *e = &m->cache[0];
+    for (int i = 1; i < MASK_CACHE; i++)
+        if (m->cache[i].used < e->used) e = &m->cache[i];
+    if (!e->key && !(e->key = malloc(sizeof *e->key))) return;
+    if (!e->mask && !(e->mask = malloc((size_t)m->v->n_words * sizeof *e->mask))) return;
+    g_copy(e->key, m->st);
+    memcpy(e->mask, allowed, (size_t)m->v->n_words * sizeof *allowed);
+    e->count = count;
+    e->used = ++m->clock;
+}
+
+int64_t frt_grammar_matcher_mask(frt_grammar_matcher *m, uint32_t *allowed, int64_t n_words)
+{
+    if (!m || !allowed || n_words < m->v->n_words)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "grammar mask: NULL argument or fewer than %lld words",
+                         m ? (long long)m->v->n_words : 0ll);
+    memset(allowed, 0, (size_t)n_words * sizeof *allowed);
+    if (m->ended) return 0;
+    for (int i = 0; i < MASK_CACHE; i++) {
+        mask_entry *e = &m->cache[i];
+        if (e->used && g_equal(e->key, m->st)) {
+            memcpy(allowed, e->mask, (size_t)m->v->n_words * sizeof *allowed);
+            e->used = ++m->clock;
+            return e->count;
+        }
+    }
+    int64_t count = mask_compute(m, allowed);
+    cache_put(m, allowed, count);
     return count;
 }
 
