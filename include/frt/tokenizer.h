@@ -111,13 +111,6 @@ FRT_API const char *frt_tokenizer_token_str(const frt_tokenizer *tok, int32_t id
 /* 1 when ID is an added token marked "special" (e.g. <|im_end|>), else 0. */
 FRT_API int frt_tokenizer_is_special(const frt_tokenizer *tok, int32_t id);
 
-/* The bytes token ID decodes to (what frt_tokenizer_decode concatenates
- * before its lossy UTF-8 pass: the ByteLevel bytes of a vocabulary entry,
- * the content of an added token), *len bytes, owned by the tokenizer; they
- * may be an incomplete UTF-8 sequence. NULL (and *len 0) when ID names no
- * token or TOK is NULL. LEN may be NULL. */
-FRT_API const char *frt_tokenizer_token_bytes(const frt_tokenizer *tok, int32_t id, size_t *len);
-
 /* The chat template text found at load (NUL-terminated, owned by the
  * tokenizer), NULL when there is none. See model/chat.h. */
 FRT_API const char *frt_tokenizer_chat_template(const frt_tokenizer *tok);

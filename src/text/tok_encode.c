@@ -301,14 +301,6 @@ int frt_tokenizer_is_special(const frt_tokenizer *tok, int32_t id)
     return tok->tokens[id].special;
 }
 
-const char *frt_tokenizer_token_bytes(const frt_tokenizer *tok, int32_t id, size_t *len)
-{
-    if (len) *len = 0;
-    if (!tok || id < 0 || id >= tok->n_tokens || !tok->tokens[id].str) return NULL;
-    if (len) *len = tok->tokens[id].bytes_len;
-    return tok->tokens[id].bytes;
-}
-
 const char *frt_tokenizer_chat_template(const frt_tokenizer *tok) { return tok ? tok->chat_template : NULL; }
 
 int frt_tokenizer_set_chat_template(frt_tokenizer *tok, const char *template_text)
