@@ -5,7 +5,9 @@
  * UTF-8 (re-sanitizing it changes nothing), the complete length is within
  * the text and at most 3 bytes short of it, a found stop string occurs at
  * the reported offset and nowhere earlier, the hold-back is a proper prefix
- * of a stop string.
+ * of a stop string; the \xHH-escaped form is valid UTF-8, equal to the text
+ * when nothing was replaced, and the repaired character count is within
+ * bounds.
  *
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_serving_text CORPUS;
  * CI replays fuzz/corpus/serving_text/ through replay_serving_text.
@@ -53,6 +55,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *again = frt_utf8_sanitize(clean, clean_len, &again_len);
     if (!again || again_len != clean_len || memcmp(again, clean, clean_len)) abort();
     free(again);
+    /* the escaped form is valid UTF-8 and has as many characters as the
+     * repaired text plus 3 per replaced byte */
+    size_t esc_len = 0, esc_again_len = 0;
+    char *esc = frt_utf8_escape_invalid(text, n, &esc_len);
+    if (!esc) abort();
+    char *esc_again = frt_utf8_sanitize(esc, esc_len, &esc_again_len);
+    if (!esc_again || esc_again_len != esc_len || memcmp(esc, esc_again, esc_len)) abort();
+    size_t chars = frt_utf8_repaired_chars(text, n), bad = 0;
+    for (size_t i = 0; i + 2 < clean_len; i++) bad += !memcmp(clean + i, "\xEF\xBF\xBD", 3);
+    if (chars > n || frt_utf8_repaired_chars(esc, esc_len) < chars || (bad == 0 && esc_len != n)) abort();
+    free(esc_again);
+    free(esc);
     free(clean);
 
     const char *const *sv = (const char *const *)stops;

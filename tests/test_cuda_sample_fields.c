@@ -12,6 +12,11 @@
  *   - min_p = 1 at temperature 5 is the argmax; a +100 bias forces its token;
  *   - frt_cuda_logprobs == frt_cpu_logprobs: the same top ids, |d| <= 1e-5;
  *     nothing written when the step asks for none;
+ *   - the allowed-token mask (step 3b): frt_cuda_logits_adjust with a
+ *     random half mask == frt_cpu_logits_adjust + frt_cpu_logits_mask bit
+ *     for bit; sample_step with the mask == the CPU step (mismatches 0), no
+ *     masked token drawn, logprobs over the allowed set; a one-token mask
+ *     forces its token at T 0..50 with logprob 0;
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT (before any device
  *     call, so they also run without a GPU);
  *   - timing (CUDA events over captured graphs): frt_cuda_sample_token alone,
@@ -35,7 +40,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 /* The device buffers of one vocabulary. */
 typedef struct dev {
     int n;
-    dbuf logits, adj, counts, seen, params, rng, token, lp, ws;
+    dbuf logits, adj, counts, seen, params, rng, token, lp, ws, mask_on, mask;
     size_t ws_bytes;
 } dev;
 
@@ -52,6 +57,10 @@ static dev dev_make(int n)
     d.rng = dalloc(8);
     d.token = dalloc(4);
     d.lp = dalloc(sizeof(frt_logprobs));
+    d.mask_on = dalloc(4);
+    d.mask = dalloc((size_t)(n + 31) / 32 * 4);
+    const int32_t off = 0;
+    dput(d.mask_on, 0, &off, 4);
     must(frt_cuda_sample_workspace_bytes(n, &d.ws_bytes), "workspace bytes");
     d.ws = dalloc(d.ws_bytes);
     return d;
@@ -59,7 +68,8 @@ static dev dev_make(int n)
 
 static void dev_free(dev *d)
 {
-    dbuf *all[] = {&d->logits, &d->adj, &d->counts, &d->seen, &d->params, &d->rng, &d->token, &d->lp, &d->ws};
+    dbuf *all[] = {&d->logits, &d->adj,   &d->counts, &d->seen,    &d->params, &d->rng,
+                   &d->token,  &d->lp,    &d->ws,     &d->mask_on, &d->mask};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(all[i]);
 }
 
@@ -83,8 +93,8 @@ static void with_bias(frt_sampling *s, int n, int k)
 static int step(dev *d, const frt_sampling *s)
 {
     dput(d->params, 0, s, sizeof *s);
-    int rc = frt_cuda_sample_step(g_cs, d->token.p, d->logits.p, d->n, d->params.p, d->counts.p, d->seen.p, d->rng.p,
-                                  d->lp.p, d->ws.p, d->ws_bytes);
+    int rc = frt_cuda_sample_step(g_cs, d->token.p, d->logits.p, d->n, d->params.p, d->counts.p, d->seen.p,
+                                  d->mask_on.p, d->mask.p, d->rng.p, d->lp.p, d->ws.p, d->ws_bytes);
     sync_st();
     int32_t t = -7;
     dget(d->token, 0, &t, 4);
@@ -102,7 +112,8 @@ static void test_adjust_bits(dev *d, const float *l, const int32_t *c, const uin
     with_bias(&s, n, FRT_SAMPLING_MAX_BIAS);
     dput(d->params, 0, &s, sizeof s);
     CHECK_OK(frt_cpu_logits_adjust(want, l, n, &s, c, seen));
-    CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p));
+    CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p, NULL,
+                                    NULL));
     sync_st();
     dget(d->adj, 0, got, (size_t)n * 4);
     char name[96];
@@ -112,7 +123,8 @@ static void test_adjust_bits(dev *d, const float *l, const int32_t *c, const uin
     frt_sampling off = frt_test_sampling(0.7f);
     dput(d->params, 0, &off, sizeof off);
     dsentinel(d->adj);
-    CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p));
+    CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p,
+                                    d->mask_on.p, d->mask.p));
     sync_st();
     dget(d->adj, 0, got, (size_t)n * 4);
     int untouched = 1;
@@ -201,6 +213,93 @@ static void test_steps(dev *d, const float *l, const int32_t *c, const uint8_t *
     free(scratch);
 }
 
+/* ---- the allowed-token mask (step 3b) ---------------------------------------- */
+
+static void mask_set(dev *d, const uint32_t *mask)
+{
+    const int32_t on = mask != NULL;
+    dput(d->mask_on, 0, &on, 4);
+    if (mask) dput(d->mask, 0, mask, (size_t)(d->n + 31) / 32 * 4);
+}
+
+/* The mask applied by the device: bit-exact adjust (with and without the
+ * penalties), every step equal to the CPU step over a random half mask,
+ * a one-token mask forcing its token at any temperature, masked tokens
+ * never drawn, logprobs over the allowed set. */
+static void test_mask(dev *d, const float *l, const int32_t *c, const uint8_t *seen)
+{
+    const int n = d->n, words = (n + 31) / 32;
+    uint32_t *mask = xzalloc((size_t)words * 4);
+    frt_test_random_mask(mask, n, 8);
+    float *want = fnew((size_t)n), *got = fnew((size_t)n), *scratch = fnew(FRT_CPU_SAMPLE_SCRATCH(n));
+    char name[96];
+    frt_sampling pen = frt_test_sampling(1.0f);
+    pen.presence_penalty = 0.6f, pen.repetition_penalty = 1.25f, with_bias(&pen, n, 100);
+    frt_sampling plain = frt_test_sampling(1.0f);
+    const frt_sampling *sets[2] = {&plain, &pen};
+    mask_set(d, mask);
+    for (int k = 0; k < 2; k++) {
+        dput(d->params, 0, sets[k], sizeof *sets[k]);
+        uint64_t r0 = 0;
+        const float *used = NULL;
+        frt_test_sample_ref_mask(l, n, c, seen, sets[k], mask, &r0, want, scratch, &used);
+        CHECK_OK(frt_cuda_logits_adjust(g_cs, d->adj.p, d->logits.p, n, d->params.p, d->counts.p, d->seen.p,
+                                        d->mask_on.p, d->mask.p));
+        sync_st();
+        dget(d->adj, 0, got, (size_t)n * 4);
+        snprintf(name, sizeof name, "logits_adjust + mask n %d (%s)", n, k ? "bias + penalties" : "fields off");
+        report_same(name, got, want, (size_t)n * 4);
+    }
+    frt_sampling ps[4] = {frt_test_sampling(0.0f), frt_test_sampling(0.8f), pen, frt_test_sampling(1.2f)};
+    ps[1].top_k = 40, ps[1].top_p = 0.9f;
+    ps[3].min_p = 0.05f;
+    int mism = 0, lp_bad = 0, masked_drawn = 0, total = 0;
+    for (int p = 0; p < 4; p++) {
+        ps[p].logprobs = 1;
+        ps[p].top_logprobs = 20;
+        uint64_t host = 500 + (uint64_t)p;
+        dput(d->rng, 0, &host, 8);
+        for (int r = 0; r < 25; r++, total++) {
+            const float *used = NULL;
+            int w = frt_test_sample_ref_mask(l, n, c, seen, &ps[p], mask, &host, want, scratch, &used);
+            int t = step(d, &ps[p]);
+            mism += t != w;
+            masked_drawn += t < 0 || !((mask[t >> 5] >> (t & 31)) & 1u);
+            if (t >= 0) check_lp(d, used, t, &ps[p], &lp_bad);
+        }
+    }
+    snprintf(name, sizeof name, "sample_step + half mask n %d == CPU step (%d draws), mismatches", n, total);
+    report(name, (double)mism, 0.0);
+    snprintf(name, sizeof name, "sample_step + half mask n %d: masked tokens drawn", n);
+    report(name, (double)masked_drawn, 0.0);
+    snprintf(name, sizeof name, "logprobs + half mask n %d == frt_cpu_logprobs (1e-5), mismatches", n);
+    report(name, (double)lp_bad, 0.0);
+    /* one allowed token wins at any temperature; its logprob is 0 */
+    memset(mask, 0, (size_t)words * 4);
+    const int only = n - 5;
+    mask[only >> 5] = 1u << (only & 31);
+    mask_set(d, mask);
+    int forced = 1;
+    const float temps[4] = {0.0f, 0.5f, 1.0f, 50.0f};
+    for (int i = 0; i < 4; i++) {
+        frt_sampling s = frt_test_sampling(temps[i]);
+        s.logprobs = 1;
+        for (int r = 0; r < 5; r++) {
+            frt_logprobs lp;
+            forced &= step(d, &s) == only;
+            dget(d->lp, 0, &lp, sizeof lp);
+            forced &= lp.token == only && lp.logprob == 0.0f;
+        }
+    }
+    snprintf(name, sizeof name, "n %d: a one-token mask forces it at T 0..50, logprob 0", n);
+    report_flag(name, forced);
+    mask_set(d, NULL);
+    free(mask);
+    free(want);
+    free(got);
+    free(scratch);
+}
+
 /* ---- timing ---------------------------------------------------------------- */
 
 typedef struct timed {
@@ -216,7 +315,8 @@ static int record_timed(frt_stream *s, void *user)
     for (int r = 0; r < 10; r++)
         if (t->full)
             FRT_TEST_TRY_(frt_cuda_sample_step(st, d->token.p, d->logits.p, d->n, d->params.p, d->counts.p,
-                                               d->seen.p, d->rng.p, d->lp.p, d->ws.p, d->ws_bytes));
+                                               d->seen.p, d->mask_on.p, d->mask.p, d->rng.p, d->lp.p, d->ws.p,
+                                               d->ws_bytes));
         else
             FRT_TEST_TRY_(frt_cuda_sample_token(st, d->token.p, d->logits.p, d->n, d->params.p, d->rng.p, d->ws.p,
                                                 d->ws_bytes));
@@ -251,6 +351,17 @@ static void test_timing(dev *d)
             printf("    %-44s sample_step %7.2f\n", names[i], us_full);
         }
     }
+    uint32_t *mask = xzalloc((size_t)(d->n + 31) / 32 * 4);
+    frt_test_random_mask(mask, d->n, 8);
+    mask_set(d, mask);
+    for (int i = 0; i < 2; i++) {
+        dput(d->params, 0, &cases[i], sizeof cases[i]);
+        timed full = {d, 1};
+        printf("    %-44s sample_step %7.2f\n", i ? "T 0.7 top_k 20 top_p 0.95 + half mask" : "greedy + half mask",
+               graph_us("sample_step", record_timed, &full, 1) / 10);
+    }
+    mask_set(d, NULL);
+    free(mask);
 }
 
 static void test_bad_args(void)
@@ -261,15 +372,18 @@ static void test_bad_args(void)
     int32_t *ip = (int32_t *)p;
     const frt_sampling *sp = (const frt_sampling *)p;
     int bad = FRT_ERR_INVALID_ARGUMENT;
-    CHECK_STATUS(frt_cuda_logits_adjust(NULL, NULL, fp, 10, sp, ip, (uint8_t *)p), bad);
-    CHECK_STATUS(frt_cuda_logits_adjust(NULL, fp, fp, 0, sp, ip, (uint8_t *)p), bad);
-    CHECK_STATUS(frt_cuda_logits_adjust(NULL, fp, fp, 10, sp, NULL, (uint8_t *)p), bad);
-    CHECK_STATUS(frt_cuda_logprobs(NULL, NULL, fp, fp, 10, ip, sp), bad);
-    CHECK_STATUS(frt_cuda_logprobs(NULL, (frt_logprobs *)p, fp, fp, 0, ip, sp), bad);
-    CHECK_STATUS(frt_cuda_sample_step(NULL, ip, fp, 10, sp, NULL, (uint8_t *)p, (uint64_t *)p, (frt_logprobs *)p, p,
-                                      1 << 30),
+    uint32_t *mp = (uint32_t *)p;
+    CHECK_STATUS(frt_cuda_logits_adjust(NULL, NULL, fp, 10, sp, ip, (uint8_t *)p, NULL, NULL), bad);
+    CHECK_STATUS(frt_cuda_logits_adjust(NULL, fp, fp, 0, sp, ip, (uint8_t *)p, NULL, NULL), bad);
+    CHECK_STATUS(frt_cuda_logits_adjust(NULL, fp, fp, 10, sp, NULL, (uint8_t *)p, NULL, NULL), bad);
+    CHECK_STATUS(frt_cuda_logits_adjust(NULL, fp, fp, 10, sp, ip, (uint8_t *)p, ip, NULL), bad); /* flag, no mask */
+    CHECK_STATUS(frt_cuda_logprobs(NULL, NULL, fp, fp, 10, ip, sp, NULL), bad);
+    CHECK_STATUS(frt_cuda_logprobs(NULL, (frt_logprobs *)p, fp, fp, 0, ip, sp, NULL), bad);
+    CHECK_STATUS(frt_cuda_sample_step(NULL, ip, fp, 10, sp, NULL, (uint8_t *)p, ip, mp, (uint64_t *)p,
+                                      (frt_logprobs *)p, p, 1 << 30),
                  bad);
-    CHECK_STATUS(frt_cuda_sample_step(NULL, ip, fp, 10, sp, ip, (uint8_t *)p, (uint64_t *)p, (frt_logprobs *)p, p, 8),
+    CHECK_STATUS(frt_cuda_sample_step(NULL, ip, fp, 10, sp, ip, (uint8_t *)p, ip, mp, (uint64_t *)p,
+                                      (frt_logprobs *)p, p, 8),
                  bad);
 }
 
@@ -292,6 +406,7 @@ int main(void)
         dput(d.seen, 0, seen, (size_t)n);
         test_adjust_bits(&d, l, c, seen);
         test_steps(&d, l, c, seen);
+        test_mask(&d, l, c, seen);
         test_timing(&d);
         free(l);
         free(c);

@@ -14,6 +14,11 @@
  *    the order is (logprob desc, id asc), the values match an fp64
  *    log-softmax, the sampled token's value is its entry; a large
  *    vocabulary's top 20 equal a full sort's;
+ *  - the allowed-token mask (frt_cpu_logits_mask): allowed logits keep
+ *    their bits, the others become -inf (bits past n ignored); masked
+ *    tokens are never drawn; logprobs renormalise over the allowed set; a
+ *    one-token mask forces its token at any temperature, top-k, top-p,
+ *    min_p, with logprob 0;
  *  - every bad argument fails cleanly.
  */
 #include "frt_test.h"
@@ -212,6 +217,80 @@ static void test_logprobs_large(void)
     free(idx);
 }
 
+/* Step 3b, the allowed-token mask, on N = 1000 random logits (N % 32 = 8:
+ * the last word's bits past N are set and must not matter). */
+static void test_mask(void)
+{
+    float *l = malloc(N * sizeof(float)), *m = malloc(N * sizeof(float));
+    frt_test_fill(l, N, -6, 6);
+    uint32_t mask[(N + 31) / 32];
+    frt_test_random_mask(mask, N, 8);
+    mask[N / 32] |= ~((1u << (N % 32)) - 1u); /* bits past N */
+    memcpy(m, l, N * sizeof(float));
+    CHECK_OK(frt_cpu_logits_mask(m, N, mask));
+    int exact = 1, n_allowed = 0;
+    for (int j = 0; j < N; j++) {
+        const int ok = (mask[j / 32] >> (j % 32)) & 1u;
+        n_allowed += ok;
+        exact &= ok ? memcmp(&m[j], &l[j], sizeof(float)) == 0 : isinf(m[j]) && m[j] < 0;
+    }
+    CHECK_MSG(exact, "mask: allowed logits keep their bits, the others are -inf");
+    /* masked tokens are never drawn (2000 draws at T 1.5, 1.0 with top-k) */
+    int drawn_masked = 0;
+    for (int r = 0; r < 2000; r++) {
+        float u = (float)((frt_test_u64() >> 40) * (1.0 / 16777216.0));
+        int t = frt_cpu_sample_minp(m, N, r % 2 ? 1.5f : 1.0f, r % 3 ? 0 : 50, r % 5 ? 1.0f : 0.9f, 0.0f, u, scratch);
+        drawn_masked += t < 0 || !((mask[t / 32] >> (t % 32)) & 1u);
+    }
+    CHECK_MSG(drawn_masked == 0, "mask: %d masked tokens drawn", drawn_masked);
+    /* logprobs renormalise over the allowed set: fp64 log-softmax of the
+     * allowed logits, probabilities summing to 1 */
+    double lmax = -INFINITY, sum = 0, psum = 0, err = 0;
+    for (int j = 0; j < N; j++)
+        if (isfinite(m[j]) && m[j] > lmax) lmax = m[j];
+    for (int j = 0; j < N; j++)
+        if (isfinite(m[j])) sum += exp((double)m[j] - lmax);
+    const double lse = lmax + log(sum);
+    for (int j = 0; j < N; j++) {
+        frt_logprobs lp;
+        CHECK_OK(frt_cpu_logprobs(&lp, m, N, j, 0));
+        if (isfinite(m[j])) {
+            psum += exp((double)lp.logprob);
+            double d = fabs((double)lp.logprob - ((double)m[j] - lse));
+            if (d > err) err = d;
+        } else {
+            err += !(isinf(lp.logprob) && lp.logprob < 0);
+        }
+    }
+    CHECK_MSG(err <= 1e-5 && fabs(psum - 1.0) <= 1e-4, "mask logprobs: max |d| %g, sum of p %.7f over %d allowed",
+              err, psum, n_allowed);
+    /* one allowed token wins at any temperature, top-k, top-p */
+    const int only = 777;
+    memset(mask, 0, sizeof mask);
+    mask[only / 32] = 1u << (only % 32);
+    memcpy(m, l, N * sizeof(float));
+    CHECK_OK(frt_cpu_logits_mask(m, N, mask));
+    const float temps[5] = {0.0f, 0.3f, 1.0f, 10.0f, 100.0f};
+    int forced = 1;
+    for (int i = 0; i < 5; i++)
+        for (int r = 0; r < 50; r++) {
+            float u = (float)((frt_test_u64() >> 40) * (1.0 / 16777216.0));
+            int t = temps[i] == 0.0f ? frt_cpu_argmax(m, N)
+                                     : frt_cpu_sample_minp(m, N, temps[i], r % 2 ? 5 : 0, r % 3 ? 1.0f : 0.5f,
+                                                           r % 4 ? 0.0f : 0.5f, u, scratch);
+            forced &= t == only;
+        }
+    frt_logprobs lp;
+    CHECK_OK(frt_cpu_logprobs(&lp, m, N, only, 3));
+    CHECK_MSG(forced && lp.logprob == 0.0f && lp.top_token[0] == only && isinf(lp.top_logprob[1]),
+              "one-token mask: forced %d, logprob %g", forced, (double)lp.logprob);
+    CHECK_STATUS(frt_cpu_logits_mask(NULL, N, mask), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cpu_logits_mask(m, 0, mask), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cpu_logits_mask(m, N, NULL), FRT_ERR_INVALID_ARGUMENT);
+    free(l);
+    free(m);
+}
+
 static void test_bad_args(void)
 {
     float l[4] = {1, 2, 3, 4}, out[4];
@@ -246,6 +325,7 @@ int main(void)
     test_min_p_greedy();
     test_logprobs_small();
     test_logprobs_large();
+    test_mask();
     test_bad_args();
     return frt_test_report();
 }

@@ -371,7 +371,7 @@ static void test_bad_input(void)
     CHECK(frt_model_position(m) == 128);
 
     /* the declared state table and the ports */
-    CHECK(!strcmp(info.arch, "qwen35") && info.n_state == 2 * info.n_layers + 5 && info.n_io == 3);
+    CHECK(!strcmp(info.arch, "qwen35") && info.n_state == 2 * info.n_layers + 5 && info.n_io == 4);
     size_t table_bytes = 0;
     for (int i = 0; i < info.n_state; i++) {
         frt_state_info si;
@@ -392,7 +392,10 @@ static void test_bad_input(void)
     CHECK(!strcmp(io.name, "logits") && io.dir == FRT_IO_OUTPUT && io.in_state);
     CHECK_OK(frt_model_io_info(m, 2, &io));
     CHECK(!strcmp(io.name, "logprobs") && io.dir == FRT_IO_OUTPUT && io.bytes == sizeof(frt_logprobs) && !io.in_state);
-    CHECK_STATUS(frt_model_io_info(m, 3, &io), FRT_ERR_OUT_OF_RANGE);
+    CHECK_OK(frt_model_io_info(m, 3, &io));
+    CHECK(!strcmp(io.name, "token_mask") && io.dir == FRT_IO_INPUT && io.bytes == (size_t)(info.vocab_size + 31) / 32 * 4 &&
+          !io.in_state);
+    CHECK_STATUS(frt_model_io_info(m, 4, &io), FRT_ERR_OUT_OF_RANGE);
     float *via_port = malloc((size_t)info.vocab_size * sizeof(float));
     CHECK_OK(frt_model_output_read(m, "logits", via_port, (size_t)info.vocab_size * sizeof(float)));
     CHECK_OK(frt_model_logits(m, after));

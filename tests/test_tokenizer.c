@@ -387,6 +387,18 @@ static void test_added_token_flags(void)
     char *text = decode(tok, &ete, 1, &len);
     CHECK(text && len == 7 && !memcmp(text, "\xef\xbf\xbdt\xef\xbf\xbd", 7));
     free(text);
+    /* its own bytes, before the UTF-8 repair */
+    const char *raw = NULL;
+    size_t raw_len = 0;
+    CHECK_OK(frt_tokenizer_token_bytes(tok, ete, &raw, &raw_len));
+    CHECK(raw_len == 3 && !memcmp(raw, "\xe9t\xe9", 3));
+    CHECK_OK(frt_tokenizer_token_bytes(tok, 0xC3, &raw, &raw_len)); /* a byte token: one byte */
+    CHECK(raw_len == 1 && (unsigned char)raw[0] == 0xC3);
+    CHECK_OK(frt_tokenizer_token_bytes(tok, mask, &raw, &raw_len));
+    CHECK(raw_len == 6 && !memcmp(raw, "<mask>", 6));
+    CHECK_STATUS(frt_tokenizer_token_bytes(tok, 262, &raw, &raw_len), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_tokenizer_token_bytes(tok, -1, &raw, &raw_len), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_tokenizer_token_bytes(NULL, 1, &raw, &raw_len), FRT_ERR_INVALID_ARGUMENT);
     CHECK(frt_tokenizer_token_str(tok, mask) && !strcmp(frt_tokenizer_token_str(tok, mask), "<mask>"));
     CHECK(frt_tokenizer_token_str(tok, 262) == NULL && frt_tokenizer_token_str(tok, -1) == NULL);
     CHECK(frt_tokenizer_token_id(tok, "nope") == -1 && frt_tokenizer_token_id(NULL, "a") == -1);

@@ -10,8 +10,12 @@
  *                  + append + sample                          p50/p90/p99
  *   tiers          host and disk snapshot / restore (two samples each)
  *   decode         greedy steps after P + S: median ms/token, tokens/s;
- *                  then the same with penalties and 50 logit biases, then
- *                  plain again: decode_penalties.overhead_fraction
+ *                  then (unless --no-sampling-costs) the same with
+ *                  penalties and 50 logit biases, with a token mask
+ *                  allowing half the vocabulary (set once, and rewritten
+ *                  every step), each followed by plain steps:
+ *                  decode_penalties / decode_mask / decode_mask_per_step
+ *                  .overhead_fraction
  *   memory         device memory in use (total - free) at its high point,
  *                  weight bytes, state bytes
  * With --chunks a,b,c (issue 8): for each C, a model loaded with that
@@ -274,56 +278,104 @@ typedef struct bm_row {
 } bm_row;
 
 /* D timed greedy decode steps with s (NULL = plain greedy) after one
- * untimed step: ms per step into d[0..*nd). */
-static int time_decode(frt_model *m, const frt_sampling *s, int D, double *d, int *nd)
+ * untimed step: ms per step into d[0..*nd). With a mask (words u32 words,
+ * frt_model_set_token_mask) the steps sample under it: set once before
+ * the steps, or (per_step) rewritten before each step inside the timing,
+ * as a grammar does; masking is off again afterwards. */
+static int time_decode_masked(frt_model *m, const frt_sampling *s, const uint32_t *mask, int64_t words, int per_step,
+                              int D, double *d, int *nd)
 {
-    int rc = 0;
+    int rc = mask && !per_step ? frt_model_set_token_mask(m, mask, words) : 0;
     *nd = 0;
     for (int i = -1; i < D && !rc; i++) {
         int32_t tok;
         double t0 = bm_now_s();
-        rc = frt_model_decode(m, s, &tok);
+        if (mask && per_step) rc = frt_model_set_token_mask(m, mask, words);
+        if (!rc) rc = frt_model_decode(m, s, &tok);
         if (!rc && i >= 0) d[(*nd)++] = (bm_now_s() - t0) * 1e3;
     }
+    int off = frt_model_set_token_mask(m, NULL, 0);
+    return rc ? rc : off;
+}
+
+static int time_decode(frt_model *m, const frt_sampling *s, int D, double *d, int *nd)
+{
+    return time_decode_masked(m, s, NULL, 0, 0, D, d, nd);
+}
+
+/* One sampling variant of the decode step against plain greedy. */
+typedef struct bm_variant {
+    const char *key, *what;
+    const frt_sampling *s;   /* NULL = greedy */
+    const uint32_t *mask;    /* NULL = no mask */
+    int64_t words;
+    int per_step;
+} bm_variant;
+
+/* D steps of the variant, then D plain steps; the overhead is against the
+ * mean of the plain medians before (*plain) and after (the context grows
+ * by D per block), and *plain becomes the one after. Adds v->key to out. */
+static int bench_variant(frt_model *m, int D, double *plain, const bm_variant *v, json_t *out)
+{
+    double *a = malloc((size_t)D * sizeof *a), *b = malloc((size_t)D * sizeof *b);
+    int na = 0, nb = 0;
+    int rc = a && b ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = time_decode_masked(m, v->s, v->mask, v->words, v->per_step, D, a, &na);
+    if (!rc) rc = time_decode(m, NULL, D, b, &nb);
+    if (!rc && na && nb) {
+        double ms = bm_pct(a, na, .5), after = bm_pct(b, nb, .5), base = (*plain + after) / 2;
+        json_t *j = stats_json(a, na);
+        json_object_set_new(j, "what", json_string(v->what));
+        json_object_set_new(j, "plain_ms_p50", json_real(base));
+        json_object_set_new(j, "overhead_fraction", json_real(ms / base - 1.0));
+        json_object_set_new(out, v->key, j);
+        fprintf(stderr, "frt bench: decode, %s: %.3f ms/token, plain %.3f (%+.1f %%)\n", v->what, ms, base,
+                (ms / base - 1.0) * 100.0);
+        *plain = after;
+    }
+    free(a);
+    free(b);
     return rc;
 }
 
-/* The cost of the sampling step's penalties (frt/sampling.h): D greedy steps
- * with presence, frequency and repetition penalties and 50 logit biases,
- * then D plain steps again; the overhead is against the mean of the plain
- * medians before and after (the context grows by D per block). Adds
- * "decode_penalties" to out. */
-static int bench_penalties(frt_model *m, int D, double plain_before, json_t *out)
+/* The cost of the sampling step's fields (frt/sampling.h), each against
+ * plain greedy decode: presence, frequency and repetition penalties with
+ * 50 logit biases ("decode_penalties"); the allowed-token mask allowing
+ * about half the vocabulary (random bits, fixed seed), set once
+ * ("decode_mask": the step's own cost) and rewritten before every step
+ * ("decode_mask_per_step": with the host-to-device copy a grammar pays). */
+static int bench_sampling_costs(frt_model *m, int D, double plain, json_t *out)
 {
+    frt_model_info info;
+    frt_model_info_get(m, &info);
+    const int V = info.vocab_size;
     frt_sampling s;
     memset(&s, 0, sizeof s);
     s.top_p = 1.0f;
     s.presence_penalty = 0.5f;
     s.frequency_penalty = 0.5f;
     s.repetition_penalty = 1.1f;
-    frt_model_info info;
-    frt_model_info_get(m, &info);
-    s.n_logit_bias = info.vocab_size >= 50 ? 50 : info.vocab_size;
-    const int stride = info.vocab_size / s.n_logit_bias; /* >= 1: distinct ids spread over the vocabulary */
+    s.n_logit_bias = V >= 50 ? 50 : V;
+    const int stride = V / s.n_logit_bias; /* >= 1: distinct ids spread over the vocabulary */
     for (int j = 0; j < s.n_logit_bias; j++) s.logit_bias[j] = (frt_logit_bias){j * stride, (float)(j % 7) - 3.0f};
-    double *a = malloc((size_t)D * sizeof *a), *b = malloc((size_t)D * sizeof *b);
-    int na = 0, nb = 0;
-    int rc = a && b ? 0 : FRT_ERR_OUT_OF_MEMORY;
-    if (!rc) rc = time_decode(m, &s, D, a, &na);
-    if (!rc) rc = time_decode(m, NULL, D, b, &nb);
-    if (!rc && na && nb) {
-        double pen = bm_pct(a, na, .5), plain = (plain_before + bm_pct(b, nb, .5)) / 2;
-        json_t *j = stats_json(a, na);
-        json_object_set_new(j, "what", json_string("greedy + presence 0.5, frequency 0.5, repetition 1.1, "
-                                                   "50 logit_bias entries"));
-        json_object_set_new(j, "plain_ms_p50", json_real(plain));
-        json_object_set_new(j, "overhead_fraction", json_real(pen / plain - 1.0));
-        json_object_set_new(out, "decode_penalties", j);
-        fprintf(stderr, "frt bench: decode with penalties + 50 biases %.3f ms/token, plain %.3f (%+.1f %%)\n", pen,
-                plain, (pen / plain - 1.0) * 100.0);
+    const int64_t words = ((int64_t)V + 31) / 32;
+    uint32_t *mask = malloc((size_t)words * sizeof *mask);
+    if (!mask) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: mask");
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int64_t w = 0; w < words; w++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        mask[w] = (uint32_t)(x >> 16);
     }
-    free(a);
-    free(b);
+    mask[0] |= 1u; /* never empty */
+    const bm_variant vs[3] = {
+        {"decode_penalties", "greedy + presence 0.5, frequency 0.5, repetition 1.1, 50 logit_bias entries", &s,
+         NULL, 0, 0},
+        {"decode_mask", "greedy + a token mask allowing half the vocabulary, set once", NULL, mask, words, 0},
+        {"decode_mask_per_step", "greedy + the half mask rewritten before every step", NULL, mask, words, 1},
+    };
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) rc = bench_variant(m, D, &plain, &vs[i], out);
+    free(mask);
     return rc;
 }
 
@@ -368,7 +420,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         int nd = 0;
         bm_profile("decode", 1);
         if (!rc) rc = time_decode(m, NULL, D, d, &nd);
-        if (!rc && nd) rc = bench_penalties(m, D, bm_pct(d, nd, .5), out);
+        if (!rc && nd && !r->o.no_sampling_costs) rc = bench_sampling_costs(m, D, bm_pct(d, nd, .5), out);
         if (!rc && nd) {
             row->dec_ms = bm_pct(d, nd, .5);
             row->dec_floor = bm_decode_bytes(&k, P + S, cuda) / r->fl.d2d_rw_Bps * 1e3;

@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "  --seed S                 seed of the weights and the token ids (default 1)\n"
             "  --threads N              cpu threads (default: all cores)\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
+            "  --no-sampling-costs      skip decode with penalties and with a token mask\n"
             "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
             "                           a prefix that does not fit fails, is recorded, and the run goes on (exit 1)\n"
             "  --tmpdir DIR             where disk-tier capsules go (default /tmp)\n"
@@ -166,6 +167,8 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             o->tmpdir = v;
         } else if (!strcmp(a, "--no-tiers")) {
             o->no_tiers = 1;
+        } else if (!strcmp(a, "--no-sampling-costs")) {
+            o->no_sampling_costs = 1;
         } else if (!strcmp(a, "--no-run")) {
             o->no_run = 1;
         } else {

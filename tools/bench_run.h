@@ -16,7 +16,7 @@
 
 typedef struct bm_opts {
     const char *model_dir, *shape, *json_path, *dump_ids, *write_config, *tmpdir;
-    int random_weights, no_run, no_tiers, backend_set;
+    int random_weights, no_run, no_tiers, no_sampling_costs, backend_set;
     frt_backend backend;
     int chunk;
     int chunks[MAX_LIST], n_chunks;

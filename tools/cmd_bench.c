@@ -341,7 +341,7 @@ static int bench_model_cmd(int argc, char **argv)
     const char *model = NULL, *shape = NULL, *chunks = NULL, *prefixes = NULL, *sweep_prefixes = NULL;
     const char *json = NULL, *dump_ids = NULL, *write_config = NULL, *tmpdir = "/tmp";
     int random_weights = 0, backend = FRT_ARG_BACKEND_AUTO, chunk = 256, suffix = 64, repeats = 5, max_seq = 0;
-    int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0;
+    int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0, no_sampling_costs = 0;
     unsigned long long seed = 1;
     double time_budget = 0;
     frt_arg opts[] = {
@@ -367,6 +367,8 @@ static int bench_model_cmd(int argc, char **argv)
         FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "seed of the weights and the token ids"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
+        FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,
+                "skip decode with penalties and with a token mask (half the vocabulary) next to plain decode"),
         FRT_OPT(0, "max-seq", FRT_ARG_INT, &max_seq, "N",
                 "state capacity of the main run (a prefix that does not fit fails, is recorded, and the run "
                 "goes on: exit 1)",

@@ -16,9 +16,11 @@
  *
  * INPUTS AND OUTPUTS are named buffers bound to the graphs' ports
  * (frt_model_io_info): a token model reads `ids` [C] i32 (the prefill piece)
- * and writes `logits` [vocab] f32 and `logprobs` (an frt_logprobs record,
- * written by a sampling step that asks for logprobs). frt_model_input_write and
- * frt_model_output_read move bytes through them by name.
+ * and `token_mask` [ceil(vocab / 32)] u32 (the allowed-token mask, written
+ * only by frt_model_set_token_mask), and writes `logits` [vocab] f32 and
+ * `logprobs` (an frt_logprobs record, written by a sampling step that asks
+ * for logprobs). frt_model_input_write and frt_model_output_read move bytes
+ * through them by name.
  *
  * A COMMITTED BOUNDARY is a position P: tokens 0..P-1 are folded into the
  * state, and `pending` is the token that will be fed next (sampled from the
@@ -257,6 +259,26 @@ FRT_API int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token
  * that step did not ask for logprobs, or a prefill, reset or restore came
  * after it. */
 FRT_API int frt_model_logprobs(frt_model *m, frt_logprobs *out);
+
+/* Sets the allowed-token mask of the sampling steps that follow (step 3b of
+ * frt/sampling.h: after the bias and the penalties, before min_p, top-k,
+ * top-p, the draw and the logprobs): token j may be sampled only when bit
+ * j % 32 of allowed[j / 32] is set; every other token's adjusted logit is
+ * -inf, so the step samples and reports logprobs over the allowed set,
+ * renormalised. allowed: n_words = ceil(vocab / 32) u32 words, host memory,
+ * copied into the `token_mask` input port before this returns (the caller
+ * keeps ownership; bits past vocab are ignored). allowed = NULL turns
+ * masking off (n_words is then ignored). The mask stays in force for every
+ * frt_model_sample / frt_model_decode / frt_model_generate step (and every
+ * branch, frt/branch.h) until the next call; prefill, reset and capsule
+ * restore leave it as it is: it is a per-step input, not state (capsules do
+ * not carry it). Switching it on or off changes one flag in the step
+ * record: no recapture; with no mask the sampling step does no mask work.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL m; n_words != ceil(vocab / 32); a mask
+ *                             that allows no token below vocab ("mask
+ *                             allows no token")
+ * On error the mask in force is unchanged. */
+FRT_API int frt_model_set_token_mask(frt_model *m, const uint32_t *allowed, int64_t n_words);
 
 /* Called with each generated token; return nonzero to stop. */
 typedef int (*frt_token_cb)(int32_t token, void *user);

@@ -19,6 +19,14 @@
  *      (c_j > 0) * presence, c_j = how many times j was generated.
  *      Computed as l_j = (l_j - frequency * c_j) - presence, in f32, in this
  *      order, on every backend (bit-exact across backends).
+ *  3b. the allowed-token mask, when one is set (frt_model_set_token_mask,
+ *      frt/model.h; a grammar's constraint): l_j = -inf for every token j
+ *      the mask does not allow. It comes after the bias and the penalties
+ *      (a +100 bias cannot bring back a masked token) and before
+ *      everything below, so greedy, min_p, top-k, top-p, the draw and the
+ *      logprobs all see the masked distribution (renormalised over the
+ *      allowed set; a masked token's logprob is -inf). As vLLM's
+ *      structured-output bitmask, applied to the logits before sampling.
  *   4. temperature 0: argmax of the adjusted logits (lowest id on ties);
  *      otherwise p_j = exp((l_j - l_max) / T) (fp64);
  *   5. min_p: keep the tokens with p_j >= min_p (p relative to the most
@@ -26,8 +34,10 @@
  *      top_p on the renormalised kept set (the order of the tokens is
  *      (adjusted logit desc, id asc) throughout, so every cut is a prefix);
  *   6. the draw with u from the boundary's RNG (kernels/cpu/rng.h).
- * With no bias and no penalty (steps 1-3 off) nothing is computed for them:
- * the step samples the model's logits directly.
+ * With no bias, no penalty and no mask (steps 1-3b off) nothing is computed
+ * for them: the step samples the model's logits directly. Whether a mask is
+ * on is a flag of the step record (read by the captured step), so turning
+ * it on or off never recaptures a graph.
  *
  * WHICH TOKENS COUNT. "Generated" (c_j, frequency / presence, OpenAI) means
  * the tokens decoded since the last frt_model_prefill: a prefill starts a
@@ -42,10 +52,11 @@
  * is not counted yet, and sampling twice from the same logits counts
  * nothing twice.
  *
- * LOGPROBS are those of the adjusted logits of steps 1-3 (log-softmax at
+ * LOGPROBS are those of the adjusted logits of steps 1-3b (log-softmax at
  * temperature 1, before min_p, top-k and top-p): defined for greedy steps,
- * never -inf for a token a truncation cut, and equal to vLLM's default
- * ("raw_logprobs", the model's distribution) when no bias or penalty is on.
+ * never -inf for a token a truncation cut (-inf for a masked token), and
+ * equal to vLLM's default ("raw_logprobs", the model's distribution) when
+ * no bias, penalty or mask is on.
  * logprob_j = l_j - (l_max + log(sum_i exp(l_i - l_max))) in fp64, rounded
  * to f32; NaN logits count as -inf; with no finite logit the values are NaN.
  */

@@ -108,6 +108,14 @@ FRT_API int frt_tokenizer_token_id(const frt_tokenizer *tok, const char *token);
  * owned by the tokenizer; NULL when ID names no token. */
 FRT_API const char *frt_tokenizer_token_str(const frt_tokenizer *tok, int32_t id);
 
+/* The bytes token ID decodes to on its own (the ByteLevel decoder's bytes
+ * of its string, before any UTF-8 repair: a piece of a multi-byte
+ * character stays a piece): *bytes (owned by the tokenizer, not
+ * NUL-terminated) and *len. Concatenating the bytes of ids and repairing
+ * invalid UTF-8 gives frt_tokenizer_decode. Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL), FRT_ERR_OUT_OF_RANGE (ID names no token). */
+FRT_API int frt_tokenizer_token_bytes(const frt_tokenizer *tok, int32_t id, const char **bytes, size_t *len);
+
 /* 1 when ID is an added token marked "special" (e.g. <|im_end|>), else 0. */
 FRT_API int frt_tokenizer_is_special(const frt_tokenizer *tok, int32_t id);
 

@@ -62,7 +62,8 @@ typedef struct frt_step_args {
     int32_t no_logits;     /* 1: a prefill piece before the last one of its frt_model_prefill call: no
                               LM head, the boundary gets has_logits = 0 */
     frt_sampling sampling; /* of the current request (the sampling kernels read it in place) */
-    int32_t reserved;
+    int32_t mask_on;       /* 1: the sampling step applies the `token_mask` input port (step 3b of
+                              frt/sampling.h, frt_model_set_token_mask); 0: it never reads the port */
 } frt_step_args;
 
 /* The boundary record: where a token model's state stands. Lives in the

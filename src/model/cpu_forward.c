@@ -31,8 +31,9 @@ void frt_cpu_journal(frt_model *m, const int32_t *ids, int n, int decode)
     }
 }
 
-/* The sampling step of frt/sampling.h: the adjusted logits (when a bias or
- * a penalty is on), the pending token from them with the step's parameters
+/* The sampling step of frt/sampling.h: the adjusted logits (when a bias, a
+ * penalty or the token mask is on; the mask read from the `token_mask`
+ * port when the step record says so), the pending token from them with the step's parameters
  * and the boundary's RNG (greedy: argmax, the RNG untouched), then the
  * logprobs when asked. */
 static void task_sample(void *p)
@@ -40,14 +41,17 @@ static void task_sample(void *p)
     const frt_cpu_task *a = p;
     frt_model *m = a->m;
     frt_boundary *b = frt_buffer_ptr(m->boundary);
-    const frt_sampling *sp = &((const frt_step_args *)frt_buffer_ptr(m->step))->sampling;
+    const frt_step_args *st = frt_buffer_ptr(m->step);
+    const frt_sampling *sp = &st->sampling;
     const float *logits = frt_buffer_ptr(m->logits);
     int V = m->cfg.vocab_size, rc = 0;
-    if (frt_sample_adjusts(sp)) {
+    if (frt_sample_adjusts(sp))
         rc = frt_cpu_logits_adjust(m->cpu_adjusted, logits, V, sp, frt_buffer_ptr(m->counts),
                                    frt_buffer_ptr(m->seen));
-        logits = m->cpu_adjusted;
-    }
+    else if (st->mask_on)
+        memcpy(m->cpu_adjusted, logits, (size_t)V * sizeof(float));
+    if (rc == 0 && st->mask_on) rc = frt_cpu_logits_mask(m->cpu_adjusted, V, frt_buffer_ptr(m->in_mask));
+    if (frt_sample_reads_adjusted(sp, st->mask_on)) logits = m->cpu_adjusted;
     if (rc < 0) {
         b->pending = -1;
     } else if (sp->temperature <= 0.0f) {

@@ -103,6 +103,7 @@ static int step_write(frt_model *m, int n_valid, const frt_sampling *s, int no_l
     memset(&a, 0, sizeof a);
     a.n_valid = n_valid;
     a.no_logits = no_logits;
+    a.mask_on = m->mask_on;
     step_sampling(s, &a.sampling);
     /* Decode steps of one request write the same record: skip the copy. */
     if (m->step_cached && !memcmp(&a, &m->step_last, sizeof a)) return 0;
@@ -505,6 +506,37 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
     FRT_TRY(frt_model_boundary_read(m, &b));
     *token = b.pending;
     m->logprobs_valid = s && s->logprobs;
+    return 0;
+}
+
+/* 1 when allowed [n_words] sets a bit of a token below vocab. */
+static int mask_allows_any(const uint32_t *allowed, int64_t n_words, int vocab)
+{
+    for (int64_t w = 0; w < n_words; w++) {
+        uint32_t bits = allowed[w];
+        const int64_t left = (int64_t)vocab - w * 32;
+        if (left < 32) bits &= (1u << left) - 1u;
+        if (bits) return 1;
+    }
+    return 0;
+}
+
+int frt_model_set_token_mask(frt_model *m, const uint32_t *allowed, int64_t n_words)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "token mask: NULL model");
+    if (!allowed) {
+        m->mask_on = 0;
+        return 0;
+    }
+    const int64_t want = ((int64_t)m->cfg.vocab_size + 31) / 32;
+    if (n_words != want)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "token mask: %lld words, the vocabulary of %d needs %lld",
+                         (long long)n_words, m->cfg.vocab_size, (long long)want);
+    if (!mask_allows_any(allowed, n_words, m->cfg.vocab_size))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "token mask: mask allows no token");
+    FRT_TRY(frt_buffer_write(m->in_mask, 0, allowed, (size_t)n_words * sizeof(uint32_t), m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    m->mask_on = 1;
     return 0;
 }
 

@@ -42,6 +42,7 @@ typedef struct frt_io_entry {
     frt_buffer *buf;  /* a state buffer (in_state) or owned by the port */
     size_t bytes;
     int in_state;
+    int api_only;     /* written only through its checked API call (token_mask: frt_model_set_token_mask) */
 } frt_io_entry;
 
 struct frt_model {
@@ -81,6 +82,8 @@ struct frt_model {
     frt_io_entry *io;
     frt_buffer *in_ids;      /* the `ids` input port: [C] i32 prefill piece ids */
     frt_buffer *out_logprobs; /* the `logprobs` output port: one frt_logprobs */
+    frt_buffer *in_mask;     /* the `token_mask` input port: [ceil(vocab / 32)] u32 allowed-token bits */
+    int mask_on;             /* frt_model_set_token_mask set a mask: sampling steps write step.mask_on = 1 */
     int logprobs_valid;      /* the last sampling step wrote logprobs and no prefill/reset/restore followed */
 
     /* Scratch buffers read by the graphs. */

@@ -105,11 +105,32 @@ int frt_model_state_alloc(frt_model *m)
     return alloc_ports(m);
 }
 
-/* The ports of a token model: the prefill piece in, the logits and the last
- * sampling step's logprobs out. */
+/* The allowed-token mask (frt_model_set_token_mask): an input port, not a
+ * state entry. It is a per-step input like `ids`: the caller (a grammar)
+ * derives it from its own state before each sampling step, and a
+ * continuation from a boundary samples with whatever mask its caller sets
+ * then, so capsules need not carry it (and a restore leaves it as set). */
+static int alloc_mask_port(frt_model *m)
+{
+    frt_io_entry *mk = &m->io[m->n_io];
+    snprintf(mk->decl.name, sizeof mk->decl.name, "token_mask");
+    mk->decl.dir = FRT_IO_INPUT;
+    mk->decl.dtype = FRT_DT_U32;
+    mk->decl.ndim = 1;
+    mk->decl.shape[0] = ((int64_t)m->cfg.vocab_size + 31) / 32;
+    mk->bytes = (size_t)mk->decl.shape[0] * sizeof(uint32_t);
+    mk->api_only = 1;
+    FRT_TRY(alloc_zeroed(m, "token_mask", mk->bytes, &mk->buf));
+    m->in_mask = mk->buf;
+    m->n_io++;
+    return 0;
+}
+
+/* The ports of a token model: the prefill piece and the allowed-token mask
+ * in, the logits and the last sampling step's logprobs out. */
 static int alloc_ports(frt_model *m)
 {
-    m->io = calloc(3, sizeof *m->io);
+    m->io = calloc(4, sizeof *m->io);
     if (!m->io) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the ports");
     frt_io_entry *ids = &m->io[0], *logits = &m->io[1];
     snprintf(ids->decl.name, sizeof ids->decl.name, "ids");
@@ -140,7 +161,7 @@ static int alloc_ports(frt_model *m)
     FRT_TRY(alloc_zeroed(m, "logprobs", lp->bytes, &lp->buf));
     m->n_io = 3;
     m->out_logprobs = lp->buf;
-    return 0;
+    return alloc_mask_port(m);
 }
 
 void frt_model_state_free(frt_model *m)
@@ -227,6 +248,8 @@ int frt_model_input_write(frt_model *m, const char *name, const void *data, size
     if (!m || !name || (!data && bytes)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: NULL argument");
     frt_io_entry *e = NULL;
     FRT_TRY(port_for(m, name, FRT_IO_INPUT, bytes, &e));
+    if (e->api_only)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "io: port '%s' is written by frt_model_set_token_mask", name);
     if (!bytes) return 0;
     FRT_TRY(frt_buffer_write(e->buf, 0, data, bytes, m->stream));
     return frt_stream_sync(m->stream);

@@ -215,8 +215,6 @@ typedef struct refused_field {
 } refused_field;
 
 static const refused_field k_refused[] = {
-    {"logprobs", D_FALSE_OR_ZERO, "only false / 0 (logprobs come with the sampling issue)"},
-    {"top_logprobs", D_FALSE_OR_ZERO, "only 0 (logprobs come with the sampling issue)"},
     {"response_format", D_TEXT_FORMAT, "only {\"type\": \"text\"} (JSON output needs constrained decoding)"},
     {"echo", D_FALSE, "only false"},
     {"suffix", D_EMPTY, "only \"\" (no fill-in-the-middle)"},
@@ -392,6 +390,8 @@ static int parse_choices(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
+static int parse_logprobs(json_t *o, int chat, frt_api_completion *c, frt_api_error *err);
+
 static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_completion *c, frt_api_error *err)
 {
     if (frt_api_only_known(o, chat ? chat_fields : completion_fields, "a completion request", err)) return -1;
@@ -420,7 +420,9 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     if (frt_api_opt_int(o, "top_k", &v, &present, err)) return -1;
     if (present && v < 0) return frt_api_fail(err, 400, "invalid_value", "top_k", "'top_k' must be >= 0");
     c->sampling.top_k = present ? (int)(v > INT_MAX ? INT_MAX : v) : 0;
-    if (parse_penalties(o, &c->sampling, err) || parse_logit_bias(o, &c->sampling, err)) return -1;
+    if (parse_penalties(o, &c->sampling, err) || parse_logit_bias(o, &c->sampling, err) ||
+        parse_logprobs(o, chat, c, err))
+        return -1;
     if (frt_api_opt_int(o, "seed", &v, &present, err)) return -1;
     c->has_seed = present;
     c->seed = (uint64_t)v;
@@ -488,6 +490,41 @@ void frt_api_completion_clear(frt_api_completion *c)
     free(c->stop);
     free(c->session_id);
     memset(c, 0, sizeof *c);
+}
+
+/* Chat: logprobs (boolean) and top_logprobs (0..20, needs logprobs: true).
+ * Completions: logprobs N in 0..5 (the sampled token's logprob and the N
+ * most likely; false = off); top_logprobs is a chat member (0 accepted, it
+ * asks for nothing). Both set
+ * c->sampling.logprobs / top_logprobs (frt/sampling.h). */
+static int parse_logprobs(json_t *o, int chat, frt_api_completion *c, frt_api_error *err)
+{
+    json_t *lp = json_object_get(o, "logprobs");
+    long long top = 0;
+    int has_top = 0;
+    if (!chat) {
+        json_t *t = json_object_get(o, "top_logprobs");
+        if (t && !json_is_null(t) && !(json_is_integer(t) && json_integer_value(t) == 0))
+            return frt_api_fail(err, 400, "unsupported_value", "top_logprobs",
+                                "'top_logprobs' is a chat member (only 0 here): completions take 'logprobs': N");
+        if (!lp || json_is_null(lp) || json_is_false(lp)) return 0;
+        if (!json_is_integer(lp)) return wrong_type(err, "logprobs", "an integer in [0, 5]");
+        json_int_t n = json_integer_value(lp);
+        if (n < 0 || n > 5) return frt_api_fail(err, 400, "invalid_value", "logprobs", "'logprobs' must be in [0, 5]");
+        c->sampling.logprobs = 1;
+        c->sampling.top_logprobs = (int)n;
+        return 0;
+    }
+    int on = 0;
+    if (frt_api_opt_bool(o, "logprobs", &on, err) || frt_api_opt_int(o, "top_logprobs", &top, &has_top, err)) return -1;
+    if (has_top && (top < 0 || top > FRT_SAMPLING_MAX_TOP_LOGPROBS))
+        return frt_api_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' must be in [0, %d]",
+                            FRT_SAMPLING_MAX_TOP_LOGPROBS);
+    if (has_top && top > 0 && !on)
+        return frt_api_fail(err, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    c->sampling.logprobs = on;
+    c->sampling.top_logprobs = on ? (int)top : 0;
+    return 0;
 }
 
 /* ---- session endpoints --------------------------------------------------------------- */

@@ -196,6 +196,36 @@ json_t *frt_api_delta_chunk_json(const frt_api_ident *id, json_t *delta);
 json_t *frt_api_chunk_json(const frt_api_ident *id, const char *text, size_t len, int role, const char *finish,
                            const frt_gen_result *res);
 
+/* ---- logprobs (api_logprobs.c) ---- */
+
+/* The text of the tokens whose logprobs were written so far (completions'
+ * text_offset across stream chunks): raw bytes [n] (capacity cap), the
+ * settled prefix (no partial character at its end) and its characters.
+ * Zero-initialise; free with frt_api_lp_text_free (NULL-safe). */
+typedef struct frt_api_lp_text {
+    char *raw;
+    size_t n, cap, settled, chars;
+} frt_api_lp_text;
+void frt_api_lp_text_free(frt_api_lp_text *t);
+
+/* The logprobs object of a choice for the records lp[0..n) (frt/sampling.h;
+ * token strings from e->token_bytes): chat {"content": [{token, logprob,
+ * bytes, top_logprobs: [{token, logprob, bytes}]}]}; completions {tokens,
+ * token_logprobs, top_logprobs: [{token: logprob}], text_offset}, the
+ * offsets (characters of the repaired UTF-8 text) continuing *t (NULL =
+ * from 0). A token's string is its bytes, each byte of a partial character
+ * as \xHH; -inf is written -9999.0. New reference; null when e has no
+ * token_bytes or lp is NULL; NULL when out of memory. */
+json_t *frt_api_logprobs_json(const frt_api_ident *id, const frt_engine *e, const frt_logprobs *lp, int n,
+                              frt_api_lp_text *t);
+
+/* frt_api_logprobs_json of res->logprobs (service.h), or null. */
+json_t *frt_api_result_logprobs_json(const frt_api_ident *id, const frt_gen_result *res);
+
+/* A stream chunk carrying logprobs (stolen) with an empty delta (chat) or
+ * text "" (completions). */
+json_t *frt_api_logprobs_chunk_json(const frt_api_ident *id, json_t *logprobs);
+
 /* The usage-only chunk of stream_options.include_usage (choices: []). */
 json_t *frt_api_usage_chunk_json(const frt_api_ident *id, const frt_gen_result *res);
 

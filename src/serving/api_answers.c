@@ -104,9 +104,10 @@ static json_t *head_json(const frt_api_ident *id, int chunk)
 }
 
 /* One choice of a whole answer: its text, or for chat its message (borrowed;
- * NULL = {"role": "assistant", "content": text}). */
+ * NULL = {"role": "assistant", "content": text}), and its logprobs object
+ * (stolen; NULL = null). */
 static json_t *choice_json(const frt_api_ident *id, int index, const char *t, size_t len, const json_t *message,
-                           const char *finish)
+                           const char *finish, json_t *logprobs)
 {
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer(index));
@@ -121,7 +122,7 @@ static json_t *choice_json(const frt_api_ident *id, int index, const char *t, si
     } else {
         json_object_set_new(ch, "text", text);
     }
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", logprobs ? logprobs : json_null());
     json_object_set_new(ch, "finish_reason", json_string(finish ? finish : "stop"));
     return ch;
 }
@@ -141,7 +142,8 @@ json_t *frt_api_completion_json(const frt_api_ident *id, const frt_gen_result *r
 {
     json_t *choices = json_array();
     if (!finish) finish = res->finish_reason;
-    json_array_append_new(choices, choice_json(id, 0, res->text, res->text_len, message, finish));
+    json_array_append_new(choices, choice_json(id, 0, res->text, res->text_len, message, finish,
+                                               frt_api_result_logprobs_json(id, res)));
     return answer_tail(head_json(id, 0), choices, res);
 }
 
@@ -152,7 +154,7 @@ json_t *frt_api_choices_json(const frt_api_ident *id, const frt_gen_result *res,
     for (int i = 0; i < res->n_choices; i++) {
         const frt_gen_choice *c = &res->choices[i];
         json_array_append_new(choices, choice_json(id, i, c->text, c->text_len, messages ? messages[i] : NULL,
-                                                   finishes ? finishes[i] : c->finish_reason));
+                                                   finishes ? finishes[i] : c->finish_reason, NULL));
     }
     return answer_tail(head_json(id, 0), choices, res);
 }
@@ -198,6 +200,15 @@ json_t *frt_api_delta_chunk_json(const frt_api_ident *id, json_t *delta)
     json_object_set_new(ch, "finish_reason", json_null());
     json_array_append_new(choices, ch);
     json_object_set_new(o, "choices", choices);
+    return o;
+}
+
+json_t *frt_api_logprobs_chunk_json(const frt_api_ident *id, json_t *logprobs)
+{
+    json_t *o = frt_api_chunk_json(id, "", 0, 0, NULL, NULL);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+    if (id->chat) json_object_set_new(ch, "delta", json_object());
+    json_object_set_new(ch, "logprobs", logprobs ? logprobs : json_null());
     return o;
 }
 

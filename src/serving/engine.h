@@ -112,6 +112,15 @@ struct frt_engine {
      * outside the vocabulary. */
     int (*logprob)(void *self, int32_t token, double *lp);
 
+    /* The logprobs record of the last sampling step that asked for it
+     * (frt_model_logprobs, frt/sampling.h). NULL when the engine has no
+     * logits (facts.no_logits: the request is refused before). */
+    int (*logprobs)(void *self, frt_logprobs *out);
+    /* The bytes token id decodes to on its own (frt_tokenizer_token_bytes:
+     * owned by the engine's tokenizer, valid while the engine lives). NULL
+     * with logprobs. */
+    int (*token_bytes)(void *self, int32_t id, const char **bytes, size_t *len);
+
     /* Tokenizer (malloc'd results, the caller frees). */
     int (*tokenize)(void *self, const char *text, size_t len, int32_t **ids, size_t *n);
     int (*detokenize)(void *self, const int32_t *ids, size_t n, char **text, size_t *len);

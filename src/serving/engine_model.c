@@ -55,6 +55,15 @@ static int md_decode(void *self, const frt_sampling *s, int32_t *token)
     return frt_model_decode(((bound *)self)->m, &x, token);
 }
 
+static int md_logprobs(void *self, frt_logprobs *out) { return frt_model_logprobs(((bound *)self)->m, out); }
+
+static int md_token_bytes(void *self, int32_t id, const char **bytes, size_t *len)
+{
+    const frt_tokenizer *tok = frt_model_tokenizer(((bound *)self)->m);
+    if (!tok) return frt_error(FRT_ERR_UNSUPPORTED, "logprobs: the checkpoint has no tokenizer.json");
+    return frt_tokenizer_token_bytes(tok, id, bytes, len);
+}
+
 static int md_reset(void *self) { return frt_model_reset(((bound *)self)->m); }
 static int md_seed(void *self, uint64_t seed) { return frt_model_seed(((bound *)self)->m, seed); }
 static int md_position(void *self) { return frt_model_position(((bound *)self)->m); }
@@ -223,6 +232,8 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->prefill = md_prefill;
     e->sample = md_sample;
     e->decode = md_decode;
+    e->logprobs = md_logprobs;
+    e->token_bytes = md_token_bytes;
     e->reset = md_reset;
     e->seed = md_seed;
     e->position = md_position;

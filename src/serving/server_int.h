@@ -74,6 +74,7 @@ typedef struct frt_job {
     char *sse;
     size_t sse_len, sse_cap, sse_off;
     int sse_end;
+    frt_api_lp_text lp_text; /* streamed completions' logprobs: the text_offset so far */
 } frt_job;
 
 struct frt_server {

@@ -198,6 +198,21 @@ static int on_choice_text(void *user, int index, const char *text, size_t len)
     return j->cancel;
 }
 
+/* The logprobs of tokens just committed (streaming with logprobs): one
+ * chunk with an empty delta / text carrying them. */
+static int on_logprobs(void *user, const frt_engine *e, const frt_logprobs *lp, int first, int n)
+{
+    frt_job *j = user;
+    (void)first;
+    json_t *l = frt_api_logprobs_json(&j->ident, e, lp, n, &j->lp_text);
+    if (!l) return FRT_ERR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&j->mu);
+    sse_append(j, frt_api_logprobs_chunk_json(&j->ident, l));
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return j->cancel;
+}
+
 /* The delta chunks of a decided piece of a streamed chat answer, for the
  * choice index. */
 static int piece_chunks(frt_job *j, const frt_chat_piece *pc, int index)
@@ -465,11 +480,13 @@ static void run_completion(frt_server *s, frt_job *j)
         g.on_start = on_start;
         g.on_text = on_text;
         if (c->n > 1) g.on_choice_text = on_choice_text;
+        g.on_logprobs = on_logprobs;
     }
     g.user = j;
     g.cancel = &j->cancel;
     frt_gen_result res;
     int rc = frt_service_generate(s->svc, &g, &res);
+    frt_api_lp_text_free(&j->lp_text);
     free(chat_ids);
     if (rc) {
         if (res.error_param && !strncmp(res.error_param, "cartridge", 9))

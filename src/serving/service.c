@@ -150,6 +150,7 @@ void frt_gen_result_clear(frt_gen_result *res)
     if (!res) return;
     free(res->text);
     free(res->tokens);
+    free(res->logprobs);
     frt_gen_choices_free(res);
     memset(res, 0, sizeof *res);
 }
@@ -548,6 +549,31 @@ static int gen_prefill(frt_gen_run *r)
     return rc;
 }
 
+/* sampling.logprobs: the record of the step that produced q's last token. */
+static int take_logprobs(frt_gen_run *r, frt_gen_seq *q)
+{
+    frt_engine *e = r->s->e;
+    if (!r->rq->sampling.logprobs) return 0;
+    if (q->k > q->lp_cap) {
+        int nc = q->lp_cap ? 2 * q->lp_cap : 64;
+        frt_logprobs *nl = realloc(q->lp, (size_t)nc * sizeof *nl);
+        if (!nl) return frt_error(FRT_ERR_OUT_OF_MEMORY, "generate: logprobs");
+        q->lp = nl;
+        q->lp_cap = nc;
+    }
+    return e->logprobs(e->self, &q->lp[q->k - 1]);
+}
+
+/* Streams the records of tokens [lp_sent, upto) (on_logprobs). */
+static void send_logprobs(frt_gen_run *r, frt_gen_seq *q, int upto)
+{
+    const frt_gen_request *rq = r->rq;
+    if (!rq->on_logprobs || !rq->sampling.logprobs || upto <= q->lp_sent || q->em.stop_cb) return;
+    if (rq->on_logprobs(rq->user, r->s->e, q->lp + q->lp_sent, q->lp_sent, upto - q->lp_sent))
+        q->em.stop_cb = 1;
+    q->lp_sent = upto;
+}
+
 /* Step 3: the first token from the prompt's logits, then decode steps; each
  * token is committed (fed) before the next is produced, the last stays
  * pending. Streamed text never runs ahead of the committed tokens. */
@@ -572,6 +598,7 @@ static int gen_decode(frt_gen_run *r)
         r->res->ttft_ms = 1e3 * (frt_service_now() - r->t0);
         rc = frt_gen_seq_push(q, tok);
     }
+    if (!rc) rc = take_logprobs(r, q);
     if (!rc) {
         pthread_mutex_lock(&s->mu);
         sess->pending = tok;
@@ -581,16 +608,31 @@ static int gen_decode(frt_gen_run *r)
         int32_t last = q->g[q->k - 1];
         rc = e->decode(e->self, &rq->sampling, &tok);
         if (!rc) rc = frt_gen_seq_push(q, tok);
+        if (!rc) rc = take_logprobs(r, q);
         if (rc) break;
         pthread_mutex_lock(&s->mu);
         frt_session_append(sess, last);
         sess->pending = tok;
         sess->exact = 0;
         pthread_mutex_unlock(&s->mu);
+        send_logprobs(r, q, q->k - 1);
         frt_gen_emit_committed(&q->em, q->g, q->k - 1);
     }
     r->generated = q->k;
     return rc;
+}
+
+/* The records of the returned tokens (all but a final end-of-sequence id)
+ * into res; the last ones streamed. */
+static void gen_logprobs_result(frt_gen_run *r, frt_gen_seq *q)
+{
+    if (!r->rq->sampling.logprobs || !q->lp) return;
+    const int n = q->k - q->eos_tail;
+    if (!frt_gen_cancelled(r->rq, &q->em)) send_logprobs(r, q, n);
+    r->res->logprobs = q->lp;
+    r->res->n_logprobs = n;
+    r->res->lp_engine = r->s->e;
+    q->lp = NULL;
 }
 
 int frt_gen_seq_text(frt_gen_run *r, frt_gen_seq *q, char **text, size_t *text_len)
@@ -693,6 +735,10 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     if (!r.sess) return frt_error(FRT_ERR_NOT_FOUND, "no session '%s'", rq->session_id);
     FRT_TRY(frt_gen_branches_check(s, rq, res));
     const int forked = (rq->n > 1 || rq->best_of > 1);
+    if (forked && rq->sampling.logprobs) {
+        res->error_param = "logprobs";
+        return frt_error(FRT_ERR_UNSUPPORTED, "logprobs with n or best_of > 1 is not supported");
+    }
 
     int rc = gen_prompt(&r);
     if (!rc) {
@@ -708,6 +754,8 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     rc = gen_prefill(&r);
     if (!rc) rc = forked ? frt_gen_branches(&r) : gen_decode(&r);
     if (!rc && !forked) rc = frt_gen_seq_text(&r, &r.q, &res->text, &res->text_len);
+    if (!rc && !forked) gen_logprobs_result(&r, &r.q);
+    free(r.q.lp);
     res->tokens = r.q.g;
     res->n_tokens = r.q.k;
     res->completion_tokens = r.generated;

@@ -93,6 +93,13 @@ typedef struct frt_gen_request {
     /* Streaming with n > 1 (best_of must equal n): each choice's committed
      * text, as on_text; index = the choice. */
     int (*on_choice_text)(void *user, int index, const char *text, size_t len);
+    /* Streaming with sampling.logprobs: called with the logprobs records
+     * lp[0..n) of the tokens committed since the last call (token i of the
+     * generation is lp[i - first]), in order, before their text may be
+     * streamed (text can be held back for stop strings and UTF-8); the
+     * pending last token's record comes at the end. A nonzero return
+     * cancels. e names the ids (engine.h token_bytes). Optional. */
+    int (*on_logprobs)(void *user, const frt_engine *e, const frt_logprobs *lp, int first, int n);
 } frt_gen_request;
 
 /* One returned choice of a forked request. */
@@ -128,6 +135,12 @@ typedef struct frt_gen_result {
                                  * tokens stay empty and finish_reason is choice 0's */
     int n_choices, n_branches;  /* returned, forked */
     uint64_t fork_seed;         /* the fork's seed (the request's, or drawn when it has none) */
+    /* sampling.logprobs: one record per generated token but a final
+     * end-of-sequence id (frt/sampling.h; engine.h logprobs), malloc'd,
+     * and the engine whose token_bytes names their ids; else NULL, 0. */
+    frt_logprobs *logprobs;
+    int n_logprobs;
+    const frt_engine *lp_engine;
 } frt_gen_result;
 
 /* Plans and runs one completion. Returns 0 and fills *res (free with
@@ -140,6 +153,8 @@ typedef struct frt_gen_result {
  *                             n < 1, best_of < n, more branches than the engine
  *                             has slots (error_param "n" or "best_of"),
  *                             on_choice_text with best_of != n
+ *   FRT_ERR_UNSUPPORTED       logprobs with n or best_of > 1
+ *                             (error_param "logprobs")
  *   FRT_ERR_UNSUPPORTED       a cartridge with a session, or on an engine
  *                             or model that takes none (error_param "cartridge_id")
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless

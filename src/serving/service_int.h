@@ -40,6 +40,8 @@ typedef struct frt_gen_seq {
     const char *finish; /* "stop", "length", "cancelled" (the initial value) */
     double logprob;     /* branches: sum of the tokens' logprobs */
     frt_emitter em;
+    frt_logprobs *lp;   /* sampling.logprobs: the record of each token g[i] [k] (capacity lp_cap) */
+    int lp_cap, lp_sent; /* lp_sent: records passed to on_logprobs */
 } frt_gen_seq;
 
 /* One completion on its way through the steps of frt_service_generate. */

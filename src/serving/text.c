@@ -42,10 +42,12 @@ size_t frt_utf8_complete_len(const char *s, size_t n)
     return n;
 }
 
-char *frt_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+/* s[0..n) with each invalid byte replaced by U+FFFD (escape 0) or \xHH
+ * (escape 1) into out (room for 4 n + 1 bytes); returns the length. */
+static size_t repair(const char *s, size_t n, char *out, int escape)
 {
-    char *out = malloc(3 * n + 1), *p = out;
-    if (!out) return NULL;
+    static const char hex[] = "0123456789abcdef";
+    char *p = out;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         int l = seq_len(u + i, n - i);
@@ -53,6 +55,12 @@ char *frt_utf8_sanitize(const char *s, size_t n, size_t *out_len)
             memcpy(p, u + i, (size_t)l);
             p += l;
             i += (size_t)l;
+        } else if (escape) {
+            *p++ = '\\';
+            *p++ = 'x';
+            *p++ = hex[u[i] >> 4];
+            *p++ = hex[u[i] & 15];
+            i++;
         } else {
             memcpy(p, "\xEF\xBF\xBD", 3);
             p += 3;
@@ -60,8 +68,30 @@ char *frt_utf8_sanitize(const char *s, size_t n, size_t *out_len)
         }
     }
     *p = 0;
-    if (out_len) *out_len = (size_t)(p - out);
+    return (size_t)(p - out);
+}
+
+static char *repaired(const char *s, size_t n, size_t *out_len, int escape)
+{
+    char *out = malloc(4 * n + 1);
+    if (!out) return NULL;
+    size_t len = repair(s, n, out, escape);
+    if (out_len) *out_len = len;
     return out;
+}
+
+char *frt_utf8_sanitize(const char *s, size_t n, size_t *out_len) { return repaired(s, n, out_len, 0); }
+
+char *frt_utf8_escape_invalid(const char *s, size_t n, size_t *out_len) { return repaired(s, n, out_len, 1); }
+
+size_t frt_utf8_repaired_chars(const char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; chars++) {
+        int l = seq_len((const unsigned char *)s + i, n - i);
+        i += l > 0 ? (size_t)l : 1;
+    }
+    return chars;
 }
 
 int frt_stop_find(const char *text, size_t n, const char *const *stops, int n_stops, size_t *at)

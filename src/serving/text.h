@@ -16,6 +16,15 @@ size_t frt_utf8_complete_len(const char *s, size_t n);
  * out of memory. */
 char *frt_utf8_sanitize(const char *s, size_t n, size_t *out_len);
 
+/* s[0..n) with every byte of an invalid UTF-8 sequence written as the four
+ * characters \xHH (lower-case hex, OpenAI's form for a token that is part
+ * of a character), the rest as it is: a malloc'd NUL-terminated string,
+ * *out_len (optional) its length. NULL when out of memory. */
+char *frt_utf8_escape_invalid(const char *s, size_t n, size_t *out_len);
+
+/* The characters (code points) of frt_utf8_sanitize(s, n). */
+size_t frt_utf8_repaired_chars(const char *s, size_t n);
+
 /* The earliest occurrence of any of the stop strings in text[0..n): returns
  * 1 and *at, or 0. Empty stop strings are ignored. */
 int frt_stop_find(const char *text, size_t n, const char *const *stops, int n_stops, size_t *at);

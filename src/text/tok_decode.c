@@ -60,6 +60,15 @@ int frt_tokenizer_decode(const frt_tokenizer *tok, const int32_t *ids, size_t n,
     return 0;
 }
 
+int frt_tokenizer_token_bytes(const frt_tokenizer *tok, int32_t id, const char **bytes, size_t *len)
+{
+    if (!tok || !bytes || !len) return frt_error(FRT_ERR_INVALID_ARGUMENT, "frt_tokenizer_token_bytes: NULL argument");
+    FRT_TRY(check_id(tok, id, 0));
+    *bytes = tok->tokens[id].bytes;
+    *len = tok->tokens[id].bytes_len;
+    return 0;
+}
+
 struct frt_detok_stream {
     const frt_tokenizer *tok;
     tok_utf8_state st;

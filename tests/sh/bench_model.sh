@@ -44,9 +44,17 @@ jcheck "json: cold TTFT p50 <= p90 <= p99, 2 samples" "$J" "(lambda c: 0 < c['p5
 jcheck "json: capsule figures positive" "$J" "(lambda c: c['bytes'] > 0 and c['snapshot_device']['measured_ms'] > 0 and c['snapshot_device']['floor_ms'] > 0 and all(c[k]['p50'] > 0 and c[k]['floor_ms'] > 0 for k in ('restore_device','append','ttft')))(j['prefixes'][0]['capsule'])"
 jcheck "json: host and disk tiers" "$J" "all(min(j['prefixes'][0]['capsule'][t]['snapshot_ms'] + j['prefixes'][0]['capsule'][t]['restore_ms']) > 0 for t in ('host','disk'))"
 jcheck "json: decode" "$J" "(lambda d: d['n'] == 4 and d['p50'] > 0 and d['tokens_per_s'] > 0 and d['bytes_read_per_token'] > 0 and d['floor_ms'] > 0 and d['context'] == 320)(j['prefixes'][0]['decode'])"
+jcheck "json: sampling costs (penalties, half mask once and per step) next to plain" "$J" "all(j['prefixes'][0][k]['n'] == 4 and j['prefixes'][0][k]['p50'] > 0 and j['prefixes'][0][k]['plain_ms_p50'] > 0 and 'overhead_fraction' in j['prefixes'][0][k] for k in ('decode_penalties', 'decode_mask', 'decode_mask_per_step'))"
+check "sampling costs on stderr" grep -q "token mask allowing half the vocabulary, set once: .* ms/token, plain" "$T/err"
 jcheck "json: model info and memory" "$J" "j['model_info']['weight_bytes'] > 0 and j['model_info']['state_bytes'] > 0 and j['model_info']['prefill_chunk'] == 64 and j['memory']['peak_used_bytes'] > 0"
 jcheck "json: nothing skipped, no error" "$J" "j['skipped'] == [] and 'error' not in j"
 check "no capsule file left in tmpdir" bash -c "! ls '$T'/*.cap >/dev/null 2>&1"
+
+# --no-sampling-costs: plain decode only
+"$FRT" bench --shape tiny --random-weights --backend cpu --prefixes 128 --chunk 64 --repeats 1 --decode-tokens 2 \
+    --no-tiers --no-sampling-costs --threads 2 --json "$T/n.json" >/dev/null 2>&1
+check "--no-sampling-costs exits 0" test $? -eq 0
+jcheck "json: --no-sampling-costs: decode, no sampling costs" "$T/n.json" "'decode' in j['prefixes'][0] and not any(k in j['prefixes'][0] for k in ('decode_penalties', 'decode_mask', 'decode_mask_per_step'))"
 
 # the chunk sweep alone (no --prefixes: only the sweep runs)
 out="$("$FRT" bench --shape tiny --random-weights --backend cpu --chunks 64,128 --sweep-prefixes 200 \

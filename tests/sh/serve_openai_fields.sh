@@ -77,7 +77,7 @@ presence_penalty	-1	0
 repetition_penalty	1.1	1
 min_p	0.05	0
 logit_bias	{"5":-100}	{}
-logprobs	2	0
+logprobs	2	null
 top_logprobs	2	0
 response_format	{"type":"json_object"}	{"type":"text"}
 n	2	1

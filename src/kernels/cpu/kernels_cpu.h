@@ -276,6 +276,14 @@ int frt_cpu_sample_minp(const float *logits, int n, float temperature, int top_k
 int frt_cpu_logits_adjust(float *out, const float *logits, int n, const frt_sampling *s, const int32_t *counts,
                           const uint8_t *seen);
 
+/* Step 3b of the sampling step (frt/sampling.h): the allowed-token mask,
+ * in place: l[j] = -inf for every token j whose bit (bit j % 32 of
+ * mask[j / 32]) is clear; allowed logits keep their bits. l [n] f32, mask
+ * [ceil(n / 32)] u32 (bits past n ignored). The per-token rule is
+ * frt_sample_mask of kernels/cpu/sample_rule.h, the CUDA kernel's.
+ * Returns 0 or FRT_ERR_INVALID_ARGUMENT (NULL, n < 1). */
+int frt_cpu_logits_mask(float *l, int n, const uint32_t *mask);
+
 /* The logprobs of frt/sampling.h from logits [n] f32: *out gets token's
  * logprob and the top_n (0..FRT_SAMPLING_MAX_TOP_LOGPROBS) largest, order
  * (logit desc, id asc); fp64 log-sum-exp in index order, rounded to f32.

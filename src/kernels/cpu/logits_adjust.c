@@ -1,7 +1,8 @@
 /*
  * logits_adjust.c - steps 1-3 of the sampling step (frt/sampling.h): logit
  * bias, then the repetition penalty (vLLM / CTRL), then the frequency and
- * presence penalties (OpenAI), from the state's per-token counts. The
+ * presence penalties (OpenAI), from the state's per-token counts; and step
+ * 3b, the allowed-token mask (frt_cpu_logits_mask). The
  * per-token arithmetic is kernels/cpu/sample_rule.h, shared with the CUDA
  * kernel. Tested in tests/test_kernel_sample.c.
  */
@@ -26,5 +27,12 @@ int frt_cpu_logits_adjust(float *out, const float *logits, int n, const frt_samp
         const int t = s->logit_bias[j].token;
         out[t] = frt_sample_bias_penalize(logits[t], s->logit_bias[j].bias, counts[t], seen[t], s);
     }
+    return 0;
+}
+
+int frt_cpu_logits_mask(float *l, int n, const uint32_t *mask)
+{
+    if (!l || !mask || n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "logits mask: n %d or NULL pointer", n);
+    for (int i = 0; i < n; i++) l[i] = frt_sample_mask(l[i], mask, i);
     return 0;
 }

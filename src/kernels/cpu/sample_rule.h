@@ -12,6 +12,7 @@
 
 #include "frt/sampling.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -38,6 +39,21 @@ FRT_SAMPLE_FN int frt_sample_adjusts(const frt_sampling *s)
     const float r = s->repetition_penalty;
     return s->n_logit_bias > 0 || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f ||
            (r != 0.0f && r != 1.0f);
+}
+
+/* 1 when the step samples from a written copy of the logits: steps 1-3 on
+ * or the allowed-token mask (mask_on: the step record's flag, step 3b of
+ * frt/sampling.h). */
+FRT_SAMPLE_FN int frt_sample_reads_adjusted(const frt_sampling *s, int32_t mask_on)
+{
+    return mask_on != 0 || frt_sample_adjusts(s);
+}
+
+/* Step 3b on one logit: l when bit j of mask (bit j % 32 of word j / 32) is
+ * set, else -inf. */
+FRT_SAMPLE_FN float frt_sample_mask(float l, const uint32_t *mask, int j)
+{
+    return (mask[j >> 5] >> (j & 31)) & 1u ? l : -INFINITY;
 }
 
 /* Steps 2-3 on one logit l (its bias already added): repetition penalty

@@ -551,34 +551,41 @@ int frt_cuda_sample_token(void *stream, int32_t *d_token, const float *logits, i
                           const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                           void *workspace, size_t workspace_bytes);
 
-/* Steps 1-3 of the sampling step (frt/sampling.h: logit bias, repetition,
- * frequency and presence penalties): out [n] f32 = the adjusted logits [n]
- * f32, from *d_params, d_counts [n] i32 (times generated) and d_seen [n] u8
- * (device). Bit-identical to frt_cpu_logits_adjust (the shared code of
- * kernels/cpu/sample_rule.h, no FMA contraction). With no bias and no
- * penalty in *d_params the kernel returns without touching out. Bias tokens
- * outside [0, n) are skipped (the model API refuses them before). One
- * launch. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n out of 1..2^24);
- * FRT_ERR_BACKEND. Twin: frt_cpu_logits_adjust. */
+/* Steps 1-3b of the sampling step (frt/sampling.h: logit bias, repetition
+ * penalty, frequency and presence penalties, the allowed-token mask): out
+ * [n] f32 = the adjusted logits [n] f32, from *d_params, d_counts [n] i32
+ * (times generated) and d_seen [n] u8 (device), then -inf for every token
+ * whose bit of d_mask [ceil(n / 32)] u32 is clear when *d_mask_on is
+ * nonzero (d_mask_on NULL = no mask; both device, read when the kernel
+ * runs). Bit-identical to frt_cpu_logits_adjust + frt_cpu_logits_mask (the
+ * shared code of kernels/cpu/sample_rule.h, no FMA contraction). With no
+ * bias, no penalty and no mask the kernel returns without touching out.
+ * Bias tokens outside [0, n) are skipped (the model API refuses them
+ * before). One launch. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, d_mask_on
+ * without d_mask, n out of 1..2^24); FRT_ERR_BACKEND. Twin:
+ * frt_cpu_logits_adjust, frt_cpu_logits_mask. */
 int frt_cuda_logits_adjust(void *stream, float *out, const float *logits, int n,
                            const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
-                           const uint8_t *d_seen);
+                           const uint8_t *d_seen, const int32_t *d_mask_on, const uint32_t *d_mask);
 
 /* When d_params->logprobs: *d_out = frt_cpu_logprobs of the logits the step
- * sampled from (adj when *d_params adjusts and adj is not NULL, else
- * logits; [n] f32 device) for the token *d_token and top_logprobs
+ * sampled from (adj when *d_params adjusts or *d_mask_on (NULL = 0) is
+ * nonzero, and adj is not NULL, else logits; [n] f32 device) for the token *d_token and top_logprobs
  * entries; otherwise returns at once. One block (logprobs.cu); the values
  * match the twin to the last bit but for rare f32 roundings of a
  * log-sum-exp associated differently (|d| <= 1e-5 tested). Errors:
  * FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. Twin: frt_cpu_logprobs. */
 int frt_cuda_logprobs(void *stream, frt_logprobs *d_out, const float *logits, const float *adj, int n,
-                      const int32_t *d_token, const frt_cuda_sampler_params *d_params);
+                      const int32_t *d_token, const frt_cuda_sampler_params *d_params,
+                      const int32_t *d_mask_on);
 
 /* The decode step's whole sampling step (frt/sampling.h), three launches on
  * one stream, all parameters from device memory:
  *   frt_cuda_logits_adjust into the workspace (returns at once when off),
- *   frt_cuda_sample_token on the adjusted logits when a bias or penalty is
- *   on, else on logits (min_p, top-k, top-p, the draw),
+ *   with the allowed-token mask d_mask when *d_mask_on (d_mask_on NULL =
+ *   never masked),
+ *   frt_cuda_sample_token on the adjusted logits when a bias, a penalty or
+ *   the mask is on, else on logits (min_p, top-k, top-p, the draw),
  *   frt_cuda_logprobs into *d_logprobs (returns at once when not asked).
  * With every field off the step costs frt_cuda_sample_token plus two
  * launches that read the parameters and return. workspace as
@@ -586,8 +593,8 @@ int frt_cuda_logprobs(void *stream, frt_logprobs *d_out, const float *logits, co
  * Twin: task_sample of src/model/cpu_forward.c. */
 int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, int n,
                          const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
-                         const uint8_t *d_seen, uint64_t *d_rng, frt_logprobs *d_logprobs,
-                         void *workspace, size_t workspace_bytes);
+                         const uint8_t *d_seen, const int32_t *d_mask_on, const uint32_t *d_mask,
+                         uint64_t *d_rng, frt_logprobs *d_logprobs, void *workspace, size_t workspace_bytes);
 
 /* ---- GEMM (cuBLASLt, and a GEMV for decode) ----------------------------- */
 

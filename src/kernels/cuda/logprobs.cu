@@ -71,12 +71,12 @@ __device__ __forceinline__ void lp_insert(float *tv, int *ti, int &len, int k, f
 
 __global__ __launch_bounds__(LP_THREADS) void logprobs_kernel(frt_logprobs *out, const float *logits,
                                                               const float *adj, int n, const int32_t *d_token,
-                                                              const frt_sampling *prm)
+                                                              const frt_sampling *prm, const int32_t *mask_on)
 {
     __shared__ float shf[LP_THREADS / 32];
     __shared__ double shd[LP_THREADS / 32];
     if (!prm->logprobs) return;
-    const float *L = frt_sample_adjusts(prm) && adj ? adj : logits;
+    const float *L = frt_sample_reads_adjusted(prm, mask_on ? *mask_on : 0) && adj ? adj : logits;
     const int tid = threadIdx.x;
     const int k = min(max(prm->top_logprobs, 0), LP_K);
     float tv[LP_K];
@@ -115,11 +115,13 @@ __global__ __launch_bounds__(LP_THREADS) void logprobs_kernel(frt_logprobs *out,
 }
 
 extern "C" int frt_cuda_logprobs(void *stream, frt_logprobs *d_out, const float *logits, const float *adj, int n,
-                                 const int32_t *d_token, const frt_cuda_sampler_params *d_params)
+                                 const int32_t *d_token, const frt_cuda_sampler_params *d_params,
+                                 const int32_t *d_mask_on)
 {
     FRT_ARG(d_out && logits && d_token && d_params, "cuda logprobs: NULL pointer");
     FRT_ARG(n >= 1 && n <= (1 << 24), "cuda logprobs: n %d (1..2^24)", n);
-    logprobs_kernel<<<1, LP_THREADS, 0, (cudaStream_t)stream>>>(d_out, logits, adj, n, d_token, d_params);
+    logprobs_kernel<<<1, LP_THREADS, 0, (cudaStream_t)stream>>>(d_out, logits, adj, n, d_token, d_params,
+                                                                d_mask_on);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -6,8 +6,9 @@
  * temperature, top-k, top-p on the renormalised top-k set, with vLLM's min_p
  * before top-k), and of the decode step's choice (frt_cuda_sample_token:
  * argmax for a temperature <= 0). When the parameters carry a logit bias or
- * a penalty (frt/sampling.h) the kernel reads the adjusted logits that
- * frt_cuda_logits_adjust wrote into the workspace (frt_cuda_sample_step);
+ * a penalty (frt/sampling.h), or the step's allowed-token mask is on, the
+ * kernel reads the adjusted logits that frt_cuda_logits_adjust wrote into
+ * the workspace (frt_cuda_sample_step);
  * called without them it writes -1.
  *
  * One cooperative kernel (a grid of G <= #SMs blocks of 512 threads, phases
@@ -121,6 +122,7 @@ struct smp_args {
     int32_t *token;
     const float *logits;
     const float *adj; /* the adjusted logits (frt_cuda_sample_step), or NULL */
+    const int32_t *mask_on; /* the step record's mask flag (frt_cuda_sample_step), or NULL */
     int n, mode;
     const frt_cuda_sampler_params *prm;
     uint64_t *rng;
@@ -287,8 +289,8 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
     /* 1. parameters, the draw, argmax partials */
     const float T = A.prm->temperature, top_p = A.prm->top_p, min_p = A.prm->min_p;
     const int top_k = A.prm->top_k;
-    /* bias or penalties need the adjusted logits of frt_cuda_sample_step */
-    const bool adjusts = frt_sample_adjusts(A.prm);
+    /* bias, penalties or the mask need the adjusted logits of frt_cuda_sample_step */
+    const bool adjusts = frt_sample_reads_adjusted(A.prm, A.mask_on ? *A.mask_on : 0);
     if (adjusts && !A.adj) {
         if (b == 0 && tid == 0) *A.token = -1;
         return; /* uniform over the grid */
@@ -593,7 +595,8 @@ extern "C" int frt_cuda_sample_workspace_bytes(int n, size_t *bytes)
     return smp_max_blocks(&g); /* warms the per-device cache at setup */
 }
 
-static int sample_launch(void *stream, int32_t *d_token, const float *logits, const float *adj, int n,
+static int sample_launch(void *stream, int32_t *d_token, const float *logits, const float *adj,
+                         const int32_t *d_mask_on, int n,
                          const frt_cuda_sampler_params *d_params, uint64_t *d_rng, void *workspace,
                          size_t workspace_bytes, int mode)
 {
@@ -612,6 +615,7 @@ static int sample_launch(void *stream, int32_t *d_token, const float *logits, co
     A.token = d_token;
     A.logits = logits;
     A.adj = adj;
+    A.mask_on = d_mask_on;
     A.n = n;
     A.mode = mode;
     A.prm = d_params;
@@ -648,7 +652,7 @@ extern "C" int frt_cuda_sample(void *stream, int32_t *d_token, const float *logi
                                const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                                void *workspace, size_t workspace_bytes)
 {
-    return sample_launch(stream, d_token, logits, NULL, n, d_params, d_rng, workspace, workspace_bytes,
+    return sample_launch(stream, d_token, logits, NULL, NULL, n, d_params, d_rng, workspace, workspace_bytes,
                          SMP_MODE_SAMPLE);
 }
 
@@ -656,14 +660,15 @@ extern "C" int frt_cuda_sample_token(void *stream, int32_t *d_token, const float
                                      const frt_cuda_sampler_params *d_params, uint64_t *d_rng,
                                      void *workspace, size_t workspace_bytes)
 {
-    return sample_launch(stream, d_token, logits, NULL, n, d_params, d_rng, workspace, workspace_bytes,
+    return sample_launch(stream, d_token, logits, NULL, NULL, n, d_params, d_rng, workspace, workspace_bytes,
                          SMP_MODE_TOKEN);
 }
 
 extern "C" int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, int n,
                                     const frt_cuda_sampler_params *d_params, const int32_t *d_counts,
-                                    const uint8_t *d_seen, uint64_t *d_rng, frt_logprobs *d_logprobs,
-                                    void *workspace, size_t workspace_bytes)
+                                    const uint8_t *d_seen, const int32_t *d_mask_on, const uint32_t *d_mask,
+                                    uint64_t *d_rng, frt_logprobs *d_logprobs, void *workspace,
+                                    size_t workspace_bytes)
 {
     FRT_ARG(d_counts && d_seen && d_logprobs && workspace, "cuda sample step: NULL pointer");
     FRT_ARG(n >= 1 && n <= (1 << 24), "cuda sample step: n %d (1..2^24)", n);
@@ -671,8 +676,8 @@ extern "C" int frt_cuda_sample_step(void *stream, int32_t *d_token, const float 
     FRT_ARG(workspace_bytes >= L.total, "cuda sample step: workspace of %zu bytes, %zu needed",
             workspace_bytes, L.total);
     float *adj = (float *)((char *)workspace + L.adj);
-    FRT_TRY(frt_cuda_logits_adjust(stream, adj, logits, n, d_params, d_counts, d_seen));
-    FRT_TRY(sample_launch(stream, d_token, logits, adj, n, d_params, d_rng, workspace, workspace_bytes,
+    FRT_TRY(frt_cuda_logits_adjust(stream, adj, logits, n, d_params, d_counts, d_seen, d_mask_on, d_mask));
+    FRT_TRY(sample_launch(stream, d_token, logits, adj, d_mask_on, n, d_params, d_rng, workspace, workspace_bytes,
                           SMP_MODE_TOKEN));
-    return frt_cuda_logprobs(stream, d_logprobs, logits, adj, n, d_token, d_params);
+    return frt_cuda_logprobs(stream, d_logprobs, logits, adj, n, d_token, d_params, d_mask_on);
 }

@@ -347,6 +347,7 @@ typedef struct fwd {
     int32_t *d_pos, *d_pending, *d_has_logits;
     uint64_t *d_rng;
     const frt_cuda_sampler_params *d_params;
+    const int32_t *d_mask_on; /* step.mask_on: apply the token_mask port */
 } fwd;
 
 static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
@@ -366,6 +367,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
     f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
     f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling));
+    f.d_mask_on = (const int32_t *)(const void *)(sp + offsetof(frt_step_args, mask_on));
     return f;
 }
 
@@ -478,8 +480,9 @@ static int record_sample_work(const fwd *f)
     frt_model *m = f->m;
     cd_model *c = f->c;
     return frt_cuda_sample_step(f->st, f->d_pending, frt_buffer_ptr(m->logits), c->V, f->d_params,
-                                frt_buffer_ptr(m->counts), frt_buffer_ptr(m->seen), f->d_rng,
-                                frt_buffer_ptr(m->out_logprobs), c->sample_ws, c->sample_ws_bytes);
+                                frt_buffer_ptr(m->counts), frt_buffer_ptr(m->seen), f->d_mask_on,
+                                frt_buffer_ptr(m->in_mask), f->d_rng, frt_buffer_ptr(m->out_logprobs), c->sample_ws,
+                                c->sample_ws_bytes);
 }
 
 static int cd_record_prefill(frt_stream *s, void *user)

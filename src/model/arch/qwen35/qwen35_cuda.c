@@ -65,6 +65,7 @@ typedef struct fwd {
     uint64_t *d_rng;      /* boundary.rng[0] */
     const float *d_temperature; /* step.temperature */
     const frt_cuda_sampler_params *d_params;
+    const int32_t *d_mask_on; /* step.mask_on: apply the token_mask port */
 } fwd;
 
 static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
@@ -87,6 +88,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.d_rng = (uint64_t *)(void *)(bd + offsetof(frt_boundary, rng));
     f.d_temperature = (const float *)(const void *)(sp + offsetof(frt_step_args, sampling.temperature));
     f.d_params = (const frt_cuda_sampler_params *)(const void *)(sp + offsetof(frt_step_args, sampling));
+    f.d_mask_on = (const int32_t *)(const void *)(sp + offsetof(frt_step_args, mask_on));
     return f;
 }
 
@@ -352,8 +354,8 @@ static int record_sample_work(const fwd *f)
     cu_model *c = f->c;
     const float *logits = frt_buffer_ptr(m->logits);
     return frt_cuda_sample_step(f->st, f->d_pending, logits, c->V, f->d_params, frt_buffer_ptr(m->counts),
-                                frt_buffer_ptr(m->seen), f->d_rng, frt_buffer_ptr(m->out_logprobs), c->sample_ws,
-                                c->sample_ws_bytes);
+                                frt_buffer_ptr(m->seen), f->d_mask_on, frt_buffer_ptr(m->in_mask), f->d_rng,
+                                frt_buffer_ptr(m->out_logprobs), c->sample_ws, c->sample_ws_bytes);
 }
 
 static int cu_record_prefill(frt_stream *s, void *user)
