@@ -84,8 +84,8 @@ static int from_tokenizer(const char *dir, bvocab *v)
     int rc = bvocab_alloc(v, frt_tokenizer_vocab_size(tok));
     for (int id = 0; !rc && id < v->n; id++) {
         size_t n;
-        const char *b = frt_tokenizer_token_bytes(tok, id, &n);
-        if (b) rc = bvocab_set(v, id, b, n, frt_tokenizer_is_special(tok, id));
+        const char *b;
+        if (frt_tokenizer_token_bytes(tok, id, &b, &n) == 0) rc = bvocab_set(v, id, b, n, frt_tokenizer_is_special(tok, id));
     }
     add_eos(v, frt_tokenizer_token_id(tok, "<|im_end|>"));
     add_eos(v, frt_tokenizer_token_id(tok, "<|endoftext|>"));

@@ -74,6 +74,15 @@ typedef struct frt_gen_request {
      * starts from a fresh state (the injected rows are never reused). */
     const void *cartridge;
     int cartridge_tokens;
+    /* Grammar-constrained decoding (frt/grammar.h; borrowed for the call),
+     * NULL = none: before each sampling step the allowed-token mask of the
+     * grammar's state is written to the engine (engine.h token_mask), each
+     * token advances the state, and masking is off again after the request.
+     * grammar_param names the request field it came from ("response_format",
+     * "tool_choice") for the errors: FRT_ERR_UNSUPPORTED on an engine that
+     * cannot mask, or with n / best_of > 1 (error_param "n"). */
+    const frt_grammar *grammar;
+    const char *grammar_param;
     /* Called once the request is validated and planned, before the prefill
      * (res holds the plan: action, cached tokens, restore ms). Optional. */
     void (*on_start)(void *user, const struct frt_gen_result *res);
@@ -156,7 +165,9 @@ typedef struct frt_gen_result {
  *   FRT_ERR_UNSUPPORTED       logprobs with n or best_of > 1
  *                             (error_param "logprobs")
  *   FRT_ERR_UNSUPPORTED       a cartridge with a session, or on an engine
- *                             or model that takes none (error_param "cartridge_id")
+ *                             or model that takes none (error_param "cartridge_id");
+ *                             a grammar on an engine that cannot mask
+ *                             (error_param grammar_param) or with n / best_of > 1
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
  *                             clamp_max_tokens) prompt + max_tokens exceeds
  *                             max_seq + 1 (the last token stays pending)

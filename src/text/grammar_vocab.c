@@ -311,7 +311,8 @@ int frt_grammar_vocab_create(const frt_tokenizer *tok, const int32_t *eos_ids, i
     uint8_t *sp = calloc((size_t)vocab_size, 1);
     int rc = b && l && sp ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "grammar vocab");
     for (int32_t id = 0; id < n && !rc; id++) {
-        b[id] = (const uint8_t *)frt_tokenizer_token_bytes(tok, id, &l[id]);
+        const char *t;
+        if (frt_tokenizer_token_bytes(tok, id, &t, &l[id]) == 0) b[id] = (const uint8_t *)t;
         sp[id] = (uint8_t)frt_tokenizer_is_special(tok, id);
     }
     if (!rc) rc = frt_grammar_vocab_create_bytes(vocab_size, b, l, sp, eos_ids, n_eos, out);
