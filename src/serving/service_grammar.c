@@ -57,6 +57,9 @@ int frt_gen_grammar_mask(frt_gen_grammar *gg, int *none)
     int64_t n = frt_grammar_matcher_mask(gg->m, gg->mask, gg->n_words);
     if (n < 0) return (int)n;
     if (n == 0) {
+        if (!frt_grammar_matcher_ended(gg->m))
+            return frt_error(FRT_ERR_STATE, "constrained decoding: no token of the vocabulary continues the output "
+                                            "(the tokenizer cannot spell what the grammar needs next)");
         *none = 1;
         return 0;
     }

@@ -89,7 +89,8 @@ int frt_gen_grammar_check(const frt_service *s, const frt_gen_request *rq, frt_g
 /* Starts the matcher of rq->grammar (nothing without one). */
 int frt_gen_grammar_begin(frt_gen_grammar *gg, frt_engine *e, const frt_gen_request *rq);
 /* Writes the mask of the current state to the engine; *none = 1 (and no
- * mask written) when the grammar allows no token (its output ended). */
+ * mask written) when the grammar's output ended (an end id was taken);
+ * FRT_ERR_STATE when no token continues an output that has not ended. */
 int frt_gen_grammar_mask(frt_gen_grammar *gg, int *none);
 /* Advances the state by the token the step produced. */
 int frt_gen_grammar_accept(frt_gen_grammar *gg, int32_t tok);

@@ -84,25 +84,29 @@ static int required_from(const g_node *n, int k)
     return 0;
 }
 
+/* A byte of a key: the next byte of a candidate (an escaped quote \" is
+ * one), else the closing quote of a candidate that is complete (never both:
+ * a quote inside escaped content follows an odd run of backslashes, the end
+ * of complete content an even one). */
 static int key_byte(const g_node *n, g_frame *f, uint8_t b)
 {
-    if (b == '"') {
-        for (int c = 0; c < n->n_props; c++)
-            if ((f->set >> c & 1) && n->props[c].key_len == f->aux) {
-                f->count = (uint16_t)c;
-                f->phase = O_COLON;
-                return R_TAKE;
-            }
-        return R_REJECT;
-    }
     uint64_t keep = 0;
     for (int c = 0; c < n->n_props; c++)
         if ((f->set >> c & 1) && n->props[c].key_len > f->aux && (uint8_t)n->props[c].key[f->aux] == b)
             keep |= 1ull << c;
-    if (!keep) return R_REJECT;
-    f->set = keep;
-    f->aux++;
-    return R_TAKE;
+    if (keep) {
+        f->set = keep;
+        f->aux++;
+        return R_TAKE;
+    }
+    if (b != '"') return R_REJECT;
+    for (int c = 0; c < n->n_props; c++)
+        if ((f->set >> c & 1) && n->props[c].key_len == f->aux) {
+            f->count = (uint16_t)c;
+            f->phase = O_COLON;
+            return R_TAKE;
+        }
+    return R_REJECT;
 }
 
 static int start_key(const g_node *n, g_frame *f, int from)
