@@ -23,7 +23,7 @@
 
 #include "frt/grammar.h"
 #include "frt/status.h"
-#include "serving/chat_output.h"
+#include "frt_test_grammar.h"
 #include "text/grammar_int.h"
 
 #include <jansson.h>
@@ -479,26 +479,6 @@ static void test_masks(json_t *schemas)
 
 /* ---- tool calls -------------------------------------------------------------------- */
 
-typedef struct calls {
-    int n_calls, n_content;
-    char name[64];
-    char *args;
-} calls;
-
-static int on_piece(void *user, const frt_chat_piece *p)
-{
-    calls *c = user;
-    if (p->part == FRT_CHAT_PART_TOOL_CALL) {
-        c->n_calls++;
-        snprintf(c->name, sizeof c->name, "%s", p->name);
-        free(c->args);
-        c->args = strdup(p->arguments);
-    } else if (p->part == FRT_CHAT_PART_CONTENT) {
-        for (size_t i = 0; i < p->len; i++) c->n_content += p->text[i] != ' ' && p->text[i] != '\n';
-    }
-    return 0;
-}
-
 static const char k_tools[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
     "\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":10},\"unit\":{\"enum\":[\"c\",\"f\"]}},"
@@ -521,14 +501,10 @@ static const char *tool_params(const char *name)
 
 static void check_tool_text(const char *text, size_t n, const char *only, int parallel)
 {
-    calls c = {0};
-    frt_chat_output p;
-    frt_chat_output_init(&p, 1, 0, 1, on_piece, &c);
-    frt_chat_output_feed(&p, text, n);
-    frt_chat_output_finish(&p);
-    frt_chat_output_clear(&p);
-    CHECK_MSG(c.n_calls >= 1 && (parallel || c.n_calls == 1) && !c.n_content, "'%s': %d calls, %d content bytes", text,
-              c.n_calls, c.n_content);
+    tg_calls c;
+    tg_parse_calls(text, n, &c);
+    CHECK_MSG(c.n >= 1 && (parallel || c.n == 1) && !c.content, "'%s': %d calls, %zu content bytes", text, c.n,
+              c.content);
     const char *params = tool_params(c.name);
     CHECK_MSG(params && (!only || !strcmp(c.name, only)), "'%s': name '%s'", text, c.name);
     if (params && c.args) {

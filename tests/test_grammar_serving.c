@@ -14,7 +14,7 @@
 #include "frt_test.h"
 
 #include "frt/grammar.h"
-#include "serving/chat_output.h"
+#include "frt_test_grammar.h"
 #include "serving/service.h"
 
 #include <jansson.h>
@@ -96,27 +96,6 @@ static void test_schemas(frt_service *s)
     CHECK(stopped * 10 >= runs * 8);
 }
 
-typedef struct calls {
-    int n;
-    char name[64];
-    char *args;
-    size_t content;
-} calls;
-
-static int on_piece(void *user, const frt_chat_piece *p)
-{
-    calls *c = user;
-    if (p->part == FRT_CHAT_PART_TOOL_CALL) {
-        c->n++;
-        snprintf(c->name, sizeof c->name, "%s", p->name);
-        free(c->args);
-        c->args = strdup(p->arguments);
-    } else {
-        for (size_t i = 0; i < p->len; i++) c->content += p->text[i] != ' ' && p->text[i] != '\n';
-    }
-    return 0;
-}
-
 static void test_tool_calls(frt_service *s)
 {
     static const char tools[] =
@@ -139,12 +118,8 @@ static void test_tool_calls(frt_service *s)
                 CHECK_MSG(0, "tool call run: %s", frt_last_error());
                 continue;
             }
-            calls c = {0};
-            frt_chat_output p;
-            frt_chat_output_init(&p, 1, 0, 7, on_piece, &c);
-            frt_chat_output_feed(&p, res.text, res.text_len);
-            frt_chat_output_finish(&p);
-            frt_chat_output_clear(&p);
+            tg_calls c;
+            tg_parse_calls(res.text, res.text_len, &c);
             CHECK_MSG(!strcmp(res.finish_reason, "stop") && c.n == 1 && !c.content, "'%s': %s, %d calls", res.text,
                       res.finish_reason, c.n);
             const char *params = !strcmp(c.name, "get_weather") ? weather : !strcmp(c.name, "get_time") ? time_ : NULL;

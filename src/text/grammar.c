@@ -64,6 +64,14 @@ static void emit(frt_grammar_state *out, const g_stack *s)
     if (out->n < FRT_GRAMMAR_MAX_ALTERNATIVES) stack_copy(&out->s[out->n++], s);
 }
 
+/* Takes b when it is want, moving f to phase next. */
+static int expect(g_frame *f, uint8_t b, uint8_t want, uint8_t next)
+{
+    if (b != want) return R_REJECT;
+    f->phase = next;
+    return R_TAKE;
+}
+
 /* ---- objects ------------------------------------------------------------ */
 
 /* Properties that may come next from index k: k.. up to the first required one. */
@@ -123,26 +131,19 @@ static int step_object(const frt_grammar *g, g_stack *s, g_frame *f, const g_nod
     int ws_ok = f->phase != O_START && f->phase != O_KEY;
     if (ws_ok && is_ws(b)) return R_TAKE_WS;
     switch (f->phase) {
-    case O_START:
-        if (b != '{') return R_REJECT;
-        f->phase = O_FIRST;
-        return R_TAKE;
+    case O_START: return expect(f, b, '{', O_FIRST);
     case O_FIRST:
         if (b == '}') return required_from(n, 0) ? R_REJECT : (s->depth--, R_TAKE);
         return b == '"' ? start_key(n, f, 0) : R_REJECT;
     case O_KEY: return key_byte(n, f, b);
-    case O_COLON:
-        if (b != ':') return R_REJECT;
-        f->phase = O_VALUE;
-        return R_TAKE;
+    case O_COLON: return expect(f, b, ':', O_VALUE);
     case O_VALUE:
         f->phase = O_AFTER;
         return push(g, s, n->props[f->count].node) ? R_AGAIN : R_REJECT;
     case O_AFTER:
         if (b == '}') return required_from(n, f->count + 1) ? R_REJECT : (s->depth--, R_TAKE);
-        if (b != ',' || !key_candidates(n, f->count + 1)) return R_REJECT;
-        f->phase = O_NEXT;
-        return R_TAKE;
+        if (!key_candidates(n, f->count + 1)) return R_REJECT;
+        return expect(f, b, ',', O_NEXT);
     default: /* O_NEXT */
         return b == '"' ? start_key(n, f, f->count + 1) : R_REJECT;
     }
@@ -160,28 +161,20 @@ static int step_object_any(const frt_grammar *g, g_stack *s, g_frame *f, uint8_t
 {
     if (f->phase != O_START && is_ws(b)) return R_TAKE_WS;
     switch (f->phase) {
-    case O_START:
-        if (b != '{') return R_REJECT;
-        f->phase = O_FIRST;
-        return R_TAKE;
+    case O_START: return expect(f, b, '{', O_FIRST);
     case O_FIRST:
     case O_NEXT:
         if (b == '}' && f->phase == O_FIRST) return s->depth--, R_TAKE;
         if (b != '"') return R_REJECT;
         f->phase = O_COLON;
         return push_key(g, s);
-    case O_COLON:
-        if (b != ':') return R_REJECT;
-        f->phase = O_VALUE;
-        return R_TAKE;
+    case O_COLON: return expect(f, b, ':', O_VALUE);
     case O_VALUE:
         f->phase = O_AFTER;
         return push(g, s, G_NODE_ANY) ? R_AGAIN : R_REJECT;
     default: /* O_AFTER */
         if (b == '}') return s->depth--, R_TAKE;
-        if (b != ',') return R_REJECT;
-        f->phase = O_NEXT;
-        return R_TAKE;
+        return expect(f, b, ',', O_NEXT);
     }
 }
 
@@ -191,10 +184,7 @@ static int step_array(const frt_grammar *g, g_stack *s, g_frame *f, const g_node
 {
     if (f->phase != A_START && is_ws(b)) return R_TAKE_WS;
     switch (f->phase) {
-    case A_START:
-        if (b != '[') return R_REJECT;
-        f->phase = A_FIRST;
-        return R_TAKE;
+    case A_START: return expect(f, b, '[', A_FIRST);
     case A_FIRST:
         if (b == ']') return n->min == 0 ? (s->depth--, R_TAKE) : R_REJECT;
         if (n->max == 0) return R_REJECT;
@@ -203,9 +193,8 @@ static int step_array(const frt_grammar *g, g_stack *s, g_frame *f, const g_node
         return push(g, s, n->kid) ? R_AGAIN : R_REJECT;
     case A_AFTER:
         if (b == ']') return f->count >= n->min ? (s->depth--, R_TAKE) : R_REJECT;
-        if (b != ',' || (n->max >= 0 && f->count >= n->max)) return R_REJECT;
-        f->phase = A_NEXT;
-        return R_TAKE;
+        if (n->max >= 0 && f->count >= n->max) return R_REJECT;
+        return expect(f, b, ',', A_NEXT);
     default: /* A_NEXT */
         if (f->count < UINT16_MAX) f->count++;
         f->phase = A_AFTER;
@@ -275,10 +264,7 @@ static int step_string(g_stack *s, g_frame *f, const g_node *n, uint8_t b)
 {
     int v;
     switch (f->phase) {
-    case S_START:
-        if (b != '"') return R_REJECT;
-        f->phase = S_BODY;
-        return R_TAKE;
+    case S_START: return expect(f, b, '"', S_BODY);
     case S_BODY: return string_body(s, f, n, b);
     case S_UTF8:
         if (b < (f->set & 0xFF) || b > (f->set >> 8 & 0xFF)) return R_REJECT;
