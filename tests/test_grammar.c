@@ -422,7 +422,10 @@ static int mask_walks(const synth *v, const frt_grammar_vocab *voc, frt_grammar 
                             first_bad >= 0 ? (const char *)v->bytes[first_bad] : "", (long long)count, n_ref);
                 break;
             }
-            if (!count) break;
+            if (!count) { /* only an output that ended allows nothing */
+                CHECK_MSG(frt_grammar_matcher_ended(m), "%s seed %d step %d: a dead end", what, seed, step);
+                break;
+            }
             /* prefer the end id and closing tokens so walks finish */
             int pick = -1;
             if ((mask[v->eos >> 5] >> (v->eos & 31) & 1) && (frt_test_u64() & 1)) pick = v->eos;
