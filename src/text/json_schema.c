@@ -402,6 +402,29 @@ static int compile_ref(cc *c, json_t *s)
     return node;
 }
 
+/* The form of every keyword present, whichever type it applies to (a
+ * malformed keyword is refused even where it would not apply, as the
+ * validator refuses it). */
+static int check_forms(cc *c, json_t *s)
+{
+    static const char *const counts[] = {"minItems", "maxItems", "minLength", "maxLength", NULL};
+    int v;
+    for (const char *const *k = counts; *k; k++) FRT_TRY(count_keyword(c, s, *k, &v));
+    json_t *x;
+    if ((x = json_object_get(s, "properties")) && !json_is_object(x))
+        return cc_fail(c, FRT_ERR_FORMAT, "properties", "must be an object");
+    if ((x = json_object_get(s, "required"))) {
+        for (size_t i = 0; json_is_array(x) && i < json_array_size(x); i++)
+            if (!json_is_string(json_array_get(x, i))) x = NULL;
+        if (!json_is_array(x)) return cc_fail(c, FRT_ERR_FORMAT, "required", "must be an array of strings");
+    }
+    if ((x = json_object_get(s, "additionalProperties")) && !json_is_false(x))
+        return cc_fail(c, FRT_ERR_UNSUPPORTED, "additionalProperties", "only 'additionalProperties: false' is supported");
+    if ((x = json_object_get(s, "items")) && !json_is_object(x) && !json_is_boolean(x))
+        return cc_fail(c, FRT_ERR_UNSUPPORTED, "items", "must be one schema (tuple forms are not supported)");
+    return 0;
+}
+
 static int compile(cc *c, json_t *s)
 {
     if (json_is_true(s)) return G_NODE_ANY;
@@ -413,6 +436,7 @@ static int compile(cc *c, json_t *s)
         if (!js_keyword_known(key))
             return cc_fail(c, FRT_ERR_UNSUPPORTED, key, "keyword outside the supported JSON Schema subset");
     }
+    FRT_TRY(check_forms(c, s));
     if (json_object_get(s, "$ref")) return compile_ref(c, s);
     if (json_object_get(s, "enum") || json_object_get(s, "const")) return compile_values(c, s);
     if (json_object_get(s, "anyOf")) return compile_anyof(c, s);
