@@ -10,9 +10,14 @@
  * request masking is off again: an unconstrained request gives the tokens a
  * fresh service gives. The fake engine refuses a grammar (error_param names
  * the field). Skips (77) without the demo model.
+ *
+ * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda"
+ * (the mask applied inside the captured CUDA sampling step; skips without
+ * a device).
  */
 #include "frt_test.h"
 
+#include "frt/exec.h"
 #include "frt/grammar.h"
 #include "frt_test_grammar.h"
 #include "serving/service.h"
@@ -177,14 +182,24 @@ static void test_fake_refuses(void)
     e->destroy(e->self);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *backend = argc > 1 ? argv[1] : "cpu";
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
+        fprintf(stderr, "usage: test_grammar_serving [cpu|cuda]\n");
+        return 2;
+    }
+    if (!strcmp(backend, "cuda")) {
+        int n = 0;
+        frt_device_count(FRT_BACKEND_CUDA, &n);
+        if (n == 0) TEST_SKIP("no CUDA device");
+    }
     test_fake_refuses();
     FILE *f = fopen(DEMO "/config.json", "r");
     if (!f) TEST_SKIP("the demo model is not in models/frt-demo");
     fclose(f);
     frt_engine *e = NULL;
-    CHECK_OK(frt_engine_model_open(DEMO, "cpu", 1024, 64, 2, 1, &e));
+    CHECK_OK(frt_engine_model_open(DEMO, backend, 1024, 64, 2, 1, &e));
     if (!e) return frt_test_report();
     frt_service *s = service_of(e);
     test_schemas(s);
