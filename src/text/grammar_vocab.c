@@ -43,6 +43,9 @@ struct frt_grammar_vocab {
     uint8_t *byte;
     uint16_t *depth;
     uint8_t *all_plain;
+    int64_t *rest, *rest_end; /* the nodes that are not all_plain, in preorder, and the end of each one's
+                                 subtree among them: what the string fast path walks */
+    int64_t n_rest;
     int64_t *end;
     int64_t *tok_at;          /* [n_nodes + 1] */
     int32_t *ids;             /* token ids grouped by node */
@@ -180,6 +183,31 @@ static void note_plain(frt_grammar_vocab *v, const tok_ref *r, int *plain)
     for (int c = cps; c <= PLAIN_TABLE; c++) set_bit(v->plain_le + (size_t)c * (size_t)v->n_words, r->id);
 }
 
+/* The first index of rest[0..n) (ascending) holding a node >= x. */
+static int64_t lower_bound(const int64_t *rest, int64_t n, int64_t x)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (rest[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The nodes that are not all_plain form a subtree at the root (a node above
+ * one that is not is not either): their preorder list and subtree ends. */
+static int build_rest(frt_grammar_vocab *v)
+{
+    v->rest = malloc((size_t)(v->n_nodes ? v->n_nodes : 1) * sizeof *v->rest);
+    v->rest_end = malloc((size_t)(v->n_nodes ? v->n_nodes : 1) * sizeof *v->rest_end);
+    if (!v->rest || !v->rest_end) return frt_error(FRT_ERR_OUT_OF_MEMORY, "grammar vocab");
+    for (int64_t i = 0; i < v->n_nodes; i++)
+        if (!v->all_plain[i]) v->rest[v->n_rest++] = i;
+    for (int64_t k = 0; k < v->n_rest; k++) v->rest_end[k] = lower_bound(v->rest, v->n_rest, v->end[v->rest[k]]);
+    return 0;
+}
+
 /* The preorder trie of the sorted tokens refs[0..n). */
 static int build_trie(frt_grammar_vocab *v, const tok_ref *refs, int n)
 {
@@ -227,7 +255,7 @@ static int build_trie(frt_grammar_vocab *v, const tok_ref *refs, int n)
         if (parent[i] >= 0 && !v->all_plain[i]) v->all_plain[parent[i]] = 0;
     free(path);
     free(parent);
-    return 0;
+    return build_rest(v);
 }
 
 /* Copies every token's bytes into the blob and marks its kind. */
@@ -332,6 +360,8 @@ void frt_grammar_vocab_free(frt_grammar_vocab *v)
     free(v->byte);
     free(v->depth);
     free(v->all_plain);
+    free(v->rest);
+    free(v->rest_end);
     free(v->end);
     free(v->tok_at);
     free(v->ids);
@@ -445,24 +475,29 @@ static void or_plain(const frt_grammar_vocab *v, uint32_t *allowed, int room)
             if (v->long_plain_cps[i] <= room) set_bit(allowed, v->long_plain[i]);
 }
 
-/* The trie walk: every token whose bytes the state takes. */
+/* Advances the state of node i's parent by node i's byte into the state of
+ * its depth and sets the tokens of node i; 0 when the byte is refused. */
+static int visit(frt_grammar_matcher *m, uint32_t *allowed, int64_t i)
+{
+    const frt_grammar_vocab *v = m->v;
+    int d = v->depth[i];
+    const frt_grammar_state *src = d == 1 ? m->st : &m->scratch[d - 1];
+    if (!g_advance(src, &m->scratch[d], v->byte[i])) return 0;
+    for (int64_t k = v->tok_at[i]; k < v->tok_at[i + 1]; k++) set_bit(allowed, v->ids[k]);
+    return 1;
+}
+
+/* The trie walk: every token whose bytes the state takes; a refused byte
+ * skips its subtree. In a string body (fast) only the nodes that are not
+ * all_plain are walked (or_plain set the rest). */
 static void walk_trie(frt_grammar_matcher *m, uint32_t *allowed, int fast)
 {
     const frt_grammar_vocab *v = m->v;
-    for (int64_t i = 0; i < v->n_nodes;) {
-        if (fast && v->all_plain[i]) {
-            i = v->end[i];
-            continue;
-        }
-        int d = v->depth[i];
-        const frt_grammar_state *src = d == 1 ? m->st : &m->scratch[d - 1];
-        if (!g_advance(src, &m->scratch[d], v->byte[i])) {
-            i = v->end[i];
-            continue;
-        }
-        for (int64_t k = v->tok_at[i]; k < v->tok_at[i + 1]; k++) set_bit(allowed, v->ids[k]);
-        i++;
+    if (fast) {
+        for (int64_t k = 0; k < v->n_rest;) k = visit(m, allowed, v->rest[k]) ? k + 1 : v->rest_end[k];
+        return;
     }
+    for (int64_t i = 0; i < v->n_nodes;) i = visit(m, allowed, i) ? i + 1 : v->end[i];
 }
 
 /* The mask of m's state, computed. */
