@@ -629,6 +629,8 @@ static int gen_decode(frt_gen_run *r)
         send_logprobs(r, q, q->k - 1);
         frt_gen_emit_committed(&q->em, q->g, q->k - 1);
     }
+    r->res->masks = gg.masks;
+    r->res->mask_ms = gg.ms;
     frt_gen_grammar_end(&gg);
     r->generated = q->k;
     return rc;

@@ -144,6 +144,9 @@ typedef struct frt_gen_result {
                                  * tokens stay empty and finish_reason is choice 0's */
     int n_choices, n_branches;  /* returned, forked */
     uint64_t fork_seed;         /* the fork's seed (the request's, or drawn when it has none) */
+    int masks;                  /* constrained decoding (rq->grammar): allowed-token masks computed (one per
+                                 * generated token), 0 without a grammar */
+    double mask_ms;             /* host time computing them and handing them to the engine, ms */
     /* sampling.logprobs: one record per generated token but a final
      * end-of-sequence id (frt/sampling.h; engine.h logprobs), malloc'd,
      * and the engine whose token_bytes names their ids; else NULL, 0. */

@@ -50,10 +50,21 @@ int frt_gen_grammar_begin(frt_gen_grammar *gg, frt_engine *e, const frt_gen_requ
     return rc;
 }
 
+static int mask_write(frt_gen_grammar *gg, int *none);
+
 int frt_gen_grammar_mask(frt_gen_grammar *gg, int *none)
 {
     *none = 0;
     if (!gg->m) return 0;
+    double t0 = frt_service_now();
+    int rc = mask_write(gg, none);
+    gg->ms += 1e3 * (frt_service_now() - t0);
+    gg->masks += !rc && !*none;
+    return rc;
+}
+
+static int mask_write(frt_gen_grammar *gg, int *none)
+{
     int64_t n = frt_grammar_matcher_mask(gg->m, gg->mask, gg->n_words);
     if (n < 0) return (int)n;
     if (n == 0) {

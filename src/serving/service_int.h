@@ -83,6 +83,8 @@ typedef struct frt_gen_grammar {
     frt_grammar_matcher *m; /* NULL: the request has no grammar (every call is a no-op) */
     uint32_t *mask;         /* [n_words] */
     int64_t n_words;
+    int masks;              /* masks written */
+    double ms;              /* their host time */
 } frt_gen_grammar;
 /* Checks rq's grammar against the engine (service.h errors, error_param set). */
 int frt_gen_grammar_check(const frt_service *s, const frt_gen_request *rq, frt_gen_result *res);

@@ -135,6 +135,9 @@ async function forced() {
     assert.equal(r.choices[0].finish_reason, 'tool_calls', `seed ${seed}: ${JSON.stringify(r.choices[0].message)}`);
     assert.equal(r.choices[0].message.tool_calls.length, 1);
     checkCall(r.choices[0].message.tool_calls[0]);
+    // one mask per generated token, timed
+    assert.equal(r.frt.grammar.masks, r.usage.completion_tokens);
+    assert.ok(r.frt.grammar.mask_ms >= 0 && r.frt.grammar.mask_ms_mean <= r.frt.grammar.mask_ms);
   }
   step('tool_choice required, 3 seeds at temperature 1: one parseable call each, valid arguments');
   await client.post('/sessions', { body: { id: 'agent-f' } });
