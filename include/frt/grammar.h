@@ -171,7 +171,11 @@ FRT_API void frt_grammar_matcher_free(frt_grammar_matcher *m);
  * = token j may come next (the layout frt_model_set_token_mask takes).
  * N_WORDS must be at least ceil(vocab / 32) (frt_grammar_vocab_size);
  * words past it are cleared. A token is allowed when the state accepts all
- * its bytes; an end-of-sequence id when the state is complete. Errors:
+ * its bytes (special tokens never, but for a tag below); an end-of-sequence
+ * id when the state is complete; a token whose text is a tag of the grammar
+ * ("<tool_call>", special or not) where the grammar takes that text outside
+ * a JSON string. Masks of recently seen states are cached in the matcher.
+ * Errors:
  * FRT_ERR_INVALID_ARGUMENT (NULL, N_WORDS too small). Returns the number
  * of allowed tokens (>= 0) on success. */
 FRT_API int64_t frt_grammar_matcher_mask(frt_grammar_matcher *m, uint32_t *allowed, int64_t n_words);
