@@ -342,7 +342,8 @@ static void synth_make(synth *v, int n_random)
         "{\"", "\":", "\",", "\"}", "true", "false", "null", " \"", "\n", "  ", "\\n", "\\u00e9", "\\ud800",
         "\xc3\xa9", "\xc3", "\xa9" "abc", "\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8", "12", "-1", ".5", "e+", "},{",
         "[{", "\"]", "</tool_call>", "\n{\"name\": \"", "get_weather", "\", \"arguments\": ", "}\n", "red",
-        "green", "\"r", "kind", "circle", "\":\"", "\"\"", "\\\"", "0", "00", "1e", "a\"b", "\n</tool_call>"};
+        "green", "\"r", "kind", "circle", "\":\"", "\"\"", "\\\"", "0", "00", "1e", "a\"b", "\n</tool_call>",
+        "</tool", "_call>", "</", "tool_call>", "a</tool_call>b", "<<", "</tool_call"};
     int cap = 256 + (int)(sizeof frags / sizeof frags[0]) + 8 + n_random;
     v->n = 0;
     v->bytes = xmalloc((size_t)cap * sizeof *v->bytes);
@@ -568,9 +569,23 @@ static void test_tool_calls(void)
            parsed, tag_tokens);
     CHECK(parsed >= 45);
     CHECK(tag_tokens > 0);
-    /* refusals */
+    /* the guard: no string spells the end tag (the parser would end the call there) */
     frt_grammar *g = NULL;
     frt_grammar_diag d;
+    CHECK_OK(frt_grammar_compile_tool_calls(k_tools, strlen(k_tools), "now", 0, &g, NULL));
+    static const char head[] = "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"k\": \"";
+    char t[256];
+    snprintf(t, sizeof t, "%sa</tool_cal></tool_call", head);
+    CHECK(g && run_text(g, t) == 0);
+    snprintf(t, sizeof t, "%sa</tool_call>", head);
+    CHECK(g && run_text(g, t) == -1);
+    snprintf(t, sizeof t, "%s<</tool_call>", head);
+    CHECK(g && run_text(g, t) == -1);
+    snprintf(t, sizeof t, "%s</tool_\\u0063all>\"}}\n</tool_call>", head); /* escaped: JSON text differs */
+    CHECK(g && run_text(g, t) == 1);
+    frt_grammar_free(g);
+    g = NULL;
+    /* refusals */
     CHECK_STATUS(frt_grammar_compile_tool_calls(k_tools, strlen(k_tools), "nope", 0, &g, &d), FRT_ERR_NOT_FOUND);
     CHECK(!strcmp(d.keyword, "tool_choice"));
     const char *bad = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","

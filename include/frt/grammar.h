@@ -101,7 +101,8 @@ FRT_API int frt_grammar_compile_json_schema(const char *schema, size_t len, frt_
  * with NAME one of the tools (or exactly NAME when name is not NULL: a named
  * tool_choice) and ARGS matching that tool's "parameters" schema (absent:
  * any object). The tags "<tool_call>" and "</tool_call>" may be produced by
- * special tokens of that text (frt_grammar_matcher_create). Errors as
+ * special tokens of that text (frt_grammar_matcher_create); no string of a
+ * call contains "</tool_call>" (the output parser would end the call there). Errors as
  * frt_grammar_compile_json_schema, plus FRT_ERR_NOT_FOUND (NAME names no
  * tool; diag keyword "tool_choice"); diag keyword "tools" for a malformed
  * tools array or more than FRT_GRAMMAR_MAX_TOOLS; a parameters schema

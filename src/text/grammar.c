@@ -242,17 +242,30 @@ static int hex_val(uint8_t b)
     return -1;
 }
 
-static int string_body(g_stack *s, g_frame *f, const g_node *n, uint8_t b)
+/* The guard of a grammar (frt_grammar.guard): a text its strings must not
+ * contain. f->aux counts the guard's bytes matched by the end of the string
+ * so far (its first byte occurs in it only once, so a mismatch restarts at
+ * 0, or 1 on that byte). 0 when b would complete it. */
+static int guard_byte(const char *guard, g_frame *f, uint8_t b)
+{
+    if (!guard) return 1;
+    if ((uint8_t)guard[f->aux] == b) return guard[++f->aux] != '\0';
+    f->aux = b == (uint8_t)guard[0];
+    return 1;
+}
+
+static int string_body(const frt_grammar *g, g_stack *s, g_frame *f, const g_node *n, uint8_t b)
 {
     int need, lo, hi;
     if (b == '"') return f->count >= n->min ? (s->depth--, R_TAKE) : R_REJECT;
     if (b < 0x20) return R_REJECT;
+    if (b < 0x80 && b != '\\') return guard_byte(g->guard, f, b) && take_char(n, f) ? R_TAKE : R_REJECT;
+    f->aux = 0; /* an escape or a multi-byte character breaks a match of the guard */
     if (b == '\\') {
         if (!take_char(n, f)) return R_REJECT;
         f->phase = S_ESC;
         return R_TAKE;
     }
-    if (b < 0x80) return take_char(n, f) ? R_TAKE : R_REJECT;
     if (!utf8_lead(b, &need, &lo, &hi) || !take_char(n, f)) return R_REJECT;
     f->sub = (uint8_t)need;
     f->set = (uint64_t)lo | (uint64_t)hi << 8;
@@ -260,12 +273,12 @@ static int string_body(g_stack *s, g_frame *f, const g_node *n, uint8_t b)
     return R_TAKE;
 }
 
-static int step_string(g_stack *s, g_frame *f, const g_node *n, uint8_t b)
+static int step_string(const frt_grammar *g, g_stack *s, g_frame *f, const g_node *n, uint8_t b)
 {
     int v;
     switch (f->phase) {
     case S_START: return expect(f, b, '"', S_BODY);
-    case S_BODY: return string_body(s, f, n, b);
+    case S_BODY: return string_body(g, s, f, n, b);
     case S_UTF8:
         if (b < (f->set & 0xFF) || b > (f->set >> 8 & 0xFF)) return R_REJECT;
         f->set = 0x80 | 0xBF << 8;
@@ -417,7 +430,7 @@ static int step_frame(const frt_grammar *g, g_stack *s, uint8_t b, frt_grammar_s
     case G_OBJECT: return step_object(g, s, f, n, b);
     case G_OBJECT_ANY: return step_object_any(g, s, f, b);
     case G_ARRAY: return step_array(g, s, f, n, b);
-    case G_STRING: return step_string(s, f, n, b);
+    case G_STRING: return step_string(g, s, f, n, b);
     case G_NUMBER:
     case G_INTEGER: return step_number(f, n->kind == G_INTEGER, b);
     case G_LITERALS: return step_literals(s, f, n, b);
@@ -490,7 +503,7 @@ int g_in_string_body(const frt_grammar_state *st, int *room)
     if (st->n != 1 || st->s[0].depth == 0) return 0;
     const g_frame *f = &st->s[0].f[st->s[0].depth - 1];
     const g_node *n = &st->g->nodes[f->node];
-    if (n->kind != G_STRING || f->phase != S_BODY) return 0;
+    if (n->kind != G_STRING || f->phase != S_BODY || (st->g->guard && f->aux)) return 0;
     *room = n->max < 0 ? -1 : n->max - f->count;
     return 1;
 }

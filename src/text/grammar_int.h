@@ -61,6 +61,8 @@ struct frt_grammar {
     int n_nodes, cap_nodes;
     char **tags;    /* literals special tokens may produce ("<tool_call>") */
     int n_tags;
+    const char *guard; /* a text no string may contain ("</tool_call>": the output parser would end the
+                        * call there), NULL = none; static; its first byte occurs in it once */
 };
 
 typedef struct g_frame {
@@ -93,7 +95,7 @@ void g_copy(frt_grammar_state *dst, const frt_grammar_state *src);
 int g_equal(const frt_grammar_state *a, const frt_grammar_state *b);
 /* The plain-string-body case of the mask walk: the state is one stack whose
  * top frame is inside a string, after a complete character, with no escape
- * due. *room receives the code points it may still take (-1 = no bound). */
+ * due and no part of the guard matched. *room receives the code points it may still take (-1 = no bound). */
 int g_in_string_body(const frt_grammar_state *st, int *room);
 
 /* Node building (json_schema.c). g_add returns the node's index or -1 (out

@@ -10,10 +10,10 @@
  * node (the ids of a node are ids[tok_at[i] .. tok_at[i+1])).
  *
  * The string fast path: inside a JSON string (after a complete character,
- * no escape due) a token made only of plain string characters (printable
- * ASCII but '"' and '\', UTF-8 characters, the last one possibly cut
- * short) is allowed exactly
- * when its character count fits maxLength. Those tokens are the mask
+ * no escape due, no part of a guard matched) a token made only of plain
+ * string characters (printable ASCII but '"', '\' and '<', which may start
+ * a grammar's guard "</tool_call>"; UTF-8 characters, the last one possibly
+ * cut short) is allowed exactly when its character count fits maxLength. Those tokens are the mask
  * plain_le[c] (c = the room left, up to PLAIN_TABLE) or plain_all; the walk
  * then skips every subtree holding only such tokens (all_plain) and visits
  * the rest (quotes, escapes, partial UTF-8).
@@ -108,7 +108,7 @@ static int plain_cps(const uint8_t *s, size_t n)
         size_t need;
         uint8_t lo = 0x80, hi = 0xBF;
         if (b < 0x80) {
-            if (b < 0x20 || b == '"' || b == '\\') return -1;
+            if (b < 0x20 || b == '"' || b == '\\' || b == '<') return -1; /* '<' may start a grammar's guard */
             need = 0;
         } else if (b >= 0xC2 && b <= 0xDF) need = 1;
         else if (b >= 0xE0 && b <= 0xEF) {

@@ -656,6 +656,7 @@ int frt_grammar_compile_tool_calls(const char *tools, size_t len, const char *na
         node = cc_fail(&c, FRT_ERR_UNSUPPORTED, "tools", "more than %d tools", FRT_GRAMMAR_MAX_TOOLS);
     else if (arr)
         node = tool_calls_root(&c, tool_call_node(&c, arr, name), parallel);
+    c.g->guard = "</tool_call>";
     int rc = node < 0 ? node : set_root(c.g, node) || add_tag(c.g, "<tool_call>") || add_tag(c.g, "</tool_call>")
                                    ? oom(&c) : check_limits(&c);
     json_decref(arr);
