@@ -4,7 +4,8 @@
  * POST /v1/sessions, .../fork, .../checkpoints, .../rollback, and ids taken
  * from URLs. The first byte picks the endpoint, the rest is the body. A
  * parse either fails with a 4xx/5xx error object or yields a request whose
- * invariants hold (a prompt, max_tokens >= 1, sampling in range, valid ids).
+ * invariants hold (a prompt, max_tokens >= 1, sampling in range, valid ids,
+ * a compiled grammar for response_format json / tool_choice required).
  *
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_serving_api CORPUS;
  * CI replays fuzz/corpus/serving_api/ through replay_serving_api.
@@ -53,6 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         }
         if (c.tools && !json_is_array(c.tools)) abort();
+        /* a forced tool call or a JSON response_format comes with its grammar, and nothing else does */
+        int forced = c.tool_choice == FRT_API_TOOLS_REQUIRED || c.tool_choice == FRT_API_TOOLS_NAMED;
+        if ((forced && (!c.grammar || !c.tools)) || (c.grammar && !c.grammar_param)) abort();
         if (c.template_kwargs && !json_is_object(c.template_kwargs)) abort();
         if (c.session_id && !frt_session_id_valid(c.session_id)) abort();
         int cart_id = c.cartridge_id[0] != 0, cart_label = c.cartridge_label[0] != 0;

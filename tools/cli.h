@@ -11,6 +11,8 @@
  * code: 0 ok, 1 failure (the message is printed), 2 usage error. */
 int frt_cmd_selfcheck(int argc, char **argv);
 int frt_cmd_bench(int argc, char **argv);
+/* frt bench grammar (bench_grammar.c), reached through frt_cmd_bench. */
+int frt_bench_grammar(int argc, char **argv);
 int frt_cmd_gen_model(int argc, char **argv);
 int frt_cmd_inspect(int argc, char **argv);
 int frt_cmd_tokenize(int argc, char **argv);

@@ -14,6 +14,9 @@
  *         written, in GiB/s (2^30), which is how that page's 3971 figure
  *         was computed (a 2 GiB copy in 1.007 ms).
  *
+ *   frt bench grammar (--tokenizer DIR | --vocab-json FILE)   the host cost of
+ *       one grammar mask per token: bench_grammar.c.
+ *
  *   frt bench -m DIR | --shape NAME --random-weights ...   the model
  *       benchmark: bench_model.c.
  *
@@ -451,14 +454,15 @@ int frt_cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "exec")) return bench_exec(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "cartridge")) return frt_bench_cartridge(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "grammar")) return frt_bench_grammar(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "policy")) {
         argv[1] = "bench policy";
         return frt_bench_policy(argc - 1, argv + 1);
     }
     if (argc >= 2 && argv[1][0] != '-') {
         fprintf(stderr,
-                "frt bench: unknown benchmark '%s' (frt bench exec, frt bench cartridge, frt bench policy, or frt "
-                "bench -m DIR | --shape NAME)\n",
+                "frt bench: unknown benchmark '%s' (frt bench exec, frt bench cartridge, frt bench grammar, frt bench "
+                "policy, or frt bench -m DIR | --shape NAME)\n",
                 argv[1]);
         return 2;
     }

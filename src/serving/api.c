@@ -207,7 +207,7 @@ static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
  * serve does not implement, with the one value it honours (that value, or
  * null, is accepted; anything else is 400 unsupported_value naming the
  * member). docs/serving.md lists them all. */
-typedef enum { D_NEVER, D_ZERO, D_ONE, D_INT_ONE, D_FALSE, D_FALSE_OR_ZERO, D_EMPTY, D_TEXT_FORMAT, D_TIER, D_TEXT_ONLY } dflt;
+typedef enum { D_NEVER, D_ZERO, D_ONE, D_INT_ONE, D_FALSE, D_FALSE_OR_ZERO, D_EMPTY, D_TIER, D_TEXT_ONLY } dflt;
 typedef struct refused_field {
     const char *name;
     dflt ok;
@@ -215,7 +215,6 @@ typedef struct refused_field {
 } refused_field;
 
 static const refused_field k_refused[] = {
-    {"response_format", D_TEXT_FORMAT, "only {\"type\": \"text\"} (JSON output needs constrained decoding)"},
     {"echo", D_FALSE, "only false"},
     {"suffix", D_EMPTY, "only \"\" (no fill-in-the-middle)"},
     {"service_tier", D_TIER, "only \"auto\" or \"default\" (one tier)"},
@@ -242,10 +241,6 @@ static int is_default(dflt ok, json_t *v)
     case D_FALSE_OR_ZERO: return json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0);
     case D_EMPTY:
         return (json_is_object(v) && !json_object_size(v)) || (json_is_string(v) && !json_string_length(v));
-    case D_TEXT_FORMAT: {
-        json_t *t = json_object_get(v, "type");
-        return json_is_object(v) && json_object_size(v) == 1 && json_is_string(t) && !strcmp(json_string_value(t), "text");
-    }
     case D_TIER:
         return json_is_string(v) && (!strcmp(json_string_value(v), "auto") || !strcmp(json_string_value(v), "default"));
     case D_TEXT_ONLY:
@@ -404,6 +399,7 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
     if (frt_api_opt_string(o, "model", &model, err)) return -1;
     snprintf(c->model, sizeof c->model, "%s", model ? model : "");
     if (chat ? frt_api_parse_chat(o, c, err) : parse_prompt(o, c, err)) return -1;
+    if (frt_api_parse_grammar(o, c, err)) return -1;
 
     long long v = 0;
     int present = 0;
@@ -486,6 +482,7 @@ void frt_api_completion_clear(frt_api_completion *c)
     json_decref(c->messages);
     json_decref(c->tools);
     json_decref(c->template_kwargs);
+    frt_grammar_free(c->grammar);
     for (int i = 0; i < c->n_stop; i++) free(c->stop[i]);
     free(c->stop);
     free(c->session_id);

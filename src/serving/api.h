@@ -34,9 +34,11 @@ json_t *frt_api_error_json(const frt_api_error *e);
  * the request's prompt parameter name ("prompt" or "messages"). */
 void frt_api_error_from_status(frt_api_error *e, int status, const char *what);
 
-/* tool_choice: auto (tool calls are parsed from the output) or none (the
- * tools are rendered as with auto, the output is never parsed for calls). */
-enum { FRT_API_TOOLS_AUTO = 0, FRT_API_TOOLS_NONE = 1 };
+/* tool_choice: auto (tool calls are parsed from the output), none (the
+ * tools are rendered as with auto, the output is never parsed for calls),
+ * required (the output is one or more tool calls: a grammar), or a named
+ * function (one call of that function: a grammar). */
+enum { FRT_API_TOOLS_AUTO = 0, FRT_API_TOOLS_NONE = 1, FRT_API_TOOLS_REQUIRED = 2, FRT_API_TOOLS_NAMED = 3 };
 
 /* A parsed and validated completion request. */
 typedef struct frt_api_completion {
@@ -49,7 +51,12 @@ typedef struct frt_api_completion {
                                  * text parts joined into one string, "developer" renamed "system" */
     json_t *tools;              /* chat: the tools array (own reference), or NULL */
     json_t *template_kwargs;    /* chat: chat_template_kwargs (own reference), or NULL */
-    int tool_choice;            /* FRT_API_TOOLS_AUTO or FRT_API_TOOLS_NONE */
+    int tool_choice;            /* FRT_API_TOOLS_* */
+    char tool_name[128];        /* FRT_API_TOOLS_NAMED: the function */
+    int parallel_tool_calls;    /* 1 unless the request sent false */
+    frt_grammar *grammar;       /* response_format json_object / json_schema or tool_choice required / named,
+                                 * compiled when the request is parsed (owned); NULL = unconstrained */
+    const char *grammar_param;  /* "response_format" or "tool_choice" (static) */
     int return_prompt;          /* chat: frt_return_prompt, the rendered prompt goes back in frt.prompt */
     int max_tokens;             /* max_tokens (or max_completion_tokens), else the default */
     int max_tokens_given;       /* the client sent it (else the server may clamp it to the context) */
@@ -86,6 +93,17 @@ void frt_api_completion_clear(frt_api_completion *c);
  * unsupported_value). 0, or -1 with *err; what was set is freed by
  * frt_api_completion_clear. */
 int frt_api_parse_chat(json_t *o, frt_api_completion *c, frt_api_error *err);
+
+/* The constrained-output members (api_format.c): response_format
+ * ({"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+ * "json_schema": {"name", "schema", "strict"?, "description"?}}) and, after
+ * frt_api_parse_chat, tool_choice required / named: compiled into
+ * c->grammar (frt/grammar.h). 400 invalid_type / invalid_value /
+ * unsupported_parameter for malformed members; a schema outside the subset
+ * is 400 unsupported_value whose param names the keyword ("pattern"); both
+ * a JSON response_format and a forced tool call are 400 (param
+ * "response_format"). 0, or -1 with *err. */
+int frt_api_parse_grammar(json_t *o, frt_api_completion *c, frt_api_error *err);
 
 /* Refuses members of o that are not in known (NULL-terminated): 400
  * unsupported_parameter naming the member and where (e.g. "a message"). */

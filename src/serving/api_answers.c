@@ -76,6 +76,13 @@ json_t *frt_api_frt_json(const frt_gen_result *r)
     for (int i = 0; i < r->n_tokens; i++) json_array_append_new(t, json_integer(r->tokens[i]));
     json_object_set_new(o, "tokens", t);
     if (r->choices) choices_frt(o, r);
+    if (r->masks) {
+        json_t *g = json_object();
+        json_object_set_new(g, "masks", json_integer(r->masks));
+        json_object_set_new(g, "mask_ms", ms(r->mask_ms));
+        json_object_set_new(g, "mask_ms_mean", ms(r->mask_ms / r->masks));
+        json_object_set_new(o, "grammar", g);
+    }
     return o;
 }
 

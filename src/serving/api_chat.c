@@ -271,26 +271,50 @@ static int parse_tools(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
+/* {"type": "function", "function": {"name": NAME}}: NAME into c->tool_name. */
+static int parse_named_choice(json_t *tc, frt_api_completion *c, frt_api_error *err)
+{
+    static const char *const fields[] = {"type", "function", NULL}, *const fn_fields[] = {"name", NULL};
+    json_t *type = json_object_get(tc, "type"), *fn = json_object_get(tc, "function");
+    if (frt_api_only_known(tc, fields, "tool_choice", err)) return -1;
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_object(fn))
+        return frt_api_fail(err, 400, "invalid_value", "tool_choice",
+                            "a named 'tool_choice' is {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    if (frt_api_only_known(fn, fn_fields, "tool_choice.function", err)) return -1;
+    json_t *name = json_object_get(fn, "name");
+    if (!json_is_string(name) || !json_string_length(name) || json_string_length(name) >= sizeof c->tool_name)
+        return frt_api_fail(err, 400, "invalid_value", "tool_choice", "'tool_choice.function.name' must be a tool's name");
+    snprintf(c->tool_name, sizeof c->tool_name, "%s", json_string_value(name));
+    c->tool_choice = FRT_API_TOOLS_NAMED;
+    return 0;
+}
+
 static int parse_tool_choice(json_t *o, frt_api_completion *c, frt_api_error *err)
 {
     json_t *tc = json_object_get(o, "tool_choice");
     c->tool_choice = FRT_API_TOOLS_AUTO;
-    if (tc && json_is_string(tc) && !strcmp(json_string_value(tc), "none")) c->tool_choice = FRT_API_TOOLS_NONE;
-    else if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "auto"))) {
-        if (json_is_string(tc) && strcmp(json_string_value(tc), "required"))
+    if (tc && json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "none")) c->tool_choice = FRT_API_TOOLS_NONE;
+        else if (!strcmp(v, "required")) c->tool_choice = FRT_API_TOOLS_REQUIRED;
+        else if (strcmp(v, "auto"))
             return frt_api_fail(err, 400, "invalid_value", "tool_choice",
                                 "'tool_choice' must be 'auto', 'none', 'required' or a named function");
-        if (!json_is_string(tc) && !json_is_object(tc)) return bad_type(err, "tool_choice", "a string or an object");
-        return frt_api_fail(err, 400, "unsupported_value", "tool_choice",
-                            "'tool_choice' %s needs constrained decoding, which frt serve does not do yet "
-                            "(use 'auto' or 'none')",
-                            json_is_string(tc) ? "'required'" : "naming a function");
+    } else if (tc && json_is_object(tc)) {
+        if (parse_named_choice(tc, c, err)) return -1;
+    } else if (tc && !json_is_null(tc)) {
+        return bad_type(err, "tool_choice", "a string or an object");
     }
+    if ((c->tool_choice == FRT_API_TOOLS_REQUIRED || c->tool_choice == FRT_API_TOOLS_NAMED) && !c->tools)
+        return frt_api_fail(err, 400, "invalid_value", "tool_choice", "'tool_choice' %s needs 'tools'",
+                            c->tool_choice == FRT_API_TOOLS_REQUIRED ? "'required'" : "naming a function");
     json_t *ptc = json_object_get(o, "parallel_tool_calls");
     if (ptc && !json_is_null(ptc) && !json_is_boolean(ptc)) return bad_type(err, "parallel_tool_calls", "a boolean");
-    if (json_is_false(ptc))
+    c->parallel_tool_calls = !json_is_false(ptc);
+    if (json_is_false(ptc) && c->tool_choice != FRT_API_TOOLS_REQUIRED && c->tool_choice != FRT_API_TOOLS_NAMED)
         return frt_api_fail(err, 400, "unsupported_value", "parallel_tool_calls",
-                            "'parallel_tool_calls': false needs constrained decoding, which frt serve does not do yet");
+                            "'parallel_tool_calls': false is enforced only with tool_choice 'required' or a named "
+                            "function (with 'auto' the model may still make several calls)");
     return 0;
 }
 

@@ -25,6 +25,7 @@
 #ifndef FRT_SERVING_ENGINE_H
 #define FRT_SERVING_ENGINE_H
 
+#include "frt/grammar.h"
 #include "frt/model.h" /* frt_sampling */
 #include "frt/serving.h"
 #include "text/chat.h" /* frt_chat_request */
@@ -120,6 +121,15 @@ struct frt_engine {
      * owned by the engine's tokenizer, valid while the engine lives). NULL
      * with logprobs. */
     int (*token_bytes)(void *self, int32_t id, const char **bytes, size_t *len);
+
+    /* Grammar-constrained decoding (frt/grammar.h), both NULL when the
+     * engine cannot constrain its sampling (the fake engine): grammar_vocab
+     * gives the token trie of the model's tokenizer with facts.eos_ids as
+     * the end ids (built on the first call, owned by the engine, valid until
+     * destroy); token_mask is frt_model_set_token_mask (NULL turns masking
+     * off; n_words = ceil(facts.vocab_size / 32)). */
+    int (*grammar_vocab)(void *self, const frt_grammar_vocab **out);
+    int (*token_mask)(void *self, const uint32_t *allowed, int64_t n_words);
 
     /* Tokenizer (malloc'd results, the caller frees). */
     int (*tokenize)(void *self, const char *text, size_t len, int32_t **ids, size_t *n);

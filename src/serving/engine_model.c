@@ -25,6 +25,7 @@ typedef struct bound {
     frt_model *m;
     int owns;
     float *logits; /* [vocab] scratch of md_logprob */
+    frt_grammar_vocab *vocab; /* made by the first md_grammar_vocab */
 } bound;
 
 /* The request's sampling, every field (frt/sampling.h), with an unset
@@ -123,6 +124,23 @@ static int md_detokenize(void *self, const int32_t *ids, size_t n, char **text, 
     int rc = frt_model_detokenize(((bound *)self)->m, ids, n, text, &l);
     if (!rc && len) *len = l;
     return rc;
+}
+
+static int md_grammar_vocab(void *self, const frt_grammar_vocab **out)
+{
+    bound *b = self;
+    const frt_tokenizer *tok = frt_model_tokenizer(b->m);
+    if (!tok) return frt_error(FRT_ERR_UNSUPPORTED, "constrained decoding: the checkpoint has no tokenizer.json");
+    if (!b->vocab)
+        FRT_TRY(frt_grammar_vocab_create(tok, b->eng.facts.eos_ids, b->eng.facts.n_eos, b->eng.facts.vocab_size,
+                                         &b->vocab));
+    *out = b->vocab;
+    return 0;
+}
+
+static int md_token_mask(void *self, const uint32_t *allowed, int64_t n_words)
+{
+    return frt_model_set_token_mask(((bound *)self)->m, allowed, n_words);
 }
 
 static int md_chat_prompt(void *self, const frt_chat_request *req, char **text, size_t *len, int32_t **ids,
@@ -230,6 +248,7 @@ static void md_destroy(void *self)
     bound *b = self;
     if (!b) return;
     if (b->owns) frt_model_free(b->m);
+    frt_grammar_vocab_free(b->vocab);
     free(b->logits);
     free(b);
 }
@@ -272,6 +291,8 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->tokenize = md_tokenize;
     e->detokenize = md_detokenize;
     e->chat_prompt = md_chat_prompt;
+    e->grammar_vocab = md_grammar_vocab;
+    e->token_mask = md_token_mask;
     e->destroy = md_destroy;
     e->capsule_key = md_capsule_key;
     e->cartridge_supported = md_cartridge_supported;

@@ -306,7 +306,15 @@ static int chat_setup(frt_server *s, frt_job *j, frt_gen_request *g, int32_t **i
     if (chat_prompt(s, j, ids, &n, &open, err)) return -1;
     g->ids = *ids;
     g->n_ids = (int)n;
-    int tools = c->tools && c->tool_choice == FRT_API_TOOLS_AUTO;
+    int tools = c->tools && c->tool_choice != FRT_API_TOOLS_NONE;
+    if (open && c->grammar) { /* the grammar's output would be taken for reasoning */
+        free(*ids);
+        *ids = NULL;
+        return frt_api_fail(err, 400, "unsupported_value", c->grammar_param,
+                            "'%s' is enforced from the first generated token, but this prompt opens a reasoning "
+                            "block (<think>): send chat_template_kwargs {\"enable_thinking\": false}",
+                            c->grammar_param);
+    }
     uint64_t seed = XXH64(j->ident.id, strlen(j->ident.id), (uint64_t)j->ident.created);
     if (c->stream && c->n > 1) {
         frt_chat_output_init(&j->out, tools, open, seed, on_piece_stream, j);
@@ -476,6 +484,8 @@ static void run_completion(frt_server *s, frt_job *j)
     g.t_arrival = j->t_arrival;
     g.n = c->n;
     g.best_of = c->best_of;
+    g.grammar = c->grammar;
+    g.grammar_param = c->grammar_param;
     if (c->stream) {
         g.on_start = on_start;
         g.on_text = on_text;

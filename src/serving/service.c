@@ -590,12 +590,17 @@ static int gen_decode(frt_gen_run *r)
     }
     int32_t tok;
     if (rq->has_seed) e->seed(e->self, rq->seed);
-    int rc = e->sample(e->self, &rq->sampling, &tok);
+    frt_gen_grammar gg; /* the request's grammar, if any: a mask before each step */
+    int none = 0;
+    int rc = frt_gen_grammar_begin(&gg, e, rq);
+    if (!rc) rc = frt_gen_grammar_mask(&gg, &none);
+    if (!rc) rc = e->sample(e->self, &rq->sampling, &tok);
     if (!rc) {
         r->res->ttft_ms = 1e3 * (frt_service_now() - r->t0);
         rc = frt_gen_seq_push(q, tok);
     }
     if (!rc) rc = take_logprobs(r, q);
+    if (!rc) rc = frt_gen_grammar_accept(&gg, tok);
     if (!rc) {
         pthread_mutex_lock(&s->mu);
         sess->pending = tok;
@@ -603,9 +608,15 @@ static int gen_decode(frt_gen_run *r)
     }
     while (!rc && !frt_gen_seq_done(r, q, max_gen)) {
         int32_t last = q->g[q->k - 1];
-        rc = e->decode(e->self, &rq->sampling, &tok);
+        rc = frt_gen_grammar_mask(&gg, &none);
+        if (!rc && none) { /* the grammar's output ended (an end id taken under ignore_eos) */
+            q->finish = "stop";
+            break;
+        }
+        if (!rc) rc = e->decode(e->self, &rq->sampling, &tok);
         if (!rc) rc = frt_gen_seq_push(q, tok);
         if (!rc) rc = take_logprobs(r, q);
+        if (!rc) rc = frt_gen_grammar_accept(&gg, tok);
         if (rc) break;
         pthread_mutex_lock(&s->mu);
         frt_session_append(sess, last);
@@ -615,6 +626,9 @@ static int gen_decode(frt_gen_run *r)
         send_logprobs(r, q, q->k - 1);
         frt_gen_emit_committed(&q->em, q->g, q->k - 1);
     }
+    r->res->masks = gg.masks;
+    r->res->mask_ms = gg.ms;
+    frt_gen_grammar_end(&gg);
     r->generated = q->k;
     return rc;
 }
@@ -729,6 +743,7 @@ int frt_service_generate(frt_service *s, const frt_gen_request *rq, frt_gen_resu
     pthread_mutex_unlock(&s->mu);
     FRT_TRY(crc);
     FRT_TRY(frt_gen_branches_check(s, rq, res));
+    FRT_TRY(frt_gen_grammar_check(s, rq, res));
     const int forked = (rq->n > 1 || rq->best_of > 1);
     if (forked && rq->sampling.logprobs) {
         res->error_param = "logprobs";

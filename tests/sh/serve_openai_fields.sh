@@ -7,8 +7,14 @@
 #     type) and with the value it honours (200); an unknown member is 400
 #     unsupported_parameter;
 #   tools: the schema is in the rendered prompt (frt_return_prompt); a
-#     template that ignores tools gets them refused; tool_choice required /
-#     named refused, none renders the tools and parses nothing;
+#     template that ignores tools gets them refused; tool_choice none
+#     renders the tools and parses nothing;
+#   structured output: response_format json_schema with a keyword outside
+#     the subset is 400 naming the keyword (pattern, minimum, oneOf, $ref
+#     recursion, additionalProperties true), malformed response_format /
+#     tool_choice members are 400 naming them, and the fake engine (which
+#     cannot constrain its output) refuses json_object and tool_choice
+#     required; serve_agent.sh runs them on real checkpoints;
 #   tool calls (the fake engine scripted with --fake-reply): message.tool_calls
 #     and finish_reason "tool_calls", streamed as delta.tool_calls chunks that
 #     reassemble to the same call; malformed JSON stays content;
@@ -183,13 +189,54 @@ expect_error 400 unsupported_value "a strict tool"
 api f POST /v1/chat/completions "{$MSG,\"tools\":[{\"type\":\"function\",\"function\":{\"description\":\"d\"}}]}"
 expect_error 400 missing_required_parameter "a tool without a name"
 api f POST /v1/chat/completions "{$MSG,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}"
-expect_error 400 unsupported_value "a named tool_choice"
+expect_error 400 invalid_value "a named tool_choice without tools"
 api f POST /v1/chat/completions "{$MSG,\"tool_choice\":\"sometimes\"}"
 expect_error 400 invalid_value "an unknown tool_choice"
 api f POST /v1/chat/completions "{$MSG,\"chat_template_kwargs\":{\"messages\":[]}}"
 expect_error 400 invalid_value "chat_template_kwargs setting messages"
+
+# ---- structured output: what the grammar compiler refuses, at parse time --------------------------
+bad_format() { # bad_format EXTRA_MEMBERS STATUS CODE PARAM WHAT
+    api f POST /v1/chat/completions "{$MSG,\"max_tokens\":2,$1}"
+    expect_error "$2" "$3" "$5"
+    [ "$(jqr .error.param)" = "$4" ] || fail "$5: param $(jqr .error.param), expected $4: $BODY"
+}
+rf() { printf '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":%s}}' "$1"; }
+bad_format "$(rf '{"type":"string","pattern":"a+"}')" 400 unsupported_value pattern "a schema with pattern"
+bad_format "$(rf '{"type":"object","properties":{"a":{"type":"integer","minimum":0}}}')" 400 unsupported_value minimum \
+    "a nested minimum"
+bad_format "$(rf '{"type":"object","additionalProperties":true}')" 400 unsupported_value additionalProperties \
+    "additionalProperties: true"
+bad_format "$(rf '{"$defs":{"n":{"properties":{"n":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}')" 400 unsupported_value \
+    '$ref' "a recursive \$ref"
+bad_format "$(rf '{"oneOf":[{}]}')" 400 unsupported_value oneOf "oneOf"
+bad_format "$(rf '{"type":"strin"}')" 400 invalid_value type "an unknown type"
+bad_format '"response_format":{"type":"xml"}' 400 invalid_value response_format.type "an unknown response_format type"
+bad_format '"response_format":{"type":"json_schema","json_schema":{"schema":{}}}' 400 missing_required_parameter \
+    response_format.json_schema.name "a json_schema without a name"
+bad_format '"response_format":{"type":"json_schema","json_schema":{"name":"x"}}' 400 missing_required_parameter \
+    response_format.json_schema.schema "a json_schema without a schema"
+bad_format '"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{},"extra":1}}' 400 \
+    unsupported_parameter extra "an unknown json_schema member"
+bad_format '"response_format":{"type":"json_object","json_schema":{}}' 400 invalid_value response_format.json_schema \
+    "json_schema beside json_object"
+bad_format '"tool_choice":"required"' 400 invalid_value tool_choice "tool_choice required without tools"
+bad_format "\"tools\":$TOOLS,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}" 400 invalid_value \
+    tool_choice "a named tool_choice that names no tool"
+FMT_TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"d":{"type":"string","format":"date"}}}}}]'
+bad_format "\"tools\":$FMT_TOOLS,\"tool_choice\":\"required\"" 400 unsupported_value format \
+    "tool parameters outside the subset under tool_choice required"
+bad_format "\"tools\":$TOOLS,\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}" 400 \
+    invalid_value response_format "a JSON response_format with a forced tool call"
+# the fake engine cannot constrain its output: a well-formed request is refused, naming the member
+bad_format '"response_format":{"type":"json_object"}' 400 unsupported_value response_format \
+    "json_object on the fake engine"
+bad_format "\"tools\":$TOOLS,\"tool_choice\":\"required\"" 400 unsupported_value tool_choice \
+    "tool_choice required on the fake engine"
+api f POST /v1/completions '{"prompt":"hi","max_tokens":2,"response_format":{"type":"json_object"}}'
+expect_error 400 unsupported_value "json_object on the fake engine (completions)"
 serve_stop f
-echo "  messages, tools, tool_choice, chat_template_kwargs: validated"
+echo "  messages, tools, tool_choice, chat_template_kwargs, response_format: validated"
 
 # ---- a template that ignores tools gets them refused ----------------------------------------------
 serve_start nt "${ENGINE[@]}" --fake-no-tools
