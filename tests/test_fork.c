@@ -215,8 +215,9 @@ static void check_step_refusals(const char *dir)
     frt_model_free(m);
 }
 
-/* dense: a dense-family checkpoint (the cuda backend batches its forks). */
-static void test_model(const char *dir, int dense)
+/* batched: the cuda backend decodes this checkpoint's forks in one batched
+ * graph (frt_model_info.branch_batched == B there). */
+static void test_model(const char *dir, int batched)
 {
     frt_model *mb = load(dir, B, 256), *m1 = load(dir, 1, 256);
     frt_capsule *cap = NULL, *cap1 = NULL;
@@ -226,9 +227,9 @@ static void test_model(const char *dir, int dense)
     CHECK_OK(frt_model_info_get(m1, &i1));
     CHECK(ib.branch_slots == B && i1.branch_slots == 1);
     CHECK(ib.branch_state_bytes == B * ib.state_bytes && i1.branch_state_bytes == i1.state_bytes);
-    /* cuda dense: the batched decode graph (the checks below then cover it:
+    /* cuda: the batched decode graph (the checks below then cover it:
      * a fork's steps run batched while every branch is live) */
-    CHECK_MSG(ib.branch_batched == (g_backend == FRT_BACKEND_CUDA && dense ? B : 0), "%s: branch_batched %d", dir,
+    CHECK_MSG(ib.branch_batched == (g_backend == FRT_BACKEND_CUDA && batched ? B : 0), "%s: branch_batched %d", dir,
               ib.branch_batched);
     CHECK(i1.branch_batched == 0);
     CHECK_MSG(frt_model_fingerprint(mb) == frt_model_fingerprint(m1), "%s: the fingerprint depends on B", dir);
@@ -315,16 +316,22 @@ int main(int argc, char **argv)
         }
     snprintf(dir, sizeof dir, "%s/models/frt-demo", FRT_SOURCE_DIR);
     test_model(dir, 0);
-    /* llama3.2-1b (cuda only: 2.5 GB): head_dim 64, the batched
-     * flash-decoding kernel (the tiny shapes' head_dim 32 runs attention
-     * slot by slot inside the batched graph) */
-    const char *shapes[] = {"tiny", "tiny-dense", "tiny-qwen3", "llama3.2-1b"};
-    size_t n_shapes = sizeof shapes / sizeof shapes[0] - (g_backend == FRT_BACKEND_CPU);
+    /* cuda only, real shapes: llama3.2-1b (2.5 GB; head_dim 64: the batched
+     * flash-decoding kernel, where the tiny shapes' head_dim 32 runs
+     * attention slot by slot inside the batched graph) and qwen3.5-0.8b
+     * (1.6 GB; the fused Gated DeltaNet step the hybrid's batched graph
+     * needs: the tiny hybrid and the demo model (d_k 32) step their slots
+     * one after another). batched: the cuda backend has a batched graph. */
+    const struct {
+        const char *shape;
+        int batched;
+    } shapes[] = {{"tiny", 0}, {"tiny-dense", 1}, {"tiny-qwen3", 1}, {"llama3.2-1b", 1}, {"qwen3.5-0.8b", 1}};
+    size_t n_shapes = sizeof shapes / sizeof shapes[0] - (g_backend == FRT_BACKEND_CPU ? 2 : 0);
     char tiny[256];
     for (size_t i = 0; i < n_shapes; i++) {
         snprintf(tiny, sizeof tiny, "/tmp/frt-test-fork-%d-%zu", (int)getpid(), i);
-        CHECK_OK(frt_gen_model_write(shapes[i], 11, tiny));
-        test_model(tiny, i > 0);
+        CHECK_OK(frt_gen_model_write(shapes[i].shape, 11, tiny));
+        test_model(tiny, shapes[i].batched);
         if (i == 1) check_step_refusals(tiny);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tiny);

@@ -358,6 +358,163 @@ static int record_sample_work(const fwd *f)
                                 frt_buffer_ptr(m->out_logprobs), c->sample_ws, c->sample_ws_bytes);
 }
 
+/* ---- the batched decode of branch slots (frt/branch.h) --------------------
+ *
+ * One graph decodes slots 0..n-1 together (as dense_cuda.c's): the
+ * weight-bound products run on all n rows, through the plain GEMVs in groups
+ * of up to FRT_CUDA_GEMV_MAX_N rows after one rmsnorm launch over the rows
+ * (the _norm GEMVs' prologue is the same bits as that rmsnorm), and the rest
+ * per slot on its own state: the journal and embedding, the attention prep,
+ * KV append and flash-decoding over its own cache, the fused Gated DeltaNet
+ * step on its own recurrent and conv state, its logits, the advance and its
+ * sampler. Every kernel is row-wise or, for the GEMV, splits a row as it
+ * does alone (gemv.cu), so a branch gets the bits of its decode alone
+ * (tests/test_fork.c, fork_cuda). Only for the fused Gated DeltaNet step's
+ * shapes (dk, dv 64 / 128, nv / nk <= 8, conv <= 4): otherwise
+ * FRT_ERR_UNSUPPORTED and the runtime steps the slots one after another. */
+
+#define BATCH_G FRT_CUDA_GEMV_MAX_N
+#define GROUPS(r0, g, n) for (int r0 = 0, g; r0 < (n) && (g = (n) - r0 < BATCH_G ? (n) - r0 : BATCH_G); r0 += g)
+
+/* rmsnorm(c->x, w) (zero-centred) of the n rows into c->h (bf16). */
+static int b_norm(const fwd *fa, const float *w)
+{
+    cu_model *c = fa->c;
+    return frt_cuda_rmsnorm(fa->st, c->h, BF16, c->x, F32, w, NULL, fa->R, 1, c->H, c->eps, 1);
+}
+
+/* Rows r0 .. r0+g-1: y = act . w^T added into the residual c->x. */
+static int b_out(const fwd *fa, const uint16_t *act, int in, const uint16_t *w, int r0, int g)
+{
+    cu_model *c = fa->c;
+    return frt_cuda_gemm_run(c->gemm, fa->st, c->x + (size_t)r0 * c->H, F32, act + (size_t)r0 * in, w, g, in, c->H,
+                             1);
+}
+
+static int b_attention(const fwd *fa, const fwd *fb, int l)
+{
+    frt_model *m = fa->m;
+    cu_model *c = fa->c;
+    const cu_layer *lw = &c->layers[l];
+    int n = fa->R;
+    FRT_TRY(b_norm(fa, lw->input_ln));
+    GROUPS(r0, g, n) {
+        const frt_cuda_gemv_entry e[3] = {{c->t0 + (size_t)r0 * c->qw, F32, lw->q_proj, c->qw},
+                                          {c->k + (size_t)r0 * c->kvw, F32, lw->k_proj, c->kvw},
+                                          {c->v + (size_t)r0 * c->kvw, F32, lw->v_proj, c->kvw}};
+        FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 3, c->h + (size_t)r0 * c->H, g, c->H));
+    }
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
+        float *q = c->q + (size_t)b * c->ad, *zg = c->gated ? c->zg + (size_t)b * c->ad : NULL;
+        FRT_TRY(frt_cuda_attn_decode_prep(fb->st, q, zg, kc, vc, c->t0 + (size_t)b * c->qw, c->k + (size_t)b * c->kvw,
+                                          c->v + (size_t)b * c->kvw, lw->q_norm, lw->k_norm, fb[b].d_pos, NULL,
+                                          m->max_seq, c->nh, c->nkv, c->hd, c->rot, c->theta, c->eps, 1, c->gated));
+        FRT_TRY(frt_cuda_attention(fb->st, c->o + (size_t)b * c->ad, F32, q, F32, kc, vc, fb[b].d_pos, NULL, 1,
+                                   m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws,
+                                   c->attn_ws_bytes));
+    }
+    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(fa->st, c->o, F32, c->zg, F32, NULL, n, c->ad));
+    FRT_TRY(frt_cuda_convert(fa->st, c->ob, BF16, c->o, F32, NULL, n, c->ad));
+    GROUPS(r0, g, n) FRT_TRY(b_out(fa, c->ob, c->ad, lw->o_proj, r0, g));
+    return 0;
+}
+
+static int b_deltanet(const fwd *fa, const fwd *fb, int l)
+{
+    frt_model *m = fa->m;
+    cu_model *c = fa->c;
+    const cu_layer *lw = &c->layers[l];
+    int n = fa->R, nv = c->nv;
+    FRT_TRY(b_norm(fa, lw->input_ln));
+    GROUPS(r0, g, n) {
+        const frt_cuda_gemv_entry e[4] = {{c->t0 + (size_t)r0 * c->ch, F32, lw->in_proj_qkv, c->ch},
+                                          {c->zg + (size_t)r0 * c->vd, F32, lw->in_proj_z, c->vd},
+                                          {c->b + (size_t)r0 * nv, F32, lw->in_proj_ba, nv},
+                                          {c->a + (size_t)r0 * nv, F32, lw->in_proj_ba + (size_t)nv * c->H, nv}};
+        FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 4, c->h + (size_t)r0 * c->H, g, c->H));
+    }
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]), *conv = frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]);
+        FRT_TRY(frt_cuda_gdn_decode(fb->st, c->ob + (size_t)b * c->vd, BF16, state, conv, NULL,
+                                    c->t0 + (size_t)b * c->ch, F32, lw->conv1d, c->zg + (size_t)b * c->vd,
+                                    c->a + (size_t)b * nv, c->b + (size_t)b * nv, lw->A_log, lw->dt_bias, lw->gdn_norm,
+                                    NULL, c->nk, nv, c->dk, c->dv, c->K, c->eps));
+    }
+    GROUPS(r0, g, n) FRT_TRY(b_out(fa, c->ob, c->vd, lw->out_proj, r0, g));
+    return 0;
+}
+
+static int b_mlp(const fwd *fa, int l)
+{
+    cu_model *c = fa->c;
+    const cu_layer *lw = &c->layers[l];
+    FRT_TRY(b_norm(fa, lw->post_ln));
+    GROUPS(r0, g, fa->R) {
+        FRT_TRY(frt_cuda_gemv_swiglu(fa->st, c->ob + (size_t)r0 * c->I, BF16, c->h + (size_t)r0 * c->H, lw->gate_proj,
+                                     lw->up_proj, g, c->H, c->I));
+        FRT_TRY(b_out(fa, c->ob, c->I, lw->down_proj, r0, g));
+    }
+    return 0;
+}
+
+static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
+{
+    cu_model *c = m->bk_data;
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        fb[b] = fwd_make(s, m, 1, 1);
+        FRT_TRY(frt_qwen35_journal(fb[b].st, frt_buffer_ptr(m->tokens), fb[b].d_pending, fb[b].d_pos, NULL, 1,
+                                   m->max_seq, frt_buffer_ptr(m->seen), frt_buffer_ptr(m->counts)));
+        FRT_TRY(frt_cuda_embedding(fb[b].st, c->x + (size_t)b * c->H, F32, c->embed, c->V, c->H, fb[b].d_pending,
+                                   NULL, 1));
+    }
+    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
+    for (int l = 0; l < c->L; l++) {
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            FRT_TRY(b_attention(&fa, fb, l));
+        else
+            FRT_TRY(b_deltanet(&fa, fb, l));
+        FRT_TRY(b_mlp(&fa, l));
+    }
+    FRT_TRY(frt_cuda_rmsnorm(fa.st, c->hf, F32, c->x, F32, c->final_norm, NULL, n, 1, c->H, c->eps, 1));
+    FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
+    GROUPS(r0, g, n)
+        FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
+                                  c->lm_head, g, c->H, c->V, 0));
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        FRT_CUDA_TRY(cudaMemcpyAsync(frt_buffer_ptr(m->logits), c->blogits + (size_t)b * c->V,
+                                     (size_t)c->V * sizeof(float), cudaMemcpyDeviceToDevice, (cudaStream_t)fb[b].st));
+        FRT_TRY(frt_qwen35_advance(fb[b].st, fb[b].d_pos, fb[b].d_pending, fb[b].d_has_logits, NULL, NULL, NULL, 1));
+        FRT_TRY(record_sample_work(&fb[b]));
+    }
+    return 0;
+}
+
+static int cu_record_decode_batch(frt_stream *s, void *user)
+{
+    const frt_record_ctx *rc = user;
+    frt_model *m = rc->m;
+    cu_model *c = m->bk_data;
+    int n = rc->bucket;
+    if (!c->batch_slots)
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda model: no batched decode for these shapes (a product is not a "
+                                              "GEMV, or the Gated DeltaNet step is not the fused one)");
+    if (n < 2 || n > c->batch_slots)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: batch of %d slots outside [2, %d]", n, c->batch_slots);
+    fwd *fb = malloc((size_t)n * sizeof *fb);
+    if (!fb) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
+    int bound = m->bound_slot;
+    int err = record_batch(s, m, n, fb);
+    int brc = frt_model_bind_slot(m, bound);
+    free(fb);
+    FRT_TRY(err);
+    return brc;
+}
+
 static int cu_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
@@ -408,6 +565,7 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .record_prefill = cu_record_prefill,
     .record_decode = cu_record_decode,
     .record_sample = cu_record_sample,
+    .record_decode_batch = cu_record_decode_batch,
     .debug_hidden = cu_debug_hidden,
     .fingerprint_extra = frt_qwen35_cu_fingerprint_extra,
 };

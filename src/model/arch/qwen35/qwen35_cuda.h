@@ -20,6 +20,7 @@
 #define ALIGN 256 /* every tensor and scratch array starts 256-byte aligned */
 #define GDR_CHUNK 64        /* the chunk of the chunked gated delta rule (as the cpu backend) */
 #define DECODE_SPLIT 128    /* flash-decoding split length of the decode attention (256 blocks at 8k) */
+#define BATCH_MAX 32        /* the most branch slots one batched decode graph takes */
 #define GEMM_WORKSPACE (32u << 20)
 
 /* Device pointers of one layer's weights (into the weight arena); NULL where
@@ -82,6 +83,8 @@ typedef struct cu_model {
     size_t prefill_attn_ws_bytes;
     void *sample_ws;
     size_t sample_ws_bytes;
+    float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
+    int batch_slots; /* the most branch slots one batched decode graph takes; 0: none */
     int32_t *debug_rows;              /* [1] rows of the last debug record */
     float *debug;                     /* [(L + 2), C, H] when params.debug_hidden */
     size_t debug_off, debug_rows_off; /* byte offsets of debug, debug_rows in sbuf */

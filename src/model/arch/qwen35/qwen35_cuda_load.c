@@ -308,9 +308,24 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     return 0;
 }
 
+/* Whether the batched decode can run (qwen35_cuda.c): every plan of up to
+ * FRT_CUDA_GEMV_MAX_N rows is the GEMV (batch-invariant), and the Gated
+ * DeltaNet layers take the fused decode step. */
+static int batch_ok(const frt_model *m, cu_model *c)
+{
+    for (int i = 0; i < frt_cuda_gemm_plan_count(c->gemm); i++) {
+        frt_cuda_gemm_plan_info pi;
+        if (frt_cuda_gemm_plan_get(c->gemm, i, &pi) < 0) return 0;
+        if (pi.n <= FRT_CUDA_GEMV_MAX_N && pi.kernel != FRT_CUDA_GEMM_GEMV) return 0;
+    }
+    int lin = m->cfg.n_linear_layers > 0;
+    return !lin || ((c->dk == 64 || c->dk == 128) && (c->dv == 64 || c->dv == 128) && c->nv / c->nk <= 8 && c->K <= 4);
+}
+
 /* Decode's output projections accumulate into the residual (gemm_out): their
- * n = 1 accumulate plans. */
-static int plan_decode_out(frt_model *m, cu_model *c)
+ * accumulate plans for n rows (1: decode; 2..4: groups of the batched
+ * decode). */
+static int plan_decode_out(frt_model *m, cu_model *c, int n)
 {
     int has_full = 0, has_lin = 0;
     for (int l = 0; l < c->L; l++) {
@@ -319,9 +334,9 @@ static int plan_decode_out(frt_model *m, cu_model *c)
         else
             has_lin = 1;
     }
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->I, c->H, F32, 1));                /* down */
-    if (has_full) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->ad, c->H, F32, 1)); /* o_proj */
-    if (has_lin) FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->vd, c->H, F32, 1));  /* out_proj */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 1));                /* down */
+    if (has_full) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 1)); /* o_proj */
+    if (has_lin) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->vd, c->H, F32, 1));  /* out_proj */
     return 0;
 }
 
@@ -338,6 +353,10 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     size_t qwid = (size_t)max_i(c->ad, c->kd), kwid = (size_t)max_i(c->kvw, c->kd);
     size_t vwid = (size_t)max_i(c->kvw, c->vd), owid = (size_t)max_i(c->ad, c->vd);
     size_t obwid = (size_t)max_i(max_i(c->ad, c->vd), c->I);
+    /* the batched decode of branch slots: up to BATCH_MAX rows, at most C (its rows live in this scratch) */
+    int slots = m->params.branch_slots > 1 ? m->params.branch_slots : 1;
+    if (slots > BATCH_MAX) slots = BATCH_MAX;
+    if (slots > m->C) slots = m->C;
 
     c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes(m->C, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
@@ -376,6 +395,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
+        if (slots > 1) CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {
@@ -395,9 +415,14 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(m, c, 1));
-    FRT_TRY(plan_decode_out(m, c));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, 1, c->H, c->V, F32, 0)); /* lm_head */
+    /* decode (1 row) and the batched decode (groups of up to 4 rows), made
+     * whatever the slot count, so the fingerprint does not depend on it */
+    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
+        FRT_TRY(plan_decode_out(m, c, g));
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
+    }
+    c->batch_slots = slots > 1 && batch_ok(m, c) ? slots : 0;
     return frt_stream_sync(m->stream);
 }
 
