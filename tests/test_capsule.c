@@ -29,7 +29,9 @@
  * Runs over every family: the suite above on the hybrid ("tiny") and on the
  * dense architecture ("tiny-dense", a llama with llama3 RoPE scaling; no
  * recurrent state, so test 6 checks instead that a KV-only restore is the
- * full restore).
+ * full restore). On the cpu backend the dense suite runs once more with an
+ * FP8 E4M3 KV cache (params.kv_dtype FRT_KV_FP8, docs/fp8.md): exactness
+ * holds unchanged within one precision.
  */
 #include "frt_test.h"
 
@@ -56,6 +58,7 @@ static int V;
 static float la[MAXV], lb[MAXV];
 
 static frt_backend backend = FRT_BACKEND_CPU;
+static frt_kv_dtype kv_dtype = FRT_KV_DEFAULT;
 
 static frt_model *load(const char *d)
 {
@@ -63,6 +66,7 @@ static frt_model *load(const char *d)
     p.backend = backend;
     p.prefill_chunk = C;
     p.max_seq = 1024;
+    p.kv_dtype = kv_dtype;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(d, &p, &m));
     return m;
@@ -331,7 +335,8 @@ static void test_new_process(frt_model *m, const char *self)
 {
     char path[512];
     path_in(path, sizeof path, "proc.cap");
-    char *argv[] = {(char *)self, "child-save", dir, path, "99", (char *)frt_backend_name(backend), NULL};
+    char *argv[] = {(char *)self,  "child-save", dir, path, "99", (char *)frt_backend_name(backend),
+                    kv_dtype == FRT_KV_FP8 ? "fp8" : "default", NULL};
     pid_t pid;
     CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
     int status = 0;
@@ -886,8 +891,9 @@ static void run_suite(const char *shape);
 
 int main(int argc, char **argv)
 {
-    if (argc == 6 && !strcmp(argv[1], "child-save")) {
+    if (argc == 7 && !strcmp(argv[1], "child-save")) {
         if (frt_backend_parse(argv[5], &backend) < 0) return 2;
+        kv_dtype = strcmp(argv[6], "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
         return child_save(argv[2], argv[3], strtoull(argv[4], NULL, 10));
     }
     if (argc > 1 && frt_backend_parse(argv[1], &backend) < 0) {
@@ -903,6 +909,11 @@ int main(int argc, char **argv)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         printf("== %s\n", families[f]);
         run_suite(families[f]);
+    }
+    if (backend == FRT_BACKEND_CPU) {
+        printf("== tiny-dense, fp8 KV cache\n");
+        kv_dtype = FRT_KV_FP8;
+        run_suite("tiny-dense");
     }
     return frt_test_report();
 }
