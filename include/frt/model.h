@@ -120,7 +120,7 @@ typedef enum frt_state_validity {
 /* One buffer of the live state table. Strings are owned by the model. */
 typedef struct frt_state_info {
     const char *name;   /* e.g. "kv.3.k", "gdn.0.state", "tokens", "boundary", "logits" */
-    const char *dtype;  /* "f32", "bf16", "i32", "u8" (safetensors names) */
+    const char *dtype;  /* "F32", "BF16", "I32", "U8", "F8_E4M3" (safetensors names) */
     int ndim;
     int64_t shape[4];   /* ROWS: shape[0] = max_seq */
     frt_state_validity validity;
