@@ -37,6 +37,7 @@
 
 #include "frt/capsule.h"
 #include "frt/debug.h"
+#include "frt_test_capsule.h"
 #include "model/model_internal.h"
 #include "gen_model.h"
 #include "util/error.h"
@@ -773,16 +774,8 @@ static uint8_t *live_closure(frt_model *m, const frt_capsule *c, size_t *total)
 
 static size_t positional_bytes(const frt_capsule *c)
 {
-    frt_capsule_info in;
-    CHECK_OK(frt_capsule_info_get(c, &in));
-    size_t sum = 0;
-    for (int i = 0; i < in.n_buffers; i++) {
-        const char *name = NULL;
-        size_t b = 0;
-        CHECK_OK(frt_capsule_buffer(c, i, &name, &b));
-        if (!strncmp(name, "kv.", 3) || !strcmp(name, "tokens")) sum += b;
-    }
-    return sum;
+    static const char *const rows[] = {"kv.", "tokens", NULL};
+    return capsule_bytes_of(c, rows);
 }
 
 static void test_rollback_restore(frt_model *m, frt_model *other)

@@ -25,6 +25,7 @@
 #include "frt/cartridge.h"
 #include "frt/model.h"
 #include "frt/safetensors.h"
+#include "frt_test_capsule.h"
 #include "gen_model.h"
 #include "kernels/cpu/fp8.h"
 #include "model/model_internal.h"
@@ -213,16 +214,8 @@ static void test_golden(void)
 /* Sum of the kv.* payload bytes of a capsule. */
 static size_t kv_bytes(const frt_capsule *c)
 {
-    frt_capsule_info in;
-    CHECK_OK(frt_capsule_info_get(c, &in));
-    size_t sum = 0;
-    for (int i = 0; i < in.n_buffers; i++) {
-        const char *name = NULL;
-        size_t b = 0;
-        CHECK_OK(frt_capsule_buffer(c, i, &name, &b));
-        if (!strncmp(name, "kv.", 3)) sum += b;
-    }
-    return sum;
+    static const char *const kv[] = {"kv.", NULL};
+    return capsule_bytes_of(c, kv);
 }
 
 /* A capsule of the other precision restored into `into`: refused,
