@@ -29,12 +29,15 @@
  * Runs over every family: the suite above on the hybrid ("tiny") and on the
  * dense architecture ("tiny-dense", a llama with llama3 RoPE scaling; no
  * recurrent state, so test 6 checks instead that a KV-only restore is the
- * full restore).
+ * full restore). On the cpu backend the dense suite runs once more with an
+ * FP8 E4M3 KV cache (params.kv_dtype FRT_KV_FP8, docs/fp8.md): exactness
+ * holds unchanged within one precision.
  */
 #include "frt_test.h"
 
 #include "frt/capsule.h"
 #include "frt/debug.h"
+#include "frt_test_capsule.h"
 #include "model/model_internal.h"
 #include "gen_model.h"
 #include "util/error.h"
@@ -56,6 +59,7 @@ static int V;
 static float la[MAXV], lb[MAXV];
 
 static frt_backend backend = FRT_BACKEND_CPU;
+static frt_kv_dtype kv_dtype = FRT_KV_DEFAULT;
 
 static frt_model *load(const char *d)
 {
@@ -63,6 +67,7 @@ static frt_model *load(const char *d)
     p.backend = backend;
     p.prefill_chunk = C;
     p.max_seq = 1024;
+    p.kv_dtype = kv_dtype;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(d, &p, &m));
     return m;
@@ -331,7 +336,8 @@ static void test_new_process(frt_model *m, const char *self)
 {
     char path[512];
     path_in(path, sizeof path, "proc.cap");
-    char *argv[] = {(char *)self, "child-save", dir, path, "99", (char *)frt_backend_name(backend), NULL};
+    char *argv[] = {(char *)self,  "child-save", dir, path, "99", (char *)frt_backend_name(backend),
+                    kv_dtype == FRT_KV_FP8 ? "fp8" : "default", NULL};
     pid_t pid;
     CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
     int status = 0;
@@ -768,16 +774,8 @@ static uint8_t *live_closure(frt_model *m, const frt_capsule *c, size_t *total)
 
 static size_t positional_bytes(const frt_capsule *c)
 {
-    frt_capsule_info in;
-    CHECK_OK(frt_capsule_info_get(c, &in));
-    size_t sum = 0;
-    for (int i = 0; i < in.n_buffers; i++) {
-        const char *name = NULL;
-        size_t b = 0;
-        CHECK_OK(frt_capsule_buffer(c, i, &name, &b));
-        if (!strncmp(name, "kv.", 3) || !strcmp(name, "tokens")) sum += b;
-    }
-    return sum;
+    static const char *const rows[] = {"kv.", "tokens", NULL};
+    return capsule_bytes_of(c, rows);
 }
 
 static void test_rollback_restore(frt_model *m, frt_model *other)
@@ -886,8 +884,9 @@ static void run_suite(const char *shape);
 
 int main(int argc, char **argv)
 {
-    if (argc == 6 && !strcmp(argv[1], "child-save")) {
+    if (argc == 7 && !strcmp(argv[1], "child-save")) {
         if (frt_backend_parse(argv[5], &backend) < 0) return 2;
+        kv_dtype = strcmp(argv[6], "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
         return child_save(argv[2], argv[3], strtoull(argv[4], NULL, 10));
     }
     if (argc > 1 && frt_backend_parse(argv[1], &backend) < 0) {
@@ -903,6 +902,11 @@ int main(int argc, char **argv)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         printf("== %s\n", families[f]);
         run_suite(families[f]);
+    }
+    if (backend == FRT_BACKEND_CPU) {
+        printf("== tiny-dense, fp8 KV cache\n");
+        kv_dtype = FRT_KV_FP8;
+        run_suite("tiny-dense");
     }
     return frt_test_report();
 }

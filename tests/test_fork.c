@@ -8,7 +8,8 @@
  * than slots is refused with the live state intact; too many slots for
  * memory and bad slot counts are refused at load. Models: the dense
  * goldens (tests/data/golden_dense), the demo model, and a random tiny
- * Qwen3.5 hybrid (frt_gen_model). Runs on both backends
+ * Qwen3.5 hybrid (frt_gen_model); on the cpu backend the dense goldens
+ * once more with an FP8 E4M3 KV cache (docs/fp8.md). Runs on both backends
  * (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
  */
 #include "frt_test.h"
@@ -28,6 +29,7 @@
  * runtime captures one set of graphs per slot (each holds its slot's
  * addresses) and the same equalities must hold bit for bit. */
 static frt_backend g_backend = FRT_BACKEND_CPU;
+static frt_kv_dtype g_kv = FRT_KV_DEFAULT;
 
 static frt_model *load(const char *dir, int slots, int max_seq)
 {
@@ -36,6 +38,7 @@ static frt_model *load(const char *dir, int slots, int max_seq)
     p.prefill_chunk = 64;
     p.max_seq = max_seq;
     p.branch_slots = slots;
+    p.kv_dtype = g_kv;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(dir, &p, &m));
     return m;
@@ -249,6 +252,10 @@ static void test_model(const char *dir, int batched)
     check_branch_snapshot(mb, m1, V, bpath);
     check_too_many(mb, cap, V);
     if (frt_test_failed_ > fails) fprintf(stderr, "  (model %s)\n", dir);
+    frt_state_info kv0;
+    CHECK_OK(frt_model_state_info(mb, 0, &kv0));
+    CHECK(!strcmp(kv0.dtype, g_kv == FRT_KV_FP8 ? "F8_E4M3" : g_backend == FRT_BACKEND_CUDA ? "BF16" : "F32"));
+    printf("%s, %s KV: %d branches == alone\n", strrchr(dir, '/') + 1, kv0.dtype, B);
 out:
     frt_capsule_free(cap);
     frt_capsule_free(cap1);
@@ -312,10 +319,13 @@ int main(int argc, char **argv)
     const char *golden[] = {"dense_llama3_gqa", "dense_llama_mqa_tied", "dense_mistral", "dense_qwen2_bias",
                             "dense_qwen3_qknorm"};
     if (g_backend == FRT_BACKEND_CPU)
-        for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
-            snprintf(dir, sizeof dir, "%s/golden_dense/%s", FRT_TEST_DATA, golden[i]);
-            test_model(dir, 1);
-        }
+        for (int kv = 0; kv < 2; kv++)
+            for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+                g_kv = kv ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+                snprintf(dir, sizeof dir, "%s/golden_dense/%s", FRT_TEST_DATA, golden[i]);
+                test_model(dir, 1);
+            }
+    g_kv = FRT_KV_DEFAULT;
     snprintf(dir, sizeof dir, "%s/models/frt-demo", FRT_SOURCE_DIR);
     test_model(dir, 0);
     /* cuda only, real shapes: llama3.2-1b (2.5 GB; head_dim 64: the batched

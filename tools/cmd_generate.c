@@ -144,6 +144,7 @@ static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int
 int frt_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL, *bias_arg = NULL;
+    const char *kv_dtype = "default";
     int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO, logprobs = -1;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
@@ -179,6 +180,9 @@ int frt_cmd_generate(int argc, char **argv)
          .min = 0, .max = 1 << 24),
         FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
          .max = 1 << 20),
+        FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models, cpu backend; docs/fp8.md)",
+                .choices = "default|fp8"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object instead of the text"),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no loading or timing lines on stderr"),
@@ -228,6 +232,7 @@ int frt_cmd_generate(int argc, char **argv)
     gp.max_tokens = n;
     gp.ignore_eos = ignore_eos;
     mp.backend = (frt_backend)frt_args_backend(backend);
+    mp.kv_dtype = strcmp(kv_dtype, "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
 
     frt_model *m = NULL;
     int rc = frt_cli_load_model("generate", model_dir, &mp, quiet || json, &m);

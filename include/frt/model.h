@@ -59,6 +59,13 @@ typedef struct frt_model frt_model;
  * done == total when it ends. */
 typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, uint64_t total);
 
+/* The storage precision of the attention KV cache (docs/fp8.md). */
+typedef enum frt_kv_dtype {
+    FRT_KV_DEFAULT = 0, /* the backend's: f32 on the cpu backend, bf16 on cuda */
+    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales of 1.0; supported
+                           by the dense family on the cpu backend only (others: FRT_ERR_UNSUPPORTED) */
+} frt_kv_dtype;
+
 typedef struct frt_model_params {
     frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
     int device;          /* device index for cuda; 0 */
@@ -67,6 +74,7 @@ typedef struct frt_model_params {
     int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
     int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
+    frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
 } frt_model_params;
@@ -112,7 +120,7 @@ typedef enum frt_state_validity {
 /* One buffer of the live state table. Strings are owned by the model. */
 typedef struct frt_state_info {
     const char *name;   /* e.g. "kv.3.k", "gdn.0.state", "tokens", "boundary", "logits" */
-    const char *dtype;  /* "f32", "bf16", "i32", "u8" (safetensors names) */
+    const char *dtype;  /* "F32", "BF16", "I32", "U8", "F8_E4M3" (safetensors names) */
     int ndim;
     int64_t shape[4];   /* ROWS: shape[0] = max_seq */
     frt_state_validity validity;
@@ -139,10 +147,12 @@ typedef struct frt_io_info {
  * state and captures the prefill and decode graphs.
  * Returns 0 and *out (free with frt_model_free), or:
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64,
- *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h)
+ *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h),
+ *                             kv_dtype not an frt_kv_dtype
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
- *                             architecture refuses, or a backend not built
+ *                             architecture refuses, a backend not built, or kv_dtype
+ *                             FRT_KV_FP8 on an architecture / backend without it
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the
  *                             device's free memory before they are allocated)

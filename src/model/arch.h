@@ -110,6 +110,9 @@ typedef struct frt_arch_backend {
     const char *name;          /* "cpu", "cuda" */
     frt_dtype kv_dtype;        /* dtype of attention KV rows on this backend */
     const char *state_dtypes;  /* for the fingerprint, e.g. "weights=f32,kv=f32,gdn=f32" */
+    /* The fingerprint's dtypes with an FP8 E4M3 KV cache (params.kv_dtype
+     * FRT_KV_FP8: m->kv_dtype F8_E4M3); NULL: this backend refuses it. */
+    const char *state_dtypes_kv_fp8;
     int (*load_weights)(frt_model *m);  /* from m->ckpt; sets m->weight_bytes */
     int (*alloc_scratch)(frt_model *m); /* after the state and the ports exist */
     void (*free)(frt_model *m);         /* weights and scratch; tolerates a partial load */

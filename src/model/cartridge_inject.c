@@ -42,6 +42,9 @@ int frt_kv_prefix_supported(const frt_model *m)
         if (m->state[i].decl.recurrent)
             return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: state entry '%s' is recurrent: not supported",
                              m->state[i].decl.name);
+    if (m->kv_dtype != m->bk->kv_dtype)
+        return frt_error(FRT_ERR_UNSUPPORTED, "inject_kv: KV prefixes with an fp8 KV cache are not supported yet "
+                                              "(docs/fp8.md)");
     return 0;
 }
 

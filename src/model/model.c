@@ -272,7 +272,8 @@ static uint64_t compute_fingerprint(const frt_model *m)
     XXH64_reset(h, 0);
     char s[1024];
     int n = snprintf(s, sizeof s, "frt-capsule-v%u|%s|%s|backend=%s|%s|C=%d max_seq=%d|weights=%016llx|",
-                     FRT_CAPSULE_FORMAT_VERSION, m->arch->name, m->cfg.model_type, m->bk->name, m->bk->state_dtypes,
+                     FRT_CAPSULE_FORMAT_VERSION, m->arch->name, m->cfg.model_type, m->bk->name,
+                     m->kv_dtype == FRT_DT_F8_E4M3 ? m->bk->state_dtypes_kv_fp8 : m->bk->state_dtypes,
                      m->C, m->max_seq, (unsigned long long)m->weights_hash);
     XXH64_update(h, s, (size_t)n);
     n = m->arch->describe(&m->cfg, s, sizeof s);
@@ -338,6 +339,22 @@ static int load_config(frt_model *m, const char *dir)
     return m->arch->check_config(c);
 }
 
+/* m->kv_dtype from params.kv_dtype and what the backend supports. */
+static int pick_kv_dtype(frt_model *m)
+{
+    m->kv_dtype = m->bk->kv_dtype;
+    if (m->params.kv_dtype == FRT_KV_DEFAULT) return 0;
+    if (m->params.kv_dtype != FRT_KV_FP8)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: kv_dtype %d is not an frt_kv_dtype", (int)m->params.kv_dtype);
+    if (!m->bk->state_dtypes_kv_fp8)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "model: an fp8 KV cache is not supported by the %s backend of architecture '%s' yet "
+                         "(docs/fp8.md)",
+                         m->bk->name, m->arch->name);
+    m->kv_dtype = FRT_DT_F8_E4M3;
+    return 0;
+}
+
 /* Loads from a directory, or (dir NULL) from the checkpoint and config that
  * m->ckpt, m->cfg and m->gen already hold. */
 static int load_model(frt_model *m, const char *dir)
@@ -352,6 +369,7 @@ static int load_model(frt_model *m, const char *dir)
         return frt_error(FRT_ERR_UNSUPPORTED, "model: architecture '%s' has no %s backend", m->arch->name,
                          p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     }
+    FRT_TRY(pick_kv_dtype(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);

@@ -62,6 +62,7 @@ struct frt_model {
 
     const frt_arch *arch;
     const frt_arch_backend *bk;
+    frt_dtype kv_dtype;  /* the KV cache's: bk->kv_dtype, or F8_E4M3 for params.kv_dtype FRT_KV_FP8 */
     void *arch_data;     /* the architecture's per-model data (views of the state, config-derived sizes) */
     void *bk_data;       /* the backend's private data (weights, scratch) */
     size_t weight_bytes; /* bytes of weights held by the backend */

@@ -840,6 +840,22 @@ int frt_cuda_gemv_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
                               const frt_cuda_gemv_norm *norm, const uint16_t *w_gate,
                               const uint16_t *w_up, int n, int in_dim, int inter);
 
+/* ---- FP8 E4M3 (fp8.cu) --------------------------------------------------- */
+
+/* q[r, i] = e4m3_satfinite(x[r, i] * (1 / scale[r % n_scales])), r < rows,
+ * i < dim. x [rows, dim] f32, q [rows, dim] E4M3 codes (u8), scale
+ * [n_scales] f32 > 0, all device memory. Bit-exact twin:
+ * frt_fp8_quantize_rows (kernels/cpu/fp8.h: the rounding, saturation and
+ * NaN rules, and the scale conventions). FRT_ERR_INVALID_ARGUMENT: NULL
+ * pointer, n_scales < 1, rows < 0, dim < 1. */
+int frt_cuda_fp8_quantize_rows(void *stream, uint8_t *q, const float *x, const float *scale, int n_scales,
+                               int rows, int dim);
+
+/* x[r, i] = decode(q[r, i]) * scale[r % n_scales]; the inverse, shapes and
+ * errors as above. Bit-exact twin: frt_fp8_dequantize_rows. */
+int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_t *q, const float *scale, int n_scales,
+                                 int rows, int dim);
+
 #ifdef __cplusplus
 }
 #endif

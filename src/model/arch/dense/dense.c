@@ -74,7 +74,7 @@ static void decl_kv(frt_state_decl *d, int layer, const char *what, const frt_mo
 {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "kv.%d.%s", layer, what);
-    d->dtype = m->bk->kv_dtype;
+    d->dtype = m->kv_dtype;
     d->validity = FRT_STATE_ROWS;
     d->ndim = 3;
     d->shape[0] = m->max_seq;

@@ -19,7 +19,8 @@
  * checked on the GPU by tests/test_cuda_dense.c).
  *
  * The state it declares, per layer l in order (max_seq = S):
- *   kv.l.k, kv.l.v  [S, n_kv_heads, head_dim]  rows  (f32 on the cpu backend)
+ *   kv.l.k, kv.l.v  [S, n_kv_heads, head_dim]  rows  (f32 on the cpu backend;
+ *                   F8_E4M3 codes with params.kv_dtype FRT_KV_FP8: docs/fp8.md)
  * then the runtime's tokens, boundary and logits. No recurrent state: a
  * capsule at any position is exact.
  */
@@ -64,6 +65,9 @@ typedef struct dense_scratch {
     float *t0, *t1, *t2;   /* [C, max(hidden, intermediate, n_heads * head_dim)] */
     float *q, *o;          /* [C, n_heads * head_dim] */
     int32_t *pos;          /* [C] positions of the step's rows */
+    float *kq, *vq;        /* fp8 KV: [C, n_kv_heads * head_dim] the step's K / V before quantization */
+    float *kdq, *vdq;      /* fp8 KV: [max_seq, n_kv_heads * head_dim] the cache rows dequantized */
+    float *kv_scale;       /* fp8 KV: [n_kv_heads] the static per-head scales (1.0: docs/fp8.md) */
     float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
     int debug_rows;
 } dense_scratch;

@@ -3,6 +3,12 @@
  * backend, f32 (the reference the CUDA backend and the goldens are checked
  * against).
  *
+ * With an FP8 KV cache (m->kv_dtype F8_E4M3, docs/fp8.md) the step's K and
+ * V rows are computed in f32 as above, quantized into the cache with the
+ * static per-head scales (kernels/cpu/fp8.h, satfinite RNE), and attention
+ * reads every cache row it uses dequantized (the step's own rows too), so a
+ * row's value never depends on whether it came from this step or the cache.
+ *
  * The math follows transformers 5.x modeling_llama.py (LlamaDecoderLayer,
  * LlamaAttention, LlamaMLP, LlamaRMSNorm), with the switches of dense.h:
  *   layer:  x += o_proj(attn(rmsnorm(x))) [+ o_bias]; x += mlp(rmsnorm(x))
@@ -22,6 +28,7 @@
  */
 #include "model/arch/dense/dense.h"
 
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rope_freqs.h"
 #include "util/error.h"
@@ -138,6 +145,19 @@ static int cpu_load_weights(frt_model *m)
 
 static int max_i(int a, int b) { return a > b ? a : b; }
 
+/* The fp8 KV cache's staging rows, dequantized cache and unit scales. */
+static int alloc_fp8_scratch(frt_model *m, dense_scratch *s)
+{
+    const frt_model_config *c = &m->cfg;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, C = (size_t)m->C, S = (size_t)m->max_seq;
+    if (!(s->kq = malloc(C * kvd * sizeof(float))) || !(s->vq = malloc(C * kvd * sizeof(float))) ||
+        !(s->kdq = malloc(S * kvd * sizeof(float))) || !(s->vdq = malloc(S * kvd * sizeof(float))) ||
+        !(s->kv_scale = malloc((size_t)c->n_kv_heads * sizeof(float))))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the fp8 KV scratch");
+    for (int h = 0; h < c->n_kv_heads; h++) s->kv_scale[h] = 1.0f;
+    return 0;
+}
+
 static int cpu_alloc_scratch(frt_model *m)
 {
     const frt_model_config *c = &m->cfg;
@@ -151,6 +171,7 @@ static int cpu_alloc_scratch(frt_model *m)
         !(s->o = malloc(rows * Q * sizeof(float))) ||
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    if (m->kv_dtype == FRT_DT_F8_E4M3) FRT_TRY(alloc_fp8_scratch(m, s));
     if (m->params.debug_hidden) {
         s->debug_hidden = malloc((size_t)(c->n_layers + 2) * rows * H * sizeof(float));
         if (!s->debug_hidden) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for debug hidden");
@@ -163,7 +184,8 @@ static void cpu_free(frt_model *m)
     dense *d = dense_of(m);
     if (!d) return;
     dense_scratch *s = &d->s;
-    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden};
+    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden, s->kq, s->vq, s->kdq, s->vdq,
+                    s->kv_scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
     memset(s, 0, sizeof *s);
@@ -193,8 +215,9 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     int H = c->hidden_size, nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
     int qd = nh * hd, kvd = nkv * hd;
 
+    const int fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     float *kc = frt_buffer_ptr(d->kv_k[l]), *vc = frt_buffer_ptr(d->kv_v[l]);
-    float *krow = kc + (size_t)p0 * kvd, *vrow = vc + (size_t)p0 * kvd;
+    float *krow = fp8 ? s->kq : kc + (size_t)p0 * kvd, *vrow = fp8 ? s->vq : vc + (size_t)p0 * kvd;
     frt_cpu_matmul(s->q, h, lw->q_proj, n, H, qd);
     frt_cpu_matmul(krow, h, lw->k_proj, n, H, kvd);
     frt_cpu_matmul(vrow, h, lw->v_proj, n, H, kvd);
@@ -208,6 +231,15 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     for (int t = 0; t < n; t++) s->pos[t] = p0 + t;
     frt_cpu_rope_freqs(s->q, n, nh, hd, hd, s->pos, d->inv_freq);
     frt_cpu_rope_freqs(krow, n, nkv, hd, hd, s->pos, d->inv_freq);
+    if (fp8) { /* quantize the step's rows into the cache, read the cache back dequantized */
+        uint8_t *k8 = frt_buffer_ptr(d->kv_k[l]), *v8 = frt_buffer_ptr(d->kv_v[l]);
+        frt_fp8_quantize_rows(k8 + (size_t)p0 * kvd, krow, s->kv_scale, nkv, n * nkv, hd);
+        frt_fp8_quantize_rows(v8 + (size_t)p0 * kvd, vrow, s->kv_scale, nkv, n * nkv, hd);
+        frt_fp8_dequantize_rows(s->kdq, k8, s->kv_scale, nkv, (p0 + n) * nkv, hd);
+        frt_fp8_dequantize_rows(s->vdq, v8, s->kv_scale, nkv, (p0 + n) * nkv, hd);
+        kc = s->kdq;
+        vc = s->vdq;
+    }
     frt_cpu_attention(s->o, s->q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     frt_cpu_matmul(out, s->o, lw->o_proj, n, qd, H);
     add_bias(out, lw->o_bias, n, H);
@@ -320,6 +352,7 @@ const frt_arch_backend frt_dense_cpu_backend = {
     .name = "cpu",
     .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32",
+    .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static-1.0",
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,
     .free = cpu_free,

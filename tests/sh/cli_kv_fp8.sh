@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# cli_kv_fp8.sh BUILD_DIR SOURCE_DIR - frt generate --kv-dtype (docs/fp8.md):
+# on a dense checkpoint (frt gen-model --shape tiny-dense) --kv-dtype fp8
+# runs, gives the same greedy ids twice, and --kv-dtype default gives the
+# ids of a run without the option; on the hybrid (--shape tiny) fp8 is
+# refused (exit 1, a message naming the architecture); an unknown value is
+# refused (exit 2, a message).
+set -u
+B="$1"
+FRT="$B/frt"
+[ -x "$FRT" ] || { echo "no $FRT"; exit 1; }
+T="$(mktemp -d /tmp/frt_cli_kv_fp8.XXXXXX)"
+trap 'rm -rf "$T"' EXIT
+fail=0
+. "$(dirname "$0")/generate_lib.bash"
+
+"$FRT" gen-model --shape tiny-dense --seed 3 --out "$T/d" --quiet >/dev/null || { echo "FAIL gen-model"; exit 1; }
+"$FRT" gen-model --shape tiny --seed 3 --out "$T/h" --quiet >/dev/null || { echo "FAIL gen-model"; exit 1; }
+D=(-m "$T/d" --backend cpu --threads 1 --ids 5,6,7,8,9 -n 8 --ignore-eos --json)
+
+"$FRT" generate "${D[@]}" --kv-dtype fp8 >"$T/a.json" 2>"$T/err"
+check "dense, --kv-dtype fp8: exit 0" test $? -eq 0
+check "dense, --kv-dtype fp8: 8 ids" test "$(json_ids tokens <"$T/a.json" | wc -w)" -eq 8
+"$FRT" generate "${D[@]}" --kv-dtype fp8 >"$T/b.json" 2>/dev/null
+check "dense, --kv-dtype fp8: the same ids twice" test "$(json_ids tokens <"$T/a.json")" = "$(json_ids tokens <"$T/b.json")"
+"$FRT" generate "${D[@]}" >"$T/f.json" 2>/dev/null
+"$FRT" generate "${D[@]}" --kv-dtype default >"$T/g.json" 2>/dev/null
+check "--kv-dtype default == no option" test "$(json_ids tokens <"$T/f.json")" = "$(json_ids tokens <"$T/g.json")"
+
+"$FRT" generate -m "$T/h" --backend cpu --ids 1,2,3 -n 2 --kv-dtype fp8 >/dev/null 2>"$T/err"
+check "hybrid, --kv-dtype fp8: exit 1" test $? -eq 1
+check "hybrid, --kv-dtype fp8: the message names the architecture" grep -q "fp8 KV cache is not supported by the cpu backend of architecture 'qwen35'" "$T/err"
+refuse "--kv-dtype: 'fp16' is not one of default, fp8" -m "$T/d" --ids 1,2 --kv-dtype fp16
+exit $fail
