@@ -107,7 +107,7 @@ static void golden_close(golden *g)
 static frt_policy_inputs inputs_of(const golden *g)
 {
     frt_policy_inputs in = {g->px, g->n_cam, 3, g->H, g->H, g->cam, g->ids, g->am, g->n_tok,
-                            g->state, g->n_state, g->noise};
+                            g->state, g->n_state, g->noise, NULL, NULL, 0};
     return in;
 }
 

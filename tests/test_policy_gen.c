@@ -68,7 +68,7 @@ static void random_obs(obs *o)
 static frt_policy_inputs inputs(obs *o, int pi05)
 {
     frt_policy_inputs in = {o->px, CAMS, 3, 28, 28, o->cam, o->ids, o->am, TOK,
-                            pi05 ? NULL : o->state, pi05 ? 0 : 6, o->noise};
+                            pi05 ? NULL : o->state, pi05 ? 0 : 6, o->noise, NULL, NULL, 0};
     return in;
 }
 

@@ -245,7 +245,7 @@ static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_pol
     frt_policy_inputs x = {in->pixel_values, (int)in->n_cameras, 3, 224, 224, in->pixel_attention_mask,
                            in->input_ids, in->attention_mask, (int)in->n_tokens,
                            pi->state_in_prompt ? NULL : in->state, pi->state_in_prompt ? 0 : (int)in->state_dim,
-                           NULL};
+                           NULL, NULL, NULL, 0};
     return x;
 }
 
