@@ -157,16 +157,18 @@ static int write_mask(frt_model *m, const char *name, const uint8_t *flags, int 
         memset(ones, 1, (size_t)n);
     }
     int rc = write_port(m, name, flags ? flags : ones, (size_t)n);
+    if (rc == 0 && ones) rc = frt_stream_sync(m->stream); /* the write reads `ones` when it runs */
     free(ones);
     return rc;
 }
 
-/* The `cfg` port from frt_policy_set_cfg's settings. */
-static int write_cfg(frt_model *m, int n_tokens_cond)
+/* The `cfg` port's contents from frt_policy_set_cfg's settings (the caller
+ * keeps it alive until the stream is synchronised: the write is queued). */
+static frt_policy_cfg_options cfg_of(const frt_model *m, int n_tokens_cond)
 {
     frt_policy_cfg_options g = {m->policy_cfg.enable, m->policy_cfg.enable ? n_tokens_cond : 0,
                                 m->policy_cfg.beta, 0};
-    return write_port(m, "cfg", &g, sizeof g);
+    return g;
 }
 
 /* The graph variant of the next replay. */
@@ -188,7 +190,8 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
         FRT_TRY(write_port(m, "input_ids_cond", in->input_ids_cond, (size_t)in->n_tokens_cond * sizeof(int32_t)));
         FRT_TRY(write_mask(m, "attention_mask_cond", in->attention_mask_cond, in->n_tokens_cond));
     }
-    FRT_TRY(write_cfg(m, in->n_tokens_cond));
+    const frt_policy_cfg_options g = cfg_of(m, in->n_tokens_cond);
+    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
     frt_policy_options o = {in->n_cameras, in->n_tokens, in->noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     return frt_stream_sync(m->stream);
@@ -240,7 +243,8 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     FRT_TRY(check_state_noise(&pi, &in));
     if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
     if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
-    FRT_TRY(write_cfg(m, 0));
+    const frt_policy_cfg_options g = cfg_of(m, 0);
+    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
     frt_policy_options o = {0, 0, noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
