@@ -9,25 +9,9 @@
 set -u
 B="$1"
 SRC="$2"
-FRT="$B/frt"
-PY=/usr/bin/python3
-[ -x "$FRT" ] || { echo "no $FRT"; exit 1; }
-if ! $PY -c 'import PIL, numpy' 2>/dev/null || ! command -v spm_train >/dev/null; then
-    echo "SKIP: needs /usr/bin/python3 with Pillow + numpy and spm_train (scripts/install-deps.sh)"; exit 77
-fi
-T="$(mktemp -d /tmp/frt_policy_run_image.XXXXXX)"
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() {
-    local what=$1; shift
-    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
-
-$PY "$SRC/scripts/ref/policy_io_goldens.py" "$T" >/dev/null || exit 1
-spm_train --input="$T/corpus.txt" --model_prefix="$T/spm" --vocab_size=1000 --hard_vocab_limit=false \
-    --model_type=unigram --pad_id=0 --eos_id=1 --bos_id=2 --unk_id=3 --byte_fallback=true \
-    --normalization_rule_name=identity --add_dummy_prefix=false --remove_extra_whitespaces=false \
-    --minloglevel=2 >/dev/null 2>&1 || { echo "spm_train failed"; exit 1; }
+source "$(dirname "$0")/policy_lib.bash"
+policy_init policy_run_image "$B"
+policy_spm "$SRC"
 # statistics: a 4-value state, a 6-value robot action (the model's is 8)
 cat >"$T/norm_stats.json" <<'JSON'
 {"norm_stats": {

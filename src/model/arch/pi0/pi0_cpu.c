@@ -375,14 +375,18 @@ static void euler(frt_model *m, int step, float *x, const float *vel)
     for (int i = 0; i < n; i++) x[i] += dtf * vel[i];
 }
 
+/* The architecture of a flow task's model; NULL when an earlier task of
+ * this replay failed (the rest of the flow does nothing). */
+static pi0 *flow_model(const pi0_task *a) { return a->m->task_status ? NULL : pi0_of(a->m); }
+
 /* Key 1: one Euler step; under CFG the conditioned then the unconditioned
  * expert pass from the same x_t, combined. */
 static void task_step(void *arg)
 {
     const pi0_task *a = arg;
     frt_model *m = a->m;
-    if (m->task_status) return;
-    pi0 *P = pi0_of(m);
+    pi0 *P = flow_model(a);
+    if (!P) return;
     pi0_scratch *s = &P->s;
     const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
     if (g->enable) {
@@ -400,12 +404,11 @@ static void task_step(void *arg)
 static void task_step_slot(void *arg)
 {
     const pi0_task *a = arg;
-    frt_model *m = a->m;
-    if (m->task_status) return;
-    pi0 *P = pi0_of(m);
+    pi0 *P = flow_model(a);
+    if (!P) return;
     const size_t n = (size_t)P->c.chunk * P->c.action_dim;
     const int set = a->slot == 0 ? PI0_COND : PI0_UNCOND;
-    expert_velocity(m, &P->pre[set], P->s.xs + a->slot * n, a->step, P->s.vs + a->slot * n);
+    expert_velocity(a->m, &P->pre[set], P->s.xs + a->slot * n, a->step, P->s.vs + a->slot * n);
 }
 
 /* Key 2, the end of a step: the guided velocity from both slots, the Euler
@@ -413,14 +416,13 @@ static void task_step_slot(void *arg)
 static void task_combine(void *arg)
 {
     const pi0_task *a = arg;
-    frt_model *m = a->m;
-    if (m->task_status) return;
-    pi0 *P = pi0_of(m);
+    pi0 *P = flow_model(a);
+    if (!P) return;
     pi0_scratch *s = &P->s;
-    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
+    const frt_policy_cfg_options *g = port(a->m, "cfg", FRT_IO_INPUT);
     const int n = P->c.chunk * P->c.action_dim;
     frt_cpu_cfg_combine(s->vel, s->vs, s->vs + n, g->beta, n);
-    euler(m, a->step, s->xs, s->vel);
+    euler(a->m, a->step, s->xs, s->vel);
     memcpy(s->xs + n, s->xs, (size_t)n * sizeof(float));
 }
 
@@ -428,8 +430,8 @@ static void task_output(void *arg)
 {
     const pi0_task *a = arg;
     frt_model *m = a->m;
-    if (m->task_status) return;
-    pi0 *P = pi0_of(m);
+    pi0 *P = flow_model(a);
+    if (!P) return;
     const size_t n = (size_t)P->c.chunk * P->c.action_dim;
     memcpy(port(m, "actions", FRT_IO_OUTPUT), a->fused ? P->s.xs : P->s.xt, n * sizeof(float));
     if (a->fused) memcpy(port(m, "velocity_slots", FRT_IO_OUTPUT), P->s.vs, 2 * n * sizeof(float));
