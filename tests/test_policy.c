@@ -107,7 +107,7 @@ static void golden_close(golden *g)
 static frt_policy_inputs inputs_of(const golden *g)
 {
     frt_policy_inputs in = {g->px, g->n_cam, 3, g->H, g->H, g->cam, g->ids, g->am, g->n_tok,
-                            g->state, g->n_state, g->noise};
+                            g->state, g->n_state, g->noise, NULL, NULL, 0};
     return in;
 }
 
@@ -213,6 +213,44 @@ static void test_parity(const char *which)
     free(vt);
     free(act);
     free(vel);
+    frt_model_free(m);
+    golden_close(&g);
+}
+
+/* C5: classifier-free guidance against scripts/ref/pi0_cfg_golden.py's
+ * float64 reference (the per-step combine over the reference above) for
+ * beta 1, 1.5, 2, 2.5, fused and serial, norm-wise rel <= 1e-4. */
+static void test_cfg_parity(const char *which)
+{
+    golden g;
+    frt_policy_info pi;
+    frt_model *m = open_policy(which, &g, &pi);
+    if (!m) return;
+    char path[800];
+    frt_safetensors *cg = NULL;
+    snprintf(path, sizeof path, "%s/%s/cfg_golden.safetensors", root, which);
+    CHECK_OK(frt_safetensors_open(path, &cg));
+    size_t n = (size_t)pi.chunk * pi.action_dim;
+    float *act = xmalloc(n * sizeof(float));
+    int64_t nc = 0, nm = 0;
+    int32_t *ids = cg ? raw(cg, "input_ids_cond", &nc) : NULL;
+    uint8_t *am = cg ? raw(cg, "attention_mask_cond", &nm) : NULL;
+    frt_policy_inputs in = inputs_of(&g);
+    in.input_ids_cond = ids, in.attention_mask_cond = am, in.n_tokens_cond = (int)nc;
+    static const char *const names[] = {"cfg_actions_1_0", "cfg_actions_1_5", "cfg_actions_2_0", "cfg_actions_2_5"};
+    const float betas[] = {1.0f, 1.5f, 2.0f, 2.5f};
+    for (int i = 0; ids && am && nm == nc && i < 4; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            CHECK_OK(frt_policy_set_cfg(m, 1, betas[i], 1));
+            CHECK_OK(frt_policy_set_cfg_mode(m, mode ? FRT_POLICY_CFG_SERIAL : FRT_POLICY_CFG_FUSED));
+            CHECK_OK(frt_policy_run(m, &in, act, n));
+            printf("C5 %s beta %.1f %s: ", which, (double)betas[i], mode ? "serial" : "fused");
+            check_near(cg, names[i], act, n, 1e-4);
+        }
+    free(ids);
+    free(am);
+    free(act);
+    frt_safetensors_close(cg);
     frt_model_free(m);
     golden_close(&g);
 }
@@ -443,6 +481,8 @@ int main(void)
     frt_test_seed(20);
     test_parity("pi0");
     test_parity("pi05");
+    test_cfg_parity("pi0");
+    test_cfg_parity("pi05");
     test_capsule();
     test_bad_input();
     test_load_errors();

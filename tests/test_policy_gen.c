@@ -11,11 +11,20 @@
  *   - the episode stream: the same seed gives the same chunk, the step
  *     counter advances, another seed gives another chunk;
  *   - warm re-entry (frt_policy_denoise): refused without a prefix, then
- *     bit-identical to the full inference on the prefix it left.
+ *     bit-identical to the full inference on the prefix it left;
+ *   - classifier-free guidance (frt_policy_set_cfg), both variants: off is
+ *     bit for bit the unguided path (a hash of the chunk before and after
+ *     enabling and disabling); C2 beta = 1 against the conditioned prompt
+ *     alone (norm-wise rel <= 1e-6); C3 the same prompt in both slots of the
+ *     fused graph gives byte-identical slots and the unguided chunk; C4
+ *     fused against serial, bit for bit, for beta 1, 1.5, 2, 2.5;
+ *     denoise-only under CFG (and after a capsule restore) equals the full
+ *     guided inference; every bad input refused with the state unchanged.
  * Needs no goldens (test_policy.c holds the parity against transformers).
  */
 #include "frt_test.h"
 
+#include "frt/capsule.h"
 #include "frt/checkpoint.h"
 #include "frt/fs.h"
 #include "frt/policy.h"
@@ -23,6 +32,7 @@
 #include "model/arch/pi0/pi0.h"
 
 #include <unistd.h>
+#include <xxhash.h>
 
 static const frt_gen_policy_dims DIMS = {
     .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 28, .patch = 14,
@@ -68,7 +78,7 @@ static void random_obs(obs *o)
 static frt_policy_inputs inputs(obs *o, int pi05)
 {
     frt_policy_inputs in = {o->px, CAMS, 3, 28, 28, o->cam, o->ids, o->am, TOK,
-                            pi05 ? NULL : o->state, pi05 ? 0 : 6, o->noise};
+                            pi05 ? NULL : o->state, pi05 ? 0 : 6, o->noise, NULL, NULL, 0};
     return in;
 }
 
@@ -163,6 +173,190 @@ static void test_one(const char *root, int pi05)
     frt_model_free(m2);
 }
 
+/* ---- classifier-free guidance ------------------------------------------ */
+
+/* The conditioned prompt of an observation: other ids, two more tokens. */
+typedef struct cond_prompt {
+    int32_t ids[TOK + 2];
+    uint8_t am[TOK + 2];
+} cond_prompt;
+
+static void make_cond(const obs *o, cond_prompt *c)
+{
+    for (int i = 0; i < TOK + 2; i++) {
+        c->ids[i] = i < TOK - 2 ? o->ids[i] : (int32_t)(7 + 5 * i) % 61; /* the indicator replaces the tail */
+        c->am[i] = 1;
+    }
+    c->am[TOK + 1] = 0; /* one right pad */
+}
+
+static frt_policy_inputs guided(obs *o, cond_prompt *c, int pi05)
+{
+    frt_policy_inputs in = inputs(o, pi05);
+    in.input_ids_cond = c->ids;
+    in.attention_mask_cond = c->am;
+    in.n_tokens_cond = TOK + 2;
+    return in;
+}
+
+static uint64_t state_hash(const frt_model *m)
+{
+    XXH64_state_t *h = XXH64_createState();
+    XXH64_reset(h, 0);
+    for (int i = 0; i < m->n_state; i++) XXH64_update(h, frt_buffer_ptr(m->state[i].buf), m->state[i].bytes);
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}
+
+static void run_cfg(frt_model *m, frt_policy_inputs *in, float beta, frt_policy_cfg_mode mode, float *out)
+{
+    CHECK_OK(frt_policy_set_cfg(m, 1, beta, 1));
+    CHECK_OK(frt_policy_set_cfg_mode(m, mode));
+    CHECK_OK(frt_policy_run(m, in, out, NA));
+}
+
+/* Off = the unguided path, bit for bit, before and after a guided run. */
+static void cfg_off_unchanged(frt_model *m, obs *o, cond_prompt *c, int pi05)
+{
+    float a[NA], b[NA];
+    run(m, o, pi05, a);
+    const uint64_t before = XXH64(a, sizeof a, 0);
+    frt_policy_inputs in = guided(o, c, pi05);
+    run_cfg(m, &in, 2.0f, FRT_POLICY_CFG_FUSED, b);
+    CHECK_MSG(memcmp(a, b, sizeof a) != 0, "guidance did not change the chunk");
+    CHECK_OK(frt_policy_set_cfg(m, 0, 2.0f, 1));
+    run(m, o, pi05, b);
+    CHECK_MSG(XXH64(b, sizeof b, 0) == before, "CFG off after a guided run is not the unguided chunk");
+    int en = -1, adv = -1;
+    float beta = 0;
+    CHECK_OK(frt_policy_cfg_get(m, &en, &beta, &adv));
+    CHECK(en == 0 && beta == 2.0f && adv == 1);
+}
+
+/* C2: beta 1 against the conditioned prompt alone; C4: fused against
+ * serial. */
+static void cfg_c2_c4(frt_model *m, obs *o, cond_prompt *c, int pi05)
+{
+    float cond[NA], g[NA], f[NA], s[NA], prev[NA];
+    obs oc = *o;
+    frt_policy_inputs in = inputs(&oc, pi05);
+    in.input_ids = c->ids, in.attention_mask = c->am, in.n_tokens = TOK + 2;
+    CHECK_OK(frt_policy_set_cfg(m, 0, 1.0f, 1));
+    CHECK_OK(frt_policy_run(m, &in, cond, NA));
+    in = guided(o, c, pi05);
+    run_cfg(m, &in, 1.0f, FRT_POLICY_CFG_SERIAL, g);
+    double rel = frt_test_rel_err(g, cond, NA);
+    CHECK_MSG(rel <= 1e-6, "C2 beta 1 vs the conditioned prompt alone: rel %.3e", rel);
+    printf("C2 (%s): beta 1 vs cond-only rel %.3e\n", pi05 ? "pi05" : "pi0", rel);
+    const float betas[] = {1.0f, 1.5f, 2.0f, 2.5f};
+    for (int i = 0; i < 4; i++) {
+        run_cfg(m, &in, betas[i], FRT_POLICY_CFG_FUSED, f);
+        run_cfg(m, &in, betas[i], FRT_POLICY_CFG_SERIAL, s);
+        CHECK_MSG(memcmp(f, s, sizeof f) == 0, "C4 fused vs serial differ at beta %g", (double)betas[i]);
+        if (i) CHECK_MSG(memcmp(f, prev, sizeof f) != 0, "beta %g gave beta %g's chunk", (double)betas[i],
+                         (double)betas[i - 1]);
+        memcpy(prev, f, sizeof f);
+        /* Warm re-entry under CFG: the steps alone on both prefixes. */
+        CHECK_OK(frt_policy_denoise(m, in.state, in.n_state, in.noise, s, NA));
+        CHECK_MSG(memcmp(f, s, sizeof f) == 0, "guided denoise-only differs at beta %g", (double)betas[i]);
+    }
+}
+
+/* C3: the same prompt in both slots: byte-identical slots, and the
+ * unguided chunk (v_c == v_u makes the combine return v_u exactly). */
+static void cfg_c3(frt_model *m, obs *o, int pi05)
+{
+    float plain[NA], f[NA], vs[2 * NA];
+    CHECK_OK(frt_policy_set_cfg(m, 0, 1.0f, 1));
+    run(m, o, pi05, plain);
+    frt_policy_inputs in = inputs(o, pi05);
+    in.input_ids_cond = o->ids, in.attention_mask_cond = o->am, in.n_tokens_cond = TOK;
+    run_cfg(m, &in, 2.5f, FRT_POLICY_CFG_FUSED, f);
+    CHECK_OK(frt_model_output_read(m, "velocity_slots", vs, sizeof vs));
+    CHECK_MSG(memcmp(vs, vs + NA, NA * sizeof(float)) == 0, "C3: the two slots differ");
+    CHECK_MSG(memcmp(f, plain, sizeof f) == 0, "C3: the same prompt twice is not the unguided chunk");
+}
+
+/* A capsule of a guided inference carries both prefixes: restored after an
+ * unguided run (which empties the conditioned one), denoise-only gives the
+ * guided chunk again; with CFG on and no conditioned prefix it is refused. */
+static void cfg_capsule(frt_model *m, obs *o, cond_prompt *c, int pi05)
+{
+    float g[NA], b[NA];
+    frt_policy_inputs in = guided(o, c, pi05);
+    run_cfg(m, &in, 1.5f, FRT_POLICY_CFG_FUSED, g);
+    frt_capsule *cap = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    CHECK_OK(frt_policy_set_cfg(m, 0, 1.5f, 1));
+    run(m, o, pi05, b);
+    CHECK_OK(frt_policy_set_cfg(m, 1, 1.5f, 1));
+    uint64_t h = state_hash(m);
+    CHECK_STATUS(frt_policy_denoise(m, in.state, in.n_state, in.noise, b, NA), FRT_ERR_STATE);
+    CHECK(state_hash(m) == h);
+    if (cap) CHECK_OK(frt_capsule_restore(m, cap));
+    CHECK_OK(frt_policy_denoise(m, in.state, in.n_state, in.noise, b, NA));
+    CHECK_MSG(memcmp(g, b, sizeof g) == 0, "denoise-only after restoring a guided capsule differs");
+    frt_capsule_free(cap);
+}
+
+/* Every refusal leaves the settings and the state as they were. */
+static void cfg_bad(frt_model *m, obs *o, cond_prompt *c, int pi05)
+{
+    float out[NA];
+    CHECK_OK(frt_policy_set_cfg(m, 0, 1.5f, 0));
+    const uint64_t h = state_hash(m);
+    const float bad_beta[] = {0.999f, 0.0f, -2.0f, NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 6; i++) CHECK_STATUS(frt_policy_set_cfg(m, 1, bad_beta[i], 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "[1, inf)") != NULL);
+    CHECK_STATUS(frt_policy_set_cfg(m, 2, 1.5f, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_set_cfg(m, 1, 1.5f, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_set_cfg(NULL, 1, 1.5f, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_set_cfg_mode(m, (frt_policy_cfg_mode)7), FRT_ERR_INVALID_ARGUMENT);
+    int en = -1, adv = -1;
+    float beta = 0;
+    CHECK_OK(frt_policy_cfg_get(m, &en, &beta, &adv));
+    CHECK(en == 0 && beta == 1.5f && adv == 0);
+    frt_policy_inputs in = guided(o, c, pi05); /* CFG off: a conditioned prompt is refused */
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_policy_set_cfg(m, 1, 1.5f, 0));
+    in = inputs(o, pi05); /* CFG on: the conditioned prompt is required */
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "input_ids_cond") != NULL);
+    cond_prompt bad = *c;
+    in = guided(o, &bad, pi05);
+    bad.ids[1] = 61; /* outside the vocabulary */
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    bad = *c, bad.am[0] = 2;
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    memset(bad.am, 0, sizeof bad.am);
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    in.n_tokens_cond = 201;
+    CHECK_STATUS(frt_policy_run(m, &in, out, NA), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(state_hash(m) == h, "a refused CFG input changed the state");
+    CHECK_OK(frt_policy_set_cfg(m, 0, 1.0f, 1));
+}
+
+static void test_cfg(const char *root, int pi05)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/%s", root, pi05 ? "pi05" : "pi0");
+    frt_model_params p = frt_model_default_params();
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    if (!m) return;
+    static obs o;
+    cond_prompt c;
+    random_obs(&o);
+    make_cond(&o, &c);
+    cfg_off_unchanged(m, &o, &c, pi05);
+    cfg_c2_c4(m, &o, &c, pi05);
+    cfg_c3(m, &o, pi05);
+    cfg_capsule(m, &o, &c, pi05);
+    cfg_bad(m, &o, &c, pi05);
+    frt_model_free(m);
+}
+
 /* The real shapes' config.json (frt gen-model --shape pi0 / pi05) parses
  * to PI0Config's shapes. */
 static void test_real_config(const char *root)
@@ -215,6 +409,8 @@ int main(void)
     frt_test_seed(21);
     test_one(root, 0);
     test_one(root, 1);
+    test_cfg(root, 0);
+    test_cfg(root, 1);
     test_real_config(root);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

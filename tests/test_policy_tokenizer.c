@@ -232,6 +232,32 @@ static void test_prompt_refusals(void)
     CHECK(frt_policy_default_max_tokens(FRT_POLICY_PI0) == 48 && frt_policy_default_max_tokens(FRT_POLICY_PI05) == 200);
 }
 
+/* The conditioned prompt of CFG: the indicator appended, then cleaned
+ * (strip, '_' and '\n' -> ' '); the Pi0.5 text built from it holds it; the
+ * refusals (nothing allocated). */
+static void test_cfg_prompt(void)
+{
+    char *text = NULL, *full = NULL;
+    CHECK_OK(frt_policy_cfg_prompt("  pick_up\tthe cup\n ", 1, &text));
+    /* appended before the cleaning: the task's trailing "\n " stays inside, as spaces */
+    CHECK_MSG(text && !strcmp(text, "pick up\tthe cup   Advantage: positive"), "cfg prompt '%s'", text ? text : "");
+    const float st[] = {0.5f, -1.0f};
+    if (text) CHECK_OK(frt_policy_prompt_text(FRT_POLICY_PI05, text, st, 2, &full));
+    CHECK(full && !strcmp(full, "Task: pick up\tthe cup   Advantage: positive, State: 192 0;\nAction: "));
+    free(text);
+    free(full);
+    CHECK_OK(frt_policy_cfg_prompt("fold\u3000", 0, &text));
+    CHECK(text && !strcmp(text, "fold\u3000 Advantage: negative"));
+    free(text);
+    text = NULL;
+    CHECK_STATUS(frt_policy_cfg_prompt(" \n\u3000 ", 1, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_cfg_prompt("go", 2, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_cfg_prompt("bad \xc3(", 1, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_cfg_prompt(NULL, 1, &text), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_cfg_prompt("go", 1, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(text == NULL);
+}
+
 int main(void)
 {
     json_t *m = ptu_setup(1);
@@ -243,6 +269,7 @@ int main(void)
     test_prompts(m);
     test_state_bins();
     test_prompt_refusals();
+    test_cfg_prompt();
     frt_policy_tokenizer_free(tok);
     json_decref(m);
     return frt_test_report();

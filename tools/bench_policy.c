@@ -50,7 +50,7 @@ static int obs_make(const frt_policy_info *pi, int cameras, int tokens, bench_ob
     for (int i = 0; i < pi->max_state_dim; i++) o->state[i] = 2.0f * uniform(&x) - 1.0f;
     o->in = (frt_policy_inputs){o->px, cameras, 3, pi->image_height, pi->image_width, NULL, o->ids, NULL, tokens,
                                 pi->state_in_prompt ? NULL : o->state, pi->state_in_prompt ? 0 : pi->max_state_dim,
-                                NULL};
+                                NULL, NULL, NULL, 0};
     return 0;
 }
 

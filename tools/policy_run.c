@@ -12,8 +12,15 @@
  * stream of --noise-seed (default 0); giving both is refused. Prints the
  * action chunk, one row per line (--json: one JSON object); --out writes
  * it as `actions` F32 [chunk, action_dim].
- * The --image / --prompt / --state path (PNG/JPEG, the tokenizer, the
- * normalization statistics) is not supported yet: it says so. */
+ * --image CAM=FILE -p TEXT --state V,.. builds the inputs as frt policy
+ * prepare does instead.
+ *
+ * --cfg-beta B (>= 1) turns on classifier-free guidance (frt_policy_set_cfg):
+ * with --inputs the file must hold input_ids_cond (and optionally
+ * attention_mask_cond), the conditioned prompt's ids; with --image the
+ * conditioned prompt is built here (frt_policy_cfg_prompt: the instruction
+ * + "Advantage: positive", or negative with --advantage negative). Without
+ * --cfg-beta a file's input_ids_cond is not used, and the command says so. */
 #include "args.h"
 #include "cli.h"
 #include "policy_cli.h"
@@ -30,10 +37,17 @@
 typedef struct obs {
     frt_safetensors *st;
     float *px, *state, *noise;
-    uint8_t *cam, *am;
-    int32_t *ids;
+    uint8_t *cam, *am, *am_cond;
+    int32_t *ids, *ids_cond;
     frt_policy_inputs in;
 } obs;
+
+/* --cfg-beta / --advantage. */
+typedef struct cfg_opts {
+    int on;             /* --cfg-beta given */
+    float beta;
+    const char *advantage; /* "positive" | "negative" (NULL: not given) */
+} cfg_opts;
 
 static void obs_free(obs *o)
 {
@@ -44,6 +58,8 @@ static void obs_free(obs *o)
     free(o->cam);
     free(o->am);
     free(o->ids);
+    free(o->am_cond);
+    free(o->ids_cond);
 }
 
 static int fail(const char *cmd, const char *fmt, const char *a, const char *b)
@@ -135,10 +151,25 @@ static int obs_read(const char *path, obs *o)
     const frt_tensor *stt = NULL;
     if (read_float(path, o->st, "state", 1, 0, &o->state, &stt)) return 1;
     if (read_float(path, o->st, "noise", 2, 0, &o->noise, &nz)) return 1;
+    int64_t n_cond = 0;
+    if (read_ints(path, o->st, "input_ids_cond", -1, &o->ids_cond, &n_cond)) return 1;
+    if (read_ints(path, o->st, "attention_mask_cond", o->ids_cond ? n_cond : 0, &am, &n)) return 1;
+    bad = to_mask(am, n_cond, &o->am_cond);
+    free(am);
+    if (bad) return 1;
+    if (o->am_cond && !o->ids_cond) return fail("run", "%s: attention_mask_cond without input_ids_cond", path, "");
     o->in = (frt_policy_inputs){o->px, (int)pv->shape[0], (int)pv->shape[1], (int)pv->shape[2], (int)pv->shape[3],
                                 o->cam, o->ids, o->am, (int)n_ids, o->state, stt ? (int)stt->shape[0] : 0,
-                                o->noise};
+                                o->noise, o->ids_cond, o->am_cond, (int)n_cond};
     return 0;
+}
+
+/* Turns guidance on when --cfg-beta was given (the library checks beta). */
+static int cfg_apply(frt_model *m, const cfg_opts *c)
+{
+    if (!c->on) return 0;
+    int rc = frt_policy_set_cfg(m, 1, c->beta, !c->advantage || strcmp(c->advantage, "negative") != 0);
+    return rc < 0 ? frt_cli_fail("policy run", rc) : 0;
 }
 
 static void print_actions(const frt_policy_info *pi, const float *a, int json, double secs)
@@ -172,12 +203,20 @@ static int write_out(const char *path, const frt_policy_info *pi, const float *a
 }
 
 /* Loads, runs one inference, prints / writes the chunk. */
-static int run_one(const char *dir, const frt_model_params *mp, obs *o, int seed_given, unsigned long long seed,
-                   int json, const char *out)
+static int run_one(const char *dir, const frt_model_params *mp, obs *o, const cfg_opts *cfg, int seed_given,
+                   unsigned long long seed, int json, const char *out)
 {
     frt_model *m = NULL;
     int rc = frt_cli_load_model("policy run", dir, mp, 1, &m);
     if (rc) return frt_cli_fail("policy run", rc);
+    if (cfg_apply(m, cfg)) {
+        frt_model_free(m);
+        return 1;
+    }
+    if (!cfg->on && o->in.input_ids_cond) {
+        fprintf(stderr, "frt policy run: no --cfg-beta: the file's input_ids_cond is not used\n");
+        o->in.input_ids_cond = NULL, o->in.attention_mask_cond = NULL, o->in.n_tokens_cond = 0;
+    }
     frt_policy_info pi;
     float *a = NULL;
     rc = frt_policy_info_get(m, &pi);
@@ -245,24 +284,47 @@ static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_pol
     frt_policy_inputs x = {in->pixel_values, (int)in->n_cameras, 3, 224, 224, in->pixel_attention_mask,
                            in->input_ids, in->attention_mask, (int)in->n_tokens,
                            pi->state_in_prompt ? NULL : in->state, pi->state_in_prompt ? 0 : (int)in->state_dim,
-                           NULL};
+                           NULL, NULL, NULL, 0};
     return x;
+}
+
+/* Under CFG: the conditioned prompt (frt_policy_cfg_prompt) built into a
+ * second input set the same way; its ids go into x as input_ids_cond. */
+static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, image_run *ir, frt_policy_input_set **in_cond,
+                      frt_policy_inputs *x)
+{
+    if (!cfg->on) return 0;
+    char *text = NULL;
+    int rc = frt_policy_cfg_prompt(ir->obs.prompt, !cfg->advantage || strcmp(cfg->advantage, "negative") != 0, &text);
+    if (rc < 0) return frt_cli_fail("policy run", rc);
+    policy_obs_opts oc = ir->obs;
+    oc.prompt = text;
+    frt_policy_norm_stats *st = NULL;
+    int ret = policy_obs_build(spec, "policy run", &oc, in_cond, &st);
+    frt_policy_norm_stats_free(st);
+    free(text);
+    if (ret) return ret;
+    x->input_ids_cond = (*in_cond)->input_ids;
+    x->attention_mask_cond = (*in_cond)->attention_mask;
+    x->n_tokens_cond = (int)(*in_cond)->n_tokens;
+    return 0;
 }
 
 /* One inference from images, a prompt and a state: the inputs built as
  * frt policy prepare builds them, the chunk un-normalised with the
  * statistics (and sliced to their action length) when there are any. */
-static int run_images(const char *dir, const frt_model_params *mp, image_run *ir, int seed_given,
-                      unsigned long long seed, int json, const char *out, const frt_cmd_spec *spec)
+static int run_images(const char *dir, const frt_model_params *mp, image_run *ir, const cfg_opts *cfg,
+                      int seed_given, unsigned long long seed, int json, const char *out, const frt_cmd_spec *spec)
 {
     frt_model *m = NULL;
     int rc = frt_cli_load_model("policy run", dir, mp, 1, &m);
     if (rc) return frt_cli_fail("policy run", rc);
     frt_policy_info pi;
-    frt_policy_input_set *in = NULL;
+    frt_policy_input_set *in = NULL, *in_cond = NULL;
     frt_policy_norm_stats *st = NULL;
     float *a = NULL, *u = NULL;
     int ret = frt_policy_info_get(m, &pi) < 0 ? frt_cli_fail("policy run", FRT_ERR_STATE) : 0;
+    if (ret == 0) ret = cfg_apply(m, cfg);
     if (ret == 0) ret = image_defaults(dir, &pi, ir);
     if (ret == 0) ret = policy_obs_build(spec, "policy run", &ir->obs, &in, &st);
     size_t na = (size_t)pi.chunk * (size_t)pi.action_dim;
@@ -271,6 +333,7 @@ static int run_images(const char *dir, const frt_model_params *mp, image_run *ir
     if (ret == 0 && !st) fprintf(stderr, "frt policy run: no norm_stats.json: the state and actions are raw values\n");
     frt_policy_inputs x = {0};
     if (ret == 0) x = inputs_of(in, &pi);
+    if (ret == 0) ret = build_cond(spec, cfg, ir, &in_cond, &x);
     if (ret == 0 && seed_given && (rc = frt_policy_episode_start(m, seed)) < 0) ret = frt_cli_fail("policy run", rc);
     double t0 = frt_cli_now_s();
     if (ret == 0 && (rc = frt_policy_run(m, &x, a, na)) < 0) ret = frt_cli_fail("policy run", rc);
@@ -290,6 +353,7 @@ static int run_images(const char *dir, const frt_model_params *mp, image_run *ir
     free(a);
     free(u);
     frt_policy_inputs_free(in);
+    frt_policy_inputs_free(in_cond);
     frt_policy_norm_stats_free(st);
     frt_model_free(m);
     return ret;
@@ -302,6 +366,7 @@ static int cmd_run(int argc, char **argv)
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
     image_run ir;
     memset(&ir, 0, sizeof ir);
+    cfg_opts cfg = {0, 1.0f, NULL};
     frt_arg opts[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &dir, "DIR", "the policy checkpoint directory", .dflt = ""),
         FRT_OPT(0, "inputs", FRT_ARG_STR, &inputs, "FILE", "the exact model inputs (.safetensors)", .dflt = ""),
@@ -320,6 +385,12 @@ static int cmd_run(int argc, char **argv)
                 "with --image: openpi's norm_stats.json (default DIR/norm_stats.json when present)", .dflt = ""),
         FRT_OPT(0, "cameras", FRT_ARG_STR, &ir.obs.cameras, "A,B,..",
                 "with --image: the checkpoint's cameras in model order (default: openpi's names)", .dflt = ""),
+        FRT_OPT(0, "cfg-beta", FRT_ARG_FLOAT, &cfg.beta, "B",
+                "classifier-free guidance (RECAP) with weight B >= 1; --inputs then needs input_ids_cond",
+                .fmin = -1e30, .fmax = 1e30),
+        FRT_OPT(0, "advantage", FRT_ARG_CHOICE, &cfg.advantage, NULL,
+                "with --cfg-beta and --image: the indicator of the conditioned prompt (default positive)",
+                .choices = "positive|negative"),
     };
     frt_cmd_spec spec = {"policy run",
                          "-m DIR (--inputs FILE.safetensors | --image CAM=FILE... -p TEXT --state V,..) [options]",
@@ -337,10 +408,15 @@ static int cmd_run(int argc, char **argv)
     int image_mode = ir.obs.n_images || ir.obs.prompt || ir.obs.state;
     if (image_mode && inputs) return frt_args_error(&spec, "give the observation once: --inputs FILE or --image ...");
     int seed_given0 = frt_args_find(&spec, "noise-seed")->given > 0;
+    cfg.on = frt_args_find(&spec, "cfg-beta")->given > 0;
+    if (cfg.advantage && !cfg.on) return frt_args_error(&spec, "--advantage needs --cfg-beta B");
+    if (cfg.advantage && !image_mode)
+        return frt_args_error(&spec, "--advantage builds the conditioned prompt (--image mode); with --inputs the "
+                                     "file's input_ids_cond is the conditioned prompt");
     if (image_mode) {
         frt_model_params mp = frt_model_default_params();
         mp.backend = (frt_backend)frt_args_backend(backend);
-        return run_images(dir, &mp, &ir, seed_given0, seed, json, out, &spec);
+        return run_images(dir, &mp, &ir, &cfg, seed_given0, seed, json, out, &spec);
     }
     if (!inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
     obs o;
@@ -355,7 +431,7 @@ static int cmd_run(int argc, char **argv)
     }
     frt_model_params mp = frt_model_default_params();
     mp.backend = (frt_backend)frt_args_backend(backend);
-    int ret = run_one(dir, &mp, &o, seed_given, seed, json, out);
+    int ret = run_one(dir, &mp, &o, &cfg, seed_given, seed, json, out);
     obs_free(&o);
     return ret;
 }

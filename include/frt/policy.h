@@ -66,6 +66,14 @@ typedef struct frt_policy_inputs {
     int n_state;
     const float *noise;          /* [chunk, action_dim] f32 start of the flow, or NULL: drawn from the
                                     episode's seeded stream (frt_policy_episode_start) */
+    /* Classifier-free guidance (frt_policy_set_cfg): the conditioned prompt,
+     * i.e. the ids of frt_policy_cfg_prompt's text (task + "Advantage:
+     * positive|negative", cleaned) tokenized as input_ids is; input_ids is
+     * then the unconditioned prompt. Required while CFG is on, refused
+     * (FRT_ERR_INVALID_ARGUMENT) while it is off; same checks as input_ids. */
+    const int32_t *input_ids_cond;     /* [n_tokens_cond] i32 (BOS first), right-padded */
+    const uint8_t *attention_mask_cond; /* [n_tokens_cond] 0/1; NULL = all valid */
+    int n_tokens_cond;
 } frt_policy_inputs;
 
 /* 1 when m is a policy, 0 otherwise (NULL included). */
@@ -87,7 +95,9 @@ FRT_API int frt_policy_info_get(const frt_model *m, frt_policy_info *out);
  * non-finite pixel, a prompt of 0 tokens or more than max_tokens or with no
  * valid token (empty prompt), an id outside the vocabulary, a state longer
  * than max_state_dim (or missing for pi0, or given for pi05), a NaN or
- * infinite state or noise value, cap < chunk * action_dim;
+ * infinite state or noise value, cap < chunk * action_dim; with CFG on, no
+ * input_ids_cond or one failing the prompt checks above; with CFG off, an
+ * input_ids_cond given;
  * FRT_ERR_UNSUPPORTED (m is not a policy). A failure inside the forward
  * pass (out of memory) is returned as that status; the state may then hold
  * a partial prefix (restore a capsule or run again). */
@@ -115,12 +125,58 @@ FRT_API int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt
  * (NULL: the episode's stream, which advances as in frt_policy_run). The
  * chunk equals frt_policy_run's on that observation with the same state and
  * noise, bit for bit.
+ * Under CFG (frt_policy_set_cfg) it runs the guided steps on both prefixes.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, the state and noise checks of
  * frt_policy_run, cap too small), FRT_ERR_STATE (the state holds no
- * prefix: a model that never ran; nothing changed), FRT_ERR_UNSUPPORTED
+ * prefix: a model that never ran, or CFG on and the last inference ran
+ * without it, so no conditioned prefix; nothing changed), FRT_ERR_UNSUPPORTED
  * (not a policy, or a backend without it). */
 FRT_API int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions,
                                size_t cap);
+
+/* ---- classifier-free guidance (RECAP) ------------------------------------
+ * Advantage-conditioned policies (pi*0.6, arXiv:2511.14759, Appendix E) run
+ * the expert twice per Euler step, once on the prefix of the prompt with the
+ * advantage indicator (input_ids_cond) and once on the plain prompt
+ * (input_ids), from the same x_t, and step with
+ *   v = v_u + beta (v_c - v_u), computed as fmaf(beta, v_c - v_u, v_u) in f32.
+ * The vision tower runs once; both prefix KV sets live in the state
+ * (prefix.* and prefix_cond.*), so capsules carry them and
+ * frt_policy_denoise works after a restore. velocity0 is the guided
+ * velocity of the first step. */
+
+/* Turns guidance on (enable 1) or off (0) for the following
+ * frt_policy_run / frt_policy_denoise calls. Off (the default) the inference
+ * is bit for bit the unguided one. beta: the guidance weight, in [1, inf)
+ * (1 = the conditioned prediction, up to f32 rounding; below 1 guidance
+ * would be weaker than conditioning alone, the reference refuses it too);
+ * advantage_positive: which indicator front ends put in the conditioned
+ * prompt (frt_policy_cfg_prompt; frt_policy_cfg_get reads it back). With
+ * enable 0, beta and advantage_positive are checked and kept too.
+ * Errors (nothing changes): FRT_ERR_INVALID_ARGUMENT (NULL, enable not 0/1,
+ * advantage_positive not 0/1, beta < 1, NaN or infinite: "beta must be in
+ * [1, inf)"), FRT_ERR_UNSUPPORTED (not a policy). */
+FRT_API int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive);
+
+/* Reads the settings of frt_policy_set_cfg (off, beta 1, positive after
+ * load); any out pointer may be NULL. Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL model), FRT_ERR_UNSUPPORTED (not a policy). */
+FRT_API int frt_policy_cfg_get(const frt_model *m, int *enable, float *beta, int *advantage_positive);
+
+/* How a guided inference is arranged (same chunk, bit for bit, on the cpu
+ * backend):
+ *   FRT_POLICY_CFG_FUSED (default): one graph with two slots (slot 0
+ *     conditioned, slot 1 unconditioned, each with its own x_t); per step
+ *     both slots' expert passes, then a combine that steps slot 0 and
+ *     mirrors its x into slot 1;
+ *   FRT_POLICY_CFG_SERIAL: per step the two expert passes one after the
+ *     other on one x_t. */
+typedef enum frt_policy_cfg_mode { FRT_POLICY_CFG_FUSED = 0, FRT_POLICY_CFG_SERIAL = 1 } frt_policy_cfg_mode;
+
+/* Errors: FRT_ERR_INVALID_ARGUMENT (NULL, an unknown mode),
+ * FRT_ERR_UNSUPPORTED (not a policy; FUSED on a backend without the fused
+ * graph). Nothing changes on error. */
+FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
 
 /* Starts an episode: the episode record gets seed and step 0, so the noise
  * of the following inferences (those without caller noise) is the stream of

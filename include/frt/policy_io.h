@@ -113,6 +113,18 @@ FRT_API int frt_policy_state_bins(const float *state, size_t n, int32_t *bins);
 FRT_API int frt_policy_prompt_text(frt_policy_variant v, const char *prompt, const float *state, size_t n_state,
                                    char **out);
 
+/* The conditioned prompt of classifier-free guidance (RECAP, pi*0.6
+ * arXiv:2511.14759 Appendix E; frt/policy.h frt_policy_set_cfg): TASK +
+ * "\nAdvantage: positive" (ADVANTAGE_POSITIVE 1) or "\nAdvantage:
+ * negative" (0), then openpi's cleaning (Python's str.strip(), '_' -> ' ',
+ * '\n' -> ' '), NUL-terminated in *out (malloc'd; caller frees). Pass it as
+ * the prompt of frt_policy_tokenize / frt_policy_inputs_build to get
+ * input_ids_cond (cleaning it again changes nothing); TASK alone gives
+ * input_ids. Every front end builds it here.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, ADVANTAGE_POSITIVE not 0/1,
+ * invalid UTF-8, a task empty after cleaning), FRT_ERR_OUT_OF_MEMORY. */
+FRT_API int frt_policy_cfg_prompt(const char *task, int advantage_positive, char **out);
+
 /* The prompt's ids padded to MAX_LEN, as PaligemmaTokenizer.tokenize:
  *   Pi0:   [BOS] + encode(cleaned) + encode("\n")
  *   Pi0.5: [BOS] + encode(frt_policy_prompt_text(...))

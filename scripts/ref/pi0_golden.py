@@ -221,8 +221,10 @@ def sincos(t, dim):
     return torch.cat([ang.sin(), ang.cos()])
 
 
-def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_actions=False):
-    """The whole inference, float64, openpi's semantics (batch 1)."""
+def prefix_pass(W, inp, img_scale=False):
+    """The prefix of one observation and prompt, float64: (out with the vision
+    tokens and the layer-0 / last-layer K V, the per-layer KV cache, the pad
+    mask of the prefix rows)."""
     out = {}
     pix = inp["pixel_values"].to(torch.float64)
     vt = siglip(W, pix)
@@ -242,51 +244,63 @@ def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_a
         cache.append((k, v))
     out["prefix_k0"], out["prefix_v0"] = cache[0]
     out["prefix_k_last"], out["prefix_v_last"] = cache[-1]
+    return out, cache, pad
 
+
+def velocity(W, inp, cache, pad, xt, step, pi05=False, dit_scale=False, state_sees_actions=False, out=None):
+    """v(x_t, t) of the action expert at Euler step `step` on one prefix
+    (cache, pad), float64; at step 0 fills out's suffix_emb0 / time_cond0."""
     n_valid = int(pad.sum())
     dw = DIT["hidden_size"]
+    dt = -1.0 / STEPS
+    t = torch.tensor(float(torch.tensor(1.0 + step * dt, dtype=torch.float32)), dtype=torch.float64)
+    a = linear(xt, W, "action_in_proj")
+    cond = None
+    if pi05:
+        c = sincos(t, dw)
+        c = F.silu(linear(c, W, "time_mlp_in"))
+        cond = F.silu(linear(c, W, "time_mlp_out"))
+        s = a
+        ar = [1] + [0] * (CHUNK - 1)
+    else:
+        te = sincos(t, dw)[None].expand(CHUNK, -1)
+        at = torch.cat([a, te], -1)
+        at = linear(F.silu(linear(at, W, "action_time_mlp_in")), W,
+                    "action_time_mlp_out")
+        st = linear(inp["state"].to(torch.float64), W, "state_proj")
+        s = torch.cat([st[None], at])
+        ar = [1, 1] + [0] * (CHUNK - 1)
+        if state_sees_actions:
+            ar = [1] + [0] * CHUNK
+    if step == 0 and out is not None:
+        out["suffix_emb0"] = s
+        if pi05:
+            out["time_cond0"] = cond
+    if dit_scale:
+        s = s * math.sqrt(dw)
+    ns = s.shape[0]
+    cum = torch.cumsum(torch.tensor(ar), 0)
+    suf_allowed = cum[None, :] <= cum[:, None]
+    allowed = torch.cat([pad[None, :].expand(ns, -1), suf_allowed], 1)
+    spos = n_valid + torch.arange(ns)
+    h = s
+    for i in range(DIT["num_hidden_layers"]):
+        h, _, _ = gemma_layer(W, f"{EX}layers.{i}.", DIT, h, spos, cache[i], allowed,
+                              cond=cond, ada=pi05)
+    if pi05:
+        h, _ = rms(h, cond=cond, dense=EX + "norm.dense", W=W)
+    else:
+        h, _ = rms(h, W[EX + "norm.weight"])
+    return linear(h[-CHUNK:], W, "action_out_proj")
+
+
+def reference(W, inp, pi05=False, img_scale=False, dit_scale=False, state_sees_actions=False):
+    """The whole inference, float64, openpi's semantics (batch 1)."""
+    out, cache, pad = prefix_pass(W, inp, img_scale)
     xt = inp["noise"].to(torch.float64)
     dt = -1.0 / STEPS
     for step in range(STEPS):
-        t = torch.tensor(float(torch.tensor(1.0 + step * dt, dtype=torch.float32)), dtype=torch.float64)
-        a = linear(xt, W, "action_in_proj")
-        cond = None
-        if pi05:
-            c = sincos(t, dw)
-            c = F.silu(linear(c, W, "time_mlp_in"))
-            cond = F.silu(linear(c, W, "time_mlp_out"))
-            s = a
-            ar = [1] + [0] * (CHUNK - 1)
-        else:
-            te = sincos(t, dw)[None].expand(CHUNK, -1)
-            at = torch.cat([a, te], -1)
-            at = linear(F.silu(linear(at, W, "action_time_mlp_in")), W,
-                        "action_time_mlp_out")
-            st = linear(inp["state"].to(torch.float64), W, "state_proj")
-            s = torch.cat([st[None], at])
-            ar = [1, 1] + [0] * (CHUNK - 1)
-            if state_sees_actions:
-                ar = [1] + [0] * CHUNK
-        if step == 0:
-            out["suffix_emb0"] = s
-            if pi05:
-                out["time_cond0"] = cond
-        if dit_scale:
-            s = s * math.sqrt(dw)
-        ns = s.shape[0]
-        cum = torch.cumsum(torch.tensor(ar), 0)
-        suf_allowed = cum[None, :] <= cum[:, None]
-        allowed = torch.cat([pad[None, :].expand(ns, -1), suf_allowed], 1)
-        spos = n_valid + torch.arange(ns)
-        h = s
-        for i in range(DIT["num_hidden_layers"]):
-            h, _, _ = gemma_layer(W, f"{EX}layers.{i}.", DIT, h, spos, cache[i], allowed,
-                                  cond=cond, ada=pi05)
-        if pi05:
-            h, _ = rms(h, cond=cond, dense=EX + "norm.dense", W=W)
-        else:
-            h, _ = rms(h, W[EX + "norm.weight"])
-        v = linear(h[-CHUNK:], W, "action_out_proj")
+        v = velocity(W, inp, cache, pad, xt, step, pi05, dit_scale, state_sees_actions, out)
         if step == 0:
             out["velocity0"] = v
         xt = xt + dt * v

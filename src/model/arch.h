@@ -96,6 +96,25 @@ typedef struct frt_policy_options {
     int32_t reserved;
 } frt_policy_options;
 
+/* Classifier-free guidance of a policy inference (frt_policy_set_cfg),
+ * written by the runtime into the `cfg` input port (i32 [4]) before each
+ * replay. With enable 0 the graph runs the unguided inference, bit for bit
+ * what it ran before CFG existed, and leaves the conditioned prefix empty. */
+typedef struct frt_policy_cfg_options {
+    int32_t enable;        /* 1: guided (two prefixes, two expert passes per step, combined) */
+    int32_t n_tokens_cond; /* prompt slots filled in input_ids_cond / attention_mask_cond */
+    float beta;            /* guidance weight, >= 1 */
+    int32_t reserved;
+} frt_policy_cfg_options;
+
+/* Shape keys of the policy graphs: key 1 the unguided inference and the
+ * serial CFG (per step the two expert passes one after the other in one
+ * task), key 2 the fused batch-2 CFG (slot 0 conditioned, slot 1
+ * unconditioned, each with its own x_t; a combine per step writes the
+ * guided x into slot 0 and mirrors it into slot 1). */
+#define FRT_POLICY_KEY_SERIAL 1
+#define FRT_POLICY_KEY_FUSED 2
+
 /* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
 typedef struct frt_record_ctx {
     frt_model *m;
@@ -146,6 +165,10 @@ typedef struct frt_arch_backend {
     /* Policy kind: the flow-matching steps alone, on the prefix the state
      * holds (warm re-entry, frt_policy_denoise); NULL: not supported. */
     frt_record_fn record_policy_denoise;
+    /* Policy kind: 1 when record_policy / record_policy_denoise also record
+     * the fused batch-2 CFG variant (rc->bucket = 2, shape key
+     * FRT_POLICY_KEY_FUSED); 0: only the serial arrangement. */
+    int policy_cfg_fused;
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -165,12 +165,22 @@ void frt_model_progress_weights(frt_model *m, uint64_t bytes)
 static int capture_policy(frt_model *m)
 {
     frt_record_ctx rc = {.m = m, .bucket = 0};
+    m->policy_cfg.beta = 1.0f; /* CFG off; the defaults frt_policy_cfg_get reports */
+    m->policy_cfg.advantage_positive = 1;
+    m->policy_cfg.fused = m->bk->policy_cfg_fused; /* FRT_POLICY_CFG_FUSED where the backend records it */
     progress(m, "capture", 0, 1);
     FRT_TRY(frt_graph_create(m->ctx, "policy", 0, &m->g_policy));
-    FRT_TRY(frt_graph_capture(m->g_policy, 1, m->stream, m->bk->record_policy, &rc));
+    FRT_TRY(frt_graph_capture(m->g_policy, FRT_POLICY_KEY_SERIAL, m->stream, m->bk->record_policy, &rc));
     if (m->bk->record_policy_denoise) {
         FRT_TRY(frt_graph_create(m->ctx, "policy_denoise", 0, &m->g_denoise));
-        FRT_TRY(frt_graph_capture(m->g_denoise, 1, m->stream, m->bk->record_policy_denoise, &rc));
+        FRT_TRY(frt_graph_capture(m->g_denoise, FRT_POLICY_KEY_SERIAL, m->stream, m->bk->record_policy_denoise, &rc));
+    }
+    if (m->bk->policy_cfg_fused) { /* the fused batch-2 CFG variants */
+        rc.bucket = 2;
+        FRT_TRY(frt_graph_capture(m->g_policy, FRT_POLICY_KEY_FUSED, m->stream, m->bk->record_policy, &rc));
+        if (m->g_denoise)
+            FRT_TRY(frt_graph_capture(m->g_denoise, FRT_POLICY_KEY_FUSED, m->stream, m->bk->record_policy_denoise,
+                                      &rc));
     }
     progress(m, "capture", 1, 1);
     return 0;

@@ -98,6 +98,10 @@ struct frt_model {
     frt_graph *g_policy;     /* policy kind: the whole inference, key 1 */
     frt_graph *g_denoise;    /* policy kind: the flow-matching steps alone, key 1 (NULL: unsupported) */
     frt_buffer *episode;     /* policy kind: frt_episode (a state entry) */
+    struct {
+        int enable, advantage_positive, fused;
+        float beta;
+    } policy_cfg;            /* policy kind: frt_policy_set_cfg / _set_cfg_mode (off by default) */
 
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;

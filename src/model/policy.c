@@ -10,6 +10,7 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,19 +86,37 @@ static int check_images(const frt_policy_info *pi, const frt_policy_inputs *in)
     return 0;
 }
 
-static int check_prompt(const frt_policy_info *pi, const frt_policy_inputs *in)
+/* One prompt's ids and mask; sfx names the ports ("" or "_cond"). */
+static int check_ids(const frt_policy_info *pi, const int32_t *ids, const uint8_t *am, int n, const char *sfx)
 {
-    if (!in->input_ids) return BAD("no input_ids");
-    if (in->n_tokens < 1) return BAD("empty prompt (0 tokens)");
-    if (in->n_tokens > pi->max_tokens)
-        return BAD("%d prompt tokens (the model takes at most %d)", in->n_tokens, pi->max_tokens);
+    if (!ids) return BAD("no input_ids%s", sfx);
+    if (n < 1) return BAD("empty prompt%s (0 tokens)", sfx);
+    if (n > pi->max_tokens) return BAD("%d prompt%s tokens (the model takes at most %d)", n, sfx, pi->max_tokens);
     int valid;
-    FRT_TRY(check_flags(in->attention_mask, in->n_tokens, "attention_mask", &valid));
-    if (!valid) return BAD("empty prompt (no token with attention_mask 1)");
-    for (int i = 0; i < in->n_tokens; i++)
-        if (in->input_ids[i] < 0 || in->input_ids[i] >= pi->vocab_size)
-            return BAD("input_ids[%d] = %d is outside the vocabulary [0, %d)", i, in->input_ids[i], pi->vocab_size);
+    char what[32];
+    snprintf(what, sizeof what, "attention_mask%s", sfx);
+    FRT_TRY(check_flags(am, n, what, &valid));
+    if (!valid) return BAD("empty prompt%s (no token with %s 1)", sfx, what);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= pi->vocab_size)
+            return BAD("input_ids%s[%d] = %d is outside the vocabulary [0, %d)", sfx, i, ids[i], pi->vocab_size);
     return 0;
+}
+
+/* The prompt, and under CFG the conditioned prompt (required then, refused
+ * otherwise). */
+static int check_prompt(const frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in)
+{
+    FRT_TRY(check_ids(pi, in->input_ids, in->attention_mask, in->n_tokens, ""));
+    if (!m->policy_cfg.enable) {
+        if (in->input_ids_cond || in->attention_mask_cond || in->n_tokens_cond)
+            return BAD("input_ids_cond given but CFG is off (frt_policy_set_cfg)");
+        return 0;
+    }
+    if (!in->input_ids_cond)
+        return BAD("CFG is on: input_ids_cond (the prompt with the advantage indicator, frt_policy_cfg_prompt) "
+                   "is required");
+    return check_ids(pi, in->input_ids_cond, in->attention_mask_cond, in->n_tokens_cond, "_cond");
 }
 
 static int check_state_noise(const frt_policy_info *pi, const frt_policy_inputs *in)
@@ -138,8 +157,24 @@ static int write_mask(frt_model *m, const char *name, const uint8_t *flags, int 
         memset(ones, 1, (size_t)n);
     }
     int rc = write_port(m, name, flags ? flags : ones, (size_t)n);
+    if (rc == 0 && ones) rc = frt_stream_sync(m->stream); /* the write reads `ones` when it runs */
     free(ones);
     return rc;
+}
+
+/* The `cfg` port's contents from frt_policy_set_cfg's settings (the caller
+ * keeps it alive until the stream is synchronised: the write is queued). */
+static frt_policy_cfg_options cfg_of(const frt_model *m, int n_tokens_cond)
+{
+    frt_policy_cfg_options g = {m->policy_cfg.enable, m->policy_cfg.enable ? n_tokens_cond : 0,
+                                m->policy_cfg.beta, 0};
+    return g;
+}
+
+/* The graph variant of the next replay. */
+static frt_shape_key policy_key(const frt_model *m)
+{
+    return m->policy_cfg.enable && m->policy_cfg.fused ? FRT_POLICY_KEY_FUSED : FRT_POLICY_KEY_SERIAL;
 }
 
 static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in)
@@ -151,6 +186,12 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
     FRT_TRY(write_mask(m, "attention_mask", in->attention_mask, in->n_tokens));
     if (!pi->state_in_prompt) FRT_TRY(write_port(m, "state", in->state, (size_t)in->n_state * sizeof(float)));
     if (in->noise) FRT_TRY(write_port(m, "noise", in->noise, (size_t)pi->chunk * pi->action_dim * sizeof(float)));
+    if (m->policy_cfg.enable) {
+        FRT_TRY(write_port(m, "input_ids_cond", in->input_ids_cond, (size_t)in->n_tokens_cond * sizeof(int32_t)));
+        FRT_TRY(write_mask(m, "attention_mask_cond", in->attention_mask_cond, in->n_tokens_cond));
+    }
+    const frt_policy_cfg_options g = cfg_of(m, in->n_tokens_cond);
+    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
     frt_policy_options o = {in->n_cameras, in->n_tokens, in->noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     return frt_stream_sync(m->stream);
@@ -159,7 +200,7 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
 /* Replays g and reads the chunk; a task failure is returned as its status. */
 static int replay(frt_model *m, frt_graph *g, float *actions, size_t n_out)
 {
-    FRT_TRY(frt_graph_replay(g, 1, m->stream));
+    FRT_TRY(frt_graph_replay(g, policy_key(m), m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     int rc = m->task_status;
     m->task_status = 0;
@@ -178,7 +219,7 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     size_t n_out = (size_t)pi.chunk * pi.action_dim;
     if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
     FRT_TRY(check_images(&pi, in));
-    FRT_TRY(check_prompt(&pi, in));
+    FRT_TRY(check_prompt(m, &pi, in));
     FRT_TRY(check_state_noise(&pi, in));
     FRT_TRY(write_inputs(m, &pi, in));
     return replay(m, m->g_policy, actions, n_out);
@@ -202,10 +243,44 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     FRT_TRY(check_state_noise(&pi, &in));
     if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
     if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
+    const frt_policy_cfg_options g = cfg_of(m, 0);
+    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
     frt_policy_options o = {0, 0, noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
     return replay(m, m->g_denoise, actions, n_out);
+}
+
+int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive)
+{
+    FRT_TRY(policy_model(m, "policy cfg"));
+    if (enable != 0 && enable != 1) return BAD("cfg: enable = %d (0 or 1)", enable);
+    if (advantage_positive != 0 && advantage_positive != 1)
+        return BAD("cfg: advantage_positive = %d (0 or 1)", advantage_positive);
+    if (!(beta >= 1.0f) || isinf(beta)) return BAD("cfg: beta = %g: beta must be in [1, inf)", (double)beta);
+    m->policy_cfg.enable = enable;
+    m->policy_cfg.beta = beta;
+    m->policy_cfg.advantage_positive = advantage_positive;
+    return 0;
+}
+
+int frt_policy_cfg_get(const frt_model *m, int *enable, float *beta, int *advantage_positive)
+{
+    FRT_TRY(policy_model(m, "policy cfg"));
+    if (enable) *enable = m->policy_cfg.enable;
+    if (beta) *beta = m->policy_cfg.beta;
+    if (advantage_positive) *advantage_positive = m->policy_cfg.advantage_positive;
+    return 0;
+}
+
+int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode)
+{
+    FRT_TRY(policy_model(m, "policy cfg mode"));
+    if (mode != FRT_POLICY_CFG_FUSED && mode != FRT_POLICY_CFG_SERIAL) return BAD("cfg mode %d unknown", (int)mode);
+    if (mode == FRT_POLICY_CFG_FUSED && !m->bk->policy_cfg_fused)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy cfg: the %s backend has no fused CFG graph", m->bk->name);
+    m->policy_cfg.fused = mode == FRT_POLICY_CFG_FUSED;
+    return 0;
 }
 
 int frt_policy_episode_start(frt_model *m, uint64_t seed)

@@ -177,6 +177,25 @@ static int clean_prompt(const char *prompt, char **out, size_t *len)
     return 0;
 }
 
+int frt_policy_cfg_prompt(const char *task, int advantage_positive, char **out)
+{
+    if (!task || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cfg prompt: NULL argument");
+    if (advantage_positive != 0 && advantage_positive != 1)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cfg prompt: advantage_positive = %d (0 or 1)",
+                         advantage_positive);
+    char *text = NULL, *cat;
+    size_t len = 0;
+    FRT_TRY(clean_prompt(task, &text, &len)); /* an empty task is refused before the indicator is added */
+    free(text);
+    const char *ind = advantage_positive ? "\nAdvantage: positive" : "\nAdvantage: negative";
+    size_t n = strlen(task) + strlen(ind) + 1;
+    if (!(cat = malloc(n))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "out of memory (cfg prompt)");
+    snprintf(cat, n, "%s%s", task, ind);
+    int rc = clean_prompt(cat, out, &len);
+    free(cat);
+    return rc;
+}
+
 /* "Task: TEXT, State: B0 B1 ...;\nAction: " into a malloc'd string. */
 static int pi05_text(const char *text, size_t len, const float *state, size_t n_state, char **out)
 {

@@ -9,9 +9,9 @@
 set -u
 B="$1"
 SRC="$2"
-POLICY_TEST_NAME=policy_prepare
-# shellcheck source=policy_lib.bash
-. "$SRC/tests/sh/policy_lib.bash"
+source "$(dirname "$0")/policy_lib.bash"
+policy_init policy_prepare "$B"
+policy_spm "$SRC"
 $PY -c "import json; m = json.load(open('$T/manifest.json')); json.dump(m['norm']['stats'], open('$T/norm_stats.json', 'w'))"
 printf 'pick up the cup\n' | spm_encode --model="$T/spm.model" --output_format=id > "$T/prompt.ids"
 printf '\n' > "$T/empty.txt"

@@ -9,9 +9,9 @@
 set -u
 B="$1"
 SRC="$2"
-POLICY_TEST_NAME=policy_run_image
-# shellcheck source=policy_lib.bash
-. "$SRC/tests/sh/policy_lib.bash"
+source "$(dirname "$0")/policy_lib.bash"
+policy_init policy_run_image "$B"
+policy_spm "$SRC"
 # statistics: a 4-value state, a 6-value robot action (the model's is 8)
 cat >"$T/norm_stats.json" <<'JSON'
 {"norm_stats": {

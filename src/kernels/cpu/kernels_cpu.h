@@ -311,6 +311,13 @@ void frt_cpu_geglu_tanh(float *out, const float *gate, const float *up, int n);
 /* y[i] = x[i] / (1 + exp(-x[i])) (SiLU); y may equal x. */
 void frt_cpu_silu(float *y, const float *x, int n);
 
+/* Classifier-free guidance (RECAP, pi*0.6 Appendix E):
+ *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
+ * i.e. v_u + beta (v_c - v_u) with the difference rounded to f32 and one
+ * rounding for the multiply-add. out, v_cond, v_uncond [n] f32; out may
+ * equal either input. */
+void frt_cpu_cfg_combine(float *out, const float *v_cond, const float *v_uncond, float beta, int n);
+
 /* y[r, :] += b for each of rows rows of cols values (a Linear's bias). */
 void frt_cpu_add_bias(float *y, const float *b, int rows, int cols);
 

@@ -313,8 +313,10 @@ static void p_fini(frt_model *m)
 {
     pi0 *p = pi0_of(m);
     if (!p) return;
-    free(p->pk);
-    free(p->pv);
+    for (int i = 0; i < 2; i++) {
+        free(p->pre[i].k);
+        free(p->pre[i].v);
+    }
     free(p);
     m->arch_data = NULL;
 }
@@ -331,36 +333,53 @@ static void decl(frt_state_decl *d, const char *name, frt_dtype dt, int ndim, in
     d->shape[2] = d2;
 }
 
-static int p_declare_state(const frt_model *m, frt_state_decl *out, int cap)
+/* One prefix set's entries (2 L + 2 of them) named BASE.L.k / .v,
+ * BASE.meta, BASE.mask. */
+static void declare_prefix(const frt_model *m, const char *base, frt_state_decl *out)
 {
     const pi0_config *c = &pi0_of(m)->c;
-    int L = c->t.layers;
-    if (cap < 2 * L + 2) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: %d layers: the state table is full", L);
+    const int L = c->t.layers;
     char name[FRT_STATE_NAME_MAX];
     for (int l = 0; l < L; l++) {
-        snprintf(name, sizeof name, "prefix.%d.k", l);
+        snprintf(name, sizeof name, "%s.%d.k", base, l);
         decl(&out[2 * l], name, m->bk->kv_dtype, 3, c->max_prefix, c->t.kv_heads, c->t.head_dim);
-        snprintf(name, sizeof name, "prefix.%d.v", l);
+        snprintf(name, sizeof name, "%s.%d.v", base, l);
         decl(&out[2 * l + 1], name, m->bk->kv_dtype, 3, c->max_prefix, c->t.kv_heads, c->t.head_dim);
     }
-    decl(&out[2 * L], "prefix.meta", FRT_DT_I32, 1, 4, 0, 0);
-    decl(&out[2 * L + 1], "prefix.mask", FRT_DT_U8, 1, c->max_prefix, 0, 0);
-    return 2 * L + 2;
+    snprintf(name, sizeof name, "%s.meta", base);
+    decl(&out[2 * L], name, FRT_DT_I32, 1, 4, 0, 0);
+    snprintf(name, sizeof name, "%s.mask", base);
+    decl(&out[2 * L + 1], name, FRT_DT_U8, 1, c->max_prefix, 0, 0);
+}
+
+/* prefix.* (the unconditioned prompt, the only one without CFG), then
+ * prefix_cond.* (CFG's conditioned prompt). */
+static int p_declare_state(const frt_model *m, frt_state_decl *out, int cap)
+{
+    const int L = pi0_of(m)->c.t.layers, per = 2 * L + 2;
+    if (cap < 2 * per) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: %d layers: the state table is full", L);
+    declare_prefix(m, "prefix", out);
+    declare_prefix(m, "prefix_cond", out + per);
+    return 2 * per;
 }
 
 static int p_bind_state(frt_model *m)
 {
     pi0 *p = pi0_of(m);
-    int L = p->c.t.layers;
-    p->pk = calloc((size_t)L, sizeof *p->pk);
-    p->pv = calloc((size_t)L, sizeof *p->pv);
-    if (!p->pk || !p->pv) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory");
-    for (int l = 0; l < L; l++) {
-        p->pk[l] = m->state[2 * l].buf;
-        p->pv[l] = m->state[2 * l + 1].buf;
+    const int L = p->c.t.layers, per = 2 * L + 2;
+    for (int i = 0; i < 2; i++) {
+        pi0_prefix_set *s = &p->pre[i];
+        const frt_state_entry *e = m->state + i * per;
+        s->k = calloc((size_t)L, sizeof *s->k);
+        s->v = calloc((size_t)L, sizeof *s->v);
+        if (!s->k || !s->v) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory");
+        for (int l = 0; l < L; l++) {
+            s->k[l] = e[2 * l].buf;
+            s->v[l] = e[2 * l + 1].buf;
+        }
+        s->meta = e[2 * L].buf;
+        s->mask = e[2 * L + 1].buf;
     }
-    p->meta = m->state[2 * L].buf;
-    p->mask = m->state[2 * L + 1].buf;
     return 0;
 }
 
@@ -381,7 +400,7 @@ static void io(frt_io_decl *d, const char *name, frt_io_dir dir, frt_dtype dt, i
 static int p_declare_io(const frt_model *m, frt_io_decl *out, int cap)
 {
     const pi0_config *c = &pi0_of(m)->c;
-    if (cap < 10) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: the port table is full");
+    if (cap < 14) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: the port table is full");
     const frt_io_dir I = FRT_IO_INPUT, O = FRT_IO_OUTPUT;
     io(&out[0], "pixel_values", I, FRT_DT_F32, 4, c->max_cameras, 3, c->image_size, c->image_size);
     io(&out[1], "pixel_attention_mask", I, FRT_DT_U8, 1, c->max_cameras, 0, 0, 0);
@@ -393,7 +412,11 @@ static int p_declare_io(const frt_model *m, frt_io_decl *out, int cap)
     io(&out[7], "actions", O, FRT_DT_F32, 2, c->chunk, c->action_dim, 0, 0);
     io(&out[8], "velocity0", O, FRT_DT_F32, 2, c->chunk, c->action_dim, 0, 0);
     io(&out[9], "vision_tokens", O, FRT_DT_F32, 3, c->max_cameras, c->n_patch, c->t.width, 0);
-    return 10;
+    io(&out[10], "input_ids_cond", I, FRT_DT_I32, 1, c->max_tokens, 0, 0, 0);
+    io(&out[11], "attention_mask_cond", I, FRT_DT_U8, 1, c->max_tokens, 0, 0, 0);
+    io(&out[12], "cfg", I, FRT_DT_I32, 1, 4, 0, 0, 0);
+    io(&out[13], "velocity_slots", O, FRT_DT_F32, 3, 2, c->chunk, c->action_dim, 0);
+    return 14;
 }
 
 static void p_policy_info(const frt_model *m, frt_policy_info *info)

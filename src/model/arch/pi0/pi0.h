@@ -39,12 +39,30 @@
  *   prefix.L.k, prefix.L.v  [P, kv_heads, head_dim] f32, whole, per layer L
  *   prefix.meta             [4] i32: rows, valid rows, 0, 0
  *   prefix.mask             [P] u8: 1 for a valid prefix row
+ *   prefix_cond.L.k, .L.v, prefix_cond.meta, prefix_cond.mask: the same for
+ *                           the conditioned prompt of classifier-free
+ *                           guidance (frt_policy_set_cfg); 0 rows while CFG
+ *                           is off. In the state (not scratch) so that a
+ *                           capsule of a guided inference carries both
+ *                           prefixes and denoise-only works after a restore.
  * then the runtime's boundary and episode records.
  * Ports: pixel_values [max_cameras, 3, H, W] f32, pixel_attention_mask
  * [max_cameras] u8, input_ids [max_tokens] i32, attention_mask [max_tokens]
  * u8, state [max_state_dim] f32, noise [chunk, action_dim] f32, options
- * (frt_policy_options) in; actions and velocity0 [chunk, action_dim] f32,
- * vision_tokens [max_cameras, n_patch, width] f32 out.
+ * (frt_policy_options), input_ids_cond [max_tokens] i32,
+ * attention_mask_cond [max_tokens] u8, cfg (frt_policy_cfg_options) in;
+ * actions and velocity0 [chunk, action_dim] f32 (velocity0: the guided
+ * velocity under CFG), vision_tokens [max_cameras, n_patch, width] f32,
+ * velocity_slots [2, chunk, action_dim] f32 (fused CFG: the last step's
+ * conditioned and unconditioned velocities, slot 0 and 1) out.
+ *
+ * Classifier-free guidance (RECAP, pi*0.6 arXiv:2511.14759 Appendix E):
+ * the vision tower runs once; the prefix runs twice (the unconditioned
+ * prompt into prefix.*, the conditioned one into prefix_cond.*); each Euler
+ * step runs the expert on both prefixes from the same x_t and steps with
+ * v = fmaf(beta, v_c - v_u, v_u) (frt_cpu_cfg_combine). Shape key 1 runs
+ * the two passes one after the other; key 2 (fused) keeps one x_t per slot
+ * and mirrors the guided x of slot 0 into slot 1 after each step.
  *
  * Files: pi0.c (config, state and ports), pi0_weights.c (the names and
  * shapes, loading), pi0_cpu.c (the f32 forward pass). No CUDA backend yet.
@@ -135,14 +153,24 @@ typedef struct pi0_scratch {
     float *xt, *vel;                  /* [chunk, action_dim] */
     float *cond, *mod;                /* [e.width], [3 e.width] per norm */
     float *mods;                      /* Pi0.5: [e.layers * 2 + 1, 3 e.width] */
+    float *vel_c;                     /* serial CFG: the conditioned velocity [chunk, action_dim] */
+    float *xs, *vs;                   /* fused CFG: x_t and v per slot [2, chunk, action_dim] */
 } pi0_scratch;
+
+/* One prefix KV set in the state: PI0_UNCOND (prefix.*, the only one
+ * without CFG) or PI0_COND (prefix_cond.*). */
+typedef struct pi0_prefix_set {
+    frt_buffer **k, **v;     /* per layer [P, kv_heads, head_dim] */
+    frt_buffer *meta, *mask; /* [4] i32 rows, valid rows; [P] u8 */
+} pi0_prefix_set;
+
+enum { PI0_UNCOND = 0, PI0_COND = 1 };
 
 typedef struct pi0 {
     pi0_config c;
     pi0_weights w;
     pi0_scratch s;
-    frt_buffer **pk, **pv;  /* views of prefix.L.k / prefix.L.v */
-    frt_buffer *meta, *mask; /* prefix.meta, prefix.mask */
+    pi0_prefix_set pre[2];  /* views of prefix.* (PI0_UNCOND) and prefix_cond.* (PI0_COND) */
 } pi0;
 
 static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }

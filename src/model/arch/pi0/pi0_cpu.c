@@ -12,6 +12,15 @@
  * record) from the port and state buffers when it runs, never from values
  * baked at capture.
  *
+ * Classifier-free guidance (frt_policy_set_cfg; pi0.h): the `cfg` port says
+ * whether it is on. Off, every task does exactly what it did before CFG
+ * existed. On, the conditioned prefix task fills prefix_cond.* from
+ * input_ids_cond, and each Euler step runs the expert on both prefixes from
+ * the same x_t: key 1 (serial) in one task, key 2 (fused, two slots) as one
+ * task per slot then a combine task that steps slot 0 and mirrors it into
+ * slot 1. Both compute the same f32 operations in the same order, so their
+ * chunks are bit-identical on this backend.
+ *
  * Noise without caller noise: the episode's stream. For inference number
  * `step` of the episode of `seed`, splitmix64 starting from
  * seed ^ (step * 0xD1B54A32D192ED03) gives pairs of uniforms (u1 in (0, 1],
@@ -32,6 +41,8 @@
 typedef struct pi0_task {
     frt_model *m;
     int step; /* the Euler step of a step task */
+    int slot; /* fused CFG: 0 conditioned, 1 unconditioned; the prefix task: PI0_UNCOND or PI0_COND */
+    int fused; /* recorded at key 2 (two slots) */
 } pi0_task;
 
 static void *port(frt_model *m, const char *name, frt_io_dir dir)
@@ -163,35 +174,49 @@ static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer
 /* The prefix rows in s->x and their mask: every given camera's tokens (a
  * masked camera's rows invalid), then the prompt (embedding * sqrt(width)).
  * Returns the row count. */
-static int prefix_embed(frt_model *m, uint8_t *mask)
+static int prefix_embed(frt_model *m, int set, uint8_t *mask)
 {
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
+    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
     const uint8_t *cam = port(m, "pixel_attention_mask", FRT_IO_INPUT);
-    const uint8_t *am = port(m, "attention_mask", FRT_IO_INPUT);
-    const int32_t *ids = port(m, "input_ids", FRT_IO_INPUT);
+    const uint8_t *am = port(m, set == PI0_COND ? "attention_mask_cond" : "attention_mask", FRT_IO_INPUT);
+    const int32_t *ids = port(m, set == PI0_COND ? "input_ids_cond" : "input_ids", FRT_IO_INPUT);
+    const int n_tokens = set == PI0_COND ? g->n_tokens_cond : o->n_tokens;
     const float *tok = port(m, "vision_tokens", FRT_IO_OUTPUT);
     const int W = c->t.width, ni = o->n_cameras * c->n_patch;
     memcpy(P->s.x, tok, (size_t)ni * W * sizeof(float));
     for (int r = 0; r < ni; r++) mask[r] = cam[r / c->n_patch];
     float *lang = P->s.x + (size_t)ni * W;
-    frt_cpu_embedding(lang, P->w.embed, ids, o->n_tokens, W);
+    frt_cpu_embedding(lang, P->w.embed, ids, n_tokens, W);
     const float scale = sqrtf((float)W);
-    for (size_t i = 0; i < (size_t)o->n_tokens * W; i++) lang[i] *= scale;
-    memcpy(mask + ni, am, (size_t)o->n_tokens);
-    return ni + o->n_tokens;
+    for (size_t i = 0; i < (size_t)n_tokens * W; i++) lang[i] *= scale;
+    memcpy(mask + ni, am, (size_t)n_tokens);
+    return ni + n_tokens;
 }
 
+static int cfg_on(frt_model *m) { return ((const frt_policy_cfg_options *)port(m, "cfg", FRT_IO_INPUT))->enable; }
+
+/* The prefix of one prompt (the task's slot: PI0_UNCOND from input_ids,
+ * PI0_COND from input_ids_cond) into its KV set. Without CFG the
+ * conditioned set is emptied (0 rows) instead. */
 static void task_prefix(void *arg)
 {
-    frt_model *m = ((pi0_task *)arg)->m;
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     pi0_scratch *s = &P->s;
-    uint8_t *mask = frt_buffer_ptr(P->mask);
+    const pi0_prefix_set *pre = &P->pre[a->slot];
+    int32_t *meta = frt_buffer_ptr(pre->meta);
+    if (a->slot == PI0_COND && !cfg_on(m)) {
+        meta[0] = meta[1] = 0;
+        return;
+    }
+    uint8_t *mask = frt_buffer_ptr(pre->mask);
     memset(mask, 0, (size_t)c->max_prefix);
-    const int n = prefix_embed(m, mask);
+    const int n = prefix_embed(m, a->slot, mask);
     int valid = 0;
     for (int r = 0; r < n; r++) {
         valid += mask[r];
@@ -199,10 +224,9 @@ static void task_prefix(void *arg)
         for (int j = 0; j < n; j++) s->allow[(size_t)r * n + j] = mask[r] && mask[j];
     }
     for (int l = 0; l < c->t.layers; l++) {
-        kv_rows kv = {frt_buffer_ptr(P->pk[l]), frt_buffer_ptr(P->pv[l]), n, 0};
+        kv_rows kv = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l]), n, 0};
         gemma_layer(P, &c->t, &P->w.tl[l], n, &kv, NULL, l == c->t.layers - 1);
     }
-    int32_t *meta = frt_buffer_ptr(P->meta);
     meta[0] = n;
     meta[1] = valid;
 }
@@ -230,21 +254,27 @@ static void episode_noise(float *out, int n, uint64_t seed, uint64_t step)
     }
 }
 
+static int prefix_rows(const pi0 *P, int set) { return ((const int32_t *)frt_buffer_ptr(P->pre[set].meta))[0]; }
+
+/* x_1: the caller's noise or the episode's; fused, into both slots. */
 static void task_noise(void *arg)
 {
-    frt_model *m = ((pi0_task *)arg)->m;
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
     pi0 *P = pi0_of(m);
     const int n = P->c.chunk * P->c.action_dim;
-    if (((const int32_t *)frt_buffer_ptr(P->meta))[0] < 1) { /* no prefix: the steps below do nothing */
-        if (m->task_status == 0) m->task_status = FRT_ERR_STATE;
+    if (prefix_rows(P, PI0_UNCOND) < 1 || (cfg_on(m) && prefix_rows(P, PI0_COND) < 1)) {
+        if (m->task_status == 0) m->task_status = FRT_ERR_STATE; /* no prefix: the steps below do nothing */
         return;
     }
     const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
     frt_episode *e = frt_buffer_ptr(m->episode);
+    float *x = a->fused ? P->s.xs : P->s.xt;
     if (o->noise_given)
-        memcpy(P->s.xt, port(m, "noise", FRT_IO_INPUT), (size_t)n * sizeof(float));
+        memcpy(x, port(m, "noise", FRT_IO_INPUT), (size_t)n * sizeof(float));
     else
-        episode_noise(P->s.xt, n, e->seed, e->step);
+        episode_noise(x, n, e->seed, e->step);
+    if (a->fused) memcpy(x + n, x, (size_t)n * sizeof(float));
     e->step++;
 }
 
@@ -264,7 +294,7 @@ static void time_sincos(float *out, int width, double t, double min_p, double ma
 
 /* The suffix embedding of one step into s->x; returns its row count. Pi0.5
  * also fills s->mods with every expert norm's modulation. */
-static int suffix_embed(frt_model *m, float t)
+static int suffix_embed(frt_model *m, const float *xt, float t)
 {
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
@@ -272,7 +302,7 @@ static int suffix_embed(frt_model *m, float t)
     pi0_scratch *s = &P->s;
     const int E = c->e.width, A = c->action_dim, off = c->pi05 ? 0 : 1;
     time_sincos(s->cond, E, t, c->min_period, c->max_period);
-    lin(s->x + (size_t)off * E, s->xt, w->action_in_w, w->action_in_b, c->chunk, A, E);
+    lin(s->x + (size_t)off * E, xt, w->action_in_w, w->action_in_b, c->chunk, A, E);
     if (c->pi05) {
         lin(s->mod, s->cond, w->time_in_w, w->time_in_b, 1, E, E);
         frt_cpu_silu(s->mod, s->mod, E);
@@ -312,65 +342,137 @@ static void suffix_mask(pi0 *P, int ns, int np, int valid, const uint8_t *pmask)
     }
 }
 
-static void task_step(void *arg)
+/* vel = v(xt, t) of the expert on one prefix KV set. */
+static void expert_velocity(frt_model *m, const pi0_prefix_set *pre, const float *xt, int step, float *vel)
 {
-    const pi0_task *a = arg;
-    frt_model *m = a->m;
-    if (m->task_status) return;
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     pi0_scratch *s = &P->s;
     const int E = c->e.width, KV = c->t.kv_heads * c->t.head_dim;
-    const double dt = -1.0 / c->n_steps;
-    const int32_t *meta = frt_buffer_ptr(P->meta);
+    const int32_t *meta = frt_buffer_ptr(pre->meta);
     const int np = meta[0];
-    const int ns = suffix_embed(m, (float)(1.0 + a->step * dt));
-    suffix_mask(P, ns, np, meta[1], frt_buffer_ptr(P->mask));
+    const int ns = suffix_embed(m, xt, (float)(1.0 + step * (-1.0 / c->n_steps)));
+    suffix_mask(P, ns, np, meta[1], frt_buffer_ptr(pre->mask));
     for (int l = 0; l < c->e.layers; l++) {
-        memcpy(s->k, frt_buffer_ptr(P->pk[l]), (size_t)np * KV * sizeof(float));
-        memcpy(s->v, frt_buffer_ptr(P->pv[l]), (size_t)np * KV * sizeof(float));
+        memcpy(s->k, frt_buffer_ptr(pre->k[l]), (size_t)np * KV * sizeof(float));
+        memcpy(s->v, frt_buffer_ptr(pre->v[l]), (size_t)np * KV * sizeof(float));
         kv_rows kv = {s->k, s->v, np + ns, np};
         gemma_layer(P, &c->e, &P->w.el[l], ns, &kv, c->pi05 ? s->mods + (size_t)(2 * l) * 3 * E : NULL, 0);
     }
     const int off = ns - c->chunk;
     norm(s->h, s->x + (size_t)off * E, P->w.e_norm, c->pi05 ? s->mods + (size_t)(2 * c->e.layers) * 3 * E : NULL,
          c->chunk, E, c->e.eps);
-    lin(s->vel, s->h, P->w.action_out_w, P->w.action_out_b, c->chunk, E, c->action_dim);
+    lin(vel, s->h, P->w.action_out_w, P->w.action_out_b, c->chunk, E, c->action_dim);
+}
+
+/* The Euler step x += dt v (and velocity0 at step 0). */
+static void euler(frt_model *m, int step, float *x, const float *vel)
+{
+    const pi0_config *c = &pi0_of(m)->c;
     const int n = c->chunk * c->action_dim;
-    if (a->step == 0) memcpy(port(m, "velocity0", FRT_IO_OUTPUT), s->vel, (size_t)n * sizeof(float));
-    const float dtf = (float)dt;
-    for (int i = 0; i < n; i++) s->xt[i] += dtf * s->vel[i];
+    if (step == 0) memcpy(port(m, "velocity0", FRT_IO_OUTPUT), vel, (size_t)n * sizeof(float));
+    const float dtf = (float)(-1.0 / c->n_steps);
+    for (int i = 0; i < n; i++) x[i] += dtf * vel[i];
+}
+
+/* The architecture of a flow task's model; NULL when an earlier task of
+ * this replay failed (the rest of the flow does nothing). */
+static pi0 *flow_model(const pi0_task *a) { return a->m->task_status ? NULL : pi0_of(a->m); }
+
+/* Key 1: one Euler step; under CFG the conditioned then the unconditioned
+ * expert pass from the same x_t, combined. */
+static void task_step(void *arg)
+{
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
+    pi0 *P = flow_model(a);
+    if (!P) return;
+    pi0_scratch *s = &P->s;
+    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
+    if (g->enable) {
+        expert_velocity(m, &P->pre[PI0_COND], s->xt, a->step, s->vel_c);
+        expert_velocity(m, &P->pre[PI0_UNCOND], s->xt, a->step, s->vel);
+        frt_cpu_cfg_combine(s->vel, s->vel_c, s->vel, g->beta, P->c.chunk * P->c.action_dim);
+    } else {
+        expert_velocity(m, &P->pre[PI0_UNCOND], s->xt, a->step, s->vel);
+    }
+    euler(m, a->step, s->xt, s->vel);
+}
+
+/* Key 2, one slot of a step: v[slot] = v(x[slot]) on the slot's prefix
+ * (slot 0 conditioned, slot 1 unconditioned). */
+static void task_step_slot(void *arg)
+{
+    const pi0_task *a = arg;
+    pi0 *P = flow_model(a);
+    if (!P) return;
+    const size_t n = (size_t)P->c.chunk * P->c.action_dim;
+    const int set = a->slot == 0 ? PI0_COND : PI0_UNCOND;
+    expert_velocity(a->m, &P->pre[set], P->s.xs + a->slot * n, a->step, P->s.vs + a->slot * n);
+}
+
+/* Key 2, the end of a step: the guided velocity from both slots, the Euler
+ * step on slot 0, slot 0's x mirrored into slot 1. */
+static void task_combine(void *arg)
+{
+    const pi0_task *a = arg;
+    pi0 *P = flow_model(a);
+    if (!P) return;
+    pi0_scratch *s = &P->s;
+    const frt_policy_cfg_options *g = port(a->m, "cfg", FRT_IO_INPUT);
+    const int n = P->c.chunk * P->c.action_dim;
+    frt_cpu_cfg_combine(s->vel, s->vs, s->vs + n, g->beta, n);
+    euler(a->m, a->step, s->xs, s->vel);
+    memcpy(s->xs + n, s->xs, (size_t)n * sizeof(float));
 }
 
 static void task_output(void *arg)
 {
-    frt_model *m = ((pi0_task *)arg)->m;
-    if (m->task_status) return;
-    pi0 *P = pi0_of(m);
-    memcpy(port(m, "actions", FRT_IO_OUTPUT), P->s.xt, (size_t)P->c.chunk * P->c.action_dim * sizeof(float));
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
+    pi0 *P = flow_model(a);
+    if (!P) return;
+    const size_t n = (size_t)P->c.chunk * P->c.action_dim;
+    memcpy(port(m, "actions", FRT_IO_OUTPUT), a->fused ? P->s.xs : P->s.xt, n * sizeof(float));
+    if (a->fused) memcpy(port(m, "velocity_slots", FRT_IO_OUTPUT), P->s.vs, 2 * n * sizeof(float));
 }
 
-/* The noise, every Euler step and the output: the flow on the prefix the
- * state holds. */
-static int record_flow(frt_stream *st, frt_model *m)
+/* The noise, every Euler step and the output: the flow on the prefix(es)
+ * the state holds; fused: two slot tasks and a combine per step. */
+static int record_flow(frt_stream *st, frt_model *m, int fused)
 {
-    pi0_task a = {m, 0};
+    pi0_task a = {m, 0, 0, fused};
     FRT_TRY(frt_stream_host_task(st, task_noise, &a, sizeof a));
-    for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++)
-        FRT_TRY(frt_stream_host_task(st, task_step, &a, sizeof a));
+    for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++) {
+        if (!fused) {
+            FRT_TRY(frt_stream_host_task(st, task_step, &a, sizeof a));
+            continue;
+        }
+        for (a.slot = 0; a.slot < 2; a.slot++) FRT_TRY(frt_stream_host_task(st, task_step_slot, &a, sizeof a));
+        a.slot = 0;
+        FRT_TRY(frt_stream_host_task(st, task_combine, &a, sizeof a));
+    }
     return frt_stream_host_task(st, task_output, &a, sizeof a);
 }
 
+/* Key 1 (rc->bucket 0) or the fused key 2 (rc->bucket 2): vision once, the
+ * unconditioned prefix, the conditioned one (empty without CFG), the flow. */
 static int record_policy(frt_stream *st, void *user)
 {
-    frt_model *m = ((const frt_record_ctx *)user)->m;
-    pi0_task a = {m, 0};
+    const frt_record_ctx *rc = user;
+    pi0_task a = {rc->m, 0, PI0_UNCOND, rc->bucket == 2};
     FRT_TRY(frt_stream_host_task(st, task_vision, &a, sizeof a));
     FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
-    return record_flow(st, m);
+    a.slot = PI0_COND;
+    FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
+    return record_flow(st, rc->m, a.fused);
 }
 
-static int record_denoise(frt_stream *st, void *user) { return record_flow(st, ((const frt_record_ctx *)user)->m); }
+static int record_denoise(frt_stream *st, void *user)
+{
+    const frt_record_ctx *rc = user;
+    return record_flow(st, rc->m, rc->bucket == 2);
+}
 
 /* ---- scratch and the backend table ----------------------------------------- */
 
@@ -402,8 +504,11 @@ static int alloc_scratch(frt_model *m)
     s->cond = malloc((size_t)E * sizeof(float));
     s->mod = malloc((size_t)3 * E * sizeof(float));
     s->mods = malloc((size_t)(2 * c->e.layers + 1) * 3 * E * sizeof(float));
+    s->vel_c = malloc((size_t)c->chunk * c->action_dim * sizeof(float));
+    s->xs = malloc((size_t)2 * c->chunk * c->action_dim * sizeof(float));
+    s->vs = malloc((size_t)2 * c->chunk * c->action_dim * sizeof(float));
     if (!s->x || !s->h || !s->q || !s->att || !s->m1 || !s->m2 || !s->k || !s->v || !s->patches || !s->allow ||
-        !s->pos || !s->xt || !s->vel || !s->cond || !s->mod || !s->mods)
+        !s->pos || !s->xt || !s->vel || !s->cond || !s->mod || !s->mods || !s->vel_c || !s->xs || !s->vs)
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory for the activations");
     return 0;
 }
@@ -415,7 +520,7 @@ static void free_all(frt_model *m)
     pi0_free_weights(m);
     pi0_scratch *s = &P->s;
     void *bufs[] = {s->x, s->h, s->q, s->att, s->m1, s->m2, s->k, s->v, s->patches, s->allow, s->pos,
-                    s->xt, s->vel, s->cond, s->mod, s->mods};
+                    s->xt, s->vel, s->cond, s->mod, s->mods, s->vel_c, s->xs, s->vs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(s, 0, sizeof *s);
 }
@@ -435,4 +540,5 @@ const frt_arch_backend frt_pi0_cpu_backend = {
     .fingerprint_extra = fingerprint_extra,
     .record_policy = record_policy,
     .record_policy_denoise = record_denoise,
+    .policy_cfg_fused = 1,
 };
