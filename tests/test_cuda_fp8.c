@@ -59,7 +59,10 @@ static int run_case(const float *x, const float *scale, int ns, int rows, int di
 }
 
 /* Every one of the 256 codes dequantized with scale 1: the CPU decode's bits
- * (NaN codes: NaN of the code's sign). */
+ * (NaN codes: a NaN; its sign is not compared: the device multiplies the
+ * decoded NaN by the scale, and NVIDIA GPUs return the canonical NaN
+ * 0x7FFFFFFF for arithmetic on a NaN, as IEEE 754 leaves the sign of a NaN
+ * result unspecified; measured on the H100: -NaN * 1 came back +NaN). */
 static void test_decode(void)
 {
     uint8_t codes[256];
@@ -73,7 +76,7 @@ static void test_decode(void)
     int bad = 0;
     for (int c = 0; c < 256; c++) {
         float yc = frt_fp8_e4m3_decode((uint8_t)c);
-        bad += isnan(yc) ? !(isnan(yg[c]) && !!signbit(yg[c]) == !!signbit(yc)) : memcmp(&yg[c], &yc, 4) != 0;
+        bad += isnan(yc) ? !isnan(yg[c]) : memcmp(&yg[c], &yc, 4) != 0;
     }
     report_flag("decode: all 256 codes", bad == 0);
     dfree(&dq), dfree(&ds), dfree(&dy);
