@@ -7,6 +7,7 @@
  */
 #include "args.h"
 #include "cli.h"
+#include "model/arch/pi0/pi0.h"
 
 #include "frt/model.h"
 #include "frt/status.h"
@@ -92,6 +93,61 @@ static int check_weights(const frt_model_config *c, const frt_checkpoint *ck)
     return bad;
 }
 
+/* 1 when DIR/NAME is a readable file. */
+static int has_file(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* A Pi0 / Pi0.5 policy checkpoint (config.json model_type pi0 / pi05): its
+ * shapes from the policy architecture's own config parser, the weights'
+ * count and bytes, and the input-side files beside it. 0 when the config is
+ * not a policy's (*handled 0), 1 on a failure, else 0 with *handled 1. The
+ * weights are checked by name and shape when the policy loads. */
+static int inspect_policy(const char *dir, int *handled)
+{
+    char path[4096], mt[32] = "";
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    *handled = 0;
+    if (frt_file_read_all(path, (size_t)1 << 24, &text, &len) < 0) return 0;
+    pi0_config c;
+    int rc = pi0_config_parse_json(text, len, path, 0, mt, sizeof mt, &c);
+    free(text);
+    if (strcmp(mt, "pi0") && strcmp(mt, "pi05")) return 0; /* not a policy: the token-model path says why */
+    *handled = 1;
+    if (rc < 0) return frt_cli_fail("inspect", rc);
+    frt_checkpoint *ck;
+    rc = frt_checkpoint_open(dir, &ck);
+    if (rc < 0) return frt_cli_fail("inspect", rc);
+    printf("model          %s\n", dir);
+    printf("architecture   %s (model_type %s): robot policy, flow-matching vision-language-action model\n",
+           c.pi05 ? "Pi0.5" : "Pi0", mt);
+    printf("weights        %d tensors, %.3f GB, %llu parameters\n", frt_checkpoint_count(ck),
+           (double)frt_checkpoint_bytes(ck) / 1e9, (unsigned long long)frt_checkpoint_numel(ck));
+    printf("vision         SigLIP: %d layers, width %d, MLP %d, %d heads; %dx%d images, patch %d (%d tokens a "
+           "camera), up to %d cameras\n",
+           c.v_layers, c.v_width, c.v_inter, c.v_heads, c.image_size, c.image_size, c.patch, c.n_patch,
+           c.max_cameras);
+    printf("prefix         Gemma: %d layers, width %d, MLP %d, %d heads / %d KV heads x %d; vocab %d; prompt up to "
+           "%d tokens\n",
+           c.t.layers, c.t.width, c.t.inter, c.t.heads, c.t.kv_heads, c.t.head_dim, c.vocab, c.max_tokens);
+    printf("action expert  %d layers, width %d, MLP %d%s\n", c.e.layers, c.e.width, c.e.inter,
+           c.pi05 ? ", adaRMSNorm time conditioning" : ", the state token and the action-time MLP");
+    printf("actions        chunk %d x %d, %d Euler steps; state up to %d values%s\n", c.chunk, c.action_dim,
+           c.n_steps, c.state_dim, c.pi05 ? " (written into the prompt, discretised)" : "");
+    printf("input files    tokenizer.model %s, norm_stats.json %s\n", has_file(dir, "tokenizer.model") ? "yes" : "no",
+           has_file(dir, "norm_stats.json") ? "yes" : "no (the state and actions stay raw)");
+    printf("runs on        architecture 'pi0', cpu backend (frt policy run; docs/policies.md)\n");
+    frt_checkpoint_close(ck);
+    return 0;
+}
+
 int frt_cmd_inspect(int argc, char **argv)
 {
     char *pos[1];
@@ -104,6 +160,8 @@ int frt_cmd_inspect(int argc, char **argv)
     int prc = frt_args_parse(&spec, argc, argv, pos, &n_pos);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     const char *dir = pos[0];
+    int handled = 0, prc2 = inspect_policy(dir, &handled);
+    if (handled) return prc2;
     frt_model_config c;
     int rc = frt_config_load(dir, &c);
     if (rc < 0) return frt_cli_fail("inspect", rc);

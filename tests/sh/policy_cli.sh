@@ -102,6 +102,12 @@ check "--noise-seed with file noise: usage error" test $? -eq 2
 err="$("$FRT" policy run -m "$G/pi0" --image base=a.png --prompt hi --backend cpu 2>&1)"
 check "--image on a model whose cameras are not 224 x 224: fails" test $? -eq 1
 check "--image on a model whose cameras are not 224 x 224: says so" grep -q "224 x 224" <<<"$err"
+out="$("$FRT" inspect "$G/pi0" 2>&1)"
+check "inspect a Pi0 checkpoint: exit 0" test $? -eq 0
+check "inspect a Pi0 checkpoint: the policy's shapes" grep -q "Pi0 (model_type pi0).*policy" <<<"$out"
+check "inspect a Pi0 checkpoint: chunk and steps" grep -q "chunk 5 x 7, 10 Euler steps" <<<"$out"
+out="$("$FRT" inspect "$G/pi05" 2>&1)"
+check "inspect a Pi0.5 checkpoint: adaRMSNorm" grep -q "adaRMSNorm" <<<"$out"
 echo junk > "$T/bad.st"
 err="$("$FRT" policy run -m "$G/pi0" --inputs "$T/bad.st" --backend cpu 2>&1)"
 check "a broken inputs file: fails" test $? -eq 1
