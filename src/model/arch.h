@@ -142,7 +142,8 @@ typedef struct frt_arch_backend {
      * of branch slots 0..n-1 in one graph (rc->bucket = n >= 2): each
      * slot's pending token, journal, KV, logits, advance and sampler are its
      * own (frt_model_bind_slot during the record), the weight-bound products
-     * run on the n rows together. Must give every slot the same bits as
+     * run on the n rows together (the runtime binds slot 0 again after
+     * the record). Must give every slot the same bits as
      * record_decode on that slot alone (batch-invariant kernels). Returns
      * FRT_ERR_UNSUPPORTED when it cannot for this load (the runtime then
      * decodes branches one after another). */

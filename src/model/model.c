@@ -222,6 +222,9 @@ static int capture_batches(frt_model *m)
         rc.bucket = n;
         int err = frt_graph_capture(m->g_decode, FRT_BATCH_KEY | (frt_shape_key)n, m->stream,
                                     m->bk->record_decode_batch, &rc);
+        /* the recorder binds each slot in turn: slot 0 again, as after the other captures */
+        int brc = frt_model_bind_slot(m, 0);
+        if (err == 0) err = brc;
         if (err == FRT_ERR_UNSUPPORTED || err == FRT_ERR_INVALID_ARGUMENT) break; /* n beyond what it takes */
         FRT_TRY(err);
         m->batch_max = n;

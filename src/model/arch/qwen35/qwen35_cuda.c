@@ -507,12 +507,9 @@ static int cu_record_decode_batch(frt_stream *s, void *user)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: batch of %d slots outside [2, %d]", n, c->batch_slots);
     fwd *fb = malloc((size_t)n * sizeof *fb);
     if (!fb) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
-    int bound = m->bound_slot;
     int err = record_batch(s, m, n, fb);
-    int brc = frt_model_bind_slot(m, bound);
     free(fb);
-    FRT_TRY(err);
-    return brc;
+    return err;
 }
 
 static int cu_record_prefill(frt_stream *s, void *user)
