@@ -1,5 +1,5 @@
 /*
- * test_cuda_gemv.c - the decode GEMV path of frt_cuda_gemm_run (n <= 4,
+ * test_cuda_gemv.c - the decode GEMV path of frt_cuda_gemm_run (n <= 8,
  * src/kernels/cuda/gemv.cu) against the CPU twin frt_cpu_matmul /
  * frt_cpu_matmul_add on random data (SplitMix64, kernels/cpu/rng.h), norm-wise
  * ||gpu - cpu|| / ||cpu|| within 1e-4 (f32 out: fp32 accumulation in another
@@ -376,6 +376,23 @@ static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
 
 /* ---- bad arguments ---------------------------------------------------------- */
 
+/* frt_cuda_gemm_gemv_rows: the row groups a batched decode may take. */
+static void test_gemv_rows(void)
+{
+    frt_cuda_gemm *g = NULL;
+    must(frt_cuda_gemm_create((size_t)1 << 20, &g), "gemm");
+    CHECK(frt_cuda_gemm_gemv_rows(NULL) == 0);
+    CHECK(frt_cuda_gemm_gemv_rows(g) == FRT_CUDA_GEMV_MAX_N);
+    for (int n = 1; n <= FRT_CUDA_GEMV_MAX_N; n++) must(frt_cuda_gemm_plan(g, n, 4096, 4096, F32, 1), "plan");
+    must(frt_cuda_gemm_plan(g, 64, 4096, 4096, F32, 0), "plan"); /* a prefill bucket: cuBLASLt, not counted */
+    CHECK(frt_cuda_gemm_gemv_rows(g) == FRT_CUDA_GEMV_MAX_N);
+    /* x [8, 17408] bf16 = 272 KiB: over the shared memory of a block */
+    must(frt_cuda_gemm_plan(g, 8, 17408, 64, F32, 0), "plan");
+    CHECK_MSG(frt_cuda_gemm_gemv_rows(g) == 7, "gemv rows %d", frt_cuda_gemm_gemv_rows(g));
+    frt_cuda_gemm_destroy(g);
+    printf("  gemv rows: %d, 7 after a plan of 8 rows that does not fit\n", FRT_CUDA_GEMV_MAX_N);
+}
+
 static void test_bad_args(void)
 {
     /* fake, never dereferenced pointers: every check below fails before the
@@ -468,36 +485,38 @@ int main(void)
 
     /* qwen3.5-9b: gate/up and in_proj_qkv, down, q|gate, k/v, o_proj / z /
      * out_proj, in_proj_b|a; a 32000-row LM head */
-    const int n1234[4] = {1, 2, 3, 4}, n14[2] = {1, 4};
-    gemv_shape(g, "9b mlp gate/up", 4096, 12288, n1234, 4);
-    gemv_shape(g, "9b mlp down", 12288, 4096, n1234, 4);
-    gemv_shape(g, "9b q|gate", 4096, 8192, n1234, 4);
-    gemv_shape(g, "9b k/v", 4096, 1024, n1234, 4);
-    gemv_shape(g, "9b o/z/out", 4096, 4096, n1234, 4);
-    gemv_shape(g, "9b b|a", 4096, 64, n1234, 4);
-    gemv_shape(g, "lm_head 32k", 4096, 32000, n14, 2);
+    const int n1234[6] = {1, 2, 3, 4, 5, 8}, n14[3] = {1, 4, 8};
+    const int n14s[2] = {1, 4}; /* x [8, in] over a block's shared memory: cuBLASLt at n 8 */
+    gemv_shape(g, "9b mlp gate/up", 4096, 12288, n1234, 6);
+    gemv_shape(g, "9b mlp down", 12288, 4096, n1234, 6);
+    gemv_shape(g, "9b q|gate", 4096, 8192, n1234, 6);
+    gemv_shape(g, "9b k/v", 4096, 1024, n1234, 6);
+    gemv_shape(g, "9b o/z/out", 4096, 4096, n1234, 6);
+    gemv_shape(g, "9b b|a", 4096, 64, n1234, 6);
+    gemv_shape(g, "lm_head 32k", 4096, 32000, n14, 3);
     /* the 27B: hidden 5120, MLP 17408, 24 q heads x 256 (x2 gate), 48 value
      * heads x 128 */
-    gemv_shape(g, "27b mlp gate/up", 5120, 17408, n14, 2);
-    gemv_shape(g, "27b mlp down", 17408, 5120, n14, 2);
-    gemv_shape(g, "27b q|gate", 5120, 12288, n14, 2);
-    gemv_shape(g, "27b in_proj_qkv", 5120, 10240, n14, 2);
-    gemv_shape(g, "27b o/out", 6144, 5120, n14, 2);
-    gemv_shape(g, "27b z", 5120, 6144, n14, 2);
-    gemv_shape(g, "27b k/v", 5120, 1024, n14, 2);
-    gemv_shape(g, "27b b|a", 5120, 96, n14, 2);
+    gemv_shape(g, "27b mlp gate/up", 5120, 17408, n14, 3);
+    gemv_shape(g, "27b mlp down", 17408, 5120, n14s, 2);
+    gemv_shape(g, "27b q|gate", 5120, 12288, n14, 3);
+    gemv_shape(g, "27b in_proj_qkv", 5120, 10240, n14, 3);
+    gemv_shape(g, "27b o/out", 6144, 5120, n14, 3);
+    gemv_shape(g, "27b z", 5120, 6144, n14, 3);
+    gemv_shape(g, "27b k/v", 5120, 1024, n14, 3);
+    gemv_shape(g, "27b b|a", 5120, 96, n14, 3);
     /* odd sizes */
-    gemv_shape(g, "odd", 8, 1, n1234, 4);
-    gemv_shape(g, "odd", 72, 7, n1234, 4);
-    gemv_shape(g, "odd", 264, 1, n1234, 4);
-    gemv_shape(g, "odd", 1000, 3, n1234, 4);
-    gemv_shape(g, "odd", 2056, 13, n1234, 4);
-    gemv_shape(g, "odd", 4104, 1000, n1234, 4);
-    gemv_shape(g, "odd", 4096, 1, n1234, 4);
-    gemv_shape(g, "odd", 12296, 2050, n14, 2);
+    gemv_shape(g, "odd", 8, 1, n1234, 6);
+    gemv_shape(g, "odd", 72, 7, n1234, 6);
+    gemv_shape(g, "odd", 264, 1, n1234, 6);
+    gemv_shape(g, "odd", 1000, 3, n1234, 6);
+    gemv_shape(g, "odd", 2056, 13, n1234, 6);
+    gemv_shape(g, "odd", 4104, 1000, n1234, 6);
+    gemv_shape(g, "odd", 4096, 1, n1234, 6);
+    gemv_shape(g, "odd", 12296, 2050, n14, 3);
 
     test_graph(g);
     test_run_unless(g);
+    test_gemv_rows();
     test_lm_head(g, g_lt);
 
     printf("  gemv plans of the 9b decode shapes (for the fingerprint):\n");
@@ -515,7 +534,7 @@ int main(void)
     printf("  timings (f32 out, graph of back-to-back calls, weights not in L2; floor = bytes / "
            "%.1f TB/s):\n",
            HBM_BYTES_PER_S / 1e12);
-    for (int n = 1; n <= 4; n += 3) {
+    for (int n = 1; n <= FRT_CUDA_GEMV_MAX_N; n = n == 1 ? 4 : n * 2) {
         time_shape(g, g_lt, "9b gate/up/qkv", n, 4096, 12288);
         time_shape(g, g_lt, "9b down", n, 12288, 4096);
         time_shape(g, g_lt, "9b q|gate", n, 4096, 8192);

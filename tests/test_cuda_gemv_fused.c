@@ -544,7 +544,7 @@ int main(void)
     must(frt_cuda_gemm_create(0, &g), "gemm");
     must(frt_cuda_gemm_set_gemv(g, FRT_CUDA_GEMV_ALWAYS), "policy");
 
-    const int n1234[4] = {1, 2, 3, 4}, n14[2] = {1, 4}, n34[2] = {3, 4};
+    const int n1234[6] = {1, 2, 3, 4, 5, 8}, n14[3] = {1, 4, 8}, n34[2] = {3, 4};
     /* qwen3.5-9b (hidden 4096): full attention q|gate, k, v; Gated DeltaNet
      * in_proj_qkv (2 x 16 x 128 + 32 x 128), z, and b | a from one matrix */
     const mset attn9 = {"9b q|k|v", 4096, 3, 3, {8192, 1024, 1024},
@@ -568,24 +568,24 @@ int main(void)
     const mset big1 = {"big x", 12288, 2, 2, {4096, 100}, {0, 1}, {0, 0}, {4096, 100}};
     const mset big2 = {"big x", 17408, 2, 2, {5120, 13}, {0, 1}, {0, 0}, {5120, 13}};
 
-    multi_set(g, &attn9, n1234, 4);
-    multi_set(g, &gdn9, n1234, 4);
-    multi_set(g, &attn27, n14, 2);
-    multi_set(g, &gdn27, n14, 2);
-    multi_set(g, &odd1, n1234, 4);
-    multi_set(g, &odd2, n1234, 4);
-    multi_set(g, &odd3, n14, 2);
-    multi_set(g, &odd4, n14, 2);
+    multi_set(g, &attn9, n1234, 6);
+    multi_set(g, &gdn9, n1234, 6);
+    multi_set(g, &attn27, n14, 3);
+    multi_set(g, &gdn27, n14, 3);
+    multi_set(g, &odd1, n1234, 6);
+    multi_set(g, &odd2, n1234, 6);
+    multi_set(g, &odd3, n14, 3);
+    multi_set(g, &odd4, n14, 3);
     multi_set(g, &big1, n34, 2);
     multi_set(g, &big2, n34, 2);
 
-    swiglu_shape(g, "9b mlp", 4096, 12288, n1234, 4);
-    swiglu_shape(g, "27b mlp", 5120, 17408, n14, 2);
-    swiglu_shape(g, "odd", 72, 7, n1234, 4);
-    swiglu_shape(g, "odd", 264, 1, n1234, 4);
-    swiglu_shape(g, "odd", 1000, 13, n14, 2);
-    swiglu_shape(g, "odd", 4104, 1000, n14, 2);
-    swiglu_shape(g, "odd", 2056, 2050, n14, 2);
+    swiglu_shape(g, "9b mlp", 4096, 12288, n1234, 6);
+    swiglu_shape(g, "27b mlp", 5120, 17408, n14, 3);
+    swiglu_shape(g, "odd", 72, 7, n1234, 6);
+    swiglu_shape(g, "odd", 264, 1, n1234, 6);
+    swiglu_shape(g, "odd", 1000, 13, n14, 3);
+    swiglu_shape(g, "odd", 4104, 1000, n14, 3);
+    swiglu_shape(g, "odd", 2056, 2050, n14, 3);
     swiglu_shape(g, "big x", 12296, 300, n34, 2);
 
     test_graph(&attn9, &big1);
@@ -594,7 +594,7 @@ int main(void)
            "%.1f TB/s; unfused = frt_cuda_gemm_run per matrix (+ frt_cuda_swiglu)):\n",
            HBM_BYTES_PER_S / 1e12);
     const mset mlp9 = {"9b mlp gate,up", 4096, 2, 0, {12288, 12288}, {0}, {0}, {0}};
-    for (int n = 1; n <= 4; n += 3) {
+    for (int n = 1; n <= FRT_CUDA_GEMV_MAX_N; n = n == 1 ? 4 : n * 2) {
         time_group(g, &attn9, 0, n);
         time_group(g, &gdn9, 0, n);
         time_group(g, &mlp9, 1, n);

@@ -809,7 +809,8 @@ int main(void)
     must(frt_cuda_gemm_create(0, &g), "gemm");
     must(frt_cuda_gemm_set_gemv(g, FRT_CUDA_GEMV_ALWAYS), "policy");
 
-    const int n1234[4] = {1, 2, 3, 4}, n14[2] = {1, 4}, n13[2] = {1, 3};
+    const int n1234[6] = {1, 2, 3, 4, 5, 8}, n14[3] = {1, 4, 8}, n13[2] = {1, 3};
+    const int n14s[2] = {1, 4}; /* x [8, 16384] over a block's shared memory */
     /* qwen3.5-9b (hidden 4096): q|gate, k, v; in_proj_qkv, z, b | a */
     const mset attn9 = {"9b q|k|v", 4096, 3, 3, {8192, 1024, 1024},
                         {0, 1, 2}, {0, 0, 0}, {8192, 1024, 1024}};
@@ -830,30 +831,30 @@ int main(void)
     const mset wide1 = {"wide", 16384, 2, 2, {300, 13}, {0, 1}, {0, 0}, {300, 13}};
     const mset wide2 = {"wide", 17408, 2, 2, {100, 7}, {0, 1}, {0, 0}, {100, 7}};
 
-    multi_set(&attn9, n1234, 4);
-    multi_set(&gdn9, n1234, 4);
-    multi_set(&attn27, n14, 2);
-    multi_set(&odd1, n1234, 4);
-    multi_set(&odd2, n14, 2);
-    multi_set(&odd3, n14, 2);
-    multi_set(&wide1, n14, 2);
+    multi_set(&attn9, n1234, 6);
+    multi_set(&gdn9, n1234, 6);
+    multi_set(&attn27, n14, 3);
+    multi_set(&odd1, n1234, 6);
+    multi_set(&odd2, n14, 3);
+    multi_set(&odd3, n14, 3);
+    multi_set(&wide1, n14s, 2);
     multi_set(&wide2, n13, 2);
 
-    swiglu_shape("9b mlp", 4096, 12288, n1234, 4);
-    swiglu_shape("27b hidden", 5120, 1000, n14, 2);
-    swiglu_shape("odd", 72, 5, n1234, 4);
-    swiglu_shape("odd", 264, 1, n14, 2);
-    swiglu_shape("odd", 1000, 13, n14, 2);
-    swiglu_shape("wide", 16384, 300, n14, 2);
+    swiglu_shape("9b mlp", 4096, 12288, n1234, 6);
+    swiglu_shape("27b hidden", 5120, 1000, n14, 3);
+    swiglu_shape("odd", 72, 5, n1234, 6);
+    swiglu_shape("odd", 264, 1, n14, 3);
+    swiglu_shape("odd", 1000, 13, n14, 3);
+    swiglu_shape("wide", 16384, 300, n14s, 2);
     swiglu_shape("wide", 17408, 7, n13, 2);
 
     /* decode's output projections: o_proj / out_proj 4096 -> 4096 (kw 1, 2
      * rows per group), down 12288 -> 4096, and in-block splits (kw 2, 8) */
-    accum_shape(g, 4096, 4096, n1234, 4);
-    accum_shape(g, 12288, 4096, n14, 2);
-    accum_shape(g, 4096, 1024, n14, 2);
-    accum_shape(g, 4096, 64, n14, 2);
-    accum_shape(g, 72, 5, n14, 2);
+    accum_shape(g, 4096, 4096, n1234, 6);
+    accum_shape(g, 12288, 4096, n14, 3);
+    accum_shape(g, 4096, 1024, n14, 3);
+    accum_shape(g, 4096, 64, n14, 3);
+    accum_shape(g, 72, 5, n14, 3);
 
     test_graph(g, &attn9);
 
@@ -861,7 +862,7 @@ int main(void)
            "%.1f TB/s; prologue = norm - plain; chain = one layer's MLP and the next mixer's "
            "input GEMVs):\n",
            HBM_BYTES_PER_S / 1e12);
-    for (int n = 1; n <= 4; n += 3) time_all(g, &attn9, &gdn9, 12288, n);
+    for (int n = 1; n <= FRT_CUDA_GEMV_MAX_N; n = n == 1 ? 4 : n * 2) time_all(g, &attn9, &gdn9, 12288, n);
 
     frt_cuda_gemm_destroy(g);
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");

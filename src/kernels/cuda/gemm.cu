@@ -310,6 +310,15 @@ extern "C" int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const in
 
 extern "C" int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g) { return g ? g->n_plans : 0; }
 
+extern "C" int frt_cuda_gemm_gemv_rows(const frt_cuda_gemm *g)
+{
+    if (!g) return 0;
+    int rows = FRT_CUDA_GEMV_MAX_N;
+    for (int i = 0; i < g->n_plans; i++)
+        if (g->plans[i].kernel != FRT_CUDA_GEMM_GEMV && g->plans[i].n <= rows) rows = g->plans[i].n - 1;
+    return rows;
+}
+
 static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr)
 {
     uint32_t v = 0; /* the attributes are int32/uint32/uint16: read into a zeroed 32-bit */

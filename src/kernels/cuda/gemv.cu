@@ -20,7 +20,7 @@
 
 #include <string.h>
 
-/* ---- GEMV: y[n, out] = x[n, in] . w[out, in]^T for n <= 4 ----------------
+/* ---- GEMV: y[n, out] = x[n, in] . w[out, in]^T for n <= 8 ----------------
  *
  * A weight row of in_dim bf16 is Kc = in_dim / 8 chunks of 16 bytes. A block
  * of WARPS warps first issues its first weight loads, then copies x [n, in]
@@ -39,7 +39,7 @@
  * Weights are read with ld.global.nc.L1::no_allocate (streamed once, never
  * cached in L1) and an L2 256-byte prefetch hint. Enough loads are in
  * flight for the HBM rate: 8 warps x 32 lanes x 8 x 16 B = 32 KiB per block
- * and 2-3 blocks per SM (n 1-2: <= 80 registers, 3 blocks; n 3-4: 2), where
+ * and 2-3 blocks per SM (n 1-2: <= 80 registers, 3 blocks; n 3-8: 2), where
  * ~4.2 TB/s x ~1 us of latency / 132 SMs = ~32 KiB per SM is needed.
  *
  * Launch configuration (gemv_choose, a function of n, in, out only):
@@ -397,7 +397,7 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     }
 }
 
-/* 2-3 blocks of 8 warps per SM (n 1-2: <= 80 registers, 3; n 3-4: 2), one of 16. */
+/* 2-3 blocks of 8 warps per SM (n 1-2: <= 80 registers, 3; n 3-8: 2), one of 16. */
 #define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? ((N) >= 3 ? 2 : 3) : 1)
 
 /* Grid: ceil(out_dim / (WARPS / kw * NR)) blocks of WARPS * 32 threads;
@@ -496,6 +496,10 @@ template <int NR, int WARPS> static gemv_fn gemv_pick_n(int n)
     case 2: return gemv_kernel<2, NR, WARPS>;
     case 3: return gemv_kernel<3, NR, WARPS>;
     case 4: return gemv_kernel<4, NR, WARPS>;
+    case 5: return gemv_kernel<5, NR, WARPS>;
+    case 6: return gemv_kernel<6, NR, WARPS>;
+    case 7: return gemv_kernel<7, NR, WARPS>;
+    case 8: return gemv_kernel<8, NR, WARPS>;
     default: return NULL;
     }
 }
@@ -554,6 +558,10 @@ template <int WARPS, bool NORM> static gemv_multi_fn gemv_multi_pick_n(int n)
     case 2: return gemv_multi_kernel<2, WARPS, NORM>;
     case 3: return gemv_multi_kernel<3, WARPS, NORM>;
     case 4: return gemv_multi_kernel<4, WARPS, NORM>;
+    case 5: return gemv_multi_kernel<5, WARPS, NORM>;
+    case 6: return gemv_multi_kernel<6, WARPS, NORM>;
+    case 7: return gemv_multi_kernel<7, WARPS, NORM>;
+    case 8: return gemv_multi_kernel<8, WARPS, NORM>;
     default: return NULL;
     }
 }
@@ -565,6 +573,10 @@ template <int WARPS, bool NORM> static gemv_swiglu_fn gemv_swiglu_pick_n(int n)
     case 2: return gemv_swiglu_kernel<2, WARPS, NORM>;
     case 3: return gemv_swiglu_kernel<3, WARPS, NORM>;
     case 4: return gemv_swiglu_kernel<4, WARPS, NORM>;
+    case 5: return gemv_swiglu_kernel<5, WARPS, NORM>;
+    case 6: return gemv_swiglu_kernel<6, WARPS, NORM>;
+    case 7: return gemv_swiglu_kernel<7, WARPS, NORM>;
+    case 8: return gemv_swiglu_kernel<8, WARPS, NORM>;
     default: return NULL;
     }
 }

@@ -642,7 +642,7 @@ int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, in
 typedef struct frt_cuda_gemm frt_cuda_gemm;
 
 /* Largest n the GEMV path takes. */
-#define FRT_CUDA_GEMV_MAX_N 4
+#define FRT_CUDA_GEMV_MAX_N 8
 /* Under FRT_CUDA_GEMV_AUTO, weights larger than this (bytes) use cuBLASLt. */
 #define FRT_CUDA_GEMV_AUTO_MAX_BYTES ((size_t)8 << 30)
 
@@ -699,9 +699,9 @@ int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy policy);
 
 /* Chooses and caches the kernel for a shape (a no-op when cached): the GEMV
  * when the policy takes it and x fits the device's shared memory per block
- * (n * in_dim * 2 bytes plus <= 512: in_dim up to ~28k at n 4), else
+ * (n * in_dim * 2 bytes plus <= 1 KiB: in_dim up to ~28k at n 4, ~14k at n 8), else
  * cuBLASLt. in_dim must be a multiple of 8 (16-byte aligned rows); out_dim
- * too on the cuBLASLt path (n > 4, or FRT_CUDA_GEMV_NEVER); any out_dim >= 1
+ * too on the cuBLASLt path (n > FRT_CUDA_GEMV_MAX_N, or FRT_CUDA_GEMV_NEVER); any out_dim >= 1
  * on the GEMV path. A GEMV plan reads the current device's shared-memory
  * limit and sets the kernel's attribute (at setup, not inside a capture).
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_UNSUPPORTED (no algorithm);
@@ -736,6 +736,13 @@ int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const int32_t *d_sk
 /* Number of cached plans (0 for NULL). */
 int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);
 
+/* The largest n (0 .. FRT_CUDA_GEMV_MAX_N) such that every cached plan of
+ * at most n rows takes the GEMV: the row groups a batched decode may use
+ * and stay batch-invariant (a plan falls back to cuBLASLt where x [n,
+ * in_dim] does not fit a block's shared memory, e.g. a 17408-wide
+ * down_proj at n 8). 0 for NULL. */
+int frt_cuda_gemm_gemv_rows(const frt_cuda_gemm *g);
+
 /* Plan i (in the order they were made) into *info.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE. */
 int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info);
@@ -757,7 +764,7 @@ uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g);
  * requirements: x [n, in_dim] bf16 (device, 16-byte aligned), 1 <= n <=
  * FRT_CUDA_GEMV_MAX_N, in_dim a positive multiple of 8, x small enough for
  * the shared memory of one block (n * in_dim * 2 bytes plus <= 512: in_dim
- * up to ~28k at n 4 on an H200); weights bf16 [rows, in_dim] row-major,
+ * up to ~28k at n 4, ~14k at n 8 on an H100/H200); weights bf16 [rows, in_dim] row-major,
  * 16-byte aligned; outputs aligned to their dtype and overlapping no input
  * and no other output. Errors: FRT_ERR_INVALID_ARGUMENT (any of the above
  * violated, checked before anything is enqueued; x over 48 KiB needs a

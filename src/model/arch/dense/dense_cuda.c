@@ -80,6 +80,7 @@ typedef struct cd_model {
     uint16_t *h, *last, *ob;
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
     int batch_slots; /* the most slots one batched decode graph takes; 0: none */
+    int batch_g;     /* rows per GEMV group of the batched decode (2 .. FRT_CUDA_GEMV_MAX_N) */
     /* Device tables of the batched decode (cd_slots_ready): per layer l the
      * K and V caches of slots 0..batch_slots-1 (tab_k + l * batch_slots), and
      * each slot's boundary position. */
@@ -333,20 +334,17 @@ static int cd_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
-    /* Decode (1 row) and the batched decode (groups of up to 4 rows), made
-     * whatever the slot count, so the fingerprint does not depend on it. */
-    int all_gemv = 1;
+    /* Decode (1 row) and the batched decode (groups of up to
+     * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
+     * fingerprint does not depend on it. The groups take batch_g rows: the
+     * most for which every plan is the GEMV (batch-invariant). */
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
     }
-    for (int i = 0; i < frt_cuda_gemm_plan_count(c->gemm); i++) {
-        frt_cuda_gemm_plan_info pi;
-        FRT_TRY(frt_cuda_gemm_plan_get(c->gemm, i, &pi));
-        if (pi.n <= FRT_CUDA_GEMV_MAX_N && pi.kernel != FRT_CUDA_GEMM_GEMV) all_gemv = 0;
-    }
-    c->batch_slots = all_gemv && slots > 1 ? slots : 0;
+    c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
+    c->batch_slots = c->batch_g >= 2 && slots > 1 ? slots : 0;
     return frt_stream_sync(m->stream);
 }
 
@@ -609,7 +607,7 @@ static int cd_record_decode(frt_stream *s, void *user)
 /* ---- the batched decode of branch slots (frt/branch.h) --------------------
  *
  * One graph decodes slots 0..n-1 together: the weight-bound products run on
- * all n rows at once (the weights are read once per group of
+ * all n rows at once (the weights are read once per group of batch_g <=
  * FRT_CUDA_GEMV_MAX_N rows), the rest per slot on its own state (the
  * journal, the embedding of its pending token, RoPE, the KV append and
  * attention over its own cache, its logits, the advance and its sampler).
@@ -757,7 +755,7 @@ static int cd_slots_ready(frt_model *m)
 static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
 {
     cd_model *c = m->bk_data;
-    const int G = FRT_CUDA_GEMV_MAX_N;
+    const int G = c->batch_g;
     for (int b = 0; b < n; b++) {
         FRT_TRY(frt_model_bind_slot(m, b));
         fb[b] = fwd_make(s, m, 1, 1);

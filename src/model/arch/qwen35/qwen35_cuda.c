@@ -362,7 +362,7 @@ static int record_sample_work(const fwd *f)
  *
  * One graph decodes slots 0..n-1 together (as dense_cuda.c's): the
  * weight-bound products run on all n rows, through the plain GEMVs in groups
- * of up to FRT_CUDA_GEMV_MAX_N rows after one rmsnorm launch over the rows
+ * of batch_g (<= FRT_CUDA_GEMV_MAX_N) rows after one rmsnorm launch over the rows
  * (the _norm GEMVs' prologue is the same bits as that rmsnorm), and the rest
  * per slot on its own state: the journal and embedding, the attention prep,
  * KV append and flash-decoding over its own cache, the fused Gated DeltaNet
@@ -373,7 +373,7 @@ static int record_sample_work(const fwd *f)
  * shapes (dk, dv 64 / 128, nv / nk <= 8, conv <= 4): otherwise
  * FRT_ERR_UNSUPPORTED and the runtime steps the slots one after another. */
 
-#define BATCH_G FRT_CUDA_GEMV_MAX_N
+#define BATCH_G (c->batch_g) /* every use has the model c in scope */
 #define GROUPS(r0, g, n) for (int r0 = 0, g; r0 < (n) && (g = (n) - r0 < BATCH_G ? (n) - r0 : BATCH_G); r0 += g)
 
 /* rmsnorm(c->x, w) (zero-centred) of the n rows into c->h (bf16). */

@@ -85,6 +85,7 @@ typedef struct cu_model {
     size_t sample_ws_bytes;
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
     int batch_slots; /* the most branch slots one batched decode graph takes; 0: none */
+    int batch_g;     /* rows per GEMV group of the batched decode (2 .. FRT_CUDA_GEMV_MAX_N) */
     int32_t *debug_rows;              /* [1] rows of the last debug record */
     float *debug;                     /* [(L + 2), C, H] when params.debug_hidden */
     size_t debug_off, debug_rows_off; /* byte offsets of debug, debug_rows in sbuf */

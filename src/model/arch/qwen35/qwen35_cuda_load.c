@@ -308,23 +308,20 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     return 0;
 }
 
-/* Whether the batched decode can run (qwen35_cuda.c): every plan of up to
- * FRT_CUDA_GEMV_MAX_N rows is the GEMV (batch-invariant), and the Gated
- * DeltaNet layers take the fused decode step. */
+/* Whether the batched decode can run (qwen35_cuda.c): groups of at least 2
+ * rows whose plans are all the GEMV (batch-invariant: c->batch_g), and the
+ * Gated DeltaNet layers take the fused decode step. */
 static int batch_ok(const frt_model *m, cu_model *c)
 {
-    for (int i = 0; i < frt_cuda_gemm_plan_count(c->gemm); i++) {
-        frt_cuda_gemm_plan_info pi;
-        if (frt_cuda_gemm_plan_get(c->gemm, i, &pi) < 0) return 0;
-        if (pi.n <= FRT_CUDA_GEMV_MAX_N && pi.kernel != FRT_CUDA_GEMM_GEMV) return 0;
-    }
+    c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
+    if (c->batch_g < 2) return 0;
     int lin = m->cfg.n_linear_layers > 0;
     return !lin || ((c->dk == 64 || c->dk == 128) && (c->dv == 64 || c->dv == 128) && c->nv / c->nk <= 8 && c->K <= 4);
 }
 
 /* Decode's output projections accumulate into the residual (gemm_out): their
- * accumulate plans for n rows (1: decode; 2..4: groups of the batched
- * decode). */
+ * accumulate plans for n rows (1: decode; 2..FRT_CUDA_GEMV_MAX_N: groups of
+ * the batched decode). */
 static int plan_decode_out(frt_model *m, cu_model *c, int n)
 {
     int has_full = 0, has_lin = 0;
@@ -416,8 +413,9 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(m, c, 1));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
-    /* decode (1 row) and the batched decode (groups of up to 4 rows), made
-     * whatever the slot count, so the fingerprint does not depend on it */
+    /* decode (1 row) and the batched decode (groups of up to
+     * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
+     * fingerprint does not depend on it */
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(plan_decode_out(m, c, g));
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
