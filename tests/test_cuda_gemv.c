@@ -408,7 +408,7 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_gemm_plan(fg, 0, 4096, 1024, F32, 0), E);          /* n 0 */
     CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4100, 1024, F32, 0), E);          /* in % 8 */
     CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4096, 0, F32, 0), E);             /* out 0 */
-    CHECK_STATUS(frt_cuda_gemm_plan(fg, 5, 4096, 1001, F32, 0), E);          /* out % 8, n > 4 */
+    CHECK_STATUS(frt_cuda_gemm_plan(fg, FRT_CUDA_GEMV_MAX_N + 1, 4096, 1001, F32, 0), E); /* out % 8, n > max */
     CHECK_STATUS(frt_cuda_gemm_plan(fg, 1, 4096, 1024, (frt_cuda_dtype)2, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(NULL, NULL, p, F32, hp, hp, 1, 4096, 1024, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, NULL, F32, hp, hp, 1, 4096, 1024, 0), E);
@@ -416,7 +416,7 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, NULL, 1, 4096, 1024, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, 1, 4092, 1024, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, -1, 4096, 1024, 0), E);
-    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, 6, 4096, 3, 0), E);
+    CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp, FRT_CUDA_GEMV_MAX_N + 1, 4096, 3, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, (frt_cuda_dtype)9, hp, hp, 1, 4096, 1024, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp + 1, hp, 1, 4096, 1024, 0), E); /* align */
     CHECK_STATUS(frt_cuda_gemm_run(fg, NULL, p, F32, hp, hp + 4, 1, 4096, 1024, 0), E);
@@ -456,7 +456,7 @@ static void test_bad_args_device(void)
     CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, yp, F32, hp, hp, 1, 1000, 3, 1), FRT_ERR_STATE);
     CHECK_STATUS(frt_cuda_gemm_run(g, g_cs, (char *)yp + 8, F32, hp, hp, 1, 1000, 3, 0),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_gemm_plan(g, 5, 1000, 3, F32, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_plan(g, FRT_CUDA_GEMV_MAX_N + 1, 1000, 3, F32, 0), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemm_plan_get(g, 2, &info), FRT_ERR_OUT_OF_RANGE);
     sync_st();
     dfree(&d);

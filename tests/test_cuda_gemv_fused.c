@@ -421,7 +421,7 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, NULL, 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, (frt_cuda_dtype)7, x, w, w, 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, w, 0, 4096, 12288), E);
-    CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, w, 5, 4096, 12288), E);
+    CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, w, FRT_CUDA_GEMV_MAX_N + 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, w, 1, 4092, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x, w, w, 1, 4096, 0), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu(NULL, y0, BF16, x + 1, w, w, 1, 4096, 12288), E);

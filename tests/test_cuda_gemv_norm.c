@@ -602,7 +602,7 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &b, w, w, 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, w, w, 1, 4092, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, w, w, 0, 4096, 12288), E);
-    CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, w, w, 5, 4096, 12288), E);
+    CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, w, w, FRT_CUDA_GEMV_MAX_N + 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, w, w, 1, 4096, 0), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, NULL, BF16, &nm, w, w, 1, 4096, 12288), E);
     CHECK_STATUS(frt_cuda_gemv_swiglu_norm(NULL, y0, BF16, &nm, NULL, w, 1, 4096, 12288), E);
