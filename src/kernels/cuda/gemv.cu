@@ -16,46 +16,52 @@
  * tests/test_cuda_gemv_fused.c and tests/test_cuda_gemv_norm.c.
  */
 #include "kernels/cuda/gemv_util.h"
+#include "kernels/cuda/mma_util.h"
 #include "kernels/cuda/norm_util.h"
 
 #include <string.h>
 
 /* ---- GEMV: y[n, out] = x[n, in] . w[out, in]^T for n <= 8 ----------------
  *
+ * On the tensor cores: one mma.sync m16n8k16 (bf16 in, fp32 accumulators)
+ * multiplies the token rows of x (M: tokens 0..7, zero past n; rows 8..15
+ * zero) by 8 weight rows (N). The rows of an mma's A never mix, so token
+ * t's sums are the same bits whatever the other tokens hold and whatever n
+ * is (batch invariance: a branch decoded in a batch gets the bits of its
+ * decode alone), and the CUDA cores only issue loads: at n 8 the fp32 FMA
+ * GEMV this replaces was compute-bound at ~60% of the HBM rate.
+ *
  * A weight row of in_dim bf16 is Kc = in_dim / 8 chunks of 16 bytes. A block
  * of WARPS warps first issues its first weight loads, then copies x [n, in]
  * (bf16, as it lies in global memory) into shared memory, and syncs. The
- * warps form groups of kw warps; a group owns NR consecutive output rows and
- * its kw warps split the chunks of those rows into kw slices (a multiple of
- * 32 chunks each). In its slice, lane l of a warp takes chunks l, l + 32,
- * l + 64, ... (each warp load instruction reads 512 contiguous bytes of a
- * row) in batches of GEMV_LOADS 16-byte loads in flight per lane (U chunks
- * of each of the NR rows), and accumulates in fp32 per (row, token):
- * chunks in ascending order, the 8 products of a chunk in ascending order
- * (fmaf). Then a xor butterfly over the lanes (cuda_util.h) and, when kw > 1,
- * the kw warp sums in ascending slice order through shared memory. Every
- * order depends on (n, in, out) only: the bits are the same run to run.
+ * warps form groups of kw warps; a group owns 8 consecutive output rows and
+ * its kw warps split the chunks of those rows into kw slices (multiples of
+ * GEMV_SLICE chunks). Lane (g = lane / 4, q = lane % 4) loads row g of the
+ * 8; k-block j of a slice is its chunks 4 j .. 4 j + 3, lane q taking chunk
+ * 4 j + q (16-byte loads; a batch of 8 k-blocks in flight per lane, 4 of
+ * each matrix for the SwiGLU's two). Chunk 4 j + q holds the mma's k = 2q,
+ * 2q + 1 (word 0) and 2q + 8, 2q + 9 (word 1) of one mma and the same of
+ * words 2, 3 for a second: a permutation of k, the same for the weights
+ * and x, so each mma is a dot product over 16 of the slice's elements.
+ * x's fragment is chunk 4 j + q of token g. The mmas of a slice accumulate
+ * in order into one set of fp32 accumulators; then, when kw > 1, the kw
+ * slices' sums are added in ascending slice order through shared memory.
+ * Every order depends on (in, out) only: the bits are the same run to run,
+ * for every n, and for the plain, multi and SwiGLU launchers.
  *
  * Weights are read with ld.global.nc.L1::no_allocate (streamed once, never
- * cached in L1) and an L2 256-byte prefetch hint. Enough loads are in
- * flight for the HBM rate: 8 warps x 32 lanes x 8 x 16 B = 32 KiB per block
- * and 2-3 blocks per SM (n 1-2: <= 80 registers, 3 blocks; n 3-8: 2), where
- * ~4.2 TB/s x ~1 us of latency / 132 SMs = ~32 KiB per SM is needed.
+ * cached in L1) and an L2 256-byte prefetch hint (a lane's next chunks of
+ * the row). Enough loads are in flight for the HBM rate: 8 warps x 32
+ * lanes x 8 x 16 B = 32 KiB per block, where ~4.2 TB/s x ~1 us of latency /
+ * 132 SMs = ~32 KiB per SM is needed.
  *
  * Launch configuration (gemv_choose, a function of n, in, out only):
  *   - 8 warps per block; 16 when x (n * in * 2 bytes) exceeds 96 KiB, where
- *     shared memory leaves one block per SM (27B down_proj at n 4);
- *   - NR = 2 rows per warp group when out >= 2048 (x chunks read from
- *     shared memory once for 2 rows), else 1;
+ *     shared memory leaves one block per SM;
+ *   - 8 output rows per warp group (the mma's N);
  *   - kw (warps per row group) doubles from 1 while the grid has fewer
- *     warps than 132 x 12 and each warp keeps >= 64 chunks, computed as
- *     for n = 1 at every n, so a row's sum does not depend on n (batch
- *     invariance).
- * At n = 1 (9B): 4096 -> 12288 (gate, up, in_proj_qkv), 4096 -> 8192
- * (q|gate), 4096 -> 4096 and 12288 -> 4096 (down): kw 1, 16 rows per block
- * (768 / 512 / 256 / 256 blocks); 4096 -> 1024 (k, v): kw 2, 4 rows per
- * block (256 blocks); 4096 -> 64 (b|a): kw 8, one row per block (the whole
- * matrix is one round of loads); lm_head 248320: kw 1 (15520 blocks).
+ *     warps than 132 x 12 and each warp keeps >= 64 chunks of a row,
+ *     computed as for n = 1 at every n, so a row's sum does not depend on n.
  */
 #define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
 
@@ -75,49 +81,42 @@ __device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
  * y, or writes anything (gemv_block; gemv_kernel waits before it reads
  * d_skip). */
 
-/* The two bf16 of a 32-bit word, widened exactly (low half = lower index). */
-__device__ __forceinline__ float gemv_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float gemv_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+#define GEMV_ROWS 8   /* output rows per warp group: the N of an m16n8k16 mma */
+#define GEMV_SLICE 32 /* a warp's slice of a row is a multiple of this many chunks */
 
-__device__ __forceinline__ void gemv_widen(uint4 v, float f[8])
-{
-    f[0] = gemv_lo(v.x), f[1] = gemv_hi(v.x), f[2] = gemv_lo(v.y), f[3] = gemv_hi(v.y);
-    f[4] = gemv_lo(v.z), f[5] = gemv_hi(v.z), f[6] = gemv_lo(v.w), f[7] = gemv_hi(v.w);
-}
-
-/* One batch: chunk c + 32 u of each row, u < U (TAIL: only those below
- * `end`; the others are zero and never used). */
-template <int NR, int U, bool TAIL>
-__device__ __forceinline__ void gemv_load(uint4 (&wv)[NR][U], const uint4 *const (&wr)[NR], int c,
+/* One batch: k-blocks u < U of the NM rows wr[] (one per matrix streamed),
+ * chunk c + 4 u (TAIL: zero past `end`, for the weights and x alike). */
+template <int NM, int U, bool TAIL>
+__device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const (&wr)[NM], int c,
                                           int end)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        const bool ok = !TAIL || c + 32 * u < end;
+        const bool ok = !TAIL || c + 4 * u < end;
 #pragma unroll
-        for (int r = 0; r < NR; r++)
-            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 32 * u) : make_uint4(0, 0, 0, 0);
+        for (int r = 0; r < NM; r++)
+            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 4 * u) : make_uint4(0, 0, 0, 0);
     }
 }
 
-template <int N, int NR, int U, bool TAIL>
-__device__ __forceinline__ void gemv_fma(float (&acc)[NR][N], const uint4 (&wv)[NR][U],
-                                         const uint4 *xs, int kc, int c, int end)
+/* The mmas of one batch: A = x's chunk c + 4 u of token g (rows g + 8 of A
+ * and tokens >= N are zero), B = the chunk of weight row g of matrix m, into
+ * acc[m]. c0: the batch's first chunk of lane q = 0 (warp-uniform: every
+ * lane runs every mma). */
+template <int N, int NM, int U, bool TAIL>
+__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U],
+                                         const uint4 *xs, int kc, int c, int c0, int end, int g)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        if (TAIL && c + 32 * u >= end) break;
-        float wf[NR][8];
+        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
+        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+        const uint4 xv = ok ? xs[g * kc + c + 4 * u] : make_uint4(0, 0, 0, 0);
+        const uint32_t a0[4] = {xv.x, 0u, xv.y, 0u}, a1[4] = {xv.z, 0u, xv.w, 0u};
 #pragma unroll
-        for (int r = 0; r < NR; r++) gemv_widen(wv[r][u], wf[r]);
-#pragma unroll
-        for (int t = 0; t < N; t++) {
-            float xf[8];
-            gemv_widen(xs[t * kc + c + 32 * u], xf);
-#pragma unroll
-            for (int r = 0; r < NR; r++)
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
+        for (int m = 0; m < NM; m++) {
+            frt_mma_bf16(acc[m], a0, wv[m][u].x, wv[m][u].y);
+            frt_mma_bf16(acc[m], a1, wv[m][u].z, wv[m][u].w);
         }
     }
 }
@@ -248,163 +247,121 @@ __device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const g
 
 /* What a block's warp groups compute and where the sums go. */
 enum gemv_epi {
-    GEMV_EPI_STORE = 0,  /* group g: rows (blk * groups + g) * NR + r of w; y[t, row] (+)= sum */
-    GEMV_EPI_SWIGLU = 1, /* NR 2, group g: row i = blk * groups + g of w (gate) and of w2 (up);
-                            y[t, i] = silu(gate) * up */
+    GEMV_EPI_STORE = 0,  /* y[t, row] (+)= x[t] . w[row] */
+    GEMV_EPI_SWIGLU = 1, /* y[t, row] = silu(x[t] . w[row]) * (x[t] . w2[row]) */
 };
 
 /* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
 #define GEMV_NORM_SMEM(N) ((size_t)(N) * 32 * sizeof(double))
 
+/* Shared memory of the cross-warp sums: every lane's accumulators. */
+#define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
+
 /* The work of one block, blk its index among the blocks of its product;
- * smem: the dynamic shared memory, N * kc * 16 (+ GEMV_NORM_SMEM(N) when
- * NORM) + WARPS * NR * N * 4 bytes. Shared by the plain, multi and SwiGLU
- * kernels, so a row's sum is the same sequence of operations in all three
- * (the bits depend on n, in_dim and kw only). NORM: x is staged from
+ * smem: the dynamic shared memory, max(N * kc * 16 (+ GEMV_NORM_SMEM(N)
+ * when NORM), GEMV_RED_SMEM(WARPS, EPI)) bytes (the cross-warp sums reuse
+ * x's space once every warp is done with it). Shared by the plain, multi
+ * and SwiGLU kernels, so a row's sum is the same sequence of operations in
+ * all three (the bits depend on in_dim and kw only). NORM: x is staged from
  * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
- * thread takes the same branches. */
-template <int N, int NR, int WARPS, int EPI, bool NORM>
+ * thread takes the same branches. EPI_STORE: group g owns rows (blk *
+ * groups + g) * 8 + 0..7 of w, y[t, row] (+)= sum; EPI_SWIGLU: the same
+ * rows of w (gate) and w2 (up), y[t, row] = silu(gate) * up. */
+template <int N, int WARPS, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
                                            const uint4 *x, const uint4 *w, const uint4 *w2,
                                            int kc, int out_dim, int kw, int blk,
                                            const gemv_norm_args &nm)
 {
-    static_assert(EPI != GEMV_EPI_SWIGLU || NR == 2, "the SwiGLU epilogue pairs 2 rows");
-    static_assert(!(EPI == GEMV_EPI_STORE && NR * N > 32), "kw 1: one lane per (row, token)");
-    constexpr int U = GEMV_LOADS / NR;
+    constexpr int NM = EPI == GEMV_EPI_SWIGLU ? 2 : 1; /* matrices streamed */
+    constexpr int U = GEMV_LOADS / NM;                 /* k-blocks a batch */
+    static_assert(GEMV_SLICE % (4 * U) == 0, "a slice is whole batches");
     uint4 *xs = smem;                         /* [N, kc] chunks of x */
     double *part = (double *)(smem + N * kc); /* NORM: [N, 32] virtual-warp sums */
-    float *red = (float *)(smem + N * kc + (NORM ? GEMV_NORM_SMEM(N) / 16 : 0));
-    /* red: [WARPS / kw, NR, N, kw] warp sums */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    /* this warp's slice of the chunks, a multiple of 32 long */
-    const int per = ((kc + kw - 1) / kw + 31) & ~31;
+    /* this warp's slice of the chunks (the same for every EPI and N) */
+    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
     const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (32 * U); /* batches with every lane's U chunks in range */
-    const bool tail = (ke - kb) % (32 * U) != 0;
-    const uint4 *wr[NR]; /* a row past out_dim reads row out_dim - 1 and is never stored */
-    if constexpr (EPI == GEMV_EPI_SWIGLU) {
-        const size_t row = (size_t)min(blk * groups + grp, out_dim - 1);
-        wr[0] = w + row * kc;
-        wr[1] = w2 + row * kc;
-    } else {
-        const int row0 = (blk * groups + grp) * NR;
+    const int nfull = (ke - kb) / (4 * U); /* batches with every k-block in range */
+    const bool tail = (ke - kb) % (4 * U) != 0;
+    const int row0 = (blk * groups + grp) * GEMV_ROWS;
+    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
 #pragma unroll
-        for (int r = 0; r < NR; r++) wr[r] = w + (size_t)min(row0 + r, out_dim - 1) * kc;
-    }
+    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
 
-    uint4 wv[NR][U];
+    uint4 wv[NM][U];
     /* the first batch is in flight while the kernel before finishes and x
      * is staged */
     if (nfull > 0)
-        gemv_load<NR, U, false>(wv, wr, kb + lane, ke);
+        gemv_load<NM, U, false>(wv, wr, kb + q, ke);
     else if (tail)
-        gemv_load<NR, U, true>(wv, wr, kb + lane, ke);
+        gemv_load<NM, U, true>(wv, wr, kb + q, ke);
     frt_pdl_trigger();
     frt_pdl_wait();
-    /* accumulate: the y element this thread will store (kw 1: lane r * N + t
-     * of the group stores (r, t); kw > 1: thread i < groups * NR * N stores
-     * entry i of red's sums, one per thread), read now, off the tail */
-    float yprev = 0.0f;
-    if constexpr (EPI == GEMV_EPI_STORE) {
-        if (accumulate) {
-            const int i = kw == 1 ? lane : (int)threadIdx.x;
-            const int g = kw == 1 ? grp : i / (NR * N), r = (i / N) % NR, t = i % N;
-            const int row = (blk * groups + g) * NR + r;
-            if (i < (kw == 1 ? NR * N : groups * NR * N) && row < out_dim)
-                yprev = gemv_ld_y(y, y_bf16, (size_t)t * out_dim + row);
-        }
-    }
     if constexpr (NORM)
         gemv_norm_stage<N, WARPS>(xs, part, nm, kc);
     else
         for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
     __syncthreads();
 
-    float acc[NR][N];
+    float acc[NM][4];
 #pragma unroll
-    for (int r = 0; r < NR; r++)
+    for (int m = 0; m < NM; m++)
 #pragma unroll
-        for (int t = 0; t < N; t++) acc[r][t] = 0.0f;
+        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
     for (int b = 0; b < nfull; b++) {
-        const int c = kb + b * 32 * U + lane;
-        if (b > 0) gemv_load<NR, U, false>(wv, wr, c, ke);
-        gemv_fma<N, NR, U, false>(acc, wv, xs, kc, c, ke);
+        const int c0 = kb + b * 4 * U;
+        if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
+        gemv_mma<N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
     }
     if (tail) {
-        const int c = kb + nfull * 32 * U + lane;
-        if (nfull > 0) gemv_load<NR, U, true>(wv, wr, c, ke);
-        gemv_fma<N, NR, U, true>(acc, wv, xs, kc, c, ke);
+        const int c0 = kb + nfull * 4 * U;
+        if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
+        gemv_mma<N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
     }
+    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
+        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
+        __syncthreads();
 #pragma unroll
-    for (int r = 0; r < NR; r++)
+        for (int m = 0; m < NM; m++)
 #pragma unroll
-        for (int t = 0; t < N; t++) acc[r][t] = frt_warp_sum(acc[r][t]);
-
-    if (kw == 1) { /* every lane holds the sums: lane r * N + t stores (r, t) */
-        if constexpr (EPI == GEMV_EPI_SWIGLU) {
-            const int row = blk * groups + grp;
+            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
+        __syncthreads();
+        if (kp != 0) return;
 #pragma unroll
-            for (int t = 0; t < N; t++)
-                if (lane == t && row < out_dim)
-                    gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row,
-                               frt_silu(acc[0][t]) * acc[1][t], 0.0f);
-        } else {
-            const int row0 = (blk * groups + grp) * NR;
+        for (int m = 0; m < NM; m++)
 #pragma unroll
-            for (int r = 0; r < NR; r++)
-#pragma unroll
-                for (int t = 0; t < N; t++)
-                    if (lane == r * N + t && row0 + r < out_dim)
-                        gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row0 + r,
-                                   acc[r][t], yprev);
-        }
-        return;
-    }
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < NR; r++)
-#pragma unroll
-            for (int t = 0; t < N; t++) red[((grp * NR + r) * N + t) * kw + kp] = acc[r][t];
-    }
-    __syncthreads();
-    if constexpr (EPI == GEMV_EPI_SWIGLU) {
-        for (int i = threadIdx.x; i < groups * N; i += WARPS * 32) {
-            const int g = i / N, t = i % N;
-            float s[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int j = (g * 2 + r) * N + t;
-                s[r] = red[j * kw];
-                for (int k = 1; k < kw; k++) s[r] += red[j * kw + k];
+            for (int i = 0; i < 2; i++) {
+                float s = acc[m][i];
+                for (int k = 1; k < kw; k++) s += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
+                acc[m][i] = s;
             }
-            const int row = blk * groups + g;
-            if (row < out_dim)
-                gemv_store(y, y_bf16, 0, (size_t)t * out_dim + row, frt_silu(s[0]) * s[1], 0.0f);
-        }
-    } else {
-        /* groups * NR * N <= WARPS / 2 * 8 < WARPS * 32 (kw >= 2): one sum per thread */
-        const int i = threadIdx.x;
-        if (i < groups * NR * N) {
-            float s = red[i * kw];
-            for (int k = 1; k < kw; k++) s += red[i * kw + k];
-            const int g = i / (NR * N), r = (i / N) % NR, t = i % N;
-            const int row = (blk * groups + g) * NR + r;
-            if (row < out_dim)
-                gemv_store(y, y_bf16, accumulate, (size_t)t * out_dim + row, s, yprev);
-        }
+    }
+    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
+     * tokens g + 8) */
+    if (g >= N) return;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 2 * q + i;
+        if (row >= out_dim) continue;
+        const size_t at = (size_t)g * out_dim + row;
+        if constexpr (EPI == GEMV_EPI_SWIGLU)
+            gemv_store(y, y_bf16, 0, at, frt_silu(acc[0][i]) * acc[1][i], 0.0f);
+        else
+            gemv_store(y, y_bf16, accumulate, at, acc[0][i],
+                       accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
     }
 }
 
-/* 2-3 blocks of 8 warps per SM (n 1-2: <= 80 registers, 3; n 3-8: 2), one of 16. */
-#define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? ((N) >= 3 ? 2 : 3) : 1)
+/* 2 blocks of 8 warps per SM (<= 128 registers), one of 16. */
+#define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
-/* Grid: ceil(out_dim / (WARPS / kw * NR)) blocks of WARPS * 32 threads;
- * dynamic shared memory N * kc * 16 + WARPS * NR * N * 4 bytes. Every block
- * returns at once when d_skip is set and *d_skip != 0
+/* Grid: ceil(out_dim / (WARPS / kw * 16)) blocks of WARPS * 32 threads;
+ * dynamic shared memory N * kc * 16 + GEMV_RED_SMEM(WARPS, EPI_STORE)
+ * bytes. Every block returns at once when d_skip is set and *d_skip != 0
  * (frt_cuda_gemm_run_unless). */
-template <int N, int NR, int WARPS>
+template <int N, int WARPS>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
                 const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
@@ -415,14 +372,14 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     }
     extern __shared__ uint4 gemv_smem[];
     const gemv_norm_args none = {};
-    gemv_block<N, NR, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL,
-                                                    kc, out_dim, kw, blockIdx.x, none);
+    gemv_block<N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, kc,
+                                                out_dim, kw, blockIdx.x, none);
 }
 
 /* ---- fused decode GEMVs ---------------------------------------------------
  *
  * frt_cuda_gemv_multi: up to FRT_CUDA_GEMV_MULTI_MAX products of one x in one
- * launch. Each entry keeps the (NR, kw) gemv_choose gives it alone (so its
+ * launch. Each entry keeps the kw gemv_choose gives it alone (so its
  * bits equal frt_cuda_gemm_run's GEMV), all share the block size (a function
  * of n and in_dim only). The host lays the entries' grids end to end
  * (begin[e] = sum of the block counts before e, the entries ordered by weight
@@ -430,16 +387,16 @@ __global__ void GEMV_BOUNDS(N, WARPS)
  * ones fill the tail) and passes the table by value; a block finds its entry
  * by comparing blockIdx.x with begin[] (block-uniform, no divergence).
  *
- * frt_cuda_gemv_swiglu: a warp group owns output row i and streams row i of
- * Wg and of Wu as the NR = 2 rows of the GEMV (x read once from shared memory
- * for both), with the kw of gemv_choose(n, in_dim, inter): gate and up are
+ * frt_cuda_gemv_swiglu: a warp group owns output rows i .. i + 15 and
+ * streams those rows of Wg and of Wu (x read once from shared memory for
+ * both), with the kw of gemv_choose(n, in_dim, inter): gate and up are
  * summed exactly as frt_cuda_gemm_run sums them, then silu(g) * u (frt_silu,
  * the expression of frt_cuda_swiglu) is rounded once to y's dtype.
  */
 struct gemv_multi_entry {
     void *y;
     const uint4 *w;
-    int out_dim, y_bf16, nr, kw;
+    int out_dim, y_bf16, kw;
 };
 
 struct gemv_multi_table {
@@ -449,8 +406,8 @@ struct gemv_multi_table {
 };
 
 /* Grid: the sum of the entries' blocks, WARPS * 32 threads; dynamic shared
- * memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * (max NR) * N
- * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+ * memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + GEMV_RED_SMEM(WARPS,
+ * EPI_STORE) bytes. NORM: x is rmsnorm(nm.x) (x unused). */
 template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc,
@@ -466,18 +423,14 @@ __global__ void GEMV_BOUNDS(N, WARPS)
             m = tab.e[i];
             b0 = tab.begin[i];
         }
-    const int blk = (int)blockIdx.x - b0;
-    if (m.nr == 2)
-        gemv_block<N, 2, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
-                                                      kc, m.out_dim, m.kw, blk, nm);
-    else
-        gemv_block<N, 1, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL,
-                                                      kc, m.out_dim, m.kw, blk, nm);
+    gemv_block<N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
+                                               m.out_dim, m.kw, (int)blockIdx.x - b0, nm);
 }
 
-/* Grid: ceil(inter / (WARPS / kw)) blocks of WARPS * 32 threads; dynamic
- * shared memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + WARPS * 2 * N
- * * 4 bytes. NORM: x is rmsnorm(nm.x) (x unused). */
+/* Grid: ceil(inter / (WARPS / kw * 16)) blocks of WARPS * 32 threads;
+ * dynamic shared memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) +
+ * GEMV_RED_SMEM(WARPS, EPI_SWIGLU) bytes. NORM: x is rmsnorm(nm.x) (x
+ * unused). */
 template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
@@ -485,29 +438,23 @@ __global__ void GEMV_BOUNDS(N, WARPS)
                        int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_block<N, 2, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter,
-                                                   kw, blockIdx.x, nm);
+    gemv_block<N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter, kw,
+                                                blockIdx.x, nm);
 }
 
-template <int NR, int WARPS> static gemv_fn gemv_pick_n(int n)
+template <int WARPS> static gemv_fn gemv_pick_n(int n)
 {
     switch (n) {
-    case 1: return gemv_kernel<1, NR, WARPS>;
-    case 2: return gemv_kernel<2, NR, WARPS>;
-    case 3: return gemv_kernel<3, NR, WARPS>;
-    case 4: return gemv_kernel<4, NR, WARPS>;
-    case 5: return gemv_kernel<5, NR, WARPS>;
-    case 6: return gemv_kernel<6, NR, WARPS>;
-    case 7: return gemv_kernel<7, NR, WARPS>;
-    case 8: return gemv_kernel<8, NR, WARPS>;
+    case 1: return gemv_kernel<1, WARPS>;
+    case 2: return gemv_kernel<2, WARPS>;
+    case 3: return gemv_kernel<3, WARPS>;
+    case 4: return gemv_kernel<4, WARPS>;
+    case 5: return gemv_kernel<5, WARPS>;
+    case 6: return gemv_kernel<6, WARPS>;
+    case 7: return gemv_kernel<7, WARPS>;
+    case 8: return gemv_kernel<8, WARPS>;
     default: return NULL;
     }
-}
-
-static gemv_fn gemv_pick(int n, int nr, int warps)
-{
-    if (warps == 8) return nr == 1 ? gemv_pick_n<1, 8>(n) : gemv_pick_n<2, 8>(n);
-    return nr == 1 ? gemv_pick_n<1, 16>(n) : gemv_pick_n<2, 16>(n);
 }
 
 /* The launch configuration of a shape: a function of (n, in, out) only, so
@@ -517,27 +464,31 @@ void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
     const int kc = in_dim / 8;
     const size_t xs = (size_t)n * in_dim * 2;
     c->warps = xs > GEMV_BIG_SMEM ? 16 : 8;
-    c->nr = out_dim >= 2048 ? 2 : 1;
-    /* Few rows: split each row over more warps of the block while the grid
-     * has fewer warps than 132 x 12 (half of what an H200 holds at once:
-     * measured on the H200, 12288 -> 4096 went from 27.7 to 26.5 us and
-     * 4096 -> 1024 from 5.1 to 4.4 us against 132 x 24) and each warp keeps
-     * >= 64 chunks (2 per lane). A constant, not the
-     * device's SM count: the plan (and its order of sums) must not depend
-     * on the machine beyond its shared-memory limit. */
-    /* kw is chosen as for n = 1 (its target and its warps per block) at
-     * every n: a row's slices, and so its sum, do not depend on the rows
-     * beside it (batch invariance: the batched decode of branch slots gives
-     * each branch the bits of its decode alone). */
-    const long target = 132 * 12;
+    c->nr = GEMV_ROWS;
+    /* kw (warps per row group): the split, from 1 up to the warps of a
+     * block, whose warps at n = 1 fill their last wave best (132 SMs x 16
+     * warps: 2 blocks of 8 or 1 of 16 per SM; a larger kw must fill it by 2
+     * points more), each warp keeping >= 64 chunks of a row. Under one
+     * wave that is the largest split; above, wave quantization is what
+     * costs: 5120 -> 17408 at kw 1 is 272 blocks, 2.06 waves (kw 8: 2176
+     * blocks, 8.2 waves). Constants, not the device's SM count: the plan
+     * (and its order of sums) must not depend on the machine beyond its
+     * shared-memory limit. kw is chosen as for n = 1 (its warps per block)
+     * at every n: a row's slices, and so its sum, do not depend on the rows
+     * beside it (batch invariance). */
     const int warps1 = (size_t)in_dim * 2 > GEMV_BIG_SMEM ? 16 : 8;
-    const long row_warps = (out_dim + c->nr - 1) / c->nr;
+    const long wave = 132 * 16, groups = (out_dim + GEMV_ROWS - 1) / GEMV_ROWS;
+    double best = -1.0;
     c->kw = 1;
-    while (c->kw < warps1 && row_warps * c->kw < target && kc / (2 * c->kw) >= 64) c->kw *= 2;
-    const int rows = c->warps / c->kw * c->nr;
+    for (int kw = 1; kw <= warps1 && (kw == 1 || kc / kw >= 64); kw *= 2) {
+        const long warps = groups * kw;
+        const double fill = (double)warps / (double)(((warps + wave - 1) / wave) * wave);
+        if (fill > best + 0.02) best = fill, c->kw = kw;
+    }
+    const int rows = c->warps / c->kw * GEMV_ROWS;
     c->blocks = (out_dim + rows - 1) / rows;
-    c->smem = xs + (size_t)c->warps * c->nr * n * sizeof(float);
-    c->fn = gemv_pick(n, c->nr, c->warps);
+    c->smem = xs > GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE) ? xs : GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE);
+    c->fn = c->warps == 8 ? gemv_pick_n<8>(n) : gemv_pick_n<16>(n);
 }
 
 /* ---- the fused launchers (no plan: the configuration is computed per call
@@ -688,7 +639,6 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
         ent[i].w = (const uint4 *)e->w;
         ent[i].out_dim = e->out_dim;
         ent[i].y_bf16 = e->y_dtype == FRT_CUDA_BF16;
-        ent[i].nr = c.nr;
         ent[i].kw = c.kw;
         per_block[i] = (long)(c.warps / c.kw) * c.nr;
         blocks[i] = c.blocks;
@@ -755,16 +705,14 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
                       : y != (const void *)x),
             "cuda gemv %s: y aliases an input", what);
     gemv_cfg c;
-    gemv_choose(n, in_dim, inter, &c); /* kw of the gate alone: the same sums */
-    const int rows = c.warps / c.kw;   /* output rows per block (one per warp group) */
-    const int blocks = (inter + rows - 1) / rows;
-    const size_t smem = (size_t)n * in_dim * 2 + (size_t)c.warps * 2 * n * sizeof(float) +
-                        (norm ? GEMV_NORM_SMEM(n) : 0);
+    gemv_choose(n, in_dim, inter, &c); /* the gate's configuration alone: the same sums */
+    const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(c.warps, GEMV_EPI_SWIGLU);
+    const size_t smem = (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0);
     const gemv_swiglu_fn fn =
         norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
              : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(gemv_launch(fn, blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+    FRT_CUDA_TRY(gemv_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                              (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8,
                              inter, c.kw, na));
     return 0;

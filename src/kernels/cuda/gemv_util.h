@@ -28,15 +28,15 @@ static cudaError_t gemv_launch(void (*fn)(K...), unsigned grid, unsigned block, 
     return cudaLaunchKernelEx(&cfg, fn, static_cast<A &&>(args)...);
 }
 
-#define GEMV_VERSION 2 /* bump when the arithmetic order changes (fingerprint) */
-#define GEMV_LOADS 8   /* 16-byte weight loads in flight per lane (NR * U) */
+#define GEMV_VERSION 3 /* bump when the arithmetic order changes (fingerprint) */
+#define GEMV_LOADS 8   /* 16-byte weight loads in flight per lane (rows x k-blocks) */
 
 typedef void (*gemv_fn)(void *y, int y_bf16, int accumulate, const uint4 *x, const uint4 *w,
                         int kc, int out_dim, int kw, const int32_t *d_skip);
 
 struct gemv_cfg {
     int warps;  /* per block: 8 or 16 */
-    int nr;     /* output rows per warp group: 1 or 2 */
+    int nr;     /* output rows per warp group: 8 (the mma's N) */
     int kw;     /* warps per group (in-block split of the row) */
     int blocks; /* grid */
     size_t smem;
