@@ -32,6 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FRT_GEMM_TUNE_VERSION 1
 #define FRT_GEMM_TUNE_MAX 1024           /* gemm records at most (the wrapper's plan limit) */
 #define FRT_GEMM_TUNE_MAX_CANDIDATES 64  /* candidates at most */
@@ -91,5 +95,9 @@ const frt_gemm_tune_entry *frt_gemm_tune_find(const frt_gemm_tune *t, int n, int
 
 /* Frees t->e and zeroes *t; NULL is a no-op. */
 void frt_gemm_tune_free(frt_gemm_tune *t);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FRT_KERNELS_GEMM_TUNE_H */
