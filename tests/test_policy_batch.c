@@ -10,7 +10,9 @@
  *     the single inference of a model loaded without them (hash of the
  *     chunk), before and after a batch, and a batch leaves prefix.* alone;
  *   - the batch slots are state entries: a capsule taken after a batch
- *     restores them byte for byte after another batch;
+ *     restores them byte for byte after another batch; a model with slots
+ *     has another fingerprint, and a capsule of a model without them is
+ *     refused (FRT_ERR_MISMATCH, nothing changed);
  *   - refusals with nothing changed: more rollouts than slots (with and
  *     without CFG), n < 1, a short output, a bad input in one rollout (the
  *     message names it), no slots at all, policy_batch out of range at load.
@@ -145,6 +147,19 @@ static void batch_capsule(frt_model *m, int pi05)
     frt_capsule_free(cap);
 }
 
+/* Another slot count is another state table: another fingerprint, and a
+ * capsule does not cross (refused, nothing changed). */
+static void batch_fingerprint(frt_model *m, frt_model *plain)
+{
+    CHECK(frt_model_fingerprint(m) != frt_model_fingerprint(plain));
+    frt_capsule *cap = NULL;
+    CHECK_OK(frt_capsule_snapshot(plain, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    const uint64_t h = state_hash(m);
+    if (cap) CHECK_STATUS(frt_capsule_restore(m, cap), FRT_ERR_MISMATCH);
+    CHECK(state_hash(m) == h);
+    frt_capsule_free(cap);
+}
+
 /* Refusals leave the state (and the episode) as they were. */
 static void batch_bad(frt_model *m, frt_model *plain, int pi05)
 {
@@ -195,6 +210,7 @@ static void test_one(const char *root, int pi05)
     batch_episode(m, pi05);
     default_unchanged(plain, m, pi05);
     batch_capsule(m, pi05);
+    batch_fingerprint(m, plain);
     batch_bad(m, plain, pi05);
     frt_model_params p = frt_model_default_params();
     frt_model *bad = NULL;
