@@ -15,6 +15,9 @@
  *     bit for bit;
  *   - autotune 0 puts every plan back on the heuristic's first choice (the
  *     fingerprint of a handle never tuned);
+ *   - frt_cuda_gemm_autotune_file (a backend's hook): 0 candidates does
+ *     nothing; without a file it tunes and saves; with it, it loads the same
+ *     choices without timing;
  *   - refusals: N out of range, a stream not added, a file from another
  *     device name, a saved algorithm that is not the heuristic's result at
  *     its rank, a malformed file (FRT_ERR_FORMAT naming the line), a
@@ -225,6 +228,27 @@ static void test_refusals(frt_cuda_gemm *g, const char *dir, const char *path)
     report_flag("refused loads and autotunes changed no choice", memcmp(before, after, sizeof before) == 0);
 }
 
+/* frt_cuda_gemm_autotune_file: tunes and saves without a file, loads the
+ * same choices with one, does nothing with 0 candidates. */
+static void test_hook(const char *dir)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/hook.txt", dir);
+    frt_cuda_gemm *a = handle(N_SHAPES), *b = handle(N_SHAPES), *c = handle(N_SHAPES);
+    int tuned = -1, ca[N_SHAPES][7], cb[N_SHAPES][7];
+    CHECK_OK(frt_cuda_gemm_autotune_file(c, path, 0, g_cs, &tuned));
+    report_flag("hook with 0 candidates: no file, nothing tuned", tuned == 0 && access(path, F_OK) != 0);
+    CHECK_OK(frt_cuda_gemm_autotune_file(a, path, N_CAND, g_cs, &tuned));
+    report_flag("hook without a file: tuned and saved", tuned == 1 && access(path, F_OK) == 0);
+    CHECK_OK(frt_cuda_gemm_autotune_file(b, path, N_CAND, g_cs, &tuned));
+    choices(a, ca);
+    choices(b, cb);
+    report_flag("hook with the file: loaded (untimed), the same choices", tuned == 0 && !memcmp(ca, cb, sizeof ca));
+    frt_cuda_gemm_destroy(a);
+    frt_cuda_gemm_destroy(b);
+    frt_cuda_gemm_destroy(c);
+}
+
 int main(void)
 {
     test_bad_args();
@@ -281,6 +305,7 @@ int main(void)
         free(y2);
     }
     test_refusals(g2, dir, path);
+    test_hook(dir);
 
     CHECK_OK(frt_cuda_gemm_autotune(g, 0, g_cs));
     int c0[N_SHAPES][7];

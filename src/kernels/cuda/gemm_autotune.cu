@@ -7,7 +7,9 @@
  *                           to a text file (kernels/gemm_tune.h);
  *   frt_cuda_gemm_load      gives each listed shape its saved choice with
  *                           no timing, after checking that the heuristic's
- *                           result at the saved rank is that algorithm.
+ *                           result at the saved rank is that algorithm;
+ *   frt_cuda_gemm_autotune_file  a backend's hook: load the file, or tune
+ *                           and save it when there is none.
  * Timing: scratch operands (bf16 x and w from a hash in [-1, 1), y zero)
  * sized for the largest plan, 3 warm-up runs, then cudaEvents around 20
  * runs on the caller's stream and workspace; a candidate cuBLASLt refuses
@@ -280,4 +282,18 @@ extern "C" int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path)
     free(res);
     frt_gemm_tune_free(&t);
     return rc;
+}
+
+extern "C" int frt_cuda_gemm_autotune_file(frt_cuda_gemm *g, const char *path, int n_candidates, void *stream,
+                                           int *tuned)
+{
+    FRT_ARG(g && path, "cuda gemm autotune_file: NULL argument");
+    if (tuned) *tuned = 0;
+    if (n_candidates == 0) return 0;
+    int rc = frt_cuda_gemm_load(g, path);
+    if (rc != FRT_ERR_NOT_FOUND) return rc;
+    FRT_TRY(frt_cuda_gemm_autotune(g, n_candidates, stream));
+    FRT_TRY(frt_cuda_gemm_save(g, path));
+    if (tuned) *tuned = 1;
+    return 0;
 }
