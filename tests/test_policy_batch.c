@@ -15,7 +15,8 @@
  *     refused (FRT_ERR_MISMATCH, nothing changed);
  *   - refusals with nothing changed: more rollouts than slots (with and
  *     without CFG), n < 1, a short output, a bad input in one rollout (the
- *     message names it), no slots at all, policy_batch out of range at load.
+ *     message names it), no slots at all, policy_batch out of range at load
+ *     or given to a token model (whose batch verb is FRT_ERR_UNSUPPORTED).
  */
 #include "frt_test.h"
 
@@ -223,6 +224,27 @@ static void test_one(const char *root, int pi05)
     frt_model_free(plain);
 }
 
+/* A token model refuses policy_batch at load; the batch verb refuses it. */
+static void test_token_model(const char *root)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/tiny", root);
+    CHECK_OK(frt_gen_model_write("tiny", 3, dir));
+    frt_model_params p = frt_model_default_params();
+    frt_model *m = NULL;
+    p.policy_batch = 2;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(m == NULL && strstr(frt_last_error(), "not a policy") != NULL);
+    p.policy_batch = 0;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    static obs o;
+    random_obs(&o);
+    frt_policy_inputs in = inputs(&o, 0);
+    float out[NA];
+    if (m) CHECK_STATUS(frt_policy_run_batch(m, &in, 1, out, NA), FRT_ERR_UNSUPPORTED);
+    frt_model_free(m);
+}
+
 int main(void)
 {
     char root[] = "/tmp/frt_test_policy_batch_XXXXXX";
@@ -230,6 +252,7 @@ int main(void)
     frt_test_seed(2121);
     test_one(root, 0);
     test_one(root, 1);
+    test_token_model(root);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK(system(cmd) == 0);
