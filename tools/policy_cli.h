@@ -19,6 +19,12 @@ typedef struct policy_obs_opts {
     int n_images;
 } policy_obs_opts;
 
+/* Moves every "--NAME X" / "--NAME=X" of argv (before a "--") into
+ * vals[*n ..] (argv keeps the other arguments in order, *argc shrinks): the
+ * table parser keeps only the last value of an option. -1 when one has no
+ * value or there would be more than max. */
+int policy_take_repeated(int *argc, char **argv, const char *name, const char **vals, int max, int *n);
+
 /* Moves every "--image X" / "--image=X" of argv into o->images (argv keeps
  * the other arguments in order, *argc shrinks): the table parser keeps only
  * the last value of an option. -1 when one has no value or there are more

@@ -32,8 +32,9 @@ typedef struct prep_opts {
 /* Moves every "--image X" / "--image=X" of argv into o->images; the other
  * arguments stay in argv (in order), *argc shrinks. -1 when one has no value
  * or there are too many. */
-int policy_take_images(int *argc, char **argv, policy_obs_opts *o)
+int policy_take_repeated(int *argc, char **argv, const char *name, const char **vals, int max, int *n)
 {
+    const size_t len = strlen(name);
     int w = 1;
     for (int r = 1; r < *argc; r++) {
         const char *a = argv[r], *v = NULL;
@@ -41,17 +42,22 @@ int policy_take_images(int *argc, char **argv, policy_obs_opts *o)
             while (r < *argc) argv[w++] = argv[r++];
             break;
         }
-        if (!strncmp(a, "--image=", 8)) v = a + 8;
-        else if (!strcmp(a, "--image")) v = r + 1 < *argc ? argv[++r] : NULL;
+        if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) && a[2 + len] == '=') v = a + 3 + len;
+        else if (!strncmp(a, "--", 2) && !strcmp(a + 2, name)) v = r + 1 < *argc ? argv[++r] : NULL;
         else {
             argv[w++] = argv[r];
             continue;
         }
-        if (!v || o->n_images > FRT_POLICY_MAX_CAMERAS) return -1;
-        o->images[o->n_images++] = v;
+        if (!v || *n >= max) return -1;
+        vals[(*n)++] = v;
     }
     *argc = w;
     return 0;
+}
+
+int policy_take_images(int *argc, char **argv, policy_obs_opts *o)
+{
+    return policy_take_repeated(argc, argv, "image", o->images, FRT_POLICY_MAX_CAMERAS + 1, &o->n_images);
 }
 
 /* "v1,v2,..." -> finite floats (malloc'd). Usage error message on failure. */

@@ -15,6 +15,12 @@
  * --image CAM=FILE -p TEXT --state V,.. builds the inputs as frt policy
  * prepare does instead.
  *
+ * Several --inputs (up to FRT_POLICY_BATCH_MAX, or half that with
+ * --cfg-beta) run as one batch of rollouts (frt_policy_run_batch, the
+ * model loaded with the slots they take): one chunk per file in order
+ * ("# rollout R" before each; --json: `rollouts` and `actions` [R][chunk]
+ * [action_dim]; --out: `actions` [R, chunk, action_dim]).
+ *
  * --cfg-beta B (>= 1) turns on classifier-free guidance (frt_policy_set_cfg):
  * with --inputs the file must hold input_ids_cond (and optionally
  * attention_mask_cond), the conditioned prompt's ids; with --image the
@@ -172,70 +178,116 @@ static int cfg_apply(frt_model *m, const cfg_opts *c)
     return rc < 0 ? frt_cli_fail("policy run", rc) : 0;
 }
 
-static void print_actions(const frt_policy_info *pi, const float *a, int json, double secs)
+/* One chunk [chunk, action_dim] as a JSON array of rows. */
+static void print_chunk_json(const frt_policy_info *pi, const float *a)
 {
+    printf("[");
+    for (int r = 0; r < pi->chunk; r++) {
+        printf("%s[", r ? ", " : "");
+        for (int c = 0; c < pi->action_dim; c++) printf("%s%.9g", c ? ", " : "", (double)a[r * pi->action_dim + c]);
+        printf("]");
+    }
+    printf("]");
+}
+
+/* The chunk (batch 0), or the chunks of `batch` rollouts [batch, chunk,
+ * action_dim]: one row per line, each rollout after a "# rollout R" line;
+ * JSON: `actions` is the chunk, or with `rollouts` the array of chunks. */
+static void print_actions(const frt_policy_info *pi, const float *a, int batch, int json, double secs)
+{
+    const size_t per = (size_t)pi->chunk * pi->action_dim;
     if (json) {
-        printf("{\"model_type\": \"%s\", \"chunk\": %d, \"action_dim\": %d, \"seconds\": %.6f, \"actions\": [",
-               pi->model_type, pi->chunk, pi->action_dim, secs);
-        for (int r = 0; r < pi->chunk; r++) {
-            printf("%s[", r ? ", " : "");
-            for (int c = 0; c < pi->action_dim; c++) printf("%s%.9g", c ? ", " : "", (double)a[r * pi->action_dim + c]);
-            printf("]");
+        printf("{\"model_type\": \"%s\", \"chunk\": %d, \"action_dim\": %d, \"seconds\": %.6f, ", pi->model_type,
+               pi->chunk, pi->action_dim, secs);
+        if (batch) printf("\"rollouts\": %d, ", batch);
+        printf("\"actions\": %s", batch ? "[" : "");
+        for (int b = 0; b < (batch ? batch : 1); b++) {
+            if (b) printf(", ");
+            print_chunk_json(pi, a + b * per);
         }
-        printf("]}\n");
+        printf("%s}\n", batch ? "]" : "");
         return;
     }
-    for (int r = 0; r < pi->chunk; r++) {
-        for (int c = 0; c < pi->action_dim; c++) printf("%s%.6g", c ? " " : "", (double)a[r * pi->action_dim + c]);
-        printf("\n");
+    for (int b = 0; b < (batch ? batch : 1); b++) {
+        if (batch) printf("# rollout %d\n", b);
+        for (int r = 0; r < pi->chunk; r++) {
+            for (int c = 0; c < pi->action_dim; c++)
+                printf("%s%.6g", c ? " " : "", (double)a[b * per + r * pi->action_dim + c]);
+            printf("\n");
+        }
     }
 }
 
-static int write_out(const char *path, const frt_policy_info *pi, const float *a)
+/* `actions` F32 [chunk, action_dim], or [batch, chunk, action_dim]. */
+static int write_out(const char *path, const frt_policy_info *pi, const float *a, int batch)
 {
     frt_st_writer *w = NULL;
-    int64_t shape[2] = {pi->chunk, pi->action_dim};
+    int64_t shape[3] = {batch, pi->chunk, pi->action_dim};
     int rc = frt_st_writer_create(&w);
-    if (rc == 0) rc = frt_st_writer_add(w, "actions", FRT_DT_F32, 2, shape, a);
+    if (rc == 0) rc = frt_st_writer_add(w, "actions", FRT_DT_F32, batch ? 3 : 2, batch ? shape : shape + 1, a);
     if (rc == 0) rc = frt_st_writer_write(w, path);
     frt_st_writer_destroy(w);
     return rc ? frt_cli_fail("policy run", rc) : 0;
 }
 
-/* Loads, runs one inference, prints / writes the chunk. */
-static int run_one(const char *dir, const frt_model_params *mp, obs *o, const cfg_opts *cfg, int seed_given,
-                   unsigned long long seed, int json, const char *out)
+/* What a file holds that this run does not pass to the model, said. */
+static void drop_unused(const frt_policy_info *pi, const cfg_opts *cfg, const char *path, obs *o)
 {
-    frt_model *m = NULL;
-    int rc = frt_cli_load_model("policy run", dir, mp, 1, &m);
-    if (rc) return frt_cli_fail("policy run", rc);
-    if (cfg_apply(m, cfg)) {
-        frt_model_free(m);
-        return 1;
-    }
     if (!cfg->on && o->in.input_ids_cond) {
-        fprintf(stderr, "frt policy run: no --cfg-beta: the file's input_ids_cond is not used\n");
+        fprintf(stderr, "frt policy run: %s: no --cfg-beta: the file's input_ids_cond is not used\n", path);
         o->in.input_ids_cond = NULL, o->in.attention_mask_cond = NULL, o->in.n_tokens_cond = 0;
     }
-    frt_policy_info pi;
-    float *a = NULL;
-    rc = frt_policy_info_get(m, &pi);
-    if (rc == 0 && pi.state_in_prompt && o->in.state) {
+    if (pi->state_in_prompt && o->in.state) {
         /* frt policy prepare writes Pi0.5's state too: its prompt holds it, discretised */
-        fprintf(stderr, "frt policy run: %s takes the state in the prompt: the file's `state` is not an input\n",
-                pi.model_type);
+        fprintf(stderr, "frt policy run: %s: %s takes the state in the prompt: the file's `state` is not an input\n",
+                path, pi->model_type);
         o->in.state = NULL;
         o->in.n_state = 0;
     }
-    if (rc == 0 && !(a = malloc((size_t)pi.chunk * pi.action_dim * sizeof(float)))) rc = FRT_ERR_OUT_OF_MEMORY;
-    if (rc == 0 && seed_given) rc = frt_policy_episode_start(m, seed);
+}
+
+/* The runs of --inputs: n = 1, one inference; n > 1, one batch of n
+ * rollouts (frt_policy_run_batch) on a model loaded with the slots they
+ * take (n, 2 n under CFG). */
+typedef struct run_spec {
+    const char *dir, *out, *const *paths;
+    frt_model_params mp;
+    const cfg_opts *cfg;
+    int n, seed_given, json;
+    unsigned long long seed;
+} run_spec;
+
+/* Loads, runs, prints / writes the chunk(s) of the observations o[0 .. n). */
+static int run_inputs(run_spec *rs, obs *o)
+{
+    frt_model *m = NULL;
+    const int n = rs->n;
+    if (n > 1) rs->mp.policy_batch = n * (rs->cfg->on ? 2 : 1);
+    int rc = frt_cli_load_model("policy run", rs->dir, &rs->mp, 1, &m);
+    if (rc) return frt_cli_fail("policy run", rc);
+    if (cfg_apply(m, rs->cfg)) {
+        frt_model_free(m);
+        return 1;
+    }
+    frt_policy_info pi;
+    float *a = NULL;
+    frt_policy_inputs *in = malloc((size_t)n * sizeof *in);
+    rc = in ? frt_policy_info_get(m, &pi) : FRT_ERR_OUT_OF_MEMORY;
+    for (int r = 0; rc == 0 && r < n; r++) {
+        drop_unused(&pi, rs->cfg, rs->paths[r], &o[r]);
+        in[r] = o[r].in;
+    }
+    const size_t na = rc == 0 ? (size_t)pi.chunk * pi.action_dim * (size_t)n : 0;
+    if (rc == 0 && !(a = malloc(na * sizeof(float)))) rc = FRT_ERR_OUT_OF_MEMORY;
+    if (rc == 0 && rs->seed_given) rc = frt_policy_episode_start(m, rs->seed);
     double t0 = frt_cli_now_s();
-    if (rc == 0) rc = frt_policy_run(m, &o->in, a, (size_t)pi.chunk * pi.action_dim);
+    if (rc == 0) rc = n > 1 ? frt_policy_run_batch(m, in, n, a, na) : frt_policy_run(m, in, a, na);
     double secs = frt_cli_now_s() - t0;
     int ret = rc ? frt_cli_fail("policy run", rc) : 0;
-    if (ret == 0) print_actions(&pi, a, json, secs);
-    if (ret == 0 && out) ret = write_out(out, &pi, a);
+    if (ret == 0) print_actions(&pi, a, n > 1 ? n : 0, rs->json, secs);
+    if (ret == 0 && rs->out) ret = write_out(rs->out, &pi, a, n > 1 ? n : 0);
     free(a);
+    free(in);
     frt_model_free(m);
     return ret;
 }
@@ -348,8 +400,8 @@ static int run_images(const char *dir, const frt_model_params *mp, image_run *ir
     } else if (ret == 0) {
         memcpy(u, a, na * sizeof *a);
     }
-    if (ret == 0) print_actions(&po, u, json, secs);
-    if (ret == 0 && out) ret = write_out(out, &po, u);
+    if (ret == 0) print_actions(&po, u, 0, json, secs);
+    if (ret == 0 && out) ret = write_out(out, &po, u, 0);
     free(a);
     free(u);
     frt_policy_inputs_free(in);
@@ -361,7 +413,8 @@ static int run_images(const char *dir, const frt_model_params *mp, image_run *ir
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *dir = NULL, *inputs = NULL, *out = NULL, *image_help = NULL;
+    const char *dir = NULL, *inputs_help = NULL, *out = NULL, *image_help = NULL, *paths[FRT_POLICY_BATCH_MAX];
+    int n_inputs = 0;
     unsigned long long seed = 0;
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
     image_run ir;
@@ -369,7 +422,8 @@ static int cmd_run(int argc, char **argv)
     cfg_opts cfg = {0, 1.0f, NULL};
     frt_arg opts[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &dir, "DIR", "the policy checkpoint directory", .dflt = ""),
-        FRT_OPT(0, "inputs", FRT_ARG_STR, &inputs, "FILE", "the exact model inputs (.safetensors)", .dflt = ""),
+        FRT_OPT(0, "inputs", FRT_ARG_STR, &inputs_help, "FILE",
+                "the exact model inputs (.safetensors); repeated: one batch of rollouts, one a file", .dflt = ""),
         FRT_OPT(0, "out", FRT_ARG_STR, &out, "FILE", "write the chunk as `actions` to this .safetensors", .dflt = ""),
         FRT_OPT(0, "noise-seed", FRT_ARG_U64, &seed, "S", "the episode's noise seed (when the inputs hold no noise)"),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object"),
@@ -398,15 +452,18 @@ static int cmd_run(int argc, char **argv)
                          "action_dim], one row per line (docs/policies.md). The observation is the exact model\n"
                          "inputs (--inputs), or camera images, an instruction and a state prepared as\n"
                          "frt policy prepare does (openpi's transforms); with norm_stats.json the chunk is\n"
-                         "un-normalised and sliced to the robot's action length.\n",
+                         "un-normalised and sliced to the robot's action length. Several --inputs run as one\n"
+                         "batch of rollouts (frt_policy_run_batch), one chunk per file, in order.\n",
                          opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
     if (policy_take_images(&argc, argv, &ir.obs) < 0)
         return frt_args_error(&spec, "--image needs a value CAMERA=FILE (at most %d)", FRT_POLICY_MAX_CAMERAS);
+    if (policy_take_repeated(&argc, argv, "inputs", paths, FRT_POLICY_BATCH_MAX, &n_inputs) < 0)
+        return frt_args_error(&spec, "--inputs needs a value FILE (at most %d)", FRT_POLICY_BATCH_MAX);
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
     int image_mode = ir.obs.n_images || ir.obs.prompt || ir.obs.state;
-    if (image_mode && inputs) return frt_args_error(&spec, "give the observation once: --inputs FILE or --image ...");
+    if (image_mode && n_inputs) return frt_args_error(&spec, "give the observation once: --inputs FILE or --image ...");
     int seed_given0 = frt_args_find(&spec, "noise-seed")->given > 0;
     cfg.on = frt_args_find(&spec, "cfg-beta")->given > 0;
     if (cfg.advantage && !cfg.on) return frt_args_error(&spec, "--advantage needs --cfg-beta B");
@@ -418,21 +475,21 @@ static int cmd_run(int argc, char **argv)
         mp.backend = (frt_backend)frt_args_backend(backend);
         return run_images(dir, &mp, &ir, &cfg, seed_given0, seed, json, out, &spec);
     }
-    if (!inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
-    obs o;
-    if (obs_read(inputs, &o)) {
-        obs_free(&o);
-        return 1;
+    if (!n_inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
+    if (n_inputs > 1 && cfg.on && 2 * n_inputs > FRT_POLICY_BATCH_MAX)
+        return frt_args_error(&spec, "--cfg-beta takes two slots a rollout: at most %d --inputs", FRT_POLICY_BATCH_MAX / 2);
+    run_spec rs = {dir, out, paths, frt_model_default_params(), &cfg, n_inputs, seed_given0, json, seed};
+    rs.mp.backend = (frt_backend)frt_args_backend(backend);
+    obs *o = calloc((size_t)n_inputs, sizeof *o);
+    int ret = o ? 0 : frt_args_error(&spec, "out of memory");
+    for (int r = 0; ret == 0 && r < n_inputs; r++) {
+        ret = obs_read(paths[r], &o[r]);
+        if (ret == 0 && seed_given0 && o[r].noise)
+            ret = frt_args_error(&spec, "--noise-seed and a `noise` tensor in %s: give one", paths[r]);
     }
-    int seed_given = frt_args_find(&spec, "noise-seed")->given > 0;
-    if (seed_given && o.noise) {
-        obs_free(&o);
-        return frt_args_error(&spec, "--noise-seed and a `noise` tensor in %s: give one", inputs);
-    }
-    frt_model_params mp = frt_model_default_params();
-    mp.backend = (frt_backend)frt_args_backend(backend);
-    int ret = run_one(dir, &mp, &o, &cfg, seed_given, seed, json, out);
-    obs_free(&o);
+    if (ret == 0) ret = run_inputs(&rs, o);
+    for (int r = 0; o && r < n_inputs; r++) obs_free(&o[r]);
+    free(o);
     return ret;
 }
 

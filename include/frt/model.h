@@ -77,11 +77,13 @@ typedef struct frt_model_params {
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
+    int policy_batch;    /* policy kind: batch slots for frt_policy_run_batch (frt/policy.h); 0 = none */
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
-/* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1). */
+/* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1),
+ * policy_batch 0. */
 FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */

@@ -50,6 +50,7 @@ typedef struct frt_policy_info {
     int chunk;           /* action rows per inference */
     int action_dim;      /* values per action row (max_action_dim of the config) */
     int n_steps;         /* flow-matching Euler steps (num_inference_steps) */
+    int batch_slots;     /* prefix KV slots of frt_policy_run_batch (frt_model_params.policy_batch; 0 = none) */
 } frt_policy_info;
 
 /* One observation, as the model takes it (the input side that resizes
@@ -177,6 +178,50 @@ typedef enum frt_policy_cfg_mode { FRT_POLICY_CFG_FUSED = 0, FRT_POLICY_CFG_SERI
  * FRT_ERR_UNSUPPORTED (not a policy; FUSED on a backend without the fused
  * graph). Nothing changes on error. */
 FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
+
+/* ---- batched rollouts -------------------------------------------------------
+ * n observations (parallel RL rollouts, one environment each) in one graph
+ * replay. The capacity is fixed at load: frt_model_params.policy_batch = S
+ * batch slots (0 to FRT_POLICY_BATCH_MAX; 0, the default, declares nothing
+ * and changes nothing). A slot is one prefix KV set: a rollout takes one
+ * slot, or two under CFG (conditioned and unconditioned), so one call takes
+ * up to S rollouts, or S / 2 with CFG on.
+ * The slots are in the state table (batch.L.k, batch.L.v [S, P, kv_heads,
+ * head_dim], batch.meta [S, 4] i32, batch.mask [S, P] u8; whole), so
+ * capsules carry them; frt_policy_run's prefix.* / prefix_cond.* are
+ * separate and a batch leaves them unchanged. A model loaded with another S
+ * has another state table, hence another fingerprint: capsules do not cross.
+ * Ports: batch_pixel_values, batch_pixel_attention_mask, batch_input_ids,
+ * batch_attention_mask, batch_state, batch_noise, batch_options,
+ * batch_input_ids_cond, batch_attention_mask_cond, batch_cfg in (row r:
+ * rollout r, the shape of the port without the batch_ prefix),
+ * batch_actions [S, chunk, action_dim] f32 out. vision_tokens then holds the
+ * last rollout's tokens; velocity0 and velocity_slots are not written. */
+#define FRT_POLICY_BATCH_MAX 64
+
+/* Runs n inferences in one replay, rollout r on in[r] (every field as in
+ * frt_policy_run, each rollout its own cameras, prompt, state and noise),
+ * with the CFG settings of frt_policy_set_cfg applied to every rollout, and
+ * copies the chunks into actions[0 .. n * chunk * action_dim) (row-major
+ * [n, chunk, action_dim] f32; cap is its length in floats).
+ * Rollout r's chunk equals frt_policy_run's on in[r] alone, bit for bit on
+ * the cpu backend (which computes the rollouts one after another, each with
+ * the single inference's code; on the cpu backend the guided rollouts use
+ * the serial arrangement, bit-identical to the fused one there). A rollout
+ * with noise NULL draws the episode stream as frt_policy_run does, in
+ * rollout order: n rollouts without noise after episode_start(seed) give the
+ * chunks of n successive frt_policy_run calls, and the step counter
+ * advances by n.
+ * Checked before anything is written (on error nothing changes):
+ * FRT_ERR_INVALID_ARGUMENT for NULL pointers, n < 1, n rollouts needing more
+ * slots than the model was loaded with (n, or 2 n under CFG, above
+ * batch_slots), cap < n * chunk * action_dim, and any check of
+ * frt_policy_run on any in[r] (the message names the rollout);
+ * FRT_ERR_UNSUPPORTED (not a policy, or a backend without the batched
+ * graph: such a backend refuses policy_batch > 0 at load). A failure inside
+ * the forward pass is returned as that status; the batch slots may then
+ * hold partial prefixes. */
+FRT_API int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float *actions, size_t cap);
 
 /* Starts an episode: the episode record gets seed and step 0, so the noise
  * of the following inferences (those without caller noise) is the stream of

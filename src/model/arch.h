@@ -114,6 +114,9 @@ typedef struct frt_policy_cfg_options {
  * guided x into slot 0 and mirrors it into slot 1). */
 #define FRT_POLICY_KEY_SERIAL 1
 #define FRT_POLICY_KEY_FUSED 2
+/* The batched inference of n rollouts (frt_policy_run_batch): key
+ * FRT_POLICY_KEY_BATCH | n, n = 1..params.policy_batch (rc->bucket = n). */
+#define FRT_POLICY_KEY_BATCH 0x100
 
 /* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
 typedef struct frt_record_ctx {
@@ -170,6 +173,17 @@ typedef struct frt_arch_backend {
      * the fused batch-2 CFG variant (rc->bucket = 2, shape key
      * FRT_POLICY_KEY_FUSED); 0: only the serial arrangement. */
     int policy_cfg_fused;
+    /* Policy kind, optional (NULL: frt_policy_run_batch is unsupported and a
+     * load with params.policy_batch > 0 is refused): the inference of
+     * rc->bucket = n rollouts in one graph, rollout r reading row r of the
+     * batch_* ports (each holds params.policy_batch rows) and writing row r
+     * of batch_actions. The prefix KV of rollout r is batch slot r, or with
+     * CFG on (its row of batch_cfg) slots 2r (conditioned) and 2r + 1
+     * (unconditioned), in the architecture's batch state entries. Each
+     * rollout must give the bits frt_policy_run gives on it alone; a rollout
+     * without caller noise draws the episode stream and advances it, in
+     * rollout order. */
+    frt_record_fn record_policy_batch;
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -161,6 +161,20 @@ void frt_model_progress_weights(frt_model *m, uint64_t bytes)
     progress(m, "weights", m->progress_done, m->progress_total);
 }
 
+/* The batched policy graph (params.policy_batch slots): one variant per
+ * rollout count n = 1..slots, key FRT_POLICY_KEY_BATCH | n. */
+static int capture_policy_batch(frt_model *m)
+{
+    const int slots = m->params.policy_batch;
+    if (slots == 0) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = 0};
+    FRT_TRY(frt_graph_create(m->ctx, "policy_batch", slots, &m->g_batch));
+    for (rc.bucket = 1; rc.bucket <= slots; rc.bucket++)
+        FRT_TRY(frt_graph_capture(m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)rc.bucket, m->stream,
+                                  m->bk->record_policy_batch, &rc));
+    return 0;
+}
+
 /* A policy: one graph, the whole inference (key 1). */
 static int capture_policy(frt_model *m)
 {
@@ -183,7 +197,7 @@ static int capture_policy(frt_model *m)
                                       &rc));
     }
     progress(m, "capture", 1, 1);
-    return 0;
+    return capture_policy_batch(m);
 }
 
 frt_shape_key frt_model_slot_key(const frt_model *m)
@@ -368,6 +382,23 @@ static int pick_kv_dtype(frt_model *m)
     return 0;
 }
 
+/* params.policy_batch: 0, or batch slots of a policy on a backend that
+ * records the batched graph (frt/policy.h, frt_policy_run_batch). */
+static int check_policy_batch(const frt_model *m)
+{
+    const int b = m->params.policy_batch;
+    if (b == 0) return 0;
+    if (b < 0 || b > FRT_POLICY_BATCH_MAX)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: policy_batch %d (0 to %d)", b, FRT_POLICY_BATCH_MAX);
+    if (m->arch->kind != FRT_ARCH_POLICY)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: policy_batch %d given for '%s', which is not a policy", b,
+                         m->cfg.model_type);
+    if (!m->bk->record_policy_batch)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: the %s backend of architecture '%s' has no batched policy graph "
+                         "(policy_batch %d)", m->bk->name, m->arch->name, b);
+    return 0;
+}
+
 /* Loads from a directory, or (dir NULL) from the checkpoint and config that
  * m->ckpt, m->cfg and m->gen already hold. */
 static int load_model(frt_model *m, const char *dir)
@@ -383,6 +414,7 @@ static int load_model(frt_model *m, const char *dir)
                          p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     }
     FRT_TRY(pick_kv_dtype(m));
+    FRT_TRY(check_policy_batch(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);
@@ -474,6 +506,7 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_sample);
     frt_graph_destroy(m->g_policy);
     frt_graph_destroy(m->g_denoise);
+    frt_graph_destroy(m->g_batch);
     frt_model_branches_free(m);
     frt_model_state_free(m);
     frt_buffer_free(m->step);

@@ -97,6 +97,8 @@ struct frt_model {
     frt_graph *g_sample;     /* one variant, key 1: sample from logits into pending */
     frt_graph *g_policy;     /* policy kind: the whole inference, key 1 */
     frt_graph *g_denoise;    /* policy kind: the flow-matching steps alone, key 1 (NULL: unsupported) */
+    frt_graph *g_batch;      /* policy kind: the batched inference, key FRT_POLICY_KEY_BATCH | rollouts
+                                (NULL: params.policy_batch 0) */
     frt_buffer *episode;     /* policy kind: frt_episode (a state entry) */
     struct {
         int enable, advantage_positive, fused;

@@ -30,6 +30,7 @@ int frt_policy_info_get(const frt_model *m, frt_policy_info *out)
     FRT_TRY(policy_model(m, "policy"));
     memset(out, 0, sizeof *out);
     m->arch->policy_info(m, out);
+    out->batch_slots = m->g_batch ? m->params.policy_batch : 0;
     return 0;
 }
 
@@ -137,26 +138,48 @@ static int check_state_noise(const frt_policy_info *pi, const frt_policy_inputs 
     return 0;
 }
 
-/* Writes one input port: n bytes of data, the rest of the port zero. */
-static int write_port(frt_model *m, const char *name, const void *data, size_t n)
+/* Where one inference's inputs go: the single ports (row -1), or row `row`
+ * of the batch_* ports (frt_policy_run_batch). */
+typedef struct port_row {
+    const char *prefix; /* "" or "batch_" */
+    int row;
+} port_row;
+
+static const port_row SINGLE = {"", -1};
+
+/* Every check of frt_policy_run on one observation. */
+static int check_inputs(const frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in)
 {
-    frt_io_entry *e = frt_model_io_find(m, name, FRT_IO_INPUT);
-    if (!e) return frt_error(FRT_ERR_STATE, "policy: the architecture declares no input port '%s'", name);
-    if (n > e->bytes) return frt_error(FRT_ERR_STATE, "policy: %zu bytes for port '%s' of %zu", n, name, e->bytes);
-    if (n) FRT_TRY(frt_buffer_write(e->buf, 0, data, n, m->stream));
-    if (n < e->bytes) FRT_TRY(frt_buffer_fill(e->buf, n, e->bytes - n, 0, m->stream));
+    FRT_TRY(check_images(pi, in));
+    FRT_TRY(check_prompt(m, pi, in));
+    return check_state_noise(pi, in);
+}
+
+/* Writes one input port (its row r of a batch port): n bytes of data, the
+ * rest of the port (of the row) zero. */
+static int write_port(frt_model *m, port_row r, const char *name, const void *data, size_t n)
+{
+    char full[FRT_STATE_NAME_MAX];
+    snprintf(full, sizeof full, "%s%s", r.prefix, name);
+    frt_io_entry *e = frt_model_io_find(m, full, FRT_IO_INPUT);
+    if (!e) return frt_error(FRT_ERR_STATE, "policy: the architecture declares no input port '%s'", full);
+    const size_t bytes = r.row < 0 ? e->bytes : e->bytes / (size_t)e->decl.shape[0];
+    const size_t off = r.row < 0 ? 0 : bytes * (size_t)r.row;
+    if (n > bytes) return frt_error(FRT_ERR_STATE, "policy: %zu bytes for port '%s' of %zu", n, full, bytes);
+    if (n) FRT_TRY(frt_buffer_write(e->buf, off, data, n, m->stream));
+    if (n < bytes) FRT_TRY(frt_buffer_fill(e->buf, off + n, bytes - n, 0, m->stream));
     return 0;
 }
 
 /* A 0/1 mask port: the caller's flags, or n ones. */
-static int write_mask(frt_model *m, const char *name, const uint8_t *flags, int n)
+static int write_mask(frt_model *m, port_row r, const char *name, const uint8_t *flags, int n)
 {
     uint8_t *ones = NULL;
     if (!flags) {
         if (!(ones = malloc((size_t)n))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "policy: out of memory");
         memset(ones, 1, (size_t)n);
     }
-    int rc = write_port(m, name, flags ? flags : ones, (size_t)n);
+    int rc = write_port(m, r, name, flags ? flags : ones, (size_t)n);
     if (rc == 0 && ones) rc = frt_stream_sync(m->stream); /* the write reads `ones` when it runs */
     free(ones);
     return rc;
@@ -177,37 +200,39 @@ static frt_shape_key policy_key(const frt_model *m)
     return m->policy_cfg.enable && m->policy_cfg.fused ? FRT_POLICY_KEY_FUSED : FRT_POLICY_KEY_SERIAL;
 }
 
-static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in)
+static int write_inputs(frt_model *m, port_row r, const frt_policy_info *pi, const frt_policy_inputs *in)
 {
     size_t px = (size_t)in->n_cameras * in->channels * in->height * in->width;
-    FRT_TRY(write_port(m, "pixel_values", in->pixel_values, px * sizeof(float)));
-    FRT_TRY(write_mask(m, "pixel_attention_mask", in->camera_mask, in->n_cameras));
-    FRT_TRY(write_port(m, "input_ids", in->input_ids, (size_t)in->n_tokens * sizeof(int32_t)));
-    FRT_TRY(write_mask(m, "attention_mask", in->attention_mask, in->n_tokens));
-    if (!pi->state_in_prompt) FRT_TRY(write_port(m, "state", in->state, (size_t)in->n_state * sizeof(float)));
-    if (in->noise) FRT_TRY(write_port(m, "noise", in->noise, (size_t)pi->chunk * pi->action_dim * sizeof(float)));
+    FRT_TRY(write_port(m, r, "pixel_values", in->pixel_values, px * sizeof(float)));
+    FRT_TRY(write_mask(m, r, "pixel_attention_mask", in->camera_mask, in->n_cameras));
+    FRT_TRY(write_port(m, r, "input_ids", in->input_ids, (size_t)in->n_tokens * sizeof(int32_t)));
+    FRT_TRY(write_mask(m, r, "attention_mask", in->attention_mask, in->n_tokens));
+    if (!pi->state_in_prompt) FRT_TRY(write_port(m, r, "state", in->state, (size_t)in->n_state * sizeof(float)));
+    if (in->noise)
+        FRT_TRY(write_port(m, r, "noise", in->noise, (size_t)pi->chunk * pi->action_dim * sizeof(float)));
     if (m->policy_cfg.enable) {
-        FRT_TRY(write_port(m, "input_ids_cond", in->input_ids_cond, (size_t)in->n_tokens_cond * sizeof(int32_t)));
-        FRT_TRY(write_mask(m, "attention_mask_cond", in->attention_mask_cond, in->n_tokens_cond));
+        FRT_TRY(write_port(m, r, "input_ids_cond", in->input_ids_cond, (size_t)in->n_tokens_cond * sizeof(int32_t)));
+        FRT_TRY(write_mask(m, r, "attention_mask_cond", in->attention_mask_cond, in->n_tokens_cond));
     }
     const frt_policy_cfg_options g = cfg_of(m, in->n_tokens_cond);
-    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
+    FRT_TRY(write_port(m, r, "cfg", &g, sizeof g));
     frt_policy_options o = {in->n_cameras, in->n_tokens, in->noise != NULL, 0};
-    FRT_TRY(write_port(m, "options", &o, sizeof o));
+    FRT_TRY(write_port(m, r, "options", &o, sizeof o));
     return frt_stream_sync(m->stream);
 }
 
-/* Replays g and reads the chunk; a task failure is returned as its status. */
-static int replay(frt_model *m, frt_graph *g, float *actions, size_t n_out)
+/* Replays g at key and reads n_out floats of the output port `out`; a task
+ * failure is returned as its status. */
+static int replay(frt_model *m, frt_graph *g, frt_shape_key key, const char *out, float *actions, size_t n_out)
 {
-    FRT_TRY(frt_graph_replay(g, policy_key(m), m->stream));
+    FRT_TRY(frt_graph_replay(g, key, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     int rc = m->task_status;
     m->task_status = 0;
     if (rc == FRT_ERR_STATE)
         return frt_error(rc, "policy: the state holds no prefix (run frt_policy_run or restore a capsule first)");
     if (rc < 0) return frt_error(rc, "policy: the inference failed inside the forward pass (%s)", frt_status_str(rc));
-    return frt_model_output_read(m, "actions", actions, n_out * sizeof(float));
+    return frt_model_output_read(m, out, actions, n_out * sizeof(float));
 }
 
 int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap)
@@ -218,11 +243,43 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     FRT_TRY(frt_policy_info_get(m, &pi));
     size_t n_out = (size_t)pi.chunk * pi.action_dim;
     if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
-    FRT_TRY(check_images(&pi, in));
-    FRT_TRY(check_prompt(m, &pi, in));
-    FRT_TRY(check_state_noise(&pi, in));
-    FRT_TRY(write_inputs(m, &pi, in));
-    return replay(m, m->g_policy, actions, n_out);
+    FRT_TRY(check_inputs(m, &pi, in));
+    FRT_TRY(write_inputs(m, SINGLE, &pi, in));
+    return replay(m, m->g_policy, policy_key(m), "actions", actions, n_out);
+}
+
+/* The checks of frt_policy_run on in[r], for rollout r of a batch; the
+ * message then names the rollout. */
+static int check_rollout(const frt_model *m, const frt_policy_info *pi, const frt_policy_inputs *in, int r)
+{
+    int rc = check_inputs(m, pi, in);
+    if (rc == 0) return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", frt_last_error());
+    return frt_error(rc, "policy batch: rollout %d: %s", r, msg);
+}
+
+int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float *actions, size_t cap)
+{
+    if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy batch: NULL argument");
+    FRT_TRY(policy_model(m, "policy batch"));
+    if (!m->bk->record_policy_batch)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy batch: the %s backend has no batched policy graph", m->bk->name);
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    const int per = m->policy_cfg.enable ? 2 : 1;
+    if (n < 1) return BAD("batch of %d rollouts (at least 1)", n);
+    if ((long)n * per > pi.batch_slots)
+        return BAD("batch of %d rollouts needs %d slots%s; the model has %d (frt_model_params.policy_batch)", n,
+                   n * per, per == 2 ? " (2 a rollout under CFG)" : "", pi.batch_slots);
+    size_t n_out = (size_t)pi.chunk * pi.action_dim;
+    if (cap < n_out * (size_t)n) return BAD("room for %zu action values, %d chunks have %zu", cap, n, n_out * n);
+    for (int r = 0; r < n; r++) FRT_TRY(check_rollout(m, &pi, &in[r], r));
+    for (int r = 0; r < n; r++) {
+        port_row row = {"batch_", r};
+        FRT_TRY(write_inputs(m, row, &pi, &in[r]));
+    }
+    return replay(m, m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)n, "batch_actions", actions, n_out * n);
 }
 
 int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)
@@ -241,14 +298,14 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     in.n_state = n_state;
     in.noise = noise;
     FRT_TRY(check_state_noise(&pi, &in));
-    if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
-    if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
+    if (!pi.state_in_prompt) FRT_TRY(write_port(m, SINGLE, "state", state, (size_t)n_state * sizeof(float)));
+    if (noise) FRT_TRY(write_port(m, SINGLE, "noise", noise, n_out * sizeof(float)));
     const frt_policy_cfg_options g = cfg_of(m, 0);
-    FRT_TRY(write_port(m, "cfg", &g, sizeof g));
+    FRT_TRY(write_port(m, SINGLE, "cfg", &g, sizeof g));
     frt_policy_options o = {0, 0, noise != NULL, 0};
-    FRT_TRY(write_port(m, "options", &o, sizeof o));
+    FRT_TRY(write_port(m, SINGLE, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
-    return replay(m, m->g_denoise, actions, n_out);
+    return replay(m, m->g_denoise, policy_key(m), "actions", actions, n_out);
 }
 
 int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive)

@@ -134,8 +134,8 @@ int frt_model_state_alloc(frt_model *m)
  * zero-filled. */
 static int alloc_declared_ports(frt_model *m)
 {
-    frt_io_decl decl[16];
-    int n = m->arch->declare_io(m, decl, 16);
+    frt_io_decl decl[32];
+    int n = m->arch->declare_io(m, decl, 32);
     if (n < 0) return n;
     m->io = calloc((size_t)n, sizeof *m->io);
     if (!m->io) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory for the ports");

@@ -19,37 +19,24 @@
  *
  * Decode (n <= FRT_CUDA_GEMV_MAX_N) takes frt's own GEMV instead (gemv.cu):
  * the plan then holds gemv_choose's launch configuration.
- * Tested in tests/test_cuda_kernels.c and tests/test_cuda_gemv.c.
+ *
+ * Autotune (frt_cuda_gemm_autotune): per cuBLASLt plan, the heuristic's
+ * first N results are timed on scratch operands (cudaEvent, mean of 20 runs
+ * after 3 warm-ups) and the fastest is kept; frt_cuda_gemm_save /
+ * frt_cuda_gemm_load keep the choice in a text file (kernels/gemm_tune.h)
+ * as the result's rank plus its config ids, so a later load takes the same
+ * algorithm without timing and refuses a file whose rank now names another
+ * algorithm.
+ * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c and
+ * tests/test_cuda_gemm_autotune.c.
  */
-#include "kernels/cuda/gemv_util.h"
+#include "kernels/cuda/gemm_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define GEMM_MAX_STREAMS 16
-#define GEMM_MAX_PLANS 1024
 
 /* ---- the handle and the plans ------------------------------------------- */
-
-struct gemm_plan {
-    int n, in_dim, out_dim, out_dt, accumulate;
-    frt_cuda_gemm_kernel kernel;
-    gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;
-    size_t ws_needed;
-};
-
-struct frt_cuda_gemm {
-    cublasLtHandle_t lt;
-    frt_cuda_gemv_policy gemv_policy;
-    size_t ws_bytes;
-    int n_streams;
-    void *streams[GEMM_MAX_STREAMS];
-    void *ws[GEMM_MAX_STREAMS];
-    int n_plans, cap_plans;
-    gemm_plan *plans;
-};
 
 static void plan_release(gemm_plan *p)
 {
@@ -101,7 +88,7 @@ extern "C" int frt_cuda_gemm_add_stream(frt_cuda_gemm *g, void *stream)
     return 0;
 }
 
-static gemm_plan *plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt,
+gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt,
                             int accumulate)
 {
     for (int i = 0; i < g->n_plans; i++) {
@@ -162,6 +149,38 @@ static int gemv_plan(const frt_cuda_gemm *g, gemm_plan *p)
     return 0;
 }
 
+/* The heuristic's first `want` (1..FRT_GEMM_TUNE_MAX_CANDIDATES) results
+ * for p's descriptors, for 16-byte aligned operands and the handle's
+ * workspace, ranked; *found of them. */
+int gemm_heuristic(const frt_cuda_gemm *g, const gemm_plan *p, int want, cublasLtMatmulHeuristicResult_t *res,
+                     int *found)
+{
+    cublasLtMatmulPreference_t pref = NULL;
+    FRT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    const uint32_t align = GEMM_ALIGN;
+    const size_t ws = g->ws_bytes;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
+    memset(res, 0, (size_t)want * sizeof *res);
+    *found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->a, p->b, p->c, p->c, pref, want, res,
+                                            found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return frt_cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    if (*found < 1 || res[0].state != CUBLAS_STATUS_SUCCESS)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm: no cuBLASLt algorithm for n %d in %d out %d (%s out)", p->n,
+                         p->in_dim, p->out_dim, p->out_dt == FRT_CUDA_BF16 ? "bf16" : "f32");
+    return 0;
+}
+
 /* Builds the descriptors and runs the heuristic into *p (fields set on
  * failure are released by the caller). */
 static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
@@ -177,30 +196,9 @@ static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->in_dim, p->n, p->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, yt, p->out_dim, p->n, p->out_dim));
 
-    cublasLtMatmulPreference_t pref = NULL;
-    FRT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    const uint32_t align = GEMM_ALIGN;
-    const size_t ws = g->ws_bytes;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    const cublasLtMatmulPreferenceAttributes_t al[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
     cublasLtMatmulHeuristicResult_t res;
-    memset(&res, 0, sizeof res);
     int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
-                                            &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return frt_cublas_fail(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda gemm: no cuBLASLt algorithm for n %d in %d out %d (%s out)", p->n,
-                         p->in_dim, p->out_dim, p->out_dt == FRT_CUDA_BF16 ? "bf16" : "f32");
+    FRT_TRY(gemm_heuristic(g, p, 1, &res, &found));
     p->algo = res.algo;
     p->ws_needed = res.workspaceSize;
     return 0;
@@ -212,7 +210,7 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     FRT_ARG(g, "cuda gemm plan: NULL handle");
     FRT_TRY(shape_check("plan", n, in_dim, out_dim, out_dtype));
     accumulate = accumulate ? 1 : 0;
-    if (plan_find(g, n, in_dim, out_dim, out_dtype, accumulate)) return 0;
+    if (gemm_plan_find(g, n, in_dim, out_dim, out_dtype, accumulate)) return 0;
     if (g->n_plans == GEMM_MAX_PLANS)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm: more than %d plans", GEMM_MAX_PLANS);
     if (g->n_plans == g->cap_plans) {
@@ -246,6 +244,21 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     return 0;
 }
 
+/* The workspace of an added stream (*ws NULL, *bytes 0 otherwise); 1 when
+ * the stream was added. */
+int gemm_stream_ws(const frt_cuda_gemm *g, void *stream, void **ws, size_t *bytes)
+{
+    for (int i = 0; i < g->n_streams; i++)
+        if (g->streams[i] == stream) {
+            *ws = g->ws[i];
+            *bytes = g->ws_bytes;
+            return 1;
+        }
+    *ws = NULL;
+    *bytes = 0;
+    return 0;
+}
+
 static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y,
                     frt_cuda_dtype y_dtype, const uint16_t *x, const uint16_t *w, int n, int in_dim,
                     int out_dim, int accumulate)
@@ -255,7 +268,7 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
     FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w) & (GEMM_ALIGN - 1)) == 0,
             "cuda gemm run: pointers must be %d-byte aligned", GEMM_ALIGN);
     accumulate = accumulate ? 1 : 0;
-    const gemm_plan *p = plan_find(g, n, in_dim, out_dim, y_dtype, accumulate);
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, y_dtype, accumulate);
     if (!p)
         return frt_error(FRT_ERR_STATE,
                          "cuda gemm run: no plan for n %d in %d out %d %s%s (frt_cuda_gemm_plan "
@@ -276,11 +289,7 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
                          n, in_dim, out_dim);
     void *ws = NULL;
     size_t ws_bytes = 0;
-    for (int i = 0; i < g->n_streams; i++)
-        if (g->streams[i] == stream) {
-            ws = g->ws[i];
-            ws_bytes = g->ws_bytes;
-        }
+    gemm_stream_ws(g, stream, &ws, &ws_bytes);
     if (p->ws_needed > ws_bytes)
         return frt_error(FRT_ERR_STATE,
                          "cuda gemm run: the plan needs %zu bytes of workspace and the stream has "
@@ -329,6 +338,18 @@ static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttr
     return (int)v;
 }
 
+/* The config ids of an algorithm: id, tile, stages, split-k, reduction,
+ * swizzle, custom option (the order of frt_gemm_tune_entry.algo). */
+void gemm_algo_ids(const cublasLtMatmulAlgo_t *a, int ids[7])
+{
+    static const cublasLtMatmulAlgoConfigAttributes_t attr[7] = {
+        CUBLASLT_ALGO_CONFIG_ID,           CUBLASLT_ALGO_CONFIG_TILE_ID,
+        CUBLASLT_ALGO_CONFIG_STAGES_ID,    CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+        CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
+    for (int i = 0; i < 7; i++) ids[i] = algo_attr(a, attr[i]);
+}
+
 extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info)
 {
     FRT_ARG(g && info, "cuda gemm plan_get: NULL pointer");
@@ -353,15 +374,22 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
         info->custom_option = GEMV_VERSION;
         info->gemv_rows_per_warp = c->nr;
         info->gemv_blocks = c->blocks;
+        info->tune_index = -1;
         return 0;
     }
-    info->algo_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_ID);
-    info->tile_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-    info->stages_id = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
-    info->splitk_num = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-    info->reduction_scheme = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
-    info->cta_swizzling = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
-    info->custom_option = algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+    int ids[7];
+    gemm_algo_ids(&p->algo, ids);
+    info->algo_id = ids[0];
+    info->tile_id = ids[1];
+    info->stages_id = ids[2];
+    info->splitk_num = ids[3];
+    info->reduction_scheme = ids[4];
+    info->cta_swizzling = ids[5];
+    info->custom_option = ids[6];
     memcpy(info->algo_data, p->algo.data, sizeof info->algo_data);
+    info->tune_index = p->tune_index;
+    info->tune_candidates = p->tune_candidates;
+    info->tune_us_first = p->tune_us_first;
+    info->tune_us_best = p->tune_us_best;
     return 0;
 }

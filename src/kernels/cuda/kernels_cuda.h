@@ -674,6 +674,13 @@ typedef struct frt_cuda_gemm_plan_info {
     uint64_t algo_data[8]; /* the raw cublasLtMatmulAlgo_t */
     frt_cuda_gemm_kernel kernel;
     int gemv_rows_per_warp, gemv_blocks; /* GEMV only (0 for cuBLASLt) */
+    /* cuBLASLt only (GEMV: -1, 0, 0, 0): the chosen algorithm's rank in the
+     * heuristic's list (0 = its first choice), how many results the last
+     * frt_cuda_gemm_autotune timed (0: none: the heuristic's first choice, or
+     * a choice from frt_cuda_gemm_load), and the mean time of one run of
+     * rank 0 and of the chosen one in that autotune (us; 0 untimed). */
+    int tune_index, tune_candidates;
+    float tune_us_first, tune_us_best;
 } frt_cuda_gemm_plan_info;
 
 /* Creates the handle on the current device. workspace_bytes (0 allowed; 32
@@ -746,6 +753,66 @@ int frt_cuda_gemm_gemv_rows(const frt_cuda_gemm *g);
 /* Plan i (in the order they were made) into *info.
  * Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE. */
 int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_info *info);
+
+/* ---- GEMM autotune (docs/kernels-cuda.md) --------------------------------
+ * By default each cuBLASLt plan runs the heuristic's first choice. Autotune
+ * times up to N of the heuristic's ranked results per plan and keeps the
+ * fastest; the choice (its rank and its config ids) is saved to a small text
+ * file (kernels/gemm_tune.h) so a later load reuses it without timing:
+ * outputs then never depend on a timing taken at that load. A choice
+ * changes frt_cuda_gemm_fingerprint (the algorithm ids are in it). GEMV
+ * plans are not tuned. Setup-time calls: never inside a stream capture. */
+
+/* Times up to n_candidates (1..FRT_GEMM_TUNE_MAX_CANDIDATES = 64) of the
+ * heuristic's results for every cuBLASLt plan on `stream` (an added stream:
+ * its workspace bounds the candidates; those needing more are skipped) and
+ * keeps the fastest (mean of 20 runs after 3 warm-up runs on random bf16
+ * operands; a tie keeps the better-ranked). n_candidates 0 puts every plan
+ * back on the heuristic's first choice without timing (the default
+ * behaviour). Synchronises the stream. Scratch operands of the largest plan
+ * are allocated and freed here. Errors: FRT_ERR_INVALID_ARGUMENT (NULL g,
+ * n_candidates out of range); FRT_ERR_STATE (the stream is capturing, or
+ * was not added while the handle has a workspace); FRT_ERR_UNSUPPORTED (no
+ * candidate of a plan ran); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. On an
+ * error the plans tuned before the failing one keep their new choice. */
+int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *stream);
+
+/* The heuristic's ranked results for plan i (cuBLASLt only): up to max of
+ * them into ids[k][0..7) (algo id, tile, stages, split-k, reduction,
+ * swizzle, custom option, as in frt_cuda_gemm_plan_info), *found set to how
+ * many. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, max outside 1..64, a GEMV
+ * plan); FRT_ERR_OUT_OF_RANGE (i); FRT_ERR_BACKEND. */
+int frt_cuda_gemm_candidates(const frt_cuda_gemm *g, int i, int max, int (*ids)[7], int *found);
+
+/* Writes every cuBLASLt plan's choice (shape, rank, config ids) with the
+ * current device's name, cublasLtGetVersion() and the workspace size to
+ * path (kernels/gemm_tune.h format; temporary name + rename). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_IO; FRT_ERR_BACKEND. */
+int frt_cuda_gemm_save(const frt_cuda_gemm *g, const char *path);
+
+/* Reads path and gives each listed shape its saved choice: the plan is made
+ * when absent (frt_cuda_gemm_plan), the heuristic's result at the saved rank
+ * is taken and its config ids must equal the saved ones. Nothing is timed.
+ * Plans the file does not list keep their choice. Checked before any choice
+ * changes (on error no plan's algorithm changes; plans made by this call
+ * stay, at the heuristic's first choice): FRT_ERR_INVALID_ARGUMENT (NULL);
+ * FRT_ERR_NOT_FOUND / FRT_ERR_IO (the file); FRT_ERR_FORMAT (malformed, the
+ * message names the line); FRT_ERR_STATE (tuned on another device name,
+ * cuBLASLt version or workspace size, a listed shape that plans to the
+ * GEMV, or a saved rank whose algorithm is not the heuristic's result at
+ * that rank any more: re-run frt_cuda_gemm_autotune); the errors of
+ * frt_cuda_gemm_plan. */
+int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path);
+
+/* The load-time hook of a model backend, after its frt_cuda_gemm_plan
+ * calls and before any capture: n_candidates 0 does nothing (the
+ * heuristic's first choices); otherwise frt_cuda_gemm_load(path) when the
+ * file exists (*tuned 0: nothing timed, the outputs are the saved
+ * choice's), else frt_cuda_gemm_autotune(n_candidates) and
+ * frt_cuda_gemm_save(path) (*tuned 1). tuned may be NULL. Errors: those of
+ * the three calls (a file that exists but does not load is returned, not
+ * overwritten). */
+int frt_cuda_gemm_autotune_file(frt_cuda_gemm *g, const char *path, int n_candidates, void *stream, int *tuned);
 
 /* xxh64 of every plan's choices (shape, algorithm, tile, stages, split-k,
  * reduction, swizzle, custom option), in plan order: a model folds it into

@@ -313,7 +313,7 @@ static void p_fini(frt_model *m)
 {
     pi0 *p = pi0_of(m);
     if (!p) return;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         free(p->pre[i].k);
         free(p->pre[i].v);
     }
@@ -333,9 +333,18 @@ static void decl(frt_state_decl *d, const char *name, frt_dtype dt, int ndim, in
     d->shape[2] = d2;
 }
 
+/* Prepends a slot axis of `slots` rows to d's shape. */
+static void lead(frt_state_decl *d, int slots)
+{
+    memmove(d->shape + 1, d->shape, 3 * sizeof d->shape[0]);
+    d->shape[0] = slots;
+    d->ndim++;
+}
+
 /* One prefix set's entries (2 L + 2 of them) named BASE.L.k / .v,
- * BASE.meta, BASE.mask. */
-static void declare_prefix(const frt_model *m, const char *base, frt_state_decl *out)
+ * BASE.meta, BASE.mask; slots > 0: each with a leading axis of that many
+ * slots (the batch). */
+static void declare_prefix(const frt_model *m, const char *base, int slots, frt_state_decl *out)
 {
     const pi0_config *c = &pi0_of(m)->c;
     const int L = c->t.layers;
@@ -350,24 +359,30 @@ static void declare_prefix(const frt_model *m, const char *base, frt_state_decl 
     decl(&out[2 * L], name, FRT_DT_I32, 1, 4, 0, 0);
     snprintf(name, sizeof name, "%s.mask", base);
     decl(&out[2 * L + 1], name, FRT_DT_U8, 1, c->max_prefix, 0, 0);
+    for (int i = 0; slots && i < 2 * L + 2; i++) lead(&out[i], slots);
 }
 
+/* The prefix sets in the state: 2, or 3 with batch slots. */
+static int n_sets(const frt_model *m) { return m->params.policy_batch > 0 ? 3 : 2; }
+
 /* prefix.* (the unconditioned prompt, the only one without CFG), then
- * prefix_cond.* (CFG's conditioned prompt). */
+ * prefix_cond.* (CFG's conditioned prompt), then batch.* (params.policy_batch
+ * slots, when set). */
 static int p_declare_state(const frt_model *m, frt_state_decl *out, int cap)
 {
     const int L = pi0_of(m)->c.t.layers, per = 2 * L + 2;
-    if (cap < 2 * per) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: %d layers: the state table is full", L);
-    declare_prefix(m, "prefix", out);
-    declare_prefix(m, "prefix_cond", out + per);
-    return 2 * per;
+    if (cap < n_sets(m) * per) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: %d layers: the state table is full", L);
+    declare_prefix(m, "prefix", 0, out);
+    declare_prefix(m, "prefix_cond", 0, out + per);
+    if (n_sets(m) == 3) declare_prefix(m, "batch", m->params.policy_batch, out + 2 * per);
+    return n_sets(m) * per;
 }
 
 static int p_bind_state(frt_model *m)
 {
     pi0 *p = pi0_of(m);
     const int L = p->c.t.layers, per = 2 * L + 2;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n_sets(m); i++) {
         pi0_prefix_set *s = &p->pre[i];
         const frt_state_entry *e = m->state + i * per;
         s->k = calloc((size_t)L, sizeof *s->k);
@@ -397,10 +412,31 @@ static void io(frt_io_decl *d, const char *name, frt_io_dir dir, frt_dtype dt, i
     d->shape[3] = d3;
 }
 
+/* The batch_* ports of params.policy_batch = S slots (pi0.h). */
+static int declare_batch_io(const frt_model *m, frt_io_decl *out)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    const int S = m->params.policy_batch, T = c->max_tokens;
+    const frt_io_dir I = FRT_IO_INPUT;
+    io(&out[0], "batch_pixel_values", I, FRT_DT_F32, 4, S, c->max_cameras * 3, c->image_size, c->image_size);
+    io(&out[1], "batch_pixel_attention_mask", I, FRT_DT_U8, 2, S, c->max_cameras, 0, 0);
+    io(&out[2], "batch_input_ids", I, FRT_DT_I32, 2, S, T, 0, 0);
+    io(&out[3], "batch_attention_mask", I, FRT_DT_U8, 2, S, T, 0, 0);
+    io(&out[4], "batch_state", I, FRT_DT_F32, 2, S, c->state_dim, 0, 0);
+    io(&out[5], "batch_noise", I, FRT_DT_F32, 3, S, c->chunk, c->action_dim, 0);
+    io(&out[6], "batch_options", I, FRT_DT_I32, 2, S, 4, 0, 0);
+    io(&out[7], "batch_input_ids_cond", I, FRT_DT_I32, 2, S, T, 0, 0);
+    io(&out[8], "batch_attention_mask_cond", I, FRT_DT_U8, 2, S, T, 0, 0);
+    io(&out[9], "batch_cfg", I, FRT_DT_I32, 2, S, 4, 0, 0);
+    io(&out[10], "batch_actions", FRT_IO_OUTPUT, FRT_DT_F32, 3, S, c->chunk, c->action_dim, 0);
+    return 11;
+}
+
 static int p_declare_io(const frt_model *m, frt_io_decl *out, int cap)
 {
     const pi0_config *c = &pi0_of(m)->c;
-    if (cap < 14) return frt_error(FRT_ERR_UNSUPPORTED, "pi0: the port table is full");
+    if (cap < 14 + (m->params.policy_batch > 0 ? 11 : 0))
+        return frt_error(FRT_ERR_UNSUPPORTED, "pi0: the port table is full");
     const frt_io_dir I = FRT_IO_INPUT, O = FRT_IO_OUTPUT;
     io(&out[0], "pixel_values", I, FRT_DT_F32, 4, c->max_cameras, 3, c->image_size, c->image_size);
     io(&out[1], "pixel_attention_mask", I, FRT_DT_U8, 1, c->max_cameras, 0, 0, 0);
@@ -416,7 +452,7 @@ static int p_declare_io(const frt_model *m, frt_io_decl *out, int cap)
     io(&out[11], "attention_mask_cond", I, FRT_DT_U8, 1, c->max_tokens, 0, 0, 0);
     io(&out[12], "cfg", I, FRT_DT_I32, 1, 4, 0, 0, 0);
     io(&out[13], "velocity_slots", O, FRT_DT_F32, 3, 2, c->chunk, c->action_dim, 0);
-    return 14;
+    return m->params.policy_batch > 0 ? 14 + declare_batch_io(m, out + 14) : 14;
 }
 
 static void p_policy_info(const frt_model *m, frt_policy_info *info)

@@ -45,6 +45,10 @@
  *                           is off. In the state (not scratch) so that a
  *                           capsule of a guided inference carries both
  *                           prefixes and denoise-only works after a restore.
+ *   batch.L.k, .L.v [S, P, kv_heads, head_dim], batch.meta [S, 4], batch.mask
+ *                           [S, P]: the S = params.policy_batch slots of the
+ *                           batched inference (frt_policy_run_batch), only
+ *                           when S > 0.
  * then the runtime's boundary and episode records.
  * Ports: pixel_values [max_cameras, 3, H, W] f32, pixel_attention_mask
  * [max_cameras] u8, input_ids [max_tokens] i32, attention_mask [max_tokens]
@@ -54,7 +58,13 @@
  * actions and velocity0 [chunk, action_dim] f32 (velocity0: the guided
  * velocity under CFG), vision_tokens [max_cameras, n_patch, width] f32,
  * velocity_slots [2, chunk, action_dim] f32 (fused CFG: the last step's
- * conditioned and unconditioned velocities, slot 0 and 1) out.
+ * conditioned and unconditioned velocities, slot 0 and 1) out. With S > 0
+ * also the batch ports of frt/policy.h: batch_pixel_values [S, max_cameras
+ * * 3, H, W], batch_pixel_attention_mask [S, max_cameras], batch_input_ids,
+ * batch_input_ids_cond [S, max_tokens] i32, batch_attention_mask,
+ * batch_attention_mask_cond [S, max_tokens] u8, batch_state [S,
+ * max_state_dim], batch_noise [S, chunk, action_dim], batch_options,
+ * batch_cfg [S, 4] in; batch_actions [S, chunk, action_dim] out.
  *
  * Classifier-free guidance (RECAP, pi*0.6 arXiv:2511.14759 Appendix E):
  * the vision tower runs once; the prefix runs twice (the unconditioned
@@ -160,17 +170,20 @@ typedef struct pi0_scratch {
 /* One prefix KV set in the state: PI0_UNCOND (prefix.*, the only one
  * without CFG) or PI0_COND (prefix_cond.*). */
 typedef struct pi0_prefix_set {
-    frt_buffer **k, **v;     /* per layer [P, kv_heads, head_dim] */
-    frt_buffer *meta, *mask; /* [4] i32 rows, valid rows; [P] u8 */
+    frt_buffer **k, **v;     /* per layer [P, kv_heads, head_dim] ([S, P, ...] for PI0_BATCH) */
+    frt_buffer *meta, *mask; /* [4] i32 rows, valid rows; [P] u8 ([S, 4], [S, P] for PI0_BATCH) */
+    int slot;                /* the row of the batch buffers this set is (0 for prefix.*, prefix_cond.*) */
 } pi0_prefix_set;
 
-enum { PI0_UNCOND = 0, PI0_COND = 1 };
+enum { PI0_UNCOND = 0, PI0_COND = 1, PI0_BATCH = 2 };
 
 typedef struct pi0 {
     pi0_config c;
     pi0_weights w;
     pi0_scratch s;
-    pi0_prefix_set pre[2];  /* views of prefix.* (PI0_UNCOND) and prefix_cond.* (PI0_COND) */
+    /* views of prefix.* (PI0_UNCOND), prefix_cond.* (PI0_COND) and, with
+     * params.policy_batch = S > 0, batch.* (PI0_BATCH: S slots) */
+    pi0_prefix_set pre[3];
 } pi0;
 
 static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }

@@ -34,6 +34,7 @@
 #include "util/error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -43,11 +44,80 @@ typedef struct pi0_task {
     int step; /* the Euler step of a step task */
     int slot; /* fused CFG: 0 conditioned, 1 unconditioned; the prefix task: PI0_UNCOND or PI0_COND */
     int fused; /* recorded at key 2 (two slots) */
+    int rollout; /* -1: the single inference; r: rollout r of the batched one */
 } pi0_task;
 
 static void *port(frt_model *m, const char *name, frt_io_dir dir)
 {
     return frt_buffer_ptr(frt_model_io_find(m, name, dir)->buf);
+}
+
+/* The port NAME of the single inference (rollout -1), or row `rollout` of
+ * batch_NAME. */
+static void *port_row(frt_model *m, const char *name, frt_io_dir dir, int rollout)
+{
+    if (rollout < 0) return port(m, name, dir);
+    char full[FRT_STATE_NAME_MAX];
+    snprintf(full, sizeof full, "batch_%s", name);
+    const frt_io_entry *e = frt_model_io_find(m, full, dir);
+    return (char *)frt_buffer_ptr(e->buf) + e->bytes / (size_t)e->decl.shape[0] * (size_t)rollout;
+}
+
+/* The ports one inference reads and writes. */
+typedef struct pi0_io {
+    const frt_policy_options *o;
+    const frt_policy_cfg_options *g;
+    const float *px, *state, *noise;
+    const uint8_t *cam, *am, *am_cond;
+    const int32_t *ids, *ids_cond;
+    float *actions;
+    float *velocity0; /* NULL in a batch (not written) */
+} pi0_io;
+
+static pi0_io io_of(frt_model *m, int rollout)
+{
+    const frt_io_dir I = FRT_IO_INPUT;
+    pi0_io io = {
+        .o = port_row(m, "options", I, rollout),
+        .g = port_row(m, "cfg", I, rollout),
+        .px = port_row(m, "pixel_values", I, rollout),
+        .state = port_row(m, "state", I, rollout),
+        .noise = port_row(m, "noise", I, rollout),
+        .cam = port_row(m, "pixel_attention_mask", I, rollout),
+        .am = port_row(m, "attention_mask", I, rollout),
+        .am_cond = port_row(m, "attention_mask_cond", I, rollout),
+        .ids = port_row(m, "input_ids", I, rollout),
+        .ids_cond = port_row(m, "input_ids_cond", I, rollout),
+        .actions = port_row(m, "actions", FRT_IO_OUTPUT, rollout),
+        .velocity0 = rollout < 0 ? port(m, "velocity0", FRT_IO_OUTPUT) : NULL,
+    };
+    return io;
+}
+
+/* The prefix KV set of the single inference (prefix.* or prefix_cond.*),
+ * or of a rollout of the batch: slot r, or under CFG (cfg 1) slots 2r
+ * (conditioned) and 2r + 1 (unconditioned). */
+static pi0_prefix_set prefix_set(const pi0 *P, int rollout, int cond, int cfg)
+{
+    if (rollout < 0) return P->pre[cond ? PI0_COND : PI0_UNCOND];
+    pi0_prefix_set s = P->pre[PI0_BATCH];
+    s.slot = cfg ? 2 * rollout + !cond : rollout;
+    return s;
+}
+
+/* A set's layer-l K or V rows [P, kv_heads * head_dim], its meta [4] and
+ * its mask [P] (the set's slot of the batch buffers). */
+static float *set_kv(const pi0 *P, const pi0_prefix_set *pre, frt_buffer *const *kv, int l)
+{
+    const size_t per = (size_t)P->c.max_prefix * P->c.t.kv_heads * P->c.t.head_dim;
+    return (float *)frt_buffer_ptr(kv[l]) + per * (size_t)pre->slot;
+}
+
+static int32_t *set_meta(const pi0_prefix_set *pre) { return (int32_t *)frt_buffer_ptr(pre->meta) + 4 * pre->slot; }
+
+static uint8_t *set_mask(const pi0 *P, const pi0_prefix_set *pre)
+{
+    return (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)P->c.max_prefix * (size_t)pre->slot;
 }
 
 /* y[n, out] = x[n, in] . w^T (+ b). */
@@ -97,14 +167,14 @@ static void vision_camera(pi0 *P, const float *img, float *tokens)
 
 static void task_vision(void *arg)
 {
-    frt_model *m = ((pi0_task *)arg)->m;
+    const pi0_task *a = arg;
+    frt_model *m = a->m;
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
-    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
-    const float *px = port(m, "pixel_values", FRT_IO_INPUT);
+    const pi0_io io = io_of(m, a->rollout);
     float *tok = port(m, "vision_tokens", FRT_IO_OUTPUT);
     const size_t img = (size_t)3 * c->image_size * c->image_size, out = (size_t)c->n_patch * c->t.width;
-    for (int cam = 0; cam < o->n_cameras; cam++) vision_camera(P, px + cam * img, tok + cam * out);
+    for (int cam = 0; cam < io.o->n_cameras; cam++) vision_camera(P, io.px + cam * img, tok + cam * out);
 }
 
 /* ---- Gemma layers (prefix and expert) ------------------------------------ */
@@ -174,20 +244,17 @@ static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer
 /* The prefix rows in s->x and their mask: every given camera's tokens (a
  * masked camera's rows invalid), then the prompt (embedding * sqrt(width)).
  * Returns the row count. */
-static int prefix_embed(frt_model *m, int set, uint8_t *mask)
+static int prefix_embed(frt_model *m, const pi0_io *io, int cond, uint8_t *mask)
 {
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
-    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
-    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
-    const uint8_t *cam = port(m, "pixel_attention_mask", FRT_IO_INPUT);
-    const uint8_t *am = port(m, set == PI0_COND ? "attention_mask_cond" : "attention_mask", FRT_IO_INPUT);
-    const int32_t *ids = port(m, set == PI0_COND ? "input_ids_cond" : "input_ids", FRT_IO_INPUT);
-    const int n_tokens = set == PI0_COND ? g->n_tokens_cond : o->n_tokens;
+    const uint8_t *am = cond ? io->am_cond : io->am;
+    const int32_t *ids = cond ? io->ids_cond : io->ids;
+    const int n_tokens = cond ? io->g->n_tokens_cond : io->o->n_tokens;
     const float *tok = port(m, "vision_tokens", FRT_IO_OUTPUT);
-    const int W = c->t.width, ni = o->n_cameras * c->n_patch;
+    const int W = c->t.width, ni = io->o->n_cameras * c->n_patch;
     memcpy(P->s.x, tok, (size_t)ni * W * sizeof(float));
-    for (int r = 0; r < ni; r++) mask[r] = cam[r / c->n_patch];
+    for (int r = 0; r < ni; r++) mask[r] = io->cam[r / c->n_patch];
     float *lang = P->s.x + (size_t)ni * W;
     frt_cpu_embedding(lang, P->w.embed, ids, n_tokens, W);
     const float scale = sqrtf((float)W);
@@ -195,8 +262,6 @@ static int prefix_embed(frt_model *m, int set, uint8_t *mask)
     memcpy(mask + ni, am, (size_t)n_tokens);
     return ni + n_tokens;
 }
-
-static int cfg_on(frt_model *m) { return ((const frt_policy_cfg_options *)port(m, "cfg", FRT_IO_INPUT))->enable; }
 
 /* The prefix of one prompt (the task's slot: PI0_UNCOND from input_ids,
  * PI0_COND from input_ids_cond) into its KV set. Without CFG the
@@ -208,15 +273,17 @@ static void task_prefix(void *arg)
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     pi0_scratch *s = &P->s;
-    const pi0_prefix_set *pre = &P->pre[a->slot];
-    int32_t *meta = frt_buffer_ptr(pre->meta);
-    if (a->slot == PI0_COND && !cfg_on(m)) {
-        meta[0] = meta[1] = 0;
-        return;
+    const pi0_io io = io_of(m, a->rollout);
+    const int cond = a->slot == PI0_COND;
+    if (cond && !io.g->enable) {
+        if (a->rollout < 0) set_meta(&P->pre[PI0_COND])[0] = set_meta(&P->pre[PI0_COND])[1] = 0;
+        return; /* a batch without CFG has no conditioned slots */
     }
-    uint8_t *mask = frt_buffer_ptr(pre->mask);
+    const pi0_prefix_set set = prefix_set(P, a->rollout, cond, io.g->enable), *pre = &set;
+    int32_t *meta = set_meta(pre);
+    uint8_t *mask = set_mask(P, pre);
     memset(mask, 0, (size_t)c->max_prefix);
-    const int n = prefix_embed(m, a->slot, mask);
+    const int n = prefix_embed(m, &io, cond, mask);
     int valid = 0;
     for (int r = 0; r < n; r++) {
         valid += mask[r];
@@ -224,7 +291,7 @@ static void task_prefix(void *arg)
         for (int j = 0; j < n; j++) s->allow[(size_t)r * n + j] = mask[r] && mask[j];
     }
     for (int l = 0; l < c->t.layers; l++) {
-        kv_rows kv = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l]), n, 0};
+        kv_rows kv = {set_kv(P, pre, pre->k, l), set_kv(P, pre, pre->v, l), n, 0};
         gemma_layer(P, &c->t, &P->w.tl[l], n, &kv, NULL, l == c->t.layers - 1);
     }
     meta[0] = n;
@@ -254,7 +321,11 @@ static void episode_noise(float *out, int n, uint64_t seed, uint64_t step)
     }
 }
 
-static int prefix_rows(const pi0 *P, int set) { return ((const int32_t *)frt_buffer_ptr(P->pre[set].meta))[0]; }
+static int prefix_rows(const pi0 *P, int rollout, int cond, int cfg)
+{
+    const pi0_prefix_set set = prefix_set(P, rollout, cond, cfg);
+    return set_meta(&set)[0];
+}
 
 /* x_1: the caller's noise or the episode's; fused, into both slots. */
 static void task_noise(void *arg)
@@ -263,15 +334,16 @@ static void task_noise(void *arg)
     frt_model *m = a->m;
     pi0 *P = pi0_of(m);
     const int n = P->c.chunk * P->c.action_dim;
-    if (prefix_rows(P, PI0_UNCOND) < 1 || (cfg_on(m) && prefix_rows(P, PI0_COND) < 1)) {
+    const pi0_io io = io_of(m, a->rollout);
+    const int cfg = io.g->enable;
+    if (prefix_rows(P, a->rollout, 0, cfg) < 1 || (cfg && prefix_rows(P, a->rollout, 1, cfg) < 1)) {
         if (m->task_status == 0) m->task_status = FRT_ERR_STATE; /* no prefix: the steps below do nothing */
         return;
     }
-    const frt_policy_options *o = port(m, "options", FRT_IO_INPUT);
     frt_episode *e = frt_buffer_ptr(m->episode);
     float *x = a->fused ? P->s.xs : P->s.xt;
-    if (o->noise_given)
-        memcpy(x, port(m, "noise", FRT_IO_INPUT), (size_t)n * sizeof(float));
+    if (io.o->noise_given)
+        memcpy(x, io.noise, (size_t)n * sizeof(float));
     else
         episode_noise(x, n, e->seed, e->step);
     if (a->fused) memcpy(x + n, x, (size_t)n * sizeof(float));
@@ -294,7 +366,7 @@ static void time_sincos(float *out, int width, double t, double min_p, double ma
 
 /* The suffix embedding of one step into s->x; returns its row count. Pi0.5
  * also fills s->mods with every expert norm's modulation. */
-static int suffix_embed(frt_model *m, const float *xt, float t)
+static int suffix_embed(frt_model *m, const float *xt, const float *state, float t)
 {
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
@@ -316,7 +388,7 @@ static int suffix_embed(frt_model *m, const float *xt, float t)
         lin(s->mods + (size_t)(2 * c->e.layers) * 3 * E, s->cond, w->e_norm_dense_w, w->e_norm_dense_b, 1, E, 3 * E);
         return c->chunk;
     }
-    lin(s->x, port(m, "state", FRT_IO_INPUT), w->state_w, w->state_b, 1, c->state_dim, E);
+    lin(s->x, state, w->state_w, w->state_b, 1, c->state_dim, E);
     for (int r = 0; r < c->chunk; r++) {
         memcpy(s->h + (size_t)r * 2 * E, s->x + (size_t)(1 + r) * E, (size_t)E * sizeof(float));
         memcpy(s->h + (size_t)r * 2 * E + E, s->cond, (size_t)E * sizeof(float));
@@ -342,20 +414,22 @@ static void suffix_mask(pi0 *P, int ns, int np, int valid, const uint8_t *pmask)
     }
 }
 
-/* vel = v(xt, t) of the expert on one prefix KV set. */
-static void expert_velocity(frt_model *m, const pi0_prefix_set *pre, const float *xt, int step, float *vel)
+/* vel = v(xt, t) of the expert on one prefix KV set (state: Pi0's state
+ * input). */
+static void expert_velocity(frt_model *m, const pi0_prefix_set *pre, const float *state, const float *xt, int step,
+                            float *vel)
 {
     pi0 *P = pi0_of(m);
     const pi0_config *c = &P->c;
     pi0_scratch *s = &P->s;
     const int E = c->e.width, KV = c->t.kv_heads * c->t.head_dim;
-    const int32_t *meta = frt_buffer_ptr(pre->meta);
+    const int32_t *meta = set_meta(pre);
     const int np = meta[0];
-    const int ns = suffix_embed(m, xt, (float)(1.0 + step * (-1.0 / c->n_steps)));
-    suffix_mask(P, ns, np, meta[1], frt_buffer_ptr(pre->mask));
+    const int ns = suffix_embed(m, xt, state, (float)(1.0 + step * (-1.0 / c->n_steps)));
+    suffix_mask(P, ns, np, meta[1], set_mask(P, pre));
     for (int l = 0; l < c->e.layers; l++) {
-        memcpy(s->k, frt_buffer_ptr(pre->k[l]), (size_t)np * KV * sizeof(float));
-        memcpy(s->v, frt_buffer_ptr(pre->v[l]), (size_t)np * KV * sizeof(float));
+        memcpy(s->k, set_kv(P, pre, pre->k, l), (size_t)np * KV * sizeof(float));
+        memcpy(s->v, set_kv(P, pre, pre->v, l), (size_t)np * KV * sizeof(float));
         kv_rows kv = {s->k, s->v, np + ns, np};
         gemma_layer(P, &c->e, &P->w.el[l], ns, &kv, c->pi05 ? s->mods + (size_t)(2 * l) * 3 * E : NULL, 0);
     }
@@ -365,12 +439,12 @@ static void expert_velocity(frt_model *m, const pi0_prefix_set *pre, const float
     lin(vel, s->h, P->w.action_out_w, P->w.action_out_b, c->chunk, E, c->action_dim);
 }
 
-/* The Euler step x += dt v (and velocity0 at step 0). */
-static void euler(frt_model *m, int step, float *x, const float *vel)
+/* The Euler step x += dt v (and velocity0 at step 0, unless NULL). */
+static void euler(frt_model *m, int step, float *x, const float *vel, float *velocity0)
 {
     const pi0_config *c = &pi0_of(m)->c;
     const int n = c->chunk * c->action_dim;
-    if (step == 0) memcpy(port(m, "velocity0", FRT_IO_OUTPUT), vel, (size_t)n * sizeof(float));
+    if (step == 0 && velocity0) memcpy(velocity0, vel, (size_t)n * sizeof(float));
     const float dtf = (float)(-1.0 / c->n_steps);
     for (int i = 0; i < n; i++) x[i] += dtf * vel[i];
 }
@@ -388,15 +462,18 @@ static void task_step(void *arg)
     pi0 *P = flow_model(a);
     if (!P) return;
     pi0_scratch *s = &P->s;
-    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
-    if (g->enable) {
-        expert_velocity(m, &P->pre[PI0_COND], s->xt, a->step, s->vel_c);
-        expert_velocity(m, &P->pre[PI0_UNCOND], s->xt, a->step, s->vel);
-        frt_cpu_cfg_combine(s->vel, s->vel_c, s->vel, g->beta, P->c.chunk * P->c.action_dim);
+    const pi0_io io = io_of(m, a->rollout);
+    const int cfg = io.g->enable;
+    const pi0_prefix_set uncond = prefix_set(P, a->rollout, 0, cfg);
+    if (cfg) {
+        const pi0_prefix_set cond = prefix_set(P, a->rollout, 1, cfg);
+        expert_velocity(m, &cond, io.state, s->xt, a->step, s->vel_c);
+        expert_velocity(m, &uncond, io.state, s->xt, a->step, s->vel);
+        frt_cpu_cfg_combine(s->vel, s->vel_c, s->vel, io.g->beta, P->c.chunk * P->c.action_dim);
     } else {
-        expert_velocity(m, &P->pre[PI0_UNCOND], s->xt, a->step, s->vel);
+        expert_velocity(m, &uncond, io.state, s->xt, a->step, s->vel);
     }
-    euler(m, a->step, s->xt, s->vel);
+    euler(m, a->step, s->xt, s->vel, io.velocity0);
 }
 
 /* Key 2, one slot of a step: v[slot] = v(x[slot]) on the slot's prefix
@@ -407,8 +484,9 @@ static void task_step_slot(void *arg)
     pi0 *P = flow_model(a);
     if (!P) return;
     const size_t n = (size_t)P->c.chunk * P->c.action_dim;
-    const int set = a->slot == 0 ? PI0_COND : PI0_UNCOND;
-    expert_velocity(a->m, &P->pre[set], P->s.xs + a->slot * n, a->step, P->s.vs + a->slot * n);
+    const pi0_io io = io_of(a->m, a->rollout);
+    const pi0_prefix_set set = prefix_set(P, a->rollout, a->slot == 0, 1);
+    expert_velocity(a->m, &set, io.state, P->s.xs + a->slot * n, a->step, P->s.vs + a->slot * n);
 }
 
 /* Key 2, the end of a step: the guided velocity from both slots, the Euler
@@ -419,10 +497,10 @@ static void task_combine(void *arg)
     pi0 *P = flow_model(a);
     if (!P) return;
     pi0_scratch *s = &P->s;
-    const frt_policy_cfg_options *g = port(a->m, "cfg", FRT_IO_INPUT);
+    const pi0_io io = io_of(a->m, a->rollout);
     const int n = P->c.chunk * P->c.action_dim;
-    frt_cpu_cfg_combine(s->vel, s->vs, s->vs + n, g->beta, n);
-    euler(a->m, a->step, s->xs, s->vel);
+    frt_cpu_cfg_combine(s->vel, s->vs, s->vs + n, io.g->beta, n);
+    euler(a->m, a->step, s->xs, s->vel, io.velocity0);
     memcpy(s->xs + n, s->xs, (size_t)n * sizeof(float));
 }
 
@@ -433,15 +511,15 @@ static void task_output(void *arg)
     pi0 *P = flow_model(a);
     if (!P) return;
     const size_t n = (size_t)P->c.chunk * P->c.action_dim;
-    memcpy(port(m, "actions", FRT_IO_OUTPUT), a->fused ? P->s.xs : P->s.xt, n * sizeof(float));
+    memcpy(io_of(m, a->rollout).actions, a->fused ? P->s.xs : P->s.xt, n * sizeof(float));
     if (a->fused) memcpy(port(m, "velocity_slots", FRT_IO_OUTPUT), P->s.vs, 2 * n * sizeof(float));
 }
 
 /* The noise, every Euler step and the output: the flow on the prefix(es)
  * the state holds; fused: two slot tasks and a combine per step. */
-static int record_flow(frt_stream *st, frt_model *m, int fused)
+static int record_flow(frt_stream *st, frt_model *m, int fused, int rollout)
 {
-    pi0_task a = {m, 0, 0, fused};
+    pi0_task a = {m, 0, 0, fused, rollout};
     FRT_TRY(frt_stream_host_task(st, task_noise, &a, sizeof a));
     for (a.step = 0; a.step < pi0_of(m)->c.n_steps; a.step++) {
         if (!fused) {
@@ -455,23 +533,40 @@ static int record_flow(frt_stream *st, frt_model *m, int fused)
     return frt_stream_host_task(st, task_output, &a, sizeof a);
 }
 
-/* Key 1 (rc->bucket 0) or the fused key 2 (rc->bucket 2): vision once, the
+/* One inference (rollout -1: the single one): vision once, the
  * unconditioned prefix, the conditioned one (empty without CFG), the flow. */
-static int record_policy(frt_stream *st, void *user)
+static int record_inference(frt_stream *st, frt_model *m, int fused, int rollout)
 {
-    const frt_record_ctx *rc = user;
-    pi0_task a = {rc->m, 0, PI0_UNCOND, rc->bucket == 2};
+    pi0_task a = {m, 0, PI0_UNCOND, fused, rollout};
     FRT_TRY(frt_stream_host_task(st, task_vision, &a, sizeof a));
     FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
     a.slot = PI0_COND;
     FRT_TRY(frt_stream_host_task(st, task_prefix, &a, sizeof a));
-    return record_flow(st, rc->m, a.fused);
+    return record_flow(st, m, fused, rollout);
+}
+
+/* Key 1 (rc->bucket 0) or the fused key 2 (rc->bucket 2). */
+static int record_policy(frt_stream *st, void *user)
+{
+    const frt_record_ctx *rc = user;
+    return record_inference(st, rc->m, rc->bucket == 2, -1);
 }
 
 static int record_denoise(frt_stream *st, void *user)
 {
     const frt_record_ctx *rc = user;
-    return record_flow(st, rc->m, rc->bucket == 2);
+    return record_flow(st, rc->m, rc->bucket == 2, -1);
+}
+
+/* The batch of rc->bucket = n rollouts: each rollout's whole inference (the
+ * single inference's tasks on its rows and slots), one after another; the
+ * guided ones in the serial arrangement (bit-identical to the fused one on
+ * this backend). */
+static int record_batch(frt_stream *st, void *user)
+{
+    const frt_record_ctx *rc = user;
+    for (int r = 0; r < rc->bucket; r++) FRT_TRY(record_inference(st, rc->m, 0, r));
+    return 0;
 }
 
 /* ---- scratch and the backend table ----------------------------------------- */
@@ -541,4 +636,5 @@ const frt_arch_backend frt_pi0_cpu_backend = {
     .record_policy = record_policy,
     .record_policy_denoise = record_denoise,
     .policy_cfg_fused = 1,
+    .record_policy_batch = record_batch,
 };

@@ -1,0 +1,55 @@
+/*
+ * kernels/cuda/gemm_internal.h - the GEMM handle's internals, shared by
+ * gemm.cu (plans, runs) and gemm_autotune.cu (autotune, save, load).
+ * Internal; CUDA C++ only.
+ */
+#ifndef FRT_KERNELS_CUDA_GEMM_INTERNAL_H
+#define FRT_KERNELS_CUDA_GEMM_INTERNAL_H
+
+#include "kernels/cuda/gemv_util.h"
+#include "kernels/gemm_tune.h"
+
+#define GEMM_MAX_STREAMS 16
+#define GEMM_MAX_PLANS 1024
+
+struct gemm_plan {
+    int n, in_dim, out_dim, out_dt, accumulate;
+    frt_cuda_gemm_kernel kernel;
+    gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_needed;
+    int tune_index, tune_candidates; /* frt_cuda_gemm_plan_info */
+    float tune_us_first, tune_us_best;
+};
+
+struct frt_cuda_gemm {
+    cublasLtHandle_t lt;
+    frt_cuda_gemv_policy gemv_policy;
+    size_t ws_bytes;
+    int n_streams;
+    void *streams[GEMM_MAX_STREAMS];
+    void *ws[GEMM_MAX_STREAMS];
+    int n_plans, cap_plans;
+    gemm_plan *plans;
+    int tune_n; /* N of the last frt_cuda_gemm_autotune, or the candidates of a loaded file */
+};
+
+/* The plan of a shape, or NULL. */
+gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt, int accumulate);
+
+/* The heuristic's first `want` (1..FRT_GEMM_TUNE_MAX_CANDIDATES) results
+ * for p's descriptors (16-byte aligned operands, the handle's workspace),
+ * ranked; *found of them. FRT_ERR_UNSUPPORTED when there is none. */
+int gemm_heuristic(const frt_cuda_gemm *g, const gemm_plan *p, int want, cublasLtMatmulHeuristicResult_t *res,
+                   int *found);
+
+/* The workspace of an added stream; 1 when added (else *ws NULL, *bytes 0). */
+int gemm_stream_ws(const frt_cuda_gemm *g, void *stream, void **ws, size_t *bytes);
+
+/* The config ids of an algorithm in frt_gemm_tune_entry.algo's order: id,
+ * tile, stages, split-k, reduction, swizzle, custom option. */
+void gemm_algo_ids(const cublasLtMatmulAlgo_t *a, int ids[7]);
+
+#endif /* FRT_KERNELS_CUDA_GEMM_INTERNAL_H */
