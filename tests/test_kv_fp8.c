@@ -14,10 +14,11 @@
  *   - capsules: the KV part is exactly 1/4 of the f32 capsule's; a capsule
  *     never restores into the other precision (FRT_ERR_MISMATCH, both ways,
  *     host and disk tiers), the live state untouched;
- *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture, the cuda
- *     backend, KV prefixes (cartridges) of an fp8 model; an out-of-range
+ *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture (cpu and
+ *     cuda), KV prefixes (cartridges) of an fp8 model; an out-of-range
  *     kv_dtype is FRT_ERR_INVALID_ARGUMENT.
- * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite.)
+ * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite;
+ * the cuda backend's fp8 KV cache: test_cuda_fp8_kv.c.)
  */
 #include "frt_test.h"
 
@@ -283,7 +284,7 @@ static void test_refusals(const char *dense_dir)
     snprintf(tiny, sizeof tiny, "/tmp/frt-test-kv-fp8-%d-tiny", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny", 3, tiny));
     CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-    CHECK(load(dense_dir, FRT_KV_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* the hybrid on cuda */
     CHECK(load(dense_dir, (frt_kv_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
     frt_model *b = load(dense_dir, FRT_KV_FP8, FRT_BACKEND_CPU, 0);
     if (b) {
