@@ -181,7 +181,7 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
          .max = 1 << 20),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models, cpu backend; docs/fp8.md)",
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object instead of the text"),
