@@ -75,6 +75,9 @@ typedef struct frt_model_params {
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
     int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
+    const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
+                              frt_model_kv_calibrate / frt calibrate); NULL = 1.0. Given without FRT_KV_FP8:
+                              FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
 } frt_model_params;

@@ -7,6 +7,7 @@
 #include "model/arch/dense/dense.h"
 
 #include "kernels/cpu/rope_freqs.h"
+#include "model/kv_scales.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -109,6 +110,12 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
     *k_entry = 2 * layer;
     *v_entry = 2 * layer + 1;
     return 0;
+}
+
+void dense_kv_scales(const frt_model *m, float *out)
+{
+    int nkv = m->cfg.n_kv_heads;
+    for (int e = 0; e < 2 * m->cfg.n_layers; e++) frt_model_kv_scales_of(m, e, out + (size_t)e * nkv, nkv);
 }
 
 static void d_info(const frt_model *m, frt_model_info *info)

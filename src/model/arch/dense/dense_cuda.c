@@ -15,8 +15,8 @@
  *                (cuBLASLt or the GEMV, fp32 accumulation).
  *   state        KV cache bf16 (kv_dtype), declared by dense.c; with
  *                params.kv_dtype FRT_KV_FP8 E4M3 codes with static per-head
- *                scales of 1.0: the append quantizes (frt_cuda_kv_append_fp8),
- *                attention dequantizes on load in f32
+ *                scales (a calibration file's, or 1.0): the append quantizes
+ *                (frt_cuda_kv_append_fp8), attention dequantizes on load in f32
  *                (frt_cuda_attention_fp8, the CUDA-core kernel for prefill
  *                and decode), the batched decode attends slot by slot
  *                (docs/fp8.md).
@@ -92,7 +92,7 @@ typedef struct cd_model {
     uint16_t **tab_k, **tab_v;
     int32_t **tab_pos;
     int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype): attn_fp8 */
-    float *kv_scale; /* FP8: [nkv] the static per-head K and V scales, 1.0 (docs/fp8.md) */
+    float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (dense_kv_scales) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
     int32_t *debug_rows;
@@ -282,18 +282,19 @@ static int plan_all(cd_model *c, int n)
     return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
 }
 
-/* The FP8 KV cache's static per-head scales: 1.0 (scales from the
- * checkpoint or a calibration are not supported yet: docs/fp8.md). */
+/* The FP8 KV cache's static per-head scales (dense_kv_scales: a
+ * calibration file's, else 1.0) into c->kv_scale. */
 static int fill_kv_scale(frt_model *m, cd_model *c)
 {
     c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
-    float *one = malloc((size_t)c->nkv * sizeof(float));
-    if (!one) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
-    for (int j = 0; j < c->nkv; j++) one[j] = 1.0f;
-    int rc = frt_buffer_write(c->sbuf, (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf)), one,
-                              (size_t)c->nkv * sizeof(float), m->stream);
+    size_t bytes = (size_t)2 * c->L * c->nkv * sizeof(float);
+    float *h = malloc(bytes);
+    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
+    dense_kv_scales(m, h);
+    int rc = frt_buffer_write(c->sbuf, (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf)), h, bytes,
+                              m->stream);
     if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copy must outlive the transfer */
-    free(one);
+    free(h);
     return rc;
 }
 
@@ -333,7 +334,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
-        CARVE(c->kv_scale, float, (size_t)c->nkv * f);
+        CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
         if (slots > 1) {
             size_t tab = (size_t)slots * sizeof(void *);
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
@@ -474,9 +475,9 @@ static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const f
     frt_model *m = f->m;
     cd_model *c = f->c;
     uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, c->kv_scale, c->kv_scale, f->d_pos, f->d_n, f->R,
-                                   m->max_seq, c->nkv, c->hd));
-    return frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, c->kv_scale, c->kv_scale, f->d_pos, f->d_n, f->R,
+    const float *ks = c->kv_scale + (size_t)2 * l * c->nkv, *vs = ks + c->nkv; /* layer l's K, V heads */
+    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
+    return frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
                                   m->max_seq, c->nh, c->nkv, c->hd, c->scale, f->decode ? DECODE_SPLIT : 0,
                                   f->decode ? c->attn_ws : NULL, f->decode ? c->attn_ws_bytes : 0);
 }
@@ -875,7 +876,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
-    .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static-1.0,resid=f32,"
+    .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=cuda-core-f32",
     .load_weights = cd_load_weights,
     .alloc_scratch = cd_alloc_scratch,
