@@ -19,6 +19,8 @@
  *     prefill within 2^-3 norm-wise (the bound of docs/fp8.md "On the cuda
  *     backend"), greedy tokens equal while the cpu's top-2 margin exceeds 4x
  *     the measured max |logit difference|;
+ *     the same with scales calibrated on the cuda bf16 model
+ *     (frt_model_kv_calibrate reading bf16 KV rows);
  *  5. capsules on cuda: the KV entries declared F8_E4M3, the KV part of an
  *     fp8 capsule exactly half the bf16 one at the same length (the rest the
  *     same size), a capsule of the other precision refused
@@ -37,6 +39,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "frt/capsule.h"
 #include "frt/debug.h"
 #include "frt/exec.h"
+#include "frt/kv_scales.h"
 #include "frt/model.h"
 #include "gen_model.h"
 #include "kernels/cpu/fp8.h"
@@ -272,7 +275,7 @@ static void test_timing(void)
 
 /* ---- 4. the dense model --------------------------------------------------- */
 
-static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv)
+static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv, const char *scales)
 {
     frt_model_params p = frt_model_default_params();
     p.backend = be;
@@ -280,6 +283,7 @@ static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv)
     p.max_seq = 512;
     p.debug_hidden = 1;
     p.kv_dtype = kv;
+    p.kv_scales = scales;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(dir, &p, &m));
     return m;
@@ -340,10 +344,12 @@ static void greedy_compare(const char *label, frt_model *cpu, frt_model *gpu, in
     free(lb);
 }
 
-static void compare_model(const char *label, const char *dir)
+/* scales: a calibration file both fp8 models load (NULL: scales 1.0). */
+static void compare_model(const char *label, const char *dir, const char *scales)
 {
-    frt_model *cpu = load(dir, FRT_BACKEND_CPU, FRT_KV_FP8), *gpu = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8);
-    frt_model *g16 = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT);
+    frt_model *cpu = load(dir, FRT_BACKEND_CPU, FRT_KV_FP8, scales);
+    frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, scales);
+    frt_model *g16 = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
     if (!cpu || !gpu || !g16) goto out;
     frt_model_info ic;
     CHECK_OK(frt_model_info_get(cpu, &ic));
@@ -356,8 +362,8 @@ static void compare_model(const char *label, const char *dir)
         CHECK_OK(frt_model_prefill(ms[i], ids, n));
     }
     float *a = xmalloc((size_t)rows * H * 4), *b = xmalloc((size_t)rows * H * 4), *c = xmalloc((size_t)rows * H * 4);
-    printf("%s: cuda fp8 KV vs cpu fp8 KV (and vs cuda bf16 KV, reported), prefill of %d tokens, last %d rows\n",
-           label, n, rows);
+    printf("%s%s: cuda fp8 KV vs cpu fp8 KV (and vs cuda bf16 KV, reported), prefill of %d tokens, last %d rows\n",
+           label, scales ? " (calibrated scales)" : "", n, rows);
     for (int idx = 0; idx <= L + 1; idx++) {
         CHECK_OK(frt_model_debug_hidden(cpu, idx, a, rows));
         CHECK_OK(frt_model_debug_hidden(gpu, idx, b, rows));
@@ -427,7 +433,8 @@ static void decode_k(frt_model *m, int k, int32_t *t, float *l)
 static void test_capsules(const char *dir)
 {
     enum { N = 200, K = 8 };
-    frt_model *a = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT), *b = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8);
+    frt_model *a = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
+    frt_model *b = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, NULL);
     frt_capsule *ca = NULL, *cb = NULL;
     if (!a || !b) goto out;
     frt_model_info info;
@@ -477,6 +484,21 @@ out:
     frt_model_free(b);
 }
 
+/* Scales calibrated on the cuda bf16 model (frt_model_kv_calibrate), then
+ * the comparison with both fp8 models loading them. */
+static void test_calibrated(const char *label, const char *dir)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/scales.safetensors", dir);
+    frt_model *m = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
+    if (!m) return;
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = (int32_t)(frt_test_u64() % 2000);
+    CHECK_OK(frt_model_kv_calibrate(m, ids, 300, path));
+    frt_model_free(m);
+    compare_model(label, dir, path);
+}
+
 int main(void)
 {
     frt_test_seed(27);
@@ -490,8 +512,9 @@ int main(void)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8-kv-%d-%zu", (int)getpid(), i);
         CHECK_OK(frt_gen_model_write(shapes[i], 3 + i, dir));
-        compare_model(shapes[i], dir);
+        compare_model(shapes[i], dir, NULL);
         if (i == 0) test_capsules(dir);
+        if (i == 0) test_calibrated(shapes[i], dir);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

@@ -250,7 +250,8 @@ static void bad_case(const char *dir, int L, int H, const bad_file *c)
         snprintf(name, sizeof name, "kv.%d.%s.scale", e / 2, e % 2 ? "v" : "k");
         int64_t shape[1] = {H + (c->shape && e == 1)};
         float *v = s + (size_t)e * (H + 1);
-        if (c->value && e == 2) v[H - 1] = c->value == 1 ? 0.0f : c->value == 2 ? -0.5f : c->value == 3 ? NAN : INFINITY;
+        static const float defect[] = {0, 0.0f, -0.5f, NAN, INFINITY}; /* value 1..4 */
+        if (c->value && e == 2) v[H - 1] = defect[c->value];
         if (c->bf16 && e == 0)
             CHECK_OK(frt_st_writer_add(w, name, FRT_DT_BF16, 1, shape, one));
         else
