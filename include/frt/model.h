@@ -62,7 +62,7 @@ typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, ui
 /* The storage precision of the attention KV cache (docs/fp8.md). */
 typedef enum frt_kv_dtype {
     FRT_KV_DEFAULT = 0, /* the backend's: f32 on the cpu backend, bf16 on cuda */
-    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales of 1.0; supported
+    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales (1.0, or kv_scales); supported
                            by the dense family on the cpu and cuda backends (others: FRT_ERR_UNSUPPORTED) */
 } frt_kv_dtype;
 
