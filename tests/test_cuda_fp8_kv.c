@@ -289,28 +289,6 @@ static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv, const c
     return m;
 }
 
-static double max_abs_diff(const float *a, const float *b, int n)
-{
-    double d = 0;
-    for (int i = 0; i < n; i++)
-        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
-    return d;
-}
-
-static float top2_margin(const float *x, int V)
-{
-    float a = -INFINITY, b = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        if (x[i] > a) {
-            b = a;
-            a = x[i];
-        } else if (x[i] > b) {
-            b = x[i];
-        }
-    }
-    return a - b;
-}
-
 /* Greedy decode on both; tokens compared while the cpu's top-2 margin
  * exceeds 4x the max |logit difference| measured at the step. */
 static void greedy_compare(const char *label, frt_model *cpu, frt_model *gpu, int V)
@@ -323,12 +301,12 @@ static void greedy_compare(const char *label, frt_model *cpu, frt_model *gpu, in
         int32_t tc = -1, tg = -1;
         CHECK_OK(frt_model_logits(cpu, la));
         CHECK_OK(frt_model_logits(gpu, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V), tol = 4 * max_abs_diff(lb, la, V);
+        double e = frt_test_rel_err(lb, la, (size_t)V), tol = 4 * frt_test_max_abs_diff(lb, la, (size_t)V);
         if (e > worst) worst = e;
         CHECK_MSG(e <= MODEL_BOUND, "%s greedy step %d: logits rel err %.3e", label, i, e);
         CHECK_OK(i ? frt_model_decode(cpu, NULL, &tc) : frt_model_sample(cpu, NULL, &tc));
         CHECK_OK(i ? frt_model_decode(gpu, NULL, &tg) : frt_model_sample(gpu, NULL, &tg));
-        float margin = top2_margin(la, V);
+        float margin = frt_test_top2_margin(la, (size_t)V);
         if (margin <= tol) {
             printf("  greedy: stopped at step %d (cpu top-2 margin %.3e <= 4 x max |diff| = %.3e)\n", i,
                    (double)margin, tol);

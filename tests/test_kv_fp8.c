@@ -107,20 +107,6 @@ typedef struct acc_stats {
     float margin;
 } acc_stats;
 
-/* The f32 top-2 margin of logits [V]. */
-static float top2_margin(const float *x, int V)
-{
-    float a = -INFINITY, b = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        if (x[i] > a) {
-            b = a;
-            a = x[i];
-        } else if (x[i] > b)
-            b = x[i];
-    }
-    return a - b;
-}
-
 /* Greedy decode on both from one prompt; logits compared while the tokens agree. */
 static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt, int V, acc_stats *st)
 {
@@ -140,7 +126,7 @@ static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt,
         st->steps = t + 1;
         if (ta != tb) {
             st->diverged_at = t;
-            st->margin = top2_margin(la, V);
+            st->margin = frt_test_top2_margin(la, (size_t)V);
             break;
         }
     }
