@@ -82,6 +82,12 @@ typedef struct dense {
 
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
 
+/* 0 for a weight tensor the dense loaders convert (a float dtype but FP8);
+ * FRT_ERR_UNSUPPORTED naming `full` for FP8 weights, whose scales
+ * (weight_scale, quantization_config) no loader applies yet (docs/fp8.md):
+ * reading their codes as values would be silently wrong. */
+int dense_check_weight_dtype(const frt_tensor *t, const char *full);
+
 /* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
  * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads
  * right after; from params.kv_scales (model/kv_scales.h), else 1.0. */

@@ -68,6 +68,7 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
             snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
     }
+    FRT_TRY(dense_check_weight_dtype(t, full));
     int64_t n = d0 * (d1 ? d1 : 1);
     if (wl->pass == 1) {
         float *p = wl->arena + wl->used;

@@ -163,6 +163,7 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
     if (!frt_dtype_is_float(t->dtype))
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
                          frt_dtype_name(t->dtype));
+    FRT_TRY(dense_check_weight_dtype(t, full));
     size_t n = (size_t)(d0 * (d1 ? d1 : 1));
     size_t off = wl->used;
     wl->used += align_up(n * (to_bf16 ? 2 : 4));
