@@ -82,6 +82,31 @@ static inline double frt_test_rel_err(const float *a, const float *b, size_t n)
     return sqrt(num / den);
 }
 
+/* max_i |a[i] - b[i]| in double. */
+static inline double frt_test_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
+    return d;
+}
+
+/* The gap between the largest and the second largest of x [n] (a greedy
+ * pick's margin). */
+static inline float frt_test_top2_margin(const float *x, size_t n)
+{
+    float a = -INFINITY, b = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] > a) {
+            b = a;
+            a = x[i];
+        } else if (x[i] > b) {
+            b = x[i];
+        }
+    }
+    return a - b;
+}
+
 /* Norm-wise relative error of a float result against a double reference. */
 static inline double rel_err_d(const float *a, const double *b, size_t n)
 {

@@ -29,7 +29,7 @@
  * Runs over every family: the suite above on the hybrid ("tiny") and on the
  * dense architecture ("tiny-dense", a llama with llama3 RoPE scaling; no
  * recurrent state, so test 6 checks instead that a KV-only restore is the
- * full restore). On the cpu backend the dense suite runs once more with an
+ * full restore). On both backends the dense suite runs once more with an
  * FP8 E4M3 KV cache (params.kv_dtype FRT_KV_FP8, docs/fp8.md): exactness
  * holds unchanged within one precision.
  */
@@ -903,11 +903,9 @@ int main(int argc, char **argv)
         printf("== %s\n", families[f]);
         run_suite(families[f]);
     }
-    if (backend == FRT_BACKEND_CPU) {
-        printf("== tiny-dense, fp8 KV cache\n");
-        kv_dtype = FRT_KV_FP8;
-        run_suite("tiny-dense");
-    }
+    printf("== tiny-dense, fp8 KV cache\n");
+    kv_dtype = FRT_KV_FP8;
+    run_suite("tiny-dense");
     return frt_test_report();
 }
 

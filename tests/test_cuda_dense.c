@@ -196,14 +196,6 @@ static frt_model *load(const char *dir, frt_backend be)
     return m;
 }
 
-static double max_abs_diff(const float *a, const float *b, int n)
-{
-    double d = 0;
-    for (int i = 0; i < n; i++)
-        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
-    return d;
-}
-
 static void compare_model(const char *label, const char *dir)
 {
     frt_model *cpu = load(dir, FRT_BACKEND_CPU), *gpu = load(dir, FRT_BACKEND_CUDA);
@@ -233,7 +225,7 @@ static void compare_model(const char *label, const char *dir)
     }
     CHECK_OK(frt_model_logits(cpu, la));
     CHECK_OK(frt_model_logits(gpu, lb));
-    double e = frt_test_rel_err(lb, la, (size_t)V), tol_abs = 4 * max_abs_diff(lb, la, V);
+    double e = frt_test_rel_err(lb, la, (size_t)V), tol_abs = 4 * frt_test_max_abs_diff(lb, la, (size_t)V);
     printf("  %-12s %.3e (max |diff| %.3e)\n", "logits", e, tol_abs / 4);
     CHECK_MSG(e < 3e-2 && !isnan(e), "%s logits: rel err %.3e", label, e);
 

@@ -14,10 +14,12 @@
  *   - capsules: the KV part is exactly 1/4 of the f32 capsule's; a capsule
  *     never restores into the other precision (FRT_ERR_MISMATCH, both ways,
  *     host and disk tiers), the live state untouched;
- *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture, the cuda
- *     backend, KV prefixes (cartridges) of an fp8 model; an out-of-range
+ *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture (cpu and
+ *     cuda), KV prefixes (cartridges) of an fp8 model, a checkpoint with an
+ *     F8_E4M3 weight (its scale would be ignored); an out-of-range
  *     kv_dtype is FRT_ERR_INVALID_ARGUMENT.
- * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite.)
+ * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite;
+ * the cuda backend's fp8 KV cache: test_cuda_fp8_kv.c.)
  */
 #include "frt_test.h"
 
@@ -106,20 +108,6 @@ typedef struct acc_stats {
     float margin;
 } acc_stats;
 
-/* The f32 top-2 margin of logits [V]. */
-static float top2_margin(const float *x, int V)
-{
-    float a = -INFINITY, b = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        if (x[i] > a) {
-            b = a;
-            a = x[i];
-        } else if (x[i] > b)
-            b = x[i];
-    }
-    return a - b;
-}
-
 /* Greedy decode on both from one prompt; logits compared while the tokens agree. */
 static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt, int V, acc_stats *st)
 {
@@ -139,7 +127,7 @@ static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt,
         st->steps = t + 1;
         if (ta != tb) {
             st->diverged_at = t;
-            st->margin = top2_margin(la, V);
+            st->margin = frt_test_top2_margin(la, (size_t)V);
             break;
         }
     }
@@ -283,7 +271,7 @@ static void test_refusals(const char *dense_dir)
     snprintf(tiny, sizeof tiny, "/tmp/frt-test-kv-fp8-%d-tiny", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny", 3, tiny));
     CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-    CHECK(load(dense_dir, FRT_KV_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* the hybrid on cuda */
     CHECK(load(dense_dir, (frt_kv_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
     frt_model *b = load(dense_dir, FRT_KV_FP8, FRT_BACKEND_CPU, 0);
     if (b) {
@@ -299,10 +287,59 @@ static void test_refusals(const char *dense_dir)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
 }
 
+/* A gen-model tiny-dense checkpoint whose layer-0 up_proj is stored as
+ * F8_E4M3 codes (an FP8 weight without its scale): refused by the dense
+ * loaders (FRT_ERR_UNSUPPORTED naming the tensor), never read as values;
+ * on cuda too when a device is present. */
+static void test_fp8_weights_refused(void)
+{
+    char dir[256], file[300];
+    snprintf(dir, sizeof dir, "/tmp/frt-test-kv-fp8-%d-w8", (int)getpid());
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    CHECK_OK(frt_gen_model_write("tiny-dense", 5, dir));
+    frt_safetensors *st = NULL;
+    frt_st_writer *w = NULL;
+    CHECK_OK(frt_safetensors_open(file, &st));
+    CHECK_OK(frt_st_writer_create(&w));
+    uint8_t *codes = NULL;
+    const char *target = "model.layers.0.mlp.up_proj.weight";
+    for (int i = 0; st && w && i < frt_safetensors_count(st); i++) {
+        const frt_tensor *t = frt_safetensors_at(st, i);
+        if (strcmp(t->name, target)) {
+            CHECK_OK(frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+            continue;
+        }
+        size_t n = (size_t)frt_tensor_numel(t);
+        float *f = xmalloc(n * sizeof(float));
+        codes = xmalloc(n);
+        CHECK_OK(frt_tensor_to_f32(t, f));
+        for (size_t k = 0; k < n; k++) codes[k] = frt_fp8_e4m3_encode(f[k]);
+        CHECK_OK(frt_st_writer_add(w, t->name, FRT_DT_F8_E4M3, t->ndim, t->shape, codes));
+        free(f);
+    }
+    CHECK(codes != NULL);
+    CHECK_OK(frt_st_writer_write(w, file));
+    frt_st_writer_destroy(w);
+    frt_safetensors_close(st);
+    free(codes);
+    int n_dev = 0;
+    frt_device_count(FRT_BACKEND_CUDA, &n_dev);
+    for (int be = 0; be < (n_dev > 0 ? 2 : 1); be++) {
+        CHECK(load(dir, FRT_KV_DEFAULT, be ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
+        CHECK_MSG(strstr(frt_last_error(), target) && strstr(frt_last_error(), "FP8 weights"), "%s",
+                  frt_last_error());
+        printf("FP8 weight refused (%s): %s\n", be ? "cuda" : "cpu", frt_last_error());
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
 int main(void)
 {
     test_golden();
     test_capsules(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_refusals(GOLDEN_DIR "/dense_llama3_gqa");
+    test_fp8_weights_refused();
     return frt_test_report();
 }

@@ -460,3 +460,27 @@ int frt_args_parse(frt_cmd_spec *spec, int argc, char **argv, char **pos, int *n
                               spec->synopsis ? spec->synopsis : "[options]");
     return FRT_ARGS_RUN;
 }
+
+int frt_args_ids(const frt_cmd_spec *spec, const char *arg, int32_t **ids, size_t *n)
+{
+    const char *bad = NULL;
+    int lrc = frt_parse_i32_list(arg, 0, INT32_MAX, ids, n, &bad);
+    if (lrc == FRT_PARSE_EMPTY)
+        return frt_args_error(spec, "--ids: '%s' has an empty element (a comma-separated list like 1,2,3)", arg);
+    if (lrc == FRT_PARSE_RANGE)
+        return frt_args_error(spec, "--ids: '%.*s' is not a token id (0 to %d)", (int)strcspn(bad, ","), bad,
+                              INT32_MAX);
+    if (lrc)
+        return frt_args_error(spec, "--ids: '%.*s' is not an integer (a comma-separated list like 1,2,3)",
+                              (int)strcspn(bad, ","), bad);
+    return 0;
+}
+
+int frt_args_check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return frt_args_error(spec, "--ids: token id %d (element %zu) is outside the vocabulary [0, %d)",
+                                  (int)ids[i], i + 1, vocab);
+    return 0;
+}

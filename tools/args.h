@@ -142,6 +142,15 @@ const char *frt_args_name(const frt_arg *a, char *buf, size_t n);
 /* The table entry for a long name, or NULL. */
 frt_arg *frt_args_find(frt_cmd_spec *spec, const char *long_name);
 
+/* The token ids of --ids (a comma-separated list like 1,2,3, each 0 ..
+ * INT32_MAX) into *ids (malloc'd; the caller frees) and *n. Returns 0, or
+ * FRT_ARGS_USAGE after the message (nothing allocated). */
+int frt_args_ids(const frt_cmd_spec *spec, const char *arg, int32_t **ids, size_t *n);
+
+/* 0 when every id is below vocab, else FRT_ARGS_USAGE after a message
+ * naming the first one outside the vocabulary. */
+int frt_args_check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab);
+
 /* FRT_ARG_BACKEND_AUTO -> cuda when frt_device_count finds a CUDA device,
  * else cpu; cpu / cuda unchanged. Returns an frt_backend value. */
 int frt_args_backend(int backend);

@@ -25,8 +25,9 @@
 /* ---- arithmetic of the floors ---------------------------------------------- */
 
 
-bm_counts bm_counts_of(const frt_model_config *c, int cuda)
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8)
 {
+    const double kv_elt = kv_fp8 ? 1 : (cuda ? 2 : 4);
     bm_counts k = {0, 0, 0, 0};
     double H = c->hidden_size;
     int conv_ch = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
@@ -34,7 +35,7 @@ bm_counts bm_counts_of(const frt_model_config *c, int cuda)
         if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
             double q = (double)c->n_heads * c->head_dim;
             k.mat_params += q * (c->attn_output_gate ? 2 : 1) * H + 2.0 * c->n_kv_heads * c->head_dim * H + H * q;
-            k.kv_b_per_tok += 2.0 * c->n_kv_heads * c->head_dim * (cuda ? 2 : 4);
+            k.kv_b_per_tok += 2.0 * c->n_kv_heads * c->head_dim * kv_elt;
         } else {
             double vd = (double)c->lin_n_v_heads * c->lin_v_head_dim;
             k.mat_params += (double)conv_ch * H + vd * H + 2.0 * c->lin_n_v_heads * H + H * vd;

@@ -190,11 +190,33 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.prefill_chunk = C;
     p.max_seq = max_seq;
     p.n_threads = r->o.threads;
+    p.kv_dtype = r->o.kv_fp8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
     double t0 = bm_now_s();
     fprintf(stderr, "frt bench: loading the model (C=%d, max_seq=%d)...\n", C, max_seq);
     int rc = r->ck ? frt_model_load_checkpoint(r->ck, &r->cfg, NULL, &p, m) : frt_model_load(r->o.model_dir, &p, m);
     if (!rc) fprintf(stderr, "frt bench: loaded in %.1f s\n", bm_now_s() - t0);
     return rc;
+}
+
+/* The KV cache per token of context, from the state table: the bytes and
+ * values of one row of every "kv." entry (rows validity), and the dtype
+ * of the first. */
+typedef struct bm_kv {
+    size_t bytes, values;
+    const char *dtype;
+} bm_kv;
+
+static bm_kv kv_per_token(frt_model *m, int n_state)
+{
+    bm_kv kv = {0, 0, "none"};
+    for (int i = 0; i < n_state; i++) {
+        frt_state_info si;
+        if (frt_model_state_info(m, i, &si) || si.validity != FRT_STATE_ROWS || strncmp(si.name, "kv.", 3)) continue;
+        if (!kv.bytes) kv.dtype = si.dtype;
+        kv.bytes += si.row_bytes;
+        kv.values += (size_t)(si.shape[1] * si.shape[2]);
+    }
+    return kv;
 }
 
 /* ---- profiler range ------------------------------------------------------ */
@@ -382,7 +404,7 @@ static int bench_sampling_costs(frt_model *m, int D, double plain, json_t *out)
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
-    const bm_counts k = bm_counts_of(&r->cfg, cuda);
+    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8);
     double *a = calloc((size_t)R * 3, sizeof *a), *b = a + R, *c = a + 2 * R;
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
     int rc = 0, n = 0;
@@ -632,7 +654,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
            S, R, S);
     printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
            "remainder", "rem. floor");
-    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA);
+    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8);
     for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
@@ -790,14 +812,17 @@ int frt_bench_model(int argc, char **argv)
         bm_mem_sample(r, frt_model_context(m));
         frt_model_info info;
         frt_model_info_get(m, &info);
-        const bm_counts k = bm_counts_of(&r->cfg, cuda);
+        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8);
+        const bm_kv kv = kv_per_token(m, info.n_state);
         json_object_set_new(
             r->root, "model_info",
-            json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f}", "model_type", info.model_type,
-                      "n_layers", info.n_layers, "n_full_layers", info.n_full_layers, "n_linear_layers",
-                      info.n_linear_layers, "vocab_size", info.vocab_size, "prefill_chunk", info.prefill_chunk,
-                      "max_seq", info.max_seq, "weight_bytes", (json_int_t)info.weight_bytes, "state_bytes",
-                      (json_int_t)info.state_bytes, "matrix_params", k.mat_params, "lm_head_params", k.lm_head));
+            json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:s, s:I, s:I}", "model_type",
+                      info.model_type, "n_layers", info.n_layers, "n_full_layers", info.n_full_layers,
+                      "n_linear_layers", info.n_linear_layers, "vocab_size", info.vocab_size, "prefill_chunk",
+                      info.prefill_chunk, "max_seq", info.max_seq, "weight_bytes", (json_int_t)info.weight_bytes,
+                      "state_bytes", (json_int_t)info.state_bytes, "matrix_params", k.mat_params, "lm_head_params",
+                      k.lm_head, "kv_dtype", kv.dtype, "kv_bytes_per_token", (json_int_t)kv.bytes,
+                      "kv_bf16_bytes_per_token", (json_int_t)(kv.values * 2)));
         json_t *arr = json_array();
         json_object_set_new(r->root, "prefixes", arr);
         for (int i = 0; i < r->o.n_prefixes && !rc; i++) {
@@ -814,6 +839,8 @@ int frt_bench_model(int argc, char **argv)
                "%.2f GB peak\n",
                (double)info.weight_bytes / 1e9, (double)info.state_bytes / 1e9, info.max_seq,
                (double)r->mem_base / 1e9, (double)r->mem_peak / 1e9);
+        printf("KV cache %s: %zu bytes per token of context (%zu values; at bf16 %zu bytes, %.2fx)\n", kv.dtype,
+               kv.bytes, kv.values, kv.values * 2, kv.values ? (double)kv.bytes / (double)(kv.values * 2) : 0.0);
     }
     if (r->o.n_chunks) {
         json_t *sw = json_array();

@@ -27,6 +27,7 @@ static void usage(FILE *f)
             "  --decode-tokens N        greedy decode steps timed at each context (default 32)\n"
             "  --seed S                 seed of the weights and the token ids (default 1)\n"
             "  --threads N              cpu threads (default: all cores)\n"
+            "  --kv-dtype default|fp8   KV cache precision: the backend's, or FP8 E4M3 (docs/fp8.md)\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
             "  --no-sampling-costs      skip decode with penalties and with a token mask\n"
             "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
@@ -169,6 +170,10 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             o->no_tiers = 1;
         } else if (!strcmp(a, "--no-sampling-costs")) {
             o->no_sampling_costs = 1;
+        } else if (!strcmp(a, "--kv-dtype")) {
+            NEED_VALUE();
+            if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--kv-dtype '%s': default or fp8", v);
+            o->kv_fp8 = !strcmp(v, "fp8");
         } else if (!strcmp(a, "--no-run")) {
             o->no_run = 1;
         } else {

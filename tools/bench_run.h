@@ -23,6 +23,7 @@ typedef struct bm_opts {
     int prefixes[MAX_LIST], n_prefixes;
     int sweep_prefixes[MAX_LIST], n_sweep;
     int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
+    int kv_fp8; /* --kv-dtype fp8: params.kv_dtype FRT_KV_FP8 (docs/fp8.md) */
     unsigned long long seed;
     double time_budget_s;
 } bm_opts;
@@ -65,7 +66,7 @@ void bm_mem_sample(bm_run *r, frt_context *ctx);    /* device memory in use -> r
 int bm_parse_args(int argc, char **argv, bm_opts *o);
 
 /* bench_floors.c */
-bm_counts bm_counts_of(const frt_model_config *c, int cuda);
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8); /* kv_fp8: one byte a KV value */
 double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
 double bm_decode_bytes(const bm_counts *k, double ctx, int cuda);
 int bm_measure_floors(bm_run *r); /* fills r->fl: copy rates and the GEMM rate of this machine */

@@ -346,6 +346,7 @@ static int bench_model_cmd(int argc, char **argv)
     const char *json = NULL, *dump_ids = NULL, *write_config = NULL, *tmpdir = "/tmp";
     int random_weights = 0, backend = FRT_ARG_BACKEND_AUTO, chunk = 256, suffix = 64, repeats = 5, max_seq = 0;
     int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0, no_sampling_costs = 0;
+    const char *kv_dtype = "default";
     unsigned long long seed = 1;
     double time_budget = 0;
     frt_arg opts[] = {
@@ -370,6 +371,9 @@ static int bench_model_cmd(int argc, char **argv)
                 .min = 1, .max = INT_MAX / 4),
         FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "seed of the weights and the token ids"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
+        FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
+                .choices = "default|fp8"),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,
                 "skip decode with penalties and with a token mask (half the vocabulary) next to plain decode"),
@@ -421,7 +425,8 @@ static int bench_model_cmd(int argc, char **argv)
         if (!a->given) continue;
         const char *v = NULL;
         switch (a->kind) {
-        case FRT_ARG_STR: v = *(const char **)a->dst; break;
+        case FRT_ARG_STR:
+        case FRT_ARG_CHOICE: v = *(const char **)a->dst; break;
         case FRT_ARG_INT:
             if (*(int *)a->dst == 0) continue; /* 0 = bench_model's own default */
             snprintf(num[i], sizeof num[i], "%d", *(int *)a->dst);

@@ -131,20 +131,10 @@ static json_t *logprobs_json(const frt_logprobs *lps, int n)
     return arr;
 }
 
-/* Exit code 2 after the message when an id is outside the vocabulary. */
-static int check_ids(const frt_cmd_spec *spec, const int32_t *ids, size_t n, int vocab)
-{
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            return frt_args_error(spec, "--ids: token id %d (element %zu) is outside the vocabulary [0, %d)",
-                                  (int)ids[i], i + 1, vocab);
-    return 0;
-}
-
 int frt_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL, *bias_arg = NULL;
-    const char *kv_dtype = "default";
+    const char *kv_dtype = "default", *kv_scales = NULL;
     int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO, logprobs = -1;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
@@ -181,8 +171,10 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
          .max = 1 << 20),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models, cpu backend; docs/fp8.md)",
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
                 .choices = "default|fp8"),
+        FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
+                "with --kv-dtype fp8: per-head KV scales written by frt calibrate", .dflt = "1.0"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object instead of the text"),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no loading or timing lines on stderr"),
@@ -207,19 +199,7 @@ int frt_cmd_generate(int argc, char **argv)
     if (bias_arg && parse_bias(&spec, bias_arg, &gp.sampling)) return 2;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (ids_arg) {
-        const char *bad = NULL;
-        int lrc = frt_parse_i32_list(ids_arg, 0, INT32_MAX, &ids, &n_ids, &bad);
-        if (lrc == FRT_PARSE_EMPTY)
-            return frt_args_error(&spec, "--ids: '%s' has an empty element (a comma-separated list like 1,2,3)",
-                                  ids_arg);
-        if (lrc == FRT_PARSE_RANGE)
-            return frt_args_error(&spec, "--ids: '%.*s' is not a token id (0 to %d)", (int)strcspn(bad, ","), bad,
-                                  INT32_MAX);
-        if (lrc)
-            return frt_args_error(&spec, "--ids: '%.*s' is not an integer (a comma-separated list like 1,2,3)",
-                                  (int)strcspn(bad, ","), bad);
-    }
+    if (ids_arg && frt_args_ids(&spec, ids_arg, &ids, &n_ids)) return 2;
     char model_buf[PATH_MAX];
     if (!model_dir) {
         if (frt_cli_find_shipped("models/frt-demo", model_buf, sizeof model_buf) < 0) {
@@ -233,6 +213,7 @@ int frt_cmd_generate(int argc, char **argv)
     gp.ignore_eos = ignore_eos;
     mp.backend = (frt_backend)frt_args_backend(backend);
     mp.kv_dtype = strcmp(kv_dtype, "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
+    mp.kv_scales = kv_scales;
 
     frt_model *m = NULL;
     int rc = frt_cli_load_model("generate", model_dir, &mp, quiet || json, &m);
@@ -242,7 +223,7 @@ int frt_cmd_generate(int argc, char **argv)
     }
     frt_model_info info;
     frt_model_info_get(m, &info);
-    if (ids && check_ids(&spec, ids, n_ids, info.vocab_size)) {
+    if (ids && frt_args_check_ids(&spec, ids, n_ids, info.vocab_size)) {
         free(ids);
         frt_model_free(m);
         return 2;

@@ -62,8 +62,8 @@ typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, ui
 /* The storage precision of the attention KV cache (docs/fp8.md). */
 typedef enum frt_kv_dtype {
     FRT_KV_DEFAULT = 0, /* the backend's: f32 on the cpu backend, bf16 on cuda */
-    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales of 1.0; supported
-                           by the dense family on the cpu backend only (others: FRT_ERR_UNSUPPORTED) */
+    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales (1.0, or kv_scales); supported
+                           by the dense family on the cpu and cuda backends (others: FRT_ERR_UNSUPPORTED) */
 } frt_kv_dtype;
 
 typedef struct frt_model_params {
@@ -75,6 +75,9 @@ typedef struct frt_model_params {
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
     int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
+    const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
+                              frt_model_kv_calibrate / frt calibrate); NULL = 1.0. Given without FRT_KV_FP8:
+                              FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
     int policy_batch;    /* policy kind: batch slots for frt_policy_run_batch (frt/policy.h); 0 = none */

@@ -4,6 +4,7 @@
  * (one variant per length bucket), decode and sample graphs, and drive them.
  */
 #include "model/model_internal.h"
+#include "model/kv_scales.h"
 
 #include "kernels/cpu/kernels_cpu.h"
 
@@ -306,6 +307,10 @@ static uint64_t compute_fingerprint(const frt_model *m)
     n = m->arch->describe(&m->cfg, s, sizeof s);
     XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
     XXH64_update(h, m->buckets, (size_t)m->n_buckets * sizeof m->buckets[0]);
+    if (m->kv_scales_hash) { /* FP8 KV scales from a file: other scales are other codes */
+        n = snprintf(s, sizeof s, "kv_scales=%016llx|", (unsigned long long)m->kv_scales_hash);
+        XXH64_update(h, s, (size_t)n);
+    }
     for (int i = 0; i < m->n_state; i++) {
         const frt_state_decl *d = &m->state[i].decl;
         XXH64_update(h, d->name, strlen(d->name) + 1);
@@ -444,6 +449,7 @@ static int load_model(frt_model *m, const char *dir)
     }
     m->weights_hash = hash_weights(m->ckpt);
     FRT_TRY(alloc_state(m));
+    FRT_TRY(frt_model_kv_scales_load(m)); /* before the scratch: the backends copy the scales there */
     FRT_TRY(m->bk->alloc_scratch(m));
     FRT_TRY(frt_model_branches_alloc(m));
     if (m->bk->slots_ready) FRT_TRY(m->bk->slots_ready(m));
@@ -512,6 +518,8 @@ void frt_model_free(frt_model *m)
     frt_buffer_free(m->step);
     free(m->cpu_sample_scratch);
     free(m->cpu_adjusted);
+    free(m->kv_scales);
+    free(m->kv_scales_data);
     if (m->bk) m->bk->free(m);
     if (m->arch && m->arch->fini) m->arch->fini(m);
     frt_context_destroy(m->ctx);

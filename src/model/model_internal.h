@@ -108,6 +108,12 @@ struct frt_model {
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;
     uint64_t fingerprint;
+    /* FP8 KV scales from params.kv_scales (model/kv_scales.h): per state
+     * entry its [n_kv_heads] scales (NULL: 1.0), all in kv_scales_data; the
+     * hash of the values (0: no file), part of the fingerprint. */
+    float **kv_scales;
+    float *kv_scales_data;
+    uint64_t kv_scales_hash;
     uint64_t progress_done, progress_total; /* load progress of the current phase */
     float *cpu_sample_scratch; /* cpu backend: the sampling task's scratch (FRT_CPU_SAMPLE_SCRATCH(vocab)) */
     float *cpu_adjusted;       /* cpu backend: [vocab] f32, the adjusted logits of the sampling task */

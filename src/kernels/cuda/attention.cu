@@ -1,5 +1,6 @@
 /*
- * kernels/cuda/attention.cu - causal GQA attention over the bf16 KV cache:
+ * kernels/cuda/attention.cu - causal GQA attention over the bf16 (or FP8
+ * E4M3) KV cache:
  * the prefill form (one pass over the keys) and flash-decoding (the keys cut
  * into splits, per-split partials, then a combine kernel).
  * Math: transformers 5.x modeling_qwen3_5.py, eager_attention_forward with
@@ -69,10 +70,17 @@
  * (exp2 for log2-domain partials), L as a block sum in a fixed tree, each
  * output dim as 8 partial sums over the splits s mod 8 (one per warp) added
  * in warp order.
+ * FP8 E4M3 caches (frt_cuda_attention_fp8, docs/fp8.md) take attn_kernel in
+ * both forms, instantiated for the cache element type (kv_fp8 below): the
+ * tiles are staged as codes (one byte an element) and each key and value is
+ * dequantized when it is used, decode(code) * scale[KV head] in f32.
+ *
  * Deterministic: no atomics, fixed orders. Tested in tests/test_cuda_kernels.c,
- * tests/test_cuda_decode.c and tests/test_cuda_attn_decode.c.
+ * tests/test_cuda_decode.c, tests/test_cuda_attn_decode.c and (FP8)
+ * tests/test_cuda_fp8_kv.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/mma_util.h"
 
 #include <math.h>
@@ -101,6 +109,42 @@ struct attn_args {
     int nb;
     const __nv_bfloat16 *const *kcs, *const *vcs;
     const int32_t *const *starts;
+    /* frt_cuda_attention_fp8: the E4M3 caches (kc, vc unused) and the
+     * per-KV-head scales [n_kv] (device); NULL for a bf16 cache. */
+    const uint8_t *kc8, *vc8;
+    const float *ksc, *vsc;
+};
+
+/* How attn_kernel reads a cache element type (T; T2 two adjacent elements):
+ * the cache pointers, the K row padding in shared memory (one 32-bit word:
+ * conflict-free score reads), and the element value in f32. bf16 values are
+ * exact; an E4M3 code is decoded and multiplied by its KV head's scale
+ * (fp8_util.h: the bits of frt_fp8_dequantize_rows), so the attention sees
+ * exactly the CPU's dequantized cache. */
+struct kv_bf16 {
+    typedef __nv_bfloat16 T;
+    typedef __nv_bfloat162 T2;
+    static constexpr int PAD = 2;
+    static __device__ __forceinline__ const T *kc(const attn_args &a) { return a.kc; }
+    static __device__ __forceinline__ const T *vc(const attn_args &a) { return a.vc; }
+    static __device__ __forceinline__ float kscale(const attn_args &, int) { return 1.0f; }
+    static __device__ __forceinline__ float vscale(const attn_args &, int) { return 1.0f; }
+    static __device__ __forceinline__ T2 zero2() { return __floats2bfloat162_rn(0.0f, 0.0f); }
+    static __device__ __forceinline__ float2 f2(T2 x, float) { return __bfloat1622float2(x); }
+    static __device__ __forceinline__ float f1(T x, float) { return __bfloat162float(x); }
+};
+
+struct kv_fp8 {
+    typedef uint8_t T;
+    typedef uint16_t T2;
+    static constexpr int PAD = 4;
+    static __device__ __forceinline__ const T *kc(const attn_args &a) { return a.kc8; }
+    static __device__ __forceinline__ const T *vc(const attn_args &a) { return a.vc8; }
+    static __device__ __forceinline__ float kscale(const attn_args &a, int kvh) { return a.ksc[kvh]; }
+    static __device__ __forceinline__ float vscale(const attn_args &a, int kvh) { return a.vsc[kvh]; }
+    static __device__ __forceinline__ T2 zero2() { return 0; }
+    static __device__ __forceinline__ float2 f2(T2 x, float s) { return frt_fp8x2_decode_scaled(x, s); }
+    static __device__ __forceinline__ float f1(T x, float s) { return frt_fp8_decode_scaled(x, s); }
 };
 
 static __host__ __device__ __forceinline__ int n_splits_of(int max_seq, int split_len)
@@ -124,12 +168,14 @@ __device__ __forceinline__ attn_args attn_branch(const attn_args &a0, int b)
     return a;
 }
 
-template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel(const attn_args a)
+template <int DPL, typename KV> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel(const attn_args a)
 {
+    typedef typename KV::T T;
+    typedef typename KV::T2 T2;
     constexpr int HD = 32 * DPL;
-    constexpr int KST = HD + 2; /* padded K row, in bf16 elements (one extra word) */
-    __shared__ __align__(16) __nv_bfloat16 Ks[ATT_TILE * KST];
-    __shared__ __align__(16) __nv_bfloat16 Vs[ATT_TILE * HD];
+    constexpr int KST = HD + KV::PAD; /* padded K row, in cache elements (one extra word) */
+    __shared__ __align__(16) T Ks[ATT_TILE * KST];
+    __shared__ __align__(16) T Vs[ATT_TILE * HD];
     __shared__ float Qs[ATT_WARPS][HD];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -154,6 +200,7 @@ template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel
     if (active)
         for (int d = lane; d < HD; d += 32)
             Qs[warp][d] = frt_ld(a.q, a.q_dt, ((size_t)t * a.n_heads + h) * HD + d);
+    const float ks = KV::kscale(a, kvh), vs = KV::vscale(a, kvh); /* 1 for bf16 (unused) */
 
     float o[DPL];
 #pragma unroll
@@ -165,26 +212,26 @@ template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel
         const int rows = min(ATT_TILE, b_hi - j0);
         for (int idx = threadIdx.x; idx < ATT_TILE * (HD / 2); idx += blockDim.x) {
             const int r = idx / (HD / 2), c2 = idx % (HD / 2);
-            __nv_bfloat162 k2 = __floats2bfloat162_rn(0.0f, 0.0f), v2 = k2;
+            T2 k2 = KV::zero2(), v2 = k2;
             if (r < rows) {
                 const size_t g = ((size_t)(j0 + r) * a.n_kv + kvh) * HD + 2 * c2;
-                k2 = *(const __nv_bfloat162 *)(a.kc + g);
-                v2 = *(const __nv_bfloat162 *)(a.vc + g);
+                k2 = *(const T2 *)(KV::kc(a) + g);
+                v2 = *(const T2 *)(KV::vc(a) + g);
             }
-            *(__nv_bfloat162 *)(Ks + r * KST + 2 * c2) = k2;
-            *(__nv_bfloat162 *)(Vs + r * HD + 2 * c2) = v2;
+            *(T2 *)(Ks + r * KST + 2 * c2) = k2;
+            *(T2 *)(Vs + r * HD + 2 * c2) = v2;
         }
         __syncthreads();
         if (j0 < w_hi) { /* warp-uniform */
             const int j = j0 + lane;
             float s = -INFINITY;
             if (j < w_hi) {
-                const __nv_bfloat16 *kr = Ks + lane * KST;
+                const T *kr = Ks + lane * KST;
                 const float *qw = Qs[warp];
                 float acc = 0.0f;
 #pragma unroll 8
                 for (int d = 0; d < HD; d += 2) {
-                    const float2 kf = __bfloat1622float2(*(const __nv_bfloat162 *)(kr + d));
+                    const float2 kf = KV::f2(*(const T2 *)(kr + d), ks);
                     acc += qw[d] * kf.x;
                     acc += qw[d + 1] * kf.y;
                 }
@@ -200,9 +247,9 @@ template <int DPL> __global__ __launch_bounds__(ATT_WARPS * 32) void attn_kernel
             const int cnt = min(ATT_TILE, w_hi - j0);
             for (int jj = 0; jj < cnt; jj++) {
                 const float pj = __shfl_sync(0xffffffffu, p, jj);
-                const __nv_bfloat16 *vr = Vs + jj * HD;
+                const T *vr = Vs + jj * HD;
 #pragma unroll
-                for (int mm = 0; mm < DPL; mm++) o[mm] += pj * __bfloat162float(vr[lane + 32 * mm]);
+                for (int mm = 0; mm < DPL; mm++) o[mm] += pj * KV::f1(vr[lane + 32 * mm], vs);
             }
             m = mn;
         }
@@ -635,14 +682,13 @@ static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits,
     return 0;
 }
 
-extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
-                                  frt_cuda_dtype q_dtype, const uint16_t *k_cache,
-                                  const uint16_t *v_cache, const int32_t *d_start,
-                                  const int32_t *d_n, int max_n, int max_seq, int n_heads,
-                                  int n_kv_heads, int head_dim, float scale, int split_len,
-                                  void *workspace, size_t workspace_bytes)
+/* The argument checks shared by frt_cuda_attention and
+ * frt_cuda_attention_fp8 (the caches are checked by the caller). */
+static int attn_check(const void *out, frt_cuda_dtype out_dtype, const void *q, frt_cuda_dtype q_dtype,
+                      const int32_t *d_start, int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                      int split_len, const void *workspace, size_t workspace_bytes)
 {
-    FRT_ARG(out && q && k_cache && v_cache && d_start, "cuda attention: NULL pointer");
+    FRT_ARG(out && q && d_start, "cuda attention: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(q_dtype), "cuda attention: bad dtype");
     FRT_ARG(max_n >= 0 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 && n_kv_heads <= 65535 &&
                 n_heads % n_kv_heads == 0,
@@ -661,15 +707,20 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
                 "cuda attention: workspace of %zu bytes, %zu needed", workspace_bytes, need);
         FRT_ARG(n_splits_of(max_seq, split_len) <= 65535, "cuda attention: more than 65535 splits");
     }
-    if (max_n == 0) return 0;
+    return 0;
+}
 
+/* The launch arguments of one sequence (no cache pointers yet). */
+static attn_args attn_make(void *out, frt_cuda_dtype out_dtype, const void *q, frt_cuda_dtype q_dtype,
+                           const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                           int n_kv_heads, int head_dim, float scale, int split_len, void *workspace)
+{
     attn_args a;
+    memset(&a, 0, sizeof a);
     a.out = out;
     a.out_dt = out_dtype;
     a.q = q;
     a.q_dt = q_dtype;
-    a.kc = (const __nv_bfloat16 *)k_cache;
-    a.vc = (const __nv_bfloat16 *)v_cache;
     a.d_start = d_start;
     a.d_n = d_n;
     a.max_n = max_n;
@@ -678,19 +729,58 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
     a.n_kv = n_kv_heads;
     a.group = n_heads / n_kv_heads;
     a.scale = scale;
-    a.qb = 0;
     a.sl2 = (float)((double)scale * 1.4426950408889634);
     a.hd = head_dim;
-    a.nb = 0;
-    a.kcs = a.vcs = NULL;
-    a.starts = NULL;
-    if (split_len > 0) {
-        a.split_len = split_len;
-        a.part = (float *)workspace;
-    } else {
-        a.split_len = max_seq;
-        a.part = NULL;
+    a.split_len = split_len > 0 ? split_len : max_seq;
+    a.part = split_len > 0 ? (float *)workspace : NULL;
+    return a;
+}
+
+/* attn_kernel<head_dim / 32, KV> over every (token, head) pair and split. */
+template <typename KV> static int attn_simple_launch(const attn_args &a, cudaStream_t s)
+{
+    const long long pairs = (long long)a.max_n * a.group;
+    dim3 grid((unsigned int)((pairs + ATT_WARPS - 1) / ATT_WARPS), (unsigned int)a.n_kv,
+              (unsigned int)n_splits_of(a.max_seq, a.split_len));
+    switch (a.hd / 32) {
+    case 1: attn_kernel<1, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 2: attn_kernel<2, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 3: attn_kernel<3, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 4: attn_kernel<4, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 5: attn_kernel<5, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 6: attn_kernel<6, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    case 7: attn_kernel<7, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
+    default: attn_kernel<8, KV><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
     }
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* The combine of the split partials (nothing in the one-pass form). */
+static int attn_combine_launch(const attn_args &a, int exp2dom, cudaStream_t s)
+{
+    if (!a.part) return 0;
+    dim3 cgrid((unsigned int)(a.max_n * a.n_heads), (unsigned int)(a.hd / 32));
+    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, a.hd, exp2dom);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                  frt_cuda_dtype q_dtype, const uint16_t *k_cache,
+                                  const uint16_t *v_cache, const int32_t *d_start,
+                                  const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                                  int n_kv_heads, int head_dim, float scale, int split_len,
+                                  void *workspace, size_t workspace_bytes)
+{
+    FRT_ARG(k_cache && v_cache, "cuda attention: NULL pointer");
+    FRT_TRY(attn_check(out, out_dtype, q, q_dtype, d_start, max_n, max_seq, n_heads, n_kv_heads, head_dim,
+                       split_len, workspace, workspace_bytes));
+    if (max_n == 0) return 0;
+    attn_args a = attn_make(out, out_dtype, q, q_dtype, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                            head_dim, scale, split_len, workspace);
+    a.kc = (const __nv_bfloat16 *)k_cache;
+    a.vc = (const __nv_bfloat16 *)v_cache;
     const int n_splits = n_splits_of(max_seq, a.split_len);
     const long long pairs = (long long)max_n * a.group;
     cudaStream_t s = (cudaStream_t)stream;
@@ -706,27 +796,31 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
         default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
         }
     } else {
-        dim3 grid((unsigned int)((pairs + ATT_WARPS - 1) / ATT_WARPS), (unsigned int)n_kv_heads,
-                  (unsigned int)n_splits);
-        const int dpl = head_dim / 32;
-        switch (dpl) {
-        case 1: attn_kernel<1><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 2: attn_kernel<2><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 3: attn_kernel<3><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 4: attn_kernel<4><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 5: attn_kernel<5><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 6: attn_kernel<6><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        case 7: attn_kernel<7><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        default: attn_kernel<8><<<grid, ATT_WARPS * 32, 0, s>>>(a); break;
-        }
-        FRT_LAUNCH_CHECK();
+        FRT_TRY(attn_simple_launch<kv_bf16>(a, s));
     }
-    if (a.part) {
-        dim3 cgrid((unsigned int)(max_n * n_heads), (unsigned int)(head_dim / 32));
-        attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim, tc ? 1 : 0);
-        FRT_LAUNCH_CHECK();
-    }
-    return 0;
+    return attn_combine_launch(a, tc ? 1 : 0, s);
+}
+
+extern "C" int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                      frt_cuda_dtype q_dtype, const uint8_t *k_cache, const uint8_t *v_cache,
+                                      const float *k_scale, const float *v_scale, const int32_t *d_start,
+                                      const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
+                                      int head_dim, float scale, int split_len, void *workspace,
+                                      size_t workspace_bytes)
+{
+    FRT_ARG(k_cache && v_cache && k_scale && v_scale, "cuda attention fp8: NULL pointer");
+    FRT_TRY(attn_check(out, out_dtype, q, q_dtype, d_start, max_n, max_seq, n_heads, n_kv_heads, head_dim,
+                       split_len, workspace, workspace_bytes));
+    if (max_n == 0) return 0;
+    attn_args a = attn_make(out, out_dtype, q, q_dtype, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                            head_dim, scale, split_len, workspace);
+    a.kc8 = k_cache;
+    a.vc8 = v_cache;
+    a.ksc = k_scale;
+    a.vsc = v_scale;
+    cudaStream_t s = (cudaStream_t)stream;
+    FRT_TRY(attn_simple_launch<kv_fp8>(a, s));
+    return attn_combine_launch(a, 0, s);
 }
 
 extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q,

@@ -11,16 +11,13 @@
  * Tested bit-exact against the CPU codec in tests/test_cuda_fp8.c.
  */
 #include "kernels/cuda/cuda_util.h"
-
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+#include "kernels/cuda/fp8_util.h"
 
 __global__ void fp8_quantize_kernel(uint8_t *q, const float *x, const float *scale, int n_scales, size_t total,
                                     int dim)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const float inv = __frcp_rn(scale[(i / (size_t)dim) % (size_t)n_scales]);
-        q[i] = (uint8_t)__nv_cvt_float_to_fp8(__fmul_rn(x[i], inv), __NV_SATFINITE, __NV_E4M3);
+        q[i] = frt_fp8_encode_inv(x[i], __frcp_rn(scale[(i / (size_t)dim) % (size_t)n_scales]));
     }
 }
 
@@ -28,8 +25,7 @@ __global__ void fp8_dequantize_kernel(float *x, const uint8_t *q, const float *s
                                       int dim)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const __half h = __half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q[i], __NV_E4M3));
-        x[i] = __fmul_rn(__half2float(h), scale[(i / (size_t)dim) % (size_t)n_scales]);
+        x[i] = frt_fp8_decode_scaled(q[i], scale[(i / (size_t)dim) % (size_t)n_scales]);
     }
 }
 

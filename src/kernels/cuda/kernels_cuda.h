@@ -143,6 +143,20 @@ int frt_cuda_kv_append(void *stream, uint16_t *k_cache, uint16_t *v_cache, const
                        const void *v, frt_cuda_dtype src_dtype, const int32_t *d_start,
                        const int32_t *d_n, int max_n, int max_seq, int n_kv_heads, int head_dim);
 
+/* frt_cuda_kv_append into an FP8 E4M3 cache (docs/fp8.md), for t < n:
+ *   k_cache[start + t, j, i] = e4m3_satfinite(k[t, j, i] * (1 / k_scale[j]))
+ *   v_cache[start + t, j, i] = e4m3_satfinite(v[t, j, i] * (1 / v_scale[j]))
+ * per KV head j. k, v [max_n, n_kv_heads, head_dim] f32; k_cache, v_cache
+ * [max_seq, n_kv_heads, head_dim] E4M3 codes (u8); k_scale, v_scale
+ * [n_kv_heads] f32 > 0 (static per-head scales); all device memory. Rows
+ * start + t >= max_seq are dropped. The bits of frt_fp8_quantize_rows
+ * (kernels/cpu/fp8.h) over the rows (t, j) with n_scales = n_kv_heads
+ * (tests/test_cuda_fp8_kv.c). Errors: FRT_ERR_INVALID_ARGUMENT (NULL
+ * pointer, sizes out of range, n_kv_heads > 4096), FRT_ERR_BACKEND. */
+int frt_cuda_kv_append_fp8(void *stream, uint8_t *k_cache, uint8_t *v_cache, const float *k, const float *v,
+                           const float *k_scale, const float *v_scale, const int32_t *d_start,
+                           const int32_t *d_n, int max_n, int max_seq, int n_kv_heads, int head_dim);
+
 /* Largest head_dim frt_cuda_attn_decode_prep takes. */
 #define FRT_CUDA_ATTN_PREP_MAX_HD 2048
 
@@ -229,6 +243,25 @@ int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const 
                        const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
                        int n_heads, int n_kv_heads, int head_dim, float scale, int split_len,
                        void *workspace, size_t workspace_bytes);
+
+/* frt_cuda_attention over an FP8 E4M3 KV cache (docs/fp8.md): the same
+ * arguments, semantics, errors and workspace
+ * (frt_cuda_attention_workspace_bytes), with k_cache, v_cache [max_seq,
+ * n_kv_heads, head_dim] E4M3 codes (u8) and k_scale, v_scale [n_kv_heads]
+ * f32 (device). Every key and value is dequantized on load into f32,
+ * decode(code) * scale[KV head] (the bits of frt_fp8_dequantize_rows), and
+ * the scores, softmax and accumulation are f32: the result is
+ * frt_cuda_attention's prefill form on the dequantized cache in f32. Both
+ * forms (split_len 0: one pass; split_len > 0: flash-decoding splits + the
+ * combine) run the CUDA-core kernel of frt_cuda_attention's prefill form
+ * (attn_kernel); no tensor-core FP8 path yet (docs/fp8.md). Alignment: none
+ * beyond the element. Twin: frt_cpu_attention on frt_fp8_dequantize_rows of
+ * the cache (tests/test_cuda_fp8_kv.c). */
+int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                           frt_cuda_dtype q_dtype, const uint8_t *k_cache, const uint8_t *v_cache,
+                           const float *k_scale, const float *v_scale, const int32_t *d_start,
+                           const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
+                           int head_dim, float scale, int split_len, void *workspace, size_t workspace_bytes);
 
 /* Bytes of workspace frt_cuda_attention needs for these sizes (0 when
  * split_len == 0, or for invalid sizes). */

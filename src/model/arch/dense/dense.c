@@ -7,6 +7,7 @@
 #include "model/arch/dense/dense.h"
 
 #include "kernels/cpu/rope_freqs.h"
+#include "model/kv_scales.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -109,6 +110,22 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
     *k_entry = 2 * layer;
     *v_entry = 2 * layer + 1;
     return 0;
+}
+
+int dense_check_weight_dtype(const frt_tensor *t, const char *full)
+{
+    if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: tensor '%s' is %s: FP8 weights (with their scales) are not supported yet "
+                         "(docs/fp8.md)",
+                         full, frt_dtype_name(t->dtype));
+    return 0;
+}
+
+void dense_kv_scales(const frt_model *m, float *out)
+{
+    int nkv = m->cfg.n_kv_heads;
+    for (int e = 0; e < 2 * m->cfg.n_layers; e++) frt_model_kv_scales_of(m, e, out + (size_t)e * nkv, nkv);
 }
 
 static void d_info(const frt_model *m, frt_model_info *info)

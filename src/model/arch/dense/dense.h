@@ -67,7 +67,7 @@ typedef struct dense_scratch {
     int32_t *pos;          /* [C] positions of the step's rows */
     float *kq, *vq;        /* fp8 KV: [C, n_kv_heads * head_dim] the step's K / V before quantization */
     float *kdq, *vdq;      /* fp8 KV: [max_seq, n_kv_heads * head_dim] the cache rows dequantized */
-    float *kv_scale;       /* fp8 KV: [n_kv_heads] the static per-head scales (1.0: docs/fp8.md) */
+    float *kv_scale;       /* fp8 KV: [n_layers, 2, n_kv_heads] the static per-head scales (dense_kv_scales) */
     float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
     int debug_rows;
 } dense_scratch;
@@ -81,6 +81,17 @@ typedef struct dense {
 } dense;
 
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
+
+/* 0 for a weight tensor the dense loaders convert (a float dtype but FP8);
+ * FRT_ERR_UNSUPPORTED naming `full` for FP8 weights, whose scales
+ * (weight_scale, quantization_config) no loader applies yet (docs/fp8.md):
+ * reading their codes as values would be silently wrong. */
+int dense_check_weight_dtype(const frt_tensor *t, const char *full);
+
+/* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
+ * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads
+ * right after; from params.kv_scales (model/kv_scales.h), else 1.0. */
+void dense_kv_scales(const frt_model *m, float *out);
 
 extern const frt_arch_backend frt_dense_cpu_backend; /* dense_cpu.c */
 #if FRT_HAVE_CUDA

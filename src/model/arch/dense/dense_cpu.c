@@ -68,6 +68,7 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
             snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
     }
+    FRT_TRY(dense_check_weight_dtype(t, full));
     int64_t n = d0 * (d1 ? d1 : 1);
     if (wl->pass == 1) {
         float *p = wl->arena + wl->used;
@@ -152,9 +153,9 @@ static int alloc_fp8_scratch(frt_model *m, dense_scratch *s)
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim, C = (size_t)m->C, S = (size_t)m->max_seq;
     if (!(s->kq = malloc(C * kvd * sizeof(float))) || !(s->vq = malloc(C * kvd * sizeof(float))) ||
         !(s->kdq = malloc(S * kvd * sizeof(float))) || !(s->vdq = malloc(S * kvd * sizeof(float))) ||
-        !(s->kv_scale = malloc((size_t)c->n_kv_heads * sizeof(float))))
+        !(s->kv_scale = malloc((size_t)2 * c->n_layers * c->n_kv_heads * sizeof(float))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the fp8 KV scratch");
-    for (int h = 0; h < c->n_kv_heads; h++) s->kv_scale[h] = 1.0f;
+    dense_kv_scales(m, s->kv_scale);
     return 0;
 }
 
@@ -233,10 +234,11 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     frt_cpu_rope_freqs(krow, n, nkv, hd, hd, s->pos, d->inv_freq);
     if (fp8) { /* quantize the step's rows into the cache, read the cache back dequantized */
         uint8_t *k8 = frt_buffer_ptr(d->kv_k[l]), *v8 = frt_buffer_ptr(d->kv_v[l]);
-        frt_fp8_quantize_rows(k8 + (size_t)p0 * kvd, krow, s->kv_scale, nkv, n * nkv, hd);
-        frt_fp8_quantize_rows(v8 + (size_t)p0 * kvd, vrow, s->kv_scale, nkv, n * nkv, hd);
-        frt_fp8_dequantize_rows(s->kdq, k8, s->kv_scale, nkv, (p0 + n) * nkv, hd);
-        frt_fp8_dequantize_rows(s->vdq, v8, s->kv_scale, nkv, (p0 + n) * nkv, hd);
+        const float *ks = s->kv_scale + (size_t)2 * l * nkv, *vs = ks + nkv; /* layer l's K, V heads */
+        frt_fp8_quantize_rows(k8 + (size_t)p0 * kvd, krow, ks, nkv, n * nkv, hd);
+        frt_fp8_quantize_rows(v8 + (size_t)p0 * kvd, vrow, vs, nkv, n * nkv, hd);
+        frt_fp8_dequantize_rows(s->kdq, k8, ks, nkv, (p0 + n) * nkv, hd);
+        frt_fp8_dequantize_rows(s->vdq, v8, vs, nkv, (p0 + n) * nkv, hd);
         kc = s->kdq;
         vc = s->vdq;
     }
@@ -352,7 +354,7 @@ const frt_arch_backend frt_dense_cpu_backend = {
     .name = "cpu",
     .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32",
-    .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static-1.0",
+    .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static",
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,
     .free = cpu_free,

@@ -13,7 +13,13 @@
  *   activations  residual stream f32; GEMM inputs bf16 (normed hidden,
  *                attention output, SwiGLU output); GEMM outputs f32
  *                (cuBLASLt or the GEMV, fp32 accumulation).
- *   state        KV cache bf16 (kv_dtype), declared by dense.c.
+ *   state        KV cache bf16 (kv_dtype), declared by dense.c; with
+ *                params.kv_dtype FRT_KV_FP8 E4M3 codes with static per-head
+ *                scales (a calibration file's, or 1.0): the append quantizes
+ *                (frt_cuda_kv_append_fp8), attention dequantizes on load in f32
+ *                (frt_cuda_attention_fp8, the CUDA-core kernel for prefill
+ *                and decode), the batched decode attends slot by slot
+ *                (docs/fp8.md).
  *
  * Graphs: every value that changes between replays is read from device
  * memory (boundary.pos, step.n_valid, boundary.pending, step.sampling,
@@ -86,6 +92,8 @@ typedef struct cd_model {
      * each slot's boundary position. */
     uint16_t **tab_k, **tab_v;
     int32_t **tab_pos;
+    int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype): attn_fp8 */
+    float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (dense_kv_scales) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
     int32_t *debug_rows;
@@ -156,6 +164,7 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
     if (!frt_dtype_is_float(t->dtype))
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
                          frt_dtype_name(t->dtype));
+    FRT_TRY(dense_check_weight_dtype(t, full));
     size_t n = (size_t)(d0 * (d1 ? d1 : 1));
     size_t off = wl->used;
     wl->used += align_up(n * (to_bf16 ? 2 : 4));
@@ -275,6 +284,22 @@ static int plan_all(cd_model *c, int n)
     return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
 }
 
+/* The FP8 KV cache's static per-head scales (dense_kv_scales: a
+ * calibration file's, else 1.0) into c->kv_scale. */
+static int fill_kv_scale(frt_model *m, cd_model *c)
+{
+    c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
+    size_t bytes = (size_t)2 * c->L * c->nkv * sizeof(float);
+    float *h = malloc(bytes);
+    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
+    dense_kv_scales(m, h);
+    int rc = frt_buffer_write(c->sbuf, (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf)), h, bytes,
+                              m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copy must outlive the transfer */
+    free(h);
+    return rc;
+}
+
 static int cd_alloc_scratch(frt_model *m)
 {
     cd_model *c = m->bk_data;
@@ -311,6 +336,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes);
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
+        CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
         if (slots > 1) {
             size_t tab = (size_t)slots * sizeof(void *);
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
@@ -330,6 +356,7 @@ static int cd_alloc_scratch(frt_model *m)
             FRT_TRY(frt_buffer_fill(c->sbuf, 0, off, 0, m->stream));
         }
     }
+    FRT_TRY(fill_kv_scale(m, c));
     FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
@@ -438,6 +465,22 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
+/* The FP8 KV cache (docs/fp8.md): the rows' roped k and v quantized into
+ * layer l's E4M3 cache with the static per-head scales, then attention
+ * over the cache dequantized on load (f32 math): flash-decoding splits for
+ * decode, one pass for a prefill piece. */
+static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
+    const float *ks = c->kv_scale + (size_t)2 * l * c->nkv, *vs = ks + c->nkv; /* layer l's K, V heads */
+    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
+    return frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
+                                  m->max_seq, c->nh, c->nkv, c->hd, c->scale, f->decode ? DECODE_SPLIT : 0,
+                                  f->decode ? c->attn_ws : NULL, f->decode ? c->attn_ws_bytes : 0);
+}
+
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
  * q / k norms, RoPE at the boundary's positions and the KV append of layer
  * l (the bound slot's cache), then attention into o [R, qd] f32. */
@@ -460,6 +503,7 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     }
     FRT_TRY(frt_dense_rope_table(st, q, c->inv_freq, f->d_pos, f->d_n, R, c->nh, c->hd));
     FRT_TRY(frt_dense_rope_table(st, k, c->inv_freq, f->d_pos, f->d_n, R, c->nkv, c->hd));
+    if (c->fp8) return attn_fp8(f, l, q, k, v, o);
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
     if (f->decode)
         return frt_cuda_attention(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
@@ -688,7 +732,8 @@ static int slot_finish(const fwd *fb, int b)
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
  * each in one launch for every slot (device tables), the same bits per row
  * as attn_rows on its slot alone. A head_dim the batched flash-decoding
- * does not take (64, 128, 256 only) runs attn_rows slot by slot (fb). */
+ * does not take (64, 128, 256 only) and the FP8 KV cache (no batched FP8
+ * kernel yet) run attn_rows slot by slot (fb). */
 static int attn_batch(const fwd *f, const fwd *fb, int l)
 {
     frt_model *m = f->m;
@@ -696,7 +741,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
     const cd_layer *lw = &c->layers[l];
     void *st = f->st;
     int n = f->R, B = c->batch_slots;
-    if (c->hd != 64 && c->hd != 128 && c->hd != 256) {
+    if (c->fp8 || (c->hd != 64 && c->hd != 128 && c->hd != 256)) {
         for (int b = 0; b < n; b++) {
             FRT_TRY(frt_model_bind_slot(m, b));
             FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
@@ -830,6 +875,8 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
+    .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
+                           "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=cuda-core-f32",
     .load_weights = cd_load_weights,
     .alloc_scratch = cd_alloc_scratch,
     .free = cd_free,

@@ -1,0 +1,41 @@
+/*
+ * kernels/cuda/fp8_util.h - the OCP FP8 E4M3 scaled element conversions
+ * shared by the CUDA kernels that read or write E4M3 (internal; CUDA C++
+ * only): fp8.cu (rows), kv_append.cu (the KV cache append), attention.cu
+ * (the FP8 KV cache read on load). The same two f32 operations as the CPU
+ * codec (kernels/cpu/fp8.h, docs/fp8.md), so codes and values agree bit for
+ * bit:
+ *   encode:  __nv_cvt_float_to_fp8(x * inv, __NV_SATFINITE, __NV_E4M3),
+ *            inv = __frcp_rn(scale) (IEEE 1.0f / s, as the CPU)
+ *   decode:  float(e4m3 -> half, exact) * scale
+ * The products are __fmul_rn (never contracted into an FMA).
+ */
+#ifndef FRT_KERNELS_CUDA_FP8_UTIL_H
+#define FRT_KERNELS_CUDA_FP8_UTIL_H
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+/* The E4M3 code of x / s, given inv = __frcp_rn(s). */
+__device__ __forceinline__ uint8_t frt_fp8_encode_inv(float x, float inv)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(__fmul_rn(x, inv), __NV_SATFINITE, __NV_E4M3);
+}
+
+/* decode(q) * s. */
+__device__ __forceinline__ float frt_fp8_decode_scaled(uint8_t q, float s)
+{
+    const __half h = __half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q, __NV_E4M3));
+    return __fmul_rn(__half2float(h), s);
+}
+
+/* Two adjacent codes (the low byte first in memory: .x) decoded and scaled. */
+__device__ __forceinline__ float2 frt_fp8x2_decode_scaled(uint16_t q2, float s)
+{
+    const __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)q2, __NV_E4M3));
+    const float2 f = __half22float2(h);
+    return make_float2(__fmul_rn(f.x, s), __fmul_rn(f.y, s));
+}
+
+#endif /* FRT_KERNELS_CUDA_FP8_UTIL_H */

@@ -1,0 +1,211 @@
+/*
+ * model/kv_scales.c - static per-head scales of an FP8 KV cache
+ * (frt/kv_scales.h, model/kv_scales.h, docs/fp8.md): the calibration pass
+ * that writes a scales file, and the check that reads one at load.
+ */
+#include "model/kv_scales.h"
+
+#include "frt/kv_scales.h"
+#include "kernels/cpu/fp8.h"
+#include "model/model_internal.h"
+#include "util/bf16.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define KV_SCALES_FORMAT "frt-kv-scales"
+
+/* A KV entry of the state table: rows of [n_kv_heads, head_dim] of a float dtype. */
+static int is_kv_entry(const frt_state_decl *d)
+{
+    return d->validity == FRT_STATE_ROWS && d->ndim == 3 && frt_dtype_is_float(d->dtype);
+}
+
+/* The index of want[] whose "<name>.scale" is `tensor`, or -1. */
+static int want_of(const char *tensor, const frt_kv_scales_want *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(want[i].name);
+        if (!strncmp(tensor, want[i].name, k) && !strcmp(tensor + k, ".scale")) return i;
+    }
+    return -1;
+}
+
+/* Checks the tensor of want w: F32 [heads], every value finite and > 0. */
+static int check_one(const frt_safetensors *st, const frt_kv_scales_want *w)
+{
+    char name[FRT_STATE_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s.scale", w->name);
+    const frt_tensor *t = frt_safetensors_find(st, name);
+    if (!t) return frt_error(FRT_ERR_FORMAT, "kv scales: no tensor '%s'", name);
+    if (t->dtype != FRT_DT_F32 || t->ndim != 1 || t->shape[0] != w->heads)
+        return frt_error(FRT_ERR_FORMAT, "kv scales: '%s' is %s with %d dims [%lld...], expected F32 [%d]", name,
+                         frt_dtype_name(t->dtype), t->ndim, t->ndim ? (long long)t->shape[0] : 0LL, w->heads);
+    for (int j = 0; j < w->heads; j++) {
+        float v;
+        memcpy(&v, (const char *)t->data + (size_t)j * sizeof v, sizeof v);
+        if (!(isfinite(v) && v > 0))
+            return frt_error(FRT_ERR_FORMAT, "kv scales: '%s'[%d] = %g (a scale is finite and > 0)", name, j,
+                             (double)v);
+    }
+    return 0;
+}
+
+int frt_kv_scales_check(const frt_safetensors *st, const frt_kv_scales_want *want, int n, float *out)
+{
+    if (!st || !want || !out || n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "kv scales: NULL argument");
+    const char *fmt = frt_safetensors_metadata(st, "format");
+    if (!fmt || strcmp(fmt, KV_SCALES_FORMAT))
+        return frt_error(FRT_ERR_FORMAT, "kv scales: __metadata__ \"format\" is '%s', not '" KV_SCALES_FORMAT "'",
+                         fmt ? fmt : "(none)");
+    for (int i = 0; i < frt_safetensors_count(st); i++) {
+        const frt_tensor *t = frt_safetensors_at(st, i);
+        if (want_of(t->name, want, n) < 0)
+            return frt_error(FRT_ERR_FORMAT, "kv scales: unexpected tensor '%s' (not '<KV entry>.scale' of this "
+                                             "model)", t->name);
+    }
+    for (int i = 0; i < n; i++) FRT_TRY(check_one(st, &want[i]));
+    for (int i = 0; i < n; i++) { /* every check passed: copy */
+        char name[FRT_STATE_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.scale", want[i].name);
+        memcpy(out, frt_safetensors_find(st, name)->data, (size_t)want[i].heads * sizeof(float));
+        out += want[i].heads;
+    }
+    return 0;
+}
+
+/* The F8_E4M3 rows entries of m as wants, their count in *n, their heads in
+ * *heads; NULL (no error) when there are none. */
+static frt_kv_scales_want *fp8_wants(const frt_model *m, int *n, int *heads)
+{
+    *n = *heads = 0;
+    frt_kv_scales_want *w = calloc((size_t)m->n_state + 1, sizeof *w);
+    if (!w) return NULL;
+    for (int i = 0; i < m->n_state; i++) {
+        const frt_state_decl *d = &m->state[i].decl;
+        if (!is_kv_entry(d) || d->dtype != FRT_DT_F8_E4M3) continue;
+        w[*n].name = d->name;
+        w[*n].heads = (int)d->shape[1];
+        *heads += w[(*n)++].heads;
+    }
+    return w;
+}
+
+int frt_model_kv_scales_load(frt_model *m)
+{
+    const char *path = m->params.kv_scales;
+    if (!path) return 0;
+    if (m->kv_dtype != FRT_DT_F8_E4M3)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "model: kv_scales '%s' given without kv_dtype FRT_KV_FP8 (they scale an FP8 KV cache)", path);
+    int n = 0, heads = 0;
+    frt_kv_scales_want *want = fp8_wants(m, &n, &heads);
+    m->kv_scales = calloc((size_t)m->n_state, sizeof *m->kv_scales);
+    m->kv_scales_data = malloc((size_t)(heads ? heads : 1) * sizeof(float));
+    if (!want || !m->kv_scales || !m->kv_scales_data) {
+        free(want);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the kv scales");
+    }
+    frt_safetensors *st = NULL;
+    int rc = frt_safetensors_open(path, &st);
+    if (rc == 0) rc = frt_kv_scales_check(st, want, n, m->kv_scales_data);
+    frt_safetensors_close(st);
+    free(want);
+    if (rc < 0) {
+        frt_error_prefix("kv scales %s", path);
+        return rc;
+    }
+    float *at = m->kv_scales_data;
+    for (int i = 0; i < m->n_state; i++) {
+        const frt_state_decl *d = &m->state[i].decl;
+        if (!is_kv_entry(d) || d->dtype != FRT_DT_F8_E4M3) continue;
+        m->kv_scales[i] = at;
+        at += d->shape[1];
+    }
+    m->kv_scales_hash = XXH64(m->kv_scales_data, (size_t)heads * sizeof(float), 0x6b7673) | 1;
+    return 0;
+}
+
+void frt_model_kv_scales_of(const frt_model *m, int e, float *out, int heads)
+{
+    const float *s = m->kv_scales && e >= 0 && e < m->n_state ? m->kv_scales[e] : NULL;
+    for (int j = 0; j < heads; j++) out[j] = s ? s[j] : 1.0f;
+}
+
+/* ---- calibration ---------------------------------------------------------- */
+
+/* The scales of KV entry i over rows 0..n-1: out[j] = amax(head j) / 448. */
+static int entry_scales(frt_model *m, int i, int n, float *out)
+{
+    const frt_state_decl *d = &m->state[i].decl;
+    const int H = (int)d->shape[1], D = (int)d->shape[2];
+    const size_t vals = (size_t)n * H * D, esz = frt_dtype_size(d->dtype);
+    if (d->dtype != FRT_DT_F32 && d->dtype != FRT_DT_BF16)
+        return frt_error(FRT_ERR_UNSUPPORTED, "calibrate: KV entry '%s' is %s (F32 or BF16 supported)", d->name,
+                         frt_dtype_name(d->dtype));
+    void *raw = malloc(vals * esz);
+    float *x = malloc(vals * sizeof(float)), *head = malloc((size_t)n * D * sizeof(float));
+    int rc = raw && x && head ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    if (rc == 0) rc = frt_buffer_read(m->state[i].buf, 0, raw, vals * esz, m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (rc == 0) {
+        if (d->dtype == FRT_DT_BF16)
+            frt_bf16_array_to_f32(raw, x, vals);
+        else
+            memcpy(x, raw, vals * sizeof(float));
+        for (int j = 0; j < H; j++) {
+            for (int t = 0; t < n; t++) memcpy(head + (size_t)t * D, x + ((size_t)t * H + j) * D, D * sizeof(float));
+            out[j] = frt_fp8_amax_scale(head, (size_t)n * D);
+        }
+    }
+    free(raw), free(x), free(head);
+    return rc;
+}
+
+/* Adds every KV entry's scales (computed into s, which must outlive the
+ * write) to w. */
+static int add_scales(frt_model *m, int n, frt_st_writer *w, float *s)
+{
+    for (int i = 0; i < m->n_state; i++) {
+        const frt_state_decl *d = &m->state[i].decl;
+        if (!is_kv_entry(d)) continue;
+        FRT_TRY(entry_scales(m, i, n, s));
+        char name[FRT_STATE_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.scale", d->name);
+        int64_t shape[1] = {d->shape[1]};
+        FRT_TRY(frt_st_writer_add(w, name, FRT_DT_F32, 1, shape, s));
+        s += d->shape[1];
+    }
+    return 0;
+}
+
+int frt_model_kv_calibrate(frt_model *m, const int32_t *ids, int n, const char *path)
+{
+    if (!m || !ids || !path || n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "calibrate: NULL argument or n < 1");
+    if (m->kv_dtype == FRT_DT_F8_E4M3)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "calibrate: the model holds an FP8 KV cache (the codes would be "
+                                                   "measured); load it with kv_dtype FRT_KV_DEFAULT");
+    FRT_TRY(frt_model_reset(m));
+    FRT_TRY(frt_model_prefill(m, ids, n));
+    size_t heads = 0;
+    for (int i = 0; i < m->n_state; i++)
+        if (is_kv_entry(&m->state[i].decl)) heads += (size_t)m->state[i].decl.shape[1];
+    if (!heads) return frt_error(FRT_ERR_INVALID_ARGUMENT, "calibrate: the model has no KV entries");
+    float *s = malloc(heads * sizeof(float));
+    frt_st_writer *w = NULL;
+    int rc = s ? frt_st_writer_create(&w) : frt_error(FRT_ERR_OUT_OF_MEMORY, "calibrate: out of memory");
+    char tokens[32];
+    snprintf(tokens, sizeof tokens, "%d", n);
+    if (rc == 0) rc = frt_st_writer_set_metadata(w, "format", KV_SCALES_FORMAT);
+    if (rc == 0) rc = frt_st_writer_set_metadata(w, "tokens", tokens);
+    if (rc == 0) rc = frt_st_writer_set_metadata(w, "scale", "amax/448 per KV head");
+    if (rc == 0) rc = add_scales(m, n, w, s);
+    if (rc == 0) rc = frt_st_writer_write(w, path);
+    frt_st_writer_destroy(w);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,502 @@
+/*
+ * test_cuda_fp8_kv.c - the FP8 E4M3 KV cache on the cuda backend
+ * (docs/fp8.md): the kernels against their CPU twins on random data, then
+ * the dense model with --kv-dtype fp8 on cuda against the cpu backend's.
+ *
+ *  1. argument checks of frt_cuda_kv_append_fp8 / frt_cuda_attention_fp8
+ *     (FRT_ERR_INVALID_ARGUMENT, nothing launched; no device needed);
+ *  2. frt_cuda_kv_append_fp8: random rows over many binades with per-head
+ *     scales != 1, the codes bit for bit frt_fp8_quantize_rows, rows past n
+ *     and past max_seq untouched;
+ *  3. frt_cuda_attention_fp8, both forms (one pass, flash-decoding splits),
+ *     head_dim 32..256, GQA / MQA / MHA, per-head scales != 1, against
+ *     frt_cpu_attention on frt_fp8_dequantize_rows of the cache: both are f32
+ *     over the same dequantized values, so the tolerance is f32 summation
+ *     order (1e-5 norm-wise); rows past n untouched; the decode time at 8k
+ *     against the bf16 kernel, printed with the KV bytes read per second;
+ *  4. the dense model (gen-model tiny-dense and tiny-qwen3), cuda fp8 against
+ *     cpu fp8: every layer's hidden state and the logits of a 100-token
+ *     prefill within 2^-3 norm-wise (the bound of docs/fp8.md "On the cuda
+ *     backend"), greedy tokens equal while the cpu's top-2 margin exceeds 4x
+ *     the measured max |logit difference|;
+ *     the same with scales calibrated on the cuda bf16 model
+ *     (frt_model_kv_calibrate reading bf16 KV rows);
+ *  5. capsules on cuda: the KV entries declared F8_E4M3, the KV part of an
+ *     fp8 capsule exactly half the bf16 one at the same length (the rest the
+ *     same size), a capsule of the other precision refused
+ *     (FRT_ERR_MISMATCH) with the live logits untouched, and snapshot ->
+ *     decode -> restore gives the cache rows back byte for byte and the same
+ *     tokens and logits bits again.
+ * (The whole capsule exactness suite and the fork suite also run in fp8 on
+ * cuda: capsule_cuda, fork_cuda.) Skipped (77) without a CUDA device.
+ */
+#include "frt_test.h"
+
+#if !FRT_HAVE_CUDA
+int main(void) { TEST_SKIP("built without CUDA"); }
+#else
+
+#include "frt/capsule.h"
+#include "frt/debug.h"
+#include "frt/exec.h"
+#include "frt/kv_scales.h"
+#include "frt/model.h"
+#include "gen_model.h"
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "model/model_internal.h"
+#include "util/bf16.h"
+
+#include "frt_test_capsule.h"
+#include "frt_test_cuda.h"
+
+#include <math.h>
+#include <unistd.h>
+
+#define MODEL_BOUND 0.125 /* 2^-3: docs/fp8.md "On the cuda backend" */
+
+/* n floats of random sign over the binades 2^-8 .. 2^6 (never zero). */
+static float *wide_rand(size_t n)
+{
+    float *x = fnew(n);
+    for (size_t i = 0; i < n; i++) {
+        float e = frt_test_rand(-8.0f, 6.0f), m = frt_test_rand(1.0f, 2.0f);
+        x[i] = (frt_test_u64() & 1 ? -1.0f : 1.0f) * ldexpf(m, (int)floorf(e));
+    }
+    return x;
+}
+
+/* ---- 1. argument checks --------------------------------------------------- */
+
+static void test_args(void)
+{
+    uint8_t *c8 = (uint8_t *)(uintptr_t)256; /* never dereferenced: each call fails its checks first */
+    float *f = (float *)(uintptr_t)256;
+    int32_t *p = (int32_t *)(uintptr_t)256;
+    CHECK_STATUS(frt_cuda_kv_append_fp8(NULL, NULL, c8, f, f, f, f, p, NULL, 1, 8, 2, 32), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_kv_append_fp8(NULL, c8, c8, f, f, NULL, f, p, NULL, 1, 8, 2, 32), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_kv_append_fp8(NULL, c8, c8, f, f, f, f, p, NULL, 1, 8, 0, 32), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_kv_append_fp8(NULL, c8, c8, f, f, f, f, p, NULL, -1, 8, 2, 32), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_attention_fp8(NULL, f + 64, FRT_CUDA_F32, f, FRT_CUDA_F32, c8, c8, NULL, f, p, NULL, 1, 8, 4,
+                                        2, 32, 1.0f, 0, NULL, 0),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_attention_fp8(NULL, f + 64, FRT_CUDA_F32, f, FRT_CUDA_F32, c8, c8, f, f, p, NULL, 1, 8, 4,
+                                        2, 48, 1.0f, 0, NULL, 0),
+                 FRT_ERR_INVALID_ARGUMENT); /* head_dim not a multiple of 32 */
+    CHECK_STATUS(frt_cuda_attention_fp8(NULL, f + 64, FRT_CUDA_F32, f, FRT_CUDA_F32, c8, c8, f, f, p, NULL, 1, 8, 4,
+                                        3, 32, 1.0f, 0, NULL, 0),
+                 FRT_ERR_INVALID_ARGUMENT); /* n_heads not a multiple of n_kv_heads */
+    CHECK_STATUS(frt_cuda_attention_fp8(NULL, f + 64, FRT_CUDA_F32, f, FRT_CUDA_F32, c8, c8, f, f, p, NULL, 1, 512, 4,
+                                        2, 32, 1.0f, 128, f, 16),
+                 FRT_ERR_INVALID_ARGUMENT); /* workspace too small */
+    CHECK_STATUS(frt_cuda_attention_fp8(NULL, f, FRT_CUDA_F32, f, FRT_CUDA_F32, c8, c8, f, f, p, NULL, 1, 8, 4, 2, 32,
+                                        1.0f, 0, NULL, 0),
+                 FRT_ERR_INVALID_ARGUMENT); /* out aliases q */
+}
+
+/* ---- 2. the append ---------------------------------------------------------- */
+
+/* max_n rows of K and V (n of them valid; d_n NULL when n == max_n) at
+ * start into sentinel-filled caches of max_seq rows: the bytes of the CPU
+ * codec's rows start .. min(start + n, max_seq) - 1, every other byte the
+ * sentinel. */
+static void append_case(int max_n, int n, int start, int max_seq, int nkv, int hd)
+{
+    size_t row = (size_t)nkv * hd, cache = (size_t)max_seq * row;
+    float *k = wide_rand((size_t)max_n * row), *v = wide_rand((size_t)max_n * row);
+    float ks[8], vs[8];
+    for (int j = 0; j < nkv; j++) {
+        ks[j] = ldexpf(frt_test_rand(1.0f, 2.0f), j % 5 - 2);
+        vs[j] = ldexpf(frt_test_rand(1.0f, 2.0f), 2 - j % 5);
+    }
+    int32_t dyn[2] = {start, n};
+    dbuf dk = dalloc((size_t)max_n * row * 4), dv = dalloc((size_t)max_n * row * 4), dkc = dalloc(cache),
+         dvc = dalloc(cache), dks = dalloc((size_t)nkv * 4), dvs = dalloc((size_t)nkv * 4), dd = dalloc(8);
+    dput(dk, 0, k, (size_t)max_n * row * 4);
+    dput(dv, 0, v, (size_t)max_n * row * 4);
+    dput(dks, 0, ks, (size_t)nkv * 4);
+    dput(dvs, 0, vs, (size_t)nkv * 4);
+    dput(dd, 0, dyn, sizeof dyn);
+    must(frt_buffer_fill(dkc.b, 0, cache, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(dvc.b, 0, cache, 0x5A, g_st), "fill");
+    CHECK_OK(frt_cuda_kv_append_fp8(g_cs, dkc.p, dvc.p, dk.p, dv.p, dks.p, dvs.p, dd.p,
+                                    n == max_n ? NULL : (int32_t *)dd.p + 1, max_n, max_seq, nkv, hd));
+    uint8_t *got = xzalloc(cache), *want = xzalloc(cache);
+    int rows = start + n > max_seq ? max_seq - start : n;
+    for (int kv = 0; kv < 2; kv++) {
+        memset(want, 0x5A, cache);
+        if (rows > 0)
+            frt_fp8_quantize_rows(want + (size_t)start * row, kv ? v : k, kv ? vs : ks, nkv, rows * nkv, hd);
+        dget(kv ? dvc : dkc, 0, got, cache);
+        char name[128];
+        snprintf(name, sizeof name, "append %s: %d of %d rows at %d of %d, %d heads x %d", kv ? "V" : "K", n, max_n,
+                 start, max_seq, nkv, hd);
+        report_same(name, got, want, cache);
+    }
+    free(k), free(v), free(got), free(want);
+    dbuf all[] = {dk, dv, dkc, dvc, dks, dvs, dd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(&all[i]);
+}
+
+static void test_append(void)
+{
+    append_case(7, 5, 60, 64, 3, 96);  /* row 64 dropped, rows 5, 6 not valid */
+    append_case(4, 4, 0, 32, 1, 128);  /* d_n NULL: every row */
+    append_case(1, 1, 300, 512, 8, 64); /* a decode step */
+}
+
+/* ---- 3. attention --------------------------------------------------------- */
+
+typedef struct attn_shape {
+    int hd, nh, nkv, max_n, n, start, max_seq, split;
+} attn_shape;
+
+/* Caches of max_seq random rows quantized with per-head scales (every row,
+ * so rows a query must not see hold data too), q random; the device result
+ * of the first n rows against the CPU twin on the dequantized cache, rows
+ * past n untouched. */
+static void attn_case(attn_shape s)
+{
+    size_t row = (size_t)s.nkv * s.hd, cache = (size_t)s.max_seq * row, qn = (size_t)s.max_n * s.nh * s.hd;
+    float *kf = frand(cache, -2, 2), *vf = frand(cache, -2, 2), *q = frand(qn, -1, 1);
+    float ks[8], vs[8], scale = 1.0f / sqrtf((float)s.hd);
+    for (int j = 0; j < s.nkv; j++) {
+        ks[j] = frt_test_rand(0.01f, 0.05f); /* codes across the normal range */
+        vs[j] = frt_test_rand(0.005f, 0.02f);
+    }
+    uint8_t *kc = xzalloc(cache), *vc = xzalloc(cache);
+    frt_fp8_quantize_rows(kc, kf, ks, s.nkv, s.max_seq * s.nkv, s.hd);
+    frt_fp8_quantize_rows(vc, vf, vs, s.nkv, s.max_seq * s.nkv, s.hd);
+    frt_fp8_dequantize_rows(kf, kc, ks, s.nkv, s.max_seq * s.nkv, s.hd);
+    frt_fp8_dequantize_rows(vf, vc, vs, s.nkv, s.max_seq * s.nkv, s.hd);
+    float *want = fnew(qn), *got = fnew(qn);
+    frt_cpu_attention(want, q, kf, vf, s.n, s.start, s.nh, s.nkv, s.hd, scale);
+
+    size_t ws = frt_cuda_attention_workspace_bytes(s.max_n, s.max_seq, s.nh, s.hd, s.split);
+    int32_t dyn[2] = {s.start, s.n};
+    dbuf dq = dalloc(qn * 4), dout = dalloc(qn * 4), dkc = dalloc(cache), dvc = dalloc(cache),
+         dks = dalloc((size_t)s.nkv * 4), dvs = dalloc((size_t)s.nkv * 4), dd = dalloc(8), dws = dalloc(ws);
+    dput(dq, 0, q, qn * 4);
+    dput(dkc, 0, kc, cache);
+    dput(dvc, 0, vc, cache);
+    dput(dks, 0, ks, (size_t)s.nkv * 4);
+    dput(dvs, 0, vs, (size_t)s.nkv * 4);
+    dput(dd, 0, dyn, sizeof dyn);
+    dsentinel(dout);
+    CHECK_OK(frt_cuda_attention_fp8(g_cs, dout.p, FRT_CUDA_F32, dq.p, FRT_CUDA_F32, dkc.p, dvc.p, dks.p, dvs.p, dd.p,
+                                    (int32_t *)dd.p + 1, s.max_n, s.max_seq, s.nh, s.nkv, s.hd, scale, s.split,
+                                    ws ? dws.p : NULL, ws));
+    dget(dout, 0, got, qn * 4);
+    size_t valid = (size_t)s.n * s.nh * s.hd;
+    char name[160];
+    snprintf(name, sizeof name, "attention fp8 hd %d heads %d/%d, %d of %d rows at %d of %d, split %d", s.hd, s.nh,
+             s.nkv, s.n, s.max_n, s.start, s.max_seq, s.split);
+    report(name, frt_test_rel_err(got, want, valid), 1e-5);
+    int untouched = 1;
+    for (size_t i = valid; i < qn; i++) {
+        uint32_t b;
+        memcpy(&b, &got[i], 4);
+        untouched &= b == 0x7F7F7F7Fu;
+    }
+    report_flag("  rows past n untouched", untouched);
+    free(kf), free(vf), free(q), free(kc), free(vc), free(want), free(got);
+    dbuf all[] = {dq, dout, dkc, dvc, dks, dvs, dd, dws};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(&all[i]);
+}
+
+static void test_attention(void)
+{
+    static const attn_shape shapes[] = {
+        {32, 4, 2, 40, 37, 0, 256, 0},      /* a first prefill piece, one pass */
+        {96, 3, 3, 12, 9, 100, 256, 0},     /* MHA, head_dim 96, a later piece */
+        {64, 8, 2, 1, 1, 700, 1024, 128},   /* decode, GQA 4 */
+        {128, 6, 1, 1, 1, 1000, 1024, 128}, /* decode, MQA */
+        {256, 4, 4, 6, 5, 300, 512, 64},    /* several rows through the splits */
+        {128, 4, 2, 1, 1, 1023, 1024, 128}, /* the last row of the cache */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) attn_case(shapes[i]);
+}
+
+/* Decode at position S - 1 of an 8k cache, the 8B shape's attention (32
+ * heads, 8 KV heads, head_dim 128): the fp8 and bf16 kernels' time and the
+ * KV bytes each reads per second (the HBM floor is ~3.35 TB/s on the H100). */
+typedef struct timing {
+    int fp8;
+    void *out, *q, *kc, *vc, *ks, *vs, *d_start, *ws;
+    size_t ws_bytes;
+} timing;
+
+enum { T_S = 8192, T_NH = 32, T_NKV = 8, T_HD = 128, T_REPS = 20 };
+
+static int rec_timing(frt_stream *st, void *user)
+{
+    timing *t = user;
+    void *cs = frt_stream_native(st);
+    for (int r = 0; r < T_REPS; r++) {
+        if (t->fp8)
+            FRT_TEST_TRY_(frt_cuda_attention_fp8(cs, t->out, FRT_CUDA_F32, t->q, FRT_CUDA_F32, t->kc, t->vc, t->ks,
+                                                 t->vs, t->d_start, NULL, 1, T_S, T_NH, T_NKV, T_HD, 0.088f, 128,
+                                                 t->ws, t->ws_bytes));
+        else
+            FRT_TEST_TRY_(frt_cuda_attention(cs, t->out, FRT_CUDA_F32, t->q, FRT_CUDA_F32, t->kc, t->vc, t->d_start,
+                                             NULL, 1, T_S, T_NH, T_NKV, T_HD, 0.088f, 128, t->ws, t->ws_bytes));
+    }
+    return 0;
+}
+
+static void test_timing(void)
+{
+    size_t cache = (size_t)T_S * T_NKV * T_HD, qn = (size_t)T_NH * T_HD;
+    size_t ws = frt_cuda_attention_workspace_bytes(1, T_S, T_NH, T_HD, 128);
+    float *q = frand(qn, -1, 1), ones[T_NKV];
+    for (int j = 0; j < T_NKV; j++) ones[j] = 1.0f;
+    int32_t pos = T_S - 1;
+    dbuf dq = dalloc(qn * 4), dout = dalloc(qn * 4), dkc = dalloc(cache * 2), dvc = dalloc(cache * 2),
+         dsc = dalloc(sizeof ones), dd = dalloc(4), dws = dalloc(ws);
+    dput(dq, 0, q, qn * 4);
+    dput(dsc, 0, ones, sizeof ones);
+    dput(dd, 0, &pos, 4);
+    must(frt_buffer_fill(dkc.b, 0, cache * 2, 0x31, g_st), "fill"); /* finite bf16 and e4m3 values */
+    must(frt_buffer_fill(dvc.b, 0, cache * 2, 0x32, g_st), "fill");
+    sync_st();
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+        timing t = {fp8, dout.p, dq.p, dkc.p, dvc.p, dsc.p, dsc.p, dd.p, dws.p, ws};
+        double us = graph_us(fp8 ? "attn fp8" : "attn bf16", rec_timing, &t, T_REPS);
+        double bytes = 2.0 * (double)cache * (fp8 ? 1 : 2);
+        printf("  decode attention at %d (32/8 heads x 128), %s KV: %.1f us, %.0f GB/s of KV read (floor %.1f us at "
+               "3.35 TB/s)\n",
+               T_S, fp8 ? "fp8 " : "bf16", us, us > 0 ? bytes / us * 1e-3 : 0.0, bytes / 3.35e6);
+    }
+    free(q);
+    dbuf all[] = {dq, dout, dkc, dvc, dsc, dd, dws};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dfree(&all[i]);
+}
+
+/* ---- 4. the dense model --------------------------------------------------- */
+
+static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv, const char *scales)
+{
+    frt_model_params p = frt_model_default_params();
+    p.backend = be;
+    p.prefill_chunk = 64;
+    p.max_seq = 512;
+    p.debug_hidden = 1;
+    p.kv_dtype = kv;
+    p.kv_scales = scales;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    return m;
+}
+
+/* Greedy decode on both; tokens compared while the cpu's top-2 margin
+ * exceeds 4x the max |logit difference| measured at the step. */
+static void greedy_compare(const char *label, frt_model *cpu, frt_model *gpu, int V)
+{
+    enum { G = 24 };
+    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
+    int compared = 0;
+    double worst = 0;
+    for (int i = 0; i < G; i++) {
+        int32_t tc = -1, tg = -1;
+        CHECK_OK(frt_model_logits(cpu, la));
+        CHECK_OK(frt_model_logits(gpu, lb));
+        double e = frt_test_rel_err(lb, la, (size_t)V), tol = 4 * frt_test_max_abs_diff(lb, la, (size_t)V);
+        if (e > worst) worst = e;
+        CHECK_MSG(e <= MODEL_BOUND, "%s greedy step %d: logits rel err %.3e", label, i, e);
+        CHECK_OK(i ? frt_model_decode(cpu, NULL, &tc) : frt_model_sample(cpu, NULL, &tc));
+        CHECK_OK(i ? frt_model_decode(gpu, NULL, &tg) : frt_model_sample(gpu, NULL, &tg));
+        float margin = frt_test_top2_margin(la, (size_t)V);
+        if (margin <= tol) {
+            printf("  greedy: stopped at step %d (cpu top-2 margin %.3e <= 4 x max |diff| = %.3e)\n", i,
+                   (double)margin, tol);
+            break;
+        }
+        CHECK_MSG(tc == tg, "%s greedy step %d: cuda %d cpu %d (margin %.3e, 4 x max |diff| %.3e)", label, i, tg, tc,
+                  (double)margin, tol);
+        if (tc != tg) break;
+        compared++;
+    }
+    printf("  greedy: %d of %d steps equal, logits rel err at most %.3e\n", compared, G, worst);
+    free(la);
+    free(lb);
+}
+
+/* scales: a calibration file both fp8 models load (NULL: scales 1.0). */
+static void compare_model(const char *label, const char *dir, const char *scales)
+{
+    frt_model *cpu = load(dir, FRT_BACKEND_CPU, FRT_KV_FP8, scales);
+    frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, scales);
+    frt_model *g16 = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
+    if (!cpu || !gpu || !g16) goto out;
+    frt_model_info ic;
+    CHECK_OK(frt_model_info_get(cpu, &ic));
+    int V = ic.vocab_size, H = ic.hidden_size, L = ic.n_layers, n = 100, rows = n - 64;
+    int32_t ids[100];
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    frt_model *ms[3] = {cpu, gpu, g16};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(frt_model_reset(ms[i]));
+        CHECK_OK(frt_model_prefill(ms[i], ids, n));
+    }
+    float *a = xmalloc((size_t)rows * H * 4), *b = xmalloc((size_t)rows * H * 4), *c = xmalloc((size_t)rows * H * 4);
+    printf("%s%s: cuda fp8 KV vs cpu fp8 KV (and vs cuda bf16 KV, reported), prefill of %d tokens, last %d rows\n",
+           label, scales ? " (calibrated scales)" : "", n, rows);
+    for (int idx = 0; idx <= L + 1; idx++) {
+        CHECK_OK(frt_model_debug_hidden(cpu, idx, a, rows));
+        CHECK_OK(frt_model_debug_hidden(gpu, idx, b, rows));
+        CHECK_OK(frt_model_debug_hidden(g16, idx, c, rows));
+        char name[32];
+        snprintf(name, sizeof name, idx == 0 ? "embed" : idx <= L ? "layer %d" : "final norm", idx - 1);
+        double e = frt_test_rel_err(b, a, (size_t)rows * H), e16 = frt_test_rel_err(b, c, (size_t)rows * H);
+        printf("  %-12s %.3e   (vs bf16 KV %.3e)\n", name, e, e16);
+        CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s %s: rel err %.3e", label, name, e);
+    }
+    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4), *lc = xmalloc((size_t)V * 4);
+    CHECK_OK(frt_model_logits(cpu, la));
+    CHECK_OK(frt_model_logits(gpu, lb));
+    CHECK_OK(frt_model_logits(g16, lc));
+    double e = frt_test_rel_err(lb, la, (size_t)V);
+    printf("  %-12s %.3e   (vs bf16 KV %.3e)\n", "logits", e, frt_test_rel_err(lb, lc, (size_t)V));
+    CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s logits: rel err %.3e", label, e);
+    greedy_compare(label, cpu, gpu, V);
+    free(a), free(b), free(c), free(la), free(lb), free(lc);
+out:
+    frt_model_free(cpu);
+    frt_model_free(gpu);
+    frt_model_free(g16);
+}
+
+/* ---- 5. capsules ---------------------------------------------------------- */
+
+static size_t kv_bytes(const frt_capsule *c)
+{
+    static const char *const kv[] = {"kv.", NULL};
+    return capsule_bytes_of(c, kv);
+}
+
+/* The valid rows (pos of them) of every KV entry, concatenated. */
+static uint8_t *kv_rows(frt_model *m, int pos, size_t *total)
+{
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(m, &info));
+    size_t sum = 0;
+    for (int i = 0; i < info.n_state; i++) {
+        frt_state_info si;
+        CHECK_OK(frt_model_state_info(m, i, &si));
+        if (!strncmp(si.name, "kv.", 3)) sum += (size_t)pos * si.row_bytes;
+    }
+    uint8_t *out = xzalloc(sum), *at = out;
+    for (int i = 0; i < info.n_state; i++) {
+        frt_state_info si;
+        CHECK_OK(frt_model_state_info(m, i, &si));
+        if (strncmp(si.name, "kv.", 3)) continue;
+        CHECK(!strcmp(si.dtype, "F8_E4M3") && si.row_bytes == (size_t)(si.shape[1] * si.shape[2]));
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, at, (size_t)pos * si.row_bytes, m->stream));
+        at += (size_t)pos * si.row_bytes;
+    }
+    CHECK_OK(frt_stream_sync(m->stream));
+    *total = sum;
+    return out;
+}
+
+/* Decodes k tokens; their ids into t, the last logits into l. */
+static void decode_k(frt_model *m, int k, int32_t *t, float *l)
+{
+    CHECK_OK(frt_model_sample(m, NULL, &t[0]));
+    for (int i = 1; i < k; i++) CHECK_OK(frt_model_decode(m, NULL, &t[i]));
+    CHECK_OK(frt_model_logits(m, l));
+}
+
+static void test_capsules(const char *dir)
+{
+    enum { N = 200, K = 8 };
+    frt_model *a = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
+    frt_model *b = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, NULL);
+    frt_capsule *ca = NULL, *cb = NULL;
+    if (!a || !b) goto out;
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(b, &info));
+    int V = info.vocab_size;
+    int32_t ids[N], t1[K], t2[K];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    CHECK_OK(frt_model_reset(a));
+    CHECK_OK(frt_model_prefill(a, ids, N));
+    CHECK_OK(frt_model_reset(b));
+    CHECK_OK(frt_model_prefill(b, ids, N));
+    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &ca));
+    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, &cb));
+    if (!ca || !cb) goto out;
+    size_t ka = kv_bytes(ca), kb = kv_bytes(cb);
+    frt_capsule_info ia, ib;
+    CHECK_OK(frt_capsule_info_get(ca, &ia));
+    CHECK_OK(frt_capsule_info_get(cb, &ib));
+    printf("capsules on cuda at %d tokens: KV part %zu bytes fp8, %zu bytes bf16 (1/%.2f); whole %zu vs %zu bytes\n",
+           N, kb, ka, (double)ka / (double)kb, ib.bytes, ia.bytes);
+    CHECK(kb > 0 && kb * 2 == ka);
+    CHECK(ia.bytes - ka == ib.bytes - kb);
+    /* the other precision is refused, the live state untouched */
+    float *before = xmalloc((size_t)V * 4), *after = xmalloc((size_t)V * 4), *l1 = xmalloc((size_t)V * 4),
+          *l2 = xmalloc((size_t)V * 4);
+    CHECK_OK(frt_model_logits(b, before));
+    CHECK_STATUS(frt_capsule_restore(b, ca), FRT_ERR_MISMATCH);
+    CHECK_STATUS(frt_capsule_restore(a, cb), FRT_ERR_MISMATCH);
+    CHECK_OK(frt_model_logits(b, after));
+    report_same("fp8 logits after a refused bf16 capsule", before, after, (size_t)V * 4);
+    /* snapshot -> decode -> restore: the rows back byte for byte, the same continuation */
+    size_t n0 = 0, n1 = 0;
+    uint8_t *rows0 = kv_rows(b, N, &n0);
+    decode_k(b, K, t1, l1);
+    CHECK_OK(frt_capsule_restore(b, cb));
+    uint8_t *rows1 = kv_rows(b, N, &n1);
+    CHECK(n0 == n1 && n0 == kb);
+    report_same("fp8 KV rows after restore", rows0, rows1, n0 < n1 ? n0 : n1);
+    decode_k(b, K, t2, l2);
+    report_same("fp8 tokens decoded after restore", t1, t2, sizeof t1);
+    report_same("fp8 logits after restore + decode", l1, l2, (size_t)V * 4);
+    free(before), free(after), free(l1), free(l2), free(rows0), free(rows1);
+out:
+    frt_capsule_free(ca);
+    frt_capsule_free(cb);
+    frt_model_free(a);
+    frt_model_free(b);
+}
+
+/* Scales calibrated on the cuda bf16 model (frt_model_kv_calibrate), then
+ * the comparison with both fp8 models loading them. */
+static void test_calibrated(const char *label, const char *dir)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/scales.safetensors", dir);
+    frt_model *m = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
+    if (!m) return;
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = (int32_t)(frt_test_u64() % 2000);
+    CHECK_OK(frt_model_kv_calibrate(m, ids, 300, path));
+    frt_model_free(m);
+    compare_model(label, dir, path);
+}
+
+int main(void)
+{
+    frt_test_seed(27);
+    test_args();
+    frt_test_cuda_start();
+    test_append();
+    test_attention();
+    test_timing();
+    static const char *shapes[] = {"tiny-dense", "tiny-qwen3"};
+    char dir[256];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8-kv-%d-%zu", (int)getpid(), i);
+        CHECK_OK(frt_gen_model_write(shapes[i], 3 + i, dir));
+        compare_model(shapes[i], dir, NULL);
+        if (i == 0) test_capsules(dir);
+        if (i == 0) test_calibrated(shapes[i], dir);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+    }
+    return frt_test_report();
+}
+#endif
