@@ -170,6 +170,9 @@ typedef struct frt_arch_backend {
      * the fused batch-2 CFG variant (rc->bucket = 2, shape key
      * FRT_POLICY_KEY_FUSED); 0: only the serial arrangement. */
     int policy_cfg_fused;
+    /* Policy kind: 1 when this backend has no classifier-free guidance
+     * (frt_policy_set_cfg with enable 1 is refused, FRT_ERR_UNSUPPORTED). */
+    int policy_no_cfg;
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -258,6 +258,9 @@ int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_posit
     if (advantage_positive != 0 && advantage_positive != 1)
         return BAD("cfg: advantage_positive = %d (0 or 1)", advantage_positive);
     if (!(beta >= 1.0f) || isinf(beta)) return BAD("cfg: beta = %g: beta must be in [1, inf)", (double)beta);
+    if (enable && m->bk->policy_no_cfg)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy cfg: the %s backend has no classifier-free guidance yet",
+                         m->bk->name);
     m->policy_cfg.enable = enable;
     m->policy_cfg.beta = beta;
     m->policy_cfg.advantage_positive = advantage_positive;

@@ -205,6 +205,19 @@ double pi0_gemma_layer_params(const pi0_gemma_config *g);
 int pi0_load_weights(frt_model *m);
 void pi0_free_weights(frt_model *m);
 
+/* The episode stream's noise (pi0_cpu.c's header describes it): out[0..n)
+ * for inference number `step` of the episode of `seed`. Both backends draw
+ * from it (pi0_glue.cu computes the same stream on the device). */
+void pi0_episode_noise(float *out, int n, uint64_t seed, uint64_t step);
+
+/* time_sincos(t) [width]: sin(2 pi t / period_i), then cos, with periods
+ * min_p (max_p / min_p)^(i / (width/2 - 1)), in double
+ * (openpi create_sinusoidal_pos_embedding). */
+void pi0_time_sincos(float *out, int width, double t, double min_p, double max_p);
+
 extern const frt_arch_backend frt_pi0_cpu_backend; /* pi0_cpu.c */
+#if FRT_HAVE_CUDA
+extern const frt_arch_backend frt_pi0_cuda_backend; /* pi0_cuda.c */
+#endif
 
 #endif /* FRT_MODEL_ARCH_PI0_H */
