@@ -142,7 +142,8 @@ static frt_model *load(const char *dir, frt_backend b, int max_tokens)
 
 /* The cuda model's own properties: episode noise vs cpu, capsules,
  * denoise-only, one variant per key. */
-static void cuda_properties(const char *shape, frt_model *g, frt_model *c, const obs *o, const frt_policy_info *pi)
+static void cuda_properties(const char *shape, frt_model *g, frt_model *c, const obs *o, const frt_policy_info *pi,
+                            int variants)
 {
     const size_t na = (size_t)pi->chunk * pi->action_dim;
     float *a = malloc(na * 4), *b = malloc(na * 4), *r = malloc(na * 4);
@@ -166,9 +167,9 @@ static void cuda_properties(const char *shape, frt_model *g, frt_model *c, const
     CHECK_OK(frt_policy_run(g, &in2, a, na));
     CHECK_OK(frt_policy_denoise(g, in2.state, in2.n_state, in2.noise, b, na));
     CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: denoise-only differs from the full inference", shape);
-    CHECK(frt_graph_count(g->g_policy) == 1 && frt_graph_count(g->g_denoise) == 1);
-    printf("  %-28s graph variants after %s runs: policy %d, denoise %d\n", shape, "7", frt_graph_count(g->g_policy),
-           frt_graph_count(g->g_denoise));
+    CHECK(frt_graph_count(g->g_policy) == variants && frt_graph_count(g->g_denoise) == 1);
+    printf("  %-28s graph variants: policy %d after the first run, %d after 9 runs (one per shape key); denoise "
+           "%d\n", shape, variants, frt_graph_count(g->g_policy), frt_graph_count(g->g_denoise));
     CHECK_STATUS(frt_policy_set_cfg(g, 1, 1.5f, 1), FRT_ERR_UNSUPPORTED);
     CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
     frt_capsule_free(cap);
@@ -212,13 +213,16 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     float *ca = malloc(na * 4), *cv = malloc(na * 4), *cvis = calloc(nvis, 4);
     float *ga = malloc(na * 4), *gv = malloc(na * 4), *gvis = calloc(nvis, 4);
     double ms_c = run_blocks(c, &o, &pi, ca, cv, cvis, nvis), ms_g = 0;
+    CHECK(frt_graph_count(g->g_policy) == 1); /* the full-shape variant of the load */
     for (int i = 0; i < 3; i++) ms_g = run_blocks(g, &o, &pi, ga, gv, gvis, nvis); /* the last of 3 (warm) */
+    const int variants = frt_graph_count(g->g_policy);
+    CHECK(variants == 2); /* + this observation's (cameras, prompt bucket) */
     block(shape, "vision_tokens", gvis, cvis, ngiven, 3e-2, 0.999);
     block(shape, "velocity0", gv, cv, na, 3e-2, 0.999);
     block(shape, "actions", ga, ca, na, 3e-2, 0.999);
     printf("  %-28s one inference: cpu %.1f ms, cuda %.3f ms (host clock, with the input upload)\n", shape, ms_c,
            ms_g);
-    cuda_properties(shape, g, c, &o, &pi);
+    cuda_properties(shape, g, c, &o, &pi, variants);
     obs_free(&o);
     free(ca), free(cv), free(cvis), free(ga), free(gv), free(gvis);
     frt_model_free(c);

@@ -252,24 +252,27 @@ static void test_qkv_rope(void)
 
 static void test_prefix_mask(void)
 {
-    const int cams = 3, np = 5, tok = 9, n = cams * np + tok;
-    uint8_t cm[3] = {1, 0, 1}, am[9], mask[24], want[24];
+    const int cams = 3, np = 5, tok = 9, n = cams * np + tok, total = n + 5;
+    uint8_t cm[3] = {1, 0, 1}, am[9], mask[29], want[29];
     int32_t pos[24], wpos[24], meta[4];
     for (int i = 0; i < tok; i++) am[i] = (uint8_t)(frt_test_u64() % 3 != 0);
-    dbuf dcm = dalloc(3), dam = dalloc(tok), dmask = dalloc(n), dpos = dalloc(n * 4), dmeta = dalloc(16);
+    dbuf dcm = dalloc(3), dam = dalloc(tok), dmask = dalloc(total), dpos = dalloc(n * 4), dmeta = dalloc(16);
     dput(dcm, 0, cm, 3);
     dput(dam, 0, am, tok);
-    CHECK_OK(pi0_cuda_prefix_mask(g_cs, dmask.p, dpos.p, dmeta.p, dcm.p, dam.p, cams, np, tok));
-    dget(dmask, 0, mask, n);
+    memset(mask, 7, sizeof mask);
+    dput(dmask, 0, mask, total); /* stale bytes past the rows: cleared */
+    CHECK_OK(pi0_cuda_prefix_mask(g_cs, dmask.p, dpos.p, dmeta.p, dcm.p, dam.p, cams, np, tok, total));
+    dget(dmask, 0, mask, total);
     dget(dpos, 0, pos, n * 4);
     dget(dmeta, 0, meta, 16);
     int valid = 0;
+    memset(want, 0, sizeof want);
     for (int r = 0; r < n; r++) {
         want[r] = r < cams * np ? cm[r / np] : am[r - cams * np];
         valid += want[r];
         wpos[r] = valid - 1 < 0 ? 0 : valid - 1;
     }
-    report_same("prefix mask (camera slots, then the prompt)", mask, want, (size_t)n);
+    report_same("prefix mask (camera slots, the prompt, zeros after)", mask, want, (size_t)total);
     report_same("prefix positions cumsum(mask) - 1", pos, wpos, (size_t)n * 4);
     report_flag("prefix meta rows, valid", meta[0] == n && meta[1] == valid);
     dfree(&dcm), dfree(&dam), dfree(&dmask), dfree(&dpos), dfree(&dmeta);

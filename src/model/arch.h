@@ -114,6 +114,8 @@ typedef struct frt_policy_cfg_options {
  * guided x into slot 0 and mirrors it into slot 1). */
 #define FRT_POLICY_KEY_SERIAL 1
 #define FRT_POLICY_KEY_FUSED 2
+/* Keys of a backend's per-shape variants (frt_arch_backend.policy_variant). */
+#define FRT_POLICY_KEY_VARIANT (1ull << 40)
 
 /* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
 typedef struct frt_record_ctx {
@@ -173,6 +175,12 @@ typedef struct frt_arch_backend {
     /* Policy kind: 1 when this backend has no classifier-free guidance
      * (frt_policy_set_cfg with enable 1 is refused, FRT_ERR_UNSUPPORTED). */
     int policy_no_cfg;
+    /* Policy kind, optional (NULL: one graph serves every observation).
+     * The variant of an unguided inference with n_cameras camera slots and
+     * n_tokens prompt slots, as a positive code that record_policy receives
+     * as rc->bucket; the runtime captures it on first use under the shape
+     * key FRT_POLICY_KEY_VARIANT | code and replays it from then on. */
+    int (*policy_variant)(const frt_model *m, int n_cameras, int n_tokens);
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

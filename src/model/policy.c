@@ -197,10 +197,24 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
     return frt_stream_sync(m->stream);
 }
 
-/* Replays g and reads the chunk; a task failure is returned as its status. */
-static int replay(frt_model *m, frt_graph *g, float *actions, size_t n_out)
+/* The key of the whole inference on `in`: the backend's variant for its
+ * camera and prompt slots (captured on first use), else policy_key. */
+static int run_key(frt_model *m, const frt_policy_inputs *in, frt_shape_key *key)
 {
-    FRT_TRY(frt_graph_replay(g, policy_key(m), m->stream));
+    *key = policy_key(m);
+    if (!m->bk->policy_variant || m->policy_cfg.enable) return 0;
+    const int code = m->bk->policy_variant(m, in->n_cameras, in->n_tokens);
+    if (code <= 0) return 0;
+    *key = FRT_POLICY_KEY_VARIANT | (frt_shape_key)code;
+    if (frt_graph_has(m->g_policy, *key)) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = code};
+    return frt_graph_capture(m->g_policy, *key, m->stream, m->bk->record_policy, &rc);
+}
+
+/* Replays g at key and reads the chunk; a task failure is returned as its status. */
+static int replay(frt_model *m, frt_graph *g, frt_shape_key key, float *actions, size_t n_out)
+{
+    FRT_TRY(frt_graph_replay(g, key, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     int rc = m->task_status;
     m->task_status = 0;
@@ -221,8 +235,10 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     FRT_TRY(check_images(&pi, in));
     FRT_TRY(check_prompt(m, &pi, in));
     FRT_TRY(check_state_noise(&pi, in));
+    frt_shape_key key;
+    FRT_TRY(run_key(m, in, &key));
     FRT_TRY(write_inputs(m, &pi, in));
-    return replay(m, m->g_policy, actions, n_out);
+    return replay(m, m->g_policy, key, actions, n_out);
 }
 
 int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)
@@ -248,7 +264,7 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     frt_policy_options o = {0, 0, noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
-    return replay(m, m->g_denoise, actions, n_out);
+    return replay(m, m->g_denoise, policy_key(m), actions, n_out);
 }
 
 int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive)

@@ -65,7 +65,9 @@
  * and mirrors the guided x of slot 0 into slot 1 after each step.
  *
  * Files: pi0.c (config, state and ports), pi0_weights.c (the names and
- * shapes, loading), pi0_cpu.c (the f32 forward pass). No CUDA backend yet.
+ * shapes, loading), pi0_cpu.c (the f32 forward pass), pi0_cuda.c (bf16
+ * weights, one CUDA graph per (cameras, prompt bucket) shape key; no CFG)
+ * with its kernels in pi0_glue.cu. docs/policies.md describes both.
  */
 #ifndef FRT_MODEL_ARCH_PI0_H
 #define FRT_MODEL_ARCH_PI0_H

@@ -97,6 +97,15 @@ typedef struct pc_model {
     int32_t *pos_p, *pos_s;
 } pc_model;
 
+/* The rows of one policy graph variant: `cams` camera slots and a prompt
+ * bucket of `tok` tokens (pi0_policy_variant). */
+typedef struct pc_shape {
+    int cams, tok;
+    int nv;   /* cams * n_patch image rows */
+    int rows; /* nv + tok prefix rows */
+    int lds;  /* the prefix's score row stride */
+} pc_shape;
+
 static pc_model *pc_of(const frt_model *m) { return (pc_model *)m->bk_data; }
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -148,6 +157,25 @@ static void set_sizes(const pi0_config *c, pc_model *pc)
     pc->KV = c->t.kv_heads * c->t.head_dim;
     pc->n_act = c->chunk * c->action_dim;
 }
+
+/* The prompt bucket of `tokens` valid slots: 16, 32, 64, ... capped at
+ * max_tokens. */
+static int bucket_of(const pi0_config *c, int tokens)
+{
+    int b = 16;
+    while (b < tokens && b < c->max_tokens) b *= 2;
+    return b < c->max_tokens ? b : c->max_tokens;
+}
+
+static pc_shape shape_of(const pi0_config *c, int cams, int tok)
+{
+    pc_shape sh = {cams, tok, cams * c->n_patch, cams * c->n_patch + tok, 0};
+    sh.lds = round8(sh.rows);
+    return sh;
+}
+
+/* The variant's rc->bucket: cams << 16 | prompt bucket. */
+static int variant_code(int cams, int tok) { return cams << 16 | tok; }
 
 /* ---- weights: f32 host -> bf16 / f32 device ---------------------------------- */
 
@@ -458,19 +486,36 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     }
 }
 
-/* Every weight GEMM shape of the forward pass: {n, in, out}. */
+/* The weight GEMM shapes {n, in, out} of the vision tower and the prefix
+ * of one variant. */
+static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v)
+{
+    const int D = c->v_width, Wt = c->t.width, KV = pc->KV, Qt = c->t.heads * c->t.head_dim;
+    const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},         {v->nv, D, D},
+                         {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D},    {v->nv, D, Wt},
+                         {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, Wt, 2 * c->t.inter},
+                         {v->rows, c->t.inter, Wt}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    return 0;
+}
+
+/* Every weight GEMM shape of the forward pass, for every variant (made at
+ * load: a variant captured later only looks its plans up). */
 static int make_plans(const pi0_config *c, pc_model *pc)
 {
-    const int D = c->v_width, Wt = c->t.width, E = c->e.width, KV = pc->KV, A = c->action_dim;
-    const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
-    const int sh[][3] = {{pc->NV, pc->Kp, D},      {pc->NV, D, 3 * D},         {pc->NV, D, D},
-                         {pc->NV, D, c->v_inter},  {pc->NV, c->v_inter, D},    {pc->NV, D, Wt},
-                         {pc->P, Wt, Qt + 2 * KV}, {pc->P, Qt, Wt},            {pc->P, Wt, 2 * c->t.inter},
-                         {pc->P, c->t.inter, Wt},  {pc->ns, E, Qe + 2 * KV},   {pc->ns, Qe, E},
-                         {pc->ns, E, 2 * c->e.inter}, {pc->ns, c->e.inter, E}, {c->chunk, A, E},
-                         {c->chunk, E, A},         {c->chunk, E, E},           {1, c->state_dim, E}};
-    const int n = c->pi05 ? 16 : 18;
+    const int E = c->e.width, KV = pc->KV, A = c->action_dim, Qe = c->e.heads * c->e.head_dim;
+    const int sh[][3] = {{pc->ns, E, Qe + 2 * KV}, {pc->ns, Qe, E},  {pc->ns, E, 2 * c->e.inter},
+                         {pc->ns, c->e.inter, E},  {c->chunk, A, E}, {c->chunk, E, A},
+                         {c->chunk, E, E},         {1, c->state_dim, E}};
+    const int n = c->pi05 ? 6 : 8;
     for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int cams = 1; cams <= c->max_cameras; cams++)
+        for (int tok = 16;; tok *= 2) {
+            const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+            FRT_TRY(plan_prefix(c, pc, &v));
+            if (v.tok == c->max_tokens) break;
+        }
     return 0;
 }
 
@@ -540,16 +585,16 @@ static int vit_attention(frt_model *m, int cam)
     return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
 }
 
-static int vit_layer(frt_model *m, const pc_vit *y)
+static int vit_layer(frt_model *m, const pc_vit *y, const pc_shape *sh)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const int D = c->v_width, I = c->v_inter, n = pc->NV;
+    const int D = c->v_width, I = c->v_inter, n = sh->nv;
     FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln1_w, y->ln1_b, n, D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
     FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
-    for (int cam = 0; cam < c->max_cameras; cam++) FRT_TRY(vit_attention(m, cam));
+    for (int cam = 0; cam < sh->cams; cam++) FRT_TRY(vit_attention(m, cam));
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
     FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, y->o_b, NULL, n, D));
     FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln2_w, y->ln2_b, n, D, c->v_eps));
@@ -559,20 +604,20 @@ static int vit_layer(frt_model *m, const pc_vit *y)
     return pi0_cuda_residual(s, pc->x, pc->y, y->fc2_b, NULL, n, D);
 }
 
-/* Every camera slot at once: [max_cameras * n_patch] rows. */
-static int rec_vision(frt_model *m)
+/* The variant's camera slots at once: [cams * n_patch] rows. */
+static int rec_vision(frt_model *m, const pc_shape *sh)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const int D = c->v_width, n = pc->NV, np = c->n_patch;
-    FRT_TRY(pi0_cuda_patchify(s, pc->patches, port(m, "pixel_values", FRT_IO_INPUT), c->max_cameras,
+    const int D = c->v_width, n = sh->nv, np = c->n_patch;
+    FRT_TRY(pi0_cuda_patchify(s, pc->patches, port(m, "pixel_values", FRT_IO_INPUT), sh->cams,
                               c->image_size, c->image_size, c->patch, pc->Kp));
     FRT_TRY(gemm(m, pc->y, pc->patches, pc->patch_w, n, pc->Kp, D));
     FRT_TRY(frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->patch_b, n, D, FRT_CUDA_ACT_NONE));
-    for (int cam = 0; cam < c->max_cameras; cam++)
+    for (int cam = 0; cam < sh->cams; cam++)
         FRT_TRY(pi0_cuda_residual(s, pc->x + (size_t)cam * np * D, pc->pos_emb, NULL, NULL, np, D));
-    for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(m, &pc->vit[l]));
+    for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(m, &pc->vit[l], sh));
     FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->post_ln_w, pc->post_ln_b, n, D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->proj_w, n, D, c->t.width));
     return frt_cuda_bias_act(s, port(m, "vision_tokens", FRT_IO_OUTPUT), F32, pc->y, pc->proj_b, n, c->t.width,
@@ -638,7 +683,7 @@ static int gemma_layer(frt_model *m, const glayer *L)
     return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
 }
 
-static int rec_prefix(frt_model *m)
+static int rec_prefix(frt_model *m, const pc_shape *sh)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
@@ -648,17 +693,17 @@ static int rec_prefix(frt_model *m)
     uint8_t *mask = frt_buffer_ptr(pre->mask);
     int32_t *meta = frt_buffer_ptr(pre->meta);
     FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port(m, "pixel_attention_mask", FRT_IO_INPUT),
-                                 port(m, "attention_mask", FRT_IO_INPUT), c->max_cameras, c->n_patch,
-                                 c->max_tokens));
+                                 port(m, "attention_mask", FRT_IO_INPUT), sh->cams, c->n_patch, sh->tok,
+                                 pc->P));
     FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
-                                  port(m, "input_ids", FRT_IO_INPUT), pc->NV, c->max_tokens, c->t.width, c->vocab,
+                                  port(m, "input_ids", FRT_IO_INPUT), sh->nv, sh->tok, c->t.width, c->vocab,
                                   sqrtf((float)c->t.width)));
-    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
+    const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
     for (int l = 0; l < c->t.layers; l++) {
-        glayer L = {.g = &c->t, .y = &pc->tl[l], .n = pc->P, .first = 0, .n_kv = pc->P, .ld_s = pc->lds_p,
+        glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
                     .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
                     .k = pc->ek[l], .v = pc->ev[l]};
-        L.mask.d_kmask = mask, L.mask.kmask_len = pc->P, L.mask.sfx_start = pc->P, L.mask.d_rmask = mask;
+        L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
         FRT_TRY(gemma_layer(m, &L));
         FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[l], kv_bytes));
         FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[l], kv_bytes));
@@ -756,13 +801,26 @@ static int rec_flow(frt_model *m)
     return pi0_cuda_copy(s, port(m, "actions", FRT_IO_OUTPUT), pc->xt, (size_t)pc->n_act * sizeof(float));
 }
 
+/* rc->bucket: a variant code (cams << 16 | prompt bucket), or 0: every
+ * camera slot and max_tokens (the variant captured at load). */
 static int record_policy(frt_stream *st, void *user)
 {
     (void)st;
-    frt_model *m = ((const frt_record_ctx *)user)->m;
-    FRT_TRY(rec_vision(m));
-    FRT_TRY(rec_prefix(m));
+    const frt_record_ctx *rc = user;
+    frt_model *m = rc->m;
+    const pi0_config *c = &pi0_of(m)->c;
+    const pc_shape sh = rc->bucket > 0 ? shape_of(c, rc->bucket >> 16, rc->bucket & 0xffff)
+                                       : shape_of(c, c->max_cameras, c->max_tokens);
+    FRT_TRY(rec_vision(m, &sh));
+    FRT_TRY(rec_prefix(m, &sh));
     return rec_flow(m);
+}
+
+/* The variant of an inference with n_cameras camera slots and n_tokens
+ * prompt slots (frt_arch_backend.policy_variant). */
+static int policy_variant(const frt_model *m, int n_cameras, int n_tokens)
+{
+    return variant_code(n_cameras, bucket_of(&pi0_of(m)->c, n_tokens));
 }
 
 static int record_denoise(frt_stream *st, void *user)
@@ -785,4 +843,5 @@ const frt_arch_backend frt_pi0_cuda_backend = {
     .record_policy_denoise = record_denoise,
     .policy_cfg_fused = 0,
     .policy_no_cfg = 1,
+    .policy_variant = policy_variant,
 };

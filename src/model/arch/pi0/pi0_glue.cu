@@ -71,7 +71,7 @@ extern "C" int pi0_cuda_residual(void *stream, float *x, const float *y, const f
 }
 
 __global__ void prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta, const uint8_t *cam_mask,
-                                   const uint8_t *tok_mask, int cams, int n_patch, int tokens)
+                                   const uint8_t *tok_mask, int cams, int n_patch, int tokens, int n_total)
 {
     const int ni = cams * n_patch, n = ni + tokens;
     int valid = 0;
@@ -81,6 +81,7 @@ __global__ void prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta, c
         valid += m;
         pos[r] = valid - 1 < 0 ? 0 : valid - 1;
     }
+    for (int r = n; r < n_total; r++) mask[r] = 0;
     meta[0] = n;
     meta[1] = valid;
     meta[2] = meta[3] = 0;
@@ -88,12 +89,13 @@ __global__ void prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta, c
 
 extern "C" int pi0_cuda_prefix_mask(void *stream, uint8_t *mask, int32_t *pos, int32_t *meta,
                                     const uint8_t *cam_mask, const uint8_t *tok_mask, int cams, int n_patch,
-                                    int tokens)
+                                    int tokens, int n_total)
 {
-    FRT_ARG(mask && pos && meta && cam_mask && tok_mask && cams >= 1 && n_patch >= 1 && tokens >= 1,
+    FRT_ARG(mask && pos && meta && cam_mask && tok_mask && cams >= 1 && n_patch >= 1 && tokens >= 1 &&
+                n_total >= cams * n_patch + tokens,
             "pi0 prefix mask: bad arguments");
     prefix_mask_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mask, pos, meta, cam_mask, tok_mask, cams, n_patch,
-                                                          tokens);
+                                                          tokens, n_total);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -40,11 +40,12 @@ int pi0_cuda_residual(void *stream, float *x, const float *y, const float *b, co
 /* The prefix rows' mask and positions from the ports: row r < cams * n_patch
  * is camera r / n_patch's token (valid iff cam_mask[r / n_patch]), row
  * ni + i the prompt's token i (valid iff tok_mask[i]), n = ni + tokens rows.
- * mask [n] u8; pos [n] i32 = max(cumsum(mask) - 1, 0); meta [4] i32 = rows,
- * valid rows, 0, 0. One thread (n is a few thousand at most).
+ * mask [n_total] u8 (rows n .. n_total - 1 get 0); pos [n] i32 =
+ * max(cumsum(mask) - 1, 0); meta [4] i32 = n, valid rows, 0, 0. One thread
+ * (n_total is a few thousand at most).
  * Twin: task_prefix of pi0_cpu.c (all camera slots present as rows). */
 int pi0_cuda_prefix_mask(void *stream, uint8_t *mask, int32_t *pos, int32_t *meta, const uint8_t *cam_mask,
-                         const uint8_t *tok_mask, int cams, int n_patch, int tokens);
+                         const uint8_t *tok_mask, int cams, int n_patch, int tokens, int n_total);
 
 /* x [cams * n_patch + tokens, width] f32: the image rows copied from
  * vis [cams * n_patch, width] f32, then embed[ids[i]] * scale for each
