@@ -15,7 +15,10 @@
  * seed within the same bar), a capsule taken at an episode start restores
  * byte-identical actions after the live state was overwritten, denoise-only
  * equals the full inference bit for bit, one graph variant per shape key
- * however many runs, denoise without a prefix and CFG are refused. Prints
+ * however many runs, denoise without a prefix is refused; serial CFG
+ * (beta 1.5, a conditioned prompt of its own) against the cpu backend's
+ * guided actions within the same bar, its denoise-only bit for bit, the
+ * fused mode refused, CFG off again bit for bit the unguided chunk. Prints
  * the time of one inference on each backend.
  */
 #include "frt_test.h"
@@ -55,10 +58,10 @@ static int write_policy(const char *dir, const frt_gen_policy_dims *d, int pi05,
 
 /* One observation at the model's shapes. */
 typedef struct obs {
-    int cams, tok, pi05;
+    int cams, tok, tokc, pi05;
     float *px, *state, *noise;
-    uint8_t cam[3], *am;
-    int32_t *ids;
+    uint8_t cam[3], *am, *amc;
+    int32_t *ids, *idsc; /* the prompt, and CFG's conditioned prompt (tokc slots) */
 } obs;
 
 static void obs_make(obs *o, const frt_policy_info *pi, int cams, int tok, int vocab)
@@ -67,6 +70,8 @@ static void obs_make(obs *o, const frt_policy_info *pi, int cams, int tok, int v
     o->cams = cams, o->tok = tok, o->pi05 = pi->state_in_prompt;
     o->px = malloc(npx * sizeof(float)), o->state = malloc((size_t)pi->max_state_dim * sizeof(float));
     o->noise = malloc(na * sizeof(float)), o->am = malloc((size_t)tok), o->ids = malloc((size_t)tok * 4);
+    o->tokc = tok + 2 <= pi->max_tokens ? tok + 2 : tok;
+    o->amc = malloc((size_t)o->tokc), o->idsc = malloc((size_t)o->tokc * 4);
     frt_test_fill(o->px, npx, -1, 1);
     frt_test_fill(o->state, (size_t)pi->max_state_dim, -1, 1);
     frt_test_fill(o->noise, na, -2, 2);
@@ -75,9 +80,16 @@ static void obs_make(obs *o, const frt_policy_info *pi, int cams, int tok, int v
         o->ids[i] = 1 + (int32_t)(frt_test_u64() % (uint64_t)(vocab - 1));
         o->am[i] = i < tok - 3; /* three right pads */
     }
+    for (int i = 0; i < o->tokc; i++) {
+        o->idsc[i] = 1 + (int32_t)(frt_test_u64() % (uint64_t)(vocab - 1));
+        o->amc[i] = i < o->tokc - 1;
+    }
 }
 
-static void obs_free(obs *o) { free(o->px), free(o->state), free(o->noise), free(o->am), free(o->ids); }
+static void obs_free(obs *o)
+{
+    free(o->px), free(o->state), free(o->noise), free(o->am), free(o->ids), free(o->amc), free(o->idsc);
+}
 
 static frt_policy_inputs inputs(const obs *o, const frt_policy_info *pi, int with_noise)
 {
@@ -170,10 +182,36 @@ static void cuda_properties(const char *shape, frt_model *g, frt_model *c, const
     CHECK(frt_graph_count(g->g_policy) == variants && frt_graph_count(g->g_denoise) == 1);
     printf("  %-28s graph variants: policy %d after the first run, %d after 9 runs (one per shape key); denoise "
            "%d\n", shape, variants, frt_graph_count(g->g_policy), frt_graph_count(g->g_denoise));
-    CHECK_STATUS(frt_policy_set_cfg(g, 1, 1.5f, 1), FRT_ERR_UNSUPPORTED);
-    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
     frt_capsule_free(cap);
     free(a), free(b), free(r);
+}
+
+/* Serial classifier-free guidance against the cpu backend's; off again is
+ * the unguided graph, bit for bit. */
+static void cuda_cfg(const char *shape, frt_model *g, frt_model *c, const obs *o, const frt_policy_info *pi)
+{
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    float *a = malloc(na * 4), *b = malloc(na * 4), *r = malloc(na * 4), *u = malloc(na * 4);
+    frt_policy_inputs in = inputs(o, pi, 1);
+    CHECK_OK(frt_policy_run(g, &in, u, na)); /* unguided */
+    CHECK_STATUS(frt_policy_set_cfg_mode(g, FRT_POLICY_CFG_FUSED), FRT_ERR_UNSUPPORTED);
+    CHECK_OK(frt_policy_set_cfg(g, 1, 1.5f, 1));
+    CHECK_OK(frt_policy_set_cfg(c, 1, 1.5f, 1));
+    CHECK_STATUS(frt_policy_denoise(g, in.state, in.n_state, in.noise, b, na), FRT_ERR_STATE); /* no cond prefix */
+    in.input_ids_cond = o->idsc, in.attention_mask_cond = o->amc, in.n_tokens_cond = o->tokc;
+    CHECK_OK(frt_policy_run(g, &in, a, na));
+    CHECK_OK(frt_policy_run(c, &in, r, na));
+    block(shape, "CFG actions", a, r, na, 3e-2, 0.999);
+    CHECK_MSG(memcmp(a, u, na * 4) != 0, "%s: guidance changed nothing", shape);
+    CHECK_OK(frt_policy_denoise(g, in.state, in.n_state, in.noise, b, na));
+    CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: CFG denoise-only differs from the guided inference", shape);
+    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
+    CHECK_OK(frt_policy_set_cfg(c, 0, 1.0f, 1));
+    frt_policy_inputs plain = inputs(o, pi, 1);
+    CHECK_OK(frt_policy_run(g, &plain, b, na));
+    CHECK_MSG(memcmp(u, b, na * 4) == 0, "%s: the unguided chunk changed after CFG", shape);
+    printf("  %-28s CFG off after on: unguided actions %s\n", shape, memcmp(u, b, na * 4) ? "DIFFER" : "byte-identical");
+    free(a), free(b), free(r), free(u);
 }
 
 /* No prefix yet: refused, the episode untouched. */
@@ -223,6 +261,7 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     printf("  %-28s one inference: cpu %.1f ms, cuda %.3f ms (host clock, with the input upload)\n", shape, ms_c,
            ms_g);
     cuda_properties(shape, g, c, &o, &pi, variants);
+    cuda_cfg(shape, g, c, &o, &pi);
     obs_free(&o);
     free(ca), free(cv), free(cvis), free(ga), free(gv), free(gvis);
     frt_model_free(c);

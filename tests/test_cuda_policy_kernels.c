@@ -289,7 +289,7 @@ static void test_noise(void)
     dput(dop, 0, opts, 16);
     dput(dep, 0, ep, 16);
     dput(dmeta, 0, meta, 16);
-    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, n));
+    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, NULL, n));
     pi0_episode_noise(ref, n, ep[0], ep[1]);
     float *got = dfloats(dx, n, FRT_CUDA_F32);
     report_same("episode noise == the cpu backend's stream (odd count)", got, ref, (size_t)n * 4);
@@ -299,7 +299,7 @@ static void test_noise(void)
     opts[2] = 1, meta[0] = 0;
     dput(dop, 0, opts, 16);
     dput(dmeta, 0, meta, 16);
-    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, n));
+    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, NULL, n));
     free(got);
     got = dfloats(dx, n, FRT_CUDA_F32);
     report_same("caller noise copied", got, given, (size_t)n * 4);
@@ -330,6 +330,33 @@ static void test_euler_residual(void)
     dfree(&dx), dfree(&dv), dfree(&dv0), dfree(&db), dfree(&dg);
 }
 
+/* CFG's combine: the twin's bits, aligned (vector path + tail) and not. */
+static void test_cfg_combine(void)
+{
+    const int n = 50 * 32 + 3;
+    float *vc = frand(n + 1, -3, 3), *vu = frand(n + 1, -3, 3), *ref = fnew(n + 1);
+    dbuf dc = dfl(vc, n + 1), du = dfl(vu, n + 1), dout = dalloc((size_t)(n + 1) * 4);
+    static const float betas[] = {1.0f, 1.5f, 2.75f};
+    dbuf dbeta = dfl(&betas[2], 1);
+    char name[128];
+    for (int off = 0; off < 2; off++)
+        for (int b = 0; b < 3; b++) { /* beta 2.75 from device memory, the others as the argument */
+            CHECK_OK(frt_cuda_cfg_combine(g_cs, (float *)dout.p + off, (const float *)dc.p + off,
+                                          (const float *)du.p + off, b == 2 ? -7.0f : betas[b],
+                                          b == 2 ? dbeta.p : NULL, n));
+            frt_cpu_cfg_combine(ref, vc + off, vu + off, betas[b], n);
+            float *got = fnew(n + 1);
+            dget(dout, (size_t)off * 4, got, (size_t)n * 4);
+            snprintf(name, sizeof name, "cfg_combine n %d beta %.2f%s, %s", n, (double)betas[b],
+                     b == 2 ? " (device)" : "",
+                     off ? "unaligned (scalar)" : "aligned (float4 + tail)");
+            report_same(name, got, ref, (size_t)n * 4);
+            free(got);
+        }
+    free(vc), free(vu), free(ref);
+    dfree(&dc), dfree(&du), dfree(&dout), dfree(&dbeta);
+}
+
 /* Argument checks (no device needed: nothing is enqueued). */
 static void test_args(void)
 {
@@ -349,6 +376,7 @@ static void test_args(void)
     frt_cuda_bmm_args b;
     memset(&b, 0, sizeof b);
     CHECK_STATUS(frt_cuda_bmm_run(NULL, NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_cfg_combine(NULL, &f, &f, &f, 1.5f, NULL, 0), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_patchify(NULL, (uint16_t *)&f, &f, 1, 28, 28, 14, 10), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_qkv_rope(NULL, NULL, NULL, 1, NULL, 1, &f, NULL, &f, 1, 1, 1, 3), FRT_ERR_INVALID_ARGUMENT);
 }
@@ -372,6 +400,7 @@ int main(void)
     test_prefix_mask();
     test_noise();
     test_euler_residual();
+    test_cfg_combine();
     return frt_test_report();
 #endif
 }

@@ -172,15 +172,15 @@ typedef struct frt_arch_backend {
      * the fused batch-2 CFG variant (rc->bucket = 2, shape key
      * FRT_POLICY_KEY_FUSED); 0: only the serial arrangement. */
     int policy_cfg_fused;
-    /* Policy kind: 1 when this backend has no classifier-free guidance
-     * (frt_policy_set_cfg with enable 1 is refused, FRT_ERR_UNSUPPORTED). */
-    int policy_no_cfg;
-    /* Policy kind, optional (NULL: one graph serves every observation).
-     * The variant of an unguided inference with n_cameras camera slots and
-     * n_tokens prompt slots, as a positive code that record_policy receives
-     * as rc->bucket; the runtime captures it on first use under the shape
-     * key FRT_POLICY_KEY_VARIANT | code and replays it from then on. */
-    int (*policy_variant)(const frt_model *m, int n_cameras, int n_tokens);
+    /* Policy kind, optional (NULL: the graphs of keys 1 and 2 serve every
+     * observation). The graph variant of an inference on `in` (its camera
+     * and prompt slots; in NULL: the denoise-only graph) with CFG on (cfg
+     * 1) or off, as a positive code that record_policy /
+     * record_policy_denoise receive as rc->bucket, or 0 for the key-1 / 2
+     * graphs captured at load. The runtime captures a variant on its first
+     * use under the shape key FRT_POLICY_KEY_VARIANT | code and replays it
+     * from then on. */
+    int (*policy_variant)(const frt_model *m, const frt_policy_inputs *in, int cfg);
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

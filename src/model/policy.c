@@ -197,18 +197,20 @@ static int write_inputs(frt_model *m, const frt_policy_info *pi, const frt_polic
     return frt_stream_sync(m->stream);
 }
 
-/* The key of the whole inference on `in`: the backend's variant for its
- * camera and prompt slots (captured on first use), else policy_key. */
-static int run_key(frt_model *m, const frt_policy_inputs *in, frt_shape_key *key)
+/* The key of graph g (recorded by rec) for an inference on `in` (NULL:
+ * denoise-only): the backend's variant (captured on first use), else
+ * policy_key. Nothing runs. */
+static int variant_key(frt_model *m, frt_graph *g, frt_record_fn rec, const frt_policy_inputs *in,
+                       frt_shape_key *key)
 {
     *key = policy_key(m);
-    if (!m->bk->policy_variant || m->policy_cfg.enable) return 0;
-    const int code = m->bk->policy_variant(m, in->n_cameras, in->n_tokens);
+    if (!m->bk->policy_variant) return 0;
+    const int code = m->bk->policy_variant(m, in, m->policy_cfg.enable);
     if (code <= 0) return 0;
     *key = FRT_POLICY_KEY_VARIANT | (frt_shape_key)code;
-    if (frt_graph_has(m->g_policy, *key)) return 0;
+    if (frt_graph_has(g, *key)) return 0;
     frt_record_ctx rc = {.m = m, .bucket = code};
-    return frt_graph_capture(m->g_policy, *key, m->stream, m->bk->record_policy, &rc);
+    return frt_graph_capture(g, *key, m->stream, rec, &rc);
 }
 
 /* Replays g at key and reads the chunk; a task failure is returned as its status. */
@@ -236,7 +238,7 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     FRT_TRY(check_prompt(m, &pi, in));
     FRT_TRY(check_state_noise(&pi, in));
     frt_shape_key key;
-    FRT_TRY(run_key(m, in, &key));
+    FRT_TRY(variant_key(m, m->g_policy, m->bk->record_policy, in, &key));
     FRT_TRY(write_inputs(m, &pi, in));
     return replay(m, m->g_policy, key, actions, n_out);
 }
@@ -257,6 +259,8 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     in.n_state = n_state;
     in.noise = noise;
     FRT_TRY(check_state_noise(&pi, &in));
+    frt_shape_key key;
+    FRT_TRY(variant_key(m, m->g_denoise, m->bk->record_policy_denoise, NULL, &key));
     if (!pi.state_in_prompt) FRT_TRY(write_port(m, "state", state, (size_t)n_state * sizeof(float)));
     if (noise) FRT_TRY(write_port(m, "noise", noise, n_out * sizeof(float)));
     const frt_policy_cfg_options g = cfg_of(m, 0);
@@ -264,7 +268,7 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     frt_policy_options o = {0, 0, noise != NULL, 0};
     FRT_TRY(write_port(m, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
-    return replay(m, m->g_denoise, policy_key(m), actions, n_out);
+    return replay(m, m->g_denoise, key, actions, n_out);
 }
 
 int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive)
@@ -274,9 +278,6 @@ int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_posit
     if (advantage_positive != 0 && advantage_positive != 1)
         return BAD("cfg: advantage_positive = %d (0 or 1)", advantage_positive);
     if (!(beta >= 1.0f) || isinf(beta)) return BAD("cfg: beta = %g: beta must be in [1, inf)", (double)beta);
-    if (enable && m->bk->policy_no_cfg)
-        return frt_error(FRT_ERR_UNSUPPORTED, "policy cfg: the %s backend has no classifier-free guidance yet",
-                         m->bk->name);
     m->policy_cfg.enable = enable;
     m->policy_cfg.beta = beta;
     m->policy_cfg.advantage_positive = advantage_positive;

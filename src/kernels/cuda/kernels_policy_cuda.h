@@ -64,6 +64,18 @@ int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dtype, const f
  * Twin: frt_cpu_geglu_tanh on the two halves. */
 int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const float *gu, int rows, int inter);
 
+/* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
+ *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
+ * the difference rounded to f32, one rounding for the multiply-add: the
+ * same bits as the twin. out, v_cond, v_uncond [n] f32 (device; out may
+ * equal either input). beta: read from *d_beta (device f32, so a captured
+ * graph takes each replay's weight) when d_beta is not NULL, else the
+ * argument. Vectorised (float4) when out, v_cond, v_uncond are 16-byte
+ * aligned. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n < 1), FRT_ERR_BACKEND.
+ * Twin: frt_cpu_cfg_combine. */
+int frt_cuda_cfg_combine(void *stream, float *out, const float *v_cond, const float *v_uncond, float beta,
+                         const float *d_beta, int n);
+
 /* The masks of frt_cuda_softmax_masked. Score row r (of every batch in
  * turn) belongs to token t = (r / rows_per_token) % tokens; key j of that
  * row is allowed iff

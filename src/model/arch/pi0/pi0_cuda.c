@@ -37,8 +37,16 @@
  * (denoise before any run) is reported through a host task reading meta
  * copied to pinned memory (FRT_ERR_STATE), and leaves the episode as it was.
  *
+ * Classifier-free guidance runs serially (pi0.h): the conditioned prefix
+ * into prefix_cond.*, then per step the conditioned and the unconditioned
+ * expert passes from one x_t, combined by frt_cuda_cfg_combine with the
+ * beta of the cfg port; a CFG inference is a variant of its own (the
+ * prompt buckets of both prompts in its key), so is the CFG denoise-only
+ * graph. The fused batch-2 arrangement is not recorded (the runtime refuses
+ * FRT_POLICY_CFG_FUSED on this backend).
+ *
  * Not supported on this backend (FRT_ERR_UNSUPPORTED, docs/policies.md):
- * classifier-free guidance; widths, MLP sizes, action / state dims and
+ * the fused CFG graph; widths, MLP sizes, action / state dims and
  * q / kv widths that are not multiples of 8 (cuBLASLt rows); several KV
  * heads in Gemma (GQA other than 1 KV head or MHA).
  */
@@ -91,10 +99,12 @@ typedef struct pc_model {
     pc_vit *vit;
     pc_gemma *tl, *el;
     /* scratch (device) */
-    float *x, *y, *scores, *xt, *vel;
+    float *x, *y, *scores, *xt, *vel, *vel_c;
     uint16_t *patches, *hb, *qkvb, *attb, *actb, *probs, *xtb, *stb;
-    uint16_t **ek, **ev; /* per layer [Pp + nsp, KV] bf16: prefix rows [0, P), suffix rows [Pp, Pp + ns) */
-    int32_t *pos_p, *pos_s;
+    /* per prefix set (PI0_UNCOND, PI0_COND) and layer: [Pp + nsp, KV] bf16,
+     * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
+    uint16_t **ek[2], **ev[2];
+    int32_t *pos_p, *pos_s[2];
 } pc_model;
 
 /* The rows of one policy graph variant: `cams` camera slots and a prompt
@@ -174,8 +184,14 @@ static pc_shape shape_of(const pi0_config *c, int cams, int tok)
     return sh;
 }
 
-/* The variant's rc->bucket: cams << 16 | prompt bucket. */
-static int variant_code(int cams, int tok) { return cams << 16 | tok; }
+/* A variant's code (rc->bucket): the camera slots, CFG, the conditioned
+ * prompt's bucket, the prompt's bucket (buckets <= 4096: 13 bits). The
+ * denoise-only graph of CFG is cams 0, cfg 1. */
+#define VAR_TOK 0x1fff
+static int variant_code(int cams, int cfg, int tok_cond, int tok)
+{
+    return cams << 27 | cfg << 26 | tok_cond << 13 | tok;
+}
 
 /* ---- weights: f32 host -> bf16 / f32 device ---------------------------------- */
 
@@ -476,13 +492,17 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->actb = take(a, (size_t)rows * I * 2);
     pc->xt = take(a, (size_t)pc->n_act * 4);
     pc->vel = take(a, (size_t)pc->n_act * 4);
+    pc->vel_c = take(a, (size_t)pc->n_act * 4);
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
-    pc->pos_s = take(a, (size_t)pc->nsp * 4);
-    for (int l = 0; l < c->t.layers; l++) {
-        void *k = take(a, (size_t)(pc->Pp + pc->nsp) * pc->KV * 2), *v = take(a, (size_t)(pc->Pp + pc->nsp) * pc->KV * 2);
-        if (pc->ek) pc->ek[l] = k, pc->ev[l] = v;
+    for (int set = 0; set < 2; set++) {
+        pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
+        for (int l = 0; l < c->t.layers; l++) {
+            const size_t kvb = (size_t)(pc->Pp + pc->nsp) * pc->KV * 2;
+            void *k = take(a, kvb), *v = take(a, kvb);
+            if (pc->ek[set]) pc->ek[set][l] = k, pc->ev[set][l] = v;
+        }
     }
 }
 
@@ -523,9 +543,11 @@ static int cuda_alloc_scratch(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
-    pc->ek = calloc((size_t)c->t.layers, sizeof *pc->ek);
-    pc->ev = calloc((size_t)c->t.layers, sizeof *pc->ev);
-    if (!pc->ek || !pc->ev) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    for (int set = 0; set < 2; set++) {
+        pc->ek[set] = calloc((size_t)c->t.layers, sizeof *pc->ek[set]);
+        pc->ev[set] = calloc((size_t)c->t.layers, sizeof *pc->ev[set]);
+        if (!pc->ek[set] || !pc->ev[set]) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    }
     sarena a = {0, NULL};
     carve(c, pc, &a);
     FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.scratch", FRT_SPACE_DEVICE, a.used, &pc->sbuf));
@@ -533,7 +555,7 @@ static int cuda_alloc_scratch(frt_model *m)
     a.used = 0;
     a.base = frt_buffer_ptr(pc->sbuf);
     carve(c, pc, &a);
-    FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.flag", FRT_SPACE_PINNED_HOST, sizeof(int32_t), &pc->flag));
+    FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.flag", FRT_SPACE_PINNED_HOST, 2 * sizeof(int32_t), &pc->flag));
     FRT_TRY(frt_cuda_gemm_create(GEMM_WS, &pc->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
@@ -552,7 +574,8 @@ static void cuda_free(frt_model *m)
     frt_buffer_free(pc->wbuf);
     frt_buffer_free(pc->sbuf);
     frt_buffer_free(pc->flag);
-    free(pc->vit), free(pc->tl), free(pc->el), free(pc->ek), free(pc->ev);
+    free(pc->vit), free(pc->tl), free(pc->el);
+    for (int set = 0; set < 2; set++) free(pc->ek[set]), free(pc->ev[set]);
     free(pc);
     m->bk_data = NULL;
 }
@@ -683,30 +706,34 @@ static int gemma_layer(frt_model *m, const glayer *L)
     return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
 }
 
-static int rec_prefix(frt_model *m, const pc_shape *sh)
+/* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
+ * input_ids_cond) over the vision tokens, into the set's state. */
+static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const pi0_prefix_set *pre = &Pm->pre[PI0_UNCOND];
+    const pi0_prefix_set *pre = &Pm->pre[set];
     uint8_t *mask = frt_buffer_ptr(pre->mask);
     int32_t *meta = frt_buffer_ptr(pre->meta);
+    const int cond = set == PI0_COND;
     FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port(m, "pixel_attention_mask", FRT_IO_INPUT),
-                                 port(m, "attention_mask", FRT_IO_INPUT), sh->cams, c->n_patch, sh->tok,
-                                 pc->P));
+                                 port(m, cond ? "attention_mask_cond" : "attention_mask", FRT_IO_INPUT), sh->cams,
+                                 c->n_patch, sh->tok, pc->P));
     FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
-                                  port(m, "input_ids", FRT_IO_INPUT), sh->nv, sh->tok, c->t.width, c->vocab,
-                                  sqrtf((float)c->t.width)));
+                                  port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
+                                  c->t.width, c->vocab, sqrtf((float)c->t.width)));
+    uint16_t **ek = pc->ek[set], **ev = pc->ev[set];
     const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
     for (int l = 0; l < c->t.layers; l++) {
         glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
                     .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
-                    .k = pc->ek[l], .v = pc->ev[l]};
+                    .k = ek[l], .v = ev[l]};
         L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
         FRT_TRY(gemma_layer(m, &L));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[l], kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[l], kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), ek[l], kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), ev[l], kv_bytes));
     }
     return 0;
 }
@@ -731,8 +758,8 @@ static int suffix_embed(frt_model *m, int step)
     return frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->state_b, 1, E, FRT_CUDA_ACT_NONE);
 }
 
-/* pc->vel = v(pc->xt, t_step) on the prefix the state holds. */
-static int expert_velocity(frt_model *m, int step)
+/* vel = v(pc->xt, t_step) on the prefix set `set` the state holds. */
+static int expert_velocity(frt_model *m, int step, int set, float *vel)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
@@ -743,9 +770,9 @@ static int expert_velocity(frt_model *m, int step)
     FRT_TRY(suffix_embed(m, step));
     for (int l = 0; l < c->e.layers; l++) {
         glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .first = pc->Pp, .n_kv = pc->Pp + pc->ns,
-                    .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s, .inv_freq = pc->e_inv_freq,
-                    .mods = mods ? mods + (size_t)2 * l * 3 * E : NULL, .k = pc->ek[l], .v = pc->ev[l]};
-        L.mask.d_kmask = frt_buffer_ptr(Pm->pre[PI0_UNCOND].mask), L.mask.kmask_len = pc->P;
+                    .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s[set], .inv_freq = pc->e_inv_freq,
+                    .mods = mods ? mods + (size_t)2 * l * 3 * E : NULL, .k = pc->ek[set][l], .v = pc->ev[set][l]};
+        L.mask.d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask.kmask_len = pc->P;
         L.mask.sfx_start = pc->Pp, L.mask.sfx_n = pc->ns, L.mask.solo_first = !c->pi05;
         FRT_TRY(gemma_layer(m, &L));
     }
@@ -757,76 +784,108 @@ static int expert_velocity(frt_model *m, int step)
         FRT_TRY(frt_cuda_rmsnorm(s, pc->hb, BF16, xo, F32, pc->e_norm, NULL, c->chunk, 1, E, c->e.eps, 1));
     }
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_out_w, c->chunk, E, c->action_dim));
-    return frt_cuda_bias_act(s, pc->vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
+    return frt_cuda_bias_act(s, vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
 }
 
 typedef struct flag_task {
     frt_model *m;
-    const int32_t *flag;
+    const int32_t *flag; /* pinned: the rows of prefix.meta, then of prefix_cond.meta */
+    int cfg;
 } flag_task;
 
-/* Host side of the prefix check: no prefix rows -> FRT_ERR_STATE. */
+/* Host side of the prefix check: no prefix rows (either prefix under CFG)
+ * -> FRT_ERR_STATE. */
 static void task_flag(void *arg)
 {
     const flag_task *a = arg;
-    if (*a->flag < 1 && a->m->task_status == 0) a->m->task_status = FRT_ERR_STATE;
+    if ((a->flag[0] < 1 || (a->cfg && a->flag[1] < 1)) && a->m->task_status == 0) a->m->task_status = FRT_ERR_STATE;
 }
 
-/* The noise, every Euler step and the output, on the prefix in the state. */
-static int rec_flow(frt_model *m)
+/* One set's prefix KV from the state into the attention's buffers (also
+ * after a capsule restore), its meta rows into the pinned flag and its
+ * suffix positions. */
+static int flow_prefix(frt_model *m, int set)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const pi0_prefix_set *pre = &Pm->pre[set];
+    const int32_t *meta = frt_buffer_ptr(pre->meta);
+    FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
+    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        FRT_TRY(pi0_cuda_copy(s, pc->ek[set][l], frt_buffer_ptr(pre->k[l]), kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, pc->ev[set][l], frt_buffer_ptr(pre->v[l]), kv_bytes));
+    }
+    return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
+}
+
+/* The noise, every Euler step and the output, on the prefix(es) in the
+ * state; cfg: serial guidance (the conditioned then the unconditioned
+ * expert pass from the same x_t, combined with the cfg port's beta). */
+static int rec_flow(frt_model *m, int cfg)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const pi0_prefix_set *pre = &Pm->pre[PI0_UNCOND];
-    const int32_t *meta = frt_buffer_ptr(pre->meta);
-    FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pc->flag), meta, sizeof(int32_t)));
-    flag_task ft = {m, frt_buffer_ptr(pc->flag)};
+    FRT_TRY(flow_prefix(m, PI0_UNCOND));
+    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND));
+    flag_task ft = {m, frt_buffer_ptr(pc->flag), cfg};
     FRT_TRY(frt_stream_host_task(m->stream, task_flag, &ft, sizeof ft));
-    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
-    for (int l = 0; l < c->t.layers; l++) { /* the state's prefix KV (also after a capsule restore) */
-        FRT_TRY(pi0_cuda_copy(s, pc->ek[l], frt_buffer_ptr(pre->k[l]), kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, pc->ev[l], frt_buffer_ptr(pre->v[l]), kv_bytes));
-    }
     FRT_TRY(pi0_cuda_noise(s, pc->xt, port(m, "noise", FRT_IO_INPUT), port(m, "options", FRT_IO_INPUT),
-                           frt_buffer_ptr(m->episode), meta, pc->n_act));
-    FRT_TRY(pi0_cuda_suffix_pos(s, pc->pos_s, meta, pc->ns));
+                           frt_buffer_ptr(m->episode), frt_buffer_ptr(Pm->pre[PI0_UNCOND].meta),
+                           cfg ? frt_buffer_ptr(Pm->pre[PI0_COND].meta) : NULL, pc->n_act));
     const float dt = (float)(-1.0 / c->n_steps);
+    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
     for (int step = 0; step < c->n_steps; step++) {
-        FRT_TRY(expert_velocity(m, step));
+        if (cfg) FRT_TRY(expert_velocity(m, step, PI0_COND, pc->vel_c));
+        FRT_TRY(expert_velocity(m, step, PI0_UNCOND, pc->vel));
+        if (cfg) FRT_TRY(frt_cuda_cfg_combine(s, pc->vel, pc->vel_c, pc->vel, 1.0f, &g->beta, pc->n_act));
         FRT_TRY(pi0_cuda_euler(s, pc->xt, pc->vel, step == 0 ? port(m, "velocity0", FRT_IO_OUTPUT) : NULL, dt,
                                pc->n_act));
     }
     return pi0_cuda_copy(s, port(m, "actions", FRT_IO_OUTPUT), pc->xt, (size_t)pc->n_act * sizeof(float));
 }
 
-/* rc->bucket: a variant code (cams << 16 | prompt bucket), or 0: every
- * camera slot and max_tokens (the variant captured at load). */
+/* rc->bucket: a variant code (variant_code), or 0: every camera slot and
+ * max_tokens, unguided (the variant captured at load). Unguided, the
+ * conditioned prefix is emptied (0 rows), as on the cpu backend. */
 static int record_policy(frt_stream *st, void *user)
 {
     (void)st;
     const frt_record_ctx *rc = user;
     frt_model *m = rc->m;
-    const pi0_config *c = &pi0_of(m)->c;
-    const pc_shape sh = rc->bucket > 0 ? shape_of(c, rc->bucket >> 16, rc->bucket & 0xffff)
-                                       : shape_of(c, c->max_cameras, c->max_tokens);
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    const int code = rc->bucket, cfg = code > 0 && (code >> 26 & 1);
+    const pc_shape sh = code > 0 ? shape_of(c, code >> 27, code & VAR_TOK) : shape_of(c, c->max_cameras, c->max_tokens);
     FRT_TRY(rec_vision(m, &sh));
-    FRT_TRY(rec_prefix(m, &sh));
-    return rec_flow(m);
+    FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
+    if (cfg) {
+        const pc_shape shc = shape_of(c, code >> 27, code >> 13 & VAR_TOK);
+        FRT_TRY(rec_prefix(m, &shc, PI0_COND));
+    } else {
+        FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
+    }
+    return rec_flow(m, cfg);
 }
 
-/* The variant of an inference with n_cameras camera slots and n_tokens
- * prompt slots (frt_arch_backend.policy_variant). */
-static int policy_variant(const frt_model *m, int n_cameras, int n_tokens)
+/* frt_arch_backend.policy_variant: an inference's (camera slots, CFG,
+ * prompt buckets), or the denoise-only graph's (in NULL: CFG or not; 0
+ * for the unguided one captured at load). */
+static int policy_variant(const frt_model *m, const frt_policy_inputs *in, int cfg)
 {
-    return variant_code(n_cameras, bucket_of(&pi0_of(m)->c, n_tokens));
+    const pi0_config *c = &pi0_of(m)->c;
+    if (!in) return cfg ? variant_code(0, 1, 0, 0) : 0;
+    return variant_code(in->n_cameras, cfg, cfg ? bucket_of(c, in->n_tokens_cond) : 0, bucket_of(c, in->n_tokens));
 }
 
 static int record_denoise(frt_stream *st, void *user)
 {
     (void)st;
-    return rec_flow(((const frt_record_ctx *)user)->m);
+    const frt_record_ctx *rc = user;
+    return rec_flow(rc->m, rc->bucket > 0 && (rc->bucket >> 26 & 1));
 }
 
 static uint64_t fingerprint_extra(const frt_model *m) { return XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101); }
@@ -842,6 +901,5 @@ const frt_arch_backend frt_pi0_cuda_backend = {
     .record_policy = record_policy,
     .record_policy_denoise = record_denoise,
     .policy_cfg_fused = 0,
-    .policy_no_cfg = 1,
     .policy_variant = policy_variant,
 };

@@ -212,18 +212,18 @@ __global__ void noise_kernel(float *x, const float *noise, const int32_t *opts, 
     }
 }
 
-__global__ void episode_advance_kernel(uint64_t *episode, const int32_t *meta)
+__global__ void episode_advance_kernel(uint64_t *episode, const int32_t *meta, const int32_t *meta2)
 {
-    if (meta[0] >= 1) episode[1] += 1;
+    if (meta[0] >= 1 && (!meta2 || meta2[0] >= 1)) episode[1] += 1;
 }
 
 extern "C" int pi0_cuda_noise(void *stream, float *x, const float *noise, const int32_t *opts, uint64_t *episode,
-                              const int32_t *meta, int n)
+                              const int32_t *meta, const int32_t *meta2, int n)
 {
     FRT_ARG(x && noise && opts && episode && meta && n >= 1, "pi0 noise: bad arguments");
     noise_kernel<<<blocks((n + 1) / 2), T256, 0, (cudaStream_t)stream>>>(x, noise, opts, episode, n);
     FRT_LAUNCH_CHECK();
-    episode_advance_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(episode, meta);
+    episode_advance_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(episode, meta, meta2);
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -241,6 +241,13 @@ extern "C" int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0,
     FRT_ARG(x && v && n >= 1, "pi0 euler: bad arguments");
     euler_kernel<<<blocks(n), T256, 0, (cudaStream_t)stream>>>(x, v, v0, dt, n);
     FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int pi0_cuda_zero(void *stream, void *p, size_t bytes)
+{
+    FRT_ARG(p, "pi0 zero: NULL pointer");
+    if (bytes) FRT_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream));
     return 0;
 }
 

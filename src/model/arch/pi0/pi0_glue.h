@@ -68,10 +68,14 @@ int pi0_cuda_qkv_rope(void *stream, uint16_t *q, uint16_t *k, int ldk, uint16_t 
 
 /* x [n] f32 = noise when opts[2] (frt_policy_options.noise_given) is set,
  * else the episode stream of pi0.h (pi0_episode_noise) for
- * episode = {seed, step}; then, when meta[0] >= 1 (a prefix is there), the
- * episode's step advances by one. Two launches. */
+ * episode = {seed, step}; then, when meta[0] >= 1 and (meta2 NULL or
+ * meta2[0] >= 1) (the prefixes are there), the episode's step advances by
+ * one. Two launches. */
 int pi0_cuda_noise(void *stream, float *x, const float *noise, const int32_t *opts, uint64_t *episode,
-                   const int32_t *meta, int n);
+                   const int32_t *meta, const int32_t *meta2, int n);
+
+/* cudaMemsetAsync(p, 0, bytes). */
+int pi0_cuda_zero(void *stream, void *p, size_t bytes);
 
 /* x += dt * v (fp32, no contraction, as pi0_cpu.c's euler); v0 (may be
  * NULL) gets a copy of v. */
