@@ -66,7 +66,8 @@
  *
  * Files: pi0.c (config, state and ports), pi0_weights.c (the names and
  * shapes, loading), pi0_cpu.c (the f32 forward pass), pi0_cuda.c (bf16
- * weights, one CUDA graph per (cameras, prompt bucket) shape key; no CFG)
+ * weights, one CUDA graph per (cameras, prompt bucket) shape key; serial
+ * CFG only)
  * with its kernels in pi0_glue.cu. docs/policies.md describes both.
  */
 #ifndef FRT_MODEL_ARCH_PI0_H
