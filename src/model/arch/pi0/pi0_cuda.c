@@ -477,7 +477,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     const int W = imax(imax(c->v_width, c->t.width), c->e.width);
     const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
-    const int I = imax(c->v_inter, imax(c->t.inter, c->e.inter));
+    const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
     const size_t sc = (size_t)imax(c->v_heads * c->n_patch * pc->lds_v,
                                    imax(c->t.heads * pc->P * pc->lds_p, c->e.heads * pc->ns * pc->lds_e));
