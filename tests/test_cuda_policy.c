@@ -210,7 +210,8 @@ static void cuda_cfg(const char *shape, frt_model *g, frt_model *c, const obs *o
     frt_policy_inputs plain = inputs(o, pi, 1);
     CHECK_OK(frt_policy_run(g, &plain, b, na));
     CHECK_MSG(memcmp(u, b, na * 4) == 0, "%s: the unguided chunk changed after CFG", shape);
-    printf("  %-28s CFG off after on: unguided actions %s\n", shape, memcmp(u, b, na * 4) ? "DIFFER" : "byte-identical");
+    printf("  %-28s CFG off after on: unguided actions %s\n", shape,
+           memcmp(u, b, na * 4) ? "DIFFER" : "byte-identical");
     free(a), free(b), free(r), free(u);
 }
 

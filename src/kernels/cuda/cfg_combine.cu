@@ -9,7 +9,10 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
 
-static __device__ __forceinline__ float cfg1(float beta, float c, float u) { return __fmaf_rn(beta, __fsub_rn(c, u), u); }
+static __device__ __forceinline__ float cfg1(float beta, float c, float u)
+{
+    return __fmaf_rn(beta, __fsub_rn(c, u), u);
+}
 
 __global__ void cfg_combine_vec_kernel(float4 *out, const float4 *vc, const float4 *vu, float beta_arg,
                                        const float *d_beta, int n4)

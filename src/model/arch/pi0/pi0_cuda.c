@@ -319,8 +319,9 @@ static float *host_mods(const pi0 *P)
         frt_cpu_silu(t0, t0, E);
         float *o = out + (size_t)s * per;
         for (int j = 0; j <= 2 * L; j++) {
-            const float *dw = j == 2 * L ? w->e_norm_dense_w : j % 2 ? w->el[j / 2].post_dense_w : w->el[j / 2].in_dense_w;
-            const float *db = j == 2 * L ? w->e_norm_dense_b : j % 2 ? w->el[j / 2].post_dense_b : w->el[j / 2].in_dense_b;
+            const pi0_gemma_layer *y = &w->el[j / 2 < L ? j / 2 : 0];
+            const float *dw = j == 2 * L ? w->e_norm_dense_w : j % 2 ? y->post_dense_w : y->in_dense_w;
+            const float *db = j == 2 * L ? w->e_norm_dense_b : j % 2 ? y->post_dense_b : y->in_dense_b;
             frt_cpu_matmul(o + (size_t)j * 3 * E, t0, dw, 1, E, 3 * E);
             frt_cpu_add_bias(o + (size_t)j * 3 * E, db, 1, 3 * E);
         }
