@@ -113,8 +113,9 @@ int frt_cuda_softmax_masked(void *stream, uint16_t *p, const float *s, int rows,
  *   y_b[m, n] = alpha * x_b[m, k] . (trans_w ? w_b[n, k]^T : w_b[k, n])
  * x_b at x + b * sx with rows of ldx elements, w_b at w + b * sw (rows of
  * ldw), y_b at y + b * sy (rows of ldy) of y_dtype. The kernel is chosen by
- * cuBLASLt's heuristic when the call is made (at capture); the workspace is
- * the handle's own. */
+ * cuBLASLt's heuristic once per layout (sizes, strides, dtype, and the
+ * alignment of the pointers and strides) and cached in the handle (at most
+ * 256 layouts); the workspace is the handle's own. */
 typedef struct frt_cuda_bmm frt_cuda_bmm;
 
 typedef struct frt_cuda_bmm_args {
@@ -133,9 +134,17 @@ typedef struct frt_cuda_bmm_args {
 int frt_cuda_bmm_create(size_t workspace_bytes, frt_cuda_bmm **out);
 void frt_cuda_bmm_destroy(frt_cuda_bmm *h);
 
-/* Enqueues one batched product. Errors: FRT_ERR_INVALID_ARGUMENT (NULL,
- * sizes < 1, ld shorter than a row), FRT_ERR_UNSUPPORTED (cuBLASLt has no
- * algorithm for the layout), FRT_ERR_BACKEND. */
+/* Plans the layout of a (nothing is enqueued; a no-op when planned).
+ * Call it at setup for every product a graph will capture: cuBLASLt's
+ * heuristic query fails inside a stream capture. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, ld shorter than a row),
+ * FRT_ERR_UNSUPPORTED (cuBLASLt has no algorithm for the layout),
+ * FRT_ERR_OUT_OF_RANGE (the handle holds 256 plans), FRT_ERR_BACKEND. */
+int frt_cuda_bmm_plan(frt_cuda_bmm *h, const frt_cuda_bmm_args *a);
+
+/* Enqueues one batched product with its plan; without one it plans first,
+ * outside a capture (inside: FRT_ERR_STATE, nothing enqueued). Errors:
+ * those of frt_cuda_bmm_plan; FRT_ERR_STATE. */
 int frt_cuda_bmm_run(frt_cuda_bmm *h, void *stream, const frt_cuda_bmm_args *a);
 
 /* Masked GQA attention (attention_masked.cu) for the two layouts the
@@ -163,6 +172,11 @@ typedef struct frt_cuda_attn_args {
 } frt_cuda_attn_args;
 
 int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a);
+
+/* Plans the two products of frt_cuda_attention_masked(h, ., a) (at setup;
+ * nothing is enqueued). Errors: those of frt_cuda_bmm_plan and of the
+ * argument checks above. */
+int frt_cuda_attention_masked_plan(frt_cuda_bmm *h, const frt_cuda_attn_args *a);
 
 #ifdef __cplusplus
 }

@@ -540,6 +540,8 @@ static int make_plans(const pi0_config *c, pc_model *pc)
     return 0;
 }
 
+static int plan_attention(frt_model *m);
+
 static int cuda_alloc_scratch(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -561,6 +563,7 @@ static int cuda_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
     FRT_TRY(make_plans(c, pc));
+    FRT_TRY(plan_attention(m));
     return frt_stream_sync(m->stream);
 }
 
@@ -589,7 +592,8 @@ static int gemm(frt_model *m, float *y, const uint16_t *x, const uint16_t *w, in
     return frt_cuda_gemm_run(pc_of(m)->gemm, sp(m), y, F32, x, w, n, in, out, 0);
 }
 
-static int vit_attention(frt_model *m, int cam)
+/* The attention of camera slot `cam` (every patch sees every patch). */
+static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
@@ -606,7 +610,13 @@ static int vit_attention(frt_model *m, int cam)
     a.scale = 1.0f / sqrtf((float)c->v_head_dim);
     a.scores = pc->scores, a.probs = pc->probs, a.ld_s = pc->lds_v;
     a.mask.kmask_len = a.mask.sfx_start = np;
-    return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
+    return a;
+}
+
+static int vit_attention(frt_model *m, int cam)
+{
+    const frt_cuda_attn_args a = vit_attn_args(m, cam);
+    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), &a);
 }
 
 static int vit_layer(frt_model *m, const pc_vit *y, const pc_shape *sh)
@@ -674,6 +684,21 @@ static const float *gnorm(frt_model *m, const glayer *L, const float *w, const f
     return mod + 2 * W;
 }
 
+static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L)
+{
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = pc->attb, a.q = pc->qkvb, a.k = L->k, a.v = L->v;
+    a.ldq = g->heads * g->head_dim, a.ldkv = pc->KV;
+    a.n_q = L->n, a.n_kv = L->n_kv, a.n_heads = g->heads, a.n_kv_heads = g->kv_heads, a.head_dim = g->head_dim;
+    a.scale = 1.0f / sqrtf((float)g->head_dim);
+    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = L->ld_s;
+    a.mask = L->mask;
+    return a;
+}
+
 static int gemma_layer(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -688,14 +713,7 @@ static int gemma_layer(frt_model *m, const glayer *L)
     FRT_TRY(pi0_cuda_qkv_rope(s, pc->qkvb, k, pc->KV, v, pc->KV, pc->y, L->pos, L->inv_freq, n, g->heads,
                               g->kv_heads, g->head_dim));
     if (L->last) return 0;
-    frt_cuda_attn_args a;
-    memset(&a, 0, sizeof a);
-    a.out = pc->attb, a.q = pc->qkvb, a.k = L->k, a.v = L->v;
-    a.ldq = Q, a.ldkv = pc->KV;
-    a.n_q = n, a.n_kv = L->n_kv, a.n_heads = g->heads, a.n_kv_heads = g->kv_heads, a.head_dim = g->head_dim;
-    a.scale = 1.0f / sqrtf((float)g->head_dim);
-    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = L->ld_s;
-    a.mask = L->mask;
+    const frt_cuda_attn_args a = gemma_attn_args(m, L);
     FRT_TRY(frt_cuda_attention_masked(pc->bmm, s, &a));
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W));
@@ -705,6 +723,63 @@ static int gemma_layer(frt_model *m, const glayer *L)
     FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, n, I));
     FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
     return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
+}
+
+/* Prefix layer l of a variant, on prefix set `set`: bidirectional over the
+ * valid rows. */
+static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_config *c = &Pm->c;
+    const uint8_t *mask = frt_buffer_ptr(Pm->pre[set].mask);
+    glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
+                .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
+                .k = pc->ek[set][l], .v = pc->ev[set][l]};
+    L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
+    return L;
+}
+
+/* Expert layer l on prefix set `set`: the valid prefix rows and the
+ * suffix block-causally (Pi0's state token sees itself alone). */
+static glayer expert_glayer(frt_model *m, int set, int l, const float *mods)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_config *c = &Pm->c;
+    glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .first = pc->Pp, .n_kv = pc->Pp + pc->ns,
+                .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s[set], .inv_freq = pc->e_inv_freq,
+                .mods = mods, .k = pc->ek[set][l], .v = pc->ev[set][l]};
+    L.mask.d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask.kmask_len = pc->P;
+    L.mask.sfx_start = pc->Pp, L.mask.sfx_n = pc->ns, L.mask.solo_first = !c->pi05;
+    return L;
+}
+
+/* Plans every attention product the graphs capture (cuBLASLt's heuristic
+ * cannot run inside a capture): each camera slot, each variant's prefix and
+ * the expert, on both prefix sets. */
+static int plan_attention(frt_model *m)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    for (int cam = 0; cam < c->max_cameras; cam++) {
+        const frt_cuda_attn_args a = vit_attn_args(m, cam);
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+    }
+    for (int set = 0; set < 2; set++) {
+        const glayer E = expert_glayer(m, set, 0, NULL);
+        const frt_cuda_attn_args a = gemma_attn_args(m, &E);
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+        for (int cams = 1; cams <= c->max_cameras; cams++)
+            for (int tok = 16;; tok *= 2) {
+                const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+                const glayer L = prefix_glayer(m, &v, set, 0);
+                const frt_cuda_attn_args b = gemma_attn_args(m, &L);
+                FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &b));
+                if (v.tok == c->max_tokens) break;
+            }
+    }
+    return 0;
 }
 
 /* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
@@ -725,16 +800,12 @@ static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
     FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
                                   port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
                                   c->t.width, c->vocab, sqrtf((float)c->t.width)));
-    uint16_t **ek = pc->ek[set], **ev = pc->ev[set];
     const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
     for (int l = 0; l < c->t.layers; l++) {
-        glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
-                    .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
-                    .k = ek[l], .v = ev[l]};
-        L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
+        const glayer L = prefix_glayer(m, sh, set, l);
         FRT_TRY(gemma_layer(m, &L));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), ek[l], kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), ev[l], kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[set][l], kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[set][l], kv_bytes));
     }
     return 0;
 }
@@ -770,11 +841,7 @@ static int expert_velocity(frt_model *m, int step, int set, float *vel)
     const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
     FRT_TRY(suffix_embed(m, step));
     for (int l = 0; l < c->e.layers; l++) {
-        glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .first = pc->Pp, .n_kv = pc->Pp + pc->ns,
-                    .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s[set], .inv_freq = pc->e_inv_freq,
-                    .mods = mods ? mods + (size_t)2 * l * 3 * E : NULL, .k = pc->ek[set][l], .v = pc->ev[set][l]};
-        L.mask.d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask.kmask_len = pc->P;
-        L.mask.sfx_start = pc->Pp, L.mask.sfx_n = pc->ns, L.mask.solo_first = !c->pi05;
+        const glayer L = expert_glayer(m, set, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
         FRT_TRY(gemma_layer(m, &L));
     }
     const float *xo = pc->x + (size_t)(pc->ns - c->chunk) * E;
