@@ -140,6 +140,46 @@ static void test_bmm(frt_cuda_bmm *h, int m, int n, int k, int batch, int trans_
     dfree(&dx), dfree(&dw), dfree(&dy);
 }
 
+/* A product inside a graph capture: refused without a plan (the heuristic
+ * cannot run there), captured and replayed with one, equal to eager. */
+typedef struct bmm_rec {
+    frt_cuda_bmm *h;
+    frt_cuda_bmm_args a;
+} bmm_rec;
+
+static int rec_bmm(frt_stream *st, void *user)
+{
+    bmm_rec *r = user;
+    return frt_cuda_bmm_run(r->h, frt_stream_native(st), &r->a);
+}
+
+static void test_bmm_capture(void)
+{
+    const int m = 40, n = 24, k = 32;
+    float *x = frand((size_t)m * k, -1, 1), *w = frand((size_t)n * k, -1, 1);
+    dbuf dx = dbf(x, (size_t)m * k), dw = dbf(w, (size_t)n * k), dy = dalloc((size_t)m * n * 4);
+    dbuf dy2 = dalloc((size_t)m * n * 4);
+    bmm_rec r;
+    memset(&r, 0, sizeof r);
+    CHECK_OK(frt_cuda_bmm_create(1u << 20, &r.h));
+    frt_cuda_bmm_args a = {dy.p, FRT_CUDA_F32, dx.p, dw.p, m, n, k, 1, 1, k, k, n, 0, 0, 0, 1.0f};
+    r.a = a;
+    frt_graph *g = NULL;
+    CHECK_OK(frt_graph_create(g_ctx, "bmm", 0, &g));
+    CHECK_STATUS(frt_graph_capture(g, 1, g_st, rec_bmm, &r), FRT_ERR_STATE);
+    CHECK_OK(frt_cuda_bmm_plan(r.h, &r.a));
+    CHECK_OK(frt_graph_capture(g, 1, g_st, rec_bmm, &r));
+    CHECK_OK(frt_graph_replay(g, 1, g_st));
+    r.a.y = dy2.p; /* eager, same layout and alignment: the same plan */
+    CHECK_OK(frt_cuda_bmm_run(r.h, g_cs, &r.a));
+    float *g1 = dfloats(dy, (size_t)m * n, FRT_CUDA_F32), *g2 = dfloats(dy2, (size_t)m * n, FRT_CUDA_F32);
+    report_same("bmm: refused unplanned in a capture; planned: graph == eager", g1, g2, (size_t)m * n * 4);
+    frt_graph_destroy(g);
+    frt_cuda_bmm_destroy(r.h);
+    free(x), free(w), free(g1), free(g2);
+    dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dy2);
+}
+
 /* One masked attention case: n_q queries over n_kv keys (rows of ldkv),
  * mask as given (d_kmask / d_rmask filled from kmask / rmask). */
 typedef struct attn_case {
@@ -190,6 +230,7 @@ static void test_attentions(void)
     if (!h) return;
     test_bmm(h, 37, 29, 24, 3, 1);
     test_bmm(h, 33, 16, 40, 2, 0);
+    test_bmm_capture();
     static const attn_case cases[] = {
         {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0},
         {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1},
