@@ -10,7 +10,11 @@
  * the vision and prefix FLOPs over this machine's measured GEMM rate, plus
  * the expert's FLOPs over the same rate or one read of its weights per
  * Euler step over the measured copy rate, whichever is larger
- * (frt_policy_cost_get; weights f32 on the cpu backend). */
+ * (frt_policy_cost_get; weights f32 on the cpu backend, bf16 on cuda).
+ * The cuda backend's graph runs at the model's most cameras and tokens
+ * whatever --cameras / --tokens say (absent cameras and padding are masked
+ * rows: docs/policies.md), while the floor counts the requested ones, so
+ * the ratio to the floor shows that cost too. */
 #include "args.h"
 #include "bench_run.h"
 #include "cli.h"
@@ -81,7 +85,7 @@ static double floor_ms(const frt_policy_cost *c, const bm_floors *fl, int steps,
     return 1e3 * (pre + (exp_flops > exp_bytes ? exp_flops : exp_bytes));
 }
 
-static void report(const char *dir, const frt_policy_info *pi, int cameras, int tokens, const frt_policy_cost *c,
+static void report(const char *dir, frt_backend backend, const frt_policy_info *pi, int cameras, int tokens, const frt_policy_cost *c,
                    const double *ms, int repeats, double fl_ms, json_t *root)
 {
     double mean = 0, mn = ms[0];
@@ -91,14 +95,16 @@ static void report(const char *dir, const frt_policy_info *pi, int cameras, int 
     }
     double p50 = bm_pct(ms, repeats, 0.5), p99 = bm_pct(ms, repeats, 0.99);
     double gf = (c->flops_vision + c->flops_prefix + c->flops_expert) / 1e9;
-    printf("frt bench policy: %s (%s), %d cameras, %d tokens, chunk %d x %d, %d steps\n", dir, pi->model_type,
-           cameras, tokens, pi->chunk, pi->action_dim, pi->n_steps);
+    const char *bk = backend == FRT_BACKEND_CUDA ? "cuda" : "cpu";
+    printf("frt bench policy: %s (%s) on %s, %d cameras, %d tokens, chunk %d x %d, %d steps\n", dir, pi->model_type,
+           bk, cameras, tokens, pi->chunk, pi->action_dim, pi->n_steps);
     printf("  %.3f GFLOP an inference (vision %.3f, prefix %.3f, expert %.3f)\n", gf, c->flops_vision / 1e9,
            c->flops_prefix / 1e9, c->flops_expert / 1e9);
     printf("  p50 %.3f ms  p99 %.3f ms  mean %.3f ms  min %.3f ms  (%d runs)\n", p50, p99, mean, mn, repeats);
     printf("  floor %.3f ms: p50 is %.2fx the floor, %.1f GFLOP/s\n", fl_ms, p50 / fl_ms, gf / (p50 * 1e-3));
     json_object_set_new(root, "bench", json_string("policy"));
     json_object_set_new(root, "model_type", json_string(pi->model_type));
+    json_object_set_new(root, "backend", json_string(bk));
     json_object_set_new(root, "cameras", json_integer(cameras));
     json_object_set_new(root, "tokens", json_integer(tokens));
     json_object_set_new(root, "gflop", json_real(gf));
@@ -135,7 +141,7 @@ static int bench_run(const char *dir, frt_backend backend, int cameras, int toke
     r.root = json_object();
     if (rc == 0) rc = bm_measure_floors(&r);
     if (rc == 0)
-        report(dir, &pi, cameras, tokens, &cost, ms, repeats,
+        report(dir, backend, &pi, cameras, tokens, &cost, ms, repeats,
                floor_ms(&cost, &r.fl, pi.n_steps, backend == FRT_BACKEND_CPU ? 4.0 : 2.0), r.root);
     if (rc == 0 && json_path && json_dump_file(r.root, json_path, JSON_INDENT(2)) != 0)
         rc = frt_cli_fail("bench policy", FRT_ERR_IO);

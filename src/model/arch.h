@@ -117,6 +117,8 @@ typedef struct frt_policy_cfg_options {
 /* The batched inference of n rollouts (frt_policy_run_batch): key
  * FRT_POLICY_KEY_BATCH | n, n = 1..params.policy_batch (rc->bucket = n). */
 #define FRT_POLICY_KEY_BATCH 0x100
+/* Keys of a backend's per-shape variants (frt_arch_backend.policy_variant). */
+#define FRT_POLICY_KEY_VARIANT (1ull << 40)
 
 /* What a backend's record callbacks receive (user pointer of frt_graph_capture). */
 typedef struct frt_record_ctx {
@@ -184,6 +186,15 @@ typedef struct frt_arch_backend {
      * without caller noise draws the episode stream and advances it, in
      * rollout order. */
     frt_record_fn record_policy_batch;
+    /* Policy kind, optional (NULL: the graphs of keys 1 and 2 serve every
+     * observation). The graph variant of an inference on `in` (its camera
+     * and prompt slots; in NULL: the denoise-only graph) with CFG on (cfg
+     * 1) or off, as a positive code that record_policy /
+     * record_policy_denoise receive as rc->bucket, or 0 for the key-1 / 2
+     * graphs captured at load. The runtime captures a variant on its first
+     * use under the shape key FRT_POLICY_KEY_VARIANT | code and replays it
+     * from then on. */
+    int (*policy_variant)(const frt_model *m, const frt_policy_inputs *in, int cfg);
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -221,6 +221,22 @@ static int write_inputs(frt_model *m, port_row r, const frt_policy_info *pi, con
     return frt_stream_sync(m->stream);
 }
 
+/* The key of graph g (recorded by rec) for an inference on `in` (NULL:
+ * denoise-only): the backend's variant (captured on first use), else
+ * policy_key. Nothing runs. */
+static int variant_key(frt_model *m, frt_graph *g, frt_record_fn rec, const frt_policy_inputs *in,
+                       frt_shape_key *key)
+{
+    *key = policy_key(m);
+    if (!m->bk->policy_variant) return 0;
+    const int code = m->bk->policy_variant(m, in, m->policy_cfg.enable);
+    if (code <= 0) return 0;
+    *key = FRT_POLICY_KEY_VARIANT | (frt_shape_key)code;
+    if (frt_graph_has(g, *key)) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = code};
+    return frt_graph_capture(g, *key, m->stream, rec, &rc);
+}
+
 /* Replays g at key and reads n_out floats of the output port `out`; a task
  * failure is returned as its status. */
 static int replay(frt_model *m, frt_graph *g, frt_shape_key key, const char *out, float *actions, size_t n_out)
@@ -244,8 +260,10 @@ int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, si
     size_t n_out = (size_t)pi.chunk * pi.action_dim;
     if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
     FRT_TRY(check_inputs(m, &pi, in));
+    frt_shape_key key;
+    FRT_TRY(variant_key(m, m->g_policy, m->bk->record_policy, in, &key));
     FRT_TRY(write_inputs(m, SINGLE, &pi, in));
-    return replay(m, m->g_policy, policy_key(m), "actions", actions, n_out);
+    return replay(m, m->g_policy, key, "actions", actions, n_out);
 }
 
 /* The checks of frt_policy_run on in[r], for rollout r of a batch; the
@@ -298,6 +316,8 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     in.n_state = n_state;
     in.noise = noise;
     FRT_TRY(check_state_noise(&pi, &in));
+    frt_shape_key key;
+    FRT_TRY(variant_key(m, m->g_denoise, m->bk->record_policy_denoise, NULL, &key));
     if (!pi.state_in_prompt) FRT_TRY(write_port(m, SINGLE, "state", state, (size_t)n_state * sizeof(float)));
     if (noise) FRT_TRY(write_port(m, SINGLE, "noise", noise, n_out * sizeof(float)));
     const frt_policy_cfg_options g = cfg_of(m, 0);
@@ -305,7 +325,7 @@ int frt_policy_denoise(frt_model *m, const float *state, int n_state, const floa
     frt_policy_options o = {0, 0, noise != NULL, 0};
     FRT_TRY(write_port(m, SINGLE, "options", &o, sizeof o));
     FRT_TRY(frt_stream_sync(m->stream));
-    return replay(m, m->g_denoise, policy_key(m), "actions", actions, n_out);
+    return replay(m, m->g_denoise, key, "actions", actions, n_out);
 }
 
 int frt_policy_set_cfg(frt_model *m, int enable, float beta, int advantage_positive)

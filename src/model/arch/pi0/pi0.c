@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "util/json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,37 @@ void pi0_flops(const pi0_config *c, int cameras, int tokens, double out[3])
                            4.0 * ns * (n + ns) * eq * c->e.layers + heads);
 }
 
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void pi0_episode_noise(float *out, int n, uint64_t seed, uint64_t step)
+{
+    uint64_t x = seed ^ (step * 0xD1B54A32D192ED03ull);
+    for (int i = 0; i < n; i += 2) {
+        double u1 = ((double)(splitmix64(&x) >> 11) + 1.0) * 0x1p-53;
+        double u2 = (double)(splitmix64(&x) >> 11) * 0x1p-53;
+        double r = sqrt(-2.0 * log(u1)), a = 2.0 * M_PI * u2;
+        out[i] = (float)(r * cos(a));
+        if (i + 1 < n) out[i + 1] = (float)(r * sin(a));
+    }
+}
+
+void pi0_time_sincos(float *out, int width, double t, double min_p, double max_p)
+{
+    const int half = width / 2;
+    for (int i = 0; i < half; i++) {
+        double frac = half > 1 ? (double)i / (half - 1) : 0.0;
+        double a = 2.0 * M_PI / (min_p * pow(max_p / min_p, frac)) * t;
+        out[i] = (float)sin(a);
+        out[half + i] = (float)cos(a);
+    }
+}
+
 static int p_check_config(const frt_model_config *c)
 {
     (void)c;
@@ -500,7 +532,11 @@ const frt_arch frt_arch_pi0 = {
     .fini = p_fini,
     .info = p_info,
     .cpu = &frt_pi0_cpu_backend,
-    .cuda = NULL, /* not yet: frt_model_load says "architecture 'pi0' has no cuda backend" */
+#if FRT_HAVE_CUDA
+    .cuda = &frt_pi0_cuda_backend,
+#else
+    .cuda = NULL, /* built without CUDA: frt_model_load says "architecture 'pi0' has no cuda backend" */
+#endif
     .kind = FRT_ARCH_POLICY,
     .load_config = p_load_config,
     .declare_io = p_declare_io,

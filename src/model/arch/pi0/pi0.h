@@ -75,7 +75,10 @@
  * and mirrors the guided x of slot 0 into slot 1 after each step.
  *
  * Files: pi0.c (config, state and ports), pi0_weights.c (the names and
- * shapes, loading), pi0_cpu.c (the f32 forward pass). No CUDA backend yet.
+ * shapes, loading), pi0_cpu.c (the f32 forward pass), pi0_cuda.c (bf16
+ * weights, one CUDA graph per (cameras, prompt bucket) shape key; serial
+ * CFG only)
+ * with its kernels in pi0_glue.cu. docs/policies.md describes both.
  */
 #ifndef FRT_MODEL_ARCH_PI0_H
 #define FRT_MODEL_ARCH_PI0_H
@@ -218,6 +221,19 @@ double pi0_gemma_layer_params(const pi0_gemma_config *g);
 int pi0_load_weights(frt_model *m);
 void pi0_free_weights(frt_model *m);
 
+/* The episode stream's noise (pi0_cpu.c's header describes it): out[0..n)
+ * for inference number `step` of the episode of `seed`. Both backends draw
+ * from it (pi0_glue.cu computes the same stream on the device). */
+void pi0_episode_noise(float *out, int n, uint64_t seed, uint64_t step);
+
+/* time_sincos(t) [width]: sin(2 pi t / period_i), then cos, with periods
+ * min_p (max_p / min_p)^(i / (width/2 - 1)), in double
+ * (openpi create_sinusoidal_pos_embedding). */
+void pi0_time_sincos(float *out, int width, double t, double min_p, double max_p);
+
 extern const frt_arch_backend frt_pi0_cpu_backend; /* pi0_cpu.c */
+#if FRT_HAVE_CUDA
+extern const frt_arch_backend frt_pi0_cuda_backend; /* pi0_cuda.c */
+#endif
 
 #endif /* FRT_MODEL_ARCH_PI0_H */

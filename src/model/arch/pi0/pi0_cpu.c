@@ -300,27 +300,6 @@ static void task_prefix(void *arg)
 
 /* ---- noise and the flow ---------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* The episode stream's normals (see the top of the file). */
-static void episode_noise(float *out, int n, uint64_t seed, uint64_t step)
-{
-    uint64_t x = seed ^ (step * 0xD1B54A32D192ED03ull);
-    for (int i = 0; i < n; i += 2) {
-        double u1 = ((double)(splitmix64(&x) >> 11) + 1.0) * 0x1p-53;
-        double u2 = (double)(splitmix64(&x) >> 11) * 0x1p-53;
-        double r = sqrt(-2.0 * log(u1)), a = 2.0 * M_PI * u2;
-        out[i] = (float)(r * cos(a));
-        if (i + 1 < n) out[i + 1] = (float)(r * sin(a));
-    }
-}
-
 static int prefix_rows(const pi0 *P, int rollout, int cond, int cfg)
 {
     const pi0_prefix_set set = prefix_set(P, rollout, cond, cfg);
@@ -345,23 +324,9 @@ static void task_noise(void *arg)
     if (io.o->noise_given)
         memcpy(x, io.noise, (size_t)n * sizeof(float));
     else
-        episode_noise(x, n, e->seed, e->step);
+        pi0_episode_noise(x, n, e->seed, e->step);
     if (a->fused) memcpy(x + n, x, (size_t)n * sizeof(float));
     e->step++;
-}
-
-/* time_sincos(t) [width]: sin(2 pi t / period_i), then cos, with periods
- * min_period (max_period / min_period)^(i / (width/2 - 1)), in double
- * (create_sinusoidal_pos_embedding). */
-static void time_sincos(float *out, int width, double t, double min_p, double max_p)
-{
-    const int half = width / 2;
-    for (int i = 0; i < half; i++) {
-        double frac = half > 1 ? (double)i / (half - 1) : 0.0;
-        double a = 2.0 * M_PI / (min_p * pow(max_p / min_p, frac)) * t;
-        out[i] = (float)sin(a);
-        out[half + i] = (float)cos(a);
-    }
 }
 
 /* The suffix embedding of one step into s->x; returns its row count. Pi0.5
@@ -373,7 +338,7 @@ static int suffix_embed(frt_model *m, const float *xt, const float *state, float
     const pi0_weights *w = &P->w;
     pi0_scratch *s = &P->s;
     const int E = c->e.width, A = c->action_dim, off = c->pi05 ? 0 : 1;
-    time_sincos(s->cond, E, t, c->min_period, c->max_period);
+    pi0_time_sincos(s->cond, E, t, c->min_period, c->max_period);
     lin(s->x + (size_t)off * E, xt, w->action_in_w, w->action_in_b, c->chunk, A, E);
     if (c->pi05) {
         lin(s->mod, s->cond, w->time_in_w, w->time_in_b, 1, E, E);

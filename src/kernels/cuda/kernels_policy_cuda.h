@@ -1,0 +1,184 @@
+/*
+ * kernels/cuda/kernels_policy_cuda.h - the CUDA kernels the robot policies
+ * (Pi0 / Pi0.5, src/model/arch/pi0/pi0_cuda.c) add to kernels_cuda.h: the
+ * SigLIP LayerNorm, the tanh GELU and GeGLU, Pi0.5's adaRMSNorm, a masked
+ * softmax and an activation x activation batched matrix product (cuBLASLt),
+ * which together make the masked attention of a policy.
+ *
+ * Conventions: those of kernels_cuda.h (stream as void *, launchers only
+ * enqueue and are legal inside a capture, 0 / FRT_ERR_INVALID_ARGUMENT /
+ * FRT_ERR_UNSUPPORTED / FRT_ERR_BACKEND, row-major contiguous layouts,
+ * deterministic: no atomics, every reduction in a fixed order that depends
+ * on the sizes only). Row counts are launch arguments here (a policy graph
+ * runs at fixed shapes); what changes between replays (masks) is read from
+ * device memory. Each kernel is tested against its CPU twin on random data
+ * in tests/test_cuda_policy_kernels.c.
+ */
+#ifndef FRT_KERNELS_POLICY_CUDA_H
+#define FRT_KERNELS_POLICY_CUDA_H
+
+#include "kernels/cuda/kernels_cuda.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* LayerNorm of the rows of x [rows, dim] f32 (layernorm.cu):
+ *   out = (x - mean) * rsqrt(var + eps) * w + b
+ * mean and variance summed in fp64 (two passes, as the twin); w, b [dim]
+ * f32; out [rows, dim] of out_dtype (must not alias x). One block a row.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, rows or dim < 1), FRT_ERR_BACKEND.
+ * Twin: frt_cpu_layernorm. */
+int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *w,
+                       const float *b, int rows, int dim, float eps);
+
+/* Adaptive RMSNorm (Pi0.5's expert; layernorm.cu):
+ *   out = x * rsqrt(mean(x^2) + eps) * (1 + scale) + shift
+ * x [rows, dim] f32; scale, shift [dim] f32 (device; one condition shared
+ * by every row); out [rows, dim] of out_dtype (must not alias x). Sum of
+ * squares in fp64. Errors as frt_cuda_layernorm. Twin: frt_cpu_rmsnorm_ada. */
+int frt_cuda_rmsnorm_ada(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *scale,
+                         const float *shift, int rows, int dim, float eps);
+
+/* The activation after a Linear (gelu.cu). */
+typedef enum frt_cuda_act {
+    FRT_CUDA_ACT_NONE = 0,      /* y = x + b */
+    FRT_CUDA_ACT_GELU_TANH = 1, /* y = gelu_tanh(x + b) (torch approximate="tanh") */
+    FRT_CUDA_ACT_SILU = 2,      /* y = silu(x + b) */
+} frt_cuda_act;
+
+/* out[r, c] = act(x[r, c] + b[c]) for rows x cols: x [rows, cols] f32, b
+ * [cols] f32 or NULL (no bias), out [rows, cols] of out_dtype (may equal x
+ * when out_dtype is f32). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1,
+ * an unknown act), FRT_ERR_BACKEND. Twins: frt_cpu_add_bias then
+ * frt_cpu_gelu_tanh / frt_cpu_silu. */
+int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *b, int rows,
+                      int cols, frt_cuda_act act);
+
+/* GeGLU (GemmaMLP): out[r, i] = gelu_tanh(gu[r, i]) * gu[r, inter + i] for
+ * i < inter: gu [rows, 2 inter] f32 (the fused gate | up projection), out
+ * [rows, inter] of out_dtype. Errors as frt_cuda_bias_act.
+ * Twin: frt_cpu_geglu_tanh on the two halves. */
+int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const float *gu, int rows, int inter);
+
+/* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
+ *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
+ * the difference rounded to f32, one rounding for the multiply-add: the
+ * same bits as the twin. out, v_cond, v_uncond [n] f32 (device; out may
+ * equal either input). beta: read from *d_beta (device f32, so a captured
+ * graph takes each replay's weight) when d_beta is not NULL, else the
+ * argument. Vectorised (float4) when out, v_cond, v_uncond are 16-byte
+ * aligned. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n < 1), FRT_ERR_BACKEND.
+ * Twin: frt_cpu_cfg_combine. */
+int frt_cuda_cfg_combine(void *stream, float *out, const float *v_cond, const float *v_uncond, float beta,
+                         const float *d_beta, int n);
+
+/* The masks of frt_cuda_softmax_masked. Score row r (of every batch in
+ * turn) belongs to token t = (r / rows_per_token) % tokens; key j of that
+ * row is allowed iff
+ *   j < kmask_len:               d_kmask[j] != 0 (d_kmask NULL: allowed)
+ *   kmask_len <= j < sfx_start:  never
+ *   j >= sfx_start:              s = j - sfx_start < sfx_n, and, with
+ *                                solo_first, t == 0 sees only s == 0
+ *                                (Pi0's state token) while t > 0 sees all
+ * and, when d_rmask is not NULL, the whole row is masked when
+ * d_rmask[t] == 0 (it gets zeros). Bidirectional prefix: kmask = rmask =
+ * the prefix mask, sfx_start = keys. Expert: kmask the prefix mask,
+ * sfx_start the padded prefix length, sfx_n the suffix rows. */
+typedef struct frt_cuda_attn_mask {
+    const uint8_t *d_kmask; /* [kmask_len] u8 device, or NULL */
+    int kmask_len;
+    int sfx_start, sfx_n, solo_first;
+    const uint8_t *d_rmask; /* [tokens] u8 device, or NULL */
+    int rows_per_token;     /* >= 1: rows of one token (the heads of the folded GQA layout) */
+    int tokens;             /* >= 1: tokens of one batch (rows wrap to token 0 at each batch) */
+} frt_cuda_attn_mask;
+
+/* Softmax over the allowed keys of each row of s [rows, ld] f32 (the first
+ * `keys` columns; s already scaled): p[row, j] = exp(s - max) / sum over the
+ * allowed j, 0 for every masked key; a row with no allowed key is all zero.
+ * p [rows, ld] bf16 (the P of P.V); max and sum in fp32, the sum in a fixed
+ * tree order. rows = batches x tokens x rows_per_token; mask as above.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes, ld < keys), FRT_ERR_BACKEND.
+ * Twin: the softmax of frt_cpu_attention_masked (tested through
+ * frt_cuda_attention_masked). */
+int frt_cuda_softmax_masked(void *stream, uint16_t *p, const float *s, int rows, int keys, int ld,
+                            const frt_cuda_attn_mask *mask);
+
+/* Batched matrix products of activations on cuBLASLt (bmm.cu), bf16
+ * operands, fp32 accumulation (CUBLAS_COMPUTE_32F), for batch b < batch:
+ *   y_b[m, n] = alpha * x_b[m, k] . (trans_w ? w_b[n, k]^T : w_b[k, n])
+ * x_b at x + b * sx with rows of ldx elements, w_b at w + b * sw (rows of
+ * ldw), y_b at y + b * sy (rows of ldy) of y_dtype. The kernel is chosen by
+ * cuBLASLt's heuristic once per layout (sizes, strides, dtype, and the
+ * alignment of the pointers and strides) and cached in the handle (at most
+ * 256 layouts); the workspace is the handle's own. */
+typedef struct frt_cuda_bmm frt_cuda_bmm;
+
+typedef struct frt_cuda_bmm_args {
+    void *y;
+    frt_cuda_dtype y_dtype;
+    const uint16_t *x, *w;
+    int m, n, k, trans_w, batch;
+    long long ldx, ldw, ldy, sx, sw, sy;
+    float alpha;
+} frt_cuda_bmm_args;
+
+/* Creates a handle with a workspace of workspace_bytes on the current
+ * device (at setup, not inside a capture). Free with frt_cuda_bmm_destroy
+ * (NULL-safe). Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_OUT_OF_MEMORY,
+ * FRT_ERR_BACKEND. */
+int frt_cuda_bmm_create(size_t workspace_bytes, frt_cuda_bmm **out);
+void frt_cuda_bmm_destroy(frt_cuda_bmm *h);
+
+/* Plans the layout of a (nothing is enqueued; a no-op when planned).
+ * Call it at setup for every product a graph will capture: cuBLASLt's
+ * heuristic query fails inside a stream capture. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, ld shorter than a row),
+ * FRT_ERR_UNSUPPORTED (cuBLASLt has no algorithm for the layout),
+ * FRT_ERR_OUT_OF_RANGE (the handle holds 256 plans), FRT_ERR_BACKEND. */
+int frt_cuda_bmm_plan(frt_cuda_bmm *h, const frt_cuda_bmm_args *a);
+
+/* Enqueues one batched product with its plan; without one it plans first,
+ * outside a capture (inside: FRT_ERR_STATE, nothing enqueued). Errors:
+ * those of frt_cuda_bmm_plan; FRT_ERR_STATE. */
+int frt_cuda_bmm_run(frt_cuda_bmm *h, void *stream, const frt_cuda_bmm_args *a);
+
+/* Masked GQA attention (attention_masked.cu) for the two layouts the
+ * policies have, as bmm + softmax + bmm:
+ *   out[t, h] = sum_j softmax_j(scale q[t, h] . k[j, h / g]) v[j, h / g]
+ * over the keys `mask` allows, g = n_heads / n_kv_heads, which must be 1
+ * (MHA, SigLIP: one batch per head) or n_kv_heads must be 1 (Gemma: every
+ * head of a token is one row of a single product); else
+ * FRT_ERR_UNSUPPORTED. q [n_q, n_heads, head_dim] bf16 with rows of ldq
+ * elements; k, v [n_kv, n_kv_heads, head_dim] bf16 with rows of ldkv; out
+ * [n_q, n_heads, head_dim] bf16 contiguous. scores f32 and probs bf16 are
+ * scratch of n_q * n_heads * ld_s elements each, ld_s >= n_kv (a multiple of
+ * 8 keeps rows 16-byte aligned). Errors: those of the parts.
+ * Twin: frt_cpu_attention_masked with allow[t, j] from `mask`. */
+typedef struct frt_cuda_attn_args {
+    uint16_t *out;
+    const uint16_t *q, *k, *v;
+    int ldq, ldkv;
+    int n_q, n_kv, n_heads, n_kv_heads, head_dim;
+    float scale;
+    float *scores;
+    uint16_t *probs;
+    int ld_s;
+    frt_cuda_attn_mask mask;
+} frt_cuda_attn_args;
+
+int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a);
+
+/* Plans the two products of frt_cuda_attention_masked(h, ., a) (at setup;
+ * nothing is enqueued). Errors: those of frt_cuda_bmm_plan and of the
+ * argument checks above. */
+int frt_cuda_attention_masked_plan(frt_cuda_bmm *h, const frt_cuda_attn_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FRT_KERNELS_POLICY_CUDA_H */

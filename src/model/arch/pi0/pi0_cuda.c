@@ -1,0 +1,973 @@
+/*
+ * arch/pi0/pi0_cuda.c - the Pi0 / Pi0.5 inference on the cuda backend: the
+ * same function, step for step, as pi0_cpu.c (whose header and pi0.h name
+ * the math), launched as kernels on the model's stream and captured into
+ * ONE CUDA graph per shape key at load (key 1: vision for every camera
+ * slot, the prefix, the noise, every Euler step, the output; the denoise
+ * graph: the flow alone on the prefix the state holds).
+ *
+ * Storage and precision:
+ *   weights      bf16 matrices in one device allocation, converted at load
+ *                from the f32 weights pi0_weights.c reads; fused per layer
+ *                (SigLIP q | k | v, Gemma q | k | v and gate | up); the patch
+ *                embedding's rows padded to a multiple of 8 columns. Norm
+ *                weights, biases, the position embedding f32.
+ *                Work that depends on the timestep only is done once at
+ *                load on the host in f32: Pi0.5's adaRMSNorm modulations
+ *                of every step ([steps, 2 L + 1, 3 E]) and Pi0's time half
+ *                of action_time_mlp_in ([steps, E], folded into its bias).
+ *   activations  residual streams f32; GEMM inputs bf16; GEMM outputs f32
+ *                (cuBLASLt, fp32 accumulation); attention as products
+ *                (kernels_policy_cuda.h: frt_cuda_attention_masked, bf16
+ *                operands, fp32 softmax).
+ *   state        prefix.L.k / .v bf16 [P, kv, hd] (kv_dtype), mask, meta,
+ *                the episode record: what pi0.c declares.
+ *
+ * Shapes: the graph runs at the declared maxima: every camera slot (an
+ * absent or masked camera's rows are invalid: never attended to) and
+ * max_tokens prompt rows (padding invalid). So one capture serves every
+ * observation; the rows of the prefix are laid out by slot (camera c at
+ * rows c * n_patch, the prompt after max_cameras * n_patch), which changes
+ * no valid row's result: positions are the cumulative sum of the valid
+ * rows, as on the cpu backend.
+ *
+ * What changes between replays is read from device memory: the ports
+ * (pixels, masks, ids, state, noise, options), the state (prefix KV, mask,
+ * meta) and the episode record. A replay without a prefix in the state
+ * (denoise before any run) is reported through a host task reading meta
+ * copied to pinned memory (FRT_ERR_STATE), and leaves the episode as it was.
+ *
+ * Classifier-free guidance runs serially (pi0.h): the conditioned prefix
+ * into prefix_cond.*, then per step the conditioned and the unconditioned
+ * expert passes from one x_t, combined by frt_cuda_cfg_combine with the
+ * beta of the cfg port; a CFG inference is a variant of its own (the
+ * prompt buckets of both prompts in its key), so is the CFG denoise-only
+ * graph. The fused batch-2 arrangement is not recorded (the runtime refuses
+ * FRT_POLICY_CFG_FUSED on this backend).
+ *
+ * Not supported on this backend (FRT_ERR_UNSUPPORTED, docs/policies.md):
+ * the fused CFG graph; widths, MLP sizes, action / state dims and
+ * q / kv widths that are not multiples of 8 (cuBLASLt rows); several KV
+ * heads in Gemma (GQA other than 1 KV head or MHA).
+ */
+#include "model/arch/pi0/pi0.h"
+
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/kernels_policy_cuda.h"
+#include "model/arch/pi0/pi0_glue.h"
+#include "util/bf16.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define F32 FRT_CUDA_F32
+#define BF16 FRT_CUDA_BF16
+#define ALIGN 256
+#define GEMM_WS (32u << 20)
+#define BMM_WS (32u << 20)
+
+/* Device pointers of one SigLIP layer. */
+typedef struct pc_vit {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* [D] */
+    const uint16_t *qkv, *o, *fc1, *fc2;        /* [3D, D], [D, D], [I, D], [D, I] */
+    const float *qkv_b, *o_b, *fc1_b, *fc2_b;   /* [3D], [D], [I], [D] */
+} pc_vit;
+
+/* Device pointers of one Gemma layer (prefix or expert). */
+typedef struct pc_gemma {
+    const float *in_norm, *post_norm;  /* [W] (NULL in Pi0.5's expert) */
+    const uint16_t *qkv, *o, *gu, *down; /* [Q + 2 KV, W], [W, Q], [2 I, W], [W, I] */
+} pc_gemma;
+
+typedef struct pc_model {
+    /* sizes */
+    int NV, Kp, P, Pp, ns, nsp, lds_v, lds_p, lds_e, KV, n_act;
+    frt_cuda_gemm *gemm;
+    frt_cuda_bmm *bmm;
+    frt_buffer *wbuf, *sbuf, *flag;
+    /* weights */
+    const uint16_t *patch_w, *proj_w, *embed, *action_in_w, *action_out_w, *state_w, *atm_a_w, *atm_out_w;
+    const float *patch_b, *pos_emb, *post_ln_w, *post_ln_b, *proj_b, *e_norm, *action_in_b, *action_out_b;
+    const float *state_b, *atm_out_b, *t_inv_freq, *e_inv_freq;
+    const float *mods;  /* Pi0.5: [steps, 2 L + 1, 3 E] */
+    const float *atm_c; /* Pi0: [steps, E], the time half of action_time_mlp_in plus its bias */
+    pc_vit *vit;
+    pc_gemma *tl, *el;
+    /* scratch (device) */
+    float *x, *y, *scores, *xt, *vel, *vel_c;
+    uint16_t *patches, *hb, *qkvb, *attb, *actb, *probs, *xtb, *stb;
+    /* per prefix set (PI0_UNCOND, PI0_COND) and layer: [Pp + nsp, KV] bf16,
+     * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
+    uint16_t **ek[2], **ev[2];
+    int32_t *pos_p, *pos_s[2];
+} pc_model;
+
+/* The rows of one policy graph variant: `cams` camera slots and a prompt
+ * bucket of `tok` tokens (pi0_policy_variant). */
+typedef struct pc_shape {
+    int cams, tok;
+    int nv;   /* cams * n_patch image rows */
+    int rows; /* nv + tok prefix rows */
+    int lds;  /* the prefix's score row stride */
+} pc_shape;
+
+static pc_model *pc_of(const frt_model *m) { return (pc_model *)m->bk_data; }
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+static int imax(int a, int b) { return a > b ? a : b; }
+static int round8(int x) { return (x + 7) / 8 * 8; }
+static void *sp(frt_model *m) { return frt_stream_native(m->stream); }
+
+static void *port(frt_model *m, const char *name, frt_io_dir dir)
+{
+    return frt_buffer_ptr(frt_model_io_find(m, name, dir)->buf);
+}
+
+/* ---- sizes and limits ------------------------------------------------------ */
+
+static int check_dims(const pi0_config *c)
+{
+    const struct {
+        const char *what;
+        int v;
+    } d[] = {{"vision width", c->v_width},          {"vision MLP", c->v_inter},
+             {"prefix width", c->t.width},          {"prefix MLP", c->t.inter},
+             {"prefix heads x head_dim", c->t.heads * c->t.head_dim},
+             {"expert width", c->e.width},          {"expert MLP", c->e.inter},
+             {"expert heads x head_dim", c->e.heads * c->e.head_dim},
+             {"KV heads x head_dim", c->t.kv_heads * c->t.head_dim},
+             {"vision head_dim", c->v_head_dim},    {"action_dim", c->action_dim},
+             {"state_dim", c->state_dim}};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (d[i].v % 8)
+            return frt_error(FRT_ERR_UNSUPPORTED,
+                             "pi0 cuda: %s = %d is not a multiple of 8 (cuBLASLt rows must be 16-byte aligned)",
+                             d[i].what, d[i].v);
+    if (c->t.kv_heads != 1)
+        return frt_error(FRT_ERR_UNSUPPORTED, "pi0 cuda: %d KV heads (the CUDA backend takes Gemma's 1 KV head)",
+                         c->t.kv_heads);
+    return 0;
+}
+
+static void set_sizes(const pi0_config *c, pc_model *pc)
+{
+    pc->NV = c->max_cameras * c->n_patch;
+    pc->Kp = round8(3 * c->patch * c->patch);
+    pc->P = c->max_prefix;
+    pc->Pp = round8(pc->P);
+    pc->ns = c->chunk + (c->pi05 ? 0 : 1);
+    pc->nsp = round8(pc->ns);
+    pc->lds_v = round8(c->n_patch);
+    pc->lds_p = round8(pc->P);
+    pc->lds_e = pc->Pp + pc->nsp;
+    pc->KV = c->t.kv_heads * c->t.head_dim;
+    pc->n_act = c->chunk * c->action_dim;
+}
+
+/* The prompt bucket of `tokens` valid slots: 16, 32, 64, ... capped at
+ * max_tokens. */
+static int bucket_of(const pi0_config *c, int tokens)
+{
+    int b = 16;
+    while (b < tokens && b < c->max_tokens) b *= 2;
+    return b < c->max_tokens ? b : c->max_tokens;
+}
+
+static pc_shape shape_of(const pi0_config *c, int cams, int tok)
+{
+    pc_shape sh = {cams, tok, cams * c->n_patch, cams * c->n_patch + tok, 0};
+    sh.lds = round8(sh.rows);
+    return sh;
+}
+
+/* A variant's code (rc->bucket): the camera slots, CFG, the conditioned
+ * prompt's bucket, the prompt's bucket (buckets <= 4096: 13 bits). The
+ * denoise-only graph of CFG is cams 0, cfg 1. */
+#define VAR_TOK 0x1fff
+static int variant_code(int cams, int cfg, int tok_cond, int tok)
+{
+    return cams << 27 | cfg << 26 | tok_cond << 13 | tok;
+}
+
+/* ---- weights: f32 host -> bf16 / f32 device ---------------------------------- */
+
+typedef struct wload {
+    frt_model *m;
+    pc_model *pc;
+    int pass;    /* 0: size, 1: upload */
+    size_t used; /* bytes */
+    char *base;
+} wload;
+
+/* A block of rows of a host f32 matrix: rows x cols from p, rows ld apart. */
+typedef struct msrc {
+    const float *p;
+    int rows, ld;
+} msrc;
+
+/* Writes n bytes of host data at the arena offset off (waits: the host copy is freed next). */
+static int upload(wload *wl, size_t off, const void *data, size_t n)
+{
+    FRT_TRY(frt_buffer_write(wl->pc->wbuf, off, data, n, wl->m->stream));
+    return frt_stream_sync(wl->m->stream);
+}
+
+/* The row blocks src[0..ns) stacked into one bf16 matrix of cols columns,
+ * rows of dcols (>= cols, padded with zeros). */
+static int put_mat(wload *wl, const uint16_t **dst, int cols, int dcols, const msrc *src, int ns)
+{
+    size_t rows = 0;
+    for (int i = 0; i < ns; i++) rows += (size_t)src[i].rows;
+    const size_t n = rows * (size_t)dcols, off = wl->used;
+    wl->used += align_up(n * sizeof(uint16_t));
+    if (wl->pass == 0) return 0;
+    uint16_t *h = calloc(n + 1, sizeof *h);
+    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory converting the weights");
+    size_t r0 = 0;
+    for (int i = 0; i < ns; i++)
+        for (int r = 0; r < src[i].rows; r++, r0++)
+            frt_f32_array_to_bf16(src[i].p + (size_t)r * src[i].ld, h + r0 * dcols, (size_t)cols);
+    int rc = upload(wl, off, h, n * sizeof *h);
+    free(h);
+    *dst = (const uint16_t *)(wl->base + off);
+    return rc;
+}
+
+/* One matrix [rows, cols]. */
+static int put_m(wload *wl, const uint16_t **dst, const float *p, int rows, int cols)
+{
+    msrc s = {p, rows, cols};
+    return put_mat(wl, dst, cols, cols, &s, 1);
+}
+
+/* The f32 vectors src[0..ns) (lens[i] floats each) concatenated. */
+static int put_vec(wload *wl, const float **dst, const float *const *src, const size_t *lens, int ns)
+{
+    size_t n = 0;
+    for (int i = 0; i < ns; i++) n += lens[i];
+    const size_t off = wl->used;
+    wl->used += align_up(n * sizeof(float));
+    if (wl->pass == 0) return 0;
+    for (size_t i = 0, o = 0; i < (size_t)ns; o += lens[i], i++)
+        if (src[i]) FRT_TRY(frt_buffer_write(wl->pc->wbuf, off + o * sizeof(float), src[i], lens[i] * sizeof(float),
+                                             wl->m->stream));
+    FRT_TRY(frt_stream_sync(wl->m->stream));
+    *dst = (const float *)(wl->base + off);
+    return 0;
+}
+
+static int put_v(wload *wl, const float **dst, const float *p, size_t n) { return put_vec(wl, dst, &p, &n, 1); }
+
+static int load_vit(wload *wl, const pi0_config *c, const pi0_vit_layer *y, pc_vit *d)
+{
+    const int D = c->v_width, I = c->v_inter;
+    const size_t Dz = (size_t)D;
+    FRT_TRY(put_v(wl, &d->ln1_w, y->ln1_w, Dz));
+    FRT_TRY(put_v(wl, &d->ln1_b, y->ln1_b, Dz));
+    FRT_TRY(put_v(wl, &d->ln2_w, y->ln2_w, Dz));
+    FRT_TRY(put_v(wl, &d->ln2_b, y->ln2_b, Dz));
+    const msrc qkv[3] = {{y->q_w, D, D}, {y->k_w, D, D}, {y->v_w, D, D}};
+    FRT_TRY(put_mat(wl, &d->qkv, D, D, qkv, 3));
+    const float *qkv_b[3] = {y->q_b, y->k_b, y->v_b};
+    const size_t lens[3] = {Dz, Dz, Dz};
+    FRT_TRY(put_vec(wl, &d->qkv_b, qkv_b, lens, 3));
+    FRT_TRY(put_m(wl, &d->o, y->o_w, D, D));
+    FRT_TRY(put_v(wl, &d->o_b, y->o_b, Dz));
+    FRT_TRY(put_m(wl, &d->fc1, y->fc1_w, I, D));
+    FRT_TRY(put_v(wl, &d->fc1_b, y->fc1_b, (size_t)I));
+    FRT_TRY(put_m(wl, &d->fc2, y->fc2_w, D, I));
+    return put_v(wl, &d->fc2_b, y->fc2_b, Dz);
+}
+
+static int load_gemma(wload *wl, const pi0_gemma_config *g, const pi0_gemma_layer *y, pc_gemma *d)
+{
+    const int W = g->width, Q = g->heads * g->head_dim, KV = g->kv_heads * g->head_dim, I = g->inter;
+    if (y->in_norm) FRT_TRY(put_v(wl, &d->in_norm, y->in_norm, (size_t)W));
+    if (y->post_norm) FRT_TRY(put_v(wl, &d->post_norm, y->post_norm, (size_t)W));
+    const msrc qkv[3] = {{y->q, Q, W}, {y->k, KV, W}, {y->v, KV, W}};
+    FRT_TRY(put_mat(wl, &d->qkv, W, W, qkv, 3));
+    FRT_TRY(put_m(wl, &d->o, y->o, W, Q));
+    const msrc gu[2] = {{y->gate, I, W}, {y->up, I, W}};
+    FRT_TRY(put_mat(wl, &d->gu, W, W, gu, 2));
+    return put_m(wl, &d->down, y->down, W, I);
+}
+
+/* Pi0.5: every expert norm's modulation at every step, [steps, 2 L + 1, 3 E]
+ * f32, computed as pi0_cpu.c's suffix_embed does (f32 on the host). */
+static float *host_mods(const pi0 *P)
+{
+    const pi0_config *c = &P->c;
+    const pi0_weights *w = &P->w;
+    const int E = c->e.width, L = c->e.layers, per = (2 * L + 1) * 3 * E;
+    float *out = malloc((size_t)c->n_steps * per * sizeof(float));
+    float *t0 = malloc((size_t)E * sizeof(float)), *t1 = malloc((size_t)E * sizeof(float));
+    if (!out || !t0 || !t1) {
+        free(out), free(t0), free(t1);
+        return NULL;
+    }
+    for (int s = 0; s < c->n_steps; s++) {
+        pi0_time_sincos(t0, E, (float)(1.0 + s * (-1.0 / c->n_steps)), c->min_period, c->max_period);
+        frt_cpu_matmul(t1, t0, w->time_in_w, 1, E, E);
+        frt_cpu_add_bias(t1, w->time_in_b, 1, E);
+        frt_cpu_silu(t1, t1, E);
+        frt_cpu_matmul(t0, t1, w->time_out_w, 1, E, E);
+        frt_cpu_add_bias(t0, w->time_out_b, 1, E);
+        frt_cpu_silu(t0, t0, E);
+        float *o = out + (size_t)s * per;
+        for (int j = 0; j <= 2 * L; j++) {
+            const pi0_gemma_layer *y = &w->el[j / 2 < L ? j / 2 : 0];
+            const float *dw = j == 2 * L ? w->e_norm_dense_w : j % 2 ? y->post_dense_w : y->in_dense_w;
+            const float *db = j == 2 * L ? w->e_norm_dense_b : j % 2 ? y->post_dense_b : y->in_dense_b;
+            frt_cpu_matmul(o + (size_t)j * 3 * E, t0, dw, 1, E, 3 * E);
+            frt_cpu_add_bias(o + (size_t)j * 3 * E, db, 1, 3 * E);
+        }
+    }
+    free(t0), free(t1);
+    return out;
+}
+
+/* Pi0: atm_c[s] = action_time_mlp_in's time half . sincos(t_s) + its bias
+ * [steps, E] (the input [action, time] splits the weight's columns). */
+static float *host_atm_c(const pi0 *P)
+{
+    const pi0_config *c = &P->c;
+    const int E = c->e.width;
+    float *out = malloc((size_t)c->n_steps * E * sizeof(float)), *t = malloc((size_t)E * sizeof(float));
+    if (!out || !t) {
+        free(out), free(t);
+        return NULL;
+    }
+    for (int s = 0; s < c->n_steps; s++) {
+        pi0_time_sincos(t, E, (float)(1.0 + s * (-1.0 / c->n_steps)), c->min_period, c->max_period);
+        for (int o = 0; o < E; o++) {
+            const float *wr = P->w.atm_in_w + (size_t)o * 2 * E + E;
+            double acc = 0;
+            for (int i = 0; i < E; i++) acc += (double)wr[i] * t[i];
+            out[(size_t)s * E + o] = (float)acc + P->w.atm_in_b[o];
+        }
+    }
+    free(t);
+    return out;
+}
+
+static int load_inv_freq(wload *wl, const float **dst, const pi0_gemma_config *g)
+{
+    const int half = g->head_dim / 2;
+    float f[512];
+    for (int i = 0; i < half; i++) f[i] = 1.0f / powf(g->rope_theta, (float)(2 * i) / (float)g->head_dim);
+    return put_v(wl, dst, f, (size_t)half);
+}
+
+static int load_time(wload *wl, const pi0 *P)
+{
+    const pi0_config *c = &P->c;
+    const int E = c->e.width;
+    float *h = NULL;
+    size_t n;
+    if (c->pi05) {
+        n = (size_t)c->n_steps * (2 * c->e.layers + 1) * 3 * E;
+        if (wl->pass && !(h = host_mods(P))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+        int rc = put_v(wl, &wl->pc->mods, h, n);
+        free(h);
+        return rc;
+    }
+    n = (size_t)c->n_steps * E;
+    if (wl->pass && !(h = host_atm_c(P))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    int rc = put_v(wl, &wl->pc->atm_c, h, n);
+    free(h);
+    return rc;
+}
+
+static int load_heads(wload *wl, const pi0 *P)
+{
+    const pi0_config *c = &P->c;
+    const pi0_weights *w = &P->w;
+    pc_model *pc = wl->pc;
+    const int E = c->e.width, A = c->action_dim;
+    FRT_TRY(put_m(wl, &pc->action_in_w, w->action_in_w, E, A));
+    FRT_TRY(put_v(wl, &pc->action_in_b, w->action_in_b, (size_t)E));
+    FRT_TRY(put_m(wl, &pc->action_out_w, w->action_out_w, A, E));
+    FRT_TRY(put_v(wl, &pc->action_out_b, w->action_out_b, (size_t)A));
+    FRT_TRY(load_time(wl, P));
+    if (c->pi05) return 0;
+    FRT_TRY(put_v(wl, &pc->e_norm, w->e_norm, (size_t)E));
+    FRT_TRY(put_m(wl, &pc->state_w, w->state_w, E, c->state_dim));
+    FRT_TRY(put_v(wl, &pc->state_b, w->state_b, (size_t)E));
+    const msrc a = {w->atm_in_w, E, 2 * E};
+    FRT_TRY(put_mat(wl, &pc->atm_a_w, E, E, &a, 1));
+    FRT_TRY(put_m(wl, &pc->atm_out_w, w->atm_out_w, E, E));
+    return put_v(wl, &pc->atm_out_b, w->atm_out_b, (size_t)E);
+}
+
+static int load_all(wload *wl)
+{
+    const pi0 *P = pi0_of(wl->m);
+    const pi0_config *c = &P->c;
+    const pi0_weights *w = &P->w;
+    pc_model *pc = wl->pc;
+    const int D = c->v_width, K = 3 * c->patch * c->patch;
+    const msrc pw = {w->patch_w, D, K};
+    FRT_TRY(put_mat(wl, &pc->patch_w, K, pc->Kp, &pw, 1));
+    FRT_TRY(put_v(wl, &pc->patch_b, w->patch_b, (size_t)D));
+    FRT_TRY(put_v(wl, &pc->pos_emb, w->pos_emb, (size_t)c->n_patch * D));
+    for (int l = 0; l < c->v_layers; l++) FRT_TRY(load_vit(wl, c, &w->vit[l], &pc->vit[l]));
+    FRT_TRY(put_v(wl, &pc->post_ln_w, w->post_ln_w, (size_t)D));
+    FRT_TRY(put_v(wl, &pc->post_ln_b, w->post_ln_b, (size_t)D));
+    FRT_TRY(put_m(wl, &pc->proj_w, w->proj_w, c->t.width, D));
+    FRT_TRY(put_v(wl, &pc->proj_b, w->proj_b, (size_t)c->t.width));
+    FRT_TRY(put_m(wl, &pc->embed, w->embed, c->vocab, c->t.width));
+    for (int l = 0; l < c->t.layers; l++) FRT_TRY(load_gemma(wl, &c->t, &w->tl[l], &pc->tl[l]));
+    for (int l = 0; l < c->e.layers; l++) FRT_TRY(load_gemma(wl, &c->e, &w->el[l], &pc->el[l]));
+    FRT_TRY(load_inv_freq(wl, &pc->t_inv_freq, &c->t));
+    FRT_TRY(load_inv_freq(wl, &pc->e_inv_freq, &c->e));
+    return load_heads(wl, P);
+}
+
+static int upload_weights(frt_model *m, pc_model *pc)
+{
+    wload wl = {.m = m, .pc = pc, .pass = 0};
+    FRT_TRY(load_all(&wl));
+    FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.weights", FRT_SPACE_DEVICE, wl.used, &pc->wbuf));
+    m->weight_bytes = wl.used;
+    wl.pass = 1;
+    wl.used = 0;
+    wl.base = frt_buffer_ptr(pc->wbuf);
+    return load_all(&wl);
+}
+
+static int cuda_load_weights(frt_model *m)
+{
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    FRT_TRY(check_dims(c));
+    pc_model *pc = calloc(1, sizeof *pc);
+    if (!pc) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    m->bk_data = pc;
+    set_sizes(c, pc);
+    pc->vit = calloc((size_t)c->v_layers, sizeof *pc->vit);
+    pc->tl = calloc((size_t)c->t.layers, sizeof *pc->tl);
+    pc->el = calloc((size_t)c->e.layers, sizeof *pc->el);
+    if (!pc->vit || !pc->tl || !pc->el) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    FRT_TRY(pi0_load_weights(m)); /* f32 on the host: names, shapes, refusals */
+    int rc = upload_weights(m, pc);
+    pi0_free_weights(m);
+    return rc;
+}
+
+/* ---- scratch and GEMM plans ---------------------------------------------------- */
+
+typedef struct sarena {
+    size_t used;
+    char *base; /* NULL while sizing */
+} sarena;
+
+static void *take(sarena *a, size_t bytes)
+{
+    size_t off = a->used;
+    a->used += align_up(bytes);
+    return a->base ? a->base + off : NULL;
+}
+
+static void carve(const pi0_config *c, pc_model *pc, sarena *a)
+{
+    const int rows = imax(imax(pc->NV, pc->P), pc->ns);
+    const int W = imax(imax(c->v_width, c->t.width), c->e.width);
+    const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
+    const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
+    const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
+    const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
+    const size_t sc = (size_t)imax(c->v_heads * c->n_patch * pc->lds_v,
+                                   imax(c->t.heads * pc->P * pc->lds_p, c->e.heads * pc->ns * pc->lds_e));
+    pc->x = take(a, (size_t)rows * W * 4);
+    pc->y = take(a, (size_t)rows * Y * 4);
+    pc->scores = take(a, sc * 4);
+    pc->probs = take(a, sc * 2);
+    pc->patches = take(a, (size_t)pc->NV * pc->Kp * 2);
+    pc->hb = take(a, (size_t)rows * W * 2);
+    pc->qkvb = take(a, (size_t)rows * QKV * 2);
+    pc->attb = take(a, (size_t)rows * imax(imax(Qt, Qe), c->v_width) * 2);
+    pc->actb = take(a, (size_t)rows * I * 2);
+    pc->xt = take(a, (size_t)pc->n_act * 4);
+    pc->vel = take(a, (size_t)pc->n_act * 4);
+    pc->vel_c = take(a, (size_t)pc->n_act * 4);
+    pc->xtb = take(a, (size_t)pc->n_act * 2);
+    pc->stb = take(a, (size_t)c->state_dim * 2);
+    pc->pos_p = take(a, (size_t)pc->P * 4);
+    for (int set = 0; set < 2; set++) {
+        pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
+        for (int l = 0; l < c->t.layers; l++) {
+            const size_t kvb = (size_t)(pc->Pp + pc->nsp) * pc->KV * 2;
+            void *k = take(a, kvb), *v = take(a, kvb);
+            if (pc->ek[set]) pc->ek[set][l] = k, pc->ev[set][l] = v;
+        }
+    }
+}
+
+/* The weight GEMM shapes {n, in, out} of the vision tower and the prefix
+ * of one variant. */
+static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v)
+{
+    const int D = c->v_width, Wt = c->t.width, KV = pc->KV, Qt = c->t.heads * c->t.head_dim;
+    const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},         {v->nv, D, D},
+                         {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D},    {v->nv, D, Wt},
+                         {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, Wt, 2 * c->t.inter},
+                         {v->rows, c->t.inter, Wt}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    return 0;
+}
+
+/* Every weight GEMM shape of the forward pass, for every variant (made at
+ * load: a variant captured later only looks its plans up). */
+static int make_plans(const pi0_config *c, pc_model *pc)
+{
+    const int E = c->e.width, KV = pc->KV, A = c->action_dim, Qe = c->e.heads * c->e.head_dim;
+    const int sh[][3] = {{pc->ns, E, Qe + 2 * KV}, {pc->ns, Qe, E},  {pc->ns, E, 2 * c->e.inter},
+                         {pc->ns, c->e.inter, E},  {c->chunk, A, E}, {c->chunk, E, A},
+                         {c->chunk, E, E},         {1, c->state_dim, E}};
+    const int n = c->pi05 ? 6 : 8;
+    for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int cams = 1; cams <= c->max_cameras; cams++)
+        for (int tok = 16;; tok *= 2) {
+            const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+            FRT_TRY(plan_prefix(c, pc, &v));
+            if (v.tok == c->max_tokens) break;
+        }
+    return 0;
+}
+
+static int plan_attention(frt_model *m);
+
+static int cuda_alloc_scratch(frt_model *m)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    for (int set = 0; set < 2; set++) {
+        pc->ek[set] = calloc((size_t)c->t.layers, sizeof *pc->ek[set]);
+        pc->ev[set] = calloc((size_t)c->t.layers, sizeof *pc->ev[set]);
+        if (!pc->ek[set] || !pc->ev[set]) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    }
+    sarena a = {0, NULL};
+    carve(c, pc, &a);
+    FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.scratch", FRT_SPACE_DEVICE, a.used, &pc->sbuf));
+    FRT_TRY(frt_buffer_fill(pc->sbuf, 0, a.used, 0, m->stream)); /* padding rows of the KV stay zero */
+    a.used = 0;
+    a.base = frt_buffer_ptr(pc->sbuf);
+    carve(c, pc, &a);
+    FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.flag", FRT_SPACE_PINNED_HOST, 2 * sizeof(int32_t), &pc->flag));
+    FRT_TRY(frt_cuda_gemm_create(GEMM_WS, &pc->gemm));
+    FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
+    FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
+    FRT_TRY(make_plans(c, pc));
+    FRT_TRY(plan_attention(m));
+    return frt_stream_sync(m->stream);
+}
+
+static void cuda_free(frt_model *m)
+{
+    pc_model *pc = pc_of(m);
+    pi0_free_weights(m);
+    if (!pc) return;
+    if (m->stream) frt_stream_sync(m->stream);
+    frt_cuda_gemm_destroy(pc->gemm);
+    frt_cuda_bmm_destroy(pc->bmm);
+    frt_buffer_free(pc->wbuf);
+    frt_buffer_free(pc->sbuf);
+    frt_buffer_free(pc->flag);
+    free(pc->vit), free(pc->tl), free(pc->el);
+    for (int set = 0; set < 2; set++) free(pc->ek[set]), free(pc->ev[set]);
+    free(pc);
+    m->bk_data = NULL;
+}
+
+/* ---- the forward pass ---------------------------------------------------------- */
+
+/* y [n, out] f32 = x [n, in] bf16 . w^T. */
+static int gemm(frt_model *m, float *y, const uint16_t *x, const uint16_t *w, int n, int in, int out)
+{
+    return frt_cuda_gemm_run(pc_of(m)->gemm, sp(m), y, F32, x, w, n, in, out, 0);
+}
+
+/* The attention of camera slot `cam` (every patch sees every patch). */
+static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int D = c->v_width, np = c->n_patch;
+    const uint16_t *q = pc->qkvb + (size_t)cam * np * 3 * D;
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = pc->attb + (size_t)cam * np * D;
+    a.q = q, a.k = q + D, a.v = q + 2 * D;
+    a.ldq = a.ldkv = 3 * D;
+    a.n_q = a.n_kv = np;
+    a.n_heads = a.n_kv_heads = c->v_heads;
+    a.head_dim = c->v_head_dim;
+    a.scale = 1.0f / sqrtf((float)c->v_head_dim);
+    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = pc->lds_v;
+    a.mask.kmask_len = a.mask.sfx_start = np;
+    return a;
+}
+
+static int vit_attention(frt_model *m, int cam)
+{
+    const frt_cuda_attn_args a = vit_attn_args(m, cam);
+    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), &a);
+}
+
+static int vit_layer(frt_model *m, const pc_vit *y, const pc_shape *sh)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const int D = c->v_width, I = c->v_inter, n = sh->nv;
+    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln1_w, y->ln1_b, n, D, c->v_eps));
+    FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
+    FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
+    for (int cam = 0; cam < sh->cams; cam++) FRT_TRY(vit_attention(m, cam));
+    FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
+    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, y->o_b, NULL, n, D));
+    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln2_w, y->ln2_b, n, D, c->v_eps));
+    FRT_TRY(gemm(m, pc->y, pc->hb, y->fc1, n, D, I));
+    FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, y->fc1_b, n, I, FRT_CUDA_ACT_GELU_TANH));
+    FRT_TRY(gemm(m, pc->y, pc->actb, y->fc2, n, I, D));
+    return pi0_cuda_residual(s, pc->x, pc->y, y->fc2_b, NULL, n, D);
+}
+
+/* The variant's camera slots at once: [cams * n_patch] rows. */
+static int rec_vision(frt_model *m, const pc_shape *sh)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const int D = c->v_width, n = sh->nv, np = c->n_patch;
+    FRT_TRY(pi0_cuda_patchify(s, pc->patches, port(m, "pixel_values", FRT_IO_INPUT), sh->cams,
+                              c->image_size, c->image_size, c->patch, pc->Kp));
+    FRT_TRY(gemm(m, pc->y, pc->patches, pc->patch_w, n, pc->Kp, D));
+    FRT_TRY(frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->patch_b, n, D, FRT_CUDA_ACT_NONE));
+    for (int cam = 0; cam < sh->cams; cam++)
+        FRT_TRY(pi0_cuda_residual(s, pc->x + (size_t)cam * np * D, pc->pos_emb, NULL, NULL, np, D));
+    for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(m, &pc->vit[l], sh));
+    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->post_ln_w, pc->post_ln_b, n, D, c->v_eps));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->proj_w, n, D, c->t.width));
+    return frt_cuda_bias_act(s, port(m, "vision_tokens", FRT_IO_OUTPUT), F32, pc->y, pc->proj_b, n, c->t.width,
+                             FRT_CUDA_ACT_NONE);
+}
+
+/* One Gemma layer over n rows of pc->x. k, v: the layer's KV rows (the
+ * prefix's at row 0, the suffix's at row Pp), keys n_kv; mods: Pi0.5's two
+ * modulations [2, 3 W] (NULL: plain norms); last: K and V only. */
+typedef struct glayer {
+    const pi0_gemma_config *g;
+    const pc_gemma *y;
+    int n, first, n_kv, ld_s, last;
+    const int32_t *pos;
+    const float *inv_freq, *mods;
+    uint16_t *k, *v;
+    frt_cuda_attn_mask mask;
+} glayer;
+
+/* h = norm(x) (bf16); returns the residual gate (NULL for a plain norm). */
+static const float *gnorm(frt_model *m, const glayer *L, const float *w, const float *mod, int *rc)
+{
+    pc_model *pc = pc_of(m);
+    const int W = L->g->width;
+    if (!mod) {
+        *rc = frt_cuda_rmsnorm(sp(m), pc->hb, BF16, pc->x, F32, w, NULL, L->n, 1, W, L->g->eps, 1);
+        return NULL;
+    }
+    *rc = frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + W, L->n, W, L->g->eps);
+    return mod + 2 * W;
+}
+
+static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L)
+{
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = pc->attb, a.q = pc->qkvb, a.k = L->k, a.v = L->v;
+    a.ldq = g->heads * g->head_dim, a.ldkv = pc->KV;
+    a.n_q = L->n, a.n_kv = L->n_kv, a.n_heads = g->heads, a.n_kv_heads = g->kv_heads, a.head_dim = g->head_dim;
+    a.scale = 1.0f / sqrtf((float)g->head_dim);
+    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = L->ld_s;
+    a.mask = L->mask;
+    return a;
+}
+
+static int gemma_layer(frt_model *m, const glayer *L)
+{
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    void *s = sp(m);
+    const int W = g->width, Q = g->heads * g->head_dim, I = g->inter, n = L->n;
+    int rc = 0;
+    const float *gate = gnorm(m, L, L->y->in_norm, L->mods, &rc);
+    FRT_TRY(rc);
+    FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
+    uint16_t *k = L->k + (size_t)L->first * pc->KV, *v = L->v + (size_t)L->first * pc->KV;
+    FRT_TRY(pi0_cuda_qkv_rope(s, pc->qkvb, k, pc->KV, v, pc->KV, pc->y, L->pos, L->inv_freq, n, g->heads,
+                              g->kv_heads, g->head_dim));
+    if (L->last) return 0;
+    const frt_cuda_attn_args a = gemma_attn_args(m, L);
+    FRT_TRY(frt_cuda_attention_masked(pc->bmm, s, &a));
+    FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
+    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W));
+    gate = gnorm(m, L, L->y->post_norm, L->mods ? L->mods + 3 * W : NULL, &rc);
+    FRT_TRY(rc);
+    FRT_TRY(gemm(m, pc->y, pc->hb, L->y->gu, n, W, 2 * I));
+    FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, n, I));
+    FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
+    return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
+}
+
+/* Prefix layer l of a variant, on prefix set `set`: bidirectional over the
+ * valid rows. */
+static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_config *c = &Pm->c;
+    const uint8_t *mask = frt_buffer_ptr(Pm->pre[set].mask);
+    glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
+                .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
+                .k = pc->ek[set][l], .v = pc->ev[set][l]};
+    L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
+    return L;
+}
+
+/* Expert layer l on prefix set `set`: the valid prefix rows and the
+ * suffix block-causally (Pi0's state token sees itself alone). */
+static glayer expert_glayer(frt_model *m, int set, int l, const float *mods)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_config *c = &Pm->c;
+    glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .first = pc->Pp, .n_kv = pc->Pp + pc->ns,
+                .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s[set], .inv_freq = pc->e_inv_freq,
+                .mods = mods, .k = pc->ek[set][l], .v = pc->ev[set][l]};
+    L.mask.d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask.kmask_len = pc->P;
+    L.mask.sfx_start = pc->Pp, L.mask.sfx_n = pc->ns, L.mask.solo_first = !c->pi05;
+    return L;
+}
+
+/* Plans every attention product the graphs capture (cuBLASLt's heuristic
+ * cannot run inside a capture): each camera slot, each variant's prefix and
+ * the expert, on both prefix sets. */
+static int plan_attention(frt_model *m)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    for (int cam = 0; cam < c->max_cameras; cam++) {
+        const frt_cuda_attn_args a = vit_attn_args(m, cam);
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+    }
+    for (int set = 0; set < 2; set++) {
+        const glayer E = expert_glayer(m, set, 0, NULL);
+        const frt_cuda_attn_args a = gemma_attn_args(m, &E);
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+        for (int cams = 1; cams <= c->max_cameras; cams++)
+            for (int tok = 16;; tok *= 2) {
+                const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+                const glayer L = prefix_glayer(m, &v, set, 0);
+                const frt_cuda_attn_args b = gemma_attn_args(m, &L);
+                FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &b));
+                if (v.tok == c->max_tokens) break;
+            }
+    }
+    return 0;
+}
+
+/* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
+ * input_ids_cond) over the vision tokens, into the set's state. */
+static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
+{
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const pi0_prefix_set *pre = &Pm->pre[set];
+    uint8_t *mask = frt_buffer_ptr(pre->mask);
+    int32_t *meta = frt_buffer_ptr(pre->meta);
+    const int cond = set == PI0_COND;
+    FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port(m, "pixel_attention_mask", FRT_IO_INPUT),
+                                 port(m, cond ? "attention_mask_cond" : "attention_mask", FRT_IO_INPUT), sh->cams,
+                                 c->n_patch, sh->tok, pc->P));
+    FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
+                                  port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
+                                  c->t.width, c->vocab, sqrtf((float)c->t.width)));
+    const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
+    for (int l = 0; l < c->t.layers; l++) {
+        const glayer L = prefix_glayer(m, sh, set, l);
+        FRT_TRY(gemma_layer(m, &L));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[set][l], kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[set][l], kv_bytes));
+    }
+    return 0;
+}
+
+/* The suffix rows of step `step` into pc->x ([ns, E]). */
+static int suffix_embed(frt_model *m, int step)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const int E = c->e.width, A = c->action_dim, ch = c->chunk;
+    FRT_TRY(frt_cuda_convert(s, pc->xtb, BF16, pc->xt, F32, NULL, 1, pc->n_act));
+    FRT_TRY(gemm(m, pc->y, pc->xtb, pc->action_in_w, ch, A, E));
+    if (c->pi05) return frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->action_in_b, ch, E, FRT_CUDA_ACT_NONE);
+    FRT_TRY(frt_cuda_bias_act(s, pc->hb, BF16, pc->y, pc->action_in_b, ch, E, FRT_CUDA_ACT_NONE));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->atm_a_w, ch, E, E));
+    FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, pc->atm_c + (size_t)step * E, ch, E, FRT_CUDA_ACT_SILU));
+    FRT_TRY(gemm(m, pc->y, pc->actb, pc->atm_out_w, ch, E, E));
+    FRT_TRY(frt_cuda_bias_act(s, pc->x + E, F32, pc->y, pc->atm_out_b, ch, E, FRT_CUDA_ACT_NONE));
+    FRT_TRY(frt_cuda_convert(s, pc->stb, BF16, port(m, "state", FRT_IO_INPUT), F32, NULL, 1, c->state_dim));
+    FRT_TRY(gemm(m, pc->y, pc->stb, pc->state_w, 1, c->state_dim, E));
+    return frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->state_b, 1, E, FRT_CUDA_ACT_NONE);
+}
+
+/* vel = v(pc->xt, t_step) on the prefix set `set` the state holds. */
+static int expert_velocity(frt_model *m, int step, int set, float *vel)
+{
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const int E = c->e.width, per = (2 * c->e.layers + 1) * 3 * E;
+    const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
+    FRT_TRY(suffix_embed(m, step));
+    for (int l = 0; l < c->e.layers; l++) {
+        const glayer L = expert_glayer(m, set, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    const float *xo = pc->x + (size_t)(pc->ns - c->chunk) * E;
+    if (mods) {
+        const float *mod = mods + (size_t)2 * c->e.layers * 3 * E;
+        FRT_TRY(frt_cuda_rmsnorm_ada(s, pc->hb, BF16, xo, mod, mod + E, c->chunk, E, c->e.eps));
+    } else {
+        FRT_TRY(frt_cuda_rmsnorm(s, pc->hb, BF16, xo, F32, pc->e_norm, NULL, c->chunk, 1, E, c->e.eps, 1));
+    }
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_out_w, c->chunk, E, c->action_dim));
+    return frt_cuda_bias_act(s, vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
+}
+
+typedef struct flag_task {
+    frt_model *m;
+    const int32_t *flag; /* pinned: the rows of prefix.meta, then of prefix_cond.meta */
+    int cfg;
+} flag_task;
+
+/* Host side of the prefix check: no prefix rows (either prefix under CFG)
+ * -> FRT_ERR_STATE. */
+static void task_flag(void *arg)
+{
+    const flag_task *a = arg;
+    if ((a->flag[0] < 1 || (a->cfg && a->flag[1] < 1)) && a->m->task_status == 0) a->m->task_status = FRT_ERR_STATE;
+}
+
+/* One set's prefix KV from the state into the attention's buffers (also
+ * after a capsule restore), its meta rows into the pinned flag and its
+ * suffix positions. */
+static int flow_prefix(frt_model *m, int set)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const pi0_prefix_set *pre = &Pm->pre[set];
+    const int32_t *meta = frt_buffer_ptr(pre->meta);
+    FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
+    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        FRT_TRY(pi0_cuda_copy(s, pc->ek[set][l], frt_buffer_ptr(pre->k[l]), kv_bytes));
+        FRT_TRY(pi0_cuda_copy(s, pc->ev[set][l], frt_buffer_ptr(pre->v[l]), kv_bytes));
+    }
+    return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
+}
+
+/* The noise, every Euler step and the output, on the prefix(es) in the
+ * state; cfg: serial guidance (the conditioned then the unconditioned
+ * expert pass from the same x_t, combined with the cfg port's beta). */
+static int rec_flow(frt_model *m, int cfg)
+{
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    FRT_TRY(flow_prefix(m, PI0_UNCOND));
+    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND));
+    flag_task ft = {m, frt_buffer_ptr(pc->flag), cfg};
+    FRT_TRY(frt_stream_host_task(m->stream, task_flag, &ft, sizeof ft));
+    FRT_TRY(pi0_cuda_noise(s, pc->xt, port(m, "noise", FRT_IO_INPUT), port(m, "options", FRT_IO_INPUT),
+                           frt_buffer_ptr(m->episode), frt_buffer_ptr(Pm->pre[PI0_UNCOND].meta),
+                           cfg ? frt_buffer_ptr(Pm->pre[PI0_COND].meta) : NULL, pc->n_act));
+    const float dt = (float)(-1.0 / c->n_steps);
+    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
+    for (int step = 0; step < c->n_steps; step++) {
+        if (cfg) FRT_TRY(expert_velocity(m, step, PI0_COND, pc->vel_c));
+        FRT_TRY(expert_velocity(m, step, PI0_UNCOND, pc->vel));
+        if (cfg) FRT_TRY(frt_cuda_cfg_combine(s, pc->vel, pc->vel_c, pc->vel, 1.0f, &g->beta, pc->n_act));
+        FRT_TRY(pi0_cuda_euler(s, pc->xt, pc->vel, step == 0 ? port(m, "velocity0", FRT_IO_OUTPUT) : NULL, dt,
+                               pc->n_act));
+    }
+    return pi0_cuda_copy(s, port(m, "actions", FRT_IO_OUTPUT), pc->xt, (size_t)pc->n_act * sizeof(float));
+}
+
+/* rc->bucket: a variant code (variant_code), or 0: every camera slot and
+ * max_tokens, unguided (the variant captured at load). Unguided, the
+ * conditioned prefix is emptied (0 rows), as on the cpu backend. */
+static int record_policy(frt_stream *st, void *user)
+{
+    (void)st;
+    const frt_record_ctx *rc = user;
+    frt_model *m = rc->m;
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    const int code = rc->bucket, cfg = code > 0 && (code >> 26 & 1);
+    const pc_shape sh = code > 0 ? shape_of(c, code >> 27, code & VAR_TOK) : shape_of(c, c->max_cameras, c->max_tokens);
+    FRT_TRY(rec_vision(m, &sh));
+    FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
+    if (cfg) {
+        const pc_shape shc = shape_of(c, code >> 27, code >> 13 & VAR_TOK);
+        FRT_TRY(rec_prefix(m, &shc, PI0_COND));
+    } else {
+        FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
+    }
+    return rec_flow(m, cfg);
+}
+
+/* frt_arch_backend.policy_variant: an inference's (camera slots, CFG,
+ * prompt buckets), or the denoise-only graph's (in NULL: CFG or not; 0
+ * for the unguided one captured at load). */
+static int policy_variant(const frt_model *m, const frt_policy_inputs *in, int cfg)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    if (!in) return cfg ? variant_code(0, 1, 0, 0) : 0;
+    return variant_code(in->n_cameras, cfg, cfg ? bucket_of(c, in->n_tokens_cond) : 0, bucket_of(c, in->n_tokens));
+}
+
+static int record_denoise(frt_stream *st, void *user)
+{
+    (void)st;
+    const frt_record_ctx *rc = user;
+    return rec_flow(rc->m, rc->bucket > 0 && (rc->bucket >> 26 & 1));
+}
+
+static uint64_t fingerprint_extra(const frt_model *m) { return XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101); }
+
+const frt_arch_backend frt_pi0_cuda_backend = {
+    .name = "cuda",
+    .kv_dtype = FRT_DT_BF16,
+    .state_dtypes = "weights=bf16,kv=bf16",
+    .load_weights = cuda_load_weights,
+    .alloc_scratch = cuda_alloc_scratch,
+    .free = cuda_free,
+    .fingerprint_extra = fingerprint_extra,
+    .record_policy = record_policy,
+    .record_policy_denoise = record_denoise,
+    .policy_cfg_fused = 0,
+    .policy_variant = policy_variant,
+};

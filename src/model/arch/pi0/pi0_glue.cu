@@ -1,0 +1,259 @@
+/*
+ * arch/pi0/pi0_glue.cu - the policy-specific CUDA kernels of the Pi0 /
+ * Pi0.5 forward pass (pi0_glue.h). Elementwise kernels run one thread per
+ * output in grid-stride loops (bits independent of the launch shape); the
+ * prefix mask is a single-thread scan.
+ */
+#include "model/arch/pi0/pi0_glue.h"
+
+#include "kernels/cuda/cuda_util.h"
+
+#define T256 256
+
+static unsigned int blocks(long long total) { return frt_grid_blocks((size_t)total, T256, 8192); }
+
+#define GRID_LOOP(i, total)                                                                  \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (total);      \
+         i += (long long)gridDim.x * blockDim.x)
+
+__global__ void patchify_kernel(__nv_bfloat16 *out, const float *img, long long total, int height, int width,
+                                int patch, int kp)
+{
+    const int gw = width / patch, np = (height / patch) * gw, pp = patch * patch, k = 3 * pp;
+    GRID_LOOP(i, total)
+    {
+        const int col = (int)(i % kp);
+        const long long row = i / kp;
+        float v = 0.0f;
+        if (col < k) {
+            const int cam = (int)(row / np), pi = (int)(row % np);
+            const int c = col / pp, ky = (col / patch) % patch, kx = col % patch;
+            const int y = (pi / gw) * patch + ky, x = (pi % gw) * patch + kx;
+            v = img[(((size_t)cam * 3 + c) * height + y) * width + x];
+        }
+        out[i] = __float2bfloat16_rn(v);
+    }
+}
+
+extern "C" int pi0_cuda_patchify(void *stream, uint16_t *out, const float *img, int cams, int height, int width,
+                                 int patch, int kp)
+{
+    FRT_ARG(out && img && cams >= 1 && patch >= 1 && height % patch == 0 && width % patch == 0 &&
+                kp >= 3 * patch * patch,
+            "pi0 patchify: bad arguments");
+    const long long total = (long long)cams * (height / patch) * (width / patch) * kp;
+    patchify_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)out, img, total, height,
+                                                                       width, patch, kp);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void residual_kernel(float *x, const float *y, const float *b, const float *gate, long long total,
+                                int cols)
+{
+    GRID_LOOP(i, total)
+    {
+        const int c = (int)(i % cols);
+        float o = y[i];
+        if (b) o += b[c];
+        x[i] += gate ? o * gate[c] : o;
+    }
+}
+
+extern "C" int pi0_cuda_residual(void *stream, float *x, const float *y, const float *b, const float *gate,
+                                 int rows, int cols)
+{
+    FRT_ARG(x && y && rows >= 1 && cols >= 1, "pi0 residual: bad arguments");
+    const long long total = (long long)rows * cols;
+    residual_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(x, y, b, gate, total, cols);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta, const uint8_t *cam_mask,
+                                   const uint8_t *tok_mask, int cams, int n_patch, int tokens, int n_total)
+{
+    const int ni = cams * n_patch, n = ni + tokens;
+    int valid = 0;
+    for (int r = 0; r < n; r++) {
+        const uint8_t m = r < ni ? (cam_mask[r / n_patch] != 0) : (tok_mask[r - ni] != 0);
+        mask[r] = m;
+        valid += m;
+        pos[r] = valid - 1 < 0 ? 0 : valid - 1;
+    }
+    for (int r = n; r < n_total; r++) mask[r] = 0;
+    meta[0] = n;
+    meta[1] = valid;
+    meta[2] = meta[3] = 0;
+}
+
+extern "C" int pi0_cuda_prefix_mask(void *stream, uint8_t *mask, int32_t *pos, int32_t *meta,
+                                    const uint8_t *cam_mask, const uint8_t *tok_mask, int cams, int n_patch,
+                                    int tokens, int n_total)
+{
+    FRT_ARG(mask && pos && meta && cam_mask && tok_mask && cams >= 1 && n_patch >= 1 && tokens >= 1 &&
+                n_total >= cams * n_patch + tokens,
+            "pi0 prefix mask: bad arguments");
+    prefix_mask_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mask, pos, meta, cam_mask, tok_mask, cams, n_patch,
+                                                          tokens, n_total);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void prefix_embed_kernel(float *x, const float *vis, const __nv_bfloat16 *embed, const int32_t *ids,
+                                    long long total, int img_rows, int width, int vocab, float scale)
+{
+    GRID_LOOP(i, total)
+    {
+        const long long r = i / width;
+        const int c = (int)(i % width);
+        if (r < img_rows) {
+            x[i] = vis[i];
+            continue;
+        }
+        const int id = ids[r - img_rows];
+        x[i] = id >= 0 && id < vocab ? __bfloat162float(embed[(size_t)id * width + c]) * scale : 0.0f;
+    }
+}
+
+extern "C" int pi0_cuda_prefix_embed(void *stream, float *x, const float *vis, const uint16_t *embed,
+                                     const int32_t *ids, int img_rows, int tokens, int width, int vocab,
+                                     float scale)
+{
+    FRT_ARG(x && vis && embed && ids && img_rows >= 0 && tokens >= 1 && width >= 1 && vocab >= 1,
+            "pi0 prefix embed: bad arguments");
+    const long long total = (long long)(img_rows + tokens) * width;
+    prefix_embed_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(
+        x, vis, (const __nv_bfloat16 *)embed, ids, total, img_rows, width, vocab, scale);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void suffix_pos_kernel(int32_t *pos, const int32_t *meta, int n)
+{
+    for (int r = threadIdx.x; r < n; r += blockDim.x) pos[r] = meta[1] + r;
+}
+
+extern "C" int pi0_cuda_suffix_pos(void *stream, int32_t *pos, const int32_t *meta, int n)
+{
+    FRT_ARG(pos && meta && n >= 1, "pi0 suffix pos: bad arguments");
+    suffix_pos_kernel<<<1, T256, 0, (cudaStream_t)stream>>>(pos, meta, n);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* One (token, head, pair) of q or k: RoPE'd pair to bf16. */
+__global__ void qkv_rope_kernel(__nv_bfloat16 *q, __nv_bfloat16 *k, int ldk, __nv_bfloat16 *v, int ldv,
+                                const float *qkv, const int32_t *pos, const float *inv_freq, long long total,
+                                int heads, int kv_heads, int hd)
+{
+    const int half = hd / 2, nh = heads + 2 * kv_heads, width = nh * hd;
+    GRID_LOOP(i, total)
+    {
+        const int p = (int)(i % half);
+        const long long th = i / half;
+        const int h = (int)(th % nh);
+        const long long t = th / nh;
+        const float *src = qkv + t * width + (size_t)h * hd;
+        if (h >= heads + kv_heads) { /* v: copied */
+            __nv_bfloat16 *dst = v + t * ldv + (size_t)(h - heads - kv_heads) * hd;
+            dst[p] = __float2bfloat16_rn(src[p]);
+            dst[p + half] = __float2bfloat16_rn(src[p + half]);
+            continue;
+        }
+        __nv_bfloat16 *dst = h < heads ? q + (t * heads + h) * hd : k + t * ldk + (size_t)(h - heads) * hd;
+        const float a = (float)pos[t] * inv_freq[p];
+        const float c = cosf(a), s = sinf(a), x1 = src[p], x2 = src[p + half];
+        dst[p] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, s)));
+        dst[p + half] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+    }
+}
+
+extern "C" int pi0_cuda_qkv_rope(void *stream, uint16_t *q, uint16_t *k, int ldk, uint16_t *v, int ldv,
+                                 const float *qkv, const int32_t *pos, const float *inv_freq, int n, int heads,
+                                 int kv_heads, int hd)
+{
+    FRT_ARG(q && k && v && qkv && pos && inv_freq && n >= 1 && heads >= 1 && kv_heads >= 1 && hd >= 2 &&
+                hd % 2 == 0 && ldk >= kv_heads * hd && ldv >= kv_heads * hd,
+            "pi0 qkv rope: bad arguments");
+    const long long total = (long long)n * (heads + 2 * kv_heads) * (hd / 2);
+    qkv_rope_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(
+        (__nv_bfloat16 *)q, (__nv_bfloat16 *)k, ldk, (__nv_bfloat16 *)v, ldv, qkv, pos, inv_freq, total, heads,
+        kv_heads, hd);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* splitmix64 value number `i` (0-based) of the stream starting at x0. */
+static __device__ __forceinline__ uint64_t splitmix_at(uint64_t x0, uint64_t i)
+{
+    uint64_t z = x0 + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__global__ void noise_kernel(float *x, const float *noise, const int32_t *opts, const uint64_t *episode, int n)
+{
+    const int pairs = (n + 1) / 2;
+    const uint64_t x0 = episode[0] ^ (episode[1] * 0xD1B54A32D192ED03ull);
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < pairs; k += gridDim.x * blockDim.x) {
+        const int i = 2 * k;
+        if (opts[2]) {
+            x[i] = noise[i];
+            if (i + 1 < n) x[i + 1] = noise[i + 1];
+            continue;
+        }
+        const double u1 = ((double)(splitmix_at(x0, 2ull * k) >> 11) + 1.0) * 0x1p-53;
+        const double u2 = (double)(splitmix_at(x0, 2ull * k + 1) >> 11) * 0x1p-53;
+        const double r = sqrt(-2.0 * log(u1)), a = 2.0 * 3.14159265358979323846 * u2;
+        x[i] = (float)(r * cos(a));
+        if (i + 1 < n) x[i + 1] = (float)(r * sin(a));
+    }
+}
+
+__global__ void episode_advance_kernel(uint64_t *episode, const int32_t *meta, const int32_t *meta2)
+{
+    if (meta[0] >= 1 && (!meta2 || meta2[0] >= 1)) episode[1] += 1;
+}
+
+extern "C" int pi0_cuda_noise(void *stream, float *x, const float *noise, const int32_t *opts, uint64_t *episode,
+                              const int32_t *meta, const int32_t *meta2, int n)
+{
+    FRT_ARG(x && noise && opts && episode && meta && n >= 1, "pi0 noise: bad arguments");
+    noise_kernel<<<blocks((n + 1) / 2), T256, 0, (cudaStream_t)stream>>>(x, noise, opts, episode, n);
+    FRT_LAUNCH_CHECK();
+    episode_advance_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(episode, meta, meta2);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+__global__ void euler_kernel(float *x, const float *v, float *v0, float dt, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        if (v0) v0[i] = v[i];
+        x[i] = __fadd_rn(x[i], __fmul_rn(dt, v[i]));
+    }
+}
+
+extern "C" int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0, float dt, int n)
+{
+    FRT_ARG(x && v && n >= 1, "pi0 euler: bad arguments");
+    euler_kernel<<<blocks(n), T256, 0, (cudaStream_t)stream>>>(x, v, v0, dt, n);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int pi0_cuda_zero(void *stream, void *p, size_t bytes)
+{
+    FRT_ARG(p, "pi0 zero: NULL pointer");
+    if (bytes) FRT_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t bytes)
+{
+    FRT_ARG(dst && src, "pi0 copy: NULL pointer");
+    if (bytes) FRT_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+    return 0;
+}

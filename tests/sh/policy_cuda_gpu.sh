@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# policy_cuda_gpu.sh BUILD_DIR SOURCE_DIR (label gpu; skipped without an
+# NVIDIA GPU) - the policy command line on the cuda backend: for the small
+# policy shapes (frt gen-model --shape pi0-tiny / pi05-tiny, 224 x 224
+# cameras), `frt policy run --backend cuda --inputs FILE` (two cameras, the
+# second masked, a padded prompt, fixed noise) against `--backend cpu` on the
+# same file: the chunk within cosine >= 0.999 and norm-wise rel <= 3e-2;
+# then with --cfg-beta 1.5 (serial CFG) the same bar; `frt bench policy
+# --backend cuda` prints p50 / p99 next to its floor.
+set -u
+command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
+B="$1"
+FRT="$B/frt"
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/frt_policy_cuda.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+check() { # check "what" command...
+    local what="$1"
+    shift
+    if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+
+for v in pi0 pi05; do
+    M="$T/$v"
+    "$FRT" gen-model --shape "$v-tiny" --out "$M" --seed 5 -q >/dev/null 2>&1 || { echo "gen-model $v-tiny failed"; exit 1; }
+    $PY - "$T/in_$v.safetensors" "$v" <<'PYEOF'
+import sys
+import numpy as np
+from safetensors.numpy import save_file
+path, v = sys.argv[1:]
+r = np.random.default_rng(3)
+t = {"pixel_values": r.uniform(-1, 1, (2, 3, 224, 224)).astype(np.float32),
+     "pixel_attention_mask": np.array([1, 0], np.uint8),
+     "input_ids": r.integers(1, 1000, 12).astype(np.int32),
+     "attention_mask": np.array([1] * 10 + [0] * 2, np.uint8),
+     "input_ids_cond": r.integers(1, 1000, 14).astype(np.int32),
+     "noise": r.normal(size=(10, 8)).astype(np.float32)}
+if v == "pi0":
+    t["state"] = r.uniform(-1, 1, 8).astype(np.float32)
+save_file(t, path)
+PYEOF
+    check "$v: inputs written" test -s "$T/in_$v.safetensors"
+    for mode in plain cfg; do
+        extra=()
+        [ "$mode" = cfg ] && extra=(--cfg-beta 1.5)
+        for bk in cpu cuda; do
+            "$FRT" policy run -m "$M" --backend "$bk" --inputs "$T/in_$v.safetensors" "${extra[@]}" --json \
+                >"$T/$v.$mode.$bk.json" 2>"$T/$v.$mode.$bk.err"
+            check "$v $mode: policy run --backend $bk: exit 0" test $? -eq 0
+        done
+        $PY - "$T/$v.$mode.cpu.json" "$T/$v.$mode.cuda.json" <<'PYEOF'
+import json, sys
+import numpy as np
+a, b = (np.array(json.load(open(p))["actions"], np.float64) for p in sys.argv[1:])
+rel = np.linalg.norm(b - a) / np.linalg.norm(a)
+cos = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+print(f"     cuda vs cpu: rel {rel:.3e} (<= 3e-2), cos {cos:.6f} (>= 0.999)")
+sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
+PYEOF
+        check "$v $mode: cuda chunk within the bar of the cpu chunk" test $? -eq 0
+    done
+    "$FRT" bench policy -m "$M" --backend cuda --cameras 2 --tokens 12 --repeats 20 >"$T/bench_$v.txt" 2>&1
+    check "$v: bench policy --backend cuda: exit 0" test $? -eq 0
+    sed 's/^/     /' "$T/bench_$v.txt" | grep -E "on cuda|p50|floor"
+    check "$v: bench prints p50, p99 and the floor" grep -q "p99.*" "$T/bench_$v.txt"
+done
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all checks passed"

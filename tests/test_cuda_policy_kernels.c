@@ -1,0 +1,447 @@
+/*
+ * test_cuda_policy_kernels.c - the CUDA kernels of the robot policies
+ * (kernels/cuda/kernels_policy_cuda.h and arch/pi0/pi0_glue.h) against
+ * their CPU twins on random data: LayerNorm, adaRMSNorm, bias + GELU /
+ * SiLU, GeGLU, the batched activation product, masked attention in both
+ * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
+ * block-causal masks), patches, q / k / v with RoPE at given positions, the
+ * prefix mask scan, the episode noise (bit for bit with the cpu backend's
+ * stream), the Euler step and the residual adds. Errors norm-wise
+ * ||gpu - cpu|| / ||cpu||; bf16 outputs are compared with the bf16 rounding
+ * of the inputs folded into the reference. Bad arguments are refused
+ * before a device is needed.
+ */
+#include "frt/exec.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/kernels_policy_cuda.h"
+#include "model/arch/pi0/pi0.h"
+#include "model/arch/pi0/pi0_glue.h"
+#include "util/bf16.h"
+
+#include "frt_test.h"
+
+#if FRT_HAVE_CUDA
+#include "frt_test_cuda.h"
+
+/* A device copy of n floats. */
+static dbuf dfl(const float *h, size_t n)
+{
+    dbuf d = dalloc(n * 4);
+    dput(d, 0, h, n * 4);
+    return d;
+}
+
+/* A device bf16 copy of n floats (h rounded in place to what the device holds). */
+static dbuf dbf(float *h, size_t n)
+{
+    uint16_t *b = xzalloc(n * 2);
+    frt_f32_array_to_bf16(h, b, n);
+    for (size_t i = 0; i < n; i++) h[i] = frt_bf16_to_f32(b[i]);
+    dbuf d = dalloc(n * 2);
+    dput(d, 0, b, n * 2);
+    free(b);
+    return d;
+}
+
+/* n values of a device buffer of dtype dt as floats. */
+static float *dfloats(dbuf d, size_t n, frt_cuda_dtype dt)
+{
+    float *h = fnew(n);
+    if (dt == FRT_CUDA_F32) {
+        dget(d, 0, h, n * 4);
+        return h;
+    }
+    uint16_t *b = xzalloc(n * 2);
+    dget(d, 0, b, n * 2);
+    for (size_t i = 0; i < n; i++) h[i] = frt_bf16_to_f32(b[i]);
+    free(b);
+    return h;
+}
+
+static void test_norms(int rows, int dim, frt_cuda_dtype dt)
+{
+    char name[128];
+    float *x = frand((size_t)rows * dim, -3, 3), *w = frand(dim, -1, 1), *b = frand(dim, -1, 1);
+    float *ref = fnew((size_t)rows * dim);
+    dbuf dx = dfl(x, (size_t)rows * dim), dw = dfl(w, dim), db = dfl(b, dim), dout = dalloc((size_t)rows * dim * 4);
+    const double tol = dt == FRT_CUDA_BF16 ? 8e-3 : 2e-6;
+    CHECK_OK(frt_cuda_layernorm(g_cs, dout.p, dt, dx.p, dw.p, db.p, rows, dim, 1e-6f));
+    frt_cpu_layernorm(ref, x, w, b, rows, dim, 1e-6f);
+    float *got = dfloats(dout, (size_t)rows * dim, dt);
+    snprintf(name, sizeof name, "layernorm %d x %d -> %s", rows, dim, dtn(dt));
+    report(name, frt_test_rel_err(got, ref, (size_t)rows * dim), tol);
+    free(got);
+    CHECK_OK(frt_cuda_rmsnorm_ada(g_cs, dout.p, dt, dx.p, dw.p, db.p, rows, dim, 1e-6f));
+    frt_cpu_rmsnorm_ada(ref, x, w, b, rows, dim, 1e-6f);
+    got = dfloats(dout, (size_t)rows * dim, dt);
+    snprintf(name, sizeof name, "rmsnorm_ada %d x %d -> %s", rows, dim, dtn(dt));
+    report(name, frt_test_rel_err(got, ref, (size_t)rows * dim), tol);
+    free(got), free(x), free(w), free(b), free(ref);
+    dfree(&dx), dfree(&dw), dfree(&db), dfree(&dout);
+}
+
+static void test_acts(int rows, int cols, frt_cuda_dtype dt)
+{
+    static const char *names[] = {"bias", "bias + gelu_tanh", "bias + silu"};
+    const size_t n = (size_t)rows * cols;
+    float *x = frand(n, -4, 4), *b = frand(cols, -1, 1), *ref = fnew(n), *gu = frand(2 * n, -4, 4);
+    dbuf dx = dfl(x, n), db = dfl(b, cols), dout = dalloc(n * 4), dgu = dfl(gu, 2 * n);
+    const double tol = dt == FRT_CUDA_BF16 ? 8e-3 : 2e-6;
+    char name[128];
+    for (int act = 0; act < 3; act++) {
+        CHECK_OK(frt_cuda_bias_act(g_cs, dout.p, dt, dx.p, db.p, rows, cols, (frt_cuda_act)act));
+        memcpy(ref, x, n * 4);
+        frt_cpu_add_bias(ref, b, rows, cols);
+        if (act == 1) frt_cpu_gelu_tanh(ref, ref, (int)n);
+        if (act == 2) frt_cpu_silu(ref, ref, (int)n);
+        float *got = dfloats(dout, n, dt);
+        snprintf(name, sizeof name, "%s %d x %d -> %s", names[act], rows, cols, dtn(dt));
+        report(name, frt_test_rel_err(got, ref, n), tol);
+        free(got);
+    }
+    CHECK_OK(frt_cuda_geglu_tanh(g_cs, dout.p, dt, dgu.p, rows, cols));
+    float *gate = fnew(n), *up = fnew(n);
+    for (int r = 0; r < rows; r++) {
+        memcpy(gate + (size_t)r * cols, gu + (size_t)r * 2 * cols, (size_t)cols * 4);
+        memcpy(up + (size_t)r * cols, gu + (size_t)r * 2 * cols + cols, (size_t)cols * 4);
+    }
+    frt_cpu_geglu_tanh(ref, gate, up, (int)n);
+    float *got = dfloats(dout, n, dt);
+    snprintf(name, sizeof name, "geglu_tanh %d x %d -> %s", rows, cols, dtn(dt));
+    report(name, frt_test_rel_err(got, ref, n), tol);
+    free(got), free(gate), free(up), free(x), free(b), free(ref), free(gu);
+    dfree(&dx), dfree(&db), dfree(&dout), dfree(&dgu);
+}
+
+/* y = x . w^T or x . w, batched, against a double loop on the bf16 values. */
+static void test_bmm(frt_cuda_bmm *h, int m, int n, int k, int batch, int trans_w)
+{
+    const size_t nx = (size_t)batch * m * k, nw = (size_t)batch * n * k, ny = (size_t)batch * m * n;
+    float *x = frand(nx, -1, 1), *w = frand(nw, -1, 1), *ref = fnew(ny);
+    dbuf dx = dbf(x, nx), dw = dbf(w, nw), dy = dalloc(ny * 4);
+    frt_cuda_bmm_args a = {dy.p, FRT_CUDA_F32, dx.p, dw.p, m, n, k, trans_w, batch, k, trans_w ? k : n, n,
+                           (long long)m * k, (long long)n * k, (long long)m * n, 0.5f};
+    CHECK_OK(frt_cuda_bmm_run(h, g_cs, &a));
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int t = 0; t < k; t++)
+                    s += (double)x[(size_t)b * m * k + (size_t)i * k + t] *
+                         w[(size_t)b * n * k + (trans_w ? (size_t)j * k + t : (size_t)t * n + j)];
+                ref[(size_t)b * m * n + (size_t)i * n + j] = (float)(0.5 * s);
+            }
+    float *got = dfloats(dy, ny, FRT_CUDA_F32);
+    char name[128];
+    snprintf(name, sizeof name, "bmm %d x %d x %d, batch %d, %s", m, n, k, batch, trans_w ? "x.w^T" : "x.w");
+    report(name, frt_test_rel_err(got, ref, ny), 1e-5);
+    free(got), free(x), free(w), free(ref);
+    dfree(&dx), dfree(&dw), dfree(&dy);
+}
+
+/* A product inside a graph capture: refused without a plan (the heuristic
+ * cannot run there), captured and replayed with one, equal to eager. */
+typedef struct bmm_rec {
+    frt_cuda_bmm *h;
+    frt_cuda_bmm_args a;
+} bmm_rec;
+
+static int rec_bmm(frt_stream *st, void *user)
+{
+    bmm_rec *r = user;
+    return frt_cuda_bmm_run(r->h, frt_stream_native(st), &r->a);
+}
+
+static void test_bmm_capture(void)
+{
+    const int m = 40, n = 24, k = 32;
+    float *x = frand((size_t)m * k, -1, 1), *w = frand((size_t)n * k, -1, 1);
+    dbuf dx = dbf(x, (size_t)m * k), dw = dbf(w, (size_t)n * k), dy = dalloc((size_t)m * n * 4);
+    dbuf dy2 = dalloc((size_t)m * n * 4);
+    bmm_rec r;
+    memset(&r, 0, sizeof r);
+    CHECK_OK(frt_cuda_bmm_create(1u << 20, &r.h));
+    frt_cuda_bmm_args a = {dy.p, FRT_CUDA_F32, dx.p, dw.p, m, n, k, 1, 1, k, k, n, 0, 0, 0, 1.0f};
+    r.a = a;
+    frt_graph *g = NULL;
+    CHECK_OK(frt_graph_create(g_ctx, "bmm", 0, &g));
+    CHECK_STATUS(frt_graph_capture(g, 1, g_st, rec_bmm, &r), FRT_ERR_STATE);
+    CHECK_OK(frt_cuda_bmm_plan(r.h, &r.a));
+    CHECK_OK(frt_graph_capture(g, 1, g_st, rec_bmm, &r));
+    CHECK_OK(frt_graph_replay(g, 1, g_st));
+    r.a.y = dy2.p; /* eager, same layout and alignment: the same plan */
+    CHECK_OK(frt_cuda_bmm_run(r.h, g_cs, &r.a));
+    float *g1 = dfloats(dy, (size_t)m * n, FRT_CUDA_F32), *g2 = dfloats(dy2, (size_t)m * n, FRT_CUDA_F32);
+    report_same("bmm: refused unplanned in a capture; planned: graph == eager", g1, g2, (size_t)m * n * 4);
+    frt_graph_destroy(g);
+    frt_cuda_bmm_destroy(r.h);
+    free(x), free(w), free(g1), free(g2);
+    dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dy2);
+}
+
+/* One masked attention case: n_q queries over n_kv keys (rows of ldkv),
+ * mask as given (d_kmask / d_rmask filled from kmask / rmask). */
+typedef struct attn_case {
+    const char *name;
+    int n_q, n_kv, heads, kv_heads, hd, ld_s;
+    int kmask_len, sfx_start, sfx_n, solo_first, use_rmask;
+} attn_case;
+
+static void test_attention(frt_cuda_bmm *h, const attn_case *c)
+{
+    const int Q = c->heads * c->hd, KV = c->kv_heads * c->hd;
+    const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV;
+    float *q = frand(nq, -1, 1), *k = frand(nk, -1, 1), *v = frand(nk, -1, 1), *ref = fnew(nq);
+    uint8_t *km = xzalloc((size_t)c->kmask_len + 1), *rm = xzalloc((size_t)c->n_q);
+    for (int j = 0; j < c->kmask_len; j++) km[j] = frt_test_u64() % 4 != 0;
+    for (int t = 0; t < c->n_q; t++) rm[t] = !c->use_rmask || frt_test_u64() % 5 != 0;
+    dbuf dq = dbf(q, nq), dk = dbf(k, nk), dv = dbf(v, nk), dout = dalloc(nq * 2);
+    dbuf ds = dalloc((size_t)c->n_q * c->heads * c->ld_s * 4), dp = dalloc((size_t)c->n_q * c->heads * c->ld_s * 2);
+    dbuf dkm = dalloc((size_t)c->kmask_len + 1), drm = dalloc((size_t)c->n_q);
+    dput(dkm, 0, km, (size_t)c->kmask_len + 1);
+    dput(drm, 0, rm, (size_t)c->n_q);
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = dout.p, a.q = dq.p, a.k = dk.p, a.v = dv.p, a.ldq = Q, a.ldkv = KV;
+    a.n_q = c->n_q, a.n_kv = c->n_kv, a.n_heads = c->heads, a.n_kv_heads = c->kv_heads, a.head_dim = c->hd;
+    a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
+    a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
+    a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.d_rmask = c->use_rmask ? drm.p : NULL;
+    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
+    for (int t = 0; t < c->n_q; t++)
+        for (int j = 0; j < c->n_kv; j++) {
+            int on = j < c->kmask_len ? km[j] : j >= c->sfx_start && j - c->sfx_start < c->sfx_n &&
+                                                    (!c->solo_first || t > 0 || j == c->sfx_start);
+            allow[(size_t)t * c->n_kv + j] = rm[t] && on;
+        }
+    frt_cpu_attention_masked(ref, q, k, v, allow, c->n_q, c->n_kv, c->heads, c->kv_heads, c->hd, a.scale);
+    float *got = dfloats(dout, nq, FRT_CUDA_BF16);
+    report(c->name, frt_test_rel_err(got, ref, nq), 1.5e-2);
+    free(got), free(q), free(k), free(v), free(ref), free(km), free(rm), free(allow);
+    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
+}
+
+static void test_attentions(void)
+{
+    frt_cuda_bmm *h = NULL;
+    CHECK_OK(frt_cuda_bmm_create(4u << 20, &h));
+    if (!h) return;
+    test_bmm(h, 37, 29, 24, 3, 1);
+    test_bmm(h, 33, 16, 40, 2, 0);
+    test_bmm_capture();
+    static const attn_case cases[] = {
+        {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0},
+        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1},
+        {"attention expert Pi0 (state token), 23 + 7 keys", 7, 24 + 8, 4, 1, 32, 32, 23, 24, 7, 1, 0},
+        {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
+    frt_cuda_bmm_destroy(h);
+}
+
+static void test_patchify(void)
+{
+    const int cams = 2, H = 28, W = 42, p = 14, K = 3 * p * p, kp = K + 4, np = (H / p) * (W / p);
+    float *img = frand((size_t)cams * 3 * H * W, -1, 1), *ref = fnew((size_t)cams * np * kp);
+    round_bf16(img, (size_t)cams * 3 * H * W);
+    float *one = fnew((size_t)np * K);
+    for (int c = 0; c < cams; c++) {
+        frt_cpu_patchify(one, img + (size_t)c * 3 * H * W, 3, H, W, p);
+        for (int r = 0; r < np; r++) memcpy(ref + ((size_t)c * np + r) * kp, one + (size_t)r * K, (size_t)K * 4);
+    }
+    dbuf di = dfl(img, (size_t)cams * 3 * H * W), dout = dalloc((size_t)cams * np * kp * 2);
+    CHECK_OK(pi0_cuda_patchify(g_cs, dout.p, di.p, cams, H, W, p, kp));
+    float *got = dfloats(dout, (size_t)cams * np * kp, FRT_CUDA_BF16);
+    report_same("patchify 2 cameras 28 x 42, patch 14, 4 pad columns", got, ref, (size_t)cams * np * kp * 4);
+    free(img), free(ref), free(one), free(got);
+    dfree(&di), dfree(&dout);
+}
+
+static void test_qkv_rope(void)
+{
+    const int n = 13, heads = 4, kv = 1, hd = 32, nh = heads + 2 * kv, ldk = kv * hd + 8;
+    float *qkv = frand((size_t)n * nh * hd, -2, 2), inv[16];
+    int32_t pos[13];
+    for (int t = 0; t < n; t++) pos[t] = (int32_t)(frt_test_u64() % 300);
+    for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    dbuf dqkv = dfl(qkv, (size_t)n * nh * hd), dinv = dfl(inv, hd / 2), dpos = dalloc(sizeof pos);
+    dput(dpos, 0, pos, sizeof pos);
+    dbuf dq = dalloc((size_t)n * heads * hd * 2), dk = dalloc((size_t)n * ldk * 2), dv = dalloc((size_t)n * ldk * 2);
+    CHECK_OK(pi0_cuda_qkv_rope(g_cs, dq.p, dk.p, ldk, dv.p, ldk, dqkv.p, dpos.p, dinv.p, n, heads, kv, hd));
+    float *rq = fnew((size_t)n * heads * hd), *rk = fnew((size_t)n * hd), *rv = fnew((size_t)n * hd);
+    for (int t = 0; t < n; t++) {
+        memcpy(rq + (size_t)t * heads * hd, qkv + (size_t)t * nh * hd, (size_t)heads * hd * 4);
+        memcpy(rk + (size_t)t * hd, qkv + (size_t)t * nh * hd + heads * hd, (size_t)hd * 4);
+        memcpy(rv + (size_t)t * hd, qkv + (size_t)t * nh * hd + (heads + 1) * hd, (size_t)hd * 4);
+    }
+    frt_cpu_rope(rq, n, heads, hd, hd, pos, 10000.0f);
+    frt_cpu_rope(rk, n, kv, hd, hd, pos, 10000.0f);
+    float *gq = dfloats(dq, (size_t)n * heads * hd, FRT_CUDA_BF16), *gk = dfloats(dk, (size_t)n * ldk, FRT_CUDA_BF16);
+    float *gv = dfloats(dv, (size_t)n * ldk, FRT_CUDA_BF16);
+    for (int t = 0; t < n; t++) { /* the rows of ldk: compact them */
+        memmove(gk + (size_t)t * hd, gk + (size_t)t * ldk, (size_t)hd * 4);
+        memmove(gv + (size_t)t * hd, gv + (size_t)t * ldk, (size_t)hd * 4);
+    }
+    report("qkv_rope: q (RoPE at given positions) -> bf16", frt_test_rel_err(gq, rq, (size_t)n * heads * hd), 5e-3);
+    report("qkv_rope: k rows of a strided cache -> bf16", frt_test_rel_err(gk, rk, (size_t)n * hd), 5e-3);
+    report("qkv_rope: v copied -> bf16", frt_test_rel_err(gv, rv, (size_t)n * hd), 5e-3);
+    free(qkv), free(rq), free(rk), free(rv), free(gq), free(gk), free(gv);
+    dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&dq), dfree(&dk), dfree(&dv);
+}
+
+static void test_prefix_mask(void)
+{
+    const int cams = 3, np = 5, tok = 9, n = cams * np + tok, total = n + 5;
+    uint8_t cm[3] = {1, 0, 1}, am[9], mask[29], want[29];
+    int32_t pos[24], wpos[24], meta[4];
+    for (int i = 0; i < tok; i++) am[i] = (uint8_t)(frt_test_u64() % 3 != 0);
+    dbuf dcm = dalloc(3), dam = dalloc(tok), dmask = dalloc(total), dpos = dalloc(n * 4), dmeta = dalloc(16);
+    dput(dcm, 0, cm, 3);
+    dput(dam, 0, am, tok);
+    memset(mask, 7, sizeof mask);
+    dput(dmask, 0, mask, total); /* stale bytes past the rows: cleared */
+    CHECK_OK(pi0_cuda_prefix_mask(g_cs, dmask.p, dpos.p, dmeta.p, dcm.p, dam.p, cams, np, tok, total));
+    dget(dmask, 0, mask, total);
+    dget(dpos, 0, pos, n * 4);
+    dget(dmeta, 0, meta, 16);
+    int valid = 0;
+    memset(want, 0, sizeof want);
+    for (int r = 0; r < n; r++) {
+        want[r] = r < cams * np ? cm[r / np] : am[r - cams * np];
+        valid += want[r];
+        wpos[r] = valid - 1 < 0 ? 0 : valid - 1;
+    }
+    report_same("prefix mask (camera slots, the prompt, zeros after)", mask, want, (size_t)total);
+    report_same("prefix positions cumsum(mask) - 1", pos, wpos, (size_t)n * 4);
+    report_flag("prefix meta rows, valid", meta[0] == n && meta[1] == valid);
+    dfree(&dcm), dfree(&dam), dfree(&dmask), dfree(&dpos), dfree(&dmeta);
+}
+
+/* The episode noise (the cpu backend's stream) and the step advance. */
+static void test_noise(void)
+{
+    const int n = 50 * 32 + 3;
+    float *ref = fnew(n), *given = frand(n, -2, 2);
+    uint64_t ep[2] = {0x1234567890abcdefull, 7};
+    int32_t opts[4] = {2, 9, 0, 0}, meta[4] = {5, 3, 0, 0};
+    dbuf dx = dalloc((size_t)n * 4), dn = dfl(given, n), dop = dalloc(16), dep = dalloc(16), dmeta = dalloc(16);
+    dput(dop, 0, opts, 16);
+    dput(dep, 0, ep, 16);
+    dput(dmeta, 0, meta, 16);
+    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, NULL, n));
+    pi0_episode_noise(ref, n, ep[0], ep[1]);
+    float *got = dfloats(dx, n, FRT_CUDA_F32);
+    report_same("episode noise == the cpu backend's stream (odd count)", got, ref, (size_t)n * 4);
+    uint64_t ep2[2];
+    dget(dep, 0, ep2, 16);
+    report_flag("episode step advanced by one", ep2[0] == ep[0] && ep2[1] == ep[1] + 1);
+    opts[2] = 1, meta[0] = 0;
+    dput(dop, 0, opts, 16);
+    dput(dmeta, 0, meta, 16);
+    CHECK_OK(pi0_cuda_noise(g_cs, dx.p, dn.p, dop.p, dep.p, dmeta.p, NULL, n));
+    free(got);
+    got = dfloats(dx, n, FRT_CUDA_F32);
+    report_same("caller noise copied", got, given, (size_t)n * 4);
+    dget(dep, 0, ep2, 16);
+    report_flag("no prefix: the episode step stays", ep2[1] == ep[1] + 1);
+    free(got), free(ref), free(given);
+    dfree(&dx), dfree(&dn), dfree(&dop), dfree(&dep), dfree(&dmeta);
+}
+
+static void test_euler_residual(void)
+{
+    const int rows = 11, cols = 24, n = rows * cols;
+    float *x = frand(n, -1, 1), *v = frand(n, -3, 3), *b = frand(cols, -1, 1), *g = frand(cols, -1, 1);
+    float *ref = fdup(x, n);
+    dbuf dx = dfl(x, n), dv = dfl(v, n), dv0 = dalloc((size_t)n * 4), db = dfl(b, cols), dg = dfl(g, cols);
+    CHECK_OK(pi0_cuda_euler(g_cs, dx.p, dv.p, dv0.p, -0.1f, n));
+    for (int i = 0; i < n; i++) ref[i] += -0.1f * v[i];
+    float *got = dfloats(dx, n, FRT_CUDA_F32), *g0 = dfloats(dv0, n, FRT_CUDA_F32);
+    report_same("euler x += dt v", got, ref, (size_t)n * 4);
+    report_same("euler velocity0 copy", g0, v, (size_t)n * 4);
+    free(got);
+    CHECK_OK(pi0_cuda_residual(g_cs, dx.p, dv.p, db.p, dg.p, rows, cols));
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) ref[r * cols + c] += (v[r * cols + c] + b[c]) * g[c];
+    got = dfloats(dx, n, FRT_CUDA_F32);
+    report("residual x += (y + b) * gate", frt_test_rel_err(got, ref, n), 1e-6);
+    free(got), free(g0), free(x), free(v), free(b), free(g), free(ref);
+    dfree(&dx), dfree(&dv), dfree(&dv0), dfree(&db), dfree(&dg);
+}
+
+/* CFG's combine: the twin's bits, aligned (vector path + tail) and not. */
+static void test_cfg_combine(void)
+{
+    const int n = 50 * 32 + 3;
+    float *vc = frand(n + 1, -3, 3), *vu = frand(n + 1, -3, 3), *ref = fnew(n + 1);
+    dbuf dc = dfl(vc, n + 1), du = dfl(vu, n + 1), dout = dalloc((size_t)(n + 1) * 4);
+    static const float betas[] = {1.0f, 1.5f, 2.75f};
+    dbuf dbeta = dfl(&betas[2], 1);
+    char name[128];
+    for (int off = 0; off < 2; off++)
+        for (int b = 0; b < 3; b++) { /* beta 2.75 from device memory, the others as the argument */
+            CHECK_OK(frt_cuda_cfg_combine(g_cs, (float *)dout.p + off, (const float *)dc.p + off,
+                                          (const float *)du.p + off, b == 2 ? -7.0f : betas[b],
+                                          b == 2 ? dbeta.p : NULL, n));
+            frt_cpu_cfg_combine(ref, vc + off, vu + off, betas[b], n);
+            float *got = fnew(n + 1);
+            dget(dout, (size_t)off * 4, got, (size_t)n * 4);
+            snprintf(name, sizeof name, "cfg_combine n %d beta %.2f%s, %s", n, (double)betas[b],
+                     b == 2 ? " (device)" : "",
+                     off ? "unaligned (scalar)" : "aligned (float4 + tail)");
+            report_same(name, got, ref, (size_t)n * 4);
+            free(got);
+        }
+    free(vc), free(vu), free(ref);
+    dfree(&dc), dfree(&du), dfree(&dout), dfree(&dbeta);
+}
+
+/* Argument checks (no device needed: nothing is enqueued). */
+static void test_args(void)
+{
+    float f = 0;
+    frt_cuda_attn_mask mk = {NULL, 1, 1, 0, 0, NULL, 1, 1};
+    CHECK_STATUS(frt_cuda_layernorm(NULL, NULL, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_layernorm(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_rmsnorm_ada(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 0, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_F32, &f, NULL, 1, 1, (frt_cuda_act)7), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_BF16, &f, NULL, 1, 1, FRT_CUDA_ACT_NONE),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &f, 1, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_softmax_masked(NULL, (uint16_t *)&f, &f, 1, 2, 1, &mk), FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    CHECK_STATUS(frt_cuda_attention_masked(NULL, NULL, &a), FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_bmm_args b;
+    memset(&b, 0, sizeof b);
+    CHECK_STATUS(frt_cuda_bmm_run(NULL, NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_cfg_combine(NULL, &f, &f, &f, 1.5f, NULL, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pi0_cuda_patchify(NULL, (uint16_t *)&f, &f, 1, 28, 28, 14, 10), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pi0_cuda_qkv_rope(NULL, NULL, NULL, 1, NULL, 1, &f, NULL, &f, 1, 1, 1, 3), FRT_ERR_INVALID_ARGUMENT);
+}
+#endif /* FRT_HAVE_CUDA */
+
+int main(void)
+{
+    frt_test_seed(31);
+#if !FRT_HAVE_CUDA
+    TEST_SKIP("built without CUDA");
+#else
+    test_args();
+    frt_test_cuda_start();
+    test_norms(37, 1152, FRT_CUDA_BF16);
+    test_norms(5, 40, FRT_CUDA_F32);
+    test_acts(19, 72, FRT_CUDA_BF16);
+    test_acts(3, 40, FRT_CUDA_F32);
+    test_attentions();
+    test_patchify();
+    test_qkv_rope();
+    test_prefix_mask();
+    test_noise();
+    test_euler_residual();
+    test_cfg_combine();
+    return frt_test_report();
+#endif
+}
