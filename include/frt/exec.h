@@ -203,6 +203,13 @@ FRT_API int frt_context_trim(frt_context *ctx);
 /* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (bad context, NULL out). */
 FRT_API int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out);
 
+/* The number of successful frt_graph_capture calls on graphs of this
+ * context since it was created (a discarded capture does not count). Lets
+ * a caller assert that a loop of replays, restores and port writes never
+ * recaptures (the rollout host's episode resets, frt/rollout.h). 0 for an
+ * invalid context. */
+FRT_API uint64_t frt_context_capture_count(const frt_context *ctx);
+
 /* ---- streams --------------------------------------------------------------- */
 
 /* Creates an in-order stream. priority: 0 is the default; on cuda a lower

@@ -281,6 +281,11 @@ int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out
     return 0;
 }
 
+uint64_t frt_context_capture_count(const frt_context *ctx)
+{
+    return ctx_ok(ctx) ? ctx->n_captures : 0;
+}
+
 /* ---- context --------------------------------------------------------------- */
 
 int frt_context_create(frt_backend backend, int device, frt_context **out)
@@ -910,6 +915,7 @@ int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream, f
     }
     v->last_use = ++graph->tick;
     graph->variants[graph->n_variants++] = v;
+    ctx->n_captures++;
     return 0;
 }
 
