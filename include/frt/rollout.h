@@ -78,8 +78,8 @@ typedef struct frt_critic_info {
  * captured once here on the critic's own stream (a second stream of that
  * context). Free with frt_critic_free (before the policy).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_UNSUPPORTED (not a
- * policy, or not the cpu backend); FRT_ERR_IO / FRT_ERR_FORMAT (unreadable
- * file, not safetensors, no critic.layers.0.weight, a missing bias, a
+ * policy, or not the cpu backend); FRT_ERR_NOT_FOUND (no such file);
+ * FRT_ERR_IO / FRT_ERR_FORMAT (unreadable file, not safetensors, no critic.layers.0.weight, a missing bias, a
  * layer whose input is not the previous output, in_0 <= width, a last
  * layer with more than one output, a non-float tensor: named in the
  * message); FRT_ERR_OUT_OF_MEMORY. *out is NULL on failure. */
@@ -255,6 +255,37 @@ FRT_API int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p)
  * reads. Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_STATE (no prompt
  * bound yet), FRT_ERR_OUT_OF_RANGE (cap < n). */
 FRT_API int frt_rollout_prompt_get(frt_rollout *r, int32_t *ids, int cap, int *n);
+
+/* ---- test and benchmark helpers ---------------------------------------------- */
+
+/* Writes a random critic in the layout of frt_critic_load to path:
+ * n_layers >= 1 layers state_dim + width -> hidden -> ... -> 1, weights
+ * uniform in +-1/sqrt(in), biases in +-0.1, F32, drawn from splitmix64 of
+ * seed (the same file for the same arguments).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL path, a size < 1, n_layers
+ * outside [1, 16]); FRT_ERR_IO; FRT_ERR_OUT_OF_MEMORY. */
+FRT_API int frt_critic_write_random(const char *path, int state_dim, int width, int hidden, int n_layers,
+                                    uint64_t seed);
+
+/* A deterministic fake robot: a scripted observation stream for a policy.
+ * Observation t (t >= 0) of seed: n_cameras cameras (all present) whose
+ * pixels are uniform in [-1, 1], and (Pi0) a state of max_state_dim values
+ * uniform in [-1, 1], all drawn from splitmix64 of (seed, t): the same
+ * (seed, t) gives the same bytes. The prompt is not part of it (input_ids
+ * NULL: the rollout's hand-off buffer). */
+typedef struct frt_fake_robot frt_fake_robot;
+
+/* Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n_cameras outside [1,
+ * max_cameras]); FRT_ERR_UNSUPPORTED (not a policy);
+ * FRT_ERR_OUT_OF_MEMORY. */
+FRT_API int frt_fake_robot_create(const frt_model *policy, uint64_t seed, int n_cameras, frt_fake_robot **out);
+
+/* Fills *obs with observation t; its arrays belong to the robot and hold
+ * until the next call. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, t < 0). */
+FRT_API int frt_fake_robot_observe(frt_fake_robot *f, int64_t t, frt_policy_inputs *obs);
+
+/* NULL is a no-op. */
+FRT_API void frt_fake_robot_free(frt_fake_robot *f);
 
 #ifdef __cplusplus
 }

@@ -278,6 +278,8 @@ static int planner_run(frt_rollout *r)
     if (!t.ids) return frt_error(FRT_ERR_OUT_OF_MEMORY, "rollout: out of memory");
     frt_generate_params gp;
     memset(&gp, 0, sizeof gp);
+    gp.sampling.temperature = 0.0f; /* greedy */
+    gp.sampling.top_p = 1.0f;       /* off */
     gp.max_tokens = t.cap;
     gp.ignore_eos = 1;
     int rc = frt_model_reset(llm);
