@@ -490,11 +490,28 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     frt_model *small = load_policy("small", 61);
     CHECK_STATUS(frt_rollout_create(small, c, &p, &r), FRT_ERR_INVALID_ARGUMENT); /* another policy's critic */
     CHECK_OK(frt_rollout_create(small, NULL, &p, &r));
-    frt_planner_params pp = {llm, 2, 4};
-    CHECK_STATUS(frt_rollout_set_planner(r, &pp), FRT_ERR_INVALID_ARGUMENT); /* 2048 ids > 61 */
-    CHECK(strstr(frt_last_error(), "vocabulary"));
+    frt_planner_params pp = {llm, 2, 8};
+    CHECK_OK(frt_rollout_set_planner(r, &pp)); /* 2048 ids: sampling masked to the actor's 61 */
+    const int32_t ins[3] = {2, 40, 7};
+    CHECK_OK(frt_rollout_set_prompt(r, ins, 3));
+    frt_fake_robot *fs = NULL;
+    CHECK_OK(frt_fake_robot_create(small, 1, 1, &fs));
+    frt_policy_inputs so;
+    frt_rollout_tick_out sto;
+    float sa[NA];
+    int32_t got[16];
+    int ng = 0, n_over = 0;
+    CHECK_OK(frt_fake_robot_observe(fs, 0, &so));
+    CHECK_OK(frt_rollout_tick(r, &so, sa, NA, &sto));
+    CHECK_OK(frt_rollout_prompt_get(r, got, 16, &ng));
+    for (int i = 0; i < ng; i++) n_over += got[i] >= 61;
+    CHECK(ng == 8 && n_over == 0);
+    const int32_t big[2] = {2, 100}; /* an instruction id outside the actor's vocabulary */
+    CHECK_STATUS(frt_rollout_set_prompt(r, big, 2), FRT_ERR_INVALID_ARGUMENT);
+    frt_fake_robot_free(fs);
     frt_rollout_destroy(r);
     frt_model_free(small);
+    CHECK_OK(frt_model_set_token_mask(llm, NULL, 0));
 
     CHECK_OK(frt_rollout_create(m, c, &p, &r));
     frt_fake_robot *f = NULL;

@@ -234,8 +234,8 @@ FRT_API int frt_rollout_status_get(const frt_rollout *r, frt_rollout_status *out
 FRT_API int frt_rollout_set_prompt(frt_rollout *r, const int32_t *ids, int n);
 
 typedef struct frt_planner_params {
-    frt_model *llm;        /* a token model (an frt LLM) sharing the actor's tokenizer ids; vocab_size
-                              <= the policy's; owned by the caller, outlives the host */
+    frt_model *llm;        /* a token model (an frt LLM) sharing the actor's tokenizer ids; owned by the
+                              caller, outlives the host */
     int every;             /* k >= 1: the planner runs on ticks 0, k, 2k, ... of the episode */
     int subtask_tokens;    /* tokens a subtask has, in [1, max_tokens of the policy] */
 } frt_planner_params;
@@ -245,9 +245,13 @@ typedef struct frt_planner_params {
  * generate subtask_tokens tokens greedily (end-of-sequence ids ignored),
  * write them into the hand-off buffer (the actor's input_ids port) with n
  * ones in attention_mask. Needs a bound prompt first (the instruction).
+ * When the LLM's vocabulary is larger than the policy's, its sampling is
+ * restricted to the policy's ids [0, vocab_size) with
+ * frt_model_set_token_mask (replacing any mask the caller had set), so
+ * every subtask id is an actor id.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL r / p, every < 1, subtask_tokens
- * outside [1, max_tokens], a policy as llm, an llm whose vocabulary is
- * larger than the policy's). */
+ * outside [1, max_tokens], a policy as llm); those of
+ * frt_model_set_token_mask. */
 FRT_API int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p);
 
 /* Copies the ids the hand-off buffer holds now (its first n, the length of

@@ -223,6 +223,22 @@ int frt_rollout_set_prompt(frt_rollout *r, const int32_t *ids, int n)
     return 0;
 }
 
+/* A planner whose vocabulary is larger than the actor's samples only the
+ * actor's ids [0, actor_vocab) (its token mask). */
+static int mask_to_actor(frt_model *llm, int actor_vocab)
+{
+    frt_model_info li;
+    FRT_TRY(frt_model_info_get(llm, &li));
+    if (li.vocab_size <= actor_vocab) return 0;
+    const int64_t words = (li.vocab_size + 31) / 32;
+    uint32_t *bits = calloc((size_t)words, sizeof *bits);
+    if (!bits) return frt_error(FRT_ERR_OUT_OF_MEMORY, "rollout: out of memory");
+    for (int i = 0; i < actor_vocab; i++) bits[i / 32] |= 1u << (i % 32);
+    int rc = frt_model_set_token_mask(llm, bits, words);
+    free(bits);
+    return rc;
+}
+
 int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p)
 {
     if (!r || !p) return BAD("NULL argument");
@@ -234,11 +250,7 @@ int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p)
     if (p->every < 1) return BAD("planner every = %d (>= 1)", p->every);
     if (p->subtask_tokens < 1 || p->subtask_tokens > r->pi.max_tokens)
         return BAD("planner subtask_tokens = %d (1 to %d)", p->subtask_tokens, r->pi.max_tokens);
-    frt_model_info li;
-    FRT_TRY(frt_model_info_get(p->llm, &li));
-    if (li.vocab_size > r->pi.vocab_size)
-        return BAD("the planner's vocabulary (%d) is larger than the policy's (%d): its ids would not be the actor's",
-                   li.vocab_size, r->pi.vocab_size);
+    FRT_TRY(mask_to_actor(p->llm, r->pi.vocab_size));
     r->planner = *p;
     return 0;
 }
