@@ -18,6 +18,7 @@
 
 #include "frt/checkpoint.h"
 #include "frt/debug.h"
+#include "frt/fs.h"
 #include "frt/rollout.h"
 #include "frt/status.h"
 
@@ -370,7 +371,8 @@ static int cmd_rollout(int argc, char **argv)
         FRT_OPT(0, "stop-after", FRT_ARG_INT, &o.stop_after, "N", "the client asks to stop after N chunks",
                 .min = 0, .max = 1000000),
         FRT_OPT(0, "serial", FRT_ARG_FLAG, &o.serial, NULL, "policy then critic on one stream (default: one plan)"),
-        FRT_OPT(0, "record", FRT_ARG_STR, &o.record, "DIR", "write DIR/episode_NNN.npz", .dflt = ""),
+        FRT_OPT(0, "record", FRT_ARG_STR, &o.record, "DIR", "write DIR/episode_NNN.npz (DIR made when missing)",
+                .dflt = ""),
         FRT_OPT(0, "planner", FRT_ARG_STR, &o.planner, "DIR", "an LLM checkpoint writing subtasks", .dflt = ""),
         FRT_OPT(0, "planner-shape", FRT_ARG_STR, &o.planner_shape, "SHAPE",
                 "a random gen-model LLM as the planner (e.g. tiny-dense)", .dflt = ""),
@@ -397,6 +399,7 @@ static int cmd_rollout(int argc, char **argv)
     memset(&h, 0, sizeof h);
     int ret = parse_ids(o.prompt_ids, "--prompt-ids", &h.ids, &h.n_ids);
     if (!ret && o.interrupt_ids) ret = parse_ids(o.interrupt_ids, "--interrupt-ids", &h.irq, &h.n_irq);
+    if (!ret && o.record && frt_mkdir_p(o.record) < 0) ret = fail(o.record);
     if (!ret) ret = host_open(&h, &o);
     if (!ret) ret = o.bench ? bench(&h, &o) : episodes(&h, &o);
     host_free(&h);
