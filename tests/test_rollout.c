@@ -24,6 +24,7 @@
 #include "frt/rollout.h"
 #include "gen_model.h"
 #include "model/model_internal.h"
+#include "robot/robot_internal.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -178,6 +179,22 @@ static void test_critic_bad(frt_model *m)
     CHECK_STATUS(frt_critic_load(m, path_in("narrow.safetensors"), &c), FRT_ERR_FORMAT);
     CHECK_STATUS(frt_critic_write_random(path_in("x"), 0, WIDTH, 4, 1, 1), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_critic_write_random(path_in("x"), SD, WIDTH, 4, 17, 1), FRT_ERR_INVALID_ARGUMENT);
+    /* the fuzz seeds: the valid ones parse, the bad ones do not */
+    static const char *const seeds[] = {"valid_two_layers", "valid_one_layer_bf16", "bad_chain", "bad_two_outputs",
+                                        "bad_no_bias", "bad_int_weight", "bad_narrow", "bad_truncated"};
+    for (int i = 0; i < 8; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/fuzz/corpus/critic/%s.safetensors", FRT_SOURCE_DIR, seeds[i]);
+        FILE *fp = fopen(p, "rb");
+        CHECK_MSG(fp, "%s", p);
+        static unsigned char img[4096];
+        size_t n = fread(img, 1, sizeof img, fp);
+        fclose(fp);
+        frt_critic_info ci;
+        int rc = frt_critic_parse_memory(img, n, 8, &ci);
+        CHECK_MSG((rc == 0) == (i < 2), "seed %s: %s", seeds[i], rc ? frt_last_error() : "parsed");
+        if (i == 0) CHECK(ci.state_dim == 3 && ci.n_layers == 2 && ci.hidden == 4);
+    }
     printf("critic: bad files refused (missing weight / bias, 2 outputs, broken chain, junk, absent, narrow)\n");
 }
 

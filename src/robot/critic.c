@@ -297,6 +297,23 @@ int frt_critic_graph(frt_critic *c, frt_graph **graph, frt_shape_key *key, frt_s
 
 frt_model *frt_critic_policy(const frt_critic *c) { return c ? c->policy : NULL; }
 
+int frt_critic_parse_memory(const void *data, size_t size, int width, frt_critic_info *out)
+{
+    if (!data || !out || width < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "critic: NULL argument or width < 1");
+    frt_safetensors *st = NULL;
+    FRT_TRY(frt_safetensors_open_memory(data, size, "critic", &st));
+    frt_critic *c = calloc(1, sizeof *c);
+    int rc = c ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "critic: out of memory");
+    if (rc == 0) {
+        c->info.width = width;
+        rc = load_layers(c, st);
+    }
+    if (rc == 0) *out = c->info;
+    frt_safetensors_close(st);
+    frt_critic_free(c);
+    return rc;
+}
+
 /* The reference's dense layer in double. */
 static void dense_ref(const critic_layer *L, const double *x, double *y, int act)
 {

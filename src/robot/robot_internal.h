@@ -14,6 +14,11 @@
 /* The policy a critic was loaded for (NULL for NULL). */
 frt_model *frt_critic_policy(const frt_critic *c);
 
+/* The checks of frt_critic_load on a file image in memory, for a policy of
+ * prefix width `width`, without a policy (the fuzz target): *out gets the
+ * critic's sizes. Errors: those of frt_critic_load's file checks. */
+int frt_critic_parse_memory(const void *data, size_t size, int width, frt_critic_info *out);
+
 /* ---- .npz (numpy's zip of .npy files) through libzip ---------------------- */
 
 typedef struct frt_npz frt_npz;
