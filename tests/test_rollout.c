@@ -221,16 +221,23 @@ static int episode(frt_rollout *r, frt_fake_robot *f, float *acts, float *values
     }
 }
 
+/* A host over m (and c) with PROMPT bound, and a fake robot. */
+static void open_host(frt_model *m, frt_critic *c, const frt_rollout_params *p, uint64_t robot_seed, int cameras,
+                      frt_rollout **r, frt_fake_robot **f)
+{
+    CHECK_OK(frt_rollout_create(m, c, p, r));
+    CHECK_OK(frt_rollout_set_prompt(*r, PROMPT, 5));
+    CHECK_OK(frt_fake_robot_create(m, robot_seed, cameras, f));
+}
+
 static void test_reset_100(frt_model *m, frt_critic *c)
 {
     frt_rollout_params p = frt_rollout_default_params();
     p.seed = 42;
     p.max_chunks = 3;
     frt_rollout *r = NULL;
-    CHECK_OK(frt_rollout_create(m, c, &p, &r));
-    CHECK_OK(frt_rollout_set_prompt(r, PROMPT, 5));
     frt_fake_robot *f = NULL;
-    CHECK_OK(frt_fake_robot_create(m, 9, 2, &f));
+    open_host(m, c, &p, 9, 2, &r, &f);
     const uint64_t captures = frt_context_capture_count(frt_model_context(m));
     CHECK(captures > 0);
     float first[3 * NA], acts[3 * NA], v0[3], v[3];
@@ -265,9 +272,7 @@ static void test_plan_vs_serial(frt_model *m, frt_critic *c)
         p.serial = serial;
         frt_rollout *r = NULL;
         frt_fake_robot *f = NULL;
-        CHECK_OK(frt_rollout_create(m, c, &p, &r));
-        CHECK_OK(frt_rollout_set_prompt(r, PROMPT, 5));
-        CHECK_OK(frt_fake_robot_create(m, 4, 3, &f));
+        open_host(m, c, &p, 4, 3, &r, &f);
         CHECK(episode(r, f, a[serial], v[serial], 4) == 4);
         for (int i = 0; i < 4; i++) CHECK(isfinite(v[serial][i]));
         frt_rollout_destroy(r);
@@ -282,9 +287,7 @@ static frt_stop_reason one_stop(frt_model *m, frt_critic *c, frt_rollout_params 
 {
     frt_rollout *r = NULL;
     frt_fake_robot *f = NULL;
-    CHECK_OK(frt_rollout_create(m, c, p, &r));
-    CHECK_OK(frt_rollout_set_prompt(r, PROMPT, 5));
-    CHECK_OK(frt_fake_robot_create(m, 1, 1, &f));
+    open_host(m, c, p, 1, 1, &r, &f);
     float acts[8 * NA];
     if (request) {
         frt_policy_inputs obs;
@@ -339,9 +342,7 @@ static void test_record(frt_model *m, frt_critic *c)
     p.record_dir = dir;
     frt_rollout *r = NULL;
     frt_fake_robot *f = NULL;
-    CHECK_OK(frt_rollout_create(m, c, &p, &r));
-    CHECK_OK(frt_rollout_set_prompt(r, PROMPT, 5));
-    CHECK_OK(frt_fake_robot_create(m, 2, 2, &f));
+    open_host(m, c, &p, 2, 2, &r, &f);
     float acts[5 * NA], v[5];
     char *file = NULL;
     CHECK(episode(r, f, acts, v, 5) == 5);
