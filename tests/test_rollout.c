@@ -592,12 +592,49 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     printf("bad input: refused with the state unchanged\n");
 }
 
+static int record_nothing(frt_stream *s, void *user)
+{
+    (void)s;
+    (void)user;
+    return 0;
+}
+
+static int record_refused(frt_stream *s, void *user)
+{
+    (void)s;
+    (void)user;
+    return FRT_ERR_STATE;
+}
+
+/* frt_context_capture_count: +1 per successful capture, a discarded one
+ * does not count; the critic's load is one capture. */
+static void test_capture_count(frt_model *m)
+{
+    frt_context *ctx = frt_model_context(m);
+    const uint64_t n0 = frt_context_capture_count(ctx);
+    frt_graph *g = NULL;
+    CHECK_OK(frt_graph_create(ctx, "count", 0, &g));
+    CHECK_OK(frt_graph_capture(g, 1, frt_context_stream(ctx), record_nothing, NULL));
+    CHECK(frt_context_capture_count(ctx) == n0 + 1);
+    CHECK_STATUS(frt_graph_capture(g, 2, frt_context_stream(ctx), record_refused, NULL), FRT_ERR_STATE);
+    CHECK(frt_context_capture_count(ctx) == n0 + 1);
+    CHECK_OK(frt_graph_capture(g, 1, frt_context_stream(ctx), record_nothing, NULL)); /* a recapture counts */
+    CHECK(frt_context_capture_count(ctx) == n0 + 2);
+    frt_graph_destroy(g);
+    CHECK(frt_context_capture_count(NULL) == 0);
+    frt_critic *c = load_critic(m, 99);
+    CHECK(frt_context_capture_count(ctx) == n0 + 3);
+    frt_critic_free(c);
+    printf("capture count: +1 per capture, a discarded capture not counted, the critic's load one capture\n");
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) TEST_SKIP("cannot create a temporary directory");
     atexit(cleanup);
     frt_model *m = load_policy("pi0", DIMS.vocab);
     frt_model *llm = load_planner();
+    test_capture_count(m);
     frt_critic *c = load_critic(m, 17);
     test_critic_reference(m, c);
     test_critic_bad(m);
