@@ -56,7 +56,7 @@ static void cleanup(void)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
 }
 
-static frt_model *load_policy(const char *sub, int vocab)
+static frt_model *load_policy(const char *sub, int vocab, int pi05)
 {
     frt_gen_policy_dims d = DIMS;
     d.vocab = vocab;
@@ -64,11 +64,11 @@ static frt_model *load_policy(const char *sub, int vocab)
     int n = 0;
     frt_checkpoint *ck = NULL;
     const char *p = path_in(sub);
-    CHECK_OK(frt_gen_policy_specs_dims(&d, 0, &w, &n));
+    CHECK_OK(frt_gen_policy_specs_dims(&d, pi05, &w, &n));
     CHECK_OK(frt_gen_model_build_specs(w, n, 11, &ck));
     CHECK_OK(frt_mkdir_p(p));
     CHECK_OK(frt_checkpoint_write(ck, p, 0, FRT_CKPT_WRITE_NO_FSYNC));
-    CHECK_OK(frt_gen_policy_write_config_dims(&d, 0, p));
+    CHECK_OK(frt_gen_policy_write_config_dims(&d, pi05, p));
     frt_checkpoint_close(ck);
     free(w);
     frt_model *m = NULL;
@@ -475,6 +475,34 @@ static void test_handoff(frt_model *m, frt_model *llm)
            (unsigned long long)cap_a, (unsigned long long)cap_p);
 }
 
+/* Pi0.5 (the state in the prompt, none in the observation): reset
+ * exactness and the critic (its state zero) through the plan. */
+static void test_pi05(void)
+{
+    frt_model *m = load_policy("pi05", DIMS.vocab, 1);
+    frt_critic *c = load_critic(m, 23);
+    frt_rollout_params p = frt_rollout_default_params();
+    p.seed = 8;
+    p.max_chunks = 3;
+    frt_rollout *r = NULL;
+    frt_fake_robot *f = NULL;
+    open_host(m, c, &p, 5, 2, &r, &f);
+    frt_policy_inputs obs;
+    CHECK_OK(frt_fake_robot_observe(f, 0, &obs));
+    CHECK(obs.state == NULL && obs.n_state == 0);
+    float a[2][3 * NA], v[2][3];
+    for (int e = 0; e < 2; e++) {
+        CHECK(episode(r, f, a[e], v[e], 3) == 3);
+        CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    }
+    CHECK(!memcmp(a[0], a[1], sizeof a[0]) && !memcmp(v[0], v[1], sizeof v[0]) && isfinite(v[0][0]));
+    frt_rollout_destroy(r);
+    frt_fake_robot_free(f);
+    frt_critic_free(c);
+    frt_model_free(m);
+    printf("pi05: two episodes byte-identical, critic values finite\n");
+}
+
 /* ---- bad input -------------------------------------------------------------- */
 
 /* The live state table's bytes, chained (cpu backend: host memory). */
@@ -505,7 +533,7 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     CHECK_STATUS(frt_rollout_create(m, c, &p, &r), FRT_ERR_INVALID_ARGUMENT);
     p = frt_rollout_default_params();
     CHECK_STATUS(frt_rollout_create(llm, NULL, &p, &r), FRT_ERR_UNSUPPORTED);
-    frt_model *small = load_policy("small", 61);
+    frt_model *small = load_policy("small", 61, 0);
     CHECK_STATUS(frt_rollout_create(small, c, &p, &r), FRT_ERR_INVALID_ARGUMENT); /* another policy's critic */
     CHECK_OK(frt_rollout_create(small, NULL, &p, &r));
     frt_planner_params pp = {llm, 2, 8};
@@ -632,7 +660,7 @@ int main(void)
 {
     if (!mkdtemp(dir)) TEST_SKIP("cannot create a temporary directory");
     atexit(cleanup);
-    frt_model *m = load_policy("pi0", DIMS.vocab);
+    frt_model *m = load_policy("pi0", DIMS.vocab, 0);
     frt_model *llm = load_planner();
     test_capture_count(m);
     frt_critic *c = load_critic(m, 17);
@@ -644,6 +672,7 @@ int main(void)
     test_record(m, c);
     test_handoff(m, llm);
     test_bad(m, c, llm);
+    test_pi05();
     frt_critic_free(c);
     frt_model_free(llm);
     frt_checkpoint_close(planner_ck);
