@@ -98,12 +98,14 @@ static int random_critic(host *h, unsigned long long seed)
     return 0;
 }
 
-static int load_planner(host *h, const opts *o)
+/* The planner LLM, in the policy's context (one context, two models). */
+static int load_planner(host *h, const opts *o, const frt_model_params *policy_mp)
 {
-    if (o->planner) return frt_model_load(o->planner, NULL, &h->llm) < 0 ? fail(o->planner) : 0;
+    frt_model_params mp = *policy_mp;
+    mp.context = frt_model_context(h->policy);
+    if (o->planner) return frt_model_load(o->planner, &mp, &h->llm) < 0 ? fail(o->planner) : 0;
     frt_model_config cfg;
     if (frt_gen_model_build(o->planner_shape, 1, &cfg, &h->llm_ck) < 0) return fail(o->planner_shape);
-    frt_model_params mp = frt_model_default_params();
     mp.max_seq = 512;
     return frt_model_load_checkpoint(h->llm_ck, &cfg, NULL, &mp, &h->llm) < 0 ? fail("planner") : 0;
 }
@@ -118,7 +120,7 @@ static int host_open(host *h, const opts *o)
     h->na = pi.chunk * pi.action_dim;
     if (o->critic && frt_critic_load(h->policy, o->critic, &h->critic) < 0) return fail(o->critic);
     if (o->random_critic && random_critic(h, o->seed)) return 1;
-    if ((o->planner || o->planner_shape) && load_planner(h, o)) return 1;
+    if ((o->planner || o->planner_shape) && load_planner(h, o, &mp)) return 1;
     if (frt_fake_robot_create(h->policy, o->robot_seed, o->cameras, &h->robot) < 0) return fail("fake robot");
     return 0;
 }

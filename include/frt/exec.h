@@ -151,6 +151,10 @@ FRT_API void frt_context_destroy(frt_context *ctx);
 /* The backend of a context (FRT_BACKEND_CPU for NULL). */
 FRT_API frt_backend frt_context_backend(const frt_context *ctx);
 
+/* The device index the context was created on (cpu: 0); -1 for an invalid
+ * context. */
+FRT_API int frt_context_device(const frt_context *ctx);
+
 /* Fills *info. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
 FRT_API int frt_context_device_info(frt_context *ctx, frt_device_info *info);
 

@@ -281,6 +281,8 @@ int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out
     return 0;
 }
 
+int frt_context_device(const frt_context *ctx) { return ctx_ok(ctx) ? ctx->device : -1; }
+
 uint64_t frt_context_capture_count(const frt_context *ctx)
 {
     return ctx_ok(ctx) ? ctx->n_captures : 0;

@@ -55,6 +55,7 @@ struct frt_model {
     int buckets[16];
 
     frt_context *ctx;
+    int ctx_borrowed;  /* params.context: the caller's (shared) context, not destroyed with the model */
     frt_stream *stream;
     frt_checkpoint *ckpt;
     int ckpt_borrowed; /* frt_model_load_checkpoint: the caller closes ckpt */
