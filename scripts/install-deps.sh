@@ -14,7 +14,7 @@ pkgs=(
   libsqlite3-dev      # capsule registry index
   libmicrohttpd-dev   # the OpenAI-compatible server
   libssl-dev          # HMAC-SHA256 of keyed capsule files (OpenSSL libcrypto)
-  libzip-dev          # the zip container of PyTorch .pt cartridges (frt/cartridge.h)
+  libzip-dev          # the zip container of PyTorch .pt cartridges (frt/cartridge.h), episode_NNN.npz (frt/rollout.h)
   libsentencepiece-dev  # PaliGemma's tokenizer.model for Pi0 / Pi0.5 policies (frt/policy_io.h)
   sentencepiece       # spm_train / spm_encode: the policy tokenizer tests train a tiny model
   libpng-dev          # PNG camera images (frt/policy_io.h)

@@ -27,6 +27,7 @@ int frt_cmd_fork(int argc, char **argv);
 int frt_cmd_policy(int argc, char **argv);         /* cmd_policy.c: the dispatcher */
 int frt_cmd_policy_prepare(int argc, char **argv); /* policy_prepare.c */
 int frt_cmd_policy_run(int argc, char **argv);     /* policy_run.c */
+int frt_cmd_policy_rollout(int argc, char **argv); /* cmd_rollout.c */
 int frt_bench_policy(int argc, char **argv);       /* frt bench policy (bench_policy.c) */
 
 /* Prints "frt NAME: MESSAGE (STATUS)" for a failed frt call to stderr and

@@ -3,6 +3,7 @@
  *   frt policy prepare ...   the model inputs from images, a prompt and a
  *                            state (policy_prepare.c)
  *   frt policy run ...       one inference: the action chunk (policy_run.c)
+ *   frt policy rollout ...   episodes of the rollout host (cmd_rollout.c)
  *
  * The dispatcher only; each subcommand lives in its own file. */
 #include "cli.h"
@@ -17,6 +18,7 @@ static const struct {
 } subs[] = {
     {"prepare", frt_cmd_policy_prepare, "write a policy's exact inputs (safetensors) from images, prompt, state"},
     {"run", frt_cmd_policy_run, "one inference of a Pi0 / Pi0.5 policy: the action chunk"},
+    {"rollout", frt_cmd_policy_rollout, "episodes of the rollout host driven by the fake robot (docs/robot.md)"},
 };
 
 static void usage(FILE *f)

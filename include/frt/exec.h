@@ -151,6 +151,10 @@ FRT_API void frt_context_destroy(frt_context *ctx);
 /* The backend of a context (FRT_BACKEND_CPU for NULL). */
 FRT_API frt_backend frt_context_backend(const frt_context *ctx);
 
+/* The device index the context was created on (cpu: 0); -1 for an invalid
+ * context. */
+FRT_API int frt_context_device(const frt_context *ctx);
+
 /* Fills *info. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
 FRT_API int frt_context_device_info(frt_context *ctx, frt_device_info *info);
 
@@ -202,6 +206,13 @@ FRT_API int frt_context_trim(frt_context *ctx);
 
 /* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (bad context, NULL out). */
 FRT_API int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out);
+
+/* The number of successful frt_graph_capture calls on graphs of this
+ * context since it was created (a discarded capture does not count). Lets
+ * a caller assert that a loop of replays, restores and port writes never
+ * recaptures (the rollout host's episode resets, frt/rollout.h). 0 for an
+ * invalid context. */
+FRT_API uint64_t frt_context_capture_count(const frt_context *ctx);
 
 /* ---- streams --------------------------------------------------------------- */
 

@@ -81,6 +81,11 @@ typedef struct frt_model_params {
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
     int policy_batch;    /* policy kind: batch slots for frt_policy_run_batch (frt/policy.h); 0 = none */
+    frt_context *context; /* optional: run in this context, shared with other models (e.g. a planner LLM
+                             beside a robot policy, frt/rollout.h); borrowed: it must outlive the model
+                             and be of `backend` and `device`. Its default stream becomes the model's
+                             stream, so the models' work is ordered on it; drive them from one thread.
+                             NULL (default) = the model creates and owns a context of its own */
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
@@ -152,6 +157,7 @@ typedef struct frt_io_info {
  * state and captures the prefill and decode graphs.
  * Returns 0 and *out (free with frt_model_free), or:
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64,
+ *                             a params.context of another backend or device,
  *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h),
  *                             kv_dtype not an frt_kv_dtype
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)

@@ -27,6 +27,7 @@
 #ifndef FRT_POLICY_H
 #define FRT_POLICY_H
 
+#include "frt/exec.h"
 #include "frt/export.h"
 #include "frt/model.h"
 
@@ -103,6 +104,51 @@ FRT_API int frt_policy_info_get(const frt_model *m, frt_policy_info *out);
  * pass (out of memory) is returned as that status; the state may then hold
  * a partial prefix (restore a capsule or run again). */
 FRT_API int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap);
+
+/* ---- an inference in pieces (the rollout host, frt/rollout.h) -----------
+ * frt_policy_run is frt_policy_stage + one replay of frt_policy_graph's
+ * variant on the context's default stream + frt_policy_finish. A caller that
+ * replays the graph itself (inside an exec plan beside another graph, e.g.
+ * a value critic on a second stream) uses the three pieces. */
+
+/* Checks `in` exactly as frt_policy_run does and writes it into the graph's
+ * input ports, without replaying (on error nothing is written).
+ * Bound prompt: with in->input_ids NULL (and in->attention_mask NULL) the
+ * prompt is the one already in the `input_ids` / `attention_mask` ports
+ * (frt_policy_port_buffer: a planner wrote it there, zero copy); its first
+ * in->n_tokens ids and flags are read back and checked as frt_policy_run
+ * checks a prompt, and the ports are left as they are.
+ * Errors: those of frt_policy_run (but no cap), and FRT_ERR_INVALID_ARGUMENT
+ * for an attention_mask given without input_ids, or a bound prompt whose
+ * n_tokens is outside [1, max_tokens] or whose port contents fail the
+ * prompt checks. */
+FRT_API int frt_policy_stage(frt_model *m, const frt_policy_inputs *in);
+
+/* The graph and shape key the next inference replays (the key depends on
+ * frt_policy_set_cfg / _set_cfg_mode). Both are owned by the model; the
+ * graph lives as long as it. Replay the variant after frt_policy_stage, on
+ * any stream of frt_model_context(m), then call frt_policy_finish once it
+ * has run. Errors: FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_UNSUPPORTED (not
+ * a policy). */
+FRT_API int frt_policy_graph(frt_model *m, frt_graph **graph, frt_shape_key *key);
+
+/* After a replay of frt_policy_graph's variant has completed (its stream
+ * or plan synchronised): returns a failure inside the forward pass as its
+ * status (FRT_ERR_OUT_OF_MEMORY ...), else copies the chunk into actions
+ * (row-major [chunk, action_dim] f32, cap floats at least chunk *
+ * action_dim). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, cap too small),
+ * FRT_ERR_UNSUPPORTED (not a policy). */
+FRT_API int frt_policy_finish(frt_model *m, float *actions, size_t cap);
+
+/* The buffer bound to the policy graph's port `name` (an input port of
+ * frt_model_io_info first, else an output port: "input_ids", "state",
+ * "vision_tokens", "actions", ...), owned by the model (valid until
+ * frt_model_free). NULL when m is not a policy, name is NULL or no port has
+ * that name. Writing an input port's buffer (frt_buffer_write, or a graph
+ * of the same context binding it) hands data to the next replay with no
+ * copy; another graph binding an output port reads what the last replay
+ * wrote. */
+FRT_API frt_buffer *frt_policy_port_buffer(frt_model *m, const char *name);
 
 /* The arithmetic of one inference with `cameras` cameras and `tokens`
  * prompt tokens, for benchmarks' floors: FLOPs of the vision tower, the

@@ -281,6 +281,13 @@ int frt_context_pinned_cache_stats(frt_context *ctx, frt_pinned_cache_stats *out
     return 0;
 }
 
+int frt_context_device(const frt_context *ctx) { return ctx_ok(ctx) ? ctx->device : -1; }
+
+uint64_t frt_context_capture_count(const frt_context *ctx)
+{
+    return ctx_ok(ctx) ? ctx->n_captures : 0;
+}
+
 /* ---- context --------------------------------------------------------------- */
 
 int frt_context_create(frt_backend backend, int device, frt_context **out)
@@ -910,6 +917,7 @@ int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream, f
     }
     v->last_use = ++graph->tick;
     graph->variants[graph->n_variants++] = v;
+    ctx->n_captures++;
     return 0;
 }
 

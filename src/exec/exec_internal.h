@@ -92,6 +92,7 @@ struct frt_context {
     int n_pinned, cap_pinned;
     size_t pinned_limit, pinned_cached;
     uint64_t pinned_hits, pinned_misses;
+    uint64_t n_captures; /* successful frt_graph_capture calls (frt_context_capture_count) */
 };
 
 /* A cached pinned host block. */

@@ -404,6 +404,24 @@ static int check_policy_batch(const frt_model *m)
     return 0;
 }
 
+/* The model's context: params.context (shared, borrowed) or its own. */
+static int open_context(frt_model *m)
+{
+    const frt_model_params *p = &m->params;
+    if (!p->context) return frt_context_create(p->backend, p->device, &m->ctx);
+    if (frt_context_device(p->context) < 0)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: params.context is not a valid context");
+    if (frt_context_backend(p->context) != p->backend || frt_context_device(p->context) != p->device)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "model: params.context is device %d of the %s backend, the model asks for device %d of %s",
+                         frt_context_device(p->context),
+                         frt_context_backend(p->context) == FRT_BACKEND_CUDA ? "cuda" : "cpu", p->device,
+                         p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
+    m->ctx = p->context;
+    m->ctx_borrowed = 1;
+    return 0;
+}
+
 /* Loads from a directory, or (dir NULL) from the checkpoint and config that
  * m->ckpt, m->cfg and m->gen already hold. */
 static int load_model(frt_model *m, const char *dir)
@@ -437,7 +455,7 @@ static int load_model(frt_model *m, const char *dir)
         FRT_TRY(frt_checkpoint_open(dir, &m->ckpt));
         if (m->arch->kind == FRT_ARCH_TOKEN && file_exists(dir, "tokenizer.json")) FRT_TRY(frt_tokenizer_load(dir, &m->tok));
     }
-    FRT_TRY(frt_context_create(p->backend, p->device, &m->ctx));
+    FRT_TRY(open_context(m));
     m->stream = frt_context_stream(m->ctx);
     m->progress_done = 0;
     m->progress_total = frt_checkpoint_bytes(m->ckpt);
@@ -522,7 +540,7 @@ void frt_model_free(frt_model *m)
     free(m->kv_scales_data);
     if (m->bk) m->bk->free(m);
     if (m->arch && m->arch->fini) m->arch->fini(m);
-    frt_context_destroy(m->ctx);
+    if (!m->ctx_borrowed) frt_context_destroy(m->ctx); /* a shared context stays with its owner */
     frt_tokenizer_free(m->tok);
     if (!m->ckpt_borrowed) frt_checkpoint_close(m->ckpt);
     free(m);

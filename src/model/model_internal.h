@@ -55,6 +55,7 @@ struct frt_model {
     int buckets[16];
 
     frt_context *ctx;
+    int ctx_borrowed;  /* params.context: the caller's (shared) context, not destroyed with the model */
     frt_stream *stream;
     frt_checkpoint *ckpt;
     int ckpt_borrowed; /* frt_model_load_checkpoint: the caller closes ckpt */
@@ -104,6 +105,7 @@ struct frt_model {
         int enable, advantage_positive, fused;
         float beta;
     } policy_cfg;            /* policy kind: frt_policy_set_cfg / _set_cfg_mode (off by default) */
+    frt_shape_key policy_staged_key; /* policy kind: the graph key of the staged observation (frt_policy_stage) */
 
     int task_status;  /* first failure inside a host task (e.g. out of memory), 0 if none */
     uint64_t weights_hash;

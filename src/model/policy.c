@@ -200,13 +200,17 @@ static frt_shape_key policy_key(const frt_model *m)
     return m->policy_cfg.enable && m->policy_cfg.fused ? FRT_POLICY_KEY_FUSED : FRT_POLICY_KEY_SERIAL;
 }
 
-static int write_inputs(frt_model *m, port_row r, const frt_policy_info *pi, const frt_policy_inputs *in)
+/* bound 1: the prompt is already in the input_ids / attention_mask ports
+ * (frt_policy_stage), and stays there untouched. */
+static int write_inputs(frt_model *m, port_row r, const frt_policy_info *pi, const frt_policy_inputs *in, int bound)
 {
     size_t px = (size_t)in->n_cameras * in->channels * in->height * in->width;
     FRT_TRY(write_port(m, r, "pixel_values", in->pixel_values, px * sizeof(float)));
     FRT_TRY(write_mask(m, r, "pixel_attention_mask", in->camera_mask, in->n_cameras));
-    FRT_TRY(write_port(m, r, "input_ids", in->input_ids, (size_t)in->n_tokens * sizeof(int32_t)));
-    FRT_TRY(write_mask(m, r, "attention_mask", in->attention_mask, in->n_tokens));
+    if (!bound) {
+        FRT_TRY(write_port(m, r, "input_ids", in->input_ids, (size_t)in->n_tokens * sizeof(int32_t)));
+        FRT_TRY(write_mask(m, r, "attention_mask", in->attention_mask, in->n_tokens));
+    }
     if (!pi->state_in_prompt) FRT_TRY(write_port(m, r, "state", in->state, (size_t)in->n_state * sizeof(float)));
     if (in->noise)
         FRT_TRY(write_port(m, r, "noise", in->noise, (size_t)pi->chunk * pi->action_dim * sizeof(float)));
@@ -237,12 +241,10 @@ static int variant_key(frt_model *m, frt_graph *g, frt_record_fn rec, const frt_
     return frt_graph_capture(g, *key, m->stream, rec, &rc);
 }
 
-/* Replays g at key and reads n_out floats of the output port `out`; a task
- * failure is returned as its status. */
-static int replay(frt_model *m, frt_graph *g, frt_shape_key key, const char *out, float *actions, size_t n_out)
+/* After a replay has run: a task failure as its status, else n_out floats
+ * of the output port `out`. */
+static int finish(frt_model *m, const char *out, float *actions, size_t n_out)
 {
-    FRT_TRY(frt_graph_replay(g, key, m->stream));
-    FRT_TRY(frt_stream_sync(m->stream));
     int rc = m->task_status;
     m->task_status = 0;
     if (rc == FRT_ERR_STATE)
@@ -251,19 +253,100 @@ static int replay(frt_model *m, frt_graph *g, frt_shape_key key, const char *out
     return frt_model_output_read(m, out, actions, n_out * sizeof(float));
 }
 
+/* Replays g at key and reads n_out floats of the output port `out`; a task
+ * failure is returned as its status. */
+static int replay(frt_model *m, frt_graph *g, frt_shape_key key, const char *out, float *actions, size_t n_out)
+{
+    FRT_TRY(frt_graph_replay(g, key, m->stream));
+    FRT_TRY(frt_stream_sync(m->stream));
+    return finish(m, out, actions, n_out);
+}
+
+/* The chunk's length in floats, checked against cap. */
+static int chunk_room(const frt_model *m, size_t cap, size_t *n_out)
+{
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    *n_out = (size_t)pi.chunk * pi.action_dim;
+    if (cap < *n_out) return BAD("room for %zu action values, the chunk has %zu", cap, *n_out);
+    return 0;
+}
+
+/* Reads the first n ids and flags of the bound prompt ports into malloc'd
+ * copies (for the checks of frt_policy_run). */
+static int read_bound_prompt(frt_model *m, const frt_policy_info *pi, int n, int32_t **ids, uint8_t **am)
+{
+    if (n < 1 || n > pi->max_tokens)
+        return BAD("bound prompt of %d tokens (the model takes 1 to %d)", n, pi->max_tokens);
+    *ids = malloc((size_t)n * sizeof **ids);
+    *am = malloc((size_t)n);
+    if (!*ids || !*am) return frt_error(FRT_ERR_OUT_OF_MEMORY, "policy: out of memory");
+    FRT_TRY(frt_buffer_read(frt_model_io_find(m, "input_ids", FRT_IO_INPUT)->buf, 0, *ids, (size_t)n * sizeof **ids,
+                            m->stream));
+    FRT_TRY(frt_buffer_read(frt_model_io_find(m, "attention_mask", FRT_IO_INPUT)->buf, 0, *am, (size_t)n, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+int frt_policy_stage(frt_model *m, const frt_policy_inputs *in)
+{
+    if (!in) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy stage"));
+    frt_policy_info pi;
+    FRT_TRY(frt_policy_info_get(m, &pi));
+    const int bound = in->input_ids == NULL;
+    if (bound && in->attention_mask) return BAD("attention_mask given without input_ids");
+    frt_policy_inputs v = *in;
+    int32_t *ids = NULL;
+    uint8_t *am = NULL;
+    int rc = check_images(&pi, in);
+    if (rc == 0 && bound) rc = read_bound_prompt(m, &pi, in->n_tokens, &ids, &am);
+    v.input_ids = bound ? ids : in->input_ids;
+    v.attention_mask = bound ? am : in->attention_mask;
+    if (rc == 0) rc = check_prompt(m, &pi, &v);
+    if (rc == 0) rc = check_state_noise(&pi, &v);
+    /* the graph variant of this observation (captured on its first use) */
+    if (rc == 0) rc = variant_key(m, m->g_policy, m->bk->record_policy, &v, &m->policy_staged_key);
+    if (rc == 0) rc = write_inputs(m, SINGLE, &pi, &v, bound);
+    free(ids);
+    free(am);
+    return rc;
+}
+
+int frt_policy_graph(frt_model *m, frt_graph **graph, frt_shape_key *key)
+{
+    if (!graph || !key) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy graph"));
+    *graph = m->g_policy;
+    *key = m->policy_staged_key ? m->policy_staged_key : policy_key(m);
+    return 0;
+}
+
+int frt_policy_finish(frt_model *m, float *actions, size_t cap)
+{
+    if (!actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy finish"));
+    size_t n_out;
+    FRT_TRY(chunk_room(m, cap, &n_out));
+    return finish(m, "actions", actions, n_out);
+}
+
+frt_buffer *frt_policy_port_buffer(frt_model *m, const char *name)
+{
+    if (!name || !frt_model_is_policy(m)) return NULL;
+    frt_io_entry *e = frt_model_io_find(m, name, FRT_IO_INPUT);
+    if (!e) e = frt_model_io_find(m, name, FRT_IO_OUTPUT);
+    return e ? e->buf : NULL;
+}
+
 int frt_policy_run(frt_model *m, const frt_policy_inputs *in, float *actions, size_t cap)
 {
     if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
     FRT_TRY(policy_model(m, "policy run"));
-    frt_policy_info pi;
-    FRT_TRY(frt_policy_info_get(m, &pi));
-    size_t n_out = (size_t)pi.chunk * pi.action_dim;
-    if (cap < n_out) return BAD("room for %zu action values, the chunk has %zu", cap, n_out);
-    FRT_TRY(check_inputs(m, &pi, in));
-    frt_shape_key key;
-    FRT_TRY(variant_key(m, m->g_policy, m->bk->record_policy, in, &key));
-    FRT_TRY(write_inputs(m, SINGLE, &pi, in));
-    return replay(m, m->g_policy, key, "actions", actions, n_out);
+    if (!in->input_ids) return BAD("no input_ids");
+    size_t n_out;
+    FRT_TRY(chunk_room(m, cap, &n_out));
+    FRT_TRY(frt_policy_stage(m, in));
+    return replay(m, m->g_policy, m->policy_staged_key, "actions", actions, n_out);
 }
 
 /* The checks of frt_policy_run on in[r], for rollout r of a batch; the
@@ -295,7 +378,7 @@ int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float
     for (int r = 0; r < n; r++) FRT_TRY(check_rollout(m, &pi, &in[r], r));
     for (int r = 0; r < n; r++) {
         port_row row = {"batch_", r};
-        FRT_TRY(write_inputs(m, row, &pi, &in[r]));
+        FRT_TRY(write_inputs(m, row, &pi, &in[r], 0));
     }
     return replay(m, m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)n, "batch_actions", actions, n_out * n);
 }
