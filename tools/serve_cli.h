@@ -1,0 +1,28 @@
+/* serve_cli.h - what frt serve's two servers share (cmd_serve.c): the LLM
+ * server and the policy server (serve_policy.c, docs/policy-server.md). */
+#ifndef FRT_TOOLS_SERVE_CLI_H
+#define FRT_TOOLS_SERVE_CLI_H
+
+#include "frt/serving.h"
+
+/* The policy server's own options (--policy DIR and the robot's). */
+typedef struct serve_policy_opts {
+    const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions;
+} serve_policy_opts;
+
+/* Writes PORT to PATH atomically (PATH.tmp, then rename). 0, or 1 after
+ * printing the error. */
+int frt_serve_write_port_file(const char *cmd, const char *path, int port);
+
+/* Blocks SIGINT / SIGTERM (the threads started after inherit the mask) and
+ * ignores SIGPIPE; frt_serve_wait then waits for one and names it. */
+void frt_serve_block_signals(void);
+void frt_serve_wait(void);
+
+/* frt serve --policy DIR: loads the policy, serves it with the host, port,
+ * API key, Origin and limits of SP until SIGINT / SIGTERM. Returns the exit
+ * code (0, 1 failure printed). */
+int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int backend,
+                     int threads, int quiet, int probe, const char *port_file);
+
+#endif
