@@ -25,14 +25,14 @@ static const char about[] =
     "--policy DIR serves a Pi0 / Pi0.5 policy instead: openpi's websocket policy protocol,\n"
     "POST /v1/policy/infer and GET /healthz (docs/policy-server.md).\n";
 
-static void log_line(void *user, const char *line)
+void frt_serve_log_line(void *user, const char *line)
 {
     time_t t = time(NULL);
     struct tm tm;
     localtime_r(&t, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-    fprintf(stderr, "[%s] frt serve: %s\n", ts, line);
+    fprintf(stderr, "[%s] frt serve%s: %s\n", ts, user ? (const char *)user : "", line);
 }
 
 /* Splits a comma-separated list held in buf (at most 1023 bytes, copied
@@ -313,7 +313,7 @@ int frt_cmd_serve(int argc, char **argv)
     frt_serve_block_signals();
 
     if (!quiet) {
-        sp.log = log_line;
+        sp.log = frt_serve_log_line;
         sp.log_user = NULL;
     }
     frt_server *srv = NULL;

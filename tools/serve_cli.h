@@ -10,6 +10,10 @@ typedef struct serve_policy_opts {
     const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions;
 } serve_policy_opts;
 
+/* A server's log callback: "[HH:MM:SS] frt serve<USER>: LINE" on stderr
+ * (USER: a NUL-terminated suffix such as " --policy", or NULL). */
+void frt_serve_log_line(void *user, const char *line);
+
 /* Writes PORT to PATH atomically (PATH.tmp, then rename). 0, or 1 after
  * printing the error. */
 int frt_serve_write_port_file(const char *cmd, const char *path, int port);

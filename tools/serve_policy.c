@@ -11,17 +11,6 @@
 #include "frt/status.h"
 
 #include <stdio.h>
-#include <time.h>
-
-static void log_line(void *user, const char *line)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    char ts[32];
-    strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-    fprintf(stderr, "[%s] frt serve --policy: %s\n", ts, line);
-}
 
 /* Serves SVC until a signal. */
 static int serve(const char *cmd, frt_policy_service *svc, const frt_server_params *sp, int quiet,
@@ -35,7 +24,10 @@ static int serve(const char *cmd, frt_policy_service *svc, const frt_server_para
     pp.max_body_bytes = sp->max_body_bytes;
     pp.max_connections = sp->max_connections;
     pp.conn_timeout_s = sp->conn_timeout_s;
-    if (!quiet) pp.log = log_line;
+    if (!quiet) {
+        pp.log = frt_serve_log_line;
+        pp.log_user = (void *)" --policy";
+    }
     frt_serve_block_signals();
     frt_policy_server *srv = NULL;
     int rc = frt_policy_server_start(svc, &pp, &srv);

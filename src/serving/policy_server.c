@@ -162,6 +162,28 @@ static int take_piece(frt_policy_server *s, conn *c, const void *in, size_t len)
     return 0;
 }
 
+/* ---- one message ------------------------------------------------------------ */
+
+/* Runs a control message or an inference of O; *out its reply as msgpack
+ * or JSON (NULL when memory ran out). T0: when the message was complete. */
+static int answer(frt_policy_server *s, const frt_pobs *o, int json, double t0, double prev_total_ms, char **out,
+                  size_t *len)
+{
+    if (frt_policy_service_is_ctrl(o)) {
+        const char *name = NULL;
+        uint64_t seed = 0, steps = 0;
+        FRT_TRY(frt_policy_service_ctrl(s->svc, o, &name, &seed, &steps));
+        *out = json ? frt_policy_ctrl_json(name, seed, steps, len) : frt_policy_ctrl_msgpack(name, seed, steps, len);
+        return 0;
+    }
+    frt_policy_reply r;
+    FRT_TRY(frt_policy_service_infer(s->svc, o, &r));
+    double ms = now_ms() - t0;
+    *out = json ? frt_policy_reply_json(&r, ms, len) : frt_policy_reply_msgpack(&r, ms, prev_total_ms, len);
+    free(r.actions);
+    return 0;
+}
+
 /* ---- websocket ------------------------------------------------------------ */
 
 static int ws_error(struct lws *wsi, conn *c, const char *what)
@@ -186,20 +208,7 @@ static int ws_message(frt_policy_server *s, struct lws *wsi, conn *c)
     if (frt_pobs_parse_msgpack(c->in, c->in_len, &o) < 0) return ws_error(wsi, c, frt_last_error());
     char *out = NULL;
     size_t len = 0;
-    int rc;
-    if (frt_policy_service_is_ctrl(&o)) {
-        const char *name = NULL;
-        uint64_t seed = 0, steps = 0;
-        rc = frt_policy_service_ctrl(s->svc, &o, &name, &seed, &steps);
-        if (rc == 0) out = frt_policy_ctrl_msgpack(name, seed, steps, &len);
-    } else {
-        frt_policy_reply r;
-        rc = frt_policy_service_infer(s->svc, &o, &r);
-        if (rc == 0) {
-            out = frt_policy_reply_msgpack(&r, now_ms() - t0, c->prev_total_ms, &len);
-            free(r.actions);
-        }
-    }
+    int rc = answer(s, &o, 0, t0, c->prev_total_ms, &out, &len);
     frt_pobs_free(&o);
     if (rc < 0) return ws_error(wsi, c, frt_last_error());
     if (!out) return ws_error(wsi, c, "out of memory");
@@ -291,19 +300,7 @@ static int http_infer(frt_policy_server *s, struct lws *wsi, conn *c)
     if (frt_pobs_parse_json((const char *)c->in, c->in_len, &o) < 0) return http_error(wsi, c, 400, frt_last_error());
     char *out = NULL;
     size_t len = 0;
-    int rc;
-    if (frt_policy_service_is_ctrl(&o)) {
-        const char *name = NULL;
-        uint64_t seed = 0, steps = 0;
-        if ((rc = frt_policy_service_ctrl(s->svc, &o, &name, &seed, &steps)) == 0)
-            out = frt_policy_ctrl_json(name, seed, steps, &len);
-    } else {
-        frt_policy_reply r;
-        if ((rc = frt_policy_service_infer(s->svc, &o, &r)) == 0) {
-            out = frt_policy_reply_json(&r, now_ms() - t0, &len);
-            free(r.actions);
-        }
-    }
+    int rc = answer(s, &o, 1, t0, -1, &out, &len);
     frt_pobs_free(&o);
     if (rc < 0) return http_error(wsi, c, status_of(rc), frt_last_error());
     if (!out) return http_error(wsi, c, 500, "out of memory");

@@ -294,6 +294,12 @@ static void mp_bin_key(msgpack_packer *pk, const char *s)
     msgpack_pack_bin_body(pk, s, strlen(s));
 }
 
+static void mp_begin(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
 /* The sbuffer's bytes handed to the caller (or NULL when it ran out). */
 static char *mp_take(msgpack_sbuffer *sb, size_t *len)
 {
@@ -306,8 +312,7 @@ char *frt_policy_service_metadata(const frt_policy_service *s, size_t *len)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    mp_begin(&sb, &pk);
     msgpack_pack_map(&pk, 12);
     mp_str(&pk, "server"), mp_str(&pk, "frt");
     mp_str(&pk, "protocol"), msgpack_pack_int(&pk, 1);
@@ -329,8 +334,7 @@ char *frt_policy_reply_msgpack(const frt_policy_reply *r, double server_ms, doub
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    mp_begin(&sb, &pk);
     size_t nb = (size_t)r->chunk * (size_t)r->dof * sizeof(float);
     msgpack_pack_map(&pk, 3);
     mp_str(&pk, "actions");
@@ -352,8 +356,7 @@ char *frt_policy_ctrl_msgpack(const char *name, uint64_t seed, uint64_t steps, s
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    mp_begin(&sb, &pk);
     int end = !strcmp(name, "episode_end");
     msgpack_pack_map(&pk, end ? 4 : 3);
     mp_str(&pk, "__ctrl__"), mp_str(&pk, name);
