@@ -190,8 +190,49 @@ async def libero():
     await asyncio.sleep(6)
     r = await ask(ws, {"__ctrl__": "episode_end"})
     check("an idle session outlives --conn-timeout-s 5", r.get("ok") is True, r)
+    await measure(ws)
     await ws.close()
+    check("a message not finished within --conn-timeout-s 5: the connection is closed", await slow_sender())
     return a1
+
+
+async def measure(ws, n=10):
+    """What the server adds to an inference: its own (parse + transforms + encode) and the client's round trip."""
+    srv, rtt = [], []
+    obs = packb(libero_obs())
+    for _ in range(n):
+        t0 = asyncio.get_running_loop().time()
+        await ws.send(obs)
+        r = unpackb(await ws.recv())
+        rtt.append((asyncio.get_running_loop().time() - t0) * 1e3 - r["policy_timing"]["infer_ms"])
+        srv.append(r["server_timing"]["infer_ms"] - r["policy_timing"]["infer_ms"])
+    print(f"measured: {n} inferences (2 cameras 180x240 + 224x224 u8, {len(obs)} bytes): server overhead "
+          f"(parse, transforms, encode) median {np.median(srv):.3f} ms, client round trip minus infer median "
+          f"{np.median(rtt):.3f} ms")
+
+
+async def slow_sender():
+    """A raw websocket that starts a 1000-byte message, sends 10 bytes and stalls."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", LPORT)
+    writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                 b"Authorization: Api-Key sekrit\r\n\r\n")
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    if b" 101 " not in head:
+        return False
+    await reader.read(65536)                                     # the metadata frame
+    writer.write(bytes([0x82, 0xFE, 0x03, 0xE8, 1, 2, 3, 4]) + bytes(10))  # binary, masked, 1000 bytes: 10 sent
+    await writer.drain()
+    t0 = asyncio.get_running_loop().time()
+    try:
+        rest = await asyncio.wait_for(reader.read(65536), 12)   # closed by the deadline (5 s), not by us
+        waited = asyncio.get_running_loop().time() - t0
+        closed = (rest == b"" or rest[:1] == b"\x88") and 4.0 <= waited
+    except (asyncio.TimeoutError, ConnectionError):
+        closed = False
+    writer.close()
+    return closed
 
 
 # ---- HTTP -------------------------------------------------------------------------------
@@ -244,6 +285,7 @@ async def droid():
     ws, meta = await connect(DPORT, None)
     check("droid metadata: robot from the asset folder, delta actions on",
           meta.get("robot") == "droid" and meta.get("action_dim") == 8 and meta.get("delta_actions") is True, meta)
+    await refused_status(DPORT, None, 503, "a session past --max-conns 1: 503")
     await ask(ws, {"__ctrl__": "episode_start", "seed": 3})
     r = await ask(ws, droid_obs())
     await ws.close()

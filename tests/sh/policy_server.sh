@@ -7,7 +7,8 @@
 # python3-websockets 10.4 asyncio API and python3-msgpack): metadata,
 # inference equal to `frt policy run` on the same inputs bit for bit, control
 # messages, delta actions, bad requests -> text frame + close 1011 with the
-# server still serving, the API key, Origin, /healthz and the JSON endpoint.
+# server still serving, the API key, Origin, the session limit, the message
+# deadline, /healthz and the JSON endpoint; prints the server's overhead.
 # Also the command line's refusals.
 set -u
 B="$1"
@@ -53,7 +54,7 @@ start() {
     echo "server $name did not start:"; cat "$T/$name.log"; return 1
 }
 start libero --policy "$T/pi05" --robot libero --api-key sekrit --max-body-mb 1 --conn-timeout-s 5 || exit 1
-start droid --policy "$T/pi0" --delta-actions on || exit 1
+start droid --policy "$T/pi0" --delta-actions on --max-conns 1 || exit 1
 
 $PY "$SRC/tests/sh/policy_server.py" "$FRT" "$T" "$(cat "$T/libero.port")" "$(cat "$T/droid.port")"
 check "the python client against docs/policy-server.md" test $? -eq 0
