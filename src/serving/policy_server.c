@@ -312,6 +312,8 @@ static int http_infer(frt_policy_server *s, struct lws *wsi, conn *c)
 /* A new HTTP request: PATH is its URI. */
 static int http_request(frt_policy_server *s, struct lws *wsi, conn *c, const char *path)
 {
+    conn_free(c); /* a kept-alive connection's next transaction starts clean */
+    c->http_post = c->too_big = c->http_status = 0;
     int is_post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
     int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
     if (!strcmp(path, "/healthz")) return is_get ? http_reply(wsi, c, 200, "text/plain", "OK\n", 3)

@@ -10,6 +10,7 @@ lines; exits 1 on any failure.
 """
 import asyncio
 import base64
+import http.client as httpc
 import json
 import subprocess
 import sys
@@ -274,6 +275,16 @@ def http_checks(a1):
     check("POST malformed JSON: 400", st == 400, st)
     st, body = http(LPORT, "/v1/policy/infer", b"{\"x\": \"" + b"a" * (2 << 20) + b"\"}", JS)
     check("POST over --max-body-mb: 413", st == 413, st)
+    hc = httpc.HTTPConnection("127.0.0.1", LPORT, timeout=60)   # two transactions on one kept-alive connection
+    hc.request("GET", "/healthz")
+    r1 = hc.getresponse()
+    b1 = r1.read()
+    hc.request("POST", "/v1/policy/infer", body=json.dumps({"__ctrl__": "episode_end"}), headers=JS)
+    r2 = hc.getresponse()
+    b2 = json.loads(r2.read())
+    hc.close()
+    check("keep-alive: /healthz then a POST on one connection", r1.status == 200 and b1 == b"OK\n" and r2.status == 200
+          and b2.get("ok") is True, (r1.status, r2.status))
     st, body = http(LPORT, "/nope", None, KEY)
     check("another path: 404", st == 404, st)
     st, body = http(LPORT, "/healthz")
