@@ -198,16 +198,24 @@ async def libero():
 
 
 async def measure(ws, n=10):
-    """What the server adds to an inference: its own (parse + transforms + encode) and the client's round trip."""
+    """What the server adds to an inference: its own (parse + transforms + encode) and the client's round trip,
+    with one camera resized by the server (180 x 240) and with both already 224 x 224 (openpi's clients resize)."""
+    await measure_one(ws, libero_obs(), n, "180x240 + 224x224")
+    o = libero_obs()
+    o["observation/image"] = IMG1
+    await measure_one(ws, o, n, "224x224 + 224x224")
+
+
+async def measure_one(ws, o, n, what):
     srv, rtt = [], []
-    obs = packb(libero_obs())
+    obs = packb(o)
     for _ in range(n):
         t0 = asyncio.get_running_loop().time()
         await ws.send(obs)
         r = unpackb(await ws.recv())
         rtt.append((asyncio.get_running_loop().time() - t0) * 1e3 - r["policy_timing"]["infer_ms"])
         srv.append(r["server_timing"]["infer_ms"] - r["policy_timing"]["infer_ms"])
-    print(f"measured: {n} inferences (2 cameras 180x240 + 224x224 u8, {len(obs)} bytes): server overhead "
+    print(f"measured: {n} inferences (2 cameras {what} u8, {len(obs)} bytes): server overhead "
           f"(parse, transforms, encode) median {np.median(srv):.3f} ms, client round trip minus infer median "
           f"{np.median(rtt):.3f} ms")
 
