@@ -157,7 +157,7 @@ static void check_encodings(const frt_policy_service *svc, const frt_policy_repl
     msgpack_unpacked_init(&u);
     size_t off = 0;
     CHECK(msgpack_unpack_next(&u, b, len, &off) == MSGPACK_UNPACK_SUCCESS && off == len);
-    CHECK(u.data.type == MSGPACK_OBJECT_MAP && u.data.via.map.size == 12);
+    CHECK(u.data.type == MSGPACK_OBJECT_MAP && u.data.via.map.size == 13);
     int seen = 0;
     for (uint32_t i = 0; u.data.type == MSGPACK_OBJECT_MAP && i < u.data.via.map.size; i++) {
         const msgpack_object *k = &u.data.via.map.ptr[i].key, *v = &u.data.via.map.ptr[i].val;
@@ -208,7 +208,7 @@ int main(void)
     frt_policy_norm_stats *st = NULL;
     CHECK_OK(frt_policy_tokenizer_load(ptu_path("spm.model"), &tok));
     CHECK_OK(frt_policy_norm_stats_load(ptu_path("stats.json"), &st));
-    frt_policy_service_params sp = {dir, "aloha", ptu_path("spm.model"), ptu_path("stats.json"), NULL, -1};
+    frt_policy_service_params sp = {dir, "aloha", ptu_path("spm.model"), ptu_path("stats.json"), NULL, -1, -1};
     frt_policy_service *svc = NULL;
     const char *note = "x";
     CHECK_OK(frt_policy_service_create(m, &sp, &note, &svc));

@@ -206,6 +206,10 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "delta-actions", FRT_ARG_CHOICE, &po.delta_actions, NULL,
                 "--policy: add the state to the delta joints (openpi's AbsoluteActions); auto: as openpi's configs",
                 .choices = "auto|on|off"),
+        FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
+                "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
+                "(pi05_libero)",
+                .choices = "auto|on|off"),
     };
     frt_cmd_spec spec = {"serve", "[-m MODEL_DIR] [options]", about, opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
                          NULL};
@@ -256,9 +260,9 @@ int frt_cmd_serve(int argc, char **argv)
         if (bad) return frt_args_error(&spec, "--policy: %s is an option of the LLM server, not supported with it", bad);
         return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
     }
-    if (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions)
-        return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt and --delta-actions go "
-                                     "with --policy DIR");
+    if (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions || po.discrete_state)
+        return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions and "
+                                     "--discrete-state go with --policy DIR");
 
     frt_engine *engine = NULL;
     int rc;

@@ -7,7 +7,7 @@
 
 /* The policy server's own options (--policy DIR and the robot's). */
 typedef struct serve_policy_opts {
-    const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions;
+    const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions, *discrete_state;
 } serve_policy_opts;
 
 /* A server's log callback: "[HH:MM:SS] frt serve<USER>: LINE" on stderr

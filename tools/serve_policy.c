@@ -46,8 +46,9 @@ static int serve(const char *cmd, frt_policy_service *svc, const frt_server_para
 int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int backend,
                      int threads, int quiet, int probe, const char *port_file)
 {
-    frt_policy_service_params p = {o->dir, o->robot, o->tokenizer, o->norm_stats, o->default_prompt, -1};
+    frt_policy_service_params p = {o->dir, o->robot, o->tokenizer, o->norm_stats, o->default_prompt, -1, -1};
     int rc = o->delta_actions ? frt_policy_delta_parse(o->delta_actions, &p.delta_actions) : 0;
+    if (rc == 0 && o->discrete_state) rc = frt_policy_delta_parse(o->discrete_state, &p.discrete_state);
     if (rc) return frt_cli_fail(cmd, rc);
     frt_model_params mp = frt_model_default_params();
     mp.backend = (frt_backend)backend;

@@ -29,6 +29,7 @@ struct frt_policy_service {
     int n_cameras;
     uint8_t mask[16];
     size_t n_mask;
+    int discrete_state; /* Pi0.5 only: the state in the prompt */
     frt_policy_tokenizer *tok;
     frt_policy_norm_stats *stats;
     char *default_prompt;
@@ -100,6 +101,18 @@ static int load_inputs_side(frt_policy_service *s, const frt_policy_service_para
     return 0;
 }
 
+/* openpi's discrete_state_input: Pi0Config's default is pi05; pi05_libero
+ * turns it off (the Pi0 prompt, the state unused). Pi0 never has it here
+ * (it would put the state in the prompt and in the state token). */
+static int pick_discrete_state(frt_policy_service *s, int want)
+{
+    if (want < -1 || want > 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "discrete_state must be -1, 0 or 1");
+    if (s->variant == FRT_POLICY_PI0 && want == 1)
+        return frt_error(FRT_ERR_UNSUPPORTED, "the state in the prompt (discrete state) is Pi0.5's; this is Pi0");
+    s->discrete_state = s->variant == FRT_POLICY_PI05 && (want == 1 || (want < 0 && s->robot != FRT_ROBOT_LIBERO));
+    return 0;
+}
+
 /* What the model must offer the robot. */
 static int check_shapes(const frt_policy_service *s)
 {
@@ -144,6 +157,7 @@ int frt_policy_service_create(frt_model *m, const frt_policy_service_params *p, 
     if (rc == 0 && (p->delta_actions < -1 || p->delta_actions > 1))
         rc = frt_error(FRT_ERR_INVALID_ARGUMENT, "delta_actions must be -1, 0 or 1");
     if (rc == 0) s->n_mask = frt_robot_delta_mask(s->robot, s->variant, p->delta_actions, s->mask);
+    if (rc == 0) rc = pick_discrete_state(s, p->discrete_state);
     if (rc == 0) rc = load_inputs_side(s, p, asset, note);
     if (rc == 0) rc = check_shapes(s);
     if (rc == 0 && p->default_prompt && !(s->default_prompt = strdup(p->default_prompt)))
@@ -177,13 +191,15 @@ static int build_inputs(const frt_policy_service *s, const frt_robot_obs *ro, fr
     float state[FRT_ROBOT_MAX_STATE];
     for (size_t i = 0; i < ro->n_state; i++) state[i] = (float)ro->state[i];
     frt_policy_input_params ip = frt_policy_input_default_params();
-    ip.variant = s->variant;
+    /* Pi0.5 without the discrete state: the Pi0 prompt, and the state (which the model does not take) raw */
+    int pi0_prompt = s->variant == FRT_POLICY_PI05 && !s->discrete_state;
+    ip.variant = pi0_prompt ? FRT_POLICY_PI0 : s->variant;
     ip.cameras = CAMERAS;
     ip.n_cameras = (size_t)s->n_cameras;
     ip.max_tokens = (size_t)s->pi.max_tokens;
     ip.max_state_dim = (size_t)s->pi.max_state_dim;
     ip.tokenizer = s->tok;
-    ip.norm_stats = s->stats;
+    ip.norm_stats = pi0_prompt ? NULL : s->stats;
     return frt_policy_inputs_build(&ip, views, nv, ro->prompt, state, ro->n_state, in);
 }
 
@@ -313,7 +329,7 @@ char *frt_policy_service_metadata(const frt_policy_service *s, size_t *len)
     msgpack_sbuffer sb;
     msgpack_packer pk;
     mp_begin(&sb, &pk);
-    msgpack_pack_map(&pk, 12);
+    msgpack_pack_map(&pk, 13);
     mp_str(&pk, "server"), mp_str(&pk, "frt");
     mp_str(&pk, "protocol"), msgpack_pack_int(&pk, 1);
     mp_str(&pk, "model_type"), mp_str(&pk, s->pi.model_type);
@@ -327,6 +343,7 @@ char *frt_policy_service_metadata(const frt_policy_service *s, size_t *len)
     mp_str(&pk, "state_dim"), msgpack_pack_int(&pk, s->pi.max_state_dim);
     mp_str(&pk, "norm_stats"), s->stats ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     mp_str(&pk, "delta_actions"), s->n_mask ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    mp_str(&pk, "discrete_state"), s->discrete_state ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     return mp_take(&sb, len);
 }
 

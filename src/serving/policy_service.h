@@ -26,13 +26,16 @@ typedef struct frt_policy_service_params {
     const char *norm_stats;     /* NULL: DIR/norm_stats.json, else DIR/assets/<asset>/norm_stats.json, else none */
     const char *default_prompt; /* NULL: a request must carry a prompt */
     int delta_actions;          /* -1 auto (openpi's configs), 0 off, 1 on */
+    int discrete_state;         /* Pi0.5: the state in the prompt (openpi's discrete_state_input); -1 auto (on but
+                                   for LIBERO, as pi05_libero), 0 off (the Pi0 prompt; the state is not used),
+                                   1 on; Pi0 takes only off / auto */
 } frt_policy_service_params;
 
 /* Opens the service over M (a loaded policy; borrowed, must outlive the
  * service). Checks what can be checked before a request: the robot (named
  * or found), the tokenizer, the statistics, 224 x 224 cameras, the model's
- * action dimension against the robot's DoF and the delta mask, the state
- * dimension. *note (may be NULL) gets a line for the log when there are no
+ * action dimension against the robot's DoF and the delta mask, the
+ * discrete-state setting (on with Pi0: FRT_ERR_UNSUPPORTED). *note (may be NULL) gets a line for the log when there are no
  * statistics (static storage). *out on success only (frt_policy_service_free).
  * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED (not a policy),
  * FRT_ERR_NOT_FOUND (no robot found, no tokenizer), and those of
@@ -82,7 +85,8 @@ char *frt_policy_reply_json(const frt_policy_reply *r, double server_ms, size_t 
 char *frt_policy_ctrl_msgpack(const char *name, uint64_t seed, uint64_t steps, size_t *len);
 char *frt_policy_ctrl_json(const char *name, uint64_t seed, uint64_t steps, size_t *len);
 
-/* Parses "auto" / "on" / "off" into -1 / 1 / 0. Errors: FRT_ERR_INVALID_ARGUMENT. */
+/* Parses "auto" / "on" / "off" into -1 / 1 / 0 (--delta-actions,
+ * --discrete-state). Errors: FRT_ERR_INVALID_ARGUMENT. */
 int frt_policy_delta_parse(const char *s, int *out);
 
 #endif

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""policy_server.py FRT T LIBERO_PORT DROID_PORT - a client of frt's policy
+"""policy_server.py FRT T LIBERO_PORT DROID_PORT LIBERO_AUTO_PORT - a client of frt's policy
 server written against docs/policy-server.md (not against openpi's code),
 with Debian's python3-websockets 10.4 (asyncio API) and python3-msgpack.
 
-LIBERO_PORT: `frt serve --policy T/pi05 --robot libero --api-key sekrit
---max-body-mb 1 --conn-timeout-s 5`; DROID_PORT: `frt serve --policy T/pi0
---delta-actions on` (the robot from T/pi0/assets/droid). Prints ok / FAIL
+LIBERO_PORT: `frt serve --policy T/pi05 --robot libero --discrete-state on
+--api-key sekrit --max-body-mb 1 --conn-timeout-s 5`; DROID_PORT: `frt serve
+--policy T/pi0 --delta-actions on --max-conns 1` (the robot from
+T/pi0/assets/droid); LIBERO_AUTO_PORT: `frt serve --policy T/pi05 --robot
+libero` (pi05_libero's Pi0 prompt: the state not in the prompt). Prints ok / FAIL
 lines; exits 1 on any failure.
 """
 import asyncio
@@ -22,7 +24,7 @@ import numpy as np
 import websockets
 from PIL import Image
 
-FRT, T, LPORT, DPORT = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+FRT, T, LPORT, DPORT, APORT = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 KEY = {"Authorization": "Api-Key sekrit"}
 failures = []
 
@@ -131,7 +133,8 @@ async def libero():
     check("metadata on connect", meta.get("server") == "frt" and meta.get("robot") == "libero"
           and meta.get("model_type") == "pi05" and meta.get("action_horizon") == 10 and meta.get("action_dim") == 7
           and meta.get("cameras") == ["base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb"]
-          and meta.get("norm_stats") is True and meta.get("delta_actions") is False, meta)
+          and meta.get("norm_stats") is True and meta.get("delta_actions") is False
+          and meta.get("discrete_state") is True, meta)
     r = await ask(ws, {"__ctrl__": "episode_start", "seed": 9})
     check("ctrl episode_start", r == {"__ctrl__": "episode_start", "ok": True, "seed": 9}, r)
     r1 = await ask(ws, libero_obs())
@@ -316,10 +319,37 @@ async def droid():
           a.shape == (10, 8) and np.array_equal(a, want), f"max |d| {np.abs(a - want).max()}")
 
 
+# ---- LIBERO with pi05_libero's setting: no discrete state (the Pi0 prompt) -------------
+async def libero_auto():
+    ws, meta = await connect(APORT, None)
+    check("libero auto: discrete_state off (pi05_libero)", meta.get("discrete_state") is False, meta)
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 4})
+    a = (await ask(ws, libero_obs()))["actions"]
+    await ws.close()
+    # the same by hand: the Pi0 prompt (policy prepare --variant pi0), the model's raw chunk (policy run --inputs),
+    # openpi's quantile Unnormalize in numpy, the slice to LIBERO's 7
+    subprocess.run([FRT, "policy", "prepare", "--image", f"base_0_rgb={T}/img0.png", "--image",
+                    f"left_wrist_0_rgb={T}/img1.png", "-p", PROMPT, "--state", ",".join("%.9g" % x for x in STATE),
+                    "--tokenizer", f"{T}/pi05/tokenizer.model", "--variant", "pi0", "--max-tokens", "200",
+                    "--max-state-dim", "8", "-o", f"{T}/auto.st", "-q"], check=True)
+    out = subprocess.run([FRT, "policy", "run", "-m", f"{T}/pi05", "--backend", "cpu", "--inputs", f"{T}/auto.st",
+                          "--noise-seed", "4", "--json"], capture_output=True, text=True, check=True)
+    raw = np.array(json.loads(out.stdout)["actions"], np.float64)
+    st = json.load(open(f"{T}/norm_stats.json"))["norm_stats"]["actions"]
+    q01, q99 = np.array(st["q01"]), np.array(st["q99"])
+    want = ((raw[:, :7] + 1.0) / 2.0 * (q99 - q01 + 1e-6) + q01).astype(np.float32)
+    # the model's chunk is the same bits; numpy's un-normalisation may round the last bit differently
+    d = np.abs(a.astype(np.float64) - want).max() if a.shape == want.shape else np.inf
+    print(f"libero auto vs prepare + run --inputs + numpy's Unnormalize: max |d| {d:.3g}")
+    check("libero auto: the Pi0 prompt + Pi0.5's quantile Unnormalize (prepare + run --inputs + numpy), within f32 "
+          "rounding", d <= 1e-6 * max(1.0, np.abs(want).max()), f"max |d| {d}")
+
+
 async def main():
     a1 = await libero()
     http_checks(a1)
     await droid()
+    await libero_auto()
 
 
 asyncio.run(main())

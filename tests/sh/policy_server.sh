@@ -53,10 +53,13 @@ start() {
     for _ in $(seq 1 300); do [ -s "$T/$name.port" ] && return 0; sleep 0.1; done
     echo "server $name did not start:"; cat "$T/$name.log"; return 1
 }
-start libero --policy "$T/pi05" --robot libero --api-key sekrit --max-body-mb 1 --conn-timeout-s 5 || exit 1
+start libero --policy "$T/pi05" --robot libero --discrete-state on --api-key sekrit --max-body-mb 1 \
+    --conn-timeout-s 5 || exit 1
+start libero_auto --policy "$T/pi05" --robot libero || exit 1
 start droid --policy "$T/pi0" --delta-actions on --max-conns 1 || exit 1
 
-$PY "$SRC/tests/sh/policy_server.py" "$FRT" "$T" "$(cat "$T/libero.port")" "$(cat "$T/droid.port")"
+$PY "$SRC/tests/sh/policy_server.py" "$FRT" "$T" "$(cat "$T/libero.port")" "$(cat "$T/droid.port")" \
+    "$(cat "$T/libero_auto.port")"
 check "the python client against docs/policy-server.md" test $? -eq 0
 
 # the command line
@@ -74,6 +77,8 @@ check "the robot from assets/droid: probe exit 0" test $? -eq 0
 "$FRT" serve --policy "$T/pi0" --robot aloha --backend cpu --probe -q >/dev/null 2>"$T/err"
 check "aloha (14 actions) on an 8-action model: exit 1, says so" \
     sh -c "test $? -eq 1 && grep -q '14 action values' '$T/err'"
+"$FRT" serve --policy "$T/pi0" --robot droid --discrete-state on --backend cpu --probe -q >/dev/null 2>"$T/err"
+check "--discrete-state on with Pi0: exit 1, says it is Pi0.5's" sh -c "test $? -eq 1 && grep -q 'Pi0.5' '$T/err'"
 "$FRT" serve --policy "$T/pi0" --robot libero --tokenizer "$T/nope.model" --backend cpu --probe -q >/dev/null 2>"$T/err"
 check "a missing tokenizer: exit 1 naming it" sh -c "test $? -eq 1 && grep -q nope.model '$T/err'"
 [ $fail -eq 0 ] && echo "policy_server: all passed" || echo "policy_server: FAILED"
