@@ -79,17 +79,15 @@ void frt_serve_wait(void)
     fprintf(stderr, "frt serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-/* With --policy: the first option of the LLM server that was given (the
- * policy server would not use it), or NULL. */
-static const char *llm_only_given(const char *model, const char *engine_kind, const frt_server_params *sp,
-                                  const int *budget_mb, const int *ints, const char *const *strs)
+/* With --policy alone: the first option of the LLM server that was given
+ * (the policy server would not use it), or NULL. */
+static const char *llm_only_given(const frt_server_params *sp, const int *budget_mb, const int *ints,
+                                  const char *const *strs)
 {
     frt_server_params d = frt_server_default_params();
     static const char *const int_names[] = {"--max-seq", "--prefill-chunk", "--branches", "--no-auto-capsules",
                                             "--fake-* / --parse-special-in-content"};
     static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map"};
-    if (model) return "-m (a policy and an LLM in one process is not supported yet: run two frt serve processes)";
-    if (strcmp(engine_kind, "model")) return "--engine";
     for (int i = 0; i < 5; i++)
         if (ints[i]) return int_names[i];
     for (int i = 0; i < 3; i++)
@@ -117,6 +115,8 @@ int frt_cmd_serve(int argc, char **argv)
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
     serve_policy_opts po = {0};
+    int policy_port = -1;
+    const char *policy_port_file = NULL;
     if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
     frt_arg opts[] = {
@@ -206,6 +206,12 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "delta-actions", FRT_ARG_CHOICE, &po.delta_actions, NULL,
                 "--policy: add the state to the delta joints (openpi's AbsoluteActions); auto: as openpi's configs",
                 .choices = "auto|on|off"),
+        FRT_OPT(0, "policy-port", FRT_ARG_INT, &policy_port, "N",
+                "--policy beside the LLM server (-m MODEL, the demo model or --engine fake) in one process: the "
+                "policy's port; 0 = any free port",
+                .min = 0, .max = 65535, .dflt = "none: the policy alone on --port"),
+        FRT_OPT(0, "policy-port-file", FRT_ARG_STR, &policy_port_file, "PATH",
+                "with --policy-port: write the policy's bound port there once listening", .dflt = ""),
         FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
                 "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
                 "(pi05_libero)",
@@ -252,15 +258,25 @@ int frt_cmd_serve(int argc, char **argv)
                                   capsule_key_file, key_len);
     }
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
-    if (po.dir) {
+    if (!po.dir && (policy_port >= 0 || policy_port_file))
+        return frt_args_error(&spec, "--policy-port and --policy-port-file go with --policy DIR");
+    if (po.dir && policy_port < 0 && (model || strcmp(engine_kind, "model")))
+        return frt_args_error(&spec, "--policy with an LLM (-m or --engine fake) in one process needs --policy-port N "
+                                     "(the policy's own port)");
+    if (policy_port_file && policy_port < 0)
+        return frt_args_error(&spec, "--policy-port-file goes with --policy-port");
+    if (po.dir && policy_port < 0) {
         int ints[5] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
                                                               sp.parse_special_in_content};
         const char *strs[3] = {allowed_hosts, capsule_key_file, cartridge_map};
-        const char *bad = llm_only_given(model, engine_kind, &sp, budget_mb, ints, strs);
-        if (bad) return frt_args_error(&spec, "--policy: %s is an option of the LLM server, not supported with it", bad);
+        const char *bad = llm_only_given(&sp, budget_mb, ints, strs);
+        if (bad)
+            return frt_args_error(&spec, "--policy: %s is an option of the LLM server; with --policy alone it is not "
+                                         "supported (serve an LLM beside it with --policy-port)", bad);
         return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
     }
-    if (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions || po.discrete_state)
+    if (!po.dir && (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions ||
+                    po.discrete_state))
         return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions and "
                                      "--discrete-state go with --policy DIR");
 
@@ -307,14 +323,20 @@ int frt_cmd_serve(int argc, char **argv)
                 "frt %s: warning: binding %s (beyond loopback) without --api-key: anyone who can reach the port can "
                 "use the model and read every session\n",
                 cmd, sp.host);
+    /* signals go to sigwait below; worker threads inherit the mask */
+    frt_serve_block_signals();
+    serve_policy *ps = NULL; /* --policy beside the LLM: its own port, the same host, key and limits */
+    if (po.dir && (rc = frt_serve_policy_open(cmd, &po, &sp, policy_port, policy_port_file,
+                                              frt_args_backend(backend), threads, quiet, probe, &ps))) {
+        frt_engine_free(engine);
+        return rc;
+    }
     if (probe) {
         printf("frt serve: engine ready (%s): %s\n", engine_kind, model ? model : "fake");
+        frt_serve_policy_close(ps);
         frt_engine_free(engine);
         return 0;
     }
-
-    /* signals go to sigwait below; worker threads inherit the mask */
-    frt_serve_block_signals();
 
     if (!quiet) {
         sp.log = frt_serve_log_line;
@@ -322,18 +344,14 @@ int frt_cmd_serve(int argc, char **argv)
     }
     frt_server *srv = NULL;
     rc = frt_server_start(engine, &sp, &srv);
-    if (rc) {
-        frt_engine_free(engine);
-        return frt_cli_fail(cmd, rc);
+    int ret = rc ? frt_cli_fail(cmd, rc) : 0;
+    if (ret == 0 && port_file) ret = frt_serve_write_port_file(cmd, port_file, frt_server_port(srv));
+    if (ret == 0) {
+        if (quiet) fprintf(stderr, "frt serve: listening on http://%s:%d\n", sp.host, frt_server_port(srv));
+        frt_serve_wait();
     }
-    if (port_file && frt_serve_write_port_file(cmd, port_file, frt_server_port(srv))) {
-        frt_server_stop(srv);
-        frt_engine_free(engine);
-        return 1;
-    }
-    if (quiet) fprintf(stderr, "frt serve: listening on http://%s:%d\n", sp.host, frt_server_port(srv));
-    frt_serve_wait();
     frt_server_stop(srv);
+    frt_serve_policy_close(ps);
     frt_engine_free(engine);
-    return 0;
+    return ret;
 }

@@ -23,9 +23,21 @@ int frt_serve_write_port_file(const char *cmd, const char *path, int port);
 void frt_serve_block_signals(void);
 void frt_serve_wait(void);
 
-/* frt serve --policy DIR: loads the policy, serves it with the host, port,
- * API key, Origin and limits of SP until SIGINT / SIGTERM. Returns the exit
- * code (0, 1 failure printed). */
+/* A policy being served (serve_policy.c). */
+typedef struct serve_policy serve_policy;
+
+/* Loads the policy of O and, unless PROBE, serves it on PORT with SP's
+ * host, API key, Origin and limits (PORT_FILE: where the bound port is
+ * written, or NULL). Call frt_serve_block_signals first. Returns the exit
+ * code (0, 1 failure printed); *out on success (frt_serve_policy_close). */
+int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
+                          const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out);
+
+/* Stops the server, frees the policy; NULL is a no-op. */
+void frt_serve_policy_close(serve_policy *p);
+
+/* frt serve --policy DIR alone: loads the policy, serves it on SP's port
+ * until SIGINT / SIGTERM. Returns the exit code (0, 1 failure printed). */
 int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int backend,
                      int threads, int quiet, int probe, const char *port_file);
 

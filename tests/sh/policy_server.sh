@@ -62,11 +62,36 @@ $PY "$SRC/tests/sh/policy_server.py" "$FRT" "$T" "$(cat "$T/libero.port")" "$(ca
     "$(cat "$T/libero_auto.port")"
 check "the python client against docs/policy-server.md" test $? -eq 0
 
+# an LLM (the fake engine) and the policy in one process, each on its port, one API key
+start cohost --engine fake --policy "$T/pi05" --robot libero --policy-port 0 --policy-port-file "$T/cohost.pport" \
+    --api-key sekrit || exit 1
+for _ in $(seq 1 100); do [ -s "$T/cohost.pport" ] && break; sleep 0.1; done
+LP=$(cat "$T/cohost.port"); PP=$(cat "$T/cohost.pport")
+code=$(curl -s -o "$T/llm.json" -w '%{http_code}' --max-time 60 -H 'Authorization: Bearer sekrit' \
+    -H 'Content-Type: application/json' -d '{"prompt":"hello","max_tokens":3}' "http://127.0.0.1:$LP/v1/completions")
+check "one process: the LLM answers /v1/completions" sh -c "test '$code' = 200 && grep -q choices '$T/llm.json'"
+$PY - "$PP" <<'PYEOF'
+import asyncio, sys
+import msgpack, websockets
+async def main():
+    ws = await websockets.connect(f"ws://127.0.0.1:{sys.argv[1]}/", extra_headers={"Authorization": "Api-Key sekrit"},
+                                  compression=None)
+    meta = msgpack.unpackb(await ws.recv())
+    await ws.close()
+    sys.exit(0 if meta.get("robot") == "libero" and meta.get("model_type") == "pi05" else 1)
+asyncio.run(main())
+PYEOF
+check "one process: the policy's websocket on --policy-port" test $? -eq 0
+check "one process: the policy's /healthz" sh -c "curl -s --max-time 10 http://127.0.0.1:$PP/healthz | grep -q OK"
+
 # the command line
 "$FRT" serve --policy "$T/pi05" -m "$T/pi0" --probe >/dev/null 2>"$T/err"
-check "--policy with -m: exit 2, not supported" sh -c "test $? -eq 2 && grep -q 'not supported' '$T/err'"
+check "--policy with -m and no --policy-port: exit 2 asking for it" \
+    sh -c "test $? -eq 2 && grep -q -- '--policy-port' '$T/err'"
+"$FRT" serve --policy-port 0 --probe >/dev/null 2>"$T/err"
+check "--policy-port without --policy: exit 2" test $? -eq 2
 "$FRT" serve --policy "$T/pi05" --capsule-dir "$T/caps" --probe >/dev/null 2>"$T/err"
-check "--policy with an LLM option: exit 2 naming it" sh -c "test $? -eq 2 && grep -q -- '--capsule-dir' '$T/err'"
+check "--policy alone with an LLM option: exit 2 naming it" sh -c "test $? -eq 2 && grep -q -- '--capsule-dir' '$T/err'"
 "$FRT" serve --robot libero --probe >/dev/null 2>"$T/err"
 check "--robot without --policy: exit 2" test $? -eq 2
 "$FRT" serve --policy "$T/pi05" --backend cpu --probe >/dev/null 2>"$T/err"
