@@ -29,7 +29,7 @@ if(FRT_HAVE_CUDA)
   set(FRT_PC_CORE_PRIVATE
       "${FRT_PC_CORE_PRIVATE} -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lcublasLt -ldl -lrt")
 endif()
-frt_pc_flags(FRT_PC_SERVING_PRIVATE SQLITE3 MHD JANSSON XXHASH)
+frt_pc_flags(FRT_PC_SERVING_PRIVATE SQLITE3 MHD LWS MSGPACK JANSSON XXHASH)
 set(FRT_PC_SERVING_PRIVATE "${FRT_PC_SERVING_PRIVATE} -lpthread -lm")
 foreach(pc frt frt_serving)
   configure_file(${CMAKE_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_BINARY_DIR}/pc/${pc}.pc.in @ONLY)

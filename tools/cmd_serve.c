@@ -4,6 +4,7 @@
  */
 #include "args.h"
 #include "cli.h"
+#include "serve_cli.h"
 
 #include "frt/serving.h"
 
@@ -20,16 +21,18 @@ static const char about[] =
     "Serves MODEL_DIR over HTTP: /v1/models, /v1/completions, /v1/chat/completions (stream or\n"
     "not), /v1/sessions (fork, checkpoints, rollback), /v1/capsules, /health, /metrics. Binds\n"
     "127.0.0.1 unless --host says otherwise. The demo model is looked up in $FRT_DEMO_MODEL,\n"
-    "next to the frt binary, under ../share/frt and in ./models.\n";
+    "next to the frt binary, under ../share/frt and in ./models.\n"
+    "--policy DIR serves a Pi0 / Pi0.5 policy instead: openpi's websocket policy protocol,\n"
+    "POST /v1/policy/infer and GET /healthz (docs/policy-server.md).\n";
 
-static void log_line(void *user, const char *line)
+void frt_serve_log_line(void *user, const char *line)
 {
     time_t t = time(NULL);
     struct tm tm;
     localtime_r(&t, &tm);
     char ts[32];
     strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-    fprintf(stderr, "[%s] frt serve: %s\n", ts, line);
+    fprintf(stderr, "[%s] frt serve%s: %s\n", ts, user ? (const char *)user : "", line);
 }
 
 /* Splits a comma-separated list held in buf (at most 1023 bytes, copied
@@ -46,6 +49,62 @@ static int split_commas(const char *list, char *buf, const char **out, int max)
     return n;
 }
 
+int frt_serve_write_port_file(const char *cmd, const char *path, int port)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) || rename(tmp, path)) {
+        fprintf(stderr, "frt %s: cannot write %s\n", cmd, path);
+        return 1;
+    }
+    return 0;
+}
+
+static sigset_t serve_signals;
+
+void frt_serve_block_signals(void)
+{
+    sigemptyset(&serve_signals);
+    sigaddset(&serve_signals, SIGINT);
+    sigaddset(&serve_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &serve_signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+void frt_serve_wait(void)
+{
+    int sig = 0;
+    sigwait(&serve_signals, &sig);
+    fprintf(stderr, "frt serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* With --policy alone: the first option of the LLM server that was given
+ * (the policy server would not use it), or NULL. */
+static const char *llm_only_given(const frt_server_params *sp, const int *budget_mb, const int *ints,
+                                  const char *const *strs)
+{
+    frt_server_params d = frt_server_default_params();
+    static const char *const int_names[] = {"--max-seq", "--prefill-chunk", "--branches", "--no-auto-capsules",
+                                            "--fake-* / --parse-special-in-content"};
+    static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map"};
+    for (int i = 0; i < 5; i++)
+        if (ints[i]) return int_names[i];
+    for (int i = 0; i < 3; i++)
+        if (strs[i]) return str_names[i];
+    for (int t = 0; t < 3; t++)
+        if ((size_t)budget_mb[t] << 20 != d.budget_bytes[t]) return "--device/host/disk-budget-mb";
+    if (sp->capsule_dir) return "--capsule-dir";
+    if (sp->cartridge_dir) return "--cartridge-dir";
+    if (sp->cartridge_cache != d.cartridge_cache) return "--cartridge-cache";
+    if (sp->queue_size != d.queue_size) return "--queue";
+    if (sp->max_tokens != d.max_tokens) return "--max-tokens";
+    if (sp->max_request_s != d.max_request_s) return "--request-timeout-s";
+    if (sp->queue_timeout_s != d.queue_timeout_s) return "--queue-timeout-s";
+    if (sp->max_connections_per_ip != d.max_connections_per_ip) return "--max-conns-per-ip";
+    return NULL;
+}
+
 int frt_cmd_serve(int argc, char **argv)
 {
     const char *cmd = argv[0], *model = NULL, *port_file = NULL, *engine_kind = "model";
@@ -55,6 +114,9 @@ int frt_cmd_serve(int argc, char **argv)
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
+    serve_policy_opts po = {0};
+    int policy_port = -1;
+    const char *policy_port_file = NULL;
     if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
     frt_arg opts[] = {
@@ -130,6 +192,30 @@ int frt_cmd_serve(int argc, char **argv)
                 "fake engine: its chat template ignores tools, tool calls and chat_template_kwargs"),
         FRT_OPT(0, "fake-reply", FRT_ARG_STR, &fp.reply, "TEXT",
                 "fake engine: every completion generates TEXT, then <|im_end|>", .dflt = "the hashed tokens"),
+        FRT_OPT(0, "policy", FRT_ARG_STR, &po.dir, "DIR",
+                "serve this Pi0 / Pi0.5 policy (openpi's websocket protocol; docs/policy-server.md) instead of an LLM",
+                .dflt = "none"),
+        FRT_OPT(0, "robot", FRT_ARG_CHOICE, &po.robot, NULL, "--policy: the robot's keys and actions",
+                .choices = "libero|droid|aloha", .dflt = "from DIR/assets/<asset>/"),
+        FRT_OPT(0, "norm-stats", FRT_ARG_STR, &po.norm_stats, "FILE", "--policy: openpi's norm_stats.json",
+                .dflt = "DIR/norm_stats.json, else DIR/assets/<asset>/norm_stats.json"),
+        FRT_OPT(0, "tokenizer", FRT_ARG_STR, &po.tokenizer, "FILE", "--policy: PaliGemma's SentencePiece model",
+                .dflt = "DIR/tokenizer.model"),
+        FRT_OPT(0, "default-prompt", FRT_ARG_STR, &po.default_prompt, "TEXT",
+                "--policy: the prompt of requests without one", .dflt = "none: a prompt is required"),
+        FRT_OPT(0, "delta-actions", FRT_ARG_CHOICE, &po.delta_actions, NULL,
+                "--policy: add the state to the delta joints (openpi's AbsoluteActions); auto: as openpi's configs",
+                .choices = "auto|on|off"),
+        FRT_OPT(0, "policy-port", FRT_ARG_INT, &policy_port, "N",
+                "--policy beside the LLM server (-m MODEL, the demo model or --engine fake) in one process: the "
+                "policy's port; 0 = any free port",
+                .min = 0, .max = 65535, .dflt = "none: the policy alone on --port"),
+        FRT_OPT(0, "policy-port-file", FRT_ARG_STR, &policy_port_file, "PATH",
+                "with --policy-port: write the policy's bound port there once listening", .dflt = ""),
+        FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
+                "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
+                "(pi05_libero)",
+                .choices = "auto|on|off"),
     };
     frt_cmd_spec spec = {"serve", "[-m MODEL_DIR] [options]", about, opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
                          NULL};
@@ -172,6 +258,27 @@ int frt_cmd_serve(int argc, char **argv)
                                   capsule_key_file, key_len);
     }
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
+    if (!po.dir && (policy_port >= 0 || policy_port_file))
+        return frt_args_error(&spec, "--policy-port and --policy-port-file go with --policy DIR");
+    if (po.dir && policy_port < 0 && (model || strcmp(engine_kind, "model")))
+        return frt_args_error(&spec, "--policy with an LLM (-m or --engine fake) in one process needs --policy-port N "
+                                     "(the policy's own port)");
+    if (policy_port_file && policy_port < 0)
+        return frt_args_error(&spec, "--policy-port-file goes with --policy-port");
+    if (po.dir && policy_port < 0) {
+        int ints[5] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
+                                                              sp.parse_special_in_content};
+        const char *strs[3] = {allowed_hosts, capsule_key_file, cartridge_map};
+        const char *bad = llm_only_given(&sp, budget_mb, ints, strs);
+        if (bad)
+            return frt_args_error(&spec, "--policy: %s is an option of the LLM server; with --policy alone it is not "
+                                         "supported (serve an LLM beside it with --policy-port)", bad);
+        return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
+    }
+    if (!po.dir && (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions ||
+                    po.discrete_state))
+        return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions and "
+                                     "--discrete-state go with --policy DIR");
 
     frt_engine *engine = NULL;
     int rc;
@@ -216,46 +323,35 @@ int frt_cmd_serve(int argc, char **argv)
                 "frt %s: warning: binding %s (beyond loopback) without --api-key: anyone who can reach the port can "
                 "use the model and read every session\n",
                 cmd, sp.host);
+    /* signals go to sigwait below; worker threads inherit the mask */
+    frt_serve_block_signals();
+    serve_policy *ps = NULL; /* --policy beside the LLM: its own port, the same host, key and limits */
+    if (po.dir && (rc = frt_serve_policy_open(cmd, &po, &sp, policy_port, policy_port_file,
+                                              frt_args_backend(backend), threads, quiet, probe, &ps))) {
+        frt_engine_free(engine);
+        return rc;
+    }
     if (probe) {
         printf("frt serve: engine ready (%s): %s\n", engine_kind, model ? model : "fake");
+        frt_serve_policy_close(ps);
         frt_engine_free(engine);
         return 0;
     }
 
-    /* signals go to sigwait below; worker threads inherit the mask */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
     if (!quiet) {
-        sp.log = log_line;
+        sp.log = frt_serve_log_line;
         sp.log_user = NULL;
     }
     frt_server *srv = NULL;
     rc = frt_server_start(engine, &sp, &srv);
-    if (rc) {
-        frt_engine_free(engine);
-        return frt_cli_fail(cmd, rc);
+    int ret = rc ? frt_cli_fail(cmd, rc) : 0;
+    if (ret == 0 && port_file) ret = frt_serve_write_port_file(cmd, port_file, frt_server_port(srv));
+    if (ret == 0) {
+        if (quiet) fprintf(stderr, "frt serve: listening on http://%s:%d\n", sp.host, frt_server_port(srv));
+        frt_serve_wait();
     }
-    if (port_file) {
-        char tmp[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%d\n", frt_server_port(srv)) < 0 || fclose(f) || rename(tmp, port_file)) {
-            fprintf(stderr, "frt %s: cannot write %s\n", cmd, port_file);
-            frt_server_stop(srv);
-            frt_engine_free(engine);
-            return 1;
-        }
-    }
-    if (quiet) fprintf(stderr, "frt serve: listening on http://%s:%d\n", sp.host, frt_server_port(srv));
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "frt serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     frt_server_stop(srv);
+    frt_serve_policy_close(ps);
     frt_engine_free(engine);
-    return 0;
+    return ret;
 }

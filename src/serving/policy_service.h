@@ -1,0 +1,92 @@
+/*
+ * policy_service.h - one Pi0 / Pi0.5 policy behind the policy server
+ * (docs/policy-server.md): a robot observation in, the robot's action chunk
+ * out, through openpi's transforms (policy_robot.h) and the policy's input
+ * side (frt/policy_io.h); the control messages (episode start / end); the
+ * metadata the server sends on connect; the replies encoded as msgpack
+ * (openpi's msgpack_numpy) or JSON. One inference at a time (a mutex): the
+ * websocket and the JSON endpoint share the model.
+ */
+#ifndef FRT_SERVING_POLICY_SERVICE_H
+#define FRT_SERVING_POLICY_SERVICE_H
+
+#include "serving/policy_obs.h"
+#include "serving/policy_robot.h"
+
+#include "frt/model.h"
+
+#include <stddef.h>
+
+typedef struct frt_policy_service frt_policy_service;
+
+typedef struct frt_policy_service_params {
+    const char *dir;            /* the checkpoint (for the defaults below) */
+    const char *robot;          /* "libero" | "droid" | "aloha"; NULL: from DIR/assets/<asset>/ */
+    const char *tokenizer;      /* NULL: DIR/tokenizer.model */
+    const char *norm_stats;     /* NULL: DIR/norm_stats.json, else DIR/assets/<asset>/norm_stats.json, else none */
+    const char *default_prompt; /* NULL: a request must carry a prompt */
+    int delta_actions;          /* -1 auto (openpi's configs), 0 off, 1 on */
+    int discrete_state;         /* Pi0.5: the state in the prompt (openpi's discrete_state_input); -1 auto (on but
+                                   for LIBERO, as pi05_libero), 0 off (the Pi0 prompt; the state is not used),
+                                   1 on; Pi0 takes only off / auto */
+} frt_policy_service_params;
+
+/* Opens the service over M (a loaded policy; borrowed, must outlive the
+ * service). Checks what can be checked before a request: the robot (named
+ * or found), the tokenizer, the statistics, 224 x 224 cameras, the model's
+ * action dimension against the robot's DoF and the delta mask, the
+ * discrete-state setting (on with Pi0: FRT_ERR_UNSUPPORTED). *note (may be NULL) gets a line for the log when there are no
+ * statistics (static storage). *out on success only (frt_policy_service_free).
+ * Errors: FRT_ERR_INVALID_ARGUMENT, FRT_ERR_UNSUPPORTED (not a policy),
+ * FRT_ERR_NOT_FOUND (no robot found, no tokenizer), and those of
+ * frt_policy_tokenizer_load / frt_policy_norm_stats_load. */
+int frt_policy_service_create(frt_model *m, const frt_policy_service_params *p, const char **note,
+                              frt_policy_service **out);
+
+/* Frees (not the model); NULL is a no-op. */
+void frt_policy_service_free(frt_policy_service *s);
+
+/* The robot's action chunk [chunk, dof] f32 (robot units) of one request,
+ * with the model's time and the whole time in milliseconds. */
+typedef struct frt_policy_reply {
+    float *actions; /* malloc'd [chunk * dof] */
+    int chunk, dof;
+    double infer_ms; /* frt_policy_run alone */
+    double total_ms; /* transforms + inference */
+} frt_policy_reply;
+
+/* One inference of observation O. Errors (the model and the service as
+ * they were): FRT_ERR_INVALID_ARGUMENT (a bad observation: the message
+ * names the key), the model's refusals, FRT_ERR_OUT_OF_MEMORY. */
+int frt_policy_service_infer(frt_policy_service *s, const frt_pobs *o, frt_policy_reply *r);
+
+/* 1 when O is a control message (it has "__ctrl__"). */
+int frt_policy_service_is_ctrl(const frt_pobs *o);
+
+/* Runs a control message: "episode_start" (optional "seed", an integer in
+ * [0, 2^64)) or "episode_end"; *seed / *steps are the episode record
+ * after it. *name gets the control's name (static storage).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (another name, a bad seed, another key). */
+int frt_policy_service_ctrl(frt_policy_service *s, const frt_pobs *o, const char **name, uint64_t *seed,
+                            uint64_t *steps);
+
+/* The metadata map sent on connect, msgpack-encoded into a malloc'd
+ * buffer. NULL when memory ran out. */
+char *frt_policy_service_metadata(const frt_policy_service *s, size_t *len);
+
+/* The reply of an inference as msgpack ({"actions": ndarray <f4,
+ * "policy_timing": {...}, "server_timing": {...}}) or JSON (arrays as
+ * {"dtype", "shape", "data" base64}). PREV_TOTAL_MS < 0: not included.
+ * malloc'd; NULL when memory ran out. */
+char *frt_policy_reply_msgpack(const frt_policy_reply *r, double server_ms, double prev_total_ms, size_t *len);
+char *frt_policy_reply_json(const frt_policy_reply *r, double server_ms, size_t *len);
+
+/* The reply of a control message, msgpack or JSON. */
+char *frt_policy_ctrl_msgpack(const char *name, uint64_t seed, uint64_t steps, size_t *len);
+char *frt_policy_ctrl_json(const char *name, uint64_t seed, uint64_t steps, size_t *len);
+
+/* Parses "auto" / "on" / "off" into -1 / 1 / 0 (--delta-actions,
+ * --discrete-state). Errors: FRT_ERR_INVALID_ARGUMENT. */
+int frt_policy_delta_parse(const char *s, int *out);
+
+#endif

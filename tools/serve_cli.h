@@ -1,0 +1,44 @@
+/* serve_cli.h - what frt serve's two servers share (cmd_serve.c): the LLM
+ * server and the policy server (serve_policy.c, docs/policy-server.md). */
+#ifndef FRT_TOOLS_SERVE_CLI_H
+#define FRT_TOOLS_SERVE_CLI_H
+
+#include "frt/serving.h"
+
+/* The policy server's own options (--policy DIR and the robot's). */
+typedef struct serve_policy_opts {
+    const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions, *discrete_state;
+} serve_policy_opts;
+
+/* A server's log callback: "[HH:MM:SS] frt serve<USER>: LINE" on stderr
+ * (USER: a NUL-terminated suffix such as " --policy", or NULL). */
+void frt_serve_log_line(void *user, const char *line);
+
+/* Writes PORT to PATH atomically (PATH.tmp, then rename). 0, or 1 after
+ * printing the error. */
+int frt_serve_write_port_file(const char *cmd, const char *path, int port);
+
+/* Blocks SIGINT / SIGTERM (the threads started after inherit the mask) and
+ * ignores SIGPIPE; frt_serve_wait then waits for one and names it. */
+void frt_serve_block_signals(void);
+void frt_serve_wait(void);
+
+/* A policy being served (serve_policy.c). */
+typedef struct serve_policy serve_policy;
+
+/* Loads the policy of O and, unless PROBE, serves it on PORT with SP's
+ * host, API key, Origin and limits (PORT_FILE: where the bound port is
+ * written, or NULL). Call frt_serve_block_signals first. Returns the exit
+ * code (0, 1 failure printed); *out on success (frt_serve_policy_close). */
+int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
+                          const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out);
+
+/* Stops the server, frees the policy; NULL is a no-op. */
+void frt_serve_policy_close(serve_policy *p);
+
+/* frt serve --policy DIR alone: loads the policy, serves it on SP's port
+ * until SIGINT / SIGTERM. Returns the exit code (0, 1 failure printed). */
+int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int backend,
+                     int threads, int quiet, int probe, const char *port_file);
+
+#endif

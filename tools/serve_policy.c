@@ -1,0 +1,93 @@
+/*
+ * serve_policy.c - frt serve --policy DIR: the policy server
+ * (src/serving/policy_server.c; docs/policy-server.md) with the host,
+ * port, API key, Origin and limits options frt serve already has; alone,
+ * or beside the LLM server in the same process (--policy-port).
+ */
+#include "cli.h"
+#include "serve_cli.h"
+
+#include "serving/policy_server.h"
+
+#include "frt/status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct serve_policy {
+    frt_model *m;
+    frt_policy_service *svc;
+    frt_policy_server *srv;
+};
+
+void frt_serve_policy_close(serve_policy *p)
+{
+    if (!p) return;
+    frt_policy_server_stop(p->srv);
+    frt_policy_service_free(p->svc);
+    frt_model_free(p->m);
+    free(p);
+}
+
+/* Starts the server of P->svc on PORT with SP's host, key, Origin and limits. */
+static int start(const char *cmd, serve_policy *p, const frt_server_params *sp, int port, int quiet,
+                 const char *port_file)
+{
+    frt_policy_server_params pp = frt_policy_server_default_params();
+    pp.host = sp->host;
+    pp.port = port;
+    pp.api_key = sp->api_key;
+    pp.cors_origin = sp->cors_origin;
+    pp.max_body_bytes = sp->max_body_bytes;
+    pp.max_connections = sp->max_connections;
+    pp.conn_timeout_s = sp->conn_timeout_s;
+    if (!quiet) {
+        pp.log = frt_serve_log_line;
+        pp.log_user = (void *)" --policy";
+    }
+    int rc = frt_policy_server_start(p->svc, &pp, &p->srv);
+    if (rc) return frt_cli_fail(cmd, rc);
+    if (port_file && frt_serve_write_port_file(cmd, port_file, frt_policy_server_port(p->srv))) return 1;
+    fprintf(stderr, "frt serve: policy server listening on ws://%s:%d (POST /v1/policy/infer, GET /healthz)\n",
+            sp->host, frt_policy_server_port(p->srv));
+    return 0;
+}
+
+int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
+                          const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out)
+{
+    frt_policy_service_params sv = {o->dir, o->robot, o->tokenizer, o->norm_stats, o->default_prompt, -1, -1};
+    int rc = o->delta_actions ? frt_policy_delta_parse(o->delta_actions, &sv.delta_actions) : 0;
+    if (rc == 0 && o->discrete_state) rc = frt_policy_delta_parse(o->discrete_state, &sv.discrete_state);
+    if (rc) return frt_cli_fail(cmd, rc);
+    serve_policy *p = calloc(1, sizeof *p);
+    if (!p) return frt_cli_fail(cmd, FRT_ERR_OUT_OF_MEMORY);
+    frt_model_params mp = frt_model_default_params();
+    mp.backend = (frt_backend)backend;
+    mp.n_threads = threads;
+    const char *note = NULL;
+    rc = frt_cli_load_model(cmd, o->dir, &mp, quiet, &p->m);
+    if (rc == 0) rc = frt_policy_service_create(p->m, &sv, &note, &p->svc);
+    int ret = rc ? frt_cli_fail(cmd, rc) : 0;
+    if (ret == 0 && note) fprintf(stderr, "frt %s: %s\n", cmd, note);
+    if (ret == 0 && probe) printf("frt serve: policy ready: %s\n", o->dir);
+    if (ret == 0 && !probe) ret = start(cmd, p, sp, port, quiet, port_file);
+    if (ret) {
+        frt_serve_policy_close(p);
+        return ret;
+    }
+    *out = p;
+    return 0;
+}
+
+int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int backend,
+                     int threads, int quiet, int probe, const char *port_file)
+{
+    serve_policy *p = NULL;
+    frt_serve_block_signals();
+    int rc = frt_serve_policy_open(cmd, o, sp, sp->port, port_file, backend, threads, quiet, probe, &p);
+    if (rc) return rc;
+    if (!probe) frt_serve_wait();
+    frt_serve_policy_close(p);
+    return 0;
+}
