@@ -11,7 +11,13 @@ set -u
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
 B="$1"
 FRT="$B/frt"
-PY=/usr/bin/python3
+# a python with numpy: Debian's (/usr/bin/python3, CI) or the one on PATH
+# (the GPU machine's, which has torch and numpy but no Debian packages)
+PY=""
+for p in /usr/bin/python3 python3; do
+    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "SKIP: needs a python3 with numpy"; exit 77; }
 T=$(mktemp -d /tmp/frt_policy_cuda.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
