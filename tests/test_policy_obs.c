@@ -221,7 +221,7 @@ static void test_refusals(void)
     /* too many keys */
     MSG(msgpack_pack_map(&pk, FRT_POBS_MAX_KEYS + 1));
     for (int i = 0; i <= FRT_POBS_MAX_KEYS; i++) {
-        char k[8];
+        char k[16];
         snprintf(k, sizeof k, "k%d", i);
         pack_str(&pk, k);
         msgpack_pack_nil(&pk);
