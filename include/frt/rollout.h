@@ -32,9 +32,9 @@
  * frt_rollout_request_stop may be called from any thread.
  *
  * Backends: the critic's graph is a host task over the policy's port
- * buffers, so frt_critic_load needs a cpu-backend policy (a CUDA kernel for
- * it is not written yet: FRT_ERR_UNSUPPORTED); the rollout host itself is
- * backend-neutral.
+ * buffers on the cpu backend, and the kernels of
+ * kernels/cuda/critic_mlp.cu (f32, reading the ports on the device) on the
+ * cuda backend; the rollout host itself is backend-neutral.
  */
 #ifndef FRT_ROLLOUT_H
 #define FRT_ROLLOUT_H
@@ -78,7 +78,7 @@ typedef struct frt_critic_info {
  * captured once here on the critic's own stream (a second stream of that
  * context). Free with frt_critic_free (before the policy).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_UNSUPPORTED (not a
- * policy, or not the cpu backend); FRT_ERR_NOT_FOUND (no such file);
+ * policy, or a backend other than cpu and cuda); FRT_ERR_NOT_FOUND (no such file);
  * FRT_ERR_IO / FRT_ERR_FORMAT (unreadable file, not safetensors, no critic.layers.0.weight, a missing bias, a
  * layer whose input is not the previous output, in_0 <= width, a last
  * layer with more than one output, a non-float tensor: named in the
