@@ -210,6 +210,36 @@ static void open_host(frt_model *m, frt_critic *c, const frt_rollout_params *p, 
     rt_open_host(m, c, p, PROMPT, 5, robot_seed, cameras, r, f);
 }
 
+/* frt_rollout_reseed: only between episodes; the new seed's episodes
+ * differ, the old seed back gives the old episode bytes, no capture. */
+static void test_reseed(frt_model *m, frt_critic *c)
+{
+    frt_rollout_params p = frt_rollout_default_params();
+    p.seed = 42;
+    p.max_chunks = 2;
+    frt_rollout *r = NULL;
+    frt_fake_robot *f = NULL;
+    open_host(m, c, &p, 9, 2, &r, &f);
+    const uint64_t captures = frt_context_capture_count(frt_model_context(m));
+    float a42[2 * NA], a43[2 * NA], again[2 * NA];
+    CHECK(episode(r, f, a42, NULL, 2) == 2);
+    CHECK_STATUS(frt_rollout_reseed(r, 43), FRT_ERR_STATE); /* mid-episode */
+    CHECK(frt_rollout_seed(r) == 42);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    CHECK_OK(frt_rollout_reseed(r, 43));
+    CHECK(frt_rollout_seed(r) == 43);
+    CHECK(episode(r, f, a43, NULL, 2) == 2);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    CHECK_OK(frt_rollout_reseed(r, 42));
+    CHECK(episode(r, f, again, NULL, 2) == 2);
+    CHECK(memcmp(a42, a43, sizeof a42) != 0 && !memcmp(a42, again, sizeof a42));
+    CHECK(frt_context_capture_count(frt_model_context(m)) == captures);
+    CHECK_STATUS(frt_rollout_reseed(NULL, 1), FRT_ERR_INVALID_ARGUMENT);
+    frt_rollout_destroy(r);
+    frt_fake_robot_free(f);
+    printf("reseed: refused mid-episode; seed 43 differs, seed 42 again byte-identical, no capture\n");
+}
+
 static frt_stop_reason one_stop(frt_model *m, frt_critic *c, frt_rollout_params *p, int request, int *ran)
 {
     frt_rollout *r = NULL;
@@ -594,6 +624,7 @@ int main(void)
     test_critic_bad(m);
     rt_check_plan_vs_serial(m, c, PROMPT, 5, NA);
     rt_check_reset(m, c, PROMPT, 5, NA, 100);
+    test_reseed(m, c);
     test_stops(m, c);
     test_record(m, c);
     test_handoff(m, llm);

@@ -197,7 +197,8 @@ FRT_API int frt_rollout_request_stop(frt_rollout *r);
 
 /* RECORD then RESET: when record_dir is set, writes
  * record_dir/episode_NNN.npz of the episode so far (also of one not
- * stopped yet: stop reason "none"; an episode of 0 chunks writes empty
+ * stopped yet: stop reason "client" when a stop request is pending, else
+ * "none"; an episode of 0 chunks writes empty
  * arrays), restores the initial capsule and clears the stop request and the
  * episode record. path (may be NULL) receives the file's path (malloc'd,
  * free()) or NULL without recording; reset_ms (may be NULL) the restore's
@@ -205,6 +206,18 @@ FRT_API int frt_rollout_request_stop(frt_rollout *r);
  * could not be written: the episode is kept, nothing reset); those of
  * frt_capsule_restore. */
 FRT_API int frt_rollout_end(frt_rollout *r, char **path, double *reset_ms);
+
+/* Starts the following episodes from noise seed `seed` instead: the
+ * episode stream of seed (frt_policy_episode_start) and a new
+ * episode-initial capsule snapshot (a copy, no capture). Only between
+ * episodes (no chunk run since create / frt_rollout_end). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_STATE (the episode has run a
+ * chunk or is stopped: nothing changed); those of frt_capsule_snapshot
+ * (the old seed and capsule kept, the live state restored from it). */
+FRT_API int frt_rollout_reseed(frt_rollout *r, uint64_t seed);
+
+/* The seed episodes start from (params.seed or the last reseed); 0 for NULL. */
+FRT_API uint64_t frt_rollout_seed(const frt_rollout *r);
 
 typedef struct frt_rollout_status {
     int episode;            /* index of the current episode (0 first) */
