@@ -66,12 +66,12 @@ static void host_params(const serve_policy_opts *o, frt_policy_service_params *s
 {
     sv->critic = o->critic;
     sv->value_stop = !isnan(o->value_threshold);
-    sv->value_threshold = o->value_threshold;
+    sv->value_threshold = sv->value_stop ? o->value_threshold : 0.0f;
     sv->max_chunks = o->max_chunks;
     sv->episode_timeout_s = o->episode_timeout_s;
     sv->record_dir = o->record;
     sv->cfg = !isnan(o->cfg_beta);
-    sv->cfg_beta = o->cfg_beta;
+    sv->cfg_beta = sv->cfg ? o->cfg_beta : 1.0f;
     sv->advantage_positive = !o->advantage || strcmp(o->advantage, "negative") != 0;
 }
 
