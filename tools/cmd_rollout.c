@@ -287,8 +287,33 @@ static int bench_ticks(host *h, const opts *o, frt_critic *critic, int serial, d
     return ret;
 }
 
+/* The floor of a reset: the best of 5 copies of the state's bytes between
+ * two buffers of the policy's context (device memory on cuda: what a
+ * restore from a device-tier capsule moves), in ms. */
+static int copy_floor(host *h, size_t bytes, double *floor_ms)
+{
+    frt_context *ctx = frt_model_context(h->policy);
+    frt_stream *s = frt_context_stream(ctx);
+    frt_buffer *src = NULL, *dst = NULL;
+    int rc = frt_buffer_alloc(ctx, "bench.src", FRT_SPACE_DEVICE, bytes, &src);
+    if (rc == 0) rc = frt_buffer_alloc(ctx, "bench.dst", FRT_SPACE_DEVICE, bytes, &dst);
+    if (rc == 0) rc = frt_buffer_fill(src, 0, bytes, 1, s);
+    if (rc == 0) rc = frt_buffer_copy(dst, 0, src, 0, bytes, s); /* warm-up */
+    if (rc == 0) rc = frt_stream_sync(s);
+    *floor_ms = INFINITY;
+    for (int i = 0; rc == 0 && i < 5; i++) {
+        double t0 = now_ms();
+        rc = frt_buffer_copy(dst, 0, src, 0, bytes, s);
+        if (rc == 0) rc = frt_stream_sync(s);
+        *floor_ms = fmin(*floor_ms, now_ms() - t0);
+    }
+    frt_buffer_free(src);
+    frt_buffer_free(dst);
+    return rc < 0 ? fail("reset floor") : 0;
+}
+
 /* The episode reset (a restore) p50 / max over n resets after one chunk,
- * and the floor: the state's bytes at the host's measured memcpy rate. */
+ * and its floor (copy_floor of the state's bytes). */
 static int bench_reset(host *h, const opts *o, double *p50, double *mx, double *floor_ms, double *bytes)
 {
     frt_rollout *r = NULL;
@@ -307,22 +332,11 @@ static int bench_reset(host *h, const opts *o, double *p50, double *mx, double *
     frt_model_info mi;
     frt_model_info_get(h->policy, &mi);
     *bytes = (double)mi.state_bytes;
-    char *src = malloc(mi.state_bytes), *dst = malloc(mi.state_bytes);
-    if (!ret && src && dst) {
-        memset(src, 1, mi.state_bytes);
-        memcpy(dst, src, mi.state_bytes);
-        double best = INFINITY;
-        for (int i = 0; i < 5; i++) {
-            double t0 = now_ms();
-            memcpy(dst, src, mi.state_bytes);
-            best = fmin(best, now_ms() - t0 + (dst[i] == 7 ? 1 : 0));
-        }
-        *floor_ms = best;
+    if (!ret) ret = copy_floor(h, mi.state_bytes, floor_ms);
+    if (!ret) {
         *mx = quantile(ms, o->resets, 1.0);
         *p50 = quantile(ms, o->resets, 0.5);
     }
-    free(src);
-    free(dst);
     free(ms);
     free(a);
     frt_rollout_destroy(r);
@@ -337,8 +351,9 @@ static int bench(host *h, const opts *o)
     printf("rollout bench (%s, %d ticks after 2 warm-up, %d resets)\n", o->dir, o->ticks, o->resets);
     printf("  policy alone             p50 %9.3f ms  p99 %9.3f ms\n", a50, a99);
     printf("  episode reset (restore)  p50 %9.3f ms  max %9.3f ms  (target <= 0.1 ms; floor %.3f ms = %.0f state "
-           "bytes at this host's memcpy rate, %.2f GB/s)\n",
-           r50, rmax, rfloor, bytes, bytes / (rfloor * 1e-3) / 1e9);
+           "bytes copied within the %s backend's memory, %.2f GB/s)\n",
+           r50, rmax, rfloor, bytes, frt_backend_name(frt_context_backend(frt_model_context(h->policy))),
+           bytes / (rfloor * 1e-3) / 1e9);
     if (!h->critic) {
         printf("  policy + critic: not timed (no --critic / --random-critic)\n");
         return 0;
@@ -430,7 +445,7 @@ static int cmd_rollout(int argc, char **argv)
         FRT_OPT(0, "ticks", FRT_ARG_INT, &o.ticks, "N", "--bench: ticks per configuration", .min = 1, .max = 100000),
         FRT_OPT(0, "resets", FRT_ARG_INT, &o.resets, "N", "--bench: episode resets", .min = 1, .max = 1000000),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &o.json, NULL, "one JSON object per episode"),
-        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &o.backend, NULL, "where the policy runs (the critic: cpu only)"),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &o.backend, NULL, "where the policy and the critic run"),
     };
     frt_cmd_spec spec = {"policy rollout", "-m DIR (--fake-robot | --image CAM=FILE.. -p TEXT) [options]",
                          "Runs episodes of the rollout host (docs/robot.md): reset by capsule restore, one\n"

@@ -61,28 +61,10 @@ start libero --policy "$T/pi05" --robot libero --discrete-state on --api-key sek
     --conn-timeout-s 5 || exit 1
 start libero_auto --policy "$T/pi05" --robot libero || exit 1
 start droid --policy "$T/pi0" --delta-actions on --max-conns 1 || exit 1
-# the rollout host behind the server: a random critic (numpy, docs/robot.md's layout), 3 chunks an episode,
+# the rollout host behind the server: a random critic (scripts/ref/random_critic.py), 3 chunks an episode,
 # recorded; a critic threshold above any value; guidance from the start
-$PY - "$T/pi05/config.json" "$T/critic.safetensors" <<'PYEOF' || { echo "cannot write the critic"; exit 1; }
-import json, struct, sys
-import numpy as np
-c = json.load(open(sys.argv[1]))
-width, sd = c["vlm_config"]["text_config"]["hidden_size"], c["max_state_dim"]
-rng = np.random.default_rng(3)
-sizes = [sd + width, 16, 1]
-tensors = {}
-for i in range(2):
-    tensors[f"critic.layers.{i}.weight"] = rng.uniform(-0.5, 0.5, (sizes[i + 1], sizes[i])).astype(np.float32)
-    tensors[f"critic.layers.{i}.bias"] = rng.uniform(-0.1, 0.1, (sizes[i + 1],)).astype(np.float32)
-head, off, blob = {}, 0, b""
-for k, v in tensors.items():
-    head[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-    off += v.nbytes
-    blob += v.tobytes()
-h = json.dumps(head).encode()
-h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
-PYEOF
+$PY "$SRC/scripts/ref/random_critic.py" "$T/pi05/config.json" "$T/critic.safetensors" ||
+    { echo "cannot write the critic"; exit 1; }
 start critic --policy "$T/pi05" --robot libero --discrete-state on --critic "$T/critic.safetensors" \
     --max-chunks 3 --record "$T/rec" || exit 1
 start vstop --policy "$T/pi05" --robot libero --discrete-state on --critic "$T/critic.safetensors" \
