@@ -5,6 +5,8 @@
  * robot until a predicate stops it, and the two rollout checks both
  * backends must pass (include after frt_test.h):
  *
+ *   rt_tmpdir(name) / path_in(file)              /tmp/NAME_XXXXXX (rt_dir, removed at
+ *                                                exit) and a path in it
  *   rt_load_policy(path, dims, pi05, backend)    a random Pi0 / Pi0.5
  *   rt_episode(r, f, na, acts, values, max)      chunks run until the stop
  *   rt_check_plan_vs_serial(m, c, prompt, n, na) the plan == serial, bits
@@ -20,6 +22,35 @@
 #include "gen_model.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+static char rt_dir[96];
+
+static void rt_cleanup(void)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", rt_dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", rt_dir);
+}
+
+/* Makes the test's directory /tmp/NAME_XXXXXX, removed at exit. 0, or -1. */
+static int rt_tmpdir(const char *name)
+{
+    snprintf(rt_dir, sizeof rt_dir, "/tmp/%s_XXXXXX", name);
+    if (!mkdtemp(rt_dir)) return -1;
+    atexit(rt_cleanup);
+    return 0;
+}
+
+/* NAME inside rt_dir (one of 4 rotating static buffers). */
+static const char *path_in(const char *name)
+{
+    static char buf[4][600];
+    static int at;
+    at = (at + 1) % 4;
+    snprintf(buf[at], sizeof buf[at], "%s/%s", rt_dir, name);
+    return buf[at];
+}
 
 static frt_model *rt_load_policy(const char *path, const frt_gen_policy_dims *d, int pi05, frt_backend backend)
 {

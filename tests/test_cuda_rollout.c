@@ -35,24 +35,6 @@ static const frt_gen_policy_dims DIMS = {
 enum { NA = 7 * 8, SD = 8, WIDTH = 32, CAMS = 3, PATCH = 9 };
 static const int32_t PROMPT[5] = {2, 17, 40, 3, 59};
 
-static char dir[] = "/tmp/frt_cuda_rollout_XXXXXX";
-
-static const char *path_in(const char *name)
-{
-    static char buf[4][600];
-    static int at;
-    at = (at + 1) % 4;
-    snprintf(buf[at], sizeof buf[at], "%s/%s", dir, name);
-    return buf[at];
-}
-
-static void cleanup(void)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 /* A device buffer of the context holding n floats / bytes of src. */
 static frt_buffer *dev_of(frt_context *ctx, frt_stream *s, const void *src, size_t bytes)
 {
@@ -197,8 +179,7 @@ int main(void)
     int n_dev = 0;
     CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
     if (n_dev == 0) TEST_SKIP("no CUDA device");
-    if (!mkdtemp(dir)) TEST_SKIP("cannot create a temporary directory");
-    atexit(cleanup);
+    if (rt_tmpdir("frt_cuda_rollout")) TEST_SKIP("cannot create a temporary directory");
     run_all();
     return frt_test_report();
 #endif

@@ -39,24 +39,6 @@ static const frt_gen_policy_dims DIMS = {
 };
 enum { NA = 4 * 5, SD = 6, WIDTH = 32 };
 
-static char dir[] = "/tmp/frt_rollout_XXXXXX";
-
-static const char *path_in(const char *name)
-{
-    static char buf[4][600];
-    static int at;
-    at = (at + 1) % 4;
-    snprintf(buf[at], sizeof buf[at], "%s/%s", dir, name);
-    return buf[at];
-}
-
-static void cleanup(void)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 static frt_model *load_policy(const char *sub, int vocab, int pi05)
 {
     frt_gen_policy_dims d = DIMS;
@@ -296,7 +278,7 @@ static void test_record(frt_model *m, frt_critic *c)
     frt_rollout_params p = frt_rollout_default_params();
     p.seed = 3;
     p.max_chunks = 5;
-    p.record_dir = dir;
+    p.record_dir = rt_dir;
     frt_rollout *r = NULL;
     frt_fake_robot *f = NULL;
     open_host(m, c, &p, 2, 2, &r, &f);
@@ -614,8 +596,7 @@ static void test_capture_count(frt_model *m)
 
 int main(void)
 {
-    if (!mkdtemp(dir)) TEST_SKIP("cannot create a temporary directory");
-    atexit(cleanup);
+    if (rt_tmpdir("frt_rollout")) TEST_SKIP("cannot create a temporary directory");
     frt_model *m = load_policy("pi0", DIMS.vocab, 0);
     frt_model *llm = load_planner(m);
     test_capture_count(m);
