@@ -141,7 +141,9 @@ typedef struct frt_rollout_params {
     float value_threshold;
     int serial;            /* 1: replay the policy, then the critic, one after the other on the policy's
                               stream; 0 (default): one exec plan (policy stream + critic stream) */
-    const char *record_dir; /* where frt_rollout_end writes episode_NNN.npz (copied); NULL = no recording */
+    const char *record_dir; /* where frt_rollout_end writes episode_NNN.npz (copied); NULL = no recording
+                               (nothing of the episode is kept then; with it the record grows by one chunk a
+                               tick until frt_rollout_end) */
 } frt_rollout_params;
 
 /* seed 0, max_chunks 100, timeout_s 0, value_stop 0, value_threshold 0, serial 0, record_dir NULL. */

@@ -380,7 +380,8 @@ static int run_chunk(frt_rollout *r, const frt_policy_inputs *obs, float *action
     *value = NAN;
     if (r->critic) FRT_TRY(frt_critic_value(r->critic, value));
     const double ms = 1e3 * (now_s() - t);
-    FRT_TRY(frt_episode_append(&r->rec, actions, *value, frt_obs_digest(obs), pd, ms));
+    /* the record is kept only to be written: without a record_dir a long episode holds no memory */
+    if (r->record_dir) FRT_TRY(frt_episode_append(&r->rec, actions, *value, frt_obs_digest(obs), pd, ms));
     r->chunks++;
     return 0;
 }
