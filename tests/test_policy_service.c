@@ -218,6 +218,28 @@ int main(void)
     CHECK_OK(frt_policy_service_create(m, &sp, &note, &svc));
     CHECK(note == NULL);
     if (!svc) return frt_test_report();
+    /* the rollout host's and CFG's settings refused with the reason, the model's CFG unchanged */
+    frt_policy_service *bad_svc = (frt_policy_service *)1;
+    frt_policy_service_params badp = sp;
+    badp.value_stop = 1; /* without a critic */
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.max_chunks = -1;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.episode_timeout_s = NAN;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.cfg = 1;
+    badp.cfg_beta = 0.5f;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "beta"));
+    badp = sp;
+    badp.critic = ptu_path("absent.safetensors");
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_NOT_FOUND);
+    int cfg_on = 1;
+    CHECK_OK(frt_policy_cfg_get(m, &cfg_on, NULL, NULL));
+    CHECK(cfg_on == 0 && bad_svc == (frt_policy_service *)1);
 
     uint8_t *hi = xmalloc(3 * 50 * 60);
     float *lw = xmalloc(3 * 30 * 40 * sizeof *lw), state[14];

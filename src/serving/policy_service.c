@@ -146,7 +146,6 @@ static int open_host(frt_policy_service *s, const frt_policy_service_params *p)
     if (p->max_chunks < 0 || !(p->episode_timeout_s >= 0) || isinf(p->episode_timeout_s))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_chunks %d and episode timeout %g s must be >= 0",
                          p->max_chunks, p->episode_timeout_s);
-    if (p->cfg) FRT_TRY(frt_policy_set_cfg(s->m, 1, p->cfg_beta, p->advantage_positive));
     if (p->critic) FRT_TRY(frt_critic_load(s->m, p->critic, &s->critic));
     if (p->record_dir) FRT_TRY(frt_mkdir_p(p->record_dir));
     frt_rollout_params rp = frt_rollout_default_params();
@@ -155,7 +154,9 @@ static int open_host(frt_policy_service *s, const frt_policy_service_params *p)
     rp.value_stop = p->value_stop;
     rp.value_threshold = p->value_threshold;
     rp.record_dir = p->record_dir;
-    return frt_rollout_create(s->m, s->critic, &rp, &s->host);
+    FRT_TRY(frt_rollout_create(s->m, s->critic, &rp, &s->host));
+    return p->cfg ? frt_policy_set_cfg(s->m, 1, p->cfg_beta, p->advantage_positive) : 0; /* last: nothing changed on
+                                                                                           a failure before */
 }
 
 void frt_policy_service_free(frt_policy_service *s)
