@@ -59,7 +59,8 @@ static void test_kernels(void)
     frt_test_fill(b, OUT, -0.1f, 0.1f);
     frt_buffer *ds = dev_of(ctx, s, state, sizeof state), *dt = dev_of(ctx, s, tok, sizeof tok);
     frt_buffer *dm = dev_of(ctx, s, mask, sizeof mask), *dx = dev_of(ctx, s, NULL, sizeof x0);
-    frt_buffer *dw = dev_of(ctx, s, w, sizeof w), *db = dev_of(ctx, s, b, sizeof b), *dy = dev_of(ctx, s, NULL, sizeof y);
+    frt_buffer *dw = dev_of(ctx, s, w, sizeof w), *db = dev_of(ctx, s, b, sizeof b);
+    frt_buffer *dy = dev_of(ctx, s, NULL, sizeof y);
     void *ns = frt_stream_native(s);
     CHECK_OK(frt_cuda_critic_input(ns, frt_buffer_ptr(dx), frt_buffer_ptr(ds), S, frt_buffer_ptr(dt),
                                    frt_buffer_ptr(dm), C, P, W));
@@ -88,8 +89,9 @@ static void test_kernels(void)
     CHECK_STATUS(frt_cuda_dense_f32(ns, frt_buffer_ptr(dy), frt_buffer_ptr(dw), frt_buffer_ptr(db), frt_buffer_ptr(dy),
                                     IN, OUT, 0),
                  FRT_ERR_INVALID_ARGUMENT); /* y aliases x */
-    CHECK_STATUS(frt_cuda_critic_input(ns, frt_buffer_ptr(dx), NULL, S, frt_buffer_ptr(dt), frt_buffer_ptr(dm), C, P, W),
-                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(
+        frt_cuda_critic_input(ns, frt_buffer_ptr(dx), NULL, S, frt_buffer_ptr(dt), frt_buffer_ptr(dm), C, P, W),
+        FRT_ERR_INVALID_ARGUMENT); /* no state with state_dim > 0 */
     frt_buffer *all[] = {ds, dt, dm, dx, dw, db, dy};
     for (int i = 0; i < 7; i++) frt_buffer_free(all[i]);
     frt_context_destroy(ctx);

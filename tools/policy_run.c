@@ -304,8 +304,8 @@ static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_pol
 
 /* Under CFG: the conditioned prompt (frt_policy_cfg_prompt) built into a
  * second input set the same way; its ids go into x as input_ids_cond. */
-static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, policy_image_run *ir, frt_policy_input_set **in_cond,
-                      frt_policy_inputs *x)
+static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, policy_image_run *ir,
+                      frt_policy_input_set **in_cond, frt_policy_inputs *x)
 {
     if (!cfg->on) return 0;
     char *text = NULL;
