@@ -450,7 +450,9 @@ static int cmd_rollout(int argc, char **argv)
     frt_cmd_spec spec = {"policy rollout", "-m DIR (--fake-robot | --image CAM=FILE.. -p TEXT) [options]",
                          "Runs episodes of the rollout host (docs/robot.md): reset by capsule restore, one\n"
                          "replay per action chunk (with the critic as one plan), stop predicates, .npz records,\n"
-                         "and an optional planner writing subtasks into the policy's prompt port.\n",
+                         "and an optional planner writing subtasks into the policy's prompt port.\n"
+                         "--image CAM=FILE (repeatable) -p TEXT [--state V,..] instead of --fake-robot: every\n"
+                         "tick sees that observation, built as frt policy run --image builds it.\n",
                          args, (int)(sizeof args / sizeof args[0]), 0, 0, NULL};
     if (policy_take_images(&argc, argv, &o.img.obs) < 0) return frt_args_error(&spec, "--image: CAM=FILE, at most "
                                                                                      "%d", FRT_POLICY_MAX_CAMERAS);
