@@ -185,9 +185,12 @@ static void check_encodings(const frt_policy_service *svc, const frt_policy_repl
         CHECK(o.n == (json ? 3u : 4u));
         frt_pobs_free(&o);
         free(b);
-        b = json ? frt_policy_ctrl_json("episode_end", 11, 3, &len) : frt_policy_ctrl_msgpack("episode_end", 11, 3, &len);
+        frt_policy_ctrl_reply cr = {.name = "episode_end", .seed = 11, .steps = 3, .stop_reason = "client"};
+        b = json ? frt_policy_ctrl_json(&cr, &len) : frt_policy_ctrl_msgpack(&cr, &len);
         CHECK_OK(json ? frt_pobs_parse_json(b, len, &o) : frt_pobs_parse_msgpack(b, len, &o));
         CHECK(num(&o, "seed") == 11 && num(&o, "steps") == 3 && num(&o, "ok") == 1);
+        const frt_pobs_value *why = frt_pobs_get(&o, "stop_reason");
+        CHECK(why && why->kind == FRT_POBS_STRING && !strcmp(why->data, "client") && !frt_pobs_get(&o, "record"));
         frt_pobs_free(&o);
         free(b);
     }
@@ -208,12 +211,35 @@ int main(void)
     frt_policy_norm_stats *st = NULL;
     CHECK_OK(frt_policy_tokenizer_load(ptu_path("spm.model"), &tok));
     CHECK_OK(frt_policy_norm_stats_load(ptu_path("stats.json"), &st));
-    frt_policy_service_params sp = {dir, "aloha", ptu_path("spm.model"), ptu_path("stats.json"), NULL, -1, -1};
+    frt_policy_service_params sp = {.dir = dir, .robot = "aloha", .tokenizer = ptu_path("spm.model"),
+                                    .norm_stats = ptu_path("stats.json"), .delta_actions = -1, .discrete_state = -1};
     frt_policy_service *svc = NULL;
     const char *note = "x";
     CHECK_OK(frt_policy_service_create(m, &sp, &note, &svc));
     CHECK(note == NULL);
     if (!svc) return frt_test_report();
+    /* the rollout host's and CFG's settings refused with the reason, the model's CFG unchanged */
+    frt_policy_service *bad_svc = (frt_policy_service *)1;
+    frt_policy_service_params badp = sp;
+    badp.value_stop = 1; /* without a critic */
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.max_chunks = -1;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.episode_timeout_s = NAN;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    badp = sp;
+    badp.cfg = 1;
+    badp.cfg_beta = 0.5f;
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "beta"));
+    badp = sp;
+    badp.critic = ptu_path("absent.safetensors");
+    CHECK_STATUS(frt_policy_service_create(m, &badp, NULL, &bad_svc), FRT_ERR_NOT_FOUND);
+    int cfg_on = 1;
+    CHECK_OK(frt_policy_cfg_get(m, &cfg_on, NULL, NULL));
+    CHECK(cfg_on == 0 && bad_svc == (frt_policy_service *)1);
 
     uint8_t *hi = xmalloc(3 * 50 * 60);
     float *lw = xmalloc(3 * 30 * 40 * sizeof *lw), state[14];
@@ -224,11 +250,10 @@ int main(void)
     aloha_obs(&o, hi, lw, state);
 
     frt_pobs c = ctrl("episode_start", 11);
-    const char *name = NULL;
-    uint64_t seed = 0, steps = 9;
+    frt_policy_ctrl_reply cr;
     CHECK(frt_policy_service_is_ctrl(&c) && !frt_policy_service_is_ctrl(&o));
-    CHECK_OK(frt_policy_service_ctrl(svc, &c, &name, &seed, &steps));
-    CHECK(!strcmp(name, "episode_start") && seed == 11 && steps == 0);
+    CHECK_OK(frt_policy_service_ctrl(svc, &c, &cr));
+    CHECK(!strcmp(cr.name, "episode_start") && cr.seed == 11 && cr.steps == 0);
     frt_pobs_free(&c);
     frt_policy_reply r;
     CHECK_OK(frt_policy_service_infer(svc, &o, &r));
@@ -240,7 +265,7 @@ int main(void)
 
     /* a bad observation (no cam_high): refused, and the episode goes on as before */
     c = ctrl("episode_start", 11);
-    CHECK_OK(frt_policy_service_ctrl(svc, &c, &name, &seed, &steps));
+    CHECK_OK(frt_policy_service_ctrl(svc, &c, &cr));
     frt_pobs_free(&c);
     frt_pobs bad = {0};
     int64_t sh_st = 14;
@@ -252,11 +277,11 @@ int main(void)
     CHECK_OK(frt_policy_service_infer(svc, &o, &r2));
     CHECK_MSG(r2.actions && !memcmp(r2.actions, r.actions, sizeof want), "after a refusal: the same chunk");
     c = ctrl("episode_end", -1);
-    CHECK_OK(frt_policy_service_ctrl(svc, &c, &name, &seed, &steps));
-    CHECK(!strcmp(name, "episode_end") && seed == 11 && steps == 1);
+    CHECK_OK(frt_policy_service_ctrl(svc, &c, &cr));
+    CHECK(!strcmp(cr.name, "episode_end") && cr.seed == 11 && cr.steps == 1 && !strcmp(cr.stop_reason, "client"));
     frt_pobs_free(&c);
     c = ctrl("episode_end", 3); /* a seed only goes with episode_start */
-    CHECK_STATUS(frt_policy_service_ctrl(svc, &c, &name, &seed, &steps), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_policy_service_ctrl(svc, &c, &cr), FRT_ERR_INVALID_ARGUMENT);
     frt_pobs_free(&c);
 
     free(r.actions);

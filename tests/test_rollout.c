@@ -25,6 +25,7 @@
 #include "gen_model.h"
 #include "model/model_internal.h"
 #include "robot/robot_internal.h"
+#include "rollout_test_util.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -38,42 +39,11 @@ static const frt_gen_policy_dims DIMS = {
 };
 enum { NA = 4 * 5, SD = 6, WIDTH = 32 };
 
-static char dir[] = "/tmp/frt_rollout_XXXXXX";
-
-static const char *path_in(const char *name)
-{
-    static char buf[4][600];
-    static int at;
-    at = (at + 1) % 4;
-    snprintf(buf[at], sizeof buf[at], "%s/%s", dir, name);
-    return buf[at];
-}
-
-static void cleanup(void)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 static frt_model *load_policy(const char *sub, int vocab, int pi05)
 {
     frt_gen_policy_dims d = DIMS;
     d.vocab = vocab;
-    frt_weight_spec *w = NULL;
-    int n = 0;
-    frt_checkpoint *ck = NULL;
-    const char *p = path_in(sub);
-    CHECK_OK(frt_gen_policy_specs_dims(&d, pi05, &w, &n));
-    CHECK_OK(frt_gen_model_build_specs(w, n, 11, &ck));
-    CHECK_OK(frt_mkdir_p(p));
-    CHECK_OK(frt_checkpoint_write(ck, p, 0, FRT_CKPT_WRITE_NO_FSYNC));
-    CHECK_OK(frt_gen_policy_write_config_dims(&d, pi05, p));
-    frt_checkpoint_close(ck);
-    free(w);
-    frt_model *m = NULL;
-    CHECK_OK(frt_model_load(p, NULL, &m));
-    return m;
+    return rt_load_policy(path_in(sub), &d, pi05, FRT_BACKEND_CPU);
 }
 
 static frt_checkpoint *planner_ck; /* borrowed by the planner model: closed after it */
@@ -88,8 +58,9 @@ static frt_model *load_planner(frt_model *policy)
     mp.max_seq = 256;
     frt_model *m = NULL;
     mp.context = frt_model_context(policy);
-    mp.backend = FRT_BACKEND_CUDA; /* another backend than the context's */
-    CHECK_STATUS(frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &m), FRT_ERR_INVALID_ARGUMENT);
+    mp.backend = FRT_BACKEND_CUDA; /* another backend than the context's (a build without CUDA has none) */
+    const int rc = frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &m);
+    CHECK_MSG(rc == FRT_ERR_INVALID_ARGUMENT || (!FRT_HAVE_CUDA && rc == FRT_ERR_UNSUPPORTED), "%s", frt_last_error());
     mp.backend = FRT_BACKEND_CPU;
     mp.device = 1; /* another device */
     CHECK_STATUS(frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &m), FRT_ERR_INVALID_ARGUMENT);
@@ -210,87 +181,45 @@ static void test_critic_bad(frt_model *m)
 
 /* ---- the rollout ------------------------------------------------------------ */
 
-/* Runs one episode of the fake robot until it stops; returns its chunks and
- * copies its actions into acts (room for max chunks). */
 static int episode(frt_rollout *r, frt_fake_robot *f, float *acts, float *values, int max)
 {
-    int n = 0;
-    for (;;) {
-        frt_policy_inputs obs;
-        CHECK_OK(frt_fake_robot_observe(f, n, &obs));
-        frt_rollout_tick_out o;
-        float a[NA];
-        CHECK_OK(frt_rollout_tick(r, &obs, a, NA, &o));
-        if (o.ran) {
-            CHECK(n < max);
-            memcpy(acts + (size_t)n * NA, a, sizeof a);
-            if (values) values[n] = o.value;
-            n++;
-        }
-        if (o.stop != FRT_STOP_NONE) return n;
-    }
+    return rt_episode(r, f, NA, acts, values, max);
 }
 
-/* A host over m (and c) with PROMPT bound, and a fake robot. */
 static void open_host(frt_model *m, frt_critic *c, const frt_rollout_params *p, uint64_t robot_seed, int cameras,
                       frt_rollout **r, frt_fake_robot **f)
 {
-    CHECK_OK(frt_rollout_create(m, c, p, r));
-    CHECK_OK(frt_rollout_set_prompt(*r, PROMPT, 5));
-    CHECK_OK(frt_fake_robot_create(m, robot_seed, cameras, f));
+    rt_open_host(m, c, p, PROMPT, 5, robot_seed, cameras, r, f);
 }
 
-static void test_reset_100(frt_model *m, frt_critic *c)
+/* frt_rollout_reseed: only between episodes; the new seed's episodes
+ * differ, the old seed back gives the old episode bytes, no capture. */
+static void test_reseed(frt_model *m, frt_critic *c)
 {
     frt_rollout_params p = frt_rollout_default_params();
     p.seed = 42;
-    p.max_chunks = 3;
+    p.max_chunks = 2;
     frt_rollout *r = NULL;
     frt_fake_robot *f = NULL;
     open_host(m, c, &p, 9, 2, &r, &f);
     const uint64_t captures = frt_context_capture_count(frt_model_context(m));
-    CHECK(captures > 0);
-    float first[3 * NA], acts[3 * NA], v0[3], v[3];
-    double worst = 0;
-    for (int e = 0; e < 100; e++) {
-        CHECK(episode(r, f, e ? acts : first, e ? v : v0, 3) == 3);
-        frt_rollout_status st;
-        CHECK_OK(frt_rollout_status_get(r, &st));
-        CHECK(st.episode == e && st.chunks == 3 && st.stop == FRT_STOP_MAX_CHUNKS);
-        CHECK_MSG(st.captures == captures, "episode %d: %llu captures, %llu before", e,
-                  (unsigned long long)st.captures, (unsigned long long)captures);
-        if (e) CHECK_MSG(!memcmp(acts, first, sizeof acts) && !memcmp(v, v0, sizeof v), "episode %d differs", e);
-        double ms;
-        CHECK_OK(frt_rollout_end(r, NULL, &ms));
-        if (ms > worst) worst = ms;
-    }
-    CHECK(memcmp(first, first + NA, NA * sizeof(float)) != 0); /* the noise stream moves between chunks */
+    float a42[2 * NA], a43[2 * NA], again[2 * NA];
+    CHECK(episode(r, f, a42, NULL, 2) == 2);
+    CHECK_STATUS(frt_rollout_reseed(r, 43), FRT_ERR_STATE); /* mid-episode */
+    CHECK(frt_rollout_seed(r) == 42);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    CHECK_OK(frt_rollout_reseed(r, 43));
+    CHECK(frt_rollout_seed(r) == 43);
+    CHECK(episode(r, f, a43, NULL, 2) == 2);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    CHECK_OK(frt_rollout_reseed(r, 42));
+    CHECK(episode(r, f, again, NULL, 2) == 2);
+    CHECK(memcmp(a42, a43, sizeof a42) != 0 && !memcmp(a42, again, sizeof a42));
     CHECK(frt_context_capture_count(frt_model_context(m)) == captures);
+    CHECK_STATUS(frt_rollout_reseed(NULL, 1), FRT_ERR_INVALID_ARGUMENT);
     frt_rollout_destroy(r);
     frt_fake_robot_free(f);
-    printf("reset: 100 episodes, %llu captures throughout, actions and values byte-identical; slowest reset %.3f ms\n",
-           (unsigned long long)captures, worst);
-}
-
-static void test_plan_vs_serial(frt_model *m, frt_critic *c)
-{
-    float a[2][4 * NA], v[2][4];
-    for (int serial = 0; serial < 2; serial++) {
-        frt_rollout_params p = frt_rollout_default_params();
-        p.seed = 7;
-        p.max_chunks = 4;
-        p.serial = serial;
-        frt_rollout *r = NULL;
-        frt_fake_robot *f = NULL;
-        open_host(m, c, &p, 4, 3, &r, &f);
-        CHECK(episode(r, f, a[serial], v[serial], 4) == 4);
-        for (int i = 0; i < 4; i++) CHECK(isfinite(v[serial][i]));
-        frt_rollout_destroy(r);
-        frt_fake_robot_free(f);
-    }
-    CHECK(!memcmp(a[0], a[1], sizeof a[0]) && !memcmp(v[0], v[1], sizeof v[0]));
-    CHECK(v[0][0] != v[0][1]);
-    printf("plan: policy + critic as one plan (two streams) equals the serial replays bit for bit\n");
+    printf("reseed: refused mid-episode; seed 43 differs, seed 42 again byte-identical, no capture\n");
 }
 
 static frt_stop_reason one_stop(frt_model *m, frt_critic *c, frt_rollout_params *p, int request, int *ran)
@@ -349,7 +278,7 @@ static void test_record(frt_model *m, frt_critic *c)
     frt_rollout_params p = frt_rollout_default_params();
     p.seed = 3;
     p.max_chunks = 5;
-    p.record_dir = dir;
+    p.record_dir = rt_dir;
     frt_rollout *r = NULL;
     frt_fake_robot *f = NULL;
     open_host(m, c, &p, 2, 2, &r, &f);
@@ -667,16 +596,16 @@ static void test_capture_count(frt_model *m)
 
 int main(void)
 {
-    if (!mkdtemp(dir)) TEST_SKIP("cannot create a temporary directory");
-    atexit(cleanup);
+    if (rt_tmpdir("frt_rollout")) TEST_SKIP("cannot create a temporary directory");
     frt_model *m = load_policy("pi0", DIMS.vocab, 0);
     frt_model *llm = load_planner(m);
     test_capture_count(m);
     frt_critic *c = load_critic(m, 17);
     test_critic_reference(m, c);
     test_critic_bad(m);
-    test_plan_vs_serial(m, c);
-    test_reset_100(m, c);
+    rt_check_plan_vs_serial(m, c, PROMPT, 5, NA);
+    rt_check_reset(m, c, PROMPT, 5, NA, 100);
+    test_reseed(m, c);
     test_stops(m, c);
     test_record(m, c);
     test_handoff(m, llm);
@@ -695,6 +624,5 @@ int main(void)
     CHECK_OK(frt_policy_run(m, &obs, a, NA)); /* the shared context outlived the planner */
     frt_fake_robot_free(f);
     frt_model_free(m);
-    printf("rollout: all passed\n");
-    return 0;
+    return frt_test_report();
 }

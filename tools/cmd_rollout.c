@@ -1,7 +1,10 @@
 /* cmd_rollout.c - frt policy rollout: the rollout host of frt/rollout.h
- * driven by the deterministic fake robot (docs/robot.md).
+ * driven by the deterministic fake robot, or by one observation built from
+ * images, a prompt and a state as frt policy run --image builds it (every
+ * tick sees it; docs/robot.md).
  *
- *   frt policy rollout -m DIR --fake-robot [--episodes E] [--max-chunks N]
+ *   frt policy rollout -m DIR (--fake-robot | --image CAM=FILE.. -p TEXT [--state V,..])
+ *       [--episodes E] [--max-chunks N]
  *       [--critic FILE | --random-critic] [--value-stop V] [--timeout S]
  *       [--stop-after N] [--record DIR] [--planner DIR | --planner-shape S]
  *       [--interrupt-at N --interrupt-ids LIST] [--serial] [--json]
@@ -15,6 +18,7 @@
 #include "args.h"
 #include "cli.h"
 #include "gen_model.h"
+#include "policy_cli.h"
 
 #include "frt/checkpoint.h"
 #include "frt/debug.h"
@@ -36,6 +40,8 @@ typedef struct opts {
     unsigned long long seed, robot_seed;
     double timeout, value_stop;
     int value_given;
+    policy_image_run img;  /* --image / --prompt / --state: the one observation */
+    const frt_cmd_spec *spec;
 } opts;
 
 /* Everything one run holds. */
@@ -44,6 +50,9 @@ typedef struct host {
     frt_checkpoint *llm_ck;
     frt_critic *critic;
     frt_fake_robot *robot;
+    frt_policy_input_set *in; /* --image: the observation of every tick (NULL: the fake robot's) */
+    frt_policy_norm_stats *stats;
+    frt_policy_inputs x;
     char tmp[64];          /* the random critic's directory ("" when none) */
     int32_t *ids, *irq;
     size_t n_ids, n_irq;
@@ -52,6 +61,8 @@ typedef struct host {
 
 static void host_free(host *h)
 {
+    frt_policy_inputs_free(h->in);
+    frt_policy_norm_stats_free(h->stats);
     frt_fake_robot_free(h->robot);
     frt_critic_free(h->critic);
     frt_model_free(h->llm);
@@ -110,6 +121,21 @@ static int load_planner(host *h, const opts *o, const frt_model_params *policy_m
     return frt_model_load_checkpoint(h->llm_ck, &cfg, NULL, &mp, &h->llm) < 0 ? fail("planner") : 0;
 }
 
+/* The --image observation, built as frt policy run --image builds it. */
+static int image_obs(host *h, const opts *o, const frt_policy_info *pi)
+{
+    policy_image_run ir = o->img;
+    if (policy_image_defaults("policy rollout", o->dir, pi, &ir)) return 1;
+    int ret = policy_obs_build(o->spec, "policy rollout", &ir.obs, &h->in, &h->stats);
+    if (ret) return ret;
+    const frt_policy_input_set *in = h->in;
+    h->x = (frt_policy_inputs){in->pixel_values, (int)in->n_cameras, 3, 224, 224, in->pixel_attention_mask,
+                               in->input_ids, in->attention_mask, (int)in->n_tokens,
+                               pi->state_in_prompt ? NULL : in->state, pi->state_in_prompt ? 0 : (int)in->state_dim,
+                               NULL, NULL, NULL, 0};
+    return 0;
+}
+
 static int host_open(host *h, const opts *o)
 {
     frt_model_params mp = frt_model_default_params();
@@ -122,6 +148,14 @@ static int host_open(host *h, const opts *o)
     if (o->random_critic && random_critic(h, o->seed)) return 1;
     if ((o->planner || o->planner_shape) && load_planner(h, o, &mp)) return 1;
     if (frt_fake_robot_create(h->policy, o->robot_seed, o->cameras, &h->robot) < 0) return fail("fake robot");
+    return o->img.obs.n_images ? image_obs(h, o, &pi) : 0;
+}
+
+/* Observation t: the fake robot's, or the --image one. */
+static int observe(host *h, int64_t t, frt_policy_inputs *obs)
+{
+    if (!h->in) return frt_fake_robot_observe(h->robot, t, obs);
+    *obs = h->x;
     return 0;
 }
 
@@ -159,7 +193,7 @@ static int run_episode(frt_rollout *r, host *h, const opts *o, int e)
         if (o->stop_after > 0 && n == o->stop_after) frt_rollout_request_stop(r);
         if (o->interrupt_at > 0 && n == o->interrupt_at) rc = frt_rollout_set_prompt(r, h->irq, (int)h->n_irq);
         frt_policy_inputs obs;
-        if (rc == 0) rc = frt_fake_robot_observe(h->robot, n, &obs);
+        if (rc == 0) rc = observe(h, n, &obs);
         if (rc == 0) rc = frt_rollout_tick(r, &obs, a, (size_t)h->na, &t);
         if (rc < 0 || !t.ran) break;
         ms[n++] = t.ms;
@@ -238,7 +272,7 @@ static int bench_ticks(host *h, const opts *o, frt_critic *critic, int serial, d
     for (int i = 0; !ret && i < o->ticks + 2; i++) {
         frt_policy_inputs obs;
         frt_rollout_tick_out t;
-        if (frt_fake_robot_observe(h->robot, i, &obs) < 0 || frt_rollout_tick(r, &obs, a, (size_t)h->na, &t) < 0)
+        if (observe(h, i, &obs) < 0 || frt_rollout_tick(r, &obs, a, (size_t)h->na, &t) < 0)
             ret = fail("bench tick");
         else
             ms[i] = t.ms;
@@ -253,8 +287,33 @@ static int bench_ticks(host *h, const opts *o, frt_critic *critic, int serial, d
     return ret;
 }
 
+/* The floor of a reset: the best of 5 copies of the state's bytes between
+ * two buffers of the policy's context (device memory on cuda: what a
+ * restore from a device-tier capsule moves), in ms. */
+static int copy_floor(host *h, size_t bytes, double *floor_ms)
+{
+    frt_context *ctx = frt_model_context(h->policy);
+    frt_stream *s = frt_context_stream(ctx);
+    frt_buffer *src = NULL, *dst = NULL;
+    int rc = frt_buffer_alloc(ctx, "bench.src", FRT_SPACE_DEVICE, bytes, &src);
+    if (rc == 0) rc = frt_buffer_alloc(ctx, "bench.dst", FRT_SPACE_DEVICE, bytes, &dst);
+    if (rc == 0) rc = frt_buffer_fill(src, 0, bytes, 1, s);
+    if (rc == 0) rc = frt_buffer_copy(dst, 0, src, 0, bytes, s); /* warm-up */
+    if (rc == 0) rc = frt_stream_sync(s);
+    *floor_ms = INFINITY;
+    for (int i = 0; rc == 0 && i < 5; i++) {
+        double t0 = now_ms();
+        rc = frt_buffer_copy(dst, 0, src, 0, bytes, s);
+        if (rc == 0) rc = frt_stream_sync(s);
+        *floor_ms = fmin(*floor_ms, now_ms() - t0);
+    }
+    frt_buffer_free(src);
+    frt_buffer_free(dst);
+    return rc < 0 ? fail("reset floor") : 0;
+}
+
 /* The episode reset (a restore) p50 / max over n resets after one chunk,
- * and the floor: the state's bytes at the host's measured memcpy rate. */
+ * and its floor (copy_floor of the state's bytes). */
 static int bench_reset(host *h, const opts *o, double *p50, double *mx, double *floor_ms, double *bytes)
 {
     frt_rollout *r = NULL;
@@ -266,29 +325,18 @@ static int bench_reset(host *h, const opts *o, double *p50, double *mx, double *
     for (int i = 0; !ret && i < o->resets; i++) {
         frt_policy_inputs obs;
         frt_rollout_tick_out t;
-        if (frt_fake_robot_observe(h->robot, i, &obs) < 0 || frt_rollout_tick(r, &obs, a, (size_t)h->na, &t) < 0 ||
+        if (observe(h, i, &obs) < 0 || frt_rollout_tick(r, &obs, a, (size_t)h->na, &t) < 0 ||
             frt_rollout_end(r, NULL, &ms[i]) < 0)
             ret = fail("bench reset");
     }
     frt_model_info mi;
     frt_model_info_get(h->policy, &mi);
     *bytes = (double)mi.state_bytes;
-    char *src = malloc(mi.state_bytes), *dst = malloc(mi.state_bytes);
-    if (!ret && src && dst) {
-        memset(src, 1, mi.state_bytes);
-        memcpy(dst, src, mi.state_bytes);
-        double best = INFINITY;
-        for (int i = 0; i < 5; i++) {
-            double t0 = now_ms();
-            memcpy(dst, src, mi.state_bytes);
-            best = fmin(best, now_ms() - t0 + (dst[i] == 7 ? 1 : 0));
-        }
-        *floor_ms = best;
+    if (!ret) ret = copy_floor(h, mi.state_bytes, floor_ms);
+    if (!ret) {
         *mx = quantile(ms, o->resets, 1.0);
         *p50 = quantile(ms, o->resets, 0.5);
     }
-    free(src);
-    free(dst);
     free(ms);
     free(a);
     frt_rollout_destroy(r);
@@ -303,8 +351,9 @@ static int bench(host *h, const opts *o)
     printf("rollout bench (%s, %d ticks after 2 warm-up, %d resets)\n", o->dir, o->ticks, o->resets);
     printf("  policy alone             p50 %9.3f ms  p99 %9.3f ms\n", a50, a99);
     printf("  episode reset (restore)  p50 %9.3f ms  max %9.3f ms  (target <= 0.1 ms; floor %.3f ms = %.0f state "
-           "bytes at this host's memcpy rate, %.2f GB/s)\n",
-           r50, rmax, rfloor, bytes, bytes / (rfloor * 1e-3) / 1e9);
+           "bytes copied within the %s backend's memory, %.2f GB/s)\n",
+           r50, rmax, rfloor, bytes, frt_backend_name(frt_context_backend(frt_model_context(h->policy))),
+           bytes / (rfloor * 1e-3) / 1e9);
     if (!h->critic) {
         printf("  policy + critic: not timed (no --critic / --random-critic)\n");
         return 0;
@@ -339,7 +388,10 @@ static int parse_ids(const char *s, const char *what, int32_t **ids, size_t *n)
 static int check_opts(frt_cmd_spec *spec, opts *o)
 {
     if (!o->dir) return frt_args_error(spec, "-m/--model DIR is required");
-    if (!o->fake) return frt_args_error(spec, "--fake-robot is required (the only robot this command drives)");
+    if (!o->fake == !o->img.obs.n_images)
+        return frt_args_error(spec, "give --fake-robot or --image CAM=FILE (with -p TEXT), one of them");
+    if (!o->img.obs.n_images && (o->img.obs.prompt || o->img.obs.state))
+        return frt_args_error(spec, "--prompt and --state go with --image");
     if (o->critic && o->random_critic) return frt_args_error(spec, "give --critic FILE or --random-critic, not both");
     if (o->planner && o->planner_shape) return frt_args_error(spec, "give --planner DIR or --planner-shape, not both");
     o->value_given = frt_args_find(spec, "value-stop")->given > 0;
@@ -357,6 +409,10 @@ static int cmd_rollout(int argc, char **argv)
     frt_arg args[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &o.dir, "DIR", "the policy checkpoint directory", .dflt = ""),
         FRT_OPT(0, "fake-robot", FRT_ARG_FLAG, &o.fake, NULL, "drive it with the deterministic fake robot"),
+        FRT_OPT('p', "prompt", FRT_ARG_STR, &o.img.obs.prompt, "TEXT",
+                "with --image CAM=FILE (repeatable): the observation of every tick, as frt policy run --image",
+                .dflt = ""),
+        FRT_OPT(0, "state", FRT_ARG_STR, &o.img.obs.state, "V,..", "with --image: the robot state", .dflt = ""),
         FRT_OPT(0, "robot-seed", FRT_ARG_U64, &o.robot_seed, "S", "the fake robot's observation stream"),
         FRT_OPT(0, "cameras", FRT_ARG_INT, &o.cameras, "N", "cameras the fake robot sends", .min = 1, .max = 16),
         FRT_OPT(0, "prompt-ids", FRT_ARG_STR, &o.prompt_ids, "LIST", "the instruction, token ids of the policy"),
@@ -389,16 +445,21 @@ static int cmd_rollout(int argc, char **argv)
         FRT_OPT(0, "ticks", FRT_ARG_INT, &o.ticks, "N", "--bench: ticks per configuration", .min = 1, .max = 100000),
         FRT_OPT(0, "resets", FRT_ARG_INT, &o.resets, "N", "--bench: episode resets", .min = 1, .max = 1000000),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &o.json, NULL, "one JSON object per episode"),
-        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &o.backend, NULL, "where the policy runs (the critic: cpu only)"),
+        FRT_OPT(0, "backend", FRT_ARG_BACKEND, &o.backend, NULL, "where the policy and the critic run"),
     };
-    frt_cmd_spec spec = {"policy rollout", "-m DIR --fake-robot [options]",
+    frt_cmd_spec spec = {"policy rollout", "-m DIR (--fake-robot | --image CAM=FILE.. -p TEXT) [options]",
                          "Runs episodes of the rollout host (docs/robot.md): reset by capsule restore, one\n"
                          "replay per action chunk (with the critic as one plan), stop predicates, .npz records,\n"
-                         "and an optional planner writing subtasks into the policy's prompt port.\n",
+                         "and an optional planner writing subtasks into the policy's prompt port.\n"
+                         "--image CAM=FILE (repeatable) -p TEXT [--state V,..] instead of --fake-robot: every\n"
+                         "tick sees that observation, built as frt policy run --image builds it.\n",
                          args, (int)(sizeof args / sizeof args[0]), 0, 0, NULL};
+    if (policy_take_images(&argc, argv, &o.img.obs) < 0) return frt_args_error(&spec, "--image: CAM=FILE, at most "
+                                                                                     "%d", FRT_POLICY_MAX_CAMERAS);
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (check_opts(&spec, &o)) return 2;
+    o.spec = &spec;
     host h;
     memset(&h, 0, sizeof h);
     int ret = parse_ids(o.prompt_ids, "--prompt-ids", &h.ids, &h.n_ids);

@@ -9,6 +9,7 @@
 #include "frt/serving.h"
 
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,7 +115,7 @@ int frt_cmd_serve(int argc, char **argv)
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
-    serve_policy_opts po = {0};
+    serve_policy_opts po = {.value_threshold = NAN, .cfg_beta = NAN};
     int policy_port = -1;
     const char *policy_port_file = NULL;
     if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
@@ -212,6 +213,25 @@ int frt_cmd_serve(int argc, char **argv)
                 .min = 0, .max = 65535, .dflt = "none: the policy alone on --port"),
         FRT_OPT(0, "policy-port-file", FRT_ARG_STR, &policy_port_file, "PATH",
                 "with --policy-port: write the policy's bound port there once listening", .dflt = ""),
+        FRT_OPT(0, "critic", FRT_ARG_STR, &po.critic, "FILE",
+                "--policy: the value critic (.safetensors, docs/robot.md): replies carry its value in `values`",
+                .dflt = "none"),
+        FRT_OPT(0, "value-threshold", FRT_ARG_FLOAT, &po.value_threshold, "V",
+                "--policy with --critic: stop the episode when a value is below V", .fmin = -1e30, .fmax = 1e30,
+                .dflt = "none"),
+        FRT_OPT(0, "max-chunks", FRT_ARG_INT, &po.max_chunks, "N", "--policy: stop an episode after N chunks",
+                .min = 1, .max = 1 << 30, .dflt = "no limit"),
+        FRT_OPT(0, "episode-timeout", FRT_ARG_DOUBLE, &po.episode_timeout_s, "S",
+                "--policy: stop an episode S seconds after its first chunk", .fmin = 1e-9, .fmax = 1e9,
+                .dflt = "none"),
+        FRT_OPT(0, "record", FRT_ARG_STR, &po.record, "DIR",
+                "--policy: write each ended episode as DIR/episode_NNN.npz (docs/robot.md)", .dflt = "none"),
+        FRT_OPT(0, "cfg-beta", FRT_ARG_FLOAT, &po.cfg_beta, "B",
+                "--policy: classifier-free guidance (RECAP) with weight B >= 1 from the start", .fmin = 1,
+                .fmax = 1e30, .dflt = "off"),
+        FRT_OPT(0, "advantage", FRT_ARG_CHOICE, &po.advantage, NULL,
+                "--policy with --cfg-beta: the conditioned prompt's advantage indicator", .choices =
+                "positive|negative", .dflt = "positive"),
         FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
                 "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
                 "(pi05_libero)",
@@ -257,6 +277,8 @@ int frt_cmd_serve(int argc, char **argv)
             return frt_args_error(&spec, "--capsule-key-file: '%s' holds %zu bytes (16 to 1024, a final newline aside)",
                                   capsule_key_file, key_len);
     }
+    if (!isnan(po.value_threshold) && !po.critic) return frt_args_error(&spec, "--value-threshold needs --critic");
+    if (po.advantage && isnan(po.cfg_beta)) return frt_args_error(&spec, "--advantage goes with --cfg-beta");
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
     if (!po.dir && (policy_port >= 0 || policy_port_file))
         return frt_args_error(&spec, "--policy-port and --policy-port-file go with --policy DIR");
@@ -276,9 +298,10 @@ int frt_cmd_serve(int argc, char **argv)
         return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
     }
     if (!po.dir && (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions ||
-                    po.discrete_state))
-        return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions and "
-                                     "--discrete-state go with --policy DIR");
+                    po.discrete_state || frt_serve_policy_host_given(&po)))
+        return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions, "
+                                     "--discrete-state, --critic, --value-threshold, --max-chunks, "
+                                     "--episode-timeout, --record, --cfg-beta and --advantage go with --policy DIR");
 
     frt_engine *engine = NULL;
     int rc;

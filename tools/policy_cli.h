@@ -6,6 +6,7 @@
 
 #include "args.h"
 
+#include "frt/policy.h"
 #include "frt/policy_io.h"
 
 /* openpi's IMAGE_KEYS, in model order. */
@@ -38,5 +39,19 @@ int policy_take_images(int *argc, char **argv, policy_obs_opts *o);
  * bad file or value). */
 int policy_obs_build(const frt_cmd_spec *spec, const char *cmd, const policy_obs_opts *o,
                      frt_policy_input_set **in, frt_policy_norm_stats **stats);
+
+/* The --image mode's options and the files found beside the checkpoint
+ * when not given. */
+typedef struct policy_image_run {
+    policy_obs_opts obs;
+    char tok_path[4096], stats_path[4096], cams[256];
+} policy_image_run;
+
+/* Fills what ir->obs leaves unset from the checkpoint DIR and the model's
+ * sizes (policy_obs_defaults.c): DIR/tokenizer.model, DIR/norm_stats.json
+ * when present, the first max_cameras of openpi's camera names, the
+ * variant, prompt length and state length. Returns 0, or 1 after printing
+ * the error ("frt CMD: ..."): an unknown variant, cameras not 224 x 224. */
+int policy_image_defaults(const char *cmd, const char *dir, const frt_policy_info *pi, policy_image_run *ir);
 
 #endif

@@ -292,44 +292,6 @@ static int run_inputs(run_spec *rs, obs *o)
     return ret;
 }
 
-/* The --image mode: the observation options, the files found beside the
- * checkpoint when not given. */
-typedef struct image_run {
-    policy_obs_opts obs;
-    char tok_path[4096], stats_path[4096], cams[256];
-} image_run;
-
-/* Defaults from the checkpoint: DIR/tokenizer.model, DIR/norm_stats.json
- * when present, the first max_cameras of openpi's camera names, the
- * variant, prompt length and state length of the model. */
-static int image_defaults(const char *dir, const frt_policy_info *pi, image_run *ir)
-{
-    policy_obs_opts *o = &ir->obs;
-    if (frt_policy_variant_parse(pi->model_type, &o->variant) < 0) return fail("run", "%s%s", frt_last_error(), "");
-    o->max_tokens = pi->max_tokens;
-    o->max_state_dim = pi->max_state_dim;
-    if (!o->tokenizer) {
-        snprintf(ir->tok_path, sizeof ir->tok_path, "%s/tokenizer.model", dir);
-        o->tokenizer = ir->tok_path;
-    }
-    if (!o->norm_stats) {
-        snprintf(ir->stats_path, sizeof ir->stats_path, "%s/norm_stats.json", dir);
-        FILE *f = fopen(ir->stats_path, "rb");
-        if (f) fclose(f), o->norm_stats = ir->stats_path;
-    }
-    if (!o->cameras) {
-        snprintf(ir->cams, sizeof ir->cams, "%s", POLICY_DEFAULT_CAMERAS);
-        char *c = ir->cams;
-        for (int k = 0; k < pi->max_cameras && c; k++) c = strchr(c + (k > 0), ',');
-        if (c) *c = '\0';
-        o->cameras = ir->cams;
-    }
-    if (pi->image_height != 224 || pi->image_width != 224)
-        return fail("run", "%s%s", "--image makes 224 x 224 camera inputs (openpi's resize_with_pad); this model takes ",
-                    "other sizes: give its exact inputs with --inputs FILE.safetensors");
-    return 0;
-}
-
 /* The library's input set as the model's inputs (views into *in). */
 static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_policy_info *pi)
 {
@@ -342,8 +304,8 @@ static frt_policy_inputs inputs_of(const frt_policy_input_set *in, const frt_pol
 
 /* Under CFG: the conditioned prompt (frt_policy_cfg_prompt) built into a
  * second input set the same way; its ids go into x as input_ids_cond. */
-static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, image_run *ir, frt_policy_input_set **in_cond,
-                      frt_policy_inputs *x)
+static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, policy_image_run *ir,
+                      frt_policy_input_set **in_cond, frt_policy_inputs *x)
 {
     if (!cfg->on) return 0;
     char *text = NULL;
@@ -365,7 +327,7 @@ static int build_cond(const frt_cmd_spec *spec, const cfg_opts *cfg, image_run *
 /* One inference from images, a prompt and a state: the inputs built as
  * frt policy prepare builds them, the chunk un-normalised with the
  * statistics (and sliced to their action length) when there are any. */
-static int run_images(const char *dir, const frt_model_params *mp, image_run *ir, const cfg_opts *cfg,
+static int run_images(const char *dir, const frt_model_params *mp, policy_image_run *ir, const cfg_opts *cfg,
                       int seed_given, unsigned long long seed, int json, const char *out, const frt_cmd_spec *spec)
 {
     frt_model *m = NULL;
@@ -377,7 +339,7 @@ static int run_images(const char *dir, const frt_model_params *mp, image_run *ir
     float *a = NULL, *u = NULL;
     int ret = frt_policy_info_get(m, &pi) < 0 ? frt_cli_fail("policy run", FRT_ERR_STATE) : 0;
     if (ret == 0) ret = cfg_apply(m, cfg);
-    if (ret == 0) ret = image_defaults(dir, &pi, ir);
+    if (ret == 0) ret = policy_image_defaults("policy run", dir, &pi, ir);
     if (ret == 0) ret = policy_obs_build(spec, "policy run", &ir->obs, &in, &st);
     size_t na = (size_t)pi.chunk * (size_t)pi.action_dim;
     if (ret == 0 && (!(a = malloc(na * sizeof *a)) || !(u = malloc(na * sizeof *u))))
@@ -417,7 +379,7 @@ static int cmd_run(int argc, char **argv)
     int n_inputs = 0;
     unsigned long long seed = 0;
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
-    image_run ir;
+    policy_image_run ir;
     memset(&ir, 0, sizeof ir);
     cfg_opts cfg = {0, 1.0f, NULL};
     frt_arg opts[] = {

@@ -8,7 +8,17 @@
 /* The policy server's own options (--policy DIR and the robot's). */
 typedef struct serve_policy_opts {
     const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions, *discrete_state;
+    /* the rollout host (docs/robot.md) and CFG; NaN / 0 / NULL = not given */
+    const char *critic, *record, *advantage;
+    float value_threshold, cfg_beta;
+    int max_chunks;
+    double episode_timeout_s;
 } serve_policy_opts;
+
+/* frt serve's policy options of the rollout host and CFG (--critic,
+ * --value-threshold, --max-chunks, --episode-timeout, --record, --cfg-beta,
+ * --advantage), bound to O; 1 when any was given. */
+int frt_serve_policy_host_given(const serve_policy_opts *o);
 
 /* A server's log callback: "[HH:MM:SS] frt serve<USER>: LINE" on stderr
  * (USER: a NUL-terminated suffix such as " --policy", or NULL). */

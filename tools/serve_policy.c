@@ -11,8 +11,10 @@
 
 #include "frt/status.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct serve_policy {
     frt_model *m;
@@ -53,10 +55,33 @@ static int start(const char *cmd, serve_policy *p, const frt_server_params *sp, 
     return 0;
 }
 
+int frt_serve_policy_host_given(const serve_policy_opts *o)
+{
+    return o->critic || o->record || o->advantage || !isnan(o->value_threshold) || !isnan(o->cfg_beta) ||
+           o->max_chunks || o->episode_timeout_s != 0;
+}
+
+/* The rollout host's and CFG's settings of the service from the options. */
+static void host_params(const serve_policy_opts *o, frt_policy_service_params *sv)
+{
+    sv->critic = o->critic;
+    sv->value_stop = !isnan(o->value_threshold);
+    sv->value_threshold = sv->value_stop ? o->value_threshold : 0.0f;
+    sv->max_chunks = o->max_chunks;
+    sv->episode_timeout_s = o->episode_timeout_s;
+    sv->record_dir = o->record;
+    sv->cfg = !isnan(o->cfg_beta);
+    sv->cfg_beta = sv->cfg ? o->cfg_beta : 1.0f;
+    sv->advantage_positive = !o->advantage || strcmp(o->advantage, "negative") != 0;
+}
+
 int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
                           const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out)
 {
-    frt_policy_service_params sv = {o->dir, o->robot, o->tokenizer, o->norm_stats, o->default_prompt, -1, -1};
+    frt_policy_service_params sv = {.dir = o->dir, .robot = o->robot, .tokenizer = o->tokenizer,
+                                    .norm_stats = o->norm_stats, .default_prompt = o->default_prompt,
+                                    .delta_actions = -1, .discrete_state = -1};
+    host_params(o, &sv);
     int rc = o->delta_actions ? frt_policy_delta_parse(o->delta_actions, &sv.delta_actions) : 0;
     if (rc == 0 && o->discrete_state) rc = frt_policy_delta_parse(o->discrete_state, &sv.discrete_state);
     if (rc) return frt_cli_fail(cmd, rc);

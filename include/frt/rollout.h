@@ -32,9 +32,9 @@
  * frt_rollout_request_stop may be called from any thread.
  *
  * Backends: the critic's graph is a host task over the policy's port
- * buffers, so frt_critic_load needs a cpu-backend policy (a CUDA kernel for
- * it is not written yet: FRT_ERR_UNSUPPORTED); the rollout host itself is
- * backend-neutral.
+ * buffers on the cpu backend, and the kernels of
+ * kernels/cuda/critic_mlp.cu (f32, reading the ports on the device) on the
+ * cuda backend; the rollout host itself is backend-neutral.
  */
 #ifndef FRT_ROLLOUT_H
 #define FRT_ROLLOUT_H
@@ -78,7 +78,7 @@ typedef struct frt_critic_info {
  * captured once here on the critic's own stream (a second stream of that
  * context). Free with frt_critic_free (before the policy).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_UNSUPPORTED (not a
- * policy, or not the cpu backend); FRT_ERR_NOT_FOUND (no such file);
+ * policy, or a backend other than cpu and cuda); FRT_ERR_NOT_FOUND (no such file);
  * FRT_ERR_IO / FRT_ERR_FORMAT (unreadable file, not safetensors, no critic.layers.0.weight, a missing bias, a
  * layer whose input is not the previous output, in_0 <= width, a last
  * layer with more than one output, a non-float tensor: named in the
@@ -141,7 +141,9 @@ typedef struct frt_rollout_params {
     float value_threshold;
     int serial;            /* 1: replay the policy, then the critic, one after the other on the policy's
                               stream; 0 (default): one exec plan (policy stream + critic stream) */
-    const char *record_dir; /* where frt_rollout_end writes episode_NNN.npz (copied); NULL = no recording */
+    const char *record_dir; /* where frt_rollout_end writes episode_NNN.npz (copied); NULL = no recording
+                               (nothing of the episode is kept then; with it the record grows by one chunk a
+                               tick until frt_rollout_end) */
 } frt_rollout_params;
 
 /* seed 0, max_chunks 100, timeout_s 0, value_stop 0, value_threshold 0, serial 0, record_dir NULL. */
@@ -197,7 +199,8 @@ FRT_API int frt_rollout_request_stop(frt_rollout *r);
 
 /* RECORD then RESET: when record_dir is set, writes
  * record_dir/episode_NNN.npz of the episode so far (also of one not
- * stopped yet: stop reason "none"; an episode of 0 chunks writes empty
+ * stopped yet: stop reason "client" when a stop request is pending, else
+ * "none"; an episode of 0 chunks writes empty
  * arrays), restores the initial capsule and clears the stop request and the
  * episode record. path (may be NULL) receives the file's path (malloc'd,
  * free()) or NULL without recording; reset_ms (may be NULL) the restore's
@@ -205,6 +208,18 @@ FRT_API int frt_rollout_request_stop(frt_rollout *r);
  * could not be written: the episode is kept, nothing reset); those of
  * frt_capsule_restore. */
 FRT_API int frt_rollout_end(frt_rollout *r, char **path, double *reset_ms);
+
+/* Starts the following episodes from noise seed `seed` instead: the
+ * episode stream of seed (frt_policy_episode_start) and a new
+ * episode-initial capsule snapshot (a copy, no capture). Only between
+ * episodes (no chunk run since create / frt_rollout_end). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_STATE (the episode has run a
+ * chunk or is stopped: nothing changed); those of frt_capsule_snapshot
+ * (the old seed and capsule kept, the live state restored from it). */
+FRT_API int frt_rollout_reseed(frt_rollout *r, uint64_t seed);
+
+/* The seed episodes start from (params.seed or the last reseed); 0 for NULL. */
+FRT_API uint64_t frt_rollout_seed(const frt_rollout *r);
 
 typedef struct frt_rollout_status {
     int episode;            /* index of the current episode (0 first) */

@@ -5,9 +5,11 @@
  * captured once as its own graph on a second stream of the policy's
  * context. The graph binds the policy's vision_tokens and
  * pixel_attention_mask port buffers, so it reads what the policy's replay
- * wrote with no copy; on the cpu backend it is one host task.
+ * wrote with no copy; on the cpu backend it is one host task, on the cuda
+ * backend the kernels of critic_cuda.c.
  */
 #include "frt/rollout.h"
+#include "robot/robot_internal.h"
 #include "frt/safetensors.h"
 
 #include "util/error.h"
@@ -17,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CRITIC_MAX_LAYERS 16
+#define CRITIC_MAX_LAYERS FRT_CRITIC_MAX_LAYERS
 #define CRITIC_KEY ((frt_shape_key)1)
 
 typedef struct critic_layer {
@@ -37,6 +39,7 @@ struct frt_critic {
     int max_cameras, n_patch;
     critic_layer layers[CRITIC_MAX_LAYERS];
     float *x0, *h0, *h1;    /* scratch: [state_dim + width], [max hidden] x2 */
+    frt_critic_dev *dev;    /* cuda backend: the weights on the device; NULL on cpu */
 };
 
 #define FMT(...) frt_error(FRT_ERR_FORMAT, "critic: " __VA_ARGS__)
@@ -158,10 +161,52 @@ static void task_critic(void *arg)
     *(float *)frt_buffer_ptr(frt_graph_port(c->graph, "value")) = v;
 }
 
+#if FRT_HAVE_CUDA
+static int record_critic_cuda(frt_stream *s, frt_critic *c)
+{
+    const frt_critic_io io = {
+        .state = frt_buffer_ptr(frt_graph_port(c->graph, "state")),
+        .tokens = frt_buffer_ptr(frt_graph_port(c->graph, "vision_tokens")),
+        .cam_mask = frt_buffer_ptr(frt_graph_port(c->graph, "pixel_attention_mask")),
+        .value = frt_buffer_ptr(frt_graph_port(c->graph, "value")),
+        .state_dim = c->info.state_dim,
+        .n_cameras = c->max_cameras,
+        .n_patch = c->n_patch,
+        .width = c->info.width,
+    };
+    return frt_critic_dev_record(c->dev, s, &io);
+}
+
+/* The layers' weights into device buffers of the policy's context. */
+static int critic_upload(frt_critic *c)
+{
+    frt_critic_layer_view v[CRITIC_MAX_LAYERS];
+    for (int i = 0; i < c->info.n_layers; i++)
+        v[i] = (frt_critic_layer_view){c->layers[i].in, c->layers[i].out, c->layers[i].w, c->layers[i].b};
+    return frt_critic_dev_create(c->ctx, c->stream, v, c->info.n_layers, &c->dev);
+}
+#endif
+
 static int record_critic(frt_stream *s, void *user)
 {
     frt_critic *c = user;
+#if FRT_HAVE_CUDA
+    if (c->dev) return record_critic_cuda(s, c);
+#endif
     return frt_stream_host_task(s, task_critic, &c, sizeof c);
+}
+
+/* The backend's side: nothing more on cpu, the weights on the device on
+ * cuda (CUDA builds). */
+static int critic_backend(frt_critic *c)
+{
+    const frt_backend b = frt_context_backend(c->ctx);
+    if (b == FRT_BACKEND_CPU) return 0;
+#if FRT_HAVE_CUDA
+    if (b == FRT_BACKEND_CUDA) return critic_upload(c);
+#endif
+    return frt_error(FRT_ERR_UNSUPPORTED, "critic: no critic kernels for the policy's backend (%s)",
+                     frt_backend_name(b));
 }
 
 /* The policy's sizes the critic needs: prefix width, cameras, patches. */
@@ -205,8 +250,6 @@ static int critic_init(frt_critic *c, frt_model *policy, const char *path)
 {
     c->policy = policy;
     c->ctx = frt_model_context(policy);
-    if (frt_context_backend(c->ctx) != FRT_BACKEND_CPU)
-        return frt_error(FRT_ERR_UNSUPPORTED, "critic: only the cpu backend runs the critic (no CUDA kernel yet)");
     FRT_TRY(policy_sizes(c, policy));
     frt_safetensors *st = NULL;
     FRT_TRY(frt_safetensors_open(path, &st));
@@ -214,6 +257,7 @@ static int critic_init(frt_critic *c, frt_model *policy, const char *path)
     frt_safetensors_close(st);
     FRT_TRY(rc);
     FRT_TRY(frt_stream_create(c->ctx, 0, &c->stream));
+    FRT_TRY(critic_backend(c));
     return bind_ports(c);
 }
 
@@ -241,6 +285,9 @@ void frt_critic_free(frt_critic *c)
     frt_stream_destroy(c->stream);
     frt_buffer_free(c->state);
     frt_buffer_free(c->value);
+#if FRT_HAVE_CUDA
+    frt_critic_dev_free(c->dev);
+#endif
     for (int i = 0; i < CRITIC_MAX_LAYERS; i++) {
         free(c->layers[i].w);
         free(c->layers[i].b);

@@ -19,6 +19,41 @@ frt_model *frt_critic_policy(const frt_critic *c);
  * critic's sizes. Errors: those of frt_critic_load's file checks. */
 int frt_critic_parse_memory(const void *data, size_t size, int width, frt_critic_info *out);
 
+/* ---- the critic on the cuda backend (critic_cuda.c; CUDA builds only) ----- */
+
+#define FRT_CRITIC_MAX_LAYERS 16
+
+/* One layer's host weights: w [out, in] f32, b [out] f32 (borrowed). */
+typedef struct frt_critic_layer_view {
+    int in, out;
+    const float *w, *b;
+} frt_critic_layer_view;
+
+/* What one replay reads and writes, all device pointers (the graph's
+ * ports): state [state_dim] f32, tokens [n_cameras, n_patch, width] f32,
+ * cam_mask [n_cameras] u8, value [1] f32. */
+typedef struct frt_critic_io {
+    const float *state, *tokens;
+    const uint8_t *cam_mask;
+    float *value;
+    int state_dim, n_cameras, n_patch, width;
+} frt_critic_io;
+
+/* The critic's weights in device buffers of ctx (copied on stream s, which
+ * is synchronised) and its scratch. Free with frt_critic_dev_free. Errors:
+ * those of frt_buffer_alloc / frt_buffer_write; *out NULL on failure. */
+typedef struct frt_critic_dev frt_critic_dev;
+int frt_critic_dev_create(frt_context *ctx, frt_stream *s, const frt_critic_layer_view *layers, int n_layers,
+                          frt_critic_dev **out);
+
+/* NULL is a no-op; no work may still use it. */
+void frt_critic_dev_free(frt_critic_dev *d);
+
+/* Enqueues the critic on s (inside the graph's capture): the input kernel,
+ * then one dense kernel per layer (SiLU on all but the last), the last
+ * writing io->value. Errors: those of the kernel launchers. */
+int frt_critic_dev_record(const frt_critic_dev *d, frt_stream *s, const frt_critic_io *io);
+
 /* ---- .npz (numpy's zip of .npy files) through libzip ---------------------- */
 
 typedef struct frt_npz frt_npz;

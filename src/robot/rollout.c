@@ -380,7 +380,8 @@ static int run_chunk(frt_rollout *r, const frt_policy_inputs *obs, float *action
     *value = NAN;
     if (r->critic) FRT_TRY(frt_critic_value(r->critic, value));
     const double ms = 1e3 * (now_s() - t);
-    FRT_TRY(frt_episode_append(&r->rec, actions, *value, frt_obs_digest(obs), pd, ms));
+    /* the record is kept only to be written: without a record_dir a long episode holds no memory */
+    if (r->record_dir) FRT_TRY(frt_episode_append(&r->rec, actions, *value, frt_obs_digest(obs), pd, ms));
     r->chunks++;
     return 0;
 }
@@ -414,7 +415,10 @@ static int record(frt_rollout *r, char **path)
     char *file = malloc(n);
     if (!file) return frt_error(FRT_ERR_OUT_OF_MEMORY, "rollout: out of memory");
     snprintf(file, n, "%s/episode_%03d.npz", r->record_dir, r->episode);
-    frt_episode_meta meta = {r->episode, r->p.seed, r->stop, r->reset_ms};
+    /* an episode ended while a stop request was pending was stopped by the client */
+    const frt_stop_reason why = r->stop != FRT_STOP_NONE ? r->stop
+                                : atomic_load(&r->stop_req) ? FRT_STOP_CLIENT : FRT_STOP_NONE;
+    frt_episode_meta meta = {r->episode, r->p.seed, why, r->reset_ms};
     int rc = frt_episode_write(&r->rec, &meta, file);
     if (rc == 0 && path) *path = file;
     else free(file);
@@ -455,3 +459,23 @@ int frt_rollout_status_get(const frt_rollout *r, frt_rollout_status *out)
     out->captures = frt_context_capture_count(frt_model_context(r->policy));
     return 0;
 }
+
+int frt_rollout_reseed(frt_rollout *r, uint64_t seed)
+{
+    if (!r) return BAD("NULL argument");
+    if (r->chunks || r->stop != FRT_STOP_NONE)
+        return frt_error(FRT_ERR_STATE, "rollout: a new seed needs a fresh episode (frt_rollout_end first)");
+    frt_capsule *c = NULL;
+    FRT_TRY(frt_policy_episode_start(r->policy, seed));
+    int rc = frt_capsule_snapshot(r->policy, FRT_TIER_DEVICE, NULL, NULL, 0, &c);
+    if (rc < 0) {
+        frt_capsule_restore(r->policy, r->initial); /* the live state back to the old episode start */
+        return rc;
+    }
+    frt_capsule_free(r->initial);
+    r->initial = c;
+    r->p.seed = seed;
+    return 0;
+}
+
+uint64_t frt_rollout_seed(const frt_rollout *r) { return r ? r->p.seed : 0; }

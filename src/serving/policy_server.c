@@ -170,10 +170,10 @@ static int answer(frt_policy_server *s, const frt_pobs *o, int json, double t0, 
                   size_t *len)
 {
     if (frt_policy_service_is_ctrl(o)) {
-        const char *name = NULL;
-        uint64_t seed = 0, steps = 0;
-        FRT_TRY(frt_policy_service_ctrl(s->svc, o, &name, &seed, &steps));
-        *out = json ? frt_policy_ctrl_json(name, seed, steps, len) : frt_policy_ctrl_msgpack(name, seed, steps, len);
+        frt_policy_ctrl_reply cr;
+        FRT_TRY(frt_policy_service_ctrl(s->svc, o, &cr));
+        *out = json ? frt_policy_ctrl_json(&cr, len) : frt_policy_ctrl_msgpack(&cr, len);
+        frt_policy_ctrl_reply_clear(&cr);
         return 0;
     }
     frt_policy_reply r;

@@ -1,15 +1,22 @@
 /*
  * policy_service.c - one policy behind the policy server (policy_service.h):
  * robot observation -> openpi's robot transforms -> frt_policy_inputs_build
- * -> frt_policy_run -> Unnormalize -> the robot's actions; control
- * messages; the metadata and reply encodings (docs/policy-server.md).
+ * -> one tick of the rollout host (frt/rollout.h: the policy and the value
+ * critic as one plan, the stop predicates, the episode record) ->
+ * Unnormalize -> the robot's actions; control messages (episode start /
+ * end as RESET / STOP + RECORD, CFG); the metadata and reply encodings
+ * (docs/policy-server.md).
  */
 #include "serving/policy_service.h"
 
+#include "frt/fs.h"
 #include "frt/policy.h"
+#include "frt/rollout.h"
 #include "frt/status.h"
 
 #include <dirent.h>
+#include <limits.h>
+#include <math.h>
 #include <jansson.h>
 #include <msgpack.h>
 #include <pthread.h>
@@ -33,6 +40,8 @@ struct frt_policy_service {
     frt_policy_tokenizer *tok;
     frt_policy_norm_stats *stats;
     char *default_prompt;
+    frt_critic *critic;   /* NULL: no values */
+    frt_rollout *host;    /* every inference is a tick of it */
     pthread_mutex_t lock;
 };
 
@@ -131,9 +140,30 @@ static int check_shapes(const frt_policy_service *s)
     return 0;
 }
 
+/* The rollout host the inferences tick (and its critic, CFG, recording). */
+static int open_host(frt_policy_service *s, const frt_policy_service_params *p)
+{
+    if (p->max_chunks < 0 || !(p->episode_timeout_s >= 0) || isinf(p->episode_timeout_s))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "max_chunks %d and episode timeout %g s must be >= 0",
+                         p->max_chunks, p->episode_timeout_s);
+    if (p->critic) FRT_TRY(frt_critic_load(s->m, p->critic, &s->critic));
+    if (p->record_dir) FRT_TRY(frt_mkdir_p(p->record_dir));
+    frt_rollout_params rp = frt_rollout_default_params();
+    rp.max_chunks = p->max_chunks > 0 ? p->max_chunks : INT_MAX;
+    rp.timeout_s = p->episode_timeout_s;
+    rp.value_stop = p->value_stop;
+    rp.value_threshold = p->value_threshold;
+    rp.record_dir = p->record_dir;
+    FRT_TRY(frt_rollout_create(s->m, s->critic, &rp, &s->host));
+    return p->cfg ? frt_policy_set_cfg(s->m, 1, p->cfg_beta, p->advantage_positive) : 0; /* last: nothing changed on
+                                                                                           a failure before */
+}
+
 void frt_policy_service_free(frt_policy_service *s)
 {
     if (!s) return;
+    frt_rollout_destroy(s->host);
+    frt_critic_free(s->critic);
     frt_policy_tokenizer_free(s->tok);
     frt_policy_norm_stats_free(s->stats);
     free(s->default_prompt);
@@ -160,6 +190,7 @@ int frt_policy_service_create(frt_model *m, const frt_policy_service_params *p, 
     if (rc == 0) rc = pick_discrete_state(s, p->discrete_state);
     if (rc == 0) rc = load_inputs_side(s, p, asset, note);
     if (rc == 0) rc = check_shapes(s);
+    if (rc == 0) rc = open_host(s, p);
     if (rc == 0 && p->default_prompt && !(s->default_prompt = strdup(p->default_prompt)))
         rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "policy service: out of memory");
     s->n_cameras = s->pi.max_cameras < FRT_ROBOT_CAMERAS ? s->pi.max_cameras : FRT_ROBOT_CAMERAS;
@@ -203,46 +234,81 @@ static int build_inputs(const frt_policy_service *s, const frt_robot_obs *ro, fr
     return frt_policy_inputs_build(&ip, views, nv, ro->prompt, state, ro->n_state, in);
 }
 
-/* Runs the model on IN; the un-normalised chunk [chunk, action_dim] into U. */
-static int run_model(frt_policy_service *s, const frt_policy_input_set *in, float *a, float *u, double *ms)
+/* Under CFG: the conditioned prompt (frt_policy_cfg_prompt of the
+ * request's instruction) built the same way into *in_cond. */
+static int build_cond(const frt_policy_service *s, const frt_robot_obs *ro, frt_policy_input_set **in_cond)
+{
+    int on = 0, positive = 1;
+    FRT_TRY(frt_policy_cfg_get(s->m, &on, NULL, &positive));
+    if (!on) return 0;
+    char *text = NULL;
+    FRT_TRY(frt_policy_cfg_prompt(ro->prompt, positive, &text));
+    frt_robot_obs rc = *ro;
+    rc.prompt = text;
+    int rc_ = build_inputs(s, &rc, in_cond);
+    free(text);
+    return rc_;
+}
+
+/* One tick of the host on IN (and IN_COND under CFG); when a chunk ran, the
+ * un-normalised chunk [chunk, action_dim] into U. */
+static int run_model(frt_policy_service *s, const frt_policy_input_set *in, const frt_policy_input_set *in_cond,
+                     float *a, float *u, frt_rollout_tick_out *t)
 {
     const frt_policy_info *pi = &s->pi;
     frt_policy_inputs x = {in->pixel_values, (int)in->n_cameras, 3, 224, 224, in->pixel_attention_mask,
                            in->input_ids, in->attention_mask, (int)in->n_tokens,
                            pi->state_in_prompt ? NULL : in->state, pi->state_in_prompt ? 0 : (int)in->state_dim,
                            NULL, NULL, NULL, 0};
+    if (in_cond) {
+        x.input_ids_cond = in_cond->input_ids;
+        x.attention_mask_cond = in_cond->attention_mask;
+        x.n_tokens_cond = (int)in_cond->n_tokens;
+    }
     size_t na = (size_t)pi->chunk * (size_t)pi->action_dim;
-    double t0 = now_ms();
-    FRT_TRY(frt_policy_run(s->m, &x, a, na));
-    *ms = now_ms() - t0;
+    FRT_TRY(frt_rollout_tick(s->host, &x, a, na, t));
+    if (!t->ran) return 0;
     if (!s->stats) return memcpy(u, a, na * sizeof *a), 0;
     return frt_policy_unnormalize_actions(s->stats, s->variant, a, (size_t)pi->chunk, (size_t)pi->action_dim,
                                           (size_t)pi->action_dim, u);
+}
+
+/* The reply's episode fields from a tick (or, ran 0, from the stop). */
+static void reply_episode(const frt_policy_service *s, const frt_rollout_tick_out *t, frt_policy_reply *r)
+{
+    r->has_value = s->critic != NULL && t->ran;
+    r->value = t->value;
+    r->infer_ms = t->ms;
+    r->stopped = t->stop != FRT_STOP_NONE ? frt_stop_reason_str(t->stop) : NULL;
 }
 
 static int infer_locked(frt_policy_service *s, const frt_pobs *o, frt_policy_reply *r)
 {
     frt_robot_obs ro;
     FRT_TRY(frt_robot_obs_from(s->robot, o, s->default_prompt, &ro));
-    frt_policy_input_set *in = NULL;
+    frt_policy_input_set *in = NULL, *in_cond = NULL;
     int chunk = s->pi.chunk, dof = frt_robot_dof(s->robot);
     size_t na = (size_t)chunk * (size_t)s->pi.action_dim;
     float *a = malloc(na * sizeof *a), *u = malloc(na * sizeof *u), *out = malloc((size_t)(chunk * dof) * sizeof *out);
     int rc = a && u && out ? build_inputs(s, &ro, &in) : frt_error(FRT_ERR_OUT_OF_MEMORY, "policy: out of memory");
-    double ms = 0;
-    if (rc == 0) rc = run_model(s, in, a, u, &ms);
-    if (rc == 0)
+    if (rc == 0) rc = build_cond(s, &ro, &in_cond);
+    frt_rollout_status st = {0};
+    frt_rollout_tick_out t = {0, NAN, FRT_STOP_NONE, 0};
+    if (rc == 0) rc = frt_rollout_status_get(s->host, &st);
+    if (rc == 0) t.stop = st.stop; /* a stopped episode runs nothing */
+    if (rc == 0 && st.stop == FRT_STOP_NONE) rc = run_model(s, in, in_cond, a, u, &t);
+    if (rc == 0 && t.ran)
         rc = frt_robot_actions(s->robot, s->mask, s->n_mask, ro.state, ro.n_state, u, (size_t)chunk,
                                (size_t)s->pi.action_dim, out);
     frt_policy_inputs_free(in);
+    frt_policy_inputs_free(in_cond);
     frt_robot_obs_free(&ro);
     free(a);
     free(u);
-    if (rc < 0) {
-        free(out);
-        return rc;
-    }
-    *r = (frt_policy_reply){out, chunk, dof, ms, 0};
+    if (rc < 0 || !t.ran) free(out);
+    if (rc < 0) return rc;
+    *r = (frt_policy_reply){t.ran ? out : NULL, chunk, dof, 0, 0, 0, NAN, NULL};
+    reply_episode(s, &t, r);
     return 0;
 }
 
@@ -272,28 +338,101 @@ static int ctrl_seed(const frt_pobs *o, uint64_t *seed)
     return frt_error(FRT_ERR_INVALID_ARGUMENT, "'seed': an integer in [0, 2^64)");
 }
 
-int frt_policy_service_ctrl(frt_policy_service *s, const frt_pobs *o, const char **name, uint64_t *seed,
-                            uint64_t *steps)
+/* The cfg message's settings: beta (a number, 0 = off, else >= 1) and
+ * advantage ("positive" | "negative"; absent: as before). */
+static int ctrl_cfg_args(const frt_policy_service *s, const frt_pobs *o, int *on, float *beta, int *positive)
 {
+    const frt_pobs_value *b = frt_pobs_get(o, "beta"), *a = frt_pobs_get(o, "advantage");
+    double x = NAN;
+    FRT_TRY(frt_policy_cfg_get(s->m, on, beta, positive));
+    if (!b || b->kind != FRT_POBS_ARRAY || b->n != 1 || frt_pobs_to_f64(b, &x) < 0 || !(x == 0 || x >= 1) ||
+        isinf(x))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "'beta': a number, 0 (guidance off) or >= 1");
+    if (a && (a->kind != FRT_POBS_STRING || (strcmp(a->data, "positive") && strcmp(a->data, "negative"))))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "'advantage': \"positive\" or \"negative\"");
+    *on = x != 0;
+    if (x != 0) *beta = (float)x;
+    if (a) *positive = !strcmp(a->data, "positive");
+    return 0;
+}
+
+/* The message's name and that it has no other keys than those it takes. */
+static int ctrl_parse(const frt_pobs *o, const char **name)
+{
+    static const char *const names[3] = {"episode_start", "episode_end", "cfg"};
+    static const char *const keys[3][2] = {{"seed", NULL}, {NULL, NULL}, {"beta", "advantage"}};
     const frt_pobs_value *c = frt_pobs_get(o, "__ctrl__");
-    if (!c || c->kind != FRT_POBS_STRING)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "'__ctrl__': must be \"episode_start\" or \"episode_end\"");
-    int start = !strcmp(c->data, "episode_start");
-    if (!start && strcmp(c->data, "episode_end"))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "'__ctrl__': '%.64s' is not episode_start or episode_end",
-                         (const char *)c->data);
-    for (size_t i = 0; i < o->n; i++)
-        if (strcmp(o->v[i].key, "__ctrl__") && (!start || strcmp(o->v[i].key, "seed")))
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "'%s': not a key of the %s control message", o->v[i].key,
-                             (const char *)c->data);
-    uint64_t sd = 0;
-    if (start) FRT_TRY(ctrl_seed(o, &sd));
+    int k = -1;
+    for (int i = 0; c && c->kind == FRT_POBS_STRING && i < 3; i++)
+        if (!strcmp(c->data, names[i])) k = i;
+    if (k < 0)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "'__ctrl__': '%.64s' is not episode_start, episode_end or cfg",
+                         c && c->kind == FRT_POBS_STRING ? (const char *)c->data : "(not a string)");
+    for (size_t i = 0; i < o->n; i++) {
+        const char *key = o->v[i].key;
+        if (strcmp(key, "__ctrl__") && !(keys[k][0] && !strcmp(key, keys[k][0])) &&
+            !(keys[k][1] && !strcmp(key, keys[k][1])))
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "'%s': not a key of the %s control message", key, names[k]);
+    }
+    *name = names[k];
+    return 0;
+}
+
+/* episode_start: RECORD a begun episode and RESET, then the seed's initial capsule. */
+static int ctrl_start(frt_policy_service *s, uint64_t seed)
+{
+    frt_rollout_status st;
+    FRT_TRY(frt_rollout_status_get(s->host, &st));
+    if (st.chunks || st.stop != FRT_STOP_NONE) FRT_TRY(frt_rollout_end(s->host, NULL, NULL));
+    return seed == frt_rollout_seed(s->host) ? 0 : frt_rollout_reseed(s->host, seed);
+}
+
+/* episode_end: STOP (the client's, unless a predicate stopped it), RECORD, RESET. */
+static int ctrl_end(frt_policy_service *s, frt_policy_ctrl_reply *r)
+{
+    frt_rollout_status st;
+    FRT_TRY(frt_rollout_status_get(s->host, &st));
+    r->steps = (uint64_t)st.chunks;
+    r->stop_reason = frt_stop_reason_str(st.stop != FRT_STOP_NONE ? st.stop : FRT_STOP_CLIENT);
+    if (st.stop == FRT_STOP_NONE) FRT_TRY(frt_rollout_request_stop(s->host));
+    return frt_rollout_end(s->host, &r->record, NULL);
+}
+
+static int ctrl_locked(frt_policy_service *s, const frt_pobs *o, frt_policy_ctrl_reply *r)
+{
+    if (!strcmp(r->name, "episode_start")) {
+        uint64_t seed;
+        FRT_TRY(ctrl_seed(o, &seed));
+        FRT_TRY(ctrl_start(s, seed));
+    } else if (!strcmp(r->name, "episode_end")) {
+        FRT_TRY(ctrl_end(s, r));
+    } else {
+        int on, positive;
+        float beta;
+        FRT_TRY(ctrl_cfg_args(s, o, &on, &beta, &positive));
+        FRT_TRY(frt_policy_set_cfg(s->m, on, beta, positive));
+    }
+    r->seed = frt_rollout_seed(s->host);
+    return frt_policy_cfg_get(s->m, &r->cfg, &r->beta, &r->advantage_positive);
+}
+
+int frt_policy_service_ctrl(frt_policy_service *s, const frt_pobs *o, frt_policy_ctrl_reply *r)
+{
+    if (!s || !o || !r) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL");
+    memset(r, 0, sizeof *r);
+    FRT_TRY(ctrl_parse(o, &r->name));
     pthread_mutex_lock(&s->lock);
-    int rc = start ? frt_policy_episode_start(s->m, sd) : 0;
-    if (rc == 0) rc = frt_policy_episode_get(s->m, seed, steps);
+    int rc = ctrl_locked(s, o, r);
     pthread_mutex_unlock(&s->lock);
-    *name = start ? "episode_start" : "episode_end";
+    if (rc < 0) frt_policy_ctrl_reply_clear(r);
     return rc;
+}
+
+void frt_policy_ctrl_reply_clear(frt_policy_ctrl_reply *r)
+{
+    if (!r) return;
+    free(r->record);
+    r->record = NULL;
 }
 
 /* ---- encodings ------------------------------------------------------------- */
@@ -347,20 +486,29 @@ char *frt_policy_service_metadata(const frt_policy_service *s, size_t *len)
     return mp_take(&sb, len);
 }
 
+/* openpi's msgpack_numpy.pack_array of a <f4 array, bin keys as Python bytes. */
+static void mp_f32_array(msgpack_packer *pk, const float *data, int ndim, const int *shape)
+{
+    size_t nb = sizeof(float);
+    for (int d = 0; d < ndim; d++) nb *= (size_t)shape[d];
+    msgpack_pack_map(pk, 4);
+    mp_bin_key(pk, "__ndarray__"), msgpack_pack_true(pk);
+    mp_bin_key(pk, "data"), msgpack_pack_bin(pk, nb), msgpack_pack_bin_body(pk, data, nb);
+    mp_bin_key(pk, "dtype"), mp_str(pk, "<f4");
+    mp_bin_key(pk, "shape"), msgpack_pack_array(pk, (size_t)ndim);
+    for (int d = 0; d < ndim; d++) msgpack_pack_int(pk, shape[d]);
+}
+
 char *frt_policy_reply_msgpack(const frt_policy_reply *r, double server_ms, double prev_total_ms, size_t *len)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     mp_begin(&sb, &pk);
-    size_t nb = (size_t)r->chunk * (size_t)r->dof * sizeof(float);
-    msgpack_pack_map(&pk, 3);
-    mp_str(&pk, "actions");
-    msgpack_pack_map(&pk, 4); /* openpi's msgpack_numpy.pack_array, bin keys as Python bytes */
-    mp_bin_key(&pk, "__ndarray__"), msgpack_pack_true(&pk);
-    mp_bin_key(&pk, "data"), msgpack_pack_bin(&pk, nb), msgpack_pack_bin_body(&pk, r->actions, nb);
-    mp_bin_key(&pk, "dtype"), mp_str(&pk, "<f4");
-    mp_bin_key(&pk, "shape"), msgpack_pack_array(&pk, 2), msgpack_pack_int(&pk, r->chunk),
-        msgpack_pack_int(&pk, r->dof);
+    const int shape[2] = {r->chunk, r->dof}, one = 1;
+    msgpack_pack_map(&pk, 2 + (r->actions != NULL) + r->has_value + (r->stopped != NULL));
+    if (r->actions) mp_str(&pk, "actions"), mp_f32_array(&pk, r->actions, 2, shape);
+    if (r->has_value) mp_str(&pk, "values"), mp_f32_array(&pk, &r->value, 1, &one);
+    if (r->stopped) mp_str(&pk, "episode_stopped"), mp_str(&pk, r->stopped);
     mp_str(&pk, "policy_timing"), msgpack_pack_map(&pk, 1);
     mp_str(&pk, "infer_ms"), msgpack_pack_double(&pk, r->infer_ms);
     mp_str(&pk, "server_timing"), msgpack_pack_map(&pk, prev_total_ms >= 0 ? 2 : 1);
@@ -369,17 +517,22 @@ char *frt_policy_reply_msgpack(const frt_policy_reply *r, double server_ms, doub
     return mp_take(&sb, len);
 }
 
-char *frt_policy_ctrl_msgpack(const char *name, uint64_t seed, uint64_t steps, size_t *len)
+char *frt_policy_ctrl_msgpack(const frt_policy_ctrl_reply *r, size_t *len)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     mp_begin(&sb, &pk);
-    int end = !strcmp(name, "episode_end");
-    msgpack_pack_map(&pk, end ? 4 : 3);
-    mp_str(&pk, "__ctrl__"), mp_str(&pk, name);
+    const int end = !strcmp(r->name, "episode_end"), cfg = !strcmp(r->name, "cfg");
+    msgpack_pack_map(&pk, 3 + 2 * end + (end && r->record) + 3 * cfg);
+    mp_str(&pk, "__ctrl__"), mp_str(&pk, r->name);
     mp_str(&pk, "ok"), msgpack_pack_true(&pk);
-    mp_str(&pk, "seed"), msgpack_pack_uint64(&pk, seed);
-    if (end) mp_str(&pk, "steps"), msgpack_pack_uint64(&pk, steps);
+    mp_str(&pk, "seed"), msgpack_pack_uint64(&pk, r->seed);
+    if (end) mp_str(&pk, "steps"), msgpack_pack_uint64(&pk, r->steps);
+    if (end) mp_str(&pk, "stop_reason"), mp_str(&pk, r->stop_reason);
+    if (end && r->record) mp_str(&pk, "record"), mp_str(&pk, r->record);
+    if (cfg) mp_str(&pk, "cfg"), r->cfg ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    if (cfg) mp_str(&pk, "beta"), msgpack_pack_double(&pk, r->beta);
+    if (cfg) mp_str(&pk, "advantage"), mp_str(&pk, r->advantage_positive ? "positive" : "negative");
     return mp_take(&sb, len);
 }
 
@@ -391,25 +544,49 @@ static char *json_take(json_t *o, size_t *len)
     return s;
 }
 
+/* {"dtype": "<f4", "shape": [..], "data": base64} of a float array. */
+static json_t *json_f32_array(const float *data, int ndim, const int *shape)
+{
+    size_t n = 1;
+    json_t *sh = json_array();
+    for (int d = 0; d < ndim; d++) n *= (size_t)shape[d], json_array_append_new(sh, json_integer(shape[d]));
+    char *b = frt_pobs_base64_encode((const uint8_t *)data, n * sizeof(float));
+    json_t *o = b && sh ? json_pack("{s:s, s:o, s:s}", "dtype", "<f4", "shape", sh, "data", b) : NULL;
+    if (!o) json_decref(sh);
+    free(b);
+    return o;
+}
+
 char *frt_policy_reply_json(const frt_policy_reply *r, double server_ms, size_t *len)
 {
-    char *b = frt_pobs_base64_encode((const uint8_t *)r->actions, (size_t)r->chunk * (size_t)r->dof * sizeof(float));
-    if (!b) return NULL;
-    json_t *o = json_pack("{s:{s:s, s:[i, i], s:s}, s:{s:f}, s:{s:f}}", "actions", "dtype", "<f4", "shape", r->chunk,
-                          r->dof, "data", b, "policy_timing", "infer_ms", r->infer_ms, "server_timing", "infer_ms",
+    const int shape[2] = {r->chunk, r->dof}, one = 1;
+    json_t *o = json_pack("{s:{s:f}, s:{s:f}}", "policy_timing", "infer_ms", r->infer_ms, "server_timing", "infer_ms",
                           server_ms);
-    free(b);
+    if (!o) return NULL;
+    int bad = r->actions && json_object_set_new(o, "actions", json_f32_array(r->actions, 2, shape));
+    if (r->has_value) bad |= json_object_set_new(o, "values", json_f32_array(&r->value, 1, &one));
+    if (r->stopped) bad |= json_object_set_new(o, "episode_stopped", json_string(r->stopped));
+    if (bad) json_decref(o), o = NULL;
     return json_take(o, len);
 }
 
-char *frt_policy_ctrl_json(const char *name, uint64_t seed, uint64_t steps, size_t *len)
+char *frt_policy_ctrl_json(const frt_policy_ctrl_reply *r, size_t *len)
 {
     /* JSON integers are signed 64-bit in jansson: a seed past 2^63 is sent as its decimal string */
     char sd[32];
-    snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
-    json_t *o = json_pack("{s:s, s:b, s:o}", "__ctrl__", name, "ok", 1, "seed",
-                          seed > INT64_MAX ? json_string(sd) : json_integer((json_int_t)seed));
-    if (o && !strcmp(name, "episode_end")) json_object_set_new(o, "steps", json_integer((json_int_t)steps));
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)r->seed);
+    json_t *o = json_pack("{s:s, s:b, s:o}", "__ctrl__", r->name, "ok", 1, "seed",
+                          r->seed > INT64_MAX ? json_string(sd) : json_integer((json_int_t)r->seed));
+    if (o && !strcmp(r->name, "episode_end")) {
+        json_object_set_new(o, "steps", json_integer((json_int_t)r->steps));
+        json_object_set_new(o, "stop_reason", json_string(r->stop_reason));
+        if (r->record) json_object_set_new(o, "record", json_string(r->record));
+    }
+    if (o && !strcmp(r->name, "cfg")) {
+        json_object_set_new(o, "cfg", json_boolean(r->cfg));
+        json_object_set_new(o, "beta", json_real(r->beta));
+        json_object_set_new(o, "advantage", json_string(r->advantage_positive ? "positive" : "negative"));
+    }
     return json_take(o, len);
 }
 

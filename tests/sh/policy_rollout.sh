@@ -73,6 +73,14 @@ check "an id outside the vocabulary: exit 1 naming it" sh -c "test $? -eq 1 && g
 check "a missing critic file: exit 1 naming it" sh -c "test $? -eq 1 && grep -q missing.safetensors '$T/err'"
 "$FRT" policy rollout -m "$T/p" --fake-robot --interrupt-at 2 >/dev/null 2>"$T/err"
 check "--interrupt-at without ids: exit 2" test $? -eq 2
+"$FRT" policy rollout -m "$T/p" --fake-robot --image base_0_rgb="$T/x.png" -p hi >/dev/null 2>"$T/err"
+check "--image with --fake-robot: exit 2" sh -c "test $? -eq 2 && grep -q -- '--image' '$T/err'"
+"$FRT" policy rollout -m "$T/p" --fake-robot -p hi >/dev/null 2>"$T/err"
+check "--prompt without --image: exit 2" sh -c "test $? -eq 2 && grep -q -- '--prompt' '$T/err'"
+"$FRT" policy rollout -m "$T/p" --image base_0_rgb="$T/missing.png" -p hi >/dev/null 2>"$T/err"
+check "--image without --state: exit 2 saying so" sh -c "test $? -eq 2 && grep -q -- '--state' '$T/err'"
+"$FRT" policy rollout -m "$T/p" --image base_0_rgb="$T/missing.png" -p hi --state 0,0 >/dev/null 2>"$T/err"
+check "--image of a missing file (and no tokenizer.model): exit 1" sh -c "test $? -eq 1 && test -s '$T/err'"
 : >"$T/file"; "$FRT" policy rollout -m "$T/p" --fake-robot --record "$T/file/sub" >/dev/null 2>"$T/err"
 check "an unwritable --record: exit 1" test $? -eq 1
 exit $fail

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""policy_server.py FRT T LIBERO_PORT DROID_PORT LIBERO_AUTO_PORT - a client of frt's policy
+"""policy_server.py FRT T LIBERO_PORT DROID_PORT LIBERO_AUTO_PORT CRITIC_PORT VSTOP_PORT CFG_PORT - a client of frt's policy
 server written against docs/policy-server.md (not against openpi's code),
 with Debian's python3-websockets 10.4 (asyncio API) and python3-msgpack.
 
@@ -7,8 +7,11 @@ LIBERO_PORT: `frt serve --policy T/pi05 --robot libero --discrete-state on
 --api-key sekrit --max-body-mb 1 --conn-timeout-s 5`; DROID_PORT: `frt serve
 --policy T/pi0 --delta-actions on --max-conns 1` (the robot from
 T/pi0/assets/droid); LIBERO_AUTO_PORT: `frt serve --policy T/pi05 --robot
-libero` (pi05_libero's Pi0 prompt: the state not in the prompt). Prints ok / FAIL
-lines; exits 1 on any failure.
+libero` (pi05_libero's Pi0 prompt: the state not in the prompt); CRITIC_PORT:
+the LIBERO pi05 server with `--critic T/critic.safetensors --max-chunks 3
+--record T/rec`; VSTOP_PORT: the same critic with `--value-threshold 1e30
+--record T/rec_v`; CFG_PORT: `--cfg-beta 1.5 --advantage negative`. Prints ok
+/ FAIL lines; exits 1 on any failure.
 """
 import asyncio
 import base64
@@ -24,7 +27,8 @@ import numpy as np
 import websockets
 from PIL import Image
 
-FRT, T, LPORT, DPORT, APORT = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+FRT, T = sys.argv[1], sys.argv[2]
+LPORT, DPORT, APORT, CPORT, VPORT, GPORT = (int(x) for x in sys.argv[3:9])
 KEY = {"Authorization": "Api-Key sekrit"}
 failures = []
 
@@ -153,7 +157,8 @@ async def libero():
           r2["server_timing"].get("prev_total_ms", 0) >= r1["server_timing"]["infer_ms"], r2.get("server_timing"))
     check("second infer: the episode's next noise (a different chunk)", not np.array_equal(r2["actions"], a1))
     r = await ask(ws, {"__ctrl__": "episode_end"})
-    check("ctrl episode_end: 2 steps", r == {"__ctrl__": "episode_end", "ok": True, "seed": 9, "steps": 2}, r)
+    check("ctrl episode_end: 2 steps, stopped by the client, no record", r == {"__ctrl__": "episode_end", "ok": True,
+          "seed": 9, "steps": 2, "stop_reason": "client"}, r)
     await ws.close()
 
     obs = libero_obs()
@@ -174,6 +179,10 @@ async def libero():
     await expect_error(LPORT, b"\xc1\x00", "msgpack", "malformed msgpack")
     await expect_error(LPORT, packb({"__ctrl__": "reboot"}), "reboot", "unknown control message")
     await expect_error(LPORT, packb({"__ctrl__": "episode_start", "seed": -1}), "seed", "negative seed")
+    await expect_error(LPORT, packb({"__ctrl__": "cfg", "beta": 0.5}), "beta", "cfg beta below 1")
+    await expect_error(LPORT, packb({"__ctrl__": "cfg", "beta": 2.0, "advantage": "maybe"}), "advantage",
+                       "cfg advantage neither positive nor negative")
+    await expect_error(LPORT, packb({"__ctrl__": "cfg"}), "beta", "cfg without beta")
 
     # still serving: the same episode again gives the same chunk
     ws, _ = await connect(LPORT)
@@ -345,11 +354,121 @@ async def libero_auto():
           "rounding", d <= 1e-6 * max(1.0, np.abs(want).max()), f"max |d| {d}")
 
 
+# ---- the rollout host behind the server ------------------------------------------------
+def cli_rollout(seed, chunks, out, extra=()):
+    """frt policy rollout on the observation the client sends (built as frt policy run --image builds it)."""
+    subprocess.run([FRT, "policy", "rollout", "-m", f"{T}/pi05", "--backend", "cpu", "--image",
+                    f"base_0_rgb={T}/img0.png", "--image", f"left_wrist_0_rgb={T}/img1.png", "-p", PROMPT,
+                    "--state", ",".join("%.9g" % x for x in STATE), "--seed", str(seed), "--max-chunks", str(chunks),
+                    "--critic", f"{T}/critic.safetensors", "--record", out, "--json", *extra], capture_output=True,
+                   text=True, check=True)
+    return np.load(f"{out}/episode_000.npz")
+
+
+async def rollout_host():
+    ws, _ = await connect(CPORT, None)
+    r = await ask(ws, {"__ctrl__": "episode_start", "seed": 5})
+    rs = [await ask(ws, libero_obs()) for _ in range(3)]
+    vals = [x.get("values") for x in rs]
+    check("critic: every reply carries values, a [1] <f4 array", all(isinstance(v, np.ndarray) and v.shape == (1,)
+          and v.dtype == "<f4" for v in vals), [repr(x)[:200] for x in rs])
+    check("max-chunks 3: the third reply reports episode_stopped max_chunks, the first two none",
+          [x.get("episode_stopped") for x in rs] == [None, None, "max_chunks"], [x.get("episode_stopped") for x in rs])
+    r4 = await ask(ws, libero_obs())
+    check("a stopped episode runs nothing: no actions, episode_stopped max_chunks", "actions" not in r4
+          and r4.get("episode_stopped") == "max_chunks", repr(r4)[:300])
+    e = await ask(ws, {"__ctrl__": "episode_end"})
+    check("episode_end: 3 steps, stop_reason max_chunks, the record's path", e.get("steps") == 3
+          and e.get("stop_reason") == "max_chunks" and str(e.get("record", "")).endswith("episode_000.npz"), e)
+    z = np.load(e["record"])
+    got = np.array([v[0] for v in vals], np.float32)
+    check("the record: numpy reads it; values == the replies' values, stop max_chunks, 3 chunks",
+          np.array_equal(z["values"], got) and int(z["stop_reason"]) == 3 and z["actions"].shape[0] == 3, z["values"])
+    cli = cli_rollout(5, 3, f"{T}/rec_cli")
+    check("values == frt policy rollout's on the same observations (bit for bit)", np.array_equal(cli["values"], got),
+          f"server {got}, rollout {cli['values']}")
+    check("model actions == frt policy rollout's (bit for bit)", np.array_equal(cli["actions"], z["actions"]))
+    # episode_start with the same seed: a reset, the same first chunk; episode_end mid-episode: client
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 5})
+    again = await ask(ws, libero_obs())
+    check("after episode_start (a restore): the first chunk and value again",
+          np.array_equal(again["actions"], rs[0]["actions"]) and np.array_equal(again["values"], vals[0]))
+    e = await ask(ws, {"__ctrl__": "episode_end"})
+    z = np.load(e["record"])
+    check("episode_end mid-episode: stop_reason client in the reply and the record (episode_001.npz)",
+          e.get("stop_reason") == "client" and e["record"].endswith("episode_001.npz")
+          and z["stop_reason_name"][()] == b"client" and z["values"].shape == (1,), e)
+    await ws.close()
+    obs = {k: (v if isinstance(v, str) else jarr(v)) for k, v in libero_obs().items()}
+    st, body = http(CPORT, "/v1/policy/infer", json.dumps(obs).encode(), {"Content-Type": "application/json"})
+    j = json.loads(body) if st == 200 else {}
+    v = j.get("values", {})
+    check("POST /v1/policy/infer: values as a JSON array", st == 200 and v.get("dtype") == "<f4"
+          and v.get("shape") == [1] and "actions" in j, (st, body[:300]))
+
+
+async def value_stop():
+    ws, _ = await connect(VPORT, None)
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 2})
+    r1 = await ask(ws, libero_obs())
+    check("value threshold: the first chunk runs and reports episode_stopped value",
+          isinstance(r1.get("actions"), np.ndarray) and r1.get("episode_stopped") == "value", repr(r1)[:300])
+    r2 = await ask(ws, libero_obs())
+    check("value threshold: the next request runs nothing", "actions" not in r2 and r2.get("episode_stopped") == "value",
+          repr(r2)[:300])
+    e = await ask(ws, {"__ctrl__": "episode_end"})
+    z = np.load(e["record"])
+    check("value threshold: episode_end stop_reason value, recorded (numpy: 1 chunk, stop_reason 2)",
+          e.get("stop_reason") == "value" and e.get("steps") == 1 and int(z["stop_reason"]) == 2
+          and np.array_equal(z["values"], r1["values"]), e)
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 2})
+    r3 = await ask(ws, libero_obs())
+    check("value threshold: a new episode runs again", isinstance(r3.get("actions"), np.ndarray)
+          and np.array_equal(r3["actions"], r1["actions"]))
+    await ws.close()
+
+
+def run_cfg(seed, advantage):
+    return policy_run(f"{T}/pi05", STATE, seed, ("--cfg-beta", "1.5", "--advantage", advantage))
+
+
+async def cfg():
+    ws, _ = await connect(GPORT, None)
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 6})
+    a = (await ask(ws, libero_obs()))["actions"]
+    await ws.close()
+    neg = run_cfg(6, "negative")
+    check("--cfg-beta 1.5 --advantage negative == frt policy run --cfg-beta 1.5 --advantage negative (bit for bit)",
+          np.array_equal(a, neg), f"max |d| {np.abs(a - neg).max()}")
+    ws, _ = await connect(LPORT)
+    r = await ask(ws, {"__ctrl__": "cfg", "beta": 1.5})
+    check("ctrl cfg beta 1.5: on, advantage positive", r.get("cfg") is True and r.get("beta") == 1.5
+          and r.get("advantage") == "positive", r)
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 6})
+    pos = (await ask(ws, libero_obs()))["actions"]
+    want = run_cfg(6, "positive")
+    check("ctrl cfg: guided == frt policy run --cfg-beta 1.5 (bit for bit)", np.array_equal(pos, want))
+    r = await ask(ws, {"__ctrl__": "cfg", "beta": 1.5, "advantage": "negative"})
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 6})
+    a = (await ask(ws, libero_obs()))["actions"]
+    check("ctrl cfg advantage negative == the --advantage negative server", r.get("advantage") == "negative"
+          and np.array_equal(a, neg))
+    r = await ask(ws, {"__ctrl__": "cfg", "beta": 0})
+    await ask(ws, {"__ctrl__": "episode_start", "seed": 6})
+    a = (await ask(ws, libero_obs()))["actions"]
+    check("ctrl cfg beta 0: off again, the unguided chunk", r.get("cfg") is False
+          and np.array_equal(a, policy_run(f"{T}/pi05", STATE, 6)), r)
+    await ws.close()
+
+
 async def main():
     a1 = await libero()
     http_checks(a1)
     await droid()
     await libero_auto()
+    await rollout_host()
+    await value_stop()
+    await cfg()
 
 
 asyncio.run(main())

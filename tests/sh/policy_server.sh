@@ -8,8 +8,12 @@
 # inference equal to `frt policy run` on the same inputs bit for bit, control
 # messages, delta actions, bad requests -> text frame + close 1011 with the
 # server still serving, the API key, Origin, the session limit, the message
-# deadline, /healthz and the JSON endpoint; prints the server's overhead.
-# Also the command line's refusals.
+# deadline, /healthz and the JSON endpoint; prints the server's overhead;
+# the rollout host behind the server (critic values equal to frt policy
+# rollout's on the same observation, a max-chunks and a critic-threshold
+# stop reported, recorded episodes read by numpy, episode_start = reset);
+# CFG from the command line and by control message against frt policy run
+# --cfg-beta. Also the command line's refusals.
 set -u
 B="$1"
 SRC="$2"
@@ -57,9 +61,18 @@ start libero --policy "$T/pi05" --robot libero --discrete-state on --api-key sek
     --conn-timeout-s 5 || exit 1
 start libero_auto --policy "$T/pi05" --robot libero || exit 1
 start droid --policy "$T/pi0" --delta-actions on --max-conns 1 || exit 1
+# the rollout host behind the server: a random critic (scripts/ref/random_critic.py), 3 chunks an episode,
+# recorded; a critic threshold above any value; guidance from the start
+$PY "$SRC/scripts/ref/random_critic.py" "$T/pi05/config.json" "$T/critic.safetensors" ||
+    { echo "cannot write the critic"; exit 1; }
+start critic --policy "$T/pi05" --robot libero --discrete-state on --critic "$T/critic.safetensors" \
+    --max-chunks 3 --record "$T/rec" || exit 1
+start vstop --policy "$T/pi05" --robot libero --discrete-state on --critic "$T/critic.safetensors" \
+    --value-threshold 1e30 --record "$T/rec_v" || exit 1
+start cfg --policy "$T/pi05" --robot libero --discrete-state on --cfg-beta 1.5 --advantage negative || exit 1
 
 $PY "$SRC/tests/sh/policy_server.py" "$FRT" "$T" "$(cat "$T/libero.port")" "$(cat "$T/droid.port")" \
-    "$(cat "$T/libero_auto.port")"
+    "$(cat "$T/libero_auto.port")" "$(cat "$T/critic.port")" "$(cat "$T/vstop.port")" "$(cat "$T/cfg.port")"
 check "the python client against docs/policy-server.md" test $? -eq 0
 
 # an LLM (the fake engine) and the policy in one process, each on its port, one API key
@@ -106,5 +119,16 @@ check "aloha (14 actions) on an 8-action model: exit 1, says so" \
 check "--discrete-state on with Pi0: exit 1, says it is Pi0.5's" sh -c "test $? -eq 1 && grep -q 'Pi0.5' '$T/err'"
 "$FRT" serve --policy "$T/pi0" --robot libero --tokenizer "$T/nope.model" --backend cpu --probe -q >/dev/null 2>"$T/err"
 check "a missing tokenizer: exit 1 naming it" sh -c "test $? -eq 1 && grep -q nope.model '$T/err'"
+"$FRT" serve --policy "$T/pi05" --robot libero --value-threshold 0 --backend cpu --probe -q >/dev/null 2>"$T/err"
+check "--value-threshold without --critic: exit 2" sh -c "test $? -eq 2 && grep -q -- '--critic' '$T/err'"
+"$FRT" serve --policy "$T/pi05" --robot libero --advantage negative --backend cpu --probe -q >/dev/null 2>"$T/err"
+check "--advantage without --cfg-beta: exit 2" sh -c "test $? -eq 2 && grep -q -- '--cfg-beta' '$T/err'"
+"$FRT" serve --policy "$T/pi05" --robot libero --cfg-beta 0.5 --backend cpu --probe -q >/dev/null 2>"$T/err"
+check "--cfg-beta below 1: exit 2" test $? -eq 2
+"$FRT" serve --policy "$T/pi05" --robot libero --critic "$T/nope.safetensors" --backend cpu --probe -q >/dev/null \
+    2>"$T/err"
+check "a missing critic: exit 1 naming it" sh -c "test $? -eq 1 && grep -q nope.safetensors '$T/err'"
+"$FRT" serve --critic "$T/critic.safetensors" --probe >/dev/null 2>"$T/err"
+check "--critic without --policy: exit 2" test $? -eq 2
 [ $fail -eq 0 ] && echo "policy_server: all passed" || echo "policy_server: FAILED"
 exit $fail
