@@ -217,6 +217,9 @@ static int embedding(loader *L, const pi0_config *c, pi0_weights *w)
     const char *name = L->n->embed;
     if (L->n->embed_alt && !frt_checkpoint_find(L->m->ckpt, name)) name = L->n->embed_alt;
     else if (L->n->embed_alt) FRT_TRY(remember(L, L->n->embed_alt));
+    if (name == L->n->embed_alt && !frt_checkpoint_find(L->m->ckpt, name))
+        return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s' (the tied token embedding; or '%s')",
+                         name, L->n->embed);
     T2(&w->embed, c->vocab, c->t.width, "%s", name);
     return 0;
 }
