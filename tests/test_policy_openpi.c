@@ -329,39 +329,41 @@ static void expect_load(const char *dir, int status, const char *needle)
     CHECK_MSG(strstr(frt_last_error(), needle) != NULL, "'%s' not in '%s'", needle, frt_last_error());
 }
 
-static void test_bad_checkpoints(const char *root)
+/* hf_0 converted with o into ROOT/name fails to load with status, needle. */
+static void bad_case(const char *root, const char *name, const conv *o, int status, const char *needle)
 {
     char hf[600], dir[600];
     snprintf(hf, sizeof hf, "%s/hf_0", root);
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    to_openpi(hf, dir, o);
+    expect_load(dir, status, needle);
+}
+
+/* The same with a config of variant pv and precision prec, no frt_shapes. */
+static void bad_config(const char *root, const char *name, const char *pv, const char *prec, int status,
+                       const char *needle)
+{
+    char cfg[300];
+    snprintf(cfg, sizeof cfg,
+             "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"%s\", "
+             "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"%s\"}",
+             pv, prec);
+    bad_case(root, name, &(conv){.config = cfg}, status, needle);
+}
+
+static void test_bad_checkpoints(const char *root)
+{
     static const char *const missing = "paligemma_with_expert.gemma_expert.model.layers.1.self_attn.q_proj.weight";
-    snprintf(dir, sizeof dir, "%s/missing", root);
-    to_openpi(hf, dir, &(conv){.drop = missing});
-    expect_load(dir, FRT_ERR_NOT_FOUND, missing);
-    snprintf(dir, sizeof dir, "%s/no_embedding", root);
-    to_openpi(hf, dir, &(conv){.drop = "paligemma_with_expert.paligemma.lm_head.weight"});
-    expect_load(dir, FRT_ERR_NOT_FOUND, "embed_tokens.weight");
-    snprintf(dir, sizeof dir, "%s/unknown", root);
-    to_openpi(hf, dir, &(conv){.extra = "paligemma_with_expert.gemma_expert.model.embed_tokens.weight"});
-    expect_load(dir, FRT_ERR_FORMAT, "unknown tensor 'paligemma_with_expert.gemma_expert.model.embed_tokens");
-    snprintf(dir, sizeof dir, "%s/both_heads", root);
-    to_openpi(hf, dir, &(conv){.extra = "time_mlp_in.weight"});
-    expect_load(dir, FRT_ERR_FORMAT, "both time_mlp_in.weight");
-    snprintf(dir, sizeof dir, "%s/precision", root);
-    to_openpi(hf, dir,
-              &(conv){.config = "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"gemma_2b\", "
-                                "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"float32\"}"});
-    expect_load(dir, FRT_ERR_FORMAT, "precision 'float32'");
-    snprintf(dir, sizeof dir, "%s/variant", root);
-    to_openpi(hf, dir,
-              &(conv){.config = "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"gemma_3b\", "
-                                "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"bfloat16\"}"});
-    expect_load(dir, FRT_ERR_UNSUPPORTED, "paligemma_variant 'gemma_3b'");
+    bad_case(root, "missing", &(conv){.drop = missing}, FRT_ERR_NOT_FOUND, missing);
+    bad_case(root, "no_embedding", &(conv){.drop = "paligemma_with_expert.paligemma.lm_head.weight"},
+             FRT_ERR_NOT_FOUND, "embed_tokens.weight");
+    bad_case(root, "unknown", &(conv){.extra = "paligemma_with_expert.gemma_expert.model.embed_tokens.weight"},
+             FRT_ERR_FORMAT, "unknown tensor 'paligemma_with_expert.gemma_expert.model.embed_tokens");
+    bad_case(root, "both_heads", &(conv){.extra = "time_mlp_in.weight"}, FRT_ERR_FORMAT, "both time_mlp_in.weight");
+    bad_config(root, "precision", "gemma_2b", "float32", FRT_ERR_FORMAT, "precision 'float32'");
+    bad_config(root, "variant", "gemma_3b", "bfloat16", FRT_ERR_UNSUPPORTED, "paligemma_variant 'gemma_3b'");
     /* The real widths against the small tensors: refused by name and shape. */
-    snprintf(dir, sizeof dir, "%s/real_widths", root);
-    to_openpi(hf, dir,
-              &(conv){.config = "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"gemma_2b\", "
-                                "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"bfloat16\"}"});
-    expect_load(dir, FRT_ERR_FORMAT, "has shape");
+    bad_config(root, "real_widths", "gemma_2b", "bfloat16", FRT_ERR_FORMAT, "has shape");
 }
 
 /* frt inspect names the layout, the variants and openpi's assets. */
