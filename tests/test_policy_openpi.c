@@ -16,6 +16,9 @@
  *     depths, a missing or unknown tensor, both or neither of Pi0's and
  *     Pi0.5's heads, a tensor of another dtype than the precision;
  *   - frt inspect names the layout and openpi's assets.
+ * Runs on both backends (FRT_TEST_BACKENDS: argv[1] "cpu" or "cuda"): the
+ * parity on each (the CUDA backend reads the same tensors through the same
+ * loader), the rest on cpu only.
  * The converter's names are written out here from openpi's converter, not
  * taken from pi0.h, so the loader's table is checked against them.
  */
@@ -30,21 +33,23 @@
 #include <unistd.h>
 
 static const frt_gen_policy_dims D = {
-    .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 28, .patch = 14,
-    .t_width = 32, .t_inter = 48, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 8, .vocab = 61,
-    .e_width = 16, .e_inter = 24, .chunk = 4, .action_dim = 5, .state_dim = 5, .steps = 10,
+    .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 42, .patch = 14,
+    .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 16, .vocab = 61,
+    .e_width = 16, .e_inter = 24, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
 
 /* frt_shapes for D (SiglipVisionConfig / GemmaConfig field names). */
 static const char SHAPES[] =
     "\"frt_shapes\": {\"vision_config\": {\"hidden_size\": 24, \"intermediate_size\": 40, \"num_hidden_layers\": 2,"
-    " \"num_attention_heads\": 3, \"image_size\": 28, \"patch_size\": 14},"
-    " \"text_config\": {\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2,"
-    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, \"vocab_size\": 61},"
-    " \"expert_config\": {\"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 2,"
-    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8}}";
+    " \"num_attention_heads\": 3, \"image_size\": 42, \"patch_size\": 14},"
+    " \"text_config\": {\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 3,"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16, \"vocab_size\": 61},"
+    " \"expert_config\": {\"hidden_size\": 16, \"intermediate_size\": 24, \"num_hidden_layers\": 3,"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16}}";
 
-enum { CAMS = 3, PX = CAMS * 3 * 28 * 28, TOK = 9, NA = 4 * 5 };
+static frt_backend g_backend = FRT_BACKEND_CPU;
+
+enum { CAMS = 3, IMG = 42, ADIM = 8, PX = CAMS * 3 * IMG * IMG, TOK = 9, NA = 7 * ADIM };
 
 static int write_hf(const char *dir, int pi05, uint64_t seed)
 {
@@ -135,7 +140,7 @@ static void to_openpi(const char *hf_dir, const char *dir, const conv *o)
     CHECK_OK(frt_mkdir_p(dir));
     CHECK_OK(frt_checkpoint_write(out, dir, 0, FRT_CKPT_WRITE_NO_FSYNC));
     snprintf(cfg, sizeof cfg,
-             "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"gemma_2b\", "
+             "{\"action_dim\": 8, \"action_horizon\": 7, \"paligemma_variant\": \"gemma_2b\", "
              "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"%s\", %s}",
              o->f32 ? "float32" : "bfloat16", SHAPES);
     write_config(dir, o->config ? o->config : cfg);
@@ -144,7 +149,7 @@ static void to_openpi(const char *hf_dir, const char *dir, const conv *o)
 }
 
 typedef struct obs {
-    float px[PX], state[5], noise[NA];
+    float px[PX], state[ADIM], noise[NA];
     uint8_t cam[CAMS], am[TOK];
     int32_t ids[TOK];
 } obs;
@@ -152,7 +157,7 @@ typedef struct obs {
 static void random_obs(obs *o)
 {
     frt_test_fill(o->px, PX, -1, 1);
-    frt_test_fill(o->state, 5, -1, 1);
+    frt_test_fill(o->state, ADIM, -1, 1);
     frt_test_fill(o->noise, NA, -2, 2);
     o->cam[0] = 1, o->cam[1] = 0, o->cam[2] = 1;
     for (int i = 0; i < TOK; i++) {
@@ -165,11 +170,12 @@ static void random_obs(obs *o)
 static int actions(const char *dir, const obs *o, int pi05, float *out, frt_policy_info *pi)
 {
     frt_model_params p = frt_model_default_params();
+    p.backend = g_backend;
     frt_model *m = NULL;
     int rc = frt_model_load(dir, &p, &m);
     if (rc < 0) return rc;
-    frt_policy_inputs in = {o->px, CAMS, 3, 28, 28, o->cam, o->ids, o->am, TOK,
-                            pi05 ? NULL : o->state, pi05 ? 0 : 5, o->noise, NULL, NULL, 0};
+    frt_policy_inputs in = {o->px, CAMS, 3, IMG, IMG, o->cam, o->ids, o->am, TOK,
+                            pi05 ? NULL : o->state, pi05 ? 0 : ADIM, o->noise, NULL, NULL, 0};
     rc = frt_policy_info_get(m, pi);
     if (rc == 0) rc = frt_policy_run(m, &in, out, NA);
     frt_model_free(m);
@@ -192,7 +198,7 @@ static void test_parity(const char *root, int pi05, int f32, int keep_embed)
     CHECK_OK(actions(hf, &ob, pi05, a, &ia));
     CHECK_OK(actions(op, &ob, pi05, b, &ib));
     CHECK_MSG(!strcmp(ib.model_type, pi05 ? "pi05" : "pi0"), "model_type %s", ib.model_type);
-    CHECK(ib.chunk == 4 && ib.action_dim == 5 && ib.max_state_dim == 5 && ib.state_in_prompt == pi05);
+    CHECK(ib.chunk == 7 && ib.action_dim == ADIM && ib.max_state_dim == ADIM && ib.state_in_prompt == pi05);
     CHECK(ib.max_tokens == ia.max_tokens && ib.max_tokens == (pi05 ? 200 : 48) && ib.vocab_size == 61);
     int finite = 1;
     for (int i = 0; i < NA; i++) finite &= isfinite(a[i]) && a[i] != 0.0f;
@@ -345,7 +351,7 @@ static void bad_config(const char *root, const char *name, const char *pv, const
 {
     char cfg[300];
     snprintf(cfg, sizeof cfg,
-             "{\"action_dim\": 5, \"action_horizon\": 4, \"paligemma_variant\": \"%s\", "
+             "{\"action_dim\": 8, \"action_horizon\": 7, \"paligemma_variant\": \"%s\", "
              "\"action_expert_variant\": \"gemma_300m\", \"precision\": \"%s\"}",
              pv, prec);
     bad_case(root, name, &(conv){.config = cfg}, status, needle);
@@ -387,8 +393,15 @@ static void test_inspect(const char *root)
     CHECK_MSG(layout && assets && arch, "frt inspect: layout %d, assets %d, architecture %d", layout, assets, arch);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && frt_backend_parse(argv[1], &g_backend) < 0) {
+        fprintf(stderr, "usage: test_policy_openpi [cpu|cuda]\n");
+        return 2;
+    }
+    int n_dev = 0;
+    if (g_backend == FRT_BACKEND_CUDA && (frt_device_count(FRT_BACKEND_CUDA, &n_dev) < 0 || n_dev == 0))
+        TEST_SKIP("no CUDA device");
     char root[] = "/tmp/frt_test_policy_openpi_XXXXXX";
     if (!mkdtemp(root)) TEST_SKIP("no temporary directory");
     frt_test_seed(20);
@@ -396,10 +409,12 @@ int main(void)
     test_parity(root, 1, 0, 0);
     test_parity(root, 0, 1, 0);
     test_parity(root, 1, 1, 1);
-    test_real_variants();
-    test_bad_configs();
-    test_bad_checkpoints(root);
-    test_inspect(root);
+    if (g_backend == FRT_BACKEND_CPU) {
+        test_real_variants();
+        test_bad_configs();
+        test_bad_checkpoints(root);
+        test_inspect(root);
+    }
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
