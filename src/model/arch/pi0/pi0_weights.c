@@ -210,16 +210,17 @@ static int heads(loader *L, const pi0_config *c, pi0_weights *w)
     return linear(L, &w->atm_out_w, &w->atm_out_b, E, E, "action_time_mlp_out");
 }
 
-/* The prefix's token embedding: the layout's embed, else its embed_alt
- * (openpi's tied lm_head), which is otherwise known and unused. */
+/* The prefix's token embedding: the layout's embed (then its embed_alt is
+ * known and unused), else embed_alt (openpi's tied lm_head). */
 static int embedding(loader *L, const pi0_config *c, pi0_weights *w)
 {
-    const char *name = L->n->embed;
-    if (L->n->embed_alt && !frt_checkpoint_find(L->m->ckpt, name)) name = L->n->embed_alt;
-    else if (L->n->embed_alt) FRT_TRY(remember(L, L->n->embed_alt));
-    if (name == L->n->embed_alt && !frt_checkpoint_find(L->m->ckpt, name))
+    const char *name = L->n->embed, *alt = L->n->embed_alt;
+    const frt_checkpoint *ck = L->m->ckpt;
+    if (alt && frt_checkpoint_find(ck, name)) FRT_TRY(remember(L, alt));
+    else if (alt && frt_checkpoint_find(ck, alt)) name = alt;
+    else if (alt)
         return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s' (the tied token embedding; or '%s')",
-                         name, L->n->embed);
+                         alt, name);
     T2(&w->embed, c->vocab, c->t.width, "%s", name);
     return 0;
 }
