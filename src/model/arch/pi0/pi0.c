@@ -160,7 +160,7 @@ static int only_keys(const json_t *o, const char *const *keys, const char *what,
         int known = 0;
         for (int i = 0; keys[i] && !known; i++) known = !strcmp(keys[i], k);
         if (!known)
-            return frt_error(FRT_ERR_UNSUPPORTED, "%s: %s field '%s' is not one frt reads (docs/checkpoints.md)", what,
+            return frt_error(FRT_ERR_UNSUPPORTED, "%s: %s field '%s' is not one frt reads (docs/policies.md)", what,
                              where, k);
     }
     return 0;

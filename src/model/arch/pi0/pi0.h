@@ -224,7 +224,7 @@ static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }
  *     SiglipVisionConfig's defaults; *c is complete.
  *   - The openpi layout (no model_type; any of paligemma_variant,
  *     action_expert_variant): all five fields required, nothing else
- *     allowed but frt's own "frt_shapes" (docs/checkpoints.md); the vision
+ *     allowed but frt's own "frt_shapes" (docs/policies.md); the vision
  *     tower at SigLIP So400m/14, the two Gemma stacks from the variants
  *     (gemma_2b, gemma_300m, their _lora forms, dummy), chunk =
  *     action_horizon, action_dim = state dim = action_dim. Pi0 or Pi0.5 is
