@@ -220,7 +220,7 @@ static int shapes_child(const json_t *s, const char *key, const char *const *key
  * "frt_shapes" {vision_config, text_config, expert_config}, each with
  * SiglipVisionConfig / GemmaConfig field names, overrides So400m's and the
  * variants' shapes field by field (small openpi-layout checkpoints for
- * tests; docs/checkpoints.md). The expert's vocabulary is not a field. */
+ * tests; docs/policies.md). The expert's vocabulary is not a field. */
 static int parse_shapes(const json_t *root, pi0_config *c, const char *what)
 {
     json_t *s = NULL, *o = NULL;
