@@ -16,6 +16,7 @@
 #include "gen_model.h"
 #include "frt/fs.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -103,11 +104,57 @@ static int has_file(const char *dir, const char *name)
     return f != NULL;
 }
 
-/* A Pi0 / Pi0.5 policy checkpoint (config.json model_type pi0 / pi05): its
- * shapes from the policy architecture's own config parser, the weights'
- * count and bytes, and the input-side files beside it. 0 when the config is
- * not a policy's (*handled 0), 1 on a failure, else 0 with *handled 1. The
- * weights are checked by name and shape when the policy loads. */
+/* The checkpoint layout line: transformers' or openpi's (its variants,
+ * precision, and the tensor that told Pi0 from Pi0.5). */
+static void print_layout(const pi0_config *c)
+{
+    if (c->layout == PI0_LAYOUT_TRANSFORMERS) {
+        printf("layout         transformers pi0 (config.json vlm_config / dit_config, "
+               "PI0ForConditionalGeneration names)\n");
+        return;
+    }
+    printf("layout         openpi PyTorch (convert_jax_model_to_pytorch.py): paligemma_variant %s, "
+           "action_expert_variant %s, precision %s; %s by its tensor %s\n",
+           c->t_variant, c->e_variant, c->precision, c->pi05 ? "Pi0.5" : "Pi0",
+           c->pi05 ? "time_mlp_in.weight" : "state_proj.weight");
+}
+
+/* Prints DIR/REL/norm_stats.json when it is there. */
+static void print_stats(const char *dir, const char *rel)
+{
+    char f[640];
+    snprintf(f, sizeof f, "%s/norm_stats.json", rel);
+    if (has_file(dir, f)) printf("assets         %s\n", f);
+}
+
+/* openpi's assets: DIR/assets/A/norm_stats.json and DIR/assets/A/B/
+ * norm_stats.json (asset ids such as physical-intelligence/libero). */
+static void print_assets(const char *dir)
+{
+    char path[4096], rel[300], rel2[600];
+    snprintf(path, sizeof path, "%s/assets", dir);
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(rel, sizeof rel, "assets/%.255s", e->d_name);
+        print_stats(dir, rel);
+        snprintf(path, sizeof path, "%s/%s", dir, rel);
+        DIR *d2 = opendir(path);
+        for (struct dirent *f; d2 && (f = readdir(d2));) {
+            snprintf(rel2, sizeof rel2, "%s/%.255s", rel, f->d_name);
+            if (f->d_name[0] != '.') print_stats(dir, rel2);
+        }
+        if (d2) closedir(d2);
+    }
+    if (d) closedir(d);
+}
+
+/* A Pi0 / Pi0.5 policy checkpoint (config.json model_type pi0 / pi05, or
+ * openpi's layout): its shapes from the policy architecture's own config
+ * parser, the weights' count and bytes, and the input-side files beside
+ * it. 0 when the config is not a policy's (*handled 0), 1 on a failure,
+ * else 0 with *handled 1. The weights are checked by name and shape when
+ * the policy loads. */
 static int inspect_policy(const char *dir, int *handled)
 {
     char path[4096], mt[32] = "";
@@ -119,12 +166,17 @@ static int inspect_policy(const char *dir, int *handled)
     pi0_config c;
     int rc = pi0_config_parse_json(text, len, path, 0, mt, sizeof mt, &c);
     free(text);
-    if (strcmp(mt, "pi0") && strcmp(mt, "pi05")) return 0; /* not a policy: the token-model path says why */
+    if (strcmp(mt, "pi0") && strcmp(mt, "pi05") && c.layout != PI0_LAYOUT_OPENPI)
+        return 0; /* not a policy: the token-model path says why */
     *handled = 1;
     if (rc < 0) return frt_cli_fail("inspect", rc);
     frt_checkpoint *ck;
     rc = frt_checkpoint_open(dir, &ck);
-    if (rc < 0) return frt_cli_fail("inspect", rc);
+    if (rc == 0) rc = pi0_config_from_checkpoint(&c, ck, mt, sizeof mt, path);
+    if (rc < 0) {
+        if (ck) frt_checkpoint_close(ck);
+        return frt_cli_fail("inspect", rc);
+    }
     printf("model          %s\n", dir);
     printf("architecture   %s (model_type %s): robot policy, flow-matching vision-language-action model\n",
            c.pi05 ? "Pi0.5" : "Pi0", mt);
@@ -143,6 +195,8 @@ static int inspect_policy(const char *dir, int *handled)
            c.n_steps, c.state_dim, c.pi05 ? " (written into the prompt, discretised)" : "");
     printf("input files    tokenizer.model %s, norm_stats.json %s\n", has_file(dir, "tokenizer.model") ? "yes" : "no",
            has_file(dir, "norm_stats.json") ? "yes" : "no (the state and actions stay raw)");
+    print_layout(&c);
+    print_assets(dir);
     printf("runs on        architecture 'pi0', cpu backend (frt policy run; docs/policies.md)\n");
     frt_checkpoint_close(ck);
     return 0;

@@ -24,6 +24,7 @@
 #include "frt/config.h"
 #include "frt/safetensors.h"
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -208,6 +209,10 @@ typedef enum frt_arch_kind { FRT_ARCH_TOKEN = 0, FRT_ARCH_POLICY = 1 } frt_arch_
 typedef struct frt_arch {
     const char *name;               /* the folder: "qwen35" */
     const char *const *model_types; /* config.json model_type values it runs, NULL-terminated */
+    /* Optional (NULL: none): top-level config.json keys that mark this
+     * architecture's checkpoints when model_type is absent (a layout
+     * without one, as openpi's for pi0), NULL-terminated. */
+    const char *const *layout_keys;
     /* Refuses a config it cannot run (FRT_ERR_UNSUPPORTED, message says why). */
     int (*check_config)(const frt_model_config *c);
     /* Writes the hyperparameters that change the arithmetic or the state
@@ -257,5 +262,10 @@ extern const frt_arch *const frt_archs[];
 
 /* The architecture that runs model_type, or NULL. */
 const frt_arch *frt_arch_find(const char *model_type);
+
+/* The architecture whose layout_keys a config.json object without
+ * model_type holds one of (the first registered), or NULL (also for a
+ * config with model_type, or config NULL). */
+const frt_arch *frt_arch_find_layout(const json_t *config);
 
 #endif /* FRT_MODEL_ARCH_H */

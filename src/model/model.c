@@ -327,11 +327,13 @@ static uint64_t compute_fingerprint(const frt_model *m)
     return d;
 }
 
-/* The model_type of MODEL_DIR/config.json, to find the architecture before
- * its config is parsed (a policy parses its own). */
-static int peek_model_type(const char *dir, char *buf, size_t size)
+/* The architecture of MODEL_DIR/config.json, found before its config is
+ * parsed (a policy parses its own): by model_type, or without one by a key
+ * of an architecture's own layout (frt_arch.layout_keys). *a NULL: neither
+ * (the shared parser says why). */
+static int peek_arch(const char *dir, const frt_arch **a)
 {
-    char path[4096], *text = NULL;
+    char path[4096], *text = NULL, mt[32];
     size_t len = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
     FRT_TRY(frt_file_read_all(path, 16u << 20, &text, &len));
@@ -339,8 +341,11 @@ static int peek_model_type(const char *dir, char *buf, size_t size)
     int rc = frt_json_parse(text, len, 0, &root, path);
     free(text);
     FRT_TRY(rc);
-    rc = json_is_object(root) ? frt_json_string(root, "model_type", 1, buf, size, path)
-                              : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", path);
+    *a = frt_arch_find_layout(root);
+    rc = *a ? 0
+            : json_is_object(root) ? frt_json_string(root, "model_type", 1, mt, sizeof mt, path)
+                                   : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", path);
+    if (rc > 0) *a = frt_arch_find(mt);
     json_decref(root);
     return rc < 0 ? rc : 0;
 }
@@ -350,9 +355,8 @@ static int peek_model_type(const char *dir, char *buf, size_t size)
 static int load_config(frt_model *m, const char *dir)
 {
     if (dir) {
-        char mt[32];
-        FRT_TRY(peek_model_type(dir, mt, sizeof mt));
-        const frt_arch *a = frt_arch_find(mt);
+        const frt_arch *a = NULL;
+        FRT_TRY(peek_arch(dir, &a));
         if (a && a->kind == FRT_ARCH_POLICY) {
             m->arch = a;
             return a->load_config(m, dir);

@@ -2,12 +2,16 @@
  * arch/pi0/pi0.c - the Pi0 / Pi0.5 architecture table (pi0.h): its config
  * (transformers 5.x configuration_pi0.py PI0Config: vlm_config, a
  * PaliGemmaConfig with a Gemma text_config and a SigLIP vision_config, and
- * dit_config, a GemmaConfig; absent fields take those classes' defaults),
- * the state it declares, its ports and the shapes of frt/policy.h.
+ * dit_config, a GemmaConfig; absent fields take those classes' defaults;
+ * or openpi's PyTorch config, examples/convert_jax_model_to_pytorch.py:
+ * action_dim, action_horizon, the Gemma variants of models/gemma.py
+ * get_config, precision), the state it declares, its ports and the shapes
+ * of frt/policy.h.
  */
 #include "model/arch/pi0/pi0.h"
 
 #include "frt/fs.h"
+#include "frt/safetensors.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -147,6 +151,118 @@ static int parse_vlm(const json_t *vlm, pi0_config *c, const char *what)
     return 0;
 }
 
+/* Refuses a key of o outside keys (NULL-terminated); `where` names o. */
+static int only_keys(const json_t *o, const char *const *keys, const char *what, const char *where)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        int known = 0;
+        for (int i = 0; keys[i] && !known; i++) known = !strcmp(keys[i], k);
+        if (!known)
+            return frt_error(FRT_ERR_UNSUPPORTED, "%s: %s field '%s' is not one frt reads (docs/policies.md)", what,
+                             where, k);
+    }
+    return 0;
+}
+
+/* openpi models/gemma.py get_config: the _lora forms have the base shapes
+ * (their adapters are not in a PyTorch checkpoint: PI0Pytorch has none). */
+static const struct {
+    const char *name;
+    pi0_gemma_config g;
+} VARIANTS[] = {
+    {"gemma_2b", {2048, 16384, 18, 8, 1, 256, 1e-6f, 10000.0f}},
+    {"gemma_2b_lora", {2048, 16384, 18, 8, 1, 256, 1e-6f, 10000.0f}},
+    {"gemma_300m", {1024, 4096, 18, 8, 1, 256, 1e-6f, 10000.0f}},
+    {"gemma_300m_lora", {1024, 4096, 18, 8, 1, 256, 1e-6f, 10000.0f}},
+    {"dummy", {64, 128, 4, 8, 1, 16, 1e-6f, 10000.0f}},
+};
+
+/* The required variant field `key` into *g and name[cap]. */
+static int parse_variant(const json_t *root, const char *key, char *name, size_t cap, pi0_gemma_config *g,
+                         const char *what)
+{
+    char v[64];
+    FRT_TRY(frt_json_string(root, key, 1, v, sizeof v, what));
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof *VARIANTS; i++)
+        if (!strcmp(v, VARIANTS[i].name)) {
+            *g = VARIANTS[i].g;
+            snprintf(name, cap, "%s", VARIANTS[i].name);
+            return 0;
+        }
+    return frt_error(FRT_ERR_UNSUPPORTED,
+                     "%s: %s '%s' is not a Gemma variant frt knows (gemma_2b, gemma_2b_lora, gemma_300m, "
+                     "gemma_300m_lora, dummy: openpi models/gemma.py)",
+                     what, key, v);
+}
+
+/* The fields each frt_shapes object may hold (transformers' names). */
+static const char *const SHAPE_VISION[] = {"hidden_size", "intermediate_size", "num_hidden_layers",
+                                           "num_attention_heads", "image_size", "patch_size", "num_channels",
+                                           "layer_norm_eps", "hidden_act", "vision_use_head", NULL};
+static const char *const SHAPE_TEXT[] = {"hidden_size", "intermediate_size", "num_hidden_layers",
+                                         "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps",
+                                         "vocab_size", "hidden_activation", "hidden_act", "rope_theta", NULL};
+static const char *const SHAPE_KEYS[] = {"vision_config", "text_config", "expert_config", NULL};
+
+/* One frt_shapes object `key` (absent: nothing changes) checked against
+ * keys; its prefixed name into wt. */
+static int shapes_child(const json_t *s, const char *key, const char *const *keys, json_t **o, char *wt,
+                        size_t cap, const char *what)
+{
+    FRT_TRY(frt_json_child(s, key, 0, JSON_OBJECT, o, what));
+    snprintf(wt, cap, "%.480s: frt_shapes.%s", what, key);
+    return *o ? only_keys(*o, keys, wt, "the") : 0;
+}
+
+/* frt's own extension of the openpi config (openpi never writes it):
+ * "frt_shapes" {vision_config, text_config, expert_config}, each with
+ * SiglipVisionConfig / GemmaConfig field names, overrides So400m's and the
+ * variants' shapes field by field (small openpi-layout checkpoints for
+ * tests; docs/policies.md). The expert's vocabulary is not a field. */
+static int parse_shapes(const json_t *root, pi0_config *c, const char *what)
+{
+    json_t *s = NULL, *o = NULL;
+    char wt[600];
+    FRT_TRY(frt_json_child(root, "frt_shapes", 0, JSON_OBJECT, &s, what));
+    if (!s) return 0;
+    FRT_TRY(only_keys(s, SHAPE_KEYS, what, "frt_shapes"));
+    FRT_TRY(shapes_child(s, "vision_config", SHAPE_VISION, &o, wt, sizeof wt, what));
+    if (o) FRT_TRY(parse_vision(o, c, wt));
+    FRT_TRY(shapes_child(s, "text_config", SHAPE_TEXT, &o, wt, sizeof wt, what));
+    if (o) FRT_TRY(parse_gemma(o, &c->t, &c->vocab, wt));
+    FRT_TRY(shapes_child(s, "expert_config", SHAPE_TEXT, &o, wt, sizeof wt, what));
+    if (o && json_object_get(o, "vocab_size"))
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: vocab_size (the expert has no vocabulary)", wt);
+    if (o) FRT_TRY(parse_gemma(o, &c->e, NULL, wt));
+    return 0;
+}
+
+/* The config.json keys that mark the openpi layout (frt_arch.layout_keys). */
+static const char *const OPENPI_MARKS[] = {"paligemma_variant", "action_expert_variant", NULL};
+static const char *const OPENPI_FIELDS[] = {"action_dim",  "action_horizon", "paligemma_variant",
+                                            "action_expert_variant", "precision", "frt_shapes", NULL};
+
+/* openpi's config: every field required; Pi0Config's vision tower and
+ * flow-matching constants (set_defaults); the state as wide as the action. */
+static int parse_openpi(const json_t *root, pi0_config *c, const char *what)
+{
+    long long ad = 0, ah = 0;
+    FRT_TRY(only_keys(root, OPENPI_FIELDS, what, "openpi config"));
+    FRT_TRY(parse_variant(root, "paligemma_variant", c->t_variant, sizeof c->t_variant, &c->t, what));
+    FRT_TRY(parse_variant(root, "action_expert_variant", c->e_variant, sizeof c->e_variant, &c->e, what));
+    FRT_TRY(frt_json_int(root, "action_dim", 1, 1, 4096, &ad, what));
+    FRT_TRY(frt_json_int(root, "action_horizon", 1, 1, 4096, &ah, what));
+    c->action_dim = c->state_dim = (int)ad;
+    c->chunk = (int)ah;
+    FRT_TRY(frt_json_string(root, "precision", 1, c->precision, sizeof c->precision, what));
+    if (strcmp(c->precision, "float32") && strcmp(c->precision, "bfloat16"))
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: precision '%s' (float32 or bfloat16, what openpi's converter writes)",
+                         what, c->precision);
+    return parse_shapes(root, c, what);
+}
+
 static int parse_top(const json_t *root, pi0_config *c, const char *what)
 {
     json_t *vlm = NULL, *dit = NULL;
@@ -211,30 +327,101 @@ static int check(const pi0_config *c, const char *what)
     return 0;
 }
 
+/* 1 for openpi's layout: no model_type, one of OPENPI_MARKS. */
+static int is_openpi(const json_t *root)
+{
+    if (json_object_get(root, "model_type")) return 0;
+    for (int i = 0; OPENPI_MARKS[i]; i++)
+        if (json_object_get(root, OPENPI_MARKS[i])) return 1;
+    return 0;
+}
+
+/* The layout, then its fields; model_type for the transformers layout. */
+static int parse_root(const json_t *root, pi0_config *c, char *model_type, size_t mt_size, const char *what)
+{
+    if (is_openpi(root)) {
+        c->layout = PI0_LAYOUT_OPENPI;
+        return parse_openpi(root, c, what);
+    }
+    FRT_TRY(frt_json_string(root, "model_type", 1, model_type, mt_size, what));
+    if (strcmp(model_type, "pi0") != 0 && strcmp(model_type, "pi05") != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not a policy (pi0, pi05)", what, model_type);
+    return parse_top(root, c, what);
+}
+
+/* The prompt capacity (c->max_tokens: 0 or the caller's) once pi05 is known. */
+static int finish(pi0_config *c, const char *what)
+{
+    c->max_tokens = c->max_tokens ? c->max_tokens : c->pi05 ? 200 : 48;
+    REFUSE(c->max_tokens < 1 || c->max_tokens > 4096, "%s: %d prompt tokens (1 to 4096)", what, c->max_tokens);
+    c->max_prefix = c->max_cameras * c->n_patch + c->max_tokens;
+    return 0;
+}
+
 int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
                           size_t mt_size, pi0_config *c)
 {
     json_t *root = NULL;
-    FRT_TRY(frt_json_parse(text, len, 0, &root, what));
     memset(c, 0, sizeof *c);
+    if (mt_size) model_type[0] = 0;
+    FRT_TRY(frt_json_parse(text, len, 0, &root, what));
     set_defaults(c);
-    int rc = json_is_object(root) ? frt_json_string(root, "model_type", 1, model_type, mt_size, what)
+    int rc = json_is_object(root) ? parse_root(root, c, model_type, mt_size, what)
                                   : frt_error(FRT_ERR_FORMAT, "%s: not a JSON object", what);
-    if (rc >= 0 && strcmp(model_type, "pi0") != 0 && strcmp(model_type, "pi05") != 0)
-        rc = frt_error(FRT_ERR_UNSUPPORTED, "%s: model_type '%s' is not a policy (pi0, pi05)", what, model_type);
-    if (rc >= 0) rc = parse_top(root, c, what);
     json_decref(root);
     FRT_TRY(rc);
     FRT_TRY(check(c, what));
-    c->pi05 = !strcmp(model_type, "pi05");
     c->v_head_dim = c->v_width / c->v_heads;
     c->n_patch = (c->image_size / c->patch) * (c->image_size / c->patch);
     c->max_cameras = MAX_CAMERAS;
-    c->max_tokens = max_tokens ? max_tokens : c->pi05 ? 200 : 48;
-    REFUSE(c->max_tokens < 1 || c->max_tokens > 4096, "%s: %d prompt tokens (1 to 4096)", what, c->max_tokens);
+    c->max_tokens = max_tokens;
     REFUSE(c->n_patch > 4096, "%s: %d patches a camera (at most 4096)", what, c->n_patch);
-    c->max_prefix = c->max_cameras * c->n_patch + c->max_tokens;
+    if (c->layout == PI0_LAYOUT_OPENPI) {
+        c->pi05 = -1;
+        return 0;
+    }
+    c->pi05 = !strcmp(model_type, "pi05");
+    return finish(c, what);
+}
+
+/* openpi's precision against the tensors' dtypes (pi0.h). */
+static int check_precision(const pi0_config *c, const frt_checkpoint *ck, const char *what)
+{
+    const int f32_only = !strcmp(c->precision, "float32");
+    for (int i = 0; i < frt_checkpoint_count(ck); i++) {
+        const frt_tensor *t = frt_checkpoint_at(ck, i);
+        if (t->dtype == FRT_DT_F32 || (!f32_only && t->dtype == FRT_DT_BF16)) continue;
+        return frt_error(FRT_ERR_FORMAT, "%s: precision '%s', but tensor '%s' is %s", what, c->precision, t->name,
+                         frt_dtype_name(t->dtype));
+    }
     return 0;
+}
+
+int pi0_config_from_checkpoint(pi0_config *c, const frt_checkpoint *ck, char *model_type, size_t mt_size,
+                               const char *what)
+{
+    if (c->layout != PI0_LAYOUT_OPENPI) return 0;
+    const int time = frt_checkpoint_find(ck, "time_mlp_in.weight") != NULL;
+    const int state = frt_checkpoint_find(ck, "state_proj.weight") != NULL;
+    if (time == state)
+        return frt_error(FRT_ERR_FORMAT,
+                         "%s: the checkpoint has %s time_mlp_in.weight (Pi0.5) and state_proj.weight (Pi0): not an "
+                         "openpi Pi0 / Pi0.5",
+                         what, time ? "both" : "neither");
+    FRT_TRY(check_precision(c, ck, what));
+    c->pi05 = time;
+    snprintf(model_type, mt_size, "%s", time ? "pi05" : "pi0");
+    return finish(c, what);
+}
+
+/* The openpi layout: Pi0 or Pi0.5 from MODEL_DIR's tensors. */
+static int openpi_from_tensors(frt_model *m, const char *dir, const char *what)
+{
+    frt_checkpoint *ck = NULL;
+    FRT_TRY(frt_checkpoint_open(dir, &ck));
+    int rc = pi0_config_from_checkpoint(&pi0_of(m)->c, ck, m->cfg.model_type, sizeof m->cfg.model_type, what);
+    frt_checkpoint_close(ck);
+    return rc;
 }
 
 /* Reads the config and fills the shared fields of m->cfg. */
@@ -255,6 +442,7 @@ static int p_load_config(frt_model *m, const char *dir)
                                    sizeof m->cfg.model_type, c);
     free(text);
     FRT_TRY(rc);
+    if (c->layout == PI0_LAYOUT_OPENPI) FRT_TRY(openpi_from_tensors(m, dir, path));
     frt_model_config *mc = &m->cfg;
     mc->vocab_size = c->vocab;
     mc->hidden_size = c->t.width;
@@ -525,6 +713,7 @@ static const char *const p_model_types[] = {"pi0", "pi05", NULL};
 const frt_arch frt_arch_pi0 = {
     .name = "pi0",
     .model_types = p_model_types,
+    .layout_keys = OPENPI_MARKS,
     .check_config = p_check_config,
     .describe = p_describe,
     .declare_state = p_declare_state,

@@ -32,8 +32,12 @@
  * writes them: PI0_VISION, PI0_PROJECTOR, PI0_PREFIX, PI0_EXPERT below and
  * the heads at the top level). Pi0.5 uses the same layout with model_type
  * "pi05" and its own names (time_mlp_in / _out, *_layernorm.dense,
- * norm.dense); see docs/policies.md. The openpi PyTorch layout is not read
- * yet.
+ * norm.dense); see docs/policies.md. And the openpi PyTorch layout
+ * (examples/convert_jax_model_to_pytorch.py: model.safetensors of
+ * PI0Pytorch, a config.json of action_dim, action_horizon,
+ * paligemma_variant, action_expert_variant and precision, no model_type):
+ * the PI0_OPENPI_* names below, Pi0 or Pi0.5 told by the tensors
+ * (pi0_config_from_checkpoint).
  *
  * The state it declares (P = max_prefix = max_cameras * n_patch + max_tokens):
  *   prefix.L.k, prefix.L.v  [P, kv_heads, head_dim] f32, whole, per layer L
@@ -94,6 +98,22 @@
 #define PI0_PREFIX "paligemma_with_expert.paligemma.model.language_model.model."
 #define PI0_EXPERT "paligemma_with_expert.gemma_expert.model."
 
+/* The openpi PyTorch layout's prefixes where they differ (openpi pins
+ * transformers 4.53: SiglipVisionModel keeps its inner vision_model, the
+ * PaliGemma language model has no inner model.). The projector, the expert
+ * and the heads are named as above. safetensors.torch.save_model drops all
+ * but the alphabetically first name of tied tensors, so the prefix's token
+ * embedding is stored as PaliGemma's lm_head (PI0_OPENPI_EMBED); an
+ * embed_tokens.weight under PI0_OPENPI_PREFIX is read instead when present. */
+#define PI0_OPENPI_VISION "paligemma_with_expert.paligemma.model.vision_tower.vision_model."
+#define PI0_OPENPI_PREFIX "paligemma_with_expert.paligemma.model.language_model."
+#define PI0_OPENPI_EMBED "paligemma_with_expert.paligemma.lm_head.weight"
+
+/* The checkpoint layout a config.json names: transformers' (model_type pi0
+ * / pi05) or openpi's (paligemma_variant / action_expert_variant, no
+ * model_type). */
+typedef enum pi0_layout { PI0_LAYOUT_TRANSFORMERS = 0, PI0_LAYOUT_OPENPI = 1 } pi0_layout;
+
 /* One Gemma-shaped stack (the prefix, or the action expert). */
 typedef struct pi0_gemma_config {
     int width, inter, layers, heads, kv_heads, head_dim;
@@ -102,7 +122,12 @@ typedef struct pi0_gemma_config {
 } pi0_gemma_config;
 
 typedef struct pi0_config {
-    int pi05;                  /* 1: adaRMSNorm expert, no state token */
+    pi0_layout layout;
+    /* openpi layout: the config's variants (gemma.py get_config) and
+     * precision ("float32" or "bfloat16", the dtype the weights were saved
+     * in); empty for the transformers layout */
+    char t_variant[24], e_variant[24], precision[16];
+    int pi05;                  /* 1: adaRMSNorm expert, no state token; -1: not known yet (openpi layout) */
     int v_width, v_inter, v_layers, v_heads, v_head_dim; /* SigLIP */
     int image_size, patch, n_patch;
     float v_eps;
@@ -191,17 +216,40 @@ typedef struct pi0 {
 
 static inline pi0 *pi0_of(const frt_model *m) { return (pi0 *)m->arch_data; }
 
-/* Parses config.json text (len bytes) into *c: the transformers pi0 layout,
- * absent fields at PI0Config's / GemmaConfig's / SiglipVisionConfig's
- * defaults; model_type ("pi0" or "pi05") into model_type[mt_size].
- * max_tokens: the prompt capacity (0: 48 for pi0, 200 for pi05). `what`
- * names the source in messages. Errors: FRT_ERR_FORMAT (bad JSON, a field
- * of the wrong type or range, no model_type), FRT_ERR_UNSUPPORTED (another
- * model_type, an activation other than tanh GELU, a pooling head, an
- * expert whose layers or KV layout differ from the prefix's, a scaled
- * RoPE, sizes frt cannot run). */
+/* Parses config.json text (len bytes) into *c. `what` names the source in
+ * messages; max_tokens: the prompt capacity (0: 48 for pi0, 200 for pi05,
+ * openpi's Pi0Config.max_token_len).
+ *   - The transformers pi0 layout (model_type "pi0" or "pi05", copied into
+ *     model_type[mt_size]): absent fields at PI0Config's / GemmaConfig's /
+ *     SiglipVisionConfig's defaults; *c is complete.
+ *   - The openpi layout (no model_type; any of paligemma_variant,
+ *     action_expert_variant): all five fields required, nothing else
+ *     allowed but frt's own "frt_shapes" (docs/policies.md); the vision
+ *     tower at SigLIP So400m/14, the two Gemma stacks from the variants
+ *     (gemma_2b, gemma_300m, their _lora forms, dummy), chunk =
+ *     action_horizon, action_dim = state dim = action_dim. Pi0 or Pi0.5 is
+ *     not in this config: model_type is set to "", c->pi05 to -1 and
+ *     c->max_tokens / max_prefix wait for pi0_config_from_checkpoint.
+ * c->layout is set before any check, also when the parse fails.
+ * Errors: FRT_ERR_FORMAT (bad JSON, a field missing or of the wrong type or
+ * range, neither layout), FRT_ERR_UNSUPPORTED (another model_type, an
+ * unknown variant, precision or openpi field, an activation other than
+ * tanh GELU, a pooling head, an expert whose layers or KV layout differ from
+ * the prefix's, a scaled RoPE, sizes frt cannot run). */
 int pi0_config_parse_json(const char *text, size_t len, const char *what, int max_tokens, char *model_type,
                           size_t mt_size, pi0_config *c);
+
+/* Completes an openpi-layout config from its checkpoint (a no-op for the
+ * transformers layout): Pi0.5 when the tensor time_mlp_in.weight is there,
+ * Pi0 when state_proj.weight is (model_type "pi05" / "pi0" into
+ * model_type[mt_size]), then the prompt capacity; and the config's
+ * precision against the tensors' dtypes ("float32": every tensor F32;
+ * "bfloat16": each BF16 or F32, as openpi keeps its norms and the patch
+ * embedding in f32). Errors: FRT_ERR_FORMAT (both or neither of those
+ * tensors; a tensor of another dtype than the precision says),
+ * FRT_ERR_UNSUPPORTED (the prompt capacity). */
+int pi0_config_from_checkpoint(pi0_config *c, const frt_checkpoint *ck, char *model_type, size_t mt_size,
+                               const char *what);
 
 /* The FLOPs of one inference with `cameras` cameras (all present) and
  * `tokens` prompt tokens: out[0] vision (patch embedding, blocks,

@@ -1,13 +1,14 @@
 /*
  * arch/pi0/pi0_weights.c - the Pi0 / Pi0.5 weights by name and shape (the
- * transformers 5.x pi0 layout, pi0.h), converted to f32 into one arena.
+ * transformers 5.x pi0 layout or openpi's PyTorch layout, pi0.h: one table
+ * of name prefixes per layout), converted to f32 into one arena.
  *
  * Two passes over one declaration list: the first checks every tensor's
  * presence and shape and sizes the arena, the second converts. Then every
  * tensor of the checkpoint must be one the list names (read, or known and
- * unused: the expert's embed_tokens, the prefix's final norm); anything
- * else is refused with its name, so a checkpoint of another layout never
- * runs half-loaded.
+ * unused: the prefix's final norm, the expert's LM head, PaliGemma's LM
+ * head beside an embed_tokens); anything else is refused with its name, so
+ * a checkpoint of another layout never runs half-loaded.
  */
 #include "model/arch/pi0/pi0.h"
 
@@ -18,8 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where a layout keeps each part (pi0.h). embed: the prefix's token
+ * embedding; embed_alt: the tensor holding it when embed is absent (NULL:
+ * none); unused: known tensors frt does not read, NULL-terminated. */
+typedef struct pi0_names {
+    const char *vision, *projector, *prefix, *expert;
+    const char *embed, *embed_alt;
+    const char *unused[4];
+} pi0_names;
+
+static const pi0_names NAMES[2] = {
+    [PI0_LAYOUT_TRANSFORMERS] = {PI0_VISION, PI0_PROJECTOR, PI0_PREFIX, PI0_EXPERT, PI0_PREFIX "embed_tokens.weight",
+                                 NULL,
+                                 {PI0_PREFIX "norm.weight", "paligemma_with_expert.gemma_expert.lm_head.weight", NULL}},
+    [PI0_LAYOUT_OPENPI] = {PI0_OPENPI_VISION, PI0_PROJECTOR, PI0_OPENPI_PREFIX, PI0_EXPERT,
+                           PI0_OPENPI_PREFIX "embed_tokens.weight", PI0_OPENPI_EMBED,
+                           {PI0_OPENPI_PREFIX "norm.weight", "paligemma_with_expert.gemma_expert.lm_head.weight", NULL}},
+};
+
 typedef struct loader {
     frt_model *m;
+    const pi0_names *n;
     int pass;     /* 0: check and size, 1: convert */
     float *arena;
     size_t used;  /* floats */
@@ -113,7 +133,7 @@ static int vit_layer(loader *L, const pi0_config *c, pi0_vit_layer *y, int l)
 {
     const int64_t D = c->v_width, I = c->v_inter;
     char p[200];
-#define VP(what) (snprintf(p, sizeof p, "%sencoder.layers.%d.%s", PI0_VISION, l, what), p)
+#define VP(what) (snprintf(p, sizeof p, "%sencoder.layers.%d.%s", L->n->vision, l, what), p)
     FRT_TRY(layernorm(L, &y->ln1_w, &y->ln1_b, D, VP("layer_norm1")));
     FRT_TRY(layernorm(L, &y->ln2_w, &y->ln2_b, D, VP("layer_norm2")));
     FRT_TRY(linear(L, &y->q_w, &y->q_b, D, D, VP("self_attn.q_proj")));
@@ -128,7 +148,7 @@ static int vit_layer(loader *L, const pi0_config *c, pi0_vit_layer *y, int l)
 
 static int vision(loader *L, const pi0_config *c, pi0_weights *w)
 {
-    const char *v = PI0_VISION;
+    const char *v = L->n->vision;
     const int64_t D = c->v_width;
     FRT_TRY(take(L, &w->patch_w, 4, D, 3, c->patch, c->patch, "%sembeddings.patch_embedding.weight", v));
     T1(&w->patch_b, D, "%sembeddings.patch_embedding.bias", v);
@@ -136,7 +156,7 @@ static int vision(loader *L, const pi0_config *c, pi0_weights *w)
     for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(L, c, &w->vit[l], l));
     T1(&w->post_ln_w, D, "%spost_layernorm.weight", v);
     T1(&w->post_ln_b, D, "%spost_layernorm.bias", v);
-    return linear(L, &w->proj_w, &w->proj_b, c->t.width, D, PI0_PROJECTOR);
+    return linear(L, &w->proj_w, &w->proj_b, c->t.width, D, L->n->projector);
 }
 
 /* A Gemma RMSNorm p.weight [W], or (ada) the adaRMSNorm dense p.dense.weight
@@ -190,22 +210,38 @@ static int heads(loader *L, const pi0_config *c, pi0_weights *w)
     return linear(L, &w->atm_out_w, &w->atm_out_b, E, E, "action_time_mlp_out");
 }
 
+/* The prefix's token embedding: the layout's embed (then its embed_alt is
+ * known and unused), else embed_alt (openpi's tied lm_head). */
+static int embedding(loader *L, const pi0_config *c, pi0_weights *w)
+{
+    const char *name = L->n->embed, *alt = L->n->embed_alt;
+    const frt_checkpoint *ck = L->m->ckpt;
+    if (alt && frt_checkpoint_find(ck, name)) FRT_TRY(remember(L, alt));
+    else if (alt && frt_checkpoint_find(ck, alt)) name = alt;
+    else if (alt)
+        return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s' (the tied token embedding; or '%s')",
+                         alt, name);
+    T2(&w->embed, c->vocab, c->t.width, "%s", name);
+    return 0;
+}
+
 static int declare_all(loader *L)
 {
     pi0 *P = pi0_of(L->m);
     const pi0_config *c = &P->c;
     pi0_weights *w = &P->w;
+    char p[200];
     FRT_TRY(vision(L, c, w));
-    T2(&w->embed, c->vocab, c->t.width, "%sembed_tokens.weight", PI0_PREFIX);
-    FRT_TRY(gemma_layers(L, &c->t, w->tl, PI0_PREFIX, 0));
-    FRT_TRY(gemma_layers(L, &c->e, w->el, PI0_EXPERT, c->pi05));
-    FRT_TRY(gemma_norm(L, c->pi05, &w->e_norm, &w->e_norm_dense_w, &w->e_norm_dense_b, c->e.width,
-                       PI0_EXPERT "norm"));
+    FRT_TRY(embedding(L, c, w));
+    FRT_TRY(gemma_layers(L, &c->t, w->tl, L->n->prefix, 0));
+    FRT_TRY(gemma_layers(L, &c->e, w->el, L->n->expert, c->pi05));
+    snprintf(p, sizeof p, "%snorm", L->n->expert);
+    FRT_TRY(gemma_norm(L, c->pi05, &w->e_norm, &w->e_norm_dense_w, &w->e_norm_dense_b, c->e.width, p));
     FRT_TRY(heads(L, c, w));
     /* Known and unused: the prefix's final norm (only its KV is read) and
      * the expert's LM head (its outputs go through action_out_proj). */
-    FRT_TRY(remember(L, PI0_PREFIX "norm.weight"));
-    return remember(L, "paligemma_with_expert.gemma_expert.lm_head.weight");
+    for (int i = 0; L->n->unused[i]; i++) FRT_TRY(remember(L, L->n->unused[i]));
+    return 0;
 }
 
 /* Every checkpoint tensor must be a declared one. */
@@ -237,7 +273,7 @@ int pi0_load_weights(frt_model *m)
 {
     pi0 *P = pi0_of(m);
     FRT_TRY(alloc_layers(P));
-    loader L = {.m = m, .pass = 0};
+    loader L = {.m = m, .n = &NAMES[P->c.layout], .pass = 0};
     int rc = declare_all(&L);
     if (rc == 0) rc = refuse_unknown(&L);
     if (rc == 0) {
