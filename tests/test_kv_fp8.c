@@ -15,9 +15,8 @@
  *     never restores into the other precision (FRT_ERR_MISMATCH, both ways,
  *     host and disk tiers), the live state untouched;
  *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture (cpu and
- *     cuda), KV prefixes (cartridges) of an fp8 model, a checkpoint with an
- *     F8_E4M3 weight (its scale would be ignored); an out-of-range
- *     kv_dtype is FRT_ERR_INVALID_ARGUMENT.
+ *     cuda), KV prefixes (cartridges) of an fp8 model; an out-of-range
+ *     kv_dtype is FRT_ERR_INVALID_ARGUMENT (FP8 weights: test_fp8_weights.c).
  * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite;
  * the cuda backend's fp8 KV cache: test_cuda_fp8_kv.c.)
  */
@@ -287,59 +286,10 @@ static void test_refusals(const char *dense_dir)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
 }
 
-/* A gen-model tiny-dense checkpoint whose layer-0 up_proj is stored as
- * F8_E4M3 codes (an FP8 weight without its scale): refused by the dense
- * loaders (FRT_ERR_UNSUPPORTED naming the tensor), never read as values;
- * on cuda too when a device is present. */
-static void test_fp8_weights_refused(void)
-{
-    char dir[256], file[300];
-    snprintf(dir, sizeof dir, "/tmp/frt-test-kv-fp8-%d-w8", (int)getpid());
-    snprintf(file, sizeof file, "%s/model.safetensors", dir);
-    CHECK_OK(frt_gen_model_write("tiny-dense", 5, dir));
-    frt_safetensors *st = NULL;
-    frt_st_writer *w = NULL;
-    CHECK_OK(frt_safetensors_open(file, &st));
-    CHECK_OK(frt_st_writer_create(&w));
-    uint8_t *codes = NULL;
-    const char *target = "model.layers.0.mlp.up_proj.weight";
-    for (int i = 0; st && w && i < frt_safetensors_count(st); i++) {
-        const frt_tensor *t = frt_safetensors_at(st, i);
-        if (strcmp(t->name, target)) {
-            CHECK_OK(frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
-            continue;
-        }
-        size_t n = (size_t)frt_tensor_numel(t);
-        float *f = xmalloc(n * sizeof(float));
-        codes = xmalloc(n);
-        CHECK_OK(frt_tensor_to_f32(t, f));
-        for (size_t k = 0; k < n; k++) codes[k] = frt_fp8_e4m3_encode(f[k]);
-        CHECK_OK(frt_st_writer_add(w, t->name, FRT_DT_F8_E4M3, t->ndim, t->shape, codes));
-        free(f);
-    }
-    CHECK(codes != NULL);
-    CHECK_OK(frt_st_writer_write(w, file));
-    frt_st_writer_destroy(w);
-    frt_safetensors_close(st);
-    free(codes);
-    int n_dev = 0;
-    frt_device_count(FRT_BACKEND_CUDA, &n_dev);
-    for (int be = 0; be < (n_dev > 0 ? 2 : 1); be++) {
-        CHECK(load(dir, FRT_KV_DEFAULT, be ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-        CHECK_MSG(strstr(frt_last_error(), target) && strstr(frt_last_error(), "FP8 weights"), "%s",
-                  frt_last_error());
-        printf("FP8 weight refused (%s): %s\n", be ? "cuda" : "cpu", frt_last_error());
-    }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 int main(void)
 {
     test_golden();
     test_capsules(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_refusals(GOLDEN_DIR "/dense_llama3_gqa");
-    test_fp8_weights_refused();
     return frt_test_report();
 }
