@@ -87,7 +87,7 @@ static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data
 /* 0 for a tensor other than a decoder-layer Linear weight (embedding,
  * lm_head, norms, biases) of a float dtype but FP8; FRT_ERR_UNSUPPORTED
  * naming `full` for an FP8 one: FP8 is read only for the Linear weights
- * (dense_linear_check), and the cuda loader reads none yet. */
+ * (dense_linear_check). */
 int dense_check_weight_dtype(const frt_tensor *t, const char *full);
 
 /* Checks Linear weight t (named `full`, shape [d0, d1] already checked):
@@ -109,6 +109,18 @@ int dense_linear_check(const frt_model *m, const frt_tensor *t, const char *full
  * frt_tensor_to_f32. */
 int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                         float *out);
+
+/* Linear weight t (after dense_linear_check) as E4M3 codes [d0, d1] and
+ * one f32 scale per output row [d0], the form the cuda backend holds: an
+ * FP8 tensor's own codes with its per-channel scales (a per-tensor scale
+ * repeated on every row); a float tensor with params.weight_dtype
+ * FRT_WEIGHT_FP8 quantized per row (the codes and scales of
+ * dense_linear_to_f32's quantize-at-load). Errors: FRT_ERR_UNSUPPORTED
+ * (block-wise scales, which are no per-row scales; a float weight of an FP8
+ * checkpoint without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
+ * frt_tensor_to_f32. */
+int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                     uint8_t *codes, float *scale);
 
 /* The fingerprint's description of the FP8 weights of this load
  * (m->weights_desc): the checkpoint's scale layout and / or the

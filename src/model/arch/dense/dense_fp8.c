@@ -25,7 +25,7 @@ int dense_check_weight_dtype(const frt_tensor *t, const char *full)
     if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2)
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "checkpoint: tensor '%s' is %s: FP8 weights are read only for the decoder-layer Linear "
-                         "weights of an FP8 checkpoint on the cpu backend (docs/fp8.md)",
+                         "weights of an FP8 checkpoint (docs/fp8.md)",
                          full, frt_dtype_name(t->dtype));
     return 0;
 }
@@ -191,6 +191,38 @@ int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *ful
     if (t->dtype == FRT_DT_F8_E4M3) return dequant_checkpoint(m, t, full, d0, d1, out);
     FRT_TRY(frt_tensor_to_f32(t, out));
     if (m->params.weight_dtype == FRT_WEIGHT_FP8) FRT_TRY(quantize_at_load(out, d0, d1, full));
+    return 0;
+}
+
+int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                     uint8_t *codes, float *scale)
+{
+    const frt_quant_config *qc = &m->cfg.quant;
+    if (t->dtype != FRT_DT_F8_E4M3) { /* a float weight, quantized at load */
+        if (m->params.weight_dtype != FRT_WEIGHT_FP8)
+            return frt_error(FRT_ERR_UNSUPPORTED,
+                             "checkpoint: '%s' is a float Linear weight of an FP8 checkpoint: the cuda backend holds "
+                             "every Linear weight in FP8 (load with weight_dtype FRT_WEIGHT_FP8, --dtype fp8)",
+                             full);
+        float *x = malloc((size_t)(d0 * d1) * sizeof(float));
+        if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
+        int rc = frt_tensor_to_f32(t, x);
+        if (rc == 0) frt_fp8_quantize_rows_dynamic(codes, scale, x, (int)d0, (int)d1);
+        free(x);
+        return rc;
+    }
+    if (qc->method == FRT_QUANT_FP8_BLOCK)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s': block-wise scales (weight_scale_inv) are read by the cpu backend only; the "
+                         "cuda GEMV takes one scale per output channel (docs/fp8.md)",
+                         full);
+    const frt_tensor *st;
+    float *s;
+    FRT_TRY(find_scale(m, full, d0, d1, &st));
+    FRT_TRY(read_scales(st, &s));
+    for (int64_t r = 0; r < d0; r++) scale[r] = s[qc->method == FRT_QUANT_FP8_TENSOR ? 0 : r];
+    free(s);
+    memcpy(codes, t->data, (size_t)(d0 * d1));
     return 0;
 }
 
