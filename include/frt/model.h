@@ -73,8 +73,10 @@ typedef enum frt_weight_dtype {
     FRT_WEIGHT_FP8 = 1,     /* every decoder-layer Linear weight (q/k/v/o, gate/up/down) not already FP8 is
                                quantized at load to OCP E4M3 with one scale per output channel,
                                max|row| / 448; embedding, lm_head, norms and biases keep the backend's
-                               precision. The dense family on the cpu backend (an emulation: the forward
-                               multiplies by the dequantized values); others: FRT_ERR_UNSUPPORTED */
+                               precision. The dense family: cpu (an emulation: the forward multiplies by
+                               the dequantized values) and cuda (E4M3 codes + per-channel scales: the
+                               E4M3 decode GEMV, prefill through the bf16 GEMM); others:
+                               FRT_ERR_UNSUPPORTED */
 } frt_weight_dtype;
 
 typedef struct frt_model_params {
