@@ -31,6 +31,7 @@
  *     test_cuda_fp8_weights.c.)
  */
 #include "frt_test.h"
+#include "frt_test_fp8.h"
 
 #include "frt/capsule.h"
 #include "frt/config.h"
@@ -42,7 +43,6 @@
 #include "model/arch/dense/dense.h"
 #include "model/model_internal.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,12 +63,6 @@ static frt_model *load(const char *dir, frt_weight_dtype wd, frt_backend be, int
     frt_model *m = NULL;
     CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
     return m;
-}
-
-static int prefill_all(frt_model *m, const int32_t *ids, int n)
-{
-    FRT_TRY(frt_model_reset(m));
-    return frt_model_prefill(m, ids, n);
 }
 
 static void rm_rf(const char *dir)
@@ -136,53 +130,11 @@ static void test_held_weights(const char *dir)
 /* ---- accuracy against the checkpoint's weights -------------------------- */
 
 typedef struct acc_stats {
-    double max_layer, max_prompt, max_greedy;
-    int steps, diverged_at;
-    float margin;
+    double max_layer, max_prompt;
 } acc_stats;
 
-/* Per-layer hidden states (debug_hidden) of the last prefill, fp8 vs ref. */
-static void layer_errors(frt_model *ref, frt_model *q, int n, acc_stats *st)
-{
-    int H = ref->cfg.hidden_size, L = ref->cfg.n_layers;
-    float *a = xmalloc((size_t)n * H * 4), *b = xmalloc((size_t)n * H * 4);
-    for (int idx = 1; idx <= L + 1; idx++) {
-        CHECK_OK(frt_model_debug_hidden(ref, idx, a, n));
-        CHECK_OK(frt_model_debug_hidden(q, idx, b, n));
-        double e = frt_test_rel_err(b, a, (size_t)n * H);
-        printf("    %s %d: hidden rel err %.3e\n", idx <= L ? "layer" : "final norm", idx - 1, e);
-        if (e > st->max_layer) st->max_layer = e;
-    }
-    free(a);
-    free(b);
-}
-
-static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt, int V, acc_stats *st)
-{
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    int n = (int)frt_tensor_numel(prompt);
-    CHECK_OK(prefill_all(a, prompt->data, n));
-    CHECK_OK(prefill_all(b, prompt->data, n));
-    st->diverged_at = -1;
-    for (int t = 0; t < GREEDY; t++) {
-        int32_t ta = -1, tb = -1;
-        CHECK_OK(t ? frt_model_decode(a, NULL, &ta) : frt_model_sample(a, NULL, &ta));
-        CHECK_OK(t ? frt_model_decode(b, NULL, &tb) : frt_model_sample(b, NULL, &tb));
-        CHECK_OK(frt_model_logits(a, la));
-        CHECK_OK(frt_model_logits(b, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V);
-        if (e > st->max_greedy) st->max_greedy = e;
-        st->steps = t + 1;
-        if (ta != tb) {
-            st->diverged_at = t;
-            st->margin = frt_test_top2_margin(la, (size_t)V);
-            break;
-        }
-    }
-    free(la);
-    free(lb);
-}
-
+/* Last logits of each golden prompt, and the hidden states of prompt 1's
+ * last piece (debug_hidden), fp8 (b) against the checkpoint's weights (a). */
 static void prompts_compare(frt_model *a, frt_model *b, frt_safetensors *g, int V, acc_stats *st)
 {
     float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
@@ -192,22 +144,22 @@ static void prompts_compare(frt_model *a, frt_model *b, frt_safetensors *g, int 
         const frt_tensor *ids = frt_safetensors_find(g, name);
         if (!ids) break;
         int n = (int)frt_tensor_numel(ids);
-        CHECK_OK(prefill_all(a, ids->data, n));
-        CHECK_OK(prefill_all(b, ids->data, n));
-        CHECK_OK(frt_model_logits(a, la));
-        CHECK_OK(frt_model_logits(b, lb));
+        CHECK_OK(frt_test_prefill_logits(a, ids->data, n, la));
+        CHECK_OK(frt_test_prefill_logits(b, ids->data, n, lb));
         double e = frt_test_rel_err(lb, la, (size_t)V);
         printf("  prompt%d (%d tokens): fp8 vs float weights, last logits rel err %.3e\n", i, n, e);
         if (e > st->max_prompt) st->max_prompt = e;
-        int last_piece = n % 64 ? n % 64 : 64;
-        if (i == 1) layer_errors(a, b, last_piece, st);
+        if (i == 1)
+            st->max_layer = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size,
+                                            a->cfg.n_layers, FP8_W_LOGIT_BOUND, NULL);
     }
     free(la);
     free(lb);
 }
 
-static void test_golden_model(const char *dir)
+static void golden_model(const char *dir, const char *name)
 {
+    printf("golden model %s\n", name);
     frt_model *a = load(dir, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
     char path[4200];
     snprintf(path, sizeof path, "%s/golden.safetensors", dir);
@@ -215,42 +167,23 @@ static void test_golden_model(const char *dir)
     CHECK_OK(frt_safetensors_open(path, &g));
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
-    frt_model_info info;
-    frt_model_info_get(a, &info);
+    int V = a->cfg.vocab_size;
     acc_stats st = {0};
-    prompts_compare(a, b, g, info.vocab_size, &st);
+    prompts_compare(a, b, g, V, &st);
     const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
     CHECK(gp != NULL);
-    if (gp) greedy_compare(a, b, gp, info.vocab_size, &st);
-    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", st.max_layer, st.steps, st.max_greedy);
-    if (st.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
-    else printf("first divergence at step %d (top-2 margin %.3e)\n", st.diverged_at, st.margin);
+    frt_test_greedy_stats gs = {0, 0, -1, 0};
+    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
+    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", st.max_layer, gs.steps, gs.max_err);
+    if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
+    else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
     CHECK_MSG(st.max_prompt > 0 && st.max_prompt <= FP8_W_LOGIT_BOUND, "prompt logits rel err %g", st.max_prompt);
-    CHECK_MSG(st.max_layer > 0 && st.max_layer <= FP8_W_LOGIT_BOUND, "hidden rel err %g", st.max_layer);
-    CHECK_MSG(st.max_greedy <= FP8_W_LOGIT_BOUND, "greedy logits rel err %g", st.max_greedy);
+    CHECK_MSG(st.max_layer > 0, "hidden rel err %g", st.max_layer);
+    CHECK_MSG(gs.max_err <= FP8_W_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
 out:
     frt_safetensors_close(g);
     frt_model_free(a);
     frt_model_free(b);
-}
-
-static void test_golden(void)
-{
-    DIR *d = opendir(GOLDEN_DIR);
-    CHECK_MSG(d != NULL, "%s is absent", GOLDEN_DIR);
-    if (!d) return;
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", GOLDEN_DIR, e->d_name);
-        printf("golden model %s\n", e->d_name);
-        test_golden_model(dir);
-        n++;
-    }
-    closedir(d);
-    CHECK(n >= 5);
 }
 
 /* ---- capsules across precisions ---------------------------------------- */
@@ -262,8 +195,8 @@ static void test_capsule_mismatch(const char *dir)
     int32_t ids[20];
     for (int i = 0; i < 20; i++) ids[i] = 3 + 7 * i;
     if (!a || !b) goto out;
-    CHECK_OK(prefill_all(a, ids, 20));
-    CHECK_OK(prefill_all(b, ids, 20));
+    CHECK_OK(frt_model_prefill(a, ids, 20));
+    CHECK_OK(frt_model_prefill(b, ids, 20));
     CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &ca));
     CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, &cb));
     CHECK_STATUS(frt_capsule_restore(b, ca), FRT_ERR_MISMATCH);
@@ -291,9 +224,7 @@ static int make_ckpt(const char *src, const char *layout, const char *extra, con
 static int logits_of(const char *dir, frt_weight_dtype wd, const int32_t *ids, int n, float *out)
 {
     frt_model *m = load(dir, wd, FRT_BACKEND_CPU, 0);
-    if (!m) return -1;
-    int rc = prefill_all(m, ids, n);
-    if (!rc) rc = frt_model_logits(m, out);
+    int rc = m ? frt_test_prefill_logits(m, ids, n, out) : -1;
     frt_model_free(m);
     return rc;
 }
@@ -569,7 +500,7 @@ int main(void)
     test_quant_configs();
     test_held_weights(src);
     test_held_weights(GOLDEN_DIR "/dense_qwen2_bias");
-    test_golden();
+    CHECK(frt_test_each_subdir(GOLDEN_DIR, golden_model) >= 5);
     test_capsule_mismatch(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_checkpoints(src);
     test_bad_scales();
