@@ -9,12 +9,15 @@
  *   frt_test_greedy(a, b, ids, n, V, steps, &st)  greedy decode on both while they agree
  *   frt_test_greedy_margin(label, ref, m, V, steps, bound)  greedy while ref's margin allows
  *   frt_test_hidden(label, ref, m, other, rows, H, L, bound)  per-layer hidden states
+ *   frt_test_three_way(label, ref, m, other, ids, n, bound, what)  all of the above on one prefill
+ *   frt_test_golden_prompts(a, b, g, what, hook, user)  last logits of a golden file's prompts
  */
 #ifndef FRT_TEST_FP8_H
 #define FRT_TEST_FP8_H
 
 #include "frt/debug.h"
 #include "frt/model.h"
+#include "frt/safetensors.h"
 #include "frt_test.h"
 
 #include <dirent.h>
@@ -144,6 +147,61 @@ static inline double frt_test_hidden(const char *label, frt_model *ref, frt_mode
     free(a);
     free(b);
     free(c);
+    return worst;
+}
+
+/* ref, m and other (debug_hidden on all three, prefill chunk 64) prefill
+ * ids [n] (n > 64); m against ref within `bound`: the hidden states of the
+ * last piece (frt_test_hidden), the last logits, then a 24-step greedy
+ * decode (frt_test_greedy_margin); m against other reported as `what`. */
+static inline void frt_test_three_way(const char *label, frt_model *ref, frt_model *m, frt_model *other,
+                                      const int32_t *ids, int n, double bound, const char *what)
+{
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(ref, &info));
+    const int V = info.vocab_size;
+    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4), *lc = xmalloc((size_t)V * 4);
+    CHECK_OK(frt_test_prefill_logits(ref, ids, n, la));
+    CHECK_OK(frt_test_prefill_logits(m, ids, n, lb));
+    CHECK_OK(frt_test_prefill_logits(other, ids, n, lc));
+    frt_test_hidden(label, ref, m, other, n - 64, info.hidden_size, info.n_layers, bound, what);
+    double e = frt_test_rel_err(lb, la, (size_t)V);
+    printf("  %-12s %.3e   (vs %s %.3e)\n", "logits", e, what, frt_test_rel_err(lb, lc, (size_t)V));
+    CHECK_MSG(e <= bound && !isnan(e), "%s logits: rel err %.3e", label, e);
+    frt_test_greedy_margin(label, ref, m, V, 24, bound);
+    free(la);
+    free(lb);
+    free(lc);
+}
+
+typedef void (*frt_test_prompt_fn)(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user);
+
+/* The last logits of each prompt<i>.ids of golden file g on a and b,
+ * ||b - a|| / ||a|| printed per prompt (b "vs" `what`); hook(a, b, ids, n,
+ * user) right after prompt 1's prefills (NULL: none). The largest error. */
+static inline double frt_test_golden_prompts(frt_model *a, frt_model *b, const frt_safetensors *g, const char *what,
+                                             frt_test_prompt_fn hook, void *user)
+{
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(a, &info));
+    const int V = info.vocab_size;
+    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
+    double worst = 0;
+    for (int i = 0; i < 16; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "prompt%d.ids", i);
+        const frt_tensor *ids = frt_safetensors_find(g, name);
+        if (!ids) break;
+        int n = (int)frt_tensor_numel(ids);
+        CHECK_OK(frt_test_prefill_logits(a, ids->data, n, la));
+        CHECK_OK(frt_test_prefill_logits(b, ids->data, n, lb));
+        double e = frt_test_rel_err(lb, la, (size_t)V);
+        printf("  prompt%d (%d tokens): %s, last logits rel err %.3e\n", i, n, what, e);
+        if (e > worst) worst = e;
+        if (i == 1 && hook) hook(a, b, ids->data, n, user);
+    }
+    free(la);
+    free(lb);
     return worst;
 }
 

@@ -299,26 +299,12 @@ static void compare_model(const char *label, const char *dir, const char *scales
     if (!cpu || !gpu || !g16) goto out;
     frt_model_info ic;
     CHECK_OK(frt_model_info_get(cpu, &ic));
-    int V = ic.vocab_size, H = ic.hidden_size, L = ic.n_layers, n = 100, rows = n - 64;
+    int V = ic.vocab_size, n = 100, rows = n - 64;
     int32_t ids[100];
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
-    frt_model *ms[3] = {cpu, gpu, g16};
-    for (int i = 0; i < 3; i++) {
-        CHECK_OK(frt_model_reset(ms[i]));
-        CHECK_OK(frt_model_prefill(ms[i], ids, n));
-    }
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     printf("%s%s: cuda fp8 KV vs cpu fp8 KV (and vs cuda bf16 KV, reported), prefill of %d tokens, last %d rows\n",
            label, scales ? " (calibrated scales)" : "", n, rows);
-    frt_test_hidden(label, cpu, gpu, g16, rows, H, L, MODEL_BOUND, "bf16 KV");
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4), *lc = xmalloc((size_t)V * 4);
-    CHECK_OK(frt_model_logits(cpu, la));
-    CHECK_OK(frt_model_logits(gpu, lb));
-    CHECK_OK(frt_model_logits(g16, lc));
-    double e = frt_test_rel_err(lb, la, (size_t)V);
-    printf("  %-12s %.3e   (vs bf16 KV %.3e)\n", "logits", e, frt_test_rel_err(lb, lc, (size_t)V));
-    CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s logits: rel err %.3e", label, e);
-    frt_test_greedy_margin(label, cpu, gpu, V, 24, MODEL_BOUND);
-    free(la), free(lb), free(lc);
+    frt_test_three_way(label, cpu, gpu, g16, ids, 100, MODEL_BOUND, "bf16 KV");
 out:
     frt_model_free(cpu);
     frt_model_free(gpu);

@@ -76,26 +76,12 @@ static void compare_model(const char *label, const char *dir)
     printf("%s: weights on cuda %zu bytes FP8, %zu bytes bf16 (%.2fx)\n", label, ig.weight_bytes, i16.weight_bytes,
            (double)ig.weight_bytes / (double)i16.weight_bytes);
     CHECK(ig.weight_bytes < i16.weight_bytes);
-    int V = ic.vocab_size, H = ic.hidden_size, L = ic.n_layers, n = 100, rows = n - 64;
+    int V = ic.vocab_size, n = 100, rows = n - 64;
     int32_t ids[100];
-    random_ids(ids, n, V);
-    frt_model *ms[3] = {cpu, gpu, g16};
-    for (int i = 0; i < 3; i++) {
-        CHECK_OK(frt_model_reset(ms[i]));
-        CHECK_OK(frt_model_prefill(ms[i], ids, n));
-    }
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     printf("%s: cuda FP8 weights vs cpu FP8 emulation (and vs cuda bf16 weights), last %d rows of %d\n", label, rows,
            n);
-    frt_test_hidden(label, cpu, gpu, g16, rows, H, L, MODEL_BOUND, "bf16 weights");
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4), *lc = xmalloc((size_t)V * 4);
-    CHECK_OK(frt_model_logits(cpu, la));
-    CHECK_OK(frt_model_logits(gpu, lb));
-    CHECK_OK(frt_model_logits(g16, lc));
-    double e = frt_test_rel_err(lb, la, (size_t)V);
-    printf("  %-12s %.3e   (vs bf16 weights %.3e)\n", "logits", e, frt_test_rel_err(lb, lc, (size_t)V));
-    CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s logits: rel err %.3e", label, e);
-    frt_test_greedy_margin(label, cpu, gpu, V, 24, MODEL_BOUND);
-    free(la), free(lb), free(lc);
+    frt_test_three_way(label, cpu, gpu, g16, ids, 100, MODEL_BOUND, "bf16 weights");
 out:
     frt_model_free(cpu);
     frt_model_free(gpu);

@@ -129,32 +129,11 @@ static void test_held_weights(const char *dir)
 
 /* ---- accuracy against the checkpoint's weights -------------------------- */
 
-typedef struct acc_stats {
-    double max_layer, max_prompt;
-} acc_stats;
-
-/* Last logits of each golden prompt, and the hidden states of prompt 1's
- * last piece (debug_hidden), fp8 (b) against the checkpoint's weights (a). */
-static void prompts_compare(frt_model *a, frt_model *b, frt_safetensors *g, int V, acc_stats *st)
+/* After the 100-token prompt: the hidden states of its last piece. */
+static void hidden_hook(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user)
 {
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    for (int i = 0; i < 16; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.ids", i);
-        const frt_tensor *ids = frt_safetensors_find(g, name);
-        if (!ids) break;
-        int n = (int)frt_tensor_numel(ids);
-        CHECK_OK(frt_test_prefill_logits(a, ids->data, n, la));
-        CHECK_OK(frt_test_prefill_logits(b, ids->data, n, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V);
-        printf("  prompt%d (%d tokens): fp8 vs float weights, last logits rel err %.3e\n", i, n, e);
-        if (e > st->max_prompt) st->max_prompt = e;
-        if (i == 1)
-            st->max_layer = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size,
-                                            a->cfg.n_layers, FP8_W_LOGIT_BOUND, NULL);
-    }
-    free(la);
-    free(lb);
+    *(double *)user = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size,
+                                      a->cfg.n_layers, FP8_W_LOGIT_BOUND, NULL);
 }
 
 static void golden_model(const char *dir, const char *name)
@@ -168,17 +147,16 @@ static void golden_model(const char *dir, const char *name)
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
     int V = a->cfg.vocab_size;
-    acc_stats st = {0};
-    prompts_compare(a, b, g, V, &st);
+    double max_layer = 0, max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs float weights", hidden_hook, &max_layer);
     const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
     CHECK(gp != NULL);
     frt_test_greedy_stats gs = {0, 0, -1, 0};
     if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
-    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", st.max_layer, gs.steps, gs.max_err);
+    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", max_layer, gs.steps, gs.max_err);
     if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
     else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
-    CHECK_MSG(st.max_prompt > 0 && st.max_prompt <= FP8_W_LOGIT_BOUND, "prompt logits rel err %g", st.max_prompt);
-    CHECK_MSG(st.max_layer > 0, "hidden rel err %g", st.max_layer);
+    CHECK_MSG(max_prompt > 0 && max_prompt <= FP8_W_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
+    CHECK_MSG(max_layer > 0, "hidden rel err %g", max_layer);
     CHECK_MSG(gs.max_err <= FP8_W_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
 out:
     frt_safetensors_close(g);

@@ -101,6 +101,9 @@ static void check_codes(frt_model *a, frt_model *b, const int32_t *ids, int n)
     }
 }
 
+/* After prompt 1: layer 0's K and V codes (check_codes). */
+static void codes_hook(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user) { check_codes(a, b, ids, n); }
+
 static void golden_model(const char *dir, const char *label)
 {
     printf("golden model %s\n", label);
@@ -111,24 +114,8 @@ static void golden_model(const char *dir, const char *label)
     CHECK_OK(frt_safetensors_open(path, &g));
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
-    frt_model_info info;
-    frt_model_info_get(a, &info);
-    int V = info.vocab_size;
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    double max_prompt = 0;
-    for (int i = 0; i < 16; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.ids", i);
-        const frt_tensor *ids = frt_safetensors_find(g, name);
-        if (!ids) break;
-        int n = (int)frt_tensor_numel(ids);
-        if (i == 1) check_codes(a, b, ids->data, n);
-        CHECK_OK(frt_test_prefill_logits(a, ids->data, n, la));
-        CHECK_OK(frt_test_prefill_logits(b, ids->data, n, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V);
-        printf("  prompt%d (%d tokens): fp8 vs f32 KV logits rel err %.3e\n", i, n, e);
-        if (e > max_prompt) max_prompt = e;
-    }
+    int V = a->cfg.vocab_size;
+    double max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs f32 KV", codes_hook, NULL);
     const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
     CHECK(gp != NULL);
     frt_test_greedy_stats gs = {0, 0, -1, 0};
@@ -138,8 +125,6 @@ static void golden_model(const char *dir, const char *label)
     if (gs.diverged_at >= 0) printf("first divergence at step %d (f32 top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
     CHECK_MSG(max_prompt > 0 && max_prompt <= KV_FP8_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
     CHECK_MSG(gs.max_err <= KV_FP8_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
-    free(la);
-    free(lb);
 out:
     frt_safetensors_close(g);
     frt_model_free(a);
