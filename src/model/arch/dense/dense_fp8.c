@@ -169,6 +169,17 @@ static int dequant_checkpoint(const frt_model *m, const frt_tensor *t, const cha
     return 0;
 }
 
+/* Per-row amax / 448 scales and E4M3 codes of x [d0, d1] (rows are
+ * independent: blocks of 64 rows in parallel give the same bits). */
+static void quantize_rows_par(uint8_t *q, float *s, const float *x, int64_t d0, int64_t d1)
+{
+#pragma omp parallel for schedule(static) if (d0 * d1 >= (1 << 20))
+    for (int64_t r = 0; r < d0; r += 64) {
+        const int nr = (int)(d0 - r < 64 ? d0 - r : 64);
+        frt_fp8_quantize_rows_dynamic(q + r * d1, s + r, x + r * d1, nr, (int)d1);
+    }
+}
+
 /* x [d0, d1] f32 in place: per-row amax / 448 scales, E4M3 codes, back. */
 static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
 {
@@ -179,7 +190,7 @@ static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
         free(s);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
     }
-    frt_fp8_quantize_rows_dynamic(q, s, x, (int)d0, (int)d1);
+    quantize_rows_par(q, s, x, d0, d1);
     frt_fp8_dequantize_rows(x, q, s, (int)d0, (int)d0, (int)d1);
     free(q);
     free(s);
@@ -207,7 +218,7 @@ int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, 
         float *x = malloc((size_t)(d0 * d1) * sizeof(float));
         if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
         int rc = frt_tensor_to_f32(t, x);
-        if (rc == 0) frt_fp8_quantize_rows_dynamic(codes, scale, x, (int)d0, (int)d1);
+        if (rc == 0) quantize_rows_par(codes, scale, x, d0, d1);
         free(x);
         return rc;
     }
