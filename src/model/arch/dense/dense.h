@@ -122,6 +122,11 @@ int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *ful
 int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                      uint8_t *codes, float *scale);
 
+/* The FRT_ERR_UNSUPPORTED cases of dense_linear_fp8 alone (no conversion):
+ * the check of a loader's sizing pass, so a refused load allocates
+ * nothing. 0 when dense_linear_fp8 can read t. */
+int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full);
+
 /* The fingerprint's description of the FP8 weights of this load
  * (m->weights_desc): the checkpoint's scale layout and / or the
  * quantize-at-load; NULL for float weights. Static storage. */

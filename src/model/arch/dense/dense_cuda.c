@@ -223,6 +223,7 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
                          full, t->ndim, (long long)t->shape[0], (long long)d0, (long long)d1);
     if (wl->pass == 0) FRT_TRY(dense_linear_check(m, t, full, d0, d1));
+    if (wl->pass == 0) FRT_TRY(dense_linear_fp8_supported(m, t, full));
     size_t n = (size_t)(d0 * d1), woff = wl->used, soff = woff + align_up(n);
     wl->used = soff + align_up((size_t)d0 * sizeof(float));
     if (wl->pass == 0) return 0;

@@ -205,16 +205,26 @@ int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *ful
     return 0;
 }
 
+int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full)
+{
+    if (t->dtype != FRT_DT_F8_E4M3 && m->params.weight_dtype != FRT_WEIGHT_FP8)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s' is a float Linear weight of an FP8 checkpoint: the cuda backend holds "
+                         "every Linear weight in FP8 (load with weight_dtype FRT_WEIGHT_FP8, --dtype fp8)",
+                         full);
+    if (t->dtype == FRT_DT_F8_E4M3 && m->cfg.quant.method == FRT_QUANT_FP8_BLOCK)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s': block-wise scales (weight_scale_inv) are read by the cpu backend only; the "
+                         "cuda GEMV takes one scale per output channel (docs/fp8.md)",
+                         full);
+    return 0;
+}
+
 int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                      uint8_t *codes, float *scale)
 {
-    const frt_quant_config *qc = &m->cfg.quant;
+    FRT_TRY(dense_linear_fp8_supported(m, t, full));
     if (t->dtype != FRT_DT_F8_E4M3) { /* a float weight, quantized at load */
-        if (m->params.weight_dtype != FRT_WEIGHT_FP8)
-            return frt_error(FRT_ERR_UNSUPPORTED,
-                             "checkpoint: '%s' is a float Linear weight of an FP8 checkpoint: the cuda backend holds "
-                             "every Linear weight in FP8 (load with weight_dtype FRT_WEIGHT_FP8, --dtype fp8)",
-                             full);
         float *x = malloc((size_t)(d0 * d1) * sizeof(float));
         if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
         int rc = frt_tensor_to_f32(t, x);
@@ -222,16 +232,12 @@ int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, 
         free(x);
         return rc;
     }
-    if (qc->method == FRT_QUANT_FP8_BLOCK)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "checkpoint: '%s': block-wise scales (weight_scale_inv) are read by the cpu backend only; the "
-                         "cuda GEMV takes one scale per output channel (docs/fp8.md)",
-                         full);
     const frt_tensor *st;
     float *s;
     FRT_TRY(find_scale(m, full, d0, d1, &st));
     FRT_TRY(read_scales(st, &s));
-    for (int64_t r = 0; r < d0; r++) scale[r] = s[qc->method == FRT_QUANT_FP8_TENSOR ? 0 : r];
+    const int per_tensor = m->cfg.quant.method == FRT_QUANT_FP8_TENSOR;
+    for (int64_t r = 0; r < d0; r++) scale[r] = s[per_tensor ? 0 : r];
     free(s);
     memcpy(codes, t->data, (size_t)(d0 * d1));
     return 0;
