@@ -175,7 +175,7 @@ int frt_cmd_generate(int argc, char **argv)
                 .choices = "default|fp8"),
         FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
                 "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load "
-                "(dense models on cpu; docs/fp8.md)",
+                "(dense models; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
                 "with --kv-dtype fp8: per-head KV scales written by frt calibrate", .dflt = "1.0"),
