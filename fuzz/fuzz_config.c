@@ -3,7 +3,9 @@
  * text through frt_config_parse_json / frt_generation_config_parse_json
  * (model/config.h). A parse either fails with a status or yields a config
  * whose invariants hold (sizes positive, layer counts add up, rotary dim
- * even and within the head, eos ids inside the vocabulary).
+ * even and within the head, eos ids inside the vocabulary, a
+ * quantization_config's method known, on a dense type, with block sizes
+ * exactly for the block-wise layout).
  *
  * Build: make fuzz (clang) -> build-fuzz/fuzz/fuzz_config CORPUS;
  * CI replays fuzz/corpus/config/ through replay_config.
@@ -29,6 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c.n_heads % c.n_kv_heads || c.rotary_dim < 2 || c.rotary_dim % 2 || c.rotary_dim > c.head_dim) abort();
         if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size) abort();
         if (c.hybrid && (c.lin_n_k_heads < 1 || c.lin_n_v_heads % c.lin_n_k_heads)) abort();
+        if (c.quant.method < FRT_QUANT_NONE || c.quant.method > FRT_QUANT_FP8_BLOCK) abort();
+        if (c.quant.method != FRT_QUANT_NONE && c.hybrid) abort(); /* the dense family only */
+        if ((c.quant.method == FRT_QUANT_FP8_BLOCK) !=
+            (c.quant.block_out >= 1 && c.quant.block_out <= 65536 && c.quant.block_in >= 1 && c.quant.block_in <= 65536))
+            abort();
         char pat[2 * FRT_MAX_LAYERS + 1];
         frt_config_layer_pattern(&c, pat, sizeof pat);
     }

@@ -11,6 +11,8 @@
 # cuda), REPEATS (default 3), STEP_TIMEOUT seconds (default 240). Writes to
 # $OUT (default ./bench-fp8-kv-out): SHAPE-KV.txt and SHAPE-KV.json per run
 # and summary.txt (the KV, decode and capsule lines of every run).
+# FLAG (default --kv-dtype) is the option that takes default then fp8
+# (scripts/bench-fp8-weights.sh runs this with --dtype).
 # Smoke test without a GPU:
 #   SHAPES=tiny-dense BACKEND=cpu PREFIXES=256 FRT=build/frt bash scripts/bench-fp8-kv.sh
 set -u
@@ -24,6 +26,7 @@ PREFIXES=${PREFIXES:-2048,8192}
 BACKEND=${BACKEND:-cuda}
 REPEATS=${REPEATS:-3}
 STEP_TIMEOUT=${STEP_TIMEOUT:-240}
+FLAG=${FLAG:---kv-dtype}
 out=${OUT:-$PWD/bench-fp8-kv-out}
 mkdir -p "$out"
 summary="$out/summary.txt"
@@ -33,7 +36,7 @@ for shape in ${SHAPES//,/ }; do
     for kv in default fp8; do
         name="$shape-$kv"
         echo "== $name ($(date -u '+%H:%M:%S'))" | tee -a "$summary"
-        timeout "$STEP_TIMEOUT" "$FRT" bench --shape "$shape" --random-weights --backend "$BACKEND" --kv-dtype "$kv" \
+        timeout "$STEP_TIMEOUT" "$FRT" bench --shape "$shape" --random-weights --backend "$BACKEND" "$FLAG" "$kv" \
             --prefixes "$PREFIXES" --repeats "$REPEATS" --decode-tokens 16 --no-sampling-costs \
             --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
         rc=$?

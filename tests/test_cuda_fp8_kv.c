@@ -50,6 +50,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 
 #include "frt_test_capsule.h"
 #include "frt_test_cuda.h"
+#include "frt_test_fp8.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -289,39 +290,6 @@ static frt_model *load(const char *dir, frt_backend be, frt_kv_dtype kv, const c
     return m;
 }
 
-/* Greedy decode on both; tokens compared while the cpu's top-2 margin
- * exceeds 4x the max |logit difference| measured at the step. */
-static void greedy_compare(const char *label, frt_model *cpu, frt_model *gpu, int V)
-{
-    enum { G = 24 };
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    int compared = 0;
-    double worst = 0;
-    for (int i = 0; i < G; i++) {
-        int32_t tc = -1, tg = -1;
-        CHECK_OK(frt_model_logits(cpu, la));
-        CHECK_OK(frt_model_logits(gpu, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V), tol = 4 * frt_test_max_abs_diff(lb, la, (size_t)V);
-        if (e > worst) worst = e;
-        CHECK_MSG(e <= MODEL_BOUND, "%s greedy step %d: logits rel err %.3e", label, i, e);
-        CHECK_OK(i ? frt_model_decode(cpu, NULL, &tc) : frt_model_sample(cpu, NULL, &tc));
-        CHECK_OK(i ? frt_model_decode(gpu, NULL, &tg) : frt_model_sample(gpu, NULL, &tg));
-        float margin = frt_test_top2_margin(la, (size_t)V);
-        if (margin <= tol) {
-            printf("  greedy: stopped at step %d (cpu top-2 margin %.3e <= 4 x max |diff| = %.3e)\n", i,
-                   (double)margin, tol);
-            break;
-        }
-        CHECK_MSG(tc == tg, "%s greedy step %d: cuda %d cpu %d (margin %.3e, 4 x max |diff| %.3e)", label, i, tg, tc,
-                  (double)margin, tol);
-        if (tc != tg) break;
-        compared++;
-    }
-    printf("  greedy: %d of %d steps equal, logits rel err at most %.3e\n", compared, G, worst);
-    free(la);
-    free(lb);
-}
-
 /* scales: a calibration file both fp8 models load (NULL: scales 1.0). */
 static void compare_model(const char *label, const char *dir, const char *scales)
 {
@@ -331,36 +299,12 @@ static void compare_model(const char *label, const char *dir, const char *scales
     if (!cpu || !gpu || !g16) goto out;
     frt_model_info ic;
     CHECK_OK(frt_model_info_get(cpu, &ic));
-    int V = ic.vocab_size, H = ic.hidden_size, L = ic.n_layers, n = 100, rows = n - 64;
+    int V = ic.vocab_size, n = 100, rows = n - 64;
     int32_t ids[100];
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
-    frt_model *ms[3] = {cpu, gpu, g16};
-    for (int i = 0; i < 3; i++) {
-        CHECK_OK(frt_model_reset(ms[i]));
-        CHECK_OK(frt_model_prefill(ms[i], ids, n));
-    }
-    float *a = xmalloc((size_t)rows * H * 4), *b = xmalloc((size_t)rows * H * 4), *c = xmalloc((size_t)rows * H * 4);
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     printf("%s%s: cuda fp8 KV vs cpu fp8 KV (and vs cuda bf16 KV, reported), prefill of %d tokens, last %d rows\n",
            label, scales ? " (calibrated scales)" : "", n, rows);
-    for (int idx = 0; idx <= L + 1; idx++) {
-        CHECK_OK(frt_model_debug_hidden(cpu, idx, a, rows));
-        CHECK_OK(frt_model_debug_hidden(gpu, idx, b, rows));
-        CHECK_OK(frt_model_debug_hidden(g16, idx, c, rows));
-        char name[32];
-        snprintf(name, sizeof name, idx == 0 ? "embed" : idx <= L ? "layer %d" : "final norm", idx - 1);
-        double e = frt_test_rel_err(b, a, (size_t)rows * H), e16 = frt_test_rel_err(b, c, (size_t)rows * H);
-        printf("  %-12s %.3e   (vs bf16 KV %.3e)\n", name, e, e16);
-        CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s %s: rel err %.3e", label, name, e);
-    }
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4), *lc = xmalloc((size_t)V * 4);
-    CHECK_OK(frt_model_logits(cpu, la));
-    CHECK_OK(frt_model_logits(gpu, lb));
-    CHECK_OK(frt_model_logits(g16, lc));
-    double e = frt_test_rel_err(lb, la, (size_t)V);
-    printf("  %-12s %.3e   (vs bf16 KV %.3e)\n", "logits", e, frt_test_rel_err(lb, lc, (size_t)V));
-    CHECK_MSG(e <= MODEL_BOUND && !isnan(e), "%s logits: rel err %.3e", label, e);
-    greedy_compare(label, cpu, gpu, V);
-    free(a), free(b), free(c), free(la), free(lb), free(lc);
+    frt_test_three_way(label, cpu, gpu, g16, ids, 100, MODEL_BOUND, "bf16 KV");
 out:
     frt_model_free(cpu);
     frt_model_free(gpu);

@@ -15,13 +15,13 @@
  *     never restores into the other precision (FRT_ERR_MISMATCH, both ways,
  *     host and disk tiers), the live state untouched;
  *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture (cpu and
- *     cuda), KV prefixes (cartridges) of an fp8 model, a checkpoint with an
- *     F8_E4M3 weight (its scale would be ignored); an out-of-range
- *     kv_dtype is FRT_ERR_INVALID_ARGUMENT.
+ *     cuda), KV prefixes (cartridges) of an fp8 model; an out-of-range
+ *     kv_dtype is FRT_ERR_INVALID_ARGUMENT (FP8 weights: test_fp8_weights.c).
  * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite;
  * the cuda backend's fp8 KV cache: test_cuda_fp8_kv.c.)
  */
 #include "frt_test.h"
+#include "frt_test_fp8.h"
 
 #include "frt/capsule.h"
 #include "frt/cartridge.h"
@@ -32,7 +32,6 @@
 #include "kernels/cpu/fp8.h"
 #include "model/model_internal.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #define GOLDEN_DIR FRT_TEST_DATA "/golden_dense"
@@ -102,41 +101,12 @@ static void check_codes(frt_model *a, frt_model *b, const int32_t *ids, int n)
     }
 }
 
-typedef struct acc_stats {
-    double max_prompt, max_greedy;
-    int steps, diverged_at;
-    float margin;
-} acc_stats;
+/* After prompt 1: layer 0's K and V codes (check_codes). */
+static void codes_hook(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user) { check_codes(a, b, ids, n); }
 
-/* Greedy decode on both from one prompt; logits compared while the tokens agree. */
-static void greedy_compare(frt_model *a, frt_model *b, const frt_tensor *prompt, int V, acc_stats *st)
+static void golden_model(const char *dir, const char *label)
 {
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    int n = (int)frt_tensor_numel(prompt);
-    CHECK_OK(prefill_all(a, prompt->data, n));
-    CHECK_OK(prefill_all(b, prompt->data, n));
-    st->diverged_at = -1;
-    for (int t = 0; t < GREEDY; t++) {
-        int32_t ta = -1, tb = -1;
-        CHECK_OK(t ? frt_model_decode(a, NULL, &ta) : frt_model_sample(a, NULL, &ta));
-        CHECK_OK(t ? frt_model_decode(b, NULL, &tb) : frt_model_sample(b, NULL, &tb));
-        CHECK_OK(frt_model_logits(a, la));
-        CHECK_OK(frt_model_logits(b, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V);
-        if (e > st->max_greedy) st->max_greedy = e;
-        st->steps = t + 1;
-        if (ta != tb) {
-            st->diverged_at = t;
-            st->margin = frt_test_top2_margin(la, (size_t)V);
-            break;
-        }
-    }
-    free(la);
-    free(lb);
-}
-
-static void test_golden_model(const char *dir)
-{
+    printf("golden model %s\n", label);
     frt_model *a = load(dir, FRT_KV_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_KV_FP8, FRT_BACKEND_CPU, 0);
     char path[4200];
     snprintf(path, sizeof path, "%s/golden.safetensors", dir);
@@ -144,59 +114,21 @@ static void test_golden_model(const char *dir)
     CHECK_OK(frt_safetensors_open(path, &g));
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
-    frt_model_info info;
-    frt_model_info_get(a, &info);
-    int V = info.vocab_size;
-    float *la = xmalloc((size_t)V * 4), *lb = xmalloc((size_t)V * 4);
-    acc_stats st = {0};
-    for (int i = 0; i < 16; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "prompt%d.ids", i);
-        const frt_tensor *ids = frt_safetensors_find(g, name);
-        if (!ids) break;
-        int n = (int)frt_tensor_numel(ids);
-        if (i == 1) check_codes(a, b, ids->data, n);
-        CHECK_OK(prefill_all(a, ids->data, n));
-        CHECK_OK(prefill_all(b, ids->data, n));
-        CHECK_OK(frt_model_logits(a, la));
-        CHECK_OK(frt_model_logits(b, lb));
-        double e = frt_test_rel_err(lb, la, (size_t)V);
-        printf("  prompt%d (%d tokens): fp8 vs f32 KV logits rel err %.3e\n", i, n, e);
-        if (e > st.max_prompt) st.max_prompt = e;
-    }
+    int V = a->cfg.vocab_size;
+    double max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs f32 KV", codes_hook, NULL);
     const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
     CHECK(gp != NULL);
-    if (gp) greedy_compare(a, b, gp, V, &st);
-    printf("  greedy: %d steps, max rel err %.3e; %s", st.steps, st.max_greedy,
-           st.diverged_at < 0 ? "no divergence in 32 tokens\n" : "");
-    if (st.diverged_at >= 0) printf("first divergence at step %d (f32 top-2 margin %.3e)\n", st.diverged_at, st.margin);
-    CHECK_MSG(st.max_prompt > 0 && st.max_prompt <= KV_FP8_LOGIT_BOUND, "prompt logits rel err %g", st.max_prompt);
-    CHECK_MSG(st.max_greedy <= KV_FP8_LOGIT_BOUND, "greedy logits rel err %g", st.max_greedy);
-    free(la);
-    free(lb);
+    frt_test_greedy_stats gs = {0, 0, -1, 0};
+    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
+    printf("  greedy: %d steps, max rel err %.3e; %s", gs.steps, gs.max_err,
+           gs.diverged_at < 0 ? "no divergence in 32 tokens\n" : "");
+    if (gs.diverged_at >= 0) printf("first divergence at step %d (f32 top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
+    CHECK_MSG(max_prompt > 0 && max_prompt <= KV_FP8_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
+    CHECK_MSG(gs.max_err <= KV_FP8_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
 out:
     frt_safetensors_close(g);
     frt_model_free(a);
     frt_model_free(b);
-}
-
-static void test_golden(void)
-{
-    DIR *d = opendir(GOLDEN_DIR);
-    CHECK_MSG(d != NULL, "%s is absent", GOLDEN_DIR);
-    if (!d) return;
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", GOLDEN_DIR, e->d_name);
-        printf("golden model %s\n", e->d_name);
-        test_golden_model(dir);
-        n++;
-    }
-    closedir(d);
-    CHECK(n >= 5);
 }
 
 /* Sum of the kv.* payload bytes of a capsule. */
@@ -287,59 +219,10 @@ static void test_refusals(const char *dense_dir)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
 }
 
-/* A gen-model tiny-dense checkpoint whose layer-0 up_proj is stored as
- * F8_E4M3 codes (an FP8 weight without its scale): refused by the dense
- * loaders (FRT_ERR_UNSUPPORTED naming the tensor), never read as values;
- * on cuda too when a device is present. */
-static void test_fp8_weights_refused(void)
-{
-    char dir[256], file[300];
-    snprintf(dir, sizeof dir, "/tmp/frt-test-kv-fp8-%d-w8", (int)getpid());
-    snprintf(file, sizeof file, "%s/model.safetensors", dir);
-    CHECK_OK(frt_gen_model_write("tiny-dense", 5, dir));
-    frt_safetensors *st = NULL;
-    frt_st_writer *w = NULL;
-    CHECK_OK(frt_safetensors_open(file, &st));
-    CHECK_OK(frt_st_writer_create(&w));
-    uint8_t *codes = NULL;
-    const char *target = "model.layers.0.mlp.up_proj.weight";
-    for (int i = 0; st && w && i < frt_safetensors_count(st); i++) {
-        const frt_tensor *t = frt_safetensors_at(st, i);
-        if (strcmp(t->name, target)) {
-            CHECK_OK(frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
-            continue;
-        }
-        size_t n = (size_t)frt_tensor_numel(t);
-        float *f = xmalloc(n * sizeof(float));
-        codes = xmalloc(n);
-        CHECK_OK(frt_tensor_to_f32(t, f));
-        for (size_t k = 0; k < n; k++) codes[k] = frt_fp8_e4m3_encode(f[k]);
-        CHECK_OK(frt_st_writer_add(w, t->name, FRT_DT_F8_E4M3, t->ndim, t->shape, codes));
-        free(f);
-    }
-    CHECK(codes != NULL);
-    CHECK_OK(frt_st_writer_write(w, file));
-    frt_st_writer_destroy(w);
-    frt_safetensors_close(st);
-    free(codes);
-    int n_dev = 0;
-    frt_device_count(FRT_BACKEND_CUDA, &n_dev);
-    for (int be = 0; be < (n_dev > 0 ? 2 : 1); be++) {
-        CHECK(load(dir, FRT_KV_DEFAULT, be ? FRT_BACKEND_CUDA : FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-        CHECK_MSG(strstr(frt_last_error(), target) && strstr(frt_last_error(), "FP8 weights"), "%s",
-                  frt_last_error());
-        printf("FP8 weight refused (%s): %s\n", be ? "cuda" : "cpu", frt_last_error());
-    }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 int main(void)
 {
-    test_golden();
+    CHECK(frt_test_each_subdir(GOLDEN_DIR, golden_model) >= 5);
     test_capsules(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_refusals(GOLDEN_DIR "/dense_llama3_gqa");
-    test_fp8_weights_refused();
     return frt_test_report();
 }

@@ -25,24 +25,30 @@
 /* ---- arithmetic of the floors ---------------------------------------------- */
 
 
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8)
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp8)
 {
     const double kv_elt = kv_fp8 ? 1 : (cuda ? 2 : 4);
-    bm_counts k = {0, 0, 0, 0};
+    bm_counts k = {0};
+    k.lm_b = cuda ? 2 : 4;
+    k.w_b = w_fp8 && cuda ? 1 : k.lm_b;
+    k.scale_b = w_fp8 && cuda ? 4 : 0;
     double H = c->hidden_size;
     int conv_ch = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
     for (int l = 0; l < c->n_layers; l++) {
         if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
             double q = (double)c->n_heads * c->head_dim;
             k.mat_params += q * (c->attn_output_gate ? 2 : 1) * H + 2.0 * c->n_kv_heads * c->head_dim * H + H * q;
+            k.mat_rows += q * (c->attn_output_gate ? 2 : 1) + 2.0 * c->n_kv_heads * c->head_dim + H;
             k.kv_b_per_tok += 2.0 * c->n_kv_heads * c->head_dim * kv_elt;
         } else {
             double vd = (double)c->lin_n_v_heads * c->lin_v_head_dim;
             k.mat_params += (double)conv_ch * H + vd * H + 2.0 * c->lin_n_v_heads * H + H * vd;
+            k.mat_rows += (double)conv_ch + vd + 2.0 * c->lin_n_v_heads + H;
             k.state_fixed_b += 4.0 * c->lin_n_v_heads * c->lin_k_head_dim * c->lin_v_head_dim +
                                4.0 * conv_ch * (c->lin_conv_kernel - 1);
         }
         k.mat_params += 3.0 * c->intermediate_size * H;
+        k.mat_rows += 2.0 * c->intermediate_size + H;
     }
     k.lm_head = (double)c->vocab_size * H;
     return k;
@@ -58,10 +64,11 @@ double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0
     return f;
 }
 
-/* Bytes a decode step reads at context ctx (weights at the backend's width). */
-double bm_decode_bytes(const bm_counts *k, double ctx, int cuda)
+/* Bytes a decode step reads at context ctx (weights at the widths of k). */
+double bm_decode_bytes(const bm_counts *k, double ctx)
 {
-    return (k->mat_params + k->lm_head) * (cuda ? 2 : 4) + k->state_fixed_b + k->kv_b_per_tok * ctx;
+    return k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->lm_head * k->lm_b + k->state_fixed_b +
+           k->kv_b_per_tok * ctx;
 }
 
 /* ---- measured ceilings ----------------------------------------------------- */

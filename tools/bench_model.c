@@ -191,6 +191,7 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.max_seq = max_seq;
     p.n_threads = r->o.threads;
     p.kv_dtype = r->o.kv_fp8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+    p.weight_dtype = r->o.w_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     double t0 = bm_now_s();
     fprintf(stderr, "frt bench: loading the model (C=%d, max_seq=%d)...\n", C, max_seq);
     int rc = r->ck ? frt_model_load_checkpoint(r->ck, &r->cfg, NULL, &p, m) : frt_model_load(r->o.model_dir, &p, m);
@@ -404,7 +405,7 @@ static int bench_sampling_costs(frt_model *m, int D, double plain, json_t *out)
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
-    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8);
+    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->o.w_fp8);
     double *a = calloc((size_t)R * 3, sizeof *a), *b = a + R, *c = a + 2 * R;
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
     int rc = 0, n = 0;
@@ -427,7 +428,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     bm_mem_sample(r, frt_model_context(m));
     row->cold50 = bm_pct(a, n, .5), row->cold90 = bm_pct(a, n, .9), row->cold99 = bm_pct(a, n, .99);
     double fl = bm_prefill_flops(&r->cfg, &k, 0, P + S);
-    row->cold_floor = roofline_ms(r, fl, bm_decode_bytes(&k, P + S, cuda));
+    row->cold_floor = roofline_ms(r, fl, bm_decode_bytes(&k, P + S));
     json_t *cold = stats_json(a, n);
     json_object_set_new(cold, "flops", json_real(fl));
     json_object_set_new(cold, "floor_ms", json_real(row->cold_floor));
@@ -445,11 +446,11 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         if (!rc && nd && !r->o.no_sampling_costs) rc = bench_sampling_costs(m, D, bm_pct(d, nd, .5), out);
         if (!rc && nd) {
             row->dec_ms = bm_pct(d, nd, .5);
-            row->dec_floor = bm_decode_bytes(&k, P + S, cuda) / r->fl.d2d_rw_Bps * 1e3;
+            row->dec_floor = bm_decode_bytes(&k, P + S) / r->fl.d2d_rw_Bps * 1e3;
             json_t *dj = stats_json(d, nd);
             json_object_set_new(dj, "context", json_integer(P + S));
             json_object_set_new(dj, "tokens_per_s", json_real(1e3 / row->dec_ms));
-            json_object_set_new(dj, "bytes_read_per_token", json_real(bm_decode_bytes(&k, P + S, cuda)));
+            json_object_set_new(dj, "bytes_read_per_token", json_real(bm_decode_bytes(&k, P + S)));
             json_object_set_new(dj, "floor_ms", json_real(row->dec_floor));
             json_object_set_new(dj, "fraction_of_floor_p50", json_real(row->dec_floor / row->dec_ms));
             json_object_set_new(out, "decode", dj);
@@ -504,7 +505,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         row->cap50 = bm_pct(c, n, .5), row->cap90 = bm_pct(c, n, .9), row->cap99 = bm_pct(c, n, .99);
         row->restore_floor = copy_floor;
         double app_fl = bm_prefill_flops(&r->cfg, &k, P, S);
-        const double app_bytes = bm_decode_bytes(&k, P + S, cuda);
+        const double app_bytes = bm_decode_bytes(&k, P + S);
         const double app_floor = roofline_ms(r, app_fl, app_bytes);
         row->cap_floor = copy_floor + app_floor;
         json_t *rs = stats_json(a, n), *ap = stats_json(b, n), *tt = stats_json(c, n);
@@ -639,6 +640,23 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
     }
 }
 
+/* The weight bytes a decode step streams (the decode floor's weight part),
+ * with the FP8 split when --dtype fp8; into r->root's model_info too. */
+static void print_weight_stream(bm_run *r, const bm_counts *k)
+{
+    const double w = k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->lm_head * k->lm_b;
+    json_t *mi = json_object_get(r->root, "model_info");
+    if (mi) {
+        json_object_set_new(mi, "weight_dtype", json_string(r->o.w_fp8 ? "fp8" : "default"));
+        json_object_set_new(mi, "weight_bytes_per_decode_step", json_real(w));
+    }
+    if (!r->o.w_fp8) return;
+    printf("weights FP8 E4M3 (--dtype fp8): a decode step streams %.4f GB of weights: %.0f matrix weights x %g B + "
+           "%.0f per-channel scales x %g B + lm_head %.0f x %g B%s\n",
+           w / 1e9, k->mat_params, k->w_b, k->mat_rows, k->scale_b, k->lm_head, k->lm_b,
+           k->w_b == 1 ? "" : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
+}
+
 /* ---- the prefill-chunk sweep ----------------------------------------------- */
 
 static int bench_sweep(bm_run *r, json_t *arr)
@@ -654,7 +672,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
            S, R, S);
     printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
            "remainder", "rem. floor");
-    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8);
+    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8, r->o.w_fp8);
     for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
@@ -812,7 +830,7 @@ int frt_bench_model(int argc, char **argv)
         bm_mem_sample(r, frt_model_context(m));
         frt_model_info info;
         frt_model_info_get(m, &info);
-        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8);
+        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->o.w_fp8);
         const bm_kv kv = kv_per_token(m, info.n_state);
         json_object_set_new(
             r->root, "model_info",
@@ -841,6 +859,7 @@ int frt_bench_model(int argc, char **argv)
                (double)r->mem_base / 1e9, (double)r->mem_peak / 1e9);
         printf("KV cache %s: %zu bytes per token of context (%zu values; at bf16 %zu bytes, %.2fx)\n", kv.dtype,
                kv.bytes, kv.values, kv.values * 2, kv.values ? (double)kv.bytes / (double)(kv.values * 2) : 0.0);
+        print_weight_stream(r, &k);
     }
     if (r->o.n_chunks) {
         json_t *sw = json_array();

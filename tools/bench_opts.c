@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "  --seed S                 seed of the weights and the token ids (default 1)\n"
             "  --threads N              cpu threads (default: all cores)\n"
             "  --kv-dtype default|fp8   KV cache precision: the backend's, or FP8 E4M3 (docs/fp8.md)\n"
+            "  --dtype default|fp8      weight precision: the checkpoint's, or Linear weights in FP8 E4M3 (docs/fp8.md)\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
             "  --no-sampling-costs      skip decode with penalties and with a token mask\n"
             "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
@@ -174,6 +175,10 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             NEED_VALUE();
             if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--kv-dtype '%s': default or fp8", v);
             o->kv_fp8 = !strcmp(v, "fp8");
+        } else if (!strcmp(a, "--dtype")) {
+            NEED_VALUE();
+            if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--dtype '%s': default or fp8", v);
+            o->w_fp8 = !strcmp(v, "fp8");
         } else if (!strcmp(a, "--no-run")) {
             o->no_run = 1;
         } else {

@@ -24,6 +24,7 @@ typedef struct bm_opts {
     int sweep_prefixes[MAX_LIST], n_sweep;
     int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
     int kv_fp8; /* --kv-dtype fp8: params.kv_dtype FRT_KV_FP8 (docs/fp8.md) */
+    int w_fp8;  /* --dtype fp8: params.weight_dtype FRT_WEIGHT_FP8 (docs/fp8.md) */
     unsigned long long seed;
     double time_budget_s;
 } bm_opts;
@@ -54,6 +55,9 @@ typedef struct bm_counts {
     double lm_head;       /* vocab x hidden */
     double state_fixed_b; /* recurrent + conv state bytes */
     double kv_b_per_tok;  /* KV bytes per token of context */
+    double mat_rows;      /* output channels of those matrices (one FP8 scale each) */
+    double w_b, lm_b;     /* bytes a decode step reads per matrix weight and per lm_head weight */
+    double scale_b;       /* bytes per output channel of the matrices' scales (4 with FP8 weights, else 0) */
 } bm_counts;
 
 /* bench_model.c */
@@ -66,9 +70,13 @@ void bm_mem_sample(bm_run *r, frt_context *ctx);    /* device memory in use -> r
 int bm_parse_args(int argc, char **argv, bm_opts *o);
 
 /* bench_floors.c */
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8); /* kv_fp8: one byte a KV value */
+/* kv_fp8: one byte a KV value; w_fp8: the layers' matrices stream one byte a
+ * weight plus an f32 scale per output channel where the backend reads E4M3
+ * (cuda), 4 bytes a weight on cpu (its FP8 emulation holds f32 values); the
+ * lm_head keeps the backend's width. */
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp8);
 double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
-double bm_decode_bytes(const bm_counts *k, double ctx, int cuda);
+double bm_decode_bytes(const bm_counts *k, double ctx);
 int bm_measure_floors(bm_run *r); /* fills r->fl: copy rates and the GEMM rate of this machine */
 
 #endif

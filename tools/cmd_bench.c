@@ -346,7 +346,7 @@ static int bench_model_cmd(int argc, char **argv)
     const char *json = NULL, *dump_ids = NULL, *write_config = NULL, *tmpdir = "/tmp";
     int random_weights = 0, backend = FRT_ARG_BACKEND_AUTO, chunk = 256, suffix = 64, repeats = 5, max_seq = 0;
     int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0, no_sampling_costs = 0;
-    const char *kv_dtype = "default";
+    const char *kv_dtype = "default", *wdtype = "default";
     unsigned long long seed = 1;
     double time_budget = 0;
     frt_arg opts[] = {
@@ -373,6 +373,9 @@ static int bench_model_cmd(int argc, char **argv)
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
                 "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
+                .choices = "default|fp8"),
+        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
+                "weight precision: the checkpoint's, or the Linear weights in FP8 E4M3 (dense models; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,

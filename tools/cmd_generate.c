@@ -134,7 +134,7 @@ static json_t *logprobs_json(const frt_logprobs *lps, int n)
 int frt_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL, *bias_arg = NULL;
-    const char *kv_dtype = "default", *kv_scales = NULL;
+    const char *kv_dtype = "default", *kv_scales = NULL, *wdtype = "default";
     int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO, logprobs = -1;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
@@ -172,6 +172,10 @@ int frt_cmd_generate(int argc, char **argv)
          .max = 1 << 20),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
                 "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
+                .choices = "default|fp8"),
+        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
+                "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load "
+                "(dense models; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
                 "with --kv-dtype fp8: per-head KV scales written by frt calibrate", .dflt = "1.0"),
@@ -214,6 +218,7 @@ int frt_cmd_generate(int argc, char **argv)
     mp.backend = (frt_backend)frt_args_backend(backend);
     mp.kv_dtype = strcmp(kv_dtype, "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
     mp.kv_scales = kv_scales;
+    mp.weight_dtype = strcmp(wdtype, "fp8") ? FRT_WEIGHT_DEFAULT : FRT_WEIGHT_FP8;
 
     frt_model *m = NULL;
     int rc = frt_cli_load_model("generate", model_dir, &mp, quiet || json, &m);

@@ -31,6 +31,21 @@
  *     back to text_config's, then false; eos/bos come from text_config,
  *     falling back to the top level.
  *
+ *   - quantization_config (FP8 checkpoints, docs/fp8.md "FP8 weights"):
+ *     quant_method "compressed-tensors" with format "float-quantized" (one
+ *     config group: weights type "float", num_bits 8, symmetric, static,
+ *     strategy "tensor" or "channel"; input_activations absent or dynamic;
+ *     tensors X.weight F8_E4M3 + X.weight_scale), or quant_method "fp8"
+ *     (transformers FineGrainedFP8Config: fmt "e4m3", activation_scheme
+ *     "dynamic", weight_block_size [bo, bi]; tensors X.weight F8_E4M3 +
+ *     X.weight_scale_inv [ceil(out / bo), ceil(in / bi)], the value is
+ *     code * scale_inv of its block). Anything else is FRT_ERR_UNSUPPORTED
+ *     (static activation scales, int types, other bit widths, several
+ *     groups, the hybrid qwen3_5 types) or FRT_ERR_FORMAT (wrong JSON
+ *     types, missing fields). Which modules stay unquantized is read from
+ *     each tensor's dtype, so the ignore / modules_to_not_convert lists
+ *     need not be interpreted.
+ *
  * Required fields (FRT_ERR_FORMAT when missing): vocab_size, hidden_size,
  * intermediate_size, num_hidden_layers, num_attention_heads; for qwen3_5
  * also num_key_value_heads, head_dim, linear_num_key_heads,
@@ -51,6 +66,19 @@ extern "C" {
 typedef enum { FRT_LAYER_FULL_ATTENTION = 0, FRT_LAYER_LINEAR_ATTENTION = 1 } frt_layer_type;
 
 #define FRT_MAX_LAYERS 256
+
+/* How a checkpoint's FP8 Linear weights are scaled (quantization_config). */
+typedef enum frt_quant_method {
+    FRT_QUANT_NONE = 0,        /* no quantization_config: float weights */
+    FRT_QUANT_FP8_TENSOR = 1,  /* compressed-tensors strategy "tensor": weight_scale [1] (or []) */
+    FRT_QUANT_FP8_CHANNEL = 2, /* compressed-tensors strategy "channel": weight_scale [out, 1] (or [out]) */
+    FRT_QUANT_FP8_BLOCK = 3,   /* quant_method "fp8": weight_scale_inv [ceil(out / bo), ceil(in / bi)] */
+} frt_quant_method;
+
+typedef struct frt_quant_config {
+    frt_quant_method method;
+    int block_out, block_in; /* FRT_QUANT_FP8_BLOCK: weight_block_size (bo, bi), 1..65536; else 0 */
+} frt_quant_config;
 
 typedef struct frt_model_config {
     char model_type[32];    /* as in config.json: "qwen3_5_text", "qwen3_5", "llama", "qwen2", "qwen3", "mistral" */
@@ -82,6 +110,7 @@ typedef struct frt_model_config {
     int attention_bias;     /* 1: q/k/v projections have biases (qwen2; llama/qwen3 attention_bias) */
     int o_proj_bias;        /* 1: o_proj has a bias (llama attention_bias) */
     int n_full_layers, n_linear_layers;
+    frt_quant_config quant; /* quantization_config; method FRT_QUANT_NONE when absent */
 } frt_model_config;
 
 typedef struct frt_generation_config {

@@ -66,6 +66,19 @@ typedef enum frt_kv_dtype {
                            by the dense family on the cpu and cuda backends (others: FRT_ERR_UNSUPPORTED) */
 } frt_kv_dtype;
 
+/* The precision of the weights (docs/fp8.md "FP8 weights"). */
+typedef enum frt_weight_dtype {
+    FRT_WEIGHT_DEFAULT = 0, /* the checkpoint's: float tensors in the backend's precision (f32 on cpu, bf16 on
+                               cuda); an FP8 checkpoint (config.json quantization_config) with its scales */
+    FRT_WEIGHT_FP8 = 1,     /* every decoder-layer Linear weight (q/k/v/o, gate/up/down) not already FP8 is
+                               quantized at load to OCP E4M3 with one scale per output channel,
+                               max|row| / 448; embedding, lm_head, norms and biases keep the backend's
+                               precision. The dense family: cpu (an emulation: the forward multiplies by
+                               the dequantized values) and cuda (E4M3 codes + per-channel scales: the
+                               E4M3 decode GEMV, prefill through the bf16 GEMM); others:
+                               FRT_ERR_UNSUPPORTED */
+} frt_weight_dtype;
+
 typedef struct frt_model_params {
     frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
     int device;          /* device index for cuda; 0 */
@@ -75,6 +88,7 @@ typedef struct frt_model_params {
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
     int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
+    frt_weight_dtype weight_dtype; /* weight precision; FRT_WEIGHT_DEFAULT (0) = the checkpoint's */
     const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
                               frt_model_kv_calibrate / frt calibrate); NULL = 1.0. Given without FRT_KV_FP8:
                               FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
@@ -159,11 +173,12 @@ typedef struct frt_io_info {
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64,
  *                             a params.context of another backend or device,
  *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h),
- *                             kv_dtype not an frt_kv_dtype
+ *                             kv_dtype not an frt_kv_dtype, weight_dtype not an frt_weight_dtype
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
- *                             architecture refuses, a backend not built, or kv_dtype
- *                             FRT_KV_FP8 on an architecture / backend without it
+ *                             architecture refuses, a backend not built, kv_dtype
+ *                             FRT_KV_FP8 or weight_dtype FRT_WEIGHT_FP8 on an architecture /
+ *                             backend without it, an FP8 checkpoint layout it does not read
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the
  *                             device's free memory before they are allocated)

@@ -138,6 +138,10 @@ typedef struct frt_arch_backend {
     /* The fingerprint's dtypes with an FP8 E4M3 KV cache (params.kv_dtype
      * FRT_KV_FP8: m->kv_dtype F8_E4M3); NULL: this backend refuses it. */
     const char *state_dtypes_kv_fp8;
+    /* 1: load_weights reads FP8 checkpoints (cfg.quant) and honours
+     * params.weight_dtype FRT_WEIGHT_FP8 (setting m->weights_desc); 0: the
+     * runtime refuses FRT_WEIGHT_FP8 for this backend. */
+    int weights_fp8;
     int (*load_weights)(frt_model *m);  /* from m->ckpt; sets m->weight_bytes */
     int (*alloc_scratch)(frt_model *m); /* after the state and the ports exist */
     void (*free)(frt_model *m);         /* weights and scratch; tolerates a partial load */

@@ -307,6 +307,10 @@ static uint64_t compute_fingerprint(const frt_model *m)
     n = m->arch->describe(&m->cfg, s, sizeof s);
     XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
     XXH64_update(h, m->buckets, (size_t)m->n_buckets * sizeof m->buckets[0]);
+    if (m->weights_desc) { /* FP8 weights: quantized at load or read with their scales */
+        n = snprintf(s, sizeof s, "wdesc=%s|", m->weights_desc);
+        XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
+    }
     if (m->kv_scales_hash) { /* FP8 KV scales from a file: other scales are other codes */
         n = snprintf(s, sizeof s, "kv_scales=%016llx|", (unsigned long long)m->kv_scales_hash);
         XXH64_update(h, s, (size_t)n);
@@ -391,6 +395,21 @@ static int pick_kv_dtype(frt_model *m)
     return 0;
 }
 
+/* params.weight_dtype against what the backend supports. */
+static int check_weight_dtype(const frt_model *m)
+{
+    frt_weight_dtype w = m->params.weight_dtype;
+    if (w == FRT_WEIGHT_DEFAULT) return 0;
+    if (w != FRT_WEIGHT_FP8)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: weight_dtype %d is not an frt_weight_dtype", (int)w);
+    if (!m->bk->weights_fp8)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "model: fp8 weights are not supported by the %s backend of architecture '%s' yet "
+                         "(docs/fp8.md)",
+                         m->bk->name, m->arch->name);
+    return 0;
+}
+
 /* params.policy_batch: 0, or batch slots of a policy on a backend that
  * records the batched graph (frt/policy.h, frt_policy_run_batch). */
 static int check_policy_batch(const frt_model *m)
@@ -441,6 +460,7 @@ static int load_model(frt_model *m, const char *dir)
                          p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     }
     FRT_TRY(pick_kv_dtype(m));
+    FRT_TRY(check_weight_dtype(m));
     FRT_TRY(check_policy_batch(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)

@@ -67,6 +67,10 @@ struct frt_model {
     void *arch_data;     /* the architecture's per-model data (views of the state, config-derived sizes) */
     void *bk_data;       /* the backend's private data (weights, scratch) */
     size_t weight_bytes; /* bytes of weights held by the backend */
+    /* Set by load_weights when some weights are FP8 (a static string such as
+     * "weights=f8_e4m3,scale=per-channel,at-load"), folded into the
+     * fingerprint; NULL: the backend's state_dtypes say it all. */
+    const char *weights_desc;
 
     /* The live state table, in declaration order (capsule buffer order):
      * the architecture's entries, then tokens, boundary, logits,

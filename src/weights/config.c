@@ -8,6 +8,7 @@
 #include "util/error.h"
 #include "frt/fs.h"
 #include "util/json.h"
+#include "weights/quant_config.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -159,6 +160,20 @@ static int parse_layer_types(const json_t *tc, frt_model_config *c, const char *
     return 0;
 }
 
+/* quantization_config (quant_config.h): the dense family only; the
+ * hybrid's loaders have no FP8 weight path. */
+static int parse_quant(const json_t *root, frt_model_config *c, const char *what)
+{
+    const json_t *qc = json_object_get(root, "quantization_config");
+    if (qc && json_is_null(qc)) qc = NULL;
+    if (qc && c->hybrid)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: quantization_config: FP8 weights of model_type '%s' are not supported (the dense "
+                         "family only, docs/fp8.md)",
+                         what, c->model_type);
+    return frt_quant_config_parse(qc, &c->quant, what);
+}
+
 static int parse_root(const json_t *root, const char *what, frt_model_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -289,6 +304,7 @@ static int parse_root(const json_t *root, const char *what, frt_model_config *c)
     }
     FRT_TRY(parse_layer_types(tc, c, W));
     FRT_TRY(parse_rope(tc, c, W));
+    FRT_TRY(parse_quant(root, c, what));
 
     if (c->bos_token_id >= c->vocab_size) c->bos_token_id = -1; /* ids outside the table are unusable */
     if (c->eos_token_id >= c->vocab_size)

@@ -112,16 +112,6 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
     return 0;
 }
 
-int dense_check_weight_dtype(const frt_tensor *t, const char *full)
-{
-    if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "checkpoint: tensor '%s' is %s: FP8 weights (with their scales) are not supported yet "
-                         "(docs/fp8.md)",
-                         full, frt_dtype_name(t->dtype));
-    return 0;
-}
-
 void dense_kv_scales(const frt_model *m, float *out)
 {
     int nkv = m->cfg.n_kv_heads;

@@ -82,11 +82,55 @@ typedef struct dense {
 
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
 
-/* 0 for a weight tensor the dense loaders convert (a float dtype but FP8);
- * FRT_ERR_UNSUPPORTED naming `full` for FP8 weights, whose scales
- * (weight_scale, quantization_config) no loader applies yet (docs/fp8.md):
- * reading their codes as values would be silently wrong. */
+/* dense_fp8.c (docs/fp8.md "FP8 weights"). */
+
+/* 0 for a tensor other than a decoder-layer Linear weight (embedding,
+ * lm_head, norms, biases) of a float dtype but FP8; FRT_ERR_UNSUPPORTED
+ * naming `full` for an FP8 one: FP8 is read only for the Linear weights
+ * (dense_linear_check). */
 int dense_check_weight_dtype(const frt_tensor *t, const char *full);
+
+/* Checks Linear weight t (named `full`, shape [d0, d1] already checked):
+ * 0 for a float tensor; for F8_E4M3, its scale tensor by cfg.quant
+ * (`full` + "_scale": [] / [1] per-tensor, [d0, 1] / [d0] per-channel;
+ * `full` + "_scale_inv" [ceil(d0 / bo), ceil(d1 / bi)] block-wise), of
+ * dtype F32 / BF16 / F16, every scale finite and > 0. Errors (messages
+ * name the tensor): FRT_ERR_UNSUPPORTED (F8_E5M2), FRT_ERR_FORMAT (FP8
+ * without a quantization_config, a scale of the wrong dtype / shape /
+ * value), FRT_ERR_NOT_FOUND (no scale tensor), FRT_ERR_OUT_OF_MEMORY. */
+int dense_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1);
+
+/* Linear weight t as f32 values into out [d0, d1] (after
+ * dense_linear_check): an F8_E4M3 tensor dequantized, decode(q) * scale;
+ * a float tensor converted, and with params.weight_dtype FRT_WEIGHT_FP8
+ * quantized per output row (scale max|row| / 448, satfinite RNE,
+ * kernels/cpu/fp8.h) and dequantized, the values an FP8 GPU kernel
+ * multiplies by. Errors: FRT_ERR_OUT_OF_MEMORY, those of
+ * frt_tensor_to_f32. */
+int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                        float *out);
+
+/* Linear weight t (after dense_linear_check) as E4M3 codes [d0, d1] and
+ * one f32 scale per output row [d0], the form the cuda backend holds: an
+ * FP8 tensor's own codes with its per-channel scales (a per-tensor scale
+ * repeated on every row); a float tensor with params.weight_dtype
+ * FRT_WEIGHT_FP8 quantized per row (the codes and scales of
+ * dense_linear_to_f32's quantize-at-load). Errors: FRT_ERR_UNSUPPORTED
+ * (block-wise scales, which are no per-row scales; a float weight of an FP8
+ * checkpoint without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
+ * frt_tensor_to_f32. */
+int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                     uint8_t *codes, float *scale);
+
+/* The FRT_ERR_UNSUPPORTED cases of dense_linear_fp8 alone (no conversion):
+ * the check of a loader's sizing pass, so a refused load allocates
+ * nothing. 0 when dense_linear_fp8 can read t. */
+int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full);
+
+/* The fingerprint's description of the FP8 weights of this load
+ * (m->weights_desc): the checkpoint's scale layout and / or the
+ * quantize-at-load; NULL for float weights. Static storage. */
+const char *dense_weights_desc(const frt_model *m);
 
 /* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
  * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads

@@ -48,8 +48,10 @@ typedef struct weight_loader {
 } weight_loader;
 
 /* Finds prefix+name (lm_head also at the top level), checks its shape
- * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. */
-static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1)
+ * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. A
+ * decoder-layer Linear weight (linear) may be FP8 with its scales, or is
+ * quantized at load with params.weight_dtype FRT_WEIGHT_FP8 (dense_fp8.c). */
+static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1, int linear)
 {
     char full[256];
     snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
@@ -68,11 +70,12 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
             snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
     }
-    FRT_TRY(dense_check_weight_dtype(t, full));
+    if (linear && wl->pass == 0) FRT_TRY(dense_linear_check(wl->m, t, full, d0, d1));
+    if (!linear) FRT_TRY(dense_check_weight_dtype(t, full));
     int64_t n = d0 * (d1 ? d1 : 1);
     if (wl->pass == 1) {
         float *p = wl->arena + wl->used;
-        FRT_TRY(frt_tensor_to_f32(t, p));
+        FRT_TRY(linear ? dense_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
         *dst = p;
     }
     wl->used += (size_t)n;
@@ -87,19 +90,19 @@ static int load_all(weight_loader *wl)
     int64_t H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     wl->used = 0;
-    FRT_TRY(load_tensor(wl, &w->embed, "embed_tokens.weight", V, H));
-    FRT_TRY(load_tensor(wl, &w->final_norm, "norm.weight", H, 0));
+    FRT_TRY(load_tensor(wl, &w->embed, "embed_tokens.weight", V, H, 0));
+    FRT_TRY(load_tensor(wl, &w->final_norm, "norm.weight", H, 0, 0));
     if (c->tie_word_embeddings)
         w->lm_head = w->embed;
     else
-        FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V, H));
+        FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V, H, 0));
     for (int l = 0; l < c->n_layers; l++) {
         dense_layer_weights *lw = &w->layers[l];
         char n[160];
 #define LOAD(field, suffix, d0, d1)                                                                 \
     do {                                                                                            \
         snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                           \
-        FRT_TRY(load_tensor(wl, &lw->field, n, (d0), (d1)));                                        \
+        FRT_TRY(load_tensor(wl, &lw->field, n, (d0), (d1), (d1) != 0)); /* 2-d: a Linear */ \
     } while (0)
         LOAD(input_ln, "input_layernorm.weight", H, 0);
         LOAD(post_ln, "post_attention_layernorm.weight", H, 0);
@@ -139,7 +142,9 @@ static int cpu_load_weights(frt_model *m)
     d->w.bytes = bytes;
     m->weight_bytes = bytes;
     wl.pass = 1;
-    return load_all(&wl);
+    FRT_TRY(load_all(&wl));
+    m->weights_desc = dense_weights_desc(m);
+    return 0;
 }
 
 /* ---- scratch ----------------------------------------------------------- */
@@ -355,6 +360,7 @@ const frt_arch_backend frt_dense_cpu_backend = {
     .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32",
     .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static",
+    .weights_fp8 = 1,
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,
     .free = cpu_free,

@@ -42,6 +42,7 @@
 #include "model/arch/dense/dense.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
 #include "model/arch/qwen35/qwen35_glue.h"
@@ -73,6 +74,18 @@ typedef struct cd_layer {
     const uint16_t *down_proj;                  /* [H, I] */
 } cd_layer;
 
+/* FP8 weights (c->wfp8): a Linear weight as E4M3 codes [out, in] and one f32
+ * scale per output channel [out], device pointers into the weight arena. */
+typedef struct cd_fp8 {
+    const uint8_t *w;
+    const float *s;
+} cd_fp8;
+
+/* A layer's Linear weights in FP8 (the cd_layer matrices are NULL then). */
+typedef struct cd_layer8 {
+    cd_fp8 q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+} cd_layer8;
+
 typedef struct cd_model {
     int H, I, V, L, nh, nkv, hd, qd, kvd;
     float eps, scale;
@@ -80,6 +93,9 @@ typedef struct cd_model {
     const uint16_t *embed, *lm_head;
     const float *final_norm, *inv_freq;
     cd_layer *layers;
+    cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
+    int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
+    uint16_t *wtmp;     /* wfp8: [max out * in] bf16, a prefill weight widened for the bf16 GEMM */
     frt_cuda_gemm *gemm;
     frt_buffer *sbuf;
     float *x, *hf, *q, *k, *v, *o, *t0, *t1, *delta;
@@ -131,6 +147,10 @@ static int set_sizes(frt_model *m, cd_model *c)
                              "dense cuda: %s = %d is not a positive multiple of 8 (cuBLASLt rows must be 16-byte "
                              "aligned)",
                              dims[i].what, dims[i].v);
+    if (c->wfp8 && (c->H % 16 || c->I % 16 || c->qd % 16)) /* the in_dims of the Linear layers */
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "dense cuda: FP8 weights need hidden_size, intermediate_size and n_heads * head_dim "
+                         "multiples of 16 (the E4M3 GEMV's 16-byte rows)");
     if (c->hd % 32 || c->hd < 32 || c->hd > 256)
         return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: head_dim %d (the CUDA attention takes multiples of 32 up "
                                               "to 256)", c->hd);
@@ -189,6 +209,39 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
     return 0;
 }
 
+/* A Linear weight with FP8 weights (c->wfp8): its E4M3 codes [d0, d1] and
+ * per-channel scales [d0] (dense_linear_fp8) reserved in the arena and, in
+ * pass 1, uploaded; *dst gets their device addresses. */
+static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *dst)
+{
+    frt_model *m = wl->m;
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
+                         full, t->ndim, (long long)t->shape[0], (long long)d0, (long long)d1);
+    if (wl->pass == 0) FRT_TRY(dense_linear_check(m, t, full, d0, d1));
+    if (wl->pass == 0) FRT_TRY(dense_linear_fp8_supported(m, t, full));
+    size_t n = (size_t)(d0 * d1), woff = wl->used, soff = woff + align_up(n);
+    wl->used = soff + align_up((size_t)d0 * sizeof(float));
+    if (wl->pass == 0) return 0;
+    uint8_t *q = malloc(n + 1);
+    float *sc = malloc((size_t)d0 * sizeof(float) + 1);
+    int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory for '%s'", full)
+                       : dense_linear_fp8(m, t, full, d0, d1, q, sc);
+    if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, woff, q, n, m->stream);
+    if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    free(q);
+    free(sc);
+    FRT_TRY(rc);
+    dst->w = (const uint8_t *)(wl->base + woff);
+    dst->s = (const float *)(const void *)(wl->base + soff);
+    return 0;
+}
+
 #define PUT_M(field, name, d0, d1)                                                                  \
     do {                                                                                            \
         const void *p_ = NULL;                                                                      \
@@ -201,6 +254,17 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
         FRT_TRY(put(wl, (name), (d0), 0, 0, &p_));                                                  \
         (field) = (const float *)p_;                                                                \
     } while (0)
+
+/* Linear weight `name`: bf16 into *bf, or (c->wfp8) E4M3 codes and
+ * per-channel scales into *f8. */
+static int put_linear(wload *wl, const char *name, int64_t d0, int64_t d1, const uint16_t **bf, cd_fp8 *f8)
+{
+    if (wl->c->wfp8) return put_fp8(wl, name, d0, d1, f8);
+    const void *p = NULL;
+    FRT_TRY(put(wl, name, d0, d1, 1, &p));
+    *bf = (const uint16_t *)p;
+    return 0;
+}
 
 static int load_all(wload *wl)
 {
@@ -225,14 +289,15 @@ static int load_all(wload *wl)
         PUT_M(c->lm_head, "lm_head.weight", V, H);
     for (int l = 0; l < c->L; l++) {
         cd_layer *lw = &c->layers[l];
+        cd_layer8 dummy, *l8 = c->wfp8 ? &c->layers8[l] : &dummy; /* dummy: never written without wfp8 */
         char n[160];
 #define NAME(suffix) (snprintf(n, sizeof n, "layers.%d.%s", l, suffix), n)
         PUT_V(lw->input_ln, NAME("input_layernorm.weight"), H);
         PUT_V(lw->post_ln, NAME("post_attention_layernorm.weight"), H);
-        PUT_M(lw->q_proj, NAME("self_attn.q_proj.weight"), c->qd, H);
-        PUT_M(lw->k_proj, NAME("self_attn.k_proj.weight"), c->kvd, H);
-        PUT_M(lw->v_proj, NAME("self_attn.v_proj.weight"), c->kvd, H);
-        PUT_M(lw->o_proj, NAME("self_attn.o_proj.weight"), H, c->qd);
+        FRT_TRY(put_linear(wl, NAME("self_attn.q_proj.weight"), c->qd, H, &lw->q_proj, &l8->q_proj));
+        FRT_TRY(put_linear(wl, NAME("self_attn.k_proj.weight"), c->kvd, H, &lw->k_proj, &l8->k_proj));
+        FRT_TRY(put_linear(wl, NAME("self_attn.v_proj.weight"), c->kvd, H, &lw->v_proj, &l8->v_proj));
+        FRT_TRY(put_linear(wl, NAME("self_attn.o_proj.weight"), H, c->qd, &lw->o_proj, &l8->o_proj));
         if (cfg->attention_bias) {
             PUT_V(lw->q_bias, NAME("self_attn.q_proj.bias"), c->qd);
             PUT_V(lw->k_bias, NAME("self_attn.k_proj.bias"), c->kvd);
@@ -243,9 +308,9 @@ static int load_all(wload *wl)
             PUT_V(lw->q_norm, NAME("self_attn.q_norm.weight"), c->hd);
             PUT_V(lw->k_norm, NAME("self_attn.k_norm.weight"), c->hd);
         }
-        PUT_M(lw->gate_proj, NAME("mlp.gate_proj.weight"), I, H);
-        PUT_M(lw->up_proj, NAME("mlp.up_proj.weight"), I, H);
-        PUT_M(lw->down_proj, NAME("mlp.down_proj.weight"), H, I);
+        FRT_TRY(put_linear(wl, NAME("mlp.gate_proj.weight"), I, H, &lw->gate_proj, &l8->gate_proj));
+        FRT_TRY(put_linear(wl, NAME("mlp.up_proj.weight"), I, H, &lw->up_proj, &l8->up_proj));
+        FRT_TRY(put_linear(wl, NAME("mlp.down_proj.weight"), H, I, &lw->down_proj, &l8->down_proj));
 #undef NAME
     }
     return 0;
@@ -256,9 +321,12 @@ static int cd_load_weights(frt_model *m)
     cd_model *c = calloc(1, sizeof *c);
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
     m->bk_data = c;
+    c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
-    if (!c->layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory for the layer table");
+    c->layers8 = c->wfp8 ? calloc((size_t)c->L, sizeof *c->layers8) : NULL;
+    if (!c->layers || (c->wfp8 && !c->layers8))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory for the layer table");
     wload wl = {.m = m, .c = c, .pass = 0};
     FRT_TRY(load_all(&wl)); /* every name and shape checked before the device allocation */
     size_t bytes = wl.used;
@@ -270,6 +338,7 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
+    m->weights_desc = dense_weights_desc(m);
     return 0;
 }
 
@@ -337,6 +406,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
+        if (c->wfp8) CARVE(c->wtmp, uint16_t, (size_t)max_i(c->qd, c->I) * H * h2);
         if (slots > 1) {
             size_t tab = (size_t)slots * sizeof(void *);
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
@@ -371,7 +441,7 @@ static int cd_alloc_scratch(frt_model *m)
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
     }
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
-    c->batch_slots = c->batch_g >= 2 && slots > 1 ? slots : 0;
+    c->batch_slots = c->batch_g >= 2 && slots > 1 && !c->wfp8 ? slots : 0; /* FP8: no batched decode yet */
     return frt_stream_sync(m->stream);
 }
 
@@ -383,6 +453,7 @@ static void cd_free(frt_model *m)
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
     free(c->layers);
+    free(c->layers8);
     free(c);
     m->bk_data = NULL;
 }
@@ -435,16 +506,35 @@ static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, in
     return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
 }
 
+/* y [R, out] f32 = x [R, in] bf16 . W^T for a Linear weight: bf16 w, or
+ * with FP8 weights (c->wfp8) w8: decode runs the E4M3 GEMV (scales in its
+ * epilogue); prefill widens the codes to bf16 into c->wtmp (exact), runs
+ * the bf16 GEMM and multiplies y's columns by the channel scales: the same
+ * math, (x . decode(W)^T) * s, with no FP8 GEMM rate (docs/fp8.md). */
+static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
+{
+    cd_model *c = f->c;
+    if (!c->wfp8) return gemm(f, y, x, w, in, out);
+    if (f->decode) return frt_cuda_gemv_fp8(f->st, y, F32, 0, x, w8->w, w8->s, f->R, in, out);
+    FRT_TRY(frt_cuda_fp8_widen_bf16(f->st, c->wtmp, w8->w, (size_t)in * (size_t)out));
+    FRT_TRY(gemm(f, y, x, c->wtmp, in, out));
+    return frt_cuda_scale_cols(f->st, y, w8->s, f->R, out);
+}
+
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
  * straight into the residual stream c->x (the GEMV's accumulating store is
  * fl(sum + x), the bits of storing delta and adding it in f32); prefill
  * writes c->delta, which the next add_rmsnorm adds. */
-static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, int in)
+static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in)
 {
     cd_model *c = f->c;
+    if (f->decode && c->wfp8) return frt_cuda_gemv_fp8(f->st, c->x, F32, 1, x, w8->w, w8->s, f->R, in, c->H);
     if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
-    return gemm(f, c->delta, x, w, in, c->H);
+    return lin(f, c->delta, x, w, w8, in, c->H);
 }
+
+/* FP8 weights' field of layer l (NULL without them). */
+#define L8(c, l, field) ((c)->wfp8 ? &(c)->layers8[l].field : NULL)
 
 /* Decode: the RMSNorm of the residual c->x with weight w (x * w), as the
  * prologue of the GEMV that consumes it. */
@@ -530,11 +620,12 @@ static int qkv_gemv(const fwd *f, const cd_layer *lw)
 
 /* The attention output o [R, qd]: bf16, o_proj (+ bias) into c->delta;
  * decode: added into c->x. */
-static int attn_out(const fwd *f, const cd_layer *lw)
+static int attn_out(const fwd *f, int l)
 {
     cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
     FRT_TRY(frt_cuda_convert(f->st, c->ob, BF16, c->o, F32, f->d_n, f->R, c->qd));
-    FRT_TRY(gemm_out(f, c->ob, lw->o_proj, c->qd));
+    FRT_TRY(gemm_out(f, c->ob, lw->o_proj, L8(c, l, o_proj), c->qd));
     if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, f->R, c->H));
     return 0;
 }
@@ -545,15 +636,17 @@ static int attention_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode) {
+    if (f->decode && !c->wfp8) {
         FRT_TRY(qkv_gemv(f, lw));
     } else {
-        FRT_TRY(gemm(f, c->q, c->h, lw->q_proj, c->H, c->qd));
-        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvd));
-        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvd));
+        if (f->decode) /* FP8: the input norm as its own launch (the E4M3 GEMV has no norm prologue) */
+            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->input_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
+        FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));
+        FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
+        FRT_TRY(lin(f, c->v, c->h, lw->v_proj, L8(c, l, v_proj), c->H, c->kvd));
     }
     FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->o));
-    return attn_out(f, lw);
+    return attn_out(f, l);
 }
 
 /* SwiGLU MLP of c->h into c->delta; decode: of rmsnorm(c->x, post_ln), added
@@ -562,15 +655,17 @@ static int mlp_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+    if (f->decode && !c->wfp8) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
         FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
     } else {
-        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
-        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
+        if (f->decode) /* FP8: the post-attention norm as its own launch */
+            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->post_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
+        FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
+        FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
     }
-    return gemm_out(f, c->ob, lw->down_proj, c->I);
+    return gemm_out(f, c->ob, lw->down_proj, L8(c, l, down_proj), c->I);
 }
 
 /* One forward step: journal, embedding, the layers, final norm, the logits
@@ -838,7 +933,8 @@ static int cd_record_decode_batch(frt_stream *s, void *user)
     cd_model *c = m->bk_data;
     int n = rc->bucket;
     if (!c->batch_slots)
-        return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: no batched decode (a product of the batch is not a GEMV)");
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "dense cuda: no batched decode (FP8 weights, or a product of the batch is not a GEMV)");
     if (n < 2 || n > c->batch_slots)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: batch of %d slots outside [2, %d]", n, c->batch_slots);
     fwd *fb = malloc((size_t)n * sizeof *fb);
@@ -875,6 +971,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
+    .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), widened bf16 GEMM (prefill); m->weights_desc */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=cuda-core-f32",
     .load_weights = cd_load_weights,

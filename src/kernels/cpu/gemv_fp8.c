@@ -1,0 +1,28 @@
+/*
+ * kernels/cpu/gemv_fp8.c - frt_cpu_matmul_fp8 (gemv_fp8.h): the reference
+ * of the E4M3-weight GEMV, with the codec of kernels/cpu/fp8.h.
+ */
+#include "kernels/cpu/gemv_fp8.h"
+
+#include "kernels/cpu/fp8.h"
+
+void frt_cpu_matmul_fp8(float *y, const float *x, const uint8_t *w, const float *scale, int n, int in, int out,
+                        int accumulate)
+{
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < out; r++) {
+            const float *xt = x + (size_t)t * in;
+            const uint8_t *wr = w + (size_t)r * in;
+            double s = 0;
+            for (int k = 0; k < in; k++) s += (double)xt[k] * (double)frt_fp8_e4m3_decode(wr[k]);
+            float v = (float)s * scale[r];
+            float *yt = y + (size_t)t * out + r;
+            *yt = accumulate ? v + *yt : v;
+        }
+}
+
+void frt_cpu_scale_cols(float *y, const float *scale, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) y[(size_t)r * cols + c] *= scale[c];
+}

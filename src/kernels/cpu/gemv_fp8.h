@@ -1,0 +1,23 @@
+/*
+ * kernels/cpu/gemv_fp8.h - the CPU twin of the E4M3-weight decode GEMV
+ * (kernels/cuda/gemv_fp8.h; docs/fp8.md "FP8 weights").
+ */
+#ifndef FRT_KERNELS_CPU_GEMV_FP8_H
+#define FRT_KERNELS_CPU_GEMV_FP8_H
+
+#include <stdint.h>
+
+/* y[t, r] (+)= (float)(sum_k x[t, k] * decode(w[r, k])) * scale[r], the sum
+ * in double in ascending k (a reference: the GPU kernel sums in fp32 in
+ * its own order), then one f32 product with the scale and, with
+ * accumulate, one f32 addition of y. x [n, in] f32 (the bf16 values the
+ * GPU reads, widened), w [out, in] E4M3 codes, scale [out] f32, y [n, out]
+ * f32. The math of frt_cuda_gemv_fp8. */
+void frt_cpu_matmul_fp8(float *y, const float *x, const uint8_t *w, const float *scale, int n, int in, int out,
+                        int accumulate);
+
+/* y[r, c] *= scale[c] for r < rows, c < cols (f32): the twin of
+ * frt_cuda_scale_cols. */
+void frt_cpu_scale_cols(float *y, const float *scale, int rows, int cols);
+
+#endif /* FRT_KERNELS_CPU_GEMV_FP8_H */

@@ -1,0 +1,259 @@
+/*
+ * arch/dense/dense_fp8.c - the dense family's FP8 E4M3 Linear weights
+ * (docs/fp8.md "FP8 weights"): the checks and the dequantization of an FP8
+ * checkpoint's weights with their scales (cfg.quant: per-tensor or
+ * per-channel weight_scale of compressed-tensors, 128x128-block
+ * weight_scale_inv of transformers' fp8), and the quantize-at-load of
+ * params.weight_dtype FRT_WEIGHT_FP8 (per output channel, max|row| / 448).
+ *
+ * The value of a code q in row r, column c: decode(q) * s, in f32, where s
+ * is the tensor's scale, row r's, or block (r / bo, c / bi)'s; the same
+ * value the cuda kernels see (decode is exact; one f32 product).
+ */
+#include "model/arch/dense/dense.h"
+
+#include "kernels/cpu/fp8.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dense_check_weight_dtype(const frt_tensor *t, const char *full)
+{
+    if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: tensor '%s' is %s: FP8 weights are read only for the decoder-layer Linear "
+                         "weights of an FP8 checkpoint (docs/fp8.md)",
+                         full, frt_dtype_name(t->dtype));
+    return 0;
+}
+
+/* The scale tensor's name and the shape it must have for a [d0, d1]
+ * weight: want[0..nwant) alternatives of (ndim, shape). */
+typedef struct scale_spec {
+    char name[300];
+    int nwant;
+    int ndim[2];
+    int64_t shape[2][2];
+} scale_spec;
+
+static void spec_for(const frt_quant_config *q, const char *full, int64_t d0, int64_t d1, scale_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    int block = q->method == FRT_QUANT_FP8_BLOCK;
+    snprintf(s->name, sizeof s->name, "%s%s", full, block ? "_scale_inv" : "_scale");
+    s->nwant = 2;
+    if (q->method == FRT_QUANT_FP8_TENSOR) { /* [] or [1] */
+        s->ndim[1] = 1;
+        s->shape[1][0] = 1;
+    } else if (q->method == FRT_QUANT_FP8_CHANNEL) { /* [d0, 1] or [d0] */
+        s->ndim[0] = 2, s->shape[0][0] = d0, s->shape[0][1] = 1;
+        s->ndim[1] = 1, s->shape[1][0] = d0;
+    } else { /* [ceil(d0 / bo), ceil(d1 / bi)] */
+        s->nwant = 1;
+        s->ndim[0] = 2;
+        s->shape[0][0] = (d0 + q->block_out - 1) / q->block_out;
+        s->shape[0][1] = (d1 + q->block_in - 1) / q->block_in;
+    }
+}
+
+static int shape_matches(const frt_tensor *t, const scale_spec *s)
+{
+    for (int k = 0; k < s->nwant; k++) {
+        if (t->ndim != s->ndim[k]) continue;
+        int ok = 1;
+        for (int i = 0; i < t->ndim; i++) ok &= t->shape[i] == s->shape[k][i];
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t o = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (o < size) snprintf(buf + o, size - o, "]");
+}
+
+/* The scale tensor of FP8 weight `full` [d0, d1], checked (present, a
+ * float dtype, the layout's shape); *out is borrowed from the checkpoint. */
+static int find_scale(const frt_model *m, const char *full, int64_t d0, int64_t d1, const frt_tensor **out)
+{
+    scale_spec s;
+    spec_for(&m->cfg.quant, full, d0, d1, &s);
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, s.name);
+    if (!t)
+        return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: FP8 weight '%s' has no scale tensor '%s'", full, s.name);
+    if (t->dtype != FRT_DT_F32 && t->dtype != FRT_DT_BF16 && t->dtype != FRT_DT_F16)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: scale '%s' is %s (F32, BF16 or F16 expected)", s.name,
+                         frt_dtype_name(t->dtype));
+    if (!shape_matches(t, &s)) {
+        char have[96], want[96];
+        shape_str(have, sizeof have, t->ndim, t->shape);
+        shape_str(want, sizeof want, s.ndim[0], s.shape[0]);
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: scale '%s' has shape %s, expected %s%s for weight [%lld, %lld]",
+                         s.name, have, want, s.nwant > 1 ? " (or the other documented form)" : "", (long long)d0,
+                         (long long)d1);
+    }
+    *out = t;
+    return 0;
+}
+
+/* The scales of `st` as f32 into a new array (*out, free it), each finite
+ * and positive. */
+static int read_scales(const frt_tensor *st, float **out)
+{
+    size_t n = (size_t)frt_tensor_numel(st);
+    float *s = malloc(n * sizeof(float));
+    if (!s) return frt_error(FRT_ERR_OUT_OF_MEMORY, "checkpoint: out of memory for scale '%s'", st->name);
+    int rc = frt_tensor_to_f32(st, s);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(isfinite(s[i]) && s[i] > 0.0f))
+            rc = frt_error(FRT_ERR_FORMAT, "checkpoint: scale '%s' element %zu is %g (finite and positive expected)",
+                           st->name, i, (double)s[i]);
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int dense_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1)
+{
+    if (t->dtype == FRT_DT_F8_E5M2)
+        return frt_error(FRT_ERR_UNSUPPORTED, "checkpoint: tensor '%s' is F8_E5M2 (only E4M3 weights are supported)",
+                         full);
+    if (t->dtype != FRT_DT_F8_E4M3) return 0;
+    if (m->cfg.quant.method == FRT_QUANT_NONE)
+        return frt_error(FRT_ERR_FORMAT,
+                         "checkpoint: tensor '%s' is F8_E4M3 but config.json has no quantization_config (its "
+                         "scales are unknown)",
+                         full);
+    const frt_tensor *st;
+    FRT_TRY(find_scale(m, full, d0, d1, &st));
+    float *s;
+    FRT_TRY(read_scales(st, &s));
+    free(s);
+    return 0;
+}
+
+/* x [d0, d1] <- decode(q) * scale of its 128x128 (bo x bi) block. */
+static void dequant_blocks(float *x, const uint8_t *q, const float *s, const frt_quant_config *qc, int64_t d0,
+                           int64_t d1)
+{
+    int64_t nbi = (d1 + qc->block_in - 1) / qc->block_in;
+    for (int64_t r = 0; r < d0; r++) {
+        const float *sr = s + (r / qc->block_out) * nbi;
+        for (int64_t c = 0; c < d1; c++) x[r * d1 + c] = frt_fp8_e4m3_decode(q[r * d1 + c]) * sr[c / qc->block_in];
+    }
+}
+
+static int dequant_checkpoint(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                              float *out)
+{
+    const frt_tensor *st;
+    float *s;
+    FRT_TRY(find_scale(m, full, d0, d1, &st));
+    FRT_TRY(read_scales(st, &s));
+    const frt_quant_config *qc = &m->cfg.quant;
+    const uint8_t *q = t->data;
+    if (qc->method == FRT_QUANT_FP8_BLOCK)
+        dequant_blocks(out, q, s, qc, d0, d1);
+    else
+        frt_fp8_dequantize_rows(out, q, s, qc->method == FRT_QUANT_FP8_TENSOR ? 1 : (int)d0, (int)d0, (int)d1);
+    free(s);
+    return 0;
+}
+
+/* Per-row amax / 448 scales and E4M3 codes of x [d0, d1] (rows are
+ * independent: blocks of 64 rows in parallel give the same bits). */
+static void quantize_rows_par(uint8_t *q, float *s, const float *x, int64_t d0, int64_t d1)
+{
+#pragma omp parallel for schedule(static) if (d0 * d1 >= (1 << 20))
+    for (int64_t r = 0; r < d0; r += 64) {
+        const int nr = (int)(d0 - r < 64 ? d0 - r : 64);
+        frt_fp8_quantize_rows_dynamic(q + r * d1, s + r, x + r * d1, nr, (int)d1);
+    }
+}
+
+/* x [d0, d1] f32 in place: per-row amax / 448 scales, E4M3 codes, back. */
+static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
+{
+    uint8_t *q = malloc((size_t)(d0 * d1));
+    float *s = malloc((size_t)d0 * sizeof(float));
+    if (!q || !s) {
+        free(q);
+        free(s);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
+    }
+    quantize_rows_par(q, s, x, d0, d1);
+    frt_fp8_dequantize_rows(x, q, s, (int)d0, (int)d0, (int)d1);
+    free(q);
+    free(s);
+    return 0;
+}
+
+int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1, float *out)
+{
+    if (t->dtype == FRT_DT_F8_E4M3) return dequant_checkpoint(m, t, full, d0, d1, out);
+    FRT_TRY(frt_tensor_to_f32(t, out));
+    if (m->params.weight_dtype == FRT_WEIGHT_FP8) FRT_TRY(quantize_at_load(out, d0, d1, full));
+    return 0;
+}
+
+int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full)
+{
+    if (t->dtype != FRT_DT_F8_E4M3 && m->params.weight_dtype != FRT_WEIGHT_FP8)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s' is a float Linear weight of an FP8 checkpoint: the cuda backend holds "
+                         "every Linear weight in FP8 (load with weight_dtype FRT_WEIGHT_FP8, --dtype fp8)",
+                         full);
+    if (t->dtype == FRT_DT_F8_E4M3 && m->cfg.quant.method == FRT_QUANT_FP8_BLOCK)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s': block-wise scales (weight_scale_inv) are read by the cpu backend only; the "
+                         "cuda GEMV takes one scale per output channel (docs/fp8.md)",
+                         full);
+    return 0;
+}
+
+int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                     uint8_t *codes, float *scale)
+{
+    FRT_TRY(dense_linear_fp8_supported(m, t, full));
+    if (t->dtype != FRT_DT_F8_E4M3) { /* a float weight, quantized at load */
+        float *x = malloc((size_t)(d0 * d1) * sizeof(float));
+        if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
+        int rc = frt_tensor_to_f32(t, x);
+        if (rc == 0) quantize_rows_par(codes, scale, x, d0, d1);
+        free(x);
+        return rc;
+    }
+    const frt_tensor *st;
+    float *s;
+    FRT_TRY(find_scale(m, full, d0, d1, &st));
+    FRT_TRY(read_scales(st, &s));
+    const int per_tensor = m->cfg.quant.method == FRT_QUANT_FP8_TENSOR;
+    for (int64_t r = 0; r < d0; r++) scale[r] = s[per_tensor ? 0 : r];
+    free(s);
+    memcpy(codes, t->data, (size_t)(d0 * d1));
+    return 0;
+}
+
+const char *dense_weights_desc(const frt_model *m)
+{
+    static const char *const desc[2][4] = {
+        {NULL, "weights=f8_e4m3,scale=checkpoint-per-tensor", "weights=f8_e4m3,scale=checkpoint-per-channel",
+         "weights=f8_e4m3,scale=checkpoint-block"},
+        {"weights=f8_e4m3,scale=per-channel-amax448-at-load",
+         "weights=f8_e4m3,scale=checkpoint-per-tensor+per-channel-amax448-at-load",
+         "weights=f8_e4m3,scale=checkpoint-per-channel+per-channel-amax448-at-load",
+         "weights=f8_e4m3,scale=checkpoint-block+per-channel-amax448-at-load"},
+    };
+    int at_load = m->params.weight_dtype == FRT_WEIGHT_FP8;
+    int method = (int)m->cfg.quant.method;
+    return method >= 0 && method < 4 ? desc[at_load][method] : NULL;
+}

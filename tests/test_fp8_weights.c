@@ -1,0 +1,490 @@
+/*
+ * test_fp8_weights.c - FP8 E4M3 weights of the dense family on the cpu
+ * backend (docs/fp8.md "FP8 weights"):
+ *   - quantize at load (params.weight_dtype FRT_WEIGHT_FP8): every
+ *     decoder-layer Linear weight held by the model is, bit for bit,
+ *     decode(encode(w / s)) * s with s = max|row| / 448 recomputed here
+ *     element by element from the checkpoint; embedding, lm_head, norms and
+ *     biases are the checkpoint's values unchanged;
+ *   - accuracy on every golden model (tests/data/golden_dense): each layer's
+ *     hidden state and the last logits of the golden prompts, and a 32-token
+ *     greedy decode, FP8 against the checkpoint's weights, norm-wise within
+ *     FP8_W_LOGIT_BOUND (justified in docs/fp8.md); the first greedy
+ *     divergence and the top-2 margin there, reported;
+ *   - FP8 checkpoints written at test time by scripts/ref/make_fp8_checkpoint.py
+ *     (/usr/bin/python3 + numpy) from a golden model in the three layouts
+ *     (compressed-tensors per-tensor and per-channel weight_scale, block-wise
+ *     weight_scale_inv) and their dequantized F32 twins: each FP8 checkpoint's
+ *     logits equal its twin's bit for bit; the per-channel checkpoint's equal
+ *     the quantize-at-load of the source checkpoint bit for bit (the same
+ *     codes and scales); a bf16 weight_scale is read too;
+ *   - the fingerprint records the weight precision: a capsule of the
+ *     float-weight model is refused by the FP8 one (FRT_ERR_MISMATCH) and
+ *     the other way round;
+ *   - refusals, each with a message naming the field or tensor: malformed
+ *     and unsupported quantization_config forms (parsed alone, and one
+ *     through a load), a scale of the wrong shape / dtype / value or
+ *     missing, an FP8 weight without quantization_config, an E5M2 weight, an
+ *     FP8 embedding, FRT_WEIGHT_FP8 on the hybrid (and on cuda in a build
+ *     without it), quantization_config on the hybrid, a weight_dtype
+ *     outside the enum. (The cuda backend's FP8 weights:
+ *     test_cuda_fp8_weights.c.)
+ */
+#include "frt_test.h"
+#include "frt_test_fp8.h"
+
+#include "frt/capsule.h"
+#include "frt/config.h"
+#include "frt/debug.h"
+#include "frt/model.h"
+#include "frt/safetensors.h"
+#include "gen_model.h"
+#include "kernels/cpu/fp8.h"
+#include "model/arch/dense/dense.h"
+#include "model/model_internal.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GOLDEN_DIR FRT_TEST_DATA "/golden_dense"
+#define FP8_W_LOGIT_BOUND 0.25 /* 2^-2: docs/fp8.md "FP8 weights", accuracy */
+#define GREEDY 32
+
+static char g_tmp[256];
+
+static frt_model *load(const char *dir, frt_weight_dtype wd, frt_backend be, int expect)
+{
+    frt_model_params p = frt_model_default_params();
+    p.backend = be;
+    p.prefill_chunk = 64;
+    p.max_seq = 1024;
+    p.weight_dtype = wd;
+    p.debug_hidden = 1;
+    frt_model *m = NULL;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
+    return m;
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+/* ---- quantize at load: the held weights, element by element ------------ */
+
+/* Count of elements of `got` [d0, d1] that differ from the per-row E4M3
+ * round trip of checkpoint tensor `name` (fp8) or from its values (!fp8). */
+static long check_tensor(const frt_model *m, const char *name, const float *got, int fp8)
+{
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, name);
+    CHECK_MSG(t != NULL, "%s", name);
+    if (!t) return 1;
+    int64_t d0 = t->shape[0], d1 = t->ndim == 2 ? t->shape[1] : 1;
+    float *w = xmalloc((size_t)(d0 * d1) * sizeof(float));
+    CHECK_OK(frt_tensor_to_f32(t, w));
+    long bad = 0;
+    for (int64_t r = 0; r < d0; r++) {
+        const float *wr = w + r * d1;
+        float amax = 0;
+        for (int64_t c = 0; c < d1; c++) amax = fabsf(wr[c]) > amax ? fabsf(wr[c]) : amax;
+        float s = amax > 0 ? amax / 448.0f : 1.0f, inv = 1.0f / s;
+        for (int64_t c = 0; c < d1; c++) {
+            float want = fp8 ? frt_fp8_e4m3_decode(frt_fp8_e4m3_encode(wr[c] * inv)) * s : wr[c];
+            bad += memcmp(&want, &got[r * d1 + c], sizeof want) != 0;
+        }
+    }
+    free(w);
+    return bad;
+}
+
+static void test_held_weights(const char *dir)
+{
+    frt_model *m = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    if (!m) return;
+    const dense_weights *w = &dense_of(m)->w;
+    long bad = 0;
+    char n[128];
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const dense_layer_weights *lw = &w->layers[l];
+        const char *names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+                               "post_attention_layernorm"};
+        const float *ptrs[] = {lw->q_proj, lw->k_proj, lw->v_proj, lw->o_proj, lw->gate_proj,
+                               lw->up_proj, lw->down_proj, lw->input_ln, lw->post_ln};
+        for (int k = 0; k < 9; k++) {
+            snprintf(n, sizeof n, "model.layers.%d.%s.weight", l, names[k]);
+            bad += check_tensor(m, n, ptrs[k], k < 7);
+        }
+    }
+    bad += check_tensor(m, "model.embed_tokens.weight", w->embed, 0);
+    bad += check_tensor(m, "model.norm.weight", w->final_norm, 0);
+    if (!m->cfg.tie_word_embeddings) bad += check_tensor(m, "lm_head.weight", w->lm_head, 0);
+    printf("quantize at load (%s): %ld elements differ from the recomputed E4M3 round trip\n", dir, bad);
+    CHECK(bad == 0);
+    CHECK(m->weights_desc && strstr(m->weights_desc, "f8_e4m3"));
+    frt_model_free(m);
+}
+
+/* ---- accuracy against the checkpoint's weights -------------------------- */
+
+/* After the 100-token prompt: the hidden states of its last piece. */
+static void hidden_hook(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user)
+{
+    *(double *)user = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size,
+                                      a->cfg.n_layers, FP8_W_LOGIT_BOUND, NULL);
+}
+
+static void golden_model(const char *dir, const char *name)
+{
+    printf("golden model %s\n", name);
+    frt_model *a = load(dir, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    frt_safetensors *g = NULL;
+    CHECK_OK(frt_safetensors_open(path, &g));
+    if (!a || !b || !g) goto out;
+    CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
+    int V = a->cfg.vocab_size;
+    double max_layer = 0, max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs float weights", hidden_hook, &max_layer);
+    const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
+    CHECK(gp != NULL);
+    frt_test_greedy_stats gs = {0, 0, -1, 0};
+    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
+    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", max_layer, gs.steps, gs.max_err);
+    if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
+    else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
+    CHECK_MSG(max_prompt > 0 && max_prompt <= FP8_W_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
+    CHECK_MSG(max_layer > 0, "hidden rel err %g", max_layer);
+    CHECK_MSG(gs.max_err <= FP8_W_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
+out:
+    frt_safetensors_close(g);
+    frt_model_free(a);
+    frt_model_free(b);
+}
+
+/* ---- capsules across precisions ---------------------------------------- */
+
+static void test_capsule_mismatch(const char *dir)
+{
+    frt_model *a = load(dir, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    frt_capsule *ca = NULL, *cb = NULL;
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = 3 + 7 * i;
+    if (!a || !b) goto out;
+    CHECK_OK(frt_model_prefill(a, ids, 20));
+    CHECK_OK(frt_model_prefill(b, ids, 20));
+    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &ca));
+    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, &cb));
+    CHECK_STATUS(frt_capsule_restore(b, ca), FRT_ERR_MISMATCH);
+    CHECK_STATUS(frt_capsule_restore(a, cb), FRT_ERR_MISMATCH);
+    CHECK_OK(frt_capsule_restore(b, cb));
+out:
+    frt_capsule_free(ca);
+    frt_capsule_free(cb);
+    frt_model_free(a);
+    frt_model_free(b);
+}
+
+/* ---- FP8 checkpoints made by the script -------------------------------- */
+
+static int make_ckpt(const char *src, const char *layout, const char *extra, const char *out, const char *twin)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s %s --twin '%s'",
+             FRT_SOURCE_DIR, src, out, layout, extra, twin);
+    return system(cmd);
+}
+
+/* Last logits of `ids` on the model of dir, loaded with wd. */
+static int logits_of(const char *dir, frt_weight_dtype wd, const int32_t *ids, int n, float *out)
+{
+    frt_model *m = load(dir, wd, FRT_BACKEND_CPU, 0);
+    int rc = m ? frt_test_prefill_logits(m, ids, n, out) : -1;
+    frt_model_free(m);
+    return rc;
+}
+
+static void test_checkpoints(const char *src)
+{
+    static const struct {
+        const char *layout, *extra;
+    } cases[] = {{"ct-tensor", ""}, {"ct-channel", ""}, {"block", "--block 32 64"},
+                 {"block", "--block 128 128"}, {"ct-channel", "--scale-dtype bf16"}};
+    frt_model *base = load(src, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+    if (!base) return;
+    int V = base->cfg.vocab_size;
+    frt_model_free(base);
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)((17 * i + 5) % V);
+    float *at_load = xmalloc((size_t)V * 4), *lq = xmalloc((size_t)V * 4), *lt = xmalloc((size_t)V * 4);
+    CHECK_OK(logits_of(src, FRT_WEIGHT_FP8, ids, 100, at_load));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char out[300], twin[300];
+        snprintf(out, sizeof out, "%s/ck%zu", g_tmp, k);
+        snprintf(twin, sizeof twin, "%s/twin%zu", g_tmp, k);
+        int rc = make_ckpt(src, cases[k].layout, cases[k].extra, out, twin);
+        CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s failed (%d): numpy for /usr/bin/python3?", cases[k].layout, rc);
+        if (rc) continue;
+        CHECK_OK(logits_of(out, FRT_WEIGHT_DEFAULT, ids, 100, lq));
+        CHECK_OK(logits_of(twin, FRT_WEIGHT_DEFAULT, ids, 100, lt));
+        int same_twin = !memcmp(lq, lt, (size_t)V * 4);
+        int same_at_load = !memcmp(lq, at_load, (size_t)V * 4);
+        printf("checkpoint %s %s: logits == dequantized twin: %s; == quantize-at-load: %s (rel err %.3e)\n",
+               cases[k].layout, cases[k].extra, same_twin ? "bit for bit" : "NO", same_at_load ? "bit for bit" : "no",
+               frt_test_rel_err(lq, at_load, (size_t)V));
+        CHECK(same_twin);
+        if (k == 1) CHECK(same_at_load); /* per-channel f32 scales: the codes of --dtype fp8 */
+        if (k == 1) {                     /* FRT_WEIGHT_FP8 on an FP8 checkpoint: its FP8 weights as they are */
+            CHECK_OK(logits_of(out, FRT_WEIGHT_FP8, ids, 100, lt));
+            CHECK(!memcmp(lq, lt, (size_t)V * 4));
+        }
+    }
+    free(at_load);
+    free(lq);
+    free(lt);
+}
+
+/* ---- refusals ---------------------------------------------------------- */
+
+/* Rewrites dir/model.safetensors with tensor `target` replaced by (dtype,
+ * ndim, shape, data) (NULL data: removed). */
+static void rewrite_tensor(const char *dir, const char *target, frt_dtype dt, int ndim, const int64_t *shape,
+                           const void *data)
+{
+    char file[600], tmp[620];
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    snprintf(tmp, sizeof tmp, "%s.new", file);
+    frt_safetensors *st = NULL;
+    frt_st_writer *w = NULL;
+    CHECK_OK(frt_safetensors_open(file, &st));
+    CHECK_OK(frt_st_writer_create(&w));
+    for (int i = 0; st && w && i < frt_safetensors_count(st); i++) {
+        const frt_tensor *t = frt_safetensors_at(st, i);
+        if (strcmp(t->name, target))
+            CHECK_OK(frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+        else if (data)
+            CHECK_OK(frt_st_writer_add(w, t->name, dt, ndim, shape, data));
+    }
+    CHECK_OK(frt_st_writer_write(w, tmp));
+    frt_st_writer_destroy(w);
+    frt_safetensors_close(st);
+    CHECK(rename(tmp, file) == 0);
+}
+
+static void copy_dir(const char *from, const char *to)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    CHECK(system(cmd) == 0);
+}
+
+static void expect_load_error(const char *dir, int status, const char *needle)
+{
+    CHECK(load(dir, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, status) == NULL);
+    CHECK_MSG(strstr(frt_last_error(), needle), "message '%s' lacks '%s'", frt_last_error(), needle);
+    printf("  refused: %s\n", frt_last_error());
+}
+
+/* Bad scale tensors of the per-channel checkpoint ck1 (test_checkpoints). */
+static void test_bad_scales(void)
+{
+    char good[300], bad[300];
+    snprintf(good, sizeof good, "%s/ck1", g_tmp);
+    snprintf(bad, sizeof bad, "%s/bad", g_tmp);
+    const char *w = "model.layers.1.mlp.up_proj.weight", *s = "model.layers.1.mlp.up_proj.weight_scale";
+    frt_model *m = load(good, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+    if (!m) return;
+    int64_t rows = frt_checkpoint_find(m->ckpt, w)->shape[0];
+    frt_model_free(m);
+    float *sc = xmalloc((size_t)rows * sizeof(float));
+    for (int64_t i = 0; i < rows; i++) sc[i] = 0.01f;
+    int64_t wrong[2] = {rows - 1, 1}, right[2] = {rows, 1};
+
+    copy_dir(good, bad);
+    rewrite_tensor(bad, s, FRT_DT_F32, 2, wrong, sc);
+    expect_load_error(bad, FRT_ERR_FORMAT, "has shape [");
+    copy_dir(good, bad);
+    rewrite_tensor(bad, s, FRT_DT_F32, 0, NULL, NULL);
+    expect_load_error(bad, FRT_ERR_NOT_FOUND, s);
+    copy_dir(good, bad);
+    rewrite_tensor(bad, s, FRT_DT_I32, 2, right, sc);
+    expect_load_error(bad, FRT_ERR_FORMAT, "I32");
+    sc[3] = -1.0f;
+    copy_dir(good, bad);
+    rewrite_tensor(bad, s, FRT_DT_F32, 2, right, sc);
+    expect_load_error(bad, FRT_ERR_FORMAT, "finite and positive");
+    sc[3] = NAN;
+    copy_dir(good, bad);
+    rewrite_tensor(bad, s, FRT_DT_F32, 2, right, sc);
+    expect_load_error(bad, FRT_ERR_FORMAT, "finite and positive");
+    free(sc);
+    rm_rf(bad);
+}
+
+/* FP8 tensors where none may be: a weight with no quantization_config, an
+ * E5M2 weight, an FP8 embedding. */
+static void test_bad_tensors(const char *src)
+{
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/badt", g_tmp);
+    frt_model *m = load(src, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+    if (!m) return;
+    const frt_tensor *up = frt_checkpoint_find(m->ckpt, "model.layers.0.mlp.up_proj.weight");
+    const frt_tensor *emb = frt_checkpoint_find(m->ckpt, "model.embed_tokens.weight");
+    size_t nu = (size_t)frt_tensor_numel(up), ne = (size_t)frt_tensor_numel(emb);
+    uint8_t *codes = xmalloc(nu > ne ? nu : ne);
+    for (size_t i = 0; i < (nu > ne ? nu : ne); i++) codes[i] = (uint8_t)(0x30 + i % 16);
+    int64_t us[2] = {up->shape[0], up->shape[1]}, es[2] = {emb->shape[0], emb->shape[1]};
+    frt_model_free(m);
+
+    copy_dir(src, bad);
+    rewrite_tensor(bad, "model.layers.0.mlp.up_proj.weight", FRT_DT_F8_E4M3, 2, us, codes);
+    expect_load_error(bad, FRT_ERR_FORMAT, "no quantization_config");
+    copy_dir(src, bad);
+    rewrite_tensor(bad, "model.layers.0.mlp.up_proj.weight", FRT_DT_F8_E5M2, 2, us, codes);
+    expect_load_error(bad, FRT_ERR_UNSUPPORTED, "F8_E5M2");
+    copy_dir(src, bad);
+    rewrite_tensor(bad, "model.embed_tokens.weight", FRT_DT_F8_E4M3, 2, es, codes);
+    expect_load_error(bad, FRT_ERR_UNSUPPORTED, "model.embed_tokens.weight");
+    free(codes);
+    rm_rf(bad);
+}
+
+static const char *BASE_CFG = "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 16, "
+                              "\"intermediate_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 2";
+
+static int parse_quant(const char *qc, frt_model_config *c)
+{
+    char text[2048];
+    snprintf(text, sizeof text, "%s, \"quantization_config\": %s}", BASE_CFG, qc);
+    return frt_config_parse_json(text, strlen(text), "test.json", c);
+}
+
+#define CT_GROUP(weights, acts)                                                                              \
+    "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "      \
+    "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": " weights ", \"input_activations\": " acts "}}}"
+#define WQ(strategy) "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": false, \"strategy\": \"" strategy "\"}"
+#define A_DYN "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": true, \"strategy\": \"token\"}"
+
+static void test_quant_configs(void)
+{
+    static const struct {
+        const char *qc;
+        int status;
+        frt_quant_method method;
+        const char *needle;
+    } cases[] = {
+        {CT_GROUP(WQ("tensor"), A_DYN), 0, FRT_QUANT_FP8_TENSOR, NULL},
+        {CT_GROUP(WQ("channel"), "null"), 0, FRT_QUANT_FP8_CHANNEL, NULL},
+        {"{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+         "\"weight_block_size\": [128, 64]}", 0, FRT_QUANT_FP8_BLOCK, NULL},
+        {"{\"quant_method\": \"fp8\"}", 0, FRT_QUANT_FP8_BLOCK, NULL},
+        {"null", 0, FRT_QUANT_NONE, NULL},
+        {"{\"quant_method\": \"gptq\"}", FRT_ERR_UNSUPPORTED, 0, "quant_method 'gptq'"},
+        {"{\"format\": \"float-quantized\"}", FRT_ERR_FORMAT, 0, "quant_method"},
+        {"[1, 2]", FRT_ERR_FORMAT, 0, "not an object"},
+        {CT_GROUP(WQ("group"), A_DYN), FRT_ERR_UNSUPPORTED, 0, "strategy 'group'"},
+        {CT_GROUP(WQ("block"), A_DYN), FRT_ERR_UNSUPPORTED, 0, "strategy 'block'"},
+        {CT_GROUP("{\"type\": \"int\", \"num_bits\": 8, \"symmetric\": true, \"strategy\": \"channel\"}", "null"),
+         FRT_ERR_UNSUPPORTED, 0, "type 'int'"},
+        {CT_GROUP("{\"type\": \"float\", \"num_bits\": 4, \"symmetric\": true, \"strategy\": \"channel\"}", "null"),
+         FRT_ERR_UNSUPPORTED, 0, "num_bits 4"},
+        {CT_GROUP("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": false, \"strategy\": \"channel\"}", "null"),
+         FRT_ERR_UNSUPPORTED, 0, "symmetric false"},
+        {CT_GROUP("{\"type\": \"float\", \"num_bits\": \"8\", \"symmetric\": true, \"strategy\": \"channel\"}", "null"),
+         FRT_ERR_FORMAT, 0, "num_bits"},
+        {CT_GROUP(WQ("channel"), "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": false}"),
+         FRT_ERR_UNSUPPORTED, 0, "static activation scales"},
+        {CT_GROUP("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true}", "null"), FRT_ERR_FORMAT, 0,
+         "strategy"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {}}",
+         FRT_ERR_UNSUPPORTED, 0, "format 'pack-quantized'"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {}}",
+         FRT_ERR_FORMAT, 0, "0 groups"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "
+         "{\"a\": {\"weights\": " WQ("channel") "}, \"b\": {\"weights\": " WQ("tensor") "}}}",
+         FRT_ERR_UNSUPPORTED, 0, "2 groups"},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": {}, "
+         "\"config_groups\": {\"a\": {\"weights\": " WQ("channel") "}}}",
+         FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme"},
+        {"{\"quant_method\": \"fp8\", \"fmt\": \"e5m2\"}", FRT_ERR_UNSUPPORTED, 0, "fmt 'e5m2'"},
+        {"{\"quant_method\": \"fp8\", \"activation_scheme\": \"static\"}", FRT_ERR_UNSUPPORTED, 0,
+         "activation_scheme 'static'"},
+        {"{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", FRT_ERR_FORMAT, 0, "weight_block_size"},
+        {"{\"quant_method\": \"fp8\", \"weight_block_size\": [0, 128]}", FRT_ERR_FORMAT, 0, "outside"},
+        {"{\"quant_method\": \"fp8\", \"weight_block_size\": null}", FRT_ERR_UNSUPPORTED, 0, "null"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        frt_model_config c;
+        int rc = parse_quant(cases[k].qc, &c);
+        CHECK_MSG(rc == cases[k].status, "case %zu: got %s (%s)", k, frt_status_name(rc), frt_last_error());
+        if (rc == 0) CHECK_MSG(c.quant.method == cases[k].method, "case %zu: method %d", k, (int)c.quant.method);
+        if (rc < 0 && cases[k].needle)
+            CHECK_MSG(strstr(frt_last_error(), cases[k].needle), "case %zu: '%s' lacks '%s'", k, frt_last_error(),
+                      cases[k].needle);
+    }
+    frt_model_config c;
+    CHECK_OK(parse_quant("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 64]}", &c));
+    CHECK(c.quant.block_out == 128 && c.quant.block_in == 64);
+    char hy[1024];
+    snprintf(hy, sizeof hy,
+             "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32, "
+             "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, "
+             "\"linear_num_key_heads\": 1, \"linear_num_value_heads\": 1, \"linear_key_head_dim\": 8, "
+             "\"linear_value_head_dim\": 8, \"quantization_config\": {\"quant_method\": \"fp8\"}}");
+    CHECK_STATUS(frt_config_parse_json(hy, strlen(hy), "hy.json", &c), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "dense family only") != NULL);
+}
+
+/* A bad quantization_config through a whole load: refused, nothing loaded. */
+static void test_bad_config_load(void)
+{
+    char ck[300], bad[300], cmd[1200];
+    snprintf(ck, sizeof ck, "%s/ck1", g_tmp);
+    snprintf(bad, sizeof bad, "%s/badc", g_tmp);
+    copy_dir(ck, bad);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"strategy\": \"channel\"/\"strategy\": \"group\"/' '%s/config.json'", bad);
+    CHECK(system(cmd) == 0);
+    expect_load_error(bad, FRT_ERR_UNSUPPORTED, "strategy 'group'");
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"strategy\": \"group\"/\"strategy\": \"tensor\"/' '%s/config.json'", bad);
+    CHECK(system(cmd) == 0); /* per-channel scales under a per-tensor config: shape refused */
+    expect_load_error(bad, FRT_ERR_FORMAT, "expected [");
+    rm_rf(bad);
+}
+
+static void test_refusals(const char *dense_dir)
+{
+    char tiny[300];
+    snprintf(tiny, sizeof tiny, "%s/tiny", g_tmp);
+    CHECK_OK(frt_gen_model_write("tiny", 3, tiny));
+    CHECK(load(tiny, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(strstr(frt_last_error(), "fp8 weights") != NULL);
+#if !FRT_HAVE_CUDA
+    CHECK(load(dense_dir, FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* no cuda backend */
+#endif
+    CHECK(load(dense_dir, (frt_weight_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
+    rm_rf(tiny);
+}
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/frt-test-fp8w-%d", (int)getpid());
+    rm_rf(g_tmp);
+    CHECK(mkdir(g_tmp, 0700) == 0);
+    const char *src = GOLDEN_DIR "/dense_llama3_gqa";
+    test_quant_configs();
+    test_held_weights(src);
+    test_held_weights(GOLDEN_DIR "/dense_qwen2_bias");
+    CHECK(frt_test_each_subdir(GOLDEN_DIR, golden_model) >= 5);
+    test_capsule_mismatch(GOLDEN_DIR "/dense_qwen3_qknorm");
+    test_checkpoints(src);
+    test_bad_scales();
+    test_bad_tensors(src);
+    test_bad_config_load();
+    test_refusals(src);
+    rm_rf(g_tmp);
+    return frt_test_report();
+}
