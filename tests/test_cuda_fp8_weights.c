@@ -141,10 +141,11 @@ out:
 static int make_ckpt(const char *src, const char *layout, const char *out)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s",
+    snprintf(cmd, sizeof cmd, "P=/usr/bin/python3; $P -c 'import numpy' 2>/dev/null || P=python3; "
+             "$P %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s",
              FRT_SOURCE_DIR, src, out, layout);
     int rc = system(cmd);
-    CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s: status %d (numpy for /usr/bin/python3?)", layout, rc);
+    CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s: status %d (a python3 with numpy?)", layout, rc);
     return rc;
 }
 

@@ -193,7 +193,8 @@ static int make_ckpt(const char *src, const char *layout, const char *extra, con
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s %s --twin '%s'",
+             "P=/usr/bin/python3; $P -c 'import numpy' 2>/dev/null || P=python3; "
+             "$P %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s %s --twin '%s'",
              FRT_SOURCE_DIR, src, out, layout, extra, twin);
     return system(cmd);
 }
