@@ -257,3 +257,17 @@ extern "C" int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t by
     if (bytes) FRT_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
     return 0;
 }
+
+extern "C" int pi0_cuda_capture_nodes(void *stream, int *nodes)
+{
+    FRT_ARG(nodes, "pi0 capture nodes: NULL pointer");
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = NULL;
+    FRT_CUDA_TRY(cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, &graph));
+    if (st != cudaStreamCaptureStatusActive || !graph)
+        return frt_error(FRT_ERR_STATE, "pi0 capture nodes: the stream is not capturing");
+    size_t n = 0;
+    FRT_CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
+    *nodes = (int)n;
+    return 0;
+}

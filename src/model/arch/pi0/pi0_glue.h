@@ -84,6 +84,12 @@ int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0, float dt, 
 /* cudaMemcpyAsync(dst, src, bytes, Default) (device, pinned host). */
 int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t bytes);
 
+/* *nodes = the nodes (kernels, copies, memsets, host tasks) the stream's
+ * capture holds so far (cudaStreamGetCaptureInfo + cudaGraphGetNodes; legal
+ * inside the capture, enqueues nothing). Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL), FRT_ERR_STATE (the stream is not capturing), FRT_ERR_BACKEND. */
+int pi0_cuda_capture_nodes(void *stream, int *nodes);
+
 #ifdef __cplusplus
 }
 #endif
