@@ -6,7 +6,8 @@
  * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
  * block-causal masks), patches, q / k / v with RoPE at given positions, the
  * prefix mask scan, the episode noise (bit for bit with the cpu backend's
- * stream), the Euler step and the residual adds. Errors norm-wise
+ * stream), the Euler step, the residual adds and the residual add fused
+ * with each norm (frt_cuda_add_norm). Errors norm-wise
  * ||gpu - cpu|| / ||cpu||; bf16 outputs are compared with the bf16 rounding
  * of the inputs folded into the reference. Bad arguments are refused
  * before a device is needed.
@@ -371,6 +372,55 @@ static void test_euler_residual(void)
     dfree(&dx), dfree(&dv), dfree(&dv0), dfree(&db), dfree(&dg);
 }
 
+/* The twin of frt_cuda_add_norm: the residual, then the norm of `kind`. */
+static void add_norm_ref(float *out, float *x, const float *y, const float *bias, const float *gate, int kind,
+                         const float *w, const float *b, int rows, int dim)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < dim; c++) x[r * dim + c] += (y[r * dim + c] + bias[c]) * gate[c];
+    if (kind == FRT_CUDA_NORM_LAYER) frt_cpu_layernorm(out, x, w, b, rows, dim, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ADA) frt_cpu_rmsnorm_ada(out, x, w, b, rows, dim, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(out, x, w, rows, dim, 1e-6f, 1);
+}
+
+/* The residual + norm fusion: every kind against the twin; x bit for bit
+ * what pi0_cuda_residual writes; without y, the norm alone. */
+static void test_add_norm(int rows, int dim, frt_cuda_dtype dt)
+{
+    static const char *names[3] = {"layernorm", "adaRMSNorm", "Gemma RMSNorm"};
+    const size_t n = (size_t)rows * dim;
+    float *x = frand(n, -3, 3), *y = frand(n, -2, 2), *bias = frand(dim, -1, 1), *gate = frand(dim, -1, 1);
+    float *w = frand(dim, -1, 1), *b = frand(dim, -1, 1), *ref = fnew(n), *rx = fnew(n);
+    dbuf dx = dfl(x, n), dx2 = dfl(x, n), dy = dfl(y, n), dbias = dfl(bias, dim), dgate = dfl(gate, dim);
+    dbuf dw = dfl(w, dim), db = dfl(b, dim), dout = dalloc(n * 4);
+    const double tol = dt == FRT_CUDA_BF16 ? 8e-3 : 2e-6;
+    char name[128];
+    for (int kind = 0; kind < 3; kind++) {
+        dput(dx, 0, x, n * 4), dput(dx2, 0, x, n * 4);
+        memcpy(rx, x, n * 4);
+        CHECK_OK(frt_cuda_add_norm(g_cs, dout.p, dt, dx.p, dy.p, dbias.p, dgate.p, (frt_cuda_norm_kind)kind, dw.p,
+                                   db.p, rows, dim, 1e-6f));
+        add_norm_ref(ref, rx, y, bias, gate, kind, w, b, rows, dim);
+        float *got = dfloats(dout, n, dt), *gx = dfloats(dx, n, FRT_CUDA_F32);
+        snprintf(name, sizeof name, "add_norm %s %d x %d -> %s", names[kind], rows, dim, dtn(dt));
+        report(name, frt_test_rel_err(got, ref, n), tol);
+        CHECK_OK(pi0_cuda_residual(g_cs, dx2.p, dy.p, dbias.p, dgate.p, rows, dim));
+        float *gx2 = dfloats(dx2, n, FRT_CUDA_F32);
+        report_same("add_norm: x as pi0_cuda_residual writes it", gx, gx2, n * 4);
+        free(got), free(gx), free(gx2);
+    }
+    dput(dx, 0, x, n * 4);
+    CHECK_OK(frt_cuda_add_norm(g_cs, dout.p, dt, dx.p, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ADA, dw.p, db.p, rows, dim,
+                               1e-6f));
+    frt_cpu_rmsnorm_ada(ref, x, w, b, rows, dim, 1e-6f);
+    float *got = dfloats(dout, n, dt), *gx = dfloats(dx, n, FRT_CUDA_F32);
+    snprintf(name, sizeof name, "add_norm without y (adaRMSNorm) %d x %d -> %s", rows, dim, dtn(dt));
+    report(name, frt_test_rel_err(got, ref, n), tol);
+    report_same("add_norm without y: x unchanged", gx, x, n * 4);
+    free(got), free(gx), free(x), free(y), free(bias), free(gate), free(w), free(b), free(ref), free(rx);
+    dfree(&dx), dfree(&dx2), dfree(&dy), dfree(&dbias), dfree(&dgate), dfree(&dw), dfree(&db), dfree(&dout);
+}
+
 /* CFG's combine: the twin's bits, aligned (vector path + tail) and not. */
 static void test_cfg_combine(void)
 {
@@ -406,6 +456,15 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_layernorm(NULL, NULL, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_layernorm(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_rmsnorm_ada(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 0, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &f, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_LAYER, &f, &f, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT); /* out aliases x */
+    float g = 0, h = 0;
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, (frt_cuda_norm_kind)3, &h, &h, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ADA, &h, NULL, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ONE, &h, NULL, 0, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_F32, &f, NULL, 1, 1, (frt_cuda_act)7), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_BF16, &f, NULL, 1, 1, FRT_CUDA_ACT_NONE),
                  FRT_ERR_INVALID_ARGUMENT);
@@ -433,6 +492,8 @@ int main(void)
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);
+    test_add_norm(37, 1152, FRT_CUDA_BF16);
+    test_add_norm(5, 40, FRT_CUDA_F32);
     test_acts(19, 72, FRT_CUDA_BF16);
     test_acts(3, 40, FRT_CUDA_F32);
     test_attentions();

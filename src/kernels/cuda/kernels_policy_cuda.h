@@ -43,6 +43,30 @@ int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dtype, const 
 int frt_cuda_rmsnorm_ada(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *scale,
                          const float *shift, int rows, int dim, float eps);
 
+/* The norm of frt_cuda_add_norm. */
+typedef enum frt_cuda_norm_kind {
+    FRT_CUDA_NORM_LAYER = 0,   /* LayerNorm: (x - mean) * rstd * w + b (SigLIP) */
+    FRT_CUDA_NORM_RMS_ADA = 1, /* adaRMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) + b (w scale, b shift) */
+    FRT_CUDA_NORM_RMS_ONE = 2, /* Gemma RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) (b unused, may be NULL) */
+} frt_cuda_norm_kind;
+
+/* A residual add and the norm that follows it, in one launch (layernorm.cu;
+ * one block a row), for x [rows, dim] f32, updated in place:
+ *   x[r, c] += (y[r, c] + bias[c]) * gate[c]     (y NULL: no add; bias,
+ *                                                  gate [dim] f32 or NULL)
+ *   out[r]   = norm(x[r])                         (kind above; w, b [dim] f32)
+ * out [rows, dim] of out_dtype, must not alias x or y. The add is the
+ * expression of pi0_cuda_residual (x gets its bits); the LayerNorm and
+ * adaRMSNorm sum as frt_cuda_layernorm / frt_cuda_rmsnorm_ada do (fp64,
+ * the same order).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL out / x / w, NULL b for LAYER or
+ * RMS_ADA, an unknown kind, rows or dim < 1, aliasing), FRT_ERR_BACKEND.
+ * Twins: frt_cpu_add_bias + frt_cpu_add (the residual), then
+ * frt_cpu_layernorm / frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
+int frt_cuda_add_norm(void *stream, void *out, frt_cuda_dtype out_dtype, float *x, const float *y, const float *bias,
+                      const float *gate, frt_cuda_norm_kind kind, const float *w, const float *b, int rows, int dim,
+                      float eps);
+
 /* The activation after a Linear (gelu.cu). */
 typedef enum frt_cuda_act {
     FRT_CUDA_ACT_NONE = 0,      /* y = x + b */

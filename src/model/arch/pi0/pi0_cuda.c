@@ -652,23 +652,27 @@ static int vit_attention(frt_model *m, int cam)
     return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), &a);
 }
 
-static int vit_layer(frt_model *m, const pc_vit *y, const pc_shape *sh)
+/* One SigLIP layer on hb = its first LayerNorm of x (the caller's, or the
+ * previous layer's); ends with the residual fused into the LayerNorm that
+ * follows (next_w, next_b: the next layer's first, or the post-LayerNorm),
+ * so hb holds it. */
+static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const float *next_b, const pc_shape *sh)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
     const int D = c->v_width, I = c->v_inter, n = sh->nv;
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln1_w, y->ln1_b, n, D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
     FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
     for (int cam = 0; cam < sh->cams; cam++) FRT_TRY(vit_attention(m, cam));
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
-    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, y->o_b, NULL, n, D));
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln2_w, y->ln2_b, n, D, c->v_eps));
+    FRT_TRY(frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->o_b, NULL, FRT_CUDA_NORM_LAYER, y->ln2_w, y->ln2_b, n,
+                              D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, y->fc1, n, D, I));
     FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, y->fc1_b, n, I, FRT_CUDA_ACT_GELU_TANH));
     FRT_TRY(gemm(m, pc->y, pc->actb, y->fc2, n, I, D));
-    return pi0_cuda_residual(s, pc->x, pc->y, y->fc2_b, NULL, n, D);
+    return frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->fc2_b, NULL, FRT_CUDA_NORM_LAYER, next_w, next_b, n, D,
+                             c->v_eps);
 }
 
 /* The variant's camera slots at once: [cams * n_patch] rows. */
@@ -684,8 +688,12 @@ static int rec_vision(frt_model *m, const pc_shape *sh)
     FRT_TRY(frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->patch_b, n, D, FRT_CUDA_ACT_NONE));
     for (int cam = 0; cam < sh->cams; cam++)
         FRT_TRY(pi0_cuda_residual(s, pc->x + (size_t)cam * np * D, pc->pos_emb, NULL, NULL, np, D));
-    for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(m, &pc->vit[l], sh));
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->post_ln_w, pc->post_ln_b, n, D, c->v_eps));
+    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->vit[0].ln1_w, pc->vit[0].ln1_b, n, D, c->v_eps));
+    for (int l = 0; l < c->v_layers; l++) {
+        const int last = l == c->v_layers - 1;
+        FRT_TRY(vit_layer(m, &pc->vit[l], last ? pc->post_ln_w : pc->vit[l + 1].ln1_w,
+                          last ? pc->post_ln_b : pc->vit[l + 1].ln1_b, sh));
+    }
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->proj_w, n, D, c->t.width));
     return frt_cuda_bias_act(s, port(m, "vision_tokens", FRT_IO_OUTPUT), F32, pc->y, pc->proj_b, n, c->t.width,
                              FRT_CUDA_ACT_NONE);
@@ -696,29 +704,28 @@ static int rec_vision(frt_model *m, const pc_shape *sh)
  * its own KV). k[s], v[s]: slot s's KV rows (the prefix's at row 0, the
  * suffix's at row Pp), keys n_kv; pos[s], mask[s] its positions and mask;
  * mods: Pi0.5's two modulations [2, 3 W] (NULL: plain norms); last: K and
- * V only. */
+ * V only. normed: hb already holds the input norm (the previous layer's
+ * fused residual); fuse_next: the closing residual is fused with the next
+ * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb. */
 typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
-    int n, slots, first, n_kv, ld_s, last;
+    int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    const float *next_w, *next_mod;
     const int32_t *pos[2];
     const float *inv_freq, *mods;
     uint16_t *k[2], *v[2];
     frt_cuda_attn_mask mask[2];
 } glayer;
 
-/* h = norm(x) (bf16) over every slot's rows; returns the residual gate
- * (NULL for a plain norm). */
-static const float *gnorm(frt_model *m, const glayer *L, const float *w, const float *mod, int *rc)
+/* hb = norm(x) (bf16) over every slot's rows: Gemma's RMSNorm of w, or
+ * Pi0.5's adaRMSNorm of the modulation mod [3 W]. */
+static int gnorm(frt_model *m, const glayer *L, const float *w, const float *mod)
 {
     pc_model *pc = pc_of(m);
     const int W = L->g->width, rows = L->n * L->slots;
-    if (!mod) {
-        *rc = frt_cuda_rmsnorm(sp(m), pc->hb, BF16, pc->x, F32, w, NULL, rows, 1, W, L->g->eps, 1);
-        return NULL;
-    }
-    *rc = frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + W, rows, W, L->g->eps);
-    return mod + 2 * W;
+    if (!mod) return frt_cuda_rmsnorm(sp(m), pc->hb, BF16, pc->x, F32, w, NULL, rows, 1, W, L->g->eps, 1);
+    return frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + W, rows, W, L->g->eps);
 }
 
 /* The attention of slot `slot`: its query rows, its KV and mask. */
@@ -757,26 +764,38 @@ static int gemma_attention(frt_model *m, const glayer *L)
     return 0;
 }
 
+/* x += y * gate (gate NULL: plain), then hb = the norm of w (Gemma's
+ * 1 + w) or of the modulation mod [3 W] (adaRMSNorm), in one launch. */
+static int add_norm(frt_model *m, const glayer *L, const float *gate, const float *w, const float *mod)
+{
+    pc_model *pc = pc_of(m);
+    const int W = L->g->width, rows = L->n * L->slots;
+    if (mod)
+        return frt_cuda_add_norm(sp(m), pc->hb, BF16, pc->x, pc->y, NULL, gate, FRT_CUDA_NORM_RMS_ADA, mod, mod + W,
+                                 rows, W, L->g->eps);
+    return frt_cuda_add_norm(sp(m), pc->hb, BF16, pc->x, pc->y, NULL, gate, FRT_CUDA_NORM_RMS_ONE, w, NULL, rows, W,
+                             L->g->eps);
+}
+
 static int gemma_layer(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
     void *s = sp(m);
     const int W = g->width, Q = g->heads * g->head_dim, I = g->inter, n = L->n * L->slots;
-    int rc = 0;
-    const float *gate = gnorm(m, L, L->y->in_norm, L->mods, &rc);
-    FRT_TRY(rc);
+    const float *mods = L->mods;
+    const float *gate = mods ? mods + 2 * W : NULL, *gate2 = mods ? mods + 5 * W : NULL;
+    if (!L->normed) FRT_TRY(gnorm(m, L, L->y->in_norm, mods));
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
     FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
-    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W));
-    gate = gnorm(m, L, L->y->post_norm, L->mods ? L->mods + 3 * W : NULL, &rc);
-    FRT_TRY(rc);
+    FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->gu, n, W, 2 * I));
     FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, n, I));
     FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
-    return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
+    if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
+    return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
 }
 
 /* Prefix layer l of a variant, on prefix set `set`: bidirectional over the
@@ -787,8 +806,10 @@ static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
     pc_model *pc = pc_of(m);
     const pi0_config *c = &Pm->c;
     const uint8_t *mask = frt_buffer_ptr(Pm->pre[set].mask);
+    const int more = l + 1 < c->t.layers;
     glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .slots = 1, .first = 0, .n_kv = sh->rows,
-                .ld_s = sh->lds, .last = l == c->t.layers - 1, .pos = {pc->pos_p}, .inv_freq = pc->t_inv_freq,
+                .ld_s = sh->lds, .last = !more, .normed = l > 0, .fuse_next = more,
+                .next_w = more ? pc->tl[l + 1].in_norm : NULL, .pos = {pc->pos_p}, .inv_freq = pc->t_inv_freq,
                 .mods = NULL, .k = {pc->ek[set][l]}, .v = {pc->ev[set][l]}};
     L.mask[0].d_kmask = mask, L.mask[0].kmask_len = sh->rows, L.mask[0].sfx_start = sh->rows;
     L.mask[0].d_rmask = mask;
@@ -806,14 +827,19 @@ static const slots_of SERIAL_COND = {1, {PI0_COND, PI0_COND}};
 static const slots_of FUSED = {2, {PI0_COND, PI0_UNCOND}};
 
 /* Expert layer l on the slots' prefix sets: the valid prefix rows and the
- * suffix block-causally (Pi0's state token sees itself alone). */
+ * suffix block-causally (Pi0's state token sees itself alone). mods: the
+ * layer's modulations in Pi0.5's [steps, 2 L + 1, 3 E] table (the next
+ * layer's follow them). */
 static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float *mods)
 {
     pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
     const pi0_config *c = &Pm->c;
+    const int more = l + 1 < c->e.layers;
     glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .slots = so->n, .first = pc->Pp,
-                .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .inv_freq = pc->e_inv_freq, .mods = mods};
+                .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
+                .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
+                .inv_freq = pc->e_inv_freq, .mods = mods};
     for (int s = 0; s < so->n; s++) {
         const int set = so->set[s];
         L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
