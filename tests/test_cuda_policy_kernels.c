@@ -6,8 +6,9 @@
  * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
  * block-causal masks), patches, q / k / v with RoPE at given positions, the
  * prefix mask scan, the episode noise (bit for bit with the cpu backend's
- * stream), the Euler step, the residual adds and the residual add fused
- * with each norm (frt_cuda_add_norm). Errors norm-wise
+ * stream), the Euler step, the residual adds, the residual add fused
+ * with each norm (frt_cuda_add_norm) and the batched copies
+ * (pi0_cuda_copy_many, exact). Errors norm-wise
  * ||gpu - cpu|| / ||cpu||; bf16 outputs are compared with the bf16 rounding
  * of the inputs folded into the reference. Bad arguments are refused
  * before a device is needed.
@@ -421,6 +422,38 @@ static void test_add_norm(int rows, int dim, frt_cuda_dtype dt)
     dfree(&dx), dfree(&dx2), dfree(&dy), dfree(&dbias), dfree(&dgate), dfree(&dw), dfree(&db), dfree(&dout);
 }
 
+/* pi0_cuda_copy_many: n pairs of random bytes, in 16-byte words (aligned
+ * size) and bytewise (odd size, odd offsets), each destination exactly
+ * its source, the bytes after it untouched. */
+static void test_copy_many(int n, size_t bytes, size_t off)
+{
+    const size_t span = bytes + 64;
+    uint8_t *h = xzalloc((size_t)n * span), *got = xzalloc((size_t)n * span), *zero = xzalloc((size_t)n * span);
+    for (size_t i = 0; i < (size_t)n * span; i++) h[i] = (uint8_t)frt_test_u64();
+    dbuf src = dalloc((size_t)n * span), dst = dalloc((size_t)n * span);
+    dput(src, 0, h, (size_t)n * span), dput(dst, 0, zero, (size_t)n * span);
+    pi0_copy_list l;
+    memset(&l, 0, sizeof l);
+    l.n = n, l.bytes = bytes;
+    for (int i = 0; i < n; i++) {
+        l.dst[i] = (uint8_t *)dst.p + (size_t)i * span + off;
+        l.src[i] = (const uint8_t *)src.p + (size_t)(n - 1 - i) * span + off; /* reversed pairs */
+    }
+    CHECK_OK(pi0_cuda_copy_many(g_cs, &l));
+    dget(dst, 0, got, (size_t)n * span);
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        ok &= memcmp(got + (size_t)i * span + off, h + (size_t)(n - 1 - i) * span + off, bytes) == 0;
+        ok &= memcmp(got + (size_t)i * span + off + bytes, zero, span - off - bytes) == 0;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "copy_many %d pairs x %zu bytes at offset %zu", n, bytes, off);
+    printf("  %-60s %s\n", name, ok ? "ok (exact)" : "FAIL");
+    CHECK_MSG(ok, "%s", name);
+    free(h), free(got), free(zero);
+    dfree(&src), dfree(&dst);
+}
+
 /* CFG's combine: the twin's bits, aligned (vector path + tail) and not. */
 static void test_cfg_combine(void)
 {
@@ -477,6 +510,13 @@ static void test_args(void)
     memset(&b, 0, sizeof b);
     CHECK_STATUS(frt_cuda_bmm_run(NULL, NULL, &b), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_cfg_combine(NULL, &f, &f, &f, 1.5f, NULL, 0), FRT_ERR_INVALID_ARGUMENT);
+    pi0_copy_list cl;
+    memset(&cl, 0, sizeof cl);
+    cl.n = PI0_COPY_MAX + 1, cl.bytes = 4;
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, &cl), FRT_ERR_INVALID_ARGUMENT);
+    cl.n = 1;
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, &cl), FRT_ERR_INVALID_ARGUMENT); /* NULL pair */
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_patchify(NULL, (uint16_t *)&f, &f, 1, 28, 28, 14, 10), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_qkv_rope(NULL, NULL, NULL, 1, NULL, 1, &f, NULL, &f, 1, 1, 1, 3), FRT_ERR_INVALID_ARGUMENT);
 }
@@ -494,6 +534,9 @@ int main(void)
     test_norms(5, 40, FRT_CUDA_F32);
     test_add_norm(37, 1152, FRT_CUDA_BF16);
     test_add_norm(5, 40, FRT_CUDA_F32);
+    test_copy_many(36, 712 * 256 * 2, 0);
+    test_copy_many(PI0_COPY_MAX, 1000, 0);
+    test_copy_many(3, 37, 3);
     test_acts(19, 72, FRT_CUDA_BF16);
     test_acts(3, 40, FRT_CUDA_F32);
     test_attentions();

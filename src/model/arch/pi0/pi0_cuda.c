@@ -881,6 +881,30 @@ static int plan_attention(frt_model *m)
     return 0;
 }
 
+/* The first `rows` KV rows of every prefix layer of set `set`: from the
+ * attention's buffers into the state (to_state), or back; a few launches
+ * (pi0_cuda_copy_many) instead of a copy node per buffer. */
+static int copy_kv(frt_model *m, int set, int to_state, int rows)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[set];
+    const int layers = Pm->c.t.layers;
+    pi0_copy_list cl;
+    memset(&cl, 0, sizeof cl);
+    cl.bytes = (size_t)rows * pc->KV * 2;
+    for (int l = 0; l < layers; l++) {
+        void *st[2] = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l])};
+        void *wk[2] = {pc->ek[set][l], pc->ev[set][l]};
+        for (int i = 0; i < 2; i++, cl.n++) cl.dst[cl.n] = to_state ? st[i] : wk[i], cl.src[cl.n] = to_state ? wk[i] : st[i];
+        if (cl.n + 2 > PI0_COPY_MAX || l == layers - 1) {
+            FRT_TRY(pi0_cuda_copy_many(sp(m), &cl));
+            cl.n = 0;
+        }
+    }
+    return 0;
+}
+
 /* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
  * input_ids_cond) over the vision tokens, into the set's state. */
 static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
@@ -899,14 +923,11 @@ static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
     FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
                                   port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
                                   c->t.width, c->vocab, sqrtf((float)c->t.width)));
-    const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
     for (int l = 0; l < c->t.layers; l++) {
         const glayer L = prefix_glayer(m, sh, set, l);
         FRT_TRY(gemma_layer(m, &L));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[set][l], kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[set][l], kv_bytes));
     }
-    return 0;
+    return copy_kv(m, set, 1, sh->rows);
 }
 
 /* The suffix rows of step `step` from x_t xt [chunk, A] f32 into pc->x
@@ -981,22 +1002,18 @@ static void task_flag(void *arg)
     if ((a->flag[0] < 1 || (a->cfg && a->flag[1] < 1)) && a->m->task_status == 0) a->m->task_status = FRT_ERR_STATE;
 }
 
-/* One set's prefix KV from the state into the attention's buffers (also
- * after a capsule restore), its meta rows into the pinned flag and its
- * suffix positions. */
-static int flow_prefix(frt_model *m, int set)
+/* One set's meta rows into the pinned flag and its suffix positions;
+ * from_state: its prefix KV from the state into the attention's buffers
+ * (the denoise-only graph: also after a capsule restore; a whole inference
+ * has just written them there). */
+static int flow_prefix(frt_model *m, int set, int from_state)
 {
     pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const pi0_prefix_set *pre = &Pm->pre[set];
-    const int32_t *meta = frt_buffer_ptr(pre->meta);
+    const int32_t *meta = frt_buffer_ptr(Pm->pre[set].meta);
     FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
-    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
-    for (int l = 0; l < Pm->c.t.layers; l++) {
-        FRT_TRY(pi0_cuda_copy(s, pc->ek[set][l], frt_buffer_ptr(pre->k[l]), kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, pc->ev[set][l], frt_buffer_ptr(pre->v[l]), kv_bytes));
-    }
+    if (from_state) FRT_TRY(copy_kv(m, set, 0, pc->P));
     return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
 }
 
@@ -1018,10 +1035,11 @@ static int step_velocity(frt_model *m, int step, int cfg, int fused)
 }
 
 /* The noise, every Euler step and the output, on the prefix(es) in the
- * state; cfg: guidance, serial or fused (slot 0's x stepped with the
- * guided velocity and mirrored into slot 1, so both slots enter the next
- * step from the same x). */
-static int rec_flow(frt_model *m, int cfg, int fused)
+ * state (from_state: read from the state; else the prefix just recorded);
+ * cfg: guidance, serial or fused (slot 0's x stepped with the guided
+ * velocity and mirrored into slot 1, so both slots enter the next step
+ * from the same x). */
+static int rec_flow(frt_model *m, int cfg, int fused, int from_state)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
@@ -1029,8 +1047,8 @@ static int rec_flow(frt_model *m, int cfg, int fused)
     void *s = sp(m);
     const size_t bytes = (size_t)pc->n_act * sizeof(float);
     float *x = fused ? pc->xs : pc->xt;
-    FRT_TRY(flow_prefix(m, PI0_UNCOND));
-    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND));
+    FRT_TRY(flow_prefix(m, PI0_UNCOND, from_state));
+    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND, from_state));
     flag_task ft = {m, frt_buffer_ptr(pc->flag), cfg};
     FRT_TRY(frt_stream_host_task(m->stream, task_flag, &ft, sizeof ft));
     FRT_TRY(pi0_cuda_noise(s, x, port(m, "noise", FRT_IO_INPUT), port(m, "options", FRT_IO_INPUT),
@@ -1089,7 +1107,7 @@ static int record_policy(frt_stream *st, void *user)
     } else {
         FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
     }
-    FRT_TRY(rec_flow(m, cfg, code_fused(code)));
+    FRT_TRY(rec_flow(m, cfg, code_fused(code), 0));
     return count_nodes(m, code);
 }
 
@@ -1119,7 +1137,7 @@ static int record_denoise(frt_stream *st, void *user)
 {
     (void)st;
     const frt_record_ctx *rc = user;
-    return rec_flow(rc->m, code_cfg(rc->bucket), code_fused(rc->bucket));
+    return rec_flow(rc->m, code_cfg(rc->bucket), code_fused(rc->bucket), 1);
 }
 
 /* The config and the GEMM algorithms (another algorithm is other

@@ -271,3 +271,32 @@ extern "C" int pi0_cuda_capture_nodes(void *stream, int *nodes)
     *nodes = (int)n;
     return 0;
 }
+
+/* Block (x, p) copies a slice of pair p: 16-byte words when every pointer
+ * and the size allow, else bytes. */
+__global__ void copy_many_kernel(pi0_copy_list l)
+{
+    const int p = blockIdx.y;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int wide = ((uintptr_t)l.dst[p] | (uintptr_t)l.src[p] | l.bytes) % 16 == 0;
+    if (wide) {
+        uint4 *d = (uint4 *)l.dst[p];
+        const uint4 *s = (const uint4 *)l.src[p];
+        for (size_t i = t0; i < l.bytes / 16; i += stride) d[i] = s[i];
+        return;
+    }
+    uint8_t *d = (uint8_t *)l.dst[p];
+    const uint8_t *s = (const uint8_t *)l.src[p];
+    for (size_t i = t0; i < l.bytes; i += stride) d[i] = s[i];
+}
+
+extern "C" int pi0_cuda_copy_many(void *stream, const pi0_copy_list *l)
+{
+    FRT_ARG(l && l->n >= 0 && l->n <= PI0_COPY_MAX, "pi0 copy many: bad list");
+    for (int i = 0; i < l->n; i++) FRT_ARG(l->dst[i] && l->src[i], "pi0 copy many: NULL pointer in pair %d", i);
+    if (l->n == 0 || l->bytes == 0) return 0;
+    const unsigned int bx = frt_grid_blocks((l->bytes + 15) / 16, T256, 64);
+    copy_many_kernel<<<dim3(bx, (unsigned int)l->n), T256, 0, (cudaStream_t)stream>>>(*l);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}

@@ -84,6 +84,23 @@ int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0, float dt, 
 /* cudaMemcpyAsync(dst, src, bytes, Default) (device, pinned host). */
 int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t bytes);
 
+/* Up to PI0_COPY_MAX device copies of `bytes` each, dst[i] <- src[i] (no
+ * overlaps), in one kernel launch instead of n copy nodes of a graph (the
+ * prefix KV of every layer into the state and back). */
+#define PI0_COPY_MAX 64
+typedef struct pi0_copy_list {
+    void *dst[PI0_COPY_MAX];
+    const void *src[PI0_COPY_MAX];
+    int n;
+    size_t bytes;
+} pi0_copy_list;
+
+/* Enqueues the copies of l (passed by value to the kernel: l may be freed
+ * after the call). 16-byte words where every pointer and bytes allow.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL list or pointer, n outside
+ * 0..PI0_COPY_MAX), FRT_ERR_BACKEND. Tested in test_cuda_policy_kernels.c. */
+int pi0_cuda_copy_many(void *stream, const pi0_copy_list *l);
+
 /* *nodes = the nodes (kernels, copies, memsets, host tasks) the stream's
  * capture holds so far (cudaStreamGetCaptureInfo + cudaGraphGetNodes; legal
  * inside the capture, enqueues nothing). Errors: FRT_ERR_INVALID_ARGUMENT
