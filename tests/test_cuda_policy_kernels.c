@@ -225,6 +225,42 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
 }
 
+/* frt_cuda_attention_masked_many: three MHA attentions of one layout (q /
+ * k / v of camera slots one after another, scores following each other)
+ * give the bytes of three single calls; a slot whose scores do not follow
+ * is refused. */
+static void test_attention_many(frt_cuda_bmm *h)
+{
+    enum { N = 3, NQ = 37, HEADS = 3, HD = 24, LD = 40 };
+    const int D = HEADS * HD;
+    const size_t nx = (size_t)N * NQ * 3 * D, nout = (size_t)N * NQ * D, ns = (size_t)N * HEADS * NQ * LD;
+    float *qkv = frand(nx, -1, 1);
+    dbuf dqkv = dbf(qkv, nx), d1 = dalloc(nout * 2), d2 = dalloc(nout * 2), ds = dalloc(ns * 4), dp = dalloc(ns * 2);
+    frt_cuda_attn_args a[N];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < N; i++) {
+        const uint16_t *q = (const uint16_t *)dqkv.p + (size_t)i * NQ * 3 * D;
+        a[i].q = q, a[i].k = q + D, a[i].v = q + 2 * D, a[i].ldq = a[i].ldkv = 3 * D;
+        a[i].n_q = a[i].n_kv = NQ, a[i].n_heads = a[i].n_kv_heads = HEADS, a[i].head_dim = HD;
+        a[i].scale = 1.0f / sqrtf((float)HD), a[i].ld_s = LD;
+        a[i].scores = (float *)ds.p + (size_t)i * HEADS * NQ * LD;
+        a[i].probs = (uint16_t *)dp.p + (size_t)i * HEADS * NQ * LD;
+        a[i].mask.kmask_len = a[i].mask.sfx_start = NQ;
+        a[i].out = (uint16_t *)d1.p + (size_t)i * NQ * D;
+        CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a[i]));
+        a[i].out = (uint16_t *)d2.p + (size_t)i * NQ * D;
+    }
+    CHECK_OK(frt_cuda_attention_masked_many(h, g_cs, a, N));
+    uint16_t *g1 = xzalloc(nout * 2), *g2 = xzalloc(nout * 2);
+    dget(d1, 0, g1, nout * 2), dget(d2, 0, g2, nout * 2);
+    report_same("attention_many: 3 camera slots == 3 single calls", g1, g2, nout * 2);
+    a[2].scores = a[0].scores; /* does not follow */
+    CHECK_STATUS(frt_cuda_attention_masked_many(h, g_cs, a, N), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_attention_masked_many(h, g_cs, a, 0), FRT_ERR_INVALID_ARGUMENT);
+    free(qkv), free(g1), free(g2);
+    dfree(&dqkv), dfree(&d1), dfree(&d2), dfree(&ds), dfree(&dp);
+}
+
 static void test_attentions(void)
 {
     frt_cuda_bmm *h = NULL;
@@ -240,6 +276,7 @@ static void test_attentions(void)
         {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
+    test_attention_many(h);
     frt_cuda_bmm_destroy(h);
 }
 

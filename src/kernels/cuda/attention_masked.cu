@@ -7,6 +7,8 @@
  *     one product, [n_q * n_heads, head_dim] x [n_kv, head_dim]^T;
  *   n_heads == n_kv_heads (SigLIP): one batch per head, the head's columns
  *     of q, k, v read in place through the row strides.
+ * Several attentions of one layout (SigLIP's camera slots) share the
+ * softmax launch (frt_cuda_attention_masked_many).
  * Twin: frt_cpu_attention_masked (tests/test_cuda_policy_kernels.c).
  */
 #include "kernels/cuda/cuda_util.h"
@@ -61,17 +63,53 @@ extern "C" int frt_cuda_attention_masked_plan(frt_cuda_bmm *h, const frt_cuda_at
     return frt_cuda_bmm_plan(h, &o);
 }
 
-extern "C" int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a)
+/* The masked softmax of `rows` score rows of a's layout (rows_total: those
+ * of several attentions whose scores follow one another). */
+static int attn_softmax(void *stream, const frt_cuda_attn_args *a, int rows_total)
 {
-    FRT_ARG(h && a, "attention_masked: NULL argument");
-    FRT_TRY(attn_check(a));
-    frt_cuda_bmm_args s, o;
-    int rows;
-    attn_products(a, &s, &o, &rows);
-    FRT_TRY(frt_cuda_bmm_run(h, stream, &s));
     frt_cuda_attn_mask mk = a->mask;
     mk.rows_per_token = a->n_kv_heads == 1 ? a->n_heads : 1;
     mk.tokens = a->n_q;
-    FRT_TRY(frt_cuda_softmax_masked(stream, a->probs, a->scores, rows, a->n_kv, a->ld_s, &mk));
-    return frt_cuda_bmm_run(h, stream, &o);
+    return frt_cuda_softmax_masked(stream, a->probs, a->scores, rows_total, a->n_kv, a->ld_s, &mk);
+}
+
+extern "C" int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a)
+{
+    return frt_cuda_attention_masked_many(h, stream, a, 1);
+}
+
+/* b has a's sizes, scale and mask. */
+static int same_layout(const frt_cuda_attn_args *a, const frt_cuda_attn_args *b)
+{
+    const frt_cuda_attn_mask *x = &a->mask, *y = &b->mask;
+    return a->n_q == b->n_q && a->n_kv == b->n_kv && a->n_heads == b->n_heads && a->n_kv_heads == b->n_kv_heads &&
+           a->head_dim == b->head_dim && a->ld_s == b->ld_s && a->scale == b->scale && x->d_kmask == y->d_kmask &&
+           x->kmask_len == y->kmask_len && x->sfx_start == y->sfx_start && x->sfx_n == y->sfx_n &&
+           x->solo_first == y->solo_first && x->d_rmask == y->d_rmask;
+}
+
+extern "C" int frt_cuda_attention_masked_many(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a, int n)
+{
+    FRT_ARG(h && a && n >= 1 && n <= FRT_CUDA_ATTN_MANY_MAX, "attention_masked: NULL argument or n %d", n);
+    frt_cuda_bmm_args s, o;
+    int rows;
+    FRT_TRY(attn_check(a));
+    attn_products(a, &s, &o, &rows);
+    const size_t step = (size_t)rows * a->ld_s;
+    for (int i = 1; i < n; i++) {
+        FRT_TRY(attn_check(&a[i]));
+        FRT_ARG(same_layout(a, &a[i]) && a[i].scores == a->scores + i * step && a[i].probs == a->probs + i * step,
+                "attention_masked: attention %d of %d has another layout, or its scores / probs do not follow the "
+                "previous ones", i, n);
+    }
+    for (int i = 0; i < n; i++) {
+        attn_products(&a[i], &s, &o, &rows);
+        FRT_TRY(frt_cuda_bmm_run(h, stream, &s));
+    }
+    FRT_TRY(attn_softmax(stream, a, rows * n));
+    for (int i = 0; i < n; i++) {
+        attn_products(&a[i], &s, &o, &rows);
+        FRT_TRY(frt_cuda_bmm_run(h, stream, &o));
+    }
+    return 0;
 }

@@ -197,6 +197,16 @@ typedef struct frt_cuda_attn_args {
 
 int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a);
 
+/* n attentions of one layout (the same sizes, scale and mask; other q, k,
+ * v, out) in 2 n + 1 launches instead of 3 n: every S = scale Q K^T, one
+ * softmax over all their score rows, every O = P V. a[i].scores and
+ * a[i].probs must follow a[i - 1]'s (a[0].scores + i * n_q * n_heads *
+ * ld_s, the same for probs). The bits of n frt_cuda_attention_masked calls.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n outside 1..FRT_CUDA_ATTN_MANY_MAX,
+ * another layout or scratch that does not follow), those of the parts. */
+#define FRT_CUDA_ATTN_MANY_MAX 64
+int frt_cuda_attention_masked_many(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a, int n);
+
 /* Plans the two products of frt_cuda_attention_masked(h, ., a) (at setup;
  * nothing is enqueued). Errors: those of frt_cuda_bmm_plan and of the
  * argument checks above. */

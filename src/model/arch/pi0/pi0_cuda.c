@@ -496,7 +496,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
-    const size_t sc = (size_t)imax(c->v_heads * c->n_patch * pc->lds_v,
+    const size_t sc = (size_t)imax(c->max_cameras * c->v_heads * c->n_patch * pc->lds_v,
                                    imax(c->t.heads * pc->P * pc->lds_p, c->e.heads * pc->ns * pc->lds_e));
     pc->x = take(a, (size_t)rows * W * 4);
     pc->y = take(a, (size_t)rows * Y * 4);
@@ -641,15 +641,18 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
     a.n_heads = a.n_kv_heads = c->v_heads;
     a.head_dim = c->v_head_dim;
     a.scale = 1.0f / sqrtf((float)c->v_head_dim);
-    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = pc->lds_v;
+    const size_t s0 = (size_t)cam * c->v_heads * np * pc->lds_v; /* the slots' scores follow one another */
+    a.scores = pc->scores + s0, a.probs = pc->probs + s0, a.ld_s = pc->lds_v;
     a.mask.kmask_len = a.mask.sfx_start = np;
     return a;
 }
 
-static int vit_attention(frt_model *m, int cam)
+/* The attention of every camera slot of the variant (one softmax launch). */
+static int vit_attention(frt_model *m, int cams)
 {
-    const frt_cuda_attn_args a = vit_attn_args(m, cam);
-    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), &a);
+    frt_cuda_attn_args a[FRT_CUDA_ATTN_MANY_MAX];
+    for (int cam = 0; cam < cams; cam++) a[cam] = vit_attn_args(m, cam);
+    return frt_cuda_attention_masked_many(pc_of(m)->bmm, sp(m), a, cams);
 }
 
 /* One SigLIP layer on hb = its first LayerNorm of x (the caller's, or the
@@ -664,7 +667,7 @@ static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const f
     const int D = c->v_width, I = c->v_inter, n = sh->nv;
     FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
     FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
-    for (int cam = 0; cam < sh->cams; cam++) FRT_TRY(vit_attention(m, cam));
+    FRT_TRY(vit_attention(m, sh->cams));
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
     FRT_TRY(frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->o_b, NULL, FRT_CUDA_NORM_LAYER, y->ln2_w, y->ln2_b, n,
                               D, c->v_eps));
