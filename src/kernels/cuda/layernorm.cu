@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(LN_THREADS) add_norm_kernel(void *out, int out
         for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += ((double)xr[i] - mean) * ((double)xr[i] - mean);
         const float rstd = (float)(1.0 / sqrt(block_sum(ss, sh) / dim + (double)eps));
         const float mu = (float)mean;
-        for (int i = threadIdx.x; i < dim; i += LN_THREADS) frt_st(out, out_dt, o + i, (xr[i] - mu) * rstd * w[i] + b[i]);
+        for (int i = threadIdx.x; i < dim; i += LN_THREADS)
+            frt_st(out, out_dt, o + i, (xr[i] - mu) * rstd * w[i] + b[i]);
         return;
     }
     const float var = (float)(block_sum(s, sh) / dim);

@@ -899,7 +899,10 @@ static int copy_kv(frt_model *m, int set, int to_state, int rows)
     for (int l = 0; l < layers; l++) {
         void *st[2] = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l])};
         void *wk[2] = {pc->ek[set][l], pc->ev[set][l]};
-        for (int i = 0; i < 2; i++, cl.n++) cl.dst[cl.n] = to_state ? st[i] : wk[i], cl.src[cl.n] = to_state ? wk[i] : st[i];
+        for (int i = 0; i < 2; i++, cl.n++) {
+            cl.dst[cl.n] = to_state ? st[i] : wk[i];
+            cl.src[cl.n] = to_state ? wk[i] : st[i];
+        }
         if (cl.n + 2 > PI0_COPY_MAX || l == layers - 1) {
             FRT_TRY(pi0_cuda_copy_many(sp(m), &cl));
             cl.n = 0;
