@@ -330,6 +330,42 @@ static void test_qkv_rope(void)
     dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&dq), dfree(&dk), dfree(&dv);
 }
 
+/* pi0_cuda_qkv_rope_slots: two slots of n tokens (other K / V rows and
+ * positions each) in one launch give the bytes of one call per slot. */
+static void test_qkv_rope_slots(void)
+{
+    enum { N = 7, HEADS = 2, KVH = 1, HD = 16, NH = HEADS + 2 * KVH, LDK = KVH * HD };
+    float *qkv = frand((size_t)2 * N * NH * HD, -2, 2), inv[HD / 2];
+    int32_t pos[2 * N];
+    for (int t = 0; t < 2 * N; t++) pos[t] = (int32_t)(frt_test_u64() % 300);
+    for (int i = 0; i < HD / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
+    const size_t nq = (size_t)2 * N * HEADS * HD, nk = (size_t)N * LDK;
+    dbuf dqkv = dfl(qkv, (size_t)2 * N * NH * HD), dinv = dfl(inv, HD / 2), dpos = dalloc(sizeof pos);
+    dput(dpos, 0, pos, sizeof pos);
+    dbuf q1 = dalloc(nq * 2), q2 = dalloc(nq * 2), kv1 = dalloc(4 * nk * 2), kv2 = dalloc(4 * nk * 2);
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = 2;
+    for (int s = 0; s < 2; s++) {
+        uint16_t *k1 = (uint16_t *)kv1.p + (size_t)(2 * s) * nk, *v1 = k1 + nk;
+        CHECK_OK(pi0_cuda_qkv_rope(g_cs, (uint16_t *)q1.p + (size_t)s * N * HEADS * HD, k1, LDK, v1, LDK,
+                                   (const float *)dqkv.p + (size_t)s * N * NH * HD, (const int32_t *)dpos.p + s * N,
+                                   dinv.p, N, HEADS, KVH, HD));
+        d.k[s] = (uint16_t *)kv2.p + (size_t)(2 * s) * nk, d.v[s] = d.k[s] + nk;
+        d.pos[s] = (const int32_t *)dpos.p + s * N;
+    }
+    CHECK_OK(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD));
+    uint16_t *a = xzalloc(nq * 2 + 8 * nk), *b = xzalloc(nq * 2 + 8 * nk);
+    dget(q1, 0, a, nq * 2), dget(q2, 0, b, nq * 2);
+    dget(kv1, 0, a + nq, 4 * nk * 2), dget(kv2, 0, b + nq, 4 * nk * 2);
+    report_same("qkv_rope_slots: 2 slots == one call per slot (q, k, v)", a, b, nq * 2 + 8 * nk);
+    d.slots = 3;
+    CHECK_STATUS(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    free(qkv), free(a), free(b);
+    dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&q1), dfree(&q2), dfree(&kv1), dfree(&kv2);
+}
+
 static void test_prefix_mask(void)
 {
     const int cams = 3, np = 5, tok = 9, n = cams * np + tok, total = n + 5;
@@ -579,6 +615,7 @@ int main(void)
     test_attentions();
     test_patchify();
     test_qkv_rope();
+    test_qkv_rope_slots();
     test_prefix_mask();
     test_noise();
     test_euler_residual();

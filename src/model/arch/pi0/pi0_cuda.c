@@ -748,18 +748,21 @@ static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L, int slo
     return a;
 }
 
-/* q / k / v with RoPE, then (unless last) the attention, slot by slot. */
+/* q / k / v with RoPE (every slot in one launch), then (unless last) the
+ * attention, slot by slot. */
 static int gemma_attention(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
-    const int Q = g->heads * g->head_dim, QKV = Q + 2 * pc->KV;
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = L->slots;
     for (int s = 0; s < L->slots; s++) {
-        uint16_t *k = L->k[s] + (size_t)L->first * pc->KV, *v = L->v[s] + (size_t)L->first * pc->KV;
-        FRT_TRY(pi0_cuda_qkv_rope(sp(m), pc->qkvb + (size_t)s * L->n * Q, k, pc->KV, v, pc->KV,
-                                  pc->y + (size_t)s * L->n * QKV, L->pos[s], L->inv_freq, L->n, g->heads,
-                                  g->kv_heads, g->head_dim));
+        d.k[s] = L->k[s] + (size_t)L->first * pc->KV, d.v[s] = L->v[s] + (size_t)L->first * pc->KV;
+        d.pos[s] = L->pos[s];
     }
+    FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
+                                    g->kv_heads, g->head_dim));
     for (int s = 0; s < L->slots && !L->last; s++) {
         const frt_cuda_attn_args a = gemma_attn_args(m, L, s);
         FRT_TRY(frt_cuda_attention_masked(pc->bmm, sp(m), &a));
