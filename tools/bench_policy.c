@@ -176,7 +176,7 @@ static int bench_row_run(frt_model *m, const frt_policy_info *pi, const bench_cf
     row_stats(r, ms, dn, b->repeats);
     r->floor_ms = floor_ms(&cost, &b->fl, pi->n_steps, b->bytes_per_param, cfg);
     int rc = frt_policy_graph_nodes(m, &in, &r->nodes);
-    if (rc == FRT_ERR_UNSUPPORTED) r->nodes = -1;
+    if (rc == FRT_ERR_UNSUPPORTED || rc == FRT_ERR_BACKEND) r->nodes = -1; /* not counted: n/a */
     else if (rc) return rc;
     return 0;
 }

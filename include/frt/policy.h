@@ -174,7 +174,7 @@ FRT_API int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt
  * must have run once (it is captured on first use). Errors:
  * FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_UNSUPPORTED (not a policy, or a
  * backend that does not count: the cpu backend), FRT_ERR_NO_VARIANT (not
- * captured yet). */
+ * captured yet), FRT_ERR_BACKEND (the CUDA runtime could not count it). */
 FRT_API int frt_policy_graph_nodes(const frt_model *m, const frt_policy_inputs *in, int *nodes);
 
 /* Warm re-entry: runs only the flow-matching steps on the prefix the state

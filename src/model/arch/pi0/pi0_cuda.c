@@ -1076,12 +1076,13 @@ static int rec_flow(frt_model *m, int cfg, int fused, int from_state)
 }
 
 /* Keeps the node count of the variant `code` the stream is capturing (the
- * oldest entry goes when the table is full). */
-static int count_nodes(frt_model *m, int code)
+ * oldest entry goes when the table is full; -1 when the runtime cannot
+ * count: the count is a diagnostic, the capture goes on). */
+static void count_nodes(frt_model *m, int code)
 {
     pc_model *pc = pc_of(m);
-    int n = 0;
-    FRT_TRY(pi0_cuda_capture_nodes(sp(m), &n));
+    int n = -1;
+    if (pi0_cuda_capture_nodes(sp(m), &n) != 0) n = -1;
     int i = 0;
     while (i < pc->n_node && pc->node_code[i] != code) i++;
     if (i == PC_NODE_TABLE) {
@@ -1092,7 +1093,6 @@ static int count_nodes(frt_model *m, int code)
         pc->n_node++;
     }
     pc->node_code[i] = code, pc->node_n[i] = n;
-    return 0;
 }
 
 /* rc->bucket: a variant code (variant_code), or 0: every camera slot and
@@ -1117,7 +1117,8 @@ static int record_policy(frt_stream *st, void *user)
         FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
     }
     FRT_TRY(rec_flow(m, cfg, code_fused(code), 0));
-    return count_nodes(m, code);
+    count_nodes(m, code);
+    return 0;
 }
 
 /* frt_arch_backend.policy_variant: an inference's (fused, camera slots,
@@ -1137,8 +1138,11 @@ static int policy_graph_nodes(const frt_model *m, const frt_policy_inputs *in, i
 {
     const pc_model *pc = pc_of(m);
     const int code = policy_variant(m, in, cfg);
-    for (int i = 0; i < pc->n_node; i++)
-        if (pc->node_code[i] == code) return pc->node_n[i];
+    for (int i = 0; i < pc->n_node; i++) {
+        if (pc->node_code[i] != code) continue;
+        if (pc->node_n[i] < 0) return frt_error(FRT_ERR_BACKEND, "pi0 cuda: the graph's nodes could not be counted");
+        return pc->node_n[i];
+    }
     return frt_error(FRT_ERR_NO_VARIANT, "pi0 cuda: the graph of this observation's shape was not captured yet");
 }
 
