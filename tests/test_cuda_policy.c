@@ -263,6 +263,9 @@ static void cuda_cfg_fused(const char *shape, frt_model *g, const obs *o, const 
     frt_policy_inputs same = inputs(o, pi, 1);
     same.input_ids_cond = o->ids, same.attention_mask_cond = o->am, same.n_tokens_cond = o->tok;
     run_cfg(g, &same, FRT_POLICY_CFG_FUSED, 2.0f, a, na);
+    int nodes = 0;
+    CHECK_OK(frt_policy_graph_nodes(g, &same, &nodes));
+    printf("  %-28s graph nodes of the fused CFG inference: %d\n", shape, nodes);
     CHECK_OK(frt_model_output_read(g, "velocity_slots", vs, 2 * na * sizeof(float)));
     const int sym = memcmp(vs, vs + na, na * 4) == 0;
     CHECK_MSG(sym, "%s: C3 the two slots differ on the same prompt and noise", shape);
@@ -317,6 +320,13 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     block(shape, "actions", ga, ca, na, 3e-2, 0.999);
     printf("  %-28s one inference: cpu %.1f ms, cuda %.3f ms (host clock, with the input upload)\n", shape, ms_c,
            ms_g);
+    frt_policy_inputs gin = inputs(&o, &pi, 1);
+    int nodes = 0;
+    CHECK_OK(frt_policy_graph_nodes(g, &gin, &nodes));
+    CHECK(nodes > 0);
+    gin.n_cameras = o.cams == 1 ? 2 : 1; /* another variant, not captured yet */
+    CHECK_STATUS(frt_policy_graph_nodes(g, &gin, &nodes), FRT_ERR_NO_VARIANT);
+    printf("  %-28s graph nodes of this observation's inference: %d\n", shape, nodes);
     cuda_properties(shape, g, c, &o, &pi, variants);
     cuda_cfg(shape, g, c, &o, &pi);
     cuda_cfg_fused(shape, g, &o, &pi);
