@@ -261,6 +261,61 @@ static void test_attention_many(frt_cuda_bmm *h)
     dfree(&dqkv), dfree(&d1), dfree(&d2), dfree(&ds), dfree(&dp);
 }
 
+/* The allow matrix of one attention of the expert form (prefix mask km,
+ * then sfx_n suffix keys from sfx_start, block-causal when solo_first). */
+static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
+{
+    uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
+    for (int t = 0; t < c->n_q; t++)
+        for (int j = 0; j < c->n_kv; j++)
+            allow[(size_t)t * c->n_kv + j] = j < c->kmask_len ? km[j] : j >= c->sfx_start &&
+                                                                          j - c->sfx_start < c->sfx_n &&
+                                                                          (!c->solo_first || t > 0 || j == c->sfx_start);
+    return allow;
+}
+
+/* A batch of 2 attentions of the one-KV-head form (fused CFG's slots):
+ * each its own q, K / V (skv apart) and prefix mask (kmask_stride apart),
+ * against the twin per attention. */
+static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
+{
+    enum { B = 2, MS = 64 };
+    const int Q = c->heads * c->hd, KV = c->hd;
+    const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV, ns = (size_t)c->n_q * c->heads * c->ld_s;
+    float *q = frand(B * nq, -1, 1), *k = frand(B * nk, -1, 1), *v = frand(B * nk, -1, 1), *ref = fnew(nq);
+    uint8_t km[B * MS];
+    for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
+    dbuf dq = dbf(q, B * nq), dk = dbf(k, B * nk), dv = dbf(v, B * nk), dout = dalloc(B * nq * 2);
+    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc(sizeof km);
+    dput(dkm, 0, km, sizeof km);
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = dout.p, a.q = dq.p, a.k = dk.p, a.v = dv.p, a.ldq = Q, a.ldkv = KV;
+    a.n_q = c->n_q, a.n_kv = c->n_kv, a.n_heads = c->heads, a.n_kv_heads = 1, a.head_dim = c->hd;
+    a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
+    a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
+    a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
+    a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
+    CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
+    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    float *got = dfloats(dout, B * nq, FRT_CUDA_BF16);
+    for (int b = 0; b < B; b++) {
+        uint8_t *allow = allow_of(c, km + b * MS);
+        frt_cpu_attention_masked(ref, q + b * nq, k + b * nk, v + b * nk, allow, c->n_q, c->n_kv, c->heads, 1, c->hd,
+                                 a.scale);
+        char name[128];
+        snprintf(name, sizeof name, "%s, batch of 2: attention %d", c->name, b);
+        report(name, frt_test_rel_err(got + b * nq, ref, nq), 1.5e-2);
+        free(allow);
+    }
+    a.n_kv_heads = a.n_heads = 2, a.ldq = a.ldkv = 2 * c->hd; /* the MHA form: no batch */
+    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_UNSUPPORTED);
+    a.n_kv_heads = 1, a.skv = -1;
+    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_INVALID_ARGUMENT);
+    free(got), free(q), free(k), free(v), free(ref);
+    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm);
+}
+
 static void test_attentions(void)
 {
     frt_cuda_bmm *h = NULL;
@@ -277,6 +332,8 @@ static void test_attentions(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
     test_attention_many(h);
+    test_attention_batch(h, &cases[2]);
+    test_attention_batch(h, &cases[3]);
     frt_cuda_bmm_destroy(h);
 }
 
@@ -558,7 +615,7 @@ static void test_cfg_combine(void)
 static void test_args(void)
 {
     float f = 0;
-    frt_cuda_attn_mask mk = {NULL, 1, 1, 0, 0, NULL, 1, 1};
+    frt_cuda_attn_mask mk = {NULL, 1, 1, 0, 0, NULL, 1, 1, 0};
     CHECK_STATUS(frt_cuda_layernorm(NULL, NULL, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_layernorm(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_rmsnorm_ada(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 0, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);

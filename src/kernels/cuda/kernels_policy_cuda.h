@@ -119,6 +119,8 @@ typedef struct frt_cuda_attn_mask {
     const uint8_t *d_rmask; /* [tokens] u8 device, or NULL */
     int rows_per_token;     /* >= 1: rows of one token (the heads of the folded GQA layout) */
     int tokens;             /* >= 1: tokens of one batch (rows wrap to token 0 at each batch) */
+    long long kmask_stride; /* batch b = row / (tokens rows_per_token) reads d_kmask + b kmask_stride (bytes,
+                               may be negative; 0: one mask for every batch) */
 } frt_cuda_attn_mask;
 
 /* Softmax over the allowed keys of each row of s [rows, ld] f32 (the first
@@ -181,7 +183,14 @@ int frt_cuda_bmm_run(frt_cuda_bmm *h, void *stream, const frt_cuda_bmm_args *a);
  * elements; k, v [n_kv, n_kv_heads, head_dim] bf16 with rows of ldkv; out
  * [n_q, n_heads, head_dim] bf16 contiguous. scores f32 and probs bf16 are
  * scratch of n_q * n_heads * ld_s elements each, ld_s >= n_kv (a multiple of
- * 8 keeps rows 16-byte aligned). Errors: those of the parts.
+ * 8 keeps rows 16-byte aligned).
+ * batch > 1 (one KV head only; MHA: FRT_ERR_UNSUPPORTED): `batch`
+ * independent attentions of this layout in the same launches (fused CFG's
+ * slots): attention b reads q + b sq, k + b skv, v + b skv and the mask
+ * d_kmask + b mask.kmask_stride, writes out + b sout; its scores and probs
+ * rows follow attention b - 1's (scratch of batch times the size above).
+ * Strides in elements, >= 0. batch 0 or 1: one attention (strides unused).
+ * Errors: those of the parts.
  * Twin: frt_cpu_attention_masked with allow[t, j] from `mask`. */
 typedef struct frt_cuda_attn_args {
     uint16_t *out;
@@ -193,6 +202,8 @@ typedef struct frt_cuda_attn_args {
     uint16_t *probs;
     int ld_s;
     frt_cuda_attn_mask mask;
+    int batch;                 /* 0 / 1: one attention; > 1: see above */
+    long long sq, skv, sout;   /* the batch strides (elements) */
 } frt_cuda_attn_args;
 
 int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a);
@@ -201,7 +212,8 @@ int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn
  * v, out) in 2 n + 1 launches instead of 3 n: every S = scale Q K^T, one
  * softmax over all their score rows, every O = P V. a[i].scores and
  * a[i].probs must follow a[i - 1]'s (a[0].scores + i * n_q * n_heads *
- * ld_s, the same for probs). The bits of n frt_cuda_attention_masked calls.
+ * ld_s, the same for probs); batch 0 or 1 each. The bits of n
+ * frt_cuda_attention_masked calls.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n outside 1..FRT_CUDA_ATTN_MANY_MAX,
  * another layout or scratch that does not follow), those of the parts. */
 #define FRT_CUDA_ATTN_MANY_MAX 64

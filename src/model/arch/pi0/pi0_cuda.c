@@ -497,7 +497,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
     const size_t sc = (size_t)imax(c->max_cameras * c->v_heads * c->n_patch * pc->lds_v,
-                                   imax(c->t.heads * pc->P * pc->lds_p, c->e.heads * pc->ns * pc->lds_e));
+                                   imax(c->t.heads * pc->P * pc->lds_p, 2 * c->e.heads * pc->ns * pc->lds_e));
     pc->x = take(a, (size_t)rows * W * 4);
     pc->y = take(a, (size_t)rows * Y * 4);
     pc->scores = take(a, sc * 4);
@@ -515,7 +515,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
-    for (int set = 0; set < 2; set++) {
+    for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
             const size_t kvb = (size_t)(pc->Pp + pc->nsp) * pc->KV * 2;
@@ -748,8 +748,26 @@ static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L, int slo
     return a;
 }
 
+/* The attention of both fused CFG slots as one batch of 2 (their KV
+ * buffers a constant positive stride apart, as carve lays them out; the
+ * masks any distance apart) into *a; 0 when the layout does not allow it
+ * (then slot by slot). */
+static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
+{
+    const pi0_gemma_config *g = L->g;
+    if (L->slots != 2) return 0;
+    const long long skv = (long long)(L->k[1] - L->k[0]);
+    if (skv <= 0 || (long long)(L->v[1] - L->v[0]) != skv) return 0;
+    *a = gemma_attn_args(m, L, 0);
+    a->batch = 2;
+    a->sq = a->sout = (long long)L->n * g->heads * g->head_dim;
+    a->skv = skv;
+    a->mask.kmask_stride = (long long)((uintptr_t)L->mask[1].d_kmask - (uintptr_t)L->mask[0].d_kmask);
+    return 1;
+}
+
 /* q / k / v with RoPE (every slot in one launch), then (unless last) the
- * attention, slot by slot. */
+ * attention: both slots as one batch, or slot by slot. */
 static int gemma_attention(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -763,8 +781,11 @@ static int gemma_attention(frt_model *m, const glayer *L)
     }
     FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
                                     g->kv_heads, g->head_dim));
-    for (int s = 0; s < L->slots && !L->last; s++) {
-        const frt_cuda_attn_args a = gemma_attn_args(m, L, s);
+    if (L->last) return 0;
+    frt_cuda_attn_args a;
+    if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
+    for (int s = 0; s < L->slots; s++) {
+        a = gemma_attn_args(m, L, s);
         FRT_TRY(frt_cuda_attention_masked(pc->bmm, sp(m), &a));
     }
     return 0;
@@ -867,10 +888,12 @@ static int plan_attention(frt_model *m)
         FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
     }
     const glayer F = expert_glayer(m, &FUSED, 0, NULL);
+    frt_cuda_attn_args fa;
     for (int s = 0; s < 2; s++) {
         const frt_cuda_attn_args a = gemma_attn_args(m, &F, s);
         FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
     }
+    if (slots_batch(m, &F, &fa)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &fa));
     for (int set = 0; set < 2; set++) {
         const glayer E = expert_glayer(m, set == PI0_COND ? &SERIAL_COND : &SERIAL_UNCOND, 0, NULL);
         const frt_cuda_attn_args a = gemma_attn_args(m, &E, 0);
