@@ -26,6 +26,19 @@ static __device__ double block_sum(double v, double *sh)
     return r;
 }
 
+/* The rest of the LayerNorm of row xr into out row `o` (element offset),
+ * given s, this thread's part of the row's sum. */
+static __device__ void ln_finish(void *out, int out_dt, size_t o, const float *xr, const float *w, const float *b,
+                                 int dim, float eps, double s, double *sh)
+{
+    const double mean = block_sum(s, sh) / dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+    const float rstd = (float)(1.0 / sqrt(block_sum(ss, sh) / dim + (double)eps));
+    const float mu = (float)mean;
+    for (int i = threadIdx.x; i < dim; i += LN_THREADS) frt_st(out, out_dt, o + i, (xr[i] - mu) * rstd * w[i] + b[i]);
+}
+
 __global__ void __launch_bounds__(LN_THREADS) layernorm_kernel(void *out, int out_dt, const float *x, const float *w,
                                                                const float *b, int dim, float eps)
 {
@@ -33,13 +46,7 @@ __global__ void __launch_bounds__(LN_THREADS) layernorm_kernel(void *out, int ou
     const float *xr = x + (size_t)blockIdx.x * dim;
     double s = 0;
     for (int i = threadIdx.x; i < dim; i += LN_THREADS) s += xr[i];
-    const double mean = block_sum(s, sh) / dim;
-    double ss = 0;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-    const float rstd = (float)(1.0 / sqrt(block_sum(ss, sh) / dim + (double)eps));
-    const float mu = (float)mean;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS)
-        frt_st(out, out_dt, (size_t)blockIdx.x * dim + i, (xr[i] - mu) * rstd * w[i] + b[i]);
+    ln_finish(out, out_dt, (size_t)blockIdx.x * dim, xr, w, b, dim, eps, s, sh);
 }
 
 __global__ void __launch_bounds__(LN_THREADS) rmsnorm_ada_kernel(void *out, int out_dt, const float *x,
@@ -103,13 +110,7 @@ __global__ void __launch_bounds__(LN_THREADS) add_norm_kernel(void *out, int out
     }
     const size_t o = (size_t)blockIdx.x * dim;
     if (kind == FRT_CUDA_NORM_LAYER) {
-        const double mean = block_sum(s, sh) / dim;
-        double ss = 0;
-        for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-        const float rstd = (float)(1.0 / sqrt(block_sum(ss, sh) / dim + (double)eps));
-        const float mu = (float)mean;
-        for (int i = threadIdx.x; i < dim; i += LN_THREADS)
-            frt_st(out, out_dt, o + i, (xr[i] - mu) * rstd * w[i] + b[i]);
+        ln_finish(out, out_dt, o, xr, w, b, dim, eps, s, sh);
         return;
     }
     const float var = (float)(block_sum(s, sh) / dim);
