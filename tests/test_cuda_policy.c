@@ -17,9 +17,12 @@
  * equals the full inference bit for bit, one graph variant per shape key
  * however many runs, denoise without a prefix is refused; serial CFG
  * (beta 1.5, a conditioned prompt of its own) against the cpu backend's
- * guided actions within the same bar, its denoise-only bit for bit, the
- * fused mode refused, CFG off again bit for bit the unguided chunk. Prints
- * the time of one inference on each backend.
+ * guided actions within the same bar, its denoise-only bit for bit, CFG
+ * off again bit for bit the unguided chunk; fused batch-2 CFG against serial
+ * (C4, cosine >= 0.999 for beta 1, 1.5, 2, 2.5), beta 1 against the
+ * conditioned prompt alone (C2), slot symmetry (C3, byte-identical), its
+ * denoise-only bit for bit. Prints the time of one inference on each
+ * backend.
  */
 #include "frt_test.h"
 
@@ -194,7 +197,7 @@ static void cuda_cfg(const char *shape, frt_model *g, frt_model *c, const obs *o
     float *a = malloc(na * 4), *b = malloc(na * 4), *r = malloc(na * 4), *u = malloc(na * 4);
     frt_policy_inputs in = inputs(o, pi, 1);
     CHECK_OK(frt_policy_run(g, &in, u, na)); /* unguided */
-    CHECK_STATUS(frt_policy_set_cfg_mode(g, FRT_POLICY_CFG_FUSED), FRT_ERR_UNSUPPORTED);
+    CHECK_OK(frt_policy_set_cfg_mode(g, FRT_POLICY_CFG_SERIAL));
     CHECK_OK(frt_policy_set_cfg(g, 1, 1.5f, 1));
     CHECK_OK(frt_policy_set_cfg(c, 1, 1.5f, 1));
     CHECK_STATUS(frt_policy_denoise(g, in.state, in.n_state, in.noise, b, na), FRT_ERR_STATE); /* no cond prefix */
@@ -213,6 +216,62 @@ static void cuda_cfg(const char *shape, frt_model *g, frt_model *c, const obs *o
     printf("  %-28s CFG off after on: unguided actions %s\n", shape,
            memcmp(u, b, na * 4) ? "DIFFER" : "byte-identical");
     free(a), free(b), free(r), free(u);
+}
+
+/* One guided run of g on in (mode, beta) into a. */
+static void run_cfg(frt_model *g, const frt_policy_inputs *in, frt_policy_cfg_mode mode, float beta, float *a,
+                    size_t na)
+{
+    CHECK_OK(frt_policy_set_cfg_mode(g, mode));
+    CHECK_OK(frt_policy_set_cfg(g, 1, beta, 1));
+    CHECK_OK(frt_policy_run(g, in, a, na));
+}
+
+static void cos_row(const char *shape, const char *what, const float *a, const float *b, size_t n)
+{
+    const double cs = cosine(a, b, n);
+    printf("  %-28s %-26s cos %.6f (>= 0.999)  %s\n", shape, what, cs, cs >= 0.999 ? "ok" : "FAIL");
+    CHECK_MSG(cs >= 0.999, "%s %s: cos %.6f", shape, what, cs);
+}
+
+/* Fused batch-2 CFG (issue 21's contract on cuda): C4 fused against serial
+ * for beta 1, 1.5, 2, 2.5; C2 beta 1 against the conditioned prompt alone;
+ * C3 the same prompt in both slots with the same noise gives byte-identical
+ * slots (velocity_slots); its denoise-only bit for bit. Leaves CFG off. */
+static void cuda_cfg_fused(const char *shape, frt_model *g, const obs *o, const frt_policy_info *pi)
+{
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    float *a = malloc(na * 4), *b = malloc(na * 4), *vs = malloc(2 * na * 4);
+    frt_policy_inputs in = inputs(o, pi, 1);
+    in.input_ids_cond = o->idsc, in.attention_mask_cond = o->amc, in.n_tokens_cond = o->tokc;
+    const float betas[4] = {1.0f, 1.5f, 2.0f, 2.5f};
+    for (int i = 0; i < 4; i++) {
+        char what[64];
+        run_cfg(g, &in, FRT_POLICY_CFG_SERIAL, betas[i], a, na);
+        run_cfg(g, &in, FRT_POLICY_CFG_FUSED, betas[i], b, na);
+        snprintf(what, sizeof what, "C4 fused vs serial b=%.1f", betas[i]);
+        cos_row(shape, what, b, a, na);
+    }
+    CHECK_OK(frt_policy_denoise(g, in.state, in.n_state, in.noise, a, na)); /* beta 2.5, fused */
+    CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: fused CFG denoise-only differs from the guided inference", shape);
+    run_cfg(g, &in, FRT_POLICY_CFG_FUSED, 1.0f, a, na);
+    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
+    frt_policy_inputs cond = inputs(o, pi, 1);
+    cond.input_ids = o->idsc, cond.attention_mask = o->amc, cond.n_tokens = o->tokc;
+    CHECK_OK(frt_policy_run(g, &cond, b, na));
+    cos_row(shape, "C2 fused b=1 vs cond-only", a, b, na);
+    frt_policy_inputs same = inputs(o, pi, 1);
+    same.input_ids_cond = o->ids, same.attention_mask_cond = o->am, same.n_tokens_cond = o->tok;
+    run_cfg(g, &same, FRT_POLICY_CFG_FUSED, 2.0f, a, na);
+    int nodes = 0;
+    CHECK_OK(frt_policy_graph_nodes(g, &same, &nodes));
+    printf("  %-28s graph nodes of the fused CFG inference: %d\n", shape, nodes);
+    CHECK_OK(frt_model_output_read(g, "velocity_slots", vs, 2 * na * sizeof(float)));
+    const int sym = memcmp(vs, vs + na, na * 4) == 0;
+    CHECK_MSG(sym, "%s: C3 the two slots differ on the same prompt and noise", shape);
+    printf("  %-28s C3 slot symmetry: velocity slots %s\n", shape, sym ? "byte-identical" : "DIFFER");
+    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
+    free(a), free(b), free(vs);
 }
 
 /* No prefix yet: refused, the episode untouched. */
@@ -261,8 +320,16 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     block(shape, "actions", ga, ca, na, 3e-2, 0.999);
     printf("  %-28s one inference: cpu %.1f ms, cuda %.3f ms (host clock, with the input upload)\n", shape, ms_c,
            ms_g);
+    frt_policy_inputs gin = inputs(&o, &pi, 1);
+    int nodes = 0;
+    CHECK_OK(frt_policy_graph_nodes(g, &gin, &nodes));
+    CHECK(nodes > 0);
+    gin.n_cameras = o.cams == 1 ? 2 : 1; /* another variant, not captured yet */
+    CHECK_STATUS(frt_policy_graph_nodes(g, &gin, &nodes), FRT_ERR_NO_VARIANT);
+    printf("  %-28s graph nodes of this observation's inference: %d\n", shape, nodes);
     cuda_properties(shape, g, c, &o, &pi, variants);
     cuda_cfg(shape, g, c, &o, &pi);
+    cuda_cfg_fused(shape, g, &o, &pi);
     obs_free(&o);
     free(ca), free(cv), free(cvis), free(ga), free(gv), free(gvis);
     frt_model_free(c);

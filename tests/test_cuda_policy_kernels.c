@@ -6,7 +6,9 @@
  * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
  * block-causal masks), patches, q / k / v with RoPE at given positions, the
  * prefix mask scan, the episode noise (bit for bit with the cpu backend's
- * stream), the Euler step and the residual adds. Errors norm-wise
+ * stream), the Euler step, the residual adds, the residual add fused
+ * with each norm (frt_cuda_add_norm) and the batched copies
+ * (pi0_cuda_copy_many, exact). Errors norm-wise
  * ||gpu - cpu|| / ||cpu||; bf16 outputs are compared with the bf16 rounding
  * of the inputs folded into the reference. Bad arguments are refused
  * before a device is needed.
@@ -223,6 +225,97 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
 }
 
+/* frt_cuda_attention_masked_many: three MHA attentions of one layout (q /
+ * k / v of camera slots one after another, scores following each other)
+ * give the bytes of three single calls; a slot whose scores do not follow
+ * is refused. */
+static void test_attention_many(frt_cuda_bmm *h)
+{
+    enum { N = 3, NQ = 37, HEADS = 3, HD = 24, LD = 40 };
+    const int D = HEADS * HD;
+    const size_t nx = (size_t)N * NQ * 3 * D, nout = (size_t)N * NQ * D, ns = (size_t)N * HEADS * NQ * LD;
+    float *qkv = frand(nx, -1, 1);
+    dbuf dqkv = dbf(qkv, nx), d1 = dalloc(nout * 2), d2 = dalloc(nout * 2), ds = dalloc(ns * 4), dp = dalloc(ns * 2);
+    frt_cuda_attn_args a[N];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < N; i++) {
+        const uint16_t *q = (const uint16_t *)dqkv.p + (size_t)i * NQ * 3 * D;
+        a[i].q = q, a[i].k = q + D, a[i].v = q + 2 * D, a[i].ldq = a[i].ldkv = 3 * D;
+        a[i].n_q = a[i].n_kv = NQ, a[i].n_heads = a[i].n_kv_heads = HEADS, a[i].head_dim = HD;
+        a[i].scale = 1.0f / sqrtf((float)HD), a[i].ld_s = LD;
+        a[i].scores = (float *)ds.p + (size_t)i * HEADS * NQ * LD;
+        a[i].probs = (uint16_t *)dp.p + (size_t)i * HEADS * NQ * LD;
+        a[i].mask.kmask_len = a[i].mask.sfx_start = NQ;
+        a[i].out = (uint16_t *)d1.p + (size_t)i * NQ * D;
+        CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a[i]));
+        a[i].out = (uint16_t *)d2.p + (size_t)i * NQ * D;
+    }
+    CHECK_OK(frt_cuda_attention_masked_many(h, g_cs, a, N));
+    uint16_t *g1 = xzalloc(nout * 2), *g2 = xzalloc(nout * 2);
+    dget(d1, 0, g1, nout * 2), dget(d2, 0, g2, nout * 2);
+    report_same("attention_many: 3 camera slots == 3 single calls", g1, g2, nout * 2);
+    a[2].scores = a[0].scores; /* does not follow */
+    CHECK_STATUS(frt_cuda_attention_masked_many(h, g_cs, a, N), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_attention_masked_many(h, g_cs, a, 0), FRT_ERR_INVALID_ARGUMENT);
+    free(qkv), free(g1), free(g2);
+    dfree(&dqkv), dfree(&d1), dfree(&d2), dfree(&ds), dfree(&dp);
+}
+
+/* The allow matrix of one attention of the expert form (prefix mask km,
+ * then sfx_n suffix keys from sfx_start, block-causal when solo_first). */
+static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
+{
+    uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
+    for (int t = 0; t < c->n_q; t++)
+        for (int j = 0; j < c->n_kv; j++)
+            allow[(size_t)t * c->n_kv + j] = j < c->kmask_len ? km[j] : j >= c->sfx_start &&
+                                                                          j - c->sfx_start < c->sfx_n &&
+                                                                          (!c->solo_first || t > 0 || j == c->sfx_start);
+    return allow;
+}
+
+/* A batch of 2 attentions of the one-KV-head form (fused CFG's slots):
+ * each its own q, K / V (skv apart) and prefix mask (kmask_stride apart),
+ * against the twin per attention. */
+static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
+{
+    enum { B = 2, MS = 64 };
+    const int Q = c->heads * c->hd, KV = c->hd;
+    const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV, ns = (size_t)c->n_q * c->heads * c->ld_s;
+    float *q = frand(B * nq, -1, 1), *k = frand(B * nk, -1, 1), *v = frand(B * nk, -1, 1), *ref = fnew(nq);
+    uint8_t km[B * MS];
+    for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
+    dbuf dq = dbf(q, B * nq), dk = dbf(k, B * nk), dv = dbf(v, B * nk), dout = dalloc(B * nq * 2);
+    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc(sizeof km);
+    dput(dkm, 0, km, sizeof km);
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = dout.p, a.q = dq.p, a.k = dk.p, a.v = dv.p, a.ldq = Q, a.ldkv = KV;
+    a.n_q = c->n_q, a.n_kv = c->n_kv, a.n_heads = c->heads, a.n_kv_heads = 1, a.head_dim = c->hd;
+    a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
+    a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
+    a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
+    a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
+    CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
+    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    float *got = dfloats(dout, B * nq, FRT_CUDA_BF16);
+    for (int b = 0; b < B; b++) {
+        uint8_t *allow = allow_of(c, km + b * MS);
+        frt_cpu_attention_masked(ref, q + b * nq, k + b * nk, v + b * nk, allow, c->n_q, c->n_kv, c->heads, 1, c->hd,
+                                 a.scale);
+        char name[128];
+        snprintf(name, sizeof name, "%s, batch of 2: attention %d", c->name, b);
+        report(name, frt_test_rel_err(got + b * nq, ref, nq), 1.5e-2);
+        free(allow);
+    }
+    a.n_kv_heads = a.n_heads = 2, a.ldq = a.ldkv = 2 * c->hd; /* the MHA form: no batch */
+    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_UNSUPPORTED);
+    a.n_kv_heads = 1, a.skv = -1;
+    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_INVALID_ARGUMENT);
+    free(got), free(q), free(k), free(v), free(ref);
+    dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm);
+}
+
 static void test_attentions(void)
 {
     frt_cuda_bmm *h = NULL;
@@ -238,6 +331,9 @@ static void test_attentions(void)
         {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
+    test_attention_many(h);
+    test_attention_batch(h, &cases[2]);
+    test_attention_batch(h, &cases[3]);
     frt_cuda_bmm_destroy(h);
 }
 
@@ -289,6 +385,42 @@ static void test_qkv_rope(void)
     report("qkv_rope: v copied -> bf16", frt_test_rel_err(gv, rv, (size_t)n * hd), 5e-3);
     free(qkv), free(rq), free(rk), free(rv), free(gq), free(gk), free(gv);
     dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&dq), dfree(&dk), dfree(&dv);
+}
+
+/* pi0_cuda_qkv_rope_slots: two slots of n tokens (other K / V rows and
+ * positions each) in one launch give the bytes of one call per slot. */
+static void test_qkv_rope_slots(void)
+{
+    enum { N = 7, HEADS = 2, KVH = 1, HD = 16, NH = HEADS + 2 * KVH, LDK = KVH * HD };
+    float *qkv = frand((size_t)2 * N * NH * HD, -2, 2), inv[HD / 2];
+    int32_t pos[2 * N];
+    for (int t = 0; t < 2 * N; t++) pos[t] = (int32_t)(frt_test_u64() % 300);
+    for (int i = 0; i < HD / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)HD);
+    const size_t nq = (size_t)2 * N * HEADS * HD, nk = (size_t)N * LDK;
+    dbuf dqkv = dfl(qkv, (size_t)2 * N * NH * HD), dinv = dfl(inv, HD / 2), dpos = dalloc(sizeof pos);
+    dput(dpos, 0, pos, sizeof pos);
+    dbuf q1 = dalloc(nq * 2), q2 = dalloc(nq * 2), kv1 = dalloc(4 * nk * 2), kv2 = dalloc(4 * nk * 2);
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = 2;
+    for (int s = 0; s < 2; s++) {
+        uint16_t *k1 = (uint16_t *)kv1.p + (size_t)(2 * s) * nk, *v1 = k1 + nk;
+        CHECK_OK(pi0_cuda_qkv_rope(g_cs, (uint16_t *)q1.p + (size_t)s * N * HEADS * HD, k1, LDK, v1, LDK,
+                                   (const float *)dqkv.p + (size_t)s * N * NH * HD, (const int32_t *)dpos.p + s * N,
+                                   dinv.p, N, HEADS, KVH, HD));
+        d.k[s] = (uint16_t *)kv2.p + (size_t)(2 * s) * nk, d.v[s] = d.k[s] + nk;
+        d.pos[s] = (const int32_t *)dpos.p + s * N;
+    }
+    CHECK_OK(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD));
+    uint16_t *a = xzalloc(nq * 2 + 8 * nk), *b = xzalloc(nq * 2 + 8 * nk);
+    dget(q1, 0, a, nq * 2), dget(q2, 0, b, nq * 2);
+    dget(kv1, 0, a + nq, 4 * nk * 2), dget(kv2, 0, b + nq, 4 * nk * 2);
+    report_same("qkv_rope_slots: 2 slots == one call per slot (q, k, v)", a, b, nq * 2 + 8 * nk);
+    d.slots = 3;
+    CHECK_STATUS(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    free(qkv), free(a), free(b);
+    dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&q1), dfree(&q2), dfree(&kv1), dfree(&kv2);
 }
 
 static void test_prefix_mask(void)
@@ -371,6 +503,87 @@ static void test_euler_residual(void)
     dfree(&dx), dfree(&dv), dfree(&dv0), dfree(&db), dfree(&dg);
 }
 
+/* The twin of frt_cuda_add_norm: the residual, then the norm of `kind`. */
+static void add_norm_ref(float *out, float *x, const float *y, const float *bias, const float *gate, int kind,
+                         const float *w, const float *b, int rows, int dim)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < dim; c++) x[r * dim + c] += (y[r * dim + c] + bias[c]) * gate[c];
+    if (kind == FRT_CUDA_NORM_LAYER) frt_cpu_layernorm(out, x, w, b, rows, dim, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ADA) frt_cpu_rmsnorm_ada(out, x, w, b, rows, dim, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(out, x, w, rows, dim, 1e-6f, 1);
+}
+
+/* The residual + norm fusion: every kind against the twin; x bit for bit
+ * what pi0_cuda_residual writes; without y, the norm alone. */
+static void test_add_norm(int rows, int dim, frt_cuda_dtype dt)
+{
+    static const char *names[3] = {"layernorm", "adaRMSNorm", "Gemma RMSNorm"};
+    const size_t n = (size_t)rows * dim;
+    float *x = frand(n, -3, 3), *y = frand(n, -2, 2), *bias = frand(dim, -1, 1), *gate = frand(dim, -1, 1);
+    float *w = frand(dim, -1, 1), *b = frand(dim, -1, 1), *ref = fnew(n), *rx = fnew(n);
+    dbuf dx = dfl(x, n), dx2 = dfl(x, n), dy = dfl(y, n), dbias = dfl(bias, dim), dgate = dfl(gate, dim);
+    dbuf dw = dfl(w, dim), db = dfl(b, dim), dout = dalloc(n * 4);
+    const double tol = dt == FRT_CUDA_BF16 ? 8e-3 : 2e-6;
+    char name[128];
+    for (int kind = 0; kind < 3; kind++) {
+        dput(dx, 0, x, n * 4), dput(dx2, 0, x, n * 4);
+        memcpy(rx, x, n * 4);
+        CHECK_OK(frt_cuda_add_norm(g_cs, dout.p, dt, dx.p, dy.p, dbias.p, dgate.p, (frt_cuda_norm_kind)kind, dw.p,
+                                   db.p, rows, dim, 1e-6f));
+        add_norm_ref(ref, rx, y, bias, gate, kind, w, b, rows, dim);
+        float *got = dfloats(dout, n, dt), *gx = dfloats(dx, n, FRT_CUDA_F32);
+        snprintf(name, sizeof name, "add_norm %s %d x %d -> %s", names[kind], rows, dim, dtn(dt));
+        report(name, frt_test_rel_err(got, ref, n), tol);
+        CHECK_OK(pi0_cuda_residual(g_cs, dx2.p, dy.p, dbias.p, dgate.p, rows, dim));
+        float *gx2 = dfloats(dx2, n, FRT_CUDA_F32);
+        report_same("add_norm: x as pi0_cuda_residual writes it", gx, gx2, n * 4);
+        free(got), free(gx), free(gx2);
+    }
+    dput(dx, 0, x, n * 4);
+    CHECK_OK(frt_cuda_add_norm(g_cs, dout.p, dt, dx.p, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ADA, dw.p, db.p, rows, dim,
+                               1e-6f));
+    frt_cpu_rmsnorm_ada(ref, x, w, b, rows, dim, 1e-6f);
+    float *got = dfloats(dout, n, dt), *gx = dfloats(dx, n, FRT_CUDA_F32);
+    snprintf(name, sizeof name, "add_norm without y (adaRMSNorm) %d x %d -> %s", rows, dim, dtn(dt));
+    report(name, frt_test_rel_err(got, ref, n), tol);
+    report_same("add_norm without y: x unchanged", gx, x, n * 4);
+    free(got), free(gx), free(x), free(y), free(bias), free(gate), free(w), free(b), free(ref), free(rx);
+    dfree(&dx), dfree(&dx2), dfree(&dy), dfree(&dbias), dfree(&dgate), dfree(&dw), dfree(&db), dfree(&dout);
+}
+
+/* pi0_cuda_copy_many: n pairs of random bytes, in 16-byte words (aligned
+ * size) and bytewise (odd size, odd offsets), each destination exactly
+ * its source, the bytes after it untouched. */
+static void test_copy_many(int n, size_t bytes, size_t off)
+{
+    const size_t span = bytes + 64;
+    uint8_t *h = xzalloc((size_t)n * span), *got = xzalloc((size_t)n * span), *zero = xzalloc((size_t)n * span);
+    for (size_t i = 0; i < (size_t)n * span; i++) h[i] = (uint8_t)frt_test_u64();
+    dbuf src = dalloc((size_t)n * span), dst = dalloc((size_t)n * span);
+    dput(src, 0, h, (size_t)n * span), dput(dst, 0, zero, (size_t)n * span);
+    pi0_copy_list l;
+    memset(&l, 0, sizeof l);
+    l.n = n, l.bytes = bytes;
+    for (int i = 0; i < n; i++) {
+        l.dst[i] = (uint8_t *)dst.p + (size_t)i * span + off;
+        l.src[i] = (const uint8_t *)src.p + (size_t)(n - 1 - i) * span + off; /* reversed pairs */
+    }
+    CHECK_OK(pi0_cuda_copy_many(g_cs, &l));
+    dget(dst, 0, got, (size_t)n * span);
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        ok &= memcmp(got + (size_t)i * span + off, h + (size_t)(n - 1 - i) * span + off, bytes) == 0;
+        ok &= memcmp(got + (size_t)i * span + off + bytes, zero, span - off - bytes) == 0;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "copy_many %d pairs x %zu bytes at offset %zu", n, bytes, off);
+    printf("  %-60s %s\n", name, ok ? "ok (exact)" : "FAIL");
+    CHECK_MSG(ok, "%s", name);
+    free(h), free(got), free(zero);
+    dfree(&src), dfree(&dst);
+}
+
 /* CFG's combine: the twin's bits, aligned (vector path + tail) and not. */
 static void test_cfg_combine(void)
 {
@@ -402,10 +615,19 @@ static void test_cfg_combine(void)
 static void test_args(void)
 {
     float f = 0;
-    frt_cuda_attn_mask mk = {NULL, 1, 1, 0, 0, NULL, 1, 1};
+    frt_cuda_attn_mask mk = {NULL, 1, 1, 0, 0, NULL, 1, 1, 0};
     CHECK_STATUS(frt_cuda_layernorm(NULL, NULL, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_layernorm(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 1, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_rmsnorm_ada(NULL, &f, FRT_CUDA_F32, &f, &f, &f, 0, 1, 1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &f, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_LAYER, &f, &f, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT); /* out aliases x */
+    float g = 0, h = 0;
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, (frt_cuda_norm_kind)3, &h, &h, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ADA, &h, NULL, 1, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_norm(NULL, &g, FRT_CUDA_F32, &f, NULL, NULL, NULL, FRT_CUDA_NORM_RMS_ONE, &h, NULL, 0, 1,
+                                   1e-6f), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_F32, &f, NULL, 1, 1, (frt_cuda_act)7), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_BF16, &f, NULL, 1, 1, FRT_CUDA_ACT_NONE),
                  FRT_ERR_INVALID_ARGUMENT);
@@ -418,6 +640,13 @@ static void test_args(void)
     memset(&b, 0, sizeof b);
     CHECK_STATUS(frt_cuda_bmm_run(NULL, NULL, &b), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_cfg_combine(NULL, &f, &f, &f, 1.5f, NULL, 0), FRT_ERR_INVALID_ARGUMENT);
+    pi0_copy_list cl;
+    memset(&cl, 0, sizeof cl);
+    cl.n = PI0_COPY_MAX + 1, cl.bytes = 4;
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, &cl), FRT_ERR_INVALID_ARGUMENT);
+    cl.n = 1;
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, &cl), FRT_ERR_INVALID_ARGUMENT); /* NULL pair */
+    CHECK_STATUS(pi0_cuda_copy_many(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_patchify(NULL, (uint16_t *)&f, &f, 1, 28, 28, 14, 10), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(pi0_cuda_qkv_rope(NULL, NULL, NULL, 1, NULL, 1, &f, NULL, &f, 1, 1, 1, 3), FRT_ERR_INVALID_ARGUMENT);
 }
@@ -433,11 +662,17 @@ int main(void)
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);
+    test_add_norm(37, 1152, FRT_CUDA_BF16);
+    test_add_norm(5, 40, FRT_CUDA_F32);
+    test_copy_many(36, 712 * 256 * 2, 0);
+    test_copy_many(PI0_COPY_MAX, 1000, 0);
+    test_copy_many(3, 37, 3);
     test_acts(19, 72, FRT_CUDA_BF16);
     test_acts(3, 40, FRT_CUDA_F32);
     test_attentions();
     test_patchify();
     test_qkv_rope();
+    test_qkv_rope_slots();
     test_prefix_mask();
     test_noise();
     test_euler_residual();

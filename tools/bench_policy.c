@@ -2,19 +2,29 @@
  * inference next to its floor (docs/policies.md, docs/PERF.md).
  *
  *   frt bench policy -m DIR [--cameras N] [--tokens N] [--repeats R]
- *                    [--warmup W] [--backend cpu|cuda] [--json FILE]
+ *                    [--warmup W] [--backend cpu|cuda] [--cfg-beta B]
+ *                    [--cfg-mode both|fused|serial] [--autotune N]
+ *                    [--tune-file FILE] [--json FILE]
  *
  * Random inputs at the model's shapes (every camera present, a prompt of N
  * valid tokens, a random state for Pi0, the episode's noise); W untimed
- * inferences, then R timed ones: p50, p99, mean and min in ms. The floor:
- * the vision and prefix FLOPs over this machine's measured GEMM rate, plus
- * the expert's FLOPs over the same rate or one read of its weights per
- * Euler step over the measured copy rate, whichever is larger
- * (frt_policy_cost_get; weights f32 on the cpu backend, bf16 on cuda).
- * The cuda backend's graph runs at the model's most cameras and tokens
- * whatever --cameras / --tokens say (absent cameras and padding are masked
- * rows: docs/policies.md), while the floor counts the requested ones, so
- * the ratio to the floor shows that cost too. */
+ * inferences, then R timed ones: p50, p99, mean and min in ms, and the
+ * p50 of the denoise-only replay (the 10 expert passes alone, on the prefix
+ * the run left: how the time splits between the prefix and the expert).
+ * Without --cameras, one row per camera count from 2 (or 1) to the model's
+ * most. With --cfg-beta B (>= 1) each camera count also runs guided
+ * (RECAP CFG, a conditioned prompt of N + 4 tokens): serial and / or fused.
+ * Each row prints the graph's node count where the backend counts it (the
+ * cuda backend: kernels, copies and host tasks of the whole inference).
+ *
+ * The floors: the vision and prefix FLOPs over this machine's measured GEMM
+ * rate, plus the expert's FLOPs over the same rate or its weight reads over
+ * the measured copy rate, whichever is larger (frt_policy_cost_get; weights
+ * f32 on the cpu backend, bf16 on cuda). Guided: the prefix twice (the
+ * advantage tokens sit inside the bidirectional prefix) and the expert's
+ * FLOPs twice; its weights read twice a step serially, once fused (both
+ * slots in one pass). The cuda backend's graph runs at the prompt bucket
+ * of N (16, 32, ...: padding rows are masked) while the floor counts N. */
 #include "args.h"
 #include "bench_run.h"
 #include "cli.h"
@@ -30,7 +40,7 @@
 /* Random inputs at the model's shapes; owns its arrays. */
 typedef struct bench_obs {
     float *px, *state;
-    int32_t *ids;
+    int32_t *ids, *ids_cond;
     frt_policy_inputs in;
 } bench_obs;
 
@@ -40,21 +50,32 @@ static float uniform(uint64_t *x)
     return (float)((*x >> 40) * (1.0 / 16777216.0));
 }
 
-static int obs_make(const frt_policy_info *pi, int cameras, int tokens, bench_obs *o)
+static void fill_ids(int32_t *ids, int n, int vocab, uint64_t *x)
+{
+    for (int i = 0; i < n; i++) ids[i] = i == 0 ? 2 : 3 + (int32_t)(uniform(x) * (float)(vocab - 3));
+}
+
+/* tokens_cond: the conditioned prompt's length (0: no CFG). */
+static int obs_make(const frt_policy_info *pi, int cameras, int tokens, int tokens_cond, bench_obs *o)
 {
     uint64_t x = 0x9E3779B97F4A7C15ull;
     size_t npx = (size_t)cameras * 3 * pi->image_height * pi->image_width;
     memset(o, 0, sizeof *o);
     o->px = malloc(npx * sizeof(float));
     o->ids = malloc((size_t)tokens * sizeof(int32_t));
+    o->ids_cond = malloc((size_t)tokens_cond * sizeof(int32_t) + 4);
     o->state = malloc((size_t)pi->max_state_dim * sizeof(float) + 4);
-    if (!o->px || !o->ids || !o->state) return FRT_ERR_OUT_OF_MEMORY;
+    if (!o->px || !o->ids || !o->ids_cond || !o->state) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < npx; i++) o->px[i] = 2.0f * uniform(&x) - 1.0f;
-    for (int i = 0; i < tokens; i++) o->ids[i] = i == 0 ? 2 : 3 + (int32_t)(uniform(&x) * (float)(pi->vocab_size - 3));
+    fill_ids(o->ids, tokens, pi->vocab_size, &x);
+    if (tokens_cond > 0) { /* the task, then the indicator */
+        memcpy(o->ids_cond, o->ids, (size_t)tokens * sizeof(int32_t));
+        fill_ids(o->ids_cond + tokens, tokens_cond - tokens, pi->vocab_size, &x);
+    }
     for (int i = 0; i < pi->max_state_dim; i++) o->state[i] = 2.0f * uniform(&x) - 1.0f;
     o->in = (frt_policy_inputs){o->px, cameras, 3, pi->image_height, pi->image_width, NULL, o->ids, NULL, tokens,
                                 pi->state_in_prompt ? NULL : o->state, pi->state_in_prompt ? 0 : pi->max_state_dim,
-                                NULL, NULL, NULL, 0};
+                                NULL, tokens_cond ? o->ids_cond : NULL, NULL, tokens_cond};
     return 0;
 }
 
@@ -62,121 +83,228 @@ static void obs_free(bench_obs *o)
 {
     free(o->px);
     free(o->ids);
+    free(o->ids_cond);
     free(o->state);
 }
 
-/* The timed inferences; ms[0..repeats) in milliseconds. */
-static int time_runs(frt_model *m, const bench_obs *o, int warmup, int repeats, float *act, size_t n, double *ms)
+/* One row's results. */
+typedef struct bench_row {
+    const char *what; /* "baseline", "cfg serial", "cfg fused" */
+    int cameras;
+    double p50, p99, mean, min, denoise_p50, floor_ms;
+    int nodes; /* -1: the backend does not count */
+} bench_row;
+
+/* The timed inferences (ms[0..repeats) in milliseconds), then as many
+ * denoise-only replays (dn[]). */
+static int time_runs(frt_model *m, const frt_policy_inputs *in, int warmup, int repeats, float *act, size_t n,
+                     double *ms, double *dn)
 {
     for (int i = -warmup; i < repeats; i++) {
         double t0 = bm_now_s();
-        FRT_TRY(frt_policy_run(m, &o->in, act, n));
+        FRT_TRY(frt_policy_run(m, in, act, n));
         if (i >= 0) ms[i] = (bm_now_s() - t0) * 1e3;
+    }
+    for (int i = -warmup; i < repeats; i++) {
+        double t0 = bm_now_s();
+        FRT_TRY(frt_policy_denoise(m, in->state, in->n_state, NULL, act, n));
+        if (i >= 0) dn[i] = (bm_now_s() - t0) * 1e3;
     }
     return 0;
 }
 
-/* The floor in ms (see the top of the file). */
-static double floor_ms(const frt_policy_cost *c, const bm_floors *fl, int steps, double bytes_per_param)
+/* The floor in ms (see the top of the file); cfg 0 none, 1 serial, 2 fused. */
+static double floor_ms(const frt_policy_cost *c, const bm_floors *fl, int steps, double bytes_per_param, int cfg)
 {
-    double pre = (c->flops_vision + c->flops_prefix) / fl->gemm_flops;
-    double exp_flops = c->flops_expert / fl->gemm_flops;
-    double exp_bytes = steps * c->expert_params * bytes_per_param / (fl->d2d_rw_Bps / 2.0);
+    const double k = cfg ? 2.0 : 1.0, reads = cfg == 1 ? 2.0 : 1.0;
+    double pre = (c->flops_vision + k * c->flops_prefix) / fl->gemm_flops;
+    double exp_flops = k * c->flops_expert / fl->gemm_flops;
+    double exp_bytes = reads * steps * c->expert_params * bytes_per_param / (fl->d2d_rw_Bps / 2.0);
     return 1e3 * (pre + (exp_flops > exp_bytes ? exp_flops : exp_bytes));
 }
 
-static void report(const char *dir, frt_backend backend, const frt_policy_info *pi, int cameras, int tokens, const frt_policy_cost *c,
-                   const double *ms, int repeats, double fl_ms, json_t *root)
+static void row_stats(bench_row *r, const double *ms, const double *dn, int repeats)
 {
-    double mean = 0, mn = ms[0];
+    r->mean = 0, r->min = ms[0];
     for (int i = 0; i < repeats; i++) {
-        mean += ms[i] / repeats;
-        if (ms[i] < mn) mn = ms[i];
+        r->mean += ms[i] / repeats;
+        if (ms[i] < r->min) r->min = ms[i];
     }
-    double p50 = bm_pct(ms, repeats, 0.5), p99 = bm_pct(ms, repeats, 0.99);
-    double gf = (c->flops_vision + c->flops_prefix + c->flops_expert) / 1e9;
+    r->p50 = bm_pct(ms, repeats, 0.5), r->p99 = bm_pct(ms, repeats, 0.99);
+    r->denoise_p50 = bm_pct(dn, repeats, 0.5);
+}
+
+static void row_print(const bench_row *r, json_t *rows)
+{
+    char nodes[32] = "n/a";
+    if (r->nodes >= 0) snprintf(nodes, sizeof nodes, "%d", r->nodes);
+    printf("  %d cams %-11s p50 %8.3f  p99 %8.3f (%.3fx p50)  min %8.3f  denoise p50 %8.3f  floor %7.3f "
+           "(p50 %.2fx)  nodes %s\n",
+           r->cameras, r->what, r->p50, r->p99, r->p99 / r->p50, r->min, r->denoise_p50, r->floor_ms,
+           r->p50 / r->floor_ms, nodes);
+    json_array_append_new(rows, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i}", "what", r->what,
+                                          "cameras", r->cameras, "p50", r->p50, "p99", r->p99, "mean", r->mean,
+                                          "min", r->min, "denoise_p50", r->denoise_p50, "floor_ms", r->floor_ms,
+                                          "nodes", r->nodes));
+}
+
+/* What one bench invocation measures. */
+typedef struct bench_cfg {
+    int tokens, warmup, repeats;
+    float beta;       /* 0: no CFG rows */
+    const char *mode; /* both | fused | serial */
+    double bytes_per_param;
+    bm_floors fl;
+} bench_cfg;
+
+/* One row: the model's CFG settings as `cfg` says (0 off, 1 serial, 2
+ * fused), the timed runs, the node count. */
+static int bench_row_run(frt_model *m, const frt_policy_info *pi, const bench_cfg *b, const bench_obs *o, int cfg,
+                         bench_row *r, double *ms, double *dn, float *act)
+{
+    static const char *const names[3] = {"baseline", "cfg serial", "cfg fused"};
+    frt_policy_cost cost;
+    FRT_TRY(frt_policy_cost_get(m, o->in.n_cameras, b->tokens, &cost));
+    FRT_TRY(frt_policy_set_cfg(m, cfg > 0, cfg ? b->beta : 1.0f, 1));
+    if (cfg) FRT_TRY(frt_policy_set_cfg_mode(m, cfg == 2 ? FRT_POLICY_CFG_FUSED : FRT_POLICY_CFG_SERIAL));
+    const size_t n = (size_t)pi->chunk * pi->action_dim;
+    frt_policy_inputs in = o->in;
+    if (!cfg) in.input_ids_cond = NULL, in.n_tokens_cond = 0; /* refused while CFG is off */
+    FRT_TRY(time_runs(m, &in, b->warmup, b->repeats, act, n, ms, dn));
+    memset(r, 0, sizeof *r);
+    r->what = names[cfg], r->cameras = o->in.n_cameras;
+    row_stats(r, ms, dn, b->repeats);
+    r->floor_ms = floor_ms(&cost, &b->fl, pi->n_steps, b->bytes_per_param, cfg);
+    int rc = frt_policy_graph_nodes(m, &in, &r->nodes);
+    if (rc == FRT_ERR_UNSUPPORTED || rc == FRT_ERR_BACKEND) r->nodes = -1; /* not counted: n/a */
+    else if (rc) return rc;
+    return 0;
+}
+
+/* Every row of one camera count. */
+static int bench_cameras(frt_model *m, const frt_policy_info *pi, const bench_cfg *b, int cameras, json_t *rows)
+{
+    const int tokens_cond = b->beta > 0 ? (b->tokens + 4 < pi->max_tokens ? b->tokens + 4 : pi->max_tokens) : 0;
+    bench_obs o;
+    int rc = obs_make(pi, cameras, b->tokens, tokens_cond, &o);
+    double *ms = malloc((size_t)b->repeats * sizeof(double)), *dn = malloc((size_t)b->repeats * sizeof(double));
+    float *act = malloc((size_t)pi->chunk * pi->action_dim * sizeof(float));
+    if (rc == 0 && (!ms || !dn || !act)) rc = FRT_ERR_OUT_OF_MEMORY;
+    const int want[3] = {1, b->beta > 0 && strcmp(b->mode, "fused") != 0,
+                         b->beta > 0 && strcmp(b->mode, "serial") != 0};
+    for (int cfg = 0; cfg < 3 && rc == 0; cfg++) {
+        if (!want[cfg]) continue;
+        bench_row r;
+        rc = bench_row_run(m, pi, b, &o, cfg, &r, ms, dn, act);
+        if (rc == 0) row_print(&r, rows);
+    }
+    if (rc == 0) rc = frt_policy_set_cfg(m, 0, 1.0f, 1);
+    free(ms), free(dn), free(act);
+    obs_free(&o);
+    return rc;
+}
+
+static void print_head(const char *dir, frt_backend backend, const frt_policy_info *pi, const bench_cfg *b,
+                       frt_model *m, json_t *root)
+{
+    frt_policy_cost c;
     const char *bk = backend == FRT_BACKEND_CUDA ? "cuda" : "cpu";
-    printf("frt bench policy: %s (%s) on %s, %d cameras, %d tokens, chunk %d x %d, %d steps\n", dir, pi->model_type,
-           bk, cameras, tokens, pi->chunk, pi->action_dim, pi->n_steps);
-    printf("  %.3f GFLOP an inference (vision %.3f, prefix %.3f, expert %.3f)\n", gf, c->flops_vision / 1e9,
-           c->flops_prefix / 1e9, c->flops_expert / 1e9);
-    printf("  p50 %.3f ms  p99 %.3f ms  mean %.3f ms  min %.3f ms  (%d runs)\n", p50, p99, mean, mn, repeats);
-    printf("  floor %.3f ms: p50 is %.2fx the floor, %.1f GFLOP/s\n", fl_ms, p50 / fl_ms, gf / (p50 * 1e-3));
+    printf("frt bench policy: %s (%s) on %s, %d tokens, chunk %d x %d, %d steps, %d runs after %d warm-up\n", dir,
+           pi->model_type, bk, b->tokens, pi->chunk, pi->action_dim, pi->n_steps, b->repeats, b->warmup);
+    if (frt_policy_cost_get(m, pi->max_cameras, b->tokens, &c) == 0)
+        printf("  %d cameras: %.3f GFLOP an inference (vision %.3f, prefix %.3f, expert %.3f); expert %.2f M "
+               "params\n", pi->max_cameras, (c.flops_vision + c.flops_prefix + c.flops_expert) / 1e9,
+               c.flops_vision / 1e9, c.flops_prefix / 1e9, c.flops_expert / 1e9, c.expert_params / 1e6);
+    printf("  floors from %.1f GFLOP/s GEMM and %.1f GB/s copy (read + write); times in ms\n", b->fl.gemm_flops / 1e9,
+           b->fl.d2d_rw_Bps / 1e9);
     json_object_set_new(root, "bench", json_string("policy"));
     json_object_set_new(root, "model_type", json_string(pi->model_type));
     json_object_set_new(root, "backend", json_string(bk));
-    json_object_set_new(root, "cameras", json_integer(cameras));
-    json_object_set_new(root, "tokens", json_integer(tokens));
-    json_object_set_new(root, "gflop", json_real(gf));
-    json_object_set_new(root, "latency_ms", json_pack("{s:f, s:f, s:f, s:f, s:i}", "p50", p50, "p99", p99, "mean",
-                                                      mean, "min", mn, "runs", repeats));
-    json_object_set_new(root, "floor_ms", json_real(fl_ms));
+    json_object_set_new(root, "tokens", json_integer(b->tokens));
+    json_object_set_new(root, "cfg_beta", json_real(b->beta));
 }
 
-static int bench_run(const char *dir, frt_backend backend, int cameras, int tokens, int warmup, int repeats,
-                     const char *json_path)
+/* The camera counts of the run: `cameras`, or 2 (1) .. max. */
+static int bench_all(frt_model *m, const frt_policy_info *pi, const bench_cfg *b, int cameras, json_t *rows)
+{
+    const int lo = cameras ? cameras : (pi->max_cameras >= 2 ? 2 : 1), hi = cameras ? cameras : pi->max_cameras;
+    for (int c = lo; c <= hi; c++) FRT_TRY(bench_cameras(m, pi, b, c, rows));
+    return 0;
+}
+
+static int load(const char *dir, frt_backend backend, int autotune, const char *tune_file, frt_model **m)
 {
     frt_model_params mp = frt_model_default_params();
     mp.backend = backend;
+    mp.gemm_autotune = autotune;
+    mp.gemm_tune_file = tune_file;
+    return frt_cli_load_model("bench policy", dir, &mp, 0, m);
+}
+
+static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cfg *b, int autotune,
+                     const char *tune_file, const char *json_path)
+{
     frt_model *m = NULL;
-    int rc = frt_cli_load_model("bench policy", dir, &mp, 0, &m);
+    int rc = load(dir, backend, autotune, tune_file, &m);
     if (rc) return frt_cli_fail("bench policy", rc);
     frt_policy_info pi;
-    frt_policy_cost cost;
-    bench_obs o;
-    memset(&o, 0, sizeof o);
     rc = frt_policy_info_get(m, &pi);
-    if (rc == 0 && cameras == 0) cameras = pi.max_cameras;
-    if (rc == 0 && tokens == 0) tokens = pi.max_tokens;
-    if (rc == 0) rc = frt_policy_cost_get(m, cameras, tokens, &cost);
-    if (rc == 0) rc = obs_make(&pi, cameras, tokens, &o);
-    size_t n = rc == 0 ? (size_t)pi.chunk * pi.action_dim : 0;
-    float *act = malloc(n * sizeof(float) + 4);
-    double *ms = malloc((size_t)repeats * sizeof(double));
-    if (rc == 0 && (!act || !ms)) rc = FRT_ERR_OUT_OF_MEMORY;
-    if (rc == 0) rc = time_runs(m, &o, warmup, repeats, act, n, ms);
+    if (rc == 0 && b->tokens == 0) b->tokens = pi.max_tokens;
     bm_run r;
     memset(&r, 0, sizeof r);
     r.o.backend = backend;
     r.root = json_object();
+    json_t *rows = json_array();
     if (rc == 0) rc = bm_measure_floors(&r);
-    if (rc == 0)
-        report(dir, backend, &pi, cameras, tokens, &cost, ms, repeats,
-               floor_ms(&cost, &r.fl, pi.n_steps, backend == FRT_BACKEND_CPU ? 4.0 : 2.0), r.root);
+    b->fl = r.fl;
+    b->bytes_per_param = backend == FRT_BACKEND_CPU ? 4.0 : 2.0;
+    if (rc == 0) print_head(dir, backend, &pi, b, m, r.root);
+    if (rc == 0) rc = bench_all(m, &pi, b, cameras, rows);
+    json_object_set_new(r.root, "rows", rows);
     if (rc == 0 && json_path && json_dump_file(r.root, json_path, JSON_INDENT(2)) != 0)
         rc = frt_cli_fail("bench policy", FRT_ERR_IO);
     else if (rc < 0)
         rc = frt_cli_fail("bench policy", rc);
     json_decref(r.root);
-    free(act);
-    free(ms);
-    obs_free(&o);
     frt_model_free(m);
     return rc ? 1 : 0;
 }
 
 int frt_bench_policy(int argc, char **argv)
 {
-    const char *dir = NULL, *json_path = NULL;
-    int cameras = 0, tokens = 0, repeats = 10, warmup = 1, backend = FRT_ARG_BACKEND_AUTO;
+    const char *dir = NULL, *json_path = NULL, *tune_file = NULL, *mode = "both";
+    int cameras = 0, autotune = 0, backend = FRT_ARG_BACKEND_AUTO;
+    bench_cfg b = {.tokens = 0, .warmup = 1, .repeats = 10, .beta = 0.0f};
     frt_arg opts[] = {
         FRT_OPT('m', "model", FRT_ARG_STR, &dir, "DIR", "the policy checkpoint directory", .dflt = ""),
-        FRT_OPT(0, "cameras", FRT_ARG_INT, &cameras, "N", "cameras, all present (0 = the model's most)", .min = 0,
-                .max = 64),
-        FRT_OPT(0, "tokens", FRT_ARG_INT, &tokens, "N", "valid prompt tokens (0 = the model's most)", .min = 0,
+        FRT_OPT(0, "cameras", FRT_ARG_INT, &cameras, "N", "cameras, all present (0 = each of 2 .. the model's most)",
+                .min = 0, .max = 64),
+        FRT_OPT(0, "tokens", FRT_ARG_INT, &b.tokens, "N", "valid prompt tokens (0 = the model's most)", .min = 0,
                 .max = 1 << 16),
-        FRT_OPT(0, "repeats", FRT_ARG_INT, &repeats, "R", "timed inferences", .min = 1, .max = 100000),
-        FRT_OPT(0, "warmup", FRT_ARG_INT, &warmup, "W", "untimed inferences first", .min = 0, .max = 1000),
+        FRT_OPT(0, "repeats", FRT_ARG_INT, &b.repeats, "R", "timed inferences", .min = 1, .max = 100000),
+        FRT_OPT(0, "warmup", FRT_ARG_INT, &b.warmup, "W", "untimed inferences first", .min = 0, .max = 1000),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the policy runs"),
+        FRT_OPT(0, "cfg-beta", FRT_ARG_FLOAT, &b.beta, "B",
+                "also time guided inference (RECAP CFG) at this beta (>= 1; 0 = none)", .fmin = 0, .fmax = 1e6),
+        FRT_OPT(0, "cfg-mode", FRT_ARG_CHOICE, &mode, "MODE", "the guided arrangements timed",
+                .choices = "both|fused|serial"),
+        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
+                "load with GEMM autotune over N candidates (cuda; 0 = the heuristic's choice)", .min = 0, .max = 64),
+        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
+                "with --autotune: load the choice from FILE, or tune and save it there", .dflt = ""),
         FRT_OPT(0, "json", FRT_ARG_STR, &json_path, "FILE", "also write the results as JSON", .dflt = ""),
     };
     frt_cmd_spec spec = {"bench policy", "-m DIR [options]",
                          "The latency of one Pi0 / Pi0.5 inference on random inputs, next to its floor (the\n"
                          "vision and prefix FLOPs over the measured GEMM rate plus the expert's FLOPs or\n"
-                         "weight reads per step, whichever is larger).\n",
+                         "weight reads per step, whichever is larger), with the denoise-only time and the\n"
+                         "graph's node count; with --cfg-beta, also serial and fused guided inference.\n",
                          opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
-    return bench_run(dir, (frt_backend)frt_args_backend(backend), cameras, tokens, warmup, repeats, json_path);
+    if (b.beta != 0.0f && b.beta < 1.0f) return frt_args_error(&spec, "--cfg-beta must be 0 (none) or >= 1");
+    if (tune_file && autotune == 0) return frt_args_error(&spec, "--tune-file needs --autotune N");
+    b.mode = mode;
+    return bench_run(dir, (frt_backend)frt_args_backend(backend), cameras, &b, autotune, tune_file, json_path);
 }

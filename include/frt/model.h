@@ -100,12 +100,19 @@ typedef struct frt_model_params {
                              and be of `backend` and `device`. Its default stream becomes the model's
                              stream, so the models' work is ordered on it; drive them from one thread.
                              NULL (default) = the model creates and owns a context of its own */
+    int gemm_autotune;   /* cuda backends that take it (the pi0 / pi05 policy; others: FRT_ERR_UNSUPPORTED when
+                            > 0): N > 0 times up to N of cuBLASLt's ranked algorithms for every GEMM shape the
+                            graphs capture and keeps the fastest (docs/kernels-cuda.md "GEMM autotune"); 0
+                            (default) = the heuristic's first choice; < 0 or > 64: FRT_ERR_INVALID_ARGUMENT */
+    const char *gemm_tune_file; /* with gemm_autotune > 0: the choice file; when it exists it is loaded and nothing
+                                   is timed (a file from another device or cuBLASLt version: FRT_ERR_STATE), else
+                                   the autotune runs and saves it there. NULL = time at every load, save nothing */
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
 /* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1),
- * policy_batch 0. */
+ * policy_batch 0, gemm_autotune 0, gemm_tune_file NULL. */
 FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */

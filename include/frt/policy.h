@@ -166,6 +166,17 @@ typedef struct frt_policy_cost {
  * policy). */
 FRT_API int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_cost *out);
 
+/* The nodes of the captured graph that frt_policy_run on `in` replays with
+ * the current CFG settings (kernels, copies and host tasks of the whole
+ * inference, as cudaGraphGetNodes counts them while it is captured): the
+ * launch count a replay pays. `in` selects the variant (cameras, prompt
+ * buckets; only n_cameras, n_tokens and n_tokens_cond are read). The variant
+ * must have run once (it is captured on first use). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL), FRT_ERR_UNSUPPORTED (not a policy, or a
+ * backend that does not count: the cpu backend), FRT_ERR_NO_VARIANT (not
+ * captured yet), FRT_ERR_BACKEND (the CUDA runtime could not count it). */
+FRT_API int frt_policy_graph_nodes(const frt_model *m, const frt_policy_inputs *in, int *nodes);
+
 /* Warm re-entry: runs only the flow-matching steps on the prefix the state
  * holds (the observation and instruction of the last frt_policy_run, or of
  * a restored capsule), with this state (Pi0; NULL / 0 for pi05) and noise

@@ -178,7 +178,10 @@ typedef struct frt_arch_backend {
     frt_record_fn record_policy_denoise;
     /* Policy kind: 1 when record_policy / record_policy_denoise also record
      * the fused batch-2 CFG variant (rc->bucket = 2, shape key
-     * FRT_POLICY_KEY_FUSED); 0: only the serial arrangement. */
+     * FRT_POLICY_KEY_FUSED, captured at load; a backend with policy_variant
+     * encodes the arrangement in its variant codes instead, read from the
+     * model's CFG mode, and nothing extra is captured at load); 0: only the
+     * serial arrangement. */
     int policy_cfg_fused;
     /* Policy kind, optional (NULL: frt_policy_run_batch is unsupported and a
      * load with params.policy_batch > 0 is refused): the inference of
@@ -200,6 +203,15 @@ typedef struct frt_arch_backend {
      * use under the shape key FRT_POLICY_KEY_VARIANT | code and replays it
      * from then on. */
     int (*policy_variant)(const frt_model *m, const frt_policy_inputs *in, int cfg);
+    /* Policy kind, optional (NULL: FRT_ERR_UNSUPPORTED): the nodes (kernels,
+     * copies, host tasks) of the inference graph variant that frt_policy_run
+     * on `in` replays with CFG on (cfg 1) or off, as captured (>= 1), or
+     * FRT_ERR_NO_VARIANT when that variant was not captured yet. */
+    int (*policy_graph_nodes)(const frt_model *m, const frt_policy_inputs *in, int cfg);
+    /* 1: the backend honours frt_model_params.gemm_autotune / gemm_tune_file
+     * (in alloc_scratch, before any capture); 0: a load with
+     * gemm_autotune > 0 is refused. */
+    int gemm_autotune;
 } frt_arch_backend;
 
 /* What the runtime builds around an architecture: a token model (prefill,

@@ -190,7 +190,8 @@ static int capture_policy(frt_model *m)
         FRT_TRY(frt_graph_create(m->ctx, "policy_denoise", 0, &m->g_denoise));
         FRT_TRY(frt_graph_capture(m->g_denoise, FRT_POLICY_KEY_SERIAL, m->stream, m->bk->record_policy_denoise, &rc));
     }
-    if (m->bk->policy_cfg_fused) { /* the fused batch-2 CFG variants */
+    if (m->bk->policy_cfg_fused && !m->bk->policy_variant) { /* the fused batch-2 CFG variants (a backend with
+                                                                  per-shape variants captures its own on use) */
         rc.bucket = 2;
         FRT_TRY(frt_graph_capture(m->g_policy, FRT_POLICY_KEY_FUSED, m->stream, m->bk->record_policy, &rc));
         if (m->g_denoise)
@@ -427,6 +428,21 @@ static int check_policy_batch(const frt_model *m)
     return 0;
 }
 
+/* params.gemm_autotune: 0, or 1..64 on a backend that honours it. */
+static int check_gemm_autotune(const frt_model *m)
+{
+    const int n = m->params.gemm_autotune;
+    if (n == 0 && !m->params.gemm_tune_file) return 0;
+    if (n < 0 || n > 64)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: gemm_autotune %d (0 to 64)", n);
+    if (n == 0)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: gemm_tune_file given with gemm_autotune 0");
+    if (!m->bk->gemm_autotune)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: the %s backend of architecture '%s' has no GEMM autotune "
+                         "(gemm_autotune %d)", m->bk->name, m->arch->name, n);
+    return 0;
+}
+
 /* The model's context: params.context (shared, borrowed) or its own. */
 static int open_context(frt_model *m)
 {
@@ -462,6 +478,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(pick_kv_dtype(m));
     FRT_TRY(check_weight_dtype(m));
     FRT_TRY(check_policy_batch(m));
+    FRT_TRY(check_gemm_autotune(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);

@@ -47,6 +47,18 @@ int frt_policy_cost_get(const frt_model *m, int cameras, int tokens, frt_policy_
     return 0;
 }
 
+int frt_policy_graph_nodes(const frt_model *m, const frt_policy_inputs *in, int *nodes)
+{
+    if (!in || !nodes) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: NULL argument");
+    FRT_TRY(policy_model(m, "policy"));
+    if (!m->bk->policy_graph_nodes)
+        return frt_error(FRT_ERR_UNSUPPORTED, "policy: the %s backend does not count graph nodes", m->bk->name);
+    const int n = m->bk->policy_graph_nodes(m, in, m->policy_cfg.enable);
+    if (n < 0) return n;
+    *nodes = n;
+    return 0;
+}
+
 #define BAD(...) frt_error(FRT_ERR_INVALID_ARGUMENT, "policy: " __VA_ARGS__)
 
 static int all_finite(const float *x, size_t n, size_t *at)

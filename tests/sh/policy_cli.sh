@@ -117,7 +117,16 @@ check "pi05 given a file with a state: says the state is not an input" grep -q "
 out="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 2 --tokens 9 --repeats 3 --json "$T/bench.json" 2>/dev/null)"
 check "bench policy exits 0" test $? -eq 0
 check "bench policy prints p50 and the floor" grep -q "p50 .* floor\|floor .* the floor" <<<"$out"
-check "bench policy --json has the latency" /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['bench']=='policy' and d['latency_ms']['runs']==3 and d['floor_ms']>0 and d['cameras']==2" "$T/bench.json"
+check "bench policy --json has the latency" /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); r=d['rows']; assert d['bench']=='policy' and len(r)==1 and r[0]['what']=='baseline' and r[0]['p50']>0 and r[0]['denoise_p50']>0 and r[0]['floor_ms']>0 and r[0]['cameras']==2 and r[0]['nodes']==-1" "$T/bench.json"
+out="$("$FRT" bench policy -m "$G/pi05" --backend cpu --tokens 9 --repeats 2 --cfg-beta 1.5 --json "$T/bench_cfg.json" 2>/dev/null)"
+check "bench policy --cfg-beta: exits 0" test $? -eq 0
+check "bench policy --cfg-beta: baseline, serial and fused rows for 2 and 3 cameras" /usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows']; w=[(x['cameras'],x['what']) for x in r]; assert w==[(c,k) for c in (2,3) for k in ('baseline','cfg serial','cfg fused')], w; f={x['what']:x['floor_ms'] for x in r if x['cameras']==2}; assert f['cfg serial']>f['baseline'] and f['cfg fused']>f['baseline']" "$T/bench_cfg.json"
+check "bench policy --cfg-beta: prints the fused row" grep -q "cfg fused" <<<"$out"
+err="$("$FRT" bench policy -m "$G/pi05" --backend cpu --cfg-beta 0.5 --repeats 1 2>&1)"
+check "bench policy --cfg-beta 0.5: refused" test $? -eq 2
+err="$("$FRT" bench policy -m "$G/pi05" --backend cpu --autotune 4 --repeats 1 2>&1)"
+check "bench policy --autotune on the cpu backend: fails" test $? -eq 1
+check "bench policy --autotune on the cpu backend: says so" grep -q "no GEMM autotune" <<<"$err"
 err="$("$FRT" bench policy -m "$G/pi0" --backend cpu --cameras 4 --repeats 1 2>&1)"
 check "bench policy, too many cameras: fails" test $? -eq 1
 err="$("$FRT" policy 2>&1)"

@@ -6,7 +6,8 @@
 # second masked, a padded prompt, fixed noise) against `--backend cpu` on the
 # same file: the chunk within cosine >= 0.999 and norm-wise rel <= 3e-2;
 # then with --cfg-beta 1.5 (serial CFG) the same bar; `frt bench policy
-# --backend cuda` prints p50 / p99 next to its floor.
+# --backend cuda --cfg-beta 1.5` prints p50 / p99 next to its floor with the
+# node count, for the baseline, serial and fused CFG.
 set -u
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
 B="$1"
@@ -66,10 +67,11 @@ sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
 PYEOF
         check "$v $mode: cuda chunk within the bar of the cpu chunk" test $? -eq 0
     done
-    "$FRT" bench policy -m "$M" --backend cuda --cameras 2 --tokens 12 --repeats 20 >"$T/bench_$v.txt" 2>&1
-    check "$v: bench policy --backend cuda: exit 0" test $? -eq 0
+    "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 20 --cfg-beta 1.5 >"$T/bench_$v.txt" 2>&1
+    check "$v: bench policy --backend cuda --cfg-beta 1.5: exit 0" test $? -eq 0
     sed 's/^/     /' "$T/bench_$v.txt" | grep -E "on cuda|p50|floor"
-    check "$v: bench prints p50, p99 and the floor" grep -q "p99.*" "$T/bench_$v.txt"
+    check "$v: bench prints p50, p99 and the floor" grep -q "p99.*floor" "$T/bench_$v.txt"
+    check "$v: bench counts the graph nodes" grep -q "cfg fused .*nodes [0-9]" "$T/bench_$v.txt"
 done
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -43,6 +43,30 @@ int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dtype, const 
 int frt_cuda_rmsnorm_ada(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *scale,
                          const float *shift, int rows, int dim, float eps);
 
+/* The norm of frt_cuda_add_norm. */
+typedef enum frt_cuda_norm_kind {
+    FRT_CUDA_NORM_LAYER = 0,   /* LayerNorm: (x - mean) * rstd * w + b (SigLIP) */
+    FRT_CUDA_NORM_RMS_ADA = 1, /* adaRMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) + b (w scale, b shift) */
+    FRT_CUDA_NORM_RMS_ONE = 2, /* Gemma RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) (b unused, may be NULL) */
+} frt_cuda_norm_kind;
+
+/* A residual add and the norm that follows it, in one launch (layernorm.cu;
+ * one block a row), for x [rows, dim] f32, updated in place:
+ *   x[r, c] += (y[r, c] + bias[c]) * gate[c]     (y NULL: no add; bias,
+ *                                                  gate [dim] f32 or NULL)
+ *   out[r]   = norm(x[r])                         (kind above; w, b [dim] f32)
+ * out [rows, dim] of out_dtype, must not alias x or y. The add is the
+ * expression of pi0_cuda_residual (x gets its bits); the LayerNorm and
+ * adaRMSNorm sum as frt_cuda_layernorm / frt_cuda_rmsnorm_ada do (fp64,
+ * the same order).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL out / x / w, NULL b for LAYER or
+ * RMS_ADA, an unknown kind, rows or dim < 1, aliasing), FRT_ERR_BACKEND.
+ * Twins: frt_cpu_add_bias + frt_cpu_add (the residual), then
+ * frt_cpu_layernorm / frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
+int frt_cuda_add_norm(void *stream, void *out, frt_cuda_dtype out_dtype, float *x, const float *y, const float *bias,
+                      const float *gate, frt_cuda_norm_kind kind, const float *w, const float *b, int rows, int dim,
+                      float eps);
+
 /* The activation after a Linear (gelu.cu). */
 typedef enum frt_cuda_act {
     FRT_CUDA_ACT_NONE = 0,      /* y = x + b */
@@ -95,6 +119,8 @@ typedef struct frt_cuda_attn_mask {
     const uint8_t *d_rmask; /* [tokens] u8 device, or NULL */
     int rows_per_token;     /* >= 1: rows of one token (the heads of the folded GQA layout) */
     int tokens;             /* >= 1: tokens of one batch (rows wrap to token 0 at each batch) */
+    long long kmask_stride; /* batch b = row / (tokens rows_per_token) reads d_kmask + b kmask_stride (bytes,
+                               may be negative; 0: one mask for every batch) */
 } frt_cuda_attn_mask;
 
 /* Softmax over the allowed keys of each row of s [rows, ld] f32 (the first
@@ -157,7 +183,14 @@ int frt_cuda_bmm_run(frt_cuda_bmm *h, void *stream, const frt_cuda_bmm_args *a);
  * elements; k, v [n_kv, n_kv_heads, head_dim] bf16 with rows of ldkv; out
  * [n_q, n_heads, head_dim] bf16 contiguous. scores f32 and probs bf16 are
  * scratch of n_q * n_heads * ld_s elements each, ld_s >= n_kv (a multiple of
- * 8 keeps rows 16-byte aligned). Errors: those of the parts.
+ * 8 keeps rows 16-byte aligned).
+ * batch > 1 (one KV head only; MHA: FRT_ERR_UNSUPPORTED): `batch`
+ * independent attentions of this layout in the same launches (fused CFG's
+ * slots): attention b reads q + b sq, k + b skv, v + b skv and the mask
+ * d_kmask + b mask.kmask_stride, writes out + b sout; its scores and probs
+ * rows follow attention b - 1's (scratch of batch times the size above).
+ * Strides in elements, >= 0. batch 0 or 1: one attention (strides unused).
+ * Errors: those of the parts.
  * Twin: frt_cpu_attention_masked with allow[t, j] from `mask`. */
 typedef struct frt_cuda_attn_args {
     uint16_t *out;
@@ -169,9 +202,22 @@ typedef struct frt_cuda_attn_args {
     uint16_t *probs;
     int ld_s;
     frt_cuda_attn_mask mask;
+    int batch;                 /* 0 / 1: one attention; > 1: see above */
+    long long sq, skv, sout;   /* the batch strides (elements) */
 } frt_cuda_attn_args;
 
 int frt_cuda_attention_masked(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a);
+
+/* n attentions of one layout (the same sizes, scale and mask; other q, k,
+ * v, out) in 2 n + 1 launches instead of 3 n: every S = scale Q K^T, one
+ * softmax over all their score rows, every O = P V. a[i].scores and
+ * a[i].probs must follow a[i - 1]'s (a[0].scores + i * n_q * n_heads *
+ * ld_s, the same for probs); batch 0 or 1 each. The bits of n
+ * frt_cuda_attention_masked calls.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n outside 1..FRT_CUDA_ATTN_MANY_MAX,
+ * another layout or scratch that does not follow), those of the parts. */
+#define FRT_CUDA_ATTN_MANY_MAX 64
+int frt_cuda_attention_masked_many(frt_cuda_bmm *h, void *stream, const frt_cuda_attn_args *a, int n);
 
 /* Plans the two products of frt_cuda_attention_masked(h, ., a) (at setup;
  * nothing is enqueued). Errors: those of frt_cuda_bmm_plan and of the

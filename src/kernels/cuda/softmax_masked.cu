@@ -13,9 +13,10 @@
 
 #define SM_THREADS 256
 
-static __device__ __forceinline__ bool key_allowed(const frt_cuda_attn_mask &m, int t, int j)
+/* km: the row's batch's key mask (NULL: every prefix key allowed). */
+static __device__ __forceinline__ bool key_allowed(const frt_cuda_attn_mask &m, const uint8_t *km, int t, int j)
 {
-    if (j < m.kmask_len) return !m.d_kmask || m.d_kmask[j];
+    if (j < m.kmask_len) return !km || km[j];
     if (j < m.sfx_start) return false;
     const int s = j - m.sfx_start;
     if (s >= m.sfx_n) return false;
@@ -45,20 +46,22 @@ __global__ void __launch_bounds__(SM_THREADS) softmax_masked_kernel(__nv_bfloat1
     __shared__ float sh[SM_THREADS];
     const long long row = blockIdx.x;
     const int t = (int)((row / m.rows_per_token) % m.tokens);
+    const long long b = row / ((long long)m.tokens * m.rows_per_token);
+    const uint8_t *km = m.d_kmask ? m.d_kmask + b * m.kmask_stride : NULL;
     const float *sr = s + row * ld;
     __nv_bfloat16 *pr = p + row * ld;
     const bool row_on = !m.d_rmask || m.d_rmask[t];
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < keys; j += SM_THREADS)
-        if (row_on && key_allowed(m, t, j)) mx = fmaxf(mx, sr[j]);
+        if (row_on && key_allowed(m, km, t, j)) mx = fmaxf(mx, sr[j]);
     mx = block_reduce<true>(mx, sh);
     float sum = 0.0f;
     for (int j = threadIdx.x; j < keys; j += SM_THREADS)
-        if (row_on && key_allowed(m, t, j)) sum += expf(sr[j] - mx);
+        if (row_on && key_allowed(m, km, t, j)) sum += expf(sr[j] - mx);
     sum = block_reduce<false>(sum, sh);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int j = threadIdx.x; j < keys; j += SM_THREADS) {
-        const bool on = row_on && key_allowed(m, t, j);
+        const bool on = row_on && key_allowed(m, km, t, j);
         pr[j] = __float2bfloat16_rn(on ? expf(sr[j] - mx) * inv : 0.0f);
     }
 }

@@ -37,16 +37,23 @@
  * (denoise before any run) is reported through a host task reading meta
  * copied to pinned memory (FRT_ERR_STATE), and leaves the episode as it was.
  *
- * Classifier-free guidance runs serially (pi0.h): the conditioned prefix
+ * Classifier-free guidance, serial (pi0.h): the conditioned prefix
  * into prefix_cond.*, then per step the conditioned and the unconditioned
  * expert passes from one x_t, combined by frt_cuda_cfg_combine with the
- * beta of the cfg port; a CFG inference is a variant of its own (the
- * prompt buckets of both prompts in its key), so is the CFG denoise-only
- * graph. The fused batch-2 arrangement is not recorded (the runtime refuses
- * FRT_POLICY_CFG_FUSED on this backend).
+ * beta of the cfg port. Fused (FRT_POLICY_CFG_FUSED, the default mode):
+ * the same two prefixes, then per step ONE expert pass at batch 2 (slot 0
+ * conditioned, slot 1 unconditioned, [2 ns] rows in every GEMM, each slot
+ * attending over its own prefix set), the combine stepping slot 0 and a
+ * device copy mirroring it into slot 1. A CFG inference is a variant of its
+ * own (the arrangement and the prompt buckets of both prompts in its key),
+ * so is the CFG denoise-only graph.
+ *
+ * The node count of every captured inference variant is kept
+ * (frt_policy_graph_nodes); frt_model_params.gemm_autotune tunes every GEMM
+ * plan before the first capture.
  *
  * Not supported on this backend (FRT_ERR_UNSUPPORTED, docs/policies.md):
- * the fused CFG graph; widths, MLP sizes, action / state dims and
+ * widths, MLP sizes, action / state dims and
  * q / kv widths that are not multiples of 8 (cuBLASLt rows); several KV
  * heads in Gemma (GQA other than 1 KV head or MHA).
  */
@@ -70,6 +77,8 @@
 #define ALIGN 256
 #define GEMM_WS (32u << 20)
 #define BMM_WS (32u << 20)
+
+#define PC_NODE_TABLE 64
 
 /* Device pointers of one SigLIP layer. */
 typedef struct pc_vit {
@@ -100,11 +109,14 @@ typedef struct pc_model {
     pc_gemma *tl, *el;
     /* scratch (device) */
     float *x, *y, *scores, *xt, *vel, *vel_c;
+    float *xs, *vs; /* fused CFG: [2, chunk, A] x_t and velocity of slot 0 (conditioned), slot 1 */
     uint16_t *patches, *hb, *qkvb, *attb, *actb, *probs, *xtb, *stb;
     /* per prefix set (PI0_UNCOND, PI0_COND) and layer: [Pp + nsp, KV] bf16,
      * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
     uint16_t **ek[2], **ev[2];
     int32_t *pos_p, *pos_s[2];
+    /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
+    int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
 
 /* The rows of one policy graph variant: `cams` camera slots and a prompt
@@ -184,14 +196,18 @@ static pc_shape shape_of(const pi0_config *c, int cams, int tok)
     return sh;
 }
 
-/* A variant's code (rc->bucket): the camera slots, CFG, the conditioned
- * prompt's bucket, the prompt's bucket (buckets <= 4096: 13 bits). The
- * denoise-only graph of CFG is cams 0, cfg 1. */
+/* A variant's code (rc->bucket): the fused CFG arrangement, the camera
+ * slots, CFG, the conditioned prompt's bucket, the prompt's bucket
+ * (buckets <= 4096: 13 bits; cameras <= 3: 2 bits). The denoise-only graph
+ * of CFG is cams 0, cfg 1. */
 #define VAR_TOK 0x1fff
-static int variant_code(int cams, int cfg, int tok_cond, int tok)
+static int variant_code(int fused, int cams, int cfg, int tok_cond, int tok)
 {
-    return cams << 27 | cfg << 26 | tok_cond << 13 | tok;
+    return fused << 29 | cams << 27 | cfg << 26 | tok_cond << 13 | tok;
 }
+static int code_cams(int code) { return code >> 27 & 3; }
+static int code_cfg(int code) { return code > 0 && (code >> 26 & 1); }
+static int code_fused(int code) { return code > 0 && (code >> 29 & 1); }
 
 /* ---- weights: f32 host -> bf16 / f32 device ---------------------------------- */
 
@@ -474,14 +490,14 @@ static void *take(sarena *a, size_t bytes)
 
 static void carve(const pi0_config *c, pc_model *pc, sarena *a)
 {
-    const int rows = imax(imax(pc->NV, pc->P), pc->ns);
+    const int rows = imax(imax(pc->NV, pc->P), 2 * pc->ns); /* fused CFG: two slots of suffix rows */
     const int W = imax(imax(c->v_width, c->t.width), c->e.width);
     const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
-    const size_t sc = (size_t)imax(c->v_heads * c->n_patch * pc->lds_v,
-                                   imax(c->t.heads * pc->P * pc->lds_p, c->e.heads * pc->ns * pc->lds_e));
+    const size_t sc = (size_t)imax(c->max_cameras * c->v_heads * c->n_patch * pc->lds_v,
+                                   imax(c->t.heads * pc->P * pc->lds_p, 2 * c->e.heads * pc->ns * pc->lds_e));
     pc->x = take(a, (size_t)rows * W * 4);
     pc->y = take(a, (size_t)rows * Y * 4);
     pc->scores = take(a, sc * 4);
@@ -494,10 +510,12 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->xt = take(a, (size_t)pc->n_act * 4);
     pc->vel = take(a, (size_t)pc->n_act * 4);
     pc->vel_c = take(a, (size_t)pc->n_act * 4);
+    pc->xs = take(a, (size_t)2 * pc->n_act * 4);
+    pc->vs = take(a, (size_t)2 * pc->n_act * 4);
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
-    for (int set = 0; set < 2; set++) {
+    for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
             const size_t kvb = (size_t)(pc->Pp + pc->nsp) * pc->KV * 2;
@@ -531,6 +549,8 @@ static int make_plans(const pi0_config *c, pc_model *pc)
                          {c->chunk, E, E},         {1, c->state_dim, E}};
     const int n = c->pi05 ? 6 : 8;
     for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int i = 0; i < 4; i++) /* the expert layers of fused CFG: both slots' rows in one product */
+        FRT_TRY(frt_cuda_gemm_plan(pc->gemm, 2 * sh[i][0], sh[i][1], sh[i][2], F32, 0));
     for (int cams = 1; cams <= c->max_cameras; cams++)
         for (int tok = 16;; tok *= 2) {
             const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
@@ -541,6 +561,18 @@ static int make_plans(const pi0_config *c, pc_model *pc)
 }
 
 static int plan_attention(frt_model *m);
+
+/* frt_model_params.gemm_autotune (checked by the runtime: 0..64): the
+ * choice of every GEMM plan made above, before any capture; with a file,
+ * loaded when it exists (nothing timed), else timed and saved. */
+static int tune_gemms(frt_model *m)
+{
+    const int n = m->params.gemm_autotune;
+    if (n <= 0) return 0;
+    if (m->params.gemm_tune_file)
+        return frt_cuda_gemm_autotune_file(pc_of(m)->gemm, m->params.gemm_tune_file, n, sp(m), NULL);
+    return frt_cuda_gemm_autotune(pc_of(m)->gemm, n, sp(m));
+}
 
 static int cuda_alloc_scratch(frt_model *m)
 {
@@ -563,6 +595,7 @@ static int cuda_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
     FRT_TRY(make_plans(c, pc));
+    FRT_TRY(tune_gemms(m));
     FRT_TRY(plan_attention(m));
     return frt_stream_sync(m->stream);
 }
@@ -608,34 +641,41 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
     a.n_heads = a.n_kv_heads = c->v_heads;
     a.head_dim = c->v_head_dim;
     a.scale = 1.0f / sqrtf((float)c->v_head_dim);
-    a.scores = pc->scores, a.probs = pc->probs, a.ld_s = pc->lds_v;
+    const size_t s0 = (size_t)cam * c->v_heads * np * pc->lds_v; /* the slots' scores follow one another */
+    a.scores = pc->scores + s0, a.probs = pc->probs + s0, a.ld_s = pc->lds_v;
     a.mask.kmask_len = a.mask.sfx_start = np;
     return a;
 }
 
-static int vit_attention(frt_model *m, int cam)
+/* The attention of every camera slot of the variant (one softmax launch). */
+static int vit_attention(frt_model *m, int cams)
 {
-    const frt_cuda_attn_args a = vit_attn_args(m, cam);
-    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), &a);
+    frt_cuda_attn_args a[FRT_CUDA_ATTN_MANY_MAX];
+    for (int cam = 0; cam < cams; cam++) a[cam] = vit_attn_args(m, cam);
+    return frt_cuda_attention_masked_many(pc_of(m)->bmm, sp(m), a, cams);
 }
 
-static int vit_layer(frt_model *m, const pc_vit *y, const pc_shape *sh)
+/* One SigLIP layer on hb = its first LayerNorm of x (the caller's, or the
+ * previous layer's); ends with the residual fused into the LayerNorm that
+ * follows (next_w, next_b: the next layer's first, or the post-LayerNorm),
+ * so hb holds it. */
+static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const float *next_b, const pc_shape *sh)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
     const int D = c->v_width, I = c->v_inter, n = sh->nv;
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln1_w, y->ln1_b, n, D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
     FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
-    for (int cam = 0; cam < sh->cams; cam++) FRT_TRY(vit_attention(m, cam));
+    FRT_TRY(vit_attention(m, sh->cams));
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
-    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, y->o_b, NULL, n, D));
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, y->ln2_w, y->ln2_b, n, D, c->v_eps));
+    FRT_TRY(frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->o_b, NULL, FRT_CUDA_NORM_LAYER, y->ln2_w, y->ln2_b, n,
+                              D, c->v_eps));
     FRT_TRY(gemm(m, pc->y, pc->hb, y->fc1, n, D, I));
     FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, y->fc1_b, n, I, FRT_CUDA_ACT_GELU_TANH));
     FRT_TRY(gemm(m, pc->y, pc->actb, y->fc2, n, I, D));
-    return pi0_cuda_residual(s, pc->x, pc->y, y->fc2_b, NULL, n, D);
+    return frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->fc2_b, NULL, FRT_CUDA_NORM_LAYER, next_w, next_b, n, D,
+                             c->v_eps);
 }
 
 /* The variant's camera slots at once: [cams * n_patch] rows. */
@@ -651,52 +691,117 @@ static int rec_vision(frt_model *m, const pc_shape *sh)
     FRT_TRY(frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->patch_b, n, D, FRT_CUDA_ACT_NONE));
     for (int cam = 0; cam < sh->cams; cam++)
         FRT_TRY(pi0_cuda_residual(s, pc->x + (size_t)cam * np * D, pc->pos_emb, NULL, NULL, np, D));
-    for (int l = 0; l < c->v_layers; l++) FRT_TRY(vit_layer(m, &pc->vit[l], sh));
-    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->post_ln_w, pc->post_ln_b, n, D, c->v_eps));
+    FRT_TRY(frt_cuda_layernorm(s, pc->hb, BF16, pc->x, pc->vit[0].ln1_w, pc->vit[0].ln1_b, n, D, c->v_eps));
+    for (int l = 0; l < c->v_layers; l++) {
+        const int last = l == c->v_layers - 1;
+        FRT_TRY(vit_layer(m, &pc->vit[l], last ? pc->post_ln_w : pc->vit[l + 1].ln1_w,
+                          last ? pc->post_ln_b : pc->vit[l + 1].ln1_b, sh));
+    }
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->proj_w, n, D, c->t.width));
     return frt_cuda_bias_act(s, port(m, "vision_tokens", FRT_IO_OUTPUT), F32, pc->y, pc->proj_b, n, c->t.width,
                              FRT_CUDA_ACT_NONE);
 }
 
-/* One Gemma layer over n rows of pc->x. k, v: the layer's KV rows (the
- * prefix's at row 0, the suffix's at row Pp), keys n_kv; mods: Pi0.5's two
- * modulations [2, 3 W] (NULL: plain norms); last: K and V only. */
+/* One Gemma layer over `slots` blocks of n rows of pc->x (the fused CFG
+ * expert runs both slots' rows through one product; each slot attends over
+ * its own KV). k[s], v[s]: slot s's KV rows (the prefix's at row 0, the
+ * suffix's at row Pp), keys n_kv; pos[s], mask[s] its positions and mask;
+ * mods: Pi0.5's two modulations [2, 3 W] (NULL: plain norms); last: K and
+ * V only. normed: hb already holds the input norm (the previous layer's
+ * fused residual); fuse_next: the closing residual is fused with the next
+ * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb. */
 typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
-    int n, first, n_kv, ld_s, last;
-    const int32_t *pos;
+    int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    const float *next_w, *next_mod;
+    const int32_t *pos[2];
     const float *inv_freq, *mods;
-    uint16_t *k, *v;
-    frt_cuda_attn_mask mask;
+    uint16_t *k[2], *v[2];
+    frt_cuda_attn_mask mask[2];
 } glayer;
 
-/* h = norm(x) (bf16); returns the residual gate (NULL for a plain norm). */
-static const float *gnorm(frt_model *m, const glayer *L, const float *w, const float *mod, int *rc)
+/* hb = norm(x) (bf16) over every slot's rows: Gemma's RMSNorm of w, or
+ * Pi0.5's adaRMSNorm of the modulation mod [3 W]. */
+static int gnorm(frt_model *m, const glayer *L, const float *w, const float *mod)
 {
     pc_model *pc = pc_of(m);
-    const int W = L->g->width;
-    if (!mod) {
-        *rc = frt_cuda_rmsnorm(sp(m), pc->hb, BF16, pc->x, F32, w, NULL, L->n, 1, W, L->g->eps, 1);
-        return NULL;
-    }
-    *rc = frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + W, L->n, W, L->g->eps);
-    return mod + 2 * W;
+    const int W = L->g->width, rows = L->n * L->slots;
+    if (!mod) return frt_cuda_rmsnorm(sp(m), pc->hb, BF16, pc->x, F32, w, NULL, rows, 1, W, L->g->eps, 1);
+    return frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + W, rows, W, L->g->eps);
 }
 
-static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L)
+/* The attention of slot `slot`: its query rows, its KV and mask. */
+static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L, int slot)
 {
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
+    const size_t q0 = (size_t)slot * L->n * g->heads * g->head_dim;
     frt_cuda_attn_args a;
     memset(&a, 0, sizeof a);
-    a.out = pc->attb, a.q = pc->qkvb, a.k = L->k, a.v = L->v;
+    a.out = pc->attb + q0, a.q = pc->qkvb + q0, a.k = L->k[slot], a.v = L->v[slot];
     a.ldq = g->heads * g->head_dim, a.ldkv = pc->KV;
     a.n_q = L->n, a.n_kv = L->n_kv, a.n_heads = g->heads, a.n_kv_heads = g->kv_heads, a.head_dim = g->head_dim;
     a.scale = 1.0f / sqrtf((float)g->head_dim);
     a.scores = pc->scores, a.probs = pc->probs, a.ld_s = L->ld_s;
-    a.mask = L->mask;
+    a.mask = L->mask[slot];
     return a;
+}
+
+/* The attention of both fused CFG slots as one batch of 2 (their KV
+ * buffers a constant positive stride apart, as carve lays them out; the
+ * masks any distance apart) into *a; 0 when the layout does not allow it
+ * (then slot by slot). */
+static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
+{
+    const pi0_gemma_config *g = L->g;
+    if (L->slots != 2) return 0;
+    const long long skv = (long long)(L->k[1] - L->k[0]);
+    if (skv <= 0 || (long long)(L->v[1] - L->v[0]) != skv) return 0;
+    *a = gemma_attn_args(m, L, 0);
+    a->batch = 2;
+    a->sq = a->sout = (long long)L->n * g->heads * g->head_dim;
+    a->skv = skv;
+    a->mask.kmask_stride = (long long)((uintptr_t)L->mask[1].d_kmask - (uintptr_t)L->mask[0].d_kmask);
+    return 1;
+}
+
+/* q / k / v with RoPE (every slot in one launch), then (unless last) the
+ * attention: both slots as one batch, or slot by slot. */
+static int gemma_attention(frt_model *m, const glayer *L)
+{
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = L->slots;
+    for (int s = 0; s < L->slots; s++) {
+        d.k[s] = L->k[s] + (size_t)L->first * pc->KV, d.v[s] = L->v[s] + (size_t)L->first * pc->KV;
+        d.pos[s] = L->pos[s];
+    }
+    FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
+                                    g->kv_heads, g->head_dim));
+    if (L->last) return 0;
+    frt_cuda_attn_args a;
+    if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
+    for (int s = 0; s < L->slots; s++) {
+        a = gemma_attn_args(m, L, s);
+        FRT_TRY(frt_cuda_attention_masked(pc->bmm, sp(m), &a));
+    }
+    return 0;
+}
+
+/* x += y * gate (gate NULL: plain), then hb = the norm of w (Gemma's
+ * 1 + w) or of the modulation mod [3 W] (adaRMSNorm), in one launch. */
+static int add_norm(frt_model *m, const glayer *L, const float *gate, const float *w, const float *mod)
+{
+    pc_model *pc = pc_of(m);
+    const int W = L->g->width, rows = L->n * L->slots;
+    if (mod)
+        return frt_cuda_add_norm(sp(m), pc->hb, BF16, pc->x, pc->y, NULL, gate, FRT_CUDA_NORM_RMS_ADA, mod, mod + W,
+                                 rows, W, L->g->eps);
+    return frt_cuda_add_norm(sp(m), pc->hb, BF16, pc->x, pc->y, NULL, gate, FRT_CUDA_NORM_RMS_ONE, w, NULL, rows, W,
+                             L->g->eps);
 }
 
 static int gemma_layer(frt_model *m, const glayer *L)
@@ -704,25 +809,20 @@ static int gemma_layer(frt_model *m, const glayer *L)
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
     void *s = sp(m);
-    const int W = g->width, Q = g->heads * g->head_dim, I = g->inter, n = L->n;
-    int rc = 0;
-    const float *gate = gnorm(m, L, L->y->in_norm, L->mods, &rc);
-    FRT_TRY(rc);
+    const int W = g->width, Q = g->heads * g->head_dim, I = g->inter, n = L->n * L->slots;
+    const float *mods = L->mods;
+    const float *gate = mods ? mods + 2 * W : NULL, *gate2 = mods ? mods + 5 * W : NULL;
+    if (!L->normed) FRT_TRY(gnorm(m, L, L->y->in_norm, mods));
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
-    uint16_t *k = L->k + (size_t)L->first * pc->KV, *v = L->v + (size_t)L->first * pc->KV;
-    FRT_TRY(pi0_cuda_qkv_rope(s, pc->qkvb, k, pc->KV, v, pc->KV, pc->y, L->pos, L->inv_freq, n, g->heads,
-                              g->kv_heads, g->head_dim));
+    FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
-    const frt_cuda_attn_args a = gemma_attn_args(m, L);
-    FRT_TRY(frt_cuda_attention_masked(pc->bmm, s, &a));
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
-    FRT_TRY(pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W));
-    gate = gnorm(m, L, L->y->post_norm, L->mods ? L->mods + 3 * W : NULL, &rc);
-    FRT_TRY(rc);
+    FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->gu, n, W, 2 * I));
     FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, n, I));
     FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
-    return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate, n, W);
+    if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
+    return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
 }
 
 /* Prefix layer l of a variant, on prefix set `set`: bidirectional over the
@@ -733,31 +833,52 @@ static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
     pc_model *pc = pc_of(m);
     const pi0_config *c = &Pm->c;
     const uint8_t *mask = frt_buffer_ptr(Pm->pre[set].mask);
-    glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .first = 0, .n_kv = sh->rows, .ld_s = sh->lds,
-                .last = l == c->t.layers - 1, .pos = pc->pos_p, .inv_freq = pc->t_inv_freq, .mods = NULL,
-                .k = pc->ek[set][l], .v = pc->ev[set][l]};
-    L.mask.d_kmask = mask, L.mask.kmask_len = sh->rows, L.mask.sfx_start = sh->rows, L.mask.d_rmask = mask;
+    const int more = l + 1 < c->t.layers;
+    glayer L = {.g = &c->t, .y = &pc->tl[l], .n = sh->rows, .slots = 1, .first = 0, .n_kv = sh->rows,
+                .ld_s = sh->lds, .last = !more, .normed = l > 0, .fuse_next = more,
+                .next_w = more ? pc->tl[l + 1].in_norm : NULL, .pos = {pc->pos_p}, .inv_freq = pc->t_inv_freq,
+                .mods = NULL, .k = {pc->ek[set][l]}, .v = {pc->ev[set][l]}};
+    L.mask[0].d_kmask = mask, L.mask[0].kmask_len = sh->rows, L.mask[0].sfx_start = sh->rows;
+    L.mask[0].d_rmask = mask;
     return L;
 }
 
-/* Expert layer l on prefix set `set`: the valid prefix rows and the
- * suffix block-causally (Pi0's state token sees itself alone). */
-static glayer expert_glayer(frt_model *m, int set, int l, const float *mods)
+/* The prefix sets of the expert's slots: one slot on `set`, or fused CFG's
+ * two (slot 0 conditioned, slot 1 unconditioned). */
+typedef struct slots_of {
+    int n, set[2];
+} slots_of;
+
+static const slots_of SERIAL_UNCOND = {1, {PI0_UNCOND, PI0_UNCOND}};
+static const slots_of SERIAL_COND = {1, {PI0_COND, PI0_COND}};
+static const slots_of FUSED = {2, {PI0_COND, PI0_UNCOND}};
+
+/* Expert layer l on the slots' prefix sets: the valid prefix rows and the
+ * suffix block-causally (Pi0's state token sees itself alone). mods: the
+ * layer's modulations in Pi0.5's [steps, 2 L + 1, 3 E] table (the next
+ * layer's follow them). */
+static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float *mods)
 {
     pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
     const pi0_config *c = &Pm->c;
-    glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .first = pc->Pp, .n_kv = pc->Pp + pc->ns,
-                .ld_s = pc->lds_e, .last = 0, .pos = pc->pos_s[set], .inv_freq = pc->e_inv_freq,
-                .mods = mods, .k = pc->ek[set][l], .v = pc->ev[set][l]};
-    L.mask.d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask.kmask_len = pc->P;
-    L.mask.sfx_start = pc->Pp, L.mask.sfx_n = pc->ns, L.mask.solo_first = !c->pi05;
+    const int more = l + 1 < c->e.layers;
+    glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .slots = so->n, .first = pc->Pp,
+                .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
+                .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
+                .inv_freq = pc->e_inv_freq, .mods = mods};
+    for (int s = 0; s < so->n; s++) {
+        const int set = so->set[s];
+        L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
+        L.mask[s].d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask[s].kmask_len = pc->P;
+        L.mask[s].sfx_start = pc->Pp, L.mask[s].sfx_n = pc->ns, L.mask[s].solo_first = !c->pi05;
+    }
     return L;
 }
 
 /* Plans every attention product the graphs capture (cuBLASLt's heuristic
  * cannot run inside a capture): each camera slot, each variant's prefix and
- * the expert, on both prefix sets. */
+ * the expert (serial on either prefix set, and fused CFG's two slots). */
 static int plan_attention(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -766,18 +887,52 @@ static int plan_attention(frt_model *m)
         const frt_cuda_attn_args a = vit_attn_args(m, cam);
         FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
     }
+    const glayer F = expert_glayer(m, &FUSED, 0, NULL);
+    frt_cuda_attn_args fa;
+    for (int s = 0; s < 2; s++) {
+        const frt_cuda_attn_args a = gemma_attn_args(m, &F, s);
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+    }
+    if (slots_batch(m, &F, &fa)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &fa));
     for (int set = 0; set < 2; set++) {
-        const glayer E = expert_glayer(m, set, 0, NULL);
-        const frt_cuda_attn_args a = gemma_attn_args(m, &E);
+        const glayer E = expert_glayer(m, set == PI0_COND ? &SERIAL_COND : &SERIAL_UNCOND, 0, NULL);
+        const frt_cuda_attn_args a = gemma_attn_args(m, &E, 0);
         FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
         for (int cams = 1; cams <= c->max_cameras; cams++)
             for (int tok = 16;; tok *= 2) {
                 const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
                 const glayer L = prefix_glayer(m, &v, set, 0);
-                const frt_cuda_attn_args b = gemma_attn_args(m, &L);
+                const frt_cuda_attn_args b = gemma_attn_args(m, &L, 0);
                 FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &b));
                 if (v.tok == c->max_tokens) break;
             }
+    }
+    return 0;
+}
+
+/* The first `rows` KV rows of every prefix layer of set `set`: from the
+ * attention's buffers into the state (to_state), or back; a few launches
+ * (pi0_cuda_copy_many) instead of a copy node per buffer. */
+static int copy_kv(frt_model *m, int set, int to_state, int rows)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[set];
+    const int layers = Pm->c.t.layers;
+    pi0_copy_list cl;
+    memset(&cl, 0, sizeof cl);
+    cl.bytes = (size_t)rows * pc->KV * 2;
+    for (int l = 0; l < layers; l++) {
+        void *st[2] = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l])};
+        void *wk[2] = {pc->ek[set][l], pc->ev[set][l]};
+        for (int i = 0; i < 2; i++, cl.n++) {
+            cl.dst[cl.n] = to_state ? st[i] : wk[i];
+            cl.src[cl.n] = to_state ? wk[i] : st[i];
+        }
+        if (cl.n + 2 > PI0_COPY_MAX || l == layers - 1) {
+            FRT_TRY(pi0_cuda_copy_many(sp(m), &cl));
+            cl.n = 0;
+        }
     }
     return 0;
 }
@@ -800,51 +955,43 @@ static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
     FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
                                   port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
                                   c->t.width, c->vocab, sqrtf((float)c->t.width)));
-    const size_t kv_bytes = (size_t)sh->rows * pc->KV * 2;
     for (int l = 0; l < c->t.layers; l++) {
         const glayer L = prefix_glayer(m, sh, set, l);
         FRT_TRY(gemma_layer(m, &L));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->k[l]), pc->ek[set][l], kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, frt_buffer_ptr(pre->v[l]), pc->ev[set][l], kv_bytes));
     }
-    return 0;
+    return copy_kv(m, set, 1, sh->rows);
 }
 
-/* The suffix rows of step `step` into pc->x ([ns, E]). */
-static int suffix_embed(frt_model *m, int step)
+/* The suffix rows of step `step` from x_t xt [chunk, A] f32 into pc->x
+ * rows [row0, row0 + ns) ([ns, E]). */
+static int suffix_embed(frt_model *m, int step, const float *xt, int row0)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
     const int E = c->e.width, A = c->action_dim, ch = c->chunk;
-    FRT_TRY(frt_cuda_convert(s, pc->xtb, BF16, pc->xt, F32, NULL, 1, pc->n_act));
+    float *x = pc->x + (size_t)row0 * E;
+    FRT_TRY(frt_cuda_convert(s, pc->xtb, BF16, xt, F32, NULL, 1, pc->n_act));
     FRT_TRY(gemm(m, pc->y, pc->xtb, pc->action_in_w, ch, A, E));
-    if (c->pi05) return frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->action_in_b, ch, E, FRT_CUDA_ACT_NONE);
+    if (c->pi05) return frt_cuda_bias_act(s, x, F32, pc->y, pc->action_in_b, ch, E, FRT_CUDA_ACT_NONE);
     FRT_TRY(frt_cuda_bias_act(s, pc->hb, BF16, pc->y, pc->action_in_b, ch, E, FRT_CUDA_ACT_NONE));
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->atm_a_w, ch, E, E));
     FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, pc->atm_c + (size_t)step * E, ch, E, FRT_CUDA_ACT_SILU));
     FRT_TRY(gemm(m, pc->y, pc->actb, pc->atm_out_w, ch, E, E));
-    FRT_TRY(frt_cuda_bias_act(s, pc->x + E, F32, pc->y, pc->atm_out_b, ch, E, FRT_CUDA_ACT_NONE));
+    FRT_TRY(frt_cuda_bias_act(s, x + E, F32, pc->y, pc->atm_out_b, ch, E, FRT_CUDA_ACT_NONE));
     FRT_TRY(frt_cuda_convert(s, pc->stb, BF16, port(m, "state", FRT_IO_INPUT), F32, NULL, 1, c->state_dim));
     FRT_TRY(gemm(m, pc->y, pc->stb, pc->state_w, 1, c->state_dim, E));
-    return frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->state_b, 1, E, FRT_CUDA_ACT_NONE);
+    return frt_cuda_bias_act(s, x, F32, pc->y, pc->state_b, 1, E, FRT_CUDA_ACT_NONE);
 }
 
-/* vel = v(pc->xt, t_step) on the prefix set `set` the state holds. */
-static int expert_velocity(frt_model *m, int step, int set, float *vel)
+/* vel [chunk, A] = the action head over pc->x rows [row0, row0 + ns). */
+static int action_head(frt_model *m, const float *mods, int row0, float *vel)
 {
-    pi0 *Pm = pi0_of(m);
-    const pi0_config *c = &Pm->c;
+    const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const int E = c->e.width, per = (2 * c->e.layers + 1) * 3 * E;
-    const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
-    FRT_TRY(suffix_embed(m, step));
-    for (int l = 0; l < c->e.layers; l++) {
-        const glayer L = expert_glayer(m, set, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
-        FRT_TRY(gemma_layer(m, &L));
-    }
-    const float *xo = pc->x + (size_t)(pc->ns - c->chunk) * E;
+    const int E = c->e.width;
+    const float *xo = pc->x + (size_t)(row0 + pc->ns - c->chunk) * E;
     if (mods) {
         const float *mod = mods + (size_t)2 * c->e.layers * 3 * E;
         FRT_TRY(frt_cuda_rmsnorm_ada(s, pc->hb, BF16, xo, mod, mod + E, c->chunk, E, c->e.eps));
@@ -853,6 +1000,24 @@ static int expert_velocity(frt_model *m, int step, int set, float *vel)
     }
     FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_out_w, c->chunk, E, c->action_dim));
     return frt_cuda_bias_act(s, vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
+}
+
+/* vel + s n_act = v(xt + s n_act, t_step) for each slot s of so, on the
+ * slot's prefix set the state holds (n_act = chunk x A). */
+static int expert_velocity(frt_model *m, int step, const slots_of *so, const float *xt, float *vel)
+{
+    pi0 *Pm = pi0_of(m);
+    const pi0_config *c = &Pm->c;
+    pc_model *pc = pc_of(m);
+    const int E = c->e.width, per = (2 * c->e.layers + 1) * 3 * E;
+    const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
+    for (int s = 0; s < so->n; s++) FRT_TRY(suffix_embed(m, step, xt + (size_t)s * pc->n_act, s * pc->ns));
+    for (int l = 0; l < c->e.layers; l++) {
+        const glayer L = expert_glayer(m, so, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    for (int s = 0; s < so->n; s++) FRT_TRY(action_head(m, mods, s * pc->ns, vel + (size_t)s * pc->n_act));
+    return 0;
 }
 
 typedef struct flag_task {
@@ -869,51 +1034,88 @@ static void task_flag(void *arg)
     if ((a->flag[0] < 1 || (a->cfg && a->flag[1] < 1)) && a->m->task_status == 0) a->m->task_status = FRT_ERR_STATE;
 }
 
-/* One set's prefix KV from the state into the attention's buffers (also
- * after a capsule restore), its meta rows into the pinned flag and its
- * suffix positions. */
-static int flow_prefix(frt_model *m, int set)
+/* One set's meta rows into the pinned flag and its suffix positions;
+ * from_state: its prefix KV from the state into the attention's buffers
+ * (the denoise-only graph: also after a capsule restore; a whole inference
+ * has just written them there). */
+static int flow_prefix(frt_model *m, int set, int from_state)
 {
     pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    const pi0_prefix_set *pre = &Pm->pre[set];
-    const int32_t *meta = frt_buffer_ptr(pre->meta);
+    const int32_t *meta = frt_buffer_ptr(Pm->pre[set].meta);
     FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
-    const size_t kv_bytes = (size_t)pc->P * pc->KV * 2;
-    for (int l = 0; l < Pm->c.t.layers; l++) {
-        FRT_TRY(pi0_cuda_copy(s, pc->ek[set][l], frt_buffer_ptr(pre->k[l]), kv_bytes));
-        FRT_TRY(pi0_cuda_copy(s, pc->ev[set][l], frt_buffer_ptr(pre->v[l]), kv_bytes));
-    }
+    if (from_state) FRT_TRY(copy_kv(m, set, 0, pc->P));
     return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
 }
 
+/* One Euler step's velocity into pc->vel: unguided; serial CFG (the
+ * conditioned then the unconditioned pass from pc->xt, combined); fused
+ * CFG (both slots of pc->xs in one pass into pc->vs, combined). */
+static int step_velocity(frt_model *m, int step, int cfg, int fused)
+{
+    pc_model *pc = pc_of(m);
+    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
+    if (fused) {
+        FRT_TRY(expert_velocity(m, step, &FUSED, pc->xs, pc->vs));
+        return frt_cuda_cfg_combine(sp(m), pc->vel, pc->vs, pc->vs + pc->n_act, 1.0f, &g->beta, pc->n_act);
+    }
+    if (cfg) FRT_TRY(expert_velocity(m, step, &SERIAL_COND, pc->xt, pc->vel_c));
+    FRT_TRY(expert_velocity(m, step, &SERIAL_UNCOND, pc->xt, pc->vel));
+    if (cfg) FRT_TRY(frt_cuda_cfg_combine(sp(m), pc->vel, pc->vel_c, pc->vel, 1.0f, &g->beta, pc->n_act));
+    return 0;
+}
+
 /* The noise, every Euler step and the output, on the prefix(es) in the
- * state; cfg: serial guidance (the conditioned then the unconditioned
- * expert pass from the same x_t, combined with the cfg port's beta). */
-static int rec_flow(frt_model *m, int cfg)
+ * state (from_state: read from the state; else the prefix just recorded);
+ * cfg: guidance, serial or fused (slot 0's x stepped with the guided
+ * velocity and mirrored into slot 1, so both slots enter the next step
+ * from the same x). */
+static int rec_flow(frt_model *m, int cfg, int fused, int from_state)
 {
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    FRT_TRY(flow_prefix(m, PI0_UNCOND));
-    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND));
+    const size_t bytes = (size_t)pc->n_act * sizeof(float);
+    float *x = fused ? pc->xs : pc->xt;
+    FRT_TRY(flow_prefix(m, PI0_UNCOND, from_state));
+    if (cfg) FRT_TRY(flow_prefix(m, PI0_COND, from_state));
     flag_task ft = {m, frt_buffer_ptr(pc->flag), cfg};
     FRT_TRY(frt_stream_host_task(m->stream, task_flag, &ft, sizeof ft));
-    FRT_TRY(pi0_cuda_noise(s, pc->xt, port(m, "noise", FRT_IO_INPUT), port(m, "options", FRT_IO_INPUT),
+    FRT_TRY(pi0_cuda_noise(s, x, port(m, "noise", FRT_IO_INPUT), port(m, "options", FRT_IO_INPUT),
                            frt_buffer_ptr(m->episode), frt_buffer_ptr(Pm->pre[PI0_UNCOND].meta),
                            cfg ? frt_buffer_ptr(Pm->pre[PI0_COND].meta) : NULL, pc->n_act));
+    if (fused) FRT_TRY(pi0_cuda_copy(s, x + pc->n_act, x, bytes));
     const float dt = (float)(-1.0 / c->n_steps);
-    const frt_policy_cfg_options *g = port(m, "cfg", FRT_IO_INPUT);
     for (int step = 0; step < c->n_steps; step++) {
-        if (cfg) FRT_TRY(expert_velocity(m, step, PI0_COND, pc->vel_c));
-        FRT_TRY(expert_velocity(m, step, PI0_UNCOND, pc->vel));
-        if (cfg) FRT_TRY(frt_cuda_cfg_combine(s, pc->vel, pc->vel_c, pc->vel, 1.0f, &g->beta, pc->n_act));
-        FRT_TRY(pi0_cuda_euler(s, pc->xt, pc->vel, step == 0 ? port(m, "velocity0", FRT_IO_OUTPUT) : NULL, dt,
+        FRT_TRY(step_velocity(m, step, cfg, fused));
+        FRT_TRY(pi0_cuda_euler(s, x, pc->vel, step == 0 ? port(m, "velocity0", FRT_IO_OUTPUT) : NULL, dt,
                                pc->n_act));
+        if (fused && step + 1 < c->n_steps) FRT_TRY(pi0_cuda_copy(s, x + pc->n_act, x, bytes));
     }
-    return pi0_cuda_copy(s, port(m, "actions", FRT_IO_OUTPUT), pc->xt, (size_t)pc->n_act * sizeof(float));
+    if (fused) FRT_TRY(pi0_cuda_copy(s, port(m, "velocity_slots", FRT_IO_OUTPUT), pc->vs, 2 * bytes));
+    return pi0_cuda_copy(s, port(m, "actions", FRT_IO_OUTPUT), x, bytes);
+}
+
+/* Keeps the node count of the variant `code` the stream is capturing (the
+ * oldest entry goes when the table is full; -1 when the runtime cannot
+ * count: the count is a diagnostic, the capture goes on). */
+static void count_nodes(frt_model *m, int code)
+{
+    pc_model *pc = pc_of(m);
+    int n = -1;
+    if (pi0_cuda_capture_nodes(sp(m), &n) != 0) n = -1;
+    int i = 0;
+    while (i < pc->n_node && pc->node_code[i] != code) i++;
+    if (i == PC_NODE_TABLE) {
+        memmove(pc->node_code, pc->node_code + 1, (PC_NODE_TABLE - 1) * sizeof(int));
+        memmove(pc->node_n, pc->node_n + 1, (PC_NODE_TABLE - 1) * sizeof(int));
+        i = PC_NODE_TABLE - 1;
+    } else if (i == pc->n_node) {
+        pc->n_node++;
+    }
+    pc->node_code[i] = code, pc->node_n[i] = n;
 }
 
 /* rc->bucket: a variant code (variant_code), or 0: every camera slot and
@@ -926,37 +1128,61 @@ static int record_policy(frt_stream *st, void *user)
     frt_model *m = rc->m;
     pi0 *Pm = pi0_of(m);
     const pi0_config *c = &Pm->c;
-    const int code = rc->bucket, cfg = code > 0 && (code >> 26 & 1);
-    const pc_shape sh = code > 0 ? shape_of(c, code >> 27, code & VAR_TOK) : shape_of(c, c->max_cameras, c->max_tokens);
+    const int code = rc->bucket, cfg = code_cfg(code);
+    const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK)
+                                 : shape_of(c, c->max_cameras, c->max_tokens);
     FRT_TRY(rec_vision(m, &sh));
     FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
     if (cfg) {
-        const pc_shape shc = shape_of(c, code >> 27, code >> 13 & VAR_TOK);
+        const pc_shape shc = shape_of(c, code_cams(code), code >> 13 & VAR_TOK);
         FRT_TRY(rec_prefix(m, &shc, PI0_COND));
     } else {
         FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
     }
-    return rec_flow(m, cfg);
+    FRT_TRY(rec_flow(m, cfg, code_fused(code), 0));
+    count_nodes(m, code);
+    return 0;
 }
 
-/* frt_arch_backend.policy_variant: an inference's (camera slots, CFG,
- * prompt buckets), or the denoise-only graph's (in NULL: CFG or not; 0
- * for the unguided one captured at load). */
+/* frt_arch_backend.policy_variant: an inference's (fused, camera slots,
+ * CFG, prompt buckets), or the denoise-only graph's (in NULL: CFG or not,
+ * fused or not; 0 for the unguided one captured at load). */
 static int policy_variant(const frt_model *m, const frt_policy_inputs *in, int cfg)
 {
     const pi0_config *c = &pi0_of(m)->c;
-    if (!in) return cfg ? variant_code(0, 1, 0, 0) : 0;
-    return variant_code(in->n_cameras, cfg, cfg ? bucket_of(c, in->n_tokens_cond) : 0, bucket_of(c, in->n_tokens));
+    const int fused = cfg && m->policy_cfg.fused;
+    if (!in) return cfg ? variant_code(fused, 0, 1, 0, 0) : 0;
+    return variant_code(fused, in->n_cameras, cfg, cfg ? bucket_of(c, in->n_tokens_cond) : 0,
+                        bucket_of(c, in->n_tokens));
+}
+
+/* frt_arch_backend.policy_graph_nodes: the count count_nodes kept. */
+static int policy_graph_nodes(const frt_model *m, const frt_policy_inputs *in, int cfg)
+{
+    const pc_model *pc = pc_of(m);
+    const int code = policy_variant(m, in, cfg);
+    for (int i = 0; i < pc->n_node; i++) {
+        if (pc->node_code[i] != code) continue;
+        if (pc->node_n[i] < 0) return frt_error(FRT_ERR_BACKEND, "pi0 cuda: the graph's nodes could not be counted");
+        return pc->node_n[i];
+    }
+    return frt_error(FRT_ERR_NO_VARIANT, "pi0 cuda: the graph of this observation's shape was not captured yet");
 }
 
 static int record_denoise(frt_stream *st, void *user)
 {
     (void)st;
     const frt_record_ctx *rc = user;
-    return rec_flow(rc->m, rc->bucket > 0 && (rc->bucket >> 26 & 1));
+    return rec_flow(rc->m, code_cfg(rc->bucket), code_fused(rc->bucket), 1);
 }
 
-static uint64_t fingerprint_extra(const frt_model *m) { return XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101); }
+/* The config and the GEMM algorithms (another algorithm is other
+ * arithmetic: capsules do not cross a different choice). */
+static uint64_t fingerprint_extra(const frt_model *m)
+{
+    const uint64_t h[2] = {XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101), frt_cuda_gemm_fingerprint(pc_of(m)->gemm)};
+    return XXH64(h, sizeof h, 0x9102);
+}
 
 const frt_arch_backend frt_pi0_cuda_backend = {
     .name = "cuda",
@@ -968,6 +1194,8 @@ const frt_arch_backend frt_pi0_cuda_backend = {
     .fingerprint_extra = fingerprint_extra,
     .record_policy = record_policy,
     .record_policy_denoise = record_denoise,
-    .policy_cfg_fused = 0,
+    .policy_cfg_fused = 1,
     .policy_variant = policy_variant,
+    .policy_graph_nodes = policy_graph_nodes,
+    .gemm_autotune = 1,
 };

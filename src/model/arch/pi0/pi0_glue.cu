@@ -8,6 +8,8 @@
 
 #include "kernels/cuda/cuda_util.h"
 
+#include <string.h>
+
 #define T256 256
 
 static unsigned int blocks(long long total) { return frt_grid_blocks((size_t)total, T256, 8192); }
@@ -142,10 +144,11 @@ extern "C" int pi0_cuda_suffix_pos(void *stream, int32_t *pos, const int32_t *me
     return 0;
 }
 
-/* One (token, head, pair) of q or k: RoPE'd pair to bf16. */
-__global__ void qkv_rope_kernel(__nv_bfloat16 *q, __nv_bfloat16 *k, int ldk, __nv_bfloat16 *v, int ldv,
-                                const float *qkv, const int32_t *pos, const float *inv_freq, long long total,
-                                int heads, int kv_heads, int hd)
+/* One (token, head, pair) of q or k: RoPE'd pair to bf16; token t of the
+ * whole q / qkv is token t % n of slot t / n, whose K / V rows and
+ * positions are d's. */
+__global__ void qkv_rope_kernel(__nv_bfloat16 *q, pi0_kv_slots d, int ldk, int ldv, const float *qkv,
+                                const float *inv_freq, long long total, int n, int heads, int kv_heads, int hd)
 {
     const int half = hd / 2, nh = heads + 2 * kv_heads, width = nh * hd;
     GRID_LOOP(i, total)
@@ -154,34 +157,47 @@ __global__ void qkv_rope_kernel(__nv_bfloat16 *q, __nv_bfloat16 *k, int ldk, __n
         const long long th = i / half;
         const int h = (int)(th % nh);
         const long long t = th / nh;
+        const int slot = (int)(t / n);
+        const long long ts = t - (long long)slot * n;
         const float *src = qkv + t * width + (size_t)h * hd;
         if (h >= heads + kv_heads) { /* v: copied */
-            __nv_bfloat16 *dst = v + t * ldv + (size_t)(h - heads - kv_heads) * hd;
+            __nv_bfloat16 *dst = (__nv_bfloat16 *)d.v[slot] + ts * ldv + (size_t)(h - heads - kv_heads) * hd;
             dst[p] = __float2bfloat16_rn(src[p]);
             dst[p + half] = __float2bfloat16_rn(src[p + half]);
             continue;
         }
-        __nv_bfloat16 *dst = h < heads ? q + (t * heads + h) * hd : k + t * ldk + (size_t)(h - heads) * hd;
-        const float a = (float)pos[t] * inv_freq[p];
+        __nv_bfloat16 *dst = h < heads ? q + (t * heads + h) * hd
+                                       : (__nv_bfloat16 *)d.k[slot] + ts * ldk + (size_t)(h - heads) * hd;
+        const float a = (float)d.pos[slot][ts] * inv_freq[p];
         const float c = cosf(a), s = sinf(a), x1 = src[p], x2 = src[p + half];
         dst[p] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, s)));
         dst[p + half] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
     }
 }
 
+extern "C" int pi0_cuda_qkv_rope_slots(void *stream, uint16_t *q, const pi0_kv_slots *d, int ldk, int ldv,
+                                       const float *qkv, const float *inv_freq, int n, int heads, int kv_heads,
+                                       int hd)
+{
+    FRT_ARG(q && d && qkv && inv_freq && n >= 1 && heads >= 1 && kv_heads >= 1 && hd >= 2 && hd % 2 == 0 &&
+                ldk >= kv_heads * hd && ldv >= kv_heads * hd && d->slots >= 1 && d->slots <= PI0_KV_SLOTS,
+            "pi0 qkv rope: bad arguments");
+    for (int s = 0; s < d->slots; s++) FRT_ARG(d->k[s] && d->v[s] && d->pos[s], "pi0 qkv rope: NULL slot %d", s);
+    const long long total = (long long)d->slots * n * (heads + 2 * kv_heads) * (hd / 2);
+    qkv_rope_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq,
+                                                                     total, n, heads, kv_heads, hd);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
 extern "C" int pi0_cuda_qkv_rope(void *stream, uint16_t *q, uint16_t *k, int ldk, uint16_t *v, int ldv,
                                  const float *qkv, const int32_t *pos, const float *inv_freq, int n, int heads,
                                  int kv_heads, int hd)
 {
-    FRT_ARG(q && k && v && qkv && pos && inv_freq && n >= 1 && heads >= 1 && kv_heads >= 1 && hd >= 2 &&
-                hd % 2 == 0 && ldk >= kv_heads * hd && ldv >= kv_heads * hd,
-            "pi0 qkv rope: bad arguments");
-    const long long total = (long long)n * (heads + 2 * kv_heads) * (hd / 2);
-    qkv_rope_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(
-        (__nv_bfloat16 *)q, (__nv_bfloat16 *)k, ldk, (__nv_bfloat16 *)v, ldv, qkv, pos, inv_freq, total, heads,
-        kv_heads, hd);
-    FRT_LAUNCH_CHECK();
-    return 0;
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.k[0] = k, d.v[0] = v, d.pos[0] = pos, d.slots = 1;
+    return pi0_cuda_qkv_rope_slots(stream, q, &d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd);
 }
 
 /* splitmix64 value number `i` (0-based) of the stream starting at x0. */
@@ -255,5 +271,48 @@ extern "C" int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t by
 {
     FRT_ARG(dst && src, "pi0 copy: NULL pointer");
     if (bytes) FRT_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+    return 0;
+}
+
+extern "C" int pi0_cuda_capture_nodes(void *stream, int *nodes)
+{
+    FRT_ARG(nodes, "pi0 capture nodes: NULL pointer");
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = NULL;
+    FRT_CUDA_TRY(cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, &graph));
+    if (st != cudaStreamCaptureStatusActive || !graph)
+        return frt_error(FRT_ERR_STATE, "pi0 capture nodes: the stream is not capturing");
+    size_t n = 0;
+    FRT_CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
+    *nodes = (int)n;
+    return 0;
+}
+
+/* Block (x, p) copies a slice of pair p: 16-byte words when every pointer
+ * and the size allow, else bytes. */
+__global__ void copy_many_kernel(pi0_copy_list l)
+{
+    const int p = blockIdx.y;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int wide = ((uintptr_t)l.dst[p] | (uintptr_t)l.src[p] | l.bytes) % 16 == 0;
+    if (wide) {
+        uint4 *d = (uint4 *)l.dst[p];
+        const uint4 *s = (const uint4 *)l.src[p];
+        for (size_t i = t0; i < l.bytes / 16; i += stride) d[i] = s[i];
+        return;
+    }
+    uint8_t *d = (uint8_t *)l.dst[p];
+    const uint8_t *s = (const uint8_t *)l.src[p];
+    for (size_t i = t0; i < l.bytes; i += stride) d[i] = s[i];
+}
+
+extern "C" int pi0_cuda_copy_many(void *stream, const pi0_copy_list *l)
+{
+    FRT_ARG(l && l->n >= 0 && l->n <= PI0_COPY_MAX, "pi0 copy many: bad list");
+    for (int i = 0; i < l->n; i++) FRT_ARG(l->dst[i] && l->src[i], "pi0 copy many: NULL pointer in pair %d", i);
+    if (l->n == 0 || l->bytes == 0) return 0;
+    const unsigned int bx = frt_grid_blocks((l->bytes + 15) / 16, T256, 64);
+    copy_many_kernel<<<dim3(bx, (unsigned int)l->n), T256, 0, (cudaStream_t)stream>>>(*l);
+    FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -66,6 +66,23 @@ int pi0_cuda_suffix_pos(void *stream, int32_t *pos, const int32_t *meta, int n);
 int pi0_cuda_qkv_rope(void *stream, uint16_t *q, uint16_t *k, int ldk, uint16_t *v, int ldv, const float *qkv,
                       const int32_t *pos, const float *inv_freq, int n, int heads, int kv_heads, int hd);
 
+/* pi0_cuda_qkv_rope over `slots` blocks of n tokens (fused CFG's two
+ * slots in one launch): q [slots n, heads, hd] and qkv [slots n, ...]
+ * contiguous over the blocks; block s's K / V rows go to k[s] / v[s] (rows
+ * ldk / ldv apart) at positions pos[s] [n]. The bits of one
+ * pi0_cuda_qkv_rope per block. Errors: FRT_ERR_INVALID_ARGUMENT (those of
+ * pi0_cuda_qkv_rope, slots outside 1..PI0_KV_SLOTS, a NULL slot pointer),
+ * FRT_ERR_BACKEND. */
+#define PI0_KV_SLOTS 2
+typedef struct pi0_kv_slots {
+    uint16_t *k[PI0_KV_SLOTS], *v[PI0_KV_SLOTS];
+    const int32_t *pos[PI0_KV_SLOTS];
+    int slots;
+} pi0_kv_slots;
+
+int pi0_cuda_qkv_rope_slots(void *stream, uint16_t *q, const pi0_kv_slots *d, int ldk, int ldv, const float *qkv,
+                            const float *inv_freq, int n, int heads, int kv_heads, int hd);
+
 /* x [n] f32 = noise when opts[2] (frt_policy_options.noise_given) is set,
  * else the episode stream of pi0.h (pi0_episode_noise) for
  * episode = {seed, step}; then, when meta[0] >= 1 and (meta2 NULL or
@@ -83,6 +100,29 @@ int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0, float dt, 
 
 /* cudaMemcpyAsync(dst, src, bytes, Default) (device, pinned host). */
 int pi0_cuda_copy(void *stream, void *dst, const void *src, size_t bytes);
+
+/* Up to PI0_COPY_MAX device copies of `bytes` each, dst[i] <- src[i] (no
+ * overlaps), in one kernel launch instead of n copy nodes of a graph (the
+ * prefix KV of every layer into the state and back). */
+#define PI0_COPY_MAX 64
+typedef struct pi0_copy_list {
+    void *dst[PI0_COPY_MAX];
+    const void *src[PI0_COPY_MAX];
+    int n;
+    size_t bytes;
+} pi0_copy_list;
+
+/* Enqueues the copies of l (passed by value to the kernel: l may be freed
+ * after the call). 16-byte words where every pointer and bytes allow.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL list or pointer, n outside
+ * 0..PI0_COPY_MAX), FRT_ERR_BACKEND. Tested in test_cuda_policy_kernels.c. */
+int pi0_cuda_copy_many(void *stream, const pi0_copy_list *l);
+
+/* *nodes = the nodes (kernels, copies, memsets, host tasks) the stream's
+ * capture holds so far (cudaStreamGetCaptureInfo + cudaGraphGetNodes; legal
+ * inside the capture, enqueues nothing). Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL), FRT_ERR_STATE (the stream is not capturing), FRT_ERR_BACKEND. */
+int pi0_cuda_capture_nodes(void *stream, int *nodes);
 
 #ifdef __cplusplus
 }
