@@ -163,11 +163,20 @@ int frt_policy_pixels_from_u8(const uint8_t *hwc, int height, int width, int cha
 {
     enum { S = FRT_POLICY_IMAGE_SIZE };
     FRT_TRY(check_pixel_args(hwc, channels, out));
-    uint8_t *sq = malloc((size_t)S * S * 3);
-    if (!sq) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pixels: out of memory");
-    int rc = frt_policy_resize_with_pad(hwc, height, width, S, S, sq);
+    /* the expression per value, (float)v / 255 * 2 - 1, tabled once: the
+     * same bits, without a division per element */
+    float lut[256];
+    for (int v = 0; v < 256; v++) lut[v] = (float)v / 255.0f * 2.0f - 1.0f;
+    uint8_t *sq = NULL;
+    const uint8_t *src = hwc; /* already S x S: resize_with_pad would copy it unchanged */
+    int rc = 0;
+    if (height != S || width != S) {
+        if (!(sq = malloc((size_t)S * S * 3))) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pixels: out of memory");
+        rc = frt_policy_resize_with_pad(hwc, height, width, S, S, sq);
+        src = sq;
+    }
     for (size_t i = 0; rc == 0 && i < (size_t)S * S; i++)
-        for (int c = 0; c < 3; c++) out[(size_t)c * S * S + i] = (float)sq[i * 3 + c] / 255.0f * 2.0f - 1.0f;
+        for (int c = 0; c < 3; c++) out[(size_t)c * S * S + i] = lut[src[i * 3 + c]];
     free(sq);
     return rc;
 }

@@ -74,6 +74,11 @@ int frt_robot_image(const frt_pobs_value *v, int force_chw, uint8_t **rgb, int *
                          FRT_ROBOT_MAX_SIDE);
     uint8_t *o = malloc((size_t)(H * W * 3));
     if (!o) return frt_error(FRT_ERR_OUT_OF_MEMORY, "'%s': out of memory", v->key);
+    if (v->dtype == FRT_POBS_U8 && !chw) { /* already u8 HWC: the bytes as they are */
+        memcpy(o, v->data, (size_t)(H * W * 3));
+        *rgb = o, *h = (int)H, *w = (int)W;
+        return 0;
+    }
     for (int64_t y = 0; y < H; y++)
         for (int64_t x = 0; x < W; x++)
             for (int64_t c = 0; c < 3; c++) {
