@@ -174,6 +174,17 @@ static inline void frt_test_three_way(const char *label, frt_model *ref, frt_mod
     free(lc);
 }
 
+/* dir's golden.safetensors, opened (CHECK_OK on the open); NULL when it
+ * could not be. Close with frt_safetensors_close. */
+static inline frt_safetensors *frt_test_open_golden(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+    frt_safetensors *g = NULL;
+    CHECK_OK(frt_safetensors_open(path, &g));
+    return g;
+}
+
 typedef void (*frt_test_prompt_fn)(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user);
 
 /* The last logits of each prompt<i>.ids of golden file g on a and b,

@@ -108,10 +108,7 @@ static void golden_model(const char *dir, const char *label)
 {
     printf("golden model %s\n", label);
     frt_model *a = load(dir, FRT_KV_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_KV_FP8, FRT_BACKEND_CPU, 0);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/golden.safetensors", dir);
-    frt_safetensors *g = NULL;
-    CHECK_OK(frt_safetensors_open(path, &g));
+    frt_safetensors *g = frt_test_open_golden(dir);
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
     int V = a->cfg.vocab_size;
