@@ -468,65 +468,90 @@ static void test_bad_args(void)
 /* frt_cuda_attention_batch: branch b over its own cache at its own
  * position gives the bytes of frt_cuda_attention on that branch alone
  * (max_n 1, d_n NULL); the positions differ per branch (one past the last
- * row of the cache too). */
+ * row of the cache too). shared > 0: the branches' rows below `shared` are
+ * branch 0's (a fork's prefix) and the launch reads them from branch 0
+ * (d_shared); the other branches' own copies of those rows are overwritten
+ * with NaN after the references are taken, so equal bytes prove the rows
+ * came from branch 0. */
 #define NB 3
-static void test_batch_case(int hd, int nh, int nkv, int split)
+static void test_batch_case(int hd, int nh, int nkv, int split, int shared)
 {
     const int max_seq = 333, pos[NB] = {17, 300, 332};
     dcache c[NB];
-    const size_t row = (size_t)nh * hd;
+    const size_t row = (size_t)nh * hd, crow = (size_t)nkv * hd;
     float *q = frand(NB * row, -2, 2);
     dbuf dq = dalloc(NB * row * 4), out = dalloc(NB * row * 4), ref = dalloc(row * 4), dpos = dalloc(NB * 4);
     size_t ws1 = frt_cuda_attention_workspace_bytes(1, max_seq, nh, hd, split);
-    dbuf ws = dalloc(NB * ws1), tabs = dalloc(3 * NB * sizeof(void *));
+    dbuf ws = dalloc(NB * ws1), tabs = dalloc(3 * NB * sizeof(void *)), dsh = dalloc(NB * 4);
     dput(dq, 0, q, NB * row * 4);
     dput(dpos, 0, pos, sizeof pos);
     void *tk[NB], *tv[NB], *tp[NB];
+    int32_t sh[NB];
     for (int b = 0; b < NB; b++) {
         c[b] = dcache_make(max_seq, nkv, hd);
-        dcache_grow(&c[b], pos[b] + 1);
+        sh[b] = b ? shared : 0;
+        if (b && shared) { /* the fork's prefix: branch 0's rows */
+            memcpy(c[b].kf, c[0].kf, (size_t)shared * crow * sizeof(float));
+            memcpy(c[b].vf, c[0].vf, (size_t)shared * crow * sizeof(float));
+        }
+        /* branch 0's cache holds the shared rows, also past its position
+         * (slot 0's rows a fork shares are below its position in frt) */
+        dcache_grow(&c[b], !b && shared > pos[b] + 1 ? shared : pos[b] + 1);
         tk[b] = c[b].kc.p, tv[b] = c[b].vc.p, tp[b] = (int32_t *)dpos.p + b;
     }
     dput(tabs, 0, tk, sizeof tk);
     dput(tabs, sizeof tk, tv, sizeof tv);
     dput(tabs, 2 * sizeof tk, tp, sizeof tp);
+    dput(dsh, 0, sh, sizeof sh);
     void **dt = tabs.p;
     float scale = 1.0f / sqrtf((float)hd);
-    must(frt_cuda_attention_batch(g_cs, out.p, dq.p, (const uint16_t *const *)dt, (const uint16_t *const *)(dt + NB),
-                                  (const int32_t *const *)(dt + 2 * NB), NB, max_seq, nh, nkv, hd, scale, split, ws.p,
-                                  ws.bytes),
-         "attention batch");
-    sync_st();
-    float *got = fnew(NB * row), *want = fnew(row);
-    dget(out, 0, got, NB * row * 4);
+    float *got = fnew(NB * row), *want = fnew(NB * row);
     for (int b = 0; b < NB; b++) {
         dbuf w1 = dalloc(ws1);
         must(frt_cuda_attention(g_cs, ref.p, F32, (float *)dq.p + b * row, F32, c[b].kc.p, c[b].vc.p,
                                 (int32_t *)dpos.p + b, NULL, 1, max_seq, nh, nkv, hd, scale, split, w1.p, w1.bytes),
              "attention alone");
         sync_st();
-        dget(ref, 0, want, row * 4);
-        char name[160];
-        snprintf(name, sizeof name, "batch of %d: branch %d at %d, hd %d, heads %d / %d, split %d: the bytes alone",
-                 NB, b, pos[b], hd, nh, nkv, split);
-        report_same(name, got + b * row, want, row * 4);
+        dget(ref, 0, want + b * row, row * 4);
         dfree(&w1);
+    }
+    for (int b = 1; b < NB && shared; b++) { /* the own copies of the shared rows: NaN */
+        must(frt_buffer_fill(c[b].kc.b, 0, (size_t)shared * crow * 2, 0xFF, g_st), "fill");
+        must(frt_buffer_fill(c[b].vc.b, 0, (size_t)shared * crow * 2, 0xFF, g_st), "fill");
+    }
+    must(frt_cuda_attention_batch(g_cs, out.p, dq.p, (const uint16_t *const *)dt, (const uint16_t *const *)(dt + NB),
+                                  (const int32_t *const *)(dt + 2 * NB), shared ? (const int32_t *)dsh.p : NULL, NB,
+                                  max_seq, nh, nkv, hd, scale, split, ws.p, ws.bytes),
+         "attention batch");
+    sync_st();
+    dget(out, 0, got, NB * row * 4);
+    for (int b = 0; b < NB; b++) {
+        char name[200];
+        snprintf(name, sizeof name,
+                 "batch of %d: branch %d at %d, hd %d, heads %d / %d, split %d, shared %d: the bytes alone", NB, b,
+                 pos[b], hd, nh, nkv, split, sh[b]);
+        report_same(name, got + b * row, want + b * row, row * 4);
     }
     free(got), free(want), free(q);
     for (int b = 0; b < NB; b++) dcache_free(&c[b]);
-    dfree(&dq), dfree(&out), dfree(&ref), dfree(&dpos), dfree(&ws), dfree(&tabs);
+    dfree(&dq), dfree(&out), dfree(&ref), dfree(&dpos), dfree(&ws), dfree(&tabs), dfree(&dsh);
 }
 
 static void test_batch(void)
 {
-    test_batch_case(128, 32, 8, 128); /* llama3.1-8b's heads */
-    test_batch_case(64, 6, 2, 100);
-    test_batch_case(256, 16, 4, 64);
+    test_batch_case(128, 32, 8, 128, 0); /* llama3.1-8b's heads */
+    test_batch_case(64, 6, 2, 100, 0);
+    test_batch_case(256, 16, 4, 64, 0);
+    /* a fork's shared prefix: split-aligned, mid-split and mid-tile ends,
+     * longer than a branch's position (17) */
+    test_batch_case(128, 32, 8, 128, 256);
+    test_batch_case(64, 6, 2, 100, 150);
+    test_batch_case(256, 16, 4, 64, 13);
     /* head_dim outside the tensor-core kernel: refused */
     dbuf d = dalloc(4096);
     void **p = d.p;
     CHECK_STATUS(frt_cuda_attention_batch(g_cs, d.p, (float *)d.p + 8, (const uint16_t *const *)p,
-                                          (const uint16_t *const *)p, (const int32_t *const *)p, 1, 16, 2, 1, 32,
+                                          (const uint16_t *const *)p, (const int32_t *const *)p, NULL, 1, 16, 2, 1, 32,
                                           1.0f, 8, d.p, d.bytes),
                  FRT_ERR_UNSUPPORTED);
     dfree(&d);

@@ -1127,6 +1127,10 @@ static void test_sample(void)
         float *scratch = fnew(FRT_CPU_SAMPLE_SCRATCH(n));
         size_t wsb = 0;
         CHECK_OK(frt_cuda_sample_workspace_bytes(n, &wsb));
+        int conc = 0; /* samplers that fit the device at once (the batched decode's side streams) */
+        CHECK_OK(frt_cuda_sample_concurrency(n, &conc));
+        CHECK(conc >= 1);
+        printf("  sampler over %d logits: %d launches fit at once\n", n, conc);
         dbuf ws = dalloc(wsb), dl = dalloc((size_t)n * 4), dp = dalloc(sizeof ps[0]);
         dbuf drng = dalloc(8), dtok = dalloc(16);
         dput(dl, 0, x, (size_t)n * 4);
@@ -1564,6 +1568,9 @@ static void test_bad_args(void)
     size_t b = 0;
     CHECK_STATUS(frt_cuda_sample_workspace_bytes((1 << 24) + 1, &b), E);
     CHECK_STATUS(frt_cuda_sample_workspace_bytes(100, NULL), E);
+    CHECK_STATUS(frt_cuda_sample_concurrency(100, NULL), E);
+    int conc = 0;
+    CHECK_STATUS(frt_cuda_sample_concurrency(0, &conc), E);
     CHECK_STATUS(frt_cuda_gemm_create(1024, NULL), E);
     CHECK_STATUS(frt_cuda_gemm_plan(NULL, 1, 8, 8, F32, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(NULL, NULL, p, F32, hp, hp, 1, 8, 8, 0), E);

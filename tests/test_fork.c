@@ -144,6 +144,37 @@ static void check_equal_alone(frt_model *mb, frt_model *m1, const frt_capsule *c
     free(lg);
 }
 
+/* A fork's shared prefix ends when a slot's rows are rewritten: after the
+ * fork, slot 0 is reset and prefilled with other ids (its rows below the
+ * trunk's end change), then every branch steps together. On cuda the
+ * batched attention read branches 1..B-1's trunk rows from slot 0 while
+ * they were shared (frt_cuda_attention_batch's d_shared); now each must read
+ * its own again and still equal its run alone. */
+static void check_rewritten(frt_model *mb, frt_model *m1, const frt_capsule *cap, const frt_capsule *cap1, int V,
+                            const int32_t *other, int n_other)
+{
+    const frt_sampling s = {.temperature = 0.9f, .top_p = 0.95f};
+    const uint64_t seed = 4321;
+    run r;
+    r.logits = malloc((size_t)B * (T + 1) * V * sizeof(float));
+    float *lg = malloc((size_t)V * sizeof *lg);
+    if (!r.logits || !lg) abort();
+    int32_t t[B_MAX];
+    CHECK_OK(frt_model_fork(mb, cap, B, seed));
+    CHECK_OK(frt_model_reset(mb)); /* slot 0 (selected after the fork) */
+    CHECK_OK(frt_model_prefill(mb, other, n_other));
+    for (int k = 0; k <= T; k++) {
+        CHECK_OK(k ? frt_model_branch_decode(mb, &s, t) : frt_model_branch_sample(mb, &s, t));
+        for (int b = 0; b < B; b++) {
+            r.tok[b][k] = t[b];
+            branch_logits(mb, b, logits_at(&r, V, b, k));
+        }
+    }
+    for (int b = 1; b < B; b++) check_alone(m1, cap1, &s, seed, V, &r, b, lg);
+    free(r.logits);
+    free(lg);
+}
+
 /* A branch's snapshot is an ordinary capsule: the single-slot model
  * continues it exactly as the branch continues in its slot. */
 static void check_branch_snapshot(frt_model *mb, frt_model *m1, int V, const char *path)
@@ -254,6 +285,9 @@ static void test_model(const char *dir, int batched)
     if (!cap || !cap1) goto out;
     int fails = frt_test_failed_;
     check_equal_alone(mb, m1, cap, cap1, V);
+    int32_t other[70];
+    for (int i = 0; i < 70; i++) other[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    check_rewritten(mb, m1, cap, cap1, V, other, 70);
     check_branch_snapshot(mb, m1, V, bpath);
     check_too_many(mb, cap, V);
     if (frt_test_failed_ > fails) fprintf(stderr, "  (model %s)\n", dir);

@@ -162,6 +162,12 @@ typedef struct frt_arch_backend {
      * before any capture), e.g. to write tables of the slots' addresses
      * that record_decode_batch's kernels read. */
     int (*slots_ready)(frt_model *m);
+    /* Optional: the KV rows 0..rows-1 of slots 0..n-1 now hold the same
+     * bytes (a fork of one capsule; rows 0, n 0: no longer, after any
+     * restore, reset or injection), so record_decode_batch's attention may
+     * stream them once from slot 0 (frt_cuda_attention_batch's d_shared).
+     * Called outside any capture; the same bits either way. */
+    int (*shared_rows)(frt_model *m, int n, int rows);
     int (*debug_hidden)(frt_model *m, int idx, float *out, int n); /* NULL: unsupported */
     /* A hash of choices made at load that change the arithmetic (GEMM
      * algorithms picked per shape), folded into the fingerprint; may be NULL. */

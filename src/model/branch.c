@@ -87,7 +87,15 @@ int frt_model_branches_alloc(frt_model *m)
     m->branch_live = calloc((size_t)B, 1);
     if (!m->slot_bufs || !m->branch_live) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for branch slots");
     m->n_slots = B;
-    for (int i = 0; i < m->n_state; i++) m->slot_bufs[i] = m->state[i].buf;
+    for (int i = 0; i < m->n_state; i++) {
+        m->slot_bufs[i] = m->state[i].buf;
+        if (m->state[i].buf == m->boundary) m->boundary_entry = i;
+    }
+    m->bd_host = calloc((size_t)B, sizeof *m->bd_host);
+    if (!m->bd_host) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for branch slots");
+    if (B > 1)
+        FRT_TRY(frt_buffer_alloc(m->ctx, "branch.boundaries", FRT_SPACE_DEVICE, (size_t)B * sizeof(frt_boundary),
+                                 &m->bd_all));
     for (int s = 1; s < B; s++)
         for (int i = 0; i < m->n_state; i++) {
             /* Named as the entry: capsules name their buffers by it. */
@@ -106,6 +114,10 @@ void frt_model_branches_free(frt_model *m)
     for (size_t k = (size_t)m->n_state; k < (size_t)m->n_slots * m->n_state; k++) frt_buffer_free(m->slot_bufs[k]);
     free(m->slot_bufs);
     free(m->branch_live);
+    frt_buffer_free(m->bd_all);
+    free(m->bd_host);
+    m->bd_all = NULL;
+    m->bd_host = NULL;
     m->slot_bufs = NULL;
     m->branch_live = NULL;
 }
@@ -153,6 +165,25 @@ int frt_model_branch_stop(frt_model *m, int branch)
     return 0;
 }
 
+int frt_model_rows_rewritten(frt_model *m)
+{
+    if (!m->shared_rows) return 0;
+    m->shared_rows = 0;
+    return m->bk->shared_rows ? m->bk->shared_rows(m, 0, 0) : 0;
+}
+
+/* After a fork of c into slots 0..n-1: their KV rows below c's position are
+ * c's bytes in every slot. */
+static int fork_shared(frt_model *m, const frt_capsule *c, int n)
+{
+    frt_capsule_info ci;
+    FRT_TRY(frt_capsule_info_get(c, &ci));
+    if (!m->bk->shared_rows || n < 2 || ci.position < 1) return 0;
+    FRT_TRY(m->bk->shared_rows(m, n, (int)ci.position));
+    m->shared_rows = (int)ci.position;
+    return 0;
+}
+
 int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
 {
     if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fork: NULL argument");
@@ -174,19 +205,30 @@ int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
         return rc;
     }
     FRT_TRY(frt_model_branch_select(m, 0));
+    FRT_TRY(fork_shared(m, c, n));
     m->n_branches = n;
     memset(m->branch_live, 0, (size_t)m->n_slots);
     memset(m->branch_live, 1, (size_t)n);
     return 0;
 }
 
-/* What a step needs of branch s's boundary (decode: a pending token and
- * room; sample: logits). */
-static int check_step(frt_model *m, int s, int decode)
+int frt_model_boundaries_read(frt_model *m, int n, frt_boundary *out)
 {
-    frt_boundary b;
-    FRT_TRY(frt_model_bind_slot(m, s));
-    FRT_TRY(frt_model_boundary_read(m, &b));
+    const size_t sz = sizeof(frt_boundary);
+    if (n < 1 || n > m->n_slots)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "branch: boundaries of %d slots (%d)", n, m->n_slots);
+    if (!m->bd_all) return frt_model_boundary_read(m, out); /* one slot: the table's */
+    for (int b = 0; b < n; b++)
+        FRT_TRY(frt_buffer_copy(m->bd_all, (size_t)b * sz, slot_buf(m, b, m->boundary_entry), 0, sz, m->stream));
+    FRT_TRY(frt_buffer_read(m->bd_all, 0, out, (size_t)n * sz, m->stream));
+    return frt_stream_sync(m->stream);
+}
+
+/* What a step needs of branch s's boundary b (decode: a pending token and
+ * room; sample: logits). */
+static int check_step(const frt_model *m, int s, const frt_boundary *bd, int decode)
+{
+    frt_boundary b = *bd;
     if (decode && b.pending < 0) return frt_error(FRT_ERR_STATE, "branch %d: no pending token (sample first)", s);
     if (decode && b.pos >= m->max_seq)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "branch %d: the state is full (%d tokens)", s, b.pos);
@@ -211,9 +253,10 @@ static int step_all(frt_model *m, const frt_sampling *s, int32_t *tokens, int de
 {
     if (!m || !tokens) return frt_error(FRT_ERR_INVALID_ARGUMENT, "branch: NULL argument");
     if (m->n_branches < 1) return frt_error(FRT_ERR_STATE, "branch: no fork (frt_model_fork first)");
-    int rc = 0, live = 0;
+    frt_boundary *bd = m->bd_host;
+    int rc = frt_model_boundaries_read(m, m->n_branches, bd), live = 0;
     for (int i = 0; i < m->n_branches && rc == 0; i++)
-        if (m->branch_live[i]) rc = check_step(m, i, decode), live++;
+        if (m->branch_live[i]) rc = check_step(m, i, &bd[i], decode), live++;
     /* Every branch live: one batched decode graph when the backend has one
      * (the same bits per branch as stepping them one after another). */
     if (rc == 0 && decode && live == m->n_branches && live >= 2 && live <= m->batch_max)

@@ -668,6 +668,7 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     if (rollback)
         for (int i = 0; i < n; i++)
             if (m->state[i].decl.validity == FRT_STATE_ROWS) skip[i] = 1;
+    FRT_TRY(frt_model_rows_rewritten(m));
     m->live_capsule = 0; /* until the copy has landed */
     m->logprobs_valid = 0;
     frt_restore_stats st = {0, 0, rollback};

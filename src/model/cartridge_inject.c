@@ -212,7 +212,8 @@ int frt_model_inject_kv_resident(frt_model *m, const frt_kv_resident *r)
     if (!m || !r) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: NULL argument");
     if (r->m != m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: the resident prefix belongs to another model");
     m->live_capsule = 0; /* the KV rows no longer descend from any capsule */
-    int rc = write_state(m, r);
+    int rc = frt_model_rows_rewritten(m);
+    if (rc == 0) rc = write_state(m, r);
     if (rc < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", frt_last_error());

@@ -744,12 +744,8 @@ int frt_model_decode_batch(frt_model *m, const frt_sampling *s, int n, int32_t *
     FRT_TRY(frt_graph_replay(m->g_decode, FRT_BATCH_KEY | (frt_shape_key)n, m->stream));
     FRT_TRY(frt_stream_sync(m->stream));
     FRT_TRY(take_task_status(m));
-    for (int b = 0; b < n; b++) {
-        frt_boundary bd;
-        FRT_TRY(frt_model_bind_slot(m, b));
-        FRT_TRY(frt_model_boundary_read(m, &bd));
-        tokens[b] = bd.pending;
-    }
+    FRT_TRY(frt_model_boundaries_read(m, n, m->bd_host));
+    for (int b = 0; b < n; b++) tokens[b] = m->bd_host[b].pending;
     /* The logprobs port holds the last slot's step, as after stepping the
      * slots one after another. */
     m->logprobs_valid = s && s->logprobs;
@@ -848,6 +844,7 @@ int frt_model_reset(frt_model *m)
     b.pos = 0;
     b.pending = -1;
     b.has_logits = 0;
+    FRT_TRY(frt_model_rows_rewritten(m));
     m->live_capsule = 0; /* the next steps rewrite the KV rows from 0 */
     m->logprobs_valid = 0;
     /* The recurrent entries start from zero; rows past the position are

@@ -147,6 +147,10 @@ struct frt_model {
     int bound_slot;    /* the slot the table points at */
     int selected_slot; /* the slot single-sequence calls act on */
     int n_branches;    /* branches of the last fork */
+    int boundary_entry; /* the state entry of the boundary record */
+    frt_buffer *bd_all; /* [n_slots] frt_boundary: frt_model_boundaries_read's gather (n_slots > 1) */
+    frt_boundary *bd_host; /* [n_slots] its host copy */
+    int shared_rows;   /* KV rows 0..shared_rows-1 equal in slots 0..n_branches-1 (frt_model_rows_rewritten) */
     int batch_max;     /* batched decode graphs exist for 2..batch_max slots (0: none) */
     unsigned char *branch_live; /* [n_slots] */
 };
@@ -163,6 +167,16 @@ frt_shape_key frt_model_slot_key(const frt_model *m);
 
 /* The decode graph's key of the batched decode of slots 0..n-1: this | n. */
 #define FRT_BATCH_KEY ((frt_shape_key)1 << 62)
+
+/* The boundary records of slots 0..n-1 (n <= n_slots) into
+ * out[n]: a device copy a slot, one read, one sync. Leaves the bound slot.
+ * Errors: FRT_ERR_INVALID_ARGUMENT; the exec layer's. */
+int frt_model_boundaries_read(frt_model *m, int n, frt_boundary *out);
+
+/* Called before anything rewrites KV rows below a slot's position (a
+ * capsule restore, a reset, a cartridge injection): the fork's shared
+ * prefix (arch shared_rows) ends there, for every slot. */
+int frt_model_rows_rewritten(frt_model *m);
 
 /* One batched decode step of slots 0..n-1 (2 <= n <= batch_max, every slot
  * checked by the caller: a pending token, room): the step record written

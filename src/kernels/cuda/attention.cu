@@ -109,6 +109,13 @@ struct attn_args {
     int nb;
     const __nv_bfloat16 *const *kcs, *const *vcs;
     const int32_t *const *starts;
+    /* The shared prefix of a fork (NULL: none): branch b reads its cache
+     * rows below shared[b] from branch 0's caches, which hold the same bytes
+     * there (the caller's contract). attn_branch sets kc0 / vc0 and n_shared
+     * for the branch (n_shared 0: every row from its own cache). */
+    const int32_t *shared;
+    const __nv_bfloat16 *kc0, *vc0;
+    int n_shared;
     /* frt_cuda_attention_fp8: the E4M3 caches (kc, vc unused) and the
      * per-KV-head scales [n_kv] (device); NULL for a bf16 cache. */
     const uint8_t *kc8, *vc8;
@@ -161,6 +168,9 @@ __device__ __forceinline__ attn_args attn_branch(const attn_args &a0, int b)
     const size_t row = (size_t)a0.n_heads * a0.hd; /* one branch's query token */
     a.kc = a0.kcs[b];
     a.vc = a0.vcs[b];
+    a.kc0 = a0.kcs[0];
+    a.vc0 = a0.vcs[0];
+    a.n_shared = a0.shared ? a0.shared[b] : 0;
     a.d_start = a0.starts[b];
     a.q = (const char *)a0.q + (size_t)b * row * (a0.q_dt == FRT_CUDA_F32 ? 4 : 2);
     a.out = (char *)a0.out + (size_t)b * row * (a0.out_dt == FRT_CUDA_F32 ? 4 : 2);
@@ -360,6 +370,12 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const size_t crow = (size_t)a.n_kv * HD; /* elements per cache row */
     const __nv_bfloat16 *kb = a.kc + (size_t)kvh * HD + lc * 8;
     const __nv_bfloat16 *vb = a.vc + (size_t)kvh * HD + lc * 8;
+    /* Rows below n_shared from branch 0's caches: the same bytes, read once
+     * from HBM for every branch of the fork (the blocks of the branches run
+     * in one wave, so the other branches' reads of a row hit L2). */
+    const int n_sh = a0.nb ? a.n_shared : 0;
+    const __nv_bfloat16 *kb0 = n_sh > 0 ? a.kc0 + (size_t)kvh * HD + lc * 8 : kb;
+    const __nv_bfloat16 *vb0 = n_sh > 0 ? a.vc0 + (size_t)kvh * HD + lc * 8 : vb;
     auto load_tile = [&](int k) {
         const int sq = k / tps, i = k - sq * tps;
         const int s = s_begin + sq;
@@ -370,10 +386,11 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         for (int r = 0; r < TC_TILE / RSTEP; r++) {
             const int row = lr + r * RSTEP;
             const bool ok = row < rows;
+            const bool sh = j0 + row < n_sh;
             const size_t g = ok ? (size_t)(j0 + row) * crow : 0;
             const uint32_t off = (uint32_t)(row * ROWB + ((lc ^ (row & 7)) << 4));
-            frt_cp_async16(st + off, kb + g, ok ? 16 : 0);
-            frt_cp_async16(st + C::TBYTES + off, vb + g, ok ? 16 : 0);
+            frt_cp_async16(st + off, (sh ? kb0 : kb) + g, ok ? 16 : 0);
+            frt_cp_async16(st + C::TBYTES + off, (sh ? vb0 : vb) + g, ok ? 16 : 0);
         }
     };
 #pragma unroll
@@ -826,7 +843,8 @@ extern "C" int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype ou
 extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q,
                                         const uint16_t *const *d_k_caches,
                                         const uint16_t *const *d_v_caches,
-                                        const int32_t *const *d_starts, int n_branches, int max_seq,
+                                        const int32_t *const *d_starts, const int32_t *d_shared,
+                                        int n_branches, int max_seq,
                                         int n_heads, int n_kv_heads, int head_dim, float scale,
                                         int split_len, void *workspace, size_t workspace_bytes)
 {
@@ -865,6 +883,7 @@ extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q
     a.kcs = (const __nv_bfloat16 *const *)d_k_caches;
     a.vcs = (const __nv_bfloat16 *const *)d_v_caches;
     a.starts = d_starts;
+    a.shared = d_shared;
     /* the chunks of frt_cuda_attention at max_n 1 */
     const long long pairs = a.group, nchunks = (pairs + 3) / 4;
     a.qb = (int)((pairs + nchunks - 1) / nchunks);

@@ -280,12 +280,20 @@ size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads, i
  * only, never on the grid). workspace: n_branches x
  * frt_cuda_attention_workspace_bytes(1, max_seq, n_heads, head_dim,
  * split_len). head_dim 64, 128 or 256 (the tensor-core decode kernel), else
- * FRT_ERR_UNSUPPORTED. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes,
- * split_len 0, short workspace), FRT_ERR_UNSUPPORTED, FRT_ERR_BACKEND.
+ * FRT_ERR_UNSUPPORTED.
+ * d_shared: NULL, or a device array [n_branches] of row counts: branch b
+ * reads its cache rows j < d_shared[b] from branch 0's caches instead of
+ * its own (a fork's common prefix, kept in every slot but streamed from
+ * HBM once: the branches' blocks run in one wave and share it through L2).
+ * The caller guarantees those rows hold the same bytes in both caches, so
+ * the result is the same bits either way. Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL, sizes, split_len 0, short workspace), FRT_ERR_UNSUPPORTED,
+ * FRT_ERR_BACKEND.
  * Twin: frt_cuda_attention per branch (tests/test_cuda_attn_decode.c). */
 int frt_cuda_attention_batch(void *stream, float *out, const float *q,
                              const uint16_t *const *d_k_caches, const uint16_t *const *d_v_caches,
-                             const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                             const int32_t *const *d_starts, const int32_t *d_shared, int n_branches, int max_seq,
+                             int n_heads,
                              int n_kv_heads, int head_dim, float scale, int split_len, void *workspace,
                              size_t workspace_bytes);
 
@@ -565,6 +573,15 @@ typedef frt_sampling frt_cuda_sampler_params;
  * Errors: FRT_ERR_INVALID_ARGUMENT (n < 1 or n > 2^24, NULL);
  * FRT_ERR_UNSUPPORTED (no cooperative launch); FRT_ERR_BACKEND. */
 int frt_cuda_sample_workspace_bytes(int n, size_t *bytes);
+
+/* How many sampler launches over n logits fit the device at once (>= 1):
+ * the co-resident blocks of the sampler kernel over one launch's grid. A
+ * graph that runs several samplers side by side (the batched decode's
+ * branches, kernels/cuda/fanout.h) keeps at most this many in flight, so
+ * every cooperative grid can be resident whole. Call at setup, outside a
+ * capture. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_UNSUPPORTED (no
+ * cooperative launch); FRT_ERR_BACKEND. */
+int frt_cuda_sample_concurrency(int n, int *out);
 
 /* Samples one token from logits [n] f32 (device):
  *   u = frt_rng_uniform(d_rng)       (one SplitMix64 step per call, always,

@@ -595,6 +595,29 @@ extern "C" int frt_cuda_sample_workspace_bytes(int n, size_t *bytes)
     return smp_max_blocks(&g); /* warms the per-device cache at setup */
 }
 
+/* The grid of one sampler launch over n logits (the same G on every path:
+ * the bits depend on it). */
+static int smp_grid(int n, int gmax)
+{
+    int G = (n + SMP_PER_BLOCK - 1) / SMP_PER_BLOCK;
+    if (G > gmax) G = gmax;
+    return G < 1 ? 1 : G;
+}
+
+extern "C" int frt_cuda_sample_concurrency(int n, int *out)
+{
+    FRT_ARG(out, "cuda sample: NULL pointer");
+    FRT_ARG(n >= 1 && n <= (1 << 24), "cuda sample: n %d (1..2^24)", n);
+    int gmax = 0, dev = 0, sms = 0, occ = 0;
+    FRT_TRY(smp_max_blocks(&gmax));
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, sample_kernel, SMP_THREADS, 0));
+    const int k = occ * sms / smp_grid(n, gmax);
+    *out = k < 1 ? 1 : k;
+    return 0;
+}
+
 static int sample_launch(void *stream, int32_t *d_token, const float *logits, const float *adj,
                          const int32_t *d_mask_on, int n,
                          const frt_cuda_sampler_params *d_params, uint64_t *d_rng, void *workspace,
@@ -607,9 +630,7 @@ static int sample_launch(void *stream, int32_t *d_token, const float *logits, co
             workspace_bytes, L.total);
     int gmax = 0;
     FRT_TRY(smp_max_blocks(&gmax));
-    int G = (n + SMP_PER_BLOCK - 1) / SMP_PER_BLOCK;
-    if (G > gmax) G = gmax;
-    if (G < 1) G = 1;
+    const int G = smp_grid(n, gmax);
     char *ws = (char *)workspace;
     smp_args A;
     A.token = d_token;

@@ -40,6 +40,7 @@
  * multiple of 32 up to 256 (the CUDA attention).
  */
 #include "model/arch/dense/dense.h"
+#include "model/arch/batch_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv_fp8.h"
@@ -108,6 +109,10 @@ typedef struct cd_model {
      * each slot's boundary position. */
     uint16_t **tab_k, **tab_v;
     int32_t **tab_pos;
+    int32_t *tab_shared; /* [batch_slots]: the fork's shared KV rows per slot (cd_shared_rows) */
+    frt_batch_ends ends; /* the batched decode's per-slot starts and ends (batch_cuda.h) */
+    void *ends_ws;
+    size_t ends_ws_bytes;
     int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype): attn_fp8 */
     float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (dense_kv_scales) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
@@ -382,6 +387,7 @@ static int cd_alloc_scratch(frt_model *m)
     c->attn_ws_bytes *= (size_t)slots; /* the batched decode: one workspace a branch */
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
+    if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
     for (int pass = 0; pass < 2; pass++) {
         char *base = pass ? frt_buffer_ptr(c->sbuf) : NULL;
         size_t off = 0;
@@ -413,6 +419,8 @@ static int cd_alloc_scratch(frt_model *m)
             CARVE(c->tab_k, uint16_t *, (size_t)c->L * tab);
             CARVE(c->tab_v, uint16_t *, (size_t)c->L * tab);
             CARVE(c->tab_pos, int32_t *, tab);
+            CARVE(c->tab_shared, int32_t, (size_t)slots * sizeof(int32_t));
+            CARVE(c->ends_ws, char, c->ends_ws_bytes);
         }
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
@@ -442,6 +450,7 @@ static int cd_alloc_scratch(frt_model *m)
     }
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
     c->batch_slots = c->batch_g >= 2 && slots > 1 && !c->wfp8 ? slots : 0; /* FP8: no batched decode yet */
+    if (c->batch_slots) FRT_TRY(frt_batch_ends_init(&c->ends, c->batch_slots, c->V, c->ends_ws, c->blogits));
     return frt_stream_sync(m->stream);
 }
 
@@ -449,6 +458,7 @@ static void cd_free(frt_model *m)
 {
     cd_model *c = m->bk_data;
     if (!c) return;
+    frt_batch_ends_free(&c->ends);
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
@@ -750,7 +760,12 @@ static int cd_record_decode(frt_stream *s, void *user)
  * FRT_CUDA_GEMV_MAX_N rows), the rest per slot on its own state (the
  * journal, the embedding of its pending token, RoPE, the KV append and
  * attention over its own cache, its logits, the advance and its sampler).
- * Every product takes the GEMV, whose arithmetic for a row does not depend
+ * The journal / embedding at the start and the logits row / advance /
+ * sampler at the end run on one side stream a slot (batch_cuda.h). After a
+ * fork the attention streams the trunk's KV rows once, from slot 0, for
+ * every slot (cd_shared_rows, frt_cuda_attention_batch's d_shared: the rows
+ * are the same bytes in every slot, each slot keeps its own copy so it
+ * stays a whole state). Every product takes the GEMV, whose arithmetic for a row does not depend
  * on the rows beside it (gemv.cu: the split of a row over warps is chosen
  * as for n = 1), and every other kernel is row-wise: a branch gets the same
  * bits batched as decoded alone (tests/test_fork.c, fork_cuda). */
@@ -800,29 +815,6 @@ static int norm_rows(const fwd *f, const float *w)
     return frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, w, NULL, f->R, 1, c->H, c->eps, 0);
 }
 
-/* Slot b's own work at the start of the step: its journal and the
- * embedding of its pending token into row b. */
-static int slot_embed(const fwd *fb, int b)
-{
-    frt_model *m = fb->m;
-    cd_model *c = fb->c;
-    FRT_TRY(frt_qwen35_journal(fb->st, frt_buffer_ptr(m->tokens), fb->d_pending, fb->d_pos, NULL, 1, m->max_seq,
-                               frt_buffer_ptr(m->seen), frt_buffer_ptr(m->counts)));
-    return frt_cuda_embedding(fb->st, c->x + (size_t)b * c->H, F32, c->embed, c->V, c->H, fb->d_pending, NULL, 1);
-}
-
-/* Slot b's work at the end of the step: its logits row into its logits
- * buffer, the advance, the sampler. */
-static int slot_finish(const fwd *fb, int b)
-{
-    frt_model *m = fb->m;
-    cd_model *c = fb->c;
-    FRT_CUDA_TRY(cudaMemcpyAsync(frt_buffer_ptr(m->logits), c->blogits + (size_t)b * c->V,
-                                 (size_t)c->V * sizeof(float), cudaMemcpyDeviceToDevice, (cudaStream_t)fb->st));
-    FRT_TRY(frt_qwen35_advance(fb->st, fb->d_pos, fb->d_pending, fb->d_has_logits, NULL, NULL, NULL, 1));
-    return record_sample_work(fb);
-}
-
 /* Attention of the n = f->R rows, row b on slot b: biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
  * each in one launch for every slot (device tables), the same bits per row
@@ -857,7 +849,8 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
     FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
                                         c->nkv, c->hd));
-    return frt_cuda_attention_batch(st, c->o, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv, tp, n,
+    return frt_cuda_attention_batch(st, c->o, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv, tp,
+                                    c->tab_shared, n,
                                     m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws,
                                     c->attn_ws_bytes);
 }
@@ -892,16 +885,30 @@ static int cd_slots_ready(frt_model *m)
     return rc;
 }
 
+/* frt_arch_backend.shared_rows: slots 1..n-1 read their KV rows below
+ * `rows` from slot 0 (0 everywhere when n < 2). */
+static int cd_shared_rows(frt_model *m, int n, int rows)
+{
+    cd_model *c = m->bk_data;
+    if (!c || c->batch_slots < 2) return 0;
+    int32_t v[BATCH_MAX];
+    for (int b = 0; b < c->batch_slots; b++) v[b] = b >= 1 && b < n ? rows : 0;
+    if (cudaMemcpy(c->tab_shared, v, (size_t)c->batch_slots * sizeof v[0], cudaMemcpyHostToDevice) != cudaSuccess)
+        return frt_error(FRT_ERR_BACKEND, "dense cuda: the fork's shared rows: %s",
+                         cudaGetErrorString(cudaGetLastError()));
+    return 0;
+}
+
 static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
 {
     cd_model *c = m->bk_data;
     const int G = c->batch_g;
+    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
     for (int b = 0; b < n; b++) {
         FRT_TRY(frt_model_bind_slot(m, b));
         fb[b] = fwd_make(s, m, 1, 1);
-        FRT_TRY(slot_embed(&fb[b], b));
     }
-    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
+    FRT_TRY(frt_batch_ends_start(&c->ends, m, fa.st, n, c->x, c->embed, c->H));
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(norm_rows(&fa, lw->input_ln));
@@ -919,11 +926,7 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
         FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
                                   c->lm_head, g, c->H, c->V, 0));
     }
-    for (int b = 0; b < n; b++) {
-        FRT_TRY(frt_model_bind_slot(m, b));
-        FRT_TRY(slot_finish(&fb[b], b));
-    }
-    return 0;
+    return frt_batch_ends_finish(&c->ends, m, fa.st, n);
 }
 
 static int cd_record_decode_batch(frt_stream *s, void *user)
@@ -981,6 +984,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .record_decode = cd_record_decode,
     .record_sample = cd_record_sample,
     .record_decode_batch = cd_record_decode_batch,
+    .shared_rows = cd_shared_rows,
     .slots_ready = cd_slots_ready,
     .debug_hidden = cd_debug_hidden,
     .fingerprint_extra = cd_fingerprint_extra,

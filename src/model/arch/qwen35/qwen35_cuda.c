@@ -367,7 +367,9 @@ static int record_sample_work(const fwd *f)
  * per slot on its own state: the journal and embedding, the attention prep,
  * KV append and flash-decoding over its own cache, the fused Gated DeltaNet
  * step on its own recurrent and conv state, its logits, the advance and its
- * sampler. Every kernel is row-wise or, for the GEMV, splits a row as it
+ * sampler. The per-slot work runs on one side stream a slot (batch_cuda.h:
+ * parallel branches of the graph between a fork and a join), each slot's
+ * attention on its own split workspace. Every kernel is row-wise or, for the GEMV, splits a row as it
  * does alone (gemv.cu), so a branch gets the bits of its decode alone
  * (tests/test_fork.c, fork_cuda). Only for the fused Gated DeltaNet step's
  * shapes (dk, dv 64 / 128, nv / nk <= 8, conv <= 4): otherwise
@@ -404,17 +406,20 @@ static int b_attention(const fwd *fa, const fwd *fb, int l)
                                           {c->v + (size_t)r0 * c->kvw, F32, lw->v_proj, c->kvw}};
         FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 3, c->h + (size_t)r0 * c->H, g, c->H));
     }
+    /* each slot's prep and attention on its side stream, its own workspace */
+    FRT_TRY(frt_cuda_fanout_fork(&c->ends.fan, fa->st, n));
     for (int b = 0; b < n; b++) {
         FRT_TRY(frt_model_bind_slot(m, b));
+        void *st = c->ends.fan.side[b], *ws = (char *)c->attn_ws + (size_t)b * c->attn_ws_bytes;
         uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
         float *q = c->q + (size_t)b * c->ad, *zg = c->gated ? c->zg + (size_t)b * c->ad : NULL;
-        FRT_TRY(frt_cuda_attn_decode_prep(fb->st, q, zg, kc, vc, c->t0 + (size_t)b * c->qw, c->k + (size_t)b * c->kvw,
+        FRT_TRY(frt_cuda_attn_decode_prep(st, q, zg, kc, vc, c->t0 + (size_t)b * c->qw, c->k + (size_t)b * c->kvw,
                                           c->v + (size_t)b * c->kvw, lw->q_norm, lw->k_norm, fb[b].d_pos, NULL,
                                           m->max_seq, c->nh, c->nkv, c->hd, c->rot, c->theta, c->eps, 1, c->gated));
-        FRT_TRY(frt_cuda_attention(fb->st, c->o + (size_t)b * c->ad, F32, q, F32, kc, vc, fb[b].d_pos, NULL, 1,
-                                   m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws,
-                                   c->attn_ws_bytes));
+        FRT_TRY(frt_cuda_attention(st, c->o + (size_t)b * c->ad, F32, q, F32, kc, vc, fb[b].d_pos, NULL, 1,
+                                   m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, ws, c->attn_ws_bytes));
     }
+    FRT_TRY(frt_cuda_fanout_join(&c->ends.fan, fa->st, n));
     if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(fa->st, c->o, F32, c->zg, F32, NULL, n, c->ad));
     FRT_TRY(frt_cuda_convert(fa->st, c->ob, BF16, c->o, F32, NULL, n, c->ad));
     GROUPS(r0, g, n) FRT_TRY(b_out(fa, c->ob, c->ad, lw->o_proj, r0, g));
@@ -435,14 +440,17 @@ static int b_deltanet(const fwd *fa, const fwd *fb, int l)
                                           {c->a + (size_t)r0 * nv, F32, lw->in_proj_ba + (size_t)nv * c->H, nv}};
         FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 4, c->h + (size_t)r0 * c->H, g, c->H));
     }
+    /* each slot's Gated DeltaNet step on its side stream (its own state) */
+    FRT_TRY(frt_cuda_fanout_fork(&c->ends.fan, fa->st, n));
     for (int b = 0; b < n; b++) {
         FRT_TRY(frt_model_bind_slot(m, b));
         float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]), *conv = frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]);
-        FRT_TRY(frt_cuda_gdn_decode(fb->st, c->ob + (size_t)b * c->vd, BF16, state, conv, NULL,
+        FRT_TRY(frt_cuda_gdn_decode(c->ends.fan.side[b], c->ob + (size_t)b * c->vd, BF16, state, conv, NULL,
                                     c->t0 + (size_t)b * c->ch, F32, lw->conv1d, c->zg + (size_t)b * c->vd,
                                     c->a + (size_t)b * nv, c->b + (size_t)b * nv, lw->A_log, lw->dt_bias, lw->gdn_norm,
                                     NULL, c->nk, nv, c->dk, c->dv, c->K, c->eps));
     }
+    FRT_TRY(frt_cuda_fanout_join(&c->ends.fan, fa->st, n));
     GROUPS(r0, g, n) FRT_TRY(b_out(fa, c->ob, c->vd, lw->out_proj, r0, g));
     return 0;
 }
@@ -463,15 +471,12 @@ static int b_mlp(const fwd *fa, int l)
 static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
 {
     cu_model *c = m->bk_data;
+    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
     for (int b = 0; b < n; b++) {
         FRT_TRY(frt_model_bind_slot(m, b));
         fb[b] = fwd_make(s, m, 1, 1);
-        FRT_TRY(frt_qwen35_journal(fb[b].st, frt_buffer_ptr(m->tokens), fb[b].d_pending, fb[b].d_pos, NULL, 1,
-                                   m->max_seq, frt_buffer_ptr(m->seen), frt_buffer_ptr(m->counts)));
-        FRT_TRY(frt_cuda_embedding(fb[b].st, c->x + (size_t)b * c->H, F32, c->embed, c->V, c->H, fb[b].d_pending,
-                                   NULL, 1));
     }
-    fwd fa = fwd_make(s, m, n, 1); /* the rows of every slot (its boundary pointers are unused) */
+    FRT_TRY(frt_batch_ends_start(&c->ends, m, fa.st, n, c->x, c->embed, c->H));
     for (int l = 0; l < c->L; l++) {
         if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
             FRT_TRY(b_attention(&fa, fb, l));
@@ -484,14 +489,7 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     GROUPS(r0, g, n)
         FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
                                   c->lm_head, g, c->H, c->V, 0));
-    for (int b = 0; b < n; b++) {
-        FRT_TRY(frt_model_bind_slot(m, b));
-        FRT_CUDA_TRY(cudaMemcpyAsync(frt_buffer_ptr(m->logits), c->blogits + (size_t)b * c->V,
-                                     (size_t)c->V * sizeof(float), cudaMemcpyDeviceToDevice, (cudaStream_t)fb[b].st));
-        FRT_TRY(frt_qwen35_advance(fb[b].st, fb[b].d_pos, fb[b].d_pending, fb[b].d_has_logits, NULL, NULL, NULL, 1));
-        FRT_TRY(record_sample_work(&fb[b]));
-    }
-    return 0;
+    return frt_batch_ends_finish(&c->ends, m, fa.st, n);
 }
 
 static int cu_record_decode_batch(frt_stream *s, void *user)

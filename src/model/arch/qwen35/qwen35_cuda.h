@@ -10,6 +10,7 @@
 #include "model/arch/qwen35/qwen35.h"
 
 #include "kernels/cuda/kernels_cuda.h"
+#include "model/arch/batch_cuda.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -84,6 +85,9 @@ typedef struct cu_model {
     void *sample_ws;
     size_t sample_ws_bytes;
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
+    frt_batch_ends ends; /* the batched decode's per-slot starts and ends (batch_cuda.h) */
+    void *ends_ws;
+    size_t ends_ws_bytes;
     int batch_slots; /* the most branch slots one batched decode graph takes; 0: none */
     int batch_g;     /* rows per GEMV group of the batched decode (2 .. FRT_CUDA_GEMV_MAX_N) */
     int32_t *debug_rows;              /* [1] rows of the last debug record */

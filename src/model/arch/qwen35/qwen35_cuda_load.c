@@ -359,6 +359,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
+    if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
 
     /* Two passes over one layout: sizes (base NULL), then pointers. */
     size_t total = 0;
@@ -389,10 +390,13 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         CARVE(c->g, float, R * nv * f);
         CARVE(c->beta, float, R * nv * f);
         CARVE(c->gdr_ws, char, c->gdr_ws_bytes);
-        CARVE(c->attn_ws, char, c->attn_ws_bytes);
+        CARVE(c->attn_ws, char, c->attn_ws_bytes * (size_t)slots); /* the batched decode: one a slot */
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
-        if (slots > 1) CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
+        if (slots > 1) {
+            CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
+            CARVE(c->ends_ws, char, c->ends_ws_bytes);
+        }
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {
@@ -421,6 +425,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
     }
     c->batch_slots = slots > 1 && batch_ok(m, c) ? slots : 0;
+    if (c->batch_slots) FRT_TRY(frt_batch_ends_init(&c->ends, c->batch_slots, c->V, c->ends_ws, c->blogits));
     return frt_stream_sync(m->stream);
 }
 
@@ -428,6 +433,7 @@ void frt_qwen35_cu_free(frt_model *m)
 {
     cu_model *c = m->bk_data;
     if (!c) return;
+    frt_batch_ends_free(&c->ends);
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
