@@ -87,6 +87,9 @@ static int run_round(frt_model *m, const frt_capsule *cap, const fork_opts *o, i
     double t0 = frt_cli_now_s();
     FRT_TRY(frt_model_fork(m, cap, N, o->seed + (uint64_t)r));
     FRT_TRY(frt_model_branch_sample(m, &o->sampling, t));
+    fr->fork_s = frt_cli_now_s() - t0;
+    fr->decode_s = 0;
+    fr->steps = 0;
     for (int k = 0;; k++) {
         int live = 0;
         for (int i = 0; i < N; i++) {
@@ -102,7 +105,10 @@ static int run_round(frt_model *m, const frt_capsule *cap, const fork_opts *o, i
             }
         }
         if (!live) break;
+        double ts = frt_cli_now_s();
         FRT_TRY(frt_model_branch_decode(m, &o->sampling, t));
+        fr->decode_s += frt_cli_now_s() - ts;
+        fr->steps++;
         if (k == 0) /* the logits after each branch's first token */
             for (int i = 0; i < N; i++)
                 if (t[i] >= 0) FRT_TRY(fork_read_logits(m, i, fr->first_logits + (size_t)i * V));

@@ -86,7 +86,8 @@ static json_t *preview(frt_model *m, const fork_branch *b, size_t max)
 
 void fork_print_round(frt_model *m, const fork_round *fr, int r, int n_branches)
 {
-    printf("round %d: %.3f s\n", r, fr->wall_s);
+    printf("round %d: %.3f s (fork + first sample %.2f ms, %d steps at %.3f ms)\n", r, fr->wall_s, 1e3 * fr->fork_s,
+           fr->steps, fr->steps ? 1e3 * fr->decode_s / fr->steps : 0.0);
     for (int i = 0; i < n_branches; i++) {
         json_t *p = preview(m, &fr->br[i], 60);
         printf("  branch %d: %d tokens (%s) %s\n", i, fr->br[i].n, fr->br[i].finish,
@@ -141,16 +142,29 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static json_t *rounds_json(fork_receipt *rc, frt_model *m, const fork_opts *o, double *median)
+/* The median of x[n] (sorted in place); 0 for n = 0. */
+static double median_of(double *x, int n)
+{
+    if (n < 1) return 0;
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+static json_t *rounds_json(fork_receipt *rc, frt_model *m, const fork_opts *o, double *median, double *step_median)
 {
     json_t *arr = json_array();
-    double *w = malloc((size_t)rc->n_rounds * sizeof *w);
+    double *w = malloc((size_t)rc->n_rounds * sizeof *w), *st = malloc((size_t)rc->n_rounds * sizeof *st);
+    int n_st = 0;
     for (int r = 0; r < rc->n_rounds; r++) {
         const fork_round *fr = &rc->rounds[r];
         json_t *jr = json_object(), *jb = json_array();
         json_object_set_new(jr, "round", json_integer(r));
         json_object_set_new(jr, "seed", json_integer((json_int_t)(o->seed + (uint64_t)r)));
         json_object_set_new(jr, "wall_s", json_real(fr->wall_s));
+        json_object_set_new(jr, "fork_s", json_real(fr->fork_s));
+        json_object_set_new(jr, "decode_s", json_real(fr->decode_s));
+        json_object_set_new(jr, "steps", json_integer(fr->steps));
+        if (st && fr->steps) st[n_st++] = 1e3 * fr->decode_s / fr->steps;
         for (int i = 0; i < rc->n_branches; i++) {
             const fork_branch *b = &fr->br[i];
             json_t *bj = json_object(), *toks = json_array();
@@ -165,12 +179,10 @@ static json_t *rounds_json(fork_receipt *rc, frt_model *m, const fork_opts *o, d
         json_array_append_new(arr, jr);
         if (w) w[r] = fr->wall_s;
     }
-    if (w) {
-        qsort(w, (size_t)rc->n_rounds, sizeof *w, cmp_double);
-        int n = rc->n_rounds;
-        *median = n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
-    }
+    if (w) *median = median_of(w, rc->n_rounds);
+    if (st) *step_median = median_of(st, n_st);
     free(w);
+    free(st);
     return arr;
 }
 
@@ -255,7 +267,7 @@ int fork_receipt_finish(fork_receipt *rc, frt_model *m, const fork_opts *o)
     char dg[24];
     snprintf(dg, sizeof dg, "%016llx", (unsigned long long)rc->trunk.prefix_digest);
     verdict(rc, bi);
-    double median = 0;
+    double median = 0, step_median = 0;
     json_object_set_new(root, "receipt", json_string("frt fork"));
     json_object_set_new(root, "model", model_json(rc, o));
     json_object_set_new(root, "trunk", json_pack("{s:i, s:s, s:f}", "tokens", rc->trunk.position, "digest", dg,
@@ -267,14 +279,16 @@ int fork_receipt_finish(fork_receipt *rc, frt_model *m, const fork_opts *o)
                                                     "ignore_eos", o->ignore_eos));
     json_object_set_new(root, "branches", json_integer(o->branches));
     json_object_set_new(root, "tokens_per_branch", json_integer(o->tokens));
-    json_object_set_new(root, "rounds", rounds_json(rc, m, o, &median));
+    json_object_set_new(root, "rounds", rounds_json(rc, m, o, &median, &step_median));
     json_object_set_new(root, "round_wall_s_median", json_real(median));
+    json_object_set_new(root, "step_ms_median", json_real(step_median));
     json_object_set_new(root, "all_diverge", json_boolean(rc->all_diverge));
     json_object_set_new(root, "bit_identity", bi);
     json_object_set_new(root, "machine", machine_json(m));
     json_object_set_new(root, "software", software_json());
     rc->json = root;
-    printf("median round %.3f s, all_diverge %s\n", median, rc->all_diverge ? "true" : "false");
+    printf("median round %.3f s, step %.3f ms, all_diverge %s\n", median, step_median,
+           rc->all_diverge ? "true" : "false");
     return 0;
 }
 

@@ -31,6 +31,9 @@ typedef struct fork_branch {
 typedef struct fork_round {
     int vocab;
     double wall_s;        /* fork + every step of every branch */
+    double fork_s;        /* of wall_s: the fork (restore into the slots) and the first sample */
+    double decode_s;      /* of wall_s: the decode steps (frt_model_branch_decode calls) alone */
+    int steps;            /* those calls: decode_s / steps is the cost of one step of every live branch */
     fork_branch *br;      /* [branches] */
     int32_t *step_tokens; /* [branches] scratch of one step */
     float *first_logits;  /* [branches, vocab] logits after each branch's first token */

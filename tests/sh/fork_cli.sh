@@ -35,6 +35,7 @@ check "receipt: trunk tokens and digest" q '.trunk.tokens > 0 and (.trunk.digest
 check "receipt: capsule bytes" q '.capsule_bytes > 0' "$R"
 check "receipt: 2 rounds of 3 branches" q '(.rounds | length) == 2 and all(.rounds[]; (.branches | length) == 3 and .wall_s > 0)' "$R"
 check "receipt: branch fields" q 'all(.rounds[].branches[]; (.tokens | length) >= 1 and (.tokens | length) <= 6 and (.finish_reason == "length" or .finish_reason == "eos") and (.text_preview | type) == "string")' "$R"
+check "receipt: a round's parts: fork, steps, ms a step" q 'all(.rounds[]; .fork_s > 0 and .decode_s > 0 and .steps >= 1 and .fork_s + .decode_s <= .wall_s) and .step_ms_median > 0' "$R"
 check "receipt: seeds per round" q '.rounds[0].seed == 5 and .rounds[1].seed == 6' "$R"
 check "receipt: bit identity ok, every branch" q '.bit_identity.ok == true and .bit_identity.branches_checked == 6 and .bit_identity.mismatches == 0 and .bit_identity.first_step_logits_compared >= 1' "$R"
 check "receipt: sampled branches diverge" q '.all_diverge == true' "$R"
