@@ -21,6 +21,7 @@
 #define FRT_ROLLOUT_TEST_UTIL_H
 
 #include "frt/checkpoint.h"
+#include "frt/debug.h" /* frt_model_load_checkpoint */
 #include "frt/fs.h"
 #include "frt/rollout.h"
 #include "gen_model.h"
