@@ -425,6 +425,50 @@ static void test_handoff(frt_model *m, frt_model *llm)
            (unsigned long long)cap_a, (unsigned long long)st.handoff_device_copies);
 }
 
+/* A planner that fails between its first and last id (its state fills
+ * up: max_seq 64, 40 instruction ids + 30 steps) fails the tick and leaves
+ * the hand-off buffer unbound, until set_prompt binds it again. */
+static void test_planner_failure(frt_model *m)
+{
+    frt_model_config cfg;
+    frt_checkpoint *ck = NULL;
+    frt_model_params mp = rt_llm_params(m, &cfg, &ck);
+    mp.max_seq = 64;
+    mp.prefill_chunk = 64;
+    frt_model *llm = NULL;
+    CHECK_OK(frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &llm));
+    int32_t ins[40];
+    for (int i = 0; i < 40; i++) ins[i] = 2 + (int32_t)frt_test_rand(0.0f, 2000.0f);
+    frt_rollout_params p = frt_rollout_default_params();
+    frt_rollout *r = NULL;
+    frt_fake_robot *f = NULL;
+    rt_open_host(m, NULL, &p, ins, 40, 2, 1, &r, &f);
+    frt_planner_params pp = {llm, 1, 30};
+    CHECK_OK(frt_rollout_set_planner(r, &pp));
+    frt_policy_inputs obs;
+    frt_rollout_tick_out o;
+    float a[NA];
+    int32_t got[48];
+    int n = 0;
+    CHECK_OK(frt_fake_robot_observe(f, 0, &obs));
+    CHECK_STATUS(frt_rollout_tick(r, &obs, a, NA, &o), FRT_ERR_OUT_OF_RANGE); /* the LLM's state is full */
+    CHECK_STATUS(frt_rollout_prompt_get(r, got, 48, &n), FRT_ERR_STATE);    /* unbound */
+    frt_rollout_status st;
+    CHECK_OK(frt_rollout_status_get(r, &st));
+    CHECK(st.handoff_device_copies == 64 - 40 + 1 && st.planner_runs == 0);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    pp.llm = NULL;
+    CHECK_OK(frt_rollout_set_planner(r, &pp));
+    CHECK_OK(frt_rollout_set_prompt(r, ins, 40)); /* bound again */
+    CHECK_OK(frt_rollout_tick(r, &obs, a, NA, &o));
+    CHECK(o.ran);
+    frt_rollout_destroy(r);
+    frt_fake_robot_free(f);
+    frt_model_free(llm);
+    frt_checkpoint_close(ck);
+    printf("planner failure mid-subtask: the tick fails, the hand-off buffer unbound until set_prompt\n");
+}
+
 /* Pi0.5 (the state in the prompt, none in the observation): reset
  * exactness and the critic (its state zero) through the plan. */
 static void test_pi05(void)
@@ -628,6 +672,7 @@ int main(void)
     test_record(m, c);
     test_handoff(m, llm);
     rt_check_handoff_device(m, llm, NA);
+    test_planner_failure(m);
     test_bad(m, c, llm);
     test_pi05();
     frt_critic_free(c);

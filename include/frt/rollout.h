@@ -189,7 +189,9 @@ typedef struct frt_rollout_tick_out {
  * longer than the critic's); FRT_ERR_STATE (the episode is stopped: call
  * frt_rollout_end); a failure inside the forward pass or of the planner
  * (the episode should be ended: the policy state may hold a partial
- * prefix, frt_rollout_end restores it). */
+ * prefix, frt_rollout_end restores it; a planner that failed between its
+ * first and last id leaves the hand-off buffer unbound, as before any
+ * frt_rollout_set_prompt, which binds it again). */
 FRT_API int frt_rollout_tick(frt_rollout *r, const frt_policy_inputs *obs, float *actions, size_t cap,
                              frt_rollout_tick_out *out);
 

@@ -308,8 +308,12 @@ static int planner_run(frt_rollout *r)
     FRT_TRY(frt_model_reset(llm));
     FRT_TRY(frt_model_prefill(llm, r->instruction, r->n_instruction));
     for (int i = 0; i < r->planner.subtask_tokens; i++) {
-        FRT_TRY(i ? frt_model_decode(llm, NULL, &id) : frt_model_sample(llm, NULL, &id)); /* greedy */
-        FRT_TRY(frt_buffer_copy(port, (size_t)i * sizeof(int32_t), tok, off, sizeof(int32_t), s));
+        int rc = i ? frt_model_decode(llm, NULL, &id) : frt_model_sample(llm, NULL, &id); /* greedy */
+        if (rc == 0) rc = frt_buffer_copy(port, (size_t)i * sizeof(int32_t), tok, off, sizeof(int32_t), s);
+        if (rc < 0) {
+            r->n_prompt = 0; /* the port may hold a part of this subtask: unbound until set_prompt */
+            return rc;
+        }
         r->device_copies++;
     }
     FRT_TRY(handoff_finish(r, am, r->planner.subtask_tokens, s));
