@@ -98,7 +98,8 @@ typedef struct frt_model_params {
     frt_context *context; /* optional: run in this context, shared with other models (e.g. a planner LLM
                              beside a robot policy, frt/rollout.h); borrowed: it must outlive the model
                              and be of `backend` and `device`. Its default stream becomes the model's
-                             stream, so the models' work is ordered on it; drive them from one thread.
+                             stream, so the models' work is ordered on it; drive them from one thread,
+                             or let one call run at a time (frt serve's turn lock, docs/policy-server.md).
                              NULL (default) = the model creates and owns a context of its own */
     int gemm_autotune;   /* cuda backends that take it (the pi0 / pi05 policy; others: FRT_ERR_UNSUPPORTED when
                             > 0): N > 0 times up to N of cuBLASLt's ranked algorithms for every GEMM shape the
