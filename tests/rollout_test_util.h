@@ -12,11 +12,16 @@
  *   rt_check_plan_vs_serial(m, c, prompt, n, na) the plan == serial, bits
  *   rt_check_reset(m, c, prompt, n, na, episodes) capture count constant,
  *                                                every episode == the first
+ *   rt_llm_params(policy, cfg, ck) / rt_llm_in(policy, ck)
+ *                                                a tiny-dense LLM in the policy's context
+ *   rt_check_handoff_device(m, llm, na)          the planner's ids reach the actor's
+ *                                                port device to device
  */
 #ifndef FRT_ROLLOUT_TEST_UTIL_H
 #define FRT_ROLLOUT_TEST_UTIL_H
 
 #include "frt/checkpoint.h"
+#include "frt/debug.h" /* frt_model_load_checkpoint */
 #include "frt/fs.h"
 #include "frt/rollout.h"
 #include "gen_model.h"
@@ -177,6 +182,78 @@ static void rt_check_reset(frt_model *m, frt_critic *c, const int32_t *prompt, i
     printf("reset: %d episodes, %llu captures at open, %llu from episode 0 on (its first tick captures the observation's "
            "graph variant where the backend has them), actions and values byte-identical; slowest reset %.3f ms\n",
            episodes, (unsigned long long)opened, (unsigned long long)captures, worst);
+}
+
+/* The params of a random tiny-dense LLM (gen-model's code, 2048 ids) in
+ * the policy's context and backend, its config *cfg and checkpoint *ck
+ * (close it after the model). */
+static frt_model_params rt_llm_params(frt_model *policy, frt_model_config *cfg, frt_checkpoint **ck)
+{
+    CHECK_OK(frt_gen_model_build("tiny-dense", 5, cfg, ck));
+    frt_model_params mp = frt_model_default_params();
+    mp.max_seq = 256;
+    mp.context = frt_model_context(policy);
+    mp.backend = frt_context_backend(mp.context);
+    mp.device = frt_context_device(mp.context);
+    return mp;
+}
+
+/* That LLM, loaded. */
+static frt_model *rt_llm_in(frt_model *policy, frt_checkpoint **ck)
+{
+    frt_model_config cfg;
+    frt_model_params mp = rt_llm_params(policy, &cfg, ck);
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load_checkpoint(*ck, &cfg, NULL, &mp, &m));
+    return m;
+}
+
+/* The planner -> actor hand-off on the device: the planner (llm, in m's
+ * context) runs on ticks 0 and 2 (every 2, 5 tokens); after each the
+ * actor's input_ids port holds its greedy ids computed apart, the rollout
+ * counts one host write (the instruction) and 5 device copies a run, and
+ * no tick after the first captures anything. */
+static void rt_check_handoff_device(frt_model *m, frt_model *llm, int na)
+{
+    enum { L = 5 };
+    static const int32_t ins[4] = {2, 11, 30, 7};
+    frt_rollout_params p = frt_rollout_default_params();
+    frt_rollout *r = NULL;
+    frt_fake_robot *f = NULL;
+    rt_open_host(m, NULL, &p, ins, 4, 3, 1, &r, &f);
+    frt_planner_params pp = {llm, 2, L};
+    CHECK_OK(frt_rollout_set_planner(r, &pp)); /* sets the token mask the greedy ids below share */
+    int32_t want[L], got[16], t;
+    CHECK_OK(frt_model_reset(llm));
+    CHECK_OK(frt_model_prefill(llm, ins, 4));
+    for (int i = 0; i < L; i++) {
+        CHECK_OK(i ? frt_model_decode(llm, NULL, &t) : frt_model_sample(llm, NULL, &t));
+        want[i] = t;
+    }
+    CHECK_OK(frt_model_reset(llm)); /* the planner must not rely on what this left */
+    float *a = xmalloc((size_t)na * sizeof(float));
+    uint64_t captures = 0;
+    for (int tick = 0; tick < 3; tick++) {
+        frt_policy_inputs obs;
+        frt_rollout_tick_out o;
+        int n = 0;
+        CHECK_OK(frt_fake_robot_observe(f, tick, &obs));
+        CHECK_OK(frt_rollout_tick(r, &obs, a, (size_t)na, &o));
+        CHECK_OK(frt_rollout_prompt_get(r, got, 16, &n));
+        CHECK_MSG(n == L && !memcmp(got, want, sizeof want), "tick %d: the port does not hold the planner's ids", tick);
+        frt_rollout_status st;
+        CHECK_OK(frt_rollout_status_get(r, &st));
+        CHECK(st.handoff_host_writes == 1 && st.handoff_device_copies == (uint64_t)(tick < 2 ? L : 2 * L));
+        if (tick == 0) captures = st.captures;
+        CHECK_MSG(st.captures == captures, "tick %d: %llu captures, %llu after tick 0", tick,
+                  (unsigned long long)st.captures, (unsigned long long)captures);
+    }
+    CHECK_OK(frt_model_set_token_mask(llm, NULL, 0));
+    free(a);
+    frt_rollout_destroy(r);
+    frt_fake_robot_free(f);
+    printf("hand-off on the device: the port holds the planner's greedy ids after ticks 0 and 2, 1 host write "
+           "(the instruction), %d device copies, %llu captures unchanged\n", 2 * L, (unsigned long long)captures);
 }
 
 #endif

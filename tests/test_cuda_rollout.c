@@ -12,7 +12,11 @@
  *     stream, waiting on the policy's node through an event) equals the
  *     serial replays bit for bit;
  *   - 100 episodes: the context's capture count is constant and every
- *     episode's actions and values equal the first's byte for byte.
+ *     episode's actions and values equal the first's byte for byte;
+ *   - the planner -> actor hand-off on the device: a random tiny-dense LLM
+ *     in the policy's context; its sampled ids reach the actor's input_ids
+ *     port by stream-ordered device copies (no host write), equal to its
+ *     greedy ids computed apart, with the capture count constant.
  * Skipped (77) without CUDA or a device.
  */
 #include "frt_test.h"
@@ -163,6 +167,11 @@ static void run_all(void)
     test_critic_values(m, c, cpu, cc);
     rt_check_plan_vs_serial(m, c, PROMPT, 5, NA);
     rt_check_reset(m, c, PROMPT, 5, NA, 100);
+    frt_checkpoint *llm_ck = NULL;
+    frt_model *llm = rt_llm_in(m, &llm_ck);
+    rt_check_handoff_device(m, llm, NA);
+    frt_model_free(llm);
+    frt_checkpoint_close(llm_ck);
     frt_critic_free(cc);
     frt_critic_free(c);
     frt_model_free(cpu);

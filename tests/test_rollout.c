@@ -48,16 +48,14 @@ static frt_model *load_policy(const char *sub, int vocab, int pi05)
 
 static frt_checkpoint *planner_ck; /* borrowed by the planner model: closed after it */
 
-/* The planner, co-hosted in the policy's context. */
+/* The planner, co-hosted in the policy's context (another backend or
+ * device refused first). */
 static frt_model *load_planner(frt_model *policy)
 {
     frt_model_config cfg;
     frt_checkpoint *ck = NULL;
-    CHECK_OK(frt_gen_model_build("tiny-dense", 5, &cfg, &ck));
-    frt_model_params mp = frt_model_default_params();
-    mp.max_seq = 256;
+    frt_model_params mp = rt_llm_params(policy, &cfg, &ck);
     frt_model *m = NULL;
-    mp.context = frt_model_context(policy);
     mp.backend = FRT_BACKEND_CUDA; /* another backend than the context's (a build without CUDA has none) */
     const int rc = frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &m);
     CHECK_MSG(rc == FRT_ERR_INVALID_ARGUMENT || (!FRT_HAVE_CUDA && rc == FRT_ERR_UNSUPPORTED), "%s", frt_last_error());
@@ -389,7 +387,20 @@ static void test_handoff(frt_model *m, frt_model *llm)
     frt_rollout_status st;
     CHECK_OK(frt_rollout_status_get(r, &st));
     CHECK(st.planner_runs == 2);
+    /* the planner's ids reached the port device to device: the only host
+     * writes are the two frt_rollout_set_prompt calls */
+    CHECK(st.handoff_host_writes == 2);
+    CHECK(st.handoff_device_copies == 2 * L);
     CHECK(frt_context_capture_count(frt_model_context(m)) == cap_a);
+    frt_buffer *tok = NULL;
+    size_t off = 0;
+    CHECK_OK(frt_model_sampled_token(llm, &tok, &off));
+    int32_t pend = -2;
+    CHECK_OK(frt_buffer_read(tok, off, &pend, sizeof pend, frt_context_stream(frt_model_context(llm))));
+    CHECK_OK(frt_stream_sync(frt_context_stream(frt_model_context(llm))));
+    CHECK(pend == frt_model_pending(llm) && pend == sub_i[L - 1]);
+    CHECK_STATUS(frt_model_sampled_token(m, &tok, &off), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_model_sampled_token(llm, NULL, &off), FRT_ERR_INVALID_ARGUMENT);
 
     /* the same episode with the ids given explicitly: the same chunks */
     CHECK_OK(frt_rollout_end(r, NULL, NULL));
@@ -409,8 +420,53 @@ static void test_handoff(frt_model *m, frt_model *llm)
     frt_rollout_destroy(r);
     frt_fake_robot_free(f);
     printf("hand-off: input_ids port == planner's greedy ids (ticks 0, 1, 5), interrupt on the next tick (2), "
-           "chunks == explicit ids, %llu captures of the shared context unchanged\n",
-           (unsigned long long)cap_a);
+           "chunks == explicit ids, %llu captures of the shared context unchanged, the planner's ids copied device "
+           "to device (%llu copies, host writes only the 2 set_prompt)\n",
+           (unsigned long long)cap_a, (unsigned long long)st.handoff_device_copies);
+}
+
+/* A planner that fails between its first and last id (its state fills
+ * up: max_seq 64, 40 instruction ids + 30 steps) fails the tick and leaves
+ * the hand-off buffer unbound, until set_prompt binds it again. */
+static void test_planner_failure(frt_model *m)
+{
+    frt_model_config cfg;
+    frt_checkpoint *ck = NULL;
+    frt_model_params mp = rt_llm_params(m, &cfg, &ck);
+    mp.max_seq = 64;
+    mp.prefill_chunk = 64;
+    frt_model *llm = NULL;
+    CHECK_OK(frt_model_load_checkpoint(ck, &cfg, NULL, &mp, &llm));
+    int32_t ins[40];
+    for (int i = 0; i < 40; i++) ins[i] = 2 + (int32_t)frt_test_rand(0.0f, 2000.0f);
+    frt_rollout_params p = frt_rollout_default_params();
+    frt_rollout *r = NULL;
+    frt_fake_robot *f = NULL;
+    rt_open_host(m, NULL, &p, ins, 40, 2, 1, &r, &f);
+    frt_planner_params pp = {llm, 1, 30};
+    CHECK_OK(frt_rollout_set_planner(r, &pp));
+    frt_policy_inputs obs;
+    frt_rollout_tick_out o;
+    float a[NA];
+    int32_t got[48];
+    int n = 0;
+    CHECK_OK(frt_fake_robot_observe(f, 0, &obs));
+    CHECK_STATUS(frt_rollout_tick(r, &obs, a, NA, &o), FRT_ERR_OUT_OF_RANGE); /* the LLM's state is full */
+    CHECK_STATUS(frt_rollout_prompt_get(r, got, 48, &n), FRT_ERR_STATE);    /* unbound */
+    frt_rollout_status st;
+    CHECK_OK(frt_rollout_status_get(r, &st));
+    CHECK(st.handoff_device_copies == 64 - 40 + 1 && st.planner_runs == 0);
+    CHECK_OK(frt_rollout_end(r, NULL, NULL));
+    pp.llm = NULL;
+    CHECK_OK(frt_rollout_set_planner(r, &pp));
+    CHECK_OK(frt_rollout_set_prompt(r, ins, 40)); /* bound again */
+    CHECK_OK(frt_rollout_tick(r, &obs, a, NA, &o));
+    CHECK(o.ran);
+    frt_rollout_destroy(r);
+    frt_fake_robot_free(f);
+    frt_model_free(llm);
+    frt_checkpoint_close(ck);
+    printf("planner failure mid-subtask: the tick fails, the hand-off buffer unbound until set_prompt\n");
 }
 
 /* Pi0.5 (the state in the prompt, none in the observation): reset
@@ -475,6 +531,10 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     CHECK_STATUS(frt_rollout_create(small, c, &p, &r), FRT_ERR_INVALID_ARGUMENT); /* another policy's critic */
     CHECK_OK(frt_rollout_create(small, NULL, &p, &r));
     frt_planner_params pp = {llm, 2, 8};
+    CHECK_STATUS(frt_rollout_set_planner(r, &pp), FRT_ERR_INVALID_ARGUMENT); /* another context */
+    CHECK(strstr(frt_last_error(), "context"));
+    frt_checkpoint *small_ck = NULL;
+    pp.llm = rt_llm_in(small, &small_ck);
     CHECK_OK(frt_rollout_set_planner(r, &pp)); /* 2048 ids: sampling masked to the actor's 61 */
     const int32_t ins[3] = {2, 40, 7};
     CHECK_OK(frt_rollout_set_prompt(r, ins, 3));
@@ -494,8 +554,10 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     CHECK_STATUS(frt_rollout_set_prompt(r, big, 2), FRT_ERR_INVALID_ARGUMENT);
     frt_fake_robot_free(fs);
     frt_rollout_destroy(r);
+    frt_model_free(pp.llm);
+    frt_checkpoint_close(small_ck);
     frt_model_free(small);
-    CHECK_OK(frt_model_set_token_mask(llm, NULL, 0));
+    pp.llm = llm;
 
     CHECK_OK(frt_rollout_create(m, c, &p, &r));
     frt_fake_robot *f = NULL;
@@ -609,6 +671,8 @@ int main(void)
     test_stops(m, c);
     test_record(m, c);
     test_handoff(m, llm);
+    rt_check_handoff_device(m, llm, NA);
+    test_planner_failure(m);
     test_bad(m, c, llm);
     test_pi05();
     frt_critic_free(c);

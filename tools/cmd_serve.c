@@ -7,6 +7,8 @@
 #include "serve_cli.h"
 
 #include "frt/serving.h"
+#include "serving/engine.h"
+#include "serving/policy_share.h"
 
 #include <limits.h>
 #include <math.h>
@@ -104,6 +106,43 @@ static const char *llm_only_given(const frt_server_params *sp, const int *budget
     if (sp->queue_timeout_s != d.queue_timeout_s) return "--queue-timeout-s";
     if (sp->max_connections_per_ip != d.max_connections_per_ip) return "--max-conns-per-ip";
     return NULL;
+}
+
+/* The LLM beside a policy (-m DIR --policy ... --policy-port): loaded
+ * here rather than by frt_engine_model_open, so that the policy can be
+ * loaded into its context; its engine (named after DIR's last component, as
+ * frt_engine_model_open names it) takes turns with the policy through *lock
+ * (src/serving/policy_share.h). On failure nothing is left allocated. */
+static int open_shared_llm(const char *cmd, const char *dir, const frt_model_params *mp, int quiet, frt_model **llm,
+                           frt_turn_lock **lock, frt_engine **engine)
+{
+    frt_engine *inner = NULL;
+    int rc = frt_cli_load_model(cmd, dir, mp, quiet, llm);
+    if (rc == 0) rc = frt_engine_model_create(*llm, &inner);
+    if (rc == 0) {
+        size_t end = strlen(dir), start;
+        while (end > 1 && dir[end - 1] == '/') end--;
+        for (start = end; start > 0 && dir[start - 1] != '/'; start--) {}
+        snprintf(inner->facts.model_id, sizeof inner->facts.model_id, "%.*s", (int)(end - start), dir + start);
+        rc = frt_turn_lock_create(lock);
+        if (rc) frt_engine_free(inner);
+    }
+    if (rc == 0) rc = frt_engine_locked_create(inner, *lock, engine); /* takes inner, also on failure */
+    if (rc == 0) return 0;
+    frt_turn_lock_free(*lock);
+    frt_model_free(*llm);
+    *lock = NULL;
+    *llm = NULL;
+    return frt_cli_fail(cmd, rc);
+}
+
+/* Frees the engine, then the LLM it wraps and the turn lock (NULL when
+ * frt_engine_model_open made the engine: it owns its model). */
+static void free_llm(frt_engine *engine, frt_model *llm, frt_turn_lock *turns)
+{
+    frt_engine_free(engine);
+    frt_model_free(llm);
+    frt_turn_lock_free(turns);
 }
 
 int frt_cmd_serve(int argc, char **argv)
@@ -304,6 +343,8 @@ int frt_cmd_serve(int argc, char **argv)
                                      "--episode-timeout, --record, --cfg-beta and --advantage go with --policy DIR");
 
     frt_engine *engine = NULL;
+    frt_model *llm = NULL;         /* -m beside --policy: the LLM whose context the policy shares */
+    frt_turn_lock *turns = NULL;   /* and the lock both servers take turns through */
     int rc;
     char dir[PATH_MAX];
     if (!strcmp(engine_kind, "fake")) {
@@ -327,17 +368,27 @@ int frt_cmd_serve(int argc, char **argv)
             }
             model = dir;
         }
-        /* HOOK(load progress): the engine loads the weights; it gets the
-         * library's loading callback when there is one. */
-        if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, model, backend_name);
-        rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, branches, &engine);
-        if (rc) return frt_cli_fail(cmd, rc);
+        if (po.dir) {
+            frt_model_params mp = frt_model_default_params();
+            mp.backend = (frt_backend)frt_args_backend(backend);
+            mp.max_seq = max_seq;
+            mp.prefill_chunk = chunk;
+            mp.n_threads = threads;
+            mp.branch_slots = branches;
+            if ((rc = open_shared_llm(cmd, model, &mp, quiet, &llm, &turns, &engine))) return rc;
+        } else {
+            /* HOOK(load progress): the engine loads the weights; it gets the
+             * library's loading callback when there is one. */
+            if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, model, backend_name);
+            rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, branches, &engine);
+            if (rc) return frt_cli_fail(cmd, rc);
+        }
     }
     if (key_len) {
         rc = frt_engine_set_capsule_key(engine, key, key_len);
         memset(key, 0, sizeof key);
         if (rc) {
-            frt_engine_free(engine);
+            free_llm(engine, llm, turns);
             return frt_cli_fail(cmd, rc);
         }
     }
@@ -349,15 +400,17 @@ int frt_cmd_serve(int argc, char **argv)
     /* signals go to sigwait below; worker threads inherit the mask */
     frt_serve_block_signals();
     serve_policy *ps = NULL; /* --policy beside the LLM: its own port, the same host, key and limits */
+    const serve_policy_share share = {llm ? frt_model_context(llm) : NULL, turns};
     if (po.dir && (rc = frt_serve_policy_open(cmd, &po, &sp, policy_port, policy_port_file,
-                                              frt_args_backend(backend), threads, quiet, probe, &ps))) {
-        frt_engine_free(engine);
+                                              frt_args_backend(backend), threads, quiet, probe,
+                                              llm ? &share : NULL, &ps))) {
+        free_llm(engine, llm, turns);
         return rc;
     }
     if (probe) {
         printf("frt serve: engine ready (%s): %s\n", engine_kind, model ? model : "fake");
         frt_serve_policy_close(ps);
-        frt_engine_free(engine);
+        free_llm(engine, llm, turns);
         return 0;
     }
 
@@ -374,7 +427,7 @@ int frt_cmd_serve(int argc, char **argv)
         frt_serve_wait();
     }
     frt_server_stop(srv);
-    frt_serve_policy_close(ps);
-    frt_engine_free(engine);
+    frt_serve_policy_close(ps); /* before the LLM: the policy borrows its context */
+    free_llm(engine, llm, turns);
     return ret;
 }

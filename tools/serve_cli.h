@@ -36,12 +36,25 @@ void frt_serve_wait(void);
 /* A policy being served (serve_policy.c). */
 typedef struct serve_policy serve_policy;
 
-/* Loads the policy of O and, unless PROBE, serves it on PORT with SP's
- * host, API key, Origin and limits (PORT_FILE: where the bound port is
- * written, or NULL). Call frt_serve_block_signals first. Returns the exit
- * code (0, 1 failure printed); *out on success (frt_serve_policy_close). */
+/* The LLM's execution context a policy beside it is loaded into, and the
+ * turn lock both servers take around their device work
+ * (src/serving/policy_share.h). */
+typedef struct serve_policy_share {
+    frt_context *context;       /* borrowed: outlives the policy */
+    struct frt_turn_lock *lock; /* borrowed */
+} serve_policy_share;
+
+/* Loads the policy of O (into SHARE's context, taking turns through its
+ * lock; SHARE NULL: a context of its own) and, unless PROBE, serves it on
+ * PORT with SP's host, API key, Origin and limits (PORT_FILE: where the
+ * bound port is written, or NULL). The listening line says whose context
+ * the policy runs in and its graph captures; the close line the captures
+ * again (and the turns taken). Call frt_serve_block_signals first.
+ * Returns the exit code (0, 1 failure printed); *out on success
+ * (frt_serve_policy_close). */
 int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
-                          const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out);
+                          const char *port_file, int backend, int threads, int quiet, int probe,
+                          const serve_policy_share *share, serve_policy **out);
 
 /* Stops the server, frees the policy; NULL is a no-op. */
 void frt_serve_policy_close(serve_policy *p);

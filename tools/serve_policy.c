@@ -8,6 +8,7 @@
 #include "serve_cli.h"
 
 #include "serving/policy_server.h"
+#include "serving/policy_share.h"
 
 #include "frt/status.h"
 
@@ -20,12 +21,36 @@ struct serve_policy {
     frt_model *m;
     frt_policy_service *svc;
     frt_policy_server *srv;
+    serve_policy_share share; /* zero: the policy's own context */
 };
+
+/* Whose context the policy runs in, and its graph captures so far. */
+static void say_context(const serve_policy *p, const char *when)
+{
+    const unsigned long long n = (unsigned long long)frt_context_capture_count(frt_model_context(p->m));
+    if (!p->share.context) {
+        fprintf(stderr, "frt serve: policy context: its own (%llu graph captures %s)\n", n, when);
+        return;
+    }
+    frt_turn_lock_stats st[FRT_TURN_SIDES];
+    frt_turn_lock_stats_get(p->share.lock, st);
+    char side[2][160];
+    for (int i = 0; i < FRT_TURN_SIDES; i++)
+        snprintf(side[i], sizeof side[i], "%s %llu turns, %llu waited (mean %.3f, longest %.3f ms)",
+                 i == FRT_TURN_LLM ? "LLM" : "policy", (unsigned long long)st[i].turns,
+                 (unsigned long long)st[i].waited, st[i].waited ? st[i].wait_ms_total / (double)st[i].waited : 0.0,
+                 st[i].wait_ms_max);
+    fprintf(stderr, "frt serve: policy context: shared with the LLM (%llu graph captures %s; %s; %s)\n", n, when,
+            side[FRT_TURN_LLM], side[FRT_TURN_POLICY]);
+}
 
 void frt_serve_policy_close(serve_policy *p)
 {
     if (!p) return;
-    frt_policy_server_stop(p->srv);
+    if (p->srv) {
+        frt_policy_server_stop(p->srv);
+        say_context(p, "at stop");
+    }
     frt_policy_service_free(p->svc);
     frt_model_free(p->m);
     free(p);
@@ -52,6 +77,7 @@ static int start(const char *cmd, serve_policy *p, const frt_server_params *sp, 
     if (port_file && frt_serve_write_port_file(cmd, port_file, frt_policy_server_port(p->srv))) return 1;
     fprintf(stderr, "frt serve: policy server listening on ws://%s:%d (POST /v1/policy/infer, GET /healthz)\n",
             sp->host, frt_policy_server_port(p->srv));
+    say_context(p, "at start");
     return 0;
 }
 
@@ -76,12 +102,14 @@ static void host_params(const serve_policy_opts *o, frt_policy_service_params *s
 }
 
 int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt_server_params *sp, int port,
-                          const char *port_file, int backend, int threads, int quiet, int probe, serve_policy **out)
+                          const char *port_file, int backend, int threads, int quiet, int probe,
+                          const serve_policy_share *share, serve_policy **out)
 {
     frt_policy_service_params sv = {.dir = o->dir, .robot = o->robot, .tokenizer = o->tokenizer,
                                     .norm_stats = o->norm_stats, .default_prompt = o->default_prompt,
                                     .delta_actions = -1, .discrete_state = -1};
     host_params(o, &sv);
+    sv.device_lock = share ? share->lock : NULL;
     int rc = o->delta_actions ? frt_policy_delta_parse(o->delta_actions, &sv.delta_actions) : 0;
     if (rc == 0 && o->discrete_state) rc = frt_policy_delta_parse(o->discrete_state, &sv.discrete_state);
     if (rc) return frt_cli_fail(cmd, rc);
@@ -90,6 +118,10 @@ int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt
     frt_model_params mp = frt_model_default_params();
     mp.backend = (frt_backend)backend;
     mp.n_threads = threads;
+    if (share) {
+        mp.context = share->context;
+        p->share = *share;
+    }
     const char *note = NULL;
     rc = frt_cli_load_model(cmd, o->dir, &mp, quiet, &p->m);
     if (rc == 0) rc = frt_policy_service_create(p->m, &sv, &note, &p->svc);
@@ -110,7 +142,7 @@ int frt_serve_policy(const char *cmd, const serve_policy_opts *o, const frt_serv
 {
     serve_policy *p = NULL;
     frt_serve_block_signals();
-    int rc = frt_serve_policy_open(cmd, o, sp, sp->port, port_file, backend, threads, quiet, probe, &p);
+    int rc = frt_serve_policy_open(cmd, o, sp, sp->port, port_file, backend, threads, quiet, probe, NULL, &p);
     if (rc) return rc;
     if (!probe) frt_serve_wait();
     frt_serve_policy_close(p);

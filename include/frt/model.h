@@ -98,7 +98,8 @@ typedef struct frt_model_params {
     frt_context *context; /* optional: run in this context, shared with other models (e.g. a planner LLM
                              beside a robot policy, frt/rollout.h); borrowed: it must outlive the model
                              and be of `backend` and `device`. Its default stream becomes the model's
-                             stream, so the models' work is ordered on it; drive them from one thread.
+                             stream, so the models' work is ordered on it; drive them from one thread,
+                             or let one call run at a time (frt serve's turn lock, docs/policy-server.md).
                              NULL (default) = the model creates and owns a context of its own */
     int gemm_autotune;   /* cuda backends that take it (the pi0 / pi05 policy; others: FRT_ERR_UNSUPPORTED when
                             > 0): N > 0 times up to N of cuBLASLt's ranked algorithms for every GEMM shape the
@@ -226,6 +227,19 @@ FRT_API int frt_model_output_read(frt_model *m, const char *name, void *out, siz
 
 /* The execution context the model runs on (owned by the model). */
 FRT_API frt_context *frt_model_context(frt_model *m);
+
+/* Where sampling leaves its token on the device: *buf is the boundary
+ * record's buffer (owned by the model, valid until frt_model_free; with
+ * branch slots, the selected slot's) and the pending token, the id the last
+ * frt_model_sample / frt_model_decode step sampled (i32; -1 when none),
+ * is the 4 bytes at byte *offset of it. The next decode step overwrites
+ * them, so a consumer copies them right after the step, on the model's
+ * stream (frt_context_stream(frt_model_context(m))): a stream-ordered
+ * frt_buffer_copy into another buffer of the same context moves the token
+ * with no host round trip (the planner -> actor hand-off of frt/rollout.h).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments
+ *   FRT_ERR_UNSUPPORTED       a policy (it samples no tokens) */
+FRT_API int frt_model_sampled_token(frt_model *m, frt_buffer **buf, size_t *offset);
 
 /* Text <-> ids through the checkpoint's tokenizer. *ids / *text are
  * malloc'd and owned by the caller (free()). FRT_ERR_STATE when the

@@ -189,7 +189,9 @@ typedef struct frt_rollout_tick_out {
  * longer than the critic's); FRT_ERR_STATE (the episode is stopped: call
  * frt_rollout_end); a failure inside the forward pass or of the planner
  * (the episode should be ended: the policy state may hold a partial
- * prefix, frt_rollout_end restores it). */
+ * prefix, frt_rollout_end restores it; a planner that failed between its
+ * first and last id leaves the hand-off buffer unbound, as before any
+ * frt_rollout_set_prompt, which binds it again). */
 FRT_API int frt_rollout_tick(frt_rollout *r, const frt_policy_inputs *obs, float *actions, size_t cap,
                              frt_rollout_tick_out *out);
 
@@ -227,6 +229,10 @@ typedef struct frt_rollout_status {
     frt_stop_reason stop;   /* FRT_STOP_NONE while running */
     int planner_runs;       /* planner runs in this episode */
     uint64_t captures;      /* frt_context_capture_count of the policy's context */
+    uint64_t handoff_host_writes;   /* since creation: frt_buffer_write calls of ids into the hand-off buffer
+                                       (one per frt_rollout_set_prompt; the planner makes none) */
+    uint64_t handoff_device_copies; /* since creation: planner ids copied device to device into it (one per
+                                       subtask token) */
 } frt_rollout_status;
 
 /* Fills *out. Errors: FRT_ERR_INVALID_ARGUMENT (NULL). */
@@ -257,15 +263,18 @@ typedef struct frt_planner_params {
 
 /* Attaches (or, with p->llm NULL, detaches) the planner. Each run: reset
  * the LLM, prefill the instruction (the last frt_rollout_set_prompt ids),
- * generate subtask_tokens tokens greedily (end-of-sequence ids ignored),
- * write them into the hand-off buffer (the actor's input_ids port) with n
+ * subtask_tokens greedy sampling steps (end-of-sequence ids ignored), each
+ * sampled id copied on the shared stream from the LLM's device-side
+ * sampled token (frt_model_sampled_token) into its slot of the hand-off
+ * buffer (the actor's input_ids port): no host write of the ids; then n
  * ones in attention_mask. Needs a bound prompt first (the instruction).
  * When the LLM's vocabulary is larger than the policy's, its sampling is
  * restricted to the policy's ids [0, vocab_size) with
  * frt_model_set_token_mask (replacing any mask the caller had set), so
  * every subtask id is an actor id.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL r / p, every < 1, subtask_tokens
- * outside [1, max_tokens], a policy as llm); those of
+ * outside [1, max_tokens], a policy as llm, an llm in another context than
+ * the policy's: load it with frt_model_params.context); those of
  * frt_model_set_token_mask. */
 FRT_API int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p);
 

@@ -771,6 +771,15 @@ int frt_model_decode(frt_model *m, const frt_sampling *s, int32_t *token)
     return 0;
 }
 
+int frt_model_sampled_token(frt_model *m, frt_buffer **buf, size_t *offset)
+{
+    if (!m || !buf || !offset) return frt_error(FRT_ERR_INVALID_ARGUMENT, "sampled token: NULL argument");
+    FRT_TRY(token_model(m, "sampled token"));
+    *buf = m->boundary;
+    *offset = offsetof(frt_boundary, pending);
+    return 0;
+}
+
 /* 1 when allowed [n_words] sets a bit of a token below vocab. */
 static int mask_allows_any(const uint32_t *allowed, int64_t n_words, int vocab)
 {

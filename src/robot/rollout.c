@@ -41,6 +41,8 @@ struct frt_rollout {
     int planner_base;         /* the chunk count at which the planner's cycle started */
     int planner_skip;         /* 1: the cycle started with an interrupt, whose tick keeps its ids */
     int planner_runs;
+    uint64_t host_writes;     /* host writes of ids into the hand-off buffer (frt_rollout_set_prompt) */
+    uint64_t device_copies;   /* planner ids copied into it on the stream, device to device */
     frt_episode_record rec;
 };
 
@@ -193,19 +195,35 @@ static int check_ids(const frt_rollout *r, const int32_t *ids, int n)
     return 0;
 }
 
-/* Writes ids [n] into the hand-off buffer (the policy's input_ids port)
- * and n ones into its attention_mask port. */
-static int handoff_write(frt_rollout *r, const int32_t *ids, int n)
+/* The hand-off buffer (the policy's input_ids port) and its
+ * attention_mask port. */
+static int handoff_ports(frt_rollout *r, frt_buffer **ids, frt_buffer **mask)
 {
-    frt_stream *s = frt_context_stream(frt_model_context(r->policy));
-    frt_buffer *b = frt_policy_port_buffer(r->policy, "input_ids");
-    frt_buffer *am = frt_policy_port_buffer(r->policy, "attention_mask");
-    if (!b || !am) return frt_error(FRT_ERR_UNSUPPORTED, "rollout: the policy has no input_ids / attention_mask port");
-    FRT_TRY(frt_buffer_write(b, 0, ids, (size_t)n * sizeof *ids, s));
-    FRT_TRY(frt_buffer_fill(am, 0, (size_t)n, 1, s));
+    *ids = frt_policy_port_buffer(r->policy, "input_ids");
+    *mask = frt_policy_port_buffer(r->policy, "attention_mask");
+    if (!*ids || !*mask) return frt_error(FRT_ERR_UNSUPPORTED, "rollout: the policy has no input_ids / attention_mask port");
+    return 0;
+}
+
+/* n ones into the attention_mask port after ids [n] were enqueued into the
+ * hand-off buffer on s; waits for both. */
+static int handoff_finish(frt_rollout *r, frt_buffer *mask, int n, frt_stream *s)
+{
+    FRT_TRY(frt_buffer_fill(mask, 0, (size_t)n, 1, s));
     FRT_TRY(frt_stream_sync(s));
     r->n_prompt = n;
     return 0;
+}
+
+/* Writes host ids [n] into the hand-off buffer (the interrupt). */
+static int handoff_write(frt_rollout *r, const int32_t *ids, int n)
+{
+    frt_stream *s = frt_context_stream(frt_model_context(r->policy));
+    frt_buffer *b, *am;
+    FRT_TRY(handoff_ports(r, &b, &am));
+    FRT_TRY(frt_buffer_write(b, 0, ids, (size_t)n * sizeof *ids, s));
+    r->host_writes++;
+    return handoff_finish(r, am, n, s);
 }
 
 int frt_rollout_set_prompt(frt_rollout *r, const int32_t *ids, int n)
@@ -247,6 +265,9 @@ int frt_rollout_set_planner(frt_rollout *r, const frt_planner_params *p)
         return 0;
     }
     if (frt_model_is_policy(p->llm)) return BAD("the planner must be a token model, not a policy");
+    if (frt_model_context(p->llm) != frt_model_context(r->policy))
+        return BAD("the planner must run in the policy's context (frt_model_params.context): its sampled ids are "
+                   "copied into the actor's port on the device");
     if (p->every < 1) return BAD("planner every = %d (>= 1)", p->every);
     if (p->subtask_tokens < 1 || p->subtask_tokens > r->pi.max_tokens)
         return BAD("planner subtask_tokens = %d (1 to %d)", p->subtask_tokens, r->pi.max_tokens);
@@ -268,40 +289,36 @@ int frt_rollout_prompt_get(frt_rollout *r, int32_t *ids, int cap, int *n)
     return 0;
 }
 
-typedef struct subtask {
-    int32_t *ids;
-    int n, cap;
-} subtask;
-
-static int collect(int32_t token, void *user)
-{
-    subtask *t = user;
-    if (t->n < t->cap) t->ids[t->n++] = token;
-    return t->n >= t->cap;
-}
-
-/* One planner run: the instruction -> subtask_tokens greedy tokens -> the
- * hand-off buffer. */
+/* One planner run: reset, prefill the instruction, then subtask_tokens
+ * greedy steps; after each, the sampled id is copied on the stream from the
+ * LLM's boundary record (frt_model_sampled_token) into port[i] of the
+ * hand-off buffer: device to device, no host write of the ids (the ids the
+ * steps return to the host are not used). The LLM shares the policy's
+ * context, so its stream is the policy's. */
 static int planner_run(frt_rollout *r)
 {
     if (!r->n_instruction) return BAD("the planner needs an instruction (frt_rollout_set_prompt) first");
     frt_model *llm = r->planner.llm;
-    subtask t = {calloc((size_t)r->planner.subtask_tokens, sizeof(int32_t)), 0, r->planner.subtask_tokens};
-    if (!t.ids) return frt_error(FRT_ERR_OUT_OF_MEMORY, "rollout: out of memory");
-    frt_generate_params gp;
-    memset(&gp, 0, sizeof gp);
-    gp.sampling.temperature = 0.0f; /* greedy */
-    gp.sampling.top_p = 1.0f;       /* off */
-    gp.max_tokens = t.cap;
-    gp.ignore_eos = 1;
-    int rc = frt_model_reset(llm);
-    if (rc == 0) rc = frt_model_prefill(llm, r->instruction, r->n_instruction);
-    if (rc == 0) rc = frt_model_generate(llm, &gp, collect, &t, NULL);
-    if (rc == 0 && t.n != t.cap) rc = frt_error(FRT_ERR_STATE, "rollout: the planner gave %d of %d tokens", t.n, t.cap);
-    if (rc == 0) rc = handoff_write(r, t.ids, t.n);
-    free(t.ids);
-    if (rc == 0) r->planner_runs++;
-    return rc;
+    frt_stream *s = frt_context_stream(frt_model_context(r->policy));
+    frt_buffer *port, *am, *tok;
+    size_t off;
+    int32_t id;
+    FRT_TRY(handoff_ports(r, &port, &am));
+    FRT_TRY(frt_model_sampled_token(llm, &tok, &off));
+    FRT_TRY(frt_model_reset(llm));
+    FRT_TRY(frt_model_prefill(llm, r->instruction, r->n_instruction));
+    for (int i = 0; i < r->planner.subtask_tokens; i++) {
+        int rc = i ? frt_model_decode(llm, NULL, &id) : frt_model_sample(llm, NULL, &id); /* greedy */
+        if (rc == 0) rc = frt_buffer_copy(port, (size_t)i * sizeof(int32_t), tok, off, sizeof(int32_t), s);
+        if (rc < 0) {
+            r->n_prompt = 0; /* the port may hold a part of this subtask: unbound until set_prompt */
+            return rc;
+        }
+        r->device_copies++;
+    }
+    FRT_TRY(handoff_finish(r, am, r->planner.subtask_tokens, s));
+    r->planner_runs++;
+    return 0;
 }
 
 static int planner_due(const frt_rollout *r)
@@ -456,6 +473,8 @@ int frt_rollout_status_get(const frt_rollout *r, frt_rollout_status *out)
     out->chunks = r->chunks;
     out->stop = r->stop;
     out->planner_runs = r->planner_runs;
+    out->handoff_host_writes = r->host_writes;
+    out->handoff_device_copies = r->device_copies;
     out->captures = frt_context_capture_count(frt_model_context(r->policy));
     return 0;
 }

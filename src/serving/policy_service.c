@@ -8,6 +8,7 @@
  * (docs/policy-server.md).
  */
 #include "serving/policy_service.h"
+#include "serving/policy_share.h"
 
 #include "frt/fs.h"
 #include "frt/policy.h"
@@ -42,6 +43,7 @@ struct frt_policy_service {
     char *default_prompt;
     frt_critic *critic;   /* NULL: no values */
     frt_rollout *host;    /* every inference is a tick of it */
+    frt_turn_lock *device_lock; /* NULL, or the turn lock of a context shared with an LLM */
     pthread_mutex_t lock;
 };
 
@@ -180,6 +182,7 @@ int frt_policy_service_create(frt_model *m, const frt_policy_service_params *p, 
     if (!s) return frt_error(FRT_ERR_OUT_OF_MEMORY, "policy service: out of memory");
     pthread_mutex_init(&s->lock, NULL);
     s->m = m;
+    s->device_lock = p->device_lock;
     char asset[256] = "";
     int rc = frt_policy_info_get(m, &s->pi);
     if (rc == 0) rc = frt_policy_variant_parse(s->pi.model_type, &s->variant);
@@ -266,7 +269,10 @@ static int run_model(frt_policy_service *s, const frt_policy_input_set *in, cons
         x.n_tokens_cond = (int)in_cond->n_tokens;
     }
     size_t na = (size_t)pi->chunk * (size_t)pi->action_dim;
-    FRT_TRY(frt_rollout_tick(s->host, &x, a, na, t));
+    if (s->device_lock) frt_turn_lock_acquire(s->device_lock, FRT_TURN_POLICY);
+    const int rc = frt_rollout_tick(s->host, &x, a, na, t);
+    if (s->device_lock) frt_turn_lock_release(s->device_lock);
+    FRT_TRY(rc);
     if (!t->ran) return 0;
     if (!s->stats) return memcpy(u, a, na * sizeof *a), 0;
     return frt_policy_unnormalize_actions(s->stats, s->variant, a, (size_t)pi->chunk, (size_t)pi->action_dim,
@@ -422,7 +428,9 @@ int frt_policy_service_ctrl(frt_policy_service *s, const frt_pobs *o, frt_policy
     memset(r, 0, sizeof *r);
     FRT_TRY(ctrl_parse(o, &r->name));
     pthread_mutex_lock(&s->lock);
+    if (s->device_lock) frt_turn_lock_acquire(s->device_lock, FRT_TURN_POLICY);
     int rc = ctrl_locked(s, o, r);
+    if (s->device_lock) frt_turn_lock_release(s->device_lock);
     pthread_mutex_unlock(&s->lock);
     if (rc < 0) frt_policy_ctrl_reply_clear(r);
     return rc;

@@ -40,6 +40,9 @@ typedef struct frt_policy_service_params {
     int cfg;                    /* 1: on with cfg_beta and advantage_positive */
     float cfg_beta;             /* >= 1 */
     int advantage_positive;     /* 1: "Advantage: positive" in the conditioned prompt, 0: negative */
+    /* the model's context shared with an LLM served from another thread (serving/policy_share.h) */
+    struct frt_turn_lock *device_lock; /* NULL: none; else held (borrowed, outlives the service) around each
+                                          tick of the rollout host and each control message */
 } frt_policy_service_params;
 
 /* Opens the service over M (a loaded policy; borrowed, must outlive the
