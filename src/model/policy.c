@@ -372,6 +372,19 @@ static int check_rollout(const frt_model *m, const frt_policy_info *pi, const fr
     return frt_error(rc, "policy batch: rollout %d: %s", r, msg);
 }
 
+/* The key of the batch graph of n rollouts; on a backend with
+ * policy_batch_on_use, the CFG setting is in the key and the graph is
+ * captured on its first use (a failed capture changes nothing). */
+static int batch_key(frt_model *m, int n, frt_shape_key *key)
+{
+    *key = FRT_POLICY_KEY_BATCH | (frt_shape_key)n;
+    if (!m->bk->policy_batch_on_use) return 0;
+    if (m->policy_cfg.enable) *key |= FRT_POLICY_KEY_BATCH_CFG;
+    if (frt_graph_has(m->g_batch, *key)) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = (int)(*key & ~(frt_shape_key)FRT_POLICY_KEY_BATCH)};
+    return frt_graph_capture(m->g_batch, *key, m->stream, m->bk->record_policy_batch, &rc);
+}
+
 int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float *actions, size_t cap)
 {
     if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy batch: NULL argument");
@@ -388,11 +401,13 @@ int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float
     size_t n_out = (size_t)pi.chunk * pi.action_dim;
     if (cap < n_out * (size_t)n) return BAD("room for %zu action values, %d chunks have %zu", cap, n, n_out * n);
     for (int r = 0; r < n; r++) FRT_TRY(check_rollout(m, &pi, &in[r], r));
+    frt_shape_key key;
+    FRT_TRY(batch_key(m, n, &key));
     for (int r = 0; r < n; r++) {
         port_row row = {"batch_", r};
         FRT_TRY(write_inputs(m, row, &pi, &in[r], 0));
     }
-    return replay(m, m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)n, "batch_actions", actions, n_out * n);
+    return replay(m, m->g_batch, key, "batch_actions", actions, n_out * n);
 }
 
 int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)
