@@ -37,28 +37,28 @@ static const frt_gen_policy_dims SMALL = {
     .e_width = 16, .e_inter = 24, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
 
-enum { SLOTS = 8, N = 4, MAXTOK = 13, NPX = 3 * 3 * 42 * 42, NA = 7 * 8 };
+enum { SLOTS = 8, N = 4, BMAXTOK = 13, BNPX = 3 * 3 * 42 * 42, BNA = 7 * 8 };
 
 /* One rollout's observation (the prompt and the conditioned prompt of CFG). */
 typedef struct bobs {
-    float px[NPX], state[8], noise[NA];
-    uint8_t cam[3], am[MAXTOK], amc[MAXTOK];
-    int32_t ids[MAXTOK], idsc[MAXTOK];
+    float px[BNPX], state[8], noise[BNA];
+    uint8_t cam[3], am[BMAXTOK], amc[BMAXTOK];
+    int32_t ids[BMAXTOK], idsc[BMAXTOK];
 } bobs;
 
-static const int CAMS[N] = {3, 1, 2, 3}, TOKS[N] = {11, 5, 13, 8};
+static const int R_CAMS[N] = {3, 1, 2, 3}, R_TOKS[N] = {11, 5, 13, 8};
 
 static void bobs_make(bobs *o, int r)
 {
-    frt_test_fill(o->px, NPX, -1, 1);
+    frt_test_fill(o->px, BNPX, -1, 1);
     frt_test_fill(o->state, 8, -1, 1);
-    frt_test_fill(o->noise, NA, -2, 2);
+    frt_test_fill(o->noise, BNA, -2, 2);
     for (int c = 0; c < 3; c++) o->cam[c] = !(r == 0 && c == 1); /* rollout 0: the middle camera absent */
-    for (int i = 0; i < MAXTOK; i++) {
+    for (int i = 0; i < BMAXTOK; i++) {
         o->ids[i] = 1 + (int32_t)(frt_test_u64() % 60);
         o->idsc[i] = 1 + (int32_t)(frt_test_u64() % 60);
-        o->am[i] = i < TOKS[r] - (r == 2 ? 0 : 2); /* two right pads, none for rollout 2 */
-        o->amc[i] = i < MAXTOK - 1;
+        o->am[i] = i < R_TOKS[r] - (r == 2 ? 0 : 2); /* two right pads, none for rollout 2 */
+        o->amc[i] = i < BMAXTOK - 1;
     }
 }
 
@@ -66,11 +66,11 @@ static frt_policy_inputs b_inputs(bobs *o, int r, int pi05, int cfg, int noise)
 {
     frt_policy_inputs in;
     memset(&in, 0, sizeof in);
-    in.pixel_values = o->px, in.n_cameras = CAMS[r], in.channels = 3, in.height = in.width = 42;
-    in.camera_mask = o->cam, in.input_ids = o->ids, in.attention_mask = o->am, in.n_tokens = TOKS[r];
+    in.pixel_values = o->px, in.n_cameras = R_CAMS[r], in.channels = 3, in.height = in.width = 42;
+    in.camera_mask = o->cam, in.input_ids = o->ids, in.attention_mask = o->am, in.n_tokens = R_TOKS[r];
     in.state = pi05 ? NULL : o->state, in.n_state = pi05 ? 0 : 8;
     in.noise = noise ? o->noise : NULL;
-    if (cfg) in.input_ids_cond = o->idsc, in.attention_mask_cond = o->amc, in.n_tokens_cond = MAXTOK;
+    if (cfg) in.input_ids_cond = o->idsc, in.attention_mask_cond = o->amc, in.n_tokens_cond = BMAXTOK;
     return in;
 }
 
@@ -78,7 +78,7 @@ static frt_model *load(const char *dir, frt_backend b, int slots)
 {
     frt_model_params p = frt_model_default_params();
     p.backend = b;
-    p.max_seq = MAXTOK;
+    p.max_seq = BMAXTOK;
     p.policy_batch = slots;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(dir, &p, &m));
@@ -96,9 +96,11 @@ static double cosine(const float *a, const float *b, size_t n)
 static void per_rollout(const char *what, const float *got, const float *ref)
 {
     for (int r = 0; r < N; r++) {
-        const double rel = frt_test_rel_err(got + r * NA, ref + r * NA, NA), cs = cosine(got + r * NA, ref + r * NA, NA);
+        const float *a = got + r * BNA, *b = ref + r * BNA;
+        const double rel = frt_test_rel_err(a, b, BNA), cs = cosine(a, b, BNA);
         const int ok = rel <= 3e-2 && cs >= 0.999;
-        printf("  %-40s rollout %d  rel %.3e (<= 3e-2)  cos %.6f (>= 0.999)  %s\n", what, r, rel, cs, ok ? "ok" : "FAIL");
+        printf("  %-40s rollout %d  rel %.3e (<= 3e-2)  cos %.6f (>= 0.999)  %s\n", what, r, rel, cs,
+               ok ? "ok" : "FAIL");
         CHECK_MSG(ok, "%s rollout %d: rel %.3e cos %.6f", what, r, rel, cs);
     }
 }
@@ -124,21 +126,21 @@ static uint64_t state_hash_dev(frt_model *m)
 static void batch_vs(const char *name, frt_model *g, frt_model *c, bobs *o, int pi05, int cfg)
 {
     frt_policy_inputs in[N];
-    float single[N * NA], batch[N * NA], again[N * NA], cpu[N * NA];
+    float single[N * BNA], batch[N * BNA], again[N * BNA], cpu[N * BNA];
     char what[96];
     for (int r = 0; r < N; r++) in[r] = b_inputs(&o[r], r, pi05, cfg, 1);
     for (frt_model *m = g; m; m = m == g ? c : NULL) {
         CHECK_OK(frt_policy_set_cfg(m, cfg, cfg ? 2.0f : 1.0f, 1));
         if (cfg) CHECK_OK(frt_policy_set_cfg_mode(m, FRT_POLICY_CFG_FUSED));
     }
-    for (int r = 0; r < N; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * NA, NA));
-    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * NA));
-    CHECK_OK(frt_policy_run_batch(c, in, N, cpu, N * NA));
+    for (int r = 0; r < N; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * BNA, BNA));
+    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * BNA));
+    CHECK_OK(frt_policy_run_batch(c, in, N, cpu, N * BNA));
     snprintf(what, sizeof what, "%s%s batch vs single", name, cfg ? " cfg" : "");
     per_rollout(what, batch, single);
     snprintf(what, sizeof what, "%s%s batch vs cpu batch", name, cfg ? " cfg" : "");
     per_rollout(what, batch, cpu);
-    CHECK_OK(frt_policy_run_batch(g, in, N, again, N * NA));
+    CHECK_OK(frt_policy_run_batch(g, in, N, again, N * BNA));
     CHECK_MSG(memcmp(batch, again, sizeof batch) == 0, "%s: the batch replayed again differs", name);
     printf("  %-40s replayed again: %s\n", what, memcmp(batch, again, sizeof batch) ? "DIFFERS" : "byte-identical");
 }
@@ -147,14 +149,14 @@ static void batch_vs(const char *name, frt_model *g, frt_model *c, bobs *o, int 
 static void batch_episode(const char *name, frt_model *g, bobs *o, int pi05)
 {
     frt_policy_inputs in[N];
-    float single[N * NA], batch[N * NA];
+    float single[N * BNA], batch[N * BNA];
     uint64_t seed, step;
     for (int r = 0; r < N; r++) in[r] = b_inputs(&o[r], r, pi05, 0, 0);
     CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
     CHECK_OK(frt_policy_episode_start(g, 99));
-    for (int r = 0; r < N; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * NA, NA));
+    for (int r = 0; r < N; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * BNA, BNA));
     CHECK_OK(frt_policy_episode_start(g, 99));
-    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * NA));
+    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * BNA));
     CHECK_OK(frt_policy_episode_get(g, &seed, &step));
     CHECK(seed == 99 && step == N);
     char what[96];
@@ -166,9 +168,9 @@ static void batch_episode(const char *name, frt_model *g, bobs *o, int pi05)
 static void batch_refusals(frt_model *g, bobs *o, int pi05)
 {
     frt_policy_inputs in[SLOTS + 1];
-    static float out[(SLOTS + 1) * NA], keep[(SLOTS + 1) * NA];
+    static float out[(SLOTS + 1) * BNA], keep[(SLOTS + 1) * BNA];
     for (int r = 0; r <= SLOTS; r++) in[r] = b_inputs(&o[r % N], r % N, pi05, 1, 1);
-    frt_test_fill(out, (SLOTS + 1) * NA, -1, 1);
+    frt_test_fill(out, (SLOTS + 1) * BNA, -1, 1);
     memcpy(keep, out, sizeof out);
     const uint64_t h = state_hash_dev(g);
     CHECK_OK(frt_policy_set_cfg(g, 1, 2.0f, 1));
@@ -193,12 +195,12 @@ static void run_arch(const char *name, int pi05)
     static bobs o[N];
     for (int r = 0; r < N; r++) bobs_make(&o[r], r);
     frt_policy_inputs in0 = b_inputs(&o[0], 0, pi05, 0, 1);
-    float before[NA], after[NA];
-    CHECK_OK(frt_policy_run(g, &in0, before, NA));
+    float before[BNA], after[BNA];
+    CHECK_OK(frt_policy_run(g, &in0, before, BNA));
     batch_vs(name, g, c, o, pi05, 0);
     batch_vs(name, g, c, o, pi05, 1);
     CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
-    CHECK_OK(frt_policy_run(g, &in0, after, NA));
+    CHECK_OK(frt_policy_run(g, &in0, after, BNA));
     CHECK_MSG(memcmp(before, after, sizeof before) == 0, "%s: the single run changed after a batch", name);
     CHECK_MSG(frt_graph_count(g->g_batch) == 2, "%s: %d batch graphs (one for 4 rollouts, one guided)", name,
               frt_graph_count(g->g_batch));

@@ -546,7 +546,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
 {
     const int eslots = imax(2, pc->slots); /* fused CFG: two slots of suffix rows; a batch: slots */
     const int rows = imax(imax(pc->NV, pc->P), eslots * pc->ns);
-    const int W = imax(imax(c->v_width, c->t.width), c->e.width);
+    const int W = imax(imax(c->v_width, c->t.width), imax(c->e.width, c->action_dim)); /* hb: a batch's x_t too */
     const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
@@ -607,6 +607,8 @@ static int make_plans(const pi0_config *c, pc_model *pc)
     for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
     for (int b = 2; b <= imax(2, pc->slots); b++) /* fused CFG and batches: b slots' rows in one product */
         for (int i = 0; i < 4; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int b = 1; c->pi05 && b <= pc->slots; b++) /* a Pi0.5 batch's heads (batch_suffix_pi05, batch_head_pi05) */
+        for (int i = 4; i < 6; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
     for (int cams = 1; cams <= c->max_cameras; cams++)
         for (int tok = 16;; tok *= 2) {
             const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
@@ -1114,6 +1116,33 @@ static int action_head(frt_model *m, const float *mods, int row0, float *vel)
     return frt_cuda_bias_act(s, vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
 }
 
+/* Pi0.5's suffix (action_in_proj of x_t alone: ns = chunk rows a slot, so
+ * the slots' rows are contiguous) of b slots in one product: pc->x rows
+ * [0, b chunk) from xt [b, chunk, A] f32. pc->hb holds the bf16 input. */
+static int batch_suffix_pi05(frt_model *m, const float *xt, int b)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int rows = b * c->chunk;
+    FRT_TRY(frt_cuda_convert(sp(m), pc->hb, BF16, xt, F32, NULL, 1, b * pc->n_act));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_in_w, rows, c->action_dim, c->e.width));
+    return frt_cuda_bias_act(sp(m), pc->x, F32, pc->y, pc->action_in_b, rows, c->e.width, FRT_CUDA_ACT_NONE);
+}
+
+/* Pi0.5's action head of b slots in one product: vel [b, chunk, A] from
+ * pc->x rows [0, b chunk) (the final adaRMSNorm of mods, then
+ * action_out_proj). */
+static int batch_head_pi05(frt_model *m, const float *mods, int b, float *vel)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int E = c->e.width, rows = b * c->chunk;
+    const float *mod = mods + (size_t)2 * c->e.layers * 3 * E;
+    FRT_TRY(frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + E, rows, E, c->e.eps));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_out_w, rows, E, c->action_dim));
+    return frt_cuda_bias_act(sp(m), vel, F32, pc->y, pc->action_out_b, rows, c->action_dim, FRT_CUDA_ACT_NONE);
+}
+
 /* The state input of slot s of so (Pi0; Pi0.5 has none). */
 static const float *slot_state(frt_model *m, const slots_of *so, int s)
 {
@@ -1129,12 +1158,15 @@ static int expert_velocity(frt_model *m, int step, const slots_of *so, const flo
     pc_model *pc = pc_of(m);
     const int E = c->e.width, per = (2 * c->e.layers + 1) * 3 * E;
     const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
-    for (int s = 0; s < so->n; s++)
+    const int stacked = so->batch && c->pi05; /* a batch of Pi0.5: the heads over every slot's rows at once */
+    if (stacked) FRT_TRY(batch_suffix_pi05(m, xt, so->n));
+    for (int s = 0; s < so->n && !stacked; s++)
         FRT_TRY(suffix_embed(m, step, xt + (size_t)s * pc->n_act, slot_state(m, so, s), s * pc->ns));
     for (int l = 0; l < c->e.layers; l++) {
         const glayer L = expert_glayer(m, so, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
         FRT_TRY(gemma_layer(m, &L));
     }
+    if (stacked) return batch_head_pi05(m, mods, so->n, vel);
     for (int s = 0; s < so->n; s++) FRT_TRY(action_head(m, mods, s * pc->ns, vel + (size_t)s * pc->n_act));
     return 0;
 }
