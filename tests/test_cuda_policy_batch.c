@@ -213,17 +213,23 @@ static void run_arch(const char *name, int pi05)
     CHECK(system(cmd) == 0);
 }
 
+/* Exits 77 (skipped) on a machine without a CUDA device. */
+static void need_device(void)
+{
+    int n_dev = 0;
+    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
+    if (n_dev == 0) TEST_SKIP("no CUDA device");
+}
+
 #endif
 
 int main(void)
 {
-    frt_test_seed(43);
 #if !FRT_HAVE_CUDA
     TEST_SKIP("built without CUDA");
 #else
-    int n_dev = 0;
-    CHECK_OK(frt_device_count(FRT_BACKEND_CUDA, &n_dev));
-    if (n_dev == 0) TEST_SKIP("no CUDA device");
+    need_device();
+    frt_test_seed(43);
     run_arch("pi0", 0);
     run_arch("pi05", 1);
     return frt_test_report();
