@@ -6,8 +6,9 @@
  *     absent camera, prompt lengths and pads, states, noise) against four
  *     single cuda runs of frt_policy_run, per rollout cosine >= 0.999 and
  *     norm-wise rel <= 3e-2 (not bit for bit: the batch stacks the slots'
- *     rows in the expert's GEMMs and runs every camera slot and max_tokens,
- *     other shapes than a single run's), and against the cpu backend's
+ *     rows in the expert's GEMMs and runs the largest observation's camera
+ *     slots and prompt bucket, other shapes than a single run's), and
+ *     against the cpu backend's
  *     batch on the same weights within the same bar; with CFG off and on
  *     (beta 2, two slots a rollout, against fused single runs);
  *   - what is exact: the batch graph replayed again on the same inputs gives
@@ -16,7 +17,9 @@
  *   - rollouts without caller noise draw the episode stream in rollout
  *     order (within the bar of four successive single runs), the step
  *     counter advances by 4;
- *   - one graph a (rollout count, CFG) used, captured on first use;
+ *   - one graph a (rollout count, CFG, shape of the largest observation)
+ *     used, captured on first use: four one-camera observations run a
+ *     graph of one camera slot, within the same bar;
  *   - refusals with nothing changed (the state read back byte for byte, the
  *     output untouched): more rollouts than slots with CFG on (5 x 2 > 8)
  *     and off (9 > 8), the message naming the slots.
@@ -37,7 +40,7 @@ static const frt_gen_policy_dims SMALL = {
     .e_width = 16, .e_inter = 24, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
 
-enum { SLOTS = 8, N = 4, BMAXTOK = 13, BNPX = 3 * 3 * 42 * 42, BNA = 7 * 8 };
+enum { SLOTS = 8, N = 4, BMAXTOK = 20, BNPX = 3 * 3 * 42 * 42, BNA = 7 * 8 };
 
 /* One rollout's observation (the prompt and the conditioned prompt of CFG). */
 typedef struct bobs {
@@ -145,6 +148,21 @@ static void batch_vs(const char *name, frt_model *g, frt_model *c, bobs *o, int 
     printf("  %-40s replayed again: %s\n", what, memcmp(batch, again, sizeof batch) ? "DIFFERS" : "byte-identical");
 }
 
+/* The four observations with one camera each: a smaller graph variant
+ * (1 camera slot) than the mixed batch's (3), within the same bar. */
+static void batch_one_camera(const char *name, frt_model *g, bobs *o, int pi05)
+{
+    frt_policy_inputs in[N];
+    float single[N * BNA], batch[N * BNA];
+    for (int r = 0; r < N; r++) in[r] = b_inputs(&o[r], r, pi05, 0, 1), in[r].n_cameras = 1;
+    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
+    for (int r = 0; r < N; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * BNA, BNA));
+    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * BNA));
+    char what[96];
+    snprintf(what, sizeof what, "%s one camera each, batch vs single", name);
+    per_rollout(what, batch, single);
+}
+
 /* Episode noise in rollout order: four successive single runs. */
 static void batch_episode(const char *name, frt_model *g, bobs *o, int pi05)
 {
@@ -203,6 +221,9 @@ static void run_arch(const char *name, int pi05)
     CHECK_OK(frt_policy_run(g, &in0, after, BNA));
     CHECK_MSG(memcmp(before, after, sizeof before) == 0, "%s: the single run changed after a batch", name);
     CHECK_MSG(frt_graph_count(g->g_batch) == 2, "%s: %d batch graphs (one for 4 rollouts, one guided)", name,
+              frt_graph_count(g->g_batch));
+    batch_one_camera(name, g, o, pi05);
+    CHECK_MSG(frt_graph_count(g->g_batch) == 3, "%s: %d batch graphs (and one for one camera)", name,
               frt_graph_count(g->g_batch));
     batch_episode(name, g, o, pi05);
     batch_refusals(g, o, pi05);

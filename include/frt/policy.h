@@ -266,8 +266,9 @@ FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
  * the single inference's code; on the cpu backend the guided rollouts use
  * the serial arrangement, bit-identical to the fused one there); on the
  * cuda backend within cosine >= 0.999 and norm-wise rel <= 3e-2 (the batch
- * stacks the slots' rows in the expert's GEMMs and runs the maximal camera
- * and prompt shape: other cuBLASLt shapes than a single run's), guided
+ * stacks the slots' rows in the expert's GEMMs and runs the largest
+ * observation's camera slots and prompt bucket: other cuBLASLt shapes than
+ * a single run's), guided
  * rollouts in the fused arrangement whatever frt_policy_set_cfg_mode says,
  * and the same inputs give the same bytes again. A rollout
  * with noise NULL draws the episode stream as frt_policy_run does, in
@@ -281,8 +282,9 @@ FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
  * frt_policy_run on any in[r] (the message names the rollout);
  * FRT_ERR_UNSUPPORTED (not a policy, or a backend without the batched
  * graph: such a backend refuses policy_batch > 0 at load); on the cuda
- * backend, which captures the graph of a rollout count (CFG on or off) on
- * its first use, a failed capture's status, before any input is written
+ * backend, which captures the graph of a rollout count (CFG on or off, the
+ * largest observation's shape) on its first use, a failed capture's
+ * status, before any input is written
  * (nothing changes). A failure inside
  * the forward pass is returned as that status; the batch slots may then
  * hold partial prefixes. */

@@ -119,7 +119,8 @@ typedef struct frt_policy_cfg_options {
  * FRT_POLICY_KEY_BATCH | n, n = 1..params.policy_batch (rc->bucket = n).
  * On a backend with policy_batch_on_use, the guided batch is a graph of its
  * own: key FRT_POLICY_KEY_BATCH | FRT_POLICY_KEY_BATCH_CFG | n (rc->bucket
- * = FRT_POLICY_KEY_BATCH_CFG | n, n = 1..params.policy_batch / 2). */
+ * = FRT_POLICY_KEY_BATCH_CFG | n, n = 1..params.policy_batch / 2), and with
+ * policy_variant the key also holds rc->variant << 16. */
 #define FRT_POLICY_KEY_BATCH 0x100
 #define FRT_POLICY_KEY_BATCH_CFG 0x200
 /* Keys of a backend's per-shape variants (frt_arch_backend.policy_variant). */
@@ -129,6 +130,11 @@ typedef struct frt_policy_cfg_options {
 typedef struct frt_record_ctx {
     frt_model *m;
     int bucket; /* prefill: the padded length of the variant */
+    /* record_policy_batch on a backend with policy_batch_on_use and
+     * policy_variant: the variant code of the batch's largest observation
+     * (policy_variant of its most cameras and longest prompts), the shape
+     * the batch graph runs at; 0 otherwise. */
+    int variant;
 } frt_record_ctx;
 
 /* The forward pass of one architecture on one kind of device. The record

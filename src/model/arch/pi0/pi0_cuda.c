@@ -49,19 +49,21 @@
  * so is the CFG denoise-only graph.
  *
  * Batched rollouts (frt_policy_run_batch, params.policy_batch = S slots):
- * one graph per rollout count n (and CFG on or off, captured on first use).
- * Each rollout's vision and prefix run one after another at the declared
- * maxima (every camera slot, max_tokens: one capture serves every mix of
- * observations) into its batch slot (its KV in the batch work buffers
+ * one graph per rollout count n, CFG on or off and the variant of the
+ * batch's largest observation (its camera slots and prompt buckets: every
+ * rollout's absent cameras and padding are masked rows), captured on first
+ * use. Each rollout's vision and prefix run one after another at that shape
+ * into its batch slot (its KV in the batch work buffers
  * pc->bk / bv [S, Pp + nsp, KV] and in the state's batch.*), then every
  * Euler step runs ONE expert pass over all the slots' action tokens,
  * stacked as [B ns] rows in every GEMM (the weights read once for all
  * slots), each slot attending over its own prefix (one batched attention,
  * the slots a constant stride apart): B = n slots, or with CFG 2 n (slot 2r
  * conditioned, 2r + 1 unconditioned, as fused CFG's pair, combined and
- * mirrored per rollout). Not bit-identical to n single runs (other GEMM
- * shapes: the single run's prompt bucket and camera count, and B ns rows in
- * the expert's products: cosine >= 0.999 against them, as any CUDA
+ * mirrored per rollout; Pi0.5's suffix and action head over all slots'
+ * rows in one product too). Not bit-identical to n single runs (other GEMM
+ * shapes: the largest observation's camera slots and prompt bucket, B ns
+ * rows in the expert's products: cosine >= 0.999 against them, as any CUDA
  * result against another); exact: one graph replayed on the same inputs
  * gives byte-identical actions.
  *
@@ -532,7 +534,7 @@ static void *take(sarena *a, size_t bytes)
 static void carve_batch(const pi0_config *c, pc_model *pc, sarena *a)
 {
     if (pc->slots == 0) return;
-    pc->bkv = (size_t)(pc->Pp + pc->nsp) * pc->KV;
+    pc->bkv = ((size_t)(pc->Pp + pc->nsp) * pc->KV + 127) / 128 * 128; /* slots 256-byte aligned, as the sets' */
     for (int l = 0; l < c->t.layers; l++) {
         void *k = take(a, (size_t)pc->slots * pc->bkv * 2), *v = take(a, (size_t)pc->slots * pc->bkv * 2);
         if (pc->bk) pc->bk[l] = k, pc->bv[l] = v;
@@ -1329,8 +1331,7 @@ static int record_denoise(frt_stream *st, void *user)
 
 /* ---- batched rollouts ---------------------------------------------------------- */
 
-/* The graph at the declared maxima (every camera slot, max_tokens): one
- * capture serves every observation of a batch. */
+/* The shape at the declared maxima (every camera slot, max_tokens). */
 static pc_shape max_shape(const pi0_config *c) { return shape_of(c, c->max_cameras, c->max_tokens); }
 
 /* Batch slot j's row of batch.meta [S, 4] i32. */
@@ -1428,8 +1429,10 @@ static int rec_batch_flow(frt_model *m, int n, int cfg)
 }
 
 /* frt_arch_backend.record_policy_batch: rc->bucket = n rollouts, with
- * FRT_POLICY_KEY_BATCH_CFG: guided (2 n slots). Vision and prefixes
- * rollout by rollout, then the flow over every slot at once. */
+ * FRT_POLICY_KEY_BATCH_CFG: guided (2 n slots), at the shape of the
+ * variant rc->variant (the camera slots and prompt buckets of the batch's
+ * largest observation; 0: every camera slot and max_tokens). Vision and
+ * prefixes rollout by rollout, then the flow over every slot at once. */
 static int record_batch(frt_stream *st, void *user)
 {
     (void)st;
@@ -1440,27 +1443,37 @@ static int record_batch(frt_stream *st, void *user)
     if (n < 1 || (cfg ? 2 : 1) * n > pc->slots)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "pi0 cuda: a batch of %d rollouts%s on %d slots", n,
                          cfg ? " under CFG" : "", pc->slots);
-    const pc_shape sh = max_shape(&pi0_of(m)->c);
+    const pi0_config *c = &pi0_of(m)->c;
+    const int code = rc->variant;
+    const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK) : max_shape(c);
+    const pc_shape shc = code > 0 && cfg ? shape_of(c, code_cams(code), code >> 13 & VAR_TOK) : sh;
     for (int r = 0; r < n; r++) {
         FRT_TRY(rec_vision(m, &sh, port_row(m, "pixel_values", r)));
         FRT_TRY(rec_prefix_slot(m, &sh, r, cfg ? 2 * r + 1 : r, 0));
-        if (cfg) FRT_TRY(rec_prefix_slot(m, &sh, r, 2 * r, 1));
+        if (cfg) FRT_TRY(rec_prefix_slot(m, &shc, r, 2 * r, 1));
     }
     return rec_batch_flow(m, n, cfg);
 }
 
-/* The attention products of the batch graphs: each slot's prefix, and the
- * expert over b = 1..slots slots (the graphs' own pointers: the plans are
- * keyed by the operands' alignment). */
+/* The attention products of the batch graphs: each slot's prefix at every
+ * variant's shape, and the expert over b = 1..slots slots (the graphs' own
+ * pointers: the plans are keyed by the operands' alignment; the slots are
+ * 256-byte aligned as the sets' buffers, so most of these find the sets'
+ * plans made). */
 static int plan_batch_attention(frt_model *m)
 {
+    const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
-    const pc_shape sh = max_shape(&pi0_of(m)->c);
-    for (int j = 0; j < pc->slots; j++) {
-        const glayer L = batch_prefix_glayer(m, &sh, j, 0);
-        const frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
-        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
-    }
+    for (int cams = 1; pc->slots > 0 && cams <= c->max_cameras; cams++)
+        for (int tok = 16;; tok *= 2) {
+            const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+            for (int j = 0; j < pc->slots; j++) {
+                const glayer L = batch_prefix_glayer(m, &v, j, 0);
+                const frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
+                FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+            }
+            if (v.tok == c->max_tokens) break;
+        }
     for (int b = 1; b <= pc->slots; b++) {
         const slots_of so = {b, {PI0_UNCOND, PI0_UNCOND}, 1, 0};
         const glayer L = expert_glayer(m, &so, 0, NULL);
