@@ -34,8 +34,7 @@
  * of N (16, 32, ...: padding rows are masked) while the floor counts N.
  * A batch of B: B times the vision and prefix FLOPs, B times the expert's
  * FLOPs (2 B guided) or its weights read once a step, whichever is larger
- * (the cuda batch graph runs at every camera slot and max_tokens: its
- * floor counts the given cameras and N). */
+ * (the cuda batch graph runs at the prompt bucket of N, as a single run). */
 #include "args.h"
 #include "bench_run.h"
 #include "cli.h"
