@@ -1,9 +1,9 @@
 /*
  * policy_gen_util.h - shared set-up of the tests on generated policies
- * (test_policy_gen.c, test_policy_batch.c): a tiny Pi0 / Pi0.5 written by
- * frt gen-model's code (tools/gen_policy.c) at small dimensions, random
- * observations for it, a conditioned prompt for CFG, and a hash of the
- * whole live state.
+ * (test_policy_gen.c, test_policy_batch.c, test_cuda_policy_batch.c): a
+ * tiny Pi0 / Pi0.5 written by frt gen-model's code (tools/gen_policy.c) at
+ * small dimensions (DIMS, or the caller's), random observations for it, a
+ * conditioned prompt for CFG, and a hash of the whole live state.
  */
 #ifndef FRT_POLICY_GEN_UTIL_H
 #define FRT_POLICY_GEN_UTIL_H
@@ -23,19 +23,25 @@ static const frt_gen_policy_dims DIMS = {
     .e_width = 16, .e_inter = 24, .chunk = 4, .action_dim = 5, .state_dim = 6, .steps = 10,
 };
 
-static inline int write_policy(const char *dir, int pi05, uint64_t seed)
+/* A random policy of dimensions d (seed: its weights) written into dir. */
+static inline int write_policy_dims(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed)
 {
     frt_weight_spec *w = NULL;
     int n = 0;
     frt_checkpoint *ck = NULL;
-    int rc = frt_gen_policy_specs_dims(&DIMS, pi05, &w, &n);
+    int rc = frt_gen_policy_specs_dims(d, pi05, &w, &n);
     if (rc == 0) rc = frt_gen_model_build_specs(w, n, seed, &ck);
     if (rc == 0) rc = frt_mkdir_p(dir);
     if (rc == 0) rc = frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC);
-    if (rc == 0) rc = frt_gen_policy_write_config_dims(&DIMS, pi05, dir);
+    if (rc == 0) rc = frt_gen_policy_write_config_dims(d, pi05, dir);
     frt_checkpoint_close(ck);
     free(w);
     return rc;
+}
+
+static inline int write_policy(const char *dir, int pi05, uint64_t seed)
+{
+    return write_policy_dims(dir, &DIMS, pi05, seed);
 }
 
 enum { CAMS = 3, PX = CAMS * 3 * 28 * 28, TOK = 9, NA = 4 * 5 };

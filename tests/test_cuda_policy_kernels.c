@@ -416,7 +416,10 @@ static void test_qkv_rope_slots(void)
     dget(q1, 0, a, nq * 2), dget(q2, 0, b, nq * 2);
     dget(kv1, 0, a + nq, 4 * nk * 2), dget(kv2, 0, b + nq, 4 * nk * 2);
     report_same("qkv_rope_slots: 2 slots == one call per slot (q, k, v)", a, b, nq * 2 + 8 * nk);
-    d.slots = 3;
+    d.slots = 3; /* slot 2 NULL */
+    CHECK_STATUS(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    d.slots = PI0_KV_SLOTS + 1;
     CHECK_STATUS(pi0_cuda_qkv_rope_slots(g_cs, q2.p, &d, LDK, LDK, dqkv.p, dinv.p, N, HEADS, KVH, HD),
                  FRT_ERR_INVALID_ARGUMENT);
     free(qkv), free(a), free(b);

@@ -4,7 +4,7 @@
  *   frt bench policy -m DIR [--cameras N] [--tokens N] [--repeats R]
  *                    [--warmup W] [--backend cpu|cuda] [--cfg-beta B]
  *                    [--cfg-mode both|fused|serial] [--autotune N]
- *                    [--tune-file FILE] [--json FILE]
+ *                    [--tune-file FILE] [--batch B] [--json FILE]
  *
  * Random inputs at the model's shapes (every camera present, a prompt of N
  * valid tokens, a random state for Pi0, the episode's noise); W untimed
@@ -16,6 +16,13 @@
  * (RECAP CFG, a conditioned prompt of N + 4 tokens): serial and / or fused.
  * Each row prints the graph's node count where the backend counts it (the
  * cuda backend: kernels, copies and host tasks of the whole inference).
+ * With --batch B (the model loaded with B batch slots, 2 B with
+ * --cfg-beta) each camera count also times frt_policy_run_batch of B
+ * rollouts with B different observations (and guided, at --cfg-beta):
+ * p50 / p99 of the batch, its p50 per slot and its throughput in slots
+ * (rollouts) a second next to the single inference's (B = 1), and how far
+ * each rollout is from its own single run (max norm-wise rel, min cosine
+ * over the rollouts, the same noise).
  *
  * The floors: the vision and prefix FLOPs over this machine's measured GEMM
  * rate, plus the expert's FLOPs over the same rate or its weight reads over
@@ -24,7 +31,10 @@
  * advantage tokens sit inside the bidirectional prefix) and the expert's
  * FLOPs twice; its weights read twice a step serially, once fused (both
  * slots in one pass). The cuda backend's graph runs at the prompt bucket
- * of N (16, 32, ...: padding rows are masked) while the floor counts N. */
+ * of N (16, 32, ...: padding rows are masked) while the floor counts N.
+ * A batch of B: B times the vision and prefix FLOPs, B times the expert's
+ * FLOPs (2 B guided) or its weights read once a step, whichever is larger
+ * (the cuda batch graph runs at the prompt bucket of N, as a single run). */
 #include "args.h"
 #include "bench_run.h"
 #include "cli.h"
@@ -33,13 +43,14 @@
 #include "frt/status.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Random inputs at the model's shapes; owns its arrays. */
 typedef struct bench_obs {
-    float *px, *state;
+    float *px, *state, *noise;
     int32_t *ids, *ids_cond;
     frt_policy_inputs in;
 } bench_obs;
@@ -55,18 +66,23 @@ static void fill_ids(int32_t *ids, int n, int vocab, uint64_t *x)
     for (int i = 0; i < n; i++) ids[i] = i == 0 ? 2 : 3 + (int32_t)(uniform(x) * (float)(vocab - 3));
 }
 
-/* tokens_cond: the conditioned prompt's length (0: no CFG). */
-static int obs_make(const frt_policy_info *pi, int cameras, int tokens, int tokens_cond, bench_obs *o)
+/* tokens_cond: the conditioned prompt's length (0: no CFG); seed: which
+ * random observation (and noise, o->noise, not in o->in). */
+static int obs_make(const frt_policy_info *pi, int cameras, int tokens, int tokens_cond, uint64_t seed,
+                    bench_obs *o)
 {
-    uint64_t x = 0x9E3779B97F4A7C15ull;
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
     size_t npx = (size_t)cameras * 3 * pi->image_height * pi->image_width;
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
     memset(o, 0, sizeof *o);
     o->px = malloc(npx * sizeof(float));
+    o->noise = malloc(na * sizeof(float));
     o->ids = malloc((size_t)tokens * sizeof(int32_t));
     o->ids_cond = malloc((size_t)tokens_cond * sizeof(int32_t) + 4);
     o->state = malloc((size_t)pi->max_state_dim * sizeof(float) + 4);
-    if (!o->px || !o->ids || !o->ids_cond || !o->state) return FRT_ERR_OUT_OF_MEMORY;
+    if (!o->px || !o->ids || !o->ids_cond || !o->state || !o->noise) return FRT_ERR_OUT_OF_MEMORY;
     for (size_t i = 0; i < npx; i++) o->px[i] = 2.0f * uniform(&x) - 1.0f;
+    for (size_t i = 0; i < na; i++) o->noise[i] = 4.0f * uniform(&x) - 2.0f;
     fill_ids(o->ids, tokens, pi->vocab_size, &x);
     if (tokens_cond > 0) { /* the task, then the indicator */
         memcpy(o->ids_cond, o->ids, (size_t)tokens * sizeof(int32_t));
@@ -85,6 +101,7 @@ static void obs_free(bench_obs *o)
     free(o->ids);
     free(o->ids_cond);
     free(o->state);
+    free(o->noise);
 }
 
 /* One row's results. */
@@ -155,6 +172,7 @@ typedef struct bench_cfg {
     const char *mode; /* both | fused | serial */
     double bytes_per_param;
     bm_floors fl;
+    int batch; /* 0: no batch rows */
 } bench_cfg;
 
 /* One row: the model's CFG settings as `cfg` says (0 off, 1 serial, 2
@@ -181,12 +199,106 @@ static int bench_row_run(frt_model *m, const frt_policy_info *pi, const bench_cf
     return 0;
 }
 
+/* The floor of a batch of n rollouts in ms (see the top of the file). */
+static double floor_batch_ms(const frt_policy_cost *c, const bm_floors *fl, int steps, double bytes_per_param,
+                             int n, int cfg)
+{
+    const double k = cfg ? 2.0 : 1.0;
+    double pre = n * (c->flops_vision + k * c->flops_prefix) / fl->gemm_flops;
+    double exp_flops = n * k * c->flops_expert / fl->gemm_flops;
+    double exp_bytes = steps * c->expert_params * bytes_per_param / (fl->d2d_rw_Bps / 2.0);
+    return 1e3 * (pre + (exp_flops > exp_bytes ? exp_flops : exp_bytes));
+}
+
+/* One batch's results. */
+typedef struct batch_row {
+    int cameras, n, cfg;
+    double p50, p99, single_p50, floor_ms, max_rel, min_cos;
+} batch_row;
+
+static void batch_print(const batch_row *r, json_t *rows)
+{
+    const double sps = 1e3 * r->n / r->p50, sps1 = 1e3 / r->single_p50;
+    printf("  %d cams %-11s p50 %8.3f  p99 %8.3f (%.3fx p50)  per slot %8.3f  %8.1f slots/s (B=1 %.1f: %.2fx)  "
+           "floor %7.3f (p50 %.2fx)  vs single: rel <= %.2e, cos >= %.6f\n",
+           r->cameras, r->cfg ? "cfg batch" : "batch", r->p50, r->p99, r->p99 / r->p50, r->p50 / r->n, sps, sps1,
+           sps / sps1, r->floor_ms, r->p50 / r->floor_ms, r->max_rel, r->min_cos);
+    json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "what",
+                                          r->cfg ? "cfg batch" : "batch", "cameras", r->cameras, "batch", r->n, "p50",
+                                          r->p50, "p99", r->p99, "per_slot_p50", r->p50 / r->n, "slots_per_s", sps,
+                                          "single_p50", r->single_p50, "floor_ms", r->floor_ms, "max_rel",
+                                          r->max_rel, "min_cos", r->min_cos));
+}
+
+/* Rollout r's chunk a against its single run s: norm-wise rel and cosine
+ * folded into the row's worst. */
+static void batch_agree(batch_row *row, const float *a, const float *s, size_t n)
+{
+    double d = 0, ss = 0, aa = 0, as = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)a[i] - s[i]) * ((double)a[i] - s[i]);
+        ss += (double)s[i] * s[i], aa += (double)a[i] * a[i], as += (double)a[i] * s[i];
+    }
+    const double rel = ss > 0 ? sqrt(d / ss) : sqrt(d), cs = aa > 0 && ss > 0 ? as / sqrt(aa * ss) : 1.0;
+    if (rel > row->max_rel) row->max_rel = rel;
+    if (cs < row->min_cos) row->min_cos = cs;
+}
+
+/* The single runs of the batch's observations (the reference), then the
+ * timed batches; o[r] owns rollout r's inputs, in[r] with its noise. */
+static int batch_time(frt_model *m, const bench_cfg *b, const frt_policy_inputs *in, size_t na, batch_row *row,
+                      float *ref, float *act, double *ms)
+{
+    for (int r = 0; r < row->n; r++) FRT_TRY(frt_policy_run(m, &in[r], ref + r * na, na));
+    for (int i = -b->warmup; i < b->repeats; i++) {
+        double t0 = bm_now_s();
+        FRT_TRY(frt_policy_run_batch(m, in, row->n, act, na * row->n));
+        if (i >= 0) ms[i] = (bm_now_s() - t0) * 1e3;
+    }
+    row->p50 = bm_pct(ms, b->repeats, 0.5), row->p99 = bm_pct(ms, b->repeats, 0.99);
+    row->max_rel = 0, row->min_cos = 1;
+    for (int r = 0; r < row->n; r++) batch_agree(row, act + r * na, ref + r * na, na);
+    return 0;
+}
+
+/* B rollouts of B different observations in one batch (cfg: guided at
+ * --cfg-beta, fused), next to the single inference's p50 single_p50. */
+static int bench_batch(frt_model *m, const frt_policy_info *pi, const bench_cfg *b, int cameras, int cfg,
+                       double single_p50, json_t *rows)
+{
+    const int n = b->batch, tokens_cond = cfg ? (b->tokens + 4 < pi->max_tokens ? b->tokens + 4 : pi->max_tokens) : 0;
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    bench_obs *o = calloc((size_t)n, sizeof *o);
+    frt_policy_inputs *in = calloc((size_t)n, sizeof *in);
+    float *ref = malloc((size_t)n * na * sizeof(float)), *act = malloc((size_t)n * na * sizeof(float));
+    double *ms = malloc((size_t)b->repeats * sizeof(double));
+    int rc = o && in && ref && act && ms ? 0 : FRT_ERR_OUT_OF_MEMORY;
+    for (int r = 0; r < n && rc == 0; r++) {
+        rc = obs_make(pi, cameras, b->tokens, tokens_cond, 1 + (uint64_t)r, &o[r]);
+        in[r] = o[r].in, in[r].noise = o[r].noise;
+    }
+    batch_row row = {cameras, n, cfg, 0, 0, single_p50, 0, 0, 1};
+    frt_policy_cost cost;
+    if (rc == 0) rc = frt_policy_cost_get(m, cameras, b->tokens, &cost);
+    if (rc == 0) rc = frt_policy_set_cfg(m, cfg, cfg ? b->beta : 1.0f, 1);
+    if (rc == 0 && cfg) rc = frt_policy_set_cfg_mode(m, FRT_POLICY_CFG_FUSED);
+    if (rc == 0) rc = batch_time(m, b, in, na, &row, ref, act, ms);
+    if (rc == 0) {
+        row.floor_ms = floor_batch_ms(&cost, &b->fl, pi->n_steps, b->bytes_per_param, n, cfg);
+        batch_print(&row, rows);
+    }
+    for (int r = 0; o && r < n; r++) obs_free(&o[r]);
+    free(o), free(in), free(ref), free(act), free(ms);
+    return rc;
+}
+
 /* Every row of one camera count. */
 static int bench_cameras(frt_model *m, const frt_policy_info *pi, const bench_cfg *b, int cameras, json_t *rows)
 {
     const int tokens_cond = b->beta > 0 ? (b->tokens + 4 < pi->max_tokens ? b->tokens + 4 : pi->max_tokens) : 0;
     bench_obs o;
-    int rc = obs_make(pi, cameras, b->tokens, tokens_cond, &o);
+    int rc = obs_make(pi, cameras, b->tokens, tokens_cond, 0, &o);
+    double single_p50[3] = {0, 0, 0};
     double *ms = malloc((size_t)b->repeats * sizeof(double)), *dn = malloc((size_t)b->repeats * sizeof(double));
     float *act = malloc((size_t)pi->chunk * pi->action_dim * sizeof(float));
     if (rc == 0 && (!ms || !dn || !act)) rc = FRT_ERR_OUT_OF_MEMORY;
@@ -197,7 +309,12 @@ static int bench_cameras(frt_model *m, const frt_policy_info *pi, const bench_cf
         bench_row r;
         rc = bench_row_run(m, pi, b, &o, cfg, &r, ms, dn, act);
         if (rc == 0) row_print(&r, rows);
+        single_p50[cfg] = r.p50;
     }
+    for (int cfg = 0; cfg < 2 && rc == 0 && b->batch > 0; cfg++) /* the guided batch next to fused (else serial) */
+        if (!cfg || b->beta > 0)
+            rc = bench_batch(m, pi, b, cameras, cfg, cfg ? (want[2] ? single_p50[2] : single_p50[1]) : single_p50[0],
+                             rows);
     if (rc == 0) rc = frt_policy_set_cfg(m, 0, 1.0f, 1);
     free(ms), free(dn), free(act);
     obs_free(&o);
@@ -232,12 +349,13 @@ static int bench_all(frt_model *m, const frt_policy_info *pi, const bench_cfg *b
     return 0;
 }
 
-static int load(const char *dir, frt_backend backend, int autotune, const char *tune_file, frt_model **m)
+static int load(const char *dir, frt_backend backend, int autotune, const char *tune_file, int slots, frt_model **m)
 {
     frt_model_params mp = frt_model_default_params();
     mp.backend = backend;
     mp.gemm_autotune = autotune;
     mp.gemm_tune_file = tune_file;
+    mp.policy_batch = slots;
     return frt_cli_load_model("bench policy", dir, &mp, 0, m);
 }
 
@@ -245,7 +363,7 @@ static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cf
                      const char *tune_file, const char *json_path)
 {
     frt_model *m = NULL;
-    int rc = load(dir, backend, autotune, tune_file, &m);
+    int rc = load(dir, backend, autotune, tune_file, b->batch * (b->beta > 0 ? 2 : 1), &m);
     if (rc) return frt_cli_fail("bench policy", rc);
     frt_policy_info pi;
     rc = frt_policy_info_get(m, &pi);
@@ -292,19 +410,27 @@ int frt_bench_policy(int argc, char **argv)
                 "load with GEMM autotune over N candidates (cuda; 0 = the heuristic's choice)", .min = 0, .max = 64),
         FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
                 "with --autotune: load the choice from FILE, or tune and save it there", .dflt = ""),
+        FRT_OPT(0, "batch", FRT_ARG_INT, &b.batch, "B",
+                "also time frt_policy_run_batch of B rollouts (0 = none; 2 B slots with --cfg-beta)", .min = 0,
+                .max = FRT_POLICY_BATCH_MAX),
         FRT_OPT(0, "json", FRT_ARG_STR, &json_path, "FILE", "also write the results as JSON", .dflt = ""),
     };
     frt_cmd_spec spec = {"bench policy", "-m DIR [options]",
                          "The latency of one Pi0 / Pi0.5 inference on random inputs, next to its floor (the\n"
                          "vision and prefix FLOPs over the measured GEMM rate plus the expert's FLOPs or\n"
                          "weight reads per step, whichever is larger), with the denoise-only time and the\n"
-                         "graph's node count; with --cfg-beta, also serial and fused guided inference.\n",
+                         "graph's node count; with --cfg-beta, also serial and fused guided inference;\n"
+                         "with --batch B, also B rollouts in one batched replay (p50 / p99 per batch and\n"
+                         "per slot, slots a second next to B = 1).\n",
                          opts, (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
     if (b.beta != 0.0f && b.beta < 1.0f) return frt_args_error(&spec, "--cfg-beta must be 0 (none) or >= 1");
     if (tune_file && autotune == 0) return frt_args_error(&spec, "--tune-file needs --autotune N");
+    if (b.beta > 0 && 2 * b.batch > FRT_POLICY_BATCH_MAX)
+        return frt_args_error(&spec, "--batch %d with --cfg-beta needs %d slots (at most %d)", b.batch, 2 * b.batch,
+                              FRT_POLICY_BATCH_MAX);
     b.mode = mode;
     return bench_run(dir, (frt_backend)frt_args_backend(backend), cameras, &b, autotune, tune_file, json_path);
 }

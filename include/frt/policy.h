@@ -264,7 +264,13 @@ FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
  * Rollout r's chunk equals frt_policy_run's on in[r] alone, bit for bit on
  * the cpu backend (which computes the rollouts one after another, each with
  * the single inference's code; on the cpu backend the guided rollouts use
- * the serial arrangement, bit-identical to the fused one there). A rollout
+ * the serial arrangement, bit-identical to the fused one there); on the
+ * cuda backend within cosine >= 0.999 and norm-wise rel <= 3e-2 (the batch
+ * stacks the slots' rows in the expert's GEMMs and runs the largest
+ * observation's camera slots and prompt bucket: other cuBLASLt shapes than
+ * a single run's), guided
+ * rollouts in the fused arrangement whatever frt_policy_set_cfg_mode says,
+ * and the same inputs give the same bytes again. A rollout
  * with noise NULL draws the episode stream as frt_policy_run does, in
  * rollout order: n rollouts without noise after episode_start(seed) give the
  * chunks of n successive frt_policy_run calls, and the step counter
@@ -275,7 +281,11 @@ FRT_API int frt_policy_set_cfg_mode(frt_model *m, frt_policy_cfg_mode mode);
  * batch_slots), cap < n * chunk * action_dim, and any check of
  * frt_policy_run on any in[r] (the message names the rollout);
  * FRT_ERR_UNSUPPORTED (not a policy, or a backend without the batched
- * graph: such a backend refuses policy_batch > 0 at load). A failure inside
+ * graph: such a backend refuses policy_batch > 0 at load); on the cuda
+ * backend, which captures the graph of a rollout count (CFG on or off, the
+ * largest observation's shape) on its first use, a failed capture's
+ * status, before any input is written
+ * (nothing changes). A failure inside
  * the forward pass is returned as that status; the batch slots may then
  * hold partial prefixes. */
 FRT_API int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float *actions, size_t cap);

@@ -116,8 +116,13 @@ typedef struct frt_policy_cfg_options {
 #define FRT_POLICY_KEY_SERIAL 1
 #define FRT_POLICY_KEY_FUSED 2
 /* The batched inference of n rollouts (frt_policy_run_batch): key
- * FRT_POLICY_KEY_BATCH | n, n = 1..params.policy_batch (rc->bucket = n). */
+ * FRT_POLICY_KEY_BATCH | n, n = 1..params.policy_batch (rc->bucket = n).
+ * On a backend with policy_batch_on_use, the guided batch is a graph of its
+ * own: key FRT_POLICY_KEY_BATCH | FRT_POLICY_KEY_BATCH_CFG | n (rc->bucket
+ * = FRT_POLICY_KEY_BATCH_CFG | n, n = 1..params.policy_batch / 2), and with
+ * policy_variant the key also holds rc->variant << 16. */
 #define FRT_POLICY_KEY_BATCH 0x100
+#define FRT_POLICY_KEY_BATCH_CFG 0x200
 /* Keys of a backend's per-shape variants (frt_arch_backend.policy_variant). */
 #define FRT_POLICY_KEY_VARIANT (1ull << 40)
 
@@ -125,6 +130,11 @@ typedef struct frt_policy_cfg_options {
 typedef struct frt_record_ctx {
     frt_model *m;
     int bucket; /* prefill: the padded length of the variant */
+    /* record_policy_batch on a backend with policy_batch_on_use and
+     * policy_variant: the variant code of the batch's largest observation
+     * (policy_variant of its most cameras and longest prompts), the shape
+     * the batch graph runs at; 0 otherwise. */
+    int variant;
 } frt_record_ctx;
 
 /* The forward pass of one architecture on one kind of device. The record
@@ -200,6 +210,14 @@ typedef struct frt_arch_backend {
      * without caller noise draws the episode stream and advances it, in
      * rollout order. */
     frt_record_fn record_policy_batch;
+    /* Policy kind, with record_policy_batch: 0: the graphs of keys
+     * FRT_POLICY_KEY_BATCH | n are captured at load and read CFG on or off
+     * from batch_cfg at replay; 1: the CFG setting is part of the graph (the
+     * guided batch is recorded with rc->bucket = n | FRT_POLICY_KEY_BATCH_CFG,
+     * the arrangement of the slots fixed at capture) and each batch graph is
+     * captured on its first use (the CUDA backend: one capture a rollout
+     * count that is run, not 1.5 x params.policy_batch graphs at load). */
+    int policy_batch_on_use;
     /* Policy kind, optional (NULL: the graphs of keys 1 and 2 serve every
      * observation). The graph variant of an inference on `in` (its camera
      * and prompt slots; in NULL: the denoise-only graph) with CFG on (cfg

@@ -163,13 +163,16 @@ void frt_model_progress_weights(frt_model *m, uint64_t bytes)
 }
 
 /* The batched policy graph (params.policy_batch slots): one variant per
- * rollout count n = 1..slots, key FRT_POLICY_KEY_BATCH | n. */
+ * rollout count n = 1..slots, key FRT_POLICY_KEY_BATCH | n (a backend with
+ * policy_batch_on_use: nothing captured here, frt_policy_run_batch
+ * captures each on its first use). */
 static int capture_policy_batch(frt_model *m)
 {
     const int slots = m->params.policy_batch;
     if (slots == 0) return 0;
     frt_record_ctx rc = {.m = m, .bucket = 0};
     FRT_TRY(frt_graph_create(m->ctx, "policy_batch", slots, &m->g_batch));
+    if (m->bk->policy_batch_on_use) return 0;
     for (rc.bucket = 1; rc.bucket <= slots; rc.bucket++)
         FRT_TRY(frt_graph_capture(m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)rc.bucket, m->stream,
                                   m->bk->record_policy_batch, &rc));

@@ -372,6 +372,38 @@ static int check_rollout(const frt_model *m, const frt_policy_info *pi, const fr
     return frt_error(rc, "policy batch: rollout %d: %s", r, msg);
 }
 
+/* The largest observation of a batch: in[0] with the most cameras and the
+ * longest prompts of in[0..n). */
+static frt_policy_inputs batch_largest(const frt_policy_inputs *in, int n)
+{
+    frt_policy_inputs big = in[0];
+    for (int r = 1; r < n; r++) {
+        if (in[r].n_cameras > big.n_cameras) big.n_cameras = in[r].n_cameras;
+        if (in[r].n_tokens > big.n_tokens) big.n_tokens = in[r].n_tokens;
+        if (in[r].n_tokens_cond > big.n_tokens_cond) big.n_tokens_cond = in[r].n_tokens_cond;
+    }
+    return big;
+}
+
+/* The key of the batch graph of n rollouts on in[0..n); on a backend with
+ * policy_batch_on_use, the CFG setting (and with policy_variant, the
+ * variant of the largest observation) is in the key and the graph is
+ * captured on its first use (a failed capture changes nothing). */
+static int batch_key(frt_model *m, const frt_policy_inputs *in, int n, frt_shape_key *key)
+{
+    *key = FRT_POLICY_KEY_BATCH | (frt_shape_key)n;
+    if (!m->bk->policy_batch_on_use) return 0;
+    frt_record_ctx rc = {.m = m, .bucket = n, .variant = 0};
+    if (m->policy_cfg.enable) *key |= FRT_POLICY_KEY_BATCH_CFG, rc.bucket |= FRT_POLICY_KEY_BATCH_CFG;
+    if (m->bk->policy_variant) {
+        const frt_policy_inputs big = batch_largest(in, n);
+        rc.variant = m->bk->policy_variant(m, &big, m->policy_cfg.enable);
+        *key |= (frt_shape_key)(uint32_t)rc.variant << 16;
+    }
+    if (frt_graph_has(m->g_batch, *key)) return 0;
+    return frt_graph_capture(m->g_batch, *key, m->stream, m->bk->record_policy_batch, &rc);
+}
+
 int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float *actions, size_t cap)
 {
     if (!in || !actions) return frt_error(FRT_ERR_INVALID_ARGUMENT, "policy batch: NULL argument");
@@ -388,11 +420,13 @@ int frt_policy_run_batch(frt_model *m, const frt_policy_inputs *in, int n, float
     size_t n_out = (size_t)pi.chunk * pi.action_dim;
     if (cap < n_out * (size_t)n) return BAD("room for %zu action values, %d chunks have %zu", cap, n, n_out * n);
     for (int r = 0; r < n; r++) FRT_TRY(check_rollout(m, &pi, &in[r], r));
+    frt_shape_key key;
+    FRT_TRY(batch_key(m, in, n, &key));
     for (int r = 0; r < n; r++) {
         port_row row = {"batch_", r};
         FRT_TRY(write_inputs(m, row, &pi, &in[r], 0));
     }
-    return replay(m, m->g_batch, FRT_POLICY_KEY_BATCH | (frt_shape_key)n, "batch_actions", actions, n_out * n);
+    return replay(m, m->g_batch, key, "batch_actions", actions, n_out * n);
 }
 
 int frt_policy_denoise(frt_model *m, const float *state, int n_state, const float *noise, float *actions, size_t cap)

@@ -5,7 +5,10 @@
 # files with random cameras, prompts, states and noise (numpy, written
 # here); the batch's chunks equal three single runs bit for bit, without
 # and with --cfg-beta; --out writes actions [3, chunk, action_dim]; the
-# text output marks each rollout; a bad file names itself.
+# text output marks each rollout; a bad file names itself. frt bench policy
+# --batch 2 (with --cfg-beta): the batch rows, per slot and slots a second
+# next to B = 1, equal to their single runs on cpu; a guided batch needing
+# more than FRT_POLICY_BATCH_MAX slots refused.
 set -u
 B="$1"
 FRT="$B/frt"
@@ -91,5 +94,24 @@ run -m "$M" --inputs "$M/obs0.st" --inputs "$T/bad.st" >/dev/null 2>"$T/err"
 check "a bad second file: exit 1 naming it" sh -c "test $? -eq 1 && grep -q bad.st '$T/err'"
 run -m "$M" --inputs "$M/obs0.st" --inputs "$M/obs1.st" --noise-seed 3 >/dev/null 2>"$T/err"
 check "--noise-seed with noise in the files: exit 2" test $? -eq 2
+M="$T/pi05"
+"$FRT" bench policy -m "$M" --backend cpu --cameras 1 --tokens 9 --repeats 2 --warmup 0 --batch 2 --cfg-beta 1.5 \
+    --cfg-mode fused --json "$T/bench.json" >"$T/bench.txt" 2>/dev/null
+check "bench policy --batch 2 --cfg-beta: exit 0" test $? -eq 0
+$PY - "$T/bench.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["rows"]
+w = [x["what"] for x in r]
+assert w == ["baseline", "cfg fused", "batch", "cfg batch"], w
+for x in r[2:]:
+    assert x["batch"] == 2 and x["p50"] > 0 and x["floor_ms"] > 0, x
+    assert abs(x["per_slot_p50"] - x["p50"] / 2) < 1e-9 and abs(x["slots_per_s"] - 2e3 / x["p50"]) < 1e-6, x
+    assert x["max_rel"] == 0.0 and x["min_cos"] > 0.999999, x  # the cpu batch equals its single runs
+assert r[2]["single_p50"] == r[0]["p50"] and r[3]["single_p50"] == r[1]["p50"], r
+PYEOF
+check "bench policy --batch: batch rows (per slot, slots/s next to B = 1, equal to single runs on cpu)" test $? -eq 0
+check "bench policy --batch: prints slots/s" grep -q "slots/s" "$T/bench.txt"
+"$FRT" bench policy -m "$M" --backend cpu --batch 40 --cfg-beta 1.5 --repeats 1 >/dev/null 2>"$T/err"
+check "bench policy --batch 40 --cfg-beta: 80 slots refused (exit 2)" sh -c "test $? -eq 2 && grep -q 'slots' '$T/err'"
 [ $fail -eq 0 ] && echo "policy_batch_cli: all passed" || echo "policy_batch_cli: FAILED"
 exit $fail

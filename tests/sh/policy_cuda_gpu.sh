@@ -7,7 +7,9 @@
 # same file: the chunk within cosine >= 0.999 and norm-wise rel <= 3e-2;
 # then with --cfg-beta 1.5 (serial CFG) the same bar; `frt bench policy
 # --backend cuda --cfg-beta 1.5` prints p50 / p99 next to its floor with the
-# node count, for the baseline, serial and fused CFG.
+# node count, for the baseline, serial and fused CFG; with --batch 4 the
+# batch rows (unguided and fused CFG), each rollout within cosine >= 0.999
+# and rel <= 3e-2 of its single run.
 set -u
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
 B="$1"
@@ -72,6 +74,19 @@ PYEOF
     sed 's/^/     /' "$T/bench_$v.txt" | grep -E "on cuda|p50|floor"
     check "$v: bench prints p50, p99 and the floor" grep -q "p99.*floor" "$T/bench_$v.txt"
     check "$v: bench counts the graph nodes" grep -q "cfg fused .*nodes [0-9]" "$T/bench_$v.txt"
+    "$FRT" bench policy -m "$M" --backend cuda --cameras 2 --tokens 12 --repeats 20 --batch 4 --cfg-beta 1.5 \
+        --cfg-mode fused >"$T/bench_batch_$v.txt" 2>&1
+    check "$v: bench policy --backend cuda --batch 4 --cfg-beta 1.5: exit 0" test $? -eq 0
+    sed 's/^/     /' "$T/bench_batch_$v.txt" | grep -E "batch"
+    check "$v: bench --batch: the batches within the CUDA bar of their single runs" $PY - "$T/bench_batch_$v.txt" <<'PYEOF'
+import re, sys
+rows = [l for l in open(sys.argv[1]) if re.search(r"cams (cfg )?batch ", l)]
+ok = len(rows) == 2
+for l in rows:
+    m = re.search(r"rel <= ([0-9.e+-]+), cos >= ([0-9.]+)", l)
+    ok = ok and m is not None and float(m.group(1)) <= 3e-2 and float(m.group(2)) >= 0.999
+sys.exit(0 if ok else 1)
+PYEOF
 done
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -48,6 +48,25 @@
  * own (the arrangement and the prompt buckets of both prompts in its key),
  * so is the CFG denoise-only graph.
  *
+ * Batched rollouts (frt_policy_run_batch, params.policy_batch = S slots):
+ * one graph per rollout count n, CFG on or off and the variant of the
+ * batch's largest observation (its camera slots and prompt buckets: every
+ * rollout's absent cameras and padding are masked rows), captured on first
+ * use. Each rollout's vision and prefix run one after another at that shape
+ * into its batch slot (its KV in the batch work buffers
+ * pc->bk / bv [S, Pp + nsp, KV] and in the state's batch.*), then every
+ * Euler step runs ONE expert pass over all the slots' action tokens,
+ * stacked as [B ns] rows in every GEMM (the weights read once for all
+ * slots), each slot attending over its own prefix (one batched attention,
+ * the slots a constant stride apart): B = n slots, or with CFG 2 n (slot 2r
+ * conditioned, 2r + 1 unconditioned, as fused CFG's pair, combined and
+ * mirrored per rollout; Pi0.5's suffix and action head over all slots'
+ * rows in one product too). Not bit-identical to n single runs (other GEMM
+ * shapes: the largest observation's camera slots and prompt bucket, B ns
+ * rows in the expert's products: cosine >= 0.999 against them, as any CUDA
+ * result against another); exact: one graph replayed on the same inputs
+ * gives byte-identical actions.
+ *
  * The node count of every captured inference variant is kept
  * (frt_policy_graph_nodes); frt_model_params.gemm_autotune tunes every GEMM
  * plan before the first capture.
@@ -79,6 +98,9 @@
 #define BMM_WS (32u << 20)
 
 #define PC_NODE_TABLE 64
+
+/* The expert's slots: a batch takes up to FRT_POLICY_BATCH_MAX. */
+_Static_assert(PI0_KV_SLOTS >= FRT_POLICY_BATCH_MAX, "pi0 cuda: PI0_KV_SLOTS below the batch slots");
 
 /* Device pointers of one SigLIP layer. */
 typedef struct pc_vit {
@@ -115,6 +137,15 @@ typedef struct pc_model {
      * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
     uint16_t **ek[2], **ev[2];
     int32_t *pos_p, *pos_s[2];
+    /* batched rollouts (slots = params.policy_batch, 0: none): per layer the
+     * attention's KV of every slot [slots, Pp + nsp, KV] bf16 (slot stride
+     * bkv elements; prefix rows [0, P), suffix rows [Pp, Pp + ns)); the
+     * slots' suffix positions [slots, nsp]; x_t and velocity [slots, chunk, A] */
+    int slots;
+    size_t bkv;
+    uint16_t **bk, **bv;
+    int32_t *bpos;
+    float *bx, *bvel;
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -137,6 +168,17 @@ static void *sp(frt_model *m) { return frt_stream_native(m->stream); }
 static void *port(frt_model *m, const char *name, frt_io_dir dir)
 {
     return frt_buffer_ptr(frt_model_io_find(m, name, dir)->buf);
+}
+
+/* The port row rollout r of a batch reads (batch_NAME row r), or the
+ * single inference's port (r < 0). */
+static void *port_row(frt_model *m, const char *name, int r)
+{
+    char full[FRT_STATE_NAME_MAX];
+    snprintf(full, sizeof full, "%s%s", r < 0 ? "" : "batch_", name);
+    const frt_io_entry *e = frt_model_io_find(m, full, FRT_IO_INPUT);
+    if (r < 0) return frt_buffer_ptr(e->buf);
+    return (char *)frt_buffer_ptr(e->buf) + e->bytes / (size_t)e->decl.shape[0] * (size_t)r;
 }
 
 /* ---- sizes and limits ------------------------------------------------------ */
@@ -488,16 +530,31 @@ static void *take(sarena *a, size_t bytes)
     return a->base ? a->base + off : NULL;
 }
 
+/* The batch slots' buffers (none without params.policy_batch). */
+static void carve_batch(const pi0_config *c, pc_model *pc, sarena *a)
+{
+    if (pc->slots == 0) return;
+    pc->bkv = ((size_t)(pc->Pp + pc->nsp) * pc->KV + 127) / 128 * 128; /* slots 256-byte aligned, as the sets' */
+    for (int l = 0; l < c->t.layers; l++) {
+        void *k = take(a, (size_t)pc->slots * pc->bkv * 2), *v = take(a, (size_t)pc->slots * pc->bkv * 2);
+        if (pc->bk) pc->bk[l] = k, pc->bv[l] = v;
+    }
+    pc->bpos = take(a, (size_t)pc->slots * pc->nsp * 4);
+    pc->bx = take(a, (size_t)pc->slots * pc->n_act * 4);
+    pc->bvel = take(a, (size_t)pc->slots * pc->n_act * 4);
+}
+
 static void carve(const pi0_config *c, pc_model *pc, sarena *a)
 {
-    const int rows = imax(imax(pc->NV, pc->P), 2 * pc->ns); /* fused CFG: two slots of suffix rows */
-    const int W = imax(imax(c->v_width, c->t.width), c->e.width);
+    const int eslots = imax(2, pc->slots); /* fused CFG: two slots of suffix rows; a batch: slots */
+    const int rows = imax(imax(pc->NV, pc->P), eslots * pc->ns);
+    const int W = imax(imax(c->v_width, c->t.width), imax(c->e.width, c->action_dim)); /* hb: a batch's x_t too */
     const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
     const size_t sc = (size_t)imax(c->max_cameras * c->v_heads * c->n_patch * pc->lds_v,
-                                   imax(c->t.heads * pc->P * pc->lds_p, 2 * c->e.heads * pc->ns * pc->lds_e));
+                                   imax(c->t.heads * pc->P * pc->lds_p, eslots * c->e.heads * pc->ns * pc->lds_e));
     pc->x = take(a, (size_t)rows * W * 4);
     pc->y = take(a, (size_t)rows * Y * 4);
     pc->scores = take(a, sc * 4);
@@ -523,6 +580,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
             if (pc->ek[set]) pc->ek[set][l] = k, pc->ev[set][l] = v;
         }
     }
+    carve_batch(c, pc, a);
 }
 
 /* The weight GEMM shapes {n, in, out} of the vision tower and the prefix
@@ -549,8 +607,10 @@ static int make_plans(const pi0_config *c, pc_model *pc)
                          {c->chunk, E, E},         {1, c->state_dim, E}};
     const int n = c->pi05 ? 6 : 8;
     for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
-    for (int i = 0; i < 4; i++) /* the expert layers of fused CFG: both slots' rows in one product */
-        FRT_TRY(frt_cuda_gemm_plan(pc->gemm, 2 * sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int b = 2; b <= imax(2, pc->slots); b++) /* fused CFG and batches: b slots' rows in one product */
+        for (int i = 0; i < 4; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int b = 1; c->pi05 && b <= pc->slots; b++) /* a Pi0.5 batch's heads (batch_suffix_pi05, batch_head_pi05) */
+        for (int i = 4; i < 6; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
     for (int cams = 1; cams <= c->max_cameras; cams++)
         for (int tok = 16;; tok *= 2) {
             const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
@@ -561,6 +621,7 @@ static int make_plans(const pi0_config *c, pc_model *pc)
 }
 
 static int plan_attention(frt_model *m);
+static int plan_batch_attention(frt_model *m);
 
 /* frt_model_params.gemm_autotune (checked by the runtime: 0..64): the
  * choice of every GEMM plan made above, before any capture; with a file,
@@ -582,6 +643,12 @@ static int cuda_alloc_scratch(frt_model *m)
         pc->ek[set] = calloc((size_t)c->t.layers, sizeof *pc->ek[set]);
         pc->ev[set] = calloc((size_t)c->t.layers, sizeof *pc->ev[set]);
         if (!pc->ek[set] || !pc->ev[set]) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
+    }
+    pc->slots = m->params.policy_batch;
+    if (pc->slots > 0) {
+        pc->bk = calloc((size_t)c->t.layers, sizeof *pc->bk);
+        pc->bv = calloc((size_t)c->t.layers, sizeof *pc->bv);
+        if (!pc->bk || !pc->bv) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
     }
     sarena a = {0, NULL};
     carve(c, pc, &a);
@@ -613,6 +680,7 @@ static void cuda_free(frt_model *m)
     frt_buffer_free(pc->flag);
     free(pc->vit), free(pc->tl), free(pc->el);
     for (int set = 0; set < 2; set++) free(pc->ek[set]), free(pc->ev[set]);
+    free(pc->bk), free(pc->bv);
     free(pc);
     m->bk_data = NULL;
 }
@@ -678,14 +746,16 @@ static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const f
                              c->v_eps);
 }
 
-/* The variant's camera slots at once: [cams * n_patch] rows. */
-static int rec_vision(frt_model *m, const pc_shape *sh)
+/* The variant's camera slots at once: [cams * n_patch] rows of the images
+ * px [cams, 3, H, W] f32 (the pixel_values port, or a row of
+ * batch_pixel_values) into the vision_tokens port. */
+static int rec_vision(frt_model *m, const pc_shape *sh, const float *px)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
     const int D = c->v_width, n = sh->nv, np = c->n_patch;
-    FRT_TRY(pi0_cuda_patchify(s, pc->patches, port(m, "pixel_values", FRT_IO_INPUT), sh->cams,
+    FRT_TRY(pi0_cuda_patchify(s, pc->patches, px, sh->cams,
                               c->image_size, c->image_size, c->patch, pc->Kp));
     FRT_TRY(gemm(m, pc->y, pc->patches, pc->patch_w, n, pc->Kp, D));
     FRT_TRY(frt_cuda_bias_act(s, pc->x, F32, pc->y, pc->patch_b, n, D, FRT_CUDA_ACT_NONE));
@@ -715,10 +785,10 @@ typedef struct glayer {
     const pc_gemma *y;
     int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
     const float *next_w, *next_mod;
-    const int32_t *pos[2];
+    const int32_t *pos[PI0_KV_SLOTS];
     const float *inv_freq, *mods;
-    uint16_t *k[2], *v[2];
-    frt_cuda_attn_mask mask[2];
+    uint16_t *k[PI0_KV_SLOTS], *v[PI0_KV_SLOTS];
+    frt_cuda_attn_mask mask[PI0_KV_SLOTS];
 } glayer;
 
 /* hb = norm(x) (bf16) over every slot's rows: Gemma's RMSNorm of w, or
@@ -748,18 +818,23 @@ static frt_cuda_attn_args gemma_attn_args(frt_model *m, const glayer *L, int slo
     return a;
 }
 
-/* The attention of both fused CFG slots as one batch of 2 (their KV
- * buffers a constant positive stride apart, as carve lays them out; the
- * masks any distance apart) into *a; 0 when the layout does not allow it
- * (then slot by slot). */
+/* The attention of every slot (fused CFG's two, a batch's B) as one
+ * batch (their KV buffers a constant positive stride apart, as carve lays
+ * them out; the masks a constant distance apart) into *a; 0 when the
+ * layout does not allow it (then slot by slot). */
 static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
 {
     const pi0_gemma_config *g = L->g;
-    if (L->slots != 2) return 0;
+    if (L->slots < 2) return 0;
     const long long skv = (long long)(L->k[1] - L->k[0]);
-    if (skv <= 0 || (long long)(L->v[1] - L->v[0]) != skv) return 0;
+    const intptr_t smask = (intptr_t)L->mask[1].d_kmask - (intptr_t)L->mask[0].d_kmask;
+    if (skv <= 0) return 0;
+    for (int s = 1; s < L->slots; s++)
+        if ((long long)(L->k[s] - L->k[s - 1]) != skv || (long long)(L->v[s] - L->v[s - 1]) != skv ||
+            (intptr_t)L->mask[s].d_kmask - (intptr_t)L->mask[s - 1].d_kmask != smask)
+            return 0;
     *a = gemma_attn_args(m, L, 0);
-    a->batch = 2;
+    a->batch = L->slots;
     a->sq = a->sout = (long long)L->n * g->heads * g->head_dim;
     a->skv = skv;
     a->mask.kmask_stride = (long long)((uintptr_t)L->mask[1].d_kmask - (uintptr_t)L->mask[0].d_kmask);
@@ -844,14 +919,27 @@ static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
 }
 
 /* The prefix sets of the expert's slots: one slot on `set`, or fused CFG's
- * two (slot 0 conditioned, slot 1 unconditioned). */
+ * two (slot 0 conditioned, slot 1 unconditioned); batch 1: slots 0..n-1 of
+ * the batch (pc->bk / bv, batch.mask), cfg 1: slot s is rollout s / 2's
+ * (conditioned when s is even), else rollout s's. */
 typedef struct slots_of {
     int n, set[2];
+    int batch, cfg;
 } slots_of;
 
-static const slots_of SERIAL_UNCOND = {1, {PI0_UNCOND, PI0_UNCOND}};
-static const slots_of SERIAL_COND = {1, {PI0_COND, PI0_COND}};
-static const slots_of FUSED = {2, {PI0_COND, PI0_UNCOND}};
+static const slots_of SERIAL_UNCOND = {1, {PI0_UNCOND, PI0_UNCOND}, 0, 0};
+static const slots_of SERIAL_COND = {1, {PI0_COND, PI0_COND}, 0, 0};
+static const slots_of FUSED = {2, {PI0_COND, PI0_UNCOND}, 0, 0};
+
+/* Batch slot s's layer-l KV (the attention's work buffers), its suffix
+ * positions and its row of batch.mask. */
+static void batch_slot_kv(frt_model *m, int s, int l, glayer *L)
+{
+    pc_model *pc = pc_of(m);
+    L->k[s] = pc->bk[l] + (size_t)s * pc->bkv, L->v[s] = pc->bv[l] + (size_t)s * pc->bkv;
+    L->pos[s] = pc->bpos + (size_t)s * pc->nsp;
+    L->mask[s].d_kmask = (const uint8_t *)frt_buffer_ptr(pi0_of(m)->pre[PI0_BATCH].mask) + (size_t)s * pc->P;
+}
 
 /* Expert layer l on the slots' prefix sets: the valid prefix rows and the
  * suffix block-causally (Pi0's state token sees itself alone). mods: the
@@ -868,9 +956,14 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
                 .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
                 .inv_freq = pc->e_inv_freq, .mods = mods};
     for (int s = 0; s < so->n; s++) {
-        const int set = so->set[s];
-        L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
-        L.mask[s].d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask[s].kmask_len = pc->P;
+        const int set = so->set[s % 2];
+        if (so->batch) {
+            batch_slot_kv(m, s, l, &L);
+        } else {
+            L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
+            L.mask[s].d_kmask = frt_buffer_ptr(Pm->pre[set].mask);
+        }
+        L.mask[s].kmask_len = pc->P;
         L.mask[s].sfx_start = pc->Pp, L.mask[s].sfx_n = pc->ns, L.mask[s].solo_first = !c->pi05;
     }
     return L;
@@ -907,24 +1000,32 @@ static int plan_attention(frt_model *m)
                 if (v.tok == c->max_tokens) break;
             }
     }
-    return 0;
+    return plan_batch_attention(m);
 }
 
-/* The first `rows` KV rows of every prefix layer of set `set`: from the
- * attention's buffers into the state (to_state), or back; a few launches
+/* Where one prefix's KV lives: per layer in the state (the set's buffers,
+ * st_off elements in) and in the attention's buffers (wk_off in). */
+typedef struct kv_home {
+    frt_buffer *const *st_k, *const *st_v;
+    size_t st_off;
+    uint16_t *const *wk_k, *const *wk_v;
+    size_t wk_off;
+} kv_home;
+
+/* The first `rows` KV rows of every prefix layer of h: from the attention's
+ * buffers into the state (to_state), or back; a few launches
  * (pi0_cuda_copy_many) instead of a copy node per buffer. */
-static int copy_kv(frt_model *m, int set, int to_state, int rows)
+static int copy_kv_at(frt_model *m, const kv_home *h, int to_state, int rows)
 {
-    pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
-    const pi0_prefix_set *pre = &Pm->pre[set];
-    const int layers = Pm->c.t.layers;
+    const int layers = pi0_of(m)->c.t.layers;
     pi0_copy_list cl;
     memset(&cl, 0, sizeof cl);
     cl.bytes = (size_t)rows * pc->KV * 2;
     for (int l = 0; l < layers; l++) {
-        void *st[2] = {frt_buffer_ptr(pre->k[l]), frt_buffer_ptr(pre->v[l])};
-        void *wk[2] = {pc->ek[set][l], pc->ev[set][l]};
+        void *st[2] = {(uint16_t *)frt_buffer_ptr(h->st_k[l]) + h->st_off,
+                       (uint16_t *)frt_buffer_ptr(h->st_v[l]) + h->st_off};
+        void *wk[2] = {h->wk_k[l] + h->wk_off, h->wk_v[l] + h->wk_off};
         for (int i = 0; i < 2; i++, cl.n++) {
             cl.dst[cl.n] = to_state ? st[i] : wk[i];
             cl.src[cl.n] = to_state ? wk[i] : st[i];
@@ -937,34 +1038,49 @@ static int copy_kv(frt_model *m, int set, int to_state, int rows)
     return 0;
 }
 
+/* copy_kv_at on prefix set `set` (prefix.* or prefix_cond.*). */
+static int copy_kv(frt_model *m, int set, int to_state, int rows)
+{
+    const pi0_prefix_set *pre = &pi0_of(m)->pre[set];
+    const pc_model *pc = pc_of(m);
+    const kv_home h = {pre->k, pre->v, 0, pc->ek[set], pc->ev[set], 0};
+    return copy_kv_at(m, &h, to_state, rows);
+}
+
+/* The prefix mask, positions and meta of one prompt from its camera and
+ * token masks, then its rows (the vision tokens, the embedded prompt ids)
+ * into pc->x. r: the rollout of a batch whose port rows are read (-1: the
+ * single inference's ports); cond: the conditioned prompt. */
+static int prefix_inputs(frt_model *m, const pc_shape *sh, int r, int cond, uint8_t *mask, int32_t *meta)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port_row(m, "pixel_attention_mask", r),
+                                 port_row(m, cond ? "attention_mask_cond" : "attention_mask", r), sh->cams,
+                                 c->n_patch, sh->tok, pc->P));
+    return pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
+                                 port_row(m, cond ? "input_ids_cond" : "input_ids", r), sh->nv, sh->tok, c->t.width,
+                                 c->vocab, sqrtf((float)c->t.width));
+}
+
 /* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
  * input_ids_cond) over the vision tokens, into the set's state. */
 static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
 {
     pi0 *Pm = pi0_of(m);
-    const pi0_config *c = &Pm->c;
-    pc_model *pc = pc_of(m);
-    void *s = sp(m);
     const pi0_prefix_set *pre = &Pm->pre[set];
-    uint8_t *mask = frt_buffer_ptr(pre->mask);
-    int32_t *meta = frt_buffer_ptr(pre->meta);
-    const int cond = set == PI0_COND;
-    FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port(m, "pixel_attention_mask", FRT_IO_INPUT),
-                                 port(m, cond ? "attention_mask_cond" : "attention_mask", FRT_IO_INPUT), sh->cams,
-                                 c->n_patch, sh->tok, pc->P));
-    FRT_TRY(pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
-                                  port(m, cond ? "input_ids_cond" : "input_ids", FRT_IO_INPUT), sh->nv, sh->tok,
-                                  c->t.width, c->vocab, sqrtf((float)c->t.width)));
-    for (int l = 0; l < c->t.layers; l++) {
+    FRT_TRY(prefix_inputs(m, sh, -1, set == PI0_COND, frt_buffer_ptr(pre->mask), frt_buffer_ptr(pre->meta)));
+    for (int l = 0; l < Pm->c.t.layers; l++) {
         const glayer L = prefix_glayer(m, sh, set, l);
         FRT_TRY(gemma_layer(m, &L));
     }
     return copy_kv(m, set, 1, sh->rows);
 }
 
-/* The suffix rows of step `step` from x_t xt [chunk, A] f32 into pc->x
- * rows [row0, row0 + ns) ([ns, E]). */
-static int suffix_embed(frt_model *m, int step, const float *xt, int row0)
+/* The suffix rows of step `step` from x_t xt [chunk, A] f32 (and Pi0's
+ * state [state_dim] f32) into pc->x rows [row0, row0 + ns) ([ns, E]). */
+static int suffix_embed(frt_model *m, int step, const float *xt, const float *state, int row0)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
@@ -979,7 +1095,7 @@ static int suffix_embed(frt_model *m, int step, const float *xt, int row0)
     FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, pc->atm_c + (size_t)step * E, ch, E, FRT_CUDA_ACT_SILU));
     FRT_TRY(gemm(m, pc->y, pc->actb, pc->atm_out_w, ch, E, E));
     FRT_TRY(frt_cuda_bias_act(s, x + E, F32, pc->y, pc->atm_out_b, ch, E, FRT_CUDA_ACT_NONE));
-    FRT_TRY(frt_cuda_convert(s, pc->stb, BF16, port(m, "state", FRT_IO_INPUT), F32, NULL, 1, c->state_dim));
+    FRT_TRY(frt_cuda_convert(s, pc->stb, BF16, state, F32, NULL, 1, c->state_dim));
     FRT_TRY(gemm(m, pc->y, pc->stb, pc->state_w, 1, c->state_dim, E));
     return frt_cuda_bias_act(s, x, F32, pc->y, pc->state_b, 1, E, FRT_CUDA_ACT_NONE);
 }
@@ -1002,6 +1118,39 @@ static int action_head(frt_model *m, const float *mods, int row0, float *vel)
     return frt_cuda_bias_act(s, vel, F32, pc->y, pc->action_out_b, c->chunk, c->action_dim, FRT_CUDA_ACT_NONE);
 }
 
+/* Pi0.5's suffix (action_in_proj of x_t alone: ns = chunk rows a slot, so
+ * the slots' rows are contiguous) of b slots in one product: pc->x rows
+ * [0, b chunk) from xt [b, chunk, A] f32. pc->hb holds the bf16 input. */
+static int batch_suffix_pi05(frt_model *m, const float *xt, int b)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int rows = b * c->chunk;
+    FRT_TRY(frt_cuda_convert(sp(m), pc->hb, BF16, xt, F32, NULL, 1, b * pc->n_act));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_in_w, rows, c->action_dim, c->e.width));
+    return frt_cuda_bias_act(sp(m), pc->x, F32, pc->y, pc->action_in_b, rows, c->e.width, FRT_CUDA_ACT_NONE);
+}
+
+/* Pi0.5's action head of b slots in one product: vel [b, chunk, A] from
+ * pc->x rows [0, b chunk) (the final adaRMSNorm of mods, then
+ * action_out_proj). */
+static int batch_head_pi05(frt_model *m, const float *mods, int b, float *vel)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int E = c->e.width, rows = b * c->chunk;
+    const float *mod = mods + (size_t)2 * c->e.layers * 3 * E;
+    FRT_TRY(frt_cuda_rmsnorm_ada(sp(m), pc->hb, BF16, pc->x, mod, mod + E, rows, E, c->e.eps));
+    FRT_TRY(gemm(m, pc->y, pc->hb, pc->action_out_w, rows, E, c->action_dim));
+    return frt_cuda_bias_act(sp(m), vel, F32, pc->y, pc->action_out_b, rows, c->action_dim, FRT_CUDA_ACT_NONE);
+}
+
+/* The state input of slot s of so (Pi0; Pi0.5 has none). */
+static const float *slot_state(frt_model *m, const slots_of *so, int s)
+{
+    return port_row(m, "state", so->batch ? (so->cfg ? s / 2 : s) : -1);
+}
+
 /* vel + s n_act = v(xt + s n_act, t_step) for each slot s of so, on the
  * slot's prefix set the state holds (n_act = chunk x A). */
 static int expert_velocity(frt_model *m, int step, const slots_of *so, const float *xt, float *vel)
@@ -1011,11 +1160,15 @@ static int expert_velocity(frt_model *m, int step, const slots_of *so, const flo
     pc_model *pc = pc_of(m);
     const int E = c->e.width, per = (2 * c->e.layers + 1) * 3 * E;
     const float *mods = c->pi05 ? pc->mods + (size_t)step * per : NULL;
-    for (int s = 0; s < so->n; s++) FRT_TRY(suffix_embed(m, step, xt + (size_t)s * pc->n_act, s * pc->ns));
+    const int stacked = so->batch && c->pi05; /* a batch of Pi0.5: the heads over every slot's rows at once */
+    if (stacked) FRT_TRY(batch_suffix_pi05(m, xt, so->n));
+    for (int s = 0; s < so->n && !stacked; s++)
+        FRT_TRY(suffix_embed(m, step, xt + (size_t)s * pc->n_act, slot_state(m, so, s), s * pc->ns));
     for (int l = 0; l < c->e.layers; l++) {
         const glayer L = expert_glayer(m, so, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
         FRT_TRY(gemma_layer(m, &L));
     }
+    if (stacked) return batch_head_pi05(m, mods, so->n, vel);
     for (int s = 0; s < so->n; s++) FRT_TRY(action_head(m, mods, s * pc->ns, vel + (size_t)s * pc->n_act));
     return 0;
 }
@@ -1131,7 +1284,7 @@ static int record_policy(frt_stream *st, void *user)
     const int code = rc->bucket, cfg = code_cfg(code);
     const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK)
                                  : shape_of(c, c->max_cameras, c->max_tokens);
-    FRT_TRY(rec_vision(m, &sh));
+    FRT_TRY(rec_vision(m, &sh, port(m, "pixel_values", FRT_IO_INPUT)));
     FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
     if (cfg) {
         const pc_shape shc = shape_of(c, code_cams(code), code >> 13 & VAR_TOK);
@@ -1176,6 +1329,162 @@ static int record_denoise(frt_stream *st, void *user)
     return rec_flow(rc->m, code_cfg(rc->bucket), code_fused(rc->bucket), 1);
 }
 
+/* ---- batched rollouts ---------------------------------------------------------- */
+
+/* The shape at the declared maxima (every camera slot, max_tokens). */
+static pc_shape max_shape(const pi0_config *c) { return shape_of(c, c->max_cameras, c->max_tokens); }
+
+/* Batch slot j's row of batch.meta [S, 4] i32. */
+static int32_t *batch_meta(frt_model *m, int j)
+{
+    return (int32_t *)frt_buffer_ptr(pi0_of(m)->pre[PI0_BATCH].meta) + 4 * (size_t)j;
+}
+
+/* Prefix layer l on batch slot j: prefix_glayer's layer with the slot's
+ * KV work buffers and its row of batch.mask. */
+static glayer batch_prefix_glayer(frt_model *m, const pc_shape *sh, int j, int l)
+{
+    const pc_model *pc = pc_of(m);
+    glayer L = prefix_glayer(m, sh, PI0_UNCOND, l);
+    L.k[0] = pc->bk[l] + (size_t)j * pc->bkv, L.v[0] = pc->bv[l] + (size_t)j * pc->bkv;
+    L.mask[0].d_kmask = L.mask[0].d_rmask =
+        (const uint8_t *)frt_buffer_ptr(pi0_of(m)->pre[PI0_BATCH].mask) + (size_t)j * pc->P;
+    return L;
+}
+
+/* Rollout r's prompt (cond: its conditioned prompt) over its vision
+ * tokens, into batch slot j (its KV work buffers, then batch.* of the
+ * state). */
+static int rec_prefix_slot(frt_model *m, const pc_shape *sh, int r, int j, int cond)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
+    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)j * pc->P;
+    FRT_TRY(prefix_inputs(m, sh, r, cond, mask, batch_meta(m, j)));
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        const glayer L = batch_prefix_glayer(m, sh, j, l);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    const kv_home h = {pre->k, pre->v, (size_t)j * pc->P * pc->KV, pc->bk, pc->bv, (size_t)j * pc->bkv};
+    return copy_kv_at(m, &h, 1, sh->rows);
+}
+
+/* Rollout r's slots' suffix positions, then its x_1 (its noise row or the
+ * episode stream, which advances in rollout order) into its slot(s). */
+static int batch_start(frt_model *m, int r, const slots_of *so)
+{
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const int j = so->cfg ? 2 * r : r, per = so->cfg ? 2 : 1;
+    float *x = pc->bx + (size_t)j * pc->n_act;
+    for (int i = j; i < j + per; i++)
+        FRT_TRY(pi0_cuda_suffix_pos(s, pc->bpos + (size_t)i * pc->nsp, batch_meta(m, i), pc->ns));
+    FRT_TRY(pi0_cuda_noise(s, x, port_row(m, "noise", r), port_row(m, "options", r), frt_buffer_ptr(m->episode),
+                           batch_meta(m, j + per - 1), so->cfg ? batch_meta(m, j) : NULL, pc->n_act));
+    return so->cfg ? pi0_cuda_copy(s, x + pc->n_act, x, (size_t)pc->n_act * sizeof(float)) : 0;
+}
+
+/* One Euler step of every rollout from the slots' velocities pc->bvel:
+ * unguided, one step over all the slots; guided, per rollout the combine
+ * of its two slots (with its row of batch_cfg's beta) into the conditioned
+ * slot's velocity, the step of that slot and (unless last) the mirror into
+ * the unconditioned one, as fused CFG does. */
+static int batch_euler(frt_model *m, int n, const slots_of *so, int last)
+{
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    const float dt = (float)(-1.0 / pi0_of(m)->c.n_steps);
+    const size_t na = (size_t)pc->n_act;
+    if (!so->cfg) return pi0_cuda_euler(s, pc->bx, pc->bvel, NULL, dt, n * pc->n_act);
+    for (int r = 0; r < n; r++) {
+        float *x = pc->bx + 2 * r * na, *v = pc->bvel + 2 * r * na;
+        const frt_policy_cfg_options *g = port_row(m, "cfg", r);
+        FRT_TRY(frt_cuda_cfg_combine(s, v, v, v + na, 1.0f, &g->beta, pc->n_act));
+        FRT_TRY(pi0_cuda_euler(s, x, v, NULL, dt, pc->n_act));
+        if (!last) FRT_TRY(pi0_cuda_copy(s, x + na, x, na * sizeof(float)));
+    }
+    return 0;
+}
+
+/* The flow of n rollouts: the noise, every Euler step with ONE expert
+ * pass over all the slots, each rollout's chunk into its row of
+ * batch_actions. */
+static int rec_batch_flow(frt_model *m, int n, int cfg)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const slots_of so = {cfg ? 2 * n : n, {PI0_UNCOND, PI0_UNCOND}, 1, cfg};
+    const size_t bytes = (size_t)pc->n_act * sizeof(float);
+    for (int r = 0; r < n; r++) FRT_TRY(batch_start(m, r, &so));
+    for (int step = 0; step < c->n_steps; step++) {
+        FRT_TRY(expert_velocity(m, step, &so, pc->bx, pc->bvel));
+        FRT_TRY(batch_euler(m, n, &so, step + 1 == c->n_steps));
+    }
+    float *out = port(m, "batch_actions", FRT_IO_OUTPUT);
+    if (!cfg) return pi0_cuda_copy(sp(m), out, pc->bx, (size_t)n * bytes);
+    for (int r = 0; r < n; r++)
+        FRT_TRY(pi0_cuda_copy(sp(m), out + (size_t)r * pc->n_act, pc->bx + (size_t)2 * r * pc->n_act, bytes));
+    return 0;
+}
+
+/* frt_arch_backend.record_policy_batch: rc->bucket = n rollouts, with
+ * FRT_POLICY_KEY_BATCH_CFG: guided (2 n slots), at the shape of the
+ * variant rc->variant (the camera slots and prompt buckets of the batch's
+ * largest observation; 0: every camera slot and max_tokens). Vision and
+ * prefixes rollout by rollout, then the flow over every slot at once. */
+static int record_batch(frt_stream *st, void *user)
+{
+    (void)st;
+    const frt_record_ctx *rc = user;
+    frt_model *m = rc->m;
+    const pc_model *pc = pc_of(m);
+    const int cfg = (rc->bucket & FRT_POLICY_KEY_BATCH_CFG) != 0, n = rc->bucket & 0xff;
+    if (n < 1 || (cfg ? 2 : 1) * n > pc->slots)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "pi0 cuda: a batch of %d rollouts%s on %d slots", n,
+                         cfg ? " under CFG" : "", pc->slots);
+    const pi0_config *c = &pi0_of(m)->c;
+    const int code = rc->variant;
+    const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK) : max_shape(c);
+    const pc_shape shc = code > 0 && cfg ? shape_of(c, code_cams(code), code >> 13 & VAR_TOK) : sh;
+    for (int r = 0; r < n; r++) {
+        FRT_TRY(rec_vision(m, &sh, port_row(m, "pixel_values", r)));
+        FRT_TRY(rec_prefix_slot(m, &sh, r, cfg ? 2 * r + 1 : r, 0));
+        if (cfg) FRT_TRY(rec_prefix_slot(m, &shc, r, 2 * r, 1));
+    }
+    return rec_batch_flow(m, n, cfg);
+}
+
+/* The attention products of the batch graphs: each slot's prefix at every
+ * variant's shape, and the expert over b = 1..slots slots (the graphs' own
+ * pointers: the plans are keyed by the operands' alignment; the slots are
+ * 256-byte aligned as the sets' buffers, so most of these find the sets'
+ * plans made). */
+static int plan_batch_attention(frt_model *m)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    for (int cams = 1; pc->slots > 0 && cams <= c->max_cameras; cams++)
+        for (int tok = 16;; tok *= 2) {
+            const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
+            for (int j = 0; j < pc->slots; j++) {
+                const glayer L = batch_prefix_glayer(m, &v, j, 0);
+                const frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
+                FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+            }
+            if (v.tok == c->max_tokens) break;
+        }
+    for (int b = 1; b <= pc->slots; b++) {
+        const slots_of so = {b, {PI0_UNCOND, PI0_UNCOND}, 1, 0};
+        const glayer L = expert_glayer(m, &so, 0, NULL);
+        frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
+        if (b > 1 && !slots_batch(m, &L, &a))
+            return frt_error(FRT_ERR_STATE, "pi0 cuda: the batch slots are not a constant stride apart");
+        FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+    }
+    return 0;
+}
+
 /* The config and the GEMM algorithms (another algorithm is other
  * arithmetic: capsules do not cross a different choice). */
 static uint64_t fingerprint_extra(const frt_model *m)
@@ -1197,5 +1506,7 @@ const frt_arch_backend frt_pi0_cuda_backend = {
     .policy_cfg_fused = 1,
     .policy_variant = policy_variant,
     .policy_graph_nodes = policy_graph_nodes,
+    .record_policy_batch = record_batch,
+    .policy_batch_on_use = 1,
     .gemm_autotune = 1,
 };

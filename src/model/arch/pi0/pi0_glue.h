@@ -67,13 +67,13 @@ int pi0_cuda_qkv_rope(void *stream, uint16_t *q, uint16_t *k, int ldk, uint16_t 
                       const int32_t *pos, const float *inv_freq, int n, int heads, int kv_heads, int hd);
 
 /* pi0_cuda_qkv_rope over `slots` blocks of n tokens (fused CFG's two
- * slots in one launch): q [slots n, heads, hd] and qkv [slots n, ...]
+ * slots, a batch's up to FRT_POLICY_BATCH_MAX, in one launch): q [slots n, heads, hd] and qkv [slots n, ...]
  * contiguous over the blocks; block s's K / V rows go to k[s] / v[s] (rows
  * ldk / ldv apart) at positions pos[s] [n]. The bits of one
  * pi0_cuda_qkv_rope per block. Errors: FRT_ERR_INVALID_ARGUMENT (those of
  * pi0_cuda_qkv_rope, slots outside 1..PI0_KV_SLOTS, a NULL slot pointer),
  * FRT_ERR_BACKEND. */
-#define PI0_KV_SLOTS 2
+#define PI0_KV_SLOTS 64
 typedef struct pi0_kv_slots {
     uint16_t *k[PI0_KV_SLOTS], *v[PI0_KV_SLOTS];
     const int32_t *pos[PI0_KV_SLOTS];
