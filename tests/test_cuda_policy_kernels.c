@@ -188,15 +188,17 @@ typedef struct attn_case {
     const char *name;
     int n_q, n_kv, heads, kv_heads, hd, ld_s;
     int kmask_len, sfx_start, sfx_n, solo_first, use_rmask;
+    int sparse; /* the prefix mask allows 1 key in 97 (whole key splits empty), else 3 in 4 */
 } attn_case;
 
-static void test_attention(frt_cuda_bmm *h, const attn_case *c)
+/* fused: frt_cuda_attention_fused (one launch) instead of the products. */
+static void test_attention(frt_cuda_bmm *h, const attn_case *c, int fused)
 {
     const int Q = c->heads * c->hd, KV = c->kv_heads * c->hd;
     const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV;
     float *q = frand(nq, -1, 1), *k = frand(nk, -1, 1), *v = frand(nk, -1, 1), *ref = fnew(nq);
     uint8_t *km = xzalloc((size_t)c->kmask_len + 1), *rm = xzalloc((size_t)c->n_q);
-    for (int j = 0; j < c->kmask_len; j++) km[j] = frt_test_u64() % 4 != 0;
+    for (int j = 0; j < c->kmask_len; j++) km[j] = c->sparse ? j % 97 == 5 : frt_test_u64() % 4 != 0;
     for (int t = 0; t < c->n_q; t++) rm[t] = !c->use_rmask || frt_test_u64() % 5 != 0;
     dbuf dq = dbf(q, nq), dk = dbf(k, nk), dv = dbf(v, nk), dout = dalloc(nq * 2);
     dbuf ds = dalloc((size_t)c->n_q * c->heads * c->ld_s * 4), dp = dalloc((size_t)c->n_q * c->heads * c->ld_s * 2);
@@ -210,7 +212,8 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
     a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.d_rmask = c->use_rmask ? drm.p : NULL;
-    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    if (fused) a.scores = NULL, a.probs = NULL; /* not read */
+    CHECK_OK(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a));
     uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
     for (int t = 0; t < c->n_q; t++)
         for (int j = 0; j < c->n_kv; j++) {
@@ -220,7 +223,9 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
         }
     frt_cpu_attention_masked(ref, q, k, v, allow, c->n_q, c->n_kv, c->heads, c->kv_heads, c->hd, a.scale);
     float *got = dfloats(dout, nq, FRT_CUDA_BF16);
-    report(c->name, frt_test_rel_err(got, ref, nq), 1.5e-2);
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", fused ? "fused " : "", c->name);
+    report(name, frt_test_rel_err(got, ref, nq), 1.5e-2);
     free(got), free(q), free(k), free(v), free(ref), free(km), free(rm), free(allow);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
 }
@@ -277,17 +282,17 @@ static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
 /* A batch of 2 attentions of the one-KV-head form (fused CFG's slots):
  * each its own q, K / V (skv apart) and prefix mask (kmask_stride apart),
  * against the twin per attention. */
-static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
+static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
 {
-    enum { B = 2, MS = 64 };
-    const int Q = c->heads * c->hd, KV = c->hd;
+    enum { B = 2 };
+    const int Q = c->heads * c->hd, KV = c->hd, MS = c->kmask_len + 41; /* the masks an odd distance apart */
     const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV, ns = (size_t)c->n_q * c->heads * c->ld_s;
     float *q = frand(B * nq, -1, 1), *k = frand(B * nk, -1, 1), *v = frand(B * nk, -1, 1), *ref = fnew(nq);
-    uint8_t km[B * MS];
+    uint8_t *km = xzalloc((size_t)B * MS);
     for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
     dbuf dq = dbf(q, B * nq), dk = dbf(k, B * nk), dv = dbf(v, B * nk), dout = dalloc(B * nq * 2);
-    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc(sizeof km);
-    dput(dkm, 0, km, sizeof km);
+    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc((size_t)B * MS);
+    dput(dkm, 0, km, (size_t)B * MS);
     frt_cuda_attn_args a;
     memset(&a, 0, sizeof a);
     a.out = dout.p, a.q = dq.p, a.k = dk.p, a.v = dv.p, a.ldq = Q, a.ldkv = KV;
@@ -296,24 +301,56 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
     a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
-    CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
-    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    if (fused) {
+        CHECK_OK(frt_cuda_attention_fused(g_cs, &a));
+    } else {
+        CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
+        CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    }
     float *got = dfloats(dout, B * nq, FRT_CUDA_BF16);
     for (int b = 0; b < B; b++) {
         uint8_t *allow = allow_of(c, km + b * MS);
         frt_cpu_attention_masked(ref, q + b * nq, k + b * nk, v + b * nk, allow, c->n_q, c->n_kv, c->heads, 1, c->hd,
                                  a.scale);
         char name[128];
-        snprintf(name, sizeof name, "%s, batch of 2: attention %d", c->name, b);
+        snprintf(name, sizeof name, "%s%s, batch of 2: attention %d", fused ? "fused " : "", c->name, b);
         report(name, frt_test_rel_err(got + b * nq, ref, nq), 1.5e-2);
         free(allow);
     }
     a.n_kv_heads = a.n_heads = 2, a.ldq = a.ldkv = 2 * c->hd; /* the MHA form: no batch */
-    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a),
+                 FRT_ERR_UNSUPPORTED);
     a.n_kv_heads = 1, a.skv = -1;
-    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_INVALID_ARGUMENT);
-    free(got), free(q), free(k), free(v), free(ref);
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a),
+                 FRT_ERR_INVALID_ARGUMENT);
+    free(got), free(q), free(k), free(v), free(ref), free(km);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm);
+}
+
+/* frt_cuda_attention_fused against the twin: every head_dim it takes, the
+ * prefix form (row mask: some rows without a key), the expert forms at
+ * the real Pi0 / Pi0.5 sizes (8 heads x 256, ~400 query rows: several row
+ * blocks, keys over all 8 splits, the padding between prefix and suffix),
+ * a prefix mask that empties whole splits, tiny key counts (splits without
+ * a key), and fused CFG's batch of 2. */
+static void test_attentions_fused(frt_cuda_bmm *h)
+{
+    static const attn_case cases[] = {
+        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1, 0},
+        {"attention 1 KV head, prefix mask, 133 x 133, 8 heads x 64", 133, 133, 8, 1, 64, 136, 133, 133, 0, 0, 1, 0},
+        {"attention 1 KV head, prefix mask, 70 x 70, 2 heads x 128", 70, 70, 2, 1, 128, 72, 70, 70, 0, 0, 1, 0},
+        {"attention expert Pi0 small (state token), 23 + 7 keys, 2 heads x 16", 7, 24 + 8, 2, 1, 16, 32, 23, 24, 7,
+         1, 0, 0},
+        {"attention expert Pi0, 611 + 51 keys, 8 heads x 256", 51, 616 + 56, 8, 1, 256, 672, 611, 616, 51, 1, 0, 0},
+        {"attention expert Pi0.5, 968 + 50 keys, 8 heads x 256", 50, 968 + 56, 8, 1, 256, 1024, 968, 968, 50, 0,
+         0, 0},
+        {"attention expert Pi0.5, 1 + 3 keys, 3 heads x 256", 3, 8 + 3, 3, 1, 256, 16, 1, 8, 3, 0, 0, 0},
+        {"attention expert Pi0, sparse prefix mask, 611 + 51 keys, 8 heads x 256", 51, 616 + 56, 8, 1, 256, 672, 611,
+         616, 51, 1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
+    test_attention_batch(h, &cases[3], 1);
+    test_attention_batch(h, &cases[5], 1);
 }
 
 static void test_attentions(void)
@@ -325,15 +362,16 @@ static void test_attentions(void)
     test_bmm(h, 33, 16, 40, 2, 0);
     test_bmm_capture();
     static const attn_case cases[] = {
-        {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0},
-        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1},
-        {"attention expert Pi0 (state token), 23 + 7 keys", 7, 24 + 8, 4, 1, 32, 32, 23, 24, 7, 1, 0},
-        {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0},
+        {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0, 0},
+        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1, 0},
+        {"attention expert Pi0 (state token), 23 + 7 keys", 7, 24 + 8, 4, 1, 32, 32, 23, 24, 7, 1, 0, 0},
+        {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 0);
     test_attention_many(h);
-    test_attention_batch(h, &cases[2]);
-    test_attention_batch(h, &cases[3]);
+    test_attention_batch(h, &cases[2], 0);
+    test_attention_batch(h, &cases[3], 0);
+    test_attentions_fused(h);
     frt_cuda_bmm_destroy(h);
 }
 
@@ -611,6 +649,53 @@ static void test_cfg_combine(void)
     dfree(&dc), dfree(&du), dfree(&dout), dfree(&dbeta);
 }
 
+/* a refused by frt_cuda_attention_fused with `want` before anything is enqueued. */
+static void fused_refused(const char *what, frt_cuda_attn_args a, int want)
+{
+    const int rc = frt_cuda_attention_fused(NULL, &a), rc_check = frt_cuda_attention_fused_check(&a);
+    CHECK_MSG(rc == want && rc_check == want, "%s: got %s / %s, want %s", what, frt_status_name(rc),
+              frt_status_name(rc_check), frt_status_name(want));
+}
+
+/* The refusals of frt_cuda_attention_fused, on host pointers (nothing is
+ * enqueued, so none is dereferenced). */
+static void test_fused_args(void)
+{
+    static _Alignas(16) uint16_t buf[4][256];
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = buf[0], a.q = buf[1], a.k = buf[2], a.v = buf[3];
+    a.n_q = 3, a.n_kv = 5, a.n_heads = 2, a.n_kv_heads = 1, a.head_dim = 32, a.ldq = 64, a.ldkv = 32;
+    a.scale = 0.1f, a.mask.kmask_len = 2, a.mask.sfx_start = 2, a.mask.sfx_n = 3;
+    CHECK_OK(frt_cuda_attention_fused_check(&a));
+    CHECK_STATUS(frt_cuda_attention_fused_check(NULL), FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_attn_args b = a;
+    b.v = NULL;
+    fused_refused("attention_fused: NULL v", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.n_kv = 0;
+    fused_refused("attention_fused: no key", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.batch = 2, b.skv = -8;
+    fused_refused("attention_fused: negative stride", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.mask.sfx_start = 1;
+    fused_refused("attention_fused: suffix before the key mask's end", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.out = buf[1];
+    fused_refused("attention_fused: out aliases q", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.ldkv = 16;
+    fused_refused("attention_fused: ldkv < head_dim", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.n_kv_heads = 2, b.ldkv = 64;
+    fused_refused("attention_fused: 2 KV heads", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.head_dim = 24, b.ldq = 48, b.ldkv = 24;
+    fused_refused("attention_fused: head_dim 24", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.ldq = 72;
+    fused_refused("attention_fused: query rows not contiguous", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.q = buf[1] + 1;
+    fused_refused("attention_fused: q not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.ldkv = 36;
+    fused_refused("attention_fused: ldkv not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.batch = 2, b.sq = b.sout = 64, b.skv = 4;
+    fused_refused("attention_fused: batch stride not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+}
+
 /* Argument checks (no device needed: nothing is enqueued). */
 static void test_args(void)
 {
@@ -659,6 +744,7 @@ int main(void)
     TEST_SKIP("built without CUDA");
 #else
     test_args();
+    test_fused_args();
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);

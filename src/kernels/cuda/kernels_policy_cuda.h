@@ -224,6 +224,31 @@ int frt_cuda_attention_masked_many(frt_cuda_bmm *h, void *stream, const frt_cuda
  * argument checks above. */
 int frt_cuda_attention_masked_plan(frt_cuda_bmm *h, const frt_cuda_attn_args *a);
 
+/* The same masked attention for one KV head in ONE launch
+ * (attention_fused.cu; the expert's attention, fused CFG's batch of 2
+ * included): tensor-core FlashAttention-2 with an fp32 online softmax,
+ * the keys cut into 8 splits merged inside a thread block cluster (sm_90).
+ * Arguments as frt_cuda_attention_masked (q [n_q, n_heads, head_dim] bf16
+ * contiguous, k / v rows of ldkv bf16, out [n_q, n_heads, head_dim] bf16,
+ * the mask, batch with its strides); scores, probs and ld_s are not read
+ * (no scratch: everything stays on chip), nor are mask.rows_per_token and
+ * mask.tokens (a row's token is row / n_heads, as the products' softmax
+ * has it). Numerics: S and P V accumulate in fp32; P is rounded to bf16
+ * unnormalised (the products round it normalised), so the two paths
+ * agree to bf16 rounding, not bit for bit. A row without an allowed key
+ * gets zeros. Deterministic (no atomics, fixed orders).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, a bad mask, negative
+ * strides, batch > 65535, out == q, ldkv < head_dim); FRT_ERR_UNSUPPORTED
+ * (n_kv_heads != 1, head_dim not 16, 32, 64, 128 or 256, query rows not
+ * contiguous (ldq != n_heads head_dim), a pointer, ldkv or a batch stride
+ * not 16-byte aligned); FRT_ERR_BACKEND. Nothing is enqueued on an error.
+ * Twin: frt_cpu_attention_masked with allow[t, j] from `mask`. */
+int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a);
+
+/* The checks of frt_cuda_attention_fused alone (nothing enqueued, no
+ * device needed): 0 when it takes a, else its error. */
+int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -709,11 +709,13 @@ static int rec_vision(frt_model *m, const pc_shape *sh)
  * mods: Pi0.5's two modulations [2, 3 W] (NULL: plain norms); last: K and
  * V only. normed: hb already holds the input norm (the previous layer's
  * fused residual); fuse_next: the closing residual is fused with the next
- * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb. */
+ * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb.
+ * one_launch: the attention in one launch (frt_cuda_attention_fused) where
+ * it takes the layout, else as products. */
 typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
-    int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    int n, slots, first, n_kv, ld_s, last, normed, fuse_next, one_launch;
     const float *next_w, *next_mod;
     const int32_t *pos[2];
     const float *inv_freq, *mods;
@@ -766,6 +768,14 @@ static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
     return 1;
 }
 
+/* One attention (a batch of slots or one slot): in one launch when L asks
+ * for it and the fused kernel takes the layout, else as products. */
+static int attend(frt_model *m, const glayer *L, const frt_cuda_attn_args *a)
+{
+    if (L->one_launch && frt_cuda_attention_fused_check(a) == 0) return frt_cuda_attention_fused(sp(m), a);
+    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), a);
+}
+
 /* q / k / v with RoPE (every slot in one launch), then (unless last) the
  * attention: both slots as one batch, or slot by slot. */
 static int gemma_attention(frt_model *m, const glayer *L)
@@ -783,10 +793,10 @@ static int gemma_attention(frt_model *m, const glayer *L)
                                     g->kv_heads, g->head_dim));
     if (L->last) return 0;
     frt_cuda_attn_args a;
-    if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
+    if (slots_batch(m, L, &a)) return attend(m, L, &a);
     for (int s = 0; s < L->slots; s++) {
         a = gemma_attn_args(m, L, s);
-        FRT_TRY(frt_cuda_attention_masked(pc->bmm, sp(m), &a));
+        FRT_TRY(attend(m, L, &a));
     }
     return 0;
 }
@@ -865,6 +875,7 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
     const int more = l + 1 < c->e.layers;
     glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .slots = so->n, .first = pc->Pp,
                 .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
+                .one_launch = 1,
                 .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
                 .inv_freq = pc->e_inv_freq, .mods = mods};
     for (int s = 0; s < so->n; s++) {

@@ -1,0 +1,399 @@
+/*
+ * kernels/cuda/attention_fused.cu - the masked attention of a policy with
+ * one KV head in ONE launch (kernels_policy_cuda.h: frt_cuda_attention_fused):
+ * the expert's action-token queries over the prefix KV (key mask) and the
+ * suffix KV (block-causal), what frt_cuda_attention_masked does in three
+ * launches (S = scale Q K^T, the masked softmax, O = P V).
+ *
+ * Math: the twin frt_cpu_attention_masked under the mask of
+ * frt_cuda_attn_mask (openpi pi0_pytorch.py make_att_2d_masks); the
+ * algorithm is FlashAttention-2's online softmax (Dao, 2023,
+ * arXiv:2307.08691), per key tile
+ *   S = Q K^T;  m' = max(m, rowmax S);  P = exp(S - m');
+ *   l = l exp(m - m') + rowsum P;  O = O exp(m - m') + P V
+ * with scores scaled by scale * log2(e) (exp2f). Q, K, V are bf16 as
+ * stored; P is rounded to bf16 for the P V product (unnormalised, in
+ * [0, 1]); everything else is fp32 (bf16 mma.sync m16n8k16, fp32
+ * accumulators, mma_util.h).
+ *
+ * Layout of the work. With one KV head the query rows are the (token, head)
+ * pairs r = t * n_heads + h, contiguous rows of head_dim in q and out, and
+ * every row reads the same keys. A thread block cluster of AF_SPLITS blocks
+ * takes 64 consecutive rows (blockIdx.y) of one attention of the batch
+ * (blockIdx.z); block s of the cluster (blockIdx.x) takes the keys of split
+ * s, [s split_len, (s + 1) split_len), split_len = n_kv / AF_SPLITS rounded
+ * up to the key tile, so the cluster reads each key once and the grid has
+ * AF_SPLITS x the row blocks. In a block, warp w owns rows 16 w .. 16 w + 15
+ * (the m16 of the mma); key tiles of AF_BC keys are staged with cp.async
+ * into a double buffer of swizzled rows (16-byte chunk c of row r at
+ * c ^ (r & 7), fewer bits below 8 chunks a row), so every ldmatrix hits
+ * distinct banks. Keys past the split are zero-filled and masked. The
+ * partials (unnormalised O, and m, l per row) go to the block's own shared
+ * memory; after a cluster barrier block s merges rows 8 s .. 8 s + 7 of the
+ * 64 over the AF_SPLITS blocks (distributed shared memory) in ascending
+ * split order:
+ *   M = max m_s;  L = sum l_s 2^(m_s - M);  out = (sum O_s 2^(m_s - M)) / L
+ * and writes them in bf16; a row without an allowed key (every m_s = -inf)
+ * gets zeros, as the softmax's masked rows do. A second barrier keeps every
+ * block's shared memory alive until the merges have read it.
+ *
+ * Deterministic: no atomics; fixed mma, quad and merge orders, a function
+ * of the sizes only. Tested against frt_cpu_attention_masked in
+ * tests/test_cuda_policy_kernels.c.
+ */
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/kernels_policy_cuda.h"
+#include "kernels/cuda/mma_util.h"
+
+#include <cooperative_groups.h>
+#include <math.h>
+#include <string.h>
+
+namespace cg = cooperative_groups;
+
+#define AF_WARPS 4
+#define AF_THREADS (32 * AF_WARPS)
+#define AF_ROWS (16 * AF_WARPS) /* query rows per block */
+#define AF_BC 32                /* keys per tile */
+#define AF_SPLITS 8             /* blocks per cluster: key splits (the portable cluster limit) */
+#define AF_MERGE_ROWS (AF_ROWS / AF_SPLITS)
+
+template <int HD> struct af_cfg {
+    static constexpr int CH = HD / 8;                    /* 16-byte chunks a row */
+    static constexpr int SWM = CH >= 8 ? 7 : CH - 1;     /* swizzle bits */
+    static constexpr int ROWB = HD * 2;                  /* bytes a staged row */
+    static constexpr int TBYTES = AF_BC * ROWB;          /* one K or V tile */
+    static constexpr int QBYTES = AF_ROWS * ROWB;
+    static constexpr int STAGE = QBYTES + 4 * TBYTES;    /* Q, (K, V) x 2 */
+    static constexpr int MERGE = AF_ROWS * HD * 4 + AF_ROWS * 8; /* O f32, (m, l) */
+    static constexpr int SMEM = STAGE > MERGE ? STAGE : MERGE;
+};
+
+struct af_args {
+    __nv_bfloat16 *out;
+    const __nv_bfloat16 *q, *k, *v;
+    long long ldkv, sq, skv, sout;
+    int rows, heads, n_kv, split_len;
+    float sl2; /* scale * log2(e) */
+    frt_cuda_attn_mask mask;
+};
+
+/* Byte offset of chunk c of staged row r. */
+template <int HD> __device__ __forceinline__ uint32_t af_swz(int r, int c)
+{
+    using C = af_cfg<HD>;
+    return (uint32_t)(r * C::ROWB + ((c ^ (r & C::SWM)) << 4));
+}
+
+/* Key j is allowed to token t (frt_cuda_attn_mask; km: this batch's key
+ * mask; j below the split's end). */
+__device__ __forceinline__ bool af_allowed(const frt_cuda_attn_mask &m, const uint8_t *km, int t, int j)
+{
+    if (j < m.kmask_len) return !km || __ldg(km + j);
+    if (j < m.sfx_start) return false;
+    const int s = j - m.sfx_start;
+    return s < m.sfx_n && (!m.solo_first || t > 0 || s == 0);
+}
+
+/* The per-warp running state of 16 rows: lane (gid, tig) holds rows gid
+ * (a) and gid + 8 (b), O columns 8 j + 2 tig, + 1. */
+template <int HD> struct af_rows {
+    float o[HD / 8][4];
+    float m_a, m_b, l_a, l_b;
+};
+
+/* The mask and scale of one S tile, then the online-softmax update of st:
+ * s becomes P (fp32), st.o rescaled. key0: the tile's first key; on_a /
+ * on_b: the rows are real and not row-masked; hi: the split's end. */
+template <int HD>
+__device__ __forceinline__ void af_softmax(float (&s)[AF_BC / 8][4], af_rows<HD> &st, const af_args &a,
+                                           const uint8_t *km, int key0, int hi, int ta, int tb, bool on_a,
+                                           bool on_b)
+{
+    const int tig = threadIdx.x & 3;
+    float mx_a = st.m_a, mx_b = st.m_b;
+#pragma unroll
+    for (int j = 0; j < AF_BC / 8; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = key0 + 8 * j + 2 * tig + (e & 1);
+            const bool on = (e < 2 ? on_a : on_b) && key < hi && af_allowed(a.mask, km, e < 2 ? ta : tb, key);
+            s[j][e] = on ? s[j][e] * a.sl2 : -INFINITY;
+        }
+        mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
+        mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    /* no allowed key so far: m stays -inf, subtract 0 (exp2 gives 0, not NaN) */
+    const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a, mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+    const float c_a = exp2f(st.m_a - mu_a), c_b = exp2f(st.m_b - mu_b);
+    st.m_a = mx_a, st.m_b = mx_b;
+    float rs_a = 0.0f, rs_b = 0.0f;
+#pragma unroll
+    for (int j = 0; j < AF_BC / 8; j++) {
+        s[j][0] = exp2f(s[j][0] - mu_a), s[j][1] = exp2f(s[j][1] - mu_a);
+        s[j][2] = exp2f(s[j][2] - mu_b), s[j][3] = exp2f(s[j][3] - mu_b);
+        rs_a += s[j][0] + s[j][1];
+        rs_b += s[j][2] + s[j][3];
+    }
+    st.l_a = st.l_a * c_a + rs_a;
+    st.l_b = st.l_b * c_b + rs_b;
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) st.o[j][0] *= c_a, st.o[j][1] *= c_a, st.o[j][2] *= c_b, st.o[j][3] *= c_b;
+}
+
+/* S (16 x AF_BC) = Q K^T of the warp's rows over one staged K tile. */
+template <int HD>
+__device__ __forceinline__ void af_scores(float (&s)[AF_BC / 8][4], uint32_t qs, uint32_t ks, int warp, int lane)
+{
+    const int q_row = warp * 16 + (lane & 15), q_hi = lane >> 4;
+    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_hi = (lane >> 3) & 1;
+#pragma unroll
+    for (int j = 0; j < AF_BC / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t af[4];
+        frt_ldsm_x4(af, qs + af_swz<HD>(q_row, 2 * kk + q_hi));
+#pragma unroll
+        for (int np = 0; np < AF_BC / 16; np++) {
+            uint32_t b[4];
+            frt_ldsm_x4(b, ks + af_swz<HD>(k_row + 16 * np, 2 * kk + k_hi));
+            frt_mma_bf16(s[2 * np], af, b[0], b[1]);
+            frt_mma_bf16(s[2 * np + 1], af, b[2], b[3]);
+        }
+    }
+}
+
+/* O += P V over one staged V tile: the accumulators of key n-tiles 2 kk,
+ * 2 kk + 1 are the A fragment of key step kk. */
+template <int HD>
+__device__ __forceinline__ void af_pv(af_rows<HD> &st, const float (&s)[AF_BC / 8][4], uint32_t vs, int lane)
+{
+    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_hi = lane >> 4;
+#pragma unroll
+    for (int kk = 0; kk < AF_BC / 16; kk++) {
+        uint32_t pf[4];
+        pf[0] = frt_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        pf[1] = frt_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        pf[2] = frt_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pf[3] = frt_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            uint32_t b[4];
+            frt_ldsm_x4_trans(b, vs + af_swz<HD>(v_row + 16 * kk, 2 * dp + v_hi));
+            frt_mma_bf16(st.o[2 * dp], pf, b[0], b[1]);
+            frt_mma_bf16(st.o[2 * dp + 1], pf, b[2], b[3]);
+        }
+    }
+}
+
+/* Rows [r0, r0 + AF_ROWS) of q (zeros past rows) into the staged Q. */
+template <int HD>
+__device__ __forceinline__ void af_load_q(uint32_t qs, const __nv_bfloat16 *q, int r0, int rows)
+{
+    constexpr int CH = af_cfg<HD>::CH;
+    for (int i = threadIdx.x; i < AF_ROWS * CH; i += AF_THREADS) {
+        const int r = i / CH, c = i % CH;
+        const bool ok = r0 + r < rows;
+        frt_cp_async16(qs + af_swz<HD>(r, c), ok ? q + (size_t)(r0 + r) * HD + c * 8 : q, ok ? 16 : 0);
+    }
+}
+
+/* Keys [j0, j0 + AF_BC) of K and V (zeros from hi on) into stage (ks, vs). */
+template <int HD>
+__device__ __forceinline__ void af_load_kv(uint32_t ks, uint32_t vs, const af_args &a, const __nv_bfloat16 *k,
+                                           const __nv_bfloat16 *v, int j0, int hi)
+{
+    constexpr int CH = af_cfg<HD>::CH;
+    for (int i = threadIdx.x; i < AF_BC * CH; i += AF_THREADS) {
+        const int r = i / CH, c = i % CH;
+        const bool ok = j0 + r < hi;
+        const size_t g = ok ? (size_t)(j0 + r) * a.ldkv + c * 8 : 0;
+        frt_cp_async16(ks + af_swz<HD>(r, c), k + g, ok ? 16 : 0);
+        frt_cp_async16(vs + af_swz<HD>(r, c), v + g, ok ? 16 : 0);
+    }
+}
+
+/* The warp's partials into this block's shared memory: O [AF_ROWS, HD] f32
+ * (row-major), then (m, l) [AF_ROWS] (l summed over the quad). */
+template <int HD> __device__ __forceinline__ void af_put_partial(unsigned char *smem, af_rows<HD> &st, int warp, int lane)
+{
+    float *po = reinterpret_cast<float *>(smem);
+    float2 *pml = reinterpret_cast<float2 *>(po + AF_ROWS * HD);
+    const int gid = lane >> 2, tig = lane & 3, ra = warp * 16 + gid;
+    st.l_a += __shfl_xor_sync(0xffffffffu, st.l_a, 1);
+    st.l_a += __shfl_xor_sync(0xffffffffu, st.l_a, 2);
+    st.l_b += __shfl_xor_sync(0xffffffffu, st.l_b, 1);
+    st.l_b += __shfl_xor_sync(0xffffffffu, st.l_b, 2);
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) {
+        *reinterpret_cast<float2 *>(po + ra * HD + 8 * j + 2 * tig) = make_float2(st.o[j][0], st.o[j][1]);
+        *reinterpret_cast<float2 *>(po + (ra + 8) * HD + 8 * j + 2 * tig) = make_float2(st.o[j][2], st.o[j][3]);
+    }
+    if (tig == 0) pml[ra] = make_float2(st.m_a, st.l_a), pml[ra + 8] = make_float2(st.m_b, st.l_b);
+}
+
+/* Block `rank` merges rows AF_MERGE_ROWS rank .. + AF_MERGE_ROWS - 1 of the
+ * cluster's row block over every split, in split order, into out. */
+template <int HD>
+__device__ __forceinline__ void af_merge(cg::cluster_group &cluster, unsigned char *smem, __nv_bfloat16 *out, int r0,
+                                         int rows, int rank)
+{
+    float *po = reinterpret_cast<float *>(smem);
+    float2 *pml = reinterpret_cast<float2 *>(po + AF_ROWS * HD);
+    for (int i = 0; i < AF_MERGE_ROWS; i++) {
+        const int lr = rank * AF_MERGE_ROWS + i;
+        if (r0 + lr >= rows) break; /* uniform */
+        float ms[AF_SPLITS], w[AF_SPLITS], M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int s = 0; s < AF_SPLITS; s++) {
+            const float2 ml = *cluster.map_shared_rank(pml + lr, s);
+            ms[s] = ml.x, w[s] = ml.y, M = fmaxf(M, ml.x);
+        }
+#pragma unroll
+        for (int s = 0; s < AF_SPLITS; s++) {
+            const float f = M == -INFINITY ? 0.0f : exp2f(ms[s] - M);
+            L += w[s] * f;
+            w[s] = f;
+        }
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        for (int d = threadIdx.x; d < HD; d += AF_THREADS) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int s = 0; s < AF_SPLITS; s++) acc += *cluster.map_shared_rank(po + lr * HD + d, s) * w[s];
+            out[(size_t)(r0 + lr) * HD + d] = __float2bfloat16_rn(acc * inv);
+        }
+    }
+}
+
+template <int HD> __global__ void __launch_bounds__(AF_THREADS) af_kernel(const af_args a)
+{
+    using C = af_cfg<HD>;
+    extern __shared__ __align__(128) unsigned char af_smem[];
+    cg::cluster_group cluster = cg::this_cluster();
+    frt_pdl_wait(); /* q / k / v come from the kernels before (a no-op without the attribute) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2;
+    const int rank = (int)cluster.block_rank(), b = blockIdx.z, r0 = blockIdx.y * AF_ROWS;
+    const __nv_bfloat16 *q = a.q + b * a.sq, *k = a.k + b * a.skv, *v = a.v + b * a.skv;
+    const uint8_t *km = a.mask.d_kmask ? a.mask.d_kmask + b * a.mask.kmask_stride : NULL;
+    const int lo = rank * a.split_len, hi = min(lo + a.split_len, a.n_kv);
+    const int ntiles = hi > lo ? (hi - lo + AF_BC - 1) / AF_BC : 0;
+    const uint32_t qs = frt_smem_addr(af_smem), kv0 = qs + C::QBYTES;
+
+    af_load_q<HD>(qs, q, r0, a.rows);
+    if (ntiles > 0) af_load_kv<HD>(kv0, kv0 + C::TBYTES, a, k, v, lo, hi);
+    frt_cp_async_commit();
+
+    const int ra = r0 + warp * 16 + gid, rb = ra + 8, ta = ra / a.heads, tb = rb / a.heads;
+    const bool w_on = r0 + warp * 16 < a.rows; /* warp-uniform */
+    const bool on_a = ra < a.rows && (!a.mask.d_rmask || a.mask.d_rmask[ta]);
+    const bool on_b = rb < a.rows && (!a.mask.d_rmask || a.mask.d_rmask[tb]);
+    af_rows<HD> st;
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) st.o[j][0] = st.o[j][1] = st.o[j][2] = st.o[j][3] = 0.0f;
+    st.m_a = st.m_b = -INFINITY, st.l_a = st.l_b = 0.0f;
+
+    for (int it = 0; it < ntiles; it++) {
+        const uint32_t nxt = kv0 + (uint32_t)((it + 1) & 1) * 2 * C::TBYTES;
+        if (it + 1 < ntiles) af_load_kv<HD>(nxt, nxt + C::TBYTES, a, k, v, lo + (it + 1) * AF_BC, hi);
+        frt_cp_async_commit();
+        frt_cp_async_wait<1>(); /* tile it (and Q) landed: this thread's copies */
+        __syncthreads();        /* ... and every thread's */
+        if (w_on) {
+            const uint32_t ks = kv0 + (uint32_t)(it & 1) * 2 * C::TBYTES;
+            float s[AF_BC / 8][4];
+            af_scores<HD>(s, qs, ks, warp, lane);
+            af_softmax<HD>(s, st, a, km, lo + it * AF_BC, hi, ta, tb, on_a, on_b);
+            af_pv<HD>(st, s, ks + C::TBYTES, lane);
+        }
+        __syncthreads(); /* this stage is consumed before tile it + 2 lands in it */
+    }
+    frt_cp_async_wait<0>(); /* Q's copies too when the split has no key */
+    __syncthreads();        /* the partials overwrite the staging area */
+    af_put_partial<HD>(af_smem, st, warp, lane);
+    cluster.sync(); /* every split's partials are in place */
+    af_merge<HD>(cluster, af_smem, a.out + b * a.sout, r0, a.rows, rank);
+    cluster.sync(); /* no block leaves while another reads its partials */
+}
+
+/* ---- host side ----------------------------------------------------------- */
+
+static bool af_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+extern "C" int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a)
+{
+    FRT_ARG(a && a->out && a->q && a->k && a->v, "attention_fused: NULL pointer");
+    FRT_ARG(a->n_q >= 1 && a->n_kv >= 1 && a->n_heads >= 1 && a->n_kv_heads >= 1 && a->head_dim >= 1,
+            "attention_fused: sizes n_q %d n_kv %d heads %d/%d head_dim %d", a->n_q, a->n_kv, a->n_heads,
+            a->n_kv_heads, a->head_dim);
+    FRT_ARG(a->batch >= 0 && a->batch <= 65535 && a->sq >= 0 && a->skv >= 0 && a->sout >= 0,
+            "attention_fused: batch %d or a negative stride", a->batch);
+    const frt_cuda_attn_mask *m = &a->mask;
+    FRT_ARG(m->kmask_len >= 0 && m->sfx_start >= m->kmask_len && m->sfx_n >= 0, "attention_fused: bad mask");
+    FRT_ARG((long long)a->n_q * a->n_heads < (1ll << 30) && a->n_kv < (1 << 30), "attention_fused: sizes too large");
+    FRT_ARG(a->ldkv >= a->head_dim, "attention_fused: ldkv %d < head_dim %d", a->ldkv, a->head_dim);
+    FRT_ARG((const void *)a->out != (const void *)a->q, "attention_fused: out aliases q");
+    if (a->n_kv_heads != 1)
+        return frt_error(FRT_ERR_UNSUPPORTED, "attention_fused: %d KV heads (one KV head only)", a->n_kv_heads);
+    const int hd = a->head_dim;
+    if (hd != 16 && hd != 32 && hd != 64 && hd != 128 && hd != 256)
+        return frt_error(FRT_ERR_UNSUPPORTED, "attention_fused: head_dim %d (16, 32, 64, 128 or 256)", hd);
+    if (a->ldq != a->n_heads * hd)
+        return frt_error(FRT_ERR_UNSUPPORTED, "attention_fused: query rows must be contiguous (ldq %d)", a->ldq);
+    const int nb = a->batch > 1 ? a->batch : 1;
+    if (!af_aligned16(a->out) || !af_aligned16(a->q) || !af_aligned16(a->k) || !af_aligned16(a->v) ||
+        a->ldkv % 8 || (nb > 1 && (a->sq % 8 || a->skv % 8 || a->sout % 8)))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "attention_fused: q, k, v, out, ldkv and the batch strides must be 16-byte aligned");
+    return 0;
+}
+
+template <int HD> static int af_launch(const af_args &a, int row_blocks, int batch, cudaStream_t stream)
+{
+    using C = af_cfg<HD>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(af_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = AF_SPLITS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(AF_SPLITS, (unsigned int)row_blocks, (unsigned int)batch);
+    cfg.blockDim = dim3(AF_THREADS);
+    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1 + frt_pdl_attr(&attr[1]);
+    FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, af_kernel<HD>, a));
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a)
+{
+    FRT_TRY(frt_cuda_attention_fused_check(a));
+    af_args p;
+    memset(&p, 0, sizeof p);
+    p.out = (__nv_bfloat16 *)a->out;
+    p.q = (const __nv_bfloat16 *)a->q, p.k = (const __nv_bfloat16 *)a->k, p.v = (const __nv_bfloat16 *)a->v;
+    p.ldkv = a->ldkv, p.sq = a->sq, p.skv = a->skv, p.sout = a->sout;
+    p.rows = a->n_q * a->n_heads, p.heads = a->n_heads, p.n_kv = a->n_kv;
+    const int per = (a->n_kv + AF_SPLITS - 1) / AF_SPLITS;
+    p.split_len = (per + AF_BC - 1) / AF_BC * AF_BC;
+    p.sl2 = (float)((double)a->scale * 1.4426950408889634);
+    p.mask = a->mask;
+    if (a->batch <= 1) p.mask.kmask_stride = 0;
+    const int row_blocks = (p.rows + AF_ROWS - 1) / AF_ROWS, batch = a->batch > 1 ? a->batch : 1;
+    FRT_ARG(row_blocks <= 65535, "attention_fused: %d row blocks (65535 at most)", row_blocks);
+    cudaStream_t s = (cudaStream_t)stream;
+    switch (a->head_dim) {
+    case 16: return af_launch<16>(p, row_blocks, batch, s);
+    case 32: return af_launch<32>(p, row_blocks, batch, s);
+    case 64: return af_launch<64>(p, row_blocks, batch, s);
+    case 128: return af_launch<128>(p, row_blocks, batch, s);
+    default: return af_launch<256>(p, row_blocks, batch, s);
+    }
+}
