@@ -213,7 +213,7 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c, int fused)
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.d_rmask = c->use_rmask ? drm.p : NULL;
     if (fused) a.scores = NULL, a.probs = NULL; /* not read */
-    CHECK_OK(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a));
+    CHECK_OK(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a));
     uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
     for (int t = 0; t < c->n_q; t++)
         for (int j = 0; j < c->n_kv; j++) {
@@ -302,7 +302,7 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
     a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
     if (fused) {
-        CHECK_OK(frt_cuda_attention_fused(g_cs, &a));
+        CHECK_OK(frt_cuda_attention_fused(g_cs, &a, NULL));
     } else {
         CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
         CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
@@ -318,13 +318,112 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
         free(allow);
     }
     a.n_kv_heads = a.n_heads = 2, a.ldq = a.ldkv = 2 * c->hd; /* the MHA form: no batch */
-    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a),
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a),
                  FRT_ERR_UNSUPPORTED);
     a.n_kv_heads = 1, a.skv = -1;
-    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a) : frt_cuda_attention_masked(h, g_cs, &a),
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a),
                  FRT_ERR_INVALID_ARGUMENT);
     free(got), free(q), free(k), free(v), free(ref), free(km);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm);
+}
+
+/* The reference of one slot of test_attention_rope: q and the suffix k
+ * RoPE'd from qkv [n, heads + 2, hd] by the cpu twin at pos, prefix keys
+ * from kc (rows < sfx_start), then the twin attention. */
+static void rope_ref(float *ref, const float *qkv, const float *kc, const float *vc, const uint8_t *allow,
+                     const int32_t *pos, const attn_case *c, float theta)
+{
+    const int n = c->n_q, W = (c->heads + 2) * c->hd, hd = c->hd;
+    float *q = fnew((size_t)n * c->heads * hd), *k = fnew((size_t)c->n_kv * hd), *v = fnew((size_t)c->n_kv * hd);
+    memcpy(k, kc, (size_t)c->sfx_start * hd * 4), memcpy(v, vc, (size_t)c->sfx_start * hd * 4);
+    for (int t = 0; t < n; t++) {
+        memcpy(q + (size_t)t * c->heads * hd, qkv + (size_t)t * W, (size_t)c->heads * hd * 4);
+        memcpy(k + (size_t)(c->sfx_start + t) * hd, qkv + (size_t)t * W + c->heads * hd, (size_t)hd * 4);
+        memcpy(v + (size_t)(c->sfx_start + t) * hd, qkv + (size_t)t * W + (c->heads + 1) * hd, (size_t)hd * 4);
+    }
+    frt_cpu_rope(q, n, c->heads, hd, hd, pos, theta);
+    frt_cpu_rope(k + (size_t)c->sfx_start * hd, n, 1, hd, hd, pos, theta);
+    frt_cpu_attention_masked(ref, q, k, v, allow, n, c->n_kv, c->heads, 1, hd, 1.0f / sqrtf((float)hd));
+    free(q), free(k), free(v);
+}
+
+/* RoPE on load (the expert's path, fused CFG's batch of 2 with a prefix of
+ * its own per slot, positions after 250 / 261 valid prefix rows): the
+ * bytes of pi0_cuda_qkv_rope_slots + frt_cuda_attention_fused on the q and
+ * the cache it writes, although the cache's suffix rows hold garbage here;
+ * the table of pi0_cuda_suffix_pos against cosf / sinf; each slot against
+ * the twins (frt_cpu_rope, frt_cpu_attention_masked). */
+static void test_attention_rope(int n, int heads, int hd, int solo_first)
+{
+    enum { B = 2, P = 300, PP = 304, MS = 333 };
+    const float theta = 10000.0f;
+    const int W = (heads + 2) * hd, half = hd / 2, nkv = PP + (n + 7) / 8 * 8;
+    const attn_case c = {"rope", n, nkv, heads, 1, hd, 0, P, PP, n, solo_first, 0, 0};
+    const size_t nqkv = (size_t)B * n * W, nc = (size_t)B * nkv * hd, nq = (size_t)n * heads * hd;
+    float *qkv = frand(nqkv, -2, 2), *kc = frand(nc, -1, 1), *vc = frand(nc, -1, 1), inv[128];
+    uint8_t *km = xzalloc((size_t)B * MS);
+    for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
+    for (int i = 0; i < half; i++) inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+    const int32_t meta[B][4] = {{P, 250, 0, 0}, {P, 261, 0, 0}};
+    dbuf dqkv = dfl(qkv, nqkv), dinv = dfl(inv, (size_t)half), dmeta = dalloc(sizeof meta), dkm = dalloc((size_t)B * MS);
+    dbuf dka = dbf(kc, nc), dva = dbf(vc, nc), dkb = dbf(kc, nc), dvb = dbf(vc, nc), dq = dalloc((size_t)B * nq * 2);
+    dbuf dpos = dalloc((size_t)B * n * 4), dcs = dalloc((size_t)B * n * hd * 4);
+    dbuf oa = dalloc((size_t)B * nq * 2), ob = dalloc((size_t)B * nq * 2);
+    dput(dmeta, 0, meta, sizeof meta), dput(dkm, 0, km, (size_t)B * MS);
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = B;
+    for (int b = 0; b < B; b++) {
+        int32_t *pos = (int32_t *)dpos.p + b * n;
+        CHECK_OK(pi0_cuda_suffix_pos(g_cs, pos, (float *)dcs.p + (size_t)b * n * hd, dinv.p,
+                                     (const int32_t *)dmeta.p + 4 * b, n, half));
+        d.k[b] = (uint16_t *)dka.p + ((size_t)b * nkv + PP) * hd, d.v[b] = (uint16_t *)dva.p + ((size_t)b * nkv + PP) * hd;
+        d.pos[b] = pos;
+    }
+    CHECK_OK(pi0_cuda_qkv_rope_slots(g_cs, dq.p, &d, hd, hd, dqkv.p, dinv.p, n, heads, 1, hd));
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = oa.p, a.q = dq.p, a.k = dka.p, a.v = dva.p, a.ldq = heads * hd, a.ldkv = hd;
+    a.n_q = n, a.n_kv = nkv, a.n_heads = heads, a.n_kv_heads = 1, a.head_dim = hd, a.scale = 1.0f / sqrtf((float)hd);
+    a.mask.d_kmask = dkm.p, a.mask.kmask_len = P, a.mask.sfx_start = PP, a.mask.sfx_n = n;
+    a.mask.solo_first = solo_first, a.mask.kmask_stride = MS;
+    a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nkv * hd;
+    CHECK_OK(frt_cuda_attention_fused(g_cs, &a, NULL));
+    const frt_cuda_attn_rope r = {dqkv.p, dcs.p, (long long)n * hd};
+    a.out = ob.p, a.q = NULL, a.k = dkb.p, a.v = dvb.p; /* the suffix rows of this cache are not the rope's */
+    CHECK_OK(frt_cuda_attention_fused(g_cs, &a, &r));
+    uint16_t *ga = xzalloc((size_t)B * nq * 2), *gb = xzalloc((size_t)B * nq * 2);
+    dget(oa, 0, ga, (size_t)B * nq * 2), dget(ob, 0, gb, (size_t)B * nq * 2);
+    char name[160];
+    snprintf(name, sizeof name, "fused attention, RoPE on load (%d x %d heads x %d): == rope kernel + fused", n,
+             heads, hd);
+    report_same(name, ga, gb, (size_t)B * nq * 2);
+    float *cs = dfloats(dcs, (size_t)B * n * hd, FRT_CUDA_F32), *cref = fnew((size_t)B * n * hd);
+    int32_t *pos = xzalloc((size_t)B * n * 4);
+    dget(dpos, 0, pos, (size_t)B * n * 4);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n; t++) {
+            CHECK(pos[b * n + t] == meta[b][1] + t);
+            for (int p = 0; p < half; p++) {
+                const float ang = (float)(meta[b][1] + t) * inv[p];
+                cref[((size_t)b * n + t) * hd + 2 * p] = cosf(ang), cref[((size_t)b * n + t) * hd + 2 * p + 1] = sinf(ang);
+            }
+        }
+    report("suffix_pos: the RoPE table (cos, sin) of the suffix positions", frt_test_rel_err(cs, cref, (size_t)B * n * hd),
+           1e-6);
+    float *got = dfloats(ob, (size_t)B * nq, FRT_CUDA_BF16), *ref = fnew(nq);
+    for (int b = 0; b < B; b++) {
+        uint8_t *allow = allow_of(&c, km + b * MS);
+        rope_ref(ref, qkv + (size_t)b * n * W, kc + (size_t)b * nkv * hd, vc + (size_t)b * nkv * hd, allow, pos + b * n,
+                 &c, theta);
+        snprintf(name, sizeof name, "fused attention, RoPE on load (%d x %d heads x %d): slot %d vs twins", n, heads, hd,
+                 b);
+        report(name, frt_test_rel_err(got + (size_t)b * nq, ref, nq), 1.5e-2);
+        free(allow);
+    }
+    free(qkv), free(kc), free(vc), free(km), free(ga), free(gb), free(cs), free(cref), free(pos), free(got), free(ref);
+    dfree(&dqkv), dfree(&dinv), dfree(&dmeta), dfree(&dkm), dfree(&dka), dfree(&dva), dfree(&dkb), dfree(&dvb);
+    dfree(&dq), dfree(&dpos), dfree(&dcs), dfree(&oa), dfree(&ob);
 }
 
 /* frt_cuda_attention_fused against the twin: every head_dim it takes, the
@@ -351,6 +450,8 @@ static void test_attentions_fused(frt_cuda_bmm *h)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
     test_attention_batch(h, &cases[3], 1);
     test_attention_batch(h, &cases[5], 1);
+    test_attention_rope(51, 8, 256, 1);
+    test_attention_rope(7, 2, 16, 0);
 }
 
 static void test_attentions(void)
@@ -650,11 +751,16 @@ static void test_cfg_combine(void)
 }
 
 /* a refused by frt_cuda_attention_fused with `want` before anything is enqueued. */
-static void fused_refused(const char *what, frt_cuda_attn_args a, int want)
+static void fused_refused_rope(const char *what, frt_cuda_attn_args a, const frt_cuda_attn_rope *rope, int want)
 {
-    const int rc = frt_cuda_attention_fused(NULL, &a), rc_check = frt_cuda_attention_fused_check(&a);
+    const int rc = frt_cuda_attention_fused(NULL, &a, rope), rc_check = frt_cuda_attention_fused_check(&a, rope);
     CHECK_MSG(rc == want && rc_check == want, "%s: got %s / %s, want %s", what, frt_status_name(rc),
               frt_status_name(rc_check), frt_status_name(want));
+}
+
+static void fused_refused(const char *what, frt_cuda_attn_args a, int want)
+{
+    fused_refused_rope(what, a, NULL, want);
 }
 
 /* The refusals of frt_cuda_attention_fused, on host pointers (nothing is
@@ -667,8 +773,8 @@ static void test_fused_args(void)
     a.out = buf[0], a.q = buf[1], a.k = buf[2], a.v = buf[3];
     a.n_q = 3, a.n_kv = 5, a.n_heads = 2, a.n_kv_heads = 1, a.head_dim = 32, a.ldq = 64, a.ldkv = 32;
     a.scale = 0.1f, a.mask.kmask_len = 2, a.mask.sfx_start = 2, a.mask.sfx_n = 3;
-    CHECK_OK(frt_cuda_attention_fused_check(&a));
-    CHECK_STATUS(frt_cuda_attention_fused_check(NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_attention_fused_check(&a, NULL));
+    CHECK_STATUS(frt_cuda_attention_fused_check(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
     frt_cuda_attn_args b = a;
     b.v = NULL;
     fused_refused("attention_fused: NULL v", b, FRT_ERR_INVALID_ARGUMENT);
@@ -694,6 +800,20 @@ static void test_fused_args(void)
     fused_refused("attention_fused: ldkv not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
     b = a, b.batch = 2, b.sq = b.sout = 64, b.skv = 4;
     fused_refused("attention_fused: batch stride not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    static _Alignas(16) float qkv[4][64];
+    frt_cuda_attn_rope r = {qkv[0], qkv[1], 0};
+    b = a, b.q = NULL; /* not read with RoPE on load */
+    CHECK_OK(frt_cuda_attention_fused_check(&b, &r));
+    fused_refused("attention_fused: q NULL without rope", b, FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_attn_rope rb = r;
+    rb.cs = NULL;
+    fused_refused_rope("attention_fused: NULL rope.cs", b, &rb, FRT_ERR_INVALID_ARGUMENT);
+    rb = r, rb.s_cs = -4;
+    fused_refused_rope("attention_fused: negative rope.s_cs", b, &rb, FRT_ERR_INVALID_ARGUMENT);
+    rb = r, rb.qkv = qkv[0] + 1;
+    fused_refused_rope("attention_fused: rope.qkv not 16-byte aligned", b, &rb, FRT_ERR_UNSUPPORTED);
+    b.mask.sfx_n = 4; /* 4 suffix keys from 3 query tokens */
+    fused_refused_rope("attention_fused: more suffix keys than query tokens", b, &r, FRT_ERR_INVALID_ARGUMENT);
 }
 
 /* Argument checks (no device needed: nothing is enqueued). */

@@ -76,6 +76,10 @@ struct af_args {
     int rows, heads, n_kv, split_len;
     float sl2; /* scale * log2(e) */
     frt_cuda_attn_mask mask;
+    /* RoPE on load (frt_cuda_attn_rope; qkv NULL: q, k, v as stored) */
+    const float *qkv, *cs;
+    long long s_cs;
+    int n_q;
 };
 
 /* Byte offset of chunk c of staged row r. */
@@ -190,30 +194,107 @@ __device__ __forceinline__ void af_pv(af_rows<HD> &st, const float (&s)[AF_BC / 
     }
 }
 
-/* Rows [r0, r0 + AF_ROWS) of q (zeros past rows) into the staged Q. */
-template <int HD>
-__device__ __forceinline__ void af_load_q(uint32_t qs, const __nv_bfloat16 *q, int r0, int rows)
+/* n floats (a multiple of 4) from 16-byte aligned src into dst. */
+template <int N> __device__ __forceinline__ void af_ld(float (&dst)[N], const float *src)
 {
-    constexpr int CH = af_cfg<HD>::CH;
-    for (int i = threadIdx.x; i < AF_ROWS * CH; i += AF_THREADS) {
-        const int r = i / CH, c = i % CH;
-        const bool ok = r0 + r < rows;
-        frt_cp_async16(qs + af_swz<HD>(r, c), ok ? q + (size_t)(r0 + r) * HD + c * 8 : q, ok ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(src + i));
+        dst[i] = v.x, dst[i + 1] = v.y, dst[i + 2] = v.z, dst[i + 3] = v.w;
     }
 }
 
-/* Keys [j0, j0 + AF_BC) of K and V (zeros from hi on) into stage (ks, vs). */
+/* Chunk c (8 values) of one head of the f32 projection src (HD floats,
+ * 16-byte aligned) as bf16, RoPE'd at cs [HD / 2][2] (cos, sin), or only
+ * converted (rope false). For d < HD / 2: x1 cos - x2 sin; above: x2 cos +
+ * x1 sin (x1 = src[p], x2 = src[p + HD / 2], p = d mod HD / 2): the
+ * expression and rounding steps of pi0_cuda_qkv_rope, so the same bits. */
+template <int HD> __device__ __forceinline__ uint4 af_rope_chunk(const float *src, const float *cs, int c, bool rope)
+{
+    constexpr int half = HD / 2;
+    const int d0 = c * 8, p0 = d0 % half;
+    float x1[8], o[8];
+    af_ld<8>(x1, src + (rope ? p0 : d0));
+    if (!rope) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = x1[e];
+    } else {
+        float x2[8], t[16];
+        af_ld<8>(x2, src + p0 + half);
+        af_ld<16>(t, cs + 2 * p0);
+        const bool lo = d0 < half;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float co = t[2 * e], si = t[2 * e + 1];
+            o[e] = lo ? __fadd_rn(__fmul_rn(x1[e], co), __fmul_rn(-x2[e], si))
+                      : __fadd_rn(__fmul_rn(x2[e], co), __fmul_rn(x1[e], si));
+        }
+    }
+    return make_uint4(frt_pack_bf16(o[0], o[1]), frt_pack_bf16(o[2], o[3]), frt_pack_bf16(o[4], o[5]),
+                      frt_pack_bf16(o[6], o[7]));
+}
+
+/* Row r of the staged Q from the projection: query row `row` (token t =
+ * row / heads, head row % heads) of attention b, RoPE'd at token t. */
 template <int HD>
-__device__ __forceinline__ void af_load_kv(uint32_t ks, uint32_t vs, const af_args &a, const __nv_bfloat16 *k,
-                                           const __nv_bfloat16 *v, int j0, int hi)
+__device__ __forceinline__ void af_rope_q(unsigned char *smem, const af_args &a, int b, int r, int c, int row)
+{
+    const int t = row / a.heads, h = row - t * a.heads;
+    const float *src = a.qkv + ((size_t)b * a.n_q + t) * (size_t)(a.heads + 2) * HD + (size_t)h * HD;
+    const float *cs = a.cs + b * a.s_cs + (size_t)t * HD;
+    *reinterpret_cast<uint4 *>(smem + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src, cs, c, true);
+}
+
+/* Rows [r0, r0 + AF_ROWS) of q (zeros past rows) into the staged Q. */
+template <int HD>
+__device__ __forceinline__ void af_load_q(unsigned char *smem, const af_args &a, const __nv_bfloat16 *q, int b,
+                                          int r0)
 {
     constexpr int CH = af_cfg<HD>::CH;
-    for (int i = threadIdx.x; i < AF_BC * CH; i += AF_THREADS) {
+    const uint32_t qs = frt_smem_addr(smem);
+    for (int i = threadIdx.x; i < AF_ROWS * CH; i += AF_THREADS) {
         const int r = i / CH, c = i % CH;
-        const bool ok = j0 + r < hi;
-        const size_t g = ok ? (size_t)(j0 + r) * a.ldkv + c * 8 : 0;
-        frt_cp_async16(ks + af_swz<HD>(r, c), k + g, ok ? 16 : 0);
-        frt_cp_async16(vs + af_swz<HD>(r, c), v + g, ok ? 16 : 0);
+        if (r0 + r >= a.rows)
+            *reinterpret_cast<uint4 *>(smem + af_swz<HD>(r, c)) = make_uint4(0u, 0u, 0u, 0u);
+        else if (a.qkv)
+            af_rope_q<HD>(smem, a, b, r, c, r0 + r);
+        else
+            frt_cp_async16(qs + af_swz<HD>(r, c), q + (size_t)(r0 + r) * HD + c * 8, 16);
+    }
+}
+
+/* With RoPE on load: suffix key j (token s = j - sfx_start) of attention
+ * b from the projection, K RoPE'd at token s, V converted, chunk c of
+ * staged row r (smem offsets ko, vo from the dynamic area). */
+template <int HD>
+__device__ __forceinline__ void af_rope_kv(unsigned char *smem, uint32_t ko, uint32_t vo, const af_args &a, int b,
+                                           int s, int r, int c)
+{
+    const float *src = a.qkv + ((size_t)b * a.n_q + s) * (size_t)(a.heads + 2) * HD + (size_t)a.heads * HD;
+    const float *cs = a.cs + b * a.s_cs + (size_t)s * HD;
+    *reinterpret_cast<uint4 *>(smem + ko + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src, cs, c, true);
+    *reinterpret_cast<uint4 *>(smem + vo + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src + HD, cs, c, false);
+}
+
+/* Keys [j0, j0 + AF_BC) of K and V (zeros from hi on) into the stage at
+ * byte offsets ko, vo of the dynamic area: from the cache, or (RoPE on
+ * load) the suffix keys from the projection. */
+template <int HD>
+__device__ __forceinline__ void af_load_kv(unsigned char *smem, uint32_t ko, uint32_t vo, const af_args &a,
+                                           const __nv_bfloat16 *k, const __nv_bfloat16 *v, int b, int j0, int hi)
+{
+    constexpr int CH = af_cfg<HD>::CH;
+    const uint32_t base = frt_smem_addr(smem);
+    for (int i = threadIdx.x; i < AF_BC * CH; i += AF_THREADS) {
+        const int r = i / CH, c = i % CH, j = j0 + r, s = j - a.mask.sfx_start;
+        const bool ok = j < hi;
+        if (a.qkv && ok && s >= 0 && s < a.mask.sfx_n) {
+            af_rope_kv<HD>(smem, ko, vo, a, b, s, r, c);
+            continue;
+        }
+        const size_t g = ok ? (size_t)j * a.ldkv + c * 8 : 0;
+        frt_cp_async16(base + ko + af_swz<HD>(r, c), k + g, ok ? 16 : 0);
+        frt_cp_async16(base + vo + af_swz<HD>(r, c), v + g, ok ? 16 : 0);
     }
 }
 
@@ -281,10 +362,10 @@ template <int HD> __global__ void __launch_bounds__(AF_THREADS) af_kernel(const 
     const uint8_t *km = a.mask.d_kmask ? a.mask.d_kmask + b * a.mask.kmask_stride : NULL;
     const int lo = rank * a.split_len, hi = min(lo + a.split_len, a.n_kv);
     const int ntiles = hi > lo ? (hi - lo + AF_BC - 1) / AF_BC : 0;
-    const uint32_t qs = frt_smem_addr(af_smem), kv0 = qs + C::QBYTES;
+    const uint32_t qs = frt_smem_addr(af_smem), kv0 = qs + C::QBYTES, ko0 = C::QBYTES;
 
-    af_load_q<HD>(qs, q, r0, a.rows);
-    if (ntiles > 0) af_load_kv<HD>(kv0, kv0 + C::TBYTES, a, k, v, lo, hi);
+    af_load_q<HD>(af_smem, a, q, b, r0);
+    if (ntiles > 0) af_load_kv<HD>(af_smem, ko0, ko0 + C::TBYTES, a, k, v, b, lo, hi);
     frt_cp_async_commit();
 
     const int ra = r0 + warp * 16 + gid, rb = ra + 8, ta = ra / a.heads, tb = rb / a.heads;
@@ -297,8 +378,8 @@ template <int HD> __global__ void __launch_bounds__(AF_THREADS) af_kernel(const 
     st.m_a = st.m_b = -INFINITY, st.l_a = st.l_b = 0.0f;
 
     for (int it = 0; it < ntiles; it++) {
-        const uint32_t nxt = kv0 + (uint32_t)((it + 1) & 1) * 2 * C::TBYTES;
-        if (it + 1 < ntiles) af_load_kv<HD>(nxt, nxt + C::TBYTES, a, k, v, lo + (it + 1) * AF_BC, hi);
+        const uint32_t nxt = ko0 + (uint32_t)((it + 1) & 1) * 2 * C::TBYTES;
+        if (it + 1 < ntiles) af_load_kv<HD>(af_smem, nxt, nxt + C::TBYTES, a, k, v, b, lo + (it + 1) * AF_BC, hi);
         frt_cp_async_commit();
         frt_cp_async_wait<1>(); /* tile it (and Q) landed: this thread's copies */
         __syncthreads();        /* ... and every thread's */
@@ -323,9 +404,21 @@ template <int HD> __global__ void __launch_bounds__(AF_THREADS) af_kernel(const 
 
 static bool af_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-extern "C" int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a)
+/* The checks of the RoPE-on-load form (rope not NULL). */
+static int af_check_rope(const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope)
 {
-    FRT_ARG(a && a->out && a->q && a->k && a->v, "attention_fused: NULL pointer");
+    FRT_ARG(rope->qkv && rope->cs, "attention_fused: NULL rope.qkv or rope.cs");
+    FRT_ARG(rope->s_cs >= 0 && a->mask.sfx_n <= a->n_q,
+            "attention_fused: rope.s_cs %lld, or %d suffix keys from %d query tokens", rope->s_cs, a->mask.sfx_n,
+            a->n_q);
+    if (!af_aligned16(rope->qkv) || !af_aligned16(rope->cs) || rope->s_cs % 4)
+        return frt_error(FRT_ERR_UNSUPPORTED, "attention_fused: rope.qkv, rope.cs and rope.s_cs must be 16-byte aligned");
+    return 0;
+}
+
+extern "C" int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope)
+{
+    FRT_ARG(a && a->out && (a->q || rope) && a->k && a->v, "attention_fused: NULL pointer");
     FRT_ARG(a->n_q >= 1 && a->n_kv >= 1 && a->n_heads >= 1 && a->n_kv_heads >= 1 && a->head_dim >= 1,
             "attention_fused: sizes n_q %d n_kv %d heads %d/%d head_dim %d", a->n_q, a->n_kv, a->n_heads,
             a->n_kv_heads, a->head_dim);
@@ -344,11 +437,11 @@ extern "C" int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a)
     if (a->ldq != a->n_heads * hd)
         return frt_error(FRT_ERR_UNSUPPORTED, "attention_fused: query rows must be contiguous (ldq %d)", a->ldq);
     const int nb = a->batch > 1 ? a->batch : 1;
-    if (!af_aligned16(a->out) || !af_aligned16(a->q) || !af_aligned16(a->k) || !af_aligned16(a->v) ||
+    if (!af_aligned16(a->out) || (!rope && !af_aligned16(a->q)) || !af_aligned16(a->k) || !af_aligned16(a->v) ||
         a->ldkv % 8 || (nb > 1 && (a->sq % 8 || a->skv % 8 || a->sout % 8)))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "attention_fused: q, k, v, out, ldkv and the batch strides must be 16-byte aligned");
-    return 0;
+    return rope ? af_check_rope(a, rope) : 0;
 }
 
 template <int HD> static int af_launch(const af_args &a, int row_blocks, int batch, cudaStream_t stream)
@@ -372,9 +465,9 @@ template <int HD> static int af_launch(const af_args &a, int row_blocks, int bat
     return 0;
 }
 
-extern "C" int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a)
+extern "C" int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope)
 {
-    FRT_TRY(frt_cuda_attention_fused_check(a));
+    FRT_TRY(frt_cuda_attention_fused_check(a, rope));
     af_args p;
     memset(&p, 0, sizeof p);
     p.out = (__nv_bfloat16 *)a->out;
@@ -386,6 +479,7 @@ extern "C" int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *
     p.sl2 = (float)((double)a->scale * 1.4426950408889634);
     p.mask = a->mask;
     if (a->batch <= 1) p.mask.kmask_stride = 0;
+    if (rope) p.qkv = rope->qkv, p.cs = rope->cs, p.s_cs = a->batch > 1 ? rope->s_cs : 0, p.n_q = a->n_q;
     const int row_blocks = (p.rows + AF_ROWS - 1) / AF_ROWS, batch = a->batch > 1 ? a->batch : 1;
     FRT_ARG(row_blocks <= 65535, "attention_fused: %d row blocks (65535 at most)", row_blocks);
     cudaStream_t s = (cudaStream_t)stream;

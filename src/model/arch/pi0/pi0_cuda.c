@@ -115,6 +115,7 @@ typedef struct pc_model {
      * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
     uint16_t **ek[2], **ev[2];
     int32_t *pos_p, *pos_s[2];
+    float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -515,6 +516,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
+    pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
@@ -619,6 +621,13 @@ static void cuda_free(frt_model *m)
 
 /* ---- the forward pass ---------------------------------------------------------- */
 
+/* The RoPE table of set `set`'s suffix positions (pc->cs). */
+static float *cs_of(const frt_model *m, int set)
+{
+    const pc_model *pc = pc_of(m);
+    return pc->cs + (size_t)(set == PI0_COND ? 0 : 1) * pc->ns * pi0_of(m)->c.e.head_dim;
+}
+
 /* y [n, out] f32 = x [n, in] bf16 . w^T. */
 static int gemm(frt_model *m, float *y, const uint16_t *x, const uint16_t *w, int n, int in, int out)
 {
@@ -710,12 +719,13 @@ static int rec_vision(frt_model *m, const pc_shape *sh)
  * V only. normed: hb already holds the input norm (the previous layer's
  * fused residual); fuse_next: the closing residual is fused with the next
  * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb.
- * one_launch: the attention in one launch (frt_cuda_attention_fused) where
- * it takes the layout, else as products. */
+ * cs[s]: slot s's RoPE table (the expert: q / k / v RoPE'd as the fused
+ * attention stages them; NULL: a q / k / v kernel, then the products). */
 typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
-    int n, slots, first, n_kv, ld_s, last, normed, fuse_next, one_launch;
+    int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    const float *cs[2];
     const float *next_w, *next_mod;
     const int32_t *pos[2];
     const float *inv_freq, *mods;
@@ -768,20 +778,48 @@ static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
     return 1;
 }
 
-/* One attention (a batch of slots or one slot): in one launch when L asks
- * for it and the fused kernel takes the layout, else as products. */
-static int attend(frt_model *m, const glayer *L, const frt_cuda_attn_args *a)
+/* The attention of L in ONE launch with RoPE on load (q / k / v straight
+ * from the projection in pc->y, L->cs the tables): both slots as one batch
+ * when their KV and tables are a positive stride apart, else slot by slot.
+ * *done 0 (nothing enqueued) when the fused kernel does not take the
+ * layout. */
+static int attention_fused(frt_model *m, const glayer *L, int *done)
 {
-    if (L->one_launch && frt_cuda_attention_fused_check(a) == 0) return frt_cuda_attention_fused(sp(m), a);
-    return frt_cuda_attention_masked(pc_of(m)->bmm, sp(m), a);
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    const size_t W = (size_t)g->heads * g->head_dim + 2 * pc->KV;
+    frt_cuda_attn_args a[2];
+    frt_cuda_attn_rope r[2];
+    int n = 1;
+    memset(r, 0, sizeof r);
+    const long long s_cs = L->slots == 2 ? (long long)(L->cs[1] - L->cs[0]) : 0;
+    if (slots_batch(m, L, &a[0]) && s_cs > 0) {
+        r[0].qkv = pc->y, r[0].cs = L->cs[0], r[0].s_cs = s_cs;
+    } else {
+        n = L->slots;
+        for (int s = 0; s < n; s++) {
+            a[s] = gemma_attn_args(m, L, s);
+            r[s].qkv = pc->y + (size_t)s * L->n * W, r[s].cs = L->cs[s];
+        }
+    }
+    *done = 0;
+    for (int i = 0; i < n; i++)
+        if (frt_cuda_attention_fused_check(&a[i], &r[i]) != 0) return 0;
+    for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_attention_fused(sp(m), &a[i], &r[i]));
+    *done = 1;
+    return 0;
 }
 
 /* q / k / v with RoPE (every slot in one launch), then (unless last) the
- * attention: both slots as one batch, or slot by slot. */
+ * attention: both slots as one batch, or slot by slot; or all of it in
+ * one launch (attention_fused) where L has RoPE tables. */
 static int gemma_attention(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
+    int done = 0;
+    if (L->cs[0] && !L->last) FRT_TRY(attention_fused(m, L, &done));
+    if (done) return 0;
     pi0_kv_slots d;
     memset(&d, 0, sizeof d);
     d.slots = L->slots;
@@ -793,10 +831,10 @@ static int gemma_attention(frt_model *m, const glayer *L)
                                     g->kv_heads, g->head_dim));
     if (L->last) return 0;
     frt_cuda_attn_args a;
-    if (slots_batch(m, L, &a)) return attend(m, L, &a);
+    if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
     for (int s = 0; s < L->slots; s++) {
         a = gemma_attn_args(m, L, s);
-        FRT_TRY(attend(m, L, &a));
+        FRT_TRY(frt_cuda_attention_masked(pc->bmm, sp(m), &a));
     }
     return 0;
 }
@@ -875,12 +913,11 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
     const int more = l + 1 < c->e.layers;
     glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .slots = so->n, .first = pc->Pp,
                 .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
-                .one_launch = 1,
                 .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
                 .inv_freq = pc->e_inv_freq, .mods = mods};
     for (int s = 0; s < so->n; s++) {
         const int set = so->set[s];
-        L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
+        L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l], L.cs[s] = cs_of(m, set);
         L.mask[s].d_kmask = frt_buffer_ptr(Pm->pre[set].mask), L.mask[s].kmask_len = pc->P;
         L.mask[s].sfx_start = pc->Pp, L.mask[s].sfx_n = pc->ns, L.mask[s].solo_first = !c->pi05;
     }
@@ -1057,7 +1094,8 @@ static int flow_prefix(frt_model *m, int set, int from_state)
     const int32_t *meta = frt_buffer_ptr(Pm->pre[set].meta);
     FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
     if (from_state) FRT_TRY(copy_kv(m, set, 0, pc->P));
-    return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
+    return pi0_cuda_suffix_pos(s, pc->pos_s[set], cs_of(m, set), pc->e_inv_freq, meta, pc->ns,
+                               Pm->c.e.head_dim / 2);
 }
 
 /* One Euler step's velocity into pc->vel: unguided; serial CFG (the
