@@ -17,9 +17,12 @@
  *                of every step ([steps, 2 L + 1, 3 E]) and Pi0's time half
  *                of action_time_mlp_in ([steps, E], folded into its bias).
  *   activations  residual streams f32; GEMM inputs bf16; GEMM outputs f32
- *                (cuBLASLt, fp32 accumulation); attention as products
- *                (kernels_policy_cuda.h: frt_cuda_attention_masked, bf16
- *                operands, fp32 softmax).
+ *                (cuBLASLt, fp32 accumulation); the vision and prefix
+ *                attention as products (kernels_policy_cuda.h:
+ *                frt_cuda_attention_masked, bf16 operands, fp32 softmax),
+ *                the expert's in one launch a layer with RoPE on load
+ *                (frt_cuda_attention_fused, q / k / v read from the qkv
+ *                projection; the suffix positions' cos / sin table pc->cs).
  *   state        prefix.L.k / .v bf16 [P, kv, hd] (kv_dtype), mask, meta,
  *                the episode record: what pi0.c declares.
  *
