@@ -347,15 +347,77 @@ static void rope_ref(float *ref, const float *qkv, const float *kc, const float 
     free(q), free(k), free(v);
 }
 
+/* The expert attention of a layer, both ways, `reps` times in one graph
+ * (the timing of test_attention_rope). */
+typedef struct attn_timing {
+    frt_cuda_bmm *h;
+    frt_cuda_attn_args prod, fused; /* the products' form (q from the rope kernel), the fused one */
+    frt_cuda_attn_rope rope;
+    pi0_kv_slots d;
+    const float *qkv, *inv;
+    int n, heads, hd, reps;
+} attn_timing;
+
+/* RoPE kernel + S product + masked softmax + P V product (before). */
+static int rec_attn_products(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    void *s = frt_stream_native(st);
+    for (int i = 0; i < t->reps; i++) {
+        FRT_TRY(pi0_cuda_qkv_rope_slots(s, (uint16_t *)t->prod.q, &t->d, t->hd, t->hd, t->qkv, t->inv, t->n, t->heads,
+                                        1, t->hd));
+        FRT_TRY(frt_cuda_attention_masked(t->h, s, &t->prod));
+    }
+    return 0;
+}
+
+/* frt_cuda_attention_fused with RoPE on load (now). */
+static int rec_attn_fused(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    for (int i = 0; i < t->reps; i++) FRT_TRY(frt_cuda_attention_fused(frt_stream_native(st), &t->fused, &t->rope));
+    return 0;
+}
+
+/* Prints the time per layer of the expert attention before (4 launches)
+ * and now (1), captured in graphs of 18 layers (a step's worth), at batch
+ * `batch` (2: fused CFG); the fused graph's output is the eager call's
+ * (bytes). */
+static void time_expert_attention(attn_timing *t, int batch, dbuf out, const uint16_t *eager, size_t bytes)
+{
+    t->prod.batch = t->fused.batch = batch;
+    t->d.slots = batch;
+    t->reps = 18;
+    frt_cuda_bmm *h = NULL;
+    CHECK_OK(frt_cuda_bmm_create(4u << 20, &h));
+    if (!h) return;
+    t->h = h;
+    CHECK_OK(frt_cuda_attention_masked_plan(h, &t->prod));
+    const double us_p = graph_us("policy attention products", rec_attn_products, t, t->reps);
+    const double us_f = graph_us("policy attention fused", rec_attn_fused, t, t->reps);
+    printf("  timing: expert attention, %d x %d heads x %d over %d keys, batch %d: rope + products %.2f us, fused "
+           "(RoPE on load) %.2f us a layer (graph of 18)\n",
+           t->n, t->heads, t->hd, t->fused.n_kv, batch, us_p, us_f);
+    if (batch == 2) {
+        uint16_t *g = xzalloc(bytes);
+        dget(out, 0, g, bytes);
+        report_same("fused attention, RoPE on load: graph replay == eager call", g, eager, bytes);
+        free(g);
+    }
+    frt_cuda_bmm_destroy(h);
+}
+
 /* RoPE on load (the expert's path, fused CFG's batch of 2 with a prefix of
- * its own per slot, positions after 250 / 261 valid prefix rows): the
+ * its own per slot, positions after 5/6 and 9/10 of it valid): the
  * bytes of pi0_cuda_qkv_rope_slots + frt_cuda_attention_fused on the q and
  * the cache it writes, although the cache's suffix rows hold garbage here;
  * the table of pi0_cuda_suffix_pos against cosf / sinf; each slot against
- * the twins (frt_cpu_rope, frt_cpu_attention_masked). */
-static void test_attention_rope(int n, int heads, int hd, int solo_first)
+ * the twins (frt_cpu_rope, frt_cpu_attention_masked); with `timing`, the
+ * time of both ways (time_expert_attention). */
+static void test_attention_rope(int n, int heads, int hd, int solo_first, int P, int timing)
 {
-    enum { B = 2, P = 300, PP = 304, MS = 333 };
+    enum { B = 2 };
+    const int PP = (P + 7) / 8 * 8, MS = P + 33;
     const float theta = 10000.0f;
     const int W = (heads + 2) * hd, half = hd / 2, nkv = PP + (n + 7) / 8 * 8;
     const attn_case c = {"rope", n, nkv, heads, 1, hd, 0, P, PP, n, solo_first, 0, 0};
@@ -364,7 +426,7 @@ static void test_attention_rope(int n, int heads, int hd, int solo_first)
     uint8_t *km = xzalloc((size_t)B * MS);
     for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
     for (int i = 0; i < half; i++) inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-    const int32_t meta[B][4] = {{P, 250, 0, 0}, {P, 261, 0, 0}};
+    const int32_t meta[B][4] = {{P, P - P / 6, 0, 0}, {P, P - P / 10, 0, 0}}; /* valid prefix rows per slot */
     dbuf dqkv = dfl(qkv, nqkv), dinv = dfl(inv, (size_t)half), dmeta = dalloc(sizeof meta), dkm = dalloc((size_t)B * MS);
     dbuf dka = dbf(kc, nc), dva = dbf(vc, nc), dkb = dbf(kc, nc), dvb = dbf(vc, nc), dq = dalloc((size_t)B * nq * 2);
     dbuf dpos = dalloc((size_t)B * n * 4), dcs = dalloc((size_t)B * n * hd * 4);
@@ -398,6 +460,16 @@ static void test_attention_rope(int n, int heads, int hd, int solo_first)
     snprintf(name, sizeof name, "fused attention, RoPE on load (%d x %d heads x %d): == rope kernel + fused", n,
              heads, hd);
     report_same(name, ga, gb, (size_t)B * nq * 2);
+    if (timing) {
+        dbuf ds = dalloc((size_t)B * nq / hd * nkv * 4), dp = dalloc((size_t)B * nq / hd * nkv * 2);
+        attn_timing t = {.prod = a, .fused = a, .rope = r, .d = d, .qkv = dqkv.p, .inv = dinv.p, .n = n,
+                         .heads = heads, .hd = hd};
+        t.prod.out = oa.p, t.prod.q = dq.p, t.prod.k = dka.p, t.prod.v = dva.p;
+        t.prod.scores = ds.p, t.prod.probs = dp.p, t.prod.ld_s = nkv;
+        time_expert_attention(&t, 1, ob, gb, (size_t)B * nq * 2);
+        time_expert_attention(&t, 2, ob, gb, (size_t)B * nq * 2);
+        dfree(&ds), dfree(&dp);
+    }
     float *cs = dfloats(dcs, (size_t)B * n * hd, FRT_CUDA_F32), *cref = fnew((size_t)B * n * hd);
     int32_t *pos = xzalloc((size_t)B * n * 4);
     dget(dpos, 0, pos, (size_t)B * n * 4);
@@ -450,8 +522,9 @@ static void test_attentions_fused(frt_cuda_bmm *h)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
     test_attention_batch(h, &cases[3], 1);
     test_attention_batch(h, &cases[5], 1);
-    test_attention_rope(51, 8, 256, 1);
-    test_attention_rope(7, 2, 16, 0);
+    test_attention_rope(51, 8, 256, 1, 300, 0);
+    test_attention_rope(50, 8, 256, 0, 968, 1); /* Pi0.5: 3 cameras and 200 prompt tokens */
+    test_attention_rope(7, 2, 16, 0, 23, 0);
 }
 
 static void test_attentions(void)
