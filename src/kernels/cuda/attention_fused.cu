@@ -127,10 +127,7 @@ __device__ __forceinline__ void af_softmax(float (&s)[AF_BC / 8][4], af_rows<HD>
         mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
         mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
     }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    mx_a = frt_quad_max(mx_a), mx_b = frt_quad_max(mx_b);
     /* no allowed key so far: m stays -inf, subtract 0 (exp2 gives 0, not NaN) */
     const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a, mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
     const float c_a = exp2f(st.m_a - mu_a), c_b = exp2f(st.m_b - mu_b);
@@ -180,10 +177,7 @@ __device__ __forceinline__ void af_pv(af_rows<HD> &st, const float (&s)[AF_BC / 
 #pragma unroll
     for (int kk = 0; kk < AF_BC / 16; kk++) {
         uint32_t pf[4];
-        pf[0] = frt_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-        pf[1] = frt_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-        pf[2] = frt_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pf[3] = frt_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        frt_acc_to_a(pf, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
         for (int dp = 0; dp < HD / 16; dp++) {
             uint32_t b[4];
@@ -305,10 +299,7 @@ template <int HD> __device__ __forceinline__ void af_put_partial(unsigned char *
     float *po = reinterpret_cast<float *>(smem);
     float2 *pml = reinterpret_cast<float2 *>(po + AF_ROWS * HD);
     const int gid = lane >> 2, tig = lane & 3, ra = warp * 16 + gid;
-    st.l_a += __shfl_xor_sync(0xffffffffu, st.l_a, 1);
-    st.l_a += __shfl_xor_sync(0xffffffffu, st.l_a, 2);
-    st.l_b += __shfl_xor_sync(0xffffffffu, st.l_b, 1);
-    st.l_b += __shfl_xor_sync(0xffffffffu, st.l_b, 2);
+    st.l_a = frt_quad_sum(st.l_a), st.l_b = frt_quad_sum(st.l_b);
 #pragma unroll
     for (int j = 0; j < HD / 8; j++) {
         *reinterpret_cast<float2 *>(po + ra * HD + 8 * j + 2 * tig) = make_float2(st.o[j][0], st.o[j][1]);
