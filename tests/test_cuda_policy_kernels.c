@@ -182,6 +182,61 @@ static void test_bmm_capture(void)
     dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dy2);
 }
 
+/* One attention layer, both ways, `reps` times in one graph: the
+ * products (after the RoPE kernel when d.slots > 0) and the fused launch
+ * (RoPE on load when rope.qkv is set). */
+typedef struct attn_timing {
+    frt_cuda_bmm *h;
+    frt_cuda_attn_args prod, fused; /* the products' form (q from the rope kernel), the fused one */
+    frt_cuda_attn_rope rope;
+    pi0_kv_slots d;
+    const float *qkv, *inv;
+    int n, heads, hd, reps;
+} attn_timing;
+
+/* [RoPE kernel +] S product + masked softmax + P V product. */
+static int rec_attn_products(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    void *s = frt_stream_native(st);
+    for (int i = 0; i < t->reps; i++) {
+        if (t->d.slots)
+            FRT_TRY(pi0_cuda_qkv_rope_slots(s, (uint16_t *)t->prod.q, &t->d, t->hd, t->hd, t->qkv, t->inv, t->n, t->heads,
+                                        1, t->hd));
+        FRT_TRY(frt_cuda_attention_masked(t->h, s, &t->prod));
+    }
+    return 0;
+}
+
+/* frt_cuda_attention_fused [with RoPE on load]. */
+static int rec_attn_fused(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    const frt_cuda_attn_rope *r = t->rope.qkv ? &t->rope : NULL;
+    for (int i = 0; i < t->reps; i++) FRT_TRY(frt_cuda_attention_fused(frt_stream_native(st), &t->fused, r));
+    return 0;
+}
+
+/* Prints the time per layer of t both ways in graphs of 18 layers (an
+ * expert step's worth). */
+static void time_attention(attn_timing *t, const char *what)
+{
+    frt_cuda_bmm *h = NULL;
+    CHECK_OK(frt_cuda_bmm_create(4u << 20, &h));
+    if (!h) return;
+    t->h = h, t->reps = 18;
+    CHECK_OK(frt_cuda_attention_masked_plan(h, &t->prod));
+    const double us_p = graph_us("policy attention products", rec_attn_products, t, t->reps);
+    const double us_f = graph_us("policy attention fused", rec_attn_fused, t, t->reps);
+    printf("  timing: %s, %d query rows over %d keys, batch %d: %sproducts %.2f us, fused %.2f us a layer (graph of "
+           "18)\n",
+           what, t->fused.n_q * t->fused.n_heads, t->fused.n_kv, t->fused.batch > 1 ? t->fused.batch : 1,
+           t->d.slots ? "RoPE kernel + " : "", us_p, us_f);
+    frt_cuda_bmm_destroy(h);
+}
+
+
+
 /* One masked attention case: n_q queries over n_kv keys (rows of ldkv),
  * mask as given (d_kmask / d_rmask filled from kmask / rmask). */
 typedef struct attn_case {
@@ -226,6 +281,11 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c, int fused)
     char name[160];
     snprintf(name, sizeof name, "%s%s", fused ? "fused " : "", c->name);
     report(name, frt_test_rel_err(got, ref, nq), 1.5e-2);
+    if (fused && (long long)c->n_q * c->heads >= 4096) { /* the prefix's size: both ways timed */
+        attn_timing t = {.prod = a, .fused = a};
+        t.prod.scores = ds.p, t.prod.probs = dp.p;
+        time_attention(&t, c->name);
+    }
     free(got), free(q), free(k), free(v), free(ref), free(km), free(rm), free(allow);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
 }
@@ -347,64 +407,18 @@ static void rope_ref(float *ref, const float *qkv, const float *kc, const float 
     free(q), free(k), free(v);
 }
 
-/* The expert attention of a layer, both ways, `reps` times in one graph
- * (the timing of test_attention_rope). */
-typedef struct attn_timing {
-    frt_cuda_bmm *h;
-    frt_cuda_attn_args prod, fused; /* the products' form (q from the rope kernel), the fused one */
-    frt_cuda_attn_rope rope;
-    pi0_kv_slots d;
-    const float *qkv, *inv;
-    int n, heads, hd, reps;
-} attn_timing;
-
-/* RoPE kernel + S product + masked softmax + P V product (before). */
-static int rec_attn_products(frt_stream *st, void *user)
-{
-    const attn_timing *t = user;
-    void *s = frt_stream_native(st);
-    for (int i = 0; i < t->reps; i++) {
-        FRT_TRY(pi0_cuda_qkv_rope_slots(s, (uint16_t *)t->prod.q, &t->d, t->hd, t->hd, t->qkv, t->inv, t->n, t->heads,
-                                        1, t->hd));
-        FRT_TRY(frt_cuda_attention_masked(t->h, s, &t->prod));
-    }
-    return 0;
-}
-
-/* frt_cuda_attention_fused with RoPE on load (now). */
-static int rec_attn_fused(frt_stream *st, void *user)
-{
-    const attn_timing *t = user;
-    for (int i = 0; i < t->reps; i++) FRT_TRY(frt_cuda_attention_fused(frt_stream_native(st), &t->fused, &t->rope));
-    return 0;
-}
-
-/* Prints the time per layer of the expert attention before (4 launches)
- * and now (1), captured in graphs of 18 layers (a step's worth), at batch
- * `batch` (2: fused CFG); the fused graph's output is the eager call's
- * (bytes). */
+/* The expert attention timed both ways at batch `batch` (2: fused CFG);
+ * the fused graph's output is the eager call's (bytes). */
 static void time_expert_attention(attn_timing *t, int batch, dbuf out, const uint16_t *eager, size_t bytes)
 {
     t->prod.batch = t->fused.batch = batch;
     t->d.slots = batch;
-    t->reps = 18;
-    frt_cuda_bmm *h = NULL;
-    CHECK_OK(frt_cuda_bmm_create(4u << 20, &h));
-    if (!h) return;
-    t->h = h;
-    CHECK_OK(frt_cuda_attention_masked_plan(h, &t->prod));
-    const double us_p = graph_us("policy attention products", rec_attn_products, t, t->reps);
-    const double us_f = graph_us("policy attention fused", rec_attn_fused, t, t->reps);
-    printf("  timing: expert attention, %d x %d heads x %d over %d keys, batch %d: rope + products %.2f us, fused "
-           "(RoPE on load) %.2f us a layer (graph of 18)\n",
-           t->n, t->heads, t->hd, t->fused.n_kv, batch, us_p, us_f);
-    if (batch == 2) {
-        uint16_t *g = xzalloc(bytes);
-        dget(out, 0, g, bytes);
-        report_same("fused attention, RoPE on load: graph replay == eager call", g, eager, bytes);
-        free(g);
-    }
-    frt_cuda_bmm_destroy(h);
+    time_attention(t, "expert attention, RoPE on load");
+    if (batch != 2) return;
+    uint16_t *g = xzalloc(bytes);
+    dget(out, 0, g, bytes);
+    report_same("fused attention, RoPE on load: graph replay == eager call", g, eager, bytes);
+    free(g);
 }
 
 /* RoPE on load (the expert's path, fused CFG's batch of 2 with a prefix of
@@ -503,7 +517,8 @@ static void test_attention_rope(int n, int heads, int hd, int solo_first, int P,
  * the real Pi0 / Pi0.5 sizes (8 heads x 256, ~400 query rows: several row
  * blocks, keys over all 8 splits, the padding between prefix and suffix),
  * a prefix mask that empties whole splits, tiny key counts (splits without
- * a key), and fused CFG's batch of 2. */
+ * a key), fused CFG's batch of 2, and the Pi0.5 prefix's size (timed
+ * against the products: the prefix still attends with them). */
 static void test_attentions_fused(frt_cuda_bmm *h)
 {
     static const attn_case cases[] = {
@@ -518,6 +533,8 @@ static void test_attentions_fused(frt_cuda_bmm *h)
         {"attention expert Pi0.5, 1 + 3 keys, 3 heads x 256", 3, 8 + 3, 3, 1, 256, 16, 1, 8, 3, 0, 0, 0},
         {"attention expert Pi0, sparse prefix mask, 611 + 51 keys, 8 heads x 256", 51, 616 + 56, 8, 1, 256, 672, 611,
          616, 51, 1, 0, 1},
+        {"attention 1 KV head, Pi0.5 prefix (3 cameras, 200 tokens), 968 x 968, 8 heads x 256", 968, 968, 8, 1, 256,
+         968, 968, 968, 0, 0, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
     test_attention_batch(h, &cases[3], 1);
