@@ -309,35 +309,39 @@ template <int HD> __device__ __forceinline__ void af_put_partial(unsigned char *
 }
 
 /* Block `rank` merges rows AF_MERGE_ROWS rank .. + AF_MERGE_ROWS - 1 of the
- * cluster's row block over every split, in split order, into out. */
+ * cluster's row block over every split, in split order, into out: a thread
+ * takes 4 columns of a row at a time, with the 2 x AF_SPLITS remote loads
+ * of that item (m, l and 4 values of O from each split) all in flight. */
 template <int HD>
 __device__ __forceinline__ void af_merge(cg::cluster_group &cluster, unsigned char *smem, __nv_bfloat16 *out, int r0,
                                          int rows, int rank)
 {
-    float *po = reinterpret_cast<float *>(smem);
-    float2 *pml = reinterpret_cast<float2 *>(po + AF_ROWS * HD);
-    for (int i = 0; i < AF_MERGE_ROWS; i++) {
-        const int lr = rank * AF_MERGE_ROWS + i;
-        if (r0 + lr >= rows) break; /* uniform */
-        float ms[AF_SPLITS], w[AF_SPLITS], M = -INFINITY, L = 0.0f;
+    constexpr int V4 = HD / 4; /* float4 columns a row */
+    const float *po = reinterpret_cast<const float *>(smem);
+    const float2 *pml = reinterpret_cast<const float2 *>(po + AF_ROWS * HD);
+    for (int idx = threadIdx.x; idx < AF_MERGE_ROWS * V4; idx += AF_THREADS) {
+        const int lr = rank * AF_MERGE_ROWS + idx / V4, c4 = idx % V4;
+        if (r0 + lr >= rows) continue;
+        float2 ml[AF_SPLITS];
+        float4 o[AF_SPLITS];
 #pragma unroll
         for (int s = 0; s < AF_SPLITS; s++) {
-            const float2 ml = *cluster.map_shared_rank(pml + lr, s);
-            ms[s] = ml.x, w[s] = ml.y, M = fmaxf(M, ml.x);
+            ml[s] = *cluster.map_shared_rank(pml + lr, s);
+            o[s] = *cluster.map_shared_rank(reinterpret_cast<const float4 *>(po + lr * HD) + c4, s);
         }
+        float M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int s = 0; s < AF_SPLITS; s++) M = fmaxf(M, ml[s].x);
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int s = 0; s < AF_SPLITS; s++) {
-            const float f = M == -INFINITY ? 0.0f : exp2f(ms[s] - M);
-            L += w[s] * f;
-            w[s] = f;
+            const float w = M == -INFINITY ? 0.0f : exp2f(ml[s].x - M);
+            L += ml[s].y * w;
+            acc.x += o[s].x * w, acc.y += o[s].y * w, acc.z += o[s].z * w, acc.w += o[s].w * w;
         }
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        for (int d = threadIdx.x; d < HD; d += AF_THREADS) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int s = 0; s < AF_SPLITS; s++) acc += *cluster.map_shared_rank(po + lr * HD + d, s) * w[s];
-            out[(size_t)(r0 + lr) * HD + d] = __float2bfloat16_rn(acc * inv);
-        }
+        const uint2 pk = make_uint2(frt_pack_bf16(acc.x * inv, acc.y * inv), frt_pack_bf16(acc.z * inv, acc.w * inv));
+        *reinterpret_cast<uint2 *>(out + (size_t)(r0 + lr) * HD + 4 * c4) = pk;
     }
 }
 
