@@ -198,76 +198,87 @@ template <int N> __device__ __forceinline__ void af_ld(float (&dst)[N], const fl
     }
 }
 
-/* Chunk c (8 values) of one head of the f32 projection src (HD floats,
- * 16-byte aligned) as bf16, RoPE'd at cs [HD / 2][2] (cos, sin), or only
- * converted (rope false). For d < HD / 2: x1 cos - x2 sin; above: x2 cos +
- * x1 sin (x1 = src[p], x2 = src[p + HD / 2], p = d mod HD / 2): the
- * expression and rounding steps of pi0_cuda_qkv_rope, so the same bits. */
-template <int HD> __device__ __forceinline__ uint4 af_rope_chunk(const float *src, const float *cs, int c, bool rope)
+/* 8 floats as bf16 (RNE), in order. */
+__device__ __forceinline__ uint4 af_pack8(const float (&o)[8])
 {
-    constexpr int half = HD / 2;
-    const int d0 = c * 8, p0 = d0 % half;
-    float x1[8], o[8];
-    af_ld<8>(x1, src + (rope ? p0 : d0));
-    if (!rope) {
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[e] = x1[e];
-    } else {
-        float x2[8], t[16];
-        af_ld<8>(x2, src + p0 + half);
-        af_ld<16>(t, cs + 2 * p0);
-        const bool lo = d0 < half;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const float co = t[2 * e], si = t[2 * e + 1];
-            o[e] = lo ? __fadd_rn(__fmul_rn(x1[e], co), __fmul_rn(-x2[e], si))
-                      : __fadd_rn(__fmul_rn(x2[e], co), __fmul_rn(x1[e], si));
-        }
-    }
     return make_uint4(frt_pack_bf16(o[0], o[1]), frt_pack_bf16(o[2], o[3]), frt_pack_bf16(o[4], o[5]),
                       frt_pack_bf16(o[6], o[7]));
 }
 
-/* Row r of the staged Q from the projection: query row `row` (token t =
- * row / heads, head row % heads) of attention b, RoPE'd at token t. */
+/* Chunks c and c + CH / 2 (c < CH / 2: the 8 rotated pairs p = 8 c ..
+ * 8 c + 7) of one head of the f32 projection src (HD floats, 16-byte
+ * aligned), RoPE'd at cs [HD / 2][2] (cos, sin), as bf16 into the staged
+ * row r at byte offset base:
+ *   lo[p] = x1 cos - x2 sin,  hi[p] = x2 cos + x1 sin   (x1 = src[p], x2 = src[p + HD / 2])
+ * the expression and rounding steps of pi0_cuda_qkv_rope: the same bits. */
 template <int HD>
-__device__ __forceinline__ void af_rope_q(unsigned char *smem, const af_args &a, int b, int r, int c, int row)
+__device__ __forceinline__ void af_rope_pair(unsigned char *smem, uint32_t base, int r, int c, const float *src,
+                                             const float *cs)
 {
-    const int t = row / a.heads, h = row - t * a.heads;
-    const float *src = a.qkv + ((size_t)b * a.n_q + t) * (size_t)(a.heads + 2) * HD + (size_t)h * HD;
-    const float *cs = a.cs + b * a.s_cs + (size_t)t * HD;
-    *reinterpret_cast<uint4 *>(smem + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src, cs, c, true);
+    constexpr int half = HD / 2;
+    float x1[8], x2[8], t[16], lo[8], hi[8];
+    af_ld<8>(x1, src + 8 * c);
+    af_ld<8>(x2, src + 8 * c + half);
+    af_ld<16>(t, cs + 16 * c);
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float co = t[2 * e], si = t[2 * e + 1];
+        lo[e] = __fadd_rn(__fmul_rn(x1[e], co), __fmul_rn(-x2[e], si));
+        hi[e] = __fadd_rn(__fmul_rn(x2[e], co), __fmul_rn(x1[e], si));
+    }
+    *reinterpret_cast<uint4 *>(smem + base + af_swz<HD>(r, c)) = af_pack8(lo);
+    *reinterpret_cast<uint4 *>(smem + base + af_swz<HD>(r, c + af_cfg<HD>::CH / 2)) = af_pack8(hi);
 }
 
-/* Rows [r0, r0 + AF_ROWS) of q (zeros past rows) into the staged Q. */
+/* Chunks c and c + CH / 2 of one head of src converted to bf16 (V). */
+template <int HD>
+__device__ __forceinline__ void af_convert_pair(unsigned char *smem, uint32_t base, int r, int c, const float *src)
+{
+    constexpr int CH = af_cfg<HD>::CH;
+    float x[8];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        af_ld<8>(x, src + 8 * (c + k * CH / 2));
+        *reinterpret_cast<uint4 *>(smem + base + af_swz<HD>(r, c + k * CH / 2)) = af_pack8(x);
+    }
+}
+
+/* Rows [r0, r0 + AF_ROWS) of q (zeros past rows) into the staged Q: from
+ * q as stored, or (RoPE on load) query row `row` (token t = row / heads,
+ * head row % heads) of attention b from the projection, RoPE'd at token
+ * t, a rotated pair of chunks per item. */
 template <int HD>
 __device__ __forceinline__ void af_load_q(unsigned char *smem, const af_args &a, const __nv_bfloat16 *q, int b,
                                           int r0)
 {
     constexpr int CH = af_cfg<HD>::CH;
     const uint32_t qs = frt_smem_addr(smem);
-    for (int i = threadIdx.x; i < AF_ROWS * CH; i += AF_THREADS) {
-        const int r = i / CH, c = i % CH;
-        if (r0 + r >= a.rows)
+    const int per = a.qkv ? CH / 2 : CH; /* items a row */
+    for (int i = threadIdx.x; i < AF_ROWS * per; i += AF_THREADS) {
+        const int r = i / per, c = i % per, row = r0 + r;
+        if (row >= a.rows) {
             *reinterpret_cast<uint4 *>(smem + af_swz<HD>(r, c)) = make_uint4(0u, 0u, 0u, 0u);
-        else if (a.qkv)
-            af_rope_q<HD>(smem, a, b, r, c, r0 + r);
-        else
-            frt_cp_async16(qs + af_swz<HD>(r, c), q + (size_t)(r0 + r) * HD + c * 8, 16);
+            if (a.qkv) *reinterpret_cast<uint4 *>(smem + af_swz<HD>(r, c + CH / 2)) = make_uint4(0u, 0u, 0u, 0u);
+        } else if (a.qkv) {
+            const int t = row / a.heads, h = row - t * a.heads;
+            const float *src = a.qkv + ((size_t)b * a.n_q + t) * (size_t)(a.heads + 2) * HD + (size_t)h * HD;
+            af_rope_pair<HD>(smem, 0, r, c, src, a.cs + b * a.s_cs + (size_t)t * HD);
+        } else {
+            frt_cp_async16(qs + af_swz<HD>(r, c), q + (size_t)row * HD + c * 8, 16);
+        }
     }
 }
 
 /* With RoPE on load: suffix key j (token s = j - sfx_start) of attention
- * b from the projection, K RoPE'd at token s, V converted, chunk c of
- * staged row r (smem offsets ko, vo from the dynamic area). */
+ * b from the projection, its K RoPE'd at token s and its V converted:
+ * chunks c and c + CH / 2 of staged row r (smem offsets ko, vo). */
 template <int HD>
 __device__ __forceinline__ void af_rope_kv(unsigned char *smem, uint32_t ko, uint32_t vo, const af_args &a, int b,
                                            int s, int r, int c)
 {
     const float *src = a.qkv + ((size_t)b * a.n_q + s) * (size_t)(a.heads + 2) * HD + (size_t)a.heads * HD;
-    const float *cs = a.cs + b * a.s_cs + (size_t)s * HD;
-    *reinterpret_cast<uint4 *>(smem + ko + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src, cs, c, true);
-    *reinterpret_cast<uint4 *>(smem + vo + af_swz<HD>(r, c)) = af_rope_chunk<HD>(src + HD, cs, c, false);
+    af_rope_pair<HD>(smem, ko, r, c, src, a.cs + b * a.s_cs + (size_t)s * HD);
+    af_convert_pair<HD>(smem, vo, r, c, src + HD);
 }
 
 /* Keys [j0, j0 + AF_BC) of K and V (zeros from hi on) into the stage at
@@ -282,8 +293,8 @@ __device__ __forceinline__ void af_load_kv(unsigned char *smem, uint32_t ko, uin
     for (int i = threadIdx.x; i < AF_BC * CH; i += AF_THREADS) {
         const int r = i / CH, c = i % CH, j = j0 + r, s = j - a.mask.sfx_start;
         const bool ok = j < hi;
-        if (a.qkv && ok && s >= 0 && s < a.mask.sfx_n) {
-            af_rope_kv<HD>(smem, ko, vo, a, b, s, r, c);
+        if (a.qkv && ok && s >= 0 && s < a.mask.sfx_n) { /* item (r, c < CH / 2) stages both chunks */
+            if (c < CH / 2) af_rope_kv<HD>(smem, ko, vo, a, b, s, r, c);
             continue;
         }
         const size_t g = ok ? (size_t)j * a.ldkv + c * 8 : 0;
