@@ -182,21 +182,78 @@ static void test_bmm_capture(void)
     dfree(&dx), dfree(&dw), dfree(&dy), dfree(&dy2);
 }
 
+/* One attention layer, both ways, `reps` times in one graph: the
+ * products (after the RoPE kernel when d.slots > 0) and the fused launch
+ * (RoPE on load when rope.qkv is set). */
+typedef struct attn_timing {
+    frt_cuda_bmm *h;
+    frt_cuda_attn_args prod, fused; /* the products' form (q from the rope kernel), the fused one */
+    frt_cuda_attn_rope rope;
+    pi0_kv_slots d;
+    const float *qkv, *inv;
+    int n, heads, hd, reps;
+} attn_timing;
+
+/* [RoPE kernel +] S product + masked softmax + P V product. */
+static int rec_attn_products(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    void *s = frt_stream_native(st);
+    for (int i = 0; i < t->reps; i++) {
+        if (t->d.slots)
+            FRT_TRY(pi0_cuda_qkv_rope_slots(s, (uint16_t *)t->prod.q, &t->d, t->hd, t->hd, t->qkv, t->inv, t->n, t->heads,
+                                        1, t->hd));
+        FRT_TRY(frt_cuda_attention_masked(t->h, s, &t->prod));
+    }
+    return 0;
+}
+
+/* frt_cuda_attention_fused [with RoPE on load]. */
+static int rec_attn_fused(frt_stream *st, void *user)
+{
+    const attn_timing *t = user;
+    const frt_cuda_attn_rope *r = t->rope.qkv ? &t->rope : NULL;
+    for (int i = 0; i < t->reps; i++) FRT_TRY(frt_cuda_attention_fused(frt_stream_native(st), &t->fused, r));
+    return 0;
+}
+
+/* Prints the time per layer of t both ways in graphs of 18 layers (an
+ * expert step's worth). */
+static void time_attention(attn_timing *t, const char *what)
+{
+    frt_cuda_bmm *h = NULL;
+    CHECK_OK(frt_cuda_bmm_create(4u << 20, &h));
+    if (!h) return;
+    t->h = h, t->reps = 18;
+    CHECK_OK(frt_cuda_attention_masked_plan(h, &t->prod));
+    const double us_p = graph_us("policy attention products", rec_attn_products, t, t->reps);
+    const double us_f = graph_us("policy attention fused", rec_attn_fused, t, t->reps);
+    printf("  timing: %s, %d query rows over %d keys, batch %d: %sproducts %.2f us, fused %.2f us a layer (graph of "
+           "18)\n",
+           what, t->fused.n_q * t->fused.n_heads, t->fused.n_kv, t->fused.batch > 1 ? t->fused.batch : 1,
+           t->d.slots ? "RoPE kernel + " : "", us_p, us_f);
+    frt_cuda_bmm_destroy(h);
+}
+
+
+
 /* One masked attention case: n_q queries over n_kv keys (rows of ldkv),
  * mask as given (d_kmask / d_rmask filled from kmask / rmask). */
 typedef struct attn_case {
     const char *name;
     int n_q, n_kv, heads, kv_heads, hd, ld_s;
     int kmask_len, sfx_start, sfx_n, solo_first, use_rmask;
+    int sparse; /* the prefix mask allows 1 key in 97 (whole key splits empty), else 3 in 4 */
 } attn_case;
 
-static void test_attention(frt_cuda_bmm *h, const attn_case *c)
+/* fused: frt_cuda_attention_fused (one launch) instead of the products. */
+static void test_attention(frt_cuda_bmm *h, const attn_case *c, int fused)
 {
     const int Q = c->heads * c->hd, KV = c->kv_heads * c->hd;
     const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV;
     float *q = frand(nq, -1, 1), *k = frand(nk, -1, 1), *v = frand(nk, -1, 1), *ref = fnew(nq);
     uint8_t *km = xzalloc((size_t)c->kmask_len + 1), *rm = xzalloc((size_t)c->n_q);
-    for (int j = 0; j < c->kmask_len; j++) km[j] = frt_test_u64() % 4 != 0;
+    for (int j = 0; j < c->kmask_len; j++) km[j] = c->sparse ? j % 97 == 5 : frt_test_u64() % 4 != 0;
     for (int t = 0; t < c->n_q; t++) rm[t] = !c->use_rmask || frt_test_u64() % 5 != 0;
     dbuf dq = dbf(q, nq), dk = dbf(k, nk), dv = dbf(v, nk), dout = dalloc(nq * 2);
     dbuf ds = dalloc((size_t)c->n_q * c->heads * c->ld_s * 4), dp = dalloc((size_t)c->n_q * c->heads * c->ld_s * 2);
@@ -210,7 +267,8 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
     a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.d_rmask = c->use_rmask ? drm.p : NULL;
-    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    if (fused) a.scores = NULL, a.probs = NULL; /* not read */
+    CHECK_OK(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a));
     uint8_t *allow = xzalloc((size_t)c->n_q * c->n_kv);
     for (int t = 0; t < c->n_q; t++)
         for (int j = 0; j < c->n_kv; j++) {
@@ -220,7 +278,14 @@ static void test_attention(frt_cuda_bmm *h, const attn_case *c)
         }
     frt_cpu_attention_masked(ref, q, k, v, allow, c->n_q, c->n_kv, c->heads, c->kv_heads, c->hd, a.scale);
     float *got = dfloats(dout, nq, FRT_CUDA_BF16);
-    report(c->name, frt_test_rel_err(got, ref, nq), 1.5e-2);
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", fused ? "fused " : "", c->name);
+    report(name, frt_test_rel_err(got, ref, nq), 1.5e-2);
+    if (fused && (long long)c->n_q * c->heads >= 4096) { /* the prefix's size: both ways timed */
+        attn_timing t = {.prod = a, .fused = a};
+        t.prod.scores = ds.p, t.prod.probs = dp.p;
+        time_attention(&t, c->name);
+    }
     free(got), free(q), free(k), free(v), free(ref), free(km), free(rm), free(allow);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
 }
@@ -277,17 +342,17 @@ static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
 /* A batch of 2 attentions of the one-KV-head form (fused CFG's slots):
  * each its own q, K / V (skv apart) and prefix mask (kmask_stride apart),
  * against the twin per attention. */
-static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
+static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
 {
-    enum { B = 2, MS = 64 };
-    const int Q = c->heads * c->hd, KV = c->hd;
+    enum { B = 2 };
+    const int Q = c->heads * c->hd, KV = c->hd, MS = c->kmask_len + 41; /* the masks an odd distance apart */
     const size_t nq = (size_t)c->n_q * Q, nk = (size_t)c->n_kv * KV, ns = (size_t)c->n_q * c->heads * c->ld_s;
     float *q = frand(B * nq, -1, 1), *k = frand(B * nk, -1, 1), *v = frand(B * nk, -1, 1), *ref = fnew(nq);
-    uint8_t km[B * MS];
+    uint8_t *km = xzalloc((size_t)B * MS);
     for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
     dbuf dq = dbf(q, B * nq), dk = dbf(k, B * nk), dv = dbf(v, B * nk), dout = dalloc(B * nq * 2);
-    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc(sizeof km);
-    dput(dkm, 0, km, sizeof km);
+    dbuf ds = dalloc(B * ns * 4), dp = dalloc(B * ns * 2), dkm = dalloc((size_t)B * MS);
+    dput(dkm, 0, km, (size_t)B * MS);
     frt_cuda_attn_args a;
     memset(&a, 0, sizeof a);
     a.out = dout.p, a.q = dq.p, a.k = dk.p, a.v = dv.p, a.ldq = Q, a.ldkv = KV;
@@ -296,24 +361,187 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c)
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
     a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
-    CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
-    CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    if (fused) {
+        CHECK_OK(frt_cuda_attention_fused(g_cs, &a, NULL));
+    } else {
+        CHECK_OK(frt_cuda_attention_masked_plan(h, &a));
+        CHECK_OK(frt_cuda_attention_masked(h, g_cs, &a));
+    }
     float *got = dfloats(dout, B * nq, FRT_CUDA_BF16);
     for (int b = 0; b < B; b++) {
         uint8_t *allow = allow_of(c, km + b * MS);
         frt_cpu_attention_masked(ref, q + b * nq, k + b * nk, v + b * nk, allow, c->n_q, c->n_kv, c->heads, 1, c->hd,
                                  a.scale);
         char name[128];
-        snprintf(name, sizeof name, "%s, batch of 2: attention %d", c->name, b);
+        snprintf(name, sizeof name, "%s%s, batch of 2: attention %d", fused ? "fused " : "", c->name, b);
         report(name, frt_test_rel_err(got + b * nq, ref, nq), 1.5e-2);
         free(allow);
     }
     a.n_kv_heads = a.n_heads = 2, a.ldq = a.ldkv = 2 * c->hd; /* the MHA form: no batch */
-    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a),
+                 FRT_ERR_UNSUPPORTED);
     a.n_kv_heads = 1, a.skv = -1;
-    CHECK_STATUS(frt_cuda_attention_masked(h, g_cs, &a), FRT_ERR_INVALID_ARGUMENT);
-    free(got), free(q), free(k), free(v), free(ref);
+    CHECK_STATUS(fused ? frt_cuda_attention_fused(g_cs, &a, NULL) : frt_cuda_attention_masked(h, g_cs, &a),
+                 FRT_ERR_INVALID_ARGUMENT);
+    free(got), free(q), free(k), free(v), free(ref), free(km);
     dfree(&dq), dfree(&dk), dfree(&dv), dfree(&dout), dfree(&ds), dfree(&dp), dfree(&dkm);
+}
+
+/* The reference of one slot of test_attention_rope: q and the suffix k
+ * RoPE'd from qkv [n, heads + 2, hd] by the cpu twin at pos, prefix keys
+ * from kc (rows < sfx_start), then the twin attention. */
+static void rope_ref(float *ref, const float *qkv, const float *kc, const float *vc, const uint8_t *allow,
+                     const int32_t *pos, const attn_case *c, float theta)
+{
+    const int n = c->n_q, W = (c->heads + 2) * c->hd, hd = c->hd;
+    float *q = fnew((size_t)n * c->heads * hd), *k = fnew((size_t)c->n_kv * hd), *v = fnew((size_t)c->n_kv * hd);
+    memcpy(k, kc, (size_t)c->sfx_start * hd * 4), memcpy(v, vc, (size_t)c->sfx_start * hd * 4);
+    for (int t = 0; t < n; t++) {
+        memcpy(q + (size_t)t * c->heads * hd, qkv + (size_t)t * W, (size_t)c->heads * hd * 4);
+        memcpy(k + (size_t)(c->sfx_start + t) * hd, qkv + (size_t)t * W + c->heads * hd, (size_t)hd * 4);
+        memcpy(v + (size_t)(c->sfx_start + t) * hd, qkv + (size_t)t * W + (c->heads + 1) * hd, (size_t)hd * 4);
+    }
+    frt_cpu_rope(q, n, c->heads, hd, hd, pos, theta);
+    frt_cpu_rope(k + (size_t)c->sfx_start * hd, n, 1, hd, hd, pos, theta);
+    frt_cpu_attention_masked(ref, q, k, v, allow, n, c->n_kv, c->heads, 1, hd, 1.0f / sqrtf((float)hd));
+    free(q), free(k), free(v);
+}
+
+/* The expert attention timed both ways at batch `batch` (2: fused CFG);
+ * the fused graph's output is the eager call's (bytes). */
+static void time_expert_attention(attn_timing *t, int batch, dbuf out, const uint16_t *eager, size_t bytes)
+{
+    t->prod.batch = t->fused.batch = batch;
+    t->d.slots = batch;
+    time_attention(t, "expert attention, RoPE on load");
+    if (batch != 2) return;
+    uint16_t *g = xzalloc(bytes);
+    dget(out, 0, g, bytes);
+    report_same("fused attention, RoPE on load: graph replay == eager call", g, eager, bytes);
+    free(g);
+}
+
+/* RoPE on load (the expert's path, fused CFG's batch of 2 with a prefix of
+ * its own per slot, positions after 5/6 and 9/10 of it valid): the
+ * bytes of pi0_cuda_qkv_rope_slots + frt_cuda_attention_fused on the q and
+ * the cache it writes, although the cache's suffix rows hold garbage here;
+ * the table of pi0_cuda_suffix_pos against cosf / sinf; each slot against
+ * the twins (frt_cpu_rope, frt_cpu_attention_masked); with `timing`, the
+ * time of both ways (time_expert_attention). */
+static void test_attention_rope(int n, int heads, int hd, int solo_first, int P, int timing)
+{
+    enum { B = 2 };
+    const int PP = (P + 7) / 8 * 8, MS = P + 33;
+    const float theta = 10000.0f;
+    const int W = (heads + 2) * hd, half = hd / 2, nkv = PP + (n + 7) / 8 * 8;
+    const attn_case c = {"rope", n, nkv, heads, 1, hd, 0, P, PP, n, solo_first, 0, 0};
+    const size_t nqkv = (size_t)B * n * W, nc = (size_t)B * nkv * hd, nq = (size_t)n * heads * hd;
+    float *qkv = frand(nqkv, -2, 2), *kc = frand(nc, -1, 1), *vc = frand(nc, -1, 1), inv[128];
+    uint8_t *km = xzalloc((size_t)B * MS);
+    for (int i = 0; i < B * MS; i++) km[i] = frt_test_u64() % 4 != 0;
+    for (int i = 0; i < half; i++) inv[i] = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+    const int32_t meta[B][4] = {{P, P - P / 6, 0, 0}, {P, P - P / 10, 0, 0}}; /* valid prefix rows per slot */
+    dbuf dqkv = dfl(qkv, nqkv), dinv = dfl(inv, (size_t)half), dmeta = dalloc(sizeof meta), dkm = dalloc((size_t)B * MS);
+    dbuf dka = dbf(kc, nc), dva = dbf(vc, nc), dkb = dbf(kc, nc), dvb = dbf(vc, nc), dq = dalloc((size_t)B * nq * 2);
+    dbuf dpos = dalloc((size_t)B * n * 4), dcs = dalloc((size_t)B * n * hd * 4);
+    dbuf oa = dalloc((size_t)B * nq * 2), ob = dalloc((size_t)B * nq * 2);
+    dput(dmeta, 0, meta, sizeof meta), dput(dkm, 0, km, (size_t)B * MS);
+    pi0_kv_slots d;
+    memset(&d, 0, sizeof d);
+    d.slots = B;
+    for (int b = 0; b < B; b++) {
+        int32_t *pos = (int32_t *)dpos.p + b * n;
+        CHECK_OK(pi0_cuda_suffix_pos(g_cs, pos, (float *)dcs.p + (size_t)b * n * hd, dinv.p,
+                                     (const int32_t *)dmeta.p + 4 * b, n, half));
+        d.k[b] = (uint16_t *)dka.p + ((size_t)b * nkv + PP) * hd, d.v[b] = (uint16_t *)dva.p + ((size_t)b * nkv + PP) * hd;
+        d.pos[b] = pos;
+    }
+    CHECK_OK(pi0_cuda_qkv_rope_slots(g_cs, dq.p, &d, hd, hd, dqkv.p, dinv.p, n, heads, 1, hd));
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = oa.p, a.q = dq.p, a.k = dka.p, a.v = dva.p, a.ldq = heads * hd, a.ldkv = hd;
+    a.n_q = n, a.n_kv = nkv, a.n_heads = heads, a.n_kv_heads = 1, a.head_dim = hd, a.scale = 1.0f / sqrtf((float)hd);
+    a.mask.d_kmask = dkm.p, a.mask.kmask_len = P, a.mask.sfx_start = PP, a.mask.sfx_n = n;
+    a.mask.solo_first = solo_first, a.mask.kmask_stride = MS;
+    a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nkv * hd;
+    CHECK_OK(frt_cuda_attention_fused(g_cs, &a, NULL));
+    const frt_cuda_attn_rope r = {dqkv.p, dcs.p, (long long)n * hd};
+    a.out = ob.p, a.q = NULL, a.k = dkb.p, a.v = dvb.p; /* the suffix rows of this cache are not the rope's */
+    CHECK_OK(frt_cuda_attention_fused(g_cs, &a, &r));
+    uint16_t *ga = xzalloc((size_t)B * nq * 2), *gb = xzalloc((size_t)B * nq * 2);
+    dget(oa, 0, ga, (size_t)B * nq * 2), dget(ob, 0, gb, (size_t)B * nq * 2);
+    char name[160];
+    snprintf(name, sizeof name, "fused attention, RoPE on load (%d x %d heads x %d): == rope kernel + fused", n,
+             heads, hd);
+    report_same(name, ga, gb, (size_t)B * nq * 2);
+    if (timing) {
+        dbuf ds = dalloc((size_t)B * nq / hd * nkv * 4), dp = dalloc((size_t)B * nq / hd * nkv * 2);
+        attn_timing t = {.prod = a, .fused = a, .rope = r, .d = d, .qkv = dqkv.p, .inv = dinv.p, .n = n,
+                         .heads = heads, .hd = hd};
+        t.prod.out = oa.p, t.prod.q = dq.p, t.prod.k = dka.p, t.prod.v = dva.p;
+        t.prod.scores = ds.p, t.prod.probs = dp.p, t.prod.ld_s = nkv;
+        time_expert_attention(&t, 1, ob, gb, (size_t)B * nq * 2);
+        time_expert_attention(&t, 2, ob, gb, (size_t)B * nq * 2);
+        dfree(&ds), dfree(&dp);
+    }
+    float *cs = dfloats(dcs, (size_t)B * n * hd, FRT_CUDA_F32), *cref = fnew((size_t)B * n * hd);
+    int32_t *pos = xzalloc((size_t)B * n * 4);
+    dget(dpos, 0, pos, (size_t)B * n * 4);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n; t++) {
+            CHECK(pos[b * n + t] == meta[b][1] + t);
+            for (int p = 0; p < half; p++) {
+                const float ang = (float)(meta[b][1] + t) * inv[p];
+                cref[((size_t)b * n + t) * hd + 2 * p] = cosf(ang), cref[((size_t)b * n + t) * hd + 2 * p + 1] = sinf(ang);
+            }
+        }
+    report("suffix_pos: the RoPE table (cos, sin) of the suffix positions", frt_test_rel_err(cs, cref, (size_t)B * n * hd),
+           1e-6);
+    float *got = dfloats(ob, (size_t)B * nq, FRT_CUDA_BF16), *ref = fnew(nq);
+    for (int b = 0; b < B; b++) {
+        uint8_t *allow = allow_of(&c, km + b * MS);
+        rope_ref(ref, qkv + (size_t)b * n * W, kc + (size_t)b * nkv * hd, vc + (size_t)b * nkv * hd, allow, pos + b * n,
+                 &c, theta);
+        snprintf(name, sizeof name, "fused attention, RoPE on load (%d x %d heads x %d): slot %d vs twins", n, heads, hd,
+                 b);
+        report(name, frt_test_rel_err(got + (size_t)b * nq, ref, nq), 1.5e-2);
+        free(allow);
+    }
+    free(qkv), free(kc), free(vc), free(km), free(ga), free(gb), free(cs), free(cref), free(pos), free(got), free(ref);
+    dfree(&dqkv), dfree(&dinv), dfree(&dmeta), dfree(&dkm), dfree(&dka), dfree(&dva), dfree(&dkb), dfree(&dvb);
+    dfree(&dq), dfree(&dpos), dfree(&dcs), dfree(&oa), dfree(&ob);
+}
+
+/* frt_cuda_attention_fused against the twin: every head_dim it takes, the
+ * prefix form (row mask: some rows without a key), the expert forms at
+ * the real Pi0 / Pi0.5 sizes (8 heads x 256, ~400 query rows: several row
+ * blocks, keys over all 8 splits, the padding between prefix and suffix),
+ * a prefix mask that empties whole splits, tiny key counts (splits without
+ * a key), fused CFG's batch of 2, and the Pi0.5 prefix's size (timed
+ * against the products: the prefix still attends with them). */
+static void test_attentions_fused(frt_cuda_bmm *h)
+{
+    static const attn_case cases[] = {
+        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1, 0},
+        {"attention 1 KV head, prefix mask, 133 x 133, 8 heads x 64", 133, 133, 8, 1, 64, 136, 133, 133, 0, 0, 1, 0},
+        {"attention 1 KV head, prefix mask, 70 x 70, 2 heads x 128", 70, 70, 2, 1, 128, 72, 70, 70, 0, 0, 1, 0},
+        {"attention expert Pi0 small (state token), 23 + 7 keys, 2 heads x 16", 7, 24 + 8, 2, 1, 16, 32, 23, 24, 7,
+         1, 0, 0},
+        {"attention expert Pi0, 611 + 51 keys, 8 heads x 256", 51, 616 + 56, 8, 1, 256, 672, 611, 616, 51, 1, 0, 0},
+        {"attention expert Pi0.5, 968 + 50 keys, 8 heads x 256", 50, 968 + 56, 8, 1, 256, 1024, 968, 968, 50, 0,
+         0, 0},
+        {"attention expert Pi0.5, 1 + 3 keys, 3 heads x 256", 3, 8 + 3, 3, 1, 256, 16, 1, 8, 3, 0, 0, 0},
+        {"attention expert Pi0, sparse prefix mask, 611 + 51 keys, 8 heads x 256", 51, 616 + 56, 8, 1, 256, 672, 611,
+         616, 51, 1, 0, 1},
+        {"attention 1 KV head, Pi0.5 prefix (3 cameras, 200 tokens), 968 x 968, 8 heads x 256", 968, 968, 8, 1, 256,
+         968, 968, 968, 0, 0, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
+    test_attention_batch(h, &cases[3], 1);
+    test_attention_batch(h, &cases[5], 1);
+    test_attention_rope(51, 8, 256, 1, 300, 0);
+    test_attention_rope(50, 8, 256, 0, 968, 1); /* Pi0.5: 3 cameras and 200 prompt tokens */
+    test_attention_rope(7, 2, 16, 0, 23, 0);
 }
 
 static void test_attentions(void)
@@ -325,15 +553,16 @@ static void test_attentions(void)
     test_bmm(h, 33, 16, 40, 2, 0);
     test_bmm_capture();
     static const attn_case cases[] = {
-        {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0},
-        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1},
-        {"attention expert Pi0 (state token), 23 + 7 keys", 7, 24 + 8, 4, 1, 32, 32, 23, 24, 7, 1, 0},
-        {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0},
+        {"attention MHA (SigLIP) 37 x 37, 3 heads x 24, no mask", 37, 37, 3, 3, 24, 40, 37, 37, 0, 0, 0, 0},
+        {"attention 1 KV head, prefix mask, 29 x 29, 4 heads x 32", 29, 29, 4, 1, 32, 32, 29, 29, 0, 0, 1, 0},
+        {"attention expert Pi0 (state token), 23 + 7 keys", 7, 24 + 8, 4, 1, 32, 32, 23, 24, 7, 1, 0, 0},
+        {"attention expert Pi0.5, 23 + 6 keys", 6, 24 + 8, 2, 1, 256, 40, 23, 24, 6, 0, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 0);
     test_attention_many(h);
-    test_attention_batch(h, &cases[2]);
-    test_attention_batch(h, &cases[3]);
+    test_attention_batch(h, &cases[2], 0);
+    test_attention_batch(h, &cases[3], 0);
+    test_attentions_fused(h);
     frt_cuda_bmm_destroy(h);
 }
 
@@ -614,6 +843,72 @@ static void test_cfg_combine(void)
     dfree(&dc), dfree(&du), dfree(&dout), dfree(&dbeta);
 }
 
+/* a refused by frt_cuda_attention_fused with `want` before anything is enqueued. */
+static void fused_refused_rope(const char *what, frt_cuda_attn_args a, const frt_cuda_attn_rope *rope, int want)
+{
+    const int rc = frt_cuda_attention_fused(NULL, &a, rope), rc_check = frt_cuda_attention_fused_check(&a, rope);
+    CHECK_MSG(rc == want && rc_check == want, "%s: got %s / %s, want %s", what, frt_status_name(rc),
+              frt_status_name(rc_check), frt_status_name(want));
+}
+
+static void fused_refused(const char *what, frt_cuda_attn_args a, int want)
+{
+    fused_refused_rope(what, a, NULL, want);
+}
+
+/* The refusals of frt_cuda_attention_fused, on host pointers (nothing is
+ * enqueued, so none is dereferenced). */
+static void test_fused_args(void)
+{
+    static _Alignas(16) uint16_t buf[4][256];
+    frt_cuda_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.out = buf[0], a.q = buf[1], a.k = buf[2], a.v = buf[3];
+    a.n_q = 3, a.n_kv = 5, a.n_heads = 2, a.n_kv_heads = 1, a.head_dim = 32, a.ldq = 64, a.ldkv = 32;
+    a.scale = 0.1f, a.mask.kmask_len = 2, a.mask.sfx_start = 2, a.mask.sfx_n = 3;
+    CHECK_OK(frt_cuda_attention_fused_check(&a, NULL));
+    CHECK_STATUS(frt_cuda_attention_fused_check(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_attn_args b = a;
+    b.v = NULL;
+    fused_refused("attention_fused: NULL v", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.n_kv = 0;
+    fused_refused("attention_fused: no key", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.batch = 2, b.skv = -8;
+    fused_refused("attention_fused: negative stride", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.mask.sfx_start = 1;
+    fused_refused("attention_fused: suffix before the key mask's end", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.out = buf[1];
+    fused_refused("attention_fused: out aliases q", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.ldkv = 16;
+    fused_refused("attention_fused: ldkv < head_dim", b, FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.n_kv_heads = 2, b.ldkv = 64;
+    fused_refused("attention_fused: 2 KV heads", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.head_dim = 24, b.ldq = 48, b.ldkv = 24;
+    fused_refused("attention_fused: head_dim 24", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.ldq = 72;
+    fused_refused("attention_fused: query rows not contiguous", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.q = buf[1] + 1;
+    fused_refused("attention_fused: q not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.ldkv = 36;
+    fused_refused("attention_fused: ldkv not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    b = a, b.batch = 2, b.sq = b.sout = 64, b.skv = 4;
+    fused_refused("attention_fused: batch stride not 16-byte aligned", b, FRT_ERR_UNSUPPORTED);
+    static _Alignas(16) float qkv[4][64];
+    frt_cuda_attn_rope r = {qkv[0], qkv[1], 0};
+    b = a, b.q = NULL; /* not read with RoPE on load */
+    CHECK_OK(frt_cuda_attention_fused_check(&b, &r));
+    fused_refused("attention_fused: q NULL without rope", b, FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_attn_rope rb = r;
+    rb.cs = NULL;
+    fused_refused_rope("attention_fused: NULL rope.cs", b, &rb, FRT_ERR_INVALID_ARGUMENT);
+    rb = r, rb.s_cs = -4;
+    fused_refused_rope("attention_fused: negative rope.s_cs", b, &rb, FRT_ERR_INVALID_ARGUMENT);
+    rb = r, rb.qkv = qkv[0] + 1;
+    fused_refused_rope("attention_fused: rope.qkv not 16-byte aligned", b, &rb, FRT_ERR_UNSUPPORTED);
+    b.mask.sfx_n = 4; /* 4 suffix keys from 3 query tokens */
+    fused_refused_rope("attention_fused: more suffix keys than query tokens", b, &r, FRT_ERR_INVALID_ARGUMENT);
+}
+
 /* Argument checks (no device needed: nothing is enqueued). */
 static void test_args(void)
 {
@@ -662,6 +957,7 @@ int main(void)
     TEST_SKIP("built without CUDA");
 #else
     test_args();
+    test_fused_args();
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);

@@ -224,6 +224,51 @@ int frt_cuda_attention_masked_many(frt_cuda_bmm *h, void *stream, const frt_cuda
  * argument checks above. */
 int frt_cuda_attention_masked_plan(frt_cuda_bmm *h, const frt_cuda_attn_args *a);
 
+/* RoPE on load for frt_cuda_attention_fused (the expert: no separate
+ * q / k / v kernel, and its suffix K / V never stored): query row (t, h)
+ * of attention b is head h of token t of qkv, and suffix key sfx_start + s
+ * (s < sfx_n <= n_q) is the k / v of token s, K and q RoPE'd (rotate-half,
+ * whole head) at cs[b][t] as they are staged; prefix keys (below
+ * sfx_start) come from k / v as without it, and a->q is not read.
+ *   qkv [batch, n_q, n_heads + 2, head_dim] f32 (q heads, then k, v), 16-byte aligned
+ *   cs  [batch][n_q][head_dim / 2][2] f32: (cos, sin) of token t's angle
+ *       for each rotated pair (attention b at cs + b s_cs floats)
+ * The rotation is pi0_cuda_qkv_rope's expression with its cosf / sinf
+ * (pi0_cuda_suffix_pos writes cs with them), so q, k, v are staged with
+ * the bits that kernel would have stored. */
+typedef struct frt_cuda_attn_rope {
+    const float *qkv, *cs;
+    long long s_cs; /* floats, a multiple of 4; unused when batch <= 1 */
+} frt_cuda_attn_rope;
+
+/* The same masked attention for one KV head in ONE launch
+ * (attention_fused.cu; the expert's attention, fused CFG's batch of 2
+ * included): tensor-core FlashAttention-2 with an fp32 online softmax,
+ * the keys cut into 8 splits merged inside a thread block cluster (sm_90).
+ * Arguments as frt_cuda_attention_masked (q [n_q, n_heads, head_dim] bf16
+ * contiguous, k / v rows of ldkv bf16, out [n_q, n_heads, head_dim] bf16,
+ * the mask, batch with its strides); scores, probs and ld_s are not read
+ * (no scratch: everything stays on chip), nor are mask.rows_per_token and
+ * mask.tokens (a row's token is row / n_heads, as the products' softmax
+ * has it). Numerics: S and P V accumulate in fp32; P is rounded to bf16
+ * unnormalised (the products round it normalised), so the two paths
+ * agree to bf16 rounding, not bit for bit. A row without an allowed key
+ * gets zeros. Deterministic (no atomics, fixed orders).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, a bad mask, negative
+ * strides, batch > 65535, out == q, ldkv < head_dim; with rope: a NULL
+ * rope.qkv / rope.cs, a negative rope.s_cs, sfx_n > n_q);
+ * FRT_ERR_UNSUPPORTED (n_kv_heads != 1, head_dim not 16, 32, 64, 128 or
+ * 256, query rows not contiguous (ldq != n_heads head_dim), a pointer,
+ * ldkv, a batch stride or rope.s_cs not 16-byte aligned); FRT_ERR_BACKEND.
+ * Nothing is enqueued on an error. rope NULL: q, k, v as stored; else see
+ * frt_cuda_attn_rope.
+ * Twin: frt_cpu_attention_masked with allow[t, j] from `mask`. */
+int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope);
+
+/* The checks of frt_cuda_attention_fused alone (nothing enqueued, no
+ * device needed): 0 when it takes (a, rope), else its error. */
+int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,4 +74,29 @@ __device__ __forceinline__ uint32_t frt_pack_bf16(float lo, float hi)
     return *reinterpret_cast<const uint32_t *>(&v);
 }
 
+/* The max and the sum of v over the 4 lanes of a quad (the lanes that hold
+ * one accumulator row), in a fixed xor order: every lane of the quad gets
+ * the same bits. */
+__device__ __forceinline__ float frt_quad_max(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float frt_quad_sum(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* The A fragment (16 x 16, row) of an mma from the fp32 accumulators of
+ * two m16n8 tiles side by side (columns 0-7: lo, 8-15: hi), rounded to bf16:
+ * FlashAttention's P as the A operand of P V. */
+__device__ __forceinline__ void frt_acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4])
+{
+    a[0] = frt_pack_bf16(lo[0], lo[1]);
+    a[1] = frt_pack_bf16(lo[2], lo[3]);
+    a[2] = frt_pack_bf16(hi[0], hi[1]);
+    a[3] = frt_pack_bf16(hi[2], hi[3]);
+}
+
 #endif

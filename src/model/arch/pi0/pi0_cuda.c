@@ -17,9 +17,12 @@
  *                of every step ([steps, 2 L + 1, 3 E]) and Pi0's time half
  *                of action_time_mlp_in ([steps, E], folded into its bias).
  *   activations  residual streams f32; GEMM inputs bf16; GEMM outputs f32
- *                (cuBLASLt, fp32 accumulation); attention as products
- *                (kernels_policy_cuda.h: frt_cuda_attention_masked, bf16
- *                operands, fp32 softmax).
+ *                (cuBLASLt, fp32 accumulation); the vision and prefix
+ *                attention as products (kernels_policy_cuda.h:
+ *                frt_cuda_attention_masked, bf16 operands, fp32 softmax),
+ *                the expert's in one launch a layer with RoPE on load
+ *                (frt_cuda_attention_fused, q / k / v read from the qkv
+ *                projection; the suffix positions' cos / sin table pc->cs).
  *   state        prefix.L.k / .v bf16 [P, kv, hd] (kv_dtype), mask, meta,
  *                the episode record: what pi0.c declares.
  *
@@ -146,6 +149,7 @@ typedef struct pc_model {
     uint16_t **bk, **bv;
     int32_t *bpos;
     float *bx, *bvel;
+    float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -572,6 +576,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
+    pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
@@ -687,6 +692,13 @@ static void cuda_free(frt_model *m)
 
 /* ---- the forward pass ---------------------------------------------------------- */
 
+/* The RoPE table of set `set`'s suffix positions (pc->cs). */
+static float *cs_of(const frt_model *m, int set)
+{
+    const pc_model *pc = pc_of(m);
+    return pc->cs + (size_t)(set == PI0_COND ? 0 : 1) * pc->ns * pi0_of(m)->c.e.head_dim;
+}
+
 /* y [n, out] f32 = x [n, in] bf16 . w^T. */
 static int gemm(frt_model *m, float *y, const uint16_t *x, const uint16_t *w, int n, int in, int out)
 {
@@ -779,11 +791,14 @@ static int rec_vision(frt_model *m, const pc_shape *sh, const float *px)
  * mods: Pi0.5's two modulations [2, 3 W] (NULL: plain norms); last: K and
  * V only. normed: hb already holds the input norm (the previous layer's
  * fused residual); fuse_next: the closing residual is fused with the next
- * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb. */
+ * layer's input norm (next_w, or Pi0.5's next_mod [3 W]) into hb.
+ * cs[s]: slot s's RoPE table (the expert: q / k / v RoPE'd as the fused
+ * attention stages them; NULL: a q / k / v kernel, then the products). */
 typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
     int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    const float *cs[2];
     const float *next_w, *next_mod;
     const int32_t *pos[PI0_KV_SLOTS];
     const float *inv_freq, *mods;
@@ -841,12 +856,48 @@ static int slots_batch(frt_model *m, const glayer *L, frt_cuda_attn_args *a)
     return 1;
 }
 
+/* The attention of L in ONE launch with RoPE on load (q / k / v straight
+ * from the projection in pc->y, L->cs the tables): both slots as one batch
+ * when their KV and tables are a positive stride apart, else slot by slot.
+ * *done 0 (nothing enqueued) when the fused kernel does not take the
+ * layout. */
+static int attention_fused(frt_model *m, const glayer *L, int *done)
+{
+    pc_model *pc = pc_of(m);
+    const pi0_gemma_config *g = L->g;
+    const size_t W = (size_t)g->heads * g->head_dim + 2 * pc->KV;
+    frt_cuda_attn_args a[2];
+    frt_cuda_attn_rope r[2];
+    int n = 1;
+    memset(r, 0, sizeof r);
+    const long long s_cs = L->slots == 2 ? (long long)(L->cs[1] - L->cs[0]) : 0;
+    if (slots_batch(m, L, &a[0]) && s_cs > 0) {
+        r[0].qkv = pc->y, r[0].cs = L->cs[0], r[0].s_cs = s_cs;
+    } else {
+        n = L->slots;
+        for (int s = 0; s < n; s++) {
+            a[s] = gemma_attn_args(m, L, s);
+            r[s].qkv = pc->y + (size_t)s * L->n * W, r[s].cs = L->cs[s];
+        }
+    }
+    *done = 0;
+    for (int i = 0; i < n; i++)
+        if (frt_cuda_attention_fused_check(&a[i], &r[i]) != 0) return 0;
+    for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_attention_fused(sp(m), &a[i], &r[i]));
+    *done = 1;
+    return 0;
+}
+
 /* q / k / v with RoPE (every slot in one launch), then (unless last) the
- * attention: both slots as one batch, or slot by slot. */
+ * attention: both slots as one batch, or slot by slot; or all of it in
+ * one launch (attention_fused) where L has RoPE tables. */
 static int gemma_attention(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
+    int done = 0;
+    if (L->cs[0] && !L->last) FRT_TRY(attention_fused(m, L, &done));
+    if (done) return 0;
     pi0_kv_slots d;
     memset(&d, 0, sizeof d);
     d.slots = L->slots;
@@ -958,9 +1009,9 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
     for (int s = 0; s < so->n; s++) {
         const int set = so->set[s % 2];
         if (so->batch) {
-            batch_slot_kv(m, s, l, &L);
+            batch_slot_kv(m, s, l, &L); /* no RoPE table: the batch takes the unfused attention */
         } else {
-            L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l];
+            L.pos[s] = pc->pos_s[set], L.k[s] = pc->ek[set][l], L.v[s] = pc->ev[set][l], L.cs[s] = cs_of(m, set);
             L.mask[s].d_kmask = frt_buffer_ptr(Pm->pre[set].mask);
         }
         L.mask[s].kmask_len = pc->P;
@@ -1199,7 +1250,8 @@ static int flow_prefix(frt_model *m, int set, int from_state)
     const int32_t *meta = frt_buffer_ptr(Pm->pre[set].meta);
     FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
     if (from_state) FRT_TRY(copy_kv(m, set, 0, pc->P));
-    return pi0_cuda_suffix_pos(s, pc->pos_s[set], meta, pc->ns);
+    return pi0_cuda_suffix_pos(s, pc->pos_s[set], cs_of(m, set), pc->e_inv_freq, meta, pc->ns,
+                               Pm->c.e.head_dim / 2);
 }
 
 /* One Euler step's velocity into pc->vel: unguided; serial CFG (the
@@ -1379,7 +1431,7 @@ static int batch_start(frt_model *m, int r, const slots_of *so)
     const int j = so->cfg ? 2 * r : r, per = so->cfg ? 2 : 1;
     float *x = pc->bx + (size_t)j * pc->n_act;
     for (int i = j; i < j + per; i++)
-        FRT_TRY(pi0_cuda_suffix_pos(s, pc->bpos + (size_t)i * pc->nsp, batch_meta(m, i), pc->ns));
+        FRT_TRY(pi0_cuda_suffix_pos(s, pc->bpos + (size_t)i * pc->nsp, NULL, NULL, batch_meta(m, i), pc->ns, 0));
     FRT_TRY(pi0_cuda_noise(s, x, port_row(m, "noise", r), port_row(m, "options", r), frt_buffer_ptr(m->episode),
                            batch_meta(m, j + per - 1), so->cfg ? batch_meta(m, j) : NULL, pc->n_act));
     return so->cfg ? pi0_cuda_copy(s, x + pc->n_act, x, (size_t)pc->n_act * sizeof(float)) : 0;

@@ -131,15 +131,28 @@ extern "C" int pi0_cuda_prefix_embed(void *stream, float *x, const float *vis, c
     return 0;
 }
 
-__global__ void suffix_pos_kernel(int32_t *pos, const int32_t *meta, int n)
+__global__ void suffix_pos_kernel(int32_t *pos, float *cs, const float *inv_freq, const int32_t *meta, int n,
+                                  int half)
 {
-    for (int r = threadIdx.x; r < n; r += blockDim.x) pos[r] = meta[1] + r;
+    const long long total = cs ? (long long)n * half : n;
+    GRID_LOOP(i, total)
+    {
+        const int r = (int)(cs ? i / half : i), p = (int)(cs ? i % half : 0);
+        const int32_t at = meta[1] + r;
+        if (p == 0) pos[r] = at;
+        if (!cs) continue;
+        const float a = (float)at * inv_freq[p]; /* qkv_rope_kernel's angle and functions */
+        cs[2 * i] = cosf(a);
+        cs[2 * i + 1] = sinf(a);
+    }
 }
 
-extern "C" int pi0_cuda_suffix_pos(void *stream, int32_t *pos, const int32_t *meta, int n)
+extern "C" int pi0_cuda_suffix_pos(void *stream, int32_t *pos, float *cs, const float *inv_freq,
+                                   const int32_t *meta, int n, int half)
 {
-    FRT_ARG(pos && meta && n >= 1, "pi0 suffix pos: bad arguments");
-    suffix_pos_kernel<<<1, T256, 0, (cudaStream_t)stream>>>(pos, meta, n);
+    FRT_ARG(pos && meta && n >= 1 && (!cs || (inv_freq && half >= 1)), "pi0 suffix pos: bad arguments");
+    const long long total = cs ? (long long)n * half : n;
+    suffix_pos_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(pos, cs, inv_freq, meta, n, half);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -55,8 +55,14 @@ int pi0_cuda_prefix_embed(void *stream, float *x, const float *vis, const uint16
                           int img_rows, int tokens, int width, int vocab, float scale);
 
 /* pos[r] = meta[1] + r for r < n (the suffix continues after the valid
- * prefix). */
-int pi0_cuda_suffix_pos(void *stream, int32_t *pos, const int32_t *meta, int n);
+ * prefix), and, when cs is not NULL, the RoPE table of those positions for
+ * frt_cuda_attn_rope: cs [n][half][2] f32 = cosf, sinf of (float)pos[r] *
+ * inv_freq[p] (inv_freq [half] f32, device), the angle and functions of
+ * pi0_cuda_qkv_rope (the same bits). One launch.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pos / meta, n < 1, cs without
+ * inv_freq or half < 1), FRT_ERR_BACKEND. */
+int pi0_cuda_suffix_pos(void *stream, int32_t *pos, float *cs, const float *inv_freq, const int32_t *meta, int n,
+                        int half);
 
 /* Splits the fused projection qkv [n, (heads + 2 kv) hd] f32 into q [n,
  * heads, hd] bf16, k rows (k + t * ldk, [kv, hd]) and v rows (v + t * ldv)
