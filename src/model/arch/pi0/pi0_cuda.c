@@ -692,10 +692,20 @@ static void cuda_free(frt_model *m)
 
 /* ---- the forward pass ---------------------------------------------------------- */
 
-/* The RoPE table of set `set`'s suffix positions (pc->cs). */
+/* Whether the expert's attention takes the fused kernel
+ * (frt_cuda_attention_fused, RoPE on load). Off: measured slower than the
+ * RoPE kernel + batched products it replaces at the Pi0.5 expert's shape
+ * (H200, a graph of 18 layers, 400 query rows over 1024 keys: 28.5 against
+ * 15.7 us a layer at batch 1, 28.6 against 19.1 at batch 2; docs/PERF.md),
+ * so the expert keeps the products until the fused kernel is faster. */
+#define PC_FUSED_EXPERT_ATTENTION 0
+
+/* The RoPE table of set `set`'s suffix positions (pc->cs); NULL when the
+ * expert does not take the fused attention. */
 static float *cs_of(const frt_model *m, int set)
 {
     const pc_model *pc = pc_of(m);
+    if (!PC_FUSED_EXPERT_ATTENTION) return NULL;
     return pc->cs + (size_t)(set == PI0_COND ? 0 : 1) * pc->ns * pi0_of(m)->c.e.head_dim;
 }
 
@@ -1250,8 +1260,9 @@ static int flow_prefix(frt_model *m, int set, int from_state)
     const int32_t *meta = frt_buffer_ptr(Pm->pre[set].meta);
     FRT_TRY(pi0_cuda_copy(s, (int32_t *)frt_buffer_ptr(pc->flag) + set, meta, sizeof(int32_t)));
     if (from_state) FRT_TRY(copy_kv(m, set, 0, pc->P));
-    return pi0_cuda_suffix_pos(s, pc->pos_s[set], cs_of(m, set), pc->e_inv_freq, meta, pc->ns,
-                               Pm->c.e.head_dim / 2);
+    float *cs = cs_of(m, set);
+    return pi0_cuda_suffix_pos(s, pc->pos_s[set], cs, cs ? pc->e_inv_freq : NULL, meta, pc->ns,
+                               cs ? Pm->c.e.head_dim / 2 : 0);
 }
 
 /* One Euler step's velocity into pc->vel: unguided; serial CFG (the
