@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# policy_shared_context.sh BUILD_DIR SOURCE_DIR - an LLM and a policy in one
-# process and ONE execution context (docs/policy-server.md "Beside an LLM"),
-# cpu backend: the demo model and a random pi05-tiny policy. `frt serve -m
+# policy_shared_context.sh BUILD_DIR SOURCE_DIR [BACKEND] - an LLM and a
+# policy in one process and ONE execution context (docs/policy-server.md
+# "Beside an LLM"), on BACKEND (cpu, the default; policy_shared_context_gpu.sh
+# runs it on cuda): the demo model and a random pi05-tiny policy. `frt serve -m
 # DEMO --policy P --policy-port 0` is driven by tests/sh/policy_shared.py with
 # completions and policy inferences at the same time, each compared with the
 # same request served alone (tokens equal, actions byte-equal); the server's
@@ -11,6 +12,9 @@
 set -u
 B="$1"
 SRC="$2"
+BACKEND="${3:-cpu}"
+BARGS=(--backend "$BACKEND")
+[ "$BACKEND" = cpu ] && BARGS+=(--threads 1)
 source "$(dirname "$0")/policy_lib.bash"
 policy_init policy_shared "$B"
 DEMO="$SRC/models/frt-demo"
@@ -26,7 +30,7 @@ trap cleanup EXIT
 # start NAME ARGS...: frt serve in the background; its port in $T/NAME.port, its pid in $T/NAME.pid
 start() {
     local name=$1; shift
-    "$FRT" serve --backend cpu --threads 1 --port 0 --port-file "$T/$name.port" -q "$@" >"$T/$name.log" 2>&1 &
+    "$FRT" serve "${BARGS[@]}" --port 0 --port-file "$T/$name.port" -q "$@" >"$T/$name.log" 2>&1 &
     PIDS+=($!)
     echo $! >"$T/$name.pid"
     for _ in $(seq 1 600); do [ -s "$T/$name.port" ] && return 0; sleep 0.1; done
