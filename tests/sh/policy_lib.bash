@@ -2,18 +2,22 @@
 # not a test itself).
 #
 #   policy_init NAME BUILD_DIR   sets FRT, PY, T (a work dir removed at exit), fail=0;
-#                                exit 1 without BUILD_DIR/frt, 77 without Pillow + numpy
-#                                or spm_train
+#                                exit 1 without BUILD_DIR/frt, 77 without a python3
+#                                with Pillow + numpy or without spm_train
 #   policy_spm SOURCE_DIR        images and a corpus (scripts/ref/policy_io_goldens.py) in $T,
 #                                and a SentencePiece model trained on it: $T/spm.model
 #   check WHAT CMD...            prints ok / FAIL; a failure sets fail=1
 
 policy_init() {
     FRT="$2/frt"
-    PY=/usr/bin/python3
     [ -x "$FRT" ] || { echo "no $FRT"; exit 1; }
-    if ! $PY -c 'import PIL, numpy' 2>/dev/null || ! command -v spm_train >/dev/null; then
-        echo "SKIP: needs /usr/bin/python3 with Pillow + numpy and spm_train (scripts/install-deps.sh)"; exit 77
+    # Debian's python (CI), else the one on PATH (the GPU machine's)
+    PY=""
+    for p in /usr/bin/python3 python3; do
+        if "$p" -c 'import PIL, numpy' 2>/dev/null; then PY=$p; break; fi
+    done
+    if [ -z "$PY" ] || ! command -v spm_train >/dev/null; then
+        echo "SKIP: needs a python3 with Pillow + numpy (/usr/bin/python3: scripts/install-deps.sh) and spm_train"; exit 77
     fi
     T="$(mktemp -d "/tmp/frt_$1.XXXXXX")"
     trap 'rm -rf "$T"' EXIT

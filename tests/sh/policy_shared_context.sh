@@ -52,7 +52,13 @@ grep 'policy context' "$T/shared.log"
 captures() { sed -n "s/.*policy context: shared with the LLM (\([0-9]*\) graph captures $1;.*/\1/p" "$T/shared.log"; }
 c0=$(captures "at start"); c1=$(captures "at stop")
 check "one context: the policy's is the LLM's (startup line)" test -n "$c0"
-check "one context: captures at stop == at start ($c0 / $c1): no recapture" test -n "$c1" -a "$c0" = "$c1"
+# cuda captures a policy graph on the first use of its shape key (one
+# observation shape here: one capture, whatever the number of requests);
+# the cpu backend records it at load
+first_use=0
+[ "$BACKEND" = cuda ] && first_use=1
+captures_ok() { [ -n "$c0" ] && [ -n "$c1" ] && [ "$c1" -eq $((c0 + first_use)) ]; }
+check "one context: captures at stop == at start + $first_use ($c0 / $c1): no recapture" captures_ok
 side() { sed -n "s/.*at stop; .*$1 \([0-9]*\) turns, \([0-9]*\) waited.*/\\$2/p" "$T/shared.log"; }
 check "the two servers took turns on the context (LLM turns $(side LLM 1), policy turns $(side policy 1))" \
     test "$(side LLM 1)" -gt 0 -a "$(side policy 1)" -ge 12
