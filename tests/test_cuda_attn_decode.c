@@ -519,7 +519,7 @@ static void test_batch_case(int hd, int nh, int nkv, int split, int shared)
         must(frt_buffer_fill(c[b].kc.b, 0, (size_t)shared * crow * 2, 0xFF, g_st), "fill");
         must(frt_buffer_fill(c[b].vc.b, 0, (size_t)shared * crow * 2, 0xFF, g_st), "fill");
     }
-    must(frt_cuda_attention_batch(g_cs, out.p, dq.p, (const uint16_t *const *)dt, (const uint16_t *const *)(dt + NB),
+    must(frt_cuda_attention_batch(g_cs, out.p, F32, dq.p, (const uint16_t *const *)dt, (const uint16_t *const *)(dt + NB),
                                   (const int32_t *const *)(dt + 2 * NB), shared ? (const int32_t *)dsh.p : NULL, NB,
                                   max_seq, nh, nkv, hd, scale, split, ws.p, ws.bytes),
          "attention batch");
@@ -532,6 +532,23 @@ static void test_batch_case(int hd, int nh, int nkv, int split, int shared)
                  pos[b], hd, nh, nkv, split, sh[b]);
         report_same(name, got + b * row, want + b * row, row * 4);
     }
+    /* bf16 out: the f32 result rounded once (the bits of converting it) */
+    dbuf ob = dalloc(NB * row * 2);
+    must(frt_cuda_attention_batch(g_cs, ob.p, BF16, dq.p, (const uint16_t *const *)dt,
+                                  (const uint16_t *const *)(dt + NB), (const int32_t *const *)(dt + 2 * NB),
+                                  shared ? (const int32_t *)dsh.p : NULL, NB, max_seq, nh, nkv, hd, scale, split, ws.p,
+                                  ws.bytes),
+         "attention batch bf16");
+    sync_st();
+    uint16_t *gb = malloc(NB * row * 2), *wb = malloc(NB * row * 2);
+    if (!gb || !wb) abort();
+    dget(ob, 0, gb, NB * row * 2);
+    for (size_t i = 0; i < NB * row; i++) wb[i] = frt_f32_to_bf16(want[i]);
+    char bname[160];
+    snprintf(bname, sizeof bname, "batch of %d, hd %d, shared %d, bf16 out: the f32 bytes rounded", NB, hd, shared);
+    report_same(bname, gb, wb, NB * row * 2);
+    free(gb), free(wb);
+    dfree(&ob);
     free(got), free(want), free(q);
     for (int b = 0; b < NB; b++) dcache_free(&c[b]);
     dfree(&dq), dfree(&out), dfree(&ref), dfree(&dpos), dfree(&ws), dfree(&tabs), dfree(&dsh);
@@ -550,7 +567,7 @@ static void test_batch(void)
     /* head_dim outside the tensor-core kernel: refused */
     dbuf d = dalloc(4096);
     void **p = d.p;
-    CHECK_STATUS(frt_cuda_attention_batch(g_cs, d.p, (float *)d.p + 8, (const uint16_t *const *)p,
+    CHECK_STATUS(frt_cuda_attention_batch(g_cs, d.p, F32, (float *)d.p + 8, (const uint16_t *const *)p,
                                           (const uint16_t *const *)p, (const int32_t *const *)p, NULL, 1, 16, 2, 1, 32,
                                           1.0f, 8, d.p, d.bytes),
                  FRT_ERR_UNSUPPORTED);

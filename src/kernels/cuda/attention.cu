@@ -840,7 +840,7 @@ extern "C" int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype ou
     return attn_combine_launch(a, 0, s);
 }
 
-extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q,
+extern "C" int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
                                         const uint16_t *const *d_k_caches,
                                         const uint16_t *const *d_v_caches,
                                         const int32_t *const *d_starts, const int32_t *d_shared,
@@ -856,6 +856,8 @@ extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q
     FRT_ARG(split_len > 0 && split_len < (1 << 30) && n_splits_of(max_seq, split_len) <= 65535,
             "cuda attention batch: split_len %d", split_len);
     FRT_ARG(out != q, "cuda attention batch: out aliases q");
+    FRT_ARG(out_dtype == FRT_CUDA_F32 || out_dtype == FRT_CUDA_BF16, "cuda attention batch: out dtype %d",
+            (int)out_dtype);
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
         return frt_error(FRT_ERR_UNSUPPORTED, "cuda attention batch: head_dim %d (64, 128 or 256: the tensor-core "
                                               "decode kernel)", head_dim);
@@ -865,7 +867,7 @@ extern "C" int frt_cuda_attention_batch(void *stream, float *out, const float *q
     attn_args a;
     memset(&a, 0, sizeof a);
     a.out = out;
-    a.out_dt = FRT_CUDA_F32;
+    a.out_dt = out_dtype;
     a.q = q;
     a.q_dt = FRT_CUDA_F32;
     a.d_n = NULL;

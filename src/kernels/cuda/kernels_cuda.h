@@ -272,7 +272,8 @@ size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads, i
  * (the batched decode of branch slots, frt/branch.h): branch b has one query
  * token, q[b] [n_heads, head_dim] f32, at position *d_starts[b] over its own
  * bf16 cache d_k_caches[b] / d_v_caches[b] [max_seq, n_kv_heads, head_dim];
- * out[b] [n_heads, head_dim] f32. d_k_caches, d_v_caches, d_starts: device
+ * out[b] [n_heads, head_dim] of out_dtype (f32, or bf16: the f32 result
+ * rounded once, RNE, the bits of frt_cuda_convert of the f32 output). d_k_caches, d_v_caches, d_starts: device
  * arrays of n_branches device pointers (16-byte aligned caches). Branch b
  * gets the same bits as frt_cuda_attention(out[b], q[b], its caches, its
  * start, d_n NULL, max_n 1, ..., split_len) alone: the same kernels, split
@@ -290,7 +291,7 @@ size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int n_heads, i
  * (NULL, sizes, split_len 0, short workspace), FRT_ERR_UNSUPPORTED,
  * FRT_ERR_BACKEND.
  * Twin: frt_cuda_attention per branch (tests/test_cuda_attn_decode.c). */
-int frt_cuda_attention_batch(void *stream, float *out, const float *q,
+int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
                              const uint16_t *const *d_k_caches, const uint16_t *const *d_v_caches,
                              const int32_t *const *d_starts, const int32_t *d_shared, int n_branches, int max_seq,
                              int n_heads,

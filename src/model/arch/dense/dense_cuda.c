@@ -581,10 +581,17 @@ static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const f
                                   f->decode ? c->attn_ws : NULL, f->decode ? c->attn_ws_bytes : 0);
 }
 
+/* Whether the decode attention writes its output as bf16 straight into
+ * c->ob, the o_proj input (its combine rounds once, RNE: the bits of the
+ * f32 output converted), instead of f32 into c->o and a convert launch. The
+ * FP8 KV cache's attention keeps the f32 output. */
+static int attn_direct(const fwd *f) { return f->decode && !f->c->fp8; }
+
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
  * q / k norms, RoPE at the boundary's positions and the KV append of layer
- * l (the bound slot's cache), then attention into o [R, qd] f32. */
-static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o)
+ * l (the bound slot's cache), then attention into o [R, qd] f32, or with
+ * attn_direct into ob [R, qd] bf16. */
+static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o, uint16_t *ob)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
@@ -606,8 +613,8 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     if (c->fp8) return attn_fp8(f, l, q, k, v, o);
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
     if (f->decode)
-        return frt_cuda_attention(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
-                                  c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                  c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                         c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
     if (rc == FRT_ERR_UNSUPPORTED)
@@ -634,7 +641,7 @@ static int attn_out(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    FRT_TRY(frt_cuda_convert(f->st, c->ob, BF16, c->o, F32, f->d_n, f->R, c->qd));
+    if (!attn_direct(f)) FRT_TRY(frt_cuda_convert(f->st, c->ob, BF16, c->o, F32, f->d_n, f->R, c->qd));
     FRT_TRY(gemm_out(f, c->ob, lw->o_proj, L8(c, l, o_proj), c->qd));
     if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, f->R, c->H));
     return 0;
@@ -655,7 +662,7 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
         FRT_TRY(lin(f, c->v, c->h, lw->v_proj, L8(c, l, v_proj), c->H, c->kvd));
     }
-    FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->o));
+    FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->o, c->ob));
     return attn_out(f, l);
 }
 
@@ -815,7 +822,8 @@ static int norm_rows(const fwd *f, const float *w)
     return frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, w, NULL, f->R, 1, c->H, c->eps, 0);
 }
 
-/* Attention of the n = f->R rows, row b on slot b: biases and q / k norms
+/* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16;
+ * c->o f32 with the FP8 KV cache, attn_direct): biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
  * each in one launch for every slot (device tables), the same bits per row
  * as attn_rows on its slot alone. A head_dim the batched flash-decoding
@@ -832,7 +840,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         for (int b = 0; b < n; b++) {
             FRT_TRY(frt_model_bind_slot(m, b));
             FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
-                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd));
+                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd, c->ob + (size_t)b * c->qd));
         }
         return 0;
     }
@@ -849,10 +857,9 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
     FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
                                         c->nkv, c->hd));
-    return frt_cuda_attention_batch(st, c->o, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv, tp,
-                                    c->tab_shared, n,
-                                    m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws,
-                                    c->attn_ws_bytes);
+    return frt_cuda_attention_batch(st, c->ob, BF16, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv,
+                                    tp, c->tab_shared, n, m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT,
+                                    c->attn_ws, c->attn_ws_bytes);
 }
 
 /* Fills the device tables of the batched decode once the branch slots
@@ -914,7 +921,7 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
         FRT_TRY(norm_rows(&fa, lw->input_ln));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
         FRT_TRY(attn_batch(&fa, fb, l));
-        FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
+        if (!attn_direct(&fa)) FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
         FRT_TRY(norm_rows(&fa, lw->post_ln));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(mlp_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
