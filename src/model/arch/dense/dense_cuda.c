@@ -608,13 +608,15 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
     }
+    if (attn_direct(f)) { /* decode: RoPE and the KV append in one launch (the same bits) */
+        FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
+        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                  c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    }
     FRT_TRY(frt_dense_rope_table(st, q, c->inv_freq, f->d_pos, f->d_n, R, c->nh, c->hd));
     FRT_TRY(frt_dense_rope_table(st, k, c->inv_freq, f->d_pos, f->d_n, R, c->nkv, c->hd));
     if (c->fp8) return attn_fp8(f, l, q, k, v, o);
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
-    if (f->decode)
-        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                  c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                         c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
     if (rc == FRT_ERR_UNSUPPORTED)

@@ -69,32 +69,64 @@ extern "C" int frt_dense_rope_table(void *stream, float *x, const float *inv_fre
     return 0;
 }
 
-/* Branch blockIdx.y: RoPE of its q and k heads at its position, then its K
- * (roped) and V rows into its caches (frt_dense_decode_prep_batch). */
-__global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq,
-                                         __nv_bfloat16 *const *kcs, __nv_bfloat16 *const *vcs,
-                                         const int32_t *const *starts, int max_seq, int n_heads, int n_kv,
-                                         int head_dim)
+/* One sequence's decode token, by one block: RoPE of its q and k heads at
+ * *d_start, then its K (roped) and V rows into the caches. */
+__device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
+                                                __nv_bfloat16 *kcache, __nv_bfloat16 *vcache, const int32_t *d_start,
+                                                int max_seq, int n_heads, int n_kv, int head_dim)
 {
-    const int b = blockIdx.y, half = head_dim / 2;
-    const int start = *starts[b];
-    float *qb = q + (size_t)b * n_heads * head_dim, *kb = k + (size_t)b * n_kv * head_dim;
-    const float *vb = v + (size_t)b * n_kv * head_dim;
+    const int half = head_dim / 2;
+    const int start = *d_start;
     const int pairs = (n_heads + n_kv) * half;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += gridDim.x * blockDim.x) {
         const int h = i / half, p = i % half;
         float *xh = h < n_heads ? qb + (size_t)h * head_dim : kb + (size_t)(h - n_heads) * head_dim;
         rope_pair(xh, p, half, (float)start * inv_freq[p]);
     }
-    __syncthreads(); /* every k row is roped before it is stored (one block a branch) */
-    const long long row = (long long)frt_dyn_pos(starts[b]);
+    __syncthreads(); /* every k row is roped before it is stored (one block a sequence) */
+    const long long row = (long long)frt_dyn_pos(d_start);
     if (row >= max_seq) return;
     const int row_len = n_kv * head_dim;
-    __nv_bfloat16 *kc = kcs[b] + (size_t)row * row_len, *vc = vcs[b] + (size_t)row * row_len;
+    __nv_bfloat16 *kc = kcache + (size_t)row * row_len, *vc = vcache + (size_t)row * row_len;
     for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
         kc[i] = __float2bfloat16_rn(kb[i]);
         vc[i] = __float2bfloat16_rn(vb[i]);
     }
+}
+
+/* Branch blockIdx.y (frt_dense_decode_prep_batch). */
+__global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq,
+                                         __nv_bfloat16 *const *kcs, __nv_bfloat16 *const *vcs,
+                                         const int32_t *const *starts, int max_seq, int n_heads, int n_kv,
+                                         int head_dim)
+{
+    const int b = blockIdx.y;
+    decode_prep_one(q + (size_t)b * n_heads * head_dim, k + (size_t)b * n_kv * head_dim,
+                    v + (size_t)b * n_kv * head_dim, inv_freq, kcs[b], vcs[b], starts[b], max_seq, n_heads, n_kv,
+                    head_dim);
+}
+
+/* The single sequence (frt_dense_decode_prep). */
+__global__ void decode_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, __nv_bfloat16 *kc,
+                                   __nv_bfloat16 *vc, const int32_t *d_start, int max_seq, int n_heads, int n_kv,
+                                   int head_dim)
+{
+    decode_prep_one(q, k, v, inv_freq, kc, vc, d_start, max_seq, n_heads, n_kv, head_dim);
+}
+
+extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                     uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, int max_seq,
+                                     int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense decode prep: NULL pointer");
+    FRT_ARG(max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 && head_dim >= 2 && head_dim <= 1024 &&
+                head_dim % 2 == 0,
+            "dense decode prep: max_seq %d heads %d / %d head_dim %d", max_seq, n_heads, n_kv_heads, head_dim);
+    decode_prep_kernel<<<1, 512, 0, (cudaStream_t)stream>>>(q, k, v, inv_freq, (__nv_bfloat16 *)k_cache,
+                                                            (__nv_bfloat16 *)v_cache, d_start, max_seq, n_heads,
+                                                            n_kv_heads, head_dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
 }
 
 extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,

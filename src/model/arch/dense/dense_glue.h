@@ -34,6 +34,18 @@ int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_
 int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
                          const int32_t *d_n, int max_n, int n_heads, int head_dim);
 
+/* A decode token's RoPE and KV append in one launch (one block): q
+ * [n_heads, head_dim] and k [n_kv_heads, head_dim] f32 roped in place as
+ * frt_dense_rope_table at pos = *d_start (one token), then k_cache[pos] =
+ * bf16(k) and v_cache[pos] = bf16(v) as frt_cuda_kv_append (nothing when
+ * pos >= max_seq); caches [max_seq, n_kv_heads, head_dim] bf16. The bits of
+ * those three launches, and of frt_dense_decode_prep_batch's branch (the
+ * same device code; tests/test_cuda_dense.c). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes); FRT_ERR_BACKEND. */
+int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq, uint16_t *k_cache,
+                          uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
+                          int head_dim);
+
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
  * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
