@@ -150,54 +150,40 @@ static void test_prep_batch(void)
     unsigned char *cg = xmalloc(cache), *cw = xmalloc(cache);
     must(frt_buffer_read(dq, 0, got, qn * 4, g_st), "read");
     must(frt_stream_sync(g_st), "sync");
-    int same = 1;
-    for (int b = 0; b < NB; b++) {
-        const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
-        must(frt_buffer_write(rq, 0, q + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
-        must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
-        must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
-        must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
-        CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(dinv), ps, NULL, 1, NH, HD));
-        CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rk), frt_buffer_ptr(dinv), ps, NULL, 1, NKV, HD));
-        CHECK_OK(frt_cuda_kv_append(g_cs, frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), frt_buffer_ptr(rk),
-                                    (float *)frt_buffer_ptr(dv) + (size_t)b * row, FRT_CUDA_F32, ps, NULL, 1, MAXS, NKV,
-                                    HD));
-        must(frt_buffer_read(rq, 0, want, (size_t)NH * HD * 4, g_st), "read");
-        must(frt_stream_sync(g_st), "sync");
-        same &= !memcmp(got + (size_t)b * NH * HD, want, (size_t)NH * HD * 4);
-        for (int kv = 0; kv < 2; kv++) {
-            must(frt_buffer_read(kv ? vc[b] : kc[b], 0, cg, cache, g_st), "read");
-            must(frt_buffer_read(kv ? rvc : rkc, 0, cw, cache, g_st), "read");
+    /* pass 0: each branch through the three unbatched launches; pass 1:
+     * through frt_dense_decode_prep (one sequence, one launch) */
+    int same[2] = {1, 1};
+    for (int pass = 0; pass < 2; pass++)
+        for (int b = 0; b < NB; b++) {
+            const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
+            float *vb = (float *)frt_buffer_ptr(dv) + (size_t)b * row;
+            must(frt_buffer_write(rq, 0, q + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
+            must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
+            must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
+            must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
+            if (pass) {
+                CHECK_OK(frt_dense_decode_prep(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, frt_buffer_ptr(dinv),
+                                               frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ps, MAXS, NH, NKV, HD));
+            } else {
+                CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(dinv), ps, NULL, 1, NH, HD));
+                CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rk), frt_buffer_ptr(dinv), ps, NULL, 1, NKV, HD));
+                CHECK_OK(frt_cuda_kv_append(g_cs, frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), frt_buffer_ptr(rk), vb,
+                                            FRT_CUDA_F32, ps, NULL, 1, MAXS, NKV, HD));
+            }
+            must(frt_buffer_read(rq, 0, want, (size_t)NH * HD * 4, g_st), "read");
             must(frt_stream_sync(g_st), "sync");
-            same &= !memcmp(cg, cw, cache);
+            same[pass] &= !memcmp(got + (size_t)b * NH * HD, want, (size_t)NH * HD * 4);
+            for (int kv = 0; kv < 2; kv++) {
+                must(frt_buffer_read(kv ? vc[b] : kc[b], 0, cg, cache, g_st), "read");
+                must(frt_buffer_read(kv ? rvc : rkc, 0, cw, cache, g_st), "read");
+                must(frt_stream_sync(g_st), "sync");
+                same[pass] &= !memcmp(cg, cw, cache);
+            }
         }
-    }
-    CHECK_MSG(same, "decode prep batch: not the bytes of rope_table + kv_append per branch");
+    CHECK_MSG(same[0], "decode prep batch: not the bytes of rope_table + kv_append per branch");
     printf("  decode prep batch [%d branches at 5, 299, 300 of %d]: q and both caches the bytes of the unbatched "
            "kernels\n", NB, MAXS);
-    /* frt_dense_decode_prep: each branch alone, the bytes of the batch (which
-     * equal the three unbatched launches, above) */
-    int single = 1;
-    for (int b = 0; b < NB; b++) {
-        const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
-        must(frt_buffer_write(rq, 0, q + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
-        must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
-        must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
-        must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
-        CHECK_OK(frt_dense_decode_prep(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(rk),
-                                       (float *)frt_buffer_ptr(dv) + (size_t)b * row, frt_buffer_ptr(dinv),
-                                       frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ps, MAXS, NH, NKV, HD));
-        must(frt_buffer_read(rq, 0, want, (size_t)NH * HD * 4, g_st), "read");
-        must(frt_stream_sync(g_st), "sync");
-        single &= !memcmp(got + (size_t)b * NH * HD, want, (size_t)NH * HD * 4);
-        for (int kv = 0; kv < 2; kv++) {
-            must(frt_buffer_read(kv ? vc[b] : kc[b], 0, cg, cache, g_st), "read");
-            must(frt_buffer_read(kv ? rvc : rkc, 0, cw, cache, g_st), "read");
-            must(frt_stream_sync(g_st), "sync");
-            single &= !memcmp(cg, cw, cache);
-        }
-    }
-    CHECK_MSG(single, "decode prep: not the bytes of the batch's branch");
+    CHECK_MSG(same[1], "decode prep: not the bytes of the batch's branch");
     printf("  decode prep [one sequence at 5, 299, 300]: the bytes of the batch's branches\n");
     CHECK_STATUS(frt_dense_decode_prep(g_cs, frt_buffer_ptr(rq), NULL, frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
                                        frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), (const int32_t *)frt_buffer_ptr(dpos),
