@@ -14,6 +14,7 @@
 #include "frt_test.h"
 #include "gen_model.h"
 #include "model/model_internal.h"
+#include "policy_write_util.h"
 
 #include <xxhash.h>
 
@@ -22,22 +23,6 @@ static const frt_gen_policy_dims DIMS = {
     .t_width = 32, .t_inter = 48, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 8, .vocab = 61,
     .e_width = 16, .e_inter = 24, .chunk = 4, .action_dim = 5, .state_dim = 6, .steps = 10,
 };
-
-/* A random policy of dimensions d (seed: its weights) written into dir. */
-static inline int write_policy_dims(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed)
-{
-    frt_weight_spec *w = NULL;
-    int n = 0;
-    frt_checkpoint *ck = NULL;
-    int rc = frt_gen_policy_specs_dims(d, pi05, &w, &n);
-    if (rc == 0) rc = frt_gen_model_build_specs(w, n, seed, &ck);
-    if (rc == 0) rc = frt_mkdir_p(dir);
-    if (rc == 0) rc = frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC);
-    if (rc == 0) rc = frt_gen_policy_write_config_dims(d, pi05, dir);
-    frt_checkpoint_close(ck);
-    free(w);
-    return rc;
-}
 
 static inline int write_policy(const char *dir, int pi05, uint64_t seed)
 {

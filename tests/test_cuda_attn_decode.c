@@ -567,6 +567,11 @@ static void test_batch(void)
     /* head_dim outside the tensor-core kernel: refused */
     dbuf d = dalloc(4096);
     void **p = d.p;
+    /* an out dtype other than f32 / bf16 */
+    CHECK_STATUS(frt_cuda_attention_batch(g_cs, d.p, (frt_cuda_dtype)7, (float *)d.p + 8, (const uint16_t *const *)p,
+                                          (const uint16_t *const *)p, (const int32_t *const *)p, NULL, 1, 16, 2, 1,
+                                          64, 1.0f, 8, d.p, d.bytes),
+                 FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_attention_batch(g_cs, d.p, F32, (float *)d.p + 8, (const uint16_t *const *)p,
                                           (const uint16_t *const *)p, (const int32_t *const *)p, NULL, 1, 16, 2, 1, 32,
                                           1.0f, 8, d.p, d.bytes),

@@ -27,6 +27,8 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rng.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/fanout.h"
+#include "model/arch/batch_cuda.h"
 #include "util/bf16.h"
 
 #define FRT_TEST_CUDA_COL 58
@@ -1571,6 +1573,22 @@ static void test_bad_args(void)
     CHECK_STATUS(frt_cuda_sample_concurrency(100, NULL), E);
     int conc = 0;
     CHECK_STATUS(frt_cuda_sample_concurrency(0, &conc), E);
+    /* the batched decode's side streams and slot ends (checked before any
+     * CUDA call: valid without a device) */
+    frt_cuda_fanout fan;
+    CHECK_STATUS(frt_cuda_fanout_create(&fan, 0), E);
+    CHECK(fan.n == 0 && fan.side[0] == NULL && fan.ev_fork == NULL); /* nothing to free */
+    CHECK_STATUS(frt_cuda_fanout_create(&fan, FRT_FANOUT_MAX + 1), E);
+    CHECK_STATUS(frt_cuda_fanout_create(NULL, 2), E);
+    CHECK_STATUS(frt_cuda_fanout_fork(&fan, NULL, 1), E); /* more side streams than made */
+    CHECK_STATUS(frt_cuda_fanout_join(&fan, NULL, 1), E);
+    CHECK_STATUS(frt_cuda_fanout_after(&fan, 0, 0), E);
+    size_t eb = 0;
+    CHECK_STATUS(frt_batch_ends_bytes(0, 1000, &eb), E);
+    CHECK_STATUS(frt_batch_ends_bytes(FRT_FANOUT_MAX + 1, 1000, &eb), E);
+    CHECK_STATUS(frt_batch_ends_bytes(2, 0, &eb), E);
+    CHECK_STATUS(frt_batch_ends_bytes(2, 1000, NULL), E);
+    CHECK_STATUS(frt_batch_ends_init(NULL, 2, 1000, p, fp), E);
     CHECK_STATUS(frt_cuda_gemm_create(1024, NULL), E);
     CHECK_STATUS(frt_cuda_gemm_plan(NULL, 1, 8, 8, F32, 0), E);
     CHECK_STATUS(frt_cuda_gemm_run(NULL, NULL, p, F32, hp, hp, 1, 8, 8, 0), E);

@@ -32,6 +32,7 @@
 #include "frt/policy.h"
 #include "gen_model.h"
 #include "model/model_internal.h"
+#include "policy_write_util.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -43,21 +44,6 @@ static const frt_gen_policy_dims SMALL = {
     .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 16, .vocab = 61,
     .e_width = 16, .e_inter = 24, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
-
-static int write_policy(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed)
-{
-    frt_weight_spec *w = NULL;
-    int n = 0;
-    frt_checkpoint *ck = NULL;
-    int rc = frt_gen_policy_specs_dims(d, pi05, &w, &n);
-    if (rc == 0) rc = frt_gen_model_build_specs(w, n, seed, &ck);
-    if (rc == 0) rc = frt_mkdir_p(dir);
-    if (rc == 0) rc = frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC);
-    if (rc == 0) rc = frt_gen_policy_write_config_dims(d, pi05, dir);
-    frt_checkpoint_close(ck);
-    free(w);
-    return rc;
-}
 
 /* One observation at the model's shapes. */
 typedef struct obs {
@@ -293,7 +279,7 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-policy-%d-%s", (int)getpid(), shape);
     double t0 = now_ms();
-    CHECK_OK(write_policy(dir, d, pi05, 11));
+    CHECK_OK(write_policy_dims(dir, d, pi05, 11));
     printf("  %s: weights written in %.0f ms\n", shape, now_ms() - t0);
     frt_model *c = load(dir, FRT_BACKEND_CPU, max_tokens), *g = load(dir, FRT_BACKEND_CUDA, max_tokens);
     if (!c || !g) {

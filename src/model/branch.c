@@ -226,13 +226,12 @@ int frt_model_boundaries_read(frt_model *m, int n, frt_boundary *out)
 
 /* What a step needs of branch s's boundary b (decode: a pending token and
  * room; sample: logits). */
-static int check_step(const frt_model *m, int s, const frt_boundary *bd, int decode)
+static int check_step(const frt_model *m, int s, const frt_boundary *b, int decode)
 {
-    frt_boundary b = *bd;
-    if (decode && b.pending < 0) return frt_error(FRT_ERR_STATE, "branch %d: no pending token (sample first)", s);
-    if (decode && b.pos >= m->max_seq)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "branch %d: the state is full (%d tokens)", s, b.pos);
-    if (!decode && !b.has_logits) return frt_error(FRT_ERR_STATE, "branch %d: no logits", s);
+    if (decode && b->pending < 0) return frt_error(FRT_ERR_STATE, "branch %d: no pending token (sample first)", s);
+    if (decode && b->pos >= m->max_seq)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "branch %d: the state is full (%d tokens)", s, b->pos);
+    if (!decode && !b->has_logits) return frt_error(FRT_ERR_STATE, "branch %d: no logits", s);
     return 0;
 }
 
