@@ -137,7 +137,15 @@ static void test_top_p_by_hand(void)
     CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 0.85f, 0.0f, scratch) == 1);
     CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 0.85f, 0.6f, scratch) == 3);  /* 0.6*0.95 = 0.57 */
     CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 0.85f, 0.99f, scratch) == 0); /* never token 2 */
-    CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 1.0f, 0.99f, scratch) == 2);
+    /* no cut: the draw walks the ids in order (cum 0.15, 0.65, 0.70, 1.0) */
+    CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 1.0f, 0.99f, scratch) == 3);
+    CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 1.0f, 0.66f, scratch) == 2);
+    CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 1.0f, 0.10f, scratch) == 0);
+    CHECK(frt_cpu_sample(l, 4, 1.0f, 4, 1.0f, 0.66f, scratch) == 2); /* top_k n: no cut */
+    CHECK(frt_cpu_sample(l, 4, 1.0f, 3, 1.0f, 0.66f, scratch) == 3); /* a cut: the sorted order */
+    /* min_p 0.2 (p relative to 0.5: 0.3, 1, 0.1, 0.6) keeps ids 0, 1, 3: cum 0.15, 0.65, 0.95 */
+    CHECK(frt_cpu_sample_minp(l, 4, 1.0f, 0, 1.0f, 0.2f, 0.70f, scratch) == 3);
+    CHECK(frt_cpu_sample_minp(l, 4, 1.0f, 0, 1.0f, 0.2f, 0.10f, scratch) == 0);
     CHECK(frt_cpu_sample(l, 4, 1.0f, 0, 0.4f, 0.99f, scratch) == 1); /* only the top one */
     CHECK(frt_cpu_sample(l, 4, 1.0f, 2, 1.0f, 0.99f, scratch) == 3);
     CHECK(frt_cpu_sample(l, 4, 0.0f, 0, 1.0f, 0.99f, scratch) == 1); /* greedy */
@@ -185,8 +193,10 @@ static void test_large_vocab(void)
     }
     CHECK(ok);
     CHECK(frt_cpu_sample(l, n, 0.7f, 20, 0.95f, 0.0f, scratch) == 777);
-    /* no top-k: the full sort; u = 0 is the top token, large u a kept one */
-    CHECK(frt_cpu_sample(l, n, 1.0f, 0, 1.0f, 0.0f, scratch) == 777);
+    /* no cut: the walk in id order; u = 0 is the first id with p > 0 */
+    CHECK(frt_cpu_sample(l, n, 1.0f, 0, 1.0f, 0.0f, scratch) == 0);
+    /* top-p alone: the full sort; u = 0 is the top token, large u a kept one */
+    CHECK(frt_cpu_sample(l, n, 1.0f, 0, 0.9f, 0.0f, scratch) == 777);
     int tok = frt_cpu_sample(l, n, 1.0f, 0, 0.9f, 0.999f, scratch);
     ref_probs(p, l, n, 1.0, 0, 0.9);
     CHECK(tok >= 0 && p[tok] > 0);

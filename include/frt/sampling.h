@@ -33,7 +33,10 @@
  *      likely token, as vLLM's min_p after temperature); then top_k; then
  *      top_p on the renormalised kept set (the order of the tokens is
  *      (adjusted logit desc, id asc) throughout, so every cut is a prefix);
- *   6. the draw with u from the boundary's RNG (kernels/cpu/rng.h).
+ *   6. the draw with u from the boundary's RNG (kernels/cpu/rng.h): the
+ *      first kept token, in that order, whose cumulative p exceeds u times
+ *      the kept total. Without a top-k or top-p cut the draw walks the kept
+ *      tokens in id order instead (no sort: the same distribution).
  * With no bias, no penalty and no mask (steps 1-3b off) nothing is computed
  * for them: the step samples the model's logits directly. Whether a mask is
  * on is a flag of the step record (read by the captured step), so turning

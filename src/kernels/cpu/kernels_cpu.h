@@ -245,11 +245,17 @@ int frt_cpu_argmax(const float *logits, int n);
  *      top-p on the renormalised top-k set.
  *   6. Return the index of the first kept token whose cumulative p exceeds
  *      u * (sum of the kept p).
+ * Without a cut (top_k 0 or >= n, and top_p 1) there is no order to keep:
+ * steps 2, 3 and 5 are skipped and step 6 walks the tokens in index order
+ * (min_p keeps the same set as its sorted prefix), so no sort runs; the
+ * distribution is the same, only the token a given u picks differs. Should
+ * rounding leave u * total unreached, that walk returns the argmax.
  * u in [0, 1), supplied by the caller (frt_rng_uniform on the RNG state in
  * the boundary record). A +inf logit (the first one in the order) wins
  * outright; all -inf/NaN returns the lowest such index.
  * scratch: FRT_CPU_SAMPLE_SCRATCH(n) floats, caller-owned, overwritten.
- * Cost: O(n log top_k) with top_k, a full sort of n without.
+ * Cost: O(n log top_k) with top_k, a full sort of n with top_p alone,
+ * two passes of n without a cut.
  * Returns the token index, or FRT_ERR_INVALID_ARGUMENT (n < 1 or n > 2^24,
  * NULL pointers, temperature < 0 or NaN, top_k < 0, top_p not in (0, 1],
  * u not in [0, 1)). */

@@ -1,8 +1,10 @@
 /*
  * sample.c - argmax and temperature / top-k / top-p sampling from a uniform
- * u supplied by the caller (kernels/cpu/rng.h), deterministic: the tokens are
- * ordered by (logit desc, index asc), a total order, so the result does not
- * depend on the sort algorithm. Probabilities in double.
+ * u supplied by the caller (kernels/cpu/rng.h), deterministic: with a top-k
+ * or top-p cut the tokens are ordered by (logit desc, index asc), a total
+ * order, so the result does not depend on the sort algorithm; without one
+ * the draw walks the tokens in index order (no sort). Probabilities in
+ * double.
  * Semantics follow the HF logits processors (temperature, top-k, top-p on the
  * renormalised top-k set), with vLLM's min_p (after temperature, before
  * top-k / top-p: frt/sampling.h). Tested in tests/test_kernel_sample.c.
@@ -37,6 +39,13 @@ static int cand_cmp(const void *pa, const void *pb)
 
 static float sort_key(float l) { return isnan(l) ? -INFINITY : l; }
 
+/* p of logit l (NaN as -inf), 0 when min_p cuts it. */
+static double sample_prob_kept(float l, double lmax, double inv_t, float min_p)
+{
+    const double p = exp(((double)sort_key(l) - lmax) * inv_t);
+    return p >= (double)min_p ? p : 0.0;
+}
+
 /* Min-heap (root = the candidate that comes last in the order) of k. */
 static void heap_sift_down(cand *h, int n, int i)
 {
@@ -63,6 +72,29 @@ int frt_cpu_argmax(const float *logits, int n)
     return best < 0 ? 0 : best;
 }
 
+/* No top-k and no top-p cut: the draw over the tokens in index order (no
+ * sort). min_p keeps the same set as its prefix of the sorted order. The
+ * distribution is the sorted draw's; only which u maps to which token
+ * differs. Rounding past the end (u * total reached by no token) returns
+ * the argmax. */
+static int sample_index_order(const float *logits, int n, float temperature, float min_p, float u)
+{
+    const int imax = frt_cpu_argmax(logits, n);
+    const double lmax = sort_key(logits[imax]);
+    if (isinf(lmax)) return imax; /* +inf: the first; all -inf / NaN: 0 */
+    const double inv_t = 1.0 / (double)temperature;
+#define PROB(i) sample_prob_kept(logits[i], lmax, inv_t, min_p)
+    double total = 0;
+    for (int i = 0; i < n; i++) total += PROB(i);
+    double target = (double)u * total, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += PROB(i);
+        if (cum > target) return i;
+    }
+#undef PROB
+    return imax;
+}
+
 int frt_cpu_sample(const float *logits, int n, float temperature, int top_k, float top_p, float u,
                    float *scratch)
 {
@@ -84,6 +116,8 @@ int frt_cpu_sample_minp(const float *logits, int n, float temperature, int top_k
     if (!(u >= 0.0f && u < 1.0f))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "sample: u %g not in [0, 1)", (double)u);
     if (temperature == 0.0f) return frt_cpu_argmax(logits, n);
+    if ((top_k == 0 || top_k >= n) && top_p >= 1.0f)
+        return sample_index_order(logits, n, temperature, min_p, u);
 
     cand *c = (cand *)scratch;
     int m; /* kept candidates, sorted */

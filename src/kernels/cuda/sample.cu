@@ -33,6 +33,10 @@
  *      cut, a prefix of the sorted head, since p falls along the order),
  *      key = a uint32 whose ascending order is (logit desc) (-0 as +0).
  *      Barrier.
+ *      Without a top-k or top-p cut (top_k 0 or >= n, top_p 1) phases 3
+ *      and 4 are skipped: phase 5 reads p from the logits in index order,
+ *      min_p a filter (the twin's walk without a sort), and a draw that
+ *      rounding leaves unreached returns the argmax.
  *   4. a stable LSD radix sort of the head, 8 bits a pass, skipping the
  *      passes whose digit is equal over the whole head (AND / OR of the
  *      keys): per-block digit counts, barrier, per-block offsets, a stable
@@ -165,6 +169,26 @@ __device__ __forceinline__ double smp_prob(uint32_t key, double lmax, double inv
     return exp(((double)sample_key_value(key) - lmax) * inv_t);
 }
 
+/* Where phase 5 reads p at position i: the sorted head (its keys), or,
+ * without a top-k / top-p cut, the logits themselves in index order (min_p
+ * as a filter: the same kept set as its sorted prefix). */
+struct smp_sorted {
+    const uint32_t *keys;
+    double lmax, inv_t;
+    __device__ double prob(int i) const { return smp_prob(__ldcg(keys + i), lmax, inv_t); }
+};
+
+struct smp_direct {
+    const float *logits;
+    double lmax, inv_t;
+    float min_p;
+    __device__ double prob(int i) const
+    {
+        const double p = smp_prob(sample_key(__ldcg(logits + i)), lmax, inv_t);
+        return p >= (double)min_p ? p : 0.0;
+    }
+};
+
 /* Block-wide exclusive scan of sh.tot[0..255] into sh.tot (integers: exact).
  * Needs >= 256 threads; starts and ends with a barrier. */
 __device__ void smp_scan_digits(smp_shared &sh)
@@ -210,18 +234,18 @@ __device__ int smp_rank_tile(smp_shared &sh, int dig)
     return before;
 }
 
-/* Segment, warp and block sums of the kept positions [lo, hi) of the sorted
- * keys into sh.ts / sh.te / sh.we (see the file comment); returns the block
+/* Segment, warp and block sums of the kept positions [lo, hi) of src
+ * into sh.ts / sh.te / sh.we (see the file comment); returns the block
  * total (valid in every thread). Segment length seg (the same for every
  * block). Starts and ends with a barrier. */
-__device__ double smp_slice_sums(smp_shared &sh, const uint32_t *keys, int lo, int hi, int seg,
-                                 double lmax, double inv_t)
+template <class Src>
+__device__ double smp_slice_sums(smp_shared &sh, const Src &src, int lo, int hi, int seg)
 {
     const int tid = threadIdx.x;
     __syncthreads();
     const int a0 = min(lo + tid * seg, hi), a1 = min(a0 + seg, hi);
     double s = 0.0;
-    for (int i = a0; i < a1; i++) s += smp_prob(__ldcg(keys + i), lmax, inv_t);
+    for (int i = a0; i < a1; i++) s += src.prob(i);
     sh.ts[tid] = s;
     __syncthreads();
     if (tid < SMP_WARPS) {
@@ -250,8 +274,9 @@ __device__ double smp_slice_sums(smp_shared &sh, const uint32_t *keys, int lo, i
  * prefix is eb: the first position i with pred(cum(i)) (pred monotone:
  * cum >= x when ge, cum > x otherwise). Returns the position (or -1) and its
  * cum in *cum_out, in every thread. Ends with a barrier. */
-__device__ int smp_cross(smp_shared &sh, const uint32_t *keys, int lo, int hi, int seg, double eb,
-                         double x, bool ge, double lmax, double inv_t, double *cum_out)
+template <class Src>
+__device__ int smp_cross(smp_shared &sh, const Src &src, int lo, int hi, int seg, double eb, double x, bool ge,
+                         double *cum_out)
 {
     const int tid = threadIdx.x, w = tid >> 5;
     if (tid == 0) sh.cross = -1;
@@ -263,7 +288,7 @@ __device__ int smp_cross(smp_shared &sh, const uint32_t *keys, int lo, int hi, i
     if (a0 < a1 && !p0 && p1) { /* the one thread whose segment holds the crossing */
         double sp = 0.0;
         for (int i = a0; i < a1; i++) {
-            sp += smp_prob(__ldcg(keys + i), lmax, inv_t);
+            sp += src.prob(i);
             const double c = eb + (sh.we[w] + (sh.te[tid] + sp));
             if (ge ? c >= x : c > x) {
                 sh.cross = i;
@@ -277,6 +302,70 @@ __device__ int smp_cross(smp_shared &sh, const uint32_t *keys, int lo, int hi, i
     const int r = sh.cross;
     __syncthreads();
     return r;
+}
+
+/* Phase 5 over positions [0, m) of src: the block sums of p (every block),
+ * a grid barrier, then in block 0 the scan of the block sums, top-p (top_p
+ * < 1: *keep = the kept prefix) and the draw. Returns, in block 0, the
+ * position drawn (-1: u * total reached the end by rounding), -2 in the
+ * other blocks (they are done). */
+template <class Src>
+__device__ int smp_draw(smp_shared &sh, const smp_args &A, const Src &src, int m, float top_p, int *keep)
+{
+    cg::grid_group grid = cg::this_grid();
+    const int tid = threadIdx.x, G = gridDim.x, b = blockIdx.x;
+    const int per = (m + G - 1) / G;
+    const int seg = (per + SMP_THREADS - 1) / SMP_THREADS;
+    int clo, chi;
+    smp_part(m, G, b, clo, chi);
+    const double bt = smp_slice_sums(sh, src, clo, chi, seg);
+    if (tid == 0) A.btot[b] = bt;
+    grid.sync();
+    if (b != 0) return -2;
+
+    /* block 0: scan the block sums, then top-p and the draw */
+    if (tid == 0) {
+        double c = 0.0;
+        for (int k = 0; k < G; k++) {
+            sh.eb[k] = c;
+            c = c + __ldcg(A.btot + k);
+        }
+        sh.eb[G] = c;
+    }
+    __syncthreads();
+    const double total = sh.eb[G];
+    *keep = m;
+    double ktot = total;
+    if (top_p < 1.0f) {
+        const double want = (double)top_p * total;
+        int bp = G - 1;
+        for (int k = 0; k < G; k++)
+            if (sh.eb[k + 1] >= want) {
+                bp = k;
+                break;
+            }
+        int plo, phi;
+        smp_part(m, G, bp, plo, phi);
+        smp_slice_sums(sh, src, plo, phi, seg);
+        double c = 0.0;
+        const int i = smp_cross(sh, src, plo, phi, seg, sh.eb[bp], want, true, &c);
+        if (i >= 0) {
+            *keep = i + 1;
+            ktot = c;
+        }
+    }
+    const double target = (double)sh.u * ktot;
+    int bd = G - 1;
+    for (int k = 0; k < G; k++)
+        if (sh.eb[k + 1] > target) {
+            bd = k;
+            break;
+        }
+    int dlo, dhi;
+    smp_part(m, G, bd, dlo, dhi);
+    smp_slice_sums(sh, src, dlo, dhi, seg);
+    double c = 0.0;
+    return smp_cross(sh, src, dlo, dhi, seg, sh.eb[bd], target, false, &c);
 }
 
 __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
@@ -354,6 +443,12 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
         return;
     }
     const double inv_t = 1.0 / (double)T;
+    if ((top_k == 0 || top_k >= n) && top_p >= 1.0f) { /* no cut: the walk in index order */
+        int keep = n;
+        const int i = smp_draw(sh, A, smp_direct{L, lmax, inv_t, min_p}, n, 1.0f, &keep);
+        if (b == 0 && tid == 0) *A.token = i >= 0 ? i : imax; /* rounding: the twin's argmax */
+        return;
+    }
 
     /* 3. the head: count, then a stable compaction in index order */
     {
@@ -501,63 +596,13 @@ __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
         vdst = tv;
     }
 
-    /* 5. top-k, the block sums of p over the kept prefix */
+    /* 5. top-k, then the draw over the kept prefix of the sorted head */
     int m = (top_k > 0 && top_k < n) ? min(top_k, H) : H;
     if (min_p > 0.0f) m = min(m, MC); /* MC >= 1: the maximum has p = 1 */
-    const int per = (m + G - 1) / G;
-    const int seg = (per + SMP_THREADS - 1) / SMP_THREADS;
-    int clo, chi;
-    smp_part(m, G, b, clo, chi);
-    const double bt = smp_slice_sums(sh, ksrc, clo, chi, seg, lmax, inv_t);
-    if (tid == 0) A.btot[b] = bt;
-    grid.sync();
-    if (b != 0) return;
-
-    /* block 0: scan the block sums, then top-p and the draw */
-    if (tid == 0) {
-        double c = 0.0;
-        for (int k = 0; k < G; k++) {
-            sh.eb[k] = c;
-            c = c + __ldcg(A.btot + k);
-        }
-        sh.eb[G] = c;
-    }
-    __syncthreads();
-    const double total = sh.eb[G];
     int keep = m;
-    double ktot = total;
-    if (top_p < 1.0f) {
-        const double want = (double)top_p * total;
-        int bp = G - 1;
-        for (int k = 0; k < G; k++)
-            if (sh.eb[k + 1] >= want) {
-                bp = k;
-                break;
-            }
-        int plo, phi;
-        smp_part(m, G, bp, plo, phi);
-        smp_slice_sums(sh, ksrc, plo, phi, seg, lmax, inv_t);
-        double c = 0.0;
-        const int i = smp_cross(sh, ksrc, plo, phi, seg, sh.eb[bp], want, true, lmax, inv_t, &c);
-        if (i >= 0) {
-            keep = i + 1;
-            ktot = c;
-        }
-    }
-    const double target = (double)sh.u * ktot;
-    int bd = G - 1;
-    for (int k = 0; k < G; k++)
-        if (sh.eb[k + 1] > target) {
-            bd = k;
-            break;
-        }
-    int dlo, dhi;
-    smp_part(m, G, bd, dlo, dhi);
-    smp_slice_sums(sh, ksrc, dlo, dhi, seg, lmax, inv_t);
-    double c = 0.0;
-    const int i = smp_cross(sh, ksrc, dlo, dhi, seg, sh.eb[bd], target, false, lmax, inv_t, &c);
+    const int i = smp_draw(sh, A, smp_sorted{ksrc, lmax, inv_t}, m, top_p, &keep);
     /* keep - 1: the twin's fallback (u * total reached the end by rounding) */
-    if (tid == 0) *A.token = __ldcg(vsrc + ((i >= 0 && i < keep) ? i : keep - 1));
+    if (b == 0 && tid == 0) *A.token = __ldcg(vsrc + ((i >= 0 && i < keep) ? i : keep - 1));
 }
 
 /* Blocks of the cooperative grid on the current device (cached per device:

@@ -69,28 +69,36 @@ extern "C" int frt_dense_rope_table(void *stream, float *x, const float *inv_fre
     return 0;
 }
 
-/* One sequence's decode token, by one block: RoPE of its q and k heads at
- * *d_start, then its K (roped) and V rows into the caches. */
+/* One sequence's decode token: RoPE of its q and k heads at *d_start, and
+ * its K (roped) and V rows into the caches. Item i of the grid-stride loop
+ * is a q pair, a k pair (roped, then both elements stored by the same
+ * thread: no barrier, so any number of blocks) or a V element. */
 __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
                                                 __nv_bfloat16 *kcache, __nv_bfloat16 *vcache, const int32_t *d_start,
                                                 int max_seq, int n_heads, int n_kv, int head_dim)
 {
     const int half = head_dim / 2;
     const int start = *d_start;
-    const int pairs = (n_heads + n_kv) * half;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += gridDim.x * blockDim.x) {
-        const int h = i / half, p = i % half;
-        float *xh = h < n_heads ? qb + (size_t)h * head_dim : kb + (size_t)(h - n_heads) * head_dim;
-        rope_pair(xh, p, half, (float)start * inv_freq[p]);
-    }
-    __syncthreads(); /* every k row is roped before it is stored (one block a sequence) */
     const long long row = (long long)frt_dyn_pos(d_start);
-    if (row >= max_seq) return;
+    const bool store = row < max_seq;
     const int row_len = n_kv * head_dim;
     __nv_bfloat16 *kc = kcache + (size_t)row * row_len, *vc = vcache + (size_t)row * row_len;
-    for (int i = threadIdx.x; i < row_len; i += blockDim.x) {
-        kc[i] = __float2bfloat16_rn(kb[i]);
-        vc[i] = __float2bfloat16_rn(vb[i]);
+    const int q_pairs = n_heads * half, k_end = q_pairs + n_kv * half, items = k_end + row_len;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+        if (i < k_end) {
+            const int h = i / half, p = i % half;
+            const bool is_k = h >= n_heads;
+            float *xh = is_k ? kb + (size_t)(h - n_heads) * head_dim : qb + (size_t)h * head_dim;
+            rope_pair(xh, p, half, (float)start * inv_freq[p]);
+            if (is_k && store) {
+                const size_t e = (size_t)(h - n_heads) * head_dim + p;
+                kc[e] = __float2bfloat16_rn(kb[e]);
+                kc[e + half] = __float2bfloat16_rn(kb[e + half]);
+            }
+        } else if (store) {
+            const int e = i - k_end;
+            vc[e] = __float2bfloat16_rn(vb[e]);
+        }
     }
 }
 
@@ -114,6 +122,16 @@ __global__ void decode_prep_kernel(float *q, float *k, const float *v, const flo
     decode_prep_one(q, k, v, inv_freq, kc, vc, d_start, max_seq, n_heads, n_kv, head_dim);
 }
 
+#define PREP_THREADS 128
+
+/* Blocks a sequence: one item per thread (the pairs and the V row). */
+static unsigned int decode_prep_blocks(int n_heads, int n_kv_heads, int head_dim)
+{
+    const long long items = (long long)(n_heads + n_kv_heads) * (head_dim / 2) + (long long)n_kv_heads * head_dim;
+    const long long b = (items + PREP_THREADS - 1) / PREP_THREADS;
+    return (unsigned int)(b < 1 ? 1 : (b > 1024 ? 1024 : b));
+}
+
 extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                      uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, int max_seq,
                                      int n_heads, int n_kv_heads, int head_dim)
@@ -122,7 +140,8 @@ extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const flo
     FRT_ARG(max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 && head_dim >= 2 && head_dim <= 1024 &&
                 head_dim % 2 == 0,
             "dense decode prep: max_seq %d heads %d / %d head_dim %d", max_seq, n_heads, n_kv_heads, head_dim);
-    decode_prep_kernel<<<1, 512, 0, (cudaStream_t)stream>>>(q, k, v, inv_freq, (__nv_bfloat16 *)k_cache,
+    decode_prep_kernel<<<decode_prep_blocks(n_heads, n_kv_heads, head_dim), PREP_THREADS, 0,
+                         (cudaStream_t)stream>>>(q, k, v, inv_freq, (__nv_bfloat16 *)k_cache,
                                                             (__nv_bfloat16 *)v_cache, d_start, max_seq, n_heads,
                                                             n_kv_heads, head_dim);
     FRT_LAUNCH_CHECK();
@@ -139,8 +158,8 @@ extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, con
                 head_dim >= 2 && head_dim <= 1024 && head_dim % 2 == 0,
             "dense decode prep: branches %d max_seq %d heads %d / %d head_dim %d", n_branches, max_seq, n_heads,
             n_kv_heads, head_dim);
-    dim3 grid(1, (unsigned int)n_branches); /* one block a branch: the k rows are roped, then stored */
-    decode_prep_batch_kernel<<<grid, 512, 0, (cudaStream_t)stream>>>(
+    dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)n_branches);
+    decode_prep_batch_kernel<<<grid, PREP_THREADS, 0, (cudaStream_t)stream>>>(
         q, k, v, inv_freq, (__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches, d_starts,
         max_seq, n_heads, n_kv_heads, head_dim);
     FRT_LAUNCH_CHECK();

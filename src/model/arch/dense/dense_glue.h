@@ -34,7 +34,8 @@ int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_
 int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
                          const int32_t *d_n, int max_n, int n_heads, int head_dim);
 
-/* A decode token's RoPE and KV append in one launch (one block): q
+/* A decode token's RoPE and KV append in one launch (one thread a q pair,
+ * a k pair (roped, then stored) or a V element; no barrier): q
  * [n_heads, head_dim] and k [n_kv_heads, head_dim] f32 roped in place as
  * frt_dense_rope_table at pos = *d_start (one token), then k_cache[pos] =
  * bf16(k) and v_cache[pos] = bf16(v) as frt_cuda_kv_append (nothing when
@@ -53,7 +54,7 @@ int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, cons
  * d_v_caches[b][pos] = bf16(v[b]) as frt_cuda_kv_append (nothing when pos
  * >= max_seq). d_k_caches, d_v_caches, d_starts: device arrays of
  * n_branches device pointers; caches [max_seq, n_kv_heads, head_dim] bf16.
- * One block a branch. Twin: frt_dense_rope_table (q, k) + frt_cuda_kv_append
+ * Blocks along x per branch as frt_dense_decode_prep, y = the branch. Twin: frt_dense_rope_table (q, k) + frt_cuda_kv_append
  * per branch, the same bits (tests/test_cuda_dense.c). */
 int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                 uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
