@@ -175,6 +175,31 @@ static void check_rewritten(frt_model *mb, frt_model *m1, const frt_capsule *cap
     free(lg);
 }
 
+/* Each slot keeps its own rollback record (capsule.c): after
+ * check_rewritten, slot 0 no longer descends from cap (reset, other ids)
+ * while slots 1..B-1 do. A fork into slot 0 alone copies its whole state;
+ * the fork into B slots then copies only the fixed-size state of each (slot
+ * B-1 restored last), and every branch still equals its run alone. */
+static void check_refork(frt_model *mb, frt_model *m1, const frt_capsule *cap, const frt_capsule *cap1, int V)
+{
+    const frt_sampling s = {.temperature = 0.9f, .top_p = 1.0f};
+    const uint64_t seed = 777;
+    frt_restore_stats st = {0, 0, 0};
+    CHECK_OK(frt_model_fork(mb, cap, 1, seed));
+    CHECK_OK(frt_capsule_last_restore(mb, &st));
+    CHECK_MSG(st.rollback == 0, "refork: the rewritten slot 0 was restored by rollback");
+    run r;
+    r.logits = malloc((size_t)B * (T + 1) * V * sizeof(float));
+    float *lg = malloc((size_t)V * sizeof *lg);
+    if (!r.logits || !lg) abort();
+    run_batched(mb, cap, &s, seed, V, &r, 0);
+    CHECK_OK(frt_capsule_last_restore(mb, &st));
+    CHECK_MSG(st.rollback == 1, "refork: slot %d, which descends from the trunk, was copied whole", B - 1);
+    for (int b = 0; b < B; b++) check_alone(m1, cap1, &s, seed, V, &r, b, lg);
+    free(r.logits);
+    free(lg);
+}
+
 /* A branch's snapshot is an ordinary capsule: the single-slot model
  * continues it exactly as the branch continues in its slot. */
 static void check_branch_snapshot(frt_model *mb, frt_model *m1, int V, const char *path)
@@ -288,6 +313,7 @@ static void test_model(const char *dir, int batched)
     int32_t other[70];
     for (int i = 0; i < 70; i++) other[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     check_rewritten(mb, m1, cap, cap1, V, other, 70);
+    check_refork(mb, m1, cap, cap1, V);
     check_branch_snapshot(mb, m1, V, bpath);
     check_too_many(mb, cap, V);
     if (frt_test_failed_ > fails) fprintf(stderr, "  (model %s)\n", dir);

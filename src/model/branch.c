@@ -50,9 +50,10 @@ int frt_model_bind_slot(frt_model *m, int s)
             if (m->io[j].in_state && m->io[j].buf == old) m->io[j].buf = nb;
         m->state[i].buf = nb;
     }
+    /* The rollback record (capsule.c) describes the bound slot: each slot keeps its own. */
+    m->slot_live_capsule[m->bound_slot] = m->live_capsule;
+    m->live_capsule = m->slot_live_capsule[s];
     m->bound_slot = s;
-    /* The rollback record (capsule.c) describes the slot it was made on. */
-    m->live_capsule = 0;
     return m->arch->bind_state ? m->arch->bind_state(m) : 0;
 }
 
@@ -85,7 +86,8 @@ int frt_model_branches_alloc(frt_model *m)
     FRT_TRY(check_slots(m, B));
     m->slot_bufs = calloc((size_t)B * (size_t)m->n_state, sizeof *m->slot_bufs);
     m->branch_live = calloc((size_t)B, 1);
-    if (!m->slot_bufs || !m->branch_live) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for branch slots");
+    m->slot_live_capsule = calloc((size_t)B, sizeof *m->slot_live_capsule);
+    if (!m->slot_bufs || !m->branch_live || !m->slot_live_capsule) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for branch slots");
     m->n_slots = B;
     for (int i = 0; i < m->n_state; i++) {
         m->slot_bufs[i] = m->state[i].buf;
@@ -114,6 +116,8 @@ void frt_model_branches_free(frt_model *m)
     for (size_t k = (size_t)m->n_state; k < (size_t)m->n_slots * m->n_state; k++) frt_buffer_free(m->slot_bufs[k]);
     free(m->slot_bufs);
     free(m->branch_live);
+    free(m->slot_live_capsule);
+    m->slot_live_capsule = NULL;
     frt_buffer_free(m->bd_all);
     free(m->bd_host);
     m->bd_all = NULL;

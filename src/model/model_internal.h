@@ -153,6 +153,12 @@ struct frt_model {
     int shared_rows;   /* KV rows 0..shared_rows-1 equal in slots 0..n_branches-1 (frt_model_rows_rewritten) */
     int batch_max;     /* batched decode graphs exist for 2..batch_max slots (0: none) */
     unsigned char *branch_live; /* [n_slots] */
+    /* [n_slots] live_capsule of each slot that is not bound (the bound
+     * slot's is live_capsule): a slot keeps its rollback record while others
+     * are bound, since nothing writes a slot's rows below its position but
+     * a restore, a reset or a cartridge inject on the bound slot, and the
+     * batched steps write each slot at its own position. */
+    uint64_t *slot_live_capsule;
 };
 
 /* Points the state table and the runtime's handles (tokens, boundary,

@@ -335,6 +335,7 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
 template <int HD>
 __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a0)
 {
+    frt_pdl_wait(); /* launched with PDL: q, the caches and the positions come from the kernels before */
     /* batched: blockIdx.y = branch * n_kv + KV head */
     const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.y / a0.n_kv : 0);
     using C = tc_cfg<HD>;
@@ -611,6 +612,10 @@ __global__ __launch_bounds__(COMB_THREADS) void attn_combine_kernel(const attn_a
     __shared__ float wsh[COMB_CHUNK];
     __shared__ float red[COMB_WARPS][32];
     __shared__ float smax[COMB_WARPS];
+    /* the o_proj GEMV after it (launched with PDL) may start streaming its
+     * weights now; it waits for this kernel before it reads the output */
+    frt_pdl_trigger();
+    frt_pdl_wait(); /* launched with PDL: the partials come from the kernel before */
     /* batched: blockIdx.x = (branch * max_n + t) * n_heads + h */
     const int per = a0.max_n * a0.n_heads;
     const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.x / per : 0);
@@ -694,7 +699,7 @@ static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits,
     if (nb < 1) nb = 1;
     if (nb > n_splits) nb = n_splits;
     dim3 grid((unsigned int)nchunks, (unsigned int)(a.n_kv * branches), (unsigned int)nb);
-    attn_decode_tc_kernel<HD><<<grid, TC_THREADS, C::SMEM, s>>>(a);
+    FRT_CUDA_TRY(frt_pdl_launch(attn_decode_tc_kernel<HD>, grid, dim3(TC_THREADS), C::SMEM, s, a));
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -778,7 +783,7 @@ static int attn_combine_launch(const attn_args &a, int exp2dom, cudaStream_t s)
 {
     if (!a.part) return 0;
     dim3 cgrid((unsigned int)(a.max_n * a.n_heads), (unsigned int)(a.hd / 32));
-    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, a.hd, exp2dom);
+    FRT_CUDA_TRY(frt_pdl_launch(attn_combine_kernel, cgrid, dim3(COMB_THREADS), 0, s, a, a.hd, exp2dom));
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -897,7 +902,7 @@ extern "C" int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype 
     default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
     }
     dim3 cgrid((unsigned int)(n_branches * n_heads), (unsigned int)(head_dim / 32));
-    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, s>>>(a, head_dim, 1);
+    FRT_CUDA_TRY(frt_pdl_launch(attn_combine_kernel, cgrid, dim3(COMB_THREADS), 0, s, a, head_dim, 1));
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -72,6 +72,25 @@ static inline int frt_pdl_attr(cudaLaunchAttribute *at)
     return on;
 }
 
+/* Launches fn<<<grid, block, smem, stream>>>(args...) with programmatic
+ * dependent launch (frt_pdl_attr): fn may start as the kernel before it in
+ * the stream triggers or exits, so fn calls frt_pdl_wait before it reads
+ * what earlier kernels wrote (a plain launch under FRT_PDL=0). */
+template <typename... K, typename... A>
+static inline cudaError_t frt_pdl_launch(void (*fn)(K...), dim3 grid, dim3 block, size_t smem, void *stream,
+                                         A &&...args)
+{
+    cudaLaunchAttribute at[1];
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = (cudaStream_t)stream;
+    cfg.attrs = at;
+    cfg.numAttrs = frt_pdl_attr(&at[0]);
+    return cudaLaunchKernelEx(&cfg, fn, static_cast<A &&>(args)...);
+}
+
 /* Blocks for a grid-stride loop over `total` items of `threads` each. */
 static inline unsigned int frt_grid_blocks(size_t total, int threads, unsigned int cap)
 {

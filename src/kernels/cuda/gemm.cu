@@ -277,7 +277,7 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
                          accumulate ? " accumulate" : "");
     if (p->kernel == FRT_CUDA_GEMM_GEMV) {
         const gemv_cfg *c = &p->gv;
-        FRT_CUDA_TRY(gemv_launch(c->fn, c->blocks, c->warps * 32, c->smem, stream, y,
+        FRT_CUDA_TRY(frt_pdl_launch(c->fn, c->blocks, c->warps * 32, c->smem, stream, y,
                                  (int)(y_dtype == FRT_CUDA_BF16), accumulate, (const uint4 *)x,
                                  (const uint4 *)w, in_dim / 8, out_dim, c->kw, d_skip));
         return 0;

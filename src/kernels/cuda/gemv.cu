@@ -675,7 +675,7 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
         norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
              : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(gemv_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x,
+    FRT_CUDA_TRY(frt_pdl_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x,
                              in_dim / 8, na));
     return 0;
 }
@@ -720,7 +720,7 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
         norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
              : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(gemv_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                              (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8,
                              inter, c.kw, na));
     return 0;

@@ -263,7 +263,7 @@ extern "C" int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, 
     }
     const int rows = warps / kw * FP8_ROWS;
     const unsigned blocks = (unsigned)((out_dim + rows - 1) / rows);
-    FRT_CUDA_TRY(gemv_launch(fn, blocks, warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16), accumulate,
+    FRT_CUDA_TRY(frt_pdl_launch(fn, blocks, warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16), accumulate,
                              (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, kw));
     return 0;
 }

@@ -11,23 +11,6 @@
 
 #define GEMM_ALIGN 16 /* operand alignment, in bytes, of the GEMV and the cuBLASLt path */
 
-/* Launches a GEMV kernel with programmatic dependent launch (frt_pdl_attr;
- * the kernel side: gemv_block). */
-template <typename... K, typename... A>
-static cudaError_t gemv_launch(void (*fn)(K...), unsigned grid, unsigned block, size_t smem,
-                               void *stream, A &&...args)
-{
-    cudaLaunchAttribute at[1];
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = (cudaStream_t)stream;
-    cfg.attrs = at;
-    cfg.numAttrs = frt_pdl_attr(&at[0]);
-    return cudaLaunchKernelEx(&cfg, fn, static_cast<A &&>(args)...);
-}
-
 #define GEMV_VERSION 3 /* bump when the arithmetic order changes (fingerprint) */
 #define GEMV_LOADS 8   /* 16-byte weight loads in flight per lane (rows x k-blocks) */
 

@@ -17,6 +17,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void l2norm_kernel(void *x, int x
                                                                   int n_heads, int dim, float eps,
                                                                   bool vec)
 {
+    frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int groups = dim / G;

@@ -134,15 +134,17 @@ __device__ __forceinline__ float norm_weigh(float x, float inv, float w, int zer
 
 /* Launches KERNEL<G, NV> with the NV of the shape sh in scope (1, 2, 4 or
  * NORM_MAX_NV), on `stream` in scope. */
+/* Launches KERNEL<G, sh.nv> with programmatic dependent launch
+ * (frt_pdl_launch): every norm kernel calls frt_pdl_wait first. */
+#define NORM_LAUNCH(K, GRID, ...)                                                                           \
+    FRT_CUDA_TRY(frt_pdl_launch(K, dim3(GRID), dim3(sh.threads), 0, stream, __VA_ARGS__))
 #define NORM_DISPATCH(G, KERNEL, GRID, ...)                                                     \
     do {                                                                                        \
         switch (sh.nv) {                                                                        \
-        case 1: KERNEL<G, 1><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        case 2: KERNEL<G, 2><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        case 4: KERNEL<G, 4><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break; \
-        default:                                                                                \
-            KERNEL<G, NORM_MAX_NV><<<GRID, sh.threads, 0, (cudaStream_t)stream>>>(__VA_ARGS__); \
-            break;                                                                              \
+        case 1: NORM_LAUNCH((KERNEL<G, 1>), GRID, __VA_ARGS__); break;                            \
+        case 2: NORM_LAUNCH((KERNEL<G, 2>), GRID, __VA_ARGS__); break;                            \
+        case 4: NORM_LAUNCH((KERNEL<G, 4>), GRID, __VA_ARGS__); break;                            \
+        default: NORM_LAUNCH((KERNEL<G, NORM_MAX_NV>), GRID, __VA_ARGS__); break;                 \
         }                                                                                       \
     } while (0)
 

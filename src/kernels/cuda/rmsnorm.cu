@@ -25,6 +25,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_kernel(
     void *out, int out_dt, const void *x, int x_dt, const float *__restrict__ w,
     const int32_t *d_n, int max_n, int n_heads, int dim, float eps, int zero_centered, bool vec)
 {
+    frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int groups = dim / G;
@@ -83,6 +84,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
     void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
     int max_n, int dim, float eps, int zero_centered, bool vec)
 {
+    frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const int t = blockIdx.x;
     if (t >= frt_dyn_n(d_n, max_n)) return;
     const int groups = dim / G;

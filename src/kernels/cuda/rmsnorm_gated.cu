@@ -69,6 +69,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_gated_kernel(
     const float *__restrict__ w, const int32_t *d_n, int max_n, int n_heads, int dim, float eps,
     size_t z_stride, bool vec)
 {
+    frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     gated_row<G, NV, false>(out, out_dt, x, x_dt, z, z_dt, w, row, n_heads, dim, eps, z_stride, vec);

@@ -77,6 +77,7 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
                                                 __nv_bfloat16 *kcache, __nv_bfloat16 *vcache, const int32_t *d_start,
                                                 int max_seq, int n_heads, int n_kv, int head_dim)
 {
+    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
     const int half = head_dim / 2;
     const int start = *d_start;
     const long long row = (long long)frt_dyn_pos(d_start);
@@ -140,10 +141,10 @@ extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const flo
     FRT_ARG(max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 && head_dim >= 2 && head_dim <= 1024 &&
                 head_dim % 2 == 0,
             "dense decode prep: max_seq %d heads %d / %d head_dim %d", max_seq, n_heads, n_kv_heads, head_dim);
-    decode_prep_kernel<<<decode_prep_blocks(n_heads, n_kv_heads, head_dim), PREP_THREADS, 0,
-                         (cudaStream_t)stream>>>(q, k, v, inv_freq, (__nv_bfloat16 *)k_cache,
-                                                            (__nv_bfloat16 *)v_cache, d_start, max_seq, n_heads,
-                                                            n_kv_heads, head_dim);
+    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_kernel, dim3(decode_prep_blocks(n_heads, n_kv_heads, head_dim)), dim3(PREP_THREADS), 0,
+                                stream,
+                             q, k, v, inv_freq, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, d_start,
+                             max_seq, n_heads, n_kv_heads, head_dim));
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -159,9 +160,9 @@ extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, con
             "dense decode prep: branches %d max_seq %d heads %d / %d head_dim %d", n_branches, max_seq, n_heads,
             n_kv_heads, head_dim);
     dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)n_branches);
-    decode_prep_batch_kernel<<<grid, PREP_THREADS, 0, (cudaStream_t)stream>>>(
-        q, k, v, inv_freq, (__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches, d_starts,
-        max_seq, n_heads, n_kv_heads, head_dim);
+    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_batch_kernel, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
+                             (__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches, d_starts,
+                             max_seq, n_heads, n_kv_heads, head_dim));
     FRT_LAUNCH_CHECK();
     return 0;
 }
