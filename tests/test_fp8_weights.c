@@ -8,16 +8,21 @@
  *     biases are the checkpoint's values unchanged;
  *   - accuracy on every golden model (tests/data/golden_dense): each layer's
  *     hidden state and the last logits of the golden prompts, and a 32-token
- *     greedy decode, FP8 against the checkpoint's weights, norm-wise within
+ *     greedy decode, FP8 (with the prefill's per-token activations) against
+ *     the checkpoint's weights, norm-wise within
  *     FP8_W_LOGIT_BOUND (justified in docs/fp8.md); the first greedy
  *     divergence and the top-2 margin there, reported;
  *   - FP8 checkpoints written at test time by scripts/ref/make_fp8_checkpoint.py
  *     (/usr/bin/python3 + numpy) from a golden model in the three layouts
  *     (compressed-tensors per-tensor and per-channel weight_scale, block-wise
- *     weight_scale_inv) and their dequantized F32 twins: each FP8 checkpoint's
- *     logits equal its twin's bit for bit; the per-channel checkpoint's equal
- *     the quantize-at-load of the source checkpoint bit for bit (the same
- *     codes and scales); a bf16 weight_scale is read too;
+ *     weight_scale_inv) and their dequantized F32 twins: each FP8
+ *     checkpoint's held Linear weights equal its twin's bit for bit (all
+ *     marked FP8, the twin's none), its logits differ from the twin's by
+ *     the prefill's per-token activation quantization alone (docs/fp8.md
+ *     "FP8 activations"), within FP8_ACT_BOUND; the per-channel
+ *     checkpoint's logits equal the quantize-at-load of the source
+ *     checkpoint bit for bit (the same codes, scales and activation rule);
+ *     a bf16 weight_scale is read too;
  *   - the fingerprint records the weight precision: a capsule of the
  *     float-weight model is refused by the FP8 one (FRT_ERR_MISMATCH) and
  *     the other way round;
