@@ -485,6 +485,7 @@ static void cd_free(frt_model *m)
     if (!c) return;
     frt_batch_ends_free(&c->ends);
     frt_cuda_gemm_fp8_destroy(c->gemm8); /* before the base handle it uses */
+    if (m->weights_desc == c->wdesc) m->weights_desc = NULL; /* c's storage */
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
