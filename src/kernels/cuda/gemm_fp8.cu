@@ -25,7 +25,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define FP8_MAX_PLANS 1024
+#define FP8_MAX_PLANS 256 /* the table is allocated whole at create */
 
 struct fp8_plan {
     gemm_plan lt; /* n, in_dim, out_dim, out_dt, desc, a, b, c, algo, ws_needed (kernel: cuBLASLt) */
@@ -35,8 +35,8 @@ struct fp8_plan {
 struct frt_cuda_gemm_fp8 {
     frt_cuda_gemm *base;
     float *d_dummy; /* [64] f32: the scale pointers the heuristic sees at plan time */
-    int n_plans, cap_plans;
-    fp8_plan *plans;
+    int n_plans;
+    fp8_plan *plans; /* [FP8_MAX_PLANS] */
 };
 
 static void fp8_plan_release(fp8_plan *p)
@@ -64,6 +64,11 @@ extern "C" int frt_cuda_gemm_fp8_create(frt_cuda_gemm *base, frt_cuda_gemm_fp8 *
     frt_cuda_gemm_fp8 *g = (frt_cuda_gemm_fp8 *)calloc(1, sizeof *g);
     if (!g) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm_fp8: handle");
     g->base = base;
+    g->plans = (fp8_plan *)calloc(FP8_MAX_PLANS, sizeof *g->plans);
+    if (!g->plans) {
+        frt_cuda_gemm_fp8_destroy(g);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm_fp8: plan table");
+    }
     cudaError_t e = cudaMalloc((void **)&g->d_dummy, 64 * sizeof(float));
     if (e != cudaSuccess) {
         g->d_dummy = NULL;
@@ -178,23 +183,17 @@ extern "C" int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, i
     if (fp8_find(g, n, in_dim, out_dim, out_dtype)) return 0;
     if (g->n_plans == FP8_MAX_PLANS)
         return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
-    if (g->n_plans == g->cap_plans) {
-        int cap = g->cap_plans ? 2 * g->cap_plans : 16;
-        fp8_plan *np = (fp8_plan *)realloc(g->plans, (size_t)cap * sizeof *np);
-        if (!np) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm_fp8: plan table");
-        g->plans = np;
-        g->cap_plans = cap;
-    }
-    fp8_plan p;
-    memset(&p, 0, sizeof p);
-    p.lt.n = n, p.lt.in_dim = in_dim, p.lt.out_dim = out_dim, p.lt.out_dt = out_dtype;
-    p.lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
-    int rc = fp8_build(g, &p);
+    fp8_plan *p = &g->plans[g->n_plans];
+    memset(p, 0, sizeof *p);
+    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
+    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    int rc = fp8_build(g, p);
     if (rc < 0) {
-        fp8_plan_release(&p);
+        fp8_plan_release(p);
+        memset(p, 0, sizeof *p);
         return rc;
     }
-    g->plans[g->n_plans++] = p;
+    g->n_plans++;
     return 0;
 }
 
@@ -252,11 +251,8 @@ extern "C" uint64_t frt_cuda_gemm_fp8_fingerprint(const frt_cuda_gemm_fp8 *g)
     if (!h) return 0;
     XXH64_reset(h, 0x38); /* seed: the FP8 plans' hash never equals the bf16 plans' */
     for (int i = 0; i < g->n_plans; i++) {
-        frt_cuda_gemm_fp8_plan_info pi;
-        if (frt_cuda_gemm_fp8_plan_get(g, i, &pi) < 0) continue;
-        int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.algo_id, pi.tile_id, pi.stages_id,
-                   pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option, pi.shape_algo};
-        XXH64_update(h, f, sizeof f);
+        frt_cuda_gemm_fp8_plan_info pi; /* ints only: no padding bytes */
+        if (frt_cuda_gemm_fp8_plan_get(g, i, &pi) == 0) XXH64_update(h, &pi, sizeof pi);
     }
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);

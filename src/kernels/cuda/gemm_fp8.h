@@ -61,7 +61,7 @@ void frt_cuda_gemm_fp8_destroy(frt_cuda_gemm_fp8 *g);
  * multiples of 16 (cuBLASLt FP8: 16-byte leading dimensions of the E4M3
  * operands); out_dtype FRT_CUDA_F32 or FRT_CUDA_BF16.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, shape, dtype); FRT_ERR_OUT_OF_RANGE
- * (more than 1024 plans); FRT_ERR_UNSUPPORTED (cuBLASLt has no algorithm:
+ * (more than 256 plans); FRT_ERR_UNSUPPORTED (cuBLASLt has no algorithm:
  * e.g. a GPU without FP8 tensor cores (before sm_89) or a cuBLAS before
  * 12.9 without outer-vector scales); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND.
  * On failure the handle is unchanged. */
