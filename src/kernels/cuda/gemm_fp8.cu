@@ -11,6 +11,11 @@
  * elements (s_x): cuBLASLt multiplies D(i, j) by A_scale[i] * B_scale[j]
  * (cublasLt.h, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). alpha 1, beta 0.
  *
+ * Where the library has no outer-vector algorithm (or the handle's scaling
+ * asks for it), the plan leaves the scale modes at their defaults (unit
+ * scalars) and fp8_epilogue multiplies the f32 output by s_x[t] * s_w[o]
+ * after the GEMM (gemm_fp8.h).
+ *
  * One algorithm per (in, out, out dtype): the heuristic's first result for
  * FRT_CUDA_GEMM_FP8_REF_N rows, kept for every n that
  * cublasLtMatmulAlgoCheck accepts (gemm_fp8.h). The plan's descriptors are
@@ -30,10 +35,12 @@
 struct fp8_plan {
     gemm_plan lt; /* n, in_dim, out_dim, out_dt, desc, a, b, c, algo, ws_needed (kernel: cuBLASLt) */
     int shape_algo;
+    int lib; /* 1: cuBLASLt applies the scales (OUTER_VEC_32F); 0: fp8_epilogue after it */
 };
 
 struct frt_cuda_gemm_fp8 {
     frt_cuda_gemm *base;
+    frt_cuda_gemm_fp8_scaling scaling; /* for the next plans */
     float *d_dummy; /* [64] f32: the scale pointers the heuristic sees at plan time */
     int n_plans;
     fp8_plan *plans; /* [FP8_MAX_PLANS] */
@@ -122,9 +129,11 @@ static int fp8_descs(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
     const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
     FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
-    FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec));
-    FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec));
-    FRT_TRY(set_scales(l->desc, g->d_dummy, g->d_dummy));
+    if (p->lib) {
+        FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec));
+        FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec));
+        FRT_TRY(set_scales(l->desc, g->d_dummy, g->d_dummy));
+    }
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->a, CUDA_R_8F_E4M3, l->in_dim, l->out_dim, l->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->b, CUDA_R_8F_E4M3, l->in_dim, l->n, l->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->c, yt, l->out_dim, l->n, l->out_dim));
@@ -139,6 +148,7 @@ static int fp8_heuristic(const frt_cuda_gemm_fp8 *g, const fp8_plan *key, int n,
     p.lt = key->lt;
     p.lt.desc = NULL, p.lt.a = p.lt.b = p.lt.c = NULL;
     p.lt.n = n;
+    p.lib = key->lib;
     int rc = fp8_descs(g, &p), found = 0;
     cublasLtMatmulHeuristicResult_t res;
     if (rc == 0) rc = gemm_heuristic(g->base, &p.lt, 1, &res, &found);
@@ -162,7 +172,7 @@ static int fp8_algo_fits(const frt_cuda_gemm_fp8 *g, fp8_plan *p, const cublasLt
 }
 
 /* The shape's algorithm (n = REF_N) when it fits p's n, else n's own. */
-static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
+static int fp8_build_as(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
 {
     FRT_TRY(fp8_descs(g, p));
     cublasLtMatmulAlgo_t algo;
@@ -174,6 +184,62 @@ static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
     if (fp8_algo_fits(g, p, &algo)) return 0;
     return frt_error(FRT_ERR_UNSUPPORTED, "cuda gemm_fp8: no cuBLASLt algorithm for n %d in %d out %d", p->lt.n,
                      p->lt.in_dim, p->lt.out_dim);
+}
+
+/* The library's scales when the handle's scaling allows and cuBLASLt has
+ * an algorithm, else (AUTO, EPILOGUE) unit scales + the epilogue. */
+static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
+{
+    if (g->scaling != FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE) {
+        p->lib = 1;
+        int rc = fp8_build_as(g, p);
+        if (rc == 0 || g->scaling == FRT_CUDA_GEMM_FP8_SCALES_LIBRARY) return rc;
+        fp8_plan_release(p);
+        p->lt.desc = NULL, p->lt.a = p->lt.b = p->lt.c = NULL;
+    }
+    if (p->lt.out_dt != FRT_CUDA_F32)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm_fp8: n %d in %d out %d: bf16 out needs cuBLASLt's outer-vector scales (the "
+                         "epilogue scales an f32 output)",
+                         p->lt.n, p->lt.in_dim, p->lt.out_dim);
+    p->lib = 0;
+    return fp8_build_as(g, p);
+}
+
+extern "C" int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm_fp8_scaling scaling)
+{
+    FRT_ARG(g, "cuda gemm_fp8 set_scaling: NULL handle");
+    FRT_ARG(scaling == FRT_CUDA_GEMM_FP8_SCALES_AUTO || scaling == FRT_CUDA_GEMM_FP8_SCALES_LIBRARY ||
+                scaling == FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE,
+            "cuda gemm_fp8 set_scaling: bad value %d", (int)scaling);
+    g->scaling = scaling;
+    return 0;
+}
+
+/* y[t, o] = (y[t, o] * x_scale[t]) * w_scale[o], four columns a thread
+ * (out_dim % 16 == 0, y 16-byte aligned). */
+__global__ void fp8_epilogue_kernel(float4 *y, const float *x_scale, const float4 *w_scale, int n, int out4)
+{
+    const size_t total = (size_t)n * out4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const float sx = x_scale[i / (size_t)out4];
+        const float4 sw = w_scale[i % (size_t)out4];
+        float4 v = y[i];
+        v.x = __fmul_rn(__fmul_rn(v.x, sx), sw.x);
+        v.y = __fmul_rn(__fmul_rn(v.y, sx), sw.y);
+        v.z = __fmul_rn(__fmul_rn(v.z, sx), sw.z);
+        v.w = __fmul_rn(__fmul_rn(v.w, sx), sw.w);
+        y[i] = v;
+    }
+}
+
+static int fp8_epilogue(void *stream, float *y, const float *x_scale, const float *w_scale, int n, int out_dim)
+{
+    const size_t total = (size_t)n * (out_dim / 4);
+    fp8_epilogue_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        (float4 *)y, x_scale, (const float4 *)w_scale, n, out_dim / 4);
+    FRT_LAUNCH_CHECK();
+    return 0;
 }
 
 extern "C" int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype)
@@ -218,11 +284,11 @@ extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y
                          "cuda gemm_fp8 run: the plan needs %zu bytes of workspace and the stream has none "
                          "(frt_cuda_gemm_add_stream on the base handle)",
                          p->lt.ws_needed);
-    FRT_TRY(set_scales(p->lt.desc, w_scale, x_scale));
+    if (p->lib) FRT_TRY(set_scales(p->lt.desc, w_scale, x_scale));
     const float alpha = 1.0f, beta = 0.0f;
     FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, y, p->lt.c, y,
                                   p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
-    return 0;
+    return p->lib ? 0 : fp8_epilogue(stream, (float *)y, x_scale, w_scale, n, out_dim);
 }
 
 extern "C" int frt_cuda_gemm_fp8_plan_count(const frt_cuda_gemm_fp8 *g) { return g ? g->n_plans : 0; }
@@ -241,6 +307,7 @@ extern "C" int frt_cuda_gemm_fp8_plan_get(const frt_cuda_gemm_fp8 *g, int i, frt
     info->algo_id = ids[0], info->tile_id = ids[1], info->stages_id = ids[2], info->splitk_num = ids[3];
     info->reduction_scheme = ids[4], info->cta_swizzling = ids[5], info->custom_option = ids[6];
     info->shape_algo = p->shape_algo;
+    info->scales_in_library = p->lib;
     return 0;
 }
 

@@ -10,7 +10,11 @@
  * CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B, "each (i, j)-th
  * element of product of A and B is multiplied by i-th element of A scale
  * and j-th element of B scale"; outer-vector FP8 scaling on Hopper since
- * cuBLAS 12.9). The activations come from
+ * cuBLAS 12.9). Where cuBLASLt has no such algorithm for a shape (or
+ * frt_cuda_gemm_fp8_set_scaling asks for it), the plan runs cuBLASLt with
+ * unit scales into the f32 accumulator output and frt's epilogue kernel
+ * multiplies it, y = (acc * s_x[t]) * s_w[o] (two __fmul_rn); f32 out
+ * only. Each plan says which (scales_in_library). The activations come from
  * frt_cuda_fp8_quantize_rows_dynamic (kernels_cuda.h). C interface; the
  * CPU reference is dequantize-both then an f32 matmul (tests/test_cuda_gemm_fp8.c).
  *
@@ -38,12 +42,21 @@ extern "C" {
 
 typedef struct frt_cuda_gemm_fp8 frt_cuda_gemm_fp8;
 
+/* Who applies the scales, for the plans made after
+ * frt_cuda_gemm_fp8_set_scaling. */
+typedef enum frt_cuda_gemm_fp8_scaling {
+    FRT_CUDA_GEMM_FP8_SCALES_AUTO = 0,    /* cuBLASLt's outer vectors when it has an algorithm, else the epilogue */
+    FRT_CUDA_GEMM_FP8_SCALES_LIBRARY = 1, /* cuBLASLt's outer vectors only (else FRT_ERR_UNSUPPORTED) */
+    FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE = 2 /* unit scales in cuBLASLt, f32 out, frt's epilogue kernel */
+} frt_cuda_gemm_fp8_scaling;
+
 /* A plan's key and its algorithm (the ids of frt_cuda_gemm_plan_info). */
 typedef struct frt_cuda_gemm_fp8_plan_info {
     int n, in_dim, out_dim;
     frt_cuda_dtype out_dtype;
     int algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling, custom_option;
     int shape_algo; /* 1: the (in, out, dtype) algorithm of n = FRT_CUDA_GEMM_FP8_REF_N; 0: n's own */
+    int scales_in_library; /* 1: cuBLASLt's OUTER_VEC_32F; 0: unit scales + frt's epilogue */
 } frt_cuda_gemm_fp8_plan_info;
 
 /* Creates an FP8 GEMM handle on top of `base` (a frt_cuda_gemm): it uses
@@ -56,14 +69,19 @@ int frt_cuda_gemm_fp8_create(frt_cuda_gemm *base, frt_cuda_gemm_fp8 **out);
 /* Frees the handle and its plans (sync the streams first). NULL is a no-op. */
 void frt_cuda_gemm_fp8_destroy(frt_cuda_gemm_fp8 *g);
 
+/* Sets who applies the scales in the plans made after this call (the
+ * default is FRT_CUDA_GEMM_FP8_SCALES_AUTO); plans already made keep
+ * theirs. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, a value outside the enum). */
+int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm_fp8_scaling scaling);
+
 /* Chooses and caches the algorithm of a shape (a no-op when cached); setup
  * time, never inside a capture. n >= 1; in_dim and out_dim positive
  * multiples of 16 (cuBLASLt FP8: 16-byte leading dimensions of the E4M3
  * operands); out_dtype FRT_CUDA_F32 or FRT_CUDA_BF16.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, shape, dtype); FRT_ERR_OUT_OF_RANGE
  * (more than 256 plans); FRT_ERR_UNSUPPORTED (cuBLASLt has no algorithm:
- * e.g. a GPU without FP8 tensor cores (before sm_89) or a cuBLAS before
- * 12.9 without outer-vector scales); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND.
+ * e.g. a GPU without FP8 tensor cores (before sm_89); or bf16 out where
+ * the scales cannot be the library's); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND.
  * On failure the handle is unchanged. */
 int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype);
 
@@ -76,8 +94,9 @@ int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim,
  *   y       [n, out_dim] f32 or bf16 (y_dtype; overwritten).
  * All device memory, 16-byte aligned. A "TN" cuBLASLt GEMM (A = w
  * transposed, as Hopper's FP8 kernels require), fp32 accumulation (the
- * default, not CUBLASLT_MATMUL_DESC_FAST_ACCUM), the scales applied in the
- * library's epilogue. Deterministic for a plan. Sets the plan descriptor's
+ * default, not CUBLASLT_MATMUL_DESC_FAST_ACCUM), the scales applied by the
+ * library or by frt's epilogue kernel (the plan's scales_in_library).
+ * Deterministic for a plan. Sets the plan descriptor's
  * scale pointers, so two threads must not run the same handle at once. No
  * allocation: legal inside a stream capture (stream added to base).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, shape, dtype, alignment);

@@ -347,8 +347,9 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
-    if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM */
-        snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-outer-vec-scales-f32acc",
+    if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
+                      cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
+        snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-f32acc",
                  dense_weights_desc(m));
         m->weights_desc = c->wdesc;
     }
