@@ -41,7 +41,7 @@ for shape in ${SHAPES//,/ }; do
             --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
         rc=$?
         [ $rc -eq 0 ] || { echo "FAILED ($rc): see $name.err" | tee -a "$summary"; status=1; }
-        grep -E "^ *prefix|^ *[0-9]+ \||^KV cache|^weights" "$out/$name.txt" | tee -a "$summary"
+        grep -E "^ *prefix|^ *[0-9]+ \||^KV cache|^weights|^floors|FP8 GEMM" "$out/$name.txt" | tee -a "$summary"
     done
 done
 exit $status

@@ -5,9 +5,13 @@
  *   1. cuda FP8 against the cpu FP8 emulation (params.weight_dtype
  *      FRT_WEIGHT_FP8 on both: the same codes and scales, quantized at load
  *      from the same f32 values): every layer's hidden state and the logits
- *      of a 100-token prefill within 2^-3 norm-wise (MODEL_BOUND; the two
- *      differ by the cuda backend's bf16 activations only, 3e-2 between the
- *      bf16 cuda and the f32 cpu models in test_cuda_dense.c), greedy tokens
+ *      of a 100-token prefill within 2^-3 norm-wise (MODEL_BOUND; both
+ *      quantize a prefill's Linear inputs per token (docs/fp8.md "FP8
+ *      activations"), so the two differ by the cuda backend's bf16
+ *      activations, 3e-2 between the bf16 cuda and the f32 cpu models in
+ *      test_cuda_dense.c, and through them by an activation code one E4M3
+ *      step apart where a value lies that close to a rounding midpoint, at
+ *      most the quantization error itself), greedy tokens
  *      equal while the cpu's top-2 margin exceeds 4x the max |logit
  *      difference|; cuda FP8 against cuda bf16 reported; the weight bytes of
  *      both printed;

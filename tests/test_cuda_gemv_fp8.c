@@ -14,9 +14,6 @@
  *   - batch invariance: each row of an n = 8 run is, bit for bit, the n = 1
  *     run of that row alone; two runs give the same bytes; nothing past
  *     y [n, out] is written (sentinel);
- *   - the prefill helpers: frt_cuda_fp8_widen_bf16 on every code (16-byte
- *     vectors and the one-a-thread path) and frt_cuda_scale_cols, bit for
- *     bit against the CPU;
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before the device
  *     check (they also run without a GPU);
  * then times the 8B-class shapes in a CUDA graph over enough weight copies
@@ -196,54 +193,6 @@ static void test_shape(int in, int out, const int *ns, int n_ns)
     free(sd.s);
 }
 
-/* The prefill helpers: every code widened (aligned and not, with a tail),
- * and the column scale, bit for bit against the CPU. */
-static void test_prefill_helpers(void)
-{
-    const size_t n = 100003; /* 16-code vectors and a tail */
-    uint8_t *q = xzalloc(n + 1);
-    for (size_t i = 0; i < n + 1; i++) q[i] = (uint8_t)(i * 37 + (i >> 8));
-    uint16_t *got = xzalloc((n + 1) * 2), *want = xzalloc((n + 1) * 2);
-    for (size_t i = 0; i < n + 1; i++) want[i] = frt_f32_to_bf16(frt_fp8_e4m3_decode(q[i]));
-    dbuf dq = dalloc(n + 1), dw = dalloc((n + 1) * 2);
-    dput(dq, 0, q, n + 1);
-    for (int off = 0; off < 2; off++) { /* off 1: unaligned, the one-a-thread path */
-        CHECK_OK(frt_cuda_fp8_widen_bf16(g_cs, (uint16_t *)dw.p + off, (const uint8_t *)dq.p + off, n));
-        sync_st();
-        dget(dw, 0, got, (n + 1) * 2);
-        int bad = 0;
-        for (size_t i = off; i < n + off; i++) {
-            const int nan = (q[i] & 0x7F) == 0x7F;
-            const float g = frt_bf16_to_f32(got[i]);
-            bad += nan ? !isnan(g) : got[i] != want[i];
-        }
-        CHECK_MSG(bad == 0, "widen (offset %d): %d of %zu codes differ", off, bad, n);
-        report_flag(off ? "fp8_widen_bf16 unaligned, every code" : "fp8_widen_bf16 aligned, every code", bad == 0);
-    }
-    const int rows = 37, cols = 1001;
-    float *y = frand((size_t)rows * cols, -3, 3), *sc = scales_rand(cols), *yg = xzalloc((size_t)rows * cols * 4);
-    dbuf dy = dalloc((size_t)rows * cols * 4), ds = dalloc((size_t)cols * 4);
-    dput(dy, 0, y, (size_t)rows * cols * 4);
-    dput(ds, 0, sc, (size_t)cols * 4);
-    CHECK_OK(frt_cuda_scale_cols(g_cs, dy.p, ds.p, rows, cols));
-    sync_st();
-    dget(dy, 0, yg, (size_t)rows * cols * 4);
-    frt_cpu_scale_cols(y, sc, rows, cols);
-    report_flag("scale_cols bit for bit", !memcmp(y, yg, (size_t)rows * cols * 4));
-    CHECK_STATUS(frt_cuda_scale_cols(g_cs, dy.p, ds.p, 0, cols), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_fp8_widen_bf16(g_cs, NULL, dq.p, 4), FRT_ERR_INVALID_ARGUMENT);
-    dfree(&dq);
-    dfree(&dw);
-    dfree(&dy);
-    dfree(&ds);
-    free(q);
-    free(got);
-    free(want);
-    free(y);
-    free(sc);
-    free(yg);
-}
-
 /* ---- timing -------------------------------------------------------------- */
 
 typedef struct timing {
@@ -290,7 +239,6 @@ int main(void)
     test_twin();
     test_bad_args();
     frt_test_cuda_start();
-    test_prefill_helpers();
     const int all[] = {1, 2, 3, 5, 8}, few[] = {1, 4, 8};
     test_shape(16, 1, all, 5);
     test_shape(48, 7, all, 5);

@@ -425,6 +425,10 @@ static void test_bad_input(void)
         double ms = 0;
         CHECK_STATUS(frt_debug_gemm_ms(ctx, 64, 3, &ms), FRT_ERR_UNSUPPORTED);
         CHECK_STATUS(frt_debug_gemm_ms(ctx, 60, 3, &ms), FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_debug_gemm_fp8_ms(ctx, 64, 3, &ms), FRT_ERR_UNSUPPORTED);
+        CHECK_STATUS(frt_debug_gemm_fp8_ms(ctx, 72, 3, &ms), FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_debug_gemm_fp8_ms(ctx, 64, 0, &ms), FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_debug_gemm_fp8_ms(ctx, 64, 3, NULL), FRT_ERR_INVALID_ARGUMENT);
         frt_buffer_free(xb);
     }
 

@@ -64,6 +64,14 @@ double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0
     return f;
 }
 
+double bm_prefill_floor_ms(const bm_run *r, const bm_counts *k, double p0, double n)
+{
+    const double all = bm_prefill_flops(&r->cfg, k, p0, n);
+    if (r->fl.gemm_fp8_flops <= 0) return all / r->fl.gemm_flops * 1e3;
+    const double mat = 2.0 * k->mat_params * n;
+    return (mat / r->fl.gemm_fp8_flops + (all - mat) / r->fl.gemm_flops) * 1e3;
+}
+
 /* Bytes a decode step reads at context ctx (weights at the widths of k). */
 double bm_decode_bytes(const bm_counts *k, double ctx)
 {
@@ -158,11 +166,17 @@ int bm_measure_floors(bm_run *r)
             rc = time_gemm_cpu(1024, &ms);
         }
         if (!rc) r->fl.gemm_flops = 2.0 * r->fl.gemm_n * (double)r->fl.gemm_n * r->fl.gemm_n / (ms * 1e-3);
+        if (!rc && cuda && r->o.w_fp8) { /* the FP8 prefill GEMM, the same shape */
+            rc = frt_debug_gemm_fp8_ms(ctx, r->fl.gemm_n, 10, &ms);
+            if (!rc) r->fl.gemm_fp8_flops = 2.0 * r->fl.gemm_n * (double)r->fl.gemm_n * r->fl.gemm_n / (ms * 1e-3);
+        }
     }
     frt_context_destroy(ctx);
     if (rc) return rc;
-    fprintf(stderr, "frt bench: d2d %.0f GB/s (read+write), h2d %.1f GB/s, d2h %.1f GB/s, GEMM %.1f TFLOP/s\n",
+    fprintf(stderr, "frt bench: d2d %.0f GB/s (read+write), h2d %.1f GB/s, d2h %.1f GB/s, GEMM %.1f TFLOP/s",
             r->fl.d2d_rw_Bps / 1e9, r->fl.h2d_Bps / 1e9, r->fl.d2h_Bps / 1e9, r->fl.gemm_flops / 1e12);
+    if (r->fl.gemm_fp8_flops > 0) fprintf(stderr, ", FP8 GEMM %.1f TFLOP/s", r->fl.gemm_fp8_flops / 1e12);
+    fprintf(stderr, "\n");
     json_object_set_new(
         r->root, "floors",
         json_pack("{s:f, s:f, s:f, s:f, s:s, s:s}", "d2d_copy_GBps_read_plus_write", r->fl.d2d_rw_Bps / 1e9,
@@ -170,5 +184,12 @@ int bm_measure_floors(bm_run *r)
                   r->fl.gemm_flops / 1e12, "gemm", r->fl.gemm_what, "copy",
                   cuda ? "2 GiB d2d (median of 10), 1 GiB pinned h2d/d2h (median of 5), events"
                        : "64 MiB copies (median of 5)"));
+    if (r->fl.gemm_fp8_flops > 0) {
+        json_t *f = json_object_get(r->root, "floors");
+        json_object_set_new(f, "gemm_fp8_TFLOPs", json_real(r->fl.gemm_fp8_flops / 1e12));
+        json_object_set_new(f, "gemm_fp8",
+                            json_string("FP8 E4M3 GEMM 8192^3 via frt_cuda_gemm_fp8 (cuBLASLt, per-row scales), "
+                                        "median of 10; the prefill floor's matrix FLOPs"));
+    }
     return 0;
 }

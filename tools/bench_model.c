@@ -44,7 +44,10 @@
  *         the gated delta rule, charged 8 x d_k x d_v per token per value
  *         head per linear layer; bytes = what a decode step at that context
  *         reads (every weight once). A cold prefill of 2k+ tokens is bound by
- *         the FLOPs; a 64-token append by the bytes.
+ *         the FLOPs; a 64-token append by the bytes. With --dtype fp8 on
+ *         cuda the layers' matrix FLOPs are charged at the FP8 GEMM rate
+ *         (frt_debug_gemm_fp8_ms, measured like the bf16 one) and the rest
+ *         at the bf16 rate (bm_prefill_floor_ms).
  * "frac" is floor / measured: 1.0 is at the floor.
  * Timing: wall clock around synchronous model calls (each returns after
  * its stream is synced); copies and GEMMs with events.
@@ -269,14 +272,15 @@ static int capsule_once(frt_model *m, const frt_capsule *c, int flags, const int
     return rc;
 }
 
-/* The roofline of a prefill: FLOPs at the GEMM rate or the bytes it must
- * read at least once (every matrix, the state, the KV cache) at the copy
- * rate, whichever takes longer. A short append (64 tokens) is bound by the
- * bytes, a long prefill by the FLOPs. */
-static double roofline_ms(const bm_run *r, double flops, double bytes)
+/* The roofline of a prefill: its FLOP floor (flops_ms:
+ * bm_prefill_floor_ms, FLOPs at the GEMM rates) or the bytes it must read
+ * at least once (every matrix, the state, the KV cache) at the copy rate,
+ * whichever takes longer. A short append (64 tokens) is bound by the bytes,
+ * a long prefill by the FLOPs. */
+static double roofline_ms(const bm_run *r, double flops_ms, double bytes)
 {
-    const double f = flops / r->fl.gemm_flops * 1e3, b = bytes / r->fl.d2d_rw_Bps * 1e3;
-    return f > b ? f : b;
+    const double b = bytes / r->fl.d2d_rw_Bps * 1e3;
+    return flops_ms > b ? flops_ms : b;
 }
 
 static json_t *floor_json(double floor_ms, double measured_ms)
@@ -428,7 +432,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
     bm_mem_sample(r, frt_model_context(m));
     row->cold50 = bm_pct(a, n, .5), row->cold90 = bm_pct(a, n, .9), row->cold99 = bm_pct(a, n, .99);
     double fl = bm_prefill_flops(&r->cfg, &k, 0, P + S);
-    row->cold_floor = roofline_ms(r, fl, bm_decode_bytes(&k, P + S));
+    row->cold_floor = roofline_ms(r, bm_prefill_floor_ms(r, &k, 0, P + S), bm_decode_bytes(&k, P + S));
     json_t *cold = stats_json(a, n);
     json_object_set_new(cold, "flops", json_real(fl));
     json_object_set_new(cold, "floor_ms", json_real(row->cold_floor));
@@ -506,14 +510,15 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
         row->restore_floor = copy_floor;
         double app_fl = bm_prefill_flops(&r->cfg, &k, P, S);
         const double app_bytes = bm_decode_bytes(&k, P + S);
-        const double app_floor = roofline_ms(r, app_fl, app_bytes);
+        const double app_flops_ms = bm_prefill_floor_ms(r, &k, P, S);
+        const double app_floor = roofline_ms(r, app_flops_ms, app_bytes);
         row->cap_floor = copy_floor + app_floor;
         json_t *rs = stats_json(a, n), *ap = stats_json(b, n), *tt = stats_json(c, n);
         json_object_set_new(rs, "floor_ms", json_real(copy_floor));
         json_object_set_new(rs, "fraction_of_floor_p50", json_real(copy_floor / row->restore));
         json_object_set_new(ap, "flops", json_real(app_fl));
         json_object_set_new(ap, "bytes_read", json_real(app_bytes));
-        json_object_set_new(ap, "flops_floor_ms", json_real(app_fl / r->fl.gemm_flops * 1e3));
+        json_object_set_new(ap, "flops_floor_ms", json_real(app_flops_ms));
         json_object_set_new(ap, "bytes_floor_ms", json_real(app_bytes / r->fl.d2d_rw_Bps * 1e3));
         json_object_set_new(ap, "floor_ms", json_real(app_floor));
         json_object_set_new(ap, "fraction_of_floor_p50", json_real(app_floor / row->append));
@@ -719,12 +724,11 @@ static int bench_sweep(bm_run *r, json_t *arr)
                 continue;
             }
             double al = bm_pct(a, na, .5), un = bm_pct(b, nu, .5);
-            double rem_fl = (bm_prefill_flops(&r->cfg, &k, P, C / 2 + S) - bm_prefill_flops(&r->cfg, &k, P, S)) /
-                            r->fl.gemm_flops * 1e3;
+            double rem_fl = bm_prefill_floor_ms(r, &k, P, C / 2 + S) - bm_prefill_floor_ms(r, &k, P, S);
             printf("%6d %7d | %9.2f | %11.2f %13.2f %12.2f %12.3f\n", C, P, cold, al, un, un - al, rem_fl);
             json_t *e = json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:o, s:o, s:f, s:f}", "C", C, "prefix", P,
                                   "unaligned_prefix", P + C / 2, "aligned_len", aligned, "cold_ttft_p50_ms", cold,
-                                  "cold_ttft_floor_ms", bm_prefill_flops(&r->cfg, &k, 0, P + S) / r->fl.gemm_flops * 1e3,
+                                  "cold_ttft_floor_ms", bm_prefill_floor_ms(r, &k, 0, P + S),
                                   "capsule_ttft_aligned", stats_json(a, na), "capsule_ttft_unaligned",
                                   stats_json(b, nu), "remainder_ms", un - al, "remainder_floor_ms", rem_fl);
             json_array_append_new(arr, e);
@@ -878,6 +882,10 @@ int frt_bench_model(int argc, char **argv)
     printf("floors: d2d %.0f GB/s (read+write), h2d %.1f GB/s, d2h %.1f GB/s, %s: %.1f TFLOP/s\n",
            r->fl.d2d_rw_Bps / 1e9, r->fl.h2d_Bps / 1e9, r->fl.d2h_Bps / 1e9, r->fl.gemm_what,
            r->fl.gemm_flops / 1e12);
+    if (r->fl.gemm_fp8_flops > 0)
+        printf("        FP8 GEMM (frt_cuda_gemm_fp8, 8192^3): %.1f TFLOP/s: the prefill floors count the layers' "
+               "matrix FLOPs at it, the rest at the bf16 rate\n",
+               r->fl.gemm_fp8_flops / 1e12);
     if (rc) {
         frt_checkpoint_close(r->ck);
         free(r->ids);

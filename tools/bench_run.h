@@ -33,6 +33,7 @@ typedef struct bm_floors {
     double d2d_rw_Bps; /* bytes read + written per second */
     double h2d_Bps, d2h_Bps;
     double gemm_flops; /* FLOP/s */
+    double gemm_fp8_flops; /* FLOP/s of the FP8 GEMM (cuda with --dtype fp8), else 0 */
     int gemm_n;
     const char *gemm_what;
 } bm_floors;
@@ -77,6 +78,11 @@ int bm_parse_args(int argc, char **argv, bm_opts *o);
 bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp8);
 double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
 double bm_decode_bytes(const bm_counts *k, double ctx);
+/* The FLOP floor of that prefill in ms: with an FP8 GEMM rate measured
+ * (r->fl.gemm_fp8_flops > 0) the layers' matrix FLOPs run at it and the
+ * rest (attention, the recurrent layers, the bf16 lm_head) at the bf16
+ * rate; else everything at r->fl.gemm_flops. */
+double bm_prefill_floor_ms(const bm_run *r, const bm_counts *k, double p0, double n);
 int bm_measure_floors(bm_run *r); /* fills r->fl: copy rates and the GEMM rate of this machine */
 
 #endif

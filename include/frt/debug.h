@@ -66,9 +66,17 @@ FRT_API int frt_debug_axpb(frt_stream *s, frt_buffer *x, size_t n, float a, floa
  * layer would pick), 3 warm-up runs then reps timed with events: the median
  * in *ms. The benchmark's GEMM ceiling.
  *   FRT_ERR_UNSUPPORTED       a cpu context, or a build without CUDA
- *   FRT_ERR_INVALID_ARGUMENT  NULL, n < 64 or not a multiple of 8, reps < 1 or > 64
+ *   FRT_ERR_INVALID_ARGUMENT  NULL, n < 64 or not a multiple of 16, reps < 1 or > 64
  *   FRT_ERR_OUT_OF_MEMORY, FRT_ERR_BACKEND */
 FRT_API int frt_debug_gemm_ms(frt_context *ctx, int n, int reps, double *ms);
+
+/* The same for the FP8 prefill GEMM (docs/fp8.md): E4M3 x and w quantized
+ * per row from the same random bf16 values (not timed), n x n x n through
+ * frt_cuda_gemm_fp8 (cuBLASLt, outer-vector scales, fp32 accumulation,
+ * bf16 out); the benchmark's FP8 GEMM ceiling. Errors: as above, and
+ * FRT_ERR_UNSUPPORTED when cuBLASLt has no FP8 algorithm (a GPU before
+ * sm_89, a cuBLAS without outer-vector scales). */
+FRT_API int frt_debug_gemm_fp8_ms(frt_context *ctx, int n, int reps, double *ms);
 
 #ifdef __cplusplus
 }

@@ -20,9 +20,3 @@ void frt_cpu_matmul_fp8(float *y, const float *x, const uint8_t *w, const float 
             *yt = accumulate ? v + *yt : v;
         }
 }
-
-void frt_cpu_scale_cols(float *y, const float *scale, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) y[(size_t)r * cols + c] *= scale[c];
-}

@@ -16,8 +16,4 @@
 void frt_cpu_matmul_fp8(float *y, const float *x, const uint8_t *w, const float *scale, int n, int in, int out,
                         int accumulate);
 
-/* y[r, c] *= scale[c] for r < rows, c < cols (f32): the twin of
- * frt_cuda_scale_cols. */
-void frt_cpu_scale_cols(float *y, const float *scale, int rows, int cols);
-
 #endif /* FRT_KERNELS_CPU_GEMV_FP8_H */

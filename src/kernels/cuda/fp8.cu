@@ -9,9 +9,20 @@
  * -> 0x7F); E4M3 -> half is exact. Scales are read from device memory (a
  * static KV scale lives there). One thread per element, grid-stride.
  * Tested bit-exact against the CPU codec in tests/test_cuda_fp8.c.
+ *
+ * Per-token dynamic quantization (frt_cuda_fp8_quantize_rows_dynamic, the
+ * activations of the FP8 prefill GEMM): one block per row of bf16; the
+ * row's max |x| (a max: exact in any order; NaN skipped by fmaxf), scale =
+ * amax / 448 (__fdiv_rn) with frt_fp8_amax_scale's rules (1 for a zero
+ * row, inf clamped to FLT_MAX, at least FLT_MIN), then the codes as above
+ * with inv = __frcp_rn(scale). Bit-exact twin: frt_fp8_quantize_rows_dynamic
+ * on the bf16 values widened to f32 (tests/test_cuda_gemm_fp8.c).
  */
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/fp8_util.h"
+
+#include <cuda_bf16.h>
+#include <float.h>
 
 __global__ void fp8_quantize_kernel(uint8_t *q, const float *x, const float *scale, int n_scales, size_t total,
                                     int dim)
@@ -54,6 +65,79 @@ extern "C" int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_
     if (!total) return 0;
     fp8_dequantize_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
         x, q, scale, n_scales, total, dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* ---- per-token dynamic quantization of bf16 rows ------------------------ */
+
+#define DYN_THREADS 256
+
+/* Eight bf16 values (one 16-byte load) widened to f32 (exact). */
+__device__ __forceinline__ void bf16x8_to_f32(uint4 v, float f[8])
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+}
+
+/* The row's max |x| over the block (NaN skipped), every thread gets it. */
+__device__ float row_amax(const uint4 *xr, int n8)
+{
+    __shared__ float part[DYN_THREADS / 32];
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(xr[i], f);
+        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j])); /* fmaxf(m, NaN) == m */
+    }
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, part[w]);
+    return m;
+}
+
+/* frt_fp8_amax_scale's rule on a row maximum. */
+__device__ __forceinline__ float amax_scale(float amax)
+{
+    if (amax == 0.0f) return 1.0f;
+    if (amax > FLT_MAX) amax = FLT_MAX;
+    const float s = __fdiv_rn(amax, 448.0f);
+    return s < FLT_MIN ? FLT_MIN : s;
+}
+
+__global__ void __launch_bounds__(DYN_THREADS)
+    fp8_quantize_dyn_kernel(uint8_t *q, float *scale, const uint4 *x, int dim)
+{
+    const int n8 = dim / 8;
+    const uint4 *xr = x + (size_t)blockIdx.x * n8;
+    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
+    const float s = amax_scale(row_amax(xr, n8)), inv = __frcp_rn(s);
+    if (threadIdx.x == 0) scale[blockIdx.x] = s;
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(xr[i], f);
+        uint32_t lo = 0, hi = 0;
+        for (int j = 0; j < 4; j++) lo |= (uint32_t)frt_fp8_encode_inv(f[j], inv) << (8 * j);
+        for (int j = 0; j < 4; j++) hi |= (uint32_t)frt_fp8_encode_inv(f[4 + j], inv) << (8 * j);
+        qr[i] = make_uint2(lo, hi);
+    }
+}
+
+extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x,
+                                                  int rows, int dim)
+{
+    FRT_ARG(q && scale && x, "cuda fp8 quantize_rows_dynamic: NULL pointer");
+    FRT_ARG(rows >= 0 && dim > 0 && dim % 8 == 0, "cuda fp8 quantize_rows_dynamic: rows %d dim %d (dim a positive "
+            "multiple of 8)", rows, dim);
+    FRT_ARG((((uintptr_t)x | (uintptr_t)q) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
+            "cuda fp8 quantize_rows_dynamic: x and q must be 16-byte aligned, scale 4-byte aligned");
+    if (!rows) return 0;
+    fp8_quantize_dyn_kernel<<<rows, DYN_THREADS, 0, (cudaStream_t)stream>>>(q, scale, (const uint4 *)x, dim);
     FRT_LAUNCH_CHECK();
     return 0;
 }

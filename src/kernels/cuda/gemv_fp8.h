@@ -37,22 +37,6 @@ extern "C" {
 int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                       const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
 
-/* The prefill side of FP8 weights (fp8_weights.cu): no FP8 GEMM yet, the
- * codes are widened to bf16 (exact) for the bf16 GEMM and the per-channel
- * scales applied to its f32 output after it. */
-
-/* dst[i] = bf16(decode(src[i])) for i < n: exact (every E4M3 value is a
- * bf16 value). dst bf16 [n], src E4M3 [n] (device). CPU twin:
- * frt_fp8_e4m3_decode then frt_f32_to_bf16. Errors:
- * FRT_ERR_INVALID_ARGUMENT (NULL, n < 0), FRT_ERR_BACKEND. */
-int frt_cuda_fp8_widen_bf16(void *stream, uint16_t *dst, const uint8_t *src, size_t n);
-
-/* y[r, c] = y[r, c] * scale[c] (__fmul_rn) for r < rows, c < cols: y
- * [rows, cols] f32, scale [cols] f32 (device). CPU twin:
- * frt_cpu_scale_cols. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, rows or cols
- * < 1), FRT_ERR_BACKEND. */
-int frt_cuda_scale_cols(void *stream, float *y, const float *scale, int rows, int cols);
-
 #ifdef __cplusplus
 }
 #endif

@@ -981,6 +981,20 @@ int frt_cuda_fp8_quantize_rows(void *stream, uint8_t *q, const float *x, const f
 int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_t *q, const float *scale, int n_scales,
                                  int rows, int dim);
 
+/* Per-token dynamic quantization (the activations of the FP8 prefill GEMM,
+ * docs/fp8.md): for each row r < rows, scale[r] = max|x[r, :]| / 448 (1
+ * for a zero row, at least FLT_MIN; NaN skipped; the rules of
+ * frt_fp8_amax_scale) and q[r, i] = e4m3_satfinite(x[r, i] * (1 /
+ * scale[r])). A row's codes and scale depend on that row only. x [rows,
+ * dim] bf16, q [rows, dim] E4M3 codes, scale [rows] f32, device memory; x
+ * and q 16-byte aligned, scale 4-byte aligned, dim a positive multiple of
+ * 8. Bit-exact twin: frt_fp8_quantize_rows_dynamic on x widened to f32
+ * (kernels/cpu/fp8.h). No allocation: legal inside a stream capture.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointer, rows < 0, bad dim,
+ * misalignment), FRT_ERR_BACKEND (launch). */
+int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x, int rows,
+                                       int dim);
+
 #ifdef __cplusplus
 }
 #endif

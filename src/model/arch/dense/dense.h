@@ -47,7 +47,20 @@ typedef struct dense_layer_weights {
     const float *gate_proj; /* [intermediate, hidden] */
     const float *up_proj;   /* [intermediate, hidden] */
     const float *down_proj; /* [hidden, intermediate] */
+    unsigned fp8;           /* DENSE_FP8_* bits: which Linear weights are FP8 (their prefill inputs are
+                               quantized per token: dense_fp8_activations) */
 } dense_layer_weights;
+
+/* The bits of dense_layer_weights.fp8, one per Linear weight. */
+enum {
+    DENSE_FP8_Q = 1u << 0,
+    DENSE_FP8_K = 1u << 1,
+    DENSE_FP8_V = 1u << 2,
+    DENSE_FP8_O = 1u << 3,
+    DENSE_FP8_GATE = 1u << 4,
+    DENSE_FP8_UP = 1u << 5,
+    DENSE_FP8_DOWN = 1u << 6
+};
 
 typedef struct dense_weights {
     const float *embed;          /* [vocab, hidden] */
@@ -68,6 +81,10 @@ typedef struct dense_scratch {
     float *kq, *vq;        /* fp8 KV: [C, n_kv_heads * head_dim] the step's K / V before quantization */
     float *kdq, *vdq;      /* fp8 KV: [max_seq, n_kv_heads * head_dim] the cache rows dequantized */
     float *kv_scale;       /* fp8 KV: [n_layers, 2, n_kv_heads] the static per-head scales (dense_kv_scales) */
+    float *act;            /* FP8 weights: [C, max(hidden, intermediate, n_heads * head_dim)] a prefill
+                              Linear input quantized per token and dequantized (dense_fp8_activations) */
+    uint8_t *act8;         /* FP8 weights: the same shape, its E4M3 codes */
+    float *act_scale;      /* FP8 weights: [C] its per-token scales */
     float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
     int debug_rows;
 } dense_scratch;
@@ -131,6 +148,21 @@ int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const ch
  * (m->weights_desc): the checkpoint's scale layout and / or the
  * quantize-at-load; NULL for float weights. Static storage. */
 const char *dense_weights_desc(const frt_model *m);
+
+/* Whether Linear weight t is held in FP8 (an F8_E4M3 tensor, or any Linear
+ * weight with params.weight_dtype FRT_WEIGHT_FP8): 1 or 0. */
+int dense_linear_is_fp8(const frt_model *m, const frt_tensor *t);
+
+/* The model-level rule for activations with FP8 weights (docs/fp8.md "FP8
+ * activations"): in a prefill piece, the input of a product with an FP8
+ * weight is quantized per token, scale[r] = max|x[r, :]| / 448 and codes
+ * encode(x / scale[r]) (frt_fp8_quantize_rows_dynamic), and the product
+ * multiplies the dequantized values decode(code) * scale[r]: the values
+ * the cuda backend's FP8 GEMM multiplies. Decode steps (the GEMV) keep
+ * the activations. A row's result depends on that row only.
+ * out [n, dim] f32, codes [n, dim] u8, scale [n] f32 (scratch), x [n, dim]
+ * f32. */
+void dense_fp8_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim);
 
 /* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
  * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads

@@ -42,6 +42,7 @@
 
 typedef struct weight_loader {
     frt_model *m;
+    unsigned *fp8; /* the current layer's dense_layer_weights.fp8 */
     float *arena;
     size_t used; /* in floats */
     int pass;    /* 0: size and check, 1: fill */
@@ -49,9 +50,11 @@ typedef struct weight_loader {
 
 /* Finds prefix+name (lm_head also at the top level), checks its shape
  * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. A
- * decoder-layer Linear weight (linear) may be FP8 with its scales, or is
- * quantized at load with params.weight_dtype FRT_WEIGHT_FP8 (dense_fp8.c). */
-static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1, int linear)
+ * decoder-layer Linear weight (linear: its DENSE_FP8_* bit, 0 for other
+ * tensors) may be FP8 with its scales, or is quantized at load with
+ * params.weight_dtype FRT_WEIGHT_FP8 (dense_fp8.c); the bit is set in
+ * *wl->fp8 when it is held in FP8. */
+static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1, unsigned linear)
 {
     char full[256];
     snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
@@ -77,6 +80,7 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
         float *p = wl->arena + wl->used;
         FRT_TRY(linear ? dense_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
         *dst = p;
+        if (linear && dense_linear_is_fp8(wl->m, t)) *wl->fp8 |= linear;
     }
     wl->used += (size_t)n;
     return 0;
@@ -99,30 +103,32 @@ static int load_all(weight_loader *wl)
     for (int l = 0; l < c->n_layers; l++) {
         dense_layer_weights *lw = &w->layers[l];
         char n[160];
-#define LOAD(field, suffix, d0, d1)                                                                 \
+        lw->fp8 = 0;
+        wl->fp8 = &lw->fp8;
+#define LOAD(field, suffix, d0, d1, bit)                                                            \
     do {                                                                                            \
         snprintf(n, sizeof n, "layers.%d.%s", l, suffix);                                           \
-        FRT_TRY(load_tensor(wl, &lw->field, n, (d0), (d1), (d1) != 0)); /* 2-d: a Linear */ \
+        FRT_TRY(load_tensor(wl, &lw->field, n, (d0), (d1), (bit)));                                 \
     } while (0)
-        LOAD(input_ln, "input_layernorm.weight", H, 0);
-        LOAD(post_ln, "post_attention_layernorm.weight", H, 0);
-        LOAD(q_proj, "self_attn.q_proj.weight", qd, H);
-        LOAD(k_proj, "self_attn.k_proj.weight", kvd, H);
-        LOAD(v_proj, "self_attn.v_proj.weight", kvd, H);
-        LOAD(o_proj, "self_attn.o_proj.weight", H, qd);
+        LOAD(input_ln, "input_layernorm.weight", H, 0, 0);
+        LOAD(post_ln, "post_attention_layernorm.weight", H, 0, 0);
+        LOAD(q_proj, "self_attn.q_proj.weight", qd, H, DENSE_FP8_Q);
+        LOAD(k_proj, "self_attn.k_proj.weight", kvd, H, DENSE_FP8_K);
+        LOAD(v_proj, "self_attn.v_proj.weight", kvd, H, DENSE_FP8_V);
+        LOAD(o_proj, "self_attn.o_proj.weight", H, qd, DENSE_FP8_O);
         if (c->attention_bias) {
-            LOAD(q_bias, "self_attn.q_proj.bias", qd, 0);
-            LOAD(k_bias, "self_attn.k_proj.bias", kvd, 0);
-            LOAD(v_bias, "self_attn.v_proj.bias", kvd, 0);
+            LOAD(q_bias, "self_attn.q_proj.bias", qd, 0, 0);
+            LOAD(k_bias, "self_attn.k_proj.bias", kvd, 0, 0);
+            LOAD(v_bias, "self_attn.v_proj.bias", kvd, 0, 0);
         }
-        if (c->o_proj_bias) LOAD(o_bias, "self_attn.o_proj.bias", H, 0);
+        if (c->o_proj_bias) LOAD(o_bias, "self_attn.o_proj.bias", H, 0, 0);
         if (c->qk_norm) {
-            LOAD(q_norm, "self_attn.q_norm.weight", c->head_dim, 0);
-            LOAD(k_norm, "self_attn.k_norm.weight", c->head_dim, 0);
+            LOAD(q_norm, "self_attn.q_norm.weight", c->head_dim, 0, 0);
+            LOAD(k_norm, "self_attn.k_norm.weight", c->head_dim, 0, 0);
         }
-        LOAD(gate_proj, "mlp.gate_proj.weight", I, H);
-        LOAD(up_proj, "mlp.up_proj.weight", I, H);
-        LOAD(down_proj, "mlp.down_proj.weight", H, I);
+        LOAD(gate_proj, "mlp.gate_proj.weight", I, H, DENSE_FP8_GATE);
+        LOAD(up_proj, "mlp.up_proj.weight", I, H, DENSE_FP8_UP);
+        LOAD(down_proj, "mlp.down_proj.weight", H, I, DENSE_FP8_DOWN);
 #undef LOAD
     }
     return 0;
@@ -178,6 +184,9 @@ static int cpu_alloc_scratch(frt_model *m)
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
     if (m->kv_dtype == FRT_DT_F8_E4M3) FRT_TRY(alloc_fp8_scratch(m, s));
+    if (m->weights_desc && (!(s->act = malloc(rows * W * sizeof(float))) || !(s->act8 = malloc(rows * W)) ||
+                            !(s->act_scale = malloc(rows * sizeof(float)))))
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the FP8 activation scratch");
     if (m->params.debug_hidden) {
         s->debug_hidden = malloc((size_t)(c->n_layers + 2) * rows * H * sizeof(float));
         if (!s->debug_hidden) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for debug hidden");
@@ -191,9 +200,10 @@ static void cpu_free(frt_model *m)
     if (!d) return;
     dense_scratch *s = &d->s;
     float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden, s->kq, s->vq, s->kdq, s->vdq,
-                    s->kv_scale};
+                    s->kv_scale, s->act, s->act_scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
+    free(s->act8);
     memset(s, 0, sizeof *s);
     free(d->w.arena);
     free(d->w.layers);
@@ -209,10 +219,24 @@ static void add_bias(float *y, const float *b, int n, int dim)
     for (int r = 0; r < n; r++) frt_cpu_add(y + (size_t)r * dim, b, dim);
 }
 
+/* y [n, out] = x [n, in] . w^T for a decoder-layer Linear weight; fp8
+ * (the weight is FP8 and the step a prefill piece): x's rows quantized per
+ * token first (dense_fp8_activations, docs/fp8.md "FP8 activations"). */
+static void linear(dense_scratch *s, float *y, const float *x, const float *w, int n, int in, int out, unsigned fp8)
+{
+    if (fp8) {
+        dense_fp8_activations(s->act, s->act8, s->act_scale, x, n, in);
+        x = s->act;
+    }
+    frt_cpu_matmul(y, x, w, n, in, out);
+}
+
 /* Attention block for rows at positions p0..p0+n-1; h is the normed input,
  * the block output (o_proj, with its bias) goes to out [n, hidden]. K and V
- * are written straight into the cache rows p0..p0+n-1. */
-static void attention_block(frt_model *m, int l, const float *h, float *out, int n, int p0)
+ * are written straight into the cache rows p0..p0+n-1. f8: the DENSE_FP8_*
+ * bits of the products whose inputs are quantized (a prefill piece's FP8
+ * weights; 0 in decode). */
+static void attention_block(frt_model *m, int l, const float *h, float *out, int n, int p0, unsigned f8)
 {
     const frt_model_config *c = &m->cfg;
     dense *d = dense_of(m);
@@ -224,9 +248,9 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     const int fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     float *kc = frt_buffer_ptr(d->kv_k[l]), *vc = frt_buffer_ptr(d->kv_v[l]);
     float *krow = fp8 ? s->kq : kc + (size_t)p0 * kvd, *vrow = fp8 ? s->vq : vc + (size_t)p0 * kvd;
-    frt_cpu_matmul(s->q, h, lw->q_proj, n, H, qd);
-    frt_cpu_matmul(krow, h, lw->k_proj, n, H, kvd);
-    frt_cpu_matmul(vrow, h, lw->v_proj, n, H, kvd);
+    linear(s, s->q, h, lw->q_proj, n, H, qd, f8 & DENSE_FP8_Q);
+    linear(s, krow, h, lw->k_proj, n, H, kvd, f8 & DENSE_FP8_K);
+    linear(s, vrow, h, lw->v_proj, n, H, kvd, f8 & DENSE_FP8_V);
     add_bias(s->q, lw->q_bias, n, qd);
     add_bias(krow, lw->k_bias, n, kvd);
     add_bias(vrow, lw->v_bias, n, kvd);
@@ -248,20 +272,20 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
         vc = s->vdq;
     }
     frt_cpu_attention(s->o, s->q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    frt_cpu_matmul(out, s->o, lw->o_proj, n, qd, H);
+    linear(s, out, s->o, lw->o_proj, n, qd, H, f8 & DENSE_FP8_O);
     add_bias(out, lw->o_bias, n, H);
 }
 
-static void mlp_block(frt_model *m, int l, const float *h, float *out, int n)
+static void mlp_block(frt_model *m, int l, const float *h, float *out, int n, unsigned f8)
 {
     const frt_model_config *c = &m->cfg;
     const dense_layer_weights *lw = &dense_of(m)->w.layers[l];
     dense_scratch *s = &dense_of(m)->s;
     int H = c->hidden_size, I = c->intermediate_size;
-    frt_cpu_matmul(s->t0, h, lw->gate_proj, n, H, I);
-    frt_cpu_matmul(s->t1, h, lw->up_proj, n, H, I);
+    linear(s, s->t0, h, lw->gate_proj, n, H, I, f8 & DENSE_FP8_GATE);
+    linear(s, s->t1, h, lw->up_proj, n, H, I, f8 & DENSE_FP8_UP);
     frt_cpu_swiglu(s->t0, s->t0, s->t1, n * I);
-    frt_cpu_matmul(out, s->t0, lw->down_proj, n, I, H);
+    linear(s, out, s->t0, lw->down_proj, n, I, H, f8 & DENSE_FP8_DOWN);
 }
 
 /* ---- host tasks -------------------------------------------------------- */
@@ -298,12 +322,13 @@ static void task_layer(void *p)
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
     dense_scratch *s = &dense_of(m)->s;
     int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
+    const unsigned f8 = a->decode ? 0 : lw->fp8; /* FP8 activations in prefill only (docs/fp8.md) */
 
     frt_cpu_rmsnorm(s->h, s->x, lw->input_ln, n, H, c->rms_norm_eps, 0);
-    attention_block(m, a->layer, s->h, s->t2, n, b->pos);
+    attention_block(m, a->layer, s->h, s->t2, n, b->pos, f8);
     frt_cpu_add(s->x, s->t2, n * H);
     frt_cpu_rmsnorm(s->h, s->x, lw->post_ln, n, H, c->rms_norm_eps, 0);
-    mlp_block(m, a->layer, s->h, s->t2, n);
+    mlp_block(m, a->layer, s->h, s->t2, n, f8);
     frt_cpu_add(s->x, s->t2, n * H);
     debug_record(m, a->layer + 1, s->x, n);
 }

@@ -43,6 +43,7 @@
 #include "model/arch/batch_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/gemv_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
@@ -96,7 +97,10 @@ typedef struct cd_model {
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
     int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
-    uint16_t *wtmp;     /* wfp8: [max out * in] bf16, a prefill weight widened for the bf16 GEMM */
+    uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
+    float *xs;          /* wfp8: [C] its per-token scales */
+    frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
+    char wdesc[256];    /* wfp8: m->weights_desc: dense_weights_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
     frt_buffer *sbuf;
     float *x, *hf, *q, *k, *v, *o, *t0, *t1, *delta;
@@ -152,10 +156,10 @@ static int set_sizes(frt_model *m, cd_model *c)
                              "dense cuda: %s = %d is not a positive multiple of 8 (cuBLASLt rows must be 16-byte "
                              "aligned)",
                              dims[i].what, dims[i].v);
-    if (c->wfp8 && (c->H % 16 || c->I % 16 || c->qd % 16)) /* the in_dims of the Linear layers */
+    if (c->wfp8 && (c->H % 16 || c->I % 16 || c->qd % 16 || c->kvd % 16)) /* the Linear layers' dims */
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "dense cuda: FP8 weights need hidden_size, intermediate_size and n_heads * head_dim "
-                         "multiples of 16 (the E4M3 GEMV's 16-byte rows)");
+                         "dense cuda: FP8 weights need hidden_size, intermediate_size, n_heads * head_dim and "
+                         "n_kv_heads * head_dim multiples of 16 (the E4M3 GEMV's and cuBLASLt FP8's 16-byte rows)");
     if (c->hd % 32 || c->hd < 32 || c->hd > 256)
         return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: head_dim %d (the CUDA attention takes multiples of 32 up "
                                               "to 256)", c->hd);
@@ -343,11 +347,29 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
-    m->weights_desc = dense_weights_desc(m);
+    if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
+                      cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
+        snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-f32acc",
+                 dense_weights_desc(m));
+        m->weights_desc = c->wdesc;
+    }
     return 0;
 }
 
 /* ---- scratch and GEMM plans --------------------------------------------- */
+
+/* FP8 weights: the FP8 GEMM of every prefill bucket (docs/fp8.md). */
+static int plan_fp8(const frt_model *m, cd_model *c)
+{
+    FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
+    const int shapes[4][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}};
+    for (int i = 0; i < m->n_buckets; i++) {
+        for (int k = 0; k < 4; k++)
+            FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], shapes[k][0], shapes[k][1], F32));
+        FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], c->I, c->H, F32)); /* down */
+    }
+    return 0;
+}
 
 static int plan_all(cd_model *c, int n)
 {
@@ -412,7 +434,10 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
-        if (c->wfp8) CARVE(c->wtmp, uint16_t, (size_t)max_i(c->qd, c->I) * H * h2);
+        if (c->wfp8) {
+            CARVE(c->xq, uint8_t, R * wide);
+            CARVE(c->xs, float, R * f);
+        }
         if (slots > 1) {
             size_t tab = (size_t)slots * sizeof(void *);
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
@@ -439,6 +464,7 @@ static int cd_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
+    if (c->wfp8) FRT_TRY(plan_fp8(m, c));
     /* Decode (1 row) and the batched decode (groups of up to
      * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
      * fingerprint does not depend on it. The groups take batch_g rows: the
@@ -459,6 +485,8 @@ static void cd_free(frt_model *m)
     cd_model *c = m->bk_data;
     if (!c) return;
     frt_batch_ends_free(&c->ends);
+    frt_cuda_gemm_fp8_destroy(c->gemm8); /* before the base handle it uses */
+    if (m->weights_desc == c->wdesc) m->weights_desc = NULL; /* c's storage */
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
@@ -473,7 +501,9 @@ static void cd_free(frt_model *m)
 static uint64_t cd_fingerprint_extra(const frt_model *m)
 {
     const cd_model *c = m->bk_data;
-    return c ? frt_cuda_gemm_fingerprint(c->gemm) : 0;
+    if (!c) return 0;
+    const uint64_t f8 = frt_cuda_gemm_fp8_fingerprint(c->gemm8); /* 0 without FP8 weights */
+    return frt_cuda_gemm_fingerprint(c->gemm) ^ (f8 * 0x9E3779B97F4A7C15ull);
 }
 
 /* ---- the forward pass --------------------------------------------------- */
@@ -516,19 +546,26 @@ static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, in
     return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
 }
 
+/* FP8 weights in a prefill piece (docs/fp8.md "FP8 activations"): x [R,
+ * in] bf16 quantized per token into c->xq / c->xs, the input of the lin
+ * calls that follow (a no-op otherwise). */
+static int act_fp8(const fwd *f, const uint16_t *x, int in)
+{
+    cd_model *c = f->c;
+    if (!c->wfp8 || f->decode) return 0;
+    return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
+}
+
 /* y [R, out] f32 = x [R, in] bf16 . W^T for a Linear weight: bf16 w, or
- * with FP8 weights (c->wfp8) w8: decode runs the E4M3 GEMV (scales in its
- * epilogue); prefill widens the codes to bf16 into c->wtmp (exact), runs
- * the bf16 GEMM and multiplies y's columns by the channel scales: the same
- * math, (x . decode(W)^T) * s, with no FP8 GEMM rate (docs/fp8.md). */
+ * with FP8 weights (c->wfp8) w8: decode runs the E4M3 GEMV on x (scales in
+ * its epilogue); prefill runs the FP8 GEMM on c->xq, x quantized per token
+ * by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o] (docs/fp8.md). */
 static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
 {
     cd_model *c = f->c;
     if (!c->wfp8) return gemm(f, y, x, w, in, out);
     if (f->decode) return frt_cuda_gemv_fp8(f->st, y, F32, 0, x, w8->w, w8->s, f->R, in, out);
-    FRT_TRY(frt_cuda_fp8_widen_bf16(f->st, c->wtmp, w8->w, (size_t)in * (size_t)out));
-    FRT_TRY(gemm(f, y, x, c->wtmp, in, out));
-    return frt_cuda_scale_cols(f->st, y, w8->s, f->R, out);
+    return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
 }
 
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
@@ -540,6 +577,7 @@ static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd
     cd_model *c = f->c;
     if (f->decode && c->wfp8) return frt_cuda_gemv_fp8(f->st, c->x, F32, 1, x, w8->w, w8->s, f->R, in, c->H);
     if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    FRT_TRY(act_fp8(f, x, in));
     return lin(f, c->delta, x, w, w8, in, c->H);
 }
 
@@ -660,6 +698,7 @@ static int attention_block(const fwd *f, int l)
     } else {
         if (f->decode) /* FP8: the input norm as its own launch (the E4M3 GEMV has no norm prologue) */
             FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->input_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
+        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
         FRT_TRY(lin(f, c->v, c->h, lw->v_proj, L8(c, l, v_proj), c->H, c->kvd));
@@ -680,6 +719,7 @@ static int mlp_block(const fwd *f, int l)
     } else {
         if (f->decode) /* FP8: the post-attention norm as its own launch */
             FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->post_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
+        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
         FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
@@ -983,7 +1023,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
-    .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), widened bf16 GEMM (prefill); m->weights_desc */
+    .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=cuda-core-f32",
     .load_weights = cd_load_weights,

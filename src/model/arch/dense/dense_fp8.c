@@ -243,17 +243,32 @@ int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, 
     return 0;
 }
 
+/* The activation rule of FP8 weights (dense_fp8_activations), part of every
+ * FP8 weights description. */
+#define ACT ",act=f8_e4m3-per-token-amax448-prefill"
+
 const char *dense_weights_desc(const frt_model *m)
 {
     static const char *const desc[2][4] = {
-        {NULL, "weights=f8_e4m3,scale=checkpoint-per-tensor", "weights=f8_e4m3,scale=checkpoint-per-channel",
-         "weights=f8_e4m3,scale=checkpoint-block"},
-        {"weights=f8_e4m3,scale=per-channel-amax448-at-load",
-         "weights=f8_e4m3,scale=checkpoint-per-tensor+per-channel-amax448-at-load",
-         "weights=f8_e4m3,scale=checkpoint-per-channel+per-channel-amax448-at-load",
-         "weights=f8_e4m3,scale=checkpoint-block+per-channel-amax448-at-load"},
+        {NULL, "weights=f8_e4m3,scale=checkpoint-per-tensor" ACT, "weights=f8_e4m3,scale=checkpoint-per-channel" ACT,
+         "weights=f8_e4m3,scale=checkpoint-block" ACT},
+        {"weights=f8_e4m3,scale=per-channel-amax448-at-load" ACT,
+         "weights=f8_e4m3,scale=checkpoint-per-tensor+per-channel-amax448-at-load" ACT,
+         "weights=f8_e4m3,scale=checkpoint-per-channel+per-channel-amax448-at-load" ACT,
+         "weights=f8_e4m3,scale=checkpoint-block+per-channel-amax448-at-load" ACT},
     };
     int at_load = m->params.weight_dtype == FRT_WEIGHT_FP8;
     int method = (int)m->cfg.quant.method;
     return method >= 0 && method < 4 ? desc[at_load][method] : NULL;
+}
+
+int dense_linear_is_fp8(const frt_model *m, const frt_tensor *t)
+{
+    return t->dtype == FRT_DT_F8_E4M3 || m->params.weight_dtype == FRT_WEIGHT_FP8;
+}
+
+void dense_fp8_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim)
+{
+    frt_fp8_quantize_rows_dynamic(codes, scale, x, n, dim);
+    frt_fp8_dequantize_rows(out, codes, scale, n, n, dim);
 }

@@ -1,0 +1,327 @@
+/*
+ * kernels/cuda/gemm_fp8.cu - the FP8 prefill GEMM (gemm_fp8.h):
+ * y[n, out] = (xq[n, in] . w[out, in]^T) * s_x[t] * s_w[o] through cuBLASLt
+ * with E4M3 A and B, fp32 compute and accumulation, f32 or bf16 D.
+ *
+ * Layout: as gemm.cu, row-major y [n, out] is column-major y^T [out, n] =
+ * W x^T: A = w (column-major [in, out], ld in, op T), B = xq (column-major
+ * [in, n], ld in, op N), C = D = y (column-major [out, n], ld out): the "TN"
+ * form that Hopper's FP8 kernels require, m = out, n = n, k = in. A's
+ * scale is an OUTER_VEC_32F vector of m = out elements (s_w), B's one of n
+ * elements (s_x): cuBLASLt multiplies D(i, j) by A_scale[i] * B_scale[j]
+ * (cublasLt.h, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). alpha 1, beta 0.
+ *
+ * Where the library has no outer-vector algorithm (or the handle's scaling
+ * asks for it), the plan leaves the scale modes at their defaults (unit
+ * scalars) and fp8_epilogue multiplies the f32 output by s_x[t] * s_w[o]
+ * after the GEMM (gemm_fp8.h).
+ *
+ * One algorithm per (in, out, out dtype): the heuristic's first result for
+ * FRT_CUDA_GEMM_FP8_REF_N rows, kept for every n that
+ * cublasLtMatmulAlgoCheck accepts (gemm_fp8.h). The plan's descriptors are
+ * built for its n. The cuBLASLt handle and the per-stream workspaces are
+ * the base frt_cuda_gemm's (gemm_internal.h). Tested in
+ * tests/test_cuda_gemm_fp8.c.
+ */
+#include "kernels/cuda/gemm_fp8.h"
+#include "kernels/cuda/gemm_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define FP8_MAX_PLANS 256 /* the table is allocated whole at create */
+
+struct fp8_plan {
+    gemm_plan lt; /* n, in_dim, out_dim, out_dt, desc, a, b, c, algo, ws_needed (kernel: cuBLASLt) */
+    int shape_algo;
+    int lib; /* 1: cuBLASLt applies the scales (OUTER_VEC_32F); 0: fp8_epilogue after it */
+};
+
+struct frt_cuda_gemm_fp8 {
+    frt_cuda_gemm *base;
+    frt_cuda_gemm_fp8_scaling scaling; /* for the next plans */
+    float *d_dummy; /* [64] f32: the scale pointers the heuristic sees at plan time */
+    int n_plans;
+    fp8_plan *plans; /* [FP8_MAX_PLANS] */
+};
+
+static void fp8_plan_release(fp8_plan *p)
+{
+    if (p->lt.c) cublasLtMatrixLayoutDestroy(p->lt.c);
+    if (p->lt.b) cublasLtMatrixLayoutDestroy(p->lt.b);
+    if (p->lt.a) cublasLtMatrixLayoutDestroy(p->lt.a);
+    if (p->lt.desc) cublasLtMatmulDescDestroy(p->lt.desc);
+}
+
+extern "C" void frt_cuda_gemm_fp8_destroy(frt_cuda_gemm_fp8 *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_plans; i++) fp8_plan_release(&g->plans[i]);
+    free(g->plans);
+    cudaFree(g->d_dummy);
+    free(g);
+}
+
+extern "C" int frt_cuda_gemm_fp8_create(frt_cuda_gemm *base, frt_cuda_gemm_fp8 **out)
+{
+    FRT_ARG(out, "cuda gemm_fp8: NULL out");
+    *out = NULL;
+    FRT_ARG(base, "cuda gemm_fp8: NULL base handle");
+    frt_cuda_gemm_fp8 *g = (frt_cuda_gemm_fp8 *)calloc(1, sizeof *g);
+    if (!g) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm_fp8: handle");
+    g->base = base;
+    g->plans = (fp8_plan *)calloc(FP8_MAX_PLANS, sizeof *g->plans);
+    if (!g->plans) {
+        frt_cuda_gemm_fp8_destroy(g);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm_fp8: plan table");
+    }
+    cudaError_t e = cudaMalloc((void **)&g->d_dummy, 64 * sizeof(float));
+    if (e != cudaSuccess) {
+        g->d_dummy = NULL;
+        frt_cuda_gemm_fp8_destroy(g);
+        return frt_cuda_fail(e, "cudaMalloc", __FILE__, __LINE__);
+    }
+    *out = g;
+    return 0;
+}
+
+static fp8_plan *fp8_find(const frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, int out_dt)
+{
+    for (int i = 0; i < g->n_plans; i++) {
+        fp8_plan *p = &g->plans[i];
+        if (p->lt.n == n && p->lt.in_dim == in_dim && p->lt.out_dim == out_dim && p->lt.out_dt == out_dt) return p;
+    }
+    return NULL;
+}
+
+static int fp8_shape_check(const char *what, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype)
+{
+    FRT_ARG(out_dtype == FRT_CUDA_F32 || out_dtype == FRT_CUDA_BF16, "cuda gemm_fp8 %s: out dtype must be f32 or bf16",
+            what);
+    FRT_ARG(n > 0 && in_dim > 0 && out_dim > 0, "cuda gemm_fp8 %s: n %d in %d out %d", what, n, in_dim, out_dim);
+    FRT_ARG(in_dim % 16 == 0 && out_dim % 16 == 0, "cuda gemm_fp8 %s: in %d and out %d must be multiples of 16", what,
+            in_dim, out_dim);
+    return 0;
+}
+
+static int set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t size)
+{
+    FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(d, a, v, size));
+    return 0;
+}
+
+/* The two scale pointers of a run (or the dummy at plan time). */
+static int set_scales(cublasLtMatmulDesc_t d, const float *w_scale, const float *x_scale)
+{
+    FRT_TRY(set_attr(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
+    return set_attr(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale);
+}
+
+/* p->lt's descriptors for its key (fields set on failure are released by
+ * the caller). */
+static int fp8_descs(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
+{
+    gemm_plan *l = &p->lt;
+    const cudaDataType_t yt = l->out_dt == FRT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    FRT_CUBLAS_TRY(cublasLtMatmulDescCreate(&l->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    if (p->lib) {
+        FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec));
+        FRT_TRY(set_attr(l->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec));
+        FRT_TRY(set_scales(l->desc, g->d_dummy, g->d_dummy));
+    }
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->a, CUDA_R_8F_E4M3, l->in_dim, l->out_dim, l->in_dim));
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->b, CUDA_R_8F_E4M3, l->in_dim, l->n, l->in_dim));
+    FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&l->c, yt, l->out_dim, l->n, l->out_dim));
+    return 0;
+}
+
+/* The heuristic's first algorithm for p's key at n rows into *algo. */
+static int fp8_heuristic(const frt_cuda_gemm_fp8 *g, const fp8_plan *key, int n, cublasLtMatmulAlgo_t *algo)
+{
+    fp8_plan p;
+    memset(&p, 0, sizeof p);
+    p.lt = key->lt;
+    p.lt.desc = NULL, p.lt.a = p.lt.b = p.lt.c = NULL;
+    p.lt.n = n;
+    p.lib = key->lib;
+    int rc = fp8_descs(g, &p), found = 0;
+    cublasLtMatmulHeuristicResult_t res;
+    if (rc == 0) rc = gemm_heuristic(g->base, &p.lt, 1, &res, &found);
+    if (rc == 0) *algo = res.algo;
+    fp8_plan_release(&p);
+    return rc;
+}
+
+/* Whether algo runs p's descriptors within the workspace (1) or not (0). */
+static int fp8_algo_fits(const frt_cuda_gemm_fp8 *g, fp8_plan *p, const cublasLtMatmulAlgo_t *algo)
+{
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    gemm_plan *l = &p->lt;
+    cublasStatus_t st = cublasLtMatmulAlgoCheck(g->base->lt, l->desc, l->a, l->b, l->c, l->c, algo, &r);
+    if (st != CUBLAS_STATUS_SUCCESS || r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > g->base->ws_bytes)
+        return 0;
+    l->algo = *algo;
+    l->ws_needed = r.workspaceSize;
+    return 1;
+}
+
+/* The shape's algorithm (n = REF_N) when it fits p's n, else n's own. */
+static int fp8_build_as(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
+{
+    FRT_TRY(fp8_descs(g, p));
+    cublasLtMatmulAlgo_t algo;
+    FRT_TRY(fp8_heuristic(g, p, FRT_CUDA_GEMM_FP8_REF_N, &algo));
+    p->shape_algo = 1;
+    if (fp8_algo_fits(g, p, &algo)) return 0;
+    p->shape_algo = 0;
+    FRT_TRY(fp8_heuristic(g, p, p->lt.n, &algo));
+    if (fp8_algo_fits(g, p, &algo)) return 0;
+    return frt_error(FRT_ERR_UNSUPPORTED, "cuda gemm_fp8: no cuBLASLt algorithm for n %d in %d out %d", p->lt.n,
+                     p->lt.in_dim, p->lt.out_dim);
+}
+
+/* The library's scales when the handle's scaling allows and cuBLASLt has
+ * an algorithm, else (AUTO, EPILOGUE) unit scales + the epilogue. */
+static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
+{
+    if (g->scaling != FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE) {
+        p->lib = 1;
+        int rc = fp8_build_as(g, p);
+        if (rc == 0 || g->scaling == FRT_CUDA_GEMM_FP8_SCALES_LIBRARY) return rc;
+        fp8_plan_release(p);
+        p->lt.desc = NULL, p->lt.a = p->lt.b = p->lt.c = NULL;
+    }
+    if (p->lt.out_dt != FRT_CUDA_F32)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm_fp8: n %d in %d out %d: bf16 out needs cuBLASLt's outer-vector scales (the "
+                         "epilogue scales an f32 output)",
+                         p->lt.n, p->lt.in_dim, p->lt.out_dim);
+    p->lib = 0;
+    return fp8_build_as(g, p);
+}
+
+extern "C" int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm_fp8_scaling scaling)
+{
+    FRT_ARG(g, "cuda gemm_fp8 set_scaling: NULL handle");
+    FRT_ARG(scaling == FRT_CUDA_GEMM_FP8_SCALES_AUTO || scaling == FRT_CUDA_GEMM_FP8_SCALES_LIBRARY ||
+                scaling == FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE,
+            "cuda gemm_fp8 set_scaling: bad value %d", (int)scaling);
+    g->scaling = scaling;
+    return 0;
+}
+
+/* y[t, o] = (y[t, o] * x_scale[t]) * w_scale[o], four columns a thread
+ * (out_dim % 16 == 0, y 16-byte aligned). */
+__global__ void fp8_epilogue_kernel(float4 *y, const float *x_scale, const float4 *w_scale, int n, int out4)
+{
+    const size_t total = (size_t)n * out4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const float sx = x_scale[i / (size_t)out4];
+        const float4 sw = w_scale[i % (size_t)out4];
+        float4 v = y[i];
+        v.x = __fmul_rn(__fmul_rn(v.x, sx), sw.x);
+        v.y = __fmul_rn(__fmul_rn(v.y, sx), sw.y);
+        v.z = __fmul_rn(__fmul_rn(v.z, sx), sw.z);
+        v.w = __fmul_rn(__fmul_rn(v.w, sx), sw.w);
+        y[i] = v;
+    }
+}
+
+static int fp8_epilogue(void *stream, float *y, const float *x_scale, const float *w_scale, int n, int out_dim)
+{
+    const size_t total = (size_t)n * (out_dim / 4);
+    fp8_epilogue_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        (float4 *)y, x_scale, (const float4 *)w_scale, n, out_dim / 4);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype)
+{
+    FRT_ARG(g, "cuda gemm_fp8 plan: NULL handle");
+    FRT_TRY(fp8_shape_check("plan", n, in_dim, out_dim, out_dtype));
+    if (fp8_find(g, n, in_dim, out_dim, out_dtype)) return 0;
+    if (g->n_plans == FP8_MAX_PLANS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
+    fp8_plan *p = &g->plans[g->n_plans];
+    memset(p, 0, sizeof *p);
+    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
+    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    int rc = fp8_build(g, p);
+    if (rc < 0) {
+        fp8_plan_release(p);
+        memset(p, 0, sizeof *p);
+        return rc;
+    }
+    g->n_plans++;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_dtype y_dtype,
+                                     const uint8_t *xq, const float *x_scale, const uint8_t *w,
+                                     const float *w_scale, int n, int in_dim, int out_dim)
+{
+    FRT_ARG(g && y && xq && x_scale && w && w_scale, "cuda gemm_fp8 run: NULL pointer");
+    FRT_TRY(fp8_shape_check("run", n, in_dim, out_dim, y_dtype));
+    const uintptr_t all = (uintptr_t)y | (uintptr_t)xq | (uintptr_t)x_scale | (uintptr_t)w | (uintptr_t)w_scale;
+    FRT_ARG((all & (GEMM_ALIGN - 1)) == 0, "cuda gemm_fp8 run: pointers must be %d-byte aligned", GEMM_ALIGN);
+    const fp8_plan *p = fp8_find(g, n, in_dim, out_dim, y_dtype);
+    if (!p)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm_fp8 run: no plan for n %d in %d out %d %s (frt_cuda_gemm_fp8_plan at setup)", n,
+                         in_dim, out_dim, y_dtype == FRT_CUDA_BF16 ? "bf16" : "f32");
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
+    if (p->lt.ws_needed > ws_bytes)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm_fp8 run: the plan needs %zu bytes of workspace and the stream has none "
+                         "(frt_cuda_gemm_add_stream on the base handle)",
+                         p->lt.ws_needed);
+    if (p->lib) FRT_TRY(set_scales(p->lt.desc, w_scale, x_scale));
+    const float alpha = 1.0f, beta = 0.0f;
+    FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, y, p->lt.c, y,
+                                  p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
+    return p->lib ? 0 : fp8_epilogue(stream, (float *)y, x_scale, w_scale, n, out_dim);
+}
+
+extern "C" int frt_cuda_gemm_fp8_plan_count(const frt_cuda_gemm_fp8 *g) { return g ? g->n_plans : 0; }
+
+extern "C" int frt_cuda_gemm_fp8_plan_get(const frt_cuda_gemm_fp8 *g, int i, frt_cuda_gemm_fp8_plan_info *info)
+{
+    FRT_ARG(g && info, "cuda gemm_fp8 plan_get: NULL pointer");
+    if (i < 0 || i >= g->n_plans)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8 plan_get: %d of %d plans", i, g->n_plans);
+    const fp8_plan *p = &g->plans[i];
+    memset(info, 0, sizeof *info);
+    info->n = p->lt.n, info->in_dim = p->lt.in_dim, info->out_dim = p->lt.out_dim;
+    info->out_dtype = (frt_cuda_dtype)p->lt.out_dt;
+    int ids[7];
+    gemm_algo_ids(&p->lt.algo, ids);
+    info->algo_id = ids[0], info->tile_id = ids[1], info->stages_id = ids[2], info->splitk_num = ids[3];
+    info->reduction_scheme = ids[4], info->cta_swizzling = ids[5], info->custom_option = ids[6];
+    info->shape_algo = p->shape_algo;
+    info->scales_in_library = p->lib;
+    return 0;
+}
+
+extern "C" uint64_t frt_cuda_gemm_fp8_fingerprint(const frt_cuda_gemm_fp8 *g)
+{
+    if (!g) return 0;
+    XXH64_state_t *h = XXH64_createState();
+    if (!h) return 0;
+    XXH64_reset(h, 0x38); /* seed: the FP8 plans' hash never equals the bf16 plans' */
+    for (int i = 0; i < g->n_plans; i++) {
+        frt_cuda_gemm_fp8_plan_info pi; /* ints only: no padding bytes */
+        if (frt_cuda_gemm_fp8_plan_get(g, i, &pi) == 0) XXH64_update(h, &pi, sizeof pi);
+    }
+    uint64_t d = XXH64_digest(h);
+    XXH64_freeState(h);
+    return d;
+}

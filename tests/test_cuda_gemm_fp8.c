@@ -1,0 +1,454 @@
+/*
+ * test_cuda_gemm_fp8.c - the FP8 prefill GEMM and its activation quantizer
+ * (docs/fp8.md "FP8 weights", "FP8 activations"):
+ *   - frt_cuda_fp8_quantize_rows_dynamic (kernels/cuda/fp8.cu) bit for bit
+ *     against frt_fp8_quantize_rows_dynamic on the bf16 rows widened to
+ *     f32: codes and scales, on random rows over 30 binades, dims 8..14336,
+ *     and the special rows: all zeros, a NaN, an infinity, a row of bf16
+ *     subnormals (its max / 448 below FLT_MIN), a -0;
+ *   - frt_cuda_gemm_fp8_run (kernels/cuda/gemm_fp8.cu) against the CPU
+ *     reference, dequantize both operands (frt_fp8_dequantize_rows) and a
+ *     double dot product, on random bf16 activations quantized by the kernel
+ *     above and random E4M3 weight codes (every finite code) with random
+ *     per-channel scales: small shapes and the 8B shapes (4096 -> 4096,
+ *     4096 -> 14336, 14336 -> 4096) at 1, 2, 7, 17, 64, 255, 1024, 2048 rows
+ *     (odd counts included), f32 and bf16 out; norm-wise
+ *     ||gpu - ref|| / ||ref|| within 1e-3 (f32 out: the tensor cores' FP8
+ *     products are exact, the sums fp32 in another order) or 1e-2 (bf16 out),
+ *     checked on every row for the small shapes and on 8 sampled rows
+ *     (first, last, 6 random) for the 8B ones (the reference costs
+ *     rows x in x out on the CPU);
+ *   - the same with the scales applied by frt's epilogue kernel instead of
+ *     cuBLASLt (frt_cuda_gemm_fp8_set_scaling EPILOGUE, the fallback where
+ *     cuBLASLt has no outer-vector algorithm; 7, 255, 2048 rows at the 8B
+ *     shapes; bf16 out refused there), and which one AUTO picked, printed;
+ *   - a row's bits do not depend on the rows beside it: the first rows of
+ *     the 2048-row GEMM equal, bit for bit, the 1-, 17- and 1024-row GEMMs of
+ *     the same rows (the plans share the shape's algorithm, gemm_fp8.h; the
+ *     plans' shape_algo flags are printed); two runs give the same bytes;
+ *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before any device
+ *     work (they also run without a GPU); running an unplanned shape is
+ *     FRT_ERR_STATE;
+ * then prints the FP8 GEMM's TFLOP/s at 8192 x 4096 x 4096 next to the bf16
+ * GEMM's (frt_cuda_gemm_run, the same shape, f32 out) and the quantizer's
+ * time (informative, not checked). Exits 77 (skipped) without a device.
+ */
+#include "frt_test.h"
+
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/rng.h"
+
+#if !FRT_HAVE_CUDA
+int main(void) { TEST_SKIP("built without CUDA"); }
+#else
+
+#include "frt/exec.h"
+#include "kernels/cuda/gemm_fp8.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "util/bf16.h"
+
+#define FRT_TEST_CUDA_AS_AT0
+#include "frt_test_cuda.h"
+
+#define TOL_F32 1e-3
+#define TOL_BF16 1e-2
+#define GEMM_WS (32u << 20)
+#define SAMPLES 8
+
+static uint64_t g_rng = 20261127;
+
+/* Random bf16 bits over 2^-24 .. 2^6, both signs. */
+static uint16_t bf16_rand(void)
+{
+    float e = -24.0f + 30.0f * frt_rng_uniform(&g_rng);
+    float v = exp2f(e) * (frt_rng_uniform(&g_rng) < 0.5f ? -1.0f : 1.0f);
+    return frt_f32_to_bf16(v);
+}
+
+/* ---- argument checks (no device needed) ---------------------------------- */
+
+static void test_bad_args(void)
+{
+    uint8_t *q = (uint8_t *)(uintptr_t)4096;
+    float *s = (float *)(uintptr_t)(1u << 20);
+    uint16_t *x = (uint16_t *)(uintptr_t)(1u << 24);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, NULL, s, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, NULL, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, s, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, s, x, -1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, s, x, 1, 12), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, s, x, 1, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, s, x + 1, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q + 8, s, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_quantize_rows_dynamic(NULL, q, (float *)((char *)s + 2), x, 1, 16),
+                 FRT_ERR_INVALID_ARGUMENT);
+    frt_cuda_gemm_fp8 *g8 = (frt_cuda_gemm_fp8 *)(uintptr_t)1;
+    CHECK_STATUS(frt_cuda_gemm_fp8_create(NULL, &g8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(g8 == NULL);
+    CHECK_STATUS(frt_cuda_gemm_fp8_create(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(NULL, 1, 16, 16, FRT_CUDA_F32), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_set_scaling(NULL, FRT_CUDA_GEMM_FP8_SCALES_AUTO), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(NULL, NULL, s, FRT_CUDA_F32, q, s, q, s, 1, 16, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(frt_cuda_gemm_fp8_plan_count(NULL) == 0);
+    CHECK(frt_cuda_gemm_fp8_fingerprint(NULL) == 0);
+    frt_cuda_gemm_fp8_destroy(NULL);
+}
+
+/* Shape and pointer checks on a live handle (before any plan lookup). */
+static void test_bad_shapes(frt_cuda_gemm_fp8 *g8, dbuf any)
+{
+    uint8_t *q = any.p;
+    float *s = any.p;
+    const frt_cuda_dtype F = FRT_CUDA_F32;
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(g8, 0, 16, 16, F), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(g8, 1, 24, 16, F), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(g8, 1, 16, 8, F), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(g8, 1, 16, 16, (frt_cuda_dtype)7), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q, s, q, s, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q + 4, s, q, s, 1, 16, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q, s + 1, q, s, 1, 16, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q, s, q, s, 3, 32, 48), FRT_ERR_STATE); /* no plan */
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan_get(g8, -1, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_set_scaling(g8, (frt_cuda_gemm_fp8_scaling)3), FRT_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- the quantizer ------------------------------------------------------- */
+
+/* Quantizes rows x [rows, dim] bf16 on the device and on the CPU; 1 when
+ * codes and scales are bit-identical. */
+static int quantize_same(const uint16_t *xb, int rows, int dim)
+{
+    const size_t n = (size_t)rows * dim;
+    float *xf = xzalloc(n * 4), *s_cpu = xzalloc((size_t)rows * 4), *s_gpu = xzalloc((size_t)rows * 4);
+    uint8_t *q_cpu = xzalloc(n), *q_gpu = xzalloc(n);
+    for (size_t i = 0; i < n; i++) xf[i] = frt_bf16_to_f32(xb[i]);
+    frt_fp8_quantize_rows_dynamic(q_cpu, s_cpu, xf, rows, dim);
+    dbuf dx = dalloc(n * 2), dq = dalloc(n), ds = dalloc((size_t)rows * 4);
+    dput(dx, 0, xb, n * 2);
+    CHECK_OK(frt_cuda_fp8_quantize_rows_dynamic(g_cs, dq.p, ds.p, dx.p, rows, dim));
+    sync_st();
+    dget(dq, 0, q_gpu, n);
+    dget(ds, 0, s_gpu, (size_t)rows * 4);
+    int same = !memcmp(q_cpu, q_gpu, n) && !memcmp(s_cpu, s_gpu, (size_t)rows * 4);
+    dfree(&dx);
+    dfree(&dq);
+    dfree(&ds);
+    free(xf);
+    free(s_cpu);
+    free(s_gpu);
+    free(q_cpu);
+    free(q_gpu);
+    return same;
+}
+
+static void test_quantizer(void)
+{
+    static const int shapes[][2] = {{1, 8}, {3, 16}, {37, 264}, {17, 4096}, {5, 14336}, {300, 1024}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int rows = shapes[k][0], dim = shapes[k][1];
+        uint16_t *xb = xzalloc((size_t)rows * dim * 2);
+        for (size_t i = 0; i < (size_t)rows * dim; i++) xb[i] = bf16_rand();
+        char name[96];
+        snprintf(name, sizeof name, "quantize_rows_dynamic %d x %d, 30 binades", rows, dim);
+        report_flag(name, quantize_same(xb, rows, dim));
+        free(xb);
+    }
+    /* Special rows: zeros (scale 1), a NaN (skipped by the max, coded 0x7F),
+     * +inf (scale FLT_MAX / 448), tiny values (max / 448 < FLT_MIN: scale
+     * FLT_MIN), a -0 among normal values. */
+    const int dim = 64, rows = 5;
+    uint16_t xb[5 * 64];
+    for (int i = 0; i < rows * dim; i++) xb[i] = bf16_rand();
+    for (int i = 0; i < dim; i++) xb[i] = 0;
+    xb[dim + 7] = 0x7FC0;                                                           /* NaN */
+    xb[2 * dim + 3] = 0x7F80;                                                       /* +inf */
+    for (int i = 0; i < dim; i++) xb[3 * dim + i] = (uint16_t)(0x0001 + (i % 90)); /* bf16 subnormals */
+    xb[4 * dim + 5] = 0x8000;                                                       /* -0 */
+    report_flag("quantize_rows_dynamic special rows (0, NaN, inf, tiny, -0)", quantize_same(xb, rows, dim));
+}
+
+/* ---- the GEMM ------------------------------------------------------------ */
+
+typedef struct gcase {
+    int in, out, nmax;
+    uint8_t *xq, *w; /* host copies: [nmax, in], [out, in] */
+    float *xs, *ws;  /* [nmax], [out] */
+    float *xd, *wd;  /* dequantized: [nmax, in], [out, in] */
+    dbuf dxq, dxs, dw, dws, dy;
+} gcase;
+
+/* Random activations quantized by the device quantizer (also copied back),
+ * random finite weight codes and scales. */
+static void gcase_make(gcase *c, int in, int out, int nmax)
+{
+    memset(c, 0, sizeof *c);
+    c->in = in, c->out = out, c->nmax = nmax;
+    const size_t nx = (size_t)nmax * in, nw = (size_t)out * in;
+    uint16_t *xb = xzalloc(nx * 2);
+    for (size_t i = 0; i < nx; i++) xb[i] = frt_f32_to_bf16(-2.0f + 4.0f * frt_rng_uniform(&g_rng));
+    dbuf dx = dalloc(nx * 2);
+    c->dxq = dalloc(nx), c->dxs = dalloc((size_t)nmax * 4), c->dw = dalloc(nw), c->dws = dalloc((size_t)out * 4);
+    c->dy = dalloc((size_t)nmax * out * 4 + 256);
+    dput(dx, 0, xb, nx * 2);
+    must(frt_cuda_fp8_quantize_rows_dynamic(g_cs, c->dxq.p, c->dxs.p, dx.p, nmax, in), "quantize");
+    sync_st();
+    dfree(&dx);
+    free(xb);
+    c->xq = xzalloc(nx), c->xs = xzalloc((size_t)nmax * 4);
+    dget(c->dxq, 0, c->xq, nx);
+    dget(c->dxs, 0, c->xs, (size_t)nmax * 4);
+    c->w = xzalloc(nw), c->ws = xzalloc((size_t)out * 4);
+    for (size_t i = 0; i < nw; i++) {
+        uint8_t q;
+        do q = (uint8_t)(frt_rng_next(&g_rng) >> 56);
+        while ((q & 0x7F) == 0x7F);
+        c->w[i] = q;
+    }
+    for (int o = 0; o < out; o++) c->ws[o] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
+    dput(c->dw, 0, c->w, nw);
+    dput(c->dws, 0, c->ws, (size_t)out * 4);
+    const float one = 1.0f;
+    c->xd = xzalloc(nx * 4), c->wd = xzalloc(nw * 4);
+    frt_fp8_dequantize_rows(c->xd, c->xq, &one, 1, nmax, in); /* decode only: the scales multiply the sums */
+    frt_fp8_dequantize_rows(c->wd, c->w, &one, 1, out, in);
+}
+
+static void gcase_free(gcase *c)
+{
+    dbuf *d[] = {&c->dxq, &c->dxs, &c->dw, &c->dws, &c->dy};
+    for (size_t i = 0; i < 5; i++) dfree(d[i]);
+    free(c->xq), free(c->w), free(c->xs), free(c->ws), free(c->xd), free(c->wd);
+}
+
+/* The reference row t: (sum_k decode(xq) decode(w)) * s_x[t] * s_w[o]. */
+static void ref_row(const gcase *c, int t, float *y)
+{
+    const float *xr = c->xd + (size_t)t * c->in;
+    for (int o = 0; o < c->out; o++) {
+        const float *wr = c->wd + (size_t)o * c->in;
+        double d = 0;
+        for (int k = 0; k < c->in; k++) d += (double)xr[k] * wr[k];
+        y[o] = (float)(d * c->xs[t] * c->ws[o]);
+    }
+}
+
+/* Runs n rows into c->dy (dtype dt) and returns y's bytes (malloc'd). */
+static void *run_gemm(frt_cuda_gemm_fp8 *g8, gcase *c, int n, frt_cuda_dtype dt)
+{
+    const size_t yb = (size_t)n * c->out * dsize(dt);
+    dsentinel(c->dy);
+    CHECK_OK(frt_cuda_gemm_fp8_run(g8, g_cs, c->dy.p, dt, c->dxq.p, c->dxs.p, c->dw.p, c->dws.p, n, c->in, c->out));
+    sync_st();
+    void *b = xzalloc(yb);
+    dget(c->dy, 0, b, yb);
+    CHECK_MSG(untouched(c->dy, yb, 256), "in %d out %d n %d: wrote past y", c->in, c->out, n);
+    return b;
+}
+
+/* The rows checked: all of them (n <= 64 and a small shape), else the
+ * first, the last and 6 random ones. */
+static int rows_checked(const gcase *c, int n, int *rows)
+{
+    if (n <= SAMPLES || (size_t)n * c->in * c->out <= (64u << 20)) {
+        for (int t = 0; t < n; t++) rows[t] = t;
+        return n;
+    }
+    rows[0] = 0, rows[1] = n - 1;
+    for (int i = 2; i < SAMPLES; i++) rows[i] = (int)(frt_rng_next(&g_rng) % (uint64_t)n);
+    return SAMPLES;
+}
+
+/* The plan info of (n, in, out, dt) into *pi; 0 when found. */
+static int info_of(const frt_cuda_gemm_fp8 *g8, int n, int in, int out, frt_cuda_dtype dt,
+                   frt_cuda_gemm_fp8_plan_info *pi)
+{
+    for (int i = 0; i < frt_cuda_gemm_fp8_plan_count(g8); i++)
+        if (frt_cuda_gemm_fp8_plan_get(g8, i, pi) == 0 && pi->n == n && pi->in_dim == in && pi->out_dim == out &&
+            pi->out_dtype == dt)
+            return 0;
+    return -1;
+}
+
+static void check_gemm(frt_cuda_gemm_fp8 *g8, gcase *c, int n, frt_cuda_dtype dt)
+{
+    int rc = frt_cuda_gemm_fp8_plan(g8, n, c->in, c->out, dt);
+    if (rc == FRT_ERR_UNSUPPORTED && dt == FRT_CUDA_BF16) { /* documented: bf16 out needs the library's scales */
+        printf("  gemm_fp8 n %d in %d out %d -> bf16: not supported here (%s)\n", n, c->in, c->out, frt_last_error());
+        return;
+    }
+    must(rc, "plan");
+    void *b1 = run_gemm(g8, c, n, dt), *b2 = run_gemm(g8, c, n, dt);
+    int *rows = xzalloc((size_t)n * sizeof(int));
+    int nr = rows_checked(c, n, rows);
+    float *got = xzalloc((size_t)nr * c->out * 4), *ref = xzalloc((size_t)nr * c->out * 4);
+    for (int i = 0; i < nr; i++) {
+        ref_row(c, rows[i], ref + (size_t)i * c->out);
+        for (int o = 0; o < c->out; o++) {
+            size_t at = (size_t)rows[i] * c->out + o;
+            got[(size_t)i * c->out + o] =
+                dt == FRT_CUDA_BF16 ? frt_bf16_to_f32(((uint16_t *)b1)[at]) : ((float *)b1)[at];
+        }
+    }
+    char name[128];
+    snprintf(name, sizeof name, "gemm_fp8 n %d in %d out %d -> %s (%d rows checked)", n, c->in, c->out, dtn(dt), nr);
+    report(name, frt_test_rel_err(got, ref, (size_t)nr * c->out), dt == FRT_CUDA_BF16 ? TOL_BF16 : TOL_F32);
+    CHECK_MSG(!memcmp(b1, b2, (size_t)n * c->out * dsize(dt)), "%s: two runs differ", name);
+    free(b1), free(b2), free(rows), free(got), free(ref);
+}
+
+/* The shape_algo flag of plan (n, in, out, f32). */
+static int shape_algo_of(const frt_cuda_gemm_fp8 *g8, int n, int in, int out)
+{
+    frt_cuda_gemm_fp8_plan_info pi;
+    return info_of(g8, n, in, out, FRT_CUDA_F32, &pi) == 0 ? pi.shape_algo : -1;
+}
+
+/* The first rows of the nmax-row GEMM == the 1-, 17- and 1024-row GEMMs. */
+static void check_row_independence(frt_cuda_gemm_fp8 *g8, gcase *c)
+{
+    void *big = run_gemm(g8, c, c->nmax, FRT_CUDA_F32);
+    const int ns[3] = {1, 17, 1024};
+    for (int i = 0; i < 3; i++) {
+        if (ns[i] >= c->nmax) continue;
+        must(frt_cuda_gemm_fp8_plan(g8, ns[i], c->in, c->out, FRT_CUDA_F32), "plan");
+        void *small = run_gemm(g8, c, ns[i], FRT_CUDA_F32);
+        char name[128];
+        snprintf(name, sizeof name, "rows 0..%d of n %d == n %d (in %d out %d; shape_algo %d / %d)", ns[i] - 1,
+                 c->nmax, ns[i], c->in, c->out, shape_algo_of(g8, c->nmax, c->in, c->out),
+                 shape_algo_of(g8, ns[i], c->in, c->out));
+        report_same(name, big, small, (size_t)ns[i] * c->out * 4);
+        free(small);
+    }
+    free(big);
+}
+
+/* full: every row count at the 8B shapes; else 7, 255 and 2048 rows. */
+static void test_gemm(frt_cuda_gemm_fp8 *g8, int full)
+{
+    static const int small[][2] = {{16, 16}, {64, 32}, {272, 48}, {1040, 1008}};
+    for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+        gcase c;
+        gcase_make(&c, small[k][0], small[k][1], 37);
+        const int ns[] = {1, 2, 7, 16, 37};
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            check_gemm(g8, &c, ns[i], FRT_CUDA_F32);
+            check_gemm(g8, &c, ns[i], FRT_CUDA_BF16);
+        }
+        gcase_free(&c);
+    }
+    static const int big[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}};
+    for (size_t k = 0; k < sizeof big / sizeof big[0]; k++) {
+        gcase c;
+        gcase_make(&c, big[k][0], big[k][1], 2048);
+        const int ns[] = {1, 2, 7, 17, 64, 255, 1024, 2048}, few[] = {7, 255, 2048};
+        const int *use = full ? ns : few, nn = full ? 8 : 3;
+        for (int i = 0; i < nn; i++) check_gemm(g8, &c, use[i], FRT_CUDA_F32);
+        check_gemm(g8, &c, 255, FRT_CUDA_BF16);
+        frt_cuda_gemm_fp8_plan_info pi;
+        if (info_of(g8, 2048, c.in, c.out, FRT_CUDA_F32, &pi) == 0)
+            printf("  plan n 2048 in %d out %d: scales applied by %s, algo %d tile %d stages %d splitk %d\n", c.in,
+                   c.out, pi.scales_in_library ? "cuBLASLt (OUTER_VEC_32F)" : "frt's epilogue", pi.algo_id,
+                   pi.tile_id, pi.stages_id, pi.splitk_num);
+        check_row_independence(g8, &c);
+        gcase_free(&c);
+    }
+}
+
+/* ---- timing (informative) ------------------------------------------------ */
+
+typedef struct timing {
+    frt_cuda_gemm *g;
+    frt_cuda_gemm_fp8 *g8;
+    dbuf dx, dxq, dxs, dw8, dws, dw16, dy;
+    int n, in, out, reps;
+} timing;
+
+static int rec_fp8(frt_stream *s, void *user)
+{
+    const timing *t = user;
+    for (int r = 0; r < t->reps; r++)
+        FRT_TEST_TRY_(frt_cuda_gemm_fp8_run(t->g8, frt_stream_native(s), t->dy.p, FRT_CUDA_F32, t->dxq.p, t->dxs.p,
+                                            t->dw8.p, t->dws.p, t->n, t->in, t->out));
+    return 0;
+}
+
+static int rec_bf16(frt_stream *s, void *user)
+{
+    const timing *t = user;
+    for (int r = 0; r < t->reps; r++)
+        FRT_TEST_TRY_(frt_cuda_gemm_run(t->g, frt_stream_native(s), t->dy.p, FRT_CUDA_F32, t->dx.p, t->dw16.p, t->n,
+                                        t->in, t->out, 0));
+    return 0;
+}
+
+static int rec_quant(frt_stream *s, void *user)
+{
+    const timing *t = user;
+    for (int r = 0; r < t->reps; r++)
+        FRT_TEST_TRY_(frt_cuda_fp8_quantize_rows_dynamic(frt_stream_native(s), t->dxq.p, t->dxs.p, t->dx.p, t->n,
+                                                         t->in));
+    return 0;
+}
+
+static void time_gemms(frt_cuda_gemm *g, frt_cuda_gemm_fp8 *g8)
+{
+    timing t;
+    memset(&t, 0, sizeof t);
+    t.g = g, t.g8 = g8, t.n = 8192, t.in = 4096, t.out = 4096, t.reps = 10;
+    const size_t nx = (size_t)t.n * t.in, nw = (size_t)t.out * t.in;
+    t.dx = dalloc(nx * 2), t.dxq = dalloc(nx), t.dxs = dalloc((size_t)t.n * 4), t.dw8 = dalloc(nw);
+    t.dws = dalloc((size_t)t.out * 4), t.dw16 = dalloc(nw * 2), t.dy = dalloc((size_t)t.n * t.out * 4);
+    must(frt_buffer_fill(t.dx.b, 0, nx * 2, 0x3C, g_st), "fill"); /* bf16 0x3C3C: about 0.0115 */
+    must(frt_buffer_fill(t.dw8.b, 0, nw, 0x38, g_st), "fill");    /* E4M3 0x38: 1.0 */
+    must(frt_buffer_fill(t.dw16.b, 0, nw * 2, 0x3C, g_st), "fill");
+    must(frt_buffer_fill(t.dws.b, 0, (size_t)t.out * 4, 0, g_st), "fill");
+    must(frt_cuda_fp8_quantize_rows_dynamic(g_cs, t.dxq.p, t.dxs.p, t.dx.p, t.n, t.in), "quantize");
+    must(frt_cuda_gemm_fp8_plan(g8, t.n, t.in, t.out, FRT_CUDA_F32), "plan fp8");
+    must(frt_cuda_gemm_plan(g, t.n, t.in, t.out, FRT_CUDA_F32, 0), "plan bf16");
+    sync_st();
+    const double flop = 2.0 * t.n * t.in * t.out;
+    double us8 = graph_us("gemm_fp8 8192x4096x4096", rec_fp8, &t, t.reps);
+    double us16 = graph_us("gemm_bf16 8192x4096x4096", rec_bf16, &t, t.reps);
+    double usq = graph_us("quantize 8192x4096", rec_quant, &t, t.reps);
+    printf("  time gemm_fp8  n 8192 in 4096 out 4096 (f32 out): %8.1f us, %6.1f TFLOP/s\n", us8,
+           us8 > 0 ? flop / us8 * 1e-6 : 0);
+    printf("  time gemm_bf16 n 8192 in 4096 out 4096 (f32 out): %8.1f us, %6.1f TFLOP/s (fp8 / bf16 %.2fx)\n", us16,
+           us16 > 0 ? flop / us16 * 1e-6 : 0, us8 > 0 ? us16 / us8 : 0);
+    printf("  time quantize_rows_dynamic 8192 x 4096 bf16: %8.1f us (%.0f GB/s moved)\n", usq,
+           usq > 0 ? (double)nx * 3 / usq * 1e-3 : 0);
+    dbuf *d[] = {&t.dx, &t.dxq, &t.dxs, &t.dw8, &t.dws, &t.dw16, &t.dy};
+    for (size_t i = 0; i < 7; i++) dfree(d[i]);
+}
+
+int main(void)
+{
+    test_bad_args();
+    frt_test_cuda_start();
+    test_quantizer();
+    frt_cuda_gemm *g = NULL;
+    frt_cuda_gemm_fp8 *g8 = NULL;
+    must(frt_cuda_gemm_create(GEMM_WS, &g), "gemm create");
+    must(frt_cuda_gemm_add_stream(g, g_cs), "gemm stream");
+    must(frt_cuda_gemm_fp8_create(g, &g8), "gemm_fp8 create");
+    dbuf any = dalloc(4096);
+    test_bad_shapes(g8, any);
+    dfree(&any);
+    printf("  -- scaling AUTO (the library's outer vectors where cuBLASLt has them)\n");
+    test_gemm(g8, 1);
+    frt_cuda_gemm_fp8 *ge = NULL; /* the fallback: unit scales + frt's epilogue */
+    must(frt_cuda_gemm_fp8_create(g, &ge), "gemm_fp8 create");
+    must(frt_cuda_gemm_fp8_set_scaling(ge, FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE), "set_scaling");
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan(ge, 16, 64, 64, FRT_CUDA_BF16), FRT_ERR_UNSUPPORTED);
+    printf("  -- scaling EPILOGUE\n");
+    test_gemm(ge, 0);
+    frt_cuda_gemm_fp8_destroy(ge);
+    const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g8);
+    CHECK(fp != 0 && frt_cuda_gemm_fp8_plan_count(g8) > 0);
+    time_gemms(g, g8);
+    CHECK(frt_cuda_gemm_fp8_fingerprint(g8) != fp); /* a new plan changes it */
+    frt_cuda_gemm_fp8_destroy(g8);
+    frt_cuda_gemm_destroy(g);
+    return frt_test_report();
+}
+
+#endif
