@@ -70,10 +70,18 @@
  * (exp2 for log2-domain partials), L as a block sum in a fixed tree, each
  * output dim as 8 partial sums over the splits s mod 8 (one per warp) added
  * in warp order.
- * FP8 E4M3 caches (frt_cuda_attention_fp8, docs/fp8.md) take attn_kernel in
- * both forms, instantiated for the cache element type (kv_fp8 below): the
- * tiles are staged as codes (one byte an element) and each key and value is
- * dequantized when it is used, decode(code) * scale[KV head] in f32.
+ * FP8 E4M3 caches (frt_cuda_attention_fp8, frt_cuda_attention_batch_fp8,
+ * docs/fp8.md): the flash-decoding form takes the same tensor-core kernel
+ * instantiated for kv_fp8 (attn_decode_tc_kernel<HD, kv_fp8>): cp.async
+ * stages the tiles as codes (one byte an element, half the bytes), and
+ * after each tile lands the block widens it to bf16 (exact: every E4M3
+ * value is a bf16 value) into one swizzled (K, V) pair of bf16 tiles that
+ * the unchanged mma code reads (one more barrier a tile). The per-KV-head
+ * scales enter where they are exact algebra: the scores are
+ * (q . k_code) * (scale log2(e) s_k) and a split's partial output
+ * (P . v_code) * s_v. The prefill form and other head sizes take
+ * attn_kernel<DPL, kv_fp8>: each key and value dequantized when it is
+ * used, decode(code) * scale[KV head] in f32.
  *
  * Deterministic: no atomics, fixed orders. Tested in tests/test_cuda_kernels.c,
  * tests/test_cuda_decode.c, tests/test_cuda_attn_decode.c and (FP8)
