@@ -30,7 +30,9 @@
  *     the same with scales calibrated on the cuda bf16 model
  *     (frt_model_kv_calibrate reading bf16 KV rows);
  *     and (llama3.2-1b's shape, head_dim 64: the tensor-core kernels) the
- *     cuda fp8 KV model against the cuda bf16 KV one within 2^-3;
+ *     cuda fp8 KV model against the cuda bf16 KV one within 2^-3, and
+ *     restore == cold there (a capsule at an aligned length, an unrelated
+ *     prompt, restore, the rest appended: the cold logits and tokens bits);
  *  5. capsules on cuda (tiny-dense and llama3.2-1b's shape): the KV entries declared F8_E4M3, the KV part of an
  *     fp8 capsule exactly half the bf16 one at the same length (the rest the
  *     same size), a capsule of the other precision refused
@@ -596,6 +598,47 @@ out:
     frt_model_free(b);
 }
 
+/* restore == cold with the FP8 cache (the capsule suite's check 3, here on
+ * a model the tensor-core kernels serve): a cold prefill of 150 tokens and
+ * 8 greedy tokens against a capsule at aligned_len(150) = 128 restored
+ * after an unrelated prompt, then the remaining 22 tokens appended: the
+ * logits bits and the tokens equal. */
+static void test_restore_cold(const char *dir)
+{
+    enum { N = 150, K = 8 };
+    frt_model *m = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, NULL);
+    frt_capsule *cap = NULL;
+    if (!m) return;
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(m, &info));
+    int V = info.vocab_size, A = frt_model_aligned_len(m, N);
+    int32_t ids[N], other[300], t1[K], t2[K];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    for (int i = 0; i < 300; i++) other[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    float *l1 = xmalloc((size_t)V * 4), *l2 = xmalloc((size_t)V * 4), *p1 = xmalloc((size_t)V * 4),
+          *p2 = xmalloc((size_t)V * 4);
+    CHECK_OK(frt_test_prefill_logits(m, ids, N, p1));
+    decode_k(m, K, t1, l1);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, ids, A));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    CHECK_OK(frt_test_prefill_logits(m, other, 300, p2)); /* every live buffer overwritten */
+    if (cap) {
+        CHECK_OK(frt_capsule_restore(m, cap));
+        CHECK_OK(frt_model_prefill(m, ids + A, N - A));
+        CHECK_OK(frt_model_logits(m, p2));
+        decode_k(m, K, t2, l2);
+        char name[96];
+        snprintf(name, sizeof name, "fp8 restore at %d + %d tokens == cold %d: logits", A, N - A, N);
+        report_same(name, p2, p1, (size_t)V * 4);
+        report_same("  then the greedy tokens", t2, t1, sizeof t1);
+        report_same("  and the last logits", l2, l1, (size_t)V * 4);
+    }
+    free(l1), free(l2), free(p1), free(p2);
+    frt_capsule_free(cap);
+    frt_model_free(m);
+}
+
 /* head_dim 64 (llama3.2-1b's shape, random weights): the tensor-core FP8
  * kernels inside the model (the tiny shapes' head_dim 32 takes the
  * CUDA-core kernel). The cuda fp8 KV model against the cuda bf16 KV one,
@@ -617,6 +660,7 @@ static void test_model_tc(const char *dir)
     frt_model_free(gpu);
     frt_model_free(g16);
     test_capsules(dir);
+    test_restore_cold(dir);
 }
 
 /* Scales calibrated on the cuda bf16 model (frt_model_kv_calibrate), then
