@@ -598,8 +598,9 @@ static int append_fp8(const fwd *f, int l, const float *k, const float *v)
  * folded into the softmax scale and the output): the decode kernel's
  * flash-decoding splits (fp32 accuracy) for decode, the FlashAttention
  * kernel for a prefill piece; a head_dim other than 64, 128 or 256 takes
- * the CUDA-core kernel (dequantized on load, f32) in both. */
-static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o)
+ * the CUDA-core kernel (dequantized on load, f32) in both. Output: decode
+ * (attn_direct) bf16 into ob, a prefill piece f32 into o. */
+static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o, uint16_t *ob)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
@@ -607,7 +608,7 @@ static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const f
     const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
     FRT_TRY(append_fp8(f, l, k, v));
     if (f->decode)
-        return frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+        return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     int rc = frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                             c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
@@ -618,11 +619,11 @@ static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const f
     return rc;
 }
 
-/* Whether the decode attention writes its output as bf16 straight into
- * c->ob, the o_proj input (its combine rounds once, RNE: the bits of the
- * f32 output converted), instead of f32 into c->o and a convert launch. The
- * FP8 KV cache's attention keeps the f32 output. */
-static int attn_direct(const fwd *f) { return f->decode && !f->c->fp8; }
+/* Whether the attention writes its output as bf16 straight into c->ob,
+ * the o_proj input (the decode kernels' combine rounds once, RNE: the bits
+ * of the f32 output converted), instead of f32 into c->o and a convert
+ * launch: decode, with either KV cache. */
+static int attn_direct(const fwd *f) { return f->decode; }
 
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
  * q / k norms, RoPE at the boundary's positions and the KV append of layer
@@ -645,13 +646,16 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
     }
+    if (c->fp8) {
+        FRT_TRY(rope_qk(f, q, k));
+        return attn_fp8(f, l, q, k, v, o, ob);
+    }
     if (attn_direct(f)) { /* decode: RoPE and the KV append in one launch (the same bits) */
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
     FRT_TRY(rope_qk(f, q, k));
-    if (c->fp8) return attn_fp8(f, l, q, k, v, o);
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
     int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                         c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
@@ -863,7 +867,7 @@ static int norm_rows(const fwd *f, const float *w)
 /* The FP8 KV cache in the batched decode, after the biases and norms: per
  * slot b, RoPE of its q and k rows at its position and the append into its
  * caches (attn_rows' launches on that slot, fb[b]), then one flash-decoding
- * launch over every slot into c->o (f32; frt_cuda_attention_batch_fp8, the
+ * launch over every slot into c->ob (bf16; frt_cuda_attention_batch_fp8, the
  * bits of attn_fp8 per slot, the fork's shared rows read once). */
 static int attn_batch_fp8(const fwd *f, const fwd *fb, int l)
 {
@@ -879,13 +883,13 @@ static int attn_batch_fp8(const fwd *f, const fwd *fb, int l)
     /* the tables hold the slots' cache pointers, here E4M3 caches */
     const uint8_t *const *tk = (const uint8_t *const *)(c->tab_k + (size_t)l * B);
     const uint8_t *const *tv = (const uint8_t *const *)(c->tab_v + (size_t)l * B);
-    return frt_cuda_attention_batch_fp8(f->st, c->o, F32, c->q, tk, tv, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1),
+    return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, tk, tv, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1),
                                         (const int32_t *const *)c->tab_pos, c->tab_shared, n, m->max_seq, c->nh,
                                         c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
 }
 
-/* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16;
- * c->o f32 with the FP8 KV cache, attn_direct): biases and q / k norms
+/* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16,
+ * attn_direct): biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
  * each in one launch for every slot (device tables; with the FP8 KV cache
  * RoPE and the append slot by slot, attn_batch_fp8), the same bits per row
