@@ -10,7 +10,7 @@
  * goldens (tests/data/golden_dense), the demo model, and a random tiny
  * Qwen3.5 hybrid (frt_gen_model); on the cpu backend the dense goldens
  * once more with an FP8 E4M3 KV cache (docs/fp8.md), on cuda the random
- * tiny-dense and tiny-qwen3 ones. Runs on both backends
+ * tiny-dense, tiny-qwen3 and llama3.2-1b ones. Runs on both backends
  * (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
  */
 #include "frt_test.h"
@@ -413,7 +413,9 @@ int main(int argc, char **argv)
         CHECK_OK(frt_gen_model_write(shapes[i].shape, 11, tiny));
         test_model(tiny, shapes[i].batched);
         if (i == 1) check_step_refusals(tiny);
-        if (g_backend == FRT_BACKEND_CUDA && (i == 1 || i == 2)) { /* the fp8 KV cache: attention slot by slot */
+        /* the fp8 KV cache: tiny-dense and tiny-qwen3 (head_dim 32) attend slot
+         * by slot, llama3.2-1b (64) through frt_cuda_attention_batch_fp8 */
+        if (g_backend == FRT_BACKEND_CUDA && i >= 1 && i <= 3) {
             g_kv = FRT_KV_FP8;
             test_model(tiny, shapes[i].batched);
             g_kv = FRT_KV_DEFAULT;

@@ -70,10 +70,18 @@
  * (exp2 for log2-domain partials), L as a block sum in a fixed tree, each
  * output dim as 8 partial sums over the splits s mod 8 (one per warp) added
  * in warp order.
- * FP8 E4M3 caches (frt_cuda_attention_fp8, docs/fp8.md) take attn_kernel in
- * both forms, instantiated for the cache element type (kv_fp8 below): the
- * tiles are staged as codes (one byte an element) and each key and value is
- * dequantized when it is used, decode(code) * scale[KV head] in f32.
+ * FP8 E4M3 caches (frt_cuda_attention_fp8, frt_cuda_attention_batch_fp8,
+ * docs/fp8.md): the flash-decoding form takes the same tensor-core kernel
+ * instantiated for kv_fp8 (attn_decode_tc_kernel<HD, kv_fp8>): cp.async
+ * stages the tiles as codes (one byte an element, half the bytes), and
+ * after each tile lands the block widens it to bf16 (exact: every E4M3
+ * value is a bf16 value) into one swizzled (K, V) pair of bf16 tiles that
+ * the unchanged mma code reads (one more barrier a tile). The per-KV-head
+ * scales enter where they are exact algebra: the scores are
+ * (q . k_code) * (scale log2(e) s_k) and a split's partial output
+ * (P . v_code) * s_v. The prefill form and other head sizes take
+ * attn_kernel<DPL, kv_fp8>: each key and value dequantized when it is
+ * used, decode(code) * scale[KV head] in f32.
  *
  * Deterministic: no atomics, fixed orders. Tested in tests/test_cuda_kernels.c,
  * tests/test_cuda_decode.c, tests/test_cuda_attn_decode.c and (FP8)
@@ -94,7 +102,7 @@ struct attn_args {
     int out_dt;
     const void *q;
     int q_dt;
-    const __nv_bfloat16 *kc, *vc;
+    const void *kc, *vc; /* the caches: bf16, or E4M3 codes (ksc != NULL) */
     const int32_t *d_start, *d_n;
     float *part; /* split partials [n_splits, max_n, n_heads, hd + 2], or NULL (one pass) */
     int max_n, max_seq, n_heads, n_kv, group, split_len;
@@ -107,18 +115,17 @@ struct attn_args {
      * part of branch b lie b * (one branch's size) further. nb = 0: one
      * sequence, the fields above. */
     int nb;
-    const __nv_bfloat16 *const *kcs, *const *vcs;
+    const void *const *kcs, *const *vcs;
     const int32_t *const *starts;
     /* The shared prefix of a fork (NULL: none): branch b reads its cache
      * rows below shared[b] from branch 0's caches, which hold the same bytes
      * there (the caller's contract). attn_branch sets kc0 / vc0 and n_shared
      * for the branch (n_shared 0: every row from its own cache). */
     const int32_t *shared;
-    const __nv_bfloat16 *kc0, *vc0;
+    const void *kc0, *vc0;
     int n_shared;
-    /* frt_cuda_attention_fp8: the E4M3 caches (kc, vc unused) and the
-     * per-KV-head scales [n_kv] (device); NULL for a bf16 cache. */
-    const uint8_t *kc8, *vc8;
+    /* An E4M3 cache (frt_cuda_attention_fp8, frt_cuda_attention_batch_fp8):
+     * the per-KV-head scales [n_kv] (device); NULL for a bf16 cache. */
     const float *ksc, *vsc;
 };
 
@@ -132,8 +139,9 @@ struct kv_bf16 {
     typedef __nv_bfloat16 T;
     typedef __nv_bfloat162 T2;
     static constexpr int PAD = 2;
-    static __device__ __forceinline__ const T *kc(const attn_args &a) { return a.kc; }
-    static __device__ __forceinline__ const T *vc(const attn_args &a) { return a.vc; }
+    static constexpr bool FP8 = false;
+    static __device__ __forceinline__ const T *kc(const attn_args &a) { return (const T *)a.kc; }
+    static __device__ __forceinline__ const T *vc(const attn_args &a) { return (const T *)a.vc; }
     static __device__ __forceinline__ float kscale(const attn_args &, int) { return 1.0f; }
     static __device__ __forceinline__ float vscale(const attn_args &, int) { return 1.0f; }
     static __device__ __forceinline__ T2 zero2() { return __floats2bfloat162_rn(0.0f, 0.0f); }
@@ -145,8 +153,9 @@ struct kv_fp8 {
     typedef uint8_t T;
     typedef uint16_t T2;
     static constexpr int PAD = 4;
-    static __device__ __forceinline__ const T *kc(const attn_args &a) { return a.kc8; }
-    static __device__ __forceinline__ const T *vc(const attn_args &a) { return a.vc8; }
+    static constexpr bool FP8 = true;
+    static __device__ __forceinline__ const T *kc(const attn_args &a) { return (const T *)a.kc; }
+    static __device__ __forceinline__ const T *vc(const attn_args &a) { return (const T *)a.vc; }
     static __device__ __forceinline__ float kscale(const attn_args &a, int kvh) { return a.ksc[kvh]; }
     static __device__ __forceinline__ float vscale(const attn_args &a, int kvh) { return a.vsc[kvh]; }
     static __device__ __forceinline__ T2 zero2() { return 0; }
@@ -290,20 +299,28 @@ template <int DPL, typename KV> __global__ __launch_bounds__(ATT_WARPS * 32) voi
 #define TC_QROWS 16            /* A rows: hi 0-3, mid 4-7, lo 8-11 of 4 pairs, 12-15 zero */
 #define TC_SROW (TC_TILE + 8)  /* floats per score row in shared memory (padded) */
 
-/* Shared memory of attn_decode_tc_kernel<HD>: TC_STAGES x (K tile, V tile),
- * the 16 query rows (bf16), the scores of a tile [4 pairs][TC_SROW] f32. */
-template <int HD> struct tc_cfg {
-    static constexpr int CH = HD / 8;                /* 16-byte chunks per row */
-    static constexpr int ROWB = HD * 2;              /* bytes per smem row */
-    static constexpr int TBYTES = TC_TILE * ROWB;    /* one K or V tile */
-    static constexpr int STAGE = 2 * TBYTES;
-    static constexpr int Q_OFF = TC_STAGES * STAGE;
+/* Shared memory of attn_decode_tc_kernel<HD, KV>: TC_STAGES x (K tile, V
+ * tile) as the cache holds them (bf16 rows, swizzled; or E4M3 rows of
+ * codes, plain), for an E4M3 cache one (K, V) pair of bf16 tiles the codes
+ * are widened into (W_OFF), the 16 query rows (bf16), the scores of a tile
+ * [4 pairs][TC_SROW] f32. */
+template <int HD, typename KV> struct tc_cfg {
+    static constexpr int CH = HD / 8;                /* 16-byte bf16 chunks per row */
+    static constexpr int ROWB = HD * 2;              /* bytes per bf16 smem row */
+    static constexpr int TBYTES = TC_TILE * ROWB;    /* one bf16 K or V tile */
+    static constexpr int LROWB = KV::FP8 ? HD : ROWB; /* bytes per staged cache row */
+    static constexpr int LCH = LROWB / 16;           /* 16-byte cp.async chunks per staged row */
+    static constexpr int STAGE = 2 * TC_TILE * LROWB;
+    static constexpr int W_OFF = TC_STAGES * STAGE;  /* the widened pair (E4M3 only) */
+    static constexpr int Q_OFF = W_OFF + (KV::FP8 ? 2 * TBYTES : 0);
     static constexpr int S_OFF = Q_OFF + TC_QROWS * ROWB;
     static constexpr int SMEM = S_OFF + 4 * TC_SROW * 4;
     static constexpr int KS = HD / 16;               /* k-steps of Q K^T */
     static constexpr int DN = HD / 32;               /* 8-dim n-tiles of a warp's HD / 4 dims */
-    static constexpr int RSTEP = TC_THREADS / CH;    /* tile rows per cp.async pass */
-    static_assert(KS % 2 == 0 && DN % 2 == 0 && TC_TILE % RSTEP == 0, "head_dim 64, 128 or 256");
+    static constexpr int RSTEP = TC_THREADS / CH;    /* bf16 tile rows per pass (widening) */
+    static constexpr int LRSTEP = TC_THREADS / LCH;  /* staged rows per cp.async pass */
+    static_assert(KS % 2 == 0 && DN % 2 == 0 && TC_TILE % RSTEP == 0 && TC_TILE % LRSTEP == 0,
+                  "head_dim 64, 128 or 256");
 };
 
 /* x = h + m + l exactly for finite x (l has at most 8 significant bits, so
@@ -332,14 +349,15 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
  * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. Lane gid < 4
  * holds the hi (row gid) and lo (row gid + 8) terms of pair gid, lane
  * gid + 4 its mid term (row gid + 4; row gid + 12 is zero). */
-template <int HD>
+template <int HD, typename KV>
 __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a0)
 {
     frt_pdl_wait(); /* launched with PDL: q, the caches and the positions come from the kernels before */
     /* batched: blockIdx.y = branch * n_kv + KV head */
     const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.y / a0.n_kv : 0);
-    using C = tc_cfg<HD>;
+    using C = tc_cfg<HD, KV>;
     constexpr int ROWB = C::ROWB, CH = C::CH, KS = C::KS, DN = C::DN, RSTEP = C::RSTEP;
+    constexpr int LROWB = C::LROWB, LRSTEP = C::LRSTEP;
     extern __shared__ __align__(128) unsigned char tsm[];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -363,20 +381,20 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const uint32_t sb = frt_smem_addr(tsm);
     float *const S = reinterpret_cast<float *>(tsm + C::S_OFF); /* [4][TC_SROW] */
 
-    /* K/V tile k (of the block's sequence) -> stage k % TC_STAGES; rows past
-     * the split's or the chunk's last key are zero-filled (finite, never
-     * read from the cache). Thread i copies chunk i % CH of rows
-     * i / CH + RSTEP r. */
-    const int lr = threadIdx.x / CH, lc = threadIdx.x % CH;
-    const size_t crow = (size_t)a.n_kv * HD; /* elements per cache row */
-    const __nv_bfloat16 *kb = a.kc + (size_t)kvh * HD + lc * 8;
-    const __nv_bfloat16 *vb = a.vc + (size_t)kvh * HD + lc * 8;
+    /* K/V tile k (of the block's sequence) -> stage k % TC_STAGES (bf16
+     * rows swizzled, E4M3 rows plain); rows past the split's or the chunk's
+     * last key are zero-filled (finite, never read from the cache). Thread i
+     * copies 16-byte chunk i % LCH of rows i / LCH + LRSTEP r. */
+    const int lr = threadIdx.x / C::LCH, lc = threadIdx.x % C::LCH;
+    const size_t crow = (size_t)a.n_kv * LROWB; /* bytes per cache row */
+    const size_t hofs = (size_t)kvh * LROWB + lc * 16;
+    const char *kb = (const char *)a.kc + hofs, *vb = (const char *)a.vc + hofs;
     /* Rows below n_shared from branch 0's caches: the same bytes, read once
      * from HBM for every branch of the fork (the blocks of the branches run
      * in one wave, so the other branches' reads of a row hit L2). */
     const int n_sh = a0.nb ? a.n_shared : 0;
-    const __nv_bfloat16 *kb0 = n_sh > 0 ? a.kc0 + (size_t)kvh * HD + lc * 8 : kb;
-    const __nv_bfloat16 *vb0 = n_sh > 0 ? a.vc0 + (size_t)kvh * HD + lc * 8 : vb;
+    const char *kb0 = n_sh > 0 ? (const char *)a.kc0 + hofs : kb;
+    const char *vb0 = n_sh > 0 ? (const char *)a.vc0 + hofs : vb;
     auto load_tile = [&](int k) {
         const int sq = k / tps, i = k - sq * tps;
         const int s = s_begin + sq;
@@ -384,14 +402,32 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         const int rows = min(TC_TILE, min(s * L + L, b_hi) - j0);
         const uint32_t st = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
 #pragma unroll
-        for (int r = 0; r < TC_TILE / RSTEP; r++) {
-            const int row = lr + r * RSTEP;
+        for (int r = 0; r < TC_TILE / LRSTEP; r++) {
+            const int row = lr + r * LRSTEP;
             const bool ok = row < rows;
             const bool sh = j0 + row < n_sh;
             const size_t g = ok ? (size_t)(j0 + row) * crow : 0;
-            const uint32_t off = (uint32_t)(row * ROWB + ((lc ^ (row & 7)) << 4));
+            const uint32_t off = KV::FP8 ? (uint32_t)(row * LROWB + lc * 16)
+                                         : (uint32_t)(row * ROWB + ((lc ^ (row & 7)) << 4));
             frt_cp_async16(st + off, (sh ? kb0 : kb) + g, ok ? 16 : 0);
-            frt_cp_async16(st + C::TBYTES + off, (sh ? vb0 : vb) + g, ok ? 16 : 0);
+            frt_cp_async16(st + TC_TILE * LROWB + off, (sh ? vb0 : vb) + g, ok ? 16 : 0);
+        }
+    };
+    /* E4M3: the codes of stage k % TC_STAGES widened to bf16 (exact) into
+     * the swizzled (K, V) pair at W_OFF; thread i converts bf16 chunk
+     * i % CH (8 codes) of rows i / CH + RSTEP r. Zero codes stay zeros. */
+    auto widen_tile = [&](int k) {
+        const unsigned char *src = tsm + (k % TC_STAGES) * C::STAGE;
+        const int wr = threadIdx.x / CH, wc = threadIdx.x % CH;
+#pragma unroll
+        for (int r = 0; r < TC_TILE / RSTEP; r++) {
+            const int row = wr + r * RSTEP;
+#pragma unroll
+            for (int kv = 0; kv < 2; kv++) {
+                const uint2 q = *reinterpret_cast<const uint2 *>(src + kv * TC_TILE * LROWB + row * LROWB + wc * 8);
+                *reinterpret_cast<uint4 *>(tsm + C::W_OFF + kv * C::TBYTES + row * ROWB + ((wc ^ (row & 7)) << 4)) =
+                    frt_fp8x8_to_bf16x8(q);
+            }
         }
     };
 #pragma unroll
@@ -471,6 +507,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const int kend = pvalid ? min(start + tq + 1, a.max_seq) : 0; /* keys [0, kend) */
     const size_t prow = (size_t)tq * a.n_heads + (size_t)kvh * G + (pvalid ? pq % G : 0);
     float *const srow = S + pr * TC_SROW;
+    /* E4M3: scores (q . k_code) * (scale log2(e) * s_k), outputs
+     * (P . v_code) * s_v (1 and 1 for bf16). */
+    const float sl2 = a.sl2 * KV::kscale(a, kvh), vsc = KV::vscale(a, kvh);
 
     float o[DN][4];
 #pragma unroll
@@ -482,12 +521,16 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         __syncthreads(); /* tile k landed for all; tile k - 1 and its scores are consumed */
         if (k + TC_STAGES - 1 < ntiles) load_tile(k + TC_STAGES - 1);
         frt_cp_async_commit();
+        if constexpr (KV::FP8) {
+            widen_tile(k); /* the pair's previous tile is consumed (the barrier above) */
+            __syncthreads();
+        }
 
         const int sq = k / tps, i = k - sq * tps;
         const int s = s_begin + sq;
         const int j0 = s * L + i * TC_TILE;
         const int lim = min(kend, s * L + L); /* this pair's keys in split s end */
-        const uint32_t kst = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
+        const uint32_t kst = sb + (KV::FP8 ? (uint32_t)C::W_OFF : (uint32_t)(k % TC_STAGES) * C::STAGE);
 
         /* scores of keys 8 warp .. 8 warp + 7: two chains (even, odd k-steps) */
         {
@@ -509,8 +552,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
             if (!upper) {
                 const int jl = warp * 8 + 2 * tig;
                 float2 v;
-                v.x = j0 + jl < lim ? s0 * a.sl2 : -INFINITY;
-                v.y = j0 + jl + 1 < lim ? s1 * a.sl2 : -INFINITY;
+                v.x = j0 + jl < lim ? s0 * sl2 : -INFINITY;
+                v.y = j0 + jl + 1 < lim ? s1 * sl2 : -INFINITY;
                 *reinterpret_cast<float2 *>(srow + jl) = v;
             }
         }
@@ -582,8 +625,8 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
                 v1 += __shfl_xor_sync(0xffffffffu, v1, 16);
                 if (wr) {
                     const int d = warp * (HD / 4) + 8 * j + 2 * tig;
-                    pp[d] = v0;
-                    pp[d + 1] = v1;
+                    pp[d] = v0 * vsc;
+                    pp[d + 1] = v1 * vsc;
                 }
                 o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
             }
@@ -675,19 +718,19 @@ extern "C" size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int
            sizeof(float);
 }
 
-/* Launches attn_decode_tc_kernel<HD>: grid (chunks, KV heads, B) with B the
- * blocks per (chunk, KV head) column that one wave of resident blocks holds
- * (SMs x blocks per SM / columns, at least 1, at most n_splits). */
-template <int HD>
+/* Launches attn_decode_tc_kernel<HD, KV>: grid (chunks, KV heads, B) with B
+ * the blocks per (chunk, KV head) column that one wave of resident blocks
+ * holds (SMs x blocks per SM / columns, at least 1, at most n_splits). */
+template <int HD, typename KV>
 static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits, cudaStream_t s)
 {
-    using C = tc_cfg<HD>;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_tc_kernel<HD>,
+    using C = tc_cfg<HD, KV>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_tc_kernel<HD, KV>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
     int dev = 0, sms = 0, per_sm = 0;
     FRT_CUDA_TRY(cudaGetDevice(&dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_tc_kernel<HD>,
+    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_tc_kernel<HD, KV>,
                                                                TC_THREADS, C::SMEM));
     if (per_sm < 1)
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -699,9 +742,33 @@ static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits,
     if (nb < 1) nb = 1;
     if (nb > n_splits) nb = n_splits;
     dim3 grid((unsigned int)nchunks, (unsigned int)(a.n_kv * branches), (unsigned int)nb);
-    FRT_CUDA_TRY(frt_pdl_launch(attn_decode_tc_kernel<HD>, grid, dim3(TC_THREADS), C::SMEM, s, a));
+    FRT_CUDA_TRY(frt_pdl_launch((attn_decode_tc_kernel<HD, KV>), grid, dim3(TC_THREADS), C::SMEM, s, a));
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+/* The tensor-core decode kernel over max_n * group pairs a KV head (a.hd 64,
+ * 128 or 256), in chunks of at most 4 pairs of a KV head, the pairs spread
+ * evenly (a.qb set here). */
+template <typename KV> static int decode_tc(attn_args &a, cudaStream_t s)
+{
+    const long long pairs = (long long)a.max_n * a.group;
+    const long long nchunks = (pairs + 3) / 4;
+    const int n_splits = n_splits_of(a.max_seq, a.split_len);
+    a.qb = (int)((pairs + nchunks - 1) / nchunks);
+    switch (a.hd) {
+    case 64: return decode_tc_launch<64, KV>(a, nchunks, n_splits, s);
+    case 128: return decode_tc_launch<128, KV>(a, nchunks, n_splits, s);
+    default: return decode_tc_launch<256, KV>(a, nchunks, n_splits, s);
+    }
+}
+
+/* Whether the split form takes the tensor-core decode kernel: head_dim 64,
+ * 128 or 256 and 16-byte aligned caches. */
+static bool decode_tc_ok(const attn_args &a, const void *kc, const void *vc)
+{
+    return a.part && (a.hd == 64 || a.hd == 128 || a.hd == 256) && (uintptr_t)kc % 16 == 0 &&
+           (uintptr_t)vc % 16 == 0;
 }
 
 /* The argument checks shared by frt_cuda_attention and
@@ -801,25 +868,11 @@ extern "C" int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dt
     if (max_n == 0) return 0;
     attn_args a = attn_make(out, out_dtype, q, q_dtype, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
                             head_dim, scale, split_len, workspace);
-    a.kc = (const __nv_bfloat16 *)k_cache;
-    a.vc = (const __nv_bfloat16 *)v_cache;
-    const int n_splits = n_splits_of(max_seq, a.split_len);
-    const long long pairs = (long long)max_n * a.group;
+    a.kc = k_cache;
+    a.vc = v_cache;
     cudaStream_t s = (cudaStream_t)stream;
-    const bool aligned16 = ((uintptr_t)k_cache % 16) == 0 && ((uintptr_t)v_cache % 16) == 0;
-    const bool tc = a.part && (head_dim == 64 || head_dim == 128 || head_dim == 256) && aligned16;
-    if (tc) {
-        /* chunks of at most 4 pairs of a KV head, the pairs spread evenly */
-        const long long nchunks = (pairs + 3) / 4;
-        a.qb = (int)((pairs + nchunks - 1) / nchunks);
-        switch (head_dim) {
-        case 64: FRT_TRY(decode_tc_launch<64>(a, nchunks, n_splits, s)); break;
-        case 128: FRT_TRY(decode_tc_launch<128>(a, nchunks, n_splits, s)); break;
-        default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
-        }
-    } else {
-        FRT_TRY(attn_simple_launch<kv_bf16>(a, s));
-    }
+    const bool tc = decode_tc_ok(a, k_cache, v_cache);
+    FRT_TRY(tc ? decode_tc<kv_bf16>(a, s) : attn_simple_launch<kv_bf16>(a, s));
     return attn_combine_launch(a, tc ? 1 : 0, s);
 }
 
@@ -836,24 +889,28 @@ extern "C" int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype ou
     if (max_n == 0) return 0;
     attn_args a = attn_make(out, out_dtype, q, q_dtype, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
                             head_dim, scale, split_len, workspace);
-    a.kc8 = k_cache;
-    a.vc8 = v_cache;
+    a.kc = k_cache;
+    a.vc = v_cache;
     a.ksc = k_scale;
     a.vsc = v_scale;
     cudaStream_t s = (cudaStream_t)stream;
-    FRT_TRY(attn_simple_launch<kv_fp8>(a, s));
-    return attn_combine_launch(a, 0, s);
+    const bool tc = decode_tc_ok(a, k_cache, v_cache);
+    FRT_TRY(tc ? decode_tc<kv_fp8>(a, s) : attn_simple_launch<kv_fp8>(a, s));
+    return attn_combine_launch(a, tc ? 1 : 0, s);
 }
 
-extern "C" int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
-                                        const uint16_t *const *d_k_caches,
-                                        const uint16_t *const *d_v_caches,
-                                        const int32_t *const *d_starts, const int32_t *d_shared,
-                                        int n_branches, int max_seq,
-                                        int n_heads, int n_kv_heads, int head_dim, float scale,
-                                        int split_len, void *workspace, size_t workspace_bytes)
+/* frt_cuda_attention_batch{,_fp8}: the checks, then the tensor-core decode
+ * kernel over every branch and the combine. k_scale / v_scale: NULL for
+ * bf16 caches, else the E4M3 caches' per-KV-head scales. */
+template <typename KV>
+static int attn_batch(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q, const void *const *kcs,
+                      const void *const *vcs, const float *k_scale, const float *v_scale,
+                      const int32_t *const *d_starts, const int32_t *d_shared, int n_branches, int max_seq,
+                      int n_heads, int n_kv_heads, int head_dim, float scale, int split_len, void *workspace,
+                      size_t workspace_bytes)
 {
-    FRT_ARG(out && q && d_k_caches && d_v_caches && d_starts, "cuda attention batch: NULL pointer");
+    FRT_ARG(out && q && kcs && vcs && d_starts, "cuda attention batch: NULL pointer");
+    FRT_ARG(!KV::FP8 || (k_scale && v_scale), "cuda attention batch: NULL scales");
     FRT_ARG(n_branches >= 1 && n_branches <= 4096 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 &&
                 n_heads % n_kv_heads == 0 && (long long)n_kv_heads * n_branches <= 65535,
             "cuda attention batch: branches %d max_seq %d n_heads %d n_kv_heads %d", n_branches, max_seq,
@@ -869,40 +926,44 @@ extern "C" int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype 
     size_t need = frt_cuda_attention_workspace_bytes(1, max_seq, n_heads, head_dim, split_len) * n_branches;
     FRT_ARG(workspace && workspace_bytes >= need, "cuda attention batch: workspace of %zu bytes, %zu needed",
             workspace_bytes, need);
-    attn_args a;
-    memset(&a, 0, sizeof a);
-    a.out = out;
-    a.out_dt = out_dtype;
-    a.q = q;
-    a.q_dt = FRT_CUDA_F32;
-    a.d_n = NULL;
-    a.max_n = 1;
-    a.max_seq = max_seq;
-    a.n_heads = n_heads;
-    a.n_kv = n_kv_heads;
-    a.group = n_heads / n_kv_heads;
-    a.scale = scale;
-    a.sl2 = (float)((double)scale * 1.4426950408889634);
-    a.hd = head_dim;
-    a.split_len = split_len;
-    a.part = (float *)workspace;
+    attn_args a = attn_make(out, out_dtype, q, FRT_CUDA_F32, NULL, NULL, 1, max_seq, n_heads, n_kv_heads, head_dim,
+                            scale, split_len, workspace);
     a.nb = n_branches;
-    a.kcs = (const __nv_bfloat16 *const *)d_k_caches;
-    a.vcs = (const __nv_bfloat16 *const *)d_v_caches;
+    a.kcs = kcs;
+    a.vcs = vcs;
+    a.ksc = k_scale;
+    a.vsc = v_scale;
     a.starts = d_starts;
     a.shared = d_shared;
-    /* the chunks of frt_cuda_attention at max_n 1 */
-    const long long pairs = a.group, nchunks = (pairs + 3) / 4;
-    a.qb = (int)((pairs + nchunks - 1) / nchunks);
-    const int n_splits = n_splits_of(max_seq, split_len);
     cudaStream_t s = (cudaStream_t)stream;
-    switch (head_dim) {
-    case 64: FRT_TRY(decode_tc_launch<64>(a, nchunks, n_splits, s)); break;
-    case 128: FRT_TRY(decode_tc_launch<128>(a, nchunks, n_splits, s)); break;
-    default: FRT_TRY(decode_tc_launch<256>(a, nchunks, n_splits, s)); break;
-    }
+    FRT_TRY(decode_tc<KV>(a, s)); /* the chunks of frt_cuda_attention at max_n 1 */
     dim3 cgrid((unsigned int)(n_branches * n_heads), (unsigned int)(head_dim / 32));
     FRT_CUDA_TRY(frt_pdl_launch(attn_combine_kernel, cgrid, dim3(COMB_THREADS), 0, s, a, head_dim, 1));
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+extern "C" int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
+                                        const uint16_t *const *d_k_caches,
+                                        const uint16_t *const *d_v_caches,
+                                        const int32_t *const *d_starts, const int32_t *d_shared,
+                                        int n_branches, int max_seq,
+                                        int n_heads, int n_kv_heads, int head_dim, float scale,
+                                        int split_len, void *workspace, size_t workspace_bytes)
+{
+    return attn_batch<kv_bf16>(stream, out, out_dtype, q, (const void *const *)d_k_caches,
+                               (const void *const *)d_v_caches, NULL, NULL, d_starts, d_shared, n_branches, max_seq,
+                               n_heads, n_kv_heads, head_dim, scale, split_len, workspace, workspace_bytes);
+}
+
+extern "C" int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
+                                            const uint8_t *const *d_k_caches, const uint8_t *const *d_v_caches,
+                                            const float *k_scale, const float *v_scale,
+                                            const int32_t *const *d_starts, const int32_t *d_shared,
+                                            int n_branches, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                            float scale, int split_len, void *workspace, size_t workspace_bytes)
+{
+    return attn_batch<kv_fp8>(stream, out, out_dtype, q, (const void *const *)d_k_caches,
+                              (const void *const *)d_v_caches, k_scale, v_scale, d_starts, d_shared, n_branches,
+                              max_seq, n_heads, n_kv_heads, head_dim, scale, split_len, workspace, workspace_bytes);
 }

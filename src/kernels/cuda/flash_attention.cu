@@ -46,6 +46,7 @@
  * Tested in tests/test_cuda_flash_attention.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/mma_util.h"
 
 #include <math.h>
@@ -69,8 +70,13 @@
 #define FA_QREG_MAX_HD 256
 #endif
 
-/* Per head_dim: keys per tile, Q in registers or not, blocks per SM. */
-template <int HD> struct fa_cfg {
+/* Per head_dim and cache type (F8: E4M3 codes): keys per tile, Q in
+ * registers or not, blocks per SM, shared memory. A bf16 cache is staged
+ * by cp.async straight into double-buffered bf16 tiles; an E4M3 cache into
+ * double-buffered tiles of codes (rows of HD bytes, plain: CT_OFF), each
+ * widened into one (K, V) pair of bf16 tiles before it is used, so the
+ * same bytes of shared memory in both forms. */
+template <int HD, bool F8> struct fa_cfg {
     static constexpr int BC = HD == 256 ? 32 : 64;
     static constexpr bool QREG = HD <= FA_QREG_MAX_HD;
     static constexpr int MINB = HD == 64 ? 3 : 2;
@@ -78,7 +84,12 @@ template <int HD> struct fa_cfg {
     static constexpr int ROWB = HD * 2;    /* bytes per smem row */
     static constexpr int TBYTES = BC * ROWB; /* one K or V tile */
     static constexpr int QBYTES = FA_ROWS * ROWB;
-    static constexpr int SMEM = QBYTES + 4 * TBYTES; /* Q, K x 2, V x 2 */
+    static constexpr int CTBYTES = BC * HD; /* one K or V tile of codes */
+    static constexpr int CT_OFF = QBYTES + 2 * TBYTES; /* F8: the code tiles, K x 2 then V x 2 */
+    static constexpr int SMEM = F8 ? CT_OFF + 4 * CTBYTES : QBYTES + 4 * TBYTES; /* Q, K x 2, V x 2 */
+    static constexpr int CCH = HD / 16; /* F8: 16-byte chunks (of codes) per row */
+    static constexpr int CRSTEP = FA_THREADS / CCH; /* F8: code rows per cp.async pass */
+    static_assert(BC % CRSTEP == 0, "head_dim 64, 128 or 256");
 };
 
 struct fa_args {
@@ -86,7 +97,8 @@ struct fa_args {
     int out_dt;
     const void *q;
     int q_dt;
-    const __nv_bfloat16 *kc, *vc;
+    const void *kc, *vc; /* bf16, or E4M3 codes (fa_kernel<HD, true>) */
+    const float *ksc, *vsc; /* E4M3: the per-KV-head scales [n_kv] (device) */
     const int32_t *d_start, *d_n;
     float *po;   /* split partials O [n_splits, max_n, n_heads, hd], or NULL (one split) */
     float2 *pml; /* split partials (m, l) [n_splits, max_n, n_heads] */
@@ -98,10 +110,10 @@ struct fa_args {
 
 /* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
  * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. */
-template <int HD>
-__global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const fa_args a)
+template <int HD, bool F8>
+__global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(const fa_args a)
 {
-    using C = fa_cfg<HD>;
+    using C = fa_cfg<HD, F8>;
     constexpr int BC = C::BC, CH = C::CH, ROWB = C::ROWB, TBYTES = C::TBYTES;
     constexpr int NT = BC / 8; /* key n-tiles of S */
     constexpr int DT = HD / 8; /* head-dim n-tiles of O */
@@ -122,7 +134,8 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
     const int ntiles = (b_hi - s_lo + BC - 1) / BC;
 
     const uint32_t qs = frt_smem_addr(fa_smem);
-    const uint32_t ks0 = qs + C::QBYTES, vs0 = ks0 + 2 * TBYTES;
+    /* bf16 tiles: K x 2 then V x 2 (F8: one K, one V, the code tiles after) */
+    const uint32_t ks0 = qs + C::QBYTES, vs0 = ks0 + (F8 ? 1 : 2) * TBYTES;
 
     /* K/V tile it -> stage it & 1; rows past b_hi are zero-filled (finite V
      * under the masked, zero P). Thread i copies chunk i % CH of rows
@@ -143,11 +156,49 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
             const bool ok = j0 + k * RSTEP < b_hi;
             const size_t g = ok ? g0 + (size_t)(k * RSTEP) * crow : 0;
             const uint32_t off = st + (((k * RSTEP) & 4) ? so_b : so_a) + k * RSTEP * ROWB;
-            frt_cp_async16(ks0 + off, a.kc + g, ok ? 16 : 0);
-            frt_cp_async16(vs0 + off, a.vc + g, ok ? 16 : 0);
+            frt_cp_async16(ks0 + off, (const __nv_bfloat16 *)a.kc + g, ok ? 16 : 0);
+            frt_cp_async16(vs0 + off, (const __nv_bfloat16 *)a.vc + g, ok ? 16 : 0);
         }
     };
-    issue(0);
+    /* E4M3: code tile it -> code stage it & 1, plain rows of HD bytes; thread
+     * i copies 16 codes, chunk i % CCH of rows i / CCH + CRSTEP k; rows past
+     * b_hi are zero codes (zeros). */
+    const int cr = threadIdx.x / C::CCH, cc = threadIdx.x % C::CCH;
+    const size_t cofs = (size_t)kvh * HD + cc * 16;
+    auto issue8 = [&](int it) {
+        const int j0 = s_lo + it * BC + cr;
+        const uint32_t st = qs + C::CT_OFF + (uint32_t)(it & 1) * C::CTBYTES + cr * HD + cc * 16;
+#pragma unroll
+        for (int k = 0; k < BC / C::CRSTEP; k++) {
+            const bool ok = j0 + k * C::CRSTEP < b_hi;
+            const size_t g = ok ? (size_t)(j0 + k * C::CRSTEP) * crow + cofs : 0;
+            const uint32_t off = st + k * C::CRSTEP * HD;
+            frt_cp_async16(off, (const uint8_t *)a.kc + g, ok ? 16 : 0);
+            frt_cp_async16(off + 2 * C::CTBYTES, (const uint8_t *)a.vc + g, ok ? 16 : 0);
+        }
+    };
+    /* E4M3: code stage it & 1 widened (exact) into the bf16 tiles of stage
+     * 0 (K, then V), swizzled as the bf16 loads write them; thread i converts 8 codes,
+     * bf16 chunk lc of rows lr + RSTEP k. */
+    auto widen = [&](int it) {
+        const unsigned char *src = fa_smem + C::CT_OFF + (it & 1) * C::CTBYTES + lc * 8;
+#pragma unroll
+        for (int k = 0; k < BC / RSTEP; k++) {
+            const int r = lr + k * RSTEP;
+            const uint32_t off = (uint32_t)(r * ROWB + ((lc ^ (r & 7)) << 4));
+#pragma unroll
+            for (int kv = 0; kv < 2; kv++)
+                *reinterpret_cast<uint4 *>(fa_smem + C::QBYTES + kv * TBYTES + off) =
+                    frt_fp8x8_to_bf16x8(*reinterpret_cast<const uint2 *>(src + kv * 2 * C::CTBYTES + r * HD));
+        }
+    };
+    auto stage = [&](int it) {
+        if constexpr (F8)
+            issue8(it);
+        else
+            issue(it);
+    };
+    stage(0);
     frt_cp_async_commit();
 
     /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros
@@ -213,20 +264,29 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
     const int kend_a = ta < n ? min(start + ta + 1, a.max_seq) : 0;
     const int kend_b = tb < n ? min(start + tb + 1, a.max_seq) : 0;
 
+    /* E4M3: scores (q . k_code) * (scale log2(e) * s_k), outputs
+     * (P . v_code) * s_v */
+    const float sl2 = F8 ? a.sl2 * a.ksc[kvh] : a.sl2;
+    const float vsc = F8 ? a.vsc[kvh] : 1.0f;
+
     float o[DT][4];
 #pragma unroll
     for (int j = 0; j < DT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f; /* l: this lane's columns */
 
     for (int it = 0; it < ntiles; it++) {
-        if (it + 1 < ntiles) issue(it + 1);
+        if (it + 1 < ntiles) stage(it + 1);
         frt_cp_async_commit();
         frt_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
         __syncthreads();       /* ... and every thread's */
+        if constexpr (F8) {
+            widen(it); /* the bf16 tiles of tile it - 1 are consumed (the loop's last barrier) */
+            __syncthreads();
+        }
         const int j0 = s_lo + it * BC;
         if (w_active && j0 < w_khi) { /* warp-uniform */
-            const uint32_t ks = ks0 + (uint32_t)(it & 1) * TBYTES;
-            const uint32_t vs = vs0 + (uint32_t)(it & 1) * TBYTES;
+            const uint32_t ks = ks0 + (F8 ? 0u : (uint32_t)(it & 1) * TBYTES);
+            const uint32_t vs = vs0 + (F8 ? 0u : (uint32_t)(it & 1) * TBYTES);
 
             float s[NT][4];
 #pragma unroll
@@ -256,7 +316,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
             for (int j = 0; j < NT; j++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    float v = s[j][e] * a.sl2;
+                    float v = s[j][e] * sl2;
                     if (mask) {
                         const int key = j0 + 8 * j + 2 * tig + (e & 1);
                         if (key >= (e < 2 ? kend_a : kend_b)) v = -INFINITY;
@@ -333,7 +393,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
         const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
         const float m = half ? m_b : m_a, l = half ? l_b : l_a;
         if (!a.po) {
-            const float inv = 1.0f / l;
+            const float inv = vsc / l;
             if (a.out_dt == FRT_CUDA_BF16) {
                 __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
 #pragma unroll
@@ -353,7 +413,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD>::MINB) fa_kernel(const 
 #pragma unroll
             for (int j = 0; j < DT; j++)
                 *reinterpret_cast<float2 *>(pp + 8 * j) =
-                    make_float2(o[j][2 * half], o[j][2 * half + 1]);
+                    make_float2(o[j][2 * half] * vsc, o[j][2 * half + 1] * vsc);
             if (tig == 0) a.pml[pi] = make_float2(m, l);
         }
     }
@@ -444,15 +504,15 @@ extern "C" size_t frt_cuda_attention_prefill_workspace_bytes(int max_n, int max_
     return best;
 }
 
-template <int HD> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
+template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
 {
-    using C = fa_cfg<HD>;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(fa_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    using C = fa_cfg<HD, F8>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(fa_kernel<HD, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       C::SMEM));
     const long long rows = (long long)a.max_n * a.group;
     dim3 grid((unsigned int)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned int)a.n_kv,
               (unsigned int)n_splits);
-    fa_kernel<HD><<<grid, FA_THREADS, C::SMEM, s>>>(a);
+    fa_kernel<HD, F8><<<grid, FA_THREADS, C::SMEM, s>>>(a);
     FRT_LAUNCH_CHECK();
     if (a.po) {
         const long long pairs = (long long)a.max_n * a.n_heads;
@@ -464,14 +524,16 @@ template <int HD> static int fa_launch(const fa_args &a, int n_splits, cudaStrea
 
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
-extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype,
-                                          const void *q, frt_cuda_dtype q_dtype,
-                                          const uint16_t *k_cache, const uint16_t *v_cache,
-                                          const int32_t *d_start, const int32_t *d_n, int max_n,
-                                          int max_seq, int n_heads, int n_kv_heads, int head_dim,
-                                          float scale, void *workspace, size_t workspace_bytes)
+/* frt_cuda_attention_prefill{,_fp8}: the checks, the arguments, the launch.
+ * k_scale / v_scale: NULL for bf16 caches, else E4M3 caches (F8). */
+template <bool F8>
+static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q, frt_cuda_dtype q_dtype,
+                  const void *k_cache, const void *v_cache, const float *k_scale, const float *v_scale,
+                  const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
+                  int head_dim, float scale, void *workspace, size_t workspace_bytes)
 {
     FRT_ARG(out && q && k_cache && v_cache && d_start, "cuda attention_prefill: NULL pointer");
+    FRT_ARG(!F8 || (k_scale && v_scale), "cuda attention_prefill: NULL scales");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(q_dtype), "cuda attention_prefill: bad dtype");
     FRT_ARG(max_n >= 0 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 && n_kv_heads <= 65535 &&
                 n_heads % n_kv_heads == 0,
@@ -504,8 +566,10 @@ extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtyp
     a.out_dt = out_dtype;
     a.q = q;
     a.q_dt = q_dtype;
-    a.kc = (const __nv_bfloat16 *)k_cache;
-    a.vc = (const __nv_bfloat16 *)v_cache;
+    a.kc = k_cache;
+    a.vc = v_cache;
+    a.ksc = k_scale;
+    a.vsc = v_scale;
     a.d_start = d_start;
     a.d_n = d_n;
     a.max_n = max_n;
@@ -525,8 +589,30 @@ extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtyp
     }
     cudaStream_t s = (cudaStream_t)stream;
     switch (head_dim) {
-    case 64: return fa_launch<64>(a, n_splits, s);
-    case 128: return fa_launch<128>(a, n_splits, s);
-    default: return fa_launch<256>(a, n_splits, s);
+    case 64: return fa_launch<64, F8>(a, n_splits, s);
+    case 128: return fa_launch<128, F8>(a, n_splits, s);
+    default: return fa_launch<256, F8>(a, n_splits, s);
     }
+}
+
+extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                          const void *q, frt_cuda_dtype q_dtype,
+                                          const uint16_t *k_cache, const uint16_t *v_cache,
+                                          const int32_t *d_start, const int32_t *d_n, int max_n,
+                                          int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                          float scale, void *workspace, size_t workspace_bytes)
+{
+    return fa_run<false>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, NULL, NULL, d_start, d_n, max_n,
+                         max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+}
+
+extern "C" int frt_cuda_attention_prefill_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                              frt_cuda_dtype q_dtype, const uint8_t *k_cache,
+                                              const uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                              const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                                              int n_heads, int n_kv_heads, int head_dim, float scale,
+                                              void *workspace, size_t workspace_bytes)
+{
+    return fa_run<true>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, k_scale, v_scale, d_start, d_n,
+                        max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
 }

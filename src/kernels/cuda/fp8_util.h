@@ -9,10 +9,14 @@
  *            inv = __frcp_rn(scale) (IEEE 1.0f / s, as the CPU)
  *   decode:  float(e4m3 -> half, exact) * scale
  * The products are __fmul_rn (never contracted into an FMA).
+ * Widening (the tensor-core attention over the FP8 KV cache, attention.cu
+ * and flash_attention.cu): a code as bf16, unscaled; exact, since every
+ * E4M3 value (3 mantissa bits, 2^-9 .. 448) is a bf16 value.
  */
 #ifndef FRT_KERNELS_CUDA_FP8_UTIL_H
 #define FRT_KERNELS_CUDA_FP8_UTIL_H
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
@@ -36,6 +40,23 @@ __device__ __forceinline__ float2 frt_fp8x2_decode_scaled(uint16_t q2, float s)
     const __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)q2, __NV_E4M3));
     const float2 f = __half22float2(h);
     return make_float2(__fmul_rn(f.x, s), __fmul_rn(f.y, s));
+}
+
+/* Eight codes (byte i of the pair, low word first: element i) as eight
+ * bf16 (uint4 word i = elements 2 i, 2 i + 1), exact: e4m3x2 -> f16x2
+ * (exact) -> f32 -> bf16x2 (exact, the value is representable). */
+__device__ __forceinline__ uint4 frt_fp8x8_to_bf16x8(uint2 q)
+{
+    uint32_t w[4];
+    const uint32_t in[2] = {q.x, q.y};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint16_t two = (uint16_t)(in[i >> 1] >> (16 * (i & 1)));
+        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3)));
+        const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+        w[i] = *reinterpret_cast<const uint32_t *>(&b);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 #endif /* FRT_KERNELS_CUDA_FP8_UTIL_H */

@@ -248,15 +248,19 @@ int frt_cuda_attention(void *stream, void *out, frt_cuda_dtype out_dtype, const 
  * arguments, semantics, errors and workspace
  * (frt_cuda_attention_workspace_bytes), with k_cache, v_cache [max_seq,
  * n_kv_heads, head_dim] E4M3 codes (u8) and k_scale, v_scale [n_kv_heads]
- * f32 (device). Every key and value is dequantized on load into f32,
- * decode(code) * scale[KV head] (the bits of frt_fp8_dequantize_rows), and
- * the scores, softmax and accumulation are f32: the result is
- * frt_cuda_attention's prefill form on the dequantized cache in f32. Both
- * forms (split_len 0: one pass; split_len > 0: flash-decoding splits + the
- * combine) run the CUDA-core kernel of frt_cuda_attention's prefill form
- * (attn_kernel); no tensor-core FP8 path yet (docs/fp8.md). Alignment: none
- * beyond the element. Twin: frt_cpu_attention on frt_fp8_dequantize_rows of
- * the cache (tests/test_cuda_fp8_kv.c). */
+ * f32 (device). The result is attention over the dequantized cache,
+ * decode(code) * scale[KV head] (frt_fp8_dequantize_rows), at fp32
+ * accuracy:
+ *   split_len > 0, head_dim 64, 128 or 256, 16-byte aligned caches: the
+ *     tensor-core decode kernel of frt_cuda_attention, the codes widened to
+ *     bf16 (exact) in shared memory, the scales applied where they are
+ *     exact algebra: scores (q . k_code) * (scale * s_k), outputs
+ *     (P . v_code) * s_v (per split, before the combine);
+ *   otherwise (split_len 0, other head sizes): the CUDA-core kernel
+ *     (attn_kernel), each key and value dequantized on load in f32.
+ * Alignment: none beyond the element (the CUDA-core form when not 16-byte
+ * aligned). Twin: frt_cpu_attention on frt_fp8_dequantize_rows of the cache
+ * (tests/test_cuda_fp8_kv.c). */
 int frt_cuda_attention_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
                            frt_cuda_dtype q_dtype, const uint8_t *k_cache, const uint8_t *v_cache,
                            const float *k_scale, const float *v_scale, const int32_t *d_start,
@@ -298,6 +302,21 @@ int frt_cuda_attention_batch(void *stream, void *out, frt_cuda_dtype out_dtype, 
                              int n_kv_heads, int head_dim, float scale, int split_len, void *workspace,
                              size_t workspace_bytes);
 
+/* frt_cuda_attention_batch over FP8 E4M3 caches: d_k_caches, d_v_caches
+ * device arrays of n_branches device pointers to [max_seq, n_kv_heads,
+ * head_dim] codes (16-byte aligned), k_scale, v_scale [n_kv_heads] f32
+ * (device; one layer's scales, the same for every branch). Branch b gets
+ * the bits of frt_cuda_attention_fp8(out[b], q[b], its caches, the scales,
+ * its start, d_n NULL, max_n 1, ..., split_len) alone (the same kernels and
+ * orders); d_shared as for frt_cuda_attention_batch. Errors: those of
+ * frt_cuda_attention_batch, FRT_ERR_INVALID_ARGUMENT for NULL scales.
+ * Twin: frt_cuda_attention_fp8 per branch (tests/test_cuda_fp8_kv.c). */
+int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const float *q,
+                                 const uint8_t *const *d_k_caches, const uint8_t *const *d_v_caches,
+                                 const float *k_scale, const float *v_scale, const int32_t *const *d_starts,
+                                 const int32_t *d_shared, int n_branches, int max_seq, int n_heads, int n_kv_heads,
+                                 int head_dim, float scale, int split_len, void *workspace, size_t workspace_bytes);
+
 /* The prefill form of frt_cuda_attention on tensor cores (flash_attention.cu):
  * the same arguments, semantics and result (causal GQA over the bf16 cache,
  * token t sees cache rows 0 .. min(start + t, max_seq - 1), rows t >= n
@@ -324,6 +343,25 @@ int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype
                                const uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
                                int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
                                float scale, void *workspace, size_t workspace_bytes);
+
+/* frt_cuda_attention_prefill over an FP8 E4M3 KV cache (docs/fp8.md): the
+ * same arguments, semantics, errors, alignment and workspace, with k_cache,
+ * v_cache [max_seq, n_kv_heads, head_dim] E4M3 codes (u8, 16-byte aligned)
+ * and k_scale, v_scale [n_kv_heads] f32 (device). The K and V tiles are
+ * staged as codes and widened to bf16 in shared memory (exact: every E4M3
+ * value is a bf16 value), the same mma as the bf16 cache; the per-KV-head
+ * scales enter as exact algebra: scores (q . k_code) * (scale * s_k)
+ * (folded into the softmax scale), out = (P . v_code) / l * s_v. The result
+ * is frt_cuda_attention_prefill's on the dequantized cache up to the
+ * rounding of the scale products (Q and P rounded to bf16 as there).
+ * Errors: those of frt_cuda_attention_prefill, FRT_ERR_INVALID_ARGUMENT for
+ * NULL scales. Twin: frt_cpu_attention on frt_fp8_dequantize_rows of the
+ * cache, q rounded to bf16 (tests/test_cuda_fp8_kv.c). */
+int frt_cuda_attention_prefill_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                   frt_cuda_dtype q_dtype, const uint8_t *k_cache, const uint8_t *v_cache,
+                                   const float *k_scale, const float *v_scale, const int32_t *d_start,
+                                   const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
+                                   int head_dim, float scale, void *workspace, size_t workspace_bytes);
 
 /* Bytes of workspace frt_cuda_attention_prefill needs (the split partials:
  * n_splits x max_n x n_heads x (head_dim + 2) floats), enough for every

@@ -16,10 +16,11 @@
  *   state        KV cache bf16 (kv_dtype), declared by dense.c; with
  *                params.kv_dtype FRT_KV_FP8 E4M3 codes with static per-head
  *                scales (a calibration file's, or 1.0): the append quantizes
- *                (frt_cuda_kv_append_fp8), attention dequantizes on load in f32
- *                (frt_cuda_attention_fp8, the CUDA-core kernel for prefill
- *                and decode), the batched decode attends slot by slot
- *                (docs/fp8.md).
+ *                (frt_cuda_kv_append_fp8), attention runs on tensor cores
+ *                over the codes widened to bf16 (frt_cuda_attention_prefill_fp8
+ *                for prefill, frt_cuda_attention_fp8's decode kernel and
+ *                frt_cuda_attention_batch_fp8 for the batched decode;
+ *                docs/fp8.md).
  *
  * Graphs: every value that changes between replays is read from device
  * memory (boundary.pos, step.n_valid, boundary.pending, step.sampling,
@@ -109,7 +110,8 @@ typedef struct cd_model {
     int batch_slots; /* the most slots one batched decode graph takes; 0: none */
     int batch_g;     /* rows per GEMV group of the batched decode (2 .. FRT_CUDA_GEMV_MAX_N) */
     /* Device tables of the batched decode (cd_slots_ready): per layer l the
-     * K and V caches of slots 0..batch_slots-1 (tab_k + l * batch_slots), and
+     * K and V caches of slots 0..batch_slots-1 (tab_k + l * batch_slots; E4M3
+     * codes with the FP8 KV cache, read through casts), and
      * each slot's boundary position. */
     uint16_t **tab_k, **tab_v;
     int32_t **tab_pos;
@@ -603,27 +605,63 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
+/* RoPE of the rows' q [R, qd] and k [R, kvd] f32 at the boundary's
+ * positions, in place. */
+static int rope_qk(const fwd *f, float *q, float *k)
+{
+    cd_model *c = f->c;
+    FRT_TRY(frt_dense_rope_table(f->st, q, c->inv_freq, f->d_pos, f->d_n, f->R, c->nh, c->hd));
+    return frt_dense_rope_table(f->st, k, c->inv_freq, f->d_pos, f->d_n, f->R, c->nkv, c->hd);
+}
+
+/* Layer l's FP8 K (kv 0) or V (kv 1) scales [nkv] f32 (device). */
+static const float *kv_scale_of(const cd_model *c, int l, int kv)
+{
+    return c->kv_scale + (size_t)(2 * l + kv) * (size_t)c->nkv;
+}
+
 /* The FP8 KV cache (docs/fp8.md): the rows' roped k and v quantized into
- * layer l's E4M3 cache with the static per-head scales, then attention
- * over the cache dequantized on load (f32 math): flash-decoding splits for
- * decode, one pass for a prefill piece. */
-static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o)
+ * layer l's E4M3 cache (the bound slot's) with the static per-head scales. */
+static int append_fp8(const fwd *f, int l, const float *k, const float *v)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
     uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    const float *ks = c->kv_scale + (size_t)2 * l * c->nkv, *vs = ks + c->nkv; /* layer l's K, V heads */
-    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
-    return frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
-                                  m->max_seq, c->nh, c->nkv, c->hd, c->scale, f->decode ? DECODE_SPLIT : 0,
-                                  f->decode ? c->attn_ws : NULL, f->decode ? c->attn_ws_bytes : 0);
+    return frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1), f->d_pos, f->d_n,
+                                  f->R, m->max_seq, c->nkv, c->hd);
 }
 
-/* Whether the decode attention writes its output as bf16 straight into
- * c->ob, the o_proj input (its combine rounds once, RNE: the bits of the
- * f32 output converted), instead of f32 into c->o and a convert launch. The
- * FP8 KV cache's attention keeps the f32 output. */
-static int attn_direct(const fwd *f) { return f->decode && !f->c->fp8; }
+/* The FP8 KV cache: the append, then attention over the E4M3 cache on
+ * tensor cores (the codes widened to bf16 in shared memory, the scales
+ * folded into the softmax scale and the output): the decode kernel's
+ * flash-decoding splits (fp32 accuracy) for decode, the FlashAttention
+ * kernel for a prefill piece; a head_dim other than 64, 128 or 256 takes
+ * the CUDA-core kernel (dequantized on load, f32) in both. Output: decode
+ * (attn_direct) bf16 into ob, a prefill piece f32 into o. */
+static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o, uint16_t *ob)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    const uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
+    const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
+    FRT_TRY(append_fp8(f, l, k, v));
+    if (f->decode)
+        return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+                                      c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    int rc = frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+                                            c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
+                                            c->prefill_attn_ws_bytes);
+    if (rc == FRT_ERR_UNSUPPORTED)
+        rc = frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nh,
+                                    c->nkv, c->hd, c->scale, 0, NULL, 0);
+    return rc;
+}
+
+/* Whether the attention writes its output as bf16 straight into c->ob,
+ * the o_proj input (the decode kernels' combine rounds once, RNE: the bits
+ * of the f32 output converted), instead of f32 into c->o and a convert
+ * launch: decode, with either KV cache. */
+static int attn_direct(const fwd *f) { return f->decode; }
 
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
  * q / k norms, RoPE at the boundary's positions and the KV append of layer
@@ -646,14 +684,16 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
     }
+    if (c->fp8) {
+        FRT_TRY(rope_qk(f, q, k));
+        return attn_fp8(f, l, q, k, v, o, ob);
+    }
     if (attn_direct(f)) { /* decode: RoPE and the KV append in one launch (the same bits) */
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
-    FRT_TRY(frt_dense_rope_table(st, q, c->inv_freq, f->d_pos, f->d_n, R, c->nh, c->hd));
-    FRT_TRY(frt_dense_rope_table(st, k, c->inv_freq, f->d_pos, f->d_n, R, c->nkv, c->hd));
-    if (c->fp8) return attn_fp8(f, l, q, k, v, o);
+    FRT_TRY(rope_qk(f, q, k));
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
     int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                         c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
@@ -864,13 +904,37 @@ static int norm_rows(const fwd *f, const float *w)
     return frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, w, NULL, f->R, 1, c->H, c->eps, 0);
 }
 
-/* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16;
- * c->o f32 with the FP8 KV cache, attn_direct): biases and q / k norms
+/* The FP8 KV cache in the batched decode, after the biases and norms: per
+ * slot b, RoPE of its q and k rows at its position and the append into its
+ * caches (attn_rows' launches on that slot, fb[b]), then one flash-decoding
+ * launch over every slot into c->ob (bf16; frt_cuda_attention_batch_fp8, the
+ * bits of attn_fp8 per slot, the fork's shared rows read once). */
+static int attn_batch_fp8(const fwd *f, const fwd *fb, int l)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    int n = f->R, B = c->batch_slots;
+    for (int b = 0; b < n; b++) {
+        FRT_TRY(frt_model_bind_slot(m, b));
+        float *k = c->k + (size_t)b * c->kvd;
+        FRT_TRY(rope_qk(&fb[b], c->q + (size_t)b * c->qd, k));
+        FRT_TRY(append_fp8(&fb[b], l, k, c->v + (size_t)b * c->kvd));
+    }
+    /* the tables hold the slots' cache pointers, here E4M3 caches */
+    const uint8_t *const *tk = (const uint8_t *const *)(c->tab_k + (size_t)l * B);
+    const uint8_t *const *tv = (const uint8_t *const *)(c->tab_v + (size_t)l * B);
+    return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, tk, tv, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1),
+                                        (const int32_t *const *)c->tab_pos, c->tab_shared, n, m->max_seq, c->nh,
+                                        c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+}
+
+/* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16,
+ * attn_direct): biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
- * each in one launch for every slot (device tables), the same bits per row
+ * each in one launch for every slot (device tables; with the FP8 KV cache
+ * RoPE and the append slot by slot, attn_batch_fp8), the same bits per row
  * as attn_rows on its slot alone. A head_dim the batched flash-decoding
- * does not take (64, 128, 256 only) and the FP8 KV cache (no batched FP8
- * kernel yet) run attn_rows slot by slot (fb). */
+ * does not take (64, 128, 256 only) runs attn_rows slot by slot (fb). */
 static int attn_batch(const fwd *f, const fwd *fb, int l)
 {
     frt_model *m = f->m;
@@ -878,7 +942,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
     const cd_layer *lw = &c->layers[l];
     void *st = f->st;
     int n = f->R, B = c->batch_slots;
-    if (c->fp8 || (c->hd != 64 && c->hd != 128 && c->hd != 256)) {
+    if (c->hd != 64 && c->hd != 128 && c->hd != 256) {
         for (int b = 0; b < n; b++) {
             FRT_TRY(frt_model_bind_slot(m, b));
             FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
@@ -895,6 +959,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, NULL, n, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, NULL, n, c->nkv, c->hd, c->eps, 0));
     }
+    if (c->fp8) return attn_batch_fp8(f, fb, l);
     uint16_t *const *tk = c->tab_k + (size_t)l * B, *const *tv = c->tab_v + (size_t)l * B;
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
     FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
@@ -1025,7 +1090,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
-                           "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=cuda-core-f32",
+                           "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1",
     .load_weights = cd_load_weights,
     .alloc_scratch = cd_alloc_scratch,
     .free = cd_free,
