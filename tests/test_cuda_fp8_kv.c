@@ -30,7 +30,8 @@
  *     the same with scales calibrated on the cuda bf16 model
  *     (frt_model_kv_calibrate reading bf16 KV rows);
  *     and (llama3.2-1b's shape, head_dim 64: the tensor-core kernels) the
- *     cuda fp8 KV model against the cuda bf16 KV one within 2^-3, and
+ *     cuda fp8 KV model against the cuda bf16 KV one within 2^-2 (16
+ *     layers: test_model_tc says why), and
  *     restore == cold there (a capsule at an aligned length, an unrelated
  *     prompt, restore, the rest appended: the cold logits and tokens bits);
  *  5. capsules on cuda (tiny-dense and llama3.2-1b's shape): the KV entries declared F8_E4M3, the KV part of an
@@ -642,9 +643,15 @@ static void test_restore_cold(const char *dir)
 /* head_dim 64 (llama3.2-1b's shape, random weights): the tensor-core FP8
  * kernels inside the model (the tiny shapes' head_dim 32 takes the
  * CUDA-core kernel). The cuda fp8 KV model against the cuda bf16 KV one,
- * hidden states, logits and greedy tokens within 2^-3 (docs/fp8.md: the
- * FP8-vs-higher-precision KV bound; the bf16 cache's own rounding, 2^-9,
- * is far below the E4M3 one, 2^-4), then the capsule checks of 5 on it. */
+ * hidden states, logits and greedy tokens within DEEP_BOUND, then the
+ * capsule checks of 5 on it. docs/fp8.md's 2^-3 bounds one attention block
+ * (the bf16 cache's own rounding, 2^-9, is far below the E4M3 one, 2^-4);
+ * the residual stream then carries every layer's error to the next. On
+ * this 16-layer stack the H100 measured 5.0e-2 after layer 0, growing by
+ * ~5e-3 a layer to 1.25e-1 after layer 15 and 1.31e-1 on the logits, so
+ * the deep model gets twice the one-block bound, the 2^-2 of the FP8-weight
+ * tests (docs/fp8.md). */
+#define DEEP_BOUND 0.25
 static void test_model_tc(const char *dir)
 {
     frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, NULL);
@@ -655,7 +662,7 @@ static void test_model_tc(const char *dir)
         int32_t ids[100];
         for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)info.vocab_size);
         printf("llama3.2-1b shape: cuda fp8 KV vs cuda bf16 KV, prefill of 100 tokens (chunks of 64), last 36 rows\n");
-        frt_test_three_way("llama3.2-1b", g16, gpu, g16, ids, 100, MODEL_BOUND, "bf16 KV");
+        frt_test_three_way("llama3.2-1b", g16, gpu, g16, ids, 100, DEEP_BOUND, "bf16 KV");
     }
     frt_model_free(gpu);
     frt_model_free(g16);
