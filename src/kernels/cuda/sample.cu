@@ -304,6 +304,26 @@ __device__ int smp_cross(smp_shared &sh, const Src &src, int lo, int hi, int seg
     return r;
 }
 
+/* In block 0, after the scan of the block sums into sh.eb: the first
+ * position of [0, m) whose cumulative p passes x (>= x when ge, > x
+ * otherwise), found in the block whose sums pass it, then in its slice.
+ * Returns the position (-1: none) and its cumulative sum in *cum. */
+template <class Src>
+__device__ int smp_find(smp_shared &sh, const Src &src, int m, int seg, double x, bool ge, double *cum)
+{
+    const int G = gridDim.x;
+    int bk = G - 1;
+    for (int k = 0; k < G; k++)
+        if (ge ? sh.eb[k + 1] >= x : sh.eb[k + 1] > x) {
+            bk = k;
+            break;
+        }
+    int lo, hi;
+    smp_part(m, G, bk, lo, hi);
+    smp_slice_sums(sh, src, lo, hi, seg);
+    return smp_cross(sh, src, lo, hi, seg, sh.eb[bk], x, ge, cum);
+}
+
 /* Phase 5 over positions [0, m) of src: the block sums of p (every block),
  * a grid barrier, then in block 0 the scan of the block sums, top-p (top_p
  * < 1: *keep = the kept prefix) and the draw. Returns, in block 0, the
@@ -337,35 +357,15 @@ __device__ int smp_draw(smp_shared &sh, const smp_args &A, const Src &src, int m
     *keep = m;
     double ktot = total;
     if (top_p < 1.0f) {
-        const double want = (double)top_p * total;
-        int bp = G - 1;
-        for (int k = 0; k < G; k++)
-            if (sh.eb[k + 1] >= want) {
-                bp = k;
-                break;
-            }
-        int plo, phi;
-        smp_part(m, G, bp, plo, phi);
-        smp_slice_sums(sh, src, plo, phi, seg);
         double c = 0.0;
-        const int i = smp_cross(sh, src, plo, phi, seg, sh.eb[bp], want, true, &c);
+        const int i = smp_find(sh, src, m, seg, (double)top_p * total, true, &c);
         if (i >= 0) {
             *keep = i + 1;
             ktot = c;
         }
     }
-    const double target = (double)sh.u * ktot;
-    int bd = G - 1;
-    for (int k = 0; k < G; k++)
-        if (sh.eb[k + 1] > target) {
-            bd = k;
-            break;
-        }
-    int dlo, dhi;
-    smp_part(m, G, bd, dlo, dhi);
-    smp_slice_sums(sh, src, dlo, dhi, seg);
     double c = 0.0;
-    return smp_cross(sh, src, dlo, dhi, seg, sh.eb[bd], target, false, &c);
+    return smp_find(sh, src, m, seg, (double)sh.u * ktot, false, &c);
 }
 
 __global__ __launch_bounds__(SMP_THREADS) void sample_kernel(const smp_args A)
