@@ -30,7 +30,8 @@ typedef struct fork_branch {
 
 typedef struct fork_round {
     int vocab;
-    double wall_s;        /* fork + every step of every branch */
+    double wall_s;        /* fork + every step of every branch (check_read_s left out) */
+    double check_read_s;  /* reading each branch's first-step logits to the host for the bit-identity check */
     double fork_s;        /* of wall_s: the fork (restore into the slots) and the first sample */
     double decode_s;      /* of wall_s: the decode steps (frt_model_branch_decode calls) alone */
     int steps;            /* those calls: decode_s / steps is the cost of one step of every live branch */
