@@ -267,3 +267,16 @@ extern "C" int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, 
                              (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, kw));
     return 0;
 }
+
+extern "C" int frt_cuda_gemv_fp8_max_n(int in_dim)
+{
+    int dev = 0, optin = 0;
+    if (in_dim < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return 0;
+    }
+    const size_t limit = (size_t)optin < FP8_SMEM_MAX ? (size_t)optin : FP8_SMEM_MAX;
+    const size_t n = limit / ((size_t)in_dim * 2);
+    return n > FRT_CUDA_GEMV_MAX_N ? FRT_CUDA_GEMV_MAX_N : (int)n;
+}

@@ -37,6 +37,12 @@ extern "C" {
 int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                       const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
 
+/* The most rows n (0 .. FRT_CUDA_GEMV_MAX_N) frt_cuda_gemv_fp8 takes at
+ * in_dim on the current device: x [n, in_dim] bf16 fits one block's shared
+ * memory (the device's opt-in limit, at most 227 KiB). 0 for in_dim < 1 or
+ * when the device cannot be queried. */
+int frt_cuda_gemv_fp8_max_n(int in_dim);
+
 #ifdef __cplusplus
 }
 #endif
