@@ -31,7 +31,8 @@
  * by the hybrid's end-of-step kernels (qwen35_glue.h: the journal and the
  * advance are architecture-neutral). GEMM plans are made at load.
  *
- * Decode uses the hybrid's fused GEMVs (kernels_cuda.h): the input norm and
+ * Decode uses the hybrid's fused GEMVs (kernels_cuda.h; with FP8 weights
+ * their E4M3 forms, gemv_fp8.h): the input norm and
  * q | k | v in one launch, the post-attention norm, gate, up and SwiGLU in
  * one, and the output projections accumulate into the residual stream (no
  * norm launch inside the layers). Prefill runs every op as its own launch
@@ -564,23 +565,26 @@ static int act_fp8(const fwd *f, const uint16_t *x, int in)
     return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
 }
 
-/* y [n, out] f32 (+)= x [n, in] bf16 . decode(w8)^T * scale: the E4M3 GEMV
- * (decode, n <= FRT_CUDA_GEMV_MAX_N; a row's bits do not depend on n). */
-static int gemv8(const fwd *f, float *y, int accumulate, const uint16_t *x, const cd_fp8 *w8, int n, int in, int out)
-{
-    return frt_cuda_gemv_fp8(f->st, y, F32, accumulate, x, w8->w, w8->s, n, in, out);
-}
-
-/* y [R, out] f32 = x [R, in] bf16 . W^T for a Linear weight: bf16 w, or
- * with FP8 weights (c->wfp8) w8: decode runs the E4M3 GEMV on x (scales in
- * its epilogue); prefill runs the FP8 GEMM on c->xq, x quantized per token
- * by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o] (docs/fp8.md). */
+/* A prefill piece: y [R, out] f32 = x [R, in] bf16 . W^T for a Linear
+ * weight: bf16 w, or with FP8 weights (c->wfp8) w8: the FP8 GEMM on c->xq,
+ * x quantized per token by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o]
+ * (docs/fp8.md). Decode takes the fused GEMVs (qkv_products,
+ * swiglu_products, resid_add). */
 static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
 {
     cd_model *c = f->c;
     if (!c->wfp8) return gemm(f, y, x, w, in, out);
-    if (f->decode) return gemv8(f, y, 0, x, w8, f->R, in, out);
     return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
+}
+
+/* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
+ * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV,
+ * scales in its epilogue; both batch-invariant). */
+static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int g, int in)
+{
+    cd_model *c = f->c;
+    if (c->wfp8) return frt_cuda_gemv_fp8(f->st, y, F32, 1, x, w8->w, w8->s, g, in, c->H);
+    return frt_cuda_gemm_run(c->gemm, f->st, y, F32, x, w, g, in, c->H, 1);
 }
 
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
@@ -590,8 +594,7 @@ static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, con
 static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in)
 {
     cd_model *c = f->c;
-    if (f->decode && c->wfp8) return gemv8(f, c->x, 1, x, w8, f->R, in, c->H);
-    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    if (f->decode) return resid_add(f, c->x, x, w, w8, f->R, in);
     FRT_TRY(act_fp8(f, x, in));
     return lin(f, c->delta, x, w, w8, in, c->H);
 }
@@ -710,16 +713,44 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     return rc;
 }
 
-/* Decode: q, k, v = rmsnorm(x, input_ln) . W^T in one GEMV launch (the
- * same bits as rmsnorm + 3 GEMVs). */
-static int qkv_gemv(const fwd *f, const cd_layer *lw)
+/* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16
+ * or E4M3 weights): x = c->h's rows, or with nm its RMSNorm prologue's
+ * rows of the residual (the same bits as rmsnorm + the GEMVs). */
+static int qkv_products(const fwd *f, int l, int r0, int g, const frt_cuda_gemv_norm *nm)
 {
     cd_model *c = f->c;
-    const frt_cuda_gemv_entry e[3] = {{c->q, F32, lw->q_proj, c->qd},
-                                      {c->k, F32, lw->k_proj, c->kvd},
-                                      {c->v, F32, lw->v_proj, c->kvd}};
-    const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-    return frt_cuda_gemv_multi_norm(f->st, e, 3, &nm, f->R, c->H);
+    const cd_layer *lw = &c->layers[l];
+    float *q = c->q + (size_t)r0 * c->qd, *k = c->k + (size_t)r0 * c->kvd, *v = c->v + (size_t)r0 * c->kvd;
+    const uint16_t *x = c->h + (size_t)r0 * c->H;
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[l];
+        const frt_cuda_gemv_fp8_entry e[3] = {{q, F32, l8->q_proj.w, l8->q_proj.s, c->qd},
+                                              {k, F32, l8->k_proj.w, l8->k_proj.s, c->kvd},
+                                              {v, F32, l8->v_proj.w, l8->v_proj.s, c->kvd}};
+        return nm ? frt_cuda_gemv_fp8_multi_norm(f->st, e, 3, nm, g, c->H)
+                  : frt_cuda_gemv_fp8_multi(f->st, e, 3, x, g, c->H);
+    }
+    const frt_cuda_gemv_entry e[3] = {{q, F32, lw->q_proj, c->qd}, {k, F32, lw->k_proj, c->kvd},
+                                      {v, F32, lw->v_proj, c->kvd}};
+    return nm ? frt_cuda_gemv_multi_norm(f->st, e, 3, nm, g, c->H) : frt_cuda_gemv_multi(f->st, e, 3, x, g, c->H);
+}
+
+/* Decode rows r0 .. r0+g-1 of the SwiGLU MLP's first half, gate, up and
+ * silu(gate) * up in one GEMV launch into act [g, I] bf16 (bf16 or E4M3
+ * weights; x as qkv_products). */
+static int swiglu_products(const fwd *f, int l, uint16_t *act, int r0, int g, const frt_cuda_gemv_norm *nm)
+{
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    const uint16_t *x = c->h + (size_t)r0 * c->H;
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[l];
+        const frt_cuda_gemv_fp8_mat gate = {l8->gate_proj.w, l8->gate_proj.s}, up = {l8->up_proj.w, l8->up_proj.s};
+        return nm ? frt_cuda_gemv_fp8_swiglu_norm(f->st, act, BF16, nm, &gate, &up, g, c->H, c->I)
+                  : frt_cuda_gemv_fp8_swiglu(f->st, act, BF16, x, &gate, &up, g, c->H, c->I);
+    }
+    return nm ? frt_cuda_gemv_swiglu_norm(f->st, act, BF16, nm, lw->gate_proj, lw->up_proj, g, c->H, c->I)
+              : frt_cuda_gemv_swiglu(f->st, act, BF16, x, lw->gate_proj, lw->up_proj, g, c->H, c->I);
 }
 
 /* The attention output o [R, qd]: bf16, o_proj (+ bias) into c->delta;
@@ -740,11 +771,10 @@ static int attention_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode && !c->wfp8) {
-        FRT_TRY(qkv_gemv(f, lw));
+    if (f->decode) { /* the input norm, q, k and v in one GEMV launch */
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(qkv_products(f, l, 0, f->R, &nm));
     } else {
-        if (f->decode) /* FP8: the input norm as its own launch (the E4M3 GEMV has no norm prologue) */
-            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->input_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
@@ -760,12 +790,10 @@ static int mlp_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode && !c->wfp8) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
-        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+        FRT_TRY(swiglu_products(f, l, c->ob, 0, f->R, &nm));
     } else {
-        if (f->decode) /* FP8: the post-attention norm as its own launch */
-            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->post_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
         FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
@@ -872,61 +900,25 @@ static int cd_record_decode(frt_stream *s, void *user)
  * every row in every block, ~30 us a launch at 4 rows (tests/
  * test_cuda_gemv_norm.c) where one rmsnorm launch costs ~3. */
 
-/* Rows r0 .. r0+g-1 of q, k, v = c->h . W^T (c->h = rmsnorm(x, input_ln)):
- * one multi-GEMV launch, or with FP8 weights the E4M3 GEMV per matrix. */
-static int qkv_rows(const fwd *f, int l, int r0, int g)
-{
-    cd_model *c = f->c;
-    const cd_layer *lw = &c->layers[l];
-    float *q = c->q + (size_t)r0 * c->qd, *k = c->k + (size_t)r0 * c->kvd, *v = c->v + (size_t)r0 * c->kvd;
-    const uint16_t *x = c->h + (size_t)r0 * c->H;
-    if (c->wfp8) {
-        const cd_layer8 *l8 = &c->layers8[l];
-        FRT_TRY(gemv8(f, q, 0, x, &l8->q_proj, g, c->H, c->qd));
-        FRT_TRY(gemv8(f, k, 0, x, &l8->k_proj, g, c->H, c->kvd));
-        return gemv8(f, v, 0, x, &l8->v_proj, g, c->H, c->kvd);
-    }
-    const frt_cuda_gemv_entry e[3] = {{q, F32, lw->q_proj, c->qd}, {k, F32, lw->k_proj, c->kvd},
-                                      {v, F32, lw->v_proj, c->kvd}};
-    return frt_cuda_gemv_multi(f->st, e, 3, x, g, c->H);
-}
-
 /* Rows r0 .. r0+g-1: o_proj of the bf16 attention output added into the
  * residual c->x (+ bias). */
 static int out_rows(const fwd *f, int l, int r0, int g)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    size_t H = (size_t)c->H;
-    const uint16_t *ob = c->ob + r0 * (size_t)c->qd;
-    if (c->wfp8)
-        FRT_TRY(gemv8(f, c->x + r0 * H, 1, ob, &c->layers8[l].o_proj, g, c->qd, c->H));
-    else
-        FRT_TRY(frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, ob, lw->o_proj, g, c->qd, c->H, 1));
-    return lw->o_bias ? frt_dense_bias_add(f->st, c->x + r0 * H, lw->o_bias, NULL, g, c->H) : 0;
+    float *x = c->x + (size_t)r0 * c->H;
+    FRT_TRY(resid_add(f, x, c->ob + (size_t)r0 * c->qd, lw->o_proj, L8(c, l, o_proj), g, c->qd));
+    return lw->o_bias ? frt_dense_bias_add(f->st, x, lw->o_bias, NULL, g, c->H) : 0;
 }
 
 /* Rows r0 .. r0+g-1 of the MLP of c->h = rmsnorm(x, post_ln), added into
- * the residual c->x: gate, up and SwiGLU in one GEMV launch, or with FP8
- * weights gate and up by the E4M3 GEMV into t0, t1 (f32) and
- * frt_cuda_swiglu into c->ob (bf16), as mlp_block. */
+ * the residual c->x. */
 static int mlp_rows(const fwd *f, int l, int r0, int g)
 {
     cd_model *c = f->c;
-    const cd_layer *lw = &c->layers[l];
-    size_t H = (size_t)c->H, I = (size_t)c->I;
-    const uint16_t *x = c->h + r0 * H;
-    if (c->wfp8) {
-        const cd_layer8 *l8 = &c->layers8[l];
-        uint16_t *act = c->ob + r0 * I;
-        FRT_TRY(gemv8(f, c->t0 + r0 * I, 0, x, &l8->gate_proj, g, c->H, c->I));
-        FRT_TRY(gemv8(f, c->t1 + r0 * I, 0, x, &l8->up_proj, g, c->H, c->I));
-        FRT_TRY(frt_cuda_swiglu(f->st, act, BF16, c->t0 + r0 * I, c->t1 + r0 * I, F32, NULL, g, c->I));
-        return gemv8(f, c->x + r0 * H, 1, act, &l8->down_proj, g, c->I, c->H);
-    }
-    uint16_t *act = (uint16_t *)(void *)c->t0 + r0 * I; /* t0 [C, wide] f32 is free in decode */
-    FRT_TRY(frt_cuda_gemv_swiglu(f->st, act, BF16, x, lw->gate_proj, lw->up_proj, g, c->H, c->I));
-    return frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, act, lw->down_proj, g, c->I, c->H, 1);
+    uint16_t *act = c->ob + (size_t)r0 * c->I; /* ob [C, wide] bf16: the attention output is consumed */
+    FRT_TRY(swiglu_products(f, l, act, r0, g, NULL));
+    return resid_add(f, c->x + (size_t)r0 * c->H, act, c->layers[l].down_proj, L8(c, l, down_proj), g, c->I);
 }
 
 /* rmsnorm(c->x, w) of the n rows into c->h (bf16): the GEMVs' input. */
@@ -1057,7 +1049,7 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(norm_rows(&fa, lw->input_ln));
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_products(&fa, l, r0, n - r0 < G ? n - r0 : G, NULL));
         FRT_TRY(attn_batch(&fa, fb, l));
         if (!attn_direct(&fa)) FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
