@@ -15,7 +15,7 @@
  * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c,
  * tests/test_cuda_gemv_fused.c and tests/test_cuda_gemv_norm.c.
  */
-#include "kernels/cuda/gemv_norm.h"
+#include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/gemv_util.h"
 #include "kernels/cuda/mma_util.h"
 
@@ -66,52 +66,18 @@
  */
 #define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
 
-__device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-/* Programmatic dependent launch (frt_pdl_attr, cuda_util.h): each GEMV
- * block first puts its first batch of weight loads in flight (weights never
- * depend on earlier kernels), lets the kernel after it launch, then waits
- * for the kernel before it to complete before it reads x, the residual or
- * y, or writes anything (gemv_block; gemv_kernel waits before it reads
- * d_skip). */
-
-#define GEMV_ROWS 8   /* output rows per warp group: the N of an m16n8k16 mma */
-#define GEMV_SLICE 32 /* a warp's slice of a row is a multiple of this many chunks */
-
-/* One batch: k-blocks u < U of the NM rows wr[] (one per matrix streamed),
- * chunk c + 4 u (TAIL: zero past `end`, for the weights and x alike). */
-template <int NM, int U, bool TAIL>
-__device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const (&wr)[NM], int c,
-                                          int end)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const bool ok = !TAIL || c + 4 * u < end;
-#pragma unroll
-        for (int r = 0; r < NM; r++)
-            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 4 * u) : make_uint4(0, 0, 0, 0);
-    }
-}
-
-/* The mmas of one batch: A = x's chunk c + 4 u of token g (rows g + 8 of A
- * and tokens >= N are zero), B = the chunk of weight row g of matrix m, into
- * acc[m]. c0: the batch's first chunk of lane q = 0 (warp-uniform: every
- * lane runs every mma). */
-template <int N, int NM, int U, bool TAIL>
-__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U],
-                                         const uint4 *xs, int kc, int c, int c0, int end, int g)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
-        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+/* The bf16 format of gemv_block (gemv_block.h): a 16-byte weight chunk is
+ * 8 bf16, x's chunk the same 8 elements (XC 1).
+ * kblock: A = x's chunk c + 4 u of token g (zero when !ok; rows g + 8 of
+ * A are zero), B = that chunk of weight row g of matrix m (wv[m][u]); per
+ * matrix two mmas into a zeroed fragment, added into acc[m]. value: the
+ * sum itself (no scale). */
+struct gemv_bf16 {
+    static constexpr int XC = 1;
+    template <int NM, int U>
+    static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
+                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+    {
         const uint4 xv = ok ? xs[g * kc + c + 4 * u] : make_uint4(0, 0, 0, 0);
         const uint32_t a0[4] = {xv.x, 0u, xv.y, 0u}, a1[4] = {xv.z, 0u, xv.w, 0u};
 #pragma unroll
@@ -127,133 +93,8 @@ __device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[
             for (int i = 0; i < 4; i++) acc[m][i] += t[i];
         }
     }
-}
-
-/* y[i] widened to f32: the addend of an accumulating store, loaded by the
- * thread that stores y[i] before its weight loop (so the load is off the
- * block's tail; nothing else in the launch writes y[i]). */
-__device__ __forceinline__ float gemv_ld_y(const void *y, int y_bf16, size_t i)
-{
-    return y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
-}
-
-/* y[i] = v (+ prev, the value gemv_ld_y read: y += x.W^T is fl(sum + y),
- * the same bits as storing the sum and adding it to y in f32 afterwards). */
-__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v,
-                                           float prev)
-{
-    if (accumulate) v += prev;
-    if (y_bf16)
-        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)y)[i] = v;
-}
-
-/* What a block's warp groups compute and where the sums go. */
-enum gemv_epi {
-    GEMV_EPI_STORE = 0,  /* y[t, row] (+)= x[t] . w[row] */
-    GEMV_EPI_SWIGLU = 1, /* y[t, row] = silu(x[t] . w[row]) * (x[t] . w2[row]) */
+    static __device__ __forceinline__ float value(float acc, const float *, int) { return acc; }
 };
-
-/* Shared memory of the cross-warp sums: every lane's accumulators. */
-#define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
-
-/* The work of one block, blk its index among the blocks of its product;
- * smem: the dynamic shared memory, max(N * kc * 16 (+ GEMV_NORM_SMEM(N)
- * when NORM), GEMV_RED_SMEM(WARPS, EPI)) bytes (the cross-warp sums reuse
- * x's space once every warp is done with it). Shared by the plain, multi
- * and SwiGLU kernels, so a row's sum is the same sequence of operations in
- * all three (the bits depend on in_dim and kw only). NORM: x is staged from
- * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
- * thread takes the same branches. EPI_STORE: group g owns rows (blk *
- * groups + g) * 8 + 0..7 of w, y[t, row] (+)= sum; EPI_SWIGLU: the same
- * rows of w (gate) and w2 (up), y[t, row] = silu(gate) * up. */
-template <int N, int WARPS, int EPI, bool NORM>
-__device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
-                                           const uint4 *x, const uint4 *w, const uint4 *w2,
-                                           int kc, int out_dim, int kw, int blk,
-                                           const gemv_norm_args &nm)
-{
-    constexpr int NM = EPI == GEMV_EPI_SWIGLU ? 2 : 1; /* matrices streamed */
-    constexpr int U = GEMV_LOADS / NM;                 /* k-blocks a batch */
-    static_assert(GEMV_SLICE % (4 * U) == 0, "a slice is whole batches");
-    uint4 *xs = smem;                         /* [N, kc] chunks of x */
-    double *part = (double *)(smem + N * kc); /* NORM: [N, 32] virtual-warp sums */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    /* this warp's slice of the chunks (the same for every EPI and N) */
-    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
-    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (4 * U); /* batches with every k-block in range */
-    const bool tail = (ke - kb) % (4 * U) != 0;
-    const int row0 = (blk * groups + grp) * GEMV_ROWS;
-    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
-#pragma unroll
-    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
-
-    uint4 wv[NM][U];
-    /* the first batch is in flight while the kernel before finishes and x
-     * is staged */
-    if (nfull > 0)
-        gemv_load<NM, U, false>(wv, wr, kb + q, ke);
-    else if (tail)
-        gemv_load<NM, U, true>(wv, wr, kb + q, ke);
-    frt_pdl_trigger();
-    frt_pdl_wait();
-    if constexpr (NORM)
-        gemv_norm_stage<N, WARPS>(xs, part, nm, kc);
-    else
-        for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
-    __syncthreads();
-
-    float acc[NM][4];
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
-    for (int b = 0; b < nfull; b++) {
-        const int c0 = kb + b * 4 * U;
-        if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
-        gemv_mma<N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (tail) {
-        const int c0 = kb + nfull * 4 * U;
-        if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
-        gemv_mma<N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
-        __syncthreads();
-        if (kp != 0) return;
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float s = acc[m][i];
-                for (int k = 1; k < kw; k++) s += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
-                acc[m][i] = s;
-            }
-    }
-    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
-     * tokens g + 8) */
-    if (g >= N) return;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = row0 + 2 * q + i;
-        if (row >= out_dim) continue;
-        const size_t at = (size_t)g * out_dim + row;
-        if constexpr (EPI == GEMV_EPI_SWIGLU)
-            gemv_store(y, y_bf16, 0, at, frt_silu(acc[0][i]) * acc[1][i], 0.0f);
-        else
-            gemv_store(y, y_bf16, accumulate, at, acc[0][i],
-                       accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
-    }
-}
 
 /* 2 blocks of 8 warps per SM (<= 128 registers), one of 16. */
 #define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
@@ -273,8 +114,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     }
     extern __shared__ uint4 gemv_smem[];
     const gemv_norm_args none = {};
-    gemv_block<N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, kc,
-                                                out_dim, kw, blockIdx.x, none);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, NULL,
+                                                           NULL, kc, out_dim, kw, blockIdx.x, none);
 }
 
 /* ---- fused decode GEMVs ---------------------------------------------------
@@ -305,8 +146,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     extern __shared__ uint4 gemv_smem[];
     int blk = 0;
     const gemv_multi_entry m = gemv_multi_find(tab, &blk);
-    gemv_block<N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
-                                               m.out_dim, m.kw, blk, nm);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, NULL, NULL,
+                                                          kc, m.out_dim, m.kw, blk, nm);
 }
 
 /* Grid: ceil(inter / (WARPS / kw * 16)) blocks of WARPS * 32 threads;
@@ -320,8 +161,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
                        int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_block<N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter, kw,
-                                                blockIdx.x, nm);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, NULL, NULL, kc,
+                                                           inter, kw, blockIdx.x, nm);
 }
 
 template <int WARPS> static gemv_fn gemv_pick_n(int n)

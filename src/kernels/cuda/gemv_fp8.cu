@@ -2,15 +2,19 @@
  * kernels/cuda/gemv_fp8.cu - the decode GEMV over E4M3 weights with one
  * scale per output channel: y[n, out] (+)= (x[n, in] . decode(w[out, in])^T)
  * * scale[out], n <= FRT_CUDA_GEMV_MAX_N (gemv_fp8.h; docs/fp8.md "FP8
- * weights"). CPU twin: frt_cpu_matmul_fp8 (kernels/cpu/gemv_fp8.c). Tested
- * in tests/test_cuda_gemv_fp8.c (label gpu).
+ * weights"), and its fused forms: q | k | v in one launch, gate | up |
+ * SwiGLU in one, each with the RMSNorm prologue. CPU twin:
+ * frt_cpu_matmul_fp8 (kernels/cpu/gemv_fp8.c). Tested in
+ * tests/test_cuda_gemv_fp8.c (label gpu).
  *
- * The structure of gemv.cu's GEMV (read its header comment), with a weight
- * chunk of 16 codes instead of 8 bf16:
+ * gemv.cu's GEMV (read its header comment): the same block
+ * (gemv_block.h's gemv_block, its multi-product table and RMSNorm
+ * prologue) with the E4M3 format gemv_e4m3, a weight chunk of 16 codes
+ * instead of 8 bf16:
  *   - x [n, in] bf16 is staged in shared memory; warps form groups of kw
  *     warps, a group owns 8 consecutive output rows (the mma's N), its kw
  *     warps split the row's Kc = in / 16 chunks of 16 bytes into kw slices
- *     (multiples of FP8_SLICE chunks);
+ *     (multiples of GEMV_SLICE chunks);
  *   - lane (g = lane / 4, q = lane % 4) streams row g; k-block j of a slice
  *     is its chunks 4 j .. 4 j + 3, lane q taking chunk 4 j + q, 8 k-blocks
  *     in flight per lane (16-byte ld.global.nc.L1::no_allocate loads);
@@ -30,33 +34,23 @@
  * the other tokens hold and whatever n is (batch invariance). The
  * configuration (warps per block, kw) is a function of (n's x size, in,
  * out) chosen as for n = 1, so the order of every sum depends on (in, out)
- * only. Weight bytes are half gemv.cu's for the same shape: at the same
- * 32 KiB in flight per block a block covers twice the elements.
+ * only, the same in the plain, multi and SwiGLU kernels (so the fused
+ * forms give the bits of the separate launches). Weight bytes are half
+ * gemv.cu's for the same shape: at the same 32 KiB in flight per block a
+ * block covers twice the elements.
  */
 #include "kernels/cuda/gemv_fp8.h"
 
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/gemv_norm.h"
+#include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/gemv_util.h"
 #include "kernels/cuda/mma_util.h"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#define FP8_ROWS 8      /* output rows per warp group: the mma's N */
-#define FP8_U 8         /* k-blocks (16-byte loads) in flight per lane */
-#define FP8_SLICE 32    /* a warp's slice of a row: a multiple of this many chunks */
 #define FP8_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps */
 #define FP8_SMEM_MAX (227u << 10) /* H100 / H200 opt-in shared memory per block */
-
-__device__ __forceinline__ uint4 fp8_ld_w(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 /* Two adjacent codes (low byte: the lower element) as bf16x2 bits, exact. */
 __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two)
@@ -77,41 +71,18 @@ __device__ __forceinline__ void fp8_widen(uint32_t (&wb)[8], const uint4 v)
     }
 }
 
-/* What a block's warp groups compute (gemv.cu's gemv_epi): */
-enum fp8_epi {
-    FP8_EPI_STORE = 0,  /* y[t, row] (+)= (x[t] . decode(w[row])) * s[row] */
-    FP8_EPI_SWIGLU = 1, /* y[t, row] = silu(g) * u, g = (x[t] . decode(w[row])) * s[row],
-                           u = (x[t] . decode(w2[row])) * s2[row] */
-};
-
-/* Shared memory of the cross-warp sums: every lane's two accumulators per matrix. */
-#define FP8_RED_SMEM(WARPS, NM) ((size_t)(WARPS) * 32 * 2 * (NM) * sizeof(float))
-
-/* Loads k-blocks u < U of the NM rows wr[]: chunk c + 4 u (TAIL: zero past end). */
-template <int NM, int U, bool TAIL>
-__device__ __forceinline__ void fp8_load(uint4 (&wv)[NM][U], const uint4 *const (&wr)[NM], int c, int end)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const bool ok = !TAIL || c + 4 * u < end;
-#pragma unroll
-        for (int m = 0; m < NM; m++) wv[m][u] = ok ? fp8_ld_w(wr[m] + c + 4 * u) : make_uint4(0, 0, 0, 0);
-    }
-}
-
-/* The mmas of one batch into acc[m]: weight chunk c + 4 u of row g of
- * matrix m against x's bf16 chunks 2 (c + 4 u) and 2 (c + 4 u) + 1 of token
- * g (xs: [N, 2 kc] chunks of 8 bf16). c0: the batch's first chunk of lane
- * q = 0 (warp-uniform: every lane runs every mma). The k-blocks are taken
- * in the same order whatever U is, so a row's sum does not depend on NM. */
-template <int N, int NM, int U, bool TAIL>
-__device__ __forceinline__ void fp8_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U], const uint4 *xs,
-                                        int kc, int c, int c0, int end, int g)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
-        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+/* The E4M3 format of gemv_block (gemv_block.h): a 16-byte weight chunk is
+ * 16 codes, x's the same elements in two chunks of 8 bf16 (XC 2).
+ * kblock: weight chunk c + 4 u of row g of matrix m (wv[m][u], widened to
+ * bf16) against x's bf16 chunks 2 (c + 4 u) and 2 (c + 4 u) + 1 of token g (zero
+ * when !ok), four mmas accumulating into acc[m] in order. value: sum *
+ * s[row] (__fmul_rn). */
+struct gemv_e4m3 {
+    static constexpr int XC = 2;
+    template <int NM, int U>
+    static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
+                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+    {
         const size_t xi = (size_t)g * 2 * kc + 2 * (size_t)(c + 4 * u);
         const uint4 x0 = ok ? xs[xi] : make_uint4(0, 0, 0, 0), x1 = ok ? xs[xi + 1] : make_uint4(0, 0, 0, 0);
         const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
@@ -126,105 +97,11 @@ __device__ __forceinline__ void fp8_mma(float (&acc)[NM][4], const uint4 (&wv)[N
             }
         }
     }
-}
-
-/* y[i] = fl(sum * s) (+ y[i]), in y's dtype. */
-__device__ __forceinline__ void fp8_store(void *y, int y_bf16, int accumulate, size_t i, float v)
-{
-    if (accumulate) v += y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
-    if (y_bf16)
-        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)y)[i] = v;
-}
-
-/* The work of one block, blk its index among the blocks of its product
- * (gemv.cu's gemv_block, over E4M3 rows): WARPS / kw groups of 8 rows.
- * smem: max(N * in * 2 (+ GEMV_NORM_SMEM(N) when NORM), FP8_RED_SMEM(WARPS,
- * NM)) bytes. kc = in / 16. NORM: x is staged from rmsnorm(nm.x) by
- * gemv_norm_stage (gemv_norm.h; x unused). Shared by the plain, multi and
- * SwiGLU kernels: a row's sum is the same sequence of operations in all
- * three (it depends on in and kw only). */
-template <int N, int WARPS, int EPI, bool NORM>
-__device__ __forceinline__ void fp8_block(uint4 *smem, void *y, int y_bf16, int accumulate, const uint4 *x,
-                                          const uint4 *w, const uint4 *w2, const float *s, const float *s2, int kc,
-                                          int out_dim, int kw, int blk, const gemv_norm_args &nm)
-{
-    constexpr int NM = EPI == FP8_EPI_SWIGLU ? 2 : 1; /* matrices streamed */
-    constexpr int U = FP8_U / NM;                     /* k-blocks a batch */
-    static_assert(FP8_SLICE % (4 * U) == 0, "a slice is whole batches");
-    uint4 *xs = smem;                             /* [N, 2 kc] chunks of 8 bf16 */
-    double *part = (double *)(smem + N * 2 * kc); /* NORM: [N, 32] virtual-warp sums */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    const int per = ((kc + kw - 1) / kw + FP8_SLICE - 1) / FP8_SLICE * FP8_SLICE;
-    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (4 * U);
-    const bool tail = (ke - kb) % (4 * U) != 0;
-    const int row0 = (blk * groups + grp) * FP8_ROWS;
-    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
-#pragma unroll
-    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
-
-    uint4 wv[NM][U];
-    if (nfull > 0)
-        fp8_load<NM, U, false>(wv, wr, kb + q, ke);
-    else if (tail)
-        fp8_load<NM, U, true>(wv, wr, kb + q, ke);
-    frt_pdl_trigger();
-    frt_pdl_wait();
-    if constexpr (NORM)
-        gemv_norm_stage<N, WARPS>(xs, part, nm, 2 * kc);
-    else
-        for (int i = threadIdx.x; i < N * 2 * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
-    __syncthreads();
-
-    float acc[NM][4];
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
-    for (int b = 0; b < nfull; b++) {
-        const int c0 = kb + b * 4 * U;
-        if (b > 0) fp8_load<NM, U, false>(wv, wr, c0 + q, ke);
-        fp8_mma<N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
+    static __device__ __forceinline__ float value(float acc, const float *s, int row)
+    {
+        return __fmul_rn(acc, __ldg(s + row));
     }
-    if (tail) {
-        const int c0 = kb + nfull * 4 * U;
-        if (nfull > 0) fp8_load<NM, U, true>(wv, wr, c0 + q, ke);
-        fp8_mma<N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
-        __syncthreads();
-        if (kp != 0) return;
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float sum = acc[m][i];
-                for (int k = 1; k < kw; k++) sum += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
-                acc[m][i] = sum;
-            }
-    }
-    if (g >= N) return; /* accumulators 2, 3: the zero tokens g + 8 */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = row0 + 2 * q + i;
-        if (row >= out_dim) continue;
-        const size_t at = (size_t)g * out_dim + row;
-        const float v = __fmul_rn(acc[0][i], __ldg(s + row));
-        if constexpr (EPI == FP8_EPI_SWIGLU) /* frt_cuda_swiglu's expression on the two f32 products */
-            fp8_store(y, y_bf16, 0, at, frt_silu(v) * __fmul_rn(acc[NM - 1][i], __ldg(s2 + row)));
-        else
-            fp8_store(y, y_bf16, accumulate, at, v);
-    }
-}
+};
 
 #define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
@@ -236,12 +113,12 @@ __global__ void FP8_BOUNDS(WARPS)
 {
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
-    fp8_block<N, WARPS, FP8_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale, NULL, kc,
-                                              out_dim, kw, blockIdx.x, none);
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale,
+                                                          NULL, kc, out_dim, kw, blockIdx.x, none);
 }
 
 /* frt_cuda_gemv_fp8_multi(_norm): the entries' grids end to end
- * (gemv_multi_table, gemv_norm.h; entry.s the scales). */
+ * (gemv_multi_table, gemv_block.h; entry.s the scales). */
 template <int N, int WARPS, bool NORM>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc, const gemv_norm_args nm)
@@ -249,8 +126,8 @@ __global__ void FP8_BOUNDS(WARPS)
     extern __shared__ uint4 fp8_smem[];
     int blk = 0;
     const gemv_multi_entry m = gemv_multi_find(tab, &blk);
-    fp8_block<N, WARPS, FP8_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc, m.out_dim,
-                                             m.kw, blk, nm);
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc,
+                                                         m.out_dim, m.kw, blk, nm);
 }
 
 /* frt_cuda_gemv_fp8_swiglu(_norm): grid ceil(inter / (WARPS / kw * 8)) blocks. */
@@ -261,8 +138,8 @@ __global__ void FP8_BOUNDS(WARPS)
                            const float *__restrict__ su, int kc, int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 fp8_smem[];
-    fp8_block<N, WARPS, FP8_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw, blockIdx.x,
-                                              nm);
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw,
+                                                          blockIdx.x, nm);
 }
 
 typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int);
@@ -295,7 +172,7 @@ template <int WARPS, bool NORM> static fp8_swiglu_fn fp8_swiglu_pick_n(int n)
 static int fp8_kw(int in_dim, int out_dim)
 {
     const int kc = in_dim / 16, warps1 = (size_t)in_dim * 2 > FP8_BIG_SMEM ? 16 : 8;
-    const long wave = 132 * 16, groups = (out_dim + FP8_ROWS - 1) / FP8_ROWS;
+    const long wave = 132 * 16, groups = (out_dim + GEMV_ROWS - 1) / GEMV_ROWS;
     double best = -1.0;
     int pick = 1;
     for (int kw = 1; kw <= warps1 && (kw == 1 || kc / kw >= 32); kw *= 2) {
@@ -317,7 +194,7 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
     fp8_cfg c;
     c.warps = (size_t)n * in_dim * 2 > FP8_BIG_SMEM ? 16 : 8;
     c.kw = fp8_kw(in_dim, out_dim);
-    c.rows = c.warps / c.kw * FP8_ROWS;
+    c.rows = c.warps / c.kw * GEMV_ROWS;
     c.blocks = (out_dim + c.rows - 1) / c.rows;
     return c;
 }
@@ -326,7 +203,7 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
  * cross-warp sums of NM matrices. */
 static size_t fp8_smem_bytes(int n, int in_dim, int warps, int nm, int norm)
 {
-    const size_t xs = (size_t)n * in_dim * 2, red = FP8_RED_SMEM(warps, nm);
+    const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
     return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0);
 }
 
