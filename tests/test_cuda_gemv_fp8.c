@@ -24,6 +24,8 @@
  *     against the CPU twins (frt_cpu_rmsnorm rounded to bf16,
  *     frt_cpu_matmul_fp8, frt_cpu_swiglu) within 1e-4 (f32) / 1e-2 (bf16
  *     or a normed input); bad arguments refused;
+ *   - frt_cuda_gemv_fp8_max_n: that many rows launch at in 16 .. 65536, one
+ *     more is refused;
  * then times the 8B-class shapes in a CUDA graph over enough weight copies
  * to defeat the L2 and prints GB/s next to the FP8 HBM floor, and the fused
  * q | k | v next to its three launches (printed, not checked). Exits 77
@@ -403,6 +405,31 @@ static void test_fused_bad_args(void)
                  FRT_ERR_INVALID_ARGUMENT);
 }
 
+/* frt_cuda_gemv_fp8_max_n: at each in_dim, n = max_n rows launch and, below
+ * FRT_CUDA_GEMV_MAX_N, n + 1 rows are refused (x past the shared memory). */
+static void test_max_n(void)
+{
+    CHECK(frt_cuda_gemv_fp8_max_n(0) == 0 && frt_cuda_gemv_fp8_max_n(-16) == 0);
+    const int ins[] = {16, 4096, 14336, 17408, 65536};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) {
+        const int in = ins[i], n = frt_cuda_gemv_fp8_max_n(in);
+        CHECK_MSG(n >= 1 && n <= FRT_CUDA_GEMV_MAX_N, "max_n(%d) = %d", in, n);
+        if (n < 1) continue;
+        dbuf dx = dalloc((size_t)(n + 1) * in * 2), dw = dalloc((size_t)8 * in), ds = dalloc(8 * 4),
+             dy = dalloc((size_t)(n + 1) * 8 * 4);
+        must(frt_buffer_fill(dx.b, 0, dx.bytes, 0, g_st), "fill");
+        must(frt_buffer_fill(dw.b, 0, dw.bytes, 0x38, g_st), "fill");
+        must(frt_buffer_fill(ds.b, 0, ds.bytes, 0, g_st), "fill");
+        CHECK_OK(frt_cuda_gemv_fp8(g_cs, dy.p, FRT_CUDA_F32, 0, dx.p, dw.p, ds.p, n, in, 8));
+        sync_st();
+        if (n < FRT_CUDA_GEMV_MAX_N)
+            CHECK_STATUS(frt_cuda_gemv_fp8(g_cs, dy.p, FRT_CUDA_F32, 0, dx.p, dw.p, ds.p, n + 1, in, 8),
+                         FRT_ERR_INVALID_ARGUMENT);
+        printf("  gemv_fp8 max rows at in %d: %d\n", in, n);
+        dfree(&dx), dfree(&dw), dfree(&ds), dfree(&dy);
+    }
+}
+
 /* ---- timing -------------------------------------------------------------- */
 
 typedef struct timing {
@@ -520,6 +547,7 @@ int main(void)
     test_fused(272, 48, 13, 80);
     test_fused(1040, 1003, 16, 2000);
     test_fused(4096, 4096, 1024, 14336);
+    test_max_n();
     time_shape("8B q_proj 4096->4096", 1, 4096, 4096);
     time_shape("8B gate/up 4096->14336", 1, 4096, 14336);
     time_shape("8B down 14336->4096", 1, 14336, 4096);
