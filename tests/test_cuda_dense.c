@@ -6,6 +6,10 @@
  *  1. the glue kernels on random data against their CPU twins: the bias add
  *     (bits: one f32 add per element) and RoPE from a llama3 table
  *     (frt_cpu_rope_freqs; within 1e-6 norm-wise), rows past n untouched;
+ *     the decode prep (RoPE + KV append in one launch; bf16 and FP8 E4M3
+ *     caches, one sequence and batched over branches) byte for byte
+ *     against the separate launches it replaces, FP8 codes against the CPU
+ *     codec (frt_fp8_quantize_rows);
  *  2. a random-weight tiny-dense model (llama, llama3 scaling, GQA 4/2,
  *     head_dim 32) and a qwen2-like and qwen3-like variant of it: every
  *     layer's hidden state and the logits of a 100-token prefill (pieces of
@@ -32,6 +36,7 @@
 #include "util/error.h"
 
 #if FRT_HAVE_CUDA
+#include "kernels/cpu/fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
 #include "util/bf16.h"
@@ -111,16 +116,76 @@ static void test_glue(void)
     free(xg);
 }
 
-/* frt_dense_decode_prep_batch: branch b (own caches, own position) gives
- * the bytes of frt_dense_rope_table on q and k + frt_cuda_kv_append on it
- * alone; a position past max_seq writes no cache row. */
-static void test_prep_batch(void)
+/* The decode prep's caches and scales: bf16 caches (fp8 0) or E4M3 caches
+ * with per-KV-head scales ks, vs (device, [NKV] each). */
+typedef struct prep_kv {
+    int fp8;
+    const float *ks, *vs;
+} prep_kv;
+
+/* One sequence through the fused prep (frt_dense_decode_prep, _fp8). */
+static int prep_one(const prep_kv *p, float *q, float *k, const float *v, const float *inv, void *kc, void *vc,
+                    const int32_t *pos, int maxs, int nh, int nkv, int hd)
+{
+    if (p->fp8) return frt_dense_decode_prep_fp8(g_cs, q, k, v, inv, kc, vc, p->ks, p->vs, pos, maxs, nh, nkv, hd);
+    return frt_dense_decode_prep(g_cs, q, k, v, inv, kc, vc, pos, maxs, nh, nkv, hd);
+}
+
+/* The branches through the batched prep (tables t: k caches, v caches,
+ * positions, nb each). */
+static int prep_batch(const prep_kv *p, float *q, float *k, const float *v, const float *inv, void **t, int nb,
+                      int maxs, int nh, int nkv, int hd)
+{
+    if (p->fp8)
+        return frt_dense_decode_prep_batch_fp8(g_cs, q, k, v, inv, (uint8_t *const *)t, (uint8_t *const *)(t + nb),
+                                               p->ks, p->vs, (const int32_t *const *)(t + 2 * nb), nb, maxs, nh, nkv,
+                                               hd);
+    return frt_dense_decode_prep_batch(g_cs, q, k, v, inv, (uint16_t *const *)t, (uint16_t *const *)(t + nb),
+                                       (const int32_t *const *)(t + 2 * nb), nb, maxs, nh, nkv, hd);
+}
+
+/* The separate launches the prep replaces: RoPE of q, RoPE of k, the KV
+ * append (bf16 or FP8). */
+static void prep_unfused(const prep_kv *p, float *q, float *k, const float *v, const float *inv, void *kc, void *vc,
+                         const int32_t *pos, int maxs, int nh, int nkv, int hd)
+{
+    CHECK_OK(frt_dense_rope_table(g_cs, q, inv, pos, NULL, 1, nh, hd));
+    CHECK_OK(frt_dense_rope_table(g_cs, k, inv, pos, NULL, 1, nkv, hd));
+    if (p->fp8)
+        CHECK_OK(frt_cuda_kv_append_fp8(g_cs, kc, vc, k, v, p->ks, p->vs, pos, NULL, 1, maxs, nkv, hd));
+    else
+        CHECK_OK(frt_cuda_kv_append(g_cs, kc, vc, k, v, FRT_CUDA_F32, pos, NULL, 1, maxs, nkv, hd));
+}
+
+/* FP8: row `pos` of the E4M3 caches against the CPU codec on the roped k
+ * (read back from the device) and v: frt_fp8_quantize_rows per head. */
+static int prep_codes_cpu(const unsigned char *kc, const unsigned char *vc, const float *k_roped, const float *v,
+                          const float *ks, const float *vs, int pos, int nkv, int hd)
+{
+    const size_t row = (size_t)nkv * hd;
+    uint8_t *want = xmalloc(row);
+    frt_fp8_quantize_rows(want, k_roped, ks, nkv, nkv, hd);
+    int same = !memcmp(kc + (size_t)pos * row, want, row);
+    frt_fp8_quantize_rows(want, v, vs, nkv, nkv, hd);
+    same &= !memcmp(vc + (size_t)pos * row, want, row);
+    free(want);
+    return same;
+}
+
+/* frt_dense_decode_prep_batch (fp8 0) / _batch_fp8 (fp8 1, per-head scales
+ * != 1 over several binades, values past 448 x scale saturating): branch b
+ * (own caches, own position) gives the bytes of frt_dense_rope_table on q
+ * and k + frt_cuda_kv_append(_fp8) on it alone, and frt_dense_decode_prep
+ * (_fp8) of one sequence the same bytes; a position past max_seq writes no
+ * cache row; FP8 codes equal the CPU codec's on the roped rows. */
+static void test_prep_batch(int fp8)
 {
     enum { NB = 3, NH = 8, NKV = 2, HD = 128, MAXS = 300 };
     const int pos[NB] = {5, 299, 300};
     const size_t qn = (size_t)NB * NH * HD, kn = (size_t)NB * NKV * HD, row = (size_t)NKV * HD;
-    const size_t cache = (size_t)MAXS * row * 2;
+    const size_t cache = (size_t)MAXS * row * (fp8 ? 1 : 2);
     float *q = xmalloc(qn * 4), *k = xmalloc(kn * 4), *v = xmalloc(kn * 4), inv[HD / 2];
+    const float ks[NKV] = {0.0037f, 0.61f}, vs[NKV] = {0.023f, 1.7f}; /* 448 x 0.0037 = 1.66 < 2: some K codes saturate */
     frt_test_fill(q, qn, -2, 2);
     frt_test_fill(k, kn, -2, 2);
     frt_test_fill(v, kn, -2, 2);
@@ -128,6 +193,7 @@ static void test_prep_batch(void)
     frt_buffer *dq = dev_alloc(qn * 4), *dk = dev_alloc(kn * 4), *dv = dev_alloc(kn * 4), *dinv = dev_alloc(sizeof inv);
     frt_buffer *dpos = dev_alloc(sizeof pos), *tabs = dev_alloc(3 * NB * sizeof(void *)), *kc[NB], *vc[NB];
     frt_buffer *rq = dev_alloc(qn * 4), *rk = dev_alloc(kn * 4), *rkc = dev_alloc(cache), *rvc = dev_alloc(cache);
+    frt_buffer *dsc = dev_alloc(2 * NKV * sizeof(float));
     void *tab[3 * NB];
     for (int b = 0; b < NB; b++) {
         kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
@@ -142,17 +208,20 @@ static void test_prep_batch(void)
     must(frt_buffer_write(dinv, 0, inv, sizeof inv, g_st), "write");
     must(frt_buffer_write(dpos, 0, pos, sizeof pos, g_st), "write");
     must(frt_buffer_write(tabs, 0, tab, sizeof tab, g_st), "write");
+    must(frt_buffer_write(dsc, 0, ks, sizeof ks, g_st), "write");
+    must(frt_buffer_write(dsc, sizeof ks, vs, sizeof vs, g_st), "write");
+    const prep_kv pk = {fp8, frt_buffer_ptr(dsc), (const float *)frt_buffer_ptr(dsc) + NKV};
     void **t = frt_buffer_ptr(tabs);
-    CHECK_OK(frt_dense_decode_prep_batch(g_cs, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv),
-                                         frt_buffer_ptr(dinv), (uint16_t *const *)t, (uint16_t *const *)(t + NB),
-                                         (const int32_t *const *)(t + 2 * NB), NB, MAXS, NH, NKV, HD));
-    float *got = xmalloc(qn * 4), *want = xmalloc(qn * 4);
-    unsigned char *cg = xmalloc(cache), *cw = xmalloc(cache);
+    CHECK_OK(prep_batch(&pk, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv), t, NB,
+                        MAXS, NH, NKV, HD));
+    float *got = xmalloc(qn * 4), *want = xmalloc(qn * 4), *kr = xmalloc(kn * 4);
+    unsigned char *cg = xmalloc(cache), *cw = xmalloc(cache), *cv = xmalloc(cache);
     must(frt_buffer_read(dq, 0, got, qn * 4, g_st), "read");
+    must(frt_buffer_read(dk, 0, kr, kn * 4, g_st), "read");
     must(frt_stream_sync(g_st), "sync");
     /* pass 0: each branch through the three unbatched launches; pass 1:
-     * through frt_dense_decode_prep (one sequence, one launch) */
-    int same[2] = {1, 1};
+     * through the one-sequence prep (one launch) */
+    int same[2] = {1, 1}, cpu_same = 1;
     for (int pass = 0; pass < 2; pass++)
         for (int b = 0; b < NB; b++) {
             const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
@@ -161,41 +230,55 @@ static void test_prep_batch(void)
             must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
             must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
             must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
-            if (pass) {
-                CHECK_OK(frt_dense_decode_prep(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, frt_buffer_ptr(dinv),
-                                               frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ps, MAXS, NH, NKV, HD));
-            } else {
-                CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(dinv), ps, NULL, 1, NH, HD));
-                CHECK_OK(frt_dense_rope_table(g_cs, frt_buffer_ptr(rk), frt_buffer_ptr(dinv), ps, NULL, 1, NKV, HD));
-                CHECK_OK(frt_cuda_kv_append(g_cs, frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), frt_buffer_ptr(rk), vb,
-                                            FRT_CUDA_F32, ps, NULL, 1, MAXS, NKV, HD));
-            }
+            if (pass)
+                CHECK_OK(prep_one(&pk, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, frt_buffer_ptr(dinv),
+                                  frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ps, MAXS, NH, NKV, HD));
+            else
+                prep_unfused(&pk, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, frt_buffer_ptr(dinv),
+                             frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ps, MAXS, NH, NKV, HD);
             must(frt_buffer_read(rq, 0, want, (size_t)NH * HD * 4, g_st), "read");
             must(frt_stream_sync(g_st), "sync");
             same[pass] &= !memcmp(got + (size_t)b * NH * HD, want, (size_t)NH * HD * 4);
+            must(frt_buffer_read(rk, 0, want, row * 4, g_st), "read"); /* k roped in place */
+            must(frt_stream_sync(g_st), "sync");
+            same[pass] &= !memcmp(kr + (size_t)b * row, want, row * 4);
             for (int kv = 0; kv < 2; kv++) {
-                must(frt_buffer_read(kv ? vc[b] : kc[b], 0, cg, cache, g_st), "read");
+                must(frt_buffer_read(kv ? vc[b] : kc[b], 0, kv ? cv : cg, cache, g_st), "read");
                 must(frt_buffer_read(kv ? rvc : rkc, 0, cw, cache, g_st), "read");
                 must(frt_stream_sync(g_st), "sync");
-                same[pass] &= !memcmp(cg, cw, cache);
+                same[pass] &= !memcmp(kv ? cv : cg, cw, cache);
             }
+            if (fp8 && pass == 0 && pos[b] < MAXS)
+                cpu_same &= prep_codes_cpu(cg, cv, kr + (size_t)b * row, v + (size_t)b * row, ks, vs, pos[b], NKV, HD);
         }
-    CHECK_MSG(same[0], "decode prep batch: not the bytes of rope_table + kv_append per branch");
-    printf("  decode prep batch [%d branches at 5, 299, 300 of %d]: q and both caches the bytes of the unbatched "
-           "kernels\n", NB, MAXS);
-    CHECK_MSG(same[1], "decode prep: not the bytes of the batch's branch");
-    printf("  decode prep [one sequence at 5, 299, 300]: the bytes of the batch's branches\n");
-    CHECK_STATUS(frt_dense_decode_prep(g_cs, frt_buffer_ptr(rq), NULL, frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
-                                       frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), (const int32_t *)frt_buffer_ptr(dpos),
-                                       MAXS, NH, NKV, HD),
+    const char *what = fp8 ? "fp8" : "bf16";
+    CHECK_MSG(same[0], "decode prep batch %s: not the bytes of rope_table + kv_append per branch", what);
+    printf("  decode prep batch %s [%d branches at 5, 299, 300 of %d]: q, k and both caches the bytes of the "
+           "unbatched kernels\n", what, NB, MAXS);
+    CHECK_MSG(same[1], "decode prep %s: not the bytes of the batch's branch", what);
+    printf("  decode prep %s [one sequence at 5, 299, 300]: the bytes of the batch's branches\n", what);
+    CHECK_MSG(cpu_same, "decode prep fp8: codes differ from frt_fp8_quantize_rows of the roped rows");
+    CHECK_STATUS(prep_one(&pk, frt_buffer_ptr(rq), NULL, frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
+                          frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), (const int32_t *)frt_buffer_ptr(dpos), MAXS, NH,
+                          NKV, HD),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_dense_decode_prep_batch(g_cs, NULL, frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
-                                             (uint16_t *const *)t, (uint16_t *const *)(t + NB),
-                                             (const int32_t *const *)(t + 2 * NB), NB, MAXS, NH, NKV, HD),
+    CHECK_STATUS(prep_batch(&pk, NULL, frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv), t, NB, MAXS, NH,
+                            NKV, HD),
                  FRT_ERR_INVALID_ARGUMENT);
-    frt_buffer *all[] = {dq, dk, dv, dinv, dpos, tabs, rq, rk, rkc, rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2]};
+    CHECK_STATUS(prep_batch(&pk, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv), t,
+                            NB, MAXS, NH, NKV, HD - 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    if (fp8) {
+        const prep_kv no_scale = {1, NULL, pk.vs};
+        CHECK_STATUS(prep_one(&no_scale, frt_buffer_ptr(rq), frt_buffer_ptr(rk), frt_buffer_ptr(dv),
+                              frt_buffer_ptr(dinv), frt_buffer_ptr(rkc), frt_buffer_ptr(rvc),
+                              (const int32_t *)frt_buffer_ptr(dpos), MAXS, NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+    }
+    frt_buffer *all[] = {dq,  dk,    dv,    dinv,  dpos,  tabs,  rq,    rk,   rkc,
+                         rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2], dsc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
-    free(q), free(k), free(v), free(got), free(want), free(cg), free(cw);
+    free(q), free(k), free(v), free(got), free(want), free(kr), free(cg), free(cw), free(cv);
 }
 
 static frt_model *load(const char *dir, frt_backend be)
@@ -320,7 +403,8 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_glue();
-    test_prep_batch();
+    test_prep_batch(0);
+    test_prep_batch(1);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-dense-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));

@@ -16,14 +16,26 @@
  *     y [n, out] is written (sentinel);
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before the device
  *     check (they also run without a GPU);
+ *   - the fused forms (frt_cuda_gemv_fp8_multi / _multi_norm, q | k | v
+ *     with one bf16 output; frt_cuda_gemv_fp8_swiglu / _swiglu_norm) on
+ *     small, odd and 8B shapes, n = 1, 3, 8: bit for bit the separate
+ *     launches they replace (frt_cuda_gemv_fp8 per matrix; frt_cuda_rmsnorm
+ *     first for the _norm forms; frt_cuda_swiglu after gate and up), and
+ *     against the CPU twins (frt_cpu_rmsnorm rounded to bf16,
+ *     frt_cpu_matmul_fp8, frt_cpu_swiglu) within 1e-4 (f32) / 1e-2 (bf16
+ *     or a normed input); bad arguments refused;
+ *   - frt_cuda_gemv_fp8_max_n: that many rows launch at in 16 .. 65536, one
+ *     more is refused;
  * then times the 8B-class shapes in a CUDA graph over enough weight copies
- * to defeat the L2 and prints GB/s next to the FP8 HBM floor (printed, not
- * checked). Exits 77 (skipped) without a device.
+ * to defeat the L2 and prints GB/s next to the FP8 HBM floor, and the fused
+ * q | k | v next to its three launches (printed, not checked). Exits 77
+ * (skipped) without a device.
  */
 #include "frt_test.h"
 
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/gemv_fp8.h"
+#include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rng.h"
 
 #if !FRT_HAVE_CUDA
@@ -193,6 +205,231 @@ static void test_shape(int in, int out, const int *ns, int n_ns)
     free(sd.s);
 }
 
+/* ---- the fused forms: q | k | v, gate | up, and their norm prologue ------ */
+
+/* An E4M3 matrix [out, in] with its scales, on the host and the device. */
+typedef struct fmat {
+    int out;
+    uint8_t *w;
+    float *s;
+    dbuf dw, ds;
+} fmat;
+
+static fmat fmat_make(int out, int in)
+{
+    fmat m = {out, codes_rand((size_t)out * in), scales_rand(out), dalloc((size_t)out * in), dalloc((size_t)out * 4)};
+    dput(m.dw, 0, m.w, (size_t)out * in);
+    dput(m.ds, 0, m.s, (size_t)out * 4);
+    return m;
+}
+
+static void fmat_free(fmat *m)
+{
+    free(m->w);
+    free(m->s);
+    dfree(&m->dw);
+    dfree(&m->ds);
+}
+
+/* One fused case's inputs: x [8, in] bf16 (read) or the residual rows
+ * [8, in] f32 and the norm weight (the _norm forms; dh their RMSNorm by
+ * frt_cuda_rmsnorm, the reference input), the q, k, v, gate, up matrices. */
+typedef struct fused {
+    int in;
+    hmat x;
+    float *res, *nw, *xn; /* xn: the CPU's bf16(rmsnorm(res)) */
+    dbuf dx, dres, dnw, dh;
+    fmat m[5];
+} fused;
+
+#define FUSED_EPS 1e-6f
+
+static void fused_make(fused *f, int in, int qd, int kvd, int inter)
+{
+    memset(f, 0, sizeof *f);
+    f->in = in;
+    f->x = hmat_rand(&g_rng, 8, in, -1, 1);
+    f->res = frand((size_t)8 * in, -3, 3);
+    f->nw = frand((size_t)in, 0.5f, 1.5f);
+    f->xn = fnew((size_t)8 * in);
+    frt_cpu_rmsnorm(f->xn, f->res, f->nw, 8, in, FUSED_EPS, 0);
+    round_bf16(f->xn, (size_t)8 * in);
+    f->dx = dalloc((size_t)8 * in * 2);
+    f->dres = dalloc((size_t)8 * in * 4);
+    f->dnw = dalloc((size_t)in * 4);
+    f->dh = dalloc((size_t)8 * in * 2);
+    dput(f->dx, 0, f->x.b, (size_t)8 * in * 2);
+    dput(f->dres, 0, f->res, (size_t)8 * in * 4);
+    dput(f->dnw, 0, f->nw, (size_t)in * 4);
+    const int outs[5] = {qd, kvd, kvd, inter, inter};
+    for (int i = 0; i < 5; i++) f->m[i] = fmat_make(outs[i], in);
+}
+
+static void fused_free(fused *f)
+{
+    hmat_free(&f->x);
+    free(f->res), free(f->nw), free(f->xn);
+    dfree(&f->dx), dfree(&f->dres), dfree(&f->dnw), dfree(&f->dh);
+    for (int i = 0; i < 5; i++) fmat_free(&f->m[i]);
+}
+
+/* The separate launch: frt_cuda_gemv_fp8 of matrix m on x into dy; its bytes. */
+static void *separate(const fused *f, const fmat *m, const void *x, int n, frt_cuda_dtype dt, dbuf dy)
+{
+    CHECK_OK(frt_cuda_gemv_fp8(g_cs, dy.p, dt, 0, x, m->dw.p, m->ds.p, n, f->in, m->out));
+    sync_st();
+    return snap(dy, (size_t)n * m->out * dsize(dt));
+}
+
+/* q | k | v (k's y bf16) in one launch == the three launches, bit for bit;
+ * against frt_cpu_matmul_fp8 on the CPU's input. norm: the _norm form. */
+static void check_multi(fused *f, int n, int norm, dbuf *dy, dbuf dref)
+{
+    const frt_cuda_dtype dts[3] = {FRT_CUDA_F32, FRT_CUDA_BF16, FRT_CUDA_F32};
+    frt_cuda_gemv_fp8_entry e[3];
+    for (int i = 0; i < 3; i++) {
+        dsentinel(dy[i]);
+        e[i] = (frt_cuda_gemv_fp8_entry){dy[i].p, dts[i], f->m[i].dw.p, f->m[i].ds.p, f->m[i].out};
+    }
+    const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
+    if (norm)
+        CHECK_OK(frt_cuda_gemv_fp8_multi_norm(g_cs, e, 3, &nm, n, f->in));
+    else
+        CHECK_OK(frt_cuda_gemv_fp8_multi(g_cs, e, 3, f->dx.p, n, f->in));
+    sync_st();
+    const float *xc = norm ? f->xn : f->x.f;
+    for (int i = 0; i < 3; i++) {
+        const fmat *m = &f->m[i];
+        const size_t ny = (size_t)n * m->out, yb = ny * dsize(dts[i]);
+        void *got = snap(dy[i], yb), *want = separate(f, m, norm ? f->dh.p : f->dx.p, n, dts[i], dref);
+        char name[128];
+        snprintf(name, sizeof name, "fp8_multi%s n %d in %d entry %d (out %d, %s) == gemv_fp8", norm ? "_norm" : "",
+                 n, f->in, i, m->out, dtn(dts[i]));
+        report_same(name, got, want, yb);
+        CHECK_MSG(untouched(dy[i], yb, 256), "%s: wrote past y", name);
+        float *ref = fnew(ny), *g = fnew(ny);
+        frt_cpu_matmul_fp8(ref, xc, m->w, m->s, n, f->in, m->out, 0);
+        dget_as(dy[i], g, ny, dts[i]);
+        snprintf(name, sizeof name, "fp8_multi%s n %d in %d entry %d vs cpu", norm ? "_norm" : "", n, f->in, i);
+        report(name, frt_test_rel_err(g, ref, ny), dts[i] == FRT_CUDA_BF16 || norm ? TOL_BF16 : TOL_F32);
+        free(got), free(want), free(ref), free(g);
+    }
+}
+
+/* gate | up | SwiGLU in one launch == gate and up by frt_cuda_gemv_fp8 (f32)
+ * and frt_cuda_swiglu (bf16 out), bit for bit; against the CPU twins. */
+static void check_swiglu(fused *f, int n, int norm, dbuf dact, dbuf dg, dbuf du)
+{
+    const fmat *g = &f->m[3], *u = &f->m[4];
+    const int inter = g->out;
+    const size_t ny = (size_t)n * inter;
+    const frt_cuda_gemv_fp8_mat gm = {g->dw.p, g->ds.p}, um = {u->dw.p, u->ds.p};
+    const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
+    dsentinel(dact);
+    if (norm)
+        CHECK_OK(frt_cuda_gemv_fp8_swiglu_norm(g_cs, dact.p, FRT_CUDA_BF16, &nm, &gm, &um, n, f->in, inter));
+    else
+        CHECK_OK(frt_cuda_gemv_fp8_swiglu(g_cs, dact.p, FRT_CUDA_BF16, f->dx.p, &gm, &um, n, f->in, inter));
+    sync_st();
+    void *got = snap(dact, ny * 2);
+    CHECK_MSG(untouched(dact, ny * 2, 256), "fp8_swiglu: wrote past y");
+    const void *x = norm ? f->dh.p : f->dx.p;
+    free(separate(f, g, x, n, FRT_CUDA_F32, dg));
+    free(separate(f, u, x, n, FRT_CUDA_F32, du));
+    CHECK_OK(frt_cuda_swiglu(g_cs, dact.p, FRT_CUDA_BF16, dg.p, du.p, FRT_CUDA_F32, NULL, n, inter));
+    sync_st();
+    void *want = snap(dact, ny * 2);
+    char name[128];
+    snprintf(name, sizeof name, "fp8_swiglu%s n %d in %d inter %d == gemv_fp8 x2 + swiglu", norm ? "_norm" : "", n,
+             f->in, inter);
+    report_same(name, got, want, ny * 2);
+    const float *xc = norm ? f->xn : f->x.f;
+    float *rg = fnew(ny), *ru = fnew(ny), *ref = fnew(ny), *gf = fnew(ny);
+    frt_cpu_matmul_fp8(rg, xc, g->w, g->s, n, f->in, inter, 0);
+    frt_cpu_matmul_fp8(ru, xc, u->w, u->s, n, f->in, inter, 0);
+    frt_cpu_swiglu(ref, rg, ru, (int)ny);
+    for (size_t i = 0; i < ny; i++) gf[i] = frt_bf16_to_f32(((const uint16_t *)got)[i]);
+    snprintf(name, sizeof name, "fp8_swiglu%s n %d in %d inter %d vs cpu", norm ? "_norm" : "", n, f->in, inter);
+    report(name, frt_test_rel_err(gf, ref, ny), TOL_BF16);
+    free(got), free(want), free(rg), free(ru), free(ref), free(gf);
+}
+
+static void test_fused(int in, int qd, int kvd, int inter)
+{
+    fused f;
+    fused_make(&f, in, qd, kvd, inter);
+    dbuf dy[3], dref = dalloc((size_t)8 * (qd > inter ? qd : inter) * 4 + 256);
+    for (int i = 0; i < 3; i++) dy[i] = dalloc((size_t)8 * f.m[i].out * 4 + 256);
+    dbuf dact = dalloc((size_t)8 * inter * 2 + 256), dg = dalloc((size_t)8 * inter * 4), du = dalloc((size_t)8 * inter * 4);
+    const int ns[3] = {1, 3, 8};
+    for (int i = 0; i < 3; i++)
+        for (int norm = 0; norm < 2; norm++) {
+            if (norm) /* the reference input of the _norm forms: frt_cuda_rmsnorm's bf16 rows */
+                CHECK_OK(frt_cuda_rmsnorm(g_cs, f.dh.p, FRT_CUDA_BF16, f.dres.p, FRT_CUDA_F32, f.dnw.p, NULL, ns[i], 1,
+                                          in, FUSED_EPS, 0));
+            check_multi(&f, ns[i], norm, dy, dref);
+            check_swiglu(&f, ns[i], norm, dact, dg, du);
+        }
+    for (int i = 0; i < 3; i++) dfree(&dy[i]);
+    dfree(&dref), dfree(&dact), dfree(&dg), dfree(&du);
+    fused_free(&f);
+}
+
+/* Bad arguments of the fused forms: refused before the device is touched. */
+static void test_fused_bad_args(void)
+{
+    void *y = (void *)(uintptr_t)4096, *y2 = (void *)(uintptr_t)8192, *x = (void *)(uintptr_t)(1u << 20);
+    const uint8_t *w = (const uint8_t *)(uintptr_t)(1u << 24);
+    const float *s = (const float *)(uintptr_t)(1u << 28), *s_odd = (const float *)(uintptr_t)((1u << 28) + 2);
+    const frt_cuda_dtype F = FRT_CUDA_F32;
+    frt_cuda_gemv_fp8_entry e[2] = {{y, F, w, s, 8}, {y2, F, w, s, 8}};
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, NULL, 2, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 0, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, FRT_CUDA_GEMV_MULTI_MAX + 1, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 2, x, 9, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 2, x, 1, 24), FRT_ERR_INVALID_ARGUMENT); /* in % 16 */
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi_norm(NULL, e, 2, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    e[1].scale = NULL;
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 2, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    e[1].scale = s_odd;
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 2, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    e[1].scale = s;
+    e[1].y = y; /* two entries, one y */
+    CHECK_STATUS(frt_cuda_gemv_fp8_multi(NULL, e, 2, x, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    const frt_cuda_gemv_fp8_mat m = {w, s}, bad = {w, NULL};
+    CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, y, FRT_CUDA_BF16, x, &m, &bad, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, y, FRT_CUDA_BF16, x, &m, NULL, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, x, FRT_CUDA_BF16, x, &m, &m, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, y, FRT_CUDA_BF16, x, &m, &m, 1, 16, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_swiglu_norm(NULL, y, FRT_CUDA_BF16, NULL, &m, &m, 1, 16, 8),
+                 FRT_ERR_INVALID_ARGUMENT);
+}
+
+/* frt_cuda_gemv_fp8_max_n: at each in_dim, n = max_n rows launch and, below
+ * FRT_CUDA_GEMV_MAX_N, n + 1 rows are refused (x past the shared memory). */
+static void test_max_n(void)
+{
+    CHECK(frt_cuda_gemv_fp8_max_n(0) == 0 && frt_cuda_gemv_fp8_max_n(-16) == 0);
+    const int ins[] = {16, 4096, 14336, 17408, 65536};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) {
+        const int in = ins[i], n = frt_cuda_gemv_fp8_max_n(in);
+        CHECK_MSG(n >= 1 && n <= FRT_CUDA_GEMV_MAX_N, "max_n(%d) = %d", in, n);
+        if (n < 1) continue;
+        dbuf dx = dalloc((size_t)(n + 1) * in * 2), dw = dalloc((size_t)8 * in), ds = dalloc(8 * 4),
+             dy = dalloc((size_t)(n + 1) * 8 * 4);
+        must(frt_buffer_fill(dx.b, 0, dx.bytes, 0, g_st), "fill");
+        must(frt_buffer_fill(dw.b, 0, dw.bytes, 0x38, g_st), "fill");
+        must(frt_buffer_fill(ds.b, 0, ds.bytes, 0, g_st), "fill");
+        CHECK_OK(frt_cuda_gemv_fp8(g_cs, dy.p, FRT_CUDA_F32, 0, dx.p, dw.p, ds.p, n, in, 8));
+        sync_st();
+        if (n < FRT_CUDA_GEMV_MAX_N)
+            CHECK_STATUS(frt_cuda_gemv_fp8(g_cs, dy.p, FRT_CUDA_F32, 0, dx.p, dw.p, ds.p, n + 1, in, 8),
+                         FRT_ERR_INVALID_ARGUMENT);
+        printf("  gemv_fp8 max rows at in %d: %d\n", in, n);
+        dfree(&dx), dfree(&dw), dfree(&ds), dfree(&dy);
+    }
+}
+
 /* ---- timing -------------------------------------------------------------- */
 
 typedef struct timing {
@@ -234,10 +471,69 @@ static void time_shape(const char *tag, int n, int in, int out)
     dfree(&t.dy);
 }
 
+/* q | k | v of the 8B shape (4096 -> 4096 | 1024 | 1024): one
+ * frt_cuda_gemv_fp8_multi launch against three frt_cuda_gemv_fp8 launches,
+ * over enough weight copies to defeat the L2. */
+typedef struct timing_qkv {
+    dbuf dx, dw, ds, dy;
+    int n, in, out[3], copies, fused;
+} timing_qkv;
+
+static int rec_qkv(frt_stream *s, void *user)
+{
+    const timing_qkv *t = user;
+    const size_t per = (size_t)(t->out[0] + t->out[1] + t->out[2]) * t->in;
+    for (int c = 0; c < t->copies; c++) {
+        frt_cuda_gemv_fp8_entry e[3];
+        size_t row = 0;
+        for (int i = 0; i < 3; i++) {
+            e[i] = (frt_cuda_gemv_fp8_entry){(float *)t->dy.p + (size_t)t->n * row, FRT_CUDA_F32,
+                                             (const uint8_t *)t->dw.p + (size_t)c * per + row * t->in,
+                                             (const float *)t->ds.p + row, t->out[i]};
+            row += (size_t)t->out[i];
+        }
+        if (t->fused) {
+            FRT_TEST_TRY_(frt_cuda_gemv_fp8_multi(frt_stream_native(s), e, 3, t->dx.p, t->n, t->in));
+            continue;
+        }
+        for (int i = 0; i < 3; i++)
+            FRT_TEST_TRY_(frt_cuda_gemv_fp8(frt_stream_native(s), e[i].y, FRT_CUDA_F32, 0, t->dx.p, e[i].w,
+                                            e[i].scale, t->n, t->in, e[i].out_dim));
+    }
+    return 0;
+}
+
+static void time_qkv(int n)
+{
+    timing_qkv t;
+    memset(&t, 0, sizeof t);
+    t.n = n, t.in = 4096, t.out[0] = 4096, t.out[1] = t.out[2] = 1024;
+    const size_t rows = 6144, wb = rows * (size_t)t.in;
+    t.copies = (int)((200u << 20) / wb) + 1;
+    t.dx = dalloc((size_t)n * t.in * 2);
+    t.ds = dalloc(rows * 4);
+    t.dy = dalloc((size_t)n * rows * 4);
+    t.dw = dalloc(wb * (size_t)t.copies);
+    must(frt_buffer_fill(t.dw.b, 0, wb * (size_t)t.copies, 0x38, g_st), "fill");
+    must(frt_buffer_fill(t.ds.b, 0, rows * 4, 0, g_st), "fill");
+    must(frt_buffer_fill(t.dx.b, 0, (size_t)n * t.in * 2, 0, g_st), "fill");
+    sync_st();
+    double us[2];
+    for (t.fused = 0; t.fused < 2; t.fused++) us[t.fused] = graph_us(t.fused ? "qkv fused" : "qkv x3", rec_qkv, &t, t.copies);
+    const double floor_us = (double)(wb + rows * 4) / HBM_BYTES_PER_S * 1e6;
+    printf("  time 8B q|k|v 4096->6144 n %d: three launches %.2f us, fp8_multi %.2f us (FP8 HBM floor %.2f us)\n", n,
+           us[0], us[1], floor_us);
+    dfree(&t.dx);
+    dfree(&t.dw);
+    dfree(&t.ds);
+    dfree(&t.dy);
+}
+
 int main(void)
 {
     test_twin();
     test_bad_args();
+    test_fused_bad_args();
     frt_test_cuda_start();
     const int all[] = {1, 2, 3, 5, 8}, few[] = {1, 4, 8};
     test_shape(16, 1, all, 5);
@@ -248,10 +544,16 @@ int main(void)
     test_shape(4096, 14336, few, 3);
     test_shape(14336, 4096, few, 3);
     test_shape(12288, 4096, few, 3);
+    test_fused(272, 48, 13, 80);
+    test_fused(1040, 1003, 16, 2000);
+    test_fused(4096, 4096, 1024, 14336);
+    test_max_n();
     time_shape("8B q_proj 4096->4096", 1, 4096, 4096);
     time_shape("8B gate/up 4096->14336", 1, 4096, 14336);
     time_shape("8B down 14336->4096", 1, 14336, 4096);
     time_shape("8B gate/up 4096->14336", 8, 4096, 14336);
+    time_qkv(1);
+    time_qkv(4);
     return frt_test_report();
 }
 

@@ -9,8 +9,9 @@
  * memory and bad slot counts are refused at load. Models: the dense
  * goldens (tests/data/golden_dense), the demo model, and a random tiny
  * Qwen3.5 hybrid (frt_gen_model); on the cpu backend the dense goldens
- * once more with an FP8 E4M3 KV cache (docs/fp8.md), on cuda the random
- * tiny-dense, tiny-qwen3 and llama3.2-1b ones. Runs on both backends
+ * once more with an FP8 E4M3 KV cache and two with FP8 E4M3 weights
+ * (docs/fp8.md), on cuda the random tiny-dense, tiny-qwen3 and llama3.2-1b
+ * ones with an FP8 KV cache, FP8 weights, and both. Runs on both backends
  * (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
  */
 #include "frt_test.h"
@@ -35,6 +36,7 @@ static int B = 3;
  * addresses) and the same equalities must hold bit for bit. */
 static frt_backend g_backend = FRT_BACKEND_CPU;
 static frt_kv_dtype g_kv = FRT_KV_DEFAULT;
+static frt_weight_dtype g_wd = FRT_WEIGHT_DEFAULT; /* FRT_WEIGHT_FP8: E4M3 Linear weights (docs/fp8.md) */
 
 static frt_model *load(const char *dir, int slots, int max_seq)
 {
@@ -44,6 +46,7 @@ static frt_model *load(const char *dir, int slots, int max_seq)
     p.max_seq = max_seq;
     p.branch_slots = slots;
     p.kv_dtype = g_kv;
+    p.weight_dtype = g_wd;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(dir, &p, &m));
     return m;
@@ -322,7 +325,8 @@ static void test_model(const char *dir, int batched)
     /* entry 0 is layer 0's keys on the dense family (its only fp8 KV user);
      * the hybrid's is a recurrent state (f32) */
     if (g_kv == FRT_KV_FP8) CHECK(!strcmp(kv0.dtype, "F8_E4M3"));
-    printf("%s, state entry 0 %s (%s): %d branches == alone\n", strrchr(dir, '/') + 1, kv0.name, kv0.dtype, B);
+    printf("%s, state entry 0 %s (%s), weights %s: %d branches == alone%s\n", strrchr(dir, '/') + 1, kv0.name,
+           kv0.dtype, g_wd == FRT_WEIGHT_FP8 ? "fp8" : "default", B, ib.branch_batched ? " (batched)" : "");
 out:
     frt_capsule_free(cap);
     frt_capsule_free(cap1);
@@ -386,14 +390,18 @@ int main(int argc, char **argv)
      * 12, hidden 84): cuda runs the random-weight dense shapes instead. */
     const char *golden[] = {"dense_llama3_gqa", "dense_llama_mqa_tied", "dense_mistral", "dense_qwen2_bias",
                             "dense_qwen3_qknorm"};
+    /* cpu: every golden with the default and the FP8 KV cache, and two
+     * with FP8 weights (the emulation: f32 weights holding the E4M3 values) */
     if (g_backend == FRT_BACKEND_CPU)
-        for (int kv = 0; kv < 2; kv++)
-            for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
-                g_kv = kv ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+        for (int v = 0; v < 3; v++)
+            for (size_t i = 0; i < (v == 2 ? 2 : sizeof golden / sizeof golden[0]); i++) {
+                g_kv = v == 1 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+                g_wd = v == 2 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
                 snprintf(dir, sizeof dir, "%s/golden_dense/%s", FRT_TEST_DATA, golden[i]);
                 test_model(dir, 1);
             }
     g_kv = FRT_KV_DEFAULT;
+    g_wd = FRT_WEIGHT_DEFAULT;
     snprintf(dir, sizeof dir, "%s/models/frt-demo", FRT_SOURCE_DIR);
     test_model(dir, 0);
     /* cuda only, real shapes: llama3.2-1b (2.5 GB; head_dim 64: the batched
@@ -413,13 +421,18 @@ int main(int argc, char **argv)
         CHECK_OK(frt_gen_model_write(shapes[i].shape, 11, tiny));
         test_model(tiny, shapes[i].batched);
         if (i == 1) check_step_refusals(tiny);
-        /* the fp8 KV cache: tiny-dense and tiny-qwen3 (head_dim 32) attend slot
-         * by slot, llama3.2-1b (64) through frt_cuda_attention_batch_fp8 */
-        if (g_backend == FRT_BACKEND_CUDA && i >= 1 && i <= 3) {
-            g_kv = FRT_KV_FP8;
+        /* cuda, the dense shapes in FP8: the KV cache (tiny-dense and
+         * tiny-qwen3, head_dim 32, attend slot by slot, llama3.2-1b (64)
+         * through frt_dense_decode_prep_batch_fp8 and
+         * frt_cuda_attention_batch_fp8), the weights (the E4M3 GEMV on the
+         * batch's rows), and both */
+        for (int v = 1; v < 4 && g_backend == FRT_BACKEND_CUDA && i >= 1 && i <= 3; v++) {
+            g_kv = v & 1 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+            g_wd = v & 2 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
             test_model(tiny, shapes[i].batched);
-            g_kv = FRT_KV_DEFAULT;
         }
+        g_kv = FRT_KV_DEFAULT;
+        g_wd = FRT_WEIGHT_DEFAULT;
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tiny);
         if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);

@@ -15,9 +15,9 @@
  * Tested in tests/test_cuda_kernels.c, tests/test_cuda_gemv.c,
  * tests/test_cuda_gemv_fused.c and tests/test_cuda_gemv_norm.c.
  */
+#include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/gemv_util.h"
 #include "kernels/cuda/mma_util.h"
-#include "kernels/cuda/norm_util.h"
 
 #include <string.h>
 
@@ -66,52 +66,18 @@
  */
 #define GEMV_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps (one block per SM) */
 
-__device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-/* Programmatic dependent launch (frt_pdl_attr, cuda_util.h): each GEMV
- * block first puts its first batch of weight loads in flight (weights never
- * depend on earlier kernels), lets the kernel after it launch, then waits
- * for the kernel before it to complete before it reads x, the residual or
- * y, or writes anything (gemv_block; gemv_kernel waits before it reads
- * d_skip). */
-
-#define GEMV_ROWS 8   /* output rows per warp group: the N of an m16n8k16 mma */
-#define GEMV_SLICE 32 /* a warp's slice of a row is a multiple of this many chunks */
-
-/* One batch: k-blocks u < U of the NM rows wr[] (one per matrix streamed),
- * chunk c + 4 u (TAIL: zero past `end`, for the weights and x alike). */
-template <int NM, int U, bool TAIL>
-__device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const (&wr)[NM], int c,
-                                          int end)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        const bool ok = !TAIL || c + 4 * u < end;
-#pragma unroll
-        for (int r = 0; r < NM; r++)
-            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 4 * u) : make_uint4(0, 0, 0, 0);
-    }
-}
-
-/* The mmas of one batch: A = x's chunk c + 4 u of token g (rows g + 8 of A
- * and tokens >= N are zero), B = the chunk of weight row g of matrix m, into
- * acc[m]. c0: the batch's first chunk of lane q = 0 (warp-uniform: every
- * lane runs every mma). */
-template <int N, int NM, int U, bool TAIL>
-__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U],
-                                         const uint4 *xs, int kc, int c, int c0, int end, int g)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
-        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+/* The bf16 format of gemv_block (gemv_block.h): a 16-byte weight chunk is
+ * 8 bf16, x's chunk the same 8 elements (XC 1).
+ * kblock: A = x's chunk c + 4 u of token g (zero when !ok; rows g + 8 of
+ * A are zero), B = that chunk of weight row g of matrix m (wv[m][u]); per
+ * matrix two mmas into a zeroed fragment, added into acc[m]. value: the
+ * sum itself (no scale). */
+struct gemv_bf16 {
+    static constexpr int XC = 1;
+    template <int NM, int U>
+    static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
+                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+    {
         const uint4 xv = ok ? xs[g * kc + c + 4 * u] : make_uint4(0, 0, 0, 0);
         const uint32_t a0[4] = {xv.x, 0u, xv.y, 0u}, a1[4] = {xv.z, 0u, xv.w, 0u};
 #pragma unroll
@@ -127,240 +93,8 @@ __device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[
             for (int i = 0; i < 4; i++) acc[m][i] += t[i];
         }
     }
-}
-
-/* y[i] widened to f32: the addend of an accumulating store, loaded by the
- * thread that stores y[i] before its weight loop (so the load is off the
- * block's tail; nothing else in the launch writes y[i]). */
-__device__ __forceinline__ float gemv_ld_y(const void *y, int y_bf16, size_t i)
-{
-    return y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
-}
-
-/* y[i] = v (+ prev, the value gemv_ld_y read: y += x.W^T is fl(sum + y),
- * the same bits as storing the sum and adding it to y in f32 afterwards). */
-__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v,
-                                           float prev)
-{
-    if (accumulate) v += prev;
-    if (y_bf16)
-        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)y)[i] = v;
-}
-
-/* ---- the RMSNorm prologue of the _norm launchers ------------------------
- *
- * x[t, :] = bf16(rmsnorm(resid[t, :])) for t < N, computed by every block
- * into its shared x instead of copying a bf16 x from global memory, with the
- * arithmetic of rmsnorm.cu (frt_cuda_rmsnorm / frt_cuda_add_rmsnorm):
- *   ss  = the fp64 sum of squares of the row
- *   var = (float)(ss / dim),  inv = 1.0f / sqrtf(var + eps)
- *   y   = (x * inv) * (1.0f + w)   (zero-centred; (x * inv) * w otherwise)
- * rounded to bf16 (RNE). The fp64 sum is added in the order of rmsnorm.cu's
- * launch for this dim (norm_shape_of: T threads owning groups of G elements
- * i, i + T, ...; dim > 16384: the strided loop of 1024 threads, G = 1): the
- * block plays those T "virtual threads" (virtual thread v is thread v mod
- * (WARPS * 32), virtual warp v / 32 is a whole warp of the block), each sums
- * its groups in order, a xor butterfly per virtual warp, then one butterfly
- * over the T / 32 warp sums (zeros past them): frt_block_sum's order. Every
- * operation is the one rmsnorm.cu performs on the same operands, so the
- * bf16 x is the same bits as frt_cuda_rmsnorm's bf16 output. */
-struct gemv_norm_args {
-    const float *x; /* [N, dim] f32 residual rows (device; 16-byte aligned) */
-    const float *w; /* [dim] f32 norm weight (16-byte aligned) */
-    float eps;
-    int zc;      /* zero-centred: (1 + w) */
-    int threads; /* T: rmsnorm.cu's threads for dim (a multiple of 32, <= 1024) */
-    int g;       /* G: elements per group, 4 or 1 */
+    static __device__ __forceinline__ float value(float acc, const float *, int) { return acc; }
 };
-
-/* Stages xs [N, kc] (chunks of 8 bf16) from nm; part: N * 32 doubles of
- * shared memory. Ends with the chunks stored (the caller syncs). */
-template <int N, int WARPS>
-__device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const gemv_norm_args &nm,
-                                                int kc)
-{
-    const int lane = threadIdx.x & 31, dim = kc * 8, T = nm.threads, G = nm.g;
-    const int groups = dim / G;
-    /* pass 1: each virtual thread's fp64 sum of its groups, in order (4 loads
-     * in flight per batch), then the virtual warp's butterfly */
-#pragma unroll
-    for (int t = 0; t < N; t++) {
-        const float *xr = nm.x + (size_t)t * dim;
-        for (int vt = threadIdx.x; vt < T; vt += WARPS * 32) { /* warp-uniform (T % 32 == 0) */
-            double ss = 0;
-            for (int g0 = vt; g0 < groups; g0 += 4 * T) {
-                float v[4][4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const int gi = g0 + k * T;
-                    if (gi < groups) {
-                        if (G == 4) {
-                            const float4 f = __ldg((const float4 *)xr + gi);
-                            v[k][0] = f.x, v[k][1] = f.y, v[k][2] = f.z, v[k][3] = f.w;
-                        } else {
-                            v[k][0] = __ldg(xr + gi);
-                            v[k][1] = v[k][2] = v[k][3] = 0.0f;
-                        }
-                    }
-                }
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if (g0 + k * T < groups) {
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            if (e < G) ss += (double)v[k][e] * (double)v[k][e];
-                    }
-                }
-            }
-            ss = frt_warp_sum(ss);
-            if (lane == 0) part[t * 32 + (vt >> 5)] = ss;
-        }
-    }
-    __syncthreads();
-    /* every warp: the sum over the T / 32 virtual warps, then rstd */
-    float inv[N];
-#pragma unroll
-    for (int t = 0; t < N; t++) {
-        double s = lane < (T >> 5) ? part[t * 32 + lane] : 0.0;
-        s = frt_warp_sum(s);
-        inv[t] = norm_inv_rms(s, dim, nm.eps);
-    }
-    /* pass 2: chunk i = 8 elements of row i / kc (the row mostly in L1 now) */
-    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) {
-        const int t = i / kc, c = i - t * kc;
-        float iv = inv[0];
-#pragma unroll
-        for (int u = 1; u < N; u++)
-            if (t == u) iv = inv[u]; /* static indices: inv stays in registers */
-        const float4 *xp = (const float4 *)nm.x + 2 * (size_t)i;
-        const float4 *wp = (const float4 *)nm.w + 2 * c;
-        const float4 a0 = __ldg(xp), a1 = __ldg(xp + 1), w0 = __ldg(wp), w1 = __ldg(wp + 1);
-        const float xv[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-        uint32_t u32[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float y[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) y[h] = norm_weigh(xv[2 * j + h], iv, wv[2 * j + h], nm.zc);
-            const __nv_bfloat162 b = __floats2bfloat162_rn(y[0], y[1]); /* .x: the lower index */
-            u32[j] = (uint32_t)__bfloat16_as_ushort(b.x) |
-                     ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
-        }
-        xs[i] = make_uint4(u32[0], u32[1], u32[2], u32[3]);
-    }
-}
-
-/* What a block's warp groups compute and where the sums go. */
-enum gemv_epi {
-    GEMV_EPI_STORE = 0,  /* y[t, row] (+)= x[t] . w[row] */
-    GEMV_EPI_SWIGLU = 1, /* y[t, row] = silu(x[t] . w[row]) * (x[t] . w2[row]) */
-};
-
-/* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
-#define GEMV_NORM_SMEM(N) ((size_t)(N) * 32 * sizeof(double))
-
-/* Shared memory of the cross-warp sums: every lane's accumulators. */
-#define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
-
-/* The work of one block, blk its index among the blocks of its product;
- * smem: the dynamic shared memory, max(N * kc * 16 (+ GEMV_NORM_SMEM(N)
- * when NORM), GEMV_RED_SMEM(WARPS, EPI)) bytes (the cross-warp sums reuse
- * x's space once every warp is done with it). Shared by the plain, multi
- * and SwiGLU kernels, so a row's sum is the same sequence of operations in
- * all three (the bits depend on in_dim and kw only). NORM: x is staged from
- * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
- * thread takes the same branches. EPI_STORE: group g owns rows (blk *
- * groups + g) * 8 + 0..7 of w, y[t, row] (+)= sum; EPI_SWIGLU: the same
- * rows of w (gate) and w2 (up), y[t, row] = silu(gate) * up. */
-template <int N, int WARPS, int EPI, bool NORM>
-__device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
-                                           const uint4 *x, const uint4 *w, const uint4 *w2,
-                                           int kc, int out_dim, int kw, int blk,
-                                           const gemv_norm_args &nm)
-{
-    constexpr int NM = EPI == GEMV_EPI_SWIGLU ? 2 : 1; /* matrices streamed */
-    constexpr int U = GEMV_LOADS / NM;                 /* k-blocks a batch */
-    static_assert(GEMV_SLICE % (4 * U) == 0, "a slice is whole batches");
-    uint4 *xs = smem;                         /* [N, kc] chunks of x */
-    double *part = (double *)(smem + N * kc); /* NORM: [N, 32] virtual-warp sums */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    /* this warp's slice of the chunks (the same for every EPI and N) */
-    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
-    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (4 * U); /* batches with every k-block in range */
-    const bool tail = (ke - kb) % (4 * U) != 0;
-    const int row0 = (blk * groups + grp) * GEMV_ROWS;
-    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
-#pragma unroll
-    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
-
-    uint4 wv[NM][U];
-    /* the first batch is in flight while the kernel before finishes and x
-     * is staged */
-    if (nfull > 0)
-        gemv_load<NM, U, false>(wv, wr, kb + q, ke);
-    else if (tail)
-        gemv_load<NM, U, true>(wv, wr, kb + q, ke);
-    frt_pdl_trigger();
-    frt_pdl_wait();
-    if constexpr (NORM)
-        gemv_norm_stage<N, WARPS>(xs, part, nm, kc);
-    else
-        for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
-    __syncthreads();
-
-    float acc[NM][4];
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
-    for (int b = 0; b < nfull; b++) {
-        const int c0 = kb + b * 4 * U;
-        if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
-        gemv_mma<N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (tail) {
-        const int c0 = kb + nfull * 4 * U;
-        if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
-        gemv_mma<N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
-        __syncthreads();
-        if (kp != 0) return;
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float s = acc[m][i];
-                for (int k = 1; k < kw; k++) s += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
-                acc[m][i] = s;
-            }
-    }
-    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
-     * tokens g + 8) */
-    if (g >= N) return;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = row0 + 2 * q + i;
-        if (row >= out_dim) continue;
-        const size_t at = (size_t)g * out_dim + row;
-        if constexpr (EPI == GEMV_EPI_SWIGLU)
-            gemv_store(y, y_bf16, 0, at, frt_silu(acc[0][i]) * acc[1][i], 0.0f);
-        else
-            gemv_store(y, y_bf16, accumulate, at, acc[0][i],
-                       accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
-    }
-}
 
 /* 2 blocks of 8 warps per SM (<= 128 registers), one of 16. */
 #define GEMV_BOUNDS(N, WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
@@ -380,8 +114,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     }
     extern __shared__ uint4 gemv_smem[];
     const gemv_norm_args none = {};
-    gemv_block<N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, kc,
-                                                out_dim, kw, blockIdx.x, none);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, NULL,
+                                                           NULL, kc, out_dim, kw, blockIdx.x, none);
 }
 
 /* ---- fused decode GEMVs ---------------------------------------------------
@@ -401,18 +135,6 @@ __global__ void GEMV_BOUNDS(N, WARPS)
  * summed exactly as frt_cuda_gemm_run sums them, then silu(g) * u (frt_silu,
  * the expression of frt_cuda_swiglu) is rounded once to y's dtype.
  */
-struct gemv_multi_entry {
-    void *y;
-    const uint4 *w;
-    int out_dim, y_bf16, kw;
-};
-
-struct gemv_multi_table {
-    gemv_multi_entry e[FRT_CUDA_GEMV_MULTI_MAX];
-    int begin[FRT_CUDA_GEMV_MULTI_MAX]; /* first block of each entry; begin[0] = 0 */
-    int count;
-};
-
 /* Grid: the sum of the entries' blocks, WARPS * 32 threads; dynamic shared
  * memory N * kc * 16 (+ GEMV_NORM_SMEM(N) when NORM) + GEMV_RED_SMEM(WARPS,
  * EPI_STORE) bytes. NORM: x is rmsnorm(nm.x) (x unused). */
@@ -422,17 +144,10 @@ __global__ void GEMV_BOUNDS(N, WARPS)
                       const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    /* static indices only (a dynamic one would copy the table to local memory) */
-    gemv_multi_entry m = tab.e[0];
-    int b0 = 0;
-#pragma unroll
-    for (int i = 1; i < FRT_CUDA_GEMV_MULTI_MAX; i++)
-        if (i < tab.count && (int)blockIdx.x >= tab.begin[i]) {
-            m = tab.e[i];
-            b0 = tab.begin[i];
-        }
-    gemv_block<N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, kc,
-                                               m.out_dim, m.kw, (int)blockIdx.x - b0, nm);
+    int blk = 0;
+    const gemv_multi_entry m = gemv_multi_find(tab, &blk);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, NULL, NULL,
+                                                          kc, m.out_dim, m.kw, blk, nm);
 }
 
 /* Grid: ceil(inter / (WARPS / kw * 16)) blocks of WARPS * 32 threads;
@@ -446,8 +161,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
                        int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_block<N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, kc, inter, kw,
-                                                blockIdx.x, nm);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, NULL, NULL, kc,
+                                                           inter, kw, blockIdx.x, nm);
 }
 
 template <int WARPS> static gemv_fn gemv_pick_n(int n)
@@ -583,7 +298,7 @@ static int gemv_norm_check(const char *what, const frt_cuda_gemv_norm *norm, int
 
 /* The input of a fused launcher: norm NULL, x read (gemv_x_check); else x
  * staged from rmsnorm(norm->x), *na its kernel arguments (gemv_norm_check). */
-static int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm,
+int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm,
                             int n, int in_dim, gemv_norm_args *na)
 {
     memset(na, 0, sizeof *na);
@@ -595,7 +310,7 @@ static int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_
  * beyond, x must fit the current device's opt-in limit, and the kernel's
  * limit is raised to it (legal inside a stream capture: cudaFuncSetAttribute
  * is no stream operation and does not synchronise). */
-static int gemv_smem_ready(const char *what, const void *fn, size_t smem)
+int gemv_smem_ready(const char *what, const void *fn, size_t smem)
 {
     if (smem <= (48u << 10)) return 0;
     FRT_ARG(smem <= GEMV_SMEM_MAX,
@@ -607,6 +322,44 @@ static int gemv_smem_ready(const char *what, const void *fn, size_t smem)
             "cuda gemv %s: x needs %zu bytes of shared memory, the device has %d per block", what,
             smem, optin);
     FRT_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    return 0;
+}
+
+int gemv_entry_check(const char *what, int i, const void *y, frt_cuda_dtype y_dtype, const void *w, int out_dim,
+                     const void *x, const frt_cuda_gemv_norm *norm)
+{
+    FRT_ARG(y && w, "cuda gemv %s: entry %d: NULL pointer", what, i);
+    FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv %s: entry %d: bad dtype", what, i);
+    FRT_ARG(out_dim > 0, "cuda gemv %s: entry %d: out %d", what, i, out_dim);
+    FRT_ARG(((uintptr_t)w & (GEMM_ALIGN - 1)) == 0, "cuda gemv %s: entry %d: w must be %d-byte aligned", what, i,
+            GEMM_ALIGN);
+    FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0, "cuda gemv %s: entry %d: y misaligned for its dtype",
+            what, i);
+    FRT_ARG(y != w && (norm ? y != (const void *)norm->x && y != (const void *)norm->w : y != x),
+            "cuda gemv %s: entry %d: y aliases an input", what, i);
+    return 0;
+}
+
+int gemv_multi_layout(const char *what, const gemv_multi_entry *ent, int n_entries, gemv_multi_table *tab,
+                      long *total)
+{
+    /* the table: entries by rows per block, largest first (stable) */
+    int order[FRT_CUDA_GEMV_MULTI_MAX];
+    for (int i = 0; i < n_entries; i++) {
+        int j = i;
+        for (; j > 0 && ent[order[j - 1]].rows < ent[i].rows; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    memset(tab, 0, sizeof *tab);
+    tab->count = n_entries;
+    *total = 0;
+    for (int k = 0; k < n_entries; k++) {
+        const gemv_multi_entry *e = &ent[order[k]];
+        tab->e[k] = *e;
+        tab->begin[k] = (int)*total;
+        *total += (e->out_dim + e->rows - 1) / e->rows;
+        FRT_ARG(*total <= 0x7fffffffL, "cuda gemv %s: grid of %ld blocks", what, *total);
+    }
     return 0;
 }
 
@@ -622,55 +375,29 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
     gemv_norm_args na;
     FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
     gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
-    long per_block[FRT_CUDA_GEMV_MULTI_MAX]; /* weight rows per block (the sort key) */
-    int blocks[FRT_CUDA_GEMV_MULTI_MAX];
     int warps = 0;
     size_t smem = 0;
     for (int i = 0; i < n_entries; i++) {
         const frt_cuda_gemv_entry *e = &entries[i];
-        FRT_ARG(e->y && e->w, "cuda gemv %s: entry %d: NULL pointer", what, i);
-        FRT_ARG(frt_dtype_ok(e->y_dtype), "cuda gemv %s: entry %d: bad dtype", what, i);
-        FRT_ARG(e->out_dim > 0, "cuda gemv %s: entry %d: out %d", what, i, e->out_dim);
-        FRT_ARG(((uintptr_t)e->w & (GEMM_ALIGN - 1)) == 0,
-                "cuda gemv %s: entry %d: w must be %d-byte aligned", what, i, GEMM_ALIGN);
-        FRT_ARG(((uintptr_t)e->y & (frt_dtype_bytes(e->y_dtype) - 1)) == 0,
-                "cuda gemv %s: entry %d: y misaligned for its dtype", what, i);
-        FRT_ARG(e->y != (const void *)e->w &&
-                    (norm ? e->y != (const void *)norm->x && e->y != (const void *)norm->w
-                          : e->y != (const void *)x),
-                "cuda gemv %s: entry %d: y aliases an input", what, i);
+        FRT_TRY(gemv_entry_check(what, i, e->y, e->y_dtype, e->w, e->out_dim, x, norm));
         for (int j = 0; j < i; j++)
             FRT_ARG(entries[j].y != e->y, "cuda gemv %s: entries %d and %d share y", what, j, i);
         gemv_cfg c;
         gemv_choose(n, in_dim, e->out_dim, &c);
         ent[i].y = e->y;
         ent[i].w = (const uint4 *)e->w;
+        ent[i].s = NULL;
         ent[i].out_dim = e->out_dim;
         ent[i].y_bf16 = e->y_dtype == FRT_CUDA_BF16;
         ent[i].kw = c.kw;
-        per_block[i] = (long)(c.warps / c.kw) * c.nr;
-        blocks[i] = c.blocks;
+        ent[i].rows = (c.warps / c.kw) * c.nr;
         warps = c.warps; /* a function of (n, in_dim): the same for every entry */
         if (c.smem > smem) smem = c.smem;
     }
     if (norm) smem += GEMV_NORM_SMEM(n);
-    /* the table: entries by rows per block, largest first (stable) */
-    int order[FRT_CUDA_GEMV_MULTI_MAX];
-    for (int i = 0; i < n_entries; i++) {
-        int j = i;
-        for (; j > 0 && per_block[order[j - 1]] < per_block[i]; j--) order[j] = order[j - 1];
-        order[j] = i;
-    }
     gemv_multi_table tab;
-    memset(&tab, 0, sizeof tab);
-    tab.count = n_entries;
     long total = 0;
-    for (int k = 0; k < n_entries; k++) {
-        tab.e[k] = ent[order[k]];
-        tab.begin[k] = (int)total;
-        total += blocks[order[k]];
-        FRT_ARG(total <= 0x7fffffffL, "cuda gemv %s: grid of %ld blocks", what, total);
-    }
+    FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
     const gemv_multi_fn fn =
         norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
              : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));

@@ -2,15 +2,19 @@
  * kernels/cuda/gemv_fp8.cu - the decode GEMV over E4M3 weights with one
  * scale per output channel: y[n, out] (+)= (x[n, in] . decode(w[out, in])^T)
  * * scale[out], n <= FRT_CUDA_GEMV_MAX_N (gemv_fp8.h; docs/fp8.md "FP8
- * weights"). CPU twin: frt_cpu_matmul_fp8 (kernels/cpu/gemv_fp8.c). Tested
- * in tests/test_cuda_gemv_fp8.c (label gpu).
+ * weights"), and its fused forms: q | k | v in one launch, gate | up |
+ * SwiGLU in one, each with the RMSNorm prologue. CPU twin:
+ * frt_cpu_matmul_fp8 (kernels/cpu/gemv_fp8.c). Tested in
+ * tests/test_cuda_gemv_fp8.c (label gpu).
  *
- * The structure of gemv.cu's GEMV (read its header comment), with a weight
- * chunk of 16 codes instead of 8 bf16:
+ * gemv.cu's GEMV (read its header comment): the same block
+ * (gemv_block.h's gemv_block, its multi-product table and RMSNorm
+ * prologue) with the E4M3 format gemv_e4m3, a weight chunk of 16 codes
+ * instead of 8 bf16:
  *   - x [n, in] bf16 is staged in shared memory; warps form groups of kw
  *     warps, a group owns 8 consecutive output rows (the mma's N), its kw
  *     warps split the row's Kc = in / 16 chunks of 16 bytes into kw slices
- *     (multiples of FP8_SLICE chunks);
+ *     (multiples of GEMV_SLICE chunks);
  *   - lane (g = lane / 4, q = lane % 4) streams row g; k-block j of a slice
  *     is its chunks 4 j .. 4 j + 3, lane q taking chunk 4 j + q, 8 k-blocks
  *     in flight per lane (16-byte ld.global.nc.L1::no_allocate loads);
@@ -30,33 +34,23 @@
  * the other tokens hold and whatever n is (batch invariance). The
  * configuration (warps per block, kw) is a function of (n's x size, in,
  * out) chosen as for n = 1, so the order of every sum depends on (in, out)
- * only. Weight bytes are half gemv.cu's for the same shape: at the same
- * 32 KiB in flight per block a block covers twice the elements.
+ * only, the same in the plain, multi and SwiGLU kernels (so the fused
+ * forms give the bits of the separate launches). Weight bytes are half
+ * gemv.cu's for the same shape: at the same 32 KiB in flight per block a
+ * block covers twice the elements.
  */
 #include "kernels/cuda/gemv_fp8.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/gemv_util.h"
 #include "kernels/cuda/mma_util.h"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#define FP8_ROWS 8      /* output rows per warp group: the mma's N */
-#define FP8_U 8         /* k-blocks (16-byte loads) in flight per lane */
-#define FP8_SLICE 32    /* a warp's slice of a row: a multiple of this many chunks */
 #define FP8_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps */
 #define FP8_SMEM_MAX (227u << 10) /* H100 / H200 opt-in shared memory per block */
-#define FP8_RED_SMEM(WARPS) ((size_t)(WARPS) * 32 * 2 * sizeof(float))
-
-__device__ __forceinline__ uint4 fp8_ld_w(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 /* Two adjacent codes (low byte: the lower element) as bf16x2 bits, exact. */
 __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two)
@@ -77,129 +71,99 @@ __device__ __forceinline__ void fp8_widen(uint32_t (&wb)[8], const uint4 v)
     }
 }
 
-/* Loads k-blocks u < FP8_U of row wr: chunk c + 4 u (TAIL: zero past end). */
-template <bool TAIL>
-__device__ __forceinline__ void fp8_load(uint4 (&wv)[FP8_U], const uint4 *wr, int c, int end)
-{
-#pragma unroll
-    for (int u = 0; u < FP8_U; u++)
-        wv[u] = (!TAIL || c + 4 * u < end) ? fp8_ld_w(wr + c + 4 * u) : make_uint4(0, 0, 0, 0);
-}
-
-/* The mmas of one batch into acc: weight chunk c + 4 u of row g against
- * x's bf16 chunks 2 (c + 4 u) and 2 (c + 4 u) + 1 of token g (xs: [N, 2 kc]
- * chunks of 8 bf16). c0: the batch's first chunk of lane q = 0
- * (warp-uniform: every lane runs every mma). */
-template <int N, bool TAIL>
-__device__ __forceinline__ void fp8_mma(float (&acc)[4], const uint4 (&wv)[FP8_U], const uint4 *xs,
-                                        int kc, int c, int c0, int end, int g)
-{
-#pragma unroll
-    for (int u = 0; u < FP8_U; u++) {
-        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
-        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+/* The E4M3 format of gemv_block (gemv_block.h): a 16-byte weight chunk is
+ * 16 codes, x's the same elements in two chunks of 8 bf16 (XC 2).
+ * kblock: weight chunk c + 4 u of row g of matrix m (wv[m][u], widened to
+ * bf16) against x's bf16 chunks 2 (c + 4 u) and 2 (c + 4 u) + 1 of token g (zero
+ * when !ok), four mmas accumulating into acc[m] in order. value: sum *
+ * s[row] (__fmul_rn). */
+struct gemv_e4m3 {
+    static constexpr int XC = 2;
+    template <int NM, int U>
+    static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
+                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+    {
         const size_t xi = (size_t)g * 2 * kc + 2 * (size_t)(c + 4 * u);
         const uint4 x0 = ok ? xs[xi] : make_uint4(0, 0, 0, 0), x1 = ok ? xs[xi + 1] : make_uint4(0, 0, 0, 0);
         const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-        uint32_t wb[8];
-        fp8_widen(wb, wv[u]);
 #pragma unroll
-        for (int p = 0; p < 4; p++) {
-            const uint32_t a[4] = {xw[2 * p], 0u, xw[2 * p + 1], 0u};
-            frt_mma_bf16(acc, a, wb[2 * p], wb[2 * p + 1]);
+        for (int m = 0; m < NM; m++) {
+            uint32_t wb[8];
+            fp8_widen(wb, wv[m][u]);
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                const uint32_t a[4] = {xw[2 * p], 0u, xw[2 * p + 1], 0u};
+                frt_mma_bf16(acc[m], a, wb[2 * p], wb[2 * p + 1]);
+            }
         }
     }
-}
+    static __device__ __forceinline__ float value(float acc, const float *s, int row)
+    {
+        return __fmul_rn(acc, __ldg(s + row));
+    }
+};
 
-/* y[i] = fl(sum * s) (+ y[i]), in y's dtype. */
-__device__ __forceinline__ void fp8_store(void *y, int y_bf16, int accumulate, size_t i, float v)
-{
-    if (accumulate) v += y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
-    if (y_bf16)
-        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
-    else
-        ((float *)y)[i] = v;
-}
+#define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
-/* One block: WARPS / kw groups of 8 rows (block blockIdx.x). Dynamic shared
- * memory: max(N * in * 2, FP8_RED_SMEM(WARPS)) bytes. kc = in / 16. */
+/* frt_cuda_gemv_fp8: grid ceil(out_dim / (WARPS / kw * 8)) blocks. */
 template <int N, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, WARPS == 8 ? 2 : 1)
+__global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
-                    const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim,
-                    int kw)
+                    const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim, int kw)
 {
     extern __shared__ uint4 fp8_smem[];
-    uint4 *xs = fp8_smem; /* [N, 2 kc] chunks of 8 bf16 */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    const int per = ((kc + kw - 1) / kw + FP8_SLICE - 1) / FP8_SLICE * FP8_SLICE;
-    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (4 * FP8_U);
-    const bool tail = (ke - kb) % (4 * FP8_U) != 0;
-    const int row0 = (blockIdx.x * groups + grp) * FP8_ROWS;
-    /* a row past out_dim reads row out_dim - 1 and is never stored */
-    const uint4 *wr = w + (size_t)min(row0 + g, out_dim - 1) * kc;
+    const gemv_norm_args none = {};
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale,
+                                                          NULL, kc, out_dim, kw, blockIdx.x, none);
+}
 
-    uint4 wv[FP8_U];
-    if (nfull > 0)
-        fp8_load<false>(wv, wr, kb + q, ke);
-    else if (tail)
-        fp8_load<true>(wv, wr, kb + q, ke);
-    frt_pdl_trigger();
-    frt_pdl_wait();
-    for (int i = threadIdx.x; i < N * 2 * kc; i += WARPS * 32) xs[i] = __ldg(x + i);
-    __syncthreads();
+/* frt_cuda_gemv_fp8_multi(_norm): the entries' grids end to end
+ * (gemv_multi_table, gemv_block.h; entry.s the scales). */
+template <int N, int WARPS, bool NORM>
+__global__ void FP8_BOUNDS(WARPS)
+    gemv_fp8_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc, const gemv_norm_args nm)
+{
+    extern __shared__ uint4 fp8_smem[];
+    int blk = 0;
+    const gemv_multi_entry m = gemv_multi_find(tab, &blk);
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc,
+                                                         m.out_dim, m.kw, blk, nm);
+}
 
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int b = 0; b < nfull; b++) {
-        const int c0 = kb + b * 4 * FP8_U;
-        if (b > 0) fp8_load<false>(wv, wr, c0 + q, ke);
-        fp8_mma<N, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (tail) {
-        const int c0 = kb + nfull * 4 * FP8_U;
-        if (nfull > 0) fp8_load<true>(wv, wr, c0 + q, ke);
-        fp8_mma<N, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)fp8_smem;
-        __syncthreads();
-        red[(warp * 32 + lane) * 2] = acc[0];
-        red[(warp * 32 + lane) * 2 + 1] = acc[1];
-        __syncthreads();
-        if (kp != 0) return;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float s = acc[i];
-            for (int k = 1; k < kw; k++) s += red[((warp + k) * 32 + lane) * 2 + i];
-            acc[i] = s;
-        }
-    }
-    if (g >= N) return; /* accumulators 2, 3: the zero tokens g + 8 */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = row0 + 2 * q + i;
-        if (row >= out_dim) continue;
-        fp8_store(y, y_bf16, accumulate, (size_t)g * out_dim + row, __fmul_rn(acc[i], __ldg(scale + row)));
-    }
+/* frt_cuda_gemv_fp8_swiglu(_norm): grid ceil(inter / (WARPS / kw * 8)) blocks. */
+template <int N, int WARPS, bool NORM>
+__global__ void FP8_BOUNDS(WARPS)
+    gemv_fp8_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
+                           const uint4 *__restrict__ wg, const float *__restrict__ sg, const uint4 *__restrict__ wu,
+                           const float *__restrict__ su, int kc, int inter, int kw, const gemv_norm_args nm)
+{
+    extern __shared__ uint4 fp8_smem[];
+    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw,
+                                                          blockIdx.x, nm);
 }
 
 typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int);
+typedef void (*fp8_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args);
+typedef void (*fp8_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const float *, const uint4 *,
+                              const float *, int, int, int, const gemv_norm_args);
 
-template <int WARPS> static gemv_fp8_fn fp8_pick_n(int n)
+/* The instance of kernel K for n = 1..8 (NULL otherwise). */
+#define FP8_PICK_N(K, n, ...)                                                                          \
+    do {                                                                                                \
+        static const decltype(&K<1, __VA_ARGS__>) t_[8] = {                                             \
+            K<1, __VA_ARGS__>, K<2, __VA_ARGS__>, K<3, __VA_ARGS__>, K<4, __VA_ARGS__>,                 \
+            K<5, __VA_ARGS__>, K<6, __VA_ARGS__>, K<7, __VA_ARGS__>, K<8, __VA_ARGS__>};                \
+        return (n) >= 1 && (n) <= 8 ? t_[(n) - 1] : NULL;                                               \
+    } while (0)
+
+template <int WARPS> static gemv_fp8_fn fp8_pick_n(int n) { FP8_PICK_N(gemv_fp8_kernel, n, WARPS); }
+template <int WARPS, bool NORM> static fp8_multi_fn fp8_multi_pick_n(int n)
 {
-    switch (n) {
-    case 1: return gemv_fp8_kernel<1, WARPS>;
-    case 2: return gemv_fp8_kernel<2, WARPS>;
-    case 3: return gemv_fp8_kernel<3, WARPS>;
-    case 4: return gemv_fp8_kernel<4, WARPS>;
-    case 5: return gemv_fp8_kernel<5, WARPS>;
-    case 6: return gemv_fp8_kernel<6, WARPS>;
-    case 7: return gemv_fp8_kernel<7, WARPS>;
-    case 8: return gemv_fp8_kernel<8, WARPS>;
-    default: return NULL;
-    }
+    FP8_PICK_N(gemv_fp8_multi_kernel, n, WARPS, NORM);
+}
+template <int WARPS, bool NORM> static fp8_swiglu_fn fp8_swiglu_pick_n(int n)
+{
+    FP8_PICK_N(gemv_fp8_swiglu_kernel, n, WARPS, NORM);
 }
 
 /* kw: the split whose warps (as for n = 1) fill the last wave of 132 SMs x
@@ -208,7 +172,7 @@ template <int WARPS> static gemv_fp8_fn fp8_pick_n(int n)
 static int fp8_kw(int in_dim, int out_dim)
 {
     const int kc = in_dim / 16, warps1 = (size_t)in_dim * 2 > FP8_BIG_SMEM ? 16 : 8;
-    const long wave = 132 * 16, groups = (out_dim + FP8_ROWS - 1) / FP8_ROWS;
+    const long wave = 132 * 16, groups = (out_dim + GEMV_ROWS - 1) / GEMV_ROWS;
     double best = -1.0;
     int pick = 1;
     for (int kw = 1; kw <= warps1 && (kw == 1 || kc / kw >= 32); kw *= 2) {
@@ -217,6 +181,30 @@ static int fp8_kw(int in_dim, int out_dim)
         if (fill > best + 0.02) best = fill, pick = kw;
     }
     return pick;
+}
+
+/* A launch's shape: warps per block (a function of n * in), kw (of in,
+ * out), rows per block, blocks. */
+struct fp8_cfg {
+    int warps, kw, rows, blocks;
+};
+
+static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
+{
+    fp8_cfg c;
+    c.warps = (size_t)n * in_dim * 2 > FP8_BIG_SMEM ? 16 : 8;
+    c.kw = fp8_kw(in_dim, out_dim);
+    c.rows = c.warps / c.kw * GEMV_ROWS;
+    c.blocks = (out_dim + c.rows - 1) / c.rows;
+    return c;
+}
+
+/* Dynamic shared memory: x [n, in] bf16 (+ the norm's sums), at least the
+ * cross-warp sums of NM matrices. */
+static size_t fp8_smem_bytes(int n, int in_dim, int warps, int nm, int norm)
+{
+    const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
+    return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0);
 }
 
 static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
@@ -248,22 +236,130 @@ extern "C" int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, 
                                  const uint8_t *w, const float *scale, int n, int in_dim, int out_dim)
 {
     FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim));
-    const size_t xs = (size_t)n * in_dim * 2;
-    const int warps = xs > FP8_BIG_SMEM ? 16 : 8, kw = fp8_kw(in_dim, out_dim);
-    const size_t smem = xs > FP8_RED_SMEM(warps) ? xs : FP8_RED_SMEM(warps);
-    FRT_ARG(smem <= FP8_SMEM_MAX, "cuda gemv_fp8: x needs %zu bytes of shared memory (n x in too large)", smem);
-    const gemv_fp8_fn fn = warps == 8 ? fp8_pick_n<8>(n) : fp8_pick_n<16>(n);
-    if (smem > (48u << 10)) {
-        int dev = 0, optin = 0;
-        FRT_CUDA_TRY(cudaGetDevice(&dev));
-        FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        FRT_ARG(smem <= (size_t)optin, "cuda gemv_fp8: x needs %zu bytes of shared memory, the device has %d", smem,
-                optin);
-        FRT_CUDA_TRY(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    }
-    const int rows = warps / kw * FP8_ROWS;
-    const unsigned blocks = (unsigned)((out_dim + rows - 1) / rows);
-    FRT_CUDA_TRY(frt_pdl_launch(fn, blocks, warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16), accumulate,
-                             (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, kw));
+    const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
+    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 1, 0);
+    const gemv_fp8_fn fn = c.warps == 8 ? fp8_pick_n<8>(n) : fp8_pick_n<16>(n);
+    FRT_TRY(gemv_smem_ready("fp8", (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                                accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw));
     return 0;
+}
+
+/* The checks of the fused launchers beyond gemv_input_check: in_dim a
+ * multiple of 16 (the E4M3 rows' 16-byte chunks). */
+static int fp8_fused_input(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm, int n, int in_dim,
+                           gemv_norm_args *na)
+{
+    FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, na));
+    FRT_ARG(in_dim % 16 == 0, "cuda gemv %s: in %d must be a multiple of 16", what, in_dim);
+    return 0;
+}
+
+/* An E4M3 matrix's per-row scales: non-NULL, 4-byte aligned, not y. */
+static int fp8_scale_check(const char *what, int i, const float *scale, const void *y)
+{
+    FRT_ARG(scale && ((uintptr_t)scale & 3) == 0 && (const void *)scale != y,
+            "cuda gemv %s: matrix %d: scale NULL, misaligned or equal to y", what, i);
+    return 0;
+}
+
+/* frt_cuda_gemv_fp8_multi (norm NULL: x read) and _multi_norm (x NULL). */
+static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                            const uint16_t *x, const frt_cuda_gemv_norm *norm, int n, int in_dim)
+{
+    FRT_ARG(entries, "cuda gemv %s: NULL entries", what);
+    FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX, "cuda gemv %s: %d entries not in [1, %d]", what,
+            n_entries, FRT_CUDA_GEMV_MULTI_MAX);
+    gemv_norm_args na;
+    FRT_TRY(fp8_fused_input(what, x, norm, n, in_dim, &na));
+    gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
+    int warps = 8;
+    for (int i = 0; i < n_entries; i++) {
+        const frt_cuda_gemv_fp8_entry *e = &entries[i];
+        FRT_TRY(gemv_entry_check(what, i, e->y, e->y_dtype, e->w, e->out_dim, x, norm));
+        FRT_TRY(fp8_scale_check(what, i, e->scale, e->y));
+        for (int j = 0; j < i; j++)
+            FRT_ARG(entries[j].y != e->y, "cuda gemv %s: entries %d and %d share y", what, j, i);
+        const fp8_cfg c = fp8_choose(n, in_dim, e->out_dim);
+        ent[i].y = e->y;
+        ent[i].w = (const uint4 *)e->w;
+        ent[i].s = e->scale;
+        ent[i].out_dim = e->out_dim;
+        ent[i].y_bf16 = e->y_dtype == FRT_CUDA_BF16;
+        ent[i].kw = c.kw;
+        ent[i].rows = c.rows;
+        warps = c.warps; /* a function of (n, in_dim): the same for every entry */
+    }
+    gemv_multi_table tab;
+    long total = 0;
+    FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
+    const size_t smem = fp8_smem_bytes(n, in_dim, warps, 1, norm != NULL);
+    const fp8_multi_fn fn = norm ? (warps == 8 ? fp8_multi_pick_n<8, true>(n) : fp8_multi_pick_n<16, true>(n))
+                                 : (warps == 8 ? fp8_multi_pick_n<8, false>(n) : fp8_multi_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x, in_dim / 16, na));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_fp8_multi(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                       const uint16_t *x, int n, int in_dim)
+{
+    return fp8_multi_launch("fp8_multi", stream, entries, n_entries, x, NULL, n, in_dim);
+}
+
+extern "C" int frt_cuda_gemv_fp8_multi_norm(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                            const frt_cuda_gemv_norm *norm, int n, int in_dim)
+{
+    return fp8_multi_launch("fp8_multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim);
+}
+
+/* frt_cuda_gemv_fp8_swiglu (norm NULL) and _swiglu_norm (x NULL). */
+static int fp8_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                             const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
+                             const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter)
+{
+    FRT_ARG(gate && up, "cuda gemv %s: NULL matrix", what);
+    gemv_norm_args na;
+    FRT_TRY(fp8_fused_input(what, x, norm, n, in_dim, &na));
+    FRT_TRY(gemv_entry_check(what, 0, y, y_dtype, gate->w, inter, x, norm));
+    FRT_TRY(gemv_entry_check(what, 1, y, y_dtype, up->w, inter, x, norm));
+    FRT_TRY(fp8_scale_check(what, 0, gate->scale, y));
+    FRT_TRY(fp8_scale_check(what, 1, up->scale, y));
+    const fp8_cfg c = fp8_choose(n, in_dim, inter); /* the gate's configuration alone: the same sums */
+    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 2, norm != NULL);
+    const fp8_swiglu_fn fn =
+        norm ? (c.warps == 8 ? fp8_swiglu_pick_n<8, true>(n) : fp8_swiglu_pick_n<16, true>(n))
+             : (c.warps == 8 ? fp8_swiglu_pick_n<8, false>(n) : fp8_swiglu_pick_n<16, false>(n));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                                (const uint4 *)x, (const uint4 *)gate->w, gate->scale, (const uint4 *)up->w,
+                                up->scale, in_dim / 16, inter, c.kw, na));
+    return 0;
+}
+
+extern "C" int frt_cuda_gemv_fp8_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                                        const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n,
+                                        int in_dim, int inter)
+{
+    return fp8_swiglu_launch("fp8_swiglu", stream, y, y_dtype, x, NULL, gate, up, n, in_dim, inter);
+}
+
+extern "C" int frt_cuda_gemv_fp8_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                             const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
+                                             const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter)
+{
+    return fp8_swiglu_launch("fp8_swiglu_norm", stream, y, y_dtype, NULL, norm, gate, up, n, in_dim, inter);
+}
+
+extern "C" int frt_cuda_gemv_fp8_max_n(int in_dim)
+{
+    int dev = 0, optin = 0;
+    if (in_dim < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return 0;
+    }
+    const size_t limit = (size_t)optin < FP8_SMEM_MAX ? (size_t)optin : FP8_SMEM_MAX;
+    const size_t n = limit / ((size_t)in_dim * 2);
+    return n > FRT_CUDA_GEMV_MAX_N ? FRT_CUDA_GEMV_MAX_N : (int)n;
 }

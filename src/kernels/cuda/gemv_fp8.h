@@ -37,6 +37,76 @@ extern "C" {
 int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                       const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
 
+/* ---- fused forms (gemv.cu's frt_cuda_gemv_multi / _swiglu / _norm over
+ * E4M3 weights): one launch for several products of one x, or for the
+ * SwiGLU MLP's gate and up; each product's sums are those of
+ * frt_cuda_gemv_fp8 on the same (in_dim, out_dim), so the outputs are the
+ * same bits as the separate launches (and batch-invariant as they are).
+ * The requirements of frt_cuda_gemv_fp8 apply (in_dim a positive multiple
+ * of 16, 1 <= n <= FRT_CUDA_GEMV_MAX_N, 16-byte aligned x and weights,
+ * 4-byte aligned scales, x in one block's shared memory). No allocation,
+ * no synchronisation: legal inside a stream capture. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (checked before anything is enqueued: NULL
+ * pointers, sizes, alignment, a y aliasing an input, two entries with one
+ * y, a bad dtype), FRT_ERR_BACKEND (launch failure). */
+
+/* An E4M3 matrix [out, in] with its per-row scales [out] f32 (device). */
+typedef struct frt_cuda_gemv_fp8_mat {
+    const uint8_t *w;
+    const float *scale;
+} frt_cuda_gemv_fp8_mat;
+
+/* One product of frt_cuda_gemv_fp8_multi: y [n, out_dim] (y_dtype; bf16
+ * rounds once, to nearest even) = (x . decode(w)^T) * scale[row]. */
+typedef struct frt_cuda_gemv_fp8_entry {
+    void *y;
+    frt_cuda_dtype y_dtype;
+    const uint8_t *w;   /* [out_dim, in_dim] E4M3 */
+    const float *scale; /* [out_dim] f32 */
+    int out_dim;        /* >= 1 */
+} frt_cuda_gemv_fp8_entry;
+
+/* y_i = (x . decode(w_i)^T) * scale_i for the n_entries (1 ..
+ * FRT_CUDA_GEMV_MULTI_MAX) entries, all of one x [n, in_dim] bf16, in one
+ * launch (the entries' grids end to end, as frt_cuda_gemv_multi): q_proj |
+ * k_proj | v_proj. No accumulate form. The bits of frt_cuda_gemv_fp8 per
+ * entry. Twin: frt_cpu_matmul_fp8 per entry. */
+int frt_cuda_gemv_fp8_multi(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                            const uint16_t *x, int n, int in_dim);
+
+/* frt_cuda_gemv_fp8_multi of x = bf16(rmsnorm(norm->x, norm->w)) [n,
+ * in_dim], the norm computed by every block into its shared-memory x (the
+ * prologue of frt_cuda_gemv_multi_norm, frt_cuda_rmsnorm's arithmetic): the
+ * same bits as frt_cuda_rmsnorm (bf16 out, n rows) followed by
+ * frt_cuda_gemv_fp8_multi. Twin: frt_cpu_rmsnorm rounded to bf16, then
+ * frt_cpu_matmul_fp8 per entry. */
+int frt_cuda_gemv_fp8_multi_norm(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                 const frt_cuda_gemv_norm *norm, int n, int in_dim);
+
+/* The SwiGLU MLP's first half in one launch: y[t, i] = silu(g) * u with
+ * g = (x[t] . decode(gate.w[i])) * gate.scale[i] and u likewise from up
+ * (f32, never stored; silu(g) = g / (1 + expf(-g)) as frt_cuda_swiglu),
+ * rounded once to y_dtype. x [n, in_dim] bf16, gate / up [inter, in_dim]
+ * E4M3 + [inter] scales, y [n, inter]. The same warps stream row i of both
+ * matrices. Bits: frt_cuda_gemv_fp8 (f32 out) for gate and up, then
+ * frt_cuda_swiglu. Twin: frt_cpu_matmul_fp8 x2, frt_cpu_swiglu. */
+int frt_cuda_gemv_fp8_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                             const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n, int in_dim,
+                             int inter);
+
+/* frt_cuda_gemv_fp8_swiglu of x = bf16(rmsnorm(norm->x, norm->w)), staged
+ * per block as in frt_cuda_gemv_fp8_multi_norm: the bits of
+ * frt_cuda_rmsnorm (bf16 out) followed by frt_cuda_gemv_fp8_swiglu. */
+int frt_cuda_gemv_fp8_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype, const frt_cuda_gemv_norm *norm,
+                                  const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n,
+                                  int in_dim, int inter);
+
+/* The most rows n (0 .. FRT_CUDA_GEMV_MAX_N) frt_cuda_gemv_fp8 takes at
+ * in_dim on the current device: x [n, in_dim] bf16 fits one block's shared
+ * memory (the device's opt-in limit, at most 227 KiB). 0 for in_dim < 1 or
+ * when the device cannot be queried. */
+int frt_cuda_gemv_fp8_max_n(int in_dim);
+
 #ifdef __cplusplus
 }
 #endif

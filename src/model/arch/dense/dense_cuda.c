@@ -16,7 +16,9 @@
  *   state        KV cache bf16 (kv_dtype), declared by dense.c; with
  *                params.kv_dtype FRT_KV_FP8 E4M3 codes with static per-head
  *                scales (a calibration file's, or 1.0): the append quantizes
- *                (frt_cuda_kv_append_fp8), attention runs on tensor cores
+ *                (frt_cuda_kv_append_fp8; decode: frt_dense_decode_prep_fp8
+ *                and _batch_fp8, RoPE and the append in one launch),
+ *                attention runs on tensor cores
  *                over the codes widened to bf16 (frt_cuda_attention_prefill_fp8
  *                for prefill, frt_cuda_attention_fp8's decode kernel and
  *                frt_cuda_attention_batch_fp8 for the batched decode;
@@ -29,7 +31,8 @@
  * by the hybrid's end-of-step kernels (qwen35_glue.h: the journal and the
  * advance are architecture-neutral). GEMM plans are made at load.
  *
- * Decode uses the hybrid's fused GEMVs (kernels_cuda.h): the input norm and
+ * Decode uses the hybrid's fused GEMVs (kernels_cuda.h; with FP8 weights
+ * their E4M3 forms, gemv_fp8.h): the input norm and
  * q | k | v in one launch, the post-attention norm, gate, up and SwiGLU in
  * one, and the output projections accumulate into the residual stream (no
  * norm launch inside the layers). Prefill runs every op as its own launch
@@ -477,7 +480,11 @@ static int cd_alloc_scratch(frt_model *m)
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
     }
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
-    c->batch_slots = c->batch_g >= 2 && slots > 1 && !c->wfp8 ? slots : 0; /* FP8: no batched decode yet */
+    if (c->wfp8) { /* and the E4M3 GEMV's rows: x [g, in] in one block's shared memory */
+        int g8 = frt_cuda_gemv_fp8_max_n(max_i(max_i(c->H, c->qd), c->I));
+        if (g8 < c->batch_g) c->batch_g = g8;
+    }
+    c->batch_slots = c->batch_g >= 2 && slots > 1 ? slots : 0;
     if (c->batch_slots) FRT_TRY(frt_batch_ends_init(&c->ends, c->batch_slots, c->V, c->ends_ws, c->blogits));
     return frt_stream_sync(m->stream);
 }
@@ -558,16 +565,26 @@ static int act_fp8(const fwd *f, const uint16_t *x, int in)
     return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
 }
 
-/* y [R, out] f32 = x [R, in] bf16 . W^T for a Linear weight: bf16 w, or
- * with FP8 weights (c->wfp8) w8: decode runs the E4M3 GEMV on x (scales in
- * its epilogue); prefill runs the FP8 GEMM on c->xq, x quantized per token
- * by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o] (docs/fp8.md). */
+/* A prefill piece: y [R, out] f32 = x [R, in] bf16 . W^T for a Linear
+ * weight: bf16 w, or with FP8 weights (c->wfp8) w8: the FP8 GEMM on c->xq,
+ * x quantized per token by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o]
+ * (docs/fp8.md). Decode takes the fused GEMVs (qkv_products,
+ * swiglu_products, resid_add). */
 static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
 {
     cd_model *c = f->c;
     if (!c->wfp8) return gemm(f, y, x, w, in, out);
-    if (f->decode) return frt_cuda_gemv_fp8(f->st, y, F32, 0, x, w8->w, w8->s, f->R, in, out);
     return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
+}
+
+/* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
+ * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV,
+ * scales in its epilogue; both batch-invariant). */
+static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int g, int in)
+{
+    cd_model *c = f->c;
+    if (c->wfp8) return frt_cuda_gemv_fp8(f->st, y, F32, 1, x, w8->w, w8->s, g, in, c->H);
+    return frt_cuda_gemm_run(c->gemm, f->st, y, F32, x, w, g, in, c->H, 1);
 }
 
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
@@ -577,8 +594,7 @@ static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, con
 static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in)
 {
     cd_model *c = f->c;
-    if (f->decode && c->wfp8) return frt_cuda_gemv_fp8(f->st, c->x, F32, 1, x, w8->w, w8->s, f->R, in, c->H);
-    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    if (f->decode) return resid_add(f, c->x, x, w, w8, f->R, in);
     FRT_TRY(act_fp8(f, x, in));
     return lin(f, c->delta, x, w, w8, in, c->H);
 }
@@ -620,34 +636,31 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
     return c->kv_scale + (size_t)(2 * l + kv) * (size_t)c->nkv;
 }
 
-/* The FP8 KV cache (docs/fp8.md): the rows' roped k and v quantized into
- * layer l's E4M3 cache (the bound slot's) with the static per-head scales. */
-static int append_fp8(const fwd *f, int l, const float *k, const float *v)
+/* The FP8 KV cache (docs/fp8.md): RoPE of q and k at the boundary's
+ * positions, the roped k and v quantized into layer l's E4M3 cache (the
+ * bound slot's) with the static per-head scales (decode: one launch,
+ * frt_dense_decode_prep_fp8, the bits of the three of a prefill piece),
+ * then attention over the E4M3 cache on tensor cores (the codes widened to
+ * bf16 in shared memory, the scales folded into the softmax scale and the
+ * output): the decode kernel's flash-decoding splits (fp32 accuracy) for
+ * decode, the FlashAttention kernel for a prefill piece; a head_dim other
+ * than 64, 128 or 256 takes the CUDA-core kernel (dequantized on load, f32)
+ * in both. Output: decode (attn_direct) bf16 into ob, a prefill piece f32
+ * into o. */
+static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, float *o, uint16_t *ob)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
     uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    return frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1), f->d_pos, f->d_n,
-                                  f->R, m->max_seq, c->nkv, c->hd);
-}
-
-/* The FP8 KV cache: the append, then attention over the E4M3 cache on
- * tensor cores (the codes widened to bf16 in shared memory, the scales
- * folded into the softmax scale and the output): the decode kernel's
- * flash-decoding splits (fp32 accuracy) for decode, the FlashAttention
- * kernel for a prefill piece; a head_dim other than 64, 128 or 256 takes
- * the CUDA-core kernel (dequantized on load, f32) in both. Output: decode
- * (attn_direct) bf16 into ob, a prefill piece f32 into o. */
-static int attn_fp8(const fwd *f, int l, const float *q, const float *k, const float *v, float *o, uint16_t *ob)
-{
-    frt_model *m = f->m;
-    cd_model *c = f->c;
-    const uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
     const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
-    FRT_TRY(append_fp8(f, l, k, v));
-    if (f->decode)
+    if (f->decode) {
+        FRT_TRY(frt_dense_decode_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, m->max_seq, c->nh,
+                                          c->nkv, c->hd));
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    }
+    FRT_TRY(rope_qk(f, q, k));
+    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
     int rc = frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                             c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
                                             c->prefill_attn_ws_bytes);
@@ -684,10 +697,7 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
     }
-    if (c->fp8) {
-        FRT_TRY(rope_qk(f, q, k));
-        return attn_fp8(f, l, q, k, v, o, ob);
-    }
+    if (c->fp8) return attn_fp8(f, l, q, k, v, o, ob);
     if (attn_direct(f)) { /* decode: RoPE and the KV append in one launch (the same bits) */
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
@@ -703,16 +713,44 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     return rc;
 }
 
-/* Decode: q, k, v = rmsnorm(x, input_ln) . W^T in one GEMV launch (the
- * same bits as rmsnorm + 3 GEMVs). */
-static int qkv_gemv(const fwd *f, const cd_layer *lw)
+/* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16
+ * or E4M3 weights): x = c->h's rows, or with nm its RMSNorm prologue's
+ * rows of the residual (the same bits as rmsnorm + the GEMVs). */
+static int qkv_products(const fwd *f, int l, int r0, int g, const frt_cuda_gemv_norm *nm)
 {
     cd_model *c = f->c;
-    const frt_cuda_gemv_entry e[3] = {{c->q, F32, lw->q_proj, c->qd},
-                                      {c->k, F32, lw->k_proj, c->kvd},
-                                      {c->v, F32, lw->v_proj, c->kvd}};
-    const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-    return frt_cuda_gemv_multi_norm(f->st, e, 3, &nm, f->R, c->H);
+    const cd_layer *lw = &c->layers[l];
+    float *q = c->q + (size_t)r0 * c->qd, *k = c->k + (size_t)r0 * c->kvd, *v = c->v + (size_t)r0 * c->kvd;
+    const uint16_t *x = c->h + (size_t)r0 * c->H;
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[l];
+        const frt_cuda_gemv_fp8_entry e[3] = {{q, F32, l8->q_proj.w, l8->q_proj.s, c->qd},
+                                              {k, F32, l8->k_proj.w, l8->k_proj.s, c->kvd},
+                                              {v, F32, l8->v_proj.w, l8->v_proj.s, c->kvd}};
+        return nm ? frt_cuda_gemv_fp8_multi_norm(f->st, e, 3, nm, g, c->H)
+                  : frt_cuda_gemv_fp8_multi(f->st, e, 3, x, g, c->H);
+    }
+    const frt_cuda_gemv_entry e[3] = {{q, F32, lw->q_proj, c->qd}, {k, F32, lw->k_proj, c->kvd},
+                                      {v, F32, lw->v_proj, c->kvd}};
+    return nm ? frt_cuda_gemv_multi_norm(f->st, e, 3, nm, g, c->H) : frt_cuda_gemv_multi(f->st, e, 3, x, g, c->H);
+}
+
+/* Decode rows r0 .. r0+g-1 of the SwiGLU MLP's first half, gate, up and
+ * silu(gate) * up in one GEMV launch into act [g, I] bf16 (bf16 or E4M3
+ * weights; x as qkv_products). */
+static int swiglu_products(const fwd *f, int l, uint16_t *act, int r0, int g, const frt_cuda_gemv_norm *nm)
+{
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    const uint16_t *x = c->h + (size_t)r0 * c->H;
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[l];
+        const frt_cuda_gemv_fp8_mat gate = {l8->gate_proj.w, l8->gate_proj.s}, up = {l8->up_proj.w, l8->up_proj.s};
+        return nm ? frt_cuda_gemv_fp8_swiglu_norm(f->st, act, BF16, nm, &gate, &up, g, c->H, c->I)
+                  : frt_cuda_gemv_fp8_swiglu(f->st, act, BF16, x, &gate, &up, g, c->H, c->I);
+    }
+    return nm ? frt_cuda_gemv_swiglu_norm(f->st, act, BF16, nm, lw->gate_proj, lw->up_proj, g, c->H, c->I)
+              : frt_cuda_gemv_swiglu(f->st, act, BF16, x, lw->gate_proj, lw->up_proj, g, c->H, c->I);
 }
 
 /* The attention output o [R, qd]: bf16, o_proj (+ bias) into c->delta;
@@ -733,11 +771,10 @@ static int attention_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode && !c->wfp8) {
-        FRT_TRY(qkv_gemv(f, lw));
+    if (f->decode) { /* the input norm, q, k and v in one GEMV launch */
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(qkv_products(f, l, 0, f->R, &nm));
     } else {
-        if (f->decode) /* FP8: the input norm as its own launch (the E4M3 GEMV has no norm prologue) */
-            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->input_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
@@ -753,12 +790,10 @@ static int mlp_block(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (f->decode && !c->wfp8) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
+    if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
-        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+        FRT_TRY(swiglu_products(f, l, c->ob, 0, f->R, &nm));
     } else {
-        if (f->decode) /* FP8: the post-attention norm as its own launch */
-            FRT_TRY(frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, lw->post_ln, f->d_n, f->R, 1, c->H, c->eps, 0));
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
         FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
@@ -865,36 +900,25 @@ static int cd_record_decode(frt_stream *s, void *user)
  * every row in every block, ~30 us a launch at 4 rows (tests/
  * test_cuda_gemv_norm.c) where one rmsnorm launch costs ~3. */
 
-/* Rows r0 .. r0+g-1 of q, k, v = c->h . W^T (c->h = rmsnorm(x, input_ln)). */
-static int qkv_rows(const fwd *f, const cd_layer *lw, int r0, int g)
-{
-    cd_model *c = f->c;
-    const frt_cuda_gemv_entry e[3] = {{c->q + (size_t)r0 * c->qd, F32, lw->q_proj, c->qd},
-                                      {c->k + (size_t)r0 * c->kvd, F32, lw->k_proj, c->kvd},
-                                      {c->v + (size_t)r0 * c->kvd, F32, lw->v_proj, c->kvd}};
-    return frt_cuda_gemv_multi(f->st, e, 3, c->h + (size_t)r0 * c->H, g, c->H);
-}
-
 /* Rows r0 .. r0+g-1: o_proj of the bf16 attention output added into the
  * residual c->x (+ bias). */
-static int out_rows(const fwd *f, const cd_layer *lw, int r0, int g)
+static int out_rows(const fwd *f, int l, int r0, int g)
 {
     cd_model *c = f->c;
-    size_t H = (size_t)c->H;
-    FRT_TRY(frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, c->ob + r0 * (size_t)c->qd, lw->o_proj, g, c->qd,
-                              c->H, 1));
-    return lw->o_bias ? frt_dense_bias_add(f->st, c->x + r0 * H, lw->o_bias, NULL, g, c->H) : 0;
+    const cd_layer *lw = &c->layers[l];
+    float *x = c->x + (size_t)r0 * c->H;
+    FRT_TRY(resid_add(f, x, c->ob + (size_t)r0 * c->qd, lw->o_proj, L8(c, l, o_proj), g, c->qd));
+    return lw->o_bias ? frt_dense_bias_add(f->st, x, lw->o_bias, NULL, g, c->H) : 0;
 }
 
 /* Rows r0 .. r0+g-1 of the MLP of c->h = rmsnorm(x, post_ln), added into
  * the residual c->x. */
-static int mlp_rows(const fwd *f, const cd_layer *lw, int r0, int g)
+static int mlp_rows(const fwd *f, int l, int r0, int g)
 {
     cd_model *c = f->c;
-    size_t H = (size_t)c->H, I = (size_t)c->I;
-    uint16_t *act = (uint16_t *)(void *)c->t0 + r0 * I; /* t0 [C, wide] f32 is free in decode */
-    FRT_TRY(frt_cuda_gemv_swiglu(f->st, act, BF16, c->h + r0 * H, lw->gate_proj, lw->up_proj, g, c->H, c->I));
-    return frt_cuda_gemm_run(c->gemm, f->st, c->x + r0 * H, F32, act, lw->down_proj, g, c->I, c->H, 1);
+    uint16_t *act = c->ob + (size_t)r0 * c->I; /* ob [C, wide] bf16: the attention output is consumed */
+    FRT_TRY(swiglu_products(f, l, act, r0, g, NULL));
+    return resid_add(f, c->x + (size_t)r0 * c->H, act, c->layers[l].down_proj, L8(c, l, down_proj), g, c->I);
 }
 
 /* rmsnorm(c->x, w) of the n rows into c->h (bf16): the GEMVs' input. */
@@ -904,35 +928,34 @@ static int norm_rows(const fwd *f, const float *w)
     return frt_cuda_rmsnorm(f->st, c->h, BF16, c->x, F32, w, NULL, f->R, 1, c->H, c->eps, 0);
 }
 
-/* The FP8 KV cache in the batched decode, after the biases and norms: per
- * slot b, RoPE of its q and k rows at its position and the append into its
- * caches (attn_rows' launches on that slot, fb[b]), then one flash-decoding
- * launch over every slot into c->ob (bf16; frt_cuda_attention_batch_fp8, the
- * bits of attn_fp8 per slot, the fork's shared rows read once). */
-static int attn_batch_fp8(const fwd *f, const fwd *fb, int l)
+/* The FP8 KV cache in the batched decode, after the biases and norms: RoPE
+ * of every slot's q and k rows at its position and the append into its
+ * caches in one launch (frt_dense_decode_prep_batch_fp8, the bits of
+ * attn_fp8's prep per slot), then one flash-decoding launch over every slot
+ * into c->ob (bf16; frt_cuda_attention_batch_fp8, the bits of attn_fp8 per
+ * slot, the fork's shared rows read once). */
+static int attn_batch_fp8(const fwd *f, int l)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
     int n = f->R, B = c->batch_slots;
-    for (int b = 0; b < n; b++) {
-        FRT_TRY(frt_model_bind_slot(m, b));
-        float *k = c->k + (size_t)b * c->kvd;
-        FRT_TRY(rope_qk(&fb[b], c->q + (size_t)b * c->qd, k));
-        FRT_TRY(append_fp8(&fb[b], l, k, c->v + (size_t)b * c->kvd));
-    }
     /* the tables hold the slots' cache pointers, here E4M3 caches */
-    const uint8_t *const *tk = (const uint8_t *const *)(c->tab_k + (size_t)l * B);
-    const uint8_t *const *tv = (const uint8_t *const *)(c->tab_v + (size_t)l * B);
-    return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, tk, tv, kv_scale_of(c, l, 0), kv_scale_of(c, l, 1),
-                                        (const int32_t *const *)c->tab_pos, c->tab_shared, n, m->max_seq, c->nh,
+    uint8_t *const *tk = (uint8_t *const *)(c->tab_k + (size_t)l * B);
+    uint8_t *const *tv = (uint8_t *const *)(c->tab_v + (size_t)l * B);
+    const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
+    const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
+    FRT_TRY(frt_dense_decode_prep_batch_fp8(f->st, c->q, c->k, c->v, c->inv_freq, tk, tv, ks, vs, tp, n, m->max_seq,
+                                            c->nh, c->nkv, c->hd));
+    return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, (const uint8_t *const *)tk,
+                                        (const uint8_t *const *)tv, ks, vs, tp, c->tab_shared, n, m->max_seq, c->nh,
                                         c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
 }
 
 /* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16,
  * attn_direct): biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
- * each in one launch for every slot (device tables; with the FP8 KV cache
- * RoPE and the append slot by slot, attn_batch_fp8), the same bits per row
+ * each in one launch for every slot (device tables; attn_batch_fp8 with the
+ * FP8 KV cache), the same bits per row
  * as attn_rows on its slot alone. A head_dim the batched flash-decoding
  * does not take (64, 128, 256 only) runs attn_rows slot by slot (fb). */
 static int attn_batch(const fwd *f, const fwd *fb, int l)
@@ -959,7 +982,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, NULL, n, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, NULL, n, c->nkv, c->hd, c->eps, 0));
     }
-    if (c->fp8) return attn_batch_fp8(f, fb, l);
+    if (c->fp8) return attn_batch_fp8(f, l);
     uint16_t *const *tk = c->tab_k + (size_t)l * B, *const *tv = c->tab_v + (size_t)l * B;
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
     FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
@@ -1026,12 +1049,12 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(norm_rows(&fa, lw->input_ln));
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_products(&fa, l, r0, n - r0 < G ? n - r0 : G, NULL));
         FRT_TRY(attn_batch(&fa, fb, l));
         if (!attn_direct(&fa)) FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
         FRT_TRY(norm_rows(&fa, lw->post_ln));
-        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(mlp_rows(&fa, lw, r0, n - r0 < G ? n - r0 : G));
+        for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(mlp_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
     }
     FRT_TRY(frt_cuda_rmsnorm(fa.st, c->hf, F32, c->x, F32, c->final_norm, NULL, n, 1, c->H, c->eps, 0));
     FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
@@ -1051,7 +1074,7 @@ static int cd_record_decode_batch(frt_stream *s, void *user)
     int n = rc->bucket;
     if (!c->batch_slots)
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "dense cuda: no batched decode (FP8 weights, or a product of the batch is not a GEMV)");
+                         "dense cuda: no batched decode (a product of the batch is not a GEMV for 2 rows)");
     if (n < 2 || n > c->batch_slots)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: batch of %d slots outside [2, %d]", n, c->batch_slots);
     fwd *fb = malloc((size_t)n * sizeof *fb);

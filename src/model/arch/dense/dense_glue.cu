@@ -7,6 +7,7 @@
 #include "model/arch/dense/dense_glue.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/fp8_util.h"
 
 static __device__ __forceinline__ int dense_count(const int32_t *d_n, int max_n)
 {
@@ -69,13 +70,53 @@ extern "C" int frt_dense_rope_table(void *stream, float *x, const float *inv_fre
     return 0;
 }
 
+/* Where the decode prep stores a K or V element: a bf16 cache (prep_bf16)
+ * or an E4M3 cache with static per-KV-head scales (prep_fp8: the code of
+ * x / scale[head] as frt_cuda_kv_append_fp8, fp8_util.h). off: the row's
+ * first element in the cache; e: the element within the row. */
+struct prep_bf16 {
+    __nv_bfloat16 *k, *v;
+    __device__ void put_k(size_t off, int e, float x) const { k[off + e] = __float2bfloat16_rn(x); }
+    __device__ void put_v(size_t off, int e, float x) const { v[off + e] = __float2bfloat16_rn(x); }
+};
+
+struct prep_fp8 {
+    uint8_t *k, *v;
+    const float *ks, *vs; /* [n_kv] */
+    int head_dim;
+    __device__ void put_k(size_t off, int e, float x) const
+    {
+        k[off + e] = frt_fp8_encode_inv(x, __frcp_rn(ks[e / head_dim]));
+    }
+    __device__ void put_v(size_t off, int e, float x) const
+    {
+        v[off + e] = frt_fp8_encode_inv(x, __frcp_rn(vs[e / head_dim]));
+    }
+};
+
+/* The branches' caches of the batched prep (device tables of n_branches
+ * pointers); [b] is branch b's cache. The FP8 scales are the layer's,
+ * shared by every branch. */
+struct prep_bf16_tab {
+    __nv_bfloat16 *const *k, *const *v;
+    __device__ prep_bf16 operator[](int b) const { return prep_bf16{k[b], v[b]}; }
+};
+
+struct prep_fp8_tab {
+    uint8_t *const *k, *const *v;
+    const float *ks, *vs;
+    int head_dim;
+    __device__ prep_fp8 operator[](int b) const { return prep_fp8{k[b], v[b], ks, vs, head_dim}; }
+};
+
 /* One sequence's decode token: RoPE of its q and k heads at *d_start, and
  * its K (roped) and V rows into the caches. Item i of the grid-stride loop
  * is a q pair, a k pair (roped, then both elements stored by the same
  * thread: no barrier, so any number of blocks) or a V element. */
+template <class Cache>
 __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
-                                                __nv_bfloat16 *kcache, __nv_bfloat16 *vcache, const int32_t *d_start,
-                                                int max_seq, int n_heads, int n_kv, int head_dim)
+                                                const Cache &cache, const int32_t *d_start, int max_seq, int n_heads,
+                                                int n_kv, int head_dim)
 {
     frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
     const int half = head_dim / 2;
@@ -83,7 +124,7 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
     const long long row = (long long)frt_dyn_pos(d_start);
     const bool store = row < max_seq;
     const int row_len = n_kv * head_dim;
-    __nv_bfloat16 *kc = kcache + (size_t)row * row_len, *vc = vcache + (size_t)row * row_len;
+    const size_t off = (size_t)row * row_len;
     const int q_pairs = n_heads * half, k_end = q_pairs + n_kv * half, items = k_end + row_len;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
         if (i < k_end) {
@@ -92,35 +133,34 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
             float *xh = is_k ? kb + (size_t)(h - n_heads) * head_dim : qb + (size_t)h * head_dim;
             rope_pair(xh, p, half, (float)start * inv_freq[p]);
             if (is_k && store) {
-                const size_t e = (size_t)(h - n_heads) * head_dim + p;
-                kc[e] = __float2bfloat16_rn(kb[e]);
-                kc[e + half] = __float2bfloat16_rn(kb[e + half]);
+                const int e = (h - n_heads) * head_dim + p;
+                cache.put_k(off, e, kb[e]);
+                cache.put_k(off, e + half, kb[e + half]);
             }
         } else if (store) {
             const int e = i - k_end;
-            vc[e] = __float2bfloat16_rn(vb[e]);
+            cache.put_v(off, e, vb[e]);
         }
     }
 }
 
-/* Branch blockIdx.y (frt_dense_decode_prep_batch). */
-__global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq,
-                                         __nv_bfloat16 *const *kcs, __nv_bfloat16 *const *vcs,
+/* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
+template <class Tab>
+__global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq, Tab tab,
                                          const int32_t *const *starts, int max_seq, int n_heads, int n_kv,
                                          int head_dim)
 {
     const int b = blockIdx.y;
     decode_prep_one(q + (size_t)b * n_heads * head_dim, k + (size_t)b * n_kv * head_dim,
-                    v + (size_t)b * n_kv * head_dim, inv_freq, kcs[b], vcs[b], starts[b], max_seq, n_heads, n_kv,
-                    head_dim);
+                    v + (size_t)b * n_kv * head_dim, inv_freq, tab[b], starts[b], max_seq, n_heads, n_kv, head_dim);
 }
 
-/* The single sequence (frt_dense_decode_prep). */
-__global__ void decode_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, __nv_bfloat16 *kc,
-                                   __nv_bfloat16 *vc, const int32_t *d_start, int max_seq, int n_heads, int n_kv,
-                                   int head_dim)
+/* The single sequence (frt_dense_decode_prep, _fp8). */
+template <class Cache>
+__global__ void decode_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, Cache cache,
+                                   const int32_t *d_start, int max_seq, int n_heads, int n_kv, int head_dim)
 {
-    decode_prep_one(q, k, v, inv_freq, kc, vc, d_start, max_seq, n_heads, n_kv, head_dim);
+    decode_prep_one(q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv, head_dim);
 }
 
 #define PREP_THREADS 128
@@ -133,20 +173,50 @@ static unsigned int decode_prep_blocks(int n_heads, int n_kv_heads, int head_dim
     return (unsigned int)(b < 1 ? 1 : (b > 1024 ? 1024 : b));
 }
 
+/* The sizes every decode prep takes (n_branches 1 for one sequence). */
+static int decode_prep_sizes(int n_branches, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(n_branches >= 1 && n_branches <= 65535 && max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 &&
+                head_dim >= 2 && head_dim <= 1024 && head_dim % 2 == 0,
+            "dense decode prep: branches %d max_seq %d heads %d / %d head_dim %d", n_branches, max_seq, n_heads,
+            n_kv_heads, head_dim);
+    return 0;
+}
+
+/* One launch of decode_prep_kernel<Cache> (one sequence). */
+template <class Cache>
+static int decode_prep_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Cache cache,
+                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_kernel<Cache>, dim3(decode_prep_blocks(n_heads, n_kv_heads, head_dim)),
+                                dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads,
+                                n_kv_heads, head_dim));
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* One launch of decode_prep_batch_kernel<Tab>, blockIdx.y the branch. */
+template <class Tab>
+static int decode_prep_batch_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Tab tab,
+                                    const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                                    int n_kv_heads, int head_dim)
+{
+    FRT_TRY(decode_prep_sizes(n_branches, max_seq, n_heads, n_kv_heads, head_dim));
+    dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)n_branches);
+    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_batch_kernel<Tab>, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
+                                tab, d_starts, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
 extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                      uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, int max_seq,
                                      int n_heads, int n_kv_heads, int head_dim)
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense decode prep: NULL pointer");
-    FRT_ARG(max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 && head_dim >= 2 && head_dim <= 1024 &&
-                head_dim % 2 == 0,
-            "dense decode prep: max_seq %d heads %d / %d head_dim %d", max_seq, n_heads, n_kv_heads, head_dim);
-    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_kernel, dim3(decode_prep_blocks(n_heads, n_kv_heads, head_dim)), dim3(PREP_THREADS), 0,
-                                stream,
-                             q, k, v, inv_freq, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, d_start,
-                             max_seq, n_heads, n_kv_heads, head_dim));
-    FRT_LAUNCH_CHECK();
-    return 0;
+    const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
+    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
 extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
@@ -155,14 +225,31 @@ extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, con
                                            int n_kv_heads, int head_dim)
 {
     FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && d_starts, "dense decode prep: NULL pointer");
-    FRT_ARG(n_branches >= 1 && n_branches <= 65535 && max_seq >= 1 && n_heads >= 1 && n_kv_heads >= 1 &&
-                head_dim >= 2 && head_dim <= 1024 && head_dim % 2 == 0,
-            "dense decode prep: branches %d max_seq %d heads %d / %d head_dim %d", n_branches, max_seq, n_heads,
-            n_kv_heads, head_dim);
-    dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)n_branches);
-    FRT_CUDA_TRY(frt_pdl_launch(decode_prep_batch_kernel, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
-                             (__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches, d_starts,
-                             max_seq, n_heads, n_kv_heads, head_dim));
-    FRT_LAUNCH_CHECK();
-    return 0;
+    const prep_bf16_tab tab = {(__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches};
+    return decode_prep_batch_launch(stream, q, k, v, inv_freq, tab, d_starts, n_branches, max_seq, n_heads,
+                                    n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_decode_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                         uint8_t *k_cache, uint8_t *v_cache, const float *k_scale,
+                                         const float *v_scale, const int32_t *d_start, int max_seq, int n_heads,
+                                         int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
+            "dense decode prep fp8: NULL pointer");
+    const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
+    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k, const float *v,
+                                               const float *inv_freq, uint8_t *const *d_k_caches,
+                                               uint8_t *const *d_v_caches, const float *k_scale,
+                                               const float *v_scale, const int32_t *const *d_starts, int n_branches,
+                                               int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && k_scale && v_scale && d_starts,
+            "dense decode prep fp8: NULL pointer");
+    const prep_fp8_tab tab = {d_k_caches, d_v_caches, k_scale, v_scale, head_dim};
+    return decode_prep_batch_launch(stream, q, k, v, inv_freq, tab, d_starts, n_branches, max_seq, n_heads,
+                                    n_kv_heads, head_dim);
 }

@@ -2,8 +2,9 @@
  * arch/dense/dense_glue.h - the small CUDA kernels the dense forward pass
  * needs beyond kernels/cuda (dense_glue.cu): a Linear's bias, RoPE from a
  * table of inverse frequencies (the llama3 table cannot be computed from
- * theta alone, which is what frt_cuda_rope takes), and the batched decode's
- * RoPE + KV append over branch slots. Additive: nothing in kernels/cuda
+ * theta alone, which is what frt_cuda_rope takes), and decode's RoPE + KV
+ * append in one launch (bf16 or FP8 E4M3 cache; one sequence or the branch
+ * slots of the batched decode). Additive: nothing in kernels/cuda
  * changes.
  *
  * Conventions as kernels/cuda/kernels_cuda.h: `stream` is a cudaStream_t as
@@ -60,6 +61,31 @@ int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v
                                 uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
                                 const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
                                 int n_kv_heads, int head_dim);
+
+/* frt_dense_decode_prep over an FP8 E4M3 KV cache (docs/fp8.md "The FP8
+ * KV cache"): the same RoPE of q and k, then k_cache[pos] =
+ * e4m3(k / k_scale[head]) and v_cache[pos] = e4m3(v / v_scale[head]) as
+ * frt_cuda_kv_append_fp8 (satfinite RNE of x * __frcp_rn(scale), the CPU
+ * codec's bits; nothing when pos >= max_seq). caches [max_seq, n_kv_heads,
+ * head_dim] E4M3 codes; k_scale, v_scale [n_kv_heads] f32 > 0 (device).
+ * The bits of frt_dense_rope_table (q, k) + frt_cuda_kv_append_fp8, in one
+ * launch instead of three, and of frt_dense_decode_prep_batch_fp8's branch
+ * (tests/test_cuda_dense.c). Errors: FRT_ERR_INVALID_ARGUMENT (NULL,
+ * sizes); FRT_ERR_BACKEND. */
+int frt_dense_decode_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                              uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+
+/* frt_dense_decode_prep_batch over FP8 E4M3 caches: branch b as
+ * frt_dense_decode_prep_fp8 on d_k_caches[b], d_v_caches[b] at *d_starts[b]
+ * (device arrays of n_branches device pointers), every branch with the same
+ * k_scale, v_scale [n_kv_heads] (the layer's). Twin: frt_dense_rope_table
+ * (q, k) + frt_cuda_kv_append_fp8 per branch, the same bits
+ * (tests/test_cuda_dense.c). Errors as frt_dense_decode_prep_batch. */
+int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                    uint8_t *const *d_k_caches, uint8_t *const *d_v_caches, const float *k_scale,
+                                    const float *v_scale, const int32_t *const *d_starts, int n_branches, int max_seq,
+                                    int n_heads, int n_kv_heads, int head_dim);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,372 @@
+/*
+ * kernels/cuda/gemv_block.h - what the bf16 decode GEMV (gemv.cu) and the
+ * E4M3 one (gemv_fp8.cu) share: the work of one block (gemv_block: the
+ * weight loads in flight, x staged in shared memory, the tensor-core sums
+ * of a weight format, the cross-warp sums, the plain / accumulating /
+ * SwiGLU stores; read gemv.cu's header comment), the RMSNorm prologue of
+ * the _norm launchers (gemv_norm_stage: x = bf16(rmsnorm(resid)) staged in
+ * shared memory, frt_cuda_rmsnorm's bits), the table of a multi-product
+ * launch (the entries' grids laid end to end) and the host checks of the
+ * fused launchers (defined in gemv.cu). Internal; CUDA C++ only, included
+ * by those two .cu files.
+ */
+#ifndef FRT_KERNELS_CUDA_GEMV_BLOCK_H
+#define FRT_KERNELS_CUDA_GEMV_BLOCK_H
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gemv_util.h"
+#include "kernels/cuda/norm_util.h"
+
+/* The RMSNorm prologue of the _norm launchers (bf16 and E4M3 weights):
+ *
+ * x[t, :] = bf16(rmsnorm(resid[t, :])) for t < N, computed by every block
+ * into its shared x instead of copying a bf16 x from global memory, with the
+ * arithmetic of rmsnorm.cu (frt_cuda_rmsnorm / frt_cuda_add_rmsnorm):
+ *   ss  = the fp64 sum of squares of the row
+ *   var = (float)(ss / dim),  inv = 1.0f / sqrtf(var + eps)
+ *   y   = (x * inv) * (1.0f + w)   (zero-centred; (x * inv) * w otherwise)
+ * rounded to bf16 (RNE). The fp64 sum is added in the order of rmsnorm.cu's
+ * launch for this dim (norm_shape_of: T threads owning groups of G elements
+ * i, i + T, ...; dim > 16384: the strided loop of 1024 threads, G = 1): the
+ * block plays those T "virtual threads" (virtual thread v is thread v mod
+ * (WARPS * 32), virtual warp v / 32 is a whole warp of the block), each sums
+ * its groups in order, a xor butterfly per virtual warp, then one butterfly
+ * over the T / 32 warp sums (zeros past them): frt_block_sum's order. Every
+ * operation is the one rmsnorm.cu performs on the same operands, so the
+ * bf16 x is the same bits as frt_cuda_rmsnorm's bf16 output. */
+struct gemv_norm_args {
+    const float *x; /* [N, dim] f32 residual rows (device; 16-byte aligned) */
+    const float *w; /* [dim] f32 norm weight (16-byte aligned) */
+    float eps;
+    int zc;      /* zero-centred: (1 + w) */
+    int threads; /* T: rmsnorm.cu's threads for dim (a multiple of 32, <= 1024) */
+    int g;       /* G: elements per group, 4 or 1 */
+};
+
+/* Stages xs [N, kc] (chunks of 8 bf16) from nm; part: N * 32 doubles of
+ * shared memory. Ends with the chunks stored (the caller syncs). */
+template <int N, int WARPS>
+__device__ __forceinline__ void gemv_norm_stage(uint4 *xs, double *part, const gemv_norm_args &nm,
+                                                int kc)
+{
+    const int lane = threadIdx.x & 31, dim = kc * 8, T = nm.threads, G = nm.g;
+    const int groups = dim / G;
+    /* pass 1: each virtual thread's fp64 sum of its groups, in order (4 loads
+     * in flight per batch), then the virtual warp's butterfly */
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        const float *xr = nm.x + (size_t)t * dim;
+        for (int vt = threadIdx.x; vt < T; vt += WARPS * 32) { /* warp-uniform (T % 32 == 0) */
+            double ss = 0;
+            for (int g0 = vt; g0 < groups; g0 += 4 * T) {
+                float v[4][4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int gi = g0 + k * T;
+                    if (gi < groups) {
+                        if (G == 4) {
+                            const float4 f = __ldg((const float4 *)xr + gi);
+                            v[k][0] = f.x, v[k][1] = f.y, v[k][2] = f.z, v[k][3] = f.w;
+                        } else {
+                            v[k][0] = __ldg(xr + gi);
+                            v[k][1] = v[k][2] = v[k][3] = 0.0f;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    if (g0 + k * T < groups) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (e < G) ss += (double)v[k][e] * (double)v[k][e];
+                    }
+                }
+            }
+            ss = frt_warp_sum(ss);
+            if (lane == 0) part[t * 32 + (vt >> 5)] = ss;
+        }
+    }
+    __syncthreads();
+    /* every warp: the sum over the T / 32 virtual warps, then rstd */
+    float inv[N];
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        double s = lane < (T >> 5) ? part[t * 32 + lane] : 0.0;
+        s = frt_warp_sum(s);
+        inv[t] = norm_inv_rms(s, dim, nm.eps);
+    }
+    /* pass 2: chunk i = 8 elements of row i / kc (the row mostly in L1 now) */
+    for (int i = threadIdx.x; i < N * kc; i += WARPS * 32) {
+        const int t = i / kc, c = i - t * kc;
+        float iv = inv[0];
+#pragma unroll
+        for (int u = 1; u < N; u++)
+            if (t == u) iv = inv[u]; /* static indices: inv stays in registers */
+        const float4 *xp = (const float4 *)nm.x + 2 * (size_t)i;
+        const float4 *wp = (const float4 *)nm.w + 2 * c;
+        const float4 a0 = __ldg(xp), a1 = __ldg(xp + 1), w0 = __ldg(wp), w1 = __ldg(wp + 1);
+        const float xv[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        uint32_t u32[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float y[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) y[h] = norm_weigh(xv[2 * j + h], iv, wv[2 * j + h], nm.zc);
+            const __nv_bfloat162 b = __floats2bfloat162_rn(y[0], y[1]); /* .x: the lower index */
+            u32[j] = (uint32_t)__bfloat16_as_ushort(b.x) |
+                     ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
+        }
+        xs[i] = make_uint4(u32[0], u32[1], u32[2], u32[3]);
+    }
+}
+
+__device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* Programmatic dependent launch (frt_pdl_attr, cuda_util.h): each GEMV
+ * block first puts its first batch of weight loads in flight (weights never
+ * depend on earlier kernels), lets the kernel after it launch, then waits
+ * for the kernel before it to complete before it reads x, the residual or
+ * y, or writes anything (gemv_block; gemv_kernel waits before it reads
+ * d_skip). */
+
+#define GEMV_ROWS 8   /* output rows per warp group: the N of an m16n8k16 mma */
+#define GEMV_SLICE 32 /* a warp's slice of a row is a multiple of this many chunks */
+
+/* One batch: k-blocks u < U of the NM rows wr[] (one per matrix streamed),
+ * chunk c + 4 u (TAIL: zero past `end`, for the weights and x alike). */
+template <int NM, int U, bool TAIL>
+__device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const (&wr)[NM], int c,
+                                          int end)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const bool ok = !TAIL || c + 4 * u < end;
+#pragma unroll
+        for (int r = 0; r < NM; r++)
+            wv[r][u] = ok ? gemv_ld_w(wr[r] + c + 4 * u) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The mmas of one batch, k-blocks u < U in order: Fmt::kblock of chunk
+ * c + 4 u of each matrix's row g (zero past `end` when TAIL, and for
+ * tokens g >= N). c0: the batch's first chunk of lane q = 0 (warp-uniform:
+ * every lane runs every mma). The k-blocks are taken in the same order
+ * whatever U is, so a row's sum does not depend on NM (the SwiGLU's two
+ * matrices share a batch's loads). */
+template <class Fmt, int N, int NM, int U, bool TAIL>
+__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U], const uint4 *xs, int kc,
+                                         int c, int c0, int end, int g)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (TAIL && c0 + 4 * u >= end) break; /* warp-uniform */
+        const bool ok = g < N && (!TAIL || c + 4 * u < end);
+        Fmt::template kblock<NM, U>(acc, wv, u, xs, kc, c, ok, g);
+    }
+}
+
+/* y[i] widened to f32: the addend of an accumulating store, loaded by the
+ * thread that stores y[i] before its weight loop (so the load is off the
+ * block's tail; nothing else in the launch writes y[i]). */
+__device__ __forceinline__ float gemv_ld_y(const void *y, int y_bf16, size_t i)
+{
+    return y_bf16 ? __bfloat162float(((const __nv_bfloat16 *)y)[i]) : ((const float *)y)[i];
+}
+
+/* y[i] = v (+ prev, the value gemv_ld_y read: y += x.W^T is fl(sum + y),
+ * the same bits as storing the sum and adding it to y in f32 afterwards). */
+__device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, size_t i, float v,
+                                           float prev)
+{
+    if (accumulate) v += prev;
+    if (y_bf16)
+        ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)y)[i] = v;
+}
+
+/* What a block's warp groups compute and where the sums go. */
+enum gemv_epi {
+    GEMV_EPI_STORE = 0,  /* y[t, row] (+)= x[t] . w[row] */
+    GEMV_EPI_SWIGLU = 1, /* y[t, row] = silu(x[t] . w[row]) * (x[t] . w2[row]) */
+};
+
+/* Shared memory of the cross-warp sums: every lane's accumulators. */
+#define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
+
+/* The work of one block, blk its index among the blocks of its product;
+ * smem: the dynamic shared memory, max(N * kc * 16 (+ GEMV_NORM_SMEM(N)
+ * when NORM), GEMV_RED_SMEM(WARPS, EPI)) bytes (the cross-warp sums reuse
+ * x's space once every warp is done with it). Shared by the plain, multi
+ * and SwiGLU kernels, so a row's sum is the same sequence of operations in
+ * all three (the bits depend on in_dim and kw only). NORM: x is staged from
+ * rmsnorm(nm.x) by gemv_norm_stage (x unused). kw is block-uniform: every
+ * thread takes the same branches. EPI_STORE: group g owns rows (blk *
+ * groups + g) * 8 + 0..7 of w, y[t, row] (+)= sum; EPI_SWIGLU: the same
+ * rows of w (gate) and w2 (up), y[t, row] = silu(gate) * up.
+ * Fmt, the weight format (gemv.cu's gemv_bf16, gemv_fp8.cu's gemv_e4m3):
+ *   XC     x chunks (8 bf16) per 16-byte weight chunk; kc counts weight
+ *          chunks, x [N, kc * XC] chunks;
+ *   kblock the mmas of one k-block of every matrix into acc[m] (its order
+ *          of sums);
+ *   value  a row's sum as stored: the sum (bf16), or sum * s[row] (E4M3:
+ *          s, s2 the scales of w, w2; NULL for bf16). */
+template <class Fmt, int N, int WARPS, int EPI, bool NORM>
+__device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
+                                           const uint4 *x, const uint4 *w, const uint4 *w2,
+                                           const float *s, const float *s2, int kc, int out_dim,
+                                           int kw, int blk, const gemv_norm_args &nm)
+{
+    constexpr int NM = EPI == GEMV_EPI_SWIGLU ? 2 : 1; /* matrices streamed */
+    constexpr int U = GEMV_LOADS / NM;                 /* k-blocks a batch */
+    static_assert(GEMV_SLICE % (4 * U) == 0, "a slice is whole batches");
+    constexpr int XC = Fmt::XC;                    /* x chunks (8 bf16) per weight chunk */
+    uint4 *xs = smem;                              /* [N, kc * XC] chunks of x */
+    double *part = (double *)(smem + N * kc * XC); /* NORM: [N, 32] virtual-warp sums */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
+    /* this warp's slice of the chunks (the same for every EPI and N) */
+    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
+    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
+    const int nfull = (ke - kb) / (4 * U); /* batches with every k-block in range */
+    const bool tail = (ke - kb) % (4 * U) != 0;
+    const int row0 = (blk * groups + grp) * GEMV_ROWS;
+    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
+#pragma unroll
+    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
+
+    uint4 wv[NM][U];
+    /* the first batch is in flight while the kernel before finishes and x
+     * is staged */
+    if (nfull > 0)
+        gemv_load<NM, U, false>(wv, wr, kb + q, ke);
+    else if (tail)
+        gemv_load<NM, U, true>(wv, wr, kb + q, ke);
+    frt_pdl_trigger();
+    frt_pdl_wait();
+    if constexpr (NORM)
+        gemv_norm_stage<N, WARPS>(xs, part, nm, kc * XC);
+    else
+        for (int i = threadIdx.x; i < N * kc * XC; i += WARPS * 32) xs[i] = __ldg(x + i);
+    __syncthreads();
+
+    float acc[NM][4];
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
+    for (int b = 0; b < nfull; b++) {
+        const int c0 = kb + b * 4 * U;
+        if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
+        gemv_mma<Fmt, N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
+    }
+    if (tail) {
+        const int c0 = kb + nfull * 4 * U;
+        if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
+        gemv_mma<Fmt, N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
+    }
+    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
+        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
+        __syncthreads();
+        if (kp != 0) return;
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float sum = acc[m][i];
+                for (int k = 1; k < kw; k++) sum += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
+                acc[m][i] = sum;
+            }
+    }
+    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
+     * tokens g + 8) */
+    if (g >= N) return;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 2 * q + i;
+        if (row >= out_dim) continue;
+        const size_t at = (size_t)g * out_dim + row;
+        const float v = Fmt::value(acc[0][i], s, row);
+        if constexpr (EPI == GEMV_EPI_SWIGLU)
+            gemv_store(y, y_bf16, 0, at, frt_silu(v) * Fmt::value(acc[NM - 1][i], s2, row), 0.0f);
+        else
+            gemv_store(y, y_bf16, accumulate, at, v, accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
+    }
+}
+
+/* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
+#define GEMV_NORM_SMEM(N) ((size_t)(N) * 32 * sizeof(double))
+
+/* One product of a multi-product launch. */
+struct gemv_multi_entry {
+    void *y;
+    const uint4 *w;     /* [out_dim, in] bf16, or E4M3 codes (gemv_fp8.cu) */
+    const float *s;     /* E4M3: [out_dim] per-row scales; NULL for bf16 */
+    int out_dim, y_bf16, kw;
+    int rows;           /* output rows per block (host: the grid and the order) */
+};
+
+struct gemv_multi_table {
+    gemv_multi_entry e[FRT_CUDA_GEMV_MULTI_MAX];
+    int begin[FRT_CUDA_GEMV_MULTI_MAX]; /* first block of each entry; begin[0] = 0 */
+    int count;
+};
+
+/* Block blockIdx.x's entry of the table and its index among that entry's
+ * blocks (block-uniform; static indices only: a dynamic one would copy the
+ * table to local memory). */
+__device__ __forceinline__ gemv_multi_entry gemv_multi_find(const gemv_multi_table &tab, int *blk)
+{
+    gemv_multi_entry m = tab.e[0];
+    int b0 = 0;
+#pragma unroll
+    for (int i = 1; i < FRT_CUDA_GEMV_MULTI_MAX; i++)
+        if (i < tab.count && (int)blockIdx.x >= tab.begin[i]) {
+            m = tab.e[i];
+            b0 = tab.begin[i];
+        }
+    *blk = (int)blockIdx.x - b0;
+    return m;
+}
+
+/* The input of a fused launcher: norm NULL: x [n, in_dim] bf16 read (NULL,
+ * n outside [1, FRT_CUDA_GEMV_MAX_N], in_dim not a positive multiple of 8,
+ * x not 16-byte aligned: FRT_ERR_INVALID_ARGUMENT); else x =
+ * bf16(rmsnorm(norm->x, norm->w)), *na its kernel arguments (the launch
+ * shape of rmsnorm.cu for in_dim), norm->x / norm->w NULL or misaligned:
+ * FRT_ERR_INVALID_ARGUMENT. */
+int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_norm *norm, int n, int in_dim,
+                     gemv_norm_args *na);
+
+/* Entry i of a multi-product launch: y and w non-NULL, y_dtype valid,
+ * out_dim >= 1, w 16-byte aligned, y aligned for its dtype, y not aliasing
+ * w, x or the norm's inputs; else FRT_ERR_INVALID_ARGUMENT. */
+int gemv_entry_check(const char *what, int i, const void *y, frt_cuda_dtype y_dtype, const void *w, int out_dim,
+                     const void *x, const frt_cuda_gemv_norm *norm);
+
+/* The table of n_entries entries (each with its kw and rows set): ordered
+ * by rows per block, largest first (stable: the long blocks start first,
+ * the short ones fill the tail), begin[] their prefix sums; *total the
+ * grid. FRT_ERR_INVALID_ARGUMENT for a grid past 2^31 - 1 blocks. */
+int gemv_multi_layout(const char *what, const gemv_multi_entry *ent, int n_entries, gemv_multi_table *tab,
+                      long *total);
+
+/* Makes smem bytes of dynamic shared memory available to fn (beyond 48 KiB:
+ * up to the device's opt-in limit, at most 227 KiB; FRT_ERR_INVALID_ARGUMENT
+ * past it, FRT_ERR_BACKEND when the device cannot be queried). */
+int gemv_smem_ready(const char *what, const void *fn, size_t smem);
+
+#endif /* FRT_KERNELS_CUDA_GEMV_BLOCK_H */
