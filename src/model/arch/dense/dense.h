@@ -27,6 +27,7 @@
 #ifndef FRT_MODEL_ARCH_DENSE_H
 #define FRT_MODEL_ARCH_DENSE_H
 
+#include "model/kv_fp8_cpu.h"
 #include "model/model_internal.h"
 
 /* Weights of one layer, f32, HF Linear layout [out, in] (cpu backend). Biases
@@ -78,9 +79,7 @@ typedef struct dense_scratch {
     float *t0, *t1, *t2;   /* [C, max(hidden, intermediate, n_heads * head_dim)] */
     float *q, *o;          /* [C, n_heads * head_dim] */
     int32_t *pos;          /* [C] positions of the step's rows */
-    float *kq, *vq;        /* fp8 KV: [C, n_kv_heads * head_dim] the step's K / V before quantization */
-    float *kdq, *vdq;      /* fp8 KV: [max_seq, n_kv_heads * head_dim] the cache rows dequantized */
-    float *kv_scale;       /* fp8 KV: [n_layers, 2, n_kv_heads] the static per-head scales (dense_kv_scales) */
+    frt_kv_fp8_cpu kv8;    /* fp8 KV: the step's rows, the dequantized cache, the scales (kv_fp8_cpu.h) */
     float *act;            /* FP8 weights: [C, max(hidden, intermediate, n_heads * head_dim)] a prefill
                               Linear input quantized per token and dequantized (dense_fp8_activations) */
     uint8_t *act8;         /* FP8 weights: the same shape, its E4M3 codes */

@@ -14,6 +14,13 @@
  *     [nv, dk, dv]; RMSNormGated(o, z) = rmsnorm(o) * w * silu(z); out_proj.
  *   MLP: down(silu(gate(x)) * up(x)).
  *
+ * With an FP8 KV cache (m->kv_dtype F8_E4M3, docs/fp8.md) the full-attention
+ * layers compute their K and V rows in f32 as above (after k_norm and the
+ * partial RoPE), quantize them into the cache with the static per-head
+ * scales, and attend over the cache read back dequantized, the step's own
+ * rows included (model/kv_fp8_cpu.h, shared with the dense family). The
+ * Gated DeltaNet recurrent and conv states stay f32.
+ *
  * Every function here runs as a host task recorded into a graph variant: its
  * arguments (the model, a layer index) are baked at capture; everything that
  * changes between replays (start position, valid rows, the token to feed,
@@ -157,6 +164,7 @@ static int cpu_alloc_scratch(frt_model *m)
     if (!(s->g = malloc(rows * nv * sizeof(float))) || !(s->beta = malloc(rows * nv * sizeof(float))) ||
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
+    if (m->kv_dtype == FRT_DT_F8_E4M3) FRT_TRY(frt_kv_fp8_cpu_alloc(m, &s->kv8));
     if (m->params.debug_hidden) {
         s->debug_hidden = malloc((size_t)(c->n_layers + 2) * rows * H * sizeof(float));
         if (!s->debug_hidden) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for debug hidden");
@@ -172,6 +180,7 @@ static void cpu_free(frt_model *m)
                     s->z, s->o, s->g, s->beta, s->debug_hidden};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
+    frt_kv_fp8_cpu_free(&s->kv8);
     memset(s, 0, sizeof *s);
     free(qwen35_of(m)->w.arena);
     free(qwen35_of(m)->w.layers);
@@ -199,10 +208,11 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
             memcpy(q + ((size_t)t * nh + hh) * hd, src, (size_t)hd * sizeof(float));
             if (gated) memcpy(gate + ((size_t)t * nh + hh) * hd, src + hd, (size_t)hd * sizeof(float));
         }
+    const int fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     float *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
     size_t row = (size_t)nkv * hd;
-    float *krow = kc + (size_t)p0 * row, *vrow = vc + (size_t)p0 * row;
-    frt_cpu_matmul(krow, h, lw->k_proj, n, H, nkv * hd);         /* K straight into the cache */
+    float *krow = fp8 ? s->kv8.k : kc + (size_t)p0 * row, *vrow = fp8 ? s->kv8.v : vc + (size_t)p0 * row;
+    frt_cpu_matmul(krow, h, lw->k_proj, n, H, nkv * hd);         /* K straight into the cache (fp8: staged) */
     frt_cpu_matmul(vrow, h, lw->v_proj, n, H, nkv * hd);
     frt_cpu_rmsnorm(q, q, lw->q_norm, n * nh, hd, c->rms_norm_eps, 1);
     frt_cpu_rmsnorm(krow, krow, lw->k_norm, n * nkv, hd, c->rms_norm_eps, 1);
@@ -210,6 +220,12 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     for (int t = 0; t < n; t++) pos[t] = p0 + t;
     frt_cpu_rope(q, n, nh, hd, c->rotary_dim, pos, c->rope_theta);
     frt_cpu_rope(krow, n, nkv, hd, c->rotary_dim, pos, c->rope_theta);
+    if (fp8) { /* K after RoPE: the rows quantized into the cache, the cache read back dequantized */
+        frt_kv_fp8_cpu_step(&s->kv8, l, frt_buffer_ptr(qwen35_of(m)->kv_k[l]), frt_buffer_ptr(qwen35_of(m)->kv_v[l]),
+                            p0, n);
+        kc = s->kv8.kdq;
+        vc = s->kv8.vdq;
+    }
     frt_cpu_attention(s->o, q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     if (gated) frt_cpu_sigmoid_mul(s->o, gate, n * nh * hd);
     frt_cpu_matmul(out, s->o, lw->o_proj, n, nh * hd, H);
@@ -357,6 +373,7 @@ const frt_arch_backend frt_qwen35_cpu_backend = {
     .name = "cpu",
     .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32,gdn=f32,conv=f32",
+    .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,gdn=f32,conv=f32",
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,
     .free = cpu_free,
