@@ -323,7 +323,7 @@ static void test_model(const char *dir, int batched)
      * its first Gated DeltaNet layer's f32 recurrent entries) */
     for (int e = 0; frt_model_state_info(mb, e, &kv0) == 0 && strncmp(kv0.name, "kv.", 3); e++) continue;
     if (g_kv == FRT_KV_FP8) CHECK(!strcmp(kv0.dtype, "F8_E4M3"));
-    printf("%s, state entry 0 %s (%s): %d branches == alone\n", strrchr(dir, '/') + 1, kv0.name, kv0.dtype, B);
+    printf("%s, first KV entry %s (%s): %d branches == alone\n", strrchr(dir, '/') + 1, kv0.name, kv0.dtype, B);
 out:
     frt_capsule_free(cap);
     frt_capsule_free(cap1);
