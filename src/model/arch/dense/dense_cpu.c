@@ -52,7 +52,7 @@ typedef struct weight_loader {
  * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. A
  * decoder-layer Linear weight (linear: its DENSE_FP8_* bit, 0 for other
  * tensors) may be FP8 with its scales, or is quantized at load with
- * params.weight_dtype FRT_WEIGHT_FP8 (dense_fp8.c); the bit is set in
+ * params.weight_dtype FRT_WEIGHT_FP8 (model/fp8_weights.c); the bit is set in
  * *wl->fp8 when it is held in FP8. */
 static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1, unsigned linear)
 {
@@ -73,14 +73,14 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
             snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
     }
-    if (linear && wl->pass == 0) FRT_TRY(dense_linear_check(wl->m, t, full, d0, d1));
-    if (!linear) FRT_TRY(dense_check_weight_dtype(t, full));
+    if (linear && wl->pass == 0) FRT_TRY(frt_fp8w_linear_check(wl->m, t, full, d0, d1));
+    if (!linear) FRT_TRY(frt_fp8w_check_dtype(t, full));
     int64_t n = d0 * (d1 ? d1 : 1);
     if (wl->pass == 1) {
         float *p = wl->arena + wl->used;
-        FRT_TRY(linear ? dense_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
+        FRT_TRY(linear ? frt_fp8w_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
         *dst = p;
-        if (linear && dense_linear_is_fp8(wl->m, t)) *wl->fp8 |= linear;
+        if (linear && frt_fp8w_is_fp8(wl->m, t)) *wl->fp8 |= linear;
     }
     wl->used += (size_t)n;
     return 0;
@@ -149,7 +149,7 @@ static int cpu_load_weights(frt_model *m)
     m->weight_bytes = bytes;
     wl.pass = 1;
     FRT_TRY(load_all(&wl));
-    m->weights_desc = dense_weights_desc(m);
+    m->weights_desc = frt_fp8w_desc(m);
     return 0;
 }
 
@@ -208,11 +208,11 @@ static void add_bias(float *y, const float *b, int n, int dim)
 
 /* y [n, out] = x [n, in] . w^T for a decoder-layer Linear weight; fp8
  * (the weight is FP8 and the step a prefill piece): x's rows quantized per
- * token first (dense_fp8_activations, docs/fp8.md "FP8 activations"). */
+ * token first (frt_fp8w_activations, docs/fp8.md "FP8 activations"). */
 static void linear(dense_scratch *s, float *y, const float *x, const float *w, int n, int in, int out, unsigned fp8)
 {
     if (fp8) {
-        dense_fp8_activations(s->act, s->act8, s->act_scale, x, n, in);
+        frt_fp8w_activations(s->act, s->act8, s->act_scale, x, n, in);
         x = s->act;
     }
     frt_cpu_matmul(y, x, w, n, in, out);

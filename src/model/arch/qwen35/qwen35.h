@@ -23,7 +23,8 @@
 #include "model/model_internal.h"
 
 /* Weights of one layer, f32, HF Linear layout [out, in] (cpu backend). NULL
- * where the layer type has no such tensor. */
+ * where the layer type has no such tensor. With FP8 weights the Linear
+ * ones hold their dequantized E4M3 values (model/fp8_weights.h). */
 typedef struct qwen35_layer_weights {
     const float *input_ln;      /* [hidden] zero-centred */
     const float *post_ln;       /* [hidden] zero-centred */
@@ -68,6 +69,10 @@ typedef struct qwen35_scratch {
     float *q, *k, *v, *z, *g, *beta, *o; /* per-block temporaries */
     int32_t *pos;          /* [C] positions of the step's rows */
     frt_kv_fp8_cpu kv8;    /* fp8 KV: the step's K / V rows, the dequantized cache, the scales */
+    float *act;            /* FP8 weights: [C, max_proj] a prefill Linear input quantized per token and
+                              dequantized (frt_fp8w_activations) */
+    uint8_t *act8;         /* FP8 weights: the same shape, its E4M3 codes */
+    float *act_scale;      /* FP8 weights: [C] its per-token scales */
     float *debug_hidden;   /* [(n_layers + 1), C, hidden] when params.debug_hidden */
     int debug_rows;        /* rows recorded by the last prefill piece */
 } qwen35_scratch;
