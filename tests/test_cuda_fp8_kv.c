@@ -40,8 +40,15 @@
  *     (FRT_ERR_MISMATCH) with the live logits untouched, and snapshot ->
  *     decode -> restore gives the cache rows back byte for byte and the same
  *     tokens and logits bits again.
+  6. the Qwen3.5 hybrid (its full-attention layers' KV cache in E4M3, the
+ *     Gated DeltaNet states f32): gen-model tiny (head_dim 32: the
+ *     CUDA-core kernel) cuda fp8 against cpu fp8 as in 4, with scales 1.0
+ *     and calibrated ones, and the capsule checks of 5; qwen3.5-0.8b's shape
+ *     (head_dim 256: the tensor-core kernels) cuda fp8 against cuda bf16,
+ *     the capsule checks and restore == cold as for llama3.2-1b.
  * (The whole capsule exactness suite and the fork suite also run in fp8 on
- * cuda: capsule_cuda, fork_cuda.) Skipped (77) without a CUDA device.
+ * cuda, dense and hybrid: capsule_cuda, fork_cuda.) Skipped (77) without a
+ * CUDA device.
  */
 #include "frt_test.h"
 
@@ -640,19 +647,19 @@ static void test_restore_cold(const char *dir)
     frt_model_free(m);
 }
 
-/* head_dim 64 (llama3.2-1b's shape, random weights): the tensor-core FP8
- * kernels inside the model (the tiny shapes' head_dim 32 takes the
- * CUDA-core kernel). The cuda fp8 KV model against the cuda bf16 KV one,
- * hidden states, logits and greedy tokens within DEEP_BOUND, then the
- * capsule checks of 5 on it. docs/fp8.md's 2^-3 bounds one attention block
- * (the bf16 cache's own rounding, 2^-9, is far below the E4M3 one, 2^-4);
- * the residual stream then carries every layer's error to the next. On
- * this 16-layer stack the H100 measured 5.0e-2 after layer 0, growing by
- * ~5e-3 a layer to 1.25e-1 after layer 15 and 1.31e-1 on the logits, so
- * the deep model gets twice the one-block bound, the 2^-2 of the FP8-weight
- * tests (docs/fp8.md). */
+/* head_dim 64 (llama3.2-1b's shape, random weights) or 256 (the hybrid
+ * qwen3.5-0.8b's): the tensor-core FP8 kernels inside the model (the tiny
+ * shapes' head_dim 32 takes the CUDA-core kernel). The cuda fp8 KV model
+ * against the cuda bf16 KV one, hidden states, logits and greedy tokens
+ * within DEEP_BOUND, then the capsule checks of 5 on it. docs/fp8.md's 2^-3
+ * bounds one attention block (the bf16 cache's own rounding, 2^-9, is far
+ * below the E4M3 one, 2^-4); the residual stream then carries every
+ * layer's error to the next. On llama3.2-1b's 16 layers the H100 measured
+ * 5.0e-2 after layer 0, growing by ~5e-3 a layer to 1.25e-1 after layer 15
+ * and 1.31e-1 on the logits, so the deep models get twice the one-block
+ * bound, the 2^-2 of the FP8-weight tests (docs/fp8.md). */
 #define DEEP_BOUND 0.25
-static void test_model_tc(const char *dir)
+static void test_model_tc(const char *label, const char *dir)
 {
     frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_KV_FP8, NULL);
     frt_model *g16 = load(dir, FRT_BACKEND_CUDA, FRT_KV_DEFAULT, NULL);
@@ -661,8 +668,8 @@ static void test_model_tc(const char *dir)
         CHECK_OK(frt_model_info_get(g16, &info));
         int32_t ids[100];
         for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)info.vocab_size);
-        printf("llama3.2-1b shape: cuda fp8 KV vs cuda bf16 KV, prefill of 100 tokens (chunks of 64), last 36 rows\n");
-        frt_test_three_way("llama3.2-1b", g16, gpu, g16, ids, 100, DEEP_BOUND, "bf16 KV");
+        printf("%s shape: cuda fp8 KV vs cuda bf16 KV, prefill of 100 tokens (chunks of 64), last 36 rows\n", label);
+        frt_test_three_way(label, g16, gpu, g16, ids, 100, DEEP_BOUND, "bf16 KV");
     }
     frt_model_free(gpu);
     frt_model_free(g16);
@@ -685,6 +692,13 @@ static void test_calibrated(const char *label, const char *dir)
     compare_model(label, dir, path);
 }
 
+static void remove_dir(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
 int main(void)
 {
     frt_test_seed(27);
@@ -694,24 +708,24 @@ int main(void)
     test_attention();
     test_batch();
     test_timing();
-    static const char *shapes[] = {"tiny-dense", "tiny-qwen3"};
+    /* the dense tiny shapes, then the hybrid's ("tiny"; 6.) */
+    static const char *shapes[] = {"tiny-dense", "tiny-qwen3", "tiny"};
     char dir[256];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8-kv-%d-%zu", (int)getpid(), i);
         CHECK_OK(frt_gen_model_write(shapes[i], 3 + i, dir));
         compare_model(shapes[i], dir, NULL);
-        if (i == 0) test_capsules(dir);
-        if (i == 0) test_calibrated(shapes[i], dir);
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+        if (i != 1) test_capsules(dir);
+        if (i != 1) test_calibrated(shapes[i], dir);
+        remove_dir(dir);
     }
-    snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8-kv-%d-1b", (int)getpid());
-    CHECK_OK(frt_gen_model_write("llama3.2-1b", 5, dir));
-    test_model_tc(dir);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+    static const char *tc[] = {"llama3.2-1b", "qwen3.5-0.8b"};
+    for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++) {
+        snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8-kv-%d-tc%zu", (int)getpid(), i);
+        CHECK_OK(frt_gen_model_write(tc[i], 5, dir));
+        test_model_tc(tc[i], dir);
+        remove_dir(dir);
+    }
     return frt_test_report();
 }
 #endif

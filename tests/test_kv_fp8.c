@@ -1,24 +1,31 @@
 /*
  * test_kv_fp8.c - the FP8 E4M3 KV cache (params.kv_dtype FRT_KV_FP8,
- * docs/fp8.md) of the dense family on the cpu backend, against the same
- * checkpoint with the f32 KV cache:
- *   - the cache holds the codes: layer 0's K and V (whose inputs do not
- *     depend on attention) are, bit for bit, the satfinite RNE codes of the
- *     f32 model's rows (scale 1.0); the state table declares them F8_E4M3,
- *     one byte a value;
- *   - accuracy on every golden model (tests/data/golden_dense): last logits
+ * docs/fp8.md) of the dense family and of the Qwen3.5 hybrid (its
+ * full-attention layers) on the cpu backend, against the same checkpoint
+ * with the f32 KV cache:
+ *   - the cache holds the codes: the first full-attention layer's K and V
+ *     (whose inputs do not depend on attention: the layers before it are
+ *     Gated DeltaNet ones, whose state stays f32) are, bit for bit, the
+ *     satfinite RNE codes of the f32 model's rows (scale 1.0); the state
+ *     table declares them F8_E4M3, one byte a value, and the hybrid's
+ *     recurrent entries F32;
+ *   - accuracy on every golden model (tests/data/golden_dense and the
+ *     hybrid ones, tests/data/golden): last logits
  *     of each golden prompt (7, 100, 700 tokens) and every step of a 32-token
  *     greedy decode while the two precisions pick the same tokens, norm-wise
  *     ||fp8 - f32|| / ||f32|| <= 2^-3 (KV_FP8_LOGIT_BOUND, docs/fp8.md);
  *     the first greedy divergence and the f32 top-2 margin there, reported;
- *   - capsules: the KV part is exactly 1/4 of the f32 capsule's; a capsule
- *     never restores into the other precision (FRT_ERR_MISMATCH, both ways,
- *     host and disk tiers), the live state untouched;
- *   - refusals (FRT_ERR_UNSUPPORTED): the hybrid architecture (cpu and
- *     cuda), KV prefixes (cartridges) of an fp8 model; an out-of-range
- *     kv_dtype is FRT_ERR_INVALID_ARGUMENT (FP8 weights: test_fp8_weights.c).
- * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's suite;
- * the cuda backend's fp8 KV cache: test_cuda_fp8_kv.c.)
+ *   - capsules (dense qwen3 and the hybrid): the KV part is exactly 1/4 of
+ *     the f32 capsule's, the rest (the hybrid's recurrent state) the same
+ *     size; a capsule never restores into the other precision
+ *     (FRT_ERR_MISMATCH, both ways, host and disk tiers), the live state
+ *     untouched;
+ *   - refusals (FRT_ERR_UNSUPPORTED): KV prefixes (cartridges) of an fp8
+ *     model; an out-of-range kv_dtype is FRT_ERR_INVALID_ARGUMENT (FP8
+ *     weights: test_fp8_weights.c).
+ * (restore == cold, fork and rollback with fp8 KV: test_capsule.c's and
+ * test_fork.c's suites, dense and hybrid; the cuda backend's fp8 KV cache:
+ * test_cuda_fp8_kv.c.)
  */
 #include "frt_test.h"
 #include "frt_test_fp8.h"
@@ -35,15 +42,26 @@
 #include <unistd.h>
 
 #define GOLDEN_DIR FRT_TEST_DATA "/golden_dense"
+#define HYBRID_DIR FRT_TEST_DATA "/golden" /* the Qwen3.5 hybrid goldens */
 #define KV_FP8_LOGIT_BOUND 0.125 /* 2^-3: docs/fp8.md "Accuracy" */
 #define GREEDY 32
+
+/* The bound of one golden model: KV_FP8_LOGIT_BOUND, except for
+ * hybrid_v3k_tied, an ill-conditioned model (transformers' own bf16 run is
+ * 0.11 off its fp32 run, tests/test_cuda_model.c: it amplifies a 2^-9
+ * relative rounding some 50x), whose FP8 KV error is checked against 2^-1
+ * (docs/fp8.md "The hybrid"). */
+static double bound_of(const char *label)
+{
+    return strcmp(label, "hybrid_v3k_tied") ? KV_FP8_LOGIT_BOUND : 0.5;
+}
 
 static frt_model *load(const char *dir, frt_kv_dtype kv, frt_backend be, int expect)
 {
     frt_model_params p = frt_model_default_params();
     p.backend = be;
     p.prefill_chunk = 64;
-    p.max_seq = 1024;
+    p.max_seq = 2048; /* the hybrid goldens' longest prompt has 1100 tokens */
     p.kv_dtype = kv;
     frt_model *m = NULL;
     CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
@@ -68,12 +86,27 @@ static void *read_entry(frt_model *m, int i, size_t *bytes)
     return p;
 }
 
-/* Layer 0's K and V after a prefill of n ids: the fp8 cache == encode(f32 cache). */
+/* The index of b's first state entry named kv.*; the entries before it
+ * (the hybrid's Gated DeltaNet layers) are checked to be F32 in both. */
+static int first_kv(frt_model *a, frt_model *b)
+{
+    for (int e = 0;; e++) {
+        frt_state_info sa, sb;
+        CHECK_OK(frt_model_state_info(a, e, &sa));
+        if (frt_model_state_info(b, e, &sb) < 0) return 0;
+        if (!strncmp(sb.name, "kv.", 3)) return e;
+        CHECK(!strcmp(sa.dtype, "F32") && !strcmp(sb.dtype, "F32") && !strcmp(sa.name, sb.name));
+    }
+}
+
+/* The first full-attention layer's K and V after a prefill of n ids: the
+ * fp8 cache == encode(f32 cache). */
 static void check_codes(frt_model *a, frt_model *b, const int32_t *ids, int n)
 {
     CHECK_OK(prefill_all(a, ids, n));
     CHECK_OK(prefill_all(b, ids, n));
-    for (int e = 0; e < 2; e++) {
+    const int e0 = first_kv(a, b);
+    for (int e = e0; e < e0 + 2; e++) {
         frt_state_info sa, sb;
         CHECK_OK(frt_model_state_info(a, e, &sa));
         CHECK_OK(frt_model_state_info(b, e, &sb));
@@ -120,8 +153,8 @@ static void golden_model(const char *dir, const char *label)
     printf("  greedy: %d steps, max rel err %.3e; %s", gs.steps, gs.max_err,
            gs.diverged_at < 0 ? "no divergence in 32 tokens\n" : "");
     if (gs.diverged_at >= 0) printf("first divergence at step %d (f32 top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
-    CHECK_MSG(max_prompt > 0 && max_prompt <= KV_FP8_LOGIT_BOUND, "prompt logits rel err %g", max_prompt);
-    CHECK_MSG(gs.max_err <= KV_FP8_LOGIT_BOUND, "greedy logits rel err %g", gs.max_err);
+    CHECK_MSG(max_prompt > 0 && max_prompt <= bound_of(label), "prompt logits rel err %g", max_prompt);
+    CHECK_MSG(gs.max_err <= bound_of(label), "greedy logits rel err %g", gs.max_err);
 out:
     frt_safetensors_close(g);
     frt_model_free(a);
@@ -196,11 +229,6 @@ out:
 
 static void test_refusals(const char *dense_dir)
 {
-    char tiny[256];
-    snprintf(tiny, sizeof tiny, "/tmp/frt-test-kv-fp8-%d-tiny", (int)getpid());
-    CHECK_OK(frt_gen_model_write("tiny", 3, tiny));
-    CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CPU, FRT_ERR_UNSUPPORTED) == NULL);
-    CHECK(load(tiny, FRT_KV_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* the hybrid on cuda */
     CHECK(load(dense_dir, (frt_kv_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
     frt_model *b = load(dense_dir, FRT_KV_FP8, FRT_BACKEND_CPU, 0);
     if (b) {
@@ -211,15 +239,14 @@ static void test_refusals(const char *dense_dir)
         CHECK(c == NULL);
     }
     frt_model_free(b);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tiny);
-    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tiny);
 }
 
 int main(void)
 {
     CHECK(frt_test_each_subdir(GOLDEN_DIR, golden_model) >= 5);
+    CHECK(frt_test_each_subdir(HYBRID_DIR, golden_model) >= 3);
     test_capsules(GOLDEN_DIR "/dense_qwen3_qknorm");
+    test_capsules(HYBRID_DIR "/hybrid_v2k_untied");
     test_refusals(GOLDEN_DIR "/dense_llama3_gqa");
     return frt_test_report();
 }

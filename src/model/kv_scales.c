@@ -136,6 +136,23 @@ void frt_model_kv_scales_of(const frt_model *m, int e, float *out, int heads)
     for (int j = 0; j < heads; j++) out[j] = s ? s[j] : 1.0f;
 }
 
+void frt_model_kv_scales_table(const frt_model *m, int n_entries, int heads, float *out)
+{
+    for (int e = 0; e < n_entries; e++) frt_model_kv_scales_of(m, e, out + (size_t)e * heads, heads);
+}
+
+int frt_model_kv_scales_upload(const frt_model *m, int n_entries, int heads, frt_buffer *buf, size_t off)
+{
+    size_t bytes = (size_t)n_entries * (size_t)heads * sizeof(float);
+    float *h = malloc(bytes ? bytes : 1);
+    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the kv scales");
+    frt_model_kv_scales_table(m, n_entries, heads, h);
+    int rc = frt_buffer_write(buf, off, h, bytes, m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copy must outlive the transfer */
+    free(h);
+    return rc;
+}
+
 /* ---- calibration ---------------------------------------------------------- */
 
 /* The scales of KV entry i over rows 0..n-1: out[j] = amax(head j) / 448. */

@@ -7,6 +7,7 @@
 #ifndef FRT_MODEL_KV_SCALES_H
 #define FRT_MODEL_KV_SCALES_H
 
+#include "frt/exec.h"
 #include "frt/safetensors.h"
 
 #include <stddef.h>
@@ -38,5 +39,19 @@ int frt_model_kv_scales_load(frt_model *m);
 
 /* Entry e's scales [shape[1]] into out: the file's, or 1.0 without one. */
 void frt_model_kv_scales_of(const frt_model *m, int e, float *out, int heads);
+
+/* The scales of state entries 0 .. n_entries-1 into out [n_entries, heads]
+ * f32 (entry after entry; 1.0 for an entry without scales). For an
+ * architecture that declares two entries per layer (dense, qwen35: layer
+ * l's K at 2 l, its V at 2 l + 1, or its two recurrent entries), n_entries
+ * = 2 n_layers gives the [n_layers, 2, n_kv_heads] table its backends
+ * index as (2 l + kv) * n_kv_heads. */
+void frt_model_kv_scales_table(const frt_model *m, int n_entries, int heads, float *out);
+
+/* frt_model_kv_scales_table written into buf at byte offset off (device
+ * memory of a cuda backend's scratch), on m->stream, synchronised before
+ * it returns (the host copy is freed). Errors: FRT_ERR_OUT_OF_MEMORY, those
+ * of frt_buffer_write and frt_stream_sync. */
+int frt_model_kv_scales_upload(const frt_model *m, int n_entries, int heads, frt_buffer *buf, size_t off);
 
 #endif /* FRT_MODEL_KV_SCALES_H */

@@ -2,11 +2,12 @@
 # cli_kv_fp8.sh BUILD_DIR SOURCE_DIR - frt generate --kv-dtype (docs/fp8.md):
 # on a dense checkpoint (frt gen-model --shape tiny-dense) --kv-dtype fp8
 # runs, gives the same greedy ids twice, and --kv-dtype default gives the
-# ids of a run without the option; on the hybrid (--shape tiny) fp8 is
-# refused (exit 1, a message naming the architecture); an unknown value is
-# refused (exit 2, a message). frt bench --kv-dtype fp8 prints the KV bytes
-# per token of context, half the bf16 figure. frt calibrate writes a scales
-# file that generate --kv-scales uses; its bad uses are refused.
+# ids of a run without the option; on the hybrid (--shape tiny) fp8 runs
+# too and gives the same ids twice; an unknown value is refused (exit 2, a
+# message). frt bench --kv-dtype fp8 prints the KV bytes per token of
+# context, half the bf16 figure (dense and hybrid). frt calibrate writes a
+# scales file that generate --kv-scales uses (dense and hybrid); its bad
+# uses are refused.
 set -u
 B="$1"
 FRT="$B/frt"
@@ -29,9 +30,12 @@ check "dense, --kv-dtype fp8: the same ids twice" test "$(json_ids tokens <"$T/a
 "$FRT" generate "${D[@]}" --kv-dtype default >"$T/g.json" 2>/dev/null
 check "--kv-dtype default == no option" test "$(json_ids tokens <"$T/f.json")" = "$(json_ids tokens <"$T/g.json")"
 
-"$FRT" generate -m "$T/h" --backend cpu --ids 1,2,3 -n 2 --kv-dtype fp8 >/dev/null 2>"$T/err"
-check "hybrid, --kv-dtype fp8: exit 1" test $? -eq 1
-check "hybrid, --kv-dtype fp8: the message names the architecture" grep -q "fp8 KV cache is not supported by the cpu backend of architecture 'qwen35'" "$T/err"
+HY=(-m "$T/h" --backend cpu --threads 1 --ids 1,2,3 -n 6 --ignore-eos --json)
+"$FRT" generate "${HY[@]}" --kv-dtype fp8 >"$T/h1.json" 2>"$T/err"
+check "hybrid, --kv-dtype fp8: exit 0" test $? -eq 0
+check "hybrid, --kv-dtype fp8: 6 ids" test "$(json_ids tokens <"$T/h1.json" | wc -w)" -eq 6
+"$FRT" generate "${HY[@]}" --kv-dtype fp8 >"$T/h2.json" 2>/dev/null
+check "hybrid, --kv-dtype fp8: the same ids twice" test "$(json_ids tokens <"$T/h1.json")" = "$(json_ids tokens <"$T/h2.json")"
 refuse "--kv-dtype: 'fp16' is not one of default, fp8" -m "$T/d" --ids 1,2 --kv-dtype fp16
 
 # frt bench --kv-dtype: the KV bytes per token of context from the state table
@@ -43,6 +47,12 @@ check "bench --kv-dtype fp8: exit 0" test $? -eq 0
 check "bench --kv-dtype fp8: 512 bytes per token, half of bf16" grep -q "KV cache F8_E4M3: 512 bytes per token of context (512 values; at bf16 1024 bytes, 0.50x)" "$T/bench8"
 "$FRT" "${BQ[@]}" >"$T/bench32" 2>/dev/null
 check "bench (cpu default): F32, 2048 bytes per token" grep -q "KV cache F32: 2048 bytes per token" "$T/bench32"
+# the hybrid (tiny: layers L F L L F, the 2 full-attention ones x K and V x
+# 2 KV heads x head_dim 32 = 256 values; the Gated DeltaNet states are no KV)
+"$FRT" bench -m "$T/h" --backend cpu --threads 1 --prefixes 64 --suffix 8 --repeats 1 --decode-tokens 2 --no-tiers \
+    --no-sampling-costs --kv-dtype fp8 >"$T/benchh" 2>/dev/null
+check "hybrid bench --kv-dtype fp8: exit 0" test $? -eq 0
+check "hybrid bench --kv-dtype fp8: 256 bytes per token, half of bf16" grep -q "KV cache F8_E4M3: 256 bytes per token of context (256 values; at bf16 512 bytes, 0.50x)" "$T/benchh"
 "$FRT" bench -m "$T/d" --kv-dtype fp16 >/dev/null 2>"$T/err"
 check "bench --kv-dtype fp16: exit 2" test $? -eq 2
 check "bench --kv-dtype fp16: the message" grep -q "'fp16' is not one of default, fp8" "$T/err"
@@ -55,6 +65,13 @@ check "calibrate: the summary line" grep -q "wrote $T/s.safetensors: 8 KV entrie
 check "generate --kv-scales: exit 0" test $? -eq 0
 "$FRT" generate "${D[@]}" --kv-dtype fp8 --kv-scales "$T/s.safetensors" >"$T/c2.json" 2>/dev/null
 check "generate --kv-scales: the same ids twice" test "$(json_ids tokens <"$T/c1.json")" = "$(json_ids tokens <"$T/c2.json")"
+# the hybrid: its 4 KV entries (2 full-attention layers), 8 head scales
+"$FRT" calibrate -m "$T/h" --backend cpu --threads 1 --ids 5,6,7,8,9,10,11,12 -o "$T/sh.safetensors" -q >"$T/calh" 2>"$T/err"
+check "hybrid calibrate: exit 0" test $? -eq 0
+check "hybrid calibrate: the summary line" grep -q "wrote $T/sh.safetensors: 4 KV entries, 8 head scales in" "$T/calh"
+"$FRT" generate "${HY[@]}" --kv-dtype fp8 --kv-scales "$T/sh.safetensors" >"$T/h3.json" 2>/dev/null
+check "hybrid generate --kv-scales: exit 0" test $? -eq 0
+check "hybrid generate --kv-scales: 6 ids" test "$(json_ids tokens <"$T/h3.json" | wc -w)" -eq 6
 "$FRT" generate "${D[@]}" --kv-scales "$T/s.safetensors" >/dev/null 2>"$T/err"
 check "generate --kv-scales without --kv-dtype fp8: exit 1" test $? -eq 1
 check "generate --kv-scales without fp8: the message" grep -q "given without kv_dtype FRT_KV_FP8" "$T/err"

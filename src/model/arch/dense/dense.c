@@ -114,8 +114,7 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
 
 void dense_kv_scales(const frt_model *m, float *out)
 {
-    int nkv = m->cfg.n_kv_heads;
-    for (int e = 0; e < 2 * m->cfg.n_layers; e++) frt_model_kv_scales_of(m, e, out + (size_t)e * nkv, nkv);
+    frt_model_kv_scales_table(m, 2 * m->cfg.n_layers, m->cfg.n_kv_heads, out);
 }
 
 static void d_info(const frt_model *m, frt_model_info *info)

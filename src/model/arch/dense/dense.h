@@ -27,6 +27,8 @@
 #ifndef FRT_MODEL_ARCH_DENSE_H
 #define FRT_MODEL_ARCH_DENSE_H
 
+#include "model/fp8_weights.h"
+#include "model/kv_fp8_cpu.h"
 #include "model/model_internal.h"
 
 /* Weights of one layer, f32, HF Linear layout [out, in] (cpu backend). Biases
@@ -48,7 +50,7 @@ typedef struct dense_layer_weights {
     const float *up_proj;   /* [intermediate, hidden] */
     const float *down_proj; /* [hidden, intermediate] */
     unsigned fp8;           /* DENSE_FP8_* bits: which Linear weights are FP8 (their prefill inputs are
-                               quantized per token: dense_fp8_activations) */
+                               quantized per token: frt_fp8w_activations) */
 } dense_layer_weights;
 
 /* The bits of dense_layer_weights.fp8, one per Linear weight. */
@@ -78,11 +80,9 @@ typedef struct dense_scratch {
     float *t0, *t1, *t2;   /* [C, max(hidden, intermediate, n_heads * head_dim)] */
     float *q, *o;          /* [C, n_heads * head_dim] */
     int32_t *pos;          /* [C] positions of the step's rows */
-    float *kq, *vq;        /* fp8 KV: [C, n_kv_heads * head_dim] the step's K / V before quantization */
-    float *kdq, *vdq;      /* fp8 KV: [max_seq, n_kv_heads * head_dim] the cache rows dequantized */
-    float *kv_scale;       /* fp8 KV: [n_layers, 2, n_kv_heads] the static per-head scales (dense_kv_scales) */
+    frt_kv_fp8_cpu kv8;    /* fp8 KV: the step's rows, the dequantized cache, the scales (kv_fp8_cpu.h) */
     float *act;            /* FP8 weights: [C, max(hidden, intermediate, n_heads * head_dim)] a prefill
-                              Linear input quantized per token and dequantized (dense_fp8_activations) */
+                              Linear input quantized per token and dequantized (frt_fp8w_activations) */
     uint8_t *act8;         /* FP8 weights: the same shape, its E4M3 codes */
     float *act_scale;      /* FP8 weights: [C] its per-token scales */
     float *debug_hidden;   /* [(n_layers + 2), C, hidden] when params.debug_hidden */
@@ -99,70 +99,13 @@ typedef struct dense {
 
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
 
-/* dense_fp8.c (docs/fp8.md "FP8 weights"). */
-
-/* 0 for a tensor other than a decoder-layer Linear weight (embedding,
- * lm_head, norms, biases) of a float dtype but FP8; FRT_ERR_UNSUPPORTED
- * naming `full` for an FP8 one: FP8 is read only for the Linear weights
- * (dense_linear_check). */
-int dense_check_weight_dtype(const frt_tensor *t, const char *full);
-
-/* Checks Linear weight t (named `full`, shape [d0, d1] already checked):
- * 0 for a float tensor; for F8_E4M3, its scale tensor by cfg.quant
- * (`full` + "_scale": [] / [1] per-tensor, [d0, 1] / [d0] per-channel;
- * `full` + "_scale_inv" [ceil(d0 / bo), ceil(d1 / bi)] block-wise), of
- * dtype F32 / BF16 / F16, every scale finite and > 0. Errors (messages
- * name the tensor): FRT_ERR_UNSUPPORTED (F8_E5M2), FRT_ERR_FORMAT (FP8
- * without a quantization_config, a scale of the wrong dtype / shape /
- * value), FRT_ERR_NOT_FOUND (no scale tensor), FRT_ERR_OUT_OF_MEMORY. */
-int dense_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1);
-
-/* Linear weight t as f32 values into out [d0, d1] (after
- * dense_linear_check): an F8_E4M3 tensor dequantized, decode(q) * scale;
- * a float tensor converted, and with params.weight_dtype FRT_WEIGHT_FP8
- * quantized per output row (scale max|row| / 448, satfinite RNE,
- * kernels/cpu/fp8.h) and dequantized, the values an FP8 GPU kernel
- * multiplies by. Errors: FRT_ERR_OUT_OF_MEMORY, those of
- * frt_tensor_to_f32. */
-int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
-                        float *out);
-
-/* Linear weight t (after dense_linear_check) as E4M3 codes [d0, d1] and
- * one f32 scale per output row [d0], the form the cuda backend holds: an
- * FP8 tensor's own codes with its per-channel scales (a per-tensor scale
- * repeated on every row); a float tensor with params.weight_dtype
- * FRT_WEIGHT_FP8 quantized per row (the codes and scales of
- * dense_linear_to_f32's quantize-at-load). Errors: FRT_ERR_UNSUPPORTED
- * (block-wise scales, which are no per-row scales; a float weight of an FP8
- * checkpoint without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
- * frt_tensor_to_f32. */
-int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
-                     uint8_t *codes, float *scale);
-
-/* The FRT_ERR_UNSUPPORTED cases of dense_linear_fp8 alone (no conversion):
- * the check of a loader's sizing pass, so a refused load allocates
- * nothing. 0 when dense_linear_fp8 can read t. */
-int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full);
-
-/* The fingerprint's description of the FP8 weights of this load
- * (m->weights_desc): the checkpoint's scale layout and / or the
- * quantize-at-load; NULL for float weights. Static storage. */
-const char *dense_weights_desc(const frt_model *m);
-
-/* Whether Linear weight t is held in FP8 (an F8_E4M3 tensor, or any Linear
- * weight with params.weight_dtype FRT_WEIGHT_FP8): 1 or 0. */
-int dense_linear_is_fp8(const frt_model *m, const frt_tensor *t);
-
-/* The model-level rule for activations with FP8 weights (docs/fp8.md "FP8
- * activations"): in a prefill piece, the input of a product with an FP8
- * weight is quantized per token, scale[r] = max|x[r, :]| / 448 and codes
- * encode(x / scale[r]) (frt_fp8_quantize_rows_dynamic), and the product
- * multiplies the dequantized values decode(code) * scale[r]: the values
- * the cuda backend's FP8 GEMM multiplies. Decode steps (the GEMV) keep
- * the activations. A row's result depends on that row only.
- * out [n, dim] f32, codes [n, dim] u8, scale [n] f32 (scratch), x [n, dim]
- * f32. */
-void dense_fp8_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim);
+/* The shared FP8 weight functions (model/fp8_weights.h) under the names
+ * dense_cuda.c calls them by. */
+#define dense_check_weight_dtype frt_fp8w_check_dtype
+#define dense_linear_check frt_fp8w_linear_check
+#define dense_linear_fp8 frt_fp8w_linear_codes
+#define dense_linear_fp8_supported frt_fp8w_linear_supported
+#define dense_weights_desc frt_fp8w_desc
 
 /* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
  * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads

@@ -5,9 +5,10 @@
  *
  * With an FP8 KV cache (m->kv_dtype F8_E4M3, docs/fp8.md) the step's K and
  * V rows are computed in f32 as above, quantized into the cache with the
- * static per-head scales (kernels/cpu/fp8.h, satfinite RNE), and attention
- * reads every cache row it uses dequantized (the step's own rows too), so a
- * row's value never depends on whether it came from this step or the cache.
+ * static per-head scales, and attention reads every cache row it uses
+ * dequantized (the step's own rows too), so a row's value never depends on
+ * whether it came from this step or the cache (model/kv_fp8_cpu.h, shared
+ * with the hybrid).
  *
  * The math follows transformers 5.x modeling_llama.py (LlamaDecoderLayer,
  * LlamaAttention, LlamaMLP, LlamaRMSNorm), with the switches of dense.h:
@@ -28,7 +29,6 @@
  */
 #include "model/arch/dense/dense.h"
 
-#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cpu/rope_freqs.h"
 #include "util/error.h"
@@ -52,7 +52,7 @@ typedef struct weight_loader {
  * against [d0] (d1 == 0) or [d0, d1], and in pass 1 converts it to f32. A
  * decoder-layer Linear weight (linear: its DENSE_FP8_* bit, 0 for other
  * tensors) may be FP8 with its scales, or is quantized at load with
- * params.weight_dtype FRT_WEIGHT_FP8 (dense_fp8.c); the bit is set in
+ * params.weight_dtype FRT_WEIGHT_FP8 (model/fp8_weights.c); the bit is set in
  * *wl->fp8 when it is held in FP8. */
 static int load_tensor(weight_loader *wl, const float **dst, const char *name, int64_t d0, int64_t d1, unsigned linear)
 {
@@ -73,14 +73,14 @@ static int load_tensor(weight_loader *wl, const float **dst, const char *name, i
             snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", full, have, want);
     }
-    if (linear && wl->pass == 0) FRT_TRY(dense_linear_check(wl->m, t, full, d0, d1));
-    if (!linear) FRT_TRY(dense_check_weight_dtype(t, full));
+    if (linear && wl->pass == 0) FRT_TRY(frt_fp8w_linear_check(wl->m, t, full, d0, d1));
+    if (!linear) FRT_TRY(frt_fp8w_check_dtype(t, full));
     int64_t n = d0 * (d1 ? d1 : 1);
     if (wl->pass == 1) {
         float *p = wl->arena + wl->used;
-        FRT_TRY(linear ? dense_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
+        FRT_TRY(linear ? frt_fp8w_linear_to_f32(wl->m, t, full, d0, d1, p) : frt_tensor_to_f32(t, p));
         *dst = p;
-        if (linear && dense_linear_is_fp8(wl->m, t)) *wl->fp8 |= linear;
+        if (linear && frt_fp8w_is_fp8(wl->m, t)) *wl->fp8 |= linear;
     }
     wl->used += (size_t)n;
     return 0;
@@ -149,26 +149,13 @@ static int cpu_load_weights(frt_model *m)
     m->weight_bytes = bytes;
     wl.pass = 1;
     FRT_TRY(load_all(&wl));
-    m->weights_desc = dense_weights_desc(m);
+    m->weights_desc = frt_fp8w_desc(m);
     return 0;
 }
 
 /* ---- scratch ----------------------------------------------------------- */
 
 static int max_i(int a, int b) { return a > b ? a : b; }
-
-/* The fp8 KV cache's staging rows, dequantized cache and unit scales. */
-static int alloc_fp8_scratch(frt_model *m, dense_scratch *s)
-{
-    const frt_model_config *c = &m->cfg;
-    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, C = (size_t)m->C, S = (size_t)m->max_seq;
-    if (!(s->kq = malloc(C * kvd * sizeof(float))) || !(s->vq = malloc(C * kvd * sizeof(float))) ||
-        !(s->kdq = malloc(S * kvd * sizeof(float))) || !(s->vdq = malloc(S * kvd * sizeof(float))) ||
-        !(s->kv_scale = malloc((size_t)2 * c->n_layers * c->n_kv_heads * sizeof(float))))
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the fp8 KV scratch");
-    dense_kv_scales(m, s->kv_scale);
-    return 0;
-}
 
 static int cpu_alloc_scratch(frt_model *m)
 {
@@ -183,7 +170,7 @@ static int cpu_alloc_scratch(frt_model *m)
         !(s->o = malloc(rows * Q * sizeof(float))) ||
         !(s->pos = malloc(rows * sizeof(int32_t))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for scratch");
-    if (m->kv_dtype == FRT_DT_F8_E4M3) FRT_TRY(alloc_fp8_scratch(m, s));
+    if (m->kv_dtype == FRT_DT_F8_E4M3) FRT_TRY(frt_kv_fp8_cpu_alloc(m, &s->kv8));
     if (m->weights_desc && (!(s->act = malloc(rows * W * sizeof(float))) || !(s->act8 = malloc(rows * W)) ||
                             !(s->act_scale = malloc(rows * sizeof(float)))))
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the FP8 activation scratch");
@@ -199,11 +186,11 @@ static void cpu_free(frt_model *m)
     dense *d = dense_of(m);
     if (!d) return;
     dense_scratch *s = &d->s;
-    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden, s->kq, s->vq, s->kdq, s->vdq,
-                    s->kv_scale, s->act, s->act_scale};
+    float *all[] = {s->x, s->h, s->t0, s->t1, s->t2, s->q, s->o, s->debug_hidden, s->act, s->act_scale};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(s->pos);
     free(s->act8);
+    frt_kv_fp8_cpu_free(&s->kv8);
     memset(s, 0, sizeof *s);
     free(d->w.arena);
     free(d->w.layers);
@@ -221,11 +208,11 @@ static void add_bias(float *y, const float *b, int n, int dim)
 
 /* y [n, out] = x [n, in] . w^T for a decoder-layer Linear weight; fp8
  * (the weight is FP8 and the step a prefill piece): x's rows quantized per
- * token first (dense_fp8_activations, docs/fp8.md "FP8 activations"). */
+ * token first (frt_fp8w_activations, docs/fp8.md "FP8 activations"). */
 static void linear(dense_scratch *s, float *y, const float *x, const float *w, int n, int in, int out, unsigned fp8)
 {
     if (fp8) {
-        dense_fp8_activations(s->act, s->act8, s->act_scale, x, n, in);
+        frt_fp8w_activations(s->act, s->act8, s->act_scale, x, n, in);
         x = s->act;
     }
     frt_cpu_matmul(y, x, w, n, in, out);
@@ -247,7 +234,7 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
 
     const int fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     float *kc = frt_buffer_ptr(d->kv_k[l]), *vc = frt_buffer_ptr(d->kv_v[l]);
-    float *krow = fp8 ? s->kq : kc + (size_t)p0 * kvd, *vrow = fp8 ? s->vq : vc + (size_t)p0 * kvd;
+    float *krow = fp8 ? s->kv8.k : kc + (size_t)p0 * kvd, *vrow = fp8 ? s->kv8.v : vc + (size_t)p0 * kvd;
     linear(s, s->q, h, lw->q_proj, n, H, qd, f8 & DENSE_FP8_Q);
     linear(s, krow, h, lw->k_proj, n, H, kvd, f8 & DENSE_FP8_K);
     linear(s, vrow, h, lw->v_proj, n, H, kvd, f8 & DENSE_FP8_V);
@@ -262,14 +249,9 @@ static void attention_block(frt_model *m, int l, const float *h, float *out, int
     frt_cpu_rope_freqs(s->q, n, nh, hd, hd, s->pos, d->inv_freq);
     frt_cpu_rope_freqs(krow, n, nkv, hd, hd, s->pos, d->inv_freq);
     if (fp8) { /* quantize the step's rows into the cache, read the cache back dequantized */
-        uint8_t *k8 = frt_buffer_ptr(d->kv_k[l]), *v8 = frt_buffer_ptr(d->kv_v[l]);
-        const float *ks = s->kv_scale + (size_t)2 * l * nkv, *vs = ks + nkv; /* layer l's K, V heads */
-        frt_fp8_quantize_rows(k8 + (size_t)p0 * kvd, krow, ks, nkv, n * nkv, hd);
-        frt_fp8_quantize_rows(v8 + (size_t)p0 * kvd, vrow, vs, nkv, n * nkv, hd);
-        frt_fp8_dequantize_rows(s->kdq, k8, ks, nkv, (p0 + n) * nkv, hd);
-        frt_fp8_dequantize_rows(s->vdq, v8, vs, nkv, (p0 + n) * nkv, hd);
-        kc = s->kdq;
-        vc = s->vdq;
+        frt_kv_fp8_cpu_step(&s->kv8, l, frt_buffer_ptr(d->kv_k[l]), frt_buffer_ptr(d->kv_v[l]), p0, n);
+        kc = s->kv8.kdq;
+        vc = s->kv8.vdq;
     }
     frt_cpu_attention(s->o, s->q, kc, vc, n, p0, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     linear(s, out, s->o, lw->o_proj, n, qd, H, f8 & DENSE_FP8_O);

@@ -83,8 +83,8 @@ static int q_declare_state(const frt_model *m, frt_state_decl *out, int cap)
     int n = 0;
     for (int l = 0; l < c->n_layers; l++) {
         if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
-            decl(&out[n++], l, "k", m->bk->kv_dtype, FRT_STATE_ROWS, 3, m->max_seq, c->n_kv_heads, c->head_dim);
-            decl(&out[n++], l, "v", m->bk->kv_dtype, FRT_STATE_ROWS, 3, m->max_seq, c->n_kv_heads, c->head_dim);
+            decl(&out[n++], l, "k", m->kv_dtype, FRT_STATE_ROWS, 3, m->max_seq, c->n_kv_heads, c->head_dim);
+            decl(&out[n++], l, "v", m->kv_dtype, FRT_STATE_ROWS, 3, m->max_seq, c->n_kv_heads, c->head_dim);
         } else {
             decl(&out[n++], l, "state", FRT_DT_F32, FRT_STATE_WHOLE, 3, c->lin_n_v_heads, c->lin_k_head_dim,
                  c->lin_v_head_dim);

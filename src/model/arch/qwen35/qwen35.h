@@ -10,7 +10,8 @@
  * qwen35_cuda.c + qwen35_glue.cu (the bf16 CUDA forward pass).
  *
  * The state it declares, per layer in order (max_seq = S):
- *   full attention:  kv.L.k, kv.L.v  [S, n_kv_heads, head_dim]  rows   (f32 cpu, bf16 cuda)
+ *   full attention:  kv.L.k, kv.L.v  [S, n_kv_heads, head_dim]  rows   (f32 cpu, bf16 cuda;
+ *                    F8_E4M3 codes on both with params.kv_dtype FRT_KV_FP8: docs/fp8.md)
  *   linear:          gdn.L.state     [n_v_heads, d_k, d_v] f32  whole, recurrent
  *                    gdn.L.conv      [conv_channels, kernel-1] f32  whole, recurrent
  * then the runtime's tokens, boundary and logits.
@@ -18,10 +19,12 @@
 #ifndef FRT_MODEL_ARCH_QWEN35_H
 #define FRT_MODEL_ARCH_QWEN35_H
 
+#include "model/kv_fp8_cpu.h"
 #include "model/model_internal.h"
 
 /* Weights of one layer, f32, HF Linear layout [out, in] (cpu backend). NULL
- * where the layer type has no such tensor. */
+ * where the layer type has no such tensor. With FP8 weights the Linear
+ * ones hold their dequantized E4M3 values (model/fp8_weights.h). */
 typedef struct qwen35_layer_weights {
     const float *input_ln;      /* [hidden] zero-centred */
     const float *post_ln;       /* [hidden] zero-centred */
@@ -65,6 +68,11 @@ typedef struct qwen35_scratch {
     float *t2, *t3;  /* [C, max_proj] */
     float *q, *k, *v, *z, *g, *beta, *o; /* per-block temporaries */
     int32_t *pos;          /* [C] positions of the step's rows */
+    frt_kv_fp8_cpu kv8;    /* fp8 KV: the step's K / V rows, the dequantized cache, the scales */
+    float *act;            /* FP8 weights: [C, max_proj] a prefill Linear input quantized per token and
+                              dequantized (frt_fp8w_activations) */
+    uint8_t *act8;         /* FP8 weights: the same shape, its E4M3 codes */
+    float *act_scale;      /* FP8 weights: [C] its per-token scales */
     float *debug_hidden;   /* [(n_layers + 1), C, hidden] when params.debug_hidden */
     int debug_rows;        /* rows recorded by the last prefill piece */
 } qwen35_scratch;

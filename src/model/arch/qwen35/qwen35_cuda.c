@@ -20,6 +20,12 @@
  *                internals f32.
  *   state        KV cache bf16 (kv_dtype bf16), recurrent and conv state
  *                f32, as qwen35.c declares them (the runtime allocates them).
+ *                With params.kv_dtype FRT_KV_FP8 the KV cache holds E4M3
+ *                codes with static per-head scales (attention_fp8: K after
+ *                k_norm and the partial RoPE, quantized by
+ *                frt_cuda_kv_append_fp8; attention over the codes with
+ *                frt_cuda_attention_prefill_fp8 / frt_cuda_attention_fp8;
+ *                docs/fp8.md); the recurrent and conv states stay f32.
  *
  * Graphs: every value that changes between replays is read from device
  * memory by the kernels: the start position (boundary.pos), the valid rows
@@ -80,7 +86,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
-    f.at_one = !decode && one_gemm(f.c->at_fused, R);
+    f.at_one = !decode && !f.c->fp8 && one_gemm(f.c->at_fused, R); /* fp8: attention_fp8 reads q | gate, k, v apart */
     f.dn_one = !decode && one_gemm(f.c->dn_fused, R);
     f.d_pos = (int32_t *)(void *)(bd + offsetof(frt_boundary, pos));
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
@@ -129,33 +135,80 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
-/* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta;
- * decode: of rmsnorm(c->x, input_ln), added into c->x. */
-static int attention_block(const fwd *f, int l)
+/* Rows of a full-attention layer, on stream st: qg [R, qw] f32 (q | gate
+ * per head), k, v [R, kvw] f32 in; q and zg [R, ad] f32 (the query, the
+ * gate) and o [R, ad] f32 (attention) out; k is normalised and roped in
+ * place. d_pos, d_n: the rows' start and count (d_n NULL: 1); ws: the
+ * decode attention's split workspace. */
+typedef struct attn_rows {
+    void *st;
+    int R, decode;
+    const int32_t *d_pos, *d_n;
+    const float *qg, *v;
+    float *k, *q, *zg, *o;
+    void *ws;
+} attn_rows;
+
+/* The split of qg into q and the gate, the q / k norms (zero-centred) and
+ * the partial RoPE of q and k: the unfused sequence whose bits
+ * frt_cuda_attn_prep and frt_cuda_attn_decode_prep give (without the
+ * append). */
+static int prep_unfused(const fwd *f, int l, const attn_rows *r)
+{
+    const cu_model *c = f->c;
+    const cu_layer *lw = &c->layers[l];
+    const int R = r->R, nh = c->nh, nkv = c->nkv, hd = c->hd, per_head = c->gated ? 2 * hd : hd;
+    FRT_TRY(frt_cuda_copy_rows(r->st, r->q, F32, r->qg, F32, r->d_n, R, nh, hd, per_head));
+    if (c->gated) FRT_TRY(frt_cuda_copy_rows(r->st, r->zg, F32, r->qg + hd, F32, r->d_n, R, nh, hd, per_head));
+    FRT_TRY(frt_cuda_rmsnorm(r->st, r->q, F32, r->q, F32, lw->q_norm, r->d_n, R, nh, hd, c->eps, 1));
+    FRT_TRY(frt_cuda_rmsnorm(r->st, r->k, F32, r->k, F32, lw->k_norm, r->d_n, R, nkv, hd, c->eps, 1));
+    FRT_TRY(frt_cuda_rope(r->st, r->q, F32, r->d_pos, r->d_n, R, nh, hd, c->rot, c->theta));
+    return frt_cuda_rope(r->st, r->k, F32, r->d_pos, r->d_n, R, nkv, hd, c->rot, c->theta);
+}
+
+/* Layer l's FP8 K (kv 0) or V (kv 1) scales [nkv] f32 (device). */
+static const float *kv_scale(const cu_model *c, int l, int kv)
+{
+    return c->kv_scale + (size_t)(2 * l + kv) * (size_t)c->nkv;
+}
+
+/* The FP8 KV cache (c->fp8, docs/fp8.md) of layer l, the bound slot's:
+ * prep_unfused, K (after RoPE) and V quantized into the E4M3 cache with the
+ * static per-head scales (frt_cuda_kv_append_fp8: the bits of the cpu
+ * codec on the same f32 rows), then attention over the codes: decode the
+ * flash-decoding splits (fp32 accuracy; tensor cores for head_dim 64 / 128
+ * / 256), a prefill piece the tensor-core FlashAttention (Q and P in bf16),
+ * other head sizes the CUDA-core kernel (dequantized on load, f32). */
+static int attention_fp8(const fwd *f, int l, const attn_rows *r)
+{
+    frt_model *m = f->m;
+    cu_model *c = f->c;
+    const int R = r->R, nh = c->nh, nkv = c->nkv, hd = c->hd, S = m->max_seq;
+    uint8_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
+    const float *ks = kv_scale(c, l, 0), *vs = kv_scale(c, l, 1);
+    FRT_TRY(prep_unfused(f, l, r));
+    FRT_TRY(frt_cuda_kv_append_fp8(r->st, kc, vc, r->k, r->v, ks, vs, r->d_pos, r->d_n, R, S, nkv, hd));
+    if (r->decode)
+        return frt_cuda_attention_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh, nkv, hd,
+                                      c->scale, DECODE_SPLIT, r->ws, c->attn_ws_bytes);
+    int rc = frt_cuda_attention_prefill_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh,
+                                            nkv, hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
+    if (rc != FRT_ERR_UNSUPPORTED) return rc;
+    return frt_cuda_attention_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh, nkv, hd,
+                                  c->scale, 0, NULL, 0);
+}
+
+/* The bf16 KV cache of layer l: the prep (one fused launch for decode and
+ * for a one-GEMM prefill piece, else prep_unfused) with the bf16 append,
+ * then attention into c->o. */
+static int attention_bf16(const fwd *f, int l, const attn_rows *r)
 {
     frt_model *m = f->m;
     cu_model *c = f->c;
     const cu_layer *lw = &c->layers[l];
     void *st = f->st;
     int R = f->R, nh = c->nh, nkv = c->nkv, hd = c->hd;
-    int per_head = c->gated ? 2 * hd : hd;
     uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
-
-    if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
-        const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
-                                          {c->k, F32, lw->k_proj, c->kvw},
-                                          {c->v, F32, lw->v_proj, c->kvw}};
-        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
-    } else if (f->at_one) {
-        /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
-         * prep below reads in place */
-        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
-    } else {
-        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
-        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
-        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
-    }
     if (f->decode) { /* split, q/k norms, RoPE and the KV append in one launch (q within 1e-8 of the unfused path) */
         FRT_TRY(frt_cuda_attn_decode_prep(st, c->q, c->gated ? c->zg : NULL, kc, vc, c->t0, c->k, c->v, lw->q_norm,
                                           lw->k_norm, f->d_pos, f->d_n, m->max_seq, nh, nkv, hd, c->rot, c->theta,
@@ -168,28 +221,48 @@ static int attention_block(const fwd *f, int l)
                                    c->t0 + c->qw + c->kvw, W, lw->q_norm, lw->k_norm, f->d_pos, f->d_n, R,
                                    m->max_seq, nh, nkv, hd, c->rot, c->theta, c->eps, 1, c->gated));
     } else {
-        FRT_TRY(frt_cuda_copy_rows(st, c->q, F32, c->t0, F32, f->d_n, R, nh, hd, per_head));
-        if (c->gated) FRT_TRY(frt_cuda_copy_rows(st, c->zg, F32, c->t0 + hd, F32, f->d_n, R, nh, hd, per_head));
-        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, f->d_n, R, nh, hd, c->eps, 1));
-        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, f->d_n, R, nkv, hd, c->eps, 1));
-        FRT_TRY(frt_cuda_rope(st, c->q, F32, f->d_pos, f->d_n, R, nh, hd, c->rot, c->theta));
-        FRT_TRY(frt_cuda_rope(st, c->k, F32, f->d_pos, f->d_n, R, nkv, hd, c->rot, c->theta));
+        FRT_TRY(prep_unfused(f, l, r));
         FRT_TRY(frt_cuda_kv_append(st, kc, vc, c->k, c->v, F32, f->d_pos, f->d_n, R, m->max_seq, nkv, hd));
     }
     if (f->decode)
-        FRT_TRY(frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
-                                   c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes));
-    else {
-        /* tensor cores for head_dim 64/128/256; otherwise the scalar prefill form */
-        int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh,
-                                            nkv, hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
-        if (rc == FRT_ERR_UNSUPPORTED)
-            rc = frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
-                                    c->scale, 0, NULL, 0);
-        FRT_TRY(rc);
+        return frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
+                                  c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    /* tensor cores for head_dim 64/128/256; otherwise the scalar prefill form */
+    int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
+                                        c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
+    if (rc != FRT_ERR_UNSUPPORTED) return rc;
+    return frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd, c->scale,
+                              0, NULL, 0);
+}
+
+/* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta;
+ * decode: of rmsnorm(c->x, input_ln), added into c->x. */
+static int attention_block(const fwd *f, int l)
+{
+    cu_model *c = f->c;
+    const cu_layer *lw = &c->layers[l];
+    void *st = f->st;
+    int R = f->R;
+
+    if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
+        const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
+                                          {c->k, F32, lw->k_proj, c->kvw},
+                                          {c->v, F32, lw->v_proj, c->kvw}};
+        const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
+        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+    } else if (f->at_one) {
+        /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
+         * prep reads in place */
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
+    } else {
+        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
+        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
+        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
     }
-    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, nh * hd));
-    FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, nh * hd));
+    const attn_rows r = {st, R, f->decode, f->d_pos, f->d_n, c->t0, c->v, c->k, c->q, c->zg, c->o, c->attn_ws};
+    FRT_TRY(c->fp8 ? attention_fp8(f, l, &r) : attention_bf16(f, l, &r));
+    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, c->ad));
+    FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, c->ad));
     return gemm_out(f, c->ob, lw->o_proj, c->ad);
 }
 
@@ -413,6 +486,12 @@ static int b_attention(const fwd *fa, const fwd *fb, int l)
         void *st = c->ends.fan.side[b], *ws = (char *)c->attn_ws + (size_t)b * c->attn_ws_bytes;
         uint16_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
         float *q = c->q + (size_t)b * c->ad, *zg = c->gated ? c->zg + (size_t)b * c->ad : NULL;
+        if (c->fp8) { /* the slot's rows through the path of its decode alone (the same bits) */
+            const attn_rows r = {st, 1, 1, fb[b].d_pos, NULL, c->t0 + (size_t)b * c->qw, c->v + (size_t)b * c->kvw,
+                                 c->k + (size_t)b * c->kvw, q, zg, c->o + (size_t)b * c->ad, ws};
+            FRT_TRY(attention_fp8(fa, l, &r));
+            continue;
+        }
         FRT_TRY(frt_cuda_attn_decode_prep(st, q, zg, kc, vc, c->t0 + (size_t)b * c->qw, c->k + (size_t)b * c->kvw,
                                           c->v + (size_t)b * c->kvw, lw->q_norm, lw->k_norm, fb[b].d_pos, NULL,
                                           m->max_seq, c->nh, c->nkv, c->hd, c->rot, c->theta, c->eps, 1, c->gated));
@@ -554,6 +633,8 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
+    .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,gdn=f32,conv=f32,"
+                           "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1",
     .load_weights = frt_qwen35_cu_load_weights,
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
     .free = frt_qwen35_cu_free,

@@ -84,6 +84,8 @@ typedef struct cu_model {
     size_t prefill_attn_ws_bytes;
     void *sample_ws;
     size_t sample_ws_bytes;
+    int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype; docs/fp8.md): attention_fp8 */
+    float *kv_scale; /* fp8: [L, 2, nkv] f32 the static per-head K and V scales (frt_model_kv_scales_table) */
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
     frt_batch_ends ends; /* the batched decode's per-slot starts and ends (batch_cuda.h) */
     void *ends_ws;

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "model/arch/qwen35/qwen35_glue.h"
+#include "model/kv_scales.h"
 #include "util/bf16.h"
 #include "util/error.h"
 
@@ -361,6 +362,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
     if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
 
+    c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     /* Two passes over one layout: sizes (base NULL), then pointers. */
     size_t total = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -393,6 +395,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         CARVE(c->attn_ws, char, c->attn_ws_bytes * (size_t)slots); /* the batched decode: one a slot */
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
+        if (c->fp8) CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
         if (slots > 1) {
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
             CARVE(c->ends_ws, char, c->ends_ws_bytes);
@@ -410,6 +413,10 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
             FRT_TRY(frt_buffer_fill(c->sbuf, 0, total, 0, m->stream));
         }
     }
+
+    if (c->fp8) /* the FP8 KV cache's static per-head scales, [L, 2, nkv] (layer l's K and V: entries 2l, 2l + 1) */
+        FRT_TRY(frt_model_kv_scales_upload(m, 2 * c->L, c->nkv, c->sbuf,
+                                           (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf))));
 
     /* cuBLASLt: the handle, the stream's workspace, and every plan the
      * captured graphs use (each bucket, and n = 1 for decode and lm_head). */

@@ -1,6 +1,7 @@
 /*
- * arch/dense/dense_fp8.c - the dense family's FP8 E4M3 Linear weights
- * (docs/fp8.md "FP8 weights"): the checks and the dequantization of an FP8
+ * model/fp8_weights.c - FP8 E4M3 Linear weights (docs/fp8.md "FP8
+ * weights"), shared by the architectures that hold them (dense, qwen35;
+ * fp8_weights.h): the checks and the dequantization of an FP8
  * checkpoint's weights with their scales (cfg.quant: per-tensor or
  * per-channel weight_scale of compressed-tensors, 128x128-block
  * weight_scale_inv of transformers' fp8), and the quantize-at-load of
@@ -10,7 +11,9 @@
  * is the tensor's scale, row r's, or block (r / bo, c / bi)'s; the same
  * value the cuda kernels see (decode is exact; one f32 product).
  */
-#include "model/arch/dense/dense.h"
+#include "model/fp8_weights.h"
+
+#include "model/model_internal.h"
 
 #include "kernels/cpu/fp8.h"
 #include "util/error.h"
@@ -20,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dense_check_weight_dtype(const frt_tensor *t, const char *full)
+int frt_fp8w_check_dtype(const frt_tensor *t, const char *full)
 {
     if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2)
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -122,7 +125,7 @@ static int read_scales(const frt_tensor *st, float **out)
     return 0;
 }
 
-int dense_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1)
+int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1)
 {
     if (t->dtype == FRT_DT_F8_E5M2)
         return frt_error(FRT_ERR_UNSUPPORTED, "checkpoint: tensor '%s' is F8_E5M2 (only E4M3 weights are supported)",
@@ -197,7 +200,8 @@ static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
     return 0;
 }
 
-int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1, float *out)
+int frt_fp8w_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                           float *out)
 {
     if (t->dtype == FRT_DT_F8_E4M3) return dequant_checkpoint(m, t, full, d0, d1, out);
     FRT_TRY(frt_tensor_to_f32(t, out));
@@ -205,7 +209,7 @@ int dense_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *ful
     return 0;
 }
 
-int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const char *full)
+int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const char *full)
 {
     if (t->dtype != FRT_DT_F8_E4M3 && m->params.weight_dtype != FRT_WEIGHT_FP8)
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -220,10 +224,10 @@ int dense_linear_fp8_supported(const frt_model *m, const frt_tensor *t, const ch
     return 0;
 }
 
-int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
-                     uint8_t *codes, float *scale)
+int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                          uint8_t *codes, float *scale)
 {
-    FRT_TRY(dense_linear_fp8_supported(m, t, full));
+    FRT_TRY(frt_fp8w_linear_supported(m, t, full));
     if (t->dtype != FRT_DT_F8_E4M3) { /* a float weight, quantized at load */
         float *x = malloc((size_t)(d0 * d1) * sizeof(float));
         if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
@@ -243,11 +247,11 @@ int dense_linear_fp8(const frt_model *m, const frt_tensor *t, const char *full, 
     return 0;
 }
 
-/* The activation rule of FP8 weights (dense_fp8_activations), part of every
+/* The activation rule of FP8 weights (frt_fp8w_activations), part of every
  * FP8 weights description. */
 #define ACT ",act=f8_e4m3-per-token-amax448-prefill"
 
-const char *dense_weights_desc(const frt_model *m)
+const char *frt_fp8w_desc(const frt_model *m)
 {
     static const char *const desc[2][4] = {
         {NULL, "weights=f8_e4m3,scale=checkpoint-per-tensor" ACT, "weights=f8_e4m3,scale=checkpoint-per-channel" ACT,
@@ -262,12 +266,12 @@ const char *dense_weights_desc(const frt_model *m)
     return method >= 0 && method < 4 ? desc[at_load][method] : NULL;
 }
 
-int dense_linear_is_fp8(const frt_model *m, const frt_tensor *t)
+int frt_fp8w_is_fp8(const frt_model *m, const frt_tensor *t)
 {
     return t->dtype == FRT_DT_F8_E4M3 || m->params.weight_dtype == FRT_WEIGHT_FP8;
 }
 
-void dense_fp8_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim)
+void frt_fp8w_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim)
 {
     frt_fp8_quantize_rows_dynamic(codes, scale, x, n, dim);
     frt_fp8_dequantize_rows(out, codes, scale, n, n, dim);

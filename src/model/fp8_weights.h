@@ -1,0 +1,82 @@
+/*
+ * model/fp8_weights.h - FP8 E4M3 Linear weights (docs/fp8.md "FP8
+ * weights"), shared by the architectures' loaders and cpu forward passes
+ * (dense, qwen35): the checks and dequantization of an FP8 checkpoint's
+ * weights with their scales (cfg.quant), the quantize-at-load of
+ * params.weight_dtype FRT_WEIGHT_FP8 (per output channel, max|row| / 448),
+ * the codes and scales a GPU backend holds, the fingerprint's description,
+ * and the prefill activation rule. Internal.
+ */
+#ifndef FRT_MODEL_FP8_WEIGHTS_H
+#define FRT_MODEL_FP8_WEIGHTS_H
+
+#include "frt/safetensors.h"
+
+#include <stdint.h>
+
+typedef struct frt_model frt_model;
+
+/* 0 for a tensor other than a decoder-layer Linear weight (embedding,
+ * lm_head, norms, biases) of a float dtype but FP8; FRT_ERR_UNSUPPORTED
+ * naming `full` for an FP8 one: FP8 is read only for the Linear weights
+ * (frt_fp8w_linear_check). */
+int frt_fp8w_check_dtype(const frt_tensor *t, const char *full);
+
+/* Checks Linear weight t (named `full`, shape [d0, d1] already checked):
+ * 0 for a float tensor; for F8_E4M3, its scale tensor by cfg.quant
+ * (`full` + "_scale": [] / [1] per-tensor, [d0, 1] / [d0] per-channel;
+ * `full` + "_scale_inv" [ceil(d0 / bo), ceil(d1 / bi)] block-wise), of
+ * dtype F32 / BF16 / F16, every scale finite and > 0. Errors (messages
+ * name the tensor): FRT_ERR_UNSUPPORTED (F8_E5M2), FRT_ERR_FORMAT (FP8
+ * without a quantization_config, a scale of the wrong dtype / shape /
+ * value), FRT_ERR_NOT_FOUND (no scale tensor), FRT_ERR_OUT_OF_MEMORY. */
+int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1);
+
+/* Linear weight t as f32 values into out [d0, d1] (after
+ * frt_fp8w_linear_check): an F8_E4M3 tensor dequantized, decode(q) * scale;
+ * a float tensor converted, and with params.weight_dtype FRT_WEIGHT_FP8
+ * quantized per output row (scale max|row| / 448, satfinite RNE,
+ * kernels/cpu/fp8.h) and dequantized, the values an FP8 GPU kernel
+ * multiplies by. Errors: FRT_ERR_OUT_OF_MEMORY, those of
+ * frt_tensor_to_f32. */
+int frt_fp8w_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                           float *out);
+
+/* Linear weight t (after frt_fp8w_linear_check) as E4M3 codes [d0, d1] and
+ * one f32 scale per output row [d0], the form the cuda backend holds: an
+ * FP8 tensor's own codes with its per-channel scales (a per-tensor scale
+ * repeated on every row); a float tensor with params.weight_dtype
+ * FRT_WEIGHT_FP8 quantized per row (the codes and scales of
+ * frt_fp8w_linear_to_f32's quantize-at-load). Errors: FRT_ERR_UNSUPPORTED
+ * (block-wise scales, which are no per-row scales; a float weight of an FP8
+ * checkpoint without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
+ * frt_tensor_to_f32. */
+int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
+                          uint8_t *codes, float *scale);
+
+/* The FRT_ERR_UNSUPPORTED cases of frt_fp8w_linear_codes alone (no
+ * conversion): the check of a loader's sizing pass, so a refused load
+ * allocates nothing. 0 when frt_fp8w_linear_codes can read t. */
+int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const char *full);
+
+/* The fingerprint's description of the FP8 weights of this load
+ * (m->weights_desc): the checkpoint's scale layout and / or the
+ * quantize-at-load; NULL for float weights. Static storage. */
+const char *frt_fp8w_desc(const frt_model *m);
+
+/* Whether Linear weight t is held in FP8 (an F8_E4M3 tensor, or any Linear
+ * weight with params.weight_dtype FRT_WEIGHT_FP8): 1 or 0. */
+int frt_fp8w_is_fp8(const frt_model *m, const frt_tensor *t);
+
+/* The model-level rule for activations with FP8 weights (docs/fp8.md "FP8
+ * activations"): in a prefill piece, the input of a product with an FP8
+ * weight is quantized per token, scale[r] = max|x[r, :]| / 448 and codes
+ * encode(x / scale[r]) (frt_fp8_quantize_rows_dynamic), and the product
+ * multiplies the dequantized values decode(code) * scale[r]: the values
+ * the cuda backend's FP8 GEMM multiplies. Decode steps (the GEMV) keep
+ * the activations. A row's result depends on that row only.
+ * out [n, dim] f32, codes [n, dim] u8, scale [n] f32 (scratch), x [n, dim]
+ * f32. */
+void frt_fp8w_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim);
+
+#endif /* FRT_MODEL_FP8_WEIGHTS_H */
