@@ -76,9 +76,9 @@ struct gemv_bf16 {
     static constexpr int XC = 1;
     template <int NM, int U>
     static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
-                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+                                                  const uint4 (&xc)[XC])
     {
-        const uint4 xv = ok ? xs[g * kc + c + 4 * u] : make_uint4(0, 0, 0, 0);
+        const uint4 xv = xc[0];
         const uint32_t a0[4] = {xv.x, 0u, xv.y, 0u}, a1[4] = {xv.z, 0u, xv.w, 0u};
 #pragma unroll
         for (int m = 0; m < NM; m++) {

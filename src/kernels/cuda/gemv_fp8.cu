@@ -81,10 +81,9 @@ struct gemv_e4m3 {
     static constexpr int XC = 2;
     template <int NM, int U>
     static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
-                                                  const uint4 *xs, int kc, int c, bool ok, int g)
+                                                  const uint4 (&xc)[XC])
     {
-        const size_t xi = (size_t)g * 2 * kc + 2 * (size_t)(c + 4 * u);
-        const uint4 x0 = ok ? xs[xi] : make_uint4(0, 0, 0, 0), x1 = ok ? xs[xi + 1] : make_uint4(0, 0, 0, 0);
+        const uint4 x0 = xc[0], x1 = xc[1];
         const uint32_t xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
         for (int m = 0; m < NM; m++) {
