@@ -42,21 +42,22 @@ __device__ __forceinline__ float2 frt_fp8x2_decode_scaled(uint16_t q2, float s)
     return make_float2(__fmul_rn(f.x, s), __fmul_rn(f.y, s));
 }
 
+/* Two adjacent codes (the low byte: the lower element) as bf16x2 bits,
+ * exact: e4m3x2 -> f16x2 (exact) -> f32 -> bf16x2 (exact, the value is
+ * representable). */
+__device__ __forceinline__ uint32_t frt_fp8x2_to_bf16x2(uint32_t two)
+{
+    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3)));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t *>(&b);
+}
+
 /* Eight codes (byte i of the pair, low word first: element i) as eight
- * bf16 (uint4 word i = elements 2 i, 2 i + 1), exact: e4m3x2 -> f16x2
- * (exact) -> f32 -> bf16x2 (exact, the value is representable). */
+ * bf16 (uint4 word i = elements 2 i, 2 i + 1), exact. */
 __device__ __forceinline__ uint4 frt_fp8x8_to_bf16x8(uint2 q)
 {
-    uint32_t w[4];
-    const uint32_t in[2] = {q.x, q.y};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const uint16_t two = (uint16_t)(in[i >> 1] >> (16 * (i & 1)));
-        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3)));
-        const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-        w[i] = *reinterpret_cast<const uint32_t *>(&b);
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
+    return make_uint4(frt_fp8x2_to_bf16x2(q.x & 0xFFFFu), frt_fp8x2_to_bf16x2(q.x >> 16),
+                      frt_fp8x2_to_bf16x2(q.y & 0xFFFFu), frt_fp8x2_to_bf16x2(q.y >> 16));
 }
 
 #endif /* FRT_KERNELS_CUDA_FP8_UTIL_H */

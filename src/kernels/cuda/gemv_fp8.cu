@@ -42,6 +42,7 @@
 #include "kernels/cuda/gemv_fp8.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/gemv_util.h"
 #include "kernels/cuda/mma_util.h"
@@ -52,22 +53,14 @@
 #define FP8_BIG_SMEM (96u << 10) /* x above this: blocks of 16 warps */
 #define FP8_SMEM_MAX (227u << 10) /* H100 / H200 opt-in shared memory per block */
 
-/* Two adjacent codes (low byte: the lower element) as bf16x2 bits, exact. */
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two)
-{
-    const __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3));
-    const float2 f = __half22float2(h);
-    return frt_pack_bf16(f.x, f.y);
-}
-
 /* The 16 codes of one chunk as 8 bf16x2 words, word i = elements 2 i, 2 i + 1. */
 __device__ __forceinline__ void fp8_widen(uint32_t (&wb)[8], const uint4 v)
 {
     const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        wb[2 * i] = fp8x2_to_bf16x2(w4[i] & 0xFFFFu);
-        wb[2 * i + 1] = fp8x2_to_bf16x2(w4[i] >> 16);
+        wb[2 * i] = frt_fp8x2_to_bf16x2(w4[i] & 0xFFFFu);
+        wb[2 * i + 1] = frt_fp8x2_to_bf16x2(w4[i] >> 16);
     }
 }
 

@@ -7,7 +7,6 @@
 #include "model/arch/dense/dense.h"
 
 #include "kernels/cpu/rope_freqs.h"
-#include "model/kv_scales.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -110,11 +109,6 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
     *k_entry = 2 * layer;
     *v_entry = 2 * layer + 1;
     return 0;
-}
-
-void dense_kv_scales(const frt_model *m, float *out)
-{
-    frt_model_kv_scales_table(m, 2 * m->cfg.n_layers, m->cfg.n_kv_heads, out);
 }
 
 static void d_info(const frt_model *m, frt_model_info *info)

@@ -99,18 +99,6 @@ typedef struct dense {
 
 static inline dense *dense_of(const frt_model *m) { return (dense *)m->arch_data; }
 
-/* The shared FP8 weight functions (model/fp8_weights.h) under the names
- * dense_cuda.c calls them by. */
-#define dense_check_weight_dtype frt_fp8w_check_dtype
-#define dense_linear_check frt_fp8w_linear_check
-#define dense_linear_fp8 frt_fp8w_linear_codes
-#define dense_linear_fp8_supported frt_fp8w_linear_supported
-#define dense_weights_desc frt_fp8w_desc
-
-/* The FP8 KV cache's static scales (docs/fp8.md) into out [n_layers, 2,
- * n_kv_heads] f32: layer l's K heads at out + 2 l n_kv_heads, its V heads
- * right after; from params.kv_scales (model/kv_scales.h), else 1.0. */
-void dense_kv_scales(const frt_model *m, float *out);
 
 extern const frt_arch_backend frt_dense_cpu_backend; /* dense_cpu.c */
 #if FRT_HAVE_CUDA

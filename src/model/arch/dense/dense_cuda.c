@@ -52,6 +52,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
 #include "model/arch/qwen35/qwen35_glue.h"
+#include "model/kv_scales.h"
 #include "util/bf16.h"
 #include "util/error.h"
 
@@ -104,7 +105,7 @@ typedef struct cd_model {
     uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
     float *xs;          /* wfp8: [C] its per-token scales */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
-    char wdesc[256];    /* wfp8: m->weights_desc: dense_weights_desc + the prefill GEMM */
+    char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
     frt_buffer *sbuf;
     float *x, *hf, *q, *k, *v, *o, *t0, *t1, *delta;
@@ -123,7 +124,7 @@ typedef struct cd_model {
     void *ends_ws;
     size_t ends_ws_bytes;
     int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype): attn_fp8 */
-    float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (dense_kv_scales) */
+    float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (frt_model_kv_scales_upload) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
     int32_t *debug_rows;
@@ -198,7 +199,7 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
     if (!frt_dtype_is_float(t->dtype))
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
                          frt_dtype_name(t->dtype));
-    FRT_TRY(dense_check_weight_dtype(t, full));
+    FRT_TRY(frt_fp8w_check_dtype(t, full));
     size_t n = (size_t)(d0 * (d1 ? d1 : 1));
     size_t off = wl->used;
     wl->used += align_up(n * (to_bf16 ? 2 : 4));
@@ -224,7 +225,7 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
 }
 
 /* A Linear weight with FP8 weights (c->wfp8): its E4M3 codes [d0, d1] and
- * per-channel scales [d0] (dense_linear_fp8) reserved in the arena and, in
+ * per-channel scales [d0] (frt_fp8w_linear_codes) reserved in the arena and, in
  * pass 1, uploaded; *dst gets their device addresses. */
 static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *dst)
 {
@@ -236,15 +237,15 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
     if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
                          full, t->ndim, (long long)t->shape[0], (long long)d0, (long long)d1);
-    if (wl->pass == 0) FRT_TRY(dense_linear_check(m, t, full, d0, d1));
-    if (wl->pass == 0) FRT_TRY(dense_linear_fp8_supported(m, t, full));
+    if (wl->pass == 0) FRT_TRY(frt_fp8w_linear_check(m, t, full, d0, d1));
+    if (wl->pass == 0) FRT_TRY(frt_fp8w_linear_supported(m, t, full));
     size_t n = (size_t)(d0 * d1), woff = wl->used, soff = woff + align_up(n);
     wl->used = soff + align_up((size_t)d0 * sizeof(float));
     if (wl->pass == 0) return 0;
     uint8_t *q = malloc(n + 1);
     float *sc = malloc((size_t)d0 * sizeof(float) + 1);
     int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory for '%s'", full)
-                       : dense_linear_fp8(m, t, full, d0, d1, q, sc);
+                       : frt_fp8w_linear_codes(m, t, full, d0, d1, q, sc);
     if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, woff, q, n, m->stream);
     if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
     if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
@@ -355,7 +356,7 @@ static int cd_load_weights(frt_model *m)
     if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
                       cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
         snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-f32acc",
-                 dense_weights_desc(m));
+                 frt_fp8w_desc(m));
         m->weights_desc = c->wdesc;
     }
     return 0;
@@ -385,20 +386,14 @@ static int plan_all(cd_model *c, int n)
     return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
 }
 
-/* The FP8 KV cache's static per-head scales (dense_kv_scales: a
- * calibration file's, else 1.0) into c->kv_scale. */
+/* The FP8 KV cache's static per-head scales (a calibration file's, else
+ * 1.0; KV entries 2 l and 2 l + 1 are layer l's K and V) into
+ * c->kv_scale [L, 2, nkv]. */
 static int fill_kv_scale(frt_model *m, cd_model *c)
 {
     c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
-    size_t bytes = (size_t)2 * c->L * c->nkv * sizeof(float);
-    float *h = malloc(bytes);
-    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
-    dense_kv_scales(m, h);
-    int rc = frt_buffer_write(c->sbuf, (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf)), h, bytes,
-                              m->stream);
-    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copy must outlive the transfer */
-    free(h);
-    return rc;
+    return frt_model_kv_scales_upload(m, 2 * c->L, c->nkv, c->sbuf,
+                                      (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf)));
 }
 
 static int cd_alloc_scratch(frt_model *m)
