@@ -797,7 +797,11 @@ static int rec_vision(frt_model *m, const pc_shape *sh, const float *px)
 /* One Gemma layer over `slots` blocks of n rows of pc->x (the fused CFG
  * expert runs both slots' rows through one product; each slot attends over
  * its own KV). k[s], v[s]: slot s's KV rows (the prefix's at row 0, the
- * suffix's at row Pp), keys n_kv; pos[s], mask[s] its positions and mask;
+ * suffix's at row Pp), keys n_kv; pos[s], mask[s] its positions and mask
+ * (the expert's keys run to the suffix's padded end Pp + nsp, a multiple of
+ * 8: the padding rows are zero and masked, and cuBLASLt takes its Hopper
+ * kernels for the products only at such sizes: 8.6 + 7.0 us a layer with
+ * Pp + ns keys, on sm_80 kernels);
  * mods: Pi0.5's two modulations [2, 3 W] (NULL: plain norms); last: K and
  * V only. normed: hb already holds the input norm (the previous layer's
  * fused residual); fuse_next: the closing residual is fused with the next
@@ -1013,7 +1017,7 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
     const pi0_config *c = &Pm->c;
     const int more = l + 1 < c->e.layers;
     glayer L = {.g = &c->e, .y = &pc->el[l], .n = pc->ns, .slots = so->n, .first = pc->Pp,
-                .n_kv = pc->Pp + pc->ns, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
+                .n_kv = pc->Pp + pc->nsp, .ld_s = pc->lds_e, .last = 0, .normed = l > 0, .fuse_next = more,
                 .next_w = more ? pc->el[l + 1].in_norm : NULL, .next_mod = more && mods ? mods + 6 * c->e.width : NULL,
                 .inv_freq = pc->e_inv_freq, .mods = mods};
     for (int s = 0; s < so->n; s++) {
