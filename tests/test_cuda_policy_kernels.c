@@ -655,32 +655,45 @@ static void test_qkv_rope_slots(void)
     dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&q1), dfree(&q2), dfree(&kv1), dfree(&kv2);
 }
 
-static void test_prefix_mask(void)
+/* cams camera slots of np rows (the middle one masked), tok prompt rows with
+ * random padding: mask, positions and meta against a serial pass. 24 rows
+ * (one row a thread) and 1868 (two rows a thread of the 1024). */
+static void prefix_mask_case(int cams, int np, int tok)
 {
-    const int cams = 3, np = 5, tok = 9, n = cams * np + tok, total = n + 5;
-    uint8_t cm[3] = {1, 0, 1}, am[9], mask[29], want[29];
-    int32_t pos[24], wpos[24], meta[4];
+    const int n = cams * np + tok, total = n + 5;
+    uint8_t cm[3] = {1, 0, 1};
+    uint8_t *am = xzalloc((size_t)tok), *mask = xzalloc((size_t)total), *want = xzalloc((size_t)total);
+    int32_t *pos = xzalloc((size_t)n * 4), *wpos = xzalloc((size_t)n * 4), meta[4];
     for (int i = 0; i < tok; i++) am[i] = (uint8_t)(frt_test_u64() % 3 != 0);
     dbuf dcm = dalloc(3), dam = dalloc(tok), dmask = dalloc(total), dpos = dalloc(n * 4), dmeta = dalloc(16);
     dput(dcm, 0, cm, 3);
     dput(dam, 0, am, tok);
-    memset(mask, 7, sizeof mask);
+    memset(mask, 7, (size_t)total);
     dput(dmask, 0, mask, total); /* stale bytes past the rows: cleared */
     CHECK_OK(pi0_cuda_prefix_mask(g_cs, dmask.p, dpos.p, dmeta.p, dcm.p, dam.p, cams, np, tok, total));
     dget(dmask, 0, mask, total);
     dget(dpos, 0, pos, n * 4);
     dget(dmeta, 0, meta, 16);
     int valid = 0;
-    memset(want, 0, sizeof want);
     for (int r = 0; r < n; r++) {
         want[r] = r < cams * np ? cm[r / np] : am[r - cams * np];
         valid += want[r];
         wpos[r] = valid - 1 < 0 ? 0 : valid - 1;
     }
-    report_same("prefix mask (camera slots, the prompt, zeros after)", mask, want, (size_t)total);
-    report_same("prefix positions cumsum(mask) - 1", pos, wpos, (size_t)n * 4);
+    char name[96];
+    snprintf(name, sizeof name, "prefix mask, %d rows (camera slots, the prompt, zeros after)", n);
+    report_same(name, mask, want, (size_t)total);
+    snprintf(name, sizeof name, "prefix positions cumsum(mask) - 1, %d rows", n);
+    report_same(name, pos, wpos, (size_t)n * 4);
     report_flag("prefix meta rows, valid", meta[0] == n && meta[1] == valid);
+    free(am), free(mask), free(want), free(pos), free(wpos);
     dfree(&dcm), dfree(&dam), dfree(&dmask), dfree(&dpos), dfree(&dmeta);
+}
+
+static void test_prefix_mask(void)
+{
+    prefix_mask_case(3, 5, 9);
+    prefix_mask_case(3, 256, 1100);
 }
 
 /* The episode noise (the cpu backend's stream) and the step advance. */

@@ -72,21 +72,44 @@ extern "C" int pi0_cuda_residual(void *stream, float *x, const float *y, const f
     return 0;
 }
 
-__global__ void prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta, const uint8_t *cam_mask,
-                                   const uint8_t *tok_mask, int cams, int n_patch, int tokens, int n_total)
+#define PM_THREADS 1024
+
+/* One block: thread t owns rows [t c, t c + c) (c = ceil(n / PM_THREADS)),
+ * counts their valid rows, an exclusive scan of the counts (warp shuffles,
+ * then the warp totals) gives each thread the valid rows before its own,
+ * and it writes mask and pos (the cumulative count of valid rows - 1,
+ * clamped at 0) of its rows. Integers: the same values as a serial pass. */
+__global__ void __launch_bounds__(PM_THREADS) prefix_mask_kernel(uint8_t *mask, int32_t *pos, int32_t *meta,
+                                                                 const uint8_t *cam_mask, const uint8_t *tok_mask,
+                                                                 int cams, int n_patch, int tokens, int n_total)
 {
-    const int ni = cams * n_patch, n = ni + tokens;
-    int valid = 0;
-    for (int r = 0; r < n; r++) {
+    __shared__ int warp_sum[PM_THREADS / 32];
+    const int ni = cams * n_patch, n = ni + tokens, c = (n + PM_THREADS - 1) / PM_THREADS;
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5, r0 = t * c, r1 = min(n, r0 + c);
+    int mine = 0;
+    for (int r = r0; r < r1; r++) mine += r < ni ? (cam_mask[r / n_patch] != 0) : (tok_mask[r - ni] != 0);
+    int incl = mine; /* inclusive scan within the warp */
+    for (int d = 1; d < 32; d <<= 1) {
+        const int o = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl += o;
+    }
+    if (lane == 31) warp_sum[w] = incl;
+    __syncthreads();
+    int before = incl - mine;
+    for (int i = 0; i < w; i++) before += warp_sum[i];
+    int valid = before;
+    for (int r = r0; r < r1; r++) {
         const uint8_t m = r < ni ? (cam_mask[r / n_patch] != 0) : (tok_mask[r - ni] != 0);
         mask[r] = m;
         valid += m;
         pos[r] = valid - 1 < 0 ? 0 : valid - 1;
     }
-    for (int r = n; r < n_total; r++) mask[r] = 0;
-    meta[0] = n;
-    meta[1] = valid;
-    meta[2] = meta[3] = 0;
+    for (int r = n + t; r < n_total; r += PM_THREADS) mask[r] = 0;
+    if (t == PM_THREADS - 1) {
+        meta[0] = n;
+        meta[1] = valid; /* the last thread's running count is the total (threads past n add 0) */
+        meta[2] = meta[3] = 0;
+    }
 }
 
 extern "C" int pi0_cuda_prefix_mask(void *stream, uint8_t *mask, int32_t *pos, int32_t *meta,
@@ -96,7 +119,7 @@ extern "C" int pi0_cuda_prefix_mask(void *stream, uint8_t *mask, int32_t *pos, i
     FRT_ARG(mask && pos && meta && cam_mask && tok_mask && cams >= 1 && n_patch >= 1 && tokens >= 1 &&
                 n_total >= cams * n_patch + tokens,
             "pi0 prefix mask: bad arguments");
-    prefix_mask_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(mask, pos, meta, cam_mask, tok_mask, cams, n_patch,
+    prefix_mask_kernel<<<1, PM_THREADS, 0, (cudaStream_t)stream>>>(mask, pos, meta, cam_mask, tok_mask, cams, n_patch,
                                                           tokens, n_total);
     FRT_LAUNCH_CHECK();
     return 0;
