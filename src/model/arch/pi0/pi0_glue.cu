@@ -7,6 +7,7 @@
 #include "model/arch/pi0/pi0_glue.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/residual_util.h"
 
 #include <string.h>
 
@@ -56,9 +57,7 @@ __global__ void residual_kernel(float *x, const float *y, const float *b, const 
     GRID_LOOP(i, total)
     {
         const int c = (int)(i % cols);
-        float o = y[i];
-        if (b) o += b[c];
-        x[i] += gate ? o * gate[c] : o;
+        x[i] = frt_residual_add(x[i], y[i], b != NULL, b ? b[c] : 0.0f, gate != NULL, gate ? gate[c] : 0.0f);
     }
 }
 
