@@ -644,6 +644,63 @@ static void test_qkv_rope(void)
     dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&dq), dfree(&dk), dfree(&dv);
 }
 
+/* q, k, v of pi0_cuda_qkv_rope on n tokens of head_dim 256 into K / V
+ * rows of ld (odd: the pairs one at a time) as floats: q, then the rows'
+ * first kv_heads * 256 of k, then of v. */
+static float *qkv_rope_at(dbuf dqkv, dbuf dpos, dbuf dinv, int n, int heads, int ld)
+{
+    const int hd = 256, nq = n * heads * hd;
+    dbuf dq = dalloc((size_t)nq * 2), dk = dalloc((size_t)n * ld * 2), dv = dalloc((size_t)n * ld * 2);
+    CHECK_OK(pi0_cuda_qkv_rope(g_cs, dq.p, dk.p, ld, dv.p, ld, dqkv.p, dpos.p, dinv.p, n, heads, 1, hd));
+    float *r = fnew((size_t)nq + 2 * (size_t)n * hd), *q = dfloats(dq, (size_t)nq, FRT_CUDA_BF16);
+    float *k = dfloats(dk, (size_t)n * ld, FRT_CUDA_BF16), *v = dfloats(dv, (size_t)n * ld, FRT_CUDA_BF16);
+    memcpy(r, q, (size_t)nq * 4);
+    for (int t = 0; t < n; t++) {
+        memcpy(r + nq + (size_t)t * hd, k + (size_t)t * ld, (size_t)hd * 4);
+        memcpy(r + nq + (size_t)(n + t) * hd, v + (size_t)t * ld, (size_t)hd * 4);
+    }
+    free(q), free(k), free(v);
+    dfree(&dq), dfree(&dk), dfree(&dv);
+    return r;
+}
+
+typedef struct qr_timing {
+    dbuf q, k, v, qkv, pos, inv;
+    int n, heads;
+} qr_timing;
+
+static int rec_qkv_rope(frt_stream *st, void *user)
+{
+    const qr_timing *t = user;
+    for (int i = 0; i < 20; i++)
+        FRT_TRY(pi0_cuda_qkv_rope(frt_stream_native(st), t->q.p, t->k.p, 256, t->v.p, 256, t->qkv.p, t->pos.p,
+                                  t->inv.p, t->n, t->heads, 1, 256));
+    return 0;
+}
+
+/* The expert's shape (50 tokens, 8 heads + 1 KV head of 256): pairs two at
+ * a time (even K / V row stride) give the bits of pairs one at a time (an
+ * odd stride); the time a launch. */
+static void test_qkv_rope_paths(void)
+{
+    const int n = 50, heads = 8, hd = 256, nh = heads + 2;
+    float *qkv = frand((size_t)n * nh * hd, -2, 2), inv[128];
+    int32_t pos[50];
+    for (int t = 0; t < n; t++) pos[t] = 968 + t;
+    for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    qr_timing t = {dalloc((size_t)n * heads * hd * 2), dalloc((size_t)n * hd * 2), dalloc((size_t)n * hd * 2),
+                   dfl(qkv, (size_t)n * nh * hd), dfl((const float *)pos, n), dfl(inv, hd / 2), n, heads};
+    float *even = qkv_rope_at(t.qkv, t.pos, t.inv, n, heads, hd);
+    float *odd = qkv_rope_at(t.qkv, t.pos, t.inv, n, heads, hd + 1);
+    report_same("qkv_rope 50 x (8 + 1 + 1) x 256: pairs 2 at a time == 1 at a time (bits)", even, odd,
+                ((size_t)n * heads * hd + 2 * (size_t)n * hd) * 4);
+    const double us = graph_us("qkv_rope", rec_qkv_rope, &t, 20);
+    printf("  timing: qkv_rope, the expert's 50 tokens x (8 + 1 + 1) heads x 256: %.2f us a launch (graph of 20)\n",
+           us);
+    free(qkv), free(even), free(odd);
+    dfree(&t.q), dfree(&t.k), dfree(&t.v), dfree(&t.qkv), dfree(&t.pos), dfree(&t.inv);
+}
+
 /* pi0_cuda_qkv_rope_slots: two slots of n tokens (other K / V rows and
  * positions each) in one launch give the bytes of one call per slot. */
 static void test_qkv_rope_slots(void)
@@ -1219,6 +1276,7 @@ int main(void)
     test_softmaxes();
     test_patchify();
     test_qkv_rope();
+    test_qkv_rope_paths();
     test_qkv_rope_slots();
     test_prefix_mask();
     test_noise();
