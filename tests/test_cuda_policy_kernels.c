@@ -1129,7 +1129,10 @@ static void test_softmaxes(void)
         {"Pi0.5 expert (50 tokens x 8 heads), 968 + 50 keys", 400, 1018, 1024, 8, 50, 968, 968, 50, 0, 1, 0, 0},
         {"Pi0 expert, state token, 23 + 7 keys", 14, 31, 32, 2, 7, 23, 24, 7, 1, 1, 0, 0},
         {"odd keys, 2 batches, own key masks", 2 * 3 * 5, 37, 37, 3, 5, 30, 33, 4, 0, 1, 1, 41},
-        {"long rows (one block a row), 1500 keys", 6, 1500, 1501, 2, 3, 1400, 1400, 100, 0, 1, 1, 0},
+        {"Pi0.5 expert, 3 cameras + a 256-token prompt (1024 + 50 keys)", 400, 1074, 1080, 8, 50, 1024, 1024, 50, 0,
+         1, 0, 0},
+        {"long rows, 1500 keys", 6, 1500, 1501, 2, 3, 1400, 1400, 100, 0, 1, 1, 0},
+        {"long rows (one block a row), 2100 keys", 6, 2100, 2100, 2, 3, 2000, 2000, 100, 0, 1, 1, 0},
         {"1 key", 5, 1, 1, 1, 5, 1, 1, 0, 0, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_softmax(&cases[i]);

@@ -129,7 +129,7 @@ typedef struct frt_cuda_attn_mask {
  * allowed j, 0 for every masked key; a row with no allowed key is all zero.
  * p [rows, ld] bf16 (the P of P.V; columns keys..ld are not written); max
  * and sum in fp32, the sum in a fixed order that depends on `keys` only (one
- * warp a row up to 1024 keys, one block a row beyond). rows = batches x
+ * warp a row up to 2048 keys, one block a row beyond). rows = batches x
  * tokens x rows_per_token; mask as above.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes, ld < keys), FRT_ERR_BACKEND.
  * Twin: the softmax of frt_cpu_attention_masked (tested through

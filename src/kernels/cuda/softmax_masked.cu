@@ -3,8 +3,8 @@
  * attention (kernels_policy_cuda.h: frt_cuda_softmax_masked): scores f32 in,
  * probabilities bf16 out (the P of P.V), masked keys 0.
  *
- * Rows of up to 1024 keys (every policy shape: SigLIP's 256, the prefix's
- * up to ~1000, the expert's prefix + 50) take the register path: one warp a
+ * Rows of up to 2048 keys (every policy shape: SigLIP's 256, the prefix's
+ * ~1000 with 3 cameras, the expert's prefix + 50) take the register path: one warp a
  * row, the row's scores read once into registers (16-byte loads when s is
  * 16-byte aligned, p 8-byte aligned and ld % 4 == 0; scalar loads of the
  * same ownership otherwise), the mask tested once per key, max and sum by
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(SM_THREADS) softmax_masked_kernel(__nv_bfloat1
  * butterfly: every lane gets the same bits), exp is computed once per key
  * and the probabilities leave as 8-byte stores of 4 bf16. */
 #define SMW_ROWS 4  /* rows (warps) per block */
-#define SMW_MAX_NV 8 /* groups of 4 keys per lane: rows up to 1024 keys */
+#define SMW_MAX_NV 16 /* groups of 4 keys per lane: rows up to 2048 keys */
 
 template <int NV>
 __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat16 *p, const float *s, int rows,
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
                 if (j + e < keys) v[i][e] = s[o + j + e];
         }
     }
-    unsigned on = 0; /* bit 4 i + e: key 4 (lane + 32 i) + e is allowed */
+    unsigned long long on = 0; /* bit 4 i + e: key 4 (lane + 32 i) + e is allowed */
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < NV; i++)
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
         for (int e = 0; e < 4; e++) {
             const int j = 4 * (lane + 32 * i) + e;
             if (row_on && j < keys && key_allowed(m, km, t, j)) {
-                on |= 1u << (4 * i + e);
+                on |= 1ull << (4 * i + e);
                 mx = fmaxf(mx, v[i][e]);
             }
         }
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
     for (int i = 0; i < NV; i++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            v[i][e] = (on >> (4 * i + e)) & 1u ? expf(v[i][e] - mx) : 0.0f;
+            v[i][e] = (on >> (4 * i + e)) & 1ull ? expf(v[i][e] - mx) : 0.0f;
             sum += v[i][e];
         }
     sum = frt_warp_sum(sum);
@@ -149,13 +149,17 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
     }
 }
 
-/* Launches softmax_warp_kernel<nv> (1 <= nv <= NV) with PDL. */
+/* The instantiations: 1..8, 12, 16 groups a lane. */
+static constexpr int smw_below(int nv) { return nv > 8 ? nv - 4 : nv - 1; }
+
+/* Launches softmax_warp_kernel<NV'> with PDL, NV' the smallest
+ * instantiation >= nv (1 <= nv <= NV). */
 template <int NV>
 static cudaError_t smw_launch(int nv, unsigned grid, void *stream, __nv_bfloat16 *p, const float *s, int rows,
                               int keys, int ld, const frt_cuda_attn_mask &m, bool vec)
 {
     if constexpr (NV > 1)
-        if (nv < NV) return smw_launch<NV - 1>(nv, grid, stream, p, s, rows, keys, ld, m, vec);
+        if (nv <= smw_below(NV)) return smw_launch<smw_below(NV)>(nv, grid, stream, p, s, rows, keys, ld, m, vec);
     return frt_pdl_launch(softmax_warp_kernel<NV>, dim3(grid), dim3(32 * SMW_ROWS), 0, stream, p, s, rows, keys, ld,
                           m, vec);
 }
