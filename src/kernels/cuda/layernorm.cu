@@ -39,8 +39,8 @@ struct an_args {
     bool vec;
 };
 
-/* Normalised element v of column group gi (weights wv, bv), given mu and r:
- * the mean and 1 / std (LayerNorm) or 0 and 1 / rms. */
+/* Element v normalised and weighted by wv, bv, given mu and r: the mean and
+ * 1 / std (LayerNorm) or 0 and 1 / rms. */
 static __device__ __forceinline__ float an_out(const an_args &a, float v, float mu, float r, float wv, float bv)
 {
     if (a.kind == FRT_CUDA_NORM_LAYER) return (v - mu) * r * wv + bv;
@@ -73,7 +73,8 @@ static __device__ __forceinline__ void an_load(const an_args &a, size_t o, int g
 #pragma unroll
     for (int k = 0; k < NV; k++)
 #pragma unroll
-        for (int e = 0; e < G; e++) v[k][e] = frt_residual_add(v[k][e], y[k][e], a.bias, rb[k][e], a.gate, rg[k][e]);
+        for (int e = 0; e < G; e++)
+            v[k][e] = frt_residual_add(v[k][e], y[k][e], a.bias, rb[k][e], a.gate, rg[k][e]);
 }
 
 /* The fp64 sum over the row of (v - mu)^2 (sq) or v (!sq); every thread
@@ -86,7 +87,10 @@ static __device__ __forceinline__ double an_sum(const float (&v)[NV][G], int gro
     for (int k = 0; k < NV; k++)
         if (threadIdx.x + k * blockDim.x < groups)
 #pragma unroll
-            for (int e = 0; e < G; e++) s += sq ? ((double)v[k][e] - mu) * ((double)v[k][e] - mu) : (double)v[k][e];
+            for (int e = 0; e < G; e++) {
+                const double d = (double)v[k][e] - mu;
+                s += sq ? d * d : (double)v[k][e];
+            }
     return frt_block_sum(s);
 }
 
