@@ -5,7 +5,8 @@
  * SiLU, GeGLU, the batched activation product, masked attention in both
  * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
  * block-causal masks), patches, q / k / v with RoPE at given positions, the
- * prefix mask scan, the episode noise (bit for bit with the cpu backend's
+ * prefix mask scan, the masked softmax alone (against an fp64 softmax, at
+ * the policy's sizes, timed), the episode noise (bit for bit with the cpu backend's
  * stream), the Euler step, the residual adds, the residual add fused
  * with each norm (frt_cuda_add_norm) and the batched copies
  * (pi0_cuda_copy_many, exact). Errors norm-wise
@@ -114,6 +115,33 @@ static void test_acts(int rows, int cols, frt_cuda_dtype dt)
     report(name, frt_test_rel_err(got, ref, n), tol);
     free(got), free(gate), free(up), free(x), free(b), free(ref), free(gu);
     dfree(&dx), dfree(&db), dfree(&dout), dfree(&dgu);
+}
+
+/* bias + GELU and GeGLU with every buffer one element further (scalar
+ * loads of the same groups): the bits of the aligned (vectorised) call. */
+static void test_acts_shifted(int rows, int cols)
+{
+    const size_t n = (size_t)rows * cols;
+    float *x = frand(2 * n, -4, 4), *b = frand(cols, -1, 1);
+    dbuf dx = dalloc(2 * n * 4 + 4), db = dalloc((size_t)cols * 4 + 4), dout = dalloc(n * 2 + 2);
+    uint16_t *got[2][2];
+    for (int off = 0; off < 2; off++) {
+        dput(dx, (size_t)off * 4, x, 2 * n * 4), dput(db, (size_t)off * 4, b, (size_t)cols * 4);
+        const float *px = (const float *)dx.p + off, *pb = (const float *)db.p + off;
+        uint16_t *po = (uint16_t *)dout.p + off;
+        CHECK_OK(frt_cuda_bias_act(g_cs, po, FRT_CUDA_BF16, px, pb, rows, cols, FRT_CUDA_ACT_GELU_TANH));
+        got[off][0] = xzalloc(n * 2), got[off][1] = xzalloc(n * 2);
+        dget(dout, (size_t)off * 2, got[off][0], n * 2);
+        CHECK_OK(frt_cuda_geglu_tanh(g_cs, po, FRT_CUDA_BF16, px, rows, cols));
+        dget(dout, (size_t)off * 2, got[off][1], n * 2);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "bias + gelu_tanh %d x %d one element further (scalar path): same bits", rows, cols);
+    report_same(name, got[1][0], got[0][0], n * 2);
+    snprintf(name, sizeof name, "geglu_tanh %d x %d one element further (scalar path): same bits", rows, cols);
+    report_same(name, got[1][1], got[0][1], n * 2);
+    free(x), free(b), free(got[0][0]), free(got[0][1]), free(got[1][0]), free(got[1][1]);
+    dfree(&dx), dfree(&db), dfree(&dout);
 }
 
 /* y = x . w^T or x . w, batched, against a double loop on the bf16 values. */
@@ -616,6 +644,63 @@ static void test_qkv_rope(void)
     dfree(&dqkv), dfree(&dinv), dfree(&dpos), dfree(&dq), dfree(&dk), dfree(&dv);
 }
 
+/* q, k, v of pi0_cuda_qkv_rope on n tokens of head_dim 256 into K / V
+ * rows of ld (odd: the pairs one at a time) as floats: q, then the rows'
+ * first kv_heads * 256 of k, then of v. */
+static float *qkv_rope_at(dbuf dqkv, dbuf dpos, dbuf dinv, int n, int heads, int ld)
+{
+    const int hd = 256, nq = n * heads * hd;
+    dbuf dq = dalloc((size_t)nq * 2), dk = dalloc((size_t)n * ld * 2), dv = dalloc((size_t)n * ld * 2);
+    CHECK_OK(pi0_cuda_qkv_rope(g_cs, dq.p, dk.p, ld, dv.p, ld, dqkv.p, dpos.p, dinv.p, n, heads, 1, hd));
+    float *r = fnew((size_t)nq + 2 * (size_t)n * hd), *q = dfloats(dq, (size_t)nq, FRT_CUDA_BF16);
+    float *k = dfloats(dk, (size_t)n * ld, FRT_CUDA_BF16), *v = dfloats(dv, (size_t)n * ld, FRT_CUDA_BF16);
+    memcpy(r, q, (size_t)nq * 4);
+    for (int t = 0; t < n; t++) {
+        memcpy(r + nq + (size_t)t * hd, k + (size_t)t * ld, (size_t)hd * 4);
+        memcpy(r + nq + (size_t)(n + t) * hd, v + (size_t)t * ld, (size_t)hd * 4);
+    }
+    free(q), free(k), free(v);
+    dfree(&dq), dfree(&dk), dfree(&dv);
+    return r;
+}
+
+typedef struct qr_timing {
+    dbuf q, k, v, qkv, pos, inv;
+    int n, heads;
+} qr_timing;
+
+static int rec_qkv_rope(frt_stream *st, void *user)
+{
+    const qr_timing *t = user;
+    for (int i = 0; i < 20; i++)
+        FRT_TRY(pi0_cuda_qkv_rope(frt_stream_native(st), t->q.p, t->k.p, 256, t->v.p, 256, t->qkv.p, t->pos.p,
+                                  t->inv.p, t->n, t->heads, 1, 256));
+    return 0;
+}
+
+/* The expert's shape (50 tokens, 8 heads + 1 KV head of 256): pairs two at
+ * a time (even K / V row stride) give the bits of pairs one at a time (an
+ * odd stride); the time a launch. */
+static void test_qkv_rope_paths(void)
+{
+    const int n = 50, heads = 8, hd = 256, nh = heads + 2;
+    float *qkv = frand((size_t)n * nh * hd, -2, 2), inv[128];
+    int32_t pos[50];
+    for (int t = 0; t < n; t++) pos[t] = 968 + t;
+    for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+    qr_timing t = {dalloc((size_t)n * heads * hd * 2), dalloc((size_t)n * hd * 2), dalloc((size_t)n * hd * 2),
+                   dfl(qkv, (size_t)n * nh * hd), dfl((const float *)pos, n), dfl(inv, hd / 2), n, heads};
+    float *even = qkv_rope_at(t.qkv, t.pos, t.inv, n, heads, hd);
+    float *odd = qkv_rope_at(t.qkv, t.pos, t.inv, n, heads, hd + 1);
+    report_same("qkv_rope 50 x (8 + 1 + 1) x 256: pairs 2 at a time == 1 at a time (bits)", even, odd,
+                ((size_t)n * heads * hd + 2 * (size_t)n * hd) * 4);
+    const double us = graph_us("qkv_rope", rec_qkv_rope, &t, 20);
+    printf("  timing: qkv_rope, the expert's 50 tokens x (8 + 1 + 1) heads x 256: %.2f us a launch (graph of 20)\n",
+           us);
+    free(qkv), free(even), free(odd);
+    dfree(&t.q), dfree(&t.k), dfree(&t.v), dfree(&t.qkv), dfree(&t.pos), dfree(&t.inv);
+}
+
 /* pi0_cuda_qkv_rope_slots: two slots of n tokens (other K / V rows and
  * positions each) in one launch give the bytes of one call per slot. */
 static void test_qkv_rope_slots(void)
@@ -797,6 +882,77 @@ static void test_add_norm(int rows, int dim, frt_cuda_dtype dt)
     dfree(&dx), dfree(&dx2), dfree(&dy), dfree(&dbias), dfree(&dgate), dfree(&dw), dfree(&db), dfree(&dout);
 }
 
+/* The expert's form (a gated residual without bias, then adaRMSNorm) at
+ * element offset off of every buffer: out as bf16 bits into *out, x after
+ * the add into *gx. */
+typedef struct an_bufs {
+    dbuf x, y, gate, w, b, out;
+    int rows, dim;
+} an_bufs;
+
+static void an_run_at(const an_bufs *d, const float *x, size_t off, uint16_t **out, float **gx)
+{
+    const size_t n = (size_t)d->rows * d->dim;
+    dput(d->x, off * 4, x, n * 4);
+    CHECK_OK(frt_cuda_add_norm(g_cs, (uint16_t *)d->out.p + off, FRT_CUDA_BF16, (float *)d->x.p + off,
+                               (const float *)d->y.p + off, NULL, (const float *)d->gate.p + off,
+                               FRT_CUDA_NORM_RMS_ADA, (const float *)d->w.p + off, (const float *)d->b.p + off,
+                               d->rows, d->dim, 1e-6f));
+    *out = xzalloc(n * 2), *gx = fnew(n);
+    dget(d->out, off * 2, *out, n * 2), dget(d->x, off * 4, *gx, n * 4);
+}
+
+static int rec_add_norm(frt_stream *st, void *user)
+{
+    const an_bufs *d = user;
+    for (int i = 0; i < 20; i++)
+        FRT_TRY(frt_cuda_add_norm(frt_stream_native(st), d->out.p, FRT_CUDA_BF16, d->x.p, d->y.p, NULL, d->gate.p,
+                                  FRT_CUDA_NORM_RMS_ADA, d->w.p, d->b.p, d->rows, d->dim, 1e-6f));
+    return 0;
+}
+
+/* add_norm in the expert's form against the twin; x bit for bit what
+ * pi0_cuda_residual writes with a gate and no bias; every buffer one
+ * element further (scalar loads and stores, the same ownership) the same
+ * bits; timed at the policy's sizes. */
+static void test_add_norm_gated(int rows, int dim)
+{
+    const size_t n = (size_t)rows * dim;
+    float *x = frand(n, -3, 3), *y = frand(n, -2, 2), *gate = frand(dim, -1, 1), *w = frand(dim, -1, 1);
+    float *b = frand(dim, -1, 1), *ref = fnew(n), *rx = fdup(x, n);
+    an_bufs d = {dalloc(n * 4 + 4), dalloc(n * 4 + 4), dalloc((size_t)dim * 4 + 4), dalloc((size_t)dim * 4 + 4),
+                 dalloc((size_t)dim * 4 + 4), dalloc(n * 2 + 2), rows, dim};
+    for (size_t off = 0; off < 2; off++) {
+        dput(d.y, off * 4, y, n * 4), dput(d.gate, off * 4, gate, (size_t)dim * 4);
+        dput(d.w, off * 4, w, (size_t)dim * 4), dput(d.b, off * 4, b, (size_t)dim * 4);
+    }
+    uint16_t *out0, *out1;
+    float *gx0, *gx1;
+    an_run_at(&d, x, 0, &out0, &gx0);
+    an_run_at(&d, x, 1, &out1, &gx1);
+    for (size_t i = 0; i < n; i++) rx[i] += y[i] * gate[i % dim];
+    frt_cpu_rmsnorm_ada(ref, rx, w, b, rows, dim, 1e-6f);
+    float *got = fnew(n);
+    for (size_t i = 0; i < n; i++) got[i] = frt_bf16_to_f32(out0[i]);
+    char name[160];
+    snprintf(name, sizeof name, "add_norm gated adaRMSNorm (the expert's) %d x %d -> bf16", rows, dim);
+    report(name, frt_test_rel_err(got, ref, n), 8e-3);
+    dput(d.x, 0, x, n * 4);
+    CHECK_OK(pi0_cuda_residual(g_cs, d.x.p, d.y.p, NULL, d.gate.p, rows, dim));
+    float *gr = dfloats(d.x, n, FRT_CUDA_F32);
+    report_same("add_norm gated: x as pi0_cuda_residual writes it", gx0, gr, n * 4);
+    report_same("add_norm gated: one element further (scalar path), the same out", out1, out0, n * 2);
+    report_same("add_norm gated: one element further (scalar path), the same x", gx1, gx0, n * 4);
+    if (rows >= 50) {
+        const double us = graph_us("add_norm", rec_add_norm, &d, 20);
+        printf("  timing: add_norm gated adaRMSNorm %d x %d: %.2f us a launch (graph of 20), %.0f GB/s\n", rows, dim,
+               us, (double)n * 14 / (us * 1e3)); /* x, y read; x written f32; out bf16 */
+    }
+    free(x), free(y), free(gate), free(w), free(b), free(ref), free(rx), free(got), free(gr);
+    free(out0), free(out1), free(gx0), free(gx1);
+    dfree(&d.x), dfree(&d.y), dfree(&d.gate), dfree(&d.w), dfree(&d.b), dfree(&d.out);
+}
+
 /* pi0_cuda_copy_many: n pairs of random bytes, in 16-byte words (aligned
  * size) and bytewise (odd size, odd offsets), each destination exactly
  * its source, the bytes after it untouched. */
@@ -854,6 +1010,145 @@ static void test_cfg_combine(void)
         }
     free(vc), free(vu), free(ref);
     dfree(&dc), dfree(&du), dfree(&dout), dfree(&dbeta);
+}
+
+/* One frt_cuda_softmax_masked case: rows of `keys` scores (row stride ld),
+ * mask as frt_cuda_attn_mask says (kmask, when used, drawn 3 in 4 per
+ * batch, kstride bytes apart; rmask 4 in 5). */
+typedef struct sm_case {
+    const char *name;
+    int rows, keys, ld, rpt, tokens;
+    int kmask_len, sfx_start, sfx_n, solo_first, use_kmask, use_rmask;
+    long long kstride;
+} sm_case;
+
+/* key j of row r allowed: the rule of frt_cuda_attn_mask, written out. */
+static int sm_allowed(const sm_case *c, const uint8_t *km, const uint8_t *rm, int r, int j)
+{
+    const int t = r / c->rpt % c->tokens, b = r / (c->rpt * c->tokens);
+    if (c->use_rmask && !rm[t]) return 0;
+    if (j < c->kmask_len) return !c->use_kmask || km[(size_t)b * c->kstride + j];
+    const int s = j - c->sfx_start;
+    return s >= 0 && s < c->sfx_n && (!c->solo_first || t > 0 || s == 0);
+}
+
+/* The softmax of the allowed keys of each row in fp64 (rows with none: 0);
+ * *exact_zeros: every disallowed key of got is +0. */
+static void sm_ref(float *ref, const float *s, const float *got, const sm_case *c, const uint8_t *km,
+                   const uint8_t *rm, int *exact_zeros)
+{
+    for (int r = 0; r < c->rows; r++) {
+        const float *sr = s + (size_t)r * c->ld;
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < c->keys; j++)
+            if (sm_allowed(c, km, rm, r, j) && sr[j] > mx) mx = sr[j];
+        for (int j = 0; j < c->keys; j++)
+            if (sm_allowed(c, km, rm, r, j)) sum += exp(sr[j] - mx);
+        for (int j = 0; j < c->keys; j++) {
+            const int on = sm_allowed(c, km, rm, r, j);
+            ref[(size_t)r * c->keys + j] = on ? (float)(exp(sr[j] - mx) / sum) : 0.0f;
+            if (!on && got[(size_t)r * c->keys + j] != 0.0f) *exact_zeros = 0;
+        }
+    }
+}
+
+typedef struct sm_timing {
+    uint16_t *p;
+    const float *s;
+    const sm_case *c;
+    frt_cuda_attn_mask m;
+} sm_timing;
+
+static int rec_softmax(frt_stream *st, void *user)
+{
+    const sm_timing *t = user;
+    for (int i = 0; i < 20; i++)
+        FRT_TRY(frt_cuda_softmax_masked(frt_stream_native(st), t->p, t->s, t->c->rows, t->c->keys, t->c->ld, &t->m));
+    return 0;
+}
+
+/* The device's probabilities [rows, keys] (dropping the ld padding) at
+ * element offset off of dp; *pad_kept: the columns keys..ld untouched. */
+static float *sm_get(dbuf dp, size_t off, const sm_case *c, int *pad_kept)
+{
+    const size_t n = (size_t)c->rows * c->ld;
+    uint16_t *b = xzalloc(n * 2);
+    dget(dp, off * 2, b, n * 2);
+    float *got = fnew((size_t)c->rows * c->keys);
+    for (int r = 0; r < c->rows; r++)
+        for (int j = 0; j < c->ld; j++) {
+            const uint16_t u = b[(size_t)r * c->ld + j];
+            if (j < c->keys) got[(size_t)r * c->keys + j] = frt_bf16_to_f32(u);
+            else *pad_kept &= u == 0x7F7F;
+        }
+    free(b);
+    return got;
+}
+
+/* Against the fp64 softmax; masked keys exactly 0; the padding past keys
+ * untouched; two runs the same bits; the same rows one element further
+ * (the scalar loads and stores) the same bits; at the policy's sizes, the
+ * time a launch. */
+static void test_softmax(const sm_case *c)
+{
+    const size_t n = (size_t)c->rows * c->ld;
+    const int batches = c->rows / (c->rpt * c->tokens);
+    const size_t nkm = (size_t)(batches - 1) * (size_t)c->kstride + (size_t)c->kmask_len + 1;
+    float *s = frand(n + 1, -6, 6), *ref = fnew((size_t)c->rows * c->keys);
+    uint8_t *km = xzalloc(nkm), *rm = xzalloc((size_t)c->tokens);
+    for (size_t j = 0; j < nkm; j++) km[j] = frt_test_u64() % 4 != 0;
+    for (int t = 0; t < c->tokens; t++) rm[t] = frt_test_u64() % 5 != 0;
+    dbuf ds = dfl(s, n + 1), dp = dalloc((n + 1) * 2), dkm = dalloc(nkm), drm = dalloc((size_t)c->tokens);
+    dput(dkm, 0, km, nkm), dput(drm, 0, rm, (size_t)c->tokens);
+    frt_cuda_attn_mask m = {c->use_kmask ? dkm.p : NULL, c->kmask_len, c->sfx_start, c->sfx_n, c->solo_first,
+                            c->use_rmask ? drm.p : NULL, c->rpt, c->tokens, c->kstride};
+    int zeros = 1, pad = 1;
+    dsentinel(dp);
+    CHECK_OK(frt_cuda_softmax_masked(g_cs, dp.p, ds.p, c->rows, c->keys, c->ld, &m));
+    float *got = sm_get(dp, 0, c, &pad);
+    sm_ref(ref, s, got, c, km, rm, &zeros);
+    char name[200];
+    snprintf(name, sizeof name, "softmax_masked %s, %d rows x %d keys (ld %d)", c->name, c->rows, c->keys, c->ld);
+    report(name, frt_test_rel_err(got, ref, (size_t)c->rows * c->keys), 4e-3);
+    dsentinel(dp);
+    CHECK_OK(frt_cuda_softmax_masked(g_cs, dp.p, ds.p, c->rows, c->keys, c->ld, &m));
+    float *again = sm_get(dp, 0, c, &pad);
+    report_same("softmax_masked: a second run, the same bits", again, got, (size_t)c->rows * c->keys * 4);
+    dput(ds, 4, s, n * 4); /* the same rows one element further: 16-byte loads impossible */
+    dsentinel(dp);
+    CHECK_OK(frt_cuda_softmax_masked(g_cs, (uint16_t *)dp.p + 1, (const float *)ds.p + 1, c->rows, c->keys, c->ld,
+                                     &m));
+    float *shifted = sm_get(dp, 1, c, &pad);
+    report_same("softmax_masked: shifted by one element (scalar loads), the same bits", shifted, got,
+                (size_t)c->rows * c->keys * 4);
+    report_flag("softmax_masked: masked keys exactly 0, columns past keys untouched", zeros && pad);
+    if (c->rows >= 400) {
+        sm_timing t = {dp.p, ds.p, c, m};
+        const double us = graph_us("softmax_masked", rec_softmax, &t, 20);
+        printf("  timing: softmax_masked %s: %.2f us a launch (graph of 20), %.0f GB/s (f32 scores in, bf16 out)\n",
+               c->name, us, (double)c->rows * c->keys * 6 / (us * 1e3));
+    }
+    free(s), free(ref), free(km), free(rm), free(got), free(again), free(shifted);
+    dfree(&ds), dfree(&dp), dfree(&dkm), dfree(&drm);
+}
+
+static void test_softmaxes(void)
+{
+    static const sm_case cases[] = {
+        /* name, rows, keys, ld, rows_per_token, tokens, kmask_len, sfx_start, sfx_n, solo_first, kmask, rmask,
+         * kstride */
+        {"SigLIP (2 cameras x 16 heads), no mask", 8192, 256, 256, 1, 256, 256, 256, 0, 0, 0, 0, 0},
+        {"Pi0.5 prefix (712 tokens x 8 heads)", 5696, 712, 712, 8, 712, 712, 712, 0, 0, 1, 1, 0},
+        {"Pi0.5 expert (50 tokens x 8 heads), 968 + 50 keys", 400, 1018, 1024, 8, 50, 968, 968, 50, 0, 1, 0, 0},
+        {"Pi0 expert, state token, 23 + 7 keys", 14, 31, 32, 2, 7, 23, 24, 7, 1, 1, 0, 0},
+        {"odd keys, 2 batches, own key masks", 2 * 3 * 5, 37, 37, 3, 5, 30, 33, 4, 0, 1, 1, 41},
+        {"Pi0.5 expert, 3 cameras + a 256-token prompt (1024 + 50 keys)", 400, 1074, 1080, 8, 50, 1024, 1024, 50, 0,
+         1, 0, 0},
+        {"long rows, 1500 keys", 6, 1500, 1501, 2, 3, 1400, 1400, 100, 0, 1, 1, 0},
+        {"long rows (one block a row), 2100 keys", 6, 2100, 2100, 2, 3, 2000, 2000, 100, 0, 1, 1, 0},
+        {"1 key", 5, 1, 1, 1, 5, 1, 1, 0, 0, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_softmax(&cases[i]);
 }
 
 /* a refused by frt_cuda_attention_fused with `want` before anything is enqueued. */
@@ -974,16 +1269,30 @@ int main(void)
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);
+    test_norms(512, 1152, FRT_CUDA_BF16); /* SigLIP, 2 cameras */
+    test_norms(7, 1001, FRT_CUDA_F32);     /* dim % 4 != 0: groups of 1 */
+    test_norms(3, 9000, FRT_CUDA_F32);     /* wider than the register path: the loop */
     test_add_norm(37, 1152, FRT_CUDA_BF16);
     test_add_norm(5, 40, FRT_CUDA_F32);
+    test_add_norm(712, 2048, FRT_CUDA_BF16); /* the prefix */
+    test_add_norm(7, 1001, FRT_CUDA_F32);
+    test_add_norm(3, 9000, FRT_CUDA_F32);
+    test_add_norm_gated(50, 1024);  /* the expert */
+    test_add_norm_gated(512, 1152); /* SigLIP's shape */
+    test_add_norm_gated(5, 36);
     test_copy_many(36, 712 * 256 * 2, 0);
     test_copy_many(PI0_COPY_MAX, 1000, 0);
     test_copy_many(3, 37, 3);
     test_acts(19, 72, FRT_CUDA_BF16);
     test_acts(3, 40, FRT_CUDA_F32);
+    test_acts(50, 4096, FRT_CUDA_BF16); /* the expert's MLP */
+    test_acts(7, 37, FRT_CUDA_F32);     /* cols % 4 != 0: groups of 1 */
+    test_acts_shifted(19, 72);
     test_attentions();
+    test_softmaxes();
     test_patchify();
     test_qkv_rope();
+    test_qkv_rope_paths();
     test_qkv_rope_slots();
     test_prefix_mask();
     test_noise();

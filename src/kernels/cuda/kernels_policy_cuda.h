@@ -28,8 +28,9 @@ extern "C" {
 
 /* LayerNorm of the rows of x [rows, dim] f32 (layernorm.cu):
  *   out = (x - mean) * rsqrt(var + eps) * w + b
- * mean and variance summed in fp64 (two passes, as the twin); w, b [dim]
- * f32; out [rows, dim] of out_dtype (must not alias x). One block a row.
+ * mean and variance summed in fp64 (two passes over the row held in
+ * registers, as the twin); w, b [dim] f32; out [rows, dim] of out_dtype
+ * (must not alias x). One block a row, shaped to dim.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, rows or dim < 1), FRT_ERR_BACKEND.
  * Twin: frt_cpu_layernorm. */
 int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x, const float *w,
@@ -126,8 +127,10 @@ typedef struct frt_cuda_attn_mask {
 /* Softmax over the allowed keys of each row of s [rows, ld] f32 (the first
  * `keys` columns; s already scaled): p[row, j] = exp(s - max) / sum over the
  * allowed j, 0 for every masked key; a row with no allowed key is all zero.
- * p [rows, ld] bf16 (the P of P.V); max and sum in fp32, the sum in a fixed
- * tree order. rows = batches x tokens x rows_per_token; mask as above.
+ * p [rows, ld] bf16 (the P of P.V; columns keys..ld are not written); max
+ * and sum in fp32, the sum in a fixed order that depends on `keys` only (one
+ * warp a row up to 2048 keys, one block a row beyond). rows = batches x
+ * tokens x rows_per_token; mask as above.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes, ld < keys), FRT_ERR_BACKEND.
  * Twin: the softmax of frt_cpu_attention_masked (tested through
  * frt_cuda_attention_masked). */

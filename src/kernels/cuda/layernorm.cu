@@ -1,66 +1,188 @@
 /*
  * kernels/cuda/layernorm.cu - LayerNorm (SigLIP) and Pi0.5's adaptive
  * RMSNorm of f32 rows (kernels_policy_cuda.h), and the residual add fused
- * in front of a norm (frt_cuda_add_norm). One block per row; the sums
- * run in fp64 per thread over a strided slice, then a fixed shared-memory
- * tree (the order depends on the block size only, so the bits are
- * reproducible). Twins: frt_cpu_layernorm, frt_cpu_rmsnorm_ada; tested in
+ * in front of a norm (frt_cuda_add_norm). All three are one kernel: the
+ * residual (when y is given), then the norm of its kind.
+ *
+ * One block a row, shaped to the row (norm_shape_of, norm_util.h: about 4
+ * groups of 4 elements a thread, 64 threads for the expert's 1024, 96 for
+ * SigLIP's 1152, 128 for Gemma's 2048), so 50 rows are 50 small blocks on
+ * 50 SMs. Every thread loads all its elements (x, y, bias, gate, w, b) with
+ * 16-byte loads (scalar loads of the same ownership when a pointer is not
+ * 16-byte aligned or dim % 4 != 0) before any store, so a row costs one
+ * memory round trip; x is read once and stays in registers. The sums run
+ * in fp64 over each thread's groups in order, then frt_block_sum (warp
+ * shuffles, then the warps' sums in a fixed order): the order depends on
+ * dim only, so the bits are reproducible. Rows wider than the register
+ * path (more than 4 groups a thread at 512 threads: dim > 8192, or > 2048
+ * when dim % 4 != 0) take a strided loop. The residual is
+ * frt_residual_add, the expression of pi0_cuda_residual. Twins:
+ * frt_cpu_layernorm, frt_cpu_rmsnorm_ada, frt_cpu_rmsnorm; tested in
  * tests/test_cuda_policy_kernels.c.
  */
-#include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
+#include "kernels/cuda/norm_util.h"
+#include "kernels/cuda/residual_util.h"
 
-#define LN_THREADS 256
+#define LN_LOOP_THREADS 256
 
-/* The block's sum of v (every thread returns it). */
-static __device__ double block_sum(double v, double *sh)
+/* One launch's arguments. xw: x to write the residual back to (y set), else
+ * NULL; w, b: the norm's weight and bias (LayerNorm) or scale and shift. */
+struct an_args {
+    void *out;
+    int out_dt;
+    const float *x;
+    float *xw;
+    const float *y, *bias, *gate, *w, *b;
+    int kind, dim;
+    float eps;
+    bool vec;
+};
+
+/* Element v normalised and weighted by wv, bv, given mu and r: the mean and
+ * 1 / std (LayerNorm) or 0 and 1 / rms. */
+static __device__ __forceinline__ float an_out(const an_args &a, float v, float mu, float r, float wv, float bv)
 {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = LN_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
+    if (a.kind == FRT_CUDA_NORM_LAYER) return (v - mu) * r * wv + bv;
+    return (v * r) * (1.0f + wv) + (a.kind == FRT_CUDA_NORM_RMS_ADA ? bv : 0.0f);
+}
+
+/* The thread's groups k < NV (gi = threadIdx.x + k T < groups) of row o:
+ * x with the residual applied into v, w and b into wv, bv. Every load is
+ * issued before the first use of one (one memory round trip). */
+template <int G, int NV>
+static __device__ __forceinline__ void an_load(const an_args &a, size_t o, int groups, float (&v)[NV][G],
+                                               float (&wv)[NV][G], float (&bv)[NV][G])
+{
+    float y[NV][G], rb[NV][G], rg[NV][G];
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+#pragma unroll
+        for (int e = 0; e < G; e++) v[k][e] = wv[k][e] = bv[k][e] = y[k][e] = rb[k][e] = rg[k][e] = 0.0f;
+        if (gi >= groups) continue;
+        const size_t c = (size_t)gi * G;
+        norm_ld<G>(a.x, FRT_CUDA_F32, o + c, a.vec, v[k]);
+        norm_ld<G>(a.w, FRT_CUDA_F32, c, a.vec, wv[k]);
+        if (a.kind != FRT_CUDA_NORM_RMS_ONE) norm_ld<G>(a.b, FRT_CUDA_F32, c, a.vec, bv[k]);
+        if (a.y) norm_ld<G>(a.y, FRT_CUDA_F32, o + c, a.vec, y[k]);
+        if (a.bias) norm_ld<G>(a.bias, FRT_CUDA_F32, c, a.vec, rb[k]);
+        if (a.gate) norm_ld<G>(a.gate, FRT_CUDA_F32, c, a.vec, rg[k]);
     }
-    double r = sh[0];
-    __syncthreads();
-    return r;
+    if (!a.y) return;
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+#pragma unroll
+        for (int e = 0; e < G; e++)
+            v[k][e] = frt_residual_add(v[k][e], y[k][e], a.bias, rb[k][e], a.gate, rg[k][e]);
 }
 
-/* The rest of the LayerNorm of row xr into out row `o` (element offset),
- * given s, this thread's part of the row's sum. */
-static __device__ void ln_finish(void *out, int out_dt, size_t o, const float *xr, const float *w, const float *b,
-                                 int dim, float eps, double s, double *sh)
+/* The fp64 sum over the row of (v - mu)^2 (sq) or v (!sq); every thread
+ * gets it. */
+template <int G, int NV>
+static __device__ __forceinline__ double an_sum(const float (&v)[NV][G], int groups, double mu, bool sq)
 {
-    const double mean = block_sum(s, sh) / dim;
-    double ss = 0;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-    const float rstd = (float)(1.0 / sqrt(block_sum(ss, sh) / dim + (double)eps));
-    const float mu = (float)mean;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) frt_st(out, out_dt, o + i, (xr[i] - mu) * rstd * w[i] + b[i]);
-}
-
-__global__ void __launch_bounds__(LN_THREADS) layernorm_kernel(void *out, int out_dt, const float *x, const float *w,
-                                                               const float *b, int dim, float eps)
-{
-    __shared__ double sh[LN_THREADS];
-    const float *xr = x + (size_t)blockIdx.x * dim;
     double s = 0;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) s += xr[i];
-    ln_finish(out, out_dt, (size_t)blockIdx.x * dim, xr, w, b, dim, eps, s, sh);
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+        if (threadIdx.x + k * blockDim.x < groups)
+#pragma unroll
+            for (int e = 0; e < G; e++) {
+                const double d = (double)v[k][e] - mu;
+                s += sq ? d * d : (double)v[k][e];
+            }
+    return frt_block_sum(s);
 }
 
-__global__ void __launch_bounds__(LN_THREADS) rmsnorm_ada_kernel(void *out, int out_dt, const float *x,
-                                                                 const float *scale, const float *shift, int dim,
-                                                                 float eps)
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void add_norm_kernel(an_args a)
 {
-    __shared__ double sh[LN_THREADS];
-    const float *xr = x + (size_t)blockIdx.x * dim;
-    double ss = 0;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) ss += (double)xr[i] * xr[i];
-    const float var = (float)(block_sum(ss, sh) / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS)
-        frt_st(out, out_dt, (size_t)blockIdx.x * dim + i, (xr[i] * inv) * (1.0f + scale[i]) + shift[i]);
+    frt_pdl_wait(); /* launched with PDL */
+    const int groups = a.dim / G;
+    const size_t o = (size_t)blockIdx.x * a.dim;
+    float v[NV][G], wv[NV][G], bv[NV][G];
+    an_load<G, NV>(a, o, groups, v, wv, bv);
+#pragma unroll
+    for (int k = 0; k < NV; k++) /* each element is read and written by one thread */
+        if (a.xw && threadIdx.x + k * blockDim.x < groups)
+            norm_st<G>(a.xw, FRT_CUDA_F32, o + (size_t)(threadIdx.x + k * blockDim.x) * G, a.vec, v[k]);
+    float mu = 0.0f, r;
+    if (a.kind == FRT_CUDA_NORM_LAYER) {
+        const double mean = an_sum<G, NV>(v, groups, 0.0, false) / a.dim;
+        r = (float)(1.0 / sqrt(an_sum<G, NV>(v, groups, mean, true) / a.dim + (double)a.eps));
+        mu = (float)mean;
+    } else {
+        r = norm_inv_rms(an_sum<G, NV>(v, groups, 0.0, true), a.dim, a.eps);
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int gi = threadIdx.x + k * blockDim.x;
+        if (gi >= groups) continue;
+        float y[G];
+#pragma unroll
+        for (int e = 0; e < G; e++) y[e] = an_out(a, v[k][e], mu, r, wv[k][e], bv[k][e]);
+        norm_st<G>(a.out, a.out_dt, o + (size_t)gi * G, a.vec, y);
+    }
+}
+
+/* Rows too wide for the register path: strided loops over x (the residual
+ * first, each thread reading back only its own writes). */
+__global__ void __launch_bounds__(LN_LOOP_THREADS) add_norm_loop_kernel(an_args a)
+{
+    const size_t o = (size_t)blockIdx.x * a.dim;
+    const float *xr = a.xw ? a.xw + o : a.x + o;
+    double s = 0;
+    for (int i = threadIdx.x; i < a.dim; i += LN_LOOP_THREADS) {
+        float v = xr[i];
+        if (a.xw)
+            a.xw[o + i] = v = frt_residual_add(v, a.y[o + i], a.bias, a.bias ? a.bias[i] : 0.0f, a.gate,
+                                               a.gate ? a.gate[i] : 0.0f);
+        s += a.kind == FRT_CUDA_NORM_LAYER ? (double)v : (double)v * v;
+    }
+    float mu = 0.0f, r;
+    if (a.kind == FRT_CUDA_NORM_LAYER) {
+        const double mean = frt_block_sum(s) / a.dim;
+        double ss = 0;
+        for (int i = threadIdx.x; i < a.dim; i += LN_LOOP_THREADS) {
+            const double d = (double)xr[i] - mean;
+            ss += d * d;
+        }
+        r = (float)(1.0 / sqrt(frt_block_sum(ss) / a.dim + (double)a.eps));
+        mu = (float)mean;
+    } else {
+        r = norm_inv_rms(frt_block_sum(s), a.dim, a.eps);
+    }
+    for (int i = threadIdx.x; i < a.dim; i += LN_LOOP_THREADS)
+        frt_st(a.out, a.out_dt, o + i,
+               an_out(a, xr[i], mu, r, a.w[i], a.kind == FRT_CUDA_NORM_RMS_ONE ? 0.0f : a.b[i]));
+}
+
+/* Launches the kernel of a's row shape on rows rows. */
+template <int G>
+static cudaError_t an_launch(const norm_shape &sh, int rows, void *stream, const an_args &a)
+{
+    const dim3 grid((unsigned)rows), block((unsigned)sh.threads);
+    if (sh.nv == 1) return frt_pdl_launch(add_norm_kernel<G, 1>, grid, block, 0, stream, a);
+    if (sh.nv == 2) return frt_pdl_launch(add_norm_kernel<G, 2>, grid, block, 0, stream, a);
+    return frt_pdl_launch(add_norm_kernel<G, 4>, grid, block, 0, stream, a);
+}
+
+static bool an_aligned(const float *p) { return !p || norm_aligned(p, FRT_CUDA_F32); }
+
+/* The launch of every norm of this file (arguments already checked). */
+static int an_run(void *stream, int rows, an_args a)
+{
+    const norm_shape sh = norm_shape_of(a.dim);
+    if (sh.nv == 0 || sh.nv > 4) {
+        add_norm_loop_kernel<<<rows, LN_LOOP_THREADS, 0, (cudaStream_t)stream>>>(a);
+        FRT_LAUNCH_CHECK();
+        return 0;
+    }
+    a.vec = sh.g == 4 && norm_aligned(a.out, (frt_cuda_dtype)a.out_dt) && an_aligned(a.x) && an_aligned(a.y) &&
+            an_aligned(a.bias) && an_aligned(a.gate) && an_aligned(a.w) && an_aligned(a.b);
+    FRT_CUDA_TRY(sh.g == 4 ? an_launch<4>(sh, rows, stream, a) : an_launch<1>(sh, rows, stream, a));
+    FRT_LAUNCH_CHECK();
+    return 0;
 }
 
 extern "C" int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x,
@@ -69,9 +191,8 @@ extern "C" int frt_cuda_layernorm(void *stream, void *out, frt_cuda_dtype out_dt
     FRT_ARG(out && x && w && b && frt_dtype_ok(out_dtype), "layernorm: NULL pointer or bad dtype");
     FRT_ARG(rows >= 1 && dim >= 1 && (void *)x != out, "layernorm: rows %d dim %d (out must not alias x)", rows,
             dim);
-    layernorm_kernel<<<rows, LN_THREADS, 0, (cudaStream_t)stream>>>(out, out_dtype, x, w, b, dim, eps);
-    FRT_LAUNCH_CHECK();
-    return 0;
+    const an_args a = {out, out_dtype, x, NULL, NULL, NULL, NULL, w, b, FRT_CUDA_NORM_LAYER, dim, eps, false};
+    return an_run(stream, rows, a);
 }
 
 extern "C" int frt_cuda_rmsnorm_ada(void *stream, void *out, frt_cuda_dtype out_dtype, const float *x,
@@ -80,43 +201,8 @@ extern "C" int frt_cuda_rmsnorm_ada(void *stream, void *out, frt_cuda_dtype out_
     FRT_ARG(out && x && scale && shift && frt_dtype_ok(out_dtype), "rmsnorm_ada: NULL pointer or bad dtype");
     FRT_ARG(rows >= 1 && dim >= 1 && (void *)x != out, "rmsnorm_ada: rows %d dim %d (out must not alias x)", rows,
             dim);
-    rmsnorm_ada_kernel<<<rows, LN_THREADS, 0, (cudaStream_t)stream>>>(out, out_dtype, x, scale, shift, dim, eps);
-    FRT_LAUNCH_CHECK();
-    return 0;
-}
-
-/* add_norm's residual on row xr (the expression of pi0_cuda_residual, so
- * the same bits): xr[i] += (yr[i] + bias[i]) * gate[i]; returns xr[i]. */
-static __device__ float add_res(float *xr, const float *yr, const float *bias, const float *gate, int i)
-{
-    if (!yr) return xr[i];
-    float o = yr[i];
-    if (bias) o += bias[i];
-    xr[i] += gate ? o * gate[i] : o;
-    return xr[i];
-}
-
-__global__ void __launch_bounds__(LN_THREADS) add_norm_kernel(void *out, int out_dt, float *x, const float *y,
-                                                              const float *bias, const float *gate, int kind,
-                                                              const float *w, const float *b, int dim, float eps)
-{
-    __shared__ double sh[LN_THREADS];
-    float *xr = x + (size_t)blockIdx.x * dim;
-    const float *yr = y ? y + (size_t)blockIdx.x * dim : NULL;
-    double s = 0;
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS) {
-        const float v = add_res(xr, yr, bias, gate, i); /* each thread reads back only its own writes */
-        s += kind == FRT_CUDA_NORM_LAYER ? (double)v : (double)v * v;
-    }
-    const size_t o = (size_t)blockIdx.x * dim;
-    if (kind == FRT_CUDA_NORM_LAYER) {
-        ln_finish(out, out_dt, o, xr, w, b, dim, eps, s, sh);
-        return;
-    }
-    const float var = (float)(block_sum(s, sh) / dim);
-    const float inv = 1.0f / sqrtf(var + eps);
-    for (int i = threadIdx.x; i < dim; i += LN_THREADS)
-        frt_st(out, out_dt, o + i, (xr[i] * inv) * (1.0f + w[i]) + (kind == FRT_CUDA_NORM_RMS_ADA ? b[i] : 0.0f));
+    const an_args a = {out, out_dtype, x, NULL, NULL, NULL, NULL, scale, shift, FRT_CUDA_NORM_RMS_ADA, dim, eps, false};
+    return an_run(stream, rows, a);
 }
 
 extern "C" int frt_cuda_add_norm(void *stream, void *out, frt_cuda_dtype out_dtype, float *x, const float *y,
@@ -129,8 +215,7 @@ extern "C" int frt_cuda_add_norm(void *stream, void *out, frt_cuda_dtype out_dty
     FRT_ARG(b || kind == FRT_CUDA_NORM_RMS_ONE, "add_norm: NULL b (bias / shift)");
     FRT_ARG(rows >= 1 && dim >= 1 && (void *)x != out && (const void *)y != out,
             "add_norm: rows %d dim %d (out must not alias x or y)", rows, dim);
-    add_norm_kernel<<<rows, LN_THREADS, 0, (cudaStream_t)stream>>>(out, out_dtype, x, y, bias, gate, (int)kind, w, b,
-                                                                   dim, eps);
-    FRT_LAUNCH_CHECK();
-    return 0;
+    const an_args a = {out, out_dtype, x, y ? x : NULL, y, y ? bias : NULL, y ? gate : NULL, w,
+                       kind == FRT_CUDA_NORM_RMS_ONE ? NULL : b, (int)kind, dim, eps, false};
+    return an_run(stream, rows, a);
 }

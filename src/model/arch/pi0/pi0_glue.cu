@@ -7,6 +7,7 @@
 #include "model/arch/pi0/pi0_glue.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/residual_util.h"
 
 #include <string.h>
 
@@ -56,9 +57,7 @@ __global__ void residual_kernel(float *x, const float *y, const float *b, const 
     GRID_LOOP(i, total)
     {
         const int c = (int)(i % cols);
-        float o = y[i];
-        if (b) o += b[c];
-        x[i] += gate ? o * gate[c] : o;
+        x[i] = frt_residual_add(x[i], y[i], b != NULL, b ? b[c] : 0.0f, gate != NULL, gate ? gate[c] : 0.0f);
     }
 }
 
@@ -180,35 +179,63 @@ extern "C" int pi0_cuda_suffix_pos(void *stream, int32_t *pos, float *cs, const 
     return 0;
 }
 
-/* One (token, head, pair) of q or k: RoPE'd pair to bf16; token t of the
- * whole q / qkv is token t % n of slot t / n, whose K / V rows and
- * positions are d's. */
+/* Row (token t, head h) of q / k / v per block, VP pairs (p, p + half)
+ * a thread (VP 2: 8-byte loads of the two halves, 4-byte bf16x2 stores);
+ * token t of the whole q / qkv is token t % n of slot t / n, whose K / V
+ * rows and positions are d's. Each element's arithmetic is the same
+ * whatever VP (the bits of frt_cuda_attention_fused's RoPE on load). */
+template <int VP>
 __global__ void qkv_rope_kernel(__nv_bfloat16 *q, pi0_kv_slots d, int ldk, int ldv, const float *qkv,
-                                const float *inv_freq, long long total, int n, int heads, int kv_heads, int hd)
+                                const float *inv_freq, int n, int heads, int kv_heads, int hd)
 {
-    const int half = hd / 2, nh = heads + 2 * kv_heads, width = nh * hd;
-    GRID_LOOP(i, total)
-    {
-        const int p = (int)(i % half);
-        const long long th = i / half;
-        const int h = (int)(th % nh);
-        const long long t = th / nh;
-        const int slot = (int)(t / n);
-        const long long ts = t - (long long)slot * n;
-        const float *src = qkv + t * width + (size_t)h * hd;
-        if (h >= heads + kv_heads) { /* v: copied */
-            __nv_bfloat16 *dst = (__nv_bfloat16 *)d.v[slot] + ts * ldv + (size_t)(h - heads - kv_heads) * hd;
-            dst[p] = __float2bfloat16_rn(src[p]);
-            dst[p + half] = __float2bfloat16_rn(src[p + half]);
-            continue;
+    const int half = hd / 2, nh = heads + 2 * kv_heads;
+    const long long row = blockIdx.x, t = row / nh; /* row = t nh + h */
+    const int h = (int)(row - t * nh), slot = (int)(t / n);
+    const long long ts = t - (long long)slot * n;
+    const float *src = qkv + row * hd;
+    const bool is_v = h >= heads + kv_heads;
+    __nv_bfloat16 *dst = h < heads ? q + (t * heads + h) * hd
+                         : is_v    ? (__nv_bfloat16 *)d.v[slot] + ts * ldv + (size_t)(h - heads - kv_heads) * hd
+                                   : (__nv_bfloat16 *)d.k[slot] + ts * ldk + (size_t)(h - heads) * hd;
+    const float at = is_v ? 0.0f : (float)d.pos[slot][ts];
+    for (int p = threadIdx.x * VP; p < half; p += blockDim.x * VP) {
+        float x1[VP], x2[VP], y1[VP], y2[VP];
+        if constexpr (VP == 2) {
+            const float2 a = *(const float2 *)(src + p), b = *(const float2 *)(src + p + half);
+            x1[0] = a.x, x1[1] = a.y, x2[0] = b.x, x2[1] = b.y;
+        } else {
+            x1[0] = src[p], x2[0] = src[p + half];
         }
-        __nv_bfloat16 *dst = h < heads ? q + (t * heads + h) * hd
-                                       : (__nv_bfloat16 *)d.k[slot] + ts * ldk + (size_t)(h - heads) * hd;
-        const float a = (float)d.pos[slot][ts] * inv_freq[p];
-        const float c = cosf(a), s = sinf(a), x1 = src[p], x2 = src[p + half];
-        dst[p] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, s)));
-        dst[p + half] = __float2bfloat16_rn(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+#pragma unroll
+        for (int e = 0; e < VP; e++) {
+            if (is_v) { /* v: copied */
+                y1[e] = x1[e], y2[e] = x2[e];
+                continue;
+            }
+            const float a = at * inv_freq[p + e];
+            const float c = cosf(a), s = sinf(a);
+            y1[e] = __fadd_rn(__fmul_rn(x1[e], c), __fmul_rn(-x2[e], s));
+            y2[e] = __fadd_rn(__fmul_rn(x2[e], c), __fmul_rn(x1[e], s));
+        }
+        if constexpr (VP == 2) {
+            *(__nv_bfloat162 *)(dst + p) = __floats2bfloat162_rn(y1[0], y1[1]);
+            *(__nv_bfloat162 *)(dst + p + half) = __floats2bfloat162_rn(y2[0], y2[1]);
+        } else {
+            dst[p] = __float2bfloat16_rn(y1[0]);
+            dst[p + half] = __float2bfloat16_rn(y2[0]);
+        }
     }
+}
+
+static bool aligned_to(const void *p, unsigned bytes) { return (uintptr_t)p % bytes == 0; }
+
+/* Pairs two at a time: half even, qkv 8-byte and every destination 4-byte
+ * aligned (q, each slot's K / V, their row strides). */
+static bool qkv_rope_vec(const uint16_t *q, const pi0_kv_slots *d, int ldk, int ldv, const float *qkv, int hd)
+{
+    bool ok = hd % 4 == 0 && ldk % 2 == 0 && ldv % 2 == 0 && aligned_to(q, 4) && aligned_to(qkv, 8);
+    for (int s = 0; s < d->slots; s++) ok = ok && aligned_to(d->k[s], 4) && aligned_to(d->v[s], 4);
+    return ok;
 }
 
 extern "C" int pi0_cuda_qkv_rope_slots(void *stream, uint16_t *q, const pi0_kv_slots *d, int ldk, int ldv,
@@ -219,9 +246,16 @@ extern "C" int pi0_cuda_qkv_rope_slots(void *stream, uint16_t *q, const pi0_kv_s
                 ldk >= kv_heads * hd && ldv >= kv_heads * hd && d->slots >= 1 && d->slots <= PI0_KV_SLOTS,
             "pi0 qkv rope: bad arguments");
     for (int s = 0; s < d->slots; s++) FRT_ARG(d->k[s] && d->v[s] && d->pos[s], "pi0 qkv rope: NULL slot %d", s);
-    const long long total = (long long)d->slots * n * (heads + 2 * kv_heads) * (hd / 2);
-    qkv_rope_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq,
-                                                                     total, n, heads, kv_heads, hd);
+    const long long rows = (long long)d->slots * n * (heads + 2 * kv_heads);
+    FRT_ARG(rows < (1ll << 31), "pi0 qkv rope: %lld rows", rows);
+    const int vp = qkv_rope_vec(q, d, ldk, ldv, qkv, hd) ? 2 : 1, per = hd / 2 / vp;
+    const int threads = per >= 128 ? 128 : (per + 31) / 32 * 32;
+    if (vp == 2)
+        qkv_rope_kernel<2><<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(
+            (__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd);
+    else
+        qkv_rope_kernel<1><<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(
+            (__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd);
     FRT_LAUNCH_CHECK();
     return 0;
 }

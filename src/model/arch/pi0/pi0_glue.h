@@ -32,7 +32,9 @@ int pi0_cuda_patchify(void *stream, uint16_t *out, const float *img, int cams, i
                       int kp);
 
 /* x[r, c] += (y[r, c] + b[c]) * gate[c]; b, gate [cols] f32 or NULL (none).
- * x, y [rows, cols] f32. Twin: frt_cpu_add_bias + frt_cpu_add, or the gated
+ * x, y [rows, cols] f32. Roundings: y + b, then one fused multiply-add with
+ * the gate (frt_residual_add, kernels/cuda/residual_util.h; the bits of
+ * frt_cuda_add_norm's x). Twin: frt_cpu_add_bias + frt_cpu_add, or the gated
  * residual of pi0_cpu.c. */
 int pi0_cuda_residual(void *stream, float *x, const float *y, const float *b, const float *gate, int rows,
                       int cols);
