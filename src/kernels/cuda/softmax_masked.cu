@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
     const size_t o = (size_t)row * ld;
     const bool row_on = !m.d_rmask || m.d_rmask[t];
     float v[NV][4];
+    unsigned long long on = 0; /* bit 4 i + e: key 4 (lane + 32 i) + e is allowed */
 #pragma unroll
-    for (int i = 0; i < NV; i++) { /* every load before any arithmetic */
+    for (int i = 0; i < NV; i++) { /* every load (scores, mask bytes) before any arithmetic */
         const int j = 4 * (lane + 32 * i);
 #pragma unroll
         for (int e = 0; e < 4; e++) v[i][e] = 0.0f; /* keys past the row: never allowed */
@@ -110,19 +111,16 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
             for (int e = 0; e < 4; e++)
                 if (j + e < keys) v[i][e] = s[o + j + e];
         }
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (row_on && j + e < keys && key_allowed(m, km, t, j + e)) on |= 1ull << (4 * i + e);
     }
-    unsigned long long on = 0; /* bit 4 i + e: key 4 (lane + 32 i) + e is allowed */
     float mx = -INFINITY;
 #pragma unroll
     for (int i = 0; i < NV; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int j = 4 * (lane + 32 * i) + e;
-            if (row_on && j < keys && key_allowed(m, km, t, j)) {
-                on |= 1ull << (4 * i + e);
-                mx = fmaxf(mx, v[i][e]);
-            }
-        }
+        for (int e = 0; e < 4; e++)
+            if ((on >> (4 * i + e)) & 1ull) mx = fmaxf(mx, v[i][e]);
     mx = frt_warp_max(mx);
     float sum = 0.0f;
 #pragma unroll
