@@ -103,17 +103,25 @@ static void test_acts(int rows, int cols, frt_cuda_dtype dt)
         report(name, frt_test_rel_err(got, ref, n), tol);
         free(got);
     }
-    CHECK_OK(frt_cuda_geglu_tanh(g_cs, dout.p, dt, dgu.p, rows, cols));
     float *gate = fnew(n), *up = fnew(n);
-    for (int r = 0; r < rows; r++) {
-        memcpy(gate + (size_t)r * cols, gu + (size_t)r * 2 * cols, (size_t)cols * 4);
-        memcpy(up + (size_t)r * cols, gu + (size_t)r * 2 * cols + cols, (size_t)cols * 4);
+    for (int in_dt = 0; in_dt < 2; in_dt++) { /* f32, then bf16 halves (the twin on the rounded values) */
+        const frt_cuda_dtype gdt = in_dt ? FRT_CUDA_BF16 : FRT_CUDA_F32;
+        if (in_dt) {
+            for (size_t i = 0; i < 2 * n; i++) gu[i] = frt_bf16_to_f32(frt_f32_to_bf16(gu[i]));
+            dput_as(dgu, 0, gu, 2 * n, FRT_CUDA_BF16);
+        }
+        CHECK_OK(frt_cuda_geglu_tanh(g_cs, dout.p, dt, dgu.p, gdt, rows, cols));
+        for (int r = 0; r < rows; r++) {
+            memcpy(gate + (size_t)r * cols, gu + (size_t)r * 2 * cols, (size_t)cols * 4);
+            memcpy(up + (size_t)r * cols, gu + (size_t)r * 2 * cols + cols, (size_t)cols * 4);
+        }
+        frt_cpu_geglu_tanh(ref, gate, up, (int)n);
+        float *got = dfloats(dout, n, dt);
+        snprintf(name, sizeof name, "geglu_tanh %d x %d %s -> %s", rows, cols, dtn(gdt), dtn(dt));
+        report(name, frt_test_rel_err(got, ref, n), tol);
+        free(got);
     }
-    frt_cpu_geglu_tanh(ref, gate, up, (int)n);
-    float *got = dfloats(dout, n, dt);
-    snprintf(name, sizeof name, "geglu_tanh %d x %d -> %s", rows, cols, dtn(dt));
-    report(name, frt_test_rel_err(got, ref, n), tol);
-    free(got), free(gate), free(up), free(x), free(b), free(ref), free(gu);
+    free(gate), free(up), free(x), free(b), free(ref), free(gu);
     dfree(&dx), dfree(&db), dfree(&dout), dfree(&dgu);
 }
 
@@ -132,7 +140,7 @@ static void test_acts_shifted(int rows, int cols)
         CHECK_OK(frt_cuda_bias_act(g_cs, po, FRT_CUDA_BF16, px, pb, rows, cols, FRT_CUDA_ACT_GELU_TANH));
         got[off][0] = xzalloc(n * 2), got[off][1] = xzalloc(n * 2);
         dget(dout, (size_t)off * 2, got[off][0], n * 2);
-        CHECK_OK(frt_cuda_geglu_tanh(g_cs, po, FRT_CUDA_BF16, px, rows, cols));
+        CHECK_OK(frt_cuda_geglu_tanh(g_cs, po, FRT_CUDA_BF16, px, FRT_CUDA_F32, rows, cols));
         dget(dout, (size_t)off * 2, got[off][1], n * 2);
     }
     char name[128];
@@ -1244,7 +1252,8 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_F32, &f, NULL, 1, 1, (frt_cuda_act)7), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_bias_act(NULL, &f, FRT_CUDA_BF16, &f, NULL, 1, 1, FRT_CUDA_ACT_NONE),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &f, 1, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &f, FRT_CUDA_F32, 1, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &g, (frt_cuda_dtype)2, 1, 1), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_softmax_masked(NULL, (uint16_t *)&f, &f, 1, 2, 1, &mk), FRT_ERR_INVALID_ARGUMENT);
     frt_cuda_attn_args a;
     memset(&a, 0, sizeof a);

@@ -6,6 +6,7 @@
  * 8-byte bf16 stores, when cols (inter) % 4 == 0 and the pointers are
  * aligned; scalar loads of the same groups when not aligned; groups of 1
  * when cols % 4 != 0): the bits do not depend on the launch shape or path.
+ * GeGLU reads f32 or bf16 halves (a bf16 gate | up product).
  * tanhf / expf are CUDA's accurate functions (within 2 ulp of the twins'
  * libm). Twins: frt_cpu_add_bias, frt_cpu_gelu_tanh, frt_cpu_silu,
  * frt_cpu_geglu_tanh; tested in tests/test_cuda_policy_kernels.c.
@@ -45,15 +46,15 @@ __global__ void bias_act_kernel(void *out, int out_dt, const float *x, const flo
 
 /* Group g: outputs [G g, G g + G) of one row (G == 4 needs inter % 4 == 0). */
 template <int G>
-__global__ void geglu_kernel(void *out, int out_dt, const float *gu, long long groups, int inter, bool vec)
+__global__ void geglu_kernel(void *out, int out_dt, const void *gu, int gu_dt, long long groups, int inter, bool vec)
 {
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
          g += (long long)gridDim.x * blockDim.x) {
         const size_t i = (size_t)g * G, r = i / inter, c = i % inter;
-        const float *row = gu + r * 2 * inter;
+        const size_t row = r * 2 * inter;
         float a[G], u[G];
-        norm_ld<G>(row, FRT_CUDA_F32, c, vec, a);
-        norm_ld<G>(row, FRT_CUDA_F32, inter + c, vec, u);
+        norm_ld<G>(gu, gu_dt, row + c, vec, a);
+        norm_ld<G>(gu, gu_dt, row + inter + c, vec, u);
 #pragma unroll
         for (int e = 0; e < G; e++) a[e] = gelu_tanh(a[e]) * u[e];
         norm_st<G>(out, out_dt, i, vec, a);
@@ -80,20 +81,20 @@ extern "C" int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dty
     return 0;
 }
 
-extern "C" int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const float *gu, int rows,
-                                   int inter)
+extern "C" int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const void *gu,
+                                   frt_cuda_dtype gu_dtype, int rows, int inter)
 {
-    FRT_ARG(out && gu && frt_dtype_ok(out_dtype) && out != (const void *)gu, "geglu: NULL pointer, bad dtype or "
-                                                                            "aliasing");
+    FRT_ARG(out && gu && frt_dtype_ok(out_dtype) && frt_dtype_ok(gu_dtype) && out != gu,
+            "geglu: NULL pointer, bad dtype or aliasing");
     FRT_ARG(rows >= 1 && inter >= 1, "geglu: rows %d inter %d", rows, inter);
     const long long total = (long long)rows * inter;
-    const bool vec = norm_aligned(out, out_dtype) && norm_aligned(gu, FRT_CUDA_F32);
+    const bool vec = norm_aligned(out, out_dtype) && norm_aligned(gu, gu_dtype);
     if (inter % 4 == 0)
         geglu_kernel<4><<<frt_grid_blocks((size_t)total / 4, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
-            out, out_dtype, gu, total / 4, inter, vec);
+            out, out_dtype, gu, gu_dtype, total / 4, inter, vec);
     else
         geglu_kernel<1><<<frt_grid_blocks((size_t)total, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
-            out, out_dtype, gu, total, inter, false);
+            out, out_dtype, gu, gu_dtype, total, inter, false);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -84,10 +84,11 @@ int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dtype, const f
                       int cols, frt_cuda_act act);
 
 /* GeGLU (GemmaMLP): out[r, i] = gelu_tanh(gu[r, i]) * gu[r, inter + i] for
- * i < inter: gu [rows, 2 inter] f32 (the fused gate | up projection), out
- * [rows, inter] of out_dtype. Errors as frt_cuda_bias_act.
- * Twin: frt_cpu_geglu_tanh on the two halves. */
-int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const float *gu, int rows, int inter);
+ * i < inter: gu [rows, 2 inter] of gu_dtype (f32 or bf16: the fused gate |
+ * up projection), out [rows, inter] of out_dtype; the arithmetic in f32.
+ * Errors as frt_cuda_bias_act. Twin: frt_cpu_geglu_tanh on the two halves. */
+int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const void *gu, frt_cuda_dtype gu_dtype,
+                        int rows, int inter);
 
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
  *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])

@@ -595,12 +595,15 @@ static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v)
     const int D = c->v_width, Wt = c->t.width, KV = pc->KV, Qt = c->t.heads * c->t.head_dim;
     const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},         {v->nv, D, D},
                          {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D},    {v->nv, D, Wt},
-                         {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, Wt, 2 * c->t.inter},
-                         {v->rows, c->t.inter, Wt}};
+                         {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, c->t.inter, Wt}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
         FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
-    return 0;
+    return frt_cuda_gemm_plan(pc->gemm, v->rows, Wt, 2 * c->t.inter, BF16, 0); /* gate | up: bf16 (gemma_layer) */
 }
+
+/* The output dtype of make_plans' expert row i: the gate | up product (row
+ * 2) is bf16, as gemma_layer runs it. */
+static frt_cuda_dtype expert_dt(int i) { return i == 2 ? BF16 : F32; }
 
 /* Every weight GEMM shape of the forward pass, for every variant (made at
  * load: a variant captured later only looks its plans up). */
@@ -611,9 +614,10 @@ static int make_plans(const pi0_config *c, pc_model *pc)
                          {pc->ns, c->e.inter, E},  {c->chunk, A, E}, {c->chunk, E, A},
                          {c->chunk, E, E},         {1, c->state_dim, E}};
     const int n = c->pi05 ? 6 : 8;
-    for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    for (int i = 0; i < n; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], expert_dt(i), 0));
     for (int b = 2; b <= imax(2, pc->slots); b++) /* fused CFG and batches: b slots' rows in one product */
-        for (int i = 0; i < 4; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
+        for (int i = 0; i < 4; i++)
+            FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], expert_dt(i), 0));
     for (int b = 1; c->pi05 && b <= pc->slots; b++) /* a Pi0.5 batch's heads (batch_suffix_pi05, batch_head_pi05) */
         for (int i = 4; i < 6; i++) FRT_TRY(frt_cuda_gemm_plan(pc->gemm, b * sh[i][0], sh[i][1], sh[i][2], F32, 0));
     for (int cams = 1; cams <= c->max_cameras; cams++)
@@ -958,8 +962,10 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (L->last) return 0;
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
-    FRT_TRY(gemm(m, pc->y, pc->hb, L->y->gu, n, W, 2 * I));
-    FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, n, I));
+    /* gate | up in bf16 (half the bytes the GeGLU reads; the rounding is
+     * the one the product's bf16 inputs already carry) */
+    FRT_TRY(frt_cuda_gemm_run(pc->gemm, s, pc->y, BF16, pc->hb, L->y->gu, n, W, 2 * I, 0));
+    FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
     FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
     if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
     return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
