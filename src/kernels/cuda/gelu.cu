@@ -6,8 +6,7 @@
  * 8-byte bf16 stores, when cols (inter) % 4 == 0 and the pointers are
  * aligned; scalar loads of the same groups when not aligned; groups of 1
  * when cols % 4 != 0): the bits do not depend on the launch shape or path.
- * GeGLU reads f32 or bf16 halves (a bf16 gate | up product). Launched
- * with programmatic dependent launch (cuda_util.h: frt_pdl_wait first).
+ * GeGLU reads f32 or bf16 halves (a bf16 gate | up product).
  * tanhf / expf are CUDA's accurate functions (within 2 ulp of the twins'
  * libm). Twins: frt_cpu_add_bias, frt_cpu_gelu_tanh, frt_cpu_silu,
  * frt_cpu_geglu_tanh; tested in tests/test_cuda_policy_kernels.c.
@@ -33,7 +32,6 @@ template <int G>
 __global__ void bias_act_kernel(void *out, int out_dt, const float *x, const float *b, long long groups, int cols,
                                 int act, bool vec)
 {
-    frt_pdl_wait();
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
          g += (long long)gridDim.x * blockDim.x) {
         const size_t i = (size_t)g * G;
@@ -50,7 +48,6 @@ __global__ void bias_act_kernel(void *out, int out_dt, const float *x, const flo
 template <int G>
 __global__ void geglu_kernel(void *out, int out_dt, const void *gu, int gu_dt, long long groups, int inter, bool vec)
 {
-    frt_pdl_wait();
     for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
          g += (long long)gridDim.x * blockDim.x) {
         const size_t i = (size_t)g * G, r = i / inter, c = i % inter;
@@ -74,10 +71,13 @@ extern "C" int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dty
     const long long total = (long long)rows * cols;
     const bool vec =
         norm_aligned(out, out_dtype) && norm_aligned(x, FRT_CUDA_F32) && (!b || norm_aligned(b, FRT_CUDA_F32));
-    const int g = cols % 4 == 0 ? 4 : 1;
-    FRT_CUDA_TRY(frt_pdl_launch(g == 4 ? bias_act_kernel<4> : bias_act_kernel<1>,
-                                frt_grid_blocks((size_t)total / g, 256, 4096), 256, 0, stream, out, (int)out_dtype, x,
-                                b, total / g, cols, (int)act, g == 4 && vec));
+    if (cols % 4 == 0)
+        bias_act_kernel<4><<<frt_grid_blocks((size_t)total / 4, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
+            out, out_dtype, x, b, total / 4, cols, act, vec);
+    else
+        bias_act_kernel<1><<<frt_grid_blocks((size_t)total, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
+            out, out_dtype, x, b, total, cols, act, false);
+    FRT_LAUNCH_CHECK();
     return 0;
 }
 
@@ -89,9 +89,12 @@ extern "C" int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_d
     FRT_ARG(rows >= 1 && inter >= 1, "geglu: rows %d inter %d", rows, inter);
     const long long total = (long long)rows * inter;
     const bool vec = norm_aligned(out, out_dtype) && norm_aligned(gu, gu_dtype);
-    const int g = inter % 4 == 0 ? 4 : 1;
-    FRT_CUDA_TRY(frt_pdl_launch(g == 4 ? geglu_kernel<4> : geglu_kernel<1>,
-                                frt_grid_blocks((size_t)total / g, 256, 4096), 256, 0, stream, out, (int)out_dtype, gu,
-                                (int)gu_dtype, total / g, inter, g == 4 && vec));
+    if (inter % 4 == 0)
+        geglu_kernel<4><<<frt_grid_blocks((size_t)total / 4, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
+            out, out_dtype, gu, gu_dtype, total / 4, inter, vec);
+    else
+        geglu_kernel<1><<<frt_grid_blocks((size_t)total, 256, 4096), 256, 0, (cudaStream_t)stream>>>(
+            out, out_dtype, gu, gu_dtype, total, inter, false);
+    FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -54,7 +54,6 @@ extern "C" int pi0_cuda_patchify(void *stream, uint16_t *out, const float *img, 
 __global__ void residual_kernel(float *x, const float *y, const float *b, const float *gate, long long total,
                                 int cols)
 {
-    frt_pdl_wait();
     GRID_LOOP(i, total)
     {
         const int c = (int)(i % cols);
@@ -67,7 +66,8 @@ extern "C" int pi0_cuda_residual(void *stream, float *x, const float *y, const f
 {
     FRT_ARG(x && y && rows >= 1 && cols >= 1, "pi0 residual: bad arguments");
     const long long total = (long long)rows * cols;
-    FRT_CUDA_TRY(frt_pdl_launch(residual_kernel, blocks(total), T256, 0, stream, x, y, b, gate, total, cols));
+    residual_kernel<<<blocks(total), T256, 0, (cudaStream_t)stream>>>(x, y, b, gate, total, cols);
+    FRT_LAUNCH_CHECK();
     return 0;
 }
 
@@ -188,7 +188,6 @@ template <int VP>
 __global__ void qkv_rope_kernel(__nv_bfloat16 *q, pi0_kv_slots d, int ldk, int ldv, const float *qkv,
                                 const float *inv_freq, int n, int heads, int kv_heads, int hd)
 {
-    frt_pdl_wait();
     const int half = hd / 2, nh = heads + 2 * kv_heads;
     const long long row = blockIdx.x, t = row / nh; /* row = t nh + h */
     const int h = (int)(row - t * nh), slot = (int)(t / n);
@@ -251,8 +250,13 @@ extern "C" int pi0_cuda_qkv_rope_slots(void *stream, uint16_t *q, const pi0_kv_s
     FRT_ARG(rows < (1ll << 31), "pi0 qkv rope: %lld rows", rows);
     const int vp = qkv_rope_vec(q, d, ldk, ldv, qkv, hd) ? 2 : 1, per = hd / 2 / vp;
     const int threads = per >= 128 ? 128 : (per + 31) / 32 * 32;
-    FRT_CUDA_TRY(frt_pdl_launch(vp == 2 ? qkv_rope_kernel<2> : qkv_rope_kernel<1>, (unsigned)rows, threads, 0,
-                                stream, (__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd));
+    if (vp == 2)
+        qkv_rope_kernel<2><<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(
+            (__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd);
+    else
+        qkv_rope_kernel<1><<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(
+            (__nv_bfloat16 *)q, *d, ldk, ldv, qkv, inv_freq, n, heads, kv_heads, hd);
+    FRT_LAUNCH_CHECK();
     return 0;
 }
 
@@ -312,7 +316,6 @@ extern "C" int pi0_cuda_noise(void *stream, float *x, const float *noise, const 
 
 __global__ void euler_kernel(float *x, const float *v, float *v0, float dt, int n)
 {
-    frt_pdl_wait();
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         if (v0) v0[i] = v[i];
         x[i] = __fadd_rn(x[i], __fmul_rn(dt, v[i]));
@@ -322,7 +325,8 @@ __global__ void euler_kernel(float *x, const float *v, float *v0, float dt, int 
 extern "C" int pi0_cuda_euler(void *stream, float *x, const float *v, float *v0, float dt, int n)
 {
     FRT_ARG(x && v && n >= 1, "pi0 euler: bad arguments");
-    FRT_CUDA_TRY(frt_pdl_launch(euler_kernel, blocks(n), T256, 0, stream, x, v, v0, dt, n));
+    euler_kernel<<<blocks(n), T256, 0, (cudaStream_t)stream>>>(x, v, v0, dt, n);
+    FRT_LAUNCH_CHECK();
     return 0;
 }
 
