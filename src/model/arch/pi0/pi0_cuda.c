@@ -17,7 +17,8 @@
  *                of every step ([steps, 2 L + 1, 3 E]) and Pi0's time half
  *                of action_time_mlp_in ([steps, E], folded into its bias).
  *   activations  residual streams f32; GEMM inputs bf16; GEMM outputs f32
- *                (cuBLASLt, fp32 accumulation); the vision and prefix
+ *                (cuBLASLt, fp32 accumulation), the gate | up products'
+ *                bf16 (the GeGLU's input); the vision and prefix
  *                attention as products (kernels_policy_cuda.h:
  *                frt_cuda_attention_masked, bf16 operands, fp32 softmax),
  *                the expert's in one launch a layer with RoPE on load
@@ -962,8 +963,9 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (L->last) return 0;
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
-    /* gate | up in bf16 (half the bytes the GeGLU reads; the rounding is
-     * the one the product's bf16 inputs already carry) */
+    /* gate | up in bf16: half the bytes the GeGLU reads, for one more bf16
+     * rounding of gate and up (the actions stay within the cuda backend's
+     * bar against the cpu one: tests/test_cuda_policy.c) */
     FRT_TRY(frt_cuda_gemm_run(pc->gemm, s, pc->y, BF16, pc->hb, L->y->gu, n, W, 2 * I, 0));
     FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
     FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
