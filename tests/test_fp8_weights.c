@@ -486,11 +486,15 @@ static int parse_quant(const char *qc, frt_model_config *c)
     "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "      \
     "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": " weights ", \"input_activations\": " acts "}}}"
 #define WQ(strategy) "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": false, \"strategy\": \"" strategy "\"}"
-#define CT_KV(kv, rest)                                                                                       \
-    "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": " kv rest "}"
-#define KVQ(type, bits, dyn, strategy)                                                                        \
-    "{\"type\": \"" type "\", \"num_bits\": " #bits ", \"symmetric\": true, \"dynamic\": " dyn ", \"strategy\": \"" strategy \
-    "\", \"group_size\": null, \"observer\": \"minmax\"}"
+#define CT_KV(kv, rest)                                                                                     \
+    "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": " kv rest \
+    "}"
+#define KVQ(type, bits, dyn, strategy)                                                                      \
+    "{\"type\": \"" type "\", \"num_bits\": " #bits ", \"symmetric\": true, \"dynamic\": " dyn               \
+    ", \"strategy\": \"" strategy "\", \"group_size\": null, \"observer\": \"minmax\"}"
+#define KVT KVQ("float", 8, "false", "tensor")
+/* A kv-only config whose kv_cache_scheme kv is refused with status, the message holding needle. */
+#define KV_REFUSED(kv, status, needle) {CT_KV(kv, ""), status, FRT_QUANT_NONE, needle, FRT_QUANT_KV_NONE}
 #define A_DYN "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": true, \"strategy\": \"token\"}"
 
 /* One quantization_config: parsed to (method, kv), or refused with
@@ -518,28 +522,27 @@ static void test_kv_cache_schemes(void)
         const char *needle;
         frt_quant_kv kv;
     } cases[] = {
-        {CT_KV(KVQ("float", 8, "false", "tensor"), ", \"config_groups\": {\"a\": {\"weights\": " WQ("channel") "}}"), 0,
+        {CT_KV(KVT, ", \"config_groups\": {\"a\": {\"weights\": " WQ("channel") "}}"), 0,
          FRT_QUANT_FP8_CHANNEL, NULL, FRT_QUANT_KV_TENSOR},
-        {CT_KV(KVQ("float", 8, "false", "tensor"), ", \"config_groups\": {}"), 0, FRT_QUANT_NONE, NULL,
-         FRT_QUANT_KV_TENSOR}, /* kv-only: the weights as stored */
-        {CT_KV(KVQ("float", 8, "false", "tensor"), ""), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
-        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"dense\", \"kv_cache_scheme\": "
-         KVQ("float", 8, "false", "tensor") "}", 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
-        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"kv_cache_scheme\": "
-         KVQ("float", 8, "false", "tensor") "}", FRT_ERR_UNSUPPORTED, 0, "format 'pack-quantized'", FRT_QUANT_KV_NONE},
-        {CT_KV(KVQ("float", 8, "false", "attn_head"), ""), FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: strategy 'attn_head'", FRT_QUANT_KV_NONE},
-        {CT_KV(KVQ("float", 8, "false", "channel"), ""), FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: strategy 'channel'", FRT_QUANT_KV_NONE},
-        {CT_KV(KVQ("float", 8, "true", "tensor"), ""), FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: dynamic true", FRT_QUANT_KV_NONE},
-        {CT_KV(KVQ("int", 8, "false", "tensor"), ""), FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: type 'int'", FRT_QUANT_KV_NONE},
-        {CT_KV(KVQ("float", 4, "false", "tensor"), ""), FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: num_bits 4", FRT_QUANT_KV_NONE},
-        {CT_KV("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": false, \"strategy\": \"tensor\"}", ""),
-         FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme: symmetric false", FRT_QUANT_KV_NONE},
-        {CT_KV("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true}", ""), FRT_ERR_FORMAT, 0,
-         "strategy", FRT_QUANT_KV_NONE},
-        {CT_KV("{}", ""), FRT_ERR_FORMAT, 0, "kv_cache_scheme", FRT_QUANT_KV_NONE},
-        {CT_KV("[8]", ""), FRT_ERR_FORMAT, 0, "kv_cache_scheme: not an object", FRT_QUANT_KV_NONE},
+        {CT_KV(KVT, ", \"config_groups\": {}"), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR}, /* kv-only */
+        {CT_KV(KVT, ""), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"dense\", \"kv_cache_scheme\": " KVT "}", 0,
+         FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"kv_cache_scheme\": " KVT
+         "}", FRT_ERR_UNSUPPORTED, 0, "format 'pack-quantized'", FRT_QUANT_KV_NONE},
+        KV_REFUSED(KVQ("float", 8, "false", "attn_head"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'attn_head'"),
+        KV_REFUSED(KVQ("float", 8, "false", "channel"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'channel'"),
+        KV_REFUSED(KVQ("float", 8, "true", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: dynamic true"),
+        KV_REFUSED(KVQ("int", 8, "false", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: type 'int'"),
+        KV_REFUSED(KVQ("float", 4, "false", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: num_bits 4"),
+        KV_REFUSED("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": false, \"strategy\": \"tensor\"}",
+                   FRT_ERR_UNSUPPORTED, "kv_cache_scheme: symmetric false"),
+        KV_REFUSED("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true}", FRT_ERR_FORMAT, "strategy"),
+        KV_REFUSED("{}", FRT_ERR_FORMAT, "kv_cache_scheme"),
+        KV_REFUSED("[8]", FRT_ERR_FORMAT, "kv_cache_scheme: not an object"),
         {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": null, "
-         "\"config_groups\": {}}", FRT_ERR_FORMAT, 0, "0 groups", FRT_QUANT_KV_NONE}, /* no groups without a kv_cache_scheme */
+         "\"config_groups\": {}}", /* no groups without a kv_cache_scheme */
+         FRT_ERR_FORMAT, 0, "0 groups", FRT_QUANT_KV_NONE},
         {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", FRT_ERR_FORMAT, 0,
          "config_groups", FRT_QUANT_KV_NONE},
     };
@@ -610,7 +613,7 @@ static void test_quant_configs(void)
              "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32, "
              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, "
              "\"linear_num_key_heads\": 1, \"linear_num_value_heads\": 1, \"linear_key_head_dim\": 8, "
-             "\"linear_value_head_dim\": 8, \"quantization_config\": " CT_KV(KVQ("float", 8, "false", "tensor"), "") "}");
+             "\"linear_value_head_dim\": 8, \"quantization_config\": " CT_KV(KVT, "") "}");
     CHECK_OK(frt_config_parse_json(hy, strlen(hy), "hy.json", &c));
     CHECK(c.quant.method == FRT_QUANT_NONE && c.quant.kv == FRT_QUANT_KV_TENSOR);
 }

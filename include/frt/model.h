@@ -63,7 +63,8 @@ typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, ui
 typedef enum frt_kv_dtype {
     FRT_KV_DEFAULT = 0, /* the backend's: f32 on the cpu backend, bf16 on cuda */
     FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales (kv_scales, the
-                           checkpoint's, or 1.0); supported by the dense family on the cpu and cuda backends (others: FRT_ERR_UNSUPPORTED) */
+                           checkpoint's, or 1.0); supported by the dense family on the cpu and cuda
+                           backends (others: FRT_ERR_UNSUPPORTED) */
 } frt_kv_dtype;
 
 /* The precision of the weights (docs/fp8.md "FP8 weights"). */
