@@ -33,6 +33,7 @@
 #include "util/bf16.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define DENSE FRT_TEST_DATA "/golden_dense/dense_llama3_gqa"
@@ -42,15 +43,7 @@ static char tmp[256];
 
 static frt_model *load(const char *dir, frt_kv_dtype kv, const char *scales, int expect)
 {
-    frt_model_params p = frt_model_default_params();
-    p.prefill_chunk = 64;
-    p.max_seq = 256;
-    p.kv_dtype = kv;
-    p.kv_scales = scales;
-    frt_model *m = NULL;
-    CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
-    if (expect) CHECK(m == NULL);
-    return m;
+    return frt_test_load_kv(dir, kv, scales, 256, expect);
 }
 
 /* make_fp8_checkpoint.py SRC tmp/NAME --layout LAYOUT --kv-scales DT;
@@ -312,14 +305,16 @@ static void test_bad(void)
 
 int main(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/frt-test-kv-ckpt-scales-%d", (int)getpid());
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", tmp);
-    CHECK(system(cmd) == 0);
+    snprintf(tmp, sizeof tmp, "/tmp/frt-test-kv-ckpt-scales-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        CHECK_MSG(0, "mkdtemp %s failed", tmp);
+        return frt_test_report();
+    }
     test_ckpt(DENSE, "none", "f32", "dense-kv");
     test_ckpt(DENSE, "ct-channel", "f32", "dense-w8-kv");
     test_ckpt(COMPOSITE, "none", "bf16", "composite-kv");
     test_bad();
+    char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
     return frt_test_report();
