@@ -540,6 +540,8 @@ static void test_kv_cache_schemes(void)
         KV_REFUSED("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true}", FRT_ERR_FORMAT, "strategy"),
         KV_REFUSED("{}", FRT_ERR_FORMAT, "kv_cache_scheme"),
         KV_REFUSED("[8]", FRT_ERR_FORMAT, "kv_cache_scheme: not an object"),
+        {"{\"quant_method\": \"fp8\", \"kv_cache_scheme\": " KVT "}", FRT_ERR_UNSUPPORTED, FRT_QUANT_NONE,
+         "kv_cache_scheme with quant_method 'fp8'", FRT_QUANT_KV_NONE},
         {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": null, "
          "\"config_groups\": {}}", /* no groups without a kv_cache_scheme */
          FRT_ERR_FORMAT, 0, "0 groups", FRT_QUANT_KV_NONE},

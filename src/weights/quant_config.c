@@ -183,6 +183,11 @@ static int parse_fp8(const json_t *qc, frt_quant_config *out, const char *what)
 {
     FRT_TRY(expect_str(qc, "fmt", 0, "e4m3", what));
     FRT_TRY(expect_str(qc, "activation_scheme", 0, "dynamic", what));
+    json_t *kv = json_object_get(qc, "kv_cache_scheme");
+    if (kv && !json_is_null(kv)) /* not transformers' field: never ignored */
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: kv_cache_scheme with quant_method 'fp8' is not supported (compressed-tensors only)",
+                         what);
     out->method = FRT_QUANT_FP8_BLOCK;
     return parse_block_size(qc, out, what);
 }
