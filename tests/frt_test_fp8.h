@@ -5,6 +5,7 @@
  * Include after frt_test.h and frt/model.h.
  *
  *   frt_test_each_subdir(root, fn)       fn(dir, name) for every entry of root; the count
+ *   frt_test_load_kv(dir, kv, scales, max_seq, expect)  a cpu model with a KV dtype and scales file
  *   frt_test_prefill_logits(m, ids, n, out)  reset, prefill, the last logits
  *   frt_test_greedy(a, b, ids, n, V, steps, &st)  greedy decode on both while they agree
  *   frt_test_greedy_margin(label, ref, m, V, steps, bound)  greedy while ref's margin allows
@@ -39,6 +40,23 @@ static inline int frt_test_each_subdir(const char *root, void (*fn)(const char *
     }
     closedir(d);
     return n;
+}
+
+/* dir loaded on the cpu backend (C 64, max_seq) with kv_dtype kv and the
+ * kv_scales file `scales` (NULL: none); the status must be `expect` (then
+ * no model). */
+static inline frt_model *frt_test_load_kv(const char *dir, frt_kv_dtype kv, const char *scales, int max_seq,
+                                          int expect)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = max_seq;
+    p.kv_dtype = kv;
+    p.kv_scales = scales;
+    frt_model *m = NULL;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
+    if (expect) CHECK(m == NULL);
+    return m;
 }
 
 /* Resets m, prefills ids [n], copies the last logits into out [vocab]. */

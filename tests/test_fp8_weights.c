@@ -486,7 +486,71 @@ static int parse_quant(const char *qc, frt_model_config *c)
     "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "      \
     "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": " weights ", \"input_activations\": " acts "}}}"
 #define WQ(strategy) "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": false, \"strategy\": \"" strategy "\"}"
+#define CT_KV(kv, rest)                                                                                     \
+    "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": " kv rest \
+    "}"
+#define KVQ(type, bits, dyn, strategy)                                                                      \
+    "{\"type\": \"" type "\", \"num_bits\": " #bits ", \"symmetric\": true, \"dynamic\": " dyn               \
+    ", \"strategy\": \"" strategy "\", \"group_size\": null, \"observer\": \"minmax\"}"
+#define KVT KVQ("float", 8, "false", "tensor")
+/* A kv-only config whose kv_cache_scheme kv is refused with status, the message holding needle. */
+#define KV_REFUSED(kv, status, needle) {CT_KV(kv, ""), status, FRT_QUANT_NONE, needle, FRT_QUANT_KV_NONE}
 #define A_DYN "{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true, \"dynamic\": true, \"strategy\": \"token\"}"
+
+/* One quantization_config: parsed to (method, kv), or refused with
+ * `status` and a message holding `needle`. */
+static void check_quant_case(const char *qc, int status, frt_quant_method method, frt_quant_kv kv, const char *needle)
+{
+    frt_model_config c;
+    int rc = parse_quant(qc, &c);
+    CHECK_MSG(rc == status, "%s: got %s (%s)", qc, frt_status_name(rc), frt_last_error());
+    if (rc == 0)
+        CHECK_MSG(c.quant.method == method && c.quant.kv == kv, "%s: method %d kv %d", qc, (int)c.quant.method,
+                  (int)c.quant.kv);
+    if (rc < 0 && needle)
+        CHECK_MSG(strstr(frt_last_error(), needle), "%s: '%s' lacks '%s'", qc, frt_last_error(), needle);
+}
+
+/* kv_cache_scheme: static per-tensor FP8 accepted (with FP8 weights, or
+ * kv-only), every other scheme refused naming the field. */
+static void test_kv_cache_schemes(void)
+{
+    static const struct {
+        const char *qc;
+        int status;
+        frt_quant_method method;
+        const char *needle;
+        frt_quant_kv kv;
+    } cases[] = {
+        {CT_KV(KVT, ", \"config_groups\": {\"a\": {\"weights\": " WQ("channel") "}}"), 0,
+         FRT_QUANT_FP8_CHANNEL, NULL, FRT_QUANT_KV_TENSOR},
+        {CT_KV(KVT, ", \"config_groups\": {}"), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR}, /* kv-only */
+        {CT_KV(KVT, ""), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"dense\", \"kv_cache_scheme\": " KVT "}", 0,
+         FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"kv_cache_scheme\": " KVT
+         "}", FRT_ERR_UNSUPPORTED, 0, "format 'pack-quantized'", FRT_QUANT_KV_NONE},
+        KV_REFUSED(KVQ("float", 8, "false", "attn_head"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'attn_head'"),
+        KV_REFUSED(KVQ("float", 8, "false", "channel"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'channel'"),
+        KV_REFUSED(KVQ("float", 8, "true", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: dynamic true"),
+        KV_REFUSED(KVQ("int", 8, "false", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: type 'int'"),
+        KV_REFUSED(KVQ("float", 4, "false", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: num_bits 4"),
+        KV_REFUSED("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": false, \"strategy\": \"tensor\"}",
+                   FRT_ERR_UNSUPPORTED, "kv_cache_scheme: symmetric false"),
+        KV_REFUSED("{\"type\": \"float\", \"num_bits\": 8, \"symmetric\": true}", FRT_ERR_FORMAT, "strategy"),
+        KV_REFUSED("{}", FRT_ERR_FORMAT, "kv_cache_scheme"),
+        KV_REFUSED("[8]", FRT_ERR_FORMAT, "kv_cache_scheme: not an object"),
+        {"{\"quant_method\": \"fp8\", \"kv_cache_scheme\": " KVT "}", FRT_ERR_UNSUPPORTED, FRT_QUANT_NONE,
+         "kv_cache_scheme with quant_method 'fp8'", FRT_QUANT_KV_NONE},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": null, "
+         "\"config_groups\": {}}", /* no groups without a kv_cache_scheme */
+         FRT_ERR_FORMAT, 0, "0 groups", FRT_QUANT_KV_NONE},
+        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", FRT_ERR_FORMAT, 0,
+         "config_groups", FRT_QUANT_KV_NONE},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        check_quant_case(cases[k].qc, cases[k].status, cases[k].method, cases[k].kv, cases[k].needle);
+}
 
 static void test_quant_configs(void)
 {
@@ -526,9 +590,6 @@ static void test_quant_configs(void)
         {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "
          "{\"a\": {\"weights\": " WQ("channel") "}, \"b\": {\"weights\": " WQ("tensor") "}}}",
          FRT_ERR_UNSUPPORTED, 0, "2 groups"},
-        {"{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"kv_cache_scheme\": {}, "
-         "\"config_groups\": {\"a\": {\"weights\": " WQ("channel") "}}}",
-         FRT_ERR_UNSUPPORTED, 0, "kv_cache_scheme"},
         {"{\"quant_method\": \"fp8\", \"fmt\": \"e5m2\"}", FRT_ERR_UNSUPPORTED, 0, "fmt 'e5m2'"},
         {"{\"quant_method\": \"fp8\", \"activation_scheme\": \"static\"}", FRT_ERR_UNSUPPORTED, 0,
          "activation_scheme 'static'"},
@@ -536,15 +597,9 @@ static void test_quant_configs(void)
         {"{\"quant_method\": \"fp8\", \"weight_block_size\": [0, 128]}", FRT_ERR_FORMAT, 0, "outside"},
         {"{\"quant_method\": \"fp8\", \"weight_block_size\": null}", FRT_ERR_UNSUPPORTED, 0, "null"},
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        frt_model_config c;
-        int rc = parse_quant(cases[k].qc, &c);
-        CHECK_MSG(rc == cases[k].status, "case %zu: got %s (%s)", k, frt_status_name(rc), frt_last_error());
-        if (rc == 0) CHECK_MSG(c.quant.method == cases[k].method, "case %zu: method %d", k, (int)c.quant.method);
-        if (rc < 0 && cases[k].needle)
-            CHECK_MSG(strstr(frt_last_error(), cases[k].needle), "case %zu: '%s' lacks '%s'", k, frt_last_error(),
-                      cases[k].needle);
-    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        check_quant_case(cases[k].qc, cases[k].status, cases[k].method, FRT_QUANT_KV_NONE, cases[k].needle);
+    test_kv_cache_schemes();
     frt_model_config c;
     CHECK_OK(parse_quant("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 64]}", &c));
     CHECK(c.quant.block_out == 128 && c.quant.block_in == 64);
@@ -556,6 +611,13 @@ static void test_quant_configs(void)
              "\"linear_value_head_dim\": 8, \"quantization_config\": {\"quant_method\": \"fp8\"}}");
     CHECK_STATUS(frt_config_parse_json(hy, strlen(hy), "hy.json", &c), FRT_ERR_UNSUPPORTED);
     CHECK(strstr(frt_last_error(), "dense family only") != NULL);
+    snprintf(hy, sizeof hy, /* a kv-only config: the hybrid's weights as stored, its KV scales */
+             "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32, "
+             "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, "
+             "\"linear_num_key_heads\": 1, \"linear_num_value_heads\": 1, \"linear_key_head_dim\": 8, "
+             "\"linear_value_head_dim\": 8, \"quantization_config\": " CT_KV(KVT, "") "}");
+    CHECK_OK(frt_config_parse_json(hy, strlen(hy), "hy.json", &c));
+    CHECK(c.quant.method == FRT_QUANT_NONE && c.quant.kv == FRT_QUANT_KV_TENSOR);
 }
 
 /* A bad quantization_config through a whole load: refused, nothing loaded. */

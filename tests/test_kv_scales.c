@@ -20,6 +20,7 @@
  *     calibrating an FP8 model, n < 1, n past max_seq, an unwritable path.
  */
 #include "frt_test.h"
+#include "frt_test_fp8.h"
 
 #include "frt/capsule.h"
 #include "frt/kv_scales.h"
@@ -39,14 +40,7 @@ static char tmp[256];
 
 static frt_model *load(const char *dir, frt_kv_dtype kv, const char *scales, int expect)
 {
-    frt_model_params p = frt_model_default_params();
-    p.prefill_chunk = 64;
-    p.max_seq = 1024;
-    p.kv_dtype = kv;
-    p.kv_scales = scales;
-    frt_model *m = NULL;
-    CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
-    return m;
+    return frt_test_load_kv(dir, kv, scales, 1024, expect);
 }
 
 /* Rows 0..n-1 of state entry e as f32 (the f32 model) or codes. */

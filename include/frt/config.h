@@ -75,9 +75,19 @@ typedef enum frt_quant_method {
     FRT_QUANT_FP8_BLOCK = 3,   /* quant_method "fp8": weight_scale_inv [ceil(out / bo), ceil(in / bi)] */
 } frt_quant_method;
 
+/* Which FP8 KV-cache scales a checkpoint holds (compressed-tensors
+ * kv_cache_scheme; docs/fp8.md "Scales from the checkpoint"). */
+typedef enum frt_quant_kv {
+    FRT_QUANT_KV_NONE = 0,   /* no kv_cache_scheme (or null) */
+    FRT_QUANT_KV_TENSOR = 1, /* {type "float", num_bits 8, symmetric true, dynamic false, strategy "tensor"}: one
+                                <prefix>layers.L.self_attn.k_scale and .v_scale (F32 or BF16, [] or [1]) per
+                                attention layer L; a stored K row is e4m3(k / k_scale) (vLLM's k_scale) */
+} frt_quant_kv;
+
 typedef struct frt_quant_config {
-    frt_quant_method method;
+    frt_quant_method method; /* FRT_QUANT_NONE with kv != NONE: a kv-only config (weights as stored) */
     int block_out, block_in; /* FRT_QUANT_FP8_BLOCK: weight_block_size (bo, bi), 1..65536; else 0 */
+    frt_quant_kv kv;         /* the checkpoint's KV-cache scales */
 } frt_quant_config;
 
 typedef struct frt_model_config {

@@ -62,8 +62,9 @@ typedef void (*frt_progress_fn)(void *user, const char *phase, uint64_t done, ui
 /* The storage precision of the attention KV cache (docs/fp8.md). */
 typedef enum frt_kv_dtype {
     FRT_KV_DEFAULT = 0, /* the backend's: f32 on the cpu backend, bf16 on cuda */
-    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales (1.0, or kv_scales); supported
-                           by the dense family on the cpu and cuda backends (others: FRT_ERR_UNSUPPORTED) */
+    FRT_KV_FP8 = 1,     /* OCP FP8 E4M3 (state dtype "F8_E4M3"), static per-head scales (kv_scales, the
+                           checkpoint's, or 1.0); supported by the dense family on the cpu and cuda
+                           backends (others: FRT_ERR_UNSUPPORTED) */
 } frt_kv_dtype;
 
 /* The precision of the weights (docs/fp8.md "FP8 weights"). */
@@ -90,7 +91,9 @@ typedef struct frt_model_params {
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
     frt_weight_dtype weight_dtype; /* weight precision; FRT_WEIGHT_DEFAULT (0) = the checkpoint's */
     const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
-                              frt_model_kv_calibrate / frt calibrate); NULL = 1.0. Given without FRT_KV_FP8:
+                              frt_model_kv_calibrate / frt calibrate); NULL = the checkpoint's k_scale /
+                              v_scale when config.json has a kv_cache_scheme (docs/fp8.md), else 1.0; a
+                              file wins over the checkpoint's scales. Given without FRT_KV_FP8:
                               FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;

@@ -19,6 +19,18 @@ frt_fp8_quantize_rows, so the ct-channel codes equal frt's quantize-at-load
 (--dtype fp8) of the same checkpoint bit for bit. Everything else
 (embedding, lm_head, norms, biases) is copied unchanged.
 
+  none        nothing quantized (the weights copied as they are); with
+              --kv-scales, a kv-only compressed-tensors config
+
+--kv-scales f32|bf16 adds FP8 KV-cache scales (docs/fp8.md "Scales from
+the checkpoint"): quantization_config gets kv_cache_scheme {type "float",
+num_bits 8, symmetric, dynamic false, strategy "tensor"} and every attention
+layer L (a PREFIX layers.L.self_attn.k_proj.weight tensor, PREFIX "model." or
+"model.language_model.") gets PREFIX layers.L.self_attn.k_scale = 0.01 (L + 1)
+and .v_scale = 0.013 (L + 1), shape [], of that dtype (bf16: rounded to
+nearest even). The values are a deterministic function of the layer (tests
+compare them bit for bit), not calibrated ones.
+
 --twin DIR also writes the dequantized twin: the same checkpoint with each
 quantized weight replaced by decode(code) * s as F32, a plain float model
 whose forward must equal the FP8 checkpoint's bit for bit.
@@ -27,7 +39,7 @@ numpy only (runs here with /usr/bin/python3); when torch is importable the
 codes are cross-checked against torch's float8_e4m3fn conversion.
 
     python3 scripts/ref/make_fp8_checkpoint.py SRC OUT --layout ct-channel \
-        [--block 128 128] [--scale-dtype f32|bf16] [--twin TWIN]
+        [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16] [--twin TWIN]
 
 Generated checkpoints are test-time artefacts: never commit them.
 """
@@ -43,6 +55,9 @@ import numpy as np
 
 E4M3_MAX = np.float32(448.0)
 LINEAR = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
+ATTENTION = re.compile(r"^(model\.(?:language_model\.)?)layers\.(\d+)\.self_attn\.k_proj\.weight$")
+KV_SCHEME = {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": False, "strategy": "tensor",
+             "group_size": None, "observer": "minmax"}
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F8_E4M3": np.uint8,
           "I32": np.int32, "I64": np.int64, "U8": np.uint8}
 
@@ -183,13 +198,34 @@ def cross_check_torch(w, inv, codes):
         sys.exit("make_fp8_checkpoint: numpy codes differ from torch float8_e4m3fn")
 
 
-def quant_config(layout, block):
+def kv_scale_tensors(tensors, dtype):
+    """{name: (dtype, [] array)}: k_scale 0.01 (L + 1), v_scale 0.013 (L + 1)
+    for every attention layer L of tensors."""
+    out = {}
+    for name in tensors:
+        m = ATTENTION.match(name)
+        if not m:
+            continue
+        prefix, layer = m.group(1), int(m.group(2))
+        for kv, base in (("k", 0.01), ("v", 0.013)):
+            v = np.array(np.float32(base) * np.float32(layer + 1), np.float32)
+            out["%slayers.%d.self_attn.%s_scale" % (prefix, layer, kv)] = \
+                ("BF16", to_bf16(v)) if dtype == "bf16" else ("F32", v)
+    if not out:
+        sys.exit("make_fp8_checkpoint: no attention layer (layers.N.self_attn.k_proj.weight) for --kv-scales")
+    return out
+
+
+def quant_config(layout, block, kv):
+    if layout == "none":
+        return {"quant_method": "compressed-tensors", "format": "dense", "quantization_status": "compressed",
+                "config_groups": {}, "kv_cache_scheme": dict(KV_SCHEME)}
     if layout == "block":
         return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                 "weight_block_size": list(block), "modules_to_not_convert": ["lm_head"]}
     return {
         "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
-        "ignore": ["lm_head"], "kv_cache_scheme": None,
+        "ignore": ["lm_head"], "kv_cache_scheme": dict(KV_SCHEME) if kv else None,
         "config_groups": {"group_0": {
             "targets": ["Linear"], "output_activations": None,
             "weights": {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": False,
@@ -210,27 +246,34 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("out")
-    ap.add_argument("--layout", choices=["ct-tensor", "ct-channel", "block"], required=True)
+    ap.add_argument("--layout", choices=["ct-tensor", "ct-channel", "block", "none"], required=True)
     ap.add_argument("--block", type=int, nargs=2, default=[128, 128])
     ap.add_argument("--scale-dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--kv-scales", choices=["f32", "bf16"])
     ap.add_argument("--twin")
     a = ap.parse_args()
+    if a.kv_scales and a.layout == "block":
+        sys.exit("make_fp8_checkpoint: --kv-scales needs a compressed-tensors layout (ct-tensor, ct-channel, none)")
+    if a.layout == "none" and not a.kv_scales:
+        sys.exit("make_fp8_checkpoint: --layout none is a kv-only checkpoint: give --kv-scales")
     tensors = read_safetensors(os.path.join(a.src, "model.safetensors"))
     with open(os.path.join(a.src, "config.json")) as f:
         cfg = json.load(f)
     fp8, twin = {}, {}
     for name, (dtype, arr) in tensors.items():
-        if not (LINEAR.match(name) and arr.ndim == 2):
+        if a.layout == "none" or not (LINEAR.match(name) and arr.ndim == 2):
             fp8[name] = twin[name] = (dtype, arr)
             continue
         codes, scale, deq = quantize(to_f32(dtype, arr), a.layout, a.block, a.scale_dtype)
         fp8[name] = ("F8_E4M3", codes)
         fp8[name + ("_scale_inv" if a.layout == "block" else "_scale")] = scale
         twin[name] = ("F32", deq)
+    if a.kv_scales:
+        fp8.update(kv_scale_tensors(tensors, a.kv_scales))
     copy_side_files(a.src, a.out)
     write_safetensors(os.path.join(a.out, "model.safetensors"), fp8)
     with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(dict(cfg, quantization_config=quant_config(a.layout, a.block)), f, indent=2)
+        json.dump(dict(cfg, quantization_config=quant_config(a.layout, a.block, a.kv_scales)), f, indent=2)
     if a.twin:
         copy_side_files(a.src, a.twin)
         write_safetensors(os.path.join(a.twin, "model.safetensors"), twin)

@@ -1,7 +1,9 @@
 /*
  * model/kv_scales.c - static per-head scales of an FP8 KV cache
  * (frt/kv_scales.h, model/kv_scales.h, docs/fp8.md): the calibration pass
- * that writes a scales file, and the check that reads one at load.
+ * that writes a scales file, and the load of the scales at model load, from
+ * such a file or from the checkpoint (compressed-tensors kv_cache_scheme:
+ * one k_scale and one v_scale per attention layer, broadcast to its heads).
  */
 #include "model/kv_scales.h"
 
@@ -95,38 +97,92 @@ static frt_kv_scales_want *fp8_wants(const frt_model *m, int *n, int *heads)
     return w;
 }
 
+/* The scales file at path checked against want [n], into out. */
+static int read_file(const char *path, const frt_kv_scales_want *want, int n, float *out)
+{
+    frt_safetensors *st = NULL;
+    int rc = frt_safetensors_open(path, &st);
+    if (rc == 0) rc = frt_kv_scales_check(st, want, n, out);
+    frt_safetensors_close(st);
+    if (rc < 0) frt_error_prefix("kv scales %s", path);
+    return rc;
+}
+
+/* The checkpoint tensor of state entry `entry`'s scale: "kv.L.k" ->
+ * "<weight_prefix>layers.L.self_attn.k_scale" (and .v_scale for "kv.L.v"). */
+static int ckpt_scale_name(const frt_model *m, const char *entry, char *out, size_t size)
+{
+    int layer = -1, used = 0;
+    char kv = 0;
+    if (sscanf(entry, "kv.%d.%c%n", &layer, &kv, &used) != 2 || entry[used] || layer < 0 || (kv != 'k' && kv != 'v'))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "kv scales: state entry '%s' is not a layer's K or V: the checkpoint's KV scales "
+                         "(kv_cache_scheme) cannot be mapped onto it",
+                         entry);
+    snprintf(out, size, "%slayers.%d.self_attn.%c_scale", m->cfg.weight_prefix, layer, kv);
+    return 0;
+}
+
+/* State entry `entry`'s scale from the checkpoint: F32 or BF16, [] or [1],
+ * finite and > 0. */
+static int ckpt_scale(const frt_model *m, const char *entry, float *out)
+{
+    char name[FRT_STATE_NAME_MAX + 128];
+    FRT_TRY(ckpt_scale_name(m, entry, name, sizeof name));
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, name);
+    if (!t)
+        return frt_error(FRT_ERR_FORMAT, "kv scales: config.json declares a kv_cache_scheme but the checkpoint has "
+                                         "no tensor '%s'", name);
+    if ((t->dtype != FRT_DT_F32 && t->dtype != FRT_DT_BF16) || t->ndim > 1 || frt_tensor_numel(t) != 1)
+        return frt_error(FRT_ERR_FORMAT, "kv scales: '%s' is %s with %d dims [%lld...], expected F32 or BF16 [] or [1]",
+                         name, frt_dtype_name(t->dtype), t->ndim, t->ndim ? (long long)t->shape[0] : 0LL);
+    FRT_TRY(frt_tensor_to_f32(t, out));
+    if (!(isfinite(*out) && *out > 0))
+        return frt_error(FRT_ERR_FORMAT, "kv scales: '%s' = %g (a scale is finite and > 0)", name, (double)*out);
+    return 0;
+}
+
+/* Every entry of want [n] gets its checkpoint scale on each of its heads. */
+static int read_ckpt(const frt_model *m, const frt_kv_scales_want *want, int n, float *out)
+{
+    for (int i = 0; i < n; i++) {
+        float s;
+        FRT_TRY(ckpt_scale(m, want[i].name, &s));
+        for (int j = 0; j < want[i].heads; j++) *out++ = s;
+    }
+    return 0;
+}
+
 int frt_model_kv_scales_load(frt_model *m)
 {
     const char *path = m->params.kv_scales;
-    if (!path) return 0;
-    if (m->kv_dtype != FRT_DT_F8_E4M3)
+    if (path && m->kv_dtype != FRT_DT_F8_E4M3)
         return frt_error(FRT_ERR_INVALID_ARGUMENT,
                          "model: kv_scales '%s' given without kv_dtype FRT_KV_FP8 (they scale an FP8 KV cache)", path);
+    /* The checkpoint's scales scale an FP8 cache only; a file wins over them. */
+    if (m->kv_dtype != FRT_DT_F8_E4M3 || (!path && m->cfg.quant.kv == FRT_QUANT_KV_NONE)) return 0;
     int n = 0, heads = 0;
     frt_kv_scales_want *want = fp8_wants(m, &n, &heads);
-    m->kv_scales = calloc((size_t)m->n_state, sizeof *m->kv_scales);
-    m->kv_scales_data = malloc((size_t)(heads ? heads : 1) * sizeof(float));
-    if (!want || !m->kv_scales || !m->kv_scales_data) {
-        free(want);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the kv scales");
-    }
-    frt_safetensors *st = NULL;
-    int rc = frt_safetensors_open(path, &st);
-    if (rc == 0) rc = frt_kv_scales_check(st, want, n, m->kv_scales_data);
-    frt_safetensors_close(st);
+    float **per = calloc((size_t)m->n_state, sizeof *per);
+    float *data = malloc((size_t)(heads ? heads : 1) * sizeof(float));
+    int rc = want && per && data ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for the kv scales");
+    if (rc == 0) rc = path ? read_file(path, want, n, data) : read_ckpt(m, want, n, data);
     free(want);
-    if (rc < 0) {
-        frt_error_prefix("kv scales %s", path);
+    if (rc < 0) { /* nothing kept */
+        free(per);
+        free(data);
         return rc;
     }
-    float *at = m->kv_scales_data;
+    float *at = data;
     for (int i = 0; i < m->n_state; i++) {
         const frt_state_decl *d = &m->state[i].decl;
         if (!is_kv_entry(d) || d->dtype != FRT_DT_F8_E4M3) continue;
-        m->kv_scales[i] = at;
+        per[i] = at;
         at += d->shape[1];
     }
-    m->kv_scales_hash = XXH64(m->kv_scales_data, (size_t)heads * sizeof(float), 0x6b7673) | 1;
+    m->kv_scales = per;
+    m->kv_scales_data = data;
+    m->kv_scales_hash = XXH64(data, (size_t)heads * sizeof(float), 0x6b7673) | 1;
     return 0;
 }
 

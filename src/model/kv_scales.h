@@ -30,14 +30,27 @@ typedef struct frt_kv_scales_want {
  * fuzz/fuzz_kv_scales.c drives it. */
 int frt_kv_scales_check(const frt_safetensors *st, const frt_kv_scales_want *want, int n, float *out);
 
-/* At load, after the state table exists: with params.kv_scales, reads and
- * checks the file (frt_kv_scales_check over every F8_E4M3 rows entry) and
- * keeps the scales (m->kv_scales, m->kv_scales_hash). Errors:
+/* At load, after the state table exists and with m->ckpt open, for an FP8
+ * KV cache (kv_dtype F8_E4M3): with params.kv_scales, reads and checks the
+ * file (frt_kv_scales_check over every F8_E4M3 rows entry); without it, when
+ * config.json's quantization_config has a kv_cache_scheme (cfg.quant.kv
+ * FRT_QUANT_KV_TENSOR), reads each entry "kv.L.k" / "kv.L.v"'s scale from
+ * the checkpoint tensor "<weight_prefix>layers.L.self_attn.k_scale" /
+ * ".v_scale" (F32 or BF16, [] or [1], finite and > 0) and gives it to every
+ * head. The file wins over the checkpoint; a KV cache of another dtype uses
+ * neither (the checkpoint's scales are ignored; a file is an error). Keeps
+ * the scales (m->kv_scales, m->kv_scales_hash: the same hash for the same
+ * values, whatever their source); on error nothing is kept. Errors:
  * FRT_ERR_INVALID_ARGUMENT (kv_scales without kv_dtype FRT_KV_FP8), those
- * of frt_safetensors_open and frt_kv_scales_check, FRT_ERR_OUT_OF_MEMORY. */
+ * of frt_safetensors_open and frt_kv_scales_check, FRT_ERR_FORMAT (a
+ * checkpoint scale missing, of another dtype or shape, zero, negative, NaN
+ * or infinite: the message names the tensor), FRT_ERR_UNSUPPORTED (an FP8
+ * entry not named kv.L.k / kv.L.v with checkpoint scales),
+ * FRT_ERR_OUT_OF_MEMORY. */
 int frt_model_kv_scales_load(frt_model *m);
 
-/* Entry e's scales [shape[1]] into out: the file's, or 1.0 without one. */
+/* Entry e's scales [shape[1]] into out: the file's or the checkpoint's, or
+ * 1.0 without either. */
 void frt_model_kv_scales_of(const frt_model *m, int e, float *out, int heads);
 
 /* The scales of state entries 0 .. n_entries-1 into out [n_entries, heads]

@@ -8,7 +8,12 @@
  *     one group whose "weights" are {type "float", num_bits 8, symmetric
  *     true, dynamic false, strategy "tensor" | "channel"};
  *     "input_activations" absent / null or dynamic (per-token scales
- *     computed at run time); no output_activations, no kv_cache_scheme.
+ *     computed at run time); no output_activations. kv_cache_scheme
+ *     (vLLM compressed_tensors_kv.py validate_kv_cache_scheme): {type
+ *     "float", num_bits 8, symmetric true, dynamic false, strategy
+ *     "tensor"}: one static k_scale and v_scale per attention layer. With a
+ *     kv_cache_scheme, config_groups may be empty or absent (a kv-only
+ *     config: the weights are stored unquantized, format "dense").
  *   - transformers FineGrainedFP8Config (quantizer_finegrained_fp8.py):
  *     quant_method "fp8", fmt "e4m3", activation_scheme "dynamic",
  *     weight_block_size [out, in] (default [128, 128]).
@@ -90,15 +95,41 @@ static int parse_input_acts(const json_t *g, const char *what)
     return 0;
 }
 
-static int parse_compressed_tensors(const json_t *qc, frt_quant_config *out, const char *what)
+/* kv_cache_scheme: E4M3 K and V with one static scale per layer's K and V. */
+static int parse_kv_scheme(const json_t *kv, frt_quant_config *out, const char *what)
 {
-    FRT_TRY(expect_str(qc, "format", 1, "float-quantized", what));
-    FRT_TRY(expect_str(qc, "quantization_status", 0, "compressed", what));
-    json_t *kv = json_object_get(qc, "kv_cache_scheme");
-    if (kv && !json_is_null(kv))
-        return frt_error(FRT_ERR_UNSUPPORTED, "%s: kv_cache_scheme (checkpoint KV scales) is not supported", what);
-    json_t *groups = NULL;
-    FRT_TRY(frt_json_child(qc, "config_groups", 1, JSON_OBJECT, &groups, what));
+    char w[512], strategy[32] = "";
+    snprintf(w, sizeof w, "%.480s.kv_cache_scheme", what);
+    if (!json_is_object(kv)) return frt_error(FRT_ERR_FORMAT, "%s: not an object", w);
+    FRT_TRY(check_fp8_args(kv, w));
+    FRT_TRY(expect_bool(kv, "dynamic", 0, w)); /* scales from the live prefix would break capsule exactness */
+    FRT_TRY(frt_json_string(kv, "strategy", 1, strategy, sizeof strategy, w));
+    if (strcmp(strategy, "tensor"))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: strategy '%s' is not supported (tensor: one k_scale and one v_scale per attention "
+                         "layer; docs/fp8.md)",
+                         w, strategy);
+    out->kv = FRT_QUANT_KV_TENSOR;
+    return 0;
+}
+
+/* A kv-only config's format: "dense" (weights stored as they are) or
+ * "float-quantized" (with no group, nothing is quantized either way). */
+static int check_kv_only_format(const json_t *qc, const char *what)
+{
+    char v[64] = "";
+    FRT_TRY(frt_json_string(qc, "format", 0, v, sizeof v, what));
+    if (v[0] && strcmp(v, "dense") && strcmp(v, "float-quantized"))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: format '%s' is not supported for a kv_cache_scheme without config_groups (supported: "
+                         "'dense', 'float-quantized', docs/fp8.md)",
+                         what, v);
+    return 0;
+}
+
+/* The one group of FP8 weights of config_groups. */
+static int parse_group(json_t *groups, frt_quant_config *out, const char *what)
+{
     if (json_object_size(groups) != 1)
         return frt_error(json_object_size(groups) ? FRT_ERR_UNSUPPORTED : FRT_ERR_FORMAT,
                          "%s: config_groups holds %zu groups (exactly one is supported)", what,
@@ -115,6 +146,18 @@ static int parse_compressed_tensors(const json_t *qc, frt_quant_config *out, con
     FRT_TRY(frt_json_child(g, "weights", 1, JSON_OBJECT, &wt, w));
     snprintf(w + strlen(w), sizeof w - strlen(w), ".weights");
     return parse_weights(wt, out, w);
+}
+
+static int parse_compressed_tensors(const json_t *qc, frt_quant_config *out, const char *what)
+{
+    FRT_TRY(expect_str(qc, "quantization_status", 0, "compressed", what));
+    json_t *kv = json_object_get(qc, "kv_cache_scheme");
+    if (kv && !json_is_null(kv)) FRT_TRY(parse_kv_scheme(kv, out, what));
+    json_t *groups = NULL;
+    FRT_TRY(frt_json_child(qc, "config_groups", out->kv == FRT_QUANT_KV_NONE, JSON_OBJECT, &groups, what));
+    if (out->kv != FRT_QUANT_KV_NONE && json_object_size(groups) == 0) return check_kv_only_format(qc, what);
+    FRT_TRY(expect_str(qc, "format", 1, "float-quantized", what));
+    return parse_group(groups, out, what);
 }
 
 static int parse_block_size(const json_t *qc, frt_quant_config *out, const char *what)
@@ -140,6 +183,11 @@ static int parse_fp8(const json_t *qc, frt_quant_config *out, const char *what)
 {
     FRT_TRY(expect_str(qc, "fmt", 0, "e4m3", what));
     FRT_TRY(expect_str(qc, "activation_scheme", 0, "dynamic", what));
+    json_t *kv = json_object_get(qc, "kv_cache_scheme");
+    if (kv && !json_is_null(kv)) /* not transformers' field: never ignored */
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: kv_cache_scheme with quant_method 'fp8' is not supported (compressed-tensors only)",
+                         what);
     out->method = FRT_QUANT_FP8_BLOCK;
     return parse_block_size(qc, out, what);
 }

@@ -14,7 +14,8 @@
  * first). `what` names the document in messages. Errors: FRT_ERR_FORMAT (a
  * field of the wrong JSON type, a missing required field),
  * FRT_ERR_UNSUPPORTED (a quant_method, format, strategy, type, bit width or
- * activation scheme frt does not run; the message names the field). */
+ * activation scheme, KV-cache scheme (kv_cache_scheme other than static
+ * per-tensor FP8) frt does not run; the message names the field). */
 int frt_quant_config_parse(const json_t *qc, frt_quant_config *out, const char *what);
 
 #endif /* FRT_WEIGHTS_QUANT_CONFIG_H */

@@ -1,0 +1,321 @@
+/*
+ * test_kv_ckpt_scales.c - FP8 KV-cache scales from the checkpoint
+ * (compressed-tensors kv_cache_scheme; docs/fp8.md "Scales from the
+ * checkpoint"), cpu backend. The checkpoints are made at test time by
+ * scripts/ref/make_fp8_checkpoint.py --kv-scales (k_scale 0.01 (L + 1),
+ * v_scale 0.013 (L + 1) per attention layer L) from golden models:
+ *   - loaded with kv_dtype FRT_KV_FP8, the scales table holds those values on
+ *     every head of every layer's K and V (a hybrid's linear-attention
+ *     entries: none), for a kv-only dense checkpoint, an FP8-weights one and
+ *     the composite hybrid (BF16 scales under model.language_model.);
+ *   - its last logits equal bit for bit those of the same checkpoint and of
+ *     the source checkpoint loaded with the same scales as a scales file,
+ *     and differ from the scale-1.0 model's; the fingerprints of the same
+ *     checkpoint with and without that file are equal (a capsule moves
+ *     between them) and a file of other scales, which wins over the
+ *     checkpoint's, changes the table and refuses the capsule
+ *     (FRT_ERR_MISMATCH);
+ *   - with the default (f32) KV cache the scales are not used: the logits are
+ *     the source checkpoint's bits;
+ *   - bad checkpoint scales (FRT_ERR_FORMAT naming the tensor, no model): a
+ *     missing v_scale, shape [2], NaN, zero, negative, infinite, I32; a
+ *     [1]-shaped scale is accepted; the default KV cache and a scales file
+ *     both load a checkpoint with a bad scale (neither reads it).
+ */
+#include "frt_test.h"
+#include "frt_test_fp8.h"
+
+#include "frt/capsule.h"
+#include "frt/model.h"
+#include "frt/safetensors.h"
+#include "model/kv_scales.h"
+#include "model/model_internal.h"
+#include "util/bf16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define DENSE FRT_TEST_DATA "/golden_dense/dense_llama3_gqa"
+#define COMPOSITE FRT_TEST_DATA "/golden/composite_qwen3_5"
+
+static char tmp[256];
+
+static frt_model *load(const char *dir, frt_kv_dtype kv, const char *scales, int expect)
+{
+    return frt_test_load_kv(dir, kv, scales, 256, expect);
+}
+
+/* make_fp8_checkpoint.py SRC tmp/NAME --layout LAYOUT --kv-scales DT;
+ * the output directory into out. */
+static int make_ckpt(const char *src, const char *layout, const char *dt, const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "%s/%s", tmp, name);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "P=/usr/bin/python3; $P -c 'import numpy' 2>/dev/null || P=python3; "
+             "$P %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s --kv-scales %s",
+             FRT_SOURCE_DIR, src, out, layout, dt);
+    int rc = system(cmd);
+    CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s --kv-scales %s failed (%d): numpy for /usr/bin/python3?", layout,
+              dt, rc);
+    return rc;
+}
+
+/* The script's scale of layer l's K (kv 0) or V (kv 1), as stored. */
+static float ckpt_value(int l, int kv, int bf16)
+{
+    float x = (kv ? 0.013f : 0.01f) * (float)(l + 1);
+    return bf16 ? frt_bf16_to_f32(frt_f32_to_bf16(x)) : x;
+}
+
+/* The [2 L, H] scales table of m == ckpt_value * mul on the K / V entries
+ * of attention layers, 1.0 elsewhere; the count of values that differ. */
+static int table_differs(const frt_model *m, int bf16, float mul)
+{
+    const int L = m->cfg.n_layers, H = m->cfg.n_kv_heads;
+    float *t = xmalloc((size_t)2 * L * H * sizeof(float));
+    frt_model_kv_scales_table(m, 2 * L, H, t);
+    int bad = 0;
+    for (int l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int j = 0; j < H; j++) {
+                int attn = !m->cfg.hybrid || m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION;
+                float want = attn ? ckpt_value(l, kv, bf16) * mul : 1.0f;
+                bad += t[((size_t)2 * l + kv) * H + j] != want;
+            }
+    free(t);
+    return bad;
+}
+
+/* A scales file (frt/kv_scales.h) for m's FP8 entries holding the
+ * checkpoint's values times mul; its path into path. */
+static void write_file(const frt_model *m, int bf16, float mul, const char *path)
+{
+    frt_st_writer *w = NULL;
+    CHECK_OK(frt_st_writer_create(&w));
+    CHECK_OK(frt_st_writer_set_metadata(w, "format", "frt-kv-scales"));
+    const int L = m->cfg.n_layers, H = m->cfg.n_kv_heads;
+    float *s = xmalloc((size_t)2 * L * H * sizeof(float));
+    char name[64];
+    for (int e = 0; e < m->n_state; e++) {
+        int l, used = 0;
+        char kv;
+        const char *ename = m->state[e].decl.name;
+        if (sscanf(ename, "kv.%d.%c%n", &l, &kv, &used) != 2 || ename[used]) continue;
+        float *v = s + ((size_t)2 * l + (kv == 'v')) * H;
+        for (int j = 0; j < H; j++) v[j] = ckpt_value(l, kv == 'v', bf16) * mul;
+        snprintf(name, sizeof name, "%s.scale", ename);
+        int64_t shape[1] = {H};
+        CHECK_OK(frt_st_writer_add(w, name, FRT_DT_F32, 1, shape, v));
+    }
+    CHECK_OK(frt_st_writer_write(w, path));
+    frt_st_writer_destroy(w);
+    free(s);
+}
+
+/* A capsule of a (after a prefill), saved and loaded into b (another
+ * context: the disk tier), restores there: 0, or the status. */
+static int capsule_moves(frt_model *a, frt_model *b, const int32_t *ids, int n)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/a.cap", tmp);
+    frt_capsule *c = NULL, *cb = NULL;
+    CHECK_OK(frt_model_reset(a));
+    CHECK_OK(frt_model_prefill(a, ids, n));
+    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &c));
+    if (c) CHECK_OK(frt_capsule_save(c, path));
+    int rc = c ? frt_capsule_load(b, path, &cb) : -1;
+    if (rc == 0) rc = frt_capsule_restore(b, cb);
+    frt_capsule_free(c);
+    frt_capsule_free(cb);
+    unlink(path);
+    return rc;
+}
+
+/* The golden prompt1 ids of src (at most 100). */
+static const int32_t *prompt(const char *src, frt_safetensors **g, int *n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/golden.safetensors", src);
+    CHECK_OK(frt_safetensors_open(path, g));
+    const frt_tensor *t = *g ? frt_safetensors_find(*g, "prompt1.ids") : NULL;
+    CHECK(t != NULL);
+    if (!t) return NULL;
+    *n = (int)frt_tensor_numel(t) < 100 ? (int)frt_tensor_numel(t) : 100;
+    return t->data;
+}
+
+/* Same logits bits, or the rel err printed. */
+static int same_logits(frt_model *a, frt_model *b, const int32_t *ids, int n, const char *what)
+{
+    const size_t V = (size_t)a->cfg.vocab_size;
+    float *la = xmalloc(V * 4), *lb = xmalloc(V * 4);
+    CHECK_OK(frt_test_prefill_logits(a, ids, n, la));
+    CHECK_OK(frt_test_prefill_logits(b, ids, n, lb));
+    int same = !memcmp(la, lb, V * 4);
+    printf("    %s: %s (rel err %.3e)\n", what, same ? "same bits" : "differ", frt_test_rel_err(lb, la, V));
+    free(la), free(lb);
+    return same;
+}
+
+/* The file tests on checkpoint ck (with scales) of source src (kv_only:
+ * the same weights). */
+static void check_against_files(frt_model *m, const char *ck, const char *src, int kv_only, int bf16,
+                                const int32_t *ids, int n)
+{
+    char same[300], other[300];
+    snprintf(same, sizeof same, "%s/same.safetensors", tmp);
+    snprintf(other, sizeof other, "%s/other.safetensors", tmp);
+    write_file(m, bf16, 1.0f, same);
+    write_file(m, bf16, 2.0f, other);
+    frt_model *mf = load(ck, FRT_KV_FP8, same, 0), *sf = load(src, FRT_KV_FP8, same, 0);
+    frt_model *mo = load(ck, FRT_KV_FP8, other, 0), *s1 = load(src, FRT_KV_FP8, NULL, 0);
+    if (mf && sf && mo && s1) {
+        CHECK(same_logits(m, mf, ids, n, "vs the same checkpoint + a file of the same scales"));
+        if (kv_only) {
+            CHECK(same_logits(m, sf, ids, n, "vs the source checkpoint + a file of the same scales"));
+            CHECK(!same_logits(m, s1, ids, n, "vs the source checkpoint at scale 1.0 (must differ)"));
+        }
+        CHECK(frt_model_fingerprint(m) == frt_model_fingerprint(mf));
+        CHECK_OK(capsule_moves(m, mf, ids, n));
+        CHECK_OK(capsule_moves(mf, m, ids, n));
+        CHECK_MSG(table_differs(mo, bf16, 2.0f) == 0, "a scales file does not win over the checkpoint's scales");
+        CHECK_STATUS(capsule_moves(m, mo, ids, n), FRT_ERR_MISMATCH);
+        CHECK_STATUS(capsule_moves(mo, m, ids, n), FRT_ERR_MISMATCH);
+        printf("    fingerprint == with a file of the same scales (capsules move both ways); a file of other "
+               "scales wins (table) and its capsules are refused both ways\n");
+    }
+    frt_model_free(mf), frt_model_free(sf), frt_model_free(mo), frt_model_free(s1);
+    unlink(same), unlink(other);
+}
+
+/* Checkpoint scales of src in layout (dtype dt): the table, the files, the
+ * default KV cache. */
+static void test_ckpt(const char *src, const char *layout, const char *dt, const char *name)
+{
+    char ck[300];
+    const int kv_only = !strcmp(layout, "none");
+    printf("%s: %s --kv-scales %s\n", src, layout, dt);
+    if (make_ckpt(src, layout, dt, name, ck, sizeof ck)) return;
+    const int bf16 = !strcmp(dt, "bf16");
+    frt_safetensors *g = NULL;
+    int n = 0;
+    const int32_t *ids = prompt(src, &g, &n);
+    frt_model *m = load(ck, FRT_KV_FP8, NULL, 0);
+    if (m && ids) {
+        CHECK(m->cfg.quant.kv == FRT_QUANT_KV_TENSOR && m->kv_scales_hash != 0);
+        int bad = table_differs(m, bf16, 1.0f);
+        CHECK_MSG(bad == 0, "%d table values are not the checkpoint's", bad);
+        printf("    scales table == the checkpoint's k_scale / v_scale on every head: %s\n", bad ? "NO" : "yes");
+        check_against_files(m, ck, src, kv_only, bf16, ids, n);
+        frt_model *d = load(ck, FRT_KV_DEFAULT, NULL, 0), *s = load(src, FRT_KV_DEFAULT, NULL, 0);
+        if (d && s && kv_only) {
+            CHECK(d->kv_scales == NULL && d->kv_scales_hash == 0);
+            CHECK(same_logits(d, s, ids, n, "default KV cache vs the source's (the scales unused)"));
+        }
+        frt_model_free(d), frt_model_free(s);
+    }
+    frt_model_free(m);
+    frt_safetensors_close(g);
+}
+
+/* ---- bad checkpoint scales ------------------------------------------------- */
+
+typedef struct bad_scale {
+    const char *what, *tensor; /* a case; the tensor changed (named by the message) */
+    int drop;                  /* 1: the tensor is left out */
+    frt_dtype dtype;           /* the dtype written */
+    int ndim, n;               /* its shape: ndim 0 or 1, n elements */
+    float value;               /* the value written (first element) */
+    int expect;                /* the status of an FP8 load */
+} bad_scale;
+
+/* ck's model.safetensors rewritten into bad/ with case c applied. */
+static void write_bad(const char *ck, const char *bad, const bad_scale *c)
+{
+    char path[400], cmd[1000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", bad, ck, bad);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", ck);
+    frt_safetensors *st = NULL;
+    frt_st_writer *w = NULL;
+    CHECK_OK(frt_safetensors_open(path, &st));
+    CHECK_OK(frt_st_writer_create(&w));
+    if (!st || !w) return;
+    float f[2] = {c->value, c->value};
+    int32_t i32[2] = {1, 1};
+    for (int i = 0; i < frt_safetensors_count(st); i++) {
+        const frt_tensor *t = frt_safetensors_at(st, i);
+        if (strcmp(t->name, c->tensor)) {
+            CHECK_OK(frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+        } else if (!c->drop) {
+            int64_t shape[1] = {c->n};
+            CHECK_OK(frt_st_writer_add(w, t->name, c->dtype, c->ndim, shape, c->dtype == FRT_DT_I32 ? (void *)i32 : f));
+        }
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", bad);
+    CHECK_OK(frt_st_writer_write(w, path));
+    frt_st_writer_destroy(w);
+    frt_safetensors_close(st);
+}
+
+static void test_bad(void)
+{
+    char ck[300], bad[300], file[300];
+    if (make_ckpt(DENSE, "none", "f32", "bad-src", ck, sizeof ck)) return;
+    snprintf(bad, sizeof bad, "%s/bad", tmp);
+    snprintf(file, sizeof file, "%s/file.safetensors", tmp);
+    const char *v1 = "model.layers.1.self_attn.v_scale", *k0 = "model.layers.0.self_attn.k_scale";
+    const char *v2 = "model.layers.2.self_attn.v_scale";
+    const bad_scale cases[] = {
+        {"a missing v_scale", v1, 1, FRT_DT_F32, 0, 1, 0.5f, FRT_ERR_FORMAT},
+        {"shape [2]", k0, 0, FRT_DT_F32, 1, 2, 0.5f, FRT_ERR_FORMAT},
+        {"a NaN", v2, 0, FRT_DT_F32, 0, 1, NAN, FRT_ERR_FORMAT},
+        {"zero", v2, 0, FRT_DT_F32, 0, 1, 0.0f, FRT_ERR_FORMAT},
+        {"a negative scale", v2, 0, FRT_DT_F32, 0, 1, -0.5f, FRT_ERR_FORMAT},
+        {"an infinite scale", v2, 0, FRT_DT_F32, 0, 1, INFINITY, FRT_ERR_FORMAT},
+        {"an I32 scale", k0, 0, FRT_DT_I32, 0, 1, 0.0f, FRT_ERR_FORMAT},
+        {"shape [1] (accepted)", k0, 0, FRT_DT_F32, 1, 1, 0.5f, 0},
+    };
+    frt_model *ref = load(DENSE, FRT_KV_FP8, NULL, 0);
+    if (ref) write_file(ref, 0, 1.0f, file);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_scale *c = &cases[i];
+        write_bad(ck, bad, c);
+        frt_model *m = load(bad, FRT_KV_FP8, NULL, c->expect);
+        if (c->expect) {
+            CHECK_MSG(strstr(frt_last_error(), c->tensor) != NULL, "%s: '%s' does not name '%s'", c->what,
+                      frt_last_error(), c->tensor);
+            printf("  refused (%s): %s\n", c->what, frt_last_error());
+            frt_model *d = load(bad, FRT_KV_DEFAULT, NULL, 0), *f = load(bad, FRT_KV_FP8, file, 0);
+            CHECK_MSG(d && f, "%s: the default KV cache or a scales file does not load it", c->what);
+            frt_model_free(d), frt_model_free(f);
+        } else if (m) {
+            float t[1];
+            frt_model_kv_scales_of(m, 0, t, 1);
+            CHECK(t[0] == 0.5f);
+            printf("  accepted (%s): layer 0's K scale %g\n", c->what, (double)t[0]);
+        }
+        frt_model_free(m);
+    }
+    frt_model_free(ref);
+    unlink(file);
+}
+
+int main(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/frt-test-kv-ckpt-scales-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        CHECK_MSG(0, "mkdtemp %s failed", tmp);
+        return frt_test_report();
+    }
+    test_ckpt(DENSE, "none", "f32", "dense-kv");
+    test_ckpt(DENSE, "ct-channel", "f32", "dense-w8-kv");
+    test_ckpt(COMPOSITE, "none", "bf16", "composite-kv");
+    test_bad();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
+    return frt_test_report();
+}
