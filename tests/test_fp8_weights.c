@@ -511,8 +511,9 @@ static void check_quant_case(const char *qc, int status, frt_quant_method method
         CHECK_MSG(strstr(frt_last_error(), needle), "%s: '%s' lacks '%s'", qc, frt_last_error(), needle);
 }
 
-/* kv_cache_scheme: static per-tensor FP8 accepted (with FP8 weights, or
- * kv-only), every other scheme refused naming the field. */
+/* kv_cache_scheme: static per-tensor and per-head (attn_head) FP8 accepted
+ * (with FP8 weights, or kv-only), every other scheme refused naming the
+ * field. */
 static void test_kv_cache_schemes(void)
 {
     static const struct {
@@ -530,7 +531,8 @@ static void test_kv_cache_schemes(void)
          FRT_QUANT_NONE, NULL, FRT_QUANT_KV_TENSOR},
         {"{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"kv_cache_scheme\": " KVT
          "}", FRT_ERR_UNSUPPORTED, 0, "format 'pack-quantized'", FRT_QUANT_KV_NONE},
-        KV_REFUSED(KVQ("float", 8, "false", "attn_head"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'attn_head'"),
+        {CT_KV(KVQ("float", 8, "false", "attn_head"), ""), 0, FRT_QUANT_NONE, NULL, FRT_QUANT_KV_HEAD},
+        KV_REFUSED(KVQ("float", 8, "false", "group"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'group'"),
         KV_REFUSED(KVQ("float", 8, "false", "channel"), FRT_ERR_UNSUPPORTED, "scheme: strategy 'channel'"),
         KV_REFUSED(KVQ("float", 8, "true", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: dynamic true"),
         KV_REFUSED(KVQ("int", 8, "false", "tensor"), FRT_ERR_UNSUPPORTED, "kv_cache_scheme: type 'int'"),

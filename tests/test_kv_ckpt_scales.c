@@ -3,11 +3,13 @@
  * (compressed-tensors kv_cache_scheme; docs/fp8.md "Scales from the
  * checkpoint"), cpu backend. The checkpoints are made at test time by
  * scripts/ref/make_fp8_checkpoint.py --kv-scales (k_scale 0.01 (L + 1),
- * v_scale 0.013 (L + 1) per attention layer L) from golden models:
+ * v_scale 0.013 (L + 1) per attention layer L; with --kv-strategy attn_head
+ * one per KV head j, times 1 + 0.125 j) from golden models:
  *   - loaded with kv_dtype FRT_KV_FP8, the scales table holds those values on
  *     every head of every layer's K and V (a hybrid's linear-attention
- *     entries: none), for a kv-only dense checkpoint, an FP8-weights one and
- *     the composite hybrid (BF16 scales under model.language_model.);
+ *     entries: none), for a kv-only dense checkpoint (strategy tensor and
+ *     attn_head), an FP8-weights one and the composite hybrid (BF16 scales
+ *     under model.language_model., both strategies);
  *   - its last logits equal bit for bit those of the same checkpoint and of
  *     the source checkpoint loaded with the same scales as a scales file,
  *     and differ from the scale-1.0 model's; the fingerprints of the same
@@ -19,8 +21,10 @@
  *     the source checkpoint's bits;
  *   - bad checkpoint scales (FRT_ERR_FORMAT naming the tensor, no model): a
  *     missing v_scale, shape [2], NaN, zero, negative, infinite, I32; a
- *     [1]-shaped scale is accepted; the default KV cache and a scales file
- *     both load a checkpoint with a bad scale (neither reads it).
+ *     [1]-shaped scale is accepted; under attn_head: shape [] and
+ *     [n_kv_heads + 1], a NaN or a zero on one head, [n_kv_heads] accepted
+ *     with each head's value; the default KV cache and a scales file both
+ *     load a checkpoint with a bad scale (neither reads it).
  */
 #include "frt_test.h"
 #include "frt_test_fp8.h"
@@ -46,28 +50,34 @@ static frt_model *load(const char *dir, frt_kv_dtype kv, const char *scales, int
     return frt_test_load_kv(dir, kv, scales, 256, expect);
 }
 
-/* make_fp8_checkpoint.py SRC tmp/NAME --layout LAYOUT --kv-scales DT;
- * the output directory into out. */
-static int make_ckpt(const char *src, const char *layout, const char *dt, const char *name, char *out, size_t size)
+/* make_fp8_checkpoint.py SRC tmp/NAME --layout LAYOUT --kv-scales DT
+ * --kv-strategy STRATEGY; the output directory into out. */
+static int make_ckpt(const char *src, const char *layout, const char *dt, const char *strategy, const char *name,
+                     char *out, size_t size)
 {
     snprintf(out, size, "%s/%s", tmp, name);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "P=/usr/bin/python3; $P -c 'import numpy' 2>/dev/null || P=python3; "
-             "$P %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s --kv-scales %s",
-             FRT_SOURCE_DIR, src, out, layout, dt);
+             "$P %s/scripts/ref/make_fp8_checkpoint.py '%s' '%s' --layout %s --kv-scales %s --kv-strategy %s",
+             FRT_SOURCE_DIR, src, out, layout, dt, strategy);
     int rc = system(cmd);
     CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s --kv-scales %s failed (%d): numpy for /usr/bin/python3?", layout,
               dt, rc);
     return rc;
 }
 
-/* The script's scale of layer l's K (kv 0) or V (kv 1), as stored. */
-static float ckpt_value(int l, int kv, int bf16)
+/* The script's scale of layer l's K (kv 0) or V (kv 1) on KV head j, as
+ * stored: per_head (strategy attn_head) times 1 + 0.125 j, in float32 in
+ * the script's order. */
+static float ckpt_value(int l, int kv, int j, int per_head, int bf16)
 {
     float x = (kv ? 0.013f : 0.01f) * (float)(l + 1);
+    if (per_head) x = x * (1.0f + 0.125f * (float)j);
     return bf16 ? frt_bf16_to_f32(frt_f32_to_bf16(x)) : x;
 }
+
+static int per_head_of(const frt_model *m) { return m->cfg.quant.kv == FRT_QUANT_KV_HEAD; }
 
 /* The [2 L, H] scales table of m == ckpt_value * mul on the K / V entries
  * of attention layers, 1.0 elsewhere; the count of values that differ. */
@@ -81,7 +91,7 @@ static int table_differs(const frt_model *m, int bf16, float mul)
         for (int kv = 0; kv < 2; kv++)
             for (int j = 0; j < H; j++) {
                 int attn = !m->cfg.hybrid || m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION;
-                float want = attn ? ckpt_value(l, kv, bf16) * mul : 1.0f;
+                float want = attn ? ckpt_value(l, kv, j, per_head_of(m), bf16) * mul : 1.0f;
                 bad += t[((size_t)2 * l + kv) * H + j] != want;
             }
     free(t);
@@ -104,7 +114,7 @@ static void write_file(const frt_model *m, int bf16, float mul, const char *path
         const char *ename = m->state[e].decl.name;
         if (sscanf(ename, "kv.%d.%c%n", &l, &kv, &used) != 2 || ename[used]) continue;
         float *v = s + ((size_t)2 * l + (kv == 'v')) * H;
-        for (int j = 0; j < H; j++) v[j] = ckpt_value(l, kv == 'v', bf16) * mul;
+        for (int j = 0; j < H; j++) v[j] = ckpt_value(l, kv == 'v', j, per_head_of(m), bf16) * mul;
         snprintf(name, sizeof name, "%s.scale", ename);
         int64_t shape[1] = {H};
         CHECK_OK(frt_st_writer_add(w, name, FRT_DT_F32, 1, shape, v));
@@ -190,24 +200,26 @@ static void check_against_files(frt_model *m, const char *ck, const char *src, i
     unlink(same), unlink(other);
 }
 
-/* Checkpoint scales of src in layout (dtype dt): the table, the files, the
- * default KV cache. */
-static void test_ckpt(const char *src, const char *layout, const char *dt, const char *name)
+/* Checkpoint scales of src in layout (dtype dt, strategy tensor or
+ * attn_head): the table, the files, the default KV cache. */
+static void test_ckpt(const char *src, const char *layout, const char *dt, const char *strategy, const char *name)
 {
     char ck[300];
     const int kv_only = !strcmp(layout, "none");
-    printf("%s: %s --kv-scales %s\n", src, layout, dt);
-    if (make_ckpt(src, layout, dt, name, ck, sizeof ck)) return;
+    printf("%s: %s --kv-scales %s --kv-strategy %s\n", src, layout, dt, strategy);
+    if (make_ckpt(src, layout, dt, strategy, name, ck, sizeof ck)) return;
     const int bf16 = !strcmp(dt, "bf16");
     frt_safetensors *g = NULL;
     int n = 0;
     const int32_t *ids = prompt(src, &g, &n);
     frt_model *m = load(ck, FRT_KV_FP8, NULL, 0);
     if (m && ids) {
-        CHECK(m->cfg.quant.kv == FRT_QUANT_KV_TENSOR && m->kv_scales_hash != 0);
+        CHECK(m->cfg.quant.kv == (strcmp(strategy, "tensor") ? FRT_QUANT_KV_HEAD : FRT_QUANT_KV_TENSOR) &&
+              m->kv_scales_hash != 0);
         int bad = table_differs(m, bf16, 1.0f);
         CHECK_MSG(bad == 0, "%d table values are not the checkpoint's", bad);
-        printf("    scales table == the checkpoint's k_scale / v_scale on every head: %s\n", bad ? "NO" : "yes");
+        printf("    scales table == the checkpoint's k_scale / v_scale on every head (%s): %s\n", strategy,
+               bad ? "NO" : "yes");
         check_against_files(m, ck, src, kv_only, bf16, ids, n);
         frt_model *d = load(ck, FRT_KV_DEFAULT, NULL, 0), *s = load(src, FRT_KV_DEFAULT, NULL, 0);
         if (d && s && kv_only) {
@@ -222,12 +234,15 @@ static void test_ckpt(const char *src, const char *layout, const char *dt, const
 
 /* ---- bad checkpoint scales ------------------------------------------------- */
 
+#define BAD_MAX_N 64
+
 typedef struct bad_scale {
     const char *what, *tensor; /* a case; the tensor changed (named by the message) */
     int drop;                  /* 1: the tensor is left out */
     frt_dtype dtype;           /* the dtype written */
-    int ndim, n;               /* its shape: ndim 0 or 1, n elements */
-    float value;               /* the value written (first element) */
+    int ndim, n;               /* its shape: ndim 0 or 1, n elements (<= BAD_MAX_N) */
+    float value;               /* the value written at element `at` (0.5 elsewhere) */
+    int at;
     int expect;                /* the status of an FP8 load */
 } bad_scale;
 
@@ -243,8 +258,9 @@ static void write_bad(const char *ck, const char *bad, const bad_scale *c)
     CHECK_OK(frt_safetensors_open(path, &st));
     CHECK_OK(frt_st_writer_create(&w));
     if (!st || !w) return;
-    float f[2] = {c->value, c->value};
-    int32_t i32[2] = {1, 1};
+    float f[BAD_MAX_N];
+    int32_t i32[BAD_MAX_N];
+    for (int j = 0; j < BAD_MAX_N; j++) f[j] = j == c->at ? c->value : 0.5f, i32[j] = 1;
     for (int i = 0; i < frt_safetensors_count(st); i++) {
         const frt_tensor *t = frt_safetensors_at(st, i);
         if (strcmp(t->name, c->tensor)) {
@@ -260,27 +276,14 @@ static void write_bad(const char *ck, const char *bad, const bad_scale *c)
     frt_safetensors_close(st);
 }
 
-static void test_bad(void)
+/* Each case of cases [n] applied to checkpoint ck: refused with the tensor
+ * named (and the bad checkpoint still loads with the default KV cache or a
+ * scales file), or accepted with the written values on layer 0's K. */
+static void run_bad(const char *ck, const bad_scale *cases, int n, const char *file)
 {
-    char ck[300], bad[300], file[300];
-    if (make_ckpt(DENSE, "none", "f32", "bad-src", ck, sizeof ck)) return;
+    char bad[300];
     snprintf(bad, sizeof bad, "%s/bad", tmp);
-    snprintf(file, sizeof file, "%s/file.safetensors", tmp);
-    const char *v1 = "model.layers.1.self_attn.v_scale", *k0 = "model.layers.0.self_attn.k_scale";
-    const char *v2 = "model.layers.2.self_attn.v_scale";
-    const bad_scale cases[] = {
-        {"a missing v_scale", v1, 1, FRT_DT_F32, 0, 1, 0.5f, FRT_ERR_FORMAT},
-        {"shape [2]", k0, 0, FRT_DT_F32, 1, 2, 0.5f, FRT_ERR_FORMAT},
-        {"a NaN", v2, 0, FRT_DT_F32, 0, 1, NAN, FRT_ERR_FORMAT},
-        {"zero", v2, 0, FRT_DT_F32, 0, 1, 0.0f, FRT_ERR_FORMAT},
-        {"a negative scale", v2, 0, FRT_DT_F32, 0, 1, -0.5f, FRT_ERR_FORMAT},
-        {"an infinite scale", v2, 0, FRT_DT_F32, 0, 1, INFINITY, FRT_ERR_FORMAT},
-        {"an I32 scale", k0, 0, FRT_DT_I32, 0, 1, 0.0f, FRT_ERR_FORMAT},
-        {"shape [1] (accepted)", k0, 0, FRT_DT_F32, 1, 1, 0.5f, 0},
-    };
-    frt_model *ref = load(DENSE, FRT_KV_FP8, NULL, 0);
-    if (ref) write_file(ref, 0, 1.0f, file);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (int i = 0; i < n; i++) {
         const bad_scale *c = &cases[i];
         write_bad(ck, bad, c);
         frt_model *m = load(bad, FRT_KV_FP8, NULL, c->expect);
@@ -292,13 +295,50 @@ static void test_bad(void)
             CHECK_MSG(d && f, "%s: the default KV cache or a scales file does not load it", c->what);
             frt_model_free(d), frt_model_free(f);
         } else if (m) {
-            float t[1];
-            frt_model_kv_scales_of(m, 0, t, 1);
-            CHECK(t[0] == 0.5f);
-            printf("  accepted (%s): layer 0's K scale %g\n", c->what, (double)t[0]);
+            const int H = m->cfg.n_kv_heads;
+            float t[BAD_MAX_N];
+            frt_model_kv_scales_of(m, 0, t, H);
+            int ok = 1;
+            for (int j = 0; j < H; j++) ok &= t[j] == (c->n == 1 || j == c->at ? c->value : 0.5f);
+            CHECK_MSG(ok, "%s: layer 0's K scales are not the written ones", c->what);
+            printf("  accepted (%s): layer 0's K scales %g .. %g\n", c->what, (double)t[0], (double)t[H - 1]);
         }
         frt_model_free(m);
     }
+}
+
+static void test_bad(void)
+{
+    char ck[300], file[300];
+    snprintf(file, sizeof file, "%s/file.safetensors", tmp);
+    const char *v1 = "model.layers.1.self_attn.v_scale", *k0 = "model.layers.0.self_attn.k_scale";
+    const char *v2 = "model.layers.2.self_attn.v_scale";
+    frt_model *ref = load(DENSE, FRT_KV_FP8, NULL, 0);
+    if (!ref) return;
+    write_file(ref, 0, 1.0f, file);
+    const int H = ref->cfg.n_kv_heads;
+    CHECK(H >= 2 && H < BAD_MAX_N);
+    const bad_scale tensor[] = {
+        {"a missing v_scale", v1, 1, FRT_DT_F32, 0, 1, 0.5f, 0, FRT_ERR_FORMAT},
+        {"shape [2]", k0, 0, FRT_DT_F32, 1, 2, 0.5f, 0, FRT_ERR_FORMAT},
+        {"a NaN", v2, 0, FRT_DT_F32, 0, 1, NAN, 0, FRT_ERR_FORMAT},
+        {"zero", v2, 0, FRT_DT_F32, 0, 1, 0.0f, 0, FRT_ERR_FORMAT},
+        {"a negative scale", v2, 0, FRT_DT_F32, 0, 1, -0.5f, 0, FRT_ERR_FORMAT},
+        {"an infinite scale", v2, 0, FRT_DT_F32, 0, 1, INFINITY, 0, FRT_ERR_FORMAT},
+        {"an I32 scale", k0, 0, FRT_DT_I32, 0, 1, 0.0f, 0, FRT_ERR_FORMAT},
+        {"shape [1] (accepted)", k0, 0, FRT_DT_F32, 1, 1, 0.5f, 0, 0},
+    };
+    const bad_scale per_head[] = {
+        {"attn_head: shape [] (one scale)", k0, 0, FRT_DT_F32, 0, 1, 0.5f, 0, FRT_ERR_FORMAT},
+        {"attn_head: shape [n_kv_heads + 1]", k0, 0, FRT_DT_F32, 1, H + 1, 0.5f, 0, FRT_ERR_FORMAT},
+        {"attn_head: a NaN on head 1", v2, 0, FRT_DT_F32, 1, H, NAN, 1, FRT_ERR_FORMAT},
+        {"attn_head: zero on the last head", v1, 0, FRT_DT_F32, 1, H, 0.0f, H - 1, FRT_ERR_FORMAT},
+        {"attn_head: shape [n_kv_heads] (accepted)", k0, 0, FRT_DT_F32, 1, H, 0.25f, 1, 0},
+    };
+    if (make_ckpt(DENSE, "none", "f32", "tensor", "bad-src", ck, sizeof ck) == 0)
+        run_bad(ck, tensor, (int)(sizeof tensor / sizeof tensor[0]), file);
+    if (make_ckpt(DENSE, "none", "f32", "attn_head", "bad-head-src", ck, sizeof ck) == 0)
+        run_bad(ck, per_head, (int)(sizeof per_head / sizeof per_head[0]), file);
     frt_model_free(ref);
     unlink(file);
 }
@@ -310,9 +350,11 @@ int main(void)
         CHECK_MSG(0, "mkdtemp %s failed", tmp);
         return frt_test_report();
     }
-    test_ckpt(DENSE, "none", "f32", "dense-kv");
-    test_ckpt(DENSE, "ct-channel", "f32", "dense-w8-kv");
-    test_ckpt(COMPOSITE, "none", "bf16", "composite-kv");
+    test_ckpt(DENSE, "none", "f32", "tensor", "dense-kv");
+    test_ckpt(DENSE, "none", "f32", "attn_head", "dense-kv-head");
+    test_ckpt(DENSE, "ct-channel", "f32", "tensor", "dense-w8-kv");
+    test_ckpt(COMPOSITE, "none", "bf16", "tensor", "composite-kv");
+    test_ckpt(COMPOSITE, "none", "bf16", "attn_head", "composite-kv-head");
     test_bad();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

@@ -29,7 +29,10 @@ layer L (a PREFIX layers.L.self_attn.k_proj.weight tensor, PREFIX "model." or
 "model.language_model.") gets PREFIX layers.L.self_attn.k_scale = 0.01 (L + 1)
 and .v_scale = 0.013 (L + 1), shape [], of that dtype (bf16: rounded to
 nearest even). The values are a deterministic function of the layer (tests
-compare them bit for bit), not calibrated ones.
+compare them bit for bit), not calibrated ones. --kv-strategy attn_head
+writes strategy "attn_head" and per-KV-head scales instead: shape
+[num_key_value_heads], head j's value the layer's times (1 + 0.125 j), in
+float32 in that order.
 
 --twin DIR also writes the dequantized twin: the same checkpoint with each
 quantized weight replaced by decode(code) * s as F32, a plain float model
@@ -39,7 +42,8 @@ numpy only (runs here with /usr/bin/python3); when torch is importable the
 codes are cross-checked against torch's float8_e4m3fn conversion.
 
     python3 scripts/ref/make_fp8_checkpoint.py SRC OUT --layout ct-channel \
-        [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16] [--twin TWIN]
+        [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16]
+        [--kv-strategy tensor|attn_head] [--twin TWIN]
 
 Generated checkpoints are test-time artefacts: never commit them.
 """
@@ -198,9 +202,10 @@ def cross_check_torch(w, inv, codes):
         sys.exit("make_fp8_checkpoint: numpy codes differ from torch float8_e4m3fn")
 
 
-def kv_scale_tensors(tensors, dtype):
-    """{name: (dtype, [] array)}: k_scale 0.01 (L + 1), v_scale 0.013 (L + 1)
-    for every attention layer L of tensors."""
+def kv_scale_tensors(tensors, dtype, heads):
+    """{name: (dtype, array)}: k_scale 0.01 (L + 1), v_scale 0.013 (L + 1)
+    for every attention layer L of tensors, shape [] (heads None) or [heads]
+    (head j times 1 + 0.125 j)."""
     out = {}
     for name in tensors:
         m = ATTENTION.match(name)
@@ -209,6 +214,8 @@ def kv_scale_tensors(tensors, dtype):
         prefix, layer = m.group(1), int(m.group(2))
         for kv, base in (("k", 0.01), ("v", 0.013)):
             v = np.array(np.float32(base) * np.float32(layer + 1), np.float32)
+            if heads:
+                v = (v * (np.float32(1) + np.float32(0.125) * np.arange(heads, dtype=np.float32))).astype(np.float32)
             out["%slayers.%d.self_attn.%s_scale" % (prefix, layer, kv)] = \
                 ("BF16", to_bf16(v)) if dtype == "bf16" else ("F32", v)
     if not out:
@@ -216,16 +223,17 @@ def kv_scale_tensors(tensors, dtype):
     return out
 
 
-def quant_config(layout, block, kv):
+def quant_config(layout, block, kv, kv_strategy):
+    scheme = dict(KV_SCHEME, strategy=kv_strategy)
     if layout == "none":
         return {"quant_method": "compressed-tensors", "format": "dense", "quantization_status": "compressed",
-                "config_groups": {}, "kv_cache_scheme": dict(KV_SCHEME)}
+                "config_groups": {}, "kv_cache_scheme": scheme}
     if layout == "block":
         return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                 "weight_block_size": list(block), "modules_to_not_convert": ["lm_head"]}
     return {
         "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
-        "ignore": ["lm_head"], "kv_cache_scheme": dict(KV_SCHEME) if kv else None,
+        "ignore": ["lm_head"], "kv_cache_scheme": scheme if kv else None,
         "config_groups": {"group_0": {
             "targets": ["Linear"], "output_activations": None,
             "weights": {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": False,
@@ -250,6 +258,7 @@ def main():
     ap.add_argument("--block", type=int, nargs=2, default=[128, 128])
     ap.add_argument("--scale-dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--kv-scales", choices=["f32", "bf16"])
+    ap.add_argument("--kv-strategy", choices=["tensor", "attn_head"], default="tensor")
     ap.add_argument("--twin")
     a = ap.parse_args()
     if a.kv_scales and a.layout == "block":
@@ -269,11 +278,14 @@ def main():
         fp8[name + ("_scale_inv" if a.layout == "block" else "_scale")] = scale
         twin[name] = ("F32", deq)
     if a.kv_scales:
-        fp8.update(kv_scale_tensors(tensors, a.kv_scales))
+        text = cfg.get("text_config", cfg)
+        heads = int(text.get("num_key_value_heads", text["num_attention_heads"])) \
+            if a.kv_strategy == "attn_head" else None
+        fp8.update(kv_scale_tensors(tensors, a.kv_scales, heads))
     copy_side_files(a.src, a.out)
     write_safetensors(os.path.join(a.out, "model.safetensors"), fp8)
     with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(dict(cfg, quantization_config=quant_config(a.layout, a.block, a.kv_scales)), f, indent=2)
+        json.dump(dict(cfg, quantization_config=quant_config(a.layout, a.block, a.kv_scales, a.kv_strategy)), f, indent=2)
     if a.twin:
         copy_side_files(a.src, a.twin)
         write_safetensors(os.path.join(a.twin, "model.safetensors"), twin)

@@ -3,7 +3,8 @@
  * (frt/kv_scales.h, model/kv_scales.h, docs/fp8.md): the calibration pass
  * that writes a scales file, and the load of the scales at model load, from
  * such a file or from the checkpoint (compressed-tensors kv_cache_scheme:
- * one k_scale and one v_scale per attention layer, broadcast to its heads).
+ * one k_scale and one v_scale per attention layer, broadcast to its heads,
+ * or one per KV head).
  */
 #include "model/kv_scales.h"
 
@@ -123,9 +124,10 @@ static int ckpt_scale_name(const frt_model *m, const char *entry, char *out, siz
     return 0;
 }
 
-/* State entry `entry`'s scale from the checkpoint: F32 or BF16, [] or [1],
- * finite and > 0. */
-static int ckpt_scale(const frt_model *m, const char *entry, float *out)
+/* State entry `entry`'s scales from the checkpoint into out [heads]: F32
+ * or BF16, [] or [1] (per_head 0: the one value on every head) or [heads]
+ * (per_head 1), each finite and > 0. */
+static int ckpt_scale(const frt_model *m, const char *entry, int per_head, int heads, float *out)
 {
     char name[FRT_STATE_NAME_MAX + 128];
     FRT_TRY(ckpt_scale_name(m, entry, name, sizeof name));
@@ -133,22 +135,31 @@ static int ckpt_scale(const frt_model *m, const char *entry, float *out)
     if (!t)
         return frt_error(FRT_ERR_FORMAT, "kv scales: config.json declares a kv_cache_scheme but the checkpoint has "
                                          "no tensor '%s'", name);
-    if ((t->dtype != FRT_DT_F32 && t->dtype != FRT_DT_BF16) || t->ndim > 1 || frt_tensor_numel(t) != 1)
-        return frt_error(FRT_ERR_FORMAT, "kv scales: '%s' is %s with %d dims [%lld...], expected F32 or BF16 [] or [1]",
-                         name, frt_dtype_name(t->dtype), t->ndim, t->ndim ? (long long)t->shape[0] : 0LL);
+    const int n = per_head ? heads : 1;
+    if ((t->dtype != FRT_DT_F32 && t->dtype != FRT_DT_BF16) || t->ndim > 1 || frt_tensor_numel(t) != n ||
+        (per_head && t->ndim != 1))
+        return frt_error(FRT_ERR_FORMAT,
+                         "kv scales: '%s' is %s with %d dims [%lld...], expected F32 or BF16 %s (kv_cache_scheme "
+                         "strategy %s)",
+                         name, frt_dtype_name(t->dtype), t->ndim, t->ndim ? (long long)t->shape[0] : 0LL,
+                         per_head ? "[n_kv_heads]" : "[] or [1]", per_head ? "attn_head" : "tensor");
     FRT_TRY(frt_tensor_to_f32(t, out));
-    if (!(isfinite(*out) && *out > 0))
-        return frt_error(FRT_ERR_FORMAT, "kv scales: '%s' = %g (a scale is finite and > 0)", name, (double)*out);
+    for (int j = 0; j < n; j++)
+        if (!(isfinite(out[j]) && out[j] > 0))
+            return frt_error(FRT_ERR_FORMAT, "kv scales: '%s'[%d] = %g (a scale is finite and > 0)", name, j,
+                             (double)out[j]);
+    for (int j = n; j < heads; j++) out[j] = out[0];
     return 0;
 }
 
-/* Every entry of want [n] gets its checkpoint scale on each of its heads. */
+/* Every entry of want [n] gets its checkpoint scales: the layer's one on
+ * each of its heads (strategy tensor), or one a head (attn_head). */
 static int read_ckpt(const frt_model *m, const frt_kv_scales_want *want, int n, float *out)
 {
+    const int per_head = m->cfg.quant.kv == FRT_QUANT_KV_HEAD;
     for (int i = 0; i < n; i++) {
-        float s;
-        FRT_TRY(ckpt_scale(m, want[i].name, &s));
-        for (int j = 0; j < want[i].heads; j++) *out++ = s;
+        FRT_TRY(ckpt_scale(m, want[i].name, per_head, want[i].heads, out));
+        out += want[i].heads;
     }
     return 0;
 }

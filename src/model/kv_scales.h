@@ -34,10 +34,11 @@ int frt_kv_scales_check(const frt_safetensors *st, const frt_kv_scales_want *wan
  * KV cache (kv_dtype F8_E4M3): with params.kv_scales, reads and checks the
  * file (frt_kv_scales_check over every F8_E4M3 rows entry); without it, when
  * config.json's quantization_config has a kv_cache_scheme (cfg.quant.kv
- * FRT_QUANT_KV_TENSOR), reads each entry "kv.L.k" / "kv.L.v"'s scale from
- * the checkpoint tensor "<weight_prefix>layers.L.self_attn.k_scale" /
- * ".v_scale" (F32 or BF16, [] or [1], finite and > 0) and gives it to every
- * head. The file wins over the checkpoint; a KV cache of another dtype uses
+ * FRT_QUANT_KV_TENSOR or _HEAD), reads each entry "kv.L.k" / "kv.L.v"'s
+ * scales from the checkpoint tensor
+ * "<weight_prefix>layers.L.self_attn.k_scale" / ".v_scale" (F32 or BF16,
+ * finite and > 0; TENSOR: [] or [1], given to every head; HEAD:
+ * [n_kv_heads], one a head). The file wins over the checkpoint; a KV cache of another dtype uses
  * neither (the checkpoint's scales are ignored; a file is an error). Keeps
  * the scales (m->kv_scales, m->kv_scales_hash: the same hash for the same
  * values, whatever their source); on error nothing is kept. Errors:

@@ -11,7 +11,9 @@
  *     computed at run time); no output_activations. kv_cache_scheme
  *     (vLLM compressed_tensors_kv.py validate_kv_cache_scheme): {type
  *     "float", num_bits 8, symmetric true, dynamic false, strategy
- *     "tensor"}: one static k_scale and v_scale per attention layer. With a
+ *     "tensor" | "attn_head"}: one static k_scale and v_scale per attention
+ *     layer, or per KV head of it (vLLM docs, "Quantized KV Cache":
+ *     k/v_scale [1] or [num_kv_heads]). With a
  *     kv_cache_scheme, config_groups may be empty or absent (a kv-only
  *     config: the weights are stored unquantized, format "dense").
  *   - transformers FineGrainedFP8Config (quantizer_finegrained_fp8.py):
@@ -104,12 +106,15 @@ static int parse_kv_scheme(const json_t *kv, frt_quant_config *out, const char *
     FRT_TRY(check_fp8_args(kv, w));
     FRT_TRY(expect_bool(kv, "dynamic", 0, w)); /* scales from the live prefix would break capsule exactness */
     FRT_TRY(frt_json_string(kv, "strategy", 1, strategy, sizeof strategy, w));
-    if (strcmp(strategy, "tensor"))
+    if (!strcmp(strategy, "tensor"))
+        out->kv = FRT_QUANT_KV_TENSOR;
+    else if (!strcmp(strategy, "attn_head"))
+        out->kv = FRT_QUANT_KV_HEAD;
+    else
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "%s: strategy '%s' is not supported (tensor: one k_scale and one v_scale per attention "
-                         "layer; docs/fp8.md)",
+                         "layer; attn_head: one per KV head; docs/fp8.md)",
                          w, strategy);
-    out->kv = FRT_QUANT_KV_TENSOR;
     return 0;
 }
 
