@@ -66,12 +66,19 @@ static int check_fp8_args(const json_t *a, const char *what)
     return 0;
 }
 
+/* Arguments of static FP8 E4M3 scales (check_fp8_args, dynamic false):
+ * their required "strategy" into strategy [size]. */
+static int static_fp8_strategy(const json_t *a, char *strategy, size_t size, const char *what)
+{
+    FRT_TRY(check_fp8_args(a, what));
+    FRT_TRY(expect_bool(a, "dynamic", 0, what));
+    return frt_json_string(a, "strategy", 1, strategy, size, what);
+}
+
 static int parse_weights(const json_t *w, frt_quant_config *out, const char *what)
 {
     char strategy[32] = "";
-    FRT_TRY(check_fp8_args(w, what));
-    FRT_TRY(expect_bool(w, "dynamic", 0, what));
-    FRT_TRY(frt_json_string(w, "strategy", 1, strategy, sizeof strategy, what));
+    FRT_TRY(static_fp8_strategy(w, strategy, sizeof strategy, what));
     if (!strcmp(strategy, "tensor"))
         out->method = FRT_QUANT_FP8_TENSOR;
     else if (!strcmp(strategy, "channel"))
@@ -103,9 +110,8 @@ static int parse_kv_scheme(const json_t *kv, frt_quant_config *out, const char *
     char w[512], strategy[32] = "";
     snprintf(w, sizeof w, "%.480s.kv_cache_scheme", what);
     if (!json_is_object(kv)) return frt_error(FRT_ERR_FORMAT, "%s: not an object", w);
-    FRT_TRY(check_fp8_args(kv, w));
-    FRT_TRY(expect_bool(kv, "dynamic", 0, w)); /* scales from the live prefix would break capsule exactness */
-    FRT_TRY(frt_json_string(kv, "strategy", 1, strategy, sizeof strategy, w));
+    /* static: scales from the live prefix would break capsule exactness */
+    FRT_TRY(static_fp8_strategy(kv, strategy, sizeof strategy, w));
     if (!strcmp(strategy, "tensor"))
         out->kv = FRT_QUANT_KV_TENSOR;
     else if (!strcmp(strategy, "attn_head"))
