@@ -440,6 +440,22 @@ static void test_bad_scales(void)
     rewrite_tensor(bad, s, FRT_DT_F32, 2, right, sc);
     expect_load_error(bad, FRT_ERR_FORMAT, "finite and positive");
     free(sc);
+    /* a NaN code in the weight (its scales fine): refused, naming it */
+    m = load(good, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+    if (!m) return;
+    const frt_tensor *wt = frt_checkpoint_find(m->ckpt, w);
+    const int64_t ws[2] = {wt->shape[0], wt->shape[1]};
+    const size_t nw = (size_t)(ws[0] * ws[1]);
+    uint8_t *codes = xmalloc(nw);
+    memcpy(codes, wt->data, nw);
+    frt_model_free(m);
+    for (int nanc = 0x7F; nanc <= 0xFF; nanc += 0x80) {
+        codes[nw / 2] = (uint8_t)nanc;
+        copy_dir(good, bad);
+        rewrite_tensor(bad, w, FRT_DT_F8_E4M3, 2, ws, codes);
+        expect_load_error(bad, FRT_ERR_FORMAT, "NaN codes");
+    }
+    free(codes);
     rm_rf(bad);
 }
 

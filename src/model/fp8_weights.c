@@ -125,6 +125,24 @@ static int read_scales(const frt_tensor *st, float **out)
     return 0;
 }
 
+/* FRT_ERR_FORMAT naming `full` when one of t's n codes is a NaN (0x7F /
+ * 0xFF): a NaN weight would make every logit NaN on any backend; the
+ * checkpoints frt reads hold satfinite codes (docs/fp8.md). */
+static int codes_finite(const frt_tensor *t, const char *full, size_t n)
+{
+    const uint8_t *q = t->data;
+    size_t nan = 0;
+    for (size_t i = 0; i < n; i++) nan += (q[i] & 0x7F) == 0x7F;
+    if (!nan) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((q[i] & 0x7F) == 0x7F)
+            return frt_error(FRT_ERR_FORMAT,
+                             "checkpoint: tensor '%s' holds %zu NaN codes (the first at element %zu); FP8 weights "
+                             "must be finite",
+                             full, nan, i);
+    return 0;
+}
+
 int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1)
 {
     if (t->dtype == FRT_DT_F8_E5M2)
@@ -141,7 +159,7 @@ int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *f
     float *s;
     FRT_TRY(read_scales(st, &s));
     free(s);
-    return 0;
+    return codes_finite(t, full, (size_t)(d0 * d1));
 }
 
 /* x [d0, d1] <- decode(q) * scale of its 128x128 (bo x bi) block. */

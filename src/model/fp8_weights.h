@@ -26,10 +26,11 @@ int frt_fp8w_check_dtype(const frt_tensor *t, const char *full);
  * 0 for a float tensor; for F8_E4M3, its scale tensor by cfg.quant
  * (`full` + "_scale": [] / [1] per-tensor, [d0, 1] / [d0] per-channel;
  * `full` + "_scale_inv" [ceil(d0 / bo), ceil(d1 / bi)] block-wise), of
- * dtype F32 / BF16 / F16, every scale finite and > 0. Errors (messages
- * name the tensor): FRT_ERR_UNSUPPORTED (F8_E5M2), FRT_ERR_FORMAT (FP8
- * without a quantization_config, a scale of the wrong dtype / shape /
- * value), FRT_ERR_NOT_FOUND (no scale tensor), FRT_ERR_OUT_OF_MEMORY. */
+ * dtype F32 / BF16 / F16, every scale finite and > 0, every code finite
+ * (no 0x7F / 0xFF). Errors (messages name the tensor):
+ * FRT_ERR_UNSUPPORTED (F8_E5M2), FRT_ERR_FORMAT (FP8 without a
+ * quantization_config, a scale of the wrong dtype / shape / value, a NaN
+ * code), FRT_ERR_NOT_FOUND (no scale tensor), FRT_ERR_OUT_OF_MEMORY. */
 int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1);
 
 /* Linear weight t as f32 values into out [d0, d1] (after
