@@ -28,10 +28,11 @@
  *      tiny-dense, and on the tiny hybrid with the bf16 and with the FP8 KV
  *      cache;
  *   3. FP8 checkpoints made at test time by scripts/ref/make_fp8_checkpoint.py
- *      (/usr/bin/python3 + numpy): per-channel logits equal bit for bit the
- *      quantize-at-load of the source on cuda, per-tensor within
- *      MODEL_BOUND of its cpu load, block-wise refused on cuda
- *      (FRT_ERR_UNSUPPORTED: no per-channel scale);
+ *      (/usr/bin/python3 + numpy), of the dense shapes and the tiny hybrid:
+ *      per-channel logits equal bit for bit the quantize-at-load of the
+ *      source on cuda, per-tensor within the model's bound of its cpu load,
+ *      block-wise refused on cuda (FRT_ERR_UNSUPPORTED: no per-channel
+ *      scale);
  *   4. the hybrid's FP8 dims: conv channels not a multiple of 16 refused
  *      (FRT_ERR_UNSUPPORTED naming the dim) where bf16 loads.
  * Skipped (77) without a CUDA device.
@@ -175,7 +176,7 @@ static int logits_of(const char *dir, frt_backend be, frt_weight_dtype wd, const
     return rc;
 }
 
-static void test_checkpoints(const char *src, int V)
+static void test_checkpoints(const char *src, int V, double bound)
 {
     char ch[300], te[300], bl[300];
     snprintf(ch, sizeof ch, "%s-ch", src);
@@ -193,7 +194,7 @@ static void test_checkpoints(const char *src, int V)
         CHECK_OK(logits_of(te, FRT_BACKEND_CPU, FRT_WEIGHT_DEFAULT, ids, 80, a));
         CHECK_OK(logits_of(te, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, ids, 80, b));
         double e = frt_test_rel_err(b, a, (size_t)V);
-        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, MODEL_BOUND);
+        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, bound);
     }
     if (make_ckpt(src, "block", bl) == 0) {
         CHECK(load(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, FRT_ERR_UNSUPPORTED) == NULL);
@@ -240,6 +241,9 @@ static void test_hybrid(void)
     compare_model("tiny hybrid, fp8 kv", dir, hybrid_bound(dir));
     test_capsules(dir);
     g_kv = FRT_KV_DEFAULT;
+    frt_model_config cfg;
+    CHECK_OK(frt_config_load(dir, &cfg));
+    test_checkpoints(dir, cfg.vocab_size, hybrid_bound(dir));
     test_hybrid_dims(dir);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -265,7 +269,7 @@ int main(void)
         if (i == 0) test_capsules(dir);
         frt_model_config cfg;
         CHECK_OK(frt_config_load(dir, &cfg));
-        test_checkpoints(dir, cfg.vocab_size);
+        test_checkpoints(dir, cfg.vocab_size, MODEL_BOUND);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
