@@ -220,8 +220,8 @@ static double hybrid_bound(const char *dir)
 static void test_hybrid_dims(const char *dir)
 {
     char cmd[700];
-    snprintf(cmd, sizeof cmd, "sed -i 's/\"linear_value_head_dim\": 48/\"linear_value_head_dim\": 42/' '%s/config.json'",
-             dir);
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/\"linear_value_head_dim\": 48/\"linear_value_head_dim\": 42/' '%s/config.json'", dir);
     CHECK(system(cmd) == 0);
     CHECK(load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, FRT_ERR_UNSUPPORTED) == NULL);
     CHECK(strstr(frt_last_error(), "conv channels = 296 a multiple of 16") != NULL);

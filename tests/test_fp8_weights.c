@@ -390,7 +390,8 @@ static long hybrid_linears_differ(const frt_model *a, const frt_model *b)
     long bad = 0;
     for (int l = 0; l < c->n_layers; l++) {
         const qwen35_layer_weights *x = &qwen35_of(a)->w.layers[l], *y = &qwen35_of(b)->w.layers[l];
-        const float *mx[3] = {x->gate_proj, x->up_proj, x->down_proj}, *my[3] = {y->gate_proj, y->up_proj, y->down_proj};
+        const float *mx[3] = {x->gate_proj, x->up_proj, x->down_proj};
+        const float *my[3] = {y->gate_proj, y->up_proj, y->down_proj};
         const size_t ms[3] = {I * H, I * H, H * I};
         bad += arrays_differ(mx, my, ms, 3);
         if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
