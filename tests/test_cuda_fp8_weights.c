@@ -215,7 +215,7 @@ static double hybrid_bound(const char *dir)
     return MODEL_BOUND * sqrt(cfg.n_layers / 3.0);
 }
 
-/* conv channels 2 * 64 + 4 * 42 = 296: a multiple of 8 (bf16 loads), not
+/* conv channels 2 * 64 + 4 * 42 = 296: a multiple of 8 (the bf16 rule holds), not
  * of 16: the FP8 load is refused before any tensor is read. */
 static void test_hybrid_dims(const char *dir)
 {

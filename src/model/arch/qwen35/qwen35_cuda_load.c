@@ -191,6 +191,12 @@ static int put(wload *wl, const char *name, int64_t n, int to_bf16, const void *
     return 0;
 }
 
+#define PUT_M(field, name, n)                                                                        \
+    do {                                                                                             \
+        const void *p_ = NULL;                                                                       \
+        FRT_TRY(put(wl, (name), (n), 1, &p_));                                                       \
+        (field) = (const uint16_t *)p_;                                                              \
+    } while (0)
 #define PUT_V(field, name, n)                                                                        \
     do {                                                                                             \
         const void *p_ = NULL;                                                                       \
@@ -282,13 +288,6 @@ static int put_lin(wload *wl, int l, const lin_spec *g, int n)
     for (int i = 0; i < n; i++) FRT_TRY(put_lin_bf16(wl, l, &g[i]));
     return 0;
 }
-
-#define PUT_M(field, name, n)                                                                        \
-    do {                                                                                             \
-        const void *p_ = NULL;                                                                       \
-        FRT_TRY(put(wl, (name), (n), 1, &p_));                                                       \
-        (field) = (const uint16_t *)p_;                                                              \
-    } while (0)
 
 static int load_all(wload *wl)
 {
