@@ -32,7 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (c.eos_token_id >= c.vocab_size || c.bos_token_id >= c.vocab_size) abort();
         if (c.hybrid && (c.lin_n_k_heads < 1 || c.lin_n_v_heads % c.lin_n_k_heads)) abort();
         if (c.quant.method < FRT_QUANT_NONE || c.quant.method > FRT_QUANT_FP8_BLOCK) abort();
-        if (c.quant.method != FRT_QUANT_NONE && c.hybrid) abort(); /* the dense family only */
         if (c.quant.kv < FRT_QUANT_KV_NONE || c.quant.kv > FRT_QUANT_KV_HEAD) abort();
         if ((c.quant.method == FRT_QUANT_FP8_BLOCK) !=
             (c.quant.block_out >= 1 && c.quant.block_out <= 65536 && c.quant.block_in >= 1 && c.quant.block_in <= 65536))

@@ -1,7 +1,8 @@
 /*
- * test_cuda_fp8_weights.c - FP8 E4M3 Linear weights of the dense family on
- * the cuda backend (docs/fp8.md "FP8 weights"), on gen-model tiny-dense and
- * tiny-qwen3 checkpoints:
+ * test_cuda_fp8_weights.c - FP8 E4M3 Linear weights on the cuda backend
+ * (docs/fp8.md "FP8 weights"): the dense family on gen-model tiny-dense and
+ * tiny-qwen3 checkpoints, the Qwen3.5 hybrid on the gen-model tiny shape
+ * and the hybrid goldens hybrid_v2k_untied and composite_qwen3_5:
  *   1. cuda FP8 against the cpu FP8 emulation (params.weight_dtype
  *      FRT_WEIGHT_FP8 on both: the same codes and scales, quantized at load
  *      from the same f32 values): every layer's hidden state and the logits
@@ -15,15 +16,25 @@
  *      equal while the cpu's top-2 margin exceeds 4x the max |logit
  *      difference|; cuda FP8 against cuda bf16 reported; the weight bytes of
  *      both printed;
+ *      The hybrid's bound extends the dense one by depth as the cpu
+ *      emulation's does (test_fp8_weights.c: independent per-block errors
+ *      adding in quadrature): 2^-3 x sqrt(L / 3), 0.16 for its 5 layers,
+ *      0.18 for 6; its cuda bf16 model is within 3e-2 of the cpu f32 one
+ *      (test_cuda_model.c), as the dense one is;
  *   2. capsules in FP8 on cuda: snapshot -> decode -> restore -> decode
  *      gives the same tokens and logits bits (restore == cold), a cold
  *      prefill of the same ids the same logits bits as the restored state; a
- *      capsule of the bf16-weight model refused (FRT_ERR_MISMATCH);
+ *      capsule of the bf16-weight model refused (FRT_ERR_MISMATCH); on
+ *      tiny-dense, and on the tiny hybrid with the bf16 and with the FP8 KV
+ *      cache;
  *   3. FP8 checkpoints made at test time by scripts/ref/make_fp8_checkpoint.py
- *      (/usr/bin/python3 + numpy): per-channel logits equal bit for bit the
- *      quantize-at-load of the source on cuda, per-tensor within
- *      MODEL_BOUND of its cpu load, block-wise refused on cuda
- *      (FRT_ERR_UNSUPPORTED: no per-channel scale);
+ *      (/usr/bin/python3 + numpy), of the dense shapes and the tiny hybrid:
+ *      per-channel logits equal bit for bit the quantize-at-load of the
+ *      source on cuda, per-tensor within the model's bound of its cpu load,
+ *      block-wise refused on cuda (FRT_ERR_UNSUPPORTED: no per-channel
+ *      scale);
+ *   4. the hybrid's FP8 dims: conv channels not a multiple of 16 refused
+ *      (FRT_ERR_UNSUPPORTED naming the dim) where bf16 loads.
  * Skipped (77) without a CUDA device.
  */
 #include "frt_test.h"
@@ -48,6 +59,9 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include <unistd.h>
 
 #define MODEL_BOUND 0.125 /* 2^-3: see the header */
+#define HYBRID_DIR FRT_TEST_DATA "/golden" /* the Qwen3.5 hybrid goldens */
+
+static frt_kv_dtype g_kv = FRT_KV_DEFAULT; /* the KV cache of every load */
 
 static frt_model *load(const char *dir, frt_backend be, frt_weight_dtype wd, int expect)
 {
@@ -57,6 +71,7 @@ static frt_model *load(const char *dir, frt_backend be, frt_weight_dtype wd, int
     p.max_seq = 512;
     p.debug_hidden = 1;
     p.weight_dtype = wd;
+    p.kv_dtype = g_kv;
     frt_model *m = NULL;
     CHECK_STATUS(frt_model_load(dir, &p, &m), expect);
     return m;
@@ -67,7 +82,7 @@ static void random_ids(int32_t *ids, int n, int V)
     for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
 }
 
-static void compare_model(const char *label, const char *dir)
+static void compare_model(const char *label, const char *dir, double bound)
 {
     frt_model *cpu = load(dir, FRT_BACKEND_CPU, FRT_WEIGHT_FP8, 0);
     frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, 0);
@@ -85,7 +100,7 @@ static void compare_model(const char *label, const char *dir)
     for (int i = 0; i < 100; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
     printf("%s: cuda FP8 weights vs cpu FP8 emulation (and vs cuda bf16 weights), last %d rows of %d\n", label, rows,
            n);
-    frt_test_three_way(label, cpu, gpu, g16, ids, 100, MODEL_BOUND, "bf16 weights");
+    frt_test_three_way(label, cpu, gpu, g16, ids, 100, bound, "bf16 weights");
 out:
     frt_model_free(cpu);
     frt_model_free(gpu);
@@ -161,7 +176,7 @@ static int logits_of(const char *dir, frt_backend be, frt_weight_dtype wd, const
     return rc;
 }
 
-static void test_checkpoints(const char *src, int V)
+static void test_checkpoints(const char *src, int V, double bound)
 {
     char ch[300], te[300], bl[300];
     snprintf(ch, sizeof ch, "%s-ch", src);
@@ -179,7 +194,7 @@ static void test_checkpoints(const char *src, int V)
         CHECK_OK(logits_of(te, FRT_BACKEND_CPU, FRT_WEIGHT_DEFAULT, ids, 80, a));
         CHECK_OK(logits_of(te, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, ids, 80, b));
         double e = frt_test_rel_err(b, a, (size_t)V);
-        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, MODEL_BOUND);
+        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, bound);
     }
     if (make_ckpt(src, "block", bl) == 0) {
         CHECK(load(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, FRT_ERR_UNSUPPORTED) == NULL);
@@ -192,20 +207,69 @@ static void test_checkpoints(const char *src, int V)
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove the checkpoints\n");
 }
 
+/* The hybrid's bound for L layers (the header). */
+static double hybrid_bound(const char *dir)
+{
+    frt_model_config cfg;
+    CHECK_OK(frt_config_load(dir, &cfg));
+    return MODEL_BOUND * sqrt(cfg.n_layers / 3.0);
+}
+
+/* conv channels 2 * 64 + 4 * 42 = 296: a multiple of 8 (the bf16 rule holds), not
+ * of 16: the FP8 load is refused before any tensor is read. */
+static void test_hybrid_dims(const char *dir)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/\"linear_value_head_dim\": 48/\"linear_value_head_dim\": 42/' '%s/config.json'", dir);
+    CHECK(system(cmd) == 0);
+    CHECK(load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(strstr(frt_last_error(), "conv channels = 296 a multiple of 16") != NULL);
+}
+
+/* The Qwen3.5 hybrid: the gen-model tiny shape (per layer, logits,
+ * greedy; capsules with both KV caches; a refused dim) and the goldens. */
+static void test_hybrid(void)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8w-%d-hybrid", (int)getpid());
+    CHECK_OK(frt_gen_model_write("tiny", 7, dir));
+    compare_model("tiny hybrid", dir, hybrid_bound(dir));
+    test_capsules(dir);
+    g_kv = FRT_KV_FP8;
+    printf("tiny hybrid with the FP8 KV cache:\n");
+    compare_model("tiny hybrid, fp8 kv", dir, hybrid_bound(dir));
+    test_capsules(dir);
+    g_kv = FRT_KV_DEFAULT;
+    frt_model_config cfg;
+    CHECK_OK(frt_config_load(dir, &cfg));
+    test_checkpoints(dir, cfg.vocab_size, hybrid_bound(dir));
+    test_hybrid_dims(dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+    static const char *golden[] = {"hybrid_v2k_untied", "composite_qwen3_5"};
+    for (size_t i = 0; i < sizeof golden / sizeof golden[0]; i++) {
+        snprintf(dir, sizeof dir, "%s/%s", HYBRID_DIR, golden[i]);
+        compare_model(golden[i], dir, hybrid_bound(dir));
+    }
+}
+
 int main(void)
 {
     frt_test_seed(2727);
     frt_test_cuda_start();
+    test_hybrid();
     static const char *shapes[] = {"tiny-dense", "tiny-qwen3"};
     char dir[256];
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-fp8w-%d-%zu", (int)getpid(), i);
         CHECK_OK(frt_gen_model_write(shapes[i], 5 + i, dir));
-        compare_model(shapes[i], dir);
+        compare_model(shapes[i], dir, MODEL_BOUND);
         if (i == 0) test_capsules(dir);
         frt_model_config cfg;
         CHECK_OK(frt_config_load(dir, &cfg));
-        test_checkpoints(dir, cfg.vocab_size);
+        test_checkpoints(dir, cfg.vocab_size, MODEL_BOUND);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

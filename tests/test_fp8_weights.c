@@ -34,9 +34,12 @@
  *     and unsupported quantization_config forms (parsed alone, and one
  *     through a load), a scale of the wrong shape / dtype / value or
  *     missing, an FP8 weight without quantization_config, an E5M2 weight, an
- *     FP8 embedding, FRT_WEIGHT_FP8 on the hybrid's cuda backend (and on
- *     cuda in a build without it), quantization_config on the hybrid, a weight_dtype
- *     outside the enum. (The cuda backend's FP8 weights:
+ *     FP8 embedding, FRT_WEIGHT_FP8 on cuda in a build without it (both
+ *     families), a weight_dtype outside the enum;
+ *   - FP8 checkpoints of the hybrid (hybrid_v2k_untied, composite_qwen3_5;
+ *     per-channel, per-tensor with bf16 scales, block-wise): the held
+ *     Linear weights equal the dequantized twin's, per-channel logits the
+ *     quantize-at-load's bit for bit (test_hybrid_checkpoints). (The cuda backend's FP8 weights:
  *     test_cuda_fp8_weights.c.)
  */
 #include "frt_test.h"
@@ -366,6 +369,94 @@ static void test_checkpoints(const char *src)
     free(lt);
 }
 
+/* Elements of n arrays that differ between x[k] and y[k] (sizes[k] floats). */
+static long arrays_differ(const float *const *x, const float *const *y, const size_t *sizes, int n)
+{
+    long bad = 0;
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < sizes[k]; i++) bad += memcmp(&x[k][i], &y[k][i], 4) != 0;
+    return bad;
+}
+
+/* Elements of the hybrid's decoder-layer Linear weights that differ
+ * between a and b (the same config). */
+static long hybrid_linears_differ(const frt_model *a, const frt_model *b)
+{
+    const frt_model_config *c = &a->cfg;
+    size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size, ad = (size_t)c->n_heads * c->head_dim;
+    size_t qw = ad * (c->attn_output_gate ? 2 : 1), kvw = (size_t)c->n_kv_heads * c->head_dim;
+    size_t nv = (size_t)c->lin_n_v_heads, vd = nv * c->lin_v_head_dim;
+    size_t ch = 2 * (size_t)c->lin_n_k_heads * c->lin_k_head_dim + vd;
+    long bad = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const qwen35_layer_weights *x = &qwen35_of(a)->w.layers[l], *y = &qwen35_of(b)->w.layers[l];
+        const float *mx[3] = {x->gate_proj, x->up_proj, x->down_proj};
+        const float *my[3] = {y->gate_proj, y->up_proj, y->down_proj};
+        const size_t ms[3] = {I * H, I * H, H * I};
+        bad += arrays_differ(mx, my, ms, 3);
+        if (c->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
+            const float *px[4] = {x->q_proj, x->k_proj, x->v_proj, x->o_proj};
+            const float *py[4] = {y->q_proj, y->k_proj, y->v_proj, y->o_proj};
+            const size_t ps[4] = {qw * H, kvw * H, kvw * H, H * ad};
+            bad += arrays_differ(px, py, ps, 4);
+        } else {
+            const float *px[5] = {x->in_proj_qkv, x->in_proj_z, x->in_proj_b, x->in_proj_a, x->out_proj};
+            const float *py[5] = {y->in_proj_qkv, y->in_proj_z, y->in_proj_b, y->in_proj_a, y->out_proj};
+            const size_t ps[5] = {ch * H, vd * H, nv * H, nv * H, H * vd};
+            bad += arrays_differ(px, py, ps, 5);
+        }
+    }
+    return bad;
+}
+
+/* FP8 checkpoints of the hybrid (every Linear of both layer kinds and the
+ * MLP; the composite's under model.language_model.), on the cpu: the held
+ * Linear weights bit for bit those of the dequantized twin, the
+ * per-channel checkpoint's logits bit for bit the quantize-at-load of its
+ * source (the same codes, scales and activation rule: every Linear
+ * weight, the DeltaNet's in_proj_* included, was quantized and read with
+ * its row's scale), the description in the fingerprint. */
+static void test_hybrid_checkpoints(const char *src, const char *tag)
+{
+    static const struct {
+        const char *layout, *extra, *desc;
+    } cases[] = {{"ct-channel", "", "checkpoint-per-channel"},
+                 {"ct-tensor", "--scale-dtype bf16", "checkpoint-per-tensor"},
+                 {"block", "--block 32 64", "checkpoint-block"}};
+    frt_model *base = load(src, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    if (!base) return;
+    int V = base->cfg.vocab_size;
+    int32_t ids[100];
+    for (int i = 0; i < 100; i++) ids[i] = (int32_t)((13 * i + 3) % V);
+    float *at_load = xmalloc((size_t)V * 4), *lq = xmalloc((size_t)V * 4);
+    CHECK_OK(logits_of(base, ids, 100, at_load));
+    frt_model_free(base);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char out[300], twin[300];
+        snprintf(out, sizeof out, "%s/hy-%s-%zu", g_tmp, tag, k);
+        snprintf(twin, sizeof twin, "%s/hy-%s-twin%zu", g_tmp, tag, k);
+        int rc = make_ckpt(src, cases[k].layout, cases[k].extra, out, twin);
+        CHECK_MSG(rc == 0, "make_fp8_checkpoint.py %s failed (%d)", cases[k].layout, rc);
+        if (rc) continue;
+        frt_model *mq = load(out, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+        frt_model *mt = load(twin, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+        long bad = mq && mt ? hybrid_linears_differ(mq, mt) : -1;
+        CHECK_OK(logits_of(mq, ids, 100, lq));
+        int same = !memcmp(lq, at_load, (size_t)V * 4);
+        printf("hybrid checkpoint %s %s %s: Linear weights == dequantized twin's: %ld differ; logits == "
+               "quantize-at-load: %s (rel err %.3e)\n",
+               tag, cases[k].layout, cases[k].extra, bad, same ? "bit for bit" : "no",
+               frt_test_rel_err(lq, at_load, (size_t)V));
+        CHECK(bad == 0);
+        CHECK(mq && mq->weights_desc && strstr(mq->weights_desc, cases[k].desc));
+        if (k == 0) CHECK(same);
+        frt_model_free(mq);
+        frt_model_free(mt);
+    }
+    free(at_load);
+    free(lq);
+}
+
 /* ---- refusals ---------------------------------------------------------- */
 
 /* Rewrites dir/model.safetensors with tensor `target` replaced by (dtype,
@@ -627,8 +718,8 @@ static void test_quant_configs(void)
              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, "
              "\"linear_num_key_heads\": 1, \"linear_num_value_heads\": 1, \"linear_key_head_dim\": 8, "
              "\"linear_value_head_dim\": 8, \"quantization_config\": {\"quant_method\": \"fp8\"}}");
-    CHECK_STATUS(frt_config_parse_json(hy, strlen(hy), "hy.json", &c), FRT_ERR_UNSUPPORTED);
-    CHECK(strstr(frt_last_error(), "dense family only") != NULL);
+    CHECK_OK(frt_config_parse_json(hy, strlen(hy), "hy.json", &c)); /* the hybrid's FP8 weights: accepted */
+    CHECK(c.quant.method == FRT_QUANT_FP8_BLOCK);
     snprintf(hy, sizeof hy, /* a kv-only config: the hybrid's weights as stored, its KV scales */
              "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": 64, \"hidden_size\": 16, \"intermediate_size\": 32, "
              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 8, "
@@ -656,11 +747,10 @@ static void test_bad_config_load(void)
 
 static void test_refusals(const char *dense_dir)
 {
-#if FRT_HAVE_CUDA /* the hybrid's cuda backend holds no FP8 weights yet */
-    CHECK(load(HYBRID_DIR "/hybrid_v2k_untied", FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
-    CHECK(strstr(frt_last_error(), "fp8 weights are not supported by the cuda backend of architecture 'qwen35'"));
-#else
+#if !FRT_HAVE_CUDA /* (the cuda backends' FP8 weights: test_cuda_fp8_weights.c) */
     CHECK(load(dense_dir, FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL); /* no cuda backend */
+    CHECK(load(HYBRID_DIR "/hybrid_v2k_untied", FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
+    CHECK(strstr(frt_last_error(), "no CUDA backend") != NULL);
 #endif
     CHECK(load(dense_dir, (frt_weight_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
 }
@@ -681,6 +771,8 @@ int main(void)
     test_capsule_mismatch(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_capsule_mismatch(HYBRID_DIR "/hybrid_v3k_tied");
     test_checkpoints(src);
+    test_hybrid_checkpoints(HYBRID_DIR "/hybrid_v2k_untied", "v2k");
+    test_hybrid_checkpoints(HYBRID_DIR "/composite_qwen3_5", "composite");
     test_bad_scales();
     test_bad_tensors(src);
     test_bad_config_load();

@@ -372,10 +372,12 @@ static int bench_model_cmd(int argc, char **argv)
         FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "seed of the weights and the token ids"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "
+                "docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
-                "weight precision: the checkpoint's, or the Linear weights in FP8 E4M3 (dense models; docs/fp8.md)",
+                "weight precision: the checkpoint's, or the Linear weights in FP8 E4M3 (dense and hybrid models, cpu "
+                "and cuda; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,

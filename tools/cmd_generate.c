@@ -171,11 +171,12 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_OPT(0, "chunk", FRT_ARG_INT, &mp.prefill_chunk, "C", "prefill chunk, a multiple of 64; 0 = 256", .min = 0,
          .max = 1 << 20),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models; docs/fp8.md)",
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "
+                "docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
                 "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load "
-                "(dense models; docs/fp8.md)",
+                "(dense and hybrid models, cpu and cuda; docs/fp8.md)",
                 .choices = "default|fp8"),
         FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
                 "with --kv-dtype fp8: per-head KV scales written by frt calibrate (wins over the checkpoint's)",

@@ -31,8 +31,8 @@
  *     back to text_config's, then false; eos/bos come from text_config,
  *     falling back to the top level.
  *
- *   - quantization_config (FP8 checkpoints, docs/fp8.md "FP8 weights"):
- *     quant_method "compressed-tensors" with format "float-quantized" (one
+ *   - quantization_config (FP8 checkpoints, docs/fp8.md "FP8 weights"; the
+ *     dense family and the qwen3_5 hybrid alike): quant_method "compressed-tensors" with format "float-quantized" (one
  *     config group: weights type "float", num_bits 8, symmetric, static,
  *     strategy "tensor" or "channel"; input_activations absent or dynamic;
  *     tensors X.weight F8_E4M3 + X.weight_scale), or quant_method "fp8"
@@ -41,7 +41,7 @@
  *     X.weight_scale_inv [ceil(out / bo), ceil(in / bi)], the value is
  *     code * scale_inv of its block). Anything else is FRT_ERR_UNSUPPORTED
  *     (static activation scales, int types, other bit widths, several
- *     groups, the hybrid qwen3_5 types) or FRT_ERR_FORMAT (wrong JSON
+ *     groups) or FRT_ERR_FORMAT (wrong JSON
  *     types, missing fields). Which modules stay unquantized is read from
  *     each tensor's dtype, so the ignore / modules_to_not_convert lists
  *     need not be interpreted.

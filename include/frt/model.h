@@ -71,13 +71,14 @@ typedef enum frt_kv_dtype {
 typedef enum frt_weight_dtype {
     FRT_WEIGHT_DEFAULT = 0, /* the checkpoint's: float tensors in the backend's precision (f32 on cpu, bf16 on
                                cuda); an FP8 checkpoint (config.json quantization_config) with its scales */
-    FRT_WEIGHT_FP8 = 1,     /* every decoder-layer Linear weight (q/k/v/o, gate/up/down) not already FP8 is
-                               quantized at load to OCP E4M3 with one scale per output channel,
-                               max|row| / 448; embedding, lm_head, norms and biases keep the backend's
-                               precision. The dense family: cpu (an emulation: the forward multiplies by
-                               the dequantized values) and cuda (E4M3 codes + per-channel scales: the
-                               E4M3 decode GEMV, prefill through the bf16 GEMM); others:
-                               FRT_ERR_UNSUPPORTED */
+    FRT_WEIGHT_FP8 = 1,     /* every decoder-layer Linear weight (q/k/v/o, gate/up/down; the hybrid's
+                               in_proj_qkv/z/b/a and out_proj too) not already FP8 is quantized at load
+                               to OCP E4M3 with one scale per output channel, max|row| / 448; embedding,
+                               lm_head, norms and biases keep the backend's precision. The dense family
+                               and the qwen3_5 hybrid: cpu (an emulation: the forward multiplies by the
+                               dequantized values) and cuda (E4M3 codes + per-channel scales: the E4M3
+                               decode GEMV, prefill through the cuBLASLt FP8 GEMM on per-token
+                               activations; docs/fp8.md); policies: FRT_ERR_UNSUPPORTED */
 } frt_weight_dtype;
 
 typedef struct frt_model_params {

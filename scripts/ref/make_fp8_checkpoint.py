@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Make a small FP8 E4M3 test checkpoint from a float (bf16 / f16 / f32)
-dense checkpoint, in one of the layouts frt's dense loader reads
+dense or Qwen3.5 hybrid checkpoint, in one of the layouts frt's loaders read
 (docs/fp8.md "FP8 weights"):
 
   ct-tensor   compressed-tensors "float-quantized", weights strategy
@@ -9,8 +9,9 @@ dense checkpoint, in one of the layouts frt's dense loader reads
   block       transformers "fp8" (FineGrainedFP8Config), weight_block_size
               [bo, bi]: X.weight_scale_inv [ceil(out / bo), ceil(in / bi)]
 
-Every decoder-layer Linear weight (model.layers.N.*_proj.weight, 2-d) is
-quantized: scale s = max|w| / 448 over the tensor, the row or the block
+Every decoder-layer Linear weight (2-d PREFIX layers.N.*_proj.weight, and
+the Qwen3.5 hybrid's linear_attn.in_proj_qkv / _z / _b / _a; PREFIX "model."
+or "model.language_model.") is quantized: scale s = max|w| / 448 over the tensor, the row or the block
 (at least FLT_MIN; 1 for zeros), code = E4M3(w * (1 / s)) rounded to
 nearest-even and saturated to +-448 (OCP OFP8 satfinite; with the amax scale
 nothing saturates, so this equals torch's tensor.to(torch.float8_e4m3fn)).
@@ -58,7 +59,8 @@ import sys
 import numpy as np
 
 E4M3_MAX = np.float32(448.0)
-LINEAR = re.compile(r"^model\.layers\.\d+\..*_proj\.weight$")
+LINEAR = re.compile(r"^model\.(?:language_model\.)?layers\.\d+\."
+                    r"(?:.*_proj|linear_attn\.in_proj_(?:qkv|z|b|a))\.weight$")
 ATTENTION = re.compile(r"^(model\.(?:language_model\.)?)layers\.(\d+)\.self_attn\.k_proj\.weight$")
 KV_SCHEME = {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": False, "strategy": "tensor",
              "group_size": None, "observer": "minmax"}

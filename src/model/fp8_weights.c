@@ -265,6 +265,31 @@ int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *f
     return 0;
 }
 
+int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *full, int64_t d0, int64_t d1,
+                       size_t woff, size_t soff)
+{
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
+                         full, t->ndim, (long long)t->shape[0], (long long)d0, (long long)d1);
+    if (pass == 0) {
+        FRT_TRY(frt_fp8w_linear_check(m, t, full, d0, d1));
+        return frt_fp8w_linear_supported(m, t, full);
+    }
+    size_t n = (size_t)(d0 * d1);
+    uint8_t *q = malloc(n + 1);
+    float *sc = malloc((size_t)d0 * sizeof(float) + 1);
+    int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for '%s'", full)
+                       : frt_fp8w_linear_codes(m, t, full, d0, d1, q, sc);
+    if (rc == 0) rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
+    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    free(q);
+    free(sc);
+    return rc;
+}
+
 /* The activation rule of FP8 weights (frt_fp8w_activations), part of every
  * FP8 weights description. */
 #define ACT ",act=f8_e4m3-per-token-amax448-prefill"

@@ -10,8 +10,10 @@
 #ifndef FRT_MODEL_FP8_WEIGHTS_H
 #define FRT_MODEL_FP8_WEIGHTS_H
 
+#include "frt/exec.h"
 #include "frt/safetensors.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct frt_model frt_model;
@@ -59,6 +61,19 @@ int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *f
  * conversion): the check of a loader's sizing pass, so a refused load
  * allocates nothing. 0 when frt_fp8w_linear_codes can read t. */
 int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const char *full);
+
+/* Linear weight `full` (the checkpoint tensor's whole name), [d0, d1], into
+ * a GPU backend's weight arena wbuf as E4M3 codes and per-row scales (the
+ * two-pass loaders of dense_cuda.c and qwen35_cuda_load.c). pass 0 checks
+ * it and writes nothing: the shape, frt_fp8w_linear_check and
+ * frt_fp8w_linear_supported, so a refused load allocates nothing. pass 1
+ * writes frt_fp8w_linear_codes' codes [d0, d1] u8 at byte offset woff and
+ * its scales [d0] f32 at soff of wbuf (on m->stream, synchronised before
+ * it returns: the host copies are freed). Errors: FRT_ERR_NOT_FOUND (no
+ * such tensor), FRT_ERR_FORMAT (another shape), those of the checks and of
+ * frt_fp8w_linear_codes, FRT_ERR_OUT_OF_MEMORY, frt_buffer_write's. */
+int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *full, int64_t d0, int64_t d1,
+                       size_t woff, size_t soff);
 
 /* The fingerprint's description of the FP8 weights of this load
  * (m->weights_desc): the checkpoint's scale layout and / or the

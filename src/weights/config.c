@@ -160,20 +160,14 @@ static int parse_layer_types(const json_t *tc, frt_model_config *c, const char *
     return 0;
 }
 
-/* quantization_config (quant_config.h): FP8 weights for the dense family
- * only (the hybrid's loaders have no FP8 weight path); a kv-only config
- * (KV-cache scales, weights as stored) for both. */
+/* quantization_config (quant_config.h): FP8 weights and / or KV-cache
+ * scales, for the dense family and the Qwen3.5 hybrid alike (their loaders
+ * read the Linear weights through model/fp8_weights.h). */
 static int parse_quant(const json_t *root, frt_model_config *c, const char *what)
 {
     const json_t *qc = json_object_get(root, "quantization_config");
     if (qc && json_is_null(qc)) qc = NULL;
-    FRT_TRY(frt_quant_config_parse(qc, &c->quant, what));
-    if (c->quant.method != FRT_QUANT_NONE && c->hybrid)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "%s: quantization_config: FP8 weights of model_type '%s' are not supported (the dense "
-                         "family only, docs/fp8.md)",
-                         what, c->model_type);
-    return 0;
+    return frt_quant_config_parse(qc, &c->quant, what);
 }
 
 static int parse_root(const json_t *root, const char *what, frt_model_config *c)

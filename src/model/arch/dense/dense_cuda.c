@@ -232,26 +232,10 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
     frt_model *m = wl->m;
     char full[256];
     snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
-    const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
-    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
-    if (t->ndim != 2 || t->shape[0] != d0 || t->shape[1] != d1)
-        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
-                         full, t->ndim, (long long)t->shape[0], (long long)d0, (long long)d1);
-    if (wl->pass == 0) FRT_TRY(frt_fp8w_linear_check(m, t, full, d0, d1));
-    if (wl->pass == 0) FRT_TRY(frt_fp8w_linear_supported(m, t, full));
-    size_t n = (size_t)(d0 * d1), woff = wl->used, soff = woff + align_up(n);
+    size_t woff = wl->used, soff = woff + align_up((size_t)(d0 * d1));
     wl->used = soff + align_up((size_t)d0 * sizeof(float));
+    FRT_TRY(frt_fp8w_arena_put(m, wl->c->wbuf, wl->pass, full, d0, d1, woff, soff));
     if (wl->pass == 0) return 0;
-    uint8_t *q = malloc(n + 1);
-    float *sc = malloc((size_t)d0 * sizeof(float) + 1);
-    int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory for '%s'", full)
-                       : frt_fp8w_linear_codes(m, t, full, d0, d1, q, sc);
-    if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, woff, q, n, m->stream);
-    if (rc == 0) rc = frt_buffer_write(wl->c->wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
-    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
-    free(q);
-    free(sc);
-    FRT_TRY(rc);
     dst->w = (const uint8_t *)(wl->base + woff);
     dst->s = (const float *)(const void *)(wl->base + soff);
     return 0;

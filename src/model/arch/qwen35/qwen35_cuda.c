@@ -14,6 +14,16 @@
  *                into one [round_up(2 nv, 8), hidden] matrix (rows b, then a,
  *                then zeros) so the GEMM's out dim is a multiple of 8. A tied
  *                lm_head is the embedding.
+ *                With FP8 weights (params.weight_dtype FRT_WEIGHT_FP8;
+ *                docs/fp8.md "FP8 weights") every decoder Linear weight is
+ *                E4M3 codes [out, in] + one f32 scale per output row
+ *                (frt_fp8w_linear_codes: the cpu emulation's codes and
+ *                scales; b | a padded to a multiple of 16 rows, the padding
+ *                code 0, scale 0): decode through the E4M3 GEMVs
+ *                (gemv_fp8.h, scales in the epilogue, the activations
+ *                kept), a prefill piece quantizes each product's bf16 input
+ *                per token (frt_cuda_fp8_quantize_rows_dynamic) for the FP8
+ *                GEMM (gemm_fp8.h). The embedding and lm_head stay bf16.
  *   activations  residual stream f32; GEMM inputs bf16 (the normed hidden,
  *                the attention / Gated DeltaNet / SwiGLU outputs); GEMM
  *                outputs f32 (cuBLASLt, fp32 accumulation); the mixers'
@@ -43,6 +53,7 @@
 #include "model/arch/qwen35/qwen35_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv_fp8.h"
 #include "model/arch/qwen35/qwen35_glue.h"
 #include "util/bf16.h"
 #include "util/error.h"
@@ -98,21 +109,91 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     return f;
 }
 
-/* y [R, out] f32 = x [R, in] bf16 . w [out, in]^T */
-static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, int in, int out)
+/* FP8 weights in a prefill piece (docs/fp8.md "FP8 activations"): x [R,
+ * in] bf16 quantized per token into c->xq / c->xs, the input of the lin
+ * calls that follow (a no-op otherwise). */
+static int act_fp8(const fwd *f, const uint16_t *x, int in)
 {
-    return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
+    cu_model *c = f->c;
+    if (!c->wfp8 || f->decode) return 0;
+    return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
+}
+
+/* A prefill piece: y [R, out] f32 = x [R, in] bf16 . W^T, bf16 w through
+ * the GEMM plan, or with FP8 weights the FP8 GEMM on c->xq (act_fp8 of x
+ * before): (xq . wq^T) * s_x[t] * s_w[o]. */
+static int lin(const fwd *f, float *y, const uint16_t *x, cu_lin w, int in, int out)
+{
+    cu_model *c = f->c;
+    if (!c->wfp8) return frt_cuda_gemm_run(c->gemm, f->st, y, F32, x, w.w, f->R, in, out, 0);
+    return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w.q, w.s, f->R, in, out);
+}
+
+/* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
+ * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV with
+ * the scales in its epilogue; both batch-invariant). */
+static int resid_add(const fwd *f, float *y, const uint16_t *x, cu_lin w, int g, int in)
+{
+    cu_model *c = f->c;
+    if (c->wfp8) return frt_cuda_gemv_fp8(f->st, y, F32, 1, x, w.q, w.s, g, in, c->H);
+    return frt_cuda_gemm_run(c->gemm, f->st, y, F32, x, w.w, g, in, c->H, 1);
 }
 
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
  * straight into the residual stream c->x (the GEMV's accumulating store is
  * fl(sum + x), the bits of storing delta and adding it in f32); prefill
  * writes c->delta, which the next add_rmsnorm adds. */
-static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, int in)
+static int gemm_out(const fwd *f, const uint16_t *x, cu_lin w, int in)
 {
     cu_model *c = f->c;
-    if (f->decode) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
-    return gemm(f, c->delta, x, w, in, c->H);
+    if (f->decode) return resid_add(f, c->x, x, w, f->R, in);
+    FRT_TRY(act_fp8(f, x, in));
+    return lin(f, c->delta, x, w, in, c->H);
+}
+
+/* One product of gemv_products: y [g, out] f32 = x . W^T. */
+typedef struct prod {
+    float *y;
+    cu_lin w;
+    int out;
+} prod;
+
+/* Decode rows: the n (<= 4) products of one x in one GEMV launch (bf16 or
+ * E4M3 weights): x [g, H] bf16, or with nm its RMSNorm prologue's rows of
+ * the residual (the bits of rmsnorm + the GEMVs). */
+static int gemv_products(const fwd *f, const prod *p, int n, const uint16_t *x, const frt_cuda_gemv_norm *nm, int g)
+{
+    cu_model *c = f->c;
+    if (c->wfp8) {
+        frt_cuda_gemv_fp8_entry e[4];
+        for (int i = 0; i < n; i++) {
+            const frt_cuda_gemv_fp8_entry ei = {p[i].y, F32, p[i].w.q, p[i].w.s, p[i].out};
+            e[i] = ei;
+        }
+        return nm ? frt_cuda_gemv_fp8_multi_norm(f->st, e, n, nm, g, c->H)
+                  : frt_cuda_gemv_fp8_multi(f->st, e, n, x, g, c->H);
+    }
+    frt_cuda_gemv_entry e[4];
+    for (int i = 0; i < n; i++) {
+        const frt_cuda_gemv_entry ei = {p[i].y, F32, p[i].w.w, p[i].out};
+        e[i] = ei;
+    }
+    return nm ? frt_cuda_gemv_multi_norm(f->st, e, n, nm, g, c->H) : frt_cuda_gemv_multi(f->st, e, n, x, g, c->H);
+}
+
+/* Decode rows: gate, up and silu(gate) * up of layer l in one GEMV launch
+ * into act [g, I] bf16 (bf16 or E4M3 weights; x and nm as gemv_products). */
+static int swiglu_products(const fwd *f, const cu_layer *lw, uint16_t *act, const uint16_t *x,
+                           const frt_cuda_gemv_norm *nm, int g)
+{
+    cu_model *c = f->c;
+    if (c->wfp8) {
+        const frt_cuda_gemv_fp8_mat gate = {lw->gate_proj.q, lw->gate_proj.s}, up = {lw->up_proj.q, lw->up_proj.s};
+        return nm ? frt_cuda_gemv_fp8_swiglu_norm(f->st, act, BF16, nm, &gate, &up, g, c->H, c->I)
+                  : frt_cuda_gemv_fp8_swiglu(f->st, act, BF16, x, &gate, &up, g, c->H, c->I);
+    }
+    return nm ? frt_cuda_gemv_swiglu_norm(f->st, act, BF16, nm, lw->gate_proj.w, lw->up_proj.w, g, c->H, c->I)
+              : frt_cuda_gemv_swiglu(f->st, act, BF16, x, lw->gate_proj.w, lw->up_proj.w, g, c->H, c->I);
 }
 
 /* Decode: the RMSNorm of the residual c->x with weight w (zero-centred), as
@@ -245,19 +326,19 @@ static int attention_block(const fwd *f, int l)
     int R = f->R;
 
     if (f->decode) { /* input_ln + q | gate, k, v in one GEMV launch (the same bits as 1 + 3) */
-        const frt_cuda_gemv_entry e[3] = {{c->t0, F32, lw->q_proj, c->qw},
-                                          {c->k, F32, lw->k_proj, c->kvw},
-                                          {c->v, F32, lw->v_proj, c->kvw}};
+        const prod p[3] = {{c->t0, lw->q_proj, c->qw}, {c->k, lw->k_proj, c->kvw}, {c->v, lw->v_proj, c->kvw}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 3, &nm, R, c->H));
+        FRT_TRY(gemv_products(f, p, 3, NULL, &nm, R));
     } else if (f->at_one) {
         /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
-         * prep reads in place */
-        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
+         * prep reads in place (FP8: codes and scales end to end too, qwen35_cuda_load.c) */
+        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(lin(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
     } else {
-        FRT_TRY(gemm(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
-        FRT_TRY(gemm(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
-        FRT_TRY(gemm(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
+        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
+        FRT_TRY(lin(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
+        FRT_TRY(lin(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
+        FRT_TRY(lin(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
     }
     const attn_rows r = {st, R, f->decode, f->d_pos, f->d_n, c->t0, c->v, c->k, c->q, c->zg, c->o, c->attn_ws};
     FRT_TRY(c->fp8 ? attention_fp8(f, l, &r) : attention_bf16(f, l, &r));
@@ -278,21 +359,22 @@ static int deltanet_block(const fwd *f, int l)
     float *state = frt_buffer_ptr(qwen35_of(m)->gdn_state[l]), *conv = frt_buffer_ptr(qwen35_of(m)->gdn_conv[l]);
 
     if (f->decode) { /* input_ln + qkv, z, b, a in one GEMV launch; b and a straight into their buffers */
-        const frt_cuda_gemv_entry e[4] = {{c->t0, F32, lw->in_proj_qkv, ch},
-                                          {c->zg, F32, lw->in_proj_z, vd},
-                                          {c->b, F32, lw->in_proj_ba, nv},
-                                          {c->a, F32, lw->in_proj_ba + (size_t)nv * (size_t)c->H, nv}};
+        const prod p[4] = {{c->t0, lw->in_proj_qkv, ch},
+                           {c->zg, lw->in_proj_z, vd},
+                           {c->b, lw->in_proj_ba, nv},
+                           {c->a, lin_rows(lw->in_proj_ba, (size_t)nv, (size_t)c->H), nv}};
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
-        FRT_TRY(frt_cuda_gemv_multi_norm(st, e, 4, &nm, R, c->H));
+        FRT_TRY(gemv_products(f, p, 4, NULL, &nm, R));
     } else if (f->dn_one) {
         /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
          * the conv and the gated norm read their columns in place (below) */
-        const int W = c->dn_w;
-        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, W));
+        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(lin(f, c->t0, c->h, lw->in_proj_qkv, c->H, c->dn_w));
     } else {
-        FRT_TRY(gemm(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
-        FRT_TRY(gemm(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
-        FRT_TRY(gemm(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
+        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for qkv, z, b | a */
+        FRT_TRY(lin(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
+        FRT_TRY(lin(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
+        FRT_TRY(lin(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
     }
     if (f->decode && (dk == 64 || dk == 128) && (dv == 64 || dv == 128) && nv / nk <= 8 && c->K <= 4) {
         /* conv + L2 norms + gates + the recurrent rule + the gated norm: one launch (gdn_decode.cu) */
@@ -348,10 +430,11 @@ static int mlp_block(const fwd *f, int l)
     const cu_layer *lw = &c->layers[l];
     if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
-        FRT_TRY(frt_cuda_gemv_swiglu_norm(f->st, c->ob, BF16, &nm, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+        FRT_TRY(swiglu_products(f, lw, c->ob, NULL, &nm, f->R));
     } else {
-        FRT_TRY(gemm(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
-        FRT_TRY(gemm(f, c->t1, c->h, lw->up_proj, c->H, c->I));
+        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
+        FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
+        FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, c->H, c->I));
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
     }
     return gemm_out(f, c->ob, lw->down_proj, c->I);
@@ -459,11 +542,10 @@ static int b_norm(const fwd *fa, const float *w)
 }
 
 /* Rows r0 .. r0+g-1: y = act . w^T added into the residual c->x. */
-static int b_out(const fwd *fa, const uint16_t *act, int in, const uint16_t *w, int r0, int g)
+static int b_out(const fwd *fa, const uint16_t *act, int in, cu_lin w, int r0, int g)
 {
     cu_model *c = fa->c;
-    return frt_cuda_gemm_run(c->gemm, fa->st, c->x + (size_t)r0 * c->H, F32, act + (size_t)r0 * in, w, g, in, c->H,
-                             1);
+    return resid_add(fa, c->x + (size_t)r0 * c->H, act + (size_t)r0 * in, w, g, in);
 }
 
 static int b_attention(const fwd *fa, const fwd *fb, int l)
@@ -474,10 +556,10 @@ static int b_attention(const fwd *fa, const fwd *fb, int l)
     int n = fa->R;
     FRT_TRY(b_norm(fa, lw->input_ln));
     GROUPS(r0, g, n) {
-        const frt_cuda_gemv_entry e[3] = {{c->t0 + (size_t)r0 * c->qw, F32, lw->q_proj, c->qw},
-                                          {c->k + (size_t)r0 * c->kvw, F32, lw->k_proj, c->kvw},
-                                          {c->v + (size_t)r0 * c->kvw, F32, lw->v_proj, c->kvw}};
-        FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 3, c->h + (size_t)r0 * c->H, g, c->H));
+        const prod p[3] = {{c->t0 + (size_t)r0 * c->qw, lw->q_proj, c->qw},
+                           {c->k + (size_t)r0 * c->kvw, lw->k_proj, c->kvw},
+                           {c->v + (size_t)r0 * c->kvw, lw->v_proj, c->kvw}};
+        FRT_TRY(gemv_products(fa, p, 3, c->h + (size_t)r0 * c->H, NULL, g));
     }
     /* each slot's prep and attention on its side stream, its own workspace */
     FRT_TRY(frt_cuda_fanout_fork(&c->ends.fan, fa->st, n));
@@ -513,11 +595,11 @@ static int b_deltanet(const fwd *fa, const fwd *fb, int l)
     int n = fa->R, nv = c->nv;
     FRT_TRY(b_norm(fa, lw->input_ln));
     GROUPS(r0, g, n) {
-        const frt_cuda_gemv_entry e[4] = {{c->t0 + (size_t)r0 * c->ch, F32, lw->in_proj_qkv, c->ch},
-                                          {c->zg + (size_t)r0 * c->vd, F32, lw->in_proj_z, c->vd},
-                                          {c->b + (size_t)r0 * nv, F32, lw->in_proj_ba, nv},
-                                          {c->a + (size_t)r0 * nv, F32, lw->in_proj_ba + (size_t)nv * c->H, nv}};
-        FRT_TRY(frt_cuda_gemv_multi(fa->st, e, 4, c->h + (size_t)r0 * c->H, g, c->H));
+        const prod p[4] = {{c->t0 + (size_t)r0 * c->ch, lw->in_proj_qkv, c->ch},
+                           {c->zg + (size_t)r0 * c->vd, lw->in_proj_z, c->vd},
+                           {c->b + (size_t)r0 * nv, lw->in_proj_ba, nv},
+                           {c->a + (size_t)r0 * nv, lin_rows(lw->in_proj_ba, (size_t)nv, (size_t)c->H), nv}};
+        FRT_TRY(gemv_products(fa, p, 4, c->h + (size_t)r0 * c->H, NULL, g));
     }
     /* each slot's Gated DeltaNet step on its side stream (its own state) */
     FRT_TRY(frt_cuda_fanout_fork(&c->ends.fan, fa->st, n));
@@ -540,8 +622,7 @@ static int b_mlp(const fwd *fa, int l)
     const cu_layer *lw = &c->layers[l];
     FRT_TRY(b_norm(fa, lw->post_ln));
     GROUPS(r0, g, fa->R) {
-        FRT_TRY(frt_cuda_gemv_swiglu(fa->st, c->ob + (size_t)r0 * c->I, BF16, c->h + (size_t)r0 * c->H, lw->gate_proj,
-                                     lw->up_proj, g, c->H, c->I));
+        FRT_TRY(swiglu_products(fa, lw, c->ob + (size_t)r0 * c->I, c->h + (size_t)r0 * c->H, NULL, g));
         FRT_TRY(b_out(fa, c->ob, c->I, lw->down_proj, r0, g));
     }
     return 0;
@@ -635,6 +716,7 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,gdn=f32,conv=f32,"
                            "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1",
+    .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .load_weights = frt_qwen35_cu_load_weights,
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
     .free = frt_qwen35_cu_free,

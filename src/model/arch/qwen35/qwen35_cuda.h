@@ -9,6 +9,7 @@
 
 #include "model/arch/qwen35/qwen35.h"
 
+#include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/batch_cuda.h"
 
@@ -24,23 +25,40 @@
 #define BATCH_MAX 32        /* the most branch slots one batched decode graph takes */
 #define GEMM_WORKSPACE (32u << 20)
 
+/* A Linear weight [out, in] (HF layout), device pointers into the weight
+ * arena: bf16 w, or with FP8 weights (cu_model.wfp8; docs/fp8.md "FP8
+ * weights") E4M3 codes q [out, in] and one f32 scale per output row s
+ * [out] (frt_fp8w_linear_codes), w NULL then. */
+typedef struct cu_lin {
+    const uint16_t *w;
+    const uint8_t *q;
+    const float *s;
+} cu_lin;
+
+/* Rows r0.. of a Linear weight with in columns (whichever form it holds). */
+static inline cu_lin lin_rows(cu_lin l, size_t r0, size_t in)
+{
+    cu_lin r = {l.w ? l.w + r0 * in : NULL, l.q ? l.q + r0 * in : NULL, l.s ? l.s + r0 : NULL};
+    return r;
+}
+
 /* Device pointers of one layer's weights (into the weight arena); NULL where
- * the layer type has no such tensor. bf16 matrices are HF Linear [out, in]. */
+ * the layer type has no such tensor. Matrices are HF Linear [out, in]. */
 typedef struct cu_layer {
     const float *input_ln, *post_ln;        /* [H] f32, zero-centred */
-    const uint16_t *q_proj;                 /* [qw, H] */
-    const uint16_t *k_proj, *v_proj;        /* [kvw, H] */
-    const uint16_t *o_proj;                 /* [H, ad] */
+    cu_lin q_proj;                          /* [qw, H] */
+    cu_lin k_proj, v_proj;                  /* [kvw, H] */
+    cu_lin o_proj;                          /* [H, ad] */
     const float *q_norm, *k_norm;           /* [hd] f32, zero-centred */
-    const uint16_t *in_proj_qkv;            /* [ch, H] */
-    const uint16_t *in_proj_z;              /* [vd, H] */
-    const uint16_t *in_proj_ba;             /* [ba_w, H]: in_proj_b rows, in_proj_a rows, zeros */
+    cu_lin in_proj_qkv;                     /* [ch, H] */
+    cu_lin in_proj_z;                       /* [vd, H] */
+    cu_lin in_proj_ba;                      /* [ba_w, H]: in_proj_b rows, in_proj_a rows, zeros */
     const float *conv1d;                    /* [ch, K] f32 */
     const float *dt_bias, *A_log;           /* [nv] f32 */
     const float *gdn_norm;                  /* [dv] f32, plain weight */
-    const uint16_t *out_proj;               /* [H, vd] */
-    const uint16_t *gate_proj, *up_proj;    /* [I, H] */
-    const uint16_t *down_proj;              /* [H, I] */
+    cu_lin out_proj;                        /* [H, vd] */
+    cu_lin gate_proj, up_proj;              /* [I, H] */
+    cu_lin down_proj;                       /* [H, I] */
 } cu_layer;
 
 /* The backend's private data (m->bk_data). */
@@ -48,6 +66,7 @@ typedef struct cu_model {
     /* sizes */
     int H, I, V, L, nh, nkv, hd, qw, ad, kvw, gated;
     int nk, nv, dk, dv, kd, vd, ch, ba_w, K;
+    int wfp8;     /* the Linear weights are E4M3 + per-row scales (params.weight_dtype FRT_WEIGHT_FP8) */
     int dn_w;     /* ch + vd + ba_w: columns of the fused in_proj_qkv | z | b | a */
     int dn_fused; /* every DeltaNet layer's in_proj_qkv, _z, _ba lie end to end (prefill: one GEMM) */
     int at_w;     /* qw + 2 kvw: columns of the fused q_proj | k_proj | v_proj */
@@ -62,6 +81,8 @@ typedef struct cu_model {
     cu_layer *layers;                /* [L] */
 
     frt_cuda_gemm *gemm;
+    frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
+    char wdesc[256];          /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
 
     /* scratch: one device buffer, rows sized for the largest bucket C */
     frt_buffer *sbuf;
@@ -75,6 +96,8 @@ typedef struct cu_model {
     float *o;        /* [C, max(ad, vd)] mixer output before its projection */
     uint16_t *ob;    /* [C, max(ad, vd, I)] bf16 input of o_proj / out_proj / down_proj */
     float *delta;    /* [C, H] block output, added to x */
+    uint8_t *xq;     /* wfp8: [C, max(H, ad, vd, I)] a prefill product's input quantized per token (E4M3) */
+    float *xs;       /* wfp8: [C] its per-token scales */
     float *ba, *a, *b, *g, *beta; /* [C, ba_w], [C, nv] x 4 */
     void *gdr_ws;    /* chunked gated delta rule (prefill): U, W, decays per chunk */
     size_t gdr_ws_bytes;
@@ -100,6 +123,7 @@ typedef struct cu_model {
 static inline size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static inline int max_i(int a, int b) { return a > b ? a : b; }
 static inline int round8(int x) { return (x + 7) / 8 * 8; }
+static inline int round16(int x) { return (x + 15) / 16 * 16; }
 
 /* Whether a prefill piece of `rows` rows runs one GEMM over matrices lying
  * end to end (fused: the layout check at load); the GEMV buckets (rows <=

@@ -1,12 +1,16 @@
 /*
  * arch/qwen35/qwen35_cuda_load.c - the Qwen3.5 CUDA backend at load: sizes,
- * the bf16 weight arena, the cuBLASLt GEMM plans of every shape, scratch,
- * and the fingerprint of the plans chosen (qwen35_cuda.h).
+ * the weight arena (bf16, or the Linear weights as E4M3 codes + per-row
+ * scales with FP8 weights), the cuBLASLt GEMM plans of every shape (and
+ * the FP8 prefill GEMM's), scratch, and the fingerprint of the plans chosen
+ * (qwen35_cuda.h).
  */
 #include "model/arch/qwen35/qwen35_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemv_fp8.h"
 #include "model/arch/qwen35/qwen35_glue.h"
+#include "model/fp8_weights.h"
 #include "model/kv_scales.h"
 #include "util/bf16.h"
 #include "util/error.h"
@@ -18,6 +22,18 @@
 #include <string.h>
 
 /* ---- sizes ------------------------------------------------------------- */
+
+/* Whether the model has full-attention layers, Gated DeltaNet layers. */
+static void layer_kinds(const frt_model *m, int *has_full, int *has_lin)
+{
+    *has_full = *has_lin = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            *has_full = 1;
+        else
+            *has_lin = 1;
+    }
+}
 
 static int set_sizes(frt_model *m, cu_model *c)
 {
@@ -40,20 +56,15 @@ static int set_sizes(frt_model *m, cu_model *c)
     c->kd = c->nk * c->dk;
     c->vd = c->nv * c->dv;
     c->ch = qwen35_of(m)->conv_channels;
-    c->ba_w = round8(2 * c->nv);
+    c->ba_w = c->wfp8 ? round16(2 * c->nv) : round8(2 * c->nv); /* FP8: the E4M3 GEMM's 16-row multiple */
     c->K = cfg->lin_conv_kernel;
     c->eps = cfg->rms_norm_eps;
     c->theta = cfg->rope_theta;
     c->rot = cfg->rotary_dim;
     c->scale = 1.0f / sqrtf((float)c->hd);
 
-    int has_full = 0, has_lin = 0;
-    for (int l = 0; l < c->L; l++) {
-        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
-            has_full = 1;
-        else
-            has_lin = 1;
-    }
+    int has_full, has_lin;
+    layer_kinds(m, &has_full, &has_lin);
     if (c->L < 1 || c->H < 1 || c->I < 1 || c->V < 1)
         return frt_error(FRT_ERR_FORMAT, "cuda model: empty model (layers %d hidden %d)", c->L, c->H);
     /* cuBLASLt rows must be 16-byte aligned: every GEMM dim a multiple of 8. */
@@ -76,6 +87,12 @@ static int set_sizes(frt_model *m, cu_model *c)
             return frt_error(FRT_ERR_UNSUPPORTED,
                              "cuda model: %s = %d is not a positive multiple of 8 (cuBLASLt rows must be "
                              "16-byte aligned)",
+                             dims[i].what, dims[i].v);
+    for (size_t i = 0; c->wfp8 && i < sizeof dims / sizeof dims[0]; i++) /* the Linear layers' dims */
+        if (dims[i].needed && i != 2 && dims[i].v % 16) /* i 2: vocab_size, the bf16 lm_head's */
+            return frt_error(FRT_ERR_UNSUPPORTED,
+                             "cuda model: FP8 weights need %s = %d a multiple of 16 (the E4M3 GEMV's and cuBLASLt "
+                             "FP8's 16-byte rows)",
                              dims[i].what, dims[i].v);
     if (has_full && (c->hd % 32 || c->hd > 256 || c->hd < 32))
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -121,6 +138,7 @@ static int find_tensor(wload *wl, const char *name, int64_t n_expect, const frt_
     if (!frt_dtype_is_float(t->dtype))
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
                          frt_dtype_name(t->dtype));
+    FRT_TRY(frt_fp8w_check_dtype(t, full)); /* FP8 codes only through put_lin_fp8 */
     *out = t;
     return 0;
 }
@@ -186,6 +204,91 @@ static int put(wload *wl, const char *name, int64_t n, int to_bf16, const void *
         (field) = (const float *)p_;                                                                 \
     } while (0)
 
+/* A Linear weight of layer l as held: [d0, d1]; name under "layers.L.";
+ * name_a non-NULL: the fused in_proj_b | a (name in_proj_b's, name_a
+ * in_proj_a's, nv rows each, then zero rows up to d0 = ba_w). */
+typedef struct lin_spec {
+    const char *name, *name_a;
+    int64_t d0, d1;
+    cu_lin *dst;
+} lin_spec;
+
+/* One Linear weight as bf16 (put; the fused b | a: b's rows, a's rows, the
+ * arena's zeros). */
+static int put_lin_bf16(wload *wl, int l, const lin_spec *sp)
+{
+    char n[160];
+    snprintf(n, sizeof n, "layers.%d.%s", l, sp->name);
+    const void *p = NULL;
+    if (!sp->name_a) {
+        FRT_TRY(put(wl, n, sp->d0 * sp->d1, 1, &p));
+        sp->dst->w = (const uint16_t *)p;
+        return 0;
+    }
+    const int64_t nv = wl->c->nv, H = sp->d1;
+    const frt_tensor *tb = NULL, *ta = NULL;
+    FRT_TRY(find_tensor(wl, n, nv * H, &tb));
+    snprintf(n, sizeof n, "layers.%d.%s", l, sp->name_a);
+    FRT_TRY(find_tensor(wl, n, nv * H, &ta));
+    size_t off = reserve(wl, (size_t)sp->d0 * (size_t)H * 2);
+    if (wl->pass == 1) {
+        FRT_TRY(upload(wl, tb, off, 1));
+        FRT_TRY(upload(wl, ta, off + (size_t)nv * (size_t)H * 2, 1));
+        sp->dst->w = (const uint16_t *)(const void *)(wl->base + off);
+        frt_model_progress_weights(wl->m, tb->nbytes + ta->nbytes);
+    }
+    return 0;
+}
+
+/* Tensor name (under layers.L.) as d0 rows of E4M3 codes at byte woff and
+ * scales at soff of the arena (frt_fp8w_arena_put). */
+static int put_fp8(wload *wl, int l, const char *name, int64_t d0, int64_t d1, size_t woff, size_t soff)
+{
+    frt_model *m = wl->m;
+    char full[256];
+    snprintf(full, sizeof full, "%slayers.%d.%s", m->cfg.weight_prefix, l, name);
+    FRT_TRY(frt_fp8w_arena_put(m, wl->c->wbuf, wl->pass, full, d0, d1, woff, soff));
+    if (wl->pass == 1) frt_model_progress_weights(m, frt_checkpoint_find(m->ckpt, full)->nbytes);
+    return 0;
+}
+
+/* With FP8 weights: the n Linear weights of g as E4M3 codes lying end to
+ * end, then their per-row scales end to end (d0, d1 multiples of 16: every
+ * piece stays 16-byte aligned), so q | k | v and in_proj_qkv | z | b | a
+ * are one matrix for the fused prefill GEMM (the check at load). The fused
+ * b | a's padding rows keep the arena's zeros: code 0, scale 0 (their
+ * outputs are never read). */
+static int put_lin_fp8(wload *wl, int l, const lin_spec *g, int n)
+{
+    size_t codes = 0, scales = 0;
+    for (int i = 0; i < n; i++) {
+        codes += (size_t)(g[i].d0 * g[i].d1);
+        scales += (size_t)g[i].d0 * sizeof(float);
+    }
+    size_t woff = reserve(wl, codes), soff = reserve(wl, scales);
+    for (int i = 0; i < n; i++) {
+        const int64_t d1 = g[i].d1, rows = g[i].name_a ? wl->c->nv : g[i].d0;
+        FRT_TRY(put_fp8(wl, l, g[i].name, rows, d1, woff, soff));
+        if (g[i].name_a)
+            FRT_TRY(put_fp8(wl, l, g[i].name_a, rows, d1, woff + (size_t)(rows * d1), soff + (size_t)rows * 4));
+        if (wl->pass == 1) {
+            g[i].dst->q = (const uint8_t *)(wl->base + woff);
+            g[i].dst->s = (const float *)(const void *)(wl->base + soff);
+        }
+        woff += (size_t)(g[i].d0 * d1);
+        soff += (size_t)g[i].d0 * sizeof(float);
+    }
+    return 0;
+}
+
+/* The n Linear weights of g (of layer l), bf16 or FP8 (c->wfp8). */
+static int put_lin(wload *wl, int l, const lin_spec *g, int n)
+{
+    if (wl->c->wfp8) return put_lin_fp8(wl, l, g, n);
+    for (int i = 0; i < n; i++) FRT_TRY(put_lin_bf16(wl, l, &g[i]));
+    return 0;
+}
+
 static int load_all(wload *wl)
 {
     frt_model *m = wl->m;
@@ -205,40 +308,47 @@ static int load_all(wload *wl)
 #define NAME(suffix) (snprintf(n, sizeof n, "layers.%d.%s", l, suffix), n)
         PUT_V(lw->input_ln, NAME("input_layernorm.weight"), H);
         PUT_V(lw->post_ln, NAME("post_attention_layernorm.weight"), H);
-        PUT_M(lw->gate_proj, NAME("mlp.gate_proj.weight"), I * H);
-        PUT_M(lw->up_proj, NAME("mlp.up_proj.weight"), I * H);
-        PUT_M(lw->down_proj, NAME("mlp.down_proj.weight"), H * I);
+        const lin_spec mlp[3] = {{"mlp.gate_proj.weight", NULL, I, H, &lw->gate_proj},
+                                 {"mlp.up_proj.weight", NULL, I, H, &lw->up_proj},
+                                 {"mlp.down_proj.weight", NULL, H, I, &lw->down_proj}};
+        FRT_TRY(put_lin(wl, l, mlp, 2));
+        FRT_TRY(put_lin(wl, l, mlp + 2, 1));
         if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION) {
-            PUT_M(lw->q_proj, NAME("self_attn.q_proj.weight"), (int64_t)c->qw * H);
-            PUT_M(lw->k_proj, NAME("self_attn.k_proj.weight"), (int64_t)c->kvw * H);
-            PUT_M(lw->v_proj, NAME("self_attn.v_proj.weight"), (int64_t)c->kvw * H);
-            PUT_M(lw->o_proj, NAME("self_attn.o_proj.weight"), H * c->ad);
+            const lin_spec at[4] = {{"self_attn.q_proj.weight", NULL, c->qw, H, &lw->q_proj},
+                                    {"self_attn.k_proj.weight", NULL, c->kvw, H, &lw->k_proj},
+                                    {"self_attn.v_proj.weight", NULL, c->kvw, H, &lw->v_proj},
+                                    {"self_attn.o_proj.weight", NULL, H, c->ad, &lw->o_proj}};
+            FRT_TRY(put_lin(wl, l, at, 3)); /* q | k | v end to end */
+            FRT_TRY(put_lin(wl, l, at + 3, 1));
             PUT_V(lw->q_norm, NAME("self_attn.q_norm.weight"), hd);
             PUT_V(lw->k_norm, NAME("self_attn.k_norm.weight"), hd);
         } else {
             int64_t nv = c->nv;
-            PUT_M(lw->in_proj_qkv, NAME("linear_attn.in_proj_qkv.weight"), (int64_t)c->ch * H);
-            PUT_M(lw->in_proj_z, NAME("linear_attn.in_proj_z.weight"), (int64_t)c->vd * H);
             /* b and a fused into one padded matrix: rows [0, nv) b, [nv, 2 nv) a */
-            const frt_tensor *tb = NULL, *ta = NULL;
-            FRT_TRY(find_tensor(wl, NAME("linear_attn.in_proj_b.weight"), nv * H, &tb));
-            FRT_TRY(find_tensor(wl, NAME("linear_attn.in_proj_a.weight"), nv * H, &ta));
-            size_t off = reserve(wl, (size_t)c->ba_w * (size_t)H * 2);
-            if (wl->pass == 1) {
-                FRT_TRY(upload(wl, tb, off, 1));
-                FRT_TRY(upload(wl, ta, off + (size_t)nv * (size_t)H * 2, 1));
-                lw->in_proj_ba = (const uint16_t *)(const void *)(wl->base + off);
-                frt_model_progress_weights(wl->m, tb->nbytes + ta->nbytes);
-            }
+            const lin_spec dn[4] = {{"linear_attn.in_proj_qkv.weight", NULL, c->ch, H, &lw->in_proj_qkv},
+                                    {"linear_attn.in_proj_z.weight", NULL, c->vd, H, &lw->in_proj_z},
+                                    {"linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", c->ba_w, H,
+                                     &lw->in_proj_ba},
+                                    {"linear_attn.out_proj.weight", NULL, H, c->vd, &lw->out_proj}};
+            FRT_TRY(put_lin(wl, l, dn, 3)); /* in_proj_qkv | z | b | a end to end */
             PUT_V(lw->conv1d, NAME("linear_attn.conv1d.weight"), (int64_t)c->ch * c->K);
             PUT_V(lw->dt_bias, NAME("linear_attn.dt_bias"), nv);
             PUT_V(lw->A_log, NAME("linear_attn.A_log"), nv);
             PUT_V(lw->gdn_norm, NAME("linear_attn.norm.weight"), c->dv);
-            PUT_M(lw->out_proj, NAME("linear_attn.out_proj.weight"), H * c->vd);
+            FRT_TRY(put_lin(wl, l, dn + 3, 1));
         }
 #undef NAME
     }
     return 0;
+}
+
+/* Whether Linear weight b lies right after a's `rows` rows of H columns
+ * (codes and scales both, with FP8 weights). */
+static int lies_after(const cu_lin *a, int rows, const cu_lin *b, int H)
+{
+    size_t n = (size_t)rows * (size_t)H;
+    if (a->q) return b->q == a->q + n && b->s == a->s + rows;
+    return b->w == a->w + n;
 }
 
 int frt_qwen35_cu_load_weights(frt_model *m)
@@ -246,6 +356,7 @@ int frt_qwen35_cu_load_weights(frt_model *m)
     cu_model *c = calloc(1, sizeof *c);
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
     m->bk_data = c;
+    c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     if (!c->layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory for the layer table");
@@ -253,7 +364,7 @@ int frt_qwen35_cu_load_weights(frt_model *m)
     FRT_TRY(load_all(&wl));
     size_t bytes = wl.used;
     FRT_TRY(frt_buffer_alloc(m->ctx, "cuda.weights", FRT_SPACE_DEVICE, bytes, &c->wbuf));
-    /* zeros first: the padding rows of the fused in_proj_ba stay zero */
+    /* zeros first: the padding rows of the fused in_proj_ba stay zero (FP8: codes and scales) */
     FRT_TRY(frt_buffer_fill(c->wbuf, 0, bytes, 0, m->stream));
     wl.base = frt_buffer_ptr(c->wbuf);
     wl.pass = 1;
@@ -265,15 +376,20 @@ int frt_qwen35_cu_load_weights(frt_model *m)
     c->dn_fused = c->at_fused = 1;
     for (int l = 0; l < c->L; l++) {
         const cu_layer *lw = &c->layers[l];
-        if (lw->in_proj_qkv && (lw->in_proj_z != lw->in_proj_qkv + (size_t)c->ch * (size_t)c->H ||
-                                lw->in_proj_ba != lw->in_proj_z + (size_t)c->vd * (size_t)c->H))
+        if (m->cfg.layer_types[l] != FRT_LAYER_FULL_ATTENTION &&
+            (!lies_after(&lw->in_proj_qkv, c->ch, &lw->in_proj_z, c->H) ||
+             !lies_after(&lw->in_proj_z, c->vd, &lw->in_proj_ba, c->H)))
             c->dn_fused = 0;
-        if (lw->q_proj && (lw->k_proj != lw->q_proj + (size_t)c->qw * (size_t)c->H ||
-                           lw->v_proj != lw->k_proj + (size_t)c->kvw * (size_t)c->H))
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION &&
+            (!lies_after(&lw->q_proj, c->qw, &lw->k_proj, c->H) || !lies_after(&lw->k_proj, c->kvw, &lw->v_proj, c->H)))
             c->at_fused = 0;
     }
     qwen35_of(m)->w.bytes = bytes;
     m->weight_bytes = bytes;
+    if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (as dense_cuda.c) */
+        snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-f32acc", frt_fp8w_desc(m));
+        m->weights_desc = c->wdesc;
+    }
     return 0;
 }
 
@@ -281,14 +397,8 @@ int frt_qwen35_cu_load_weights(frt_model *m)
 
 static int plan_all(frt_model *m, cu_model *c, int n)
 {
-    const frt_model_config *cfg = &m->cfg;
-    int has_full = 0, has_lin = 0;
-    for (int l = 0; l < c->L; l++) {
-        if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
-            has_full = 1;
-        else
-            has_lin = 1;
-    }
+    int has_full, has_lin;
+    layer_kinds(m, &has_full, &has_lin);
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));  /* gate, up */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0));  /* down */
     if (has_full) {
@@ -309,12 +419,39 @@ static int plan_all(frt_model *m, cu_model *c, int n)
     return 0;
 }
 
+/* FP8 weights: the FP8 GEMM of every prefill product for n rows (a
+ * bucket), the fused q | k | v and in_proj_qkv | z | b | a where one_gemm
+ * runs them (docs/fp8.md). */
+static int plan_fp8(frt_model *m, cu_model *c, int n)
+{
+    int has_full, has_lin;
+    layer_kinds(m, &has_full, &has_lin);
+    const int shapes[][3] = {{c->H, c->I, 1},
+                             {c->I, c->H, 1},
+                             {c->H, c->at_w, has_full && one_gemm(c->at_fused, n)},
+                             {c->H, c->qw, has_full},
+                             {c->H, c->kvw, has_full},
+                             {c->ad, c->H, has_full},
+                             {c->H, c->dn_w, has_lin && one_gemm(c->dn_fused, n)},
+                             {c->H, c->ch, has_lin},
+                             {c->H, c->vd, has_lin},
+                             {c->H, c->ba_w, has_lin},
+                             {c->vd, c->H, has_lin}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        if (shapes[k][2]) FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1], F32));
+    return 0;
+}
+
 /* Whether the batched decode can run (qwen35_cuda.c): groups of at least 2
  * rows whose plans are all the GEMV (batch-invariant: c->batch_g), and the
  * Gated DeltaNet layers take the fused decode step. */
 static int batch_ok(const frt_model *m, cu_model *c)
 {
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
+    if (c->wfp8) { /* and the E4M3 GEMV's rows: x [g, in] in one block's shared memory */
+        int g8 = frt_cuda_gemv_fp8_max_n(max_i(max_i(c->H, c->I), max_i(c->ad, c->vd)));
+        if (g8 < c->batch_g) c->batch_g = g8;
+    }
     if (c->batch_g < 2) return 0;
     int lin = m->cfg.n_linear_layers > 0;
     return !lin || ((c->dk == 64 || c->dk == 128) && (c->dv == 64 || c->dv == 128) && c->nv / c->nk <= 8 && c->K <= 4);
@@ -325,13 +462,8 @@ static int batch_ok(const frt_model *m, cu_model *c)
  * the batched decode). */
 static int plan_decode_out(frt_model *m, cu_model *c, int n)
 {
-    int has_full = 0, has_lin = 0;
-    for (int l = 0; l < c->L; l++) {
-        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
-            has_full = 1;
-        else
-            has_lin = 1;
-    }
+    int has_full, has_lin;
+    layer_kinds(m, &has_full, &has_lin);
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 1));                /* down */
     if (has_full) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->ad, c->H, F32, 1)); /* o_proj */
     if (has_lin) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->vd, c->H, F32, 1));  /* out_proj */
@@ -386,6 +518,10 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         CARVE(c->o, float, R * owid * f);
         CARVE(c->ob, uint16_t, R * obwid * h2);
         CARVE(c->delta, float, R * H * f);
+        if (c->wfp8) {
+            CARVE(c->xq, uint8_t, R * (size_t)max_i(max_i(c->H, c->I), max_i(c->ad, c->vd)));
+            CARVE(c->xs, float, R * f);
+        }
         CARVE(c->ba, float, R * (size_t)c->ba_w * f);
         CARVE(c->a, float, R * nv * f);
         CARVE(c->b, float, R * nv * f);
@@ -424,6 +560,10 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(m, c, 1));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
+    if (c->wfp8) {
+        FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
+        for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_fp8(m, c, m->buckets[i]));
+    }
     /* decode (1 row) and the batched decode (groups of up to
      * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
      * fingerprint does not depend on it */
@@ -441,6 +581,8 @@ void frt_qwen35_cu_free(frt_model *m)
     cu_model *c = m->bk_data;
     if (!c) return;
     frt_batch_ends_free(&c->ends);
+    frt_cuda_gemm_fp8_destroy(c->gemm8); /* before the base handle it uses */
+    if (m->weights_desc == c->wdesc) m->weights_desc = NULL; /* c's storage */
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
     frt_buffer_free(c->wbuf);
@@ -455,5 +597,7 @@ void frt_qwen35_cu_free(frt_model *m)
 uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m)
 {
     const cu_model *c = m->bk_data;
-    return c ? frt_cuda_gemm_fingerprint(c->gemm) : 0;
+    if (!c) return 0;
+    const uint64_t f8 = frt_cuda_gemm_fp8_fingerprint(c->gemm8); /* 0 without FP8 weights */
+    return frt_cuda_gemm_fingerprint(c->gemm) ^ (f8 * 0x9E3779B97F4A7C15ull);
 }
