@@ -30,7 +30,8 @@
  *   3. FP8 checkpoints made at test time by scripts/ref/make_fp8_checkpoint.py
  *      (/usr/bin/python3 + numpy), of the dense shapes and the tiny hybrid:
  *      per-channel logits equal bit for bit the quantize-at-load of the
- *      source on cuda, per-tensor within the model's bound of its cpu load,
+ *      source on cuda, per-tensor within twice the model's bound of its cpu
+ *      load (the FP8 error bound: other codes, other ids than in 1.),
  *      block-wise refused on cuda (FRT_ERR_UNSUPPORTED: no per-channel
  *      scale);
  *   4. the hybrid's FP8 dims: conv channels not a multiple of 16 refused
@@ -193,8 +194,13 @@ static void test_checkpoints(const char *src, int V, double bound)
     if (make_ckpt(src, "ct-tensor", te) == 0) {
         CHECK_OK(logits_of(te, FRT_BACKEND_CPU, FRT_WEIGHT_DEFAULT, ids, 80, a));
         CHECK_OK(logits_of(te, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, ids, 80, b));
+        /* other codes than the per-layer check's (one scale a tensor), other ids: bounded by the
+         * model's FP8 error bound, 2 x bound (the cpu emulation's 2^-2 x sqrt(L / 3),
+         * test_fp8_weights.c): the backends' activation codes differ by at most one E4M3 step, the
+         * size of the quantization error itself (measured on the H100: 3.3e-2 tiny-dense, 1.5e-2
+         * tiny-qwen3, 1.66e-1 the tiny hybrid, whose 5 random layers amplify every error) */
         double e = frt_test_rel_err(b, a, (size_t)V);
-        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, bound);
+        report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, 2.0 * bound);
     }
     if (make_ckpt(src, "block", bl) == 0) {
         CHECK(load(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, FRT_ERR_UNSUPPORTED) == NULL);
