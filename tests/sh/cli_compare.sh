@@ -9,6 +9,7 @@
 #     and within the bound of docs/fp8.md (2^-2), the JSON complete; the same
 #     run with a bound below the measured error exits 1 (the test can fail);
 #   - the checkpoint against --dtype2 fp8 on its source: 0 (the same codes);
+#   - the script on a sharded source: the single-file source's model;
 #   - --ids / --ids-file prompts (comments, blank lines) reach the JSON;
 #   - bad arguments exit 2 with a message; models of other shapes exit 1.
 set -u
@@ -62,6 +63,14 @@ check "a bound below the error: JSON pass false" jtrue "not j['pass']" "$T/tight
 "$FRT" compare "${C[@]}" -m "$T/q" --model2 "$GOLD" --dtype2 fp8 --prompts 2 --prompt-len 100 -n 16 \
     --max-logit-err 0 >/dev/null 2>"$T/err"
 check "FP8 checkpoint == --dtype2 fp8 on its source (error 0)" test $? -eq 0
+
+# ---- a sharded source (streamed shard by shard) gives the single file's checkpoint
+"$FRT" gen-model --shape tiny-dense --seed 3 --out "$T/ds" --shard-size 300000 --quiet >/dev/null
+/usr/bin/python3 "$S/scripts/ref/make_fp8_checkpoint.py" "$T/d" "$T/q1" --layout ct-tensor >/dev/null 2>"$T/err"
+/usr/bin/python3 "$S/scripts/ref/make_fp8_checkpoint.py" "$T/ds" "$T/qs" --layout ct-tensor >/dev/null 2>"$T/err"
+check "sharded source: an FP8 checkpoint with an index" test -f "$T/qs/model.safetensors.index.json"
+"$FRT" compare "${C[@]}" -m "$T/q1" --model2 "$T/qs" --prompts 2 -n 8 --max-logit-err 0 >/dev/null 2>"$T/err"
+check "sharded source: the single file's model (error 0)" test $? -eq 0
 
 # ---- prompts given as ids -------------------------------------------------------
 printf '# two prompts\n5,6,7\n\n  \n8, 9,10,11\r\n' >"$T/ids.txt"
