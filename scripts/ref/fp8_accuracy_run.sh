@@ -193,7 +193,7 @@ step_qwen() {
         2>"$OUT/qwen-probe.err"; then
         if grep -qiE "not supported|UNSUPPORTED" "$OUT/qwen-probe.err"; then
             printf '%s\tskipped: %s\t-\t-\t-\n' "$name" "$(head -1 "$OUT/qwen-probe.err")" >>"$OUT/summary.tsv"
-            log "qwen: the $BIG_BACKEND backend refuses --dtype fp8 on the hybrid: skipped"
+            log "qwen: skipped, the probe (tiny hybrid, --dtype2 fp8) was refused: $(head -1 "$OUT/qwen-probe.err")"
             return
         fi
         log "FAIL qwen probe: $(head -1 "$OUT/qwen-probe.err")"

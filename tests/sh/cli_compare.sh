@@ -38,6 +38,19 @@ check "itself: every error 0, 16 of 16 steps agree" jtrue \
      p['greedy']['agreed'] == 16 and p['greedy']['diverged_at'] == -1 and p['tokens'] == 70 for p in j['prompts'])" \
     "$T/same.json"
 
+"$FRT" compare "${C[@]}" -m "$T/d" --prompts 2 --prompt-len 70 -n 0 --json "$T/same2.json" >/dev/null 2>&1
+"$FRT" compare "${C[@]}" -m "$T/d" --prompts 2 --prompt-len 70 -n 0 --seed 2 --json "$T/seed2.json" >/dev/null 2>&1
+check "random prompts: the same seed gives the same ids, inside the vocabulary" python3 -c "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ids = [p['ids'] for p in a['prompts']]
+sys.exit(not (ids == [p['ids'] for p in b['prompts']] and ids[0] != ids[1] and
+              all(0 <= i < a['vocab_size'] for p in ids for i in p)))" "$T/same2.json" \
+    "$T/same.json"
+check "random prompts: another seed, other ids" jtrue \
+    "[p['ids'] for p in j['prompts']] != [p['ids'] for p in json.load(open('$T/same.json'))['prompts']]" \
+    "$T/seed2.json"
+
 # ---- the golden model against its FP8 checkpoint ---------------------------
 if ! /usr/bin/python3 -c "import numpy" 2>/dev/null; then
     echo "FAIL /usr/bin/python3 has no numpy (scripts/install-deps.sh installs python3-numpy)"
