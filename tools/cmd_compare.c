@@ -377,7 +377,10 @@ static int vocab_prompts(const frt_cmd_spec *spec, cmp_run *r, const cmp_opts *o
         return 1;
     }
     for (int p = 0; p < r->ps.n; p++)
-        if (frt_args_check_ids(spec, r->ps.ids + r->ps.off[p], r->ps.off[p + 1] - r->ps.off[p], r->V)) return 2;
+        for (size_t i = r->ps.off[p]; i < r->ps.off[p + 1]; i++)
+            if (r->ps.ids[i] >= r->V)
+                return frt_args_error(spec, "prompt %d (--ids / --ids-file): token id %d is outside the vocabulary [0, %d)",
+                                      p, (int)r->ps.ids[i], r->V);
     return 0;
 }
 

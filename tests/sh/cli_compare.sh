@@ -104,7 +104,10 @@ refuse_cmd compare "bad.txt line 2: not a comma-separated list" -m "$T/d" --ids-
 refuse_cmd compare "holds no prompt" -m "$T/d" --ids-file "$T/empty.txt"
 refuse_cmd compare "--max-seq 64 cannot hold a prompt of 100 tokens plus -n 16" -m "$T/d" --prompt-len 100 -n 16 \
     --max-seq 64
-refuse_cmd compare "outside the vocabulary" "${C[@]}" -m "$T/d" --ids 1,99999999
+refuse_cmd compare "prompt 0 (--ids / --ids-file): token id 99999999 is outside the vocabulary" "${C[@]}" -m "$T/d" \
+    --ids 1,99999999
+printf '1,2\n3,99999999\n' >"$T/oov.txt"
+refuse_cmd compare "prompt 1 (--ids / --ids-file): token id 99999999 is outside" "${C[@]}" -m "$T/d" --ids-file "$T/oov.txt"
 refuse_cmd compare "--chunk: '100' is not a multiple of 64" -m "$T/d" --chunk 100
 refuse_cmd compare "--max-logit-err: '-1'" -m "$T/d" --max-logit-err -1
 refuse_cmd compare "unknown option --tokens2" -m "$T/d" --tokens2 4
