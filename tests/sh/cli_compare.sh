@@ -114,6 +114,9 @@ refuse_cmd compare "unknown option --tokens2" -m "$T/d" --tokens2 4
 "$FRT" compare "${C[@]}" -m "$T/d" --model2 "$GOLD" >/dev/null 2>"$T/err"
 check "models of other shapes: exit 1" test $? -eq 1
 check "models of other shapes: the message" grep -q "the models differ in shape" "$T/err"
+"$FRT" compare "${C[@]}" -m "$T/d" --prompts 1 -n 1 --json "$T/no/such/dir.json" >/dev/null 2>"$T/err"
+check "a --json FILE that cannot be written: exit 1" test $? -eq 1
+check "a --json FILE that cannot be written: the message" grep -q "cannot write $T/no/such/dir.json" "$T/err"
 "$FRT" compare "${C[@]}" -m "$T/d" --model2 "$T/absent" >/dev/null 2>"$T/err"
 check "a model that does not load: exit 1 with its message" test $? -eq 1 -a -s "$T/err"
 
