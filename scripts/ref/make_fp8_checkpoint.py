@@ -55,8 +55,9 @@ the script (exit status 1).
 The source may be one model.safetensors or shards with
 model.safetensors.index.json (frt gen-model's layout at 8B): tensors are
 read one at a time (memory-mapped) and written as they are made, one
-output shard per input shard with an index, so memory stays near two
-copies of the largest tensor in f32 (a 9B checkpoint: < 2 GB).
+output shard per input shard with an index, so memory follows the
+largest Linear weight, not the model (numpy: 1.3 GB peak on llama3.2-1b's
+shape, a few GB at 8B for the encoder's temporaries; torch: under 1 GB).
 
     python3 scripts/ref/make_fp8_checkpoint.py SRC OUT --layout ct-channel \
         [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16]
