@@ -20,6 +20,7 @@ int frt_cmd_detokenize(int argc, char **argv);
 int frt_cmd_chat_template(int argc, char **argv);
 int frt_cmd_generate(int argc, char **argv);
 int frt_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: FP8 KV scales */
+int frt_cmd_compare(int argc, char **argv);   /* cmd_compare.c: accuracy of model B against model A */
 int frt_cmd_demo(int argc, char **argv);
 int frt_cmd_serve(int argc, char **argv);
 int frt_cmd_cartridge(int argc, char **argv);

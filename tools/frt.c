@@ -14,6 +14,7 @@ static const struct {
     {"demo", frt_cmd_demo, "run the coding-agent capsule demo (the main job)"},
     {"generate", frt_cmd_generate, "generate text from a prompt"},
     {"calibrate", frt_cmd_calibrate, "write the per-head scales of an FP8 KV cache from a calibration text"},
+    {"compare", frt_cmd_compare, "accuracy of one model against another: per-layer, logits, greedy agreement"},
     {"serve", frt_cmd_serve, "OpenAI-compatible HTTP server with sessions and capsules"},
     {"bench", frt_cmd_bench, "benchmarks (frt bench exec | frt bench -m DIR ...)"},
     {"fork", frt_cmd_fork, "fork a trunk into branches decoded together, with a receipt"},

@@ -39,12 +39,31 @@ float32 in that order.
 quantized weight replaced by decode(code) * s as F32, a plain float model
 whose forward must equal the FP8 checkpoint's bit for bit.
 
-numpy only (runs here with /usr/bin/python3); when torch is importable the
-codes are cross-checked against torch's float8_e4m3fn conversion.
+--quantizer numpy (default) does the arithmetic in numpy (runs here with
+/usr/bin/python3); when torch >= 2.1 is importable the codes are
+cross-checked against torch's float8_e4m3fn conversion.
+--quantizer torch does it in torch (torch >= 2.1, on CUDA when available,
+--device to choose): amax per tensor / row / block, s = amax / 448 and
+1 / s as element-wise IEEE divisions (tensor by tensor: torch turns a
+division by a scalar into a multiplication by its reciprocal), x * (1 / s)
+clamped to +-448 (satfinite), then x.to(torch.float8_e4m3fn) (round to
+nearest even). The codes and scales are the numpy path's bit for bit:
+each tensor is checked against it (whole when it has at most 2^22
+elements, else on a stripe of its first rows: 128, or one row of blocks;
+the per-tensor scale always over the whole tensor); a difference stops
+the script (exit status 1).
+
+The source may be one model.safetensors or shards with
+model.safetensors.index.json (frt gen-model's layout at 8B): tensors are
+read one at a time (memory-mapped) and written as they are made, one
+output shard per input shard with an index, so memory follows the
+largest Linear weight, not the model (numpy: 1.3 GB peak on llama3.2-1b's
+shape, a few GB at 8B for the encoder's temporaries; torch: under 1 GB).
 
     python3 scripts/ref/make_fp8_checkpoint.py SRC OUT --layout ct-channel \
         [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16]
         [--kv-strategy tensor|attn_head] [--twin TWIN]
+        [--quantizer numpy|torch] [--device auto|cuda|cpu]
 
 Generated checkpoints are test-time artefacts: never commit them.
 """
@@ -106,35 +125,74 @@ def amax_scale(block):
     return np.float32(max(np.float32(amax / E4M3_MAX), np.finfo(np.float32).tiny))
 
 
-def read_safetensors(path):
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "I32": 4, "I64": 8, "U8": 1}
+MMAP_BYTES = 16 << 20  # tensors this large are memory-mapped, smaller ones read
+
+
+def shards(src):
+    """-> ([shard file names], sharded?): model.safetensors.index.json's
+    files in order of first appearance, else model.safetensors."""
+    idx = os.path.join(src, "model.safetensors.index.json")
+    if not os.path.exists(idx):
+        return ["model.safetensors"], False
+    with open(idx) as f:
+        files = []
+        for fn in json.load(f)["weight_map"].values():
+            if fn not in files:
+                files.append(fn)
+    return files, True
+
+
+def read_header(path):
+    """-> (data start, [(name, info)] in file order)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        arr = np.frombuffer(data[b:e], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-        out[name] = (info["dtype"], arr)
-    return out
+    return 8 + n, [(k, v) for k, v in header.items() if k != "__metadata__"]
 
 
-def write_safetensors(path, tensors):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, (dtype, arr) in tensors.items():
-        raw = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for raw in blobs:
-            f.write(raw)
+def load_tensor(path, base, info):
+    """One tensor as a numpy array (memory-mapped when large)."""
+    b, e = info["data_offsets"]
+    dt, shape = DTYPES[info["dtype"]], tuple(info["shape"])
+    if e - b >= MMAP_BYTES:
+        return np.memmap(path, dtype=dt, mode="r", offset=base + b, shape=shape)
+    with open(path, "rb") as f:
+        f.seek(base + b)
+        return np.frombuffer(f.read(e - b), dtype=dt).reshape(shape)
+
+
+class Writer:
+    """A safetensors file written tensor by tensor in the order of its plan
+    [(name, dtype, shape)]: the header first, then each put() in turn."""
+
+    def __init__(self, path, plan):
+        header, off = {"__metadata__": {"format": "pt"}}, 0
+        for name, dtype, shape in plan:
+            n = SIZES[dtype] * int(np.prod(shape, dtype=np.int64))
+            header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+            off += n
+        h = json.dumps(header).encode()
+        h += b" " * ((8 - len(h) % 8) % 8)
+        self.plan, self.next, self.total = plan, 0, off
+        self.f = open(path, "wb")
+        self.f.write(struct.pack("<Q", len(h)))
+        self.f.write(h)
+
+    def put(self, name, dtype, arr):
+        want = self.plan[self.next]
+        if (name, dtype, tuple(arr.shape)) != (want[0], want[1], tuple(want[2])):
+            sys.exit("make_fp8_checkpoint: internal: wrote %s %s %s where the plan has %s" %
+                     (name, dtype, list(arr.shape), want))
+        flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+        for i in range(0, flat.size, 64 << 20):
+            self.f.write(flat[i:i + (64 << 20)].tobytes())
+        self.next += 1
+
+    def close(self):
+        if self.next != len(self.plan):
+            sys.exit("make_fp8_checkpoint: internal: %d of %d tensors written" % (self.next, len(self.plan)))
+        self.f.close()
 
 
 def to_f32(dtype, arr):
@@ -149,19 +207,25 @@ def to_bf16(x):
     return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
 
 
+def amax_scales(amax):
+    """amax_scale element-wise: max(amax / 448, FLT_MIN) in f32, 1 for 0."""
+    amax = np.asarray(amax, np.float32)
+    s = np.maximum((amax / E4M3_MAX).astype(np.float32), np.finfo(np.float32).tiny)
+    return np.where(amax == 0, np.float32(1.0), s).astype(np.float32)
+
+
 def stored_scales(w, layout, block):
     """The scale tensor of w [out, in]: [1], [out, 1] or the block grid."""
     o, i = w.shape
     if layout == "ct-tensor":
         return np.array([amax_scale(w)], np.float32)
+    a = np.abs(w.astype(np.float32))
     if layout == "ct-channel":
-        return np.array([amax_scale(w[r]) for r in range(o)], np.float32).reshape(o, 1)
+        return amax_scales(a.max(axis=1) if i else np.zeros(o, np.float32)).reshape(o, 1)
     bo, bi = block
-    nb = np.zeros(((o + bo - 1) // bo, (i + bi - 1) // bi), np.float32)
-    for r in range(nb.shape[0]):
-        for c in range(nb.shape[1]):
-            nb[r, c] = amax_scale(w[r * bo:(r + 1) * bo, c * bi:(c + 1) * bi])
-    return nb
+    nbo, nbi = (o + bo - 1) // bo, (i + bi - 1) // bi
+    a = np.pad(a, ((0, nbo * bo - o), (0, nbi * bi - i)))  # zeros: |w| >= 0 leaves each amax as it is
+    return amax_scales(a.reshape(nbo, bo, nbi, bi).max(axis=(1, 3)))
 
 
 def expand(stored, shape, layout, block):
@@ -175,20 +239,101 @@ def expand(stored, shape, layout, block):
     return np.repeat(np.repeat(stored, bo, axis=0)[:o], bi, axis=1)[:, :i].astype(np.float32)
 
 
-def quantize(w, layout, block, scale_dtype):
-    """-> (codes, scale tensor (dtype, array), dequantized f32). A bf16
-    scale is rounded first: the codes are made with the scale the loader
-    reads (values past 448 then saturate)."""
-    stored = stored_scales(w, layout, block)
-    stored_t = ("F32", stored)
-    if scale_dtype == "bf16":
-        bits = to_bf16(stored)
-        stored, stored_t = to_f32("BF16", bits), ("BF16", bits)
-    full = expand(stored, w.shape, layout, block)
+def round_scales(stored, scale_dtype):
+    """-> (the f32 scales the loader reads, the stored (dtype, array)): a
+    bf16 scale is rounded to nearest even first."""
+    if scale_dtype != "bf16":
+        return stored, ("F32", stored)
+    bits = to_bf16(stored)
+    return to_f32("BF16", bits), ("BF16", bits)
+
+
+def quantize(w, layout, block, scale_dtype, rows=None, check=True):
+    """-> (codes, scale tensor (dtype, array), dequantized f32) of w, or of
+    its first `rows` rows (the scales of those rows; ct-tensor's one scale
+    over the whole of w). A bf16 scale is rounded first: the codes are made
+    with the scale the loader reads (values past 448 then saturate)."""
+    part = w if rows is None else w[:rows]
+    stored, stored_t = round_scales(stored_scales(w if layout == "ct-tensor" else part, layout, block), scale_dtype)
+    full = expand(stored, part.shape, layout, block)
     inv = (np.float32(1.0) / full).astype(np.float32)
-    codes = encode((w * inv).astype(np.float32))
-    cross_check_torch(w, inv, codes)
+    codes = encode((part * inv).astype(np.float32))
+    if check:
+        cross_check_torch(part, inv, codes)
     return codes, stored_t, (decode(codes) * full).astype(np.float32)
+
+
+def torch_quantize(w, layout, block, scale_dtype, device):
+    """quantize() done by torch on `device` (docstring above): -> (codes,
+    scale tensor (dtype, array), dequantized f32), numpy arrays."""
+    import torch
+    t = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32)).to(device)
+    o, i = t.shape
+    a = t.abs()
+    if layout == "ct-tensor":
+        amax = a.amax().reshape(1)
+    elif layout == "ct-channel":
+        amax = a.amax(dim=1, keepdim=True)
+    else:
+        bo, bi = block
+        nbo, nbi = (o + bo - 1) // bo, (i + bi - 1) // bi
+        a = torch.nn.functional.pad(a, (0, nbi * bi - i, 0, nbo * bo - o))
+        amax = a.reshape(nbo, bo, nbi, bi).amax(dim=(1, 3))
+    s = torch.clamp(amax / torch.full_like(amax, 448.0), min=float(np.finfo(np.float32).tiny))
+    s = torch.where(amax == 0, torch.ones_like(s), s)
+    if scale_dtype == "bf16":
+        stored_t = ("BF16", s.to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16))
+        s = s.to(torch.bfloat16).to(torch.float32)
+    else:
+        stored_t = ("F32", s.cpu().numpy())
+    if layout == "ct-tensor":
+        full = s.reshape(1, 1).expand(o, i)
+    elif layout == "ct-channel":
+        full = s.expand(o, i)
+    else:
+        full = s.repeat_interleave(block[0], dim=0)[:o].repeat_interleave(block[1], dim=1)[:, :i]
+    inv = torch.ones_like(full) / full
+    codes, values = torch_e4m3((t * inv).clamp(-448.0, 448.0))
+    return codes, stored_t, (values * full).cpu().numpy()
+
+
+def torch_e4m3(x):
+    """f32 tensor (within +-448) -> (E4M3 codes as numpy uint8, their
+    values as an f32 tensor on x's device)."""
+    import torch
+    q = x.to(torch.float8_e4m3fn)
+    return q.view(torch.uint8).cpu().numpy(), q.to(torch.float32)
+
+
+def torch_device(name):
+    try:
+        import torch
+    except ImportError:
+        sys.exit("make_fp8_checkpoint: --quantizer torch needs torch (>= 2.1)")
+    if not hasattr(torch, "float8_e4m3fn"):
+        sys.exit("make_fp8_checkpoint: --quantizer torch needs torch >= 2.1 (float8_e4m3fn); this is %s" %
+                 torch.__version__)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        sys.exit("make_fp8_checkpoint: --device cuda: torch sees no CUDA device")
+    return name
+
+
+def check_against_numpy(name, w, layout, block, scale_dtype, got):
+    """Stops the script unless torch's (codes, scales, dequantized) equal
+    numpy's on the whole of w (<= 2^22 elements) or on its first rows."""
+    o = w.shape[0]
+    rows = None if w.size <= (1 << 22) else min(o, block[0] if layout == "block" else 128)
+    codes, (sdt, sarr), deq = quantize(w, layout, block, scale_dtype, rows, check=False)
+    gc, (gdt, garr), gd = got
+    n = codes.shape[0]
+    gs = garr if layout == "ct-tensor" else garr[:sarr.shape[0]]
+    same = sdt == gdt and np.array_equal(gc[:n], codes) and np.array_equal(gs.view(np.uint8), sarr.view(np.uint8)) \
+        and np.array_equal(gd[:n].view(np.uint32), deq.view(np.uint32))
+    if not same:
+        sys.exit("make_fp8_checkpoint: %s: torch's codes or scales differ from numpy's (%s rows checked)" %
+                 (name, "all" if rows is None else rows))
 
 
 def cross_check_torch(w, inv, codes):
@@ -206,8 +351,8 @@ def cross_check_torch(w, inv, codes):
 
 def kv_scale_tensors(tensors, dtype, heads):
     """{name: (dtype, array)}: k_scale 0.01 (L + 1), v_scale 0.013 (L + 1)
-    for every attention layer L of tensors, shape [] (heads None) or [heads]
-    (head j times 1 + 0.125 j)."""
+    for every attention layer L among the tensor names, shape [] (heads
+    None) or [heads] (head j times 1 + 0.125 j); {} when there is none."""
     out = {}
     for name in tensors:
         m = ATTENTION.match(name)
@@ -220,8 +365,6 @@ def kv_scale_tensors(tensors, dtype, heads):
                 v = (v * (np.float32(1) + np.float32(0.125) * np.arange(heads, dtype=np.float32))).astype(np.float32)
             out["%slayers.%d.self_attn.%s_scale" % (prefix, layer, kv)] = \
                 ("BF16", to_bf16(v)) if dtype == "bf16" else ("F32", v)
-    if not out:
-        sys.exit("make_fp8_checkpoint: no attention layer (layers.N.self_attn.k_proj.weight) for --kv-scales")
     return out
 
 
@@ -252,7 +395,7 @@ def copy_side_files(src, dst):
             shutil.copy(os.path.join(src, f), os.path.join(dst, f))
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("out")
@@ -262,37 +405,125 @@ def main():
     ap.add_argument("--kv-scales", choices=["f32", "bf16"])
     ap.add_argument("--kv-strategy", choices=["tensor", "attn_head"], default="tensor")
     ap.add_argument("--twin")
+    ap.add_argument("--quantizer", choices=["numpy", "torch"], default="numpy")
+    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     a = ap.parse_args()
     if a.kv_scales and a.layout == "block":
         sys.exit("make_fp8_checkpoint: --kv-scales needs a compressed-tensors layout (ct-tensor, ct-channel, none)")
     if a.layout == "none" and not a.kv_scales:
         sys.exit("make_fp8_checkpoint: --layout none is a kv-only checkpoint: give --kv-scales")
-    tensors = read_safetensors(os.path.join(a.src, "model.safetensors"))
+    if a.block[0] < 1 or a.block[1] < 1:
+        sys.exit("make_fp8_checkpoint: --block sizes must be >= 1")
+    a.device = torch_device(a.device) if a.quantizer == "torch" else None
+    return a
+
+
+def quantized(a, name, info):
+    return a.layout != "none" and LINEAR.match(name) and len(info["shape"]) == 2
+
+
+def scale_shape(a, shape):
+    o, i = shape
+    if a.layout == "ct-tensor":
+        return [1]
+    if a.layout == "ct-channel":
+        return [o, 1]
+    return [(o + a.block[0] - 1) // a.block[0], (i + a.block[1] - 1) // a.block[1]]
+
+
+def plans(a, items, kv):
+    """-> (the FP8 shard's plan, the twin's) for a shard's [(name, info)]
+    and its kv scale tensors."""
+    fp8, twin = [], []
+    scale_suffix = "_scale_inv" if a.layout == "block" else "_scale"
+    for name, info in items:
+        if quantized(a, name, info):
+            fp8 += [(name, "F8_E4M3", info["shape"]),
+                    (name + scale_suffix, "BF16" if a.scale_dtype == "bf16" else "F32", scale_shape(a, info["shape"]))]
+            twin.append((name, "F32", info["shape"]))
+        else:
+            fp8.append((name, info["dtype"], info["shape"]))
+            twin.append((name, info["dtype"], info["shape"]))
+    fp8 += [(k, dt, list(v.shape)) for k, (dt, v) in kv.items()]
+    return fp8, twin
+
+
+def quantize_one(a, name, w):
+    if a.quantizer == "numpy":
+        return quantize(w, a.layout, a.block, a.scale_dtype)
+    got = torch_quantize(w, a.layout, a.block, a.scale_dtype, a.device)
+    check_against_numpy(name, w, a.layout, a.block, a.scale_dtype, got)
+    return got
+
+
+def convert_shard(a, path, fn, heads):
+    """Writes OUT/fn (and TWIN/fn); -> ({name: (dtype, shape)} of the FP8
+    shard, of the twin's, the kv scale count)."""
+    base, items = read_header(path)
+    kv = kv_scale_tensors([n for n, _ in items], a.kv_scales, heads) if a.kv_scales else {}
+    pf, pt = plans(a, items, kv)
+    fw = Writer(os.path.join(a.out, fn), pf)
+    tw = Writer(os.path.join(a.twin, fn), pt) if a.twin else None
+    suffix = "_scale_inv" if a.layout == "block" else "_scale"
+    for name, info in items:
+        arr = load_tensor(path, base, info)
+        if not quantized(a, name, info):
+            fw.put(name, info["dtype"], arr)
+            if tw:
+                tw.put(name, info["dtype"], arr)
+            continue
+        codes, (sdt, scale), deq = quantize_one(a, name, to_f32(info["dtype"], arr))
+        fw.put(name, "F8_E4M3", codes)
+        fw.put(name + suffix, sdt, scale)
+        if tw:
+            tw.put(name, "F32", deq)
+    for k, (dt, v) in kv.items():
+        fw.put(k, dt, v)
+    fw.close()
+    if tw:
+        tw.close()
+    return pf, pt, len(kv)
+
+
+def write_index(d, plan_by_file):
+    weight_map, total = {}, 0
+    for fn, plan in plan_by_file.items():
+        for name, dtype, shape in plan:
+            weight_map[name] = fn
+            total += SIZES[dtype] * int(np.prod(shape, dtype=np.int64))
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+def write_config(d, cfg):
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+
+def main():
+    a = parse_args()
     with open(os.path.join(a.src, "config.json")) as f:
         cfg = json.load(f)
-    fp8, twin = {}, {}
-    for name, (dtype, arr) in tensors.items():
-        if a.layout == "none" or not (LINEAR.match(name) and arr.ndim == 2):
-            fp8[name] = twin[name] = (dtype, arr)
-            continue
-        codes, scale, deq = quantize(to_f32(dtype, arr), a.layout, a.block, a.scale_dtype)
-        fp8[name] = ("F8_E4M3", codes)
-        fp8[name + ("_scale_inv" if a.layout == "block" else "_scale")] = scale
-        twin[name] = ("F32", deq)
-    if a.kv_scales:
-        text = cfg.get("text_config", cfg)
-        heads = int(text.get("num_key_value_heads", text["num_attention_heads"])) \
-            if a.kv_strategy == "attn_head" else None
-        fp8.update(kv_scale_tensors(tensors, a.kv_scales, heads))
+    text = cfg.get("text_config", cfg)
+    heads = int(text.get("num_key_value_heads", text["num_attention_heads"])) \
+        if a.kv_scales and a.kv_strategy == "attn_head" else None
+    files, sharded = shards(a.src)
     copy_side_files(a.src, a.out)
-    write_safetensors(os.path.join(a.out, "model.safetensors"), fp8)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(dict(cfg, quantization_config=quant_config(a.layout, a.block, a.kv_scales, a.kv_strategy)), f, indent=2)
     if a.twin:
         copy_side_files(a.src, a.twin)
-        write_safetensors(os.path.join(a.twin, "model.safetensors"), twin)
-        with open(os.path.join(a.twin, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=2)
+    fp8_plans, twin_plans, n_kv = {}, {}, 0
+    for fn in files:
+        fp8_plans[fn], twin_plans[fn], k = convert_shard(a, os.path.join(a.src, fn), fn, heads)
+        n_kv += k
+    if a.kv_scales and not n_kv:
+        sys.exit("make_fp8_checkpoint: no attention layer (layers.N.self_attn.k_proj.weight) for --kv-scales")
+    if sharded:
+        write_index(a.out, fp8_plans)
+        if a.twin:
+            write_index(a.twin, twin_plans)
+    write_config(a.out, dict(cfg, quantization_config=quant_config(a.layout, a.block, a.kv_scales, a.kv_strategy)))
+    if a.twin:
+        write_config(a.twin, cfg)
 
 
 if __name__ == "__main__":

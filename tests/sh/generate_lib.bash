@@ -1,17 +1,20 @@
 # generate_lib.bash - what the frt generate shell tests share (sourced; needs
-# $FRT, $T and a `fail` variable): check, refuse and json_ids.
+# $FRT, $T and a `fail` variable): check, refuse, refuse_cmd and json_ids.
 check() { # check DESCRIPTION COMMAND...
     local d="$1"; shift
     if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fail=1; fi
 }
 refuse() { # refuse "MESSAGE" ARGS...: frt generate ARGS exits 2 with MESSAGE on stderr
-    local want="$1"; shift
-    "$FRT" generate "$@" >"$T/out" 2>"$T/err"
+    refuse_cmd generate "$@"
+}
+refuse_cmd() { # refuse_cmd COMMAND "MESSAGE" ARGS...: frt COMMAND ARGS exits 2 with MESSAGE on stderr
+    local cmd="$1" want="$2"; shift 2
+    "$FRT" "$cmd" "$@" >"$T/out" 2>"$T/err"
     local rc=$?
     if [ $rc -eq 2 ] && grep -qF -- "$want" "$T/err"; then
-        echo "ok   generate $* -> 2: $want"
+        echo "ok   $cmd $* -> 2: $want"
     else
-        echo "FAIL generate $*: status $rc (want 2), stderr: $(cat "$T/err") (want: $want)"
+        echo "FAIL $cmd $*: status $rc (want 2), stderr: $(cat "$T/err") (want: $want)"
         fail=1
     fi
 }
