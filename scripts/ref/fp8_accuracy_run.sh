@@ -5,7 +5,9 @@
 #     tar xzf gpu-bundle.tgz && bash scripts/ref/fp8_accuracy_run.sh gpu-bundle
 #
 # (carry: gpu-bundle.tgz, made here by `make gpu-bundle` from a CUDA build).
-# Needs /usr/bin/python3 (or $PYTHON) with numpy and torch >= 2.1 (the
+# Needs a python with numpy and torch >= 2.1 ($PYTHON, else the first of
+# python3 on PATH and /usr/bin/python3 that imports them; the GPU machine's
+# /usr/bin/python3 has no numpy) (the
 # FP8 checkpoints are quantized by torch, on the GPU: make_fp8_checkpoint.py
 # --quantizer torch, each tensor checked against the numpy quantizer).
 #
@@ -55,7 +57,17 @@ set -uo pipefail
 BUNDLE=$(cd "$1" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 FRT=${FRT:-$BUNDLE/frt.sh}
-PY=${PYTHON:-/usr/bin/python3}
+# a python with numpy (and torch for the torch quantizer): $PYTHON, else the
+# first of python3 on PATH (the GPU machine's, with torch) and /usr/bin/python3
+pick_python() {
+    local p mods=numpy
+    [ "${QUANTIZER:-torch}" = torch ] && mods=numpy,torch
+    for p in python3 /usr/bin/python3; do
+        "$p" -c "import $mods" 2>/dev/null && { echo "$p"; return; }
+    done
+    echo /usr/bin/python3
+}
+PY=${PYTHON:-$(pick_python)}
 QUANTIZER=${QUANTIZER:-torch} # numpy: a machine without torch (the byte comparison then checks nothing new)
 MAKE="$ROOT/scripts/ref/make_fp8_checkpoint.py"
 OUT=${OUT:-$PWD/fp8-acc-out}
