@@ -13,6 +13,11 @@
  *     1e7, gated), 27B (24 / 4), a small ungated one (4 / 2, head_dim 64,
  *     rot 64); positions 0, 1, 8191, 32767 and 32768, 40000 (>= max_seq:
  *     dropped, the cache and a guard row past it untouched: sentinel bytes);
+ *   - frt_cuda_attn_prep (a prefill piece at a row stride) and
+ *     frt_cuda_attn_prep_fp8 (appending E4M3 codes with random per-head
+ *     scales; prefill pieces and decode rows) against the unfused sequence
+ *     ending in frt_cuda_kv_append / frt_cuda_kv_append_fp8: the caches and
+ *     the gate bit for bit, q within TOL_UNFUSED;
  *   - *d_n == 0 writes nothing; 3 runs give identical bytes; a CUDA graph
  *     (frt_graph_capture) replayed at several positions (d_start changed in
  *     device memory between replays); bad arguments fail with
@@ -442,11 +447,16 @@ static void test_timing(void)
  * the unfused sequence of the model's prefill on contiguous copies of the
  * same rows: every output buffer (sentinels past n included) bit for bit. */
 static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float theta, int gated, int start,
-                       int n, int max_n, int pad)
+                       int n, int max_n, int pad, int fp8)
 {
     const int per = (gated ? 2 : 1) * hd, qgn = nh * per, kvn = nkv * hd, qn = nh * hd;
     const int W = qgn + 2 * kvn + pad;
-    const size_t cbytes = (size_t)(MAX_SEQ + 1) * kvn * 2;
+    const size_t cbytes = (size_t)(MAX_SEQ + 1) * kvn * (fp8 ? 1 : 2);
+    /* fp8: per-head scales putting the rows well inside E4M3's range, subnormals included */
+    float *ksc = frand((size_t)nkv, 0.01f, 0.05f), *vsc = frand((size_t)nkv, 0.01f, 0.05f);
+    dbuf dks = dalloc((size_t)nkv * 4), dvs = dalloc((size_t)nkv * 4);
+    dput(dks, 0, ksc, (size_t)nkv * 4);
+    dput(dvs, 0, vsc, (size_t)nkv * 4);
     float *F = frand((size_t)max_n * W, -2, 2), *QG = fnew((size_t)max_n * qgn);
     float *K = fnew((size_t)max_n * kvn), *V = fnew((size_t)max_n * kvn);
     for (int t = 0; t < max_n; t++) {
@@ -472,9 +482,14 @@ static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) dsentinel(*outs[i]);
     set_dyn(start, n);
     const float *f = dF.p;
-    CHECK_OK(frt_cuda_attn_prep(g_cs, q1.p, gated ? z1.p : NULL, kc1.p, vc1.p, f, W, f + qgn, W, f + qgn + kvn, W,
-                                dqw.p, dkw.p, d_start_p(), d_n_p(), max_n, MAX_SEQ, nh, nkv, hd, rot, theta, EPS,
-                                1, gated));
+    if (fp8)
+        CHECK_OK(frt_cuda_attn_prep_fp8(g_cs, q1.p, gated ? z1.p : NULL, kc1.p, vc1.p, dks.p, dvs.p, f, W, f + qgn, W,
+                                        f + qgn + kvn, W, dqw.p, dkw.p, d_start_p(), d_n_p(), max_n, MAX_SEQ, nh, nkv,
+                                        hd, rot, theta, EPS, 1, gated));
+    else
+        CHECK_OK(frt_cuda_attn_prep(g_cs, q1.p, gated ? z1.p : NULL, kc1.p, vc1.p, f, W, f + qgn, W, f + qgn + kvn,
+                                    W, dqw.p, dkw.p, d_start_p(), d_n_p(), max_n, MAX_SEQ, nh, nkv, hd, rot, theta,
+                                    EPS, 1, gated));
     /* the model's unfused prefill sequence */
     CHECK_OK(frt_cuda_copy_rows(g_cs, k2.p, F32, dK.p, F32, d_n_p(), max_n, 1, kvn, kvn));
     CHECK_OK(frt_cuda_copy_rows(g_cs, q2.p, F32, dQG.p, F32, d_n_p(), max_n, nh, hd, per));
@@ -484,8 +499,12 @@ static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float
     CHECK_OK(frt_cuda_rmsnorm(g_cs, k2.p, F32, k2.p, F32, dkw.p, d_n_p(), max_n, nkv, hd, EPS, 1));
     CHECK_OK(frt_cuda_rope(g_cs, q2.p, F32, d_start_p(), d_n_p(), max_n, nh, hd, rot, theta));
     CHECK_OK(frt_cuda_rope(g_cs, k2.p, F32, d_start_p(), d_n_p(), max_n, nkv, hd, rot, theta));
-    CHECK_OK(frt_cuda_kv_append(g_cs, kc2.p, vc2.p, k2.p, dV.p, F32, d_start_p(), d_n_p(), max_n, MAX_SEQ, nkv,
-                                hd));
+    if (fp8)
+        CHECK_OK(frt_cuda_kv_append_fp8(g_cs, kc2.p, vc2.p, k2.p, dV.p, dks.p, dvs.p, d_start_p(), d_n_p(), max_n,
+                                        MAX_SEQ, nkv, hd));
+    else
+        CHECK_OK(frt_cuda_kv_append(g_cs, kc2.p, vc2.p, k2.p, dV.p, F32, d_start_p(), d_n_p(), max_n, MAX_SEQ, nkv,
+                                    hd));
     sync_st();
     /* q: one FMA contraction differs from the unfused rope (as in decode) */
     {
@@ -493,7 +512,8 @@ static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float
         dget(q1, 0, a, (size_t)n * qn * 4);
         dget(q2, 0, b, (size_t)n * qn * 4);
         char name[160];
-        snprintf(name, sizeof name, "prep %s start %d n %d/%d stride %d: q vs unfused", what, start, n, max_n, W);
+        snprintf(name, sizeof name, "prep%s %s start %d n %d/%d stride %d: q vs unfused", fp8 ? " fp8" : "", what,
+                 start, n, max_n, W);
         report(name, diff_f32(a, b, (size_t)n * qn), TOL_UNFUSED);
         free(a), free(b);
     }
@@ -505,15 +525,15 @@ static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float
         dget(*outs[i], 0, a, bytes);
         dget(*outs[i + 4], 0, b, bytes);
         char name[160];
-        snprintf(name, sizeof name, "prep %s start %d n %d/%d stride %d: %s == unfused (bits)", what, start, n,
-                 max_n, W, names[i]);
+        snprintf(name, sizeof name, "prep%s %s start %d n %d/%d stride %d: %s == unfused (bits)", fp8 ? " fp8" : "",
+                 what, start, n, max_n, W, names[i]);
         report(name, memcmp(a, b, bytes) == 0 ? 0.0 : 1.0, 0.0);
         free(a), free(b);
     }
     CHECK(untouched(q1, (size_t)n * qn * 4, (size_t)(max_n - n) * qn * 4));
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) dfree(outs[i]);
-    dfree(&dF), dfree(&dQG), dfree(&dK), dfree(&dV), dfree(&dqw), dfree(&dkw), dfree(&k2);
-    free(F), free(QG), free(K), free(V), free(qw), free(kw);
+    dfree(&dF), dfree(&dQG), dfree(&dK), dfree(&dV), dfree(&dqw), dfree(&dkw), dfree(&k2), dfree(&dks), dfree(&dvs);
+    free(F), free(QG), free(K), free(V), free(qw), free(kw), free(ksc), free(vsc);
 }
 
 static void test_bad_args(void)
@@ -575,11 +595,15 @@ int main(void)
     test_shape("small 4/2 hd 64 rot 64 ungated", 4, 2, 64, 64, 1e4f, 0);
     test_shape("odd 3/1 hd 50 rot 16 gated", 3, 1, 50, 16, 1e6f, 1);
     test_graph();
-    test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 0, 256, 256, 4);
-    test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 8192, 37, 256, 4);
-    test_multi("9B tail", 16, 4, 256, 64, 1e7f, 1, MAX_SEQ - 3, 5, 8, 0);
-    test_multi("27B", 24, 4, 256, 64, 1e7f, 1, 300, 64, 64, 4);
-    test_multi("odd ungated", 3, 1, 50, 16, 1e6f, 0, 7, 6, 9, 3);
+    for (int fp8 = 0; fp8 < 2; fp8++) { /* the bf16 cache, then the FP8 one (frt_cuda_attn_prep_fp8) */
+        test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 0, 256, 256, 4, fp8);
+        test_multi("9B", 16, 4, 256, 64, 1e7f, 1, 8192, 37, 256, 4, fp8);
+        test_multi("9B tail", 16, 4, 256, 64, 1e7f, 1, MAX_SEQ - 3, 5, 8, 0, fp8);
+        test_multi("27B", 24, 4, 256, 64, 1e7f, 1, 300, 64, 64, 4, fp8);
+        test_multi("odd ungated", 3, 1, 50, 16, 1e6f, 0, 7, 6, 9, 3, fp8);
+    }
+    test_multi("9B decode", 16, 4, 256, 64, 1e7f, 1, 8191, 1, 1, 0, 1);
+    test_multi("small decode", 4, 2, 64, 64, 1e4f, 0, 40, 1, 1, 0, 1);
     test_timing();
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");

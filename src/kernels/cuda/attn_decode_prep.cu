@@ -20,6 +20,11 @@
  * frt_cuda_attn_prep does the same for the max_n tokens of a prefill piece
  * (token t at position start + t, rows of the inputs at a stride: the q | k |
  * v columns of one fused GEMM output), replacing the same sequence there.
+ * frt_cuda_attn_prep_fp8 appends to an FP8 E4M3 cache instead (KV8): K
+ * after RoPE and V quantized with the static per-head scales as
+ * frt_cuda_kv_append_fp8 does (e4m3_satfinite(x * __frcp_rn(scale)), the
+ * same bits), replacing the unfused sequence of qwen35_cuda.c's
+ * attention_fp8 (7 launches).
  *
  * One block per row: blockIdx.y is the token; blocks x in [0, n_heads) are
  * the query heads, [n_heads, n_heads + n_kv_heads) the KV heads. Every load of a row (x, the
@@ -29,6 +34,7 @@
  * groups (a rotation reads the partner element at i +- rot_dim / 2 from
  * shared memory). Tested in tests/test_cuda_attn_prep.c.
  */
+#include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/norm_util.h"
 
 #include <math.h>
@@ -40,10 +46,32 @@ struct prep_params {
     float inv_freq[FRT_CUDA_ROPE_MAX_ROT / 2];
 };
 
-template <int G, int NV>
+/* The G values y of a cache row's group at element offset off: bf16 (RNE)
+ * or, KV8, E4M3 codes of y * inv (one 4-byte store when vec). */
+template <int G, bool KV8>
+__device__ __forceinline__ void prep_st_kv(void *cache, size_t off, bool vec, const float (&y)[G], float inv)
+{
+    if constexpr (KV8) {
+        uint8_t *c = (uint8_t *)cache + off;
+        if (G == 4 && vec) {
+            uint32_t u = 0;
+#pragma unroll
+            for (int e = 0; e < G; e++) u |= (uint32_t)frt_fp8_encode_inv(y[e], inv) << (8 * e);
+            *(uint32_t *)c = u;
+        } else {
+#pragma unroll
+            for (int e = 0; e < G; e++) c[e] = frt_fp8_encode_inv(y[e], inv);
+        }
+    } else {
+        norm_st<G>((__nv_bfloat16 *)cache + off, FRT_CUDA_BF16, 0, vec, y);
+    }
+}
+
+template <int G, int NV, bool KV8>
 __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
-    float *__restrict__ q_out, float *__restrict__ zg_out, __nv_bfloat16 *__restrict__ k_cache,
-    __nv_bfloat16 *__restrict__ v_cache, const float *__restrict__ qg,
+    float *__restrict__ q_out, float *__restrict__ zg_out, void *__restrict__ k_cache,
+    void *__restrict__ v_cache, const float *__restrict__ k_scale, const float *__restrict__ v_scale,
+    const float *__restrict__ qg,
     const float *__restrict__ k, const float *__restrict__ v, const float *__restrict__ q_norm_w,
     const float *__restrict__ k_norm_w, const int32_t *d_start, const int32_t *d_n, int max_n,
     int max_seq, int n_heads, int n_kv_heads, int head_dim, int half, float eps, int zero_centered,
@@ -73,6 +101,9 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
     const size_t dst_kv = ((size_t)pos * n_kv_heads + kvh) * head_dim; /* KV blocks only */
     const int groups = head_dim / G;
     const int T = blockDim.x;
+    /* KV8: frt_cuda_kv_append_fp8's inverse scales of this KV head */
+    const float inv_k = KV8 && !is_q ? __frcp_rn(k_scale[kvh]) : 0.0f;
+    const float inv_v = KV8 && !is_q ? __frcp_rn(v_scale[kvh]) : 0.0f;
     float xv[NV][G], wv[NV][G], cv[NV][G];
     /* all loads first: x, w and the copied row of every owned group */
 #pragma unroll
@@ -101,7 +132,7 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
                 if (is_q)
                     norm_st<G>(zg_out + qrow, FRT_CUDA_F32, (size_t)gi * G, vec, cv[j]);
                 else
-                    norm_st<G>(v_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, cv[j]);
+                    prep_st_kv<G, KV8>(v_cache, dst_kv + (size_t)gi * G, vec, cv[j], inv_v);
             }
         }
     }
@@ -145,7 +176,7 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
             if (is_q)
                 norm_st<G>(q_out + qrow, FRT_CUDA_F32, (size_t)gi * G, vec, y);
             else
-                norm_st<G>(k_cache + dst_kv, FRT_CUDA_BF16, (size_t)gi * G, vec, y);
+                prep_st_kv<G, KV8>(k_cache, dst_kv + (size_t)gi * G, vec, y, inv_k);
         }
     }
 }
@@ -153,20 +184,33 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
 static bool prep_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 #define PREP_LAUNCH(G, NV)                                                                        \
-    attn_decode_prep_kernel<G, NV><<<grid, sh.threads, 0, (cudaStream_t)stream>>>(                \
-        q_out, zg_out, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, qg, k, v, q_norm_w,    \
-        k_norm_w, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,         \
-        zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, p)
+    do {                                                                                          \
+        if (kv8)                                                                                  \
+            attn_decode_prep_kernel<G, NV, true><<<grid, sh.threads, 0, (cudaStream_t)stream>>>(  \
+                q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w,  \
+                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,           \
+                zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, \
+                p);                                                                               \
+        else                                                                                      \
+            attn_decode_prep_kernel<G, NV, false><<<grid, sh.threads, 0, (cudaStream_t)stream>>>( \
+                q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w,  \
+                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,           \
+                zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, \
+                p);                                                                               \
+    } while (0)
 
-extern "C" int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_cache,
-                                  uint16_t *v_cache, const float *qg, int qg_stride, const float *k,
-                                  int k_stride, const float *v, int v_stride, const float *q_norm_w,
-                                  const float *k_norm_w, const int32_t *d_start, const int32_t *d_n,
-                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
-                                  int rot_dim, float theta, float eps, int zero_centered, int gated)
+/* frt_cuda_attn_prep (kv8 0: bf16 caches, the scales unused) and
+ * frt_cuda_attn_prep_fp8 (kv8 1: E4M3 caches, per-head scales). */
+static int prep_launch(void *stream, float *q_out, float *zg_out, void *k_cache, void *v_cache, int kv8,
+                       const float *k_scale, const float *v_scale, const float *qg, int qg_stride, const float *k,
+                       int k_stride, const float *v, int v_stride, const float *q_norm_w, const float *k_norm_w,
+                       const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                       int n_kv_heads, int head_dim, int rot_dim, float theta, float eps, int zero_centered,
+                       int gated)
 {
     FRT_ARG(q_out && k_cache && v_cache && qg && k && v && q_norm_w && k_norm_w && d_start,
             "cuda attn_decode_prep: NULL pointer");
+    FRT_ARG(!kv8 || (k_scale && v_scale), "cuda attn_prep fp8: NULL scales");
     FRT_ARG(max_n >= 0 && max_n <= 65535, "cuda attn_prep: max_n %d (0..65535)", max_n);
     FRT_ARG(!gated || zg_out, "cuda attn_decode_prep: gated needs zg_out");
     FRT_ARG(max_seq > 0 && n_heads > 0 && n_kv_heads > 0,
@@ -205,7 +249,7 @@ extern "C" int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uin
                      prep_aligned(q_out, 16) && prep_aligned(qg, 16) &&
                      prep_aligned(k, 16) && prep_aligned(v, 16) && prep_aligned(q_norm_w, 16) &&
                      prep_aligned(k_norm_w, 16) && (!zg_out || prep_aligned(zg_out, 16)) &&
-                     prep_aligned(k_cache, 8) && prep_aligned(v_cache, 8);
+                     prep_aligned(k_cache, kv8 ? 4 : 8) && prep_aligned(v_cache, kv8 ? 4 : 8);
     const dim3 grid((unsigned int)(n_heads + n_kv_heads), (unsigned int)max_n);
     if (sh.g == 4) {
         switch (sh.nv) {
@@ -222,6 +266,31 @@ extern "C" int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uin
     }
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+extern "C" int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_cache,
+                                  uint16_t *v_cache, const float *qg, int qg_stride, const float *k,
+                                  int k_stride, const float *v, int v_stride, const float *q_norm_w,
+                                  const float *k_norm_w, const int32_t *d_start, const int32_t *d_n,
+                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                  int rot_dim, float theta, float eps, int zero_centered, int gated)
+{
+    return prep_launch(stream, q_out, zg_out, k_cache, v_cache, 0, NULL, NULL, qg, qg_stride, k, k_stride, v,
+                       v_stride, q_norm_w, k_norm_w, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim,
+                       rot_dim, theta, eps, zero_centered, gated);
+}
+
+extern "C" int frt_cuda_attn_prep_fp8(void *stream, float *q_out, float *zg_out, uint8_t *k_cache,
+                                      uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                      const float *qg, int qg_stride, const float *k, int k_stride,
+                                      const float *v, int v_stride, const float *q_norm_w, const float *k_norm_w,
+                                      const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                                      int n_heads, int n_kv_heads, int head_dim, int rot_dim, float theta,
+                                      float eps, int zero_centered, int gated)
+{
+    return prep_launch(stream, q_out, zg_out, k_cache, v_cache, 1, k_scale, v_scale, qg, qg_stride, k, k_stride,
+                       v, v_stride, q_norm_w, k_norm_w, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                       head_dim, rot_dim, theta, eps, zero_centered, gated);
 }
 
 extern "C" int frt_cuda_attn_decode_prep(void *stream, float *q_out, float *zg_out,

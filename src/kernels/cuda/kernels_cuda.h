@@ -207,6 +207,22 @@ int frt_cuda_attn_prep(void *stream, float *q_out, float *zg_out, uint16_t *k_ca
                        const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
                        int rot_dim, float theta, float eps, int zero_centered, int gated);
 
+/* frt_cuda_attn_prep appending to an FP8 E4M3 cache (docs/fp8.md): k_cache
+ * and v_cache [max_seq, n_kv_heads, head_dim] E4M3 codes, the rows written
+ * as frt_cuda_kv_append_fp8 writes them (K after the norm and RoPE, V as
+ * given, each element e4m3_satfinite(x * (1 / scale[j])) for KV head j);
+ * k_scale, v_scale [n_kv_heads] f32 > 0 (device). q_out and zg_out as
+ * frt_cuda_attn_prep's. The same bits as the unfused sequence (copy_rows,
+ * rmsnorm, rope, frt_cuda_kv_append_fp8; tests/test_cuda_attn_prep.c).
+ * Errors: those of frt_cuda_attn_prep; FRT_ERR_INVALID_ARGUMENT for NULL
+ * scales. */
+int frt_cuda_attn_prep_fp8(void *stream, float *q_out, float *zg_out, uint8_t *k_cache, uint8_t *v_cache,
+                           const float *k_scale, const float *v_scale, const float *qg, int qg_stride,
+                           const float *k, int k_stride, const float *v, int v_stride, const float *q_norm_w,
+                           const float *k_norm_w, const int32_t *d_start, const int32_t *d_n, int max_n,
+                           int max_seq, int n_heads, int n_kv_heads, int head_dim, int rot_dim, float theta,
+                           float eps, int zero_centered, int gated);
+
 /* Causal GQA attention of the query block at positions start .. start+n-1
  * over the bf16 KV cache (which must already hold this block's rows):
  * query token t, head h reads KV head h / (n_heads / n_kv_heads) and cache

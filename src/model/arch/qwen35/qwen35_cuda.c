@@ -254,9 +254,11 @@ static const float *kv_scale(const cu_model *c, int l, int kv)
 }
 
 /* The FP8 KV cache (c->fp8, docs/fp8.md) of layer l, the bound slot's:
- * prep_unfused, K (after RoPE) and V quantized into the E4M3 cache with the
- * static per-head scales (frt_cuda_kv_append_fp8: the bits of the cpu
- * codec on the same f32 rows), then attention over the codes: decode the
+ * the split, the q / k norms, RoPE, and K (after RoPE) and V quantized into
+ * the E4M3 cache with the static per-head scales in one launch
+ * (frt_cuda_attn_prep_fp8: the bits of prep_unfused and
+ * frt_cuda_kv_append_fp8, those of the cpu codec on the same f32 rows),
+ * then attention over the codes: decode the
  * flash-decoding splits (fp32 accuracy; tensor cores for head_dim 64 / 128
  * / 256), a prefill piece the tensor-core FlashAttention (Q and P in bf16),
  * other head sizes the CUDA-core kernel (dequantized on load, f32). */
@@ -267,8 +269,11 @@ static int attention_fp8(const fwd *f, int l, const attn_rows *r)
     const int R = r->R, nh = c->nh, nkv = c->nkv, hd = c->hd, S = m->max_seq;
     uint8_t *kc = frt_buffer_ptr(qwen35_of(m)->kv_k[l]), *vc = frt_buffer_ptr(qwen35_of(m)->kv_v[l]);
     const float *ks = kv_scale(c, l, 0), *vs = kv_scale(c, l, 1);
-    FRT_TRY(prep_unfused(f, l, r));
-    FRT_TRY(frt_cuda_kv_append_fp8(r->st, kc, vc, r->k, r->v, ks, vs, r->d_pos, r->d_n, R, S, nkv, hd));
+    const cu_layer *lw = &c->layers[l];
+    /* q | gate rows of c->qw floats, k and v rows of c->kvw (the separate products) */
+    FRT_TRY(frt_cuda_attn_prep_fp8(r->st, r->q, c->gated ? r->zg : NULL, kc, vc, ks, vs, r->qg, c->qw, r->k, c->kvw,
+                                   r->v, c->kvw, lw->q_norm, lw->k_norm, r->d_pos, r->d_n, R, S, nh, nkv, hd,
+                                   c->rot, c->theta, c->eps, 1, c->gated));
     if (r->decode)
         return frt_cuda_attention_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh, nkv, hd,
                                       c->scale, DECODE_SPLIT, r->ws, c->attn_ws_bytes);
@@ -715,7 +720,7 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,gdn=f32,conv=f32,"
-                           "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1",
+                           "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1,prep_fp8=fused-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .load_weights = frt_qwen35_cu_load_weights,
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
