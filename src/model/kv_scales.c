@@ -128,6 +128,18 @@ static const struct ckpt_naming {
 #define N_CKPT_NAMINGS ((int)(sizeof ckpt_namings / sizeof ckpt_namings[0]))
 #define CKPT_NAME_MAX (FRT_STATE_NAME_MAX + 128)
 
+int frt_kv_scales_ckpt_name(const char *prefix, const char *name)
+{
+    size_t p = strlen(prefix);
+    int layer = -1, used = 0;
+    if (strncmp(name, prefix, p) || sscanf(name + p, "layers.%d.self_attn.%n", &layer, &used) != 1 || !used ||
+        layer < 0)
+        return 0;
+    for (int i = 0; i < N_CKPT_NAMINGS; i++)
+        if (!strcmp(name + p + used, ckpt_namings[i].k) || !strcmp(name + p + used, ckpt_namings[i].v)) return 1;
+    return 0;
+}
+
 /* State entry `entry` ("kv.L.k" / "kv.L.v") as its layer and kv (0 K, 1 V). */
 static int entry_layer(const char *entry, int *layer, int *kv)
 {

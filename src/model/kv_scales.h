@@ -54,6 +54,13 @@ int frt_kv_scales_check(const frt_safetensors *st, const frt_kv_scales_want *wan
  * FRT_ERR_OUT_OF_MEMORY. */
 int frt_model_kv_scales_load(frt_model *m);
 
+/* 1 when checkpoint tensor `name` is a KV-cache scale under one of the
+ * names frt_model_kv_scales_load reads ("<prefix>layers.L.self_attn."
+ * followed by k_scale, v_scale, k_proj.output_scale, v_proj.output_scale
+ * or kv_scale), else 0. The weights hash leaves these out: they enter the
+ * fingerprint as values (kv_scales_hash) when an FP8 KV cache reads them. */
+int frt_kv_scales_ckpt_name(const char *prefix, const char *name);
+
 /* Entry e's scales [shape[1]] into out: the file's or the checkpoint's, or
  * 1.0 without either. */
 void frt_model_kv_scales_of(const frt_model *m, int e, float *out, int heads);
