@@ -24,7 +24,18 @@
  *     [1]-shaped scale is accepted; under attn_head: shape [] and
  *     [n_kv_heads + 1], a NaN or a zero on one head, [n_kv_heads] accepted
  *     with each head's value; the default KV cache and a scales file both
- *     load a checkpoint with a bad scale (neither reads it).
+ *     load a checkpoint with a bad scale (neither reads it);
+ *   - the older per-tensor names (--kv-names output_scale:
+ *     k_proj.output_scale / v_proj.output_scale; kv_scale: one for K and V):
+ *     the table holds their values (kv_scale's on V too), and the logits
+ *     bits, fingerprint and capsules equal those of the same checkpoint with
+ *     the scales renamed to k_scale / v_scale and of the source checkpoint
+ *     with a file of them (the scale tensors are not in the weights hash);
+ *     refused (FRT_ERR_FORMAT naming the tensors): a layer under two
+ *     namings (k_scale beside k_proj.output_scale, kv_scale beside k_scale
+ *     or v_proj.output_scale), shape [n_kv_heads], NaN, zero, a missing
+ *     v_proj.output_scale, an older name under strategy attn_head; shapes
+ *     [] and [1] accepted.
  */
 #include "frt_test.h"
 #include "frt_test_fp8.h"
@@ -431,7 +442,8 @@ static void test_bad_older(int H, const char *file)
     char ck[300];
     const char *k0 = "model.layers.0.self_attn.k_scale", *k1 = "model.layers.1.self_attn.k_scale";
     const char *o0 = "model.layers.0.self_attn.k_proj.output_scale";
-    const char *o1 = "model.layers.1.self_attn.v_proj.output_scale", *o2 = "model.layers.2.self_attn.v_proj.output_scale";
+    const char *o1 = "model.layers.1.self_attn.v_proj.output_scale";
+    const char *o2 = "model.layers.2.self_attn.v_proj.output_scale";
     const char *kv0 = "model.layers.0.self_attn.kv_scale", *kv1 = "model.layers.1.self_attn.kv_scale";
     const bad_scale output_scale[] = {
         {"k_scale beside k_proj.output_scale", k0, BAD_ADD, FRT_DT_F32, 0, 1, 0.5f, 0, FRT_ERR_FORMAT, o0},
