@@ -81,7 +81,9 @@ typedef enum frt_quant_kv {
     FRT_QUANT_KV_NONE = 0,   /* no kv_cache_scheme (or null) */
     FRT_QUANT_KV_TENSOR = 1, /* {type "float", num_bits 8, symmetric true, dynamic false, strategy "tensor"}: one
                                 <prefix>layers.L.self_attn.k_scale and .v_scale (F32 or BF16, [] or [1]) per
-                                attention layer L; a stored K row is e4m3(k / k_scale) (vLLM's k_scale) */
+                                attention layer L, or per layer the older names vLLM reads (one naming a
+                                layer): .k_proj.output_scale / .v_proj.output_scale, or one .kv_scale for K
+                                and V; a stored K row is e4m3(k / k_scale) (vLLM's k_scale) */
     FRT_QUANT_KV_HEAD = 2,   /* the same with strategy "attn_head": k_scale / v_scale F32 or BF16 [n_kv_heads], one
                                 scale per KV head (vLLM's per-attention-head scales) */
 } frt_quant_kv;

@@ -93,7 +93,8 @@ typedef struct frt_model_params {
     frt_weight_dtype weight_dtype; /* weight precision; FRT_WEIGHT_DEFAULT (0) = the checkpoint's */
     const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
                               frt_model_kv_calibrate / frt calibrate); NULL = the checkpoint's k_scale /
-                              v_scale when config.json has a kv_cache_scheme (docs/fp8.md), else 1.0; a
+                              v_scale (or older k_proj.output_scale / kv_scale) when config.json has a
+                              kv_cache_scheme (docs/fp8.md), else 1.0; a
                               file wins over the checkpoint's scales. Given without FRT_KV_FP8:
                               FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */

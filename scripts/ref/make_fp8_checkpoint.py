@@ -33,7 +33,13 @@ nearest even). The values are a deterministic function of the layer (tests
 compare them bit for bit), not calibrated ones. --kv-strategy attn_head
 writes strategy "attn_head" and per-KV-head scales instead: shape
 [num_key_value_heads], head j's value the layer's times (1 + 0.125 j), in
-float32 in that order.
+float32 in that order. --kv-names writes the per-tensor scales under an
+older name vLLM still reads (strategy "tensor" only): output_scale gives
+PREFIX layers.L.self_attn.k_proj.output_scale / .v_proj.output_scale,
+shape [1] (older compressed-tensors, the kv_cache_scheme applied as
+output_activations of k_proj and v_proj); kv_scale gives one
+PREFIX layers.L.self_attn.kv_scale, shape [], for both K and V: the K
+value 0.01 (L + 1). new (the default) writes k_scale / v_scale.
 
 --twin DIR also writes the dequantized twin: the same checkpoint with each
 quantized weight replaced by decode(code) * s as F32, a plain float model
@@ -62,7 +68,8 @@ shape, a few GB at 8B for the encoder's temporaries; torch: under 1 GB).
 
     python3 scripts/ref/make_fp8_checkpoint.py SRC OUT --layout ct-channel \
         [--block 128 128] [--scale-dtype f32|bf16] [--kv-scales f32|bf16]
-        [--kv-strategy tensor|attn_head] [--twin TWIN]
+        [--kv-strategy tensor|attn_head] [--kv-names new|output_scale|kv_scale]
+        [--twin TWIN]
         [--quantizer numpy|torch] [--device auto|cuda|cpu]
 
 Generated checkpoints are test-time artefacts: never commit them.
@@ -349,21 +356,32 @@ def cross_check_torch(w, inv, codes):
         sys.exit("make_fp8_checkpoint: numpy codes differ from torch float8_e4m3fn")
 
 
-def kv_scale_tensors(tensors, dtype, heads):
+# --kv-names: the tensor names (after PREFIX layers.L.self_attn.) of a
+# layer's K and V scales, and the shape of a per-tensor one.
+KV_NAMES = {"new": ("k_scale", "v_scale", []),
+            "output_scale": ("k_proj.output_scale", "v_proj.output_scale", [1]),
+            "kv_scale": ("kv_scale", None, [])}
+
+
+def kv_scale_tensors(tensors, dtype, heads, names):
     """{name: (dtype, array)}: k_scale 0.01 (L + 1), v_scale 0.013 (L + 1)
     for every attention layer L among the tensor names, shape [] (heads
-    None) or [heads] (head j times 1 + 0.125 j); {} when there is none."""
+    None) or [heads] (head j times 1 + 0.125 j), under the names of
+    KV_NAMES[names] (kv_scale: the K value alone); {} when there is none."""
     out = {}
+    kname, vname, shape = KV_NAMES[names]
     for name in tensors:
         m = ATTENTION.match(name)
         if not m:
             continue
         prefix, layer = m.group(1), int(m.group(2))
-        for kv, base in (("k", 0.01), ("v", 0.013)):
-            v = np.array(np.float32(base) * np.float32(layer + 1), np.float32)
+        for tname, base in ((kname, 0.01), (vname, 0.013)):
+            if not tname:
+                continue
+            v = np.array(np.float32(base) * np.float32(layer + 1), np.float32).reshape(shape)
             if heads:
                 v = (v * (np.float32(1) + np.float32(0.125) * np.arange(heads, dtype=np.float32))).astype(np.float32)
-            out["%slayers.%d.self_attn.%s_scale" % (prefix, layer, kv)] = \
+            out["%slayers.%d.self_attn.%s" % (prefix, layer, tname)] = \
                 ("BF16", to_bf16(v)) if dtype == "bf16" else ("F32", v)
     return out
 
@@ -404,12 +422,16 @@ def parse_args():
     ap.add_argument("--scale-dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--kv-scales", choices=["f32", "bf16"])
     ap.add_argument("--kv-strategy", choices=["tensor", "attn_head"], default="tensor")
+    ap.add_argument("--kv-names", choices=sorted(KV_NAMES), default="new")
     ap.add_argument("--twin")
     ap.add_argument("--quantizer", choices=["numpy", "torch"], default="numpy")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     a = ap.parse_args()
     if a.kv_scales and a.layout == "block":
         sys.exit("make_fp8_checkpoint: --kv-scales needs a compressed-tensors layout (ct-tensor, ct-channel, none)")
+    if a.kv_names != "new" and (not a.kv_scales or a.kv_strategy != "tensor"):
+        sys.exit("make_fp8_checkpoint: --kv-names %s is a per-tensor name: give --kv-scales with --kv-strategy "
+                 "tensor" % a.kv_names)
     if a.layout == "none" and not a.kv_scales:
         sys.exit("make_fp8_checkpoint: --layout none is a kv-only checkpoint: give --kv-scales")
     if a.block[0] < 1 or a.block[1] < 1:
@@ -460,7 +482,7 @@ def convert_shard(a, path, fn, heads):
     """Writes OUT/fn (and TWIN/fn); -> ({name: (dtype, shape)} of the FP8
     shard, of the twin's, the kv scale count)."""
     base, items = read_header(path)
-    kv = kv_scale_tensors([n for n, _ in items], a.kv_scales, heads) if a.kv_scales else {}
+    kv = kv_scale_tensors([n for n, _ in items], a.kv_scales, heads, a.kv_names) if a.kv_scales else {}
     pf, pt = plans(a, items, kv)
     fw = Writer(os.path.join(a.out, fn), pf)
     tw = Writer(os.path.join(a.twin, fn), pt) if a.twin else None

@@ -4,7 +4,8 @@
  * that writes a scales file, and the load of the scales at model load, from
  * such a file or from the checkpoint (compressed-tensors kv_cache_scheme:
  * one k_scale and one v_scale per attention layer, broadcast to its heads,
- * or one per KV head).
+ * or one per KV head; per layer also under the older names
+ * k_proj.output_scale / v_proj.output_scale or one kv_scale).
  */
 #include "model/kv_scales.h"
 
@@ -109,32 +110,101 @@ static int read_file(const char *path, const frt_kv_scales_want *want, int n, fl
     return rc;
 }
 
-/* The checkpoint tensor of state entry `entry`'s scale: "kv.L.k" ->
- * "<weight_prefix>layers.L.self_attn.k_scale" (and .v_scale for "kv.L.v"). */
-static int ckpt_scale_name(const frt_model *m, const char *entry, char *out, size_t size)
+/* The names a checkpoint gives layer L's K and V scales, after
+ * "<weight_prefix>layers.L.self_attn.": compressed-tensors' k_scale /
+ * v_scale (per tensor or per KV head), and two older per-tensor namings
+ * vLLM still reads: k_proj.output_scale / v_proj.output_scale (older
+ * compressed-tensors applied the kv_cache_scheme as output_activations of
+ * k_proj and v_proj; vLLM's get_cache_scale) and one kv_scale for both K
+ * and V (vLLM's maybe_remap_kv_scale_name, deprecated there). One layer
+ * uses one naming. */
+static const struct ckpt_naming {
+    const char *k, *v;
+} ckpt_namings[] = {
+    {"k_scale", "v_scale"},
+    {"k_proj.output_scale", "v_proj.output_scale"},
+    {"kv_scale", "kv_scale"},
+};
+#define N_CKPT_NAMINGS ((int)(sizeof ckpt_namings / sizeof ckpt_namings[0]))
+#define CKPT_NAME_MAX (FRT_STATE_NAME_MAX + 128)
+
+int frt_kv_scales_ckpt_name(const char *prefix, const char *name)
 {
+    size_t p = strlen(prefix);
     int layer = -1, used = 0;
-    char kv = 0;
-    if (sscanf(entry, "kv.%d.%c%n", &layer, &kv, &used) != 2 || entry[used] || layer < 0 || (kv != 'k' && kv != 'v'))
+    if (strncmp(name, prefix, p) || sscanf(name + p, "layers.%d.self_attn.%n", &layer, &used) != 1 || !used ||
+        layer < 0)
+        return 0;
+    for (int i = 0; i < N_CKPT_NAMINGS; i++)
+        if (!strcmp(name + p + used, ckpt_namings[i].k) || !strcmp(name + p + used, ckpt_namings[i].v)) return 1;
+    return 0;
+}
+
+/* State entry `entry` ("kv.L.k" / "kv.L.v") as its layer and kv (0 K, 1 V). */
+static int entry_layer(const char *entry, int *layer, int *kv)
+{
+    int used = 0;
+    char c = 0;
+    if (sscanf(entry, "kv.%d.%c%n", layer, &c, &used) != 2 || entry[used] || *layer < 0 || (c != 'k' && c != 'v'))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "kv scales: state entry '%s' is not a layer's K or V: the checkpoint's KV scales "
                          "(kv_cache_scheme) cannot be mapped onto it",
                          entry);
-    snprintf(out, size, "%slayers.%d.self_attn.%c_scale", m->cfg.weight_prefix, layer, kv);
+    *kv = c == 'v';
+    return 0;
+}
+
+/* The checkpoint name of layer's K (kv 0) or V scale under naming i. */
+static void ckpt_scale_name(const frt_model *m, int layer, int i, int kv, char *out)
+{
+    snprintf(out, CKPT_NAME_MAX, "%slayers.%d.self_attn.%s", m->cfg.weight_prefix, layer,
+             kv ? ckpt_namings[i].v : ckpt_namings[i].k);
+}
+
+/* The naming of layer's scales in the checkpoint into *naming (0 when it
+ * holds none); FRT_ERR_FORMAT naming two tensors when it holds two. */
+static int layer_naming(const frt_model *m, int layer, int *naming)
+{
+    char first[CKPT_NAME_MAX] = "", name[CKPT_NAME_MAX];
+    *naming = 0;
+    for (int i = 0; i < N_CKPT_NAMINGS; i++)
+        for (int kv = 0; kv < 2; kv++) {
+            ckpt_scale_name(m, layer, i, kv, name);
+            if (!frt_checkpoint_find(m->ckpt, name)) continue;
+            if (first[0])
+                return frt_error(FRT_ERR_FORMAT,
+                                 "kv scales: the checkpoint holds both '%s' and '%s' (one naming a layer: "
+                                 "self_attn.k_scale / v_scale, or the older k_proj.output_scale / "
+                                 "v_proj.output_scale, or kv_scale; docs/fp8.md)",
+                                 first, name);
+            snprintf(first, sizeof first, "%s", name);
+            *naming = i;
+            break;
+        }
     return 0;
 }
 
 /* State entry `entry`'s scales from the checkpoint into out [heads]: F32
  * or BF16, [] or [1] (per_head 0: the one value on every head) or [heads]
- * (per_head 1), each finite and > 0. */
+ * (per_head 1: under the k_scale / v_scale names only), each finite and
+ * > 0. */
 static int ckpt_scale(const frt_model *m, const char *entry, int per_head, int heads, float *out)
 {
-    char name[FRT_STATE_NAME_MAX + 128];
-    FRT_TRY(ckpt_scale_name(m, entry, name, sizeof name));
+    char name[CKPT_NAME_MAX];
+    int layer = 0, kv = 0, naming = 0;
+    FRT_TRY(entry_layer(entry, &layer, &kv));
+    FRT_TRY(layer_naming(m, layer, &naming));
+    ckpt_scale_name(m, layer, naming, kv, name);
     const frt_tensor *t = frt_checkpoint_find(m->ckpt, name);
     if (!t)
-        return frt_error(FRT_ERR_FORMAT, "kv scales: config.json declares a kv_cache_scheme but the checkpoint has "
-                                         "no tensor '%s'", name);
+        return frt_error(FRT_ERR_FORMAT,
+                         "kv scales: config.json declares a kv_cache_scheme but the checkpoint has no tensor '%s'%s",
+                         name, naming || per_head ? "" : " (nor an older k_proj.output_scale / kv_scale)");
+    if (naming && per_head)
+        return frt_error(FRT_ERR_FORMAT,
+                         "kv scales: '%s' is an older per-tensor scale name; kv_cache_scheme strategy attn_head "
+                         "reads self_attn.k_scale / v_scale [n_kv_heads]",
+                         name);
     const int n = per_head ? heads : 1;
     if ((t->dtype != FRT_DT_F32 && t->dtype != FRT_DT_BF16) || t->ndim > 1 || frt_tensor_numel(t) != n ||
         (per_head && t->ndim != 1))

@@ -38,17 +38,28 @@ int frt_kv_scales_check(const frt_safetensors *st, const frt_kv_scales_want *wan
  * scales from the checkpoint tensor
  * "<weight_prefix>layers.L.self_attn.k_scale" / ".v_scale" (F32 or BF16,
  * finite and > 0; TENSOR: [] or [1], given to every head; HEAD:
- * [n_kv_heads], one a head). The file wins over the checkpoint; a KV cache of another dtype uses
+ * [n_kv_heads], one a head), or with TENSOR from the older per-tensor
+ * names vLLM reads, "...self_attn.k_proj.output_scale" /
+ * ".v_proj.output_scale" or one "...self_attn.kv_scale" for both K and V
+ * (the same checks; one naming a layer). The file wins over the checkpoint; a KV cache of another dtype uses
  * neither (the checkpoint's scales are ignored; a file is an error). Keeps
  * the scales (m->kv_scales, m->kv_scales_hash: the same hash for the same
  * values, whatever their source); on error nothing is kept. Errors:
  * FRT_ERR_INVALID_ARGUMENT (kv_scales without kv_dtype FRT_KV_FP8), those
  * of frt_safetensors_open and frt_kv_scales_check, FRT_ERR_FORMAT (a
  * checkpoint scale missing, of another dtype or shape, zero, negative, NaN
- * or infinite: the message names the tensor), FRT_ERR_UNSUPPORTED (an FP8
+ * or infinite, a layer's scales under two namings, an older name with
+ * HEAD: the message names the tensors), FRT_ERR_UNSUPPORTED (an FP8
  * entry not named kv.L.k / kv.L.v with checkpoint scales),
  * FRT_ERR_OUT_OF_MEMORY. */
 int frt_model_kv_scales_load(frt_model *m);
+
+/* 1 when checkpoint tensor `name` is a KV-cache scale under one of the
+ * names frt_model_kv_scales_load reads ("<prefix>layers.L.self_attn."
+ * followed by k_scale, v_scale, k_proj.output_scale, v_proj.output_scale
+ * or kv_scale), else 0. The weights hash leaves these out: they enter the
+ * fingerprint as values (kv_scales_hash) when an FP8 KV cache reads them. */
+int frt_kv_scales_ckpt_name(const char *prefix, const char *name);
 
 /* Entry e's scales [shape[1]] into out: the file's or the checkpoint's, or
  * 1.0 without either. */

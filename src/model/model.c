@@ -274,8 +274,11 @@ static int capture_graphs(frt_model *m)
 }
 
 /* Hash of the weights: xxh64 over every tensor's name, dtype, shape and bytes
- * in checkpoint order. */
-static uint64_t hash_weights(const frt_checkpoint *ck)
+ * in checkpoint order, but the KV-cache scales (frt_kv_scales_ckpt_name):
+ * those enter the fingerprint as values through kv_scales_hash when an FP8
+ * KV cache reads them, and change nothing otherwise, so equal scales under
+ * any of their names (or from a file) give one fingerprint. */
+static uint64_t hash_weights(const frt_checkpoint *ck, const char *prefix)
 {
     XXH64_state_t *h = XXH64_createState();
     if (!h) return 0;
@@ -283,6 +286,7 @@ static uint64_t hash_weights(const frt_checkpoint *ck)
     int n = frt_checkpoint_count(ck);
     for (int i = 0; i < n; i++) {
         const frt_tensor *t = frt_checkpoint_at(ck, i);
+        if (frt_kv_scales_ckpt_name(prefix, t->name)) continue;
         XXH64_update(h, t->name, strlen(t->name) + 1);
         XXH64_update(h, &t->dtype, sizeof t->dtype);
         XXH64_update(h, t->shape, sizeof t->shape[0] * (size_t)t->ndim);
@@ -509,7 +513,7 @@ static int load_model(frt_model *m, const char *dir)
         m->progress_done = m->progress_total;
         progress(m, "weights", m->progress_total, m->progress_total);
     }
-    m->weights_hash = hash_weights(m->ckpt);
+    m->weights_hash = hash_weights(m->ckpt, m->cfg.weight_prefix);
     FRT_TRY(alloc_state(m));
     FRT_TRY(frt_model_kv_scales_load(m)); /* before the scratch: the backends copy the scales there */
     FRT_TRY(m->bk->alloc_scratch(m));
