@@ -10,6 +10,10 @@
  * static KV scale lives there). One thread per element, grid-stride.
  * Tested bit-exact against the CPU codec in tests/test_cuda_fp8.c.
  *
+ * Block-scaled weights to bf16 (frt_cuda_fp8_dequantize_b128_bf16, the
+ * prefill GEMM's operand for block-wise checkpoints): decode(q) * s as above,
+ * then __float2bfloat16_rn; twin frt_fp8_dequantize_b128_bf16.
+ *
  * Per-token dynamic quantization (frt_cuda_fp8_quantize_rows_dynamic, the
  * activations of the FP8 prefill GEMM): one block per row of bf16; the
  * row's max |x| (a max: exact in any order; NaN skipped by fmaxf), scale =
@@ -65,6 +69,49 @@ extern "C" int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_
     if (!total) return 0;
     fp8_dequantize_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
         x, q, scale, n_scales, total, dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* ---- 128 x 128 block-scaled weights to bf16 ------------------------------ */
+
+/* One thread per 16 codes (a 16-byte load; the 16 share a 128 x 128 block):
+ * out = __float2bfloat16_rn(frt_fp8_decode_scaled(q, s)), two 16-byte stores. */
+__global__ void fp8_dequant_b128_kernel(uint4 *out, const uint4 *q, const float *scale, int rows, int dim)
+{
+    const int kc = dim / 16, nb = (dim + 127) / 128;
+    const size_t total = (size_t)rows * kc;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / kc;
+        const int c = (int)(i - r * kc) * 16;
+        const float s = __ldg(scale + (r / 128) * nb + c / 128);
+        const uint4 v = __ldg(q + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        uint32_t o[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t pair = (w[j / 2] >> (16 * (j & 1))) & 0xFFFFu;
+            const __nv_bfloat162 b = __floats2bfloat162_rn(frt_fp8_decode_scaled((uint8_t)(pair & 0xFF), s),
+                                                           frt_fp8_decode_scaled((uint8_t)(pair >> 8), s));
+            o[j] = (uint32_t)__bfloat16_as_ushort(b.x) | ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
+        }
+        out[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
+        out[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+}
+
+extern "C" int frt_cuda_fp8_dequantize_b128_bf16(void *stream, uint16_t *out, const uint8_t *q, const float *scale,
+                                                 int rows, int dim)
+{
+    FRT_ARG(out && q && scale, "cuda fp8 dequantize_b128: NULL pointer");
+    FRT_ARG(rows >= 0 && dim > 0 && dim % 16 == 0, "cuda fp8 dequantize_b128: rows %d, dim %d (a positive multiple "
+            "of 16)", rows, dim);
+    FRT_ARG((((uintptr_t)out | (uintptr_t)q) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
+            "cuda fp8 dequantize_b128: out and q must be 16-byte aligned, scale 4-byte");
+    const size_t total = (size_t)rows * (dim / 16);
+    if (!total) return 0;
+    fp8_dequant_b128_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        (uint4 *)out, (const uint4 *)q, scale, rows, dim);
     FRT_LAUNCH_CHECK();
     return 0;
 }
