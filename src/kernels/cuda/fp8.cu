@@ -73,6 +73,19 @@ extern "C" int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_
     return 0;
 }
 
+/* The checks of the row kernels below: a, b (16-byte aligned) and scale
+ * (4-byte aligned) non-NULL, rows >= 0, dim a positive multiple of mult. */
+static int fp8_rows_check(const char *what, const void *a, const void *b, const float *scale, int rows, int dim,
+                          int mult)
+{
+    FRT_ARG(a && b && scale, "cuda fp8 %s: NULL pointer", what);
+    FRT_ARG(rows >= 0 && dim > 0 && dim % mult == 0, "cuda fp8 %s: rows %d dim %d (dim a positive multiple of %d)",
+            what, rows, dim, mult);
+    FRT_ARG((((uintptr_t)a | (uintptr_t)b) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
+            "cuda fp8 %s: the rows must be 16-byte aligned, the scales 4-byte aligned", what);
+    return 0;
+}
+
 /* ---- 128 x 128 block-scaled weights to bf16 ------------------------------ */
 
 /* One thread per 16 codes (a 16-byte load; the 16 share a 128 x 128 block):
@@ -103,11 +116,7 @@ __global__ void fp8_dequant_b128_kernel(uint4 *out, const uint4 *q, const float 
 extern "C" int frt_cuda_fp8_dequantize_b128_bf16(void *stream, uint16_t *out, const uint8_t *q, const float *scale,
                                                  int rows, int dim)
 {
-    FRT_ARG(out && q && scale, "cuda fp8 dequantize_b128: NULL pointer");
-    FRT_ARG(rows >= 0 && dim > 0 && dim % 16 == 0, "cuda fp8 dequantize_b128: rows %d, dim %d (a positive multiple "
-            "of 16)", rows, dim);
-    FRT_ARG((((uintptr_t)out | (uintptr_t)q) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
-            "cuda fp8 dequantize_b128: out and q must be 16-byte aligned, scale 4-byte");
+    FRT_TRY(fp8_rows_check("dequantize_b128_bf16", out, q, scale, rows, dim, 16));
     const size_t total = (size_t)rows * (dim / 16);
     if (!total) return 0;
     fp8_dequant_b128_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
@@ -178,11 +187,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
 extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x,
                                                   int rows, int dim)
 {
-    FRT_ARG(q && scale && x, "cuda fp8 quantize_rows_dynamic: NULL pointer");
-    FRT_ARG(rows >= 0 && dim > 0 && dim % 8 == 0, "cuda fp8 quantize_rows_dynamic: rows %d dim %d (dim a positive "
-            "multiple of 8)", rows, dim);
-    FRT_ARG((((uintptr_t)x | (uintptr_t)q) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
-            "cuda fp8 quantize_rows_dynamic: x and q must be 16-byte aligned, scale 4-byte aligned");
+    FRT_TRY(fp8_rows_check("quantize_rows_dynamic", x, q, scale, rows, dim, 8));
     if (!rows) return 0;
     fp8_quantize_dyn_kernel<<<rows, DYN_THREADS, 0, (cudaStream_t)stream>>>(q, scale, (const uint4 *)x, dim);
     FRT_LAUNCH_CHECK();
