@@ -7,7 +7,9 @@
  *   - the encoder on every code's value, the midpoints of adjacent codes
  *     (ties), +-inf, NaN, values past 448, signed zeros;
  *   - random rows (never zero, many binades) with per-tensor, per-head and
- *     per-row scales, quantized and dequantized.
+ *     per-row scales, quantized and dequantized;
+ *   - 128 x 128 block-scaled weights to bf16 (frt_cuda_fp8_dequantize_b128_bf16
+ *     against frt_fp8_dequantize_b128_bf16) on random codes and scales.
  * Bad arguments fail with FRT_ERR_INVALID_ARGUMENT before the device check.
  * Exits 77 (skipped) without a device.
  */
@@ -126,6 +128,38 @@ static void test_random(void)
     free(q), free(row), free(x);
 }
 
+/* frt_cuda_fp8_dequantize_b128_bf16 against frt_fp8_dequantize_b128_bf16,
+ * bit for bit: random finite codes (every code but the NaNs), random block
+ * scales over many binades; shapes with partial blocks both ways and an
+ * 8B one. */
+static void test_dequant_b128(int rows, int dim)
+{
+    const size_t n = (size_t)rows * dim, ns = (size_t)((rows + 127) / 128) * ((dim + 127) / 128);
+    uint64_t rng = 20261126u + (uint64_t)rows * 7 + (uint64_t)dim;
+    uint8_t *q = xzalloc(n);
+    float *sc = xzalloc(ns * 4);
+    uint16_t *want = xzalloc(n * 2), *got = xzalloc(n * 2);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c;
+        do c = (uint8_t)(frt_rng_next(&rng) >> 56);
+        while ((c & 0x7F) == 0x7F);
+        q[i] = c;
+    }
+    for (size_t i = 0; i < ns; i++) sc[i] = ldexpf(1.0f + frt_rng_uniform(&rng), (int)(frt_rng_uniform(&rng) * 20) - 16);
+    frt_fp8_dequantize_b128_bf16(want, q, sc, rows, dim);
+    dbuf dq = dalloc(n), ds = dalloc(ns * 4), dout = dalloc(n * 2);
+    dput(dq, 0, q, n);
+    dput(ds, 0, sc, ns * 4);
+    must(frt_cuda_fp8_dequantize_b128_bf16(g_cs, dout.p, dq.p, ds.p, rows, dim), "dequantize_b128");
+    sync_st();
+    dget(dout, 0, got, n * 2);
+    char name[96];
+    snprintf(name, sizeof name, "dequantize_b128_bf16 %d x %d == cpu", rows, dim);
+    report_flag(name, memcmp(got, want, n * 2) == 0);
+    dfree(&dq), dfree(&ds), dfree(&dout);
+    free(q), free(sc), free(want), free(got);
+}
+
 int main(void)
 {
     float f = 0, s = 1;
@@ -134,10 +168,21 @@ int main(void)
     CHECK_STATUS(frt_cuda_fp8_quantize_rows(NULL, &q, &f, &s, 0, 1, 1), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_fp8_dequantize_rows(NULL, &f, &q, &s, 1, 1, 0), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_fp8_dequantize_rows(NULL, &f, &q, NULL, 1, 1, 1), FRT_ERR_INVALID_ARGUMENT);
+    uint16_t *o16 = (uint16_t *)(uintptr_t)4096;
+    const uint8_t *q16 = (const uint8_t *)(uintptr_t)8192;
+    CHECK_STATUS(frt_cuda_fp8_dequantize_b128_bf16(NULL, NULL, q16, &s, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_dequantize_b128_bf16(NULL, o16, q16, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_dequantize_b128_bf16(NULL, o16, q16, &s, -1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_dequantize_b128_bf16(NULL, o16, q16, &s, 1, 24), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_fp8_dequantize_b128_bf16(NULL, o16 + 1, q16, &s, 1, 16), FRT_ERR_INVALID_ARGUMENT);
     frt_test_cuda_start();
     test_decode();
     test_codes();
     test_random();
+    test_dequant_b128(1, 16);
+    test_dequant_b128(300, 272);
+    test_dequant_b128(1003, 1040);
+    test_dequant_b128(4096, 4096);
     return frt_test_report();
 }
 #endif

@@ -31,9 +31,12 @@
  *      (/usr/bin/python3 + numpy), of the dense shapes and the tiny hybrid:
  *      per-channel logits equal bit for bit the quantize-at-load of the
  *      source on cuda, per-tensor within twice the model's bound of its cpu
- *      load (the FP8 error bound: other codes, other ids than in 1.),
- *      block-wise refused on cuda (FRT_ERR_UNSUPPORTED: no per-channel
- *      scale);
+ *      load (the FP8 error bound: other codes, other ids than in 1.);
+ *      block-wise (128 x 128) on the dense shapes: cuda vs the cpu
+ *      emulation per layer and logits within the model's bound, capsules
+ *      restore == cold bit for bit and a bf16-weight capsule refused, the
+ *      description naming the block scales; block-wise on the hybrid
+ *      refused on cuda (FRT_ERR_UNSUPPORTED);
  *   4. the hybrid's FP8 dims: conv channels not a multiple of 16 refused
  *      (FRT_ERR_UNSUPPORTED naming the dim) where bf16 loads.
  * Skipped (77) without a CUDA device.
@@ -51,6 +54,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "frt/model.h"
 #include "gen_model.h"
 #include "kernels/cuda/kernels_cuda.h"
+#include "model/model_internal.h"
 #include "util/bf16.h"
 
 #include "frt_test_cuda.h"
@@ -83,11 +87,14 @@ static void random_ids(int32_t *ids, int n, int V)
     for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
 }
 
-static void compare_model(const char *label, const char *dir, double bound)
+/* dir loaded with wd on cpu and cuda, against the bf16-weight cuda model of
+ * b16_dir. */
+static void compare_model_of(const char *label, const char *dir, frt_weight_dtype wd, const char *b16_dir,
+                             double bound)
 {
-    frt_model *cpu = load(dir, FRT_BACKEND_CPU, FRT_WEIGHT_FP8, 0);
-    frt_model *gpu = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, 0);
-    frt_model *g16 = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, 0);
+    frt_model *cpu = load(dir, FRT_BACKEND_CPU, wd, 0);
+    frt_model *gpu = load(dir, FRT_BACKEND_CUDA, wd, 0);
+    frt_model *g16 = load(b16_dir, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, 0);
     if (!cpu || !gpu || !g16) goto out;
     frt_model_info ic, ig, i16;
     CHECK_OK(frt_model_info_get(cpu, &ic));
@@ -108,6 +115,11 @@ out:
     frt_model_free(g16);
 }
 
+static void compare_model(const char *label, const char *dir, double bound)
+{
+    compare_model_of(label, dir, FRT_WEIGHT_FP8, dir, bound);
+}
+
 static void decode_k(frt_model *m, int k, int32_t *t, float *l)
 {
     CHECK_OK(frt_model_sample(m, NULL, &t[0]));
@@ -115,11 +127,13 @@ static void decode_k(frt_model *m, int k, int32_t *t, float *l)
     CHECK_OK(frt_model_logits(m, l));
 }
 
-static void test_capsules(const char *dir)
+/* Capsules of the FP8 model `dir` loaded with wd; the bf16-weight model
+ * whose capsules it refuses (and which refuses its): b16_dir's. */
+static void test_capsules_of(const char *dir, frt_weight_dtype wd, const char *b16_dir)
 {
     enum { N = 150, K = 8 };
-    frt_model *a = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, 0), *cold = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_FP8, 0);
-    frt_model *b16 = load(dir, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, 0);
+    frt_model *a = load(dir, FRT_BACKEND_CUDA, wd, 0), *cold = load(dir, FRT_BACKEND_CUDA, wd, 0);
+    frt_model *b16 = load(b16_dir, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, 0);
     frt_capsule *ca = NULL, *c16 = NULL;
     if (!a || !cold || !b16) goto out;
     frt_model_info info;
@@ -158,6 +172,8 @@ out:
     frt_model_free(b16);
 }
 
+static void test_capsules(const char *dir) { test_capsules_of(dir, FRT_WEIGHT_FP8, dir); }
+
 static int make_ckpt(const char *src, const char *layout, const char *out)
 {
     char cmd[1024];
@@ -177,7 +193,9 @@ static int logits_of(const char *dir, frt_backend be, frt_weight_dtype wd, const
     return rc;
 }
 
-static void test_checkpoints(const char *src, int V, double bound)
+/* block_ok: the family reads block-wise checkpoints on cuda (dense);
+ * else they are refused (the hybrid). */
+static void test_checkpoints(const char *src, int V, double bound, int block_ok)
 {
     char ch[300], te[300], bl[300];
     snprintf(ch, sizeof ch, "%s-ch", src);
@@ -202,9 +220,23 @@ static void test_checkpoints(const char *src, int V, double bound)
         double e = frt_test_rel_err(b, a, (size_t)V);
         report("per-tensor FP8 checkpoint, cuda vs cpu logits", e, 2.0 * bound);
     }
-    if (make_ckpt(src, "block", bl) == 0) {
+    if (make_ckpt(src, "block", bl) == 0 && !block_ok) {
         CHECK(load(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, FRT_ERR_UNSUPPORTED) == NULL);
         CHECK(strstr(frt_last_error(), "block-wise") != NULL);
+    } else if (block_ok) {
+        /* 128 x 128 blocks: the cpu emulation (f32 weights decode(q) * s, f32 activations, none
+         * quantized) against cuda (decode: the block-scaled GEMVs; prefill: bf16 activations over
+         * the weights dequantized to bf16): the bf16 rounding of both operands, 3e-2 between the
+         * bf16 cuda and f32 cpu models (test_cuda_dense.c), within the model's bound */
+        CHECK_OK(logits_of(bl, FRT_BACKEND_CPU, FRT_WEIGHT_DEFAULT, ids, 80, a));
+        CHECK_OK(logits_of(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, ids, 80, b));
+        report("block-wise 128x128 FP8 checkpoint, cuda vs cpu logits", frt_test_rel_err(b, a, (size_t)V), bound);
+        compare_model_of("block-wise 128x128 checkpoint", bl, FRT_WEIGHT_DEFAULT, src, bound);
+        test_capsules_of(bl, FRT_WEIGHT_DEFAULT, src);
+        frt_model *m = load(bl, FRT_BACKEND_CUDA, FRT_WEIGHT_DEFAULT, 0);
+        CHECK(m && m->weights_desc && strstr(m->weights_desc, "scales=blk128x128-f32") &&
+              strstr(m->weights_desc, "act=unquantized"));
+        frt_model_free(m);
     }
     free(a);
     free(b);
@@ -249,7 +281,7 @@ static void test_hybrid(void)
     g_kv = FRT_KV_DEFAULT;
     frt_model_config cfg;
     CHECK_OK(frt_config_load(dir, &cfg));
-    test_checkpoints(dir, cfg.vocab_size, hybrid_bound(dir));
+    test_checkpoints(dir, cfg.vocab_size, hybrid_bound(dir), 0);
     test_hybrid_dims(dir);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -275,7 +307,7 @@ int main(void)
         if (i == 0) test_capsules(dir);
         frt_model_config cfg;
         CHECK_OK(frt_config_load(dir, &cfg));
-        test_checkpoints(dir, cfg.vocab_size, MODEL_BOUND);
+        test_checkpoints(dir, cfg.vocab_size, MODEL_BOUND, 1);
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);

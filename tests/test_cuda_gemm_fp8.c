@@ -29,6 +29,10 @@
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before any device
  *     work (they also run without a GPU); running an unplanned shape is
  *     FRT_ERR_STATE;
+ *   - the prefill product of block-wise (128 x 128) weights,
+ *     frt_cuda_fp8_dequantize_b128_bf16 then the bf16 GEMM, against a
+ *     double reference on random x, codes and block scales (partial blocks
+ *     and the 8B shapes) within 4e-3 (the weights' bf16 rounding);
  * then prints the FP8 GEMM's TFLOP/s at 8192 x 4096 x 4096 next to the bf16
  * GEMM's (frt_cuda_gemm_run, the same shape, f32 out) and the quantizer's
  * time (informative, not checked). Exits 77 (skipped) without a device.
@@ -354,6 +358,69 @@ static void test_gemm(frt_cuda_gemm_fp8 *g8, int full)
     }
 }
 
+/* ---- the prefill product of block-wise (128 x 128) weights ---------------- */
+
+#define TOL_BLK 4e-3 /* the weights rounded to bf16 (2^-9 relative per element) */
+
+/* frt_cuda_fp8_dequantize_b128_bf16 then the bf16 GEMM (frt_cuda_gemm_run,
+ * f32 out), the prefill of a block-wise checkpoint on the cuda backend
+ * (docs/fp8.md), against the double reference sum_k x[t, k] * decode(q[o,
+ * k]) * s[o / 128][k / 128] on random bf16 x, random finite codes and
+ * block scales, n rows (the first, the last and 6 random ones checked
+ * past SAMPLES rows). */
+static void check_block_prefill(frt_cuda_gemm *g, int in, int out, int n)
+{
+    const size_t nx = (size_t)n * in, nw = (size_t)out * in, nb = (size_t)((in + 127) / 128);
+    const size_t ns = (size_t)((out + 127) / 128) * nb;
+    uint16_t *xb = xzalloc(nx * 2);
+    uint8_t *q = xzalloc(nw);
+    float *sc = xzalloc(ns * 4);
+    for (size_t i = 0; i < nx; i++) xb[i] = frt_f32_to_bf16(-2.0f + 4.0f * frt_rng_uniform(&g_rng));
+    for (size_t i = 0; i < nw; i++) {
+        do q[i] = (uint8_t)(frt_rng_next(&g_rng) >> 56);
+        while ((q[i] & 0x7F) == 0x7F);
+    }
+    for (size_t i = 0; i < ns; i++) sc[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
+    dbuf dx = dalloc(nx * 2), dq = dalloc(nw), ds = dalloc(ns * 4), dw = dalloc(nw * 2), dy = dalloc((size_t)n * out * 4);
+    dput(dx, 0, xb, nx * 2);
+    dput(dq, 0, q, nw);
+    dput(ds, 0, sc, ns * 4);
+    must(frt_cuda_gemm_plan(g, n, in, out, FRT_CUDA_F32, 0), "plan bf16");
+    CHECK_OK(frt_cuda_fp8_dequantize_b128_bf16(g_cs, dw.p, dq.p, ds.p, out, in));
+    CHECK_OK(frt_cuda_gemm_run(g, g_cs, dy.p, FRT_CUDA_F32, dx.p, dw.p, n, in, out, 0));
+    sync_st();
+    float *y = xzalloc((size_t)n * out * 4);
+    dget(dy, 0, y, (size_t)n * out * 4);
+    int rows[SAMPLES], nr = n <= SAMPLES ? n : SAMPLES;
+    for (int i = 0; i < nr; i++)
+        rows[i] = n <= SAMPLES ? i : i == 0 ? 0 : i == 1 ? n - 1 : (int)(frt_rng_next(&g_rng) % (uint64_t)n);
+    float *got = xzalloc((size_t)nr * out * 4), *ref = xzalloc((size_t)nr * out * 4);
+    for (int i = 0; i < nr; i++)
+        for (int o = 0; o < out; o++) {
+            const uint16_t *xr = xb + (size_t)rows[i] * in;
+            const uint8_t *wr = q + (size_t)o * in;
+            double d = 0;
+            for (int k = 0; k < in; k++)
+                d += (double)frt_bf16_to_f32(xr[k]) * frt_fp8_e4m3_decode(wr[k]) * sc[(size_t)(o / 128) * nb + k / 128];
+            ref[(size_t)i * out + o] = (float)d;
+            got[(size_t)i * out + o] = y[(size_t)rows[i] * out + o];
+        }
+    char name[128];
+    snprintf(name, sizeof name, "block-wise prefill (dequantize_b128 + bf16 GEMM) n %d in %d out %d", n, in, out);
+    report(name, frt_test_rel_err(got, ref, (size_t)nr * out), TOL_BLK);
+    dfree(&dx), dfree(&dq), dfree(&ds), dfree(&dw), dfree(&dy);
+    free(xb), free(q), free(sc), free(y), free(got), free(ref);
+}
+
+static void test_block_prefill(frt_cuda_gemm *g)
+{
+    check_block_prefill(g, 272, 200, 7);
+    check_block_prefill(g, 1040, 1008, 37);
+    check_block_prefill(g, 4096, 4096, 255);
+    check_block_prefill(g, 4096, 14336, 64);
+    check_block_prefill(g, 14336, 4096, 255);
+}
+
 /* ---- timing (informative) ------------------------------------------------ */
 
 typedef struct timing {
@@ -444,6 +511,7 @@ int main(void)
     frt_cuda_gemm_fp8_destroy(ge);
     const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g8);
     CHECK(fp != 0 && frt_cuda_gemm_fp8_plan_count(g8) > 0);
+    test_block_prefill(g);
     time_gemms(g, g8);
     CHECK(frt_cuda_gemm_fp8_fingerprint(g8) != fp); /* a new plan changes it */
     frt_cuda_gemm_fp8_destroy(g8);

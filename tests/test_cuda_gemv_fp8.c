@@ -24,6 +24,10 @@
  *     against the CPU twins (frt_cpu_rmsnorm rounded to bf16,
  *     frt_cpu_matmul_fp8, frt_cpu_swiglu) within 1e-4 (f32) / 1e-2 (bf16
  *     or a normed input); bad arguments refused;
+ *   - the 128 x 128 block-scaled forms (frt_cuda_gemv_fp8_b128 and its
+ *     fused forms) the same way against frt_cpu_matmul_fp8_b128 (itself
+ *     checked against dequantize-then-multiply), on shapes with partial
+ *     last blocks in both dims and the 8B shapes;
  *   - frt_cuda_gemv_fp8_max_n: that many rows launch at in 16 .. 65536, one
  *     more is refused;
  * then times the 8B-class shapes in a CUDA graph over enough weight copies
@@ -76,6 +80,42 @@ static float *scales_rand(int out)
     return s;
 }
 
+/* Scales of an E4M3 matrix [out, in]: [out] per row, or with b128 the
+ * block table [ceil(out / 128), ceil(in / 128)]. */
+static size_t n_scales(int b128, int in, int out)
+{
+    return b128 ? (size_t)((out + 127) / 128) * (size_t)((in + 127) / 128) : (size_t)out;
+}
+
+/* The twin of either scale layout. */
+static void twin(int b128, float *y, const float *x, const uint8_t *w, const float *s, int n, int in, int out, int acc)
+{
+    (b128 ? frt_cpu_matmul_fp8_b128 : frt_cpu_matmul_fp8)(y, x, w, s, n, in, out, acc);
+}
+
+/* The block-scaled twin against decode, scale each weight by its block's
+ * scale (in double), then a plain double dot product: the same sum in
+ * another association, so within 1e-12 norm-wise; in 272 and out 200 have
+ * partial last blocks both ways. */
+static void test_twin_b128(void)
+{
+    const int n = 3, in = 272, out = 200, nb = 3;
+    hmat x = hmat_rand(&g_rng, n, in, -1, 1);
+    uint8_t *w = codes_rand((size_t)out * in);
+    float *s = scales_rand((int)n_scales(1, in, out)), *y = fnew((size_t)n * out), *ref = fnew((size_t)n * out);
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < out; r++) {
+            double d = 0;
+            for (int k = 0; k < in; k++)
+                d += (double)x.f[t * in + k] * frt_fp8_e4m3_decode(w[r * in + k]) * (double)s[(r / 128) * nb + k / 128];
+            ref[t * out + r] = (float)d;
+        }
+    frt_cpu_matmul_fp8_b128(y, x.f, w, s, n, in, out, 0);
+    report("cpu matmul_fp8_b128 vs dequantize-then-multiply", frt_test_rel_err(y, ref, (size_t)n * out), 1e-6);
+    hmat_free(&x);
+    free(w), free(s), free(y), free(ref);
+}
+
 /* The twin against decode-then-multiply. */
 static void test_twin(void)
 {
@@ -119,13 +159,22 @@ static void test_bad_args(void)
                  FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8(NULL, p, (frt_cuda_dtype)5, 0, p2, p3, ps, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8(NULL, p2, F, 0, p2, p3, ps, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT); /* y == x */
+    /* the block-scaled GEMV: the same checks; y over the block table
+     * refused (in 2048, out 8: 16 block scales, past the 8 a per-row
+     * table would have) */
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128(NULL, p, F, 0, p2, p3, NULL, 1, 256, 200), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128(NULL, p, F, 0, p2, p3, ps, 1, 264, 200), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128(NULL, p, F, 0, p2, p3, ps, 9, 256, 200), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128(NULL, p, F, 0, p2, p3, (float *)((char *)ps + 2), 1, 256, 200),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128(NULL, ps + 12, F, 0, p2, p3, ps, 1, 2048, 8), FRT_ERR_INVALID_ARGUMENT);
 }
 
 typedef struct shape_dev {
-    int in, out;
+    int in, out, b128; /* b128: block scales, frt_cuda_gemv_fp8_b128 */
     hmat x8;        /* [8, in] */
     uint8_t *w;     /* [out, in] */
-    float *s;       /* [out] */
+    float *s;       /* [out], or b128 [ceil(out / 128), ceil(in / 128)] */
     dbuf dx, dw, ds;
 } shape_dev;
 
@@ -136,8 +185,9 @@ static void *run(shape_dev *sd, int n, int x0, frt_cuda_dtype odt, int acc, cons
     const size_t ny = (size_t)n * sd->out, yb = ny * dsize(odt);
     dsentinel(dy);
     if (acc) dput_as(dy, y0, ny, odt);
-    CHECK_OK(frt_cuda_gemv_fp8(g_cs, dy.p, odt, acc, (const uint16_t *)((char *)sd->dx.p + (size_t)x0 * sd->in * 2),
-                               sd->dw.p, sd->ds.p, n, sd->in, sd->out));
+    CHECK_OK((sd->b128 ? frt_cuda_gemv_fp8_b128 : frt_cuda_gemv_fp8)(
+        g_cs, dy.p, odt, acc, (const uint16_t *)((char *)sd->dx.p + (size_t)x0 * sd->in * 2), sd->dw.p, sd->ds.p, n,
+        sd->in, sd->out));
     sync_st();
     void *b = xzalloc(yb);
     dget(dy, 0, b, yb);
@@ -154,11 +204,12 @@ static void check_case(shape_dev *sd, int n, frt_cuda_dtype odt, int acc, dbuf d
         if (odt == FRT_CUDA_BF16) y0[i] = frt_bf16_to_f32(frt_f32_to_bf16(y0[i]));
     }
     memcpy(ref, y0, ny * 4);
-    frt_cpu_matmul_fp8(ref, sd->x8.f, sd->w, sd->s, n, sd->in, sd->out, acc);
+    twin(sd->b128, ref, sd->x8.f, sd->w, sd->s, n, sd->in, sd->out, acc);
     void *b1 = run(sd, n, 0, odt, acc, y0, dy), *b2 = run(sd, n, 0, odt, acc, y0, dy);
     dget_as(dy, got, ny, odt);
     char name[128];
-    snprintf(name, sizeof name, "gemv_fp8 n %d in %d out %d -> %s%s", n, sd->in, sd->out, dtn(odt), acc ? " acc" : "");
+    snprintf(name, sizeof name, "gemv_fp8%s n %d in %d out %d -> %s%s", sd->b128 ? "_b128" : "", n, sd->in, sd->out,
+             dtn(odt), acc ? " acc" : "");
     report(name, frt_test_rel_err(got, ref, ny), odt == FRT_CUDA_BF16 ? TOL_BF16 : TOL_F32);
     CHECK_MSG(!memcmp(b1, b2, ny * dsize(odt)), "%s: two runs differ", name);
     if (n > 1 && !acc) { /* batch invariance: row t alone (n = 1 from x row t) == row t of the batch */
@@ -177,21 +228,23 @@ static void check_case(shape_dev *sd, int n, frt_cuda_dtype odt, int acc, dbuf d
     free(got);
 }
 
-static void test_shape(int in, int out, const int *ns, int n_ns)
+static void test_shape_of(int b128, int in, int out, const int *ns, int n_ns)
 {
     shape_dev sd;
     memset(&sd, 0, sizeof sd);
+    const size_t ns_ = n_scales(b128, in, out);
     sd.in = in;
     sd.out = out;
+    sd.b128 = b128;
     sd.x8 = hmat_rand(&g_rng, 8, in, -1, 1);
     sd.w = codes_rand((size_t)out * in);
-    sd.s = scales_rand(out);
+    sd.s = scales_rand((int)ns_);
     sd.dx = dalloc((size_t)8 * in * 2);
     sd.dw = dalloc((size_t)out * in);
-    sd.ds = dalloc((size_t)out * 4);
+    sd.ds = dalloc(ns_ * 4);
     dput(sd.dx, 0, sd.x8.b, (size_t)8 * in * 2);
     dput(sd.dw, 0, sd.w, (size_t)out * in);
-    dput(sd.ds, 0, sd.s, (size_t)out * 4);
+    dput(sd.ds, 0, sd.s, ns_ * 4);
     dbuf dy = dalloc((size_t)8 * out * 4 + 256);
     for (int i = 0; i < n_ns; i++)
         for (int mode = 0; mode < 4; mode++)
@@ -205,6 +258,8 @@ static void test_shape(int in, int out, const int *ns, int n_ns)
     free(sd.s);
 }
 
+static void test_shape(int in, int out, const int *ns, int n_ns) { test_shape_of(0, in, out, ns, n_ns); }
+
 /* ---- the fused forms: q | k | v, gate | up, and their norm prologue ------ */
 
 /* An E4M3 matrix [out, in] with its scales, on the host and the device. */
@@ -215,11 +270,12 @@ typedef struct fmat {
     dbuf dw, ds;
 } fmat;
 
-static fmat fmat_make(int out, int in)
+static fmat fmat_make(int out, int in, int b128)
 {
-    fmat m = {out, codes_rand((size_t)out * in), scales_rand(out), dalloc((size_t)out * in), dalloc((size_t)out * 4)};
+    const size_t ns = n_scales(b128, in, out);
+    fmat m = {out, codes_rand((size_t)out * in), scales_rand((int)ns), dalloc((size_t)out * in), dalloc(ns * 4)};
     dput(m.dw, 0, m.w, (size_t)out * in);
-    dput(m.ds, 0, m.s, (size_t)out * 4);
+    dput(m.ds, 0, m.s, ns * 4);
     return m;
 }
 
@@ -235,7 +291,7 @@ static void fmat_free(fmat *m)
  * [8, in] f32 and the norm weight (the _norm forms; dh their RMSNorm by
  * frt_cuda_rmsnorm, the reference input), the q, k, v, gate, up matrices. */
 typedef struct fused {
-    int in;
+    int in, b128; /* b128: block-scaled matrices, the _b128 launchers */
     hmat x;
     float *res, *nw, *xn; /* xn: the CPU's bf16(rmsnorm(res)) */
     dbuf dx, dres, dnw, dh;
@@ -244,10 +300,11 @@ typedef struct fused {
 
 #define FUSED_EPS 1e-6f
 
-static void fused_make(fused *f, int in, int qd, int kvd, int inter)
+static void fused_make(fused *f, int in, int qd, int kvd, int inter, int b128)
 {
     memset(f, 0, sizeof *f);
     f->in = in;
+    f->b128 = b128;
     f->x = hmat_rand(&g_rng, 8, in, -1, 1);
     f->res = frand((size_t)8 * in, -3, 3);
     f->nw = frand((size_t)in, 0.5f, 1.5f);
@@ -262,7 +319,7 @@ static void fused_make(fused *f, int in, int qd, int kvd, int inter)
     dput(f->dres, 0, f->res, (size_t)8 * in * 4);
     dput(f->dnw, 0, f->nw, (size_t)in * 4);
     const int outs[5] = {qd, kvd, kvd, inter, inter};
-    for (int i = 0; i < 5; i++) f->m[i] = fmat_make(outs[i], in);
+    for (int i = 0; i < 5; i++) f->m[i] = fmat_make(outs[i], in, b128);
 }
 
 static void fused_free(fused *f)
@@ -276,7 +333,8 @@ static void fused_free(fused *f)
 /* The separate launch: frt_cuda_gemv_fp8 of matrix m on x into dy; its bytes. */
 static void *separate(const fused *f, const fmat *m, const void *x, int n, frt_cuda_dtype dt, dbuf dy)
 {
-    CHECK_OK(frt_cuda_gemv_fp8(g_cs, dy.p, dt, 0, x, m->dw.p, m->ds.p, n, f->in, m->out));
+    CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128 : frt_cuda_gemv_fp8)(g_cs, dy.p, dt, 0, x, m->dw.p, m->ds.p, n, f->in,
+                                                                   m->out));
     sync_st();
     return snap(dy, (size_t)n * m->out * dsize(dt));
 }
@@ -293,9 +351,9 @@ static void check_multi(fused *f, int n, int norm, dbuf *dy, dbuf dref)
     }
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
     if (norm)
-        CHECK_OK(frt_cuda_gemv_fp8_multi_norm(g_cs, e, 3, &nm, n, f->in));
+        CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi_norm : frt_cuda_gemv_fp8_multi_norm)(g_cs, e, 3, &nm, n, f->in));
     else
-        CHECK_OK(frt_cuda_gemv_fp8_multi(g_cs, e, 3, f->dx.p, n, f->in));
+        CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi : frt_cuda_gemv_fp8_multi)(g_cs, e, 3, f->dx.p, n, f->in));
     sync_st();
     const float *xc = norm ? f->xn : f->x.f;
     for (int i = 0; i < 3; i++) {
@@ -303,14 +361,15 @@ static void check_multi(fused *f, int n, int norm, dbuf *dy, dbuf dref)
         const size_t ny = (size_t)n * m->out, yb = ny * dsize(dts[i]);
         void *got = snap(dy[i], yb), *want = separate(f, m, norm ? f->dh.p : f->dx.p, n, dts[i], dref);
         char name[128];
-        snprintf(name, sizeof name, "fp8_multi%s n %d in %d entry %d (out %d, %s) == gemv_fp8", norm ? "_norm" : "",
-                 n, f->in, i, m->out, dtn(dts[i]));
+        snprintf(name, sizeof name, "fp8%s_multi%s n %d in %d entry %d (out %d, %s) == gemv_fp8",
+                 f->b128 ? "_b128" : "", norm ? "_norm" : "", n, f->in, i, m->out, dtn(dts[i]));
         report_same(name, got, want, yb);
         CHECK_MSG(untouched(dy[i], yb, 256), "%s: wrote past y", name);
         float *ref = fnew(ny), *g = fnew(ny);
-        frt_cpu_matmul_fp8(ref, xc, m->w, m->s, n, f->in, m->out, 0);
+        twin(f->b128, ref, xc, m->w, m->s, n, f->in, m->out, 0);
         dget_as(dy[i], g, ny, dts[i]);
-        snprintf(name, sizeof name, "fp8_multi%s n %d in %d entry %d vs cpu", norm ? "_norm" : "", n, f->in, i);
+        snprintf(name, sizeof name, "fp8%s_multi%s n %d in %d entry %d vs cpu", f->b128 ? "_b128" : "",
+                 norm ? "_norm" : "", n, f->in, i);
         report(name, frt_test_rel_err(g, ref, ny), dts[i] == FRT_CUDA_BF16 || norm ? TOL_BF16 : TOL_F32);
         free(got), free(want), free(ref), free(g);
     }
@@ -327,9 +386,11 @@ static void check_swiglu(fused *f, int n, int norm, dbuf dact, dbuf dg, dbuf du)
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
     dsentinel(dact);
     if (norm)
-        CHECK_OK(frt_cuda_gemv_fp8_swiglu_norm(g_cs, dact.p, FRT_CUDA_BF16, &nm, &gm, &um, n, f->in, inter));
+        CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu_norm : frt_cuda_gemv_fp8_swiglu_norm)(
+            g_cs, dact.p, FRT_CUDA_BF16, &nm, &gm, &um, n, f->in, inter));
     else
-        CHECK_OK(frt_cuda_gemv_fp8_swiglu(g_cs, dact.p, FRT_CUDA_BF16, f->dx.p, &gm, &um, n, f->in, inter));
+        CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu : frt_cuda_gemv_fp8_swiglu)(g_cs, dact.p, FRT_CUDA_BF16,
+                                                                                    f->dx.p, &gm, &um, n, f->in, inter));
     sync_st();
     void *got = snap(dact, ny * 2);
     CHECK_MSG(untouched(dact, ny * 2, 256), "fp8_swiglu: wrote past y");
@@ -340,24 +401,25 @@ static void check_swiglu(fused *f, int n, int norm, dbuf dact, dbuf dg, dbuf du)
     sync_st();
     void *want = snap(dact, ny * 2);
     char name[128];
-    snprintf(name, sizeof name, "fp8_swiglu%s n %d in %d inter %d == gemv_fp8 x2 + swiglu", norm ? "_norm" : "", n,
-             f->in, inter);
+    snprintf(name, sizeof name, "fp8%s_swiglu%s n %d in %d inter %d == gemv_fp8 x2 + swiglu", f->b128 ? "_b128" : "",
+             norm ? "_norm" : "", n, f->in, inter);
     report_same(name, got, want, ny * 2);
     const float *xc = norm ? f->xn : f->x.f;
     float *rg = fnew(ny), *ru = fnew(ny), *ref = fnew(ny), *gf = fnew(ny);
-    frt_cpu_matmul_fp8(rg, xc, g->w, g->s, n, f->in, inter, 0);
-    frt_cpu_matmul_fp8(ru, xc, u->w, u->s, n, f->in, inter, 0);
+    twin(f->b128, rg, xc, g->w, g->s, n, f->in, inter, 0);
+    twin(f->b128, ru, xc, u->w, u->s, n, f->in, inter, 0);
     frt_cpu_swiglu(ref, rg, ru, (int)ny);
     for (size_t i = 0; i < ny; i++) gf[i] = frt_bf16_to_f32(((const uint16_t *)got)[i]);
-    snprintf(name, sizeof name, "fp8_swiglu%s n %d in %d inter %d vs cpu", norm ? "_norm" : "", n, f->in, inter);
+    snprintf(name, sizeof name, "fp8%s_swiglu%s n %d in %d inter %d vs cpu", f->b128 ? "_b128" : "",
+             norm ? "_norm" : "", n, f->in, inter);
     report(name, frt_test_rel_err(gf, ref, ny), TOL_BF16);
     free(got), free(want), free(rg), free(ru), free(ref), free(gf);
 }
 
-static void test_fused(int in, int qd, int kvd, int inter)
+static void test_fused_of(int b128, int in, int qd, int kvd, int inter)
 {
     fused f;
-    fused_make(&f, in, qd, kvd, inter);
+    fused_make(&f, in, qd, kvd, inter, b128);
     dbuf dy[3], dref = dalloc((size_t)8 * (qd > inter ? qd : inter) * 4 + 256);
     for (int i = 0; i < 3; i++) dy[i] = dalloc((size_t)8 * f.m[i].out * 4 + 256);
     dbuf dact = dalloc((size_t)8 * inter * 2 + 256), dg = dalloc((size_t)8 * inter * 4), du = dalloc((size_t)8 * inter * 4);
@@ -374,6 +436,8 @@ static void test_fused(int in, int qd, int kvd, int inter)
     dfree(&dref), dfree(&dact), dfree(&dg), dfree(&du);
     fused_free(&f);
 }
+
+static void test_fused(int in, int qd, int kvd, int inter) { test_fused_of(0, in, qd, kvd, inter); }
 
 /* Bad arguments of the fused forms: refused before the device is touched. */
 static void test_fused_bad_args(void)
@@ -402,6 +466,14 @@ static void test_fused_bad_args(void)
     CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, x, FRT_CUDA_BF16, x, &m, &m, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8_swiglu(NULL, y, FRT_CUDA_BF16, x, &m, &m, 1, 16, 0), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8_swiglu_norm(NULL, y, FRT_CUDA_BF16, NULL, &m, &m, 1, 16, 8),
+                 FRT_ERR_INVALID_ARGUMENT);
+    /* the block-scaled fused forms share the checks */
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128_multi(NULL, e, 2, x, 1, 16), FRT_ERR_INVALID_ARGUMENT); /* shared y */
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128_multi(NULL, e, 1, x, 1, 24), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128_multi_norm(NULL, e, 1, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128_swiglu(NULL, y, FRT_CUDA_BF16, x, &m, &bad, 1, 16, 8),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_b128_swiglu_norm(NULL, y, FRT_CUDA_BF16, NULL, &m, &m, 1, 16, 8),
                  FRT_ERR_INVALID_ARGUMENT);
 }
 
@@ -532,6 +604,7 @@ static void time_qkv(int n)
 int main(void)
 {
     test_twin();
+    test_twin_b128();
     test_bad_args();
     test_fused_bad_args();
     frt_test_cuda_start();
@@ -547,6 +620,19 @@ int main(void)
     test_fused(272, 48, 13, 80);
     test_fused(1040, 1003, 16, 2000);
     test_fused(4096, 4096, 1024, 14336);
+    /* 128 x 128 block scales: in below one block, partial last blocks of
+     * 1 chunk (400: the fold after the loop), 5 chunks (208) and 2 (1056:
+     * kw > 1 slices), partial row blocks; the 8B shapes */
+    test_shape_of(1, 16, 1, all, 5);
+    test_shape_of(1, 208, 13, all, 5);
+    test_shape_of(1, 400, 300, all, 5);
+    test_shape_of(1, 1056, 1003, all, 5);
+    test_shape_of(1, 4096, 4096, few, 3);
+    test_shape_of(1, 4096, 14336, few, 3);
+    test_shape_of(1, 14336, 4096, few, 3);
+    test_fused_of(1, 272, 48, 13, 80);
+    test_fused_of(1, 1040, 1003, 16, 2000);
+    test_fused_of(1, 4096, 4096, 1024, 14336);
     test_max_n();
     time_shape("8B q_proj 4096->4096", 1, 4096, 4096);
     time_shape("8B gate/up 4096->14336", 1, 4096, 14336);

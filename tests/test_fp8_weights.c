@@ -23,7 +23,9 @@
  *     checkpoint's held Linear weights equal its twin's bit for bit (all
  *     marked FP8, the twin's none), its logits differ from the twin's by
  *     the prefill's per-token activation quantization alone (docs/fp8.md
- *     "FP8 activations"), within FP8_ACT_BOUND; the per-channel
+ *     "FP8 activations"), within FP8_ACT_BOUND, but for the block-wise
+ *     ones (no activation quantization), equal to the twin's bit for bit
+ *     (dense and hybrid); the per-channel
  *     checkpoint's logits equal the quantize-at-load of the source
  *     checkpoint bit for bit (the same codes, scales and activation rule);
  *     a bf16 weight_scale is read too;
@@ -317,7 +319,9 @@ static long linear_weights_differ(const frt_model *a, const frt_model *b, int *m
  * held Linear weights bit for bit (the dequantization is exact); the
  * logits differ by the per-token activation quantization of the prefill
  * (the twin's weights are float, its activations exact), within
- * FP8_ACT_BOUND. The per-channel checkpoint with F32 scales equals the
+ * FP8_ACT_BOUND; the block-wise ones, whose prefill keeps its activations
+ * (frt_fp8w_act_per_token), equal the twin's bit for bit (the same f32
+ * weights, the same arithmetic). The per-channel checkpoint with F32 scales equals the
  * quantize-at-load of its source bit for bit (the same codes, scales and
  * activation rule). */
 static void test_checkpoints(const char *src)
@@ -353,7 +357,10 @@ static void test_checkpoints(const char *src)
                cases[k].layout, cases[k].extra, bad, err_twin, same_at_load ? "bit for bit" : "no",
                frt_test_rel_err(lq, at_load, (size_t)V));
         CHECK(bad == 0 && masks_ok);
-        CHECK_MSG(err_twin > 0 && err_twin <= FP8_ACT_BOUND, "logits vs twin %g", err_twin);
+        if (!strcmp(cases[k].layout, "block")) /* activations unquantized: the twin's logits */
+            CHECK_MSG(!memcmp(lq, lt, (size_t)V * 4), "block-wise logits vs twin %g (want bit for bit)", err_twin);
+        else
+            CHECK_MSG(err_twin > 0 && err_twin <= FP8_ACT_BOUND, "logits vs twin %g", err_twin);
         if (k == 1) CHECK(same_at_load); /* per-channel f32 scales: the codes of --dtype fp8 */
         frt_model_free(mq);
         frt_model_free(mt);
@@ -450,6 +457,13 @@ static void test_hybrid_checkpoints(const char *src, const char *tag)
         CHECK(bad == 0);
         CHECK(mq && mq->weights_desc && strstr(mq->weights_desc, cases[k].desc));
         if (k == 0) CHECK(same);
+        if (!strcmp(cases[k].layout, "block")) { /* unquantized activations: the twin's logits */
+            float *lt = xmalloc((size_t)V * 4);
+            CHECK_OK(logits_of(mt, ids, 100, lt));
+            CHECK_MSG(!memcmp(lq, lt, (size_t)V * 4), "hybrid %s block-wise logits != twin's", tag);
+            CHECK(strstr(mq->weights_desc, "act=unquantized") != NULL);
+            free(lt);
+        }
         frt_model_free(mq);
         frt_model_free(mt);
     }

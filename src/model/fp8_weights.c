@@ -227,18 +227,35 @@ int frt_fp8w_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *
     return 0;
 }
 
+int frt_fp8w_blocked(const frt_model *m) { return m->cfg.quant.method == FRT_QUANT_FP8_BLOCK; }
+
+size_t frt_fp8w_n_scales(const frt_model *m, int64_t d0, int64_t d1)
+{
+    if (!frt_fp8w_blocked(m)) return (size_t)d0;
+    return (size_t)((d0 + 127) / 128) * (size_t)((d1 + 127) / 128);
+}
+
+int frt_fp8w_act_per_token(const frt_model *m) { return !frt_fp8w_blocked(m); }
+
 int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const char *full)
 {
+    const frt_quant_config *q = &m->cfg.quant;
+    if (frt_fp8w_blocked(m) && t->dtype != FRT_DT_F8_E4M3)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: '%s' is a float Linear weight of a block-wise FP8 checkpoint: the cuda backend "
+                         "holds every Linear weight of it with 128x128 block scales, and quantizes at load per "
+                         "channel only (docs/fp8.md)",
+                         full);
     if (t->dtype != FRT_DT_F8_E4M3 && m->params.weight_dtype != FRT_WEIGHT_FP8)
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "checkpoint: '%s' is a float Linear weight of an FP8 checkpoint: the cuda backend holds "
                          "every Linear weight in FP8 (load with weight_dtype FRT_WEIGHT_FP8, --dtype fp8)",
                          full);
-    if (t->dtype == FRT_DT_F8_E4M3 && m->cfg.quant.method == FRT_QUANT_FP8_BLOCK)
+    if (frt_fp8w_blocked(m) && (q->block_out != 128 || q->block_in != 128))
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "checkpoint: '%s': block-wise scales (weight_scale_inv) are read by the cpu backend only; the "
-                         "cuda GEMV takes one scale per output channel (docs/fp8.md)",
-                         full);
+                         "checkpoint: '%s': weight_block_size [%d, %d]: the cuda backend takes [128, 128] blocks "
+                         "only (the cpu backend reads any; docs/fp8.md)",
+                         full, q->block_out, q->block_in);
     return 0;
 }
 
@@ -259,7 +276,10 @@ int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *f
     FRT_TRY(find_scale(m, full, d0, d1, &st));
     FRT_TRY(read_scales(st, &s));
     const int per_tensor = m->cfg.quant.method == FRT_QUANT_FP8_TENSOR;
-    for (int64_t r = 0; r < d0; r++) scale[r] = s[per_tensor ? 0 : r];
+    if (frt_fp8w_blocked(m))
+        memcpy(scale, s, frt_fp8w_n_scales(m, d0, d1) * sizeof(float));
+    else
+        for (int64_t r = 0; r < d0; r++) scale[r] = s[per_tensor ? 0 : r];
     free(s);
     memcpy(codes, t->data, (size_t)(d0 * d1));
     return 0;
@@ -277,13 +297,13 @@ int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *ful
         FRT_TRY(frt_fp8w_linear_check(m, t, full, d0, d1));
         return frt_fp8w_linear_supported(m, t, full);
     }
-    size_t n = (size_t)(d0 * d1);
+    size_t n = (size_t)(d0 * d1), ns = frt_fp8w_n_scales(m, d0, d1);
     uint8_t *q = malloc(n + 1);
-    float *sc = malloc((size_t)d0 * sizeof(float) + 1);
+    float *sc = malloc(ns * sizeof(float) + 1);
     int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for '%s'", full)
                        : frt_fp8w_linear_codes(m, t, full, d0, d1, q, sc);
     if (rc == 0) rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
-    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
+    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, ns * sizeof(float), m->stream);
     if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
     free(q);
     free(sc);
@@ -291,18 +311,20 @@ int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *ful
 }
 
 /* The activation rule of FP8 weights (frt_fp8w_activations), part of every
- * FP8 weights description. */
+ * FP8 weights description; ACT_B: a block-wise checkpoint's (no
+ * quantization: frt_fp8w_act_per_token). */
 #define ACT ",act=f8_e4m3-per-token-amax448-prefill"
+#define ACT_B ",act=unquantized"
 
 const char *frt_fp8w_desc(const frt_model *m)
 {
     static const char *const desc[2][4] = {
         {NULL, "weights=f8_e4m3,scale=checkpoint-per-tensor" ACT, "weights=f8_e4m3,scale=checkpoint-per-channel" ACT,
-         "weights=f8_e4m3,scale=checkpoint-block" ACT},
+         "weights=f8_e4m3,scale=checkpoint-block" ACT_B},
         {"weights=f8_e4m3,scale=per-channel-amax448-at-load" ACT,
          "weights=f8_e4m3,scale=checkpoint-per-tensor+per-channel-amax448-at-load" ACT,
          "weights=f8_e4m3,scale=checkpoint-per-channel+per-channel-amax448-at-load" ACT,
-         "weights=f8_e4m3,scale=checkpoint-block+per-channel-amax448-at-load" ACT},
+         "weights=f8_e4m3,scale=checkpoint-block+per-channel-amax448-at-load" ACT_B},
     };
     int at_load = m->params.weight_dtype == FRT_WEIGHT_FP8;
     int method = (int)m->cfg.quant.method;

@@ -45,14 +45,26 @@ int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *f
 int frt_fp8w_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                            float *out);
 
+/* Whether the checkpoint's FP8 weights have block-wise scales (cfg.quant
+ * FRT_QUANT_FP8_BLOCK, transformers `fp8`): 1 or 0. A GPU backend then
+ * holds every Linear weight with its 128 x 128 block scales. */
+int frt_fp8w_blocked(const frt_model *m);
+
+/* The f32 scales a GPU backend holds for a [d0, d1] Linear weight: d0 (one
+ * per output row), or with block-wise scales (frt_fp8w_blocked) the block
+ * table's ceil(d0 / 128) * ceil(d1 / 128). */
+size_t frt_fp8w_n_scales(const frt_model *m, int64_t d0, int64_t d1);
+
 /* Linear weight t (after frt_fp8w_linear_check) as E4M3 codes [d0, d1] and
- * one f32 scale per output row [d0], the form the cuda backend holds: an
+ * its f32 scales [frt_fp8w_n_scales], the form the cuda backend holds: an
  * FP8 tensor's own codes with its per-channel scales (a per-tensor scale
- * repeated on every row); a float tensor with params.weight_dtype
- * FRT_WEIGHT_FP8 quantized per row (the codes and scales of
- * frt_fp8w_linear_to_f32's quantize-at-load). Errors: FRT_ERR_UNSUPPORTED
- * (block-wise scales, which are no per-row scales; a float weight of an FP8
- * checkpoint without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
+ * repeated on every row [d0]) or its block scales ([ceil(d0 / 128),
+ * ceil(d1 / 128)] row-major, the checkpoint's weight_scale_inv as it is);
+ * a float tensor with params.weight_dtype FRT_WEIGHT_FP8 quantized per row
+ * (the codes and scales of frt_fp8w_linear_to_f32's quantize-at-load).
+ * Errors: FRT_ERR_UNSUPPORTED (block sizes other than [128, 128]; a float
+ * weight of a block-wise checkpoint; a float weight of an FP8 checkpoint
+ * without FRT_WEIGHT_FP8), FRT_ERR_OUT_OF_MEMORY, those of
  * frt_tensor_to_f32. */
 int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                           uint8_t *codes, float *scale);
@@ -63,12 +75,12 @@ int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *f
 int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const char *full);
 
 /* Linear weight `full` (the checkpoint tensor's whole name), [d0, d1], into
- * a GPU backend's weight arena wbuf as E4M3 codes and per-row scales (the
+ * a GPU backend's weight arena wbuf as E4M3 codes and its scales (the
  * two-pass loaders of dense_cuda.c and qwen35_cuda_load.c). pass 0 checks
  * it and writes nothing: the shape, frt_fp8w_linear_check and
  * frt_fp8w_linear_supported, so a refused load allocates nothing. pass 1
  * writes frt_fp8w_linear_codes' codes [d0, d1] u8 at byte offset woff and
- * its scales [d0] f32 at soff of wbuf (on m->stream, synchronised before
+ * its scales [frt_fp8w_n_scales(m, d0, d1)] f32 at soff of wbuf (on m->stream, synchronised before
  * it returns: the host copies are freed). Errors: FRT_ERR_NOT_FOUND (no
  * such tensor), FRT_ERR_FORMAT (another shape), those of the checks and of
  * frt_fp8w_linear_codes, FRT_ERR_OUT_OF_MEMORY, frt_buffer_write's. */
@@ -83,6 +95,14 @@ const char *frt_fp8w_desc(const frt_model *m);
 /* Whether Linear weight t is held in FP8 (an F8_E4M3 tensor, or any Linear
  * weight with params.weight_dtype FRT_WEIGHT_FP8): 1 or 0. */
 int frt_fp8w_is_fp8(const frt_model *m, const frt_tensor *t);
+
+/* Whether a prefill piece quantizes the inputs of the FP8 weights' products
+ * per token (frt_fp8w_activations): 1, but 0 for a block-wise checkpoint
+ * (frt_fp8w_blocked), whose prefill products take the activations as they
+ * are (f32 on cpu, bf16 on cuda, where the prefill GEMM is a bf16 GEMM over
+ * the weights dequantized to bf16; docs/fp8.md "FP8 activations"). A
+ * model-level rule, the same for every Linear weight and both backends. */
+int frt_fp8w_act_per_token(const frt_model *m);
 
 /* The model-level rule for activations with FP8 weights (docs/fp8.md "FP8
  * activations"): in a prefill piece, the input of a product with an FP8

@@ -35,6 +35,16 @@ void frt_fp8_quantize_rows(uint8_t *q, const float *x, const float *scale, int n
     }
 }
 
+void frt_fp8_dequantize_b128_bf16(uint16_t *out, const uint8_t *q, const float *scale, int rows, int dim)
+{
+    const int nb = (dim + 127) / 128;
+    for (int r = 0; r < rows; r++) {
+        const float *sr = scale + (size_t)(r / 128) * nb;
+        for (int c = 0; c < dim; c++)
+            out[(size_t)r * dim + c] = frt_f32_to_bf16(frt_fp8_e4m3_to_f32(q[(size_t)r * dim + c]) * sr[c / 128]);
+    }
+}
+
 void frt_fp8_dequantize_rows(float *x, const uint8_t *q, const float *scale, int n_scales, int rows, int dim)
 {
     for (int r = 0; r < rows; r++) {

@@ -72,4 +72,12 @@ float frt_fp8_amax_scale(const float *x, size_t n);
  * frt_fp8_quantize_rows with n_scales = rows. scale [rows] f32 out. */
 void frt_fp8_quantize_rows_dynamic(uint8_t *q, float *scale, const float *x, int rows, int dim);
 
+/* A weight with 128 x 128 block scales as bf16 (the operand of the cuda
+ * prefill GEMM for block-wise FP8 checkpoints, docs/fp8.md "FP8 weights"):
+ * out[r, c] = bf16(decode(q[r, c]) * scale[r / 128][c / 128]), the product
+ * in f32 (one rounding) then rounded to bf16 (RNE). q [rows, dim] E4M3,
+ * scale [ceil(rows / 128), ceil(dim / 128)] f32 row-major, out [rows, dim]
+ * bf16 bits. Bit-exact twin of frt_cuda_fp8_dequantize_b128_bf16. */
+void frt_fp8_dequantize_b128_bf16(uint16_t *out, const uint8_t *q, const float *scale, int rows, int dim);
+
 #endif /* FRT_KERNELS_CPU_FP8_H */

@@ -16,4 +16,14 @@
 void frt_cpu_matmul_fp8(float *y, const float *x, const uint8_t *w, const float *scale, int n, int in, int out,
                         int accumulate);
 
+/* The 128 x 128 block-scaled form (frt_cuda_gemv_fp8_b128):
+ * y[t, r] (+)= (float)(sum_b scale[r / 128][b] * sum_{k in block b} x[t, k] * decode(w[r, k]))
+ * with b < ceil(in / 128), block b = k in [128 b, min(128 b + 128, in)),
+ * scale [ceil(out / 128), ceil(in / 128)] f32 row-major; every sum in
+ * double in ascending order (a reference), one rounding to f32, then with
+ * accumulate one f32 addition of y. x [n, in] f32, w [out, in] E4M3, y
+ * [n, out] f32. */
+void frt_cpu_matmul_fp8_b128(float *y, const float *x, const uint8_t *w, const float *scale, int n, int in, int out,
+                             int accumulate);
+
 #endif /* FRT_KERNELS_CPU_GEMV_FP8_H */

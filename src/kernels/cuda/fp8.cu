@@ -10,6 +10,10 @@
  * static KV scale lives there). One thread per element, grid-stride.
  * Tested bit-exact against the CPU codec in tests/test_cuda_fp8.c.
  *
+ * Block-scaled weights to bf16 (frt_cuda_fp8_dequantize_b128_bf16, the
+ * prefill GEMM's operand for block-wise checkpoints): decode(q) * s as above,
+ * then __float2bfloat16_rn; twin frt_fp8_dequantize_b128_bf16.
+ *
  * Per-token dynamic quantization (frt_cuda_fp8_quantize_rows_dynamic, the
  * activations of the FP8 prefill GEMM): one block per row of bf16; the
  * row's max |x| (a max: exact in any order; NaN skipped by fmaxf), scale =
@@ -65,6 +69,58 @@ extern "C" int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_
     if (!total) return 0;
     fp8_dequantize_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
         x, q, scale, n_scales, total, dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* The checks of the row kernels below: a, b (16-byte aligned) and scale
+ * (4-byte aligned) non-NULL, rows >= 0, dim a positive multiple of mult. */
+static int fp8_rows_check(const char *what, const void *a, const void *b, const float *scale, int rows, int dim,
+                          int mult)
+{
+    FRT_ARG(a && b && scale, "cuda fp8 %s: NULL pointer", what);
+    FRT_ARG(rows >= 0 && dim > 0 && dim % mult == 0, "cuda fp8 %s: rows %d dim %d (dim a positive multiple of %d)",
+            what, rows, dim, mult);
+    FRT_ARG((((uintptr_t)a | (uintptr_t)b) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
+            "cuda fp8 %s: the rows must be 16-byte aligned, the scales 4-byte aligned", what);
+    return 0;
+}
+
+/* ---- 128 x 128 block-scaled weights to bf16 ------------------------------ */
+
+/* One thread per 16 codes (a 16-byte load; the 16 share a 128 x 128 block):
+ * out = __float2bfloat16_rn(frt_fp8_decode_scaled(q, s)), two 16-byte stores. */
+__global__ void fp8_dequant_b128_kernel(uint4 *out, const uint4 *q, const float *scale, int rows, int dim)
+{
+    const int kc = dim / 16, nb = (dim + 127) / 128;
+    const size_t total = (size_t)rows * kc;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = i / kc;
+        const int c = (int)(i - r * kc) * 16;
+        const float s = __ldg(scale + (r / 128) * nb + c / 128);
+        const uint4 v = __ldg(q + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        uint32_t o[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t pair = (w[j / 2] >> (16 * (j & 1))) & 0xFFFFu;
+            const __nv_bfloat162 b = __floats2bfloat162_rn(frt_fp8_decode_scaled((uint8_t)(pair & 0xFF), s),
+                                                           frt_fp8_decode_scaled((uint8_t)(pair >> 8), s));
+            o[j] = (uint32_t)__bfloat16_as_ushort(b.x) | ((uint32_t)__bfloat16_as_ushort(b.y) << 16);
+        }
+        out[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
+        out[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+}
+
+extern "C" int frt_cuda_fp8_dequantize_b128_bf16(void *stream, uint16_t *out, const uint8_t *q, const float *scale,
+                                                 int rows, int dim)
+{
+    FRT_TRY(fp8_rows_check("dequantize_b128_bf16", out, q, scale, rows, dim, 16));
+    const size_t total = (size_t)rows * (dim / 16);
+    if (!total) return 0;
+    fp8_dequant_b128_kernel<<<frt_grid_blocks(total, 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        (uint4 *)out, (const uint4 *)q, scale, rows, dim);
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -131,11 +187,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
 extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x,
                                                   int rows, int dim)
 {
-    FRT_ARG(q && scale && x, "cuda fp8 quantize_rows_dynamic: NULL pointer");
-    FRT_ARG(rows >= 0 && dim > 0 && dim % 8 == 0, "cuda fp8 quantize_rows_dynamic: rows %d dim %d (dim a positive "
-            "multiple of 8)", rows, dim);
-    FRT_ARG((((uintptr_t)x | (uintptr_t)q) & 15) == 0 && ((uintptr_t)scale & 3) == 0,
-            "cuda fp8 quantize_rows_dynamic: x and q must be 16-byte aligned, scale 4-byte aligned");
+    FRT_TRY(fp8_rows_check("quantize_rows_dynamic", x, q, scale, rows, dim, 8));
     if (!rows) return 0;
     fp8_quantize_dyn_kernel<<<rows, DYN_THREADS, 0, (cudaStream_t)stream>>>(q, scale, (const uint4 *)x, dim);
     FRT_LAUNCH_CHECK();

@@ -155,6 +155,34 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
     }
 }
 
+/* Weight formats with one scale per 128 x 128 block of the matrix
+ * (gemv_fp8.cu's gemv_e4m3_b128) specialise this to true: their k-blocks
+ * sum into a partial accumulator that gemv_fold multiplies by the block's
+ * scale and adds to the row's sum once the 128-element block (two
+ * k-blocks of 64) is complete. Every other format sums straight into acc
+ * (the code of those formats is unchanged by this hook). */
+template <class Fmt> struct gemv_blocked {
+    static constexpr bool value = false;
+};
+
+/* acc[m][i] = fmaf(bacc[m][i], sb[m][b], acc[m][i]) for the lane's two
+ * sums (i < 2; 2, 3 are the zero tokens g + 8), then bacc = 0: 128-element
+ * block b of the row group's scale row sb[m] (warp-uniform). */
+template <int NM>
+__device__ __forceinline__ void gemv_fold(float (&acc)[NM][4], float (&bacc)[NM][4], const float *const (&sb)[NM],
+                                          int b)
+{
+#pragma unroll
+    for (int m = 0; m < NM; m++) {
+        const float sc = __ldg(sb[m] + b);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (i < 2) acc[m][i] = __fmaf_rn(bacc[m][i], sc, acc[m][i]);
+            bacc[m][i] = 0.0f;
+        }
+    }
+}
+
 /* The mmas of one batch, k-blocks u < U in order: Fmt::kblock of chunk
  * c + 4 u of each matrix's row g (zero past `end` when TAIL, and for
  * tokens g >= N). c0: the batch's first chunk of lane q = 0 (warp-uniform:
@@ -166,8 +194,9 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
  * and steps it; an address computed inside kblock was recomputed for
  * every k-block, 2.5-13% slower at 4 rows (H100). */
 template <class Fmt, int N, int NM, int U, bool TAIL>
-__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[NM][U], const uint4 *xs, int kc,
-                                         int c, int c0, int end, int g)
+__device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], float (&part)[NM][4], const float *const (&sb)[NM],
+                                         const uint4 (&wv)[NM][U], const uint4 *xs, int kc, int c, int c0, int end,
+                                         int g)
 {
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -177,7 +206,12 @@ __device__ __forceinline__ void gemv_mma(float (&acc)[NM][4], const uint4 (&wv)[
 #pragma unroll
         for (int j = 0; j < Fmt::XC; j++)
             xv[j] = ok ? xs[(g * kc + c + 4 * u) * Fmt::XC + j] : make_uint4(0, 0, 0, 0);
-        Fmt::template kblock<NM, U>(acc, wv, u, xv);
+        if constexpr (gemv_blocked<Fmt>::value) { /* chunk c0 + 4 u: k-block (c0 + 4 u) / 4 */
+            Fmt::template kblock<NM, U>(part, wv, u, xv);
+            if ((c0 + 4 * u) & 4) gemv_fold<NM>(acc, part, sb, (c0 + 4 * u) >> 3); /* a block's 2nd half */
+        } else {
+            Fmt::template kblock<NM, U>(acc, wv, u, xv);
+        }
     }
 }
 
@@ -226,7 +260,10 @@ enum gemv_epi {
  *   kblock the mmas of one k-block of every matrix into acc[m] (its order
  *          of sums);
  *   value  a row's sum as stored: the sum (bf16), or sum * s[row] (E4M3:
- *          s, s2 the scales of w, w2; NULL for bf16). */
+ *          s, s2 the scales of w, w2; NULL for bf16), or the sum (E4M3
+ *          with 128 x 128 block scales, gemv_blocked: s, s2 the block
+ *          tables [ceil(out_dim / 128), ceil(kc / 8)] f32, applied by
+ *          gemv_fold as each 128-element block completes). */
 template <class Fmt, int N, int WARPS, int EPI, bool NORM>
 __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int accumulate,
                                            const uint4 *x, const uint4 *w, const uint4 *w2,
@@ -250,6 +287,19 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
 #pragma unroll
     for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
+    /* blocked formats: the scale row of the group's 128-row block (its 8
+     * rows share it), ceil(kc / 8) blocks of 128 elements a row */
+    const float *sb[NM];
+    float bacc[NM][4]; /* blocked: the current 128-element block's sums */
+    if constexpr (gemv_blocked<Fmt>::value) {
+        const size_t srow = (size_t)(min(row0, out_dim - 1) >> 7) * (size_t)((kc + 7) >> 3);
+#pragma unroll
+        for (int m = 0; m < NM; m++) {
+            sb[m] = (m ? s2 : s) + srow;
+#pragma unroll
+            for (int i = 0; i < 4; i++) bacc[m][i] = 0.0f;
+        }
+    }
 
     uint4 wv[NM][U];
     /* the first batch is in flight while the kernel before finishes and x
@@ -274,13 +324,17 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     for (int b = 0; b < nfull; b++) {
         const int c0 = kb + b * 4 * U;
         if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
-        gemv_mma<Fmt, N, NM, U, false>(acc, wv, xs, kc, c0 + q, c0, ke, g);
+        gemv_mma<Fmt, N, NM, U, false>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
     }
     if (tail) {
         const int c0 = kb + nfull * 4 * U;
         if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
-        gemv_mma<Fmt, N, NM, U, true>(acc, wv, xs, kc, c0 + q, c0, ke, g);
+        gemv_mma<Fmt, N, NM, U, true>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
     }
+    /* blocked: a slice ending in a block's first half (the row's last,
+     * partial block: kc % 8 in 1..4) folds it here */
+    if constexpr (gemv_blocked<Fmt>::value)
+        if (ke > kb && !(((ke - 1) >> 2) & 1)) gemv_fold<NM>(acc, bacc, sb, (ke - 1) >> 3);
     if (kw > 1) { /* the kw slices' sums, in ascending slice order */
         float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
         __syncthreads();

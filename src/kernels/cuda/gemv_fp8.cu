@@ -3,9 +3,13 @@
  * scale per output channel: y[n, out] (+)= (x[n, in] . decode(w[out, in])^T)
  * * scale[out], n <= FRT_CUDA_GEMV_MAX_N (gemv_fp8.h; docs/fp8.md "FP8
  * weights"), and its fused forms: q | k | v in one launch, gate | up |
- * SwiGLU in one, each with the RMSNorm prologue. CPU twin:
- * frt_cpu_matmul_fp8 (kernels/cpu/gemv_fp8.c). Tested in
- * tests/test_cuda_gemv_fp8.c (label gpu).
+ * SwiGLU in one, each with the RMSNorm prologue; the same four with one
+ * scale per 128 x 128 block of w (the _b128 launchers, format
+ * gemv_e4m3_b128: each 128-element block's partial sums are multiplied by
+ * its scale and added to the row's sum, gemv_block.h's gemv_fold). CPU
+ * twins: frt_cpu_matmul_fp8, frt_cpu_matmul_fp8_b128
+ * (kernels/cpu/gemv_fp8.c). Tested in tests/test_cuda_gemv_fp8.c (label
+ * gpu).
  *
  * gemv.cu's GEMV (read its header comment): the same block
  * (gemv_block.h's gemv_block, its multi-product table and RMSNorm
@@ -95,43 +99,63 @@ struct gemv_e4m3 {
     }
 };
 
+/* gemv_e4m3 with one scale per 128 x 128 block (the transformers `fp8`
+ * checkpoints' weight_scale_inv): the same widening and mmas into the
+ * partial sums of a 128-element block, which gemv_block's gemv_fold
+ * multiplies by s[row / 128][block] (fmaf into the row's sum) when the
+ * block's two k-blocks are done; value: the sum as it stands. */
+struct gemv_e4m3_b128 {
+    static constexpr int XC = 2;
+    template <int NM, int U>
+    static __device__ __forceinline__ void kblock(float (&acc)[NM][4], const uint4 (&wv)[NM][U], int u,
+                                                  const uint4 (&xc)[XC])
+    {
+        gemv_e4m3::kblock<NM, U>(acc, wv, u, xc);
+    }
+    static __device__ __forceinline__ float value(float acc, const float *s, int row) { return acc; }
+};
+
+template <> struct gemv_blocked<gemv_e4m3_b128> {
+    static constexpr bool value = true;
+};
+
 #define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
 /* frt_cuda_gemv_fp8: grid ceil(out_dim / (WARPS / kw * 8)) blocks. */
-template <int N, int WARPS>
+template <int N, int WARPS, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
                     const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim, int kw)
 {
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
-    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale,
-                                                          NULL, kc, out_dim, kw, blockIdx.x, none);
+    gemv_block<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale, NULL, kc,
+                                                  out_dim, kw, blockIdx.x, none);
 }
 
 /* frt_cuda_gemv_fp8_multi(_norm): the entries' grids end to end
  * (gemv_multi_table, gemv_block.h; entry.s the scales). */
-template <int N, int WARPS, bool NORM>
+template <int N, int WARPS, bool NORM, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc, const gemv_norm_args nm)
 {
     extern __shared__ uint4 fp8_smem[];
     int blk = 0;
     const gemv_multi_entry m = gemv_multi_find(tab, &blk);
-    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc,
-                                                         m.out_dim, m.kw, blk, nm);
+    gemv_block<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc, m.out_dim,
+                                                 m.kw, blk, nm);
 }
 
 /* frt_cuda_gemv_fp8_swiglu(_norm): grid ceil(inter / (WARPS / kw * 8)) blocks. */
-template <int N, int WARPS, bool NORM>
+template <int N, int WARPS, bool NORM, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
                            const uint4 *__restrict__ wg, const float *__restrict__ sg, const uint4 *__restrict__ wu,
                            const float *__restrict__ su, int kc, int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_block<gemv_e4m3, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw,
-                                                          blockIdx.x, nm);
+    gemv_block<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw,
+                                                  blockIdx.x, nm);
 }
 
 typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int);
@@ -148,14 +172,28 @@ typedef void (*fp8_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const f
         return (n) >= 1 && (n) <= 8 ? t_[(n) - 1] : NULL;                                               \
     } while (0)
 
-template <int WARPS> static gemv_fp8_fn fp8_pick_n(int n) { FP8_PICK_N(gemv_fp8_kernel, n, WARPS); }
-template <int WARPS, bool NORM> static fp8_multi_fn fp8_multi_pick_n(int n)
+template <int WARPS, class F> static gemv_fp8_fn fp8_pick_n(int n) { FP8_PICK_N(gemv_fp8_kernel, n, WARPS, F); }
+template <int WARPS, bool NORM, class F> static fp8_multi_fn fp8_multi_pick_n(int n)
 {
-    FP8_PICK_N(gemv_fp8_multi_kernel, n, WARPS, NORM);
+    FP8_PICK_N(gemv_fp8_multi_kernel, n, WARPS, NORM, F);
 }
-template <int WARPS, bool NORM> static fp8_swiglu_fn fp8_swiglu_pick_n(int n)
+template <int WARPS, bool NORM, class F> static fp8_swiglu_fn fp8_swiglu_pick_n(int n)
 {
-    FP8_PICK_N(gemv_fp8_swiglu_kernel, n, WARPS, NORM);
+    FP8_PICK_N(gemv_fp8_swiglu_kernel, n, WARPS, NORM, F);
+}
+
+/* The instance of PICK (fp8_multi_pick_n or fp8_swiglu_pick_n) for warps
+ * 8 / 16, norm, the format (b128: gemv_e4m3_b128, else gemv_e4m3) and n. */
+#define FP8_PICK_FMT(PICK, warps, norm, b128, n)                                                        \
+    ((b128) ? ((norm) ? FP8_PICK_W(PICK, warps, true, gemv_e4m3_b128, n)                                 \
+                      : FP8_PICK_W(PICK, warps, false, gemv_e4m3_b128, n))                               \
+            : ((norm) ? FP8_PICK_W(PICK, warps, true, gemv_e4m3, n) : FP8_PICK_W(PICK, warps, false, gemv_e4m3, n)))
+#define FP8_PICK_W(PICK, warps, NORM, F, n) ((warps) == 8 ? PICK<8, NORM, F>(n) : PICK<16, NORM, F>(n))
+
+static gemv_fp8_fn fp8_plain_fn(int warps, int b128, int n)
+{
+    if (b128) return warps == 8 ? fp8_pick_n<8, gemv_e4m3_b128>(n) : fp8_pick_n<16, gemv_e4m3_b128>(n);
+    return warps == 8 ? fp8_pick_n<8, gemv_e4m3>(n) : fp8_pick_n<16, gemv_e4m3>(n);
 }
 
 /* kw: the split whose warps (as for n = 1) fill the last wave of 132 SMs x
@@ -205,8 +243,15 @@ static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
     return pa < pb + nb && pb < pa + na;
 }
 
+/* Bytes of an E4M3 matrix's scales: [out] f32, or with b128 the block
+ * table [ceil(out / 128), ceil(in / 128)] f32. */
+static size_t fp8_scale_bytes(int b128, int in_dim, int out_dim)
+{
+    return b128 ? (size_t)((out_dim + 127) / 128) * (size_t)((in_dim + 127) / 128) * 4 : (size_t)out_dim * 4;
+}
+
 static int fp8_check(void *y, frt_cuda_dtype y_dtype, const uint16_t *x, const uint8_t *w, const float *scale, int n,
-                     int in_dim, int out_dim)
+                     int in_dim, int out_dim, int b128)
 {
     FRT_ARG(y && x && w && scale, "cuda gemv_fp8: NULL pointer");
     FRT_ARG(frt_dtype_ok(y_dtype), "cuda gemv_fp8: bad dtype");
@@ -219,22 +264,35 @@ static int fp8_check(void *y, frt_cuda_dtype y_dtype, const uint16_t *x, const u
     FRT_ARG(((uintptr_t)y & (frt_dtype_bytes(y_dtype) - 1)) == 0, "cuda gemv_fp8: y misaligned for its dtype");
     const size_t ny = (size_t)n * out_dim * frt_dtype_bytes(y_dtype);
     FRT_ARG(!overlaps(y, ny, x, (size_t)n * in_dim * 2) && !overlaps(y, ny, w, (size_t)out_dim * in_dim) &&
-                !overlaps(y, ny, scale, (size_t)out_dim * 4),
+                !overlaps(y, ny, scale, fp8_scale_bytes(b128, in_dim, out_dim)),
             "cuda gemv_fp8: y overlaps an input");
+    return 0;
+}
+
+static int fp8_plain_launch(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
+                            const uint8_t *w, const float *scale, int n, int in_dim, int out_dim, int b128)
+{
+    FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim, b128));
+    const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
+    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 1, 0);
+    const gemv_fp8_fn fn = fp8_plain_fn(c.warps, b128, n);
+    FRT_TRY(gemv_smem_ready("fp8", (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                                accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw));
     return 0;
 }
 
 extern "C" int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                                  const uint8_t *w, const float *scale, int n, int in_dim, int out_dim)
 {
-    FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim));
-    const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
-    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 1, 0);
-    const gemv_fp8_fn fn = c.warps == 8 ? fp8_pick_n<8>(n) : fp8_pick_n<16>(n);
-    FRT_TRY(gemv_smem_ready("fp8", (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
-                                accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw));
-    return 0;
+    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 0);
+}
+
+extern "C" int frt_cuda_gemv_fp8_b128(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate,
+                                      const uint16_t *x, const uint8_t *w, const float *scale, int n, int in_dim,
+                                      int out_dim)
+{
+    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 1);
 }
 
 /* The checks of the fused launchers beyond gemv_input_check: in_dim a
@@ -257,7 +315,7 @@ static int fp8_scale_check(const char *what, int i, const float *scale, const vo
 
 /* frt_cuda_gemv_fp8_multi (norm NULL: x read) and _multi_norm (x NULL). */
 static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
-                            const uint16_t *x, const frt_cuda_gemv_norm *norm, int n, int in_dim)
+                            const uint16_t *x, const frt_cuda_gemv_norm *norm, int n, int in_dim, int b128)
 {
     FRT_ARG(entries, "cuda gemv %s: NULL entries", what);
     FRT_ARG(n_entries >= 1 && n_entries <= FRT_CUDA_GEMV_MULTI_MAX, "cuda gemv %s: %d entries not in [1, %d]", what,
@@ -286,8 +344,7 @@ static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_
     long total = 0;
     FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
     const size_t smem = fp8_smem_bytes(n, in_dim, warps, 1, norm != NULL);
-    const fp8_multi_fn fn = norm ? (warps == 8 ? fp8_multi_pick_n<8, true>(n) : fp8_multi_pick_n<16, true>(n))
-                                 : (warps == 8 ? fp8_multi_pick_n<8, false>(n) : fp8_multi_pick_n<16, false>(n));
+    const fp8_multi_fn fn = FP8_PICK_FMT(fp8_multi_pick_n, warps, norm != NULL, b128, n);
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
     FRT_CUDA_TRY(frt_pdl_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x, in_dim / 16, na));
     return 0;
@@ -296,19 +353,31 @@ static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_
 extern "C" int frt_cuda_gemv_fp8_multi(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
                                        const uint16_t *x, int n, int in_dim)
 {
-    return fp8_multi_launch("fp8_multi", stream, entries, n_entries, x, NULL, n, in_dim);
+    return fp8_multi_launch("fp8_multi", stream, entries, n_entries, x, NULL, n, in_dim, 0);
 }
 
 extern "C" int frt_cuda_gemv_fp8_multi_norm(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
                                             const frt_cuda_gemv_norm *norm, int n, int in_dim)
 {
-    return fp8_multi_launch("fp8_multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim);
+    return fp8_multi_launch("fp8_multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim, 0);
+}
+
+extern "C" int frt_cuda_gemv_fp8_b128_multi(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                            const uint16_t *x, int n, int in_dim)
+{
+    return fp8_multi_launch("fp8_b128_multi", stream, entries, n_entries, x, NULL, n, in_dim, 1);
+}
+
+extern "C" int frt_cuda_gemv_fp8_b128_multi_norm(void *stream, const frt_cuda_gemv_fp8_entry *entries,
+                                                 int n_entries, const frt_cuda_gemv_norm *norm, int n, int in_dim)
+{
+    return fp8_multi_launch("fp8_b128_multi_norm", stream, entries, n_entries, NULL, norm, n, in_dim, 1);
 }
 
 /* frt_cuda_gemv_fp8_swiglu (norm NULL) and _swiglu_norm (x NULL). */
 static int fp8_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
                              const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
-                             const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter)
+                             const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter, int b128)
 {
     FRT_ARG(gate && up, "cuda gemv %s: NULL matrix", what);
     gemv_norm_args na;
@@ -319,9 +388,7 @@ static int fp8_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_d
     FRT_TRY(fp8_scale_check(what, 1, up->scale, y));
     const fp8_cfg c = fp8_choose(n, in_dim, inter); /* the gate's configuration alone: the same sums */
     const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 2, norm != NULL);
-    const fp8_swiglu_fn fn =
-        norm ? (c.warps == 8 ? fp8_swiglu_pick_n<8, true>(n) : fp8_swiglu_pick_n<16, true>(n))
-             : (c.warps == 8 ? fp8_swiglu_pick_n<8, false>(n) : fp8_swiglu_pick_n<16, false>(n));
+    const fp8_swiglu_fn fn = FP8_PICK_FMT(fp8_swiglu_pick_n, c.warps, norm != NULL, b128, n);
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
     FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                                 (const uint4 *)x, (const uint4 *)gate->w, gate->scale, (const uint4 *)up->w,
@@ -333,14 +400,28 @@ extern "C" int frt_cuda_gemv_fp8_swiglu(void *stream, void *y, frt_cuda_dtype y_
                                         const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n,
                                         int in_dim, int inter)
 {
-    return fp8_swiglu_launch("fp8_swiglu", stream, y, y_dtype, x, NULL, gate, up, n, in_dim, inter);
+    return fp8_swiglu_launch("fp8_swiglu", stream, y, y_dtype, x, NULL, gate, up, n, in_dim, inter, 0);
 }
 
 extern "C" int frt_cuda_gemv_fp8_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
                                              const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
                                              const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter)
 {
-    return fp8_swiglu_launch("fp8_swiglu_norm", stream, y, y_dtype, NULL, norm, gate, up, n, in_dim, inter);
+    return fp8_swiglu_launch("fp8_swiglu_norm", stream, y, y_dtype, NULL, norm, gate, up, n, in_dim, inter, 0);
+}
+
+extern "C" int frt_cuda_gemv_fp8_b128_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                                             const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up,
+                                             int n, int in_dim, int inter)
+{
+    return fp8_swiglu_launch("fp8_b128_swiglu", stream, y, y_dtype, x, NULL, gate, up, n, in_dim, inter, 1);
+}
+
+extern "C" int frt_cuda_gemv_fp8_b128_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                                  const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
+                                                  const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter)
+{
+    return fp8_swiglu_launch("fp8_b128_swiglu_norm", stream, y, y_dtype, NULL, norm, gate, up, n, in_dim, inter, 1);
 }
 
 extern "C" int frt_cuda_gemv_fp8_max_n(int in_dim)

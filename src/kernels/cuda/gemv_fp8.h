@@ -1,7 +1,7 @@
 /*
  * kernels/cuda/gemv_fp8.h - the decode GEMV over OCP FP8 E4M3 weights with
- * one f32 scale per output channel (gemv_fp8.cu; docs/fp8.md "FP8
- * weights"). C interface; the CPU twin is frt_cpu_matmul_fp8
+ * one f32 scale per output channel or per 128 x 128 block (gemv_fp8.cu;
+ * docs/fp8.md "FP8 weights"). C interface; the CPU twin is frt_cpu_matmul_fp8
  * (kernels/cpu/gemv_fp8.h).
  */
 #ifndef FRT_KERNELS_CUDA_GEMV_FP8_H
@@ -100,6 +100,42 @@ int frt_cuda_gemv_fp8_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, cons
 int frt_cuda_gemv_fp8_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype, const frt_cuda_gemv_norm *norm,
                                   const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n,
                                   int in_dim, int inter);
+
+/* ---- 128 x 128 block scales (transformers `fp8` checkpoints,
+ * weight_block_size [128, 128]; docs/fp8.md "FP8 weights"):
+ *
+ * y[t, r] (+)= sum over b < ceil(in_dim / 128) of
+ *              (sum_{k in block b} x[t, k] * decode(w[r, k])) * scale[r / 128][b]
+ * with scale [ceil(out_dim / 128), ceil(in_dim / 128)] f32 row-major
+ * (device, 4-byte aligned; the checkpoint's weight_scale_inv, which
+ * multiplies). The partial last block (in_dim % 128, a multiple of 16)
+ * and the partial last row block are handled. Each 128-element block's
+ * fp32 tensor-core sum is added to the row's fp32 sum as
+ * fmaf(block_sum, scale, sum), blocks in ascending order within a warp's
+ * slice, the slices then added as in frt_cuda_gemv_fp8. Everything else
+ * (shapes, x, y, n, alignment, batch invariance, the bits of the fused
+ * forms equal to the separate launches, errors) is as for the per-row
+ * functions above, whose kernels these share but for the scale (the
+ * per-row kernels' code is unchanged). CPU twin: frt_cpu_matmul_fp8_b128
+ * (kernels/cpu/gemv_fp8.h). */
+int frt_cuda_gemv_fp8_b128(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
+                           const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
+
+/* frt_cuda_gemv_fp8_multi / _multi_norm with block-scaled entries (each
+ * entry's scale is its [ceil(out_dim / 128), ceil(in_dim / 128)] table). */
+int frt_cuda_gemv_fp8_b128_multi(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                 const uint16_t *x, int n, int in_dim);
+int frt_cuda_gemv_fp8_b128_multi_norm(void *stream, const frt_cuda_gemv_fp8_entry *entries, int n_entries,
+                                      const frt_cuda_gemv_norm *norm, int n, int in_dim);
+
+/* frt_cuda_gemv_fp8_swiglu / _swiglu_norm with block-scaled gate and up
+ * (scale: [ceil(inter / 128), ceil(in_dim / 128)] each). */
+int frt_cuda_gemv_fp8_b128_swiglu(void *stream, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                                  const frt_cuda_gemv_fp8_mat *gate, const frt_cuda_gemv_fp8_mat *up, int n,
+                                  int in_dim, int inter);
+int frt_cuda_gemv_fp8_b128_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_dtype,
+                                       const frt_cuda_gemv_norm *norm, const frt_cuda_gemv_fp8_mat *gate,
+                                       const frt_cuda_gemv_fp8_mat *up, int n, int in_dim, int inter);
 
 /* The most rows n (0 .. FRT_CUDA_GEMV_MAX_N) frt_cuda_gemv_fp8 takes at
  * in_dim on the current device: x [n, in_dim] bf16 fits one block's shared

@@ -1049,6 +1049,19 @@ int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_t *q, const
 int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x, int rows,
                                        int dim);
 
+/* A weight with 128 x 128 block scales as bf16, the operand of the prefill
+ * GEMM for block-wise FP8 checkpoints (docs/fp8.md "FP8 weights"):
+ * out[r, c] = bf16_rn(decode(q[r, c]) * scale[r / 128][c / 128]) (the f32
+ * product __fmul_rn, then RNE to bf16). q [rows, dim] E4M3 codes, scale
+ * [ceil(rows / 128), ceil(dim / 128)] f32 row-major, out [rows, dim] bf16,
+ * device memory; q and out 16-byte aligned, scale 4-byte, dim a positive
+ * multiple of 16. Bit-exact twin: frt_fp8_dequantize_b128_bf16
+ * (kernels/cpu/fp8.h). No allocation: legal inside a stream capture.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointer, rows < 0, bad dim,
+ * misalignment), FRT_ERR_BACKEND (launch). */
+int frt_cuda_fp8_dequantize_b128_bf16(void *stream, uint16_t *out, const uint8_t *q, const float *scale, int rows,
+                                      int dim);
+
 #ifdef __cplusplus
 }
 #endif

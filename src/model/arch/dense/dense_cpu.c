@@ -304,7 +304,8 @@ static void task_layer(void *p)
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
     dense_scratch *s = &dense_of(m)->s;
     int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
-    const unsigned f8 = a->decode ? 0 : lw->fp8; /* FP8 activations in prefill only (docs/fp8.md) */
+    /* FP8 activations in prefill only, never with block-wise weights (docs/fp8.md) */
+    const unsigned f8 = a->decode || !frt_fp8w_act_per_token(m) ? 0 : lw->fp8;
 
     frt_cpu_rmsnorm(s->h, s->x, lw->input_ln, n, H, c->rms_norm_eps, 0);
     attention_block(m, a->layer, s->h, s->t2, n, b->pos, f8);

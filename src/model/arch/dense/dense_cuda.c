@@ -81,8 +81,10 @@ typedef struct cd_layer {
     const uint16_t *down_proj;                  /* [H, I] */
 } cd_layer;
 
-/* FP8 weights (c->wfp8): a Linear weight as E4M3 codes [out, in] and one f32
- * scale per output channel [out], device pointers into the weight arena. */
+/* FP8 weights (c->wfp8): a Linear weight as E4M3 codes [out, in] and its f32
+ * scales, one per output channel [out], or (c->wblk) one per 128 x 128
+ * block [ceil(out / 128), ceil(in / 128)]; device pointers into the weight
+ * arena. */
 typedef struct cd_fp8 {
     const uint8_t *w;
     const float *s;
@@ -102,6 +104,9 @@ typedef struct cd_model {
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
     int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
+    int wblk;           /* wfp8 with 128 x 128 block scales (a block-wise checkpoint): decode through the
+                           _b128 GEMVs, prefill through a bf16 GEMM over the weight dequantized into wdq */
+    uint16_t *wdq;      /* wblk: [max(qd, kvd, I) * H] bf16, one Linear weight dequantized (prefill) */
     uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
     float *xs;          /* wfp8: [C] its per-token scales */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
@@ -233,7 +238,7 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
     char full[256];
     snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
     size_t woff = wl->used, soff = woff + align_up((size_t)(d0 * d1));
-    wl->used = soff + align_up((size_t)d0 * sizeof(float));
+    wl->used = soff + align_up(frt_fp8w_n_scales(m, d0, d1) * sizeof(float));
     FRT_TRY(frt_fp8w_arena_put(m, wl->c->wbuf, wl->pass, full, d0, d1, woff, soff));
     if (wl->pass == 0) return 0;
     dst->w = (const uint8_t *)(wl->base + woff);
@@ -321,6 +326,7 @@ static int cd_load_weights(frt_model *m)
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
+    c->wblk = frt_fp8w_blocked(m);
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     c->layers8 = c->wfp8 ? calloc((size_t)c->L, sizeof *c->layers8) : NULL;
@@ -339,8 +345,9 @@ static int cd_load_weights(frt_model *m)
     m->weight_bytes = bytes;
     if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
                       cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
-        snprintf(c->wdesc, sizeof c->wdesc, "%s,prefill_gemm=cublaslt-e4m3-tn-f32acc",
-                 frt_fp8w_desc(m));
+        snprintf(c->wdesc, sizeof c->wdesc, "%s,%s", frt_fp8w_desc(m),
+                 c->wblk ? "scales=blk128x128-f32,decode=gemv-e4m3-b128,prefill_gemm=bf16-dequantized-weights"
+                         : "prefill_gemm=cublaslt-e4m3-tn-f32acc");
         m->weights_desc = c->wdesc;
     }
     return 0;
@@ -418,10 +425,11 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
-        if (c->wfp8) {
+        if (c->wfp8 && !c->wblk) {
             CARVE(c->xq, uint8_t, R * wide);
             CARVE(c->xs, float, R * f);
         }
+        if (c->wblk) CARVE(c->wdq, uint16_t, (size_t)max_i(max_i(c->qd, c->kvd), c->I) * (size_t)c->H * h2);
         if (slots > 1) {
             size_t tab = (size_t)slots * sizeof(void *);
             CARVE(c->blogits, float, (size_t)slots * (size_t)c->V * f);
@@ -448,7 +456,7 @@ static int cd_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     FRT_TRY(plan_all(c, 1));
     for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
-    if (c->wfp8) FRT_TRY(plan_fp8(m, c));
+    if (c->wfp8 && !c->wblk) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
     /* Decode (1 row) and the batched decode (groups of up to
      * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
      * fingerprint does not depend on it. The groups take batch_g rows: the
@@ -540,19 +548,24 @@ static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, in
 static int act_fp8(const fwd *f, const uint16_t *x, int in)
 {
     cd_model *c = f->c;
-    if (!c->wfp8 || f->decode) return 0;
+    if (!c->wfp8 || c->wblk || f->decode) return 0;
     return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
 }
 
 /* A prefill piece: y [R, out] f32 = x [R, in] bf16 . W^T for a Linear
  * weight: bf16 w, or with FP8 weights (c->wfp8) w8: the FP8 GEMM on c->xq,
  * x quantized per token by act_fp8 before: (xq . wq^T) * s_x[t] * s_w[o]
- * (docs/fp8.md). Decode takes the fused GEMVs (qkv_products,
- * swiglu_products, resid_add). */
+ * (docs/fp8.md); with block scales (c->wblk) the bf16 GEMM of x over
+ * bf16(decode(wq) * s_blk) dequantized into c->wdq first. Decode takes the
+ * fused GEMVs (qkv_products, swiglu_products, resid_add). */
 static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
 {
     cd_model *c = f->c;
     if (!c->wfp8) return gemm(f, y, x, w, in, out);
+    if (c->wblk) {
+        FRT_TRY(frt_cuda_fp8_dequantize_b128_bf16(f->st, c->wdq, w8->w, w8->s, out, in));
+        return gemm(f, y, x, c->wdq, in, out);
+    }
     return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
 }
 
@@ -562,7 +575,8 @@ static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, con
 static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int g, int in)
 {
     cd_model *c = f->c;
-    if (c->wfp8) return frt_cuda_gemv_fp8(f->st, y, F32, 1, x, w8->w, w8->s, g, in, c->H);
+    if (c->wfp8) return (c->wblk ? frt_cuda_gemv_fp8_b128 : frt_cuda_gemv_fp8)(f->st, y, F32, 1, x, w8->w, w8->s, g, in,
+                                                                           c->H);
     return frt_cuda_gemm_run(c->gemm, f->st, y, F32, x, w, g, in, c->H, 1);
 }
 
@@ -706,6 +720,9 @@ static int qkv_products(const fwd *f, int l, int r0, int g, const frt_cuda_gemv_
         const frt_cuda_gemv_fp8_entry e[3] = {{q, F32, l8->q_proj.w, l8->q_proj.s, c->qd},
                                               {k, F32, l8->k_proj.w, l8->k_proj.s, c->kvd},
                                               {v, F32, l8->v_proj.w, l8->v_proj.s, c->kvd}};
+        if (c->wblk)
+            return nm ? frt_cuda_gemv_fp8_b128_multi_norm(f->st, e, 3, nm, g, c->H)
+                      : frt_cuda_gemv_fp8_b128_multi(f->st, e, 3, x, g, c->H);
         return nm ? frt_cuda_gemv_fp8_multi_norm(f->st, e, 3, nm, g, c->H)
                   : frt_cuda_gemv_fp8_multi(f->st, e, 3, x, g, c->H);
     }
@@ -725,6 +742,9 @@ static int swiglu_products(const fwd *f, int l, uint16_t *act, int r0, int g, co
     if (c->wfp8) {
         const cd_layer8 *l8 = &c->layers8[l];
         const frt_cuda_gemv_fp8_mat gate = {l8->gate_proj.w, l8->gate_proj.s}, up = {l8->up_proj.w, l8->up_proj.s};
+        if (c->wblk)
+            return nm ? frt_cuda_gemv_fp8_b128_swiglu_norm(f->st, act, BF16, nm, &gate, &up, g, c->H, c->I)
+                      : frt_cuda_gemv_fp8_b128_swiglu(f->st, act, BF16, x, &gate, &up, g, c->H, c->I);
         return nm ? frt_cuda_gemv_fp8_swiglu_norm(f->st, act, BF16, nm, &gate, &up, g, c->H, c->I)
                   : frt_cuda_gemv_fp8_swiglu(f->st, act, BF16, x, &gate, &up, g, c->H, c->I);
     }

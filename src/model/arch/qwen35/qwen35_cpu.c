@@ -351,7 +351,8 @@ static void task_layer(void *p)
     const frt_boundary *b = frt_buffer_ptr(m->boundary);
     qwen35_scratch *s = &qwen35_of(m)->s;
     int n = frt_cpu_step_rows(m, a->decode), H = c->hidden_size;
-    const int f8 = !a->decode && m->weights_desc; /* FP8 activations in prefill only (docs/fp8.md) */
+    /* FP8 activations in prefill only, never with block-wise weights (docs/fp8.md) */
+    const int f8 = !a->decode && m->weights_desc && frt_fp8w_act_per_token(m);
 
     /* The mixers use t0..t3 and the temporaries internally and write their
      * output last, so t2 is free to receive it. */

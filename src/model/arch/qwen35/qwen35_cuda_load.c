@@ -357,6 +357,10 @@ int frt_qwen35_cu_load_weights(frt_model *m)
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
+    if (frt_fp8w_blocked(m)) /* before anything is allocated or read */
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda model: block-wise FP8 checkpoints (weight_scale_inv) of the hybrid are read by the cpu "
+                         "backend only; the dense family reads them on cuda (docs/fp8.md)");
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     if (!c->layers) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory for the layer table");
