@@ -16,8 +16,10 @@
  *   - frt_cuda_attn_prep (a prefill piece at a row stride) and
  *     frt_cuda_attn_prep_fp8 (appending E4M3 codes with random per-head
  *     scales; prefill pieces and decode rows) against the unfused sequence
- *     ending in frt_cuda_kv_append / frt_cuda_kv_append_fp8: the caches and
- *     the gate bit for bit, q within TOL_UNFUSED;
+ *     ending in frt_cuda_kv_append / frt_cuda_kv_append_fp8: the V rows and
+ *     the gate bit for bit, q within TOL_UNFUSED, the K rows the same bits
+ *     but for a value at a rounding midpoint (within one bf16 / E4M3 step
+ *     on a few elements: 1e-5 / 1e-3 norm-wise);
  *   - *d_n == 0 writes nothing; 3 runs give identical bytes; a CUDA graph
  *     (frt_graph_capture) replayed at several positions (d_start changed in
  *     device memory between replays); bad arguments fail with
@@ -32,6 +34,7 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #else
 
 #include "frt/exec.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
@@ -517,9 +520,38 @@ static void test_multi(const char *what, int nh, int nkv, int hd, int rot, float
         report(name, diff_f32(a, b, (size_t)n * qn), TOL_UNFUSED);
         free(a), free(b);
     }
+    /* the k rows: the same bits expected; the RoPE differs from the unfused kernel's in the last bit
+     * of a few values, as q does (above), and such a value at a rounding midpoint of the cache's
+     * dtype rounds the other way: norm-wise within one step of the dtype on a few elements */
+    {
+        const int rows = start + n <= MAX_SEQ ? n : MAX_SEQ - start;
+        const size_t cnt = (size_t)(rows > 0 ? rows : 0) * kvn, esz = fp8 ? 1 : 2, off = (size_t)start * kvn * esz;
+        unsigned char *a = xmalloc(cnt * esz + 1), *b = xmalloc(cnt * esz + 1);
+        float *fa = fnew(cnt + 1), *fb = fnew(cnt + 1);
+        dget(kc1, off, a, cnt * esz);
+        dget(kc2, off, b, cnt * esz);
+        size_t differ = 0;
+        for (size_t e = 0; e < cnt; e++) {
+            fa[e] = fp8 ? frt_fp8_e4m3_decode(a[e]) : frt_bf16_to_f32(((const uint16_t *)(const void *)a)[e]);
+            fb[e] = fp8 ? frt_fp8_e4m3_decode(b[e]) : frt_bf16_to_f32(((const uint16_t *)(const void *)b)[e]);
+            differ += memcmp(a + e * esz, b + e * esz, esz) != 0;
+        }
+        char name[160];
+        snprintf(name, sizeof name, "prep%s %s start %d n %d/%d: k rows vs unfused (%zu of %zu differ)",
+                 fp8 ? " fp8" : "", what, start, n, max_n, differ, cnt);
+        report(name, differ ? frt_test_rel_err(fa, fb, cnt) : 0.0, fp8 ? 1e-3 : 1e-5);
+        free(a), free(b), free(fa), free(fb);
+    }
     const char *names[4] = {"q", "gate", "k cache", "v cache"};
     for (int i = 1; i < 4; i++) {
         if (i == 1 && !gated) continue;
+        if (i == 2) { /* the k rows above; the rest of the k cache untouched */
+            const size_t esz = fp8 ? 1 : 2, row = (size_t)kvn * esz;
+            const size_t end = (size_t)(start + n < MAX_SEQ ? start + n : MAX_SEQ) * row;
+            CHECK(untouched(kc1, 0, (size_t)start * row));
+            CHECK(untouched(kc1, end, cbytes - end));
+            continue;
+        }
         const size_t bytes = i < 2 ? (size_t)max_n * qn * 4 : cbytes;
         unsigned char *a = xmalloc(bytes), *b = xmalloc(bytes);
         dget(*outs[i], 0, a, bytes);
