@@ -25,13 +25,19 @@
 /* ---- arithmetic of the floors ---------------------------------------------- */
 
 
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp8)
+int bm_weight_mode(const frt_model_config *c, int w_fp8)
+{
+    if (c->quant.method == FRT_QUANT_FP8_BLOCK) return BM_W_FP8_BLOCK;
+    return w_fp8 || c->quant.method != FRT_QUANT_NONE ? BM_W_FP8 : BM_W_FLOAT;
+}
+
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode)
 {
     const double kv_elt = kv_fp8 ? 1 : (cuda ? 2 : 4);
     bm_counts k = {0};
     k.lm_b = cuda ? 2 : 4;
-    k.w_b = w_fp8 && cuda ? 1 : k.lm_b;
-    k.scale_b = w_fp8 && cuda ? 4 : 0;
+    k.w_b = w_mode != BM_W_FLOAT && cuda ? 1 : k.lm_b;
+    k.scale_b = w_mode == BM_W_FP8 && cuda ? 4 : 0;
     double H = c->hidden_size;
     int conv_ch = 2 * c->lin_n_k_heads * c->lin_k_head_dim + c->lin_n_v_heads * c->lin_v_head_dim;
     for (int l = 0; l < c->n_layers; l++) {
@@ -51,6 +57,8 @@ bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp
         k.mat_rows += 2.0 * c->intermediate_size + H;
     }
     k.lm_head = (double)c->vocab_size * H;
+    if (w_mode == BM_W_FP8_BLOCK && cuda) /* exact when the dims are multiples of the block */
+        k.block_scale_b = 4.0 * k.mat_params / ((double)c->quant.block_out * c->quant.block_in);
     return k;
 }
 
@@ -75,8 +83,8 @@ double bm_prefill_floor_ms(const bm_run *r, const bm_counts *k, double p0, doubl
 /* Bytes a decode step reads at context ctx (weights at the widths of k). */
 double bm_decode_bytes(const bm_counts *k, double ctx)
 {
-    return k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->lm_head * k->lm_b + k->state_fixed_b +
-           k->kv_b_per_tok * ctx;
+    return k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b +
+           k->state_fixed_b + k->kv_b_per_tok * ctx;
 }
 
 /* ---- measured ceilings ----------------------------------------------------- */
@@ -166,7 +174,7 @@ int bm_measure_floors(bm_run *r)
             rc = time_gemm_cpu(1024, &ms);
         }
         if (!rc) r->fl.gemm_flops = 2.0 * r->fl.gemm_n * (double)r->fl.gemm_n * r->fl.gemm_n / (ms * 1e-3);
-        if (!rc && cuda && r->o.w_fp8) { /* the FP8 prefill GEMM, the same shape */
+        if (!rc && cuda && r->w_mode == BM_W_FP8) { /* the FP8 prefill GEMM, the same shape */
             rc = frt_debug_gemm_fp8_ms(ctx, r->fl.gemm_n, 10, &ms);
             if (!rc) r->fl.gemm_fp8_flops = 2.0 * r->fl.gemm_n * (double)r->fl.gemm_n * r->fl.gemm_n / (ms * 1e-3);
         }

@@ -409,7 +409,7 @@ static int bench_sampling_costs(frt_model *m, int D, double plain, json_t *out)
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
-    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->o.w_fp8);
+    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode);
     double *a = calloc((size_t)R * 3, sizeof *a), *b = a + R, *c = a + 2 * R;
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
     int rc = 0, n = 0;
@@ -646,20 +646,31 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
 }
 
 /* The weight bytes a decode step streams (the decode floor's weight part),
- * with the FP8 split when --dtype fp8; into r->root's model_info too. */
+ * with the FP8 split for FP8 weights (--dtype fp8 or an FP8 checkpoint);
+ * into r->root's model_info too. */
 static void print_weight_stream(bm_run *r, const bm_counts *k)
 {
-    const double w = k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->lm_head * k->lm_b;
+    const double w = k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b;
+    static const char *const mode[3] = {"default", "fp8", "fp8-block"};
     json_t *mi = json_object_get(r->root, "model_info");
     if (mi) {
-        json_object_set_new(mi, "weight_dtype", json_string(r->o.w_fp8 ? "fp8" : "default"));
+        json_object_set_new(mi, "weight_dtype", json_string(mode[r->w_mode]));
         json_object_set_new(mi, "weight_bytes_per_decode_step", json_real(w));
     }
-    if (!r->o.w_fp8) return;
-    printf("weights FP8 E4M3 (--dtype fp8): a decode step streams %.4f GB of weights: %.0f matrix weights x %g B + "
-           "%.0f per-channel scales x %g B + lm_head %.0f x %g B%s\n",
-           w / 1e9, k->mat_params, k->w_b, k->mat_rows, k->scale_b, k->lm_head, k->lm_b,
-           k->w_b == 1 ? "" : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
+    if (r->w_mode == BM_W_FLOAT) return;
+    const char *from = r->o.w_fp8 ? "--dtype fp8" : "the checkpoint";
+    if (r->w_mode == BM_W_FP8_BLOCK)
+        printf("weights FP8 E4M3 (%s, %dx%d blocks): a decode step streams %.4f GB of weights: %.0f matrix weights x "
+               "%g B + %.0f B of block scales + lm_head %.0f x %g B; prefill runs bf16 GEMMs over dequantized "
+               "weights (floor at the bf16 rate)%s\n",
+               from, r->cfg.quant.block_out, r->cfg.quant.block_in, w / 1e9, k->mat_params, k->w_b, k->block_scale_b,
+               k->lm_head, k->lm_b,
+               k->w_b == 1 ? "" : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
+    else
+        printf("weights FP8 E4M3 (%s): a decode step streams %.4f GB of weights: %.0f matrix weights x %g B + "
+               "%.0f per-channel scales x %g B + lm_head %.0f x %g B%s\n",
+               from, w / 1e9, k->mat_params, k->w_b, k->mat_rows, k->scale_b, k->lm_head, k->lm_b,
+               k->w_b == 1 ? "" : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
 }
 
 /* ---- the prefill-chunk sweep ----------------------------------------------- */
@@ -677,7 +688,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
            S, R, S);
     printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
            "remainder", "rem. floor");
-    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8, r->o.w_fp8);
+    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8, r->w_mode);
     for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
@@ -766,6 +777,7 @@ int frt_bench_model(int argc, char **argv)
     json_object_set_new(r->root, "bench", json_string("model"));
     json_object_set_new(r->root, "skipped", json_array());
     int rc = r->o.shape ? frt_gen_model_config(r->o.shape, &r->cfg) : frt_config_load(r->o.model_dir, &r->cfg);
+    r->w_mode = bm_weight_mode(&r->cfg, r->o.w_fp8);
     if (rc) return fail(r, rc);
 
     /* the ids: enough for every prefix, remainder, suffix and decode */
@@ -834,7 +846,7 @@ int frt_bench_model(int argc, char **argv)
         bm_mem_sample(r, frt_model_context(m));
         frt_model_info info;
         frt_model_info_get(m, &info);
-        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->o.w_fp8);
+        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode);
         const bm_kv kv = kv_per_token(m, info.n_state);
         json_object_set_new(
             r->root, "model_info",

@@ -49,7 +49,16 @@ typedef struct bm_run {
     double t_start;
     json_t *root;
     int first_error; /* the first failed step's status; the run goes on past it */
+    int w_mode;      /* the layers' matrices as loaded (bm_weight_mode) */
 } bm_run;
+
+/* What the layers' matrices are held in: float (the backend's width), E4M3
+ * with a scale per output channel (--dtype fp8, a per-tensor or per-channel
+ * FP8 checkpoint), or E4M3 with a scale per 128 x 128 block (a block-wise
+ * checkpoint: decoded by the block-scaled GEMV, prefill on bf16 GEMMs over
+ * dequantized weights, docs/fp8.md). */
+enum { BM_W_FLOAT = 0, BM_W_FP8 = 1, BM_W_FP8_BLOCK = 2 };
+int bm_weight_mode(const frt_model_config *c, int w_fp8);
 
 typedef struct bm_counts {
     double mat_params;    /* every matrix of the layers (no embedding, no lm_head) */
@@ -59,6 +68,7 @@ typedef struct bm_counts {
     double mat_rows;      /* output channels of those matrices (one FP8 scale each) */
     double w_b, lm_b;     /* bytes a decode step reads per matrix weight and per lm_head weight */
     double scale_b;       /* bytes per output channel of the matrices' scales (4 with FP8 weights, else 0) */
+    double block_scale_b; /* block-wise FP8: 4 bytes per bo x bi block of the matrices, else 0 */
 } bm_counts;
 
 /* bench_model.c */
@@ -71,17 +81,18 @@ void bm_mem_sample(bm_run *r, frt_context *ctx);    /* device memory in use -> r
 int bm_parse_args(int argc, char **argv, bm_opts *o);
 
 /* bench_floors.c */
-/* kv_fp8: one byte a KV value; w_fp8: the layers' matrices stream one byte a
- * weight plus an f32 scale per output channel where the backend reads E4M3
- * (cuda), 4 bytes a weight on cpu (its FP8 emulation holds f32 values); the
- * lm_head keeps the backend's width. */
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_fp8);
+/* kv_fp8: one byte a KV value; w_mode (BM_W_*) FP8: the layers' matrices
+ * stream one byte a weight plus an f32 scale per output channel (BM_W_FP8)
+ * or per block (BM_W_FP8_BLOCK) where the backend reads E4M3 (cuda), 4
+ * bytes a weight on cpu (its FP8 emulation holds f32 values); the lm_head
+ * keeps the backend's width. */
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode);
 double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
 double bm_decode_bytes(const bm_counts *k, double ctx);
 /* The FLOP floor of that prefill in ms: with an FP8 GEMM rate measured
- * (r->fl.gemm_fp8_flops > 0) the layers' matrix FLOPs run at it and the
- * rest (attention, the recurrent layers, the bf16 lm_head) at the bf16
- * rate; else everything at r->fl.gemm_flops. */
+ * (r->fl.gemm_fp8_flops > 0: BM_W_FP8 on cuda) the layers' matrix FLOPs run
+ * at it and the rest (attention, the recurrent layers, the bf16 lm_head) at
+ * the bf16 rate; else everything at r->fl.gemm_flops. */
 double bm_prefill_floor_ms(const bm_run *r, const bm_counts *k, double p0, double n);
 int bm_measure_floors(bm_run *r); /* fills r->fl: copy rates and the GEMM rate of this machine */
 

@@ -8,7 +8,8 @@
 # FP8 checkpoint written by scripts/ref/make_fp8_checkpoint.py (per-channel,
 # /usr/bin/python3 + numpy) generates the ids of --dtype fp8 on its source.
 # frt bench --dtype fp8 prints the weight bytes a decode step streams and
-# records weight_dtype in its JSON.
+# records weight_dtype in its JSON; so does a bench of the FP8 checkpoint
+# (per channel) and of a block-wise one (fp8-block, its block scales).
 set -u
 B="$1"
 S="$2"
@@ -57,6 +58,17 @@ check "bench --dtype fp8: exit 0" test $? -eq 0
 check "bench --dtype fp8: the weight stream line" grep -q "weights FP8 E4M3 (--dtype fp8): a decode step streams" "$T/bench8"
 check "bench --dtype fp8 on cpu: says it streams f32" grep -q "this backend emulates FP8 with f32 weights" "$T/bench8"
 check "bench --dtype fp8: JSON weight_dtype" python3 -c "import json,sys; sys.exit(json.load(open('$T/bench.json'))['model_info']['weight_dtype'] != 'fp8')"
+# an FP8 checkpoint without --dtype: its FP8 weights are counted (per channel; block-wise with its block scales)
+if [ -d "$T/q" ]; then
+    "$FRT" bench -m "$T/q" "${BQ[@]:3}" --json "$T/benchq.json" >"$T/benchq" 2>"$T/err"
+    check "bench of an FP8 checkpoint: the weight stream line" grep -q "weights FP8 E4M3 (the checkpoint): a decode step streams" "$T/benchq"
+    check "bench of an FP8 checkpoint: JSON weight_dtype fp8" python3 -c "import json,sys; sys.exit(json.load(open('$T/benchq.json'))['model_info']['weight_dtype'] != 'fp8')"
+    /usr/bin/python3 "$S/scripts/ref/make_fp8_checkpoint.py" "$T/d" "$T/qb" --layout block --block 32 32 >/dev/null 2>"$T/err"
+    "$FRT" bench -m "$T/qb" "${BQ[@]:3}" --json "$T/benchb.json" >"$T/benchb" 2>"$T/err"
+    check "bench of a block-wise checkpoint: exit 0" test $? -eq 0
+    check "bench of a block-wise checkpoint: the block line" grep -q "weights FP8 E4M3 (the checkpoint, 32x32 blocks)" "$T/benchb"
+    check "bench of a block-wise checkpoint: JSON weight_dtype fp8-block" python3 -c "import json,sys; sys.exit(json.load(open('$T/benchb.json'))['model_info']['weight_dtype'] != 'fp8-block')"
+fi
 "$FRT" bench -m "$T/d" --dtype fp16 >/dev/null 2>"$T/err"
 check "bench --dtype fp16: exit 2" test $? -eq 2
 exit $fail
