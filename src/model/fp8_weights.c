@@ -131,16 +131,14 @@ static int read_scales(const frt_tensor *st, float **out)
 static int codes_finite(const frt_tensor *t, const char *full, size_t n)
 {
     const uint8_t *q = t->data;
-    size_t nan = 0;
-    for (size_t i = 0; i < n; i++) nan += (q[i] & 0x7F) == 0x7F;
-    if (!nan) return 0;
+    size_t nan = 0, first = 0;
     for (size_t i = 0; i < n; i++)
-        if ((q[i] & 0x7F) == 0x7F)
-            return frt_error(FRT_ERR_FORMAT,
-                             "checkpoint: tensor '%s' holds %zu NaN codes (the first at element %zu); FP8 weights "
-                             "must be finite",
-                             full, nan, i);
-    return 0;
+        if ((q[i] & 0x7F) == 0x7F && nan++ == 0) first = i;
+    if (!nan) return 0;
+    return frt_error(FRT_ERR_FORMAT,
+                     "checkpoint: tensor '%s' holds %zu NaN codes (the first at element %zu); FP8 weights must be "
+                     "finite",
+                     full, nan, first);
 }
 
 int frt_fp8w_linear_check(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1)

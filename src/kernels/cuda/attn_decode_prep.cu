@@ -184,20 +184,11 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
 static bool prep_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 #define PREP_LAUNCH(G, NV)                                                                        \
-    do {                                                                                          \
-        if (kv8)                                                                                  \
-            attn_decode_prep_kernel<G, NV, true><<<grid, sh.threads, 0, (cudaStream_t)stream>>>(  \
-                q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w,  \
-                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,           \
-                zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, \
-                p);                                                                               \
-        else                                                                                      \
-            attn_decode_prep_kernel<G, NV, false><<<grid, sh.threads, 0, (cudaStream_t)stream>>>( \
-                q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w,  \
-                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,           \
-                zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, \
-                p);                                                                               \
-    } while (0)
+    (kv8 ? attn_decode_prep_kernel<G, NV, true> : attn_decode_prep_kernel<G, NV, false>)<<<grid, sh.threads, 0, \
+                                                                                           (cudaStream_t)stream>>>( \
+        q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w, d_start, d_n, max_n,   \
+        max_seq, n_heads, n_kv_heads, head_dim, half, eps, zero_centered, gated, vec, (size_t)qg_stride,        \
+        (size_t)k_stride, (size_t)v_stride, p)
 
 /* frt_cuda_attn_prep (kv8 0: bf16 caches, the scales unused) and
  * frt_cuda_attn_prep_fp8 (kv8 1: E4M3 caches, per-head scales). */
