@@ -357,6 +357,89 @@ static void test_qwen_shape(void)
     cache_free(&small);
 }
 
+/* frt_cuda_attention_prefill_pieces{,_fp8}: one launch over `pieces`
+ * pieces of C rows gives each piece the bytes of a launch over that piece
+ * alone at its start (the prefill groups' attention, docs/architectures.md),
+ * with a bf16 cache and with E4M3 codes (random finite codes, per-head
+ * scales), several splits (max_seq 4160, C 64: split length 512 at 32
+ * heads). */
+static void test_pieces(int fp8)
+{
+    const int hd = 128, nkv = 8, nh = 32, C = 64, pieces = 4, max_seq = 4160, R = C * pieces;
+    const size_t csz = (size_t)max_seq * nkv * hd, qrow = (size_t)nh * hd;
+    uint64_t rng = 0x9e37u + (uint64_t)fp8;
+    dbuf k = dalloc(csz * 2), v = dalloc(csz * 2), ks = dalloc(nkv * 4), vs = dalloc(nkv * 4);
+    if (fp8) {
+        unsigned char *codes = xzalloc(csz);
+        for (int t = 0; t < 2; t++) {
+            for (size_t i = 0; i < csz; i++) {
+                unsigned char c8 = (unsigned char)(frt_rng_next(&rng) & 0xff);
+                codes[i] = (c8 & 0x7f) == 0x7f ? 0x3c : c8; /* no NaN code */
+            }
+            dput(t ? v : k, 0, codes, csz);
+        }
+        free(codes);
+        float sc[8];
+        for (int h = 0; h < nkv; h++) sc[h] = 0.25f + 0.125f * (float)h;
+        dput(ks, 0, sc, sizeof sc);
+        dput(vs, 0, sc, sizeof sc);
+    } else {
+        float *f = frand(csz, -1, 1);
+        dput_as(k, 0, f, csz, BF16);
+        free(f);
+        f = frand(csz, -1, 1);
+        dput_as(v, 0, f, csz, BF16);
+        free(f);
+    }
+    float *q = frand((size_t)R * qrow, -2, 2);
+    dbuf dq = dalloc((size_t)R * qrow * 4), o1 = dalloc((size_t)R * qrow * 4), o2 = dalloc((size_t)R * qrow * 4);
+    dput(dq, 0, q, (size_t)R * qrow * 4);
+    const size_t wg = frt_cuda_attention_prefill_pieces_workspace_bytes(R, C, max_seq, nh, hd);
+    const size_t w1 = frt_cuda_attention_prefill_workspace_bytes(C, max_seq, nh, hd);
+    CHECK(wg > 0 && wg >= (size_t)pieces * w1 / 2);
+    dbuf ws = dalloc(wg > w1 ? wg : w1);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int starts[2] = {0, 3008};
+    for (int si = 0; si < 2; si++) {
+        set_dyn(starts[si], R);
+        CHECK_OK(fp8 ? frt_cuda_attention_prefill_pieces_fp8(g_cs, o1.p, F32, dq.p, F32, k.p, v.p, ks.p, vs.p,
+                                                             d_start_p(), d_n_p(), R, C, max_seq, nh, nkv, hd, scale,
+                                                             ws.p, ws.bytes)
+                     : frt_cuda_attention_prefill_pieces(g_cs, o1.p, F32, dq.p, F32, k.p, v.p, d_start_p(), d_n_p(), R,
+                                                         C, max_seq, nh, nkv, hd, scale, ws.p, ws.bytes));
+        for (int p = 0; p < pieces; p++) {
+            set_dyn(starts[si] + p * C, C);
+            void *op = (char *)o2.p + (size_t)p * C * qrow * 4;
+            const void *qp = (const char *)dq.p + (size_t)p * C * qrow * 4;
+            CHECK_OK(fp8 ? frt_cuda_attention_prefill_fp8(g_cs, op, F32, qp, F32, k.p, v.p, ks.p, vs.p, d_start_p(),
+                                                          d_n_p(), C, max_seq, nh, nkv, hd, scale, ws.p, ws.bytes)
+                         : frt_cuda_attention_prefill(g_cs, op, F32, qp, F32, k.p, v.p, d_start_p(), d_n_p(), C,
+                                                      max_seq, nh, nkv, hd, scale, ws.p, ws.bytes));
+            sync_st();
+        }
+        void *a = snap(o1, (size_t)R * qrow * 4), *b = snap(o2, (size_t)R * qrow * 4);
+        char name[200];
+        snprintf(name, sizeof name, "%s pieces: %d x %d rows at %d in one launch == one launch a piece",
+                 fp8 ? "E4M3" : "bf16", pieces, C, starts[si]);
+        report_same(name, a, b, (size_t)R * qrow * 4);
+        free(a);
+        free(b);
+    }
+    CHECK_STATUS(frt_cuda_attention_prefill_pieces(g_cs, o1.p, F32, dq.p, F32, k.p, v.p, d_start_p(), d_n_p(), R, 48,
+                                                   max_seq, nh, nkv, hd, scale, ws.p, ws.bytes),
+                 FRT_ERR_INVALID_ARGUMENT); /* 256 rows are not pieces of 48 */
+    CHECK(frt_cuda_attention_prefill_pieces_workspace_bytes(R, 48, max_seq, nh, hd) == 0);
+    free(q);
+    dfree(&dq);
+    dfree(&o1);
+    dfree(&o2);
+    dfree(&ws);
+    dfree(&k);
+    dfree(&v);
+    dfree(&ks);
+    dfree(&vs);
+}
+
 static void test_head_dims(void)
 {
     { /* head_dim 128, GQA 8x (16 over 2), bf16 in and out, 8 splits */
@@ -485,6 +568,8 @@ int main(void)
 
     test_qwen_shape();
     test_head_dims();
+    test_pieces(0);
+    test_pieces(1);
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
     dfree(&g_dyn);

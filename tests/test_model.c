@@ -450,6 +450,31 @@ static void test_bad_input(void)
     p.prefill_chunk = 64;
     CHECK(frt_model_load("/nonexistent/model", &p, &m2) < 0);
     CHECK(m2 == NULL);
+    /* prefill_group: 0 / 1 or a power of two up to 64, and only where the backend groups pieces
+     * (docs/architectures.md "Prefill groups": the cuda dense backend; tests/test_cuda_prefill_group.c) */
+    {
+        static const int bad_groups[] = {-1, 3, 6, 128};
+        for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {
+            p.prefill_group = bad_groups[i];
+            CHECK_STATUS(frt_model_load(tiny_dir, &p, &m2), FRT_ERR_INVALID_ARGUMENT);
+            CHECK(m2 == NULL && strstr(frt_last_error(), "prefill_group") != NULL);
+        }
+        p.prefill_group = 2;
+        CHECK_STATUS(frt_model_load(tiny_dir, &p, &m2), FRT_ERR_UNSUPPORTED);
+        CHECK(m2 == NULL && strstr(frt_last_error(), "runs every prefill piece on its own") != NULL);
+        for (int g = 0; g <= 1; g++) {
+            p.prefill_group = g;
+            CHECK_OK(frt_model_load(tiny_dir, &p, &m2));
+            frt_model_info gi;
+            if (m2) {
+                CHECK_OK(frt_model_info_get(m2, &gi));
+                CHECK(gi.prefill_group == 1);
+            }
+            frt_model_free(m2);
+            m2 = NULL;
+        }
+        p.prefill_group = 0;
+    }
     /* a dense config (the dense architecture runs it) without weights: refused, naming the missing file
      * (every model_type the config parser accepts has an architecture; an unknown one fails in the parser) */
     {

@@ -195,10 +195,16 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.n_threads = r->o.threads;
     p.kv_dtype = r->o.kv_fp8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
     p.weight_dtype = r->o.w_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+    p.prefill_group = r->o.prefill_group;
     double t0 = bm_now_s();
     fprintf(stderr, "frt bench: loading the model (C=%d, max_seq=%d)...\n", C, max_seq);
     int rc = r->ck ? frt_model_load_checkpoint(r->ck, &r->cfg, NULL, &p, m) : frt_model_load(r->o.model_dir, &p, m);
-    if (!rc) fprintf(stderr, "frt bench: loaded in %.1f s\n", bm_now_s() - t0);
+    if (!rc) {
+        frt_model_info info;
+        frt_model_info_get(*m, &info);
+        fprintf(stderr, "frt bench: loaded in %.1f s (prefill groups of up to %d pieces)\n", bm_now_s() - t0,
+                info.prefill_group);
+    }
     return rc;
 }
 
@@ -850,10 +856,11 @@ int frt_bench_model(int argc, char **argv)
         const bm_kv kv = kv_per_token(m, info.n_state);
         json_object_set_new(
             r->root, "model_info",
-            json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:s, s:I, s:I}", "model_type",
+            json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:s, s:I, s:I}", "model_type",
                       info.model_type, "n_layers", info.n_layers, "n_full_layers", info.n_full_layers,
                       "n_linear_layers", info.n_linear_layers, "vocab_size", info.vocab_size, "prefill_chunk",
-                      info.prefill_chunk, "max_seq", info.max_seq, "weight_bytes", (json_int_t)info.weight_bytes,
+                      info.prefill_chunk, "prefill_group", info.prefill_group, "max_seq", info.max_seq,
+                      "weight_bytes", (json_int_t)info.weight_bytes,
                       "state_bytes", (json_int_t)info.state_bytes, "matrix_params", k.mat_params, "lm_head_params",
                       k.lm_head, "kv_dtype", kv.dtype, "kv_bytes_per_token", (json_int_t)kv.bytes,
                       "kv_bf16_bytes_per_token", (json_int_t)(kv.values * 2)));

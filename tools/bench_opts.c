@@ -29,6 +29,8 @@ static void usage(FILE *f)
             "  --threads N              cpu threads (default: all cores)\n"
             "  --kv-dtype default|fp8   KV cache precision: the backend's, or FP8 E4M3 (docs/fp8.md)\n"
             "  --dtype default|fp8      weight precision: the checkpoint's, or Linear weights in FP8 E4M3 (docs/fp8.md)\n"
+            "  --prefill-group G        whole prefill pieces one replay runs: 0 the backend's default, 1 off,\n"
+            "                           2..64 a power of two (docs/architectures.md \"Prefill groups\")\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
             "  --no-sampling-costs      skip decode with penalties and with a token mask\n"
             "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
@@ -179,6 +181,10 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             NEED_VALUE();
             if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--dtype '%s': default or fp8", v);
             o->w_fp8 = !strcmp(v, "fp8");
+        } else if (!strcmp(a, "--prefill-group")) {
+            NEED_VALUE();
+            if (parse_int(v, 0, &o->prefill_group) || o->prefill_group > 64)
+                return usage_error("--prefill-group '%s': 0, 1 or a power of two up to 64", v);
         } else if (!strcmp(a, "--no-run")) {
             o->no_run = 1;
         } else {

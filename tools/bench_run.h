@@ -25,6 +25,7 @@ typedef struct bm_opts {
     int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
     int kv_fp8; /* --kv-dtype fp8: params.kv_dtype FRT_KV_FP8 (docs/fp8.md) */
     int w_fp8;  /* --dtype fp8: params.weight_dtype FRT_WEIGHT_FP8 (docs/fp8.md) */
+    int prefill_group; /* --prefill-group G: params.prefill_group (0: the backend's default) */
     unsigned long long seed;
     double time_budget_s;
 } bm_opts;

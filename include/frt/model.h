@@ -113,12 +113,20 @@ typedef struct frt_model_params {
     const char *gemm_tune_file; /* with gemm_autotune > 0: the choice file; when it exists it is loaded and nothing
                                    is timed (a file from another device or cuBLASLt version: FRT_ERR_STATE), else
                                    the autotune runs and saves it there. NULL = time at every load, save nothing */
+    int prefill_group;   /* G: the most prefill pieces of C tokens one graph replay runs (docs/architectures.md
+                            "Prefill groups"): a prefill that starts at a multiple of C runs its whole pieces in
+                            groups of 2, 4, .. G, each product once over the group's rows, every row with the
+                            bits of its own piece (checked on the device at load). 0 = the backend's default
+                            (8 on the cuda dense backend with bf16 weights, where the load-time check passes;
+                            1 elsewhere); 1 = off; a power of two 2..64 where the backend groups (only the cuda
+                            dense backend with bf16 weights, without debug_hidden), else FRT_ERR_UNSUPPORTED;
+                            other values FRT_ERR_INVALID_ARGUMENT. Capped at max_seq / C */
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
 /* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1),
- * policy_batch 0, gemm_autotune 0, gemm_tune_file NULL. */
+ * policy_batch 0, gemm_autotune 0, gemm_tune_file NULL, prefill_group 0. */
 FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */
@@ -145,6 +153,7 @@ typedef struct frt_model_info {
                              (weights read once per step); 0: branches decode one after another */
     frt_backend backend;
     int has_tokenizer;    /* tokenizer.json was found and loaded */
+    int prefill_group;    /* G in effect (frt_model_params.prefill_group; 1: every piece on its own) */
 } frt_model_info;
 
 

@@ -155,7 +155,16 @@ typedef struct frt_arch_backend {
     int (*load_weights)(frt_model *m);  /* from m->ckpt; sets m->weight_bytes */
     int (*alloc_scratch)(frt_model *m); /* after the state and the ports exist */
     void (*free)(frt_model *m);         /* weights and scratch; tolerates a partial load */
-    frt_record_fn record_prefill;       /* one piece of up to C rows (rc->bucket = padded length) */
+    frt_record_fn record_prefill;       /* one piece of up to C rows (rc->bucket = padded length), or with
+                                           prefill_group a group of j whole pieces (rc->bucket = j * C, j = 2,
+                                           4, .. m->G), each row with the bits of its piece alone */
+    /* Optional (NULL: no groups): after load_weights, before the state and
+     * the ports exist. want: params.prefill_group (0: the backend's
+     * default); sets *got to the G it can run, a power of two 1 .. want
+     * (want 0: its default; 1 where grouping is off or its load-time check
+     * fails). Returns FRT_ERR_UNSUPPORTED when want > 1 is asked and cannot
+     * be met (the message says why). */
+    int (*prefill_group)(frt_model *m, int want, int *got);
     frt_record_fn record_decode;        /* embed the pending token, layers, logits, sample, advance */
     frt_record_fn record_sample;        /* sample the logits into the pending token */
     /* Optional (NULL: branches decode one after another). The decode step

@@ -221,6 +221,11 @@ static int capture_slot(frt_model *m, uint64_t *done, uint64_t total)
                                   &rc));
         progress(m, "capture", ++*done, total);
     }
+    for (int j = 2; j <= m->G; j *= 2) { /* the prefill groups, key j * C (> every bucket) */
+        rc.bucket = j * m->C;
+        FRT_TRY(frt_graph_capture(m->g_prefill, sk | (frt_shape_key)rc.bucket, m->stream, m->bk->record_prefill, &rc));
+        progress(m, "capture", ++*done, total);
+    }
     FRT_TRY(frt_graph_capture(m->g_decode, sk | 1, m->stream, m->bk->record_decode, &rc));
     progress(m, "capture", ++*done, total);
     FRT_TRY(frt_graph_capture(m->g_sample, sk | 1, m->stream, m->bk->record_sample, &rc));
@@ -257,7 +262,9 @@ static int capture_graphs(frt_model *m)
 {
     if (m->arch->kind == FRT_ARCH_POLICY) return capture_policy(m);
     int sets = m->bk->binds_slots ? 1 : m->n_slots;
-    uint64_t done = 0, total = (uint64_t)sets * ((uint64_t)m->n_buckets + 2);
+    int groups = 0;
+    for (int j = 2; j <= m->G; j *= 2) groups++;
+    uint64_t done = 0, total = (uint64_t)sets * ((uint64_t)m->n_buckets + (uint64_t)groups + 2);
     progress(m, "capture", 0, total);
     FRT_TRY(frt_graph_create(m->ctx, "prefill", 0, &m->g_prefill));
     FRT_TRY(frt_graph_create(m->ctx, "decode", 0, &m->g_decode));
@@ -450,6 +457,38 @@ static int check_gemm_autotune(const frt_model *m)
     return 0;
 }
 
+/* params.prefill_group: 0, 1, or a power of two 2..64 on a backend that
+ * groups prefill pieces. */
+static int check_prefill_group(const frt_model *m)
+{
+    const int g = m->params.prefill_group;
+    if (g == 0 || g == 1) return 0;
+    if (g < 0 || g > 64 || (g & (g - 1)))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill_group %d (0, 1 or a power of two up to 64)", g);
+    if (!m->bk->prefill_group)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: the %s backend of architecture '%s' runs every prefill piece on "
+                         "its own (prefill_group %d; docs/architectures.md \"Prefill groups\")",
+                         m->bk->name, m->arch->name, g);
+    return 0;
+}
+
+/* m->G: the backend's answer to params.prefill_group, at most the largest
+ * power of two <= max_seq / C. */
+static int pick_prefill_group(frt_model *m)
+{
+    int limit = 1;
+    while (limit * 2 <= 64 && (long)limit * 2 * m->C <= m->max_seq) limit *= 2;
+    m->G = 1;
+    if (!m->bk->prefill_group || m->params.prefill_group == 1) return 0;
+    int want = m->params.prefill_group, got = 1;
+    if (want > limit) want = limit;
+    if (want == 1 || limit == 1) return 0;
+    m->G = limit; /* the cap, for the backend's default */
+    FRT_TRY(m->bk->prefill_group(m, want, &got));
+    m->G = got < 1 ? 1 : got > limit ? limit : got;
+    return 0;
+}
+
 /* The model's context: params.context (shared, borrowed) or its own. */
 static int open_context(frt_model *m)
 {
@@ -486,6 +525,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(check_weight_dtype(m));
     FRT_TRY(check_policy_batch(m));
     FRT_TRY(check_gemm_autotune(m));
+    FRT_TRY(check_prefill_group(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);
@@ -514,6 +554,7 @@ static int load_model(frt_model *m, const char *dir)
         progress(m, "weights", m->progress_total, m->progress_total);
     }
     m->weights_hash = hash_weights(m->ckpt, m->cfg.weight_prefix);
+    FRT_TRY(pick_prefill_group(m));
     FRT_TRY(alloc_state(m));
     FRT_TRY(frt_model_kv_scales_load(m)); /* before the scratch: the backends copy the scales there */
     FRT_TRY(m->bk->alloc_scratch(m));
@@ -609,6 +650,7 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
     info->n_io = m->n_io;
     info->max_seq = m->max_seq;
     info->prefill_chunk = m->C;
+    info->prefill_group = m->G;
     info->n_buckets = m->n_buckets;
     memcpy(info->buckets, m->buckets, sizeof info->buckets);
     info->n_eos = m->gen.n_eos;
@@ -713,11 +755,17 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
     while (done < n) {
         int piece = (pos / m->C + 1) * m->C - pos; /* up to the next multiple of C */
         if (piece > n - done) piece = n - done;
+        int key = bucket_for(m, piece);
+        if (m->G > 1 && pos % m->C == 0) { /* whole pieces from here: a group of j of them (docs/architectures.md) */
+            int j = m->G;
+            while (j > 1 && j * m->C > n - done) j /= 2;
+            if (j > 1) key = piece = j * m->C;
+        }
         FRT_TRY(frt_model_input_write(m, "ids", ids + done, (size_t)piece * sizeof(int32_t)));
         /* Only the call's last piece computes the logits: no one can see the
          * boundaries inside one call (a failed call leaves has_logits 0). */
         FRT_TRY(step_write(m, piece, NULL, done + piece < n));
-        FRT_TRY(frt_graph_replay(m->g_prefill, frt_model_slot_key(m) | (frt_shape_key)bucket_for(m, piece), m->stream));
+        FRT_TRY(frt_graph_replay(m->g_prefill, frt_model_slot_key(m) | (frt_shape_key)key, m->stream));
         FRT_TRY(frt_stream_sync(m->stream));
         FRT_TRY(take_task_status(m));
         pos += piece;

@@ -50,6 +50,7 @@ struct frt_model {
     frt_generation_config gen;
     frt_model_params params;
     int C;            /* prefill chunk */
+    int G;            /* prefill group: the most whole pieces one replay runs (1: none; a power of two) */
     int max_seq;
     int n_buckets;
     int buckets[16];

@@ -181,8 +181,8 @@ static int alloc_ports(frt_model *m)
     ids->decl.dir = FRT_IO_INPUT;
     ids->decl.dtype = FRT_DT_I32;
     ids->decl.ndim = 1;
-    ids->decl.shape[0] = m->C;
-    ids->bytes = (size_t)m->C * sizeof(int32_t);
+    ids->decl.shape[0] = (int64_t)m->C * m->G; /* a group of G pieces at most (m->G 1: one piece) */
+    ids->bytes = (size_t)m->C * (size_t)m->G * sizeof(int32_t);
     FRT_TRY(alloc_zeroed(m, "ids", ids->bytes, &ids->buf));
     m->n_io = 1;
     m->in_ids = ids->buf;

@@ -480,10 +480,12 @@ static int fa_n_splits(int max_seq, int split_len)
     return (int)(((long long)max_seq + split_len - 1) / split_len);
 }
 
-/* Workspace of one launch with exactly these sizes (0: one split, none). */
-static size_t fa_need_bytes(int max_n, int max_seq, int n_heads, int head_dim)
+/* Workspace of one launch with exactly these sizes, its splits those of a
+ * launch of split_rows rows (0: none; split_rows = max_n for a plain
+ * launch). */
+static size_t fa_need_bytes(int max_n, int split_rows, int max_seq, int n_heads, int head_dim)
 {
-    const int ns = fa_n_splits(max_seq, fa_split_len(max_n, n_heads));
+    const int ns = fa_n_splits(max_seq, fa_split_len(split_rows, n_heads));
     if (ns <= 1) return 0;
     return (size_t)ns * max_n * n_heads * (head_dim + 2) * sizeof(float);
 }
@@ -495,13 +497,22 @@ extern "C" size_t frt_cuda_attention_prefill_workspace_bytes(int max_n, int max_
     if ((long long)max_n * n_heads >= (1ll << 30) || max_seq >= (1 << 30)) return 0;
     /* The largest need over max_n' <= max_n: above the rows where the split
      * length reaches FA_SPLIT_MAX the need grows with max_n'. */
-    size_t best = fa_need_bytes(max_n, max_seq, n_heads, head_dim);
+    size_t best = fa_need_bytes(max_n, max_n, max_seq, n_heads, head_dim);
     const int lim = (int)(4ll * FA_SPLIT_MAX / n_heads + 1);
     for (int m = 1; m <= max_n && m <= lim; m++) {
-        const size_t b = fa_need_bytes(m, max_seq, n_heads, head_dim);
+        const size_t b = fa_need_bytes(m, m, max_seq, n_heads, head_dim);
         if (b > best) best = b;
     }
     return best;
+}
+
+extern "C" size_t frt_cuda_attention_prefill_pieces_workspace_bytes(int max_n, int piece_rows, int max_seq,
+                                                                    int n_heads, int head_dim)
+{
+    if (max_n <= 0 || piece_rows <= 0 || max_n % piece_rows || max_seq <= 0 || n_heads <= 0 || head_dim <= 0)
+        return 0;
+    if ((long long)max_n * n_heads >= (1ll << 30) || max_seq >= (1 << 30)) return 0;
+    return fa_need_bytes(max_n, piece_rows, max_seq, n_heads, head_dim);
 }
 
 template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
@@ -524,13 +535,15 @@ template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, 
 
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
-/* frt_cuda_attention_prefill{,_fp8}: the checks, the arguments, the launch.
- * k_scale / v_scale: NULL for bf16 caches, else E4M3 caches (F8). */
+/* frt_cuda_attention_prefill{,_pieces}{,_fp8}: the checks, the arguments,
+ * the launch. k_scale / v_scale: NULL for bf16 caches, else E4M3 caches
+ * (F8). split_rows: the key splits of a launch of that many rows (max_n for
+ * a plain launch). */
 template <bool F8>
 static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q, frt_cuda_dtype q_dtype,
                   const void *k_cache, const void *v_cache, const float *k_scale, const float *v_scale,
-                  const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
-                  int head_dim, float scale, void *workspace, size_t workspace_bytes)
+                  const int32_t *d_start, const int32_t *d_n, int max_n, int split_rows, int max_seq, int n_heads,
+                  int n_kv_heads, int head_dim, float scale, void *workspace, size_t workspace_bytes)
 {
     FRT_ARG(out && q && k_cache && v_cache && d_start, "cuda attention_prefill: NULL pointer");
     FRT_ARG(!F8 || (k_scale && v_scale), "cuda attention_prefill: NULL scales");
@@ -550,11 +563,11 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         !fa_aligned(v_cache, 16))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda attention_prefill: q, out and the caches must be 16-byte aligned");
-    const int split_len = fa_split_len(max_n, n_heads);
+    const int split_len = fa_split_len(split_rows, n_heads);
     const int n_splits = fa_n_splits(max_seq, split_len);
     FRT_ARG(n_splits <= 65535, "cuda attention_prefill: more than 65535 splits");
     if (n_splits > 1) {
-        const size_t need = fa_need_bytes(max_n, max_seq, n_heads, head_dim);
+        const size_t need = fa_need_bytes(max_n, split_rows, max_seq, n_heads, head_dim);
         FRT_ARG(workspace && workspace_bytes >= need && fa_aligned(workspace, 16),
                 "cuda attention_prefill: workspace of %zu bytes, %zu needed (16-byte aligned)",
                 workspace_bytes, need);
@@ -603,7 +616,33 @@ extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtyp
                                           float scale, void *workspace, size_t workspace_bytes)
 {
     return fa_run<false>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, NULL, NULL, d_start, d_n, max_n,
-                         max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+                         max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+}
+
+extern "C" int frt_cuda_attention_prefill_pieces(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                                 frt_cuda_dtype q_dtype, const uint16_t *k_cache,
+                                                 const uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
+                                                 int max_n, int piece_rows, int max_seq, int n_heads, int n_kv_heads,
+                                                 int head_dim, float scale, void *workspace, size_t workspace_bytes)
+{
+    FRT_ARG(piece_rows > 0 && max_n % piece_rows == 0, "cuda attention_prefill_pieces: %d rows in pieces of %d",
+            max_n, piece_rows);
+    return fa_run<false>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, NULL, NULL, d_start, d_n, max_n,
+                         piece_rows, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+}
+
+extern "C" int frt_cuda_attention_prefill_pieces_fp8(void *stream, void *out, frt_cuda_dtype out_dtype,
+                                                     const void *q, frt_cuda_dtype q_dtype, const uint8_t *k_cache,
+                                                     const uint8_t *v_cache, const float *k_scale,
+                                                     const float *v_scale, const int32_t *d_start, const int32_t *d_n,
+                                                     int max_n, int piece_rows, int max_seq, int n_heads,
+                                                     int n_kv_heads, int head_dim, float scale, void *workspace,
+                                                     size_t workspace_bytes)
+{
+    FRT_ARG(piece_rows > 0 && max_n % piece_rows == 0, "cuda attention_prefill_pieces: %d rows in pieces of %d",
+            max_n, piece_rows);
+    return fa_run<true>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, k_scale, v_scale, d_start, d_n, max_n,
+                        piece_rows, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
 }
 
 extern "C" int frt_cuda_attention_prefill_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
@@ -614,5 +653,5 @@ extern "C" int frt_cuda_attention_prefill_fp8(void *stream, void *out, frt_cuda_
                                               void *workspace, size_t workspace_bytes)
 {
     return fa_run<true>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, k_scale, v_scale, d_start, d_n,
-                        max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+                        max_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
 }

@@ -181,9 +181,9 @@ int gemm_heuristic(const frt_cuda_gemm *g, const gemm_plan *p, int want, cublasL
     return 0;
 }
 
-/* Builds the descriptors and runs the heuristic into *p (fields set on
- * failure are released by the caller). */
-static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
+/* Builds p's descriptors (fields set on failure are released by the
+ * caller). */
+static int plan_layouts(gemm_plan *p)
 {
     const cudaDataType_t yt = p->out_dt == FRT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     FRT_CUBLAS_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -195,12 +195,34 @@ static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->in_dim, p->out_dim, p->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->in_dim, p->n, p->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, yt, p->out_dim, p->n, p->out_dim));
+    return 0;
+}
 
+/* Builds the descriptors and runs the heuristic into *p (fields set on
+ * failure are released by the caller). */
+static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
+{
+    FRT_TRY(plan_layouts(p));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     FRT_TRY(gemm_heuristic(g, p, 1, &res, &found));
     p->algo = res.algo;
     p->ws_needed = res.workspaceSize;
+    return 0;
+}
+
+/* Room for one more plan in the table. */
+static int plan_room(frt_cuda_gemm *g)
+{
+    if (g->n_plans == GEMM_MAX_PLANS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm: more than %d plans", GEMM_MAX_PLANS);
+    if (g->n_plans == g->cap_plans) {
+        int cap = g->cap_plans ? 2 * g->cap_plans : 16;
+        gemm_plan *np = (gemm_plan *)realloc(g->plans, (size_t)cap * sizeof *np);
+        if (!np) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm: plan table");
+        g->plans = np;
+        g->cap_plans = cap;
+    }
     return 0;
 }
 
@@ -211,15 +233,7 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     FRT_TRY(shape_check("plan", n, in_dim, out_dim, out_dtype));
     accumulate = accumulate ? 1 : 0;
     if (gemm_plan_find(g, n, in_dim, out_dim, out_dtype, accumulate)) return 0;
-    if (g->n_plans == GEMM_MAX_PLANS)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm: more than %d plans", GEMM_MAX_PLANS);
-    if (g->n_plans == g->cap_plans) {
-        int cap = g->cap_plans ? 2 * g->cap_plans : 16;
-        gemm_plan *np = (gemm_plan *)realloc(g->plans, (size_t)cap * sizeof *np);
-        if (!np) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm: plan table");
-        g->plans = np;
-        g->cap_plans = cap;
-    }
+    FRT_TRY(plan_room(g));
     gemm_plan p;
     memset(&p, 0, sizeof p);
     p.n = n;
@@ -241,6 +255,131 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
         return rc;
     }
     g->plans[g->n_plans++] = p;
+    return 0;
+}
+
+static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y, frt_cuda_dtype y_dtype,
+                    const uint16_t *x, const uint16_t *w, int n, int in_dim, int out_dim, int accumulate);
+
+extern "C" int frt_cuda_gemm_plan_like(frt_cuda_gemm *g, int n, int n_src, int in_dim, int out_dim,
+                                       frt_cuda_dtype out_dtype, int accumulate, int rank)
+{
+    FRT_ARG(g, "cuda gemm plan_like: NULL handle");
+    FRT_TRY(shape_check("plan_like", n, in_dim, out_dim, out_dtype));
+    FRT_ARG(n_src > 0 && n > n_src, "cuda gemm plan_like: %d rows like %d", n, n_src);
+    FRT_ARG(rank >= -1 && rank < FRT_GEMM_TUNE_MAX_CANDIDATES, "cuda gemm plan_like: rank %d", rank);
+    accumulate = accumulate ? 1 : 0;
+    const gemm_plan *src = gemm_plan_find(g, n_src, in_dim, out_dim, out_dtype, accumulate);
+    if (!src || src->kernel != FRT_CUDA_GEMM_CUBLASLT)
+        return frt_error(FRT_ERR_STATE, "cuda gemm plan_like: no cuBLASLt plan of %d rows for in %d out %d", n_src,
+                         in_dim, out_dim);
+    gemm_plan *have = gemm_plan_find(g, n, in_dim, out_dim, out_dtype, accumulate);
+    if (have && have->like_n != n_src)
+        return frt_error(FRT_ERR_STATE, "cuda gemm plan_like: the plan of %d rows for in %d out %d has its own "
+                         "algorithm", n, in_dim, out_dim);
+    if (!have) FRT_TRY(plan_room(g));
+    src = gemm_plan_find(g, n_src, in_dim, out_dim, out_dtype, accumulate); /* the table may have moved */
+    gemm_plan p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.in_dim = in_dim;
+    p.out_dim = out_dim;
+    p.out_dt = out_dtype;
+    p.accumulate = accumulate;
+    p.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    p.like_n = n_src;
+    p.algo = src->algo;
+    p.tune_index = rank;
+    int rc = plan_layouts(&p);
+    if (rc == 0 && rank >= 0) { /* the heuristic's result of that rank for n rows */
+        cublasLtMatmulHeuristicResult_t res[FRT_GEMM_TUNE_MAX_CANDIDATES];
+        int found = 0;
+        rc = gemm_heuristic(g, &p, rank + 1, res, &found);
+        if (rc == 0 && (found <= rank || res[rank].state != CUBLAS_STATUS_SUCCESS))
+            rc = frt_error(FRT_ERR_NOT_FOUND, "cuda gemm plan_like: the heuristic has %d results for n %d in %d out %d "
+                           "(rank %d asked)", found, n, in_dim, out_dim, rank);
+        if (rc == 0) p.algo = res[rank].algo;
+    }
+    if (rc == 0) {
+        cublasLtMatmulHeuristicResult_t res;
+        memset(&res, 0, sizeof res);
+        cublasStatus_t st = cublasLtMatmulAlgoCheck(g->lt, p.desc, p.a, p.b, p.c, p.c, &p.algo, &res);
+        if (st != CUBLAS_STATUS_SUCCESS || res.state != CUBLAS_STATUS_SUCCESS || res.workspaceSize > g->ws_bytes)
+            rc = frt_error(FRT_ERR_UNSUPPORTED, "cuda gemm plan_like: the algorithm (rank %d) does not take %d rows "
+                           "(in %d out %d; cuBLASLt status %d)", rank, n, in_dim, out_dim, (int)st);
+        else
+            p.ws_needed = res.workspaceSize;
+    }
+    if (rc < 0) {
+        plan_release(&p);
+        return rc;
+    }
+    if (have) { /* re-pointed */
+        plan_release(have);
+        *have = p;
+    } else {
+        g->plans[g->n_plans++] = p;
+    }
+    return 0;
+}
+
+/* The check's operand: a fixed pseudo-random bf16 in [-1, 1) per element. */
+__global__ void like_fill(uint16_t *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9e3779b1u + 0x7f4a7c15u;
+        h ^= h >> 16;
+        h *= 0x85ebca6bu;
+        h ^= h >> 13;
+        x[i] = (uint16_t)(0x3f80u | (h & 0x8000u) | ((h >> 8) & 0x007fu)); /* +-[1, 2) ... */
+        x[i] = (uint16_t)(x[i] - (uint16_t)((h >> 20) & 0x0380u));        /* ... scaled by 2^-(0..7) */
+    }
+}
+
+/* Counts the 32-bit words where a and b differ into *bad. */
+__global__ void like_compare(const uint32_t *a, const uint32_t *b, size_t n, unsigned int *bad)
+{
+    unsigned int k = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        k += a[i] != b[i];
+    if (k) atomicAdd(bad, k);
+}
+
+extern "C" int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, int n_src, int in_dim, int out_dim,
+                                        frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y,
+                                        void *y_ref, int *same)
+{
+    FRT_ARG(g && w && x && y && y_ref && same, "cuda gemm check_like: NULL pointer");
+    FRT_ARG(n_src > 0 && n > n_src && n % n_src == 0, "cuda gemm check_like: %d rows in pieces of %d", n, n_src);
+    *same = 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t xe = (size_t)n * in_dim, ye = (size_t)n_src * out_dim;
+    const size_t esz = out_dtype == FRT_CUDA_BF16 ? 2 : 4;
+    like_fill<<<1024, 256, 0, st>>>(x, xe);
+    FRT_LAUNCH_CHECK();
+    FRT_TRY(gemm_run(g, stream, NULL, y, out_dtype, x, w, n, in_dim, out_dim, 0));
+    unsigned int *bad = NULL, nbad = 0;
+    FRT_CUDA_TRY(cudaMalloc(&bad, sizeof *bad));
+    int rc = 0;
+    if (cudaMemsetAsync(bad, 0, sizeof *bad, st) != cudaSuccess) rc = frt_cuda_fail(cudaGetLastError(), "memset", __FILE__, __LINE__);
+    for (int j = 0; rc == 0 && j < n / n_src; j++) {
+        rc = gemm_run(g, stream, NULL, y_ref, out_dtype, x + (size_t)j * n_src * in_dim, w, n_src, in_dim, out_dim,
+                      0);
+        if (rc == 0) {
+            like_compare<<<512, 256, 0, st>>>((const uint32_t *)((const char *)y + (size_t)j * ye * esz),
+                                              (const uint32_t *)y_ref, ye * esz / 4, bad);
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) rc = frt_cuda_fail(e, "like_compare", __FILE__, __LINE__);
+        }
+    }
+    if (rc == 0) {
+        cudaError_t e = cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) rc = frt_cuda_fail(e, "check_like", __FILE__, __LINE__);
+    }
+    cudaFree(bad);
+    if (rc < 0) return rc;
+    *same = nbad == 0;
     return 0;
 }
 
@@ -391,5 +530,6 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
     info->tune_candidates = p->tune_candidates;
     info->tune_us_first = p->tune_us_first;
     info->tune_us_best = p->tune_us_best;
+    info->like_n = p->like_n;
     return 0;
 }

@@ -62,7 +62,7 @@ static int tune_alloc(const frt_cuda_gemm *g, cudaStream_t st, tune_bufs *b)
     size_t xe = 0, we = 0, yb = 0;
     for (int i = 0; i < g->n_plans; i++) {
         const gemm_plan *p = &g->plans[i];
-        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT) continue;
+        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT || p->like_n) continue;
         xe = xe > (size_t)p->n * p->in_dim ? xe : (size_t)p->n * p->in_dim;
         we = we > (size_t)p->out_dim * p->in_dim ? we : (size_t)p->out_dim * p->in_dim;
         yb = yb > (size_t)p->n * p->out_dim * 4 ? yb : (size_t)p->n * p->out_dim * 4;
@@ -146,11 +146,23 @@ static int tune_plan(const frt_cuda_gemm *g, gemm_plan *p, int n, cudaStream_t s
     return 0;
 }
 
+/* A choice made after frt_cuda_gemm_plan_like would leave the plans that
+ * follow it on the old algorithm: refused. */
+static int no_like_plans(const frt_cuda_gemm *g, const char *what)
+{
+    for (int i = 0; i < g->n_plans; i++)
+        if (g->plans[i].like_n)
+            return frt_error(FRT_ERR_STATE, "cuda gemm %s: after frt_cuda_gemm_plan_like (plan of %d rows)", what,
+                             g->plans[i].n);
+    return 0;
+}
+
 extern "C" int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *stream)
 {
     FRT_ARG(g, "cuda gemm autotune: NULL handle");
     FRT_ARG(n_candidates >= 0 && n_candidates <= FRT_GEMM_TUNE_MAX_CANDIDATES,
             "cuda gemm autotune: %d candidates (0 to %d)", n_candidates, FRT_GEMM_TUNE_MAX_CANDIDATES);
+    FRT_TRY(no_like_plans(g, "autotune"));
     cudaStream_t st = (cudaStream_t)stream;
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     FRT_CUDA_TRY(cudaStreamIsCapturing(st, &cap));
@@ -164,7 +176,7 @@ extern "C" int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *
     memset(&b, 0, sizeof b);
     int rc = n_candidates ? tune_alloc(g, st, &b) : 0;
     for (int i = 0; rc == 0 && i < g->n_plans; i++)
-        if (g->plans[i].kernel == FRT_CUDA_GEMM_CUBLASLT)
+        if (g->plans[i].kernel == FRT_CUDA_GEMM_CUBLASLT && !g->plans[i].like_n)
             rc = tune_plan(g, &g->plans[i], n_candidates, st, ws, ws_bytes, &b);
     if (rc == 0) g->tune_n = n_candidates;
     cudaStreamSynchronize(st);
@@ -211,7 +223,7 @@ extern "C" int frt_cuda_gemm_save(const frt_cuda_gemm *g, const char *path)
     if (!t.e) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm save: out of memory");
     for (int i = 0; i < g->n_plans; i++) {
         const gemm_plan *p = &g->plans[i];
-        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT) continue;
+        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT || p->like_n) continue;
         frt_gemm_tune_entry *e = &t.e[t.n++];
         e->n = p->n, e->in_dim = p->in_dim, e->out_dim = p->out_dim;
         e->out_bf16 = p->out_dt == FRT_CUDA_BF16;
@@ -268,6 +280,7 @@ static int load_entry(frt_cuda_gemm *g, const frt_gemm_tune *t, const frt_gemm_t
 extern "C" int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path)
 {
     FRT_ARG(g && path, "cuda gemm load: NULL argument");
+    FRT_TRY(no_like_plans(g, "load"));
     frt_gemm_tune t;
     FRT_TRY(frt_gemm_tune_read(path, &t));
     int rc = check_origin(g, &t, path);

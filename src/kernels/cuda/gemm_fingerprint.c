@@ -15,7 +15,7 @@ uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g)
     int n = frt_cuda_gemm_plan_count(g);
     for (int i = 0; i < n; i++) {
         frt_cuda_gemm_plan_info pi;
-        if (frt_cuda_gemm_plan_get(g, i, &pi) < 0) continue;
+        if (frt_cuda_gemm_plan_get(g, i, &pi) < 0 || pi.like_n) continue; /* like_n: its source's algorithm */
         int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.accumulate, pi.algo_id, pi.tile_id,
                    pi.stages_id, pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option};
         XXH64_update(h, f, sizeof f);

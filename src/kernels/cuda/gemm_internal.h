@@ -20,6 +20,7 @@ struct gemm_plan {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
     size_t ws_needed;
+    int like_n;   /* frt_cuda_gemm_plan_like: the rows of the plan whose algorithm this one runs; 0: its own */
     int tune_index, tune_candidates; /* frt_cuda_gemm_plan_info */
     float tune_us_first, tune_us_best;
 };

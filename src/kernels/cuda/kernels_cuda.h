@@ -387,6 +387,33 @@ int frt_cuda_attention_prefill_fp8(void *stream, void *out, frt_cuda_dtype out_d
 size_t frt_cuda_attention_prefill_workspace_bytes(int max_n, int max_seq, int n_heads,
                                                   int head_dim);
 
+/* frt_cuda_attention_prefill{,_fp8} over max_n rows that are max_n /
+ * piece_rows prefill pieces of piece_rows rows each (docs/architectures.md
+ * "Prefill groups"): one launch with the key splits of a launch of
+ * piece_rows rows (the split length depends on the launch's rows), so every
+ * row gets the bits it gets in a launch over its piece alone at that
+ * piece's start (a (row, split) partial depends on that row's keys only;
+ * tests/test_cuda_flash_attention.c). Workspace:
+ * frt_cuda_attention_prefill_pieces_workspace_bytes. Errors: those of
+ * frt_cuda_attention_prefill, and FRT_ERR_INVALID_ARGUMENT when max_n is not
+ * a multiple of piece_rows. */
+int frt_cuda_attention_prefill_pieces(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                      frt_cuda_dtype q_dtype, const uint16_t *k_cache, const uint16_t *v_cache,
+                                      const int32_t *d_start, const int32_t *d_n, int max_n, int piece_rows,
+                                      int max_seq, int n_heads, int n_kv_heads, int head_dim, float scale,
+                                      void *workspace, size_t workspace_bytes);
+int frt_cuda_attention_prefill_pieces_fp8(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                          frt_cuda_dtype q_dtype, const uint8_t *k_cache, const uint8_t *v_cache,
+                                          const float *k_scale, const float *v_scale, const int32_t *d_start,
+                                          const int32_t *d_n, int max_n, int piece_rows, int max_seq, int n_heads,
+                                          int n_kv_heads, int head_dim, float scale, void *workspace,
+                                          size_t workspace_bytes);
+
+/* Bytes of workspace of one frt_cuda_attention_prefill_pieces launch of
+ * exactly max_n rows (0: one split covers max_seq, or invalid sizes). */
+size_t frt_cuda_attention_prefill_pieces_workspace_bytes(int max_n, int piece_rows, int max_seq, int n_heads,
+                                                         int head_dim);
+
 /* ---- Gated DeltaNet ----------------------------------------------------- */
 
 /* Depthwise causal conv1d (no bias) + SiLU with a carried state:
@@ -786,6 +813,7 @@ typedef struct frt_cuda_gemm_plan_info {
      * rank 0 and of the chosen one in that autotune (us; 0 untimed). */
     int tune_index, tune_candidates;
     float tune_us_first, tune_us_best;
+    int like_n; /* frt_cuda_gemm_plan_like: the rows of the plan whose algorithm this one runs (0: its own) */
 } frt_cuda_gemm_plan_info;
 
 /* Creates the handle on the current device. workspace_bytes (0 allowed; 32
@@ -844,6 +872,53 @@ int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_
 int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y,
                              frt_cuda_dtype y_dtype, const uint16_t *x, const uint16_t *w, int n,
                              int in_dim, int out_dim, int accumulate);
+
+/* ---- row groups (docs/kernels-cuda.md "Prefill groups") -------------------
+ * A prefill of several pieces of C rows can run each product once over all
+ * of them, provided every row gets the bits it gets in a piece of its own
+ * (restore == cold holds whatever grouping a prefill ran with). cuBLASLt
+ * picks its algorithm per row count; a row's bits depend on how its dot
+ * products are reduced (split-k, the reduction scheme, the MMA's k
+ * order), not on the tile shape or the number of tiles: on the H100 with
+ * cuBLASLt 13 every non-split-k candidate for 2048 rows gave every row the
+ * bits of the 256-row plan at every dense-model shape (docs/PERF.md). That
+ * is a property of the algorithms, not a documented guarantee, so a group's
+ * plan (frt_cuda_gemm_plan_like) is kept only once frt_cuda_gemm_check_like
+ * has compared its rows with the pieces' on the device. */
+
+/* Makes (or re-points) the plan of n rows for the shape of the existing
+ * cuBLASLt plan of n_src rows (same in_dim, out_dim, out_dtype,
+ * accumulate): with rank -1 that plan's algorithm, with rank >= 0 the
+ * heuristic's result of that rank for n rows (0: its first choice); checked
+ * with cublasLtMatmulAlgoCheck for n rows. The caller then proves the rows'
+ * bits with frt_cuda_gemm_check_like and tries another rank when they
+ * differ. Such a plan is left out of frt_cuda_gemm_fingerprint (checked to
+ * give the bits of the n_src plan, which is in it) and of autotune, save
+ * and load; its plan_info.like_n is n_src and tune_index the rank. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, n <= n_src, bad shape or rank);
+ * FRT_ERR_STATE (no cuBLASLt plan of n_src rows, or a plan of n rows with
+ * its own algorithm exists); FRT_ERR_NOT_FOUND (the heuristic has no result
+ * of that rank); FRT_ERR_UNSUPPORTED (the algorithm does not take n rows);
+ * FRT_ERR_OUT_OF_RANGE (more than 1024 plans); FRT_ERR_OUT_OF_MEMORY;
+ * FRT_ERR_BACKEND. On an error an existing plan of n rows is unchanged. */
+int frt_cuda_gemm_plan_like(frt_cuda_gemm *g, int n, int n_src, int in_dim, int out_dim, frt_cuda_dtype out_dtype,
+                            int accumulate, int rank);
+
+/* Checks on the device that the plan of n rows gives every row the bits the
+ * n_src plan gives it, n a multiple of n_src: x [n, in_dim] bf16 is filled
+ * with a fixed pseudo-random pattern in [-1, 1), y [n, out_dim] = x . w^T
+ * by the n-row plan, then each piece of n_src rows by the n_src plan into
+ * y_ref [n_src, out_dim], compared word for word with its rows of y. *same
+ * is 1 when every row matched, else 0. w [out_dim, in_dim] bf16 (a real
+ * weight, or any); x, y, y_ref device scratch of those sizes (y, y_ref in
+ * out_dtype); accumulate plans are not checked (nothing to compare against
+ * without their input). Synchronizes the stream (an added one when a plan
+ * needs a workspace). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n not a
+ * multiple of n_src); FRT_ERR_STATE (a plan missing); FRT_ERR_OUT_OF_MEMORY;
+ * FRT_ERR_BACKEND. */
+int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, int n_src, int in_dim, int out_dim,
+                             frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y, void *y_ref,
+                             int *same);
 
 /* Number of cached plans (0 for NULL). */
 int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);

@@ -68,6 +68,7 @@
 #define DECODE_SPLIT 128
 #define GEMM_WORKSPACE (32u << 20)
 #define BATCH_MAX 32 /* the most branch slots one batched decode graph takes */
+#define ATTN_GROUP_WS ((size_t)256 << 20) /* split partials a group replay's attention launch may take */
 
 /* Device pointers of one layer (into the weight arena); NULL where absent. */
 typedef struct cd_layer {
@@ -132,6 +133,8 @@ typedef struct cd_model {
     float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (frt_model_kv_scales_upload) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
+    int32_t *gpos;   /* m->G > 1: [G + 2] a group replay's piece starts, C and attn_pieces * C (frt_dense_group_pos) */
+    int attn_pieces; /* m->G > 1: pieces a group replay's attention launch takes (attn_prefill) */
     int32_t *debug_rows;
     float *debug;
     size_t debug_off, debug_rows_off;
@@ -377,6 +380,111 @@ static int plan_all(cd_model *c, int n)
     return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
 }
 
+/* Every GEMM plan of the load, in one order whatever params.prefill_group
+ * (the plan order is hashed into the fingerprint; the group plans of
+ * plan_group are left out of it): decode (1 row), the prefill buckets,
+ * FP8's, and the batched decode's (groups of up to FRT_CUDA_GEMV_MAX_N
+ * rows, made whatever the slot count, so the fingerprint does not depend on
+ * it). Creates the handle on first use; later calls find every plan made. */
+static int make_plans(frt_model *m, cd_model *c)
+{
+    if (!c->gemm) {
+        FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
+        FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
+    }
+    FRT_TRY(plan_all(c, 1));
+    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
+    if (c->wfp8 && !c->wblk && !c->gemm8) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
+    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
+    }
+    return 0;
+}
+
+/* The prefill products' shapes {in, out} (plan_all's, less decode). */
+static void prefill_shapes(const cd_model *c, int sh[5][2])
+{
+    const int v[5][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}, {c->I, c->H}};
+    memcpy(sh, v, sizeof v);
+}
+
+/* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
+ * G up to want (0: 8, at most m->G), the groups' plans made and each checked
+ * on the device to give every row the bits of its own piece
+ * (frt_cuda_gemm_check_like, over layer 0's weights). A size whose plan or
+ * check fails ends the ladder: G is the last size that passed (with want >
+ * 1 given: FRT_ERR_UNSUPPORTED, naming the shape). FP8 weights and
+ * debug_hidden run one piece a replay. */
+static int cd_prefill_group(frt_model *m, int want, int *got)
+{
+    cd_model *c = m->bk_data;
+    *got = 1;
+    const char *why = m->params.debug_hidden ? "debug_hidden records one piece a replay"
+                      : c->wfp8 ? "FP8 weights run every prefill piece on its own (their row groups are not "
+                                  "checked yet)"
+                                : NULL;
+    if (why) {
+        if (want > 1) return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: %s", want, why);
+        return 0;
+    }
+    int G = want ? want : m->G < 8 ? m->G : 8;
+    FRT_TRY(make_plans(m, c));
+    int sh[5][2];
+    prefill_shapes(c, sh);
+    size_t xin = 0, yout = 0;
+    for (int k = 0; k < 5; k++) {
+        xin = xin > (size_t)sh[k][0] ? xin : (size_t)sh[k][0];
+        yout = yout > (size_t)sh[k][1] ? yout : (size_t)sh[k][1];
+    }
+    const size_t rows = (size_t)G * (size_t)m->C;
+    void *x = NULL, *y = NULL, *y_ref = NULL;
+    int rc = 0;
+    if (cudaMalloc(&x, rows * xin * 2) != cudaSuccess || cudaMalloc(&y, rows * yout * 4) != cudaSuccess ||
+        cudaMalloc(&y_ref, (size_t)m->C * yout * 4) != cudaSuccess) {
+        (void)cudaGetLastError();
+        rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: prefill_group %d: no device memory for the load-time check "
+                       "(%.0f MB)", G, (double)(rows * (xin * 2 + yout * 4) + (size_t)m->C * yout * 4) / 1e6);
+    }
+    const cd_layer *l0 = &c->layers[0];
+    const uint16_t *w[5] = {l0->q_proj, l0->k_proj, l0->o_proj, l0->gate_proj, l0->down_proj};
+    int ok = 1;
+    for (int j = 2; rc == 0 && ok && j <= G; j *= 2) {
+        for (int k = 0; rc == 0 && ok && k < 5; k++) {
+            /* the heuristic's first choices for j * C rows, then the C-row algorithm: the first whose rows
+             * are the pieces' bits */
+            static const int ranks[] = {0, 1, 2, 3, -1};
+            int same = 0, tried = 0;
+            for (size_t r = 0; rc == 0 && !same && r < sizeof ranks / sizeof ranks[0]; r++) {
+                rc = frt_cuda_gemm_plan_like(c->gemm, j * m->C, m->C, sh[k][0], sh[k][1], F32, 0, ranks[r]);
+                if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) {
+                    rc = 0;
+                    continue;
+                }
+                tried++;
+                if (rc == 0)
+                    rc = frt_cuda_gemm_check_like(c->gemm, frt_stream_native(m->stream), j * m->C, m->C, sh[k][0],
+                                                  sh[k][1], F32, w[k], x, y, y_ref, &same);
+            }
+            if (rc == 0 && !same) {
+                ok = 0;
+                if (want > 1)
+                    rc = frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: the product in %d out %d over %d "
+                                   "rows %s (docs/architectures.md \"Prefill groups\")",
+                                   want, sh[k][0], sh[k][1], j * m->C,
+                                   tried ? "differs from its pieces of C rows with every algorithm tried"
+                                         : "has no algorithm");
+            }
+        }
+        if (rc == 0 && ok) *got = j;
+    }
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(y_ref);
+    return rc;
+}
+
 /* The FP8 KV cache's static per-head scales (a calibration file's, else
  * 1.0; KV entries 2 l and 2 l + 1 are layer l's K and V) into
  * c->kv_scale [L, 2, nkv]. */
@@ -391,7 +499,8 @@ static int cd_alloc_scratch(frt_model *m)
 {
     cd_model *c = m->bk_data;
     if (!c) return frt_error(FRT_ERR_STATE, "dense cuda: scratch before weights");
-    size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t), H = (size_t)c->H;
+    /* rows of the prefill scratch: a group of G pieces (m->G 1: one piece) */
+    size_t R = (size_t)m->C * (size_t)(m->G > 1 ? m->G : 1), f = sizeof(float), h2 = sizeof(uint16_t), H = (size_t)c->H;
     int slots = m->params.branch_slots > 1 ? m->params.branch_slots : 1;
     if (slots > BATCH_MAX) slots = BATCH_MAX;
     if (slots > m->C) slots = m->C; /* the batch's rows live in the prefill scratch */
@@ -399,6 +508,19 @@ static int cd_alloc_scratch(frt_model *m)
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->attn_ws_bytes *= (size_t)slots; /* the batched decode: one workspace a branch */
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
+    /* A group replay's attention: as many of its pieces a launch as fit the larger of that and
+     * ATTN_GROUP_WS bytes of split partials (one piece a launch where even two do not). */
+    c->attn_pieces = 1;
+    for (int ap = 2; ap <= m->G; ap *= 2) {
+        size_t need = frt_cuda_attention_prefill_pieces_workspace_bytes(ap * m->C, m->C, m->max_seq, c->nh, c->hd);
+        if (need > ATTN_GROUP_WS && need > c->prefill_attn_ws_bytes) break;
+        c->attn_pieces = ap;
+    }
+    if (m->G > 1) {
+        size_t need = frt_cuda_attention_prefill_pieces_workspace_bytes(c->attn_pieces * m->C, m->C, m->max_seq, c->nh,
+                                                                        c->hd);
+        if (need > c->prefill_attn_ws_bytes) c->prefill_attn_ws_bytes = need;
+    }
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
     if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
     for (int pass = 0; pass < 2; pass++) {
@@ -425,6 +547,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
+        if (m->G > 1) CARVE(c->gpos, int32_t, (size_t)(m->G + 2) * sizeof(int32_t));
         if (c->wfp8 && !c->wblk) {
             CARVE(c->xq, uint8_t, R * wide);
             CARVE(c->xs, float, R * f);
@@ -452,20 +575,7 @@ static int cd_alloc_scratch(frt_model *m)
         }
     }
     FRT_TRY(fill_kv_scale(m, c));
-    FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
-    FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
-    FRT_TRY(plan_all(c, 1));
-    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
-    if (c->wfp8 && !c->wblk) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
-    /* Decode (1 row) and the batched decode (groups of up to
-     * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
-     * fingerprint does not depend on it. The groups take batch_g rows: the
-     * most for which every plan is the GEMV (batch-invariant). */
-    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
-    }
+    FRT_TRY(make_plans(m, c)); /* the groups' plans: cd_prefill_group */
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
     if (c->wfp8) { /* and the E4M3 GEMV's rows: x [g, in] in one block's shared memory */
         int g8 = frt_cuda_gemv_fp8_max_n(max_i(max_i(c->H, c->qd), c->I));
@@ -509,6 +619,7 @@ typedef struct fwd {
     cd_model *c;
     void *st;
     int R, decode;
+    int pieces; /* prefill: the whole pieces of C rows a group replay runs (R = pieces * C); 1 otherwise */
     const int32_t *d_n, *d_no_logits; /* NULL for decode */
     int32_t *d_pos, *d_pending, *d_has_logits;
     uint64_t *d_rng;
@@ -525,6 +636,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.st = frt_stream_native(s);
     f.R = R;
     f.decode = decode;
+    f.pieces = !decode && R > m->C ? R / m->C : 1;
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
@@ -629,6 +741,58 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
     return c->kv_scale + (size_t)(2 * l + kv) * (size_t)c->nkv;
 }
 
+/* A prefill's attention of q [R, qd] f32 over layer l's cache (bf16, or
+ * E4M3 codes with the scales ks / vs) into o [R, qd] f32: the
+ * FlashAttention kernel (a head_dim other than 64, 128 or 256: the
+ * CUDA-core kernel). A group replay runs its pieces c->attn_pieces at a
+ * time through frt_cuda_attention_prefill_pieces (the key splits of a
+ * C-row launch; starts and row counts from c->gpos), the CUDA-core kernel
+ * one piece a launch, so every row gets its piece's bits. */
+static int attn_prefill(const fwd *f, const float *q, float *o, const void *kc, const void *vc, const float *ks,
+                        const float *vs)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    const size_t qd = (size_t)c->qd;
+    if (f->pieces == 1) {
+        int rc = ks ? frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
+                                                     m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
+                                                     c->prefill_attn_ws_bytes)
+                    : frt_cuda_attention_prefill(f->st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq,
+                                                 c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
+                                                 c->prefill_attn_ws_bytes);
+        if (rc != FRT_ERR_UNSUPPORTED) return rc;
+        return ks ? frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+                                           c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
+                  : frt_cuda_attention(f->st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv,
+                                       c->hd, c->scale, 0, NULL, 0);
+    }
+    const int C = m->C, ap = c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces;
+    const int32_t *run_n = c->gpos + f->pieces + 1; /* ap * C */
+    int rc = 0;
+    for (int p = 0; rc == 0 && p < f->pieces; p += ap) {
+        const float *qp = q + (size_t)p * C * qd;
+        float *op = o + (size_t)p * C * qd;
+        rc = ks ? frt_cuda_attention_prefill_pieces_fp8(f->st, op, F32, qp, F32, kc, vc, ks, vs, c->gpos + p, run_n,
+                                                        ap * C, C, m->max_seq, c->nh, c->nkv, c->hd, c->scale,
+                                                        c->prefill_attn_ws, c->prefill_attn_ws_bytes)
+                : frt_cuda_attention_prefill_pieces(f->st, op, F32, qp, F32, kc, vc, c->gpos + p, run_n, ap * C, C,
+                                                    m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
+                                                    c->prefill_attn_ws_bytes);
+    }
+    if (rc != FRT_ERR_UNSUPPORTED) return rc;
+    const int32_t *piece_n = c->gpos + f->pieces; /* C */
+    for (int p = 0; p < f->pieces; p++) { /* the CUDA-core kernel, one piece a launch */
+        const float *qp = q + (size_t)p * C * qd;
+        float *op = o + (size_t)p * C * qd;
+        FRT_TRY(ks ? frt_cuda_attention_fp8(f->st, op, F32, qp, F32, kc, vc, ks, vs, c->gpos + p, piece_n, C,
+                                            m->max_seq, c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
+                   : frt_cuda_attention(f->st, op, F32, qp, F32, kc, vc, c->gpos + p, piece_n, C, m->max_seq, c->nh,
+                                        c->nkv, c->hd, c->scale, 0, NULL, 0));
+    }
+    return 0;
+}
+
 /* The FP8 KV cache (docs/fp8.md): RoPE of q and k at the boundary's
  * positions, the roped k and v quantized into layer l's E4M3 cache (the
  * bound slot's) with the static per-head scales (decode: one launch,
@@ -654,13 +818,7 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, flo
     }
     FRT_TRY(rope_qk(f, q, k));
     FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
-    int rc = frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
-                                            c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
-                                            c->prefill_attn_ws_bytes);
-    if (rc == FRT_ERR_UNSUPPORTED)
-        rc = frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nh,
-                                    c->nkv, c->hd, c->scale, 0, NULL, 0);
-    return rc;
+    return attn_prefill(f, q, o, kc, vc, ks, vs);
 }
 
 /* Whether the attention writes its output as bf16 straight into c->ob,
@@ -698,12 +856,7 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
     }
     FRT_TRY(rope_qk(f, q, k));
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
-    int rc = frt_cuda_attention_prefill(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                        c->hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
-    if (rc == FRT_ERR_UNSUPPORTED)
-        rc = frt_cuda_attention(st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
-                                c->scale, 0, NULL, 0);
-    return rc;
+    return attn_prefill(f, q, o, kc, vc, NULL, NULL);
 }
 
 /* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16
@@ -811,6 +964,9 @@ static int record_forward(const fwd *f)
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
+    if (f->pieces > 1)
+        FRT_TRY(frt_dense_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
+                                    c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
@@ -862,8 +1018,10 @@ static int record_sample_work(const fwd *f)
 static int cd_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
-    if (rc->bucket < 1 || rc->bucket > rc->m->C)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: bucket %d outside [1, %d]", rc->bucket, rc->m->C);
+    const int C = rc->m->C, j = rc->bucket / C;
+    if (rc->bucket < 1 || (rc->bucket > C && (rc->bucket % C || j > rc->m->G || (j & (j - 1)))))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: bucket %d is neither in [1, %d] nor a group of %d", rc->bucket,
+                         C, rc->m->G);
     fwd f = fwd_make(s, rc->m, rc->bucket, 0);
     return record_forward(&f);
 }
@@ -1117,6 +1275,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .alloc_scratch = cd_alloc_scratch,
     .free = cd_free,
     .record_prefill = cd_record_prefill,
+    .prefill_group = cd_prefill_group,
     .record_decode = cd_record_decode,
     .record_sample = cd_record_sample,
     .record_decode_batch = cd_record_decode_batch,

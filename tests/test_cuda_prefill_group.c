@@ -1,0 +1,307 @@
+/*
+ * test_cuda_prefill_group.c - prefill groups (docs/architectures.md
+ * "Prefill groups"): whole prefill pieces of C rows run in one replay, each
+ * product once over the group, every row with the bits of its own piece.
+ *
+ *  1. GEMM: a plan of j * C rows made by frt_cuda_gemm_plan_like from the
+ *     C-row plan gives each piece the bytes the C-row plan gives it (checked
+ *     here on the host, independently of frt_cuda_gemm_check_like, which
+ *     must agree), at the tiny model's shapes and at llama3.1-8b's; the
+ *     handle's fingerprint ignores such plans; plan_like's refusals;
+ *     autotune and load refuse a handle with such plans.
+ *  2. The model: tiny-dense (llama, llama3 RoPE) on cuda, C = 64, with the
+ *     default groups (G = 8) and with prefill_group 1: one fingerprint, and
+ *     a prefill of 11 whole pieces + 13 tokens (groups of 8, 2, 1) leaves the
+ *     same logits, the same capsule file bytes and the same greedy tokens;
+ *     restore == cold across the groupings (a capsule of 3 pieces made by
+ *     one model restores into the other, then the rest is appended); the
+ *     ids port holds C * G ids; the FP8 KV cache too.
+ *  3. Refusals at load: prefill_group 2 with FP8 weights or debug_hidden
+ *     (FRT_ERR_UNSUPPORTED, the reason in the message), prefill_group 3
+ *     (FRT_ERR_INVALID_ARGUMENT).
+ * The cpu-side checks of params.prefill_group are in tests/test_model.c;
+ * the capsule suite on cuda (tests/test_capsule.c, capsule_cuda) runs with
+ * the default groups, so its restore == cold checks cover them too.
+ */
+#include "frt_test.h"
+
+#include "frt/capsule.h"
+#include "frt/model.h"
+#include "gen_model.h"
+#include "util/error.h"
+
+#if FRT_HAVE_CUDA
+#include "frt/exec.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "util/bf16.h"
+#include "frt_test_cuda.h"
+
+#include <math.h>
+#include <unistd.h>
+
+/* 1. One shape: the j * C-row plan (the C-row algorithm, rank -1, or the
+ * heuristic's first choice for j * C rows, rank 0) against j runs of the
+ * C-row plan. The C-row algorithm must give the pieces' bytes; for rank 0
+ * the result is reported, and frt_cuda_gemm_check_like must agree with the
+ * host's comparison either way. */
+static void gemm_shape(int C, int j, int in, int out, int rank)
+{
+    frt_cuda_gemm *g = NULL;
+    must(frt_cuda_gemm_create(32u << 20, &g), "gemm create");
+    must(frt_cuda_gemm_add_stream(g, g_cs), "gemm stream");
+    const int n = j * C;
+    uint64_t rng = 0x5eedu + (uint64_t)in * 31u + (uint64_t)out;
+    hmat x = hmat_rand(&rng, n, in, -1.0f, 1.0f), w = hmat_rand(&rng, out, in, -0.5f, 0.5f);
+    dbuf dx = dalloc((size_t)n * in * 2), dw = dalloc((size_t)out * in * 2);
+    dbuf dy = dalloc((size_t)n * out * 4), dp = dalloc((size_t)n * out * 4), dref = dalloc((size_t)C * out * 4);
+    dput(dx, 0, x.b, (size_t)n * in * 2);
+    dput(dw, 0, w.b, (size_t)out * in * 2);
+    CHECK_OK(frt_cuda_gemm_plan(g, C, in, out, FRT_CUDA_F32, 0));
+    const uint64_t fp = frt_cuda_gemm_fingerprint(g);
+    CHECK_OK(frt_cuda_gemm_plan_like(g, n, C, in, out, FRT_CUDA_F32, 0, rank));
+    CHECK_OK(frt_cuda_gemm_plan_like(g, n, C, in, out, FRT_CUDA_F32, 0, rank)); /* again: re-pointed, not added */
+    CHECK(frt_cuda_gemm_plan_count(g) == 2 && frt_cuda_gemm_fingerprint(g) == fp);
+    frt_cuda_gemm_plan_info pi, ps;
+    CHECK(plan_of(g, n, in, out, FRT_CUDA_F32, 0, &pi) >= 0 && pi.like_n == C && pi.tune_index == rank);
+    CHECK(plan_of(g, C, in, out, FRT_CUDA_F32, 0, &ps) >= 0);
+    if (rank < 0) CHECK(!memcmp(pi.algo_data, ps.algo_data, sizeof pi.algo_data));
+    CHECK_OK(frt_cuda_gemm_run(g, g_cs, dy.p, FRT_CUDA_F32, dx.p, dw.p, n, in, out, 0));
+    for (int p = 0; p < j; p++)
+        CHECK_OK(frt_cuda_gemm_run(g, g_cs, (char *)dp.p + (size_t)p * C * out * 4, FRT_CUDA_F32,
+                                   (const uint16_t *)dx.p + (size_t)p * C * in, dw.p, C, in, out, 0));
+    float *hy = xzalloc((size_t)n * out * 4), *hp = xzalloc((size_t)n * out * 4);
+    dget(dy, 0, hy, (size_t)n * out * 4);
+    dget(dp, 0, hp, (size_t)n * out * 4);
+    const int host_same = !memcmp(hy, hp, (size_t)n * out * 4);
+    char name[160];
+    snprintf(name, sizeof name, "%d rows = %d x %d, in %d out %d, %s (algo %d tile %d): the pieces' bytes", n, j,
+             C, in, out, rank < 0 ? "C-row algorithm" : "first choice", pi.algo_id, pi.tile_id);
+    if (rank < 0)
+        report_same(name, hy, hp, (size_t)n * out * 4);
+    else
+        printf("  %-*s %10s\n", FRT_TEST_CUDA_COL, name, host_same ? "identical" : "differ");
+    /* not trivially equal: the values are the product's (one entry against the CPU) */
+    double want = 0;
+    for (int k = 0; k < in; k++) want += (double)x.f[(size_t)(n - 1) * in + k] * w.f[(size_t)(out - 1) * in + k];
+    const double got = hp[(size_t)n * out - 1];
+    CHECK_MSG(fabs(got - want) <= 1e-3 * (1 + fabs(want)), "%s: last entry %g, cpu %g", name, got, want);
+    int same = -1;
+    CHECK_OK(frt_cuda_gemm_check_like(g, g_cs, n, C, in, out, FRT_CUDA_F32, dw.p, dx.p, dy.p, dref.p, &same));
+    report_flag("  frt_cuda_gemm_check_like agrees with the host", same == host_same);
+    free(hy);
+    free(hp);
+    hmat_free(&x);
+    hmat_free(&w);
+    dfree(&dx);
+    dfree(&dw);
+    dfree(&dy);
+    dfree(&dp);
+    dfree(&dref);
+    frt_cuda_gemm_destroy(g);
+}
+
+static void test_gemm(void)
+{
+    printf("1. GEMM plans of j * C rows with the C-row algorithm\n");
+    static const int shapes[][4] = {
+        {64, 4, 256, 136},     /* tiny */
+        {64, 8, 200, 520},     /* odd multiples of 8 */
+        {256, 8, 4096, 4096},  /* llama3.1-8b q / o_proj */
+        {256, 2, 4096, 1024},  /* k / v */
+        {256, 4, 4096, 14336}, /* gate / up */
+        {256, 8, 14336, 4096}, /* down */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int rank = -1; rank <= 0; rank++) gemm_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], rank);
+
+    frt_cuda_gemm *g = NULL;
+    must(frt_cuda_gemm_create(32u << 20, &g), "gemm create");
+    must(frt_cuda_gemm_add_stream(g, g_cs), "gemm stream");
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 256, 64, 256, 128, FRT_CUDA_F32, 0, -1), FRT_ERR_STATE); /* no source */
+    CHECK_OK(frt_cuda_gemm_plan(g, 64, 256, 128, FRT_CUDA_F32, 0));
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 64, 64, 256, 128, FRT_CUDA_F32, 0, -1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 32, 64, 256, 128, FRT_CUDA_F32, 0, -1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 256, 64, 256, 128, FRT_CUDA_F32, 0, -2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_gemm_plan(g, 128, 256, 128, FRT_CUDA_F32, 0)); /* its own algorithm */
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 128, 64, 256, 128, FRT_CUDA_F32, 0, 0), FRT_ERR_STATE);
+    CHECK_OK(frt_cuda_gemm_plan(g, 4, 256, 128, FRT_CUDA_F32, 0)); /* a GEMV plan is no source */
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 256, 4, 256, 128, FRT_CUDA_F32, 0, -1), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_plan_like(g, 256, 64, 256, 128, FRT_CUDA_F32, 0, 63), FRT_ERR_NOT_FOUND);
+    CHECK_OK(frt_cuda_gemm_plan_like(g, 256, 64, 256, 128, FRT_CUDA_F32, 0, -1));
+    CHECK_STATUS(frt_cuda_gemm_autotune(g, 2, g_cs), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_load(g, "/nonexistent-tune-file"), FRT_ERR_STATE);
+    frt_cuda_gemm_destroy(g);
+}
+
+/* 2. The model. */
+static frt_model *load(const char *dir, int group, frt_kv_dtype kv)
+{
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA;
+    p.prefill_chunk = 64;
+    p.max_seq = 1024;
+    p.prefill_group = group;
+    p.kv_dtype = kv;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    return m;
+}
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = xzalloc((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+static void test_model(const char *dir, frt_kv_dtype kv)
+{
+    const char *kvn = kv == FRT_KV_FP8 ? " (FP8 KV cache)" : "";
+    printf("2. tiny-dense on cuda, groups of up to 8 pieces against one piece a replay%s\n", kvn);
+    frt_model *a = load(dir, 0, kv), *b = load(dir, 1, kv);
+    if (!a || !b) goto out;
+    frt_model_info ia, ib;
+    CHECK_OK(frt_model_info_get(a, &ia));
+    CHECK_OK(frt_model_info_get(b, &ib));
+    printf("  prefill_group in effect: %d (default) and %d\n", ia.prefill_group, ib.prefill_group);
+    CHECK(ia.prefill_group == 8 && ib.prefill_group == 1);
+    CHECK(frt_model_fingerprint(a) == frt_model_fingerprint(b));
+    frt_io_info io;
+    CHECK_OK(frt_model_io_info(a, 0, &io));
+    CHECK(!strcmp(io.name, "ids") && io.bytes == 8 * 64 * sizeof(int32_t));
+    const int V = ia.vocab_size, n = 64 * 11 + 13, cut = 64 * 3;
+    int32_t *ids = xzalloc((size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+    float *la = xzalloc((size_t)V * 4), *lb = xzalloc((size_t)V * 4), *lc = xzalloc((size_t)V * 4);
+    /* cold: a runs groups of 8, 2, 1 and the 13-token piece; b eleven pieces and that one */
+    CHECK_OK(frt_model_reset(a));
+    CHECK_OK(frt_model_prefill(a, ids, n));
+    CHECK_OK(frt_model_logits(a, la));
+    CHECK_OK(frt_model_reset(b));
+    CHECK_OK(frt_model_prefill(b, ids, n));
+    CHECK_OK(frt_model_logits(b, lb));
+    report_same("  cold prefill of 717 tokens: logits", la, lb, (size_t)V * 4);
+    char pa[256], pb[256];
+    snprintf(pa, sizeof pa, "/tmp/frt-test-group-a-%d.cap", (int)getpid());
+    snprintf(pb, sizeof pb, "/tmp/frt-test-group-b-%d.cap", (int)getpid());
+    frt_capsule *ca = NULL, *cb = NULL;
+    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_DISK, pa, NULL, 0, &ca));
+    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_DISK, pb, NULL, 0, &cb));
+    size_t na = 0, nb = 0;
+    char *fa = read_all(pa, &na), *fb = read_all(pb, &nb);
+    CHECK(fa && fb && na > 0);
+    report_flag("  capsule files of the two states: the same bytes", fa && fb && na == nb && !memcmp(fa, fb, na));
+    free(fa);
+    free(fb);
+    frt_capsule_free(ca);
+    frt_capsule_free(cb);
+    unlink(pa);
+    unlink(pb);
+    int32_t ta[8], tb[8];
+    CHECK_OK(frt_model_sample(a, NULL, &ta[0]));
+    CHECK_OK(frt_model_sample(b, NULL, &tb[0]));
+    for (int i = 1; i < 8; i++) {
+        CHECK_OK(frt_model_decode(a, NULL, &ta[i]));
+        CHECK_OK(frt_model_decode(b, NULL, &tb[i]));
+    }
+    report_same("  then 8 greedy tokens", ta, tb, sizeof ta);
+
+    /* restore == cold across groupings, through capsule files (an
+     * in-memory capsule belongs to its model's context): 3 pieces in a (a
+     * group of 2 and a piece), restored into b, the rest appended there (8
+     * whole pieces one by one); and b's restored into a, the rest appended
+     * in a group of 8. Both against a's cold logits. */
+    for (int dir_ab = 0; dir_ab < 2; dir_ab++) {
+        frt_model *from = dir_ab ? b : a, *to = dir_ab ? a : b;
+        frt_capsule *c3 = NULL, *back = NULL;
+        CHECK_OK(frt_model_reset(from));
+        CHECK_OK(frt_model_prefill(from, ids, cut));
+        CHECK_OK(frt_capsule_snapshot(from, FRT_TIER_DISK, pa, NULL, 0, &c3));
+        frt_capsule_free(c3);
+        CHECK_OK(frt_model_reset(to));
+        CHECK_OK(frt_capsule_load(to, pa, &back));
+        if (back) {
+            CHECK_OK(frt_capsule_restore(to, back));
+            CHECK_OK(frt_model_prefill(to, ids + cut, n - cut));
+            CHECK_OK(frt_model_logits(to, lc));
+            report_same(dir_ab ? "  b's capsule at 3 pieces into a, append 525 (a group of 8): cold logits"
+                               : "  a's capsule at 3 pieces into b, append 525 (piece by piece): cold logits",
+                        lc, la, (size_t)V * 4);
+            frt_capsule_free(back);
+        }
+        unlink(pa);
+    }
+    /* one piece at a time in a (calls of C tokens) against its groups */
+    CHECK_OK(frt_model_reset(a));
+    for (int done = 0; done < n; done += 64)
+        CHECK_OK(frt_model_prefill(a, ids + done, n - done < 64 ? n - done : 64));
+    CHECK_OK(frt_model_logits(a, lc));
+    report_same("  a, one call a piece: cold logits", lc, la, (size_t)V * 4);
+    free(ids);
+    free(la);
+    free(lb);
+    free(lc);
+out:
+    frt_model_free(a);
+    frt_model_free(b);
+}
+
+static void test_refusals(const char *dir)
+{
+    printf("3. refusals at load\n");
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA;
+    p.prefill_chunk = 64;
+    p.max_seq = 512;
+    frt_model *m = NULL;
+    p.prefill_group = 2;
+    p.weight_dtype = FRT_WEIGHT_FP8;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_UNSUPPORTED);
+    CHECK(m == NULL && strstr(frt_last_error(), "FP8 weights") != NULL);
+    p.weight_dtype = FRT_WEIGHT_DEFAULT;
+    p.debug_hidden = 1;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_UNSUPPORTED);
+    CHECK(m == NULL && strstr(frt_last_error(), "debug_hidden") != NULL);
+    p.debug_hidden = 0;
+    p.prefill_group = 3;
+    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+    /* the default with FP8 weights: one piece a replay, no error */
+    p.prefill_group = 0;
+    p.weight_dtype = FRT_WEIGHT_FP8;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    frt_model_info info;
+    if (m) {
+        CHECK_OK(frt_model_info_get(m, &info));
+        CHECK(info.prefill_group == 1);
+    }
+    frt_model_free(m);
+}
+#endif /* FRT_HAVE_CUDA */
+
+int main(void)
+{
+    frt_test_seed(41);
+#if !FRT_HAVE_CUDA
+    TEST_SKIP("built without CUDA");
+#else
+    frt_test_cuda_start();
+    test_gemm();
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-group-%d", (int)getpid());
+    CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));
+    test_model(dir, FRT_KV_DEFAULT);
+    test_model(dir, FRT_KV_FP8);
+    test_refusals(dir);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    return frt_test_report();
+#endif
+}
