@@ -954,6 +954,16 @@ static void test_elementwise(frt_cuda_dtype dt)
         free(vec);
         free(sca);
         dfree(&dv);
+    } else { /* bf16 in and out: the vector path above (8 per thread, aligned) against the scalar one (+2 bytes) */
+        void *vec = snap(dy, val * 2);
+        dbuf dv = dalloc(tot * 2 + 64);
+        CHECK_OK(frt_cuda_swiglu(g_cs, (char *)dv.p + 2, BF16, da.p, db.p, BF16, d_n_p(), max_n, per));
+        void *sca = xzalloc(val * 2);
+        dget(dv, 2, sca, val * 2);
+        report_same("swiglu bf16 -> bf16: vector path == scalar path", vec, sca, val * 2);
+        free(vec);
+        free(sca);
+        dfree(&dv);
     }
 
     memcpy(ref, a, tot * 4);

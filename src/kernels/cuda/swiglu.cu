@@ -2,8 +2,9 @@
  * kernels/cuda/swiglu.cu - SwiGLU: out = silu(gate) * up.
  * Math: transformers 5.x modeling_qwen3_5.py, Qwen3_5MLP, as the CPU twin
  * frt_cpu_swiglu (silu(x) = x / (1 + exp(-x))). Grid-stride over the first
- * n * per_tok elements, n read from device memory; f32 in, bf16 out (the
- * prefill MLP) takes 4 elements per thread with vector loads.
+ * n * per_tok elements, n read from device memory; f32 or bf16 in, bf16 out
+ * (the prefill MLP) takes 4 (f32) or 8 (bf16) elements per thread with
+ * vector loads.
  * Tested in tests/test_cuda_kernels.c.
  */
 #include "kernels/cuda/cuda_util.h"
@@ -36,6 +37,30 @@ __global__ void swiglu_f32_bf16_kernel(uint2 *out, const float4 *gate, const flo
     }
 }
 
+/* The prefill form from bf16 gate and up (the dense family's bf16 GEMM
+ * outputs): 8 elements per thread (16-byte loads and store), each widened
+ * exactly to f32, the same per-element arithmetic. per_tok % 8 == 0 and
+ * 16-byte aligned buffers (checked by the launcher). */
+__global__ void swiglu_bf16_bf16_kernel(uint4 *out, const uint4 *gate, const uint4 *up, const int32_t *d_n,
+                                        int max_n, int per_tok8)
+{
+    const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok8;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 g = gate[i], u = up[i];
+        const uint32_t gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+        uint32_t ow[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 gf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&gw[k]));
+            const float2 uf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&uw[k]));
+            const __nv_bfloat162 o = __floats2bfloat162_rn(frt_silu(gf.x) * uf.x, frt_silu(gf.y) * uf.y);
+            ow[k] = *reinterpret_cast<const uint32_t *>(&o);
+        }
+        out[i] = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    }
+}
+
 extern "C" int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype,
                                const void *gate, const void *up, frt_cuda_dtype in_dtype,
                                const int32_t *d_n, int max_n, int per_tok)
@@ -51,6 +76,14 @@ extern "C" int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype
         swiglu_f32_bf16_kernel<<<frt_grid_blocks((size_t)max_n * (per_tok / 4), 256, 8192), 256, 0,
                                  (cudaStream_t)stream>>>((uint2 *)out, (const float4 *)gate,
                                                          (const float4 *)up, d_n, max_n, per_tok / 4);
+        FRT_LAUNCH_CHECK();
+        return 0;
+    }
+    if (in_dtype == FRT_CUDA_BF16 && out_dtype == FRT_CUDA_BF16 && per_tok % 8 == 0 &&
+        (((uintptr_t)gate | (uintptr_t)up | (uintptr_t)out) & 15) == 0) {
+        swiglu_bf16_bf16_kernel<<<frt_grid_blocks((size_t)max_n * (per_tok / 8), 256, 8192), 256, 0,
+                                  (cudaStream_t)stream>>>((uint4 *)out, (const uint4 *)gate, (const uint4 *)up,
+                                                          d_n, max_n, per_tok / 8);
         FRT_LAUNCH_CHECK();
         return 0;
     }

@@ -114,7 +114,7 @@ typedef struct cd_model {
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
     frt_buffer *sbuf;
-    float *x, *hf, *q, *k, *v, *o, *t0, *t1, *delta;
+    float *x, *hf, *q, *k, *v, *t0, *t1, *delta;
     uint16_t *h, *last, *ob;
     float *blogits;  /* [batch_slots, V]: the batched decode's logits rows */
     int batch_slots; /* the most slots one batched decode graph takes; 0: none */
@@ -376,7 +376,7 @@ static int plan_all(cd_model *c, int n)
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd, F32, 0));  /* q_proj */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvd, F32, 0)); /* k_proj, v_proj */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->qd, c->H, F32, 0));  /* o_proj */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));   /* gate, up */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, BF16, 0));  /* gate, up (bf16: the SwiGLU's input) */
     return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
 }
 
@@ -403,10 +403,11 @@ static int make_plans(frt_model *m, cd_model *c)
     return 0;
 }
 
-/* The prefill products' shapes {in, out} (plan_all's, less decode). */
-static void prefill_shapes(const cd_model *c, int sh[5][2])
+/* The prefill products' shapes {in, out, output dtype} (plan_all's). */
+static void prefill_shapes(const cd_model *c, int sh[5][3])
 {
-    const int v[5][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}, {c->I, c->H}};
+    const int v[5][3] = {{c->H, c->qd, F32}, {c->H, c->kvd, F32}, {c->qd, c->H, F32}, {c->H, c->I, BF16},
+                         {c->I, c->H, F32}};
     memcpy(sh, v, sizeof v);
 }
 
@@ -431,7 +432,7 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
     }
     int G = want ? want : m->G < 8 ? m->G : 8;
     FRT_TRY(make_plans(m, c));
-    int sh[5][2];
+    int sh[5][3];
     prefill_shapes(c, sh);
     size_t xin = 0, yout = 0;
     for (int k = 0; k < 5; k++) {
@@ -457,7 +458,8 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
             static const int ranks[] = {0, 1, 2, 3, -1};
             int same = 0, tried = 0;
             for (size_t r = 0; rc == 0 && !same && r < sizeof ranks / sizeof ranks[0]; r++) {
-                rc = frt_cuda_gemm_plan_like(c->gemm, j * m->C, m->C, sh[k][0], sh[k][1], F32, 0, ranks[r]);
+                rc = frt_cuda_gemm_plan_like(c->gemm, j * m->C, m->C, sh[k][0], sh[k][1], (frt_cuda_dtype)sh[k][2], 0,
+                                             ranks[r]);
                 if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) {
                     rc = 0;
                     continue;
@@ -465,7 +467,7 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
                 tried++;
                 if (rc == 0)
                     rc = frt_cuda_gemm_check_like(c->gemm, frt_stream_native(m->stream), j * m->C, m->C, sh[k][0],
-                                                  sh[k][1], F32, w[k], x, y, y_ref, &same);
+                                                  sh[k][1], (frt_cuda_dtype)sh[k][2], w[k], x, y, y_ref, &same);
             }
             if (rc == 0 && !same) {
                 ok = 0;
@@ -538,7 +540,6 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->q, float, R * (size_t)c->qd * f);
         CARVE(c->k, float, R * (size_t)c->kvd * f);
         CARVE(c->v, float, R * (size_t)c->kvd * f);
-        CARVE(c->o, float, R * (size_t)c->qd * f);
         CARVE(c->t0, float, R * wide * f);
         CARVE(c->t1, float, R * wide * f);
         CARVE(c->delta, float, R * H * f);
@@ -649,9 +650,9 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     return f;
 }
 
-static int gemm(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, int in, int out)
+static int gemm(const fwd *f, void *y, frt_cuda_dtype yt, const uint16_t *x, const uint16_t *w, int in, int out)
 {
-    return frt_cuda_gemm_run(f->c->gemm, f->st, y, F32, x, w, f->R, in, out, 0);
+    return frt_cuda_gemm_run(f->c->gemm, f->st, y, yt, x, w, f->R, in, out, 0);
 }
 
 /* FP8 weights in a prefill piece (docs/fp8.md "FP8 activations"): x [R,
@@ -670,16 +671,27 @@ static int act_fp8(const fwd *f, const uint16_t *x, int in)
  * (docs/fp8.md); with block scales (c->wblk) the bf16 GEMM of x over
  * bf16(decode(wq) * s_blk) dequantized into c->wdq first. Decode takes the
  * fused GEMVs (qkv_products, swiglu_products, resid_add). */
-static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
+static int lin_as(const fwd *f, void *y, frt_cuda_dtype yt, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8,
+                  int in, int out)
 {
     cd_model *c = f->c;
-    if (!c->wfp8) return gemm(f, y, x, w, in, out);
+    if (!c->wfp8) return gemm(f, y, yt, x, w, in, out);
     if (c->wblk) {
         FRT_TRY(frt_cuda_fp8_dequantize_b128_bf16(f->st, c->wdq, w8->w, w8->s, out, in));
-        return gemm(f, y, x, c->wdq, in, out);
+        return gemm(f, y, yt, x, c->wdq, in, out);
     }
-    return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, F32, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
+    return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, yt, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
 }
+
+static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
+{
+    return lin_as(f, y, F32, x, w, w8, in, out);
+}
+
+/* The dtype a prefill's gate and up products are written in, the SwiGLU's
+ * input: bf16 (half the bytes the SwiGLU reads), f32 from the FP8 GEMM
+ * (its plans are f32). */
+static frt_cuda_dtype gate_dt(const cd_model *c) { return c->wfp8 && !c->wblk ? F32 : BF16; }
 
 /* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
  * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV,
@@ -742,29 +754,31 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
 }
 
 /* A prefill's attention of q [R, qd] f32 over layer l's cache (bf16, or
- * E4M3 codes with the scales ks / vs) into o [R, qd] f32: the
+ * E4M3 codes with the scales ks / vs): the
  * FlashAttention kernel (a head_dim other than 64, 128 or 256: the
- * CUDA-core kernel). A group replay runs its pieces c->attn_pieces at a
+ * CUDA-core kernel), written as bf16 into o [R, qd] (the o_proj input;
+ * both kernels round the f32 result once, RNE: the bits of an f32 output
+ * converted). A group replay runs its pieces c->attn_pieces at a
  * time through frt_cuda_attention_prefill_pieces (the key splits of a
  * C-row launch; starts and row counts from c->gpos), the CUDA-core kernel
  * one piece a launch, so every row gets its piece's bits. */
-static int attn_prefill(const fwd *f, const float *q, float *o, const void *kc, const void *vc, const float *ks,
+static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *kc, const void *vc, const float *ks,
                         const float *vs)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
     const size_t qd = (size_t)c->qd;
     if (f->pieces == 1) {
-        int rc = ks ? frt_cuda_attention_prefill_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
+        int rc = ks ? frt_cuda_attention_prefill_fp8(f->st, o, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
                                                      m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
                                                      c->prefill_attn_ws_bytes)
-                    : frt_cuda_attention_prefill(f->st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq,
+                    : frt_cuda_attention_prefill(f->st, o, BF16, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq,
                                                  c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
                                                  c->prefill_attn_ws_bytes);
         if (rc != FRT_ERR_UNSUPPORTED) return rc;
-        return ks ? frt_cuda_attention_fp8(f->st, o, F32, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+        return ks ? frt_cuda_attention_fp8(f->st, o, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                            c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
-                  : frt_cuda_attention(f->st, o, F32, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv,
+                  : frt_cuda_attention(f->st, o, BF16, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv,
                                        c->hd, c->scale, 0, NULL, 0);
     }
     const int C = m->C, ap = c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces;
@@ -772,11 +786,11 @@ static int attn_prefill(const fwd *f, const float *q, float *o, const void *kc, 
     int rc = 0;
     for (int p = 0; rc == 0 && p < f->pieces; p += ap) {
         const float *qp = q + (size_t)p * C * qd;
-        float *op = o + (size_t)p * C * qd;
-        rc = ks ? frt_cuda_attention_prefill_pieces_fp8(f->st, op, F32, qp, F32, kc, vc, ks, vs, c->gpos + p, run_n,
+        uint16_t *op = o + (size_t)p * C * qd;
+        rc = ks ? frt_cuda_attention_prefill_pieces_fp8(f->st, op, BF16, qp, F32, kc, vc, ks, vs, c->gpos + p, run_n,
                                                         ap * C, C, m->max_seq, c->nh, c->nkv, c->hd, c->scale,
                                                         c->prefill_attn_ws, c->prefill_attn_ws_bytes)
-                : frt_cuda_attention_prefill_pieces(f->st, op, F32, qp, F32, kc, vc, c->gpos + p, run_n, ap * C, C,
+                : frt_cuda_attention_prefill_pieces(f->st, op, BF16, qp, F32, kc, vc, c->gpos + p, run_n, ap * C, C,
                                                     m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
                                                     c->prefill_attn_ws_bytes);
     }
@@ -784,10 +798,10 @@ static int attn_prefill(const fwd *f, const float *q, float *o, const void *kc, 
     const int32_t *piece_n = c->gpos + f->pieces; /* C */
     for (int p = 0; p < f->pieces; p++) { /* the CUDA-core kernel, one piece a launch */
         const float *qp = q + (size_t)p * C * qd;
-        float *op = o + (size_t)p * C * qd;
-        FRT_TRY(ks ? frt_cuda_attention_fp8(f->st, op, F32, qp, F32, kc, vc, ks, vs, c->gpos + p, piece_n, C,
+        uint16_t *op = o + (size_t)p * C * qd;
+        FRT_TRY(ks ? frt_cuda_attention_fp8(f->st, op, BF16, qp, F32, kc, vc, ks, vs, c->gpos + p, piece_n, C,
                                             m->max_seq, c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
-                   : frt_cuda_attention(f->st, op, F32, qp, F32, kc, vc, c->gpos + p, piece_n, C, m->max_seq, c->nh,
+                   : frt_cuda_attention(f->st, op, BF16, qp, F32, kc, vc, c->gpos + p, piece_n, C, m->max_seq, c->nh,
                                         c->nkv, c->hd, c->scale, 0, NULL, 0));
     }
     return 0;
@@ -802,9 +816,8 @@ static int attn_prefill(const fwd *f, const float *q, float *o, const void *kc, 
  * output): the decode kernel's flash-decoding splits (fp32 accuracy) for
  * decode, the FlashAttention kernel for a prefill piece; a head_dim other
  * than 64, 128 or 256 takes the CUDA-core kernel (dequantized on load, f32)
- * in both. Output: decode (attn_direct) bf16 into ob, a prefill piece f32
- * into o. */
-static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, float *o, uint16_t *ob)
+ * in both. Output: bf16 into ob. */
+static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uint16_t *ob)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
@@ -818,20 +831,14 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, flo
     }
     FRT_TRY(rope_qk(f, q, k));
     FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
-    return attn_prefill(f, q, o, kc, vc, ks, vs);
+    return attn_prefill(f, q, ob, kc, vc, ks, vs);
 }
-
-/* Whether the attention writes its output as bf16 straight into c->ob,
- * the o_proj input (the decode kernels' combine rounds once, RNE: the bits
- * of the f32 output converted), instead of f32 into c->o and a convert
- * launch: decode, with either KV cache. */
-static int attn_direct(const fwd *f) { return f->decode; }
 
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
  * q / k norms, RoPE at the boundary's positions and the KV append of layer
- * l (the bound slot's cache), then attention into o [R, qd] f32, or with
- * attn_direct into ob [R, qd] bf16. */
-static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o, uint16_t *ob)
+ * l (the bound slot's cache), then attention into ob [R, qd] bf16 (the
+ * kernels round once, RNE: the bits of an f32 output converted). */
+static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t *ob)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
@@ -848,15 +855,15 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, float *o
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));
     }
-    if (c->fp8) return attn_fp8(f, l, q, k, v, o, ob);
-    if (attn_direct(f)) { /* decode: RoPE and the KV append in one launch (the same bits) */
+    if (c->fp8) return attn_fp8(f, l, q, k, v, ob);
+    if (f->decode) { /* decode: RoPE and the KV append in one launch (the same bits) */
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
     FRT_TRY(rope_qk(f, q, k));
     FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
-    return attn_prefill(f, q, o, kc, vc, NULL, NULL);
+    return attn_prefill(f, q, ob, kc, vc, NULL, NULL);
 }
 
 /* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16
@@ -911,7 +918,6 @@ static int attn_out(const fwd *f, int l)
 {
     cd_model *c = f->c;
     const cd_layer *lw = &c->layers[l];
-    if (!attn_direct(f)) FRT_TRY(frt_cuda_convert(f->st, c->ob, BF16, c->o, F32, f->d_n, f->R, c->qd));
     FRT_TRY(gemm_out(f, c->ob, lw->o_proj, L8(c, l, o_proj), c->qd));
     if (lw->o_bias) FRT_TRY(frt_dense_bias_add(f->st, f->decode ? c->x : c->delta, lw->o_bias, f->d_n, f->R, c->H));
     return 0;
@@ -932,7 +938,7 @@ static int attention_block(const fwd *f, int l)
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
         FRT_TRY(lin(f, c->v, c->h, lw->v_proj, L8(c, l, v_proj), c->H, c->kvd));
     }
-    FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->o, c->ob));
+    FRT_TRY(attn_rows(f, l, c->q, c->k, c->v, c->ob));
     return attn_out(f, l);
 }
 
@@ -947,9 +953,10 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(swiglu_products(f, l, c->ob, 0, f->R, &nm));
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
-        FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
-        FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
-        FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
+        const frt_cuda_dtype gt = gate_dt(c);
+        FRT_TRY(lin_as(f, c->t0, gt, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
+        FRT_TRY(lin_as(f, c->t1, gt, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
+        FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, gt, f->d_n, f->R, c->I));
     }
     return gemm_out(f, c->ob, lw->down_proj, L8(c, l, down_proj), c->I);
 }
@@ -1109,7 +1116,7 @@ static int attn_batch_fp8(const fwd *f, int l)
 }
 
 /* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16,
- * attn_direct): biases and q / k norms
+ * as attn_rows): biases and q / k norms
  * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
  * each in one launch for every slot (device tables; attn_batch_fp8 with the
  * FP8 KV cache), the same bits per row
@@ -1126,7 +1133,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         for (int b = 0; b < n; b++) {
             FRT_TRY(frt_model_bind_slot(m, b));
             FRT_TRY(attn_rows(&fb[b], l, c->q + (size_t)b * c->qd, c->k + (size_t)b * c->kvd,
-                              c->v + (size_t)b * c->kvd, c->o + (size_t)b * c->qd, c->ob + (size_t)b * c->qd));
+                              c->v + (size_t)b * c->kvd, c->ob + (size_t)b * c->qd));
         }
         return 0;
     }
@@ -1208,7 +1215,6 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
         FRT_TRY(norm_rows(&fa, lw->input_ln));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(qkv_products(&fa, l, r0, n - r0 < G ? n - r0 : G, NULL));
         FRT_TRY(attn_batch(&fa, fb, l));
-        if (!attn_direct(&fa)) FRT_TRY(frt_cuda_convert(fa.st, c->ob, BF16, c->o, F32, NULL, n, c->qd));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(out_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
         FRT_TRY(norm_rows(&fa, lw->post_ln));
         for (int r0 = 0; r0 < n; r0 += G) FRT_TRY(mlp_rows(&fa, l, r0, n - r0 < G ? n - r0 : G));
