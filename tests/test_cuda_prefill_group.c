@@ -8,17 +8,21 @@
  *     here on the host, independently of frt_cuda_gemm_check_like, which
  *     must agree), at the tiny model's shapes and at llama3.1-8b's; the
  *     handle's fingerprint ignores such plans; plan_like's refusals;
- *     autotune and load refuse a handle with such plans.
+ *     autotune and load refuse a handle with such plans. The same for the
+ *     FP8 GEMM (frt_cuda_gemm_fp8_plan_like / _check_like).
  *  2. The model: tiny-dense (llama, llama3 RoPE) on cuda, C = 64, with the
  *     default groups (G = 8) and with prefill_group 1: one fingerprint, and
  *     a prefill of 11 whole pieces + 13 tokens (groups of 8, 2, 1) leaves the
  *     same logits, the same capsule file bytes and the same greedy tokens;
  *     restore == cold across the groupings (a capsule of 3 pieces made by
  *     one model restores into the other, then the rest is appended); the
- *     ids port holds C * G ids; the FP8 KV cache too.
- *  3. Refusals at load: prefill_group 2 with FP8 weights or debug_hidden
+ *     ids port holds C * G ids; with the FP8 KV cache and with FP8 weights
+ *     (per channel, the FP8 GEMM's group plans) too.
+ *  3. Refusals at load: prefill_group 2 with debug_hidden
  *     (FRT_ERR_UNSUPPORTED, the reason in the message), prefill_group 3
- *     (FRT_ERR_INVALID_ARGUMENT).
+ *     (FRT_ERR_INVALID_ARGUMENT); the default with debug_hidden is 1.
+ *     (Block-wise FP8 checkpoints also run one piece a replay; no such
+ *     checkpoint is made here.)
  * The cpu-side checks of params.prefill_group are in tests/test_model.c;
  * the capsule suite on cuda (tests/test_capsule.c, capsule_cuda) runs with
  * the default groups, so its restore == cold checks cover them too.
@@ -32,6 +36,7 @@
 
 #if FRT_HAVE_CUDA
 #include "frt/exec.h"
+#include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "util/bf16.h"
 #include "frt_test_cuda.h"
@@ -133,8 +138,61 @@ static void test_gemm(void)
     frt_cuda_gemm_destroy(g);
 }
 
+/* 1b. The FP8 GEMM's group plans: the C-row plan's algorithm over j * C
+ * rows, left out of the fingerprint, and the device check. */
+static void test_gemm_fp8(int C, int j, int in, int out)
+{
+    frt_cuda_gemm *base = NULL;
+    frt_cuda_gemm_fp8 *g = NULL;
+    must(frt_cuda_gemm_create(32u << 20, &base), "gemm create");
+    must(frt_cuda_gemm_add_stream(base, g_cs), "gemm stream");
+    must(frt_cuda_gemm_fp8_create(base, &g), "gemm_fp8 create");
+    const int n = j * C;
+    unsigned char *wc = xzalloc((size_t)out * in);
+    float *ws = xzalloc((size_t)out * 4);
+    uint64_t rng = 0xf8f8u + (uint64_t)in;
+    for (size_t i = 0; i < (size_t)out * in; i++) {
+        unsigned char c8 = (unsigned char)(frt_rng_next(&rng) & 0xff);
+        wc[i] = (c8 & 0x7f) == 0x7f ? 0x30 : c8;
+    }
+    for (int o = 0; o < out; o++) ws[o] = 0.01f + 0.001f * (float)(o % 7);
+    dbuf dw = dalloc((size_t)out * in), dws = dalloc((size_t)out * 4), dx = dalloc((size_t)n * in);
+    dbuf dxs = dalloc((size_t)n * 4), dy = dalloc((size_t)n * out * 4), dref = dalloc((size_t)C * out * 4);
+    dput(dw, 0, wc, (size_t)out * in);
+    dput(dws, 0, ws, (size_t)out * 4);
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan_like(g, n, C, in, out, FRT_CUDA_F32), FRT_ERR_STATE); /* no source */
+    CHECK_OK(frt_cuda_gemm_fp8_plan(g, C, in, out, FRT_CUDA_F32));
+    CHECK_STATUS(frt_cuda_gemm_fp8_plan_like(g, C, C, in, out, FRT_CUDA_F32), FRT_ERR_INVALID_ARGUMENT);
+    const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g);
+    CHECK_OK(frt_cuda_gemm_fp8_plan_like(g, n, C, in, out, FRT_CUDA_F32));
+    CHECK_OK(frt_cuda_gemm_fp8_plan_like(g, n, C, in, out, FRT_CUDA_F32)); /* a no-op */
+    CHECK(frt_cuda_gemm_fp8_plan_count(g) == 2 && frt_cuda_gemm_fp8_fingerprint(g) == fp);
+    frt_cuda_gemm_fp8_plan_info a, b;
+    CHECK_OK(frt_cuda_gemm_fp8_plan_get(g, 0, &a));
+    CHECK_OK(frt_cuda_gemm_fp8_plan_get(g, 1, &b));
+    CHECK(b.like_n == C && b.n == n && a.algo_id == b.algo_id && a.tile_id == b.tile_id &&
+          a.splitk_num == b.splitk_num && a.scales_in_library == b.scales_in_library);
+    int same = -1;
+    CHECK_OK(frt_cuda_gemm_fp8_check_like(g, g_cs, n, C, in, out, FRT_CUDA_F32, dw.p, dws.p, dx.p, dxs.p, dy.p,
+                                          dref.p, &same));
+    char name[160];
+    snprintf(name, sizeof name, "FP8 GEMM %d rows = %d x %d, in %d out %d: the pieces' bytes (check_like)", n, j, C,
+             in, out);
+    report_flag(name, same == 1);
+    free(wc);
+    free(ws);
+    dfree(&dw);
+    dfree(&dws);
+    dfree(&dx);
+    dfree(&dxs);
+    dfree(&dy);
+    dfree(&dref);
+    frt_cuda_gemm_fp8_destroy(g);
+    frt_cuda_gemm_destroy(base);
+}
+
 /* 2. The model. */
-static frt_model *load(const char *dir, int group, frt_kv_dtype kv)
+static frt_model *load(const char *dir, int group, frt_kv_dtype kv, frt_weight_dtype wd)
 {
     frt_model_params p = frt_model_default_params();
     p.backend = FRT_BACKEND_CUDA;
@@ -142,6 +200,7 @@ static frt_model *load(const char *dir, int group, frt_kv_dtype kv)
     p.max_seq = 1024;
     p.prefill_group = group;
     p.kv_dtype = kv;
+    p.weight_dtype = wd;
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(dir, &p, &m));
     return m;
@@ -160,11 +219,11 @@ static char *read_all(const char *path, size_t *n)
     return b;
 }
 
-static void test_model(const char *dir, frt_kv_dtype kv)
+static void test_model(const char *dir, frt_kv_dtype kv, frt_weight_dtype wd)
 {
-    const char *kvn = kv == FRT_KV_FP8 ? " (FP8 KV cache)" : "";
-    printf("2. tiny-dense on cuda, groups of up to 8 pieces against one piece a replay%s\n", kvn);
-    frt_model *a = load(dir, 0, kv), *b = load(dir, 1, kv);
+    printf("2. tiny-dense on cuda, groups of up to 8 pieces against one piece a replay%s%s\n",
+           kv == FRT_KV_FP8 ? " (FP8 KV cache)" : "", wd == FRT_WEIGHT_FP8 ? " (FP8 weights)" : "");
+    frt_model *a = load(dir, 0, kv, wd), *b = load(dir, 1, kv, wd);
     if (!a || !b) goto out;
     frt_model_info ia, ib;
     CHECK_OK(frt_model_info_get(a, &ia));
@@ -261,10 +320,6 @@ static void test_refusals(const char *dir)
     p.max_seq = 512;
     frt_model *m = NULL;
     p.prefill_group = 2;
-    p.weight_dtype = FRT_WEIGHT_FP8;
-    CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_UNSUPPORTED);
-    CHECK(m == NULL && strstr(frt_last_error(), "FP8 weights") != NULL);
-    p.weight_dtype = FRT_WEIGHT_DEFAULT;
     p.debug_hidden = 1;
     CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_UNSUPPORTED);
     CHECK(m == NULL && strstr(frt_last_error(), "debug_hidden") != NULL);
@@ -272,9 +327,9 @@ static void test_refusals(const char *dir)
     p.prefill_group = 3;
     CHECK_STATUS(frt_model_load(dir, &p, &m), FRT_ERR_INVALID_ARGUMENT);
     CHECK(m == NULL);
-    /* the default with FP8 weights: one piece a replay, no error */
+    /* the default with debug_hidden: one piece a replay, no error */
     p.prefill_group = 0;
-    p.weight_dtype = FRT_WEIGHT_FP8;
+    p.debug_hidden = 1;
     CHECK_OK(frt_model_load(dir, &p, &m));
     frt_model_info info;
     if (m) {
@@ -293,11 +348,15 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_gemm();
+    test_gemm_fp8(64, 4, 256, 128);
+    test_gemm_fp8(256, 8, 4096, 4096);
+    test_gemm_fp8(256, 8, 14336, 4096);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-group-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));
-    test_model(dir, FRT_KV_DEFAULT);
-    test_model(dir, FRT_KV_FP8);
+    test_model(dir, FRT_KV_DEFAULT, FRT_WEIGHT_DEFAULT);
+    test_model(dir, FRT_KV_FP8, FRT_WEIGHT_DEFAULT);
+    test_model(dir, FRT_KV_DEFAULT, FRT_WEIGHT_FP8);
     test_refusals(dir);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -33,7 +33,8 @@
 #define FP8_MAX_PLANS 256 /* the table is allocated whole at create */
 
 struct fp8_plan {
-    gemm_plan lt; /* n, in_dim, out_dim, out_dt, desc, a, b, c, algo, ws_needed (kernel: cuBLASLt) */
+    gemm_plan lt; /* n, in_dim, out_dim, out_dt, desc, a, b, c, algo, ws_needed (kernel: cuBLASLt); lt.like_n:
+                     frt_cuda_gemm_fp8_plan_like's source rows (0: its own plan) */
     int shape_algo;
     int lib; /* 1: cuBLASLt applies the scales (OUTER_VEC_32F); 0: fp8_epilogue after it */
 };
@@ -263,6 +264,107 @@ extern "C" int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, i
     return 0;
 }
 
+extern "C" int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_src, int in_dim, int out_dim,
+                                           frt_cuda_dtype out_dtype)
+{
+    FRT_ARG(g, "cuda gemm_fp8 plan_like: NULL handle");
+    FRT_TRY(fp8_shape_check("plan_like", n, in_dim, out_dim, out_dtype));
+    FRT_ARG(n_src > 0 && n > n_src, "cuda gemm_fp8 plan_like: %d rows like %d", n, n_src);
+    const fp8_plan *src = fp8_find(g, n_src, in_dim, out_dim, out_dtype);
+    if (!src)
+        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 plan_like: no plan of %d rows for in %d out %d", n_src, in_dim,
+                         out_dim);
+    const fp8_plan *have = fp8_find(g, n, in_dim, out_dim, out_dtype);
+    if (have) {
+        if (have->lt.like_n == n_src) return 0;
+        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 plan_like: the plan of %d rows for in %d out %d has its own "
+                         "algorithm", n, in_dim, out_dim);
+    }
+    if (g->n_plans == FP8_MAX_PLANS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
+    fp8_plan *p = &g->plans[g->n_plans];
+    memset(p, 0, sizeof *p);
+    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
+    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    p->lt.like_n = n_src;
+    p->lib = src->lib;
+    p->shape_algo = src->shape_algo;
+    int rc = fp8_descs(g, p);
+    if (rc == 0 && !fp8_algo_fits(g, p, &src->lt.algo))
+        rc = frt_error(FRT_ERR_UNSUPPORTED, "cuda gemm_fp8 plan_like: the algorithm of %d rows does not take %d (in %d "
+                       "out %d)", n_src, n, in_dim, out_dim);
+    if (rc < 0) {
+        fp8_plan_release(p);
+        memset(p, 0, sizeof *p);
+        return rc;
+    }
+    g->n_plans++;
+    return 0;
+}
+
+/* The check's operands: fixed pseudo-random E4M3 codes (no NaN code) and
+ * per-row scales 2^-(t % 5). */
+__global__ void fp8_like_fill(uint8_t *xq, size_t n, float *x_scale, int rows)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 0x9e3779b1u + 0x2545f491u;
+        h ^= h >> 15;
+        h *= 0x2c1b3c6du;
+        h ^= h >> 12;
+        const uint8_t c = (uint8_t)(h >> 8);
+        xq[i] = (c & 0x7f) == 0x7f ? (uint8_t)0x38 : c; /* 0x7f / 0xff are NaN: 1.0 instead */
+        if (i < (size_t)rows) x_scale[i] = exp2f(-(float)(i % 5));
+    }
+}
+
+/* Counts the 32-bit words where a and b differ into *bad. */
+__global__ void fp8_like_compare(const uint32_t *a, const uint32_t *b, size_t n, unsigned int *bad)
+{
+    unsigned int k = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        k += a[i] != b[i];
+    if (k) atomicAdd(bad, k);
+}
+
+extern "C" int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, int n, int n_src, int in_dim,
+                                            int out_dim, frt_cuda_dtype out_dtype, const uint8_t *w,
+                                            const float *w_scale, uint8_t *xq, float *x_scale, void *y, void *y_ref,
+                                            int *same)
+{
+    FRT_ARG(g && w && w_scale && xq && x_scale && y && y_ref && same, "cuda gemm_fp8 check_like: NULL pointer");
+    FRT_ARG(n_src > 0 && n > n_src && n % n_src == 0, "cuda gemm_fp8 check_like: %d rows in pieces of %d", n,
+            n_src);
+    *same = 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t esz = out_dtype == FRT_CUDA_BF16 ? 2 : 4, ye = (size_t)n_src * out_dim;
+    fp8_like_fill<<<1024, 256, 0, st>>>(xq, (size_t)n * in_dim, x_scale, n);
+    FRT_LAUNCH_CHECK();
+    FRT_TRY(frt_cuda_gemm_fp8_run(g, stream, y, out_dtype, xq, x_scale, w, w_scale, n, in_dim, out_dim));
+    unsigned int *bad = NULL, nbad = 0;
+    FRT_CUDA_TRY(cudaMalloc(&bad, sizeof *bad));
+    cudaError_t e = cudaMemsetAsync(bad, 0, sizeof *bad, st);
+    int rc = e == cudaSuccess ? 0 : frt_cuda_fail(e, "cudaMemsetAsync", __FILE__, __LINE__);
+    for (int j = 0; rc == 0 && j < n / n_src; j++) {
+        rc = frt_cuda_gemm_fp8_run(g, stream, y_ref, out_dtype, xq + (size_t)j * n_src * in_dim,
+                                   x_scale + (size_t)j * n_src, w, w_scale, n_src, in_dim, out_dim);
+        if (rc == 0) {
+            fp8_like_compare<<<512, 256, 0, st>>>((const uint32_t *)((const char *)y + (size_t)j * ye * esz),
+                                                  (const uint32_t *)y_ref, ye * esz / 4, bad);
+            e = cudaGetLastError();
+            if (e != cudaSuccess) rc = frt_cuda_fail(e, "fp8_like_compare", __FILE__, __LINE__);
+        }
+    }
+    if (rc == 0) {
+        e = cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) rc = frt_cuda_fail(e, "check_like", __FILE__, __LINE__);
+    }
+    cudaFree(bad);
+    if (rc < 0) return rc;
+    *same = nbad == 0;
+    return 0;
+}
+
 extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_dtype y_dtype,
                                      const uint8_t *xq, const float *x_scale, const uint8_t *w,
                                      const float *w_scale, int n, int in_dim, int out_dim)
@@ -308,6 +410,7 @@ extern "C" int frt_cuda_gemm_fp8_plan_get(const frt_cuda_gemm_fp8 *g, int i, frt
     info->reduction_scheme = ids[4], info->cta_swizzling = ids[5], info->custom_option = ids[6];
     info->shape_algo = p->shape_algo;
     info->scales_in_library = p->lib;
+    info->like_n = p->lt.like_n;
     return 0;
 }
 
@@ -319,7 +422,8 @@ extern "C" uint64_t frt_cuda_gemm_fp8_fingerprint(const frt_cuda_gemm_fp8 *g)
     XXH64_reset(h, 0x38); /* seed: the FP8 plans' hash never equals the bf16 plans' */
     for (int i = 0; i < g->n_plans; i++) {
         frt_cuda_gemm_fp8_plan_info pi; /* ints only: no padding bytes */
-        if (frt_cuda_gemm_fp8_plan_get(g, i, &pi) == 0) XXH64_update(h, &pi, sizeof pi);
+        if (frt_cuda_gemm_fp8_plan_get(g, i, &pi) == 0 && !pi.like_n) /* like_n: its source's algorithm */
+            XXH64_update(h, &pi, sizeof pi);
     }
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);

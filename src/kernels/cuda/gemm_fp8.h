@@ -57,6 +57,7 @@ typedef struct frt_cuda_gemm_fp8_plan_info {
     int algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling, custom_option;
     int shape_algo; /* 1: the (in, out, dtype) algorithm of n = FRT_CUDA_GEMM_FP8_REF_N; 0: n's own */
     int scales_in_library; /* 1: cuBLASLt's OUTER_VEC_32F; 0: unit scales + frt's epilogue */
+    int like_n; /* frt_cuda_gemm_fp8_plan_like: the rows of the plan whose algorithm it runs (0: its own) */
 } frt_cuda_gemm_fp8_plan_info;
 
 /* Creates an FP8 GEMM handle on top of `base` (a frt_cuda_gemm): it uses
@@ -105,6 +106,31 @@ int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim,
 int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_dtype y_dtype, const uint8_t *xq,
                           const float *x_scale, const uint8_t *w, const float *w_scale, int n, int in_dim,
                           int out_dim);
+
+/* Prefill groups (docs/architectures.md "Prefill groups"; the bf16
+ * handle's frt_cuda_gemm_plan_like / _check_like): a plan of n rows with the
+ * algorithm and scaling of the existing plan of n_src rows (same in_dim,
+ * out_dim, out_dtype), checked with cublasLtMatmulAlgoCheck; a no-op when
+ * made already. Left out of frt_cuda_gemm_fp8_fingerprint once
+ * frt_cuda_gemm_fp8_check_like shows it gives the n_src plan's bits.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, shape, n <= n_src); FRT_ERR_STATE
+ * (no n_src plan, or an n plan of its own); FRT_ERR_UNSUPPORTED (the
+ * algorithm does not take n rows); FRT_ERR_OUT_OF_RANGE; FRT_ERR_BACKEND. */
+int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_src, int in_dim, int out_dim,
+                                frt_cuda_dtype out_dtype);
+
+/* Runs the n-row plan and, piece by piece, the n_src-row plan on the same
+ * fixed pseudo-random operands (xq [n, in_dim] E4M3 codes with no NaN
+ * code, x_scale [n] f32 2^-(t % 5), written here) and the weight w / w_scale
+ * ([out_dim, in_dim] codes, [out_dim] f32), and compares y [n, out_dim]
+ * with each piece's y_ref [n_src, out_dim] word for word: *same 1 when every
+ * row matched. Device scratch xq, x_scale, y, y_ref of those sizes (y and
+ * y_ref in out_dtype). Synchronizes the stream. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, n not a multiple of n_src); those of
+ * frt_cuda_gemm_fp8_run; FRT_ERR_BACKEND. */
+int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, int n, int n_src, int in_dim, int out_dim,
+                                 frt_cuda_dtype out_dtype, const uint8_t *w, const float *w_scale, uint8_t *xq,
+                                 float *x_scale, void *y, void *y_ref, int *same);
 
 /* Plans made so far (0 for NULL), and plan i (in the order they were made)
  * into *info. Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_OUT_OF_RANGE. */

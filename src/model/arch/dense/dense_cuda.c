@@ -411,20 +411,58 @@ static void prefill_shapes(const cd_model *c, int sh[5][3])
     memcpy(sh, v, sizeof v);
 }
 
+/* Scratch of the load-time check (cd_prefill_group). */
+typedef struct group_scratch {
+    void *x, *xs, *y, *y_ref; /* x: bf16 rows or E4M3 codes; xs: FP8's per-row scales */
+} group_scratch;
+
+/* Product k (prefill_shapes' order) over j * C rows: makes its group plan
+ * and checks on the device that every row gets its piece's bits: bf16
+ * weights try the heuristic's first choices for j * C rows, then the C-row
+ * algorithm (the first that passes is kept); FP8 weights take their C-row
+ * plan's algorithm (one per shape already, gemm_fp8.h). *same 1 when a
+ * plan passed; FRT_ERR_* from the calls. */
+static int group_product(frt_model *m, cd_model *c, int j, int k, const int sh[3], const group_scratch *gs, int *same)
+{
+    const int n = j * m->C;
+    void *st = frt_stream_native(m->stream);
+    *same = 0;
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[0];
+        const cd_fp8 *w8[5] = {&l8->q_proj, &l8->k_proj, &l8->o_proj, &l8->gate_proj, &l8->down_proj};
+        int rc = frt_cuda_gemm_fp8_plan_like(c->gemm8, n, m->C, sh[0], sh[1], F32);
+        if (rc == FRT_ERR_UNSUPPORTED) return 0;
+        FRT_TRY(rc);
+        return frt_cuda_gemm_fp8_check_like(c->gemm8, st, n, m->C, sh[0], sh[1], F32, w8[k]->w, w8[k]->s, gs->x,
+                                            gs->xs, gs->y, gs->y_ref, same);
+    }
+    const cd_layer *l0 = &c->layers[0];
+    const uint16_t *w[5] = {l0->q_proj, l0->k_proj, l0->o_proj, l0->gate_proj, l0->down_proj};
+    static const int ranks[] = {0, 1, 2, 3, -1};
+    for (size_t r = 0; !*same && r < sizeof ranks / sizeof ranks[0]; r++) {
+        int rc = frt_cuda_gemm_plan_like(c->gemm, n, m->C, sh[0], sh[1], (frt_cuda_dtype)sh[2], 0, ranks[r]);
+        if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) continue;
+        FRT_TRY(rc);
+        FRT_TRY(frt_cuda_gemm_check_like(c->gemm, st, n, m->C, sh[0], sh[1], (frt_cuda_dtype)sh[2], w[k], gs->x,
+                                         gs->y, gs->y_ref, same));
+    }
+    return 0;
+}
+
 /* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
- * G up to want (0: 8, at most m->G), the groups' plans made and each checked
- * on the device to give every row the bits of its own piece
- * (frt_cuda_gemm_check_like, over layer 0's weights). A size whose plan or
- * check fails ends the ladder: G is the last size that passed (with want >
- * 1 given: FRT_ERR_UNSUPPORTED, naming the shape). FP8 weights and
- * debug_hidden run one piece a replay. */
+ * G up to want (0: 8, at most m->G); for each group size 2, 4, .. G every
+ * prefill product gets its group plan, checked on the device over layer 0's
+ * weights (group_product). A size where a product fails ends the ladder: G
+ * is the last size that passed (with want > 1 given: FRT_ERR_UNSUPPORTED,
+ * naming the product). Block-wise FP8 weights and debug_hidden run one
+ * piece a replay. */
 static int cd_prefill_group(frt_model *m, int want, int *got)
 {
     cd_model *c = m->bk_data;
     *got = 1;
     const char *why = m->params.debug_hidden ? "debug_hidden records one piece a replay"
-                      : c->wfp8 ? "FP8 weights run every prefill piece on its own (their row groups are not "
-                                  "checked yet)"
+                      : c->wblk ? "block-wise FP8 weights run every prefill piece on its own (their dequantized "
+                                  "GEMMs are not checked for row groups)"
                                 : NULL;
     if (why) {
         if (want > 1) return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: %s", want, why);
@@ -434,56 +472,43 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
     FRT_TRY(make_plans(m, c));
     int sh[5][3];
     prefill_shapes(c, sh);
+    if (c->wfp8)
+        for (int k = 0; k < 5; k++) sh[k][2] = F32; /* the FP8 GEMM's plans are f32 */
     size_t xin = 0, yout = 0;
     for (int k = 0; k < 5; k++) {
         xin = xin > (size_t)sh[k][0] ? xin : (size_t)sh[k][0];
         yout = yout > (size_t)sh[k][1] ? yout : (size_t)sh[k][1];
     }
-    const size_t rows = (size_t)G * (size_t)m->C;
-    void *x = NULL, *y = NULL, *y_ref = NULL;
+    const size_t rows = (size_t)G * (size_t)m->C, xb = rows * xin * (c->wfp8 ? 1 : 2);
+    group_scratch gs = {NULL, NULL, NULL, NULL};
     int rc = 0;
-    if (cudaMalloc(&x, rows * xin * 2) != cudaSuccess || cudaMalloc(&y, rows * yout * 4) != cudaSuccess ||
-        cudaMalloc(&y_ref, (size_t)m->C * yout * 4) != cudaSuccess) {
+    if (cudaMalloc(&gs.x, xb) != cudaSuccess || cudaMalloc(&gs.xs, rows * 4) != cudaSuccess ||
+        cudaMalloc(&gs.y, rows * yout * 4) != cudaSuccess ||
+        cudaMalloc(&gs.y_ref, (size_t)m->C * yout * 4) != cudaSuccess) {
         (void)cudaGetLastError();
         rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: prefill_group %d: no device memory for the load-time check "
-                       "(%.0f MB)", G, (double)(rows * (xin * 2 + yout * 4) + (size_t)m->C * yout * 4) / 1e6);
+                       "(%.0f MB)", G, (double)(xb + rows * (4 + yout * 4) + (size_t)m->C * yout * 4) / 1e6);
     }
-    const cd_layer *l0 = &c->layers[0];
-    const uint16_t *w[5] = {l0->q_proj, l0->k_proj, l0->o_proj, l0->gate_proj, l0->down_proj};
     int ok = 1;
     for (int j = 2; rc == 0 && ok && j <= G; j *= 2) {
         for (int k = 0; rc == 0 && ok && k < 5; k++) {
-            /* the heuristic's first choices for j * C rows, then the C-row algorithm: the first whose rows
-             * are the pieces' bits */
-            static const int ranks[] = {0, 1, 2, 3, -1};
-            int same = 0, tried = 0;
-            for (size_t r = 0; rc == 0 && !same && r < sizeof ranks / sizeof ranks[0]; r++) {
-                rc = frt_cuda_gemm_plan_like(c->gemm, j * m->C, m->C, sh[k][0], sh[k][1], (frt_cuda_dtype)sh[k][2], 0,
-                                             ranks[r]);
-                if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) {
-                    rc = 0;
-                    continue;
-                }
-                tried++;
-                if (rc == 0)
-                    rc = frt_cuda_gemm_check_like(c->gemm, frt_stream_native(m->stream), j * m->C, m->C, sh[k][0],
-                                                  sh[k][1], (frt_cuda_dtype)sh[k][2], w[k], x, y, y_ref, &same);
-            }
+            int same = 0;
+            rc = group_product(m, c, j, k, sh[k], &gs, &same);
             if (rc == 0 && !same) {
                 ok = 0;
                 if (want > 1)
                     rc = frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: the product in %d out %d over %d "
-                                   "rows %s (docs/architectures.md \"Prefill groups\")",
-                                   want, sh[k][0], sh[k][1], j * m->C,
-                                   tried ? "differs from its pieces of C rows with every algorithm tried"
-                                         : "has no algorithm");
+                                   "rows differs from its pieces of %d rows with every algorithm tried "
+                                   "(docs/architectures.md \"Prefill groups\")",
+                                   want, sh[k][0], sh[k][1], j * m->C, m->C);
             }
         }
         if (rc == 0 && ok) *got = j;
     }
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(y_ref);
+    cudaFree(gs.x);
+    cudaFree(gs.xs);
+    cudaFree(gs.y);
+    cudaFree(gs.y_ref);
     return rc;
 }
 
