@@ -172,6 +172,83 @@ static int prep_codes_cpu(const unsigned char *kc, const unsigned char *vc, cons
     return same;
 }
 
+/* frt_dense_prefill_prep (fp8 0) / _fp8 (fp8 1): n = 29 of max_n = 37 rows
+ * at positions 270.. (the last rows past max_seq 290: no cache row) give
+ * the bytes of frt_dense_rope_table on q and k + frt_cuda_kv_append(_fp8)
+ * over the same rows; rows past n are not touched. */
+static void test_prefill_prep(int fp8)
+{
+    enum { MAXN = 37, N = 29, NH = 8, NKV = 2, HD = 64, MAXS = 290, START = 270 };
+    const size_t qn = (size_t)MAXN * NH * HD, kn = (size_t)MAXN * NKV * HD, row = (size_t)NKV * HD;
+    const size_t cache = (size_t)MAXS * row * (fp8 ? 1 : 2);
+    float *q = xmalloc(qn * 4), *k = xmalloc(kn * 4), *v = xmalloc(kn * 4), inv[HD / 2];
+    const float sc[2 * NKV] = {0.0037f, 0.61f, 0.023f, 1.7f};
+    frt_test_fill(q, qn, -2, 2);
+    frt_test_fill(k, kn, -2, 2);
+    frt_test_fill(v, kn, -2, 2);
+    frt_rope_inv_freq_llama3(inv, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    const int32_t dyn[2] = {START, N};
+    frt_buffer *dinv = dev_alloc(sizeof inv), *ddyn = dev_alloc(sizeof dyn), *dsc = dev_alloc(sizeof sc);
+    frt_buffer *bufs[2][5]; /* q, k, v, k cache, v cache: fused, unfused */
+    for (int u = 0; u < 2; u++) {
+        bufs[u][0] = dev_alloc(qn * 4), bufs[u][1] = dev_alloc(kn * 4), bufs[u][2] = dev_alloc(kn * 4);
+        bufs[u][3] = dev_alloc(cache), bufs[u][4] = dev_alloc(cache);
+        must(frt_buffer_write(bufs[u][0], 0, q, qn * 4, g_st), "write");
+        must(frt_buffer_write(bufs[u][1], 0, k, kn * 4, g_st), "write");
+        must(frt_buffer_write(bufs[u][2], 0, v, kn * 4, g_st), "write");
+        must(frt_buffer_fill(bufs[u][3], 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(bufs[u][4], 0, cache, 0x5A, g_st), "fill");
+    }
+    must(frt_buffer_write(dinv, 0, inv, sizeof inv, g_st), "write");
+    must(frt_buffer_write(ddyn, 0, dyn, sizeof dyn, g_st), "write");
+    must(frt_buffer_write(dsc, 0, sc, sizeof sc, g_st), "write");
+    const int32_t *pos = frt_buffer_ptr(ddyn), *dn = pos + 1;
+    const float *ks = frt_buffer_ptr(dsc), *vs = ks + NKV, *dinvp = frt_buffer_ptr(dinv);
+#define BP(u, i) frt_buffer_ptr(bufs[u][i])
+    if (fp8)
+        CHECK_OK(frt_dense_prefill_prep_fp8(g_cs, BP(0, 0), BP(0, 1), BP(0, 2), dinvp, BP(0, 3), BP(0, 4), ks, vs, pos,
+                                            dn, MAXN, MAXS, NH, NKV, HD));
+    else
+        CHECK_OK(frt_dense_prefill_prep(g_cs, BP(0, 0), BP(0, 1), BP(0, 2), dinvp, BP(0, 3), BP(0, 4), pos, dn, MAXN,
+                                        MAXS, NH, NKV, HD));
+    CHECK_OK(frt_dense_rope_table(g_cs, BP(1, 0), dinvp, pos, dn, MAXN, NH, HD));
+    CHECK_OK(frt_dense_rope_table(g_cs, BP(1, 1), dinvp, pos, dn, MAXN, NKV, HD));
+    if (fp8)
+        CHECK_OK(frt_cuda_kv_append_fp8(g_cs, BP(1, 3), BP(1, 4), BP(1, 1), BP(1, 2), ks, vs, pos, dn, MAXN, MAXS, NKV,
+                                        HD));
+    else
+        CHECK_OK(frt_cuda_kv_append(g_cs, BP(1, 3), BP(1, 4), BP(1, 1), BP(1, 2), FRT_CUDA_F32, pos, dn, MAXN, MAXS,
+                                    NKV, HD));
+#undef BP
+    static const char *what[5] = {"q (roped; rows past n untouched)", "k (roped)", "v", "K cache", "V cache"};
+    for (int i = 0; i < 5; i++) {
+        const size_t bytes = i == 0 ? qn * 4 : i < 3 ? kn * 4 : cache;
+        char *a = xmalloc(bytes), *b = xmalloc(bytes);
+        must(frt_buffer_read(bufs[0][i], 0, a, bytes, g_st), "read");
+        must(frt_buffer_read(bufs[1][i], 0, b, bytes, g_st), "read");
+        must(frt_stream_sync(g_st), "sync");
+        char name[120];
+        snprintf(name, sizeof name, "prefill prep%s: %s == rope x 2 + kv append", fp8 ? " fp8" : "", what[i]);
+        report_same(name, a, b, bytes);
+        if (i == 0) CHECK(!memcmp(a + (size_t)N * NH * HD * 4, (const char *)q + (size_t)N * NH * HD * 4,
+                                  (size_t)(MAXN - N) * NH * HD * 4));
+        free(a);
+        free(b);
+    }
+    CHECK_STATUS(frt_dense_prefill_prep(g_cs, frt_buffer_ptr(bufs[0][0]), frt_buffer_ptr(bufs[0][1]),
+                                        frt_buffer_ptr(bufs[0][2]), dinvp, frt_buffer_ptr(bufs[0][3]),
+                                        frt_buffer_ptr(bufs[0][4]), pos, dn, 0, MAXS, NH, NKV, HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    for (int u = 0; u < 2; u++)
+        for (int i = 0; i < 5; i++) frt_buffer_free(bufs[u][i]);
+    frt_buffer_free(dinv);
+    frt_buffer_free(ddyn);
+    frt_buffer_free(dsc);
+    free(q);
+    free(k);
+    free(v);
+}
+
 /* frt_dense_decode_prep_batch (fp8 0) / _batch_fp8 (fp8 1, per-head scales
  * != 1 over several binades, values past 448 x scale saturating): branch b
  * (own caches, own position) gives the bytes of frt_dense_rope_table on q
@@ -405,6 +482,8 @@ int main(void)
     test_glue();
     test_prep_batch(0);
     test_prep_batch(1);
+    test_prefill_prep(0);
+    test_prefill_prep(1);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-dense-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));

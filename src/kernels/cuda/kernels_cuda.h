@@ -952,7 +952,8 @@ int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_inf
  * behaviour). Synchronises the stream. Scratch operands of the largest plan
  * are allocated and freed here. Errors: FRT_ERR_INVALID_ARGUMENT (NULL g,
  * n_candidates out of range); FRT_ERR_STATE (the stream is capturing, or
- * was not added while the handle has a workspace); FRT_ERR_UNSUPPORTED (no
+ * was not added while the handle has a workspace, or the handle has plans
+ * made by frt_cuda_gemm_plan_like); FRT_ERR_UNSUPPORTED (no
  * candidate of a plan ran); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. On an
  * error the plans tuned before the failing one keep their new choice. */
 int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *stream);
@@ -980,7 +981,8 @@ int frt_cuda_gemm_save(const frt_cuda_gemm *g, const char *path);
  * message names the line); FRT_ERR_STATE (tuned on another device name,
  * cuBLASLt version or workspace size, a listed shape that plans to the
  * GEMV, or a saved rank whose algorithm is not the heuristic's result at
- * that rank any more: re-run frt_cuda_gemm_autotune); the errors of
+ * that rank any more: re-run frt_cuda_gemm_autotune; or the handle has
+ * plans made by frt_cuda_gemm_plan_like); the errors of
  * frt_cuda_gemm_plan. */
 int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path);
 

@@ -12,12 +12,14 @@
  *                is the embedding.
  *   activations  residual stream f32; GEMM inputs bf16 (normed hidden,
  *                attention output, SwiGLU output); GEMM outputs f32
- *                (cuBLASLt or the GEMV, fp32 accumulation).
+ *                (cuBLASLt or the GEMV, fp32 accumulation), except a
+ *                prefill's gate and up (bf16, the SwiGLU's input; f32 from
+ *                the FP8 GEMM).
  *   state        KV cache bf16 (kv_dtype), declared by dense.c; with
  *                params.kv_dtype FRT_KV_FP8 E4M3 codes with static per-head
  *                scales (a calibration file's, or 1.0): the append quantizes
- *                (frt_cuda_kv_append_fp8; decode: frt_dense_decode_prep_fp8
- *                and _batch_fp8, RoPE and the append in one launch),
+ *                (frt_dense_prefill_prep_fp8, frt_dense_decode_prep_fp8 and
+ *                _batch_fp8: RoPE and the append in one launch),
  *                attention runs on tensor cores
  *                over the codes widened to bf16 (frt_cuda_attention_prefill_fp8
  *                for prefill, frt_cuda_attention_fp8's decode kernel and
@@ -35,8 +37,11 @@
  * their E4M3 forms, gemv_fp8.h): the input norm and
  * q | k | v in one launch, the post-attention norm, gate, up and SwiGLU in
  * one, and the output projections accumulate into the residual stream (no
- * norm launch inside the layers). Prefill runs every op as its own launch
- * (no fused q | k | v GEMM yet; docs/PERF.md).
+ * norm launch inside the layers). Prefill runs each product as its own
+ * GEMM (no fused q | k | v GEMM yet; docs/PERF.md), RoPE and the KV append
+ * in one launch (frt_dense_prefill_prep), and whole pieces in groups of up
+ * to m->G per replay (cd_prefill_group, docs/architectures.md "Prefill
+ * groups").
  *
  * Limits (FRT_ERR_UNSUPPORTED at load, with the reason): hidden_size,
  * intermediate_size, vocab_size, n_heads * head_dim and n_kv_heads *
@@ -763,15 +768,6 @@ static int debug_copy(const fwd *f, int idx, const float *src)
     return 0;
 }
 
-/* RoPE of the rows' q [R, qd] and k [R, kvd] f32 at the boundary's
- * positions, in place. */
-static int rope_qk(const fwd *f, float *q, float *k)
-{
-    cd_model *c = f->c;
-    FRT_TRY(frt_dense_rope_table(f->st, q, c->inv_freq, f->d_pos, f->d_n, f->R, c->nh, c->hd));
-    return frt_dense_rope_table(f->st, k, c->inv_freq, f->d_pos, f->d_n, f->R, c->nkv, c->hd);
-}
-
 /* Layer l's FP8 K (kv 0) or V (kv 1) scales [nkv] f32 (device). */
 static const float *kv_scale_of(const cd_model *c, int l, int kv)
 {
@@ -854,8 +850,8 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
-    FRT_TRY(rope_qk(f, q, k));
-    FRT_TRY(frt_cuda_kv_append_fp8(f->st, kc, vc, k, v, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq, c->nkv, c->hd));
+    FRT_TRY(frt_dense_prefill_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
+                                       m->max_seq, c->nh, c->nkv, c->hd)); /* RoPE and the append, one launch */
     return attn_prefill(f, q, ob, kc, vc, ks, vs);
 }
 
@@ -886,8 +882,8 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
-    FRT_TRY(rope_qk(f, q, k));
-    FRT_TRY(frt_cuda_kv_append(st, kc, vc, k, v, F32, f->d_pos, f->d_n, R, m->max_seq, c->nkv, c->hd));
+    FRT_TRY(frt_dense_prefill_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                   c->hd)); /* RoPE and the append, one launch (the bits of the three) */
     return attn_prefill(f, q, ob, kc, vc, NULL, NULL);
 }
 

@@ -132,14 +132,11 @@ struct prep_fp8_tab {
  * is a q pair, a k pair (roped, then both elements stored by the same
  * thread: no barrier, so any number of blocks) or a V element. */
 template <class Cache>
-__device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
-                                                const Cache &cache, const int32_t *d_start, int max_seq, int n_heads,
-                                                int n_kv, int head_dim)
+__device__ __forceinline__ void prep_row(float *qb, float *kb, const float *vb, const float *inv_freq,
+                                         const Cache &cache, int start, long long row, int max_seq, int n_heads,
+                                         int n_kv, int head_dim)
 {
-    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
     const int half = head_dim / 2;
-    const int start = *d_start;
-    const long long row = (long long)frt_dyn_pos(d_start);
     const bool store = row < max_seq;
     const int row_len = n_kv * head_dim;
     const size_t off = (size_t)row * row_len;
@@ -160,6 +157,32 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
             cache.put_v(off, e, vb[e]);
         }
     }
+}
+
+/* One sequence's decode token at *d_start (prep_row). */
+template <class Cache>
+__device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
+                                                const Cache &cache, const int32_t *d_start, int max_seq, int n_heads,
+                                                int n_kv, int head_dim)
+{
+    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
+    prep_row(qb, kb, vb, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start), max_seq, n_heads, n_kv,
+             head_dim);
+}
+
+/* A prefill's rows (frt_dense_prefill_prep, _fp8): row blockIdx.y < n at
+ * position *d_start + row, the decode token's work on each. */
+template <class Cache>
+__global__ void prefill_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, Cache cache,
+                                    const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                                    int n_kv, int head_dim)
+{
+    frt_pdl_wait();
+    const int t = blockIdx.y;
+    if (t >= dense_count(d_n, max_n)) return;
+    const int pos = *d_start + t;
+    prep_row(q + (size_t)t * n_heads * head_dim, k + (size_t)t * n_kv * head_dim, v + (size_t)t * n_kv * head_dim,
+             inv_freq, cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
 }
 
 /* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
@@ -226,6 +249,44 @@ static int decode_prep_batch_launch(void *stream, float *q, float *k, const floa
                                 tab, d_starts, max_seq, n_heads, n_kv_heads, head_dim));
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+/* One launch of prefill_prep_kernel<Cache>: blockIdx.y the row. */
+template <class Cache>
+static int prefill_prep_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Cache cache,
+                               const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                               int n_kv_heads, int head_dim)
+{
+    FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_ARG(max_n >= 1 && max_n <= 65535, "dense prefill prep: max_n %d", max_n);
+    dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)max_n);
+    FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
+                                cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_dense_prefill_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                      uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start,
+                                      const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
+                                      int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense prefill prep: NULL pointer");
+    const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
+    return prefill_prep_launch(stream, q, k, v, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                               head_dim);
+}
+
+extern "C" int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                                          uint8_t *k_cache, uint8_t *v_cache, const float *k_scale,
+                                          const float *v_scale, const int32_t *d_start, const int32_t *d_n,
+                                          int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
+            "dense prefill prep fp8: NULL pointer");
+    const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
+    return prefill_prep_launch(stream, q, k, v, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                               head_dim);
 }
 
 extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,

@@ -56,6 +56,22 @@ int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, cons
                           uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
                           int head_dim);
 
+/* A prefill's RoPE and KV append in one launch: row t < n (n from d_n,
+ * max_n rows) at pos = *d_start + t, its q [max_n, n_heads, head_dim] and k
+ * [max_n, n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
+ * and its K and V rows stored into the caches as frt_cuda_kv_append (bf16)
+ * / frt_cuda_kv_append_fp8 (E4M3 with the per-head scales, _fp8): the bits
+ * of those three launches (frt_dense_decode_prep's work on each row;
+ * tests/test_cuda_dense.c). max_n <= 65535. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes); FRT_ERR_BACKEND. */
+int frt_dense_prefill_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq, uint16_t *k_cache,
+                           uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                           int n_heads, int n_kv_heads, int head_dim);
+int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
+                               uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                               const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                               int n_kv_heads, int head_dim);
+
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
  * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
