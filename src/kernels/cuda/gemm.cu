@@ -211,6 +211,20 @@ static int plan_build(frt_cuda_gemm *g, gemm_plan *p)
     return 0;
 }
 
+/* A plan's key, everything else zero. */
+static gemm_plan plan_key(int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype, int accumulate)
+{
+    gemm_plan p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.in_dim = in_dim;
+    p.out_dim = out_dim;
+    p.out_dt = out_dtype;
+    p.accumulate = accumulate;
+    p.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    return p;
+}
+
 /* Room for one more plan in the table. */
 static int plan_room(frt_cuda_gemm *g)
 {
@@ -234,14 +248,7 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     accumulate = accumulate ? 1 : 0;
     if (gemm_plan_find(g, n, in_dim, out_dim, out_dtype, accumulate)) return 0;
     FRT_TRY(plan_room(g));
-    gemm_plan p;
-    memset(&p, 0, sizeof p);
-    p.n = n;
-    p.in_dim = in_dim;
-    p.out_dim = out_dim;
-    p.out_dt = out_dtype;
-    p.accumulate = accumulate;
-    p.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    gemm_plan p = plan_key(n, in_dim, out_dim, out_dtype, accumulate);
     int rc = gemv_plan(g, &p);
     if (rc == 0 && p.kernel == FRT_CUDA_GEMM_CUBLASLT) {
         if (out_dim % 8 != 0)
@@ -279,14 +286,7 @@ extern "C" int frt_cuda_gemm_plan_like(frt_cuda_gemm *g, int n, int n_src, int i
                          "algorithm", n, in_dim, out_dim);
     if (!have) FRT_TRY(plan_room(g));
     src = gemm_plan_find(g, n_src, in_dim, out_dim, out_dtype, accumulate); /* the table may have moved */
-    gemm_plan p;
-    memset(&p, 0, sizeof p);
-    p.n = n;
-    p.in_dim = in_dim;
-    p.out_dim = out_dim;
-    p.out_dt = out_dtype;
-    p.accumulate = accumulate;
-    p.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    gemm_plan p = plan_key(n, in_dim, out_dim, out_dtype, accumulate);
     p.like_n = n_src;
     p.algo = src->algo;
     p.tune_index = rank;
@@ -345,6 +345,49 @@ __global__ void like_compare(const uint32_t *a, const uint32_t *b, size_t n, uns
     if (k) atomicAdd(bad, k);
 }
 
+int gemm_compare_pieces(cudaStream_t st, const void *y, void *y_ref, size_t piece_bytes, int pieces,
+                        int (*run_piece)(int j, void *user), void *user, int *same)
+{
+    *same = 0;
+    unsigned int *bad = NULL, nbad = 0;
+    FRT_CUDA_TRY(cudaMalloc(&bad, sizeof *bad));
+    cudaError_t e = cudaMemsetAsync(bad, 0, sizeof *bad, st);
+    int rc = e == cudaSuccess ? 0 : frt_cuda_fail(e, "cudaMemsetAsync", __FILE__, __LINE__);
+    for (int j = 0; rc == 0 && j < pieces; j++) {
+        rc = run_piece(j, user);
+        if (rc == 0) {
+            like_compare<<<512, 256, 0, st>>>((const uint32_t *)((const char *)y + (size_t)j * piece_bytes),
+                                              (const uint32_t *)y_ref, piece_bytes / 4, bad);
+            e = cudaGetLastError();
+            if (e != cudaSuccess) rc = frt_cuda_fail(e, "like_compare", __FILE__, __LINE__);
+        }
+    }
+    if (rc == 0) {
+        e = cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) rc = frt_cuda_fail(e, "the row check", __FILE__, __LINE__);
+    }
+    cudaFree(bad);
+    if (rc == 0) *same = nbad == 0;
+    return rc;
+}
+
+/* One piece of frt_cuda_gemm_check_like: rows j * n_src.. by the n_src plan into y_ref. */
+typedef struct like_run {
+    frt_cuda_gemm *g;
+    void *stream, *y_ref;
+    frt_cuda_dtype out_dtype;
+    const uint16_t *x, *w;
+    int n_src, in_dim, out_dim;
+} like_run;
+
+static int like_piece(int j, void *user)
+{
+    const like_run *r = (const like_run *)user;
+    return gemm_run(r->g, r->stream, NULL, r->y_ref, r->out_dtype, r->x + (size_t)j * r->n_src * r->in_dim, r->w,
+                    r->n_src, r->in_dim, r->out_dim, 0);
+}
+
 extern "C" int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, int n_src, int in_dim, int out_dim,
                                         frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y,
                                         void *y_ref, int *same)
@@ -353,34 +396,12 @@ extern "C" int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, i
     FRT_ARG(n_src > 0 && n > n_src && n % n_src == 0, "cuda gemm check_like: %d rows in pieces of %d", n, n_src);
     *same = 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const size_t xe = (size_t)n * in_dim, ye = (size_t)n_src * out_dim;
-    const size_t esz = out_dtype == FRT_CUDA_BF16 ? 2 : 4;
-    like_fill<<<1024, 256, 0, st>>>(x, xe);
+    like_fill<<<1024, 256, 0, st>>>(x, (size_t)n * in_dim);
     FRT_LAUNCH_CHECK();
     FRT_TRY(gemm_run(g, stream, NULL, y, out_dtype, x, w, n, in_dim, out_dim, 0));
-    unsigned int *bad = NULL, nbad = 0;
-    FRT_CUDA_TRY(cudaMalloc(&bad, sizeof *bad));
-    int rc = 0;
-    if (cudaMemsetAsync(bad, 0, sizeof *bad, st) != cudaSuccess) rc = frt_cuda_fail(cudaGetLastError(), "memset", __FILE__, __LINE__);
-    for (int j = 0; rc == 0 && j < n / n_src; j++) {
-        rc = gemm_run(g, stream, NULL, y_ref, out_dtype, x + (size_t)j * n_src * in_dim, w, n_src, in_dim, out_dim,
-                      0);
-        if (rc == 0) {
-            like_compare<<<512, 256, 0, st>>>((const uint32_t *)((const char *)y + (size_t)j * ye * esz),
-                                              (const uint32_t *)y_ref, ye * esz / 4, bad);
-            cudaError_t e = cudaGetLastError();
-            if (e != cudaSuccess) rc = frt_cuda_fail(e, "like_compare", __FILE__, __LINE__);
-        }
-    }
-    if (rc == 0) {
-        cudaError_t e = cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-        if (e != cudaSuccess) rc = frt_cuda_fail(e, "check_like", __FILE__, __LINE__);
-    }
-    cudaFree(bad);
-    if (rc < 0) return rc;
-    *same = nbad == 0;
-    return 0;
+    like_run r = {g, stream, y_ref, out_dtype, x, w, n_src, in_dim, out_dim};
+    const size_t piece_bytes = (size_t)n_src * out_dim * (out_dtype == FRT_CUDA_BF16 ? 2 : 4);
+    return gemm_compare_pieces(st, y, y_ref, piece_bytes, n / n_src, like_piece, &r, same);
 }
 
 /* The workspace of an added stream (*ws NULL, *bytes 0 otherwise); 1 when

@@ -87,6 +87,32 @@ extern "C" int frt_cuda_gemm_fp8_create(frt_cuda_gemm *base, frt_cuda_gemm_fp8 *
     return 0;
 }
 
+/* The next free plan slot, cleared to the key (n, in, out, dtype);
+ * FRT_ERR_OUT_OF_RANGE when the table is full. */
+static int fp8_slot(frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, frt_cuda_dtype out_dtype, fp8_plan **out)
+{
+    if (g->n_plans == FP8_MAX_PLANS)
+        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
+    fp8_plan *p = &g->plans[g->n_plans];
+    memset(p, 0, sizeof *p);
+    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
+    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    *out = p;
+    return 0;
+}
+
+/* Keeps slot p as the next plan (rc 0), or releases and clears it. */
+static int fp8_commit(frt_cuda_gemm_fp8 *g, fp8_plan *p, int rc)
+{
+    if (rc < 0) {
+        fp8_plan_release(p);
+        memset(p, 0, sizeof *p);
+        return rc;
+    }
+    g->n_plans++;
+    return 0;
+}
+
 static fp8_plan *fp8_find(const frt_cuda_gemm_fp8 *g, int n, int in_dim, int out_dim, int out_dt)
 {
     for (int i = 0; i < g->n_plans; i++) {
@@ -248,20 +274,9 @@ extern "C" int frt_cuda_gemm_fp8_plan(frt_cuda_gemm_fp8 *g, int n, int in_dim, i
     FRT_ARG(g, "cuda gemm_fp8 plan: NULL handle");
     FRT_TRY(fp8_shape_check("plan", n, in_dim, out_dim, out_dtype));
     if (fp8_find(g, n, in_dim, out_dim, out_dtype)) return 0;
-    if (g->n_plans == FP8_MAX_PLANS)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
-    fp8_plan *p = &g->plans[g->n_plans];
-    memset(p, 0, sizeof *p);
-    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
-    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
-    int rc = fp8_build(g, p);
-    if (rc < 0) {
-        fp8_plan_release(p);
-        memset(p, 0, sizeof *p);
-        return rc;
-    }
-    g->n_plans++;
-    return 0;
+    fp8_plan *p = NULL;
+    FRT_TRY(fp8_slot(g, n, in_dim, out_dim, out_dtype, &p));
+    return fp8_commit(g, p, fp8_build(g, p));
 }
 
 extern "C" int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_src, int in_dim, int out_dim,
@@ -280,12 +295,8 @@ extern "C" int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_sr
         return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 plan_like: the plan of %d rows for in %d out %d has its own "
                          "algorithm", n, in_dim, out_dim);
     }
-    if (g->n_plans == FP8_MAX_PLANS)
-        return frt_error(FRT_ERR_OUT_OF_RANGE, "cuda gemm_fp8: more than %d plans", FP8_MAX_PLANS);
-    fp8_plan *p = &g->plans[g->n_plans];
-    memset(p, 0, sizeof *p);
-    p->lt.n = n, p->lt.in_dim = in_dim, p->lt.out_dim = out_dim, p->lt.out_dt = out_dtype;
-    p->lt.kernel = FRT_CUDA_GEMM_CUBLASLT;
+    fp8_plan *p = NULL;
+    FRT_TRY(fp8_slot(g, n, in_dim, out_dim, out_dtype, &p));
     p->lt.like_n = n_src;
     p->lib = src->lib;
     p->shape_algo = src->shape_algo;
@@ -293,13 +304,7 @@ extern "C" int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_sr
     if (rc == 0 && !fp8_algo_fits(g, p, &src->lt.algo))
         rc = frt_error(FRT_ERR_UNSUPPORTED, "cuda gemm_fp8 plan_like: the algorithm of %d rows does not take %d (in %d "
                        "out %d)", n_src, n, in_dim, out_dim);
-    if (rc < 0) {
-        fp8_plan_release(p);
-        memset(p, 0, sizeof *p);
-        return rc;
-    }
-    g->n_plans++;
-    return 0;
+    return fp8_commit(g, p, rc);
 }
 
 /* The check's operands: fixed pseudo-random E4M3 codes (no NaN code) and
@@ -317,13 +322,22 @@ __global__ void fp8_like_fill(uint8_t *xq, size_t n, float *x_scale, int rows)
     }
 }
 
-/* Counts the 32-bit words where a and b differ into *bad. */
-__global__ void fp8_like_compare(const uint32_t *a, const uint32_t *b, size_t n, unsigned int *bad)
+/* One piece of frt_cuda_gemm_fp8_check_like: rows j * n_src.. by the n_src plan into y_ref. */
+typedef struct fp8_like_run {
+    frt_cuda_gemm_fp8 *g;
+    void *stream, *y_ref;
+    frt_cuda_dtype out_dtype;
+    const uint8_t *xq, *w;
+    const float *x_scale, *w_scale;
+    int n_src, in_dim, out_dim;
+} fp8_like_run;
+
+static int fp8_like_piece(int j, void *user)
 {
-    unsigned int k = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        k += a[i] != b[i];
-    if (k) atomicAdd(bad, k);
+    const fp8_like_run *r = (const fp8_like_run *)user;
+    return frt_cuda_gemm_fp8_run(r->g, r->stream, r->y_ref, r->out_dtype, r->xq + (size_t)j * r->n_src * r->in_dim,
+                                 r->x_scale + (size_t)j * r->n_src, r->w, r->w_scale, r->n_src, r->in_dim,
+                                 r->out_dim);
 }
 
 extern "C" int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, int n, int n_src, int in_dim,
@@ -336,33 +350,12 @@ extern "C" int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, 
             n_src);
     *same = 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const size_t esz = out_dtype == FRT_CUDA_BF16 ? 2 : 4, ye = (size_t)n_src * out_dim;
     fp8_like_fill<<<1024, 256, 0, st>>>(xq, (size_t)n * in_dim, x_scale, n);
     FRT_LAUNCH_CHECK();
     FRT_TRY(frt_cuda_gemm_fp8_run(g, stream, y, out_dtype, xq, x_scale, w, w_scale, n, in_dim, out_dim));
-    unsigned int *bad = NULL, nbad = 0;
-    FRT_CUDA_TRY(cudaMalloc(&bad, sizeof *bad));
-    cudaError_t e = cudaMemsetAsync(bad, 0, sizeof *bad, st);
-    int rc = e == cudaSuccess ? 0 : frt_cuda_fail(e, "cudaMemsetAsync", __FILE__, __LINE__);
-    for (int j = 0; rc == 0 && j < n / n_src; j++) {
-        rc = frt_cuda_gemm_fp8_run(g, stream, y_ref, out_dtype, xq + (size_t)j * n_src * in_dim,
-                                   x_scale + (size_t)j * n_src, w, w_scale, n_src, in_dim, out_dim);
-        if (rc == 0) {
-            fp8_like_compare<<<512, 256, 0, st>>>((const uint32_t *)((const char *)y + (size_t)j * ye * esz),
-                                                  (const uint32_t *)y_ref, ye * esz / 4, bad);
-            e = cudaGetLastError();
-            if (e != cudaSuccess) rc = frt_cuda_fail(e, "fp8_like_compare", __FILE__, __LINE__);
-        }
-    }
-    if (rc == 0) {
-        e = cudaMemcpyAsync(&nbad, bad, sizeof nbad, cudaMemcpyDeviceToHost, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-        if (e != cudaSuccess) rc = frt_cuda_fail(e, "check_like", __FILE__, __LINE__);
-    }
-    cudaFree(bad);
-    if (rc < 0) return rc;
-    *same = nbad == 0;
-    return 0;
+    fp8_like_run r = {g, stream, y_ref, out_dtype, xq, w, x_scale, w_scale, n_src, in_dim, out_dim};
+    const size_t piece_bytes = (size_t)n_src * out_dim * (out_dtype == FRT_CUDA_BF16 ? 2 : 4);
+    return gemm_compare_pieces(st, y, y_ref, piece_bytes, n / n_src, fp8_like_piece, &r, same);
 }
 
 extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_dtype y_dtype,

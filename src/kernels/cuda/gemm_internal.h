@@ -46,6 +46,14 @@ gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim
 int gemm_heuristic(const frt_cuda_gemm *g, const gemm_plan *p, int want, cublasLtMatmulHeuristicResult_t *res,
                    int *found);
 
+/* The row check of frt_cuda_gemm_check_like and its FP8 twin: for j <
+ * pieces, run_piece(j, user) writes piece j's rows into y_ref (piece_bytes,
+ * a multiple of 4), compared word for word on the device with bytes j *
+ * piece_bytes.. of y. *same 1 when every word matched. Synchronizes st.
+ * Errors: run_piece's; FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
+int gemm_compare_pieces(cudaStream_t st, const void *y, void *y_ref, size_t piece_bytes, int pieces,
+                        int (*run_piece)(int j, void *user), void *user, int *same);
+
 /* The workspace of an added stream; 1 when added (else *ws NULL, *bytes 0). */
 int gemm_stream_ws(const frt_cuda_gemm *g, void *stream, void **ws, size_t *bytes);
 
