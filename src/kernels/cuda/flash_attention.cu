@@ -42,6 +42,14 @@
  * A (row, split) partial depends on that row's keys only, so the result does
  * not depend on n or on how many splits are empty.
  *
+ * Pieces (frt_cuda_attention_prefill_pieces): a launch over several prefill
+ * pieces takes the split length of one piece's launch, so each row gets
+ * its piece's bits; with that many rows the GPU is full without splitting
+ * the keys across blocks, so the launch is fused: block (x, kvh) runs the
+ * splits of its rows one after another (the same code per split, its
+ * partials written as above) and then merges them itself with the combine
+ * kernel's arithmetic (fa_merge), the heaviest row blocks first.
+ *
  * Deterministic: no atomics; fixed mma, reduction and merge orders.
  * Tested in tests/test_cuda_flash_attention.c.
  */
@@ -97,12 +105,13 @@ struct fa_args {
     int out_dt;
     const void *q;
     int q_dt;
-    const void *kc, *vc; /* bf16, or E4M3 codes (fa_kernel<HD, true>) */
+    const void *kc, *vc; /* bf16, or E4M3 codes (fa_kernel<HD, true, .>) */
     const float *ksc, *vsc; /* E4M3: the per-KV-head scales [n_kv] (device) */
     const int32_t *d_start, *d_n;
     float *po;   /* split partials O [n_splits, max_n, n_heads, hd], or NULL (one split) */
     float2 *pml; /* split partials (m, l) [n_splits, max_n, n_heads] */
     int max_n, max_seq, n_heads, n_kv, group, split_len;
+    int fuse;  /* 1: one block takes every split of its rows and merges them (fa_merge); grid z 1, no combine */
     float sl2; /* scale * log2(e) */
 };
 
@@ -110,24 +119,29 @@ struct fa_args {
 
 /* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
  * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. */
+extern __shared__ __align__(128) unsigned char fa_smem[];
+
+/* Row block xb, KV head kvh, key split z of the launch: the partials of
+ * split z (several splits), or the output (one split). Every thread of the
+ * block calls it (it has barriers); returns early for the whole block when
+ * the block has no row or no key in split z. */
 template <int HD, bool F8>
-__global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(const fa_args a)
+__device__ __forceinline__ void fa_split(const fa_args &a, int xb, int kvh, int z)
 {
     using C = fa_cfg<HD, F8>;
     constexpr int BC = C::BC, CH = C::CH, ROWB = C::ROWB, TBYTES = C::TBYTES;
     constexpr int NT = BC / 8; /* key n-tiles of S */
     constexpr int DT = HD / 8; /* head-dim n-tiles of O */
     constexpr int KS = HD / 16; /* k-steps of Q K^T */
-    extern __shared__ __align__(128) unsigned char fa_smem[];
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = frt_dyn_n(a.d_n, a.max_n);
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    const int G = a.group, kvh = blockIdx.y;
-    const int r0 = blockIdx.x * FA_ROWS;
+    const int G = a.group;
+    const int r0 = xb * FA_ROWS;
     if (r0 / G >= n) return; /* uniform: no valid row in this block */
     const int t_last = min((r0 + FA_ROWS - 1) / G, n - 1);
-    const int s_lo = blockIdx.z * a.split_len;
+    const int s_lo = z * a.split_len;
     const int s_hi = s_lo + a.split_len;
     const int b_hi = min(min(start + t_last + 1, a.max_seq), s_hi); /* block's keys end */
     if (b_hi <= s_lo) return; /* uniform: no key of this block in this split */
@@ -408,7 +422,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
                         make_float2(o[j][2 * half] * inv, o[j][2 * half + 1] * inv);
             }
         } else {
-            const size_t pi = (size_t)blockIdx.z * a.max_n * a.n_heads + pr;
+            const size_t pi = (size_t)z * a.max_n * a.n_heads + pr;
             float *pp = a.po + pi * HD + 2 * tig;
 #pragma unroll
             for (int j = 0; j < DT; j++)
@@ -417,6 +431,86 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
             if (tig == 0) a.pml[pi] = make_float2(m, l);
         }
     }
+}
+
+/* The fused form's merge, after every split of the block ran (fa_split
+ * wrote each split's partials): each lane merges, for its rows gid and gid
+ * + 8 of its warp and its columns 2 tig + 8 j (+ 1), the splits 0 .. ns - 1
+ * that hold the row's keys with fa_combine_kernel's arithmetic, in its
+ * order (M = the max of m_s in ascending s; L and each column's sum by
+ * fused multiply-adds in ascending s; out = sum * (1 / L)), so a row gets
+ * the bits the combine kernel gives it. The partials are read back through
+ * L2 (__ldcg): the (m, l) of a row were written by another lane of the
+ * quad. */
+template <int HD>
+__device__ __forceinline__ void fa_merge(const fa_args &a, int xb, int kvh)
+{
+    constexpr int DT = HD / 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    const int G = a.group, gid = lane >> 2, tig = lane & 3;
+    const int wr0 = xb * FA_ROWS + warp * 16;
+    __syncwarp();
+    __threadfence_block();
+    const size_t stride = (size_t)a.max_n * a.n_heads;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = wr0 + gid + 8 * half, t = row / G;
+        if (t >= n) continue;
+        const int kend = min(start + t + 1, a.max_seq);
+        const int ns = (kend + a.split_len - 1) / a.split_len;
+        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
+        float M = -INFINITY;
+        for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(&a.pml[s * stride + pr]).x);
+        float L = 0.0f, acc[DT][2];
+#pragma unroll
+        for (int j = 0; j < DT; j++) acc[j][0] = acc[j][1] = 0.0f;
+        for (int s = 0; s < ns; s++) {
+            const float2 v = __ldcg(&a.pml[s * stride + pr]);
+            const float w = exp2f(v.x - M);
+            L = __fmaf_rn(v.y, w, L);
+            const float *po = a.po + (s * stride + pr) * HD + 2 * tig;
+#pragma unroll
+            for (int j = 0; j < DT; j++) {
+                const float2 o = __ldcg(reinterpret_cast<const float2 *>(po + 8 * j));
+                acc[j][0] = __fmaf_rn(o.x, w, acc[j][0]);
+                acc[j][1] = __fmaf_rn(o.y, w, acc[j][1]);
+            }
+        }
+        const float inv = 1.0f / L;
+#pragma unroll
+        for (int j = 0; j < DT; j++) {
+            const size_t e = pr * HD + 2 * tig + 8 * j;
+            frt_st(a.out, a.out_dt, e, acc[j][0] * inv);
+            frt_st(a.out, a.out_dt, e + 1, acc[j][1] * inv);
+        }
+    }
+}
+
+/* The launch: block (x, kvh, z) runs split z of row block x; FUSE (a.fuse,
+ * its own instantiation so the split form's registers do not change):
+ * block (x, kvh) runs every split of row block gridDim.x - 1 - x (the rows
+ * with the most keys first) and merges them (fa_merge). */
+template <int HD, bool F8, bool FUSE>
+__global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(const fa_args a)
+{
+    const int kvh = blockIdx.y;
+    if constexpr (!FUSE) {
+        fa_split<HD, F8>(a, blockIdx.x, kvh, blockIdx.z);
+        return;
+    }
+    const int xb = gridDim.x - 1 - blockIdx.x;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    if (xb * FA_ROWS / a.group >= n) return; /* uniform: no valid row in this block */
+    const int t_last = min((xb * FA_ROWS + FA_ROWS - 1) / a.group, n - 1);
+    const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
+    for (int z = 0; z < nz; z++) {
+        fa_split<HD, F8>(a, xb, kvh, z);
+        __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
+    }
+    fa_merge<HD>(a, xb, kvh);
 }
 
 /* One block of HD threads per (token, head) row, thread d the output dim d:
@@ -445,8 +539,8 @@ template <int HD> __global__ void __launch_bounds__(HD) fa_combine_kernel(const 
     for (int s = 0; s < ns; s++) {
         const float2 v = ml[s * stride];
         const float w = exp2f(v.x - M);
-        L += v.y * w;
-        acc += po[s * stride * HD] * w;
+        L = __fmaf_rn(v.y, w, L); /* explicit: fa_merge computes the same */
+        acc = __fmaf_rn(po[s * stride * HD], w, acc);
     }
     const float inv = 1.0f / L;
     frt_st(a.out, a.out_dt, (size_t)pr * HD + d, acc * inv);
@@ -518,14 +612,14 @@ extern "C" size_t frt_cuda_attention_prefill_pieces_workspace_bytes(int max_n, i
 template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
 {
     using C = fa_cfg<HD, F8>;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(fa_kernel<HD, F8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      C::SMEM));
+    auto kernel = a.fuse ? fa_kernel<HD, F8, true> : fa_kernel<HD, F8, false>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
     const long long rows = (long long)a.max_n * a.group;
     dim3 grid((unsigned int)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned int)a.n_kv,
-              (unsigned int)n_splits);
-    fa_kernel<HD, F8><<<grid, FA_THREADS, C::SMEM, s>>>(a);
+              (unsigned int)(a.fuse ? 1 : n_splits));
+    kernel<<<grid, FA_THREADS, C::SMEM, s>>>(a);
     FRT_LAUNCH_CHECK();
-    if (a.po) {
+    if (a.po && !a.fuse) {
         const long long pairs = (long long)a.max_n * a.n_heads;
         fa_combine_kernel<HD><<<(unsigned int)pairs, HD, 0, s>>>(a);
         FRT_LAUNCH_CHECK();
@@ -591,6 +685,7 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
     a.n_kv = n_kv_heads;
     a.group = n_heads / n_kv_heads;
     a.split_len = split_len;
+    a.fuse = n_splits > 1 && split_rows != max_n; /* the pieces launch: blocks enough without z splits */
     a.sl2 = (float)((double)scale * 1.4426950408889634);
     if (n_splits > 1) {
         a.po = (float *)workspace;
