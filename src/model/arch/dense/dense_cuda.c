@@ -700,9 +700,11 @@ static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *k
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
-    const frt_group_attn g = {f->st, o, BF16, q, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, c->gpos, f->pieces,
-                              c->attn_pieces, m->C, m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
-                              c->prefill_attn_ws_bytes};
+    const frt_group_attn g = {.stream = f->st, .out = o, .out_dtype = BF16, .q = q, .k_cache = kc, .v_cache = vc,
+                              .k_scale = ks, .v_scale = vs, .d_start = f->d_pos, .d_n = f->d_n, .rows = f->R,
+                              .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = m->C,
+                              .max_seq = m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
+                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
     return frt_group_attention(&g);
 }
 
