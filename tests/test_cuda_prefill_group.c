@@ -6,9 +6,10 @@
  *  1. GEMM: a plan of j * C rows made by frt_cuda_gemm_plan_like from the
  *     C-row plan gives each piece the bytes the C-row plan gives it (checked
  *     here on the host, independently of frt_cuda_gemm_check_like, which
- *     must agree), at the tiny model's shapes and at llama3.1-8b's; the
- *     handle's fingerprint ignores such plans; plan_like's refusals;
- *     autotune and load refuse a handle with such plans. The same for the
+ *     must agree), at the tiny model's shapes, llama3.1-8b's and
+ *     qwen3.5-9b's fused ones; the handle's fingerprint ignores such
+ *     plans; plan_like's refusals; autotune and load refuse a handle with
+ *     such plans. The same for the
  *     FP8 GEMM (frt_cuda_gemm_fp8_plan_like / _check_like).
  *  2. The model, on cuda, C = 64, with the default groups (G = 8) and
  *     with prefill_group 1: one fingerprint, and a prefill of 11 whole
@@ -122,6 +123,8 @@ static void test_gemm(void)
         {256, 2, 4096, 1024},  /* k / v */
         {256, 4, 4096, 14336}, /* gate / up */
         {256, 8, 14336, 4096}, /* down */
+        {256, 8, 4096, 12352}, /* qwen3.5-9b in_proj_qkv | z | b | a (fused) */
+        {256, 8, 4096, 10240}, /* qwen3.5-9b q_proj (with its gate) | k_proj | v_proj (fused) */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int rank = -1; rank <= 0; rank++) gemm_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], rank);
@@ -369,6 +372,7 @@ int main(void)
     test_gemm_fp8(64, 4, 256, 128);
     test_gemm_fp8(256, 8, 4096, 4096);
     test_gemm_fp8(256, 8, 14336, 4096);
+    test_gemm_fp8(256, 8, 4096, 12352); /* qwen3.5-9b in_proj_qkv | z | b | a */
     char dir[256], dir_h[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-group-%d", (int)getpid());
     snprintf(dir_h, sizeof dir_h, "/tmp/frt-test-cuda-group-hybrid-%d", (int)getpid());
