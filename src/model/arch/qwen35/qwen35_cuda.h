@@ -144,6 +144,9 @@ static inline int dn_one(const cu_model *c, int rows) { return one_gemm(c->dn_fu
 /* qwen35_cuda_load.c */
 int frt_qwen35_cu_load_weights(frt_model *m);
 int frt_qwen35_cu_alloc_scratch(frt_model *m);
+/* frt_arch_backend.prefill_group: the group plans checked on the device
+ * (group_cuda.h, frt_group_check); FRT_ERR_UNSUPPORTED for want > 1 with
+ * debug_hidden or when a product's check fails; the check's errors. */
 int frt_qwen35_cu_prefill_group(frt_model *m, int want, int *got);
 void frt_qwen35_cu_free(frt_model *m);
 uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m);

@@ -2,8 +2,9 @@
  * arch/qwen35/qwen35_cuda_load.c - the Qwen3.5 CUDA backend at load: sizes,
  * the weight arena (bf16, or the Linear weights as E4M3 codes + per-row
  * scales with FP8 weights), the cuBLASLt GEMM plans of every shape (and
- * the FP8 prefill GEMM's), scratch, and the fingerprint of the plans chosen
- * (qwen35_cuda.h).
+ * the FP8 prefill GEMM's), the prefill groups' plans checked on the device
+ * (frt_qwen35_cu_prefill_group), scratch, and the fingerprint of the plans
+ * chosen (qwen35_cuda.h).
  */
 #include "model/arch/qwen35/qwen35_cuda.h"
 
