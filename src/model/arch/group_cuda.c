@@ -10,7 +10,7 @@
 #include "util/error.h"
 
 #include <cuda_runtime.h>
-#include <string.h>
+#include <stdint.h>
 
 #define MAX_PRODUCTS 32
 
@@ -29,7 +29,7 @@ static void scratch_free(group_scratch *gs)
 
 /* Device buffers for products of up to xin inputs and yout outputs over
  * rows = G C rows (y_ref: C rows). */
-static int scratch_alloc(group_scratch *gs, const char *who, int want, size_t rows, size_t C, size_t xin, size_t yout,
+static int scratch_alloc(group_scratch *gs, const char *who, int G, size_t rows, size_t C, size_t xin, size_t yout,
                          int fp8)
 {
     const size_t xb = rows * xin * (fp8 ? 1 : 2);
@@ -38,7 +38,7 @@ static int scratch_alloc(group_scratch *gs, const char *who, int want, size_t ro
         return 0;
     (void)cudaGetLastError();
     return frt_error(FRT_ERR_OUT_OF_MEMORY, "%s: prefill_group %d: no device memory for the load-time check (%.0f MB)",
-                     who, want, (double)(xb + rows * (4 + yout * 4) + C * yout * 4) / 1e6);
+                     who, G, (double)(xb + rows * (4 + yout * 4) + C * yout * 4) / 1e6);
 }
 
 /* Product p over j * C rows: makes its group plan and checks on the device
