@@ -6,22 +6,29 @@
  *  1. GEMM: a plan of j * C rows made by frt_cuda_gemm_plan_like from the
  *     C-row plan gives each piece the bytes the C-row plan gives it (checked
  *     here on the host, independently of frt_cuda_gemm_check_like, which
- *     must agree), at the tiny model's shapes and at llama3.1-8b's; the
- *     handle's fingerprint ignores such plans; plan_like's refusals;
- *     autotune and load refuse a handle with such plans. The same for the
+ *     must agree), at the tiny model's shapes, llama3.1-8b's and
+ *     qwen3.5-9b's fused ones; the handle's fingerprint ignores such
+ *     plans; plan_like's refusals; autotune and load refuse a handle with
+ *     such plans. The same for the
  *     FP8 GEMM (frt_cuda_gemm_fp8_plan_like / _check_like).
- *  2. The model: tiny-dense (llama, llama3 RoPE) on cuda, C = 64, with the
- *     default groups (G = 8) and with prefill_group 1: one fingerprint, and
- *     a prefill of 11 whole pieces + 13 tokens (groups of 8, 2, 1) leaves the
- *     same logits, the same capsule file bytes and the same greedy tokens;
- *     restore == cold across the groupings (a capsule of 3 pieces made by
- *     one model restores into the other, then the rest is appended); the
- *     ids port holds C * G ids; with the FP8 KV cache and with FP8 weights
- *     (per channel, the FP8 GEMM's group plans) too.
- *  3. Refusals at load: prefill_group 2 with debug_hidden
- *     (FRT_ERR_UNSUPPORTED, the reason in the message), prefill_group 3
- *     (FRT_ERR_INVALID_ARGUMENT); the default with debug_hidden is 1.
- *     (Block-wise FP8 checkpoints also run one piece a replay; no such
+ *  2. The model, on cuda, C = 64, with the default groups (G = 8) and
+ *     with prefill_group 1: one fingerprint, and a prefill of 11 whole
+ *     pieces + 13 tokens (groups of 8, 2, 1) leaves the same logits, the same
+ *     capsule file bytes and the same greedy tokens; restore == cold across
+ *     the groupings (a capsule of 3 pieces made by one model restores into
+ *     the other, then the rest is appended); the ids port holds C * G ids;
+ *     with the FP8 KV cache and with FP8 weights (per channel, the FP8
+ *     GEMM's group plans) too. Over each family: tiny-dense (llama, llama3
+ *     RoPE) and tiny (the hybrid: Gated DeltaNet conv state and chunked
+ *     gated delta rule over a group's pieces in one call), both head_dim 32
+ *     (the CUDA-core attention, one piece a launch), and each with head_dim
+ *     64 (the FlashAttention pieces launch; the hybrid also with key head
+ *     dim 64: the conv's fused L2 norm of q and k), built in memory.
+ *  3. Refusals at load, on both families: prefill_group 2 with
+ *     debug_hidden (FRT_ERR_UNSUPPORTED, the reason in the message),
+ *     prefill_group 3 (FRT_ERR_INVALID_ARGUMENT); the default with
+ *     debug_hidden is 1. (Block-wise FP8 checkpoints also run one piece a
+ *     replay on the dense backend and do not load on the hybrid's; no such
  *     checkpoint is made here.)
  * The cpu-side checks of params.prefill_group are in tests/test_model.c;
  * the capsule suite on cuda (tests/test_capsule.c, capsule_cuda) runs with
@@ -30,6 +37,7 @@
 #include "frt_test.h"
 
 #include "frt/capsule.h"
+#include "frt/debug.h"
 #include "frt/model.h"
 #include "gen_model.h"
 #include "util/error.h"
@@ -115,6 +123,8 @@ static void test_gemm(void)
         {256, 2, 4096, 1024},  /* k / v */
         {256, 4, 4096, 14336}, /* gate / up */
         {256, 8, 14336, 4096}, /* down */
+        {256, 8, 4096, 12352}, /* qwen3.5-9b in_proj_qkv | z | b | a (fused) */
+        {256, 8, 4096, 10240}, /* qwen3.5-9b q_proj (with its gate) | k_proj | v_proj (fused) */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int rank = -1; rank <= 0; rank++) gemm_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], rank);
@@ -191,8 +201,16 @@ static void test_gemm_fp8(int C, int j, int in, int out)
     frt_cuda_gemm_destroy(base);
 }
 
-/* 2. The model. */
-static frt_model *load(const char *dir, int group, frt_kv_dtype kv, frt_weight_dtype wd)
+/* 2. The model: from a checkpoint directory, or (dir NULL) from an
+ * in-memory checkpoint and its config (borrowed by the models). */
+typedef struct model_src {
+    const char *label;
+    const char *dir;
+    frt_checkpoint *ck;
+    const frt_model_config *cfg;
+} model_src;
+
+static frt_model *load(const model_src *src, int group, frt_kv_dtype kv, frt_weight_dtype wd)
 {
     frt_model_params p = frt_model_default_params();
     p.backend = FRT_BACKEND_CUDA;
@@ -202,7 +220,10 @@ static frt_model *load(const char *dir, int group, frt_kv_dtype kv, frt_weight_d
     p.kv_dtype = kv;
     p.weight_dtype = wd;
     frt_model *m = NULL;
-    CHECK_OK(frt_model_load(dir, &p, &m));
+    if (src->dir)
+        CHECK_OK(frt_model_load(src->dir, &p, &m));
+    else
+        CHECK_OK(frt_model_load_checkpoint(src->ck, src->cfg, NULL, &p, &m));
     return m;
 }
 
@@ -219,11 +240,11 @@ static char *read_all(const char *path, size_t *n)
     return b;
 }
 
-static void test_model(const char *dir, frt_kv_dtype kv, frt_weight_dtype wd)
+static void test_model(const model_src *src, frt_kv_dtype kv, frt_weight_dtype wd)
 {
-    printf("2. tiny-dense on cuda, groups of up to 8 pieces against one piece a replay%s%s\n",
+    printf("2. %s on cuda, groups of up to 8 pieces against one piece a replay%s%s\n", src->label,
            kv == FRT_KV_FP8 ? " (FP8 KV cache)" : "", wd == FRT_WEIGHT_FP8 ? " (FP8 weights)" : "");
-    frt_model *a = load(dir, 0, kv, wd), *b = load(dir, 1, kv, wd);
+    frt_model *a = load(src, 0, kv, wd), *b = load(src, 1, kv, wd);
     if (!a || !b) goto out;
     frt_model_info ia, ib;
     CHECK_OK(frt_model_info_get(a, &ia));
@@ -313,7 +334,7 @@ out:
 
 static void test_refusals(const char *dir)
 {
-    printf("3. refusals at load\n");
+    printf("3. refusals at load (%s)\n", dir);
     frt_model_params p = frt_model_default_params();
     p.backend = FRT_BACKEND_CUDA;
     p.prefill_chunk = 64;
@@ -351,15 +372,43 @@ int main(void)
     test_gemm_fp8(64, 4, 256, 128);
     test_gemm_fp8(256, 8, 4096, 4096);
     test_gemm_fp8(256, 8, 14336, 4096);
-    char dir[256];
+    test_gemm_fp8(256, 8, 4096, 12352); /* qwen3.5-9b in_proj_qkv | z | b | a */
+    char dir[256], dir_h[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-group-%d", (int)getpid());
+    snprintf(dir_h, sizeof dir_h, "/tmp/frt-test-cuda-group-hybrid-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));
-    test_model(dir, FRT_KV_DEFAULT, FRT_WEIGHT_DEFAULT);
-    test_model(dir, FRT_KV_FP8, FRT_WEIGHT_DEFAULT);
-    test_model(dir, FRT_KV_DEFAULT, FRT_WEIGHT_FP8);
+    CHECK_OK(frt_gen_model_write("tiny", 3, dir_h));
+    /* head_dim 64 variants in memory: the FlashAttention pieces launch (head_dim 32 takes the
+     * CUDA-core kernel); the hybrid's key head dim 64 makes 2 kd = 256 channels, the conv's fused
+     * L2 norm of q and k */
+    frt_model_config cd, ch;
+    frt_checkpoint *ckd = NULL, *ckh = NULL;
+    CHECK_OK(frt_gen_model_config("tiny-dense", &cd));
+    CHECK_OK(frt_gen_model_config("tiny", &ch));
+    cd.head_dim = cd.rotary_dim = 64;
+    ch.head_dim = 64;
+    ch.rotary_dim = 16; /* partial_rotary_factor 0.25 */
+    ch.lin_k_head_dim = 64;
+    CHECK_OK(frt_gen_model_build_config(&cd, 3, &ckd));
+    CHECK_OK(frt_gen_model_build_config(&ch, 3, &ckh));
+    const model_src srcs[] = {
+        {"tiny-dense", dir, NULL, NULL},
+        {"tiny (the hybrid)", dir_h, NULL, NULL},
+        {"tiny-dense with head_dim 64", NULL, ckd, &cd},
+        {"tiny (the hybrid) with head_dim 64 and key head dim 64", NULL, ckh, &ch},
+    };
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+        if (!srcs[i].dir && !srcs[i].ck) continue; /* its build failed (reported above) */
+        test_model(&srcs[i], FRT_KV_DEFAULT, FRT_WEIGHT_DEFAULT);
+        test_model(&srcs[i], FRT_KV_FP8, FRT_WEIGHT_DEFAULT);
+        test_model(&srcs[i], FRT_KV_DEFAULT, FRT_WEIGHT_FP8);
+    }
     test_refusals(dir);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    test_refusals(dir_h);
+    frt_checkpoint_close(ckd);
+    frt_checkpoint_close(ckh);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, dir_h);
     CHECK(system(cmd) == 0);
     return frt_test_report();
 #endif

@@ -451,7 +451,8 @@ static void test_bad_input(void)
     CHECK(frt_model_load("/nonexistent/model", &p, &m2) < 0);
     CHECK(m2 == NULL);
     /* prefill_group: 0 / 1 or a power of two up to 64, and only where the backend groups pieces
-     * (docs/architectures.md "Prefill groups": the cuda dense backend; tests/test_cuda_prefill_group.c) */
+     * (docs/architectures.md "Prefill groups": the cuda backends of the dense family and of the hybrid, never
+     * the cpu one; tests/test_cuda_prefill_group.c) */
     {
         static const int bad_groups[] = {-1, 3, 6, 128};
         for (size_t i = 0; i < sizeof bad_groups / sizeof bad_groups[0]; i++) {

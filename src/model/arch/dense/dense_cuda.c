@@ -56,6 +56,7 @@
 #include "kernels/cuda/gemv_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
+#include "model/arch/group_cuda.h"
 #include "model/arch/qwen35/qwen35_glue.h"
 #include "model/kv_scales.h"
 #include "util/bf16.h"
@@ -73,7 +74,6 @@
 #define DECODE_SPLIT 128
 #define GEMM_WORKSPACE (32u << 20)
 #define BATCH_MAX 32 /* the most branch slots one batched decode graph takes */
-#define ATTN_GROUP_WS ((size_t)256 << 20) /* split partials a group replay's attention launch may take */
 
 /* Device pointers of one layer (into the weight arena); NULL where absent. */
 typedef struct cd_layer {
@@ -408,113 +408,36 @@ static int make_plans(frt_model *m, cd_model *c)
     return 0;
 }
 
-/* The prefill products' shapes {in, out, output dtype} (plan_all's). */
-static void prefill_shapes(const cd_model *c, int sh[5][3])
-{
-    const int v[5][3] = {{c->H, c->qd, F32}, {c->H, c->kvd, F32}, {c->qd, c->H, F32}, {c->H, c->I, BF16},
-                         {c->I, c->H, F32}};
-    memcpy(sh, v, sizeof v);
-}
-
-/* Scratch of the load-time check (cd_prefill_group). */
-typedef struct group_scratch {
-    void *x, *xs, *y, *y_ref; /* x: bf16 rows or E4M3 codes; xs: FP8's per-row scales */
-} group_scratch;
-
-/* Product k (prefill_shapes' order) over j * C rows: makes its group plan
- * and checks on the device that every row gets its piece's bits: bf16
- * weights try the heuristic's first choices for j * C rows, then the C-row
- * algorithm (the first that passes is kept); FP8 weights take their C-row
- * plan's algorithm (one per shape already, gemm_fp8.h). *same 1 when a
- * plan passed; FRT_ERR_* from the calls. */
-static int group_product(frt_model *m, cd_model *c, int j, int k, const int sh[3], const group_scratch *gs, int *same)
-{
-    const int n = j * m->C;
-    void *st = frt_stream_native(m->stream);
-    *same = 0;
-    if (c->wfp8) {
-        const cd_layer8 *l8 = &c->layers8[0];
-        const cd_fp8 *w8[5] = {&l8->q_proj, &l8->k_proj, &l8->o_proj, &l8->gate_proj, &l8->down_proj};
-        int rc = frt_cuda_gemm_fp8_plan_like(c->gemm8, n, m->C, sh[0], sh[1], F32);
-        if (rc == FRT_ERR_UNSUPPORTED) return 0;
-        FRT_TRY(rc);
-        return frt_cuda_gemm_fp8_check_like(c->gemm8, st, n, m->C, sh[0], sh[1], F32, w8[k]->w, w8[k]->s, gs->x,
-                                            gs->xs, gs->y, gs->y_ref, same);
-    }
-    const cd_layer *l0 = &c->layers[0];
-    const uint16_t *w[5] = {l0->q_proj, l0->k_proj, l0->o_proj, l0->gate_proj, l0->down_proj};
-    static const int ranks[] = {0, 1, 2, 3, -1};
-    for (size_t r = 0; !*same && r < sizeof ranks / sizeof ranks[0]; r++) {
-        int rc = frt_cuda_gemm_plan_like(c->gemm, n, m->C, sh[0], sh[1], (frt_cuda_dtype)sh[2], 0, ranks[r]);
-        if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) continue;
-        FRT_TRY(rc);
-        FRT_TRY(frt_cuda_gemm_check_like(c->gemm, st, n, m->C, sh[0], sh[1], (frt_cuda_dtype)sh[2], w[k], gs->x,
-                                         gs->y, gs->y_ref, same));
-    }
-    return 0;
-}
-
 /* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
- * G up to want (0: 8, at most m->G); for each group size 2, 4, .. G every
- * prefill product gets its group plan, checked on the device over layer 0's
- * weights (group_product). A size where a product fails ends the ladder: G
- * is the last size that passed (with want > 1 given: FRT_ERR_UNSUPPORTED,
- * naming the product). Block-wise FP8 weights and debug_hidden run one
- * piece a replay. */
+ * the group plans of the five prefill products (plan_all's), checked on the
+ * device over layer 0's weights (frt_group_check). Block-wise FP8 weights
+ * and debug_hidden run one piece a replay. */
 static int cd_prefill_group(frt_model *m, int want, int *got)
 {
     cd_model *c = m->bk_data;
-    *got = 1;
     const char *why = m->params.debug_hidden ? "debug_hidden records one piece a replay"
                       : c->wblk ? "block-wise FP8 weights run every prefill piece on its own (their dequantized "
                                   "GEMMs are not checked for row groups)"
                                 : NULL;
-    if (why) {
-        if (want > 1) return frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: %s", want, why);
-        return 0;
-    }
-    int G = want ? want : m->G < 8 ? m->G : 8;
+    if (why) return frt_group_refuse("dense cuda", why, want, got);
     FRT_TRY(make_plans(m, c));
-    int sh[5][3];
-    prefill_shapes(c, sh);
-    if (c->wfp8)
-        for (int k = 0; k < 5; k++) sh[k][2] = F32; /* the FP8 GEMM's plans are f32 */
-    size_t xin = 0, yout = 0;
-    for (int k = 0; k < 5; k++) {
-        xin = xin > (size_t)sh[k][0] ? xin : (size_t)sh[k][0];
-        yout = yout > (size_t)sh[k][1] ? yout : (size_t)sh[k][1];
-    }
-    const size_t rows = (size_t)G * (size_t)m->C, xb = rows * xin * (c->wfp8 ? 1 : 2);
-    group_scratch gs = {NULL, NULL, NULL, NULL};
-    int rc = 0;
-    if (cudaMalloc(&gs.x, xb) != cudaSuccess || cudaMalloc(&gs.xs, rows * 4) != cudaSuccess ||
-        cudaMalloc(&gs.y, rows * yout * 4) != cudaSuccess ||
-        cudaMalloc(&gs.y_ref, (size_t)m->C * yout * 4) != cudaSuccess) {
-        (void)cudaGetLastError();
-        rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: prefill_group %d: no device memory for the load-time check "
-                       "(%.0f MB)", G, (double)(xb + rows * (4 + yout * 4) + (size_t)m->C * yout * 4) / 1e6);
-    }
-    int ok = 1;
-    for (int j = 2; rc == 0 && ok && j <= G; j *= 2) {
-        for (int k = 0; rc == 0 && ok && k < 5; k++) {
-            int same = 0;
-            rc = group_product(m, c, j, k, sh[k], &gs, &same);
-            if (rc == 0 && !same) {
-                ok = 0;
-                if (want > 1)
-                    rc = frt_error(FRT_ERR_UNSUPPORTED, "dense cuda: prefill_group %d: the product in %d out %d over %d "
-                                   "rows differs from its pieces of %d rows with every algorithm tried "
-                                   "(docs/architectures.md \"Prefill groups\")",
-                                   want, sh[k][0], sh[k][1], j * m->C, m->C);
-            }
+    const cd_layer *l0 = &c->layers[0];
+    const int y_gu = c->wfp8 ? F32 : BF16; /* gate, up: bf16 (the SwiGLU's input); the FP8 GEMM's f32 */
+    frt_group_product p[5] = {{c->H, c->qd, F32, l0->q_proj, NULL, NULL},
+                              {c->H, c->kvd, F32, l0->k_proj, NULL, NULL},
+                              {c->qd, c->H, F32, l0->o_proj, NULL, NULL},
+                              {c->H, c->I, (frt_cuda_dtype)y_gu, l0->gate_proj, NULL, NULL},
+                              {c->I, c->H, F32, l0->down_proj, NULL, NULL}};
+    if (c->wfp8) {
+        const cd_layer8 *l8 = &c->layers8[0];
+        const cd_fp8 *w8[5] = {&l8->q_proj, &l8->k_proj, &l8->o_proj, &l8->gate_proj, &l8->down_proj};
+        for (int k = 0; k < 5; k++) {
+            p[k].w = NULL;
+            p[k].q = w8[k]->w;
+            p[k].s = w8[k]->s;
         }
-        if (rc == 0 && ok) *got = j;
     }
-    cudaFree(gs.x);
-    cudaFree(gs.xs);
-    cudaFree(gs.y);
-    cudaFree(gs.y_ref);
-    return rc;
+    return frt_group_check(m, "dense cuda", c->gemm, c->wfp8 ? c->gemm8 : NULL, p, 5, want, got);
 }
 
 /* The FP8 KV cache's static per-head scales (a calibration file's, else
@@ -540,19 +463,8 @@ static int cd_alloc_scratch(frt_model *m)
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->attn_ws_bytes *= (size_t)slots; /* the batched decode: one workspace a branch */
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
-    /* A group replay's attention: as many of its pieces a launch as fit the larger of that and
-     * ATTN_GROUP_WS bytes of split partials (one piece a launch where even two do not). */
-    c->attn_pieces = 1;
-    for (int ap = 2; ap <= m->G; ap *= 2) {
-        size_t need = frt_cuda_attention_prefill_pieces_workspace_bytes(ap * m->C, m->C, m->max_seq, c->nh, c->hd);
-        if (need > ATTN_GROUP_WS && need > c->prefill_attn_ws_bytes) break;
-        c->attn_pieces = ap;
-    }
-    if (m->G > 1) {
-        size_t need = frt_cuda_attention_prefill_pieces_workspace_bytes(c->attn_pieces * m->C, m->C, m->max_seq, c->nh,
-                                                                        c->hd);
-        if (need > c->prefill_attn_ws_bytes) c->prefill_attn_ws_bytes = need;
-    }
+    /* a group replay's attention: c->attn_pieces pieces a launch */
+    c->attn_pieces = frt_group_attn_pieces(m->G, m->C, m->max_seq, c->nh, c->hd, &c->prefill_attn_ws_bytes);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
     if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
     for (int pass = 0; pass < 2; pass++) {
@@ -788,44 +700,12 @@ static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *k
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
-    const size_t qd = (size_t)c->qd;
-    if (f->pieces == 1) {
-        int rc = ks ? frt_cuda_attention_prefill_fp8(f->st, o, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
-                                                     m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
-                                                     c->prefill_attn_ws_bytes)
-                    : frt_cuda_attention_prefill(f->st, o, BF16, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq,
-                                                 c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
-                                                 c->prefill_attn_ws_bytes);
-        if (rc != FRT_ERR_UNSUPPORTED) return rc;
-        return ks ? frt_cuda_attention_fp8(f->st, o, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
-                                           c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
-                  : frt_cuda_attention(f->st, o, BF16, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv,
-                                       c->hd, c->scale, 0, NULL, 0);
-    }
-    const int C = m->C, ap = c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces;
-    const int32_t *run_n = c->gpos + f->pieces + 1; /* ap * C */
-    int rc = 0;
-    for (int p = 0; rc == 0 && p < f->pieces; p += ap) {
-        const float *qp = q + (size_t)p * C * qd;
-        uint16_t *op = o + (size_t)p * C * qd;
-        rc = ks ? frt_cuda_attention_prefill_pieces_fp8(f->st, op, BF16, qp, F32, kc, vc, ks, vs, c->gpos + p, run_n,
-                                                        ap * C, C, m->max_seq, c->nh, c->nkv, c->hd, c->scale,
-                                                        c->prefill_attn_ws, c->prefill_attn_ws_bytes)
-                : frt_cuda_attention_prefill_pieces(f->st, op, BF16, qp, F32, kc, vc, c->gpos + p, run_n, ap * C, C,
-                                                    m->max_seq, c->nh, c->nkv, c->hd, c->scale, c->prefill_attn_ws,
-                                                    c->prefill_attn_ws_bytes);
-    }
-    if (rc != FRT_ERR_UNSUPPORTED) return rc;
-    const int32_t *piece_n = c->gpos + f->pieces; /* C */
-    for (int p = 0; p < f->pieces; p++) { /* the CUDA-core kernel, one piece a launch */
-        const float *qp = q + (size_t)p * C * qd;
-        uint16_t *op = o + (size_t)p * C * qd;
-        FRT_TRY(ks ? frt_cuda_attention_fp8(f->st, op, BF16, qp, F32, kc, vc, ks, vs, c->gpos + p, piece_n, C,
-                                            m->max_seq, c->nh, c->nkv, c->hd, c->scale, 0, NULL, 0)
-                   : frt_cuda_attention(f->st, op, BF16, qp, F32, kc, vc, c->gpos + p, piece_n, C, m->max_seq, c->nh,
-                                        c->nkv, c->hd, c->scale, 0, NULL, 0));
-    }
-    return 0;
+    const frt_group_attn g = {.stream = f->st, .out = o, .out_dtype = BF16, .q = q, .k_cache = kc, .v_cache = vc,
+                              .k_scale = ks, .v_scale = vs, .d_start = f->d_pos, .d_n = f->d_n, .rows = f->R,
+                              .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = m->C,
+                              .max_seq = m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
+                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
+    return frt_group_attention(&g);
 }
 
 /* The FP8 KV cache (docs/fp8.md): RoPE of q and k at the boundary's
@@ -993,8 +873,8 @@ static int record_forward(const fwd *f)
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
     if (f->pieces > 1)
-        FRT_TRY(frt_dense_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
-                                    c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
+        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
+                              c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));

@@ -70,24 +70,6 @@ extern "C" int frt_dense_rope_table(void *stream, float *x, const float *inv_fre
     return 0;
 }
 
-__global__ void group_pos_kernel(int32_t *pos, const int32_t *d_start, int pieces, int C, int run)
-{
-    const int p = threadIdx.x;
-    if (p < pieces) pos[p] = *d_start + p * C;
-    if (p == pieces) pos[p] = C;
-    if (p == pieces + 1) pos[p] = run * C;
-}
-
-extern "C" int frt_dense_group_pos(void *stream, int32_t *pos, const int32_t *d_start, int pieces, int C, int run)
-{
-    FRT_ARG(pos && d_start, "dense group_pos: NULL pointer");
-    FRT_ARG(pieces >= 1 && pieces < 1022 && C >= 1 && run >= 1 && run <= pieces,
-            "dense group_pos: %d pieces of %d, runs of %d", pieces, C, run);
-    group_pos_kernel<<<1, pieces + 2, 0, (cudaStream_t)stream>>>(pos, d_start, pieces, C, run);
-    FRT_LAUNCH_CHECK();
-    return 0;
-}
-
 /* Where the decode prep stores a K or V element: a bf16 cache (prep_bf16)
  * or an E4M3 cache with static per-KV-head scales (prep_fp8: the code of
  * x / scale[head] as frt_cuda_kv_append_fp8, fp8_util.h). off: the row's

@@ -35,14 +35,6 @@ int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_
 int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
                          const int32_t *d_n, int max_n, int n_heads, int head_dim);
 
-/* A prefill group's piece table (docs/architectures.md "Prefill groups"):
- * pos[p] = *d_start + p * C for p < pieces, then pos[pieces] = C and
- * pos[pieces + 1] = run * C, the row counts the attention launches of one
- * piece and of `run` pieces read. pos [pieces + 2] int32 (device). Errors:
- * FRT_ERR_INVALID_ARGUMENT (NULL, pieces < 1 or >= 1022, C < 1, run
- * outside 1..pieces); FRT_ERR_BACKEND. */
-int frt_dense_group_pos(void *stream, int32_t *pos, const int32_t *d_start, int pieces, int C, int run);
-
 /* A decode token's RoPE and KV append in one launch (one thread a q pair,
  * a k pair (roped, then stored) or a V element; no barrier): q
  * [n_heads, head_dim] and k [n_kv_heads, head_dim] f32 roped in place as

@@ -48,12 +48,26 @@
  * The end of a step updates the boundary on the device (qwen35_glue.cu):
  * pos += n, has_logits = 1, pending = -1; decode then samples into pending.
  * No host synchronisation inside a step. GEMM algorithms are chosen at load
- * (alloc_scratch), never on the request path.
+ * (alloc_scratch, or frt_qwen35_cu_prefill_group before it), never on the
+ * request path.
+ *
+ * Prefill groups (docs/architectures.md "Prefill groups"): a cold prefill's
+ * whole pieces of C rows run up to m->G (default 8) a replay, the variant of
+ * bucket j * C. Every product runs once over the j * C rows with a group
+ * plan checked at load to give each row its piece's bytes
+ * (frt_qwen35_cu_prefill_group, group_cuda.h), fused or not as a piece of C
+ * rows is (at_one, dn_one); the attention runs a piece's key splits over
+ * several pieces a launch (frt_group_attention, the piece starts from
+ * frt_group_pos); the Gated DeltaNet conv and chunked gated delta rule take
+ * the group's rows in one call each (their carried state makes that the
+ * bits of one call a piece); every other kernel is row-wise. debug_hidden
+ * runs one piece a replay.
  */
 #include "model/arch/qwen35/qwen35_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv_fp8.h"
+#include "model/arch/group_cuda.h"
 #include "model/arch/qwen35/qwen35_glue.h"
 #include "util/bf16.h"
 #include "util/error.h"
@@ -71,8 +85,9 @@ typedef struct fwd {
     frt_model *m;
     cu_model *c;
     void *st;             /* cudaStream_t */
-    int R;                /* rows of the variant: the bucket, or 1 for decode */
+    int R;                /* rows of the variant: the bucket, a group's pieces * C, or 1 for decode */
     int decode;
+    int pieces;           /* prefill: the whole pieces of C rows a group replay runs (R = pieces * C); 1 otherwise */
     const int32_t *d_n;   /* valid rows (step.n_valid), NULL for decode (= 1) */
     const int32_t *d_no_logits; /* step.no_logits (prefill: skip the LM head), NULL for decode */
     int at_one, dn_one;   /* prefill: one GEMM for q | k | v, for in_proj_qkv | z | b | a (one_gemm) */
@@ -97,8 +112,10 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
-    f.at_one = !decode && !f.c->fp8 && one_gemm(f.c->at_fused, R); /* fp8: attention_fp8 reads q | gate, k, v apart */
-    f.dn_one = !decode && one_gemm(f.c->dn_fused, R);
+    f.pieces = !decode && R > m->C ? R / m->C : 1;
+    const int rows = f.pieces > 1 ? m->C : R; /* a group: its pieces' fused / unfused products */
+    f.at_one = !decode && at_one(f.c, rows);
+    f.dn_one = !decode && dn_one(f.c, rows);
     f.d_pos = (int32_t *)(void *)(bd + offsetof(frt_boundary, pos));
     f.d_pending = (int32_t *)(void *)(bd + offsetof(frt_boundary, pending));
     f.d_has_logits = (int32_t *)(void *)(bd + offsetof(frt_boundary, has_logits));
@@ -247,6 +264,24 @@ static int prep_unfused(const fwd *f, int l, const attn_rows *r)
     return frt_cuda_rope(r->st, r->k, F32, r->d_pos, r->d_n, R, nkv, hd, c->rot, c->theta);
 }
 
+/* A prefill replay's attention of r->q over layer l's cache (bf16, or
+ * E4M3 codes with the per-head scales ks / vs) into r->o f32: the
+ * FlashAttention kernel (tensor cores for head_dim 64 / 128 / 256, else the
+ * CUDA-core kernel); a group replay runs its pieces c->attn_pieces a launch
+ * with a piece's key splits (starts from c->gpos), so every row gets its
+ * piece's bits (frt_group_attention). */
+static int attn_prefill(const fwd *f, const attn_rows *r, const void *kc, const void *vc, const float *ks,
+                        const float *vs)
+{
+    const cu_model *c = f->c;
+    const frt_group_attn g = {.stream = r->st, .out = r->o, .out_dtype = F32, .q = r->q, .k_cache = kc, .v_cache = vc,
+                              .k_scale = ks, .v_scale = vs, .d_start = r->d_pos, .d_n = r->d_n, .rows = r->R,
+                              .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = f->m->C,
+                              .max_seq = f->m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
+                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
+    return frt_group_attention(&g);
+}
+
 /* Layer l's FP8 K (kv 0) or V (kv 1) scales [nkv] f32 (device). */
 static const float *kv_scale(const cu_model *c, int l, int kv)
 {
@@ -277,11 +312,7 @@ static int attention_fp8(const fwd *f, int l, const attn_rows *r)
     if (r->decode)
         return frt_cuda_attention_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh, nkv, hd,
                                       c->scale, DECODE_SPLIT, r->ws, c->attn_ws_bytes);
-    int rc = frt_cuda_attention_prefill_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh,
-                                            nkv, hd, c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
-    if (rc != FRT_ERR_UNSUPPORTED) return rc;
-    return frt_cuda_attention_fp8(r->st, r->o, F32, r->q, F32, kc, vc, ks, vs, r->d_pos, r->d_n, R, S, nh, nkv, hd,
-                                  c->scale, 0, NULL, 0);
+    return attn_prefill(f, r, kc, vc, ks, vs);
 }
 
 /* The bf16 KV cache of layer l: the prep (one fused launch for decode and
@@ -313,12 +344,7 @@ static int attention_bf16(const fwd *f, int l, const attn_rows *r)
     if (f->decode)
         return frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
                                   c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
-    /* tensor cores for head_dim 64/128/256; otherwise the scalar prefill form */
-    int rc = frt_cuda_attention_prefill(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd,
-                                        c->scale, c->prefill_attn_ws, c->prefill_attn_ws_bytes);
-    if (rc != FRT_ERR_UNSUPPORTED) return rc;
-    return frt_cuda_attention(st, c->o, F32, c->q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, nh, nkv, hd, c->scale,
-                              0, NULL, 0);
+    return attn_prefill(f, r, kc, vc, NULL, NULL);
 }
 
 /* Full attention (Qwen3_5Attention) of the normed input c->h into c->delta;
@@ -462,6 +488,9 @@ static int record_forward(const fwd *f)
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
+    if (f->pieces > 1) /* the pieces' starts, for the group's attention */
+        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
+                              c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
@@ -678,8 +707,10 @@ static int cu_record_decode_batch(frt_stream *s, void *user)
 static int cu_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
-    if (rc->bucket < 1 || rc->bucket > rc->m->C)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: bucket %d outside [1, %d]", rc->bucket, rc->m->C);
+    const int C = rc->m->C, j = rc->bucket / C;
+    if (rc->bucket < 1 || (rc->bucket > C && (rc->bucket % C || j > rc->m->G || (j & (j - 1)))))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: bucket %d is neither in [1, %d] nor a group of up to %d "
+                         "pieces", rc->bucket, C, rc->m->G);
     fwd f = fwd_make(s, rc->m, rc->bucket, 0);
     return record_forward(&f);
 }
@@ -726,6 +757,7 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
     .free = frt_qwen35_cu_free,
     .record_prefill = cu_record_prefill,
+    .prefill_group = frt_qwen35_cu_prefill_group,
     .record_decode = cu_record_decode,
     .record_sample = cu_record_sample,
     .record_decode_batch = cu_record_decode_batch,

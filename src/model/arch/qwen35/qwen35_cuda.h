@@ -84,7 +84,8 @@ typedef struct cu_model {
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];          /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
 
-    /* scratch: one device buffer, rows sized for the largest bucket C */
+    /* scratch: one device buffer, rows sized for the largest prefill replay (a
+     * bucket of up to C rows, or a group of m->G pieces: C x G rows) */
     frt_buffer *sbuf;
     float *x;        /* [C, H] residual stream */
     uint16_t *h;     /* [C, H] bf16 normed input of the next GEMMs */
@@ -103,8 +104,10 @@ typedef struct cu_model {
     size_t gdr_ws_bytes;
     void *attn_ws;   /* decode attention split partials */
     size_t attn_ws_bytes;
-    void *prefill_attn_ws; /* prefill attention split partials (every bucket) */
+    void *prefill_attn_ws; /* prefill attention split partials (every bucket, a group's launches) */
     size_t prefill_attn_ws_bytes;
+    int32_t *gpos;   /* m->G > 1: [G + 2] a group replay's piece starts, C and attn_pieces * C (frt_group_pos) */
+    int attn_pieces; /* m->G > 1: pieces a group replay's attention launch takes (frt_group_attn_pieces) */
     void *sample_ws;
     size_t sample_ws_bytes;
     int fp8;         /* the KV cache is FP8 E4M3 (m->kv_dtype; docs/fp8.md): attention_fp8 */
@@ -130,9 +133,21 @@ static inline int round16(int x) { return (x + 15) / 16 * 16; }
  * FRT_CUDA_GEMV_MAX_N) keep their per-matrix plans. */
 static inline int one_gemm(int fused, int rows) { return fused && rows > FRT_CUDA_GEMV_MAX_N; }
 
+/* Whether a prefill replay of `rows` rows (a bucket, or C for a group of
+ * whole pieces: a group takes its pieces' decision, so its columns land
+ * where theirs do) runs q | k | v as one GEMM (not with the FP8 KV cache,
+ * whose prep reads q | gate, k and v apart), in_proj_qkv | z | b | a as
+ * one. */
+static inline int at_one(const cu_model *c, int rows) { return !c->fp8 && one_gemm(c->at_fused, rows); }
+static inline int dn_one(const cu_model *c, int rows) { return one_gemm(c->dn_fused, rows); }
+
 /* qwen35_cuda_load.c */
 int frt_qwen35_cu_load_weights(frt_model *m);
 int frt_qwen35_cu_alloc_scratch(frt_model *m);
+/* frt_arch_backend.prefill_group: the group plans checked on the device
+ * (group_cuda.h, frt_group_check); FRT_ERR_UNSUPPORTED for want > 1 with
+ * debug_hidden or when a product's check fails; the check's errors. */
+int frt_qwen35_cu_prefill_group(frt_model *m, int want, int *got);
 void frt_qwen35_cu_free(frt_model *m);
 uint64_t frt_qwen35_cu_fingerprint_extra(const frt_model *m);
 

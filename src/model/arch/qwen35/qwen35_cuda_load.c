@@ -2,13 +2,15 @@
  * arch/qwen35/qwen35_cuda_load.c - the Qwen3.5 CUDA backend at load: sizes,
  * the weight arena (bf16, or the Linear weights as E4M3 codes + per-row
  * scales with FP8 weights), the cuBLASLt GEMM plans of every shape (and
- * the FP8 prefill GEMM's), scratch, and the fingerprint of the plans chosen
- * (qwen35_cuda.h).
+ * the FP8 prefill GEMM's), the prefill groups' plans checked on the device
+ * (frt_qwen35_cu_prefill_group), scratch, and the fingerprint of the plans
+ * chosen (qwen35_cuda.h).
  */
 #include "model/arch/qwen35/qwen35_cuda.h"
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemv_fp8.h"
+#include "model/arch/group_cuda.h"
 #include "model/arch/qwen35/qwen35_glue.h"
 #include "model/fp8_weights.h"
 #include "model/kv_scales.h"
@@ -357,6 +359,7 @@ int frt_qwen35_cu_load_weights(frt_model *m)
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda model: out of memory");
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
+    c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3; /* before prefill_group: at_one reads it */
     if (frt_fp8w_blocked(m)) /* before anything is allocated or read */
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda model: block-wise FP8 checkpoints (weight_scale_inv) of the hybrid are read by the cpu "
@@ -474,11 +477,111 @@ static int plan_decode_out(frt_model *m, cu_model *c, int n)
     return 0;
 }
 
+/* Every GEMM plan of the load, in one order whatever params.prefill_group
+ * (the plan order is hashed into the fingerprint; the group plans of
+ * frt_qwen35_cu_prefill_group are left out of it): decode (1 row), each
+ * bucket, FP8's, decode's accumulating output projections and the
+ * batched decode's (groups of up to FRT_CUDA_GEMV_MAX_N rows, made whatever
+ * the slot count, so the fingerprint does not depend on it). Creates the
+ * handles on first use; later calls find every plan made. */
+static int make_plans(frt_model *m, cu_model *c)
+{
+    if (!c->gemm) {
+        FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
+        FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
+    }
+    FRT_TRY(plan_all(m, c, 1));
+    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
+    if (c->wfp8 && !c->gemm8) {
+        FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
+        for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_fp8(m, c, m->buckets[i]));
+    }
+    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
+        FRT_TRY(plan_decode_out(m, c, g));
+        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
+    }
+    return 0;
+}
+
+/* The first layer of each kind: lf full attention, ll Gated DeltaNet (-1:
+ * none). */
+static void first_layers(const frt_model *m, int *lf, int *ll)
+{
+    *lf = *ll = -1;
+    for (int l = m->cfg.n_layers - 1; l >= 0; l--) {
+        if (m->cfg.layer_types[l] == FRT_LAYER_FULL_ATTENTION)
+            *lf = l;
+        else
+            *ll = l;
+    }
+}
+
+/* One product for frt_group_check: x [rows, in] . w^T into f32, whichever
+ * form w holds. */
+static frt_group_product product(int in, int out, cu_lin w)
+{
+    frt_group_product p = {in, out, F32, w.w, w.q, w.s};
+    return p;
+}
+
+/* The products a prefill piece of C rows runs (the forward pass's fused /
+ * unfused choice for C rows: at_one, dn_one), with the first layer of each
+ * kind's weights as the check's data, into p[0 ..]; returns their count
+ * (at most 8). */
+static int group_products(const frt_model *m, const cu_model *c, frt_group_product *p)
+{
+    int lf, ll, n = 0;
+    first_layers(m, &lf, &ll);
+    const cu_layer *l0 = &c->layers[0];
+    p[n++] = product(c->H, c->I, l0->gate_proj); /* gate, up */
+    p[n++] = product(c->I, c->H, l0->down_proj);
+    if (lf >= 0) {
+        const cu_layer *a = &c->layers[lf];
+        if (at_one(c, m->C)) {
+            p[n++] = product(c->H, c->at_w, a->q_proj); /* q | k | v: the weights lie end to end */
+        } else {
+            p[n++] = product(c->H, c->qw, a->q_proj);
+            p[n++] = product(c->H, c->kvw, a->k_proj); /* k, v */
+        }
+        p[n++] = product(c->ad, c->H, a->o_proj);
+    }
+    if (ll >= 0) {
+        const cu_layer *d = &c->layers[ll];
+        if (dn_one(c, m->C)) {
+            p[n++] = product(c->H, c->dn_w, d->in_proj_qkv); /* in_proj_qkv | z | b | a */
+        } else {
+            p[n++] = product(c->H, c->ch, d->in_proj_qkv);
+            p[n++] = product(c->H, c->vd, d->in_proj_z);
+            p[n++] = product(c->H, c->ba_w, d->in_proj_ba);
+        }
+        p[n++] = product(c->vd, c->H, d->out_proj);
+    }
+    return n;
+}
+
+/* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
+ * the group plans of the products a piece runs (group_products), checked on
+ * the device over the first layer of each kind's weights
+ * (frt_group_check); bf16 and FP8 weights, either KV cache. debug_hidden
+ * runs one piece a replay (block-wise FP8 checkpoints do not load on this
+ * backend). */
+int frt_qwen35_cu_prefill_group(frt_model *m, int want, int *got)
+{
+    cu_model *c = m->bk_data;
+    if (m->params.debug_hidden)
+        return frt_group_refuse("qwen35 cuda", "debug_hidden records one piece a replay", want, got);
+    FRT_TRY(make_plans(m, c));
+    frt_group_product p[8];
+    const int n = group_products(m, c, p);
+    return frt_group_check(m, "qwen35 cuda", c->gemm, c->wfp8 ? c->gemm8 : NULL, p, n, want, got);
+}
+
 int frt_qwen35_cu_alloc_scratch(frt_model *m)
 {
     cu_model *c = m->bk_data;
     if (!c) return frt_error(FRT_ERR_STATE, "cuda model: scratch before weights");
-    size_t R = (size_t)m->C, f = sizeof(float), h2 = sizeof(uint16_t);
+    /* rows of the prefill scratch: a group of G pieces (m->G 1: one piece) */
+    size_t R = (size_t)m->C * (size_t)(m->G > 1 ? m->G : 1), f = sizeof(float), h2 = sizeof(uint16_t);
     size_t H = (size_t)c->H;
     size_t nv = (size_t)max_i(c->nv, 1);
     size_t wide = (size_t)max_i(max_i(max_i(max_i(c->qw, c->ch), c->I), c->dn_fused ? c->dn_w : 0),
@@ -492,13 +595,15 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
     if (slots > BATCH_MAX) slots = BATCH_MAX;
     if (slots > m->C) slots = m->C;
 
-    c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes(m->C, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
+    /* the chunked gated delta rule of a group: one call over its R rows (chunks per row count) */
+    c->gdr_ws_bytes = frt_cuda_gdr_chunked_workspace_bytes((int)R, c->nk, c->nv, c->dk, c->dv, GDR_CHUNK);
     c->attn_ws_bytes = frt_cuda_attention_workspace_bytes(1, m->max_seq, c->nh, c->hd, DECODE_SPLIT);
     c->prefill_attn_ws_bytes = frt_cuda_attention_prefill_workspace_bytes(m->C, m->max_seq, c->nh, c->hd);
+    /* a group replay's attention: c->attn_pieces pieces a launch */
+    c->attn_pieces = frt_group_attn_pieces(m->G, m->C, m->max_seq, c->nh, c->hd, &c->prefill_attn_ws_bytes);
     FRT_TRY(frt_cuda_sample_workspace_bytes(c->V, &c->sample_ws_bytes));
     if (slots > 1) FRT_TRY(frt_batch_ends_bytes(slots, c->V, &c->ends_ws_bytes));
 
-    c->fp8 = m->kv_dtype == FRT_DT_F8_E4M3;
     /* Two passes over one layout: sizes (base NULL), then pointers. */
     size_t total = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -534,6 +639,7 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         CARVE(c->gdr_ws, char, c->gdr_ws_bytes);
         CARVE(c->attn_ws, char, c->attn_ws_bytes * (size_t)slots); /* the batched decode: one a slot */
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
+        if (m->G > 1) CARVE(c->gpos, int32_t, (size_t)(m->G + 2) * sizeof(int32_t));
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         if (c->fp8) CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
         if (slots > 1) {
@@ -558,23 +664,9 @@ int frt_qwen35_cu_alloc_scratch(frt_model *m)
         FRT_TRY(frt_model_kv_scales_upload(m, 2 * c->L, c->nkv, c->sbuf,
                                            (size_t)((char *)c->kv_scale - (char *)frt_buffer_ptr(c->sbuf))));
 
-    /* cuBLASLt: the handle, the stream's workspace, and every plan the
-     * captured graphs use (each bucket, and n = 1 for decode and lm_head). */
-    FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
-    FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
-    FRT_TRY(plan_all(m, c, 1));
-    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
-    if (c->wfp8) {
-        FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
-        for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_fp8(m, c, m->buckets[i]));
-    }
-    /* decode (1 row) and the batched decode (groups of up to
-     * FRT_CUDA_GEMV_MAX_N rows), made whatever the slot count, so the
-     * fingerprint does not depend on it */
-    for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
-        FRT_TRY(plan_decode_out(m, c, g));
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
-    }
+    /* cuBLASLt: every plan the captured graphs use (made here, or before by
+     * frt_qwen35_cu_prefill_group with the groups' plans on top) */
+    FRT_TRY(make_plans(m, c));
     c->batch_slots = slots > 1 && batch_ok(m, c) ? slots : 0;
     if (c->batch_slots) FRT_TRY(frt_batch_ends_init(&c->ends, c->batch_slots, c->V, c->ends_ws, c->blogits));
     return frt_stream_sync(m->stream);
