@@ -117,8 +117,9 @@ typedef struct frt_model_params {
                             "Prefill groups"): a prefill that starts at a multiple of C runs its whole pieces in
                             groups of 2, 4, .. G, each product once over the group's rows, every row with the
                             bits of its own piece (checked on the device at load). 0 = the backend's default
-                            (8 on the cuda backends of the dense family and of the hybrid qwen35, bf16 or
-                            per-channel FP8 weights, where the load-time check passes; 1 elsewhere); 1 = off;
+                            (up to 8 pieces and 2048 rows, i.e. 8 at C = 256 and 1 from C = 2048, on the cuda
+                            backends of the dense family and of the hybrid qwen35, bf16 or per-channel FP8
+                            weights, where the load-time check passes; 1 elsewhere); 1 = off;
                             a power of two 2..64 where the backend groups (those two cuda backends, without
                             debug_hidden or block-wise FP8 weights), else FRT_ERR_UNSUPPORTED; other values
                             FRT_ERR_INVALID_ARGUMENT. Capped at max_seq / C */

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#define GROUP_DEFAULT_ROWS 2048 /* rows of a default group: the GEMMs' rate is reached (docs/PERF.md) */
 #define MAX_PRODUCTS 32
 
 /* Scratch of the load-time check. */
@@ -84,6 +85,15 @@ int frt_group_refuse(const char *who, const char *why, int want, int *got)
     return 0;
 }
 
+/* The default G: up to 8 pieces and GROUP_DEFAULT_ROWS rows (8 at C = 256,
+ * 1 from C = 2048), at most the runtime's cap m->G. */
+static int default_group(const frt_model *m)
+{
+    int g = 1;
+    while (g < 8 && g * 2 <= m->G && (long)g * 2 * m->C <= GROUP_DEFAULT_ROWS) g *= 2;
+    return g;
+}
+
 int frt_group_check(frt_model *m, const char *who, frt_cuda_gemm *gemm, frt_cuda_gemm_fp8 *gemm8,
                     const frt_group_product *p, int n, int want, int *got)
 {
@@ -91,7 +101,7 @@ int frt_group_check(frt_model *m, const char *who, frt_cuda_gemm *gemm, frt_cuda
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill group check: NULL or %d products (1..%d)", n,
                          MAX_PRODUCTS);
     *got = 1;
-    const int G = want ? want : m->G < 8 ? m->G : 8;
+    const int G = want ? want : default_group(m);
     size_t xin = 0, yout = 0;
     for (int k = 0; k < n; k++) {
         xin = xin > (size_t)p[k].in ? xin : (size_t)p[k].in;

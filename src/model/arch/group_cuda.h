@@ -45,7 +45,8 @@ typedef struct frt_group_product {
     const float *s;
 } frt_group_product;
 
-/* frt_arch_backend.prefill_group's ladder: G up to want (0: 8, at most
+/* frt_arch_backend.prefill_group's ladder: G up to want (0: up to 8 pieces
+ * and 2048 rows, i.e. 8 at C = 256 and 1 from C = 2048; at most
  * m->G, the runtime's cap); for each group size j = 2, 4, .. G, every
  * product of p[0 .. n-1] gets its j * C-row group plan, checked on the
  * device over a fixed pseudo-random input to give each row the bytes of
