@@ -262,7 +262,7 @@ static int capture_graphs(frt_model *m)
 {
     if (m->arch->kind == FRT_ARCH_POLICY) return capture_policy(m);
     int sets = m->bk->binds_slots ? 1 : m->n_slots;
-    int groups = 0;
+    int groups = 0; /* capture_slot's group variants: j = 2, 4, .. G */
     for (int j = 2; j <= m->G; j *= 2) groups++;
     uint64_t done = 0, total = (uint64_t)sets * ((uint64_t)m->n_buckets + (uint64_t)groups + 2);
     progress(m, "capture", 0, total);
@@ -480,9 +480,9 @@ static int pick_prefill_group(frt_model *m)
     while (limit * 2 <= 64 && (long)limit * 2 * m->C <= m->max_seq) limit *= 2;
     m->G = 1;
     if (!m->bk->prefill_group || m->params.prefill_group == 1) return 0;
+    if (limit == 1) return 0;
     int want = m->params.prefill_group, got = 1;
     if (want > limit) want = limit;
-    if (want == 1 || limit == 1) return 0;
     m->G = limit; /* the cap, for the backend's default */
     FRT_TRY(m->bk->prefill_group(m, want, &got));
     m->G = got < 1 ? 1 : got > limit ? limit : got;

@@ -130,6 +130,20 @@ int frt_group_check(frt_model *m, const char *who, frt_cuda_gemm *gemm, frt_cuda
     return rc;
 }
 
+int frt_group_pieces(const frt_model *m, int rows, int decode)
+{
+    return !decode && rows > m->C ? rows / m->C : 1;
+}
+
+int frt_group_bucket_check(const frt_model *m, int bucket, const char *who)
+{
+    const int C = m->C, j = bucket / C;
+    if (bucket >= 1 && bucket <= C) return 0;
+    if (bucket > C && bucket % C == 0 && j <= m->G && (j & (j - 1)) == 0) return 0;
+    return frt_error(FRT_ERR_INVALID_ARGUMENT, "%s: bucket %d is neither in [1, %d] nor a group of up to %d pieces", who,
+                     bucket, C, m->G);
+}
+
 int frt_group_attn_pieces(int G, int C, int max_seq, int n_heads, int head_dim, size_t *ws_bytes)
 {
     int ap = 1;

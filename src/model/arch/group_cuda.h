@@ -70,12 +70,22 @@ int frt_group_check(frt_model *m, const char *who, frt_cuda_gemm *gemm, frt_cuda
 int frt_group_refuse(const char *who, const char *why, int want, int *got);
 
 /* A prefill group's piece table: pos[p] = *d_start + p * C for p < pieces,
- * then pos[pieces] = C and pos[pieces + 1] = run * C, the row counts the
- * attention launches of one piece and of `run` pieces read. pos
- * [pieces + 2] int32 (device); d_start [1] int32 (device). Enqueues only
- * (legal inside a capture). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, pieces
- * < 1 or >= 1022, C < 1, run outside 1..pieces); FRT_ERR_BACKEND. */
+ * then pos[pieces] = C and pos[pieces + 1] = min(run, pieces) * C, the row
+ * counts the attention launches of one piece and of `run` pieces read
+ * (run: frt_group_attn_pieces). pos [pieces + 2] int32 (device); d_start
+ * [1] int32 (device). Enqueues only (legal inside a capture). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, pieces < 1 or >= 1022, C < 1, run < 1);
+ * FRT_ERR_BACKEND. */
 int frt_group_pos(void *stream, int32_t *pos, const int32_t *d_start, int pieces, int C, int run);
+
+/* A replay of `rows` rows: the whole pieces of C rows a group runs
+ * (rows = pieces * C, rows > C), 1 for a bucket of up to C rows and for
+ * decode. */
+int frt_group_pieces(const frt_model *m, int rows, int decode);
+
+/* record_prefill's bucket: 1..C, or j * C for a group of j = 2, 4, .. G
+ * pieces; else FRT_ERR_INVALID_ARGUMENT naming who. */
+int frt_group_bucket_check(const frt_model *m, int bucket, const char *who);
 
 /* Pieces a group replay's attention launch takes for groups of up to G
  * pieces of C rows: the most (a power of two up to G) whose split partials

@@ -138,7 +138,7 @@ typedef struct cd_model {
     float *kv_scale; /* FP8: [L, 2, nkv] the static per-head K and V scales (frt_model_kv_scales_upload) */
     void *attn_ws, *prefill_attn_ws, *sample_ws;
     size_t attn_ws_bytes, prefill_attn_ws_bytes, sample_ws_bytes;
-    int32_t *gpos;   /* m->G > 1: [G + 2] a group replay's piece starts, C and attn_pieces * C (frt_dense_group_pos) */
+    int32_t *gpos;   /* m->G > 1: [G + 2] a group replay's piece starts, C and attn_pieces * C (frt_group_pos) */
     int attn_pieces; /* m->G > 1: pieces a group replay's attention launch takes (attn_prefill) */
     int32_t *debug_rows;
     float *debug;
@@ -387,7 +387,7 @@ static int plan_all(cd_model *c, int n)
 
 /* Every GEMM plan of the load, in one order whatever params.prefill_group
  * (the plan order is hashed into the fingerprint; the group plans of
- * plan_group are left out of it): decode (1 row), the prefill buckets,
+ * cd_prefill_group are left out of it): decode (1 row), the prefill buckets,
  * FP8's, and the batched decode's (groups of up to FRT_CUDA_GEMV_MAX_N
  * rows, made whatever the slot count, so the fingerprint does not depend on
  * it). Creates the handle on first use; later calls find every plan made. */
@@ -408,6 +408,11 @@ static int make_plans(frt_model *m, cd_model *c)
     return 0;
 }
 
+/* The dtype a prefill's gate and up products are written in, the SwiGLU's
+ * input: bf16 (half the bytes the SwiGLU reads), f32 from the FP8 GEMM
+ * (its plans are f32). */
+static frt_cuda_dtype gate_dt(const cd_model *c) { return c->wfp8 && !c->wblk ? F32 : BF16; }
+
 /* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
  * the group plans of the five prefill products (plan_all's), checked on the
  * device over layer 0's weights (frt_group_check). Block-wise FP8 weights
@@ -422,11 +427,10 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
     if (why) return frt_group_refuse("dense cuda", why, want, got);
     FRT_TRY(make_plans(m, c));
     const cd_layer *l0 = &c->layers[0];
-    const int y_gu = c->wfp8 ? F32 : BF16; /* gate, up: bf16 (the SwiGLU's input); the FP8 GEMM's f32 */
     frt_group_product p[5] = {{c->H, c->qd, F32, l0->q_proj, NULL, NULL},
                               {c->H, c->kvd, F32, l0->k_proj, NULL, NULL},
                               {c->qd, c->H, F32, l0->o_proj, NULL, NULL},
-                              {c->H, c->I, (frt_cuda_dtype)y_gu, l0->gate_proj, NULL, NULL},
+                              {c->H, c->I, gate_dt(c), l0->gate_proj, NULL, NULL},
                               {c->I, c->H, F32, l0->down_proj, NULL, NULL}};
     if (c->wfp8) {
         const cd_layer8 *l8 = &c->layers8[0];
@@ -579,7 +583,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.st = frt_stream_native(s);
     f.R = R;
     f.decode = decode;
-    f.pieces = !decode && R > m->C ? R / m->C : 1;
+    f.pieces = frt_group_pieces(m, R, decode);
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
@@ -629,11 +633,6 @@ static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, con
 {
     return lin_as(f, y, F32, x, w, w8, in, out);
 }
-
-/* The dtype a prefill's gate and up products are written in, the SwiGLU's
- * input: bf16 (half the bytes the SwiGLU reads), f32 from the FP8 GEMM
- * (its plans are f32). */
-static frt_cuda_dtype gate_dt(const cd_model *c) { return c->wfp8 && !c->wblk ? F32 : BF16; }
 
 /* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
  * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV,
@@ -873,8 +872,7 @@ static int record_forward(const fwd *f)
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
     if (f->pieces > 1)
-        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
-                              c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
+        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
@@ -926,10 +924,7 @@ static int record_sample_work(const fwd *f)
 static int cd_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
-    const int C = rc->m->C, j = rc->bucket / C;
-    if (rc->bucket < 1 || (rc->bucket > C && (rc->bucket % C || j > rc->m->G || (j & (j - 1)))))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "dense cuda: bucket %d is neither in [1, %d] nor a group of %d", rc->bucket,
-                         C, rc->m->G);
+    FRT_TRY(frt_group_bucket_check(rc->m, rc->bucket, "dense cuda"));
     fwd f = fwd_make(s, rc->m, rc->bucket, 0);
     return record_forward(&f);
 }

@@ -112,7 +112,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
-    f.pieces = !decode && R > m->C ? R / m->C : 1;
+    f.pieces = frt_group_pieces(m, R, decode);
     const int rows = f.pieces > 1 ? m->C : R; /* a group: its pieces' fused / unfused products */
     f.at_one = !decode && at_one(f.c, rows);
     f.dn_one = !decode && dn_one(f.c, rows);
@@ -489,8 +489,7 @@ static int record_forward(const fwd *f)
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
 
     if (f->pieces > 1) /* the pieces' starts, for the group's attention */
-        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C,
-                              c->attn_pieces < f->pieces ? c->attn_pieces : f->pieces));
+        FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));
     FRT_TRY(frt_qwen35_journal(st, frt_buffer_ptr(m->tokens), ids, f->d_pos, f->d_n, R, m->max_seq,
                                frt_buffer_ptr(m->seen), f->decode ? frt_buffer_ptr(m->counts) : NULL));
     FRT_TRY(frt_cuda_embedding(st, c->x, F32, c->embed, c->V, H, ids, f->d_n, R));
@@ -707,10 +706,7 @@ static int cu_record_decode_batch(frt_stream *s, void *user)
 static int cu_record_prefill(frt_stream *s, void *user)
 {
     const frt_record_ctx *rc = user;
-    const int C = rc->m->C, j = rc->bucket / C;
-    if (rc->bucket < 1 || (rc->bucket > C && (rc->bucket % C || j > rc->m->G || (j & (j - 1)))))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cuda model: bucket %d is neither in [1, %d] nor a group of up to %d "
-                         "pieces", rc->bucket, C, rc->m->G);
+    FRT_TRY(frt_group_bucket_check(rc->m, rc->bucket, "cuda model"));
     fwd f = fwd_make(s, rc->m, rc->bucket, 0);
     return record_forward(&f);
 }
