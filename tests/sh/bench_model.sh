@@ -47,6 +47,8 @@ jcheck "json: decode" "$J" "(lambda d: d['n'] == 4 and d['p50'] > 0 and d['token
 jcheck "json: sampling costs (penalties, half mask once and per step) next to plain" "$J" "all(j['prefixes'][0][k]['n'] == 4 and j['prefixes'][0][k]['p50'] > 0 and j['prefixes'][0][k]['plain_ms_p50'] > 0 and 'overhead_fraction' in j['prefixes'][0][k] for k in ('decode_penalties', 'decode_mask', 'decode_mask_per_step'))"
 check "sampling costs on stderr" grep -q "token mask allowing half the vocabulary, set once: .* ms/token, plain" "$T/err"
 jcheck "json: model info and memory" "$J" "j['model_info']['weight_bytes'] > 0 and j['model_info']['state_bytes'] > 0 and j['model_info']['prefill_chunk'] == 64 and j['memory']['peak_used_bytes'] > 0"
+jcheck "json: prefill group 1 on cpu (no groups there)" "$J" "j['model_info']['prefill_group'] == 1"
+check "the prefill group in effect on stderr" grep -q "prefill groups of up to 1 pieces" "$T/err"
 jcheck "json: nothing skipped, no error" "$J" "j['skipped'] == [] and 'error' not in j"
 check "no capsule file left in tmpdir" bash -c "! ls '$T'/*.cap >/dev/null 2>&1"
 
@@ -103,6 +105,12 @@ bad "unknown backend" --shape tiny --random-weights --backend tpu
 bad "unknown option" --shape tiny --random-weights --frobnicate
 bad "missing value" --shape tiny --random-weights --json
 bad "max-seq 0" --shape tiny --random-weights --max-seq 0
+bad "prefill-group not a power of two" --shape tiny --random-weights --prefill-group 3
+bad "prefill-group above 64" --shape tiny --random-weights --prefill-group 128
+"$FRT" bench --shape tiny --random-weights --backend cpu --prefill-group 2 --prefixes 128 --chunk 64 >/dev/null \
+    2>"$T/bad.err"
+check "prefill-group 2 on cpu: the load refused, the run fails" test $? -eq 1
+check "prefill-group 2 on cpu: the reason" grep -q "runs every prefill piece on its own" "$T/bad.err"
 "$FRT" bench --shape nosuch --random-weights --backend cpu >/dev/null 2>"$T/bad.err"
 check "unknown shape exits 1" test $? -eq 1
 check "unknown shape names the shapes" grep -q "qwen3.5-9b" "$T/bad.err"
