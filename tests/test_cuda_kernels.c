@@ -918,6 +918,21 @@ static void test_gdn_gate(frt_cuda_dtype dt)
     free(got);
 }
 
+/* The bf16 outputs in vec (val of them, from a vector-path swiglu) against
+ * the scalar path's: the same swiglu into a buffer at +2 bytes. */
+static void swiglu_scalar_same(const char *name, dbuf vec, dbuf da, dbuf db, frt_cuda_dtype in_dt, int max_n, int per,
+                               size_t val)
+{
+    void *v = snap(vec, val * 2), *sca = xzalloc(val * 2);
+    dbuf dv = dalloc((size_t)max_n * per * 2 + 64);
+    CHECK_OK(frt_cuda_swiglu(g_cs, (char *)dv.p + 2, BF16, da.p, db.p, in_dt, d_n_p(), max_n, per));
+    dget(dv, 2, sca, val * 2);
+    report_same(name, v, sca, val * 2);
+    free(v);
+    free(sca);
+    dfree(&dv);
+}
+
 static void test_elementwise(frt_cuda_dtype dt)
 {
     const int max_n = 6, n = 4, per = 1000;
@@ -946,24 +961,10 @@ static void test_elementwise(frt_cuda_dtype dt)
         snprintf(name, sizeof name, "swiglu f32 -> bf16 (4 per thread), n %d/%d", n, max_n);
         report(name, frt_test_rel_err(got, ref, val), TOL_BF16);
         CHECK(untouched(dv, val * 2, tot * 2 + 64 - val * 2));
-        void *vec = snap(dv, val * 2);
-        CHECK_OK(frt_cuda_swiglu(g_cs, (char *)dv.p + 2, BF16, da.p, db.p, F32, d_n_p(), max_n, per));
-        void *sca = xzalloc(val * 2);
-        dget(dv, 2, sca, val * 2);
-        report_same("swiglu f32 -> bf16: vector path == scalar path", vec, sca, val * 2);
-        free(vec);
-        free(sca);
+        swiglu_scalar_same("swiglu f32 -> bf16: vector path == scalar path", dv, da, db, F32, max_n, per, val);
         dfree(&dv);
     } else { /* bf16 in and out: the vector path above (8 per thread, aligned) against the scalar one (+2 bytes) */
-        void *vec = snap(dy, val * 2);
-        dbuf dv = dalloc(tot * 2 + 64);
-        CHECK_OK(frt_cuda_swiglu(g_cs, (char *)dv.p + 2, BF16, da.p, db.p, BF16, d_n_p(), max_n, per));
-        void *sca = xzalloc(val * 2);
-        dget(dv, 2, sca, val * 2);
-        report_same("swiglu bf16 -> bf16: vector path == scalar path", vec, sca, val * 2);
-        free(vec);
-        free(sca);
-        dfree(&dv);
+        swiglu_scalar_same("swiglu bf16 -> bf16: vector path == scalar path", dy, da, db, BF16, max_n, per, val);
     }
 
     memcpy(ref, a, tot * 4);

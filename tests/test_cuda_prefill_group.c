@@ -37,6 +37,7 @@
 #include "frt_test.h"
 
 #include "frt/capsule.h"
+#include "frt/fs.h"
 #include "frt/debug.h"
 #include "frt/model.h"
 #include "gen_model.h"
@@ -227,19 +228,6 @@ static frt_model *load(const model_src *src, int group, frt_kv_dtype kv, frt_wei
     return m;
 }
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = xzalloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 static void test_model(const model_src *src, frt_kv_dtype kv, frt_weight_dtype wd)
 {
     printf("2. %s on cuda, groups of up to 8 pieces against one piece a replay%s%s\n", src->label,
@@ -274,7 +262,9 @@ static void test_model(const model_src *src, frt_kv_dtype kv, frt_weight_dtype w
     CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_DISK, pa, NULL, 0, &ca));
     CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_DISK, pb, NULL, 0, &cb));
     size_t na = 0, nb = 0;
-    char *fa = read_all(pa, &na), *fb = read_all(pb, &nb);
+    char *fa = NULL, *fb = NULL;
+    CHECK_OK(frt_file_read_all(pa, (size_t)1 << 30, &fa, &na));
+    CHECK_OK(frt_file_read_all(pb, (size_t)1 << 30, &fb, &nb));
     CHECK(fa && fb && na > 0);
     report_flag("  capsule files of the two states: the same bytes", fa && fb && na == nb && !memcmp(fa, fb, na));
     free(fa);
