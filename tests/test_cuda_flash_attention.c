@@ -357,6 +357,61 @@ static void test_qwen_shape(void)
     cache_free(&small);
 }
 
+/* head_dim 128 on a bf16 cache where a launch fills whole 128-row blocks
+ * (rows = tokens x query heads per KV head): the wgmma kernel
+ * (flash_attention.cu fa_split_wg). llama3.1-8b's heads (32 over 8, 4 a
+ * KV head): a 256-token prefill piece (split length 2048) and a 64-token
+ * append (split length 512) at 8k; 3 heads a KV head with 128-token
+ * pieces, where a split ends inside a key tile. */
+static void test_llama_shape(void)
+{
+    kv_cache kv = cache_make(128, 8, 8448);
+    { /* a 256-token piece: 1024 rows a KV head, 5 splits at 8k */
+        fa_run r = run_make(&kv, 32, 256, F32, BF16);
+        check_at(&r, 0, 256);
+        check_at(&r, 7936, 256);
+        check_at(&r, 300, 3);
+        check_at(&r, 2047, 200);
+        check_determinism(&r, 7936, 256);
+        check_n_independent(&r, 4000, 256, 70);
+        time_at(&r, 0, 256);
+        time_at(&r, 7936, 256);
+        run_free(&r);
+    }
+    { /* a 64-token append, bf16 q (the dense model's) */
+        fa_run r = run_make(&kv, 32, 64, BF16, BF16);
+        check_at(&r, 8192, 64);
+        check_at(&r, 8384, 64);
+        check_at(&r, 0, 64);
+        check_at(&r, 1111, 33);
+        check_determinism(&r, 8192, 64);
+        check_n_independent(&r, 8192, 64, 5);
+        const int s[3] = {8192, 100, 4095}, n[3] = {64, 7, 64};
+        check_graph(&r, s, n, 3);
+        time_at(&r, 8192, 64);
+        run_free(&r);
+    }
+    cache_free(&kv);
+    kv_cache mh = cache_make(128, 6, 1800);
+    { /* 18 heads over 6 KV heads, 128-token pieces: split length 576 (4.5
+       * tiles: a split ends inside a tile), 4 splits, the last one short */
+        fa_run r = run_make(&mh, 18, 128, F32, F32);
+        check_at(&r, 0, 128);
+        check_at(&r, 1672, 128);
+        check_at(&r, 555, 77);
+        check_at(&r, 1799, 1);
+        check_n_independent(&r, 600, 128, 13);
+        run_free(&r);
+    }
+    { /* 192-token pieces (576 rows, 4.5 blocks: the mma.sync kernel) */
+        fa_run r = run_make(&mh, 18, 192, BF16, F32);
+        check_at(&r, 0, 192);
+        check_at(&r, 1500, 192);
+        run_free(&r);
+    }
+    cache_free(&mh);
+}
+
 /* frt_cuda_attention_prefill_pieces{,_fp8}: one launch over `pieces`
  * pieces of C rows gives each piece the bytes of a launch over that piece
  * alone at its start (the prefill groups' attention, docs/architectures.md),
@@ -567,6 +622,7 @@ int main(void)
     g_dyn = dalloc(64);
 
     test_qwen_shape();
+    test_llama_shape();
     test_head_dims();
     test_pieces(0);
     test_pieces(1);

@@ -56,6 +56,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/mma_util.h"
+#include "kernels/cuda/wgmma_util.h"
 
 #include <math.h>
 
@@ -442,7 +443,7 @@ __device__ __forceinline__ void fa_split(const fa_args &a, int xb, int kvh, int 
  * the bits the combine kernel gives it. The partials are read back through
  * L2 (__ldcg): the (m, l) of a row were written by another lane of the
  * quad. */
-template <int HD>
+template <int HD, int ROWS>
 __device__ __forceinline__ void fa_merge(const fa_args &a, int xb, int kvh)
 {
     constexpr int DT = HD / 8;
@@ -450,7 +451,7 @@ __device__ __forceinline__ void fa_merge(const fa_args &a, int xb, int kvh)
     const int n = frt_dyn_n(a.d_n, a.max_n);
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
     const int G = a.group, gid = lane >> 2, tig = lane & 3;
-    const int wr0 = xb * FA_ROWS + warp * 16;
+    const int wr0 = xb * ROWS + warp * 16;
     __syncwarp();
     __threadfence_block();
     const size_t stride = (size_t)a.max_n * a.n_heads;
@@ -510,7 +511,260 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
         fa_split<HD, F8>(a, xb, kvh, z);
         __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
     }
-    fa_merge<HD>(a, xb, kvh);
+    fa_merge<HD, FA_ROWS>(a, xb, kvh);
+}
+
+/* ---- head_dim 128, bf16 cache: warpgroup MMA (wgmma) ---------------------
+ *
+ * The same work, splits and partials as fa_split (the same split rule, the
+ * same (row, split) partials, the same merge), computed on Hopper's
+ * warpgroup MMA: a block of two warpgroups (8 warps) takes 128 rows; key
+ * tiles of 128 keys. Per tile and warpgroup (64 rows): S (64 x 128) = Q K^T
+ * as 8 wgmma m64n128k16 from shared memory (Q and K K-major), the causal
+ * mask and the online softmax on the accumulator fragments (the layout of
+ * 16 mma.sync m16n8 accumulators a warp, so fa_split's arithmetic line for
+ * line), P rounded to bf16 in registers, and O += P V as 8 wgmma with P
+ * from registers and V (keys x head_dim, MN-major) from shared memory.
+ * Q, K and V sit in shared memory in 128-byte-swizzled regions of 64
+ * columns (wgmma_util.h); K / V tiles are staged by cp.async, double
+ * buffered. A warpgroup skips a tile past its rows' last key. Row r's bits
+ * depend on r's position in its 128-row block, its keys and the split: the
+ * same in a launch of one prefill piece (pieces are multiples of 128 rows
+ * when C is a multiple of 32 and the group 4; see fa_wg_ok) and in a
+ * launch over several, as fa_split's. */
+#define FA_WG_ROWS 128
+#define FA_WG_THREADS 256
+#define FA_WG_BC 128
+#define FA_WG_REG 16384 /* one region: 128 rows x 128 bytes */
+#define FA_WG_SMEM (1024 + 2 * FA_WG_REG + 2 * 4 * FA_WG_REG) /* align slack, Q, 2 x (K, V) */
+
+__device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, int z)
+{
+    constexpr int HD = 128, BC = FA_WG_BC, NT = BC / 8, DT = HD / 8;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    const int G = a.group;
+    const int r0 = xb * FA_WG_ROWS;
+    if (r0 / G >= n) return; /* uniform */
+    const int t_last = min((r0 + FA_WG_ROWS - 1) / G, n - 1);
+    const int s_lo = z * a.split_len;
+    const int s_hi = s_lo + a.split_len;
+    const int b_hi = min(min(start + t_last + 1, a.max_seq), s_hi);
+    if (b_hi <= s_lo) return; /* uniform */
+    const int ntiles = (b_hi - s_lo + BC - 1) / BC;
+
+    const uint32_t base = (frt_smem_addr(fa_smem) + 1023u) & ~1023u;
+    const uint32_t qs = base, kv0 = base + 2 * FA_WG_REG; /* stage s: K at kv0 + 4 REG s, V 2 REG after */
+
+    /* tile it -> stage it & 1: thread i copies chunk c = i % 16 (region c /
+     * 8, position (c % 8) ^ (row & 7)) of rows i / 16 + 16 k; rows past b_hi
+     * are zeros. */
+    const int lr = threadIdx.x >> 4, lc = threadIdx.x & 15;
+    const size_t crow = (size_t)a.n_kv * HD;
+    const size_t gofs = (size_t)kvh * HD + lc * 8;
+    const uint32_t soff = (uint32_t)((lc >> 3) * FA_WG_REG + lr * 128 + (((lc & 7) ^ (lr & 7)) << 4));
+    auto stage = [&](int it) {
+        const int j0 = s_lo + it * BC + lr;
+        const uint32_t st = kv0 + (uint32_t)(it & 1) * 4 * FA_WG_REG + soff;
+#pragma unroll
+        for (int k = 0; k < BC / 16; k++) {
+            const bool ok = j0 + 16 * k < b_hi;
+            const size_t g = ok ? (size_t)(j0 + 16 * k) * crow + gofs : 0;
+            frt_cp_async16(st + k * 16 * 128, (const __nv_bfloat16 *)a.kc + g, ok ? 16 : 0);
+            frt_cp_async16(st + 2 * FA_WG_REG + k * 16 * 128, (const __nv_bfloat16 *)a.vc + g, ok ? 16 : 0);
+        }
+    };
+    stage(0);
+    frt_cp_async_commit();
+
+    /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros */
+#pragma unroll 2
+    for (int k = 0; k < FA_WG_ROWS * 16 / FA_WG_THREADS; k++) {
+        const int i = threadIdx.x + k * FA_WG_THREADS;
+        const int r = i >> 4, c = i & 15;
+        const int row = r0 + r, t = row / G;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (t < n) {
+            const size_t off = ((size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G)) * HD + c * 8;
+            if (a.q_dt == FRT_CUDA_BF16) {
+                v = __ldg(reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.q) + off));
+            } else {
+                const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
+                const float4 x = __ldg(p), y = __ldg(p + 1);
+                v.x = frt_pack_bf16(x.x, x.y);
+                v.y = frt_pack_bf16(x.z, x.w);
+                v.z = frt_pack_bf16(y.x, y.y);
+                v.w = frt_pack_bf16(y.z, y.w);
+            }
+        }
+        const uint32_t d = qs + (uint32_t)((c >> 3) * FA_WG_REG + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(d), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                     : "memory");
+    }
+
+    /* The warp's rows (16 warp + gid, + 8) and the warpgroup's key range. */
+    const int gid = lane >> 2, tig = lane & 3;
+    const int wr0 = r0 + warp * 16, gr0 = r0 + wg * 64;
+    const bool w_active = wr0 / G < n;
+    const bool g_active = gr0 / G < n;
+    const int g_klo = min(min(start + gr0 / G + 1, a.max_seq), s_hi); /* first row: fewest keys */
+    const int g_khi = min(start + min((gr0 + 63) / G, n - 1) + 1, a.max_seq);
+    const int ra = wr0 + gid, rb = ra + 8;
+    const int ta = ra / G, tb = rb / G;
+    const int kend_a = ta < n ? min(start + ta + 1, a.max_seq) : 0;
+    const int kend_b = tb < n ? min(start + tb + 1, a.max_seq) : 0;
+    const int lim_a = min(kend_a, s_hi), lim_b = min(kend_b, s_hi); /* keys of this split */
+    const float sl2 = a.sl2;
+
+    float o[DT * 4];
+#pragma unroll
+    for (int j = 0; j < DT * 4; j++) o[j] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+    for (int it = 0; it < ntiles; it++) {
+        if (it + 1 < ntiles) stage(it + 1);
+        frt_cp_async_commit();
+        frt_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
+        frt_fence_proxy_async(); /* ... visible to wgmma (Q's stores too, the first time) */
+        __syncthreads();
+        const int j0 = s_lo + it * BC;
+        if (g_active && j0 < g_khi) { /* warpgroup-uniform */
+            const uint32_t ks = kv0 + (uint32_t)(it & 1) * 4 * FA_WG_REG, vs = ks + 2 * FA_WG_REG;
+            float s[NT * 4];
+            frt_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const uint32_t off = (uint32_t)((kk >> 2) * FA_WG_REG + (kk & 3) * 32);
+                frt_wgmma_m64n128k16_ss(s, frt_wgmma_desc(qs + wg * 64 * 128 + off, 16, 1024),
+                                        frt_wgmma_desc(ks + off, 16, 1024), kk > 0);
+            }
+            frt_wgmma_commit();
+            frt_wgmma_wait<0>();
+
+            /* scale (log2 domain), causal mask, online softmax: fa_split's */
+            const bool mask = j0 + BC > g_klo;
+            float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = s[4 * j + e] * sl2;
+                    if (mask) {
+                        const int key = j0 + 8 * j + 2 * tig + (e & 1);
+                        if (key >= (e < 2 ? lim_a : lim_b)) v = -INFINITY;
+                    }
+                    s[4 * j + e] = v;
+                }
+                mx_a = fmaxf(mx_a, fmaxf(s[4 * j], s[4 * j + 1]));
+                mx_b = fmaxf(mx_b, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+            }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+            const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
+            const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
+            m_a = mx_a;
+            m_b = mx_b;
+            float rs_a = 0.0f, rs_b = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                s[4 * j] = exp2f(s[4 * j] - mu_a);
+                s[4 * j + 1] = exp2f(s[4 * j + 1] - mu_a);
+                s[4 * j + 2] = exp2f(s[4 * j + 2] - mu_b);
+                s[4 * j + 3] = exp2f(s[4 * j + 3] - mu_b);
+                rs_a += s[4 * j] + s[4 * j + 1];
+                rs_b += s[4 * j + 2] + s[4 * j + 3];
+            }
+            l_a = l_a * c_a + rs_a;
+            l_b = l_b * c_b + rs_b;
+#pragma unroll
+            for (int j = 0; j < DT; j++) {
+                o[4 * j] *= c_a;
+                o[4 * j + 1] *= c_a;
+                o[4 * j + 2] *= c_b;
+                o[4 * j + 3] *= c_b;
+            }
+            /* O += P V: the accumulators of key n-tiles 2 kk, 2 kk + 1 are
+             * the A fragment of key k-step kk */
+            uint32_t pf[BC / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                pf[kk][0] = frt_pack_bf16(s[8 * kk], s[8 * kk + 1]);
+                pf[kk][1] = frt_pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+                pf[kk][2] = frt_pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+                pf[kk][3] = frt_pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+            frt_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++)
+                frt_wgmma_m64n128k16_rs(o, pf[kk], frt_wgmma_desc(vs + kk * 16 * 128, FA_WG_REG, 1024));
+            frt_wgmma_commit();
+            frt_wgmma_wait<0>();
+        }
+        __syncthreads(); /* stage it & 1 is consumed before tile it + 2 lands in it */
+    }
+    if (!w_active) return;
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = half ? rb : ra, t = half ? tb : ta;
+        const int kend = half ? kend_b : kend_a;
+        if (kend <= s_lo) continue; /* past n, or no key in this split */
+        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
+        const float m = half ? m_b : m_a, l = half ? l_b : l_a;
+        if (!a.po) {
+            const float inv = 1.0f / l;
+            if (a.out_dt == FRT_CUDA_BF16) {
+                __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<__nv_bfloat162 *>(ob + 8 * j) =
+                        __floats2bfloat162_rn(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+            } else {
+                float *of = static_cast<float *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<float2 *>(of + 8 * j) =
+                        make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+            }
+        } else {
+            const size_t pi = (size_t)z * a.max_n * a.n_heads + pr;
+            float *pp = a.po + pi * HD + 2 * tig;
+#pragma unroll
+            for (int j = 0; j < DT; j++)
+                *reinterpret_cast<float2 *>(pp + 8 * j) = make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
+            if (tig == 0) a.pml[pi] = make_float2(m, l);
+        }
+    }
+}
+
+/* fa_kernel's two forms on fa_split_wg (blocks of FA_WG_ROWS rows). */
+template <bool FUSE> __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const fa_args a)
+{
+    const int kvh = blockIdx.y;
+    if constexpr (!FUSE) {
+        fa_split_wg(a, blockIdx.x, kvh, blockIdx.z);
+        return;
+    }
+    const int xb = gridDim.x - 1 - blockIdx.x;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    if (xb * FA_WG_ROWS / a.group >= n) return; /* uniform */
+    const int t_last = min((xb * FA_WG_ROWS + FA_WG_ROWS - 1) / a.group, n - 1);
+    const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
+    for (int z = 0; z < nz; z++) {
+        fa_split_wg(a, xb, kvh, z);
+        __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
+    }
+    fa_merge<128, FA_WG_ROWS>(a, xb, kvh);
 }
 
 /* One block of HD threads per (token, head) row, thread d the output dim d:
@@ -609,15 +863,17 @@ extern "C" size_t frt_cuda_attention_prefill_pieces_workspace_bytes(int max_n, i
     return fa_need_bytes(max_n, piece_rows, max_seq, n_heads, head_dim);
 }
 
-template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
+/* The attention kernel (blocks of rows_per_block rows) and, for split
+ * partials outside the fused form, the combine. */
+template <int HD>
+static int fa_launch_with(void (*kernel)(const fa_args), int rows_per_block, int threads, int smem, const fa_args &a,
+                          int n_splits, cudaStream_t s)
 {
-    using C = fa_cfg<HD, F8>;
-    auto kernel = a.fuse ? fa_kernel<HD, F8, true> : fa_kernel<HD, F8, false>;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+    FRT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const long long rows = (long long)a.max_n * a.group;
-    dim3 grid((unsigned int)((rows + FA_ROWS - 1) / FA_ROWS), (unsigned int)a.n_kv,
+    dim3 grid((unsigned int)((rows + rows_per_block - 1) / rows_per_block), (unsigned int)a.n_kv,
               (unsigned int)(a.fuse ? 1 : n_splits));
-    kernel<<<grid, FA_THREADS, C::SMEM, s>>>(a);
+    kernel<<<grid, threads, smem, s>>>(a);
     FRT_LAUNCH_CHECK();
     if (a.po && !a.fuse) {
         const long long pairs = (long long)a.max_n * a.n_heads;
@@ -625,6 +881,22 @@ template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, 
         FRT_LAUNCH_CHECK();
     }
     return 0;
+}
+
+template <int HD, bool F8> static int fa_launch(const fa_args &a, int n_splits, cudaStream_t s)
+{
+    return fa_launch_with<HD>(a.fuse ? fa_kernel<HD, F8, true> : fa_kernel<HD, F8, false>, FA_ROWS, FA_THREADS,
+                              fa_cfg<HD, F8>::SMEM, a, n_splits, s);
+}
+
+/* head_dim 128 on a bf16 cache runs on wgmma (fa_split_wg) when a launch of
+ * split_rows tokens fills whole 128-row blocks: then a piece's rows sit in
+ * the same places of their blocks whether it runs alone or in a launch of
+ * several pieces (the same rule for both, so the pieces launch of a group
+ * and the launch of one of its pieces pick the same kernel). */
+static bool fa_wg_ok(int head_dim, bool f8, int split_rows, int group)
+{
+    return head_dim == 128 && !f8 && (long long)split_rows * group % FA_WG_ROWS == 0;
 }
 
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
@@ -696,6 +968,9 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         a.pml = NULL;
     }
     cudaStream_t s = (cudaStream_t)stream;
+    if (fa_wg_ok(head_dim, F8, split_rows, a.group))
+        return fa_launch_with<128>(a.fuse ? fa_wg_kernel<true> : fa_wg_kernel<false>, FA_WG_ROWS, FA_WG_THREADS,
+                                   FA_WG_SMEM, a, n_splits, s);
     switch (head_dim) {
     case 64: return fa_launch<64, F8>(a, n_splits, s);
     case 128: return fa_launch<128, F8>(a, n_splits, s);

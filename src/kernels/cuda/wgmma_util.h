@@ -1,0 +1,111 @@
+/*
+ * kernels/cuda/wgmma_util.h - Hopper warpgroup matrix multiply-accumulate
+ * (wgmma, sm_90a) for the attention kernels: shared-memory matrix
+ * descriptors of 128-byte-swizzled tiles, the fences and the two bf16 forms
+ * m64n128k16 that FlashAttention needs (S = Q K^T from shared memory, O +=
+ * P V with P from registers). PTX ISA 8.x, "Asynchronous Warpgroup Level
+ * Matrix Multiply-Accumulate Instructions: wgmma"; the canonical layouts of
+ * the descriptors are those of CUTLASS's GmmaDescriptor comments.
+ *
+ * The tile layout (both operand kinds): a region of R rows of 128 bytes (64
+ * bf16), based at a multiple of 1024 bytes; row r at r * 128, its 16-byte
+ * chunk c stored at chunk position c ^ (r & 7) (the 128-byte swizzle). A
+ * row of 128 bf16 (head_dim 128) is two regions: elements 0..63 in the
+ * first, 64..127 in the second.
+ *
+ * The accumulator fragments of m64nN (f32): warp w of the warpgroup holds
+ * rows 16 w + gid and 16 w + gid + 8 (lane = 4 gid + tig); d[4 j + e] is row
+ * 16 w + gid + 8 (e >> 1), column 8 j + 2 tig + (e & 1): per warp, the
+ * layout of N / 8 mma.sync m16n8 accumulators. The A fragments of the
+ * register form are mma.sync m16n8k16's.
+ */
+#ifndef FRT_KERNELS_CUDA_WGMMA_UTIL_H
+#define FRT_KERNELS_CUDA_WGMMA_UTIL_H
+
+#include <stdint.h>
+
+/* A descriptor of a 128-byte-swizzled operand at shared address addr
+ * (state space .shared, 16-byte aligned; the region's base 1024-aligned):
+ * lbo / sbo the leading / stride byte offsets (multiples of 16). K-major
+ * (rows along M or N, k within a row): sbo = 1024 (8 rows), lbo unused;
+ * the k-step's 16 elements at addr + 32 k bytes within the row. MN-major
+ * (rows along k, M or N within a row): sbo = 1024 (8 rows of k), lbo = the
+ * bytes from one 64-element block of M or N to the next. */
+__device__ __forceinline__ uint64_t frt_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+/* Orders this thread's register and shared-memory accesses before the
+ * wgmma that follow (needed before the first wgmma, and whenever an
+ * accumulator or an A register was written by other instructions). */
+__device__ __forceinline__ void frt_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+/* Closes the group of wgmma issued since the last commit. */
+__device__ __forceinline__ void frt_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+/* Waits until at most N committed groups are pending: their accumulators
+ * may then be read. */
+template <int N> __device__ __forceinline__ void frt_wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Makes this thread's ordinary (generic-proxy) writes to shared memory,
+ * cp.async's included, visible to the async proxy that wgmma reads
+ * through; a barrier after it covers the other threads' writes. */
+__device__ __forceinline__ void frt_fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* d (64 x 128 f32) = (scale_d ? d : 0) + A . B^T: A (64 x 16 bf16) and B
+ * (128 x 16 bf16), both K-major, from shared memory through descriptors. */
+__device__ __forceinline__ void frt_wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 :
+                 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* d (64 x 128 f32) += A . B: A (64 x 16 bf16) from registers (mma.sync
+ * m16n8k16's A fragments, warp w rows 16 w ..), B (16 x 128 bf16) MN-major
+ * from shared memory (rows of k, n along the row: a V tile of keys x
+ * head_dim), imm-trans-b 1. */
+__device__ __forceinline__ void frt_wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 :
+                 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+#endif
