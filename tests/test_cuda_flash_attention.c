@@ -416,11 +416,12 @@ static void test_llama_shape(void)
  * pieces of C rows gives each piece the bytes of a launch over that piece
  * alone at its start (the prefill groups' attention, docs/architectures.md),
  * with a bf16 cache and with E4M3 codes (random finite codes, per-head
- * scales), several splits (max_seq 4160, C 64: split length 512 at 32
- * heads). */
-static void test_pieces(int fp8)
+ * scales), several splits (llama3.1-8b's heads, 32 over 8: at C 64 a split
+ * length of 512, at C 256 2048). At C 256 (bf16) also the time of the
+ * pieces launch, a group of 8 as a cold prefill of 8k runs its last. */
+static void test_pieces(int fp8, int C, int pieces, int max_seq, int start1)
 {
-    const int hd = 128, nkv = 8, nh = 32, C = 64, pieces = 4, max_seq = 4160, R = C * pieces;
+    const int hd = 128, nkv = 8, nh = 32, R = C * pieces;
     const size_t csz = (size_t)max_seq * nkv * hd, qrow = (size_t)nh * hd;
     uint64_t rng = 0x9e37u + (uint64_t)fp8;
     dbuf k = dalloc(csz * 2), v = dalloc(csz * 2), ks = dalloc(nkv * 4), vs = dalloc(nkv * 4);
@@ -454,7 +455,7 @@ static void test_pieces(int fp8)
     CHECK(wg > 0 && wg >= (size_t)pieces * w1 / 2);
     dbuf ws = dalloc(wg > w1 ? wg : w1);
     const float scale = 1.0f / sqrtf((float)hd);
-    const int starts[2] = {0, 3008};
+    const int starts[2] = {0, start1};
     for (int si = 0; si < 2; si++) {
         set_dyn(starts[si], R);
         CHECK_OK(fp8 ? frt_cuda_attention_prefill_pieces_fp8(g_cs, o1.p, F32, dq.p, F32, k.p, v.p, ks.p, vs.p,
@@ -479,6 +480,29 @@ static void test_pieces(int fp8)
         report_same(name, a, b, (size_t)R * qrow * 4);
         free(a);
         free(b);
+    }
+    if (!fp8 && C == 256) { /* the time of the pieces launch at start1 */
+        double flops = 0;
+        for (int t = 0; t < R; t++) flops += 4.0 * nh * hd * (double)(start1 + t + 1);
+        frt_event *e0 = NULL, *e1 = NULL;
+        must(frt_event_create(g_ctx, &e0), "event");
+        must(frt_event_create(g_ctx, &e1), "event");
+        set_dyn(start1, R);
+        const int iters = 10;
+        for (int i = -1; i < iters; i++) {
+            if (i == 0) must(frt_event_record(e0, g_st), "record");
+            CHECK_OK(frt_cuda_attention_prefill_pieces(g_cs, o1.p, BF16, dq.p, F32, k.p, v.p, d_start_p(), d_n_p(), R,
+                                                       C, max_seq, nh, nkv, hd, scale, ws.p, ws.bytes));
+        }
+        must(frt_event_record(e1, g_st), "record");
+        must(frt_event_sync(e1), "event sync");
+        float ms = 0;
+        must(frt_event_elapsed_ms(e0, e1, &ms), "elapsed");
+        const double us = 1e3 * ms / iters, tf = flops / (us * 1e-6) / 1e12;
+        printf("  time pieces %d x %d at %-44d %8.1f us %6.1f TFLOP/s (%.0f%% of %.0f)\n", pieces, C, start1, us, tf,
+               100.0 * tf / PEAK_TFLOPS, PEAK_TFLOPS);
+        frt_event_destroy(e0);
+        frt_event_destroy(e1);
     }
     CHECK_STATUS(frt_cuda_attention_prefill_pieces(g_cs, o1.p, F32, dq.p, F32, k.p, v.p, d_start_p(), d_n_p(), R, 48,
                                                    max_seq, nh, nkv, hd, scale, ws.p, ws.bytes),
@@ -624,8 +648,9 @@ int main(void)
     test_qwen_shape();
     test_llama_shape();
     test_head_dims();
-    test_pieces(0);
-    test_pieces(1);
+    test_pieces(0, 64, 4, 4160, 3008);
+    test_pieces(1, 64, 4, 4160, 3008);
+    test_pieces(0, 256, 8, 8448, 6144);
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
     dfree(&g_dyn);

@@ -58,6 +58,9 @@
 #include "kernels/cuda/mma_util.h"
 #include "kernels/cuda/wgmma_util.h"
 
+#include <cuda.h> /* CUtensorMap (the driver call itself is looked up at run time) */
+#include <cudaTypedefs.h>
+
 #include <math.h>
 
 #define FA_WARPS 4
@@ -114,6 +117,7 @@ struct fa_args {
     int max_n, max_seq, n_heads, n_kv, group, split_len;
     int fuse;  /* 1: one block takes every split of its rows and merges them (fa_merge); grid z 1, no combine */
     float sl2; /* scale * log2(e) */
+    CUtensorMap tmk, tmv; /* fa_split_wg: the bf16 caches as 2-D tensors [max_seq, n_kv * 128] */
 };
 
 /* ---- the attention kernel ---------------------------------------------- */
@@ -535,10 +539,46 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
 #define FA_WG_ROWS 128
 #define FA_WG_THREADS 256
 #define FA_WG_BC 128
+#define FA_WG_STAGES 3
 #define FA_WG_REG 16384 /* one region: 128 rows x 128 bytes */
-#define FA_WG_SMEM (1024 + 2 * FA_WG_REG + 2 * 4 * FA_WG_REG) /* align slack, Q, 2 x (K, V) */
+#define FA_WG_TILE (4 * FA_WG_REG) /* a stage: K (2 regions), V (2 regions) */
+#define FA_WG_MBAR (2 * FA_WG_REG + FA_WG_STAGES * FA_WG_TILE) /* the stages' mbarriers, after Q and the stages */
+#define FA_WG_SMEM (1024 + FA_WG_MBAR + 8 * FA_WG_STAGES) /* align slack, Q, stages, mbarriers */
 
-__device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, int z)
+/* The mbarrier (PTX ISA "Parallel Synchronization and Communication
+ * Instructions: mbarrier") and the tensor copy (cp.async.bulk.tensor) that
+ * fill a stage: thread 0 arms the stage's barrier with the bytes expected,
+ * the copies complete them, every thread waits for the phase. */
+__device__ __forceinline__ void fa_mbar_init(uint32_t bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void fa_mbar_expect(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void fa_mbar_wait(uint32_t bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* A box of the 2-D tensor map (inner coordinate c0 in elements, row c1)
+ * into shared memory at dst (1024-aligned: the map's 128-byte swizzle is
+ * the regions' layout); rows past the tensor read as zeros. */
+__device__ __forceinline__ void fa_tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, int z, int &seq)
 {
     constexpr int HD = 128, BC = FA_WG_BC, NT = BC / 8, DT = HD / 8;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
@@ -555,28 +595,28 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     const int ntiles = (b_hi - s_lo + BC - 1) / BC;
 
     const uint32_t base = (frt_smem_addr(fa_smem) + 1023u) & ~1023u;
-    const uint32_t qs = base, kv0 = base + 2 * FA_WG_REG; /* stage s: K at kv0 + 4 REG s, V 2 REG after */
+    const uint32_t qs = base, kv0 = base + 2 * FA_WG_REG, mb = base + FA_WG_MBAR;
 
-    /* tile it -> stage it & 1: thread i copies chunk c = i % 16 (region c /
-     * 8, position (c % 8) ^ (row & 7)) of rows i / 16 + 16 k; rows past b_hi
-     * are zeros. */
-    const int lr = threadIdx.x >> 4, lc = threadIdx.x & 15;
-    const size_t crow = (size_t)a.n_kv * HD;
-    const size_t gofs = (size_t)kvh * HD + lc * 8;
-    const uint32_t soff = (uint32_t)((lc >> 3) * FA_WG_REG + lr * 128 + (((lc & 7) ^ (lr & 7)) << 4));
-    auto stage = [&](int it) {
-        const int j0 = s_lo + it * BC + lr;
-        const uint32_t st = kv0 + (uint32_t)(it & 1) * 4 * FA_WG_REG + soff;
+    /* tile it: the block's tile number q = seq + it (tiles of earlier
+     * splits of the fused form included) in stage q % 3, its barrier's
+     * phase (q / 3) & 1. Thread 0 fills a stage with four boxes of 128
+     * rows x 64 columns (K and V, head_dim 0..63 and 64..127). */
+    auto stage_of = [&](int it) { return kv0 + (uint32_t)((seq + it) % FA_WG_STAGES) * FA_WG_TILE; };
+    auto bar_of = [&](int it) { return mb + 8u * (uint32_t)((seq + it) % FA_WG_STAGES); };
+    auto issue = [&](int it) {
+        const uint32_t st = stage_of(it), bar = bar_of(it);
+        const int row = s_lo + it * BC;
+        fa_mbar_expect(bar, FA_WG_TILE);
 #pragma unroll
-        for (int k = 0; k < BC / 16; k++) {
-            const bool ok = j0 + 16 * k < b_hi;
-            const size_t g = ok ? (size_t)(j0 + 16 * k) * crow + gofs : 0;
-            frt_cp_async16(st + k * 16 * 128, (const __nv_bfloat16 *)a.kc + g, ok ? 16 : 0);
-            frt_cp_async16(st + 2 * FA_WG_REG + k * 16 * 128, (const __nv_bfloat16 *)a.vc + g, ok ? 16 : 0);
+        for (int h = 0; h < 2; h++) {
+            fa_tma_2d(st + h * FA_WG_REG, &a.tmk, kvh * HD + 64 * h, row, bar);
+            fa_tma_2d(st + (2 + h) * FA_WG_REG, &a.tmv, kvh * HD + 64 * h, row, bar);
         }
     };
-    stage(0);
-    frt_cp_async_commit();
+    if (threadIdx.x == 0) {
+        issue(0);
+        if (ntiles > 1) issue(1);
+    }
 
     /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros */
 #pragma unroll 2
@@ -623,14 +663,20 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
 
     for (int it = 0; it < ntiles; it++) {
-        if (it + 1 < ntiles) stage(it + 1);
-        frt_cp_async_commit();
-        frt_cp_async_wait<1>(); /* tile it has landed (this thread's part) */
-        frt_fence_proxy_async(); /* ... visible to wgmma (Q's stores too, the first time) */
-        __syncthreads();
         const int j0 = s_lo + it * BC;
+        const uint32_t ks = stage_of(it), vs = ks + 2 * FA_WG_REG;
+        fa_mbar_wait(bar_of(it), ((seq + it) / FA_WG_STAGES) & 1);
+        if (j0 + BC > b_hi) { /* V rows past the block's keys: zeros (any cache row may hold non-finite bits; P is 0 there) */
+            for (int i = threadIdx.x; i < (j0 + BC - b_hi) * 16; i += FA_WG_THREADS) {
+                const int r = b_hi - j0 + (i >> 4), c = i & 15;
+                const uint32_t d = vs + (uint32_t)((c >> 3) * FA_WG_REG + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(d), "r"(0u) : "memory");
+            }
+        }
+        frt_fence_proxy_async(); /* Q's stores and the zeros, visible to wgmma */
+        __syncthreads();         /* ... every thread's; tile it - 1's stage is consumed */
+        if (threadIdx.x == 0 && it + 2 < ntiles) issue(it + 2);
         if (g_active && j0 < g_khi) { /* warpgroup-uniform */
-            const uint32_t ks = kv0 + (uint32_t)(it & 1) * 4 * FA_WG_REG, vs = ks + 2 * FA_WG_REG;
             float s[NT * 4];
             frt_wgmma_fence();
 #pragma unroll
@@ -704,8 +750,9 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
             frt_wgmma_commit();
             frt_wgmma_wait<0>();
         }
-        __syncthreads(); /* stage it & 1 is consumed before tile it + 2 lands in it */
     }
+    __syncthreads(); /* every stage is consumed: the next split may fill them */
+    seq += ntiles;
     if (!w_active) return;
 
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
@@ -747,11 +794,19 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
 }
 
 /* fa_kernel's two forms on fa_split_wg (blocks of FA_WG_ROWS rows). */
-template <bool FUSE> __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const fa_args a)
+template <bool FUSE>
+__global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_constant__ fa_args a)
 {
     const int kvh = blockIdx.y;
+    if (threadIdx.x == 0) {
+        const uint32_t mb = ((frt_smem_addr(fa_smem) + 1023u) & ~1023u) + FA_WG_MBAR;
+        for (int i = 0; i < FA_WG_STAGES; i++) fa_mbar_init(mb + 8u * i);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    int seq = 0;
     if constexpr (!FUSE) {
-        fa_split_wg(a, blockIdx.x, kvh, blockIdx.z);
+        fa_split_wg(a, blockIdx.x, kvh, blockIdx.z, seq);
         return;
     }
     const int xb = gridDim.x - 1 - blockIdx.x;
@@ -761,8 +816,8 @@ template <bool FUSE> __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_k
     const int t_last = min((xb * FA_WG_ROWS + FA_WG_ROWS - 1) / a.group, n - 1);
     const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
     for (int z = 0; z < nz; z++) {
-        fa_split_wg(a, xb, kvh, z);
-        __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
+        fa_split_wg(a, xb, kvh, z, seq);
+        __syncthreads(); /* the next split stages Q into the same shared memory */
     }
     fa_merge<128, FA_WG_ROWS>(a, xb, kvh);
 }
@@ -899,6 +954,33 @@ static bool fa_wg_ok(int head_dim, bool f8, int split_rows, int group)
     return head_dim == 128 && !f8 && (long long)split_rows * group % FA_WG_ROWS == 0;
 }
 
+/* The bf16 cache [max_seq, n_kv, 128] as a 2-D tensor map for the tensor
+ * copies of fa_split_wg: rows of n_kv * 128 elements, boxes of 128 rows x
+ * 64 columns, 128-byte swizzle, rows past max_seq read as zeros. The
+ * driver's cuTensorMapEncodeTiled is looked up through the runtime once. */
+static int fa_tensor_map(CUtensorMap *map, const void *cache, int max_seq, int n_kv)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode;
+    if (!encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !fn)
+            return frt_error(FRT_ERR_UNSUPPORTED, "cuda attention_prefill: the driver has no cuTensorMapEncodeTiled");
+        encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+    }
+    const cuuint64_t dim[2] = {(cuuint64_t)n_kv * 128, (cuuint64_t)max_seq};
+    const cuuint64_t stride[1] = {(cuuint64_t)n_kv * 128 * 2};
+    const cuuint32_t box[2] = {64, FA_WG_BC}, estride[2] = {1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)cache, dim, stride, box,
+                              estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return frt_error(FRT_ERR_BACKEND, "cuda attention_prefill: cuTensorMapEncodeTiled failed (%d)", (int)r);
+    return 0;
+}
+
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
 /* frt_cuda_attention_prefill{,_pieces}{,_fp8}: the checks, the arguments,
@@ -968,9 +1050,12 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         a.pml = NULL;
     }
     cudaStream_t s = (cudaStream_t)stream;
-    if (fa_wg_ok(head_dim, F8, split_rows, a.group))
+    if (fa_wg_ok(head_dim, F8, split_rows, a.group)) {
+        FRT_TRY(fa_tensor_map(&a.tmk, k_cache, max_seq, n_kv_heads));
+        FRT_TRY(fa_tensor_map(&a.tmv, v_cache, max_seq, n_kv_heads));
         return fa_launch_with<128>(a.fuse ? fa_wg_kernel<true> : fa_wg_kernel<false>, FA_WG_ROWS, FA_WG_THREADS,
                                    FA_WG_SMEM, a, n_splits, s);
+    }
     switch (head_dim) {
     case 64: return fa_launch<64, F8>(a, n_splits, s);
     case 128: return fa_launch<128, F8>(a, n_splits, s);
