@@ -543,15 +543,19 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
 #define FA_WG_REG 16384 /* one region: 128 rows x 128 bytes */
 #define FA_WG_TILE (4 * FA_WG_REG) /* a stage: K (2 regions), V (2 regions) */
 #define FA_WG_MBAR (2 * FA_WG_REG + FA_WG_STAGES * FA_WG_TILE) /* the stages' mbarriers, after Q and the stages */
-#define FA_WG_SMEM (1024 + FA_WG_MBAR + 8 * FA_WG_STAGES) /* align slack, Q, stages, mbarriers */
+#define FA_WG_SMEM (1024 + FA_WG_MBAR + 16 * FA_WG_STAGES) /* align slack, Q, stages, full / empty mbarriers */
 
 /* The mbarrier (PTX ISA "Parallel Synchronization and Communication
  * Instructions: mbarrier") and the tensor copy (cp.async.bulk.tensor) that
  * fill a stage: thread 0 arms the stage's barrier with the bytes expected,
  * the copies complete them, every thread waits for the phase. */
-__device__ __forceinline__ void fa_mbar_init(uint32_t bar)
+__device__ __forceinline__ void fa_mbar_init(uint32_t bar, uint32_t count)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fa_mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 __device__ __forceinline__ void fa_mbar_expect(uint32_t bar, uint32_t bytes)
 {
@@ -598,11 +602,15 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     const uint32_t qs = base, kv0 = base + 2 * FA_WG_REG, mb = base + FA_WG_MBAR;
 
     /* tile it: the block's tile number q = seq + it (tiles of earlier
-     * splits of the fused form included) in stage q % 3, its barrier's
-     * phase (q / 3) & 1. Thread 0 fills a stage with four boxes of 128
-     * rows x 64 columns (K and V, head_dim 0..63 and 64..127). */
+     * splits of the fused form included) in stage q % 3; its full barrier
+     * (the copies landed) and its empty barrier (the 8 warps are done with
+     * it) complete phase q / 3 for it. Thread 0 fills a stage with four
+     * boxes of 128 rows x 64 columns (K and V, head_dim 0..63 and 64..127)
+     * once the tile 3 before it is consumed. The warpgroups meet only at
+     * these barriers, so one may run up to a tile ahead of the other. */
     auto stage_of = [&](int it) { return kv0 + (uint32_t)((seq + it) % FA_WG_STAGES) * FA_WG_TILE; };
     auto bar_of = [&](int it) { return mb + 8u * (uint32_t)((seq + it) % FA_WG_STAGES); };
+    auto empty_of = [&](int it) { return mb + 8u * (uint32_t)(FA_WG_STAGES + (seq + it) % FA_WG_STAGES); };
     auto issue = [&](int it) {
         const uint32_t st = stage_of(it), bar = bar_of(it);
         const int row = s_lo + it * BC;
@@ -643,6 +651,9 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
                      : "memory");
     }
 
+    frt_fence_proxy_async(); /* Q's stores, visible to wgmma */
+    __syncthreads();
+
     /* The warp's rows (16 warp + gid, + 8) and the warpgroup's key range. */
     const int gid = lane >> 2, tig = lane & 3;
     const int wr0 = r0 + warp * 16, gr0 = r0 + wg * 64;
@@ -665,18 +676,23 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     for (int it = 0; it < ntiles; it++) {
         const int j0 = s_lo + it * BC;
         const uint32_t ks = stage_of(it), vs = ks + 2 * FA_WG_REG;
+        /* every warp waits for the tile, computing it or not: a warp's arrival
+         * on the empty barrier must come after the tile's copies were
+         * issued (so after the tile 3 before was released), or it would
+         * count toward that earlier phase */
         fa_mbar_wait(bar_of(it), ((seq + it) / FA_WG_STAGES) & 1);
-        if (j0 + BC > b_hi) { /* V rows past the block's keys: zeros (any cache row may hold non-finite bits; P is 0 there) */
-            for (int i = threadIdx.x; i < (j0 + BC - b_hi) * 16; i += FA_WG_THREADS) {
-                const int r = b_hi - j0 + (i >> 4), c = i & 15;
-                const uint32_t d = vs + (uint32_t)((c >> 3) * FA_WG_REG + r * 128 + (((c & 7) ^ (r & 7)) << 4));
-                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(d), "r"(0u) : "memory");
-            }
-        }
-        frt_fence_proxy_async(); /* Q's stores and the zeros, visible to wgmma */
-        __syncthreads();         /* ... every thread's; tile it - 1's stage is consumed */
-        if (threadIdx.x == 0 && it + 2 < ntiles) issue(it + 2);
         if (g_active && j0 < g_khi) { /* warpgroup-uniform */
+            if (j0 + BC > b_hi) { /* V rows past the block's keys: zeros (a cache row may hold non-finite
+                                   * bits where P is 0); each warpgroup writes them for itself */
+                for (int i = threadIdx.x & 127; i < (j0 + BC - b_hi) * 16; i += 128) {
+                    const int r = b_hi - j0 + (i >> 4), c = i & 15;
+                    const uint32_t d =
+                        vs + (uint32_t)((c >> 3) * FA_WG_REG + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+                    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(d), "r"(0u) : "memory");
+                }
+                frt_fence_proxy_async();
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+            }
             float s[NT * 4];
             frt_wgmma_fence();
 #pragma unroll
@@ -687,6 +703,7 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
             }
             frt_wgmma_commit();
             frt_wgmma_wait<0>();
+            frt_wgmma_hold(s);
 
             /* scale (log2 domain), causal mask, online softmax: fa_split's */
             const bool mask = j0 + BC > g_klo;
@@ -749,7 +766,16 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
                 frt_wgmma_m64n128k16_rs(o, pf[kk], frt_wgmma_desc(vs + kk * 16 * 128, FA_WG_REG, 1024));
             frt_wgmma_commit();
             frt_wgmma_wait<0>();
+            frt_wgmma_hold(o);
+            frt_wgmma_hold(pf);
         }
+        if (lane == 0) fa_mbar_arrive(empty_of(it)); /* this warp is done with tile it */
+        if (threadIdx.x == 0 && it + 2 < ntiles) { /* tile it + 2 into tile it - 1's stage */
+            const int q = seq + it - 1;
+            if (q >= 0) fa_mbar_wait(mb + 8u * (uint32_t)(FA_WG_STAGES + q % FA_WG_STAGES), (q / FA_WG_STAGES) & 1);
+            issue(it + 2);
+        }
+        __syncwarp();
     }
     __syncthreads(); /* every stage is consumed: the next split may fill them */
     seq += ntiles;
@@ -800,7 +826,10 @@ __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_co
     const int kvh = blockIdx.y;
     if (threadIdx.x == 0) {
         const uint32_t mb = ((frt_smem_addr(fa_smem) + 1023u) & ~1023u) + FA_WG_MBAR;
-        for (int i = 0; i < FA_WG_STAGES; i++) fa_mbar_init(mb + 8u * i);
+        for (int i = 0; i < FA_WG_STAGES; i++) {
+            fa_mbar_init(mb + 8u * i, 1);                         /* full: thread 0's arrive + the bytes */
+            fa_mbar_init(mb + 8u * (FA_WG_STAGES + i), FA_WG_THREADS / 32); /* empty: a warp each */
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
