@@ -23,7 +23,9 @@
  *     gated delta rule over a group's pieces in one call), both head_dim 32
  *     (the CUDA-core attention, one piece a launch), and each with head_dim
  *     64 (the FlashAttention pieces launch; the hybrid also with key head
- *     dim 64: the conv's fused L2 norm of q and k), built in memory.
+ *     dim 64: the conv's fused L2 norm of q and k), and tiny-dense with
+ *     head_dim 128 (the wgmma kernel: 2 heads a KV head make 128 rows a
+ *     piece), built in memory.
  *  3. Refusals at load, on both families: prefill_group 2 with
  *     debug_hidden (FRT_ERR_UNSUPPORTED, the reason in the message),
  *     prefill_group 3 (FRT_ERR_INVALID_ARGUMENT); the default with
@@ -371,9 +373,11 @@ int main(void)
     /* head_dim 64 variants in memory: the FlashAttention pieces launch (head_dim 32 takes the
      * CUDA-core kernel); the hybrid's key head dim 64 makes 2 kd = 256 channels, the conv's fused
      * L2 norm of q and k */
-    frt_model_config cd, ch;
-    frt_checkpoint *ckd = NULL, *ckh = NULL;
+    frt_model_config cd, ch, cw;
+    frt_checkpoint *ckd = NULL, *ckh = NULL, *ckw = NULL;
     CHECK_OK(frt_gen_model_config("tiny-dense", &cd));
+    CHECK_OK(frt_gen_model_config("tiny-dense", &cw));
+    cw.head_dim = cw.rotary_dim = 128; /* 2 heads a KV head: 128 rows a piece, the wgmma kernel */
     CHECK_OK(frt_gen_model_config("tiny", &ch));
     cd.head_dim = cd.rotary_dim = 64;
     ch.head_dim = 64;
@@ -381,11 +385,13 @@ int main(void)
     ch.lin_k_head_dim = 64;
     CHECK_OK(frt_gen_model_build_config(&cd, 3, &ckd));
     CHECK_OK(frt_gen_model_build_config(&ch, 3, &ckh));
+    CHECK_OK(frt_gen_model_build_config(&cw, 3, &ckw));
     const model_src srcs[] = {
         {"tiny-dense", dir, NULL, NULL},
         {"tiny (the hybrid)", dir_h, NULL, NULL},
         {"tiny-dense with head_dim 64", NULL, ckd, &cd},
         {"tiny (the hybrid) with head_dim 64 and key head dim 64", NULL, ckh, &ch},
+        {"tiny-dense with head_dim 128", NULL, ckw, &cw},
     };
     for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
         if (!srcs[i].dir && !srcs[i].ck) continue; /* its build failed (reported above) */
@@ -397,6 +403,7 @@ int main(void)
     test_refusals(dir_h);
     frt_checkpoint_close(ckd);
     frt_checkpoint_close(ckh);
+    frt_checkpoint_close(ckw);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, dir_h);
     CHECK(system(cmd) == 0);
