@@ -907,6 +907,25 @@ static int fa_split_len(int max_n, int n_heads)
     return (int)l;
 }
 
+/* The wgmma kernel's split length: max_n * n_heads / 2 keys rounded up to
+ * a multiple of 128 (its key tile), in [1024, 8192]; never more splits
+ * than fa_split_len gives (the workspace is sized by that). Twice
+ * fa_split_len's: its blocks are twice as wide and each split costs a Q
+ * load, a pipeline start and a partial. Measured on the H100 (llama3.1-8b's
+ * heads, docs/PERF.md) against / 4 and / 1: a group's pieces launch at
+ * 6144 583.0 us against 669.8 and 543.0, a 256-row piece at 7936 88.5
+ * against 97.2 and 150.8, a 64-row append at 8192 42.1 against 48.3 and
+ * 47.3. */
+#define FA_WG_SPLIT_DIV 2
+static int fa_wg_split_len(int max_n, int n_heads)
+{
+    long long l = ((long long)max_n * n_heads / FA_WG_SPLIT_DIV + 127) / 128 * 128;
+    if (l < 1024) l = 1024;
+    if (l > 8192) l = 8192;
+    const int s = fa_split_len(max_n, n_heads);
+    return (int)(l > s ? l : s);
+}
+
 static int fa_n_splits(int max_seq, int split_len)
 {
     return (int)(((long long)max_seq + split_len - 1) / split_len);
@@ -1040,7 +1059,8 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         !fa_aligned(v_cache, 16))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda attention_prefill: q, out and the caches must be 16-byte aligned");
-    const int split_len = fa_split_len(split_rows, n_heads);
+    const bool wg = fa_wg_ok(head_dim, F8, split_rows, n_heads / n_kv_heads);
+    const int split_len = wg ? fa_wg_split_len(split_rows, n_heads) : fa_split_len(split_rows, n_heads);
     const int n_splits = fa_n_splits(max_seq, split_len);
     FRT_ARG(n_splits <= 65535, "cuda attention_prefill: more than 65535 splits");
     if (n_splits > 1) {
@@ -1079,7 +1099,7 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         a.pml = NULL;
     }
     cudaStream_t s = (cudaStream_t)stream;
-    if (fa_wg_ok(head_dim, F8, split_rows, a.group)) {
+    if (wg) {
         FRT_TRY(fa_tensor_map(&a.tmk, k_cache, max_seq, n_kv_heads));
         FRT_TRY(fa_tensor_map(&a.tmv, v_cache, max_seq, n_kv_heads));
         return fa_launch_with<128>(a.fuse ? fa_wg_kernel<true> : fa_wg_kernel<false>, FA_WG_ROWS, FA_WG_THREADS,
