@@ -298,7 +298,7 @@ static void test_qwen_shape(void)
 {
     /* head_dim 256, 16 query heads over 4 KV heads; max_seq 32768 + 256 */
     kv_cache kv = cache_make(256, 4, 33024);
-    { /* a 256-token prefill chunk (split length 1024, 33 splits) */
+    { /* a 256-token prefill chunk (split length 2048, 17 splits) */
         fa_run r = run_make(&kv, 16, 256, F32, F32);
         check_at(&r, 0, 256);
         check_at(&r, 7936, 256);
@@ -626,7 +626,7 @@ static void test_bad_args(void)
      * smaller buckets; invalid sizes give 0 */
     CHECK(frt_cuda_attention_prefill_workspace_bytes(256, 512, 16, 256) == 0);
     CHECK(frt_cuda_attention_prefill_workspace_bytes(256, 33024, 16, 256) ==
-          (size_t)33 * 256 * 16 * 258 * 4); /* split length 1024 */
+          (size_t)17 * 256 * 16 * 258 * 4); /* split length 2048 */
     for (int b = 16; b <= 256; b *= 2)
         CHECK(frt_cuda_attention_prefill_workspace_bytes(b, 33024, 16, 256) <=
               frt_cuda_attention_prefill_workspace_bytes(256, 33024, 16, 256));

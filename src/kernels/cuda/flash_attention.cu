@@ -886,22 +886,25 @@ template <int HD> __global__ void __launch_bounds__(HD) fa_combine_kernel(const 
 
 /* ---- host side ----------------------------------------------------------- */
 
-/* The split length: about a quarter of the launch's query rows,
- * max_n * n_heads / 4 keys, rounded up to a multiple of 64 (so tiles of 32
+/* The split length: about half of the launch's query rows,
+ * max_n * n_heads / 2 keys, rounded up to a multiple of 64 (so tiles of 32
  * or 64 never straddle a split) and clamped to [FA_SPLIT_MIN, FA_SPLIT_MAX].
  * A function of the launch arguments only. The busy grid is then
- *   (max_n * n_heads / 64 row blocks) x (context / split_len) ~ context / 16
- * blocks whatever the bucket, fewer where the floor applies. For the 9B
- * (16 heads): a 256-token chunk (split 1024) has 256 blocks (~2 per SM on
+ *   (max_n * n_heads / 64 row blocks) x (context / split_len) ~ context / 32
+ * blocks whatever the bucket, more where the floor applies. For the 9B
+ * (16 heads): a 256-token chunk (split 2048) has 128 blocks (~1 per SM on
  * 132 SMs) from a 4k context; a 64-token append (split 512) 64 at 2k, 256 at
  * 8k, 1024 at 32k. The floor bounds the split overhead (Q reload, partial
  * write and read: ~3 x head_dim x 4 bytes per row and split) against the
  * split's 4 x split_len x head_dim flops to >= ~170 flop/byte (the H200's
  * balance is ~60 at 300 TFLOP/s); the ceiling keeps some splitting for
- * large buckets and many heads. */
+ * large buckets and many heads. Until the fourteenth session / 4: on the
+ * H100 / 2 took a 256-token chunk at 7936 (head_dim 256, 16 / 4 heads) from
+ * 157.9 to 138.2 us and qwen3.5-9b's cold 8k prefill from 279.6 to 276.5 ms
+ * (docs/PERF.md). */
 static int fa_split_len(int max_n, int n_heads)
 {
-    long long l = ((long long)max_n * n_heads / 4 + 63) / 64 * 64;
+    long long l = ((long long)max_n * n_heads / 2 + 63) / 64 * 64;
     if (l < FA_SPLIT_MIN) l = FA_SPLIT_MIN;
     if (l > FA_SPLIT_MAX) l = FA_SPLIT_MAX;
     return (int)l;
@@ -909,9 +912,9 @@ static int fa_split_len(int max_n, int n_heads)
 
 /* The wgmma kernel's split length: max_n * n_heads / 2 keys rounded up to
  * a multiple of 128 (its key tile), in [1024, 8192]; never more splits
- * than fa_split_len gives (the workspace is sized by that). Twice
- * fa_split_len's: its blocks are twice as wide and each split costs a Q
- * load, a pipeline start and a partial. Measured on the H100 (llama3.1-8b's
+ * than fa_split_len gives (the workspace is sized by that). Its blocks are
+ * twice as wide as the mma.sync kernel's and each split costs a Q load, a
+ * pipeline start and a partial. Measured on the H100 (llama3.1-8b's
  * heads, docs/PERF.md) against / 4 and / 1: a group's pieces launch at
  * 6144 583.0 us against 669.8 and 543.0, a 256-row piece at 7936 88.5
  * against 97.2 and 150.8, a 64-row append at 8192 42.1 against 48.3 and

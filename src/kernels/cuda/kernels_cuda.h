@@ -342,7 +342,8 @@ int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dty
  * twin (tested to 1e-2). The query rows of a block are 64 (token, head)
  * pairs of one KV head, so a GQA group shares the K/V tiles. When the cache
  * may span more than one split (split length from max_n and n_heads only:
- * max_n * n_heads / 4 keys rounded up to 64, clamped to [512, 4096]), the
+ * max_n * n_heads / 2 keys rounded up to 64, clamped to [512, 4096]; the
+ * wgmma form at head_dim 128 rounds up to 128 and clamps to [1024, 8192]), the
  * keys are cut into splits whose partials go to `workspace` and a combine
  * kernel merges them in ascending order (deterministic, no atomics).
  * head_dim 64, 128 or 256, else FRT_ERR_UNSUPPORTED (call

@@ -1170,10 +1170,10 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,"
-                    "prefill_attn=wgmma-hd128-2",
+                    "prefill_attn=wgmma-hd128-2,attn_split=half-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
-                           "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1",
+                           "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1,attn_split=half-1",
     .load_weights = cd_load_weights,
     .alloc_scratch = cd_alloc_scratch,
     .free = cd_free,

@@ -745,9 +745,11 @@ static int cu_debug_hidden(frt_model *m, int idx, float *out, int n)
 const frt_arch_backend frt_qwen35_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
-    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3",
+    .state_dtypes = "weights=bf16,norms=f32,kv=bf16,gdn=f32,conv=f32,resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,"
+                    "attn_split=half-1",
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,gdn=f32,conv=f32,"
-                           "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1,prep_fp8=fused-1",
+                           "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1,prep_fp8=fused-1,"
+                           "attn_split=half-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .load_weights = frt_qwen35_cu_load_weights,
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
