@@ -50,6 +50,10 @@
  * partials written as above) and then merges them itself with the combine
  * kernel's arithmetic (fa_merge), the heaviest row blocks first.
  *
+ * head_dim 128 over a bf16 cache, in launches that fill whole blocks of 128
+ * rows, runs on Hopper's warpgroup MMA with tensor-copy staging instead
+ * (fa_split_wg below, the same partials and merge).
+ *
  * Deterministic: no atomics; fixed mma, reduction and merge orders.
  * Tested in tests/test_cuda_flash_attention.c.
  */
@@ -520,22 +524,23 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
 
 /* ---- head_dim 128, bf16 cache: warpgroup MMA (wgmma) ---------------------
  *
- * The same work, splits and partials as fa_split (the same split rule, the
- * same (row, split) partials, the same merge), computed on Hopper's
- * warpgroup MMA: a block of two warpgroups (8 warps) takes 128 rows; key
- * tiles of 128 keys. Per tile and warpgroup (64 rows): S (64 x 128) = Q K^T
- * as 8 wgmma m64n128k16 from shared memory (Q and K K-major), the causal
- * mask and the online softmax on the accumulator fragments (the layout of
- * 16 mma.sync m16n8 accumulators a warp, so fa_split's arithmetic line for
- * line), P rounded to bf16 in registers, and O += P V as 8 wgmma with P
- * from registers and V (keys x head_dim, MN-major) from shared memory.
- * Q, K and V sit in shared memory in 128-byte-swizzled regions of 64
- * columns (wgmma_util.h); K / V tiles are staged by cp.async, double
- * buffered. A warpgroup skips a tile past its rows' last key. Row r's bits
+ * The same work, partials and merge as fa_split (splits of
+ * fa_wg_split_len), computed on Hopper's warpgroup MMA: a block of two
+ * warpgroups (8 warps) takes 128 rows; key tiles of 128 keys. Per tile and
+ * warpgroup (64 rows): S (64 x 128) = Q K^T as 8 wgmma m64n128k16 from
+ * shared memory (Q and K K-major), the causal mask and the online softmax
+ * on the accumulator fragments (the layout of 16 mma.sync m16n8
+ * accumulators a warp, so fa_split's arithmetic line for line), P rounded
+ * to bf16 in registers, and O += P V as 8 wgmma with P from registers and
+ * V (keys x head_dim, MN-major) from shared memory. Q, K and V sit in
+ * shared memory in 128-byte-swizzled regions of 64 columns
+ * (wgmma_util.h). K / V tiles come by the tensor copy engine (boxes of a
+ * tensor map of the cache, fa_tensor_map) into 3 stages, each with a full
+ * and an empty mbarrier; thread 0 refills a stage once all 8 warps released
+ * it. A warpgroup skips the tiles past its rows' last key. Row r's bits
  * depend on r's position in its 128-row block, its keys and the split: the
- * same in a launch of one prefill piece (pieces are multiples of 128 rows
- * when C is a multiple of 32 and the group 4; see fa_wg_ok) and in a
- * launch over several, as fa_split's. */
+ * same in a launch of one prefill piece and in a launch over several when
+ * a piece fills whole blocks (fa_wg_ok), as fa_split's. */
 #define FA_WG_ROWS 128
 #define FA_WG_THREADS 256
 #define FA_WG_BC 128
