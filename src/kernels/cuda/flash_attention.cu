@@ -124,6 +124,134 @@ struct fa_args {
     CUtensorMap tmk, tmv; /* fa_split_wg: the bf16 caches as 2-D tensors [max_seq, n_kv * 128] */
 };
 
+/* ---- the pieces both kernels share -------------------------------------- */
+
+/* The 16 bytes of chunk c (8 bf16) of query row `row` of KV head kvh: q's
+ * row (token row / G, head kvh G + row % G) rounded to bf16 (RNE) from f32
+ * or read as bf16; zeros for a token >= n. */
+template <int HD>
+__device__ __forceinline__ uint4 fa_q_chunk(const fa_args &a, int kvh, int row, int c, int n)
+{
+    const int G = a.group, t = row / G;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (t >= n) return v;
+    const size_t off = ((size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G)) * HD + c * 8;
+    if (a.q_dt == FRT_CUDA_BF16)
+        return __ldg(reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.q) + off));
+    const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
+    const float4 x = __ldg(p), y = __ldg(p + 1);
+    v.x = frt_pack_bf16(x.x, x.y);
+    v.y = frt_pack_bf16(x.z, x.w);
+    v.z = frt_pack_bf16(y.x, y.y);
+    v.w = frt_pack_bf16(y.z, y.w);
+    return v;
+}
+
+/* One key tile of a warp's rows a (gid) and b (gid + 8): S(j, e) is the
+ * accumulator of key n-tile j (keys j0 + 8 j + 2 tig + (e & 1), row a for
+ * e < 2, else b), O(j, e) the output accumulator of head-dim n-tile j.
+ * Scales S to the log2 domain, masks keys >= lim_a / lim_b when `mask`,
+ * runs the online softmax (row max over the quad in a fixed xor order; a
+ * row with no visible key keeps m = -inf and subtracts 0, so exp2 gives 0,
+ * never NaN), leaves P = exp2(S - m) in S and rescales O and l. */
+template <int NT, int DT, typename SF, typename OF>
+__device__ __forceinline__ void fa_softmax_tile(SF S, OF O, bool mask, int j0, int tig, int lim_a, int lim_b,
+                                                float sl2, float &m_a, float &m_b, float &l_a, float &l_b)
+{
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float v = S(j, e) * sl2;
+            if (mask) {
+                const int key = j0 + 8 * j + 2 * tig + (e & 1);
+                if (key >= (e < 2 ? lim_a : lim_b)) v = -INFINITY;
+            }
+            S(j, e) = v;
+        }
+        mx_a = fmaxf(mx_a, fmaxf(S(j, 0), S(j, 1)));
+        mx_b = fmaxf(mx_b, fmaxf(S(j, 2), S(j, 3)));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
+    const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
+    const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    float rs_a = 0.0f, rs_b = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        S(j, 0) = exp2f(S(j, 0) - mu_a);
+        S(j, 1) = exp2f(S(j, 1) - mu_a);
+        S(j, 2) = exp2f(S(j, 2) - mu_b);
+        S(j, 3) = exp2f(S(j, 3) - mu_b);
+        rs_a += S(j, 0) + S(j, 1);
+        rs_b += S(j, 2) + S(j, 3);
+    }
+    l_a = l_a * c_a + rs_a;
+    l_b = l_b * c_b + rs_b;
+#pragma unroll
+    for (int j = 0; j < DT; j++) {
+        O(j, 0) *= c_a;
+        O(j, 1) *= c_a;
+        O(j, 2) *= c_b;
+        O(j, 3) *= c_b;
+    }
+}
+
+/* A warp's rows ra, rb (tokens ta, tb, key ends kend_a, kend_b) after the
+ * last tile of split z: l summed over the quad (fixed xor order: the same
+ * bits on all 4 lanes); one split (a.po NULL): out = O / l * vsc, else the
+ * partials O * vsc and (m, l) of split z for the rows whose keys reach it.
+ * O(j, e) as in fa_softmax_tile. */
+template <int HD, typename OF>
+__device__ __forceinline__ void fa_write_rows(const fa_args &a, OF O, int kvh, int z, int s_lo, int tig, int ra,
+                                              int rb, int kend_a, int kend_b, float m_a, float m_b, float l_a,
+                                              float l_b, float vsc)
+{
+    constexpr int DT = HD / 8;
+    const int G = a.group;
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = half ? rb : ra, t = row / G;
+        const int kend = half ? kend_b : kend_a;
+        if (kend <= s_lo) continue; /* past n, or no key in this split */
+        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
+        const float m = half ? m_b : m_a, l = half ? l_b : l_a;
+        if (!a.po) {
+            const float inv = vsc / l;
+            if (a.out_dt == FRT_CUDA_BF16) {
+                __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<__nv_bfloat162 *>(ob + 8 * j) =
+                        __floats2bfloat162_rn(O(j, 2 * half) * inv, O(j, 2 * half + 1) * inv);
+            } else {
+                float *of = static_cast<float *>(a.out) + pr * HD + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DT; j++)
+                    *reinterpret_cast<float2 *>(of + 8 * j) =
+                        make_float2(O(j, 2 * half) * inv, O(j, 2 * half + 1) * inv);
+            }
+        } else {
+            const size_t pi = (size_t)z * a.max_n * a.n_heads + pr;
+            float *pp = a.po + pi * HD + 2 * tig;
+#pragma unroll
+            for (int j = 0; j < DT; j++)
+                *reinterpret_cast<float2 *>(pp + 8 * j) = make_float2(O(j, 2 * half) * vsc, O(j, 2 * half + 1) * vsc);
+            if (tig == 0) a.pml[pi] = make_float2(m, l);
+        }
+    }
+}
+
 /* ---- the attention kernel ---------------------------------------------- */
 
 /* Fragment coordinates (lane = 4 * gid + tig): the accumulator of an m16n8
@@ -230,24 +358,7 @@ __device__ __forceinline__ void fa_split(const fa_args &a, int xb, int kvh, int 
     for (int k = 0; k < FA_ROWS * CH / FA_THREADS; k++) {
         const int i = threadIdx.x + k * FA_THREADS;
         const int r = i / CH, c = i % CH;
-        const int row = r0 + r, t = row / G;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (t < n) {
-            const size_t off =
-                ((size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G)) * HD + c * 8;
-            if (a.q_dt == FRT_CUDA_BF16) {
-                v = __ldg(reinterpret_cast<const uint4 *>(
-                    static_cast<const __nv_bfloat16 *>(a.q) + off));
-            } else {
-                const float4 *p =
-                    reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
-                const float4 x = __ldg(p), y = __ldg(p + 1);
-                v.x = frt_pack_bf16(x.x, x.y);
-                v.y = frt_pack_bf16(x.z, x.w);
-                v.z = frt_pack_bf16(y.x, y.y);
-                v.w = frt_pack_bf16(y.z, y.w);
-            }
-        }
+        const uint4 v = fa_q_chunk<HD>(a, kvh, r0 + r, c, n);
         *reinterpret_cast<uint4 *>(fa_smem + r * ROWB + ((c ^ (r & 7)) << 4)) = v;
     }
     __syncthreads();
@@ -333,52 +444,9 @@ __device__ __forceinline__ void fa_split(const fa_args &a, int xb, int kvh, int 
             }
 
             /* scale (log2 domain), causal mask, online softmax */
-            const bool mask = j0 + BC > w_klo;
-            float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float v = s[j][e] * sl2;
-                    if (mask) {
-                        const int key = j0 + 8 * j + 2 * tig + (e & 1);
-                        if (key >= (e < 2 ? kend_a : kend_b)) v = -INFINITY;
-                    }
-                    s[j][e] = v;
-                }
-                mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
-                mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            /* a row with no visible key yet keeps m = -inf: subtract 0 so
-             * exp2 gives 0, never NaN */
-            const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
-            const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
-            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
-            m_a = mx_a;
-            m_b = mx_b;
-            float rs_a = 0.0f, rs_b = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                s[j][0] = exp2f(s[j][0] - mu_a);
-                s[j][1] = exp2f(s[j][1] - mu_a);
-                s[j][2] = exp2f(s[j][2] - mu_b);
-                s[j][3] = exp2f(s[j][3] - mu_b);
-                rs_a += s[j][0] + s[j][1];
-                rs_b += s[j][2] + s[j][3];
-            }
-            l_a = l_a * c_a + rs_a;
-            l_b = l_b * c_b + rs_b;
-#pragma unroll
-            for (int j = 0; j < DT; j++) {
-                o[j][0] *= c_a;
-                o[j][1] *= c_a;
-                o[j][2] *= c_b;
-                o[j][3] *= c_b;
-            }
+            fa_softmax_tile<NT, DT>([&](int j, int e) -> float & { return s[j][e]; },
+                                    [&](int j, int e) -> float & { return o[j][e]; }, j0 + BC > w_klo, j0, tig,
+                                    kend_a, kend_b, sl2, m_a, m_b, l_a, l_b);
 
             /* O += P V: the accumulators of key n-tiles 2kk, 2kk+1 are the A
              * fragment of key k-step kk */
@@ -401,45 +469,8 @@ __device__ __forceinline__ void fa_split(const fa_args &a, int xb, int kvh, int 
         __syncthreads(); /* stage it & 1 is consumed before tile it + 2 lands in it */
     }
     if (!w_active) return;
-
-    /* row sums over the quad (fixed xor order: the same bits on all 4 lanes) */
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int row = half ? rb : ra, t = half ? tb : ta;
-        const int kend = half ? kend_b : kend_a;
-        if (kend <= s_lo) continue; /* past n, or no key in this split */
-        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
-        const float m = half ? m_b : m_a, l = half ? l_b : l_a;
-        if (!a.po) {
-            const float inv = vsc / l;
-            if (a.out_dt == FRT_CUDA_BF16) {
-                __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
-#pragma unroll
-                for (int j = 0; j < DT; j++)
-                    *reinterpret_cast<__nv_bfloat162 *>(ob + 8 * j) =
-                        __floats2bfloat162_rn(o[j][2 * half] * inv, o[j][2 * half + 1] * inv);
-            } else {
-                float *of = static_cast<float *>(a.out) + pr * HD + 2 * tig;
-#pragma unroll
-                for (int j = 0; j < DT; j++)
-                    *reinterpret_cast<float2 *>(of + 8 * j) =
-                        make_float2(o[j][2 * half] * inv, o[j][2 * half + 1] * inv);
-            }
-        } else {
-            const size_t pi = (size_t)z * a.max_n * a.n_heads + pr;
-            float *pp = a.po + pi * HD + 2 * tig;
-#pragma unroll
-            for (int j = 0; j < DT; j++)
-                *reinterpret_cast<float2 *>(pp + 8 * j) =
-                    make_float2(o[j][2 * half] * vsc, o[j][2 * half + 1] * vsc);
-            if (tig == 0) a.pml[pi] = make_float2(m, l);
-        }
-    }
+    fa_write_rows<HD>(a, [&](int j, int e) -> float & { return o[j][e]; }, kvh, z, s_lo, tig, ra, rb, kend_a, kend_b,
+                      m_a, m_b, l_a, l_b, vsc);
 }
 
 /* The fused form's merge, after every split of the block ran (fa_split
@@ -636,21 +667,7 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     for (int k = 0; k < FA_WG_ROWS * 16 / FA_WG_THREADS; k++) {
         const int i = threadIdx.x + k * FA_WG_THREADS;
         const int r = i >> 4, c = i & 15;
-        const int row = r0 + r, t = row / G;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (t < n) {
-            const size_t off = ((size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G)) * HD + c * 8;
-            if (a.q_dt == FRT_CUDA_BF16) {
-                v = __ldg(reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(a.q) + off));
-            } else {
-                const float4 *p = reinterpret_cast<const float4 *>(static_cast<const float *>(a.q) + off);
-                const float4 x = __ldg(p), y = __ldg(p + 1);
-                v.x = frt_pack_bf16(x.x, x.y);
-                v.y = frt_pack_bf16(x.z, x.w);
-                v.z = frt_pack_bf16(y.x, y.y);
-                v.w = frt_pack_bf16(y.z, y.w);
-            }
-        }
+        const uint4 v = fa_q_chunk<HD>(a, kvh, r0 + r, c, n);
         const uint32_t d = qs + (uint32_t)((c >> 3) * FA_WG_REG + r * 128 + (((c & 7) ^ (r & 7)) << 4));
         asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(d), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                      : "memory");
@@ -710,51 +727,10 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
             frt_wgmma_wait<0>();
             frt_wgmma_hold(s);
 
-            /* scale (log2 domain), causal mask, online softmax: fa_split's */
-            const bool mask = j0 + BC > g_klo;
-            float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float v = s[4 * j + e] * sl2;
-                    if (mask) {
-                        const int key = j0 + 8 * j + 2 * tig + (e & 1);
-                        if (key >= (e < 2 ? lim_a : lim_b)) v = -INFINITY;
-                    }
-                    s[4 * j + e] = v;
-                }
-                mx_a = fmaxf(mx_a, fmaxf(s[4 * j], s[4 * j + 1]));
-                mx_b = fmaxf(mx_b, fmaxf(s[4 * j + 2], s[4 * j + 3]));
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            const float mu_a = mx_a == -INFINITY ? 0.0f : mx_a;
-            const float mu_b = mx_b == -INFINITY ? 0.0f : mx_b;
-            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
-            m_a = mx_a;
-            m_b = mx_b;
-            float rs_a = 0.0f, rs_b = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                s[4 * j] = exp2f(s[4 * j] - mu_a);
-                s[4 * j + 1] = exp2f(s[4 * j + 1] - mu_a);
-                s[4 * j + 2] = exp2f(s[4 * j + 2] - mu_b);
-                s[4 * j + 3] = exp2f(s[4 * j + 3] - mu_b);
-                rs_a += s[4 * j] + s[4 * j + 1];
-                rs_b += s[4 * j + 2] + s[4 * j + 3];
-            }
-            l_a = l_a * c_a + rs_a;
-            l_b = l_b * c_b + rs_b;
-#pragma unroll
-            for (int j = 0; j < DT; j++) {
-                o[4 * j] *= c_a;
-                o[4 * j + 1] *= c_a;
-                o[4 * j + 2] *= c_b;
-                o[4 * j + 3] *= c_b;
-            }
+            /* scale (log2 domain), causal mask, online softmax */
+            fa_softmax_tile<NT, DT>([&](int j, int e) -> float & { return s[4 * j + e]; },
+                                    [&](int j, int e) -> float & { return o[4 * j + e]; }, j0 + BC > g_klo, j0,
+                                    tig, lim_a, lim_b, sl2, m_a, m_b, l_a, l_b);
             /* O += P V: the accumulators of key n-tiles 2 kk, 2 kk + 1 are
              * the A fragment of key k-step kk */
             uint32_t pf[BC / 16][4];
@@ -785,43 +761,8 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     __syncthreads(); /* every stage is consumed: the next split may fill them */
     seq += ntiles;
     if (!w_active) return;
-
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int row = half ? rb : ra, t = half ? tb : ta;
-        const int kend = half ? kend_b : kend_a;
-        if (kend <= s_lo) continue; /* past n, or no key in this split */
-        const size_t pr = (size_t)t * a.n_heads + (size_t)kvh * G + (row - t * G);
-        const float m = half ? m_b : m_a, l = half ? l_b : l_a;
-        if (!a.po) {
-            const float inv = 1.0f / l;
-            if (a.out_dt == FRT_CUDA_BF16) {
-                __nv_bfloat16 *ob = static_cast<__nv_bfloat16 *>(a.out) + pr * HD + 2 * tig;
-#pragma unroll
-                for (int j = 0; j < DT; j++)
-                    *reinterpret_cast<__nv_bfloat162 *>(ob + 8 * j) =
-                        __floats2bfloat162_rn(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
-            } else {
-                float *of = static_cast<float *>(a.out) + pr * HD + 2 * tig;
-#pragma unroll
-                for (int j = 0; j < DT; j++)
-                    *reinterpret_cast<float2 *>(of + 8 * j) =
-                        make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
-            }
-        } else {
-            const size_t pi = (size_t)z * a.max_n * a.n_heads + pr;
-            float *pp = a.po + pi * HD + 2 * tig;
-#pragma unroll
-            for (int j = 0; j < DT; j++)
-                *reinterpret_cast<float2 *>(pp + 8 * j) = make_float2(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
-            if (tig == 0) a.pml[pi] = make_float2(m, l);
-        }
-    }
+    fa_write_rows<HD>(a, [&](int j, int e) -> float & { return o[4 * j + e]; }, kvh, z, s_lo, tig, ra, rb, kend_a,
+                      kend_b, m_a, m_b, l_a, l_b, 1.0f);
 }
 
 /* fa_kernel's two forms on fa_split_wg (blocks of FA_WG_ROWS rows). */
