@@ -102,8 +102,30 @@ static void gemm_shape(int C, int j, int in, int out, int rank)
     const double got = hp[(size_t)n * out - 1];
     CHECK_MSG(fabs(got - want) <= 1e-3 * (1 + fabs(want)), "%s: last entry %g, cpu %g", name, got, want);
     int same = -1;
-    CHECK_OK(frt_cuda_gemm_check_like(g, g_cs, n, C, in, out, FRT_CUDA_F32, dw.p, dx.p, dy.p, dref.p, &same));
+    CHECK_OK(frt_cuda_gemm_check_like(g, g_cs, n, C, in, out, 0, FRT_CUDA_F32, dw.p, dx.p, dy.p, dref.p, &same));
     report_flag("  frt_cuda_gemm_check_like agrees with the host", same == host_same);
+    /* the accumulating plans (the dense prefill's o_proj and down_proj add into the residual): y = 0 + x . w^T
+     * over n rows against the pieces, on the host and by the device check */
+    CHECK_OK(frt_cuda_gemm_plan(g, C, in, out, FRT_CUDA_F32, 1));
+    CHECK_OK(frt_cuda_gemm_plan_like(g, n, C, in, out, FRT_CUDA_F32, 1, rank));
+    dput(dx, 0, x.b, (size_t)n * in * 2); /* the check filled x with its own pattern */
+    float *zero = xzalloc((size_t)n * out * 4);
+    dput(dy, 0, zero, (size_t)n * out * 4);
+    dput(dp, 0, zero, (size_t)n * out * 4);
+    CHECK_OK(frt_cuda_gemm_run(g, g_cs, dy.p, FRT_CUDA_F32, dx.p, dw.p, n, in, out, 1));
+    for (int p = 0; p < j; p++)
+        CHECK_OK(frt_cuda_gemm_run(g, g_cs, (char *)dp.p + (size_t)p * C * out * 4, FRT_CUDA_F32,
+                                   (const uint16_t *)dx.p + (size_t)p * C * in, dw.p, C, in, out, 1));
+    dget(dy, 0, hy, (size_t)n * out * 4);
+    dget(dp, 0, hp, (size_t)n * out * 4);
+    const int acc_same = !memcmp(hy, hp, (size_t)n * out * 4);
+    CHECK_MSG(fabs(hp[(size_t)n * out - 1] - want) <= 1e-3 * (1 + fabs(want)), "%s: accumulated last entry %g, cpu %g",
+              name, hp[(size_t)n * out - 1], want);
+    same = -1;
+    CHECK_OK(frt_cuda_gemm_check_like(g, g_cs, n, C, in, out, 1, FRT_CUDA_F32, dw.p, dx.p, dy.p, dref.p, &same));
+    report_flag("  accumulating: frt_cuda_gemm_check_like agrees with the host", same == acc_same);
+    if (rank < 0) report_flag("  accumulating, the C-row algorithm: the pieces' bytes", acc_same);
+    free(zero);
     free(hy);
     free(hp);
     hmat_free(&x);

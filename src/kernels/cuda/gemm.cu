@@ -378,18 +378,21 @@ typedef struct like_run {
     void *stream, *y_ref;
     frt_cuda_dtype out_dtype;
     const uint16_t *x, *w;
-    int n_src, in_dim, out_dim;
+    int n_src, in_dim, out_dim, accumulate;
 } like_run;
 
 static int like_piece(int j, void *user)
 {
     const like_run *r = (const like_run *)user;
+    if (r->accumulate)
+        FRT_CUDA_TRY(cudaMemsetAsync(r->y_ref, 0, (size_t)r->n_src * r->out_dim * (r->out_dtype == FRT_CUDA_BF16 ? 2 : 4),
+                                     (cudaStream_t)r->stream));
     return gemm_run(r->g, r->stream, NULL, r->y_ref, r->out_dtype, r->x + (size_t)j * r->n_src * r->in_dim, r->w,
-                    r->n_src, r->in_dim, r->out_dim, 0);
+                    r->n_src, r->in_dim, r->out_dim, r->accumulate);
 }
 
 extern "C" int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, int n_src, int in_dim, int out_dim,
-                                        frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y,
+                                        int accumulate, frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y,
                                         void *y_ref, int *same)
 {
     FRT_ARG(g && w && x && y && y_ref && same, "cuda gemm check_like: NULL pointer");
@@ -398,8 +401,11 @@ extern "C" int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, i
     cudaStream_t st = (cudaStream_t)stream;
     like_fill<<<1024, 256, 0, st>>>(x, (size_t)n * in_dim);
     FRT_LAUNCH_CHECK();
-    FRT_TRY(gemm_run(g, stream, NULL, y, out_dtype, x, w, n, in_dim, out_dim, 0));
-    like_run r = {g, stream, y_ref, out_dtype, x, w, n_src, in_dim, out_dim};
+    accumulate = accumulate ? 1 : 0;
+    if (accumulate)
+        FRT_CUDA_TRY(cudaMemsetAsync(y, 0, (size_t)n * out_dim * (out_dtype == FRT_CUDA_BF16 ? 2 : 4), st));
+    FRT_TRY(gemm_run(g, stream, NULL, y, out_dtype, x, w, n, in_dim, out_dim, accumulate));
+    like_run r = {g, stream, y_ref, out_dtype, x, w, n_src, in_dim, out_dim, accumulate};
     const size_t piece_bytes = (size_t)n_src * out_dim * (out_dtype == FRT_CUDA_BF16 ? 2 : 4);
     return gemm_compare_pieces(st, y, y_ref, piece_bytes, n / n_src, like_piece, &r, same);
 }

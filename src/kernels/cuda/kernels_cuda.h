@@ -912,14 +912,16 @@ int frt_cuda_gemm_plan_like(frt_cuda_gemm *g, int n, int n_src, int in_dim, int 
  * y_ref [n_src, out_dim], compared word for word with its rows of y. *same
  * is 1 when every row matched, else 0. w [out_dim, in_dim] bf16 (a real
  * weight, or any); x, y, y_ref device scratch of those sizes (y, y_ref in
- * out_dtype); accumulate plans are not checked (nothing to compare against
- * without their input). Synchronizes the stream (an added one when a plan
+ * out_dtype); with accumulate the accumulating plans, y and each piece's
+ * y_ref zeroed first (y = 0 + x . w^T: the epilogue adds y element by
+ * element, so a row's bits are those of its dot products). Synchronizes
+ * the stream (an added one when a plan
  * needs a workspace). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, n not a
  * multiple of n_src); FRT_ERR_STATE (a plan missing); FRT_ERR_OUT_OF_MEMORY;
  * FRT_ERR_BACKEND. */
 int frt_cuda_gemm_check_like(frt_cuda_gemm *g, void *stream, int n, int n_src, int in_dim, int out_dim,
-                             frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y, void *y_ref,
-                             int *same);
+                             int accumulate, frt_cuda_dtype out_dtype, const uint16_t *w, uint16_t *x, void *y,
+                             void *y_ref, int *same);
 
 /* Number of cached plans (0 for NULL). */
 int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g);

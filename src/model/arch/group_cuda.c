@@ -60,11 +60,11 @@ static int group_product(frt_model *m, frt_cuda_gemm *gemm, frt_cuda_gemm_fp8 *g
     }
     static const int ranks[] = {0, 1, 2, 3, -1};
     for (size_t r = 0; !*same && r < sizeof ranks / sizeof ranks[0]; r++) {
-        int rc = frt_cuda_gemm_plan_like(gemm, n, m->C, p->in, p->out, p->y_dtype, 0, ranks[r]);
+        int rc = frt_cuda_gemm_plan_like(gemm, n, m->C, p->in, p->out, p->y_dtype, p->acc, ranks[r]);
         if (rc == FRT_ERR_NOT_FOUND || rc == FRT_ERR_UNSUPPORTED) continue;
         FRT_TRY(rc);
-        FRT_TRY(frt_cuda_gemm_check_like(gemm, st, n, m->C, p->in, p->out, p->y_dtype, p->w, gs->x, gs->y, gs->y_ref,
-                                         same));
+        FRT_TRY(frt_cuda_gemm_check_like(gemm, st, n, m->C, p->in, p->out, p->acc, p->y_dtype, p->w, gs->x, gs->y,
+                                         gs->y_ref, same));
     }
     return 0;
 }
@@ -74,7 +74,8 @@ static int group_product(frt_model *m, frt_cuda_gemm *gemm, frt_cuda_gemm_fp8 *g
 static int seen_shape(const frt_group_product *p, int k)
 {
     for (int i = 0; i < k; i++)
-        if (p[i].in == p[k].in && p[i].out == p[k].out && p[i].y_dtype == p[k].y_dtype) return 1;
+        if (p[i].in == p[k].in && p[i].out == p[k].out && p[i].y_dtype == p[k].y_dtype && p[i].acc == p[k].acc)
+            return 1;
     return 0;
 }
 

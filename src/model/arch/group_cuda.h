@@ -43,6 +43,7 @@ typedef struct frt_group_product {
     const uint16_t *w;
     const uint8_t *q;
     const float *s;
+    int acc; /* bf16 weights: the accumulating plan (y += x . w^T), as the prefill runs it */
 } frt_group_product;
 
 /* frt_arch_backend.prefill_group's ladder: G up to want (0: up to 8 pieces

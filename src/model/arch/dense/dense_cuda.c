@@ -110,6 +110,9 @@ typedef struct cd_model {
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
     int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
+    int resid_gemm;     /* prefill: o_proj and down_proj add into the residual x in the GEMM's epilogue
+                           (beta 1; bf16 weights without an o_proj bias), the next norm a plain RMSNorm;
+                           else they write delta and add_rmsnorm adds it */
     int wblk;           /* wfp8 with 128 x 128 block scales (a block-wise checkpoint): decode through the
                            _b128 GEMVs, prefill through a bf16 GEMM over the weight dequantized into wdq */
     uint16_t *wdq;      /* wblk: [max(qd, kvd, I) * H] bf16, one Linear weight dequantized (prefill) */
@@ -335,6 +338,7 @@ static int cd_load_weights(frt_model *m)
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
     c->wblk = frt_fp8w_blocked(m);
+    c->resid_gemm = !c->wfp8 && !m->cfg.o_proj_bias;
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
     c->layers8 = c->wfp8 ? calloc((size_t)c->L, sizeof *c->layers8) : NULL;
@@ -380,9 +384,10 @@ static int plan_all(cd_model *c, int n)
 {
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd, F32, 0));  /* q_proj */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvd, F32, 0)); /* k_proj, v_proj */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->qd, c->H, F32, 0));  /* o_proj */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, BF16, 0));  /* gate, up (bf16: the SwiGLU's input) */
-    return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0);     /* down */
+    const int acc = n > 1 && c->resid_gemm; /* n 1: decode's GEMV plans, made below */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->qd, c->H, F32, acc)); /* o_proj */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, BF16, 0));   /* gate, up (bf16: the SwiGLU's input) */
+    return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, acc);    /* down */
 }
 
 /* Every GEMM plan of the load, in one order whatever params.prefill_group
@@ -427,11 +432,12 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
     if (why) return frt_group_refuse("dense cuda", why, want, got);
     FRT_TRY(make_plans(m, c));
     const cd_layer *l0 = &c->layers[0];
-    frt_group_product p[5] = {{c->H, c->qd, F32, l0->q_proj, NULL, NULL},
-                              {c->H, c->kvd, F32, l0->k_proj, NULL, NULL},
-                              {c->qd, c->H, F32, l0->o_proj, NULL, NULL},
-                              {c->H, c->I, gate_dt(c), l0->gate_proj, NULL, NULL},
-                              {c->I, c->H, F32, l0->down_proj, NULL, NULL}};
+    /* o_proj and down_proj accumulate into the residual as gemm_out runs them */
+    frt_group_product p[5] = {{c->H, c->qd, F32, l0->q_proj, NULL, NULL, 0},
+                              {c->H, c->kvd, F32, l0->k_proj, NULL, NULL, 0},
+                              {c->qd, c->H, F32, l0->o_proj, NULL, NULL, c->resid_gemm},
+                              {c->H, c->I, gate_dt(c), l0->gate_proj, NULL, NULL, 0},
+                              {c->I, c->H, F32, l0->down_proj, NULL, NULL, c->resid_gemm}};
     if (c->wfp8) {
         const cd_layer8 *l8 = &c->layers8[0];
         const cd_fp8 *w8[5] = {&l8->q_proj, &l8->k_proj, &l8->o_proj, &l8->gate_proj, &l8->down_proj};
@@ -647,12 +653,14 @@ static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *
 
 /* A block's output projection x [R, in] bf16 . w [H, in]^T: decode adds it
  * straight into the residual stream c->x (the GEMV's accumulating store is
- * fl(sum + x), the bits of storing delta and adding it in f32); prefill
- * writes c->delta, which the next add_rmsnorm adds. */
+ * fl(sum + x), the bits of storing delta and adding it in f32); so does a
+ * prefill with c->resid_gemm (cuBLASLt's epilogue x = fl(sum + x), beta 1);
+ * else prefill writes c->delta, which the next add_rmsnorm adds. */
 static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in)
 {
     cd_model *c = f->c;
     if (f->decode) return resid_add(f, c->x, x, w, w8, f->R, in);
+    if (c->resid_gemm) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
     FRT_TRY(act_fp8(f, x, in));
     return lin(f, c->delta, x, w, w8, in, c->H);
 }
@@ -861,6 +869,15 @@ static int mlp_block(const fwd *f, int l)
     return gemm_out(f, c->ob, lw->down_proj, L8(c, l, down_proj), c->I);
 }
 
+/* Prefill: the residual c->x (after adding c->delta, unless the products
+ * added into it) normed with w into out. */
+static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w)
+{
+    cd_model *c = f->c;
+    if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
+    return frt_cuda_add_rmsnorm(f->st, c->x, c->delta, F32, out, out_dt, w, f->d_n, f->R, c->H, c->eps, 0);
+}
+
 /* One forward step: journal, embedding, the layers, final norm, the logits
  * of the last valid row, the boundary advance. */
 static int record_forward(const fwd *f)
@@ -882,14 +899,12 @@ static int record_forward(const fwd *f)
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(attention_block(f, l));
-        if (!f->decode)
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps, 0));
+        if (!f->decode) FRT_TRY(prefill_norm(f, c->h, BF16, lw->post_ln));
         FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
         if (!f->decode && l + 1 < c->L)
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, c->layers[l + 1].input_ln, f->d_n, R, H,
-                                         c->eps, 0));
-        else if (!f->decode) /* the last residual add fused with the final norm */
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->hf, F32, c->final_norm, f->d_n, R, H, c->eps, 0));
+            FRT_TRY(prefill_norm(f, c->h, BF16, c->layers[l + 1].input_ln));
+        else if (!f->decode) /* the last residual add (if any) with the final norm */
+            FRT_TRY(prefill_norm(f, c->hf, F32, c->final_norm));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
     if (f->decode) /* the final norm of the residual: the LM head's input */
@@ -1170,7 +1185,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,"
-                    "prefill_attn=wgmma-hd128-2,attn_split=half-1",
+                    "prefill_attn=wgmma-hd128-2,attn_split=half-1,prefill_resid=epilogue-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1,attn_split=half-1",

@@ -520,7 +520,7 @@ static void first_layers(const frt_model *m, int *lf, int *ll)
  * form w holds. */
 static frt_group_product product(int in, int out, cu_lin w)
 {
-    frt_group_product p = {in, out, F32, w.w, w.q, w.s};
+    frt_group_product p = {in, out, F32, w.w, w.q, w.s, 0};
     return p;
 }
 
