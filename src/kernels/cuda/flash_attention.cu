@@ -528,6 +528,25 @@ __device__ __forceinline__ void fa_merge(const fa_args &a, int xb, int kvh)
     }
 }
 
+/* The fused form of a launch (both kernels): block x runs every split of
+ * row block gridDim.x - 1 - x (the rows with the most keys first) through
+ * split(xb, z), one after another, then merges them itself (fa_merge). */
+template <int HD, int ROWS, typename SPLIT>
+__device__ __forceinline__ void fa_fused(const fa_args &a, int kvh, SPLIT split)
+{
+    const int xb = gridDim.x - 1 - blockIdx.x;
+    const int n = frt_dyn_n(a.d_n, a.max_n);
+    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
+    if (xb * ROWS / a.group >= n) return; /* uniform: no valid row in this block */
+    const int t_last = min((xb * ROWS + ROWS - 1) / a.group, n - 1);
+    const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
+    for (int z = 0; z < nz; z++) {
+        split(xb, z);
+        __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
+    }
+    fa_merge<HD, ROWS>(a, xb, kvh);
+}
+
 /* The launch: block (x, kvh, z) runs split z of row block x; FUSE (a.fuse,
  * its own instantiation so the split form's registers do not change):
  * block (x, kvh) runs every split of row block gridDim.x - 1 - x (the rows
@@ -540,17 +559,7 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
         fa_split<HD, F8>(a, blockIdx.x, kvh, blockIdx.z);
         return;
     }
-    const int xb = gridDim.x - 1 - blockIdx.x;
-    const int n = frt_dyn_n(a.d_n, a.max_n);
-    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    if (xb * FA_ROWS / a.group >= n) return; /* uniform: no valid row in this block */
-    const int t_last = min((xb * FA_ROWS + FA_ROWS - 1) / a.group, n - 1);
-    const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
-    for (int z = 0; z < nz; z++) {
-        fa_split<HD, F8>(a, xb, kvh, z);
-        __syncthreads(); /* the next split stages Q and its tiles into the same shared memory */
-    }
-    fa_merge<HD, FA_ROWS>(a, xb, kvh);
+    fa_fused<HD, FA_ROWS>(a, kvh, [&](int xb, int z) { fa_split<HD, F8>(a, xb, kvh, z); });
 }
 
 /* ---- head_dim 128, bf16 cache: warpgroup MMA (wgmma) ---------------------
@@ -785,17 +794,7 @@ __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_co
         fa_split_wg(a, blockIdx.x, kvh, blockIdx.z, seq);
         return;
     }
-    const int xb = gridDim.x - 1 - blockIdx.x;
-    const int n = frt_dyn_n(a.d_n, a.max_n);
-    const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    if (xb * FA_WG_ROWS / a.group >= n) return; /* uniform */
-    const int t_last = min((xb * FA_WG_ROWS + FA_WG_ROWS - 1) / a.group, n - 1);
-    const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
-    for (int z = 0; z < nz; z++) {
-        fa_split_wg(a, xb, kvh, z, seq);
-        __syncthreads(); /* the next split stages Q into the same shared memory */
-    }
-    fa_merge<128, FA_WG_ROWS>(a, xb, kvh);
+    fa_fused<128, FA_WG_ROWS>(a, kvh, [&](int xb, int z) { fa_split_wg(a, xb, kvh, z, seq); });
 }
 
 /* One block of HD threads per (token, head) row, thread d the output dim d:

@@ -640,9 +640,10 @@ static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, con
     return lin_as(f, y, F32, x, w, w8, in, out);
 }
 
-/* Decode rows: y [g, H] f32 += x [g, in] bf16 . W^T, the GEMV's
- * accumulating store (bf16 w through the plan's GEMV, or the E4M3 GEMV,
- * scales in its epilogue; both batch-invariant). */
+/* Rows y [g, H] f32 += x [g, in] bf16 . W^T: decode's GEMV accumulating
+ * store (bf16 w through the plan's GEMV, or the E4M3 GEMV, scales in its
+ * epilogue; both batch-invariant); a prefill piece with c->resid_gemm (bf16
+ * weights) through the plan's cuBLASLt epilogue, beta 1. */
 static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int g, int in)
 {
     cd_model *c = f->c;
@@ -659,8 +660,7 @@ static int resid_add(const fwd *f, float *y, const uint16_t *x, const uint16_t *
 static int gemm_out(const fwd *f, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in)
 {
     cd_model *c = f->c;
-    if (f->decode) return resid_add(f, c->x, x, w, w8, f->R, in);
-    if (c->resid_gemm) return frt_cuda_gemm_run(c->gemm, f->st, c->x, F32, x, w, f->R, in, c->H, 1);
+    if (f->decode || c->resid_gemm) return resid_add(f, c->x, x, w, w8, f->R, in);
     FRT_TRY(act_fp8(f, x, in));
     return lin(f, c->delta, x, w, w8, in, c->H);
 }
