@@ -172,13 +172,80 @@ static int prep_codes_cpu(const unsigned char *kc, const unsigned char *vc, cons
     return same;
 }
 
+enum { PP_MAXN = 37, PP_N = 29, PP_NH = 8, PP_NKV = 2, PP_HD = 64, PP_MAXS = 290 };
+
+/* frt_dense_prefill_prep_packed (_fp8): the rows of test_prefill_prep laid
+ * out as one GEMM's q | k | v | 5 unused columns give the bytes of the
+ * prep on them apart (ref: its q, K cache, V cache buffers) in q_out and
+ * the caches; q_out's rows past n keep their fill; bad ld, NULL, q_out
+ * overlapping the rows are refused. */
+static void test_prefill_prep_packed(int fp8, const float *q, const float *k, const float *v, const float *dinv,
+                                     const float *ks, const float *vs, const int32_t *pos, const int32_t *dn,
+                                     frt_buffer *const *ref)
+{
+    enum { QD = PP_NH * PP_HD, KVD = PP_NKV * PP_HD, LD = QD + 2 * KVD + 5 };
+    const size_t cache = (size_t)PP_MAXS * KVD * (fp8 ? 1 : 2), qn = (size_t)PP_MAXN * QD;
+    float *rows = xmalloc((size_t)PP_MAXN * LD * 4), *fill = xmalloc(qn * 4);
+    frt_test_fill(rows, (size_t)PP_MAXN * LD, -3, 3);
+    for (int t = 0; t < PP_MAXN; t++) {
+        memcpy(rows + (size_t)t * LD, q + (size_t)t * QD, QD * 4);
+        memcpy(rows + (size_t)t * LD + QD, k + (size_t)t * KVD, KVD * 4);
+        memcpy(rows + (size_t)t * LD + QD + KVD, v + (size_t)t * KVD, KVD * 4);
+    }
+    frt_test_fill(fill, qn, -5, 5);
+    frt_buffer *dr = dev_alloc((size_t)PP_MAXN * LD * 4), *dq = dev_alloc(qn * 4), *kc = dev_alloc(cache),
+               *vc = dev_alloc(cache);
+    must(frt_buffer_write(dr, 0, rows, (size_t)PP_MAXN * LD * 4, g_st), "write");
+    must(frt_buffer_write(dq, 0, fill, qn * 4, g_st), "write");
+    must(frt_buffer_fill(kc, 0, cache, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(vc, 0, cache, 0x5A, g_st), "fill");
+    float *r = frt_buffer_ptr(dr), *qo = frt_buffer_ptr(dq);
+    if (fp8)
+        CHECK_OK(frt_dense_prefill_prep_packed_fp8(g_cs, r, LD, qo, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), ks,
+                                                   vs, pos, dn, PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD));
+    else
+        CHECK_OK(frt_dense_prefill_prep_packed(g_cs, r, LD, qo, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), pos, dn,
+                                               PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD));
+    frt_buffer *got[3] = {dq, kc, vc};
+    static const char *what[3] = {"q_out (rows < n)", "K cache", "V cache"};
+    for (int i = 0; i < 3; i++) {
+        const size_t bytes = i == 0 ? (size_t)PP_N * QD * 4 : cache;
+        char *a = xmalloc(i == 0 ? qn * 4 : cache), *b = xmalloc(bytes);
+        must(frt_buffer_read(got[i], 0, a, i == 0 ? qn * 4 : cache, g_st), "read");
+        must(frt_buffer_read(ref[i == 0 ? 0 : i + 2], 0, b, bytes, g_st), "read");
+        must(frt_stream_sync(g_st), "sync");
+        char name[120];
+        snprintf(name, sizeof name, "prefill prep packed%s: %s == the prep apart", fp8 ? " fp8" : "", what[i]);
+        report_same(name, a, b, bytes);
+        if (i == 0) CHECK(!memcmp(a + bytes, (const char *)fill + bytes, qn * 4 - bytes));
+        free(a);
+        free(b);
+    }
+    uint16_t *k16 = frt_buffer_ptr(kc), *v16 = frt_buffer_ptr(vc);
+    CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, QD + 2 * KVD - 1, qo, dinv, k16, v16, pos, dn, PP_MAXN,
+                                               PP_MAXS, PP_NH, PP_NKV, PP_HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, LD, NULL, dinv, k16, v16, pos, dn, PP_MAXN, PP_MAXS, PP_NH,
+                                               PP_NKV, PP_HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, LD, r + LD, dinv, k16, v16, pos, dn, PP_MAXN, PP_MAXS, PP_NH,
+                                               PP_NKV, PP_HD),
+                 FRT_ERR_INVALID_ARGUMENT);
+    frt_buffer_free(dr);
+    frt_buffer_free(dq);
+    frt_buffer_free(kc);
+    frt_buffer_free(vc);
+    free(rows);
+    free(fill);
+}
+
 /* frt_dense_prefill_prep (fp8 0) / _fp8 (fp8 1): n = 29 of max_n = 37 rows
  * at positions 270.. (the last rows past max_seq 290: no cache row) give
  * the bytes of frt_dense_rope_table on q and k + frt_cuda_kv_append(_fp8)
  * over the same rows; rows past n are not touched. */
 static void test_prefill_prep(int fp8)
 {
-    enum { MAXN = 37, N = 29, NH = 8, NKV = 2, HD = 64, MAXS = 290, START = 270 };
+    enum { MAXN = PP_MAXN, N = PP_N, NH = PP_NH, NKV = PP_NKV, HD = PP_HD, MAXS = PP_MAXS, START = 270 };
     const size_t qn = (size_t)MAXN * NH * HD, kn = (size_t)MAXN * NKV * HD, row = (size_t)NKV * HD;
     const size_t cache = (size_t)MAXS * row * (fp8 ? 1 : 2);
     float *q = xmalloc(qn * 4), *k = xmalloc(kn * 4), *v = xmalloc(kn * 4), inv[HD / 2];
@@ -239,6 +306,7 @@ static void test_prefill_prep(int fp8)
                                         frt_buffer_ptr(bufs[0][2]), dinvp, frt_buffer_ptr(bufs[0][3]),
                                         frt_buffer_ptr(bufs[0][4]), pos, dn, 0, MAXS, NH, NKV, HD),
                  FRT_ERR_INVALID_ARGUMENT);
+    test_prefill_prep_packed(fp8, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
     for (int u = 0; u < 2; u++)
         for (int i = 0; i < 5; i++) frt_buffer_free(bufs[u][i]);
     frt_buffer_free(dinv);

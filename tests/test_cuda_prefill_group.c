@@ -25,7 +25,10 @@
  *     64 (the FlashAttention pieces launch; the hybrid also with key head
  *     dim 64: the conv's fused L2 norm of q and k), and tiny-dense with
  *     head_dim 128 (the wgmma kernel: 2 heads a KV head make 128 rows a
- *     piece), built in memory.
+ *     piece), built in memory. tiny-dense at head_dim 32 and 128
+ *     (intermediate 1024) runs q | k | v as one GEMM (dense_cuda.c
+ *     qkv_one), at head_dim 64 as three (q | k | v wider than the t0
+ *     scratch).
  *  3. Refusals at load, on both families: prefill_group 2 with
  *     debug_hidden (FRT_ERR_UNSUPPORTED, the reason in the message),
  *     prefill_group 3 (FRT_ERR_INVALID_ARGUMENT); the default with
@@ -400,6 +403,7 @@ int main(void)
     CHECK_OK(frt_gen_model_config("tiny-dense", &cd));
     CHECK_OK(frt_gen_model_config("tiny-dense", &cw));
     cw.head_dim = cw.rotary_dim = 128; /* 2 heads a KV head: 128 rows a piece, the wgmma kernel */
+    cw.intermediate_size = 1024;       /* q | k | v (1024 wide) fits t0: the one-GEMM prefill path */
     CHECK_OK(frt_gen_model_config("tiny", &ch));
     cd.head_dim = cd.rotary_dim = 64;
     ch.head_dim = 64;

@@ -110,6 +110,8 @@ typedef struct cd_model {
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
     int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
+    int qkv_one;        /* prefill: q | k | v as one GEMM into t0 [R, qd + 2 kvd] (bf16 weights lying end to
+                           end, no q / k norms: qkv_fused), the prep reading it in place */
     int resid_gemm;     /* prefill: o_proj and down_proj add into the residual x in the GEMM's epilogue
                            (beta 1; bf16 weights without an o_proj bias), the next norm a plain RMSNorm;
                            else they write delta and add_rmsnorm adds it */
@@ -331,6 +333,26 @@ static int load_all(wload *wl)
     return 0;
 }
 
+/* Whether every layer's q_proj, k_proj and v_proj lie end to end in the
+ * arena (bf16; put() keeps the order, 256-byte aligned sizes leave no gap),
+ * their biases too where they have them (one bias add over the fused row),
+ * without q / k norms (their per-head RMSNorm reads heads apart), and the
+ * fused output [R, qd + 2 kvd] fits the t0 scratch [R, max(qd, I, H)]:
+ * then a prefill piece runs them as one GEMM (qkv_one). */
+static int qkv_fused(const cd_model *c)
+{
+    const size_t H = (size_t)c->H;
+    if (c->wfp8 || c->qd + 2 * c->kvd > max_i(max_i(c->qd, c->I), c->H)) return 0;
+    for (int l = 0; l < c->L; l++) {
+        const cd_layer *lw = &c->layers[l];
+        if ((lw->q_bias && (lw->k_bias != lw->q_bias + c->qd || lw->v_bias != lw->k_bias + c->kvd)) ||
+            lw->q_norm || lw->k_proj != lw->q_proj + (size_t)c->qd * H ||
+            lw->v_proj != lw->k_proj + (size_t)c->kvd * H)
+            return 0;
+    }
+    return 1;
+}
+
 static int cd_load_weights(frt_model *m)
 {
     cd_model *c = calloc(1, sizeof *c);
@@ -355,6 +377,7 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
+    c->qkv_one = qkv_fused(c);
     if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
                       cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
         snprintf(c->wdesc, sizeof c->wdesc, "%s,%s", frt_fp8w_desc(m),
@@ -380,8 +403,15 @@ static int plan_fp8(const frt_model *m, cd_model *c)
     return 0;
 }
 
+/* Whether a prefill replay of `rows` rows (a bucket, or C for a group of
+ * whole pieces: a group takes its pieces' decision) runs q | k | v as one
+ * GEMM; the GEMV buckets (rows <= FRT_CUDA_GEMV_MAX_N) keep their
+ * per-matrix plans (the hybrid's rule, qwen35_cuda.h one_gemm). */
+static int qkv_one_gemm(const cd_model *c, int rows) { return c->qkv_one && rows > FRT_CUDA_GEMV_MAX_N; }
+
 static int plan_all(cd_model *c, int n)
 {
+    if (qkv_one_gemm(c, n)) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd + 2 * c->kvd, F32, 0)); /* q | k | v */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd, F32, 0));  /* q_proj */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvd, F32, 0)); /* k_proj, v_proj */
     const int acc = n > 1 && c->resid_gemm; /* n 1: decode's GEMV plans, made below */
@@ -446,6 +476,11 @@ static int cd_prefill_group(frt_model *m, int want, int *got)
             p[k].q = w8[k]->w;
             p[k].s = w8[k]->s;
         }
+    }
+    if (qkv_one_gemm(c, m->C)) { /* the pieces run q | k | v as one product (the weights lie end to end) */
+        p[0].out = c->qd + 2 * c->kvd;
+        p[1] = p[4];
+        return frt_group_check(m, "dense cuda", c->gemm, NULL, p, 4, want, got);
     }
     return frt_group_check(m, "dense cuda", c->gemm, c->wfp8 ? c->gemm8 : NULL, p, 5, want, got);
 }
@@ -573,6 +608,7 @@ typedef struct fwd {
     void *st;
     int R, decode;
     int pieces; /* prefill: the whole pieces of C rows a group replay runs (R = pieces * C); 1 otherwise */
+    int qkv_one; /* prefill: q | k | v as one GEMM into c->t0 (qkv_one at C for a group, else at R) */
     const int32_t *d_n, *d_no_logits; /* NULL for decode */
     int32_t *d_pos, *d_pending, *d_has_logits;
     uint64_t *d_rng;
@@ -590,6 +626,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     f.R = R;
     f.decode = decode;
     f.pieces = frt_group_pieces(m, R, decode);
+    f.qkv_one = !decode && qkv_one_gemm(f.c, f.pieces > 1 ? m->C : R);
     char *bd = frt_buffer_ptr(m->boundary), *sp = frt_buffer_ptr(m->step);
     f.d_n = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, n_valid));
     f.d_no_logits = decode ? NULL : (const int32_t *)(const void *)(sp + offsetof(frt_step_args, no_logits));
@@ -737,15 +774,22 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
+    if (f->qkv_one) { /* the one GEMM's rows in place, q roped into c->q */
+        FRT_TRY(frt_dense_prefill_prep_packed_fp8(f->st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, ks, vs,
+                                                  f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv, c->hd));
+        return attn_prefill(f, c->q, ob, kc, vc, ks, vs);
+    }
     FRT_TRY(frt_dense_prefill_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
                                        m->max_seq, c->nh, c->nkv, c->hd)); /* RoPE and the append, one launch */
     return attn_prefill(f, q, ob, kc, vc, ks, vs);
 }
 
-/* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v) through the biases, the
- * q / k norms, RoPE at the boundary's positions and the KV append of layer
- * l (the bound slot's cache), then attention into ob [R, qd] bf16 (the
- * kernels round once, RNE: the bits of an f32 output converted). */
+/* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v; with f->qkv_one one
+ * GEMM's rows c->t0 [R, qd + 2 kvd], q roped into c->q) through the
+ * biases, the q / k norms, RoPE at the boundary's positions and the KV
+ * append of layer l (the bound slot's cache), then attention into ob [R,
+ * qd] bf16 (the kernels round once, RNE: the bits of an f32 output
+ * converted). */
 static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t *ob)
 {
     frt_model *m = f->m;
@@ -754,7 +798,9 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
     void *st = f->st;
     int R = f->R;
     uint16_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    if (lw->q_bias) {
+    if (lw->q_bias && f->qkv_one) { /* the biases lie end to end too (qkv_fused) */
+        FRT_TRY(frt_dense_bias_add(st, c->t0, lw->q_bias, f->d_n, R, c->qd + 2 * c->kvd));
+    } else if (lw->q_bias) {
         FRT_TRY(frt_dense_bias_add(st, q, lw->q_bias, f->d_n, R, c->qd));
         FRT_TRY(frt_dense_bias_add(st, k, lw->k_bias, f->d_n, R, c->kvd));
         FRT_TRY(frt_dense_bias_add(st, v, lw->v_bias, f->d_n, R, c->kvd));
@@ -768,6 +814,11 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    }
+    if (f->qkv_one) { /* the same, reading the one GEMM's rows in place */
+        FRT_TRY(frt_dense_prefill_prep_packed(st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, f->d_pos,
+                                              f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd));
+        return attn_prefill(f, c->q, ob, kc, vc, NULL, NULL);
     }
     FRT_TRY(frt_dense_prefill_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                    c->hd)); /* RoPE and the append, one launch (the bits of the three) */
@@ -840,6 +891,8 @@ static int attention_block(const fwd *f, int l)
     if (f->decode) { /* the input norm, q, k and v in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->input_ln);
         FRT_TRY(qkv_products(f, l, 0, f->R, &nm));
+    } else if (f->qkv_one) { /* one GEMM over the weights lying end to end: t0 [R, q | k | v] */
+        FRT_TRY(gemm(f, c->t0, F32, c->h, lw->q_proj, c->H, c->qd + 2 * c->kvd));
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));

@@ -33,13 +33,19 @@ extern "C" int frt_dense_bias_add(void *stream, float *y, const float *b, const 
     return 0;
 }
 
-/* Rotates the pair (p, p + half) of one head by angle a (rotate-half). */
-static __device__ __forceinline__ void rope_pair(float *xh, int p, int half, float a)
+/* Rotates the pair (p, p + half) of one head by angle a (rotate-half):
+ * from the head at src into the head at dst (src itself: in place). */
+static __device__ __forceinline__ void rope_pair_to(const float *src, float *dst, int p, int half, float a)
 {
     const float c = cosf(a), s = sinf(a);
-    const float x1 = xh[p], x2 = xh[p + half];
-    xh[p] = x1 * c + (-x2) * s;
-    xh[p + half] = x2 * c + x1 * s;
+    const float x1 = src[p], x2 = src[p + half];
+    dst[p] = x1 * c + (-x2) * s;
+    dst[p + half] = x2 * c + x1 * s;
+}
+
+static __device__ __forceinline__ void rope_pair(float *xh, int p, int half, float a)
+{
+    rope_pair_to(xh, xh, p, half, a);
 }
 
 __global__ void rope_table_kernel(float *x, const float *inv_freq, const int32_t *d_start, const int32_t *d_n,
@@ -109,14 +115,15 @@ struct prep_fp8_tab {
     __device__ prep_fp8 operator[](int b) const { return prep_fp8{k[b], v[b], ks, vs, head_dim}; }
 };
 
-/* One sequence's decode token: RoPE of its q and k heads at *d_start, and
- * its K (roped) and V rows into the caches. Item i of the grid-stride loop
- * is a q pair, a k pair (roped, then both elements stored by the same
- * thread: no barrier, so any number of blocks) or a V element. */
+/* One sequence's decode token: RoPE of its q heads at *d_start (from qb
+ * into qo: qb itself in place) and of its k heads, and its K (roped) and V
+ * rows into the caches. Item i of the grid-stride loop is a q pair, a k
+ * pair (roped in place, then both elements stored by the same thread: no
+ * barrier, so any number of blocks) or a V element. */
 template <class Cache>
-__device__ __forceinline__ void prep_row(float *qb, float *kb, const float *vb, const float *inv_freq,
-                                         const Cache &cache, int start, long long row, int max_seq, int n_heads,
-                                         int n_kv, int head_dim)
+__device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, const float *vb,
+                                         const float *inv_freq, const Cache &cache, int start, long long row,
+                                         int max_seq, int n_heads, int n_kv, int head_dim)
 {
     const int half = head_dim / 2;
     const bool store = row < max_seq;
@@ -127,9 +134,13 @@ __device__ __forceinline__ void prep_row(float *qb, float *kb, const float *vb, 
         if (i < k_end) {
             const int h = i / half, p = i % half;
             const bool is_k = h >= n_heads;
-            float *xh = is_k ? kb + (size_t)(h - n_heads) * head_dim : qb + (size_t)h * head_dim;
-            rope_pair(xh, p, half, (float)start * inv_freq[p]);
-            if (is_k && store) {
+            const float a = (float)start * inv_freq[p];
+            if (!is_k) {
+                rope_pair_to(qb + (size_t)h * head_dim, qo + (size_t)h * head_dim, p, half, a);
+                continue;
+            }
+            rope_pair(kb + (size_t)(h - n_heads) * head_dim, p, half, a);
+            if (store) {
                 const int e = (h - n_heads) * head_dim + p;
                 cache.put_k(off, e, kb[e]);
                 cache.put_k(off, e + half, kb[e + half]);
@@ -148,23 +159,32 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
                                                 int n_kv, int head_dim)
 {
     frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
-    prep_row(qb, kb, vb, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start), max_seq, n_heads, n_kv,
+    prep_row(qb, qb, kb, vb, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start), max_seq, n_heads, n_kv,
              head_dim);
 }
 
-/* A prefill's rows (frt_dense_prefill_prep, _fp8): row blockIdx.y < n at
- * position *d_start + row, the decode token's work on each. */
+/* The rows of a prefill's q, k and v: row t's q at q + t * ldq (k, v
+ * alike), its roped q to qo + t * n_heads * head_dim. */
+struct prep_rows {
+    const float *q;
+    float *qo, *k;
+    const float *v;
+    long long ldq, ldk, ldv;
+};
+
+/* A prefill's rows (frt_dense_prefill_prep{,_packed}{,_fp8}): row
+ * blockIdx.y < n at position *d_start + row, the decode token's work on
+ * each. */
 template <class Cache>
-__global__ void prefill_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, Cache cache,
-                                    const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
-                                    int n_kv, int head_dim)
+__global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache cache, const int32_t *d_start,
+                                    const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv, int head_dim)
 {
     frt_pdl_wait();
     const int t = blockIdx.y;
     if (t >= dense_count(d_n, max_n)) return;
     const int pos = *d_start + t;
-    prep_row(q + (size_t)t * n_heads * head_dim, k + (size_t)t * n_kv * head_dim, v + (size_t)t * n_kv * head_dim,
-             inv_freq, cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
+    prep_row(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * head_dim, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq,
+             cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
 }
 
 /* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
@@ -235,16 +255,40 @@ static int decode_prep_batch_launch(void *stream, float *q, float *k, const floa
 
 /* One launch of prefill_prep_kernel<Cache>: blockIdx.y the row. */
 template <class Cache>
-static int prefill_prep_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Cache cache,
+static int prefill_prep_launch(void *stream, const prep_rows &r, const float *inv_freq, Cache cache,
                                const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
                                int n_kv_heads, int head_dim)
 {
     FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
     FRT_ARG(max_n >= 1 && max_n <= 65535, "dense prefill prep: max_n %d", max_n);
     dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)max_n);
-    FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
-                                cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq, cache,
+                                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
     FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* Separate q [max_n, n_heads * head_dim], k and v [max_n, n_kv * head_dim]
+ * (q roped in place). */
+static prep_rows rows_apart(float *q, float *k, const float *v, int n_heads, int n_kv_heads, int head_dim)
+{
+    return prep_rows{q, q, k, v, (long long)n_heads * head_dim, (long long)n_kv_heads * head_dim,
+                     (long long)n_kv_heads * head_dim};
+}
+
+/* One GEMM's rows qkv [max_n, ld] = q | k | v (q roped into q_out); NULL
+ * pointers, ld < the three widths or q_out inside qkv's rows:
+ * FRT_ERR_INVALID_ARGUMENT. */
+static int rows_packed(prep_rows *r, float *qkv, int ld, float *q_out, int max_n, int n_heads, int n_kv_heads,
+                       int head_dim)
+{
+    FRT_ARG(qkv && q_out, "dense prefill prep packed: NULL pointer");
+    const long long qd = (long long)n_heads * head_dim, kvd = (long long)n_kv_heads * head_dim;
+    FRT_ARG(ld >= qd + 2 * kvd, "dense prefill prep packed: ld %d < %lld", ld, qd + 2 * kvd);
+    const char *a = (const char *)qkv, *b = (const char *)q_out;
+    FRT_ARG(b + (size_t)max_n * qd * sizeof(float) <= a || a + (size_t)max_n * ld * sizeof(float) <= b,
+            "dense prefill prep packed: q_out overlaps qkv");
+    *r = prep_rows{qkv, q_out, qkv + qd, qkv + qd + kvd, ld, ld, ld};
     return 0;
 }
 
@@ -255,8 +299,8 @@ extern "C" int frt_dense_prefill_prep(void *stream, float *q, float *k, const fl
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense prefill prep: NULL pointer");
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
-    return prefill_prep_launch(stream, q, k, v, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
-                               head_dim);
+    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), inv_freq, cache, d_start,
+                               d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
 extern "C" int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
@@ -267,7 +311,35 @@ extern "C" int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, cons
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
             "dense prefill prep fp8: NULL pointer");
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
-    return prefill_prep_launch(stream, q, k, v, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), inv_freq, cache, d_start,
+                               d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_prefill_prep_packed(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
+                                             uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start,
+                                             const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                                             int n_kv_heads, int head_dim)
+{
+    FRT_ARG(inv_freq && k_cache && v_cache && d_start, "dense prefill prep packed: NULL pointer");
+    prep_rows r;
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
+    return prefill_prep_launch(stream, r, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
+                               head_dim);
+}
+
+extern "C" int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int ld, float *q_out,
+                                                 const float *inv_freq, uint8_t *k_cache, uint8_t *v_cache,
+                                                 const float *k_scale, const float *v_scale, const int32_t *d_start,
+                                                 const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                                                 int n_kv_heads, int head_dim)
+{
+    FRT_ARG(inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
+            "dense prefill prep packed fp8: NULL pointer");
+    prep_rows r;
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
+    return prefill_prep_launch(stream, r, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
                                head_dim);
 }
 

@@ -64,6 +64,22 @@ int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v,
                                const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
                                int n_kv_heads, int head_dim);
 
+/* frt_dense_prefill_prep{,_fp8} over the output of one q | k | v GEMM:
+ * qkv [max_n, ld] f32, row t = q (n_heads * head_dim) | k (n_kv_heads *
+ * head_dim) | v (n_kv_heads * head_dim) | ld - those unused; row t's q is
+ * roped into q_out [max_n, n_heads * head_dim] f32 (the attention's
+ * input), its k roped in place, then K and V stored as there. The bits of
+ * frt_dense_prefill_prep on the same rows apart (tests/test_cuda_dense.c).
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes, ld < the three widths,
+ * q_out overlapping qkv's max_n rows); FRT_ERR_BACKEND. */
+int frt_dense_prefill_prep_packed(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
+                                  uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
+                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
+                                      uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                      const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                                      int n_heads, int n_kv_heads, int head_dim);
+
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
  * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
