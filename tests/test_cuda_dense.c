@@ -121,14 +121,16 @@ static void test_glue(void)
 typedef struct prep_kv {
     int fp8;
     const float *ks, *vs;
+    const frt_dense_qkv_bias *bias; /* the fused preps' biases (NULL: none) */
 } prep_kv;
 
 /* One sequence through the fused prep (frt_dense_decode_prep, _fp8). */
 static int prep_one(const prep_kv *p, float *q, float *k, const float *v, const float *inv, void *kc, void *vc,
                     const int32_t *pos, int maxs, int nh, int nkv, int hd)
 {
-    if (p->fp8) return frt_dense_decode_prep_fp8(g_cs, q, k, v, inv, kc, vc, p->ks, p->vs, pos, maxs, nh, nkv, hd);
-    return frt_dense_decode_prep(g_cs, q, k, v, inv, kc, vc, pos, maxs, nh, nkv, hd);
+    if (p->fp8)
+        return frt_dense_decode_prep_fp8(g_cs, q, k, v, inv, kc, vc, p->ks, p->vs, pos, maxs, nh, nkv, hd, p->bias);
+    return frt_dense_decode_prep(g_cs, q, k, v, inv, kc, vc, pos, maxs, nh, nkv, hd, p->bias);
 }
 
 /* The branches through the batched prep (tables t: k caches, v caches,
@@ -139,9 +141,9 @@ static int prep_batch(const prep_kv *p, float *q, float *k, const float *v, cons
     if (p->fp8)
         return frt_dense_decode_prep_batch_fp8(g_cs, q, k, v, inv, (uint8_t *const *)t, (uint8_t *const *)(t + nb),
                                                p->ks, p->vs, (const int32_t *const *)(t + 2 * nb), nb, maxs, nh, nkv,
-                                               hd);
+                                               hd, p->bias);
     return frt_dense_decode_prep_batch(g_cs, q, k, v, inv, (uint16_t *const *)t, (uint16_t *const *)(t + nb),
-                                       (const int32_t *const *)(t + 2 * nb), nb, maxs, nh, nkv, hd);
+                                       (const int32_t *const *)(t + 2 * nb), nb, maxs, nh, nkv, hd, p->bias);
 }
 
 /* The separate launches the prep replaces: RoPE of q, RoPE of k, the KV
@@ -322,8 +324,11 @@ static void test_prefill_prep(int fp8)
  * (own caches, own position) gives the bytes of frt_dense_rope_table on q
  * and k + frt_cuda_kv_append(_fp8) on it alone, and frt_dense_decode_prep
  * (_fp8) of one sequence the same bytes; a position past max_seq writes no
- * cache row; FP8 codes equal the CPU codec's on the roped rows. */
-static void test_prep_batch(int fp8)
+ * cache row; FP8 codes equal the CPU codec's on the roped rows. With bias
+ * (qwen2's q, k, v biases, random): the preps given the biases against the
+ * three launches on q + b, k + b, v + b (the f32 sums frt_dense_bias_add
+ * stores, computed here on the host). */
+static void test_prep_batch(int fp8, int with_bias)
 {
     enum { NB = 3, NH = 8, NKV = 2, HD = 128, MAXS = 300 };
     const int pos[NB] = {5, 299, 300};
@@ -335,6 +340,20 @@ static void test_prep_batch(int fp8)
     frt_test_fill(k, kn, -2, 2);
     frt_test_fill(v, kn, -2, 2);
     frt_rope_inv_freq_llama3(inv, HD, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    /* the reference's inputs (qr, kr0, vr: q, k, v plus the biases when with_bias) */
+    enum { BN = NH * HD + 2 * NKV * HD };
+    float *bias = xmalloc(BN * 4), *qr = xmalloc(qn * 4), *kr0 = xmalloc(kn * 4), *vr = xmalloc(kn * 4);
+    frt_test_fill(bias, BN, -1, 1);
+    for (size_t i = 0; i < qn; i++) qr[i] = with_bias ? q[i] + bias[i % (NH * HD)] : q[i];
+    for (size_t i = 0; i < kn; i++) {
+        kr0[i] = with_bias ? k[i] + bias[NH * HD + i % row] : k[i];
+        vr[i] = with_bias ? v[i] + bias[NH * HD + row + i % row] : v[i];
+    }
+    frt_buffer *dbias = dev_alloc(BN * 4), *dvr = dev_alloc(kn * 4);
+    must(frt_buffer_write(dbias, 0, bias, BN * 4, g_st), "write");
+    must(frt_buffer_write(dvr, 0, vr, kn * 4, g_st), "write");
+    const float *db = frt_buffer_ptr(dbias);
+    const frt_dense_qkv_bias qkvb = {db, db + NH * HD, db + NH * HD + row};
     frt_buffer *dq = dev_alloc(qn * 4), *dk = dev_alloc(kn * 4), *dv = dev_alloc(kn * 4), *dinv = dev_alloc(sizeof inv);
     frt_buffer *dpos = dev_alloc(sizeof pos), *tabs = dev_alloc(3 * NB * sizeof(void *)), *kc[NB], *vc[NB];
     frt_buffer *rq = dev_alloc(qn * 4), *rk = dev_alloc(kn * 4), *rkc = dev_alloc(cache), *rvc = dev_alloc(cache);
@@ -355,7 +374,7 @@ static void test_prep_batch(int fp8)
     must(frt_buffer_write(tabs, 0, tab, sizeof tab, g_st), "write");
     must(frt_buffer_write(dsc, 0, ks, sizeof ks, g_st), "write");
     must(frt_buffer_write(dsc, sizeof ks, vs, sizeof vs, g_st), "write");
-    const prep_kv pk = {fp8, frt_buffer_ptr(dsc), (const float *)frt_buffer_ptr(dsc) + NKV};
+    const prep_kv pk = {fp8, frt_buffer_ptr(dsc), (const float *)frt_buffer_ptr(dsc) + NKV, with_bias ? &qkvb : NULL};
     void **t = frt_buffer_ptr(tabs);
     CHECK_OK(prep_batch(&pk, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv), t, NB,
                         MAXS, NH, NKV, HD));
@@ -370,9 +389,11 @@ static void test_prep_batch(int fp8)
     for (int pass = 0; pass < 2; pass++)
         for (int b = 0; b < NB; b++) {
             const int32_t *ps = (const int32_t *)frt_buffer_ptr(dpos) + b;
-            float *vb = (float *)frt_buffer_ptr(dv) + (size_t)b * row;
-            must(frt_buffer_write(rq, 0, q + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
-            must(frt_buffer_write(rk, 0, k + (size_t)b * row, row * 4, g_st), "write");
+            /* pass 0 (the launches without bias) on the biased inputs, pass 1 (the prep given the biases) on
+             * the raw ones */
+            float *vb = (float *)frt_buffer_ptr(pass ? dv : dvr) + (size_t)b * row;
+            must(frt_buffer_write(rq, 0, (pass ? q : qr) + (size_t)b * NH * HD, (size_t)NH * HD * 4, g_st), "write");
+            must(frt_buffer_write(rk, 0, (pass ? k : kr0) + (size_t)b * row, row * 4, g_st), "write");
             must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
             must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
             if (pass)
@@ -394,9 +415,10 @@ static void test_prep_batch(int fp8)
                 same[pass] &= !memcmp(kv ? cv : cg, cw, cache);
             }
             if (fp8 && pass == 0 && pos[b] < MAXS)
-                cpu_same &= prep_codes_cpu(cg, cv, kr + (size_t)b * row, v + (size_t)b * row, ks, vs, pos[b], NKV, HD);
+                cpu_same &= prep_codes_cpu(cg, cv, kr + (size_t)b * row, vr + (size_t)b * row, ks, vs, pos[b], NKV, HD);
         }
-    const char *what = fp8 ? "fp8" : "bf16";
+    const char *what = fp8 ? (with_bias ? "fp8 with q, k, v biases" : "fp8")
+                           : (with_bias ? "bf16 with q, k, v biases" : "bf16");
     CHECK_MSG(same[0], "decode prep batch %s: not the bytes of rope_table + kv_append per branch", what);
     printf("  decode prep batch %s [%d branches at 5, 299, 300 of %d]: q, k and both caches the bytes of the "
            "unbatched kernels\n", what, NB, MAXS);
@@ -414,16 +436,28 @@ static void test_prep_batch(int fp8)
                             NB, MAXS, NH, NKV, HD - 1),
                  FRT_ERR_INVALID_ARGUMENT);
     if (fp8) {
-        const prep_kv no_scale = {1, NULL, pk.vs};
+        const prep_kv no_scale = {1, NULL, pk.vs, NULL};
         CHECK_STATUS(prep_one(&no_scale, frt_buffer_ptr(rq), frt_buffer_ptr(rk), frt_buffer_ptr(dv),
                               frt_buffer_ptr(dinv), frt_buffer_ptr(rkc), frt_buffer_ptr(rvc),
                               (const int32_t *)frt_buffer_ptr(dpos), MAXS, NH, NKV, HD),
                      FRT_ERR_INVALID_ARGUMENT);
     }
-    frt_buffer *all[] = {dq,  dk,    dv,    dinv,  dpos,  tabs,  rq,    rk,   rkc,
-                         rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2], dsc};
+    if (with_bias) { /* a bias with a NULL member is refused */
+        const frt_dense_qkv_bias half = {qkvb.q, qkvb.k, NULL};
+        const prep_kv bad = {fp8, pk.ks, pk.vs, &half};
+        CHECK_STATUS(prep_one(&bad, frt_buffer_ptr(rq), frt_buffer_ptr(rk), frt_buffer_ptr(dv), frt_buffer_ptr(dinv),
+                              frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), (const int32_t *)frt_buffer_ptr(dpos), MAXS,
+                              NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(prep_batch(&bad, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv),
+                                frt_buffer_ptr(dinv), t, NB, MAXS, NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+    }
+    frt_buffer *all[] = {dq,  dk,    dv,    dinv,  dpos,  tabs,  rq,    rk,  rkc,  rvc,
+                         kc[0], kc[1], kc[2], vc[0], vc[1], vc[2], dsc, dbias, dvr};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
     free(q), free(k), free(v), free(got), free(want), free(kr), free(cg), free(cw), free(cv);
+    free(bias), free(qr), free(kr0), free(vr);
 }
 
 static frt_model *load(const char *dir, frt_backend be)
@@ -548,8 +582,10 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_glue();
-    test_prep_batch(0);
-    test_prep_batch(1);
+    test_prep_batch(0, 0);
+    test_prep_batch(1, 0);
+    test_prep_batch(0, 1);
+    test_prep_batch(1, 1);
     test_prefill_prep(0);
     test_prefill_prep(1);
     char dir[256];

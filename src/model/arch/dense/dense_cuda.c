@@ -752,6 +752,16 @@ static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *k
     return frt_group_attention(&g);
 }
 
+/* Decode: layer lw's q, k, v biases for the prep to add (*tmp filled, its
+ * address returned), or NULL where there are none or where the q / k norms
+ * come between them and RoPE (then separate bias launches add them). */
+static const frt_dense_qkv_bias *decode_bias(const cd_layer *lw, frt_dense_qkv_bias *tmp)
+{
+    if (!lw->q_bias || lw->q_norm) return NULL;
+    tmp->q = lw->q_bias, tmp->k = lw->k_bias, tmp->v = lw->v_bias;
+    return tmp;
+}
+
 /* The FP8 KV cache (docs/fp8.md): RoPE of q and k at the boundary's
  * positions, the roped k and v quantized into layer l's E4M3 cache (the
  * bound slot's) with the static per-head scales (decode: one launch,
@@ -769,8 +779,9 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
     uint8_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
     const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
     if (f->decode) {
+        frt_dense_qkv_bias b;
         FRT_TRY(frt_dense_decode_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, m->max_seq, c->nh,
-                                          c->nkv, c->hd));
+                                          c->nkv, c->hd, decode_bias(&c->layers[l], &b)));
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
@@ -798,7 +809,10 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
     void *st = f->st;
     int R = f->R;
     uint16_t *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
-    if (lw->q_bias && f->qkv_one) { /* the biases lie end to end too (qkv_fused) */
+    frt_dense_qkv_bias b;
+    if (f->decode && decode_bias(lw, &b)) {
+        /* the decode prep adds them */
+    } else if (lw->q_bias && f->qkv_one) { /* the biases lie end to end too (qkv_fused) */
         FRT_TRY(frt_dense_bias_add(st, c->t0, lw->q_bias, f->d_n, R, c->qd + 2 * c->kvd));
     } else if (lw->q_bias) {
         FRT_TRY(frt_dense_bias_add(st, q, lw->q_bias, f->d_n, R, c->qd));
@@ -811,7 +825,8 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
     }
     if (c->fp8) return attn_fp8(f, l, q, k, v, ob);
     if (f->decode) { /* decode: RoPE and the KV append in one launch (the same bits) */
-        FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
+        FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd,
+                                      decode_bias(lw, &b)));
         return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                   c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
     }
@@ -1072,8 +1087,9 @@ static int attn_batch_fp8(const fwd *f, int l)
     uint8_t *const *tv = (uint8_t *const *)(c->tab_v + (size_t)l * B);
     const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
+    frt_dense_qkv_bias b;
     FRT_TRY(frt_dense_decode_prep_batch_fp8(f->st, c->q, c->k, c->v, c->inv_freq, tk, tv, ks, vs, tp, n, m->max_seq,
-                                            c->nh, c->nkv, c->hd));
+                                            c->nh, c->nkv, c->hd, decode_bias(&c->layers[l], &b)));
     return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, (const uint8_t *const *)tk,
                                         (const uint8_t *const *)tv, ks, vs, tp, c->tab_shared, n, m->max_seq, c->nh,
                                         c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
@@ -1101,7 +1117,8 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         }
         return 0;
     }
-    if (lw->q_bias) {
+    frt_dense_qkv_bias b;
+    if (lw->q_bias && !decode_bias(lw, &b)) { /* else the prep adds them */
         FRT_TRY(frt_dense_bias_add(st, c->q, lw->q_bias, NULL, n, c->qd));
         FRT_TRY(frt_dense_bias_add(st, c->k, lw->k_bias, NULL, n, c->kvd));
         FRT_TRY(frt_dense_bias_add(st, c->v, lw->v_bias, NULL, n, c->kvd));
@@ -1114,7 +1131,7 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
     uint16_t *const *tk = c->tab_k + (size_t)l * B, *const *tv = c->tab_v + (size_t)l * B;
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
     FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
-                                        c->nkv, c->hd));
+                                        c->nkv, c->hd, decode_bias(lw, &b)));
     return frt_cuda_attention_batch(st, c->ob, BF16, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv,
                                     tp, c->tab_shared, n, m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT,
                                     c->attn_ws, c->attn_ws_bytes);

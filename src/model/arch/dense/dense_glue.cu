@@ -34,11 +34,18 @@ extern "C" int frt_dense_bias_add(void *stream, float *y, const float *b, const 
 }
 
 /* Rotates the pair (p, p + half) of one head by angle a (rotate-half):
- * from the head at src into the head at dst (src itself: in place). */
-static __device__ __forceinline__ void rope_pair_to(const float *src, float *dst, int p, int half, float a)
+ * from the head at src (plus the head's bias b where b is not NULL: the
+ * f32 sum a bias launch would have stored) into the head at dst (src
+ * itself: in place). */
+static __device__ __forceinline__ void rope_pair_to(const float *src, float *dst, int p, int half, float a,
+                                                    const float *b = NULL)
 {
     const float c = cosf(a), s = sinf(a);
-    const float x1 = src[p], x2 = src[p + half];
+    float x1 = src[p], x2 = src[p + half];
+    if (b) {
+        x1 += b[p];
+        x2 += b[p + half];
+    }
     dst[p] = x1 * c + (-x2) * s;
     dst[p + half] = x2 * c + x1 * s;
 }
@@ -115,15 +122,22 @@ struct prep_fp8_tab {
     __device__ prep_fp8 operator[](int b) const { return prep_fp8{k[b], v[b], ks, vs, head_dim}; }
 };
 
+/* The q, k and v biases a decode prep adds before RoPE and the append
+ * (frt_dense_qkv_bias; all NULL: none). */
+struct prep_bias {
+    const float *q, *k, *v;
+};
+
 /* One sequence's decode token: RoPE of its q heads at *d_start (from qb
  * into qo: qb itself in place) and of its k heads, and its K (roped) and V
- * rows into the caches. Item i of the grid-stride loop is a q pair, a k
- * pair (roped in place, then both elements stored by the same thread: no
- * barrier, so any number of blocks) or a V element. */
+ * rows into the caches, each first plus its bias where bias has one. Item
+ * i of the grid-stride loop is a q pair, a k pair (roped in place, then
+ * both elements stored by the same thread: no barrier, so any number of
+ * blocks) or a V element. */
 template <class Cache>
 __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, const float *vb,
                                          const float *inv_freq, const Cache &cache, int start, long long row,
-                                         int max_seq, int n_heads, int n_kv, int head_dim)
+                                         int max_seq, int n_heads, int n_kv, int head_dim, prep_bias bias = {})
 {
     const int half = head_dim / 2;
     const bool store = row < max_seq;
@@ -136,10 +150,12 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
             const bool is_k = h >= n_heads;
             const float a = (float)start * inv_freq[p];
             if (!is_k) {
-                rope_pair_to(qb + (size_t)h * head_dim, qo + (size_t)h * head_dim, p, half, a);
+                const size_t o = (size_t)h * head_dim;
+                rope_pair_to(qb + o, qo + o, p, half, a, bias.q ? bias.q + o : NULL);
                 continue;
             }
-            rope_pair(kb + (size_t)(h - n_heads) * head_dim, p, half, a);
+            float *kh = kb + (size_t)(h - n_heads) * head_dim;
+            rope_pair_to(kh, kh, p, half, a, bias.k ? bias.k + (size_t)(h - n_heads) * head_dim : NULL);
             if (store) {
                 const int e = (h - n_heads) * head_dim + p;
                 cache.put_k(off, e, kb[e]);
@@ -147,7 +163,7 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
             }
         } else if (store) {
             const int e = i - k_end;
-            cache.put_v(off, e, vb[e]);
+            cache.put_v(off, e, bias.v ? vb[e] + bias.v[e] : vb[e]);
         }
     }
 }
@@ -156,11 +172,11 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
 template <class Cache>
 __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
                                                 const Cache &cache, const int32_t *d_start, int max_seq, int n_heads,
-                                                int n_kv, int head_dim)
+                                                int n_kv, int head_dim, prep_bias bias)
 {
     frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
     prep_row(qb, qb, kb, vb, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start), max_seq, n_heads, n_kv,
-             head_dim);
+             head_dim, bias);
 }
 
 /* The rows of a prefill's q, k and v: row t's q at q + t * ldq (k, v
@@ -191,19 +207,21 @@ __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache ca
 template <class Tab>
 __global__ void decode_prep_batch_kernel(float *q, float *k, const float *v, const float *inv_freq, Tab tab,
                                          const int32_t *const *starts, int max_seq, int n_heads, int n_kv,
-                                         int head_dim)
+                                         int head_dim, prep_bias bias)
 {
     const int b = blockIdx.y;
     decode_prep_one(q + (size_t)b * n_heads * head_dim, k + (size_t)b * n_kv * head_dim,
-                    v + (size_t)b * n_kv * head_dim, inv_freq, tab[b], starts[b], max_seq, n_heads, n_kv, head_dim);
+                    v + (size_t)b * n_kv * head_dim, inv_freq, tab[b], starts[b], max_seq, n_heads, n_kv, head_dim,
+                    bias);
 }
 
 /* The single sequence (frt_dense_decode_prep, _fp8). */
 template <class Cache>
 __global__ void decode_prep_kernel(float *q, float *k, const float *v, const float *inv_freq, Cache cache,
-                                   const int32_t *d_start, int max_seq, int n_heads, int n_kv, int head_dim)
+                                   const int32_t *d_start, int max_seq, int n_heads, int n_kv, int head_dim,
+                                   prep_bias bias)
 {
-    decode_prep_one(q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv, head_dim);
+    decode_prep_one(q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv, head_dim, bias);
 }
 
 #define PREP_THREADS 128
@@ -226,15 +244,29 @@ static int decode_prep_sizes(int n_branches, int max_seq, int n_heads, int n_kv_
     return 0;
 }
 
+/* The biases of a decode prep: none for NULL, else all three non-NULL
+ * (FRT_ERR_INVALID_ARGUMENT otherwise). */
+static int bias_of(const frt_dense_qkv_bias *bias, prep_bias *out)
+{
+    *out = prep_bias{NULL, NULL, NULL};
+    if (!bias) return 0;
+    FRT_ARG(bias->q && bias->k && bias->v, "dense decode prep: a NULL bias");
+    *out = prep_bias{bias->q, bias->k, bias->v};
+    return 0;
+}
+
 /* One launch of decode_prep_kernel<Cache> (one sequence). */
 template <class Cache>
 static int decode_prep_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Cache cache,
-                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                              const frt_dense_qkv_bias *bias)
 {
     FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
+    prep_bias b;
+    FRT_TRY(bias_of(bias, &b));
     FRT_CUDA_TRY(frt_pdl_launch(decode_prep_kernel<Cache>, dim3(decode_prep_blocks(n_heads, n_kv_heads, head_dim)),
                                 dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads,
-                                n_kv_heads, head_dim));
+                                n_kv_heads, head_dim, b));
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -243,12 +275,14 @@ static int decode_prep_launch(void *stream, float *q, float *k, const float *v, 
 template <class Tab>
 static int decode_prep_batch_launch(void *stream, float *q, float *k, const float *v, const float *inv_freq, Tab tab,
                                     const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
-                                    int n_kv_heads, int head_dim)
+                                    int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
 {
+    prep_bias b;
+    FRT_TRY(bias_of(bias, &b));
     FRT_TRY(decode_prep_sizes(n_branches, max_seq, n_heads, n_kv_heads, head_dim));
     dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)n_branches);
     FRT_CUDA_TRY(frt_pdl_launch(decode_prep_batch_kernel<Tab>, grid, dim3(PREP_THREADS), 0, stream, q, k, v, inv_freq,
-                                tab, d_starts, max_seq, n_heads, n_kv_heads, head_dim));
+                                tab, d_starts, max_seq, n_heads, n_kv_heads, head_dim, b));
     FRT_LAUNCH_CHECK();
     return 0;
 }
@@ -345,44 +379,44 @@ extern "C" int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int l
 
 extern "C" int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                      uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, int max_seq,
-                                     int n_heads, int n_kv_heads, int head_dim)
+                                     int n_heads, int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense decode prep: NULL pointer");
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
-    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim);
+    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim, bias);
 }
 
 extern "C" int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                            uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
                                            const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
-                                           int n_kv_heads, int head_dim)
+                                           int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
 {
     FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && d_starts, "dense decode prep: NULL pointer");
     const prep_bf16_tab tab = {(__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches};
     return decode_prep_batch_launch(stream, q, k, v, inv_freq, tab, d_starts, n_branches, max_seq, n_heads,
-                                    n_kv_heads, head_dim);
+                                    n_kv_heads, head_dim, bias);
 }
 
 extern "C" int frt_dense_decode_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                          uint8_t *k_cache, uint8_t *v_cache, const float *k_scale,
                                          const float *v_scale, const int32_t *d_start, int max_seq, int n_heads,
-                                         int n_kv_heads, int head_dim)
+                                         int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
             "dense decode prep fp8: NULL pointer");
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
-    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim);
+    return decode_prep_launch(stream, q, k, v, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads, head_dim, bias);
 }
 
 extern "C" int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k, const float *v,
                                                const float *inv_freq, uint8_t *const *d_k_caches,
                                                uint8_t *const *d_v_caches, const float *k_scale,
                                                const float *v_scale, const int32_t *const *d_starts, int n_branches,
-                                               int max_seq, int n_heads, int n_kv_heads, int head_dim)
+                                               int max_seq, int n_heads, int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
 {
     FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && k_scale && v_scale && d_starts,
             "dense decode prep fp8: NULL pointer");
     const prep_fp8_tab tab = {d_k_caches, d_v_caches, k_scale, v_scale, head_dim};
     return decode_prep_batch_launch(stream, q, k, v, inv_freq, tab, d_starts, n_branches, max_seq, n_heads,
-                                    n_kv_heads, head_dim);
+                                    n_kv_heads, head_dim, bias);
 }

@@ -35,18 +35,30 @@ int frt_dense_bias_add(void *stream, float *y, const float *b, const int32_t *d_
 int frt_dense_rope_table(void *stream, float *x, const float *inv_freq, const int32_t *d_start,
                          const int32_t *d_n, int max_n, int n_heads, int head_dim);
 
+/* The q, k and v biases of a layer (qwen2's attention bias), [n_heads *
+ * head_dim], [n_kv_heads * head_dim] x 2 f32 (device), for the decode
+ * preps below: each element x of q, k, v is first x + b (the f32 sum
+ * frt_dense_bias_add stores), so one launch replaces three more. A NULL
+ * frt_dense_qkv_bias pointer: no bias; one with a NULL member is refused
+ * (FRT_ERR_INVALID_ARGUMENT). */
+typedef struct frt_dense_qkv_bias {
+    const float *q, *k, *v;
+} frt_dense_qkv_bias;
+
 /* A decode token's RoPE and KV append in one launch (one thread a q pair,
  * a k pair (roped, then stored) or a V element; no barrier): q
  * [n_heads, head_dim] and k [n_kv_heads, head_dim] f32 roped in place as
  * frt_dense_rope_table at pos = *d_start (one token), then k_cache[pos] =
  * bf16(k) and v_cache[pos] = bf16(v) as frt_cuda_kv_append (nothing when
- * pos >= max_seq); caches [max_seq, n_kv_heads, head_dim] bf16. The bits of
- * those three launches, and of frt_dense_decode_prep_batch's branch (the
- * same device code; tests/test_cuda_dense.c). Errors:
- * FRT_ERR_INVALID_ARGUMENT (NULL, sizes); FRT_ERR_BACKEND. */
+ * pos >= max_seq); caches [max_seq, n_kv_heads, head_dim] bf16; with bias
+ * (NULL: none) q, k and v plus their biases first. The bits of those three
+ * launches (with bias: of three frt_dense_bias_add before them), and of
+ * frt_dense_decode_prep_batch's branch (the same device code;
+ * tests/test_cuda_dense.c). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes,
+ * a NULL bias member); FRT_ERR_BACKEND. */
 int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq, uint16_t *k_cache,
                           uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
-                          int head_dim);
+                          int head_dim, const frt_dense_qkv_bias *bias);
 
 /* A prefill's RoPE and KV append in one launch: row t < n (n from d_n,
  * max_n rows) at pos = *d_start + t, its q [max_n, n_heads, head_dim] and k
@@ -88,11 +100,12 @@ int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int ld, float *q
  * >= max_seq). d_k_caches, d_v_caches, d_starts: device arrays of
  * n_branches device pointers; caches [max_seq, n_kv_heads, head_dim] bf16.
  * Blocks along x per branch as frt_dense_decode_prep, y = the branch. Twin: frt_dense_rope_table (q, k) + frt_cuda_kv_append
- * per branch, the same bits (tests/test_cuda_dense.c). */
+ * per branch, the same bits (tests/test_cuda_dense.c). bias: every branch's
+ * q, k, v plus the layer's biases first, as frt_dense_decode_prep. */
 int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                 uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
                                 const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
-                                int n_kv_heads, int head_dim);
+                                int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias);
 
 /* frt_dense_decode_prep over an FP8 E4M3 KV cache (docs/fp8.md "The FP8
  * KV cache"): the same RoPE of q and k, then k_cache[pos] =
@@ -106,7 +119,8 @@ int frt_dense_decode_prep_batch(void *stream, float *q, float *k, const float *v
  * sizes); FRT_ERR_BACKEND. */
 int frt_dense_decode_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                               uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
-                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                              const frt_dense_qkv_bias *bias);
 
 /* frt_dense_decode_prep_batch over FP8 E4M3 caches: branch b as
  * frt_dense_decode_prep_fp8 on d_k_caches[b], d_v_caches[b] at *d_starts[b]
@@ -117,7 +131,7 @@ int frt_dense_decode_prep_fp8(void *stream, float *q, float *k, const float *v, 
 int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                     uint8_t *const *d_k_caches, uint8_t *const *d_v_caches, const float *k_scale,
                                     const float *v_scale, const int32_t *const *d_starts, int n_branches, int max_seq,
-                                    int n_heads, int n_kv_heads, int head_dim);
+                                    int n_heads, int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias);
 
 #ifdef __cplusplus
 }
