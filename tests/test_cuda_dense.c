@@ -7,11 +7,15 @@
  *     (bits: one f32 add per element) and RoPE from a llama3 table
  *     (frt_cpu_rope_freqs; within 1e-6 norm-wise), rows past n untouched;
  *     the decode prep (RoPE + KV append in one launch; bf16 and FP8 E4M3
- *     caches, one sequence and batched over branches) byte for byte
- *     against the separate launches it replaces, FP8 codes against the CPU
- *     codec (frt_fp8_quantize_rows);
+ *     caches, one sequence and batched over branches, with and without
+ *     qwen2's biases) byte for byte against the separate launches it
+ *     replaces, FP8 codes against the CPU codec (frt_fp8_quantize_rows);
+ *     the prefill prep over one q | k | v GEMM's rows against the prep on
+ *     them apart (bytes); qwen3's preps with the q / k norms against the
+ *     norm launches + the prep (1e-6 on q, 1e-3 on the cache rows);
  *  2. a random-weight tiny-dense model (llama, llama3 scaling, GQA 4/2,
- *     head_dim 32) and a qwen2-like and qwen3-like variant of it: every
+ *     head_dim 32) and a qwen2-like and qwen3-like variant of it (and the
+ *     qwen3-like at head_dim 64: one q | k | v GEMM and the norm preps): every
  *     layer's hidden state and the logits of a 100-token prefill (pieces of
  *     64 and 36) within 3e-2 norm-wise of the f32 cpu backend; greedy tokens
  *     equal while the cpu's top-2 margin exceeds 4x the max |logit
@@ -319,6 +323,143 @@ static void test_prefill_prep(int fp8)
     free(v);
 }
 
+/* The K or V cache row `row` ([kvd] bf16) of a device cache, widened. */
+static void cache_row(frt_buffer *c, int row, int kvd, float *out)
+{
+    uint16_t *h = xmalloc((size_t)kvd * 2);
+    must(frt_buffer_read(c, (size_t)row * kvd * 2, h, (size_t)kvd * 2, g_st), "read");
+    must(frt_stream_sync(g_st), "sync");
+    for (int i = 0; i < kvd; i++) out[i] = frt_bf16_to_f32(h[i]);
+    free(h);
+}
+
+/* qwen3's preps with the q / k RMSNorm (frt_dense_decode_prep_norm,
+ * frt_dense_prefill_prep_packed_norm) against frt_cuda_rmsnorm on q and k
+ * followed by the prep without norms: q within 1e-6 norm-wise (the fp64
+ * sum of squares in another order), the K and V rows written within 1e-3
+ * (a bf16 rounding may land one ulp apart; the count of differing elements
+ * is printed); decode at positions 5 and 299 of max_seq 300 and at 300 (no
+ * row written); the prefill over rows packed as one GEMM's, n = 29 of 37 at
+ * 260; head_dim 96 refused (FRT_ERR_UNSUPPORTED). */
+static void test_prep_norm(int hd)
+{
+    enum { NH = 4, NKV = 2, MAXS = 300, MAXN = 37, N = 29, START = 260 };
+    const int qd = NH * hd, kvd = NKV * hd, ld = qd + 2 * kvd + 3;
+    const size_t cache = (size_t)MAXS * kvd * 2;
+    float *rows = xmalloc((size_t)MAXN * ld * 4), *nw = xmalloc((size_t)2 * hd * 4), *inv = xmalloc((size_t)hd / 2 * 4);
+    frt_test_fill(rows, (size_t)MAXN * ld, -2, 2);
+    frt_test_fill(nw, (size_t)2 * hd, 0.5, 1.5);
+    frt_rope_inv_freq_default(inv, hd, 1000000.0f); /* qwen3: plain RoPE */
+    frt_buffer *dr = dev_alloc((size_t)MAXN * ld * 4), *dnw = dev_alloc((size_t)2 * hd * 4),
+               *dinv = dev_alloc((size_t)hd / 2 * 4), *ddyn = dev_alloc(8), *dq = dev_alloc((size_t)MAXN * qd * 4);
+    frt_buffer *apart[3], *kc[2], *vc[2];
+    for (int u = 0; u < 2; u++) {
+        kc[u] = dev_alloc(cache), vc[u] = dev_alloc(cache);
+        must(frt_buffer_fill(kc[u], 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(vc[u], 0, cache, 0x5A, g_st), "fill");
+    }
+    const int widths[3] = {qd, kvd, kvd}, offs[3] = {0, qd, qd + kvd};
+    for (int i = 0; i < 3; i++) { /* the rows apart: q, k, v [MAXN, width] */
+        float *h = xmalloc((size_t)MAXN * widths[i] * 4);
+        for (int t = 0; t < MAXN; t++) memcpy(h + (size_t)t * widths[i], rows + (size_t)t * ld + offs[i], widths[i] * 4);
+        apart[i] = dev_alloc((size_t)MAXN * widths[i] * 4);
+        must(frt_buffer_write(apart[i], 0, h, (size_t)MAXN * widths[i] * 4, g_st), "write");
+        free(h);
+    }
+    must(frt_buffer_write(dr, 0, rows, (size_t)MAXN * ld * 4, g_st), "write");
+    must(frt_buffer_write(dnw, 0, nw, (size_t)2 * hd * 4, g_st), "write");
+    must(frt_buffer_write(dinv, 0, inv, (size_t)hd / 2 * 4, g_st), "write");
+    const float *qn = frt_buffer_ptr(dnw), *kn = qn + hd, *di = frt_buffer_ptr(dinv), eps = 1e-6f;
+    const int32_t *pos = frt_buffer_ptr(ddyn), *dn = pos + 1;
+    float *A[3] = {frt_buffer_ptr(apart[0]), frt_buffer_ptr(apart[1]), frt_buffer_ptr(apart[2])};
+    float *wq = xmalloc((size_t)MAXN * qd * 4), *gq = xmalloc((size_t)MAXN * qd * 4);
+    float *wr = xmalloc((size_t)kvd * 4), *gr = xmalloc((size_t)kvd * 4);
+    double qerr = 0, cerr = 0;
+    /* pass 0: the prefill (reference on the rows apart, then the packed norm prep); pass 1..3: decode of
+     * row 0 at 5, 299, 300 */
+    for (int pass = 0; pass < 4; pass++) {
+        const int start = pass == 0 ? START : pass == 1 ? 5 : pass == 2 ? 299 : 300;
+        const int32_t dyn[2] = {start, N};
+        must(frt_buffer_write(ddyn, 0, dyn, sizeof dyn, g_st), "write");
+        for (int i = 0; i < 3; i++) { /* fresh rows apart (the reference ropes them in place) */
+            float *h = xmalloc((size_t)MAXN * widths[i] * 4);
+            for (int t = 0; t < MAXN; t++)
+                memcpy(h + (size_t)t * widths[i], rows + (size_t)t * ld + offs[i], widths[i] * 4);
+            must(frt_buffer_write(apart[i], 0, h, (size_t)MAXN * widths[i] * 4, g_st), "write");
+            free(h);
+        }
+        const int rn = pass ? 1 : MAXN;
+        char *before = NULL;
+        if (pass == 3) { /* position 300 = max_seq: no cache row may change */
+            before = xmalloc(2 * cache);
+            must(frt_buffer_read(kc[1], 0, before, cache, g_st), "read");
+            must(frt_buffer_read(vc[1], 0, before + cache, cache, g_st), "read");
+        }
+        CHECK_OK(frt_cuda_rmsnorm(g_cs, A[0], FRT_CUDA_F32, A[0], FRT_CUDA_F32, qn, pass ? NULL : dn, rn, NH, hd, eps, 0));
+        CHECK_OK(frt_cuda_rmsnorm(g_cs, A[1], FRT_CUDA_F32, A[1], FRT_CUDA_F32, kn, pass ? NULL : dn, rn, NKV, hd, eps, 0));
+        if (pass) {
+            CHECK_OK(frt_dense_decode_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]), frt_buffer_ptr(vc[0]), pos,
+                                           MAXS, NH, NKV, hd, NULL));
+            must(frt_buffer_write(dq, 0, rows, (size_t)qd * 4, g_st), "write"); /* row 0's q, in place */
+            float *k1 = xmalloc((size_t)kvd * 4), *v1 = xmalloc((size_t)kvd * 4);
+            memcpy(k1, rows + qd, kvd * 4);
+            memcpy(v1, rows + qd + kvd, kvd * 4);
+            must(frt_buffer_write(dr, 0, k1, kvd * 4, g_st), "write"); /* scratch: k at dr, v after it */
+            must(frt_buffer_write(dr, kvd * 4, v1, kvd * 4, g_st), "write");
+            free(k1), free(v1);
+            float *dk = frt_buffer_ptr(dr);
+            CHECK_OK(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), dk, dk + kvd, qn, kn, eps, di,
+                                                frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH, NKV, hd));
+        } else {
+            CHECK_OK(frt_dense_prefill_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]), frt_buffer_ptr(vc[0]),
+                                            pos, dn, MAXN, MAXS, NH, NKV, hd));
+            CHECK_OK(frt_dense_prefill_prep_packed_norm(g_cs, frt_buffer_ptr(dr), ld, frt_buffer_ptr(dq), qn, kn, eps,
+                                                        di, frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, dn,
+                                                        MAXN, MAXS, NH, NKV, hd));
+        }
+        const int nq = pass ? 1 : N;
+        must(frt_buffer_read(apart[0], 0, wq, (size_t)nq * qd * 4, g_st), "read");
+        must(frt_buffer_read(dq, 0, gq, (size_t)nq * qd * 4, g_st), "read");
+        must(frt_stream_sync(g_st), "sync");
+        const double e = frt_test_rel_err(gq, wq, (size_t)nq * qd);
+        if (e > qerr) qerr = e;
+        int differ = 0;
+        for (int t = 0; t < nq && start + t < MAXS; t++)
+            for (int kv = 0; kv < 2; kv++) {
+                cache_row(kv ? vc[0] : kc[0], start + t, kvd, wr);
+                cache_row(kv ? vc[1] : kc[1], start + t, kvd, gr);
+                const double ce = frt_test_rel_err(gr, wr, kvd);
+                if (ce > cerr) cerr = ce;
+                differ += memcmp(gr, wr, (size_t)kvd * 4) != 0;
+            }
+        if (before) {
+            char *after = xmalloc(2 * cache);
+            must(frt_buffer_read(kc[1], 0, after, cache, g_st), "read");
+            must(frt_buffer_read(vc[1], 0, after + cache, cache, g_st), "read");
+            must(frt_stream_sync(g_st), "sync");
+            CHECK_MSG(!memcmp(before, after, 2 * cache), "prep norm hd %d: a cache row written at max_seq", hd);
+            free(before), free(after);
+        }
+        printf("  prep norm hd %d %s at %d: q rel %.2e, cache rows differing in some element: %d\n", hd,
+               pass ? "decode" : "prefill packed", start, e, differ);
+    }
+    char name[120];
+    snprintf(name, sizeof name, "prep norm hd %d: q vs rmsnorm x 2 + prep", hd);
+    report(name, qerr, 1e-6);
+    snprintf(name, sizeof name, "prep norm hd %d: K / V rows vs rmsnorm x 2 + prep", hd);
+    report(name, cerr, 1e-3);
+    CHECK_STATUS(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), A[1], A[2], qn, kn, eps, di,
+                                            frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH * hd / 96,
+                                            NKV * hd / 96 > 0 ? NKV * hd / 96 : 1, 96),
+                 FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), A[1], A[2], NULL, kn, eps, di,
+                                            frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH, NKV, hd),
+                 FRT_ERR_INVALID_ARGUMENT);
+    frt_buffer *all[] = {dr, dnw, dinv, ddyn, dq, apart[0], apart[1], apart[2], kc[0], kc[1], vc[0], vc[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
+    free(rows), free(nw), free(inv), free(wq), free(gq), free(wr), free(gr);
+}
+
 /* frt_dense_decode_prep_batch (fp8 0) / _batch_fp8 (fp8 1, per-head scales
  * != 1 over several binades, values past 448 x scale saturating): branch b
  * (own caches, own position) gives the bytes of frt_dense_rope_table on q
@@ -582,6 +723,9 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_glue();
+    test_prep_norm(64);
+    test_prep_norm(128);
+    test_prep_norm(256);
     test_prep_batch(0, 0);
     test_prep_batch(1, 0);
     test_prep_batch(0, 1);
@@ -597,11 +741,17 @@ int main(void)
     snprintf(dir2, sizeof dir2, "%s-q2", dir);
     frt_model_config c;
     CHECK_OK(frt_gen_model_config("tiny-dense", &c));
+    /* qwen3 at head_dim 64 (intermediate 512, so q | k | v fits t0): its prefill runs one q | k | v GEMM
+     * and both preps take the q / k norms (frt_dense_prefill_prep_packed_norm, frt_dense_decode_prep_norm);
+     * at head_dim 32 the norms run as their own launches */
     static const char *variants[][2] = {
         {"qwen2", "s/\"model_type\": \"llama\"/\"model_type\": \"qwen2\"/"},
         {"qwen3", "s/\"model_type\": \"llama\"/\"model_type\": \"qwen3\"/"},
+        {"qwen3 (head_dim 64)", "s/\"model_type\": \"llama\"/\"model_type\": \"qwen3\"/; "
+                                "s/\"head_dim\": 32/\"head_dim\": 64/; "
+                                "s/\"intermediate_size\": 384/\"intermediate_size\": 512/"},
     };
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) {
         /* a config of that type, then weights generated for it (biases or norms included) */
         char cmd[800];
         snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp '%s/config.json' '%s/'", dir2, dir2, dir, dir2);

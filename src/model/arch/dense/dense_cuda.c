@@ -336,17 +336,19 @@ static int load_all(wload *wl)
 /* Whether every layer's q_proj, k_proj and v_proj lie end to end in the
  * arena (bf16; put() keeps the order, 256-byte aligned sizes leave no gap),
  * their biases too where they have them (one bias add over the fused row),
- * without q / k norms (their per-head RMSNorm reads heads apart), and the
- * fused output [R, qd + 2 kvd] fits the t0 scratch [R, max(qd, I, H)]:
- * then a prefill piece runs them as one GEMM (qkv_one). */
-static int qkv_fused(const cd_model *c)
+ * q / k norms only with a bf16 cache and a head_dim the norm prep takes
+ * (frt_dense_prefill_prep_packed_norm), and the fused output [R, qd + 2
+ * kvd] fits the t0 scratch [R, max(qd, I, H)]: then a prefill piece runs
+ * them as one GEMM (qkv_one). */
+static int qkv_fused(const frt_model *m, const cd_model *c)
 {
     const size_t H = (size_t)c->H;
     if (c->wfp8 || c->qd + 2 * c->kvd > max_i(max_i(c->qd, c->I), c->H)) return 0;
+    const int norm_ok = m->kv_dtype != FRT_DT_F8_E4M3 && (c->hd == 64 || c->hd == 128 || c->hd == 256);
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         if ((lw->q_bias && (lw->k_bias != lw->q_bias + c->qd || lw->v_bias != lw->k_bias + c->kvd)) ||
-            lw->q_norm || lw->k_proj != lw->q_proj + (size_t)c->qd * H ||
+            (lw->q_norm && !norm_ok) || lw->k_proj != lw->q_proj + (size_t)c->qd * H ||
             lw->v_proj != lw->k_proj + (size_t)c->kvd * H)
             return 0;
     }
@@ -377,7 +379,7 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
-    c->qkv_one = qkv_fused(c);
+    c->qkv_one = qkv_fused(m, c);
     if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
                       cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
         snprintf(c->wdesc, sizeof c->wdesc, "%s,%s", frt_fp8w_desc(m),
@@ -752,6 +754,9 @@ static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *k
     return frt_group_attention(&g);
 }
 
+/* Whether the norm preps take this model's head_dim. */
+static int norm_prep_ok(const cd_model *c) { return c->hd == 64 || c->hd == 128 || c->hd == 256; }
+
 /* Decode: layer lw's q, k, v biases for the prep to add (*tmp filled, its
  * address returned), or NULL where there are none or where the q / k norms
  * come between them and RoPE (then separate bias launches add them). */
@@ -818,6 +823,19 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
         FRT_TRY(frt_dense_bias_add(st, q, lw->q_bias, f->d_n, R, c->qd));
         FRT_TRY(frt_dense_bias_add(st, k, lw->k_bias, f->d_n, R, c->kvd));
         FRT_TRY(frt_dense_bias_add(st, v, lw->v_bias, f->d_n, R, c->kvd));
+    }
+    if (lw->q_norm && !c->fp8 && (f->qkv_one || (f->decode && norm_prep_ok(c)))) {
+        /* the norms in the prep (one launch for three) */
+        if (f->decode) {
+            FRT_TRY(frt_dense_decode_prep_norm(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc,
+                                               f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
+            return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                      c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+        }
+        FRT_TRY(frt_dense_prefill_prep_packed_norm(st, c->t0, c->qd + 2 * c->kvd, c->q, lw->q_norm, lw->k_norm,
+                                                   c->eps, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq,
+                                                   c->nh, c->nkv, c->hd));
+        return attn_prefill(f, c->q, ob, kc, vc, NULL, NULL);
     }
     if (lw->q_norm) {
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));

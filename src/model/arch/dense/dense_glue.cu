@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/fp8_util.h"
+#include "kernels/cuda/norm_util.h"
 
 static __device__ __forceinline__ int dense_count(const int32_t *d_n, int max_n)
 {
@@ -419,4 +420,131 @@ extern "C" int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k,
     const prep_fp8_tab tab = {d_k_caches, d_v_caches, k_scale, v_scale, head_dim};
     return decode_prep_batch_launch(stream, q, k, v, inv_freq, tab, d_starts, n_branches, max_seq, n_heads,
                                     n_kv_heads, head_dim, bias);
+}
+
+/* ---- the preps with qwen3's q / k RMSNorm -------------------------------
+ *
+ * One warp a (token, head): lane l holds elements l + 32 j (j < E, head_dim
+ * = 32 E, E even), so the RoPE pair (p, p + head_dim / 2) of p = l + 32 j
+ * (j < E / 2) is the lane's elements j and j + E / 2. The head's RMSNorm
+ * is frt_cuda_rmsnorm's arithmetic (norm_util.h: the squares summed in fp64,
+ * here over the warp; var = (float)(sum / head_dim), 1 / sqrtf(var + eps),
+ * (x * inv) * w), then RoPE as rope_pair_to, then the stores of prep_row.
+ * V elements: one a thread, as prep_row. */
+template <class Cache, int E>
+__device__ __forceinline__ void prep_norm_row(const float *qb, float *qo, float *kb, const float *vb,
+                                              const float *qw, const float *kw, float eps, const float *inv_freq,
+                                              const Cache &cache, int start, long long row, int max_seq,
+                                              int n_heads, int n_kv)
+{
+    constexpr int HD = 32 * E, HALF = HD / 2;
+    const int lane = threadIdx.x & 31;
+    const int wid = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), nw = (int)((gridDim.x * blockDim.x) >> 5);
+    const bool store = row < max_seq;
+    const size_t off = (size_t)row * n_kv * HD;
+    for (int h = wid; h < n_heads + n_kv; h += nw) {
+        const bool is_k = h >= n_heads;
+        const int hh = is_k ? h - n_heads : h;
+        const float *src = (is_k ? kb : qb) + (size_t)hh * HD, *w = is_k ? kw : qw;
+        float x[E];
+        double ss = 0;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            x[j] = src[lane + 32 * j];
+            ss += (double)x[j] * (double)x[j];
+        }
+        const float inv = norm_inv_rms(frt_warp_sum(ss), HD, eps);
+#pragma unroll
+        for (int j = 0; j < E; j++) x[j] = norm_weigh(x[j], inv, w[lane + 32 * j], 0);
+#pragma unroll
+        for (int j = 0; j < E / 2; j++) {
+            const int p = lane + 32 * j;
+            const float a = (float)start * inv_freq[p], c = cosf(a), sn = sinf(a);
+            const float x1 = x[j], x2 = x[j + E / 2];
+            const float r1 = x1 * c + (-x2) * sn, r2 = x2 * c + x1 * sn;
+            if (!is_k) {
+                qo[(size_t)hh * HD + p] = r1;
+                qo[(size_t)hh * HD + p + HALF] = r2;
+            } else if (store) {
+                cache.put_k(off, hh * HD + p, r1);
+                cache.put_k(off, hh * HD + p + HALF, r2);
+            }
+        }
+    }
+    if (!store) return;
+    for (int e = (int)(blockIdx.x * blockDim.x + threadIdx.x); e < n_kv * HD; e += (int)(gridDim.x * blockDim.x))
+        cache.put_v(off, e, vb[e]);
+}
+
+template <class Cache, int E>
+__global__ void decode_prep_norm_kernel(float *q, float *k, const float *v, const float *qw, const float *kw,
+                                        float eps, const float *inv_freq, Cache cache, const int32_t *d_start,
+                                        int max_seq, int n_heads, int n_kv)
+{
+    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
+    prep_norm_row<Cache, E>(q, q, k, v, qw, kw, eps, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start),
+                            max_seq, n_heads, n_kv);
+}
+
+template <class Cache, int E>
+__global__ void prefill_prep_norm_kernel(prep_rows r, const float *qw, const float *kw, float eps,
+                                         const float *inv_freq, Cache cache, const int32_t *d_start,
+                                         const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv)
+{
+    frt_pdl_wait();
+    const int t = blockIdx.y;
+    if (t >= dense_count(d_n, max_n)) return;
+    prep_norm_row<Cache, E>(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * 32 * E, r.k + t * r.ldk, r.v + t * r.ldv,
+                            qw, kw, eps, inv_freq, cache, *d_start + t, (long long)frt_dyn_pos(d_start) + t, max_seq,
+                            n_heads, n_kv);
+}
+
+/* The launch of the norm preps (rows 1: decode): blocks of 4 warps over the
+ * heads, head_dim 64, 128 or 256. */
+template <class Cache>
+static int prep_norm_launch(void *stream, const prep_rows &r, int decode, const float *qw, const float *kw, float eps,
+                            const float *inv_freq, Cache cache, const int32_t *d_start, const int32_t *d_n,
+                            int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_ARG(qw && kw && inv_freq && d_start, "dense prep norm: NULL pointer");
+    FRT_ARG(max_n >= 1 && max_n <= 65535, "dense prep norm: max_n %d", max_n);
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return frt_error(FRT_ERR_UNSUPPORTED, "dense prep norm: head_dim %d (64, 128 or 256)", head_dim);
+    const dim3 grid((unsigned int)((n_heads + n_kv_heads + 3) / 4), decode ? 1u : (unsigned int)max_n);
+    const dim3 block(PREP_THREADS);
+#define PREP_NORM(E)                                                                                            \
+    (decode ? frt_pdl_launch(decode_prep_norm_kernel<Cache, E>, grid, block, 0, stream, (float *)r.q, r.k, r.v,  \
+                             qw, kw, eps, inv_freq, cache, d_start, max_seq, n_heads, n_kv_heads)                \
+            : frt_pdl_launch(prefill_prep_norm_kernel<Cache, E>, grid, block, 0, stream, r, qw, kw, eps,         \
+                             inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads))
+    FRT_CUDA_TRY(head_dim == 64 ? PREP_NORM(2) : head_dim == 128 ? PREP_NORM(4) : PREP_NORM(8));
+#undef PREP_NORM
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_dense_decode_prep_norm(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                                          const float *k_norm, float eps, const float *inv_freq, uint16_t *k_cache,
+                                          uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads,
+                                          int n_kv_heads, int head_dim)
+{
+    FRT_ARG(q && k && v && k_cache && v_cache, "dense decode prep norm: NULL pointer");
+    const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
+    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), 1, q_norm, k_norm, eps,
+                            inv_freq, cache, d_start, NULL, 1, max_seq, n_heads, n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_prefill_prep_packed_norm(void *stream, float *qkv, int ld, float *q_out,
+                                                  const float *q_norm, const float *k_norm, float eps,
+                                                  const float *inv_freq, uint16_t *k_cache, uint16_t *v_cache,
+                                                  const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                                                  int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(k_cache && v_cache, "dense prefill prep packed norm: NULL pointer");
+    prep_rows r;
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
+    return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
+                            n_kv_heads, head_dim);
 }

@@ -92,6 +92,28 @@ int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int ld, float *q
                                       const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
                                       int n_heads, int n_kv_heads, int head_dim);
 
+/* qwen3's decode prep: frt_dense_decode_prep (no bias) after the per-head
+ * RMSNorm of q and k (q_norm, k_norm [head_dim] f32, device: x * rsqrt(
+ * mean(x^2) + eps) * w, frt_cuda_rmsnorm's arithmetic with the fp64 sum
+ * over a warp), one launch for three. head_dim 64, 128 or 256, else
+ * FRT_ERR_UNSUPPORTED. Within 1e-6 of frt_cuda_rmsnorm x 2 +
+ * frt_dense_decode_prep (the fp64 sum in another order;
+ * tests/test_cuda_dense.c). Errors: FRT_ERR_INVALID_ARGUMENT (NULL,
+ * sizes); FRT_ERR_UNSUPPORTED; FRT_ERR_BACKEND. */
+int frt_dense_decode_prep_norm(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                               const float *k_norm, float eps, const float *inv_freq, uint16_t *k_cache,
+                               uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
+                               int head_dim);
+
+/* frt_dense_prefill_prep_packed (bf16 cache) with qwen3's q / k RMSNorm
+ * before RoPE, as frt_dense_decode_prep_norm on each row. Errors: those of
+ * frt_dense_prefill_prep_packed, and FRT_ERR_UNSUPPORTED (head_dim not 64,
+ * 128 or 256). */
+int frt_dense_prefill_prep_packed_norm(void *stream, float *qkv, int ld, float *q_out, const float *q_norm,
+                                       const float *k_norm, float eps, const float *inv_freq, uint16_t *k_cache,
+                                       uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n, int max_n,
+                                       int max_seq, int n_heads, int n_kv_heads, int head_dim);
+
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
  * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
