@@ -323,29 +323,41 @@ static void test_prefill_prep(int fp8)
     free(v);
 }
 
-/* The K or V cache row `row` ([kvd] bf16) of a device cache, widened. */
-static void cache_row(frt_buffer *c, int row, int kvd, float *out)
+/* The K or V cache row `row` of a device cache [max_seq, nkv * hd], as
+ * floats: bf16 widened, or (sc: the host's per-head scales [nkv]) E4M3
+ * codes decoded times their head's scale. */
+static void cache_row(frt_buffer *c, int row, int nkv, int hd, const float *sc, float *out)
 {
-    uint16_t *h = xmalloc((size_t)kvd * 2);
-    must(frt_buffer_read(c, (size_t)row * kvd * 2, h, (size_t)kvd * 2, g_st), "read");
+    const int kvd = nkv * hd;
+    const size_t eb = sc ? 1 : 2;
+    unsigned char *h = xmalloc((size_t)kvd * eb);
+    must(frt_buffer_read(c, (size_t)row * kvd * eb, h, (size_t)kvd * eb, g_st), "read");
     must(frt_stream_sync(g_st), "sync");
-    for (int i = 0; i < kvd; i++) out[i] = frt_bf16_to_f32(h[i]);
+    if (sc)
+        frt_fp8_dequantize_rows(out, h, sc, nkv, nkv, hd);
+    else
+        for (int i = 0; i < kvd; i++) out[i] = frt_bf16_to_f32(((const uint16_t *)h)[i]);
     free(h);
 }
 
 /* qwen3's preps with the q / k RMSNorm (frt_dense_decode_prep_norm,
- * frt_dense_prefill_prep_packed_norm) against frt_cuda_rmsnorm on q and k
- * followed by the prep without norms: q within 1e-6 norm-wise (the fp64
- * sum of squares in another order), the K and V rows written within 1e-3
- * (a bf16 rounding may land one ulp apart; the count of differing elements
- * is printed); decode at positions 5 and 299 of max_seq 300 and at 300 (no
- * row written); the prefill over rows packed as one GEMM's, n = 29 of 37 at
- * 260; head_dim 96 refused (FRT_ERR_UNSUPPORTED). */
-static void test_prep_norm(int hd)
+ * frt_dense_prefill_prep_packed_norm, their _fp8 forms over E4M3 caches
+ * with per-head scales) against frt_cuda_rmsnorm on q and k followed by the
+ * prep without norms: q within 1e-6 norm-wise (the fp64 sum of squares in
+ * another order), the K and V rows written within 1e-3 (bf16) / 3e-2 (E4M3
+ * decoded: a rounding may land one code apart; the count of rows with a
+ * differing element is printed); decode at positions 5 and 299 of max_seq
+ * 300 and at 300 (no row written); the prefill over rows packed as one
+ * GEMM's, n = 29 of 37 at 260; head_dim 96 refused (FRT_ERR_UNSUPPORTED). */
+static void test_prep_norm(int hd, int fp8)
 {
     enum { NH = 4, NKV = 2, MAXS = 300, MAXN = 37, N = 29, START = 260 };
     const int qd = NH * hd, kvd = NKV * hd, ld = qd + 2 * kvd + 3;
-    const size_t cache = (size_t)MAXS * kvd * 2;
+    const size_t cache = (size_t)MAXS * kvd * (fp8 ? 1 : 2);
+    const float sc[2 * NKV] = {0.011f, 0.027f, 0.019f, 0.007f}; /* K, V scales per head */
+    frt_buffer *dsc = dev_alloc(sizeof sc);
+    must(frt_buffer_write(dsc, 0, sc, sizeof sc, g_st), "write");
+    const float *ks = frt_buffer_ptr(dsc), *vs = ks + NKV;
     float *rows = xmalloc((size_t)MAXN * ld * 4), *nw = xmalloc((size_t)2 * hd * 4), *inv = xmalloc((size_t)hd / 2 * 4);
     frt_test_fill(rows, (size_t)MAXN * ld, -2, 2);
     frt_test_fill(nw, (size_t)2 * hd, 0.5, 1.5);
@@ -398,8 +410,12 @@ static void test_prep_norm(int hd)
         CHECK_OK(frt_cuda_rmsnorm(g_cs, A[0], FRT_CUDA_F32, A[0], FRT_CUDA_F32, qn, pass ? NULL : dn, rn, NH, hd, eps, 0));
         CHECK_OK(frt_cuda_rmsnorm(g_cs, A[1], FRT_CUDA_F32, A[1], FRT_CUDA_F32, kn, pass ? NULL : dn, rn, NKV, hd, eps, 0));
         if (pass) {
-            CHECK_OK(frt_dense_decode_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]), frt_buffer_ptr(vc[0]), pos,
-                                           MAXS, NH, NKV, hd, NULL));
+            if (fp8)
+                CHECK_OK(frt_dense_decode_prep_fp8(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]),
+                                                   frt_buffer_ptr(vc[0]), ks, vs, pos, MAXS, NH, NKV, hd, NULL));
+            else
+                CHECK_OK(frt_dense_decode_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]),
+                                               frt_buffer_ptr(vc[0]), pos, MAXS, NH, NKV, hd, NULL));
             must(frt_buffer_write(dq, 0, rows, (size_t)qd * 4, g_st), "write"); /* row 0's q, in place */
             float *k1 = xmalloc((size_t)kvd * 4), *v1 = xmalloc((size_t)kvd * 4);
             memcpy(k1, rows + qd, kvd * 4);
@@ -408,8 +424,20 @@ static void test_prep_norm(int hd)
             must(frt_buffer_write(dr, kvd * 4, v1, kvd * 4, g_st), "write");
             free(k1), free(v1);
             float *dk = frt_buffer_ptr(dr);
-            CHECK_OK(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), dk, dk + kvd, qn, kn, eps, di,
-                                                frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH, NKV, hd));
+            if (fp8)
+                CHECK_OK(frt_dense_decode_prep_norm_fp8(g_cs, frt_buffer_ptr(dq), dk, dk + kvd, qn, kn, eps, di,
+                                                        frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), ks, vs, pos,
+                                                        MAXS, NH, NKV, hd));
+            else
+                CHECK_OK(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), dk, dk + kvd, qn, kn, eps, di,
+                                                    frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH, NKV,
+                                                    hd));
+        } else if (fp8) {
+            CHECK_OK(frt_dense_prefill_prep_fp8(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]),
+                                                frt_buffer_ptr(vc[0]), ks, vs, pos, dn, MAXN, MAXS, NH, NKV, hd));
+            CHECK_OK(frt_dense_prefill_prep_packed_norm_fp8(g_cs, frt_buffer_ptr(dr), ld, frt_buffer_ptr(dq), qn, kn,
+                                                            eps, di, frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), ks,
+                                                            vs, pos, dn, MAXN, MAXS, NH, NKV, hd));
         } else {
             CHECK_OK(frt_dense_prefill_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]), frt_buffer_ptr(vc[0]),
                                             pos, dn, MAXN, MAXS, NH, NKV, hd));
@@ -426,8 +454,9 @@ static void test_prep_norm(int hd)
         int differ = 0;
         for (int t = 0; t < nq && start + t < MAXS; t++)
             for (int kv = 0; kv < 2; kv++) {
-                cache_row(kv ? vc[0] : kc[0], start + t, kvd, wr);
-                cache_row(kv ? vc[1] : kc[1], start + t, kvd, gr);
+                const float *hs = fp8 ? sc + kv * NKV : NULL;
+                cache_row(kv ? vc[0] : kc[0], start + t, NKV, hd, hs, wr);
+                cache_row(kv ? vc[1] : kc[1], start + t, NKV, hd, hs, gr);
                 const double ce = frt_test_rel_err(gr, wr, kvd);
                 if (ce > cerr) cerr = ce;
                 differ += memcmp(gr, wr, (size_t)kvd * 4) != 0;
@@ -440,14 +469,14 @@ static void test_prep_norm(int hd)
             CHECK_MSG(!memcmp(before, after, 2 * cache), "prep norm hd %d: a cache row written at max_seq", hd);
             free(before), free(after);
         }
-        printf("  prep norm hd %d %s at %d: q rel %.2e, cache rows differing in some element: %d\n", hd,
-               pass ? "decode" : "prefill packed", start, e, differ);
+        printf("  prep norm hd %d%s %s at %d: q rel %.2e, cache rows differing in some element: %d\n", hd,
+               fp8 ? " fp8" : "", pass ? "decode" : "prefill packed", start, e, differ);
     }
     char name[120];
-    snprintf(name, sizeof name, "prep norm hd %d: q vs rmsnorm x 2 + prep", hd);
+    snprintf(name, sizeof name, "prep norm hd %d%s: q vs rmsnorm x 2 + prep", hd, fp8 ? " fp8" : "");
     report(name, qerr, 1e-6);
-    snprintf(name, sizeof name, "prep norm hd %d: K / V rows vs rmsnorm x 2 + prep", hd);
-    report(name, cerr, 1e-3);
+    snprintf(name, sizeof name, "prep norm hd %d%s: K / V rows vs rmsnorm x 2 + prep", hd, fp8 ? " fp8" : "");
+    report(name, cerr, fp8 ? 3e-2 : 1e-3);
     CHECK_STATUS(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), A[1], A[2], qn, kn, eps, di,
                                             frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH * hd / 96,
                                             NKV * hd / 96 > 0 ? NKV * hd / 96 : 1, 96),
@@ -455,7 +484,7 @@ static void test_prep_norm(int hd)
     CHECK_STATUS(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(dq), A[1], A[2], NULL, kn, eps, di,
                                             frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, MAXS, NH, NKV, hd),
                  FRT_ERR_INVALID_ARGUMENT);
-    frt_buffer *all[] = {dr, dnw, dinv, ddyn, dq, apart[0], apart[1], apart[2], kc[0], kc[1], vc[0], vc[1]};
+    frt_buffer *all[] = {dr, dnw, dinv, ddyn, dq, apart[0], apart[1], apart[2], kc[0], kc[1], vc[0], vc[1], dsc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
     free(rows), free(nw), free(inv), free(wq), free(gq), free(wr), free(gr);
 }
@@ -723,9 +752,10 @@ int main(void)
 #else
     frt_test_cuda_start();
     test_glue();
-    test_prep_norm(64);
-    test_prep_norm(128);
-    test_prep_norm(256);
+    test_prep_norm(64, 0);
+    test_prep_norm(128, 0);
+    test_prep_norm(256, 0);
+    test_prep_norm(128, 1);
     test_prep_batch(0, 0);
     test_prep_batch(1, 0);
     test_prep_batch(0, 1);

@@ -336,19 +336,22 @@ static int load_all(wload *wl)
 /* Whether every layer's q_proj, k_proj and v_proj lie end to end in the
  * arena (bf16; put() keeps the order, 256-byte aligned sizes leave no gap),
  * their biases too where they have them (one bias add over the fused row),
- * q / k norms only with a bf16 cache and a head_dim the norm prep takes
+ * q / k norms only with a head_dim the norm prep takes
  * (frt_dense_prefill_prep_packed_norm), and the fused output [R, qd + 2
  * kvd] fits the t0 scratch [R, max(qd, I, H)]: then a prefill piece runs
  * them as one GEMM (qkv_one). */
-static int qkv_fused(const frt_model *m, const cd_model *c)
+/* Whether the norm preps (qwen3's q / k norms with RoPE and the append)
+ * take this model's head_dim. */
+static int norm_prep_ok(const cd_model *c) { return c->hd == 64 || c->hd == 128 || c->hd == 256; }
+
+static int qkv_fused(const cd_model *c)
 {
     const size_t H = (size_t)c->H;
     if (c->wfp8 || c->qd + 2 * c->kvd > max_i(max_i(c->qd, c->I), c->H)) return 0;
-    const int norm_ok = m->kv_dtype != FRT_DT_F8_E4M3 && (c->hd == 64 || c->hd == 128 || c->hd == 256);
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         if ((lw->q_bias && (lw->k_bias != lw->q_bias + c->qd || lw->v_bias != lw->k_bias + c->kvd)) ||
-            (lw->q_norm && !norm_ok) || lw->k_proj != lw->q_proj + (size_t)c->qd * H ||
+            (lw->q_norm && !norm_prep_ok(c)) || lw->k_proj != lw->q_proj + (size_t)c->qd * H ||
             lw->v_proj != lw->k_proj + (size_t)c->kvd * H)
             return 0;
     }
@@ -379,7 +382,7 @@ static int cd_load_weights(frt_model *m)
     FRT_TRY(frt_stream_sync(m->stream));
     if (wl.used != bytes) return frt_error(FRT_ERR_STATE, "dense cuda: weight layout changed between passes");
     m->weight_bytes = bytes;
-    c->qkv_one = qkv_fused(m, c);
+    c->qkv_one = qkv_fused(c);
     if (c->wfp8) { /* the cpu rule's description plus this backend's prefill GEMM (who applies its scales,
                       cuBLASLt or the epilogue, is in the FP8 plans the fingerprint hashes) */
         snprintf(c->wdesc, sizeof c->wdesc, "%s,%s", frt_fp8w_desc(m),
@@ -754,9 +757,6 @@ static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *k
     return frt_group_attention(&g);
 }
 
-/* Whether the norm preps take this model's head_dim. */
-static int norm_prep_ok(const cd_model *c) { return c->hd == 64 || c->hd == 128 || c->hd == 256; }
-
 /* Decode: layer lw's q, k, v biases for the prep to add (*tmp filled, its
  * address returned), or NULL where there are none or where the q / k norms
  * come between them and RoPE (then separate bias launches add them). */
@@ -800,6 +800,39 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
     return attn_prefill(f, q, ob, kc, vc, ks, vs);
 }
 
+/* qwen3's q / k norms in the prep (frt_dense_decode_prep_norm{,_fp8} of q,
+ * k, v; frt_dense_prefill_prep_packed_norm{,_fp8} of the one GEMM's rows,
+ * q into c->q), then attention into ob, over layer l's bf16 or FP8 cache. */
+static int attn_norm_prep(const fwd *f, int l, float *q, float *k, const float *v, uint16_t *ob)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    const cd_layer *lw = &c->layers[l];
+    void *st = f->st, *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
+    const float *ks = c->fp8 ? kv_scale_of(c, l, 0) : NULL, *vs = c->fp8 ? kv_scale_of(c, l, 1) : NULL;
+    const int W = c->qd + 2 * c->kvd, R = f->R;
+    if (f->decode) {
+        if (c->fp8) {
+            FRT_TRY(frt_dense_decode_prep_norm_fp8(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc,
+                                                   ks, vs, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
+            return frt_cuda_attention_fp8(st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, R, m->max_seq, c->nh,
+                                          c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+        }
+        FRT_TRY(frt_dense_decode_prep_norm(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc, f->d_pos,
+                                           m->max_seq, c->nh, c->nkv, c->hd));
+        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
+                                  c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    }
+    if (c->fp8)
+        FRT_TRY(frt_dense_prefill_prep_packed_norm_fp8(st, c->t0, W, c->q, lw->q_norm, lw->k_norm, c->eps, c->inv_freq,
+                                                       kc, vc, ks, vs, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
+                                                       c->hd));
+    else
+        FRT_TRY(frt_dense_prefill_prep_packed_norm(st, c->t0, W, c->q, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc,
+                                                   vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd));
+    return attn_prefill(f, c->q, ob, kc, vc, ks, vs);
+}
+
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v; with f->qkv_one one
  * GEMM's rows c->t0 [R, qd + 2 kvd], q roped into c->q) through the
  * biases, the q / k norms, RoPE at the boundary's positions and the KV
@@ -824,19 +857,8 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
         FRT_TRY(frt_dense_bias_add(st, k, lw->k_bias, f->d_n, R, c->kvd));
         FRT_TRY(frt_dense_bias_add(st, v, lw->v_bias, f->d_n, R, c->kvd));
     }
-    if (lw->q_norm && !c->fp8 && (f->qkv_one || (f->decode && norm_prep_ok(c)))) {
-        /* the norms in the prep (one launch for three) */
-        if (f->decode) {
-            FRT_TRY(frt_dense_decode_prep_norm(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc,
-                                               f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
-            return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                      c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
-        }
-        FRT_TRY(frt_dense_prefill_prep_packed_norm(st, c->t0, c->qd + 2 * c->kvd, c->q, lw->q_norm, lw->k_norm,
-                                                   c->eps, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq,
-                                                   c->nh, c->nkv, c->hd));
-        return attn_prefill(f, c->q, ob, kc, vc, NULL, NULL);
-    }
+    if (lw->q_norm && (f->qkv_one || (f->decode && norm_prep_ok(c))))
+        return attn_norm_prep(f, l, q, k, v, ob); /* the norms in the prep (one launch for three) */
     if (lw->q_norm) {
         FRT_TRY(frt_cuda_rmsnorm(st, q, F32, q, F32, lw->q_norm, f->d_n, R, c->nh, c->hd, c->eps, 0));
         FRT_TRY(frt_cuda_rmsnorm(st, k, F32, k, F32, lw->k_norm, f->d_n, R, c->nkv, c->hd, c->eps, 0));

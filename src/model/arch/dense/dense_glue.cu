@@ -548,3 +548,30 @@ extern "C" int frt_dense_prefill_prep_packed_norm(void *stream, float *qkv, int 
     return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
                             n_kv_heads, head_dim);
 }
+
+extern "C" int frt_dense_decode_prep_norm_fp8(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                                              const float *k_norm, float eps, const float *inv_freq, uint8_t *k_cache,
+                                              uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                              const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
+                                              int head_dim)
+{
+    FRT_ARG(q && k && v && k_cache && v_cache && k_scale && v_scale, "dense decode prep norm fp8: NULL pointer");
+    const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
+    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), 1, q_norm, k_norm, eps,
+                            inv_freq, cache, d_start, NULL, 1, max_seq, n_heads, n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_prefill_prep_packed_norm_fp8(void *stream, float *qkv, int ld, float *q_out,
+                                                      const float *q_norm, const float *k_norm, float eps,
+                                                      const float *inv_freq, uint8_t *k_cache, uint8_t *v_cache,
+                                                      const float *k_scale, const float *v_scale,
+                                                      const int32_t *d_start, const int32_t *d_n, int max_n,
+                                                      int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(k_cache && v_cache && k_scale && v_scale, "dense prefill prep packed norm fp8: NULL pointer");
+    prep_rows r;
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
+    return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
+                            n_kv_heads, head_dim);
+}

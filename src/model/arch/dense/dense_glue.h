@@ -105,7 +105,7 @@ int frt_dense_decode_prep_norm(void *stream, float *q, float *k, const float *v,
                                uint16_t *v_cache, const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads,
                                int head_dim);
 
-/* frt_dense_prefill_prep_packed (bf16 cache) with qwen3's q / k RMSNorm
+/* frt_dense_prefill_prep_packed with qwen3's q / k RMSNorm
  * before RoPE, as frt_dense_decode_prep_norm on each row. Errors: those of
  * frt_dense_prefill_prep_packed, and FRT_ERR_UNSUPPORTED (head_dim not 64,
  * 128 or 256). */
@@ -113,6 +113,19 @@ int frt_dense_prefill_prep_packed_norm(void *stream, float *qkv, int ld, float *
                                        const float *k_norm, float eps, const float *inv_freq, uint16_t *k_cache,
                                        uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n, int max_n,
                                        int max_seq, int n_heads, int n_kv_heads, int head_dim);
+
+/* The norm preps above over FP8 E4M3 caches: the K and V stores of
+ * frt_dense_decode_prep_fp8 / frt_dense_prefill_prep_packed_fp8 (k_scale,
+ * v_scale [n_kv_heads] f32, device). Errors as the bf16 forms. */
+int frt_dense_decode_prep_norm_fp8(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                                   const float *k_norm, float eps, const float *inv_freq, uint8_t *k_cache,
+                                   uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                   const int32_t *d_start, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+int frt_dense_prefill_prep_packed_norm_fp8(void *stream, float *qkv, int ld, float *q_out, const float *q_norm,
+                                           const float *k_norm, float eps, const float *inv_freq, uint8_t *k_cache,
+                                           uint8_t *v_cache, const float *k_scale, const float *v_scale,
+                                           const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
+                                           int n_heads, int n_kv_heads, int head_dim);
 
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
