@@ -489,6 +489,89 @@ static void test_prep_norm(int hd, int fp8)
     free(rows), free(nw), free(inv), free(wq), free(gq), free(wr), free(gr);
 }
 
+/* frt_dense_decode_prep_norm_batch (_fp8): 3 branches at 5, 299 and 300 of
+ * max_seq 300 (own caches, own positions) give the bytes of
+ * frt_dense_decode_prep_norm (_fp8) on each branch alone: q, both caches. */
+static void test_prep_norm_batch(int fp8)
+{
+    enum { NB = 3, NH = 4, NKV = 2, HD = 128, MAXS = 300 };
+    const int pos[NB] = {5, 299, 300}, qd = NH * HD, kvd = NKV * HD;
+    const size_t cache = (size_t)MAXS * kvd * (fp8 ? 1 : 2);
+    const float sc[2 * NKV] = {0.011f, 0.027f, 0.019f, 0.007f};
+    float *q = xmalloc((size_t)NB * qd * 4), *kv = xmalloc((size_t)NB * 2 * kvd * 4), *nw = xmalloc(2 * HD * 4),
+          inv[HD / 2];
+    frt_test_fill(q, (size_t)NB * qd, -2, 2);
+    frt_test_fill(kv, (size_t)NB * 2 * kvd, -2, 2);
+    frt_test_fill(nw, 2 * HD, 0.5, 1.5);
+    frt_rope_inv_freq_default(inv, HD, 1000000.0f);
+    frt_buffer *dq = dev_alloc((size_t)NB * qd * 4), *dk = dev_alloc((size_t)NB * kvd * 4),
+               *dv = dev_alloc((size_t)NB * kvd * 4), *dnw = dev_alloc(2 * HD * 4), *dinv = dev_alloc(sizeof inv),
+               *dpos = dev_alloc(sizeof pos), *dsc = dev_alloc(sizeof sc), *tabs = dev_alloc(3 * NB * sizeof(void *));
+    frt_buffer *kc[NB], *vc[NB], *rq = dev_alloc((size_t)qd * 4), *rk = dev_alloc((size_t)kvd * 4), *rkc = dev_alloc(cache),
+               *rvc = dev_alloc(cache);
+    void *tab[3 * NB];
+    for (int b = 0; b < NB; b++) {
+        kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
+        must(frt_buffer_fill(kc[b], 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(vc[b], 0, cache, 0x5A, g_st), "fill");
+        tab[b] = frt_buffer_ptr(kc[b]), tab[NB + b] = frt_buffer_ptr(vc[b]);
+        tab[2 * NB + b] = (int32_t *)frt_buffer_ptr(dpos) + b;
+    }
+    must(frt_buffer_write(dq, 0, q, (size_t)NB * qd * 4, g_st), "write");
+    must(frt_buffer_write(dk, 0, kv, (size_t)NB * kvd * 4, g_st), "write");
+    must(frt_buffer_write(dv, 0, kv + (size_t)NB * kvd, (size_t)NB * kvd * 4, g_st), "write");
+    must(frt_buffer_write(dnw, 0, nw, 2 * HD * 4, g_st), "write");
+    must(frt_buffer_write(dinv, 0, inv, sizeof inv, g_st), "write");
+    must(frt_buffer_write(dpos, 0, pos, sizeof pos, g_st), "write");
+    must(frt_buffer_write(dsc, 0, sc, sizeof sc, g_st), "write");
+    must(frt_buffer_write(tabs, 0, tab, sizeof tab, g_st), "write");
+    const float *qn = frt_buffer_ptr(dnw), *kn = qn + HD, *di = frt_buffer_ptr(dinv), *ks = frt_buffer_ptr(dsc),
+                *vs = ks + NKV;
+    void **t = frt_buffer_ptr(tabs);
+    const int32_t *const *tp = (const int32_t *const *)(t + 2 * NB);
+    if (fp8)
+        CHECK_OK(frt_dense_decode_prep_norm_batch_fp8(g_cs, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv),
+                                                      qn, kn, 1e-6f, di, (uint8_t *const *)t,
+                                                      (uint8_t *const *)(t + NB), ks, vs, tp, NB, MAXS, NH, NKV, HD));
+    else
+        CHECK_OK(frt_dense_decode_prep_norm_batch(g_cs, frt_buffer_ptr(dq), frt_buffer_ptr(dk), frt_buffer_ptr(dv), qn,
+                                                  kn, 1e-6f, di, (uint16_t *const *)t, (uint16_t *const *)(t + NB), tp,
+                                                  NB, MAXS, NH, NKV, HD));
+    char *a = xmalloc(cache), *c = xmalloc(cache);
+    int same = 1;
+    for (int b = 0; b < NB; b++) {
+        must(frt_buffer_write(rq, 0, q + (size_t)b * qd, (size_t)qd * 4, g_st), "write");
+        must(frt_buffer_write(rk, 0, kv + (size_t)b * kvd, (size_t)kvd * 4, g_st), "write");
+        must(frt_buffer_fill(rkc, 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(rvc, 0, cache, 0x5A, g_st), "fill");
+        const float *vb = (const float *)frt_buffer_ptr(dv) + (size_t)b * kvd;
+        const int32_t *pb = (const int32_t *)frt_buffer_ptr(dpos) + b;
+        if (fp8)
+            CHECK_OK(frt_dense_decode_prep_norm_fp8(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, qn, kn, 1e-6f,
+                                                    di, frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), ks, vs, pb, MAXS, NH,
+                                                    NKV, HD));
+        else
+            CHECK_OK(frt_dense_decode_prep_norm(g_cs, frt_buffer_ptr(rq), frt_buffer_ptr(rk), vb, qn, kn, 1e-6f, di,
+                                                frt_buffer_ptr(rkc), frt_buffer_ptr(rvc), pb, MAXS, NH, NKV, HD));
+        must(frt_buffer_read(dq, (size_t)b * qd * 4, a, (size_t)qd * 4, g_st), "read");
+        must(frt_buffer_read(rq, 0, c, (size_t)qd * 4, g_st), "read");
+        must(frt_stream_sync(g_st), "sync");
+        same &= !memcmp(a, c, (size_t)qd * 4);
+        for (int k2 = 0; k2 < 2; k2++) {
+            must(frt_buffer_read(k2 ? vc[b] : kc[b], 0, a, cache, g_st), "read");
+            must(frt_buffer_read(k2 ? rvc : rkc, 0, c, cache, g_st), "read");
+            must(frt_stream_sync(g_st), "sync");
+            same &= !memcmp(a, c, cache);
+        }
+    }
+    report_flag(fp8 ? "prep norm batch fp8: q, caches == the one-sequence prep per branch"
+                    : "prep norm batch: q, caches == the one-sequence prep per branch",
+                same);
+    frt_buffer *all[] = {dq, dk, dv, dnw, dinv, dpos, dsc, tabs, rq, rk, rkc, rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
+    free(q), free(kv), free(nw), free(a), free(c);
+}
+
 /* frt_dense_decode_prep_batch (fp8 0) / _batch_fp8 (fp8 1, per-head scales
  * != 1 over several binades, values past 448 x scale saturating): branch b
  * (own caches, own position) gives the bytes of frt_dense_rope_table on q
@@ -756,6 +839,8 @@ int main(void)
     test_prep_norm(128, 0);
     test_prep_norm(256, 0);
     test_prep_norm(128, 1);
+    test_prep_norm_batch(0);
+    test_prep_norm_batch(1);
     test_prep_batch(0, 0);
     test_prep_batch(1, 0);
     test_prep_batch(0, 1);

@@ -1127,18 +1127,24 @@ static int attn_batch_fp8(const fwd *f, int l)
     uint8_t *const *tv = (uint8_t *const *)(c->tab_v + (size_t)l * B);
     const float *ks = kv_scale_of(c, l, 0), *vs = kv_scale_of(c, l, 1);
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
+    const cd_layer *lw = &c->layers[l];
     frt_dense_qkv_bias b;
-    FRT_TRY(frt_dense_decode_prep_batch_fp8(f->st, c->q, c->k, c->v, c->inv_freq, tk, tv, ks, vs, tp, n, m->max_seq,
-                                            c->nh, c->nkv, c->hd, decode_bias(&c->layers[l], &b)));
+    if (lw->q_norm) /* the norms in the prep, as attn_rows' slot alone (norm_prep_ok: attn_batch's head_dims) */
+        FRT_TRY(frt_dense_decode_prep_norm_batch_fp8(f->st, c->q, c->k, c->v, lw->q_norm, lw->k_norm, c->eps,
+                                                     c->inv_freq, tk, tv, ks, vs, tp, n, m->max_seq, c->nh, c->nkv,
+                                                     c->hd));
+    else
+        FRT_TRY(frt_dense_decode_prep_batch_fp8(f->st, c->q, c->k, c->v, c->inv_freq, tk, tv, ks, vs, tp, n,
+                                                m->max_seq, c->nh, c->nkv, c->hd, decode_bias(lw, &b)));
     return frt_cuda_attention_batch_fp8(f->st, c->ob, BF16, c->q, (const uint8_t *const *)tk,
                                         (const uint8_t *const *)tv, ks, vs, tp, c->tab_shared, n, m->max_seq, c->nh,
                                         c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
 }
 
 /* Attention of the n = f->R rows, row b on slot b, into c->ob (bf16,
- * as attn_rows): biases and q / k norms
- * over all rows (row-wise kernels), RoPE + the KV append and flash-decoding
- * each in one launch for every slot (device tables; attn_batch_fp8 with the
+ * as attn_rows): biases over all rows (row-wise kernels; or in the prep),
+ * the q / k norms, RoPE + the KV append in one launch for every slot and
+ * flash-decoding in one (device tables; attn_batch_fp8 with the
  * FP8 KV cache), the same bits per row
  * as attn_rows on its slot alone. A head_dim the batched flash-decoding
  * does not take (64, 128, 256 only) runs attn_rows slot by slot (fb). */
@@ -1163,15 +1169,15 @@ static int attn_batch(const fwd *f, const fwd *fb, int l)
         FRT_TRY(frt_dense_bias_add(st, c->k, lw->k_bias, NULL, n, c->kvd));
         FRT_TRY(frt_dense_bias_add(st, c->v, lw->v_bias, NULL, n, c->kvd));
     }
-    if (lw->q_norm) {
-        FRT_TRY(frt_cuda_rmsnorm(st, c->q, F32, c->q, F32, lw->q_norm, NULL, n, c->nh, c->hd, c->eps, 0));
-        FRT_TRY(frt_cuda_rmsnorm(st, c->k, F32, c->k, F32, lw->k_norm, NULL, n, c->nkv, c->hd, c->eps, 0));
-    }
     if (c->fp8) return attn_batch_fp8(f, l);
     uint16_t *const *tk = c->tab_k + (size_t)l * B, *const *tv = c->tab_v + (size_t)l * B;
     const int32_t *const *tp = (const int32_t *const *)c->tab_pos;
-    FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
-                                        c->nkv, c->hd, decode_bias(lw, &b)));
+    if (lw->q_norm) /* the norms in the prep, as attn_rows' slot alone */
+        FRT_TRY(frt_dense_decode_prep_norm_batch(st, c->q, c->k, c->v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq,
+                                                 tk, tv, tp, n, m->max_seq, c->nh, c->nkv, c->hd));
+    else
+        FRT_TRY(frt_dense_decode_prep_batch(st, c->q, c->k, c->v, c->inv_freq, tk, tv, tp, n, m->max_seq, c->nh,
+                                            c->nkv, c->hd, decode_bias(lw, &b)));
     return frt_cuda_attention_batch(st, c->ob, BF16, c->q, (const uint16_t *const *)tk, (const uint16_t *const *)tv,
                                     tp, c->tab_shared, n, m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT,
                                     c->attn_ws, c->attn_ws_bytes);

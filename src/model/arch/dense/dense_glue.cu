@@ -499,6 +499,42 @@ __global__ void prefill_prep_norm_kernel(prep_rows r, const float *qw, const flo
                             n_heads, n_kv);
 }
 
+/* Branch blockIdx.y of the batched decode (frt_dense_decode_prep_norm_batch,
+ * _fp8): decode_prep_norm_kernel's work on its rows, caches and position. */
+template <class Tab, int E>
+__global__ void decode_prep_norm_batch_kernel(float *q, float *k, const float *v, const float *qw, const float *kw,
+                                              float eps, const float *inv_freq, Tab tab,
+                                              const int32_t *const *starts, int max_seq, int n_heads, int n_kv)
+{
+    frt_pdl_wait();
+    const int b = blockIdx.y;
+    constexpr int HD = 32 * E;
+    float *qb = q + (size_t)b * n_heads * HD;
+    prep_norm_row<decltype(tab[b]), E>(qb, qb, k + (size_t)b * n_kv * HD, v + (size_t)b * n_kv * HD, qw, kw, eps,
+                                       inv_freq, tab[b], *starts[b], (long long)frt_dyn_pos(starts[b]), max_seq,
+                                       n_heads, n_kv);
+}
+
+/* One launch of decode_prep_norm_batch_kernel<Tab>. */
+template <class Tab>
+static int prep_norm_batch_launch(void *stream, float *q, float *k, const float *v, const float *qw, const float *kw,
+                                  float eps, const float *inv_freq, Tab tab, const int32_t *const *d_starts,
+                                  int n_branches, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_TRY(decode_prep_sizes(n_branches, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_ARG(q && k && v && qw && kw && inv_freq && d_starts, "dense decode prep norm batch: NULL pointer");
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return frt_error(FRT_ERR_UNSUPPORTED, "dense prep norm: head_dim %d (64, 128 or 256)", head_dim);
+    const dim3 grid((unsigned int)((n_heads + n_kv_heads + 3) / 4), (unsigned int)n_branches);
+#define PREP_NORM_B(E)                                                                                          \
+    frt_pdl_launch(decode_prep_norm_batch_kernel<Tab, E>, grid, dim3(PREP_THREADS), 0, stream, q, k, v, qw, kw, \
+                   eps, inv_freq, tab, d_starts, max_seq, n_heads, n_kv_heads)
+    FRT_CUDA_TRY(head_dim == 64 ? PREP_NORM_B(2) : head_dim == 128 ? PREP_NORM_B(4) : PREP_NORM_B(8));
+#undef PREP_NORM_B
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
 /* The launch of the norm preps (rows 1: decode): blocks of 4 warps over the
  * heads, head_dim 64, 128 or 256. */
 template <class Cache>
@@ -574,4 +610,30 @@ extern "C" int frt_dense_prefill_prep_packed_norm_fp8(void *stream, float *qkv, 
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
     return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
                             n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_decode_prep_norm_batch(void *stream, float *q, float *k, const float *v,
+                                                const float *q_norm, const float *k_norm, float eps,
+                                                const float *inv_freq, uint16_t *const *d_k_caches,
+                                                uint16_t *const *d_v_caches, const int32_t *const *d_starts,
+                                                int n_branches, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+{
+    FRT_ARG(d_k_caches && d_v_caches, "dense decode prep norm batch: NULL pointer");
+    const prep_bf16_tab tab = {(__nv_bfloat16 *const *)d_k_caches, (__nv_bfloat16 *const *)d_v_caches};
+    return prep_norm_batch_launch(stream, q, k, v, q_norm, k_norm, eps, inv_freq, tab, d_starts, n_branches, max_seq,
+                                  n_heads, n_kv_heads, head_dim);
+}
+
+extern "C" int frt_dense_decode_prep_norm_batch_fp8(void *stream, float *q, float *k, const float *v,
+                                                    const float *q_norm, const float *k_norm, float eps,
+                                                    const float *inv_freq, uint8_t *const *d_k_caches,
+                                                    uint8_t *const *d_v_caches, const float *k_scale,
+                                                    const float *v_scale, const int32_t *const *d_starts,
+                                                    int n_branches, int max_seq, int n_heads, int n_kv_heads,
+                                                    int head_dim)
+{
+    FRT_ARG(d_k_caches && d_v_caches && k_scale && v_scale, "dense decode prep norm batch fp8: NULL pointer");
+    const prep_fp8_tab tab = {d_k_caches, d_v_caches, k_scale, v_scale, head_dim};
+    return prep_norm_batch_launch(stream, q, k, v, q_norm, k_norm, eps, inv_freq, tab, d_starts, n_branches, max_seq,
+                                  n_heads, n_kv_heads, head_dim);
 }

@@ -127,6 +127,21 @@ int frt_dense_prefill_prep_packed_norm_fp8(void *stream, float *qkv, int ld, flo
                                            const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
                                            int n_heads, int n_kv_heads, int head_dim);
 
+/* frt_dense_decode_prep_norm{,_fp8} for the branches of the batched decode
+ * (frt_dense_decode_prep_batch's tables and layout; the same device code
+ * per branch, so each branch gets the bits of the one-sequence prep:
+ * tests/test_cuda_dense.c). Errors as frt_dense_decode_prep_norm. */
+int frt_dense_decode_prep_norm_batch(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                                     const float *k_norm, float eps, const float *inv_freq,
+                                     uint16_t *const *d_k_caches, uint16_t *const *d_v_caches,
+                                     const int32_t *const *d_starts, int n_branches, int max_seq, int n_heads,
+                                     int n_kv_heads, int head_dim);
+int frt_dense_decode_prep_norm_batch_fp8(void *stream, float *q, float *k, const float *v, const float *q_norm,
+                                         const float *k_norm, float eps, const float *inv_freq,
+                                         uint8_t *const *d_k_caches, uint8_t *const *d_v_caches,
+                                         const float *k_scale, const float *v_scale, const int32_t *const *d_starts,
+                                         int n_branches, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+
 /* The batched decode's RoPE and KV append (frt/branch.h): for branch b <
  * n_branches at position pos = *d_starts[b]: q[b] [n_heads, head_dim] and
  * k[b] [n_kv_heads, head_dim] f32 roped in place as frt_dense_rope_table
