@@ -489,6 +489,21 @@ static void test_prep_norm(int hd, int fp8)
     free(rows), free(nw), free(inv), free(wq), free(gq), free(wr), free(gr);
 }
 
+/* The batched preps' branches: nb caches of `cache` bytes each for K and V
+ * (filled with 0x5A) and the host copy of their device tables: tab[b] the
+ * K cache, tab[nb + b] the V cache, tab[2 nb + b] branch b's position in
+ * dpos. */
+static void branch_caches(frt_buffer **kc, frt_buffer **vc, void **tab, int nb, size_t cache, frt_buffer *dpos)
+{
+    for (int b = 0; b < nb; b++) {
+        kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
+        must(frt_buffer_fill(kc[b], 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(vc[b], 0, cache, 0x5A, g_st), "fill");
+        tab[b] = frt_buffer_ptr(kc[b]), tab[nb + b] = frt_buffer_ptr(vc[b]);
+        tab[2 * nb + b] = (int32_t *)frt_buffer_ptr(dpos) + b;
+    }
+}
+
 /* frt_dense_decode_prep_norm_batch (_fp8): 3 branches at 5, 299 and 300 of
  * max_seq 300 (own caches, own positions) give the bytes of
  * frt_dense_decode_prep_norm (_fp8) on each branch alone: q, both caches. */
@@ -510,13 +525,7 @@ static void test_prep_norm_batch(int fp8)
     frt_buffer *kc[NB], *vc[NB], *rq = dev_alloc((size_t)qd * 4), *rk = dev_alloc((size_t)kvd * 4), *rkc = dev_alloc(cache),
                *rvc = dev_alloc(cache);
     void *tab[3 * NB];
-    for (int b = 0; b < NB; b++) {
-        kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
-        must(frt_buffer_fill(kc[b], 0, cache, 0x5A, g_st), "fill");
-        must(frt_buffer_fill(vc[b], 0, cache, 0x5A, g_st), "fill");
-        tab[b] = frt_buffer_ptr(kc[b]), tab[NB + b] = frt_buffer_ptr(vc[b]);
-        tab[2 * NB + b] = (int32_t *)frt_buffer_ptr(dpos) + b;
-    }
+    branch_caches(kc, vc, tab, NB, cache, dpos);
     must(frt_buffer_write(dq, 0, q, (size_t)NB * qd * 4, g_st), "write");
     must(frt_buffer_write(dk, 0, kv, (size_t)NB * kvd * 4, g_st), "write");
     must(frt_buffer_write(dv, 0, kv + (size_t)NB * kvd, (size_t)NB * kvd * 4, g_st), "write");
@@ -612,13 +621,7 @@ static void test_prep_batch(int fp8, int with_bias)
     frt_buffer *rq = dev_alloc(qn * 4), *rk = dev_alloc(kn * 4), *rkc = dev_alloc(cache), *rvc = dev_alloc(cache);
     frt_buffer *dsc = dev_alloc(2 * NKV * sizeof(float));
     void *tab[3 * NB];
-    for (int b = 0; b < NB; b++) {
-        kc[b] = dev_alloc(cache), vc[b] = dev_alloc(cache);
-        must(frt_buffer_fill(kc[b], 0, cache, 0x5A, g_st), "fill");
-        must(frt_buffer_fill(vc[b], 0, cache, 0x5A, g_st), "fill");
-        tab[b] = frt_buffer_ptr(kc[b]), tab[NB + b] = frt_buffer_ptr(vc[b]);
-        tab[2 * NB + b] = (int32_t *)frt_buffer_ptr(dpos) + b;
-    }
+    branch_caches(kc, vc, tab, NB, cache, dpos);
     must(frt_buffer_write(dq, 0, q, qn * 4, g_st), "write");
     must(frt_buffer_write(dk, 0, k, kn * 4, g_st), "write");
     must(frt_buffer_write(dv, 0, v, kn * 4, g_st), "write");
