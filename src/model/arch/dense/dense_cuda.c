@@ -111,7 +111,7 @@ typedef struct cd_model {
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
     int wfp8;           /* the Linear weights are E4M3 + per-channel scales (docs/fp8.md) */
     int qkv_one;        /* prefill: q | k | v as one GEMM into t0 [R, qd + 2 kvd] (bf16 weights lying end to
-                           end, no q / k norms: qkv_fused), the prep reading it in place */
+                           end: qkv_fused), the prep reading it in place */
     int resid_gemm;     /* prefill: o_proj and down_proj add into the residual x in the GEMM's epilogue
                            (beta 1; bf16 weights without an o_proj bias), the next norm a plain RMSNorm;
                            else they write delta and add_rmsnorm adds it */
@@ -333,6 +333,10 @@ static int load_all(wload *wl)
     return 0;
 }
 
+/* Whether the norm preps (qwen3's q / k norms with RoPE and the append)
+ * take this model's head_dim. */
+static int norm_prep_ok(const cd_model *c) { return c->hd == 64 || c->hd == 128 || c->hd == 256; }
+
 /* Whether every layer's q_proj, k_proj and v_proj lie end to end in the
  * arena (bf16; put() keeps the order, 256-byte aligned sizes leave no gap),
  * their biases too where they have them (one bias add over the fused row),
@@ -340,10 +344,6 @@ static int load_all(wload *wl)
  * (frt_dense_prefill_prep_packed_norm), and the fused output [R, qd + 2
  * kvd] fits the t0 scratch [R, max(qd, I, H)]: then a prefill piece runs
  * them as one GEMM (qkv_one). */
-/* Whether the norm preps (qwen3's q / k norms with RoPE and the append)
- * take this model's head_dim. */
-static int norm_prep_ok(const cd_model *c) { return c->hd == 64 || c->hd == 128 || c->hd == 256; }
-
 static int qkv_fused(const cd_model *c)
 {
     const size_t H = (size_t)c->H;
