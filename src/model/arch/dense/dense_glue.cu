@@ -34,21 +34,30 @@ extern "C" int frt_dense_bias_add(void *stream, float *y, const float *b, const 
     return 0;
 }
 
-/* Rotates the pair (p, p + half) of one head by angle a (rotate-half):
+/* The pair (x1, x2) = (x[p], x[p + half]) of a head rotated by angle a
+ * (rotate-half), in the one expression every dense RoPE kernel uses. */
+static __device__ __forceinline__ void rope_rotate(float x1, float x2, float a, float *r1, float *r2)
+{
+    const float c = cosf(a), s = sinf(a);
+    *r1 = x1 * c + (-x2) * s;
+    *r2 = x2 * c + x1 * s;
+}
+
+/* Rotates the pair (p, p + half) of one head by angle a (rope_rotate):
  * from the head at src (plus the head's bias b where b is not NULL: the
  * f32 sum a bias launch would have stored) into the head at dst (src
  * itself: in place). */
 static __device__ __forceinline__ void rope_pair_to(const float *src, float *dst, int p, int half, float a,
                                                     const float *b = NULL)
 {
-    const float c = cosf(a), s = sinf(a);
-    float x1 = src[p], x2 = src[p + half];
+    float x1 = src[p], x2 = src[p + half], r1, r2;
     if (b) {
         x1 += b[p];
         x2 += b[p + half];
     }
-    dst[p] = x1 * c + (-x2) * s;
-    dst[p + half] = x2 * c + x1 * s;
+    rope_rotate(x1, x2, a, &r1, &r2);
+    dst[p] = r1;
+    dst[p + half] = r2;
 }
 
 static __device__ __forceinline__ void rope_pair(float *xh, int p, int half, float a)
@@ -413,7 +422,8 @@ extern "C" int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k,
                                                const float *inv_freq, uint8_t *const *d_k_caches,
                                                uint8_t *const *d_v_caches, const float *k_scale,
                                                const float *v_scale, const int32_t *const *d_starts, int n_branches,
-                                               int max_seq, int n_heads, int n_kv_heads, int head_dim, const frt_dense_qkv_bias *bias)
+                                               int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                               const frt_dense_qkv_bias *bias)
 {
     FRT_ARG(q && k && v && inv_freq && d_k_caches && d_v_caches && k_scale && v_scale && d_starts,
             "dense decode prep fp8: NULL pointer");
@@ -429,7 +439,7 @@ extern "C" int frt_dense_decode_prep_batch_fp8(void *stream, float *q, float *k,
  * (j < E / 2) is the lane's elements j and j + E / 2. The head's RMSNorm
  * is frt_cuda_rmsnorm's arithmetic (norm_util.h: the squares summed in fp64,
  * here over the warp; var = (float)(sum / head_dim), 1 / sqrtf(var + eps),
- * (x * inv) * w), then RoPE as rope_pair_to, then the stores of prep_row.
+ * (x * inv) * w), then rope_rotate, then the stores of prep_row.
  * V elements: one a thread, as prep_row. */
 template <class Cache, int E>
 __device__ __forceinline__ void prep_norm_row(const float *qb, float *qo, float *kb, const float *vb,
@@ -459,9 +469,8 @@ __device__ __forceinline__ void prep_norm_row(const float *qb, float *qo, float 
 #pragma unroll
         for (int j = 0; j < E / 2; j++) {
             const int p = lane + 32 * j;
-            const float a = (float)start * inv_freq[p], c = cosf(a), sn = sinf(a);
-            const float x1 = x[j], x2 = x[j + E / 2];
-            const float r1 = x1 * c + (-x2) * sn, r2 = x2 * c + x1 * sn;
+            float r1, r2;
+            rope_rotate(x[j], x[j + E / 2], (float)start * inv_freq[p], &r1, &r2);
             if (!is_k) {
                 qo[(size_t)hh * HD + p] = r1;
                 qo[(size_t)hh * HD + p + HALF] = r2;
