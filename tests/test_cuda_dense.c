@@ -506,7 +506,8 @@ static void branch_caches(frt_buffer **kc, frt_buffer **vc, void **tab, int nb, 
 
 /* frt_dense_decode_prep_norm_batch (_fp8): 3 branches at 5, 299 and 300 of
  * max_seq 300 (own caches, own positions) give the bytes of
- * frt_dense_decode_prep_norm (_fp8) on each branch alone: q, both caches. */
+ * frt_dense_decode_prep_norm (_fp8) on each branch alone: q, both caches;
+ * then the refusals (no norm weight, head_dim 96, no FP8 scales). */
 static void test_prep_norm_batch(int fp8)
 {
     enum { NB = 3, NH = 4, NKV = 2, HD = 128, MAXS = 300 };
@@ -576,6 +577,29 @@ static void test_prep_norm_batch(int fp8)
     report_flag(fp8 ? "prep norm batch fp8: q, caches == the one-sequence prep per branch"
                     : "prep norm batch: q, caches == the one-sequence prep per branch",
                 same);
+    /* refusals before any launch: no norm weight, head_dim 96, no scales (FP8) */
+    float *pq = frt_buffer_ptr(dq), *pk = frt_buffer_ptr(dk), *pv = frt_buffer_ptr(dv);
+    if (fp8) {
+        uint8_t *const *t8k = (uint8_t *const *)t, *const *t8v = (uint8_t *const *)(t + NB);
+        CHECK_STATUS(frt_dense_decode_prep_norm_batch_fp8(g_cs, pq, pk, pv, NULL, kn, 1e-6f, di, t8k, t8v, ks, vs, tp,
+                                                          NB, MAXS, NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_dense_decode_prep_norm_batch_fp8(g_cs, pq, pk, pv, qn, kn, 1e-6f, di, t8k, t8v, NULL, vs, tp,
+                                                          NB, MAXS, NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_dense_decode_prep_norm_fp8(g_cs, pq, pk, pv, qn, kn, 1e-6f, di, frt_buffer_ptr(rkc),
+                                                    frt_buffer_ptr(rvc), ks, NULL, frt_buffer_ptr(dpos), MAXS, NH,
+                                                    NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+    } else {
+        uint16_t *const *t16k = (uint16_t *const *)t, *const *t16v = (uint16_t *const *)(t + NB);
+        CHECK_STATUS(frt_dense_decode_prep_norm_batch(g_cs, pq, pk, pv, NULL, kn, 1e-6f, di, t16k, t16v, tp, NB, MAXS,
+                                                      NH, NKV, HD),
+                     FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_dense_decode_prep_norm_batch(g_cs, pq, pk, pv, qn, kn, 1e-6f, di, t16k, t16v, tp, NB, MAXS,
+                                                      NH * HD / 96, 1, 96),
+                     FRT_ERR_UNSUPPORTED);
+    }
     frt_buffer *all[] = {dq, dk, dv, dnw, dinv, dpos, dsc, tabs, rq, rk, rkc, rvc, kc[0], kc[1], kc[2], vc[0], vc[1], vc[2]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) frt_buffer_free(all[i]);
     free(q), free(kv), free(nw), free(a), free(c);
