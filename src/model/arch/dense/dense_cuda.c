@@ -767,6 +767,23 @@ static const frt_dense_qkv_bias *decode_bias(const cd_layer *lw, frt_dense_qkv_b
     return tmp;
 }
 
+/* After a prep: attention of the rows' roped q [R, qd] f32 over layer l's
+ * cache (bf16, or E4M3 with its scales) into ob [R, qd] bf16: decode's
+ * flash-decoding, or a prefill piece's FlashAttention (attn_prefill). */
+static int attn_after_prep(const fwd *f, int l, const float *q, uint16_t *ob)
+{
+    frt_model *m = f->m;
+    cd_model *c = f->c;
+    const void *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
+    const float *ks = c->fp8 ? kv_scale_of(c, l, 0) : NULL, *vs = c->fp8 ? kv_scale_of(c, l, 1) : NULL;
+    if (!f->decode) return attn_prefill(f, q, ob, kc, vc, ks, vs);
+    if (c->fp8)
+        return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+                                      c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+    return frt_cuda_attention(f->st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv,
+                              c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+}
+
 /* The FP8 KV cache (docs/fp8.md): RoPE of q and k at the boundary's
  * positions, the roped k and v quantized into layer l's E4M3 cache (the
  * bound slot's) with the static per-head scales (decode: one launch,
@@ -787,17 +804,16 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
         frt_dense_qkv_bias b;
         FRT_TRY(frt_dense_decode_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, m->max_seq, c->nh,
                                           c->nkv, c->hd, decode_bias(&c->layers[l], &b)));
-        return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
-                                      c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+        return attn_after_prep(f, l, q, ob);
     }
     if (f->qkv_one) { /* the one GEMM's rows in place, q roped into c->q */
         FRT_TRY(frt_dense_prefill_prep_packed_fp8(f->st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, ks, vs,
                                                   f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv, c->hd));
-        return attn_prefill(f, c->q, ob, kc, vc, ks, vs);
+        return attn_after_prep(f, l, c->q, ob);
     }
     FRT_TRY(frt_dense_prefill_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
                                        m->max_seq, c->nh, c->nkv, c->hd)); /* RoPE and the append, one launch */
-    return attn_prefill(f, q, ob, kc, vc, ks, vs);
+    return attn_after_prep(f, l, q, ob);
 }
 
 /* qwen3's q / k norms in the prep (frt_dense_decode_prep_norm{,_fp8} of q,
@@ -811,26 +827,20 @@ static int attn_norm_prep(const fwd *f, int l, float *q, float *k, const float *
     void *st = f->st, *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
     const float *ks = c->fp8 ? kv_scale_of(c, l, 0) : NULL, *vs = c->fp8 ? kv_scale_of(c, l, 1) : NULL;
     const int W = c->qd + 2 * c->kvd, R = f->R;
-    if (f->decode) {
-        if (c->fp8) {
-            FRT_TRY(frt_dense_decode_prep_norm_fp8(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc,
-                                                   ks, vs, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
-            return frt_cuda_attention_fp8(st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, R, m->max_seq, c->nh,
-                                          c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
-        }
+    if (f->decode && c->fp8)
+        FRT_TRY(frt_dense_decode_prep_norm_fp8(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc, ks,
+                                               vs, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd));
+    else if (f->decode)
         FRT_TRY(frt_dense_decode_prep_norm(st, q, k, v, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc, vc, f->d_pos,
                                            m->max_seq, c->nh, c->nkv, c->hd));
-        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd,
-                                  c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
-    }
-    if (c->fp8)
+    else if (c->fp8)
         FRT_TRY(frt_dense_prefill_prep_packed_norm_fp8(st, c->t0, W, c->q, lw->q_norm, lw->k_norm, c->eps, c->inv_freq,
                                                        kc, vc, ks, vs, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                                        c->hd));
     else
         FRT_TRY(frt_dense_prefill_prep_packed_norm(st, c->t0, W, c->q, lw->q_norm, lw->k_norm, c->eps, c->inv_freq, kc,
                                                    vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd));
-    return attn_prefill(f, c->q, ob, kc, vc, ks, vs);
+    return attn_after_prep(f, l, f->decode ? q : c->q, ob);
 }
 
 /* The rows' q, k, v [R, qd | kvd] f32 (at q, k, v; with f->qkv_one one
@@ -867,17 +877,16 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
     if (f->decode) { /* decode: RoPE and the KV append in one launch (the same bits) */
         FRT_TRY(frt_dense_decode_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, m->max_seq, c->nh, c->nkv, c->hd,
                                       decode_bias(lw, &b)));
-        return frt_cuda_attention(st, ob, BF16, q, F32, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                  c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
+        return attn_after_prep(f, l, q, ob);
     }
     if (f->qkv_one) { /* the same, reading the one GEMM's rows in place */
         FRT_TRY(frt_dense_prefill_prep_packed(st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, f->d_pos,
                                               f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd));
-        return attn_prefill(f, c->q, ob, kc, vc, NULL, NULL);
+        return attn_after_prep(f, l, c->q, ob);
     }
     FRT_TRY(frt_dense_prefill_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
                                    c->hd)); /* RoPE and the append, one launch (the bits of the three) */
-    return attn_prefill(f, q, ob, kc, vc, NULL, NULL);
+    return attn_after_prep(f, l, q, ob);
 }
 
 /* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16
