@@ -374,6 +374,62 @@ static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
     dfree(&dw), dfree(&dx), dfree(&dy);
 }
 
+/* ---- the weight ring and the register path ------------------------------------ */
+
+/* An 8-warp block streams its weights through a ring in shared memory (3
+ * stages at n <= 2, 2 at n 3..4, 1 beyond); a 16-warp block (x over 96 KiB)
+ * keeps them in registers (gemv_block.h). Both sum a row's k-blocks in the
+ * same order, so n copies of one x row give n copies of the n = 1 output,
+ * byte for byte, on every path: in 8192 takes 16 warps at n 8. out 1000 has
+ * a partial row group, in 8200 a partial last batch of every slice. The
+ * plain GEMV and the SwiGLU launcher (two matrices a stage). */
+static void test_ring_bits(void)
+{
+    const int ins[2] = {8192, 8200}, outs[2] = {1000, 4096}, ns[5] = {1, 2, 3, 5, 8};
+    frt_cuda_gemm *g = NULL;
+    must(frt_cuda_gemm_create((size_t)1 << 20, &g), "gemm");
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            const int in = ins[a], out = outs[b];
+            hmat w = hmat_rand(&g_rng, out, in, -1, 1), w2 = hmat_rand(&g_rng, out, in, -1, 1);
+            hmat x1 = hmat_rand(&g_rng, 1, in, -1, 1);
+            dbuf dw = dalloc((size_t)out * in * 2), dw2 = dalloc((size_t)out * in * 2);
+            dbuf dx = dalloc((size_t)8 * in * 2), dy = dalloc((size_t)8 * out * 4);
+            dput(dw, 0, w.b, (size_t)out * in * 2);
+            dput(dw2, 0, w2.b, (size_t)out * in * 2);
+            for (int t = 0; t < 8; t++) dput(dx, (size_t)t * in * 2, x1.b, (size_t)in * 2);
+            float *one = xzalloc((size_t)out * 4), *all = xzalloc((size_t)8 * out * 4);
+            uint16_t *sone = xzalloc((size_t)out * 2), *sall = xzalloc((size_t)8 * out * 2);
+            for (int i = 0; i < 5; i++) {
+                const int n = ns[i];
+                frt_cuda_gemm_plan_info info;
+                CHECK_OK(frt_cuda_gemm_plan(g, n, in, out, F32, 0));
+                CHECK_OK(frt_cuda_gemm_run(g, g_cs, dy.p, F32, dx.p, dw.p, n, in, out, 0));
+                dget(dy, 0, n == 1 ? one : all, (size_t)n * out * 4);
+                CHECK_OK(frt_cuda_gemv_swiglu(g_cs, dy.p, BF16, dx.p, dw.p, dw2.p, n, in, out));
+                dget(dy, 0, n == 1 ? sone : sall, (size_t)n * out * 2);
+                const int warps = plan_of(g, n, in, out, F32, 0, &info) >= 0 ? info.cta_swizzling : -1;
+                CHECK_MSG(warps == (n == 8 ? 16 : 8), "in %d n %d: %d warps a block", in, n, warps);
+                if (n == 1) continue;
+                int same = 1, ssame = 1;
+                for (int t = 0; t < n; t++) {
+                    same &= memcmp(all + (size_t)t * out, one, (size_t)out * 4) == 0;
+                    ssame &= memcmp(sall + (size_t)t * out, sone, (size_t)out * 2) == 0;
+                }
+                char name[128];
+                snprintf(name, sizeof name, "ring: in %d out %d, n %d (%s) == n 1", in, out, n,
+                         n == 8 ? "registers" : n <= 2 ? "3 stages" : n <= 4 ? "2 stages" : "1 stage");
+                report_same(name, &same, &(int){1}, sizeof same);
+                snprintf(name, sizeof name, "ring: swiglu in %d out %d, n %d == n 1", in, out, n);
+                report_same(name, &ssame, &(int){1}, sizeof ssame);
+            }
+            free(one), free(all), free(sone), free(sall);
+            hmat_free(&w), hmat_free(&w2), hmat_free(&x1);
+            dfree(&dw), dfree(&dw2), dfree(&dx), dfree(&dy);
+        }
+    frt_cuda_gemm_destroy(g);
+}
+
 /* ---- bad arguments ---------------------------------------------------------- */
 
 /* frt_cuda_gemm_gemv_rows: the row groups a batched decode may take. */
@@ -517,6 +573,7 @@ int main(void)
     test_graph(g);
     test_run_unless(g);
     test_gemv_rows();
+    test_ring_bits();
     test_lm_head(g, g_lt);
 
     printf("  gemv plans of the 9b decode shapes (for the fingerprint):\n");

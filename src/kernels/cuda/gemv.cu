@@ -50,11 +50,12 @@
  * Every order depends on (in, out) only: the bits are the same run to run,
  * for every n, and for the plain, multi and SwiGLU launchers.
  *
- * Weights are read with ld.global.nc.L1::no_allocate (streamed once, never
- * cached in L1) and an L2 256-byte prefetch hint (a lane's next chunks of
- * the row). Enough loads are in flight for the HBM rate: 8 warps x 32
- * lanes x 8 x 16 B = 32 KiB per block, where ~4.2 TB/s x ~1 us of latency /
- * 132 SMs = ~32 KiB per SM is needed.
+ * In 8-warp blocks each warp streams its weights through a ring of
+ * cp.async stages in shared memory (gemv_block.h "the weight ring": the
+ * next stages in flight while a stage's mmas run, L2 only, a 256-byte L2
+ * prefetch hint); 16-warp blocks read them with ld.global.nc.L1::no_allocate
+ * into registers, 8 loads a lane a batch. Both take the chunks and sum
+ * the k-blocks in the same order: the same bits.
  *
  * Launch configuration (gemv_choose, a function of n, in, out only):
  *   - 8 warps per block; 16 when x (n * in * 2 bytes) exceeds 96 KiB, where
@@ -94,6 +95,10 @@ struct gemv_bf16 {
         }
     }
     static __device__ __forceinline__ float value(float acc, const float *, int) { return acc; }
+};
+
+template <> struct gemv_ring_on<gemv_bf16> {
+    static constexpr bool value = true;
 };
 
 /* 2 blocks of 8 warps per SM (<= 128 registers), one of 16. */
@@ -210,7 +215,8 @@ void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
     }
     const int rows = c->warps / c->kw * GEMV_ROWS;
     c->blocks = (out_dim + rows - 1) / rows;
-    c->smem = xs > GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE) ? xs : GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE);
+    c->smem = (xs > GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE) ? xs : GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE)) +
+              gemv_ring_smem(n, c->warps);
     c->fn = c->warps == 8 ? gemv_pick_n<8>(n) : gemv_pick_n<16>(n);
 }
 
@@ -306,8 +312,9 @@ int gemv_input_check(const char *what, const uint16_t *x, const frt_cuda_gemv_no
 }
 
 /* Makes smem bytes of dynamic shared memory available to fn. Nothing to do
- * up to 48 KiB (the 9B and 27B decode shapes: x is n * hidden * 2 <= 40 KiB);
- * beyond, x must fit the current device's opt-in limit, and the kernel's
+ * up to 48 KiB (E4M3 decode shapes: x is n * hidden * 2 <= 40 KiB at the
+ * 27B; bf16 adds its weight ring, 48 KiB at n 1); beyond, x and the ring
+ * must fit the current device's opt-in limit, and the kernel's
  * limit is raised to it (legal inside a stream capture: cudaFuncSetAttribute
  * is no stream operation and does not synchronise). */
 int gemv_smem_ready(const char *what, const void *fn, size_t smem)
@@ -442,7 +449,7 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
     gemv_cfg c;
     gemv_choose(n, in_dim, inter, &c); /* the gate's configuration alone: the same sums */
     const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(c.warps, GEMV_EPI_SWIGLU);
-    const size_t smem = (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0);
+    const size_t smem = (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0) + gemv_ring_smem(n, c.warps);
     const gemv_swiglu_fn fn =
         norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
              : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));

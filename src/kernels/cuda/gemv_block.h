@@ -155,6 +155,83 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
     }
 }
 
+/* ---- the weight ring (8-warp blocks) --------------------------------------
+ *
+ * The loads above hold a batch in registers: a warp issues it, waits for
+ * all of it, runs its mmas, then issues the next, so between batches
+ * nothing of the warp is in flight. In an 8-warp block each warp instead
+ * streams its slice through a ring of GEMV_RING_STAGES stages in shared
+ * memory (cp.async, 16 bytes a lane, GEMV_RING_LOADS k-blocks of every
+ * matrix a stage): the copies of the next stages are in flight while a
+ * stage's mmas run, and they hold no registers. A lane reads back only the
+ * chunks it copied (cp.async.wait_group orders its own copies; no barrier).
+ * Chunks past the slice are zero-filled by the copy (src-size 0), the
+ * register path's zeros. The k-blocks are summed in the same order as in
+ * the register path, whatever the stage size: the same bits. 16-warp blocks
+ * (x over GEMV_BIG_SMEM: one block an SM) keep the register path. */
+#ifndef GEMV_RING_LOADS
+#define GEMV_RING_LOADS 4 /* 16-byte copies a lane a stage (k-blocks x matrices) */
+#endif
+#ifndef GEMV_RING_STAGES
+#define GEMV_RING_STAGES 3 /* stages of a warp's ring at n <= 2 (one fewer at n 3..4, 1 beyond) */
+#endif
+
+/* Stages of the ring for a block of `warps` warps at n tokens (0: the
+ * register path). Fewer at larger n, where x takes the shared memory that
+ * two blocks an SM need. */
+__host__ __device__ constexpr int gemv_ring_stages(int n, int warps)
+{
+    return warps != 8 ? 0 : n <= 2 ? GEMV_RING_STAGES : n <= 4 ? (GEMV_RING_STAGES > 1 ? GEMV_RING_STAGES - 1 : 1) : 1;
+}
+
+/* Shared memory of the rings of a block (bytes; after x and the norm's
+ * sums). */
+__host__ __device__ constexpr size_t gemv_ring_smem(int n, int warps)
+{
+    return (size_t)warps * gemv_ring_stages(n, warps) * GEMV_RING_LOADS * 32 * 16;
+}
+
+/* One 16-byte copy of the ring: dst = ok ? *src : 0 (cp.async, L2 only,
+ * a 256-byte L2 prefetch hint). */
+__device__ __forceinline__ void gemv_cp_w(uint4 *dst, const uint4 *src, bool ok)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void gemv_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int K> __device__ __forceinline__ void gemv_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(K) : "memory");
+}
+
+/* Stage st of a lane's ring (rs: the warp's ring, [S][NM][UR][32] chunks):
+ * k-blocks u < UR of the NM rows wr[] from chunk c (zero at or past end),
+ * then one commit group. */
+template <int NM, int UR>
+__device__ __forceinline__ void gemv_ring_issue(uint4 *rs, int st, const uint4 *const (&wr)[NM], int c, int end,
+                                                int lane)
+{
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int u = 0; u < UR; u++) {
+            const bool ok = c + 4 * u < end;
+            gemv_cp_w(rs + ((st * NM + m) * UR + u) * 32 + lane, ok ? wr[m] + c + 4 * u : wr[m], ok);
+        }
+    gemv_cp_commit();
+}
+
+/* The formats that stream through the ring (gemv.cu's bf16 specialises
+ * this to true). The E4M3 formats keep the register path: on the H100 the
+ * ring made the 8B's E4M3 decode 0.2-1% slower with 2 KiB stages and 4%
+ * slower with four of them, where bf16 gained 1-2%. */
+template <class Fmt> struct gemv_ring_on {
+    static constexpr bool value = false;
+};
+
 /* Weight formats with one scale per 128 x 128 block of the matrix
  * (gemv_fp8.cu's gemv_e4m3_b128) specialise this to true: their k-blocks
  * sum into a partial accumulator that gemv_fold multiplies by the block's
@@ -241,6 +318,53 @@ enum gemv_epi {
     GEMV_EPI_SWIGLU = 1, /* y[t, row] = silu(x[t] . w[row]) * (x[t] . w2[row]) */
 };
 
+/* The end of a block's work (both paths): the blocked formats' last fold,
+ * the kw slices' sums through shared memory (over x and the rings, once
+ * every warp is done with them), the stores. */
+template <class Fmt, int N, int WARPS, int EPI, int NM>
+__device__ __forceinline__ void gemv_block_end(uint4 *smem, void *y, int y_bf16, int accumulate, const float *s,
+                                               const float *s2, int out_dim, int kw, float (&acc)[NM][4],
+                                               float (&bacc)[NM][4], const float *const (&sb)[NM], int kb, int ke,
+                                               int row0, int warp, int lane, int kp, int g, int q)
+{
+    /* blocked: a slice ending in a block's first half (the row's last,
+     * partial block: kc % 8 in 1..4) folds it here */
+    if constexpr (gemv_blocked<Fmt>::value)
+        if (ke > kb && !(((ke - 1) >> 2) & 1)) gemv_fold<NM>(acc, bacc, sb, (ke - 1) >> 3);
+    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
+        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
+        __syncthreads();
+        if (kp != 0) return;
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float sum = acc[m][i];
+                for (int k = 1; k < kw; k++) sum += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
+                acc[m][i] = sum;
+            }
+    }
+    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
+     * tokens g + 8) */
+    if (g >= N) return;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + 2 * q + i;
+        if (row >= out_dim) continue;
+        const size_t at = (size_t)g * out_dim + row;
+        const float v = Fmt::value(acc[0][i], s, row);
+        if constexpr (EPI == GEMV_EPI_SWIGLU)
+            gemv_store(y, y_bf16, 0, at, frt_silu(v) * Fmt::value(acc[NM - 1][i], s2, row), 0.0f);
+        else
+            gemv_store(y, y_bf16, accumulate, at, v, accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
+    }
+}
+
 /* Shared memory of the cross-warp sums: every lane's accumulators. */
 #define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
 
@@ -301,6 +425,57 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
         }
     }
 
+    constexpr int S = gemv_ring_on<Fmt>::value ? gemv_ring_stages(N, WARPS) : 0; /* 0: the register path */
+    constexpr int UR = GEMV_RING_LOADS / NM;      /* the ring's k-blocks a stage */
+    static_assert(S == 0 || (UR >= 1 && GEMV_SLICE % (4 * UR) == 0), "a slice is whole stages");
+    if constexpr (S > 0) {
+        uint4 *rs = smem + N * kc * XC + (NORM ? N * 32 * 8 / 16 : 0) + warp * S * NM * UR * 32;
+        const int nb = (ke - kb + 4 * UR - 1) / (4 * UR); /* stages of the slice */
+        /* the first S stages are in flight while the kernel before finishes
+         * and x is staged; a commit group a stage, empty past the slice */
+#pragma unroll
+        for (int b = 0; b < S; b++) {
+            if (b < nb)
+                gemv_ring_issue<NM, UR>(rs, b, wr, kb + b * 4 * UR + q, ke, lane);
+            else
+                gemv_cp_commit();
+        }
+        frt_pdl_trigger();
+        frt_pdl_wait();
+        if constexpr (NORM)
+            gemv_norm_stage<N, WARPS>(xs, part, nm, kc * XC);
+        else
+            for (int i = threadIdx.x; i < N * kc * XC; i += WARPS * 32) xs[i] = __ldg(x + i);
+        __syncthreads();
+        float acc[NM][4];
+#pragma unroll
+        for (int m = 0; m < NM; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
+        int st = 0;
+        for (int b = 0; b < nb; b++) {
+            gemv_cp_wait<S - 1>(); /* stage b landed (S - 1 later groups may pend) */
+            uint4 wv[NM][UR];
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+#pragma unroll
+                for (int u = 0; u < UR; u++) wv[m][u] = rs[((st * NM + m) * UR + u) * 32 + lane];
+            if (b + S < nb)
+                gemv_ring_issue<NM, UR>(rs, st, wr, kb + (b + S) * 4 * UR + q, ke, lane);
+            else
+                gemv_cp_commit();
+            const int c0 = kb + b * 4 * UR;
+            if (c0 + 4 * UR <= ke)
+                gemv_mma<Fmt, N, NM, UR, false>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
+            else
+                gemv_mma<Fmt, N, NM, UR, true>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
+            st = st + 1 == S ? 0 : st + 1;
+        }
+        gemv_block_end<Fmt, N, WARPS, EPI, NM>(smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc, sb, kb,
+                                              ke, row0, warp, lane, kp, g, q);
+        return;
+    }
+
     uint4 wv[NM][U];
     /* the first batch is in flight while the kernel before finishes and x
      * is staged */
@@ -331,42 +506,8 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
         if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
         gemv_mma<Fmt, N, NM, U, true>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
     }
-    /* blocked: a slice ending in a block's first half (the row's last,
-     * partial block: kc % 8 in 1..4) folds it here */
-    if constexpr (gemv_blocked<Fmt>::value)
-        if (ke > kb && !(((ke - 1) >> 2) & 1)) gemv_fold<NM>(acc, bacc, sb, (ke - 1) >> 3);
-    if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
-        __syncthreads();
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) red[(warp * 32 + lane) * NM * 2 + m * 2 + i] = acc[m][i];
-        __syncthreads();
-        if (kp != 0) return;
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float sum = acc[m][i];
-                for (int k = 1; k < kw; k++) sum += red[((warp + k) * 32 + lane) * NM * 2 + m * 2 + i];
-                acc[m][i] = sum;
-            }
-    }
-    /* accumulator i < 2: token g, row 2 q + i (accumulators 2, 3: the zero
-     * tokens g + 8) */
-    if (g >= N) return;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = row0 + 2 * q + i;
-        if (row >= out_dim) continue;
-        const size_t at = (size_t)g * out_dim + row;
-        const float v = Fmt::value(acc[0][i], s, row);
-        if constexpr (EPI == GEMV_EPI_SWIGLU)
-            gemv_store(y, y_bf16, 0, at, frt_silu(v) * Fmt::value(acc[NM - 1][i], s2, row), 0.0f);
-        else
-            gemv_store(y, y_bf16, accumulate, at, v, accumulate ? gemv_ld_y(y, y_bf16, at) : 0.0f);
-    }
+    gemv_block_end<Fmt, N, WARPS, EPI, NM>(smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc, sb, kb, ke,
+                                          row0, warp, lane, kp, g, q);
 }
 
 /* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */

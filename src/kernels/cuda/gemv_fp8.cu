@@ -234,7 +234,7 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
 static size_t fp8_smem_bytes(int n, int in_dim, int warps, int nm, int norm)
 {
     const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
-    return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0);
+    return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0); /* no ring (gemv_ring_on) */
 }
 
 static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
