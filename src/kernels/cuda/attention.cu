@@ -352,7 +352,13 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
 template <int HD, typename KV>
 __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a0)
 {
-    frt_pdl_wait(); /* launched with PDL: q, the caches and the positions come from the kernels before */
+    /* Launched with PDL: q and the cache rows at and past the position come
+     * from the kernels before (the prep), so the block waits for them before
+     * it reads q or stages a tile holding such a row. The position, the
+     * counts, the branch tables and the cache rows below the position are
+     * final before the step's first kernel (written by the host or by the
+     * launches of earlier steps, which complete in stream order): the tiles
+     * below the position are put in flight before the wait. */
     /* batched: blockIdx.y = branch * n_kv + KV head */
     const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.y / a0.n_kv : 0);
     using C = tc_cfg<HD, KV>;
@@ -430,8 +436,26 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
             }
         }
     };
+    /* tile k's keys end below the position: its rows are final before the
+     * wait (a prefix of the prologue's tiles) */
+    auto tile_final = [&](int k) {
+        const int sq = k / tps, i = k - sq * tps;
+        const int s = s_begin + sq, j0 = s * L + i * TC_TILE;
+        return min(j0 + TC_TILE, min(s * L + L, b_hi)) <= start;
+    };
+    int pre = 0; /* the prologue's tiles staged before the wait */
 #pragma unroll
     for (int st = 0; st < TC_STAGES - 1; st++) {
+        if (st < ntiles && st == pre && tile_final(st)) {
+            load_tile(st);
+            frt_cp_async_commit();
+            pre++;
+        }
+    }
+    frt_pdl_wait();
+#pragma unroll
+    for (int st = 0; st < TC_STAGES - 1; st++) {
+        if (st < pre) continue;
         if (st < ntiles) load_tile(st);
         frt_cp_async_commit();
     }

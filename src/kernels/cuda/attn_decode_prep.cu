@@ -79,6 +79,11 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
 {
     __shared__ float row[FRT_CUDA_ATTN_PREP_MAX_HD];
     __shared__ float cs[FRT_CUDA_ROPE_MAX_ROT / 2], sn[FRT_CUDA_ROPE_MAX_ROT / 2];
+    /* launched with PDL: the attention after it may launch now (it waits
+     * for this kernel before it reads q or the new cache rows); q, k, v come
+     * from the kernels before */
+    frt_pdl_trigger();
+    frt_pdl_wait();
     const int t = blockIdx.y;
     if (t >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int b = blockIdx.x;
@@ -183,12 +188,11 @@ __global__ __launch_bounds__(PREP_MAX_THREADS) void attn_decode_prep_kernel(
 
 static bool prep_aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
-#define PREP_LAUNCH(G, NV)                                                                        \
-    (kv8 ? attn_decode_prep_kernel<G, NV, true> : attn_decode_prep_kernel<G, NV, false>)<<<grid, sh.threads, 0, \
-                                                                                           (cudaStream_t)stream>>>( \
-        q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v, q_norm_w, k_norm_w, d_start, d_n, max_n,   \
-        max_seq, n_heads, n_kv_heads, head_dim, half, eps, zero_centered, gated, vec, (size_t)qg_stride,        \
-        (size_t)k_stride, (size_t)v_stride, p)
+#define PREP_LAUNCH(G, NV)                                                                                  \
+    frt_pdl_launch(kv8 ? attn_decode_prep_kernel<G, NV, true> : attn_decode_prep_kernel<G, NV, false>, grid,   \
+                   dim3(sh.threads), 0, stream, q_out, zg_out, k_cache, v_cache, k_scale, v_scale, qg, k, v,    \
+                   q_norm_w, k_norm_w, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim, half, eps,  \
+                   zero_centered, gated, vec, (size_t)qg_stride, (size_t)k_stride, (size_t)v_stride, p)
 
 /* frt_cuda_attn_prep (kv8 0: bf16 caches, the scales unused) and
  * frt_cuda_attn_prep_fp8 (kv8 1: E4M3 caches, per-head scales). */
@@ -242,19 +246,21 @@ static int prep_launch(void *stream, float *q_out, float *zg_out, void *k_cache,
                      prep_aligned(k_norm_w, 16) && (!zg_out || prep_aligned(zg_out, 16)) &&
                      prep_aligned(k_cache, kv8 ? 4 : 8) && prep_aligned(v_cache, kv8 ? 4 : 8);
     const dim3 grid((unsigned int)(n_heads + n_kv_heads), (unsigned int)max_n);
+    cudaError_t le;
     if (sh.g == 4) {
         switch (sh.nv) {
-        case 1: PREP_LAUNCH(4, 1); break;
-        case 2: PREP_LAUNCH(4, 2); break;
-        default: PREP_LAUNCH(4, PREP_MAX_NV); break;
+        case 1: le = PREP_LAUNCH(4, 1); break;
+        case 2: le = PREP_LAUNCH(4, 2); break;
+        default: le = PREP_LAUNCH(4, PREP_MAX_NV); break;
         }
     } else {
         switch (sh.nv) {
-        case 1: PREP_LAUNCH(1, 1); break;
-        case 2: PREP_LAUNCH(1, 2); break;
-        default: PREP_LAUNCH(1, PREP_MAX_NV); break;
+        case 1: le = PREP_LAUNCH(1, 1); break;
+        case 2: le = PREP_LAUNCH(1, 2); break;
+        default: le = PREP_LAUNCH(1, PREP_MAX_NV); break;
         }
     }
+    FRT_CUDA_TRY(le);
     FRT_LAUNCH_CHECK();
     return 0;
 }

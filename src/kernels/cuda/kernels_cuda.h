@@ -249,6 +249,13 @@ int frt_cuda_attn_prep_fp8(void *stream, float *q_out, float *zg_out, uint8_t *k
  *     max_n = 1 with a split_len such as 128; any max_n works (the same
  *     call serves a prefill over a long cache). workspace (device, 4-byte
  *     aligned) must hold frt_cuda_attention_workspace_bytes(...) bytes.
+ *     The decode kernel is launched with programmatic dependent launch and
+ *     stages its first K / V tiles below the position before it waits for
+ *     the kernel before it: *d_start, *d_n and the cache rows below
+ *     *d_start must not be written by a kernel of the same stream that the
+ *     launch may overlap (frt writes them with the host, or in earlier
+ *     steps' launches, which complete in stream order; q and the rows at
+ *     and past *d_start may come from the kernel just before).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL out, q, cache or d_start; bad
  * dtype; sizes out of range; out == q; split_len < 0; more than 65535
  * splits; workspace NULL or short), FRT_ERR_UNSUPPORTED (the decode

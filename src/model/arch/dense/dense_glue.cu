@@ -184,7 +184,11 @@ __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const floa
                                                 const Cache &cache, const int32_t *d_start, int max_seq, int n_heads,
                                                 int n_kv, int head_dim, prep_bias bias)
 {
-    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
+    /* launched with PDL: the attention after it may launch now (it waits
+     * for this kernel before it reads q or the new cache row); q, k, v come
+     * from the kernels before */
+    frt_pdl_trigger();
+    frt_pdl_wait();
     prep_row(qb, qb, kb, vb, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start), max_seq, n_heads, n_kv,
              head_dim, bias);
 }
@@ -490,7 +494,8 @@ __global__ void decode_prep_norm_kernel(float *q, float *k, const float *v, cons
                                         float eps, const float *inv_freq, Cache cache, const int32_t *d_start,
                                         int max_seq, int n_heads, int n_kv)
 {
-    frt_pdl_wait(); /* launched with PDL: q, k, v and the position come from the kernels before */
+    frt_pdl_trigger(); /* the attention after it may launch (decode_prep_one) */
+    frt_pdl_wait();    /* launched with PDL: q, k, v come from the kernels before */
     prep_norm_row<Cache, E>(q, q, k, v, qw, kw, eps, inv_freq, cache, *d_start, (long long)frt_dyn_pos(d_start),
                             max_seq, n_heads, n_kv);
 }
@@ -515,6 +520,7 @@ __global__ void decode_prep_norm_batch_kernel(float *q, float *k, const float *v
                                               float eps, const float *inv_freq, Tab tab,
                                               const int32_t *const *starts, int max_seq, int n_heads, int n_kv)
 {
+    frt_pdl_trigger(); /* the attention after it may launch (decode_prep_one) */
     frt_pdl_wait();
     const int b = blockIdx.y;
     constexpr int HD = 32 * E;
