@@ -377,10 +377,10 @@ static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
 /* ---- the weight ring and the register path ------------------------------------ */
 
 /* An 8-warp block streams its weights through a ring in shared memory (3
- * stages at n <= 2, 2 at n 3..4, 1 beyond); a 16-warp block (x over 96 KiB)
- * keeps them in registers (gemv_block.h). Both sum a row's k-blocks in the
- * same order, so n copies of one x row give n copies of the n = 1 output,
- * byte for byte, on every path: in 8192 takes 16 warps at n 8. out 1000 has
+ * stages at n <= 2, 2 at n 3..4); past n 4, and in a 16-warp block (x over
+ * 96 KiB), they stay in registers (gemv_block.h). Both sum a row's k-blocks
+ * in the same order, so n copies of one x row give n copies of the n = 1
+ * output, byte for byte, on every path: in 8192 takes 16 warps at n 8. out 1000 has
  * a partial row group, in 8200 a partial last batch of every slice. The
  * plain GEMV and the SwiGLU launcher (two matrices a stage). */
 static void test_ring_bits(void)
@@ -418,7 +418,7 @@ static void test_ring_bits(void)
                 }
                 char name[128];
                 snprintf(name, sizeof name, "ring: in %d out %d, n %d (%s) == n 1", in, out, n,
-                         n == 8 ? "registers" : n <= 2 ? "3 stages" : n <= 4 ? "2 stages" : "1 stage");
+                         n == 8 ? "registers, 16 warps" : n <= 2 ? "3 stages" : n <= 4 ? "2 stages" : "registers");
                 report_same(name, &same, &(int){1}, sizeof same);
                 snprintf(name, sizeof name, "ring: swiglu in %d out %d, n %d == n 1", in, out, n);
                 report_same(name, &ssame, &(int){1}, sizeof ssame);

@@ -161,27 +161,29 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
  * all of it, runs its mmas, then issues the next, so between batches
  * nothing of the warp is in flight. In an 8-warp block each warp instead
  * streams its slice through a ring of GEMV_RING_STAGES stages in shared
- * memory (cp.async, 16 bytes a lane, GEMV_RING_LOADS k-blocks of every
- * matrix a stage): the copies of the next stages are in flight while a
+ * memory at n <= 4 (cp.async, 16 bytes a lane, GEMV_RING_LOADS k-blocks
+ * of every matrix a stage): the copies of the next stages are in flight while a
  * stage's mmas run, and they hold no registers. A lane reads back only the
  * chunks it copied (cp.async.wait_group orders its own copies; no barrier).
  * Chunks past the slice are zero-filled by the copy (src-size 0), the
  * register path's zeros. The k-blocks are summed in the same order as in
  * the register path, whatever the stage size: the same bits. 16-warp blocks
- * (x over GEMV_BIG_SMEM: one block an SM) keep the register path. */
+ * (x over GEMV_BIG_SMEM: one block an SM) and n > 4 keep the register path. */
 #ifndef GEMV_RING_LOADS
 #define GEMV_RING_LOADS 4 /* 16-byte copies a lane a stage (k-blocks x matrices) */
 #endif
 #ifndef GEMV_RING_STAGES
-#define GEMV_RING_STAGES 3 /* stages of a warp's ring at n <= 2 (one fewer at n 3..4, 1 beyond) */
+#define GEMV_RING_STAGES 3 /* stages of a warp's ring at n <= 2 (one fewer at n 3..4) */
 #endif
 
 /* Stages of the ring for a block of `warps` warps at n tokens (0: the
  * register path). Fewer at larger n, where x takes the shared memory that
- * two blocks an SM need. */
+ * two blocks an SM need; none past n 4, where a ring of one stage was
+ * slower than the registers on the H100 (n 8: 9B gate 37.2 against 35.3
+ * us, 27B gate 72.7 against 67.4). */
 __host__ __device__ constexpr int gemv_ring_stages(int n, int warps)
 {
-    return warps != 8 ? 0 : n <= 2 ? GEMV_RING_STAGES : n <= 4 ? (GEMV_RING_STAGES > 1 ? GEMV_RING_STAGES - 1 : 1) : 1;
+    return warps != 8 || n > 4 ? 0 : n <= 2 ? GEMV_RING_STAGES : (GEMV_RING_STAGES > 1 ? GEMV_RING_STAGES - 1 : 1);
 }
 
 /* Shared memory of the rings of a block (bytes; after x and the norm's
