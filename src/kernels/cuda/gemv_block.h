@@ -314,6 +314,30 @@ __device__ __forceinline__ void gemv_store(void *y, int y_bf16, int accumulate, 
         ((float *)y)[i] = v;
 }
 
+/* After a block's first weights are in flight: lets the kernel after this
+ * one launch, waits for the one before, stages x [N, xc chunks] (NORM:
+ * bf16(rmsnorm(nm.x)), gemv_norm_stage) into xs, syncs the block; then
+ * the zeroed accumulators. */
+template <int N, int WARPS, bool NORM>
+__device__ __forceinline__ void gemv_stage_x(uint4 *xs, double *part, const gemv_norm_args &nm, const uint4 *x, int xc)
+{
+    frt_pdl_trigger();
+    frt_pdl_wait();
+    if constexpr (NORM)
+        gemv_norm_stage<N, WARPS>(xs, part, nm, xc);
+    else
+        for (int i = threadIdx.x; i < N * xc; i += WARPS * 32) xs[i] = __ldg(x + i);
+    __syncthreads();
+}
+
+template <int NM> __device__ __forceinline__ void gemv_zero(float (&acc)[NM][4])
+{
+#pragma unroll
+    for (int m = 0; m < NM; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
+}
+
 /* What a block's warp groups compute and where the sums go. */
 enum gemv_epi {
     GEMV_EPI_STORE = 0,  /* y[t, row] (+)= x[t] . w[row] */
@@ -442,18 +466,9 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
             else
                 gemv_cp_commit();
         }
-        frt_pdl_trigger();
-        frt_pdl_wait();
-        if constexpr (NORM)
-            gemv_norm_stage<N, WARPS>(xs, part, nm, kc * XC);
-        else
-            for (int i = threadIdx.x; i < N * kc * XC; i += WARPS * 32) xs[i] = __ldg(x + i);
-        __syncthreads();
+        gemv_stage_x<N, WARPS, NORM>(xs, part, nm, x, kc * XC);
         float acc[NM][4];
-#pragma unroll
-        for (int m = 0; m < NM; m++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
+        gemv_zero<NM>(acc);
         int st = 0;
         for (int b = 0; b < nb; b++) {
             gemv_cp_wait<S - 1>(); /* stage b landed (S - 1 later groups may pend) */
@@ -485,19 +500,9 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
         gemv_load<NM, U, false>(wv, wr, kb + q, ke);
     else if (tail)
         gemv_load<NM, U, true>(wv, wr, kb + q, ke);
-    frt_pdl_trigger();
-    frt_pdl_wait();
-    if constexpr (NORM)
-        gemv_norm_stage<N, WARPS>(xs, part, nm, kc * XC);
-    else
-        for (int i = threadIdx.x; i < N * kc * XC; i += WARPS * 32) xs[i] = __ldg(x + i);
-    __syncthreads();
-
+    gemv_stage_x<N, WARPS, NORM>(xs, part, nm, x, kc * XC);
     float acc[NM][4];
-#pragma unroll
-    for (int m = 0; m < NM; m++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[m][i] = 0.0f;
+    gemv_zero<NM>(acc);
     for (int b = 0; b < nfull; b++) {
         const int c0 = kb + b * 4 * U;
         if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
