@@ -372,14 +372,20 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const int G = a.group, kvh = a0.nb ? (int)blockIdx.y % a0.n_kv : (int)blockIdx.y;
     const int p0 = blockIdx.x * a.qb;
     const int npairs = n * G;
-    if (p0 >= npairs) return; /* uniform: no valid pair in this chunk */
+    if (p0 >= npairs) { /* uniform: no valid pair in this chunk */
+        frt_pdl_wait();  /* every block waits before it exits (docs/kernels-cuda.md) */
+        return;
+    }
     const int t_last = min((p0 + a.qb - 1) / G, n - 1);
     const int b_hi = min(start + t_last + 1, a.max_seq); /* the chunk's keys end (>= 1) */
     const int L = a.split_len;
     const int ns = (b_hi + L - 1) / L; /* splits holding keys of the chunk */
     const int s_begin = (int)((long long)blockIdx.z * ns / gridDim.z);
     const int s_end = (int)((long long)(blockIdx.z + 1) * ns / gridDim.z);
-    if (s_begin >= s_end) return; /* uniform: no split for this block */
+    if (s_begin >= s_end) { /* uniform: no split for this block */
+        frt_pdl_wait();
+        return;
+    }
     const int tps = (L + TC_TILE - 1) / TC_TILE; /* tiles per full split */
     const int ntiles = (s_end - 1 - s_begin) * tps +
                        (min(L, b_hi - (s_end - 1) * L) + TC_TILE - 1) / TC_TILE;
