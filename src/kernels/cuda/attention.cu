@@ -407,11 +407,16 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const int n_sh = a0.nb ? a.n_shared : 0;
     const char *kb0 = n_sh > 0 ? (const char *)a.kc0 + hofs : kb;
     const char *vb0 = n_sh > 0 ? (const char *)a.vc0 + hofs : vb;
-    auto load_tile = [&](int k) {
+    /* tile k's first key and its key count (the split's or the chunk's end) */
+    auto tile_keys = [&](int k, int &j0, int &rows) {
         const int sq = k / tps, i = k - sq * tps;
         const int s = s_begin + sq;
-        const int j0 = s * L + i * TC_TILE;
-        const int rows = min(TC_TILE, min(s * L + L, b_hi) - j0);
+        j0 = s * L + i * TC_TILE;
+        rows = min(TC_TILE, min(s * L + L, b_hi) - j0);
+    };
+    auto load_tile = [&](int k) {
+        int j0, rows;
+        tile_keys(k, j0, rows);
         const uint32_t st = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
 #pragma unroll
         for (int r = 0; r < TC_TILE / LRSTEP; r++) {
@@ -443,13 +448,13 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         }
     };
     /* tile k's keys end below the position: its rows are final before the
-     * wait (a prefix of the prologue's tiles) */
+     * wait */
     auto tile_final = [&](int k) {
-        const int sq = k / tps, i = k - sq * tps;
-        const int s = s_begin + sq, j0 = s * L + i * TC_TILE;
-        return min(j0 + TC_TILE, min(s * L + L, b_hi)) <= start;
+        int j0, rows;
+        tile_keys(k, j0, rows);
+        return j0 + rows <= start;
     };
-    int pre = 0; /* the prologue's tiles staged before the wait */
+    int pre = 0; /* the prologue's tiles staged before the wait (a prefix) */
 #pragma unroll
     for (int st = 0; st < TC_STAGES - 1; st++) {
         if (st < ntiles && st == pre && tile_final(st)) {

@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/gemv_util.h"
+#include "kernels/cuda/mma_util.h"
 #include "kernels/cuda/norm_util.h"
 
 /* The RMSNorm prologue of the _norm launchers (bf16 and E4M3 weights):
@@ -169,12 +170,8 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
  * register path's zeros. The k-blocks are summed in the same order as in
  * the register path, whatever the stage size: the same bits. 16-warp blocks
  * (x over GEMV_BIG_SMEM: one block an SM) and n > 4 keep the register path. */
-#ifndef GEMV_RING_LOADS
-#define GEMV_RING_LOADS 4 /* 16-byte copies a lane a stage (k-blocks x matrices) */
-#endif
-#ifndef GEMV_RING_STAGES
+#define GEMV_RING_LOADS 4  /* 16-byte copies a lane a stage (k-blocks x matrices) */
 #define GEMV_RING_STAGES 3 /* stages of a warp's ring at n <= 2 (one fewer at n 3..4) */
-#endif
 
 /* Stages of the ring for a block of `warps` warps at n tokens (0: the
  * register path). Fewer at larger n, where x takes the shared memory that
@@ -183,7 +180,7 @@ __device__ __forceinline__ void gemv_load(uint4 (&wv)[NM][U], const uint4 *const
  * us, 27B gate 72.7 against 67.4). */
 __host__ __device__ constexpr int gemv_ring_stages(int n, int warps)
 {
-    return warps != 8 || n > 4 ? 0 : n <= 2 ? GEMV_RING_STAGES : (GEMV_RING_STAGES > 1 ? GEMV_RING_STAGES - 1 : 1);
+    return warps != 8 || n > 4 ? 0 : n <= 2 ? GEMV_RING_STAGES : GEMV_RING_STAGES - 1;
 }
 
 /* Shared memory of the rings of a block (bytes; after x and the norm's
@@ -193,25 +190,9 @@ __host__ __device__ constexpr size_t gemv_ring_smem(int n, int warps)
     return (size_t)warps * gemv_ring_stages(n, warps) * GEMV_RING_LOADS * 32 * 16;
 }
 
-/* One 16-byte copy of the ring: dst = ok ? *src : 0 (cp.async, L2 only,
- * a 256-byte L2 prefetch hint). */
-__device__ __forceinline__ void gemv_cp_w(uint4 *dst, const uint4 *src, bool ok)
-{
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
-                 : "memory");
-}
-
-__device__ __forceinline__ void gemv_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int K> __device__ __forceinline__ void gemv_cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(K) : "memory");
-}
-
 /* Stage st of a lane's ring (rs: the warp's ring, [S][NM][UR][32] chunks):
- * k-blocks u < UR of the NM rows wr[] from chunk c (zero at or past end),
- * then one commit group. */
+ * k-blocks u < UR of the NM rows wr[] from chunk c (zero at or past end:
+ * src-size 0), then one commit group. */
 template <int NM, int UR>
 __device__ __forceinline__ void gemv_ring_issue(uint4 *rs, int st, const uint4 *const (&wr)[NM], int c, int end,
                                                 int lane)
@@ -221,9 +202,10 @@ __device__ __forceinline__ void gemv_ring_issue(uint4 *rs, int st, const uint4 *
 #pragma unroll
         for (int u = 0; u < UR; u++) {
             const bool ok = c + 4 * u < end;
-            gemv_cp_w(rs + ((st * NM + m) * UR + u) * 32 + lane, ok ? wr[m] + c + 4 * u : wr[m], ok);
+            frt_cp_async16_l2pf(frt_smem_addr(rs + ((st * NM + m) * UR + u) * 32 + lane),
+                                ok ? wr[m] + c + 4 * u : wr[m], ok ? 16 : 0);
         }
-    gemv_cp_commit();
+    frt_cp_async_commit();
 }
 
 /* The formats that stream through the ring (gemv.cu's bf16 specialises
@@ -455,7 +437,7 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     constexpr int UR = GEMV_RING_LOADS / NM;      /* the ring's k-blocks a stage */
     static_assert(S == 0 || (UR >= 1 && GEMV_SLICE % (4 * UR) == 0), "a slice is whole stages");
     if constexpr (S > 0) {
-        uint4 *rs = smem + N * kc * XC + (NORM ? N * 32 * 8 / 16 : 0) + warp * S * NM * UR * 32;
+        uint4 *rs = (uint4 *)(part + (NORM ? N * 32 : 0)) + warp * S * NM * UR * 32; /* after x and part */
         const int nb = (ke - kb + 4 * UR - 1) / (4 * UR); /* stages of the slice */
         /* the first S stages are in flight while the kernel before finishes
          * and x is staged; a commit group a stage, empty past the slice */
@@ -464,14 +446,14 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
             if (b < nb)
                 gemv_ring_issue<NM, UR>(rs, b, wr, kb + b * 4 * UR + q, ke, lane);
             else
-                gemv_cp_commit();
+                frt_cp_async_commit();
         }
         gemv_stage_x<N, WARPS, NORM>(xs, part, nm, x, kc * XC);
         float acc[NM][4];
         gemv_zero<NM>(acc);
         int st = 0;
         for (int b = 0; b < nb; b++) {
-            gemv_cp_wait<S - 1>(); /* stage b landed (S - 1 later groups may pend) */
+            frt_cp_async_wait<S - 1>(); /* stage b landed (S - 1 later groups may pend) */
             uint4 wv[NM][UR];
 #pragma unroll
             for (int m = 0; m < NM; m++)
@@ -480,7 +462,7 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
             if (b + S < nb)
                 gemv_ring_issue<NM, UR>(rs, st, wr, kb + (b + S) * 4 * UR + q, ke, lane);
             else
-                gemv_cp_commit();
+                frt_cp_async_commit();
             const int c0 = kb + b * 4 * UR;
             if (c0 + 4 * UR <= ke)
                 gemv_mma<Fmt, N, NM, UR, false>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);

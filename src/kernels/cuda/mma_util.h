@@ -1,6 +1,7 @@
 /*
- * kernels/cuda/mma_util.h - the PTX wrappers the tensor-core attention
- * kernels share (flash_attention.cu: prefill; attention.cu: flash-decoding):
+ * kernels/cuda/mma_util.h - the PTX wrappers the tensor-core kernels share
+ * (flash_attention.cu: prefill; attention.cu: flash-decoding; the decode
+ * GEMVs, gemv_block.h):
  * cp.async 16-byte copies into shared memory, ldmatrix, and the bf16
  * mma.sync m16n8k16 with fp32 accumulators (sm_80 and later; frt builds
  * sm_90a). PTX ISA: "Parallel Synchronization and Communication
@@ -24,6 +25,15 @@ __device__ __forceinline__ uint32_t frt_smem_addr(const void *p)
 __device__ __forceinline__ void frt_cp_async16(uint32_t dst, const void *src, int src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* frt_cp_async16 with a 256-byte L2 prefetch hint (the decode GEMV's
+ * weight ring, gemv_block.h: a lane's next chunks of a row follow). */
+__device__ __forceinline__ void frt_cp_async16_l2pf(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes)
                  : "memory");
 }
