@@ -60,10 +60,8 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/mma_util.h"
+#include "kernels/cuda/tma_util.h"
 #include "kernels/cuda/wgmma_util.h"
-
-#include <cuda.h> /* CUtensorMap (the driver call itself is looked up at run time) */
-#include <cudaTypedefs.h>
 
 #include <math.h>
 
@@ -537,7 +535,10 @@ __device__ __forceinline__ void fa_fused(const fa_args &a, int kvh, SPLIT split)
     const int xb = gridDim.x - 1 - blockIdx.x;
     const int n = frt_dyn_n(a.d_n, a.max_n);
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
-    if (xb * ROWS / a.group >= n) return; /* uniform: no valid row in this block */
+    if (xb * ROWS / a.group >= n) { /* uniform: no valid row in this block */
+        frt_pdl_wait();
+        return;
+    }
     const int t_last = min((xb * ROWS + ROWS - 1) / a.group, n - 1);
     const int nz = (min(start + t_last + 1, a.max_seq) + a.split_len - 1) / a.split_len;
     for (int z = 0; z < nz; z++) {
@@ -554,6 +555,8 @@ __device__ __forceinline__ void fa_fused(const fa_args &a, int kvh, SPLIT split)
 template <int HD, bool F8, bool FUSE>
 __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(const fa_args a)
 {
+    frt_pdl_trigger(); /* the combine after it waits for the whole launch */
+    frt_pdl_wait();    /* launched with PDL: q and the cache rows come from the kernels before */
     const int kvh = blockIdx.y;
     if constexpr (!FUSE) {
         fa_split<HD, F8>(a, blockIdx.x, kvh, blockIdx.z);
@@ -590,44 +593,6 @@ __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(co
 #define FA_WG_MBAR (2 * FA_WG_REG + FA_WG_STAGES * FA_WG_TILE) /* the stages' mbarriers, after Q and the stages */
 #define FA_WG_SMEM (1024 + FA_WG_MBAR + 16 * FA_WG_STAGES) /* align slack, Q, stages, full / empty mbarriers */
 
-/* The mbarrier (PTX ISA "Parallel Synchronization and Communication
- * Instructions: mbarrier") and the tensor copy (cp.async.bulk.tensor) that
- * fill a stage: thread 0 arms the stage's barrier with the bytes expected,
- * the copies complete them, every thread waits for the phase. */
-__device__ __forceinline__ void fa_mbar_init(uint32_t bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void fa_mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void fa_mbar_expect(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void fa_mbar_wait(uint32_t bar, int parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-/* A box of the 2-D tensor map (inner coordinate c0 in elements, row c1)
- * into shared memory at dst (1024-aligned: the map's 128-byte swizzle is
- * the regions' layout); rows past the tensor read as zeros. */
-__device__ __forceinline__ void fa_tma_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-                 "[%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
-
 __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, int z, int &seq)
 {
     constexpr int HD = 128, BC = FA_WG_BC, NT = BC / 8, DT = HD / 8;
@@ -636,12 +601,18 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     const int start = min(frt_dyn_pos(a.d_start), a.max_seq);
     const int G = a.group;
     const int r0 = xb * FA_WG_ROWS;
-    if (r0 / G >= n) return; /* uniform */
+    if (r0 / G >= n) { /* uniform */
+        frt_pdl_wait();
+        return;
+    }
     const int t_last = min((r0 + FA_WG_ROWS - 1) / G, n - 1);
     const int s_lo = z * a.split_len;
     const int s_hi = s_lo + a.split_len;
     const int b_hi = min(min(start + t_last + 1, a.max_seq), s_hi);
-    if (b_hi <= s_lo) return; /* uniform */
+    if (b_hi <= s_lo) { /* uniform */
+        frt_pdl_wait();
+        return;
+    }
     const int ntiles = (b_hi - s_lo + BC - 1) / BC;
 
     const uint32_t base = (frt_smem_addr(fa_smem) + 1023u) & ~1023u;
@@ -660,17 +631,25 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     auto issue = [&](int it) {
         const uint32_t st = stage_of(it), bar = bar_of(it);
         const int row = s_lo + it * BC;
-        fa_mbar_expect(bar, FA_WG_TILE);
+        frt_mbar_expect(bar, FA_WG_TILE);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            fa_tma_2d(st + h * FA_WG_REG, &a.tmk, kvh * HD + 64 * h, row, bar);
-            fa_tma_2d(st + (2 + h) * FA_WG_REG, &a.tmv, kvh * HD + 64 * h, row, bar);
+            frt_tma_2d(st + h * FA_WG_REG, &a.tmk, kvh * HD + 64 * h, row, bar);
+            frt_tma_2d(st + (2 + h) * FA_WG_REG, &a.tmv, kvh * HD + 64 * h, row, bar);
         }
     };
-    if (threadIdx.x == 0) {
-        issue(0);
-        if (ntiles > 1) issue(1);
-    }
+    /* The first two tiles; those wholly below the position before the wait
+     * for the kernels before (programmatic dependent launch: they write the
+     * cache rows start .. only, docs/kernels-cuda.md), the rest after it. */
+    const int first = min(ntiles, 2);
+    int early = 0;
+    if (seq == 0)
+        while (early < first && s_lo + (early + 1) * BC <= start) early++;
+    if (threadIdx.x == 0)
+        for (int it = 0; it < early; it++) issue(it);
+    frt_pdl_wait();
+    if (threadIdx.x == 0)
+        for (int it = early; it < first; it++) issue(it);
 
     /* Q rows of the block -> bf16, swizzled; rows of tokens >= n are zeros */
 #pragma unroll 2
@@ -712,7 +691,7 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
          * on the empty barrier must come after the tile's copies were
          * issued (so after the tile 3 before was released), or it would
          * count toward that earlier phase */
-        fa_mbar_wait(bar_of(it), ((seq + it) / FA_WG_STAGES) & 1);
+        frt_mbar_wait(bar_of(it), ((seq + it) / FA_WG_STAGES) & 1);
         if (g_active && j0 < g_khi) { /* warpgroup-uniform */
             if (j0 + BC > b_hi) { /* V rows past the block's keys: zeros (a cache row may hold non-finite
                                    * bits where P is 0); each warpgroup writes them for itself */
@@ -760,10 +739,10 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
             frt_wgmma_hold(o);
             frt_wgmma_hold(pf);
         }
-        if (lane == 0) fa_mbar_arrive(empty_of(it)); /* this warp is done with tile it */
+        if (lane == 0) frt_mbar_arrive(empty_of(it)); /* this warp is done with tile it */
         if (threadIdx.x == 0 && it + 2 < ntiles) { /* tile it + 2 into tile it - 1's stage */
             const int q = seq + it - 1;
-            if (q >= 0) fa_mbar_wait(mb + 8u * (uint32_t)(FA_WG_STAGES + q % FA_WG_STAGES), (q / FA_WG_STAGES) & 1);
+            if (q >= 0) frt_mbar_wait(mb + 8u * (uint32_t)(FA_WG_STAGES + q % FA_WG_STAGES), (q / FA_WG_STAGES) & 1);
             issue(it + 2);
         }
         __syncwarp();
@@ -779,14 +758,15 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
 template <bool FUSE>
 __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_constant__ fa_args a)
 {
+    frt_pdl_trigger(); /* the combine after it waits for the whole launch */
     const int kvh = blockIdx.y;
     if (threadIdx.x == 0) {
         const uint32_t mb = ((frt_smem_addr(fa_smem) + 1023u) & ~1023u) + FA_WG_MBAR;
         for (int i = 0; i < FA_WG_STAGES; i++) {
-            fa_mbar_init(mb + 8u * i, 1);                         /* full: thread 0's arrive + the bytes */
-            fa_mbar_init(mb + 8u * (FA_WG_STAGES + i), FA_WG_THREADS / 32); /* empty: a warp each */
+            frt_mbar_init(mb + 8u * i, 1);                         /* full: thread 0's arrive + the bytes */
+            frt_mbar_init(mb + 8u * (FA_WG_STAGES + i), FA_WG_THREADS / 32); /* empty: a warp each */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        frt_mbar_init_fence();
     }
     __syncthreads();
     int seq = 0;
@@ -805,6 +785,7 @@ __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_co
  * lane, was 47.6 us per layer there). */
 template <int HD> __global__ void __launch_bounds__(HD) fa_combine_kernel(const fa_args a)
 {
+    frt_pdl_wait(); /* launched with PDL: the partials of the attention before */
     const long long pr = blockIdx.x;
     const int d = threadIdx.x;
     const int t = (int)(pr / a.n_heads);
@@ -866,18 +847,34 @@ static int fa_split_len(int max_n, int n_heads)
  * against 97.2 and 150.8, a 64-row append at 8192 42.1 against 48.3 and
  * 47.3. */
 #define FA_WG_SPLIT_DIV 2
-static int fa_wg_split_len(int max_n, int n_heads)
+static int fa_n_splits(int max_seq, int split_len)
+{
+    return (int)(((long long)max_seq + split_len - 1) / split_len);
+}
+
+/* A launch of at most 2 blocks of rows a KV head (an append of up to 64
+ * tokens with a GQA group of 4) whose blocks at max_seq would need a
+ * second wave on the device's sms multiprocessors takes longer splits, so
+ * that they all run in one: ceil(max_seq / floor(sms / blocks of a split))
+ * keys rounded up to 128 (llama3.1-8b's 64-token append at max_seq 8448:
+ * 8 splits of 1152 keys, 128 blocks, instead of 9 of 1024, 144 blocks, of
+ * which 12 waited for a free multiprocessor). A function of the launch's
+ * sizes and the device only, never of the position. */
+static int fa_wg_split_len(int max_n, int n_heads, int n_kv, int max_seq, int sms)
 {
     long long l = ((long long)max_n * n_heads / FA_WG_SPLIT_DIV + 127) / 128 * 128;
     if (l < 1024) l = 1024;
     if (l > 8192) l = 8192;
     const int s = fa_split_len(max_n, n_heads);
-    return (int)(l > s ? l : s);
-}
-
-static int fa_n_splits(int max_seq, int split_len)
-{
-    return (int)(((long long)max_seq + split_len - 1) / split_len);
+    if (l < s) l = s;
+    const long long xblocks = ((long long)max_n * (n_heads / n_kv) + FA_WG_ROWS - 1) / FA_WG_ROWS;
+    const long long blocks = xblocks * n_kv;
+    if (xblocks <= 2 && blocks <= sms && blocks * fa_n_splits(max_seq, (int)l) > sms) {
+        const long long fit = sms / blocks;
+        const long long l1 = ((max_seq + fit - 1) / fit + 127) / 128 * 128;
+        if (l1 > l) l = l1;
+    }
+    return (int)l;
 }
 
 /* Workspace of one launch with exactly these sizes, its splits those of a
@@ -925,12 +922,10 @@ static int fa_launch_with(void (*kernel)(const fa_args), int rows_per_block, int
     const long long rows = (long long)a.max_n * a.group;
     dim3 grid((unsigned int)((rows + rows_per_block - 1) / rows_per_block), (unsigned int)a.n_kv,
               (unsigned int)(a.fuse ? 1 : n_splits));
-    kernel<<<grid, threads, smem, s>>>(a);
-    FRT_LAUNCH_CHECK();
+    FRT_CUDA_TRY(frt_pdl_launch(kernel, grid, dim3(threads), smem, s, a));
     if (a.po && !a.fuse) {
         const long long pairs = (long long)a.max_n * a.n_heads;
-        fa_combine_kernel<HD><<<(unsigned int)pairs, HD, 0, s>>>(a);
-        FRT_LAUNCH_CHECK();
+        FRT_CUDA_TRY(frt_pdl_launch(fa_combine_kernel<HD>, dim3((unsigned int)pairs), dim3(HD), 0, s, a));
     }
     return 0;
 }
@@ -957,25 +952,8 @@ static bool fa_wg_ok(int head_dim, bool f8, int split_rows, int group)
  * driver's cuTensorMapEncodeTiled is looked up through the runtime once. */
 static int fa_tensor_map(CUtensorMap *map, const void *cache, int max_seq, int n_kv)
 {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode;
-    if (!encode) {
-        void *fn = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !fn)
-            return frt_error(FRT_ERR_UNSUPPORTED, "cuda attention_prefill: the driver has no cuTensorMapEncodeTiled");
-        encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
-    }
-    const cuuint64_t dim[2] = {(cuuint64_t)n_kv * 128, (cuuint64_t)max_seq};
-    const cuuint64_t stride[1] = {(cuuint64_t)n_kv * 128 * 2};
-    const cuuint32_t box[2] = {64, FA_WG_BC}, estride[2] = {1, 1};
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)(uintptr_t)cache, dim, stride, box,
-                              estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        return frt_error(FRT_ERR_BACKEND, "cuda attention_prefill: cuTensorMapEncodeTiled failed (%d)", (int)r);
-    return 0;
+    return frt_tensor_map_bf16(map, cache, max_seq, (long long)n_kv * 128, (long long)n_kv * 128 * 2, FA_WG_BC, 64,
+                               "cuda attention_prefill");
 }
 
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
@@ -1009,7 +987,14 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda attention_prefill: q, out and the caches must be 16-byte aligned");
     const bool wg = fa_wg_ok(head_dim, F8, split_rows, n_heads / n_kv_heads);
-    const int split_len = wg ? fa_wg_split_len(split_rows, n_heads) : fa_split_len(split_rows, n_heads);
+    int sms = 0;
+    if (wg) {
+        int dev = 0;
+        FRT_CUDA_TRY(cudaGetDevice(&dev));
+        FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    const int split_len =
+        wg ? fa_wg_split_len(split_rows, n_heads, n_kv_heads, max_seq, sms) : fa_split_len(split_rows, n_heads);
     const int n_splits = fa_n_splits(max_seq, split_len);
     FRT_ARG(n_splits <= 65535, "cuda attention_prefill: more than 65535 splits");
     if (n_splits > 1) {

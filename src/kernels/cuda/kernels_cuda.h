@@ -350,14 +350,22 @@ int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dty
  * pairs of one KV head, so a GQA group shares the K/V tiles. When the cache
  * may span more than one split (split length from max_n and n_heads only:
  * max_n * n_heads / 2 keys rounded up to 64, clamped to [512, 4096]; the
- * wgmma form at head_dim 128 rounds up to 128 and clamps to [1024, 8192]), the
+ * wgmma form at head_dim 128 rounds up to 128 and clamps to [1024, 8192], and
+ * takes longer splits where a launch of at most 2 blocks of 128 rows a KV
+ * head would need a second wave of blocks at max_seq), the
  * keys are cut into splits whose partials go to `workspace` and a combine
  * kernel merges them in ascending order (deterministic, no atomics).
  * head_dim 64, 128 or 256, else FRT_ERR_UNSUPPORTED (call
  * frt_cuda_attention instead); q, out, k_cache, v_cache must be 16-byte
  * aligned (else FRT_ERR_UNSUPPORTED too). workspace (device, 16-byte
  * aligned) of frt_cuda_attention_prefill_workspace_bytes(max_n, ...) bytes;
- * it may be NULL when that is 0. Errors: FRT_ERR_INVALID_ARGUMENT (NULL
+ * it may be NULL when that is 0. The kernels are launched with
+ * programmatic dependent launch, and the wgmma form stages its first K / V
+ * tiles wholly below the position before it waits for the kernel before
+ * it: *d_start, *d_n and the cache rows below *d_start must not be written
+ * by a kernel of the same stream that the launch may overlap (as for
+ * frt_cuda_attention; q and the rows at and past *d_start may come from
+ * the kernel just before). Errors: FRT_ERR_INVALID_ARGUMENT (NULL
  * pointer, bad dtype or sizes, out == q, non-finite scale, workspace too
  * small); FRT_ERR_UNSUPPORTED; FRT_ERR_BACKEND.
  * Twin: frt_cpu_attention (start_pos = start) on the widened cache, q

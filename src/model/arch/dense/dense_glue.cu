@@ -209,6 +209,7 @@ template <class Cache>
 __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache cache, const int32_t *d_start,
                                     const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv, int head_dim)
 {
+    frt_pdl_trigger(); /* the attention after it may launch and stage the rows below the position */
     frt_pdl_wait();
     const int t = blockIdx.y;
     if (t >= dense_count(d_n, max_n)) return;
@@ -505,6 +506,7 @@ __global__ void prefill_prep_norm_kernel(prep_rows r, const float *qw, const flo
                                          const float *inv_freq, Cache cache, const int32_t *d_start,
                                          const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv)
 {
+    frt_pdl_trigger(); /* the attention after it may launch and stage the rows below the position */
     frt_pdl_wait();
     const int t = blockIdx.y;
     if (t >= dense_count(d_n, max_n)) return;
