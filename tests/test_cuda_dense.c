@@ -23,6 +23,10 @@
  *     same logits as eager prefill of the same tokens within 1e-2;
  *  3. refusals: the golden models' odd shapes (hidden 72, head_dim 12) are
  *     refused with FRT_ERR_UNSUPPORTED naming the dimension.
+ *  4. params.gemm_autotune on tiny-dense and on the hybrid (tiny): the
+ *     tune file lists only the append shapes (below C), a second load
+ *     reads it without rewriting it and gives the same logits bit for
+ *     bit, within 3e-2 of an untuned load; the cpu backend refuses it.
  * The capsule suite over the dense family on cuda is tests/test_capsule.c
  * (capsule_cuda).
  */
@@ -854,6 +858,82 @@ static void sh_sed(const char *dir, const char *expr)
 
 #endif /* FRT_HAVE_CUDA */
 
+/* params.gemm_autotune on an LLM family (dense or the hybrid), C = 64: the
+ * first load times the append plans (buckets 16, 32) and writes the file,
+ * which lists only shapes below C (the C-row plans that prefill groups are
+ * made like keep the heuristic's choice); the second load reads it (the
+ * file's bytes unchanged) and gives the same logits bit for bit; both
+ * within 3e-2 of an untuned load; the cpu backend refuses the option. */
+static void test_autotune(const char *label, const char *dir)
+{
+    printf("%s: GEMM autotune of the append plans\n", label);
+    char path[400];
+    snprintf(path, sizeof path, "%s/gemm_tune_test.txt", dir);
+    unlink(path);
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA;
+    p.prefill_chunk = 64;
+    p.max_seq = 512;
+    frt_model *m0 = NULL, *m1 = NULL, *m2 = NULL, *mc = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m0));
+    p.gemm_autotune = 4;
+    p.gemm_tune_file = path;
+    CHECK_OK(frt_model_load(dir, &p, &m1));
+    char *f1 = NULL, *f2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f != NULL, "%s: no tune file written", label);
+    if (f) {
+        f1 = xmalloc(1 << 16);
+        n1 = fread(f1, 1, (1 << 16) - 1, f);
+        f1[n1] = 0;
+        fclose(f);
+        int gemms = 0, below = 0;
+        for (char *line = strtok(f1, "\n"); line; line = strtok(NULL, "\n")) {
+            int rows = 0;
+            if (sscanf(line, "gemm %d", &rows) == 1) gemms++, below += rows < 64;
+        }
+        printf("  tune file: %d shapes, %d of them below C = 64\n", gemms, below);
+        CHECK_MSG(gemms > 0 && below == gemms, "%s: %d shapes tuned, %d below C", label, gemms, below);
+        f = fopen(path, "rb"); /* the raw bytes, for the comparison after the second load */
+        n1 = fread(f1, 1, (1 << 16) - 1, f);
+        fclose(f);
+    }
+    CHECK_OK(frt_model_load(dir, &p, &m2));
+    f = fopen(path, "rb");
+    if (f) {
+        f2 = xmalloc(1 << 16);
+        n2 = fread(f2, 1, (1 << 16) - 1, f);
+        fclose(f);
+    }
+    CHECK_MSG(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1), "%s: the second load rewrote the tune file", label);
+    p.backend = FRT_BACKEND_CPU;
+    CHECK_STATUS(frt_model_load(dir, &p, &mc), FRT_ERR_UNSUPPORTED);
+    if (m0 && m1 && m2) {
+        frt_model_info info;
+        CHECK_OK(frt_model_info_get(m0, &info));
+        const int V = info.vocab_size, n = 100; /* 64 + 20 + 16 */
+        int32_t ids[100];
+        for (int i = 0; i < n; i++) ids[i] = (int32_t)(frt_test_u64() % (uint64_t)V);
+        float *l0 = xmalloc((size_t)V * 4), *l1 = xmalloc((size_t)V * 4), *l2 = xmalloc((size_t)V * 4);
+        frt_model *ms[3] = {m0, m1, m2};
+        float *ls[3] = {l0, l1, l2};
+        for (int k = 0; k < 3; k++) {
+            CHECK_OK(frt_model_reset(ms[k]));
+            CHECK_OK(frt_model_prefill(ms[k], ids, 64));      /* a whole piece: the C-row plans */
+            CHECK_OK(frt_model_prefill(ms[k], ids + 64, 20)); /* appends: the tuned 32- and 16-row plans */
+            CHECK_OK(frt_model_prefill(ms[k], ids + 84, 16));
+            CHECK_OK(frt_model_logits(ms[k], ls[k]));
+        }
+        report_same("  logits, tuned load and load from the file", l1, l2, (size_t)V * 4);
+        report("  logits, tuned against untuned", frt_test_rel_err(l1, l0, (size_t)V), 3e-2);
+        free(l0), free(l1), free(l2);
+    }
+    free(f1), free(f2);
+    frt_model_free(m0), frt_model_free(m1), frt_model_free(m2), frt_model_free(mc);
+    unlink(path);
+}
+
 int main(void)
 {
     frt_test_seed(23);
@@ -878,6 +958,16 @@ int main(void)
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-dense-%d", (int)getpid());
     CHECK_OK(frt_gen_model_write("tiny-dense", 3, dir));
     compare_model("tiny-dense (llama, llama3 rope)", dir);
+    test_autotune("tiny-dense", dir);
+    {
+        char dir3[300];
+        snprintf(dir3, sizeof dir3, "%s-hybrid", dir);
+        CHECK_OK(frt_gen_model_write("tiny", 3, dir3));
+        test_autotune("tiny (the hybrid)", dir3);
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir3);
+        if (system(cmd) != 0) printf("  (could not remove %s)\n", dir3);
+    }
     /* the same weights as qwen2 (q/k/v biases: gen-model writes them for this config) and qwen3 (q/k norms) */
     char dir2[300];
     snprintf(dir2, sizeof dir2, "%s-q2", dir);

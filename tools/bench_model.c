@@ -196,14 +196,16 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.kv_dtype = r->o.kv_fp8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
     p.weight_dtype = r->o.w_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     p.prefill_group = r->o.prefill_group;
+    p.gemm_autotune = r->o.autotune;
+    p.gemm_tune_file = r->o.tune_file;
     double t0 = bm_now_s();
     fprintf(stderr, "frt bench: loading the model (C=%d, max_seq=%d)...\n", C, max_seq);
     int rc = r->ck ? frt_model_load_checkpoint(r->ck, &r->cfg, NULL, &p, m) : frt_model_load(r->o.model_dir, &p, m);
     if (!rc) {
         frt_model_info info;
         frt_model_info_get(*m, &info);
-        fprintf(stderr, "frt bench: loaded in %.1f s (prefill groups of up to %d pieces)\n", bm_now_s() - t0,
-                info.prefill_group);
+        fprintf(stderr, "frt bench: loaded in %.1f s (prefill groups of up to %d pieces; GEMM autotune %d)\n",
+                bm_now_s() - t0, info.prefill_group, r->o.autotune);
     }
     return rc;
 }
@@ -864,6 +866,7 @@ int frt_bench_model(int argc, char **argv)
                       "state_bytes", (json_int_t)info.state_bytes, "matrix_params", k.mat_params, "lm_head_params",
                       k.lm_head, "kv_dtype", kv.dtype, "kv_bytes_per_token", (json_int_t)kv.bytes,
                       "kv_bf16_bytes_per_token", (json_int_t)(kv.values * 2)));
+        json_object_set_new(json_object_get(r->root, "model_info"), "gemm_autotune", json_integer(r->o.autotune));
         json_t *arr = json_array();
         json_object_set_new(r->root, "prefixes", arr);
         for (int i = 0; i < r->o.n_prefixes && !rc; i++) {

@@ -31,6 +31,9 @@ static void usage(FILE *f)
             "  --dtype default|fp8      weight precision: the checkpoint's, or Linear weights in FP8 E4M3 (docs/fp8.md)\n"
             "  --prefill-group G        whole prefill pieces one replay runs: 0 the backend's default, 1 off,\n"
             "                           2..64 a power of two (docs/architectures.md \"Prefill groups\")\n"
+            "  --autotune N             GEMM autotune over N candidates for the append shapes (cuda; default 0:\n"
+            "                           the heuristic's choice; docs/kernels-cuda.md \"GEMM autotune\")\n"
+            "  --tune-file FILE         with --autotune: load the choice from FILE, or tune and save it there\n"
             "  --no-tiers               skip the host and disk capsule tiers\n"
             "  --no-sampling-costs      skip decode with penalties and with a token mask\n"
             "  --max-seq N              state capacity of the main run (default: what the prefixes need);\n"
@@ -181,6 +184,13 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             NEED_VALUE();
             if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--dtype '%s': default or fp8", v);
             o->w_fp8 = !strcmp(v, "fp8");
+        } else if (!strcmp(a, "--autotune")) {
+            NEED_VALUE();
+            if (parse_int(v, 0, &o->autotune) || o->autotune > 64)
+                return usage_error("--autotune '%s': 0 to 64", v);
+        } else if (!strcmp(a, "--tune-file")) {
+            NEED_VALUE();
+            o->tune_file = v;
         } else if (!strcmp(a, "--prefill-group")) {
             NEED_VALUE();
             if (parse_int(v, 0, &o->prefill_group) || o->prefill_group > 64)

@@ -26,6 +26,8 @@ typedef struct bm_opts {
     int kv_fp8; /* --kv-dtype fp8: params.kv_dtype FRT_KV_FP8 (docs/fp8.md) */
     int w_fp8;  /* --dtype fp8: params.weight_dtype FRT_WEIGHT_FP8 (docs/fp8.md) */
     int prefill_group; /* --prefill-group G: params.prefill_group (0: the backend's default) */
+    int autotune;          /* --autotune N: params.gemm_autotune (0: the heuristic's choice) */
+    const char *tune_file; /* --tune-file FILE: params.gemm_tune_file, or NULL */
     unsigned long long seed;
     double time_budget_s;
 } bm_opts;

@@ -346,7 +346,8 @@ static int bench_model_cmd(int argc, char **argv)
     const char *json = NULL, *dump_ids = NULL, *write_config = NULL, *tmpdir = "/tmp";
     int random_weights = 0, backend = FRT_ARG_BACKEND_AUTO, chunk = 256, suffix = 64, repeats = 5, max_seq = 0;
     int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0, no_sampling_costs = 0;
-    int prefill_group = 0;
+    int prefill_group = 0, autotune = 0;
+    const char *tune_file = NULL;
     const char *kv_dtype = "default", *wdtype = "default";
     unsigned long long seed = 1;
     double time_budget = 0;
@@ -384,6 +385,12 @@ static int bench_model_cmd(int argc, char **argv)
                 "whole prefill pieces one replay runs: 0 = the backend's default, 1 = off, else a power of two "
                 "(docs/architectures.md \"Prefill groups\")",
                 .min = 0, .max = 64),
+        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
+                "load with GEMM autotune over N candidates for the append shapes (cuda; 0 = the heuristic's "
+                "choice; docs/kernels-cuda.md \"GEMM autotune\")",
+                .min = 0, .max = 64),
+        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
+                "with --autotune: load the choice from FILE, or tune and save it there", .dflt = ""),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,
                 "skip decode with penalties and with a token mask (half the vocabulary) next to plain decode"),
@@ -411,6 +418,7 @@ static int bench_model_cmd(int argc, char **argv)
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (chunk % 64) return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", chunk);
+    if (tune_file && autotune == 0) return frt_args_error(&spec, "--tune-file needs --autotune N");
     if (prefill_group & (prefill_group - 1))
         return frt_args_error(&spec, "--prefill-group: '%d' is not 0, 1 or a power of two", prefill_group);
     if (chunks && check_list(&spec, "--chunks", chunks, 64)) return 2;

@@ -106,9 +106,12 @@ typedef struct frt_model_params {
                              stream, so the models' work is ordered on it; drive them from one thread,
                              or let one call run at a time (frt serve's turn lock, docs/policy-server.md).
                              NULL (default) = the model creates and owns a context of its own */
-    int gemm_autotune;   /* cuda backends that take it (the pi0 / pi05 policy; others: FRT_ERR_UNSUPPORTED when
-                            > 0): N > 0 times up to N of cuBLASLt's ranked algorithms for every GEMM shape the
-                            graphs capture and keeps the fastest (docs/kernels-cuda.md "GEMM autotune"); 0
+    int gemm_autotune;   /* cuda backends that take it (the pi0 / pi05 policy: every GEMM shape its graphs
+                            capture; the LLM families: the prefill buckets below the chunk C, i.e. appends,
+                            since a prefill group's plans run the C-row plans' algorithms; cpu:
+                            FRT_ERR_UNSUPPORTED when > 0): N > 0 times up to N of cuBLASLt's ranked
+                            algorithms for each of those shapes and keeps the fastest (docs/kernels-cuda.md
+                            "GEMM autotune"); 0
                             (default) = the heuristic's first choice; < 0 or > 64: FRT_ERR_INVALID_ARGUMENT */
     const char *gemm_tune_file; /* with gemm_autotune > 0: the choice file; when it exists it is loaded and nothing
                                    is timed (a file from another device or cuBLASLt version: FRT_ERR_STATE), else

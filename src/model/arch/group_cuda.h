@@ -70,6 +70,16 @@ int frt_group_check(frt_model *m, const char *who, frt_cuda_gemm *gemm, frt_cuda
  * FRT_ERR_UNSUPPORTED with who and why in the message, else 0. */
 int frt_group_refuse(const char *who, const char *why, int want, int *got);
 
+/* frt_model_params.gemm_autotune on an LLM backend (docs/kernels-cuda.md
+ * "GEMM autotune"): the cuBLASLt plans made so far, the prefill buckets
+ * below the piece size C (appends: their rows never join a group), timed
+ * (frt_cuda_gemm_autotune) or loaded from params.gemm_tune_file
+ * (frt_cuda_gemm_autotune_file). Called once, after those plans and
+ * before the C-row plans: a group's plan runs the C-row plan's algorithm,
+ * checked at load, so the C-row plans keep the heuristic's first choice.
+ * gemm_autotune 0 does nothing. Errors: those of the two calls. */
+int frt_gemm_tune_appends(frt_model *m, frt_cuda_gemm *gemm);
+
 /* A prefill group's piece table: pos[p] = *d_start + p * C for p < pieces,
  * then pos[pieces] = C and pos[pieces + 1] = min(run, pieces) * C, the row
  * counts the attention launches of one piece and of `run` pieces read

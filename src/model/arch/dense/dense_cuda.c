@@ -123,6 +123,7 @@ typedef struct cd_model {
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
+    int tuned; /* params.gemm_autotune ran (or loaded its file) on the append plans */
     frt_buffer *sbuf;
     float *x, *hf, *q, *k, *v, *t0, *t1, *delta;
     uint16_t *h, *last, *ob;
@@ -438,7 +439,13 @@ static int make_plans(frt_model *m, cd_model *c)
         FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     }
     FRT_TRY(plan_all(c, 1));
-    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(c, m->buckets[i]));
+    for (int i = 0; i < m->n_buckets; i++) {
+        if (m->buckets[i] == m->C && !c->tuned) { /* before the piece's plans, which groups are made like */
+            c->tuned = 1;
+            FRT_TRY(frt_gemm_tune_appends(m, c->gemm));
+        }
+        FRT_TRY(plan_all(c, m->buckets[i]));
+    }
     if (c->wfp8 && !c->wblk && !c->gemm8) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
@@ -1326,4 +1333,5 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .slots_ready = cd_slots_ready,
     .debug_hidden = cd_debug_hidden,
     .fingerprint_extra = cd_fingerprint_extra,
+    .gemm_autotune = 1, /* the append plans, below C (frt_gemm_tune_appends) */
 };

@@ -761,4 +761,5 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .record_decode_batch = cu_record_decode_batch,
     .debug_hidden = cu_debug_hidden,
     .fingerprint_extra = frt_qwen35_cu_fingerprint_extra,
+    .gemm_autotune = 1, /* the append plans, below C (frt_gemm_tune_appends) */
 };

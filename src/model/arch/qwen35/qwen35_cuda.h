@@ -81,6 +81,7 @@ typedef struct cu_model {
     cu_layer *layers;                /* [L] */
 
     frt_cuda_gemm *gemm;
+    int tuned; /* params.gemm_autotune ran (or loaded its file) on the append plans */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];          /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
 

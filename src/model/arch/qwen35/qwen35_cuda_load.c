@@ -491,7 +491,13 @@ static int make_plans(frt_model *m, cu_model *c)
         FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     }
     FRT_TRY(plan_all(m, c, 1));
-    for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_all(m, c, m->buckets[i]));
+    for (int i = 0; i < m->n_buckets; i++) {
+        if (m->buckets[i] == m->C && !c->tuned) { /* before the piece's plans, which groups are made like */
+            c->tuned = 1;
+            FRT_TRY(frt_gemm_tune_appends(m, c->gemm));
+        }
+        FRT_TRY(plan_all(m, c, m->buckets[i]));
+    }
     if (c->wfp8 && !c->gemm8) {
         FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
         for (int i = 0; i < m->n_buckets; i++) FRT_TRY(plan_fp8(m, c, m->buckets[i]));
