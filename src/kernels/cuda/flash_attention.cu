@@ -555,8 +555,8 @@ __device__ __forceinline__ void fa_fused(const fa_args &a, int kvh, SPLIT split)
 template <int HD, bool F8, bool FUSE>
 __global__ void __launch_bounds__(FA_THREADS, fa_cfg<HD, F8>::MINB) fa_kernel(const fa_args a)
 {
-    frt_pdl_trigger(); /* the combine after it waits for the whole launch */
     frt_pdl_wait();    /* launched with PDL: q and the cache rows come from the kernels before */
+    frt_pdl_trigger(); /* after the wait: see fa_split_wg */
     const int kvh = blockIdx.y;
     if constexpr (!FUSE) {
         fa_split<HD, F8>(a, blockIdx.x, kvh, blockIdx.z);
@@ -648,6 +648,11 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     if (threadIdx.x == 0)
         for (int it = 0; it < early; it++) issue(it);
     frt_pdl_wait();
+    /* Only now (the kernels before have completed): a launch after this
+     * one may stage rows this one's predecessors wrote (a group's second
+     * pieces launch reads, below its start, rows of the first pieces,
+     * which the prep before the first launch wrote). */
+    frt_pdl_trigger();
     if (threadIdx.x == 0)
         for (int it = early; it < first; it++) issue(it);
 
@@ -758,7 +763,6 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
 template <bool FUSE>
 __global__ void __launch_bounds__(FA_WG_THREADS, 1) fa_wg_kernel(const __grid_constant__ fa_args a)
 {
-    frt_pdl_trigger(); /* the combine after it waits for the whole launch */
     const int kvh = blockIdx.y;
     if (threadIdx.x == 0) {
         const uint32_t mb = ((frt_smem_addr(fa_smem) + 1023u) & ~1023u) + FA_WG_MBAR;

@@ -365,7 +365,9 @@ int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dty
  * it: *d_start, *d_n and the cache rows below *d_start must not be written
  * by a kernel of the same stream that the launch may overlap (as for
  * frt_cuda_attention; q and the rows at and past *d_start may come from
- * the kernel just before). Errors: FRT_ERR_INVALID_ARGUMENT (NULL
+ * the kernel just before). Its blocks let the launches after them start
+ * only once they waited, so a following launch never overlaps the kernels
+ * before this one (two pieces launches after one prep). Errors: FRT_ERR_INVALID_ARGUMENT (NULL
  * pointer, bad dtype or sizes, out == q, non-finite scale, workspace too
  * small); FRT_ERR_UNSUPPORTED; FRT_ERR_BACKEND.
  * Twin: frt_cpu_attention (start_pos = start) on the widened cache, q
