@@ -858,6 +858,19 @@ static void sh_sed(const char *dir, const char *expr)
 
 #endif /* FRT_HAVE_CUDA */
 
+/* The bytes of a file, NUL-terminated, their count in *n; NULL when it
+ * cannot be read. */
+static char *read_text(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = xmalloc(1 << 16);
+    *n = fread(b, 1, (1 << 16) - 1, f);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
 /* params.gemm_autotune on an LLM family (dense or the hybrid), C = 64: the
  * first load times the append plans (buckets 16, 32) and writes the file,
  * which lists only shapes below C (the C-row plans that prefill groups are
@@ -879,33 +892,22 @@ static void test_autotune(const char *label, const char *dir)
     p.gemm_autotune = 4;
     p.gemm_tune_file = path;
     CHECK_OK(frt_model_load(dir, &p, &m1));
-    char *f1 = NULL, *f2 = NULL;
     size_t n1 = 0, n2 = 0;
-    FILE *f = fopen(path, "rb");
-    CHECK_MSG(f != NULL, "%s: no tune file written", label);
-    if (f) {
-        f1 = xmalloc(1 << 16);
-        n1 = fread(f1, 1, (1 << 16) - 1, f);
-        f1[n1] = 0;
-        fclose(f);
+    char *f1 = read_text(path, &n1);
+    CHECK_MSG(f1 != NULL, "%s: no tune file written", label);
+    if (f1) {
         int gemms = 0, below = 0;
-        for (char *line = strtok(f1, "\n"); line; line = strtok(NULL, "\n")) {
+        for (const char *line = f1; line;) {
             int rows = 0;
             if (sscanf(line, "gemm %d", &rows) == 1) gemms++, below += rows < 64;
+            line = strchr(line, '\n');
+            if (line) line++;
         }
         printf("  tune file: %d shapes, %d of them below C = 64\n", gemms, below);
         CHECK_MSG(gemms > 0 && below == gemms, "%s: %d shapes tuned, %d below C", label, gemms, below);
-        f = fopen(path, "rb"); /* the raw bytes, for the comparison after the second load */
-        n1 = fread(f1, 1, (1 << 16) - 1, f);
-        fclose(f);
     }
     CHECK_OK(frt_model_load(dir, &p, &m2));
-    f = fopen(path, "rb");
-    if (f) {
-        f2 = xmalloc(1 << 16);
-        n2 = fread(f2, 1, (1 << 16) - 1, f);
-        fclose(f);
-    }
+    char *f2 = read_text(path, &n2);
     CHECK_MSG(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1), "%s: the second load rewrote the tune file", label);
     p.backend = FRT_BACKEND_CPU;
     CHECK_STATUS(frt_model_load(dir, &p, &mc), FRT_ERR_UNSUPPORTED);

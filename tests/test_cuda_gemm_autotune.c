@@ -17,7 +17,7 @@
  *     fingerprint of a handle never tuned);
  *   - frt_cuda_gemm_autotune_file (a backend's hook): 0 candidates does
  *     nothing; without a file it tunes and saves; with it, it loads the same
- *     choices without timing;
+ *     choices without timing; with path NULL it tunes and saves nothing;
  *   - refusals: N out of range, a stream not added, a file from another
  *     device name, a saved algorithm that is not the heuristic's result at
  *     its rank, a malformed file (FRT_ERR_FORMAT naming the line), a
@@ -229,7 +229,8 @@ static void test_refusals(frt_cuda_gemm *g, const char *dir, const char *path)
 }
 
 /* frt_cuda_gemm_autotune_file: tunes and saves without a file, loads the
- * same choices with one, does nothing with 0 candidates. */
+ * same choices with one, does nothing with 0 candidates, tunes without
+ * saving with path NULL. */
 static void test_hook(const char *dir)
 {
     char path[700];
@@ -244,6 +245,12 @@ static void test_hook(const char *dir)
     choices(a, ca);
     choices(b, cb);
     report_flag("hook with the file: loaded (untimed), the same choices", tuned == 0 && !memcmp(ca, cb, sizeof ca));
+    frt_cuda_gemm *d = handle(N_SHAPES);
+    CHECK_OK(frt_cuda_gemm_autotune_file(d, NULL, N_CAND, g_cs, &tuned));
+    frt_cuda_gemm_plan_info pi;
+    CHECK_OK(frt_cuda_gemm_plan_get(d, 0, &pi));
+    report_flag("hook with path NULL: tuned, nothing saved", tuned == 1 && pi.tune_candidates > 0);
+    frt_cuda_gemm_destroy(d);
     frt_cuda_gemm_destroy(a);
     frt_cuda_gemm_destroy(b);
     frt_cuda_gemm_destroy(c);

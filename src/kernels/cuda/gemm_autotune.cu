@@ -300,9 +300,14 @@ extern "C" int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path)
 extern "C" int frt_cuda_gemm_autotune_file(frt_cuda_gemm *g, const char *path, int n_candidates, void *stream,
                                            int *tuned)
 {
-    FRT_ARG(g && path, "cuda gemm autotune_file: NULL argument");
+    FRT_ARG(g, "cuda gemm autotune_file: NULL handle");
     if (tuned) *tuned = 0;
     if (n_candidates == 0) return 0;
+    if (!path) { /* no file: time at this load, save nothing */
+        FRT_TRY(frt_cuda_gemm_autotune(g, n_candidates, stream));
+        if (tuned) *tuned = 1;
+        return 0;
+    }
     int rc = frt_cuda_gemm_load(g, path);
     if (rc != FRT_ERR_NOT_FOUND) return rc;
     FRT_TRY(frt_cuda_gemm_autotune(g, n_candidates, stream));

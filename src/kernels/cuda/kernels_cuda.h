@@ -1007,13 +1007,15 @@ int frt_cuda_gemm_save(const frt_cuda_gemm *g, const char *path);
 int frt_cuda_gemm_load(frt_cuda_gemm *g, const char *path);
 
 /* The load-time hook of a model backend, after its frt_cuda_gemm_plan
- * calls and before any capture: n_candidates 0 does nothing (the
- * heuristic's first choices); otherwise frt_cuda_gemm_load(path) when the
- * file exists (*tuned 0: nothing timed, the outputs are the saved
- * choice's), else frt_cuda_gemm_autotune(n_candidates) and
- * frt_cuda_gemm_save(path) (*tuned 1). tuned may be NULL. Errors: those of
- * the three calls (a file that exists but does not load is returned, not
- * overwritten). */
+ * calls and before any capture (frt_model_params.gemm_autotune and
+ * gemm_tune_file as they are): n_candidates 0 does nothing (the
+ * heuristic's first choices); otherwise, with path NULL,
+ * frt_cuda_gemm_autotune(n_candidates) and nothing saved (*tuned 1); else
+ * frt_cuda_gemm_load(path) when the file exists (*tuned 0: nothing timed,
+ * the outputs are the saved choice's), else frt_cuda_gemm_autotune and
+ * frt_cuda_gemm_save(path) (*tuned 1). tuned may be NULL. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL g); those of the three calls (a file that
+ * exists but does not load is returned, not overwritten). */
 int frt_cuda_gemm_autotune_file(frt_cuda_gemm *g, const char *path, int n_candidates, void *stream, int *tuned);
 
 /* xxh64 of every plan's choices (shape, algorithm, tile, stages, split-k,

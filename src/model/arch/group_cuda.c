@@ -230,9 +230,6 @@ int frt_group_attention(const frt_group_attn *a)
 
 int frt_gemm_tune_appends(frt_model *m, frt_cuda_gemm *gemm)
 {
-    const int n = m->params.gemm_autotune;
-    if (n <= 0) return 0;
-    void *st = frt_stream_native(m->stream);
-    if (m->params.gemm_tune_file) return frt_cuda_gemm_autotune_file(gemm, m->params.gemm_tune_file, n, st, NULL);
-    return frt_cuda_gemm_autotune(gemm, n, st);
+    return frt_cuda_gemm_autotune_file(gemm, m->params.gemm_tune_file, m->params.gemm_autotune,
+                                       frt_stream_native(m->stream), NULL);
 }

@@ -638,11 +638,8 @@ static int plan_batch_attention(frt_model *m);
  * loaded when it exists (nothing timed), else timed and saved. */
 static int tune_gemms(frt_model *m)
 {
-    const int n = m->params.gemm_autotune;
-    if (n <= 0) return 0;
-    if (m->params.gemm_tune_file)
-        return frt_cuda_gemm_autotune_file(pc_of(m)->gemm, m->params.gemm_tune_file, n, sp(m), NULL);
-    return frt_cuda_gemm_autotune(pc_of(m)->gemm, n, sp(m));
+    return frt_cuda_gemm_autotune_file(pc_of(m)->gemm, m->params.gemm_tune_file, m->params.gemm_autotune, sp(m),
+                                       NULL);
 }
 
 static int cuda_alloc_scratch(frt_model *m)
