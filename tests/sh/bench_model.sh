@@ -107,6 +107,12 @@ bad "missing value" --shape tiny --random-weights --json
 bad "max-seq 0" --shape tiny --random-weights --max-seq 0
 bad "prefill-group not a power of two" --shape tiny --random-weights --prefill-group 3
 bad "prefill-group above 64" --shape tiny --random-weights --prefill-group 128
+bad "autotune above 64" --shape tiny --random-weights --autotune 65
+bad "tune-file without autotune" --shape tiny --random-weights --tune-file "$T/tune.txt"
+"$FRT" bench --shape tiny --random-weights --backend cpu --autotune 4 --prefixes 128 --chunk 64 >/dev/null \
+    2>"$T/bad.err"
+check "autotune on cpu: the load refused, the run fails" test $? -eq 1
+check "autotune on cpu: the reason" grep -q "gemm_autotune" "$T/bad.err"
 "$FRT" bench --shape tiny --random-weights --backend cpu --prefill-group 2 --prefixes 128 --chunk 64 >/dev/null \
     2>"$T/bad.err"
 check "prefill-group 2 on cpu: the load refused, the run fails" test $? -eq 1
