@@ -358,6 +358,164 @@ static void test_gemm(frt_cuda_gemm_fp8 *g8, int full)
     }
 }
 
+/* ---- the unscaled accumulator and its consumers --------------------------- */
+
+/* (acc * s_x[t]) * s_w[o] in f32, the epilogue's two roundings. */
+static void epilogue_host(float *y, const float *acc, const float *sx, const float *sw, int n, int out)
+{
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < out; o++) {
+            volatile float a = acc[(size_t)t * out + o] * sx[t];
+            y[(size_t)t * out + o] = a * sw[o];
+        }
+}
+
+/* frt_cuda_gemm_fp8_run_acc on an epilogue-scaled plan (ge): its output
+ * scaled on the host as the epilogue scales it == frt_cuda_gemm_fp8_run's
+ * output, bit for bit; refused (FRT_ERR_STATE) on a plan whose scales are
+ * the library's (g8) and without a plan. */
+static void test_run_acc(frt_cuda_gemm_fp8 *ge, frt_cuda_gemm_fp8 *g8, int in, int out, int n)
+{
+    gcase c;
+    gcase_make(&c, in, out, n);
+    must(frt_cuda_gemm_fp8_plan(ge, n, in, out, FRT_CUDA_F32), "plan");
+    float *y = run_gemm(ge, &c, n, FRT_CUDA_F32);
+    const size_t ny = (size_t)n * out;
+    CHECK_OK(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out));
+    sync_st();
+    float *acc = xzalloc(ny * 4), *scaled = xzalloc(ny * 4);
+    dget(c.dy, 0, acc, ny * 4);
+    epilogue_host(scaled, acc, c.xs, c.ws, n, out);
+    char name[128];
+    snprintf(name, sizeof name, "run_acc n %d in %d out %d, scaled as the epilogue == run (epilogue plan)", n, in, out);
+    report_same(name, scaled, y, ny * 4);
+    if (frt_cuda_gemm_fp8_plan(g8, n, in, out, FRT_CUDA_F32) == 0) {
+        frt_cuda_gemm_fp8_plan_info pi;
+        if (info_of(g8, n, in, out, FRT_CUDA_F32, &pi) == 0 && pi.scales_in_library)
+            CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(g8, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out), FRT_ERR_STATE);
+    }
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n + 1, in, out), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, NULL, c.dxq.p, c.dw.p, n, in, out), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out - 8),
+                 FRT_ERR_INVALID_ARGUMENT);
+    free(y), free(acc), free(scaled);
+    gcase_free(&c);
+}
+
+/* Random f32 over a few binades, both signs. */
+static void frand_fill(float *v, size_t n, float lo_exp, float span)
+{
+    for (size_t i = 0; i < n; i++) {
+        float e = lo_exp + span * frt_rng_uniform(&g_rng);
+        v[i] = exp2f(e) * (frt_rng_uniform(&g_rng) < 0.5f ? -1.0f : 1.0f);
+    }
+}
+
+/* frt_cuda_swiglu_fp8acc(acc) == frt_cuda_swiglu(f32 -> bf16) of the
+ * accumulators scaled as the epilogue scales them, bit for bit, on random
+ * accumulators and scales (n of max_n rows valid through d_n); and its
+ * refusals. */
+static void test_swiglu_fp8acc(int max_n, int n, int I)
+{
+    const size_t ne = (size_t)max_n * I;
+    float *g = xzalloc(ne * 4), *u = xzalloc(ne * 4), *sx = xzalloc((size_t)max_n * 4);
+    float *sg = xzalloc((size_t)I * 4), *su = xzalloc((size_t)I * 4), *gs = xzalloc(ne * 4), *us = xzalloc(ne * 4);
+    frand_fill(g, ne, -4, 12), frand_fill(u, ne, -4, 12);
+    for (int t = 0; t < max_n; t++) sx[t] = exp2f(-8.0f + 4.0f * frt_rng_uniform(&g_rng));
+    for (int i = 0; i < I; i++) sg[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng), su[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
+    epilogue_host(gs, g, sx, sg, max_n, I);
+    epilogue_host(us, u, sx, su, max_n, I);
+    dbuf dg = dalloc(ne * 4), du = dalloc(ne * 4), dsx = dalloc((size_t)max_n * 4), dsg = dalloc((size_t)I * 4);
+    dbuf dsu = dalloc((size_t)I * 4), dgs = dalloc(ne * 4), dus = dalloc(ne * 4), dn = dalloc(4);
+    dbuf o1 = dalloc(ne * 2), o2 = dalloc(ne * 2);
+    dput(dg, 0, g, ne * 4), dput(du, 0, u, ne * 4), dput(dsx, 0, sx, (size_t)max_n * 4);
+    dput(dsg, 0, sg, (size_t)I * 4), dput(dsu, 0, su, (size_t)I * 4), dput(dgs, 0, gs, ne * 4), dput(dus, 0, us, ne * 4);
+    const int32_t nn = n;
+    dput(dn, 0, &nn, 4);
+    must(frt_buffer_fill(o1.b, 0, ne * 2, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(o2.b, 0, ne * 2, 0x5A, g_st), "fill");
+    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I));
+    CHECK_OK(frt_cuda_swiglu(g_cs, o2.p, FRT_CUDA_BF16, dgs.p, dus.p, FRT_CUDA_F32, dn.p, max_n, I));
+    sync_st();
+    uint16_t *b1 = xzalloc(ne * 2), *b2 = xzalloc(ne * 2);
+    dget(o1, 0, b1, ne * 2), dget(o2, 0, b2, ne * 2);
+    char name[128];
+    snprintf(name, sizeof name, "swiglu_fp8acc %d of %d rows x %d == epilogue + swiglu (rows past n untouched)", n, max_n,
+             I);
+    report_same(name, b1, b2, ne * 2);
+    /* the fused quantize: every row, its scale written over its x_scale (in place) */
+    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, NULL, max_n, I));
+    dbuf q1 = dalloc(ne), q2 = dalloc(ne), s2 = dalloc((size_t)max_n * 4), sxi = dalloc((size_t)max_n * 4);
+    dput(sxi, 0, sx, (size_t)max_n * 4);
+    CHECK_OK(frt_cuda_fp8_quantize_rows_dynamic(g_cs, q2.p, s2.p, o1.p, max_n, I));
+    CHECK_OK(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p, max_n, I));
+    sync_st();
+    uint8_t *c1 = xzalloc(ne), *c2 = xzalloc(ne);
+    float *f1 = xzalloc((size_t)max_n * 4), *f2 = xzalloc((size_t)max_n * 4);
+    dget(q1, 0, c1, ne), dget(q2, 0, c2, ne), dget(sxi, 0, f1, (size_t)max_n * 4), dget(s2, 0, f2, (size_t)max_n * 4);
+    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %d x %d: codes == swiglu_fp8acc + quantize_rows_dynamic", max_n,
+             I);
+    report_same(name, c1, c2, ne);
+    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %d x %d: scales (in place over x_scale) == the same", max_n, I);
+    report_same(name, f1, f2, (size_t)max_n * 4);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p, max_n, I - 4),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, NULL, dsg.p, dsu.p, max_n, I),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, (uint8_t *)q1.p + 8, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p,
+                                                 max_n, I),
+                 FRT_ERR_INVALID_ARGUMENT);
+    dfree(&q1), dfree(&q2), dfree(&s2), dfree(&sxi);
+    free(c1), free(c2), free(f1), free(f2);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, NULL, dsg.p, dsu.p, dn.p, max_n, I),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I - 2),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, (float *)dg.p + 1, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I),
+                 FRT_ERR_INVALID_ARGUMENT);
+    dbuf *d[] = {&dg, &du, &dsx, &dsg, &dsu, &dgs, &dus, &dn, &o1, &o2};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) dfree(d[i]);
+    free(g), free(u), free(sx), free(sg), free(su), free(gs), free(us), free(b1), free(b2);
+}
+
+/* frt_cuda_add_rmsnorm_fp8acc(acc) == frt_cuda_add_rmsnorm of the
+ * accumulator scaled as the epilogue scales it: the residual and the
+ * normed output bit for bit (dim 4096: the vector path; 1001: groups of
+ * one; 9000: the loop kernel). */
+static void test_add_rmsnorm_fp8acc(int n, int dim)
+{
+    const size_t ne = (size_t)n * dim;
+    float *acc = xzalloc(ne * 4), *res = xzalloc(ne * 4), *sx = xzalloc((size_t)n * 4), *sw = xzalloc((size_t)dim * 4);
+    float *w = xzalloc((size_t)dim * 4), *d = xzalloc(ne * 4);
+    frand_fill(acc, ne, -2, 10), frand_fill(res, ne, -6, 8), frand_fill(w, (size_t)dim, -1, 2);
+    for (int t = 0; t < n; t++) sx[t] = exp2f(-8.0f + 4.0f * frt_rng_uniform(&g_rng));
+    for (int i = 0; i < dim; i++) sw[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
+    epilogue_host(d, acc, sx, sw, n, dim);
+    dbuf dacc = dalloc(ne * 4), dd = dalloc(ne * 4), r1 = dalloc(ne * 4), r2 = dalloc(ne * 4);
+    dbuf dsx = dalloc((size_t)n * 4), dsw = dalloc((size_t)dim * 4), dw = dalloc((size_t)dim * 4);
+    dbuf o1 = dalloc(ne * 2), o2 = dalloc(ne * 2);
+    dput(dacc, 0, acc, ne * 4), dput(dd, 0, d, ne * 4), dput(r1, 0, res, ne * 4), dput(r2, 0, res, ne * 4);
+    dput(dsx, 0, sx, (size_t)n * 4), dput(dsw, 0, sw, (size_t)dim * 4), dput(dw, 0, w, (size_t)dim * 4);
+    CHECK_OK(frt_cuda_add_rmsnorm_fp8acc(g_cs, r1.p, dacc.p, dsx.p, dsw.p, o1.p, FRT_CUDA_BF16, dw.p, NULL, n, dim,
+                                         1e-6f, 0));
+    CHECK_OK(frt_cuda_add_rmsnorm(g_cs, r2.p, dd.p, FRT_CUDA_F32, o2.p, FRT_CUDA_BF16, dw.p, NULL, n, dim, 1e-6f, 0));
+    sync_st();
+    float *h1 = xzalloc(ne * 4), *h2 = xzalloc(ne * 4);
+    uint16_t *b1 = xzalloc(ne * 2), *b2 = xzalloc(ne * 2);
+    dget(r1, 0, h1, ne * 4), dget(r2, 0, h2, ne * 4), dget(o1, 0, b1, ne * 2), dget(o2, 0, b2, ne * 2);
+    char name[128];
+    snprintf(name, sizeof name, "add_rmsnorm_fp8acc %d x %d: residual == epilogue + add_rmsnorm", n, dim);
+    report_same(name, h1, h2, ne * 4);
+    snprintf(name, sizeof name, "add_rmsnorm_fp8acc %d x %d: normed bf16 == epilogue + add_rmsnorm", n, dim);
+    report_same(name, b1, b2, ne * 2);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_fp8acc(g_cs, r1.p, dacc.p, NULL, dsw.p, o1.p, FRT_CUDA_BF16, dw.p, NULL, n, dim,
+                                             1e-6f, 0),
+                 FRT_ERR_INVALID_ARGUMENT);
+    dbuf *dl[] = {&dacc, &dd, &r1, &r2, &dsx, &dsw, &dw, &o1, &o2};
+    for (size_t i = 0; i < sizeof dl / sizeof dl[0]; i++) dfree(dl[i]);
+    free(acc), free(res), free(sx), free(sw), free(w), free(d), free(h1), free(h2), free(b1), free(b2);
+}
+
 /* ---- the prefill product of block-wise (128 x 128) weights ---------------- */
 
 #define TOL_BLK 4e-3 /* the weights rounded to bf16 (2^-9 relative per element) */
@@ -508,7 +666,14 @@ int main(void)
     CHECK_STATUS(frt_cuda_gemm_fp8_plan(ge, 16, 64, 64, FRT_CUDA_BF16), FRT_ERR_UNSUPPORTED);
     printf("  -- scaling EPILOGUE\n");
     test_gemm(ge, 0);
+    test_run_acc(ge, g8, 4096, 14336, 255);
+    test_run_acc(ge, g8, 272, 48, 37);
     frt_cuda_gemm_fp8_destroy(ge);
+    test_swiglu_fp8acc(300, 257, 14336);
+    test_swiglu_fp8acc(7, 7, 48);
+    test_add_rmsnorm_fp8acc(37, 4096);
+    test_add_rmsnorm_fp8acc(5, 1001);
+    test_add_rmsnorm_fp8acc(3, 9000);
     const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g8);
     CHECK(fp != 0 && frt_cuda_gemm_fp8_plan_count(g8) > 0);
     test_block_prefill(g);

@@ -193,3 +193,82 @@ extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, floa
     FRT_LAUNCH_CHECK();
     return 0;
 }
+
+/* ---- SwiGLU of FP8 accumulators, quantized per token --------------------- */
+
+/* One block a row: g, u = the accumulators scaled as the FP8 GEMM's
+ * epilogue, (acc * s_x[t]) * s_w[i]; h = bf16(silu(g) * u) staged in
+ * shared memory; then the row's amax, scale and codes as
+ * fp8_quantize_dyn_kernel computes them from h. */
+__global__ void __launch_bounds__(DYN_THREADS)
+    swiglu_fp8acc_quant_kernel(uint8_t *q, float *scale, const float4 *gate, const float4 *up, const float *sx,
+                               const float4 *swg, const float4 *swu, int dim)
+{
+    extern __shared__ uint4 sh_h[]; /* the row's h, [dim / 8] groups of 8 bf16 */
+    __shared__ float part[DYN_THREADS / 32];
+    const int n8 = dim / 8, n4 = dim / 4;
+    const size_t r4 = (size_t)blockIdx.x * n4;
+    const float s = sx[blockIdx.x];
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        uint32_t w[4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int c = 2 * i + h;
+            const float4 ga = gate[r4 + c], ua = up[r4 + c], wg = swg[c], wu = swu[c];
+            const float g0 = __fmul_rn(__fmul_rn(ga.x, s), wg.x), g1 = __fmul_rn(__fmul_rn(ga.y, s), wg.y);
+            const float g2 = __fmul_rn(__fmul_rn(ga.z, s), wg.z), g3 = __fmul_rn(__fmul_rn(ga.w, s), wg.w);
+            const float u0 = __fmul_rn(__fmul_rn(ua.x, s), wu.x), u1 = __fmul_rn(__fmul_rn(ua.y, s), wu.y);
+            const float u2 = __fmul_rn(__fmul_rn(ua.z, s), wu.z), u3 = __fmul_rn(__fmul_rn(ua.w, s), wu.w);
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(frt_silu(g0) * u0, frt_silu(g1) * u1);
+            const __nv_bfloat162 hi = __floats2bfloat162_rn(frt_silu(g2) * u2, frt_silu(g3) * u3);
+            w[2 * h] = *reinterpret_cast<const uint32_t *>(&lo);
+            w[2 * h + 1] = *reinterpret_cast<const uint32_t *>(&hi);
+        }
+        const uint4 v = make_uint4(w[0], w[1], w[2], w[3]);
+        sh_h[i] = v;
+        float f[8];
+        bf16x8_to_f32(v, f);
+        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j])); /* fmaxf(m, NaN) == m */
+    }
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, part[w]);
+    const float sc = amax_scale(m), inv = __frcp_rn(sc);
+    if (threadIdx.x == 0) scale[blockIdx.x] = sc;
+    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(sh_h[i], f);
+        uint32_t lo = 0, hi = 0;
+        for (int j = 0; j < 4; j++) lo |= (uint32_t)frt_fp8_encode_inv(f[j], inv) << (8 * j);
+        for (int j = 0; j < 4; j++) hi |= (uint32_t)frt_fp8_encode_inv(f[4 + j], inv) << (8 * j);
+        qr[i] = make_uint2(lo, hi);
+    }
+}
+
+#define SWQ_MAX_DIM 49152 /* the staged row: 96 KiB of shared memory */
+
+extern "C" int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const float *gate,
+                                               const float *up, const float *x_scale, const float *gate_scale,
+                                               const float *up_scale, int rows, int dim)
+{
+    FRT_ARG(q && q_scale && gate && up && x_scale && gate_scale && up_scale,
+            "cuda swiglu_fp8acc_quantize: NULL pointer");
+    FRT_ARG(rows >= 0 && dim > 0 && dim % 8 == 0 && dim <= SWQ_MAX_DIM,
+            "cuda swiglu_fp8acc_quantize: rows %d dim %d (a multiple of 8, at most %d)", rows, dim, SWQ_MAX_DIM);
+    FRT_ARG((((uintptr_t)gate | (uintptr_t)up | (uintptr_t)gate_scale | (uintptr_t)up_scale | (uintptr_t)q) & 15) ==
+                    0 &&
+                ((uintptr_t)q_scale & 3) == 0,
+            "cuda swiglu_fp8acc_quantize: gate, up, the scales and q must be 16-byte aligned");
+    if (!rows) return 0;
+    const int smem = dim * 2;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(swiglu_fp8acc_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    swiglu_fp8acc_quant_kernel<<<rows, DYN_THREADS, smem, (cudaStream_t)stream>>>(
+        q, q_scale, (const float4 *)gate, (const float4 *)up, x_scale, (const float4 *)gate_scale,
+        (const float4 *)up_scale, dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}

@@ -386,6 +386,34 @@ extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y
     return p->lib ? 0 : fp8_epilogue(stream, (float *)y, x_scale, w_scale, n, out_dim);
 }
 
+extern "C" int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, float *acc, const uint8_t *xq,
+                                         const uint8_t *w, int n, int in_dim, int out_dim)
+{
+    FRT_ARG(g && acc && xq && w, "cuda gemm_fp8 run_acc: NULL pointer");
+    FRT_TRY(fp8_shape_check("run_acc", n, in_dim, out_dim, FRT_CUDA_F32));
+    const uintptr_t all = (uintptr_t)acc | (uintptr_t)xq | (uintptr_t)w;
+    FRT_ARG((all & (GEMM_ALIGN - 1)) == 0, "cuda gemm_fp8 run_acc: pointers must be %d-byte aligned", GEMM_ALIGN);
+    const fp8_plan *p = fp8_find(g, n, in_dim, out_dim, FRT_CUDA_F32);
+    if (!p)
+        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 run_acc: no plan for n %d in %d out %d f32", n, in_dim,
+                         out_dim);
+    if (p->lib)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm_fp8 run_acc: the plan for n %d in %d out %d has cuBLASLt apply the scales (plan "
+                         "it with FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE)",
+                         n, in_dim, out_dim);
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
+    if (p->lt.ws_needed > ws_bytes)
+        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 run_acc: the plan needs %zu bytes of workspace and the stream "
+                         "has none", p->lt.ws_needed);
+    const float alpha = 1.0f, beta = 0.0f;
+    FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, acc, p->lt.c, acc,
+                                  p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
+    return 0;
+}
+
 extern "C" int frt_cuda_gemm_fp8_plan_count(const frt_cuda_gemm_fp8 *g) { return g ? g->n_plans : 0; }
 
 extern "C" int frt_cuda_gemm_fp8_plan_get(const frt_cuda_gemm_fp8 *g, int i, frt_cuda_gemm_fp8_plan_info *info)

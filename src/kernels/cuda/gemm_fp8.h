@@ -107,6 +107,17 @@ int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_
                           const float *x_scale, const uint8_t *w, const float *w_scale, int n, int in_dim,
                           int out_dim);
 
+/* The GEMM of an epilogue-scaled plan (scales_in_library 0, f32 out)
+ * without its epilogue: acc[t, o] = sum_k decode(xq[t, k]) * decode(w[o,
+ * k]), the unscaled fp32 accumulator, for a consumer that applies the
+ * epilogue's (acc * x_scale[t]) * w_scale[o] itself as it reads acc
+ * (frt_cuda_swiglu_fp8acc, frt_cuda_add_rmsnorm_fp8acc: one pass over the
+ * output instead of two). Operands as frt_cuda_gemm_fp8_run. Errors: those
+ * of frt_cuda_gemm_fp8_run; FRT_ERR_STATE also when the plan has the
+ * library apply the scales. */
+int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, float *acc, const uint8_t *xq, const uint8_t *w,
+                              int n, int in_dim, int out_dim);
+
 /* Prefill groups (docs/architectures.md "Prefill groups"; the bf16
  * handle's frt_cuda_gemm_plan_like / _check_like): a plan of n rows with the
  * algorithm and scaling of the existing plan of n_src rows (same in_dim,

@@ -89,6 +89,22 @@ int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delta,
                          const float *w, const int32_t *d_n, int max_n, int dim, float eps,
                          int zero_centered);
 
+/* frt_cuda_add_rmsnorm of delta = an FP8 GEMM's unscaled accumulator
+ * (frt_cuda_gemm_fp8_run_acc, gemm_fp8.h) scaled as that GEMM's epilogue
+ * scales it:
+ *   delta[t, o] = (acc[t, o] * x_scale[t]) * w_scale[o]   (two fp32 roundings)
+ * then the residual add and the norm, bit for bit frt_cuda_gemm_fp8_run's
+ * output (epilogue scaling) followed by frt_cuda_add_rmsnorm, with one
+ * pass over the output instead of two. acc [max_n, dim] f32, x_scale
+ * [max_n] f32 (the per-token scales of the GEMM's input), w_scale [dim]
+ * f32 (the weight's per-channel scales), device. Errors: those of
+ * frt_cuda_add_rmsnorm, FRT_ERR_INVALID_ARGUMENT for NULL scales.
+ * Twin: the epilogue's two products, frt_cpu_add, frt_cpu_rmsnorm
+ * (tests/test_cuda_gemm_fp8.c). */
+int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const float *acc, const float *x_scale,
+                                const float *w_scale, void *out, frt_cuda_dtype out_dtype, const float *w,
+                                const int32_t *d_n, int max_n, int dim, float eps, int zero_centered);
+
 /* Gated RMSNorm (the Gated DeltaNet output norm), rows of [max_n, n_heads, dim]:
  *   out = (w * (x * rsqrt(mean(x^2) + eps))) * silu(z)
  * x of x_dtype, z of z_dtype, out of out_dtype, all [max_n, n_heads, dim];
@@ -619,6 +635,19 @@ int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype, const voi
                     const void *up, frt_cuda_dtype in_dtype, const int32_t *d_n, int max_n,
                     int per_tok);
 
+/* SwiGLU of two FP8 GEMM accumulators (frt_cuda_gemm_fp8_run_acc):
+ *   g = (gate[t, i] * x_scale[t]) * gate_scale[i];  u = (up[t, i] * x_scale[t]) * up_scale[i]
+ *   out[t, i] = bf16(silu(g) * u)
+ * the bits of frt_cuda_gemm_fp8_run's outputs (epilogue scaling) through
+ * frt_cuda_swiglu (f32 in, bf16 out), in one pass. gate, up [max_n,
+ * per_tok] f32 and the scales [per_tok] 16-byte aligned, out [max_n,
+ * per_tok] bf16 8-byte aligned, x_scale [max_n]; per_tok % 4 == 0. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes, alignment); FRT_ERR_BACKEND.
+ * Twin: the epilogue's products, frt_cpu_swiglu (tests/test_cuda_gemm_fp8.c). */
+int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const float *gate, const float *up, const float *x_scale,
+                           const float *gate_scale, const float *up_scale, const int32_t *d_n, int max_n,
+                           int per_tok);
+
 /* y *= sigmoid(gate). Twin: frt_cpu_sigmoid_mul. */
 int frt_cuda_sigmoid_mul(void *stream, void *y, frt_cuda_dtype y_dtype, const void *gate,
                          frt_cuda_dtype gate_dtype, const int32_t *d_n, int max_n, int per_tok);
@@ -1147,6 +1176,21 @@ int frt_cuda_fp8_dequantize_rows(void *stream, float *x, const uint8_t *q, const
  * misalignment), FRT_ERR_BACKEND (launch). */
 int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, const uint16_t *x, int rows,
                                        int dim);
+
+/* frt_cuda_swiglu_fp8acc over rows r < rows of the FP8 accumulators gate,
+ * up [rows, dim] f32 followed by frt_cuda_fp8_quantize_rows_dynamic of
+ * its bf16 output, in one launch (a block a row, the bf16 row staged in
+ * shared memory, never written to global memory): q [rows, dim] E4M3 and
+ * q_scale [rows] get the bits of those two calls. x_scale [rows], the
+ * scales [dim] f32; gate, up, the scales and q 16-byte aligned; dim a
+ * multiple of 8, at most 49152; q_scale may be x_scale (a row reads its
+ * x_scale before it writes its q_scale). The FP8 prefill's MLP: the codes
+ * are the down projection's input. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes,
+ * alignment); FRT_ERR_BACKEND. Twin: the two calls
+ * (tests/test_cuda_gemm_fp8.c). */
+int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const float *gate, const float *up,
+                                    const float *x_scale, const float *gate_scale, const float *up_scale, int rows,
+                                    int dim);
 
 /* A weight with 128 x 128 block scales as bf16, the operand of the prefill
  * GEMM for block-wise FP8 checkpoints (docs/fp8.md "FP8 weights"):

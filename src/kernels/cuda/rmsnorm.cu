@@ -82,11 +82,13 @@ template <int G, int NV>
 __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
     float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
     void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
-    int max_n, int dim, float eps, int zero_centered, bool vec)
+    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
+    const float *__restrict__ sw)
 {
     frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const int t = blockIdx.x;
     if (t >= frt_dyn_n(d_n, max_n)) return;
+    const float st = sx ? sx[t] : 1.0f;
     const int groups = dim / G;
     const size_t o = (size_t)t * dim;
     float v[NV][G], dv[NV][G], wv[NV][G];
@@ -97,6 +99,12 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
             norm_ld<G>(resid, FRT_CUDA_F32, o + (size_t)gi * G, vec, v[k]);
             norm_ld<G>(delta, delta_dt, o + (size_t)gi * G, vec, dv[k]);
             norm_ld<G>(w, FRT_CUDA_F32, (size_t)gi * G, vec, wv[k]);
+            if (sx) { /* an FP8 GEMM's accumulator: the scales of its epilogue, (acc * s_x[t]) * s_w[o] */
+                float sv[G];
+                norm_ld<G>(sw, FRT_CUDA_F32, (size_t)gi * G, vec, sv);
+#pragma unroll
+                for (int e = 0; e < G; e++) dv[k][e] = __fmul_rn(__fmul_rn(dv[k][e], st), sv[e]);
+            }
         }
     }
     double ss = 0;
@@ -129,7 +137,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
 
 __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int delta_dt, void *out,
                                         int out_dt, const float *w, const int32_t *d_n, int max_n,
-                                        int dim, float eps, int zero_centered)
+                                        int dim, float eps, int zero_centered, const float *sx, const float *sw)
 {
     const int t = blockIdx.x;
     if (t >= frt_dyn_n(d_n, max_n)) return;
@@ -137,7 +145,9 @@ __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int del
     float *r = resid + o;
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = r[i] + frt_ld(delta, delta_dt, o + i);
+        float d = frt_ld(delta, delta_dt, o + i);
+        if (sx) d = __fmul_rn(__fmul_rn(d, sx[t]), sw[i]);
+        float v = r[i] + d;
         r[i] = v;
         ss += (double)v * (double)v;
     }
@@ -179,10 +189,10 @@ extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtyp
     return 0;
 }
 
-extern "C" int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delta,
-                                    frt_cuda_dtype delta_dtype, void *out,
-                                    frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n,
-                                    int max_n, int dim, float eps, int zero_centered)
+/* frt_cuda_add_rmsnorm{,_fp8acc}: sx NULL, or the FP8 accumulator's scales. */
+static int add_rmsnorm_run(void *stream, float *resid, const void *delta, frt_cuda_dtype delta_dtype, void *out,
+                           frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n, int max_n, int dim, float eps,
+                           int zero_centered, const float *sx, const float *sw)
 {
     FRT_ARG(resid && delta && out && w, "cuda add_rmsnorm: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(delta_dtype), "cuda add_rmsnorm: bad dtype");
@@ -192,16 +202,35 @@ extern "C" int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delt
     const norm_shape sh = norm_shape_of(dim);
     if (sh.nv == 0) {
         add_rmsnorm_loop_kernel<<<max_n, 1024, 0, (cudaStream_t)stream>>>(
-            resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered);
+            resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered, sx, sw);
     } else if (sh.g == 4) {
         const bool vec = norm_aligned(resid, FRT_CUDA_F32) && norm_aligned(delta, delta_dtype) &&
-                         norm_aligned(out, out_dtype) && norm_aligned(w, FRT_CUDA_F32);
+                         norm_aligned(out, out_dtype) && norm_aligned(w, FRT_CUDA_F32) &&
+                         (!sw || norm_aligned(sw, FRT_CUDA_F32));
         NORM_DISPATCH(4, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
-                      d_n, max_n, dim, eps, zero_centered, vec);
+                      d_n, max_n, dim, eps, zero_centered, vec, sx, sw);
     } else {
         NORM_DISPATCH(1, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
-                      d_n, max_n, dim, eps, zero_centered, false);
+                      d_n, max_n, dim, eps, zero_centered, false, sx, sw);
     }
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+extern "C" int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delta,
+                                    frt_cuda_dtype delta_dtype, void *out,
+                                    frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n,
+                                    int max_n, int dim, float eps, int zero_centered)
+{
+    return add_rmsnorm_run(stream, resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered,
+                           NULL, NULL);
+}
+
+extern "C" int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const float *acc, const float *x_scale,
+                                           const float *w_scale, void *out, frt_cuda_dtype out_dtype, const float *w,
+                                           const int32_t *d_n, int max_n, int dim, float eps, int zero_centered)
+{
+    FRT_ARG(x_scale && w_scale, "cuda add_rmsnorm_fp8acc: NULL scales");
+    return add_rmsnorm_run(stream, resid, acc, FRT_CUDA_F32, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered,
+                           x_scale, w_scale);
 }

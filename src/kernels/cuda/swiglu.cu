@@ -61,6 +61,51 @@ __global__ void swiglu_bf16_bf16_kernel(uint4 *out, const uint4 *gate, const uin
     }
 }
 
+/* The FP8 prefill's form (frt_cuda_swiglu_fp8acc): gate and up are FP8
+ * GEMM accumulators, scaled as that GEMM's epilogue does, (acc * s_x[t]) *
+ * s_w[o] (two __fmul_rn), then the f32 -> bf16 form's arithmetic; 4
+ * elements per thread. */
+__global__ void swiglu_fp8acc_kernel(uint2 *out, const float4 *gate, const float4 *up, const float *sx,
+                                     const float4 *swg, const float4 *swu, const int32_t *d_n, int max_n,
+                                     int per_tok4)
+{
+    const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float s = sx[i / (size_t)per_tok4];
+        const size_t c = i % (size_t)per_tok4;
+        const float4 ga = gate[i], ua = up[i], wg = swg[c], wu = swu[c];
+        const float g[4] = {__fmul_rn(__fmul_rn(ga.x, s), wg.x), __fmul_rn(__fmul_rn(ga.y, s), wg.y),
+                            __fmul_rn(__fmul_rn(ga.z, s), wg.z), __fmul_rn(__fmul_rn(ga.w, s), wg.w)};
+        const float u[4] = {__fmul_rn(__fmul_rn(ua.x, s), wu.x), __fmul_rn(__fmul_rn(ua.y, s), wu.y),
+                            __fmul_rn(__fmul_rn(ua.z, s), wu.z), __fmul_rn(__fmul_rn(ua.w, s), wu.w)};
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(frt_silu(g[0]) * u[0], frt_silu(g[1]) * u[1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(frt_silu(g[2]) * u[2], frt_silu(g[3]) * u[3]);
+        uint2 o;
+        o.x = *reinterpret_cast<const uint32_t *>(&lo);
+        o.y = *reinterpret_cast<const uint32_t *>(&hi);
+        out[i] = o;
+    }
+}
+
+extern "C" int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const float *gate, const float *up,
+                                      const float *x_scale, const float *gate_scale, const float *up_scale,
+                                      const int32_t *d_n, int max_n, int per_tok)
+{
+    FRT_ARG(out && gate && up && x_scale && gate_scale && up_scale, "cuda swiglu_fp8acc: NULL pointer");
+    FRT_ARG(max_n >= 0 && per_tok > 0 && per_tok % 4 == 0, "cuda swiglu_fp8acc: max_n %d per_tok %d (a multiple of 4)",
+            max_n, per_tok);
+    FRT_ARG((((uintptr_t)gate | (uintptr_t)up | (uintptr_t)gate_scale | (uintptr_t)up_scale) & 15) == 0 &&
+                ((uintptr_t)out & 7) == 0,
+            "cuda swiglu_fp8acc: gate, up and the scales must be 16-byte aligned, out 8-byte");
+    if (max_n == 0) return 0;
+    swiglu_fp8acc_kernel<<<frt_grid_blocks((size_t)max_n * (per_tok / 4), 256, 8192), 256, 0, (cudaStream_t)stream>>>(
+        (uint2 *)out, (const float4 *)gate, (const float4 *)up, x_scale, (const float4 *)gate_scale,
+        (const float4 *)up_scale, d_n, max_n, per_tok / 4);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
 extern "C" int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype,
                                const void *gate, const void *up, frt_cuda_dtype in_dtype,
                                const int32_t *d_n, int max_n, int per_tok)

@@ -120,6 +120,11 @@ typedef struct cd_model {
     uint16_t *wdq;      /* wblk: [max(qd, kvd, I) * H] bf16, one Linear weight dequantized (prefill) */
     uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
     float *xs;          /* wfp8: [C] its per-token scales */
+    int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
+                           (frt_cuda_gemm_fp8_run_acc; plans with the epilogue's scaling) whose consumers
+                           apply the scales (frt_cuda_swiglu_fp8acc, frt_cuda_add_rmsnorm_fp8acc) */
+    const float *delta_sw; /* mlp_acc, while recording: delta holds down's accumulator, these its weight
+                              scales (xs its input's); the next prefill_norm scales it */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
@@ -400,13 +405,24 @@ static int cd_load_weights(frt_model *m)
 static int plan_fp8(const frt_model *m, cd_model *c)
 {
     FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
+    /* gate, up and down with the epilogue's scaling, applied by their
+     * consumers (c->mlp_acc): cuBLASLt's outer-vector kernels run these
+     * shapes ~20 % slower than its unit-scale ones (H100, 2048 rows:
+     * 4096 -> 28672 415 against 329 us; docs/PERF.md). Only where their
+     * (in, out) keys are theirs alone (a plan is one scaling). */
+    c->mlp_acc = c->I != c->qd && c->I != c->kvd && !(c->I == c->H && c->H == c->qd);
     const int shapes[4][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}};
     for (int i = 0; i < m->n_buckets; i++) {
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++) {
+            FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, k == 3 && c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
+                                                                                 : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
             FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], shapes[k][0], shapes[k][1], F32));
+        }
+        FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
+                                                                   : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
         FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], c->I, c->H, F32)); /* down */
     }
-    return 0;
+    return frt_cuda_gemm_fp8_set_scaling(c->gemm8, FRT_CUDA_GEMM_FP8_SCALES_AUTO);
 }
 
 /* Whether a prefill replay of `rows` rows (a bucket, or C for a group of
@@ -983,6 +999,17 @@ static int mlp_block(const fwd *f, int l)
     if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
         FRT_TRY(swiglu_products(f, l, c->ob, 0, f->R, &nm));
+    } else if (c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
+        const cd_layer8 *w8 = &c->layers8[l];
+        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, c->xq, w8->gate_proj.w, f->R, c->H, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, c->xq, w8->up_proj.w, f->R, c->H, c->I));
+        /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
+        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, c->xs, w8->gate_proj.s,
+                                                w8->up_proj.s, f->R, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, c->xq, w8->down_proj.w, f->R, c->I, c->H));
+        c->delta_sw = w8->down_proj.s; /* the next prefill_norm scales delta */
+        return 0;
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         const frt_cuda_dtype gt = gate_dt(c);
@@ -999,6 +1026,12 @@ static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const fl
 {
     cd_model *c = f->c;
     if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
+    if (c->delta_sw) { /* down's FP8 accumulator (mlp_block, c->mlp_acc) */
+        const float *sw = c->delta_sw;
+        c->delta_sw = NULL;
+        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, sw, out, out_dt, w, f->d_n, f->R, c->H,
+                                           c->eps, 0);
+    }
     return frt_cuda_add_rmsnorm(f->st, c->x, c->delta, F32, out, out_dt, w, f->d_n, f->R, c->H, c->eps, 0);
 }
 
@@ -1011,6 +1044,7 @@ static int record_forward(const fwd *f)
     void *st = f->st;
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
+    c->delta_sw = NULL; /* set by an FP8 mlp_block, taken by the prefill_norm after it */
 
     if (f->pieces > 1)
         FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));

@@ -462,6 +462,16 @@ static int mlp_block(const fwd *f, int l)
     if (f->decode) { /* post_ln, gate, up and SwiGLU in one GEMV launch */
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
         FRT_TRY(swiglu_products(f, lw, c->ob, NULL, &nm, f->R));
+    } else if (c->wfp8 && c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
+        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, c->xq, lw->gate_proj.q, f->R, c->H, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, c->xq, lw->up_proj.q, f->R, c->H, c->I));
+        /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
+        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, c->xs, lw->gate_proj.s,
+                                                lw->up_proj.s, f->R, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, c->xq, lw->down_proj.q, f->R, c->I, c->H));
+        c->delta_sw = lw->down_proj.s; /* the next add_norm scales delta */
+        return 0;
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
@@ -469,6 +479,20 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
     }
     return gemm_out(f, c->ob, lw->down_proj, c->I);
+}
+
+/* Prefill: the residual add of c->delta fused with the norm of w into out
+ * (down's FP8 accumulator scaled on the way when mlp_block left one). */
+static int add_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w)
+{
+    cu_model *c = f->c;
+    if (c->delta_sw) {
+        const float *sw = c->delta_sw;
+        c->delta_sw = NULL;
+        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, sw, out, out_dt, w, f->d_n, f->R, c->H,
+                                           c->eps, 1);
+    }
+    return frt_cuda_add_rmsnorm(f->st, c->x, c->delta, F32, out, out_dt, w, f->d_n, f->R, c->H, c->eps, 1);
 }
 
 /* One forward step (task_embed, task_layer x L, task_final of the cpu
@@ -487,6 +511,7 @@ static int record_forward(const fwd *f)
     void *st = f->st;
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
+    c->delta_sw = NULL; /* set by an FP8 mlp_block, taken by the add_norm after it */
 
     if (f->pieces > 1) /* the pieces' starts, for the group's attention */
         FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));
@@ -502,16 +527,12 @@ static int record_forward(const fwd *f)
             FRT_TRY(attention_block(f, l));
         else
             FRT_TRY(deltanet_block(f, l));
-        if (!f->decode)
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, lw->post_ln, f->d_n, R, H, c->eps,
-                                         1));
+        if (!f->decode) FRT_TRY(add_norm(f, c->h, BF16, lw->post_ln));
         FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
         if (!f->decode && l + 1 < c->L)
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->h, BF16, c->layers[l + 1].input_ln, f->d_n, R,
-                                         H, c->eps, 1));
+            FRT_TRY(add_norm(f, c->h, BF16, c->layers[l + 1].input_ln));
         else if (!f->decode) /* the last layer's residual add fused with the final norm */
-            FRT_TRY(frt_cuda_add_rmsnorm(st, c->x, c->delta, F32, c->hf, F32, c->final_norm, f->d_n, R, H, c->eps,
-                                         1));
+            FRT_TRY(add_norm(f, c->hf, F32, c->final_norm));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
     if (f->decode) /* the final norm of the residual: the LM head's input */

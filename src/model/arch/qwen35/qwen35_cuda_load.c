@@ -444,9 +444,21 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
                              {c->H, c->vd, has_lin},
                              {c->H, c->ba_w, has_lin},
                              {c->vd, c->H, has_lin}};
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-        if (shapes[k][2]) FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1], F32));
-    return 0;
+    /* gate | up and down (rows 0, 1) with the epilogue's scaling, applied
+     * by their consumers (c->mlp_acc), where no other product has their
+     * (in, out) key: cuBLASLt's outer-vector kernels run these shapes ~20 %
+     * slower than its unit-scale ones (docs/PERF.md) */
+    c->mlp_acc = 1;
+    for (size_t k = 2; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int j = 0; j < 2; j++)
+            if (shapes[k][2] && shapes[k][0] == shapes[j][0] && shapes[k][1] == shapes[j][1]) c->mlp_acc = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        if (!shapes[k][2]) continue;
+        FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, k < 2 && c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
+                                                                           : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
+        FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1], F32));
+    }
+    return frt_cuda_gemm_fp8_set_scaling(c->gemm8, FRT_CUDA_GEMM_FP8_SCALES_AUTO);
 }
 
 /* Whether the batched decode can run (qwen35_cuda.c): groups of at least 2
