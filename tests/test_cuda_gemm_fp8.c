@@ -113,7 +113,7 @@ static void test_bad_shapes(frt_cuda_gemm_fp8 *g8, dbuf any)
     CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q, s + 1, q, s, 1, 16, 16), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemm_fp8_run(g8, g_cs, s, F, q, s, q, s, 3, 32, 48), FRT_ERR_STATE); /* no plan */
     CHECK_STATUS(frt_cuda_gemm_fp8_plan_get(g8, -1, NULL), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_gemm_fp8_set_scaling(g8, (frt_cuda_gemm_fp8_scaling)3), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_set_scaling(g8, (frt_cuda_gemm_fp8_scaling)4), FRT_ERR_INVALID_ARGUMENT);
 }
 
 /* ---- the quantizer ------------------------------------------------------- */
@@ -381,7 +381,7 @@ static void test_run_acc(frt_cuda_gemm_fp8 *ge, frt_cuda_gemm_fp8 *g8, int in, i
     must(frt_cuda_gemm_fp8_plan(ge, n, in, out, FRT_CUDA_F32), "plan");
     float *y = run_gemm(ge, &c, n, FRT_CUDA_F32);
     const size_t ny = (size_t)n * out;
-    CHECK_OK(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out));
+    CHECK_OK(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, FRT_CUDA_F32, c.dxq.p, c.dw.p, n, in, out));
     sync_st();
     float *acc = xzalloc(ny * 4), *scaled = xzalloc(ny * 4);
     dget(c.dy, 0, acc, ny * 4);
@@ -392,13 +392,54 @@ static void test_run_acc(frt_cuda_gemm_fp8 *ge, frt_cuda_gemm_fp8 *g8, int in, i
     if (frt_cuda_gemm_fp8_plan(g8, n, in, out, FRT_CUDA_F32) == 0) {
         frt_cuda_gemm_fp8_plan_info pi;
         if (info_of(g8, n, in, out, FRT_CUDA_F32, &pi) == 0 && pi.scales_in_library)
-            CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(g8, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out), FRT_ERR_STATE);
+            CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(g8, g_cs, c.dy.p, FRT_CUDA_F32, c.dxq.p, c.dw.p, n, in, out),
+                         FRT_ERR_STATE);
     }
-    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n + 1, in, out), FRT_ERR_STATE);
-    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, NULL, c.dxq.p, c.dw.p, n, in, out), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, c.dxq.p, c.dw.p, n, in, out - 8),
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, FRT_CUDA_F32, c.dxq.p, c.dw.p, n + 1, in, out), FRT_ERR_STATE);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, NULL, FRT_CUDA_F32, c.dxq.p, c.dw.p, n, in, out),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(ge, g_cs, c.dy.p, FRT_CUDA_F32, c.dxq.p, c.dw.p, n, in, out - 8),
                  FRT_ERR_INVALID_ARGUMENT);
     free(y), free(acc), free(scaled);
+    gcase_free(&c);
+}
+
+/* A plan of FRT_CUDA_GEMM_FP8_SCALES_NONE (g0: a handle set to it), bf16
+ * out: the accumulators through run_acc, widened and scaled on the host,
+ * against the double reference (the bf16 bound); frt_cuda_gemm_fp8_run
+ * refuses the plan; two runs give the same bits. */
+static void test_run_acc_none(frt_cuda_gemm_fp8 *g0, int in, int out, int n)
+{
+    gcase c;
+    gcase_make(&c, in, out, n);
+    must(frt_cuda_gemm_fp8_plan(g0, n, in, out, FRT_CUDA_BF16), "plan none");
+    frt_cuda_gemm_fp8_plan_info pi;
+    CHECK(info_of(g0, n, in, out, FRT_CUDA_BF16, &pi) == 0 && pi.scales_none && !pi.scales_in_library);
+    const size_t ny = (size_t)n * out;
+    uint16_t *b1 = xzalloc(ny * 2), *b2 = xzalloc(ny * 2);
+    CHECK_OK(frt_cuda_gemm_fp8_run_acc(g0, g_cs, c.dy.p, FRT_CUDA_BF16, c.dxq.p, c.dw.p, n, in, out));
+    sync_st();
+    dget(c.dy, 0, b1, ny * 2);
+    CHECK_OK(frt_cuda_gemm_fp8_run_acc(g0, g_cs, c.dy.p, FRT_CUDA_BF16, c.dxq.p, c.dw.p, n, in, out));
+    sync_st();
+    dget(c.dy, 0, b2, ny * 2);
+    int rows[SAMPLES], nr = n <= SAMPLES ? n : SAMPLES;
+    for (int i = 0; i < nr; i++) rows[i] = n <= SAMPLES ? i : i == 0 ? 0 : i == 1 ? n - 1 : (int)(frt_rng_next(&g_rng) % (uint64_t)n);
+    float *got = xzalloc((size_t)nr * out * 4), *ref = xzalloc((size_t)nr * out * 4);
+    for (int i = 0; i < nr; i++) {
+        ref_row(&c, rows[i], ref + (size_t)i * out);
+        for (int o = 0; o < out; o++) {
+            volatile float a = frt_bf16_to_f32(b1[(size_t)rows[i] * out + o]) * c.xs[rows[i]];
+            got[(size_t)i * out + o] = a * c.ws[o];
+        }
+    }
+    char name[128];
+    snprintf(name, sizeof name, "run_acc bf16 (scales NONE) n %d in %d out %d, scaled on the host", n, in, out);
+    report(name, frt_test_rel_err(got, ref, (size_t)nr * out), TOL_BF16);
+    CHECK_MSG(!memcmp(b1, b2, ny * 2), "%s: two runs differ", name);
+    CHECK_STATUS(frt_cuda_gemm_fp8_run(g0, g_cs, c.dy.p, FRT_CUDA_BF16, c.dxq.p, c.dxs.p, c.dw.p, c.dws.p, n, in, out),
+                 FRT_ERR_STATE);
+    free(b1), free(b2), free(got), free(ref);
     gcase_free(&c);
 }
 
@@ -415,12 +456,18 @@ static void frand_fill(float *v, size_t n, float lo_exp, float span)
  * accumulators scaled as the epilogue scales them, bit for bit, on random
  * accumulators and scales (n of max_n rows valid through d_n); and its
  * refusals. */
-static void test_swiglu_fp8acc(int max_n, int n, int I)
+static void test_swiglu_fp8acc(int max_n, int n, int I, frt_cuda_dtype adt)
 {
-    const size_t ne = (size_t)max_n * I;
+    const size_t ne = (size_t)max_n * I, ab = ne * (adt == FRT_CUDA_BF16 ? 2 : 4);
     float *g = xzalloc(ne * 4), *u = xzalloc(ne * 4), *sx = xzalloc((size_t)max_n * 4);
     float *sg = xzalloc((size_t)I * 4), *su = xzalloc((size_t)I * 4), *gs = xzalloc(ne * 4), *us = xzalloc(ne * 4);
     frand_fill(g, ne, -4, 12), frand_fill(u, ne, -4, 12);
+    uint16_t *gb = xzalloc(ne * 2), *ub = xzalloc(ne * 2);
+    if (adt == FRT_CUDA_BF16) /* bf16 accumulators: the host's copies widened from them */
+        for (size_t i = 0; i < ne; i++) {
+            gb[i] = frt_f32_to_bf16(g[i]), ub[i] = frt_f32_to_bf16(u[i]);
+            g[i] = frt_bf16_to_f32(gb[i]), u[i] = frt_bf16_to_f32(ub[i]);
+        }
     for (int t = 0; t < max_n; t++) sx[t] = exp2f(-8.0f + 4.0f * frt_rng_uniform(&g_rng));
     for (int i = 0; i < I; i++) sg[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng), su[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
     epilogue_host(gs, g, sx, sg, max_n, I);
@@ -428,54 +475,59 @@ static void test_swiglu_fp8acc(int max_n, int n, int I)
     dbuf dg = dalloc(ne * 4), du = dalloc(ne * 4), dsx = dalloc((size_t)max_n * 4), dsg = dalloc((size_t)I * 4);
     dbuf dsu = dalloc((size_t)I * 4), dgs = dalloc(ne * 4), dus = dalloc(ne * 4), dn = dalloc(4);
     dbuf o1 = dalloc(ne * 2), o2 = dalloc(ne * 2);
-    dput(dg, 0, g, ne * 4), dput(du, 0, u, ne * 4), dput(dsx, 0, sx, (size_t)max_n * 4);
+    if (adt == FRT_CUDA_BF16)
+        dput(dg, 0, gb, ab), dput(du, 0, ub, ab);
+    else
+        dput(dg, 0, g, ab), dput(du, 0, u, ab);
+    dput(dsx, 0, sx, (size_t)max_n * 4);
     dput(dsg, 0, sg, (size_t)I * 4), dput(dsu, 0, su, (size_t)I * 4), dput(dgs, 0, gs, ne * 4), dput(dus, 0, us, ne * 4);
     const int32_t nn = n;
     dput(dn, 0, &nn, 4);
     must(frt_buffer_fill(o1.b, 0, ne * 2, 0x5A, g_st), "fill");
     must(frt_buffer_fill(o2.b, 0, ne * 2, 0x5A, g_st), "fill");
-    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I));
+    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, adt, dsx.p, dsg.p, dsu.p, dn.p, max_n, I));
     CHECK_OK(frt_cuda_swiglu(g_cs, o2.p, FRT_CUDA_BF16, dgs.p, dus.p, FRT_CUDA_F32, dn.p, max_n, I));
     sync_st();
     uint16_t *b1 = xzalloc(ne * 2), *b2 = xzalloc(ne * 2);
     dget(o1, 0, b1, ne * 2), dget(o2, 0, b2, ne * 2);
     char name[128];
-    snprintf(name, sizeof name, "swiglu_fp8acc %d of %d rows x %d == epilogue + swiglu (rows past n untouched)", n, max_n,
-             I);
+    snprintf(name, sizeof name, "swiglu_fp8acc %s %d of %d rows x %d == epilogue + swiglu (rows past n untouched)",
+             dtn(adt), n, max_n, I);
     report_same(name, b1, b2, ne * 2);
     /* the fused quantize: every row, its scale written over its x_scale (in place) */
-    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, NULL, max_n, I));
+    CHECK_OK(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, adt, dsx.p, dsg.p, dsu.p, NULL, max_n, I));
     dbuf q1 = dalloc(ne), q2 = dalloc(ne), s2 = dalloc((size_t)max_n * 4), sxi = dalloc((size_t)max_n * 4);
     dput(sxi, 0, sx, (size_t)max_n * 4);
     CHECK_OK(frt_cuda_fp8_quantize_rows_dynamic(g_cs, q2.p, s2.p, o1.p, max_n, I));
-    CHECK_OK(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p, max_n, I));
+    CHECK_OK(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, adt, sxi.p, dsg.p, dsu.p, max_n, I));
     sync_st();
     uint8_t *c1 = xzalloc(ne), *c2 = xzalloc(ne);
     float *f1 = xzalloc((size_t)max_n * 4), *f2 = xzalloc((size_t)max_n * 4);
     dget(q1, 0, c1, ne), dget(q2, 0, c2, ne), dget(sxi, 0, f1, (size_t)max_n * 4), dget(s2, 0, f2, (size_t)max_n * 4);
-    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %d x %d: codes == swiglu_fp8acc + quantize_rows_dynamic", max_n,
-             I);
+    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %s %d x %d: codes == swiglu_fp8acc + quantize_rows_dynamic",
+             dtn(adt), max_n, I);
     report_same(name, c1, c2, ne);
-    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %d x %d: scales (in place over x_scale) == the same", max_n, I);
+    snprintf(name, sizeof name, "swiglu_fp8acc_quantize %s %d x %d: scales (in place over x_scale) == the same",
+             dtn(adt), max_n, I);
     report_same(name, f1, f2, (size_t)max_n * 4);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p, max_n, I - 4),
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, adt, sxi.p, dsg.p, dsu.p, max_n, I - 4),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, NULL, dsg.p, dsu.p, max_n, I),
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, q1.p, sxi.p, dg.p, du.p, adt, NULL, dsg.p, dsu.p, max_n, I),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, (uint8_t *)q1.p + 8, sxi.p, dg.p, du.p, sxi.p, dsg.p, dsu.p,
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(g_cs, (uint8_t *)q1.p + 8, sxi.p, dg.p, du.p, adt, sxi.p, dsg.p, dsu.p,
                                                  max_n, I),
                  FRT_ERR_INVALID_ARGUMENT);
     dfree(&q1), dfree(&q2), dfree(&s2), dfree(&sxi);
     free(c1), free(c2), free(f1), free(f2);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, NULL, dsg.p, dsu.p, dn.p, max_n, I),
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, adt, NULL, dsg.p, dsu.p, dn.p, max_n, I),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I - 2),
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, dg.p, du.p, adt, dsx.p, dsg.p, dsu.p, dn.p, max_n, I - 2),
                  FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, (float *)dg.p + 1, du.p, dsx.p, dsg.p, dsu.p, dn.p, max_n, I),
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(g_cs, o1.p, (char *)dg.p + 4, du.p, adt, dsx.p, dsg.p, dsu.p, dn.p, max_n, I),
                  FRT_ERR_INVALID_ARGUMENT);
     dbuf *d[] = {&dg, &du, &dsx, &dsg, &dsu, &dgs, &dus, &dn, &o1, &o2};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) dfree(d[i]);
-    free(g), free(u), free(sx), free(sg), free(su), free(gs), free(us), free(b1), free(b2);
+    free(g), free(u), free(sx), free(sg), free(su), free(gs), free(us), free(b1), free(b2), free(gb), free(ub);
 }
 
 /* frt_cuda_add_rmsnorm_fp8acc(acc) == frt_cuda_add_rmsnorm of the
@@ -669,8 +721,16 @@ int main(void)
     test_run_acc(ge, g8, 4096, 14336, 255);
     test_run_acc(ge, g8, 272, 48, 37);
     frt_cuda_gemm_fp8_destroy(ge);
-    test_swiglu_fp8acc(300, 257, 14336);
-    test_swiglu_fp8acc(7, 7, 48);
+    test_swiglu_fp8acc(300, 257, 14336, FRT_CUDA_F32);
+    test_swiglu_fp8acc(7, 7, 48, FRT_CUDA_F32);
+    test_swiglu_fp8acc(300, 257, 14336, FRT_CUDA_BF16);
+    test_swiglu_fp8acc(9, 9, 56, FRT_CUDA_BF16);
+    frt_cuda_gemm_fp8 *g0 = NULL; /* unit scales, no epilogue: the accumulators for their consumers */
+    must(frt_cuda_gemm_fp8_create(g, &g0), "gemm_fp8 create");
+    must(frt_cuda_gemm_fp8_set_scaling(g0, FRT_CUDA_GEMM_FP8_SCALES_NONE), "set_scaling");
+    test_run_acc_none(g0, 4096, 14336, 255);
+    test_run_acc_none(g0, 272, 48, 37);
+    frt_cuda_gemm_fp8_destroy(g0);
     test_add_rmsnorm_fp8acc(37, 4096);
     test_add_rmsnorm_fp8acc(5, 1001);
     test_add_rmsnorm_fp8acc(3, 9000);

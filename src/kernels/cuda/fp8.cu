@@ -200,8 +200,20 @@ extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, floa
  * epilogue, (acc * s_x[t]) * s_w[i]; h = bf16(silu(g) * u) staged in
  * shared memory; then the row's amax, scale and codes as
  * fp8_quantize_dyn_kernel computes them from h. */
+template <bool B16> __device__ __forceinline__ float4 acc_ld4(const void *p, size_t i)
+{
+    if constexpr (B16) {
+        const uint2 v = static_cast<const uint2 *>(p)[i];
+        return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                           __uint_as_float(v.y & 0xFFFF0000u));
+    } else {
+        return static_cast<const float4 *>(p)[i];
+    }
+}
+
+template <bool B16>
 __global__ void __launch_bounds__(DYN_THREADS)
-    swiglu_fp8acc_quant_kernel(uint8_t *q, float *scale, const float4 *gate, const float4 *up, const float *sx,
+    swiglu_fp8acc_quant_kernel(uint8_t *q, float *scale, const void *gate, const void *up, const float *sx,
                                const float4 *swg, const float4 *swu, int dim)
 {
     extern __shared__ uint4 sh_h[]; /* the row's h, [dim / 8] groups of 8 bf16 */
@@ -215,7 +227,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int c = 2 * i + h;
-            const float4 ga = gate[r4 + c], ua = up[r4 + c], wg = swg[c], wu = swu[c];
+            const float4 ga = acc_ld4<B16>(gate, r4 + c), ua = acc_ld4<B16>(up, r4 + c), wg = swg[c], wu = swu[c];
             const float g0 = __fmul_rn(__fmul_rn(ga.x, s), wg.x), g1 = __fmul_rn(__fmul_rn(ga.y, s), wg.y);
             const float g2 = __fmul_rn(__fmul_rn(ga.z, s), wg.z), g3 = __fmul_rn(__fmul_rn(ga.w, s), wg.w);
             const float u0 = __fmul_rn(__fmul_rn(ua.x, s), wu.x), u1 = __fmul_rn(__fmul_rn(ua.y, s), wu.y);
@@ -251,12 +263,13 @@ __global__ void __launch_bounds__(DYN_THREADS)
 
 #define SWQ_MAX_DIM 49152 /* the staged row: 96 KiB of shared memory */
 
-extern "C" int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const float *gate,
-                                               const float *up, const float *x_scale, const float *gate_scale,
-                                               const float *up_scale, int rows, int dim)
+extern "C" int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const void *gate,
+                                               const void *up, frt_cuda_dtype acc_dtype, const float *x_scale,
+                                               const float *gate_scale, const float *up_scale, int rows, int dim)
 {
     FRT_ARG(q && q_scale && gate && up && x_scale && gate_scale && up_scale,
             "cuda swiglu_fp8acc_quantize: NULL pointer");
+    FRT_ARG(acc_dtype == FRT_CUDA_F32 || acc_dtype == FRT_CUDA_BF16, "cuda swiglu_fp8acc_quantize: bad dtype");
     FRT_ARG(rows >= 0 && dim > 0 && dim % 8 == 0 && dim <= SWQ_MAX_DIM,
             "cuda swiglu_fp8acc_quantize: rows %d dim %d (a multiple of 8, at most %d)", rows, dim, SWQ_MAX_DIM);
     FRT_ARG((((uintptr_t)gate | (uintptr_t)up | (uintptr_t)gate_scale | (uintptr_t)up_scale | (uintptr_t)q) & 15) ==
@@ -265,10 +278,11 @@ extern "C" int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *
             "cuda swiglu_fp8acc_quantize: gate, up, the scales and q must be 16-byte aligned");
     if (!rows) return 0;
     const int smem = dim * 2;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(swiglu_fp8acc_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    swiglu_fp8acc_quant_kernel<<<rows, DYN_THREADS, smem, (cudaStream_t)stream>>>(
-        q, q_scale, (const float4 *)gate, (const float4 *)up, x_scale, (const float4 *)gate_scale,
-        (const float4 *)up_scale, dim);
+    void (*k)(uint8_t *, float *, const void *, const void *, const float *, const float4 *, const float4 *, int) =
+        acc_dtype == FRT_CUDA_BF16 ? swiglu_fp8acc_quant_kernel<true> : swiglu_fp8acc_quant_kernel<false>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    k<<<rows, DYN_THREADS, smem, (cudaStream_t)stream>>>(q, q_scale, gate, up, x_scale, (const float4 *)gate_scale,
+                                                         (const float4 *)up_scale, dim);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -37,6 +37,7 @@ struct fp8_plan {
                      frt_cuda_gemm_fp8_plan_like's source rows (0: its own plan) */
     int shape_algo;
     int lib; /* 1: cuBLASLt applies the scales (OUTER_VEC_32F); 0: fp8_epilogue after it */
+    int acc_only; /* FRT_CUDA_GEMM_FP8_SCALES_NONE: unit scales, no epilogue; run_acc only (f32 or bf16 out) */
 };
 
 struct frt_cuda_gemm_fp8 {
@@ -217,6 +218,11 @@ static int fp8_build_as(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
  * an algorithm, else (AUTO, EPILOGUE) unit scales + the epilogue. */
 static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
 {
+    if (g->scaling == FRT_CUDA_GEMM_FP8_SCALES_NONE) {
+        p->lib = 0;
+        p->acc_only = 1;
+        return fp8_build_as(g, p);
+    }
     if (g->scaling != FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE) {
         p->lib = 1;
         int rc = fp8_build_as(g, p);
@@ -237,7 +243,7 @@ extern "C" int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm
 {
     FRT_ARG(g, "cuda gemm_fp8 set_scaling: NULL handle");
     FRT_ARG(scaling == FRT_CUDA_GEMM_FP8_SCALES_AUTO || scaling == FRT_CUDA_GEMM_FP8_SCALES_LIBRARY ||
-                scaling == FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE,
+                scaling == FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE || scaling == FRT_CUDA_GEMM_FP8_SCALES_NONE,
             "cuda gemm_fp8 set_scaling: bad value %d", (int)scaling);
     g->scaling = scaling;
     return 0;
@@ -299,6 +305,7 @@ extern "C" int frt_cuda_gemm_fp8_plan_like(frt_cuda_gemm_fp8 *g, int n, int n_sr
     FRT_TRY(fp8_slot(g, n, in_dim, out_dim, out_dtype, &p));
     p->lt.like_n = n_src;
     p->lib = src->lib;
+    p->acc_only = src->acc_only;
     p->shape_algo = src->shape_algo;
     int rc = fp8_descs(g, p);
     if (rc == 0 && !fp8_algo_fits(g, p, &src->lt.algo))
@@ -330,11 +337,16 @@ typedef struct fp8_like_run {
     const uint8_t *xq, *w;
     const float *x_scale, *w_scale;
     int n_src, in_dim, out_dim;
+    int acc_only; /* the plans run through frt_cuda_gemm_fp8_run_acc */
 } fp8_like_run;
 
 static int fp8_like_piece(int j, void *user)
 {
     const fp8_like_run *r = (const fp8_like_run *)user;
+    if (r->acc_only)
+        return frt_cuda_gemm_fp8_run_acc(r->g, r->stream, r->y_ref, r->out_dtype,
+                                         r->xq + (size_t)j * r->n_src * r->in_dim, r->w, r->n_src, r->in_dim,
+                                         r->out_dim);
     return frt_cuda_gemm_fp8_run(r->g, r->stream, r->y_ref, r->out_dtype, r->xq + (size_t)j * r->n_src * r->in_dim,
                                  r->x_scale + (size_t)j * r->n_src, r->w, r->w_scale, r->n_src, r->in_dim,
                                  r->out_dim);
@@ -352,8 +364,13 @@ extern "C" int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, 
     cudaStream_t st = (cudaStream_t)stream;
     fp8_like_fill<<<1024, 256, 0, st>>>(xq, (size_t)n * in_dim, x_scale, n);
     FRT_LAUNCH_CHECK();
-    FRT_TRY(frt_cuda_gemm_fp8_run(g, stream, y, out_dtype, xq, x_scale, w, w_scale, n, in_dim, out_dim));
-    fp8_like_run r = {g, stream, y_ref, out_dtype, xq, w, x_scale, w_scale, n_src, in_dim, out_dim};
+    const fp8_plan *pn = fp8_find(g, n, in_dim, out_dim, out_dtype);
+    const int acc_only = pn && pn->acc_only;
+    if (acc_only)
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(g, stream, y, out_dtype, xq, w, n, in_dim, out_dim));
+    else
+        FRT_TRY(frt_cuda_gemm_fp8_run(g, stream, y, out_dtype, xq, x_scale, w, w_scale, n, in_dim, out_dim));
+    fp8_like_run r = {g, stream, y_ref, out_dtype, xq, w, x_scale, w_scale, n_src, in_dim, out_dim, acc_only};
     const size_t piece_bytes = (size_t)n_src * out_dim * (out_dtype == FRT_CUDA_BF16 ? 2 : 4);
     return gemm_compare_pieces(st, y, y_ref, piece_bytes, n / n_src, fp8_like_piece, &r, same);
 }
@@ -371,6 +388,11 @@ extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y
         return frt_error(FRT_ERR_STATE,
                          "cuda gemm_fp8 run: no plan for n %d in %d out %d %s (frt_cuda_gemm_fp8_plan at setup)", n,
                          in_dim, out_dim, y_dtype == FRT_CUDA_BF16 ? "bf16" : "f32");
+    if (p->acc_only)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm_fp8 run: the plan for n %d in %d out %d applies no scales "
+                         "(FRT_CUDA_GEMM_FP8_SCALES_NONE): run it with frt_cuda_gemm_fp8_run_acc",
+                         n, in_dim, out_dim);
     void *ws = NULL;
     size_t ws_bytes = 0;
     gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
@@ -386,21 +408,21 @@ extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y
     return p->lib ? 0 : fp8_epilogue(stream, (float *)y, x_scale, w_scale, n, out_dim);
 }
 
-extern "C" int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, float *acc, const uint8_t *xq,
-                                         const uint8_t *w, int n, int in_dim, int out_dim)
+extern "C" int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, void *acc, frt_cuda_dtype acc_dtype,
+                                         const uint8_t *xq, const uint8_t *w, int n, int in_dim, int out_dim)
 {
     FRT_ARG(g && acc && xq && w, "cuda gemm_fp8 run_acc: NULL pointer");
-    FRT_TRY(fp8_shape_check("run_acc", n, in_dim, out_dim, FRT_CUDA_F32));
+    FRT_TRY(fp8_shape_check("run_acc", n, in_dim, out_dim, acc_dtype));
     const uintptr_t all = (uintptr_t)acc | (uintptr_t)xq | (uintptr_t)w;
     FRT_ARG((all & (GEMM_ALIGN - 1)) == 0, "cuda gemm_fp8 run_acc: pointers must be %d-byte aligned", GEMM_ALIGN);
-    const fp8_plan *p = fp8_find(g, n, in_dim, out_dim, FRT_CUDA_F32);
+    const fp8_plan *p = fp8_find(g, n, in_dim, out_dim, acc_dtype);
     if (!p)
-        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 run_acc: no plan for n %d in %d out %d f32", n, in_dim,
-                         out_dim);
+        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 run_acc: no plan for n %d in %d out %d %s", n, in_dim,
+                         out_dim, acc_dtype == FRT_CUDA_BF16 ? "bf16" : "f32");
     if (p->lib)
         return frt_error(FRT_ERR_STATE,
                          "cuda gemm_fp8 run_acc: the plan for n %d in %d out %d has cuBLASLt apply the scales (plan "
-                         "it with FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE)",
+                         "it with FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE or _NONE)",
                          n, in_dim, out_dim);
     void *ws = NULL;
     size_t ws_bytes = 0;
@@ -431,6 +453,7 @@ extern "C" int frt_cuda_gemm_fp8_plan_get(const frt_cuda_gemm_fp8 *g, int i, frt
     info->reduction_scheme = ids[4], info->cta_swizzling = ids[5], info->custom_option = ids[6];
     info->shape_algo = p->shape_algo;
     info->scales_in_library = p->lib;
+    info->scales_none = p->acc_only;
     info->like_n = p->lt.like_n;
     return 0;
 }

@@ -47,7 +47,9 @@ typedef struct frt_cuda_gemm_fp8 frt_cuda_gemm_fp8;
 typedef enum frt_cuda_gemm_fp8_scaling {
     FRT_CUDA_GEMM_FP8_SCALES_AUTO = 0,    /* cuBLASLt's outer vectors when it has an algorithm, else the epilogue */
     FRT_CUDA_GEMM_FP8_SCALES_LIBRARY = 1, /* cuBLASLt's outer vectors only (else FRT_ERR_UNSUPPORTED) */
-    FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE = 2 /* unit scales in cuBLASLt, f32 out, frt's epilogue kernel */
+    FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE = 2, /* unit scales in cuBLASLt, f32 out, frt's epilogue kernel */
+    FRT_CUDA_GEMM_FP8_SCALES_NONE = 3      /* unit scales, no epilogue: the accumulator (f32 or bf16 out) through
+                                              frt_cuda_gemm_fp8_run_acc only, its consumer applies the scales */
 } frt_cuda_gemm_fp8_scaling;
 
 /* A plan's key and its algorithm (the ids of frt_cuda_gemm_plan_info). */
@@ -57,6 +59,7 @@ typedef struct frt_cuda_gemm_fp8_plan_info {
     int algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling, custom_option;
     int shape_algo; /* 1: the (in, out, dtype) algorithm of n = FRT_CUDA_GEMM_FP8_REF_N; 0: n's own */
     int scales_in_library; /* 1: cuBLASLt's OUTER_VEC_32F; 0: unit scales + frt's epilogue */
+    int scales_none;       /* 1: FRT_CUDA_GEMM_FP8_SCALES_NONE (frt_cuda_gemm_fp8_run_acc only) */
     int like_n; /* frt_cuda_gemm_fp8_plan_like: the rows of the plan whose algorithm it runs (0: its own) */
 } frt_cuda_gemm_fp8_plan_info;
 
@@ -107,16 +110,19 @@ int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_
                           const float *x_scale, const uint8_t *w, const float *w_scale, int n, int in_dim,
                           int out_dim);
 
-/* The GEMM of an epilogue-scaled plan (scales_in_library 0, f32 out)
- * without its epilogue: acc[t, o] = sum_k decode(xq[t, k]) * decode(w[o,
- * k]), the unscaled fp32 accumulator, for a consumer that applies the
- * epilogue's (acc * x_scale[t]) * w_scale[o] itself as it reads acc
- * (frt_cuda_swiglu_fp8acc, frt_cuda_add_rmsnorm_fp8acc: one pass over the
- * output instead of two). Operands as frt_cuda_gemm_fp8_run. Errors: those
- * of frt_cuda_gemm_fp8_run; FRT_ERR_STATE also when the plan has the
- * library apply the scales. */
-int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, float *acc, const uint8_t *xq, const uint8_t *w,
-                              int n, int in_dim, int out_dim);
+/* The GEMM of a plan with unit scales (scales_in_library 0: made under
+ * FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE, f32, or _NONE, f32 or bf16) without
+ * an epilogue: acc[t, o] = sum_k decode(xq[t, k]) * decode(w[o, k]), the
+ * unscaled fp32 accumulator stored as acc_dtype (bf16: rounded once, RNE),
+ * for a consumer that applies (acc * x_scale[t]) * w_scale[o] itself as
+ * it reads acc (frt_cuda_swiglu_fp8acc{,_quantize},
+ * frt_cuda_add_rmsnorm_fp8acc: one pass over the output instead of two).
+ * Operands as frt_cuda_gemm_fp8_run. A _NONE plan runs only here
+ * (frt_cuda_gemm_fp8_run refuses it: FRT_ERR_STATE). Errors: those of
+ * frt_cuda_gemm_fp8_run; FRT_ERR_STATE also when the plan has the library
+ * apply the scales. */
+int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, void *acc, frt_cuda_dtype acc_dtype,
+                              const uint8_t *xq, const uint8_t *w, int n, int in_dim, int out_dim);
 
 /* Prefill groups (docs/architectures.md "Prefill groups"; the bf16
  * handle's frt_cuda_gemm_plan_like / _check_like): a plan of n rows with the

@@ -635,18 +635,21 @@ int frt_cuda_swiglu(void *stream, void *out, frt_cuda_dtype out_dtype, const voi
                     const void *up, frt_cuda_dtype in_dtype, const int32_t *d_n, int max_n,
                     int per_tok);
 
-/* SwiGLU of two FP8 GEMM accumulators (frt_cuda_gemm_fp8_run_acc):
+/* SwiGLU of two FP8 GEMM accumulators (frt_cuda_gemm_fp8_run_acc, f32 or
+ * bf16: acc_dtype):
  *   g = (gate[t, i] * x_scale[t]) * gate_scale[i];  u = (up[t, i] * x_scale[t]) * up_scale[i]
  *   out[t, i] = bf16(silu(g) * u)
- * the bits of frt_cuda_gemm_fp8_run's outputs (epilogue scaling) through
- * frt_cuda_swiglu (f32 in, bf16 out), in one pass. gate, up [max_n,
- * per_tok] f32 and the scales [per_tok] 16-byte aligned, out [max_n,
- * per_tok] bf16 8-byte aligned, x_scale [max_n]; per_tok % 4 == 0. Errors:
- * FRT_ERR_INVALID_ARGUMENT (NULL, sizes, alignment); FRT_ERR_BACKEND.
- * Twin: the epilogue's products, frt_cpu_swiglu (tests/test_cuda_gemm_fp8.c). */
-int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const float *gate, const float *up, const float *x_scale,
-                           const float *gate_scale, const float *up_scale, const int32_t *d_n, int max_n,
-                           int per_tok);
+ * with f32 accumulators the bits of frt_cuda_gemm_fp8_run's outputs
+ * (epilogue scaling) through frt_cuda_swiglu (f32 in, bf16 out), in one
+ * pass; bf16 accumulators are widened exactly first. gate, up [max_n,
+ * per_tok] 16-byte aligned (8 for bf16), the scales [per_tok] 16-byte
+ * aligned, out [max_n, per_tok] bf16 8-byte aligned, x_scale [max_n];
+ * per_tok % 4 == 0. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, dtype, sizes,
+ * alignment); FRT_ERR_BACKEND. Twin: the epilogue's products,
+ * frt_cpu_swiglu (tests/test_cuda_gemm_fp8.c). */
+int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const void *gate, const void *up, frt_cuda_dtype acc_dtype,
+                           const float *x_scale, const float *gate_scale, const float *up_scale, const int32_t *d_n,
+                           int max_n, int per_tok);
 
 /* y *= sigmoid(gate). Twin: frt_cpu_sigmoid_mul. */
 int frt_cuda_sigmoid_mul(void *stream, void *y, frt_cuda_dtype y_dtype, const void *gate,
@@ -1178,7 +1181,7 @@ int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, c
                                        int dim);
 
 /* frt_cuda_swiglu_fp8acc over rows r < rows of the FP8 accumulators gate,
- * up [rows, dim] f32 followed by frt_cuda_fp8_quantize_rows_dynamic of
+ * up [rows, dim] (f32 or bf16: acc_dtype) followed by frt_cuda_fp8_quantize_rows_dynamic of
  * its bf16 output, in one launch (a block a row, the bf16 row staged in
  * shared memory, never written to global memory): q [rows, dim] E4M3 and
  * q_scale [rows] get the bits of those two calls. x_scale [rows], the
@@ -1188,9 +1191,9 @@ int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, float *scale, c
  * are the down projection's input. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes,
  * alignment); FRT_ERR_BACKEND. Twin: the two calls
  * (tests/test_cuda_gemm_fp8.c). */
-int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const float *gate, const float *up,
-                                    const float *x_scale, const float *gate_scale, const float *up_scale, int rows,
-                                    int dim);
+int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *q_scale, const void *gate, const void *up,
+                                    frt_cuda_dtype acc_dtype, const float *x_scale, const float *gate_scale,
+                                    const float *up_scale, int rows, int dim);
 
 /* A weight with 128 x 128 block scales as bf16, the operand of the prefill
  * GEMM for block-wise FP8 checkpoints (docs/fp8.md "FP8 weights"):

@@ -61,11 +61,25 @@ __global__ void swiglu_bf16_bf16_kernel(uint4 *out, const uint4 *gate, const uin
     }
 }
 
+/* Four accumulators of an FP8 GEMM (f32, or bf16: widened exactly) at
+ * group i of 4. */
+template <bool B16> __device__ __forceinline__ float4 fp8acc_ld4(const void *p, size_t i)
+{
+    if constexpr (B16) {
+        const uint2 v = static_cast<const uint2 *>(p)[i];
+        return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                           __uint_as_float(v.y & 0xFFFF0000u));
+    } else {
+        return static_cast<const float4 *>(p)[i];
+    }
+}
+
 /* The FP8 prefill's form (frt_cuda_swiglu_fp8acc): gate and up are FP8
- * GEMM accumulators, scaled as that GEMM's epilogue does, (acc * s_x[t]) *
- * s_w[o] (two __fmul_rn), then the f32 -> bf16 form's arithmetic; 4
- * elements per thread. */
-__global__ void swiglu_fp8acc_kernel(uint2 *out, const float4 *gate, const float4 *up, const float *sx,
+ * GEMM accumulators (f32, or bf16 with B16), scaled as that GEMM's
+ * epilogue does, (acc * s_x[t]) * s_w[o] (two __fmul_rn), then the f32 ->
+ * bf16 form's arithmetic; 4 elements per thread. */
+template <bool B16>
+__global__ void swiglu_fp8acc_kernel(uint2 *out, const void *gate, const void *up, const float *sx,
                                      const float4 *swg, const float4 *swu, const int32_t *d_n, int max_n,
                                      int per_tok4)
 {
@@ -74,7 +88,7 @@ __global__ void swiglu_fp8acc_kernel(uint2 *out, const float4 *gate, const float
          i += (size_t)gridDim.x * blockDim.x) {
         const float s = sx[i / (size_t)per_tok4];
         const size_t c = i % (size_t)per_tok4;
-        const float4 ga = gate[i], ua = up[i], wg = swg[c], wu = swu[c];
+        const float4 ga = fp8acc_ld4<B16>(gate, i), ua = fp8acc_ld4<B16>(up, i), wg = swg[c], wu = swu[c];
         const float g[4] = {__fmul_rn(__fmul_rn(ga.x, s), wg.x), __fmul_rn(__fmul_rn(ga.y, s), wg.y),
                             __fmul_rn(__fmul_rn(ga.z, s), wg.z), __fmul_rn(__fmul_rn(ga.w, s), wg.w)};
         const float u[4] = {__fmul_rn(__fmul_rn(ua.x, s), wu.x), __fmul_rn(__fmul_rn(ua.y, s), wu.y),
@@ -88,20 +102,27 @@ __global__ void swiglu_fp8acc_kernel(uint2 *out, const float4 *gate, const float
     }
 }
 
-extern "C" int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const float *gate, const float *up,
-                                      const float *x_scale, const float *gate_scale, const float *up_scale,
-                                      const int32_t *d_n, int max_n, int per_tok)
+extern "C" int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const void *gate, const void *up,
+                                      frt_cuda_dtype acc_dtype, const float *x_scale, const float *gate_scale,
+                                      const float *up_scale, const int32_t *d_n, int max_n, int per_tok)
 {
     FRT_ARG(out && gate && up && x_scale && gate_scale && up_scale, "cuda swiglu_fp8acc: NULL pointer");
+    FRT_ARG(acc_dtype == FRT_CUDA_F32 || acc_dtype == FRT_CUDA_BF16, "cuda swiglu_fp8acc: bad dtype");
     FRT_ARG(max_n >= 0 && per_tok > 0 && per_tok % 4 == 0, "cuda swiglu_fp8acc: max_n %d per_tok %d (a multiple of 4)",
             max_n, per_tok);
-    FRT_ARG((((uintptr_t)gate | (uintptr_t)up | (uintptr_t)gate_scale | (uintptr_t)up_scale) & 15) == 0 &&
-                ((uintptr_t)out & 7) == 0,
-            "cuda swiglu_fp8acc: gate, up and the scales must be 16-byte aligned, out 8-byte");
+    FRT_ARG((((uintptr_t)gate | (uintptr_t)up) & (acc_dtype == FRT_CUDA_BF16 ? 7 : 15)) == 0 &&
+                (((uintptr_t)gate_scale | (uintptr_t)up_scale) & 15) == 0 && ((uintptr_t)out & 7) == 0,
+            "cuda swiglu_fp8acc: gate and up must be 16-byte aligned (8 for bf16), the scales 16, out 8");
     if (max_n == 0) return 0;
-    swiglu_fp8acc_kernel<<<frt_grid_blocks((size_t)max_n * (per_tok / 4), 256, 8192), 256, 0, (cudaStream_t)stream>>>(
-        (uint2 *)out, (const float4 *)gate, (const float4 *)up, x_scale, (const float4 *)gate_scale,
-        (const float4 *)up_scale, d_n, max_n, per_tok / 4);
+    const unsigned int blocks = frt_grid_blocks((size_t)max_n * (per_tok / 4), 256, 8192);
+    if (acc_dtype == FRT_CUDA_BF16)
+        swiglu_fp8acc_kernel<true><<<blocks, 256, 0, (cudaStream_t)stream>>>(
+            (uint2 *)out, gate, up, x_scale, (const float4 *)gate_scale, (const float4 *)up_scale, d_n, max_n,
+            per_tok / 4);
+    else
+        swiglu_fp8acc_kernel<false><<<blocks, 256, 0, (cudaStream_t)stream>>>(
+            (uint2 *)out, gate, up, x_scale, (const float4 *)gate_scale, (const float4 *)up_scale, d_n, max_n,
+            per_tok / 4);
     FRT_LAUNCH_CHECK();
     return 0;
 }

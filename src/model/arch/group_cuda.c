@@ -52,10 +52,10 @@ static int group_product(frt_model *m, frt_cuda_gemm *gemm, frt_cuda_gemm_fp8 *g
     void *st = frt_stream_native(m->stream);
     *same = 0;
     if (gemm8) {
-        int rc = frt_cuda_gemm_fp8_plan_like(gemm8, n, m->C, p->in, p->out, FRT_CUDA_F32);
+        int rc = frt_cuda_gemm_fp8_plan_like(gemm8, n, m->C, p->in, p->out, p->y_dtype);
         if (rc == FRT_ERR_UNSUPPORTED) return 0;
         FRT_TRY(rc);
-        return frt_cuda_gemm_fp8_check_like(gemm8, st, n, m->C, p->in, p->out, FRT_CUDA_F32, p->q, p->s, gs->x, gs->xs,
+        return frt_cuda_gemm_fp8_check_like(gemm8, st, n, m->C, p->in, p->out, p->y_dtype, p->q, p->s, gs->x, gs->xs,
                                             gs->y, gs->y_ref, same);
     }
     static const int ranks[] = {0, 1, 2, 3, -1};

@@ -35,7 +35,8 @@ extern "C" {
  * runs it over a piece: bf16 weights w [out, in] (device) through the
  * cuBLASLt plan with output dtype y_dtype, or with FP8 weights (w NULL)
  * E4M3 codes q [out, in] and per-row f32 scales s [out] (device) through
- * the FP8 GEMM (f32 output). The weights are the check's data only
+ * the FP8 GEMM (output y_dtype: f32, or bf16 for an accumulator plan,
+ * FRT_CUDA_GEMM_FP8_SCALES_NONE). The weights are the check's data only
  * (layer 0's of the kind, say); the plan is the shape's. */
 typedef struct frt_group_product {
     int in, out;

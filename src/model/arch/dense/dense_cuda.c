@@ -405,18 +405,19 @@ static int cd_load_weights(frt_model *m)
 static int plan_fp8(const frt_model *m, cd_model *c)
 {
     FRT_TRY(frt_cuda_gemm_fp8_create(c->gemm, &c->gemm8));
-    /* gate, up and down with the epilogue's scaling, applied by their
-     * consumers (c->mlp_acc): cuBLASLt's outer-vector kernels run these
-     * shapes ~20 % slower than its unit-scale ones (H100, 2048 rows:
-     * 4096 -> 28672 415 against 329 us; docs/PERF.md). Only where their
-     * (in, out) keys are theirs alone (a plan is one scaling). */
+    /* gate and up (bf16 accumulators) and down (f32) with unit scales,
+     * applied by their consumers (c->mlp_acc): cuBLASLt's outer-vector
+     * kernels run these shapes ~20 % slower than its unit-scale ones (H100,
+     * 2048 rows: 4096 -> 28672 415 against 329 us; docs/PERF.md). Only
+     * where their (in, out) keys are theirs alone (a plan is one scaling). */
     c->mlp_acc = c->I != c->qd && c->I != c->kvd && !(c->I == c->H && c->H == c->qd);
     const int shapes[4][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}};
     for (int i = 0; i < m->n_buckets; i++) {
         for (int k = 0; k < 4; k++) {
-            FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, k == 3 && c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
-                                                                                 : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
-            FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], shapes[k][0], shapes[k][1], F32));
+            const int acc = k == 3 && c->mlp_acc; /* gate, up: the accumulators in bf16 */
+            FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, acc ? FRT_CUDA_GEMM_FP8_SCALES_NONE
+                                                                : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
+            FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], shapes[k][0], shapes[k][1], acc ? BF16 : F32));
         }
         FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
                                                                    : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
@@ -472,9 +473,10 @@ static int make_plans(frt_model *m, cd_model *c)
 }
 
 /* The dtype a prefill's gate and up products are written in, the SwiGLU's
- * input: bf16 (half the bytes the SwiGLU reads), f32 from the FP8 GEMM
- * (its plans are f32). */
-static frt_cuda_dtype gate_dt(const cd_model *c) { return c->wfp8 && !c->wblk ? F32 : BF16; }
+ * input: bf16 (half the bytes the SwiGLU reads; with FP8 weights and
+ * mlp_acc the unscaled accumulators rounded once), f32 from the FP8 GEMM
+ * with its scales (its plans are f32). */
+static frt_cuda_dtype gate_dt(const cd_model *c) { return c->wfp8 && !c->wblk && !c->mlp_acc ? F32 : BF16; }
 
 /* frt_arch_backend.prefill_group (docs/architectures.md "Prefill groups"):
  * the group plans of the five prefill products (plan_all's), checked on the
@@ -1002,12 +1004,12 @@ static int mlp_block(const fwd *f, int l)
     } else if (c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
         const cd_layer8 *w8 = &c->layers8[l];
         FRT_TRY(act_fp8(f, c->h, c->H));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, c->xq, w8->gate_proj.w, f->R, c->H, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, c->xq, w8->up_proj.w, f->R, c->H, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, BF16, c->xq, w8->gate_proj.w, f->R, c->H, c->I));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, BF16, c->xq, w8->up_proj.w, f->R, c->H, c->I));
         /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
-        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, c->xs, w8->gate_proj.s,
+        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, BF16, c->xs, w8->gate_proj.s,
                                                 w8->up_proj.s, f->R, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, c->xq, w8->down_proj.w, f->R, c->I, c->H));
+        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, F32, c->xq, w8->down_proj.w, f->R, c->I, c->H));
         c->delta_sw = w8->down_proj.s; /* the next prefill_norm scales delta */
         return 0;
     } else {

@@ -444,8 +444,8 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
                              {c->H, c->vd, has_lin},
                              {c->H, c->ba_w, has_lin},
                              {c->vd, c->H, has_lin}};
-    /* gate | up and down (rows 0, 1) with the epilogue's scaling, applied
-     * by their consumers (c->mlp_acc), where no other product has their
+    /* gate | up (row 0: bf16 accumulators) and down (row 1: f32) with unit
+     * scales, applied by their consumers (c->mlp_acc), where no other product has their
      * (in, out) key: cuBLASLt's outer-vector kernels run these shapes ~20 %
      * slower than its unit-scale ones (docs/PERF.md) */
     c->mlp_acc = 1;
@@ -454,9 +454,13 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
             if (shapes[k][2] && shapes[k][0] == shapes[j][0] && shapes[k][1] == shapes[j][1]) c->mlp_acc = 0;
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         if (!shapes[k][2]) continue;
-        FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, k < 2 && c->mlp_acc ? FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE
-                                                                           : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
-        FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1], F32));
+        /* gate | up: bf16 accumulators, no scales; down: f32, the epilogue's scales by its consumer */
+        const frt_cuda_gemm_fp8_scaling sc = !c->mlp_acc || k >= 2 ? FRT_CUDA_GEMM_FP8_SCALES_AUTO
+                                             : k == 0              ? FRT_CUDA_GEMM_FP8_SCALES_NONE
+                                                                   : FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE;
+        FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, sc));
+        FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1],
+                                       sc == FRT_CUDA_GEMM_FP8_SCALES_NONE ? BF16 : F32));
     }
     return frt_cuda_gemm_fp8_set_scaling(c->gemm8, FRT_CUDA_GEMM_FP8_SCALES_AUTO);
 }
@@ -552,6 +556,7 @@ static int group_products(const frt_model *m, const cu_model *c, frt_group_produ
     first_layers(m, &lf, &ll);
     const cu_layer *l0 = &c->layers[0];
     p[n++] = product(c->H, c->I, l0->gate_proj); /* gate, up */
+    if (c->wfp8 && c->mlp_acc) p[n - 1].y_dtype = BF16; /* the FP8 accumulators' plan */
     p[n++] = product(c->I, c->H, l0->down_proj);
     if (lf >= 0) {
         const cu_layer *a = &c->layers[lf];
