@@ -139,22 +139,35 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 v, float f[8])
     }
 }
 
-/* The row's max |x| over the block (NaN skipped), every thread gets it. */
-__device__ float row_amax(const uint4 *xr, int n8)
+/* max(m, |f[j]|) over 8 values (fmaxf(m, NaN) == m: NaN skipped). */
+__device__ __forceinline__ float amax8(float m, const float f[8])
+{
+    for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j]));
+    return m;
+}
+
+/* The maximum of every thread's m over the block; every thread gets it. */
+__device__ float block_max(float m)
 {
     __shared__ float part[DYN_THREADS / 32];
-    float m = 0.0f;
-    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-        float f[8];
-        bf16x8_to_f32(xr[i], f);
-        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j])); /* fmaxf(m, NaN) == m */
-    }
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
     __syncthreads();
     m = 0.0f;
     for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, part[w]);
     return m;
+}
+
+/* The row's max |x| over the block (NaN skipped), every thread gets it. */
+__device__ float row_amax(const uint4 *xr, int n8)
+{
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(xr[i], f);
+        m = amax8(m, f);
+    }
+    return block_max(m);
 }
 
 /* frt_fp8_amax_scale's rule on a row maximum. */
@@ -200,54 +213,29 @@ extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, floa
  * epilogue, (acc * s_x[t]) * s_w[i]; h = bf16(silu(g) * u) staged in
  * shared memory; then the row's amax, scale and codes as
  * fp8_quantize_dyn_kernel computes them from h. */
-template <bool B16> __device__ __forceinline__ float4 acc_ld4(const void *p, size_t i)
-{
-    if constexpr (B16) {
-        const uint2 v = static_cast<const uint2 *>(p)[i];
-        return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
-                           __uint_as_float(v.y & 0xFFFF0000u));
-    } else {
-        return static_cast<const float4 *>(p)[i];
-    }
-}
-
 template <bool B16>
 __global__ void __launch_bounds__(DYN_THREADS)
     swiglu_fp8acc_quant_kernel(uint8_t *q, float *scale, const void *gate, const void *up, const float *sx,
                                const float4 *swg, const float4 *swu, int dim)
 {
     extern __shared__ uint4 sh_h[]; /* the row's h, [dim / 8] groups of 8 bf16 */
-    __shared__ float part[DYN_THREADS / 32];
     const int n8 = dim / 8, n4 = dim / 4;
     const size_t r4 = (size_t)blockIdx.x * n4;
     const float s = sx[blockIdx.x];
     float m = 0.0f;
     for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-        uint32_t w[4];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int c = 2 * i + h;
-            const float4 ga = acc_ld4<B16>(gate, r4 + c), ua = acc_ld4<B16>(up, r4 + c), wg = swg[c], wu = swu[c];
-            const float g0 = __fmul_rn(__fmul_rn(ga.x, s), wg.x), g1 = __fmul_rn(__fmul_rn(ga.y, s), wg.y);
-            const float g2 = __fmul_rn(__fmul_rn(ga.z, s), wg.z), g3 = __fmul_rn(__fmul_rn(ga.w, s), wg.w);
-            const float u0 = __fmul_rn(__fmul_rn(ua.x, s), wu.x), u1 = __fmul_rn(__fmul_rn(ua.y, s), wu.y);
-            const float u2 = __fmul_rn(__fmul_rn(ua.z, s), wu.z), u3 = __fmul_rn(__fmul_rn(ua.w, s), wu.w);
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(frt_silu(g0) * u0, frt_silu(g1) * u1);
-            const __nv_bfloat162 hi = __floats2bfloat162_rn(frt_silu(g2) * u2, frt_silu(g3) * u3);
-            w[2 * h] = *reinterpret_cast<const uint32_t *>(&lo);
-            w[2 * h + 1] = *reinterpret_cast<const uint32_t *>(&hi);
-        }
-        const uint4 v = make_uint4(w[0], w[1], w[2], w[3]);
+        const int c = 2 * i;
+        const uint2 lo = frt_fp8acc_swiglu4(frt_fp8acc_ld4<B16>(gate, r4 + c), frt_fp8acc_ld4<B16>(up, r4 + c), s,
+                                            swg[c], swu[c]);
+        const uint2 hi = frt_fp8acc_swiglu4(frt_fp8acc_ld4<B16>(gate, r4 + c + 1),
+                                            frt_fp8acc_ld4<B16>(up, r4 + c + 1), s, swg[c + 1], swu[c + 1]);
+        const uint4 v = make_uint4(lo.x, lo.y, hi.x, hi.y);
         sh_h[i] = v;
         float f[8];
         bf16x8_to_f32(v, f);
-        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j])); /* fmaxf(m, NaN) == m */
+        m = amax8(m, f);
     }
-    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, part[w]);
+    m = block_max(m);
     const float sc = amax_scale(m), inv = __frcp_rn(sc);
     if (threadIdx.x == 0) scale[blockIdx.x] = sc;
     uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);

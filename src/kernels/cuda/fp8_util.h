@@ -16,6 +16,8 @@
 #ifndef FRT_KERNELS_CUDA_FP8_UTIL_H
 #define FRT_KERNELS_CUDA_FP8_UTIL_H
 
+#include "kernels/cuda/cuda_util.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -58,6 +60,40 @@ __device__ __forceinline__ uint4 frt_fp8x8_to_bf16x8(uint2 q)
 {
     return make_uint4(frt_fp8x2_to_bf16x2(q.x & 0xFFFFu), frt_fp8x2_to_bf16x2(q.x >> 16),
                       frt_fp8x2_to_bf16x2(q.y & 0xFFFFu), frt_fp8x2_to_bf16x2(q.y >> 16));
+}
+
+/* ---- the consumers of an FP8 GEMM's unscaled accumulators -----------------
+ * (frt_cuda_gemm_fp8_run_acc, gemm_fp8.h: swiglu.cu, fp8.cu) */
+
+/* Four accumulators at group i of 4: f32, or bf16 (B16) widened exactly. */
+template <bool B16> __device__ __forceinline__ float4 frt_fp8acc_ld4(const void *p, size_t i)
+{
+    if constexpr (B16) {
+        const uint2 v = static_cast<const uint2 *>(p)[i];
+        return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                           __uint_as_float(v.y & 0xFFFF0000u));
+    } else {
+        return static_cast<const float4 *>(p)[i];
+    }
+}
+
+/* The FP8 GEMM epilogue's scaling of one accumulator: (acc * s_x) * s_w. */
+__device__ __forceinline__ float frt_fp8acc_scale(float acc, float sx, float sw)
+{
+    return __fmul_rn(__fmul_rn(acc, sx), sw);
+}
+
+/* bf16(silu(g) * u) of four gate / up accumulators scaled by the token's
+ * sx and the channels' wg / wu, as 4 packed bf16 (frt_silu). */
+__device__ __forceinline__ uint2 frt_fp8acc_swiglu4(float4 ga, float4 ua, float sx, float4 wg, float4 wu)
+{
+    const float g0 = frt_fp8acc_scale(ga.x, sx, wg.x), g1 = frt_fp8acc_scale(ga.y, sx, wg.y);
+    const float g2 = frt_fp8acc_scale(ga.z, sx, wg.z), g3 = frt_fp8acc_scale(ga.w, sx, wg.w);
+    const float u0 = frt_fp8acc_scale(ua.x, sx, wu.x), u1 = frt_fp8acc_scale(ua.y, sx, wu.y);
+    const float u2 = frt_fp8acc_scale(ua.z, sx, wu.z), u3 = frt_fp8acc_scale(ua.w, sx, wu.w);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(frt_silu(g0) * u0, frt_silu(g1) * u1);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(frt_silu(g2) * u2, frt_silu(g3) * u3);
+    return make_uint2(*reinterpret_cast<const uint32_t *>(&lo), *reinterpret_cast<const uint32_t *>(&hi));
 }
 
 #endif /* FRT_KERNELS_CUDA_FP8_UTIL_H */

@@ -375,6 +375,25 @@ extern "C" int frt_cuda_gemm_fp8_check_like(frt_cuda_gemm_fp8 *g, void *stream, 
     return gemm_compare_pieces(st, y, y_ref, piece_bytes, n / n_src, fp8_like_piece, &r, same);
 }
 
+/* Plan p's cuBLASLt call, y = w . xq^T (alpha 1, beta 0), on the stream's
+ * workspace (FRT_ERR_STATE when the stream has none that p needs). */
+static int fp8_matmul(const frt_cuda_gemm_fp8 *g, const fp8_plan *p, void *stream, void *y, const uint8_t *xq,
+                      const uint8_t *w, const char *what)
+{
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
+    if (p->lt.ws_needed > ws_bytes)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm_fp8 %s: the plan needs %zu bytes of workspace and the stream has none "
+                         "(frt_cuda_gemm_add_stream on the base handle)",
+                         what, p->lt.ws_needed);
+    const float alpha = 1.0f, beta = 0.0f;
+    FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, y, p->lt.c, y,
+                                  p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
+    return 0;
+}
+
 extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_dtype y_dtype,
                                      const uint8_t *xq, const float *x_scale, const uint8_t *w,
                                      const float *w_scale, int n, int in_dim, int out_dim)
@@ -393,18 +412,8 @@ extern "C" int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y
                          "cuda gemm_fp8 run: the plan for n %d in %d out %d applies no scales "
                          "(FRT_CUDA_GEMM_FP8_SCALES_NONE): run it with frt_cuda_gemm_fp8_run_acc",
                          n, in_dim, out_dim);
-    void *ws = NULL;
-    size_t ws_bytes = 0;
-    gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
-    if (p->lt.ws_needed > ws_bytes)
-        return frt_error(FRT_ERR_STATE,
-                         "cuda gemm_fp8 run: the plan needs %zu bytes of workspace and the stream has none "
-                         "(frt_cuda_gemm_add_stream on the base handle)",
-                         p->lt.ws_needed);
     if (p->lib) FRT_TRY(set_scales(p->lt.desc, w_scale, x_scale));
-    const float alpha = 1.0f, beta = 0.0f;
-    FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, y, p->lt.c, y,
-                                  p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
+    FRT_TRY(fp8_matmul(g, p, stream, y, xq, w, "run"));
     return p->lib ? 0 : fp8_epilogue(stream, (float *)y, x_scale, w_scale, n, out_dim);
 }
 
@@ -424,16 +433,20 @@ extern "C" int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, voi
                          "cuda gemm_fp8 run_acc: the plan for n %d in %d out %d has cuBLASLt apply the scales (plan "
                          "it with FRT_CUDA_GEMM_FP8_SCALES_EPILOGUE or _NONE)",
                          n, in_dim, out_dim);
-    void *ws = NULL;
-    size_t ws_bytes = 0;
-    gemm_stream_ws(g->base, stream, &ws, &ws_bytes);
-    if (p->lt.ws_needed > ws_bytes)
-        return frt_error(FRT_ERR_STATE, "cuda gemm_fp8 run_acc: the plan needs %zu bytes of workspace and the stream "
-                         "has none", p->lt.ws_needed);
-    const float alpha = 1.0f, beta = 0.0f;
-    FRT_CUBLAS_TRY(cublasLtMatmul(g->base->lt, p->lt.desc, &alpha, w, p->lt.a, xq, p->lt.b, &beta, acc, p->lt.c, acc,
-                                  p->lt.c, &p->lt.algo, ws, ws_bytes, (cudaStream_t)stream));
-    return 0;
+    return fp8_matmul(g, p, stream, acc, xq, w, "run_acc");
+}
+
+extern "C" int frt_cuda_gemm_fp8_mlp(frt_cuda_gemm_fp8 *g, void *stream, uint8_t *xq, float *xs, uint16_t *gate_acc,
+                                     uint16_t *up_acc, float *down_acc, const uint8_t *gate_w, const float *gate_s,
+                                     const uint8_t *up_w, const float *up_s, const uint8_t *down_w, int n, int hidden,
+                                     int inter)
+{
+    const frt_cuda_dtype B = FRT_CUDA_BF16;
+    FRT_TRY(frt_cuda_gemm_fp8_run_acc(g, stream, gate_acc, B, xq, gate_w, n, hidden, inter));
+    FRT_TRY(frt_cuda_gemm_fp8_run_acc(g, stream, up_acc, B, xq, up_w, n, hidden, inter));
+    /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
+    FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(stream, xq, xs, gate_acc, up_acc, B, xs, gate_s, up_s, n, inter));
+    return frt_cuda_gemm_fp8_run_acc(g, stream, down_acc, FRT_CUDA_F32, xq, down_w, n, inter, hidden);
 }
 
 extern "C" int frt_cuda_gemm_fp8_plan_count(const frt_cuda_gemm_fp8 *g) { return g ? g->n_plans : 0; }

@@ -124,6 +124,22 @@ int frt_cuda_gemm_fp8_run(frt_cuda_gemm_fp8 *g, void *stream, void *y, frt_cuda_
 int frt_cuda_gemm_fp8_run_acc(frt_cuda_gemm_fp8 *g, void *stream, void *acc, frt_cuda_dtype acc_dtype,
                               const uint8_t *xq, const uint8_t *w, int n, int in_dim, int out_dim);
 
+/* The products of a prefill piece's SwiGLU MLP with unit-scale plans
+ * (docs/fp8.md "The MLP's products in a prefill piece"): xq / xs [n, hidden]
+ * the quantized input (frt_cuda_fp8_quantize_rows_dynamic); gate and up
+ * through frt_cuda_gemm_fp8_run_acc into gate_acc / up_acc [n, inter]
+ * bf16 (plans of FRT_CUDA_GEMM_FP8_SCALES_NONE, bf16 out),
+ * frt_cuda_swiglu_fp8acc_quantize of them into xq / xs (down's input,
+ * [n, inter] codes: xq must hold n * inter bytes), then down through
+ * frt_cuda_gemm_fp8_run_acc into down_acc [n, hidden] f32 (an EPILOGUE or
+ * NONE plan, f32 out): unscaled, for frt_cuda_add_rmsnorm_fp8acc with xs
+ * and down's scales. Weights [out, in] E4M3 codes, their per-channel
+ * scales [out]. Errors: those of the three calls (nothing after the
+ * failing one is enqueued). */
+int frt_cuda_gemm_fp8_mlp(frt_cuda_gemm_fp8 *g, void *stream, uint8_t *xq, float *xs, uint16_t *gate_acc,
+                          uint16_t *up_acc, float *down_acc, const uint8_t *gate_w, const float *gate_s,
+                          const uint8_t *up_w, const float *up_s, const uint8_t *down_w, int n, int hidden, int inter);
+
 /* Prefill groups (docs/architectures.md "Prefill groups"; the bf16
  * handle's frt_cuda_gemm_plan_like / _check_like): a plan of n rows with the
  * algorithm and scaling of the existing plan of n_src rows (same in_dim,

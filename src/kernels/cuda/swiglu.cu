@@ -8,6 +8,7 @@
  * Tested in tests/test_cuda_kernels.c.
  */
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/fp8_util.h"
 
 __global__ void swiglu_kernel(void *out, int out_dt, const void *gate, const void *up, int in_dt,
                               const int32_t *d_n, int max_n, int per_tok)
@@ -61,19 +62,6 @@ __global__ void swiglu_bf16_bf16_kernel(uint4 *out, const uint4 *gate, const uin
     }
 }
 
-/* Four accumulators of an FP8 GEMM (f32, or bf16: widened exactly) at
- * group i of 4. */
-template <bool B16> __device__ __forceinline__ float4 fp8acc_ld4(const void *p, size_t i)
-{
-    if constexpr (B16) {
-        const uint2 v = static_cast<const uint2 *>(p)[i];
-        return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
-                           __uint_as_float(v.y & 0xFFFF0000u));
-    } else {
-        return static_cast<const float4 *>(p)[i];
-    }
-}
-
 /* The FP8 prefill's form (frt_cuda_swiglu_fp8acc): gate and up are FP8
  * GEMM accumulators (f32, or bf16 with B16), scaled as that GEMM's
  * epilogue does, (acc * s_x[t]) * s_w[o] (two __fmul_rn), then the f32 ->
@@ -86,19 +74,9 @@ __global__ void swiglu_fp8acc_kernel(uint2 *out, const void *gate, const void *u
     const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok4;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
-        const float s = sx[i / (size_t)per_tok4];
         const size_t c = i % (size_t)per_tok4;
-        const float4 ga = fp8acc_ld4<B16>(gate, i), ua = fp8acc_ld4<B16>(up, i), wg = swg[c], wu = swu[c];
-        const float g[4] = {__fmul_rn(__fmul_rn(ga.x, s), wg.x), __fmul_rn(__fmul_rn(ga.y, s), wg.y),
-                            __fmul_rn(__fmul_rn(ga.z, s), wg.z), __fmul_rn(__fmul_rn(ga.w, s), wg.w)};
-        const float u[4] = {__fmul_rn(__fmul_rn(ua.x, s), wu.x), __fmul_rn(__fmul_rn(ua.y, s), wu.y),
-                            __fmul_rn(__fmul_rn(ua.z, s), wu.z), __fmul_rn(__fmul_rn(ua.w, s), wu.w)};
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(frt_silu(g[0]) * u[0], frt_silu(g[1]) * u[1]);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(frt_silu(g[2]) * u[2], frt_silu(g[3]) * u[3]);
-        uint2 o;
-        o.x = *reinterpret_cast<const uint32_t *>(&lo);
-        o.y = *reinterpret_cast<const uint32_t *>(&hi);
-        out[i] = o;
+        out[i] = frt_fp8acc_swiglu4(frt_fp8acc_ld4<B16>(gate, i), frt_fp8acc_ld4<B16>(up, i),
+                                    sx[i / (size_t)per_tok4], swg[c], swu[c]);
     }
 }
 

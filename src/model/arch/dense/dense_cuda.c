@@ -1004,12 +1004,9 @@ static int mlp_block(const fwd *f, int l)
     } else if (c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
         const cd_layer8 *w8 = &c->layers8[l];
         FRT_TRY(act_fp8(f, c->h, c->H));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, BF16, c->xq, w8->gate_proj.w, f->R, c->H, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, BF16, c->xq, w8->up_proj.w, f->R, c->H, c->I));
-        /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
-        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, BF16, c->xs, w8->gate_proj.s,
-                                                w8->up_proj.s, f->R, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, F32, c->xq, w8->down_proj.w, f->R, c->I, c->H));
+        FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
+                                      w8->gate_proj.w, w8->gate_proj.s, w8->up_proj.w, w8->up_proj.s,
+                                      w8->down_proj.w, f->R, c->H, c->I));
         c->delta_sw = w8->down_proj.s; /* the next prefill_norm scales delta */
         return 0;
     } else {

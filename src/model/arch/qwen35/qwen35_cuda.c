@@ -464,12 +464,9 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(swiglu_products(f, lw, c->ob, NULL, &nm, f->R));
     } else if (c->wfp8 && c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
         FRT_TRY(act_fp8(f, c->h, c->H));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t0, BF16, c->xq, lw->gate_proj.q, f->R, c->H, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->t1, BF16, c->xq, lw->up_proj.q, f->R, c->H, c->I));
-        /* SwiGLU straight into down's quantized input (the bf16 row never leaves the SM) */
-        FRT_TRY(frt_cuda_swiglu_fp8acc_quantize(f->st, c->xq, c->xs, c->t0, c->t1, BF16, c->xs, lw->gate_proj.s,
-                                                lw->up_proj.s, f->R, c->I));
-        FRT_TRY(frt_cuda_gemm_fp8_run_acc(c->gemm8, f->st, c->delta, F32, c->xq, lw->down_proj.q, f->R, c->I, c->H));
+        FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
+                                      lw->gate_proj.q, lw->gate_proj.s, lw->up_proj.q, lw->up_proj.s, lw->down_proj.q,
+                                      f->R, c->H, c->I));
         c->delta_sw = lw->down_proj.s; /* the next add_norm scales delta */
         return 0;
     } else {
