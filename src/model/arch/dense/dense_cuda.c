@@ -121,8 +121,8 @@ typedef struct cd_model {
     uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
     float *xs;          /* wfp8: [C] its per-token scales */
     int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
-                           (frt_cuda_gemm_fp8_run_acc; plans with the epilogue's scaling) whose consumers
-                           apply the scales (frt_cuda_swiglu_fp8acc, frt_cuda_add_rmsnorm_fp8acc) */
+                           (frt_cuda_gemm_fp8_mlp: gate / up bf16, down f32) whose consumers apply the
+                           scales (frt_cuda_swiglu_fp8acc_quantize, frt_cuda_add_rmsnorm_fp8acc) */
     const float *delta_sw; /* mlp_acc, while recording: delta holds down's accumulator, these its weight
                               scales (xs its input's); the next prefill_norm scales it */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
@@ -409,8 +409,10 @@ static int plan_fp8(const frt_model *m, cd_model *c)
      * applied by their consumers (c->mlp_acc): cuBLASLt's outer-vector
      * kernels run these shapes ~20 % slower than its unit-scale ones (H100,
      * 2048 rows: 4096 -> 28672 415 against 329 us; docs/PERF.md). Only
-     * where their (in, out) keys are theirs alone (a plan is one scaling). */
-    c->mlp_acc = c->I != c->qd && c->I != c->kvd && !(c->I == c->H && c->H == c->qd);
+     * where their keys are theirs alone (a plan is one scaling): gate /
+     * up's bf16 plans are keyed apart from the f32 ones, down's (I, H)
+     * is o_proj's when I == qd. */
+    c->mlp_acc = c->I != c->qd;
     const int shapes[4][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}};
     for (int i = 0; i < m->n_buckets; i++) {
         for (int k = 0; k < 4; k++) {

@@ -100,8 +100,8 @@ typedef struct cu_model {
     float *delta;    /* [C, H] block output, added to x */
     uint8_t *xq;     /* wfp8: [C, max(H, ad, vd, I)] a prefill product's input quantized per token (E4M3) */
     float *xs;       /* wfp8: [C] its per-token scales */
-    int mlp_acc;     /* wfp8: gate, up and down run as unscaled FP8 accumulators (frt_cuda_gemm_fp8_run_acc;
-                        epilogue-scaled plans) whose consumers apply the scales (frt_cuda_swiglu_fp8acc,
+    int mlp_acc;     /* wfp8: gate, up and down run as unscaled FP8 accumulators (frt_cuda_gemm_fp8_mlp: gate /
+                        up bf16, down f32) whose consumers apply the scales (frt_cuda_swiglu_fp8acc_quantize,
                         frt_cuda_add_rmsnorm_fp8acc) */
     const float *delta_sw; /* mlp_acc, while recording: delta holds down's accumulator, these its weight scales
                               (xs its input's); the next add_rmsnorm scales it */

@@ -445,13 +445,14 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
                              {c->H, c->ba_w, has_lin},
                              {c->vd, c->H, has_lin}};
     /* gate | up (row 0: bf16 accumulators) and down (row 1: f32) with unit
-     * scales, applied by their consumers (c->mlp_acc), where no other product has their
-     * (in, out) key: cuBLASLt's outer-vector kernels run these shapes ~20 %
-     * slower than its unit-scale ones (docs/PERF.md) */
+     * scales, applied by their consumers (c->mlp_acc): cuBLASLt's
+     * outer-vector kernels run these shapes ~20 % slower than its
+     * unit-scale ones (docs/PERF.md). Only where down's (in, out) key is
+     * its alone (a plan is one scaling; gate / up's bf16 plans are keyed
+     * apart from the f32 ones). */
     c->mlp_acc = 1;
     for (size_t k = 2; k < sizeof shapes / sizeof shapes[0]; k++)
-        for (int j = 0; j < 2; j++)
-            if (shapes[k][2] && shapes[k][0] == shapes[j][0] && shapes[k][1] == shapes[j][1]) c->mlp_acc = 0;
+        if (shapes[k][2] && shapes[k][0] == shapes[1][0] && shapes[k][1] == shapes[1][1]) c->mlp_acc = 0;
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         if (!shapes[k][2]) continue;
         /* gate | up: bf16 accumulators, no scales; down: f32, the epilogue's scales by its consumer */
