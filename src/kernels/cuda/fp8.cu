@@ -170,6 +170,15 @@ __device__ float row_amax(const uint4 *xr, int n8)
     return block_max(m);
 }
 
+/* The E4M3 codes of 8 values at inv = 1 / scale, the first in the low byte. */
+__device__ __forceinline__ uint2 encode8(const float f[8], float inv)
+{
+    uint32_t lo = 0, hi = 0;
+    for (int j = 0; j < 4; j++) lo |= (uint32_t)frt_fp8_encode_inv(f[j], inv) << (8 * j);
+    for (int j = 0; j < 4; j++) hi |= (uint32_t)frt_fp8_encode_inv(f[4 + j], inv) << (8 * j);
+    return make_uint2(lo, hi);
+}
+
 /* frt_fp8_amax_scale's rule on a row maximum. */
 __device__ __forceinline__ float amax_scale(float amax)
 {
@@ -190,10 +199,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
     for (int i = threadIdx.x; i < n8; i += blockDim.x) {
         float f[8];
         bf16x8_to_f32(xr[i], f);
-        uint32_t lo = 0, hi = 0;
-        for (int j = 0; j < 4; j++) lo |= (uint32_t)frt_fp8_encode_inv(f[j], inv) << (8 * j);
-        for (int j = 0; j < 4; j++) hi |= (uint32_t)frt_fp8_encode_inv(f[4 + j], inv) << (8 * j);
-        qr[i] = make_uint2(lo, hi);
+        qr[i] = encode8(f, inv);
     }
 }
 
@@ -242,10 +248,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
     for (int i = threadIdx.x; i < n8; i += blockDim.x) {
         float f[8];
         bf16x8_to_f32(sh_h[i], f);
-        uint32_t lo = 0, hi = 0;
-        for (int j = 0; j < 4; j++) lo |= (uint32_t)frt_fp8_encode_inv(f[j], inv) << (8 * j);
-        for (int j = 0; j < 4; j++) hi |= (uint32_t)frt_fp8_encode_inv(f[4 + j], inv) << (8 * j);
-        qr[i] = make_uint2(lo, hi);
+        qr[i] = encode8(f, inv);
     }
 }
 

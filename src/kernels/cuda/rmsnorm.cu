@@ -18,6 +18,7 @@
  * 16384) take a strided loop. Tested in tests/test_cuda_kernels.c and
  * tests/test_cuda_decode.c.
  */
+#include "kernels/cuda/fp8_util.h"
 #include "kernels/cuda/norm_util.h"
 
 template <int G, int NV>
@@ -103,7 +104,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
                 float sv[G];
                 norm_ld<G>(sw, FRT_CUDA_F32, (size_t)gi * G, vec, sv);
 #pragma unroll
-                for (int e = 0; e < G; e++) dv[k][e] = __fmul_rn(__fmul_rn(dv[k][e], st), sv[e]);
+                for (int e = 0; e < G; e++) dv[k][e] = frt_fp8acc_scale(dv[k][e], st, sv[e]);
             }
         }
     }
@@ -146,7 +147,7 @@ __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int del
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float d = frt_ld(delta, delta_dt, o + i);
-        if (sx) d = __fmul_rn(__fmul_rn(d, sx[t]), sw[i]);
+        if (sx) d = frt_fp8acc_scale(d, sx[t], sw[i]);
         float v = r[i] + d;
         r[i] = v;
         ss += (double)v * (double)v;

@@ -123,8 +123,6 @@ typedef struct cd_model {
     int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
                            (frt_cuda_gemm_fp8_mlp: gate / up bf16, down f32) whose consumers apply the
                            scales (frt_cuda_swiglu_fp8acc_quantize, frt_cuda_add_rmsnorm_fp8acc) */
-    const float *delta_sw; /* mlp_acc, while recording: delta holds down's accumulator, these its weight
-                              scales (xs its input's); the next prefill_norm scales it */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
@@ -1009,8 +1007,7 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
                                       w8->gate_proj.w, w8->gate_proj.s, w8->up_proj.w, w8->up_proj.s,
                                       w8->down_proj.w, f->R, c->H, c->I));
-        c->delta_sw = w8->down_proj.s; /* the next prefill_norm scales delta */
-        return 0;
+        return 0; /* delta: down's accumulator, scaled by the prefill_norm after it (mlp_acc_scales) */
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         const frt_cuda_dtype gt = gate_dt(c);
@@ -1021,18 +1018,20 @@ static int mlp_block(const fwd *f, int l)
     return gemm_out(f, c->ob, lw->down_proj, L8(c, l, down_proj), c->I);
 }
 
+/* The weight scales of layer l's down_proj when its prefill mlp_block
+ * leaves the FP8 accumulator in c->delta (mlp_acc), else NULL. */
+static const float *mlp_acc_scales(const cd_model *c, int l) { return c->mlp_acc ? c->layers8[l].down_proj.s : NULL; }
+
 /* Prefill: the residual c->x (after adding c->delta, unless the products
- * added into it) normed with w into out. */
-static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w)
+ * added into it) normed with w into out; acc_sw: delta is an FP8
+ * accumulator of these weight scales (and c->xs's token scales). */
+static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cd_model *c = f->c;
     if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
-    if (c->delta_sw) { /* down's FP8 accumulator (mlp_block, c->mlp_acc) */
-        const float *sw = c->delta_sw;
-        c->delta_sw = NULL;
-        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, sw, out, out_dt, w, f->d_n, f->R, c->H,
+    if (acc_sw)
+        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,
                                            c->eps, 0);
-    }
     return frt_cuda_add_rmsnorm(f->st, c->x, c->delta, F32, out, out_dt, w, f->d_n, f->R, c->H, c->eps, 0);
 }
 
@@ -1045,7 +1044,6 @@ static int record_forward(const fwd *f)
     void *st = f->st;
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
-    c->delta_sw = NULL; /* set by an FP8 mlp_block, taken by the prefill_norm after it */
 
     if (f->pieces > 1)
         FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));
@@ -1058,12 +1056,12 @@ static int record_forward(const fwd *f)
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
         FRT_TRY(attention_block(f, l));
-        if (!f->decode) FRT_TRY(prefill_norm(f, c->h, BF16, lw->post_ln));
+        if (!f->decode) FRT_TRY(prefill_norm(f, c->h, BF16, lw->post_ln, NULL));
         FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
         if (!f->decode && l + 1 < c->L)
-            FRT_TRY(prefill_norm(f, c->h, BF16, c->layers[l + 1].input_ln));
+            FRT_TRY(prefill_norm(f, c->h, BF16, c->layers[l + 1].input_ln, mlp_acc_scales(c, l)));
         else if (!f->decode) /* the last residual add (if any) with the final norm */
-            FRT_TRY(prefill_norm(f, c->hf, F32, c->final_norm));
+            FRT_TRY(prefill_norm(f, c->hf, F32, c->final_norm, mlp_acc_scales(c, l)));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
     if (f->decode) /* the final norm of the residual: the LM head's input */

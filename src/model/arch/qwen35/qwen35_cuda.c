@@ -467,8 +467,7 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
                                       lw->gate_proj.q, lw->gate_proj.s, lw->up_proj.q, lw->up_proj.s, lw->down_proj.q,
                                       f->R, c->H, c->I));
-        c->delta_sw = lw->down_proj.s; /* the next add_norm scales delta */
-        return 0;
+        return 0; /* delta: down's accumulator, scaled by the add_norm after it (mlp_acc_scales) */
     } else {
         FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
@@ -478,17 +477,22 @@ static int mlp_block(const fwd *f, int l)
     return gemm_out(f, c->ob, lw->down_proj, c->I);
 }
 
-/* Prefill: the residual add of c->delta fused with the norm of w into out
- * (down's FP8 accumulator scaled on the way when mlp_block left one). */
-static int add_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w)
+/* The weight scales of layer l's down_proj when its prefill mlp_block
+ * leaves the FP8 accumulator in c->delta (wfp8 with mlp_acc), else NULL. */
+static const float *mlp_acc_scales(const cu_model *c, int l)
+{
+    return c->wfp8 && c->mlp_acc ? c->layers[l].down_proj.s : NULL;
+}
+
+/* Prefill: the residual add of c->delta fused with the norm of w into out;
+ * acc_sw: delta is an FP8 accumulator of these weight scales (and c->xs's
+ * token scales). */
+static int add_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cu_model *c = f->c;
-    if (c->delta_sw) {
-        const float *sw = c->delta_sw;
-        c->delta_sw = NULL;
-        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, sw, out, out_dt, w, f->d_n, f->R, c->H,
+    if (acc_sw)
+        return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,
                                            c->eps, 1);
-    }
     return frt_cuda_add_rmsnorm(f->st, c->x, c->delta, F32, out, out_dt, w, f->d_n, f->R, c->H, c->eps, 1);
 }
 
@@ -508,7 +512,6 @@ static int record_forward(const fwd *f)
     void *st = f->st;
     int R = f->R, H = c->H;
     const int32_t *ids = f->decode ? f->d_pending : (const int32_t *)frt_buffer_ptr(m->in_ids);
-    c->delta_sw = NULL; /* set by an FP8 mlp_block, taken by the add_norm after it */
 
     if (f->pieces > 1) /* the pieces' starts, for the group's attention */
         FRT_TRY(frt_group_pos(st, c->gpos, f->d_pos, f->pieces, m->C, c->attn_pieces));
@@ -524,12 +527,12 @@ static int record_forward(const fwd *f)
             FRT_TRY(attention_block(f, l));
         else
             FRT_TRY(deltanet_block(f, l));
-        if (!f->decode) FRT_TRY(add_norm(f, c->h, BF16, lw->post_ln));
+        if (!f->decode) FRT_TRY(add_norm(f, c->h, BF16, lw->post_ln, NULL));
         FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
         if (!f->decode && l + 1 < c->L)
-            FRT_TRY(add_norm(f, c->h, BF16, c->layers[l + 1].input_ln));
+            FRT_TRY(add_norm(f, c->h, BF16, c->layers[l + 1].input_ln, mlp_acc_scales(c, l)));
         else if (!f->decode) /* the last layer's residual add fused with the final norm */
-            FRT_TRY(add_norm(f, c->hf, F32, c->final_norm));
+            FRT_TRY(add_norm(f, c->hf, F32, c->final_norm, mlp_acc_scales(c, l)));
         FRT_TRY(debug_copy(f, l + 1, c->x));
     }
     if (f->decode) /* the final norm of the residual: the LM head's input */

@@ -103,8 +103,6 @@ typedef struct cu_model {
     int mlp_acc;     /* wfp8: gate, up and down run as unscaled FP8 accumulators (frt_cuda_gemm_fp8_mlp: gate /
                         up bf16, down f32) whose consumers apply the scales (frt_cuda_swiglu_fp8acc_quantize,
                         frt_cuda_add_rmsnorm_fp8acc) */
-    const float *delta_sw; /* mlp_acc, while recording: delta holds down's accumulator, these its weight scales
-                              (xs its input's); the next add_rmsnorm scales it */
     float *ba, *a, *b, *g, *beta; /* [C, ba_w], [C, nv] x 4 */
     void *gdr_ws;    /* chunked gated delta rule (prefill): U, W, decays per chunk */
     size_t gdr_ws_bytes;
