@@ -96,6 +96,24 @@ static void test_bad_args(void)
     CHECK(frt_cuda_gemm_fp8_plan_count(NULL) == 0);
     CHECK(frt_cuda_gemm_fp8_fingerprint(NULL) == 0);
     frt_cuda_gemm_fp8_destroy(NULL);
+    /* the accumulators' GEMM and consumers: refused before any launch */
+    const frt_cuda_dtype F = FRT_CUDA_F32, B = FRT_CUDA_BF16, BAD = (frt_cuda_dtype)7;
+    CHECK_STATUS(frt_cuda_gemm_fp8_run_acc(NULL, NULL, s, F, q, q, 1, 16, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_mlp(NULL, NULL, q, s, x, x, s, q, s, q, s, q, 1, 16, 16),
+                 FRT_ERR_INVALID_ARGUMENT);
+    uint16_t *o = x;
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(NULL, o, s, s, BAD, s, s, s, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(NULL, o, s, s, F, s, s, s, NULL, 1, 18), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(NULL, o, (char *)s + 8, s, F, s, s, s, NULL, 1, 16),
+                 FRT_ERR_INVALID_ARGUMENT); /* f32 accumulators: 16-byte aligned */
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc(NULL, o + 1, s, s, B, s, s, s, NULL, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(NULL, q, s, s, s, BAD, s, s, s, 1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(NULL, q, s, s, s, F, s, s, s, 1, 49160), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(NULL, q, s, s, s, F, s, s, s, -1, 16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_swiglu_fp8acc_quantize(NULL, q, (float *)((char *)s + 2), s, s, F, s, s, s, 1, 16),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_fp8acc(NULL, s, s, s, NULL, x, B, s, NULL, 1, 16, 1e-6f, 0),
+                 FRT_ERR_INVALID_ARGUMENT);
 }
 
 /* Shape and pointer checks on a live handle (before any plan lookup). */
