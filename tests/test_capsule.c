@@ -55,6 +55,7 @@ extern char **environ;
 enum { C = 64, G = 10, MAXV = 1 << 16 };
 
 static char dir[512], dir2[512], tmpdir[256];
+static const char *family; /* the gen-model shape of the running suite */
 static int V;
 static float la[MAXV], lb[MAXV];
 
@@ -134,7 +135,13 @@ static void test_restore_tiers(frt_model *m)
         /* 3: restore at aligned_len(prefix), append the remainder and the suffix */
         CHECK_OK(frt_capsule_restore(m, c));
         CHECK(frt_model_position(m) == B);
+        /* the dense family's host tier: the layers land beside the append
+         * (capsule.c, the pipelined restore), the position read left them */
+        const int piped = tier == FRT_TIER_HOST && m->layer_ready;
+        CHECK(!piped || (m->restore_pending == 1 && frt_stream_deferred(m->stream) == 1));
+        CHECK(tier != FRT_TIER_HOST || !strcmp(family, "tiny-dense") == (m->layer_ready != NULL));
         CHECK_OK(frt_model_prefill(m, all + B, 340 - B));
+        CHECK(m->restore_pending == 0 && frt_stream_deferred(m->stream) == 0);
         CHECK_OK(frt_model_logits(m, lb));
         CHECK_MSG(same_logits(la, lb), "tier %s: logits differ from the cold prefill", frt_tier_name((frt_tier)tier));
         CHECK_OK(greedy(m, got_t, G));
@@ -914,6 +921,7 @@ int main(int argc, char **argv)
 /* The whole suite on a random-weight checkpoint of one gen-model shape. */
 static void run_suite(const char *shape)
 {
+    family = shape;
     frt_test_seed(5);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/frt-test-capsule-%d", (int)getpid());
     snprintf(dir, sizeof dir, "%s/model", tmpdir);

@@ -762,7 +762,7 @@ typedef struct rules_ctx {
     frt_graph *self, *other;
     frt_buffer *dev, *host, *pinned;
     frt_event *ev;
-    int capturing, sync, record, wait, write, read, replay, nested, alloc, pageable, csync, bind;
+    int capturing, sync, record, wait, defer, write, read, replay, nested, alloc, pageable, csync, bind;
     int pinned_copy;
 } rules_ctx;
 
@@ -776,7 +776,8 @@ static int record_rules(frt_stream *s, void *user)
     r->capturing = frt_stream_is_capturing(s);
     r->sync = frt_stream_sync(s);
     r->record = frt_event_record(r->ev, s);
-    r->wait = frt_stream_wait_event(s, r->ev);
+    r->wait = frt_stream_wait_event(s, r->ev); /* allowed: a wait each replay performs */
+    r->defer = frt_stream_defer_wait(s, r->ev);
     r->write = frt_buffer_write(r->dev, 0, tmp, sizeof tmp, s);
     r->read = frt_buffer_read(r->dev, 0, tmp, sizeof tmp, s);
     r->replay = frt_graph_replay(r->other, 1, s);
@@ -807,7 +808,8 @@ static void test_capture_rules(frt_context *ctx)
     CHECK(r.capturing == 1);
     CHECK(r.sync == FRT_ERR_STATE);
     CHECK(r.record == FRT_ERR_STATE);
-    CHECK(r.wait == FRT_ERR_STATE);
+    CHECK(r.wait == 0);
+    CHECK(r.defer == FRT_ERR_STATE);
     CHECK(r.write == FRT_ERR_STATE);
     CHECK(r.read == FRT_ERR_STATE);
     CHECK(r.replay == FRT_ERR_STATE);
@@ -951,6 +953,156 @@ static void test_events(frt_context *ctx)
     frt_event_destroy(never);
     frt_stream_destroy(a);
     frt_stream_destroy(b);
+}
+
+/* ---- deferred and captured waits ----------------------------------------------- */
+
+static atomic_int g_gate;
+
+/* Blocks its stream until the test opens the gate. */
+static void gate_task(void *p)
+{
+    (void)p;
+    while (!atomic_load(&g_gate)) sleep_ms(1);
+}
+
+static int32_t dev_value(frt_buffer *b, frt_stream *s)
+{
+    int32_t v = -1;
+    CHECK_OK(frt_buffer_read(b, 0, &v, sizeof v, s));
+    CHECK_OK(frt_stream_sync(s));
+    return v;
+}
+
+typedef struct wait_copy_ctx {
+    frt_event *ev;
+    frt_buffer *dst, *src;
+} wait_copy_ctx;
+
+static int record_wait_copy(frt_stream *s, void *user)
+{
+    wait_copy_ctx *w = user;
+    FRT_TRY(frt_stream_wait_event(s, w->ev));
+    return frt_buffer_copy(w->dst, 0, w->src, 0, 4, s);
+}
+
+/* frt_stream_defer_wait / frt_stream_defer_hold, a wait recorded in a
+ * capture, and frt_buffer_copy_batch_ex: stream t is held at a gate the
+ * test opens, so what s may run before it is decided, not timed (a broken
+ * wait could pass only if s were delayed past the gate; it never fails a
+ * correct one). */
+static void test_deferred_wait(frt_context *ctx)
+{
+    frt_stream *s, *t;
+    frt_event *e, *e2, *never;
+    CHECK_OK(frt_stream_create(ctx, 0, &s));
+    CHECK_OK(frt_stream_create(ctx, 0, &t));
+    CHECK_OK(frt_event_create(ctx, &e));
+    CHECK_OK(frt_event_create(ctx, &e2));
+    CHECK_OK(frt_event_create(ctx, &never));
+    frt_buffer *x = alloc_or_die(ctx, "x", FRT_SPACE_DEVICE, 64), *y = alloc_or_die(ctx, "y", FRT_SPACE_DEVICE, 64),
+               *z = alloc_or_die(ctx, "z", FRT_SPACE_DEVICE, 64), *w = alloc_or_die(ctx, "w", FRT_SPACE_DEVICE, 64);
+    const int32_t zero = 0, seven = 7, nine = 9;
+    CHECK_OK(frt_buffer_write(x, 0, &zero, 4, s));
+    CHECK_OK(frt_buffer_write(y, 0, &zero, 4, s));
+    CHECK_OK(frt_buffer_write(z, 0, &zero, 4, s));
+    CHECK_OK(frt_buffer_write(w, 0, &zero, 4, s));
+    CHECK_OK(frt_stream_sync(s));
+    frt_buffer *seven_b = alloc_or_die(ctx, "seven", FRT_SPACE_DEVICE, 64);
+    frt_buffer *nine_b = alloc_or_die(ctx, "nine", FRT_SPACE_DEVICE, 64);
+    CHECK_OK(frt_buffer_write(seven_b, 0, &seven, 4, s));
+    CHECK_OK(frt_buffer_write(nine_b, 0, &nine, 4, s));
+    CHECK_OK(frt_stream_sync(s));
+
+    CHECK_STATUS(frt_stream_defer_wait(NULL, e), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_stream_defer_hold(NULL, 1), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_stream_deferred(NULL), FRT_ERR_INVALID_ARGUMENT);
+
+    /* t: the gate, then x = 7, then e */
+    atomic_store(&g_gate, 0);
+    CHECK_OK(frt_stream_host_task(t, gate_task, NULL, 0));
+    CHECK_OK(frt_buffer_copy(x, 0, seven_b, 0, 4, t));
+    CHECK_OK(frt_event_record(e, t));
+    CHECK_OK(frt_stream_defer_wait(s, e));
+    CHECK(frt_stream_deferred(s) == 1);
+    /* held: s runs ahead of t (a sync returns with the gate still shut) */
+    CHECK_OK(frt_stream_defer_hold(s, 1));
+    CHECK_OK(frt_buffer_copy(y, 0, x, 0, 4, s));
+    CHECK_MSG(dev_value(y, s) == 0, "a held stream waited for the deferred event");
+    CHECK(frt_stream_deferred(s) == 1);
+    /* released: the next operation enqueues the wait first */
+    CHECK_OK(frt_stream_defer_hold(s, 0));
+    CHECK_OK(frt_buffer_copy(z, 0, x, 0, 4, s));
+    CHECK(frt_stream_deferred(s) == 0);
+    sleep_ms(30);
+    atomic_store(&g_gate, 1);
+    CHECK_MSG(dev_value(z, s) == 7, "the deferred wait did not order the copy after the event");
+
+    /* a wait recorded in a capture waits, at each replay, for the record made before it */
+    wait_copy_ctx wc = {e2, w, x};
+    frt_graph *g = NULL, *gn = NULL;
+    CHECK_OK(frt_graph_create(ctx, "wait_copy", 0, &g));
+    CHECK_OK(frt_graph_capture(g, 1, s, record_wait_copy, &wc));
+    for (int rep = 0; rep < 2; rep++) {
+        atomic_store(&g_gate, 0);
+        CHECK_OK(frt_buffer_write(x, 0, &zero, 4, s));
+        CHECK_OK(frt_buffer_write(w, 0, &zero, 4, s));
+        CHECK_OK(frt_stream_sync(s));
+        CHECK_OK(frt_stream_host_task(t, gate_task, NULL, 0));
+        CHECK_OK(frt_buffer_copy(x, 0, nine_b, 0, 4, t));
+        CHECK_OK(frt_event_record(e2, t));
+        CHECK_OK(frt_graph_replay(g, 1, s));
+        sleep_ms(30);
+        atomic_store(&g_gate, 1);
+        CHECK_MSG(dev_value(w, s) == 9, "replay %d: the captured wait did not wait for the newest record", rep);
+        CHECK_OK(frt_stream_sync(t));
+    }
+    /* on a never-recorded event the captured wait is a no-op */
+    wait_copy_ctx wn = {never, y, seven_b};
+    CHECK_OK(frt_graph_create(ctx, "wait_never", 0, &gn));
+    CHECK_OK(frt_graph_capture(gn, 1, s, record_wait_copy, &wn));
+    CHECK_OK(frt_graph_replay(gn, 1, s));
+    CHECK(dev_value(y, s) == 7);
+
+    /* destroying the awaited event enqueues the deferred wait */
+    frt_event *e3 = NULL;
+    CHECK_OK(frt_event_create(ctx, &e3));
+    CHECK_OK(frt_event_record(e3, t));
+    CHECK_OK(frt_stream_defer_wait(s, e3));
+    frt_event_destroy(e3);
+    CHECK(frt_stream_deferred(s) == 0);
+    /* a second deferred wait enqueues the first; NULL enqueues a pending one */
+    CHECK_OK(frt_stream_defer_wait(s, e));
+    CHECK_OK(frt_stream_defer_wait(s, e2));
+    CHECK(frt_stream_deferred(s) == 1);
+    CHECK_OK(frt_stream_defer_wait(s, NULL));
+    CHECK(frt_stream_deferred(s) == 0);
+
+    /* copy_batch_ex: FRT_COPY_OVERLAP copies the same bytes; unknown flags are refused */
+    frt_buffer *p = alloc_or_die(ctx, "pinned", FRT_SPACE_PINNED_HOST, 64);
+    int32_t *pp = frt_buffer_ptr(p);
+    pp[0] = 41;
+    frt_copy cs[2] = {{y, 0, seven_b, 0, 4}, {z, 0, p, 0, 4}};
+    CHECK_STATUS(frt_buffer_copy_batch_ex(cs, 2, t, 2u), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_buffer_copy_batch_ex(cs, 2, t, FRT_COPY_OVERLAP));
+    CHECK_OK(frt_stream_sync(t));
+    CHECK(dev_value(y, s) == 7 && dev_value(z, s) == 41);
+
+    frt_graph_destroy(g);
+    frt_graph_destroy(gn);
+    frt_buffer_free(p);
+    frt_buffer_free(x);
+    frt_buffer_free(y);
+    frt_buffer_free(z);
+    frt_buffer_free(w);
+    frt_buffer_free(seven_b);
+    frt_buffer_free(nine_b);
+    frt_event_destroy(e);
+    frt_event_destroy(e2);
+    frt_event_destroy(never);
+    frt_stream_destroy(s);
+    frt_stream_destroy(t);
+    printf("deferred and captured waits: ordered by the event, held when asked\n");
 }
 
 /* ---- plans ------------------------------------------------------------------------ */
@@ -1179,6 +1331,7 @@ int main(int argc, char **argv)
     test_capture_rules(ctx);
     test_shared_port(ctx);
     test_events(ctx);
+    test_deferred_wait(ctx);
     test_plan(ctx);
     test_streams(ctx);
     test_pinned_cache();

@@ -75,11 +75,24 @@ FRT_API int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, 
  * copied: the result is the same live state as a full restore, byte for
  * byte, at a cost independent of the context length.
  * frt_capsule_last_restore says what was copied.
+ * Pipelined (docs/capsules.md): a full restore of a host-tier capsule into
+ * a model of the dense family returns once the fixed-size entries have
+ * landed, while the layers' KV rows are still being copied on a stream of
+ * their own; the next prefill's first piece runs beside those copies, each
+ * layer waiting for its own rows, and every other call that touches the
+ * state waits for all of them first. Results are the same bytes either
+ * way; frt_capsule_restore_wait blocks until the copies have landed.
  *   FRT_ERR_MISMATCH  the capsule was made by a model with another fingerprint
  *   FRT_ERR_FORMAT    a disk capsule fails its checks (checksum, sizes)
  *   FRT_ERR_IO        its file can no longer be read
  * On any error the live state is untouched. */
 FRT_API int frt_capsule_restore(frt_model *m, const frt_capsule *c);
+
+/* Blocks until the copies of m's last restore have landed (at once unless
+ * it was pipelined, see frt_capsule_restore): what a caller timing a restore
+ * on its own waits for. Errors: FRT_ERR_INVALID_ARGUMENT (NULL);
+ * FRT_ERR_BACKEND (a copy failed). */
+FRT_API int frt_capsule_restore_wait(frt_model *m);
 
 /* What the last successful frt_capsule_restore into a model copied. */
 typedef struct frt_restore_stats {

@@ -62,11 +62,13 @@
  * frt_graph_capture) the work enqueued on it is recorded, not run. Inside a
  * capture these calls on the capturing stream return FRT_ERR_STATE (on both
  * backends, because a CUDA capture cannot hold them): frt_stream_sync,
- * frt_event_record, frt_stream_wait_event, frt_buffer_read, frt_buffer_write
+ * frt_event_record, frt_stream_defer_wait, frt_buffer_read, frt_buffer_write
  * (a raw host pointer must never be baked into a graph), frt_graph_replay,
  * a nested frt_graph_capture, and a copy between FRT_SPACE_HOST (pageable)
  * memory and FRT_SPACE_DEVICE memory. frt_buffer_alloc and frt_context_sync
  * return FRT_ERR_STATE while any stream of the context is capturing.
+ * frt_stream_wait_event inside a capture records a wait that every replay
+ * performs (see there).
  */
 #ifndef FRT_EXEC_H
 #define FRT_EXEC_H
@@ -263,8 +265,38 @@ FRT_API int frt_event_record(frt_event *event, frt_stream *stream);
 /* Makes all work enqueued on `stream` after this call wait until the event's
  * most recent record (at the time of this call) has completed. Waiting on a
  * never-recorded event is a no-op. Does not block the caller.
- * Errors: as frt_event_record. */
+ * Inside a capture the wait is recorded: each replay of the graph waits for
+ * the event's newest record enqueued before that replay (a CUDA external
+ * event wait node; on the cpu backend the newest record when the wait is
+ * reached, so a record enqueued while the replay runs may be waited for
+ * too: don't). The event must outlive the graph's variants.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, different contexts);
+ * FRT_ERR_BACKEND. */
 FRT_API int frt_stream_wait_event(frt_stream *stream, frt_event *event);
+
+/* A deferred wait: the next operation enqueued on `stream` (a fill, copy,
+ * read, write, host task, event record or wait, graph replay or capture,
+ * a sync, or a frt_stream_native call, after which the caller enqueues
+ * natively) first makes the stream wait for the event's newest record, as
+ * frt_stream_wait_event would. Lets a stream run ahead of copies on another
+ * stream while it only touches what they don't write (the pipelined capsule
+ * restore, docs/capsules.md). A second deferred wait on another event
+ * enqueues the first one at once; event NULL enqueues a pending one at once
+ * and leaves none. Destroying the event enqueues a pending wait on it
+ * first.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL stream, different contexts);
+ * FRT_ERR_STATE (inside a capture); FRT_ERR_BACKEND. */
+FRT_API int frt_stream_defer_wait(frt_stream *stream, frt_event *event);
+
+/* hold != 0: operations enqueued on `stream` from now on do not enqueue its
+ * deferred wait, until frt_stream_defer_hold(stream, 0); the caller vouches
+ * that they don't touch what the awaited copies write (a graph whose
+ * captured waits order it, for one). Errors: FRT_ERR_INVALID_ARGUMENT. */
+FRT_API int frt_stream_defer_hold(frt_stream *stream, int hold);
+
+/* 1 while `stream` has a deferred wait not yet enqueued, else 0;
+ * FRT_ERR_INVALID_ARGUMENT for an invalid stream. */
+FRT_API int frt_stream_deferred(frt_stream *stream);
 
 /* Blocks until the event's most recent record has completed (at once when
  * never recorded). Errors: FRT_ERR_INVALID_ARGUMENT; FRT_ERR_BACKEND. */
@@ -366,6 +398,19 @@ typedef struct frt_copy {
  * (with the index of the entry); FRT_ERR_STATE; FRT_ERR_OUT_OF_MEMORY;
  * FRT_ERR_BACKEND (after some entries may have been enqueued). */
 FRT_API int frt_buffer_copy_batch(const frt_copy *copies, int n, frt_stream *stream);
+
+/* frt_buffer_copy_batch_ex flags. FRT_COPY_OVERLAP: the copies run beside
+ * kernels of other streams and should leave them the compute units: on cuda
+ * they go to the copy engines (cudaMemcpyBatchAsync with
+ * cudaMemcpyFlagPreferOverlapWithCompute) instead of the batched copy kernel,
+ * which is faster alone (docs/PERF.md) but takes SMs; pageable host memory
+ * takes the plain path. No effect on the cpu backend. */
+#define FRT_COPY_OVERLAP 1u
+
+/* frt_buffer_copy_batch with flags (0 or FRT_COPY_OVERLAP).
+ * Errors: as frt_buffer_copy_batch; FRT_ERR_INVALID_ARGUMENT for unknown
+ * flags. */
+FRT_API int frt_buffer_copy_batch_ex(const frt_copy *copies, int n, frt_stream *stream, unsigned flags);
 
 /* Asynchronously copies `bytes` from host memory into buf[off, +bytes).
  * host_src must stay valid and unchanged until the stream has synced past this

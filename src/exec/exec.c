@@ -376,17 +376,65 @@ void frt_stream_destroy(frt_stream *stream)
     stream_delete(stream);
 }
 
+/* Enqueues the stream's deferred wait (frt_stream_defer_wait) before the
+ * operation that calls this, unless held or capturing. Kept for the next
+ * operation when the backend fails to enqueue it. */
+static int stream_enter(frt_stream *s)
+{
+    if (!s->deferred || s->deferred_hold || s->capture) return 0;
+    FRT_TRY(s->ctx->ops->stream_wait_event(s, s->deferred));
+    s->deferred = NULL;
+    return 0;
+}
+
 int frt_stream_sync(frt_stream *stream)
 {
     CHECK_HANDLE(stream_ok, stream, "stream");
     if (stream->capture)
         return frt_error(FRT_ERR_STATE, "exec: stream sync inside a capture");
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->stream_sync(stream);
 }
 
 void *frt_stream_native(frt_stream *stream)
 {
-    return stream_ok(stream) ? stream->ctx->ops->stream_native(stream) : NULL;
+    if (!stream_ok(stream)) return NULL;
+    (void)stream_enter(stream); /* on failure the next checked operation enqueues it (and reports) */
+    return stream->ctx->ops->stream_native(stream);
+}
+
+int frt_stream_defer_wait(frt_stream *stream, frt_event *event)
+{
+    CHECK_HANDLE(stream_ok, stream, "stream");
+    if (event) {
+        CHECK_HANDLE(event_ok, event, "event");
+        if (event->ctx != stream->ctx)
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: defer wait: event and stream of different contexts");
+    }
+    if (stream->capture) return frt_error(FRT_ERR_STATE, "exec: defer wait inside a capture");
+    if (stream->deferred && stream->deferred != event) {
+        /* the earlier deferred wait stays in force: enqueue it now */
+        const int hold = stream->deferred_hold;
+        stream->deferred_hold = 0;
+        int rc = stream_enter(stream);
+        stream->deferred_hold = hold;
+        FRT_TRY(rc);
+    }
+    stream->deferred = event;
+    return 0;
+}
+
+int frt_stream_defer_hold(frt_stream *stream, int hold)
+{
+    CHECK_HANDLE(stream_ok, stream, "stream");
+    stream->deferred_hold = hold != 0;
+    return 0;
+}
+
+int frt_stream_deferred(frt_stream *stream)
+{
+    CHECK_HANDLE(stream_ok, stream, "stream");
+    return stream->deferred != NULL;
 }
 
 int frt_stream_is_capturing(frt_stream *stream)
@@ -418,6 +466,12 @@ int frt_event_create(frt_context *ctx, frt_event **out)
 void frt_event_destroy(frt_event *event)
 {
     if (!event_ok(event)) return;
+    /* a stream's deferred wait on it is enqueued now (it may no longer name it) */
+    for (frt_stream *s = event->ctx->streams; s; s = s->next)
+        if (s->deferred == event) {
+            (void)s->ctx->ops->stream_wait_event(s, event);
+            s->deferred = NULL;
+        }
     event->ctx->ops->event_fini(event);
     event->magic = 0;
     free(event);
@@ -430,22 +484,23 @@ static int event_stream_check(frt_event *e, frt_stream *s, const char *what)
     if (e->ctx != s->ctx)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: %s: event and stream of different contexts",
                          what);
-    if (s->capture)
-        return frt_error(FRT_ERR_STATE,
-                         "exec: %s inside a capture (cross-stream work is expressed with plans)",
-                         what);
     return 0;
 }
 
 int frt_event_record(frt_event *event, frt_stream *stream)
 {
     FRT_TRY(event_stream_check(event, stream, "event record"));
+    if (stream->capture)
+        return frt_error(FRT_ERR_STATE,
+                         "exec: event record inside a capture (cross-stream work is expressed with plans)");
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->event_record(event, stream);
 }
 
 int frt_stream_wait_event(frt_stream *stream, frt_event *event)
 {
     FRT_TRY(event_stream_check(event, stream, "stream wait event"));
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->stream_wait_event(stream, event);
 }
 
@@ -474,6 +529,7 @@ int frt_stream_host_task(frt_stream *stream, frt_host_fn fn, const void *args, s
     if (!args && args_size)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: host task: NULL args with %zu bytes",
                          args_size);
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->host_task(stream, fn, args_size ? args : NULL, args_size);
 }
 
@@ -589,6 +645,7 @@ int frt_buffer_fill(frt_buffer *buf, size_t off, size_t bytes, uint8_t value, fr
         return frt_error(FRT_ERR_OUT_OF_RANGE, "exec: fill: [%zu, +%zu) past the end of '%s' (%zu bytes)",
                          off, bytes, buf->name, buf->bytes);
     if (!bytes) return 0;
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->fill(stream, (char *)buf->ptr + off, buf->space, bytes, value);
 }
 
@@ -645,12 +702,20 @@ int frt_buffer_copy(frt_buffer *dst, size_t dst_off, const frt_buffer *src, size
     frt_copy_op op;
     FRT_TRY(copy_resolve(&c, stream, -1, &op));
     if (!bytes) return 0;
+    FRT_TRY(stream_enter(stream));
     return stream->ctx->ops->copy(stream, &op, 1);
 }
 
 int frt_buffer_copy_batch(const frt_copy *copies, int n, frt_stream *stream)
 {
+    return frt_buffer_copy_batch_ex(copies, n, stream, 0);
+}
+
+int frt_buffer_copy_batch_ex(const frt_copy *copies, int n, frt_stream *stream, unsigned flags)
+{
     CHECK_HANDLE(stream_ok, stream, "stream");
+    if (flags & ~(unsigned)FRT_COPY_OVERLAP)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: copy batch: unknown flags 0x%x", flags);
     if (n < 0 || (n > 0 && !copies))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "exec: copy batch: %s",
                          n < 0 ? "negative count" : "NULL copies");
@@ -663,7 +728,11 @@ int frt_buffer_copy_batch(const frt_copy *copies, int n, frt_stream *stream)
         rc = copy_resolve(&copies[i], stream, i, &ops[m]);
         if (rc == 0 && ops[m].bytes) m++;
     }
-    if (rc == 0 && m) rc = stream->ctx->ops->copy(stream, ops, m);
+    if (rc == 0 && m) rc = stream_enter(stream);
+    if (rc == 0 && m) {
+        const frt_exec_ops *eo = stream->ctx->ops;
+        rc = (flags & FRT_COPY_OVERLAP) && eo->copy_overlap ? eo->copy_overlap(stream, ops, m) : eo->copy(stream, ops, m);
+    }
     if (ops != local) free(ops);
     return rc;
 }
@@ -688,6 +757,7 @@ static int host_copy(frt_buffer *buf, size_t off, void *host, size_t bytes, frt_
     } else {
         op = (frt_copy_op){host, (char *)buf->ptr + off, bytes, FRT_SPACE_HOST, buf->space};
     }
+    FRT_TRY(stream_enter(s));
     return s->ctx->ops->copy(s, &op, 1);
 }
 
@@ -869,6 +939,7 @@ int frt_graph_capture(frt_graph *graph, frt_shape_key key, frt_stream *stream, f
     if (stream->capture || graph->capturing)
         return frt_error(FRT_ERR_STATE, "exec: graph '%s': capture: the %s is already capturing",
                          graph->name, stream->capture ? "stream" : "graph");
+    FRT_TRY(stream_enter(stream)); /* before, never into the recording */
     /* Room for one more variant first, so a finished capture is never lost. */
     if (graph->n_variants == graph->cap_variants) {
         int cap = graph->cap_variants ? 2 * graph->cap_variants : 8;
@@ -935,6 +1006,7 @@ int frt_graph_replay(frt_graph *graph, frt_shape_key key, frt_stream *stream)
         return frt_error(FRT_ERR_NO_VARIANT, "exec: graph '%s': no variant for shape key 0x%llx",
                          graph->name, (unsigned long long)key);
     frt_variant *v = graph->variants[i];
+    FRT_TRY(stream_enter(stream));
     FRT_TRY(graph->ctx->ops->replay(v, stream));
     v->last_use = ++graph->tick;
     return 0;

@@ -158,7 +158,9 @@ static void run_task(cpu_task *t)
     case TASK_WAIT: {
         cpu_event *e = t->u.ev.ev;
         pthread_mutex_lock(&e->mu);
-        while (e->completed < t->u.ev.gen) pthread_cond_wait(&e->cv, &e->mu);
+        /* gen 0: a wait recorded in a capture, on the newest record now */
+        const uint64_t gen = t->u.ev.gen ? t->u.ev.gen : e->recorded;
+        while (e->completed < gen) pthread_cond_wait(&e->cv, &e->mu);
         pthread_mutex_unlock(&e->mu);
         break;
     }
@@ -378,9 +380,9 @@ static int cpu_stream_wait_event(frt_stream *s, frt_event *e)
 {
     cpu_event *ce = e->impl;
     pthread_mutex_lock(&ce->mu);
-    uint64_t gen = ce->recorded;
+    uint64_t gen = s->capture ? 0 : ce->recorded; /* captured: resolved by each replay (run_task) */
     pthread_mutex_unlock(&ce->mu);
-    if (gen == 0) return 0; /* never recorded: nothing to wait for */
+    if (gen == 0 && !s->capture) return 0; /* never recorded: nothing to wait for */
     cpu_task *t = task_new(TASK_WAIT, 0);
     if (!t) return oom("stream wait event");
     t->u.ev.ev = ce;

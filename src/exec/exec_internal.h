@@ -65,6 +65,9 @@ typedef struct frt_exec_ops {
     int (*host_task)(frt_stream *s, frt_host_fn fn, const void *args, size_t args_size);
     int (*fill)(frt_stream *s, void *dst, frt_space space, size_t bytes, uint8_t value);
     int (*copy)(frt_stream *s, const frt_copy_op *ops, int n);
+    /* FRT_COPY_OVERLAP copies (frt_buffer_copy_batch_ex): copies that leave
+     * the compute units to other streams' kernels; NULL: `copy`. */
+    int (*copy_overlap)(frt_stream *s, const frt_copy_op *ops, int n);
     /* Graphs: begin puts the stream in capture mode for v (s->capture is set
      * by exec.c before begin); end turns the recording into v->impl when ok,
      * or discards it. end is called exactly once after a successful begin. */
@@ -106,6 +109,8 @@ struct frt_stream {
     frt_context *ctx;
     void *impl;
     frt_variant *capture; /* non-NULL while capturing */
+    frt_event *deferred;  /* frt_stream_defer_wait: the wait the next operation enqueues first */
+    int deferred_hold;    /* frt_stream_defer_hold: not yet */
     int is_default;
     frt_stream *next; /* in ctx->streams */
 };

@@ -195,6 +195,11 @@ typedef struct frt_arch_backend {
      * architecture's views at replay time, so the runtime can bind another
      * branch slot by pointer (frt/branch.h); 0: branch_slots > 1 is refused. */
     int binds_slots;
+    /* 1: record_prefill calls frt_model_layer_wait at the start of every
+     * layer, so a host-tier restore may copy the layers' state beside the
+     * next append (the pipelined restore, capsule.c); 0: restores copy
+     * everything before they return. */
+    int layer_waits;
     /* Policy kind (frt_arch.kind): the whole inference, recorded once (shape
      * key 1); NULL for token models. */
     frt_record_fn record_policy;

@@ -68,6 +68,7 @@ struct frt_capsule {
     uint64_t serial;         /* unique in the process, never reused (0: a loaded file) */
     unsigned char key[FRT_CAPSULE_KEY_MAX]; /* the model's capsule key at snapshot (files written later use it) */
     size_t key_len;
+    int reads_pending; /* a pipelined restore's copies may still read the payload (payload_free) */
 };
 
 static uint64_t g_serial; /* the last capsule serial handed out */
@@ -208,6 +209,55 @@ static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload,
     }
     FRT_TRY(frt_buffer_copy_batch(copies, k, m->stream));
     return frt_stream_sync(m->stream);
+}
+
+/* Frees the payload once no pipelined restore can still read it. */
+static void payload_free(frt_capsule *c)
+{
+    if (c->reads_pending) (void)frt_context_sync(c->ctx);
+    c->reads_pending = 0;
+    frt_buffer_free(c->payload);
+    c->payload = NULL;
+}
+
+/* The pipelined restore (m->layer_ready; docs/capsules.md): the entries no
+ * layer owns (the boundary, the journal, the logits: what the host reads
+ * next) on m->stream, synced; layer l's entries on m->copy_stream, in layer
+ * order, each layer followed by a record of m->layer_ready[l]; m->stream
+ * then defers a wait for the last layer, which the next prefill's first
+ * piece holds back while its graph waits layer by layer itself. `skip`
+ * marks entries not to copy. */
+static int copy_closure_pipelined(frt_model *m, frt_capsule *c, frt_buffer *payload, const unsigned char *skip,
+                                  frt_restore_stats *st)
+{
+    frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
+    unsigned char main_skip[FRT_CAPSULE_MAX_BUFFERS];
+    int n = closure(m, bufs);
+    for (int i = 0; i < n; i++) main_skip[i] = (unsigned char)(skip[i] || m->entry_layer[i] >= 0);
+    /* the copy stream starts after everything enqueued on m->stream so far */
+    FRT_TRY(frt_event_record(m->restore_start, m->stream));
+    FRT_TRY(copy_closure(m, c, payload, 0, main_skip, st));
+    FRT_TRY(frt_stream_wait_event(m->copy_stream, m->restore_start));
+    c->reads_pending = 1;
+    int rc = 0, l = 0;
+    for (; l < m->cfg.n_layers && rc == 0; l++) {
+        frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (skip[i] || m->entry_layer[i] != l || !c->table[i].bytes) continue;
+            copies[k++] = (frt_copy){bufs[i], 0, payload, c->table[i].offset, c->table[i].bytes};
+            st->bytes += c->table[i].bytes, st->n_buffers++;
+        }
+        rc = frt_buffer_copy_batch_ex(copies, k, m->copy_stream, FRT_COPY_OVERLAP);
+        if (rc == 0) rc = frt_event_record(m->layer_ready[l], m->copy_stream);
+    }
+    if (rc < 0) { /* nothing may still be copying when the error returns */
+        (void)frt_stream_sync(m->copy_stream);
+        return rc;
+    }
+    FRT_TRY(frt_stream_defer_wait(m->stream, m->layer_ready[m->cfg.n_layers - 1]));
+    m->restore_pending = 1;
+    return 0;
 }
 
 static frt_space tier_space(frt_tier t) { return t == FRT_TIER_DEVICE ? FRT_SPACE_DEVICE : FRT_SPACE_PINNED_HOST; }
@@ -672,7 +722,12 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     m->live_capsule = 0; /* until the copy has landed */
     m->logprobs_valid = 0;
     frt_restore_stats st = {0, 0, rollback};
-    int rc = copy_closure(m, c, payload, 0, skip, &st);
+    /* A host-tier capsule's layers land beside the next append (the copy
+     * engines against its compute); a device-tier one copies everything
+     * first: there both are bound by the same memory (docs/capsules.md). */
+    const int pipelined = m->layer_ready && c->tier == FRT_TIER_HOST && !ablate && !rollback;
+    int rc = pipelined ? copy_closure_pipelined(m, (frt_capsule *)c, payload, skip, &st)
+                       : copy_closure(m, c, payload, 0, skip, &st);
     if (rc == 0 && (flags & FRT_RESTORE_KV_ONLY_ZERO)) {
         for (int i = 0; i < n && rc == 0; i++)
             if (skip[i]) rc = frt_buffer_fill(bufs[i], 0, frt_buffer_size(bufs[i]), 0, m->stream);
@@ -684,6 +739,12 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     }
     frt_buffer_free(owned);
     return rc;
+}
+
+int frt_capsule_restore_wait(frt_model *m)
+{
+    if (!m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL model");
+    return m->copy_stream ? frt_stream_sync(m->copy_stream) : 0;
 }
 
 int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out)
@@ -706,8 +767,7 @@ int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path)
         FRT_TRY(write_file(c, c->payload, path));
         char *p = strdup(path);
         if (!p) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
-        frt_buffer_free(c->payload);
-        c->payload = NULL;
+        payload_free(c);
         c->path = p;
     } else if (c->tier == FRT_TIER_DISK) {
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -723,7 +783,7 @@ int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path)
             frt_buffer_free(nb);
             return rc;
         }
-        frt_buffer_free(c->payload);
+        payload_free(c);
         c->payload = nb;
     }
     c->tier = tier;
@@ -751,7 +811,7 @@ int frt_capsule_buffer(const frt_capsule *c, int i, const char **name, size_t *b
 void frt_capsule_free(frt_capsule *c)
 {
     if (!c) return;
-    frt_buffer_free(c->payload);
+    payload_free(c);
     free(c->path);
     OPENSSL_cleanse(c->key, sizeof c->key);
     free(c);

@@ -67,12 +67,14 @@ static void task_sample(void *p)
     if (rc < 0 && m->task_status == 0) m->task_status = rc; /* checked by the API after the step */
 }
 
-static int record_forward(frt_stream *s, frt_model *m, int decode, const frt_cpu_forward *f)
+/* rows: the recording's bucket (1 for decode). */
+static int record_forward(frt_stream *s, frt_model *m, int decode, int rows, const frt_cpu_forward *f)
 {
     frt_cpu_task a = {.m = m, .layer = -1, .decode = decode};
     FRT_TRY(frt_stream_host_task(s, f->embed, &a, sizeof a));
     for (int l = 0; l < m->cfg.n_layers; l++) {
         a.layer = l;
+        if (!decode) FRT_TRY(frt_model_layer_wait(s, m, l, rows)); /* the pipelined restore's layer l */
         FRT_TRY(frt_stream_host_task(s, f->layer, &a, sizeof a));
     }
     a.layer = -1;
@@ -81,12 +83,12 @@ static int record_forward(frt_stream *s, frt_model *m, int decode, const frt_cpu
 
 int frt_cpu_record_prefill(frt_stream *s, const frt_record_ctx *rc, const frt_cpu_forward *f)
 {
-    return record_forward(s, rc->m, 0, f);
+    return record_forward(s, rc->m, 0, rc->bucket, f);
 }
 
 int frt_cpu_record_decode(frt_stream *s, const frt_record_ctx *rc, const frt_cpu_forward *f)
 {
-    FRT_TRY(record_forward(s, rc->m, 1, f));
+    FRT_TRY(record_forward(s, rc->m, 1, 1, f));
     frt_cpu_task a = {.m = rc->m, .layer = -1, .decode = 1};
     return frt_stream_host_task(s, task_sample, &a, sizeof a);
 }

@@ -33,8 +33,15 @@ frt_model_params frt_model_default_params(void)
 
 int frt_model_boundary_read(frt_model *m, frt_boundary *b)
 {
-    FRT_TRY(frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream));
-    return frt_stream_sync(m->stream);
+    /* Between a pipelined restore and the prefill that takes it, a read of
+     * the boundary (which that restore copies on m->stream) leaves the
+     * layers' copies running. */
+    const int hold = m->restore_pending;
+    if (hold) FRT_TRY(frt_stream_defer_hold(m->stream, 1));
+    int rc = frt_buffer_read(m->boundary, 0, b, sizeof *b, m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (hold) frt_stream_defer_hold(m->stream, 0);
+    return rc;
 }
 
 static int boundary_write(frt_model *m, const frt_boundary *b)
@@ -558,6 +565,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(alloc_state(m));
     FRT_TRY(frt_model_kv_scales_load(m)); /* before the scratch: the backends copy the scales there */
     FRT_TRY(m->bk->alloc_scratch(m));
+    FRT_TRY(frt_model_restore_pipe_alloc(m)); /* before the captures: the append graphs wait on its events */
     FRT_TRY(frt_model_branches_alloc(m));
     if (m->bk->slots_ready) FRT_TRY(m->bk->slots_ready(m));
     FRT_TRY(capture_graphs(m));
@@ -620,6 +628,7 @@ void frt_model_free(frt_model *m)
     frt_graph_destroy(m->g_policy);
     frt_graph_destroy(m->g_denoise);
     frt_graph_destroy(m->g_batch);
+    frt_model_restore_pipe_free(m);
     frt_model_branches_free(m);
     frt_model_state_free(m);
     frt_buffer_free(m->step);
@@ -734,11 +743,28 @@ static int bucket_for(const frt_model *m, int n)
     return m->C;
 }
 
+static int prefill_pieces(frt_model *m, const int32_t *ids, int n);
+
 int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
 {
     if (!m || (!ids && n > 0)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: NULL argument");
     FRT_TRY(token_model(m, "prefill"));
     if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "prefill: %d tokens (need at least 1)", n);
+    /* After a pipelined restore the layers' state may still be landing
+     * (capsule.c): m->stream holds back its deferred wait for those copies
+     * until the first piece is launched, if that piece's graph waits at each
+     * layer itself (frt_model_layer_waits), else until just before it. The
+     * steps before touch only the entries the restore copied on m->stream. */
+    const int beside = m->restore_pending;
+    m->restore_pending = 0;
+    if (beside) FRT_TRY(frt_stream_defer_hold(m->stream, 1));
+    int rc = prefill_pieces(m, ids, n);
+    if (beside) frt_stream_defer_hold(m->stream, 0);
+    return rc;
+}
+
+static int prefill_pieces(frt_model *m, const int32_t *ids, int n)
+{
     frt_boundary b;
     FRT_TRY(frt_model_boundary_read(m, &b));
     if ((long)b.pos + n > m->max_seq)
@@ -765,7 +791,9 @@ int frt_model_prefill(frt_model *m, const int32_t *ids, int n)
         /* Only the call's last piece computes the logits: no one can see the
          * boundaries inside one call (a failed call leaves has_logits 0). */
         FRT_TRY(step_write(m, piece, NULL, done + piece < n));
+        if (!frt_model_layer_waits(m, key)) FRT_TRY(frt_stream_defer_hold(m->stream, 0));
         FRT_TRY(frt_graph_replay(m->g_prefill, frt_model_slot_key(m) | (frt_shape_key)key, m->stream));
+        FRT_TRY(frt_stream_defer_hold(m->stream, 0)); /* the sync below waits for the copies too */
         FRT_TRY(frt_stream_sync(m->stream));
         FRT_TRY(take_task_status(m));
         pos += piece;

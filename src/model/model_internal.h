@@ -133,6 +133,19 @@ struct frt_model {
     uint64_t live_capsule;
     frt_restore_stats last_restore; /* what the last successful restore copied */
 
+    /* The pipelined restore (capsule.c, docs/capsules.md; a backend with
+     * layer_waits and an architecture with kv_layer, else all NULL): a
+     * host-tier restore copies layer l's entries on copy_stream and records
+     * layer_ready[l]; the append pieces' graphs (fewer than C rows) wait for
+     * layer_ready[l] at layer l, and m->stream defers its wait for the last
+     * one (frt_stream_defer_wait) until the first piece has been launched.
+     * entry_layer[i]: the layer owning state entry i, -1 for none. */
+    frt_stream *copy_stream;
+    frt_event **layer_ready;
+    frt_event *restore_start;
+    int *entry_layer;
+    int restore_pending; /* set by a pipelined restore, taken by the next frt_model_prefill */
+
     /* The capsule key (frt_capsule_set_key): disk capsules carry an
      * HMAC-SHA256 under it and are checked against it; 0 bytes = none. */
     unsigned char capsule_key[FRT_CAPSULE_KEY_MAX];
@@ -252,6 +265,24 @@ void frt_model_branches_free(frt_model *m);
 
 /* Frees the state table and the ports. */
 void frt_model_state_free(frt_model *m);
+
+/* The pipelined restore's stream, events and entry -> layer table, when the
+ * backend has layer_waits and the architecture kv_layer (else nothing);
+ * before any capture. Errors: those of frt_stream_create / frt_event_create,
+ * FRT_ERR_OUT_OF_MEMORY. Freed by frt_model_restore_pipe_free (after the
+ * graphs, which wait on the events). */
+int frt_model_restore_pipe_alloc(frt_model *m);
+void frt_model_restore_pipe_free(frt_model *m);
+
+/* 1 when a prefill graph of `rows` rows (its bucket) waits at each layer for
+ * the pipelined restore's layer_ready[l]: the append buckets, below C. */
+int frt_model_layer_waits(const frt_model *m, int rows);
+
+/* For backends with layer_waits, at the start of layer l of a prefill
+ * recording of `rows` rows: the wait for layer_ready[l] when
+ * frt_model_layer_waits(m, rows), else nothing. Errors: those of
+ * frt_stream_wait_event. */
+int frt_model_layer_wait(frt_stream *s, const frt_model *m, int layer, int rows);
 
 /* Valid bytes of state entry i at position pos (capsules). */
 size_t frt_model_state_valid_bytes(const frt_model *m, int i, int pos);

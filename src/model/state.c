@@ -308,3 +308,47 @@ int frt_model_output_read(frt_model *m, const char *name, void *out, size_t byte
     FRT_TRY(frt_buffer_read(e->buf, 0, out, bytes, m->stream));
     return frt_stream_sync(m->stream);
 }
+
+/* ---- the pipelined restore's stream and events ------------------------ */
+
+int frt_model_restore_pipe_alloc(frt_model *m)
+{
+    if (!m->bk->layer_waits || !m->arch->kv_layer || m->arch->kind != FRT_ARCH_TOKEN) return 0;
+    const int L = m->cfg.n_layers;
+    m->entry_layer = malloc((size_t)m->n_state * sizeof *m->entry_layer);
+    m->layer_ready = calloc((size_t)L, sizeof *m->layer_ready);
+    if (!m->entry_layer || !m->layer_ready) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory");
+    for (int i = 0; i < m->n_state; i++) m->entry_layer[i] = -1;
+    for (int l = 0; l < L; l++) {
+        int k, v;
+        FRT_TRY(m->arch->kv_layer(m, l, &k, &v));
+        if (k < 0 || k >= m->n_state || v < 0 || v >= m->n_state)
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: layer %d's KV entries %d, %d outside the table", l, k, v);
+        m->entry_layer[k] = m->entry_layer[v] = l;
+        FRT_TRY(frt_event_create(m->ctx, &m->layer_ready[l]));
+    }
+    FRT_TRY(frt_event_create(m->ctx, &m->restore_start));
+    return frt_stream_create(m->ctx, 0, &m->copy_stream);
+}
+
+void frt_model_restore_pipe_free(frt_model *m)
+{
+    frt_stream_destroy(m->copy_stream); /* waits for its copies */
+    m->copy_stream = NULL;
+    if (m->layer_ready)
+        for (int l = 0; l < m->cfg.n_layers; l++) frt_event_destroy(m->layer_ready[l]);
+    frt_event_destroy(m->restore_start);
+    free(m->layer_ready);
+    free(m->entry_layer);
+    m->layer_ready = NULL;
+    m->restore_start = NULL;
+    m->entry_layer = NULL;
+}
+
+int frt_model_layer_waits(const frt_model *m, int rows) { return m->layer_ready && rows < m->C; }
+
+int frt_model_layer_wait(frt_stream *s, const frt_model *m, int layer, int rows)
+{
+    if (!frt_model_layer_waits(m, rows)) return 0;
+    return frt_stream_wait_event(s, m->layer_ready[layer]);
+}

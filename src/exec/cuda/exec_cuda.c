@@ -10,7 +10,9 @@
  *   fills    DEVICE cudaMemsetAsync; host spaces a host task (memset)
  *   copies   host <-> host: a host task (memcpy), so stream order holds;
  *            a batch of device <-> device entries: one batched copy kernel
- *            (exec_kernels.cu); everything else cudaMemcpyAsync(Default)
+ *            (exec_kernels.cu); everything else cudaMemcpyAsync(Default);
+ *            FRT_COPY_OVERLAP batches: cudaMemcpyBatchAsync (copy engines)
+ *   events   captured waits: external event wait nodes
  *   host tasks  cudaLaunchHostFunc with a heap copy of the arguments: freed
  *            by the callback after a direct launch, owned by the variant when
  *            captured (frt_variant_keep)
@@ -174,7 +176,8 @@ static int cuda_event_record(frt_event *e, frt_stream *s)
 static int cuda_stream_wait_event(frt_stream *s, frt_event *e)
 {
     cuda_event *ce = e->impl;
-    FRT_CUDA_TRY(cudaStreamWaitEvent(native(s), ce->ev, 0));
+    /* captured: an external event wait node, on the record before each launch */
+    FRT_CUDA_TRY(cudaStreamWaitEvent(native(s), ce->ev, s->capture ? cudaEventWaitExternal : 0));
     return 0;
 }
 
@@ -363,6 +366,40 @@ static int cuda_copy(frt_stream *s, const frt_copy_op *ops, int n)
     return rc;
 }
 
+/* FRT_COPY_OVERLAP: the copy engines (cudaMemcpyBatchAsync, preferring
+ * overlap with compute), so the copies leave the SMs to other streams'
+ * kernels; a batch touching pageable memory takes cuda_copy. */
+static int cuda_copy_overlap(frt_stream *s, const frt_copy_op *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ops[i].dst_space == FRT_SPACE_HOST || ops[i].src_space == FRT_SPACE_HOST) return cuda_copy(s, ops, n);
+    FRT_TRY(use_device(s->ctx->device));
+    void **dst = malloc((size_t)n * (2 * sizeof(void *) + 2 * sizeof(size_t)));
+    struct cudaMemcpyAttributes *at = calloc((size_t)n, sizeof *at);
+    int rc = 0;
+    if (!dst || !at) {
+        rc = frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda: copy batch: out of memory");
+    } else {
+        void **src = dst + n;
+        size_t *sizes = (size_t *)(void *)(src + n), *idx = sizes + n;
+        for (int i = 0; i < n; i++) {
+            dst[i] = ops[i].dst, src[i] = (void *)ops[i].src, sizes[i] = ops[i].bytes, idx[i] = (size_t)i;
+            at[i].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+            at[i].flags = cudaMemcpyFlagPreferOverlapWithCompute;
+            at[i].srcLocHint.type = ops[i].src_space == FRT_SPACE_DEVICE ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+            at[i].srcLocHint.id = ops[i].src_space == FRT_SPACE_DEVICE ? s->ctx->device : 0;
+            at[i].dstLocHint.type = ops[i].dst_space == FRT_SPACE_DEVICE ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+            at[i].dstLocHint.id = ops[i].dst_space == FRT_SPACE_DEVICE ? s->ctx->device : 0;
+        }
+        cudaError_t err = cudaMemcpyBatchAsync((void *const *)dst, (const void *const *)src, sizes, (size_t)n, at, idx,
+                                               (size_t)n, native(s));
+        if (err != cudaSuccess) rc = frt_cuda_fail(err, "cudaMemcpyBatchAsync", __FILE__, __LINE__);
+    }
+    free(dst);
+    free(at);
+    return rc;
+}
+
 /* ---- graphs ---------------------------------------------------------------- */
 
 typedef struct cuda_variant {
@@ -461,6 +498,7 @@ const frt_exec_ops frt_exec_cuda_ops = {
     .host_task = cuda_host_task,
     .fill = cuda_fill,
     .copy = cuda_copy,
+    .copy_overlap = cuda_copy_overlap,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .replay = cuda_replay,

@@ -635,6 +635,7 @@ static uint64_t cd_fingerprint_extra(const frt_model *m)
 typedef struct fwd {
     frt_model *m;
     cd_model *c;
+    frt_stream *s; /* the recording stream (st is its native handle) */
     void *st;
     int R, decode;
     int pieces; /* prefill: the whole pieces of C rows a group replay runs (R = pieces * C); 1 otherwise */
@@ -652,6 +653,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     memset(&f, 0, sizeof f);
     f.m = m;
     f.c = m->bk_data;
+    f.s = s;
     f.st = frt_stream_native(s);
     f.R = R;
     f.decode = decode;
@@ -1055,6 +1057,7 @@ static int record_forward(const fwd *f)
         FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 0));
     for (int l = 0; l < c->L; l++) {
         const cd_layer *lw = &c->layers[l];
+        if (!f->decode) FRT_TRY(frt_model_layer_wait(f->s, m, l, R)); /* the pipelined restore's layer l */
         FRT_TRY(attention_block(f, l));
         if (!f->decode) FRT_TRY(prefill_norm(f, c->h, BF16, lw->post_ln, NULL));
         FRT_TRY(mlp_block(f, l)); /* decode: down_proj added into c->x */
@@ -1367,4 +1370,5 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .debug_hidden = cd_debug_hidden,
     .fingerprint_extra = cd_fingerprint_extra,
     .gemm_autotune = 1, /* the append plans, below C (frt_gemm_tune_appends) */
+    .layer_waits = 1,
 };
