@@ -75,11 +75,13 @@ FRT_API int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, 
  * copied: the result is the same live state as a full restore, byte for
  * byte, at a cost independent of the context length.
  * frt_capsule_last_restore says what was copied.
- * Pipelined (docs/capsules.md): a full restore of a host-tier capsule into
- * a model of the dense family returns once the fixed-size entries have
- * landed, while the layers' KV rows are still being copied on a stream of
- * their own; the next prefill's first piece runs beside those copies, each
- * layer waiting for its own rows, and every other call that touches the
+ * Pipelined (docs/model.md "The pipelined restore"): a full restore of a
+ * host-tier capsule into an LLM (the dense family or the hybrid; not a
+ * policy) returns once the entries no layer owns have landed, while each
+ * layer's own state (KV rows, the hybrid's recurrent and conv state) is
+ * still being copied on a stream of its own; the next prefill's first
+ * piece runs beside those copies, each layer waiting for its own entries,
+ * and every other call that touches the
  * state waits for all of them first. Results are the same bytes either
  * way; frt_capsule_restore_wait blocks until the copies have landed.
  *   FRT_ERR_MISMATCH  the capsule was made by a model with another fingerprint

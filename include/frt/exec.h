@@ -280,7 +280,7 @@ FRT_API int frt_stream_wait_event(frt_stream *stream, frt_event *event);
  * natively) first makes the stream wait for the event's newest record, as
  * frt_stream_wait_event would. Lets a stream run ahead of copies on another
  * stream while it only touches what they don't write (the pipelined capsule
- * restore, docs/capsules.md). A second deferred wait on another event
+ * restore, docs/model.md "The pipelined restore"). A second deferred wait on another event
  * enqueues the first one at once; event NULL enqueues a pending one at once
  * and leaves none. Destroying the event enqueues a pending wait on it
  * first.

@@ -289,6 +289,12 @@ typedef struct frt_arch {
      * whose whole positional state is that KV cache (cartridge injection,
      * frt/cartridge.h); NULL otherwise (injection is then refused). */
     int (*kv_layer)(const frt_model *m, int layer, int *k_entry, int *v_entry);
+    /* The layer whose forward reads and writes state entry `entry` (an
+     * index into m->state), or -1 for an entry no layer owns (the runtime's
+     * own among them). Lets a host-tier restore copy the layers' state
+     * beside the next append (the pipelined restore, capsule.c; with a
+     * backend's layer_waits); NULL: restores copy everything first. */
+    int (*state_layer)(const frt_model *m, int entry);
     const frt_arch_backend *cpu;
     const frt_arch_backend *cuda; /* NULL when built without CUDA */
 

@@ -133,8 +133,8 @@ struct frt_model {
     uint64_t live_capsule;
     frt_restore_stats last_restore; /* what the last successful restore copied */
 
-    /* The pipelined restore (capsule.c, docs/capsules.md; a backend with
-     * layer_waits and an architecture with kv_layer, else all NULL): a
+    /* The pipelined restore (capsule.c, docs/model.md "The pipelined restore"; a backend with
+     * layer_waits and an architecture with state_layer, else all NULL): a
      * host-tier restore copies layer l's entries on copy_stream and records
      * layer_ready[l]; the append pieces' graphs (fewer than C rows) wait for
      * layer_ready[l] at layer l, and m->stream defers its wait for the last
@@ -267,7 +267,7 @@ void frt_model_branches_free(frt_model *m);
 void frt_model_state_free(frt_model *m);
 
 /* The pipelined restore's stream, events and entry -> layer table, when the
- * backend has layer_waits and the architecture kv_layer (else nothing);
+ * backend has layer_waits and the architecture state_layer (else nothing);
  * before any capture. Errors: those of frt_stream_create / frt_event_create,
  * FRT_ERR_OUT_OF_MEMORY. Freed by frt_model_restore_pipe_free (after the
  * graphs, which wait on the events). */

@@ -313,20 +313,18 @@ int frt_model_output_read(frt_model *m, const char *name, void *out, size_t byte
 
 int frt_model_restore_pipe_alloc(frt_model *m)
 {
-    if (!m->bk->layer_waits || !m->arch->kv_layer || m->arch->kind != FRT_ARCH_TOKEN) return 0;
+    if (!m->bk->layer_waits || !m->arch->state_layer || m->arch->kind != FRT_ARCH_TOKEN) return 0;
     const int L = m->cfg.n_layers;
     m->entry_layer = malloc((size_t)m->n_state * sizeof *m->entry_layer);
     m->layer_ready = calloc((size_t)L, sizeof *m->layer_ready);
     if (!m->entry_layer || !m->layer_ready) return frt_error(FRT_ERR_OUT_OF_MEMORY, "state: out of memory");
-    for (int i = 0; i < m->n_state; i++) m->entry_layer[i] = -1;
-    for (int l = 0; l < L; l++) {
-        int k, v;
-        FRT_TRY(m->arch->kv_layer(m, l, &k, &v));
-        if (k < 0 || k >= m->n_state || v < 0 || v >= m->n_state)
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: layer %d's KV entries %d, %d outside the table", l, k, v);
-        m->entry_layer[k] = m->entry_layer[v] = l;
-        FRT_TRY(frt_event_create(m->ctx, &m->layer_ready[l]));
+    for (int i = 0; i < m->n_state; i++) {
+        const int l = m->arch->state_layer(m, i);
+        if (l < -1 || l >= L)
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: entry '%s' in layer %d of %d", m->state[i].decl.name, l, L);
+        m->entry_layer[i] = l;
     }
+    for (int l = 0; l < L; l++) FRT_TRY(frt_event_create(m->ctx, &m->layer_ready[l]));
     FRT_TRY(frt_event_create(m->ctx, &m->restore_start));
     return frt_stream_create(m->ctx, 0, &m->copy_stream);
 }

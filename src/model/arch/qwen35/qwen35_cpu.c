@@ -424,4 +424,5 @@ const frt_arch_backend frt_qwen35_cpu_backend = {
     .record_sample = frt_cpu_record_sample,
     .debug_hidden = cpu_debug_hidden,
     .binds_slots = 1,
+    .layer_waits = 1, /* frt_cpu_record_prefill */
 };

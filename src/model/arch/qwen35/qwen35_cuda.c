@@ -84,6 +84,7 @@
 typedef struct fwd {
     frt_model *m;
     cu_model *c;
+    frt_stream *s;        /* the recording stream */
     void *st;             /* cudaStream_t */
     int R;                /* rows of the variant: the bucket, a group's pieces * C, or 1 for decode */
     int decode;
@@ -106,6 +107,7 @@ static fwd fwd_make(frt_stream *s, frt_model *m, int R, int decode)
     memset(&f, 0, sizeof f);
     f.m = m;
     f.c = m->bk_data;
+    f.s = s;
     f.st = frt_stream_native(s);
     f.R = R;
     f.decode = decode;
@@ -523,6 +525,7 @@ static int record_forward(const fwd *f)
         FRT_TRY(frt_cuda_rmsnorm(st, c->h, BF16, c->x, F32, c->layers[0].input_ln, f->d_n, R, 1, H, c->eps, 1));
     for (int l = 0; l < c->L; l++) {
         const cu_layer *lw = &c->layers[l];
+        if (!f->decode) FRT_TRY(frt_model_layer_wait(f->s, m, l, R)); /* the pipelined restore's layer l */
         if (cfg->layer_types[l] == FRT_LAYER_FULL_ATTENTION)
             FRT_TRY(attention_block(f, l));
         else
@@ -783,4 +786,5 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
     .debug_hidden = cu_debug_hidden,
     .fingerprint_extra = frt_qwen35_cu_fingerprint_extra,
     .gemm_autotune = 1, /* the append plans, below C (frt_gemm_tune_appends) */
+    .layer_waits = 1,
 };
