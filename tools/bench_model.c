@@ -670,9 +670,9 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
     for (int i = 0; i < n; i++) any_tiers |= rows[i].tiers;
     if (any_tiers)
         printf("(host and disk tiers, ms, first / second run: the first snapshot page-locks a new host block, the\n"
-               " second takes it from the context's pinned cache; disk restores may come from the page cache; restores\n"
-               " timed until they have landed; host cap = restore + append + sample, the append after the restore\n"
-               " landed or beside it (the pipelined restore, docs/model.md):)\n");
+               " second takes it from the context's pinned cache; disk restores may come from the page cache;\n"
+               " restores timed until they have landed; host cap = restore + append + sample, the append after\n"
+               " the restore landed or beside it (the pipelined restore, docs/model.md):)\n");
     for (int i = 0; i < n; i++) {
         const bm_row *w = &rows[i];
         if (!w->tiers) continue;

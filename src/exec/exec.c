@@ -731,7 +731,8 @@ int frt_buffer_copy_batch_ex(const frt_copy *copies, int n, frt_stream *stream, 
     if (rc == 0 && m) rc = stream_enter(stream);
     if (rc == 0 && m) {
         const frt_exec_ops *eo = stream->ctx->ops;
-        rc = (flags & FRT_COPY_OVERLAP) && eo->copy_overlap ? eo->copy_overlap(stream, ops, m) : eo->copy(stream, ops, m);
+        const int overlap = (flags & FRT_COPY_OVERLAP) && eo->copy_overlap;
+        rc = overlap ? eo->copy_overlap(stream, ops, m) : eo->copy(stream, ops, m);
     }
     if (ops != local) free(ops);
     return rc;

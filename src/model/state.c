@@ -321,7 +321,8 @@ int frt_model_restore_pipe_alloc(frt_model *m)
     for (int i = 0; i < m->n_state; i++) {
         const int l = m->arch->state_layer(m, i);
         if (l < -1 || l >= L)
-            return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: entry '%s' in layer %d of %d", m->state[i].decl.name, l, L);
+            return frt_error(FRT_ERR_INVALID_ARGUMENT, "state: entry '%s' in layer %d of %d", m->state[i].decl.name,
+                             l, L);
         m->entry_layer[i] = l;
     }
     for (int l = 0; l < L; l++) FRT_TRY(frt_event_create(m->ctx, &m->layer_ready[l]));

@@ -383,13 +383,14 @@ static int cuda_copy_overlap(frt_stream *s, const frt_copy_op *ops, int n)
         void **src = dst + n;
         size_t *sizes = (size_t *)(void *)(src + n), *idx = sizes + n;
         for (int i = 0; i < n; i++) {
+            const int sd = ops[i].src_space == FRT_SPACE_DEVICE, dd = ops[i].dst_space == FRT_SPACE_DEVICE;
             dst[i] = ops[i].dst, src[i] = (void *)ops[i].src, sizes[i] = ops[i].bytes, idx[i] = (size_t)i;
             at[i].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
             at[i].flags = cudaMemcpyFlagPreferOverlapWithCompute;
-            at[i].srcLocHint.type = ops[i].src_space == FRT_SPACE_DEVICE ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-            at[i].srcLocHint.id = ops[i].src_space == FRT_SPACE_DEVICE ? s->ctx->device : 0;
-            at[i].dstLocHint.type = ops[i].dst_space == FRT_SPACE_DEVICE ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-            at[i].dstLocHint.id = ops[i].dst_space == FRT_SPACE_DEVICE ? s->ctx->device : 0;
+            at[i].srcLocHint.type = sd ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+            at[i].srcLocHint.id = sd ? s->ctx->device : 0;
+            at[i].dstLocHint.type = dd ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+            at[i].dstLocHint.id = dd ? s->ctx->device : 0;
         }
         cudaError_t err = cudaMemcpyBatchAsync((void *const *)dst, (const void *const *)src, sizes, (size_t)n, at, idx,
                                                (size_t)n, native(s));
