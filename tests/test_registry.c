@@ -148,6 +148,18 @@ static void test_budgets_lru(void)
     CHECK(tier_of(r, id[4]) == FRT_ENGINE_TIER_DEVICE && tier_of(r, id[2]) == FRT_ENGINE_TIER_DEVICE);
     CHECK(tier_of(r, id[6]) == FRT_ENGINE_TIER_HOST);
     for (int t = 0; t < 3; t++) CHECK(frt_registry_bytes(r, t) <= 2 * CAP_BYTES);
+    /* promoted by a device snapshot of the restored state: restoring the
+     * promoted copy + an append equals a cold prefill */
+    frt_registry_stats_get(r, &st);
+    CHECK(st.promotions == 2);
+    CHECK_OK(frt_registry_restore(r, id[4], &from));
+    CHECK(from == FRT_ENGINE_TIER_DEVICE);
+    fill_ids(ids, 48, 4);
+    CHECK_OK(e->prefill(e->self, ids + 32, 16));
+    greedy(e, a, 8);
+    live(e, ids, 48);
+    greedy(e, b, 8);
+    CHECK(!memcmp(a, b, sizeof a));
     frt_registry_close(r);
     frt_engine_free(e);
     rm_rf(dir);

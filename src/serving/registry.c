@@ -698,9 +698,11 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     protect(r, c->id);
     for (int t = 0; t < from; t++) {
         if (r->budget[t] < c->bytes || make_room(r, t, c->bytes) != 0) continue;
-        if (from == FRT_ENGINE_TIER_DISK) {
+        if (from == FRT_ENGINE_TIER_DISK || t == FRT_ENGINE_TIER_DEVICE) {
             /* the live state is this capsule now: a snapshot of it is the promoted copy
-             * (the model layer promotes disk capsules only by restoring them) */
+             * (the model layer promotes disk capsules only by restoring them; into the
+             * device tier the snapshot is a device copy, where moving a host capsule
+             * would copy it from the host a second time) */
             void *h = NULL;
             if (e->snapshot(e->self, t, NULL, c->salt, c->salt_len, &h) != 0) continue;
             e->capsule_free(e->self, c->handle);
