@@ -236,7 +236,9 @@ FRT_API void frt_stream_destroy(frt_stream *stream);
 FRT_API int frt_stream_sync(frt_stream *stream);
 
 /* The backend's native stream: the cudaStream_t on cuda (to launch kernels on
- * it), NULL on cpu and for an invalid stream. Not owned by the caller. */
+ * it), NULL on cpu and for an invalid stream. Not owned by the caller.
+ * Enqueues the stream's deferred wait first (frt_stream_defer_wait), since
+ * the caller is about to enqueue work natively. */
 FRT_API void *frt_stream_native(frt_stream *stream);
 
 /* 1 while the stream is capturing (inside frt_graph_capture), 0 when not,
@@ -279,11 +281,11 @@ FRT_API int frt_stream_wait_event(frt_stream *stream, frt_event *event);
  * a sync, or a frt_stream_native call, after which the caller enqueues
  * natively) first makes the stream wait for the event's newest record, as
  * frt_stream_wait_event would. Lets a stream run ahead of copies on another
- * stream while it only touches what they don't write (the pipelined capsule
- * restore, docs/model.md "The pipelined restore"). A second deferred wait on another event
- * enqueues the first one at once; event NULL enqueues a pending one at once
- * and leaves none. Destroying the event enqueues a pending wait on it
- * first.
+ * stream while it only touches what they don't write (the pipelined
+ * capsule restore, docs/model.md "The pipelined restore"). A second
+ * deferred wait on another event enqueues the first one at once; event NULL
+ * enqueues a pending one at once and leaves none. Destroying the event
+ * enqueues a pending wait on it first.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL stream, different contexts);
  * FRT_ERR_STATE (inside a capture); FRT_ERR_BACKEND. */
 FRT_API int frt_stream_defer_wait(frt_stream *stream, frt_event *event);

@@ -220,13 +220,13 @@ static void payload_free(frt_capsule *c)
     c->payload = NULL;
 }
 
-/* The pipelined restore (m->layer_ready; docs/model.md "The pipelined restore"): the entries no
- * layer owns (the boundary, the journal, the logits: what the host reads
- * next) on m->stream, synced; layer l's entries on m->copy_stream, in layer
- * order, each layer followed by a record of m->layer_ready[l]; m->stream
- * then defers a wait for the last layer, which the next prefill's first
- * piece holds back while its graph waits layer by layer itself. `skip`
- * marks entries not to copy. */
+/* The pipelined restore (m->layer_ready; docs/model.md "The pipelined
+ * restore"): the entries no layer owns (the boundary, the journal, the
+ * logits: what the host reads next) on m->stream, synced; layer l's
+ * entries on m->copy_stream, in layer order, each layer followed by a
+ * record of m->layer_ready[l]; m->stream then defers a wait for the last
+ * layer, which the next prefill's first piece holds back while its graph
+ * waits layer by layer itself. `skip` marks entries not to copy. */
 static int copy_closure_pipelined(frt_model *m, frt_capsule *c, frt_buffer *payload, const unsigned char *skip,
                                   frt_restore_stats *st)
 {
@@ -724,7 +724,8 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     frt_restore_stats st = {0, 0, rollback};
     /* A host-tier capsule's layers land beside the next append (the copy
      * engines against its compute); a device-tier one copies everything
-     * first: there both are bound by the same memory (docs/model.md "The pipelined restore"). */
+     * first: there both are bound by the same memory (docs/model.md "The
+     * pipelined restore"). */
     const int pipelined = m->layer_ready && c->tier == FRT_TIER_HOST && !ablate && !rollback;
     int rc = pipelined ? copy_closure_pipelined(m, (frt_capsule *)c, payload, skip, &st)
                        : copy_closure(m, c, payload, 0, skip, &st);

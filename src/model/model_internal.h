@@ -133,8 +133,9 @@ struct frt_model {
     uint64_t live_capsule;
     frt_restore_stats last_restore; /* what the last successful restore copied */
 
-    /* The pipelined restore (capsule.c, docs/model.md "The pipelined restore"; a backend with
-     * layer_waits and an architecture with state_layer, else all NULL): a
+    /* The pipelined restore (capsule.c, docs/model.md "The pipelined
+     * restore"; a backend with layer_waits and an architecture with
+     * state_layer, else all NULL): a
      * host-tier restore copies layer l's entries on copy_stream and records
      * layer_ready[l]; the append pieces' graphs (fewer than C rows) wait for
      * layer_ready[l] at layer l, and m->stream defers its wait for the last
