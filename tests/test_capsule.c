@@ -154,6 +154,23 @@ static void test_restore_tiers(frt_model *m)
         CHECK_OK(frt_model_prefill(m, prefix, B));
         CHECK_OK(greedy(m, t2, G));
         CHECK(memcmp(t1, t2, sizeof t1) == 0);
+        if (tier == FRT_TIER_HOST) {
+            /* a pipelined restore's capsule moved to the device tier, and
+             * freed, while its copies may still run: the append still sees
+             * the capsule's bytes */
+            CHECK_OK(frt_capsule_restore(m, c));
+            CHECK_OK(frt_capsule_move(c, FRT_TIER_DEVICE, NULL));
+            CHECK_OK(frt_model_prefill(m, all + B, 340 - B));
+            CHECK_OK(frt_model_logits(m, lb));
+            CHECK_MSG(same_logits(la, lb), "host tier moved during a pipelined restore: logits differ");
+            CHECK_OK(frt_capsule_move(c, FRT_TIER_HOST, NULL));
+            CHECK_OK(frt_capsule_restore(m, c));
+            frt_capsule_free(c);
+            c = NULL;
+            CHECK_OK(frt_model_prefill(m, all + B, 340 - B));
+            CHECK_OK(frt_model_logits(m, lb));
+            CHECK_MSG(same_logits(la, lb), "host tier freed during a pipelined restore: logits differ");
+        }
         frt_capsule_free(c);
         if (tier == FRT_TIER_DISK) unlink(path);
     }
