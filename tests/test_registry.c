@@ -69,6 +69,19 @@ static void greedy(frt_engine *e, int32_t *out, int k)
     for (int i = 1; i < k; i++) CHECK_OK(e->decode(e->self, NULL, &out[i]));
 }
 
+/* The live state holds the 32-token capsule of fill_ids seed `seed`: its
+ * append of 16 more tokens equals a cold prefill of all 48. */
+static void check_append_cold(frt_engine *e, int seed)
+{
+    int32_t ids[48], a[8], b[8];
+    fill_ids(ids, 48, seed);
+    CHECK_OK(e->prefill(e->self, ids + 32, 16));
+    greedy(e, a, 8);
+    live(e, ids, 48);
+    greedy(e, b, 8);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "capsule of seed %d: restore + append differs from a cold prefill", seed);
+}
+
 static char *temp_dir(void)
 {
     char *d = strdup("/tmp/frt_test_registry_XXXXXX");
@@ -130,13 +143,7 @@ static void test_budgets_lru(void)
     CHECK(st.restores[FRT_ENGINE_TIER_DISK] == 1 && st.promotions == 1);
 
     /* the restored state is the capsule's: restore + append equals a cold prefill */
-    int32_t a[8], b[8];
-    fill_ids(ids, 48, 2);
-    CHECK_OK(e->prefill(e->self, ids + 32, 16));
-    greedy(e, a, 8);
-    live(e, ids, 48);
-    greedy(e, b, 8);
-    CHECK(!memcmp(a, b, sizeof a));
+    check_append_cold(e, 2);
 
     CHECK(frt_registry_get(r, id[1]) == NULL); /* the disk LRU made room for id3 */
 
@@ -154,12 +161,7 @@ static void test_budgets_lru(void)
     CHECK(st.promotions == 2);
     CHECK_OK(frt_registry_restore(r, id[4], &from));
     CHECK(from == FRT_ENGINE_TIER_DEVICE);
-    fill_ids(ids, 48, 4);
-    CHECK_OK(e->prefill(e->self, ids + 32, 16));
-    greedy(e, a, 8);
-    live(e, ids, 48);
-    greedy(e, b, 8);
-    CHECK(!memcmp(a, b, sizeof a));
+    check_append_cold(e, 4);
     frt_registry_close(r);
     frt_engine_free(e);
     rm_rf(dir);
