@@ -168,6 +168,44 @@ static void test_budgets_lru(void)
     free(dir);
 }
 
+/* With an engine whose host restores are pipelined, a session capsule
+ * restored from the host tier stays there (a promotion would wait for the
+ * copies the request's first prefill piece runs beside); a prefix capsule
+ * is still promoted. */
+static void test_pipelined_host_restore(void)
+{
+    frt_engine *e = make_engine(1);
+    e->facts.restore_pipelined = 1;
+    char *dir = temp_dir();
+    frt_registry_params p = {{4 * CAP_BYTES, 4 * CAP_BYTES, 0}, dir};
+    frt_registry *r = NULL;
+    CHECK_OK(frt_registry_open(e, &p, &r));
+    int32_t ids[32];
+    fill_ids(ids, 32, 7);
+    const uint64_t sess = snap(r, e, FRT_CAP_SESSION, FRT_ENGINE_TIER_HOST, ids, 32, NULL, 0);
+    fill_ids(ids, 32, 8);
+    const uint64_t pre = snap(r, e, FRT_CAP_PREFIX, FRT_ENGINE_TIER_HOST, ids, 32, NULL, 0);
+    frt_registry_ref(r, sess, +1, 0);
+    frt_registry_ref(r, pre, +1, 0);
+    CHECK(tier_of(r, sess) == FRT_ENGINE_TIER_HOST && tier_of(r, pre) == FRT_ENGINE_TIER_HOST);
+    int from = -1;
+    CHECK_OK(frt_registry_restore(r, sess, &from));
+    CHECK(from == FRT_ENGINE_TIER_HOST && tier_of(r, sess) == FRT_ENGINE_TIER_HOST);
+    check_append_cold(e, 7);
+    frt_registry_stats st;
+    frt_registry_stats_get(r, &st);
+    CHECK(st.promotions == 0 && st.restores[FRT_ENGINE_TIER_HOST] == 1);
+    CHECK_OK(frt_registry_restore(r, pre, &from));
+    CHECK(from == FRT_ENGINE_TIER_HOST && tier_of(r, pre) == FRT_ENGINE_TIER_DEVICE);
+    check_append_cold(e, 8);
+    frt_registry_stats_get(r, &st);
+    CHECK(st.promotions == 1);
+    frt_registry_close(r);
+    frt_engine_free(e);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* Pinned capsules are never demoted or evicted; a full tier of pins sends new capsules down. */
 static void test_pin(void)
 {
@@ -433,6 +471,7 @@ static void test_bad_input(void)
 int main(void)
 {
     test_budgets_lru();
+    test_pipelined_host_restore();
     test_pin();
     test_digest_match();
     test_refs();

@@ -159,6 +159,7 @@ typedef struct frt_model_info {
     frt_backend backend;
     int has_tokenizer;    /* tokenizer.json was found and loaded */
     int prefill_group;    /* G in effect (frt_model_params.prefill_group; 1: every piece on its own) */
+    int restore_pipelined; /* 1: a full host-tier restore lands beside the next append (frt/capsule.h) */
 } frt_model_info;
 
 

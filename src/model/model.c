@@ -671,6 +671,7 @@ int frt_model_info_get(const frt_model *m, frt_model_info *info)
     info->branch_batched = m->batch_max;
     info->backend = m->params.backend;
     info->has_tokenizer = m->tok != NULL;
+    info->restore_pipelined = m->layer_ready != NULL;
     return 0;
 }
 

@@ -66,6 +66,7 @@ typedef struct frt_engine_facts {
     int no_logits;        /* 1: the engine has no logits (the fake), so min_p, the penalties, logit_bias
                            * and logprobs are refused */
     int branch_slots;     /* branch slots of the live state (frt/branch.h); 1 = no forks */
+    int restore_pipelined; /* 1: a host-tier restore lands beside the next prefill (frt_model_info) */
 } frt_engine_facts;
 
 struct frt_engine {

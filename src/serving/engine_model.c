@@ -268,6 +268,7 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->facts.vocab_size = info.vocab_size;
     e->facts.max_seq = info.max_seq;
     e->facts.prefill_chunk = info.prefill_chunk;
+    e->facts.restore_pipelined = info.restore_pipelined;
     e->facts.n_eos = info.n_eos < 16 ? info.n_eos : 16;
     memcpy(e->facts.eos_ids, info.eos_ids, (size_t)e->facts.n_eos * sizeof(int));
     e->facts.fingerprint = frt_model_fingerprint(m);

@@ -694,6 +694,11 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     if (from_tier) *from_tier = from;
     r->st.restores[from]++;
     touch(r, c);
+    /* A session capsule is superseded when its session next leaves the live
+     * state with new tokens, and a promotion (a device snapshot) would wait
+     * for a pipelined host restore's copies, which the request's first
+     * prefill piece otherwise runs beside: it stays where it is. */
+    if (from == FRT_ENGINE_TIER_HOST && c->kind == FRT_CAP_SESSION && e->facts.restore_pipelined) return 0;
     /* promotion: the fastest tier with room */
     protect(r, c->id);
     for (int t = 0; t < from; t++) {
