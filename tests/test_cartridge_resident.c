@@ -19,6 +19,7 @@
 #include "frt/cartridge.h"
 #include "frt/checkpoint.h"
 #include "frt/debug.h"
+#include "frt/exec.h"
 #include "frt_test.h"
 #include "gen_model.h"
 
@@ -73,6 +74,17 @@ static void test_paths(frt_model *m, const frt_cartridge *c, const int32_t *prom
     same(cold, m, dev, prompt, "device-resident");
     same(cold, m, dev, prompt, "device-resident, again");
     same(cold, m, host, prompt, "pinned-host-resident");
+    /* from pinned host memory the rows land beside the next append (the
+     * pipelined restore, docs/model.md); the prefix moved to the device
+     * while its copies may still run: the append still sees it */
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(m, &info));
+    CHECK(info.restore_pipelined == 1);
+    CHECK_OK(frt_model_inject_kv_resident(m, host));
+    CHECK(frt_stream_deferred(frt_context_stream(frt_model_context(m))) == 1);
+    CHECK_OK(frt_kv_resident_move(m, host, FRT_SPACE_DEVICE));
+    continue_with(m, prompt, got);
+    CHECK_MSG(!memcmp(cold, got, sizeof got), "pinned-host-resident moved during its injection: tokens differ");
     CHECK_OK(frt_kv_resident_move(m, host, FRT_SPACE_DEVICE));
     CHECK(frt_kv_resident_space(host) == FRT_SPACE_DEVICE);
     same(cold, m, host, prompt, "promoted");

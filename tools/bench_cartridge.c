@@ -12,7 +12,11 @@
  *   host     the same resident in pinned host memory: promote it
  *            (frt_kv_resident_move to the device: the PCIe transfer),
  *            inject, prefill S, sample; demoted again between samples
- *            (not timed).
+ *            (not timed);
+ *   injected the pinned host resident injected as it is
+ *            (frt_model_inject_kv_resident from host memory: on a model
+ *            with pipelined restores the rows land beside the prefill of
+ *            S, docs/model.md "The pipelined restore"), prefill S, sample.
  *
  * The cartridge is the KV of frt's own prefill of the document
  * (frt_cartridge_from_model), so all three paths compute the same first
@@ -95,7 +99,8 @@ static int resident_once(frt_model *m, frt_kv_resident *r, int promote, const in
     return rc;
 }
 
-/* R samples after one warm-up of one path: kind 0 cold, 1 device, 2 host. */
+/* R samples after one warm-up of one path: kind 0 cold, 1 device, 2 host
+ * (promoted first), 3 host (injected as it is). */
 static int sample_path(frt_model *m, int kind, frt_kv_resident *r, const int32_t *doc, int P, int S, int R,
                        bc_samples *out)
 {
@@ -105,6 +110,7 @@ static int sample_path(frt_model *m, int kind, frt_kv_resident *r, const int32_t
         int rc = kind == 0 ? cold_once(m, doc, P + S, &t, &out->first)
                            : resident_once(m, r, kind == 2, doc + P, S, &t, &part, &out->first);
         if (rc) return rc;
+        if (kind == 3) part = 0; /* the injection returns before its copies land: no part to show */
         if (i < 0) continue;
         out->ttft[out->n] = t;
         out->part[out->n++] = part;
@@ -129,9 +135,9 @@ static int bench_doc(bm_run *run, frt_model *m, const int32_t *doc, int P, int S
 {
     frt_cartridge *c = NULL;
     frt_kv_resident *dev = NULL, *host = NULL;
-    bc_samples *s = calloc(3, sizeof *s);
+    bc_samples *s = calloc(4, sizeof *s);
     if (!s) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
-    fprintf(stderr, "frt bench cartridge: P=%d: cold, device, host x%d...\n", P, R);
+    fprintf(stderr, "frt bench cartridge: P=%d: cold, device, host, host injected x%d...\n", P, R);
     int rc = sample_path(m, 0, NULL, doc, P, S, R, &s[0]);
     if (!rc) rc = frt_model_reset(m);
     if (!rc) rc = frt_model_prefill(m, doc, P);
@@ -140,23 +146,26 @@ static int bench_doc(bm_run *run, frt_model *m, const int32_t *doc, int P, int S
     if (!rc) rc = frt_cartridge_upload(m, c, FRT_SPACE_PINNED_HOST, &host);
     if (!rc) rc = sample_path(m, 1, dev, doc, P, S, R, &s[1]);
     if (!rc) rc = sample_path(m, 2, host, doc, P, S, R, &s[2]);
+    if (!rc) rc = sample_path(m, 3, host, doc, P, S, R, &s[3]);
     if (!rc) {
         const double bytes = (double)frt_kv_resident_bytes(dev);
         const double cold = bm_pct(s[0].ttft, s[0].n, .5), devm = bm_pct(s[1].ttft, s[1].n, .5),
                      hostm = bm_pct(s[2].ttft, s[2].n, .5), pcie = bytes / run->fl.h2d_Bps * 1e3,
-                     promote = bm_pct(s[2].part, s[2].n, .5);
+                     promote = bm_pct(s[2].part, s[2].n, .5), injm = bm_pct(s[3].ttft, s[3].n, .5);
+        const int same = s[0].first == s[1].first && s[0].first == s[2].first && s[0].first == s[3].first;
         json_t *o = json_pack("{s:i, s:i, s:f}", "document_tokens", P, "prompt_tokens", S, "kv_bytes", bytes);
         json_object_set_new(o, "cold", path_json(&s[0], NULL, 0));
         json_object_set_new(o, "device_resident", path_json(&s[1], "inject", 2.0 * bytes / run->fl.d2d_rw_Bps * 1e3));
         json_object_set_new(o, "host_resident", path_json(&s[2], "promote", pcie));
+        json_object_set_new(o, "host_resident_injected", path_json(&s[3], NULL, 0));
         json_object_set_new(o, "speedup_device", json_real(devm > 0 ? cold / devm : 0));
         json_object_set_new(o, "speedup_host", json_real(hostm > 0 ? cold / hostm : 0));
-        json_object_set_new(o, "same_first_token",
-                            json_boolean(s[0].first == s[1].first && s[0].first == s[2].first));
+        json_object_set_new(o, "speedup_host_injected", json_real(injm > 0 ? cold / injm : 0));
+        json_object_set_new(o, "same_first_token", json_boolean(same));
         json_array_append_new(arr, o);
-        printf("%8d %10.3f %10.3f %10.3f %10.3f %10.3f %8.1fx %8.1fx %s\n", P, cold, devm, hostm, promote, pcie,
-               devm > 0 ? cold / devm : 0, hostm > 0 ? cold / hostm : 0,
-               s[0].first == s[1].first && s[0].first == s[2].first ? "same" : "DIFFERENT");
+        printf("%8d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %8.1fx %8.1fx %8.1fx %s\n", P, cold, devm, hostm,
+               promote, pcie, injm, devm > 0 ? cold / devm : 0, hostm > 0 ? cold / hostm : 0,
+               injm > 0 ? cold / injm : 0, same ? "same" : "DIFFERENT");
         fflush(stdout);
     }
     frt_kv_resident_free(dev);
@@ -215,8 +224,8 @@ static int run_docs(bm_run *run, const bc_opts *o, const int32_t *docs, size_t n
                  : frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: ids");
     if (!rc) rc = frt_model_load_checkpoint(run->ck, &run->cfg, NULL, &p, &m);
     if (!rc) random_ids(ids, maxP + o->suffix, run->cfg.vocab_size, o->seed);
-    if (!rc) printf("%8s %10s %10s %10s %10s %10s %9s %9s %s\n", "P", "cold_ms", "device_ms", "host_ms", "promote",
-                    "pcie_floor", "x_device", "x_host", "first token");
+    if (!rc) printf("%8s %10s %10s %10s %10s %10s %10s %9s %9s %9s %s\n", "P", "cold_ms", "device_ms", "host_ms",
+                    "promote", "pcie_floor", "host_inj", "x_device", "x_host", "x_inj", "first token");
     for (size_t i = 0; i < n_docs && !rc; i++) {
         /* the document is the first P ids, the prompt the S after the longest document (the same for every P) */
         int32_t *doc = malloc((size_t)(docs[i] + o->suffix) * sizeof *doc);

@@ -231,33 +231,20 @@ static int copy_closure_pipelined(frt_model *m, frt_capsule *c, frt_buffer *payl
                                   frt_restore_stats *st)
 {
     frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
-    unsigned char main_skip[FRT_CAPSULE_MAX_BUFFERS];
+    unsigned char main_skip[FRT_CAPSULE_MAX_BUFFERS] = {0};
+    frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
+    int layer[FRT_CAPSULE_MAX_BUFFERS], k = 0;
     int n = closure(m, bufs);
     for (int i = 0; i < n; i++) main_skip[i] = (unsigned char)(skip[i] || m->entry_layer[i] >= 0);
-    /* the copy stream starts after everything enqueued on m->stream so far */
-    FRT_TRY(frt_event_record(m->restore_start, m->stream));
     FRT_TRY(copy_closure(m, c, payload, 0, main_skip, st));
-    FRT_TRY(frt_stream_wait_event(m->copy_stream, m->restore_start));
+    for (int i = 0; i < n; i++) {
+        if (skip[i] || m->entry_layer[i] < 0 || !c->table[i].bytes) continue;
+        copies[k] = (frt_copy){bufs[i], 0, payload, c->table[i].offset, c->table[i].bytes};
+        layer[k++] = m->entry_layer[i];
+        st->bytes += c->table[i].bytes, st->n_buffers++;
+    }
     c->reads_pending = 1;
-    int rc = 0, l = 0;
-    for (; l < m->cfg.n_layers && rc == 0; l++) {
-        frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            if (skip[i] || m->entry_layer[i] != l || !c->table[i].bytes) continue;
-            copies[k++] = (frt_copy){bufs[i], 0, payload, c->table[i].offset, c->table[i].bytes};
-            st->bytes += c->table[i].bytes, st->n_buffers++;
-        }
-        rc = frt_buffer_copy_batch_ex(copies, k, m->copy_stream, FRT_COPY_OVERLAP);
-        if (rc == 0) rc = frt_event_record(m->layer_ready[l], m->copy_stream);
-    }
-    if (rc < 0) { /* nothing may still be copying when the error returns */
-        (void)frt_stream_sync(m->copy_stream);
-        return rc;
-    }
-    FRT_TRY(frt_stream_defer_wait(m->stream, m->layer_ready[m->cfg.n_layers - 1]));
-    m->restore_pending = 1;
-    return 0;
+    return frt_model_copy_layers(m, copies, layer, k);
 }
 
 static frt_space tier_space(frt_tier t) { return t == FRT_TIER_DEVICE ? FRT_SPACE_DEVICE : FRT_SPACE_PINNED_HOST; }

@@ -29,7 +29,17 @@ struct frt_kv_resident {
     size_t half;         /* bytes of one layer's K (or V) */
     int n_layers, tokens;
     int32_t *journal;    /* [tokens]: the ids, or -1 where unknown */
+    int reads_pending;   /* a pipelined injection's copies may still read kv (kv_release) */
 };
+
+/* Frees r->kv once no pipelined injection can still read it. */
+static void kv_release(frt_kv_resident *r)
+{
+    if (r->reads_pending) (void)frt_context_sync(r->m->ctx);
+    r->reads_pending = 0;
+    frt_buffer_free(r->kv);
+    r->kv = NULL;
+}
 
 int frt_kv_prefix_supported(const frt_model *m)
 {
@@ -173,7 +183,7 @@ int frt_kv_resident_move(frt_model *m, frt_kv_resident *r, frt_space space)
         frt_buffer_free(to);
         return rc;
     }
-    frt_buffer_free(r->kv);
+    kv_release(r);
     free(r->host);
     r->host = NULL;
     r->kv = to;
@@ -182,29 +192,41 @@ int frt_kv_resident_move(frt_model *m, frt_kv_resident *r, frt_space space)
 
 frt_space frt_kv_resident_space(const frt_kv_resident *r) { return r ? frt_buffer_space(r->kv) : FRT_SPACE_HOST; }
 
-/* The rows (one batched copy), the journal and the boundary. */
-static int write_state(frt_model *m, const frt_kv_resident *r)
+/* The rows (one batched copy), the journal and the boundary. From pinned
+ * host memory into a model with pipelined restores the rows land beside the
+ * next append, as a host-tier capsule's do (frt_model_copy_layers; docs/
+ * model.md "The pipelined restore"): the journal and the boundary first. */
+static int write_state(frt_model *m, frt_kv_resident *r)
 {
+    const int piped = m->layer_ready && frt_buffer_space(r->kv) == FRT_SPACE_PINNED_HOST;
     frt_copy *cp = malloc(2 * (size_t)r->n_layers * sizeof *cp);
-    if (!cp) return frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
-    int rc = 0;
+    int *layer = malloc(2 * (size_t)r->n_layers * sizeof *layer);
+    int rc = cp && layer ? 0 : frt_error(FRT_ERR_OUT_OF_MEMORY, "inject_kv: out of memory");
     for (int l = 0; l < r->n_layers && rc == 0; l++) {
         int ki = 0, vi = 0;
         rc = m->arch->kv_layer(m, l, &ki, &vi);
         cp[2 * l] = (frt_copy){m->state[ki].buf, 0, r->kv, (2 * (size_t)l) * r->half, r->half};
         cp[2 * l + 1] = (frt_copy){m->state[vi].buf, 0, r->kv, (2 * (size_t)l + 1) * r->half, r->half};
+        layer[2 * l] = layer[2 * l + 1] = l;
     }
-    if (rc == 0) rc = frt_buffer_copy_batch(cp, 2 * r->n_layers, m->stream);
-    free(cp);
-    FRT_TRY(rc);
-    FRT_TRY(frt_buffer_write(m->tokens, 0, r->journal, (size_t)r->tokens * sizeof *r->journal, m->stream));
+    if (rc == 0 && !piped) rc = frt_buffer_copy_batch(cp, 2 * r->n_layers, m->stream);
+    if (rc == 0) rc = frt_buffer_write(m->tokens, 0, r->journal, (size_t)r->tokens * sizeof *r->journal, m->stream);
     frt_boundary b;
-    FRT_TRY(frt_model_boundary_read(m, &b));
-    b.pos = r->tokens;
-    b.pending = -1;
-    b.has_logits = 0;
-    FRT_TRY(frt_buffer_write(m->boundary, 0, &b, sizeof b, m->stream));
-    return frt_stream_sync(m->stream);
+    if (rc == 0) rc = frt_model_boundary_read(m, &b);
+    if (rc == 0) {
+        b.pos = r->tokens;
+        b.pending = -1;
+        b.has_logits = 0;
+        rc = frt_buffer_write(m->boundary, 0, &b, sizeof b, m->stream);
+    }
+    if (rc == 0) rc = frt_stream_sync(m->stream);
+    if (rc == 0 && piped) {
+        r->reads_pending = 1;
+        rc = frt_model_copy_layers(m, cp, layer, 2 * r->n_layers);
+    }
+    free(cp);
+    free(layer);
+    return rc;
 }
 
 int frt_model_inject_kv_resident(frt_model *m, const frt_kv_resident *r)
@@ -213,7 +235,7 @@ int frt_model_inject_kv_resident(frt_model *m, const frt_kv_resident *r)
     if (r->m != m) return frt_error(FRT_ERR_INVALID_ARGUMENT, "inject_kv: the resident prefix belongs to another model");
     m->live_capsule = 0; /* the KV rows no longer descend from any capsule */
     int rc = frt_model_rows_rewritten(m);
-    if (rc == 0) rc = write_state(m, r);
+    if (rc == 0) rc = write_state(m, (frt_kv_resident *)r); /* a pipelined copy marks reads_pending */
     if (rc < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", frt_last_error());
@@ -239,7 +261,7 @@ int frt_kv_resident_tokens(const frt_kv_resident *r) { return r ? r->tokens : 0;
 void frt_kv_resident_free(frt_kv_resident *r)
 {
     if (!r) return;
-    frt_buffer_free(r->kv);
+    kv_release(r);
     free(r->host);
     free(r->journal);
     free(r);

@@ -275,6 +275,18 @@ void frt_model_state_free(frt_model *m);
 int frt_model_restore_pipe_alloc(frt_model *m);
 void frt_model_restore_pipe_free(frt_model *m);
 
+/* The pipelined copies into the state (m->layer_ready set): copies[i]
+ * writes an entry of layer layer[i] (0 <= layer[i] < n_layers); each
+ * layer's copies go to m->copy_stream in layer order (FRT_COPY_OVERLAP),
+ * after the work enqueued on m->stream so far, each layer followed by a
+ * record of layer_ready[l]; m->stream then defers its wait for the last
+ * layer and m->restore_pending is set (the next prefill runs beside them).
+ * The caller copies the entries no layer owns on m->stream first (and
+ * syncs), and keeps the sources alive until the copies have landed.
+ * Errors: those of the copies and events (after a failure nothing is
+ * still copying). */
+int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer, int n);
+
 /* 1 when a prefill graph of `rows` rows (its bucket) waits at each layer for
  * the pipelined restore's layer_ready[l]: the append buckets, below C. */
 int frt_model_layer_waits(const frt_model *m, int rows);

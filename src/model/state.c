@@ -344,6 +344,29 @@ void frt_model_restore_pipe_free(frt_model *m)
     m->entry_layer = NULL;
 }
 
+int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer, int n)
+{
+    /* the copy stream starts after everything enqueued on m->stream so far */
+    FRT_TRY(frt_event_record(m->restore_start, m->stream));
+    FRT_TRY(frt_stream_wait_event(m->copy_stream, m->restore_start));
+    frt_copy batch[FRT_STATE_MAX];
+    int rc = 0;
+    for (int l = 0; l < m->cfg.n_layers && rc == 0; l++) {
+        int k = 0;
+        for (int i = 0; i < n && k < FRT_STATE_MAX; i++)
+            if (layer[i] == l) batch[k++] = copies[i];
+        rc = frt_buffer_copy_batch_ex(batch, k, m->copy_stream, FRT_COPY_OVERLAP);
+        if (rc == 0) rc = frt_event_record(m->layer_ready[l], m->copy_stream);
+    }
+    if (rc < 0) { /* nothing may still be copying when the error returns */
+        (void)frt_stream_sync(m->copy_stream);
+        return rc;
+    }
+    FRT_TRY(frt_stream_defer_wait(m->stream, m->layer_ready[m->cfg.n_layers - 1]));
+    m->restore_pending = 1;
+    return 0;
+}
+
 int frt_model_layer_waits(const frt_model *m, int rows) { return m->layer_ready && rows < m->C; }
 
 int frt_model_layer_wait(frt_stream *s, const frt_model *m, int layer, int rows)
