@@ -212,13 +212,7 @@ static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload,
 }
 
 /* Frees the payload once no pipelined restore can still read it. */
-static void payload_free(frt_capsule *c)
-{
-    if (c->reads_pending) (void)frt_context_sync(c->ctx);
-    c->reads_pending = 0;
-    frt_buffer_free(c->payload);
-    c->payload = NULL;
-}
+static void payload_free(frt_capsule *c) { frt_model_copy_source_free(c->ctx, &c->payload, &c->reads_pending); }
 
 /* The pipelined restore (m->layer_ready; docs/model.md "The pipelined
  * restore"): the entries no layer owns (the boundary, the journal, the

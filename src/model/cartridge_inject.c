@@ -33,13 +33,7 @@ struct frt_kv_resident {
 };
 
 /* Frees r->kv once no pipelined injection can still read it. */
-static void kv_release(frt_kv_resident *r)
-{
-    if (r->reads_pending) (void)frt_context_sync(r->m->ctx);
-    r->reads_pending = 0;
-    frt_buffer_free(r->kv);
-    r->kv = NULL;
-}
+static void kv_release(frt_kv_resident *r) { frt_model_copy_source_free(r->m->ctx, &r->kv, &r->reads_pending); }
 
 int frt_kv_prefix_supported(const frt_model *m)
 {

@@ -133,14 +133,15 @@ struct frt_model {
     uint64_t live_capsule;
     frt_restore_stats last_restore; /* what the last successful restore copied */
 
-    /* The pipelined restore (capsule.c, docs/model.md "The pipelined
-     * restore"; a backend with layer_waits and an architecture with
-     * state_layer, else all NULL): a
-     * host-tier restore copies layer l's entries on copy_stream and records
-     * layer_ready[l]; the append pieces' graphs (fewer than C rows) wait for
-     * layer_ready[l] at layer l, and m->stream defers its wait for the last
-     * one (frt_stream_defer_wait) until the first piece has been launched.
-     * entry_layer[i]: the layer owning state entry i, -1 for none. */
+    /* The pipelined restore (capsule.c, cartridge_inject.c; docs/model.md
+     * "The pipelined restore"; a backend with layer_waits and an
+     * architecture with state_layer, else all NULL): a host-tier restore or
+     * a pinned-host injection copies layer l's entries on copy_stream and
+     * records layer_ready[l]; the append pieces' graphs (fewer than C rows)
+     * wait for layer_ready[l] at layer l, and m->stream defers its wait for
+     * the last one (frt_stream_defer_wait) until the first piece has been
+     * launched. entry_layer[i]: the layer owning state entry i, -1 for
+     * none. */
     frt_stream *copy_stream;
     frt_event **layer_ready;
     frt_event *restore_start;
@@ -286,6 +287,11 @@ void frt_model_restore_pipe_free(frt_model *m);
  * Errors: those of the copies and events (after a failure nothing is
  * still copying). */
 int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer, int n);
+
+/* Frees *buf (and sets it NULL) once no pipelined copy can still read it:
+ * when *reads_pending (set by the caller of frt_model_copy_layers for the
+ * source it passed), after a sync of ctx; clears *reads_pending. */
+void frt_model_copy_source_free(frt_context *ctx, frt_buffer **buf, int *reads_pending);
 
 /* 1 when a prefill graph of `rows` rows (its bucket) waits at each layer for
  * the pipelined restore's layer_ready[l]: the append buckets, below C. */

@@ -367,6 +367,14 @@ int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer
     return 0;
 }
 
+void frt_model_copy_source_free(frt_context *ctx, frt_buffer **buf, int *reads_pending)
+{
+    if (*reads_pending) (void)frt_context_sync(ctx);
+    *reads_pending = 0;
+    frt_buffer_free(*buf);
+    *buf = NULL;
+}
+
 int frt_model_layer_waits(const frt_model *m, int rows) { return m->layer_ready && rows < m->C; }
 
 int frt_model_layer_wait(frt_stream *s, const frt_model *m, int layer, int rows)
