@@ -1064,7 +1064,7 @@ static void test_deferred_wait(frt_context *ctx)
     CHECK_OK(frt_graph_replay(gn, 1, s));
     CHECK(dev_value(y, s) == 7);
 
-    /* destroying the awaited event enqueues the deferred wait */
+    /* destroying the awaited event satisfies the deferred wait (the host waits for it) */
     frt_event *e3 = NULL;
     CHECK_OK(frt_event_create(ctx, &e3));
     CHECK_OK(frt_event_record(e3, t));

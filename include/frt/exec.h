@@ -285,7 +285,8 @@ FRT_API int frt_stream_wait_event(frt_stream *stream, frt_event *event);
  * capsule restore, docs/model.md "The pipelined restore"). A second
  * deferred wait on another event enqueues the first one at once; event NULL
  * enqueues a pending one at once and leaves none. Destroying the event
- * enqueues a pending wait on it first.
+ * first blocks until its newest record has completed, which satisfies a
+ * pending wait on it.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL stream, different contexts);
  * FRT_ERR_STATE (inside a capture); FRT_ERR_BACKEND. */
 FRT_API int frt_stream_defer_wait(frt_stream *stream, frt_event *event);

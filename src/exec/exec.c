@@ -466,10 +466,14 @@ int frt_event_create(frt_context *ctx, frt_event **out)
 void frt_event_destroy(frt_event *event)
 {
     if (!event_ok(event)) return;
-    /* a stream's deferred wait on it is enqueued now (it may no longer name it) */
+    /* A stream's deferred wait on it is satisfied here, by the host: an
+     * enqueued wait would outlive the event (the cpu backend's wait task
+     * reads it when it runs). */
+    int waited = 0;
     for (frt_stream *s = event->ctx->streams; s; s = s->next)
         if (s->deferred == event) {
-            (void)s->ctx->ops->stream_wait_event(s, event);
+            if (!waited) (void)event->ctx->ops->event_sync(event);
+            waited = 1;
             s->deferred = NULL;
         }
     event->ctx->ops->event_fini(event);
