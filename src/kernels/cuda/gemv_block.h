@@ -139,6 +139,7 @@ __device__ __forceinline__ uint4 gemv_ld_w(const uint4 *p)
  * d_skip). */
 
 #define GEMV_ROWS 8   /* output rows per warp group: the N of an m16n8k16 mma */
+#define GEMV_X_LOADS 4 /* x chunks a thread loads at once when it stages x */
 #define GEMV_SLICE 32 /* a warp's slice of a row is a multiple of this many chunks */
 
 /* One batch: k-blocks u < U of the NM rows wr[] (one per matrix streamed),
@@ -305,10 +306,23 @@ __device__ __forceinline__ void gemv_stage_x(uint4 *xs, double *part, const gemv
 {
     frt_pdl_trigger();
     frt_pdl_wait();
-    if constexpr (NORM)
+    if constexpr (NORM) {
         gemv_norm_stage<N, WARPS>(xs, part, nm, xc);
-    else
-        for (int i = threadIdx.x; i < N * xc; i += WARPS * 32) xs[i] = __ldg(x + i);
+    } else {
+        /* GEMV_X_LOADS chunks a thread in flight at once, then their stores:
+         * a loop of load-then-store waited out one round trip to L2 per chunk
+         * (7 of them a thread for an input of 14336) */
+        constexpr int T = WARPS * 32;
+        for (int i0 = threadIdx.x; i0 < N * xc; i0 += GEMV_X_LOADS * T) {
+            uint4 v[GEMV_X_LOADS];
+#pragma unroll
+            for (int k = 0; k < GEMV_X_LOADS; k++)
+                if (i0 + k * T < N * xc) v[k] = __ldg(x + i0 + k * T);
+#pragma unroll
+            for (int k = 0; k < GEMV_X_LOADS; k++)
+                if (i0 + k * T < N * xc) xs[i0 + k * T] = v[k];
+        }
+    }
     __syncthreads();
 }
 
