@@ -309,9 +309,9 @@ __device__ __forceinline__ void gemv_stage_x(uint4 *xs, double *part, const gemv
     if constexpr (NORM) {
         gemv_norm_stage<N, WARPS>(xs, part, nm, xc);
     } else {
-        /* GEMV_X_LOADS chunks a thread in flight at once, then their stores:
-         * a loop of load-then-store waited out one round trip to L2 per chunk
-         * (7 of them a thread for an input of 14336) */
+        /* every load of GEMV_X_LOADS chunks is issued before any of their
+         * stores, so a thread waits one round trip to L2 per GEMV_X_LOADS
+         * chunks, not one per chunk (an input of 14336 is 7 chunks a thread) */
         constexpr int T = WARPS * 32;
         for (int i0 = threadIdx.x; i0 < N * xc; i0 += GEMV_X_LOADS * T) {
             uint4 v[GEMV_X_LOADS];
