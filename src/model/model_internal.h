@@ -293,6 +293,11 @@ int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer
  * source it passed), after a sync of ctx; clears *reads_pending. */
 void frt_model_copy_source_free(frt_context *ctx, frt_buffer **buf, int *reads_pending);
 
+/* An arch's state_layer for state declared as two entries a layer (the
+ * dense family's k and v; the hybrid's KV or recurrent and conv state),
+ * layer l's at entries 2 l and 2 l + 1: entry / 2, -1 past them. */
+int frt_state_layer_pairs(const frt_model *m, int entry);
+
 /* 1 when a prefill graph of `rows` rows (its bucket) waits at each layer for
  * the pipelined restore's layer_ready[l]: the append buckets, below C. */
 int frt_model_layer_waits(const frt_model *m, int rows);

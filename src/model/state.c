@@ -375,6 +375,8 @@ void frt_model_copy_source_free(frt_context *ctx, frt_buffer **buf, int *reads_p
     *buf = NULL;
 }
 
+int frt_state_layer_pairs(const frt_model *m, int entry) { return entry < 2 * m->cfg.n_layers ? entry / 2 : -1; }
+
 int frt_model_layer_waits(const frt_model *m, int rows) { return m->layer_ready && rows < m->C; }
 
 int frt_model_layer_wait(frt_stream *s, const frt_model *m, int layer, int rows)

@@ -111,8 +111,6 @@ static int d_kv_layer(const frt_model *m, int layer, int *k_entry, int *v_entry)
     return 0;
 }
 
-static int d_state_layer(const frt_model *m, int entry) { return entry < 2 * m->cfg.n_layers ? entry / 2 : -1; }
-
 static void d_info(const frt_model *m, frt_model_info *info)
 {
     info->n_full_layers = m->cfg.n_layers;
@@ -132,7 +130,7 @@ const frt_arch frt_arch_dense = {
     .fini = d_fini,
     .info = d_info,
     .kv_layer = d_kv_layer,
-    .state_layer = d_state_layer,
+    .state_layer = frt_state_layer_pairs, /* k, v: two entries a layer */
     .cpu = &frt_dense_cpu_backend,
 #if FRT_HAVE_CUDA
     .cuda = &frt_dense_cuda_backend,

@@ -110,10 +110,6 @@ static int q_bind_state(frt_model *m)
     return 0;
 }
 
-/* q_declare_state: two entries a layer (k and v, or the recurrent state and
- * the conv state), layer l's at 2 l and 2 l + 1. */
-static int q_state_layer(const frt_model *m, int entry) { return entry < 2 * m->cfg.n_layers ? entry / 2 : -1; }
-
 static void q_info(const frt_model *m, frt_model_info *info)
 {
     info->n_full_layers = m->cfg.n_full_layers;
@@ -132,7 +128,7 @@ const frt_arch frt_arch_qwen35 = {
     .bind_state = q_bind_state,
     .fini = q_fini,
     .info = q_info,
-    .state_layer = q_state_layer,
+    .state_layer = frt_state_layer_pairs, /* q_declare_state: two entries a layer */
     .cpu = &frt_qwen35_cpu_backend,
 #if FRT_HAVE_CUDA
     .cuda = &frt_qwen35_cuda_backend,
