@@ -26,6 +26,10 @@
  *     the 2048-row GEMM equal, bit for bit, the 1-, 17- and 1024-row GEMMs of
  *     the same rows (the plans share the shape's algorithm, gemm_fp8.h; the
  *     plans' shape_algo flags are printed); two runs give the same bytes;
+ *   - frt_cuda_add_rmsnorm_quant (the residual add, the norm and the
+ *     per-token quantizer in one launch) bit for bit against
+ *     frt_cuda_add_rmsnorm(_fp8acc) then the quantizer, and its codes
+ *     against the CPU quantizer of its bf16 out; rows past n untouched;
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before any device
  *     work (they also run without a GPU); running an unplanned shape is
  *     FRT_ERR_STATE;
@@ -586,6 +590,111 @@ static void test_add_rmsnorm_fp8acc(int n, int dim)
     free(acc), free(res), free(sx), free(sw), free(w), free(d), free(h1), free(h2), free(b1), free(b2);
 }
 
+/* frt_cuda_add_rmsnorm_quant == frt_cuda_add_rmsnorm(_fp8acc) to bf16 then
+ * frt_cuda_fp8_quantize_rows_dynamic, bit for bit (residual, out, codes,
+ * scales) on the n valid rows of max_n (d_n); rows past n: zero codes and
+ * scale 1, resid and out untouched (filled with 0x5A before); in place
+ * (q_scale == x_scale) the same bits; the codes also against the CPU quantizer on
+ * the bf16 out widened to f32; then its refusals. acc: delta is an FP8
+ * accumulator with its scales. Dims: 4096 (the vector path), 1001 (groups
+ * of one; the GPU quantizer refuses a dim that is not a multiple of 8, so
+ * there the CPU quantizer is the reference), 20000 (the strided loop). */
+static void test_add_rmsnorm_quant(int max_n, int n, int dim, int acc)
+{
+    const size_t ne = (size_t)max_n * dim;
+    float *dl = xzalloc(ne * 4), *res = xzalloc(ne * 4), *sx = xzalloc((size_t)max_n * 4);
+    float *sw = xzalloc((size_t)dim * 4), *w = xzalloc((size_t)dim * 4);
+    frand_fill(dl, ne, acc ? -2 : -6, acc ? 10 : 8), frand_fill(res, ne, -6, 8), frand_fill(w, (size_t)dim, -1, 2);
+    for (int t = 0; t < max_n; t++) sx[t] = exp2f(-8.0f + 4.0f * frt_rng_uniform(&g_rng));
+    for (int i = 0; i < dim; i++) sw[i] = 1e-4f + 1e-2f * frt_rng_uniform(&g_rng);
+    dbuf dd = dalloc(ne * 4), r1 = dalloc(ne * 4), r2 = dalloc(ne * 4), dsx = dalloc((size_t)max_n * 4);
+    dbuf dsw = dalloc((size_t)dim * 4), dw = dalloc((size_t)dim * 4), dn = dalloc(4);
+    dbuf o1 = dalloc(ne * 2), o2 = dalloc(ne * 2), q1 = dalloc(ne), q2 = dalloc(ne);
+    dbuf s1 = dalloc((size_t)max_n * 4), s2 = dalloc((size_t)max_n * 4);
+    dput(dd, 0, dl, ne * 4), dput(r1, 0, res, ne * 4), dput(r2, 0, res, ne * 4);
+    dput(dsx, 0, sx, (size_t)max_n * 4), dput(dsw, 0, sw, (size_t)dim * 4), dput(dw, 0, w, (size_t)dim * 4);
+    const int32_t nn = n;
+    dput(dn, 0, &nn, 4);
+    dbuf *fill[] = {&o1, &o2, &q1, &q2, &s1, &s2};
+    for (size_t i = 0; i < sizeof fill / sizeof fill[0]; i++)
+        must(frt_buffer_fill(fill[i]->b, 0, i < 2 ? ne * 2 : i < 4 ? ne : (size_t)max_n * 4, 0x5A, g_st), "fill");
+    const float *xs = acc ? dsx.p : NULL, *ws = acc ? dsw.p : NULL;
+    CHECK_OK(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, xs, ws, o1.p, q1.p, s1.p, dw.p, dn.p, max_n,
+                                        dim, 1e-6f, 1));
+    if (acc)
+        CHECK_OK(frt_cuda_add_rmsnorm_fp8acc(g_cs, r2.p, dd.p, dsx.p, dsw.p, o2.p, FRT_CUDA_BF16, dw.p, dn.p, max_n,
+                                             dim, 1e-6f, 1));
+    else
+        CHECK_OK(frt_cuda_add_rmsnorm(g_cs, r2.p, dd.p, FRT_CUDA_F32, o2.p, FRT_CUDA_BF16, dw.p, dn.p, max_n, dim,
+                                      1e-6f, 1));
+    if (dim % 8 == 0) /* the quantizer's rows are whole 16-byte loads; else the CPU quantizer below only */
+        CHECK_OK(frt_cuda_fp8_quantize_rows_dynamic(g_cs, q2.p, s2.p, o2.p, n, dim));
+    sync_st();
+    float *h1 = xzalloc(ne * 4), *h2 = xzalloc(ne * 4), *f1 = xzalloc((size_t)max_n * 4);
+    float *f2 = xzalloc((size_t)max_n * 4), *fc = xzalloc((size_t)max_n * 4), *ow = xzalloc(ne * 4);
+    uint16_t *b1 = xzalloc(ne * 2), *b2 = xzalloc(ne * 2);
+    uint8_t *c1 = xzalloc(ne), *c2 = xzalloc(ne), *cc = xzalloc(ne);
+    dget(r1, 0, h1, ne * 4), dget(r2, 0, h2, ne * 4), dget(o1, 0, b1, ne * 2), dget(o2, 0, b2, ne * 2);
+    dget(q1, 0, c1, ne), dget(q2, 0, c2, ne), dget(s1, 0, f1, (size_t)max_n * 4), dget(s2, 0, f2, (size_t)max_n * 4);
+    char name[160];
+    const char *what = acc ? "fp8acc " : "";
+    snprintf(name, sizeof name, "add_rmsnorm_quant %s%d of %d x %d: residual and bf16 out == add_rmsnorm", what, n,
+             max_n, dim);
+    report_flag(name, !memcmp(h1, h2, ne * 4) && !memcmp(b1, b2, ne * 2));
+    if (dim % 8 == 0) {
+        snprintf(name, sizeof name, "add_rmsnorm_quant %s%d of %d x %d: codes and scales == quantize_rows_dynamic",
+                 what, n, max_n, dim);
+        report_flag(name, !memcmp(c1, c2, (size_t)n * dim) && !memcmp(f1, f2, (size_t)n * 4));
+    }
+    int past = 1; /* rows past n: codes 0, scale 1; resid and out untouched */
+    for (size_t i = (size_t)n * dim; i < ne; i++) past &= c1[i] == 0 && h1[i] == res[i];
+    for (size_t i = (size_t)n * dim; i < ne; i++) past &= b1[i] == 0x5A5A;
+    for (int t = n; t < max_n; t++) past &= f1[t] == 1.0f;
+    snprintf(name, sizeof name, "add_rmsnorm_quant %s%d of %d x %d: rows past n zero codes, scale 1, out untouched",
+             what, n, max_n, dim);
+    report_flag(name, past);
+    if (acc) { /* the token scales in place: q_scale == x_scale */
+        dput(r1, 0, res, ne * 4); /* the residual as before the first call */
+        dbuf si = dalloc((size_t)max_n * 4), q3 = dalloc(ne);
+        dput(si, 0, sx, (size_t)max_n * 4);
+        CHECK_OK(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, si.p, dsw.p, o1.p, q3.p, si.p, dw.p, dn.p,
+                                            max_n, dim, 1e-6f, 1));
+        sync_st();
+        uint8_t *c3 = xzalloc(ne);
+        float *f3 = xzalloc((size_t)max_n * 4);
+        dget(q3, 0, c3, ne), dget(si, 0, f3, (size_t)max_n * 4);
+        snprintf(name, sizeof name, "add_rmsnorm_quant fp8acc %d x %d: q_scale over x_scale (in place) == apart", n,
+                 dim);
+        report_flag(name, !memcmp(c3, c1, ne) && !memcmp(f3, f1, (size_t)max_n * 4));
+        dfree(&si), dfree(&q3);
+        free(c3), free(f3);
+    }
+    for (size_t i = 0; i < (size_t)n * dim; i++) ow[i] = frt_bf16_to_f32(b1[i]);
+    frt_fp8_quantize_rows_dynamic(cc, fc, ow, n, dim);
+    snprintf(name, sizeof name, "add_rmsnorm_quant %s%d x %d: codes and scales == the CPU quantizer of out", what, n,
+             dim);
+    report_flag(name, !memcmp(c1, cc, (size_t)n * dim) && !memcmp(f1, fc, (size_t)n * 4));
+    CHECK_STATUS(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, xs, ws, o1.p, NULL, s1.p, dw.p, dn.p,
+                                            max_n, dim, 1e-6f, 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, xs, ws, o1.p, q1.p, NULL, dw.p, dn.p,
+                                            max_n, dim, 1e-6f, 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, dsx.p, NULL, o1.p, q1.p, s1.p, dw.p, dn.p,
+                                            max_n, dim, 1e-6f, 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_BF16, dsx.p, dsw.p, o1.p, q1.p, s1.p, dw.p,
+                                            dn.p, max_n, dim, 1e-6f, 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, xs, ws, o1.p, (uint8_t *)r1.p, s1.p, dw.p,
+                                            dn.p, max_n, dim, 1e-6f, 1),
+                 FRT_ERR_INVALID_ARGUMENT);
+    dbuf *d[] = {&dd, &r1, &r2, &dsx, &dsw, &dw, &dn, &o1, &o2, &q1, &q2, &s1, &s2};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) dfree(d[i]);
+    free(dl), free(res), free(sx), free(sw), free(w), free(h1), free(h2), free(f1), free(f2), free(fc), free(ow);
+    free(b1), free(b2), free(c1), free(c2), free(cc);
+}
+
 /* ---- the prefill product of block-wise (128 x 128) weights ---------------- */
 
 #define TOL_BLK 4e-3 /* the weights rounded to bf16 (2^-9 relative per element) */
@@ -752,6 +861,12 @@ int main(void)
     test_add_rmsnorm_fp8acc(37, 4096);
     test_add_rmsnorm_fp8acc(5, 1001);
     test_add_rmsnorm_fp8acc(3, 9000);
+    test_add_rmsnorm_quant(40, 37, 4096, 1);
+    test_add_rmsnorm_quant(40, 37, 4096, 0);
+    test_add_rmsnorm_quant(6, 5, 1001, 1);
+    test_add_rmsnorm_quant(6, 6, 1001, 0);
+    test_add_rmsnorm_quant(3, 2, 20000, 1);
+    test_add_rmsnorm_quant(3, 3, 20000, 0);
     const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g8);
     CHECK(fp != 0 && frt_cuda_gemm_fp8_plan_count(g8) > 0);
     test_block_prefill(g);

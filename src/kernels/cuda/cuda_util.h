@@ -162,6 +162,20 @@ template <typename T> __device__ T frt_block_sum(T v)
     return s;
 }
 
+/* Maximum over the block of values >= 0 (fmaxf: a NaN operand is skipped;
+ * blockDim.x a multiple of 32, at most 1024); every thread gets it. Starts
+ * and ends with a barrier, as frt_block_sum. Must be reached by all threads. */
+__device__ __forceinline__ float frt_block_max(float v)
+{
+    __shared__ float part[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = frt_warp_max(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    return frt_warp_max(lane < nw ? part[lane] : 0.0f);
+}
+
 /* Argmax order: (v1, i1) beats (v2, i2) when it is valid (i >= 0) and the
  * other is not, or v1 > v2, or v1 == v2 and i1 < i2 (the lowest index on
  * ties; -0 == +0). Callers never enter NaN values (they skip them), so this is

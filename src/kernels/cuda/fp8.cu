@@ -146,18 +146,6 @@ __device__ __forceinline__ float amax8(float m, const float f[8])
     return m;
 }
 
-/* The maximum of every thread's m over the block; every thread gets it. */
-__device__ float block_max(float m)
-{
-    __shared__ float part[DYN_THREADS / 32];
-    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, part[w]);
-    return m;
-}
-
 /* The row's max |x| over the block (NaN skipped), every thread gets it. */
 __device__ float row_amax(const uint4 *xr, int n8)
 {
@@ -167,7 +155,7 @@ __device__ float row_amax(const uint4 *xr, int n8)
         bf16x8_to_f32(xr[i], f);
         m = amax8(m, f);
     }
-    return block_max(m);
+    return frt_block_max(m);
 }
 
 /* The E4M3 codes of 8 values at inv = 1 / scale, the first in the low byte. */
@@ -179,22 +167,13 @@ __device__ __forceinline__ uint2 encode8(const float f[8], float inv)
     return make_uint2(lo, hi);
 }
 
-/* frt_fp8_amax_scale's rule on a row maximum. */
-__device__ __forceinline__ float amax_scale(float amax)
-{
-    if (amax == 0.0f) return 1.0f;
-    if (amax > FLT_MAX) amax = FLT_MAX;
-    const float s = __fdiv_rn(amax, 448.0f);
-    return s < FLT_MIN ? FLT_MIN : s;
-}
-
 __global__ void __launch_bounds__(DYN_THREADS)
     fp8_quantize_dyn_kernel(uint8_t *q, float *scale, const uint4 *x, int dim)
 {
     const int n8 = dim / 8;
     const uint4 *xr = x + (size_t)blockIdx.x * n8;
     uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
-    const float s = amax_scale(row_amax(xr, n8)), inv = __frcp_rn(s);
+    const float s = frt_fp8_amax_scale_dev(row_amax(xr, n8)), inv = __frcp_rn(s);
     if (threadIdx.x == 0) scale[blockIdx.x] = s;
     for (int i = threadIdx.x; i < n8; i += blockDim.x) {
         float f[8];
@@ -241,8 +220,8 @@ __global__ void __launch_bounds__(DYN_THREADS)
         bf16x8_to_f32(v, f);
         m = amax8(m, f);
     }
-    m = block_max(m);
-    const float sc = amax_scale(m), inv = __frcp_rn(sc);
+    m = frt_block_max(m);
+    const float sc = frt_fp8_amax_scale_dev(m), inv = __frcp_rn(sc);
     if (threadIdx.x == 0) scale[blockIdx.x] = sc;
     uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
     for (int i = threadIdx.x; i < n8; i += blockDim.x) {

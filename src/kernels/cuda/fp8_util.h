@@ -21,7 +21,19 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <float.h>
 #include <stdint.h>
+
+/* The per-token scale of a row whose max |x| is amax (frt_fp8_amax_scale,
+ * kernels/cpu/fp8.h): amax / 448, 1 for an all-zero row, FLT_MAX / 448 for
+ * an infinite max, at least FLT_MIN. */
+__device__ __forceinline__ float frt_fp8_amax_scale_dev(float amax)
+{
+    if (amax == 0.0f) return 1.0f;
+    if (amax > FLT_MAX) amax = FLT_MAX;
+    const float s = __fdiv_rn(amax, 448.0f);
+    return s < FLT_MIN ? FLT_MIN : s;
+}
 
 /* The E4M3 code of x / s, given inv = __frcp_rn(s). */
 __device__ __forceinline__ uint8_t frt_fp8_encode_inv(float x, float inv)

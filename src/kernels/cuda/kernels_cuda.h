@@ -105,6 +105,27 @@ int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const float *acc, co
                                 const float *w_scale, void *out, frt_cuda_dtype out_dtype, const float *w,
                                 const int32_t *d_n, int max_n, int dim, float eps, int zero_centered);
 
+/* The residual add and norm of frt_cuda_add_rmsnorm (x_scale and w_scale
+ * NULL) or frt_cuda_add_rmsnorm_fp8acc (both set; delta is then the f32
+ * accumulator) with a bf16 out, and out quantized per token in the same
+ * launch, the input of an FP8 prefill GEMM (docs/fp8.md "FP8 activations"):
+ * for t < n, q[t, :] and q_scale[t] are the bits
+ * frt_cuda_fp8_quantize_rows_dynamic writes for out[t, :] (the row's max
+ * |out| with NaN skipped, scale = max / 448 with its rules, codes at 1 /
+ * scale); one pass instead of two launches. q [max_n, dim] E4M3 codes,
+ * q_scale [max_n] f32 (4-byte aligned), device; q_scale may be x_scale
+ * (in place: row t's x_scale is read before its q_scale is written). Rows
+ * t >= n: resid and out untouched, q zero and q_scale 1 (an all-zero row's
+ * quantization: the GEMM after it reads zeros there, not stale codes). Errors: those of frt_cuda_add_rmsnorm;
+ * FRT_ERR_INVALID_ARGUMENT for a NULL q or q_scale, one of x_scale /
+ * w_scale without the other, an accumulator delta that is not f32, q or
+ * q_scale aliasing an input or out. Twin: frt_cpu_add, frt_cpu_rmsnorm,
+ * bf16 rounding, frt_fp8_quantize_rows_dynamic (tests/test_cuda_gemm_fp8.c
+ * checks it bit for bit against the two launches). */
+int frt_cuda_add_rmsnorm_quant(void *stream, float *resid, const void *delta, frt_cuda_dtype delta_dtype,
+                               const float *x_scale, const float *w_scale, uint16_t *out, uint8_t *q, float *q_scale,
+                               const float *w, const int32_t *d_n, int max_n, int dim, float eps, int zero_centered);
+
 /* Gated RMSNorm (the Gated DeltaNet output norm), rows of [max_n, n_heads, dim]:
  *   out = (w * (x * rsqrt(mean(x^2) + eps))) * silu(z)
  * x of x_dtype, z of z_dtype, out of out_dtype, all [max_n, n_heads, dim];

@@ -79,16 +79,38 @@ __global__ void rmsnorm_loop_kernel(void *out, int out_dt, const void *x, int x_
     }
 }
 
-template <int G, int NV>
-__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
-    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
-    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
-    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
-    const float *__restrict__ sw)
+/* quant (the _quant launchers): out (bf16) quantized per token in the same
+ * pass, q[t, :] / q_scale[t] as fp8_quantize_dyn_kernel (fp8.cu) computes
+ * them from out: the row's max |bf16(y)| (NaN skipped), the scale
+ * frt_fp8_amax_scale_dev of it, each bf16(y) encoded at 1 / scale; rows t
+ * >= n: quant_zero_row. */
+struct norm_quant {
+    uint8_t *q;     /* [max_n, dim] E4M3 codes (NULL: no quantization) */
+    float *q_scale; /* [max_n] f32 */
+};
+
+/* A row t >= n of the quantized out: zero codes, scale 1 (what the
+ * quantizer gives an all-zero row), so the GEMM after it reads zeros there,
+ * never stale codes. */
+__device__ __forceinline__ void quant_zero_row(norm_quant nq, int t, int dim)
+{
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) nq.q[(size_t)t * dim + i] = 0;
+    if (threadIdx.x == 0) nq.q_scale[t] = 1.0f;
+}
+
+template <int G, int NV, bool QZ>
+__device__ __forceinline__ void add_rmsnorm_row(float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
+                                                void *__restrict__ out, int out_dt, const float *__restrict__ w,
+                                                const int32_t *d_n, int max_n, int dim, float eps, int zero_centered,
+                                                bool vec, const float *__restrict__ sx, const float *__restrict__ sw,
+                                                norm_quant nq)
 {
     frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const int t = blockIdx.x;
-    if (t >= frt_dyn_n(d_n, max_n)) return;
+    if (t >= frt_dyn_n(d_n, max_n)) {
+        if constexpr (QZ) quant_zero_row(nq, t, dim);
+        return;
+    }
     const float st = sx ? sx[t] : 1.0f;
     const int groups = dim / G;
     const size_t o = (size_t)t * dim;
@@ -123,6 +145,7 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
     }
     ss = frt_block_sum(ss);
     const float inv = norm_inv_rms(ss, dim, eps);
+    float m = 0.0f; /* QZ: the max |bf16(y)| of the thread's elements */
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         const int gi = threadIdx.x + k * blockDim.x;
@@ -132,16 +155,71 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
             for (int e = 0; e < G; e++)
                 y[e] = norm_weigh(v[k][e], inv, wv[k][e], zero_centered);
             norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
+            if constexpr (QZ) { /* v keeps bf16(y), the value out holds */
+#pragma unroll
+                for (int e = 0; e < G; e++) {
+                    v[k][e] = __bfloat162float(__float2bfloat16_rn(y[e]));
+                    m = fmaxf(m, fabsf(v[k][e]));
+                }
+            }
+        }
+    }
+    if constexpr (QZ) {
+        const float s = frt_fp8_amax_scale_dev(frt_block_max(m)), qinv = __frcp_rn(s);
+        if (threadIdx.x == 0) nq.q_scale[t] = s;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int gi = threadIdx.x + k * blockDim.x;
+            if (gi < groups) {
+                uint8_t *qp = nq.q + o + (size_t)gi * G;
+                if (G == 4 && vec) {
+                    uint32_t word = 0;
+#pragma unroll
+                    for (int e = 0; e < G; e++) word |= (uint32_t)frt_fp8_encode_inv(v[k][e], qinv) << (8 * e);
+                    *(uint32_t *)qp = word;
+                } else {
+#pragma unroll
+                    for (int e = 0; e < G; e++) qp[e] = frt_fp8_encode_inv(v[k][e], qinv);
+                }
+            }
         }
     }
 }
 
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
+    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
+    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
+    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
+    const float *__restrict__ sw, norm_quant nq)
+{
+    add_rmsnorm_row<G, NV, false>(resid, delta, delta_dt, out, out_dt, w, d_n, max_n, dim, eps, zero_centered, vec,
+                                  sx, sw, nq);
+}
+
+template <int G, int NV>
+__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_quant_kernel(
+    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
+    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
+    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
+    const float *__restrict__ sw, norm_quant nq)
+{
+    add_rmsnorm_row<G, NV, true>(resid, delta, delta_dt, out, out_dt, w, d_n, max_n, dim, eps, zero_centered, vec, sx,
+                                 sw, nq);
+}
+
+/* Rows too wide for the register path (dim > 16384): a strided loop; with
+ * nq.q, a third pass encodes the bf16 out this thread wrote. */
 __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int delta_dt, void *out,
                                         int out_dt, const float *w, const int32_t *d_n, int max_n,
-                                        int dim, float eps, int zero_centered, const float *sx, const float *sw)
+                                        int dim, float eps, int zero_centered, const float *sx, const float *sw,
+                                        norm_quant nq)
 {
     const int t = blockIdx.x;
-    if (t >= frt_dyn_n(d_n, max_n)) return;
+    if (t >= frt_dyn_n(d_n, max_n)) {
+        if (nq.q) quant_zero_row(nq, t, dim);
+        return;
+    }
     const size_t o = (size_t)t * dim;
     float *r = resid + o;
     double ss = 0;
@@ -154,11 +232,18 @@ __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int del
     }
     ss = frt_block_sum(ss);
     const float inv = norm_inv_rms(ss, dim, eps);
+    float m = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = r[i]; /* written by this very thread above */
         float y = norm_weigh(v, inv, w[i], zero_centered);
         frt_st(out, out_dt, o + i, y);
+        if (nq.q) m = fmaxf(m, fabsf(frt_ld(out, out_dt, o + i)));
     }
+    if (!nq.q) return; /* uniform over the block */
+    const float s = frt_fp8_amax_scale_dev(frt_block_max(m)), qinv = __frcp_rn(s);
+    if (threadIdx.x == 0) nq.q_scale[t] = s;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        nq.q[o + i] = frt_fp8_encode_inv(frt_ld(out, out_dt, o + i), qinv);
 }
 
 extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
@@ -190,10 +275,11 @@ extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtyp
     return 0;
 }
 
-/* frt_cuda_add_rmsnorm{,_fp8acc}: sx NULL, or the FP8 accumulator's scales. */
+/* frt_cuda_add_rmsnorm{,_fp8acc,_quant}: sx NULL, or the FP8 accumulator's
+ * scales; nq.q NULL, or the quantized out's codes and scales. */
 static int add_rmsnorm_run(void *stream, float *resid, const void *delta, frt_cuda_dtype delta_dtype, void *out,
                            frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n, int max_n, int dim, float eps,
-                           int zero_centered, const float *sx, const float *sw)
+                           int zero_centered, const float *sx, const float *sw, norm_quant nq)
 {
     FRT_ARG(resid && delta && out && w, "cuda add_rmsnorm: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(delta_dtype), "cuda add_rmsnorm: bad dtype");
@@ -203,16 +289,23 @@ static int add_rmsnorm_run(void *stream, float *resid, const void *delta, frt_cu
     const norm_shape sh = norm_shape_of(dim);
     if (sh.nv == 0) {
         add_rmsnorm_loop_kernel<<<max_n, 1024, 0, (cudaStream_t)stream>>>(
-            resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered, sx, sw);
+            resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered, sx, sw, nq);
     } else if (sh.g == 4) {
         const bool vec = norm_aligned(resid, FRT_CUDA_F32) && norm_aligned(delta, delta_dtype) &&
                          norm_aligned(out, out_dtype) && norm_aligned(w, FRT_CUDA_F32) &&
-                         (!sw || norm_aligned(sw, FRT_CUDA_F32));
-        NORM_DISPATCH(4, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
-                      d_n, max_n, dim, eps, zero_centered, vec, sx, sw);
+                         (!sw || norm_aligned(sw, FRT_CUDA_F32)) && ((uintptr_t)nq.q & 3) == 0;
+        if (nq.q)
+            NORM_DISPATCH(4, add_rmsnorm_quant_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w, d_n,
+                          max_n, dim, eps, zero_centered, vec, sx, sw, nq);
+        else
+            NORM_DISPATCH(4, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n,
+                          dim, eps, zero_centered, vec, sx, sw, nq);
+    } else if (nq.q) {
+        NORM_DISPATCH(1, add_rmsnorm_quant_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n,
+                      dim, eps, zero_centered, false, sx, sw, nq);
     } else {
         NORM_DISPATCH(1, add_rmsnorm_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w,
-                      d_n, max_n, dim, eps, zero_centered, false, sx, sw);
+                      d_n, max_n, dim, eps, zero_centered, false, sx, sw, nq);
     }
     FRT_LAUNCH_CHECK();
     return 0;
@@ -223,8 +316,9 @@ extern "C" int frt_cuda_add_rmsnorm(void *stream, float *resid, const void *delt
                                     frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n,
                                     int max_n, int dim, float eps, int zero_centered)
 {
+    const norm_quant none = {NULL, NULL};
     return add_rmsnorm_run(stream, resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered,
-                           NULL, NULL);
+                           NULL, NULL, none);
 }
 
 extern "C" int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const float *acc, const float *x_scale,
@@ -232,6 +326,24 @@ extern "C" int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const flo
                                            const int32_t *d_n, int max_n, int dim, float eps, int zero_centered)
 {
     FRT_ARG(x_scale && w_scale, "cuda add_rmsnorm_fp8acc: NULL scales");
+    const norm_quant none = {NULL, NULL};
     return add_rmsnorm_run(stream, resid, acc, FRT_CUDA_F32, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered,
-                           x_scale, w_scale);
+                           x_scale, w_scale, none);
+}
+
+extern "C" int frt_cuda_add_rmsnorm_quant(void *stream, float *resid, const void *delta, frt_cuda_dtype delta_dtype,
+                                          const float *x_scale, const float *w_scale, uint16_t *out, uint8_t *q,
+                                          float *q_scale, const float *w, const int32_t *d_n, int max_n, int dim,
+                                          float eps, int zero_centered)
+{
+    FRT_ARG(q && q_scale, "cuda add_rmsnorm_quant: NULL q or q_scale");
+    FRT_ARG(!x_scale == !w_scale, "cuda add_rmsnorm_quant: x_scale and w_scale go together");
+    FRT_ARG(!x_scale || delta_dtype == FRT_CUDA_F32, "cuda add_rmsnorm_quant: an FP8 accumulator delta is f32");
+    FRT_ARG(((uintptr_t)q_scale & 3) == 0, "cuda add_rmsnorm_quant: q_scale must be 4-byte aligned");
+    FRT_ARG((void *)q != (void *)resid && (const void *)q != delta && (void *)q != (void *)out &&
+                (void *)q_scale != (void *)resid && (const void *)q_scale != delta,
+            "cuda add_rmsnorm_quant: q or q_scale aliases an input or out");
+    const norm_quant nq = {q, q_scale};
+    return add_rmsnorm_run(stream, resid, delta, delta_dtype, out, FRT_CUDA_BF16, w, d_n, max_n, dim, eps,
+                           zero_centered, x_scale, w_scale, nq);
 }

@@ -123,6 +123,8 @@ typedef struct cd_model {
     int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
                            (frt_cuda_gemm_fp8_mlp: gate / up bf16, down f32) whose consumers apply the
                            scales (frt_cuda_swiglu_fp8acc_quantize, frt_cuda_add_rmsnorm_fp8acc) */
+    int hq;             /* wfp8 (not wblk): the prefill's add_rmsnorm that writes h also quantizes it into
+                           xq / xs (frt_cuda_add_rmsnorm_quant), so the products after it skip act_fp8 */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
@@ -369,6 +371,7 @@ static int cd_load_weights(frt_model *m)
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
     c->wblk = frt_fp8w_blocked(m);
+    c->hq = c->wfp8 && !c->wblk;
     c->resid_gemm = !c->wfp8 && !m->cfg.o_proj_bias;
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
@@ -704,6 +707,15 @@ static int lin_as(const fwd *f, void *y, frt_cuda_dtype yt, const uint16_t *x, c
     return frt_cuda_gemm_fp8_run(c->gemm8, f->st, y, yt, c->xq, c->xs, w8->w, w8->s, f->R, in, out);
 }
 
+/* FP8 prefill: act_fp8 of the normed input c->h, unless the add_rmsnorm
+ * that wrote it quantized it too (by_norm with c->hq: every norm before q |
+ * k | v and gate | up but the first layer's, a plain rmsnorm). */
+static int h_fp8(const fwd *f, int by_norm)
+{
+    if (f->c->hq && by_norm) return 0;
+    return act_fp8(f, f->c->h, f->c->H);
+}
+
 static int lin(const fwd *f, float *y, const uint16_t *x, const uint16_t *w, const cd_fp8 *w8, int in, int out)
 {
     return lin_as(f, y, F32, x, w, w8, in, out);
@@ -985,7 +997,7 @@ static int attention_block(const fwd *f, int l)
     } else if (f->qkv_one) { /* one GEMM over the weights lying end to end: t0 [R, q | k | v] */
         FRT_TRY(gemm(f, c->t0, F32, c->h, lw->q_proj, c->H, c->qd + 2 * c->kvd));
     } else {
-        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
+        FRT_TRY(h_fp8(f, l > 0)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->q, c->h, lw->q_proj, L8(c, l, q_proj), c->H, c->qd));
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, L8(c, l, k_proj), c->H, c->kvd));
         FRT_TRY(lin(f, c->v, c->h, lw->v_proj, L8(c, l, v_proj), c->H, c->kvd));
@@ -1005,13 +1017,13 @@ static int mlp_block(const fwd *f, int l)
         FRT_TRY(swiglu_products(f, l, c->ob, 0, f->R, &nm));
     } else if (c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
         const cd_layer8 *w8 = &c->layers8[l];
-        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(h_fp8(f, 1));
         FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
                                       w8->gate_proj.w, w8->gate_proj.s, w8->up_proj.w, w8->up_proj.s,
                                       w8->down_proj.w, f->R, c->H, c->I));
         return 0; /* delta: down's accumulator, scaled by the prefill_norm after it (mlp_acc_scales) */
     } else {
-        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
+        FRT_TRY(h_fp8(f, 1)); /* FP8 prefill: h quantized once for gate and up */
         const frt_cuda_dtype gt = gate_dt(c);
         FRT_TRY(lin_as(f, c->t0, gt, c->h, lw->gate_proj, L8(c, l, gate_proj), c->H, c->I));
         FRT_TRY(lin_as(f, c->t1, gt, c->h, lw->up_proj, L8(c, l, up_proj), c->H, c->I));
@@ -1026,11 +1038,16 @@ static const float *mlp_acc_scales(const cd_model *c, int l) { return c->mlp_acc
 
 /* Prefill: the residual c->x (after adding c->delta, unless the products
  * added into it) normed with w into out; acc_sw: delta is an FP8
- * accumulator of these weight scales (and c->xs's token scales). */
+ * accumulator of these weight scales (and c->xs's token scales). With
+ * c->hq, out h is quantized in the same launch into c->xq / c->xs (c->xs
+ * in place: row t's token scale is read before its new one is written). */
 static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cd_model *c = f->c;
     if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
+    if (c->hq && out == c->h)
+        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, c->h, c->xq,
+                                          c->xs, w, f->d_n, f->R, c->H, c->eps, 0);
     if (acc_sw)
         return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,
                                            c->eps, 0);

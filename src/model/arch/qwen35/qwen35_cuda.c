@@ -138,6 +138,15 @@ static int act_fp8(const fwd *f, const uint16_t *x, int in)
     return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
 }
 
+/* FP8 prefill: act_fp8 of the normed input c->h, unless the add_norm that
+ * wrote it quantized it too (by_norm: every norm before a mixer or the MLP
+ * but the first layer's, a plain rmsnorm; add_norm). */
+static int h_fp8(const fwd *f, int by_norm)
+{
+    if (by_norm) return 0;
+    return act_fp8(f, f->c->h, f->c->H);
+}
+
 /* A prefill piece: y [R, out] f32 = x [R, in] bf16 . W^T, bf16 w through
  * the GEMM plan, or with FP8 weights the FP8 GEMM on c->xq (act_fp8 of x
  * before): (xq . wq^T) * s_x[t] * s_w[o]. */
@@ -365,10 +374,10 @@ static int attention_block(const fwd *f, int l)
     } else if (f->at_one) {
         /* one GEMM over the weights lying end to end: t0 [R, q | gate per head, k, v], which the
          * prep reads in place (FP8: codes and scales end to end too, qwen35_cuda_load.c) */
-        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(h_fp8(f, l > 0));
         FRT_TRY(lin(f, c->t0, c->h, lw->q_proj, c->H, c->at_w));
     } else {
-        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for q, k, v */
+        FRT_TRY(h_fp8(f, l > 0)); /* FP8 prefill: h quantized once for q, k, v */
         FRT_TRY(lin(f, c->t0, c->h, lw->q_proj, c->H, c->qw)); /* [R, nh, (q | gate)] */
         FRT_TRY(lin(f, c->k, c->h, lw->k_proj, c->H, c->kvw));
         FRT_TRY(lin(f, c->v, c->h, lw->v_proj, c->H, c->kvw));
@@ -401,10 +410,10 @@ static int deltanet_block(const fwd *f, int l)
     } else if (f->dn_one) {
         /* one GEMM over the weights lying end to end: t0 [R, ch | vd | ba_w];
          * the conv and the gated norm read their columns in place (below) */
-        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(h_fp8(f, l > 0));
         FRT_TRY(lin(f, c->t0, c->h, lw->in_proj_qkv, c->H, c->dn_w));
     } else {
-        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for qkv, z, b | a */
+        FRT_TRY(h_fp8(f, l > 0)); /* FP8 prefill: h quantized once for qkv, z, b | a */
         FRT_TRY(lin(f, c->t0, c->h, lw->in_proj_qkv, c->H, ch));
         FRT_TRY(lin(f, c->zg, c->h, lw->in_proj_z, c->H, vd));
         FRT_TRY(lin(f, c->ba, c->h, lw->in_proj_ba, c->H, c->ba_w));
@@ -465,13 +474,13 @@ static int mlp_block(const fwd *f, int l)
         const frt_cuda_gemv_norm nm = resid_norm(f, lw->post_ln);
         FRT_TRY(swiglu_products(f, lw, c->ob, NULL, &nm, f->R));
     } else if (c->wfp8 && c->mlp_acc) { /* FP8: unscaled accumulators, the scales applied by their consumers */
-        FRT_TRY(act_fp8(f, c->h, c->H));
+        FRT_TRY(h_fp8(f, 1));
         FRT_TRY(frt_cuda_gemm_fp8_mlp(c->gemm8, f->st, c->xq, c->xs, (uint16_t *)c->t0, (uint16_t *)c->t1, c->delta,
                                       lw->gate_proj.q, lw->gate_proj.s, lw->up_proj.q, lw->up_proj.s, lw->down_proj.q,
                                       f->R, c->H, c->I));
         return 0; /* delta: down's accumulator, scaled by the add_norm after it (mlp_acc_scales) */
     } else {
-        FRT_TRY(act_fp8(f, c->h, c->H)); /* FP8 prefill: h quantized once for gate and up */
+        FRT_TRY(h_fp8(f, 1)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, c->H, c->I));
         FRT_TRY(lin(f, c->t1, c->h, lw->up_proj, c->H, c->I));
         FRT_TRY(frt_cuda_swiglu(f->st, c->ob, BF16, c->t0, c->t1, F32, f->d_n, f->R, c->I));
@@ -488,10 +497,16 @@ static const float *mlp_acc_scales(const cu_model *c, int l)
 
 /* Prefill: the residual add of c->delta fused with the norm of w into out;
  * acc_sw: delta is an FP8 accumulator of these weight scales (and c->xs's
- * token scales). */
+ * token scales). With FP8 weights, out h is quantized in the same launch
+ * into c->xq / c->xs (frt_cuda_add_rmsnorm_quant; c->xs in place: row t's
+ * token scale is read before its new one is written), the input of the
+ * products after it (h_fp8). */
 static int add_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cu_model *c = f->c;
+    if (c->wfp8 && out == c->h)
+        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, c->h, c->xq,
+                                          c->xs, w, f->d_n, f->R, c->H, c->eps, 1);
     if (acc_sw)
         return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,
                                            c->eps, 1);
