@@ -11,7 +11,8 @@
 # PHASE.csv (the raw ncu log), PHASE.txt (scripts/ncu_summary.py's table) and
 # PHASE.log (the bench's output). Kernels run serialised under ncu, so the
 # sums are kernel time without launch gaps; clocks and caches are left alone
-# (--clock-control none --cache-control none).
+# (--clock-control none --cache-control none). $BENCH_ARGS (default empty)
+# goes to the bench as extra options, e.g. BENCH_ARGS="--dtype fp8".
 set -u
 PHASES=${1:-cold,decode,append}
 SHAPE=${SHAPE:-qwen3.5-9b}
@@ -28,7 +29,7 @@ for ph in ${PHASES//,/ }; do
     FRT_PROFILE=$ph timeout -k 10 "${PHASE_TIMEOUT:-240}" "$NCU" --profile-from-start off \
         --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
         --log-file "$OUT/$ph.csv" "$FRT" bench --shape "$SHAPE" --random-weights --backend cuda \
-        --prefixes "$PREFIX" --repeats 1 --decode-tokens "$DECODE" --no-tiers >"$OUT/$ph.log" 2>&1
+        --prefixes "$PREFIX" --repeats 1 --decode-tokens "$DECODE" --no-tiers ${BENCH_ARGS:-} >"$OUT/$ph.log" 2>&1
     echo "profile-h200: $ph: exit $?" >&2
     python3 "$HERE/scripts/ncu_summary.py" "$OUT/$ph.csv" --top 30 >"$OUT/$ph.txt" 2>&1
     cat "$OUT/$ph.txt"
