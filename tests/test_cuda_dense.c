@@ -185,15 +185,18 @@ static int prep_codes_cpu(const unsigned char *kc, const unsigned char *vc, cons
 enum { PP_MAXN = 37, PP_N = 29, PP_NH = 8, PP_NKV = 2, PP_HD = 64, PP_MAXS = 290 };
 
 /* frt_dense_prefill_prep_packed (_fp8): the rows of test_prefill_prep laid
- * out as one GEMM's q | k | v | 5 unused columns give the bytes of the
+ * out as one GEMM's q | k | v | pad unused columns give the bytes of the
  * prep on them apart (ref: its q, K cache, V cache buffers) in q_out and
  * the caches; q_out's rows past n keep their fill; bad ld, NULL, q_out
- * overlapping the rows are refused. */
-static void test_prefill_prep_packed(int fp8, const float *q, const float *k, const float *v, const float *dinv,
-                                     const float *ks, const float *vs, const int32_t *pos, const int32_t *dn,
-                                     frt_buffer *const *ref)
+ * overlapping the rows are refused. pad 4: rows of a multiple of 4 floats
+ * (the kernel of 4 elements an item, prep_row4); pad 5: the kernel of one
+ * (prep_row), so both meet the same bytes. */
+static void test_prefill_prep_packed(int fp8, int pad, const float *q, const float *k, const float *v,
+                                     const float *dinv, const float *ks, const float *vs, const int32_t *pos,
+                                     const int32_t *dn, frt_buffer *const *ref)
 {
-    enum { QD = PP_NH * PP_HD, KVD = PP_NKV * PP_HD, LD = QD + 2 * KVD + 5 };
+    enum { QD = PP_NH * PP_HD, KVD = PP_NKV * PP_HD };
+    const int LD = QD + 2 * KVD + pad;
     const size_t cache = (size_t)PP_MAXS * KVD * (fp8 ? 1 : 2), qn = (size_t)PP_MAXN * QD;
     float *rows = xmalloc((size_t)PP_MAXN * LD * 4), *fill = xmalloc(qn * 4);
     frt_test_fill(rows, (size_t)PP_MAXN * LD, -3, 3);
@@ -225,7 +228,8 @@ static void test_prefill_prep_packed(int fp8, const float *q, const float *k, co
         must(frt_buffer_read(ref[i == 0 ? 0 : i + 2], 0, b, bytes, g_st), "read");
         must(frt_stream_sync(g_st), "sync");
         char name[120];
-        snprintf(name, sizeof name, "prefill prep packed%s: %s == the prep apart", fp8 ? " fp8" : "", what[i]);
+        snprintf(name, sizeof name, "prefill prep packed%s (ld pad %d): %s == the prep apart", fp8 ? " fp8" : "", pad,
+                 what[i]);
         report_same(name, a, b, bytes);
         if (i == 0) CHECK(!memcmp(a + bytes, (const char *)fill + bytes, qn * 4 - bytes));
         free(a);
@@ -316,7 +320,8 @@ static void test_prefill_prep(int fp8)
                                         frt_buffer_ptr(bufs[0][2]), dinvp, frt_buffer_ptr(bufs[0][3]),
                                         frt_buffer_ptr(bufs[0][4]), pos, dn, 0, MAXS, NH, NKV, HD),
                  FRT_ERR_INVALID_ARGUMENT);
-    test_prefill_prep_packed(fp8, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
+    test_prefill_prep_packed(fp8, 4, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
+    test_prefill_prep_packed(fp8, 5, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
     for (int u = 0; u < 2; u++)
         for (int i = 0; i < 5; i++) frt_buffer_free(bufs[u][i]);
     frt_buffer_free(dinv);

@@ -594,7 +594,7 @@ static void test_add_rmsnorm_fp8acc(int n, int dim)
  * frt_cuda_fp8_quantize_rows_dynamic, bit for bit (residual, out, codes,
  * scales) on the n valid rows of max_n (d_n); rows past n: zero codes and
  * scale 1, resid and out untouched (filled with 0x5A before); in place
- * (q_scale == x_scale) the same bits; the codes also against the CPU quantizer on
+ * (q_scale == x_scale) and with out NULL the same bits; the codes also against the CPU quantizer on
  * the bf16 out widened to f32; then its refusals. acc: delta is an FP8
  * accumulator with its scales. Dims: 4096 (the vector path), 1001 (groups
  * of one; the GPU quantizer refuses a dim that is not a multiple of 8, so
@@ -653,6 +653,21 @@ static void test_add_rmsnorm_quant(int max_n, int n, int dim, int acc)
     snprintf(name, sizeof name, "add_rmsnorm_quant %s%d of %d x %d: rows past n zero codes, scale 1, out untouched",
              what, n, max_n, dim);
     report_flag(name, past);
+    { /* out NULL: the same residual, codes and scales, no bf16 row */
+        dput(r1, 0, res, ne * 4);
+        dbuf q4 = dalloc(ne), s4 = dalloc((size_t)max_n * 4);
+        CHECK_OK(frt_cuda_add_rmsnorm_quant(g_cs, r1.p, dd.p, FRT_CUDA_F32, xs, ws, NULL, q4.p, s4.p, dw.p, dn.p, max_n,
+                                            dim, 1e-6f, 1));
+        sync_st();
+        uint8_t *c4 = xzalloc(ne);
+        float *f4 = xzalloc((size_t)max_n * 4), *h4 = xzalloc(ne * 4);
+        dget(q4, 0, c4, ne), dget(s4, 0, f4, (size_t)max_n * 4), dget(r1, 0, h4, ne * 4);
+        snprintf(name, sizeof name, "add_rmsnorm_quant %s%d x %d: out NULL gives the same residual, codes, scales",
+                 what, n, dim);
+        report_flag(name, !memcmp(c4, c1, ne) && !memcmp(f4, f1, (size_t)max_n * 4) && !memcmp(h4, h1, ne * 4));
+        dfree(&q4), dfree(&s4);
+        free(c4), free(f4), free(h4);
+    }
     if (acc) { /* the token scales in place: q_scale == x_scale */
         dput(r1, 0, res, ne * 4); /* the residual as before the first call */
         dbuf si = dalloc((size_t)max_n * 4), q3 = dalloc(ne);

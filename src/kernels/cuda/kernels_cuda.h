@@ -113,7 +113,8 @@ int frt_cuda_add_rmsnorm_fp8acc(void *stream, float *resid, const float *acc, co
  * frt_cuda_fp8_quantize_rows_dynamic writes for out[t, :] (the row's max
  * |out| with NaN skipped, scale = max / 448 with its rules, codes at 1 /
  * scale); one pass instead of two launches. q [max_n, dim] E4M3 codes,
- * q_scale [max_n] f32 (4-byte aligned), device; q_scale may be x_scale
+ * q_scale [max_n] f32 (4-byte aligned), device; out NULL: the bf16 row is
+ * not stored (only its codes; the same codes); q_scale may be x_scale
  * (in place: row t's x_scale is read before its q_scale is written). Rows
  * t >= n: resid and out untouched, q zero and q_scale 1 (an all-zero row's
  * quantization: the GEMM after it reads zeros there, not stale codes). Errors: those of frt_cuda_add_rmsnorm;

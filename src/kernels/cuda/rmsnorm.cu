@@ -154,7 +154,7 @@ __device__ __forceinline__ void add_rmsnorm_row(float *__restrict__ resid, const
 #pragma unroll
             for (int e = 0; e < G; e++)
                 y[e] = norm_weigh(v[k][e], inv, wv[k][e], zero_centered);
-            norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y);
+            if (!QZ || out) norm_st<G>(out, out_dt, o + (size_t)gi * G, vec, y); /* QZ: out may be NULL */
             if constexpr (QZ) { /* v keeps bf16(y), the value out holds */
 #pragma unroll
                 for (int e = 0; e < G; e++) {
@@ -236,14 +236,16 @@ __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int del
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = r[i]; /* written by this very thread above */
         float y = norm_weigh(v, inv, w[i], zero_centered);
-        frt_st(out, out_dt, o + i, y);
-        if (nq.q) m = fmaxf(m, fabsf(frt_ld(out, out_dt, o + i)));
+        if (out) frt_st(out, out_dt, o + i, y); /* NULL only with nq.q */
+        if (nq.q) m = fmaxf(m, fabsf(__bfloat162float(__float2bfloat16_rn(y))));
     }
     if (!nq.q) return; /* uniform over the block */
     const float s = frt_fp8_amax_scale_dev(frt_block_max(m)), qinv = __frcp_rn(s);
     if (threadIdx.x == 0) nq.q_scale[t] = s;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        nq.q[o + i] = frt_fp8_encode_inv(frt_ld(out, out_dt, o + i), qinv);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) { /* bf16(y) again, from this thread's r[i] */
+        const float y = __bfloat162float(__float2bfloat16_rn(norm_weigh(r[i], inv, w[i], zero_centered)));
+        nq.q[o + i] = frt_fp8_encode_inv(y, qinv);
+    }
 }
 
 extern "C" int frt_cuda_rmsnorm(void *stream, void *out, frt_cuda_dtype out_dtype, const void *x,
@@ -281,7 +283,7 @@ static int add_rmsnorm_run(void *stream, float *resid, const void *delta, frt_cu
                            frt_cuda_dtype out_dtype, const float *w, const int32_t *d_n, int max_n, int dim, float eps,
                            int zero_centered, const float *sx, const float *sw, norm_quant nq)
 {
-    FRT_ARG(resid && delta && out && w, "cuda add_rmsnorm: NULL pointer");
+    FRT_ARG(resid && delta && (out || nq.q) && w, "cuda add_rmsnorm: NULL pointer");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(delta_dtype), "cuda add_rmsnorm: bad dtype");
     FRT_ARG(max_n >= 0 && dim > 0, "cuda add_rmsnorm: max_n %d dim %d", max_n, dim);
     FRT_ARG((void *)resid != out && delta != out, "cuda add_rmsnorm: out aliases an input");
@@ -292,7 +294,7 @@ static int add_rmsnorm_run(void *stream, float *resid, const void *delta, frt_cu
             resid, delta, delta_dtype, out, out_dtype, w, d_n, max_n, dim, eps, zero_centered, sx, sw, nq);
     } else if (sh.g == 4) {
         const bool vec = norm_aligned(resid, FRT_CUDA_F32) && norm_aligned(delta, delta_dtype) &&
-                         norm_aligned(out, out_dtype) && norm_aligned(w, FRT_CUDA_F32) &&
+                         (!out || norm_aligned(out, out_dtype)) && norm_aligned(w, FRT_CUDA_F32) &&
                          (!sw || norm_aligned(sw, FRT_CUDA_F32)) && ((uintptr_t)nq.q & 3) == 0;
         if (nq.q)
             NORM_DISPATCH(4, add_rmsnorm_quant_kernel, max_n, resid, delta, delta_dtype, out, out_dtype, w, d_n,
@@ -340,7 +342,7 @@ extern "C" int frt_cuda_add_rmsnorm_quant(void *stream, float *resid, const void
     FRT_ARG(!x_scale == !w_scale, "cuda add_rmsnorm_quant: x_scale and w_scale go together");
     FRT_ARG(!x_scale || delta_dtype == FRT_CUDA_F32, "cuda add_rmsnorm_quant: an FP8 accumulator delta is f32");
     FRT_ARG(((uintptr_t)q_scale & 3) == 0, "cuda add_rmsnorm_quant: q_scale must be 4-byte aligned");
-    FRT_ARG((void *)q != (void *)resid && (const void *)q != delta && (void *)q != (void *)out &&
+    FRT_ARG((void *)q != (void *)resid && (const void *)q != delta && (!out || (void *)q != (void *)out) &&
                 (void *)q_scale != (void *)resid && (const void *)q_scale != delta,
             "cuda add_rmsnorm_quant: q or q_scale aliases an input or out");
     const norm_quant nq = {q, q_scale};

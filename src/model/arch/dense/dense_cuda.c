@@ -1040,13 +1040,14 @@ static const float *mlp_acc_scales(const cd_model *c, int l) { return c->mlp_acc
  * added into it) normed with w into out; acc_sw: delta is an FP8
  * accumulator of these weight scales (and c->xs's token scales). With
  * c->hq, out h is quantized in the same launch into c->xq / c->xs (c->xs
- * in place: row t's token scale is read before its new one is written). */
+ * in place: row t's token scale is read before its new one is written),
+ * and h itself is not stored: the FP8 products read only the codes. */
 static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cd_model *c = f->c;
     if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
     if (c->hq && out == c->h)
-        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, c->h, c->xq,
+        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, NULL, c->xq,
                                           c->xs, w, f->d_n, f->R, c->H, c->eps, 0);
     if (acc_sw)
         return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,

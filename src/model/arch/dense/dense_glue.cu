@@ -101,6 +101,17 @@ struct prep_bf16 {
     __nv_bfloat16 *k, *v;
     __device__ void put_k(size_t off, int e, float x) const { k[off + e] = __float2bfloat16_rn(x); }
     __device__ void put_v(size_t off, int e, float x) const { v[off + e] = __float2bfloat16_rn(x); }
+    /* elements e .. e + 3 (e a multiple of 4: one 8-byte store), the bits of four put_k / put_v */
+    __device__ static void put4(__nv_bfloat16 *c, size_t at, const float (&x)[4])
+    {
+        uint2 u;
+        const __nv_bfloat162 a = __floats2bfloat162_rn(x[0], x[1]), b = __floats2bfloat162_rn(x[2], x[3]);
+        u.x = *(const uint32_t *)&a;
+        u.y = *(const uint32_t *)&b;
+        *(uint2 *)(c + at) = u;
+    }
+    __device__ void put_k4(size_t off, int e, const float (&x)[4]) const { put4(k, off + e, x); }
+    __device__ void put_v4(size_t off, int e, const float (&x)[4]) const { put4(v, off + e, x); }
 };
 
 struct prep_fp8 {
@@ -115,6 +126,17 @@ struct prep_fp8 {
     {
         v[off + e] = frt_fp8_encode_inv(x, __frcp_rn(vs[e / head_dim]));
     }
+    /* elements e .. e + 3 of one head (e a multiple of 4, head_dim of 8) */
+    __device__ static void put4(uint8_t *c, size_t at, float s, const float (&x)[4])
+    {
+        const float inv = __frcp_rn(s);
+        uint32_t w = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) w |= (uint32_t)frt_fp8_encode_inv(x[j], inv) << (8 * j);
+        *(uint32_t *)(c + at) = w;
+    }
+    __device__ void put_k4(size_t off, int e, const float (&x)[4]) const { put4(k, off + e, ks[e / head_dim], x); }
+    __device__ void put_v4(size_t off, int e, const float (&x)[4]) const { put4(v, off + e, vs[e / head_dim], x); }
 };
 
 /* The branches' caches of the batched prep (device tables of n_branches
@@ -178,6 +200,49 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
     }
 }
 
+/* prep_row for a prefill row with 4 consecutive elements an item (the
+ * same expression on each element, so the same bits): item i is 4 pairs
+ * (p .. p + 3, p + half .. p + half + 3) of a q or k head, or 4 V
+ * elements; 16-byte loads and stores (head_dim a multiple of 8, every row
+ * and pointer 16-byte aligned: prep4_ok). */
+template <class Cache>
+__device__ __forceinline__ void prep_row4(const float *qb, float *qo, float *kb, const float *vb,
+                                          const float *inv_freq, const Cache &cache, int start, long long row,
+                                          int max_seq, int n_heads, int n_kv, int head_dim)
+{
+    const int half = head_dim / 2, hq = half / 4;
+    const bool store = row < max_seq;
+    const int row_len = n_kv * head_dim;
+    const size_t off = (size_t)row * row_len;
+    const int k_end = (n_heads + n_kv) * hq, items = k_end + row_len / 4;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
+        if (i < k_end) {
+            const int h = i / hq, p = (i - h * hq) * 4;
+            const bool is_k = h >= n_heads;
+            const float *src = is_k ? kb + (size_t)(h - n_heads) * head_dim : qb + (size_t)h * head_dim;
+            float *dst = is_k ? kb + (size_t)(h - n_heads) * head_dim : qo + (size_t)h * head_dim;
+            const float4 f = *(const float4 *)(inv_freq + p);
+            const float4 a = *(const float4 *)(src + p), b = *(const float4 *)(src + p + half);
+            const float fr[4] = {f.x, f.y, f.z, f.w}, x1[4] = {a.x, a.y, a.z, a.w}, x2[4] = {b.x, b.y, b.z, b.w};
+            float r1[4], r2[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) rope_rotate(x1[j], x2[j], (float)start * fr[j], &r1[j], &r2[j]);
+            *(float4 *)(dst + p) = make_float4(r1[0], r1[1], r1[2], r1[3]);
+            *(float4 *)(dst + p + half) = make_float4(r2[0], r2[1], r2[2], r2[3]);
+            if (is_k && store) {
+                const int e = (h - n_heads) * head_dim + p;
+                cache.put_k4(off, e, r1);
+                cache.put_k4(off, e + half, r2);
+            }
+        } else if (store) {
+            const int e = (i - k_end) * 4;
+            const float4 v = *(const float4 *)(vb + e);
+            const float x[4] = {v.x, v.y, v.z, v.w};
+            cache.put_v4(off, e, x);
+        }
+    }
+}
+
 /* One sequence's decode token at *d_start (prep_row). */
 template <class Cache>
 __device__ __forceinline__ void decode_prep_one(float *qb, float *kb, const float *vb, const float *inv_freq,
@@ -216,6 +281,20 @@ __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache ca
     const int pos = *d_start + t;
     prep_row(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * head_dim, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq,
              cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
+}
+
+/* prefill_prep_kernel with prep_row4 (prep4_ok). */
+template <class Cache>
+__global__ void prefill_prep4_kernel(prep_rows r, const float *inv_freq, Cache cache, const int32_t *d_start,
+                                     const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv, int head_dim)
+{
+    frt_pdl_trigger(); /* as prefill_prep_kernel */
+    frt_pdl_wait();
+    const int t = blockIdx.y;
+    if (t >= dense_count(d_n, max_n)) return;
+    const int pos = *d_start + t;
+    prep_row4(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * head_dim, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq,
+              cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
 }
 
 /* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
@@ -302,7 +381,19 @@ static int decode_prep_batch_launch(void *stream, float *q, float *k, const floa
     return 0;
 }
 
-/* One launch of prefill_prep_kernel<Cache>: blockIdx.y the row. */
+static bool al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Whether a prefill's rows take prep_row4: head_dim a multiple of 8, the
+ * rows' strides multiples of 4 floats, every base 16-byte aligned. */
+template <class Cache>
+static bool prep4_ok(const prep_rows &r, const float *inv_freq, const Cache &cache, int head_dim)
+{
+    return head_dim % 8 == 0 && r.ldq % 4 == 0 && r.ldk % 4 == 0 && r.ldv % 4 == 0 && al16(r.q) && al16(r.qo) &&
+           al16(r.k) && al16(r.v) && al16(inv_freq) && al16(cache.k) && al16(cache.v);
+}
+
+/* One launch of prefill_prep_kernel<Cache> (prefill_prep4_kernel where
+ * prep4_ok): blockIdx.y the row. */
 template <class Cache>
 static int prefill_prep_launch(void *stream, const prep_rows &r, const float *inv_freq, Cache cache,
                                const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
@@ -310,6 +401,14 @@ static int prefill_prep_launch(void *stream, const prep_rows &r, const float *in
 {
     FRT_TRY(decode_prep_sizes(1, max_seq, n_heads, n_kv_heads, head_dim));
     FRT_ARG(max_n >= 1 && max_n <= 65535, "dense prefill prep: max_n %d", max_n);
+    if (prep4_ok(r, inv_freq, cache, head_dim)) {
+        const long long items = (long long)(n_heads + n_kv_heads) * (head_dim / 8) + (long long)n_kv_heads * head_dim / 4;
+        dim3 grid((unsigned int)((items + PREP_THREADS - 1) / PREP_THREADS), (unsigned int)max_n);
+        FRT_CUDA_TRY(frt_pdl_launch(prefill_prep4_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq,
+                                    cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
+        FRT_LAUNCH_CHECK();
+        return 0;
+    }
     dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)max_n);
     FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq, cache,
                                 d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));

@@ -500,12 +500,13 @@ static const float *mlp_acc_scales(const cu_model *c, int l)
  * token scales). With FP8 weights, out h is quantized in the same launch
  * into c->xq / c->xs (frt_cuda_add_rmsnorm_quant; c->xs in place: row t's
  * token scale is read before its new one is written), the input of the
- * products after it (h_fp8). */
+ * products after it (h_fp8); h itself is not stored then (the FP8
+ * products read only the codes). */
 static int add_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cu_model *c = f->c;
     if (c->wfp8 && out == c->h)
-        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, c->h, c->xq,
+        return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, NULL, c->xq,
                                           c->xs, w, f->d_n, f->R, c->H, c->eps, 1);
     if (acc_sw)
         return frt_cuda_add_rmsnorm_fp8acc(f->st, c->x, c->delta, c->xs, acc_sw, out, out_dt, w, f->d_n, f->R, c->H,
