@@ -182,6 +182,24 @@ static int prep_codes_cpu(const unsigned char *kc, const unsigned char *vc, cons
     return same;
 }
 
+/* q16 (read back: [max_n, w] bf16) against the f32 rows ref [max_n, w]
+ * (device) rounded to bf16 (RNE) for rows < n, and the fill 0x5A5A past
+ * them. */
+static int q16_is_rounded(frt_buffer *q16, frt_buffer *ref, int max_n, int n, size_t w)
+{
+    const size_t all = (size_t)max_n * w;
+    uint16_t *a = xmalloc(all * 2);
+    float *b = xmalloc(all * 4);
+    must(frt_buffer_read(q16, 0, a, all * 2, g_st), "read");
+    must(frt_buffer_read(ref, 0, b, (size_t)n * w * 4, g_st), "read");
+    must(frt_stream_sync(g_st), "sync");
+    int same = 1;
+    for (size_t i = 0; i < all; i++) same &= a[i] == (i < (size_t)n * w ? frt_f32_to_bf16(b[i]) : 0x5A5A);
+    free(a);
+    free(b);
+    return same;
+}
+
 enum { PP_MAXN = 37, PP_N = 29, PP_NH = 8, PP_NKV = 2, PP_HD = 64, PP_MAXS = 290 };
 
 /* frt_dense_prefill_prep_packed (_fp8): the rows of test_prefill_prep laid
@@ -215,10 +233,10 @@ static void test_prefill_prep_packed(int fp8, int pad, const float *q, const flo
     float *r = frt_buffer_ptr(dr), *qo = frt_buffer_ptr(dq);
     if (fp8)
         CHECK_OK(frt_dense_prefill_prep_packed_fp8(g_cs, r, LD, qo, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), ks,
-                                                   vs, pos, dn, PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD));
+                                                   vs, pos, dn, PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD, NULL));
     else
         CHECK_OK(frt_dense_prefill_prep_packed(g_cs, r, LD, qo, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), pos, dn,
-                                               PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD));
+                                               PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD, NULL));
     frt_buffer *got[3] = {dq, kc, vc};
     static const char *what[3] = {"q_out (rows < n)", "K cache", "V cache"};
     for (int i = 0; i < 3; i++) {
@@ -235,15 +253,49 @@ static void test_prefill_prep_packed(int fp8, int pad, const float *q, const flo
         free(a);
         free(b);
     }
+    /* q16: the roped q as bf16 (q_out NULL), the same caches */
+    frt_buffer *q16 = dev_alloc(qn * 2);
+    must(frt_buffer_write(dr, 0, rows, (size_t)PP_MAXN * LD * 4, g_st), "write");
+    must(frt_buffer_fill(kc, 0, cache, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(vc, 0, cache, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(q16, 0, qn * 2, 0x5A, g_st), "fill");
+    if (fp8)
+        CHECK_OK(frt_dense_prefill_prep_packed_fp8(g_cs, r, LD, NULL, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), ks,
+                                                   vs, pos, dn, PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD,
+                                                   frt_buffer_ptr(q16)));
+    else
+        CHECK_OK(frt_dense_prefill_prep_packed(g_cs, r, LD, NULL, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), pos, dn,
+                                               PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD, frt_buffer_ptr(q16)));
+    {
+        char name[120];
+        snprintf(name, sizeof name, "prefill prep packed%s (ld pad %d) q16: bf16 (RNE) of the roped q", fp8 ? " fp8" : "",
+                 pad);
+        report_flag(name, q16_is_rounded(q16, ref[0], PP_MAXN, PP_N, QD));
+        for (int i = 1; i < 3; i++) {
+            char *a = xmalloc(cache), *b = xmalloc(cache);
+            must(frt_buffer_read(got[i], 0, a, cache, g_st), "read");
+            must(frt_buffer_read(ref[i + 2], 0, b, cache, g_st), "read");
+            must(frt_stream_sync(g_st), "sync");
+            snprintf(name, sizeof name, "prefill prep packed%s (ld pad %d) q16: %s == the prep apart", fp8 ? " fp8" : "",
+                     pad, what[i]);
+            report_same(name, a, b, cache);
+            free(a);
+            free(b);
+        }
+    }
+    CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, LD, qo, dinv, frt_buffer_ptr(kc), frt_buffer_ptr(vc), pos, dn,
+                                               PP_MAXN, PP_MAXS, PP_NH, PP_NKV, PP_HD, frt_buffer_ptr(q16)),
+                 FRT_ERR_INVALID_ARGUMENT); /* q_out and q16 both */
+    frt_buffer_free(q16);
     uint16_t *k16 = frt_buffer_ptr(kc), *v16 = frt_buffer_ptr(vc);
     CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, QD + 2 * KVD - 1, qo, dinv, k16, v16, pos, dn, PP_MAXN,
-                                               PP_MAXS, PP_NH, PP_NKV, PP_HD),
+                                               PP_MAXS, PP_NH, PP_NKV, PP_HD, NULL),
                  FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, LD, NULL, dinv, k16, v16, pos, dn, PP_MAXN, PP_MAXS, PP_NH,
-                                               PP_NKV, PP_HD),
+                                               PP_NKV, PP_HD, NULL),
                  FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_dense_prefill_prep_packed(g_cs, r, LD, r + LD, dinv, k16, v16, pos, dn, PP_MAXN, PP_MAXS, PP_NH,
-                                               PP_NKV, PP_HD),
+                                               PP_NKV, PP_HD, NULL),
                  FRT_ERR_INVALID_ARGUMENT);
     frt_buffer_free(dr);
     frt_buffer_free(dq);
@@ -288,10 +340,10 @@ static void test_prefill_prep(int fp8)
 #define BP(u, i) frt_buffer_ptr(bufs[u][i])
     if (fp8)
         CHECK_OK(frt_dense_prefill_prep_fp8(g_cs, BP(0, 0), BP(0, 1), BP(0, 2), dinvp, BP(0, 3), BP(0, 4), ks, vs, pos,
-                                            dn, MAXN, MAXS, NH, NKV, HD));
+                                            dn, MAXN, MAXS, NH, NKV, HD, NULL));
     else
         CHECK_OK(frt_dense_prefill_prep(g_cs, BP(0, 0), BP(0, 1), BP(0, 2), dinvp, BP(0, 3), BP(0, 4), pos, dn, MAXN,
-                                        MAXS, NH, NKV, HD));
+                                        MAXS, NH, NKV, HD, NULL));
     CHECK_OK(frt_dense_rope_table(g_cs, BP(1, 0), dinvp, pos, dn, MAXN, NH, HD));
     CHECK_OK(frt_dense_rope_table(g_cs, BP(1, 1), dinvp, pos, dn, MAXN, NKV, HD));
     if (fp8)
@@ -316,9 +368,47 @@ static void test_prefill_prep(int fp8)
         free(a);
         free(b);
     }
+    { /* q16: the roped q as bf16 into its own buffer, q untouched, the same caches */
+        frt_buffer *q2 = dev_alloc(qn * 4), *k2 = dev_alloc(kn * 4), *kc2 = dev_alloc(cache), *vc2 = dev_alloc(cache);
+        frt_buffer *q16 = dev_alloc(qn * 2);
+        must(frt_buffer_write(q2, 0, q, qn * 4, g_st), "write");
+        must(frt_buffer_write(k2, 0, k, kn * 4, g_st), "write");
+        must(frt_buffer_fill(kc2, 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(vc2, 0, cache, 0x5A, g_st), "fill");
+        must(frt_buffer_fill(q16, 0, qn * 2, 0x5A, g_st), "fill");
+        float *q2p = frt_buffer_ptr(q2), *k2p = frt_buffer_ptr(k2), *vp = frt_buffer_ptr(bufs[1][2]);
+        if (fp8)
+            CHECK_OK(frt_dense_prefill_prep_fp8(g_cs, q2p, k2p, vp, dinvp, frt_buffer_ptr(kc2), frt_buffer_ptr(vc2), ks,
+                                                vs, pos, dn, MAXN, MAXS, NH, NKV, HD, frt_buffer_ptr(q16)));
+        else
+            CHECK_OK(frt_dense_prefill_prep(g_cs, q2p, k2p, vp, dinvp, frt_buffer_ptr(kc2), frt_buffer_ptr(vc2), pos,
+                                            dn, MAXN, MAXS, NH, NKV, HD, frt_buffer_ptr(q16)));
+        char name[120];
+        snprintf(name, sizeof name, "prefill prep%s q16: bf16 (RNE) of the roped q", fp8 ? " fp8" : "");
+        report_flag(name, q16_is_rounded(q16, bufs[1][0], MAXN, N, (size_t)NH * HD));
+        frt_buffer *pair[3][2] = {{q2, NULL}, {kc2, bufs[1][3]}, {vc2, bufs[1][4]}};
+        static const char *w2[3] = {"q untouched", "K cache", "V cache"};
+        for (int i = 0; i < 3; i++) {
+            const size_t bytes = i == 0 ? qn * 4 : cache;
+            char *a = xmalloc(bytes), *b = xmalloc(bytes);
+            must(frt_buffer_read(pair[i][0], 0, a, bytes, g_st), "read");
+            if (pair[i][1]) must(frt_buffer_read(pair[i][1], 0, b, bytes, g_st), "read");
+            else memcpy(b, q, bytes);
+            must(frt_stream_sync(g_st), "sync");
+            snprintf(name, sizeof name, "prefill prep%s q16: %s", fp8 ? " fp8" : "", w2[i]);
+            report_same(name, a, b, bytes);
+            free(a);
+            free(b);
+        }
+        CHECK_STATUS(frt_dense_prefill_prep(g_cs, q2p, k2p, vp, dinvp, frt_buffer_ptr(kc2), frt_buffer_ptr(vc2), pos,
+                                            dn, MAXN, MAXS, NH, NKV, HD, (uint16_t *)(void *)(q2p + 8)),
+                     FRT_ERR_INVALID_ARGUMENT); /* q16 inside q */
+        frt_buffer *fl[5] = {q2, k2, kc2, vc2, q16};
+        for (int i = 0; i < 5; i++) frt_buffer_free(fl[i]);
+    }
     CHECK_STATUS(frt_dense_prefill_prep(g_cs, frt_buffer_ptr(bufs[0][0]), frt_buffer_ptr(bufs[0][1]),
                                         frt_buffer_ptr(bufs[0][2]), dinvp, frt_buffer_ptr(bufs[0][3]),
-                                        frt_buffer_ptr(bufs[0][4]), pos, dn, 0, MAXS, NH, NKV, HD),
+                                        frt_buffer_ptr(bufs[0][4]), pos, dn, 0, MAXS, NH, NKV, HD, NULL),
                  FRT_ERR_INVALID_ARGUMENT);
     test_prefill_prep_packed(fp8, 4, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
     test_prefill_prep_packed(fp8, 5, q, k, v, dinvp, ks, vs, pos, dn, bufs[0]);
@@ -443,13 +533,13 @@ static void test_prep_norm(int hd, int fp8)
                                                     hd));
         } else if (fp8) {
             CHECK_OK(frt_dense_prefill_prep_fp8(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]),
-                                                frt_buffer_ptr(vc[0]), ks, vs, pos, dn, MAXN, MAXS, NH, NKV, hd));
+                                                frt_buffer_ptr(vc[0]), ks, vs, pos, dn, MAXN, MAXS, NH, NKV, hd, NULL));
             CHECK_OK(frt_dense_prefill_prep_packed_norm_fp8(g_cs, frt_buffer_ptr(dr), ld, frt_buffer_ptr(dq), qn, kn,
                                                             eps, di, frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), ks,
                                                             vs, pos, dn, MAXN, MAXS, NH, NKV, hd));
         } else {
             CHECK_OK(frt_dense_prefill_prep(g_cs, A[0], A[1], A[2], di, frt_buffer_ptr(kc[0]), frt_buffer_ptr(vc[0]),
-                                            pos, dn, MAXN, MAXS, NH, NKV, hd));
+                                            pos, dn, MAXN, MAXS, NH, NKV, hd, NULL));
             CHECK_OK(frt_dense_prefill_prep_packed_norm(g_cs, frt_buffer_ptr(dr), ld, frt_buffer_ptr(dq), qn, kn, eps,
                                                         di, frt_buffer_ptr(kc[1]), frt_buffer_ptr(vc[1]), pos, dn,
                                                         MAXN, MAXS, NH, NKV, hd));

@@ -637,6 +637,37 @@ static void test_bad_args(void)
                                         0.0625f, NULL, 0));
 }
 
+/* An f32 q and the same q rounded to bf16 (RNE) give the same output
+ * bytes: the kernels round an f32 q to bf16 as they stage it, so the dense
+ * prefill preps may write q in bf16 (frt_dense_prefill_prep's q16). Each
+ * head_dim's kernel (64, 256: mma.sync; 128: wgmma), an append and a
+ * piece with several splits. */
+static void test_q_bf16_same(int hd, int nh, int nkv, int max_seq, int max_n, int start)
+{
+    kv_cache kv = cache_make(hd, nkv, max_seq);
+    fa_run a = run_make(&kv, nh, max_n, F32, BF16); /* q not rounded on the host */
+    fa_run b = run_make(&kv, nh, max_n, BF16, BF16);
+    memcpy(b.q, a.q, a.qsz * sizeof(float));
+    dput_as(b.dq, 0, b.q, b.qsz, BF16); /* bf16(q): RNE */
+    set_dyn(start, max_n);
+    must(frt_buffer_fill(a.dout.b, 0, a.qsz * 2, 0x5A, g_st), "fill");
+    must(frt_buffer_fill(b.dout.b, 0, b.qsz * 2, 0xA5, g_st), "fill");
+    launch(&a);
+    launch(&b);
+    sync_st();
+    uint16_t *oa = xmalloc(a.qsz * 2), *ob = xmalloc(b.qsz * 2);
+    dget(a.dout, 0, oa, a.qsz * 2);
+    dget(b.dout, 0, ob, b.qsz * 2);
+    char name[120];
+    snprintf(name, sizeof name, "hd %d, %d rows at %d: f32 q == bf16(q), same output bytes", hd, max_n, start);
+    report_flag(name, !memcmp(oa, ob, a.qsz * 2));
+    free(oa);
+    free(ob);
+    run_free(&a);
+    run_free(&b);
+    cache_free(&kv);
+}
+
 int main(void)
 {
     frt_test_seed(20261205);
@@ -651,6 +682,10 @@ int main(void)
     test_pieces(0, 64, 4, 4160, 3008);
     test_pieces(1, 64, 4, 4160, 3008);
     test_pieces(0, 256, 8, 8448, 6144);
+    test_q_bf16_same(128, 32, 8, 8448, 64, 8192);
+    test_q_bf16_same(128, 32, 8, 8448, 256, 7936);
+    test_q_bf16_same(64, 16, 4, 4160, 256, 3008);
+    test_q_bf16_same(256, 16, 4, 8448, 256, 7936);
 
     must(frt_context_sync(g_ctx), "final sync (asynchronous errors)");
     dfree(&g_dyn);

@@ -167,14 +167,14 @@ static void *row_at(const void *base, frt_cuda_dtype dt, size_t r, size_t width)
 }
 
 /* The CUDA-core kernel over rows rows from d_start (d_n of them valid). */
-static int attention_scalar(const frt_group_attn *a, void *out, const float *q, const int32_t *d_start,
+static int attention_scalar(const frt_group_attn *a, void *out, const void *q, const int32_t *d_start,
                             const int32_t *d_n, int rows)
 {
     if (a->k_scale)
-        return frt_cuda_attention_fp8(a->stream, out, a->out_dtype, q, FRT_CUDA_F32, a->k_cache, a->v_cache, a->k_scale,
+        return frt_cuda_attention_fp8(a->stream, out, a->out_dtype, q, a->q_dtype, a->k_cache, a->v_cache, a->k_scale,
                                       a->v_scale, d_start, d_n, rows, a->max_seq, a->n_heads, a->n_kv_heads,
                                       a->head_dim, a->scale, 0, NULL, 0);
-    return frt_cuda_attention(a->stream, out, a->out_dtype, q, FRT_CUDA_F32, a->k_cache, a->v_cache, d_start, d_n,
+    return frt_cuda_attention(a->stream, out, a->out_dtype, q, a->q_dtype, a->k_cache, a->v_cache, d_start, d_n,
                               rows, a->max_seq, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, 0, NULL, 0);
 }
 
@@ -182,11 +182,11 @@ static int attention_scalar(const frt_group_attn *a, void *out, const float *q, 
 static int attention_piece(const frt_group_attn *a)
 {
     if (a->k_scale)
-        return frt_cuda_attention_prefill_fp8(a->stream, a->out, a->out_dtype, a->q, FRT_CUDA_F32, a->k_cache,
+        return frt_cuda_attention_prefill_fp8(a->stream, a->out, a->out_dtype, a->q, a->q_dtype, a->k_cache,
                                               a->v_cache, a->k_scale, a->v_scale, a->d_start, a->d_n, a->rows,
                                               a->max_seq, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, a->ws,
                                               a->ws_bytes);
-    return frt_cuda_attention_prefill(a->stream, a->out, a->out_dtype, a->q, FRT_CUDA_F32, a->k_cache, a->v_cache,
+    return frt_cuda_attention_prefill(a->stream, a->out, a->out_dtype, a->q, a->q_dtype, a->k_cache, a->v_cache,
                                       a->d_start, a->d_n, a->rows, a->max_seq, a->n_heads, a->n_kv_heads, a->head_dim,
                                       a->scale, a->ws, a->ws_bytes);
 }
@@ -195,15 +195,15 @@ static int attention_piece(const frt_group_attn *a)
 static int attention_run(const frt_group_attn *a, int p, int run)
 {
     const size_t w = (size_t)a->n_heads * (size_t)a->head_dim, r0 = (size_t)p * (size_t)a->C;
-    const float *q = a->q + r0 * w;
+    const void *q = row_at(a->q, a->q_dtype, r0, w);
     void *out = row_at(a->out, a->out_dtype, r0, w);
     const int32_t *run_n = a->gpos + a->pieces + 1; /* run * C */
     if (a->k_scale)
-        return frt_cuda_attention_prefill_pieces_fp8(a->stream, out, a->out_dtype, q, FRT_CUDA_F32, a->k_cache,
+        return frt_cuda_attention_prefill_pieces_fp8(a->stream, out, a->out_dtype, q, a->q_dtype, a->k_cache,
                                                      a->v_cache, a->k_scale, a->v_scale, a->gpos + p, run_n,
                                                      run * a->C, a->C, a->max_seq, a->n_heads, a->n_kv_heads,
                                                      a->head_dim, a->scale, a->ws, a->ws_bytes);
-    return frt_cuda_attention_prefill_pieces(a->stream, out, a->out_dtype, q, FRT_CUDA_F32, a->k_cache, a->v_cache,
+    return frt_cuda_attention_prefill_pieces(a->stream, out, a->out_dtype, q, a->q_dtype, a->k_cache, a->v_cache,
                                              a->gpos + p, run_n, run * a->C, a->C, a->max_seq, a->n_heads,
                                              a->n_kv_heads, a->head_dim, a->scale, a->ws, a->ws_bytes);
 }
@@ -223,7 +223,8 @@ int frt_group_attention(const frt_group_attn *a)
     const int32_t *piece_n = a->gpos + a->pieces; /* C */
     for (int p = 0; p < a->pieces; p++) { /* the CUDA-core kernel, one piece a launch */
         const size_t r0 = (size_t)p * (size_t)a->C;
-        FRT_TRY(attention_scalar(a, row_at(a->out, a->out_dtype, r0, w), a->q + r0 * w, a->gpos + p, piece_n, a->C));
+        FRT_TRY(attention_scalar(a, row_at(a->out, a->out_dtype, r0, w), row_at(a->q, a->q_dtype, r0, w), a->gpos + p,
+                                 piece_n, a->C));
     }
     return 0;
 }

@@ -113,7 +113,8 @@ typedef struct frt_group_attn {
     void *stream;
     void *out;                      /* [rows, n_heads * head_dim] of out_dtype */
     frt_cuda_dtype out_dtype;
-    const float *q;                 /* [rows, n_heads * head_dim] f32 (roped) */
+    const void *q;                  /* [rows, n_heads * head_dim] of q_dtype (roped) */
+    frt_cuda_dtype q_dtype;         /* f32, or bf16 (the FlashAttention kernels round an f32 q to it: the same bits) */
     const void *k_cache, *v_cache;  /* [max_seq, n_kv_heads, head_dim]: bf16, or E4M3 codes with scales */
     const float *k_scale, *v_scale; /* the FP8 KV cache's per-head scales [n_kv_heads] f32; NULL: bf16 */
     const int32_t *d_start, *d_n;   /* pieces 1: the piece's start and valid rows [1] int32 (device) */

@@ -118,6 +118,9 @@ typedef struct cd_model {
     int wblk;           /* wfp8 with 128 x 128 block scales (a block-wise checkpoint): decode through the
                            _b128 GEMVs, prefill through a bf16 GEMM over the weight dequantized into wdq */
     uint16_t *wdq;      /* wblk: [max(qd, kvd, I) * H] bf16, one Linear weight dequantized (prefill) */
+    uint16_t *q16;      /* prefill with a head_dim the FlashAttention kernels take (64, 128, 256): the preps'
+                           roped q in bf16 [R, qd], the attention's input (the bits of the f32 q, which the
+                           kernels round to bf16 as they stage it); NULL otherwise (f32 q) */
     uint8_t *xq;        /* wfp8: [C, max(H, I, qd)] a prefill Linear input quantized per token (E4M3) */
     float *xs;          /* wfp8: [C] its per-token scales */
     int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
@@ -568,6 +571,7 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
+        if (c->hd == 64 || c->hd == 128 || c->hd == 256) CARVE(c->q16, uint16_t, R * (size_t)c->qd * h2);
         if (m->G > 1) CARVE(c->gpos, int32_t, (size_t)(m->G + 2) * sizeof(int32_t));
         if (c->wfp8 && !c->wblk) {
             CARVE(c->xq, uint8_t, R * wide);
@@ -783,12 +787,13 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
  * time through frt_cuda_attention_prefill_pieces (the key splits of a
  * C-row launch; starts and row counts from c->gpos), the CUDA-core kernel
  * one piece a launch, so every row gets its piece's bits. */
-static int attn_prefill(const fwd *f, const float *q, uint16_t *o, const void *kc, const void *vc, const float *ks,
-                        const float *vs)
+static int attn_prefill(const fwd *f, const void *q, frt_cuda_dtype q_dt, uint16_t *o, const void *kc,
+                        const void *vc, const float *ks, const float *vs)
 {
     frt_model *m = f->m;
     cd_model *c = f->c;
-    const frt_group_attn g = {.stream = f->st, .out = o, .out_dtype = BF16, .q = q, .k_cache = kc, .v_cache = vc,
+    const frt_group_attn g = {.stream = f->st, .out = o, .out_dtype = BF16, .q = q, .q_dtype = q_dt, .k_cache = kc,
+                              .v_cache = vc,
                               .k_scale = ks, .v_scale = vs, .d_start = f->d_pos, .d_n = f->d_n, .rows = f->R,
                               .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = m->C,
                               .max_seq = m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
@@ -806,8 +811,9 @@ static const frt_dense_qkv_bias *decode_bias(const cd_layer *lw, frt_dense_qkv_b
     return tmp;
 }
 
-/* After a prep: attention of the rows' roped q [R, qd] f32 over layer l's
- * cache (bf16, or E4M3 with its scales) into ob [R, qd] bf16: decode's
+/* After a prep: attention of the rows' roped q [R, qd] f32 (a prefill's q
+ * NULL: c->q16 bf16, the prep wrote it there) over layer l's cache (bf16,
+ * or E4M3 with its scales) into ob [R, qd] bf16: decode's
  * flash-decoding, or a prefill piece's FlashAttention (attn_prefill). */
 static int attn_after_prep(const fwd *f, int l, const float *q, uint16_t *ob)
 {
@@ -815,7 +821,8 @@ static int attn_after_prep(const fwd *f, int l, const float *q, uint16_t *ob)
     cd_model *c = f->c;
     const void *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
     const float *ks = c->fp8 ? kv_scale_of(c, l, 0) : NULL, *vs = c->fp8 ? kv_scale_of(c, l, 1) : NULL;
-    if (!f->decode) return attn_prefill(f, q, ob, kc, vc, ks, vs);
+    if (!f->decode)
+        return q ? attn_prefill(f, q, F32, ob, kc, vc, ks, vs) : attn_prefill(f, c->q16, BF16, ob, kc, vc, ks, vs);
     if (c->fp8)
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
@@ -845,14 +852,15 @@ static int attn_fp8(const fwd *f, int l, float *q, float *k, const float *v, uin
                                           c->nkv, c->hd, decode_bias(&c->layers[l], &b)));
         return attn_after_prep(f, l, q, ob);
     }
-    if (f->qkv_one) { /* the one GEMM's rows in place, q roped into c->q */
-        FRT_TRY(frt_dense_prefill_prep_packed_fp8(f->st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, ks, vs,
-                                                  f->d_pos, f->d_n, f->R, m->max_seq, c->nh, c->nkv, c->hd));
-        return attn_after_prep(f, l, c->q, ob);
+    if (f->qkv_one) { /* the one GEMM's rows in place, q roped into c->q (or c->q16) */
+        FRT_TRY(frt_dense_prefill_prep_packed_fp8(f->st, c->t0, c->qd + 2 * c->kvd, c->q16 ? NULL : c->q,
+                                                  c->inv_freq, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
+                                                  c->nh, c->nkv, c->hd, c->q16));
+        return attn_after_prep(f, l, c->q16 ? NULL : c->q, ob);
     }
     FRT_TRY(frt_dense_prefill_prep_fp8(f->st, q, k, v, c->inv_freq, kc, vc, ks, vs, f->d_pos, f->d_n, f->R,
-                                       m->max_seq, c->nh, c->nkv, c->hd)); /* RoPE and the append, one launch */
-    return attn_after_prep(f, l, q, ob);
+                                       m->max_seq, c->nh, c->nkv, c->hd, c->q16)); /* RoPE and the append, one launch */
+    return attn_after_prep(f, l, c->q16 ? NULL : q, ob);
 }
 
 /* qwen3's q / k norms in the prep (frt_dense_decode_prep_norm{,_fp8} of q,
@@ -918,14 +926,14 @@ static int attn_rows(const fwd *f, int l, float *q, float *k, float *v, uint16_t
                                       decode_bias(lw, &b)));
         return attn_after_prep(f, l, q, ob);
     }
-    if (f->qkv_one) { /* the same, reading the one GEMM's rows in place */
-        FRT_TRY(frt_dense_prefill_prep_packed(st, c->t0, c->qd + 2 * c->kvd, c->q, c->inv_freq, kc, vc, f->d_pos,
-                                              f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd));
-        return attn_after_prep(f, l, c->q, ob);
+    if (f->qkv_one) { /* the same, reading the one GEMM's rows in place (q into c->q, or c->q16) */
+        FRT_TRY(frt_dense_prefill_prep_packed(st, c->t0, c->qd + 2 * c->kvd, c->q16 ? NULL : c->q, c->inv_freq, kc, vc,
+                                              f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv, c->hd, c->q16));
+        return attn_after_prep(f, l, c->q16 ? NULL : c->q, ob);
     }
     FRT_TRY(frt_dense_prefill_prep(st, q, k, v, c->inv_freq, kc, vc, f->d_pos, f->d_n, R, m->max_seq, c->nh, c->nkv,
-                                   c->hd)); /* RoPE and the append, one launch (the bits of the three) */
-    return attn_after_prep(f, l, q, ob);
+                                   c->hd, c->q16)); /* RoPE and the append, one launch (the bits of the three) */
+    return attn_after_prep(f, l, c->q16 ? NULL : q, ob);
 }
 
 /* Decode rows r0 .. r0+g-1 of q, k, v = x . W^T in one GEMV launch (bf16

@@ -169,7 +169,8 @@ struct prep_bias {
 template <class Cache>
 __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, const float *vb,
                                          const float *inv_freq, const Cache &cache, int start, long long row,
-                                         int max_seq, int n_heads, int n_kv, int head_dim, prep_bias bias = {})
+                                         int max_seq, int n_heads, int n_kv, int head_dim, prep_bias bias = {},
+                                         __nv_bfloat16 *q16 = NULL)
 {
     const int half = head_dim / 2;
     const bool store = row < max_seq;
@@ -183,7 +184,14 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
             const float a = (float)start * inv_freq[p];
             if (!is_k) {
                 const size_t o = (size_t)h * head_dim;
-                rope_pair_to(qb + o, qo + o, p, half, a, bias.q ? bias.q + o : NULL);
+                if (q16) { /* a prefill's q (no bias) roped, then rounded to bf16 (RNE) */
+                    float r1, r2;
+                    rope_rotate(qb[o + p], qb[o + p + half], a, &r1, &r2);
+                    q16[o + p] = __float2bfloat16_rn(r1);
+                    q16[o + p + half] = __float2bfloat16_rn(r2);
+                } else {
+                    rope_pair_to(qb + o, qo + o, p, half, a, bias.q ? bias.q + o : NULL);
+                }
                 continue;
             }
             float *kh = kb + (size_t)(h - n_heads) * head_dim;
@@ -208,7 +216,7 @@ __device__ __forceinline__ void prep_row(const float *qb, float *qo, float *kb, 
 template <class Cache>
 __device__ __forceinline__ void prep_row4(const float *qb, float *qo, float *kb, const float *vb,
                                           const float *inv_freq, const Cache &cache, int start, long long row,
-                                          int max_seq, int n_heads, int n_kv, int head_dim)
+                                          int max_seq, int n_heads, int n_kv, int head_dim, __nv_bfloat16 *q16)
 {
     const int half = head_dim / 2, hq = half / 4;
     const bool store = row < max_seq;
@@ -227,6 +235,11 @@ __device__ __forceinline__ void prep_row4(const float *qb, float *qo, float *kb,
             float r1[4], r2[4];
 #pragma unroll
             for (int j = 0; j < 4; j++) rope_rotate(x1[j], x2[j], (float)start * fr[j], &r1[j], &r2[j]);
+            if (!is_k && q16) { /* q rounded to bf16 (RNE): 8-byte stores */
+                prep_bf16::put4(q16 + (size_t)h * head_dim, p, r1);
+                prep_bf16::put4(q16 + (size_t)h * head_dim, p + half, r2);
+                continue;
+            }
             *(float4 *)(dst + p) = make_float4(r1[0], r1[1], r1[2], r1[3]);
             *(float4 *)(dst + p + half) = make_float4(r2[0], r2[1], r2[2], r2[3]);
             if (is_k && store) {
@@ -265,6 +278,7 @@ struct prep_rows {
     float *qo, *k;
     const float *v;
     long long ldq, ldk, ldv;
+    __nv_bfloat16 *q16; /* non-NULL: row t's roped q to q16 + t * n_heads * head_dim as bf16 instead of qo */
 };
 
 /* A prefill's rows (frt_dense_prefill_prep{,_packed}{,_fp8}): row
@@ -279,8 +293,10 @@ __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache ca
     const int t = blockIdx.y;
     if (t >= dense_count(d_n, max_n)) return;
     const int pos = *d_start + t;
-    prep_row(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * head_dim, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq,
-             cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
+    const size_t qrow = (size_t)t * n_heads * head_dim;
+    prep_row(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos,
+             (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim, prep_bias{},
+             r.q16 ? r.q16 + qrow : NULL);
 }
 
 /* prefill_prep_kernel with prep_row4 (prep4_ok). */
@@ -293,8 +309,9 @@ __global__ void prefill_prep4_kernel(prep_rows r, const float *inv_freq, Cache c
     const int t = blockIdx.y;
     if (t >= dense_count(d_n, max_n)) return;
     const int pos = *d_start + t;
-    prep_row4(r.q + t * r.ldq, r.qo + (size_t)t * n_heads * head_dim, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq,
-              cache, pos, (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim);
+    const size_t qrow = (size_t)t * n_heads * head_dim;
+    prep_row4(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos,
+              (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim, r.q16 ? r.q16 + qrow : NULL);
 }
 
 /* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
@@ -389,7 +406,7 @@ template <class Cache>
 static bool prep4_ok(const prep_rows &r, const float *inv_freq, const Cache &cache, int head_dim)
 {
     return head_dim % 8 == 0 && r.ldq % 4 == 0 && r.ldk % 4 == 0 && r.ldv % 4 == 0 && al16(r.q) && al16(r.qo) &&
-           al16(r.k) && al16(r.v) && al16(inv_freq) && al16(cache.k) && al16(cache.v);
+           al16(r.k) && al16(r.v) && al16(inv_freq) && al16(cache.k) && al16(cache.v) && al16(r.q16);
 }
 
 /* One launch of prefill_prep_kernel<Cache> (prefill_prep4_kernel where
@@ -418,59 +435,76 @@ static int prefill_prep_launch(void *stream, const prep_rows &r, const float *in
 
 /* Separate q [max_n, n_heads * head_dim], k and v [max_n, n_kv * head_dim]
  * (q roped in place). */
-static prep_rows rows_apart(float *q, float *k, const float *v, int n_heads, int n_kv_heads, int head_dim)
+static prep_rows rows_apart(float *q, float *k, const float *v, int n_heads, int n_kv_heads, int head_dim,
+                            uint16_t *q16)
 {
     return prep_rows{q, q, k, v, (long long)n_heads * head_dim, (long long)n_kv_heads * head_dim,
-                     (long long)n_kv_heads * head_dim};
+                     (long long)n_kv_heads * head_dim, (__nv_bfloat16 *)q16};
+}
+
+/* q16 [max_n, n_heads * head_dim] bf16 must not overlap the f32 rows
+ * [max_n, ld] at rows (FRT_ERR_INVALID_ARGUMENT). */
+static int q16_apart(const uint16_t *q16, const float *rows, long long ld, int max_n, int n_heads, int head_dim)
+{
+    if (!q16) return 0;
+    const char *a = (const char *)rows, *b = (const char *)q16;
+    FRT_ARG(b + (size_t)max_n * n_heads * head_dim * 2 <= a || a + (size_t)max_n * ld * sizeof(float) <= b,
+            "dense prefill prep: q16 overlaps q");
+    return 0;
 }
 
 /* One GEMM's rows qkv [max_n, ld] = q | k | v (q roped into q_out); NULL
  * pointers, ld < the three widths or q_out inside qkv's rows:
  * FRT_ERR_INVALID_ARGUMENT. */
-static int rows_packed(prep_rows *r, float *qkv, int ld, float *q_out, int max_n, int n_heads, int n_kv_heads,
-                       int head_dim)
+static int rows_packed(prep_rows *r, float *qkv, int ld, float *q_out, uint16_t *q16, int max_n, int n_heads,
+                       int n_kv_heads, int head_dim)
 {
-    FRT_ARG(qkv && q_out, "dense prefill prep packed: NULL pointer");
+    FRT_ARG(qkv && (!q_out != !q16), "dense prefill prep packed: NULL qkv, or not one of q_out and q16");
     const long long qd = (long long)n_heads * head_dim, kvd = (long long)n_kv_heads * head_dim;
     FRT_ARG(ld >= qd + 2 * kvd, "dense prefill prep packed: ld %d < %lld", ld, qd + 2 * kvd);
-    const char *a = (const char *)qkv, *b = (const char *)q_out;
-    FRT_ARG(b + (size_t)max_n * qd * sizeof(float) <= a || a + (size_t)max_n * ld * sizeof(float) <= b,
-            "dense prefill prep packed: q_out overlaps qkv");
-    *r = prep_rows{qkv, q_out, qkv + qd, qkv + qd + kvd, ld, ld, ld};
+    const char *a = (const char *)qkv, *b = q_out ? (const char *)q_out : (const char *)q16;
+    const size_t qbytes = (size_t)max_n * qd * (q_out ? sizeof(float) : 2);
+    FRT_ARG(b + qbytes <= a || a + (size_t)max_n * ld * sizeof(float) <= b,
+            "dense prefill prep packed: q_out or q16 overlaps qkv");
+    /* q16: qo is never written; qkv's own q (its alignment is checked, not written) stands in */
+    *r = prep_rows{qkv, q_out ? q_out : qkv, qkv + qd, qkv + qd + kvd, ld, ld, ld, (__nv_bfloat16 *)q16};
     return 0;
 }
 
 extern "C" int frt_dense_prefill_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                       uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start,
                                       const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv_heads,
-                                      int head_dim)
+                                      int head_dim, uint16_t *q16)
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && d_start, "dense prefill prep: NULL pointer");
+    FRT_TRY(q16_apart(q16, q, (long long)n_heads * head_dim, max_n, n_heads, head_dim));
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
-    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), inv_freq, cache, d_start,
-                               d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
+    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim, q16), inv_freq, cache,
+                               d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
 extern "C" int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                           uint8_t *k_cache, uint8_t *v_cache, const float *k_scale,
                                           const float *v_scale, const int32_t *d_start, const int32_t *d_n,
-                                          int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim)
+                                          int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                          uint16_t *q16)
 {
     FRT_ARG(q && k && v && inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
             "dense prefill prep fp8: NULL pointer");
+    FRT_TRY(q16_apart(q16, q, (long long)n_heads * head_dim, max_n, n_heads, head_dim));
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
-    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), inv_freq, cache, d_start,
-                               d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
+    return prefill_prep_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim, q16), inv_freq, cache,
+                               d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
 extern "C" int frt_dense_prefill_prep_packed(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
                                              uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start,
                                              const int32_t *d_n, int max_n, int max_seq, int n_heads,
-                                             int n_kv_heads, int head_dim)
+                                             int n_kv_heads, int head_dim, uint16_t *q16)
 {
     FRT_ARG(inv_freq && k_cache && v_cache && d_start, "dense prefill prep packed: NULL pointer");
     prep_rows r;
-    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, q16, max_n, n_heads, n_kv_heads, head_dim));
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
     return prefill_prep_launch(stream, r, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
                                head_dim);
@@ -480,12 +514,12 @@ extern "C" int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int l
                                                  const float *inv_freq, uint8_t *k_cache, uint8_t *v_cache,
                                                  const float *k_scale, const float *v_scale, const int32_t *d_start,
                                                  const int32_t *d_n, int max_n, int max_seq, int n_heads,
-                                                 int n_kv_heads, int head_dim)
+                                                 int n_kv_heads, int head_dim, uint16_t *q16)
 {
     FRT_ARG(inv_freq && k_cache && v_cache && k_scale && v_scale && d_start,
             "dense prefill prep packed fp8: NULL pointer");
     prep_rows r;
-    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, q16, max_n, n_heads, n_kv_heads, head_dim));
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
     return prefill_prep_launch(stream, r, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads,
                                head_dim);
@@ -683,7 +717,7 @@ extern "C" int frt_dense_decode_prep_norm(void *stream, float *q, float *k, cons
 {
     FRT_ARG(q && k && v && k_cache && v_cache, "dense decode prep norm: NULL pointer");
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
-    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), 1, q_norm, k_norm, eps,
+    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim, NULL), 1, q_norm, k_norm, eps,
                             inv_freq, cache, d_start, NULL, 1, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
@@ -695,7 +729,8 @@ extern "C" int frt_dense_prefill_prep_packed_norm(void *stream, float *qkv, int 
 {
     FRT_ARG(k_cache && v_cache, "dense prefill prep packed norm: NULL pointer");
     prep_rows r;
-    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    FRT_ARG(q_out, "dense prefill prep packed norm: NULL q_out");
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, NULL, max_n, n_heads, n_kv_heads, head_dim));
     const prep_bf16 cache = {(__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache};
     return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
                             n_kv_heads, head_dim);
@@ -709,7 +744,7 @@ extern "C" int frt_dense_decode_prep_norm_fp8(void *stream, float *q, float *k, 
 {
     FRT_ARG(q && k && v && k_cache && v_cache && k_scale && v_scale, "dense decode prep norm fp8: NULL pointer");
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
-    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim), 1, q_norm, k_norm, eps,
+    return prep_norm_launch(stream, rows_apart(q, k, v, n_heads, n_kv_heads, head_dim, NULL), 1, q_norm, k_norm, eps,
                             inv_freq, cache, d_start, NULL, 1, max_seq, n_heads, n_kv_heads, head_dim);
 }
 
@@ -722,7 +757,8 @@ extern "C" int frt_dense_prefill_prep_packed_norm_fp8(void *stream, float *qkv, 
 {
     FRT_ARG(k_cache && v_cache && k_scale && v_scale, "dense prefill prep packed norm fp8: NULL pointer");
     prep_rows r;
-    FRT_TRY(rows_packed(&r, qkv, ld, q_out, max_n, n_heads, n_kv_heads, head_dim));
+    FRT_ARG(q_out, "dense prefill prep packed norm: NULL q_out");
+    FRT_TRY(rows_packed(&r, qkv, ld, q_out, NULL, max_n, n_heads, n_kv_heads, head_dim));
     const prep_fp8 cache = {k_cache, v_cache, k_scale, v_scale, head_dim};
     return prep_norm_launch(stream, r, 0, q_norm, k_norm, eps, inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads,
                             n_kv_heads, head_dim);

@@ -66,31 +66,38 @@ int frt_dense_decode_prep(void *stream, float *q, float *k, const float *v, cons
  * and its K and V rows stored into the caches as frt_cuda_kv_append (bf16)
  * / frt_cuda_kv_append_fp8 (E4M3 with the per-head scales, _fp8): the bits
  * of those three launches (frt_dense_decode_prep's work on each row;
- * tests/test_cuda_dense.c). max_n <= 65535. Errors:
- * FRT_ERR_INVALID_ARGUMENT (NULL, sizes); FRT_ERR_BACKEND. */
+ * tests/test_cuda_dense.c). max_n <= 65535. q16 NULL: q roped in place
+ * (f32); else q [max_n, n_heads, head_dim] bf16 (device, not overlapping
+ * q) gets row t's roped q rounded to bf16 (RNE: what the FlashAttention
+ * kernels round an f32 q to as they stage it, so the attention's bits are
+ * the same from either) and q is not written. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, sizes, q16 overlapping q);
+ * FRT_ERR_BACKEND. */
 int frt_dense_prefill_prep(void *stream, float *q, float *k, const float *v, const float *inv_freq, uint16_t *k_cache,
                            uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
-                           int n_heads, int n_kv_heads, int head_dim);
+                           int n_heads, int n_kv_heads, int head_dim, uint16_t *q16);
 int frt_dense_prefill_prep_fp8(void *stream, float *q, float *k, const float *v, const float *inv_freq,
                                uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
                                const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
-                               int n_kv_heads, int head_dim);
+                               int n_kv_heads, int head_dim, uint16_t *q16);
 
 /* frt_dense_prefill_prep{,_fp8} over the output of one q | k | v GEMM:
  * qkv [max_n, ld] f32, row t = q (n_heads * head_dim) | k (n_kv_heads *
  * head_dim) | v (n_kv_heads * head_dim) | ld - those unused; row t's q is
  * roped into q_out [max_n, n_heads * head_dim] f32 (the attention's
- * input), its k roped in place, then K and V stored as there. The bits of
+ * input), or with q_out NULL into q16 (bf16, as frt_dense_prefill_prep's
+ * q16), its k roped in place, then K and V stored as there. The bits of
  * frt_dense_prefill_prep on the same rows apart (tests/test_cuda_dense.c).
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes, ld < the three widths,
- * q_out overlapping qkv's max_n rows); FRT_ERR_BACKEND. */
+ * both or neither of q_out and q16, either overlapping qkv's max_n rows);
+ * FRT_ERR_BACKEND. */
 int frt_dense_prefill_prep_packed(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
                                   uint16_t *k_cache, uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
-                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim);
+                                  int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim, uint16_t *q16);
 int frt_dense_prefill_prep_packed_fp8(void *stream, float *qkv, int ld, float *q_out, const float *inv_freq,
                                       uint8_t *k_cache, uint8_t *v_cache, const float *k_scale, const float *v_scale,
                                       const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq,
-                                      int n_heads, int n_kv_heads, int head_dim);
+                                      int n_heads, int n_kv_heads, int head_dim, uint16_t *q16);
 
 /* qwen3's decode prep: frt_dense_decode_prep (no bias) after the per-head
  * RMSNorm of q and k (q_norm, k_norm [head_dim] f32, device: x * rsqrt(
