@@ -975,6 +975,27 @@ static void test_elementwise(frt_cuda_dtype dt)
     snprintf(name, sizeof name, "sigmoid_mul %s", dtn(dt));
     report(name, frt_test_rel_err(got, ref, val), tol_of(dt));
     CHECK(memcmp(got + val, a + val, (tot - val) * 4) == 0);
+    if (dt == F32) { /* sigmoid_mul_to == sigmoid_mul (f32, in place) then convert, bit for bit */
+        dbuf d16 = dalloc(tot * 2 + 64), dto = dalloc(tot * 2 + 64), df = dalloc(tot * 4);
+        CHECK_OK(frt_cuda_convert(g_cs, d16.p, BF16, dy.p, F32, d_n_p(), max_n, per)); /* dy: sigmoid_mul's f32 */
+        void *want = snap(d16, val * 2);
+        dsentinel(dto);
+        CHECK_OK(frt_cuda_sigmoid_mul_to(g_cs, dto.p, BF16, da.p, F32, db.p, F32, d_n_p(), max_n, per));
+        void *v4 = snap(dto, val * 2);
+        report_same("sigmoid_mul_to f32 -> bf16 (4 a thread) == sigmoid_mul + convert", v4, want, val * 2);
+        CHECK(untouched(dto, val * 2, tot * 2 + 64 - val * 2));
+        CHECK_OK(frt_cuda_sigmoid_mul_to(g_cs, (char *)dto.p + 2, BF16, da.p, F32, db.p, F32, d_n_p(), max_n, per));
+        void *v1 = xzalloc(val * 2);
+        dget(dto, 2, v1, val * 2);
+        report_same("sigmoid_mul_to f32 -> bf16 (one a thread, out at +2 bytes) == the same", v1, want, val * 2);
+        CHECK_OK(frt_cuda_sigmoid_mul_to(g_cs, df.p, F32, da.p, F32, db.p, F32, d_n_p(), max_n, per));
+        void *vf = snap(df, val * 4), *wf = snap(dy, val * 4);
+        report_same("sigmoid_mul_to f32 -> f32 == sigmoid_mul in place", vf, wf, val * 4);
+        CHECK_STATUS(frt_cuda_sigmoid_mul_to(g_cs, NULL, BF16, da.p, F32, db.p, F32, d_n_p(), max_n, per),
+                     FRT_ERR_INVALID_ARGUMENT);
+        free(want), free(v4), free(v1), free(vf), free(wf);
+        dfree(&d16), dfree(&dto), dfree(&df);
+    }
 
     memcpy(ref, a, tot * 4);
     frt_cpu_add(ref, b, (int)val);

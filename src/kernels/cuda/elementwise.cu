@@ -1,6 +1,6 @@
 /*
  * kernels/cuda/elementwise.cu - small elementwise kernels: the sigmoid output
- * gate, the residual add, dtype conversion, strided row copies and the
+ * gate (in place, or into another buffer and dtype), the residual add, dtype conversion, strided row copies and the
  * last-valid-row pick. Math: transformers 5.x modeling_qwen3_5.py
  * (Qwen3_5Attention output gate), as the CPU twins in
  * kernels/cpu/elementwise.c. Each works on the first n tokens, n read from
@@ -21,6 +21,31 @@ __global__ void sigmoid_mul_kernel(void *y, int y_dt, const void *gate, int gate
     const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok;
     GRID_STRIDE(i, total)
     frt_st(y, y_dt, i, frt_ld(y, y_dt, i) * frt_sigmoid(frt_ld(gate, gate_dt, i)));
+}
+
+/* out = y * sigmoid(gate), the f32 product stored as out_dt: the bits of
+ * sigmoid_mul_kernel on an f32 y then convert_kernel. */
+__global__ void sigmoid_mul_to_kernel(void *out, int out_dt, const void *y, int y_dt, const void *gate, int gate_dt,
+                                      const int32_t *d_n, int max_n, int per_tok)
+{
+    const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per_tok;
+    GRID_STRIDE(i, total)
+    frt_st(out, out_dt, i, frt_ld(y, y_dt, i) * frt_sigmoid(frt_ld(gate, gate_dt, i)));
+}
+
+/* The same for f32 y and gate into bf16, 4 elements a thread (16-byte
+ * loads, an 8-byte store; per_tok % 4 == 0, aligned). */
+__global__ void sigmoid_mul_to_bf16x4_kernel(uint2 *out, const float4 *y, const float4 *gate, const int32_t *d_n,
+                                             int max_n, int per4)
+{
+    const size_t total = (size_t)frt_dyn_n(d_n, max_n) * per4;
+    GRID_STRIDE(i, total)
+    {
+        const float4 a = y[i], g = gate[i];
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(a.x * frt_sigmoid(g.x), a.y * frt_sigmoid(g.y));
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(a.z * frt_sigmoid(g.z), a.w * frt_sigmoid(g.w));
+        out[i] = make_uint2(*(const uint32_t *)&lo, *(const uint32_t *)&hi);
+    }
 }
 
 __global__ void add_kernel(void *y, int y_dt, const void *x, int x_dt, const int32_t *d_n,
@@ -91,6 +116,28 @@ extern "C" int frt_cuda_sigmoid_mul(void *stream, void *y, frt_cuda_dtype y_dtyp
     sigmoid_mul_kernel<<<frt_grid_blocks((size_t)max_n * per_tok, EW_THREADS, EW_MAX_BLOCKS),
                          EW_THREADS, 0, (cudaStream_t)stream>>>(y, y_dtype, gate, gate_dtype, d_n,
                                                                 max_n, per_tok);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+extern "C" int frt_cuda_sigmoid_mul_to(void *stream, void *out, frt_cuda_dtype out_dtype, const void *y,
+                                       frt_cuda_dtype y_dtype, const void *gate, frt_cuda_dtype gate_dtype,
+                                       const int32_t *d_n, int max_n, int per_tok)
+{
+    FRT_TRY(ew_check("sigmoid_mul_to", y, y_dtype, gate, gate_dtype, max_n, per_tok));
+    FRT_ARG(out && frt_dtype_ok(out_dtype), "cuda sigmoid_mul_to: NULL out or bad dtype");
+    if (max_n == 0) return 0;
+    const size_t total = (size_t)max_n * per_tok;
+    if (out_dtype == FRT_CUDA_BF16 && y_dtype == FRT_CUDA_F32 && gate_dtype == FRT_CUDA_F32 && per_tok % 4 == 0 &&
+        (((uintptr_t)out & 7) | ((uintptr_t)y & 15) | ((uintptr_t)gate & 15)) == 0) {
+        sigmoid_mul_to_bf16x4_kernel<<<frt_grid_blocks(total / 4, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                       (cudaStream_t)stream>>>((uint2 *)out, (const float4 *)y,
+                                                               (const float4 *)gate, d_n, max_n, per_tok / 4);
+    } else {
+        sigmoid_mul_to_kernel<<<frt_grid_blocks(total, EW_THREADS, EW_MAX_BLOCKS), EW_THREADS, 0,
+                                (cudaStream_t)stream>>>(out, out_dtype, y, y_dtype, gate, gate_dtype, d_n, max_n,
+                                                        per_tok);
+    }
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -677,6 +677,17 @@ int frt_cuda_swiglu_fp8acc(void *stream, uint16_t *out, const void *gate, const 
 int frt_cuda_sigmoid_mul(void *stream, void *y, frt_cuda_dtype y_dtype, const void *gate,
                          frt_cuda_dtype gate_dtype, const int32_t *d_n, int max_n, int per_tok);
 
+/* out = y * sigmoid(gate): the f32 product of frt_cuda_sigmoid_mul stored
+ * as out_dtype (the bits of frt_cuda_sigmoid_mul on an f32 y then
+ * frt_cuda_convert), for the first n tokens of [max_n, per_tok] (rows past
+ * n untouched); out must not overlap y or gate unless it is y with the same
+ * dtype. f32 y and gate into bf16 with per_tok % 4 == 0 and aligned
+ * pointers take 4 elements a thread. Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL, bad dtype, sizes). Twin: frt_cpu_sigmoid_mul, then the bf16
+ * rounding of the store. */
+int frt_cuda_sigmoid_mul_to(void *stream, void *out, frt_cuda_dtype out_dtype, const void *y, frt_cuda_dtype y_dtype,
+                            const void *gate, frt_cuda_dtype gate_dtype, const int32_t *d_n, int max_n, int per_tok);
+
 /* y += x (the residual add). Twin: frt_cpu_add. */
 int frt_cuda_add(void *stream, void *y, frt_cuda_dtype y_dtype, const void *x,
                  frt_cuda_dtype x_dtype, const int32_t *d_n, int max_n, int per_tok);

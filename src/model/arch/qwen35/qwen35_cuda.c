@@ -385,8 +385,10 @@ static int attention_block(const fwd *f, int l)
     }
     const attn_rows r = {st, R, f->decode, f->d_pos, f->d_n, c->t0, c->v, c->k, c->q, c->zg, c->o, c->attn_ws};
     FRT_TRY(c->fp8 ? attention_fp8(f, l, &r) : attention_bf16(f, l, &r));
-    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(st, c->o, F32, c->zg, F32, f->d_n, R, c->ad));
-    FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, c->ad));
+    if (c->gated) /* the output gate and the bf16 rounding in one launch */
+        FRT_TRY(frt_cuda_sigmoid_mul_to(st, c->ob, BF16, c->o, F32, c->zg, F32, f->d_n, R, c->ad));
+    else
+        FRT_TRY(frt_cuda_convert(st, c->ob, BF16, c->o, F32, f->d_n, R, c->ad));
     return gemm_out(f, c->ob, lw->o_proj, c->ad);
 }
 
@@ -655,8 +657,10 @@ static int b_attention(const fwd *fa, const fwd *fb, int l)
                                    m->max_seq, c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, ws, c->attn_ws_bytes));
     }
     FRT_TRY(frt_cuda_fanout_join(&c->ends.fan, fa->st, n));
-    if (c->gated) FRT_TRY(frt_cuda_sigmoid_mul(fa->st, c->o, F32, c->zg, F32, NULL, n, c->ad));
-    FRT_TRY(frt_cuda_convert(fa->st, c->ob, BF16, c->o, F32, NULL, n, c->ad));
+    if (c->gated)
+        FRT_TRY(frt_cuda_sigmoid_mul_to(fa->st, c->ob, BF16, c->o, F32, c->zg, F32, NULL, n, c->ad));
+    else
+        FRT_TRY(frt_cuda_convert(fa->st, c->ob, BF16, c->o, F32, NULL, n, c->ad));
     GROUPS(r0, g, n) FRT_TRY(b_out(fa, c->ob, c->ad, lw->o_proj, r0, g));
     return 0;
 }
