@@ -146,35 +146,36 @@ __device__ __forceinline__ float frt_warp_max(float v)
     return v;
 }
 
-/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
- * thread gets the result. Starts and ends with a barrier, so it may be
- * called several times in a row. Must be reached by all threads. */
-template <typename T> __device__ T frt_block_sum(T v)
+/* The reduction op of frt_block_reduce: sum, or max (fmaxf: a NaN operand
+ * is skipped). */
+struct frt_op_sum {
+    template <typename T> __device__ static T warp(T v) { return frt_warp_sum(v); }
+};
+struct frt_op_max {
+    __device__ static float warp(float v) { return frt_warp_max(v); }
+};
+
+/* Op over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result; idle: the op's identity for the warps past the
+ * block's (0 for the sum, and for the max of values >= 0). Starts and ends
+ * with a barrier, so it may be called several times in a row. Must be
+ * reached by all threads. */
+template <class Op, typename T> __device__ T frt_block_reduce(T v, T idle)
 {
     __shared__ T part[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = frt_warp_sum(v);
+    v = Op::warp(v);
     __syncthreads();
     if (lane == 0) part[warp] = v;
     __syncthreads();
-    T s = lane < nw ? part[lane] : (T)0;
-    s = frt_warp_sum(s);
-    return s;
+    return Op::warp(lane < nw ? part[lane] : idle);
 }
 
-/* Maximum over the block of values >= 0 (fmaxf: a NaN operand is skipped;
- * blockDim.x a multiple of 32, at most 1024); every thread gets it. Starts
- * and ends with a barrier, as frt_block_sum. Must be reached by all threads. */
-__device__ __forceinline__ float frt_block_max(float v)
-{
-    __shared__ float part[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = frt_warp_max(v);
-    __syncthreads();
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    return frt_warp_max(lane < nw ? part[lane] : 0.0f);
-}
+/* Sum over the block (frt_block_reduce). */
+template <typename T> __device__ T frt_block_sum(T v) { return frt_block_reduce<frt_op_sum, T>(v, (T)0); }
+
+/* Maximum over the block of values >= 0 (frt_block_reduce). */
+__device__ __forceinline__ float frt_block_max(float v) { return frt_block_reduce<frt_op_max, float>(v, 0.0f); }
 
 /* Argmax order: (v1, i1) beats (v2, i2) when it is valid (i >= 0) and the
  * other is not, or v1 > v2, or v1 == v2 and i1 < i2 (the lowest index on

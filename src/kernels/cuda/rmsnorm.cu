@@ -99,11 +99,10 @@ __device__ __forceinline__ void quant_zero_row(norm_quant nq, int t, int dim)
 }
 
 template <int G, int NV, bool QZ>
-__device__ __forceinline__ void add_rmsnorm_row(float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
-                                                void *__restrict__ out, int out_dt, const float *__restrict__ w,
-                                                const int32_t *d_n, int max_n, int dim, float eps, int zero_centered,
-                                                bool vec, const float *__restrict__ sx, const float *__restrict__ sw,
-                                                norm_quant nq)
+__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_any_kernel(
+    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt, void *__restrict__ out, int out_dt,
+    const float *__restrict__ w, const int32_t *d_n, int max_n, int dim, float eps, int zero_centered, bool vec,
+    const float *__restrict__ sx, const float *__restrict__ sw, norm_quant nq)
 {
     frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
     const int t = blockIdx.x;
@@ -186,27 +185,9 @@ __device__ __forceinline__ void add_rmsnorm_row(float *__restrict__ resid, const
     }
 }
 
-template <int G, int NV>
-__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_kernel(
-    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
-    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
-    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
-    const float *__restrict__ sw, norm_quant nq)
-{
-    add_rmsnorm_row<G, NV, false>(resid, delta, delta_dt, out, out_dt, w, d_n, max_n, dim, eps, zero_centered, vec,
-                                  sx, sw, nq);
-}
-
-template <int G, int NV>
-__global__ __launch_bounds__(NORM_MAX_THREADS) void add_rmsnorm_quant_kernel(
-    float *__restrict__ resid, const void *__restrict__ delta, int delta_dt,
-    void *__restrict__ out, int out_dt, const float *__restrict__ w, const int32_t *d_n,
-    int max_n, int dim, float eps, int zero_centered, bool vec, const float *__restrict__ sx,
-    const float *__restrict__ sw, norm_quant nq)
-{
-    add_rmsnorm_row<G, NV, true>(resid, delta, delta_dt, out, out_dt, w, d_n, max_n, dim, eps, zero_centered, vec, sx,
-                                 sw, nq);
-}
+/* The two forms NORM_DISPATCH launches (its kernels take <G, NV>). */
+template <int G, int NV> static constexpr auto add_rmsnorm_kernel = add_rmsnorm_any_kernel<G, NV, false>;
+template <int G, int NV> static constexpr auto add_rmsnorm_quant_kernel = add_rmsnorm_any_kernel<G, NV, true>;
 
 /* Rows too wide for the register path (dim > 16384): a strided loop; with
  * nq.q, a third pass encodes the bf16 out this thread wrote. */

@@ -283,8 +283,8 @@ struct prep_rows {
 
 /* A prefill's rows (frt_dense_prefill_prep{,_packed}{,_fp8}): row
  * blockIdx.y < n at position *d_start + row, the decode token's work on
- * each. */
-template <class Cache>
+ * each (V4: prep_row4, 4 elements an item, where prep4_ok; else prep_row). */
+template <class Cache, bool V4>
 __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache cache, const int32_t *d_start,
                                     const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv, int head_dim)
 {
@@ -294,24 +294,14 @@ __global__ void prefill_prep_kernel(prep_rows r, const float *inv_freq, Cache ca
     if (t >= dense_count(d_n, max_n)) return;
     const int pos = *d_start + t;
     const size_t qrow = (size_t)t * n_heads * head_dim;
-    prep_row(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos,
-             (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim, prep_bias{},
-             r.q16 ? r.q16 + qrow : NULL);
-}
-
-/* prefill_prep_kernel with prep_row4 (prep4_ok). */
-template <class Cache>
-__global__ void prefill_prep4_kernel(prep_rows r, const float *inv_freq, Cache cache, const int32_t *d_start,
-                                     const int32_t *d_n, int max_n, int max_seq, int n_heads, int n_kv, int head_dim)
-{
-    frt_pdl_trigger(); /* as prefill_prep_kernel */
-    frt_pdl_wait();
-    const int t = blockIdx.y;
-    if (t >= dense_count(d_n, max_n)) return;
-    const int pos = *d_start + t;
-    const size_t qrow = (size_t)t * n_heads * head_dim;
-    prep_row4(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos,
-              (long long)frt_dyn_pos(d_start) + t, max_seq, n_heads, n_kv, head_dim, r.q16 ? r.q16 + qrow : NULL);
+    const long long row = (long long)frt_dyn_pos(d_start) + t;
+    __nv_bfloat16 *q16 = r.q16 ? r.q16 + qrow : NULL;
+    if constexpr (V4)
+        prep_row4(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos, row, max_seq,
+                  n_heads, n_kv, head_dim, q16);
+    else
+        prep_row(r.q + t * r.ldq, r.qo + qrow, r.k + t * r.ldk, r.v + t * r.ldv, inv_freq, cache, pos, row, max_seq,
+                 n_heads, n_kv, head_dim, prep_bias{}, q16);
 }
 
 /* Branch blockIdx.y (frt_dense_decode_prep_batch, _batch_fp8). */
@@ -409,8 +399,7 @@ static bool prep4_ok(const prep_rows &r, const float *inv_freq, const Cache &cac
            al16(r.k) && al16(r.v) && al16(inv_freq) && al16(cache.k) && al16(cache.v) && al16(r.q16);
 }
 
-/* One launch of prefill_prep_kernel<Cache> (prefill_prep4_kernel where
- * prep4_ok): blockIdx.y the row. */
+/* One launch of prefill_prep_kernel<Cache, prep4_ok>: blockIdx.y the row. */
 template <class Cache>
 static int prefill_prep_launch(void *stream, const prep_rows &r, const float *inv_freq, Cache cache,
                                const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
@@ -421,14 +410,14 @@ static int prefill_prep_launch(void *stream, const prep_rows &r, const float *in
     if (prep4_ok(r, inv_freq, cache, head_dim)) {
         const long long items = (long long)(n_heads + n_kv_heads) * (head_dim / 8) + (long long)n_kv_heads * head_dim / 4;
         dim3 grid((unsigned int)((items + PREP_THREADS - 1) / PREP_THREADS), (unsigned int)max_n);
-        FRT_CUDA_TRY(frt_pdl_launch(prefill_prep4_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq,
-                                    cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
+        FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache, true>, grid, dim3(PREP_THREADS), 0, stream, r,
+                                    inv_freq, cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
         FRT_LAUNCH_CHECK();
         return 0;
     }
     dim3 grid(decode_prep_blocks(n_heads, n_kv_heads, head_dim), (unsigned int)max_n);
-    FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq, cache,
-                                d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
+    FRT_CUDA_TRY(frt_pdl_launch(prefill_prep_kernel<Cache, false>, grid, dim3(PREP_THREADS), 0, stream, r, inv_freq,
+                                cache, d_start, d_n, max_n, max_seq, n_heads, n_kv_heads, head_dim));
     FRT_LAUNCH_CHECK();
     return 0;
 }
