@@ -190,7 +190,9 @@ template <int G, int NV> static constexpr auto add_rmsnorm_kernel = add_rmsnorm_
 template <int G, int NV> static constexpr auto add_rmsnorm_quant_kernel = add_rmsnorm_any_kernel<G, NV, true>;
 
 /* Rows too wide for the register path (dim > 16384): a strided loop; with
- * nq.q, a third pass encodes the bf16 out this thread wrote. */
+ * nq.q, a third pass computes each of this thread's bf16(y) again from its
+ * residual (the same operations, so the same value; out may be NULL) and
+ * encodes it. */
 __global__ void add_rmsnorm_loop_kernel(float *resid, const void *delta, int delta_dt, void *out,
                                         int out_dt, const float *w, const int32_t *d_n, int max_n,
                                         int dim, float eps, int zero_centered, const float *sx, const float *sw,
