@@ -793,8 +793,8 @@ static int attn_prefill(const fwd *f, const void *q, frt_cuda_dtype q_dt, uint16
     frt_model *m = f->m;
     cd_model *c = f->c;
     const frt_group_attn g = {.stream = f->st, .out = o, .out_dtype = BF16, .q = q, .q_dtype = q_dt, .k_cache = kc,
-                              .v_cache = vc,
-                              .k_scale = ks, .v_scale = vs, .d_start = f->d_pos, .d_n = f->d_n, .rows = f->R,
+                              .v_cache = vc, .k_scale = ks, .v_scale = vs, .d_start = f->d_pos, .d_n = f->d_n,
+                              .rows = f->R,
                               .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = m->C,
                               .max_seq = m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
                               .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
