@@ -26,6 +26,8 @@
  *     the 2048-row GEMM equal, bit for bit, the 1-, 17- and 1024-row GEMMs of
  *     the same rows (the plans share the shape's algorithm, gemm_fp8.h; the
  *     plans' shape_algo flags are printed); two runs give the same bytes;
+ *   - frt_cuda_gemm_fp8_set_own_algo: 64-row plans with their own algorithm
+ *     (shape_algo 0) within tolerance; the ids of both kinds printed;
  *   - frt_cuda_add_rmsnorm_quant (the residual add, the norm and the
  *     per-token quantizer in one launch) bit for bit against
  *     frt_cuda_add_rmsnorm(_fp8acc) then the quantizer, and its codes
@@ -346,6 +348,38 @@ static void check_row_independence(frt_cuda_gemm_fp8 *g8, gcase *c)
         free(small);
     }
     free(big);
+}
+
+/* frt_cuda_gemm_fp8_set_own_algo: a fresh handle's 64-row plans at the
+ * 8B shapes take their own heuristic choice (shape_algo 0) and stay within
+ * the reference's tolerance, deterministic (check_gemm); set back to 0, a
+ * new plan is made as before (its shape_algo and ids printed beside the
+ * own plan's); bad values refused. */
+static void test_own_algo(frt_cuda_gemm *g)
+{
+    frt_cuda_gemm_fp8 *go = NULL;
+    must(frt_cuda_gemm_fp8_create(g, &go), "gemm_fp8 create");
+    CHECK_STATUS(frt_cuda_gemm_fp8_set_own_algo(go, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemm_fp8_set_own_algo(NULL, 1), FRT_ERR_INVALID_ARGUMENT);
+    static const int shapes[][2] = {{4096, 6144}, {4096, 4096}, {14336, 4096}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        gcase c;
+        gcase_make(&c, shapes[k][0], shapes[k][1], 64);
+        must(frt_cuda_gemm_fp8_set_own_algo(go, 1), "own algo");
+        check_gemm(go, &c, 64, FRT_CUDA_F32);
+        char name[128];
+        snprintf(name, sizeof name, "own algo: n 64 in %d out %d plan has its own (shape_algo 0)", c.in, c.out);
+        report_flag(name, shape_algo_of(go, 64, c.in, c.out) == 0);
+        must(frt_cuda_gemm_fp8_set_own_algo(go, 0), "own algo");
+        check_gemm(go, &c, 63, FRT_CUDA_F32);
+        frt_cuda_gemm_fp8_plan_info a, b;
+        if (info_of(go, 64, c.in, c.out, FRT_CUDA_F32, &a) == 0 && info_of(go, 63, c.in, c.out, FRT_CUDA_F32, &b) == 0)
+            printf("  own algo: in %d out %d: n 64 algo %d tile %d splitk %d; own off, n 63 (shape_algo %d) algo %d "
+                   "tile %d splitk %d\n",
+                   c.in, c.out, a.algo_id, a.tile_id, a.splitk_num, b.shape_algo, b.algo_id, b.tile_id, b.splitk_num);
+        gcase_free(&c);
+    }
+    frt_cuda_gemm_fp8_destroy(go);
 }
 
 /* full: every row count at the 8B shapes; else 7, 255 and 2048 rows. */
@@ -885,6 +919,7 @@ int main(void)
     const uint64_t fp = frt_cuda_gemm_fp8_fingerprint(g8);
     CHECK(fp != 0 && frt_cuda_gemm_fp8_plan_count(g8) > 0);
     test_block_prefill(g);
+    test_own_algo(g);
     time_gemms(g, g8);
     CHECK(frt_cuda_gemm_fp8_fingerprint(g8) != fp); /* a new plan changes it */
     frt_cuda_gemm_fp8_destroy(g8);

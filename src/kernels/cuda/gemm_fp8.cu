@@ -43,6 +43,7 @@ struct fp8_plan {
 struct frt_cuda_gemm_fp8 {
     frt_cuda_gemm *base;
     frt_cuda_gemm_fp8_scaling scaling; /* for the next plans */
+    int own_algo;                       /* for the next plans: their n's heuristic choice (set_own_algo) */
     float *d_dummy; /* [64] f32: the scale pointers the heuristic sees at plan time */
     int n_plans;
     fp8_plan *plans; /* [FP8_MAX_PLANS] */
@@ -199,14 +200,17 @@ static int fp8_algo_fits(const frt_cuda_gemm_fp8 *g, fp8_plan *p, const cublasLt
     return 1;
 }
 
-/* The shape's algorithm (n = REF_N) when it fits p's n, else n's own. */
+/* The shape's algorithm (n = REF_N) when it fits p's n, else (or with
+ * g->own_algo) n's own. */
 static int fp8_build_as(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
 {
     FRT_TRY(fp8_descs(g, p));
     cublasLtMatmulAlgo_t algo;
-    FRT_TRY(fp8_heuristic(g, p, FRT_CUDA_GEMM_FP8_REF_N, &algo));
-    p->shape_algo = 1;
-    if (fp8_algo_fits(g, p, &algo)) return 0;
+    if (!g->own_algo) {
+        FRT_TRY(fp8_heuristic(g, p, FRT_CUDA_GEMM_FP8_REF_N, &algo));
+        p->shape_algo = 1;
+        if (fp8_algo_fits(g, p, &algo)) return 0;
+    }
     p->shape_algo = 0;
     FRT_TRY(fp8_heuristic(g, p, p->lt.n, &algo));
     if (fp8_algo_fits(g, p, &algo)) return 0;
@@ -237,6 +241,14 @@ static int fp8_build(const frt_cuda_gemm_fp8 *g, fp8_plan *p)
                          p->lt.n, p->lt.in_dim, p->lt.out_dim);
     p->lib = 0;
     return fp8_build_as(g, p);
+}
+
+extern "C" int frt_cuda_gemm_fp8_set_own_algo(frt_cuda_gemm_fp8 *g, int own)
+{
+    FRT_ARG(g, "cuda gemm_fp8 set_own_algo: NULL handle");
+    FRT_ARG(own == 0 || own == 1, "cuda gemm_fp8 set_own_algo: %d is not 0 or 1", own);
+    g->own_algo = own;
+    return 0;
 }
 
 extern "C" int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm_fp8_scaling scaling)

@@ -78,6 +78,17 @@ void frt_cuda_gemm_fp8_destroy(frt_cuda_gemm_fp8 *g);
  * theirs. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, a value outside the enum). */
 int frt_cuda_gemm_fp8_set_scaling(frt_cuda_gemm_fp8 *g, frt_cuda_gemm_fp8_scaling scaling);
 
+/* own 1: the plans made after this call take the heuristic's first choice
+ * at their own n (shape_algo 0), as frt_cuda_gemm's plans do, instead of
+ * the shape's REF_N algorithm; own 0 (the default) goes back to it. For
+ * the small n of an append: the REF_N algorithm's 128 x 128 tiles give a
+ * 64-row product out_dim / 128 blocks, most SMs idle. A row's sums then
+ * depend on the plan's n, so a caller uses it only where every run of a
+ * given row takes the same plan (the model's piece schedule: docs/fp8.md).
+ * Plans already made keep theirs. Errors: FRT_ERR_INVALID_ARGUMENT (NULL,
+ * own not 0 or 1). */
+int frt_cuda_gemm_fp8_set_own_algo(frt_cuda_gemm_fp8 *g, int own);
+
 /* Chooses and caches the algorithm of a shape (a no-op when cached); setup
  * time, never inside a capture. n >= 1; in_dim and out_dim positive
  * multiples of 16 (cuBLASLt FP8: 16-byte leading dimensions of the E4M3

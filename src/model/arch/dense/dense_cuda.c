@@ -419,6 +419,11 @@ static int plan_fp8(const frt_model *m, cd_model *c)
     c->mlp_acc = c->I != c->qd;
     const int shapes[4][2] = {{c->H, c->qd}, {c->H, c->kvd}, {c->qd, c->H}, {c->H, c->I}};
     for (int i = 0; i < m->n_buckets; i++) {
+        /* the append buckets (below C) take their own algorithms: only their
+         * own pieces run them, the same in a cold prefill and after a
+         * restore (docs/fp8.md "The append's FP8 GEMMs"); C and the groups
+         * keep the shape's */
+        FRT_TRY(frt_cuda_gemm_fp8_set_own_algo(c->gemm8, m->buckets[i] < m->C));
         for (int k = 0; k < 4; k++) {
             const int acc = k == 3 && c->mlp_acc; /* gate, up: the accumulators in bf16 */
             FRT_TRY(frt_cuda_gemm_fp8_set_scaling(c->gemm8, acc ? FRT_CUDA_GEMM_FP8_SCALES_NONE
@@ -429,6 +434,7 @@ static int plan_fp8(const frt_model *m, cd_model *c)
                                                                    : FRT_CUDA_GEMM_FP8_SCALES_AUTO));
         FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, m->buckets[i], c->I, c->H, F32)); /* down */
     }
+    FRT_TRY(frt_cuda_gemm_fp8_set_own_algo(c->gemm8, 0));
     return frt_cuda_gemm_fp8_set_scaling(c->gemm8, FRT_CUDA_GEMM_FP8_SCALES_AUTO);
 }
 

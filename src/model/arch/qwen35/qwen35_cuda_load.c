@@ -453,6 +453,11 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
     c->mlp_acc = 1;
     for (size_t k = 2; k < sizeof shapes / sizeof shapes[0]; k++)
         if (shapes[k][2] && shapes[k][0] == shapes[1][0] && shapes[k][1] == shapes[1][1]) c->mlp_acc = 0;
+    /* the append buckets (below C) take their own algorithms: only their
+     * own pieces run them, the same in a cold prefill and after a restore
+     * (docs/fp8.md "The append's FP8 GEMMs"); C and the groups keep the
+     * shape's */
+    FRT_TRY(frt_cuda_gemm_fp8_set_own_algo(c->gemm8, n < m->C));
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         if (!shapes[k][2]) continue;
         /* gate | up: bf16 accumulators, no scales; down: f32, the epilogue's scales by its consumer */
@@ -463,6 +468,7 @@ static int plan_fp8(frt_model *m, cu_model *c, int n)
         FRT_TRY(frt_cuda_gemm_fp8_plan(c->gemm8, n, shapes[k][0], shapes[k][1],
                                        sc == FRT_CUDA_GEMM_FP8_SCALES_NONE ? BF16 : F32));
     }
+    FRT_TRY(frt_cuda_gemm_fp8_set_own_algo(c->gemm8, 0));
     return frt_cuda_gemm_fp8_set_scaling(c->gemm8, FRT_CUDA_GEMM_FP8_SCALES_AUTO);
 }
 
