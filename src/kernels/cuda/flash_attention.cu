@@ -964,6 +964,11 @@ static int fa_tensor_map(CUtensorMap *map, const void *cache, int max_seq, int n
 
 static bool fa_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
+extern "C" int frt_cuda_attention_prefill_head_ok(int head_dim)
+{
+    return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
 /* frt_cuda_attention_prefill{,_pieces}{,_fp8}: the checks, the arguments,
  * the launch. k_scale / v_scale: NULL for bf16 caches, else E4M3 caches
  * (F8). split_rows: the key splits of a launch of that many rows (max_n for
@@ -985,7 +990,7 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
             "cuda attention_prefill: sizes too large");
     FRT_ARG(isfinite(scale), "cuda attention_prefill: scale not finite");
     FRT_ARG(out != q, "cuda attention_prefill: out aliases q");
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    if (!frt_cuda_attention_prefill_head_ok(head_dim))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda attention_prefill: head_dim %d (64, 128 or 256)", head_dim);
     if (!fa_aligned(q, 16) || !fa_aligned(out, 16) || !fa_aligned(k_cache, 16) ||

@@ -410,6 +410,11 @@ int frt_cuda_attention_batch_fp8(void *stream, void *out, frt_cuda_dtype out_dty
  * small); FRT_ERR_UNSUPPORTED; FRT_ERR_BACKEND.
  * Twin: frt_cpu_attention (start_pos = start) on the widened cache, q
  * rounded to bf16 (tests/test_cuda_flash_attention.c). */
+/* 1 when the FlashAttention prefill kernels (frt_cuda_attention_prefill
+ * and its _pieces / _fp8 forms) take head_dim: 64, 128 or 256; else they
+ * return FRT_ERR_UNSUPPORTED. */
+int frt_cuda_attention_prefill_head_ok(int head_dim);
+
 int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
                                frt_cuda_dtype q_dtype, const uint16_t *k_cache,
                                const uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,

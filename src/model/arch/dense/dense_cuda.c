@@ -126,8 +126,6 @@ typedef struct cd_model {
     int mlp_acc;        /* wfp8 (not wblk): gate, up and down run as unscaled FP8 accumulators
                            (frt_cuda_gemm_fp8_mlp: gate / up bf16, down f32) whose consumers apply the
                            scales (frt_cuda_swiglu_fp8acc_quantize, frt_cuda_add_rmsnorm_fp8acc) */
-    int hq;             /* wfp8 (not wblk): the prefill's add_rmsnorm that writes h also quantizes it into
-                           xq / xs (frt_cuda_add_rmsnorm_quant), so the products after it skip act_fp8 */
     frt_cuda_gemm_fp8 *gemm8; /* wfp8: the FP8 prefill GEMM plans (on top of gemm) */
     char wdesc[256];    /* wfp8: m->weights_desc: frt_fp8w_desc + the prefill GEMM */
     frt_cuda_gemm *gemm;
@@ -158,6 +156,12 @@ typedef struct cd_model {
     float *debug;
     size_t debug_off, debug_rows_off;
 } cd_model;
+
+/* Whether a prefill piece's products take E4M3 activations (c->xq / c->xs):
+ * FP8 weights with per-channel scales (a block-wise checkpoint's prefill
+ * runs bf16 GEMMs over its dequantized weights). The add_rmsnorm that
+ * writes h then quantizes it too (prefill_norm). */
+static int fp8_acts(const cd_model *c) { return c->wfp8 && !c->wblk; }
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static int max_i(int a, int b) { return a > b ? a : b; }
@@ -374,7 +378,6 @@ static int cd_load_weights(frt_model *m)
     m->bk_data = c;
     c->wfp8 = m->params.weight_dtype == FRT_WEIGHT_FP8 || m->cfg.quant.method != FRT_QUANT_NONE;
     c->wblk = frt_fp8w_blocked(m);
-    c->hq = c->wfp8 && !c->wblk;
     c->resid_gemm = !c->wfp8 && !m->cfg.o_proj_bias;
     FRT_TRY(set_sizes(m, c));
     c->layers = calloc((size_t)c->L, sizeof *c->layers);
@@ -577,9 +580,9 @@ static int cd_alloc_scratch(frt_model *m)
         CARVE(c->prefill_attn_ws, char, c->prefill_attn_ws_bytes);
         CARVE(c->sample_ws, char, c->sample_ws_bytes);
         CARVE(c->kv_scale, float, (size_t)2 * c->L * c->nkv * f);
-        if (c->hd == 64 || c->hd == 128 || c->hd == 256) CARVE(c->q16, uint16_t, R * (size_t)c->qd * h2);
+        if (frt_cuda_attention_prefill_head_ok(c->hd)) CARVE(c->q16, uint16_t, R * (size_t)c->qd * h2);
         if (m->G > 1) CARVE(c->gpos, int32_t, (size_t)(m->G + 2) * sizeof(int32_t));
-        if (c->wfp8 && !c->wblk) {
+        if (fp8_acts(c)) {
             CARVE(c->xq, uint8_t, R * wide);
             CARVE(c->xs, float, R * f);
         }
@@ -695,7 +698,7 @@ static int gemm(const fwd *f, void *y, frt_cuda_dtype yt, const uint16_t *x, con
 static int act_fp8(const fwd *f, const uint16_t *x, int in)
 {
     cd_model *c = f->c;
-    if (!c->wfp8 || c->wblk || f->decode) return 0;
+    if (!fp8_acts(c) || f->decode) return 0;
     return frt_cuda_fp8_quantize_rows_dynamic(f->st, c->xq, c->xs, x, f->R, in);
 }
 
@@ -718,11 +721,11 @@ static int lin_as(const fwd *f, void *y, frt_cuda_dtype yt, const uint16_t *x, c
 }
 
 /* FP8 prefill: act_fp8 of the normed input c->h, unless the add_rmsnorm
- * that wrote it quantized it too (by_norm with c->hq: every norm before q |
- * k | v and gate | up but the first layer's, a plain rmsnorm). */
+ * that wrote it quantized it too (by_norm: every norm before q | k | v and
+ * gate | up but the first layer's, a plain rmsnorm). */
 static int h_fp8(const fwd *f, int by_norm)
 {
-    if (f->c->hq && by_norm) return 0;
+    if (by_norm) return 0; /* prefill_norm quantized it (or act_fp8 would do nothing) */
     return act_fp8(f, f->c->h, f->c->H);
 }
 
@@ -1053,14 +1056,14 @@ static const float *mlp_acc_scales(const cd_model *c, int l) { return c->mlp_acc
 /* Prefill: the residual c->x (after adding c->delta, unless the products
  * added into it) normed with w into out; acc_sw: delta is an FP8
  * accumulator of these weight scales (and c->xs's token scales). With
- * c->hq, out h is quantized in the same launch into c->xq / c->xs (c->xs
+ * fp8_acts, out h is quantized in the same launch into c->xq / c->xs (c->xs
  * in place: row t's token scale is read before its new one is written),
  * and h itself is not stored: the FP8 products read only the codes. */
 static int prefill_norm(const fwd *f, void *out, frt_cuda_dtype out_dt, const float *w, const float *acc_sw)
 {
     cd_model *c = f->c;
     if (c->resid_gemm) return frt_cuda_rmsnorm(f->st, out, out_dt, c->x, F32, w, f->d_n, f->R, 1, c->H, c->eps, 0);
-    if (c->hq && out == c->h)
+    if (fp8_acts(c) && out == c->h)
         return frt_cuda_add_rmsnorm_quant(f->st, c->x, c->delta, F32, acc_sw ? c->xs : NULL, acc_sw, NULL, c->xq,
                                           c->xs, w, f->d_n, f->R, c->H, c->eps, 0);
     if (acc_sw)
