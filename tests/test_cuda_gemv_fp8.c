@@ -12,14 +12,15 @@
  *     ||gpu - cpu|| / ||cpu|| within 1e-4 (f32 out; fp32 sums in another
  *     order than the double reference) or 1e-2 (bf16 out);
  *   - batch invariance: each row of an n = 8 run is, bit for bit, the n = 1
- *     run of that row alone; two runs give the same bytes; nothing past
- *     y [n, out] is written (sentinel);
+ *     run of that row alone; two runs give the same bytes; so do the
+ *     persistent launches capped at 1 and 3 blocks (each block doing many
+ *     blocks of work); nothing past y [n, out] is written (sentinel);
  *   - bad arguments fail with FRT_ERR_INVALID_ARGUMENT before the device
  *     check (they also run without a GPU);
  *   - the fused forms (frt_cuda_gemv_fp8_multi / _multi_norm, q | k | v
  *     with one bf16 output; frt_cuda_gemv_fp8_swiglu / _swiglu_norm) on
- *     small, odd and 8B shapes, n = 1, 3, 8: bit for bit the separate
- *     launches they replace (frt_cuda_gemv_fp8 per matrix; frt_cuda_rmsnorm
+ *     small, odd and 8B shapes, n = 1, 3, 8 (n 3 on a grid of 2 blocks,
+ *     each crossing entries): bit for bit the separate launches they replace (frt_cuda_gemv_fp8 per matrix; frt_cuda_rmsnorm
  *     first for the _norm forms; frt_cuda_swiglu after gate and up), and
  *     against the CPU twins (frt_cpu_rmsnorm rounded to bf16,
  *     frt_cpu_matmul_fp8, frt_cpu_swiglu) within 1e-4 (f32) / 1e-2 (bf16
@@ -32,7 +33,8 @@
  *     more is refused;
  * then times the 8B-class shapes in a CUDA graph over enough weight copies
  * to defeat the L2 and prints GB/s next to the FP8 HBM floor, and the fused
- * q | k | v next to its three launches (printed, not checked). Exits 77
+ * q | k | v next to its three launches (printed, not checked); with
+ * FRT_TEST_TIMING_ONLY=1 only those rows (to compare libraries). Exits 77
  * (skipped) without a device.
  */
 #include "frt_test.h"
@@ -212,6 +214,15 @@ static void check_case(shape_dev *sd, int n, frt_cuda_dtype odt, int acc, dbuf d
              dtn(odt), acc ? " acc" : "");
     report(name, frt_test_rel_err(got, ref, ny), odt == FRT_CUDA_BF16 ? TOL_BF16 : TOL_F32);
     CHECK_MSG(!memcmp(b1, b2, ny * dsize(odt)), "%s: two runs differ", name);
+    /* the launch is persistent: a grid of 1 or 3 blocks doing every block
+     * of work gives the bytes of the full grid */
+    for (int cap = 1; cap <= 3; cap += 2) {
+        frt_cuda_gemv_fp8_set_max_grid(cap);
+        void *bc = run(sd, n, 0, odt, acc, y0, dy);
+        frt_cuda_gemv_fp8_set_max_grid(0);
+        CHECK_MSG(!memcmp(b1, bc, ny * dsize(odt)), "%s: a grid of %d blocks differs", name, cap);
+        free(bc);
+    }
     if (n > 1 && !acc) { /* batch invariance: row t alone (n = 1 from x row t) == row t of the batch */
         int bad = 0;
         for (int t = 0; t < n; t++) {
@@ -350,10 +361,14 @@ static void check_multi(fused *f, int n, int norm, dbuf *dy, dbuf dref)
         e[i] = (frt_cuda_gemv_fp8_entry){dy[i].p, dts[i], f->m[i].dw.p, f->m[i].ds.p, f->m[i].out};
     }
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
+    /* at n 3 the persistent launch runs on 2 blocks: each crosses from
+     * entry to entry (and kw to kw) */
+    frt_cuda_gemv_fp8_set_max_grid(n == 3 ? 2 : 0);
     if (norm)
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi_norm : frt_cuda_gemv_fp8_multi_norm)(g_cs, e, 3, &nm, n, f->in));
     else
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi : frt_cuda_gemv_fp8_multi)(g_cs, e, 3, f->dx.p, n, f->in));
+    frt_cuda_gemv_fp8_set_max_grid(0);
     sync_st();
     const float *xc = norm ? f->xn : f->x.f;
     for (int i = 0; i < 3; i++) {
@@ -385,12 +400,14 @@ static void check_swiglu(fused *f, int n, int norm, dbuf dact, dbuf dg, dbuf du)
     const frt_cuda_gemv_fp8_mat gm = {g->dw.p, g->ds.p}, um = {u->dw.p, u->ds.p};
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
     dsentinel(dact);
+    frt_cuda_gemv_fp8_set_max_grid(n == 3 ? 2 : 0); /* as check_multi */
     if (norm)
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu_norm : frt_cuda_gemv_fp8_swiglu_norm)(
             g_cs, dact.p, FRT_CUDA_BF16, &nm, &gm, &um, n, f->in, inter));
     else
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu : frt_cuda_gemv_fp8_swiglu)(g_cs, dact.p, FRT_CUDA_BF16,
                                                                                     f->dx.p, &gm, &um, n, f->in, inter));
+    frt_cuda_gemv_fp8_set_max_grid(0);
     sync_st();
     void *got = snap(dact, ny * 2);
     CHECK_MSG(untouched(dact, ny * 2, 256), "fp8_swiglu: wrote past y");
@@ -608,6 +625,8 @@ int main(void)
     test_bad_args();
     test_fused_bad_args();
     frt_test_cuda_start();
+    const char *only = getenv("FRT_TEST_TIMING_ONLY"); /* 1: the timing rows alone (A/B of libraries) */
+    if (only && strcmp(only, "1") == 0) goto timing;
     const int all[] = {1, 2, 3, 5, 8}, few[] = {1, 4, 8};
     test_shape(16, 1, all, 5);
     test_shape(48, 7, all, 5);
@@ -634,6 +653,7 @@ int main(void)
     test_fused_of(1, 1040, 1003, 16, 2000);
     test_fused_of(1, 4096, 4096, 1024, 14336);
     test_max_n();
+timing:
     time_shape("8B q_proj 4096->4096", 1, 4096, 4096);
     time_shape("8B gate/up 4096->14336", 1, 4096, 14336);
     time_shape("8B down 14336->4096", 1, 14336, 4096);

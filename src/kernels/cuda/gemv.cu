@@ -150,7 +150,7 @@ __global__ void GEMV_BOUNDS(N, WARPS)
 {
     extern __shared__ uint4 gemv_smem[];
     int blk = 0;
-    const gemv_multi_entry m = gemv_multi_find(tab, &blk);
+    const gemv_multi_entry m = gemv_multi_find(tab, (int)blockIdx.x, &blk);
     gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, NULL, NULL,
                                                           kc, m.out_dim, m.kw, blk, nm);
 }

@@ -344,7 +344,7 @@ enum gemv_epi {
  * the kw slices' sums through shared memory (over x and the rings, once
  * every warp is done with them), the stores. */
 template <class Fmt, int N, int WARPS, int EPI, int NM>
-__device__ __forceinline__ void gemv_block_end(uint4 *smem, void *y, int y_bf16, int accumulate, const float *s,
+__device__ __forceinline__ void gemv_block_end(float *red, void *y, int y_bf16, int accumulate, const float *s,
                                                const float *s2, int out_dim, int kw, float (&acc)[NM][4],
                                                float (&bacc)[NM][4], const float *const (&sb)[NM], int kb, int ke,
                                                int row0, int warp, int lane, int kp, int g, int q)
@@ -354,7 +354,9 @@ __device__ __forceinline__ void gemv_block_end(uint4 *smem, void *y, int y_bf16,
     if constexpr (gemv_blocked<Fmt>::value)
         if (ke > kb && !(((ke - 1) >> 2) & 1)) gemv_fold<NM>(acc, bacc, sb, (ke - 1) >> 3);
     if (kw > 1) { /* the kw slices' sums, in ascending slice order */
-        float *red = (float *)smem; /* [WARPS][32][NM * 2], over x once every warp is done */
+        /* red [WARPS][32][NM * 2]: over x, or its own space in a persistent
+         * launch; written once every warp is done with it (x, or the sums
+         * of the block before) */
         __syncthreads();
 #pragma unroll
         for (int m = 0; m < NM; m++)
@@ -390,6 +392,74 @@ __device__ __forceinline__ void gemv_block_end(uint4 *smem, void *y, int y_bf16,
 /* Shared memory of the cross-warp sums: every lane's accumulators. */
 #define GEMV_RED_SMEM(WARPS, EPI) ((size_t)(WARPS) * 32 * 2 * ((EPI) == GEMV_EPI_SWIGLU ? 2 : 1) * sizeof(float))
 
+/* A warp's share of one block's work: its slice [kb, ke) of the row
+ * group's chunks (kp: its index among the kw warps of the group), the
+ * batches with every k-block in range (nfull) and whether a partial one
+ * follows (tail), the group's first row, the rows it streams (wr: a row
+ * past out_dim reads row out_dim - 1 and is never stored) and, for the
+ * blocked formats, the group's scale rows (sb). A function of (kc,
+ * out_dim, kw, blk) and the warp only: the same for every EPI and N. */
+template <int NM> struct gemv_work {
+    int kp, kb, ke, nfull, row0;
+    bool tail;
+    const uint4 *wr[NM];
+    const float *sb[NM];
+};
+
+template <class Fmt, int WARPS, int NM, int U>
+__device__ __forceinline__ gemv_work<NM> gemv_work_of(const uint4 *w, const uint4 *w2, const float *s,
+                                                      const float *s2, int kc, int out_dim, int kw, int blk,
+                                                      int warp, int g)
+{
+    gemv_work<NM> k;
+    const int groups = WARPS / kw, grp = warp / kw;
+    k.kp = warp - grp * kw;
+    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
+    k.kb = min(kc, k.kp * per), k.ke = min(kc, k.kb + per);
+    k.nfull = (k.ke - k.kb) / (4 * U);
+    k.tail = (k.ke - k.kb) % (4 * U) != 0;
+    k.row0 = (blk * groups + grp) * GEMV_ROWS;
+#pragma unroll
+    for (int m = 0; m < NM; m++) k.wr[m] = (m ? w2 : w) + (size_t)min(k.row0 + g, out_dim - 1) * kc;
+    if constexpr (gemv_blocked<Fmt>::value) { /* the group's 128-row block (its 8 rows share it) */
+        const size_t srow = (size_t)(min(k.row0, out_dim - 1) >> 7) * (size_t)((kc + 7) >> 3);
+#pragma unroll
+        for (int m = 0; m < NM; m++) k.sb[m] = (m ? s2 : s) + srow;
+    }
+    return k;
+}
+
+/* The first batch of k's slice into wv (a full one, or the tail). */
+template <int NM, int U>
+__device__ __forceinline__ void gemv_first_batch(uint4 (&wv)[NM][U], const gemv_work<NM> &k, int q)
+{
+    if (k.nfull > 0)
+        gemv_load<NM, U, false>(wv, k.wr, k.kb + q, k.ke);
+    else if (k.tail)
+        gemv_load<NM, U, true>(wv, k.wr, k.kb + q, k.ke);
+}
+
+/* The register path's sums of k's slice into acc (zeroed here), its first
+ * batch already in wv: each later batch is loaded when the one before is
+ * summed. */
+template <class Fmt, int N, int NM, int U>
+__device__ __forceinline__ void gemv_stream(float (&acc)[NM][4], float (&bacc)[NM][4], uint4 (&wv)[NM][U],
+                                            const gemv_work<NM> &k, const uint4 *xs, int kc, int g, int q)
+{
+    gemv_zero<NM>(acc);
+    if constexpr (gemv_blocked<Fmt>::value) gemv_zero<NM>(bacc);
+    for (int b = 0; b < k.nfull; b++) {
+        const int c0 = k.kb + b * 4 * U;
+        if (b > 0) gemv_load<NM, U, false>(wv, k.wr, c0 + q, k.ke);
+        gemv_mma<Fmt, N, NM, U, false>(acc, bacc, k.sb, wv, xs, kc, c0 + q, c0, k.ke, g);
+    }
+    if (k.tail) {
+        const int c0 = k.kb + k.nfull * 4 * U;
+        if (k.nfull > 0) gemv_load<NM, U, true>(wv, k.wr, c0 + q, k.ke);
+        gemv_mma<Fmt, N, NM, U, true>(acc, bacc, k.sb, wv, xs, kc, c0 + q, c0, k.ke, g);
+    }
+}
+
 /* The work of one block, blk its index among the blocks of its product;
  * smem: the dynamic shared memory, max(N * kc * 16 (+ GEMV_NORM_SMEM(N)
  * when NORM), GEMV_RED_SMEM(WARPS, EPI)) bytes (the cross-warp sums reuse
@@ -423,42 +493,23 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
     uint4 *xs = smem;                              /* [N, kc * XC] chunks of x */
     double *part = (double *)(smem + N * kc * XC); /* NORM: [N, 32] virtual-warp sums */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int groups = WARPS / kw, grp = warp / kw, kp = warp - grp * kw;
-    /* this warp's slice of the chunks (the same for every EPI and N) */
-    const int per = ((kc + kw - 1) / kw + GEMV_SLICE - 1) / GEMV_SLICE * GEMV_SLICE;
-    const int kb = min(kc, kp * per), ke = min(kc, kb + per);
-    const int nfull = (ke - kb) / (4 * U); /* batches with every k-block in range */
-    const bool tail = (ke - kb) % (4 * U) != 0;
-    const int row0 = (blk * groups + grp) * GEMV_ROWS;
-    const uint4 *wr[NM]; /* a row past out_dim reads row out_dim - 1 and is never stored */
-#pragma unroll
-    for (int m = 0; m < NM; m++) wr[m] = (m ? w2 : w) + (size_t)min(row0 + g, out_dim - 1) * kc;
-    /* blocked formats: the scale row of the group's 128-row block (its 8
-     * rows share it), ceil(kc / 8) blocks of 128 elements a row */
-    const float *sb[NM];
+    const gemv_work<NM> k = gemv_work_of<Fmt, WARPS, NM, U>(w, w2, s, s2, kc, out_dim, kw, blk, warp, g);
     float bacc[NM][4]; /* blocked: the current 128-element block's sums */
-    if constexpr (gemv_blocked<Fmt>::value) {
-        const size_t srow = (size_t)(min(row0, out_dim - 1) >> 7) * (size_t)((kc + 7) >> 3);
-#pragma unroll
-        for (int m = 0; m < NM; m++) {
-            sb[m] = (m ? s2 : s) + srow;
-#pragma unroll
-            for (int i = 0; i < 4; i++) bacc[m][i] = 0.0f;
-        }
-    }
 
     constexpr int S = gemv_ring_on<Fmt>::value ? gemv_ring_stages(N, WARPS) : 0; /* 0: the register path */
     constexpr int UR = GEMV_RING_LOADS / NM;      /* the ring's k-blocks a stage */
     static_assert(S == 0 || (UR >= 1 && GEMV_SLICE % (4 * UR) == 0), "a slice is whole stages");
     if constexpr (S > 0) {
+        static_assert(!gemv_blocked<Fmt>::value, "the ring takes the formats without block scales");
         uint4 *rs = (uint4 *)(part + (NORM ? N * 32 : 0)) + warp * S * NM * UR * 32; /* after x and part */
+        const int kb = k.kb, ke = k.ke;
         const int nb = (ke - kb + 4 * UR - 1) / (4 * UR); /* stages of the slice */
         /* the first S stages are in flight while the kernel before finishes
          * and x is staged; a commit group a stage, empty past the slice */
 #pragma unroll
         for (int b = 0; b < S; b++) {
             if (b < nb)
-                gemv_ring_issue<NM, UR>(rs, b, wr, kb + b * 4 * UR + q, ke, lane);
+                gemv_ring_issue<NM, UR>(rs, b, k.wr, kb + b * 4 * UR + q, ke, lane);
             else
                 frt_cp_async_commit();
         }
@@ -474,43 +525,92 @@ __device__ __forceinline__ void gemv_block(uint4 *smem, void *y, int y_bf16, int
 #pragma unroll
                 for (int u = 0; u < UR; u++) wv[m][u] = rs[((st * NM + m) * UR + u) * 32 + lane];
             if (b + S < nb)
-                gemv_ring_issue<NM, UR>(rs, st, wr, kb + (b + S) * 4 * UR + q, ke, lane);
+                gemv_ring_issue<NM, UR>(rs, st, k.wr, kb + (b + S) * 4 * UR + q, ke, lane);
             else
                 frt_cp_async_commit();
             const int c0 = kb + b * 4 * UR;
             if (c0 + 4 * UR <= ke)
-                gemv_mma<Fmt, N, NM, UR, false>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
+                gemv_mma<Fmt, N, NM, UR, false>(acc, bacc, k.sb, wv, xs, kc, c0 + q, c0, ke, g);
             else
-                gemv_mma<Fmt, N, NM, UR, true>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
+                gemv_mma<Fmt, N, NM, UR, true>(acc, bacc, k.sb, wv, xs, kc, c0 + q, c0, ke, g);
             st = st + 1 == S ? 0 : st + 1;
         }
-        gemv_block_end<Fmt, N, WARPS, EPI, NM>(smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc, sb, kb,
-                                              ke, row0, warp, lane, kp, g, q);
+        gemv_block_end<Fmt, N, WARPS, EPI, NM>((float *)smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc,
+                                              k.sb, kb, ke, k.row0, warp, lane, k.kp, g, q);
         return;
     }
 
     uint4 wv[NM][U];
     /* the first batch is in flight while the kernel before finishes and x
      * is staged */
-    if (nfull > 0)
-        gemv_load<NM, U, false>(wv, wr, kb + q, ke);
-    else if (tail)
-        gemv_load<NM, U, true>(wv, wr, kb + q, ke);
+    gemv_first_batch<NM, U>(wv, k, q);
     gemv_stage_x<N, WARPS, NORM>(xs, part, nm, x, kc * XC);
     float acc[NM][4];
-    gemv_zero<NM>(acc);
-    for (int b = 0; b < nfull; b++) {
-        const int c0 = kb + b * 4 * U;
-        if (b > 0) gemv_load<NM, U, false>(wv, wr, c0 + q, ke);
-        gemv_mma<Fmt, N, NM, U, false>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
+    gemv_stream<Fmt, N, NM, U>(acc, bacc, wv, k, xs, kc, g, q);
+    gemv_block_end<Fmt, N, WARPS, EPI, NM>((float *)smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc,
+                                          k.sb, k.kb, k.ke, k.row0, warp, lane, k.kp, g, q);
+}
+
+/* One block's work in a persistent launch (gemv_block_loop): its product's
+ * output, matrices, scales, shape and kw, and its index among that
+ * product's blocks. */
+struct gemv_job {
+    void *y;
+    const uint4 *w, *w2;
+    const float *s, *s2;
+    int y_bf16, accumulate, out_dim, kw, blk;
+};
+
+/* Shared memory of a persistent launch: x [N, kc XC] chunks, the norm's
+ * sums when NORM, then the cross-warp sums (their own space: x stays). */
+#define GEMV_LOOP_SMEM(N, XBYTES, WARPS, EPI, NORM)                                                   \
+    ((size_t)(XBYTES) + ((NORM) ? GEMV_NORM_SMEM(N) : 0) + GEMV_RED_SMEM(WARPS, EPI))
+
+/* The register path as a persistent launch: this block does the blocks
+ * blockIdx.x, blockIdx.x + gridDim.x, ... below nvb of the launch (job(v):
+ * block v's gemv_job, block-uniform), each exactly as gemv_block does it
+ * (the same loads, mmas and cross-warp sums: the same bits whatever the
+ * grid), with x staged once for all of them and the next block's first
+ * batch in flight while the cross-warp sums and the stores of the one
+ * before run. smem: GEMV_LOOP_SMEM bytes; or, red_on_x set, gemv_block's
+ * (the cross-warp sums over x), which only a grid of nvb blocks (one
+ * block of work each) may take: the host's choice when x leaves no room
+ * for the sums beside it. */
+template <class Fmt, int N, int WARPS, int EPI, bool NORM, class Job>
+__device__ __forceinline__ void gemv_block_loop(uint4 *smem, const uint4 *x, int kc, int nvb, int red_on_x,
+                                                const gemv_norm_args &nm, Job job)
+{
+    constexpr int NM = EPI == GEMV_EPI_SWIGLU ? 2 : 1;
+    constexpr int U = GEMV_LOADS / NM;
+    static_assert(GEMV_SLICE % (4 * U) == 0, "a slice is whole batches");
+    constexpr int XC = Fmt::XC;
+    uint4 *xs = smem;
+    double *part = (double *)(smem + N * kc * XC);
+    float *red = red_on_x ? (float *)smem : (float *)(part + (NORM ? N * 32 : 0));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    int v = blockIdx.x;
+    if (v >= nvb) return;
+    gemv_job j = job(v);
+    gemv_work<NM> k = gemv_work_of<Fmt, WARPS, NM, U>(j.w, j.w2, j.s, j.s2, kc, j.out_dim, j.kw, j.blk, warp, g);
+    uint4 wv[NM][U];
+    gemv_first_batch<NM, U>(wv, k, q);
+    gemv_stage_x<N, WARPS, NORM>(xs, part, nm, x, kc * XC);
+    for (;;) {
+        float acc[NM][4], bacc[NM][4];
+        gemv_stream<Fmt, N, NM, U>(acc, bacc, wv, k, xs, kc, g, q);
+        const int vn = v + (int)gridDim.x;
+        gemv_job jn = j;
+        gemv_work<NM> kn = k;
+        if (vn < nvb) { /* block-uniform */
+            jn = job(vn);
+            kn = gemv_work_of<Fmt, WARPS, NM, U>(jn.w, jn.w2, jn.s, jn.s2, kc, jn.out_dim, jn.kw, jn.blk, warp, g);
+            gemv_first_batch<NM, U>(wv, kn, q);
+        }
+        gemv_block_end<Fmt, N, WARPS, EPI, NM>(red, j.y, j.y_bf16, j.accumulate, j.s, j.s2, j.out_dim, j.kw, acc,
+                                              bacc, k.sb, k.kb, k.ke, k.row0, warp, lane, k.kp, g, q);
+        if (vn >= nvb) return;
+        v = vn, j = jn, k = kn;
     }
-    if (tail) {
-        const int c0 = kb + nfull * 4 * U;
-        if (nfull > 0) gemv_load<NM, U, true>(wv, wr, c0 + q, ke);
-        gemv_mma<Fmt, N, NM, U, true>(acc, bacc, sb, wv, xs, kc, c0 + q, c0, ke, g);
-    }
-    gemv_block_end<Fmt, N, WARPS, EPI, NM>(smem, y, y_bf16, accumulate, s, s2, out_dim, kw, acc, bacc, sb, kb, ke,
-                                          row0, warp, lane, kp, g, q);
 }
 
 /* Shared memory of the RMSNorm prologue (the N x 32 virtual-warp sums). */
@@ -531,20 +631,20 @@ struct gemv_multi_table {
     int count;
 };
 
-/* Block blockIdx.x's entry of the table and its index among that entry's
- * blocks (block-uniform; static indices only: a dynamic one would copy the
- * table to local memory). */
-__device__ __forceinline__ gemv_multi_entry gemv_multi_find(const gemv_multi_table &tab, int *blk)
+/* Block v's entry of the table and its index among that entry's blocks
+ * (block-uniform; static indices only: a dynamic one would copy the table
+ * to local memory). */
+__device__ __forceinline__ gemv_multi_entry gemv_multi_find(const gemv_multi_table &tab, int v, int *blk)
 {
     gemv_multi_entry m = tab.e[0];
     int b0 = 0;
 #pragma unroll
     for (int i = 1; i < FRT_CUDA_GEMV_MULTI_MAX; i++)
-        if (i < tab.count && (int)blockIdx.x >= tab.begin[i]) {
+        if (i < tab.count && v >= tab.begin[i]) {
             m = tab.e[i];
             b0 = tab.begin[i];
         }
-    *blk = (int)blockIdx.x - b0;
+    *blk = v - b0;
     return m;
 }
 

@@ -42,6 +42,19 @@
  * forms give the bits of the separate launches). Weight bytes are half
  * gemv.cu's for the same shape: at the same 32 KiB in flight per block a
  * block covers twice the elements.
+ *
+ * Persistent launches (gemv_block.h's gemv_block_loop): the configuration's
+ * blocks of work (on the 8B's gate | up, 1792 blocks of 64 KiB of codes)
+ * are taken by as many blocks as the device holds at once (2 an SM), each
+ * doing every grid-th one: x (and the RMSNorm prologue) is staged once per
+ * block instead of once per block of work, and the next block of work's
+ * first batch of weights is in flight while the cross-warp sums and the
+ * stores of the one before run. Each block of work is summed exactly as
+ * before (the same bits, whatever the grid: tested at grids of 1, 2 and 3
+ * blocks). H100, llama3.1-8b `--dtype fp8` decode: 4.11 -> 3.84 ms at 2k,
+ * 4.25 -> 3.99 at 8k (docs/PERF.md, twenty-second session). A launch whose
+ * x leaves no room beside it for the cross-warp sums (n 8 at in 14336)
+ * takes one block of work a block, the sums over x, as before.
  */
 #include "kernels/cuda/gemv_fp8.h"
 
@@ -121,47 +134,59 @@ template <> struct gemv_blocked<gemv_e4m3_b128> {
 
 #define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
-/* frt_cuda_gemv_fp8: grid ceil(out_dim / (WARPS / kw * 8)) blocks. */
+/* The kernels are persistent (gemv_block_loop): nvb is the launch's
+ * blocks of work, gridDim.x <= nvb blocks (fp8_layout) each take every
+ * gridDim.x-th one, with x staged once; red_on_x: the cross-warp sums over
+ * x, one block of work a block (gridDim.x == nvb). The bits do not depend
+ * on the grid. */
+
+/* frt_cuda_gemv_fp8: nvb = ceil(out_dim / (WARPS / kw * 8)) blocks. */
 template <int N, int WARPS, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
-                    const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim, int kw)
+                    const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim, int kw, int nvb,
+                    int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
-    gemv_block<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, y, y_bf16, accumulate, x, w, NULL, scale, NULL, kc,
-                                                  out_dim, kw, blockIdx.x, none);
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
+        return gemv_job{y, w, NULL, scale, NULL, y_bf16, accumulate, out_dim, kw, v};
+    });
 }
 
-/* frt_cuda_gemv_fp8_multi(_norm): the entries' grids end to end
- * (gemv_multi_table, gemv_block.h; entry.s the scales). */
+/* frt_cuda_gemv_fp8_multi(_norm): the entries' blocks end to end
+ * (gemv_multi_table, gemv_block.h; entry.s the scales), nvb in all. */
 template <int N, int WARPS, bool NORM, class F>
 __global__ void FP8_BOUNDS(WARPS)
-    gemv_fp8_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc, const gemv_norm_args nm)
+    gemv_fp8_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc, const gemv_norm_args nm,
+                          int nvb, int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    int blk = 0;
-    const gemv_multi_entry m = gemv_multi_find(tab, &blk);
-    gemv_block<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, m.y, m.y_bf16, 0, x, m.w, NULL, m.s, NULL, kc, m.out_dim,
-                                                 m.kw, blk, nm);
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+        int blk = 0;
+        const gemv_multi_entry m = gemv_multi_find(tab, v, &blk);
+        return gemv_job{m.y, m.w, NULL, m.s, NULL, m.y_bf16, 0, m.out_dim, m.kw, blk};
+    });
 }
 
-/* frt_cuda_gemv_fp8_swiglu(_norm): grid ceil(inter / (WARPS / kw * 8)) blocks. */
+/* frt_cuda_gemv_fp8_swiglu(_norm): nvb = ceil(inter / (WARPS / kw * 8)) blocks. */
 template <int N, int WARPS, bool NORM, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
                            const uint4 *__restrict__ wg, const float *__restrict__ sg, const uint4 *__restrict__ wu,
-                           const float *__restrict__ su, int kc, int inter, int kw, const gemv_norm_args nm)
+                           const float *__restrict__ su, int kc, int inter, int kw, const gemv_norm_args nm, int nvb,
+                           int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_block<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, y, y_bf16, 0, x, wg, wu, sg, su, kc, inter, kw,
-                                                  blockIdx.x, nm);
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+        return gemv_job{y, wg, wu, sg, su, y_bf16, 0, inter, kw, v};
+    });
 }
 
-typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int);
-typedef void (*fp8_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args);
+typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int, int, int);
+typedef void (*fp8_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args, int, int);
 typedef void (*fp8_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const float *, const uint4 *,
-                              const float *, int, int, int, const gemv_norm_args);
+                              const float *, int, int, int, const gemv_norm_args, int, int);
 
 /* The instance of kernel K for n = 1..8 (NULL otherwise). */
 #define FP8_PICK_N(K, n, ...)                                                                          \
@@ -230,11 +255,48 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
 }
 
 /* Dynamic shared memory: x [n, in] bf16 (+ the norm's sums), at least the
- * cross-warp sums of NM matrices. */
+ * cross-warp sums of NM matrices: one block of work a block, the sums over
+ * x (red_on_x). */
 static size_t fp8_smem_bytes(int n, int in_dim, int warps, int nm, int norm)
 {
     const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
     return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0); /* no ring (gemv_ring_on) */
+}
+
+/* The grid cap of frt_cuda_gemv_fp8_set_max_grid (0: none). */
+static int fp8_max_grid;
+
+extern "C" void frt_cuda_gemv_fp8_set_max_grid(int blocks) { fp8_max_grid = blocks > 0 ? blocks : 0; }
+
+/* How a launch of fn over nvb blocks of work runs: persistent (*red_on_x
+ * 0: x, the norm's sums and the cross-warp sums side by side, GEMV_LOOP_SMEM
+ * bytes, within the device's opt-in limit) on as many blocks as are
+ * resident at once (SMs x blocks an SM, at most nvb and the cap); else one
+ * block of work a block (*red_on_x 1, fp8_smem_bytes, grid nvb). The bits
+ * do not depend on it. */
+static int fp8_layout(const void *fn, int n, int in_dim, int warps, int nm, int norm, long nvb, unsigned *grid,
+                      size_t *smem, int *red_on_x)
+{
+    int dev = 0, sms = 0, optin = 0, per = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const size_t loop = GEMV_LOOP_SMEM(n, (size_t)n * in_dim * 2, warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE,
+                                       norm);
+    if (loop > (size_t)optin || loop > FP8_SMEM_MAX) {
+        *smem = fp8_smem_bytes(n, in_dim, warps, nm, norm);
+        *red_on_x = 1;
+        *grid = (unsigned)nvb;
+        return 0;
+    }
+    *smem = loop;
+    *red_on_x = 0;
+    FRT_TRY(gemv_smem_ready("fp8", fn, loop));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, warps * 32, loop));
+    long g = (long)sms * (per > 0 ? per : 1);
+    if (fp8_max_grid > 0 && g > fp8_max_grid) g = fp8_max_grid;
+    *grid = (unsigned)(g < nvb ? g : nvb);
+    return 0;
 }
 
 static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
@@ -274,11 +336,15 @@ static int fp8_plain_launch(void *stream, void *y, frt_cuda_dtype y_dtype, int a
 {
     FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim, b128));
     const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
-    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 1, 0);
     const gemv_fp8_fn fn = fp8_plain_fn(c.warps, b128, n);
+    unsigned grid = 0;
+    size_t smem = 0;
+    int red_on_x = 0;
+    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, c.warps, 1, 0, c.blocks, &grid, &smem, &red_on_x));
     FRT_TRY(gemv_smem_ready("fp8", (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
-                                accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16), accumulate,
+                                (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw, c.blocks,
+                                red_on_x));
     return 0;
 }
 
@@ -343,10 +409,14 @@ static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_
     gemv_multi_table tab;
     long total = 0;
     FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
-    const size_t smem = fp8_smem_bytes(n, in_dim, warps, 1, norm != NULL);
     const fp8_multi_fn fn = FP8_PICK_FMT(fp8_multi_pick_n, warps, norm != NULL, b128, n);
+    unsigned grid = 0;
+    size_t smem = 0;
+    int red_on_x = 0;
+    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, warps, 1, norm != NULL, total, &grid, &smem, &red_on_x));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x, in_dim / 16, na));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, warps * 32, smem, stream, tab, (const uint4 *)x, in_dim / 16, na, (int)total,
+                                red_on_x));
     return 0;
 }
 
@@ -387,12 +457,15 @@ static int fp8_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_d
     FRT_TRY(fp8_scale_check(what, 0, gate->scale, y));
     FRT_TRY(fp8_scale_check(what, 1, up->scale, y));
     const fp8_cfg c = fp8_choose(n, in_dim, inter); /* the gate's configuration alone: the same sums */
-    const size_t smem = fp8_smem_bytes(n, in_dim, c.warps, 2, norm != NULL);
     const fp8_swiglu_fn fn = FP8_PICK_FMT(fp8_swiglu_pick_n, c.warps, norm != NULL, b128, n);
+    unsigned grid = 0;
+    size_t smem = 0;
+    int red_on_x = 0;
+    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, c.warps, 2, norm != NULL, c.blocks, &grid, &smem, &red_on_x));
     FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                                 (const uint4 *)x, (const uint4 *)gate->w, gate->scale, (const uint4 *)up->w,
-                                up->scale, in_dim / 16, inter, c.kw, na));
+                                up->scale, in_dim / 16, inter, c.kw, na, c.blocks, red_on_x));
     return 0;
 }
 
