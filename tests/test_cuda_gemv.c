@@ -14,12 +14,16 @@
  *   - bytes past y [n, out] stay untouched (sentinel), 3 runs give identical
  *     bytes, a CUDA graph (frt_graph_capture) replays the GEMVs with new
  *     inputs, the plan info that feeds the model fingerprint;
+ *   - the ring's and the register path's bits: n copies of one row equal
+ *     n = 1, and a grid cap of 1 and 3 blocks changes no byte (plain and
+ *     SwiGLU);
  *   - bad arguments fail cleanly with FRT_ERR_INVALID_ARGUMENT (before the
  *     device check: they also run on machines without a GPU).
  * Then times each model shape in a CUDA graph of back-to-back launches over
  * enough weight copies to defeat the 50 MB L2, GEMV against cuBLASLt, and
  * prints the time next to the HBM floor (weight bytes / 4.2 TB/s). The
- * timings are printed, not checked. Exits 77 (skipped) without a device.
+ * timings are printed, not checked; FRT_TEST_TIMING_ONLY=1 runs them alone
+ * (to compare libraries). Exits 77 (skipped) without a device.
  */
 #include "frt_test.h"
 
@@ -385,10 +389,12 @@ static void test_lm_head(frt_cuda_gemm *g_auto, frt_cuda_gemm *g_never)
  * plain GEMV and the SwiGLU launcher (two matrices a stage). */
 static void test_ring_bits(void)
 {
-    const int ins[2] = {8192, 8200}, outs[2] = {1000, 4096}, ns[5] = {1, 2, 3, 5, 8};
+    /* in 64 and 136: one and two ring stages a slice (tiny-qwen3's LM head
+     * is in 64) */
+    const int ins[4] = {8192, 8200, 64, 136}, outs[2] = {1000, 4096}, ns[5] = {1, 2, 3, 5, 8};
     frt_cuda_gemm *g = NULL;
     must(frt_cuda_gemm_create((size_t)1 << 20, &g), "gemm");
-    for (int a = 0; a < 2; a++)
+    for (int a = 0; a < 4; a++)
         for (int b = 0; b < 2; b++) {
             const int in = ins[a], out = outs[b];
             hmat w = hmat_rand(&g_rng, out, in, -1, 1), w2 = hmat_rand(&g_rng, out, in, -1, 1);
@@ -409,7 +415,30 @@ static void test_ring_bits(void)
                 CHECK_OK(frt_cuda_gemv_swiglu(g_cs, dy.p, BF16, dx.p, dw.p, dw2.p, n, in, out));
                 dget(dy, 0, n == 1 ? sone : sall, (size_t)n * out * 2);
                 const int warps = plan_of(g, n, in, out, F32, 0, &info) >= 0 ? info.cta_swizzling : -1;
-                CHECK_MSG(warps == (n == 8 ? 16 : 8), "in %d n %d: %d warps a block", in, n, warps);
+                const int want = (size_t)n * in * 2 > (96u << 10) ? 16 : 8; /* x over 96 KiB: 16 warps */
+                CHECK_MSG(warps == want, "in %d n %d: %d warps a block", in, n, warps);
+                /* under a grid cap of 1 and 3 blocks (the plan takes the
+                 * cap when it is made; the bf16 launches are not persistent,
+                 * so the cap must change nothing): the same bytes */
+                for (int cap = 1; cap <= 3; cap += 2) {
+                    frt_cuda_gemv_set_max_grid(cap);
+                    frt_cuda_gemm *gc = NULL;
+                    must(frt_cuda_gemm_create((size_t)1 << 20, &gc), "gemm");
+                    CHECK_OK(frt_cuda_gemm_plan(gc, n, in, out, F32, 0));
+                    CHECK_OK(frt_cuda_gemm_run(gc, g_cs, dy.p, F32, dx.p, dw.p, n, in, out, 0));
+                    float *yc = xzalloc((size_t)n * out * 4);
+                    uint16_t *sc = xzalloc((size_t)n * out * 2);
+                    dget(dy, 0, yc, (size_t)n * out * 4);
+                    CHECK_OK(frt_cuda_gemv_swiglu(g_cs, dy.p, BF16, dx.p, dw.p, dw2.p, n, in, out));
+                    dget(dy, 0, sc, (size_t)n * out * 2);
+                    frt_cuda_gemv_set_max_grid(0);
+                    char name[128];
+                    snprintf(name, sizeof name, "grid cap: in %d out %d n %d, grid %d == full grid", in, out, n, cap);
+                    report_flag(name, memcmp(yc, n == 1 ? one : all, (size_t)n * out * 4) == 0 &&
+                                          memcmp(sc, n == 1 ? (void *)sone : (void *)sall, (size_t)n * out * 2) == 0);
+                    free(yc), free(sc);
+                    frt_cuda_gemm_destroy(gc);
+                }
                 if (n == 1) continue;
                 int same = 1, ssame = 1;
                 for (int t = 0; t < n; t++) {
@@ -418,7 +447,7 @@ static void test_ring_bits(void)
                 }
                 char name[128];
                 snprintf(name, sizeof name, "ring: in %d out %d, n %d (%s) == n 1", in, out, n,
-                         n == 8 ? "registers, 16 warps" : n <= 2 ? "3 stages" : n <= 4 ? "2 stages" : "registers");
+                         want == 16 ? "registers, 16 warps" : n <= 2 ? "3 stages" : n <= 4 ? "2 stages" : "registers");
                 report_flag(name, same);
                 snprintf(name, sizeof name, "ring: swiglu in %d out %d, n %d == n 1", in, out, n);
                 report_flag(name, ssame);
@@ -538,6 +567,8 @@ int main(void)
     must(frt_cuda_gemm_add_stream(g_all, g_cs), "gemm stream");
     must(frt_cuda_gemm_set_gemv(g_lt, FRT_CUDA_GEMV_NEVER), "policy");
     must(frt_cuda_gemm_set_gemv(g_all, FRT_CUDA_GEMV_ALWAYS), "policy");
+    const char *only = getenv("FRT_TEST_TIMING_ONLY"); /* 1: the timing rows alone (A/B of libraries) */
+    if (only && strcmp(only, "1") == 0) goto timing;
 
     /* qwen3.5-9b: gate/up and in_proj_qkv, down, q|gate, k/v, o_proj / z /
      * out_proj, in_proj_b|a; a 32000-row LM head */
@@ -588,6 +619,7 @@ int main(void)
                info.cta_swizzling, info.gemv_blocks, info.stages_id, info.custom_option);
     }
 
+timing:
     printf("  timings (f32 out, graph of back-to-back calls, weights not in L2; floor = bytes / "
            "%.1f TB/s):\n",
            HBM_BYTES_PER_S / 1e12);

@@ -217,9 +217,9 @@ static void check_case(shape_dev *sd, int n, frt_cuda_dtype odt, int acc, dbuf d
     /* the launch is persistent: a grid of 1 or 3 blocks doing every block
      * of work gives the bytes of the full grid */
     for (int cap = 1; cap <= 3; cap += 2) {
-        frt_cuda_gemv_fp8_set_max_grid(cap);
+        frt_cuda_gemv_set_max_grid(cap);
         void *bc = run(sd, n, 0, odt, acc, y0, dy);
-        frt_cuda_gemv_fp8_set_max_grid(0);
+        frt_cuda_gemv_set_max_grid(0);
         CHECK_MSG(!memcmp(b1, bc, ny * dsize(odt)), "%s: a grid of %d blocks differs", name, cap);
         free(bc);
     }
@@ -363,12 +363,12 @@ static void check_multi(fused *f, int n, int norm, dbuf *dy, dbuf dref)
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
     /* at n 3 the persistent launch runs on 2 blocks: each crosses from
      * entry to entry (and kw to kw) */
-    frt_cuda_gemv_fp8_set_max_grid(n == 3 ? 2 : 0);
+    frt_cuda_gemv_set_max_grid(n == 3 ? 2 : 0);
     if (norm)
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi_norm : frt_cuda_gemv_fp8_multi_norm)(g_cs, e, 3, &nm, n, f->in));
     else
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_multi : frt_cuda_gemv_fp8_multi)(g_cs, e, 3, f->dx.p, n, f->in));
-    frt_cuda_gemv_fp8_set_max_grid(0);
+    frt_cuda_gemv_set_max_grid(0);
     sync_st();
     const float *xc = norm ? f->xn : f->x.f;
     for (int i = 0; i < 3; i++) {
@@ -400,14 +400,14 @@ static void check_swiglu(fused *f, int n, int norm, dbuf dact, dbuf dg, dbuf du)
     const frt_cuda_gemv_fp8_mat gm = {g->dw.p, g->ds.p}, um = {u->dw.p, u->ds.p};
     const frt_cuda_gemv_norm nm = {f->dres.p, f->dnw.p, FUSED_EPS, 0};
     dsentinel(dact);
-    frt_cuda_gemv_fp8_set_max_grid(n == 3 ? 2 : 0); /* as check_multi */
+    frt_cuda_gemv_set_max_grid(n == 3 ? 2 : 0); /* as check_multi */
     if (norm)
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu_norm : frt_cuda_gemv_fp8_swiglu_norm)(
             g_cs, dact.p, FRT_CUDA_BF16, &nm, &gm, &um, n, f->in, inter));
     else
         CHECK_OK((f->b128 ? frt_cuda_gemv_fp8_b128_swiglu : frt_cuda_gemv_fp8_swiglu)(g_cs, dact.p, FRT_CUDA_BF16,
                                                                                     f->dx.p, &gm, &um, n, f->in, inter));
-    frt_cuda_gemv_fp8_set_max_grid(0);
+    frt_cuda_gemv_set_max_grid(0);
     sync_st();
     void *got = snap(dact, ny * 2);
     CHECK_MSG(untouched(dact, ny * 2, 256), "fp8_swiglu: wrote past y");

@@ -132,10 +132,17 @@ template <> struct gemv_blocked<gemv_e4m3_b128> {
     static constexpr bool value = true;
 };
 
+template <> struct gemv_persist_on<gemv_e4m3> {
+    static constexpr bool value = true;
+};
+template <> struct gemv_persist_on<gemv_e4m3_b128> {
+    static constexpr bool value = true;
+};
+
 #define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
-/* The kernels are persistent (gemv_block_loop): nvb is the launch's
- * blocks of work, gridDim.x <= nvb blocks (fp8_layout) each take every
+/* The kernels are persistent (gemv_loop): nvb is the launch's
+ * blocks of work, gridDim.x <= nvb blocks (gemv_layout) each take every
  * gridDim.x-th one, with x staged once; red_on_x: the cross-warp sums over
  * x, one block of work a block (gridDim.x == nvb). The bits do not depend
  * on the grid. */
@@ -149,7 +156,7 @@ __global__ void FP8_BOUNDS(WARPS)
 {
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
-    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
+    gemv_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
         return gemv_job{y, w, NULL, scale, NULL, y_bf16, accumulate, out_dim, kw, v};
     });
 }
@@ -162,7 +169,7 @@ __global__ void FP8_BOUNDS(WARPS)
                           int nvb, int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+    gemv_loop<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
         int blk = 0;
         const gemv_multi_entry m = gemv_multi_find(tab, v, &blk);
         return gemv_job{m.y, m.w, NULL, m.s, NULL, m.y_bf16, 0, m.out_dim, m.kw, blk};
@@ -178,7 +185,7 @@ __global__ void FP8_BOUNDS(WARPS)
                            int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_block_loop<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+    gemv_loop<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
         return gemv_job{y, wg, wu, sg, su, y_bf16, 0, inter, kw, v};
     });
 }
@@ -254,49 +261,16 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
     return c;
 }
 
-/* Dynamic shared memory: x [n, in] bf16 (+ the norm's sums), at least the
- * cross-warp sums of NM matrices: one block of work a block, the sums over
- * x (red_on_x). */
-static size_t fp8_smem_bytes(int n, int in_dim, int warps, int nm, int norm)
+/* The launch of fn over nvb blocks of work (gemv_layout): persistent where
+ * x, the norm's sums and the cross-warp sums of NM matrices fit side by
+ * side, else one block of work a block (the sums over x). */
+static int fp8_layout(const char *what, const void *fn, int n, int in_dim, int warps, int nm, int norm, long nvb,
+                      gemv_launch *l)
 {
-    const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
-    return (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0); /* no ring (gemv_ring_on) */
-}
-
-/* The grid cap of frt_cuda_gemv_fp8_set_max_grid (0: none). */
-static int fp8_max_grid;
-
-extern "C" void frt_cuda_gemv_fp8_set_max_grid(int blocks) { fp8_max_grid = blocks > 0 ? blocks : 0; }
-
-/* How a launch of fn over nvb blocks of work runs: persistent (*red_on_x
- * 0: x, the norm's sums and the cross-warp sums side by side, GEMV_LOOP_SMEM
- * bytes, within the device's opt-in limit) on as many blocks as are
- * resident at once (SMs x blocks an SM, at most nvb and the cap); else one
- * block of work a block (*red_on_x 1, fp8_smem_bytes, grid nvb). The bits
- * do not depend on it. */
-static int fp8_layout(const void *fn, int n, int in_dim, int warps, int nm, int norm, long nvb, unsigned *grid,
-                      size_t *smem, int *red_on_x)
-{
-    int dev = 0, sms = 0, optin = 0, per = 0;
-    FRT_CUDA_TRY(cudaGetDevice(&dev));
-    FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    const size_t loop = GEMV_LOOP_SMEM(n, (size_t)n * in_dim * 2, warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE,
-                                       norm);
-    if (loop > (size_t)optin || loop > FP8_SMEM_MAX) {
-        *smem = fp8_smem_bytes(n, in_dim, warps, nm, norm);
-        *red_on_x = 1;
-        *grid = (unsigned)nvb;
-        return 0;
-    }
-    *smem = loop;
-    *red_on_x = 0;
-    FRT_TRY(gemv_smem_ready("fp8", fn, loop));
-    FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, warps * 32, loop));
-    long g = (long)sms * (per > 0 ? per : 1);
-    if (fp8_max_grid > 0 && g > fp8_max_grid) g = fp8_max_grid;
-    *grid = (unsigned)(g < nvb ? g : nvb);
-    return 0;
+    const size_t xs = (size_t)n * in_dim * 2;
+    const int epi = nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE;
+    return gemv_layout(what, fn, warps * 32, gemv_smem_of<gemv_e4m3>(1, n, xs, warps, epi, norm),
+                       gemv_smem_of<gemv_e4m3>(0, n, xs, warps, epi, norm), nvb, l);
 }
 
 static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
@@ -337,14 +311,11 @@ static int fp8_plain_launch(void *stream, void *y, frt_cuda_dtype y_dtype, int a
     FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim, b128));
     const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
     const gemv_fp8_fn fn = fp8_plain_fn(c.warps, b128, n);
-    unsigned grid = 0;
-    size_t smem = 0;
-    int red_on_x = 0;
-    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, c.warps, 1, 0, c.blocks, &grid, &smem, &red_on_x));
-    FRT_TRY(gemv_smem_ready("fp8", (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16), accumulate,
-                                (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw, c.blocks,
-                                red_on_x));
+    gemv_launch l;
+    FRT_TRY(fp8_layout("fp8", (const void *)fn, n, in_dim, c.warps, 1, 0, c.blocks, &l));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, c.warps * 32, l.smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                                accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw,
+                                c.blocks, l.red_on_x));
     return 0;
 }
 
@@ -410,13 +381,10 @@ static int fp8_multi_launch(const char *what, void *stream, const frt_cuda_gemv_
     long total = 0;
     FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
     const fp8_multi_fn fn = FP8_PICK_FMT(fp8_multi_pick_n, warps, norm != NULL, b128, n);
-    unsigned grid = 0;
-    size_t smem = 0;
-    int red_on_x = 0;
-    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, warps, 1, norm != NULL, total, &grid, &smem, &red_on_x));
-    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, warps * 32, smem, stream, tab, (const uint4 *)x, in_dim / 16, na, (int)total,
-                                red_on_x));
+    gemv_launch l;
+    FRT_TRY(fp8_layout(what, (const void *)fn, n, in_dim, warps, 1, norm != NULL, total, &l));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, warps * 32, l.smem, stream, tab, (const uint4 *)x, in_dim / 16, na,
+                                (int)total, l.red_on_x));
     return 0;
 }
 
@@ -458,14 +426,11 @@ static int fp8_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_d
     FRT_TRY(fp8_scale_check(what, 1, up->scale, y));
     const fp8_cfg c = fp8_choose(n, in_dim, inter); /* the gate's configuration alone: the same sums */
     const fp8_swiglu_fn fn = FP8_PICK_FMT(fp8_swiglu_pick_n, c.warps, norm != NULL, b128, n);
-    unsigned grid = 0;
-    size_t smem = 0;
-    int red_on_x = 0;
-    FRT_TRY(fp8_layout((const void *)fn, n, in_dim, c.warps, 2, norm != NULL, c.blocks, &grid, &smem, &red_on_x));
-    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, grid, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+    gemv_launch l;
+    FRT_TRY(fp8_layout(what, (const void *)fn, n, in_dim, c.warps, 2, norm != NULL, c.blocks, &l));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, c.warps * 32, l.smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                                 (const uint4 *)x, (const uint4 *)gate->w, gate->scale, (const uint4 *)up->w,
-                                up->scale, in_dim / 16, inter, c.kw, na, c.blocks, red_on_x));
+                                up->scale, in_dim / 16, inter, c.kw, na, c.blocks, l.red_on_x));
     return 0;
 }
 

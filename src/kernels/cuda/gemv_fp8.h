@@ -143,15 +143,8 @@ int frt_cuda_gemv_fp8_b128_swiglu_norm(void *stream, void *y, frt_cuda_dtype y_d
  * when the device cannot be queried. */
 int frt_cuda_gemv_fp8_max_n(int in_dim);
 
-/* The launches above are persistent where x leaves room in shared memory
- * for the cross-warp sums beside it (every decode shape; not n 8 at in
- * 14336, for one): a launch's blocks of work (its configuration, a
- * function of n, in_dim and out_dim) are taken by as many blocks as the
- * device holds at once, each doing every grid-th one with x staged once.
- * This caps that grid at `blocks` (<= 0: no cap), for the tests that check
- * the bits do not depend on it. Process-wide; not thread-safe against
- * concurrent launches. */
-void frt_cuda_gemv_fp8_set_max_grid(int blocks);
+/* The launches above are persistent (frt_cuda_gemv_set_max_grid,
+ * kernels_cuda.h). */
 
 #ifdef __cplusplus
 }

@@ -1111,6 +1111,19 @@ uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g);
  * violated, checked before anything is enqueued; x over 48 KiB needs a
  * current device to check); FRT_ERR_BACKEND. */
 
+/* The E4M3 decode GEMVs (gemv_fp8.h) are persistent launches where x
+ * leaves room beside it in shared memory for the cross-warp sums (not n 8
+ * at in 14336, for one); the bf16 ones (frt_cuda_gemm_run's GEMV plans,
+ * the fused launchers below) are not (docs/kernels-cuda.md "Persistent
+ * launches" says why). A launch's blocks of work (its
+ * configuration, a function of n, in_dim and out_dim) are taken by as many
+ * blocks as the device holds at once, each doing every grid-th one with x
+ * staged once (docs/kernels-cuda.md "Persistent launches"). This caps that
+ * grid at `blocks` (<= 0: no cap) for the launches enqueued, and the GEMV
+ * plans made, after it: for the tests that check the bits do not depend
+ * on the grid. Process-wide; not thread-safe against concurrent launches. */
+void frt_cuda_gemv_set_max_grid(int blocks);
+
 /* Most products one frt_cuda_gemv_multi call takes. */
 #define FRT_CUDA_GEMV_MULTI_MAX 4
 
