@@ -345,6 +345,10 @@ extern "C" void frt_cuda_gemv_set_max_grid(int blocks) { gemv_max_grid = blocks 
 int gemv_layout(const char *what, const void *fn, int threads, size_t loop_smem, size_t block_smem, long nvb,
                 gemv_launch *l)
 {
+    /* an x too large for any block is a bad argument, refused before the
+     * device is queried (as gemv_smem_ready does) */
+    FRT_ARG(block_smem <= GEMV_SMEM_MAX, "cuda gemv %s: x needs %zu bytes of shared memory (n x in_dim too large)",
+            what, block_smem);
     int dev = 0, optin = 0, sms = 0, per = 0;
     FRT_CUDA_TRY(cudaGetDevice(&dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));

@@ -46,7 +46,8 @@ struct gemv_launch {
  * the blocks of fn an SM holds at loop_smem, at most nvb and the cap of
  * frt_cuda_gemv_set_max_grid), else one block of work a block at
  * block_smem; fn's shared-memory limit raised as gemv_smem_ready does
- * (its errors). The bits do not depend on the grid. */
+ * (its errors; block_smem past 227 KiB is FRT_ERR_INVALID_ARGUMENT before
+ * the device is queried). The bits do not depend on the grid. */
 int gemv_layout(const char *what, const void *fn, int threads, size_t loop_smem, size_t block_smem, long nvb,
                 gemv_launch *l);
 
