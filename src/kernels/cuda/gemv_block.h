@@ -653,7 +653,6 @@ __host__ inline size_t gemv_smem_of(int loop, int n, size_t xbytes, int warps, i
     return (xbytes > red ? xbytes : red) + nsum + ring;
 }
 
-
 /* One product of a multi-product launch. */
 struct gemv_multi_entry {
     void *y;
