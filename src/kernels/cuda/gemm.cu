@@ -138,12 +138,12 @@ static int gemv_plan(const frt_cuda_gemm *g, gemm_plan *p)
     FRT_CUDA_TRY(cudaGetDevice(&dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (c.smem > (size_t)optin) return 0; /* x too long for shared memory: cuBLASLt */
-    /* persistent where x, the ring and the cross-warp sums fit side by side
-     * (the grid: the blocks resident at once); the function's limit raised
-     * to the device maximum past 48 KiB */
-    gemv_launch l;
-    FRT_TRY(gemv_layout("plan", (const void *)c.fn, c.warps * 32, c.smem_loop, c.smem, c.blocks, &l));
-    c.grid = l.grid, c.smem_run = l.smem, c.red_on_x = l.red_on_x;
+    /* Allow the device maximum (not this plan's size: another plan of the
+     * same instantiation may need more); occupancy follows the launch's
+     * actual size. */
+    if (c.smem > (48u << 10))
+        FRT_CUDA_TRY(cudaFuncSetAttribute((const void *)c.fn,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     p->kernel = FRT_CUDA_GEMM_GEMV;
     p->gv = c;
     return 0;
@@ -443,10 +443,9 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
                          accumulate ? " accumulate" : "");
     if (p->kernel == FRT_CUDA_GEMM_GEMV) {
         const gemv_cfg *c = &p->gv;
-        FRT_CUDA_TRY(frt_pdl_launch(c->fn, c->grid, c->warps * 32, c->smem_run, stream, y,
-                                    (int)(y_dtype == FRT_CUDA_BF16), accumulate, (const uint4 *)x,
-                                    (const uint4 *)w, in_dim / 8, out_dim, c->kw, d_skip, c->blocks,
-                                    c->red_on_x));
+        FRT_CUDA_TRY(frt_pdl_launch(c->fn, c->blocks, c->warps * 32, c->smem, stream, y,
+                                 (int)(y_dtype == FRT_CUDA_BF16), accumulate, (const uint4 *)x,
+                                 (const uint4 *)w, in_dim / 8, out_dim, c->kw, d_skip));
         return 0;
     }
     if (d_skip)

@@ -111,8 +111,7 @@ template <> struct gemv_ring_on<gemv_bf16> {
 template <int N, int WARPS>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
-                const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip, int nvb,
-                int red_on_x)
+                const uint4 *__restrict__ w, int kc, int out_dim, int kw, const int32_t *d_skip)
 {
     if (d_skip) { /* written by an earlier kernel: wait first */
         frt_pdl_wait();
@@ -120,9 +119,8 @@ __global__ void GEMV_BOUNDS(N, WARPS)
     }
     extern __shared__ uint4 gemv_smem[];
     const gemv_norm_args none = {};
-    gemv_loop<gemv_bf16, N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, x, kc, nvb, red_on_x, none, [&](int v) {
-        return gemv_job{y, w, NULL, NULL, NULL, y_bf16, accumulate, out_dim, kw, v};
-    });
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, false>(gemv_smem, y, y_bf16, accumulate, x, w, NULL, NULL,
+                                                           NULL, kc, out_dim, kw, blockIdx.x, none);
 }
 
 /* ---- fused decode GEMVs ---------------------------------------------------
@@ -148,14 +146,13 @@ __global__ void GEMV_BOUNDS(N, WARPS)
 template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_multi_kernel(const gemv_multi_table tab, const uint4 *__restrict__ x, int kc,
-                      const gemv_norm_args nm, int nvb, int red_on_x)
+                      const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_loop<gemv_bf16, N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
-        int blk = 0;
-        const gemv_multi_entry m = gemv_multi_find(tab, v, &blk);
-        return gemv_job{m.y, m.w, NULL, NULL, NULL, m.y_bf16, 0, m.out_dim, m.kw, blk};
-    });
+    int blk = 0;
+    const gemv_multi_entry m = gemv_multi_find(tab, (int)blockIdx.x, &blk);
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_STORE, NORM>(gemv_smem, m.y, m.y_bf16, 0, x, m.w, NULL, NULL, NULL,
+                                                          kc, m.out_dim, m.kw, blk, nm);
 }
 
 /* Grid: ceil(inter / (WARPS / kw * 16)) blocks of WARPS * 32 threads;
@@ -166,12 +163,11 @@ template <int N, int WARPS, bool NORM>
 __global__ void GEMV_BOUNDS(N, WARPS)
     gemv_swiglu_kernel(void *__restrict__ y, int y_bf16, const uint4 *__restrict__ x,
                        const uint4 *__restrict__ wg, const uint4 *__restrict__ wu, int kc,
-                       int inter, int kw, const gemv_norm_args nm, int nvb, int red_on_x)
+                       int inter, int kw, const gemv_norm_args nm)
 {
     extern __shared__ uint4 gemv_smem[];
-    gemv_loop<gemv_bf16, N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
-        return gemv_job{y, wg, wu, NULL, NULL, y_bf16, 0, inter, kw, v};
-    });
+    gemv_block<gemv_bf16, N, WARPS, GEMV_EPI_SWIGLU, NORM>(gemv_smem, y, y_bf16, 0, x, wg, wu, NULL, NULL, kc,
+                                                           inter, kw, blockIdx.x, nm);
 }
 
 template <int WARPS> static gemv_fn gemv_pick_n(int n)
@@ -219,10 +215,9 @@ void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
     }
     const int rows = c->warps / c->kw * GEMV_ROWS;
     c->blocks = (out_dim + rows - 1) / rows;
-    c->smem = gemv_smem_of<gemv_bf16>(0, n, xs, c->warps, GEMV_EPI_STORE, 0);
-    c->smem_loop = gemv_smem_of<gemv_bf16>(1, n, xs, c->warps, GEMV_EPI_STORE, 0);
+    c->smem = (xs > GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE) ? xs : GEMV_RED_SMEM(c->warps, GEMV_EPI_STORE)) +
+              gemv_ring_smem(n, c->warps);
     c->fn = c->warps == 8 ? gemv_pick_n<8>(n) : gemv_pick_n<16>(n);
-    c->grid = (unsigned)c->blocks, c->smem_run = c->smem, c->red_on_x = 1; /* until gemv_layout */
 }
 
 /* ---- the fused launchers (no plan: the configuration is computed per call
@@ -232,9 +227,9 @@ void gemv_choose(int n, int in_dim, int out_dim, gemv_cfg *c)
  * (H100/H200 opt-in: 227 KiB): x beyond it fails without a device query. */
 #define GEMV_SMEM_MAX (227u << 10)
 
-typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args, int, int);
+typedef void (*gemv_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args);
 typedef void (*gemv_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const uint4 *, int, int,
-                               int, const gemv_norm_args, int, int);
+                               int, const gemv_norm_args);
 
 template <int WARPS, bool NORM> static gemv_multi_fn gemv_multi_pick_n(int n)
 {
@@ -349,20 +344,22 @@ int gemv_layout(const char *what, const void *fn, int threads, size_t loop_smem,
      * device is queried (as gemv_smem_ready does) */
     FRT_ARG(block_smem <= GEMV_SMEM_MAX, "cuda gemv %s: x needs %zu bytes of shared memory (n x in_dim too large)",
             what, block_smem);
-    int dev = 0, optin = 0, sms = 0, per = 0;
+    int dev = 0, optin = 0;
     FRT_CUDA_TRY(cudaGetDevice(&dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (loop_smem == 0 || loop_smem > (size_t)optin || loop_smem > GEMV_SMEM_MAX) {
-        FRT_TRY(gemv_smem_ready(what, fn, block_smem));
-        l->grid = (unsigned)nvb, l->smem = block_smem, l->red_on_x = 1;
+    l->red_on_x = loop_smem > (size_t)optin || loop_smem > GEMV_SMEM_MAX;
+    l->smem = l->red_on_x ? block_smem : loop_smem;
+    FRT_TRY(gemv_smem_ready(what, fn, l->smem));
+    if (l->red_on_x) {
+        l->grid = (unsigned)nvb;
         return 0;
     }
-    FRT_TRY(gemv_smem_ready(what, fn, loop_smem));
+    int sms = 0, per = 0;
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, threads, loop_smem));
     long g = (long)sms * (per > 0 ? per : 1);
     if (gemv_max_grid > 0 && g > gemv_max_grid) g = gemv_max_grid;
-    l->grid = (unsigned)(g < nvb ? g : nvb), l->smem = loop_smem, l->red_on_x = 0;
+    l->grid = (unsigned)(g < nvb ? g : nvb);
     return 0;
 }
 
@@ -417,6 +414,7 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
     FRT_TRY(gemv_input_check(what, x, norm, n, in_dim, &na));
     gemv_multi_entry ent[FRT_CUDA_GEMV_MULTI_MAX];
     int warps = 0;
+    size_t smem = 0;
     for (int i = 0; i < n_entries; i++) {
         const frt_cuda_gemv_entry *e = &entries[i];
         FRT_TRY(gemv_entry_check(what, i, e->y, e->y_dtype, e->w, e->out_dim, x, norm));
@@ -432,20 +430,18 @@ static int gemv_multi_launch(const char *what, void *stream, const frt_cuda_gemv
         ent[i].kw = c.kw;
         ent[i].rows = (c.warps / c.kw) * c.nr;
         warps = c.warps; /* a function of (n, in_dim): the same for every entry */
+        if (c.smem > smem) smem = c.smem;
     }
+    if (norm) smem += GEMV_NORM_SMEM(n);
     gemv_multi_table tab;
     long total = 0;
     FRT_TRY(gemv_multi_layout(what, ent, n_entries, &tab, &total));
     const gemv_multi_fn fn =
         norm ? (warps == 8 ? gemv_multi_pick_n<8, true>(n) : gemv_multi_pick_n<16, true>(n))
              : (warps == 8 ? gemv_multi_pick_n<8, false>(n) : gemv_multi_pick_n<16, false>(n));
-    const size_t xs = (size_t)n * in_dim * 2;
-    gemv_launch l;
-    FRT_TRY(gemv_layout(what, (const void *)fn, warps * 32,
-                        gemv_smem_of<gemv_bf16>(1, n, xs, warps, GEMV_EPI_STORE, norm != NULL),
-                        gemv_smem_of<gemv_bf16>(0, n, xs, warps, GEMV_EPI_STORE, norm != NULL), total, &l));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, warps * 32, l.smem, stream, tab, (const uint4 *)x, in_dim / 8, na,
-                                (int)total, l.red_on_x));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, (unsigned)total, warps * 32, smem, stream, tab, (const uint4 *)x,
+                             in_dim / 8, na));
     return 0;
 }
 
@@ -483,17 +479,15 @@ static int gemv_swiglu_launch(const char *what, void *stream, void *y, frt_cuda_
             "cuda gemv %s: y aliases an input", what);
     gemv_cfg c;
     gemv_choose(n, in_dim, inter, &c); /* the gate's configuration alone: the same sums */
-    const size_t xs = (size_t)n * in_dim * 2;
+    const size_t xs = (size_t)n * in_dim * 2, red = GEMV_RED_SMEM(c.warps, GEMV_EPI_SWIGLU);
+    const size_t smem = (xs > red ? xs : red) + (norm ? GEMV_NORM_SMEM(n) : 0) + gemv_ring_smem(n, c.warps);
     const gemv_swiglu_fn fn =
         norm ? (c.warps == 8 ? gemv_swiglu_pick_n<8, true>(n) : gemv_swiglu_pick_n<16, true>(n))
              : (c.warps == 8 ? gemv_swiglu_pick_n<8, false>(n) : gemv_swiglu_pick_n<16, false>(n));
-    gemv_launch l;
-    FRT_TRY(gemv_layout(what, (const void *)fn, c.warps * 32,
-                        gemv_smem_of<gemv_bf16>(1, n, xs, c.warps, GEMV_EPI_SWIGLU, norm != NULL),
-                        gemv_smem_of<gemv_bf16>(0, n, xs, c.warps, GEMV_EPI_SWIGLU, norm != NULL), c.blocks, &l));
-    FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, c.warps * 32, l.smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
-                                (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8, inter, c.kw,
-                                na, c.blocks, l.red_on_x));
+    FRT_TRY(gemv_smem_ready(what, (const void *)fn, smem));
+    FRT_CUDA_TRY(frt_pdl_launch(fn, c.blocks, c.warps * 32, smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
+                             (const uint4 *)x, (const uint4 *)w_gate, (const uint4 *)w_up, in_dim / 8,
+                             inter, c.kw, na));
     return 0;
 }
 

@@ -570,7 +570,8 @@ struct gemv_job {
  * (the same loads, mmas and cross-warp sums: the same bits whatever the
  * grid), with x staged once for all of them and the next block's first
  * batch in flight while the cross-warp sums and the stores of the one
- * before run. smem: gemv_smem_of's loop bytes; or, red_on_x set, gemv_block's
+ * before run. smem: x, the norm's sums and the cross-warp sums side by
+ * side (gemv_layout's loop_smem); or, red_on_x set, gemv_block's
  * (the cross-warp sums over x), which only a grid of nvb blocks (one
  * block of work each) may take: the host's choice when x leaves no room
  * for the sums beside it. */
@@ -609,48 +610,6 @@ __device__ __forceinline__ void gemv_block_loop(uint4 *smem, const uint4 *x, int
         if (vn >= nvb) return;
         v = vn, j = jn, k = kn;
     }
-}
-
-/* The formats whose register path runs as a persistent launch
- * (gemv_block_loop): gemv_fp8.cu's E4M3 formats specialise this to true.
- * bf16 keeps one block of work a block: on the H100 a persistent form of
- * its ring (the rings running on across the blocks of work) decoded 1-2%
- * slower, and its persistent register path (n > 4, 16-warp blocks) was
- * 5-9% faster on some n 4-8 shapes and 17% slower on the 9B's down_proj
- * at n 8 (docs/PERF.md, twenty-second session). */
-template <class Fmt> struct gemv_persist_on {
-    static constexpr bool value = false;
-};
-
-/* A launch of format Fmt over nvb blocks of work (job(v): block v's
- * gemv_job): persistent (gemv_block_loop) where the format takes it and
- * the shape runs the register path; else one block of work a block,
- * gemv_block of job(blockIdx.x) (the host launches nvb blocks,
- * gemv_smem_of's loop bytes 0). */
-template <class Fmt, int N, int WARPS, int EPI, bool NORM, class Job>
-__device__ __forceinline__ void gemv_loop(uint4 *smem, const uint4 *x, int kc, int nvb, int red_on_x,
-                                          const gemv_norm_args &nm, Job job)
-{
-    if constexpr (gemv_persist_on<Fmt>::value && !(gemv_ring_on<Fmt>::value && gemv_ring_stages(N, WARPS) > 0)) {
-        gemv_block_loop<Fmt, N, WARPS, EPI, NORM>(smem, x, kc, nvb, red_on_x, nm, job);
-    } else {
-        const gemv_job j = job((int)blockIdx.x);
-        gemv_block<Fmt, N, WARPS, EPI, NORM>(smem, j.y, j.y_bf16, j.accumulate, x, j.w, j.w2, j.s, j.s2, kc,
-                                            j.out_dim, j.kw, j.blk, nm);
-    }
-}
-
-/* Shared memory of a launch of Fmt at n rows of x (xbytes bytes): persistent
- * (loop: x, the norm's sums and the cross-warp sums side by side; 0 where
- * the launch is not persistent: gemv_loop), or one block of work a block
- * (the cross-warp sums over x, the ring after x: gemv_block's). */
-template <class Fmt>
-__host__ inline size_t gemv_smem_of(int loop, int n, size_t xbytes, int warps, int epi, int norm)
-{
-    const size_t red = GEMV_RED_SMEM(warps, epi), nsum = norm ? GEMV_NORM_SMEM(n) : 0;
-    const size_t ring = gemv_ring_on<Fmt>::value ? gemv_ring_smem(n, warps) : 0;
-    if (loop) return ring || !gemv_persist_on<Fmt>::value ? 0 : xbytes + nsum + red;
-    return (xbytes > red ? xbytes : red) + nsum + ring;
 }
 
 /* One product of a multi-product launch. */
@@ -711,5 +670,24 @@ int gemv_multi_layout(const char *what, const gemv_multi_entry *ent, int n_entri
  * up to the device's opt-in limit, at most 227 KiB; FRT_ERR_INVALID_ARGUMENT
  * past it, FRT_ERR_BACKEND when the device cannot be queried). */
 int gemv_smem_ready(const char *what, const void *fn, size_t smem);
+
+/* How a launch of fn over nvb blocks of work runs (gemv_layout): */
+struct gemv_launch {
+    unsigned grid; /* blocks: the resident blocks (at most nvb) when persistent, else nvb */
+    size_t smem;   /* dynamic shared memory */
+    int red_on_x;  /* 1: one block of work a block, the cross-warp sums over x (gemv_block_loop) */
+};
+
+/* The launch of a persistent kernel fn (threads a block; gemv_block_loop)
+ * over nvb blocks of work: persistent when loop_smem (x, the norm's sums
+ * and the cross-warp sums side by side) fits the device's opt-in limit,
+ * the grid then SMs x the blocks of fn an SM holds at loop_smem, at most
+ * nvb and the cap of frt_cuda_gemv_set_max_grid; else one block of work a
+ * block at block_smem (the sums over x). fn's shared-memory limit is
+ * raised by gemv_smem_ready (its errors; block_smem past 227 KiB is
+ * FRT_ERR_INVALID_ARGUMENT before the device is queried). The bits do not
+ * depend on the grid (gemv.cu). */
+int gemv_layout(const char *what, const void *fn, int threads, size_t loop_smem, size_t block_smem, long nvb,
+                gemv_launch *l);
 
 #endif /* FRT_KERNELS_CUDA_GEMV_BLOCK_H */

@@ -132,16 +132,9 @@ template <> struct gemv_blocked<gemv_e4m3_b128> {
     static constexpr bool value = true;
 };
 
-template <> struct gemv_persist_on<gemv_e4m3> {
-    static constexpr bool value = true;
-};
-template <> struct gemv_persist_on<gemv_e4m3_b128> {
-    static constexpr bool value = true;
-};
-
 #define FP8_BOUNDS(WARPS) __launch_bounds__((WARPS) * 32, (WARPS) == 8 ? 2 : 1)
 
-/* The kernels are persistent (gemv_loop): nvb is the launch's
+/* The kernels are persistent (gemv_block_loop): nvb is the launch's
  * blocks of work, gridDim.x <= nvb blocks (gemv_layout) each take every
  * gridDim.x-th one, with x staged once; red_on_x: the cross-warp sums over
  * x, one block of work a block (gridDim.x == nvb). The bits do not depend
@@ -156,7 +149,7 @@ __global__ void FP8_BOUNDS(WARPS)
 {
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
-    gemv_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
         return gemv_job{y, w, NULL, scale, NULL, y_bf16, accumulate, out_dim, kw, v};
     });
 }
@@ -169,7 +162,7 @@ __global__ void FP8_BOUNDS(WARPS)
                           int nvb, int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_loop<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
         int blk = 0;
         const gemv_multi_entry m = gemv_multi_find(tab, v, &blk);
         return gemv_job{m.y, m.w, NULL, m.s, NULL, m.y_bf16, 0, m.out_dim, m.kw, blk};
@@ -185,7 +178,7 @@ __global__ void FP8_BOUNDS(WARPS)
                            int red_on_x)
 {
     extern __shared__ uint4 fp8_smem[];
-    gemv_loop<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
+    gemv_block_loop<F, N, WARPS, GEMV_EPI_SWIGLU, NORM>(fp8_smem, x, kc, nvb, red_on_x, nm, [&](int v) {
         return gemv_job{y, wg, wu, sg, su, y_bf16, 0, inter, kw, v};
     });
 }
@@ -262,15 +255,14 @@ static fp8_cfg fp8_choose(int n, int in_dim, int out_dim)
 }
 
 /* The launch of fn over nvb blocks of work (gemv_layout): persistent where
- * x, the norm's sums and the cross-warp sums of NM matrices fit side by
- * side, else one block of work a block (the sums over x). */
+ * x [n, in] bf16, the norm's sums and the cross-warp sums of NM matrices
+ * fit side by side, else one block of work a block, the sums over x. */
 static int fp8_layout(const char *what, const void *fn, int n, int in_dim, int warps, int nm, int norm, long nvb,
                       gemv_launch *l)
 {
-    const size_t xs = (size_t)n * in_dim * 2;
-    const int epi = nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE;
-    return gemv_layout(what, fn, warps * 32, gemv_smem_of<gemv_e4m3>(1, n, xs, warps, epi, norm),
-                       gemv_smem_of<gemv_e4m3>(0, n, xs, warps, epi, norm), nvb, l);
+    const size_t xs = (size_t)n * in_dim * 2, nsum = norm ? GEMV_NORM_SMEM(n) : 0;
+    const size_t red = GEMV_RED_SMEM(warps, nm == 2 ? GEMV_EPI_SWIGLU : GEMV_EPI_STORE);
+    return gemv_layout(what, fn, warps * 32, xs + nsum + red, (xs > red ? xs : red) + nsum, nvb, l);
 }
 
 static bool overlaps(const void *a, size_t na, const void *b, size_t nb)
