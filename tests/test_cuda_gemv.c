@@ -417,9 +417,9 @@ static void test_ring_bits(void)
                 const int warps = plan_of(g, n, in, out, F32, 0, &info) >= 0 ? info.cta_swizzling : -1;
                 const int want = (size_t)n * in * 2 > (96u << 10) ? 16 : 8; /* x over 96 KiB: 16 warps */
                 CHECK_MSG(warps == want, "in %d n %d: %d warps a block", in, n, warps);
-                /* under a grid cap of 1 and 3 blocks (the plan takes the
-                 * cap when it is made; the bf16 launches are not persistent,
-                 * so the cap must change nothing): the same bytes */
+                /* under a grid cap of 1 and 3 blocks (the bf16 launches and
+                 * plans are not persistent, so the cap must change nothing):
+                 * the same bytes */
                 for (int cap = 1; cap <= 3; cap += 2) {
                     frt_cuda_gemv_set_max_grid(cap);
                     frt_cuda_gemm *gc = NULL;

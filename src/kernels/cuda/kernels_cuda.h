@@ -1119,9 +1119,10 @@ uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g);
  * configuration, a function of n, in_dim and out_dim) are taken by as many
  * blocks as the device holds at once, each doing every grid-th one with x
  * staged once (docs/kernels-cuda.md "Persistent launches"). This caps that
- * grid at `blocks` (<= 0: no cap) for the launches enqueued, and the GEMV
- * plans made, after it: for the tests that check the bits do not depend
- * on the grid. Process-wide; not thread-safe against concurrent launches. */
+ * grid at `blocks` (<= 0: no cap) for the E4M3 launches enqueued after it
+ * (the bf16 ones do not read it): for the tests that check the bits do not
+ * depend on the grid. Process-wide; not thread-safe against concurrent
+ * launches. */
 void frt_cuda_gemv_set_max_grid(int blocks);
 
 /* Most products one frt_cuda_gemv_multi call takes. */
