@@ -1,9 +1,9 @@
 /*
  * kernels/cuda/elementwise.cu - small elementwise kernels: the sigmoid output
- * gate (in place, or into another buffer and dtype), the residual add, dtype conversion, strided row copies and the
- * last-valid-row pick. Math: transformers 5.x modeling_qwen3_5.py
- * (Qwen3_5Attention output gate), as the CPU twins in
- * kernels/cpu/elementwise.c. Each works on the first n tokens, n read from
+ * gate (in place, or into another buffer and dtype), the residual add, dtype
+ * conversion, strided row copies and the last-valid-row pick. Math:
+ * transformers 5.x modeling_qwen3_5.py (Qwen3_5Attention output gate), as
+ * the CPU twins in kernels/cpu/elementwise.c. Each works on the first n tokens, n read from
  * device memory. Tested in tests/test_cuda_kernels.c.
  */
 #include "kernels/cuda/cuda_util.h"

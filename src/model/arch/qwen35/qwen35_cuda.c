@@ -287,10 +287,10 @@ static int attn_prefill(const fwd *f, const attn_rows *r, const void *kc, const 
     const cu_model *c = f->c;
     const frt_group_attn g = {.stream = r->st, .out = r->o, .out_dtype = F32, .q = r->q, .q_dtype = F32, .k_cache = kc,
                               .v_cache = vc, .k_scale = ks, .v_scale = vs, .d_start = r->d_pos, .d_n = r->d_n,
-                              .rows = r->R,
-                              .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = f->m->C,
-                              .max_seq = f->m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
-                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
+                              .rows = r->R, .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces,
+                              .C = f->m->C, .max_seq = f->m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv,
+                              .head_dim = c->hd, .scale = c->scale, .ws = c->prefill_attn_ws,
+                              .ws_bytes = c->prefill_attn_ws_bytes};
     return frt_group_attention(&g);
 }
 
