@@ -90,6 +90,57 @@ int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dtype, const f
 int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const void *gu, frt_cuda_dtype gu_dtype,
                         int rows, int inter);
 
+/* Gemma's MLP block over a few rows, with the residual after it and the
+ * next layer's norm, as ONE cooperative launch (gemma_mlp.cu; the policy
+ * expert's MLP at its 50 action tokens, where the five launches it replaces
+ * are bound by latency, not bytes):
+ *   h[r, i]  = bf16(gelu_tanh(g) * u),  g = sum_k hb[r, k] gu[i, k],
+ *              u = sum_k hb[r, k] gu[inter + i, k]        (f32 sums)
+ *   x[r, c]  = x[r, c] + (sum_i h[r, i] down[c, i]) * gate[c]
+ *              (frt_residual_add; gate NULL: a plain add)
+ *   out[r]   = norm(x[r]) of kind (w, b as frt_cuda_add_norm: adaRMSNorm
+ *              or Gemma's RMSNorm); w NULL: no norm, out unused.
+ * Shapes: hb bf16 [rows, width] (the MLP's input, already normed), gu bf16
+ * [2 inter, width] (gate_proj's rows, then up_proj's), down bf16 [width,
+ * inter], x f32 [rows, width] (updated in place), gate / w / b f32 [width],
+ * out [rows, width] of out_dtype (may alias hb: hb is read before out is
+ * written; must not alias x). work: device scratch of
+ * frt_cuda_gemma_mlp_work_bytes (h and the down product's partial sums).
+ * The sums run in a fixed order that depends on the shape alone.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointers, sizes < 1, an unknown
+ * kind, adaRMSNorm without b, out aliasing x, work too small: checked
+ * before any device call); FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64;
+ * width not a multiple of 1024 or inter of 256; a pointer not 16-byte
+ * aligned; more shared memory than a block may have, or no cooperative
+ * launch: frt_cuda_gemma_mlp_check says so without enqueueing, so a caller
+ * can take the separate launches instead); FRT_ERR_BACKEND.
+ * Twins: the products, frt_cpu_geglu_tanh, the residual, then
+ * frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
+typedef struct frt_cuda_gemma_mlp_args {
+    void *out;
+    frt_cuda_dtype out_dtype;
+    float *x;
+    const uint16_t *hb, *gu, *down;
+    const float *gate;
+    frt_cuda_norm_kind kind;
+    const float *w, *b;
+    float eps;
+    int rows, width, inter;
+    void *work;
+    size_t work_bytes;
+} frt_cuda_gemma_mlp_args;
+
+/* Bytes of frt_cuda_gemma_mlp's work buffer: rows rounded up to 8, times
+ * (2 inter + 4 width inter / 256). Errors: FRT_ERR_INVALID_ARGUMENT. */
+int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, size_t *bytes);
+
+/* 0 when frt_cuda_gemma_mlp takes *a on the current device; its errors
+ * otherwise (nothing enqueued). Sets the kernel's shared-memory limit: call
+ * at setup, outside a capture. */
+int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *a);
+
+int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *a);
+
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
  *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
  * the difference rounded to f32, one rounding for the multiply-add: the

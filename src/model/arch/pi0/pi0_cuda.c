@@ -151,6 +151,11 @@ typedef struct pc_model {
     int32_t *bpos;
     float *bx, *bvel;
     float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
+    /* the expert's MLP block as one launch (frt_cuda_gemma_mlp) at one
+     * slot's rows: its work buffer, and whether the device takes it */
+    void *mlp_work;
+    size_t mlp_bytes;
+    int mlp_on;
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -578,6 +583,9 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
     pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
+    pc->mlp_bytes = 0;
+    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, &pc->mlp_bytes) == 0)
+        pc->mlp_work = take(a, pc->mlp_bytes);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
@@ -642,6 +650,30 @@ static int tune_gemms(frt_model *m)
                                        NULL);
 }
 
+static frt_cuda_gemma_mlp_args expert_mlp_args(frt_model *m, const pc_gemma *y, const float *gate, int next,
+                                               const float *next_w, const float *next_mod);
+
+/* Whether the expert's MLP blocks take frt_cuda_gemma_mlp (one slot's
+ * rows; fused CFG and batches keep the separate launches): when the device
+ * takes the shape, unless the environment sets FRT_PI0_FUSED_MLP=0 (to
+ * compare the two in one process). */
+static int plan_expert_mlp(frt_model *m)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const char *e = getenv("FRT_PI0_FUSED_MLP");
+    pc->mlp_on = 0;
+    if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
+    float *mod = c->pi05 ? pc->x : NULL; /* any f32 [3 W] (only shapes are checked) */
+    const frt_cuda_gemma_mlp_args a = expert_mlp_args(m, &pc->el[0], mod ? mod + 2 * c->e.width : NULL, 1,
+                                                      pc->el[0].in_norm, mod);
+    const int rc = frt_cuda_gemma_mlp_check(&a);
+    if (rc == FRT_ERR_UNSUPPORTED) return 0;
+    FRT_TRY(rc);
+    pc->mlp_on = 1;
+    return 0;
+}
+
 static int cuda_alloc_scratch(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -669,6 +701,7 @@ static int cuda_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
     FRT_TRY(make_plans(c, pc));
+    FRT_TRY(plan_expert_mlp(m));
     FRT_TRY(tune_gemms(m));
     FRT_TRY(plan_attention(m));
     return frt_stream_sync(m->stream);
@@ -946,6 +979,29 @@ static int add_norm(frt_model *m, const glayer *L, const float *gate, const floa
                              L->g->eps);
 }
 
+/* The expert's MLP block (frt_cuda_gemma_mlp) over one slot's rows: hb
+ * in, x += down(...) * gate (NULL: plain), then (next) the next layer's
+ * input norm into hb: Pi0.5's adaRMSNorm of next_mod [3 W], else Gemma's
+ * of next_w. */
+static frt_cuda_gemma_mlp_args expert_mlp_args(frt_model *m, const pc_gemma *y, const float *gate, int next,
+                                               const float *next_w, const float *next_mod)
+{
+    const pi0_gemma_config *g = &pi0_of(m)->c.e;
+    pc_model *pc = pc_of(m);
+    frt_cuda_gemma_mlp_args a;
+    memset(&a, 0, sizeof a);
+    a.out = pc->hb, a.out_dtype = BF16, a.x = pc->x, a.hb = pc->hb, a.gu = y->gu, a.down = y->down;
+    a.gate = gate;
+    if (next) {
+        a.kind = next_mod ? FRT_CUDA_NORM_RMS_ADA : FRT_CUDA_NORM_RMS_ONE;
+        a.w = next_mod ? next_mod : next_w;
+        a.b = next_mod ? next_mod + g->width : NULL;
+    }
+    a.eps = g->eps, a.rows = pc->ns, a.width = g->width, a.inter = g->inter;
+    a.work = pc->mlp_work, a.work_bytes = pc->mlp_bytes;
+    return a;
+}
+
 static int gemma_layer(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -960,6 +1016,11 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (L->last) return 0;
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
+    if (pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns) {
+        const frt_cuda_gemma_mlp_args a =
+            expert_mlp_args(m, L->y, gate2, L->fuse_next, L->next_w, L->next_mod);
+        return frt_cuda_gemma_mlp(s, &a);
+    }
     /* gate | up in bf16: half the bytes the GeGLU reads, for one more bf16
      * rounding of gate and up (the actions stay within the cuda backend's
      * bar against the cpu one: tests/test_cuda_policy.c) */

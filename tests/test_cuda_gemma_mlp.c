@@ -1,0 +1,305 @@
+/*
+ * test_cuda_gemma_mlp.c - frt_cuda_gemma_mlp (kernels/cuda/gemma_mlp.cu:
+ * Gemma's MLP block, the residual and the next norm as one cooperative
+ * launch) against its twin on random data: h = bf16(gelu_tanh(gate) * up)
+ * from fp64 products of the same bf16 inputs, then down over the kernel's
+ * own h (so the check of x and out does not fold h's roundings in twice),
+ * the gated residual, adaRMSNorm / Gemma's RMSNorm (frt_cpu_rmsnorm_ada,
+ * frt_cpu_rmsnorm). Errors norm-wise ||gpu - cpu|| / ||cpu||. Also: the
+ * same bits on a second run and with out aliasing hb, the shapes the kernel
+ * does not take refused with FRT_ERR_UNSUPPORTED (before anything is
+ * enqueued), bad arguments refused before a device is needed, and the
+ * policy expert's shape timed against the five launches it replaces
+ * (cuBLASLt gate | up, GeGLU, cuBLASLt down, the add + norm), 8 layers of
+ * distinct weights a graph (more bytes than L2 holds).
+ */
+#include "frt/exec.h"
+#include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/kernels_policy_cuda.h"
+#include "util/bf16.h"
+
+#include "frt_test.h"
+
+#if FRT_HAVE_CUDA
+#include "frt_test_cuda.h"
+
+#include <math.h>
+
+/* The host side of one case. */
+typedef struct mlp_case {
+    int rows, W, I, kind; /* kind -1: no norm */
+    int gated;
+} mlp_case;
+
+static float gelu_ref(float x)
+{
+    float g;
+    frt_cpu_geglu_tanh(&g, &x, &(float){1.0f}, 1);
+    return g;
+}
+
+/* h as the kernel defines it, from fp64 products of the bf16 inputs. */
+static void h_ref(float *h, const float *hb, const float *gu, int rows, int W, int I)
+{
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < I; i++) {
+            double g = 0, u = 0;
+            for (int k = 0; k < W; k++) {
+                g += (double)hb[(size_t)r * W + k] * gu[(size_t)i * W + k];
+                u += (double)hb[(size_t)r * W + k] * gu[(size_t)(I + i) * W + k];
+            }
+            h[(size_t)r * I + i] = frt_bf16_to_f32(frt_f32_to_bf16(gelu_ref((float)g) * (float)u));
+        }
+}
+
+/* x += (h down^T) * gate, then out = norm(x) (kind -1: none). */
+static void rest_ref(float *out, float *x, const float *h, const float *down, const float *gate, int kind,
+                     const float *w, const float *b, int rows, int W, int I)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < W; c++) {
+            double y = 0;
+            for (int i = 0; i < I; i++) y += (double)h[(size_t)r * I + i] * down[(size_t)c * I + i];
+            x[(size_t)r * W + c] += gate ? (float)y * gate[c] : (float)y;
+        }
+    if (kind == FRT_CUDA_NORM_RMS_ADA) frt_cpu_rmsnorm_ada(out, x, w, b, rows, W, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(out, x, w, rows, W, 1e-6f, 1);
+}
+
+static float *bf16_floats(const uint16_t *b, size_t n)
+{
+    float *f = fnew(n);
+    for (size_t i = 0; i < n; i++) f[i] = frt_bf16_to_f32(b[i]);
+    return f;
+}
+
+static void test_case(const mlp_case *c)
+{
+    static const char *kinds[3] = {"no norm", "adaRMSNorm", "Gemma RMSNorm"};
+    uint64_t rng = 0x5eed0000u + (uint64_t)c->rows * 131 + c->I;
+    const int R = c->rows, W = c->W, I = c->I;
+    const size_t nx = (size_t)R * W;
+    hmat hb = hmat_rand(&rng, R, W, -2, 2), gu = hmat_rand(&rng, 2 * I, W, -0.06f, 0.06f);
+    hmat dn = hmat_rand(&rng, W, I, -0.03f, 0.03f);
+    float *x = frand(nx, -3, 3), *gate = frand(W, -1, 1), *w = frand(W, -1, 1), *b = frand(W, -1, 1);
+    size_t wb = 0;
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, &wb));
+    dbuf dhb = dalloc(nx * 2), dgu = dalloc((size_t)2 * I * W * 2), ddn = dalloc((size_t)W * I * 2);
+    dbuf dx = dalloc(nx * 4), dg = dalloc((size_t)W * 4), dw = dalloc((size_t)W * 4), db = dalloc((size_t)W * 4);
+    dbuf dout = dalloc(nx * 2), dwork = dalloc(wb);
+    dput(dhb, 0, hb.b, nx * 2), dput(dgu, 0, gu.b, (size_t)2 * I * W * 2), dput(ddn, 0, dn.b, (size_t)W * I * 2);
+    dput(dg, 0, gate, (size_t)W * 4), dput(dw, 0, w, (size_t)W * 4), dput(db, 0, b, (size_t)W * 4);
+    frt_cuda_gemma_mlp_args a = {.out = dout.p, .out_dtype = FRT_CUDA_BF16, .x = dx.p, .hb = dhb.p, .gu = dgu.p,
+                                 .down = ddn.p, .gate = c->gated ? dg.p : NULL,
+                                 .kind = c->kind < 0 ? FRT_CUDA_NORM_RMS_ADA : (frt_cuda_norm_kind)c->kind,
+                                 .w = c->kind < 0 ? NULL : dw.p, .b = db.p, .eps = 1e-6f, .rows = R, .width = W,
+                                 .inter = I, .work = dwork.p, .work_bytes = wb};
+    CHECK_OK(frt_cuda_gemma_mlp_check(&a));
+    dput(dx, 0, x, nx * 4);
+    CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
+    sync_st();
+    uint16_t *hgot = xzalloc((size_t)R * I * 2), *out = xzalloc(nx * 2);
+    float *xgot = fnew(nx);
+    dget(dwork, 0, hgot, (size_t)R * I * 2), dget(dout, 0, out, nx * 2), dget(dx, 0, xgot, nx * 4);
+    /* h against fp64 products */
+    float *href = fnew((size_t)R * I), *hg = bf16_floats(hgot, (size_t)R * I);
+    h_ref(href, hb.f, gu.f, R, W, I);
+    char name[160];
+    snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: h = gelu(gate) * up (bf16)", R, W, I);
+    report(name, frt_test_rel_err(hg, href, (size_t)R * I), 2e-3);
+    /* x and out from the kernel's own h */
+    float *xref = fdup(x, nx), *oref = fnew(nx), *og = bf16_floats(out, nx);
+    rest_ref(oref, xref, hg, dn.f, c->gated ? gate : NULL, c->kind, w, b, R, W, I);
+    snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: x += down(h)%s", R, W, I, c->gated ? " * gate" : "");
+    report(name, frt_test_rel_err(xgot, xref, nx), 2e-6);
+    if (c->kind >= 0) {
+        snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: out = %s (bf16)", R, W, I, kinds[c->kind]);
+        report(name, frt_test_rel_err(og, oref, nx), 8e-3);
+    }
+    /* a second run from the same x, and with out over hb: the same bits */
+    dput(dx, 0, x, nx * 4);
+    CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
+    sync_st();
+    uint16_t *out2 = xzalloc(nx * 2);
+    float *x2 = fnew(nx);
+    dget(dout, 0, out2, nx * 2), dget(dx, 0, x2, nx * 4);
+    report_same("gemma_mlp: a second run, the same x", x2, xgot, nx * 4);
+    if (c->kind >= 0) {
+        report_same("gemma_mlp: a second run, the same out", out2, out, nx * 2);
+        dput(dx, 0, x, nx * 4);
+        a.out = dhb.p;
+        CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
+        sync_st();
+        dget(dhb, 0, out2, nx * 2);
+        report_same("gemma_mlp: out aliasing hb, the same out", out2, out, nx * 2);
+    }
+    free(hgot), free(out), free(out2), free(xgot), free(x2), free(href), free(hg), free(xref), free(oref), free(og);
+    free(x), free(gate), free(w), free(b);
+    hmat_free(&hb), hmat_free(&gu), hmat_free(&dn);
+    dfree(&dhb), dfree(&dgu), dfree(&ddn), dfree(&dx), dfree(&dg), dfree(&dw), dfree(&db), dfree(&dout);
+    dfree(&dwork);
+}
+
+/* Shapes the kernel does not take: FRT_ERR_UNSUPPORTED from the check and
+ * the launch, nothing enqueued (x untouched). */
+static void test_unsupported(void)
+{
+    const int W = 2048, I = 512, R = 64; /* x [64, 2048] staged: more than a block's shared memory */
+    size_t wb = 0;
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, &wb));
+    dbuf dhb = dalloc((size_t)R * W * 2), dgu = dalloc((size_t)2 * I * W * 2), ddn = dalloc((size_t)W * I * 2);
+    dbuf dx = dalloc((size_t)R * W * 4), dwork = dalloc(wb);
+    dsentinel(dx);
+    frt_cuda_gemma_mlp_args a = {.x = dx.p, .hb = dhb.p, .gu = dgu.p, .down = ddn.p, .rows = R, .width = W,
+                                 .inter = I, .work = dwork.p, .work_bytes = wb};
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&a), FRT_ERR_UNSUPPORTED);
+    CHECK_STATUS(frt_cuda_gemma_mlp(g_cs, &a), FRT_ERR_UNSUPPORTED);
+    sync_st();
+    report_flag("gemma_mlp: 64 x 2048 refused (shared memory), x untouched", untouched(dx, 0, (size_t)R * W * 4));
+    dfree(&dhb), dfree(&dgu), dfree(&ddn), dfree(&dx), dfree(&dwork);
+}
+
+/* The timed comparison: L layers of distinct weights. */
+#define TL 8
+typedef struct mlp_timing {
+    frt_cuda_gemm *gemm;
+    dbuf gu[TL], dn[TL], hb, x, gate, w, b, y, act, work;
+    size_t wb;
+    int R, W, I;
+} mlp_timing;
+
+static int rec_fused(frt_stream *st, void *user)
+{
+    mlp_timing *t = user;
+    for (int l = 0; l < TL; l++) {
+        frt_cuda_gemma_mlp_args a = {.out = t->hb.p, .out_dtype = FRT_CUDA_BF16, .x = t->x.p, .hb = t->hb.p,
+                                     .gu = t->gu[l].p, .down = t->dn[l].p, .gate = t->gate.p,
+                                     .kind = FRT_CUDA_NORM_RMS_ADA, .w = t->w.p, .b = t->b.p, .eps = 1e-6f,
+                                     .rows = t->R, .width = t->W, .inter = t->I, .work = t->work.p,
+                                     .work_bytes = t->wb};
+        FRT_TRY(frt_cuda_gemma_mlp(frt_stream_native(st), &a));
+    }
+    return 0;
+}
+
+static int rec_separate(frt_stream *st, void *user)
+{
+    mlp_timing *t = user;
+    void *s = frt_stream_native(st);
+    for (int l = 0; l < TL; l++) {
+        FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_BF16, t->hb.p, t->gu[l].p, t->R, t->W, 2 * t->I, 0));
+        FRT_TRY(frt_cuda_geglu_tanh(s, t->act.p, FRT_CUDA_BF16, t->y.p, FRT_CUDA_BF16, t->R, t->I));
+        FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_F32, t->act.p, t->dn[l].p, t->R, t->I, t->W, 0));
+        FRT_TRY(frt_cuda_add_norm(s, t->hb.p, FRT_CUDA_BF16, t->x.p, t->y.p, NULL, t->gate.p, FRT_CUDA_NORM_RMS_ADA,
+                                  t->w.p, t->b.p, t->R, t->W, 1e-6f));
+    }
+    return 0;
+}
+
+static void time_expert(int R)
+{
+    mlp_timing t;
+    memset(&t, 0, sizeof t);
+    t.R = R, t.W = 1024, t.I = 4096;
+    uint64_t rng = 77;
+    for (int l = 0; l < TL; l++) {
+        hmat gu = hmat_rand(&rng, 2 * t.I, t.W, -0.06f, 0.06f), dn = hmat_rand(&rng, t.W, t.I, -0.03f, 0.03f);
+        t.gu[l] = dalloc((size_t)2 * t.I * t.W * 2), t.dn[l] = dalloc((size_t)t.W * t.I * 2);
+        dput(t.gu[l], 0, gu.b, (size_t)2 * t.I * t.W * 2), dput(t.dn[l], 0, dn.b, (size_t)t.W * t.I * 2);
+        hmat_free(&gu), hmat_free(&dn);
+    }
+    hmat hb = hmat_rand(&rng, R, t.W, -2, 2);
+    float *x = frand((size_t)R * t.W, -3, 3), *v = frand(t.W, -0.5f, 0.5f);
+    t.hb = dalloc((size_t)R * t.W * 2), t.x = dalloc((size_t)R * t.W * 4);
+    t.gate = dalloc((size_t)t.W * 4), t.w = dalloc((size_t)t.W * 4), t.b = dalloc((size_t)t.W * 4);
+    t.y = dalloc((size_t)R * 2 * t.I * 4), t.act = dalloc((size_t)R * t.I * 2);
+    dput(t.hb, 0, hb.b, (size_t)R * t.W * 2), dput(t.x, 0, x, (size_t)R * t.W * 4);
+    dput(t.gate, 0, v, (size_t)t.W * 4), dput(t.w, 0, v, (size_t)t.W * 4), dput(t.b, 0, v, (size_t)t.W * 4);
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, t.W, t.I, &t.wb));
+    t.work = dalloc(t.wb);
+    must(frt_cuda_gemm_create((size_t)32 << 20, &t.gemm), "gemm handle");
+    must(frt_cuda_gemm_add_stream(t.gemm, g_cs), "gemm stream");
+    must(frt_cuda_gemm_plan(t.gemm, R, t.W, 2 * t.I, FRT_CUDA_BF16, 0), "gate | up plan");
+    must(frt_cuda_gemm_plan(t.gemm, R, t.I, t.W, FRT_CUDA_F32, 0), "down plan");
+    frt_cuda_gemma_mlp_args a = {.out = t.hb.p, .out_dtype = FRT_CUDA_BF16, .x = t.x.p, .hb = t.hb.p,
+                                 .gu = t.gu[0].p, .down = t.dn[0].p, .gate = t.gate.p, .kind = FRT_CUDA_NORM_RMS_ADA,
+                                 .w = t.w.p, .b = t.b.p, .eps = 1e-6f, .rows = R, .width = t.W, .inter = t.I,
+                                 .work = t.work.p, .work_bytes = t.wb};
+    CHECK_OK(frt_cuda_gemma_mlp_check(&a));
+    const double sep = graph_us("mlp separate", rec_separate, &t, TL);
+    const double fused = graph_us("mlp fused", rec_fused, &t, TL);
+    const double bytes = (double)3 * t.I * t.W * 2; /* gate, up, down */
+    printf("  timing: expert MLP %d x %d -> %d, a layer (graph of %d layers): 5 launches %.2f us, one %.2f us "
+           "(weights alone at 3.0 TB/s: %.2f us)\n",
+           R, t.W, t.I, TL, sep, fused, bytes / 3.0e6);
+    frt_cuda_gemm_destroy(t.gemm);
+    for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]);
+    dfree(&t.hb), dfree(&t.x), dfree(&t.gate), dfree(&t.w), dfree(&t.b), dfree(&t.y), dfree(&t.act);
+    dfree(&t.work);
+    hmat_free(&hb), free(x), free(v);
+}
+
+/* Refused before any device call. */
+static void test_args(void)
+{
+    float f[4];
+    uint16_t h[4];
+    size_t wb = 0;
+    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(0, 1024, 256, &wb), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(1, 1024, 256, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(50, 1024, 4096, &wb));
+    CHECK(wb == (size_t)56 * 4096 * 2 + (size_t)16 * 56 * 1024 * 4);
+    frt_cuda_gemma_mlp_args a = {.out = h, .out_dtype = FRT_CUDA_BF16, .x = f, .hb = h, .gu = h, .down = h,
+                                 .kind = FRT_CUDA_NORM_RMS_ONE, .w = f, .eps = 1e-6f, .rows = 50, .width = 1024,
+                                 .inter = 4096, .work = f, .work_bytes = wb};
+    frt_cuda_gemma_mlp_args b = a;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
+    b.down = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.rows = 0;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.work_bytes = wb - 1;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.kind = (frt_cuda_norm_kind)9;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.kind = FRT_CUDA_NORM_RMS_ADA; /* no shift */
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.out = f; /* out over x */
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.out = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.kind = FRT_CUDA_NORM_LAYER, b.b = f;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    b = a, b.rows = 65, b.work_bytes = (size_t)1 << 30;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    b = a, b.width = 1000;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    b = a, b.inter = 4000;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+}
+#endif /* FRT_HAVE_CUDA */
+
+int main(void)
+{
+    frt_test_seed(47);
+#if !FRT_HAVE_CUDA
+    TEST_SKIP("built without CUDA");
+#else
+    test_args();
+    frt_test_cuda_start();
+    static const mlp_case cases[] = {
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1}, /* the Pi0.5 expert */
+        {50, 1024, 4096, -1, 1},                    /* its last layer: no norm after it */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0}, /* Pi0's expert */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1},
+        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0},
+        {24, 2048, 512, FRT_CUDA_NORM_RMS_ONE, 1}, /* two batches of k a warp in phase 1 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
+    test_unsupported();
+    time_expert(50);
+    return frt_test_report();
+#endif
+}
