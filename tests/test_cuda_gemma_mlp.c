@@ -228,11 +228,23 @@ static void time_expert(int R)
                                  .work = t.work.p, .work_bytes = t.wb};
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
     const double sep = graph_us("mlp separate", rec_separate, &t, TL);
+    double ph[2];
+    for (int k = 1; k <= 2; k++) {
+        frt_cuda_gemma_mlp_set_phases(k);
+        ph[k - 1] = graph_us("mlp phases", rec_fused, &t, TL);
+    }
+    frt_cuda_gemma_mlp_set_phases(3);
     const double fused = graph_us("mlp fused", rec_fused, &t, TL);
+    setenv("FRT_GM_PDL", "1", 1);
+    const double fpdl = graph_us("mlp fused pdl", rec_fused, &t, TL);
+    unsetenv("FRT_GM_PDL");
+    printf("  timing: EXPERIMENT fused with PDL %.2f us\n", fpdl);
     const double bytes = (double)3 * t.I * t.W * 2; /* gate, up, down */
     printf("  timing: expert MLP %d x %d -> %d, a layer (graph of %d layers): 5 launches %.2f us, one %.2f us "
            "(weights alone at 3.0 TB/s: %.2f us)\n",
            R, t.W, t.I, TL, sep, fused, bytes / 3.0e6);
+    printf("  timing: its phases: gate | up + GeGLU %.2f us, + down %.2f us, + the rows %.2f us\n", ph[0], ph[1],
+           fused);
     frt_cuda_gemm_destroy(t.gemm);
     for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]);
     dfree(&t.hb), dfree(&t.x), dfree(&t.gate), dfree(&t.w), dfree(&t.b), dfree(&t.y), dfree(&t.act);

@@ -51,10 +51,14 @@ namespace cg = cooperative_groups;
 #define GM_WARPS 8
 #define GM_THREADS (GM_WARPS * 32)
 #define GM_PAD 32  /* bf16 elements after each staged row: rows 64 bytes apart mod 128 (no bank conflicts) */
+/* phase 1's x rows: GM_PAD, or 16 at NT 8 (rows 32 bytes apart: 2-way
+ * conflicts, so that 64 rows of 1024 fit beside the ring) */
+#define GM_XPAD(nt) ((nt) < 8 ? GM_PAD : 16)
 #define GM_KB 4    /* k-blocks of 32 a warp holds per matrix in phase 1 (W = 1024 a multiple) */
 #define GM_KC 256  /* phase 2: h's columns a unit */
 #define GM_MC 128  /* phase 2: output columns a unit (16 a warp) */
 #define GM_NT_MAX 8
+#define GM_RV 4    /* phase 3: float4 columns a thread (W <= 4096) */
 
 struct gm_args {
     void *out;
@@ -67,6 +71,7 @@ struct gm_args {
     int rows, W, I;
     uint16_t *h; /* [NT 8, I] */
     float *part; /* [I / GM_KC, NT 8, W] */
+    int phases;  /* 3; fewer only under the timing hook frt_cuda_gemma_mlp_set_phases */
 };
 
 __device__ __forceinline__ uint32_t gm_word(const uint4 &v, int i)
@@ -138,42 +143,63 @@ __device__ __forceinline__ void gm_zero(float (&acc)[NT][4])
     for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 }
 
-/* Phase 1 (see the header). smem: x [NT 8][W + GM_PAD] bf16, then the
- * warps' partial sums [8][NT][32] float4. */
+/* Phase 1's item i of this block (unit blockIdx.x + (i / NB) grid, batch
+ * i % NB of the warp's k range) into ring stage st: the lane's 16 bytes of
+ * its gate row and its up row for each of GM_KB k-blocks, cp.async'ed to
+ * the lane's own slots (read back by the same lane: no barrier needed).
+ * One commit group an item (empty past the last unit). */
+__device__ __forceinline__ void gm_issue(const gm_args &a, uint4 *ring, int i, int NB, int units)
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    const int u = blockIdx.x + (i / NB) * gridDim.x;
+    if (u < units) {
+        const uint16_t *rg, *ru;
+        gm_gu_rows(a, u, i % NB, &rg, &ru);
+        uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
+#pragma unroll
+        for (int kb = 0; kb < GM_KB; kb++) {
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb) * 32), rg + kb * 32, 16);
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb + 1) * 32), ru + kb * 32, 16);
+        }
+    }
+    frt_cp_async_commit();
+}
+
+/* Phase 1 (see the header). smem: x [NT 8][W + GM_XPAD] bf16, the warps'
+ * partial sums [8][NT][32] float4, then the weight ring [2 stages][8
+ * warps][2 GM_KB][32 lanes] uint4 (two items in flight while one is
+ * summed). */
 template <int NT>
-__device__ void gm_gate_up(const gm_args &a, uint16_t *xs, float4 *red)
+__device__ void gm_gate_up(const gm_args &a, uint16_t *xs, float4 *red, uint4 *ring)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int W = a.W, XS = W + GM_PAD, KW = W / GM_WARPS, NB = KW / (GM_KB * 32), units = a.I / 8;
-    uint4 wg[GM_KB], wu[GM_KB];
-    const uint16_t *rg, *ru;
-    int u = blockIdx.x;
-    if (u < units) {
-        gm_gu_rows(a, u, 0, &rg, &ru);
-        gm_load(wg, wu, rg, ru);
-    }
-    const int cpr = W / 8; /* 16-byte chunks a row */
+    const int W = a.W, XS = W + GM_XPAD(NT), KW = W / GM_WARPS, NB = KW / (GM_KB * 32), units = a.I / 8;
+    gm_issue(a, ring, 0, NB, units);
+    gm_issue(a, ring, 1, NB, units);
+    frt_pdl_wait(); /* hb and x come from the kernels before */
+    const int cpr = W / 8; /* 16-byte chunks a row; rows past a.rows zero-filled */
     for (int i = threadIdx.x; i < NT * 8 * cpr; i += GM_THREADS) {
         const int r = i / cpr, c = i % cpr;
-        const uint4 v = r < a.rows ? *(const uint4 *)(a.hb + (size_t)r * W + 8 * c) : make_uint4(0, 0, 0, 0);
-        *(uint4 *)(xs + (size_t)r * XS + 8 * c) = v;
+        frt_cp_async16(frt_smem_addr(xs + (size_t)r * XS + 8 * c), r < a.rows ? a.hb + (size_t)r * W + 8 * c : a.hb,
+                       r < a.rows ? 16 : 0);
     }
+    frt_cp_async_commit();
+    frt_cp_async_wait<0>();
     __syncthreads();
     const uint16_t *xk = xs + (size_t)wp * KW + 8 * t;
-    for (; u < units; u += gridDim.x) {
-        float acc[NT][4];
-        gm_zero(acc);
-        for (int bt = 0; bt < NB; bt++) {
-            if (bt > 0) {
-                gm_gu_rows(a, u, bt, &rg, &ru);
-                gm_load(wg, wu, rg, ru);
-            }
-            gm_mma<NT, GM_KB>(acc, wg, wu, xk + bt * GM_KB * 32, XS);
-        }
-        if (u + (int)gridDim.x < units) {
-            gm_gu_rows(a, u + gridDim.x, 0, &rg, &ru);
-            gm_load(wg, wu, rg, ru);
-        }
+    float acc[NT][4];
+    for (int i = 0;; i++) {
+        const int u = blockIdx.x + (i / NB) * gridDim.x, bt = i % NB;
+        if (u >= units) break;
+        frt_cp_async_wait<1>(); /* item i has landed (i + 1 may be in flight) */
+        const uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
+        uint4 wg[GM_KB], wu[GM_KB];
+#pragma unroll
+        for (int kb = 0; kb < GM_KB; kb++) wg[kb] = slot[(2 * kb) * 32], wu[kb] = slot[(2 * kb + 1) * 32];
+        gm_issue(a, ring, i + 2, NB, units); /* into the stage just read */
+        if (bt == 0) gm_zero(acc);
+        gm_mma<NT, GM_KB>(acc, wg, wu, xk + bt * GM_KB * 32, XS);
+        if (bt < NB - 1) continue;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
             red[(wp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
@@ -191,6 +217,7 @@ __device__ void gm_gate_up(const gm_args &a, uint16_t *xs, float4 *red)
         }
         __syncthreads();
     }
+    frt_cp_async_wait<0>();
 }
 
 /* Phase 2 (see the header); wd / wd8 hold the block's first unit's weights
@@ -206,8 +233,11 @@ __device__ void gm_down(const gm_args &a, uint16_t *hs, uint4 (&wd)[GM_KC / 32],
         __syncthreads(); /* the previous unit's reads of hs are done */
         for (int i = threadIdx.x; i < R * (GM_KC / 8); i += GM_THREADS) {
             const int r = i / (GM_KC / 8), q = i % (GM_KC / 8);
-            *(uint4 *)(hs + (size_t)r * HS + 8 * q) = *(const uint4 *)(a.h + (size_t)r * a.I + (size_t)kc * GM_KC + 8 * q);
+            frt_cp_async16(frt_smem_addr(hs + (size_t)r * HS + 8 * q), a.h + (size_t)r * a.I + (size_t)kc * GM_KC + 8 * q,
+                           16);
         }
+        frt_cp_async_commit();
+        frt_cp_async_wait<0>();
         __syncthreads();
         float acc[NT][4];
         gm_zero(acc);
@@ -227,39 +257,59 @@ __device__ void gm_down(const gm_args &a, uint16_t *hs, uint4 (&wd)[GM_KC / 32],
     }
 }
 
-/* Phase 3 (see the header). smem: the new row [W] f32. */
+/* Phase 3 (see the header): a thread owns float4 columns threadIdx.x + q
+ * GM_THREADS (q < GM_RV: W <= 4096) of the row, every load of a row in
+ * flight before the first sum. */
 template <int NT>
-__device__ void gm_rows(const gm_args &a, float *xr)
+__device__ void gm_rows(const gm_args &a)
 {
     const int W = a.W, nk = a.I / GM_KC, R = NT * 8;
+    const bool hg = a.gate != NULL, norm = a.kind >= 0, ada = a.kind == FRT_CUDA_NORM_RMS_ADA;
+    const float4 zero = make_float4(0, 0, 0, 0);
     for (int r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        float4 xv[GM_RV], wv[GM_RV], bv[GM_RV];
         double ss = 0;
-        for (int c = threadIdx.x * 4; c < W; c += GM_THREADS * 4) {
-            float4 y = *(const float4 *)(a.part + (size_t)r * W + c);
-            for (int k = 1; k < nk; k++) {
-                const float4 v = *(const float4 *)(a.part + ((size_t)k * R + r) * W + c);
-                y.x += v.x, y.y += v.y, y.z += v.z, y.w += v.w;
+#pragma unroll
+        for (int q = 0; q < GM_RV; q++) {
+            const int c = (threadIdx.x + q * GM_THREADS) * 4;
+            if (c >= W) break;
+            const float4 gv = hg ? *(const float4 *)(a.gate + c) : zero;
+            wv[q] = norm ? *(const float4 *)(a.w + c) : zero;
+            bv[q] = ada ? *(const float4 *)(a.b + c) : zero;
+            float4 x = *(const float4 *)(a.x + (size_t)r * W + c), y = zero;
+            for (int k0 = 0; k0 < nk; k0 += 16) { /* 16 loads in flight, then the sums in chunk order */
+                float4 v[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    if (k0 + j < nk) v[j] = *(const float4 *)(a.part + ((size_t)(k0 + j) * R + r) * W + c);
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    if (k0 + j < nk) {
+                        if (k0 + j == 0) y = v[j];
+                        else y.x += v[j].x, y.y += v[j].y, y.z += v[j].z, y.w += v[j].w;
+                    }
             }
-            float4 x = *(const float4 *)(a.x + (size_t)r * W + c);
-            const bool hg = a.gate != NULL;
-            const float4 gv = hg ? *(const float4 *)(a.gate + c) : make_float4(0, 0, 0, 0);
             x.x = frt_residual_add(x.x, y.x, false, 0.0f, hg, gv.x);
             x.y = frt_residual_add(x.y, y.y, false, 0.0f, hg, gv.y);
             x.z = frt_residual_add(x.z, y.z, false, 0.0f, hg, gv.z);
             x.w = frt_residual_add(x.w, y.w, false, 0.0f, hg, gv.w);
             *(float4 *)(a.x + (size_t)r * W + c) = x;
-            *(float4 *)(xr + c) = x;
+            xv[q] = x;
             ss += (double)x.x * x.x + (double)x.y * x.y + (double)x.z * x.z + (double)x.w * x.w;
         }
-        if (a.kind < 0) continue; /* uniform across the block */
+        if (!norm) continue; /* uniform across the block */
         ss = frt_block_sum(ss);
         const float inv = norm_inv_rms(ss, W, a.eps);
-        for (int c = threadIdx.x; c < W; c += GM_THREADS) {
-            float v = (xr[c] * inv) * (1.0f + a.w[c]);
-            if (a.kind == FRT_CUDA_NORM_RMS_ADA) v += a.b[c];
-            frt_st(a.out, a.out_dt, (size_t)r * W + c, v);
+#pragma unroll
+        for (int q = 0; q < GM_RV; q++) {
+            const int c = (threadIdx.x + q * GM_THREADS) * 4;
+            if (c >= W) break;
+            const size_t o = (size_t)r * W + c;
+            frt_st(a.out, a.out_dt, o, (xv[q].x * inv) * (1.0f + wv[q].x) + bv[q].x);
+            frt_st(a.out, a.out_dt, o + 1, (xv[q].y * inv) * (1.0f + wv[q].y) + bv[q].y);
+            frt_st(a.out, a.out_dt, o + 2, (xv[q].z * inv) * (1.0f + wv[q].z) + bv[q].z);
+            frt_st(a.out, a.out_dt, o + 3, (xv[q].w * inv) * (1.0f + wv[q].w) + bv[q].w);
         }
-        __syncthreads(); /* xr is rewritten by the next row */
     }
 }
 
@@ -269,27 +319,34 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
     extern __shared__ uint4 gm_smem[];
     uint16_t *xs = (uint16_t *)gm_smem;
     cg::grid_group grid = cg::this_grid();
-    gm_gate_up<NT>(a, xs, (float4 *)(xs + (size_t)NT * 8 * (a.W + GM_PAD)));
+    float4 *red = (float4 *)(xs + (size_t)NT * 8 * (a.W + GM_XPAD(NT)));
+    gm_gate_up<NT>(a, xs, red, (uint4 *)(red + GM_WARPS * NT * 32));
     uint4 wd[GM_KC / 32], wd8[GM_KC / 32];
     if ((int)blockIdx.x < (a.W / GM_MC) * (a.I / GM_KC)) {
         const uint16_t *r0, *r1;
         gm_down_rows(a, blockIdx.x, &r0, &r1);
         gm_load(wd, wd8, r0, r1);
     }
+    if (a.phases < 2) return;
     grid.sync();
     gm_down<NT>(a, xs, wd, wd8);
+    if (a.phases < 3) return;
     grid.sync();
-    gm_rows<NT>(a, (float *)gm_smem);
+    gm_rows<NT>(a);
 }
 
-/* Shared memory of a launch: the larger of phase 1's (x and the partial
- * sums) and phase 2's (a chunk of h); phase 3's row fits in either. */
+static int g_phases = 3;
+
+extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 3 ? 3 : n; }
+
+/* Shared memory of a launch: the larger of phase 1's (x, the partial sums
+ * and the weight ring) and phase 2's (a chunk of h). */
 static size_t gm_smem_bytes(int nt, int W)
 {
-    const size_t p1 = (size_t)nt * 8 * (W + GM_PAD) * 2 + (size_t)GM_WARPS * nt * 32 * 16;
+    const size_t p1 = (size_t)nt * 8 * (W + GM_XPAD(nt)) * 2 + (size_t)GM_WARPS * nt * 32 * 16 +
+                      (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
     const size_t p2 = (size_t)nt * 8 * (GM_KC + GM_PAD) * 2;
-    const size_t p3 = (size_t)W * 4;
-    return p1 > p2 ? (p1 > p3 ? p1 : p3) : (p2 > p3 ? p2 : p3);
+    return p1 > p2 ? p1 : p2;
 }
 
 typedef void (*gm_fn)(gm_args);
@@ -367,9 +424,9 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: LayerNorm after the MLP is not supported");
     if (p->rows > GM_NT_MAX * 8)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
-    if (p->width % (GM_WARPS * GM_KB * 32) != 0 || p->inter % GM_KC != 0)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (a multiple of %d) inter %d (of %d)", p->width,
-                         GM_WARPS * GM_KB * 32, p->inter, GM_KC);
+    if (p->width % (GM_WARPS * GM_KB * 32) != 0 || p->width > GM_RV * GM_THREADS * 4 || p->inter % GM_KC != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (a multiple of %d up to %d) inter %d (of %d)",
+                         p->width, GM_WARPS * GM_KB * 32, GM_RV * GM_THREADS * 4, p->inter, GM_KC);
     const uintptr_t al = (uintptr_t)p->x | (uintptr_t)p->hb | (uintptr_t)p->gu | (uintptr_t)p->down |
                          (uintptr_t)p->gate | (uintptr_t)p->work;
     if (al % 16 != 0) return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: pointers not 16-byte aligned");
@@ -407,18 +464,21 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     a.kind = p->w ? (int)p->kind : -1;
     a.eps = p->eps;
     a.rows = p->rows, a.W = p->width, a.I = p->inter;
+    a.phases = g_phases;
     a.h = (uint16_t *)p->work;
     a.part = (float *)((char *)p->work + (R * p->inter * 2 + 255) / 256 * 256);
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;
+    const char *pe = getenv("FRT_GM_PDL");
+    const int pdl = pe && pe[0] == '1' ? frt_pdl_attr(&attr[1]) : 0;
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3(GM_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = 1 + pdl;
     FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, fn, a));
     FRT_LAUNCH_CHECK();
     return 0;

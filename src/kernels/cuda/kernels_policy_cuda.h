@@ -141,6 +141,10 @@ int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *a);
 
 int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *a);
 
+/* Test hook (timing only): launches made after this call run only the
+ * first n of the three phases (1..3; the results are then incomplete). */
+void frt_cuda_gemma_mlp_set_phases(int n);
+
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
  *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
  * the difference rounded to f32, one rounding for the multiply-add: the
