@@ -51,14 +51,13 @@ namespace cg = cooperative_groups;
 #define GM_WARPS 8
 #define GM_THREADS (GM_WARPS * 32)
 #define GM_PAD 32  /* bf16 elements after each staged row: rows 64 bytes apart mod 128 (no bank conflicts) */
-/* phase 1's x rows: GM_PAD, or 16 at NT 8 (rows 32 bytes apart: 2-way
- * conflicts, so that 64 rows of 1024 fit beside the ring) */
-#define GM_XPAD(nt) ((nt) < 8 ? GM_PAD : 16)
 #define GM_KB 4    /* k-blocks of 32 a warp holds per matrix in phase 1 (W = 1024 a multiple) */
 #define GM_KC 256  /* phase 2: h's columns a unit */
 #define GM_MC 128  /* phase 2: output columns a unit (16 a warp) */
 #define GM_NT_MAX 8
 #define GM_RV 4    /* phase 3: float4 columns a thread (W <= 4096) */
+
+#define GM_PROF(k) do { if (a.prof && threadIdx.x == 0) a.prof[blockIdx.x * 16 + (k)] = clock64(); } while (0)
 
 struct gm_args {
     void *out;
@@ -71,6 +70,8 @@ struct gm_args {
     int rows, W, I;
     uint16_t *h; /* [NT 8, I] */
     float *part; /* [I / GM_KC, NT 8, W] */
+    long long *prof;
+    unsigned *bar; /* the experiment's barrier counters (NULL: cooperative groups) */
     int phases;  /* 3; fewer only under the timing hook frt_cuda_gemma_mlp_set_phases */
 };
 
@@ -165,49 +166,70 @@ __device__ __forceinline__ void gm_issue(const gm_args &a, uint4 *ring, int i, i
     frt_cp_async_commit();
 }
 
-/* Phase 1 (see the header). smem: x [NT 8][W + GM_XPAD] bf16, the warps'
- * partial sums [8][NT][32] float4, then the weight ring [2 stages][8
- * warps][2 GM_KB][32 lanes] uint4 (two items in flight while one is
- * summed). */
+/* acc[nt] += A . x tile nt over GM_KB k-blocks, x's fragments in
+ * registers (xr[nt][kb]: the lane's 16 bytes of row nt 8 + g). */
 template <int NT>
-__device__ void gm_gate_up(const gm_args &a, uint16_t *xs, float4 *red, uint4 *ring)
+__device__ __forceinline__ void gm_mma_r(float (&acc)[NT][4], const uint4 (&wa)[GM_KB], const uint4 (&wb)[GM_KB],
+                                         const uint4 (&xr)[NT][GM_KB])
+{
+#pragma unroll
+    for (int kb = 0; kb < GM_KB; kb++)
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const uint32_t a[4] = {gm_word(wa[kb], 2 * s), gm_word(wb[kb], 2 * s), gm_word(wa[kb], 2 * s + 1),
+                                   gm_word(wb[kb], 2 * s + 1)};
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                frt_mma_bf16(acc[nt], a, gm_word(xr[nt][kb], 2 * s), gm_word(xr[nt][kb], 2 * s + 1));
+        }
+}
+
+/* Phase 1 (see the header; W == GM_WARPS GM_KB 32, one batch a unit). A
+ * warp's k range is the same for every unit, so its fragments of x stay in
+ * registers for the whole phase (loaded once from global memory, zeros past
+ * a.rows). smem: the warps' partial sums, two buffers [2][8][NT][32]
+ * float4 (a unit's sums are added while the next unit's are written), then
+ * the weight ring [2 stages][8 warps][2 GM_KB][32 lanes] uint4 (two units
+ * in flight while one is summed). */
+template <int NT>
+__device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int W = a.W, XS = W + GM_XPAD(NT), KW = W / GM_WARPS, NB = KW / (GM_KB * 32), units = a.I / 8;
-    gm_issue(a, ring, 0, NB, units);
-    gm_issue(a, ring, 1, NB, units);
+    const int W = a.W, units = a.I / 8;
+    gm_issue(a, ring, 0, 1, units);
+    gm_issue(a, ring, 1, 1, units);
     frt_pdl_wait(); /* hb and x come from the kernels before */
-    const int cpr = W / 8; /* 16-byte chunks a row; rows past a.rows zero-filled */
-    for (int i = threadIdx.x; i < NT * 8 * cpr; i += GM_THREADS) {
-        const int r = i / cpr, c = i % cpr;
-        frt_cp_async16(frt_smem_addr(xs + (size_t)r * XS + 8 * c), r < a.rows ? a.hb + (size_t)r * W + 8 * c : a.hb,
-                       r < a.rows ? 16 : 0);
+    uint4 xr[NT][GM_KB];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int r = nt * 8 + g;
+#pragma unroll
+        for (int kb = 0; kb < GM_KB; kb++)
+            xr[nt][kb] = r < a.rows ? *(const uint4 *)(a.hb + (size_t)r * W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
+                                    : make_uint4(0, 0, 0, 0);
     }
-    frt_cp_async_commit();
-    frt_cp_async_wait<0>();
-    __syncthreads();
-    const uint16_t *xk = xs + (size_t)wp * KW + 8 * t;
-    float acc[NT][4];
+    GM_PROF(1);
     for (int i = 0;; i++) {
-        const int u = blockIdx.x + (i / NB) * gridDim.x, bt = i % NB;
+        const int u = blockIdx.x + i * gridDim.x;
         if (u >= units) break;
-        frt_cp_async_wait<1>(); /* item i has landed (i + 1 may be in flight) */
+        frt_cp_async_wait<1>(); /* unit i has landed (i + 1 may be in flight) */
         const uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
         uint4 wg[GM_KB], wu[GM_KB];
 #pragma unroll
         for (int kb = 0; kb < GM_KB; kb++) wg[kb] = slot[(2 * kb) * 32], wu[kb] = slot[(2 * kb + 1) * 32];
-        gm_issue(a, ring, i + 2, NB, units); /* into the stage just read */
-        if (bt == 0) gm_zero(acc);
-        gm_mma<NT, GM_KB>(acc, wg, wu, xk + bt * GM_KB * 32, XS);
-        if (bt < NB - 1) continue;
+        gm_issue(a, ring, i + 2, 1, units); /* into the stage just read */
+        float acc[NT][4];
+        gm_zero(acc);
+        gm_mma_r<NT>(acc, wg, wu, xr);
+        float4 *rb = red + (size_t)(i & 1) * GM_WARPS * NT * 32;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
-            red[(wp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+            rb[(wp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
         __syncthreads();
         if (wp < NT) {
-            float4 s = red[wp * 32 + lane];
+            float4 s = rb[wp * 32 + lane];
             for (int w = 1; w < GM_WARPS; w++) {
-                const float4 v = red[(w * NT + wp) * 32 + lane];
+                const float4 v = rb[(w * NT + wp) * 32 + lane];
                 s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
             }
             /* s: gate (x, y) and up (z, w) of column 8 u + g at rows 2t, 2t + 1 of tile wp */
@@ -215,9 +237,25 @@ __device__ void gm_gate_up(const gm_args &a, uint16_t *xs, float4 *red, uint4 *r
             a.h[r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
             a.h[(r0 + 1) * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
         }
-        __syncthreads();
+        GM_PROF(2 + i);
     }
     frt_cp_async_wait<0>();
+    __syncthreads(); /* the ring and the sums are free for phase 2 */
+}
+
+/* A grid barrier of the non-cooperative experiment: counter c counts the
+ * blocks that arrived; block 0's thread spins until n have. */
+__device__ __forceinline__ void gm_bar(unsigned *c, unsigned n)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+        unsigned v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+        } while (v < n);
+    }
+    __syncthreads();
 }
 
 /* Phase 2 (see the header); wd / wd8 hold the block's first unit's weights
@@ -317,34 +355,54 @@ template <int NT>
 __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
 {
     extern __shared__ uint4 gm_smem[];
-    uint16_t *xs = (uint16_t *)gm_smem;
-    cg::grid_group grid = cg::this_grid();
-    float4 *red = (float4 *)(xs + (size_t)NT * 8 * (a.W + GM_XPAD(NT)));
-    gm_gate_up<NT>(a, xs, red, (uint4 *)(red + GM_WARPS * NT * 32));
+    GM_PROF(0);
+    if (a.prof && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        a.prof[blockIdx.x * 16 + 14] = (long long)t;
+    }
+    float4 *red = (float4 *)gm_smem;
+    gm_gate_up<NT>(a, red, (uint4 *)(red + 2 * GM_WARPS * NT * 32));
     uint4 wd[GM_KC / 32], wd8[GM_KC / 32];
     if ((int)blockIdx.x < (a.W / GM_MC) * (a.I / GM_KC)) {
         const uint16_t *r0, *r1;
         gm_down_rows(a, blockIdx.x, &r0, &r1);
         gm_load(wd, wd8, r0, r1);
     }
+    GM_PROF(8);
     if (a.phases < 2) return;
-    grid.sync();
-    gm_down<NT>(a, xs, wd, wd8);
+    if (a.bar) gm_bar(a.bar, gridDim.x);
+    else cg::this_grid().sync();
+    GM_PROF(9);
+    gm_down<NT>(a, (uint16_t *)gm_smem, wd, wd8);
+    GM_PROF(10);
     if (a.phases < 3) return;
-    grid.sync();
+    if (a.bar) gm_bar(a.bar + 1, gridDim.x);
+    else cg::this_grid().sync();
+    GM_PROF(11);
     gm_rows<NT>(a);
+    GM_PROF(12);
+    if (a.prof) {
+        __syncthreads();
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (threadIdx.x == 0) a.prof[blockIdx.x * 16 + 15] = (long long)t;
+    }
+    if (a.bar && threadIdx.x == 0 && atomicAdd(a.bar + 2, 1u) == gridDim.x - 1) a.bar[0] = a.bar[1] = a.bar[2] = 0;
 }
 
 static int g_phases = 3;
+static long long *g_prof;
+extern "C" void frt_cuda_gemma_mlp_set_prof(long long *p) { g_prof = p; }
 
 extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 3 ? 3 : n; }
 
-/* Shared memory of a launch: the larger of phase 1's (x, the partial sums
- * and the weight ring) and phase 2's (a chunk of h). */
+/* Shared memory of a launch: the larger of phase 1's (the partial sums and
+ * the weight ring) and phase 2's (a chunk of h). */
 static size_t gm_smem_bytes(int nt, int W)
 {
-    const size_t p1 = (size_t)nt * 8 * (W + GM_XPAD(nt)) * 2 + (size_t)GM_WARPS * nt * 32 * 16 +
-                      (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
+    (void)W;
+    const size_t p1 = (size_t)2 * GM_WARPS * nt * 32 * 16 + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
     const size_t p2 = (size_t)nt * 8 * (GM_KC + GM_PAD) * 2;
     return p1 > p2 ? p1 : p2;
 }
@@ -370,7 +428,7 @@ extern "C" int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, siz
     FRT_ARG(bytes && rows >= 1 && width >= 1 && inter >= 1, "gemma_mlp: bad sizes");
     const size_t R = (size_t)(rows + 7) / 8 * 8;
     const size_t h = (R * inter * 2 + 255) / 256 * 256;
-    *bytes = h + (size_t)(inter / GM_KC) * R * width * 4;
+    *bytes = h + (size_t)(inter / GM_KC) * R * width * 4 + 256;
     return 0;
 }
 
@@ -424,9 +482,9 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: LayerNorm after the MLP is not supported");
     if (p->rows > GM_NT_MAX * 8)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
-    if (p->width % (GM_WARPS * GM_KB * 32) != 0 || p->width > GM_RV * GM_THREADS * 4 || p->inter % GM_KC != 0)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (a multiple of %d up to %d) inter %d (of %d)",
-                         p->width, GM_WARPS * GM_KB * 32, GM_RV * GM_THREADS * 4, p->inter, GM_KC);
+    if (p->width != GM_WARPS * GM_KB * 32 || p->inter % GM_KC != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (only %d) inter %d (a multiple of %d)", p->width,
+                         GM_WARPS * GM_KB * 32, p->inter, GM_KC);
     const uintptr_t al = (uintptr_t)p->x | (uintptr_t)p->hb | (uintptr_t)p->gu | (uintptr_t)p->down |
                          (uintptr_t)p->gate | (uintptr_t)p->work;
     if (al % 16 != 0) return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: pointers not 16-byte aligned");
@@ -465,6 +523,10 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     a.eps = p->eps;
     a.rows = p->rows, a.W = p->width, a.I = p->inter;
     a.phases = g_phases;
+    a.prof = g_prof;
+    const char *be = getenv("FRT_GM_BAR");
+    const int cbar = be && be[0] == '1';
+    a.bar = cbar ? (unsigned *)((char *)p->work + p->work_bytes - 256) : NULL;
     a.h = (uint16_t *)p->work;
     a.part = (float *)((char *)p->work + (R * p->inter * 2 + 255) / 256 * 256);
     cudaLaunchConfig_t cfg = {};
@@ -478,7 +540,10 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     cfg.dynamicSmemBytes = smem;
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1 + pdl;
+    const char *ce = getenv("FRT_GM_COOP");
+    const int coop = !(cbar && ce && ce[0] == '0');
+    cfg.attrs = coop ? attr : attr + 1;
+    cfg.numAttrs = coop + pdl;
     FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, fn, a));
     FRT_LAUNCH_CHECK();
     return 0;
