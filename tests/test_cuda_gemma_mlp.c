@@ -30,7 +30,22 @@
 typedef struct mlp_case {
     int rows, W, I, kind; /* kind -1: no norm */
     int gated;
+    int Q, okind; /* Q > 0: o_proj [W, Q] first, then the norm of okind into hb (the o gate when gated) */
 } mlp_case;
+
+/* x += (attn o^T) * gate, then hb = norm(x) (the front of an o_proj case). */
+static void front_ref(float *hb, float *x, const float *attn, const float *o, const float *gate, int kind,
+                      const float *w, const float *b, int rows, int W, int Q)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < W; c++) {
+            double y = 0;
+            for (int k = 0; k < Q; k++) y += (double)attn[(size_t)r * Q + k] * o[(size_t)c * Q + k];
+            x[(size_t)r * W + c] += gate ? (float)y * gate[c] : (float)y;
+        }
+    if (kind == FRT_CUDA_NORM_RMS_ADA) frt_cpu_rmsnorm_ada(hb, x, w, b, rows, W, 1e-6f);
+    if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(hb, x, w, rows, W, 1e-6f, 1);
+}
 
 static float gelu_ref(float x)
 {
@@ -84,7 +99,14 @@ static void test_case(const mlp_case *c)
     hmat dn = hmat_rand(&rng, W, I, -0.03f, 0.03f);
     float *x = frand(nx, -3, 3), *gate = frand(W, -1, 1), *w = frand(W, -1, 1), *b = frand(W, -1, 1);
     size_t wb = 0;
-    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, &wb));
+    const int Q = c->Q > 0 ? c->Q : 8;
+    hmat at = hmat_rand(&rng, R, Q, -1, 1), ow = hmat_rand(&rng, W, Q, -0.04f, 0.04f);
+    float *og = frand(W, -1, 1), *mw = frand(W, -1, 1), *mb = frand(W, -1, 1);
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, c->Q, &wb));
+    dbuf dat = dalloc((size_t)R * Q * 2), dow = dalloc((size_t)W * Q * 2), dog = dalloc((size_t)W * 4);
+    dbuf dmw = dalloc((size_t)W * 4), dmb = dalloc((size_t)W * 4);
+    dput(dat, 0, at.b, (size_t)R * Q * 2), dput(dow, 0, ow.b, (size_t)W * Q * 2), dput(dog, 0, og, (size_t)W * 4);
+    dput(dmw, 0, mw, (size_t)W * 4), dput(dmb, 0, mb, (size_t)W * 4);
     dbuf dhb = dalloc(nx * 2), dgu = dalloc((size_t)2 * I * W * 2), ddn = dalloc((size_t)W * I * 2);
     dbuf dx = dalloc(nx * 4), dg = dalloc((size_t)W * 4), dw = dalloc((size_t)W * 4), db = dalloc((size_t)W * 4);
     dbuf dout = dalloc(nx * 2), dwork = dalloc(wb);
@@ -95,6 +117,10 @@ static void test_case(const mlp_case *c)
                                  .kind = c->kind < 0 ? FRT_CUDA_NORM_RMS_ADA : (frt_cuda_norm_kind)c->kind,
                                  .w = c->kind < 0 ? NULL : dw.p, .b = db.p, .eps = 1e-6f, .rows = R, .width = W,
                                  .inter = I, .work = dwork.p, .work_bytes = wb};
+    if (c->Q > 0) {
+        a.attn = dat.p, a.o = dow.p, a.q_dim = Q, a.o_gate = c->gated ? dog.p : NULL;
+        a.mlp_kind = (frt_cuda_norm_kind)c->okind, a.mlp_w = dmw.p, a.mlp_b = dmb.p;
+    }
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
     dput(dx, 0, x, nx * 4);
     CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
@@ -102,20 +128,33 @@ static void test_case(const mlp_case *c)
     uint16_t *hgot = xzalloc((size_t)R * I * 2), *out = xzalloc(nx * 2);
     float *xgot = fnew(nx);
     dget(dwork, 0, hgot, (size_t)R * I * 2), dget(dout, 0, out, nx * 2), dget(dx, 0, xgot, nx * 4);
+    char name[160];
+    float *x1 = fdup(x, nx); /* x after o_proj's residual (the reference's) */
+    float *hbin = hb.f;      /* the MLP's input: the given hb, or the kernel's first norm */
+    if (c->Q > 0) {
+        uint16_t *hbgot = xzalloc(nx * 2);
+        dget(dhb, 0, hbgot, nx * 2);
+        float *hbref = fnew(nx);
+        hbin = bf16_floats(hbgot, nx);
+        front_ref(hbref, x1, at.f, ow.f, c->gated ? og : NULL, c->okind, mw, mb, R, W, Q);
+        snprintf(name, sizeof name, "gemma_mlp %d x %d: hb = %s(x + o_proj(attn [%d])%s) (bf16)", R, W,
+                 kinds[c->okind], Q, c->gated ? " * gate" : "");
+        report(name, frt_test_rel_err(hbin, hbref, nx), 8e-3);
+        free(hbgot), free(hbref);
+    }
     /* h against fp64 products */
     float *href = fnew((size_t)R * I), *hg = bf16_floats(hgot, (size_t)R * I);
-    h_ref(href, hb.f, gu.f, R, W, I);
-    char name[160];
+    h_ref(href, hbin, gu.f, R, W, I);
     snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: h = gelu(gate) * up (bf16)", R, W, I);
     report(name, frt_test_rel_err(hg, href, (size_t)R * I), 2e-3);
     /* x and out from the kernel's own h */
-    float *xref = fdup(x, nx), *oref = fnew(nx), *og = bf16_floats(out, nx);
+    float *xref = x1, *oref = fnew(nx), *outf = bf16_floats(out, nx);
     rest_ref(oref, xref, hg, dn.f, c->gated ? gate : NULL, c->kind, w, b, R, W, I);
     snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: x += down(h)%s", R, W, I, c->gated ? " * gate" : "");
-    report(name, frt_test_rel_err(xgot, xref, nx), 2e-6);
+    report(name, frt_test_rel_err(xgot, xref, nx), c->Q > 0 ? 1e-5 : 2e-6);
     if (c->kind >= 0) {
         snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: out = %s (bf16)", R, W, I, kinds[c->kind]);
-        report(name, frt_test_rel_err(og, oref, nx), 8e-3);
+        report(name, frt_test_rel_err(outf, oref, nx), 8e-3);
     }
     /* a second run from the same x, and with out over hb: the same bits */
     dput(dx, 0, x, nx * 4);
@@ -134,8 +173,11 @@ static void test_case(const mlp_case *c)
         dget(dhb, 0, out2, nx * 2);
         report_same("gemma_mlp: out aliasing hb, the same out", out2, out, nx * 2);
     }
-    free(hgot), free(out), free(out2), free(xgot), free(x2), free(href), free(hg), free(xref), free(oref), free(og);
-    free(x), free(gate), free(w), free(b);
+    free(hgot), free(out), free(out2), free(xgot), free(x2), free(href), free(hg), free(xref), free(oref), free(outf);
+    if (hbin != hb.f) free(hbin);
+    free(x), free(gate), free(w), free(b), free(og), free(mw), free(mb);
+    hmat_free(&at), hmat_free(&ow);
+    dfree(&dat), dfree(&dow), dfree(&dog), dfree(&dmw), dfree(&dmb);
     hmat_free(&hb), hmat_free(&gu), hmat_free(&dn);
     dfree(&dhb), dfree(&dgu), dfree(&ddn), dfree(&dx), dfree(&dg), dfree(&dw), dfree(&db), dfree(&dout);
     dfree(&dwork);
@@ -147,7 +189,7 @@ static void test_unsupported(void)
 {
     const int W = 2048, I = 512, R = 24; /* a width other than 1024 */
     size_t wb = 0;
-    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, &wb));
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, W, I, 0, &wb));
     dbuf dhb = dalloc((size_t)R * W * 2), dgu = dalloc((size_t)2 * I * W * 2), ddn = dalloc((size_t)W * I * 2);
     dbuf dx = dalloc((size_t)R * W * 4), dwork = dalloc(wb);
     dsentinel(dx);
@@ -164,7 +206,8 @@ static void test_unsupported(void)
 #define TL 8
 typedef struct mlp_timing {
     frt_cuda_gemm *gemm;
-    dbuf gu[TL], dn[TL], hb, x, gate, w, b, y, act, work;
+    dbuf gu[TL], dn[TL], ow[TL], attn, hb, x, gate, w, b, y, act, work;
+    int with_o;
     size_t wb;
     int R, W, I;
 } mlp_timing;
@@ -178,6 +221,9 @@ static int rec_fused(frt_stream *st, void *user)
                                      .kind = FRT_CUDA_NORM_RMS_ADA, .w = t->w.p, .b = t->b.p, .eps = 1e-6f,
                                      .rows = t->R, .width = t->W, .inter = t->I, .work = t->work.p,
                                      .work_bytes = t->wb};
+        if (t->with_o)
+            a.attn = t->attn.p, a.o = t->ow[l].p, a.q_dim = 2048, a.o_gate = t->gate.p,
+            a.mlp_kind = FRT_CUDA_NORM_RMS_ADA, a.mlp_w = t->w.p, a.mlp_b = t->b.p;
         FRT_TRY(frt_cuda_gemma_mlp(frt_stream_native(st), &a));
     }
     return 0;
@@ -188,6 +234,11 @@ static int rec_separate(frt_stream *st, void *user)
     mlp_timing *t = user;
     void *s = frt_stream_native(st);
     for (int l = 0; l < TL; l++) {
+        if (t->with_o) {
+            FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_F32, t->attn.p, t->ow[l].p, t->R, 2048, t->W, 0));
+            FRT_TRY(frt_cuda_add_norm(s, t->hb.p, FRT_CUDA_BF16, t->x.p, t->y.p, NULL, t->gate.p,
+                                      FRT_CUDA_NORM_RMS_ADA, t->w.p, t->b.p, t->R, t->W, 1e-6f));
+        }
         FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_BF16, t->hb.p, t->gu[l].p, t->R, t->W, 2 * t->I, 0));
         FRT_TRY(frt_cuda_geglu_tanh(s, t->act.p, FRT_CUDA_BF16, t->y.p, FRT_CUDA_BF16, t->R, t->I));
         FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_F32, t->act.p, t->dn[l].p, t->R, t->I, t->W, 0));
@@ -195,44 +246,6 @@ static int rec_separate(frt_stream *st, void *user)
                                   t->w.p, t->b.p, t->R, t->W, 1e-6f));
     }
     return 0;
-}
-
-void frt_cuda_gemma_mlp_set_prof(long long *p);
-static void prof_run(const frt_cuda_gemma_mlp_args *a)
-{
-    dbuf dp = dalloc(132 * 16 * 8);
-    long long *h = xzalloc(132 * 16 * 8);
-    for (int rep = 0; rep < 3; rep++) {
-        dput(dp, 0, h, 132 * 16 * 8);
-        frt_cuda_gemma_mlp_set_prof(dp.p);
-        CHECK_OK(frt_cuda_gemma_mlp(g_cs, a));
-        sync_st();
-        frt_cuda_gemma_mlp_set_prof(NULL);
-        dget(dp, 0, h, 132 * 16 * 8);
-        static const char *nm[] = {"start", "staged", "unit0", "unit1", "unit2", "unit3", "u4", "u5", "p1end", "sync1", "p2end", "sync2", "end"};
-        long long t0 = h[0];
-        for (int b = 0; b < 132; b++) if (h[b * 16] < t0) t0 = h[b * 16];
-        printf("  PROF rep %d (cycles since the earliest block start; mean / min / max over blocks):\n", rep);
-        for (int k = 0; k < 13; k++) {
-            double s = 0; long long mn = (long long)1 << 62, mx = 0; int n = 0;
-            for (int b = 0; b < 132; b++) {
-                long long v = h[b * 16 + k];
-                if (!v) continue;
-                v -= h[b * 16]; /* per-block clock: relative to its own start */
-                s += v, n++; if (v < mn) mn = v; if (v > mx) mx = v;
-            }
-            if (n) printf("    %-7s n %3d mean %8.0f min %8lld max %8lld\n", nm[k], n, s / n, mn, mx);
-        }
-        long long g0 = h[14], g1 = h[15], c1 = 0;
-        for (int b = 0; b < 132; b++) {
-            if (h[b * 16 + 14] < g0) g0 = h[b * 16 + 14];
-            if (h[b * 16 + 15] > g1) g1 = h[b * 16 + 15];
-            if (h[b * 16 + 12] - h[b * 16] > c1) c1 = h[b * 16 + 12] - h[b * 16];
-        }
-        printf("    globaltimer: first block start to last block end %lld ns; longest block %lld cycles\n", g1 - g0, c1);
-        memset(h, 0, 132 * 16 * 8);
-    }
-    dfree(&dp), free(h);
 }
 
 static void time_expert(int R)
@@ -243,29 +256,35 @@ static void time_expert(int R)
     uint64_t rng = 77;
     for (int l = 0; l < TL; l++) {
         hmat gu = hmat_rand(&rng, 2 * t.I, t.W, -0.06f, 0.06f), dn = hmat_rand(&rng, t.W, t.I, -0.03f, 0.03f);
+        hmat ow = hmat_rand(&rng, t.W, 2048, -0.04f, 0.04f);
         t.gu[l] = dalloc((size_t)2 * t.I * t.W * 2), t.dn[l] = dalloc((size_t)t.W * t.I * 2);
+        t.ow[l] = dalloc((size_t)t.W * 2048 * 2);
         dput(t.gu[l], 0, gu.b, (size_t)2 * t.I * t.W * 2), dput(t.dn[l], 0, dn.b, (size_t)t.W * t.I * 2);
-        hmat_free(&gu), hmat_free(&dn);
+        dput(t.ow[l], 0, ow.b, (size_t)t.W * 2048 * 2);
+        hmat_free(&gu), hmat_free(&dn), hmat_free(&ow);
     }
-    hmat hb = hmat_rand(&rng, R, t.W, -2, 2);
+    hmat hb = hmat_rand(&rng, R, t.W, -2, 2), at = hmat_rand(&rng, R, 2048, -1, 1);
+    t.attn = dalloc((size_t)R * 2048 * 2);
+    dput(t.attn, 0, at.b, (size_t)R * 2048 * 2);
+    hmat_free(&at);
     float *x = frand((size_t)R * t.W, -3, 3), *v = frand(t.W, -0.5f, 0.5f);
     t.hb = dalloc((size_t)R * t.W * 2), t.x = dalloc((size_t)R * t.W * 4);
     t.gate = dalloc((size_t)t.W * 4), t.w = dalloc((size_t)t.W * 4), t.b = dalloc((size_t)t.W * 4);
     t.y = dalloc((size_t)R * 2 * t.I * 4), t.act = dalloc((size_t)R * t.I * 2);
     dput(t.hb, 0, hb.b, (size_t)R * t.W * 2), dput(t.x, 0, x, (size_t)R * t.W * 4);
     dput(t.gate, 0, v, (size_t)t.W * 4), dput(t.w, 0, v, (size_t)t.W * 4), dput(t.b, 0, v, (size_t)t.W * 4);
-    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, t.W, t.I, &t.wb));
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(R, t.W, t.I, 2048, &t.wb));
     t.work = dalloc(t.wb);
     must(frt_cuda_gemm_create((size_t)32 << 20, &t.gemm), "gemm handle");
     must(frt_cuda_gemm_add_stream(t.gemm, g_cs), "gemm stream");
     must(frt_cuda_gemm_plan(t.gemm, R, t.W, 2 * t.I, FRT_CUDA_BF16, 0), "gate | up plan");
     must(frt_cuda_gemm_plan(t.gemm, R, t.I, t.W, FRT_CUDA_F32, 0), "down plan");
+    must(frt_cuda_gemm_plan(t.gemm, R, 2048, t.W, FRT_CUDA_F32, 0), "o plan");
     frt_cuda_gemma_mlp_args a = {.out = t.hb.p, .out_dtype = FRT_CUDA_BF16, .x = t.x.p, .hb = t.hb.p,
                                  .gu = t.gu[0].p, .down = t.dn[0].p, .gate = t.gate.p, .kind = FRT_CUDA_NORM_RMS_ADA,
                                  .w = t.w.p, .b = t.b.p, .eps = 1e-6f, .rows = R, .width = t.W, .inter = t.I,
                                  .work = t.work.p, .work_bytes = t.wb};
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
-    prof_run(&a);
     const double sep = graph_us("mlp separate", rec_separate, &t, TL);
     double ph[2];
     for (int k = 1; k <= 2; k++) {
@@ -274,25 +293,26 @@ static void time_expert(int R)
     }
     frt_cuda_gemma_mlp_set_phases(3);
     const double fused = graph_us("mlp fused", rec_fused, &t, TL);
-    static const char *ex[][2] = {{"FRT_GM_PDL", "1"}, {"FRT_GM_BAR", "1"}, {"FRT_GM_COOP", "0"}};
-    static const int upto[] = {1, 2, 3};
-    static const char *exn[] = {"+PDL", "+PDL +own barrier", "+PDL +own barrier -cooperative"};
-    for (int vi = 0; vi < 3; vi++) {
-        for (int e = 0; e < upto[vi]; e++) setenv(ex[e][0], ex[e][1], 1);
-        dput(t.work, t.wb - 256, (uint32_t[4]){0, 0, 0, 0}, 16);
-        const double us = graph_us("mlp fused exp", rec_fused, &t, TL);
-        for (int e = 0; e < 3; e++) unsetenv(ex[e][0]);
-        printf("  timing: EXPERIMENT fused %s %.2f us\n", exn[vi], us);
-        dput(t.x, 0, x, (size_t)R * t.W * 4);
-    }
-    const double bytes = (double)3 * t.I * t.W * 2; /* gate, up, down */
+    setenv("FRT_GM_PDL", "1", 1);
+    const double fpdl = graph_us("mlp fused pdl", rec_fused, &t, TL);
+    unsetenv("FRT_GM_PDL");
+    t.with_o = 1;
+    const double sep_o = graph_us("tail separate", rec_separate, &t, TL);
+    const double fused_o = graph_us("tail fused", rec_fused, &t, TL);
+    setenv("FRT_GM_PDL", "1", 1);
+    const double fpdl_o = graph_us("tail fused pdl", rec_fused, &t, TL);
+    unsetenv("FRT_GM_PDL");
+    const double bytes = (double)3 * t.I * t.W * 2, bytes_o = bytes + (double)t.W * 2048 * 2;
     printf("  timing: expert MLP %d x %d -> %d, a layer (graph of %d layers): 5 launches %.2f us, one %.2f us "
-           "(weights alone at 3.0 TB/s: %.2f us)\n",
-           R, t.W, t.I, TL, sep, fused, bytes / 3.0e6);
+           "(with PDL %.2f; weights alone at 3.0 TB/s: %.2f us)\n",
+           R, t.W, t.I, TL, sep, fused, fpdl, bytes / 3.0e6);
     printf("  timing: its phases: gate | up + GeGLU %.2f us, + down %.2f us, + the rows %.2f us\n", ph[0], ph[1],
            fused);
+    printf("  timing: with o_proj (2048 -> %d) in front: 7 launches %.2f us, one %.2f us (with PDL %.2f; weights "
+           "alone %.2f us)\n", t.W, sep_o, fused_o, fpdl_o, bytes_o / 3.0e6);
     frt_cuda_gemm_destroy(t.gemm);
-    for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]);
+    for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]), dfree(&t.ow[l]);
+    dfree(&t.attn);
     dfree(&t.hb), dfree(&t.x), dfree(&t.gate), dfree(&t.w), dfree(&t.b), dfree(&t.y), dfree(&t.act);
     dfree(&t.work);
     hmat_free(&hb), free(x), free(v);
@@ -304,10 +324,14 @@ static void test_args(void)
     float f[4];
     uint16_t h[4];
     size_t wb = 0;
-    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(0, 1024, 256, &wb), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(1, 1024, 256, NULL), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(50, 1024, 4096, &wb));
-    CHECK(wb == (size_t)56 * 4096 * 2 + (size_t)16 * 56 * 1024 * 4 + 256);
+    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(0, 1024, 256, 0, &wb), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(1, 1024, 256, -1, &wb), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(1, 1024, 256, 0, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(50, 1024, 4096, 0, &wb));
+    CHECK(wb == (size_t)56 * 4096 * 2 + (size_t)16 * 56 * 1024 * 4);
+    size_t wq = 0;
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(50, 1024, 1024, 4096, &wq)); /* o_proj's 32 slabs of partial sums */
+    CHECK(wq == (size_t)56 * 1024 * 2 + (size_t)32 * 56 * 1024 * 4);
     frt_cuda_gemma_mlp_args a = {.out = h, .out_dtype = FRT_CUDA_BF16, .x = f, .hb = h, .gu = h, .down = h,
                                  .kind = FRT_CUDA_NORM_RMS_ONE, .w = f, .eps = 1e-6f, .rows = 50, .width = 1024,
                                  .inter = 4096, .work = f, .work_bytes = wb};
@@ -335,6 +359,24 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
     b = a, b.inter = 4000;
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    /* o_proj in front */
+    CHECK_OK(frt_cuda_gemma_mlp_work_bytes(50, 1024, 4096, 2048, &wq));
+    frt_cuda_gemma_mlp_args q = a;
+    q.attn = h, q.o = h, q.q_dim = 2048, q.mlp_kind = FRT_CUDA_NORM_RMS_ONE, q.mlp_w = f, q.work_bytes = wq;
+    b = q, b.o = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = q, b.mlp_w = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = q, b.q_dim = 0;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = q, b.mlp_kind = FRT_CUDA_NORM_RMS_ADA; /* no shift */
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = q, b.q_dim = 4096; /* work too small for o_proj's 32 slabs of partial sums */
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
+    b = q, b.q_dim = 2000;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    b = q, b.mlp_kind = FRT_CUDA_NORM_LAYER, b.mlp_b = f;
+    CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
 }
 #endif /* FRT_HAVE_CUDA */
 
@@ -347,12 +389,15 @@ int main(void)
     test_args();
     frt_test_cuda_start();
     static const mlp_case cases[] = {
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1}, /* the Pi0.5 expert */
-        {50, 1024, 4096, -1, 1},                    /* its last layer: no norm after it */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0}, /* Pi0's expert */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1},
-        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1},
-        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA}, /* the Pi0.5 expert's tail */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE}, /* Pi0's */
+        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0}, /* the Pi0.5 expert's MLP block */
+        {50, 1024, 4096, -1, 1, 0, 0},                    /* its last layer: no norm after it */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0}, /* Pi0's expert */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0},
+        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     test_unsupported();

@@ -1,44 +1,48 @@
 /*
- * kernels/cuda/gemma_mlp.cu - Gemma's MLP block over a few rows (the policy
- * expert's action tokens) as ONE cooperative launch: gate | up with GeGLU,
- * down, the gated residual and the next layer's norm (frt_cuda_gemma_mlp,
- * kernels_policy_cuda.h). At 50 rows the products are bound by the latency
- * of their launches, not by their 25 MB of weights: cuBLASLt's gate | up,
- * the GeGLU, down and its split-k reduce, and the add + norm were five
- * launches of 3-10 us each. Here they are three phases of one grid (one
- * block of 8 warps an SM, every block resident: a cooperative launch)
- * separated by grid barriers:
+ * kernels/cuda/gemma_mlp.cu - the tail of a Gemma layer over a few rows
+ * (the policy expert's action tokens) as ONE cooperative launch
+ * (frt_cuda_gemma_mlp, kernels_policy_cuda.h): optionally o_proj with its
+ * gated residual and the norm before the MLP, then gate | up with GeGLU,
+ * down, the gated residual and the next layer's norm. At 50 rows these
+ * products are bound by the latency of their launches, not by their 29 MB
+ * of weights: cuBLASLt's o_proj, the add + norm, gate | up, the GeGLU, down
+ * and its split-k reduce, and the add + norm were seven launches of 3-10 us
+ * each. Here they are phases of one grid (one block of 8 warps an SM,
+ * every block resident: a cooperative launch) separated by grid barriers:
  *
- *  1. gate | up + GeGLU. x = hb (bf16 [rows, W]) is staged once per block
- *     in shared memory, rows padded with zeros to NT x 8 (NT <= 8 tiles of
- *     8 rows). A unit of work is 8 columns of h: an m16n8k16 mma's A tile
- *     is 8 rows of gate_proj over 8 rows of up_proj (so one lane's
- *     accumulators hold gate and up of the same column and x row), B an 8-row
- *     tile of x. The block's 8 warps split the unit's k range (W / 8 each);
- *     their partial sums meet in shared memory and are added in warp order
- *     0..7; h = bf16(gelu_tanh(gate) * up) (f32 arithmetic, as
- *     frt_cuda_geglu_tanh) goes to the work buffer. Blocks take units
- *     blockIdx.x, + grid, ...; the next unit's weights are in flight while
- *     the sums of the current one are added and stored.
- *  2. down. A unit is 128 output columns (one m16 tile a warp) over a chunk
- *     of 256 of h's columns (the block stages h[:, chunk] in shared
- *     memory); each warp stores its f32 partial sums to the work buffer,
- *     one slab a chunk. The first unit's weights are loaded before the
- *     barrier that ends phase 1 (they never depend on it).
- *  3. the rows. Block r sums row r's slabs in chunk order 0, 1, ..., adds
- *     the residual x += y * gate (frt_residual_add: the bits of
- *     pi0_cuda_residual for a given y), and writes the norm of the new row
- *     (fp64 sum of squares, norm_inv_rms, the formulas of frt_cuda_add_norm)
- *     to out.
+ *  O. (with o_proj) partial products of attn . o^T: a unit is 128 output
+ *     columns (one m16 tile a warp) over a chunk of 128 of attn's columns,
+ *     staged in shared memory; each warp stores its f32 partial sums, one
+ *     slab a chunk, to the work buffer.
+ *  R1. the rows: block r sums row r's slabs in chunk order 0, 1, ..., adds
+ *     the residual x += y * o_gate and writes the MLP's norm of the new row
+ *     to hb.
+ *  1. gate | up + GeGLU. A unit of work is 8 columns of h: an m16n8k16
+ *     mma's A tile is 8 rows of gate_proj over 8 rows of up_proj (so one
+ *     lane's accumulators hold gate and up of the same column and x row), B
+ *     an 8-row tile of hb (rows padded with zeros to NT x 8, NT <= 8). The
+ *     block's 8 warps split the unit's k range (128 each); a warp's range is
+ *     the same for every unit, so its fragments of hb stay in registers for
+ *     the whole phase. The warps' partial sums meet in shared memory and are
+ *     added in warp order 0..7; h = bf16(gelu_tanh(gate) * up) (f32
+ *     arithmetic, as frt_cuda_geglu_tanh) goes to the work buffer. Blocks
+ *     take units blockIdx.x, + grid, ...; each warp's weights come through a
+ *     ring of two units in shared memory (cp.async), issued from the start
+ *     of the launch (weights never depend on the phases before).
+ *  2. down: partial products of h . down^T as in O, chunks of 256.
+ *  R2. the rows as in R1: x += y * gate, then the next layer's norm to out.
  *
- * The k order inside an mma is permuted the same way for A and B (each lane
- * loads 16 contiguous bytes of a weight row and of an x row: the k-permuted
- * fragments of the decode GEMV, gemv.cu), so a product's sum is over the
- * same terms as the plain one; every sum runs in a fixed order, so the bits
- * depend on the shape alone. Weights are read once through the
- * non-allocating load of the GEMV (gemv_ld_w). Twins: the products, GeGLU
- * (frt_cpu_geglu_tanh), the residual and frt_cpu_rmsnorm_ada /
- * frt_cpu_rmsnorm; tested in tests/test_cuda_gemma_mlp.c.
+ * The first unit's weights of O and of 2 are loaded before the barrier in
+ * front of their phase. The k order inside an mma is permuted the same way
+ * for A and B (each lane loads 16 contiguous bytes of a weight row and of an
+ * x row: the k-permuted fragments of the decode GEMV, gemv.cu), so a
+ * product's sum is over the same terms as the plain one; every sum runs in a
+ * fixed order, so the bits depend on the shape alone. The residual is
+ * frt_residual_add (pi0_cuda_residual's bits for a given y); the norms sum
+ * their squares in fp64 and take norm_inv_rms and the formulas of
+ * frt_cuda_add_norm. Twins: the products, GeGLU (frt_cpu_geglu_tanh), the
+ * residual and frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm; tested in
+ * tests/test_cuda_gemma_mlp.c.
  */
 #include <cooperative_groups.h>
 
@@ -50,29 +54,40 @@ namespace cg = cooperative_groups;
 
 #define GM_WARPS 8
 #define GM_THREADS (GM_WARPS * 32)
+#define GM_W 1024  /* the width: GM_THREADS float4 columns in the rows phases; 128 k a warp in phase 1 */
 #define GM_PAD 32  /* bf16 elements after each staged row: rows 64 bytes apart mod 128 (no bank conflicts) */
-#define GM_KB 4    /* k-blocks of 32 a warp holds per matrix in phase 1 (W = 1024 a multiple) */
+#define GM_KB 4    /* phase 1: k-blocks of 32 a warp (GM_W / GM_WARPS / 32) */
+#define GM_KC_O 128  /* phase O: attn's columns a unit */
 #define GM_KC 256  /* phase 2: h's columns a unit */
-#define GM_MC 128  /* phase 2: output columns a unit (16 a warp) */
+#define GM_MC 128  /* phases O and 2: output columns a unit (16 a warp) */
 #define GM_NT_MAX 8
-#define GM_RV 4    /* phase 3: float4 columns a thread (W <= 4096) */
 
-#define GM_PROF(k) do { if (a.prof && threadIdx.x == 0) a.prof[blockIdx.x * 16 + (k)] = clock64(); } while (0)
+/* One product of partial sums (phases O and 2): part[k / KC][r][c] = the
+ * sum over k in chunk k / KC of x[r, k] w[c, k]. */
+struct gm_prod {
+    const uint16_t *x, *w;
+    int in;
+    float *part;
+};
 
-struct gm_args {
+/* One rows phase: x += (sum of the nk slabs of part) * gate (NULL: plain),
+ * then out = norm(x) (kind < 0: none). */
+struct gm_rowsp {
+    const float *part, *gate, *w, *b;
+    int nk, kind;
+    float eps;
     void *out;
     int out_dt;
+};
+
+struct gm_args {
     float *x;
-    const uint16_t *hb, *gu, *down;
-    const float *gate, *w, *b;
-    int kind; /* frt_cuda_norm_kind, or -1: no norm */
-    float eps;
-    int rows, W, I;
-    uint16_t *h; /* [NT 8, I] */
-    float *part; /* [I / GM_KC, NT 8, W] */
-    long long *prof;
-    unsigned *bar; /* the experiment's barrier counters (NULL: cooperative groups) */
-    int phases;  /* 3; fewer only under the timing hook frt_cuda_gemma_mlp_set_phases */
+    const uint16_t *hb, *gu;
+    uint16_t *h;  /* [NT 8, I] */
+    int rows, I;
+    gm_prod o, down; /* o.x NULL: no o_proj */
+    gm_rowsp r1, r2;
+    int phases; /* 3; fewer only under the timing hook frt_cuda_gemma_mlp_set_phases */
 };
 
 __device__ __forceinline__ uint32_t gm_word(const uint4 &v, int i)
@@ -86,9 +101,16 @@ __device__ __forceinline__ float gm_gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
+/* The A operand of step s of a k-block: rows g (wa) and g + 8 (wb). */
+__device__ __forceinline__ void gm_afrag(uint32_t (&a)[4], const uint4 &wa, const uint4 &wb, int s)
+{
+    a[0] = gm_word(wa, 2 * s), a[1] = gm_word(wb, 2 * s), a[2] = gm_word(wa, 2 * s + 1), a[3] = gm_word(wb, 2 * s + 1);
+}
+
 /* acc[nt] += A . x tile nt over NKB k-blocks of 32: the A tile's rows g and
  * g + 8 are wa[] and wb[] (16 bytes of each row a k-block), x's rows
- * nt 8 + g at xk (the lane's first k, row stride xs elements). */
+ * nt 8 + g at xk (the lane's first k, row stride xs elements) in shared
+ * memory. */
 template <int NT, int NKB>
 __device__ __forceinline__ void gm_mma(float (&acc)[NT][4], const uint4 (&wa)[NKB], const uint4 (&wb)[NKB],
                                        const uint16_t *xk, int xs)
@@ -101,69 +123,12 @@ __device__ __forceinline__ void gm_mma(float (&acc)[NT][4], const uint4 (&wa)[NK
         for (int nt = 0; nt < NT; nt++) xv[nt] = *(const uint4 *)(xk + (size_t)(nt * 8 + g) * xs + kb * 32);
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const uint32_t a[4] = {gm_word(wa[kb], 2 * s), gm_word(wb[kb], 2 * s), gm_word(wa[kb], 2 * s + 1),
-                                   gm_word(wb[kb], 2 * s + 1)};
+            uint32_t a[4];
+            gm_afrag(a, wa[kb], wb[kb], s);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) frt_mma_bf16(acc[nt], a, gm_word(xv[nt], 2 * s), gm_word(xv[nt], 2 * s + 1));
         }
     }
-}
-
-template <int NKB>
-__device__ __forceinline__ void gm_load(uint4 (&wa)[NKB], uint4 (&wb)[NKB], const uint16_t *ra, const uint16_t *rb)
-{
-#pragma unroll
-    for (int kb = 0; kb < NKB; kb++) {
-        wa[kb] = gemv_ld_w((const uint4 *)(ra + kb * 32));
-        wb[kb] = gemv_ld_w((const uint4 *)(rb + kb * 32));
-    }
-}
-
-/* Phase 1's unit u, batch bt: the lane's gate and up rows. */
-__device__ __forceinline__ void gm_gu_rows(const gm_args &a, int u, int bt, const uint16_t **rg, const uint16_t **ru)
-{
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-    const size_t k = (size_t)wp * (a.W / GM_WARPS) + bt * GM_KB * 32 + 8 * (lane & 3);
-    *rg = a.gu + (size_t)(8 * u + (lane >> 2)) * a.W + k;
-    *ru = *rg + (size_t)a.I * a.W;
-}
-
-/* Phase 2's unit u: the lane's rows of down (output columns c and c + 8). */
-__device__ __forceinline__ void gm_down_rows(const gm_args &a, int u, const uint16_t **r0, const uint16_t **r1)
-{
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, mg = a.W / GM_MC;
-    const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + (lane >> 2);
-    *r0 = a.down + (size_t)c * a.I + (size_t)kc * GM_KC + 8 * (lane & 3);
-    *r1 = *r0 + (size_t)8 * a.I;
-}
-
-template <int NT>
-__device__ __forceinline__ void gm_zero(float (&acc)[NT][4])
-{
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-}
-
-/* Phase 1's item i of this block (unit blockIdx.x + (i / NB) grid, batch
- * i % NB of the warp's k range) into ring stage st: the lane's 16 bytes of
- * its gate row and its up row for each of GM_KB k-blocks, cp.async'ed to
- * the lane's own slots (read back by the same lane: no barrier needed).
- * One commit group an item (empty past the last unit). */
-__device__ __forceinline__ void gm_issue(const gm_args &a, uint4 *ring, int i, int NB, int units)
-{
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-    const int u = blockIdx.x + (i / NB) * gridDim.x;
-    if (u < units) {
-        const uint16_t *rg, *ru;
-        gm_gu_rows(a, u, i % NB, &rg, &ru);
-        uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
-#pragma unroll
-        for (int kb = 0; kb < GM_KB; kb++) {
-            frt_cp_async16(frt_smem_addr(slot + (2 * kb) * 32), rg + kb * 32, 16);
-            frt_cp_async16(frt_smem_addr(slot + (2 * kb + 1) * 32), ru + kb * 32, 16);
-        }
-    }
-    frt_cp_async_commit();
 }
 
 /* acc[nt] += A . x tile nt over GM_KB k-blocks, x's fragments in
@@ -176,39 +141,172 @@ __device__ __forceinline__ void gm_mma_r(float (&acc)[NT][4], const uint4 (&wa)[
     for (int kb = 0; kb < GM_KB; kb++)
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const uint32_t a[4] = {gm_word(wa[kb], 2 * s), gm_word(wb[kb], 2 * s), gm_word(wa[kb], 2 * s + 1),
-                                   gm_word(wb[kb], 2 * s + 1)};
+            uint32_t a[4];
+            gm_afrag(a, wa[kb], wb[kb], s);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
                 frt_mma_bf16(acc[nt], a, gm_word(xr[nt][kb], 2 * s), gm_word(xr[nt][kb], 2 * s + 1));
         }
 }
 
-/* Phase 1 (see the header; W == GM_WARPS GM_KB 32, one batch a unit). A
- * warp's k range is the same for every unit, so its fragments of x stay in
- * registers for the whole phase (loaded once from global memory, zeros past
- * a.rows). smem: the warps' partial sums, two buffers [2][8][NT][32]
- * float4 (a unit's sums are added while the next unit's are written), then
- * the weight ring [2 stages][8 warps][2 GM_KB][32 lanes] uint4 (two units
- * in flight while one is summed). */
+template <int NT> __device__ __forceinline__ void gm_zero(float (&acc)[NT][4])
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+}
+
+/* ---- partial products (phases O and 2) ---------------------------------- */
+
+/* Unit u of p (chunks of NKB 32): the lane's rows of w (output columns c
+ * and c + 8) into wa, wb. */
+template <int NKB>
+__device__ __forceinline__ void gm_prod_load(const gm_prod &p, int u, uint4 (&wa)[NKB], uint4 (&wb)[NKB])
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, mg = GM_W / GM_MC;
+    const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + (lane >> 2);
+    const uint16_t *r0 = p.w + (size_t)c * p.in + (size_t)kc * NKB * 32 + 8 * (lane & 3);
+#pragma unroll
+    for (int kb = 0; kb < NKB; kb++) {
+        wa[kb] = gemv_ld_w((const uint4 *)(r0 + kb * 32));
+        wb[kb] = gemv_ld_w((const uint4 *)(r0 + (size_t)8 * p.in + kb * 32));
+    }
+}
+
+/* The units of p: (GM_W / GM_MC) column groups times in / (NKB 32) chunks;
+ * wa, wb hold the block's first unit's weights. smem: x[:, chunk] [NT 8]
+ * [NKB 32 + GM_PAD] bf16. */
+template <int NT, int NKB>
+__device__ void gm_partials(const gm_prod &p, int rows, uint16_t *xs, uint4 (&wa)[NKB], uint4 (&wb)[NKB])
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int KC = NKB * 32, mg = GM_W / GM_MC, units = mg * (p.in / KC), XS = KC + GM_PAD, R = NT * 8;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + g;
+        /* x[:, chunk] staged with plain loads, 4 a thread in flight at once
+         * (cp.async would also wait for the weight ring's groups before) */
+        __syncthreads(); /* the previous unit's reads of xs are done */
+        for (int j0 = 0; j0 * GM_THREADS < R * (KC / 8); j0 += 4) {
+            uint4 v[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
+                v[j] = i < R * (KC / 8) && r < rows
+                           ? *(const uint4 *)(p.x + (size_t)r * p.in + (size_t)kc * KC + 8 * q)
+                           : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
+                if (i < R * (KC / 8)) *(uint4 *)(xs + (size_t)r * XS + 8 * q) = v[j];
+            }
+        }
+        __syncthreads();
+        float acc[NT][4];
+        gm_zero(acc);
+        gm_mma<NT, NKB>(acc, wa, wb, xs + 8 * t, XS);
+        if (u + (int)gridDim.x < units) gm_prod_load(p, u + gridDim.x, wa, wb);
+        float *q = p.part + (size_t)kc * R * GM_W;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int row = nt * 8 + 2 * t;
+            if (row < rows) q[(size_t)row * GM_W + c] = acc[nt][0], q[(size_t)row * GM_W + c + 8] = acc[nt][2];
+            if (row + 1 < rows)
+                q[(size_t)(row + 1) * GM_W + c] = acc[nt][1], q[(size_t)(row + 1) * GM_W + c + 8] = acc[nt][3];
+        }
+    }
+}
+
+/* ---- the rows (phases R1 and R2) ------------------------------------------ */
+
+/* Thread t owns float4 column 4 t of the row; every load of a row is in
+ * flight before the first sum. */
+template <int NT>
+__device__ void gm_rows(const gm_rowsp &p, float *xg, int rows)
+{
+    const int c = threadIdx.x * 4, R = NT * 8;
+    const bool hg = p.gate != NULL, norm = p.kind >= 0, ada = p.kind == FRT_CUDA_NORM_RMS_ADA;
+    const float4 zero = make_float4(0, 0, 0, 0);
+    const float4 gv = hg ? *(const float4 *)(p.gate + c) : zero;
+    const float4 wv = norm ? *(const float4 *)(p.w + c) : zero, bv = ada ? *(const float4 *)(p.b + c) : zero;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        float4 x = *(const float4 *)(xg + (size_t)r * GM_W + c), y = zero;
+        for (int k0 = 0; k0 < p.nk; k0 += 16) { /* 16 loads in flight, then the sums in chunk order */
+            float4 v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                if (k0 + j < p.nk) v[j] = *(const float4 *)(p.part + ((size_t)(k0 + j) * R + r) * GM_W + c);
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                if (k0 + j < p.nk) {
+                    if (k0 + j == 0) y = v[j];
+                    else y.x += v[j].x, y.y += v[j].y, y.z += v[j].z, y.w += v[j].w;
+                }
+        }
+        x.x = frt_residual_add(x.x, y.x, false, 0.0f, hg, gv.x);
+        x.y = frt_residual_add(x.y, y.y, false, 0.0f, hg, gv.y);
+        x.z = frt_residual_add(x.z, y.z, false, 0.0f, hg, gv.z);
+        x.w = frt_residual_add(x.w, y.w, false, 0.0f, hg, gv.w);
+        *(float4 *)(xg + (size_t)r * GM_W + c) = x;
+        if (!norm) continue; /* uniform across the block */
+        const double ss = frt_block_sum((double)x.x * x.x + (double)x.y * x.y + (double)x.z * x.z + (double)x.w * x.w);
+        const float inv = norm_inv_rms(ss, GM_W, p.eps);
+        const size_t o = (size_t)r * GM_W + c;
+        frt_st(p.out, p.out_dt, o, (x.x * inv) * (1.0f + wv.x) + bv.x);
+        frt_st(p.out, p.out_dt, o + 1, (x.y * inv) * (1.0f + wv.y) + bv.y);
+        frt_st(p.out, p.out_dt, o + 2, (x.z * inv) * (1.0f + wv.z) + bv.z);
+        frt_st(p.out, p.out_dt, o + 3, (x.w * inv) * (1.0f + wv.w) + bv.w);
+    }
+}
+
+/* ---- gate | up + GeGLU (phase 1) -------------------------------------------- */
+
+/* Unit u's gate and up rows of the lane (k at its warp's range). */
+__device__ __forceinline__ void gm_gu_rows(const gm_args &a, int u, const uint16_t **rg, const uint16_t **ru)
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    *rg = a.gu + (size_t)(8 * u + (lane >> 2)) * GM_W + wp * (GM_KB * 32) + 8 * (lane & 3);
+    *ru = *rg + (size_t)a.I * GM_W;
+}
+
+/* The block's i-th unit (blockIdx.x + i grid) into ring stage i & 1: the
+ * lane's 16 bytes of its gate row and its up row for each k-block,
+ * cp.async'ed to the lane's own slots (read back by the same lane: no
+ * barrier needed). One commit group a unit (empty past the last). */
+__device__ __forceinline__ void gm_issue(const gm_args &a, uint4 *ring, int i)
+{
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    const int u = blockIdx.x + i * gridDim.x;
+    if (u < a.I / 8) {
+        const uint16_t *rg, *ru;
+        gm_gu_rows(a, u, &rg, &ru);
+        uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
+#pragma unroll
+        for (int kb = 0; kb < GM_KB; kb++) {
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb) * 32), rg + kb * 32, 16);
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb + 1) * 32), ru + kb * 32, 16);
+        }
+    }
+    frt_cp_async_commit();
+}
+
+/* Phase 1 (the header); the ring's first two units were issued at the
+ * start of the launch. smem: the warps' partial sums, two buffers
+ * [2][8][NT][32] float4 (a unit's sums are added while the next unit's are
+ * written), the ring [2 stages][8 warps][2 GM_KB][32 lanes] uint4. */
 template <int NT>
 __device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int W = a.W, units = a.I / 8;
-    gm_issue(a, ring, 0, 1, units);
-    gm_issue(a, ring, 1, 1, units);
-    frt_pdl_wait(); /* hb and x come from the kernels before */
+    const int units = a.I / 8;
     uint4 xr[NT][GM_KB];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int r = nt * 8 + g;
 #pragma unroll
         for (int kb = 0; kb < GM_KB; kb++)
-            xr[nt][kb] = r < a.rows ? *(const uint4 *)(a.hb + (size_t)r * W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
+            xr[nt][kb] = r < a.rows ? *(const uint4 *)(a.hb + (size_t)r * GM_W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
                                     : make_uint4(0, 0, 0, 0);
     }
-    GM_PROF(1);
     for (int i = 0;; i++) {
         const int u = blockIdx.x + i * gridDim.x;
         if (u >= units) break;
@@ -217,7 +315,7 @@ __device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
         uint4 wg[GM_KB], wu[GM_KB];
 #pragma unroll
         for (int kb = 0; kb < GM_KB; kb++) wg[kb] = slot[(2 * kb) * 32], wu[kb] = slot[(2 * kb + 1) * 32];
-        gm_issue(a, ring, i + 2, 1, units); /* into the stage just read */
+        gm_issue(a, ring, i + 2); /* into the stage just read */
         float acc[NT][4];
         gm_zero(acc);
         gm_mma_r<NT>(acc, wg, wu, xr);
@@ -237,174 +335,59 @@ __device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
             a.h[r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
             a.h[(r0 + 1) * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
         }
-        GM_PROF(2 + i);
     }
     frt_cp_async_wait<0>();
     __syncthreads(); /* the ring and the sums are free for phase 2 */
 }
 
-/* A grid barrier of the non-cooperative experiment: counter c counts the
- * blocks that arrived; block 0's thread spins until n have. */
-__device__ __forceinline__ void gm_bar(unsigned *c, unsigned n)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
-        unsigned v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-        } while (v < n);
-    }
-    __syncthreads();
-}
-
-/* Phase 2 (see the header); wd / wd8 hold the block's first unit's weights
- * (loaded before the barrier). smem: h[:, chunk] [NT 8][GM_KC + GM_PAD]. */
-template <int NT>
-__device__ void gm_down(const gm_args &a, uint16_t *hs, uint4 (&wd)[GM_KC / 32], uint4 (&wd8)[GM_KC / 32])
-{
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int W = a.W, mg = W / GM_MC, units = mg * (a.I / GM_KC), HS = GM_KC + GM_PAD, R = NT * 8;
-    const uint16_t *r0, *r1;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + g;
-        __syncthreads(); /* the previous unit's reads of hs are done */
-        for (int i = threadIdx.x; i < R * (GM_KC / 8); i += GM_THREADS) {
-            const int r = i / (GM_KC / 8), q = i % (GM_KC / 8);
-            frt_cp_async16(frt_smem_addr(hs + (size_t)r * HS + 8 * q), a.h + (size_t)r * a.I + (size_t)kc * GM_KC + 8 * q,
-                           16);
-        }
-        frt_cp_async_commit();
-        frt_cp_async_wait<0>();
-        __syncthreads();
-        float acc[NT][4];
-        gm_zero(acc);
-        gm_mma<NT, GM_KC / 32>(acc, wd, wd8, hs + 8 * t, HS);
-        if (u + (int)gridDim.x < units) {
-            gm_down_rows(a, u + gridDim.x, &r0, &r1);
-            gm_load(wd, wd8, r0, r1);
-        }
-        float *p = a.part + (size_t)kc * R * W;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int row = nt * 8 + 2 * t;
-            if (row < a.rows) p[(size_t)row * W + c] = acc[nt][0], p[(size_t)row * W + c + 8] = acc[nt][2];
-            if (row + 1 < a.rows)
-                p[(size_t)(row + 1) * W + c] = acc[nt][1], p[(size_t)(row + 1) * W + c + 8] = acc[nt][3];
-        }
-    }
-}
-
-/* Phase 3 (see the header): a thread owns float4 columns threadIdx.x + q
- * GM_THREADS (q < GM_RV: W <= 4096) of the row, every load of a row in
- * flight before the first sum. */
-template <int NT>
-__device__ void gm_rows(const gm_args &a)
-{
-    const int W = a.W, nk = a.I / GM_KC, R = NT * 8;
-    const bool hg = a.gate != NULL, norm = a.kind >= 0, ada = a.kind == FRT_CUDA_NORM_RMS_ADA;
-    const float4 zero = make_float4(0, 0, 0, 0);
-    for (int r = blockIdx.x; r < a.rows; r += gridDim.x) {
-        float4 xv[GM_RV], wv[GM_RV], bv[GM_RV];
-        double ss = 0;
-#pragma unroll
-        for (int q = 0; q < GM_RV; q++) {
-            const int c = (threadIdx.x + q * GM_THREADS) * 4;
-            if (c >= W) break;
-            const float4 gv = hg ? *(const float4 *)(a.gate + c) : zero;
-            wv[q] = norm ? *(const float4 *)(a.w + c) : zero;
-            bv[q] = ada ? *(const float4 *)(a.b + c) : zero;
-            float4 x = *(const float4 *)(a.x + (size_t)r * W + c), y = zero;
-            for (int k0 = 0; k0 < nk; k0 += 16) { /* 16 loads in flight, then the sums in chunk order */
-                float4 v[16];
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    if (k0 + j < nk) v[j] = *(const float4 *)(a.part + ((size_t)(k0 + j) * R + r) * W + c);
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    if (k0 + j < nk) {
-                        if (k0 + j == 0) y = v[j];
-                        else y.x += v[j].x, y.y += v[j].y, y.z += v[j].z, y.w += v[j].w;
-                    }
-            }
-            x.x = frt_residual_add(x.x, y.x, false, 0.0f, hg, gv.x);
-            x.y = frt_residual_add(x.y, y.y, false, 0.0f, hg, gv.y);
-            x.z = frt_residual_add(x.z, y.z, false, 0.0f, hg, gv.z);
-            x.w = frt_residual_add(x.w, y.w, false, 0.0f, hg, gv.w);
-            *(float4 *)(a.x + (size_t)r * W + c) = x;
-            xv[q] = x;
-            ss += (double)x.x * x.x + (double)x.y * x.y + (double)x.z * x.z + (double)x.w * x.w;
-        }
-        if (!norm) continue; /* uniform across the block */
-        ss = frt_block_sum(ss);
-        const float inv = norm_inv_rms(ss, W, a.eps);
-#pragma unroll
-        for (int q = 0; q < GM_RV; q++) {
-            const int c = (threadIdx.x + q * GM_THREADS) * 4;
-            if (c >= W) break;
-            const size_t o = (size_t)r * W + c;
-            frt_st(a.out, a.out_dt, o, (xv[q].x * inv) * (1.0f + wv[q].x) + bv[q].x);
-            frt_st(a.out, a.out_dt, o + 1, (xv[q].y * inv) * (1.0f + wv[q].y) + bv[q].y);
-            frt_st(a.out, a.out_dt, o + 2, (xv[q].z * inv) * (1.0f + wv[q].z) + bv[q].z);
-            frt_st(a.out, a.out_dt, o + 3, (xv[q].w * inv) * (1.0f + wv[q].w) + bv[q].w);
-        }
-    }
-}
+/* ---- the launch -------------------------------------------------------------- */
 
 template <int NT>
 __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
 {
     extern __shared__ uint4 gm_smem[];
-    GM_PROF(0);
-    if (a.prof && threadIdx.x == 0) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        a.prof[blockIdx.x * 16 + 14] = (long long)t;
-    }
+    cg::grid_group grid = cg::this_grid();
     float4 *red = (float4 *)gm_smem;
-    gm_gate_up<NT>(a, red, (uint4 *)(red + 2 * GM_WARPS * NT * 32));
+    uint4 *ring = (uint4 *)(red + 2 * GM_WARPS * NT * 32);
+    const int mg = GM_W / GM_MC;
+    /* every weight load that may start before the kernels before end */
+    gm_issue(a, ring, 0);
+    gm_issue(a, ring, 1);
+    if (a.o.x) {
+        uint4 wo[GM_KC_O / 32], wo8[GM_KC_O / 32];
+        if ((int)blockIdx.x < mg * (a.o.in / GM_KC_O)) gm_prod_load(a.o, blockIdx.x, wo, wo8);
+        frt_pdl_wait(); /* attn and x come from the kernels before */
+        gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, (uint16_t *)(ring + 2 * GM_WARPS * 2 * GM_KB * 32), wo, wo8);
+        grid.sync();
+        gm_rows<NT>(a.r1, a.x, a.rows);
+        grid.sync();
+    } else {
+        frt_pdl_wait(); /* hb and x come from the kernels before */
+    }
+    gm_gate_up<NT>(a, red, ring);
     uint4 wd[GM_KC / 32], wd8[GM_KC / 32];
-    if ((int)blockIdx.x < (a.W / GM_MC) * (a.I / GM_KC)) {
-        const uint16_t *r0, *r1;
-        gm_down_rows(a, blockIdx.x, &r0, &r1);
-        gm_load(wd, wd8, r0, r1);
-    }
-    GM_PROF(8);
+    if ((int)blockIdx.x < mg * (a.I / GM_KC)) gm_prod_load(a.down, blockIdx.x, wd, wd8);
     if (a.phases < 2) return;
-    if (a.bar) gm_bar(a.bar, gridDim.x);
-    else cg::this_grid().sync();
-    GM_PROF(9);
-    gm_down<NT>(a, (uint16_t *)gm_smem, wd, wd8);
-    GM_PROF(10);
+    grid.sync();
+    gm_partials<NT, GM_KC / 32>(a.down, a.rows, (uint16_t *)gm_smem, wd, wd8);
     if (a.phases < 3) return;
-    if (a.bar) gm_bar(a.bar + 1, gridDim.x);
-    else cg::this_grid().sync();
-    GM_PROF(11);
-    gm_rows<NT>(a);
-    GM_PROF(12);
-    if (a.prof) {
-        __syncthreads();
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (threadIdx.x == 0) a.prof[blockIdx.x * 16 + 15] = (long long)t;
-    }
-    if (a.bar && threadIdx.x == 0 && atomicAdd(a.bar + 2, 1u) == gridDim.x - 1) a.bar[0] = a.bar[1] = a.bar[2] = 0;
+    grid.sync();
+    gm_rows<NT>(a.r2, a.x, a.rows);
 }
 
 static int g_phases = 3;
-static long long *g_prof;
-extern "C" void frt_cuda_gemma_mlp_set_prof(long long *p) { g_prof = p; }
 
 extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 3 ? 3 : n; }
 
-/* Shared memory of a launch: the larger of phase 1's (the partial sums and
- * the weight ring) and phase 2's (a chunk of h). */
-static size_t gm_smem_bytes(int nt, int W)
+/* Shared memory of a launch: phase 1's partial sums and ring, and phase
+ * O's staged chunk of attn after them (phase 2's chunk of h fits in the
+ * sums' place). */
+static size_t gm_smem_bytes(int nt)
 {
-    (void)W;
     const size_t p1 = (size_t)2 * GM_WARPS * nt * 32 * 16 + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
+    const size_t po = (size_t)nt * 8 * (GM_KC_O + GM_PAD) * 2;
     const size_t p2 = (size_t)nt * 8 * (GM_KC + GM_PAD) * 2;
-    return p1 > p2 ? p1 : p2;
+    return p1 + po > p2 ? p1 + po : p2;
 }
 
 typedef void (*gm_fn)(gm_args);
@@ -423,32 +406,38 @@ static gm_fn gm_fn_of(int nt)
     }
 }
 
-extern "C" int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, size_t *bytes)
+/* Bytes of h [R, inter] bf16, 256-byte aligned (the partial sums follow). */
+static size_t gm_h_bytes(int rows, int inter)
 {
-    FRT_ARG(bytes && rows >= 1 && width >= 1 && inter >= 1, "gemma_mlp: bad sizes");
     const size_t R = (size_t)(rows + 7) / 8 * 8;
-    const size_t h = (R * inter * 2 + 255) / 256 * 256;
-    *bytes = h + (size_t)(inter / GM_KC) * R * width * 4 + 256;
+    return (R * inter * 2 + 255) / 256 * 256;
+}
+
+extern "C" int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, int q_dim, size_t *bytes)
+{
+    FRT_ARG(bytes && rows >= 1 && width >= 1 && inter >= 1 && q_dim >= 0, "gemma_mlp: bad sizes");
+    const size_t R = (size_t)(rows + 7) / 8 * 8;
+    size_t nk = (size_t)inter / GM_KC;
+    if ((size_t)q_dim / GM_KC_O > nk) nk = (size_t)q_dim / GM_KC_O;
+    *bytes = gm_h_bytes(rows, inter) + nk * R * width * 4;
     return 0;
 }
 
-/* The device's grid for a launch of tile count nt at width W: one block an
- * SM when that many fit at once, else 0. Sets the function's shared-memory
- * limit the first time (cached per device, nt and W: at setup, by
+/* The device's grid for a launch of nt tiles: one block an SM when that
+ * many fit at once, else 0. Sets the function's shared-memory limit the
+ * first time (cached per device and nt: at setup, by
  * frt_cuda_gemma_mlp_check, outside any capture). */
-static int gm_grid(int nt, int W, int *grid)
+static int gm_grid(int nt, int *grid)
 {
-    static int cache[8][GM_NT_MAX + 1][4]; /* devices, nt, W / 1024 - 1: grid + 1 */
+    static int cache[8][GM_NT_MAX + 1]; /* grid + 1 */
     int dev = 0;
     FRT_CUDA_TRY(cudaGetDevice(&dev));
-    const int wi = W / 1024 - 1;
-    const int cached = dev < 8 && wi < 4;
-    if (cached && cache[dev][nt][wi] > 0) {
-        *grid = cache[dev][nt][wi] - 1;
+    if (dev < 8 && cache[dev][nt] > 0) {
+        *grid = cache[dev][nt] - 1;
         return 0;
     }
     const gm_fn fn = gm_fn_of(nt);
-    const size_t smem = gm_smem_bytes(nt, W);
+    const size_t smem = gm_smem_bytes(nt);
     int sms = 0, coop = 0, optin = 0, occ = 0;
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
@@ -459,7 +448,18 @@ static int gm_grid(int nt, int W, int *grid)
         FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, GM_THREADS, smem));
         if (occ >= 1) *grid = sms;
     }
-    if (cached) cache[dev][nt][wi] = *grid + 1;
+    if (dev < 8) cache[dev][nt] = *grid + 1;
+    return 0;
+}
+
+static int gm_norm_ok(int on, void *out, frt_cuda_dtype dt, frt_cuda_norm_kind kind, const float *b)
+{
+    FRT_ARG(!on || (out && frt_dtype_ok(dt)), "gemma_mlp: a norm needs its output and dtype");
+    FRT_ARG(!on || kind == FRT_CUDA_NORM_RMS_ADA || kind == FRT_CUDA_NORM_RMS_ONE || kind == FRT_CUDA_NORM_LAYER,
+            "gemma_mlp: unknown norm kind %d", (int)kind);
+    FRT_ARG(!on || kind != FRT_CUDA_NORM_RMS_ADA || b, "gemma_mlp: adaRMSNorm needs its shift b");
+    if (on && kind == FRT_CUDA_NORM_LAYER)
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: LayerNorm is not supported");
     return 0;
 }
 
@@ -467,26 +467,25 @@ static int gm_grid(int nt, int W, int *grid)
 static int gm_check(const frt_cuda_gemma_mlp_args *p)
 {
     FRT_ARG(p && p->x && p->hb && p->gu && p->down && p->work, "gemma_mlp: NULL pointer");
-    FRT_ARG(p->rows >= 1 && p->width >= 1 && p->inter >= 1, "gemma_mlp: rows %d width %d inter %d",
-            p ? p->rows : 0, p ? p->width : 0, p ? p->inter : 0);
-    const int norm = p->w != NULL;
-    FRT_ARG(!norm || (p->out && frt_dtype_ok(p->out_dtype)), "gemma_mlp: a norm needs out and its dtype");
-    FRT_ARG(!norm || p->kind == FRT_CUDA_NORM_RMS_ADA || p->kind == FRT_CUDA_NORM_RMS_ONE || p->kind == FRT_CUDA_NORM_LAYER,
-            "gemma_mlp: unknown norm kind %d", (int)p->kind);
-    FRT_ARG(!norm || p->kind != FRT_CUDA_NORM_RMS_ADA || p->b, "gemma_mlp: adaRMSNorm needs its shift b");
-    FRT_ARG(!norm || ((void *)p->x != p->out), "gemma_mlp: out must not alias x");
+    FRT_ARG(p->rows >= 1 && p->width >= 1 && p->inter >= 1, "gemma_mlp: rows %d width %d inter %d", p->rows,
+            p->width, p->inter);
+    const int o = p->attn != NULL;
+    FRT_ARG(!o || (p->o && p->q_dim >= 1 && p->mlp_w), "gemma_mlp: attn needs o, q_dim and the MLP's norm");
+    FRT_TRY(gm_norm_ok(o, (void *)p->hb, FRT_CUDA_BF16, p->mlp_kind, p->mlp_b));
+    FRT_TRY(gm_norm_ok(p->w != NULL, p->out, p->out_dtype, p->kind, p->b));
+    FRT_ARG(!p->w || ((void *)p->x != p->out), "gemma_mlp: out must not alias x");
     size_t need = 0;
-    FRT_TRY(frt_cuda_gemma_mlp_work_bytes(p->rows, p->width, p->inter, &need));
+    FRT_TRY(frt_cuda_gemma_mlp_work_bytes(p->rows, p->width, p->inter, o ? p->q_dim : 0, &need));
     FRT_ARG(p->work_bytes >= need, "gemma_mlp: work of %zu bytes, %zu needed", p->work_bytes, need);
-    if (norm && p->kind == FRT_CUDA_NORM_LAYER)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: LayerNorm after the MLP is not supported");
     if (p->rows > GM_NT_MAX * 8)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
-    if (p->width != GM_WARPS * GM_KB * 32 || p->inter % GM_KC != 0)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (only %d) inter %d (a multiple of %d)", p->width,
-                         GM_WARPS * GM_KB * 32, p->inter, GM_KC);
+    if (p->width != GM_W || p->inter % GM_KC != 0 || (o && p->q_dim % GM_KC_O != 0))
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (only %d), inter %d (a multiple of %d), q_dim %d (of %d)",
+                         p->width, GM_W, p->inter, GM_KC, p->q_dim, GM_KC_O);
     const uintptr_t al = (uintptr_t)p->x | (uintptr_t)p->hb | (uintptr_t)p->gu | (uintptr_t)p->down |
-                         (uintptr_t)p->gate | (uintptr_t)p->work;
+                         (uintptr_t)p->gate | (uintptr_t)p->w | (uintptr_t)p->b | (uintptr_t)p->work |
+                         (uintptr_t)p->attn | (uintptr_t)p->o | (uintptr_t)p->o_gate | (uintptr_t)p->mlp_w |
+                         (uintptr_t)p->mlp_b;
     if (al % 16 != 0) return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: pointers not 16-byte aligned");
     return 0;
 }
@@ -494,12 +493,11 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
 extern "C" int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *p)
 {
     FRT_TRY(gm_check(p));
-    const int nt = (p->rows + 7) / 8;
     int grid = 0;
-    FRT_TRY(gm_grid(nt, p->width, &grid));
+    FRT_TRY(gm_grid((p->rows + 7) / 8, &grid));
     if (grid < 1)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch",
-                         gm_smem_bytes(nt, p->width));
+                         gm_smem_bytes((p->rows + 7) / 8));
     return 0;
 }
 
@@ -507,28 +505,24 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
 {
     FRT_TRY(gm_check(p));
     const int nt = (p->rows + 7) / 8;
-    const size_t smem = gm_smem_bytes(nt, p->width);
-    const gm_fn fn = gm_fn_of(nt);
     int grid = 0;
-    FRT_TRY(gm_grid(nt, p->width, &grid));
+    FRT_TRY(gm_grid(nt, &grid));
     if (grid < 1)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch", smem);
-    const size_t R = (size_t)nt * 8;
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch",
+                         gm_smem_bytes(nt));
+    float *part = (float *)((char *)p->work + gm_h_bytes(p->rows, p->inter));
     gm_args a;
-    a.out = p->out;
-    a.out_dt = (int)p->out_dtype;
-    a.x = p->x, a.hb = p->hb, a.gu = p->gu, a.down = p->down;
-    a.gate = p->gate, a.w = p->w, a.b = p->b;
-    a.kind = p->w ? (int)p->kind : -1;
-    a.eps = p->eps;
-    a.rows = p->rows, a.W = p->width, a.I = p->inter;
+    memset(&a, 0, sizeof a);
+    a.x = p->x, a.hb = p->hb, a.gu = p->gu, a.h = (uint16_t *)p->work;
+    a.rows = p->rows, a.I = p->inter;
+    if (p->attn) {
+        a.o = {p->attn, p->o, p->q_dim, part};
+        a.r1 = {part, p->o_gate, p->mlp_w, p->mlp_b, p->q_dim / GM_KC_O, (int)p->mlp_kind, p->eps, (void *)p->hb,
+                (int)FRT_CUDA_BF16};
+    }
+    a.down = {a.h, p->down, p->inter, part};
+    a.r2 = {part, p->gate, p->w, p->b, p->inter / GM_KC, p->w ? (int)p->kind : -1, p->eps, p->out, (int)p->out_dtype};
     a.phases = g_phases;
-    a.prof = g_prof;
-    const char *be = getenv("FRT_GM_BAR");
-    const int cbar = be && be[0] == '1';
-    a.bar = cbar ? (unsigned *)((char *)p->work + p->work_bytes - 256) : NULL;
-    a.h = (uint16_t *)p->work;
-    a.part = (float *)((char *)p->work + (R * p->inter * 2 + 255) / 256 * 256);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeCooperative;
@@ -537,14 +531,11 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     const int pdl = pe && pe[0] == '1' ? frt_pdl_attr(&attr[1]) : 0;
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3(GM_THREADS);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = gm_smem_bytes(nt);
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
-    const char *ce = getenv("FRT_GM_COOP");
-    const int coop = !(cbar && ce && ce[0] == '0');
-    cfg.attrs = coop ? attr : attr + 1;
-    cfg.numAttrs = coop + pdl;
-    FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, fn, a));
+    cfg.numAttrs = 1 + pdl;
+    FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, gm_fn_of(nt), a));
     FRT_LAUNCH_CHECK();
     return 0;
 }

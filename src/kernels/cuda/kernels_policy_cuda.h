@@ -90,33 +90,45 @@ int frt_cuda_bias_act(void *stream, void *out, frt_cuda_dtype out_dtype, const f
 int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const void *gu, frt_cuda_dtype gu_dtype,
                         int rows, int inter);
 
-/* Gemma's MLP block over a few rows, with the residual after it and the
- * next layer's norm, as ONE cooperative launch (gemma_mlp.cu; the policy
- * expert's MLP at its 50 action tokens, where the five launches it replaces
- * are bound by latency, not bytes):
+/* The tail of a Gemma layer over a few rows, as ONE cooperative launch
+ * (gemma_mlp.cu; the policy expert's action tokens, where the launches it
+ * replaces are bound by latency, not bytes). With attn (optional):
+ *   x[r, c] = x[r, c] + (sum_k attn[r, k] o[c, k]) * o_gate[c]
+ *   hb[r]   = norm(x[r]) of mlp_kind (mlp_w, mlp_b as frt_cuda_add_norm's
+ *             w, b), bf16
+ * then (always) the MLP block on hb:
  *   h[r, i]  = bf16(gelu_tanh(g) * u),  g = sum_k hb[r, k] gu[i, k],
  *              u = sum_k hb[r, k] gu[inter + i, k]        (f32 sums)
  *   x[r, c]  = x[r, c] + (sum_i h[r, i] down[c, i]) * gate[c]
- *              (frt_residual_add; gate NULL: a plain add)
- *   out[r]   = norm(x[r]) of kind (w, b as frt_cuda_add_norm: adaRMSNorm
- *              or Gemma's RMSNorm); w NULL: no norm, out unused.
- * Shapes: hb bf16 [rows, width] (the MLP's input, already normed), gu bf16
- * [2 inter, width] (gate_proj's rows, then up_proj's), down bf16 [width,
- * inter], x f32 [rows, width] (updated in place), gate / w / b f32 [width],
- * out [rows, width] of out_dtype (may alias hb: hb is read before out is
- * written; must not alias x). work: device scratch of
- * frt_cuda_gemma_mlp_work_bytes (h and the down product's partial sums).
- * The sums run in a fixed order that depends on the shape alone.
- * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointers, sizes < 1, an unknown
- * kind, adaRMSNorm without b, out aliasing x, work too small: checked
- * before any device call); FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64;
- * width not a multiple of 1024 or inter of 256; a pointer not 16-byte
+ *   out[r]   = norm(x[r]) of kind (w, b); w NULL: no norm, out unused.
+ * Residuals are frt_residual_add (gate / o_gate NULL: a plain add); norms
+ * are adaRMSNorm or Gemma's RMSNorm. Shapes: attn bf16 [rows, q_dim], o
+ * bf16 [width, q_dim], hb bf16 [rows, width] (the MLP's input: read, or
+ * written by the first norm), gu bf16 [2 inter, width] (gate_proj's rows,
+ * then up_proj's), down bf16 [width, inter], x f32 [rows, width] (updated
+ * in place), gates, w, b f32 [width], out [rows, width] of out_dtype (may
+ * alias hb: hb is read before out is written; must not alias x). work:
+ * device scratch of frt_cuda_gemma_mlp_work_bytes (h and the products'
+ * partial sums). The sums run in a fixed order that depends on the shape
+ * alone.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointers, sizes < 1, attn without
+ * o / q_dim / mlp_w, an unknown norm kind, adaRMSNorm without its shift, out
+ * aliasing x, work too small: checked before any device call);
+ * FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64; width other than 1024;
+ * inter not a multiple of 256 or q_dim of 128; a pointer not 16-byte
  * aligned; more shared memory than a block may have, or no cooperative
  * launch: frt_cuda_gemma_mlp_check says so without enqueueing, so a caller
  * can take the separate launches instead); FRT_ERR_BACKEND.
  * Twins: the products, frt_cpu_geglu_tanh, the residual, then
  * frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
 typedef struct frt_cuda_gemma_mlp_args {
+    /* o_proj, its residual and the MLP's norm (attn NULL: hb is the input) */
+    const uint16_t *attn, *o;
+    int q_dim;
+    const float *o_gate;
+    frt_cuda_norm_kind mlp_kind;
+    const float *mlp_w, *mlp_b;
+    /* the MLP block */
     void *out;
     frt_cuda_dtype out_dtype;
     float *x;
@@ -130,9 +142,10 @@ typedef struct frt_cuda_gemma_mlp_args {
     size_t work_bytes;
 } frt_cuda_gemma_mlp_args;
 
-/* Bytes of frt_cuda_gemma_mlp's work buffer: rows rounded up to 8, times
- * (2 inter + 4 width inter / 256). Errors: FRT_ERR_INVALID_ARGUMENT. */
-int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, size_t *bytes);
+/* Bytes of frt_cuda_gemma_mlp's work buffer for rows, width, inter and
+ * q_dim (0: no o_proj): h and the partial sums. Errors:
+ * FRT_ERR_INVALID_ARGUMENT. */
+int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, int q_dim, size_t *bytes);
 
 /* 0 when frt_cuda_gemma_mlp takes *a on the current device; its errors
  * otherwise (nothing enqueued). Sets the kernel's shared-memory limit: call
@@ -141,8 +154,9 @@ int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *a);
 
 int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *a);
 
-/* Test hook (timing only): launches made after this call run only the
- * first n of the three phases (1..3; the results are then incomplete). */
+/* Test hook (timing only): launches made after this call stop after the
+ * gate | up phase (n 1) or the down phase (n 2); 3: the whole launch (the
+ * results are otherwise incomplete). */
 void frt_cuda_gemma_mlp_set_phases(int n);
 
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):

@@ -584,7 +584,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->pos_p = take(a, (size_t)pc->P * 4);
     pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
     pc->mlp_bytes = 0;
-    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, &pc->mlp_bytes) == 0)
+    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->mlp_bytes) == 0)
         pc->mlp_work = take(a, pc->mlp_bytes);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
@@ -650,13 +650,15 @@ static int tune_gemms(frt_model *m)
                                        NULL);
 }
 
-static frt_cuda_gemma_mlp_args expert_mlp_args(frt_model *m, const pc_gemma *y, const float *gate, int next,
-                                               const float *next_w, const float *next_mod);
+static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int next,
+                                                const float *next_w, const float *next_mod);
 
-/* Whether the expert's MLP blocks take frt_cuda_gemma_mlp (one slot's
- * rows; fused CFG and batches keep the separate launches): when the device
- * takes the shape, unless the environment sets FRT_PI0_FUSED_MLP=0 (to
- * compare the two in one process). */
+/* Whether the expert's layer tails (o_proj to the next layer's norm) take
+ * frt_cuda_gemma_mlp (one slot's rows; fused CFG and batches keep the
+ * separate launches): when the device takes the shape. The environment's
+ * FRT_PI0_FUSED_MLP compares the forms in one process: 0 the separate
+ * launches, 1 o_proj and its add + norm apart and the MLP block fused,
+ * unset or 2 all of it fused. */
 static int plan_expert_mlp(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -664,13 +666,12 @@ static int plan_expert_mlp(frt_model *m)
     const char *e = getenv("FRT_PI0_FUSED_MLP");
     pc->mlp_on = 0;
     if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
-    float *mod = c->pi05 ? pc->x : NULL; /* any f32 [3 W] (only shapes are checked) */
-    const frt_cuda_gemma_mlp_args a = expert_mlp_args(m, &pc->el[0], mod ? mod + 2 * c->e.width : NULL, 1,
-                                                      pc->el[0].in_norm, mod);
+    const float *mods = c->pi05 ? pc->x : NULL; /* any f32 [6 W] (only shapes are checked) */
+    const frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, 1, pc->el[0].in_norm, mods);
     const int rc = frt_cuda_gemma_mlp_check(&a);
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
-    pc->mlp_on = 1;
+    pc->mlp_on = e && strcmp(e, "1") == 0 ? 1 : 2;
     return 0;
 }
 
@@ -979,25 +980,31 @@ static int add_norm(frt_model *m, const glayer *L, const float *gate, const floa
                              L->g->eps);
 }
 
-/* The expert's MLP block (frt_cuda_gemma_mlp) over one slot's rows: hb
- * in, x += down(...) * gate (NULL: plain), then (next) the next layer's
- * input norm into hb: Pi0.5's adaRMSNorm of next_mod [3 W], else Gemma's
- * of next_w. */
-static frt_cuda_gemma_mlp_args expert_mlp_args(frt_model *m, const pc_gemma *y, const float *gate, int next,
-                                               const float *next_w, const float *next_mod)
+/* The expert's layer tail (frt_cuda_gemma_mlp) over one slot's rows: from
+ * the attention's output in attb, o_proj, x += o * gate and hb = the norm
+ * before the MLP (Pi0.5: mods [6 W], the layer's two modulations; else
+ * Gemma's post_norm); the MLP block, x += down(...) * gate2 and (next) the
+ * next layer's input norm into hb: Pi0.5's adaRMSNorm of next_mod [3 W],
+ * else Gemma's of next_w. */
+static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int next,
+                                                const float *next_w, const float *next_mod)
 {
     const pi0_gemma_config *g = &pi0_of(m)->c.e;
     pc_model *pc = pc_of(m);
+    const int W = g->width;
     frt_cuda_gemma_mlp_args a;
     memset(&a, 0, sizeof a);
+    a.attn = pc->attb, a.o = y->o, a.q_dim = g->heads * g->head_dim, a.o_gate = mods ? mods + 2 * W : NULL;
+    a.mlp_kind = mods ? FRT_CUDA_NORM_RMS_ADA : FRT_CUDA_NORM_RMS_ONE;
+    a.mlp_w = mods ? mods + 3 * W : y->post_norm, a.mlp_b = mods ? mods + 4 * W : NULL;
     a.out = pc->hb, a.out_dtype = BF16, a.x = pc->x, a.hb = pc->hb, a.gu = y->gu, a.down = y->down;
-    a.gate = gate;
+    a.gate = mods ? mods + 5 * W : NULL;
     if (next) {
         a.kind = next_mod ? FRT_CUDA_NORM_RMS_ADA : FRT_CUDA_NORM_RMS_ONE;
         a.w = next_mod ? next_mod : next_w;
-        a.b = next_mod ? next_mod + g->width : NULL;
+        a.b = next_mod ? next_mod + W : NULL;
     }
-    a.eps = g->eps, a.rows = pc->ns, a.width = g->width, a.inter = g->inter;
+    a.eps = g->eps, a.rows = pc->ns, a.width = W, a.inter = g->inter;
     a.work = pc->mlp_work, a.work_bytes = pc->mlp_bytes;
     return a;
 }
@@ -1014,13 +1021,17 @@ static int gemma_layer(frt_model *m, const glayer *L)
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
     FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
-    FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
-    FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
-    if (pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns) {
-        const frt_cuda_gemma_mlp_args a =
-            expert_mlp_args(m, L->y, gate2, L->fuse_next, L->next_w, L->next_mod);
+    const int tail = pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns;
+    if (tail) {
+        frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
+        if (pc->mlp_on == 2) return frt_cuda_gemma_mlp(s, &a);
+        a.attn = NULL; /* FRT_PI0_FUSED_MLP=1: o_proj and its add + norm apart */
+        FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
+        FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
         return frt_cuda_gemma_mlp(s, &a);
     }
+    FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
+    FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
     /* gate | up in bf16: half the bytes the GeGLU reads, for one more bf16
      * rounding of gate and up (the actions stay within the cuda backend's
      * bar against the cpu one: tests/test_cuda_policy.c) */
