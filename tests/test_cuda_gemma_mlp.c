@@ -293,23 +293,17 @@ static void time_expert(int R)
     }
     frt_cuda_gemma_mlp_set_phases(3);
     const double fused = graph_us("mlp fused", rec_fused, &t, TL);
-    setenv("FRT_GM_PDL", "1", 1);
-    const double fpdl = graph_us("mlp fused pdl", rec_fused, &t, TL);
-    unsetenv("FRT_GM_PDL");
     t.with_o = 1;
     const double sep_o = graph_us("tail separate", rec_separate, &t, TL);
     const double fused_o = graph_us("tail fused", rec_fused, &t, TL);
-    setenv("FRT_GM_PDL", "1", 1);
-    const double fpdl_o = graph_us("tail fused pdl", rec_fused, &t, TL);
-    unsetenv("FRT_GM_PDL");
     const double bytes = (double)3 * t.I * t.W * 2, bytes_o = bytes + (double)t.W * 2048 * 2;
     printf("  timing: expert MLP %d x %d -> %d, a layer (graph of %d layers): 5 launches %.2f us, one %.2f us "
-           "(with PDL %.2f; weights alone at 3.0 TB/s: %.2f us)\n",
-           R, t.W, t.I, TL, sep, fused, fpdl, bytes / 3.0e6);
+           "(weights alone at 3.0 TB/s: %.2f us)\n",
+           R, t.W, t.I, TL, sep, fused, bytes / 3.0e6);
     printf("  timing: its phases: gate | up + GeGLU %.2f us, + down %.2f us, + the rows %.2f us\n", ph[0], ph[1],
            fused);
-    printf("  timing: with o_proj (2048 -> %d) in front: 7 launches %.2f us, one %.2f us (with PDL %.2f; weights "
-           "alone %.2f us)\n", t.W, sep_o, fused_o, fpdl_o, bytes_o / 3.0e6);
+    printf("  timing: with o_proj (2048 -> %d) in front: 7 launches %.2f us, one %.2f us (weights alone %.2f us)\n",
+           t.W, sep_o, fused_o, bytes_o / 3.0e6);
     frt_cuda_gemm_destroy(t.gemm);
     for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]), dfree(&t.ow[l]);
     dfree(&t.attn);

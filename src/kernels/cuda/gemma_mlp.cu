@@ -527,8 +527,7 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;
-    const char *pe = getenv("FRT_GM_PDL");
-    const int pdl = pe && pe[0] == '1' ? frt_pdl_attr(&attr[1]) : 0;
+    const int pdl = frt_pdl_attr(&attr[1]); /* the weight loads before frt_pdl_wait overlap the kernel before */
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3(GM_THREADS);
     cfg.dynamicSmemBytes = gm_smem_bytes(nt);

@@ -151,7 +151,7 @@ typedef struct pc_model {
     int32_t *bpos;
     float *bx, *bvel;
     float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
-    /* the expert's MLP block as one launch (frt_cuda_gemma_mlp) at one
+    /* the expert's layer tail as one launch (frt_cuda_gemma_mlp) at one
      * slot's rows: its work buffer, and whether the device takes it */
     void *mlp_work;
     size_t mlp_bytes;
@@ -655,15 +655,14 @@ static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y,
 
 /* Whether the expert's layer tails (o_proj to the next layer's norm) take
  * frt_cuda_gemma_mlp (one slot's rows; fused CFG and batches keep the
- * separate launches): when the device takes the shape. The environment's
- * FRT_PI0_FUSED_MLP compares the forms in one process: 0 the separate
- * launches, 1 o_proj and its add + norm apart and the MLP block fused,
- * unset or 2 all of it fused. */
+ * separate launches): when the device takes the shape, unless the
+ * environment sets FRT_PI0_FUSED_TAIL=0 (the separate launches, to compare
+ * the two in one process; docs/policies.md). */
 static int plan_expert_mlp(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
-    const char *e = getenv("FRT_PI0_FUSED_MLP");
+    const char *e = getenv("FRT_PI0_FUSED_TAIL");
     pc->mlp_on = 0;
     if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
     const float *mods = c->pi05 ? pc->x : NULL; /* any f32 [6 W] (only shapes are checked) */
@@ -671,7 +670,7 @@ static int plan_expert_mlp(frt_model *m)
     const int rc = frt_cuda_gemma_mlp_check(&a);
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
-    pc->mlp_on = e && strcmp(e, "1") == 0 ? 1 : 2;
+    pc->mlp_on = 1;
     return 0;
 }
 
@@ -1021,13 +1020,8 @@ static int gemma_layer(frt_model *m, const glayer *L)
     FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
     FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
-    const int tail = pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns;
-    if (tail) {
-        frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
-        if (pc->mlp_on == 2) return frt_cuda_gemma_mlp(s, &a);
-        a.attn = NULL; /* FRT_PI0_FUSED_MLP=1: o_proj and its add + norm apart */
-        FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
-        FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
+    if (pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns) {
+        const frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
         return frt_cuda_gemma_mlp(s, &a);
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
