@@ -31,7 +31,32 @@ typedef struct mlp_case {
     int rows, W, I, kind; /* kind -1: no norm */
     int gated;
     int Q, okind; /* Q > 0: o_proj [W, Q] first, then the norm of okind into hb (the o gate when gated) */
+    int heads, hd; /* heads > 0: the next q | k | v (heads, one KV head of hd) with RoPE from out */
 } mlp_case;
+
+/* The next layer's q | k | v from out (bf16 values in outf), RoPE at pos
+ * as pi0_cuda_qkv_rope_slots: q [rows, heads hd], k and v rows ldkv apart. */
+static void qkv_ref(float *q, float *k, float *v, const float *outf, const float *w, const int32_t *pos,
+                    const float *inv, int rows, int W, int heads, int hd, int ldkv)
+{
+    const int half = hd / 2;
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < heads + 2; h++)
+            for (int p = 0; p < half; p++) {
+                double a = 0, b = 0;
+                for (int c = 0; c < W; c++) {
+                    a += (double)outf[(size_t)r * W + c] * w[(size_t)(h * hd + p) * W + c];
+                    b += (double)outf[(size_t)r * W + c] * w[(size_t)(h * hd + p + half) * W + c];
+                }
+                float y1 = (float)a, y2 = (float)b;
+                if (h <= heads) {
+                    const float an = (float)pos[r] * inv[p], cs = cosf(an), sn = sinf(an);
+                    y1 = (float)a * cs - (float)b * sn, y2 = (float)b * cs + (float)a * sn;
+                }
+                float *d = h < heads ? q + ((size_t)r * heads + h) * hd : (h == heads ? k : v) + (size_t)r * ldkv;
+                d[p] = frt_bf16_to_f32(frt_f32_to_bf16(y1)), d[p + half] = frt_bf16_to_f32(frt_f32_to_bf16(y2));
+            }
+}
 
 /* x += (attn o^T) * gate, then hb = norm(x) (the front of an o_proj case). */
 static void front_ref(float *hb, float *x, const float *attn, const float *o, const float *gate, int kind,
@@ -89,6 +114,16 @@ static float *bf16_floats(const uint16_t *b, size_t n)
     return f;
 }
 
+/* n bf16 values of a device buffer as floats. */
+static float *dfloats_bf16(dbuf d, size_t n)
+{
+    uint16_t *b = xzalloc(n * 2);
+    dget(d, 0, b, n * 2);
+    float *f = bf16_floats(b, n);
+    free(b);
+    return f;
+}
+
 static void test_case(const mlp_case *c)
 {
     static const char *kinds[3] = {"no norm", "adaRMSNorm", "Gemma RMSNorm"};
@@ -120,6 +155,20 @@ static void test_case(const mlp_case *c)
     if (c->Q > 0) {
         a.attn = dat.p, a.o = dow.p, a.q_dim = Q, a.o_gate = c->gated ? dog.p : NULL;
         a.mlp_kind = (frt_cuda_norm_kind)c->okind, a.mlp_w = dmw.p, a.mlp_b = dmb.p;
+    }
+    const int H = c->heads, HD = c->hd > 0 ? c->hd : 16, LDKV = HD + 8, NQ = (H + 2) * HD;
+    hmat qw = hmat_rand(&rng, NQ, W, -0.04f, 0.04f);
+    int32_t *pos = xzalloc((size_t)R * 4);
+    float *inv = fnew((size_t)HD / 2);
+    for (int r = 0; r < R; r++) pos[r] = 700 + 3 * r;
+    for (int p2 = 0; p2 < HD / 2; p2++) inv[p2] = powf(10000.0f, -2.0f * p2 / HD);
+    dbuf dqw = dalloc((size_t)NQ * W * 2), dpos = dalloc((size_t)R * 4), dinv = dalloc((size_t)HD * 2);
+    dbuf dq = dalloc((size_t)R * (H > 0 ? H : 1) * HD * 2), dk = dalloc((size_t)R * LDKV * 2);
+    dbuf dv = dalloc((size_t)R * LDKV * 2);
+    dput(dqw, 0, qw.b, (size_t)NQ * W * 2), dput(dpos, 0, pos, (size_t)R * 4), dput(dinv, 0, inv, (size_t)HD * 2);
+    if (H > 0) {
+        a.qkv = dqw.p, a.heads = H, a.kv_heads = 1, a.head_dim = HD, a.ld_kv = LDKV;
+        a.q_out = dq.p, a.k_out = dk.p, a.v_out = dv.p, a.pos = dpos.p, a.inv_freq = dinv.p;
     }
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
     dput(dx, 0, x, nx * 4);
@@ -156,6 +205,21 @@ static void test_case(const mlp_case *c)
         snprintf(name, sizeof name, "gemma_mlp %d x %d -> %d: out = %s (bf16)", R, W, I, kinds[c->kind]);
         report(name, frt_test_rel_err(outf, oref, nx), 8e-3);
     }
+    if (H > 0) { /* q | k | v from the kernel's own out */
+        float *qr = fnew((size_t)R * H * HD), *kr = fnew((size_t)R * LDKV), *vr = fnew((size_t)R * LDKV);
+        qkv_ref(qr, kr, vr, outf, qw.f, pos, inv, R, W, H, HD, LDKV);
+        float *qg = dfloats_bf16(dq, (size_t)R * H * HD), *kg = dfloats_bf16(dk, (size_t)R * LDKV);
+        float *vg = dfloats_bf16(dv, (size_t)R * LDKV);
+        for (int r = 0; r < R; r++)
+            for (int j = HD; j < LDKV; j++) kg[(size_t)r * LDKV + j] = vg[(size_t)r * LDKV + j] = 0; /* untouched */
+        snprintf(name, sizeof name, "gemma_mlp %d: next q (%d heads of %d, RoPE)", R, H, HD);
+        report(name, frt_test_rel_err(qg, qr, (size_t)R * H * HD), 4e-3);
+        snprintf(name, sizeof name, "gemma_mlp %d: next k (RoPE) into rows %d apart", R, LDKV);
+        report(name, frt_test_rel_err(kg, kr, (size_t)R * LDKV), 4e-3);
+        snprintf(name, sizeof name, "gemma_mlp %d: next v", R);
+        report(name, frt_test_rel_err(vg, vr, (size_t)R * LDKV), 4e-3);
+        free(qr), free(kr), free(vr), free(qg), free(kg), free(vg);
+    }
     /* a second run from the same x, and with out over hb: the same bits */
     dput(dx, 0, x, nx * 4);
     CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
@@ -176,7 +240,9 @@ static void test_case(const mlp_case *c)
     free(hgot), free(out), free(out2), free(xgot), free(x2), free(href), free(hg), free(xref), free(oref), free(outf);
     if (hbin != hb.f) free(hbin);
     free(x), free(gate), free(w), free(b), free(og), free(mw), free(mb);
-    hmat_free(&at), hmat_free(&ow);
+    hmat_free(&at), hmat_free(&ow), hmat_free(&qw);
+    free(pos), free(inv);
+    dfree(&dqw), dfree(&dpos), dfree(&dinv), dfree(&dq), dfree(&dk), dfree(&dv);
     dfree(&dat), dfree(&dow), dfree(&dog), dfree(&dmw), dfree(&dmb);
     hmat_free(&hb), hmat_free(&gu), hmat_free(&dn);
     dfree(&dhb), dfree(&dgu), dfree(&ddn), dfree(&dx), dfree(&dg), dfree(&dw), dfree(&db), dfree(&dout);
@@ -383,15 +449,17 @@ int main(void)
     test_args();
     frt_test_cuda_start();
     static const mlp_case cases[] = {
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA}, /* the Pi0.5 expert's tail */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE}, /* Pi0's */
-        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA},
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0}, /* the Pi0.5 expert's MLP block */
-        {50, 1024, 4096, -1, 1, 0, 0},                    /* its last layer: no norm after it */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0}, /* Pi0's expert */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0},
-        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0},
-        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256}, /* the Pi0.5 expert's tail */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256}, /* Pi0's */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0}, /* the last layer's but one */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48},
+        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */
+        {50, 1024, 4096, -1, 1, 0, 0, 0, 0},                    /* its last layer: no norm after it */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0, 0, 0}, /* Pi0's expert */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0},
+        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0, 0, 0},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     test_unsupported();

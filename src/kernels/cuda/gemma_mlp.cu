@@ -80,11 +80,27 @@ struct gm_rowsp {
     int out_dt;
 };
 
+/* A pairs phase (1 and Q): unit u's A tile is rows ra + g and ra + off + g
+ * of w, ra = (u / per) span + (u % per) 8; x bf16 [rows, GM_W] its input. */
+struct gm_pairs {
+    const uint16_t *w, *x;
+    int per, span, off, units;
+};
+
+/* Phase Q's outputs: q | k | v with RoPE at pos (v copied), bf16. */
+struct gm_qkv {
+    uint16_t *q, *k, *v;
+    int heads, kv_heads, hd, ld_kv;
+    const int32_t *pos;
+    const float *inv_freq;
+};
+
 struct gm_args {
     float *x;
-    const uint16_t *hb, *gu;
     uint16_t *h;  /* [NT 8, I] */
     int rows, I;
+    gm_pairs p1, pq; /* pq.w NULL: no phase Q */
+    gm_qkv qk;
     gm_prod o, down; /* o.x NULL: no o_proj */
     gm_rowsp r1, r2;
     int phases; /* 3; fewer only under the timing hook frt_cuda_gemma_mlp_set_phases */
@@ -260,65 +276,90 @@ __device__ void gm_rows(const gm_rowsp &p, float *xg, int rows)
 
 /* ---- gate | up + GeGLU (phase 1) -------------------------------------------- */
 
-/* Unit u's gate and up rows of the lane (k at its warp's range). */
-__device__ __forceinline__ void gm_gu_rows(const gm_args &a, int u, const uint16_t **rg, const uint16_t **ru)
-{
-    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-    *rg = a.gu + (size_t)(8 * u + (lane >> 2)) * GM_W + wp * (GM_KB * 32) + 8 * (lane & 3);
-    *ru = *rg + (size_t)a.I * GM_W;
-}
-
-/* The block's i-th unit (blockIdx.x + i grid) into ring stage i & 1: the
- * lane's 16 bytes of its gate row and its up row for each k-block,
- * cp.async'ed to the lane's own slots (read back by the same lane: no
- * barrier needed). One commit group a unit (empty past the last). */
-__device__ __forceinline__ void gm_issue(const gm_args &a, uint4 *ring, int i)
+/* The block's i-th unit of pairs phase p (blockIdx.x + i grid) into ring
+ * stage i & 1: the lane's 16 bytes of its two rows for each k-block (k at
+ * its warp's range), cp.async'ed to the lane's own slots (read back by the
+ * same lane: no barrier needed). One commit group a unit (empty past the
+ * last). */
+__device__ __forceinline__ void gm_issue(const gm_pairs &p, uint4 *ring, int i)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
     const int u = blockIdx.x + i * gridDim.x;
-    if (u < a.I / 8) {
-        const uint16_t *rg, *ru;
-        gm_gu_rows(a, u, &rg, &ru);
+    if (u < p.units) {
+        const int ra = (u / p.per) * p.span + (u % p.per) * 8 + (lane >> 2);
+        const uint16_t *r0 = p.w + (size_t)ra * GM_W + wp * (GM_KB * 32) + 8 * (lane & 3);
+        const uint16_t *r1 = r0 + (size_t)p.off * GM_W;
         uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
 #pragma unroll
         for (int kb = 0; kb < GM_KB; kb++) {
-            frt_cp_async16(frt_smem_addr(slot + (2 * kb) * 32), rg + kb * 32, 16);
-            frt_cp_async16(frt_smem_addr(slot + (2 * kb + 1) * 32), ru + kb * 32, 16);
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb) * 32), r0 + kb * 32, 16);
+            frt_cp_async16(frt_smem_addr(slot + (2 * kb + 1) * 32), r1 + kb * 32, 16);
         }
     }
     frt_cp_async_commit();
 }
 
-/* Phase 1 (the header); the ring's first two units were issued at the
- * start of the launch. smem: the warps' partial sums, two buffers
- * [2][8][NT][32] float4 (a unit's sums are added while the next unit's are
- * written), the ring [2 stages][8 warps][2 GM_KB][32 lanes] uint4. */
-template <int NT>
-__device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
+/* Phase Q's stores for unit u: rows r0, r0 + 1 (below rows) of the pair
+ * (p, p + hd / 2) of head u / per: s.x, s.y the first element, s.z, s.w
+ * the second. q and k rotated as pi0_cuda_qkv_rope_slots does (the angle
+ * pos * inv_freq[p], cosf / sinf, no contraction), v copied. */
+__device__ __forceinline__ void gm_rope_store(const gm_args &a, int u, int r0, float4 s, int g)
+{
+    const gm_qkv &q = a.qk;
+    const int half = q.hd / 2, hh = u / a.pq.per, p = (u % a.pq.per) * 8 + g;
+    const bool is_v = hh >= q.heads + q.kv_heads;
+    const float f = is_v ? 0.0f : q.inv_freq[p];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int r = r0 + e;
+        if (r >= a.rows) break;
+        const float x1 = e ? s.y : s.x, x2 = e ? s.w : s.z;
+        float y1 = x1, y2 = x2;
+        if (!is_v) {
+            const float an = (float)q.pos[r] * f, c = cosf(an), sn = sinf(an);
+            y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, sn));
+            y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn));
+        }
+        uint16_t *dst = hh < q.heads ? q.q + ((size_t)r * q.heads + hh) * q.hd
+                        : is_v       ? q.v + (size_t)r * q.ld_kv + (size_t)(hh - q.heads - q.kv_heads) * q.hd
+                                     : q.k + (size_t)r * q.ld_kv + (size_t)(hh - q.heads) * q.hd;
+        dst[p] = __bfloat16_as_ushort(__float2bfloat16_rn(y1));
+        dst[p + half] = __bfloat16_as_ushort(__float2bfloat16_rn(y2));
+    }
+}
+
+/* A pairs phase (1 and Q of the header); the ring's first two units were
+ * issued before. A warp's k range is the same for every unit, so its
+ * fragments of x stay in registers for the whole phase (zeros past
+ * a.rows). smem: the warps' partial sums, two buffers [2][8][NT][32]
+ * float4 (a unit's sums are added while the next unit's are written), the
+ * ring [2 stages][8 warps][2 GM_KB][32 lanes] uint4. ROPE 0: GeGLU into h;
+ * 1: q | k | v with RoPE (gm_rope_store). */
+template <int NT, int ROPE>
+__device__ void gm_pairs_run(const gm_args &a, const gm_pairs &p, float4 *red, uint4 *ring)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int units = a.I / 8;
     uint4 xr[NT][GM_KB];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int r = nt * 8 + g;
 #pragma unroll
         for (int kb = 0; kb < GM_KB; kb++)
-            xr[nt][kb] = r < a.rows ? *(const uint4 *)(a.hb + (size_t)r * GM_W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
+            xr[nt][kb] = r < a.rows ? *(const uint4 *)(p.x + (size_t)r * GM_W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
                                     : make_uint4(0, 0, 0, 0);
     }
     for (int i = 0;; i++) {
         const int u = blockIdx.x + i * gridDim.x;
-        if (u >= units) break;
+        if (u >= p.units) break;
         frt_cp_async_wait<1>(); /* unit i has landed (i + 1 may be in flight) */
         const uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
-        uint4 wg[GM_KB], wu[GM_KB];
+        uint4 w0[GM_KB], w1[GM_KB];
 #pragma unroll
-        for (int kb = 0; kb < GM_KB; kb++) wg[kb] = slot[(2 * kb) * 32], wu[kb] = slot[(2 * kb + 1) * 32];
-        gm_issue(a, ring, i + 2); /* into the stage just read */
+        for (int kb = 0; kb < GM_KB; kb++) w0[kb] = slot[(2 * kb) * 32], w1[kb] = slot[(2 * kb + 1) * 32];
+        gm_issue(p, ring, i + 2); /* into the stage just read */
         float acc[NT][4];
         gm_zero(acc);
-        gm_mma_r<NT>(acc, wg, wu, xr);
+        gm_mma_r<NT>(acc, w0, w1, xr);
         float4 *rb = red + (size_t)(i & 1) * GM_WARPS * NT * 32;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -330,14 +371,20 @@ __device__ void gm_gate_up(const gm_args &a, float4 *red, uint4 *ring)
                 const float4 v = rb[(w * NT + wp) * 32 + lane];
                 s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
             }
-            /* s: gate (x, y) and up (z, w) of column 8 u + g at rows 2t, 2t + 1 of tile wp */
-            const size_t r0 = (size_t)(wp * 8 + 2 * t), col = (size_t)8 * u + g;
-            a.h[r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
-            a.h[(r0 + 1) * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
+            /* s: the first row's (x, y) and the second's (z, w) at x rows 2t, 2t + 1 of tile wp */
+            const int r0 = wp * 8 + 2 * t;
+            if (ROPE) {
+                gm_rope_store(a, u, r0, s, g);
+            } else {
+                const size_t col = (size_t)8 * u + g;
+                a.h[(size_t)r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
+                a.h[(size_t)(r0 + 1) * a.I + col] =
+                    __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
+            }
         }
     }
     frt_cp_async_wait<0>();
-    __syncthreads(); /* the ring and the sums are free for phase 2 */
+    __syncthreads(); /* the ring and the sums are free */
 }
 
 /* ---- the launch -------------------------------------------------------------- */
@@ -351,43 +398,47 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
     uint4 *ring = (uint4 *)(red + 2 * GM_WARPS * NT * 32);
     const int mg = GM_W / GM_MC;
     /* every weight load that may start before the kernels before end */
-    gm_issue(a, ring, 0);
-    gm_issue(a, ring, 1);
+    gm_issue(a.p1, ring, 0);
+    gm_issue(a.p1, ring, 1);
     if (a.o.x) {
         uint4 wo[GM_KC_O / 32], wo8[GM_KC_O / 32];
         if ((int)blockIdx.x < mg * (a.o.in / GM_KC_O)) gm_prod_load(a.o, blockIdx.x, wo, wo8);
         frt_pdl_wait(); /* attn and x come from the kernels before */
-        gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, (uint16_t *)(ring + 2 * GM_WARPS * 2 * GM_KB * 32), wo, wo8);
+        gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, (uint16_t *)red, wo, wo8); /* red is free until phase 1 */
         grid.sync();
         gm_rows<NT>(a.r1, a.x, a.rows);
         grid.sync();
     } else {
         frt_pdl_wait(); /* hb and x come from the kernels before */
     }
-    gm_gate_up<NT>(a, red, ring);
+    gm_pairs_run<NT, 0>(a, a.p1, red, ring);
+    if (a.pq.w) { /* phase Q's weights stream during 2 and R2 */
+        gm_issue(a.pq, ring, 0);
+        gm_issue(a.pq, ring, 1);
+    }
     uint4 wd[GM_KC / 32], wd8[GM_KC / 32];
     if ((int)blockIdx.x < mg * (a.I / GM_KC)) gm_prod_load(a.down, blockIdx.x, wd, wd8);
     if (a.phases < 2) return;
     grid.sync();
-    gm_partials<NT, GM_KC / 32>(a.down, a.rows, (uint16_t *)gm_smem, wd, wd8);
+    gm_partials<NT, GM_KC / 32>(a.down, a.rows, (uint16_t *)red, wd, wd8); /* the ring holds phase Q's units */
     if (a.phases < 3) return;
     grid.sync();
     gm_rows<NT>(a.r2, a.x, a.rows);
+    if (!a.pq.w) return;
+    grid.sync();
+    gm_pairs_run<NT, 1>(a, a.pq, red, ring);
 }
 
 static int g_phases = 3;
 
 extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 3 ? 3 : n; }
 
-/* Shared memory of a launch: phase 1's partial sums and ring, and phase
- * O's staged chunk of attn after them (phase 2's chunk of h fits in the
- * sums' place). */
+/* Shared memory of a launch: the pairs phases' two buffers of partial sums
+ * (phases O and 2 stage their chunk of x there: NT 8 rows of at most
+ * GM_KC + GM_PAD bf16, less than a buffer) and the weight ring. */
 static size_t gm_smem_bytes(int nt)
 {
-    const size_t p1 = (size_t)2 * GM_WARPS * nt * 32 * 16 + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
-    const size_t po = (size_t)nt * 8 * (GM_KC_O + GM_PAD) * 2;
-    const size_t p2 = (size_t)nt * 8 * (GM_KC + GM_PAD) * 2;
-    return p1 + po > p2 ? p1 + po : p2;
+    return (size_t)2 * GM_WARPS * nt * 32 * 16 + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
 }
 
 typedef void (*gm_fn)(gm_args);
@@ -474,18 +525,26 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
     FRT_TRY(gm_norm_ok(o, (void *)p->hb, FRT_CUDA_BF16, p->mlp_kind, p->mlp_b));
     FRT_TRY(gm_norm_ok(p->w != NULL, p->out, p->out_dtype, p->kind, p->b));
     FRT_ARG(!p->w || ((void *)p->x != p->out), "gemma_mlp: out must not alias x");
+    const int q = p->qkv != NULL;
+    FRT_ARG(!q || (p->w && p->out_dtype == FRT_CUDA_BF16 && p->q_out && p->k_out && p->v_out && p->pos &&
+                   p->inv_freq),
+            "gemma_mlp: the next q | k | v needs the norm into a bf16 out, its outputs, positions and frequencies");
+    FRT_ARG(!q || (p->heads >= 1 && p->kv_heads >= 1 && p->head_dim >= 2 && p->ld_kv >= p->kv_heads * p->head_dim),
+            "gemma_mlp: heads %d kv_heads %d head_dim %d ld_kv %d", p->heads, p->kv_heads, p->head_dim, p->ld_kv);
     size_t need = 0;
     FRT_TRY(frt_cuda_gemma_mlp_work_bytes(p->rows, p->width, p->inter, o ? p->q_dim : 0, &need));
     FRT_ARG(p->work_bytes >= need, "gemma_mlp: work of %zu bytes, %zu needed", p->work_bytes, need);
     if (p->rows > GM_NT_MAX * 8)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
+    if (q && p->head_dim % 16 != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: head_dim %d (a multiple of 16)", p->head_dim);
     if (p->width != GM_W || p->inter % GM_KC != 0 || (o && p->q_dim % GM_KC_O != 0))
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (only %d), inter %d (a multiple of %d), q_dim %d (of %d)",
                          p->width, GM_W, p->inter, GM_KC, p->q_dim, GM_KC_O);
     const uintptr_t al = (uintptr_t)p->x | (uintptr_t)p->hb | (uintptr_t)p->gu | (uintptr_t)p->down |
                          (uintptr_t)p->gate | (uintptr_t)p->w | (uintptr_t)p->b | (uintptr_t)p->work |
                          (uintptr_t)p->attn | (uintptr_t)p->o | (uintptr_t)p->o_gate | (uintptr_t)p->mlp_w |
-                         (uintptr_t)p->mlp_b;
+                         (uintptr_t)p->mlp_b | (uintptr_t)p->qkv;
     if (al % 16 != 0) return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: pointers not 16-byte aligned");
     return 0;
 }
@@ -513,8 +572,15 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     float *part = (float *)((char *)p->work + gm_h_bytes(p->rows, p->inter));
     gm_args a;
     memset(&a, 0, sizeof a);
-    a.x = p->x, a.hb = p->hb, a.gu = p->gu, a.h = (uint16_t *)p->work;
+    a.x = p->x, a.h = (uint16_t *)p->work;
     a.rows = p->rows, a.I = p->inter;
+    a.p1 = {p->gu, p->hb, p->inter / 8, 0, p->inter, p->inter / 8};
+    if (p->qkv) {
+        const int per = p->head_dim / 16;
+        a.pq = {p->qkv, (const uint16_t *)p->out, per, p->head_dim, p->head_dim / 2,
+                (p->heads + 2 * p->kv_heads) * per};
+        a.qk = {p->q_out, p->k_out, p->v_out, p->heads, p->kv_heads, p->head_dim, p->ld_kv, p->pos, p->inv_freq};
+    }
     if (p->attn) {
         a.o = {p->attn, p->o, p->q_dim, part};
         a.r1 = {part, p->o_gate, p->mlp_w, p->mlp_b, p->q_dim / GM_KC_O, (int)p->mlp_kind, p->eps, (void *)p->hb,

@@ -101,6 +101,12 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
  *              u = sum_k hb[r, k] gu[inter + i, k]        (f32 sums)
  *   x[r, c]  = x[r, c] + (sum_i h[r, i] down[c, i]) * gate[c]
  *   out[r]   = norm(x[r]) of kind (w, b); w NULL: no norm, out unused.
+ * then, with qkv (optional; needs the norm and a bf16 out): the next
+ * layer's q | k | v from out, pairs (p, p + head_dim / 2) of each head of q
+ * and k rotated at pos[r] as pi0_cuda_qkv_rope_slots does (RoPE, angle
+ * pos * inv_freq[p]), v copied, all rounded to bf16:
+ *   q_out [rows, heads head_dim]; k_out, v_out rows ld_kv apart
+ *   (kv_heads head_dim used: the suffix rows of a KV cache).
  * Residuals are frt_residual_add (gate / o_gate NULL: a plain add); norms
  * are adaRMSNorm or Gemma's RMSNorm. Shapes: attn bf16 [rows, q_dim], o
  * bf16 [width, q_dim], hb bf16 [rows, width] (the MLP's input: read, or
@@ -112,10 +118,11 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
  * partial sums). The sums run in a fixed order that depends on the shape
  * alone.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointers, sizes < 1, attn without
- * o / q_dim / mlp_w, an unknown norm kind, adaRMSNorm without its shift, out
- * aliasing x, work too small: checked before any device call);
+ * o / q_dim / mlp_w, qkv without the norm, a bf16 out or its outputs, an
+ * unknown norm kind, adaRMSNorm without its shift, out aliasing x, work too
+ * small: checked before any device call);
  * FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64; width other than 1024;
- * inter not a multiple of 256 or q_dim of 128; a pointer not 16-byte
+ * inter not a multiple of 256, q_dim of 128 or head_dim of 16; a pointer not 16-byte
  * aligned; more shared memory than a block may have, or no cooperative
  * launch: frt_cuda_gemma_mlp_check says so without enqueueing, so a caller
  * can take the separate launches instead); FRT_ERR_BACKEND.
@@ -140,6 +147,12 @@ typedef struct frt_cuda_gemma_mlp_args {
     int rows, width, inter;
     void *work;
     size_t work_bytes;
+    /* the next layer's q | k | v with RoPE from out (qkv NULL: none) */
+    const uint16_t *qkv;
+    int heads, kv_heads, head_dim, ld_kv;
+    uint16_t *q_out, *k_out, *v_out;
+    const int32_t *pos;
+    const float *inv_freq;
 } frt_cuda_gemma_mlp_args;
 
 /* Bytes of frt_cuda_gemma_mlp's work buffer for rows, width, inter and

@@ -652,12 +652,15 @@ static int tune_gemms(frt_model *m)
 
 static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int next,
                                                 const float *next_w, const float *next_mod);
+static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *k, uint16_t *v,
+                            const int32_t *pos);
 
-/* Whether the expert's layer tails (o_proj to the next layer's norm) take
- * frt_cuda_gemma_mlp (one slot's rows; fused CFG and batches keep the
- * separate launches): when the device takes the shape, unless the
- * environment sets FRT_PI0_FUSED_TAIL=0 (the separate launches, to compare
- * the two in one process; docs/policies.md). */
+/* Whether the expert's layer tails (o_proj to the next layer's norm, then
+ * its q | k | v with RoPE) take frt_cuda_gemma_mlp (one slot's rows; fused
+ * CFG and batches keep the separate launches): mlp_on 2 when the device
+ * takes the shape, 1 without the next q | k | v. The environment's
+ * FRT_PI0_FUSED_TAIL compares the forms in one process (docs/policies.md):
+ * 0 the separate launches, 1 the tail without the next q | k | v. */
 static int plan_expert_mlp(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -666,11 +669,17 @@ static int plan_expert_mlp(frt_model *m)
     pc->mlp_on = 0;
     if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
     const float *mods = c->pi05 ? pc->x : NULL; /* any f32 [6 W] (only shapes are checked) */
-    const frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, 1, pc->el[0].in_norm, mods);
-    const int rc = frt_cuda_gemma_mlp_check(&a);
+    frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, 1, pc->el[0].in_norm, mods);
+    int rc = frt_cuda_gemma_mlp_check(&a);
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
     pc->mlp_on = 1;
+    if (e && strcmp(e, "1") == 0) return 0;
+    expert_tail_qkv(m, &a, pc->el[0].qkv, pc->ek[0][0], pc->ev[0][0], pc->pos_s[0]);
+    rc = frt_cuda_gemma_mlp_check(&a);
+    if (rc == FRT_ERR_UNSUPPORTED) return 0;
+    FRT_TRY(rc);
+    pc->mlp_on = 2;
     return 0;
 }
 
@@ -847,6 +856,9 @@ typedef struct glayer {
     const pi0_gemma_config *g;
     const pc_gemma *y;
     int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
+    int qkv_done;                 /* q | k | v with RoPE already written (the tail before, expert_velocity) */
+    const uint16_t *next_qkv;     /* one slot's expert: the next layer's q | k | v weights (else NULL) */
+    uint16_t *next_k, *next_v;    /* and its suffix KV rows */
     const float *cs[2];
     const float *next_w, *next_mod;
     const int32_t *pos[PI0_KV_SLOTS];
@@ -945,7 +957,7 @@ static int gemma_attention(frt_model *m, const glayer *L)
     pc_model *pc = pc_of(m);
     const pi0_gemma_config *g = L->g;
     int done = 0;
-    if (L->cs[0] && !L->last) FRT_TRY(attention_fused(m, L, &done));
+    if (L->cs[0] && !L->last && !L->qkv_done) FRT_TRY(attention_fused(m, L, &done));
     if (done) return 0;
     pi0_kv_slots d;
     memset(&d, 0, sizeof d);
@@ -954,8 +966,9 @@ static int gemma_attention(frt_model *m, const glayer *L)
         d.k[s] = L->k[s] + (size_t)L->first * pc->KV, d.v[s] = L->v[s] + (size_t)L->first * pc->KV;
         d.pos[s] = L->pos[s];
     }
-    FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
-                                    g->kv_heads, g->head_dim));
+    if (!L->qkv_done) /* else the tail before wrote them (tail_writes_qkv) */
+        FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
+                                        g->kv_heads, g->head_dim));
     if (L->last) return 0;
     frt_cuda_attn_args a;
     if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
@@ -1008,6 +1021,29 @@ static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y,
     return a;
 }
 
+/* The next layer's q | k | v with RoPE in the tail a (frt_cuda_gemma_mlp):
+ * q into qkvb, k and v into the suffix rows k, v of its KV, at pos. */
+static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *k, uint16_t *v,
+                            const int32_t *pos)
+{
+    const pi0_gemma_config *g = &pi0_of(m)->c.e;
+    pc_model *pc = pc_of(m);
+    a->qkv = qkv, a->heads = g->heads, a->kv_heads = g->kv_heads, a->head_dim = g->head_dim, a->ld_kv = pc->KV;
+    a->q_out = pc->qkvb, a->k_out = k, a->v_out = v, a->pos = pos, a->inv_freq = pc->e_inv_freq;
+}
+
+/* Whether gemma_layer runs L's tail as one launch, and whether that launch
+ * also writes the next layer's q | k | v (the next glayer's qkv_done). */
+static int tail_fused(frt_model *m, const glayer *L)
+{
+    const pc_model *pc = pc_of(m);
+    return pc->mlp_on && L->g == &pi0_of(m)->c.e && L->n * L->slots == pc->ns && !L->last;
+}
+static int tail_writes_qkv(frt_model *m, const glayer *L)
+{
+    return tail_fused(m, L) && pc_of(m)->mlp_on == 2 && L->fuse_next && L->next_qkv;
+}
+
 static int gemma_layer(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -1017,11 +1053,12 @@ static int gemma_layer(frt_model *m, const glayer *L)
     const float *mods = L->mods;
     const float *gate = mods ? mods + 2 * W : NULL, *gate2 = mods ? mods + 5 * W : NULL;
     if (!L->normed) FRT_TRY(gnorm(m, L, L->y->in_norm, mods));
-    FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
+    if (!L->qkv_done) FRT_TRY(gemm(m, pc->y, pc->hb, L->y->qkv, n, W, Q + 2 * pc->KV));
     FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
-    if (pc->mlp_on && L->g == &pi0_of(m)->c.e && n == pc->ns) {
-        const frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
+    if (tail_fused(m, L)) {
+        frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
+        if (tail_writes_qkv(m, L)) expert_tail_qkv(m, &a, L->next_qkv, L->next_k, L->next_v, L->pos[0]);
         return frt_cuda_gemma_mlp(s, &a);
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
@@ -1101,6 +1138,11 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
         }
         L.mask[s].kmask_len = pc->P;
         L.mask[s].sfx_start = pc->Pp, L.mask[s].sfx_n = pc->ns, L.mask[s].solo_first = !c->pi05;
+    }
+    if (more && so->n == 1 && !so->batch) {
+        const int set = so->set[0];
+        L.next_qkv = pc->el[l + 1].qkv;
+        L.next_k = pc->ek[set][l + 1] + (size_t)pc->Pp * pc->KV, L.next_v = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
     }
     return L;
 }
@@ -1300,9 +1342,12 @@ static int expert_velocity(frt_model *m, int step, const slots_of *so, const flo
     if (stacked) FRT_TRY(batch_suffix_pi05(m, xt, so->n));
     for (int s = 0; s < so->n && !stacked; s++)
         FRT_TRY(suffix_embed(m, step, xt + (size_t)s * pc->n_act, slot_state(m, so, s), s * pc->ns));
+    int qkv_done = 0;
     for (int l = 0; l < c->e.layers; l++) {
-        const glayer L = expert_glayer(m, so, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
+        glayer L = expert_glayer(m, so, l, mods ? mods + (size_t)2 * l * 3 * E : NULL);
+        L.qkv_done = qkv_done;
         FRT_TRY(gemma_layer(m, &L));
+        qkv_done = tail_writes_qkv(m, &L);
     }
     if (stacked) return batch_head_pi05(m, mods, so->n, vel);
     for (int s = 0; s < so->n; s++) FRT_TRY(action_head(m, mods, s * pc->ns, vel + (size_t)s * pc->n_act));
