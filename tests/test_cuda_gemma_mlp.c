@@ -32,16 +32,12 @@ typedef struct mlp_case {
     int gated;
     int Q, okind; /* Q > 0: o_proj [W, Q] first, then the norm of okind into hb (the o gate when gated) */
     int heads, hd; /* heads > 0: the next q | k | v (heads, one KV head of hd) with RoPE from out */
-    int slots;     /* of rows / slots each (0: 1): their k / v rows and positions apart */
 } mlp_case;
 
-#define KV_GAP 16 /* rows between one slot's k / v rows and the next's in the test's buffers */
-
 /* The next layer's q | k | v from out (bf16 values in outf), RoPE at pos
- * [rows] as pi0_cuda_qkv_rope_slots: q [rows, heads hd], k and v rows ldkv
- * apart, slot s's (rows of sr) starting at row s (sr + KV_GAP). */
+ * as pi0_cuda_qkv_rope_slots: q [rows, heads hd], k and v rows ldkv apart. */
 static void qkv_ref(float *q, float *k, float *v, const float *outf, const float *w, const int32_t *pos,
-                    const float *inv, int rows, int sr, int W, int heads, int hd, int ldkv)
+                    const float *inv, int rows, int W, int heads, int hd, int ldkv)
 {
     const int half = hd / 2;
     for (int r = 0; r < rows; r++)
@@ -57,8 +53,7 @@ static void qkv_ref(float *q, float *k, float *v, const float *outf, const float
                     const float an = (float)pos[r] * inv[p], cs = cosf(an), sn = sinf(an);
                     y1 = (float)a * cs - (float)b * sn, y2 = (float)b * cs + (float)a * sn;
                 }
-                const size_t kr = (size_t)r + (size_t)(r / sr) * KV_GAP;
-                float *d = h < heads ? q + ((size_t)r * heads + h) * hd : (h == heads ? k : v) + kr * ldkv;
+                float *d = h < heads ? q + ((size_t)r * heads + h) * hd : (h == heads ? k : v) + (size_t)r * ldkv;
                 d[p] = frt_bf16_to_f32(frt_f32_to_bf16(y1)), d[p + half] = frt_bf16_to_f32(frt_f32_to_bf16(y2));
             }
 }
@@ -162,24 +157,18 @@ static void test_case(const mlp_case *c)
         a.mlp_kind = (frt_cuda_norm_kind)c->okind, a.mlp_w = dmw.p, a.mlp_b = dmb.p;
     }
     const int H = c->heads, HD = c->hd > 0 ? c->hd : 16, LDKV = HD + 8, NQ = (H + 2) * HD;
-    const int SL = c->slots > 0 ? c->slots : 1, SR = R / SL, KR = R + (SL - 1) * KV_GAP; /* k / v rows */
     hmat qw = hmat_rand(&rng, NQ, W, -0.04f, 0.04f);
     int32_t *pos = xzalloc((size_t)R * 4);
     float *inv = fnew((size_t)HD / 2);
-    for (int r = 0; r < R; r++) pos[r] = r < SR ? 700 + 3 * r : 650 + 5 * (r - SR); /* slot 1: other positions */
+    for (int r = 0; r < R; r++) pos[r] = 700 + 3 * r;
     for (int p2 = 0; p2 < HD / 2; p2++) inv[p2] = powf(10000.0f, -2.0f * p2 / HD);
     dbuf dqw = dalloc((size_t)NQ * W * 2), dpos = dalloc((size_t)R * 4), dinv = dalloc((size_t)HD * 2);
-    dbuf dq = dalloc((size_t)R * (H > 0 ? H : 1) * HD * 2), dk = dalloc((size_t)KR * LDKV * 2);
-    dbuf dv = dalloc((size_t)KR * LDKV * 2);
+    dbuf dq = dalloc((size_t)R * (H > 0 ? H : 1) * HD * 2), dk = dalloc((size_t)R * LDKV * 2);
+    dbuf dv = dalloc((size_t)R * LDKV * 2);
     dput(dqw, 0, qw.b, (size_t)NQ * W * 2), dput(dpos, 0, pos, (size_t)R * 4), dput(dinv, 0, inv, (size_t)HD * 2);
     if (H > 0) {
-        a.qkv = dqw.p, a.heads = H, a.kv_heads = 1, a.head_dim = HD, a.ld_kv = LDKV, a.slot_rows = SL > 1 ? SR : 0;
-        a.q_out = dq.p, a.inv_freq = dinv.p;
-        for (int sl = 0; sl < SL; sl++) {
-            const size_t row = (size_t)sl * (SR + KV_GAP) * LDKV;
-            a.k_out[sl] = (uint16_t *)dk.p + row, a.v_out[sl] = (uint16_t *)dv.p + row;
-            a.pos[sl] = (const int32_t *)dpos.p + (size_t)sl * SR;
-        }
+        a.qkv = dqw.p, a.heads = H, a.kv_heads = 1, a.head_dim = HD, a.ld_kv = LDKV;
+        a.q_out = dq.p, a.k_out = dk.p, a.v_out = dv.p, a.pos = dpos.p, a.inv_freq = dinv.p;
     }
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
     dput(dx, 0, x, nx * 4);
@@ -217,19 +206,18 @@ static void test_case(const mlp_case *c)
         report(name, frt_test_rel_err(outf, oref, nx), 8e-3);
     }
     if (H > 0) { /* q | k | v from the kernel's own out */
-        float *qr = fnew((size_t)R * H * HD), *kr = fnew((size_t)KR * LDKV), *vr = fnew((size_t)KR * LDKV);
-        qkv_ref(qr, kr, vr, outf, qw.f, pos, inv, R, SR, W, H, HD, LDKV);
-        float *qg = dfloats_bf16(dq, (size_t)R * H * HD), *kg = dfloats_bf16(dk, (size_t)KR * LDKV);
-        float *vg = dfloats_bf16(dv, (size_t)KR * LDKV);
-        for (int r = 0; r < KR; r++) /* the padding columns and the gap rows: not written, not compared */
-            for (int j = 0; j < LDKV; j++)
-                if (j >= HD || (r % (SR + KV_GAP)) >= SR) kg[(size_t)r * LDKV + j] = vg[(size_t)r * LDKV + j] = 0;
-        snprintf(name, sizeof name, "gemma_mlp %d: next q (%d heads of %d, RoPE), %d slot(s)", R, H, HD, SL);
+        float *qr = fnew((size_t)R * H * HD), *kr = fnew((size_t)R * LDKV), *vr = fnew((size_t)R * LDKV);
+        qkv_ref(qr, kr, vr, outf, qw.f, pos, inv, R, W, H, HD, LDKV);
+        float *qg = dfloats_bf16(dq, (size_t)R * H * HD), *kg = dfloats_bf16(dk, (size_t)R * LDKV);
+        float *vg = dfloats_bf16(dv, (size_t)R * LDKV);
+        for (int r = 0; r < R; r++)
+            for (int j = HD; j < LDKV; j++) kg[(size_t)r * LDKV + j] = vg[(size_t)r * LDKV + j] = 0; /* untouched */
+        snprintf(name, sizeof name, "gemma_mlp %d: next q (%d heads of %d, RoPE)", R, H, HD);
         report(name, frt_test_rel_err(qg, qr, (size_t)R * H * HD), 4e-3);
-        snprintf(name, sizeof name, "gemma_mlp %d: next k (RoPE) into rows %d apart, each slot's", R, LDKV);
-        report(name, frt_test_rel_err(kg, kr, (size_t)KR * LDKV), 4e-3);
+        snprintf(name, sizeof name, "gemma_mlp %d: next k (RoPE) into rows %d apart", R, LDKV);
+        report(name, frt_test_rel_err(kg, kr, (size_t)R * LDKV), 4e-3);
         snprintf(name, sizeof name, "gemma_mlp %d: next v", R);
-        report(name, frt_test_rel_err(vg, vr, (size_t)KR * LDKV), 4e-3);
+        report(name, frt_test_rel_err(vg, vr, (size_t)R * LDKV), 4e-3);
         free(qr), free(kr), free(vr), free(qg), free(kg), free(vg);
     }
     /* a second run from the same x, and with out over hb: the same bits */
@@ -425,7 +413,7 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_INVALID_ARGUMENT);
     b = a, b.kind = FRT_CUDA_NORM_LAYER, b.b = f;
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
-    b = a, b.rows = 113, b.work_bytes = (size_t)1 << 30;
+    b = a, b.rows = 65, b.work_bytes = (size_t)1 << 30;
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
     b = a, b.width = 1000;
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
@@ -461,25 +449,21 @@ int main(void)
     test_args();
     frt_test_cuda_start();
     static const mlp_case cases[] = {
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 0}, /* the Pi0.5 expert's tail */
-        {100, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 2}, /* fused CFG's two slots */
-        {112, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 0, 256, FRT_CUDA_NORM_RMS_ONE, 2, 64, 2}, /* two full passes */
-        {70, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0}, /* a second pass of 14 rows */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256, 0}, /* Pi0's */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0}, /* the last layer's but one */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48, 0},
-        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0},
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */
-        {50, 1024, 4096, -1, 1, 0, 0, 0, 0, 0},                    /* its last layer: no norm after it */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0, 0, 0, 0}, /* Pi0's expert */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0, 0},
-        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0, 0, 0, 0},
-        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256}, /* the Pi0.5 expert's tail */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256}, /* Pi0's */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0}, /* the last layer's but one */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48},
+        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */
+        {50, 1024, 4096, -1, 1, 0, 0, 0, 0},                    /* its last layer: no norm after it */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0, 0, 0}, /* Pi0's expert */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0},
+        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0, 0, 0},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     test_unsupported();
     time_expert(50);
-    time_expert(100); /* fused CFG's two slots: two passes over the rows */
     return frt_test_report();
 #endif
 }

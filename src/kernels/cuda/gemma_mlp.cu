@@ -61,9 +61,6 @@ namespace cg = cooperative_groups;
 #define GM_KC 256  /* phase 2: h's columns a unit */
 #define GM_MC 128  /* phases O and 2: output columns a unit (16 a warp) */
 #define GM_NT_MAX 8
-#define GM_PASS_NT 7 /* more than GM_NT_MAX 8 rows: passes of 7 tiles (56 rows) */
-#define GM_PASSES 2
-#define GM_SLOTS FRT_CUDA_GEMMA_SLOTS
 
 /* One product of partial sums (phases O and 2): part[k / KC][r][c] = the
  * sum over k in chunk k / KC of x[r, k] w[c, k]. */
@@ -92,16 +89,16 @@ struct gm_pairs {
 
 /* Phase Q's outputs: q | k | v with RoPE at pos (v copied), bf16. */
 struct gm_qkv {
-    uint16_t *q, *k[GM_SLOTS], *v[GM_SLOTS];
-    int heads, kv_heads, hd, ld_kv, slot_rows;
-    const int32_t *pos[GM_SLOTS];
+    uint16_t *q, *k, *v;
+    int heads, kv_heads, hd, ld_kv;
+    const int32_t *pos;
     const float *inv_freq;
 };
 
 struct gm_args {
     float *x;
     uint16_t *h;  /* [NT 8, I] */
-    int rows, I, passes; /* rows in passes of NT 8 (h, the slabs: passes NT 8 rows) */
+    int rows, I;
     gm_pairs p1, pq; /* pq.w NULL: no phase Q */
     gm_qkv qk;
     gm_prod o, down; /* o.x NULL: no o_proj */
@@ -195,45 +192,42 @@ __device__ __forceinline__ void gm_prod_load(const gm_prod &p, int u, uint4 (&wa
  * wa, wb hold the block's first unit's weights. smem: x[:, chunk] [NT 8]
  * [NKB 32 + GM_PAD] bf16. */
 template <int NT, int NKB>
-__device__ void gm_partials(const gm_prod &p, int rows, int passes, uint16_t *xs, uint4 (&wa)[NKB], uint4 (&wb)[NKB])
+__device__ void gm_partials(const gm_prod &p, int rows, uint16_t *xs, uint4 (&wa)[NKB], uint4 (&wb)[NKB])
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int KC = NKB * 32, mg = GM_W / GM_MC, units = mg * (p.in / KC), XS = KC + GM_PAD, R = NT * 8;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + g;
-        for (int ps = 0; ps < passes; ps++) { /* the unit's weights stay in registers */
-            const int base = ps * R;
-            /* x[base.., chunk] staged with plain loads, 4 a thread in flight at
-             * once (cp.async would also wait for the weight ring's groups) */
-            __syncthreads(); /* the previous reads of xs are done */
-            for (int j0 = 0; j0 * GM_THREADS < R * (KC / 8); j0 += 4) {
-                uint4 v[4];
+        /* x[:, chunk] staged with plain loads, 4 a thread in flight at once
+         * (cp.async would also wait for the weight ring's groups before) */
+        __syncthreads(); /* the previous unit's reads of xs are done */
+        for (int j0 = 0; j0 * GM_THREADS < R * (KC / 8); j0 += 4) {
+            uint4 v[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
-                    v[j] = i < R * (KC / 8) && base + r < rows
-                               ? *(const uint4 *)(p.x + (size_t)(base + r) * p.in + (size_t)kc * KC + 8 * q)
-                               : make_uint4(0, 0, 0, 0);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
-                    if (i < R * (KC / 8)) *(uint4 *)(xs + (size_t)r * XS + 8 * q) = v[j];
-                }
+            for (int j = 0; j < 4; j++) {
+                const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
+                v[j] = i < R * (KC / 8) && r < rows
+                           ? *(const uint4 *)(p.x + (size_t)r * p.in + (size_t)kc * KC + 8 * q)
+                           : make_uint4(0, 0, 0, 0);
             }
-            __syncthreads();
-            float acc[NT][4];
-            gm_zero(acc);
-            gm_mma<NT, NKB>(acc, wa, wb, xs + 8 * t, XS);
-            if (ps == passes - 1 && u + (int)gridDim.x < units) gm_prod_load(p, u + gridDim.x, wa, wb);
-            float *q = p.part + (size_t)kc * passes * R * GM_W;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int row = base + nt * 8 + 2 * t;
-                if (row < rows) q[(size_t)row * GM_W + c] = acc[nt][0], q[(size_t)row * GM_W + c + 8] = acc[nt][2];
-                if (row + 1 < rows)
-                    q[(size_t)(row + 1) * GM_W + c] = acc[nt][1], q[(size_t)(row + 1) * GM_W + c + 8] = acc[nt][3];
+            for (int j = 0; j < 4; j++) {
+                const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
+                if (i < R * (KC / 8)) *(uint4 *)(xs + (size_t)r * XS + 8 * q) = v[j];
             }
+        }
+        __syncthreads();
+        float acc[NT][4];
+        gm_zero(acc);
+        gm_mma<NT, NKB>(acc, wa, wb, xs + 8 * t, XS);
+        if (u + (int)gridDim.x < units) gm_prod_load(p, u + gridDim.x, wa, wb);
+        float *q = p.part + (size_t)kc * R * GM_W;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int row = nt * 8 + 2 * t;
+            if (row < rows) q[(size_t)row * GM_W + c] = acc[nt][0], q[(size_t)row * GM_W + c + 8] = acc[nt][2];
+            if (row + 1 < rows)
+                q[(size_t)(row + 1) * GM_W + c] = acc[nt][1], q[(size_t)(row + 1) * GM_W + c + 8] = acc[nt][3];
         }
     }
 }
@@ -243,9 +237,9 @@ __device__ void gm_partials(const gm_prod &p, int rows, int passes, uint16_t *xs
 /* Thread t owns float4 column 4 t of the row; every load of a row is in
  * flight before the first sum. */
 template <int NT>
-__device__ void gm_rows(const gm_rowsp &p, float *xg, int rows, int passes)
+__device__ void gm_rows(const gm_rowsp &p, float *xg, int rows)
 {
-    const int c = threadIdx.x * 4, R = passes * NT * 8; /* a slab's rows */
+    const int c = threadIdx.x * 4, R = NT * 8;
     const bool hg = p.gate != NULL, norm = p.kind >= 0, ada = p.kind == FRT_CUDA_NORM_RMS_ADA;
     const float4 zero = make_float4(0, 0, 0, 0);
     const float4 gv = hg ? *(const float4 *)(p.gate + c) : zero;
@@ -319,17 +313,16 @@ __device__ __forceinline__ void gm_rope_store(const gm_args &a, int u, int r0, f
     for (int e = 0; e < 2; e++) {
         const int r = r0 + e;
         if (r >= a.rows) break;
-        const int sl = r / q.slot_rows, rs = r - sl * q.slot_rows; /* the slot and its row */
         const float x1 = e ? s.y : s.x, x2 = e ? s.w : s.z;
         float y1 = x1, y2 = x2;
         if (!is_v) {
-            const float an = (float)q.pos[sl][rs] * f, c = cosf(an), sn = sinf(an);
+            const float an = (float)q.pos[r] * f, c = cosf(an), sn = sinf(an);
             y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, sn));
             y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn));
         }
         uint16_t *dst = hh < q.heads ? q.q + ((size_t)r * q.heads + hh) * q.hd
-                        : is_v       ? q.v[sl] + (size_t)rs * q.ld_kv + (size_t)(hh - q.heads - q.kv_heads) * q.hd
-                                     : q.k[sl] + (size_t)rs * q.ld_kv + (size_t)(hh - q.heads) * q.hd;
+                        : is_v       ? q.v + (size_t)r * q.ld_kv + (size_t)(hh - q.heads - q.kv_heads) * q.hd
+                                     : q.k + (size_t)r * q.ld_kv + (size_t)(hh - q.heads) * q.hd;
         dst[p] = __bfloat16_as_ushort(__float2bfloat16_rn(y1));
         dst[p + half] = __bfloat16_as_ushort(__float2bfloat16_rn(y2));
     }
@@ -346,60 +339,52 @@ template <int NT, int ROPE>
 __device__ void gm_pairs_run(const gm_args &a, const gm_pairs &p, float4 *red, uint4 *ring)
 {
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    for (int ps = 0; ps < a.passes; ps++) {
-        const int base = ps * NT * 8;
-        if (ps > 0) { /* the next pass reads the weights again (from L2, mostly) */
-            gm_issue(p, ring, 0);
-            gm_issue(p, ring, 1);
-        }
-        uint4 xr[NT][GM_KB];
+    uint4 xr[NT][GM_KB];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int r = base + nt * 8 + g;
+    for (int nt = 0; nt < NT; nt++) {
+        const int r = nt * 8 + g;
 #pragma unroll
-            for (int kb = 0; kb < GM_KB; kb++)
-                xr[nt][kb] = r < a.rows
-                                 ? *(const uint4 *)(p.x + (size_t)r * GM_W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
-                                 : make_uint4(0, 0, 0, 0);
-        }
-        for (int i = 0;; i++) {
-            const int u = blockIdx.x + i * gridDim.x;
-            if (u >= p.units) break;
-            frt_cp_async_wait<1>(); /* unit i has landed (i + 1 may be in flight) */
-            const uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
-            uint4 w0[GM_KB], w1[GM_KB];
+        for (int kb = 0; kb < GM_KB; kb++)
+            xr[nt][kb] = r < a.rows ? *(const uint4 *)(p.x + (size_t)r * GM_W + wp * (GM_KB * 32) + kb * 32 + 8 * t)
+                                    : make_uint4(0, 0, 0, 0);
+    }
+    for (int i = 0;; i++) {
+        const int u = blockIdx.x + i * gridDim.x;
+        if (u >= p.units) break;
+        frt_cp_async_wait<1>(); /* unit i has landed (i + 1 may be in flight) */
+        const uint4 *slot = ring + ((size_t)((i & 1) * GM_WARPS + wp) * 2 * GM_KB) * 32 + lane;
+        uint4 w0[GM_KB], w1[GM_KB];
 #pragma unroll
-            for (int kb = 0; kb < GM_KB; kb++) w0[kb] = slot[(2 * kb) * 32], w1[kb] = slot[(2 * kb + 1) * 32];
-            gm_issue(p, ring, i + 2); /* into the stage just read */
-            float acc[NT][4];
-            gm_zero(acc);
-            gm_mma_r<NT>(acc, w0, w1, xr);
-            float4 *rb = red + (size_t)(i & 1) * GM_WARPS * NT * 32;
+        for (int kb = 0; kb < GM_KB; kb++) w0[kb] = slot[(2 * kb) * 32], w1[kb] = slot[(2 * kb + 1) * 32];
+        gm_issue(p, ring, i + 2); /* into the stage just read */
+        float acc[NT][4];
+        gm_zero(acc);
+        gm_mma_r<NT>(acc, w0, w1, xr);
+        float4 *rb = red + (size_t)(i & 1) * GM_WARPS * NT * 32;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                rb[(wp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
-            __syncthreads();
-            if (wp < NT) {
-                float4 s = rb[wp * 32 + lane];
-                for (int w = 1; w < GM_WARPS; w++) {
-                    const float4 v = rb[(w * NT + wp) * 32 + lane];
-                    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-                }
-                /* s: the first row's (x, y) and the second's (z, w) at x rows 2t, 2t + 1 of tile wp */
-                const int r0 = base + wp * 8 + 2 * t;
-                if (ROPE) {
-                    gm_rope_store(a, u, r0, s, g);
-                } else {
-                    const size_t col = (size_t)8 * u + g;
-                    a.h[(size_t)r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
-                    a.h[(size_t)(r0 + 1) * a.I + col] =
-                        __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
-                }
+        for (int nt = 0; nt < NT; nt++)
+            rb[(wp * NT + nt) * 32 + lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+        __syncthreads();
+        if (wp < NT) {
+            float4 s = rb[wp * 32 + lane];
+            for (int w = 1; w < GM_WARPS; w++) {
+                const float4 v = rb[(w * NT + wp) * 32 + lane];
+                s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+            }
+            /* s: the first row's (x, y) and the second's (z, w) at x rows 2t, 2t + 1 of tile wp */
+            const int r0 = wp * 8 + 2 * t;
+            if (ROPE) {
+                gm_rope_store(a, u, r0, s, g);
+            } else {
+                const size_t col = (size_t)8 * u + g;
+                a.h[(size_t)r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
+                a.h[(size_t)(r0 + 1) * a.I + col] =
+                    __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
             }
         }
-        frt_cp_async_wait<0>();
-        __syncthreads(); /* the ring and the sums are free */
     }
+    frt_cp_async_wait<0>();
+    __syncthreads(); /* the ring and the sums are free */
 }
 
 /* ---- the launch -------------------------------------------------------------- */
@@ -419,9 +404,9 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
         uint4 wo[GM_KC_O / 32], wo8[GM_KC_O / 32];
         if ((int)blockIdx.x < mg * (a.o.in / GM_KC_O)) gm_prod_load(a.o, blockIdx.x, wo, wo8);
         frt_pdl_wait(); /* attn and x come from the kernels before */
-        gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, a.passes, (uint16_t *)red, wo, wo8); /* red is free until 1 */
+        gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, (uint16_t *)red, wo, wo8); /* red is free until phase 1 */
         grid.sync();
-        gm_rows<NT>(a.r1, a.x, a.rows, a.passes);
+        gm_rows<NT>(a.r1, a.x, a.rows);
         grid.sync();
     } else {
         frt_pdl_wait(); /* hb and x come from the kernels before */
@@ -435,10 +420,10 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
     if ((int)blockIdx.x < mg * (a.I / GM_KC)) gm_prod_load(a.down, blockIdx.x, wd, wd8);
     if (a.phases < 2) return;
     grid.sync();
-    gm_partials<NT, GM_KC / 32>(a.down, a.rows, a.passes, (uint16_t *)red, wd, wd8); /* the ring: Q's units */
+    gm_partials<NT, GM_KC / 32>(a.down, a.rows, (uint16_t *)red, wd, wd8); /* the ring holds phase Q's units */
     if (a.phases < 3) return;
     grid.sync();
-    gm_rows<NT>(a.r2, a.x, a.rows, a.passes);
+    gm_rows<NT>(a.r2, a.x, a.rows);
     if (!a.pq.w) return;
     grid.sync();
     gm_pairs_run<NT, 1>(a, a.pq, red, ring);
@@ -472,23 +457,17 @@ static gm_fn gm_fn_of(int nt)
     }
 }
 
-/* The row tiles of a pass and the passes of a launch over rows. */
-static int gm_nt(int rows) { return rows <= GM_NT_MAX * 8 ? (rows + 7) / 8 : GM_PASS_NT; }
-static int gm_passes(int rows) { return rows <= GM_NT_MAX * 8 ? 1 : (rows + GM_PASS_NT * 8 - 1) / (GM_PASS_NT * 8); }
-
-/* Rows of h and of a slab of partial sums (whole passes). */
-static size_t gm_rows_padded(int rows) { return (size_t)gm_passes(rows) * gm_nt(rows) * 8; }
-
 /* Bytes of h [R, inter] bf16, 256-byte aligned (the partial sums follow). */
 static size_t gm_h_bytes(int rows, int inter)
 {
-    return (gm_rows_padded(rows) * inter * 2 + 255) / 256 * 256;
+    const size_t R = (size_t)(rows + 7) / 8 * 8;
+    return (R * inter * 2 + 255) / 256 * 256;
 }
 
 extern "C" int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, int q_dim, size_t *bytes)
 {
     FRT_ARG(bytes && rows >= 1 && width >= 1 && inter >= 1 && q_dim >= 0, "gemma_mlp: bad sizes");
-    const size_t R = gm_rows_padded(rows);
+    const size_t R = (size_t)(rows + 7) / 8 * 8;
     size_t nk = (size_t)inter / GM_KC;
     if ((size_t)q_dim / GM_KC_O > nk) nk = (size_t)q_dim / GM_KC_O;
     *bytes = gm_h_bytes(rows, inter) + nk * R * width * 4;
@@ -547,20 +526,16 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
     FRT_TRY(gm_norm_ok(p->w != NULL, p->out, p->out_dtype, p->kind, p->b));
     FRT_ARG(!p->w || ((void *)p->x != p->out), "gemma_mlp: out must not alias x");
     const int q = p->qkv != NULL;
-    const int sr = p->slot_rows > 0 ? p->slot_rows : p->rows, ns = (p->rows + sr - 1) / sr;
-    FRT_ARG(!q || (p->w && p->out_dtype == FRT_CUDA_BF16 && p->q_out && p->inv_freq && p->rows % sr == 0 &&
-                   ns <= FRT_CUDA_GEMMA_SLOTS),
-            "gemma_mlp: the next q | k | v needs the norm into a bf16 out, q_out, the frequencies and rows a "
-            "multiple of slot_rows (%d slots at most)", FRT_CUDA_GEMMA_SLOTS);
-    for (int sl = 0; q && sl < ns; sl++)
-        FRT_ARG(p->k_out[sl] && p->v_out[sl] && p->pos[sl], "gemma_mlp: slot %d's k_out, v_out or pos is NULL", sl);
+    FRT_ARG(!q || (p->w && p->out_dtype == FRT_CUDA_BF16 && p->q_out && p->k_out && p->v_out && p->pos &&
+                   p->inv_freq),
+            "gemma_mlp: the next q | k | v needs the norm into a bf16 out, its outputs, positions and frequencies");
     FRT_ARG(!q || (p->heads >= 1 && p->kv_heads >= 1 && p->head_dim >= 2 && p->ld_kv >= p->kv_heads * p->head_dim),
             "gemma_mlp: heads %d kv_heads %d head_dim %d ld_kv %d", p->heads, p->kv_heads, p->head_dim, p->ld_kv);
     size_t need = 0;
     FRT_TRY(frt_cuda_gemma_mlp_work_bytes(p->rows, p->width, p->inter, o ? p->q_dim : 0, &need));
     FRT_ARG(p->work_bytes >= need, "gemma_mlp: work of %zu bytes, %zu needed", p->work_bytes, need);
-    if (p->rows > GM_PASSES * GM_PASS_NT * 8)
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_PASSES * GM_PASS_NT * 8);
+    if (p->rows > GM_NT_MAX * 8)
+        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
     if (q && p->head_dim % 16 != 0)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: head_dim %d (a multiple of 16)", p->head_dim);
     if (p->width != GM_W || p->inter % GM_KC != 0 || (o && p->q_dim % GM_KC_O != 0))
@@ -578,17 +553,17 @@ extern "C" int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *p)
 {
     FRT_TRY(gm_check(p));
     int grid = 0;
-    FRT_TRY(gm_grid(gm_nt(p->rows), &grid));
+    FRT_TRY(gm_grid((p->rows + 7) / 8, &grid));
     if (grid < 1)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch",
-                         gm_smem_bytes(gm_nt(p->rows)));
+                         gm_smem_bytes((p->rows + 7) / 8));
     return 0;
 }
 
 extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p)
 {
     FRT_TRY(gm_check(p));
-    const int nt = gm_nt(p->rows);
+    const int nt = (p->rows + 7) / 8;
     int grid = 0;
     FRT_TRY(gm_grid(nt, &grid));
     if (grid < 1)
@@ -598,17 +573,13 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     gm_args a;
     memset(&a, 0, sizeof a);
     a.x = p->x, a.h = (uint16_t *)p->work;
-    a.rows = p->rows, a.I = p->inter, a.passes = gm_passes(p->rows);
+    a.rows = p->rows, a.I = p->inter;
     a.p1 = {p->gu, p->hb, p->inter / 8, 0, p->inter, p->inter / 8};
     if (p->qkv) {
         const int per = p->head_dim / 16;
         a.pq = {p->qkv, (const uint16_t *)p->out, per, p->head_dim, p->head_dim / 2,
                 (p->heads + 2 * p->kv_heads) * per};
-        a.qk.q = p->q_out, a.qk.heads = p->heads, a.qk.kv_heads = p->kv_heads, a.qk.hd = p->head_dim;
-        a.qk.ld_kv = p->ld_kv, a.qk.slot_rows = p->slot_rows > 0 ? p->slot_rows : p->rows;
-        a.qk.inv_freq = p->inv_freq;
-        for (int sl = 0; sl < GM_SLOTS; sl++)
-            a.qk.k[sl] = p->k_out[sl], a.qk.v[sl] = p->v_out[sl], a.qk.pos[sl] = p->pos[sl];
+        a.qk = {p->q_out, p->k_out, p->v_out, p->heads, p->kv_heads, p->head_dim, p->ld_kv, p->pos, p->inv_freq};
     }
     if (p->attn) {
         a.o = {p->attn, p->o, p->q_dim, part};

@@ -105,9 +105,8 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
  * layer's q | k | v from out, pairs (p, p + head_dim / 2) of each head of q
  * and k rotated at pos[r] as pi0_cuda_qkv_rope_slots does (RoPE, angle
  * pos * inv_freq[p]), v copied, all rounded to bf16:
- *   q_out [rows, heads head_dim]; row r of slot s = r / slot_rows to
- *   k_out[s], v_out[s] (rows ld_kv apart, kv_heads head_dim used: the
- *   suffix rows of a KV cache) at pos[s][r % slot_rows].
+ *   q_out [rows, heads head_dim]; k_out, v_out rows ld_kv apart
+ *   (kv_heads head_dim used: the suffix rows of a KV cache).
  * Residuals are frt_residual_add (gate / o_gate NULL: a plain add); norms
  * are adaRMSNorm or Gemma's RMSNorm. Shapes: attn bf16 [rows, q_dim], o
  * bf16 [width, q_dim], hb bf16 [rows, width] (the MLP's input: read, or
@@ -122,16 +121,13 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
  * o / q_dim / mlp_w, qkv without the norm, a bf16 out or its outputs, an
  * unknown norm kind, adaRMSNorm without its shift, out aliasing x, work too
  * small: checked before any device call);
- * FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 112 (above 64: two passes
- * over the rows, the pairs phases' weights read twice); width other than 1024;
+ * FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64; width other than 1024;
  * inter not a multiple of 256, q_dim of 128 or head_dim of 16; a pointer not 16-byte
  * aligned; more shared memory than a block may have, or no cooperative
  * launch: frt_cuda_gemma_mlp_check says so without enqueueing, so a caller
  * can take the separate launches instead); FRT_ERR_BACKEND.
  * Twins: the products, frt_cpu_geglu_tanh, the residual, then
  * frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
-#define FRT_CUDA_GEMMA_SLOTS 2 /* fused CFG's two slots */
-
 typedef struct frt_cuda_gemma_mlp_args {
     /* o_proj, its residual and the MLP's norm (attn NULL: hb is the input) */
     const uint16_t *attn, *o;
@@ -151,13 +147,11 @@ typedef struct frt_cuda_gemma_mlp_args {
     int rows, width, inter;
     void *work;
     size_t work_bytes;
-    /* the next layer's q | k | v with RoPE from out (qkv NULL: none); rows
-     * are slots of slot_rows (0: one slot), slot s's k / v rows and
-     * positions k_out[s], v_out[s], pos[s] */
+    /* the next layer's q | k | v with RoPE from out (qkv NULL: none) */
     const uint16_t *qkv;
-    int heads, kv_heads, head_dim, ld_kv, slot_rows;
-    uint16_t *q_out, *k_out[FRT_CUDA_GEMMA_SLOTS], *v_out[FRT_CUDA_GEMMA_SLOTS];
-    const int32_t *pos[FRT_CUDA_GEMMA_SLOTS];
+    int heads, kv_heads, head_dim, ld_kv;
+    uint16_t *q_out, *k_out, *v_out;
+    const int32_t *pos;
     const float *inv_freq;
 } frt_cuda_gemma_mlp_args;
 

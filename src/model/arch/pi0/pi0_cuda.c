@@ -155,7 +155,7 @@ typedef struct pc_model {
      * slot's rows: its work buffer, and whether the device takes it */
     void *mlp_work;
     size_t mlp_bytes;
-    int mlp_on, mlp2_on; /* one slot's rows; fused CFG's two */
+    int mlp_on;
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -584,8 +584,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->pos_p = take(a, (size_t)pc->P * 4);
     pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
     pc->mlp_bytes = 0;
-    if (frt_cuda_gemma_mlp_work_bytes(2 * pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->mlp_bytes) ==
-        0) /* fused CFG's two slots */
+    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->mlp_bytes) == 0)
         pc->mlp_work = take(a, pc->mlp_bytes);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
@@ -651,10 +650,10 @@ static int tune_gemms(frt_model *m)
                                        NULL);
 }
 
-static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int rows,
-                                                int next, const float *next_w, const float *next_mod);
-static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *const *k,
-                            uint16_t *const *v, const int32_t *const *pos);
+static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int next,
+                                                const float *next_w, const float *next_mod);
+static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *k, uint16_t *v,
+                            const int32_t *pos);
 
 /* Whether the expert's layer tails (o_proj to the next layer's norm, then
  * its q | k | v with RoPE) take frt_cuda_gemma_mlp (one slot's rows; fused
@@ -667,20 +666,20 @@ static int plan_expert_mlp(frt_model *m)
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     const char *e = getenv("FRT_PI0_FUSED_TAIL");
-    pc->mlp_on = pc->mlp2_on = 0;
+    pc->mlp_on = 0;
     if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
-    const int with_qkv = !(e && strcmp(e, "1") == 0);
     const float *mods = c->pi05 ? pc->x : NULL; /* any f32 [6 W] (only shapes are checked) */
-    uint16_t *const k[2] = {pc->ek[0][0], pc->ek[1][0]}, *const v[2] = {pc->ev[0][0], pc->ev[1][0]};
-    const int32_t *const pos[2] = {pc->pos_s[0], pc->pos_s[1]};
-    for (int slots = 1; slots <= 2; slots++) {
-        frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, slots * pc->ns, 1, pc->el[0].in_norm, mods);
-        if (with_qkv) expert_tail_qkv(m, &a, pc->el[0].qkv, k, v, pos);
-        const int rc = frt_cuda_gemma_mlp_check(&a);
-        if (rc == FRT_ERR_UNSUPPORTED) continue;
-        FRT_TRY(rc);
-        *(slots == 1 ? &pc->mlp_on : &pc->mlp2_on) = 1 + with_qkv;
-    }
+    frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, 1, pc->el[0].in_norm, mods);
+    int rc = frt_cuda_gemma_mlp_check(&a);
+    if (rc == FRT_ERR_UNSUPPORTED) return 0;
+    FRT_TRY(rc);
+    pc->mlp_on = 1;
+    if (e && strcmp(e, "1") == 0) return 0;
+    expert_tail_qkv(m, &a, pc->el[0].qkv, pc->ek[0][0], pc->ev[0][0], pc->pos_s[0]);
+    rc = frt_cuda_gemma_mlp_check(&a);
+    if (rc == FRT_ERR_UNSUPPORTED) return 0;
+    FRT_TRY(rc);
+    pc->mlp_on = 2;
     return 0;
 }
 
@@ -858,8 +857,8 @@ typedef struct glayer {
     const pc_gemma *y;
     int n, slots, first, n_kv, ld_s, last, normed, fuse_next;
     int qkv_done;                 /* q | k | v with RoPE already written (the tail before, expert_velocity) */
-    const uint16_t *next_qkv[1];  /* the expert (not a batch): the next layer's q | k | v weights (else NULL) */
-    uint16_t *next_k[2], *next_v[2]; /* and each slot's suffix KV rows */
+    const uint16_t *next_qkv;     /* one slot's expert: the next layer's q | k | v weights (else NULL) */
+    uint16_t *next_k, *next_v;    /* and its suffix KV rows */
     const float *cs[2];
     const float *next_w, *next_mod;
     const int32_t *pos[PI0_KV_SLOTS];
@@ -999,8 +998,8 @@ static int add_norm(frt_model *m, const glayer *L, const float *gate, const floa
  * Gemma's post_norm); the MLP block, x += down(...) * gate2 and (next) the
  * next layer's input norm into hb: Pi0.5's adaRMSNorm of next_mod [3 W],
  * else Gemma's of next_w. */
-static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int rows,
-                                                int next, const float *next_w, const float *next_mod)
+static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y, const float *mods, int next,
+                                                const float *next_w, const float *next_mod)
 {
     const pi0_gemma_config *g = &pi0_of(m)->c.e;
     pc_model *pc = pc_of(m);
@@ -1017,38 +1016,32 @@ static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y,
         a.w = next_mod ? next_mod : next_w;
         a.b = next_mod ? next_mod + W : NULL;
     }
-    a.eps = g->eps, a.rows = rows, a.width = W, a.inter = g->inter;
+    a.eps = g->eps, a.rows = pc->ns, a.width = W, a.inter = g->inter;
     a.work = pc->mlp_work, a.work_bytes = pc->mlp_bytes;
     return a;
 }
 
 /* The next layer's q | k | v with RoPE in the tail a (frt_cuda_gemma_mlp):
- * q into qkvb, slot s's k and v into its suffix rows k[s], v[s] at pos[s]
- * (a->rows / ns slots). */
-static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *const *k,
-                            uint16_t *const *v, const int32_t *const *pos)
+ * q into qkvb, k and v into the suffix rows k, v of its KV, at pos. */
+static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *k, uint16_t *v,
+                            const int32_t *pos)
 {
     const pi0_gemma_config *g = &pi0_of(m)->c.e;
     pc_model *pc = pc_of(m);
     a->qkv = qkv, a->heads = g->heads, a->kv_heads = g->kv_heads, a->head_dim = g->head_dim, a->ld_kv = pc->KV;
-    a->slot_rows = pc->ns, a->q_out = pc->qkvb, a->inv_freq = pc->e_inv_freq;
-    for (int s = 0; s < a->rows / pc->ns && s < FRT_CUDA_GEMMA_SLOTS; s++)
-        a->k_out[s] = k[s], a->v_out[s] = v[s], a->pos[s] = pos[s];
+    a->q_out = pc->qkvb, a->k_out = k, a->v_out = v, a->pos = pos, a->inv_freq = pc->e_inv_freq;
 }
 
-/* Whether gemma_layer runs L's tail as one launch (the expert, one slot's
- * rows or fused CFG's two), and whether that launch also writes the next
- * layer's q | k | v (the next glayer's qkv_done). */
-static int tail_on(frt_model *m, const glayer *L)
+/* Whether gemma_layer runs L's tail as one launch, and whether that launch
+ * also writes the next layer's q | k | v (the next glayer's qkv_done). */
+static int tail_fused(frt_model *m, const glayer *L)
 {
     const pc_model *pc = pc_of(m);
-    if (L->g != &pi0_of(m)->c.e || L->last) return 0;
-    return L->n * L->slots == pc->ns ? pc->mlp_on : L->n * L->slots == 2 * pc->ns ? pc->mlp2_on : 0;
+    return pc->mlp_on && L->g == &pi0_of(m)->c.e && L->n * L->slots == pc->ns && !L->last;
 }
-static int tail_fused(frt_model *m, const glayer *L) { return tail_on(m, L) > 0; }
 static int tail_writes_qkv(frt_model *m, const glayer *L)
 {
-    return tail_on(m, L) == 2 && L->fuse_next && L->next_qkv[0];
+    return tail_fused(m, L) && pc_of(m)->mlp_on == 2 && L->fuse_next && L->next_qkv;
 }
 
 static int gemma_layer(frt_model *m, const glayer *L)
@@ -1064,8 +1057,8 @@ static int gemma_layer(frt_model *m, const glayer *L)
     FRT_TRY(gemma_attention(m, L));
     if (L->last) return 0;
     if (tail_fused(m, L)) {
-        frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, n, L->fuse_next, L->next_w, L->next_mod);
-        if (tail_writes_qkv(m, L)) expert_tail_qkv(m, &a, L->next_qkv[0], L->next_k, L->next_v, L->pos);
+        frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
+        if (tail_writes_qkv(m, L)) expert_tail_qkv(m, &a, L->next_qkv, L->next_k, L->next_v, L->pos[0]);
         return frt_cuda_gemma_mlp(s, &a);
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
@@ -1146,13 +1139,10 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
         L.mask[s].kmask_len = pc->P;
         L.mask[s].sfx_start = pc->Pp, L.mask[s].sfx_n = pc->ns, L.mask[s].solo_first = !c->pi05;
     }
-    if (more && so->n <= 2 && !so->batch) {
-        L.next_qkv[0] = pc->el[l + 1].qkv;
-        for (int s = 0; s < so->n; s++) {
-            const int set = so->set[s];
-            L.next_k[s] = pc->ek[set][l + 1] + (size_t)pc->Pp * pc->KV;
-            L.next_v[s] = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
-        }
+    if (more && so->n == 1 && !so->batch) {
+        const int set = so->set[0];
+        L.next_qkv = pc->el[l + 1].qkv;
+        L.next_k = pc->ek[set][l + 1] + (size_t)pc->Pp * pc->KV, L.next_v = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
     }
     return L;
 }
