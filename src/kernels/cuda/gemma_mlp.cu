@@ -3,11 +3,12 @@
  * (the policy expert's action tokens) as ONE cooperative launch
  * (frt_cuda_gemma_mlp, kernels_policy_cuda.h): optionally o_proj with its
  * gated residual and the norm before the MLP, then gate | up with GeGLU,
- * down, the gated residual and the next layer's norm. At 50 rows these
- * products are bound by the latency of their launches, not by their 29 MB
- * of weights: cuBLASLt's o_proj, the add + norm, gate | up, the GeGLU, down
- * and its split-k reduce, and the add + norm were seven launches of 3-10 us
- * each. Here they are phases of one grid (one block of 8 warps an SM,
+ * down, the gated residual and the next layer's norm, optionally then the
+ * next layer's q | k | v with RoPE. At 50 rows these products are bound by
+ * the latency of their launches, not by their 34 MB of weights: cuBLASLt's
+ * o_proj, the add + norm, gate | up, the GeGLU, down and its split-k reduce,
+ * the add + norm, q | k | v and the RoPE kernel were nine launches of 3-10
+ * us each. Here they are phases of one grid (one block of 8 warps an SM,
  * every block resident: a cooperative launch) separated by grid barriers:
  *
  *  O. (with o_proj) partial products of attn . o^T: a unit is 128 output
@@ -31,6 +32,11 @@
  *     of the launch (weights never depend on the phases before).
  *  2. down: partial products of h . down^T as in O, chunks of 256.
  *  R2. the rows as in R1: x += y * gate, then the next layer's norm to out.
+ *  Q. (with qkv) a pairs phase as 1 over out: a unit's A tile is 8 columns
+ *     p of a head over the 8 columns p + head_dim / 2, so one lane holds
+ *     both halves of RoPE's pair and rotates them (pi0_cuda_qkv_rope_slots'
+ *     expression) before the bf16 stores to q and the KV rows; its first
+ *     two units enter the ring during 2.
  *
  * The first unit's weights of O and of 2 are loaded before the barrier in
  * front of their phase. The k order inside an mma is permuted the same way

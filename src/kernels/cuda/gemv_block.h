@@ -8,7 +8,7 @@
  * shared memory, frt_cuda_rmsnorm's bits), the table of a multi-product
  * launch (the entries' grids laid end to end) and the host checks of the
  * fused launchers (defined in gemv.cu). Internal; CUDA C++ only, included
- * by those two .cu files.
+ * by those two .cu files (and by gemma_mlp.cu, for gemv_ld_w).
  */
 #ifndef FRT_KERNELS_CUDA_GEMV_BLOCK_H
 #define FRT_KERNELS_CUDA_GEMV_BLOCK_H
