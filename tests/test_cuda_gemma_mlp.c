@@ -58,20 +58,6 @@ static void qkv_ref(float *q, float *k, float *v, const float *outf, const float
             }
 }
 
-/* x += (attn o^T) * gate, then hb = norm(x) (the front of an o_proj case). */
-static void front_ref(float *hb, float *x, const float *attn, const float *o, const float *gate, int kind,
-                      const float *w, const float *b, int rows, int W, int Q)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < W; c++) {
-            double y = 0;
-            for (int k = 0; k < Q; k++) y += (double)attn[(size_t)r * Q + k] * o[(size_t)c * Q + k];
-            x[(size_t)r * W + c] += gate ? (float)y * gate[c] : (float)y;
-        }
-    if (kind == FRT_CUDA_NORM_RMS_ADA) frt_cpu_rmsnorm_ada(hb, x, w, b, rows, W, 1e-6f);
-    if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(hb, x, w, rows, W, 1e-6f, 1);
-}
-
 static float gelu_ref(float x)
 {
     float g;
@@ -93,7 +79,8 @@ static void h_ref(float *h, const float *hb, const float *gu, int rows, int W, i
         }
 }
 
-/* x += (h down^T) * gate, then out = norm(x) (kind -1: none). */
+/* x += (h down^T) * gate, then out = norm(x) (kind -1: none): the MLP's
+ * residual and norm (h [rows, I], down [W, I]), and o_proj's (attn, o). */
 static void rest_ref(float *out, float *x, const float *h, const float *down, const float *gate, int kind,
                      const float *w, const float *b, int rows, int W, int I)
 {
@@ -185,7 +172,7 @@ static void test_case(const mlp_case *c)
         dget(dhb, 0, hbgot, nx * 2);
         float *hbref = fnew(nx);
         hbin = bf16_floats(hbgot, nx);
-        front_ref(hbref, x1, at.f, ow.f, c->gated ? og : NULL, c->okind, mw, mb, R, W, Q);
+        rest_ref(hbref, x1, at.f, ow.f, c->gated ? og : NULL, c->okind, mw, mb, R, W, Q);
         snprintf(name, sizeof name, "gemma_mlp %d x %d: hb = %s(x + o_proj(attn [%d])%s) (bf16)", R, W,
                  kinds[c->okind], Q, c->gated ? " * gate" : "");
         report(name, frt_test_rel_err(hbin, hbref, nx), 8e-3);
