@@ -8,7 +8,9 @@
  *   actions         the chunk after every step
  * each as norm-wise rel ||cuda - cpu|| / ||cpu|| and cosine, at small odd
  * shapes (3 SigLIP heads, 9 patches a camera, an odd chunk, vocabulary and
- * prompt) for Pi0 and Pi0.5, and at the real Pi0.5 shape of gen-model
+ * prompt) for Pi0 and Pi0.5, at small shapes with a 1024-wide expert (the
+ * layer tail, frt_cuda_gemma_mlp: also against the same model's separate
+ * launches, FRT_PI0_FUSED_TAIL=0), and at the real Pi0.5 shape of gen-model
  * (random weights; 2 cameras, a 20-token prompt). The issue's bar for the
  * actions: cosine >= 0.999 and rel <= 3e-2. Then, on the cuda model alone:
  * the episode noise is the cpu backend's stream (actions from the same
@@ -43,6 +45,14 @@ static const frt_gen_policy_dims SMALL = {
     .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 42, .patch = 14,
     .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 16, .vocab = 61,
     .e_width = 16, .e_inter = 24, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
+};
+
+/* SMALL with the expert the layer tail takes (frt_cuda_gemma_mlp: width
+ * 1024, inter a multiple of 256, heads x head_dim of 128, head_dim of 16). */
+static const frt_gen_policy_dims TAIL = {
+    .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 42, .patch = 14,
+    .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 64, .vocab = 61,
+    .e_width = 1024, .e_inter = 512, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
 
 /* One observation at the model's shapes. */
@@ -274,6 +284,9 @@ static void cuda_no_prefix(frt_model *g, const obs *o, const frt_policy_info *pi
     free(a);
 }
 
+static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, const obs *o, const frt_policy_info *pi,
+                             int max_tokens, int nodes, size_t nvis);
+
 static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, int cams, int tok, int max_tokens)
 {
     char dir[256];
@@ -313,6 +326,7 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     gin.n_cameras = o.cams == 1 ? 2 : 1; /* another variant, not captured yet */
     CHECK_STATUS(frt_policy_graph_nodes(g, &gin, &nodes), FRT_ERR_NO_VARIANT);
     printf("  %-28s graph nodes of this observation's inference: %d\n", shape, nodes);
+    if (d->e_width == 1024 && d->layers < 18) tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis);
     cuda_properties(shape, g, c, &o, &pi, variants);
     cuda_cfg(shape, g, c, &o, &pi);
     cuda_cfg_fused(shape, g, &o, &pi);
@@ -323,6 +337,32 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
+}
+
+/* An expert the layer tail takes: the same model loaded with
+ * FRT_PI0_FUSED_TAIL=0 (the separate launches) has more graph nodes (so the
+ * tail was taken) and the same actions within the backend's bar (the
+ * products' summation order differs). */
+static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, const obs *o, const frt_policy_info *pi,
+                             int max_tokens, int nodes, size_t nvis)
+{
+    setenv("FRT_PI0_FUSED_TAIL", "0", 1);
+    frt_model *s = load(dir, FRT_BACKEND_CUDA, max_tokens);
+    unsetenv("FRT_PI0_FUSED_TAIL");
+    if (!s) return;
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    float *ga = malloc(na * 4), *gv = malloc(na * 4), *sa = malloc(na * 4), *sv = malloc(na * 4);
+    float *vis = calloc(nvis, 4);
+    run_blocks(g, o, pi, ga, gv, vis, nvis);
+    run_blocks(s, o, pi, sa, sv, vis, nvis);
+    frt_policy_inputs in = inputs(o, pi, 1);
+    int nodes_s = 0;
+    CHECK_OK(frt_policy_graph_nodes(s, &in, &nodes_s));
+    printf("  %-28s layer tail taken: %d graph nodes against %d with FRT_PI0_FUSED_TAIL=0\n", shape, nodes, nodes_s);
+    CHECK_MSG(nodes < nodes_s, "%s: the layer tail was not taken (%d nodes, %d without)", shape, nodes, nodes_s);
+    block(shape, "tail vs separate", ga, sa, na, 3e-2, 0.999);
+    free(ga), free(gv), free(sa), free(sv), free(vis);
+    frt_model_free(s);
 }
 
 /* The real Pi0.5 shape of gen-model (tools/gen_policy.c). */
@@ -350,6 +390,8 @@ int main(void)
     compare("pi0 small odd (3 cams)", &SMALL, 0, 3, 11, 13);
     compare("pi05 small odd (3 cams)", &SMALL, 1, 3, 11, 13);
     compare("pi0 small odd (1 cam)", &SMALL, 0, 1, 5, 13);
+    compare("pi0 small, expert 1024", &TAIL, 0, 2, 11, 13);   /* the layer tail, Gemma's norms */
+    compare("pi05 small, expert 1024", &TAIL, 1, 2, 11, 13);  /* the layer tail, adaRMSNorm */
     if (!getenv("FRT_TEST_POLICY_SMALL_ONLY")) compare_real();
     return frt_test_report();
 #endif
