@@ -148,7 +148,8 @@ __device__ __forceinline__ void gm_mma(float (&acc)[NT][4], const uint4 (&wa)[NK
             uint32_t a[4];
             gm_afrag(a, wa[kb], wb[kb], s);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) frt_mma_bf16(acc[nt], a, gm_word(xv[nt], 2 * s), gm_word(xv[nt], 2 * s + 1));
+            for (int nt = 0; nt < NT; nt++)
+                frt_mma_bf16(acc[nt], a, gm_word(xv[nt], 2 * s), gm_word(xv[nt], 2 * s + 1));
         }
     }
 }
@@ -545,8 +546,9 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
     if (q && p->head_dim % 16 != 0)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: head_dim %d (a multiple of 16)", p->head_dim);
     if (p->width != GM_W || p->inter % GM_KC != 0 || (o && p->q_dim % GM_KC_O != 0))
-        return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: width %d (only %d), inter %d (a multiple of %d), q_dim %d (of %d)",
-                         p->width, GM_W, p->inter, GM_KC, p->q_dim, GM_KC_O);
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "gemma_mlp: width %d (only %d), inter %d (a multiple of %d), q_dim %d (of %d)", p->width, GM_W,
+                         p->inter, GM_KC, p->q_dim, GM_KC_O);
     const uintptr_t al = (uintptr_t)p->x | (uintptr_t)p->hb | (uintptr_t)p->gu | (uintptr_t)p->down |
                          (uintptr_t)p->gate | (uintptr_t)p->w | (uintptr_t)p->b | (uintptr_t)p->work |
                          (uintptr_t)p->attn | (uintptr_t)p->o | (uintptr_t)p->o_gate | (uintptr_t)p->mlp_w |

@@ -1142,7 +1142,8 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
     if (more && so->n == 1 && !so->batch) {
         const int set = so->set[0];
         L.next_qkv = pc->el[l + 1].qkv;
-        L.next_k = pc->ek[set][l + 1] + (size_t)pc->Pp * pc->KV, L.next_v = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
+        L.next_k = pc->ek[set][l + 1] + (size_t)pc->Pp * pc->KV;
+        L.next_v = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
     }
     return L;
 }
