@@ -94,20 +94,19 @@ static void rest_ref(float *out, float *x, const float *h, const float *down, co
     if (kind == FRT_CUDA_NORM_RMS_ONE) frt_cpu_rmsnorm(out, x, w, rows, W, 1e-6f, 1);
 }
 
+/* n bf16 values as fresh floats. */
 static float *bf16_floats(const uint16_t *b, size_t n)
 {
     float *f = fnew(n);
-    for (size_t i = 0; i < n; i++) f[i] = frt_bf16_to_f32(b[i]);
+    frt_bf16_array_to_f32(b, f, n);
     return f;
 }
 
-/* n bf16 values of a device buffer as floats. */
+/* n bf16 values of a device buffer as fresh floats. */
 static float *dfloats_bf16(dbuf d, size_t n)
 {
-    uint16_t *b = xzalloc(n * 2);
-    dget(d, 0, b, n * 2);
-    float *f = bf16_floats(b, n);
-    free(b);
+    float *f = fnew(n);
+    dget_as(d, 0, f, n, FRT_CUDA_BF16);
     return f;
 }
 

@@ -44,6 +44,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
 #include "kernels/cuda/mma_util.h"
+#include "kernels/cuda/policy_util.h"
 
 #include <cooperative_groups.h>
 #include <math.h>
@@ -223,8 +224,7 @@ __device__ __forceinline__ void af_rope_pair(unsigned char *smem, uint32_t base,
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const float co = t[2 * e], si = t[2 * e + 1];
-        lo[e] = __fadd_rn(__fmul_rn(x1[e], co), __fmul_rn(-x2[e], si));
-        hi[e] = __fadd_rn(__fmul_rn(x2[e], co), __fmul_rn(x1[e], si));
+        frt_rope_rotate(x1[e], x2[e], co, si, &lo[e], &hi[e]);
     }
     *reinterpret_cast<uint4 *>(smem + base + af_swz<HD>(r, c)) = af_pack8(lo);
     *reinterpret_cast<uint4 *>(smem + base + af_swz<HD>(r, c + af_cfg<HD>::CH / 2)) = af_pack8(hi);

@@ -13,16 +13,11 @@
  */
 #include "kernels/cuda/kernels_policy_cuda.h"
 #include "kernels/cuda/norm_util.h"
-
-static __device__ __forceinline__ float gelu_tanh(float x)
-{
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi), as the twin */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
+#include "kernels/cuda/policy_util.h"
 
 static __device__ __forceinline__ float act_of(float v, int act)
 {
-    if (act == FRT_CUDA_ACT_GELU_TANH) return gelu_tanh(v);
+    if (act == FRT_CUDA_ACT_GELU_TANH) return frt_gelu_tanh(v);
     if (act == FRT_CUDA_ACT_SILU) return v / (1.0f + expf(-v));
     return v;
 }
@@ -56,7 +51,7 @@ __global__ void geglu_kernel(void *out, int out_dt, const void *gu, int gu_dt, l
         norm_ld<G>(gu, gu_dt, row + c, vec, a);
         norm_ld<G>(gu, gu_dt, row + inter + c, vec, u);
 #pragma unroll
-        for (int e = 0; e < G; e++) a[e] = gelu_tanh(a[e]) * u[e];
+        for (int e = 0; e < G; e++) a[e] = frt_gelu_tanh(a[e]) * u[e];
         norm_st<G>(out, out_dt, i, vec, a);
     }
 }

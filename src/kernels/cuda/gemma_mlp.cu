@@ -54,6 +54,7 @@
 
 #include "kernels/cuda/gemv_block.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
+#include "kernels/cuda/policy_util.h"
 #include "kernels/cuda/residual_util.h"
 
 namespace cg = cooperative_groups;
@@ -117,22 +118,29 @@ __device__ __forceinline__ uint32_t gm_word(const uint4 &v, int i)
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-__device__ __forceinline__ float gm_gelu_tanh(float x)
-{
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi), as gelu.cu */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
 /* The A operand of step s of a k-block: rows g (wa) and g + 8 (wb). */
 __device__ __forceinline__ void gm_afrag(uint32_t (&a)[4], const uint4 &wa, const uint4 &wb, int s)
 {
     a[0] = gm_word(wa, 2 * s), a[1] = gm_word(wb, 2 * s), a[2] = gm_word(wa, 2 * s + 1), a[3] = gm_word(wb, 2 * s + 1);
 }
 
-/* acc[nt] += A . x tile nt over NKB k-blocks of 32: the A tile's rows g and
- * g + 8 are wa[] and wb[] (16 bytes of each row a k-block), x's rows
- * nt 8 + g at xk (the lane's first k, row stride xs elements) in shared
- * memory. */
+/* acc[nt] += A . x tile nt over one k-block of 32: the A tile's rows g and
+ * g + 8 are wa and wb (16 bytes of each row), x's fragments xv[nt] (the
+ * lane's 16 bytes of row nt 8 + g). */
+template <int NT>
+__device__ __forceinline__ void gm_mma_kb(float (&acc)[NT][4], const uint4 &wa, const uint4 &wb, const uint4 (&xv)[NT])
+{
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+        uint32_t a[4];
+        gm_afrag(a, wa, wb, s);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) frt_mma_bf16(acc[nt], a, gm_word(xv[nt], 2 * s), gm_word(xv[nt], 2 * s + 1));
+    }
+}
+
+/* gm_mma_kb over NKB k-blocks, x's rows nt 8 + g at xk (the lane's first
+ * k, row stride xs elements) in shared memory. */
 template <int NT, int NKB>
 __device__ __forceinline__ void gm_mma(float (&acc)[NT][4], const uint4 (&wa)[NKB], const uint4 (&wb)[NKB],
                                        const uint16_t *xk, int xs)
@@ -143,33 +151,22 @@ __device__ __forceinline__ void gm_mma(float (&acc)[NT][4], const uint4 (&wa)[NK
         uint4 xv[NT];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) xv[nt] = *(const uint4 *)(xk + (size_t)(nt * 8 + g) * xs + kb * 32);
-#pragma unroll
-        for (int s = 0; s < 2; s++) {
-            uint32_t a[4];
-            gm_afrag(a, wa[kb], wb[kb], s);
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                frt_mma_bf16(acc[nt], a, gm_word(xv[nt], 2 * s), gm_word(xv[nt], 2 * s + 1));
-        }
+        gm_mma_kb<NT>(acc, wa[kb], wb[kb], xv);
     }
 }
 
-/* acc[nt] += A . x tile nt over GM_KB k-blocks, x's fragments in
- * registers (xr[nt][kb]: the lane's 16 bytes of row nt 8 + g). */
+/* gm_mma_kb over GM_KB k-blocks, x's fragments in registers (xr[nt][kb]). */
 template <int NT>
 __device__ __forceinline__ void gm_mma_r(float (&acc)[NT][4], const uint4 (&wa)[GM_KB], const uint4 (&wb)[GM_KB],
                                          const uint4 (&xr)[NT][GM_KB])
 {
 #pragma unroll
-    for (int kb = 0; kb < GM_KB; kb++)
+    for (int kb = 0; kb < GM_KB; kb++) {
+        uint4 xv[NT];
 #pragma unroll
-        for (int s = 0; s < 2; s++) {
-            uint32_t a[4];
-            gm_afrag(a, wa[kb], wb[kb], s);
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                frt_mma_bf16(acc[nt], a, gm_word(xr[nt][kb], 2 * s), gm_word(xr[nt][kb], 2 * s + 1));
-        }
+        for (int nt = 0; nt < NT; nt++) xv[nt] = xr[nt][kb];
+        gm_mma_kb<NT>(acc, wa[kb], wb[kb], xv);
+    }
 }
 
 template <int NT> __device__ __forceinline__ void gm_zero(float (&acc)[NT][4])
@@ -324,8 +321,7 @@ __device__ __forceinline__ void gm_rope_store(const gm_args &a, int u, int r0, f
         float y1 = x1, y2 = x2;
         if (!is_v) {
             const float an = (float)q.pos[r] * f, c = cosf(an), sn = sinf(an);
-            y1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(-x2, sn));
-            y2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn));
+            frt_rope_rotate(x1, x2, c, sn, &y1, &y2);
         }
         uint16_t *dst = hh < q.heads ? q.q + ((size_t)r * q.heads + hh) * q.hd
                         : is_v       ? q.v + (size_t)r * q.ld_kv + (size_t)(hh - q.heads - q.kv_heads) * q.hd
@@ -384,9 +380,9 @@ __device__ void gm_pairs_run(const gm_args &a, const gm_pairs &p, float4 *red, u
                 gm_rope_store(a, u, r0, s, g);
             } else {
                 const size_t col = (size_t)8 * u + g;
-                a.h[(size_t)r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.x) * s.z));
+                a.h[(size_t)r0 * a.I + col] = __bfloat16_as_ushort(__float2bfloat16_rn(frt_gelu_tanh(s.x) * s.z));
                 a.h[(size_t)(r0 + 1) * a.I + col] =
-                    __bfloat16_as_ushort(__float2bfloat16_rn(gm_gelu_tanh(s.y) * s.w));
+                    __bfloat16_as_ushort(__float2bfloat16_rn(frt_gelu_tanh(s.y) * s.w));
             }
         }
     }

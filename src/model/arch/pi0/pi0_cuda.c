@@ -153,9 +153,9 @@ typedef struct pc_model {
     float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
     /* the expert's layer tail as one launch (frt_cuda_gemma_mlp) at one
      * slot's rows: its work buffer, and whether the device takes it */
-    void *mlp_work;
-    size_t mlp_bytes;
-    int mlp_on;
+    void *tail_work;
+    size_t tail_bytes;
+    int tail_on;
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
 } pc_model;
@@ -583,9 +583,9 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
     pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
-    pc->mlp_bytes = 0;
-    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->mlp_bytes) == 0)
-        pc->mlp_work = take(a, pc->mlp_bytes);
+    pc->tail_bytes = 0;
+    if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->tail_bytes) == 0)
+        pc->tail_work = take(a, pc->tail_bytes);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
@@ -657,29 +657,29 @@ static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint
 
 /* Whether the expert's layer tails (o_proj to the next layer's norm, then
  * its q | k | v with RoPE) take frt_cuda_gemma_mlp (one slot's rows; fused
- * CFG and batches keep the separate launches): mlp_on 2 when the device
+ * CFG and batches keep the separate launches): tail_on 2 when the device
  * takes the shape, 1 without the next q | k | v. The environment's
  * FRT_PI0_FUSED_TAIL compares the forms in one process (docs/policies.md):
  * 0 the separate launches, 1 the tail without the next q | k | v. */
-static int plan_expert_mlp(frt_model *m)
+static int plan_expert_tail(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     const char *e = getenv("FRT_PI0_FUSED_TAIL");
-    pc->mlp_on = 0;
-    if ((e && strcmp(e, "0") == 0) || !pc->mlp_work) return 0;
+    pc->tail_on = 0;
+    if ((e && strcmp(e, "0") == 0) || !pc->tail_work) return 0;
     const float *mods = c->pi05 ? pc->x : NULL; /* any f32 [6 W] (only shapes are checked) */
     frt_cuda_gemma_mlp_args a = expert_tail_args(m, &pc->el[0], mods, 1, pc->el[0].in_norm, mods);
     int rc = frt_cuda_gemma_mlp_check(&a);
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
-    pc->mlp_on = 1;
+    pc->tail_on = 1;
     if (e && strcmp(e, "1") == 0) return 0;
     expert_tail_qkv(m, &a, pc->el[0].qkv, pc->ek[0][0], pc->ev[0][0], pc->pos_s[0]);
     rc = frt_cuda_gemma_mlp_check(&a);
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
-    pc->mlp_on = 2;
+    pc->tail_on = 2;
     return 0;
 }
 
@@ -710,7 +710,7 @@ static int cuda_alloc_scratch(frt_model *m)
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
     FRT_TRY(make_plans(c, pc));
-    FRT_TRY(plan_expert_mlp(m));
+    FRT_TRY(plan_expert_tail(m));
     FRT_TRY(tune_gemms(m));
     FRT_TRY(plan_attention(m));
     return frt_stream_sync(m->stream);
@@ -1017,7 +1017,7 @@ static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y,
         a.b = next_mod ? next_mod + W : NULL;
     }
     a.eps = g->eps, a.rows = pc->ns, a.width = W, a.inter = g->inter;
-    a.work = pc->mlp_work, a.work_bytes = pc->mlp_bytes;
+    a.work = pc->tail_work, a.work_bytes = pc->tail_bytes;
     return a;
 }
 
@@ -1037,11 +1037,11 @@ static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint
 static int tail_fused(frt_model *m, const glayer *L)
 {
     const pc_model *pc = pc_of(m);
-    return pc->mlp_on && L->g == &pi0_of(m)->c.e && L->n * L->slots == pc->ns && !L->last;
+    return pc->tail_on && L->g == &pi0_of(m)->c.e && L->n * L->slots == pc->ns && !L->last;
 }
 static int tail_writes_qkv(frt_model *m, const glayer *L)
 {
-    return tail_fused(m, L) && pc_of(m)->mlp_on == 2 && L->fuse_next && L->next_qkv;
+    return tail_fused(m, L) && pc_of(m)->tail_on == 2 && L->fuse_next && L->next_qkv;
 }
 
 static int gemma_layer(frt_model *m, const glayer *L)

@@ -7,6 +7,7 @@
 #include "model/arch/pi0/pi0_glue.h"
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/policy_util.h"
 #include "kernels/cuda/residual_util.h"
 
 #include <string.h>
@@ -214,8 +215,7 @@ __global__ void qkv_rope_kernel(__nv_bfloat16 *q, pi0_kv_slots d, int ldk, int l
             }
             const float a = at * inv_freq[p + e];
             const float c = cosf(a), s = sinf(a);
-            y1[e] = __fadd_rn(__fmul_rn(x1[e], c), __fmul_rn(-x2[e], s));
-            y2[e] = __fadd_rn(__fmul_rn(x2[e], c), __fmul_rn(x1[e], s));
+            frt_rope_rotate(x1[e], x2[e], c, s, &y1[e], &y2[e]);
         }
         if constexpr (VP == 2) {
             *(__nv_bfloat162 *)(dst + p) = __floats2bfloat162_rn(y1[0], y1[1]);
