@@ -367,8 +367,8 @@ static void time_expert(int R)
 /* Refused before any device call. */
 static void test_args(void)
 {
-    float f[4];
-    uint16_t h[4];
+    _Alignas(16) float f[8];
+    _Alignas(16) uint16_t h[8];
     size_t wb = 0;
     CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(0, 1024, 256, 0, &wb), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemma_mlp_work_bytes(1, 1024, 256, -1, &wb), FRT_ERR_INVALID_ARGUMENT);
@@ -423,6 +423,16 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
     b = q, b.mlp_kind = FRT_CUDA_NORM_LAYER, b.mlp_b = f;
     CHECK_STATUS(frt_cuda_gemma_mlp(NULL, &b), FRT_ERR_UNSUPPORTED);
+    /* the next q | k | v */
+    b = a, b.qkv = h, b.heads = 1, b.kv_heads = 1, b.head_dim = 24, b.ld_kv = 24;
+    b.q_out = h, b.k_out = h, b.v_out = h, b.pos = (const int32_t *)f, b.inv_freq = f;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED); /* head_dim not a multiple of 16 */
+    b.head_dim = 32, b.ld_kv = 32, b.pos = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    b.pos = (const int32_t *)f, b.ld_kv = 31; /* rows shorter than a head */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    b = a, b.x = (float *)((char *)f + 4); /* not 16-byte aligned */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED);
 }
 #endif /* FRT_HAVE_CUDA */
 
