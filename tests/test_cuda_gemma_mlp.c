@@ -6,7 +6,10 @@
  * own h (so the check of x and out does not fold h's roundings in twice),
  * the gated residual, adaRMSNorm / Gemma's RMSNorm (frt_cpu_rmsnorm_ada,
  * frt_cpu_rmsnorm). Errors norm-wise ||gpu - cpu|| / ||cpu||. Also: the
- * same bits on a second run and with out aliasing hb, the shapes the kernel
+ * same bits on a second run and with out aliasing hb; with the attention
+ * in front, attn against frt_cpu_attention_masked (Pi0.5's and Pi0's
+ * masks, masked rows, more key splits than one pass of the grid) and the
+ * rest from the kernel's own attn; the shapes the kernel
  * does not take refused with FRT_ERR_UNSUPPORTED (before anything is
  * enqueued), bad arguments refused before a device is needed, and the
  * policy expert's shape timed against the five launches it replaces
@@ -32,7 +35,73 @@ typedef struct mlp_case {
     int gated;
     int Q, okind; /* Q > 0: o_proj [W, Q] first, then the norm of okind into hb (the o gate when gated) */
     int heads, hd; /* heads > 0: the next q | k | v (heads, one KV head of hd) with RoPE from out */
+    int att_p;     /* > 0 (with Q): the layer's attention first, over att_p prefix keys (a random mask), 7 padding
+                      keys and the rows' own suffix keys (Pi0's lone state token with solo) */
+    int solo, rmask;
 } mlp_case;
+
+/* The attention's host side: q [rows, heads 256], k / v [keys, LDKV]
+ * (bf16 bits and their f32), the mask and its device copies. */
+#define AT_LDKV 264
+typedef struct att_host {
+    int keys, heads;
+    hmat q, k, v;
+    uint8_t *km, *rm;
+    dbuf dq, dk, dv, dkm, drm, dwork;
+    frt_cuda_attn_args a;
+} att_host;
+
+static void att_setup(att_host *h, uint64_t *rng, const mlp_case *c, void *attn)
+{
+    const int R = c->rows, P = c->att_p, Pp = P + 7;
+    h->keys = Pp + R, h->heads = c->Q / 256;
+    h->q = hmat_rand(rng, R, c->Q, -1, 1);
+    h->k = hmat_rand(rng, h->keys, AT_LDKV, -1, 1), h->v = hmat_rand(rng, h->keys, AT_LDKV, -1, 1);
+    h->km = xzalloc((size_t)P + 1), h->rm = xzalloc((size_t)R);
+    for (int j = 0; j < P; j++) h->km[j] = frt_test_u64() % 4 != 0;
+    for (int t = 0; t < R; t++) h->rm[t] = !c->rmask || frt_test_u64() % 5 != 0;
+    h->dq = dalloc((size_t)R * c->Q * 2), h->dk = dalloc((size_t)h->keys * AT_LDKV * 2);
+    h->dv = dalloc((size_t)h->keys * AT_LDKV * 2), h->dkm = dalloc((size_t)P + 1), h->drm = dalloc((size_t)R);
+    dput(h->dq, 0, h->q.b, (size_t)R * c->Q * 2), dput(h->dk, 0, h->k.b, (size_t)h->keys * AT_LDKV * 2);
+    dput(h->dv, 0, h->v.b, (size_t)h->keys * AT_LDKV * 2), dput(h->dkm, 0, h->km, (size_t)P + 1);
+    dput(h->drm, 0, h->rm, (size_t)R);
+    memset(&h->a, 0, sizeof h->a);
+    frt_cuda_attn_args *a = &h->a;
+    a->out = attn, a->q = h->dq.p, a->k = h->dk.p, a->v = h->dv.p, a->ldq = c->Q, a->ldkv = AT_LDKV;
+    a->n_q = R, a->n_kv = h->keys, a->n_heads = h->heads, a->n_kv_heads = 1, a->head_dim = 256;
+    a->scale = 1.0f / 16.0f;
+    a->mask.d_kmask = h->dkm.p, a->mask.kmask_len = P, a->mask.sfx_start = Pp, a->mask.sfx_n = R;
+    a->mask.solo_first = c->solo, a->mask.d_rmask = c->rmask ? h->drm.p : NULL;
+    size_t wb = 0;
+    CHECK_OK(frt_cuda_gemma_mlp_att_work_bytes(R, h->heads, h->keys, &wb));
+    h->dwork = dalloc(wb);
+}
+
+/* The twin: frt_cpu_attention_masked over the same bf16 values. */
+static float *att_ref(const att_host *h, const mlp_case *c)
+{
+    const int R = c->rows, P = c->att_p, Pp = P + 7, n = h->keys;
+    float *k = fnew((size_t)n * 256), *v = fnew((size_t)n * 256), *out = fnew((size_t)R * c->Q);
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < 256; d++)
+            k[(size_t)j * 256 + d] = h->k.f[(size_t)j * AT_LDKV + d], v[(size_t)j * 256 + d] = h->v.f[(size_t)j * AT_LDKV + d];
+    uint8_t *allow = xzalloc((size_t)R * n);
+    for (int t = 0; t < R; t++)
+        for (int j = 0; j < n; j++) {
+            const int on = j < P ? h->km[j] : j >= Pp && (!c->solo || t > 0 || j == Pp);
+            allow[(size_t)t * n + j] = h->rm[t] && on;
+        }
+    frt_cpu_attention_masked(out, h->q.f, k, v, allow, R, n, h->heads, 1, 256, h->a.scale);
+    free(k), free(v), free(allow);
+    return out;
+}
+
+static void att_free(att_host *h)
+{
+    hmat_free(&h->q), hmat_free(&h->k), hmat_free(&h->v);
+    free(h->km), free(h->rm);
+    dfree(&h->dq), dfree(&h->dk), dfree(&h->dv), dfree(&h->dkm), dfree(&h->drm), dfree(&h->dwork);
+}
 
 /* The next layer's q | k | v from out (bf16 values in outf), RoPE at pos
  * as pi0_cuda_qkv_rope_slots: q [rows, heads hd], k and v rows ldkv apart. */
@@ -156,6 +225,12 @@ static void test_case(const mlp_case *c)
         a.qkv = dqw.p, a.heads = H, a.kv_heads = 1, a.head_dim = HD, a.ld_kv = LDKV;
         a.q_out = dq.p, a.k_out = dk.p, a.v_out = dv.p, a.pos = dpos.p, a.inv_freq = dinv.p;
     }
+    att_host ah;
+    memset(&ah, 0, sizeof ah);
+    if (c->att_p > 0) {
+        att_setup(&ah, &rng, c, dat.p);
+        a.att = &ah.a, a.att_work = ah.dwork.p, a.att_work_bytes = ah.dwork.bytes;
+    }
     CHECK_OK(frt_cuda_gemma_mlp_check(&a));
     dput(dx, 0, x, nx * 4);
     CHECK_OK(frt_cuda_gemma_mlp(g_cs, &a));
@@ -166,12 +241,21 @@ static void test_case(const mlp_case *c)
     char name[160];
     float *x1 = fdup(x, nx); /* x after o_proj's residual (the reference's) */
     float *hbin = hb.f;      /* the MLP's input: the given hb, or the kernel's first norm */
+    float *atin = at.f; /* o_proj's input: the given attn, or the kernel's attention */
+    if (c->att_p > 0) {
+        float *ref = att_ref(&ah, c);
+        atin = dfloats_bf16(dat, (size_t)R * Q);
+        snprintf(name, sizeof name, "gemma_mlp %d: attention (%d heads of 256, %d keys%s%s) into attn", R, ah.heads,
+                 ah.keys, c->solo ? ", Pi0's state token" : "", c->rmask ? ", masked rows" : "");
+        report(name, frt_test_rel_err(atin, ref, (size_t)R * Q), 1.5e-2);
+        free(ref);
+    }
     if (c->Q > 0) {
         uint16_t *hbgot = xzalloc(nx * 2);
         dget(dhb, 0, hbgot, nx * 2);
         float *hbref = fnew(nx);
         hbin = bf16_floats(hbgot, nx);
-        rest_ref(hbref, x1, at.f, ow.f, c->gated ? og : NULL, c->okind, mw, mb, R, W, Q);
+        rest_ref(hbref, x1, atin, ow.f, c->gated ? og : NULL, c->okind, mw, mb, R, W, Q);
         snprintf(name, sizeof name, "gemma_mlp %d x %d: hb = %s(x + o_proj(attn [%d])%s) (bf16)", R, W,
                  kinds[c->okind], Q, c->gated ? " * gate" : "");
         report(name, frt_test_rel_err(hbin, hbref, nx), 8e-3);
@@ -214,6 +298,11 @@ static void test_case(const mlp_case *c)
     float *x2 = fnew(nx);
     dget(dout, 0, out2, nx * 2), dget(dx, 0, x2, nx * 4);
     report_same("gemma_mlp: a second run, the same x", x2, xgot, nx * 4);
+    if (c->att_p > 0) {
+        float *at2 = dfloats_bf16(dat, (size_t)R * Q);
+        report_same("gemma_mlp: a second run, the same attention", at2, atin, (size_t)R * Q * 4);
+        free(at2);
+    }
     if (c->kind >= 0) {
         report_same("gemma_mlp: a second run, the same out", out2, out, nx * 2);
         dput(dx, 0, x, nx * 4);
@@ -225,6 +314,8 @@ static void test_case(const mlp_case *c)
     }
     free(hgot), free(out), free(out2), free(xgot), free(x2), free(href), free(hg), free(xref), free(oref), free(outf);
     if (hbin != hb.f) free(hbin);
+    if (atin != at.f) free(atin);
+    if (c->att_p > 0) att_free(&ah);
     free(x), free(gate), free(w), free(b), free(og), free(mw), free(mb);
     hmat_free(&at), hmat_free(&ow), hmat_free(&qw);
     free(pos), free(inv);
@@ -259,7 +350,10 @@ static void test_unsupported(void)
 typedef struct mlp_timing {
     frt_cuda_gemm *gemm;
     dbuf gu[TL], dn[TL], ow[TL], attn, hb, x, gate, w, b, y, act, work;
-    int with_o;
+    int with_o, with_att; /* with_att: the attention in front (its products and softmax when separate) */
+    frt_cuda_bmm *bmm;
+    dbuf q, k[TL], v[TL], km, scores, probs, att_work;
+    frt_cuda_attn_args att[TL];
     size_t wb;
     int R, W, I;
 } mlp_timing;
@@ -276,6 +370,7 @@ static int rec_fused(frt_stream *st, void *user)
         if (t->with_o)
             a.attn = t->attn.p, a.o = t->ow[l].p, a.q_dim = 2048, a.o_gate = t->gate.p,
             a.mlp_kind = FRT_CUDA_NORM_RMS_ADA, a.mlp_w = t->w.p, a.mlp_b = t->b.p;
+        if (t->with_att) a.att = &t->att[l], a.att_work = t->att_work.p, a.att_work_bytes = t->att_work.bytes;
         FRT_TRY(frt_cuda_gemma_mlp(frt_stream_native(st), &a));
     }
     return 0;
@@ -286,6 +381,7 @@ static int rec_separate(frt_stream *st, void *user)
     mlp_timing *t = user;
     void *s = frt_stream_native(st);
     for (int l = 0; l < TL; l++) {
+        if (t->with_att) FRT_TRY(frt_cuda_attention_masked(t->bmm, s, &t->att[l]));
         if (t->with_o) {
             FRT_TRY(frt_cuda_gemm_run(t->gemm, s, t->y.p, FRT_CUDA_F32, t->attn.p, t->ow[l].p, t->R, 2048, t->W, 0));
             FRT_TRY(frt_cuda_add_norm(s, t->hb.p, FRT_CUDA_BF16, t->x.p, t->y.p, NULL, t->gate.p,
@@ -356,6 +452,50 @@ static void time_expert(int R)
            fused);
     printf("  timing: with o_proj (2048 -> %d) in front: 7 launches %.2f us, one %.2f us (weights alone %.2f us)\n",
            t.W, sep_o, fused_o, bytes_o / 3.0e6);
+    /* the attention in front: 8 heads of 256 over 968 prefix keys and the 50 rows' own, each layer its KV */
+    const int NKV = 1018;
+    t.q = dalloc((size_t)R * 2048 * 2), t.km = dalloc(968);
+    t.scores = dalloc((size_t)R * 8 * 1024 * 4), t.probs = dalloc((size_t)R * 8 * 1024 * 2);
+    size_t awb = 0;
+    CHECK_OK(frt_cuda_gemma_mlp_att_work_bytes(R, 8, NKV, &awb));
+    t.att_work = dalloc(awb);
+    hmat q = hmat_rand(&rng, R, 2048, -1, 1);
+    dput(t.q, 0, q.b, (size_t)R * 2048 * 2);
+    hmat_free(&q);
+    uint8_t ones[968];
+    memset(ones, 1, sizeof ones);
+    dput(t.km, 0, ones, sizeof ones);
+    must(frt_cuda_bmm_create((size_t)8 << 20, &t.bmm), "bmm handle");
+    for (int l = 0; l < TL; l++) {
+        hmat kl = hmat_rand(&rng, NKV, 256, -1, 1), vl = hmat_rand(&rng, NKV, 256, -1, 1);
+        t.k[l] = dalloc((size_t)NKV * 512), t.v[l] = dalloc((size_t)NKV * 512);
+        dput(t.k[l], 0, kl.b, (size_t)NKV * 512), dput(t.v[l], 0, vl.b, (size_t)NKV * 512);
+        hmat_free(&kl), hmat_free(&vl);
+        frt_cuda_attn_args *al = &t.att[l];
+        memset(al, 0, sizeof *al);
+        al->out = t.attn.p, al->q = t.q.p, al->k = t.k[l].p, al->v = t.v[l].p, al->ldq = 2048, al->ldkv = 256;
+        al->n_q = R, al->n_kv = NKV, al->n_heads = 8, al->n_kv_heads = 1, al->head_dim = 256, al->scale = 0.0625f;
+        al->scores = t.scores.p, al->probs = t.probs.p, al->ld_s = 1024;
+        al->mask.d_kmask = t.km.p, al->mask.kmask_len = 968, al->mask.sfx_start = 968, al->mask.sfx_n = R;
+        al->mask.rows_per_token = 8, al->mask.tokens = R;
+    }
+    must(frt_cuda_attention_masked_plan(t.bmm, &t.att[0]), "attention plan");
+    t.with_att = 1;
+    const double sep_a = graph_us("layer separate", rec_separate, &t, TL);
+    const double fused_a = graph_us("layer fused", rec_fused, &t, TL);
+    double pa[2];
+    for (int k = 4; k <= 5; k++) {
+        frt_cuda_gemma_mlp_set_phases(k);
+        pa[k - 4] = graph_us("attention phases", rec_fused, &t, TL);
+    }
+    frt_cuda_gemma_mlp_set_phases(3);
+    printf("  timing: with the attention (8 heads of 256 over %d keys) in front: its 3 launches + 7 %.2f us, one "
+           "%.2f us (the tail alone above %.2f us); the launch to the key splits' end %.2f us, to their merge "
+           "%.2f us\n",
+           NKV, sep_a, fused_a, fused_o, pa[0], pa[1]);
+    frt_cuda_bmm_destroy(t.bmm);
+    for (int l = 0; l < TL; l++) dfree(&t.k[l]), dfree(&t.v[l]);
+    dfree(&t.q), dfree(&t.km), dfree(&t.scores), dfree(&t.probs), dfree(&t.att_work);
     frt_cuda_gemm_destroy(t.gemm);
     for (int l = 0; l < TL; l++) dfree(&t.gu[l]), dfree(&t.dn[l]), dfree(&t.ow[l]);
     dfree(&t.attn);
@@ -433,6 +573,42 @@ static void test_args(void)
     CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
     b = a, b.x = (float *)((char *)f + 4); /* not 16-byte aligned */
     CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED);
+    /* the attention in front */
+    size_t aw = 0;
+    CHECK_STATUS(frt_cuda_gemma_mlp_att_work_bytes(0, 8, 100, &aw), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemma_mlp_att_work_bytes(50, 8, 0, &aw), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(frt_cuda_gemma_mlp_att_work_bytes(50, 8, 1018, &aw)); /* 7 row tiles of 64 over 16 key splits */
+    CHECK(aw == (size_t)16 * 7 * 64 * (256 * 4 + 8));
+    frt_cuda_attn_args t = {.out = h, .q = h, .k = h, .v = h, .ldq = 2048, .ldkv = 256, .n_q = 50, .n_kv = 1018,
+                            .n_heads = 8, .n_kv_heads = 1, .head_dim = 256, .scale = 0.0625f};
+    t.mask.kmask_len = 968, t.mask.sfx_start = 968, t.mask.sfx_n = 50;
+    frt_cuda_gemma_mlp_args at = q;
+    at.att = &t, at.att_work = f, at.att_work_bytes = aw;
+    frt_cuda_attn_args u = t;
+    b = at, b.att_work = NULL;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    b = at, b.att_work_bytes = aw - 1;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    b = at, b.attn = NULL, b.att = &t; /* attn is its output */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.out = h + 8, b = at, b.att = &u; /* out other than attn */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.n_q = 49, b = at, b.att = &u;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.n_heads = 4, b = at, b.att = &u; /* heads x head_dim other than q_dim */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.batch = 2, b = at, b.att = &u;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.mask.sfx_start = 900, b = at, b.att = &u; /* the suffix inside the key mask */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_INVALID_ARGUMENT);
+    u = t, u.n_heads = 16, u.head_dim = 128, b = at, b.att = &u, b.att_work_bytes = (size_t)1 << 30;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED); /* head_dim 128 */
+    u = t, u.n_kv_heads = 2, b = at, b.att = &u;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED);
+    u = t, u.ldkv = 260, b = at, b.att = &u;
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED);
+    u = t, u.k = h + 1, b = at, b.att = &u; /* not 16-byte aligned */
+    CHECK_STATUS(frt_cuda_gemma_mlp_check(&b), FRT_ERR_UNSUPPORTED);
 }
 #endif /* FRT_HAVE_CUDA */
 
@@ -445,17 +621,24 @@ int main(void)
     test_args();
     frt_test_cuda_start();
     static const mlp_case cases[] = {
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256}, /* the Pi0.5 expert's tail */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256}, /* Pi0's */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0}, /* the last layer's but one */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48},
-        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0},
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */
-        {50, 1024, 4096, -1, 1, 0, 0, 0, 0},                    /* its last layer: no norm after it */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0, 0, 0}, /* Pi0's expert */
-        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0},
-        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0, 0, 0},
-        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
+        /* the Pi0.5 expert's layer after its q | k | v, 2 and 3 cameras with a 200-token prompt */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 712, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 968, 0, 0},
+        /* Pi0's (the state token), masked rows, a key split past the grid's first pass */
+        {51, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256, 1049, 1, 1},
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 512, FRT_CUDA_NORM_RMS_ADA, 0, 0, 37, 1, 0},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ONE, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 2301, 0, 1},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 0, 0, 0}, /* the Pi0.5 expert's tail */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256, 0, 0, 0}, /* Pi0's */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0}, /* the last layer's but one */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48, 0, 0, 0},
+        {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */
+        {50, 1024, 4096, -1, 1, 0, 0, 0, 0, 0, 0, 0},                    /* its last layer: no norm after it */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 0, 0, 0, 0, 0, 0, 0}, /* Pi0's expert */
+        {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 1024, 256, FRT_CUDA_NORM_RMS_ONE, 1, 0, 0, 0, 0, 0, 0, 0},
+        {64, 1024, 768, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     test_unsupported();

@@ -10,7 +10,9 @@
  * shapes (3 SigLIP heads, 9 patches a camera, an odd chunk, vocabulary and
  * prompt) for Pi0 and Pi0.5, at small shapes with a 1024-wide expert (the
  * layer tail, frt_cuda_gemma_mlp: also against the same model's separate
- * launches, FRT_PI0_FUSED_TAIL=0), and at the real Pi0.5 shape of gen-model
+ * launches, FRT_PI0_FUSED_TAIL=0; with heads of 256 the tail takes the
+ * attention too, also checked against FRT_PI0_FUSED_TAIL=2, the tail
+ * without it), and at the real Pi0.5 shape of gen-model
  * (random weights; 2 cameras, a 20-token prompt). The issue's bar for the
  * actions: cosine >= 0.999 and rel <= 3e-2. Then, on the cuda model alone:
  * the episode noise is the cpu backend's stream (actions from the same
@@ -52,6 +54,14 @@ static const frt_gen_policy_dims SMALL = {
 static const frt_gen_policy_dims TAIL = {
     .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 42, .patch = 14,
     .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 64, .vocab = 61,
+    .e_width = 1024, .e_inter = 512, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
+};
+
+/* TAIL with heads of 256 (one KV head): the layer tail also takes the
+ * expert's attention (tail_on 3). */
+static const frt_gen_policy_dims TAIL_ATT = {
+    .v_width = 24, .v_inter = 40, .v_layers = 2, .v_heads = 3, .image_size = 42, .patch = 14,
+    .t_width = 32, .t_inter = 48, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 256, .vocab = 61,
     .e_width = 1024, .e_inter = 512, .chunk = 7, .action_dim = 8, .state_dim = 8, .steps = 10,
 };
 
@@ -285,7 +295,7 @@ static void cuda_no_prefix(frt_model *g, const obs *o, const frt_policy_info *pi
 }
 
 static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, const obs *o, const frt_policy_info *pi,
-                             int max_tokens, int nodes, size_t nvis);
+                             int max_tokens, int nodes, size_t nvis, const char *level);
 
 static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, int cams, int tok, int max_tokens)
 {
@@ -326,7 +336,9 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     gin.n_cameras = o.cams == 1 ? 2 : 1; /* another variant, not captured yet */
     CHECK_STATUS(frt_policy_graph_nodes(g, &gin, &nodes), FRT_ERR_NO_VARIANT);
     printf("  %-28s graph nodes of this observation's inference: %d\n", shape, nodes);
-    if (d->e_width == 1024 && d->layers < 18) tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis);
+    if (d->e_width == 1024 && d->layers < 18) tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis, "0");
+    if (d->e_width == 1024 && d->layers < 18 && d->head_dim == 256) /* the attention in the tail: fewer launches */
+        tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis, "2");
     cuda_properties(shape, g, c, &o, &pi, variants);
     cuda_cfg(shape, g, c, &o, &pi);
     cuda_cfg_fused(shape, g, &o, &pi);
@@ -344,9 +356,9 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
  * tail was taken) and the same actions within the backend's bar (the
  * products' summation order differs). */
 static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, const obs *o, const frt_policy_info *pi,
-                             int max_tokens, int nodes, size_t nvis)
+                             int max_tokens, int nodes, size_t nvis, const char *level)
 {
-    setenv("FRT_PI0_FUSED_TAIL", "0", 1);
+    setenv("FRT_PI0_FUSED_TAIL", level, 1);
     frt_model *s = load(dir, FRT_BACKEND_CUDA, max_tokens);
     unsetenv("FRT_PI0_FUSED_TAIL");
     if (!s) return;
@@ -358,9 +370,13 @@ static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, c
     frt_policy_inputs in = inputs(o, pi, 1);
     int nodes_s = 0;
     CHECK_OK(frt_policy_graph_nodes(s, &in, &nodes_s));
-    printf("  %-28s layer tail taken: %d graph nodes against %d with FRT_PI0_FUSED_TAIL=0\n", shape, nodes, nodes_s);
-    CHECK_MSG(nodes < nodes_s, "%s: the layer tail was not taken (%d nodes, %d without)", shape, nodes, nodes_s);
-    block(shape, "tail vs separate", ga, sa, na, 3e-2, 0.999);
+    printf("  %-28s layer tail taken: %d graph nodes against %d with FRT_PI0_FUSED_TAIL=%s\n", shape, nodes, nodes_s,
+           level);
+    CHECK_MSG(nodes < nodes_s, "%s: the layer tail was not taken (%d nodes, %d at level %s)", shape, nodes, nodes_s,
+              level);
+    char what[64];
+    snprintf(what, sizeof what, "tail vs FRT_PI0_FUSED_TAIL=%s", level);
+    block(shape, what, ga, sa, na, 3e-2, 0.999);
     free(ga), free(gv), free(sa), free(sv), free(vis);
     frt_model_free(s);
 }
@@ -392,6 +408,8 @@ int main(void)
     compare("pi0 small odd (1 cam)", &SMALL, 0, 1, 5, 13);
     compare("pi0 small, expert 1024", &TAIL, 0, 2, 11, 13);   /* the layer tail, Gemma's norms */
     compare("pi05 small, expert 1024", &TAIL, 1, 2, 11, 13);  /* the layer tail, adaRMSNorm */
+    compare("pi0 small, heads of 256", &TAIL_ATT, 0, 2, 11, 13);  /* the layer tail with the attention */
+    compare("pi05 small, heads of 256", &TAIL_ATT, 1, 3, 11, 13);
     if (!getenv("FRT_TEST_POLICY_SMALL_ONLY")) compare_real();
     return frt_test_report();
 #endif

@@ -238,7 +238,7 @@ static bm_kv kv_per_token(frt_model *m, int n_state)
  * the driver's cuProfilerStart / cuProfilerStop, for
  * `ncu --profile-from-start off`. Loaded with dlopen: the runtime is linked
  * statically and nothing else here calls the driver. A no-op otherwise. */
-static void bm_profile(const char *phase, int on)
+void bm_profile(const char *phase, int on)
 {
     static int done;
     const char *want = getenv("FRT_PROFILE");

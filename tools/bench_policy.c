@@ -34,7 +34,10 @@
  * of N (16, 32, ...: padding rows are masked) while the floor counts N.
  * A batch of B: B times the vision and prefix FLOPs, B times the expert's
  * FLOPs (2 B guided) or its weights read once a step, whichever is larger
- * (the cuda batch graph runs at the prompt bucket of N, as a single run). */
+ * (the cuda batch graph runs at the prompt bucket of N, as a single run).
+ * FRT_PROFILE=policy brackets the last timed inference of the first row
+ * with the driver's profiler (`ncu --profile-from-start off
+ * --graph-profiling node`: every kernel of that one graph replay). */
 #include "args.h"
 #include "bench_run.h"
 #include "cli.h"
@@ -119,7 +122,9 @@ static int time_runs(frt_model *m, const frt_policy_inputs *in, int warmup, int 
 {
     for (int i = -warmup; i < repeats; i++) {
         double t0 = bm_now_s();
+        if (i == repeats - 1) bm_profile("policy", 1); /* FRT_PROFILE=policy: the last inference of the first row */
         FRT_TRY(frt_policy_run(m, in, act, n));
+        if (i == repeats - 1) bm_profile("policy", 0);
         if (i >= 0) ms[i] = (bm_now_s() - t0) * 1e3;
     }
     for (int i = -warmup; i < repeats; i++) {

@@ -78,6 +78,9 @@ typedef struct bm_counts {
 double bm_now_s(void);                              /* CLOCK_MONOTONIC seconds */
 double bm_pct(const double *v, int n, double q);    /* the q-quantile of v[0..n) (0.5: median) */
 void bm_mem_sample(bm_run *r, frt_context *ctx);    /* device memory in use -> r->mem_peak */
+/* FRT_PROFILE=phase: the driver's profiler on (on 1, once) / off (on 0)
+ * around that phase, for `ncu --profile-from-start off`; else a no-op. */
+void bm_profile(const char *phase, int on);
 
 /* bench_opts.c: parses argv (argv[0] "bench") into *o with its defaults.
  * Returns 0, 2 after printing a usage error, or 1 when --help was printed. */

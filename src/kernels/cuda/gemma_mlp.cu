@@ -1,16 +1,26 @@
 /*
  * kernels/cuda/gemma_mlp.cu - the tail of a Gemma layer over a few rows
  * (the policy expert's action tokens) as ONE cooperative launch
- * (frt_cuda_gemma_mlp, kernels_policy_cuda.h): optionally o_proj with its
+ * (frt_cuda_gemma_mlp, kernels_policy_cuda.h): optionally the layer's
+ * attention (one KV head of 256), optionally o_proj with its
  * gated residual and the norm before the MLP, then gate | up with GeGLU,
  * down, the gated residual and the next layer's norm, optionally then the
  * next layer's q | k | v with RoPE. At 50 rows these products are bound by
  * the latency of their launches, not by their 34 MB of weights: cuBLASLt's
  * o_proj, the add + norm, gate | up, the GeGLU, down and its split-k reduce,
  * the add + norm, q | k | v and the RoPE kernel were nine launches of 3-10
- * us each. Here they are phases of one grid (one block of 8 warps an SM,
- * every block resident: a cooperative launch) separated by grid barriers:
+ * us each (the attention's S = Q K^T, masked softmax and P V three more).
+ * Here they are phases of one grid (one block of 8 warps an SM, every
+ * block resident: a cooperative launch) separated by grid barriers:
  *
+ *  A. (with the attention) a unit is 64 query rows (the heads of 8 tokens)
+ *     over a split of 64 keys: Q, K and V rows loaded at once by every
+ *     thread into shared memory, S = Q K^T on mma.sync, the masked softmax
+ *     of the split in registers (its (max, sum) and the unnormalised P V to
+ *     the work buffer). ~112 units at the Pi0.5 expert's 3-camera shape:
+ *     about one a block.
+ *  C. the splits of each query row merged in split order (a warp a row),
+ *     attn = sum O_s 2^(m_s - M) / sum l_s 2^(m_s - M), bf16.
  *  O. (with o_proj) partial products of attn . o^T: a unit is 128 output
  *     columns (one m16 tile a warp) over a chunk of 128 of attn's columns,
  *     staged in shared memory; each warp stores its f32 partial sums, one
@@ -68,6 +78,17 @@ namespace cg = cooperative_groups;
 #define GM_KC 256  /* phase 2: h's columns a unit */
 #define GM_MC 128  /* phases O and 2: output columns a unit (16 a warp) */
 #define GM_NT_MAX 8
+#define GA_HD 256    /* phase A: head_dim (one KV head) */
+#define GA_ROWS 64   /* phase A: query rows a unit */
+#define GA_KEYS 64   /* phase A: keys a unit (a key split) */
+#define GA_QP 264    /* bf16 elements from one staged Q / K / V row to the next (528 bytes: no bank conflicts) */
+#define GA_PP 72     /* bf16 elements from one staged P row to the next */
+#define GA_OFF_K (GA_ROWS * GA_QP * 2)
+#define GA_OFF_V (GA_OFF_K + GA_KEYS * GA_QP * 2)
+#define GA_OFF_S (GA_OFF_V + GA_KEYS * GA_QP * 2)
+#define GA_OFF_P (GA_OFF_S + 4 * GA_ROWS * 4)
+#define GA_OFF_M (GA_OFF_P + GA_ROWS * GA_PP * 2)
+#define GA_SMEM (GA_OFF_M + GA_KEYS) /* phase A's shared memory: Q, K, V, the row maxima and sums, P, the keys' mask */
 
 /* One product of partial sums (phases O and 2): part[k / KC][r][c] = the
  * sum over k in chunk k / KC of x[r, k] w[c, k]. */
@@ -102,8 +123,25 @@ struct gm_qkv {
     const float *inv_freq;
 };
 
+/* Phases A and C: the layer's attention (one KV head of GA_HD; query row
+ * qr = token qr / heads, head qr % heads, rows GA_HD apart), nrt row tiles
+ * of GA_ROWS over nks key splits of GA_KEYS; po / ml the splits' partials
+ * (unnormalised O f32 [nks][nrt GA_ROWS][GA_HD], (max, sum) [nks][nrt
+ * GA_ROWS]), out the combined attn (bf16 [nq, GA_HD]). */
+struct gm_att {
+    const uint16_t *q, *k, *v;
+    uint16_t *out;
+    int ldkv, nq, heads, nkv, nrt, nks;
+    float scale_log2;
+    frt_cuda_attn_mask mask;
+    float *po;
+    float2 *ml;
+};
+
 struct gm_args {
     float *x;
+    gm_att at;    /* at.q NULL: attn is given */
+    int ring_off; /* bytes of shared memory before the ring */
     uint16_t *h;  /* [NT 8, I] */
     int rows, I;
     gm_pairs p1, pq; /* pq.w NULL: no phase Q */
@@ -390,6 +428,195 @@ __device__ void gm_pairs_run(const gm_args &a, const gm_pairs &p, float4 *red, u
     __syncthreads(); /* the ring and the sums are free */
 }
 
+/* ---- the attention (phases A and C) ----------------------------------------- */
+
+/* Key j is allowed to token t (frt_cuda_attn_mask; batch 1); km: the
+ * key mask's byte of j (when j < kmask_len). */
+__device__ __forceinline__ bool ga_allowed(const frt_cuda_attn_mask &m, uint8_t km, int t, int j)
+{
+    if (j < m.kmask_len) return km != 0;
+    if (j < m.sfx_start) return false;
+    const int s = j - m.sfx_start;
+    return s < m.sfx_n && (!m.solo_first || t > 0 || s == 0);
+}
+
+/* Phase A: unit u = (row tile u % nrt, key split u / nrt), blocks taking
+ * units blockIdx.x, + grid, ... Every thread loads its 16-byte pieces of
+ * the tile's Q rows and the split's K / V rows at once (zeros past the rows
+ * and keys), into rows GA_QP apart. Then warp w takes the 16 rows (w & 3):
+ *   S = Q K^T over the 32 keys (w >> 2) (fp32 accumulators, k in steps of
+ *      16); the softmax of the split in registers: the scores of allowed
+ *      keys times scale log2(e), m the row's max (the two warps of a row
+ *      meet in shared memory), p = bf16(2^(s - m)), l the sum of the
+ *      rounded p (quad butterflies, then half 0 + half 1: a fixed order);
+ *      P to shared memory, (m, l) to ml (m -inf, l 0 for a row without an
+ *      allowed key in the split);
+ *   O = P V over the 128 columns (w >> 2), to po (unnormalised).
+ * Registers: the 16 x 128 accumulators of P V (64 a lane). */
+__device__ void gm_attention(const gm_att &t, unsigned char *smem)
+{
+    constexpr int V8 = GA_HD / 8, PER = GA_ROWS * V8 / GM_THREADS; /* 16-byte pieces of a row; a thread's a tile */
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+    const int mt = wp & 3, kh = wp >> 2;
+    const uint32_t s0 = frt_smem_addr(smem);
+    const int nqp = t.nrt * GA_ROWS, units = t.nrt * t.nks;
+    float *xm = (float *)(smem + GA_OFF_S), *xl = xm + 2 * GA_ROWS; /* [2 halves][GA_ROWS] */
+    uint16_t *P = (uint16_t *)(smem + GA_OFF_P);
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const int rt = u % t.nrt, ks = u / t.nrt, r0 = rt * GA_ROWS, k0 = ks * GA_KEYS;
+        const int nr = min(GA_ROWS, t.nq - r0), nk = min(GA_KEYS, t.nkv - k0);
+        uint4 vq[PER], vk[PER], vv[PER];
+        const int jm = k0 + (int)threadIdx.x;
+        const uint8_t kmb = threadIdx.x < GA_KEYS && jm < t.mask.kmask_len && t.mask.d_kmask ? t.mask.d_kmask[jm] : 1;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int e = threadIdx.x + i * GM_THREADS, r = e / V8, c = 8 * (e % V8);
+            const uint4 z = make_uint4(0, 0, 0, 0);
+            vq[i] = r < nr ? *(const uint4 *)(t.q + (size_t)(r0 + r) * GA_HD + c) : z;
+            vk[i] = r < nk ? *(const uint4 *)(t.k + (size_t)(k0 + r) * t.ldkv + c) : z;
+            vv[i] = r < nk ? *(const uint4 *)(t.v + (size_t)(k0 + r) * t.ldkv + c) : z;
+        }
+        __syncthreads(); /* the previous unit's reads of shared memory are done */
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int e = threadIdx.x + i * GM_THREADS, r = e / V8, c = 8 * (e % V8);
+            *(uint4 *)(smem + ((size_t)r * GA_QP + c) * 2) = vq[i];
+            *(uint4 *)(smem + GA_OFF_K + ((size_t)r * GA_QP + c) * 2) = vk[i];
+            *(uint4 *)(smem + GA_OFF_V + ((size_t)r * GA_QP + c) * 2) = vv[i];
+        }
+        if (threadIdx.x < GA_KEYS) smem[GA_OFF_M + threadIdx.x] = kmb;
+        __syncthreads();
+        /* S = Q K^T: rows mt 16 + g (acc 0, 1) and + 8 (acc 2, 3), keys kh 32 + n 8 + 2 tq (+ 1) */
+        float acc[4][4];
+#pragma unroll
+        for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+        {
+            const uint32_t qa = s0 + (uint32_t)((mt * 16 + (lane & 15)) * GA_QP + (lane >> 4) * 8) * 2;
+            const uint32_t kb = s0 + GA_OFF_K +
+                                (uint32_t)((kh * 32 + (lane & 7) + ((lane >> 4) << 3)) * GA_QP + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll 4
+            for (int kk = 0; kk < GA_HD / 16; kk++) {
+                uint32_t a[4], b0[4], b1[4];
+                frt_ldsm_x4(a, qa + kk * 32);
+                frt_ldsm_x4(b0, kb + kk * 32);
+                frt_ldsm_x4(b1, kb + 16 * GA_QP * 2 + kk * 32);
+                frt_mma_bf16(acc[0], a, b0[0], b0[1]);
+                frt_mma_bf16(acc[1], a, b0[2], b0[3]);
+                frt_mma_bf16(acc[2], a, b1[0], b1[1]);
+                frt_mma_bf16(acc[3], a, b1[2], b1[3]);
+            }
+        }
+        /* the softmax of the split's keys */
+        const int ra = mt * 16 + g, rb = ra + 8, qa_ = r0 + ra, qb_ = r0 + rb;
+        const int ta = qa_ / t.heads, tb = qb_ / t.heads;
+        const bool on_a = qa_ < t.nq && (!t.mask.d_rmask || t.mask.d_rmask[ta]);
+        const bool on_b = qb_ < t.nq && (!t.mask.d_rmask || t.mask.d_rmask[tb]);
+        float mxa = -INFINITY, mxb = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = kh * 32 + n * 8 + 2 * tq + (e & 1), j = k0 + c;
+                const bool on =
+                    (e < 2 ? on_a : on_b) && c < nk && ga_allowed(t.mask, smem[GA_OFF_M + c], e < 2 ? ta : tb, j);
+                acc[n][e] = on ? acc[n][e] * t.scale_log2 : -INFINITY;
+                if (e < 2) mxa = fmaxf(mxa, acc[n][e]);
+                else mxb = fmaxf(mxb, acc[n][e]);
+            }
+        mxa = frt_quad_max(mxa), mxb = frt_quad_max(mxb);
+        if (tq == 0) xm[kh * GA_ROWS + ra] = mxa, xm[kh * GA_ROWS + rb] = mxb;
+        __syncthreads();
+        const float ma = fmaxf(xm[ra], xm[GA_ROWS + ra]), mb = fmaxf(xm[rb], xm[GA_ROWS + rb]);
+        float la = 0.0f, lb = 0.0f;
+#pragma unroll
+        for (int n = 0; n < 4; n++) {
+            const int c = kh * 32 + n * 8 + 2 * tq;
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float m = e < 2 ? ma : mb;
+                p[e] = __bfloat162float(__float2bfloat16_rn(m == -INFINITY ? 0.0f : exp2f(acc[n][e] - m)));
+            }
+            la += p[0] + p[1], lb += p[2] + p[3];
+            *(uint32_t *)(P + (size_t)ra * GA_PP + c) = frt_pack_bf16(p[0], p[1]);
+            *(uint32_t *)(P + (size_t)rb * GA_PP + c) = frt_pack_bf16(p[2], p[3]);
+        }
+        la = frt_quad_sum(la), lb = frt_quad_sum(lb);
+        if (tq == 0) xl[kh * GA_ROWS + ra] = la, xl[kh * GA_ROWS + rb] = lb;
+        __syncthreads();
+        if (kh == 0 && tq == 0) {
+            t.ml[(size_t)ks * nqp + qa_] = make_float2(ma, xl[ra] + xl[GA_ROWS + ra]);
+            t.ml[(size_t)ks * nqp + qb_] = make_float2(mb, xl[rb] + xl[GA_ROWS + rb]);
+        }
+        /* O = P V */
+        {
+            float o[16][4];
+#pragma unroll
+            for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+            const uint32_t pa = s0 + GA_OFF_P + (uint32_t)((mt * 16 + (lane & 15)) * GA_PP + (lane >> 4) * 8) * 2;
+            const uint32_t vb = s0 + GA_OFF_V +
+                                (uint32_t)(((lane & 7) + ((lane >> 3) & 1) * 8) * GA_QP + kh * 128 + (lane >> 4) * 8) * 2;
+#pragma unroll
+            for (int kk = 0; kk < GA_KEYS / 16; kk++) {
+                uint32_t a[4];
+                frt_ldsm_x4(a, pa + kk * 32);
+#pragma unroll
+                for (int nb = 0; nb < 8; nb++) {
+                    uint32_t b[4];
+                    frt_ldsm_x4_trans(b, vb + (uint32_t)(kk * 16 * GA_QP + nb * 16) * 2);
+                    frt_mma_bf16(o[2 * nb], a, b[0], b[1]);
+                    frt_mma_bf16(o[2 * nb + 1], a, b[2], b[3]);
+                }
+            }
+            float *po = t.po + ((size_t)ks * nqp + r0 + ra) * GA_HD + kh * 128 + 2 * tq;
+#pragma unroll
+            for (int n = 0; n < 16; n++) {
+                *(float2 *)(po + n * 8) = make_float2(o[n][0], o[n][1]);
+                *(float2 *)(po + 8 * GA_HD + n * 8) = make_float2(o[n][2], o[n][3]);
+            }
+        }
+    }
+}
+
+/* Phase C: the splits' partials of every query row merged in split order
+ * into out, a warp a row: M = max m_s, L = sum l_s 2^(m_s - M) (a warp
+ * butterfly), out = sum over s in order of O_s 2^(m_s - M), over L (zeros
+ * for a row without an allowed key); a lane 8 columns. */
+__device__ void gm_combine(const gm_att &t)
+{
+    const int lane = threadIdx.x & 31, nqp = t.nrt * GA_ROWS;
+    const int warps = gridDim.x * GM_WARPS;
+    for (int r = blockIdx.x * GM_WARPS + (threadIdx.x >> 5); r < t.nq; r += warps) {
+        float M = -INFINITY;
+        for (int s = lane; s < t.nks; s += 32) M = fmaxf(M, t.ml[(size_t)s * nqp + r].x);
+        M = frt_warp_max(M);
+        float L = 0.0f, acc[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+        const float *po = t.po + (size_t)r * GA_HD + 8 * lane;
+        for (int s0 = 0; s0 < t.nks; s0 += 32) {
+            const int s = s0 + lane;
+            const float2 ml = s < t.nks ? t.ml[(size_t)s * nqp + r] : make_float2(-INFINITY, 0.0f);
+            const float w = M == -INFINITY || ml.x == -INFINITY ? 0.0f : exp2f(ml.x - M);
+            L += ml.y * w;
+            const int n = min(32, t.nks - s0);
+#pragma unroll 8
+            for (int i = 0; i < n; i++) {
+                const float ws = __shfl_sync(0xffffffffu, w, i);
+                const float *p = po + (size_t)(s0 + i) * nqp * GA_HD;
+                const float4 x0 = *(const float4 *)p, x1 = *(const float4 *)(p + 4);
+                acc[0] += x0.x * ws, acc[1] += x0.y * ws, acc[2] += x0.z * ws, acc[3] += x0.w * ws;
+                acc[4] += x1.x * ws, acc[5] += x1.y * ws, acc[6] += x1.z * ws, acc[7] += x1.w * ws;
+            }
+        }
+        L = frt_warp_sum(L);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        *(uint4 *)(t.out + (size_t)r * GA_HD + 8 * lane) =
+            make_uint4(frt_pack_bf16(acc[0] * inv, acc[1] * inv), frt_pack_bf16(acc[2] * inv, acc[3] * inv),
+                       frt_pack_bf16(acc[4] * inv, acc[5] * inv), frt_pack_bf16(acc[6] * inv, acc[7] * inv));
+    }
+}
+
 /* ---- the launch -------------------------------------------------------------- */
 
 template <int NT>
@@ -398,15 +625,27 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
     extern __shared__ uint4 gm_smem[];
     cg::grid_group grid = cg::this_grid();
     float4 *red = (float4 *)gm_smem;
-    uint4 *ring = (uint4 *)(red + 2 * GM_WARPS * NT * 32);
+    uint4 *ring = (uint4 *)((unsigned char *)gm_smem + a.ring_off);
     const int mg = GM_W / GM_MC;
     /* every weight load that may start before the kernels before end */
     gm_issue(a.p1, ring, 0);
     gm_issue(a.p1, ring, 1);
     if (a.o.x) {
         uint4 wo[GM_KC_O / 32], wo8[GM_KC_O / 32];
-        if ((int)blockIdx.x < mg * (a.o.in / GM_KC_O)) gm_prod_load(a.o, blockIdx.x, wo, wo8);
-        frt_pdl_wait(); /* attn and x come from the kernels before */
+        const bool o_unit = (int)blockIdx.x < mg * (a.o.in / GM_KC_O);
+        if (a.at.q) { /* phases A and C; the ring's copies (cp.async) run on */
+            frt_pdl_wait(); /* q, k, v and x come from the kernels before */
+            gm_attention(a.at, (unsigned char *)gm_smem);
+            if (a.phases == 4) return;
+            grid.sync();
+            gm_combine(a.at);
+            if (a.phases == 5) return;
+            if (o_unit) gm_prod_load(a.o, blockIdx.x, wo, wo8); /* in flight across the barrier */
+            grid.sync();
+        } else {
+            if (o_unit) gm_prod_load(a.o, blockIdx.x, wo, wo8);
+            frt_pdl_wait(); /* attn and x come from the kernels before */
+        }
         gm_partials<NT, GM_KC_O / 32>(a.o, a.rows, (uint16_t *)red, wo, wo8); /* red is free until phase 1 */
         grid.sync();
         gm_rows<NT>(a.r1, a.x, a.rows);
@@ -434,14 +673,16 @@ __global__ void __launch_bounds__(GM_THREADS, 1) gemma_mlp_kernel(gm_args a)
 
 static int g_phases = 3;
 
-extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 3 ? 3 : n; }
+extern "C" void frt_cuda_gemma_mlp_set_phases(int n) { g_phases = n < 1 ? 1 : n > 5 ? 3 : n; }
 
 /* Shared memory of a launch: the pairs phases' two buffers of partial sums
  * (phases O and 2 stage their chunk of x there: NT 8 rows of at most
  * GM_KC + GM_PAD bf16, less than a buffer) and the weight ring. */
-static size_t gm_smem_bytes(int nt)
+static size_t gm_red_bytes(int nt) { return (size_t)2 * GM_WARPS * nt * 32 * 16; }
+static size_t gm_ring_off(int nt, int att) { return att && GA_SMEM > gm_red_bytes(nt) ? GA_SMEM : gm_red_bytes(nt); }
+static size_t gm_smem_bytes(int nt, int att)
 {
-    return (size_t)2 * GM_WARPS * nt * 32 * 16 + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
+    return gm_ring_off(nt, att) + (size_t)2 * GM_WARPS * 2 * GM_KB * 32 * 16;
 }
 
 typedef void (*gm_fn)(gm_args);
@@ -477,6 +718,22 @@ extern "C" int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, int
     return 0;
 }
 
+/* The attention's row tiles and key splits. */
+static void ga_tiles(int n_q, int heads, int n_kv, int *nrt, int *nks)
+{
+    *nrt = (n_q * heads + GA_ROWS - 1) / GA_ROWS;
+    *nks = (n_kv + GA_KEYS - 1) / GA_KEYS;
+}
+
+extern "C" int frt_cuda_gemma_mlp_att_work_bytes(int n_q, int n_heads, int n_kv, size_t *bytes)
+{
+    FRT_ARG(bytes && n_q >= 1 && n_heads >= 1 && n_kv >= 1, "gemma_mlp: bad attention sizes");
+    int nrt = 0, nks = 0;
+    ga_tiles(n_q, n_heads, n_kv, &nrt, &nks);
+    *bytes = (size_t)nks * nrt * GA_ROWS * (GA_HD * 4 + 8);
+    return 0;
+}
+
 /* The device's grid for a launch of nt tiles: one block an SM when that
  * many fit at once, else 0. Sets the function's shared-memory limit the
  * first time (cached per device and nt: at setup, by
@@ -491,7 +748,7 @@ static int gm_grid(int nt, int *grid)
         return 0;
     }
     const gm_fn fn = gm_fn_of(nt);
-    const size_t smem = gm_smem_bytes(nt);
+    const size_t smem = gm_smem_bytes(nt, 1); /* the most a launch asks for */
     int sms = 0, coop = 0, optin = 0, occ = 0;
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
@@ -537,10 +794,29 @@ static int gm_check(const frt_cuda_gemma_mlp_args *p)
     size_t need = 0;
     FRT_TRY(frt_cuda_gemma_mlp_work_bytes(p->rows, p->width, p->inter, o ? p->q_dim : 0, &need));
     FRT_ARG(p->work_bytes >= need, "gemma_mlp: work of %zu bytes, %zu needed", p->work_bytes, need);
+    const frt_cuda_attn_args *t = p->att;
+    if (t) {
+        FRT_ARG(o && t->q && t->k && t->v && t->out == p->attn && p->att_work,
+                "gemma_mlp: the attention needs o_proj, q, k, v, its work and out == attn");
+        FRT_ARG(t->n_q == p->rows && t->n_kv >= 1 && t->n_heads >= 1 && t->n_kv_heads >= 1 && t->head_dim >= 1 &&
+                    t->n_heads * t->head_dim == p->q_dim && t->batch <= 1 && t->scale > 0.0f,
+                "gemma_mlp: attention of %d queries (rows %d), %d keys, %d x %d heads of %d (q_dim %d), batch %d",
+                t->n_q, p->rows, t->n_kv, t->n_heads, t->n_kv_heads, t->head_dim, p->q_dim, t->batch);
+        const frt_cuda_attn_mask *m = &t->mask;
+        FRT_ARG(m->kmask_len >= 0 && m->sfx_start >= m->kmask_len && m->sfx_n >= 0, "gemma_mlp: bad attention mask");
+        size_t aw = 0;
+        FRT_TRY(frt_cuda_gemma_mlp_att_work_bytes(t->n_q, t->n_heads, t->n_kv, &aw));
+        FRT_ARG(p->att_work_bytes >= aw, "gemma_mlp: attention work of %zu bytes, %zu needed", p->att_work_bytes, aw);
+    }
     if (p->rows > GM_NT_MAX * 8)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %d rows (at most %d)", p->rows, GM_NT_MAX * 8);
     if (q && p->head_dim % 16 != 0)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: head_dim %d (a multiple of 16)", p->head_dim);
+    if (t && (t->n_kv_heads != 1 || t->head_dim != GA_HD || t->ldq != p->q_dim || t->ldkv < GA_HD ||
+              t->ldkv % 8 != 0 || ((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)p->att_work) % 16))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "gemma_mlp: attention of %d KV heads of %d (only one of %d), ldq %d, ldkv %d, or misaligned",
+                         t->n_kv_heads, t->head_dim, GA_HD, t->ldq, t->ldkv);
     if (p->width != GM_W || p->inter % GM_KC != 0 || (o && p->q_dim % GM_KC_O != 0))
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "gemma_mlp: width %d (only %d), inter %d (a multiple of %d), q_dim %d (of %d)", p->width, GM_W,
@@ -560,7 +836,7 @@ extern "C" int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *p)
     FRT_TRY(gm_grid((p->rows + 7) / 8, &grid));
     if (grid < 1)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch",
-                         gm_smem_bytes((p->rows + 7) / 8));
+                         gm_smem_bytes((p->rows + 7) / 8, 1));
     return 0;
 }
 
@@ -572,7 +848,7 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     FRT_TRY(gm_grid(nt, &grid));
     if (grid < 1)
         return frt_error(FRT_ERR_UNSUPPORTED, "gemma_mlp: %zu bytes of shared memory or no cooperative launch",
-                         gm_smem_bytes(nt));
+                         gm_smem_bytes(nt, 1));
     float *part = (float *)((char *)p->work + gm_h_bytes(p->rows, p->inter));
     gm_args a;
     memset(&a, 0, sizeof a);
@@ -593,6 +869,19 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     a.down = {a.h, p->down, p->inter, part};
     a.r2 = {part, p->gate, p->w, p->b, p->inter / GM_KC, p->w ? (int)p->kind : -1, p->eps, p->out, (int)p->out_dtype};
     a.phases = g_phases;
+    a.ring_off = (int)gm_ring_off(nt, p->att != NULL);
+    if (p->att) {
+        const frt_cuda_attn_args *t = p->att;
+        int nrt = 0, nks = 0;
+        ga_tiles(t->n_q, t->n_heads, t->n_kv, &nrt, &nks);
+        a.at.q = t->q, a.at.k = t->k, a.at.v = t->v, a.at.out = (uint16_t *)p->attn;
+        a.at.ldkv = t->ldkv, a.at.nq = t->n_q * t->n_heads, a.at.heads = t->n_heads, a.at.nkv = t->n_kv;
+        a.at.nrt = nrt, a.at.nks = nks;
+        a.at.scale_log2 = t->scale * 1.4426950408889634f;
+        a.at.mask = t->mask;
+        a.at.po = (float *)p->att_work;
+        a.at.ml = (float2 *)((char *)p->att_work + (size_t)nks * nrt * GA_ROWS * GA_HD * 4);
+    }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeCooperative;
@@ -600,7 +889,7 @@ extern "C" int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *p
     const int pdl = frt_pdl_attr(&attr[1]); /* the weight loads before frt_pdl_wait overlap the kernel before */
     cfg.gridDim = dim3((unsigned)grid);
     cfg.blockDim = dim3(GM_THREADS);
-    cfg.dynamicSmemBytes = gm_smem_bytes(nt);
+    cfg.dynamicSmemBytes = gm_smem_bytes(nt, a.at.q != NULL);
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1 + pdl;

@@ -92,7 +92,18 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
 
 /* The tail of a Gemma layer over a few rows, as ONE cooperative launch
  * (gemma_mlp.cu; the policy expert's action tokens, where the launches it
- * replaces are bound by latency, not bytes). With attn (optional):
+ * replaces are bound by latency, not bytes). With att (optional), first
+ * the layer's masked attention into attn (att->out must be attn):
+ *   attn[t, h] = sum_j softmax_j(scale q[t, h] . k[j]) v[j]
+ * over the keys att->mask allows (frt_cuda_attn_mask; a row without one
+ * gets zeros), one KV head of head_dim 256, q [rows, heads 256] bf16
+ * contiguous, k / v rows of ldkv bf16 (n_kv of them); S and P V in fp32
+ * accumulators, P rounded to bf16 unnormalised, the softmax in fp32 over
+ * key splits of 64 merged in split order (frt_cuda_attention_fused's
+ * numerics); att->scores, probs, ld_s, mask.rows_per_token / tokens are
+ * not read (a row's token is row / heads). att_work: device scratch of
+ * frt_cuda_gemma_mlp_att_work_bytes. Twin: frt_cpu_attention_masked.
+ * With attn (optional):
  *   x[r, c] = x[r, c] + (sum_k attn[r, k] o[c, k]) * o_gate[c]
  *   hb[r]   = norm(x[r]) of mlp_kind (mlp_w, mlp_b as frt_cuda_add_norm's
  *             w, b), bf16
@@ -118,17 +129,24 @@ int frt_cuda_geglu_tanh(void *stream, void *out, frt_cuda_dtype out_dtype, const
  * partial sums). The sums run in a fixed order that depends on the shape
  * alone.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL pointers, sizes < 1, attn without
- * o / q_dim / mlp_w, qkv without the norm, a bf16 out or its outputs, an
+ * o / q_dim / mlp_w, att without attn, its work, q / k / v, or with n_q
+ * other than rows, heads x head_dim other than q_dim, a batch, a bad mask
+ * or too little work, qkv without the norm, a bf16 out or its outputs, an
  * unknown norm kind, adaRMSNorm without its shift, out aliasing x, work too
  * small: checked before any device call);
  * FRT_ERR_UNSUPPORTED (a LayerNorm; rows > 64; width other than 1024;
- * inter not a multiple of 256, q_dim of 128 or head_dim of 16; a pointer not 16-byte
- * aligned; more shared memory than a block may have, or no cooperative
+ * inter not a multiple of 256, q_dim of 128 or head_dim of 16; att with
+ * other than one KV head of 256, ldq other than q_dim or ldkv not a
+ * multiple of 8; a pointer not 16-byte aligned; more shared memory than a block may have, or no cooperative
  * launch: frt_cuda_gemma_mlp_check says so without enqueueing, so a caller
  * can take the separate launches instead); FRT_ERR_BACKEND.
  * Twins: the products, frt_cpu_geglu_tanh, the residual, then
  * frt_cpu_rmsnorm_ada / frt_cpu_rmsnorm (zero-centred). */
 typedef struct frt_cuda_gemma_mlp_args {
+    /* the layer's attention first (att NULL: attn is given; see above) */
+    const struct frt_cuda_attn_args *att;
+    void *att_work;
+    size_t att_work_bytes;
     /* o_proj, its residual and the MLP's norm (attn NULL: hb is the input) */
     const uint16_t *attn, *o;
     int q_dim;
@@ -160,6 +178,11 @@ typedef struct frt_cuda_gemma_mlp_args {
  * FRT_ERR_INVALID_ARGUMENT. */
 int frt_cuda_gemma_mlp_work_bytes(int rows, int width, int inter, int q_dim, size_t *bytes);
 
+/* Bytes of the attention's work buffer (att_work) for n_q query tokens
+ * of n_heads heads over n_kv keys: the key splits' partial outputs.
+ * Errors: FRT_ERR_INVALID_ARGUMENT. */
+int frt_cuda_gemma_mlp_att_work_bytes(int n_q, int n_heads, int n_kv, size_t *bytes);
+
 /* 0 when frt_cuda_gemma_mlp takes *a on the current device; its errors
  * otherwise (nothing enqueued). Sets the kernel's shared-memory limit: call
  * at setup, outside a capture. */
@@ -168,8 +191,9 @@ int frt_cuda_gemma_mlp_check(const frt_cuda_gemma_mlp_args *a);
 int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *a);
 
 /* Test hook (timing only): launches made after this call stop after the
- * gate | up phase (n 1) or the down phase (n 2); 3: the whole launch (the
- * results are otherwise incomplete). */
+ * gate | up phase (n 1) or the down phase (n 2), or with the attention in
+ * front after its key splits (n 4) or their merge (n 5); 3: the whole
+ * launch (the results are otherwise incomplete). */
 void frt_cuda_gemma_mlp_set_phases(int n);
 
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):

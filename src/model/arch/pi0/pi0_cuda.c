@@ -153,8 +153,8 @@ typedef struct pc_model {
     float *cs; /* the suffix positions' RoPE table per prefix set, PI0_COND first: [2][ns][hd / 2][2] */
     /* the expert's layer tail as one launch (frt_cuda_gemma_mlp) at one
      * slot's rows: its work buffer, and whether the device takes it */
-    void *tail_work;
-    size_t tail_bytes;
+    void *tail_work, *att_work;
+    size_t tail_bytes, att_bytes;
     int tail_on;
     /* the graph nodes of each captured inference variant (frt_policy_graph_nodes) */
     int node_code[PC_NODE_TABLE], node_n[PC_NODE_TABLE], n_node;
@@ -586,6 +586,9 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->tail_bytes = 0;
     if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->tail_bytes) == 0)
         pc->tail_work = take(a, pc->tail_bytes);
+    pc->att_bytes = 0;
+    if (frt_cuda_gemma_mlp_att_work_bytes(pc->ns, c->e.heads, pc->Pp + pc->nsp, &pc->att_bytes) == 0)
+        pc->att_work = take(a, pc->att_bytes);
     for (int set = 1; set >= 0; set--) { /* PI0_COND first: fused CFG's slots are a positive stride apart */
         pc->pos_s[set] = take(a, (size_t)pc->nsp * 4);
         for (int l = 0; l < c->t.layers; l++) {
@@ -655,12 +658,14 @@ static frt_cuda_gemma_mlp_args expert_tail_args(frt_model *m, const pc_gemma *y,
 static void expert_tail_qkv(frt_model *m, frt_cuda_gemma_mlp_args *a, const uint16_t *qkv, uint16_t *k, uint16_t *v,
                             const int32_t *pos);
 
-/* Whether the expert's layer tails (o_proj to the next layer's norm, then
- * its q | k | v with RoPE) take frt_cuda_gemma_mlp (one slot's rows; fused
- * CFG and batches keep the separate launches): tail_on 2 when the device
- * takes the shape, 1 without the next q | k | v. The environment's
- * FRT_PI0_FUSED_TAIL compares the forms in one process (docs/policies.md):
- * 0 the separate launches, 1 the tail without the next q | k | v. */
+/* Whether the expert's layers take frt_cuda_gemma_mlp (one slot's rows;
+ * fused CFG and batches keep the separate launches): tail_on 3 when the
+ * device takes the layer's attention, o_proj to the next layer's norm and
+ * its q | k | v with RoPE in one launch, 2 without the attention, 1 without
+ * the next q | k | v either. The environment's FRT_PI0_FUSED_TAIL
+ * compares the forms in one process (docs/policies.md): 0 the separate
+ * launches, 1 or 2 the tail at that level. */
+static int expert_att_check(frt_model *m, frt_cuda_gemma_mlp_args *a);
 static int plan_expert_tail(frt_model *m)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -680,6 +685,11 @@ static int plan_expert_tail(frt_model *m)
     if (rc == FRT_ERR_UNSUPPORTED) return 0;
     FRT_TRY(rc);
     pc->tail_on = 2;
+    if ((e && strcmp(e, "2") == 0) || !pc->att_work) return 0;
+    rc = expert_att_check(m, &a);
+    if (rc == FRT_ERR_UNSUPPORTED) return 0;
+    FRT_TRY(rc);
+    pc->tail_on = 3;
     return 0;
 }
 
@@ -949,9 +959,11 @@ static int attention_fused(frt_model *m, const glayer *L, int *done)
     return 0;
 }
 
-/* q / k / v with RoPE (every slot in one launch), then (unless last) the
- * attention: both slots as one batch, or slot by slot; or all of it in
- * one launch (attention_fused) where L has RoPE tables. */
+/* q / k / v with RoPE (every slot in one launch), then (unless last, or
+ * the layer's tail attends: tail_attends) the attention: both slots as one
+ * batch, or slot by slot; or all of it in one launch (attention_fused)
+ * where L has RoPE tables. */
+static int tail_attends(frt_model *m, const glayer *L);
 static int gemma_attention(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -969,7 +981,7 @@ static int gemma_attention(frt_model *m, const glayer *L)
     if (!L->qkv_done) /* else the tail before wrote them (tail_writes_qkv) */
         FRT_TRY(pi0_cuda_qkv_rope_slots(sp(m), pc->qkvb, &d, pc->KV, pc->KV, pc->y, L->inv_freq, L->n, g->heads,
                                         g->kv_heads, g->head_dim));
-    if (L->last) return 0;
+    if (L->last || tail_attends(m, L)) return 0; /* the tail's launch attends */
     frt_cuda_attn_args a;
     if (slots_batch(m, L, &a)) return frt_cuda_attention_masked(pc->bmm, sp(m), &a);
     for (int s = 0; s < L->slots; s++) {
@@ -1041,7 +1053,12 @@ static int tail_fused(frt_model *m, const glayer *L)
 }
 static int tail_writes_qkv(frt_model *m, const glayer *L)
 {
-    return tail_fused(m, L) && pc_of(m)->tail_on == 2 && L->fuse_next && L->next_qkv;
+    return tail_fused(m, L) && pc_of(m)->tail_on >= 2 && L->fuse_next && L->next_qkv;
+}
+/* Whether that launch also runs L's attention (before o_proj). */
+static int tail_attends(frt_model *m, const glayer *L)
+{
+    return tail_fused(m, L) && pc_of(m)->tail_on == 3;
 }
 
 static int gemma_layer(frt_model *m, const glayer *L)
@@ -1059,6 +1076,8 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (tail_fused(m, L)) {
         frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
         if (tail_writes_qkv(m, L)) expert_tail_qkv(m, &a, L->next_qkv, L->next_k, L->next_v, L->pos[0]);
+        const frt_cuda_attn_args at = gemma_attn_args(m, L, 0);
+        if (tail_attends(m, L)) a.att = &at, a.att_work = pc->att_work, a.att_work_bytes = pc->att_bytes;
         return frt_cuda_gemma_mlp(s, &a);
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
@@ -1146,6 +1165,19 @@ static glayer expert_glayer(frt_model *m, const slots_of *so, int l, const float
         L.next_v = pc->ev[set][l + 1] + (size_t)pc->Pp * pc->KV;
     }
     return L;
+}
+
+/* frt_cuda_gemma_mlp_check of the tail a with the attention of expert
+ * layer 0 (one slot: every layer's has its shape). */
+static int expert_att_check(frt_model *m, frt_cuda_gemma_mlp_args *a)
+{
+    pc_model *pc = pc_of(m);
+    const glayer L = expert_glayer(m, &SERIAL_COND, 0, pi0_of(m)->c.pi05 ? pc->x : NULL);
+    const frt_cuda_attn_args at = gemma_attn_args(m, &L, 0);
+    a->att = &at, a->att_work = pc->att_work, a->att_work_bytes = pc->att_bytes;
+    const int rc = frt_cuda_gemma_mlp_check(a);
+    a->att = NULL;
+    return rc;
 }
 
 /* Plans every attention product the graphs capture (cuBLASLt's heuristic
