@@ -6,7 +6,9 @@
  * layouts (SigLIP MHA, Gemma one KV head with the prefix and the expert's
  * block-causal masks), patches, q / k / v with RoPE at given positions, the
  * prefix mask scan, the masked softmax alone (against an fp64 softmax, at
- * the policy's sizes, timed), the episode noise (bit for bit with the cpu backend's
+ * the policy's sizes, timed), SigLIP's unmasked attention in one launch
+ * (frt_cuda_attention_mha, timed against the products), the episode
+ * noise (bit for bit with the cpu backend's
  * stream), the Euler step, the residual adds, the residual add fused
  * with each norm (frt_cuda_add_norm) and the batched copies
  * (pi0_cuda_copy_many, exact). Errors norm-wise
@@ -362,6 +364,120 @@ static void test_attention_many(frt_cuda_bmm *h)
     dfree(&dqkv), dfree(&d1), dfree(&d2), dfree(&ds), dfree(&dp);
 }
 
+/* frt_cuda_attention_mha: `cams` unmasked MHA attentions of n rows (heads
+ * of hd) inside a fused q | k | v row layout (SigLIP's), against
+ * frt_cpu_attention_masked with every key allowed, the same bits on a
+ * second launch; at the SigLIP shape timed against
+ * frt_cuda_attention_masked_many (a graph of 27 of each). */
+typedef struct mha_timing {
+    frt_cuda_bmm *h;
+    frt_cuda_mha_args m;
+    frt_cuda_attn_args a[3];
+    int cams;
+} mha_timing;
+
+static int rec_mha(frt_stream *st, void *user)
+{
+    mha_timing *t = user;
+    for (int i = 0; i < 27; i++) FRT_TRY(frt_cuda_attention_mha(frt_stream_native(st), &t->m));
+    return 0;
+}
+
+static int rec_mha_products(frt_stream *st, void *user)
+{
+    mha_timing *t = user;
+    for (int i = 0; i < 27; i++) FRT_TRY(frt_cuda_attention_masked_many(t->h, frt_stream_native(st), t->a, t->cams));
+    return 0;
+}
+
+static void test_mha(frt_cuda_bmm *h, int cams, int n, int heads, int hd)
+{
+    const int D = heads * hd, LD = 3 * D + 8; /* rows a little wider than q | k | v */
+    const size_t nx = (size_t)cams * n * LD, nout = (size_t)cams * n * D;
+    float *qkv = frand(nx, -1.5f, 1.5f);
+    dbuf dqkv = dbf(qkv, nx), dout = dalloc(nout * 2);
+    frt_cuda_mha_args m = {.out = dout.p, .q = dqkv.p, .k = (const uint16_t *)dqkv.p + D,
+                           .v = (const uint16_t *)dqkv.p + 2 * D, .ldq = LD, .ldkv = LD, .ldo = D, .n = n,
+                           .n_heads = heads, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd), .batch = cams,
+                           .sq = (long long)n * LD, .skv = (long long)n * LD, .so = (long long)n * D};
+    CHECK_OK(frt_cuda_attention_mha_check(&m));
+    CHECK_OK(frt_cuda_attention_mha(g_cs, &m));
+    float *got = dfloats(dout, nout, FRT_CUDA_BF16), *ref = fnew(nout);
+    float *q = fnew((size_t)n * D), *k = fnew((size_t)n * D), *v = fnew((size_t)n * D);
+    uint8_t *allow = xzalloc((size_t)n * n);
+    memset(allow, 1, (size_t)n * n);
+    for (int c = 0; c < cams; c++) {
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < D; j++) {
+                const float *row = qkv + ((size_t)c * n + r) * LD;
+                q[(size_t)r * D + j] = row[j], k[(size_t)r * D + j] = row[D + j], v[(size_t)r * D + j] = row[2 * D + j];
+            }
+        frt_cpu_attention_masked(ref + (size_t)c * n * D, q, k, v, allow, n, n, heads, heads, hd, m.scale);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "attention_mha %d x (%d x %d, %d heads x %d)", cams, n, n, heads, hd);
+    report(name, frt_test_rel_err(got, ref, nout), 1.5e-2);
+    CHECK_OK(frt_cuda_attention_mha(g_cs, &m));
+    float *got2 = dfloats(dout, nout, FRT_CUDA_BF16);
+    report_same("attention_mha: a second launch, the same bits", got2, got, nout * 4);
+    if (n == 256 && hd == 72) { /* SigLIP So400m: both ways timed */
+        const int LS = 256;
+        dbuf ds = dalloc((size_t)cams * heads * n * LS * 4), dp = dalloc((size_t)cams * heads * n * LS * 2);
+        mha_timing t = {.h = h, .m = m, .cams = cams};
+        for (int c = 0; c < cams; c++) {
+            frt_cuda_attn_args *a = &t.a[c];
+            memset(a, 0, sizeof *a);
+            const uint16_t *qc = (const uint16_t *)dqkv.p + (size_t)c * n * LD;
+            a->out = (uint16_t *)dout.p + (size_t)c * n * D, a->q = qc, a->k = qc + D, a->v = qc + 2 * D;
+            a->ldq = a->ldkv = LD, a->n_q = a->n_kv = n, a->n_heads = a->n_kv_heads = heads, a->head_dim = hd;
+            a->scale = m.scale, a->ld_s = LS;
+            a->scores = (float *)ds.p + (size_t)c * heads * n * LS;
+            a->probs = (uint16_t *)dp.p + (size_t)c * heads * n * LS;
+            a->mask.kmask_len = a->mask.sfx_start = n;
+            CHECK_OK(frt_cuda_attention_masked_plan(h, a));
+        }
+        const double us_p = graph_us("mha products", rec_mha_products, &t, 27);
+        const double us_m = graph_us("mha one launch", rec_mha, &t, 27);
+        printf("  timing: SigLIP attention, %d cameras x %d heads of %d over %d patches (graph of 27): products + "
+               "softmax (%d launches) %.2f us, one launch %.2f us\n",
+               cams, heads, hd, n, 2 * cams + 1, us_p, us_m);
+        dfree(&ds), dfree(&dp);
+    }
+    free(qkv), free(got), free(got2), free(ref), free(q), free(k), free(v), free(allow);
+    dfree(&dqkv), dfree(&dout);
+}
+
+/* frt_cuda_attention_mha's refusals, before any device call. */
+static void test_mha_args(void)
+{
+    _Alignas(16) uint16_t b[64];
+    frt_cuda_mha_args m = {.out = b, .q = b, .k = b, .v = b, .ldq = 24, .ldkv = 24, .ldo = 24, .n = 9,
+                           .n_heads = 3, .head_dim = 8, .scale = 0.3f, .batch = 2, .sq = 216, .skv = 216, .so = 216};
+    CHECK_OK(frt_cuda_attention_mha_check(&m));
+    frt_cuda_mha_args x = m;
+    CHECK_STATUS(frt_cuda_attention_mha_check(NULL), FRT_ERR_INVALID_ARGUMENT);
+    x.v = NULL;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.n = 0;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.ldq = 23; /* under heads x head_dim */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.scale = 0.0f;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.skv = -1;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.n = 257; /* more keys than it stages */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    x = m, x.head_dim = 12, x.ldq = x.ldkv = x.ldo = 48;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    x = m, x.head_dim = 136, x.n_heads = 1, x.ldq = x.ldkv = x.ldo = 136;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    x = m, x.q = b + 1; /* not 16-byte aligned */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    x = m, x.sq = 212;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+}
+
 /* The allow matrix of one attention of the expert form (prefix mask km,
  * then sfx_n suffix keys from sfx_start, block-causal when solo_first). */
 static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
@@ -599,6 +715,11 @@ static void test_attentions(void)
     test_attention_batch(h, &cases[2], 0);
     test_attention_batch(h, &cases[3], 0);
     test_attentions_fused(h);
+    test_mha(h, 3, 256, 16, 72); /* SigLIP So400m, 3 cameras */
+    test_mha(h, 2, 9, 3, 8);     /* the small test models */
+    test_mha(h, 1, 133, 4, 64);  /* a partial key tile and row tile */
+    test_mha(h, 2, 70, 2, 128);
+    test_mha(h, 1, 1, 1, 16);
     frt_cuda_bmm_destroy(h);
 }
 
@@ -1282,6 +1403,7 @@ int main(void)
 #else
     test_args();
     test_fused_args();
+    test_mha_args();
     frt_test_cuda_start();
     test_norms(37, 1152, FRT_CUDA_BF16);
     test_norms(5, 40, FRT_CUDA_F32);

@@ -379,6 +379,39 @@ int frt_cuda_attention_fused(void *stream, const frt_cuda_attn_args *a, const fr
  * device needed): 0 when it takes (a, rope), else its error. */
 int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a, const frt_cuda_attn_rope *rope);
 
+/* Unmasked multi-head attention (attention_mha.cu; SigLIP's attention
+ * within a camera: every query row sees every key), for each attention b
+ * of the batch and head h:
+ *   out[t, h] = sum_j softmax_j(scale q[t, h] . k[j, h]) v[j, h]
+ * over the n keys of b, in ONE launch (FlashAttention-2's online softmax
+ * on mma.sync, every key staged in shared memory). q, k, v, out bf16:
+ * row t of attention b at q + b sq + t ldq (heads side by side, head_dim
+ * each; k, v at ldkv, skv; out at ldo, so), strides in elements.
+ * Numerics: S and P V in fp32 accumulators, the softmax in fp32, P rounded
+ * to bf16 unnormalised (frt_cuda_attention_fused's): within bf16 rounding
+ * of frt_cuda_attention_masked, not bit for bit. Deterministic.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, batch or heads >
+ * 65535, scale <= 0, row strides under heads x head_dim, negative batch
+ * strides); FRT_ERR_UNSUPPORTED (n > 256 keys, head_dim not a multiple of
+ * 8 or > 128, pointers or strides not 16-byte aligned); FRT_ERR_BACKEND.
+ * Nothing is enqueued on an error.
+ * Twin: frt_cpu_attention_masked with every key allowed. */
+typedef struct frt_cuda_mha_args {
+    uint16_t *out;
+    const uint16_t *q, *k, *v;
+    int ldq, ldkv, ldo;
+    int n, n_heads, head_dim;
+    float scale;
+    int batch;
+    long long sq, skv, so;
+} frt_cuda_mha_args;
+
+int frt_cuda_attention_mha(void *stream, const frt_cuda_mha_args *a);
+
+/* The checks of frt_cuda_attention_mha alone (no device needed, nothing
+ * enqueued): 0 when it takes *a, else its error. */
+int frt_cuda_attention_mha_check(const frt_cuda_mha_args *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,12 +18,12 @@
  *                of action_time_mlp_in ([steps, E], folded into its bias).
  *   activations  residual streams f32; GEMM inputs bf16; GEMM outputs f32
  *                (cuBLASLt, fp32 accumulation), the gate | up products'
- *                bf16 (the GeGLU's input); the vision and prefix
- *                attention as products (kernels_policy_cuda.h:
+ *                bf16 (the GeGLU's input); the vision attention in one
+ *                launch for every camera (frt_cuda_attention_mha), the
+ *                prefix's as products (kernels_policy_cuda.h:
  *                frt_cuda_attention_masked, bf16 operands, fp32 softmax),
- *                the expert's in one launch a layer with RoPE on load
- *                (frt_cuda_attention_fused, q / k / v read from the qkv
- *                projection; the suffix positions' cos / sin table pc->cs).
+ *                the expert's inside its layer tail (frt_cuda_gemma_mlp
+ *                with att, one slot's rows) or as products.
  *   state        prefix.L.k / .v bf16 [P, kv, hd] (kv_dtype), mask, meta,
  *                the episode record: what pi0.c declares.
  *
@@ -791,9 +791,31 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
     return a;
 }
 
-/* The attention of every camera slot of the variant (one softmax launch). */
+/* The attention of every camera slot as ONE launch of
+ * frt_cuda_attention_mha (the cameras a batch); *ok 0 (nothing enqueued) when
+ * the kernel does not take the shape or FRT_PI0_VIT_MHA=0 asks for the
+ * products (docs/policies.md). */
+static int vit_attention_mha(frt_model *m, int cams, int *ok)
+{
+    const pi0_config *c = &pi0_of(m)->c;
+    pc_model *pc = pc_of(m);
+    const int D = c->v_width, np = c->n_patch;
+    const char *e = getenv("FRT_PI0_VIT_MHA");
+    frt_cuda_mha_args a = {.out = pc->attb, .q = pc->qkvb, .k = pc->qkvb + D, .v = pc->qkvb + 2 * D,
+                           .ldq = 3 * D, .ldkv = 3 * D, .ldo = D, .n = np, .n_heads = c->v_heads,
+                           .head_dim = c->v_head_dim, .scale = 1.0f / sqrtf((float)c->v_head_dim), .batch = cams,
+                           .sq = (long long)np * 3 * D, .skv = (long long)np * 3 * D, .so = (long long)np * D};
+    *ok = !(e && strcmp(e, "0") == 0) && frt_cuda_attention_mha_check(&a) == 0;
+    return *ok ? frt_cuda_attention_mha(sp(m), &a) : 0;
+}
+
+/* The attention of every camera slot of the variant: one launch
+ * (vit_attention_mha), else the products (one softmax launch). */
 static int vit_attention(frt_model *m, int cams)
 {
+    int ok = 0;
+    FRT_TRY(vit_attention_mha(m, cams, &ok));
+    if (ok) return 0;
     frt_cuda_attn_args a[FRT_CUDA_ATTN_MANY_MAX];
     for (int cam = 0; cam < cams; cam++) a[cam] = vit_attn_args(m, cam);
     return frt_cuda_attention_masked_many(pc_of(m)->bmm, sp(m), a, cams);
