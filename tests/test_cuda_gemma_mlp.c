@@ -83,8 +83,10 @@ static float *att_ref(const att_host *h, const mlp_case *c)
     const int R = c->rows, P = c->att_p, Pp = P + 7, n = h->keys;
     float *k = fnew((size_t)n * 256), *v = fnew((size_t)n * 256), *out = fnew((size_t)R * c->Q);
     for (int j = 0; j < n; j++)
-        for (int d = 0; d < 256; d++)
-            k[(size_t)j * 256 + d] = h->k.f[(size_t)j * AT_LDKV + d], v[(size_t)j * 256 + d] = h->v.f[(size_t)j * AT_LDKV + d];
+        for (int d = 0; d < 256; d++) {
+            k[(size_t)j * 256 + d] = h->k.f[(size_t)j * AT_LDKV + d];
+            v[(size_t)j * 256 + d] = h->v.f[(size_t)j * AT_LDKV + d];
+        }
     uint8_t *allow = xzalloc((size_t)R * n);
     for (int t = 0; t < R; t++)
         for (int j = 0; j < n; j++) {
@@ -628,9 +630,11 @@ int main(void)
         {51, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256, 1049, 1, 1},
         {13, 1024, 512, FRT_CUDA_NORM_RMS_ADA, 1, 512, FRT_CUDA_NORM_RMS_ADA, 0, 0, 37, 1, 0},
         {64, 1024, 768, FRT_CUDA_NORM_RMS_ONE, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 2301, 0, 1},
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 0, 0, 0}, /* the Pi0.5 expert's tail */
+        /* the Pi0.5 expert's tail */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 8, 256, 0, 0, 0},
         {50, 1024, 4096, FRT_CUDA_NORM_RMS_ONE, 0, 2048, FRT_CUDA_NORM_RMS_ONE, 8, 256, 0, 0, 0}, /* Pi0's */
-        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0}, /* the last layer's but one */
+        /* the last layer's but one */
+        {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 2048, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
         {13, 1024, 512, FRT_CUDA_NORM_RMS_ONE, 1, 256, FRT_CUDA_NORM_RMS_ADA, 3, 48, 0, 0, 0},
         {13, 1024, 512, -1, 1, 256, FRT_CUDA_NORM_RMS_ADA, 0, 0, 0, 0, 0},
         {50, 1024, 4096, FRT_CUDA_NORM_RMS_ADA, 1, 0, 0, 0, 0, 0, 0, 0}, /* the Pi0.5 expert's MLP block */

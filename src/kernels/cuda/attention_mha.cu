@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(MH_THREADS) mh_kernel(frt_cuda_mha_args a)
         float sc[MH_BC / 8][4];
 #pragma unroll
         for (int j = 0; j < MH_BC / 8; j++) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-        const uint32_t kb = frt_smem_addr(ks + (size_t)(k0 + (lane & 7) + ((lane >> 4) << 3)) * P + ((lane >> 3) & 1) * 8);
+        const int kr = k0 + (lane & 7) + ((lane >> 4) << 3); /* the lane's key row of ldmatrix */
+        const uint32_t kb = frt_smem_addr(ks + (size_t)kr * P + ((lane >> 3) & 1) * 8);
 #pragma unroll
         for (int kk = 0; kk < HDP / 16; kk++) {
             uint32_t af[4];

@@ -492,8 +492,8 @@ __device__ void gm_attention(const gm_att &t, unsigned char *smem)
         for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
         {
             const uint32_t qa = s0 + (uint32_t)((mt * 16 + (lane & 15)) * GA_QP + (lane >> 4) * 8) * 2;
-            const uint32_t kb = s0 + GA_OFF_K +
-                                (uint32_t)((kh * 32 + (lane & 7) + ((lane >> 4) << 3)) * GA_QP + ((lane >> 3) & 1) * 8) * 2;
+            const int kr = kh * 32 + (lane & 7) + ((lane >> 4) << 3); /* the lane's key row of ldmatrix */
+            const uint32_t kb = s0 + GA_OFF_K + (uint32_t)(kr * GA_QP + ((lane >> 3) & 1) * 8) * 2;
 #pragma unroll 4
             for (int kk = 0; kk < GA_HD / 16; kk++) {
                 uint32_t a[4], b0[4], b1[4];
@@ -554,8 +554,8 @@ __device__ void gm_attention(const gm_att &t, unsigned char *smem)
 #pragma unroll
             for (int n = 0; n < 16; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
             const uint32_t pa = s0 + GA_OFF_P + (uint32_t)((mt * 16 + (lane & 15)) * GA_PP + (lane >> 4) * 8) * 2;
-            const uint32_t vb = s0 + GA_OFF_V +
-                                (uint32_t)(((lane & 7) + ((lane >> 3) & 1) * 8) * GA_QP + kh * 128 + (lane >> 4) * 8) * 2;
+            const int vr = (lane & 7) + ((lane >> 3) & 1) * 8; /* the lane's key row of ldmatrix.trans */
+            const uint32_t vb = s0 + GA_OFF_V + (uint32_t)(vr * GA_QP + kh * 128 + (lane >> 4) * 8) * 2;
 #pragma unroll
             for (int kk = 0; kk < GA_KEYS / 16; kk++) {
                 uint32_t a[4];
