@@ -420,6 +420,25 @@ static void test_mha(frt_cuda_bmm *h, int cams, int n, int heads, int hd)
     CHECK_OK(frt_cuda_attention_mha(g_cs, &m));
     float *got2 = dfloats(dout, nout, FRT_CUDA_BF16);
     report_same("attention_mha: a second launch, the same bits", got2, got, nout * 4);
+    { /* the f32 form: contiguous [cams n, 3 D] projection rows plus a bias, against frt_cuda_bias_act into bf16,
+       * then the bf16 form */
+        float *pf = frand(nx, -1.5f, 1.5f), *bias = frand((size_t)3 * D, -0.5f, 0.5f);
+        dbuf dpf = dfl(pf, nx), dbias = dfl(bias, (size_t)3 * D), dbfq = dalloc(nx * 2), dout2 = dalloc(nout * 2);
+        CHECK_OK(frt_cuda_bias_act(g_cs, dbfq.p, FRT_CUDA_BF16, dpf.p, dbias.p, cams * n, 3 * D, FRT_CUDA_ACT_NONE));
+        frt_cuda_mha_args mb = m;
+        mb.q = dbfq.p, mb.k = (const uint16_t *)dbfq.p + D, mb.v = (const uint16_t *)dbfq.p + 2 * D;
+        mb.ldq = mb.ldkv = 3 * D, mb.sq = mb.skv = (long long)n * 3 * D;
+        frt_cuda_mha_args mf = m;
+        mf.q = mf.k = mf.v = NULL, mf.out = dout2.p;
+        mf.qkv_f32 = dpf.p, mf.bias = dbias.p, mf.ld_f32 = 3 * D, mf.s_f32 = (long long)n * 3 * D;
+        CHECK_OK(frt_cuda_attention_mha(g_cs, &mb));
+        CHECK_OK(frt_cuda_attention_mha(g_cs, &mf));
+        uint16_t *o1 = xzalloc(nout * 2), *o2 = xzalloc(nout * 2);
+        dget(dout, 0, o1, nout * 2), dget(dout2, 0, o2, nout * 2);
+        report_same("attention_mha: f32 q | k | v + bias == bias_act into bf16, then bf16", o2, o1, nout * 2);
+        free(pf), free(bias), free(o1), free(o2);
+        dfree(&dpf), dfree(&dbias), dfree(&dbfq), dfree(&dout2);
+    }
     if (n == 256 && hd == 72) { /* SigLIP So400m: both ways timed */
         const int LS = 256;
         dbuf ds = dalloc((size_t)cams * heads * n * LS * 4), dp = dalloc((size_t)cams * heads * n * LS * 2);
@@ -475,6 +494,20 @@ static void test_mha_args(void)
     x = m, x.q = b + 1; /* not 16-byte aligned */
     CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
     x = m, x.sq = 212;
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    _Alignas(16) float f[64];
+    frt_cuda_mha_args y = m; /* the f32 form */
+    y.q = y.k = y.v = NULL, y.qkv_f32 = f, y.ld_f32 = 72, y.s_f32 = 648;
+    CHECK_OK(frt_cuda_attention_mha_check(&y));
+    x = y, x.q = b; /* both forms */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = m, x.k = NULL; /* part of the bf16 form */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = y, x.ld_f32 = 71; /* under 3 heads x head_dim */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_INVALID_ARGUMENT);
+    x = y, x.ld_f32 = 74; /* not 16-byte aligned */
+    CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
+    x = y, x.bias = f + 1;
     CHECK_STATUS(frt_cuda_attention_mha(NULL, &x), FRT_ERR_UNSUPPORTED);
 }
 

@@ -24,7 +24,10 @@
  * zeros and masked). Warp w owns rows 16 w .. 16 w + 15: S of a key tile in
  * registers, P turned into the A fragments of P V in registers (the
  * accumulators of two m16n8 tiles are an m16k16 A tile), V's B fragments
- * by ldmatrix.trans.
+ * by ldmatrix.trans. With qkv_f32 the rows are staged from the f32 output
+ * of the q | k | v projection plus its bias, rounded to bf16 on the way
+ * (what frt_cuda_bias_act would have stored), so the projection's bias
+ * launch goes.
  *
  * Deterministic: no atomics; fixed mma and quad orders, a function of the
  * sizes only. Tested against frt_cpu_attention_masked in
@@ -63,6 +66,31 @@ __device__ __forceinline__ void mh_stage(uint16_t *dst, const uint16_t *src, lon
     }
 }
 
+/* mh_stage from f32 rows plus a bias (NULL: none), each value rounded to
+ * bf16 (frt_cuda_bias_act's f32 add, then the same rounding). */
+template <int HDP>
+__device__ __forceinline__ void mh_stage_f32(uint16_t *dst, const float *src, const float *bias, long long ld, int rows,
+                                             int valid, int hd)
+{
+    constexpr int PC = HDP / 8, P = mh_cfg<HDP>::P;
+    for (int i = threadIdx.x; i < rows * PC; i += MH_THREADS) {
+        const int r = i / PC, c = 8 * (i % PC);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < valid && c < hd) {
+            const float4 *s = (const float4 *)(src + (long long)r * ld + c);
+            float4 x0 = s[0], x1 = s[1];
+            if (bias) {
+                const float4 b0 = *(const float4 *)(bias + c), b1 = *(const float4 *)(bias + c + 4);
+                x0.x += b0.x, x0.y += b0.y, x0.z += b0.z, x0.w += b0.w;
+                x1.x += b1.x, x1.y += b1.y, x1.z += b1.z, x1.w += b1.w;
+            }
+            v = make_uint4(frt_pack_bf16(x0.x, x0.y), frt_pack_bf16(x0.z, x0.w), frt_pack_bf16(x1.x, x1.y),
+                           frt_pack_bf16(x1.z, x1.w));
+        }
+        *(uint4 *)(dst + (size_t)r * P + c) = v;
+    }
+}
+
 template <int HDP>
 __global__ void __launch_bounds__(MH_THREADS) mh_kernel(frt_cuda_mha_args a)
 {
@@ -73,12 +101,20 @@ __global__ void __launch_bounds__(MH_THREADS) mh_kernel(frt_cuda_mha_args a)
     const int b = blockIdx.z, h = blockIdx.y, r0 = blockIdx.x * MH_ROWS, n = a.n, hd = a.head_dim;
     const int nk = (n + MH_BC - 1) / MH_BC * MH_BC;
     uint16_t *qs = (uint16_t *)mh_smem, *ks = qs + (size_t)MH_ROWS * P, *vs = ks + (size_t)nk * P;
-    const uint16_t *q = a.q + b * a.sq + (size_t)h * hd + (size_t)r0 * a.ldq;
-    const uint16_t *k = a.k + b * a.skv + (size_t)h * hd, *v = a.v + b * a.skv + (size_t)h * hd;
     frt_pdl_wait(); /* q, k, v come from the kernel before */
-    mh_stage<HDP>(qs, q, a.ldq, MH_ROWS, n - r0, hd);
-    mh_stage<HDP>(ks, k, a.ldkv, nk, n, hd);
-    mh_stage<HDP>(vs, v, a.ldkv, nk, n, hd);
+    if (a.qkv_f32) {
+        const int D = a.n_heads * hd;
+        const float *f = a.qkv_f32 + b * a.s_f32 + (size_t)h * hd, *bq = a.bias ? a.bias + (size_t)h * hd : NULL;
+        mh_stage_f32<HDP>(qs, f + (size_t)r0 * a.ld_f32, bq, a.ld_f32, MH_ROWS, n - r0, hd);
+        mh_stage_f32<HDP>(ks, f + D, bq ? bq + D : NULL, a.ld_f32, nk, n, hd);
+        mh_stage_f32<HDP>(vs, f + 2 * D, bq ? bq + 2 * D : NULL, a.ld_f32, nk, n, hd);
+    } else {
+        const uint16_t *q = a.q + b * a.sq + (size_t)h * hd + (size_t)r0 * a.ldq;
+        const uint16_t *k = a.k + b * a.skv + (size_t)h * hd, *v = a.v + b * a.skv + (size_t)h * hd;
+        mh_stage<HDP>(qs, q, a.ldq, MH_ROWS, n - r0, hd);
+        mh_stage<HDP>(ks, k, a.ldkv, nk, n, hd);
+        mh_stage<HDP>(vs, v, a.ldkv, nk, n, hd);
+    }
     __syncthreads();
     const float sl2 = a.scale * 1.4426950408889634f;
     float o[NT][4];
@@ -182,20 +218,28 @@ static mh_fn mh_fn_of(int hdp, size_t *per_key, size_t *fixed)
 
 extern "C" int frt_cuda_attention_mha_check(const frt_cuda_mha_args *a)
 {
-    FRT_ARG(a && a->out && a->q && a->k && a->v, "attention_mha: NULL pointer");
+    FRT_ARG(a && a->out, "attention_mha: NULL pointer");
+    const int bf = a->q || a->k || a->v, f32 = a->qkv_f32 != NULL;
+    FRT_ARG(f32 != bf && (f32 || (a->q && a->k && a->v)),
+            "attention_mha: give q, k and v (bf16) or qkv_f32, not both, not neither");
     FRT_ARG(a->n >= 1 && a->n_heads >= 1 && a->head_dim >= 1 && a->batch >= 1 && a->batch <= 65535 &&
                 a->n_heads <= 65535 && a->scale > 0.0f,
             "attention_mha: n %d, %d heads of %d, batch %d, scale %g", a->n, a->n_heads, a->head_dim, a->batch,
             (double)a->scale);
     const long long row = (long long)a->n_heads * a->head_dim;
-    FRT_ARG(a->ldq >= row && a->ldkv >= row && a->ldo >= row && a->sq >= 0 && a->skv >= 0 && a->so >= 0,
-            "attention_mha: row strides %d / %d / %d under %lld, or negative batch strides", a->ldq, a->ldkv, a->ldo,
-            row);
+    FRT_ARG(a->ldo >= row && a->so >= 0 &&
+                (f32 ? a->ld_f32 >= 3 * row && a->s_f32 >= 0
+                     : a->ldq >= row && a->ldkv >= row && a->sq >= 0 && a->skv >= 0),
+            "attention_mha: row strides (q %d, kv %d, f32 %d, out %d) under %lld a head set, or negative batch strides",
+            a->ldq, a->ldkv, a->ld_f32, a->ldo, row);
     if (a->n > MH_KEYS || a->head_dim % 8 != 0 || a->head_dim > 128)
         return frt_error(FRT_ERR_UNSUPPORTED, "attention_mha: %d keys (at most %d), head_dim %d (a multiple of 8 "
                                               "up to 128)", a->n, MH_KEYS, a->head_dim);
-    const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->out;
-    if (al % 16 != 0 || a->ldq % 8 || a->ldkv % 8 || a->ldo % 2 || a->sq % 8 || a->skv % 8 || a->so % 2)
+    const uintptr_t al = (uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->out |
+                         (uintptr_t)a->qkv_f32 | (uintptr_t)a->bias;
+    const int bad_bf = !f32 && (a->ldq % 8 || a->ldkv % 8 || a->sq % 8 || a->skv % 8);
+    const int bad_f32 = f32 && (a->ld_f32 % 4 || a->s_f32 % 4);
+    if (al % 16 != 0 || bad_bf || bad_f32 || a->ldo % 2 || a->so % 2)
         return frt_error(FRT_ERR_UNSUPPORTED, "attention_mha: pointers or strides not 16-byte aligned");
     return 0;
 }

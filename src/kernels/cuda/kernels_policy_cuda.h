@@ -387,11 +387,18 @@ int frt_cuda_attention_fused_check(const frt_cuda_attn_args *a, const frt_cuda_a
  * on mma.sync, every key staged in shared memory). q, k, v, out bf16:
  * row t of attention b at q + b sq + t ldq (heads side by side, head_dim
  * each; k, v at ldkv, skv; out at ldo, so), strides in elements.
+ * Or, with qkv_f32 (q, k, v NULL, ldq / ldkv / sq / skv unused): the
+ * f32 output of a fused q | k | v projection, row t of attention b at
+ * qkv_f32 + b s_f32 + t ld_f32 (q at column 0, k at n_heads head_dim, v at
+ * 2 n_heads head_dim), plus bias [3 n_heads head_dim] f32 (NULL: none),
+ * each value rounded to bf16 as it is staged: the same bits as
+ * frt_cuda_bias_act into bf16 and then the bf16 form, one launch fewer.
  * Numerics: S and P V in fp32 accumulators, the softmax in fp32, P rounded
  * to bf16 unnormalised (frt_cuda_attention_fused's): within bf16 rounding
  * of frt_cuda_attention_masked, not bit for bit. Deterministic.
- * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, sizes < 1, batch or heads >
- * 65535, scale <= 0, row strides under heads x head_dim, negative batch
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, neither or both of q / k / v and
+ * qkv_f32, sizes < 1, batch or heads > 65535, scale <= 0, row strides
+ * under heads x head_dim (3 heads x head_dim for ld_f32), negative batch
  * strides); FRT_ERR_UNSUPPORTED (n > 256 keys, head_dim not a multiple of
  * 8 or > 128, pointers or strides not 16-byte aligned); FRT_ERR_BACKEND.
  * Nothing is enqueued on an error.
@@ -404,6 +411,9 @@ typedef struct frt_cuda_mha_args {
     float scale;
     int batch;
     long long sq, skv, so;
+    const float *qkv_f32, *bias; /* the f32 form (above) */
+    int ld_f32;
+    long long s_f32;
 } frt_cuda_mha_args;
 
 int frt_cuda_attention_mha(void *stream, const frt_cuda_mha_args *a);

@@ -792,30 +792,27 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
 }
 
 /* The attention of every camera slot as ONE launch of
- * frt_cuda_attention_mha (the cameras a batch); *ok 0 (nothing enqueued) when
- * the kernel does not take the shape or FRT_PI0_VIT_MHA=0 asks for the
- * products (docs/policies.md). */
-static int vit_attention_mha(frt_model *m, int cams, int *ok)
+ * frt_cuda_attention_mha (the cameras a batch), straight from the f32 q | k
+ * | v projection in pc->y plus its bias qkv_b; *ok 0 (nothing enqueued)
+ * when the kernel does not take the shape or FRT_PI0_VIT_MHA=0 asks for
+ * the bias launch and the products (docs/policies.md). */
+static int vit_attention_mha(frt_model *m, const float *qkv_b, int cams, int *ok)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     const int D = c->v_width, np = c->n_patch;
     const char *e = getenv("FRT_PI0_VIT_MHA");
-    frt_cuda_mha_args a = {.out = pc->attb, .q = pc->qkvb, .k = pc->qkvb + D, .v = pc->qkvb + 2 * D,
-                           .ldq = 3 * D, .ldkv = 3 * D, .ldo = D, .n = np, .n_heads = c->v_heads,
-                           .head_dim = c->v_head_dim, .scale = 1.0f / sqrtf((float)c->v_head_dim), .batch = cams,
-                           .sq = (long long)np * 3 * D, .skv = (long long)np * 3 * D, .so = (long long)np * D};
+    frt_cuda_mha_args a = {.out = pc->attb, .ldo = D, .n = np, .n_heads = c->v_heads, .head_dim = c->v_head_dim,
+                           .scale = 1.0f / sqrtf((float)c->v_head_dim), .batch = cams, .so = (long long)np * D,
+                           .qkv_f32 = pc->y, .bias = qkv_b, .ld_f32 = 3 * D, .s_f32 = (long long)np * 3 * D};
     *ok = !(e && strcmp(e, "0") == 0) && frt_cuda_attention_mha_check(&a) == 0;
     return *ok ? frt_cuda_attention_mha(sp(m), &a) : 0;
 }
 
-/* The attention of every camera slot of the variant: one launch
- * (vit_attention_mha), else the products (one softmax launch). */
+/* The attention of every camera slot of the variant from the products
+ * (one softmax launch) over q | k | v in pc->qkvb. */
 static int vit_attention(frt_model *m, int cams)
 {
-    int ok = 0;
-    FRT_TRY(vit_attention_mha(m, cams, &ok));
-    if (ok) return 0;
     frt_cuda_attn_args a[FRT_CUDA_ATTN_MANY_MAX];
     for (int cam = 0; cam < cams; cam++) a[cam] = vit_attn_args(m, cam);
     return frt_cuda_attention_masked_many(pc_of(m)->bmm, sp(m), a, cams);
@@ -832,8 +829,12 @@ static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const f
     void *s = sp(m);
     const int D = c->v_width, I = c->v_inter, n = sh->nv;
     FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
-    FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
-    FRT_TRY(vit_attention(m, sh->cams));
+    int one = 0; /* the attention in one launch from the f32 projection, or the bias launch and the products */
+    FRT_TRY(vit_attention_mha(m, y->qkv_b, sh->cams, &one));
+    if (!one) {
+        FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
+        FRT_TRY(vit_attention(m, sh->cams));
+    }
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
     FRT_TRY(frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->o_b, NULL, FRT_CUDA_NORM_LAYER, y->ln2_w, y->ln2_b, n,
                               D, c->v_eps));
