@@ -95,9 +95,7 @@ template <int HD> __device__ __forceinline__ uint32_t af_swz(int r, int c)
 __device__ __forceinline__ bool af_allowed(const frt_cuda_attn_mask &m, const uint8_t *km, int t, int j)
 {
     if (j < m.kmask_len) return !km || __ldg(km + j);
-    if (j < m.sfx_start) return false;
-    const int s = j - m.sfx_start;
-    return s < m.sfx_n && (!m.solo_first || t > 0 || s == 0);
+    return frt_attn_suffix_allowed(m, t, j);
 }
 
 /* The per-warp running state of 16 rows: lane (gid, tig) holds rows gid

@@ -85,8 +85,8 @@ namespace cg = cooperative_groups;
 #define GA_PP 72     /* bf16 elements from one staged P row to the next */
 #define GA_OFF_K (GA_ROWS * GA_QP * 2)
 #define GA_OFF_V (GA_OFF_K + GA_KEYS * GA_QP * 2)
-#define GA_OFF_S (GA_OFF_V + GA_KEYS * GA_QP * 2)
-#define GA_OFF_P (GA_OFF_S + 4 * GA_ROWS * 4)
+#define GA_OFF_ML (GA_OFF_V + GA_KEYS * GA_QP * 2)
+#define GA_OFF_P (GA_OFF_ML + 4 * GA_ROWS * 4)
 #define GA_OFF_M (GA_OFF_P + GA_ROWS * GA_PP * 2)
 #define GA_SMEM (GA_OFF_M + GA_KEYS) /* phase A's shared memory: Q, K, V, the row maxima and sums, P, the keys' mask */
 
@@ -435,9 +435,7 @@ __device__ void gm_pairs_run(const gm_args &a, const gm_pairs &p, float4 *red, u
 __device__ __forceinline__ bool ga_allowed(const frt_cuda_attn_mask &m, uint8_t km, int t, int j)
 {
     if (j < m.kmask_len) return km != 0;
-    if (j < m.sfx_start) return false;
-    const int s = j - m.sfx_start;
-    return s < m.sfx_n && (!m.solo_first || t > 0 || s == 0);
+    return frt_attn_suffix_allowed(m, t, j);
 }
 
 /* Phase A: unit u = (row tile u % nrt, key split u / nrt), blocks taking
@@ -460,7 +458,7 @@ __device__ void gm_attention(const gm_att &t, unsigned char *smem)
     const int mt = wp & 3, kh = wp >> 2;
     const uint32_t s0 = frt_smem_addr(smem);
     const int nqp = t.nrt * GA_ROWS, units = t.nrt * t.nks;
-    float *xm = (float *)(smem + GA_OFF_S), *xl = xm + 2 * GA_ROWS; /* [2 halves][GA_ROWS] */
+    float *xm = (float *)(smem + GA_OFF_ML), *xl = xm + 2 * GA_ROWS; /* [2 halves][GA_ROWS] */
     uint16_t *P = (uint16_t *)(smem + GA_OFF_P);
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const int rt = u % t.nrt, ks = u / t.nrt, r0 = rt * GA_ROWS, k0 = ks * GA_KEYS;

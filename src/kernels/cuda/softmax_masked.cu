@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
 #include "kernels/cuda/norm_util.h"
+#include "kernels/cuda/policy_util.h"
 
 #include <math.h>
 
@@ -27,10 +28,7 @@
 static __device__ __forceinline__ bool key_allowed(const frt_cuda_attn_mask &m, const uint8_t *km, int t, int j)
 {
     if (j < m.kmask_len) return !km || km[j];
-    if (j < m.sfx_start) return false;
-    const int s = j - m.sfx_start;
-    if (s >= m.sfx_n) return false;
-    return !m.solo_first || t > 0 || s == 0;
+    return frt_attn_suffix_allowed(m, t, j);
 }
 
 template <bool MAX>

@@ -1028,7 +1028,8 @@ static int add_norm(frt_model *m, const glayer *L, const float *gate, const floa
 }
 
 /* The expert's layer tail (frt_cuda_gemma_mlp) over one slot's rows: from
- * the attention's output in attb, o_proj, x += o * gate and hb = the norm
+ * the attention's output in attb (or, with att set by the caller, the
+ * attention itself into attb: tail_attends), o_proj, x += o * gate and hb = the norm
  * before the MLP (Pi0.5: mods [6 W], the layer's two modulations; else
  * Gemma's post_norm); the MLP block, x += down(...) * gate2 and (next) the
  * next layer's input norm into hb: Pi0.5's adaRMSNorm of next_mod [3 W],
@@ -1099,8 +1100,9 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (tail_fused(m, L)) {
         frt_cuda_gemma_mlp_args a = expert_tail_args(m, L->y, mods, L->fuse_next, L->next_w, L->next_mod);
         if (tail_writes_qkv(m, L)) expert_tail_qkv(m, &a, L->next_qkv, L->next_k, L->next_v, L->pos[0]);
+        if (!tail_attends(m, L)) return frt_cuda_gemma_mlp(s, &a);
         const frt_cuda_attn_args at = gemma_attn_args(m, L, 0);
-        if (tail_attends(m, L)) a.att = &at, a.att_work = pc->att_work, a.att_work_bytes = pc->att_bytes;
+        a.att = &at, a.att_work = pc->att_work, a.att_work_bytes = pc->att_bytes;
         return frt_cuda_gemma_mlp(s, &a);
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
