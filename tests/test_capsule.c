@@ -23,6 +23,11 @@
  *     only the fixed-size state, leaves the same bytes as a full restore,
  *     and is not taken after a reset, another snapshot or restore, a refused
  *     restore of another model's capsule, or for the disk tier
+ * 11. restore + append in one call (frt_capsule_restore_prefill): the
+ *     logits, greedy tokens and state bytes of the two calls after a
+ *     dirtied state, fused where the model can (the KV rows copied inside
+ *     the append's attention: cuda, "tiny-dense-128", bf16 KV, a 32-row
+ *     bucket), the two calls elsewhere; bad input changes nothing
  * Plus: every tier (device, host, disk), byte restore, unaligned boundaries.
  * "Equal" means identical logits bytes and identical greedy tokens.
  * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
@@ -904,6 +909,101 @@ static void test_rollback_restore(frt_model *m, frt_model *other)
     printf("rollback restore: the fixed-size state only, the same bytes as a full restore\n");
 }
 
+/* Every state buffer's valid bytes at the live position, appended to *buf
+ * (grown), for a byte comparison of two live states. */
+static size_t state_bytes(frt_model *m, unsigned char **buf)
+{
+    size_t total = 0;
+    *buf = NULL;
+    for (int i = 0; i < m->n_state; i++) {
+        const size_t n = frt_model_state_valid_bytes(m, i, frt_model_position(m));
+        unsigned char *p = realloc(*buf, total + n + 1);
+        if (!p) break;
+        *buf = p;
+        CHECK_OK(frt_buffer_read(m->state[i].buf, 0, p + total, n, m->stream));
+        CHECK_OK(frt_stream_sync(m->stream));
+        total += n;
+    }
+    return total;
+}
+
+/* 11. A device-tier capsule at 256 (whole pieces, whole 128-key tiles);
+ * each append n of the suffix after an unrelated prompt ran: restore +
+ * prefill against restore_prefill (full restores: the rollback shortcut
+ * would copy less), then with flags 0 after the capsule's own restore (a
+ * rollback: the two calls). */
+static void test_restore_prefill(frt_model *m)
+{
+    int32_t prefix[256], suffix[63], other[300], ref_t[G], got_t[G], junk[3];
+    random_ids(prefix, 256), random_ids(suffix, 63), random_ids(other, 300);
+    CHECK_OK(frt_model_reset(m));
+    CHECK_OK(frt_model_prefill(m, prefix, 256));
+    frt_capsule *c = NULL;
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_DEVICE, NULL, NULL, 0, &c));
+    if (!c) return;
+    const int fusable = backend == FRT_BACKEND_CUDA && kv_dtype == FRT_KV_DEFAULT && !strcmp(family, "tiny-dense-128");
+    static const int ns[] = {32, 20, 10, 63};
+    frt_restore_stats st;
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int n = ns[k];
+        unsigned char *a = NULL, *b = NULL;
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, other, 300));
+        CHECK_OK(greedy(m, junk, 3));
+        CHECK_OK(frt_capsule_restore_ex(m, c, FRT_RESTORE_FULL));
+        CHECK_OK(frt_model_prefill(m, suffix, n));
+        CHECK_OK(frt_model_logits(m, la));
+        const size_t na = state_bytes(m, &a);
+        CHECK_OK(greedy(m, ref_t, G));
+        CHECK_OK(frt_model_reset(m));
+        CHECK_OK(frt_model_prefill(m, other, 300));
+        CHECK_OK(greedy(m, junk, 3));
+        CHECK_OK(frt_capsule_restore_prefill_ex(m, c, FRT_RESTORE_FULL, suffix, n));
+        CHECK_OK(frt_capsule_last_restore(m, &st));
+        CHECK(frt_model_position(m) == 256 + n);
+        CHECK_OK(frt_model_logits(m, lb));
+        const size_t nb = state_bytes(m, &b);
+        CHECK_OK(greedy(m, got_t, G));
+        /* a 32-row bucket is 128 rows a KV head (whole attention blocks); 10 tokens take 16, 63 the chunk */
+        const int want = fusable && n > 16 && n <= 32;
+        CHECK_MSG(st.fused == want && st.rollback == 0, "%s: %d tokens: fused %d (want %d)", family, n, st.fused,
+                  want);
+        CHECK_MSG(same_logits(la, lb), "%s: restore_prefill of %d tokens: logits differ from restore + prefill",
+                  family, n);
+        CHECK(memcmp(ref_t, got_t, sizeof ref_t) == 0);
+        CHECK_MSG(na == nb && a && b && memcmp(a, b, na) == 0,
+                  "%s: restore_prefill of %d tokens: the live state differs from restore + prefill", family, n);
+        printf("restore_prefill of %d tokens: the bytes of restore + prefill%s\n", n,
+               st.fused ? " (the KV rows inside the append's attention)" : "");
+        free(a), free(b);
+    }
+    /* a rollback (the live state descends from c): the two calls, the same logits */
+    CHECK_OK(frt_capsule_restore(m, c));
+    CHECK_OK(frt_model_prefill(m, suffix, 32));
+    CHECK_OK(frt_model_logits(m, la));
+    CHECK_OK(frt_capsule_restore_prefill(m, c, suffix, 32));
+    CHECK_OK(frt_capsule_last_restore(m, &st));
+    CHECK_OK(frt_model_logits(m, lb));
+    CHECK(st.rollback == 1 && st.fused == 0 && same_logits(la, lb));
+    /* bad input: refused before anything changed (the live state's bytes kept) */
+    unsigned char *a = NULL, *b = NULL;
+    const size_t na = state_bytes(m, &a);
+    int32_t bad[2] = {1, V};
+    CHECK_STATUS(frt_capsule_restore_prefill(m, c, bad, 2), FRT_ERR_OUT_OF_RANGE);
+    bad[1] = -1;
+    CHECK_STATUS(frt_capsule_restore_prefill(m, c, bad, 2), FRT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(frt_capsule_restore_prefill(m, c, suffix, 0), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_restore_prefill(m, c, NULL, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_restore_prefill(NULL, c, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_restore_prefill(m, NULL, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_restore_prefill_ex(m, c, 1 << 9, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
+    const size_t nb = state_bytes(m, &b);
+    CHECK_MSG(na == nb && a && b && memcmp(a, b, na) == 0, "%s: a refused restore_prefill changed the live state",
+              family);
+    free(a), free(b);
+    frt_capsule_free(c);
+}
+
 static void run_suite(const char *shape);
 
 int main(int argc, char **argv)
@@ -922,7 +1022,8 @@ int main(int argc, char **argv)
         frt_device_count(FRT_BACKEND_CUDA, &n);
         if (n == 0) TEST_SKIP("no CUDA device");
     }
-    static const char *const families[] = {"tiny", "tiny-dense"};
+    /* tiny-dense-128: llama3.1-8b's head layout, where restore_prefill fuses on cuda (11) */
+    static const char *const families[] = {"tiny", "tiny-dense", "tiny-dense-128"};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         printf("== %s\n", families[f]);
         run_suite(families[f]);
@@ -968,6 +1069,7 @@ static void run_suite(const char *shape)
     test_sampling_penalties(m);
     test_move(m);
     test_rollback_restore(m, other);
+    test_restore_prefill(m);
     frt_model_free(m);
     frt_model_free(other);
     char cmd[512];

@@ -320,7 +320,7 @@ static void test_gen_shapes(void)
             n_dense++;
         }
     }
-    CHECK(n == 13 && n_dense == 7); /* tiny-qwen3 included */
+    CHECK(n == 14 && n_dense == 8); /* tiny-dense-128 and tiny-qwen3 included */
     /* The dense shapes against the published parameter counts (weights only, lm_head included when untied). */
     static const struct { const char *shape; long long params; } dense_params[] = {
         {"llama3.2-1b", 1235814400LL}, {"llama3.2-3b", 3212749824LL}, {"llama3.1-8b", 8030261248LL},

@@ -189,7 +189,7 @@ static void check_refork(frt_model *mb, frt_model *m1, const frt_capsule *cap, c
 {
     const frt_sampling s = {.temperature = 0.9f, .top_p = 1.0f};
     const uint64_t seed = 777;
-    frt_restore_stats st = {0, 0, 0};
+    frt_restore_stats st = {0, 0, 0, 0};
     CHECK_OK(frt_model_fork(mb, cap, 1, seed));
     CHECK_OK(frt_capsule_last_restore(mb, &st));
     CHECK_MSG(st.rollback == 0, "refork: the rewritten slot 0 was restored by rollback");

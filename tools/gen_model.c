@@ -66,6 +66,10 @@ static const gen_shape shapes[] = {
     /* A small dense llama with llama3 scaling that matters (original context 64) for tests. */
     {"tiny-dense", 2048, 128, 384, 4, 4, 2, 32, 0, 0, 0, 0, 0, 10000.0, 1.0, 4096, 0, NULL, -1, {0, 0}, 0,
      "llama", 1e-5, 8.0, 64, 0},
+    /* A small dense llama with llama3.1-8b's head layout (head_dim 128, 4 query heads a KV head), the
+     * shape the append's attention runs on wgmma for (the one-call restore + append, docs/model.md). */
+    {"tiny-dense-128", 2048, 256, 384, 2, 8, 2, 128, 0, 0, 0, 0, 0, 10000.0, 1.0, 4096, 0, NULL, -1, {0, 0}, 0,
+     "llama", 1e-5, 0, 0, 0},
     /* A small qwen3 with Qwen3's vocabulary and special ids (qwen3-8b's), so the real Qwen3 tokenizer
      * and chat template run on it (the agent loop test, tests/sh/serve_agent.sh). */
     {"tiny-qwen3", 151936, 64, 128, 2, 2, 1, 32, 0, 0, 0, 0, 0, 1e6, 1.0, 40960, 1, NULL, 151645,
@@ -76,7 +80,7 @@ static const gen_shape shapes[] = {
 static const char *const shape_names[] = {"qwen3.5-0.8b", "qwen3.5-2b",  "qwen3.5-4b",  "qwen3.5-9b",
                                           "qwen3.5-27b",  "tiny",        "llama3.2-1b", "llama3.2-3b",
                                           "llama3.1-8b",  "qwen2.5-7b",  "qwen3-8b",    "tiny-dense",
-                                          "tiny-qwen3",   NULL};
+                                          "tiny-dense-128", "tiny-qwen3", NULL};
 
 const char *const *frt_gen_model_shapes(void) { return shape_names; }
 
@@ -91,7 +95,7 @@ static int find_shape(const char *name, const gen_shape **out)
     return frt_error(FRT_ERR_NOT_FOUND,
                      "gen-model: unknown shape '%s' (shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b, "
                      "qwen3.5-27b, tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b, qwen2.5-7b, qwen3-8b, tiny-dense, "
-                     "tiny-qwen3; policies: pi0, pi05)",
+                     "tiny-dense-128, tiny-qwen3; policies: pi0, pi05)",
                      name);
 }
 

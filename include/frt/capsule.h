@@ -96,11 +96,31 @@ FRT_API int frt_capsule_restore(frt_model *m, const frt_capsule *c);
  * FRT_ERR_BACKEND (a copy failed). */
 FRT_API int frt_capsule_restore_wait(frt_model *m);
 
+/* Restores c, then prefills the n tokens ids, in one call: the result is
+ * frt_capsule_restore followed by frt_model_prefill, byte for byte (the
+ * live state, the logits, the tokens sampled after). Where the model can
+ * (the dense family on cuda with a bf16 KV cache and head_dim 128; a
+ * device-tier capsule whose position is a multiple of the prefill chunk;
+ * an append of fewer tokens than the chunk whose bucket fills whole
+ * 128-row attention blocks; not a rollback: docs/model.md "Restore and
+ * append in one call"), the capsule's KV rows are not copied first: the
+ * append's attention reads them from the capsule and writes them into the
+ * live cache as it goes, so a restore + append streams those bytes once
+ * less. Elsewhere it is the two calls. frt_capsule_last_restore then says
+ * which (fused). Errors: those of frt_capsule_restore and frt_model_prefill;
+ * FRT_ERR_INVALID_ARGUMENT (NULL, n < 1); FRT_ERR_OUT_OF_RANGE (a token
+ * outside the vocabulary: checked first, nothing changed);
+ * FRT_ERR_UNSUPPORTED (a policy). A restore error leaves the live state
+ * untouched; after a prefill error the live state is the restored one
+ * (what the two calls leave). */
+FRT_API int frt_capsule_restore_prefill(frt_model *m, const frt_capsule *c, const int32_t *ids, int n);
+
 /* What the last successful frt_capsule_restore into a model copied. */
 typedef struct frt_restore_stats {
     size_t bytes;  /* payload bytes copied into the live state */
     int n_buffers; /* closure buffers copied */
     int rollback;  /* 1: the positional prefix was already live (see above) */
+    int fused;     /* 1: frt_capsule_restore_prefill copied the KV rows inside the append's attention */
 } frt_restore_stats;
 
 /* The stats of m's last successful restore (all zero before the first).

@@ -31,6 +31,11 @@ enum {
  * frt_capsule_restore; on error the live state is untouched. */
 FRT_API int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags);
 
+/* frt_capsule_restore_prefill with flags (0 or FRT_RESTORE_FULL: the whole
+ * restore even where a rollback would do). Errors as
+ * frt_capsule_restore_prefill; FRT_ERR_INVALID_ARGUMENT for other flags. */
+FRT_API int frt_capsule_restore_prefill_ex(frt_model *m, const frt_capsule *c, int flags, const int32_t *ids, int n);
+
 /* A checkpoint held in memory (the weights layer's frt_checkpoint) and a
  * parsed config.json (frt_model_config): opaque here. */
 typedef struct frt_checkpoint frt_checkpoint;

@@ -200,6 +200,17 @@ typedef struct frt_arch_backend {
      * next append (the pipelined restore, capsule.c); 0: restores copy
      * everything before they return. */
     int layer_waits;
+    /* Optional (NULL: frt_capsule_restore_prefill restores, then prefills):
+     * the next prefill's first piece (R rows: its bucket) at position rows
+     * reads the KV rows 0 .. rows - 1 of layer l from k[l], v[l] (device:
+     * a device-tier capsule's kv.l.k / kv.l.v entries) instead of the live
+     * cache and writes them into the live cache as it reads them, so that
+     * after that piece the live rows hold those bytes (the restore's copy
+     * inside the append's attention: docs/model.md "Restore and append in
+     * one call"). Returns 1 when it will (the source set), 0 when that piece
+     * would not read it (nothing set), < 0 on error. k NULL: no source from
+     * now on (called after that prefill, whatever its outcome). */
+    int (*kv_source)(frt_model *m, const void *const *k, const void *const *v, int rows, int R);
     /* Policy kind (frt_arch.kind): the whole inference, recorded once (shape
      * key 1); NULL for token models. */
     frt_record_fn record_policy;

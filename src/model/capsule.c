@@ -190,8 +190,8 @@ static size_t payload_span(const frt_capsule *c)
 }
 
 /* One batched copy between the closure and a payload buffer. */
-static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload, int to_payload,
-                        const unsigned char *skip, frt_restore_stats *st)
+static int copy_closure_ex(frt_model *m, const frt_capsule *c, frt_buffer *payload, int to_payload,
+                           const unsigned char *skip, frt_restore_stats *st, int sync)
 {
     frt_buffer *bufs[FRT_CAPSULE_MAX_BUFFERS];
     frt_copy copies[FRT_CAPSULE_MAX_BUFFERS];
@@ -208,7 +208,13 @@ static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload,
         k++;
     }
     FRT_TRY(frt_buffer_copy_batch(copies, k, m->stream));
-    return frt_stream_sync(m->stream);
+    return sync ? frt_stream_sync(m->stream) : 0;
+}
+
+static int copy_closure(frt_model *m, const frt_capsule *c, frt_buffer *payload, int to_payload,
+                        const unsigned char *skip, frt_restore_stats *st)
+{
+    return copy_closure_ex(m, c, payload, to_payload, skip, st, 1);
 }
 
 /* Frees the payload once no pipelined restore can still read it. */
@@ -702,7 +708,7 @@ int frt_capsule_restore_ex(frt_model *m, const frt_capsule *c, int flags)
     FRT_TRY(frt_model_rows_rewritten(m));
     m->live_capsule = 0; /* until the copy has landed */
     m->logprobs_valid = 0;
-    frt_restore_stats st = {0, 0, rollback};
+    frt_restore_stats st = {0, 0, rollback, 0};
     /* A host-tier capsule's layers land beside the next append (the copy
      * engines against its compute); a device-tier one copies everything
      * first: there both are bound by the same memory (docs/model.md "The
@@ -737,6 +743,98 @@ int frt_capsule_last_restore(const frt_model *m, frt_restore_stats *out)
 }
 
 int frt_capsule_restore(frt_model *m, const frt_capsule *c) { return frt_capsule_restore_ex(m, c, 0); }
+
+/* ---- restore and append in one call ----------------------------------------- */
+
+/* The device-tier capsule's per-layer KV entries for the backend's
+ * kv_source (k[l], v[l]: the first `pos` rows of kv.l.k / kv.l.v in the
+ * payload, laid out as the live buffers) and the mask of the entries a
+ * layer owns; 0 when c or m is not of that form (then restore + prefill). */
+static int kv_entries(frt_model *m, const frt_capsule *c, const void **k, const void **v, unsigned char *layered)
+{
+    const int L = m->cfg.n_layers, pos = c->info.position;
+    if (!m->entry_layer || c->n != m->n_state || L < 1 || L > FRT_CAPSULE_MAX_BUFFERS / 2) return 0;
+    for (int l = 0; l < L; l++) k[l] = v[l] = NULL;
+    for (int i = 0; i < m->n_state; i++) {
+        const int l = m->entry_layer[i];
+        layered[i] = (unsigned char)(l >= 0);
+        if (l < 0) continue;
+        const char *name = m->state[i].decl.name;
+        const size_t nl = strlen(name), row = frt_buffer_size(m->state[i].buf) / (size_t)m->max_seq;
+        if (l >= L || nl < 2 || name[nl - 2] != '.' || c->table[i].bytes != (size_t)pos * row) return 0;
+        const void *p = (const char *)frt_buffer_ptr(c->payload) + c->table[i].offset;
+        if (name[nl - 1] == 'k' && !k[l]) k[l] = p;
+        else if (name[nl - 1] == 'v' && !v[l]) v[l] = p;
+        else return 0; /* another kind of per-layer state (the hybrid's recurrent state) */
+    }
+    for (int l = 0; l < L; l++)
+        if (!k[l] || !v[l]) return 0;
+    return 1;
+}
+
+int frt_capsule_restore_prefill_ex(frt_model *m, const frt_capsule *c, int flags, const int32_t *ids, int n)
+{
+    if (!m || !c || (!ids && n > 0)) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL argument");
+    if (flags & ~FRT_RESTORE_FULL)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: restore_prefill flags %#x (0 or FRT_RESTORE_FULL)",
+                         (unsigned)flags);
+    if (n < 1) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: restore_prefill of %d tokens (at least 1)", n);
+    if (m->arch->kind != FRT_ARCH_TOKEN)
+        return frt_error(FRT_ERR_UNSUPPORTED, "capsule: restore_prefill needs a token model (prefill)");
+    /* the tokens first: a bad id changes nothing */
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return frt_error(FRT_ERR_OUT_OF_RANGE, "capsule: token %d at index %d is outside the vocabulary [0, %d)",
+                             ids[i], i, m->cfg.vocab_size);
+    const int pos = c->info.position;
+    const void *k[FRT_CAPSULE_MAX_BUFFERS], *v[FRT_CAPSULE_MAX_BUFFERS];
+    unsigned char layered[FRT_CAPSULE_MAX_BUFFERS] = {0}, rest[FRT_CAPSULE_MAX_BUFFERS] = {0};
+    /* The one-call form: a device-tier capsule of this model whose position
+     * is a whole number of pieces, an append of one piece below C, not a
+     * rollback (cheaper as it is), no pipelined restore still landing, and
+     * a backend whose first piece reads the capsule's KV (kv_source). */
+    int one = m->bk->kv_source && c->tier == FRT_TIER_DEVICE && c->payload &&
+              c->info.fingerprint == m->fingerprint && pos > 0 && pos % m->C == 0 && n < m->C &&
+              (long)pos + n <= m->max_seq && !m->restore_pending &&
+              ((flags & FRT_RESTORE_FULL) || !(c->serial && m->live_capsule == c->serial)) &&
+              kv_entries(m, c, k, v, layered);
+    if (one) {
+        const int rc = m->bk->kv_source(m, k, v, pos, frt_model_prefill_bucket(m, n));
+        if (rc < 0) return rc; /* nothing changed */
+        one = rc == 1;
+    }
+    if (!one) {
+        FRT_TRY(frt_capsule_restore_ex(m, c, flags));
+        return frt_model_prefill(m, ids, n);
+    }
+    /* the entries no layer owns (boundary, journal, logits, sampler counts) now; the layers' KV rows inside the
+     * first piece's attention */
+    int rc = frt_model_rows_rewritten(m);
+    m->live_capsule = 0;
+    m->logprobs_valid = 0;
+    frt_restore_stats st = {0, 0, 0, 1};
+    /* not synced: the prefill's boundary read does it */
+    if (rc == 0) rc = copy_closure_ex(m, c, c->payload, 0, layered, &st, 0);
+    if (rc == 0) rc = frt_model_prefill(m, ids, n);
+    const int rc_clear = m->bk->kv_source(m, NULL, NULL, 0, 0);
+    if (rc == 0) rc = rc_clear;
+    for (int i = 0; i < m->n_state; i++) {
+        rest[i] = (unsigned char)!layered[i];
+        if (layered[i] && c->table[i].bytes) st.bytes += c->table[i].bytes, st.n_buffers++;
+    }
+    if (rc < 0) { /* the live state as a restore leaves it (the append's outcome as a failed prefill's) */
+        if (copy_closure(m, c, c->payload, 0, rest, NULL) == 0) m->live_capsule = c->serial;
+        return rc;
+    }
+    m->last_restore = st;
+    m->live_capsule = c->serial;
+    return 0;
+}
+
+int frt_capsule_restore_prefill(frt_model *m, const frt_capsule *c, const int32_t *ids, int n)
+{
+    return frt_capsule_restore_prefill_ex(m, c, 0, ids, n);
+}
 
 /* ---- tiers, info, free -------------------------------------------------- */
 

@@ -744,6 +744,8 @@ static int bucket_for(const frt_model *m, int n)
     return m->C;
 }
 
+int frt_model_prefill_bucket(const frt_model *m, int n) { return bucket_for(m, n); }
+
 static int prefill_pieces(frt_model *m, const int32_t *ids, int n);
 
 int frt_model_prefill(frt_model *m, const int32_t *ids, int n)

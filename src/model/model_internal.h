@@ -288,6 +288,10 @@ void frt_model_restore_pipe_free(frt_model *m);
  * still copying). */
 int frt_model_copy_layers(frt_model *m, const frt_copy *copies, const int *layer, int n);
 
+/* The bucket (padded rows, the prefill graph's shape key) of a prefill
+ * piece of n rows below C: the smallest bucket >= n, else C. */
+int frt_model_prefill_bucket(const frt_model *m, int n);
+
 /* Frees *buf (and sets it NULL) once no pipelined copy can still read it:
  * when *reads_pending (set by the caller of frt_model_copy_layers for the
  * source it passed), after a sync of ctx; clears *reads_pending. */

@@ -106,6 +106,16 @@ template <int HD, bool F8> struct fa_cfg {
     static_assert(BC % CRSTEP == 0, "head_dim 64, 128 or 256");
 };
 
+/* A restore source (frt_cuda_attention_prefill_src): the cache rows below
+ * `rows` of this layer as 2-D tensor maps of another buffer (a device-tier
+ * capsule's K and V entries, [rows, n_kv * 128] bf16), in global memory so
+ * a captured launch takes each replay's; rows 0: none. */
+struct fa_kv_src { /* 128-byte aligned (CUtensorMap) */
+    CUtensorMap k, v;
+    int rows;
+};
+static_assert(sizeof(fa_kv_src) == FRT_CUDA_KV_SRC_BYTES, "FRT_CUDA_KV_SRC_BYTES");
+
 struct fa_args {
     void *out;
     int out_dt;
@@ -120,6 +130,7 @@ struct fa_args {
     int fuse;  /* 1: one block takes every split of its rows and merges them (fa_merge); grid z 1, no combine */
     float sl2; /* scale * log2(e) */
     CUtensorMap tmk, tmv; /* fa_split_wg: the bf16 caches as 2-D tensors [max_seq, n_kv * 128] */
+    const fa_kv_src *src; /* fa_split_wg outside the fused form: a restore source, or NULL */
 };
 
 /* ---- the pieces both kernels share -------------------------------------- */
@@ -614,6 +625,18 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
         return;
     }
     const int ntiles = (b_hi - s_lo + BC - 1) / BC;
+    /* A restore source: tiles wholly below its rows come from it, and are
+     * stored from shared memory into the cache as they land, K by the first
+     * block of rows, V by the second (both by the first when it is the only
+     * one with rows): every block of rows reads every key below the
+     * position, so each tile of the source is stored once. */
+    const int src_rows = a.src ? a.src->rows : 0;
+    const int xlive = (n * G + FA_WG_ROWS - 1) / FA_WG_ROWS;
+    const bool st_k = src_rows > 0 && xb == 0, st_v = src_rows > 0 && (xb == 1 || (xb == 0 && xlive == 1));
+    if (threadIdx.x == 0 && src_rows > 0) {
+        frt_tensormap_acquire(&a.src->k);
+        frt_tensormap_acquire(&a.src->v);
+    }
 
     const uint32_t base = (frt_smem_addr(fa_smem) + 1023u) & ~1023u;
     const uint32_t qs = base, kv0 = base + 2 * FA_WG_REG, mb = base + FA_WG_MBAR;
@@ -631,11 +654,13 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
     auto issue = [&](int it) {
         const uint32_t st = stage_of(it), bar = bar_of(it);
         const int row = s_lo + it * BC;
+        const bool from_src = row + BC <= src_rows;
+        const CUtensorMap *mk = from_src ? &a.src->k : &a.tmk, *mv = from_src ? &a.src->v : &a.tmv;
         frt_mbar_expect(bar, FA_WG_TILE);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            frt_tma_2d(st + h * FA_WG_REG, &a.tmk, kvh * HD + 64 * h, row, bar);
-            frt_tma_2d(st + (2 + h) * FA_WG_REG, &a.tmv, kvh * HD + 64 * h, row, bar);
+            frt_tma_2d(st + h * FA_WG_REG, mk, kvh * HD + 64 * h, row, bar);
+            frt_tma_2d(st + (2 + h) * FA_WG_REG, mv, kvh * HD + 64 * h, row, bar);
         }
     };
     /* The first two tiles; those wholly below the position before the wait
@@ -699,6 +724,15 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
          * issued (so after the tile 3 before was released), or it would
          * count toward that earlier phase */
         frt_mbar_wait(bar_of(it), ((seq + it) / FA_WG_STAGES) & 1);
+        if (threadIdx.x == 0 && (st_k || st_v)) { /* a source tile into the cache (one bulk group a tile) */
+            if (j0 + BC <= src_rows)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (st_k) frt_tma_store_2d(&a.tmk, ks + h * FA_WG_REG, kvh * HD + 64 * h, j0);
+                    if (st_v) frt_tma_store_2d(&a.tmv, vs + h * FA_WG_REG, kvh * HD + 64 * h, j0);
+                }
+            frt_bulk_commit();
+        }
         if (g_active && j0 < g_khi) { /* warpgroup-uniform */
             if (j0 + BC > b_hi) { /* V rows past the block's keys: zeros (a cache row may hold non-finite
                                    * bits where P is 0); each warpgroup writes them for itself */
@@ -750,10 +784,12 @@ __device__ __forceinline__ void fa_split_wg(const fa_args &a, int xb, int kvh, i
         if (threadIdx.x == 0 && it + 2 < ntiles) { /* tile it + 2 into tile it - 1's stage */
             const int q = seq + it - 1;
             if (q >= 0) frt_mbar_wait(mb + 8u * (uint32_t)(FA_WG_STAGES + q % FA_WG_STAGES), (q / FA_WG_STAGES) & 1);
+            if (st_k || st_v) frt_bulk_wait_read<1>(); /* tile it - 1's stores have read its stage */
             issue(it + 2);
         }
         __syncwarp();
     }
+    if (threadIdx.x == 0 && (st_k || st_v)) frt_bulk_wait<0>(); /* the stores are done */
     __syncthreads(); /* every stage is consumed: the next split may fill them */
     seq += ntiles;
     if (!w_active) return;
@@ -977,9 +1013,11 @@ template <bool F8>
 static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q, frt_cuda_dtype q_dtype,
                   const void *k_cache, const void *v_cache, const float *k_scale, const float *v_scale,
                   const int32_t *d_start, const int32_t *d_n, int max_n, int split_rows, int max_seq, int n_heads,
-                  int n_kv_heads, int head_dim, float scale, void *workspace, size_t workspace_bytes)
+                  int n_kv_heads, int head_dim, float scale, void *workspace, size_t workspace_bytes,
+                  const void *src = NULL)
 {
     FRT_ARG(out && q && k_cache && v_cache && d_start, "cuda attention_prefill: NULL pointer");
+    FRT_ARG(!src || fa_aligned(src, 128), "cuda attention_prefill: the source must be 128-byte aligned");
     FRT_ARG(!F8 || (k_scale && v_scale), "cuda attention_prefill: NULL scales");
     FRT_ARG(frt_dtype_ok(out_dtype) && frt_dtype_ok(q_dtype), "cuda attention_prefill: bad dtype");
     FRT_ARG(max_n >= 0 && max_seq > 0 && n_heads > 0 && n_kv_heads > 0 && n_kv_heads <= 65535 &&
@@ -1014,6 +1052,9 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
                 "cuda attention_prefill: workspace of %zu bytes, %zu needed (16-byte aligned)",
                 workspace_bytes, need);
     }
+    if (src && !(wg && split_rows == max_n))
+        return frt_error(FRT_ERR_UNSUPPORTED, "cuda attention_prefill: a restore source needs the wgmma form "
+                                              "(frt_cuda_attention_prefill_src_ok)");
     if (max_n == 0) return 0;
 
     fa_args a;
@@ -1035,6 +1076,7 @@ static int fa_run(void *stream, void *out, frt_cuda_dtype out_dtype, const void 
     a.split_len = split_len;
     a.fuse = n_splits > 1 && split_rows != max_n; /* the pieces launch: blocks enough without z splits */
     a.sl2 = (float)((double)scale * 1.4426950408889634);
+    a.src = (const fa_kv_src *)src;
     if (n_splits > 1) {
         a.po = (float *)workspace;
         a.pml = (float2 *)((char *)workspace +
@@ -1066,6 +1108,42 @@ extern "C" int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtyp
 {
     return fa_run<false>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, NULL, NULL, d_start, d_n, max_n,
                          max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes);
+}
+
+extern "C" int frt_cuda_attention_prefill_src_ok(int max_n, int n_heads, int n_kv_heads, int head_dim)
+{
+    return max_n > 0 && n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 &&
+           fa_wg_ok(head_dim, false, max_n, n_heads / n_kv_heads);
+}
+
+extern "C" int frt_cuda_attention_prefill_src(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                              frt_cuda_dtype q_dtype, const uint16_t *k_cache,
+                                              const uint16_t *v_cache, const int32_t *d_start, const int32_t *d_n,
+                                              int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
+                                              float scale, void *workspace, size_t workspace_bytes,
+                                              const void *d_src)
+{
+    FRT_ARG(d_src, "cuda attention_prefill_src: NULL source");
+    return fa_run<false>(stream, out, out_dtype, q, q_dtype, k_cache, v_cache, NULL, NULL, d_start, d_n, max_n,
+                         max_n, max_seq, n_heads, n_kv_heads, head_dim, scale, workspace, workspace_bytes, d_src);
+}
+
+extern "C" int frt_cuda_kv_src_encode(void *desc, const void *k_rows, const void *v_rows, int rows, int n_kv_heads,
+                                      int head_dim)
+{
+    FRT_ARG(desc && rows >= 0 && n_kv_heads > 0, "cuda kv_src_encode: bad arguments");
+    fa_kv_src *d = (fa_kv_src *)desc;
+    memset(d, 0, sizeof *d);
+    if (rows == 0) return 0;
+    FRT_ARG(k_rows && v_rows, "cuda kv_src_encode: NULL rows");
+    if (head_dim != 128 || rows % FA_WG_BC != 0 || !fa_aligned(k_rows, 16) || !fa_aligned(v_rows, 16))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda kv_src_encode: head_dim %d (128), %d rows (a multiple of %d), 16-byte aligned rows",
+                         head_dim, rows, FA_WG_BC);
+    FRT_TRY(fa_tensor_map(&d->k, k_rows, rows, n_kv_heads));
+    FRT_TRY(fa_tensor_map(&d->v, v_rows, rows, n_kv_heads));
+    d->rows = rows;
+    return 0;
 }
 
 extern "C" int frt_cuda_attention_prefill_pieces(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,

@@ -421,6 +421,44 @@ int frt_cuda_attention_prefill(void *stream, void *out, frt_cuda_dtype out_dtype
                                int max_n, int max_seq, int n_heads, int n_kv_heads, int head_dim,
                                float scale, void *workspace, size_t workspace_bytes);
 
+/* frt_cuda_attention_prefill with a restore source (the append after a
+ * device-tier capsule in one call, frt_capsule_restore_prefill; docs/model.md
+ * "Restore and append in one call"): the cache rows 0 .. rows - 1 of this
+ * layer are read from the source instead of k_cache / v_cache, and written
+ * into k_cache / v_cache by the same launch from the shared memory they
+ * were staged in (the tensor copy engine's stores), so the restore's copy
+ * costs the writes only. d_src: device memory of FRT_CUDA_KV_SRC_BYTES,
+ * 128-byte aligned, written by frt_cuda_kv_src_encode (copied there before
+ * the launch runs; a captured launch reads each replay's); rows 0: the
+ * plain launch. The rows at and past the source's come from the cache as
+ * before; rows must be <= *d_start (every query reads every source row),
+ * so the cache holds the source's bytes below rows after the launch,
+ * whatever d_n. The output has frt_cuda_attention_prefill's bits on a cache
+ * holding the source's rows (the same values through the same kernel).
+ * Errors: those of frt_cuda_attention_prefill; FRT_ERR_INVALID_ARGUMENT
+ * (d_src NULL or not 128-byte aligned); FRT_ERR_UNSUPPORTED where
+ * frt_cuda_attention_prefill_src_ok is 0. */
+#define FRT_CUDA_KV_SRC_BYTES 384
+int frt_cuda_attention_prefill_src(void *stream, void *out, frt_cuda_dtype out_dtype, const void *q,
+                                   frt_cuda_dtype q_dtype, const uint16_t *k_cache, const uint16_t *v_cache,
+                                   const int32_t *d_start, const int32_t *d_n, int max_n, int max_seq, int n_heads,
+                                   int n_kv_heads, int head_dim, float scale, void *workspace, size_t workspace_bytes,
+                                   const void *d_src);
+
+/* 1 when frt_cuda_attention_prefill_src takes a launch of these sizes (a
+ * bf16 cache with head_dim 128 in launches that fill whole 128-row blocks:
+ * the wgmma form), else 0. */
+int frt_cuda_attention_prefill_src_ok(int max_n, int n_heads, int n_kv_heads, int head_dim);
+
+/* Host: fills desc (FRT_CUDA_KV_SRC_BYTES) with the source of rows rows:
+ * k_rows, v_rows [rows, n_kv_heads, head_dim] bf16 (device, 16-byte
+ * aligned); rows 0: no source (k_rows, v_rows unused). Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, rows < 0, n_kv_heads < 1);
+ * FRT_ERR_UNSUPPORTED (head_dim other than 128, rows not a multiple of 128,
+ * misaligned rows, no tensor-map encoder in the driver); FRT_ERR_BACKEND. */
+int frt_cuda_kv_src_encode(void *desc, const void *k_rows, const void *v_rows, int rows, int n_kv_heads,
+                           int head_dim);
+
 /* frt_cuda_attention_prefill over an FP8 E4M3 KV cache (docs/fp8.md): the
  * same arguments, semantics, errors, alignment and workspace, with k_cache,
  * v_cache [max_seq, n_kv_heads, head_dim] E4M3 codes (u8, 16-byte aligned)

@@ -65,6 +65,37 @@ __device__ __forceinline__ void frt_tma_2d(uint32_t dst, const CUtensorMap *map,
                  : "memory");
 }
 
+/* The box of the 2-D tensor map at (c0, c1) from shared memory at src
+ * (the layout frt_tma_2d stages), into global memory (rows and columns
+ * outside the tensor are not written); a bulk async-group op: commit with
+ * frt_bulk_commit, and before src is written again frt_bulk_wait_read. */
+__device__ __forceinline__ void frt_tma_store_2d(const CUtensorMap *map, uint32_t src, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                     (uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void frt_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Until all but the n most recent bulk groups of this thread have read their shared memory. */
+template <int N> __device__ __forceinline__ void frt_bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/* Until all but the n most recent bulk groups of this thread have completed (their writes done). */
+template <int N> __device__ __forceinline__ void frt_bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* A tensor map in global memory that was written before this kernel (by a
+ * copy from the host: system scope): acquired for the tensor-copy proxy
+ * before its first use, and prefetched. */
+__device__ __forceinline__ void frt_tensormap_acquire(const CUtensorMap *map)
+{
+    asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"((uint64_t)map) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
 /* A 2-D bf16 tensor of `rows` rows of `cols` elements, row_bytes apart
  * (a multiple of 16; base 16-byte aligned), as a tensor map of boxes of
  * box_rows x box_cols (box_cols * 2 = 128 bytes for the 128-byte swizzle),

@@ -186,6 +186,10 @@ static int attention_piece(const frt_group_attn *a)
                                               a->v_cache, a->k_scale, a->v_scale, a->d_start, a->d_n, a->rows,
                                               a->max_seq, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, a->ws,
                                               a->ws_bytes);
+    if (a->kv_src)
+        return frt_cuda_attention_prefill_src(a->stream, a->out, a->out_dtype, a->q, a->q_dtype, a->k_cache,
+                                              a->v_cache, a->d_start, a->d_n, a->rows, a->max_seq, a->n_heads,
+                                              a->n_kv_heads, a->head_dim, a->scale, a->ws, a->ws_bytes, a->kv_src);
     return frt_cuda_attention_prefill(a->stream, a->out, a->out_dtype, a->q, a->q_dtype, a->k_cache, a->v_cache,
                                       a->d_start, a->d_n, a->rows, a->max_seq, a->n_heads, a->n_kv_heads, a->head_dim,
                                       a->scale, a->ws, a->ws_bytes);
@@ -212,7 +216,7 @@ int frt_group_attention(const frt_group_attn *a)
 {
     if (a->pieces <= 1) {
         int rc = attention_piece(a);
-        if (rc != FRT_ERR_UNSUPPORTED) return rc;
+        if (rc != FRT_ERR_UNSUPPORTED || a->kv_src) return rc; /* a source no other kernel reads */
         return attention_scalar(a, a->out, a->q, a->d_start, a->d_n, a->rows);
     }
     const int run = a->run < a->pieces ? a->run : a->pieces;

@@ -125,6 +125,8 @@ typedef struct frt_group_attn {
     float scale;                    /* the softmax scale */
     void *ws;                       /* split partials (device), ws_bytes */
     size_t ws_bytes;
+    const void *kv_src;             /* pieces 1, a bf16 cache: a restore source (frt_cuda_attention_prefill_src,
+                                       which must take the launch), or NULL */
 } frt_group_attn;
 
 /* A prefill replay's attention (causal, from each row's position): one

@@ -155,6 +155,16 @@ typedef struct cd_model {
     int32_t *debug_rows;
     float *debug;
     size_t debug_off, debug_rows_off;
+    /* The restore sources of the append buckets' attention
+     * (frt_cuda_attention_prefill_src; cd_kv_source): [L] descriptors of
+     * FRT_CUDA_KV_SRC_BYTES (device, zero: none), their host staging
+     * (pinned), and whether a source is set. */
+    char *kv_src;
+    frt_buffer *kv_src_hbuf;
+    int kv_src_set;
+    const void **kv_src_key; /* [2 L] the k, v rows the staging's maps describe (kv_src_rows of them): a capsule
+                                restored again reuses them */
+    int kv_src_rows;
 } cd_model;
 
 /* Whether a prefill piece's products take E4M3 activations (c->xq / c->xs):
@@ -596,6 +606,7 @@ static int cd_alloc_scratch(frt_model *m)
             CARVE(c->tab_shared, int32_t, (size_t)slots * sizeof(int32_t));
             CARVE(c->ends_ws, char, c->ends_ws_bytes);
         }
+        CARVE(c->kv_src, char, (size_t)c->L * FRT_CUDA_KV_SRC_BYTES);
         c->debug_rows_off = off;
         CARVE(c->debug_rows, int32_t, sizeof(int32_t));
         if (m->params.debug_hidden) {
@@ -608,6 +619,10 @@ static int cd_alloc_scratch(frt_model *m)
             FRT_TRY(frt_buffer_fill(c->sbuf, 0, off, 0, m->stream));
         }
     }
+    FRT_TRY(frt_buffer_alloc(m->ctx, "cuda.kv_src", FRT_SPACE_PINNED_HOST, (size_t)c->L * FRT_CUDA_KV_SRC_BYTES,
+                             &c->kv_src_hbuf));
+    c->kv_src_key = calloc((size_t)2 * c->L, sizeof *c->kv_src_key);
+    if (!c->kv_src_key) return frt_error(FRT_ERR_OUT_OF_MEMORY, "dense cuda: out of memory");
     FRT_TRY(fill_kv_scale(m, c));
     FRT_TRY(make_plans(m, c)); /* the groups' plans: cd_prefill_group */
     c->batch_g = frt_cuda_gemm_gemv_rows(c->gemm);
@@ -629,6 +644,8 @@ static void cd_free(frt_model *m)
     if (m->weights_desc == c->wdesc) m->weights_desc = NULL; /* c's storage */
     frt_cuda_gemm_destroy(c->gemm);
     frt_buffer_free(c->sbuf);
+    frt_buffer_free(c->kv_src_hbuf);
+    free(c->kv_src_key);
     frt_buffer_free(c->wbuf);
     free(c->layers);
     free(c->layers8);
@@ -787,6 +804,50 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
     return c->kv_scale + (size_t)(2 * l + kv) * (size_t)c->nkv;
 }
 
+/* Whether the attention of a prefill piece of R rows (a bucket below C:
+ * one piece) reads restore sources (frt_cuda_attention_prefill_src): a
+ * bf16 cache and sizes the kernel takes. The same rule at record time and
+ * in cd_kv_source, so a source is set only for a graph that reads it. */
+static int kv_source_on(const frt_model *m, int R)
+{
+    const cd_model *c = m->bk_data;
+    return !c->fp8 && R < m->C && frt_cuda_attention_prefill_src_ok(R, c->nh, c->nkv, c->hd);
+}
+
+/* frt_arch_backend.kv_source: the sources of the next prefill (its first
+ * piece of R rows) at position rows: layer l's K and V rows 0 .. rows - 1
+ * from k[l], v[l]; k NULL: none from now on. */
+static int cd_kv_source(frt_model *m, const void *const *k, const void *const *v, int rows, int R)
+{
+    cd_model *c = m->bk_data;
+    cudaStream_t st = (cudaStream_t)frt_stream_native(m->stream);
+    const size_t bytes = (size_t)c->L * FRT_CUDA_KV_SRC_BYTES;
+    if (!k) { /* zeros: rows 0 */
+        if (!c->kv_src_set) return 0;
+        c->kv_src_set = 0;
+        FRT_CUDA_TRY(cudaMemsetAsync(c->kv_src, 0, bytes, st));
+        return 0;
+    }
+    if (!kv_source_on(m, R) || rows < 1 || rows % 128) return 0;
+    /* The staging is rewritten only for other rows: the copy of a source
+     * before has been read by then (the prefill after it synced its stream,
+     * or the restore's copies after a failure did). */
+    char *h = frt_buffer_ptr(c->kv_src_hbuf);
+    int same = rows == c->kv_src_rows;
+    for (int l = 0; l < c->L && same; l++) same = c->kv_src_key[2 * l] == k[l] && c->kv_src_key[2 * l + 1] == v[l];
+    if (!same) {
+        c->kv_src_rows = 0;
+        for (int l = 0; l < c->L; l++) {
+            FRT_TRY(frt_cuda_kv_src_encode(h + (size_t)l * FRT_CUDA_KV_SRC_BYTES, k[l], v[l], rows, c->nkv, c->hd));
+            c->kv_src_key[2 * l] = k[l], c->kv_src_key[2 * l + 1] = v[l];
+        }
+        c->kv_src_rows = rows;
+    }
+    c->kv_src_set = 1; /* from here on the clear is owed, whatever happens */
+    FRT_CUDA_TRY(cudaMemcpyAsync(c->kv_src, h, bytes, cudaMemcpyHostToDevice, st));
+    return 1;
+}
+
 /* A prefill's attention of q [R, qd] f32 over layer l's cache (bf16, or
  * E4M3 codes with the scales ks / vs): the
  * FlashAttention kernel (a head_dim other than 64, 128 or 256: the
@@ -796,7 +857,7 @@ static const float *kv_scale_of(const cd_model *c, int l, int kv)
  * time through frt_cuda_attention_prefill_pieces (the key splits of a
  * C-row launch; starts and row counts from c->gpos), the CUDA-core kernel
  * one piece a launch, so every row gets its piece's bits. */
-static int attn_prefill(const fwd *f, const void *q, frt_cuda_dtype q_dt, uint16_t *o, const void *kc,
+static int attn_prefill(const fwd *f, int l, const void *q, frt_cuda_dtype q_dt, uint16_t *o, const void *kc,
                         const void *vc, const float *ks, const float *vs)
 {
     frt_model *m = f->m;
@@ -806,7 +867,8 @@ static int attn_prefill(const fwd *f, const void *q, frt_cuda_dtype q_dt, uint16
                               .rows = f->R,
                               .gpos = c->gpos, .pieces = f->pieces, .run = c->attn_pieces, .C = m->C,
                               .max_seq = m->max_seq, .n_heads = c->nh, .n_kv_heads = c->nkv, .head_dim = c->hd,
-                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes};
+                              .scale = c->scale, .ws = c->prefill_attn_ws, .ws_bytes = c->prefill_attn_ws_bytes,
+                              .kv_src = kv_source_on(m, f->R) ? c->kv_src + (size_t)l * FRT_CUDA_KV_SRC_BYTES : NULL};
     return frt_group_attention(&g);
 }
 
@@ -831,7 +893,8 @@ static int attn_after_prep(const fwd *f, int l, const float *q, uint16_t *ob)
     const void *kc = frt_buffer_ptr(dense_of(m)->kv_k[l]), *vc = frt_buffer_ptr(dense_of(m)->kv_v[l]);
     const float *ks = c->fp8 ? kv_scale_of(c, l, 0) : NULL, *vs = c->fp8 ? kv_scale_of(c, l, 1) : NULL;
     if (!f->decode)
-        return q ? attn_prefill(f, q, F32, ob, kc, vc, ks, vs) : attn_prefill(f, c->q16, BF16, ob, kc, vc, ks, vs);
+        return q ? attn_prefill(f, l, q, F32, ob, kc, vc, ks, vs)
+                 : attn_prefill(f, l, c->q16, BF16, ob, kc, vc, ks, vs);
     if (c->fp8)
         return frt_cuda_attention_fp8(f->st, ob, BF16, q, F32, kc, vc, ks, vs, f->d_pos, f->d_n, f->R, m->max_seq,
                                       c->nh, c->nkv, c->hd, c->scale, DECODE_SPLIT, c->attn_ws, c->attn_ws_bytes);
@@ -1406,4 +1469,5 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .fingerprint_extra = cd_fingerprint_extra,
     .gemm_autotune = 1, /* the append plans, below C (frt_gemm_tune_appends) */
     .layer_waits = 1,
+    .kv_source = cd_kv_source,
 };
