@@ -27,7 +27,9 @@
  *     logits, greedy tokens and state bytes of the two calls after a
  *     dirtied state, fused where the model can (the KV rows copied inside
  *     the append's attention: cuda, "tiny-dense-128", bf16 KV, a 32-row
- *     bucket), the two calls elsewhere; bad input changes nothing
+ *     bucket), the two calls elsewhere; bad input (tokens outside the
+ *     vocabulary, no tokens, NULLs, unknown flags, another model's
+ *     capsule) changes nothing
  * Plus: every tier (device, host, disk), byte restore, unaligned boundaries.
  * "Equal" means identical logits bytes and identical greedy tokens.
  * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda".
@@ -932,7 +934,7 @@ static size_t state_bytes(frt_model *m, unsigned char **buf)
  * prefill against restore_prefill (full restores: the rollback shortcut
  * would copy less), then with flags 0 after the capsule's own restore (a
  * rollback: the two calls). */
-static void test_restore_prefill(frt_model *m)
+static void test_restore_prefill(frt_model *m, frt_model *om)
 {
     int32_t prefix[256], suffix[63], other[300], ref_t[G], got_t[G], junk[3];
     random_ids(prefix, 256), random_ids(suffix, 63), random_ids(other, 300);
@@ -997,6 +999,12 @@ static void test_restore_prefill(frt_model *m)
     CHECK_STATUS(frt_capsule_restore_prefill(NULL, c, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_capsule_restore_prefill(m, NULL, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_capsule_restore_prefill_ex(m, c, 1 << 9, suffix, 2), FRT_ERR_INVALID_ARGUMENT);
+    frt_capsule *oc = NULL; /* another model's capsule */
+    CHECK_OK(frt_model_reset(om));
+    CHECK_OK(frt_model_prefill(om, prefix, 256));
+    CHECK_OK(frt_capsule_snapshot(om, FRT_TIER_DEVICE, NULL, NULL, 0, &oc));
+    CHECK_STATUS(frt_capsule_restore_prefill(m, oc, suffix, 32), FRT_ERR_MISMATCH);
+    frt_capsule_free(oc);
     const size_t nb = state_bytes(m, &b);
     CHECK_MSG(na == nb && a && b && memcmp(a, b, na) == 0, "%s: a refused restore_prefill changed the live state",
               family);
@@ -1069,7 +1077,7 @@ static void run_suite(const char *shape)
     test_sampling_penalties(m);
     test_move(m);
     test_rollback_restore(m, other);
-    test_restore_prefill(m);
+    test_restore_prefill(m, other);
     frt_model_free(m);
     frt_model_free(other);
     char cmd[512];
