@@ -760,8 +760,8 @@ static int kv_entries(frt_model *m, const frt_capsule *c, const void **k, const 
         layered[i] = (unsigned char)(l >= 0);
         if (l < 0) continue;
         const char *name = m->state[i].decl.name;
-        const size_t nl = strlen(name), row = frt_buffer_size(m->state[i].buf) / (size_t)m->max_seq;
-        if (l >= L || nl < 2 || name[nl - 2] != '.' || c->table[i].bytes != (size_t)pos * row) return 0;
+        const size_t nl = strlen(name);
+        if (l >= L || nl < 2 || name[nl - 2] != '.' || c->table[i].bytes != valid_bytes(m, i, pos)) return 0;
         const void *p = (const char *)frt_buffer_ptr(c->payload) + c->table[i].offset;
         if (name[nl - 1] == 'k' && !k[l]) k[l] = p;
         else if (name[nl - 1] == 'v' && !v[l]) v[l] = p;
@@ -788,7 +788,7 @@ int frt_capsule_restore_prefill_ex(frt_model *m, const frt_capsule *c, int flags
                              ids[i], i, m->cfg.vocab_size);
     const int pos = c->info.position;
     const void *k[FRT_CAPSULE_MAX_BUFFERS], *v[FRT_CAPSULE_MAX_BUFFERS];
-    unsigned char layered[FRT_CAPSULE_MAX_BUFFERS] = {0}, rest[FRT_CAPSULE_MAX_BUFFERS] = {0};
+    unsigned char layered[FRT_CAPSULE_MAX_BUFFERS] = {0}, rest[FRT_CAPSULE_MAX_BUFFERS];
     /* The one-call form: a device-tier capsule of this model whose position
      * is a whole number of pieces, an append of one piece below C, not a
      * rollback (cheaper as it is), no pipelined restore still landing, and
@@ -818,14 +818,13 @@ int frt_capsule_restore_prefill_ex(frt_model *m, const frt_capsule *c, int flags
     if (rc == 0) rc = frt_model_prefill(m, ids, n);
     const int rc_clear = m->bk->kv_source(m, NULL, NULL, 0, 0);
     if (rc == 0) rc = rc_clear;
-    for (int i = 0; i < m->n_state; i++) {
-        rest[i] = (unsigned char)!layered[i];
-        if (layered[i] && c->table[i].bytes) st.bytes += c->table[i].bytes, st.n_buffers++;
-    }
     if (rc < 0) { /* the live state as a restore leaves it (the append's outcome as a failed prefill's) */
+        for (int i = 0; i < m->n_state; i++) rest[i] = (unsigned char)!layered[i];
         if (copy_closure(m, c, c->payload, 0, rest, NULL) == 0) m->live_capsule = c->serial;
         return rc;
     }
+    for (int i = 0; i < m->n_state; i++)
+        if (layered[i] && c->table[i].bytes) st.bytes += c->table[i].bytes, st.n_buffers++;
     m->last_restore = st;
     m->live_capsule = c->serial;
     return 0;
