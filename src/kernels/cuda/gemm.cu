@@ -123,6 +123,51 @@ extern "C" int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy pol
     return 0;
 }
 
+extern "C" int frt_cuda_gemm_set_skinny(frt_cuda_gemm *g, int on)
+{
+    FRT_ARG(g, "cuda gemm set_skinny: NULL handle");
+    FRT_ARG(on == 0 || on == 1, "cuda gemm set_skinny: %d (0 or 1)", on);
+    g->skinny = on;
+    return 0;
+}
+
+/* Makes *p a skinny plan when the handle takes them and the shape fits
+ * the kernel; leaves p->kernel otherwise. */
+static int skinny_plan(const frt_cuda_gemm *g, gemm_plan *p)
+{
+    if (!g->skinny) return 0;
+    skinny_cfg c;
+    FRT_TRY(gemm_skinny_choose(p->n, p->in_dim, p->out_dim, 0, &c));
+    if (!c.on) return 0;
+    if (p->out_dt == FRT_CUDA_BF16 && !p->accumulate) FRT_TRY(gemm_skinny_choose(p->n, p->in_dim, p->out_dim, 1, &p->skg));
+    p->kernel = FRT_CUDA_GEMM_SKINNY;
+    p->sk = c;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim)
+{
+    if (!g) return 0;
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0);
+    return p && p->kernel == FRT_CUDA_GEMM_SKINNY && p->skg.on;
+}
+
+extern "C" int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x,
+                                    const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim, int out_dim)
+{
+    FRT_ARG(g && y && x && w_gate && w_up, "cuda gemm swiglu: NULL pointer");
+    FRT_TRY(shape_check("swiglu", n, in_dim, out_dim, FRT_CUDA_BF16));
+    FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemm swiglu: pointers must be %d-byte aligned", GEMM_ALIGN);
+    if (!frt_cuda_gemm_swiglu_ok(g, n, in_dim, out_dim))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda gemm swiglu: n %d in %d out %d has no skinny plan of bf16 out (frt_cuda_gemm_set_skinny "
+                         "and frt_cuda_gemm_plan at setup; 9 to 64 rows on a Hopper device)",
+                         n, in_dim, out_dim);
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0);
+    return gemm_skinny_glu_run(&p->skg, stream, y, x, w_gate, w_up, n, in_dim, out_dim);
+}
+
 /* Makes *p a GEMV plan when the policy takes it and x fits the device's
  * shared memory; leaves p->kernel cuBLASLt otherwise. */
 static int gemv_plan(const frt_cuda_gemm *g, gemm_plan *p)
@@ -250,6 +295,7 @@ extern "C" int frt_cuda_gemm_plan(frt_cuda_gemm *g, int n, int in_dim, int out_d
     FRT_TRY(plan_room(g));
     gemm_plan p = plan_key(n, in_dim, out_dim, out_dtype, accumulate);
     int rc = gemv_plan(g, &p);
+    if (rc == 0 && p.kernel == FRT_CUDA_GEMM_CUBLASLT) rc = skinny_plan(g, &p);
     if (rc == 0 && p.kernel == FRT_CUDA_GEMM_CUBLASLT) {
         if (out_dim % 8 != 0)
             return frt_error(FRT_ERR_INVALID_ARGUMENT,
@@ -450,11 +496,13 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
     }
     if (d_skip)
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda gemm run_unless: n %d in %d out %d has a cuBLASLt plan (the device-side "
+                         "cuda gemm run_unless: n %d in %d out %d has a %s plan (the device-side "
                          "skip needs the GEMV)",
-                         n, in_dim, out_dim);
+                         n, in_dim, out_dim, p->kernel == FRT_CUDA_GEMM_SKINNY ? "skinny" : "cuBLASLt");
     void *ws = NULL;
     size_t ws_bytes = 0;
+    if (p->kernel == FRT_CUDA_GEMM_SKINNY) /* no workspace */
+        return gemm_skinny_run(&p->sk, stream, y, y_dtype == FRT_CUDA_BF16, x, w, n, in_dim, out_dim, accumulate);
     gemm_stream_ws(g, stream, &ws, &ws_bytes);
     if (p->ws_needed > ws_bytes)
         return frt_error(FRT_ERR_STATE,
@@ -540,6 +588,17 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
         info->custom_option = GEMV_VERSION;
         info->gemv_rows_per_warp = c->nr;
         info->gemv_blocks = c->blocks;
+        info->tune_index = -1;
+        return 0;
+    }
+    if (p->kernel == FRT_CUDA_GEMM_SKINNY) {
+        info->algo_id = -2;
+        info->tile_id = p->sk.tiles;
+        info->stages_id = p->sk.kb;
+        info->splitk_num = p->sk.splits;
+        info->reduction_scheme = 0;
+        info->cta_swizzling = 0;
+        info->custom_option = GEMM_SKINNY_VERSION;
         info->tune_index = -1;
         return 0;
     }

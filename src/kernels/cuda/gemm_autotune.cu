@@ -263,8 +263,9 @@ static int load_entry(frt_cuda_gemm *g, const frt_gemm_tune *t, const frt_gemm_t
     const gemm_plan *p = gemm_plan_find(g, e->n, e->in_dim, e->out_dim, dt, e->accumulate);
     *plan = (int)(p - g->plans);
     if (p->kernel != FRT_CUDA_GEMM_CUBLASLT)
-        return frt_error(FRT_ERR_STATE, "cuda gemm load: %s: n %d in %d out %d takes the GEMV here (another GEMV "
-                         "policy than when tuned)", path, e->n, e->in_dim, e->out_dim);
+        return frt_error(FRT_ERR_STATE, "cuda gemm load: %s: n %d in %d out %d takes the %s here (another GEMV or "
+                         "skinny policy than when tuned)", path, e->n, e->in_dim, e->out_dim,
+                         p->kernel == FRT_CUDA_GEMM_GEMV ? "GEMV" : "skinny GEMM");
     cublasLtMatmulHeuristicResult_t res[FRT_GEMM_TUNE_MAX_CANDIDATES];
     int found = 0, ids[7];
     FRT_TRY(gemm_heuristic(g, p, t->candidates, res, &found));

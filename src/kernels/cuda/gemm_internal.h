@@ -11,11 +11,40 @@
 
 #define GEMM_MAX_STREAMS 16
 #define GEMM_MAX_PLANS 1024
+#define GEMM_SKINNY_VERSION 2 /* plan_info.custom_option of a skinny plan */
+
+/* The skinny GEMM's launch (gemm_skinny.cu): tiles of 256 output columns,
+ * kb units of 64 inner elements, each tile's units cut into `splits`
+ * ranges, one block each, the blocks of a tile one cluster. A function of
+ * (n, in, out) and the device (its SM count and cluster occupancy) only. */
+typedef struct skinny_cfg {
+    int on, tiles, kb, splits;
+} skinny_cfg;
+
+/* The skinny plan of a shape into *c (c->on 0 where it does not apply:
+ * n outside FRT_CUDA_GEMV_MAX_N + 1 .. 64, out_dim or in_dim not a multiple
+ * of 8, not a Hopper device); glu: the SwiGLU form's (tiles of 128 gate and
+ * 128 up columns). Sets the kernels' shared-memory attribute (at setup).
+ * Errors: FRT_ERR_BACKEND. */
+int gemm_skinny_choose(int n, int in_dim, int out_dim, int glu, skinny_cfg *c);
+
+/* Enqueues the skinny GEMM of plan c (a programmatic dependent launch in
+ * clusters). Errors: FRT_ERR_UNSUPPORTED, FRT_ERR_BACKEND (the tensor
+ * maps); FRT_ERR_BACKEND (the launch). */
+int gemm_skinny_run(const skinny_cfg *c, void *stream, void *y, int y_bf16, const uint16_t *x, const uint16_t *w, int n,
+                    int in_dim, int out_dim, int accumulate);
+
+/* The SwiGLU form (frt_cuda_gemm_swiglu) of glu plan c. Errors: those of
+ * gemm_skinny_run. */
+int gemm_skinny_glu_run(const skinny_cfg *c, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *wg,
+                        const uint16_t *wu, int n, int in_dim, int out_dim);
 
 struct gemm_plan {
     int n, in_dim, out_dim, out_dt, accumulate;
     frt_cuda_gemm_kernel kernel;
     gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
+    skinny_cfg sk;  /* FRT_CUDA_GEMM_SKINNY */
+    skinny_cfg skg; /* a skinny plan of bf16 out, not accumulating: its SwiGLU form */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -28,6 +57,7 @@ struct gemm_plan {
 struct frt_cuda_gemm {
     cublasLtHandle_t lt;
     frt_cuda_gemv_policy gemv_policy;
+    int skinny; /* frt_cuda_gemm_set_skinny */
     size_t ws_bytes;
     int n_streams;
     void *streams[GEMM_MAX_STREAMS];

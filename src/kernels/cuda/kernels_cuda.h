@@ -895,6 +895,13 @@ int frt_cuda_sample_step(void *stream, int32_t *d_token, const float *logits, in
  *     launches them plainly. Weights of more than
  *     FRT_CUDA_GEMV_AUTO_MAX_BYTES (8 GiB: larger than any model matrix) stay on cuBLASLt under
  *     FRT_CUDA_GEMV_AUTO (frt_cuda_gemm_set_gemv).
+ *   - FRT_CUDA_GEMV_MAX_N < n <= 64 on a handle with frt_cuda_gemm_set_skinny
+ *     (off by default; the dense LLMs' append buckets): frt's own skinny
+ *     GEMM (gemm_skinny.cu, docs/kernels-cuda.md "The skinny GEMM"):
+ *     wgmma over tensor-copied tiles of 256 output columns, each tile's
+ *     inner dimension split over a cluster of up to 8 blocks whose partial
+ *     sums meet in distributed shared memory, added in rank order; a
+ *     programmatic dependent launch; no workspace.
  *   - otherwise cuBLASLt (cublasLtMatmulAlgoGetHeuristic, the top result).
  * Twin: frt_cpu_matmul / frt_cpu_matmul_add. */
 typedef struct frt_cuda_gemm frt_cuda_gemm;
@@ -915,6 +922,7 @@ typedef enum frt_cuda_gemv_policy {
 typedef enum frt_cuda_gemm_kernel {
     FRT_CUDA_GEMM_CUBLASLT = 0,
     FRT_CUDA_GEMM_GEMV = 1,
+    FRT_CUDA_GEMM_SKINNY = 2,
 } frt_cuda_gemm_kernel;
 
 /* One plan, for the model fingerprint: the key and the chosen algorithm.
@@ -923,7 +931,11 @@ typedef enum frt_cuda_gemm_kernel {
  * tile_id = output rows per block, stages_id = 16-byte weight loads in
  * flight per lane, splitk_num = warps sharing one row (in-block split of
  * in_dim), reduction_scheme 0, cta_swizzling = warps per block,
- * custom_option = the GEMV kernel version; algo_data zero. */
+ * custom_option = the GEMV kernel version; algo_data zero. A skinny plan:
+ * algo_id -2, tile_id = tiles of 256 output columns, stages_id = units of
+ * 64 inner elements a tile, splitk_num = the blocks a tile's inner
+ * dimension is split over (a row's bits depend on it), custom_option = the
+ * kernel's version. */
 typedef struct frt_cuda_gemm_plan_info {
     int n, in_dim, out_dim;
     frt_cuda_dtype out_dtype;
@@ -962,6 +974,34 @@ int frt_cuda_gemm_add_stream(frt_cuda_gemm *g, void *stream);
 /* Sets which plans made AFTER this call take the GEMV (plans already made
  * keep their kernel). Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad policy). */
 int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy policy);
+
+/* Sets whether plans made AFTER this call with FRT_CUDA_GEMV_MAX_N < n <=
+ * 64 take the skinny GEMM (1) or cuBLASLt (0, the default). A shape takes
+ * it when out_dim and in_dim are multiples of 8, the device is a Hopper
+ * (compute capability 9.x); else cuBLASLt. The split is the largest (up to
+ * 8, at most in_dim / 64) whose tiles x split blocks fit the device's
+ * multiprocessors in one wave of clusters, so a plan (and its bits) depends
+ * on the device model. Skinny plans are left out of autotune, save and
+ * load. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, on not 0 or 1). */
+int frt_cuda_gemm_set_skinny(frt_cuda_gemm *g, int on);
+
+/* Whether frt_cuda_gemm_swiglu runs for (n, in_dim, out_dim): the plan of
+ * that shape with bf16 out, not accumulating, is skinny. 0 for NULL. */
+int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim);
+
+/* y [n, out_dim] bf16 = SwiGLU(x . w_gate^T, x . w_up^T) in one skinny
+ * launch: each product summed as the skinny GEMM sums it, rounded to bf16,
+ * then silu(g) * u in f32 rounded to bf16 (frt_cuda_swiglu's bf16 form on
+ * bf16 gate and up products). x [n, in_dim], w_gate / w_up [out_dim,
+ * in_dim] bf16; 16-byte aligned device pointers; y must not overlap them.
+ * A tile is 128 gate and the same 128 up columns (their own split: the
+ * bits of a row are those of this launch's plan, not of two
+ * frt_cuda_gemm_run calls). Twin: frt_cpu_matmul twice, then
+ * frt_cpu_swiglu. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad shape,
+ * misaligned); FRT_ERR_UNSUPPORTED (frt_cuda_gemm_swiglu_ok is 0: nothing
+ * enqueued); FRT_ERR_BACKEND. */
+int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *w_gate,
+                         const uint16_t *w_up, int n, int in_dim, int out_dim);
 
 /* Chooses and caches the kernel for a shape (a no-op when cached): the GEMV
  * when the policy takes it and x fits the device's shared memory per block

@@ -457,15 +457,32 @@ static int plan_fp8(const frt_model *m, cd_model *c)
  * per-matrix plans (the hybrid's rule, qwen35_cuda.h one_gemm). */
 static int qkv_one_gemm(const cd_model *c, int rows) { return c->qkv_one && rows > FRT_CUDA_GEMV_MAX_N; }
 
-static int plan_all(cd_model *c, int n)
+/* Which prefill products of an append bucket (fewer rows than C) take the
+ * skinny GEMM (frt_cuda_gemm_set_skinny; docs/kernels-cuda.md "The skinny
+ * GEMM"): FRT_GEMM_SKINNY=0 none, 1 gate / up with the SwiGLU in one
+ * launch (frt_cuda_gemm_swiglu; the default), 2 every product. Off under
+ * params.gemm_autotune, which times cuBLASLt's algorithms for these plans.
+ * The C-row plans stay on cuBLASLt (prefill groups run their algorithm). */
+static int skinny_mode(const frt_model *m)
 {
+    if (m->params.gemm_autotune) return 0;
+    const char *e = getenv("FRT_GEMM_SKINNY");
+    if (e && (!strcmp(e, "0") || !strcmp(e, "2"))) return e[0] - '0';
+    return 1;
+}
+
+static int plan_all(cd_model *c, int n, int skinny)
+{
+    FRT_TRY(frt_cuda_gemm_set_skinny(c->gemm, skinny == 2));
     if (qkv_one_gemm(c, n)) FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd + 2 * c->kvd, F32, 0)); /* q | k | v */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->qd, F32, 0));  /* q_proj */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->kvd, F32, 0)); /* k_proj, v_proj */
     const int acc = n > 1 && c->resid_gemm; /* n 1: decode's GEMV plans, made below */
     FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->qd, c->H, F32, acc)); /* o_proj */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, BF16, 0));   /* gate, up (bf16: the SwiGLU's input) */
-    return frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, acc);    /* down */
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, acc)); /* down */
+    FRT_TRY(frt_cuda_gemm_set_skinny(c->gemm, skinny >= 1));
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, BF16, 0)); /* gate, up (bf16: the SwiGLU's input) */
+    return frt_cuda_gemm_set_skinny(c->gemm, 0);
 }
 
 /* Every GEMM plan of the load, in one order whatever params.prefill_group
@@ -480,13 +497,13 @@ static int make_plans(frt_model *m, cd_model *c)
         FRT_TRY(frt_cuda_gemm_create(GEMM_WORKSPACE, &c->gemm));
         FRT_TRY(frt_cuda_gemm_add_stream(c->gemm, frt_stream_native(m->stream)));
     }
-    FRT_TRY(plan_all(c, 1));
+    FRT_TRY(plan_all(c, 1, 0));
     for (int i = 0; i < m->n_buckets; i++) {
         if (m->buckets[i] == m->C && !c->tuned) { /* before the piece's plans, which groups are made like */
             c->tuned = 1;
             FRT_TRY(frt_gemm_tune_appends(m, c->gemm));
         }
-        FRT_TRY(plan_all(c, m->buckets[i]));
+        FRT_TRY(plan_all(c, m->buckets[i], m->buckets[i] < m->C ? skinny_mode(m) : 0));
     }
     if (c->wfp8 && !c->wblk && !c->gemm8) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
@@ -1102,6 +1119,8 @@ static int mlp_block(const fwd *f, int l)
                                       w8->gate_proj.w, w8->gate_proj.s, w8->up_proj.w, w8->up_proj.s,
                                       w8->down_proj.w, f->R, c->H, c->I));
         return 0; /* delta: down's accumulator, scaled by the prefill_norm after it (mlp_acc_scales) */
+    } else if (!c->wfp8 && frt_cuda_gemm_swiglu_ok(c->gemm, f->R, c->H, c->I)) { /* an append bucket: one launch */
+        FRT_TRY(frt_cuda_gemm_swiglu(c->gemm, f->st, c->ob, c->h, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
     } else {
         FRT_TRY(h_fp8(f, 1)); /* FP8 prefill: h quantized once for gate and up */
         const frt_cuda_dtype gt = gate_dt(c);
