@@ -27,6 +27,10 @@ __global__ __launch_bounds__(NORM_MAX_THREADS) void rmsnorm_kernel(
     const int32_t *d_n, int max_n, int n_heads, int dim, float eps, int zero_centered, bool vec)
 {
     frt_pdl_wait(); /* launched with PDL (NORM_DISPATCH) */
+    /* the kernel after may start now: it waits for this one before it reads
+     * or writes (the PDL contract, cuda_util.h); the skinny GEMM streams its
+     * first weights meanwhile */
+    frt_pdl_trigger();
     const size_t row = blockIdx.x;
     if ((int)(row / n_heads) >= frt_dyn_n(d_n, max_n)) return; /* uniform over the block */
     const int groups = dim / G;
