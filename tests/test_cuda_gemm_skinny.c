@@ -221,7 +221,11 @@ static void test_plans(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, int sms)
     printf("  plan n 64 in 4096 out 1024: %d tiles x %d units, split %d\n", info.tile_id, info.stages_id,
            info.splitk_num);
     CHECK_OK(frt_cuda_gemm_plan(g, 16, 256, 1024, F32, 0));
-    CHECK(plan_of(g, 16, 256, 1024, F32, 0, &info) >= 0 && info.splitk_num == 4);
+    CHECK(plan_of(g, 16, 256, 1024, F32, 0, &info) >= 0 && info.splitk_num == 4 && info.reduction_scheme == 0 &&
+          info.cta_swizzling == 0);
+    /* a bf16 plan carries its SwiGLU form's tiles (of 128) and split into the fingerprint's fields */
+    CHECK(plan_of(g, 64, 4096, 14336, BF16, 0, &info) >= 0 && info.kernel == FRT_CUDA_GEMM_SKINNY &&
+          info.cta_swizzling == 112 && info.reduction_scheme >= 1 && info.tile_id == 56);
     /* a stream that was not added: no workspace needed, the same bytes */
     frt_stream *other = NULL;
     CHECK_OK(frt_stream_create(g_ctx, 0, &other));
@@ -254,11 +258,13 @@ static void test_plans(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, int sms)
 
 /* ---- timing -------------------------------------------------------------- */
 
+/* A graph of `reps` launches cycling over `copies` copies of the weights
+ * (one matrix, or gate and up side by side for the SwiGLU form: glu). */
 typedef struct bench {
     frt_cuda_gemm *g;
-    int n, in, out, copies, reps, acc;
+    int n, in, out, copies, reps, acc, glu;
     frt_cuda_dtype odt;
-    size_t wbytes;
+    size_t wbytes; /* a copy's bytes */
     dbuf w, x, y;
 } bench;
 
@@ -267,17 +273,22 @@ static int record_bench(frt_stream *stream, void *user)
     bench *b = user;
     void *s = frt_stream_native(stream);
     for (int i = 0; i < b->reps; i++) {
-        const uint16_t *w = (const uint16_t *)((const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes);
-        FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, b->odt, b->x.p, w, b->n, b->in, b->out, b->acc));
+        const char *p = (const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes;
+        if (b->glu)
+            FRT_TEST_TRY_(frt_cuda_gemm_swiglu(b->g, s, b->y.p, b->x.p, (const uint16_t *)p,
+                                               (const uint16_t *)(p + b->wbytes / 2), b->n, b->in, b->out));
+        else
+            FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, b->odt, b->x.p, (const uint16_t *)p, b->n, b->in, b->out,
+                                            b->acc));
     }
     return 0;
 }
 
-static double time_gemm(frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype odt, int acc)
+/* Microseconds a launch (-1 when the plan fails). */
+static double time_gemm(frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype odt, int acc, int glu)
 {
-    bench b = {g, n, in, out, 1, 0, acc, odt, (size_t)out * in * 2, {0}, {0}, {0}};
+    bench b = {g, n, in, out, 1, 64, acc, glu, odt, (size_t)out * in * 2 * (glu ? 2 : 1), {0}, {0}, {0}};
     b.copies = (int)((((size_t)256 << 20) + b.wbytes - 1) / b.wbytes);
-    b.reps = 64;
     if (frt_cuda_gemm_plan(g, n, in, out, odt, acc) < 0) return -1;
     b.w = dalloc(b.copies * b.wbytes);
     b.x = dalloc((size_t)n * in * 2);
@@ -296,51 +307,20 @@ static void time_shape(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, const char *tag, i
                        frt_cuda_dtype odt, int acc)
 {
     const double bytes = (double)out * in * 2, floor_us = bytes / COPY_BYTES_PER_S * 1e6;
-    const double t_sk = time_gemm(g, n, in, out, odt, acc), t_lt = time_gemm(g_lt, n, in, out, odt, acc);
+    const double t_sk = time_gemm(g, n, in, out, odt, acc, 0), t_lt = time_gemm(g_lt, n, in, out, odt, acc, 0);
     printf("  time %-10s n %d %5d -> %6d %5.1f MB: floor %6.1f us | skinny %6.1f us %5.2f TB/s | cublaslt %6.1f us "
            "%5.2f TB/s\n",
            tag, n, in, out, bytes / 1e6, floor_us, t_sk, bytes / (t_sk * 1e-6) / 1e12, t_lt,
            bytes / (t_lt * 1e-6) / 1e12);
 }
 
-typedef struct gbench {
-    frt_cuda_gemm *g;
-    int n, in, out, copies, reps;
-    size_t wbytes;
-    dbuf w, x, y;
-} gbench;
-
-static int record_swiglu(frt_stream *stream, void *user)
-{
-    gbench *b = user;
-    void *s = frt_stream_native(stream);
-    for (int i = 0; i < b->reps; i++) {
-        const char *p = (const char *)b->w.p + (size_t)(i % b->copies) * 2 * b->wbytes;
-        FRT_TEST_TRY_(frt_cuda_gemm_swiglu(b->g, s, b->y.p, b->x.p, (const uint16_t *)p,
-                                           (const uint16_t *)(p + b->wbytes), b->n, b->in, b->out));
-    }
-    return 0;
-}
-
 /* The SwiGLU form: gate and up products and the SwiGLU in one launch. */
 static void time_swiglu(frt_cuda_gemm *g, int n, int in, int out)
 {
-    gbench b = {g, n, in, out, 1, 64, (size_t)out * in * 2, {0}, {0}, {0}};
-    b.copies = (int)((((size_t)512 << 20) + 2 * b.wbytes - 1) / (2 * b.wbytes));
-    if (frt_cuda_gemm_plan(g, n, in, out, BF16, 0) < 0) return;
-    b.w = dalloc(b.copies * 2 * b.wbytes);
-    b.x = dalloc((size_t)n * in * 2);
-    b.y = dalloc((size_t)n * out * 2);
-    must(frt_buffer_fill(b.w.b, 0, b.w.bytes, 0x3C, g_st), "fill");
-    must(frt_buffer_fill(b.x.b, 0, b.x.bytes, 0x3C, g_st), "fill");
-    const double us = graph_us("skinny-swiglu", record_swiglu, &b, b.reps);
-    const double bytes = 2.0 * b.wbytes;
+    const double bytes = 2.0 * out * in * 2, us = time_gemm(g, n, in, out, BF16, 0, 1);
     printf("  time %-10s n %d %5d -> %6d %5.1f MB: floor %6.1f us | gate + up + SwiGLU in one launch %6.1f us "
            "%5.2f TB/s\n",
            "swiglu", n, in, out, bytes / 1e6, bytes / COPY_BYTES_PER_S * 1e6, us, bytes / (us * 1e-6) / 1e12);
-    dfree(&b.w);
-    dfree(&b.x);
-    dfree(&b.y);
 }
 
 int main(void)

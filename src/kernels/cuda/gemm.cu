@@ -596,8 +596,8 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
         info->tile_id = p->sk.tiles;
         info->stages_id = p->sk.kb;
         info->splitk_num = p->sk.splits;
-        info->reduction_scheme = 0;
-        info->cta_swizzling = 0;
+        info->reduction_scheme = p->skg.on ? p->skg.splits : 0; /* the SwiGLU form's bits depend on it too */
+        info->cta_swizzling = p->skg.on ? p->skg.tiles : 0;
         info->custom_option = GEMM_SKINNY_VERSION;
         info->tune_index = -1;
         return 0;

@@ -934,8 +934,10 @@ typedef enum frt_cuda_gemm_kernel {
  * custom_option = the GEMV kernel version; algo_data zero. A skinny plan:
  * algo_id -2, tile_id = tiles of 256 output columns, stages_id = units of
  * 64 inner elements a tile, splitk_num = the blocks a tile's inner
- * dimension is split over (a row's bits depend on it), custom_option = the
- * kernel's version. */
+ * dimension is split over (a row's bits depend on it), reduction_scheme /
+ * cta_swizzling = the split / tiles of its SwiGLU form
+ * (frt_cuda_gemm_swiglu; 0 without one), custom_option = the kernel's
+ * version. */
 typedef struct frt_cuda_gemm_plan_info {
     int n, in_dim, out_dim;
     frt_cuda_dtype out_dtype;
