@@ -5,7 +5,9 @@
  *   - plan decisions: rebuild / append / restore, longest match, ties,
  *     salts, the pending token, pinning (existing, mid-prefill, rerouted),
  *     auto capsules;
- *   - exactness: a restore turn equals a cold prefill of the same prompt; an
+ *   - exactness: a restore turn equals a cold prefill of the same prompt (and
+ *     from the device tier runs the restore and its first piece as one
+ *     call, with the tokens of the two calls); an
  *     append turn after displacement equals the session never displaced;
  *     fork branches and rollback replay the same tokens (also sampled);
  *   - the coding-agent scenario: after the first request every request
@@ -293,6 +295,44 @@ static void test_restore_equals_cold(void)
     frt_service_free(b);
     frt_engine_free(ea);
     frt_engine_free(eb);
+    free(prefix), free(q1), free(q2), free(p1), free(p2);
+}
+
+/* Capsules written to the device tier (displace_tier): a restore turn runs
+ * the restore and its first prefill piece as one call of the engine
+ * (frt_registry_restore_prefill), with the tokens of the two calls (an
+ * engine without restore_prefill). With the default host tier the restore
+ * runs alone (test_restore_equals_cold). */
+static void test_restore_prefill_turn(void)
+{
+    char *prefix = make_text(300, 4), *q1 = make_text(40, 5), *q2 = make_text(50, 6);
+    char *p1 = concat(prefix, q1), *p2 = concat(prefix, q2);
+    frt_engine *e[2] = {make_engine(), make_engine()};
+    e[1]->restore_prefill = NULL;
+    run r[2];
+    for (int k = 0; k < 2; k++) {
+        frt_service_params p = frt_service_default_params();
+        p.displace_tier = FRT_ENGINE_TIER_DEVICE;
+        frt_service *s = NULL;
+        CHECK_OK(frt_service_create(e[k], &p, &s));
+        if (!s) return;
+        run r1 = gen(s, NULL, p1, 8, 300);
+        CHECK_OK(r1.rc);
+        r[k] = gen(s, NULL, p2, 8, 0);
+        CHECK_OK(r[k].rc);
+        CHECK(r[k].res.action == FRT_PREFIX_RESTORE && r[k].res.cached_tokens == 256 && r[k].res.prefill_tokens == 94);
+        frt_registry_stats st;
+        frt_registry_stats_get(frt_service_registry(s), &st);
+        CHECK_MSG(st.restore_prefills == (k == 0 ? 1u : 0u) && st.restores[FRT_ENGINE_TIER_DEVICE] == 1,
+                  "engine %d: %llu restores in one call", k, (unsigned long long)st.restore_prefills);
+        frt_gen_result_clear(&r1.res);
+        frt_service_free(s);
+    }
+    CHECK(same_tokens(&r[0].res, &r[1].res) && !strcmp(r[0].res.text, r[1].res.text));
+    frt_gen_result_clear(&r[0].res);
+    frt_gen_result_clear(&r[1].res);
+    frt_engine_free(e[0]);
+    frt_engine_free(e[1]);
     free(prefix), free(q1), free(q2), free(p1), free(p2);
 }
 
@@ -777,6 +817,7 @@ int main(void)
 {
     test_plan_decisions();
     test_restore_equals_cold();
+    test_restore_prefill_turn();
     test_append_after_displacement();
     test_fork_rollback();
     test_coding_agent();

@@ -1,7 +1,8 @@
 /*
  * test_registry.c - the capsule registry over the fake engine: byte budgets
  * per tier, LRU demotion device -> host -> disk, eviction from the disk tier,
- * pinning, promotion on restore, salted prefix digests, references, the disk
+ * pinning, promotion on restore, restore + the first prefill piece in one
+ * call (frt_registry_restore_prefill), salted prefix digests, references, the disk
  * tier's SQLite index across a reopen, and every bad-input path.
  */
 #include "frt_test.h"
@@ -97,6 +98,54 @@ static void rm_rf(const char *dir)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "cleanup of %s failed\n", dir);
+}
+
+/* frt_registry_restore_prefill: a device-tier capsule restores and
+ * prefills in one call of the engine (the state of restore + prefill, which
+ * equals a cold prefill); a host-tier one only restores (and is promoted);
+ * an engine without the call only restores; bad input changes nothing. */
+static void test_restore_prefill(void)
+{
+    frt_engine *e = make_engine(7);
+    frt_registry_params p = {{4 * CAP_BYTES, 4 * CAP_BYTES, 0}, NULL};
+    frt_registry *r = NULL;
+    CHECK_OK(frt_registry_open(e, &p, &r));
+    int32_t ids[48], a[8], b[8];
+    fill_ids(ids, 48, 5);
+    const uint64_t dev = snap(r, e, FRT_CAP_SESSION, FRT_ENGINE_TIER_DEVICE, ids, 32, NULL, 0);
+    const uint64_t host = snap(r, e, FRT_CAP_SESSION, FRT_ENGINE_TIER_HOST, ids, 32, NULL, 0);
+    live(e, ids, 8); /* another live state */
+    frt_registry_stats st;
+    int prefilled = -1;
+    CHECK_OK(frt_registry_restore_prefill(r, dev, ids + 32, 16, &prefilled));
+    frt_registry_stats_get(r, &st);
+    CHECK(prefilled == 16 && st.restore_prefills == 1 && st.restores[FRT_ENGINE_TIER_DEVICE] == 1);
+    CHECK(e->position(e->self) == 48);
+    greedy(e, a, 8);
+    live(e, ids, 48);
+    greedy(e, b, 8);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "restore_prefill differs from a cold prefill");
+    /* the host tier: the restore alone, and its promotion */
+    CHECK_OK(frt_registry_restore_prefill(r, host, ids + 32, 16, &prefilled));
+    frt_registry_stats_get(r, &st);
+    CHECK(prefilled == 0 && st.restore_prefills == 1 && st.restores[FRT_ENGINE_TIER_HOST] == 1 && st.promotions == 1);
+    CHECK(e->position(e->self) == 32 && tier_of(r, host) == FRT_ENGINE_TIER_DEVICE);
+    check_append_cold(e, 5);
+    /* bad input: refused, the live state kept */
+    live(e, ids, 8);
+    CHECK_STATUS(frt_registry_restore_prefill(r, dev, NULL, 16, &prefilled), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_registry_restore_prefill(r, dev, ids, 0, &prefilled), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_registry_restore_prefill(r, dev, ids, 1, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_registry_restore_prefill(r, 999999, ids, 1, &prefilled), FRT_ERR_NOT_FOUND);
+    CHECK(prefilled == 0 && e->position(e->self) == 8);
+    /* an engine without the call: the restore alone */
+    e->restore_prefill = NULL;
+    CHECK_OK(frt_registry_restore_prefill(r, dev, ids + 32, 16, &prefilled));
+    CHECK(prefilled == 0 && e->position(e->self) == 32);
+    frt_registry_stats_get(r, &st);
+    CHECK(st.restore_prefills == 1);
+    frt_registry_close(r);
+    frt_engine_free(e);
 }
 
 /* LRU demotion device -> host -> disk, eviction from disk, promotion. */
@@ -471,6 +520,7 @@ static void test_bad_input(void)
 int main(void)
 {
     test_budgets_lru();
+    test_restore_prefill();
     test_pipelined_host_restore();
     test_pin();
     test_digest_match();

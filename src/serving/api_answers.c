@@ -468,6 +468,8 @@ char *frt_api_metrics_text(const frt_service *s, const frt_http_stats *h)
         {"frt_capsule_restore_failures_total", "Restores that failed (the request rebuilt instead).", m.restore_failures},
         {"frt_capsule_demotions_total", "Capsules moved one tier down by the budgets.", st.demotions},
         {"frt_capsule_promotions_total", "Capsules moved up on restore.", st.promotions},
+        {"frt_capsule_restore_prefills_total", "Device-tier restores that ran the first prefill piece in the same "
+                                               "call.", st.restore_prefills},
         {"frt_capsule_evictions_total", "Capsules deleted by the budgets.", st.evictions},
         {"frt_capsule_load_failures_total", "Capsule files that failed their checks.", st.load_failures},
     };

@@ -87,6 +87,10 @@ struct frt_engine {
      * save, move (path required for the disk tier), info, free. */
     int (*snapshot)(void *self, int tier, const char *path, const void *salt, size_t salt_len, void **cap);
     int (*restore)(void *self, const void *cap);
+    /* frt_capsule_restore_prefill: restore cap, then prefill ids [n] (n >= 1),
+     * the bytes of the two calls (the model engine's dense cuda backend
+     * folds the KV copy into the append). NULL when the engine has none. */
+    int (*restore_prefill)(void *self, const void *cap, const int32_t *ids, int n);
     int (*capsule_load)(void *self, const char *path, void **cap);
     int (*capsule_save)(void *self, const void *cap, const char *path);
     int (*capsule_move)(void *self, void *cap, int tier, const char *path);

@@ -358,6 +358,15 @@ static int fk_restore(void *self, const void *cap)
     return 0;
 }
 
+/* The two calls: a failed prefill leaves the restored state (the service
+ * rebuilds after any failure of the one call). */
+static int fk_restore_prefill(void *self, const void *cap, const int32_t *ids, int n)
+{
+    if (n < 1 || !ids) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fake restore_prefill: n = %d", n);
+    FRT_TRY(fk_restore(self, cap));
+    return fk_prefill(self, ids, n);
+}
+
 static int fk_capsule_load(void *self, const char *path, void **out)
 {
     fake *f = self;
@@ -575,6 +584,7 @@ int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine **out)
     e->pending = fk_pending;
     e->snapshot = fk_snapshot;
     e->restore = fk_restore;
+    e->restore_prefill = fk_restore_prefill;
     e->capsule_load = fk_capsule_load;
     e->capsule_save = fk_capsule_save;
     e->capsule_move = fk_capsule_move;

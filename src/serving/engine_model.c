@@ -77,6 +77,11 @@ static int md_snapshot(void *self, int tier, const char *path, const void *salt,
 
 static int md_restore(void *self, const void *cap) { return frt_capsule_restore(((bound *)self)->m, cap); }
 
+static int md_restore_prefill(void *self, const void *cap, const int32_t *ids, int n)
+{
+    return frt_capsule_restore_prefill(((bound *)self)->m, cap, ids, n);
+}
+
 static int md_capsule_load(void *self, const char *path, void **cap)
 {
     return frt_capsule_load(((bound *)self)->m, path, (frt_capsule **)cap);
@@ -283,6 +288,7 @@ static int wrap(frt_model *m, int owns, const char *model_id, frt_engine **out)
     e->pending = md_pending;
     e->snapshot = md_snapshot;
     e->restore = md_restore;
+    e->restore_prefill = md_restore_prefill;
     e->capsule_load = md_capsule_load;
     e->capsule_save = md_capsule_save;
     e->capsule_move = md_capsule_move;

@@ -723,6 +723,24 @@ int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier)
     return 0;
 }
 
+int frt_registry_restore_prefill(frt_registry *r, uint64_t id, const int32_t *ids, int n, int *prefilled)
+{
+    if (prefilled) *prefilled = 0;
+    if (!ids || n < 1 || !prefilled) return frt_error(FRT_ERR_INVALID_ARGUMENT, "registry restore_prefill: %d ids", n);
+    int i = r ? find_index(r, id) : -1;
+    if (i < 0) return frt_error(FRT_ERR_NOT_FOUND, "registry: no capsule %llu", (unsigned long long)id);
+    frt_engine *e = r->e;
+    frt_cap *c = r->caps[i];
+    if (!e->restore_prefill || c->kind == FRT_CAP_CARTRIDGE || !c->handle || c->tier != FRT_ENGINE_TIER_DEVICE)
+        return frt_registry_restore(r, id, NULL);
+    FRT_TRY(e->restore_prefill(e->self, c->handle, ids, n));
+    r->st.restores[FRT_ENGINE_TIER_DEVICE]++;
+    r->st.restore_prefills++;
+    touch(r, c);
+    *prefilled = n;
+    return 0;
+}
+
 int frt_registry_match_prefix(const frt_registry *r, const int32_t *ids, int n, int max_pos, const void *salt,
                               size_t salt_len, uint64_t *id)
 {

@@ -94,6 +94,7 @@ typedef struct frt_registry_stats {
     uint64_t restores[FRT_ENGINE_N_TIERS]; /* by the tier restored from */
     uint64_t demotions;                    /* moved one tier down by the budgets */
     uint64_t promotions;                   /* moved up on restore */
+    uint64_t restore_prefills;             /* restores that ran the first prefill piece in the same call */
     uint64_t evictions;                    /* deleted from the disk tier by the budget (or no disk tier) */
     uint64_t load_failures;                /* files that failed their checks on load (quarantined) */
     uint64_t stale_temp_removed;           /* temporary files of killed writes removed at open */
@@ -150,6 +151,17 @@ int frt_registry_snapshot(frt_registry *r, const frt_cap_spec *spec, uint64_t *i
  *   FRT_ERR_NOT_FOUND  no such entry
  *   errors of the engine's load/restore (the live state is then untouched) */
 int frt_registry_restore(frt_registry *r, uint64_t id, int *from_tier);
+
+/* frt_registry_restore followed by the prefill of ids [n] (n >= 1), as one
+ * call of the engine (restore_prefill) where it can: the engine has the
+ * call and entry `id` sits in the device tier (it would not be promoted:
+ * a promotion snapshots the live state, which the one call has moved on).
+ * *prefilled is then n, else 0 and only the restore ran (the caller
+ * prefills). Counts stats.restore_prefills.
+ *   FRT_ERR_NOT_FOUND  no such entry
+ *   errors of frt_registry_restore, or of the one call (the live state is
+ *   then unknown: the caller rebuilds it) */
+int frt_registry_restore_prefill(frt_registry *r, uint64_t id, const int32_t *ids, int n, int *prefilled);
 
 /* The entry, or NULL. Valid until the next mutating call. */
 const frt_cap *frt_registry_get(const frt_registry *r, uint64_t id);

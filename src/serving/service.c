@@ -422,9 +422,29 @@ static int gen_plan_cartridge(frt_gen_run *r)
     return 0;
 }
 
+/* The end of the first prefill piece after a restore at plan->start, when
+ * the restore may run it in the same call (frt_registry_restore_prefill):
+ * no pin or auto capsule is due at the start, the request is neither
+ * cancelled nor past its deadline; the piece gen_prefill would run. 0
+ * otherwise. */
+static int first_piece_end(frt_gen_run *r)
+{
+    const frt_request_plan *plan = &r->plan;
+    const int pos = plan->start, P = r->s->p.prefill_piece;
+    if (pos >= r->n || plan->pin_at == pos || plan->auto_at == pos) return 0;
+    if (frt_gen_cancelled(r->rq, &r->q.em) || frt_gen_past_deadline(r)) return 0;
+    int end = (pos / P + 1) * P;
+    if (end > r->n) end = r->n;
+    if (plan->pin_at > pos && plan->pin_at < end) end = plan->pin_at;
+    if (plan->auto_at > pos && plan->auto_at < end) end = plan->auto_at;
+    return end;
+}
+
 /* Step 1 (under the lock): plan, then move the live state to the plan's
  * start (restore, or reset for a rebuild; a restore that fails becomes a
- * rebuild) and make the session hot. */
+ * rebuild) and make the session hot. A restore from the device tier runs
+ * the first prefill piece in the same call where the engine can
+ * (frt_capsule_restore_prefill: the bytes of the two calls). */
 static int gen_plan(frt_gen_run *r)
 {
     frt_service *s = r->s;
@@ -452,7 +472,11 @@ static int gen_plan(frt_gen_run *r)
     }
     if (plan->action == FRT_PREFIX_RESTORE) {
         double tr = frt_service_now();
-        rc = frt_registry_restore(s->reg, plan->capsule, NULL);
+        const int end = first_piece_end(r);
+        int prefilled = 0;
+        rc = end ? frt_registry_restore_prefill(s->reg, plan->capsule, r->ids + plan->start, end - plan->start,
+                                                &prefilled)
+                 : frt_registry_restore(s->reg, plan->capsule, NULL);
         res->restore_ms = 1e3 * (frt_service_now() - tr);
         const frt_cap *c = rc ? NULL : frt_registry_get(s->reg, plan->capsule);
         if (c) {
@@ -460,6 +484,12 @@ static int gen_plan(frt_gen_run *r)
             frt_session_set_journal(sess, c->tokens, c->position);
             sess->pending = c->pending;
             sess->exact = c->exact;
+            if (prefilled) { /* the first piece went in with the restore */
+                for (int i = plan->start; i < end; i++) frt_session_append(sess, r->ids[i]);
+                sess->pending = -1;
+                sess->exact = plan->exact;
+                r->pos0 = end;
+            }
         } else {
             /* the capsule could not be restored: a cold rebuild is always exact */
             s->m.restore_failures++;
@@ -502,7 +532,7 @@ static int gen_prefill(frt_gen_run *r)
     const frt_request_plan *plan = &r->plan;
     const int P = s->p.prefill_piece, n = r->n;
     int rc = 0;
-    r->pos = plan->start;
+    r->pos = r->pos0 > plan->start ? r->pos0 : plan->start;
     if (e->position(e->self) != r->pos)
         rc = frt_error(FRT_ERR_STATE, "generate: the live state holds %d tokens, the plan expects %d",
                        e->position(e->self), r->pos);

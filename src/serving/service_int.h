@@ -55,6 +55,7 @@ typedef struct frt_gen_run {
     int n;
     frt_request_plan plan;
     int pos;       /* prompt tokens in the live state */
+    int pos0;      /* the restore's one call prefilled the prompt up to here (0: it did not) */
     frt_gen_seq q; /* the single-sequence path's output */
     int generated; /* tokens generated in all (every branch) */
     uint64_t cart_entry; /* the registry entry of the cartridge in use (released at the end), 0 none */
