@@ -18,8 +18,9 @@
  *     n > 64, and a handle without set_skinny stays on cuBLASLt; a stream
  *     that was not added runs it too (no workspace), with the same bytes;
  *   - frt_cuda_gemm_swiglu (gate and up products and SwiGLU in one launch)
- *     against frt_cpu_matmul twice, bf16 rounding, frt_cpu_swiglu; refused
- *     (FRT_ERR_UNSUPPORTED) where the bf16 plan is not skinny;
+ *     against frt_cpu_matmul twice, bf16 rounding for bf16 products (none
+ *     for f32 ones), frt_cpu_swiglu; refused (FRT_ERR_UNSUPPORTED) where the
+ *     plan of that products dtype is not skinny or accumulates;
  *   - bad arguments fail cleanly with FRT_ERR_INVALID_ARGUMENT (before the
  *     device check: they also run on machines without a GPU).
  * Then times llama3.1-8b's four append products at 64 rows, skinny
@@ -97,9 +98,10 @@ static void skinny_case(frt_cuda_gemm *g, const char *tag, int n, int in, int ou
     dfree(&dy);
 }
 
-/* frt_cuda_gemm_swiglu against the CPU: both products, each rounded to
- * bf16, then frt_cpu_swiglu; and the same bytes three times. */
-static void swiglu_case(frt_cuda_gemm *g, int n, int in, int out)
+/* frt_cuda_gemm_swiglu against the CPU: both products (each rounded to
+ * bf16 for bf16 products), then frt_cpu_swiglu; and the same bytes three
+ * times. */
+static void swiglu_case(frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype products)
 {
     const size_t ny = (size_t)n * out;
     hmat wg = hmat_rand(&g_rng, out, in, -1, 1), wu = hmat_rand(&g_rng, out, in, -1, 1), x = hmat_rand(&g_rng, n, in, -1, 1);
@@ -109,22 +111,24 @@ static void swiglu_case(frt_cuda_gemm *g, int n, int in, int out)
     dput(dwu, 0, wu.b, (size_t)out * in * 2);
     dput(dx, 0, x.b, (size_t)n * in * 2);
     dsentinel(dy);
-    CHECK_OK(frt_cuda_gemm_plan(g, n, in, out, BF16, 0));
-    CHECK_MSG(frt_cuda_gemm_swiglu_ok(g, n, in, out), "swiglu n %d in %d out %d: not available", n, in, out);
+    CHECK_OK(frt_cuda_gemm_plan(g, n, in, out, products, 0));
+    CHECK_MSG(frt_cuda_gemm_swiglu_ok(g, n, in, out, products), "swiglu n %d in %d out %d: not available", n, in, out);
     float *gate = fnew(ny), *up = fnew(ny), *ref = fnew(ny), *got = fnew(ny);
     frt_cpu_matmul(gate, x.f, wg.f, n, in, out);
     frt_cpu_matmul(up, x.f, wu.f, n, in, out);
-    round_bf16(gate, ny);
-    round_bf16(up, ny);
+    if (products == BF16) {
+        round_bf16(gate, ny);
+        round_bf16(up, ny);
+    }
     frt_cpu_swiglu(ref, gate, up, (int)ny);
     void *runs[3];
     for (int r = 0; r < 3; r++) {
-        CHECK_OK(frt_cuda_gemm_swiglu(g, g_cs, dy.p, dx.p, dwg.p, dwu.p, n, in, out));
+        CHECK_OK(frt_cuda_gemm_swiglu(g, g_cs, dy.p, dx.p, dwg.p, dwu.p, n, in, out, products));
         runs[r] = snap(dy, ny * 2);
     }
     dget_as(dy, got, ny, BF16);
     char name[160];
-    snprintf(name, sizeof name, "swiglu n %d in %d out %d -> bf16", n, in, out);
+    snprintf(name, sizeof name, "swiglu n %d in %d out %d, %s products -> bf16", n, in, out, dtn(products));
     report(name, frt_test_rel_err(got, ref, ny), TOL_BF16);
     CHECK_MSG(untouched(dy, ny * 2, 256), "%s: wrote past y [n, out]", name);
     report_same("  three runs: the same bytes", runs[0], memcmp(runs[0], runs[1], ny * 2) ? runs[1] : runs[2], ny * 2);
@@ -221,8 +225,10 @@ static void test_plans(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, int sms)
     printf("  plan n 64 in 4096 out 1024: %d tiles x %d units, split %d\n", info.tile_id, info.stages_id,
            info.splitk_num);
     CHECK_OK(frt_cuda_gemm_plan(g, 16, 256, 1024, F32, 0));
-    CHECK(plan_of(g, 16, 256, 1024, F32, 0, &info) >= 0 && info.splitk_num == 4 && info.reduction_scheme == 0 &&
-          info.cta_swizzling == 0);
+    CHECK(plan_of(g, 16, 256, 1024, F32, 0, &info) >= 0 && info.splitk_num == 4);
+    /* an accumulating plan has no SwiGLU form */
+    CHECK(plan_of(g, 64, 4096, 4096, F32, 1, &info) >= 0 && info.kernel == FRT_CUDA_GEMM_SKINNY &&
+          info.reduction_scheme == 0 && info.cta_swizzling == 0);
     /* a bf16 plan carries its SwiGLU form's tiles (of 128) and split into the fingerprint's fields */
     CHECK(plan_of(g, 64, 4096, 14336, BF16, 0, &info) >= 0 && info.kernel == FRT_CUDA_GEMM_SKINNY &&
           info.cta_swizzling == 112 && info.reduction_scheme >= 1 && info.tile_id == 56);
@@ -246,10 +252,12 @@ static void test_plans(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, int sms)
     CHECK_STATUS(frt_cuda_gemm_run_unless(g, g_cs, (const int32_t *)y.p, y.p, F32, x.p, w.p, 64, 4096, 1024, 0),
               FRT_ERR_UNSUPPORTED);
     /* the SwiGLU form: only where the bf16 plan is skinny */
-    CHECK(!frt_cuda_gemm_swiglu_ok(g_lt, 64, 4096, 1024));
-    CHECK_STATUS(frt_cuda_gemm_swiglu(g_lt, g_cs, y.p, x.p, w.p, w.p, 64, 4096, 1024), FRT_ERR_UNSUPPORTED);
-    CHECK(!frt_cuda_gemm_swiglu_ok(g, 64, 4096, 1024)); /* f32 out planned only */
-    CHECK_STATUS(frt_cuda_gemm_swiglu(g, g_cs, y.p, x.p, w.p, w.p, 64, 4096, 1024), FRT_ERR_UNSUPPORTED);
+    CHECK(!frt_cuda_gemm_swiglu_ok(g_lt, 64, 4096, 1024, F32));
+    CHECK_STATUS(frt_cuda_gemm_swiglu(g_lt, g_cs, y.p, x.p, w.p, w.p, 64, 4096, 1024, F32), FRT_ERR_UNSUPPORTED);
+    CHECK(frt_cuda_gemm_swiglu_ok(g, 64, 4096, 1024, F32));
+    CHECK(!frt_cuda_gemm_swiglu_ok(g, 64, 4096, 1024, BF16)); /* f32 out planned only */
+    CHECK_STATUS(frt_cuda_gemm_swiglu(g, g_cs, y.p, x.p, w.p, w.p, 64, 4096, 1024, BF16), FRT_ERR_UNSUPPORTED);
+    CHECK(!frt_cuda_gemm_swiglu_ok(g, 64, 4096, 4096, F32)); /* accumulating only */
     frt_stream_destroy(other);
     dfree(&x);
     dfree(&w);
@@ -276,7 +284,7 @@ static int record_bench(frt_stream *stream, void *user)
         const char *p = (const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes;
         if (b->glu)
             FRT_TEST_TRY_(frt_cuda_gemm_swiglu(b->g, s, b->y.p, b->x.p, (const uint16_t *)p,
-                                               (const uint16_t *)(p + b->wbytes / 2), b->n, b->in, b->out));
+                                               (const uint16_t *)(p + b->wbytes / 2), b->n, b->in, b->out, BF16));
         else
             FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, b->odt, b->x.p, (const uint16_t *)p, b->n, b->in, b->out,
                                             b->acc));
@@ -327,8 +335,8 @@ int main(void)
 {
     printf("test_cuda_gemm_skinny\n");
     CHECK_STATUS(frt_cuda_gemm_set_skinny(NULL, 1), FRT_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(frt_cuda_gemm_swiglu(NULL, NULL, NULL, NULL, NULL, NULL, 64, 64, 64), FRT_ERR_INVALID_ARGUMENT);
-    CHECK(!frt_cuda_gemm_swiglu_ok(NULL, 64, 64, 64));
+    CHECK_STATUS(frt_cuda_gemm_swiglu(NULL, NULL, NULL, NULL, NULL, NULL, 64, 64, 64, BF16), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(!frt_cuda_gemm_swiglu_ok(NULL, 64, 64, 64, BF16));
     const int sms = frt_test_cuda_start();
     frt_cuda_gemm *g = NULL, *g_lt = NULL;
     must(frt_cuda_gemm_create((size_t)32 << 20, &g), "gemm");
@@ -351,10 +359,12 @@ int main(void)
     skinny_case(g, "odd", 64, 8, 8, F32, 0);
     skinny_case(g, "odd", 33, 12296, 520, BF16, 0);
     skinny_case(g, "odd", 40, 1480, 2048, F32, 1); /* 24 units: a split that does not divide them */
-    swiglu_case(g, 64, 4096, 14336);
-    swiglu_case(g, 16, 4096, 14336);
-    swiglu_case(g, 33, 1000, 776);
-    swiglu_case(g, 9, 200, 264);
+    swiglu_case(g, 64, 4096, 14336, BF16);
+    swiglu_case(g, 16, 4096, 14336, BF16);
+    swiglu_case(g, 33, 1000, 776, BF16);
+    swiglu_case(g, 9, 200, 264, BF16);
+    swiglu_case(g, 64, 4096, 12288, F32); /* the hybrid's (qwen3.5-9b) MLP, f32 products */
+    swiglu_case(g, 17, 1000, 776, F32);
     test_graph(g);
     test_plans(g, g_lt, sms);
 

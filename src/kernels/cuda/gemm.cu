@@ -139,33 +139,35 @@ static int skinny_plan(const frt_cuda_gemm *g, gemm_plan *p)
     skinny_cfg c;
     FRT_TRY(gemm_skinny_choose(p->n, p->in_dim, p->out_dim, 0, &c));
     if (!c.on) return 0;
-    if (p->out_dt == FRT_CUDA_BF16 && !p->accumulate) FRT_TRY(gemm_skinny_choose(p->n, p->in_dim, p->out_dim, 1, &p->skg));
+    if (!p->accumulate) FRT_TRY(gemm_skinny_choose(p->n, p->in_dim, p->out_dim, 1, &p->skg));
     p->kernel = FRT_CUDA_GEMM_SKINNY;
     p->sk = c;
     return 0;
 }
 
-extern "C" int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim)
+extern "C" int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim,
+                                       frt_cuda_dtype products)
 {
-    if (!g) return 0;
-    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0);
+    if (!g || !frt_dtype_ok(products)) return 0;
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, products, 0);
     return p && p->kernel == FRT_CUDA_GEMM_SKINNY && p->skg.on;
 }
 
 extern "C" int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x,
-                                    const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim, int out_dim)
+                                    const uint16_t *w_gate, const uint16_t *w_up, int n, int in_dim, int out_dim,
+                                    frt_cuda_dtype products)
 {
     FRT_ARG(g && y && x && w_gate && w_up, "cuda gemm swiglu: NULL pointer");
-    FRT_TRY(shape_check("swiglu", n, in_dim, out_dim, FRT_CUDA_BF16));
+    FRT_TRY(shape_check("swiglu", n, in_dim, out_dim, products));
     FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
             "cuda gemm swiglu: pointers must be %d-byte aligned", GEMM_ALIGN);
-    if (!frt_cuda_gemm_swiglu_ok(g, n, in_dim, out_dim))
+    if (!frt_cuda_gemm_swiglu_ok(g, n, in_dim, out_dim, products))
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda gemm swiglu: n %d in %d out %d has no skinny plan of bf16 out (frt_cuda_gemm_set_skinny "
+                         "cuda gemm swiglu: n %d in %d out %d has no skinny plan of %s out (frt_cuda_gemm_set_skinny "
                          "and frt_cuda_gemm_plan at setup; 9 to 64 rows on a Hopper device)",
-                         n, in_dim, out_dim);
-    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0);
-    return gemm_skinny_glu_run(&p->skg, stream, y, x, w_gate, w_up, n, in_dim, out_dim);
+                         n, in_dim, out_dim, products == FRT_CUDA_BF16 ? "bf16" : "f32");
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, products, 0);
+    return gemm_skinny_glu_run(&p->skg, stream, y, x, w_gate, w_up, n, in_dim, out_dim, products == FRT_CUDA_BF16);
 }
 
 /* Makes *p a GEMV plan when the policy takes it and x fits the device's

@@ -34,17 +34,17 @@ int gemm_skinny_choose(int n, int in_dim, int out_dim, int glu, skinny_cfg *c);
 int gemm_skinny_run(const skinny_cfg *c, void *stream, void *y, int y_bf16, const uint16_t *x, const uint16_t *w, int n,
                     int in_dim, int out_dim, int accumulate);
 
-/* The SwiGLU form (frt_cuda_gemm_swiglu) of glu plan c. Errors: those of
- * gemm_skinny_run. */
+/* The SwiGLU form (frt_cuda_gemm_swiglu) of glu plan c; round: the
+ * products rounded to bf16 first. Errors: those of gemm_skinny_run. */
 int gemm_skinny_glu_run(const skinny_cfg *c, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *wg,
-                        const uint16_t *wu, int n, int in_dim, int out_dim);
+                        const uint16_t *wu, int n, int in_dim, int out_dim, int round);
 
 struct gemm_plan {
     int n, in_dim, out_dim, out_dt, accumulate;
     frt_cuda_gemm_kernel kernel;
     gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
     skinny_cfg sk;  /* FRT_CUDA_GEMM_SKINNY */
-    skinny_cfg skg; /* a skinny plan of bf16 out, not accumulating: its SwiGLU form */
+    skinny_cfg skg; /* a skinny plan that does not accumulate: its SwiGLU form */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;

@@ -62,6 +62,7 @@ struct sk_args {
     CUtensorMap tx, tw, tu; /* x [n, in] (boxes of xrows x 64), w [out, in] (256 x 64; GLU: gate and up, 128 x 64) */
     void *y;
     int n, out, kb, splits, y_bf16, acc, xrows;
+    int glu_round; /* GLU: the products rounded to bf16 before the SwiGLU (1) or kept in f32 (0) */
 };
 
 __device__ __forceinline__ void sk_bar_consumers()
@@ -145,12 +146,16 @@ __device__ __forceinline__ void sk_store4(const sk_args &a, int row, int col, fl
     }
 }
 
-/* silu(g) * u of the bf16-rounded sums: the bits of bf16 gate and up
- * products followed by frt_cuda_swiglu's bf16 form. */
-__device__ __forceinline__ float sk_glu(float g, float u)
+/* silu(g) * u of the sums, rounded to bf16 first with round: the bits of
+ * bf16 (round) or f32 gate and up products followed by frt_cuda_swiglu's
+ * form for that input dtype. */
+__device__ __forceinline__ float sk_glu(float g, float u, int round)
 {
-    const float gb = __bfloat162float(__float2bfloat16_rn(g)), ub = __bfloat162float(__float2bfloat16_rn(u));
-    return frt_silu(gb) * ub;
+    if (round) {
+        g = __bfloat162float(__float2bfloat16_rn(g));
+        u = __bfloat162float(__float2bfloat16_rn(u));
+    }
+    return frt_silu(g) * u;
 }
 
 /* GLU: y [n, out] bf16 = SwiGLU of the products with w (gate) and u (up),
@@ -249,8 +254,8 @@ template <bool GLU> __global__ void __launch_bounds__(SK_THREADS, 1) sk_kernel(c
                 float4 g, u;
                 sk_sum_cluster(addr, addr + 128u * 4u, true, S, g, u);
                 __nv_bfloat162 *p = (__nv_bfloat162 *)((__nv_bfloat16 *)a.y + (size_t)row * a.out + col);
-                p[0] = __floats2bfloat162_rn(sk_glu(g.x, u.x), sk_glu(g.y, u.y));
-                p[1] = __floats2bfloat162_rn(sk_glu(g.z, u.z), sk_glu(g.w, u.w));
+                p[0] = __floats2bfloat162_rn(sk_glu(g.x, u.x, a.glu_round), sk_glu(g.y, u.y, a.glu_round));
+                p[1] = __floats2bfloat162_rn(sk_glu(g.z, u.z, a.glu_round), sk_glu(g.w, u.w, a.glu_round));
             }
     } else {
         const int c4 = threadIdx.x & 63, col = t * SK_BN + 4 * c4;
@@ -360,10 +365,11 @@ int gemm_skinny_run(const skinny_cfg *c, void *stream, void *y, int y_bf16, cons
 }
 
 int gemm_skinny_glu_run(const skinny_cfg *c, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *wg,
-                        const uint16_t *wu, int n, int in_dim, int out_dim)
+                        const uint16_t *wu, int n, int in_dim, int out_dim, int round)
 {
     sk_args a;
     FRT_TRY(sk_prepare(&a, c, y, 1, x, wg, wu, n, in_dim, out_dim, 0));
+    a.glu_round = round;
     cudaLaunchAttribute at[2];
     cudaLaunchConfig_t cfg = sk_config(c, stream, at);
     FRT_CUDA_TRY(cudaLaunchKernelEx(&cfg, sk_kernel<true>, a));

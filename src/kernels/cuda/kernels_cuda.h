@@ -987,23 +987,26 @@ int frt_cuda_gemm_set_gemv(frt_cuda_gemm *g, frt_cuda_gemv_policy policy);
  * load. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, on not 0 or 1). */
 int frt_cuda_gemm_set_skinny(frt_cuda_gemm *g, int on);
 
-/* Whether frt_cuda_gemm_swiglu runs for (n, in_dim, out_dim): the plan of
- * that shape with bf16 out, not accumulating, is skinny. 0 for NULL. */
-int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim);
+/* Whether frt_cuda_gemm_swiglu runs for (n, in_dim, out_dim, products):
+ * the plan of that shape with out dtype `products`, not accumulating, is
+ * skinny. 0 for NULL. */
+int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cuda_dtype products);
 
 /* y [n, out_dim] bf16 = SwiGLU(x . w_gate^T, x . w_up^T) in one skinny
- * launch: each product summed as the skinny GEMM sums it, rounded to bf16,
- * then silu(g) * u in f32 rounded to bf16 (frt_cuda_swiglu's bf16 form on
- * bf16 gate and up products). x [n, in_dim], w_gate / w_up [out_dim,
- * in_dim] bf16; 16-byte aligned device pointers; y must not overlap them.
- * A tile is 128 gate and the same 128 up columns (their own split: the
- * bits of a row are those of this launch's plan, not of two
- * frt_cuda_gemm_run calls). Twin: frt_cpu_matmul twice, then
- * frt_cpu_swiglu. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad shape,
- * misaligned); FRT_ERR_UNSUPPORTED (frt_cuda_gemm_swiglu_ok is 0: nothing
- * enqueued); FRT_ERR_BACKEND. */
+ * launch: each product summed as the skinny GEMM sums it, rounded to bf16
+ * when products is FRT_CUDA_BF16 (kept in f32 for FRT_CUDA_F32), then
+ * silu(g) * u in f32 rounded to bf16 (frt_cuda_swiglu's form for gate and
+ * up products of that dtype: the dense family's bf16, the hybrid's f32).
+ * x [n, in_dim], w_gate / w_up [out_dim, in_dim] bf16; 16-byte aligned
+ * device pointers; y must not overlap them. A tile is 128 gate and the
+ * same 128 up columns (their own split: the bits of a row are those of
+ * this launch's plan, not of two frt_cuda_gemm_run calls). Twin:
+ * frt_cpu_matmul twice, then frt_cpu_swiglu. Errors:
+ * FRT_ERR_INVALID_ARGUMENT (NULL, bad shape or dtype, misaligned);
+ * FRT_ERR_UNSUPPORTED (frt_cuda_gemm_swiglu_ok is 0: nothing enqueued);
+ * FRT_ERR_BACKEND. */
 int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *w_gate,
-                         const uint16_t *w_up, int n, int in_dim, int out_dim);
+                         const uint16_t *w_up, int n, int in_dim, int out_dim, frt_cuda_dtype products);
 
 /* Chooses and caches the kernel for a shape (a no-op when cached): the GEMV
  * when the policy takes it and x fits the device's shared memory per block

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define GROUP_DEFAULT_ROWS 2048 /* rows of a default group: the GEMMs' rate is reached (docs/PERF.md) */
 #define MAX_PRODUCTS 32
@@ -231,6 +233,14 @@ int frt_group_attention(const frt_group_attn *a)
                                  piece_n, a->C));
     }
     return 0;
+}
+
+int frt_gemm_skinny_mode(const frt_model *m)
+{
+    if (m->params.gemm_autotune) return 0;
+    const char *e = getenv("FRT_GEMM_SKINNY");
+    if (e && (!strcmp(e, "0") || !strcmp(e, "2"))) return e[0] - '0';
+    return 1;
 }
 
 int frt_gemm_tune_appends(frt_model *m, frt_cuda_gemm *gemm)

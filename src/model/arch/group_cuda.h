@@ -81,6 +81,15 @@ int frt_group_refuse(const char *who, const char *why, int want, int *got);
  * gemm_autotune 0 does nothing. Errors: those of the two calls. */
 int frt_gemm_tune_appends(frt_model *m, frt_cuda_gemm *gemm);
 
+/* Which prefill products of an append bucket (fewer rows than C) an LLM
+ * backend puts on the skinny GEMM (frt_cuda_gemm_set_skinny;
+ * docs/kernels-cuda.md "The skinny GEMM"): FRT_GEMM_SKINNY=0 in the
+ * environment none, 1 gate / up with the SwiGLU in one launch
+ * (frt_cuda_gemm_swiglu; the default), 2 every product. 0 under
+ * params.gemm_autotune, which times cuBLASLt's algorithms for these plans.
+ * The C-row plans stay on cuBLASLt (prefill groups run their algorithm). */
+int frt_gemm_skinny_mode(const frt_model *m);
+
 /* A prefill group's piece table: pos[p] = *d_start + p * C for p < pieces,
  * then pos[pieces] = C and pos[pieces + 1] = min(run, pieces) * C, the row
  * counts the attention launches of one piece and of `run` pieces read

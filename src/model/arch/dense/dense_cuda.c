@@ -457,20 +457,6 @@ static int plan_fp8(const frt_model *m, cd_model *c)
  * per-matrix plans (the hybrid's rule, qwen35_cuda.h one_gemm). */
 static int qkv_one_gemm(const cd_model *c, int rows) { return c->qkv_one && rows > FRT_CUDA_GEMV_MAX_N; }
 
-/* Which prefill products of an append bucket (fewer rows than C) take the
- * skinny GEMM (frt_cuda_gemm_set_skinny; docs/kernels-cuda.md "The skinny
- * GEMM"): FRT_GEMM_SKINNY=0 none, 1 gate / up with the SwiGLU in one
- * launch (frt_cuda_gemm_swiglu; the default), 2 every product. Off under
- * params.gemm_autotune, which times cuBLASLt's algorithms for these plans.
- * The C-row plans stay on cuBLASLt (prefill groups run their algorithm). */
-static int skinny_mode(const frt_model *m)
-{
-    if (m->params.gemm_autotune) return 0;
-    const char *e = getenv("FRT_GEMM_SKINNY");
-    if (e && (!strcmp(e, "0") || !strcmp(e, "2"))) return e[0] - '0';
-    return 1;
-}
-
 static int plan_all(cd_model *c, int n, int skinny)
 {
     FRT_TRY(frt_cuda_gemm_set_skinny(c->gemm, skinny == 2));
@@ -503,7 +489,7 @@ static int make_plans(frt_model *m, cd_model *c)
             c->tuned = 1;
             FRT_TRY(frt_gemm_tune_appends(m, c->gemm));
         }
-        FRT_TRY(plan_all(c, m->buckets[i], m->buckets[i] < m->C ? skinny_mode(m) : 0));
+        FRT_TRY(plan_all(c, m->buckets[i], m->buckets[i] < m->C ? frt_gemm_skinny_mode(m) : 0));
     }
     if (c->wfp8 && !c->wblk && !c->gemm8) FRT_TRY(plan_fp8(m, c)); /* wblk: the bf16 plans above */
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
@@ -1119,8 +1105,8 @@ static int mlp_block(const fwd *f, int l)
                                       w8->gate_proj.w, w8->gate_proj.s, w8->up_proj.w, w8->up_proj.s,
                                       w8->down_proj.w, f->R, c->H, c->I));
         return 0; /* delta: down's accumulator, scaled by the prefill_norm after it (mlp_acc_scales) */
-    } else if (!c->wfp8 && frt_cuda_gemm_swiglu_ok(c->gemm, f->R, c->H, c->I)) { /* an append bucket: one launch */
-        FRT_TRY(frt_cuda_gemm_swiglu(c->gemm, f->st, c->ob, c->h, lw->gate_proj, lw->up_proj, f->R, c->H, c->I));
+    } else if (!c->wfp8 && frt_cuda_gemm_swiglu_ok(c->gemm, f->R, c->H, c->I, BF16)) { /* an append bucket: one launch */
+        FRT_TRY(frt_cuda_gemm_swiglu(c->gemm, f->st, c->ob, c->h, lw->gate_proj, lw->up_proj, f->R, c->H, c->I, BF16));
     } else {
         FRT_TRY(h_fp8(f, 1)); /* FP8 prefill: h quantized once for gate and up */
         const frt_cuda_dtype gt = gate_dt(c);

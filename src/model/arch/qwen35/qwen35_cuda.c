@@ -482,6 +482,8 @@ static int mlp_block(const fwd *f, int l)
                                       lw->gate_proj.q, lw->gate_proj.s, lw->up_proj.q, lw->up_proj.s, lw->down_proj.q,
                                       f->R, c->H, c->I));
         return 0; /* delta: down's accumulator, scaled by the add_norm after it (mlp_acc_scales) */
+    } else if (!c->wfp8 && frt_cuda_gemm_swiglu_ok(c->gemm, f->R, c->H, c->I, F32)) { /* an append bucket: one launch */
+        FRT_TRY(frt_cuda_gemm_swiglu(c->gemm, f->st, c->ob, c->h, lw->gate_proj.w, lw->up_proj.w, f->R, c->H, c->I, F32));
     } else {
         FRT_TRY(h_fp8(f, 1)); /* FP8 prefill: h quantized once for gate and up */
         FRT_TRY(lin(f, c->t0, c->h, lw->gate_proj, c->H, c->I));

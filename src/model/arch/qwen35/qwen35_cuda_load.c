@@ -406,8 +406,13 @@ static int plan_all(frt_model *m, cu_model *c, int n)
 {
     int has_full, has_lin;
     layer_kinds(m, &has_full, &has_lin);
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0));  /* gate, up */
-    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0));  /* down */
+    /* an append bucket's gate / up (and with mode 2 every product) on the
+     * skinny GEMM: the MLP's gate, up and SwiGLU in one launch */
+    const int skinny = n < m->C ? frt_gemm_skinny_mode(m) : 0;
+    FRT_TRY(frt_cuda_gemm_set_skinny(c->gemm, skinny >= 1));
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->I, F32, 0)); /* gate, up */
+    FRT_TRY(frt_cuda_gemm_set_skinny(c->gemm, skinny == 2));
+    FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->I, c->H, F32, 0)); /* down */
     if (has_full) {
         if (one_gemm(c->at_fused, n))
             FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->at_w, F32, 0)); /* q_proj | k_proj | v_proj */
@@ -423,7 +428,7 @@ static int plan_all(frt_model *m, cu_model *c, int n)
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->H, c->ba_w, F32, 0)); /* in_proj_b | a */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, n, c->vd, c->H, F32, 0));   /* out_proj */
     }
-    return 0;
+    return frt_cuda_gemm_set_skinny(c->gemm, 0);
 }
 
 /* FP8 weights: the FP8 GEMM of every prefill product for n rows (a
