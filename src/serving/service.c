@@ -422,22 +422,28 @@ static int gen_plan_cartridge(frt_gen_run *r)
     return 0;
 }
 
-/* The end of the first prefill piece after a restore at plan->start, when
- * the restore may run it in the same call (frt_registry_restore_prefill):
- * no pin or auto capsule is due at the start, the request is neither
- * cancelled nor past its deadline; the piece gen_prefill would run. 0
- * otherwise. */
-static int first_piece_end(frt_gen_run *r)
+/* The end of the prefill piece that starts at pos < n: the next multiple
+ * of the piece size P, or n, or a pin or auto capsule boundary before it. */
+static int piece_end(const frt_request_plan *plan, int pos, int P, int n)
 {
-    const frt_request_plan *plan = &r->plan;
-    const int pos = plan->start, P = r->s->p.prefill_piece;
-    if (pos >= r->n || plan->pin_at == pos || plan->auto_at == pos) return 0;
-    if (frt_gen_cancelled(r->rq, &r->q.em) || frt_gen_past_deadline(r)) return 0;
     int end = (pos / P + 1) * P;
-    if (end > r->n) end = r->n;
+    if (end > n) end = n;
     if (plan->pin_at > pos && plan->pin_at < end) end = plan->pin_at;
     if (plan->auto_at > pos && plan->auto_at < end) end = plan->auto_at;
     return end;
+}
+
+/* The end of the first prefill piece after a restore at plan->start, when
+ * the restore may run it in the same call (frt_registry_restore_prefill):
+ * no pin or auto capsule is due at the start, the request is neither
+ * cancelled nor past its deadline. 0 otherwise. */
+static int first_piece_end(frt_gen_run *r)
+{
+    const frt_request_plan *plan = &r->plan;
+    const int pos = plan->start;
+    if (pos >= r->n || plan->pin_at == pos || plan->auto_at == pos) return 0;
+    if (frt_gen_cancelled(r->rq, &r->q.em) || frt_gen_past_deadline(r)) return 0;
+    return piece_end(plan, pos, r->s->p.prefill_piece, r->n);
 }
 
 /* Step 1 (under the lock): plan, then move the live state to the plan's
@@ -558,10 +564,7 @@ static int gen_prefill(frt_gen_run *r)
             r->res->time_limited = 1;
             break;
         }
-        int end = (pos / P + 1) * P;
-        if (end > n) end = n;
-        if (plan->pin_at > pos && plan->pin_at < end) end = plan->pin_at;
-        if (plan->auto_at > pos && plan->auto_at < end) end = plan->auto_at;
+        const int end = piece_end(plan, pos, P, n);
         rc = e->prefill(e->self, r->ids + pos, end - pos);
         if (rc) break;
         pthread_mutex_lock(&s->mu);

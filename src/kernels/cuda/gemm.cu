@@ -145,12 +145,18 @@ static int skinny_plan(const frt_cuda_gemm *g, gemm_plan *p)
     return 0;
 }
 
+/* The skinny plan whose SwiGLU form serves (n, in, out, products), or NULL. */
+static const gemm_plan *swiglu_plan(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cuda_dtype products)
+{
+    if (!g || !frt_dtype_ok(products)) return NULL;
+    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, products, 0);
+    return p && p->kernel == FRT_CUDA_GEMM_SKINNY && p->skg.on ? p : NULL;
+}
+
 extern "C" int frt_cuda_gemm_swiglu_ok(const frt_cuda_gemm *g, int n, int in_dim, int out_dim,
                                        frt_cuda_dtype products)
 {
-    if (!g || !frt_dtype_ok(products)) return 0;
-    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, products, 0);
-    return p && p->kernel == FRT_CUDA_GEMM_SKINNY && p->skg.on;
+    return swiglu_plan(g, n, in_dim, out_dim, products) != NULL;
 }
 
 extern "C" int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x,
@@ -161,12 +167,12 @@ extern "C" int frt_cuda_gemm_swiglu(frt_cuda_gemm *g, void *stream, uint16_t *y,
     FRT_TRY(shape_check("swiglu", n, in_dim, out_dim, products));
     FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w_gate | (uintptr_t)w_up) & (GEMM_ALIGN - 1)) == 0,
             "cuda gemm swiglu: pointers must be %d-byte aligned", GEMM_ALIGN);
-    if (!frt_cuda_gemm_swiglu_ok(g, n, in_dim, out_dim, products))
+    const gemm_plan *p = swiglu_plan(g, n, in_dim, out_dim, products);
+    if (!p)
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda gemm swiglu: n %d in %d out %d has no skinny plan of %s out (frt_cuda_gemm_set_skinny "
                          "and frt_cuda_gemm_plan at setup; 9 to 64 rows on a Hopper device)",
                          n, in_dim, out_dim, products == FRT_CUDA_BF16 ? "bf16" : "f32");
-    const gemm_plan *p = gemm_plan_find(g, n, in_dim, out_dim, products, 0);
     return gemm_skinny_glu_run(&p->skg, stream, y, x, w_gate, w_up, n, in_dim, out_dim, products == FRT_CUDA_BF16);
 }
 

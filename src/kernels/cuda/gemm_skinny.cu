@@ -6,25 +6,25 @@
  * are bound by the weight bytes: every weight byte is read once, and the
  * launch keeps every SM streaming.
  *
- * Work: the output columns are cut into tiles of SK_BN (256) and the inner
- * dimension into units of SK_BK (64 elements, one 128-byte swizzled row);
- * the T x KB (tile, unit) pairs, tile-major, are cut into G contiguous,
- * nearly equal ranges, one per block (stream-K: G = min(SMs, T x KB), one
- * wave). A block walks its range tile by tile: a producer warp streams the
- * w box (256 rows x 64) and the x box (64 rows x 64; rows past n read as
- * zeros) of each unit into a ring of SK_STAGES shared-memory stages with
- * the tensor copy engine, and two consumer warpgroups each multiply the x
- * box by their 128 rows of w (wgmma m64n128k16, 4 a unit) into 64 f32
- * accumulators a thread. A tile the block covers whole is stored at once.
- * A tile shared by several blocks (a segment each) is summed in a fixed
- * order: each block writes its segment's partial sums (f32, 64 x 256) into
- * its slot of the stream's workspace and counts itself on the tile's
- * counter; the last to arrive adds the segments in the order of their
- * blocks (the first block's partial, then the next's, ...), applies the
- * epilogue and sets the counter back to zero for the next launch. So a
- * row's bits depend on (n, in, out, G) only, never on timing: the plan
- * fixes G, and frt_cuda_gemm_plan_info reports it (splitk_num) so the
- * model fingerprint follows it.
+ * Work: the output columns are cut into tiles of SK_BN (256; the SwiGLU
+ * form: 128 gate and the same 128 up columns) and the inner dimension into
+ * units of SK_BK (64 elements, one 128-byte swizzled row). Each tile's
+ * units are split into S nearly equal ranges, one block each, and the S
+ * blocks of a tile are one cluster (S <= 8, chosen at plan time so that
+ * tiles x S blocks fit one wave of clusters). A producer warp streams the
+ * w box (256 rows x 64) and the x box (n rounded up to 8 rows x 64; rows
+ * past n read as zeros, rows of the stage past the box are stale and only
+ * reach output rows >= n, never stored) of each unit into a ring of
+ * SK_STAGES shared-memory stages with the tensor copy engine; two consumer
+ * warpgroups each multiply the x box by their 128 rows of w (wgmma
+ * m64n128k16, 4 a unit) into 64 f32 accumulators a thread. Each block then
+ * writes its partial sums (64 x 256 f32) over its stages; after a cluster
+ * barrier block r sums rows r n / S .. (r + 1) n / S - 1 over the S
+ * partials through distributed shared memory in rank order and stores them;
+ * a second cluster barrier keeps every partial alive until it is read. No
+ * workspace, no atomics: a row's bits depend on (n, in, out, S) only, and
+ * frt_cuda_gemm_plan_info reports S (splitk_num) so the model fingerprint
+ * follows it.
  *
  * Epilogue: v = the sum; with accumulate v = fl(v + y) (y widened to f32);
  * stored in y's dtype (bf16: round to nearest even once). The cuBLASLt
@@ -32,7 +32,7 @@
  *
  * The launch is a programmatic dependent launch: the producer streams the
  * first stages' weights (which no kernel writes) before griddepcontrol.wait,
- * and x, y and the workspace are touched after it. Twin:
+ * and x and y are touched after it. Twin:
  * frt_cpu_matmul / frt_cpu_matmul_add. Tested in tests/test_cuda_gemm_skinny.c.
  * PTX ISA 8.x (wgmma, cp.async.bulk.tensor, mbarrier); the descriptors are
  * those of wgmma_util.h.
@@ -181,32 +181,32 @@ template <bool GLU> __global__ void __launch_bounds__(SK_THREADS, 1) sk_kernel(c
 
     if (warp == SK_CONSUMERS / 32) { /* the producer */
         if (lane == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&a.tw) : "memory");
-            if (GLU) asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&a.tu) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&a.tx) : "memory");
-            const int pre = nu < SK_STAGES ? nu : SK_STAGES;
-            for (int i = 0; i < nu; i++) {
-                const int s = i % SK_STAGES;
-                const uint32_t st = base + (uint32_t)s * SK_STAGE_BYTES, full = mb + 8u * s;
-                if (i == pre) { /* the first stages' x: the kernel before's output */
-                    frt_pdl_wait();
-                    for (int q = 0; q < pre; q++)
-                        frt_tma_2d(base + (uint32_t)q * SK_STAGE_BYTES, &a.tx, (k0 + q) * SK_BK, 0, mb + 8u * q);
-                }
-                if (i >= SK_STAGES) frt_mbar_wait(mb + 8u * (SK_STAGES + s), ((i / SK_STAGES) & 1) ^ 1);
-                frt_mbar_expect(full, stage_bytes);
+            frt_tensormap_prefetch(&a.tw);
+            if (GLU) frt_tensormap_prefetch(&a.tu);
+            frt_tensormap_prefetch(&a.tx);
+            auto load_w = [&](int i, uint32_t st, uint32_t full) {
                 if (GLU) {
                     frt_tma_2d(st + SK_X_BYTES, &a.tw, (k0 + i) * SK_BK, t * 128, full);
                     frt_tma_2d(st + SK_X_BYTES + 16384u, &a.tu, (k0 + i) * SK_BK, t * 128, full);
                 } else {
                     frt_tma_2d(st + SK_X_BYTES, &a.tw, (k0 + i) * SK_BK, t * SK_BN, full);
                 }
-                if (i >= pre) frt_tma_2d(st, &a.tx, (k0 + i) * SK_BK, 0, full);
+            };
+            const int pre = nu < SK_STAGES ? nu : SK_STAGES;
+            for (int i = 0; i < pre; i++) { /* weights first: no kernel writes them */
+                frt_mbar_expect(mb + 8u * i, stage_bytes);
+                load_w(i, base + (uint32_t)i * SK_STAGE_BYTES, mb + 8u * i);
             }
-            if (nu == pre) { /* every unit fit the first round */
-                frt_pdl_wait();
-                for (int q = 0; q < pre; q++)
-                    frt_tma_2d(base + (uint32_t)q * SK_STAGE_BYTES, &a.tx, (k0 + q) * SK_BK, 0, mb + 8u * q);
+            frt_pdl_wait(); /* x is the kernel before's output */
+            for (int i = 0; i < pre; i++)
+                frt_tma_2d(base + (uint32_t)i * SK_STAGE_BYTES, &a.tx, (k0 + i) * SK_BK, 0, mb + 8u * i);
+            for (int i = pre; i < nu; i++) {
+                const int s = i % SK_STAGES;
+                const uint32_t st = base + (uint32_t)s * SK_STAGE_BYTES, full = mb + 8u * s;
+                frt_mbar_wait(mb + 8u * (SK_STAGES + s), ((i / SK_STAGES) & 1) ^ 1);
+                frt_mbar_expect(full, stage_bytes);
+                load_w(i, st, full);
+                frt_tma_2d(st, &a.tx, (k0 + i) * SK_BK, 0, full);
             }
         }
         __syncwarp();

@@ -87,13 +87,20 @@ template <int N> __device__ __forceinline__ void frt_bulk_wait()
 {
     asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
+/* Brings a tensor map (a kernel parameter or global memory) into the
+ * descriptor cache before its first copy. */
+__device__ __forceinline__ void frt_tensormap_prefetch(const CUtensorMap *map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
 /* A tensor map in global memory that was written before this kernel (by a
  * copy from the host: system scope): acquired for the tensor-copy proxy
  * before its first use, and prefetched. */
 __device__ __forceinline__ void frt_tensormap_acquire(const CUtensorMap *map)
 {
     asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"((uint64_t)map) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+    frt_tensormap_prefetch(map);
 }
 
 /* A 2-D bf16 tensor of `rows` rows of `cols` elements, row_bytes apart
