@@ -371,10 +371,17 @@ static void test_attention_many(frt_cuda_bmm *h)
  * frt_cuda_attention_masked_many (a graph of 27 of each). */
 typedef struct mha_timing {
     frt_cuda_bmm *h;
-    frt_cuda_mha_args m;
+    frt_cuda_mha_args m, mf; /* mf: the model's form, from the f32 projection plus its bias */
     frt_cuda_attn_args a[3];
     int cams;
 } mha_timing;
+
+static int rec_mha_f32(frt_stream *st, void *user)
+{
+    mha_timing *t = user;
+    for (int i = 0; i < 27; i++) FRT_TRY(frt_cuda_attention_mha(frt_stream_native(st), &t->mf));
+    return 0;
+}
 
 static int rec_mha(frt_stream *st, void *user)
 {
@@ -455,12 +462,19 @@ static void test_mha(frt_cuda_bmm *h, int cams, int n, int heads, int hd)
             a->mask.kmask_len = a->mask.sfx_start = n;
             CHECK_OK(frt_cuda_attention_masked_plan(h, a));
         }
+        float *pf = frand((size_t)cams * n * 3 * D, -1.5f, 1.5f), *bias = frand((size_t)3 * D, -0.5f, 0.5f);
+        dbuf dpf = dfl(pf, (size_t)cams * n * 3 * D), dbias = dfl(bias, (size_t)3 * D);
+        t.mf = m, t.mf.q = t.mf.k = t.mf.v = NULL;
+        t.mf.qkv_f32 = dpf.p, t.mf.bias = dbias.p, t.mf.ld_f32 = 3 * D, t.mf.s_f32 = (long long)n * 3 * D;
         const double us_p = graph_us("mha products", rec_mha_products, &t, 27);
         const double us_m = graph_us("mha one launch", rec_mha, &t, 27);
+        const double us_f = graph_us("mha one launch, f32", rec_mha_f32, &t, 27);
         printf("  timing: SigLIP attention, %d cameras x %d heads of %d over %d patches (graph of 27): products + "
-               "softmax (%d launches) %.2f us, one launch %.2f us\n",
-               cams, heads, hd, n, 2 * cams + 1, us_p, us_m);
-        dfree(&ds), dfree(&dp);
+               "softmax (%d launches) %.2f us, one launch %.2f us (from the f32 projection + bias, the model's: "
+               "%.2f us)\n",
+               cams, heads, hd, n, 2 * cams + 1, us_p, us_m, us_f);
+        free(pf), free(bias);
+        dfree(&ds), dfree(&dp), dfree(&dpf), dfree(&dbias);
     }
     free(qkv), free(got), free(got2), free(ref), free(q), free(k), free(v), free(allow);
     dfree(&dqkv), dfree(&dout);

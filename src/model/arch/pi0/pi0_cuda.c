@@ -792,10 +792,13 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
 }
 
 /* The attention of every camera slot as ONE launch of
- * frt_cuda_attention_mha (the cameras a batch), straight from the f32 q | k
- * | v projection in pc->y plus its bias qkv_b; *ok 0 (nothing enqueued)
- * when the kernel does not take the shape or FRT_PI0_VIT_MHA=0 asks for
- * the bias launch and the products (docs/policies.md). */
+ * frt_cuda_attention_mha (the cameras a batch), after the bias launch that
+ * rounds the f32 q | k | v projection in pc->y plus its bias qkv_b to bf16
+ * (FRT_PI0_VIT_MHA=2: the launch stages the f32 rows plus the bias itself,
+ * the same bits, measured 0.06-0.12 ms an inference slower: docs/PERF.md);
+ * *ok 0 (nothing enqueued) when the kernel does not take the shape or
+ * FRT_PI0_VIT_MHA=0 asks for the bias launch and the products
+ * (docs/policies.md). */
 static int vit_attention_mha(frt_model *m, const float *qkv_b, int cams, int *ok)
 {
     const pi0_config *c = &pi0_of(m)->c;
@@ -804,9 +807,17 @@ static int vit_attention_mha(frt_model *m, const float *qkv_b, int cams, int *ok
     const char *e = getenv("FRT_PI0_VIT_MHA");
     frt_cuda_mha_args a = {.out = pc->attb, .ldo = D, .n = np, .n_heads = c->v_heads, .head_dim = c->v_head_dim,
                            .scale = 1.0f / sqrtf((float)c->v_head_dim), .batch = cams, .so = (long long)np * D,
-                           .qkv_f32 = pc->y, .bias = qkv_b, .ld_f32 = 3 * D, .s_f32 = (long long)np * 3 * D};
+                           .q = pc->qkvb, .k = pc->qkvb + D, .v = pc->qkvb + 2 * D, .ldq = 3 * D, .ldkv = 3 * D,
+                           .sq = (long long)np * 3 * D, .skv = (long long)np * 3 * D};
+    if (e && strcmp(e, "2") == 0) {
+        a.q = a.k = a.v = NULL, a.ldq = a.ldkv = 0, a.sq = a.skv = 0;
+        a.qkv_f32 = pc->y, a.bias = qkv_b, a.ld_f32 = 3 * D, a.s_f32 = (long long)np * 3 * D;
+    }
     *ok = !(e && strcmp(e, "0") == 0) && frt_cuda_attention_mha_check(&a) == 0;
-    return *ok ? frt_cuda_attention_mha(sp(m), &a) : 0;
+    if (!*ok) return 0;
+    if (!a.qkv_f32)
+        FRT_TRY(frt_cuda_bias_act(sp(m), pc->qkvb, BF16, pc->y, qkv_b, cams * np, 3 * D, FRT_CUDA_ACT_NONE));
+    return frt_cuda_attention_mha(sp(m), &a);
 }
 
 /* The attention of every camera slot of the variant from the products
