@@ -297,6 +297,8 @@ static void cuda_no_prefix(frt_model *g, const obs *o, const frt_policy_info *pi
 static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, const obs *o, const frt_policy_info *pi,
                              int max_tokens, int nodes, size_t nvis, const char *level);
 
+static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const float *ca, const float *cv,
+                       const obs *o, const frt_policy_info *pi, int max_tokens, size_t nvis);
 static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, int cams, int tok, int max_tokens)
 {
     char dir[256];
@@ -342,6 +344,7 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     cuda_properties(shape, g, c, &o, &pi, variants);
     cuda_cfg(shape, g, c, &o, &pi);
     cuda_cfg_fused(shape, g, &o, &pi);
+    if (d->t_width % 16 == 0 && d->t_inter % 16 == 0) fp8_vs_cpu(shape, dir, g, ca, cv, &o, &pi, max_tokens, nvis);
     obs_free(&o);
     free(ca), free(cv), free(cvis), free(ga), free(gv), free(gvis);
     frt_model_free(c);
@@ -379,6 +382,53 @@ static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, c
     block(shape, what, ga, sa, na, 3e-2, 0.999);
     free(ga), free(gv), free(sa), free(sv), free(vis);
     frt_model_free(s);
+}
+
+/* params.weight_dtype FRT_WEIGHT_FP8 (the prefix's MLP in E4M3, quantized
+ * at load, its inputs per row): the actions against the cpu backend's f32
+ * within FP8's bar (docs/policies.md "FP8 weights"), another fingerprint
+ * than the bf16 model's (a capsule of one is refused by the other, the
+ * live state kept), a capsule restore byte-identical, the same bits on a
+ * second run; the cpu backend refuses FP8 weights. */
+static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const float *ca, const float *cv,
+                       const obs *o, const frt_policy_info *pi, int max_tokens, size_t nvis)
+{
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA, p.max_seq = max_tokens, p.weight_dtype = FRT_WEIGHT_FP8;
+    frt_model *f = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &f));
+    if (!f) return;
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    float *a = malloc(na * 4), *v = malloc(na * 4), *b = malloc(na * 4), *vis = calloc(nvis, 4);
+    run_blocks(f, o, pi, a, v, vis, nvis);
+    block(shape, "fp8 velocity0", v, cv, na, 3e-2, 0.999); /* the bf16 bar: measured 1.4e-3 .. 7.4e-3 */
+    block(shape, "fp8 actions", a, ca, na, 3e-2, 0.999);
+    run_blocks(f, o, pi, b, v, vis, nvis);
+    CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: fp8 actions differ on a second run", shape);
+    const uint64_t fg = frt_model_fingerprint(g), ff = frt_model_fingerprint(f);
+    printf("  %-28s fp8 fingerprint %016llx, bf16 %016llx%s\n", shape, (unsigned long long)ff,
+           (unsigned long long)fg, ff != fg ? "" : "  SAME (FAIL)");
+    CHECK(ff != fg);
+    frt_policy_inputs in = inputs(o, pi, 0);
+    CHECK_OK(frt_policy_episode_start(f, 31));
+    frt_capsule *cap = NULL, *cap16 = NULL;
+    CHECK_OK(frt_capsule_snapshot(f, FRT_TIER_HOST, NULL, NULL, 0, &cap));
+    CHECK_OK(frt_capsule_snapshot(g, FRT_TIER_HOST, NULL, NULL, 0, &cap16));
+    CHECK_OK(frt_policy_run(f, &in, a, na));
+    CHECK_OK(frt_policy_run(f, &in, b, na)); /* the live state moves on */
+    if (cap16) CHECK_STATUS(frt_capsule_restore(f, cap16), FRT_ERR_MISMATCH);
+    if (cap) CHECK_OK(frt_capsule_restore(f, cap));
+    CHECK_OK(frt_policy_run(f, &in, b, na));
+    CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: fp8 capsule restore does not give the same actions", shape);
+    printf("  %-28s fp8: capsule restore byte-identical %s, a bf16 capsule refused\n", shape,
+           memcmp(a, b, na * 4) == 0 ? "yes" : "NO");
+    frt_capsule_free(cap), frt_capsule_free(cap16);
+    frt_model_free(f);
+    p.backend = FRT_BACKEND_CPU;
+    f = NULL;
+    CHECK_STATUS(frt_model_load(dir, &p, &f), FRT_ERR_UNSUPPORTED);
+    CHECK(f == NULL);
+    free(a), free(v), free(b), free(vis);
 }
 
 /* The real Pi0.5 shape of gen-model (tools/gen_policy.c). */

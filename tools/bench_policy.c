@@ -4,7 +4,8 @@
  *   frt bench policy -m DIR [--cameras N] [--tokens N] [--repeats R]
  *                    [--warmup W] [--backend cpu|cuda] [--cfg-beta B]
  *                    [--cfg-mode both|fused|serial] [--autotune N]
- *                    [--tune-file FILE] [--batch B] [--json FILE]
+ *                    [--tune-file FILE] [--batch B] [--dtype default|fp8]
+ *                    [--json FILE]
  *
  * Random inputs at the model's shapes (every camera present, a prompt of N
  * valid tokens, a random state for Pi0, the episode's noise); W untimed
@@ -354,10 +355,12 @@ static int bench_all(frt_model *m, const frt_policy_info *pi, const bench_cfg *b
     return 0;
 }
 
-static int load(const char *dir, frt_backend backend, int autotune, const char *tune_file, int slots, frt_model **m)
+static int load(const char *dir, frt_backend backend, int autotune, const char *tune_file, int slots, int fp8,
+                frt_model **m)
 {
     frt_model_params mp = frt_model_default_params();
     mp.backend = backend;
+    mp.weight_dtype = fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     mp.gemm_autotune = autotune;
     mp.gemm_tune_file = tune_file;
     mp.policy_batch = slots;
@@ -365,10 +368,10 @@ static int load(const char *dir, frt_backend backend, int autotune, const char *
 }
 
 static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cfg *b, int autotune,
-                     const char *tune_file, const char *json_path)
+                     const char *tune_file, const char *json_path, int fp8)
 {
     frt_model *m = NULL;
-    int rc = load(dir, backend, autotune, tune_file, b->batch * (b->beta > 0 ? 2 : 1), &m);
+    int rc = load(dir, backend, autotune, tune_file, b->batch * (b->beta > 0 ? 2 : 1), fp8, &m);
     if (rc) return frt_cli_fail("bench policy", rc);
     frt_policy_info pi;
     rc = frt_policy_info_get(m, &pi);
@@ -382,6 +385,8 @@ static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cf
     b->fl = r.fl;
     b->bytes_per_param = backend == FRT_BACKEND_CPU ? 4.0 : 2.0;
     if (rc == 0) print_head(dir, backend, &pi, b, m, r.root);
+    if (rc == 0 && fp8)
+        printf("  --dtype fp8: the prefix's MLP in FP8 E4M3 (docs/policies.md); the floors are the bf16 ones\n");
     if (rc == 0) rc = bench_all(m, &pi, b, cameras, rows);
     json_object_set_new(r.root, "rows", rows);
     if (rc == 0 && json_path && json_dump_file(r.root, json_path, JSON_INDENT(2)) != 0)
@@ -395,7 +400,7 @@ static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cf
 
 int frt_bench_policy(int argc, char **argv)
 {
-    const char *dir = NULL, *json_path = NULL, *tune_file = NULL, *mode = "both";
+    const char *dir = NULL, *json_path = NULL, *tune_file = NULL, *mode = "both", *dtype = "default";
     int cameras = 0, autotune = 0, backend = FRT_ARG_BACKEND_AUTO;
     bench_cfg b = {.tokens = 0, .warmup = 1, .repeats = 10, .beta = 0.0f};
     frt_arg opts[] = {
@@ -418,6 +423,9 @@ int frt_bench_policy(int argc, char **argv)
         FRT_OPT(0, "batch", FRT_ARG_INT, &b.batch, "B",
                 "also time frt_policy_run_batch of B rollouts (0 = none; 2 B slots with --cfg-beta)", .min = 0,
                 .max = FRT_POLICY_BATCH_MAX),
+        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &dtype, "DTYPE",
+                "weight precision: the checkpoint's, or the prefix's MLP in FP8 E4M3 (cuda; docs/policies.md)",
+                .choices = "default|fp8"),
         FRT_OPT(0, "json", FRT_ARG_STR, &json_path, "FILE", "also write the results as JSON", .dflt = ""),
     };
     frt_cmd_spec spec = {"bench policy", "-m DIR [options]",
@@ -437,5 +445,6 @@ int frt_bench_policy(int argc, char **argv)
         return frt_args_error(&spec, "--batch %d with --cfg-beta needs %d slots (at most %d)", b.batch, 2 * b.batch,
                               FRT_POLICY_BATCH_MAX);
     b.mode = mode;
-    return bench_run(dir, (frt_backend)frt_args_backend(backend), cameras, &b, autotune, tune_file, json_path);
+    return bench_run(dir, (frt_backend)frt_args_backend(backend), cameras, &b, autotune, tune_file, json_path,
+                     !strcmp(dtype, "fp8"));
 }

@@ -2,7 +2,7 @@
  * (frt/policy.h, docs/policies.md).
  *
  *   frt policy run -m DIR --inputs FILE.safetensors [--out FILE.safetensors]
- *                  [--noise-seed S] [--json] [--backend cpu|cuda]
+ *                  [--noise-seed S] [--json] [--backend cpu|cuda] [--dtype default|fp8]
  *
  * --inputs holds the exact model inputs: pixel_values [cameras, 3, H, W]
  * (float, in [-1, 1]), input_ids [tokens] (I32 or I64), and optionally
@@ -376,6 +376,7 @@ static int run_images(const char *dir, const frt_model_params *mp, policy_image_
 static int cmd_run(int argc, char **argv)
 {
     const char *dir = NULL, *inputs_help = NULL, *out = NULL, *image_help = NULL, *paths[FRT_POLICY_BATCH_MAX];
+    const char *dtype = "default";
     int n_inputs = 0;
     unsigned long long seed = 0;
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
@@ -390,6 +391,9 @@ static int cmd_run(int argc, char **argv)
         FRT_OPT(0, "noise-seed", FRT_ARG_U64, &seed, "S", "the episode's noise seed (when the inputs hold no noise)"),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object"),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the policy runs"),
+        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &dtype, "DTYPE",
+                "weight precision: the checkpoint's, or the prefix's MLP in FP8 E4M3 (cuda; docs/policies.md)",
+                .choices = "default|fp8"),
         FRT_OPT(0, "image", FRT_ARG_STR, &image_help, "CAM=FILE",
                 "instead of --inputs: a camera's PNG or JPEG (repeat per camera; others are masked)", .dflt = ""),
         FRT_OPT('p', "prompt", FRT_ARG_STR, &ir.obs.prompt, "TEXT", "with --image: the instruction", .dflt = ""),
@@ -435,6 +439,7 @@ static int cmd_run(int argc, char **argv)
     if (image_mode) {
         frt_model_params mp = frt_model_default_params();
         mp.backend = (frt_backend)frt_args_backend(backend);
+        mp.weight_dtype = !strcmp(dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
         return run_images(dir, &mp, &ir, &cfg, seed_given0, seed, json, out, &spec);
     }
     if (!n_inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
@@ -442,6 +447,7 @@ static int cmd_run(int argc, char **argv)
         return frt_args_error(&spec, "--cfg-beta takes two slots a rollout: at most %d --inputs", FRT_POLICY_BATCH_MAX / 2);
     run_spec rs = {dir, out, paths, frt_model_default_params(), &cfg, n_inputs, seed_given0, json, seed};
     rs.mp.backend = (frt_backend)frt_args_backend(backend);
+    rs.mp.weight_dtype = !strcmp(dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     obs *o = calloc((size_t)n_inputs, sizeof *o);
     int ret = o ? 0 : frt_args_error(&spec, "out of memory");
     for (int r = 0; ret == 0 && r < n_inputs; r++) {

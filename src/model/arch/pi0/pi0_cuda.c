@@ -82,7 +82,9 @@
  */
 #include "model/arch/pi0/pi0.h"
 
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
+#include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
 #include "model/arch/pi0/pi0_glue.h"
@@ -117,12 +119,21 @@ typedef struct pc_vit {
 typedef struct pc_gemma {
     const float *in_norm, *post_norm;  /* [W] (NULL in Pi0.5's expert) */
     const uint16_t *qkv, *o, *gu, *down; /* [Q + 2 KV, W], [W, Q], [2 I, W], [W, I] */
+    /* FP8 weights (params.weight_dtype FRT_WEIGHT_FP8, the prefix's MLP):
+     * E4M3 codes of gate | up and down, one f32 scale an output row (gu and
+     * down are then NULL) */
+    const uint8_t *gu8, *down8; /* [2 I, W], [W, I] */
+    const float *gu_s, *down_s; /* [2 I], [W] */
 } pc_gemma;
 
 typedef struct pc_model {
     /* sizes */
     int NV, Kp, P, Pp, ns, nsp, lds_v, lds_p, lds_e, KV, n_act;
     frt_cuda_gemm *gemm;
+    frt_cuda_gemm_fp8 *g8; /* the prefix MLP's FP8 products (fp8) */
+    int fp8;               /* params.weight_dtype FRT_WEIGHT_FP8 */
+    uint8_t *x8;           /* fp8: a product's input codes [P, max(W, I)] */
+    float *x8s;            /* and their scales [P] */
     frt_cuda_bmm *bmm;
     frt_buffer *wbuf, *sbuf, *flag;
     /* weights */
@@ -305,6 +316,37 @@ static int put_mat(wload *wl, const uint16_t **dst, int cols, int dcols, const m
     return rc;
 }
 
+/* The row blocks src[0..ns) stacked into one matrix [rows, cols] of E4M3
+ * codes with one f32 scale a row (max |row| / 448, frt_fp8_quantize_rows_dynamic:
+ * the FP8 weights quantized at load, docs/fp8.md). */
+static int put_fp8(wload *wl, const uint8_t **dst, const float **scale, int cols, const msrc *src, int ns)
+{
+    size_t rows = 0;
+    for (int i = 0; i < ns; i++) rows += (size_t)src[i].rows;
+    const size_t off = wl->used, soff = off + align_up(rows * (size_t)cols);
+    wl->used = soff + align_up(rows * sizeof(float));
+    if (wl->pass == 0) return 0;
+    uint8_t *q = malloc(rows * (size_t)cols + 1);
+    float *sc = malloc(rows * sizeof(float) + 1);
+    if (!q || !sc) {
+        free(q), free(sc);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory quantizing the weights");
+    }
+    size_t r0 = 0;
+    for (int i = 0; i < ns; r0 += (size_t)src[i].rows, i++) {
+        const msrc *b = &src[i];
+#pragma omp parallel for schedule(static) if ((size_t)b->rows * cols >= (1u << 20))
+        for (int r = 0; r < b->rows; r++) /* rows are independent: the same bits in any order */
+            frt_fp8_quantize_rows_dynamic(q + (r0 + r) * cols, sc + r0 + r, b->p + (size_t)r * b->ld, 1, cols);
+    }
+    int rc = upload(wl, off, q, rows * (size_t)cols);
+    if (rc == 0) rc = upload(wl, soff, sc, rows * sizeof(float));
+    free(q), free(sc);
+    *dst = (const uint8_t *)(wl->base + off);
+    *scale = (const float *)(wl->base + soff);
+    return rc;
+}
+
 /* One matrix [rows, cols]. */
 static int put_m(wload *wl, const uint16_t **dst, const float *p, int rows, int cols)
 {
@@ -351,7 +393,7 @@ static int load_vit(wload *wl, const pi0_config *c, const pi0_vit_layer *y, pc_v
     return put_v(wl, &d->fc2_b, y->fc2_b, Dz);
 }
 
-static int load_gemma(wload *wl, const pi0_gemma_config *g, const pi0_gemma_layer *y, pc_gemma *d)
+static int load_gemma(wload *wl, const pi0_gemma_config *g, const pi0_gemma_layer *y, pc_gemma *d, int fp8)
 {
     const int W = g->width, Q = g->heads * g->head_dim, KV = g->kv_heads * g->head_dim, I = g->inter;
     if (y->in_norm) FRT_TRY(put_v(wl, &d->in_norm, y->in_norm, (size_t)W));
@@ -360,6 +402,11 @@ static int load_gemma(wload *wl, const pi0_gemma_config *g, const pi0_gemma_laye
     FRT_TRY(put_mat(wl, &d->qkv, W, W, qkv, 3));
     FRT_TRY(put_m(wl, &d->o, y->o, W, Q));
     const msrc gu[2] = {{y->gate, I, W}, {y->up, I, W}};
+    if (fp8) {
+        const msrc dn = {y->down, W, I};
+        FRT_TRY(put_fp8(wl, &d->gu8, &d->gu_s, W, gu, 2));
+        return put_fp8(wl, &d->down8, &d->down_s, I, &dn, 1);
+    }
     FRT_TRY(put_mat(wl, &d->gu, W, W, gu, 2));
     return put_m(wl, &d->down, y->down, W, I);
 }
@@ -488,8 +535,9 @@ static int load_all(wload *wl)
     FRT_TRY(put_m(wl, &pc->proj_w, w->proj_w, c->t.width, D));
     FRT_TRY(put_v(wl, &pc->proj_b, w->proj_b, (size_t)c->t.width));
     FRT_TRY(put_m(wl, &pc->embed, w->embed, c->vocab, c->t.width));
-    for (int l = 0; l < c->t.layers; l++) FRT_TRY(load_gemma(wl, &c->t, &w->tl[l], &pc->tl[l]));
-    for (int l = 0; l < c->e.layers; l++) FRT_TRY(load_gemma(wl, &c->e, &w->el[l], &pc->el[l]));
+    for (int l = 0; l < c->t.layers; l++) /* the last layer's MLP is never run (its K and V only) */
+        FRT_TRY(load_gemma(wl, &c->t, &w->tl[l], &pc->tl[l], pc->fp8 && l + 1 < c->t.layers));
+    for (int l = 0; l < c->e.layers; l++) FRT_TRY(load_gemma(wl, &c->e, &w->el[l], &pc->el[l], 0));
     FRT_TRY(load_inv_freq(wl, &pc->t_inv_freq, &c->t));
     FRT_TRY(load_inv_freq(wl, &pc->e_inv_freq, &c->e));
     return load_heads(wl, P);
@@ -516,6 +564,12 @@ static int cuda_load_weights(frt_model *m)
     if (!pc) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory");
     m->bk_data = pc;
     set_sizes(c, pc);
+    pc->fp8 = m->params.weight_dtype == FRT_WEIGHT_FP8;
+    if (pc->fp8 && (c->t.width % 16 || c->t.inter % 16))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "pi0 cuda: fp8 weights need the prefix's width and MLP size multiples of 16 (%d, %d)",
+                         c->t.width, c->t.inter);
+    if (pc->fp8) m->weights_desc = "weights=bf16,prefix_mlp=f8_e4m3,scale=per-channel,at-load";
     pc->vit = calloc((size_t)c->v_layers, sizeof *pc->vit);
     pc->tl = calloc((size_t)c->t.layers, sizeof *pc->tl);
     pc->el = calloc((size_t)c->e.layers, sizeof *pc->el);
@@ -574,6 +628,10 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->qkvb = take(a, (size_t)rows * QKV * 2);
     pc->attb = take(a, (size_t)rows * imax(imax(Qt, Qe), c->v_width) * 2);
     pc->actb = take(a, (size_t)rows * I * 2);
+    if (pc->fp8) {
+        pc->x8 = take(a, (size_t)pc->P * imax(c->t.width, c->t.inter));
+        pc->x8s = take(a, (size_t)pc->P * 4);
+    }
     pc->xt = take(a, (size_t)pc->n_act * 4);
     pc->vel = take(a, (size_t)pc->n_act * 4);
     pc->vel_c = take(a, (size_t)pc->n_act * 4);
@@ -608,8 +666,13 @@ static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v)
     const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},         {v->nv, D, D},
                          {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D},    {v->nv, D, Wt},
                          {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, c->t.inter, Wt}};
-    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    const size_t nsh = sizeof sh / sizeof sh[0];
+    for (size_t i = 0; i < nsh - (pc->fp8 ? 1 : 0); i++) /* fp8: down is an FP8 product */
         FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    if (pc->fp8) { /* the prefix MLP's FP8 products (gemma_layer): gate | up into bf16, down into f32 */
+        FRT_TRY(frt_cuda_gemm_fp8_plan(pc->g8, v->rows, Wt, 2 * c->t.inter, BF16));
+        return frt_cuda_gemm_fp8_plan(pc->g8, v->rows, c->t.inter, Wt, F32);
+    }
     return frt_cuda_gemm_plan(pc->gemm, v->rows, Wt, 2 * c->t.inter, BF16, 0); /* gate | up: bf16 (gemma_layer) */
 }
 
@@ -718,6 +781,7 @@ static int cuda_alloc_scratch(frt_model *m)
     FRT_TRY(frt_buffer_alloc(m->ctx, "pi0.cuda.flag", FRT_SPACE_PINNED_HOST, 2 * sizeof(int32_t), &pc->flag));
     FRT_TRY(frt_cuda_gemm_create(GEMM_WS, &pc->gemm));
     FRT_TRY(frt_cuda_gemm_add_stream(pc->gemm, sp(m)));
+    if (pc->fp8) FRT_TRY(frt_cuda_gemm_fp8_create(pc->gemm, &pc->g8));
     FRT_TRY(frt_cuda_bmm_create(BMM_WS, &pc->bmm));
     FRT_TRY(make_plans(c, pc));
     FRT_TRY(plan_expert_tail(m));
@@ -732,6 +796,7 @@ static void cuda_free(frt_model *m)
     pi0_free_weights(m);
     if (!pc) return;
     if (m->stream) frt_stream_sync(m->stream);
+    frt_cuda_gemm_fp8_destroy(pc->g8); /* before the handle it is built on */
     frt_cuda_gemm_destroy(pc->gemm);
     frt_cuda_bmm_destroy(pc->bmm);
     frt_buffer_free(pc->wbuf);
@@ -1118,6 +1183,15 @@ static int gemma_layer(frt_model *m, const glayer *L)
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
+    if (L->y->gu8) { /* FP8 weights: each product's input quantized per row first (docs/fp8.md) */
+        FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->hb, n, W));
+        FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, BF16, pc->x8, pc->x8s, L->y->gu8, L->y->gu_s, n, W, 2 * I));
+        FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
+        FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->actb, n, I));
+        FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, F32, pc->x8, pc->x8s, L->y->down8, L->y->down_s, n, I, W));
+        if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
+        return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
+    }
     /* gate | up in bf16: half the bytes the GeGLU reads, for one more bf16
      * rounding of gate and up (the actions stay within the cuda backend's
      * bar against the cpu one: tests/test_cuda_policy.c) */
@@ -1741,14 +1815,17 @@ static int plan_batch_attention(frt_model *m)
  * arithmetic: capsules do not cross a different choice). */
 static uint64_t fingerprint_extra(const frt_model *m)
 {
-    const uint64_t h[2] = {XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101), frt_cuda_gemm_fingerprint(pc_of(m)->gemm)};
-    return XXH64(h, sizeof h, 0x9102);
+    const pc_model *pc = pc_of(m);
+    const uint64_t h[3] = {XXH64(&pi0_of(m)->c, sizeof(pi0_config), 0x9101), frt_cuda_gemm_fingerprint(pc->gemm),
+                           frt_cuda_gemm_fp8_fingerprint(pc->g8)};
+    return XXH64(h, (pc->g8 ? 3 : 2) * sizeof h[0], 0x9102); /* bf16 weights: the hash of the two */
 }
 
 const frt_arch_backend frt_pi0_cuda_backend = {
     .name = "cuda",
     .kv_dtype = FRT_DT_BF16,
     .state_dtypes = "weights=bf16,kv=bf16",
+    .weights_fp8 = 1, /* params.weight_dtype FRT_WEIGHT_FP8: the prefix's MLP (pc_gemma gu8 / down8) */
     .load_weights = cuda_load_weights,
     .alloc_scratch = cuda_alloc_scratch,
     .free = cuda_free,
