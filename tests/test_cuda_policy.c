@@ -385,8 +385,9 @@ static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, c
 }
 
 /* params.weight_dtype FRT_WEIGHT_FP8 (the prefix's MLP in E4M3, quantized
- * at load, its inputs per row): the actions against the cpu backend's f32
- * within FP8's bar (docs/policies.md "FP8 weights"), another fingerprint
+ * at load, its inputs per row): the first step's velocity and the actions
+ * against the cpu backend's f32 within FP8's bar (docs/policies.md "FP8
+ * weights"), another fingerprint
  * than the bf16 model's (a capsule of one is refused by the other, the
  * live state kept), a capsule restore byte-identical, the same bits on a
  * second run; the cpu backend refuses FP8 weights. */
@@ -401,7 +402,9 @@ static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const f
     const size_t na = (size_t)pi->chunk * pi->action_dim;
     float *a = malloc(na * 4), *v = malloc(na * 4), *b = malloc(na * 4), *vis = calloc(nvis, 4);
     run_blocks(f, o, pi, a, v, vis, nvis);
-    block(shape, "fp8 velocity0", v, cv, na, 3e-2, 0.999); /* the bf16 bar: measured 1.4e-3 .. 7.4e-3 */
+    /* FP8's bar (docs/policies.md "FP8 weights"): twice the worst measured, the first step's velocity
+     * rel 4.6e-2 (cos 0.99896) and the actions 1.3e-2 (cos 0.99991) at the real shape */
+    block(shape, "fp8 velocity0", v, cv, na, 0.1, 0.995);
     block(shape, "fp8 actions", a, ca, na, 3e-2, 0.999);
     run_blocks(f, o, pi, b, v, vis, nvis);
     CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: fp8 actions differ on a second run", shape);

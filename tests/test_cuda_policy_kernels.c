@@ -17,6 +17,7 @@
  * before a device is needed.
  */
 #include "frt/exec.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
@@ -152,6 +153,42 @@ static void test_acts_shifted(int rows, int cols)
     report_same(name, got[1][1], got[0][1], n * 2);
     free(x), free(b), free(got[0][0]), free(got[0][1]), free(got[1][0]), free(got[1][1]);
     dfree(&dx), dfree(&db), dfree(&dout);
+}
+
+/* frt_cuda_geglu_quantize: the codes and scales of frt_cuda_geglu_tanh
+ * into bf16 followed by frt_cuda_fp8_quantize_rows_dynamic, bit for bit;
+ * and the codes decode to within e4m3's step of the cpu GeGLU. */
+static void test_geglu_quantize(int rows, int inter)
+{
+    const size_t n = (size_t)rows * inter;
+    float *gu = frand(2 * n, -4, 4);
+    dbuf dgu = dbf(gu, 2 * n), dh = dalloc(n * 2), dq = dalloc(n), ds = dalloc((size_t)rows * 4);
+    dbuf dq2 = dalloc(n), ds2 = dalloc((size_t)rows * 4);
+    CHECK_OK(frt_cuda_geglu_tanh(g_cs, dh.p, FRT_CUDA_BF16, dgu.p, FRT_CUDA_BF16, rows, inter));
+    CHECK_OK(frt_cuda_fp8_quantize_rows_dynamic(g_cs, dq.p, ds.p, dh.p, rows, inter));
+    CHECK_OK(frt_cuda_geglu_quantize(g_cs, dq2.p, ds2.p, dgu.p, rows, inter));
+    uint8_t *q1 = xzalloc(n), *q2 = xzalloc(n);
+    float *s1 = fnew((size_t)rows), *s2 = fnew((size_t)rows);
+    dget(dq, 0, q1, n), dget(dq2, 0, q2, n), dget(ds, 0, s1, (size_t)rows * 4), dget(ds2, 0, s2, (size_t)rows * 4);
+    char name[128];
+    snprintf(name, sizeof name, "geglu_quantize %d x %d: the codes of geglu_tanh + quantize_rows_dynamic", rows, inter);
+    report_same(name, q2, q1, n);
+    snprintf(name, sizeof name, "geglu_quantize %d x %d: their scales", rows, inter);
+    report_same(name, s2, s1, (size_t)rows * 4);
+    float *gate = fnew(n), *up = fnew(n), *ref = fnew(n), *dec = fnew(n);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < inter; c++) {
+            gate[(size_t)r * inter + c] = frt_bf16_to_f32(frt_f32_to_bf16(gu[(size_t)r * 2 * inter + c]));
+            up[(size_t)r * inter + c] = frt_bf16_to_f32(frt_f32_to_bf16(gu[(size_t)r * 2 * inter + inter + c]));
+        }
+    frt_cpu_geglu_tanh(ref, gate, up, (int)n);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < inter; c++)
+            dec[(size_t)r * inter + c] = frt_fp8_e4m3_decode(q2[(size_t)r * inter + c]) * s2[r];
+    snprintf(name, sizeof name, "geglu_quantize %d x %d decoded, against the cpu GeGLU (e4m3)", rows, inter);
+    report(name, frt_test_rel_err(dec, ref, n), 4e-2);
+    free(gu), free(q1), free(q2), free(s1), free(s2), free(gate), free(up), free(ref), free(dec);
+    dfree(&dgu), dfree(&dh), dfree(&dq), dfree(&ds), dfree(&dq2), dfree(&ds2);
 }
 
 /* y = x . w^T or x . w, batched, against a double loop on the bf16 values. */
@@ -1422,6 +1459,14 @@ static void test_args(void)
                  FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &f, FRT_CUDA_F32, 1, 1), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_geglu_tanh(NULL, &f, FRT_CUDA_F32, &g, (frt_cuda_dtype)2, 1, 1), FRT_ERR_INVALID_ARGUMENT);
+    _Alignas(16) uint16_t gq[32];
+    _Alignas(16) uint8_t qq[32];
+    float qs[2];
+    CHECK_STATUS(frt_cuda_geglu_quantize(NULL, NULL, qs, gq, 1, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_geglu_quantize(NULL, qq, qs, gq, 1, 12), FRT_ERR_INVALID_ARGUMENT); /* not a multiple of 8 */
+    CHECK_STATUS(frt_cuda_geglu_quantize(NULL, qq, qs, gq, 1, 49160), FRT_ERR_INVALID_ARGUMENT); /* over 49152 */
+    CHECK_STATUS(frt_cuda_geglu_quantize(NULL, qq, qs, gq + 1, 1, 8), FRT_ERR_INVALID_ARGUMENT); /* misaligned */
+    CHECK_STATUS(frt_cuda_geglu_quantize(NULL, qq, qs, gq, -1, 8), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_softmax_masked(NULL, (uint16_t *)&f, &f, 1, 2, 1, &mk), FRT_ERR_INVALID_ARGUMENT);
     frt_cuda_attn_args a;
     memset(&a, 0, sizeof a);
@@ -1473,6 +1518,8 @@ int main(void)
     test_acts(50, 4096, FRT_CUDA_BF16); /* the expert's MLP */
     test_acts(7, 37, FRT_CUDA_F32);     /* cols % 4 != 0: groups of 1 */
     test_acts_shifted(19, 72);
+    test_geglu_quantize(37, 16384); /* the prefix's MLP in FP8 (2 048 -> 16 384) */
+    test_geglu_quantize(3, 48);
     test_attentions();
     test_softmaxes();
     test_patchify();

@@ -24,6 +24,9 @@
  */
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/fp8_util.h"
+#include "kernels/cuda/kernels_policy_cuda.h"
+#include "kernels/cuda/mma_util.h"
+#include "kernels/cuda/policy_util.h"
 
 #include <cuda_bf16.h>
 #include <float.h>
@@ -253,6 +256,58 @@ extern "C" int frt_cuda_swiglu_fp8acc_quantize(void *stream, uint8_t *q, float *
     FRT_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     k<<<rows, DYN_THREADS, smem, (cudaStream_t)stream>>>(q, q_scale, gate, up, x_scale, (const float4 *)gate_scale,
                                                          (const float4 *)up_scale, dim);
+    FRT_LAUNCH_CHECK();
+    return 0;
+}
+
+/* ---- GeGLU of a bf16 gate | up product, quantized per token ------------- */
+
+/* One block a row: h = bf16(gelu_tanh(g) * u) as frt_cuda_geglu_tanh's
+ * bf16 store computes it (f32 arithmetic, one rounding), staged in shared
+ * memory; then the row's amax, scale and codes as fp8_quantize_dyn_kernel
+ * computes them from h. gu [rows, 2 dim]: gate's dim columns, then up's. */
+__global__ void __launch_bounds__(DYN_THREADS) geglu_quant_kernel(uint8_t *q, float *scale, const uint4 *gu, int dim)
+{
+    extern __shared__ uint4 sh_h[]; /* the row's h, [dim / 8] groups of 8 bf16 */
+    const int n8 = dim / 8;
+    const uint4 *g = gu + (size_t)blockIdx.x * 2 * n8, *u = g + n8;
+    float m = 0.0f;
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float a[8], b[8];
+        bf16x8_to_f32(g[i], a);
+        bf16x8_to_f32(u[i], b);
+#pragma unroll
+        for (int e = 0; e < 8; e++) a[e] = frt_gelu_tanh(a[e]) * b[e];
+        const uint4 v = make_uint4(frt_pack_bf16(a[0], a[1]), frt_pack_bf16(a[2], a[3]), frt_pack_bf16(a[4], a[5]),
+                                   frt_pack_bf16(a[6], a[7]));
+        sh_h[i] = v;
+        float f[8];
+        bf16x8_to_f32(v, f);
+        m = amax8(m, f);
+    }
+    m = frt_block_max(m);
+    const float sc = frt_fp8_amax_scale_dev(m), inv = __frcp_rn(sc);
+    if (threadIdx.x == 0) scale[blockIdx.x] = sc;
+    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(sh_h[i], f);
+        qr[i] = encode8(f, inv);
+    }
+}
+
+extern "C" int frt_cuda_geglu_quantize(void *stream, uint8_t *q, float *q_scale, const uint16_t *gu, int rows,
+                                       int inter)
+{
+    FRT_ARG(q && q_scale && gu, "geglu_quantize: NULL pointer");
+    FRT_ARG(rows >= 0 && inter > 0 && inter % 8 == 0 && inter <= SWQ_MAX_DIM,
+            "geglu_quantize: rows %d inter %d (a multiple of 8, at most %d)", rows, inter, SWQ_MAX_DIM);
+    FRT_ARG((((uintptr_t)gu | (uintptr_t)q) & 15) == 0 && ((uintptr_t)q_scale & 3) == 0,
+            "geglu_quantize: gu and q must be 16-byte aligned, q_scale 4-byte aligned");
+    if (!rows) return 0;
+    const int smem = inter * 2;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(geglu_quant_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    geglu_quant_kernel<<<rows, DYN_THREADS, smem, (cudaStream_t)stream>>>(q, q_scale, (const uint4 *)gu, inter);
     FRT_LAUNCH_CHECK();
     return 0;
 }

@@ -196,6 +196,18 @@ int frt_cuda_gemma_mlp(void *stream, const frt_cuda_gemma_mlp_args *a);
  * launch (the results are otherwise incomplete). */
 void frt_cuda_gemma_mlp_set_phases(int n);
 
+/* frt_cuda_geglu_tanh of a bf16 gate | up product into bf16, then
+ * frt_cuda_fp8_quantize_rows_dynamic of that row, in one launch (fp8.cu: a
+ * block a row, the bf16 row staged in shared memory, never written to
+ * global memory): q [rows, inter] E4M3 codes and q_scale [rows] f32 get the
+ * bits of those two calls. gu [rows, 2 inter] bf16 (gate_proj's inter
+ * columns, then up_proj's), 16-byte aligned, as q; q_scale 4-byte aligned;
+ * inter a multiple of 8, at most 49152. The FP8 prefix MLP of a policy:
+ * the codes are the down product's input. Errors: FRT_ERR_INVALID_ARGUMENT
+ * (NULL, sizes, alignment); FRT_ERR_BACKEND. Twin: the two calls
+ * (tests/test_cuda_policy_kernels.c). */
+int frt_cuda_geglu_quantize(void *stream, uint8_t *q, float *q_scale, const uint16_t *gu, int rows, int inter);
+
 /* Classifier-free guidance (RECAP, pi*0.6 Appendix E; cfg_combine.cu):
  *   out[i] = fmaf(beta, v_cond[i] - v_uncond[i], v_uncond[i])
  * the difference rounded to f32, one rounding for the multiply-add: the

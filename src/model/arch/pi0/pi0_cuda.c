@@ -1186,8 +1186,7 @@ static int gemma_layer(frt_model *m, const glayer *L)
     if (L->y->gu8) { /* FP8 weights: each product's input quantized per row first (docs/fp8.md) */
         FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->hb, n, W));
         FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, BF16, pc->x8, pc->x8s, L->y->gu8, L->y->gu_s, n, W, 2 * I));
-        FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
-        FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->actb, n, I));
+        FRT_TRY(frt_cuda_geglu_quantize(s, pc->x8, pc->x8s, (const uint16_t *)pc->y, n, I)); /* GeGLU, its codes */
         FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, F32, pc->x8, pc->x8s, L->y->down8, L->y->down_s, n, I, W));
         if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
         return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
