@@ -197,6 +197,26 @@ extern "C" int frt_cuda_fp8_quantize_rows_dynamic(void *stream, uint8_t *q, floa
 
 /* ---- SwiGLU of FP8 accumulators, quantized per token --------------------- */
 
+/* The block's row, staged as bf16 in shared memory sh_h [dim / 8] (m:
+ * this thread's max |h| over its groups), quantized as
+ * fp8_quantize_dyn_kernel quantizes a row: the block's amax, the scale to
+ * scale[row], the codes to q's row. */
+__device__ __forceinline__ void staged_row_quantize(uint8_t *q, float *scale, const uint4 *sh_h, float m, int dim)
+{
+    const int n8 = dim / 8;
+    m = frt_block_max(m);
+    const float sc = frt_fp8_amax_scale_dev(m), inv = __frcp_rn(sc);
+    if (threadIdx.x == 0) scale[blockIdx.x] = sc;
+    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
+    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+        float f[8];
+        bf16x8_to_f32(sh_h[i], f);
+        qr[i] = encode8(f, inv);
+    }
+}
+
+
+
 /* One block a row: g, u = the accumulators scaled as the FP8 GEMM's
  * epilogue, (acc * s_x[t]) * s_w[i]; h = bf16(silu(g) * u) staged in
  * shared memory; then the row's amax, scale and codes as
@@ -223,15 +243,7 @@ __global__ void __launch_bounds__(DYN_THREADS)
         bf16x8_to_f32(v, f);
         m = amax8(m, f);
     }
-    m = frt_block_max(m);
-    const float sc = frt_fp8_amax_scale_dev(m), inv = __frcp_rn(sc);
-    if (threadIdx.x == 0) scale[blockIdx.x] = sc;
-    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
-    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-        float f[8];
-        bf16x8_to_f32(sh_h[i], f);
-        qr[i] = encode8(f, inv);
-    }
+    staged_row_quantize(q, scale, sh_h, m, dim);
 }
 
 #define SWQ_MAX_DIM 49152 /* the staged row: 96 KiB of shared memory */
@@ -285,15 +297,7 @@ __global__ void __launch_bounds__(DYN_THREADS) geglu_quant_kernel(uint8_t *q, fl
         bf16x8_to_f32(v, f);
         m = amax8(m, f);
     }
-    m = frt_block_max(m);
-    const float sc = frt_fp8_amax_scale_dev(m), inv = __frcp_rn(sc);
-    if (threadIdx.x == 0) scale[blockIdx.x] = sc;
-    uint2 *qr = (uint2 *)(q + (size_t)blockIdx.x * dim);
-    for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-        float f[8];
-        bf16x8_to_f32(sh_h[i], f);
-        qr[i] = encode8(f, inv);
-    }
+    staged_row_quantize(q, scale, sh_h, m, dim);
 }
 
 extern "C" int frt_cuda_geglu_quantize(void *stream, uint8_t *q, float *q_scale, const uint16_t *gu, int rows,
