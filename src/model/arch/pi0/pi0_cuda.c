@@ -11,7 +11,12 @@
  *                from the f32 weights pi0_weights.c reads; fused per layer
  *                (SigLIP q | k | v, Gemma q | k | v and gate | up); the patch
  *                embedding's rows padded to a multiple of 8 columns. Norm
- *                weights, biases, the position embedding f32.
+ *                weights, biases, the position embedding f32. With
+ *                params.weight_dtype FRT_WEIGHT_FP8 the prefix's gate | up
+ *                and down are E4M3 codes with one f32 scale an output row
+ *                (quantized at load), their inputs quantized per row and
+ *                the products on cuBLASLt's FP8 kernels (docs/policies.md
+ *                "FP8 weights").
  *                Work that depends on the timestep only is done once at
  *                load on the host in f32: Pi0.5's adaRMSNorm modulations
  *                of every step ([steps, 2 L + 1, 3 E]) and Pi0's time half
@@ -860,7 +865,7 @@ static frt_cuda_attn_args vit_attn_args(frt_model *m, int cam)
  * frt_cuda_attention_mha (the cameras a batch), after the bias launch that
  * rounds the f32 q | k | v projection in pc->y plus its bias qkv_b to bf16
  * (FRT_PI0_VIT_MHA=2: the launch stages the f32 rows plus the bias itself,
- * the same bits, measured 0.06-0.12 ms an inference slower: docs/PERF.md);
+ * the same bits, measured 0.06-0.3 ms an inference slower: docs/PERF.md);
  * *ok 0 (nothing enqueued) when the kernel does not take the shape or
  * FRT_PI0_VIT_MHA=0 asks for the bias launch and the products
  * (docs/policies.md). */
