@@ -113,5 +113,11 @@ check "bench policy --batch: batch rows (per slot, slots/s next to B = 1, equal 
 check "bench policy --batch: prints slots/s" grep -q "slots/s" "$T/bench.txt"
 "$FRT" bench policy -m "$M" --backend cpu --batch 40 --cfg-beta 1.5 --repeats 1 >/dev/null 2>"$T/err"
 check "bench policy --batch 40 --cfg-beta: 80 slots refused (exit 2)" sh -c "test $? -eq 2 && grep -q 'slots' '$T/err'"
+"$FRT" bench policy -m "$M" --backend cpu --repeats 1 --dtype fp8 >/dev/null 2>"$T/err"
+check "bench policy --dtype fp8 on cpu: refused, saying so" sh -c "test $? -ne 0 && grep -q 'not supported' '$T/err'"
+run -m "$M" --inputs "$M/obs0.st" --dtype fp8 >/dev/null 2>"$T/err"
+check "policy run --dtype fp8 on cpu: refused, saying so" sh -c "test $? -ne 0 && grep -q 'not supported' '$T/err'"
+"$FRT" bench policy -m "$M" --backend cpu --repeats 1 --dtype fp16 >/dev/null 2>"$T/err"
+check "bench policy --dtype fp16: a usage error (exit 2)" test $? -eq 2
 [ $fail -eq 0 ] && echo "policy_batch_cli: all passed" || echo "policy_batch_cli: FAILED"
 exit $fail

@@ -9,7 +9,9 @@
 # --backend cuda --cfg-beta 1.5` prints p50 / p99 next to its floor with the
 # node count, for the baseline, serial and fused CFG; with --batch 4 the
 # batch rows (unguided and fused CFG), each rollout within cosine >= 0.999
-# and rel <= 3e-2 of its single run.
+# and rel <= 3e-2 of its single run; `--dtype fp8` (the prefix's MLP in
+# FP8) within FP8's actions bar (rel <= 3e-2, cosine >= 0.999) of the cpu
+# chunk, and its bench run.
 set -u
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
 B="$1"
@@ -69,6 +71,21 @@ sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
 PYEOF
         check "$v $mode: cuda chunk within the bar of the cpu chunk" test $? -eq 0
     done
+    "$FRT" policy run -m "$M" --backend cuda --dtype fp8 --inputs "$T/in_$v.safetensors" --json \
+        >"$T/$v.fp8.cuda.json" 2>"$T/$v.fp8.cuda.err"
+    check "$v: policy run --backend cuda --dtype fp8: exit 0" test $? -eq 0
+    $PY - "$T/$v.plain.cpu.json" "$T/$v.fp8.cuda.json" <<'PYEOF'
+import json, sys
+import numpy as np
+a, b = (np.array(json.load(open(p))["actions"], np.float64) for p in sys.argv[1:])
+rel = np.linalg.norm(b - a) / np.linalg.norm(a)
+cos = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+print(f"     cuda fp8 vs cpu: rel {rel:.3e} (<= 3e-2), cos {cos:.6f} (>= 0.999)")
+sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
+PYEOF
+    check "$v: the fp8 chunk within FP8's bar of the cpu chunk (docs/policies.md)" test $? -eq 0
+    "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 5 --dtype fp8 >"$T/bench_fp8_$v.txt" 2>&1
+    check "$v: bench policy --dtype fp8: exit 0, says so" grep -q "dtype fp8: the prefix" "$T/bench_fp8_$v.txt"
     "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 20 --cfg-beta 1.5 >"$T/bench_$v.txt" 2>&1
     check "$v: bench policy --backend cuda --cfg-beta 1.5: exit 0" test $? -eq 0
     sed 's/^/     /' "$T/bench_$v.txt" | grep -E "on cuda|p50|floor"
