@@ -271,6 +271,10 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "advantage", FRT_ARG_CHOICE, &po.advantage, NULL,
                 "--policy with --cfg-beta: the conditioned prompt's advantage indicator", .choices =
                 "positive|negative", .dflt = "positive"),
+        FRT_OPT(0, "policy-dtype", FRT_ARG_CHOICE, &po.dtype, NULL,
+                "--policy: weight precision: the checkpoint's, or the prefix's MLP in FP8 E4M3 (cuda; "
+                "docs/policies.md)",
+                .choices = "default|fp8", .dflt = "default"),
         FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
                 "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
                 "(pi05_libero)",
@@ -337,9 +341,9 @@ int frt_cmd_serve(int argc, char **argv)
         return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
     }
     if (!po.dir && (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions ||
-                    po.discrete_state || frt_serve_policy_host_given(&po)))
+                    po.discrete_state || po.dtype || frt_serve_policy_host_given(&po)))
         return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions, "
-                                     "--discrete-state, --critic, --value-threshold, --max-chunks, "
+                                     "--discrete-state, --policy-dtype, --critic, --value-threshold, --max-chunks, "
                                      "--episode-timeout, --record, --cfg-beta and --advantage go with --policy DIR");
 
     frt_engine *engine = NULL;

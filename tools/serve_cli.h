@@ -8,6 +8,7 @@
 /* The policy server's own options (--policy DIR and the robot's). */
 typedef struct serve_policy_opts {
     const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions, *discrete_state;
+    const char *dtype; /* "default" or "fp8" (the prefix's MLP in FP8 E4M3); NULL: default */
     /* the rollout host (docs/robot.md) and CFG; NaN / 0 / NULL = not given */
     const char *critic, *record, *advantage;
     float value_threshold, cfg_beta;

@@ -118,6 +118,7 @@ int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt
     frt_model_params mp = frt_model_default_params();
     mp.backend = (frt_backend)backend;
     mp.n_threads = threads;
+    mp.weight_dtype = o->dtype && !strcmp(o->dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     if (share) {
         mp.context = share->context;
         p->share = *share;
