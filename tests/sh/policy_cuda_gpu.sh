@@ -31,6 +31,18 @@ check() { # check "what" command...
     shift
     if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
 }
+near() { # near LABEL CPU.json CUDA.json: the chunks within rel <= 3e-2 and cosine >= 0.999
+    $PY - "$@" <<'PYEOF'
+import json, sys
+import numpy as np
+label, pa, pb = sys.argv[1:]
+a, b = (np.array(json.load(open(p))["actions"], np.float64) for p in (pa, pb))
+rel = np.linalg.norm(b - a) / np.linalg.norm(a)
+cos = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+print(f"     {label} vs cpu: rel {rel:.3e} (<= 3e-2), cos {cos:.6f} (>= 0.999)")
+sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
+PYEOF
+}
 
 for v in pi0 pi05; do
     M="$T/$v"
@@ -60,29 +72,13 @@ PYEOF
                 >"$T/$v.$mode.$bk.json" 2>"$T/$v.$mode.$bk.err"
             check "$v $mode: policy run --backend $bk: exit 0" test $? -eq 0
         done
-        $PY - "$T/$v.$mode.cpu.json" "$T/$v.$mode.cuda.json" <<'PYEOF'
-import json, sys
-import numpy as np
-a, b = (np.array(json.load(open(p))["actions"], np.float64) for p in sys.argv[1:])
-rel = np.linalg.norm(b - a) / np.linalg.norm(a)
-cos = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
-print(f"     cuda vs cpu: rel {rel:.3e} (<= 3e-2), cos {cos:.6f} (>= 0.999)")
-sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
-PYEOF
+        near cuda "$T/$v.$mode.cpu.json" "$T/$v.$mode.cuda.json"
         check "$v $mode: cuda chunk within the bar of the cpu chunk" test $? -eq 0
     done
     "$FRT" policy run -m "$M" --backend cuda --dtype fp8 --inputs "$T/in_$v.safetensors" --json \
         >"$T/$v.fp8.cuda.json" 2>"$T/$v.fp8.cuda.err"
     check "$v: policy run --backend cuda --dtype fp8: exit 0" test $? -eq 0
-    $PY - "$T/$v.plain.cpu.json" "$T/$v.fp8.cuda.json" <<'PYEOF'
-import json, sys
-import numpy as np
-a, b = (np.array(json.load(open(p))["actions"], np.float64) for p in sys.argv[1:])
-rel = np.linalg.norm(b - a) / np.linalg.norm(a)
-cos = float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
-print(f"     cuda fp8 vs cpu: rel {rel:.3e} (<= 3e-2), cos {cos:.6f} (>= 0.999)")
-sys.exit(0 if a.shape == b.shape and rel <= 3e-2 and cos >= 0.999 else 1)
-PYEOF
+    near "cuda fp8" "$T/$v.plain.cpu.json" "$T/$v.fp8.cuda.json"
     check "$v: the fp8 chunk within FP8's bar of the cpu chunk (docs/policies.md)" test $? -eq 0
     "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 5 --dtype fp8 >"$T/bench_fp8_$v.txt" 2>&1
     check "$v: bench policy --dtype fp8: exit 0, says so" grep -q "dtype fp8: the prefix" "$T/bench_fp8_$v.txt"
