@@ -125,6 +125,68 @@ static void test_one(const char *root, int pi05)
     frt_model_free(m2);
 }
 
+/* ---- FP8 weights (emulated on the cpu backend) -------------------------- */
+
+/* params.weight_dtype FRT_WEIGHT_FP8: the prefix's MLP through E4M3 (its
+ * weights at load, its inputs per row; docs/policies.md "FP8 weights"):
+ * the chunk within FP8's bar of the f32 one (norm-wise rel <= 3e-2, cosine
+ * >= 0.999) and not equal to it, the same bytes on a second run, another
+ * fingerprint (an f32 capsule refused, the live state kept: the next run
+ * gives the same chunk), an FP8 capsule restored byte-identically. */
+static void test_fp8(const char *root, int pi05)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/%s", root, pi05 ? "pi05" : "pi0");
+    frt_model_params p = frt_model_default_params(), p8 = p;
+    p8.weight_dtype = FRT_WEIGHT_FP8;
+    frt_model *m = NULL, *f = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    CHECK_OK(frt_model_load(dir, &p8, &f));
+    if (!m || !f) {
+        frt_model_free(m), frt_model_free(f);
+        return;
+    }
+    static obs o;
+    random_obs(&o);
+    float a[NA], b[NA], c[NA];
+    run(m, &o, pi05, a);
+    run(f, &o, pi05, b);
+    double num = 0, den = 0, ab = 0, bb = 0;
+    for (int i = 0; i < NA; i++)
+        num += ((double)b[i] - a[i]) * ((double)b[i] - a[i]), den += (double)a[i] * a[i], ab += (double)a[i] * b[i],
+            bb += (double)b[i] * b[i];
+    const double rel = sqrt(num / den), cs = ab / sqrt(den * bb);
+    printf("  %s fp8 (cpu, emulated) against f32: actions rel %.3e (<= 3e-2), cos %.6f (>= 0.999)\n",
+           pi05 ? "pi05" : "pi0", rel, cs);
+    CHECK(rel <= 3e-2 && cs >= 0.999);
+    CHECK_MSG(memcmp(a, b, sizeof a) != 0, "fp8 weights gave the f32 chunk");
+    float va[NA], vb[NA]; /* the first step's velocity: FP8's error before the steps damp it */
+    CHECK_OK(frt_model_output_read(m, "velocity0", va, sizeof va));
+    CHECK_OK(frt_model_output_read(f, "velocity0", vb, sizeof vb));
+    num = den = 0;
+    for (int i = 0; i < NA; i++) num += ((double)vb[i] - va[i]) * ((double)vb[i] - va[i]), den += (double)va[i] * va[i];
+    printf("  %s fp8 (cpu, emulated) against f32: velocity0 rel %.3e (<= 0.1)\n", pi05 ? "pi05" : "pi0",
+           sqrt(num / den));
+    CHECK(num > 0 && sqrt(num / den) <= 0.1);
+    run(f, &o, pi05, c);
+    CHECK_MSG(memcmp(b, c, sizeof b) == 0, "fp8: a second run differs");
+    CHECK(frt_model_fingerprint(f) != frt_model_fingerprint(m));
+    frt_policy_inputs in = inputs(&o, pi05);
+    in.noise = NULL;
+    frt_capsule *c8 = NULL, *c32 = NULL;
+    CHECK_OK(frt_policy_episode_start(f, 7));
+    CHECK_OK(frt_capsule_snapshot(f, FRT_TIER_HOST, NULL, NULL, 0, &c8));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c32));
+    CHECK_OK(frt_policy_run(f, &in, b, NA));
+    CHECK_OK(frt_policy_run(f, &in, c, NA)); /* the live state moves on */
+    if (c32) CHECK_STATUS(frt_capsule_restore(f, c32), FRT_ERR_MISMATCH);
+    if (c8) CHECK_OK(frt_capsule_restore(f, c8));
+    CHECK_OK(frt_policy_run(f, &in, c, NA));
+    CHECK_MSG(memcmp(b, c, sizeof b) == 0, "fp8: the capsule restore does not give the same chunk");
+    frt_capsule_free(c8), frt_capsule_free(c32);
+    frt_model_free(m), frt_model_free(f);
+}
+
 /* ---- classifier-free guidance ------------------------------------------ */
 
 static void run_cfg(frt_model *m, frt_policy_inputs *in, float beta, frt_policy_cfg_mode mode, float *out)
@@ -327,6 +389,8 @@ int main(void)
     frt_test_seed(21);
     test_one(root, 0);
     test_one(root, 1);
+    test_fp8(root, 0);
+    test_fp8(root, 1);
     test_cfg(root, 0);
     test_cfg(root, 1);
     test_real_config(root);

@@ -386,7 +386,7 @@ static int bench_run(const char *dir, frt_backend backend, int cameras, bench_cf
     b->bytes_per_param = backend == FRT_BACKEND_CPU ? 4.0 : 2.0;
     if (rc == 0) print_head(dir, backend, &pi, b, m, r.root);
     if (rc == 0 && fp8)
-        printf("  --dtype fp8: the prefix's MLP in FP8 E4M3 (docs/policies.md); the floors are the bf16 ones\n");
+        printf("  --dtype fp8: the prefix's MLP in FP8 E4M3 (docs/policies.md); the floors are the unquantized ones\n");
     json_object_set_new(r.root, "dtype", json_string(fp8 ? "fp8" : "default"));
     if (rc == 0) rc = bench_all(m, &pi, b, cameras, rows);
     json_object_set_new(r.root, "rows", rows);

@@ -113,10 +113,12 @@ check "bench policy --batch: batch rows (per slot, slots/s next to B = 1, equal 
 check "bench policy --batch: prints slots/s" grep -q "slots/s" "$T/bench.txt"
 "$FRT" bench policy -m "$M" --backend cpu --batch 40 --cfg-beta 1.5 --repeats 1 >/dev/null 2>"$T/err"
 check "bench policy --batch 40 --cfg-beta: 80 slots refused (exit 2)" sh -c "test $? -eq 2 && grep -q 'slots' '$T/err'"
-"$FRT" bench policy -m "$M" --backend cpu --repeats 1 --dtype fp8 >/dev/null 2>"$T/err"
-check "bench policy --dtype fp8 on cpu: refused, saying so" sh -c "test $? -ne 0 && grep -q 'not supported' '$T/err'"
-run -m "$M" --inputs "$M/obs0.st" --dtype fp8 >/dev/null 2>"$T/err"
-check "policy run --dtype fp8 on cpu: refused, saying so" sh -c "test $? -ne 0 && grep -q 'not supported' '$T/err'"
+"$FRT" bench policy -m "$M" --backend cpu --cameras 1 --tokens 9 --repeats 1 --warmup 0 --dtype fp8 >"$T/b8.txt" 2>&1
+check "bench policy --dtype fp8 on cpu (emulated): exit 0, says so" grep -q "dtype fp8: the prefix" "$T/b8.txt"
+run -m "$M" --inputs "$M/obs0.st" --json >"$T/f32.json" 2>/dev/null
+run -m "$M" --inputs "$M/obs0.st" --dtype fp8 --json >"$T/fp8.json" 2>"$T/err"
+check "policy run --dtype fp8 on cpu (emulated): exit 0" test $? -eq 0
+check "policy run --dtype fp8: another chunk than f32's" sh -c "! cmp -s '$T/f32.json' '$T/fp8.json'"
 "$FRT" bench policy -m "$M" --backend cpu --repeats 1 --dtype fp16 >/dev/null 2>"$T/err"
 check "bench policy --dtype fp16: a usage error (exit 2)" test $? -eq 2
 [ $fail -eq 0 ] && echo "policy_batch_cli: all passed" || echo "policy_batch_cli: FAILED"

@@ -193,6 +193,8 @@ typedef struct pi0_scratch {
     float *mods;                      /* Pi0.5: [e.layers * 2 + 1, 3 e.width] */
     float *vel_c;                     /* serial CFG: the conditioned velocity [chunk, action_dim] */
     float *xs, *vs;                   /* fused CFG: x_t and v per slot [2, chunk, action_dim] */
+    uint8_t *q8;                      /* FP8 weights (fp8): a product input's E4M3 codes [rows, t.inter] */
+    float *s8;                        /* and their scales [rows] */
 } pi0_scratch;
 
 /* One prefix KV set in the state: PI0_UNCOND (prefix.*, the only one
@@ -209,6 +211,7 @@ typedef struct pi0 {
     pi0_config c;
     pi0_weights w;
     pi0_scratch s;
+    int fp8; /* cpu: params.weight_dtype FRT_WEIGHT_FP8, the prefix's MLP emulated in E4M3 (pi0_cpu.c) */
     /* views of prefix.* (PI0_UNCOND), prefix_cond.* (PI0_COND) and, with
      * params.policy_batch = S > 0, batch.* (PI0_BATCH: S slots) */
     pi0_prefix_set pre[3];

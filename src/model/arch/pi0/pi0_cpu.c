@@ -1,6 +1,11 @@
 /*
  * arch/pi0/pi0_cpu.c - the Pi0 / Pi0.5 inference on the cpu backend, f32
- * (the reference a CUDA backend will be checked against). The math is in
+ * (the reference a CUDA backend will be checked against). With
+ * params.weight_dtype FRT_WEIGHT_FP8 the prefix's MLP is emulated in FP8
+ * E4M3 as the cuda backend runs it: its weights through the codes and back
+ * at load, one scale an output row (the same codes the cuda backend
+ * uploads), its two products' inputs through the codes per row
+ * (fp8_round_trip); f32 otherwise. The math is in
  * pi0.h; it follows openpi models_pytorch/pi0_pytorch.py (embed_prefix,
  * embed_suffix, denoise_step, sample_actions) and gemma_pytorch.py, with
  * the module math of transformers 5.x modeling_siglip.py and
@@ -30,6 +35,7 @@
  */
 #include "model/arch/pi0/pi0.h"
 
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "util/error.h"
 
@@ -210,6 +216,15 @@ static const float *norm(float *h, const float *x, const float *w, const float *
     return mod + 2 * width;
 }
 
+/* x [rows, dim] through E4M3 and back, one scale a row (max |row| / 448):
+ * the cuda backend's per-token quantization of an FP8 product's input,
+ * emulated (docs/policies.md "FP8 weights"). */
+static void fp8_round_trip(pi0_scratch *s, float *x, int rows, int dim)
+{
+    frt_fp8_quantize_rows_dynamic(s->q8, s->s8, x, rows, dim);
+    frt_fp8_dequantize_rows(x, s->q8, s->s8, rows, rows, dim);
+}
+
 /* One decoder layer over the n rows of s->x at positions s->pos, attending
  * under s->allow [n, kv->n_kv]. mods: Pi0.5's two norm modulations (NULL:
  * plain norms). last: skip the MLP (the prefix's last layer: only its KV is
@@ -232,9 +247,12 @@ static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer
     residual(s->x, s->m2, gate, n, W);
     if (last) return;
     gate = norm(s->h, s->x, y->post_norm, mods ? mods + 3 * W : NULL, n, W, g->eps);
+    const int fp8 = P->fp8 && g == &P->c.t; /* the prefix's MLP in FP8: its inputs through E4M3 per row */
+    if (fp8) fp8_round_trip(s, s->h, n, W);
     lin(s->m1, s->h, y->gate, NULL, n, W, g->inter);
     lin(s->m2, s->h, y->up, NULL, n, W, g->inter);
     frt_cpu_geglu_tanh(s->m1, s->m1, s->m2, n * g->inter);
+    if (fp8) fp8_round_trip(s, s->m1, n, g->inter);
     lin(s->m2, s->m1, y->down, NULL, n, g->inter, W);
     residual(s->x, s->m2, gate, n, W);
 }
@@ -567,6 +585,11 @@ static int alloc_scratch(frt_model *m)
     s->vel_c = malloc((size_t)c->chunk * c->action_dim * sizeof(float));
     s->xs = malloc((size_t)2 * c->chunk * c->action_dim * sizeof(float));
     s->vs = malloc((size_t)2 * c->chunk * c->action_dim * sizeof(float));
+    if (P->fp8) {
+        s->q8 = malloc((size_t)rows * imax(c->t.width, c->t.inter));
+        s->s8 = malloc((size_t)rows * sizeof(float));
+        if (!s->q8 || !s->s8) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory for the fp8 scratch");
+    }
     if (!s->x || !s->h || !s->q || !s->att || !s->m1 || !s->m2 || !s->k || !s->v || !s->patches || !s->allow ||
         !s->pos || !s->xt || !s->vel || !s->cond || !s->mod || !s->mods || !s->vel_c || !s->xs || !s->vs)
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory for the activations");
@@ -580,9 +603,46 @@ static void free_all(frt_model *m)
     pi0_free_weights(m);
     pi0_scratch *s = &P->s;
     void *bufs[] = {s->x, s->h, s->q, s->att, s->m1, s->m2, s->k, s->v, s->patches, s->allow, s->pos,
-                    s->xt, s->vel, s->cond, s->mod, s->mods, s->vel_c, s->xs, s->vs};
+                    s->xt, s->vel, s->cond, s->mod, s->mods, s->vel_c, s->xs, s->vs, s->q8, s->s8};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(s, 0, sizeof *s);
+}
+
+/* params.weight_dtype FRT_WEIGHT_FP8: the prefix's gate, up and down
+ * (every layer but the last, whose MLP never runs) through E4M3 and back
+ * at load, one scale an output row: the codes the cuda backend uploads,
+ * emulated in f32 (docs/policies.md "FP8 weights"). */
+static int cpu_load_weights(frt_model *m)
+{
+    FRT_TRY(pi0_load_weights(m));
+    pi0 *P = pi0_of(m);
+    const pi0_config *c = &P->c;
+    P->fp8 = m->params.weight_dtype == FRT_WEIGHT_FP8;
+    if (!P->fp8) return 0;
+    const int W = c->t.width, I = c->t.inter, big = imax(W, I);
+    uint8_t *q = malloc((size_t)I * big);
+    float *sc = malloc((size_t)big * sizeof(float));
+    if (!q || !sc) {
+        free(q), free(sc);
+        return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory quantizing the weights");
+    }
+    for (int l = 0; l + 1 < c->t.layers; l++) {
+        const pi0_gemma_layer *y = &P->w.tl[l];
+        float *mats[3] = {(float *)y->gate, (float *)y->up, (float *)y->down};
+        const int rows[3] = {I, I, W}, cols[3] = {W, W, I};
+        for (int k = 0; k < 3; k++) {
+            const int R = rows[k], C = cols[k];
+#pragma omp parallel for schedule(static) if ((size_t)R * C >= (1u << 20))
+            for (int r = 0; r < R; r += 64) { /* rows are independent: the same bits in any order */
+                const int nr = R - r < 64 ? R - r : 64;
+                frt_fp8_quantize_rows_dynamic(q + (size_t)r * C, sc + r, mats[k] + (size_t)r * C, nr, C);
+                frt_fp8_dequantize_rows(mats[k] + (size_t)r * C, q + (size_t)r * C, sc + r, nr, nr, C);
+            }
+        }
+    }
+    free(q), free(sc);
+    m->weights_desc = "weights=f32,prefix_mlp=f8_e4m3,scale=per-channel,at-load";
+    return 0;
 }
 
 /* The whole parsed config (zeroed before parsing, so padding is zero) goes
@@ -594,7 +654,8 @@ const frt_arch_backend frt_pi0_cpu_backend = {
     .name = "cpu",
     .kv_dtype = FRT_DT_F32,
     .state_dtypes = "weights=f32,kv=f32",
-    .load_weights = pi0_load_weights,
+    .weights_fp8 = 1, /* params.weight_dtype FRT_WEIGHT_FP8: the prefix's MLP emulated (cpu_load_weights) */
+    .load_weights = cpu_load_weights,
     .alloc_scratch = alloc_scratch,
     .free = free_all,
     .fingerprint_extra = fingerprint_extra,
