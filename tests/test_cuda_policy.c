@@ -415,19 +415,9 @@ static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const f
            (unsigned long long)fg, ff != fg ? "" : "  SAME (FAIL)");
     CHECK(ff != fg);
     frt_policy_inputs in = inputs(o, pi, 0);
-    CHECK_OK(frt_policy_episode_start(f, 31));
-    frt_capsule *cap = NULL, *cap16 = NULL;
-    CHECK_OK(frt_capsule_snapshot(f, FRT_TIER_HOST, NULL, NULL, 0, &cap));
-    CHECK_OK(frt_capsule_snapshot(g, FRT_TIER_HOST, NULL, NULL, 0, &cap16));
-    CHECK_OK(frt_policy_run(f, &in, a, na));
-    CHECK_OK(frt_policy_run(f, &in, b, na)); /* the live state moves on */
-    if (cap16) CHECK_STATUS(frt_capsule_restore(f, cap16), FRT_ERR_MISMATCH);
-    if (cap) CHECK_OK(frt_capsule_restore(f, cap));
-    CHECK_OK(frt_policy_run(f, &in, b, na));
-    CHECK_MSG(memcmp(a, b, na * 4) == 0, "%s: fp8 capsule restore does not give the same actions", shape);
-    printf("  %-28s fp8: capsule restore byte-identical %s, a bf16 capsule refused\n", shape,
-           memcmp(a, b, na * 4) == 0 ? "yes" : "NO");
-    frt_capsule_free(cap), frt_capsule_free(cap16);
+    const int same = policy_precision_capsules(f, g, &in, 31, a, b, na);
+    CHECK_MSG(same, "%s: fp8 capsule restore does not give the same actions", shape);
+    printf("  %-28s fp8: capsule restore byte-identical %s, a bf16 capsule refused\n", shape, same ? "yes" : "NO");
     frt_model_free(f);
     p.backend = FRT_BACKEND_CPU; /* the cpu backend emulates it (test_policy_gen.c holds its checks) */
     f = NULL;

@@ -173,17 +173,8 @@ static void test_fp8(const char *root, int pi05)
     CHECK(frt_model_fingerprint(f) != frt_model_fingerprint(m));
     frt_policy_inputs in = inputs(&o, pi05);
     in.noise = NULL;
-    frt_capsule *c8 = NULL, *c32 = NULL;
-    CHECK_OK(frt_policy_episode_start(f, 7));
-    CHECK_OK(frt_capsule_snapshot(f, FRT_TIER_HOST, NULL, NULL, 0, &c8));
-    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &c32));
-    CHECK_OK(frt_policy_run(f, &in, b, NA));
-    CHECK_OK(frt_policy_run(f, &in, c, NA)); /* the live state moves on */
-    if (c32) CHECK_STATUS(frt_capsule_restore(f, c32), FRT_ERR_MISMATCH);
-    if (c8) CHECK_OK(frt_capsule_restore(f, c8));
-    CHECK_OK(frt_policy_run(f, &in, c, NA));
-    CHECK_MSG(memcmp(b, c, sizeof b) == 0, "fp8: the capsule restore does not give the same chunk");
-    frt_capsule_free(c8), frt_capsule_free(c32);
+    CHECK_MSG(policy_precision_capsules(f, m, &in, 7, b, c, NA),
+              "fp8: the capsule restore does not give the same chunk");
     frt_model_free(m), frt_model_free(f);
 }
 

@@ -188,9 +188,7 @@ static int dequant_checkpoint(const frt_model *m, const frt_tensor *t, const cha
     return 0;
 }
 
-/* Per-row amax / 448 scales and E4M3 codes of x [d0, d1] (rows are
- * independent: blocks of 64 rows in parallel give the same bits). */
-static void quantize_rows_par(uint8_t *q, float *s, const float *x, int64_t d0, int64_t d1)
+void frt_fp8w_quantize_rows(uint8_t *q, float *s, const float *x, int64_t d0, int64_t d1)
 {
 #pragma omp parallel for schedule(static) if (d0 * d1 >= (1 << 20))
     for (int64_t r = 0; r < d0; r += 64) {
@@ -199,8 +197,7 @@ static void quantize_rows_par(uint8_t *q, float *s, const float *x, int64_t d0, 
     }
 }
 
-/* x [d0, d1] f32 in place: per-row amax / 448 scales, E4M3 codes, back. */
-static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
+int frt_fp8w_round_trip(float *x, int64_t d0, int64_t d1, const char *full)
 {
     uint8_t *q = malloc((size_t)(d0 * d1));
     float *s = malloc((size_t)d0 * sizeof(float));
@@ -209,7 +206,7 @@ static int quantize_at_load(float *x, int64_t d0, int64_t d1, const char *full)
         free(s);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
     }
-    quantize_rows_par(q, s, x, d0, d1);
+    frt_fp8w_quantize_rows(q, s, x, d0, d1);
     frt_fp8_dequantize_rows(x, q, s, (int)d0, (int)d0, (int)d1);
     free(q);
     free(s);
@@ -221,7 +218,7 @@ int frt_fp8w_linear_to_f32(const frt_model *m, const frt_tensor *t, const char *
 {
     if (t->dtype == FRT_DT_F8_E4M3) return dequant_checkpoint(m, t, full, d0, d1, out);
     FRT_TRY(frt_tensor_to_f32(t, out));
-    if (m->params.weight_dtype == FRT_WEIGHT_FP8) FRT_TRY(quantize_at_load(out, d0, d1, full));
+    if (m->params.weight_dtype == FRT_WEIGHT_FP8) FRT_TRY(frt_fp8w_round_trip(out, d0, d1, full));
     return 0;
 }
 
@@ -265,7 +262,7 @@ int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *f
         float *x = malloc((size_t)(d0 * d1) * sizeof(float));
         if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
         int rc = frt_tensor_to_f32(t, x);
-        if (rc == 0) quantize_rows_par(codes, scale, x, d0, d1);
+        if (rc == 0) frt_fp8w_quantize_rows(codes, scale, x, d0, d1);
         free(x);
         return rc;
     }

@@ -115,4 +115,15 @@ int frt_fp8w_act_per_token(const frt_model *m);
  * f32. */
 void frt_fp8w_activations(float *out, uint8_t *codes, float *scale, const float *x, int n, int dim);
 
+/* Per-row amax / 448 scales s [d0] and E4M3 codes q [d0, d1] of x [d0, d1]
+ * f32 (frt_fp8_quantize_rows_dynamic over blocks of 64 rows, in parallel:
+ * rows are independent, so the bits are those of one call): the
+ * quantize-at-load of FRT_WEIGHT_FP8. */
+void frt_fp8w_quantize_rows(uint8_t *q, float *s, const float *x, int64_t d0, int64_t d1);
+
+/* x [d0, d1] f32 in place through frt_fp8w_quantize_rows and back
+ * (decode(code) * scale): the values an FP8 GPU kernel multiplies by.
+ * Errors: FRT_ERR_OUT_OF_MEMORY (naming `full`). */
+int frt_fp8w_round_trip(float *x, int64_t d0, int64_t d1, const char *full);
+
 #endif /* FRT_MODEL_FP8_WEIGHTS_H */

@@ -5,7 +5,7 @@
  * E4M3 as the cuda backend runs it: its weights through the codes and back
  * at load, one scale an output row (the same codes the cuda backend
  * uploads), its two products' inputs through the codes per row
- * (fp8_round_trip); f32 otherwise. The math is in
+ * (frt_fp8w_activations); f32 otherwise. The math is in
  * pi0.h; it follows openpi models_pytorch/pi0_pytorch.py (embed_prefix,
  * embed_suffix, denoise_step, sample_actions) and gemma_pytorch.py, with
  * the module math of transformers 5.x modeling_siglip.py and
@@ -35,8 +35,8 @@
  */
 #include "model/arch/pi0/pi0.h"
 
-#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
+#include "model/fp8_weights.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -216,15 +216,6 @@ static const float *norm(float *h, const float *x, const float *w, const float *
     return mod + 2 * width;
 }
 
-/* x [rows, dim] through E4M3 and back, one scale a row (max |row| / 448):
- * the cuda backend's per-token quantization of an FP8 product's input,
- * emulated (docs/policies.md "FP8 weights"). */
-static void fp8_round_trip(pi0_scratch *s, float *x, int rows, int dim)
-{
-    frt_fp8_quantize_rows_dynamic(s->q8, s->s8, x, rows, dim);
-    frt_fp8_dequantize_rows(x, s->q8, s->s8, rows, rows, dim);
-}
-
 /* One decoder layer over the n rows of s->x at positions s->pos, attending
  * under s->allow [n, kv->n_kv]. mods: Pi0.5's two norm modulations (NULL:
  * plain norms). last: skip the MLP (the prefix's last layer: only its KV is
@@ -248,11 +239,11 @@ static void gemma_layer(pi0 *P, const pi0_gemma_config *g, const pi0_gemma_layer
     if (last) return;
     gate = norm(s->h, s->x, y->post_norm, mods ? mods + 3 * W : NULL, n, W, g->eps);
     const int fp8 = P->fp8 && g == &P->c.t; /* the prefix's MLP in FP8: its inputs through E4M3 per row */
-    if (fp8) fp8_round_trip(s, s->h, n, W);
+    if (fp8) frt_fp8w_activations(s->h, s->q8, s->s8, s->h, n, W);
     lin(s->m1, s->h, y->gate, NULL, n, W, g->inter);
     lin(s->m2, s->h, y->up, NULL, n, W, g->inter);
     frt_cpu_geglu_tanh(s->m1, s->m1, s->m2, n * g->inter);
-    if (fp8) fp8_round_trip(s, s->m1, n, g->inter);
+    if (fp8) frt_fp8w_activations(s->m1, s->q8, s->s8, s->m1, n, g->inter);
     lin(s->m2, s->m1, y->down, NULL, n, g->inter, W);
     residual(s->x, s->m2, gate, n, W);
 }
@@ -619,28 +610,13 @@ static int cpu_load_weights(frt_model *m)
     const pi0_config *c = &P->c;
     P->fp8 = m->params.weight_dtype == FRT_WEIGHT_FP8;
     if (!P->fp8) return 0;
-    const int W = c->t.width, I = c->t.inter, big = imax(W, I);
-    uint8_t *q = malloc((size_t)I * big);
-    float *sc = malloc((size_t)big * sizeof(float));
-    if (!q || !sc) {
-        free(q), free(sc);
-        return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0: out of memory quantizing the weights");
-    }
-    for (int l = 0; l + 1 < c->t.layers; l++) {
+    const int W = c->t.width, I = c->t.inter;
+    for (int l = 0; l + 1 < c->t.layers; l++) { /* the arena is the loader's own copy: rewritten in place */
         const pi0_gemma_layer *y = &P->w.tl[l];
-        float *mats[3] = {(float *)y->gate, (float *)y->up, (float *)y->down};
-        const int rows[3] = {I, I, W}, cols[3] = {W, W, I};
-        for (int k = 0; k < 3; k++) {
-            const int R = rows[k], C = cols[k];
-#pragma omp parallel for schedule(static) if ((size_t)R * C >= (1u << 20))
-            for (int r = 0; r < R; r += 64) { /* rows are independent: the same bits in any order */
-                const int nr = R - r < 64 ? R - r : 64;
-                frt_fp8_quantize_rows_dynamic(q + (size_t)r * C, sc + r, mats[k] + (size_t)r * C, nr, C);
-                frt_fp8_dequantize_rows(mats[k] + (size_t)r * C, q + (size_t)r * C, sc + r, nr, nr, C);
-            }
-        }
+        FRT_TRY(frt_fp8w_round_trip((float *)y->gate, I, W, "the prefix's gate_proj"));
+        FRT_TRY(frt_fp8w_round_trip((float *)y->up, I, W, "the prefix's up_proj"));
+        FRT_TRY(frt_fp8w_round_trip((float *)y->down, W, I, "the prefix's down_proj"));
     }
-    free(q), free(sc);
     m->weights_desc = "weights=f32,prefix_mlp=f8_e4m3,scale=per-channel,at-load";
     return 0;
 }

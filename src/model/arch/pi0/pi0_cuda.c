@@ -87,12 +87,12 @@
  */
 #include "model/arch/pi0/pi0.h"
 
-#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/kernels_cpu.h"
 #include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/kernels_policy_cuda.h"
 #include "model/arch/pi0/pi0_glue.h"
+#include "model/fp8_weights.h"
 #include "util/bf16.h"
 #include "util/error.h"
 
@@ -321,13 +321,16 @@ static int put_mat(wload *wl, const uint16_t **dst, int cols, int dcols, const m
     return rc;
 }
 
-/* The row blocks src[0..ns) stacked into one matrix [rows, cols] of E4M3
- * codes with one f32 scale a row (max |row| / 448, frt_fp8_quantize_rows_dynamic:
- * the FP8 weights quantized at load, docs/fp8.md). */
+/* The row blocks src[0..ns) (rows cols apart) stacked into one matrix
+ * [rows, cols] of E4M3 codes with one f32 scale a row (max |row| / 448,
+ * frt_fp8w_quantize_rows: the FP8 weights quantized at load, docs/fp8.md). */
 static int put_fp8(wload *wl, const uint8_t **dst, const float **scale, int cols, const msrc *src, int ns)
 {
     size_t rows = 0;
-    for (int i = 0; i < ns; i++) rows += (size_t)src[i].rows;
+    for (int i = 0; i < ns; i++) {
+        if (src[i].ld != cols) return frt_error(FRT_ERR_INVALID_ARGUMENT, "pi0 cuda: put_fp8 takes whole rows");
+        rows += (size_t)src[i].rows;
+    }
     const size_t off = wl->used, soff = off + align_up(rows * (size_t)cols);
     wl->used = soff + align_up(rows * sizeof(float));
     if (wl->pass == 0) return 0;
@@ -337,13 +340,8 @@ static int put_fp8(wload *wl, const uint8_t **dst, const float **scale, int cols
         free(q), free(sc);
         return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory quantizing the weights");
     }
-    size_t r0 = 0;
-    for (int i = 0; i < ns; r0 += (size_t)src[i].rows, i++) {
-        const msrc *b = &src[i];
-#pragma omp parallel for schedule(static) if ((size_t)b->rows * cols >= (1u << 20))
-        for (int r = 0; r < b->rows; r++) /* rows are independent: the same bits in any order */
-            frt_fp8_quantize_rows_dynamic(q + (r0 + r) * cols, sc + r0 + r, b->p + (size_t)r * b->ld, 1, cols);
-    }
+    for (size_t i = 0, r0 = 0; i < (size_t)ns; r0 += (size_t)src[i].rows, i++)
+        frt_fp8w_quantize_rows(q + r0 * cols, sc + r0, src[i].p, src[i].rows, cols);
     int rc = upload(wl, off, q, rows * (size_t)cols);
     if (rc == 0) rc = upload(wl, soff, sc, rows * sizeof(float));
     free(q), free(sc);
