@@ -430,6 +430,30 @@ static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const f
     free(a), free(v), free(b), free(vis);
 }
 
+/* FP8 weights on cuda need the prefix's width and MLP size multiples of
+ * 16 (cuBLASLt's FP8 rows): an MLP of 40 is refused at load with
+ * FRT_ERR_UNSUPPORTED and no model; the same policy loads in bf16. */
+static void fp8_refused_odd(void)
+{
+    frt_gen_policy_dims d = SMALL;
+    d.t_inter = 40;
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-policy-%d-fp8odd", (int)getpid());
+    CHECK_OK(write_policy_dims(dir, &d, 1, 3));
+    frt_model_params p = frt_model_default_params();
+    p.backend = FRT_BACKEND_CUDA, p.weight_dtype = FRT_WEIGHT_FP8;
+    frt_model *f = NULL;
+    CHECK_STATUS(frt_model_load(dir, &p, &f), FRT_ERR_UNSUPPORTED);
+    CHECK(f == NULL);
+    frt_model_free(f);
+    p.weight_dtype = FRT_WEIGHT_DEFAULT;
+    CHECK_OK(frt_model_load(dir, &p, &f));
+    frt_model_free(f);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 /* The real Pi0.5 shape of gen-model (tools/gen_policy.c). */
 static void compare_real(void)
 {
@@ -459,6 +483,7 @@ int main(void)
     compare("pi05 small, expert 1024", &TAIL, 1, 2, 11, 13);  /* the layer tail, adaRMSNorm */
     compare("pi0 small, heads of 256", &TAIL_ATT, 0, 2, 11, 13);  /* the layer tail with the attention */
     compare("pi05 small, heads of 256", &TAIL_ATT, 1, 3, 11, 13);
+    fp8_refused_odd();
     if (!getenv("FRT_TEST_POLICY_SMALL_ONLY")) compare_real();
     return frt_test_report();
 #endif
