@@ -275,6 +275,13 @@ int frt_cmd_serve(int argc, char **argv)
                 "--policy: weight precision: the checkpoint's, or the prefix's MLP in FP8 E4M3 (cuda; "
                 "docs/policies.md)",
                 .choices = "default|fp8", .dflt = "default"),
+        FRT_OPT(0, "policy-autotune", FRT_ARG_INT, &po.autotune, "N",
+                "--policy: time N of cuBLASLt's algorithms for each GEMM shape at load and keep the fastest (cuda; "
+                "0 = the heuristic's choice; docs/policies.md)",
+                .min = 0, .max = 64),
+        FRT_OPT(0, "policy-tune-file", FRT_ARG_STR, &po.tune_file, "FILE",
+                "--policy with --policy-autotune: load the choice from FILE when it exists, else tune and save it",
+                .dflt = "none"),
         FRT_OPT(0, "discrete-state", FRT_ARG_CHOICE, &po.discrete_state, NULL,
                 "--policy, Pi0.5: the state in the prompt (openpi's discrete_state_input); auto: on but for libero "
                 "(pi05_libero)",
@@ -322,6 +329,7 @@ int frt_cmd_serve(int argc, char **argv)
     }
     if (!isnan(po.value_threshold) && !po.critic) return frt_args_error(&spec, "--value-threshold needs --critic");
     if (po.advantage && isnan(po.cfg_beta)) return frt_args_error(&spec, "--advantage goes with --cfg-beta");
+    if (po.tune_file && !po.autotune) return frt_args_error(&spec, "--policy-tune-file needs --policy-autotune N");
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
     if (!po.dir && (policy_port >= 0 || policy_port_file))
         return frt_args_error(&spec, "--policy-port and --policy-port-file go with --policy DIR");
@@ -341,9 +349,11 @@ int frt_cmd_serve(int argc, char **argv)
         return frt_serve_policy(cmd, &po, &sp, frt_args_backend(backend), threads, quiet, probe, port_file);
     }
     if (!po.dir && (po.robot || po.norm_stats || po.tokenizer || po.default_prompt || po.delta_actions ||
-                    po.discrete_state || po.dtype || frt_serve_policy_host_given(&po)))
+                    po.discrete_state || po.dtype || po.autotune || po.tune_file ||
+                    frt_serve_policy_host_given(&po)))
         return frt_args_error(&spec, "--robot, --norm-stats, --tokenizer, --default-prompt, --delta-actions, "
-                                     "--discrete-state, --policy-dtype, --critic, --value-threshold, --max-chunks, "
+                                     "--discrete-state, --policy-dtype, --policy-autotune, --policy-tune-file, "
+                                     "--critic, --value-threshold, --max-chunks, "
                                      "--episode-timeout, --record, --cfg-beta and --advantage go with --policy DIR");
 
     frt_engine *engine = NULL;

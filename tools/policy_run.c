@@ -3,6 +3,7 @@
  *
  *   frt policy run -m DIR --inputs FILE.safetensors [--out FILE.safetensors]
  *                  [--noise-seed S] [--json] [--backend cpu|cuda] [--dtype default|fp8]
+ *                  [--autotune N [--tune-file FILE]]
  *
  * --inputs holds the exact model inputs: pixel_values [cameras, 3, H, W]
  * (float, in [-1, 1]), input_ids [tokens] (I32 or I64), and optionally
@@ -376,8 +377,8 @@ static int run_images(const char *dir, const frt_model_params *mp, policy_image_
 static int cmd_run(int argc, char **argv)
 {
     const char *dir = NULL, *inputs_help = NULL, *out = NULL, *image_help = NULL, *paths[FRT_POLICY_BATCH_MAX];
-    const char *dtype = "default";
-    int n_inputs = 0;
+    const char *dtype = "default", *tune_file = NULL;
+    int n_inputs = 0, autotune = 0;
     unsigned long long seed = 0;
     int json = 0, backend = FRT_ARG_BACKEND_AUTO;
     policy_image_run ir;
@@ -394,6 +395,13 @@ static int cmd_run(int argc, char **argv)
         FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &dtype, "DTYPE",
                 "weight precision: the checkpoint's, or the prefix's MLP in FP8 E4M3 (cuda; docs/policies.md)",
                 .choices = "default|fp8"),
+        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
+                "time N of cuBLASLt's algorithms for each GEMM shape at load, keep the fastest (cuda; 0 = the "
+                "heuristic's choice; docs/policies.md)",
+                .min = 0, .max = 64),
+        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
+                "with --autotune: load the choice from FILE when it exists (nothing timed), else tune and save it",
+                .dflt = ""),
         FRT_OPT(0, "image", FRT_ARG_STR, &image_help, "CAM=FILE",
                 "instead of --inputs: a camera's PNG or JPEG (repeat per camera; others are masked)", .dflt = ""),
         FRT_OPT('p', "prompt", FRT_ARG_STR, &ir.obs.prompt, "TEXT", "with --image: the instruction", .dflt = ""),
@@ -428,6 +436,7 @@ static int cmd_run(int argc, char **argv)
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
+    if (tune_file && autotune == 0) return frt_args_error(&spec, "--tune-file needs --autotune N");
     int image_mode = ir.obs.n_images || ir.obs.prompt || ir.obs.state;
     if (image_mode && n_inputs) return frt_args_error(&spec, "give the observation once: --inputs FILE or --image ...");
     int seed_given0 = frt_args_find(&spec, "noise-seed")->given > 0;
@@ -440,6 +449,7 @@ static int cmd_run(int argc, char **argv)
         frt_model_params mp = frt_model_default_params();
         mp.backend = (frt_backend)frt_args_backend(backend);
         mp.weight_dtype = !strcmp(dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+        mp.gemm_autotune = autotune, mp.gemm_tune_file = tune_file;
         return run_images(dir, &mp, &ir, &cfg, seed_given0, seed, json, out, &spec);
     }
     if (!n_inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
@@ -448,6 +458,7 @@ static int cmd_run(int argc, char **argv)
     run_spec rs = {dir, out, paths, frt_model_default_params(), &cfg, n_inputs, seed_given0, json, seed};
     rs.mp.backend = (frt_backend)frt_args_backend(backend);
     rs.mp.weight_dtype = !strcmp(dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+    rs.mp.gemm_autotune = autotune, rs.mp.gemm_tune_file = tune_file;
     obs *o = calloc((size_t)n_inputs, sizeof *o);
     int ret = o ? 0 : frt_args_error(&spec, "out of memory");
     for (int r = 0; ret == 0 && r < n_inputs; r++) {

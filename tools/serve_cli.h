@@ -9,6 +9,8 @@
 typedef struct serve_policy_opts {
     const char *dir, *robot, *norm_stats, *tokenizer, *default_prompt, *delta_actions, *discrete_state;
     const char *dtype; /* "default" or "fp8" (the prefix's MLP in FP8 E4M3); NULL: default */
+    int autotune;          /* frt_model_params.gemm_autotune (0: the heuristic's choice) */
+    const char *tune_file; /* frt_model_params.gemm_tune_file (NULL: none) */
     /* the rollout host (docs/robot.md) and CFG; NaN / 0 / NULL = not given */
     const char *critic, *record, *advantage;
     float value_threshold, cfg_beta;

@@ -119,6 +119,7 @@ int frt_serve_policy_open(const char *cmd, const serve_policy_opts *o, const frt
     mp.backend = (frt_backend)backend;
     mp.n_threads = threads;
     mp.weight_dtype = o->dtype && !strcmp(o->dtype, "fp8") ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+    mp.gemm_autotune = o->autotune, mp.gemm_tune_file = o->tune_file;
     if (share) {
         mp.context = share->context;
         p->share = *share;

@@ -119,6 +119,14 @@ run -m "$M" --inputs "$M/obs0.st" --json >"$T/f32.json" 2>/dev/null
 run -m "$M" --inputs "$M/obs0.st" --dtype fp8 --json >"$T/fp8.json" 2>"$T/err"
 check "policy run --dtype fp8 on cpu (emulated): exit 0" test $? -eq 0
 check "policy run --dtype fp8: another chunk than f32's" sh -c "! cmp -s '$T/f32.json' '$T/fp8.json'"
+run -m "$M" --inputs "$M/obs0.st" --autotune 4 >/dev/null 2>"$T/err"
+check "policy run --autotune on the cpu backend: refused at load, named (exit 1)" \
+    sh -c "test $? -eq 1 && grep -q 'no GEMM autotune' '$T/err'"
+run -m "$M" --inputs "$M/obs0.st" --tune-file "$T/tune.txt" >/dev/null 2>"$T/err"
+check "policy run --tune-file without --autotune: a usage error (exit 2)" \
+    sh -c "test $? -eq 2 && grep -q 'needs --autotune' '$T/err' && test ! -e '$T/tune.txt'"
+run -m "$M" --inputs "$M/obs0.st" --autotune 65 >/dev/null 2>"$T/err"
+check "policy run --autotune 65: out of range (exit 2)" test $? -eq 2
 "$FRT" bench policy -m "$M" --backend cpu --repeats 1 --dtype fp16 >/dev/null 2>"$T/err"
 check "bench policy --dtype fp16: a usage error (exit 2)" test $? -eq 2
 [ $fail -eq 0 ] && echo "policy_batch_cli: all passed" || echo "policy_batch_cli: FAILED"

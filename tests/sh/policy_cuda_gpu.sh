@@ -11,7 +11,10 @@
 # batch rows (unguided and fused CFG), each rollout within cosine >= 0.999
 # and rel <= 3e-2 of its single run; `--dtype fp8` (the prefix's MLP in
 # FP8) within FP8's actions bar (rel <= 3e-2, cosine >= 0.999) of the cpu
-# chunk, and its bench run.
+# chunk, and its bench run; `--autotune 4 --tune-file F` tunes and saves F,
+# a second run loads it and prints the same bytes, a tune file that does not
+# parse is refused by name and left alone, and `frt serve --policy
+# --policy-autotune 4 --policy-tune-file F` loads with it (--probe).
 set -u
 command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no NVIDIA GPU"; exit 77; }
 B="$1"
@@ -80,6 +83,32 @@ PYEOF
     check "$v: policy run --backend cuda --dtype fp8: exit 0" test $? -eq 0
     near "cuda fp8" "$T/$v.plain.cpu.json" "$T/$v.fp8.cuda.json"
     check "$v: the fp8 chunk within FP8's bar of the cpu chunk (docs/policies.md)" test $? -eq 0
+    # --autotune N --tune-file F: tuned and saved by the first run, loaded (nothing timed) by the second, whose
+    # chunk is the same bytes; a file that does not parse is refused by name and left as it was
+    tf="$T/tune_$v.txt"
+    for i in 1 2; do
+        "$FRT" policy run -m "$M" --backend cuda --autotune 4 --tune-file "$tf" --inputs "$T/in_$v.safetensors" \
+            --json >"$T/$v.tuned$i.json" 2>"$T/$v.tuned$i.err"
+        check "$v: policy run --autotune 4 --tune-file (run $i): exit 0" test $? -eq 0
+    done
+    check "$v: the tune file was written" sh -c "head -1 '$tf' | grep -q '^frt-gemm-tune 1'"
+    check "$v: the run that loaded the tune file gives the first run's bytes" cmp -s "$T/$v.tuned1.json" "$T/$v.tuned2.json"
+    near "cuda autotuned" "$T/$v.plain.cpu.json" "$T/$v.tuned1.json"
+    check "$v: the autotuned chunk within the bar of the cpu chunk" test $? -eq 0
+    printf 'frt-gemm-tune 1\ngarbage\n' >"$T/bad_tune.txt"
+    cp "$T/bad_tune.txt" "$T/bad_tune.orig"
+    "$FRT" policy run -m "$M" --backend cuda --autotune 4 --tune-file "$T/bad_tune.txt" \
+        --inputs "$T/in_$v.safetensors" >/dev/null 2>"$T/bad_tune.err"
+    rc=$?
+    check "$v: a tune file that does not parse: refused (exit 1) by name, left as it was" \
+        sh -c "test $rc -eq 1 && grep -q bad_tune.txt '$T/bad_tune.err' && cmp -s '$T/bad_tune.txt' '$T/bad_tune.orig'"
+    "$FRT" serve --policy "$M" --robot droid --backend cuda --policy-autotune 4 --policy-tune-file "$tf" --probe \
+        >"$T/serve_tuned_$v.txt" 2>&1
+    # the probe ends at "policy ready", or, where gen-model's tiny model has no tokenizer.model (no spm_train on
+    # the machine), at the service's tokenizer once the model has loaded with the tune file
+    check "$v: serve --policy-autotune --policy-tune-file: the policy loads (probe)" \
+        sh -c "grep -q 'policy ready' '$T/serve_tuned_$v.txt' ||
+               (grep -q 'loaded .* of weights' '$T/serve_tuned_$v.txt' && grep -q 'tokenizer.model' '$T/serve_tuned_$v.txt')"
     "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 5 --dtype fp8 >"$T/bench_fp8_$v.txt" 2>&1
     check "$v: bench policy --dtype fp8: exit 0, says so" grep -q "dtype fp8: the prefix" "$T/bench_fp8_$v.txt"
     "$FRT" bench policy -m "$M" --backend cuda --tokens 12 --repeats 20 --cfg-beta 1.5 >"$T/bench_$v.txt" 2>&1

@@ -111,6 +111,13 @@ check "--robot without --policy: exit 2" test $? -eq 2
 check "--policy-dtype without --policy: exit 2" sh -c "test $? -eq 2 && grep -q -- '--policy-dtype' '$T/err'"
 "$FRT" serve --policy "$T/pi0" --robot droid --policy-dtype fp8 --backend cpu --probe -q >/dev/null 2>"$T/err"
 check "--policy-dtype fp8 on the cpu backend (emulated): probe exit 0" test $? -eq 0
+"$FRT" serve --policy-autotune 4 --probe >/dev/null 2>"$T/err"
+check "--policy-autotune without --policy: exit 2" sh -c "test $? -eq 2 && grep -q -- '--policy-autotune' '$T/err'"
+"$FRT" serve --policy "$T/pi0" --robot droid --policy-tune-file "$T/tune.txt" --probe -q >/dev/null 2>"$T/err"
+check "--policy-tune-file without --policy-autotune: exit 2" sh -c "test $? -eq 2 && grep -q 'needs --policy-autotune' '$T/err'"
+"$FRT" serve --policy "$T/pi0" --robot droid --policy-autotune 4 --backend cpu --probe -q >/dev/null 2>"$T/err"
+check "--policy-autotune on the cpu backend: refused at load, named (exit 1)" \
+    sh -c "test $? -eq 1 && grep -q 'no GEMM autotune' '$T/err' && test ! -e '$T/tune.txt'"
 "$FRT" serve --policy "$T/pi05" --backend cpu --probe >/dev/null 2>"$T/err"
 check "no robot named and no asset folder: exit 1, asks for --robot" \
     sh -c "test $? -eq 1 && grep -q -- '--robot' '$T/err'"
