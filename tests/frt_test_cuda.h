@@ -14,6 +14,7 @@
  *   frt_test_cuda_start()       after the device-free checks: skip (77) without a
  *                               device, else g_ctx / g_st / g_cs and the device line
  *   graph_us(name, rec, user, reps)  us per repetition of a captured record function
+ *   wcopies / wcopies_at / wcopies_us  timing over weight copies the L2 cannot hold
  *   plan_of(g, n, in, out, dt, acc, &info)  the index of a GEMM plan, or -1
  *
  * Options, #defined before the #include:
@@ -24,6 +25,7 @@
  *   FRT_TEST_CUDA_OWN_FRAND        the file defines its own frand
  *   FRT_TEST_CUDA_OWN_UNTOUCHED    the file defines its own untouched
  *   FRT_TEST_CUDA_OWN_REPORT_SAME  the file defines its own report_same
+ *   TOL_BF16 x                     tolerance of a bf16 result (default 1e-2)
  */
 #ifndef FRT_TEST_CUDA_H
 #define FRT_TEST_CUDA_H
@@ -39,6 +41,11 @@
 
 #ifndef FRT_TEST_CUDA_COL
 #define FRT_TEST_CUDA_COL 62
+#endif
+
+/* Norm-wise tolerance of a bf16 result: bf16 keeps 8 significant bits. */
+#ifndef TOL_BF16
+#define TOL_BF16 1e-2
 #endif
 
 /* Inside a record callback: return a failed launch's status. */
@@ -355,6 +362,49 @@ static inline void *snap(dbuf d, size_t bytes)
     void *h = xzalloc(bytes);
     dget(d, 0, h, bytes);
     return h;
+}
+
+/* A graph of `reps` launches of a weight-bound product cycling over
+ * `copies` copies of its weights (`wbytes` each, side by side in w), so
+ * that no launch finds its weights in the L2; x and y are its input and
+ * output. The file's own struct holds one, and its record function makes
+ * the launches. */
+typedef struct wcopies {
+    int copies, reps;
+    size_t wbytes; /* a copy's bytes */
+    dbuf w, x, y;
+} wcopies;
+
+/* The weights launch i reads: its copy, the copies taken in turn. */
+static inline const uint16_t *wcopies_at(const wcopies *c, int i)
+{
+    return (const uint16_t *)((const char *)c->w.p + (size_t)(i % c->copies) * c->wbytes);
+}
+
+/* Microseconds per launch of what `rec` records (`user`, the file's struct
+ * that holds c): allocates c's copies of `wbytes` (>= 256 MiB in all, more
+ * than the L2 holds), x and y; fills the weights and x with bytes 0x3C (bf16
+ * 0x3C3C = 0.0115: finite values; the time does not depend on them) and y
+ * with zeros (an accumulating launch reads it); times `reps` launches
+ * (c->reps, for rec) in a graph with graph_us; frees the buffers. */
+static inline double wcopies_us(wcopies *c, const char *name, size_t wbytes, size_t xbytes, size_t ybytes, int reps,
+                                frt_record_fn rec, void *user)
+{
+    c->wbytes = wbytes;
+    c->copies = (int)((((size_t)256 << 20) + wbytes - 1) / wbytes);
+    if (c->copies < 1) c->copies = 1;
+    c->reps = reps;
+    c->w = dalloc(c->copies * wbytes);
+    c->x = dalloc(xbytes);
+    c->y = dalloc(ybytes);
+    must(frt_buffer_fill(c->w.b, 0, c->w.bytes, 0x3C, g_st), "fill");
+    must(frt_buffer_fill(c->x.b, 0, c->x.bytes, 0x3C, g_st), "fill");
+    must(frt_buffer_fill(c->y.b, 0, c->y.bytes, 0, g_st), "fill");
+    const double us = graph_us(name, rec, user, reps);
+    dfree(&c->w);
+    dfree(&c->x);
+    dfree(&c->y);
+    return us;
 }
 
 #if defined(FRT_TEST_CUDA_START_N)

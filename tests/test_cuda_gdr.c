@@ -48,7 +48,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include <time.h>
 
 #define TOL_F32 1e-5
-#define TOL_BF16 1e-2
 #define CHUNK 64
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;

@@ -45,7 +45,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "frt_test_cuda.h"
 
 #define TOL_F32 1e-4
-#define TOL_BF16 1e-2
 #define COPY_BYTES_PER_S 3.0e12
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
@@ -266,49 +265,38 @@ static void test_plans(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, int sms)
 
 /* ---- timing -------------------------------------------------------------- */
 
-/* A graph of `reps` launches cycling over `copies` copies of the weights
- * (one matrix, or gate and up side by side for the SwiGLU form: glu). */
+/* A graph of launches cycling over copies of the weights (one matrix, or
+ * gate and up side by side for the SwiGLU form: glu). */
 typedef struct bench {
     frt_cuda_gemm *g;
-    int n, in, out, copies, reps, acc, glu;
+    int n, in, out, acc, glu;
     frt_cuda_dtype odt;
-    size_t wbytes; /* a copy's bytes */
-    dbuf w, x, y;
+    wcopies c;
 } bench;
 
 static int record_bench(frt_stream *stream, void *user)
 {
     bench *b = user;
     void *s = frt_stream_native(stream);
-    for (int i = 0; i < b->reps; i++) {
-        const char *p = (const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes;
+    for (int i = 0; i < b->c.reps; i++) {
+        const uint16_t *w = wcopies_at(&b->c, i);
         if (b->glu)
-            FRT_TEST_TRY_(frt_cuda_gemm_swiglu(b->g, s, b->y.p, b->x.p, (const uint16_t *)p,
-                                               (const uint16_t *)(p + b->wbytes / 2), b->n, b->in, b->out, BF16));
+            FRT_TEST_TRY_(frt_cuda_gemm_swiglu(b->g, s, b->c.y.p, b->c.x.p, w, w + (size_t)b->out * b->in, b->n, b->in,
+                                               b->out, BF16));
         else
-            FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, b->odt, b->x.p, (const uint16_t *)p, b->n, b->in, b->out,
-                                            b->acc));
+            FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->c.y.p, b->odt, b->c.x.p, w, b->n, b->in, b->out, b->acc));
     }
     return 0;
 }
 
-/* Microseconds a launch (-1 when the plan fails). */
+/* Microseconds a launch (-1 when the plan fails): 64 launches over copies
+ * of the weights (wcopies_us). */
 static double time_gemm(frt_cuda_gemm *g, int n, int in, int out, frt_cuda_dtype odt, int acc, int glu)
 {
-    bench b = {g, n, in, out, 1, 64, acc, glu, odt, (size_t)out * in * 2 * (glu ? 2 : 1), {0}, {0}, {0}};
-    b.copies = (int)((((size_t)256 << 20) + b.wbytes - 1) / b.wbytes);
+    bench b = {g, n, in, out, acc, glu, odt, {0}};
     if (frt_cuda_gemm_plan(g, n, in, out, odt, acc) < 0) return -1;
-    b.w = dalloc(b.copies * b.wbytes);
-    b.x = dalloc((size_t)n * in * 2);
-    b.y = dalloc((size_t)n * out * 4);
-    must(frt_buffer_fill(b.w.b, 0, b.w.bytes, 0x3C, g_st), "fill");
-    must(frt_buffer_fill(b.x.b, 0, b.x.bytes, 0x3C, g_st), "fill");
-    must(frt_buffer_fill(b.y.b, 0, b.y.bytes, 0, g_st), "fill");
-    const double us = graph_us("skinny-bench", record_bench, &b, b.reps);
-    dfree(&b.w);
-    dfree(&b.x);
-    dfree(&b.y);
-    return us;
+    return wcopies_us(&b.c, "skinny-bench", (size_t)out * in * 2 * (glu ? 2 : 1), (size_t)n * in * 2,
+                      (size_t)n * out * 4, 64, record_bench, &b);
 }
 
 static void time_shape(frt_cuda_gemm *g, frt_cuda_gemm *g_lt, const char *tag, int n, int in, int out,

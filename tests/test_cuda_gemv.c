@@ -42,7 +42,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "frt_test_cuda.h"
 
 #define TOL_GEMM_F32 1e-4
-#define TOL_BF16 1e-2
 #define HBM_BYTES_PER_S 4.2e12 /* measured device-to-device copy rate of the H200 */
 
 static const frt_cuda_dtype F32 = FRT_CUDA_F32, BF16 = FRT_CUDA_BF16;
@@ -144,48 +143,33 @@ static void gemv_shape(frt_cuda_gemm *g, const char *tag, int in, int out, const
 
 typedef struct bench {
     frt_cuda_gemm *g;
-    int n, in, out, copies, reps;
-    size_t wbytes;
-    dbuf w, x, y;
+    int n, in, out;
+    wcopies c;
 } bench;
 
 static int record_bench(frt_stream *stream, void *user)
 {
     bench *b = user;
     void *s = frt_stream_native(stream);
-    for (int i = 0; i < b->reps; i++) {
-        const char *wp = (const char *)b->w.p + (size_t)(i % b->copies) * b->wbytes;
-        const uint16_t *w = (const uint16_t *)wp;
-        FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->y.p, F32, b->x.p, w, b->n, b->in, b->out, 0));
-    }
+    for (int i = 0; i < b->c.reps; i++)
+        FRT_TEST_TRY_(frt_cuda_gemm_run(b->g, s, b->c.y.p, F32, b->c.x.p, wcopies_at(&b->c, i), b->n, b->in,
+                                        b->out, 0));
     return 0;
 }
 
 /* Microseconds per call of g at (n, in, out) f32 out: a graph of back-to-back
- * calls cycling over copies of the weights (>= 256 MiB in all, so the L2
- * holds none of them), one warm-up replay, then one timed replay. < 0 on
- * failure. */
+ * calls (2 GiB of weights, 4 to 200 calls) over copies of the weights
+ * (wcopies_us: >= 256 MiB in all, so the L2 holds none of them), one warm-up
+ * replay, then one timed replay. < 0 on failure. */
 static double time_gemm(frt_cuda_gemm *g, int n, int in, int out)
 {
-    bench b = {g, n, in, out, 1, 0, (size_t)out * in * 2, {0}, {0}, {0}};
-    const size_t min_total = (size_t)256 << 20;
-    b.copies = (int)((min_total + b.wbytes - 1) / b.wbytes);
-    if (b.copies < 1) b.copies = 1;
-    b.reps = (int)(((size_t)2 << 30) / b.wbytes);
-    if (b.reps < 4) b.reps = 4;
-    if (b.reps > 200) b.reps = 200;
+    bench b = {g, n, in, out, {0}};
+    const size_t wbytes = (size_t)out * in * 2;
+    int reps = (int)(((size_t)2 << 30) / wbytes);
+    if (reps < 4) reps = 4;
+    if (reps > 200) reps = 200;
     if (frt_cuda_gemm_plan(g, n, in, out, F32, 0) < 0) return -1;
-    b.w = dalloc(b.copies * b.wbytes);
-    b.x = dalloc((size_t)n * in * 2);
-    b.y = dalloc((size_t)n * out * 4);
-    /* bf16 0x3C3C = 0.0115: finite values; the time does not depend on them */
-    must(frt_buffer_fill(b.w.b, 0, b.w.bytes, 0x3C, g_st), "fill");
-    must(frt_buffer_fill(b.x.b, 0, b.x.bytes, 0x3C, g_st), "fill");
-    const double us = graph_us("gemv-bench", record_bench, &b, b.reps);
-    dfree(&b.w);
-    dfree(&b.x);
-    dfree(&b.y);
-    return us;
+    return wcopies_us(&b.c, "gemv-bench", wbytes, (size_t)n * in * 2, (size_t)n * out * 4, reps, record_bench, &b);
 }
 
 static void time_shape(frt_cuda_gemm *gv, frt_cuda_gemm *lt, const char *tag, int n, int in,

@@ -57,7 +57,6 @@ int main(void) { TEST_SKIP("built without CUDA"); }
 #include "frt_test_cuda.h"
 
 #define TOL_F32 1e-4
-#define TOL_BF16 1e-2
 #define HBM_BYTES_PER_S 3.35e12 /* H100 SXM HBM3 (the H200: 4.8e12) */
 
 static uint64_t g_rng = 20261126;
