@@ -88,11 +88,12 @@ PYEOF
     tf="$T/tune_$v.txt"
     for i in 1 2; do
         "$FRT" policy run -m "$M" --backend cuda --autotune 4 --tune-file "$tf" --inputs "$T/in_$v.safetensors" \
-            --json >"$T/$v.tuned$i.json" 2>"$T/$v.tuned$i.err"
+            --json --out "$T/$v.tuned$i.st" >"$T/$v.tuned$i.json" 2>"$T/$v.tuned$i.err"
         check "$v: policy run --autotune 4 --tune-file (run $i): exit 0" test $? -eq 0
     done
     check "$v: the tune file was written" sh -c "head -1 '$tf' | grep -q '^frt-gemm-tune 1'"
-    check "$v: the run that loaded the tune file gives the first run's bytes" cmp -s "$T/$v.tuned1.json" "$T/$v.tuned2.json"
+    check "$v: the run that loaded the tune file gives the first run's bytes (--out)" \
+        cmp -s "$T/$v.tuned1.st" "$T/$v.tuned2.st"
     near "cuda autotuned" "$T/$v.plain.cpu.json" "$T/$v.tuned1.json"
     check "$v: the autotuned chunk within the bar of the cpu chunk" test $? -eq 0
     printf 'frt-gemm-tune 1\ngarbage\n' >"$T/bad_tune.txt"

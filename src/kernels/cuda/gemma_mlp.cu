@@ -19,7 +19,8 @@
  *     of the split in registers (its (max, sum) and the unnormalised P V to
  *     the work buffer). ~112 units at the Pi0.5 expert's 3-camera shape:
  *     about one a block.
- *  C. the splits of each query row merged in split order (a warp a row),
+ *  C. the splits of each query row merged in split order (two warps a row,
+ *     a batch of splits' loads in flight at once),
  *     attn = sum O_s 2^(m_s - M) / sum l_s 2^(m_s - M), bf16.
  *  O. (with o_proj) partial products of attn . o^T: a unit is 128 output
  *     columns (one m16 tile a warp) over a chunk of 128 of attn's columns,
@@ -577,41 +578,55 @@ __device__ void gm_attention(const gm_att &t, unsigned char *smem)
 }
 
 /* Phase C: the splits' partials of every query row merged in split order
- * into out, a warp a row: M = max m_s, L = sum l_s 2^(m_s - M) (a warp
- * butterfly), out = sum over s in order of O_s 2^(m_s - M), over L (zeros
- * for a row without an allowed key); a lane 8 columns. */
+ * into out, two warps a row (warp w & 1 the row's columns 128 (w & 1) ..
+ * + 127, a lane 4 of them): M = max m_s, L = sum l_s 2^(m_s - M) (a warp
+ * butterfly; both warps of the row compute the same L), out = sum over s in
+ * order of O_s 2^(m_s - M), over L (zeros for a row without an allowed
+ * key). The first GC_BATCH splits' loads of O are issued before M is
+ * known, each later batch's all at once: the merge waits on about two L2
+ * round trips, not one a split. The sums are those of one warp a row (the
+ * same expression per column, in split order). */
+#define GC_BATCH 16
 __device__ void gm_combine(const gm_att &t)
 {
-    const int lane = threadIdx.x & 31, nqp = t.nrt * GA_ROWS;
-    const int warps = gridDim.x * GM_WARPS;
-    for (int r = blockIdx.x * GM_WARPS + (threadIdx.x >> 5); r < t.nq; r += warps) {
+    const int lane = threadIdx.x & 31, nqp = t.nrt * GA_ROWS, half = (threadIdx.x >> 5) & 1;
+    const int rows_step = gridDim.x * (GM_WARPS / 2);
+    for (int r = blockIdx.x * (GM_WARPS / 2) + (threadIdx.x >> 6); r < t.nq; r += rows_step) {
+        const float *po = t.po + (size_t)r * GA_HD + 128 * half + 4 * lane;
+        const size_t ss = (size_t)nqp * GA_HD; /* floats from one split's partials to the next */
+        float4 x[GC_BATCH];
+#pragma unroll
+        for (int i = 0; i < GC_BATCH; i++)
+            if (i < t.nks) x[i] = *(const float4 *)(po + (size_t)i * ss);
         float M = -INFINITY;
         for (int s = lane; s < t.nks; s += 32) M = fmaxf(M, t.ml[(size_t)s * nqp + r].x);
         M = frt_warp_max(M);
-        float L = 0.0f, acc[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc[i] = 0.0f;
-        const float *po = t.po + (size_t)r * GA_HD + 8 * lane;
+        float L = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s0 = 0; s0 < t.nks; s0 += 32) {
             const int s = s0 + lane;
             const float2 ml = s < t.nks ? t.ml[(size_t)s * nqp + r] : make_float2(-INFINITY, 0.0f);
             const float w = M == -INFINITY || ml.x == -INFINITY ? 0.0f : exp2f(ml.x - M);
             L += ml.y * w;
             const int n = min(32, t.nks - s0);
-#pragma unroll 8
-            for (int i = 0; i < n; i++) {
-                const float ws = __shfl_sync(0xffffffffu, w, i);
-                const float *p = po + (size_t)(s0 + i) * nqp * GA_HD;
-                const float4 x0 = *(const float4 *)p, x1 = *(const float4 *)(p + 4);
-                acc[0] += x0.x * ws, acc[1] += x0.y * ws, acc[2] += x0.z * ws, acc[3] += x0.w * ws;
-                acc[4] += x1.x * ws, acc[5] += x1.y * ws, acc[6] += x1.z * ws, acc[7] += x1.w * ws;
+            for (int b0 = 0; b0 < n; b0 += GC_BATCH) {
+                if (s0 + b0 > 0) { /* the batch's loads (the first was issued above) */
+#pragma unroll
+                    for (int i = 0; i < GC_BATCH; i++)
+                        if (b0 + i < n) x[i] = *(const float4 *)(po + (size_t)(s0 + b0 + i) * ss);
+                }
+#pragma unroll
+                for (int i = 0; i < GC_BATCH; i++) {
+                    const float ws = __shfl_sync(0xffffffffu, w, (b0 + i) & 31);
+                    if (b0 + i < n) {
+                        acc[0] += x[i].x * ws, acc[1] += x[i].y * ws, acc[2] += x[i].z * ws, acc[3] += x[i].w * ws;
+                    }
+                }
             }
         }
         L = frt_warp_sum(L);
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        *(uint4 *)(t.out + (size_t)r * GA_HD + 8 * lane) =
-            make_uint4(frt_pack_bf16(acc[0] * inv, acc[1] * inv), frt_pack_bf16(acc[2] * inv, acc[3] * inv),
-                       frt_pack_bf16(acc[4] * inv, acc[5] * inv), frt_pack_bf16(acc[6] * inv, acc[7] * inv));
+        *(uint2 *)(t.out + (size_t)r * GA_HD + 128 * half + 4 * lane) =
+            make_uint2(frt_pack_bf16(acc[0] * inv, acc[1] * inv), frt_pack_bf16(acc[2] * inv, acc[3] * inv));
     }
 }
 
