@@ -241,22 +241,23 @@ __device__ void gm_partials(const gm_prod &p, int rows, uint16_t *xs, uint4 (&wa
     const int KC = NKB * 32, mg = GM_W / GM_MC, units = mg * (p.in / KC), XS = KC + GM_PAD, R = NT * 8;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const int kc = u / mg, c = (u % mg) * GM_MC + wp * 16 + g;
-        /* x[:, chunk] staged with plain loads, 4 a thread in flight at once
-         * (cp.async would also wait for the weight ring's groups before) */
+        /* x[:, chunk] staged with plain loads, all of a thread's (at most 8:
+         * 7 for down's 56 rows of 256) in flight at once (cp.async would
+         * also wait for the weight ring's groups before) */
+        constexpr int XN = NT * 8 * NKB * 4, XL0 = (XN + GM_THREADS - 1) / GM_THREADS, XL = XL0 < 8 ? XL0 : 8;
         __syncthreads(); /* the previous unit's reads of xs are done */
-        for (int j0 = 0; j0 * GM_THREADS < R * (KC / 8); j0 += 4) {
-            uint4 v[4];
+        for (int j0 = 0; j0 * GM_THREADS < XN; j0 += XL) {
+            uint4 v[XL];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < XL; j++) {
                 const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
-                v[j] = i < R * (KC / 8) && r < rows
-                           ? *(const uint4 *)(p.x + (size_t)r * p.in + (size_t)kc * KC + 8 * q)
-                           : make_uint4(0, 0, 0, 0);
+                v[j] = i < XN && r < rows ? *(const uint4 *)(p.x + (size_t)r * p.in + (size_t)kc * KC + 8 * q)
+                                          : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < XL; j++) {
                 const int i = threadIdx.x + (j0 + j) * GM_THREADS, r = i / (KC / 8), q = i % (KC / 8);
-                if (i < R * (KC / 8)) *(uint4 *)(xs + (size_t)r * XS + 8 * q) = v[j];
+                if (i < XN) *(uint4 *)(xs + (size_t)r * XS + 8 * q) = v[j];
             }
         }
         __syncthreads();
