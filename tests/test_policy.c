@@ -21,7 +21,9 @@
  *     a clear FRT_ERR_INVALID_ARGUMENT and the state table unchanged, byte
  *     for byte.
  *  4. load: an unknown tensor and a missing tensor are refused with their
- *     names; the token verbs refuse a policy; the cuda backend is refused.
+ *     names, so are an F8_E4M3 tensor and config.json's quantization_config
+ *     (FP8 policy checkpoints, FRT_ERR_UNSUPPORTED); the token verbs refuse a
+ *     policy; the cuda backend is refused.
  * The golden directory is FRT_TEST_DATA/pi0 (or $FRT_PI0_GOLDEN); without it
  * the test is skipped.
  */
@@ -29,6 +31,7 @@
 
 #include "frt/capsule.h"
 #include "frt/checkpoint.h"
+#include "frt/fs.h"
 #include "frt/policy.h"
 #include "frt/safetensors.h"
 #include "model/model_internal.h"
@@ -421,8 +424,14 @@ static void test_bad_input(void)
     golden_close(&g);
 }
 
-/* A copy of the pi0 golden checkpoint with one tensor added or left out. */
+/* A copy of the pi0 golden checkpoint with one tensor added or left out,
+ * or (fp8) stored as F8_E4M3 codes. */
+static int write_variant_fp8(const char *src, const char *dst, const char *drop, const char *add, const char *fp8);
 static int write_variant(const char *src, const char *dst, const char *drop, const char *add)
+{
+    return write_variant_fp8(src, dst, drop, add, NULL);
+}
+static int write_variant_fp8(const char *src, const char *dst, const char *drop, const char *add, const char *fp8)
 {
     char path[900];
     mkdir(dst, 0755);
@@ -435,6 +444,13 @@ static int write_variant(const char *src, const char *dst, const char *drop, con
     for (int i = 0; i < frt_checkpoint_count(ck); i++) {
         const frt_tensor *t = frt_checkpoint_at(ck, i);
         if (drop && !strcmp(t->name, drop)) continue;
+        if (fp8 && !strcmp(t->name, fp8)) { /* codes 0x38 (1.0): a value the refusal never reads */
+            static unsigned char codes[1 << 20];
+            if ((size_t)frt_tensor_numel(t) > sizeof codes) return -1;
+            memset(codes, 0x38, sizeof codes);
+            frt_st_writer_add(w, t->name, FRT_DT_F8_E4M3, t->ndim, t->shape, codes);
+            continue;
+        }
         frt_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
     }
     static const float extra[4] = {1, 2, 3, 4};
@@ -463,6 +479,31 @@ static void test_load_errors(void)
     CHECK_OK(write_variant(src, dst, "paligemma_with_expert.gemma_expert.model.layers.1.mlp.up_proj.weight", NULL));
     CHECK_STATUS(frt_model_load(dst, &p, &m), FRT_ERR_NOT_FOUND);
     CHECK(strstr(frt_last_error(), "paligemma_with_expert.gemma_expert.model.layers.1.mlp.up_proj.weight") != NULL);
+    /* FP8 policy checkpoints: an F8_E4M3 tensor, or config.json's quantization_config, refused by name */
+    const char *f8 = "paligemma_with_expert.gemma_expert.model.layers.0.mlp.down_proj.weight";
+    snprintf(dst, sizeof dst, "%s/fp8", tmp);
+    CHECK_OK(write_variant_fp8(src, dst, NULL, NULL, f8));
+    CHECK_STATUS(frt_model_load(dst, &p, &m), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), f8) != NULL && strstr(frt_last_error(), "F8_E4M3") != NULL);
+    printf("  fp8 tensor -> %s\n", frt_last_error());
+    snprintf(dst, sizeof dst, "%s/quant", tmp);
+    CHECK_OK(write_variant(src, dst, NULL, NULL));
+    {
+        char cfg[400], *text = NULL;
+        size_t len = 0;
+        snprintf(cfg, sizeof cfg, "%s/config.json", dst);
+        CHECK_OK(frt_file_read_all(cfg, 1u << 20, &text, &len));
+        FILE *f = text ? fopen(cfg, "w") : NULL;
+        const char *brace = text ? strchr(text, '{') : NULL;
+        CHECK(f && brace);
+        if (f && brace) {
+            fprintf(f, "{\"quantization_config\": {\"quant_method\": \"fp8\"}, %s", brace + 1);
+            fclose(f);
+        }
+        free(text);
+    }
+    CHECK_STATUS(frt_model_load(dst, &p, &m), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "quantization_config") != NULL);
     /* cuda: no backend in a CPU build, no device on a machine without a GPU;
      * with one, action_dim 7 is not a multiple of 8 */
     p.backend = FRT_BACKEND_CUDA;

@@ -339,6 +339,11 @@ static int is_openpi(const json_t *root)
 /* The layout, then its fields; model_type for the transformers layout. */
 static int parse_root(const json_t *root, pi0_config *c, char *model_type, size_t mt_size, const char *what)
 {
+    if (json_object_get(root, "quantization_config"))
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "%s: quantization_config: quantized (FP8) policy checkpoints are not supported; load the "
+                         "bf16 checkpoint (--dtype fp8 quantizes the prefix's MLP at load, docs/policies.md)",
+                         what);
     if (is_openpi(root)) {
         c->layout = PI0_LAYOUT_OPENPI;
         return parse_openpi(root, c, what);

@@ -87,6 +87,11 @@ static int take_v(loader *L, const float **dst, int ndim, const int64_t *dims, c
         shape_str(want, sizeof want, ndim, dims);
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has shape %s, expected %s", name, have, want);
     }
+    if (t->dtype == FRT_DT_F8_E4M3 || t->dtype == FRT_DT_F8_E5M2) /* its scales would be other tensors */
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "checkpoint: tensor '%s' is %s: FP8 policy checkpoints are not supported; load the bf16 "
+                         "checkpoint (--dtype fp8 quantizes the prefix's MLP at load, docs/policies.md)",
+                         name, frt_dtype_name(t->dtype));
     if (L->pass == 1) {
         float *p = L->arena + L->used;
         FRT_TRY(frt_tensor_to_f32(t, p));
