@@ -88,12 +88,14 @@ static const char *llm_only_given(const frt_server_params *sp, const int *budget
                                   const char *const *strs)
 {
     frt_server_params d = frt_server_default_params();
-    static const char *const int_names[] = {"--max-seq", "--prefill-chunk", "--branches", "--no-auto-capsules",
-                                            "--fake-* / --parse-special-in-content"};
-    static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map"};
-    for (int i = 0; i < 5; i++)
+    static const char *const int_names[] = {"--max-seq",   "--prefill-chunk", "--branches",
+                                            "--no-auto-capsules", "--fake-* / --parse-special-in-content",
+                                            "--dtype",     "--kv-dtype",      "--autotune"};
+    static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map", "--kv-scales",
+                                            "--tune-file"};
+    for (int i = 0; i < 8; i++)
         if (ints[i]) return int_names[i];
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         if (strs[i]) return str_names[i];
     for (int t = 0; t < 3; t++)
         if ((size_t)budget_mb[t] << 20 != d.budget_bytes[t]) return "--device/host/disk-budget-mb";
@@ -154,6 +156,8 @@ int frt_cmd_serve(int argc, char **argv)
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
+    const char *wdtype = "default", *kv_dtype = "default", *kv_scales = NULL, *tune_file = NULL;
+    int autotune = 0;
     serve_policy_opts po = {.value_threshold = NAN, .cfg_beta = NAN};
     int policy_port = -1;
     const char *policy_port_file = NULL;
@@ -219,6 +223,23 @@ int frt_cmd_serve(int argc, char **argv)
                 "branch slots of the live state: requests with n (or best_of) up to B fork one prefill into that "
                 "many branches (docs/serving.md)",
                 .min = 1, .max = 4096),
+        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
+                "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load (dense "
+                "and hybrid models, cpu and cuda; docs/fp8.md)",
+                .choices = "default|fp8"),
+        FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
+                "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "
+                "capsules then hold the E4M3 rows; docs/fp8.md)",
+                .choices = "default|fp8"),
+        FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
+                "with --kv-dtype fp8: per-head KV scales written by frt calibrate (wins over the checkpoint's)",
+                .dflt = "the checkpoint's k_scale / v_scale (kv_cache_scheme), else 1.0"),
+        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
+                "time N of cuBLASLt's algorithms for the append GEMM shapes at load and keep the fastest (cuda; 0 = "
+                "the heuristic's choice; docs/kernels-cuda.md \"GEMM autotune\")",
+                .min = 0, .max = 64),
+        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
+                "with --autotune: load the choice from FILE when it exists, else tune and save it", .dflt = "none"),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no request log on stderr"),
         FRT_OPT(0, "probe", FRT_ARG_FLAG, &probe, NULL, "load the model, print what would be served, exit"),
         FRT_OPT(0, "engine", FRT_ARG_CHOICE, &engine_kind, NULL, "fake: a deterministic toy model for tests",
@@ -328,6 +349,9 @@ int frt_cmd_serve(int argc, char **argv)
                                   capsule_key_file, key_len);
     }
     if (!isnan(po.value_threshold) && !po.critic) return frt_args_error(&spec, "--value-threshold needs --critic");
+    if (tune_file && !autotune) return frt_args_error(&spec, "--tune-file needs --autotune N");
+    if (kv_scales && strcmp(kv_dtype, "fp8")) return frt_args_error(&spec, "--kv-scales needs --kv-dtype fp8");
+    const int llm_fp8 = !strcmp(wdtype, "fp8"), llm_kv8 = !strcmp(kv_dtype, "fp8");
     if (po.advantage && isnan(po.cfg_beta)) return frt_args_error(&spec, "--advantage goes with --cfg-beta");
     if (po.tune_file && !po.autotune) return frt_args_error(&spec, "--policy-tune-file needs --policy-autotune N");
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
@@ -339,9 +363,10 @@ int frt_cmd_serve(int argc, char **argv)
     if (policy_port_file && policy_port < 0)
         return frt_args_error(&spec, "--policy-port-file goes with --policy-port");
     if (po.dir && policy_port < 0) {
-        int ints[5] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
-                                                              sp.parse_special_in_content};
-        const char *strs[3] = {allowed_hosts, capsule_key_file, cartridge_map};
+        int ints[8] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
+                                                              sp.parse_special_in_content,
+                       llm_fp8, llm_kv8, autotune};
+        const char *strs[5] = {allowed_hosts, capsule_key_file, cartridge_map, kv_scales, tune_file};
         const char *bad = llm_only_given(&sp, budget_mb, ints, strs);
         if (bad)
             return frt_args_error(&spec, "--policy: %s is an option of the LLM server; with --policy alone it is not "
@@ -367,6 +392,10 @@ int frt_cmd_serve(int argc, char **argv)
                                          "tokens (a model engine option)");
         if (branches > 1)
             return frt_args_error(&spec, "--branches: the fake engine has no branch slots (a model engine option)");
+        if (llm_fp8 || llm_kv8 || autotune)
+            return frt_args_error(&spec, "--%s: the fake engine has no weights, KV cache or GEMMs (a model engine "
+                                         "option)",
+                                  llm_fp8 ? "dtype" : llm_kv8 ? "kv-dtype" : "autotune");
         if (max_seq) fp.max_seq = max_seq;
         if (chunk) fp.prefill_chunk = chunk;
         rc = frt_engine_fake_create(&fp, &engine);
@@ -382,19 +411,24 @@ int frt_cmd_serve(int argc, char **argv)
             }
             model = dir;
         }
+        frt_model_params mp = frt_model_default_params();
+        mp.backend = (frt_backend)frt_args_backend(backend);
+        mp.max_seq = max_seq;
+        mp.prefill_chunk = chunk;
+        mp.n_threads = threads;
+        mp.branch_slots = branches;
+        mp.weight_dtype = llm_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+        mp.kv_dtype = llm_kv8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
+        mp.kv_scales = kv_scales;
+        mp.gemm_autotune = autotune;
+        mp.gemm_tune_file = tune_file;
         if (po.dir) {
-            frt_model_params mp = frt_model_default_params();
-            mp.backend = (frt_backend)frt_args_backend(backend);
-            mp.max_seq = max_seq;
-            mp.prefill_chunk = chunk;
-            mp.n_threads = threads;
-            mp.branch_slots = branches;
             if ((rc = open_shared_llm(cmd, model, &mp, quiet, &llm, &turns, &engine))) return rc;
         } else {
             /* HOOK(load progress): the engine loads the weights; it gets the
              * library's loading callback when there is one. */
             if (!quiet) fprintf(stderr, "frt %s: loading %s (%s backend)\n", cmd, model, backend_name);
-            rc = frt_engine_model_open(model, backend_name, max_seq, chunk, threads, branches, &engine);
+            rc = frt_engine_model_open_params(model, &mp, &engine);
             if (rc) return frt_cli_fail(cmd, rc);
         }
     }

@@ -30,6 +30,7 @@ extern "C" {
 
 typedef struct frt_engine frt_engine; /* src/serving/engine.h */
 typedef struct frt_model frt_model;   /* include/frt/model.h */
+struct frt_model_params;              /* include/frt/model.h */
 typedef struct frt_server frt_server;
 
 /* ---- engines --------------------------------------------------------------- */
@@ -74,6 +75,16 @@ FRT_API int frt_engine_fake_create(const frt_engine_fake_params *p, frt_engine *
  * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
 FRT_API int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
                                   int n_threads, int branch_slots, frt_engine **out);
+
+/* frt_engine_model_open with every load option: the checkpoint directory
+ * loaded with params (frt_model_load: backend, max_seq, prefill_chunk,
+ * n_threads, branch_slots, weight_dtype, kv_dtype, kv_scales,
+ * gemm_autotune, gemm_tune_file, ...; params NULL = the defaults) and
+ * wrapped as an engine that owns the model. Errors as frt_model_load
+ * (FRT_ERR_INVALID_ARGUMENT for a NULL model_dir or out), and
+ * FRT_ERR_UNSUPPORTED when this build has no model layer yet. */
+FRT_API int frt_engine_model_open_params(const char *model_dir, const struct frt_model_params *params,
+                                         frt_engine **out);
 
 /* Wraps an already loaded model (not owned: free the engine first, then the
  * model). FRT_ERR_UNSUPPORTED when this build has no model layer yet. */

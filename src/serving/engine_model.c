@@ -324,18 +324,10 @@ int frt_engine_model_create(frt_model *m, frt_engine **out)
     return wrap(m, 0, NULL, out);
 }
 
-int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
-                          int n_threads, int branch_slots, frt_engine **out)
+int frt_engine_model_open_params(const char *model_dir, const frt_model_params *params, frt_engine **out)
 {
     if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
-    frt_model_params p = frt_model_default_params();
-    if (backend && !strcmp(backend, "cuda")) p.backend = FRT_BACKEND_CUDA;
-    else if (backend && strcmp(backend, "cpu"))
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: backend must be cpu or cuda (got '%s')", backend);
-    p.max_seq = max_seq;
-    p.prefill_chunk = prefill_chunk;
-    p.n_threads = n_threads;
-    p.branch_slots = branch_slots;
+    const frt_model_params p = params ? *params : frt_model_default_params();
     frt_model *m = NULL;
     FRT_TRY(frt_model_load(model_dir, &p, &m));
     /* the model id: the directory's last component */
@@ -348,4 +340,19 @@ int frt_engine_model_open(const char *model_dir, const char *backend, int max_se
     int rc = wrap(m, 1, id, out);
     if (rc) frt_model_free(m);
     return rc;
+}
+
+int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
+                          int n_threads, int branch_slots, frt_engine **out)
+{
+    if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
+    frt_model_params p = frt_model_default_params();
+    if (backend && !strcmp(backend, "cuda")) p.backend = FRT_BACKEND_CUDA;
+    else if (backend && strcmp(backend, "cpu"))
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: backend must be cpu or cuda (got '%s')", backend);
+    p.max_seq = max_seq;
+    p.prefill_chunk = prefill_chunk;
+    p.n_threads = n_threads;
+    p.branch_slots = branch_slots;
+    return frt_engine_model_open_params(model_dir, &p, out);
 }

@@ -71,6 +71,13 @@ refuse "--engine: 'real' is not one of model, fake" serve --engine real
 refuse "--prefill-chunk: '65' is not a multiple of 64" serve --prefill-chunk 65
 refuse "unknown option --frobnicate" serve --frobnicate
 refuse "--parse-special-in-content: the fake engine's tokenizer has no special tokens" serve --engine fake --parse-special-in-content
+refuse "--dtype: the fake engine has no weights" serve --engine fake --dtype fp8
+refuse "--kv-dtype: the fake engine has no weights" serve --engine fake --kv-dtype fp8
+refuse "--dtype: 'fp16' is not one of default, fp8" serve --dtype fp16
+refuse "--kv-scales needs --kv-dtype fp8" serve --kv-scales "$T/scales.json"
+refuse "--tune-file needs --autotune N" serve --tune-file "$T/tune.txt"
+refuse "--autotune: '65' is out of range" serve --autotune 65
+refuse "--policy: --dtype is an option of the LLM server" serve --policy "$T/none" --dtype fp8
 refuse "--threads: '-2' is out of range" gen-model --shape tiny --out "$T/x" --threads -2
 refuse "--shard-size: 'lots' is not a size" gen-model --shape tiny --out "$T/x" --shard-size lots
 refuse "--seed: '1.5' is not an integer" gen-model --shape tiny --out "$T/x" --seed 1.5

@@ -6,7 +6,9 @@
 # the same prompt on a fresh server, an append turn after displacement
 # equals the session never displaced, a pinned prefix restored from the disk
 # tier after a restart equals a cold prefill. Skips (77) when the model
-# layer or the demo model is not available. curl on 127.0.0.1 only.
+# layer or the demo model is not available. Then --dtype fp8 --kv-dtype fp8:
+# the server's greedy logprobs equal frt generate's with the same options.
+# curl on 127.0.0.1 only.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/serve_lib.bash"
@@ -74,4 +76,23 @@ expect_status 200 "penalties and min_p"
 api protect POST /v1/completions '{"prompt": "def f(", "max_tokens": 2, "presence_penalty": 3}'
 expect_error 400 invalid_value "presence_penalty out of range"
 serve_stop protect
+
+# FP8 weights and KV cache (--dtype fp8 --kv-dtype fp8; emulated on cpu): the server's greedy logprobs are
+# frt generate's with the same options, not the default precision's.
+serve_start fp8 "${ENGINE[@]}" --dtype fp8 --kv-dtype fp8
+api fp8 POST /v1/completions '{"prompt": "def fib(n):", "max_tokens": 4, "temperature": 0, "logprobs": 1}'
+expect_status 200 "completion with --dtype fp8 --kv-dtype fp8"
+jqr '.choices[0].logprobs.token_logprobs' >"$WORK/fp8.serve.json"
+serve_stop fp8
+GEN=(generate --backend "${FRT_SERVE_BACKEND:-cpu}" --chunk $C --max-seq 2048 --threads 2 -p "def fib(n):" -n 4
+     --logprobs 1 --json)
+"$FRT" "${GEN[@]}" --dtype fp8 --kv-dtype fp8 2>/dev/null | jq -c '[.logprobs[].logprob]' >"$WORK/fp8.gen.json" ||
+    fail "frt generate --dtype fp8 --kv-dtype fp8"
+"$FRT" "${GEN[@]}" 2>/dev/null | jq -c '[.logprobs[].logprob]' >"$WORK/default.gen.json" || fail "frt generate"
+jq -n --slurpfile s "$WORK/fp8.serve.json" --slurpfile g "$WORK/fp8.gen.json" --slurpfile d "$WORK/default.gen.json" '
+    ($s[0] | length) == 4 and ([range(4) | ($s[0][.] - $g[0][.]) | fabs] | max) < 1e-6 and
+    ([range(4) | ($s[0][.] - $d[0][.]) | fabs] | max) > 1e-4' | grep -qx true ||
+    fail "serve --dtype fp8 --kv-dtype fp8 logprobs $(cat "$WORK/fp8.serve.json") against frt generate's with the same \
+options $(cat "$WORK/fp8.gen.json") and the default's $(cat "$WORK/default.gen.json")"
+echo "ok   serve --dtype fp8 --kv-dtype fp8: frt generate's logprobs with the same options"
 echo "serve_model: ok"
