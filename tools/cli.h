@@ -35,6 +35,35 @@ int frt_bench_policy(int argc, char **argv);       /* frt bench policy (bench_po
  * returns 1. */
 int frt_cli_fail(const char *cmd, int status);
 
+/* The LLM load options of frt generate, frt serve and frt bench (and the
+ * autotune pair of frt policy run), one declaration each: arguments of an
+ * frt_arg table (args.h), bound to the variable p points at, mapped by the
+ * command onto frt_model_params (weight_dtype, kv_dtype, kv_scales,
+ * gemm_autotune, gemm_tune_file). */
+#define FRT_CLI_OPT_DTYPE(p)                                                                                    \
+    FRT_OPT(0, "dtype", FRT_ARG_CHOICE, (p), NULL,                                                              \
+            "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load (dense and "  \
+            "hybrid models, cpu and cuda; docs/fp8.md)",                                                        \
+            .choices = "default|fp8")
+#define FRT_CLI_OPT_KV_DTYPE(p)                                                                                 \
+    FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, (p), NULL,                                                           \
+            "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "     \
+            "docs/fp8.md)",                                                                                     \
+            .choices = "default|fp8")
+#define FRT_CLI_OPT_KV_SCALES(p)                                                                                \
+    FRT_OPT(0, "kv-scales", FRT_ARG_STR, (p), "FILE",                                                           \
+            "with --kv-dtype fp8: per-head KV scales written by frt calibrate (wins over the checkpoint's)",      \
+            .dflt = "the checkpoint's k_scale / v_scale (kv_cache_scheme), else 1.0")
+#define FRT_CLI_OPT_AUTOTUNE(p)                                                                                 \
+    FRT_OPT(0, "autotune", FRT_ARG_INT, (p), "N",                                                               \
+            "time N of cuBLASLt's algorithms for each GEMM shape the model tunes at load and keep the fastest "    \
+            "(cuda; 0 = the heuristic's choice; docs/kernels-cuda.md \"GEMM autotune\")",                         \
+            .min = 0, .max = 64)
+#define FRT_CLI_OPT_TUNE_FILE(p)                                                                                \
+    FRT_OPT(0, "tune-file", FRT_ARG_STR, (p), "FILE",                                                           \
+            "with --autotune: load the choice from FILE when it exists (nothing timed), else tune and save it",   \
+            .dflt = "none")
+
 /* What every command shows as the --model default. */
 #define FRT_CLI_DEMO_MODEL_HELP "the demo model models/frt-demo"
 

@@ -373,24 +373,14 @@ static int bench_model_cmd(int argc, char **argv)
                 .min = 1, .max = INT_MAX / 4),
         FRT_OPT(0, "seed", FRT_ARG_U64, &seed, "S", "seed of the weights and the token ids"),
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
-        FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "
-                "docs/fp8.md)",
-                .choices = "default|fp8"),
-        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
-                "weight precision: the checkpoint's, or the Linear weights in FP8 E4M3 (dense and hybrid models, cpu "
-                "and cuda; docs/fp8.md)",
-                .choices = "default|fp8"),
+        FRT_CLI_OPT_KV_DTYPE(&kv_dtype),
+        FRT_CLI_OPT_DTYPE(&wdtype),
         FRT_OPT(0, "prefill-group", FRT_ARG_INT, &prefill_group, "G",
                 "whole prefill pieces one replay runs: 0 = the backend's default, 1 = off, else a power of two "
                 "(docs/architectures.md \"Prefill groups\")",
                 .min = 0, .max = 64),
-        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
-                "load with GEMM autotune over N candidates for the append shapes (cuda; 0 = the heuristic's "
-                "choice; docs/kernels-cuda.md \"GEMM autotune\")",
-                .min = 0, .max = 64),
-        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
-                "with --autotune: load the choice from FILE, or tune and save it there", .dflt = ""),
+        FRT_CLI_OPT_AUTOTUNE(&autotune),
+        FRT_CLI_OPT_TUNE_FILE(&tune_file),
         FRT_OPT(0, "no-tiers", FRT_ARG_FLAG, &no_tiers, NULL, "skip the host and disk capsule tiers"),
         FRT_OPT(0, "no-sampling-costs", FRT_ARG_FLAG, &no_sampling_costs, NULL,
                 "skip decode with penalties and with a token mask (half the vocabulary) next to plain decode"),

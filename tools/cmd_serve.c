@@ -223,23 +223,11 @@ int frt_cmd_serve(int argc, char **argv)
                 "branch slots of the live state: requests with n (or best_of) up to B fork one prefill into that "
                 "many branches (docs/serving.md)",
                 .min = 1, .max = 4096),
-        FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &wdtype, NULL,
-                "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load (dense "
-                "and hybrid models, cpu and cuda; docs/fp8.md)",
-                .choices = "default|fp8"),
-        FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &kv_dtype, NULL,
-                "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "
-                "capsules then hold the E4M3 rows; docs/fp8.md)",
-                .choices = "default|fp8"),
-        FRT_OPT(0, "kv-scales", FRT_ARG_STR, &kv_scales, "FILE",
-                "with --kv-dtype fp8: per-head KV scales written by frt calibrate (wins over the checkpoint's)",
-                .dflt = "the checkpoint's k_scale / v_scale (kv_cache_scheme), else 1.0"),
-        FRT_OPT(0, "autotune", FRT_ARG_INT, &autotune, "N",
-                "time N of cuBLASLt's algorithms for the append GEMM shapes at load and keep the fastest (cuda; 0 = "
-                "the heuristic's choice; docs/kernels-cuda.md \"GEMM autotune\")",
-                .min = 0, .max = 64),
-        FRT_OPT(0, "tune-file", FRT_ARG_STR, &tune_file, "FILE",
-                "with --autotune: load the choice from FILE when it exists, else tune and save it", .dflt = "none"),
+        FRT_CLI_OPT_DTYPE(&wdtype),
+        FRT_CLI_OPT_KV_DTYPE(&kv_dtype),
+        FRT_CLI_OPT_KV_SCALES(&kv_scales),
+        FRT_CLI_OPT_AUTOTUNE(&autotune),
+        FRT_CLI_OPT_TUNE_FILE(&tune_file),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no request log on stderr"),
         FRT_OPT(0, "probe", FRT_ARG_FLAG, &probe, NULL, "load the model, print what would be served, exit"),
         FRT_OPT(0, "engine", FRT_ARG_CHOICE, &engine_kind, NULL, "fake: a deterministic toy model for tests",
