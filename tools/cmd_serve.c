@@ -83,7 +83,8 @@ void frt_serve_wait(void)
 }
 
 /* With --policy alone: the first option of the LLM server that was given
- * (the policy server would not use it), or NULL. */
+ * (the policy server would not use it), or NULL. ints and strs follow
+ * int_names and str_names below, one entry each. */
 static const char *llm_only_given(const frt_server_params *sp, const int *budget_mb, const int *ints,
                                   const char *const *strs)
 {
@@ -93,9 +94,9 @@ static const char *llm_only_given(const frt_server_params *sp, const int *budget
                                             "--dtype",     "--kv-dtype",      "--autotune"};
     static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map", "--kv-scales",
                                             "--tune-file"};
-    for (int i = 0; i < 8; i++)
+    for (size_t i = 0; i < sizeof int_names / sizeof int_names[0]; i++)
         if (ints[i]) return int_names[i];
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof str_names / sizeof str_names[0]; i++)
         if (strs[i]) return str_names[i];
     for (int t = 0; t < 3; t++)
         if ((size_t)budget_mb[t] << 20 != d.budget_bytes[t]) return "--device/host/disk-budget-mb";

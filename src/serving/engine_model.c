@@ -345,7 +345,6 @@ int frt_engine_model_open_params(const char *model_dir, const frt_model_params *
 int frt_engine_model_open(const char *model_dir, const char *backend, int max_seq, int prefill_chunk,
                           int n_threads, int branch_slots, frt_engine **out)
 {
-    if (!model_dir || !out) return frt_error(FRT_ERR_INVALID_ARGUMENT, "engine: NULL argument");
     frt_model_params p = frt_model_default_params();
     if (backend && !strcmp(backend, "cuda")) p.backend = FRT_BACKEND_CUDA;
     else if (backend && strcmp(backend, "cpu"))

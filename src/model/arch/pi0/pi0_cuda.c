@@ -1164,6 +1164,27 @@ static int tail_attends(frt_model *m, const glayer *L)
     return tail_fused(m, L) && pc_of(m)->tail_on == 3;
 }
 
+/* The MLP's products over pc->hb [n, W]: down(GeGLU(gate | up)) into
+ * pc->y [n, W] f32. bf16 weights: gate | up in bf16 (half the bytes the
+ * GeGLU reads, for one more bf16 rounding of gate and up; the actions stay
+ * within the cuda backend's bar against the cpu one: tests/test_cuda_policy.c).
+ * FP8 weights (y->gu8): each product's input quantized per row first, the
+ * GeGLU and its codes one launch (docs/fp8.md). */
+static int mlp_products(frt_model *m, const pc_gemma *y, int n, int W, int I)
+{
+    pc_model *pc = pc_of(m);
+    void *s = sp(m);
+    if (y->gu8) {
+        FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->hb, n, W));
+        FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, BF16, pc->x8, pc->x8s, y->gu8, y->gu_s, n, W, 2 * I));
+        FRT_TRY(frt_cuda_geglu_quantize(s, pc->x8, pc->x8s, (const uint16_t *)pc->y, n, I));
+        return frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, F32, pc->x8, pc->x8s, y->down8, y->down_s, n, I, W);
+    }
+    FRT_TRY(frt_cuda_gemm_run(pc->gemm, s, pc->y, BF16, pc->hb, y->gu, n, W, 2 * I, 0));
+    FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
+    return gemm(m, pc->y, pc->actb, y->down, n, I, W);
+}
+
 static int gemma_layer(frt_model *m, const glayer *L)
 {
     pc_model *pc = pc_of(m);
@@ -1186,20 +1207,7 @@ static int gemma_layer(frt_model *m, const glayer *L)
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, L->y->o, n, Q, W));
     FRT_TRY(add_norm(m, L, gate, L->y->post_norm, mods ? mods + 3 * W : NULL));
-    if (L->y->gu8) { /* FP8 weights: each product's input quantized per row first (docs/fp8.md) */
-        FRT_TRY(frt_cuda_fp8_quantize_rows_dynamic(s, pc->x8, pc->x8s, pc->hb, n, W));
-        FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, BF16, pc->x8, pc->x8s, L->y->gu8, L->y->gu_s, n, W, 2 * I));
-        FRT_TRY(frt_cuda_geglu_quantize(s, pc->x8, pc->x8s, (const uint16_t *)pc->y, n, I)); /* GeGLU, its codes */
-        FRT_TRY(frt_cuda_gemm_fp8_run(pc->g8, s, pc->y, F32, pc->x8, pc->x8s, L->y->down8, L->y->down_s, n, I, W));
-        if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
-        return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
-    }
-    /* gate | up in bf16: half the bytes the GeGLU reads, for one more bf16
-     * rounding of gate and up (the actions stay within the cuda backend's
-     * bar against the cpu one: tests/test_cuda_policy.c) */
-    FRT_TRY(frt_cuda_gemm_run(pc->gemm, s, pc->y, BF16, pc->hb, L->y->gu, n, W, 2 * I, 0));
-    FRT_TRY(frt_cuda_geglu_tanh(s, pc->actb, BF16, pc->y, BF16, n, I));
-    FRT_TRY(gemm(m, pc->y, pc->actb, L->y->down, n, I, W));
+    FRT_TRY(mlp_products(m, L->y, n, W, I));
     if (L->fuse_next) return add_norm(m, L, gate2, L->next_w, L->next_mod);
     return pi0_cuda_residual(s, pc->x, pc->y, NULL, gate2, n, W);
 }
