@@ -9,7 +9,8 @@
  * max_tokens is still a prefix the grammar takes. After a constrained
  * request masking is off again: an unconstrained request gives the tokens a
  * fresh service gives. The fake engine refuses a grammar (error_param names
- * the field). Skips (77) without the demo model.
+ * the field). frt_engine_model_open_params refuses a NULL argument and load
+ * parameters the model refuses. Skips (77) without the demo model.
  *
  * Runs on both backends (FRT_TEST_BACKENDS): argv[1] is "cpu" or "cuda"
  * (the mask applied inside the captured CUDA sampling step; skips without
@@ -198,6 +199,15 @@ int main(int argc, char **argv)
     FILE *f = fopen(DEMO "/config.json", "r");
     if (!f) TEST_SKIP("the demo model is not in models/frt-demo");
     fclose(f);
+    { /* frt_engine_model_open_params: a NULL argument, and load parameters the model refuses */
+        frt_engine *bad = NULL;
+        CHECK_STATUS(frt_engine_model_open_params(NULL, NULL, &bad), FRT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(frt_engine_model_open_params(DEMO, NULL, NULL), FRT_ERR_INVALID_ARGUMENT);
+        frt_model_params p = frt_model_default_params();
+        p.gemm_tune_file = "/nonexistent/tune.txt"; /* without gemm_autotune */
+        CHECK_STATUS(frt_engine_model_open_params(DEMO, &p, &bad), FRT_ERR_INVALID_ARGUMENT);
+        CHECK(bad == NULL);
+    }
     frt_engine *e = NULL;
     CHECK_OK(frt_engine_model_open(DEMO, backend, 1024, 64, 2, 1, &e));
     if (!e) return frt_test_report();
