@@ -8,6 +8,8 @@
  *    top-2 margin exceeds the measured error;
  *  - one prefill, prefill split at multiples of C, and token-by-token decode
  *    give the same greedy tokens;
+ *  - frt_model_params.n_threads sets the OpenMP and OpenBLAS thread counts
+ *    (0 leaves them; out of range refused);
  *  - bad input (id out of range, prompt past max_seq, decode before prefill)
  *    fails cleanly and leaves the state unchanged.
  */
@@ -21,8 +23,10 @@
 #include "model/model_internal.h"
 #include "util/error.h"
 
+#include <cblas.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -325,6 +329,34 @@ static void test_progress(void)
     frt_model_free(m);
 }
 
+/* frt_model_params.n_threads sets the host's OpenMP and OpenBLAS thread
+ * counts at load (0 leaves them); out of range is refused, nothing loaded. */
+static void test_threads(void)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    p.max_seq = 128;
+    frt_model *m = NULL;
+    const int before = omp_get_max_threads();
+    CHECK_OK(frt_model_load(tiny_dir, &p, &m)); /* 0: unchanged */
+    CHECK(omp_get_max_threads() == before);
+    frt_model_free(m);
+    m = NULL;
+    p.n_threads = 3;
+    CHECK_OK(frt_model_load(tiny_dir, &p, &m));
+    CHECK_MSG(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3, "n_threads 3: OpenMP %d, OpenBLAS %d",
+              omp_get_max_threads(), openblas_get_num_threads());
+    frt_model_free(m);
+    for (int bad = -1; bad <= 4097; bad += 4098) {
+        m = NULL;
+        p.n_threads = bad;
+        CHECK_STATUS(frt_model_load(tiny_dir, &p, &m), FRT_ERR_INVALID_ARGUMENT);
+        CHECK(m == NULL && strstr(frt_last_error(), "n_threads") != NULL);
+    }
+    omp_set_num_threads(before);
+    openblas_set_num_threads(before);
+}
+
 static void test_bad_input(void)
 {
     frt_model_params p = frt_model_default_params();
@@ -515,6 +547,7 @@ int main(void)
     make_tiny();
     test_schedules();
     test_progress();
+    test_threads();
     test_bad_input();
     rm_tiny();
     return frt_test_report();

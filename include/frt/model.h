@@ -86,7 +86,10 @@ typedef struct frt_model_params {
     int device;          /* device index for cuda; 0 */
     int max_seq;         /* state capacity in tokens; 0 = min(config max, 8192); rounded up to C */
     int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
-    int n_threads;       /* CPU threads (OpenMP/OpenBLAS); 0 = all cores */
+    int n_threads;       /* > 0: the host's OpenMP and OpenBLAS thread counts, set at load (process-wide: the
+                            last model opened with n_threads > 0 sets them; the cpu backend's products, and on
+                            cuda the host-side work of the load); 0 = leave them (all cores, or OMP_NUM_THREADS
+                            / OPENBLAS_NUM_THREADS); < 0 or > 4096: FRT_ERR_INVALID_ARGUMENT */
     int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
     int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */

@@ -13,7 +13,9 @@
 #include "util/json.h"
 #include "frt/fs.h"
 
+#include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -479,6 +481,25 @@ static int check_prefill_group(const frt_model *m)
     return 0;
 }
 
+/* params.n_threads: the host's OpenMP and OpenBLAS thread counts, set
+ * before the weights load (the cpu backend's products; on the cuda backend,
+ * the host-side work of the load, e.g. the policy's per-step time tables).
+ * Process-wide: the last model opened with n_threads > 0 sets them. 0 leaves
+ * them as they are (every core, or OMP_NUM_THREADS / OPENBLAS_NUM_THREADS);
+ * < 0 or > 4096: FRT_ERR_INVALID_ARGUMENT. OpenBLAS promises the same bits
+ * for one thread count only, so a capsule restores bit-exactly into a model
+ * run with the thread count it was made with (the cpu backend's contract,
+ * kernels_cpu.h "frt_cpu_matmul"). */
+static int apply_threads(const frt_model *m)
+{
+    const int n = m->params.n_threads;
+    if (n < 0 || n > 4096) return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: n_threads %d not in [0, 4096]", n);
+    if (n == 0) return 0;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+    return 0;
+}
+
 /* m->G: the backend's answer to params.prefill_group, at most the largest
  * power of two <= max_seq / C. */
 static int pick_prefill_group(frt_model *m)
@@ -533,6 +554,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(check_policy_batch(m));
     FRT_TRY(check_gemm_autotune(m));
     FRT_TRY(check_prefill_group(m));
+    FRT_TRY(apply_threads(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: prefill chunk %d is not a positive multiple of 64", m->C);
