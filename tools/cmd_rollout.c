@@ -3,12 +3,20 @@
  * images, a prompt and a state as frt policy run --image builds it (every
  * tick sees it; docs/robot.md).
  *
- *   frt policy rollout -m DIR (--fake-robot | --image CAM=FILE.. -p TEXT [--state V,..])
- *       [--episodes E] [--max-chunks N]
- *       [--critic FILE | --random-critic] [--value-stop V] [--timeout S]
- *       [--stop-after N] [--record DIR] [--planner DIR | --planner-shape S]
- *       [--interrupt-at N --interrupt-ids LIST] [--serial] [--json]
- *   frt policy rollout -m DIR --fake-robot --bench [--ticks N] [--resets N]
+ *   frt policy rollout -m DIR --fake-robot [--robot-seed S] [--cameras N] [--prompt-ids LIST]
+ *       [--planner DIR | --planner-shape S] [--interrupt-at N --interrupt-ids LIST] EPISODES
+ *   frt policy rollout -m DIR --image CAM=FILE.. -p TEXT [--state V,..] EPISODES
+ *     EPISODES: [--episodes E] [--max-chunks N] [--critic FILE | --random-critic] [--value-stop V]
+ *               [--timeout S] [--stop-after N] [--record DIR] [--serial] [--json]
+ *   frt policy rollout -m DIR (--fake-robot | --image ..) --bench [--ticks N] [--resets N]
+ *       [--critic FILE | --random-critic]
+ *
+ * An option that does nothing in the mode chosen is a usage error naming
+ * it (check_mode_opts): with --image every tick carries -p TEXT's ids, so
+ * the hand-off prompt (--prompt-ids, --interrupt-*, the planner) and the
+ * fake robot (--robot-seed, --cameras) are unused; --bench runs neither
+ * episodes nor their stops, records or JSON; --ticks / --resets are the
+ * bench's; --planner-every / --subtask-tokens need a planner.
  *
  * One line (or JSON object) per episode: chunks, stop reason, values,
  * per-tick milliseconds, the reset's milliseconds, the .npz written. The
@@ -385,6 +393,48 @@ static int parse_ids(const char *s, const char *what, int32_t **ids, size_t *n)
     return 0;
 }
 
+static int given(frt_cmd_spec *spec, const char *name)
+{
+    return frt_args_find(spec, name)->given > 0;
+}
+
+/* The first of names[n] given on the command line (NULL: none). */
+static const char *first_given(frt_cmd_spec *spec, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (given(spec, names[i])) return names[i];
+    return NULL;
+}
+
+/* Options that would do nothing in the mode chosen are refused, each named:
+ * --image gives every tick its own input_ids (frt_rollout_tick stages them,
+ * the hand-off buffer unused) and no fake robot is observed; --bench runs
+ * its own ticks and resets, prints text, and never ends an episode; the
+ * planner's knobs need a planner. */
+static int check_mode_opts(frt_cmd_spec *spec, const opts *o)
+{
+    static const char *const handoff[] = {"prompt-ids", "interrupt-at", "interrupt-ids", "planner", "planner-shape"};
+    static const char *const robot[] = {"robot-seed", "cameras"};
+    static const char *const episodic[] = {"episodes", "max-chunks", "stop-after", "interrupt-at", "interrupt-ids",
+                                           "serial", "json", "record", "timeout", "value-stop"};
+    static const char *const bench_only[] = {"ticks", "resets"};
+    static const char *const planner_knobs[] = {"planner-every", "subtask-tokens"};
+    const char *n;
+    if (o->img.obs.n_images && (n = first_given(spec, handoff, 5)))
+        return frt_args_error(spec, "--%s writes the policy's hand-off prompt, which --image does not use: every "
+                                    "tick carries the ids of -p TEXT", n);
+    if (o->img.obs.n_images && (n = first_given(spec, robot, 2)))
+        return frt_args_error(spec, "--%s configures the fake robot, which --image replaces", n);
+    if (o->bench && (n = first_given(spec, episodic, 10)))
+        return frt_args_error(spec, "--%s is for episodes: --bench times its own ticks (--ticks) and resets "
+                                    "(--resets), serially and as a plan, with no stop predicate, record or JSON",
+                              n);
+    if (!o->bench && (n = first_given(spec, bench_only, 2))) return frt_args_error(spec, "--%s goes with --bench", n);
+    if (!o->planner && !o->planner_shape && (n = first_given(spec, planner_knobs, 2)))
+        return frt_args_error(spec, "--%s needs --planner DIR or --planner-shape S", n);
+    return 0;
+}
+
 static int check_opts(frt_cmd_spec *spec, opts *o)
 {
     if (!o->dir) return frt_args_error(spec, "-m/--model DIR is required");
@@ -399,7 +449,7 @@ static int check_opts(frt_cmd_spec *spec, opts *o)
         return frt_args_error(spec, "--value-stop needs --critic FILE or --random-critic");
     if ((o->interrupt_at > 0) != (o->interrupt_ids != NULL))
         return frt_args_error(spec, "--interrupt-at N and --interrupt-ids LIST go together");
-    return 0;
+    return check_mode_opts(spec, o);
 }
 
 static int cmd_rollout(int argc, char **argv)

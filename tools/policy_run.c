@@ -14,7 +14,9 @@
  * action chunk, one row per line (--json: one JSON object); --out writes
  * it as `actions` F32 [chunk, action_dim].
  * --image CAM=FILE -p TEXT --state V,.. builds the inputs as frt policy
- * prepare does instead.
+ * prepare does instead (--tokenizer, --norm-stats and --cameras go with
+ * --image only: with --inputs they are refused, the file being the model's
+ * inputs and the chunk printed un-normalised).
  *
  * Several --inputs (up to FRT_POLICY_BATCH_MAX, or half that with
  * --cfg-beta) run as one batch of rollouts (frt_policy_run_batch, the
@@ -448,6 +450,12 @@ static int cmd_run(int argc, char **argv)
         return run_images(dir, &mp, &ir, &cfg, seed_given0, seed, json, out, &spec);
     }
     if (!n_inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
+    static const char *const image_only[] = {"tokenizer", "norm-stats", "cameras"};
+    for (size_t i = 0; i < sizeof image_only / sizeof image_only[0]; i++)
+        if (frt_args_find(&spec, image_only[i])->given)
+            return frt_args_error(&spec, "--%s goes with --image: an --inputs file holds the exact model "
+                                         "inputs (nothing is tokenised, normalised or mapped to cameras; the chunk "
+                                         "is the model's, not un-normalised)", image_only[i]);
     if (n_inputs > 1 && cfg.on && 2 * n_inputs > FRT_POLICY_BATCH_MAX)
         return frt_args_error(&spec, "--cfg-beta takes two slots a rollout: at most %d --inputs", FRT_POLICY_BATCH_MAX / 2);
     run_spec rs = {dir, out, paths, frt_model_default_params(), &cfg, n_inputs, seed_given0, json, seed};

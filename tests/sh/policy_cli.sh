@@ -3,7 +3,8 @@
 # (tests/data/pi0, scripts/ref/pi0_golden.py): the printed and --json chunk
 # and the --out file equal the golden actions (norm-wise rel <= 1e-4); the
 # episode noise (--noise-seed) is reproducible; the error paths (missing
-# options, --noise-seed with noise in the file, --image on a model whose
+# options, --noise-seed with noise in the file, --tokenizer / --norm-stats /
+# --cameras with --inputs, --image on a model whose
 # cameras are not 224 x 224, a bad input file) fail with a message; a pi05
 # given a file with a state (frt policy prepare writes it) says the state is
 # not an input (its prompt holds it)
@@ -99,6 +100,12 @@ check "no --inputs: usage error" test $? -eq 2
 check "no --inputs: says so" grep -q "inputs FILE (or --image ...) is required" <<<"$err"
 err="$("$FRT" policy run -m "$G/pi0" --inputs "$G/pi0/golden.safetensors" --noise-seed 3 --backend cpu 2>&1)"
 check "--noise-seed with file noise: usage error" test $? -eq 2
+# --tokenizer, --norm-stats and --cameras build --image inputs: an --inputs file is the model's inputs
+for o in tokenizer norm-stats cameras; do
+    err="$("$FRT" policy run -m "$G/pi0" --inputs "$G/pi0/golden.safetensors" --backend cpu --$o x 2>&1)"
+    check "--$o with --inputs: usage error" test $? -eq 2
+    check "--$o with --inputs: says it goes with --image" grep -q -- "--$o goes with --image" <<<"$err"
+done
 err="$("$FRT" policy run -m "$G/pi0" --image base=a.png --prompt hi --backend cpu 2>&1)"
 check "--image on a model whose cameras are not 224 x 224: fails" test $? -eq 1
 check "--image on a model whose cameras are not 224 x 224: says so" grep -q "224 x 224" <<<"$err"

@@ -6,7 +6,9 @@
 # predicate (max_chunks, client stop, value, timeout) ends an episode with
 # its reason, the planner and an interrupt run, --serial gives the same
 # values as the plan, --bench prints its lines, and bad options exit 2 / 1
-# with a message.
+# with a message (an option that does nothing in the mode chosen among
+# them: the hand-off prompt and fake robot's options with --image, the
+# episodes' with --bench, the bench's without, the planner's without one).
 # Usage: bash policy_rollout.sh BUILD_DIR SOURCE_DIR
 set -u
 BUILD="$1"
@@ -81,6 +83,36 @@ check "--prompt without --image: exit 2" sh -c "test $? -eq 2 && grep -q -- '--p
 check "--image without --state: exit 2 saying so" sh -c "test $? -eq 2 && grep -q -- '--state' '$T/err'"
 "$FRT" policy rollout -m "$T/p" --image base_0_rgb="$T/missing.png" -p hi --state 0,0 >/dev/null 2>"$T/err"
 check "--image of a missing file (and no tokenizer.model): exit 1" sh -c "test $? -eq 1 && test -s '$T/err'"
+# an option that does nothing in the mode chosen: exit 2 naming it
+refuse() { # refuse OPTION ARGS..
+    local o="$1"; shift
+    "$FRT" policy rollout -m "$T/p" "$@" >/dev/null 2>"$T/err"
+    local rc=$?
+    check "refused, naming --$o: $*" sh -c "test $rc -eq 2 && grep -q -- '--$o' '$T/err'"
+}
+IMG=(--image base_0_rgb="$T/x.png" -p hi --state 0,0)
+refuse prompt-ids "${IMG[@]}" --prompt-ids 2,3
+refuse interrupt-at "${IMG[@]}" --interrupt-at 2 --interrupt-ids 2,3
+refuse planner-shape "${IMG[@]}" --planner-shape tiny-dense
+refuse planner "${IMG[@]}" --planner "$T/p"
+refuse robot-seed "${IMG[@]}" --robot-seed 3
+refuse cameras "${IMG[@]}" --cameras 1
+B=(--fake-robot --random-critic --bench)
+refuse episodes "${B[@]}" --episodes 2
+refuse max-chunks "${B[@]}" --max-chunks 3
+refuse stop-after "${B[@]}" --stop-after 1
+refuse interrupt-at "${B[@]}" --interrupt-at 2 --interrupt-ids 2,3
+refuse serial "${B[@]}" --serial
+refuse json "${B[@]}" --json
+refuse record "${B[@]}" --record "$T/brec"
+refuse timeout "${B[@]}" --timeout 5
+refuse value-stop "${B[@]}" --value-stop 0
+refuse ticks --fake-robot --ticks 3
+refuse resets --fake-robot --resets 3
+refuse planner-every --fake-robot --planner-every 2
+refuse subtask-tokens --fake-robot --subtask-tokens 2
+"$FRT" policy rollout -m "$T/p" --fake-robot --robot-seed 3 --cameras 1 --prompt-ids 2,3 --max-chunks 1 >"$T/o" 2>&1
+check "--robot-seed, --cameras and --prompt-ids with the fake robot: run" grep -q "episode 0: 1 chunks" "$T/o"
 : >"$T/file"; "$FRT" policy rollout -m "$T/p" --fake-robot --record "$T/file/sub" >/dev/null 2>"$T/err"
 check "an unwritable --record: exit 1" test $? -eq 1
 exit $fail
