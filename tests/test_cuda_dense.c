@@ -951,7 +951,6 @@ static void sh_sed(const char *dir, const char *expr)
     CHECK(system(cmd) == 0);
 }
 
-#endif /* FRT_HAVE_CUDA */
 
 /* The bytes of a file, NUL-terminated, their count in *n; NULL when it
  * cannot be read. */
@@ -1030,6 +1029,7 @@ static void test_autotune(const char *label, const char *dir)
     frt_model_free(m0), frt_model_free(m1), frt_model_free(m2), frt_model_free(mc);
     unlink(path);
 }
+#endif /* FRT_HAVE_CUDA */
 
 int main(void)
 {

@@ -45,7 +45,9 @@ static void usage(FILE *f)
             "  --write-config DIR       write DIR/config.json of --shape (for bench/hf_baseline.py)\n"
             "  --no-run                 only --dump-ids / --write-config, then exit\n"
             "With neither --prefixes nor --chunks the main run uses 2048,8192,32768;\n"
-            "with --chunks alone only the sweep runs (add --prefixes for both).\n");
+            "with --chunks alone only the sweep runs (add --prefixes for both), and the main\n"
+            "run's --chunk, --max-seq, --decode-tokens, --no-tiers, --no-sampling-costs are\n"
+            "refused; --sweep-prefixes / --sweep-repeats need --chunks.\n");
 }
 
 /* "2048,8192" -> list; 0 ok, -1 malformed. */
@@ -94,6 +96,7 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
     o->seed = 1;
     o->tmpdir = "/tmp";
     int have_prefixes = 0;
+    const char *main_only = NULL; /* an option of the main run given (refused when only the sweep runs) */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE()                                                    \
@@ -118,6 +121,7 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             o->backend_set = 1;
         } else if (!strcmp(a, "--chunk")) {
             NEED_VALUE();
+            main_only = "--chunk";
             if (parse_int(v, 64, &o->chunk) || o->chunk % 64) return usage_error("--chunk '%s': a multiple of 64", v);
         } else if (!strcmp(a, "--chunks")) {
             NEED_VALUE();
@@ -139,12 +143,14 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             if (parse_int(v, 1, &o->repeats)) return usage_error("--repeats '%s': a positive integer", v);
         } else if (!strcmp(a, "--max-seq")) {
             NEED_VALUE();
+            main_only = "--max-seq";
             if (parse_int(v, 1, &o->max_seq)) return usage_error("--max-seq '%s': a positive integer", v);
         } else if (!strcmp(a, "--sweep-repeats")) {
             NEED_VALUE();
             if (parse_int(v, 1, &o->sweep_repeats)) return usage_error("--sweep-repeats '%s': a positive integer", v);
         } else if (!strcmp(a, "--decode-tokens")) {
             NEED_VALUE();
+            main_only = "--decode-tokens";
             if (parse_int(v, 1, &o->decode_tokens)) return usage_error("--decode-tokens '%s': a positive integer", v);
         } else if (!strcmp(a, "--threads")) {
             NEED_VALUE();
@@ -174,8 +180,10 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             o->tmpdir = v;
         } else if (!strcmp(a, "--no-tiers")) {
             o->no_tiers = 1;
+            main_only = "--no-tiers";
         } else if (!strcmp(a, "--no-sampling-costs")) {
             o->no_sampling_costs = 1;
+            main_only = "--no-sampling-costs";
         } else if (!strcmp(a, "--kv-dtype")) {
             NEED_VALUE();
             if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--kv-dtype '%s': default or fp8", v);
@@ -206,6 +214,15 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
     if (o->shape && !o->random_weights)
         return usage_error("%s--shape needs --random-weights (weights are generated in memory)", "");
     if (o->write_config && !o->shape) return usage_error("%s--write-config needs --shape", "");
+    if (o->random_weights && !o->shape)
+        return usage_error("%s--random-weights goes with --shape (-m DIR benchmarks the checkpoint's weights)", "");
+    if (!o->n_chunks && (o->n_sweep || o->sweep_repeats))
+        return usage_error("%s--sweep-prefixes and --sweep-repeats set the prefill-chunk sweep: give --chunks A,B,..",
+                           "");
+    if (o->n_chunks && !have_prefixes && main_only)
+        return usage_error("%s only sets the main run, and with --chunks alone only the sweep runs (add --prefixes "
+                           "for both)",
+                           main_only);
     if (!have_prefixes && !o->n_chunks) {
         int d[] = {2048, 8192, 32768};
         memcpy(o->prefixes, d, sizeof d);

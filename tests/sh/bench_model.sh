@@ -109,6 +109,15 @@ bad "prefill-group not a power of two" --shape tiny --random-weights --prefill-g
 bad "prefill-group above 64" --shape tiny --random-weights --prefill-group 128
 bad "autotune above 64" --shape tiny --random-weights --autotune 65
 bad "tune-file without autotune" --shape tiny --random-weights --tune-file "$T/tune.txt"
+# options that would have no effect are refused
+bad "-m with --random-weights" -m "$SRC/models/frt-demo" --random-weights
+bad "--sweep-prefixes without --chunks" --shape tiny --random-weights --sweep-prefixes 256
+bad "--sweep-repeats without --chunks" --shape tiny --random-weights --sweep-repeats 2
+for o in "--chunk 64" "--max-seq 512" "--decode-tokens 4" --no-tiers --no-sampling-costs; do
+    # shellcheck disable=SC2086
+    bad "$o with --chunks alone (only the sweep runs)" --shape tiny --random-weights --chunks 64 $o
+    check "$o with --chunks alone: named" grep -q -- "${o%% *} only sets the main run" "$T/bad.err"
+done
 "$FRT" bench --shape tiny --random-weights --backend cpu --autotune 4 --prefixes 128 --chunk 64 >/dev/null \
     2>"$T/bad.err"
 check "autotune on cpu: the load refused, the run fails" test $? -eq 1
