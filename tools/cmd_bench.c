@@ -404,7 +404,9 @@ static int bench_model_cmd(int argc, char **argv)
                          "--help' describes the execution-contract benchmark.\n",
                          opts, (int)(sizeof opts / sizeof opts[0]), 0, 0,
                          "With neither --prefixes nor --chunks the main run uses 2048,8192,32768;\n"
-                         "with --chunks alone only the sweep runs (add --prefixes for both).\n"};
+                         "with --chunks alone only the sweep runs (add --prefixes for both), and the main\n"
+                         "run's --chunk, --max-seq, --decode-tokens, --no-tiers, --no-sampling-costs are\n"
+                         "refused; --sweep-prefixes / --sweep-repeats need --chunks.\n"};
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (chunk % 64) return frt_args_error(&spec, "--chunk: '%d' is not a multiple of 64", chunk);
