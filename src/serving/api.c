@@ -68,7 +68,8 @@ json_t *frt_api_parse_object(const char *body, size_t len, frt_api_error *err)
     while (i < len && (body[i] == ' ' || body[i] == '\n' || body[i] == '\r' || body[i] == '\t')) i++;
     if (i == len) return json_object();
     json_error_t je;
-    json_t *o = json_loadb(body, len, 0, &je);
+    /* a member given twice is refused: jansson would keep the last value and drop the first */
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) {
         frt_api_fail(err, 400, "invalid_json", NULL,
                      "We could not parse the JSON body of your request: %s (line %d, column %d)", je.text, je.line,
@@ -178,11 +179,14 @@ static int parse_prompt(json_t *o, frt_api_completion *c, frt_api_error *err)
     return 0;
 }
 
+/* stop: a string or up to 4. An empty string would match nowhere
+ * (frt_stop_find skips it), so it is refused, naming the element. */
 static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
 {
     json_t *s = json_object_get(o, "stop");
     if (!s || json_is_null(s)) return 0;
     if (json_is_string(s)) {
+        if (!json_string_length(s)) return frt_api_fail(err, 400, "invalid_value", "stop", "'stop' must not be empty");
         c->stop = calloc(1, sizeof *c->stop);
         if (!c->stop || !(c->stop[0] = dup_str(json_string_value(s))))
             return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
@@ -197,6 +201,11 @@ static int parse_stop(json_t *o, frt_api_completion *c, frt_api_error *err)
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(s, i);
         if (!json_is_string(v)) return wrong_type(err, "stop", "a string or an array of strings");
+        if (!json_string_length(v)) {
+            char param[32];
+            snprintf(param, sizeof param, "stop[%zu]", i);
+            return frt_api_fail(err, 400, "invalid_value", param, "'%s' must not be empty", param);
+        }
         if (!(c->stop[i] = dup_str(json_string_value(v)))) return frt_api_fail(err, 500, "internal_error", NULL, "out of memory");
         c->n_stop = (int)i + 1;
     }
@@ -427,6 +436,10 @@ static int parse_fields(json_t *o, int chat, int default_max_tokens, frt_api_com
         return -1;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
+        /* only the streaming path reads it (OpenAI refuses it without stream too) */
+        if (!c->stream)
+            return frt_api_fail(err, 400, "invalid_value", "stream_options",
+                                "'stream_options' is only allowed when 'stream' is true");
         if (!json_is_object(so)) return wrong_type(err, "stream_options", "an object");
         static const char *const so_fields[] = {"include_usage", "include_obfuscation", NULL};
         if (frt_api_only_known(so, so_fields, "stream_options", err)) return -1;
@@ -584,14 +597,19 @@ int frt_api_parse_session_op(const char *body, size_t len, frt_api_session_verb 
         else if (n < 1 || n > 64) rc = frt_api_fail(err, 400, "invalid_value", "n", "'n' must be 1..64");
         else out->n = (int)n;
     } else if (!rc) {
-        const char *name = NULL;
+        /* rollback takes "checkpoint" as another name for "name": one of them, never both */
+        const char *name = NULL, *alias = NULL;
         int ckpt = verb == FRT_API_CHECKPOINT;
         if (frt_api_opt_string(o, "name", &name, err)) rc = -1;
-        else if (!ckpt && !name && frt_api_opt_string(o, "checkpoint", &name, err)) rc = -1;
+        else if (!ckpt && frt_api_opt_string(o, "checkpoint", &alias, err)) rc = -1;
+        else if (name && alias)
+            rc = frt_api_fail(err, 400, "invalid_value", "checkpoint",
+                              "'name' and 'checkpoint' both name the checkpoint to roll back to: send one");
         else if (ckpt && frt_api_opt_bool(o, "pin", &out->pin, err)) rc = -1;
-        else if (!name) rc = frt_api_fail(err, 400, "missing_required_parameter", "name", "Missing required parameter: 'name'");
-        else if (id_param(name, "name", err)) rc = -1;
-        else snprintf(out->name, sizeof out->name, "%s", name);
+        else if (!name && !alias)
+            rc = frt_api_fail(err, 400, "missing_required_parameter", "name", "Missing required parameter: 'name'");
+        else if (id_param(name ? name : alias, name ? "name" : "checkpoint", err)) rc = -1;
+        else snprintf(out->name, sizeof out->name, "%s", name ? name : alias);
     }
     json_decref(o);
     return rc;

@@ -109,8 +109,9 @@ int frt_api_parse_grammar(json_t *o, frt_api_completion *c, frt_api_error *err);
  * unsupported_parameter naming the member and where (e.g. "a message"). */
 int frt_api_only_known(json_t *o, const char *const *known, const char *where, frt_api_error *err);
 
-/* Parses a body that must be a JSON object (an empty body is {}). Returns
- * the object (new reference) or NULL with *err. */
+/* Parses a body that must be a JSON object (an empty body is {}). A member
+ * given twice in any object is 400 invalid_json (never last-one-wins).
+ * Returns the object (new reference) or NULL with *err. */
 json_t *frt_api_parse_object(const char *body, size_t len, frt_api_error *err);
 
 /* Reads an optional member of the given JSON type into *out; -1 with *err
@@ -148,7 +149,7 @@ int frt_api_parse_session_create(const char *body, size_t len, frt_api_session_c
 void frt_api_session_create_clear(frt_api_session_create *c);
 
 /* POST /v1/sessions/{id}/fork {"n"?: 1..64}, .../checkpoints {"name", "pin"?:
- * true}, .../rollback {"name" or "checkpoint"}. */
+ * true}, .../rollback {"name" or "checkpoint"; both is 400}. */
 typedef enum frt_api_session_verb { FRT_API_FORK, FRT_API_CHECKPOINT, FRT_API_ROLLBACK } frt_api_session_verb;
 typedef struct frt_api_session_op {
     int n;                          /* fork */

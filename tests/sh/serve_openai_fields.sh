@@ -57,7 +57,7 @@ functions	[{"name":"f"}]	null
 function_call	"auto"	null
 tool_choice	"required"	"auto"
 parallel_tool_calls	false	true
-stream_options	{"include_usage":true,"include_obfuscation":true}	{"include_usage":true}
+stream_options	{"include_usage":true}	null
 max_tokens	0	2
 max_completion_tokens	0	2
 temperature	3	0.5
@@ -107,14 +107,16 @@ walk() { # walk PATH BASE_MEMBERS LIST
     local path=$1 base=$2 list=$3 field bad good code param n=0
     while IFS=$'\t' read -r field bad good; do
         [ -n "$field" ] || continue
-        api f POST "$path" "{$base,\"max_tokens\":2,\"$field\":$bad}"
+        base=$2 # with max_tokens 2, unless that is the member walked (a member given twice is refused)
+        [ "$field" = max_tokens ] || base="$base,\"max_tokens\":2"
+        api f POST "$path" "{$base,\"$field\":$bad}"
         [ "$STATUS" = 400 ] || fail "$path $field=$bad: HTTP $STATUS, expected 400: $BODY"
         code=$(jqr .error.code)
         param=$(jqr .error.param)
         case "$code" in unsupported_value | invalid_value | invalid_type) ;;
         *) fail "$path $field=$bad: error code $code: $BODY" ;; esac
         [ "${param%%.*}" = "$field" ] || fail "$path $field=$bad: the error names '$param': $BODY"
-        api f POST "$path" "{$base,\"max_tokens\":2,\"$field\":$good}"
+        api f POST "$path" "{$base,\"$field\":$good}"
         expect_status 200 "$path $field=$good"
         n=$((n + 1))
     done <<<"$list"
@@ -129,6 +131,26 @@ api f POST /v1/completions '{"prompt":"hi","messages":[]}'
 expect_error 400 unsupported_parameter "messages in a text completion"
 api f POST /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"prompt":"x"}'
 expect_error 400 unsupported_parameter "prompt in a chat completion"
+# stream_options is read by the streaming path only; include_obfuscation is refused there
+api f POST /v1/chat/completions "{$MSG,\"max_tokens\":2,\"stream\":false,\"stream_options\":{\"include_usage\":true}}"
+expect_error 400 invalid_value "stream_options with stream false"
+[ "$(jqr .error.message)" = "'stream_options' is only allowed when 'stream' is true" ] || fail "stream_options: $BODY"
+api f POST /v1/chat/completions "{$MSG,\"max_tokens\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true}}"
+expect_status 200 "stream_options with stream true"
+api f POST /v1/chat/completions \
+    "{$MSG,\"max_tokens\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true,\"include_obfuscation\":true}}"
+expect_error 400 unsupported_value "include_obfuscation true"
+[ "$(jqr .error.param)" = stream_options.include_obfuscation ] || fail "include_obfuscation param: $BODY"
+# an empty stop string would never match: refused, naming the element
+api f POST /v1/completions '{"prompt":"hi","max_tokens":2,"stop":["x",""]}'
+expect_error 400 invalid_value "an empty stop string"
+[ "$(jqr .error.param)" = 'stop[1]' ] || fail "empty stop param: $BODY"
+api f POST /v1/completions '{"prompt":"hi","max_tokens":2,"stop":""}'
+expect_error 400 invalid_value "stop \"\""
+# a member given twice would keep only its last value: the body is refused
+api f POST /v1/completions '{"prompt":"hi","max_tokens":2,"temperature":0,"temperature":1.5}'
+expect_error 400 invalid_json "a member given twice"
+check "the message names the duplicate: $BODY" grep -q 'duplicate object key' <<<"$(jqr .error.message)"
 
 # ---- messages: every role and field an agent sends -------------------------------------------------
 HIST='[{"role":"developer","content":"Be brief."},

@@ -13,9 +13,12 @@ completion() { # completion SERVER JSON WHAT
 tokens_of() { jq -c '.frt.tokens' <<<"$BODY"; }
 
 # A prompt body: completion_body PROMPT MAX_TOKENS [EXTRA_JSON_MEMBERS]
+# (temperature 0 unless EXTRA sets it: a member given twice is refused)
 completion_body() {
-    local extra=${3:-}
-    printf '{"prompt":%s,"max_tokens":%s,"temperature":0%s}' "$(jstr "$1")" "$2" "${extra:+,$extra}"
+    local extra=${3:-} t='"temperature":0'
+    [[ $extra == *'"temperature"'* ]] && t=''
+    extra=$t${t:+${extra:+,}}$extra
+    printf '{"prompt":%s,"max_tokens":%s%s}' "$(jstr "$1")" "$2" "${extra:+,$extra}"
 }
 
 # The data: payloads of an SSE stream in $1, one per line, without [DONE].
@@ -320,6 +323,9 @@ scenario_fork_rollback() {
     t2=$(tokens_of)
     text2=$(jqr '.choices[0].text')
     completion fr "$(completion_body "$h2$text2 more" 3 '"session_id":"rb"')" "rb turn 3"
+    api fr POST /v1/sessions/rb/rollback '{"name": "turn1", "checkpoint": "turn1"}'
+    expect_error 400 invalid_value "rollback naming its checkpoint twice"
+    [ "$(jqr .error.param)" = checkpoint ] || fail "rollback with name and checkpoint: $BODY"
     api fr POST /v1/sessions/rb/rollback '{"name": "turn1"}'
     expect_status 200 "rollback"
     [ "$(jqr .position)" = "$ckpos" ] && [ "$(jqr .hot)" = false ] || fail "rollback answer: $BODY"
