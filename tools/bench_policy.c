@@ -415,7 +415,7 @@ int frt_bench_policy(int argc, char **argv)
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the policy runs"),
         FRT_OPT(0, "cfg-beta", FRT_ARG_FLOAT, &b.beta, "B",
                 "also time guided inference (RECAP CFG) at this beta (>= 1; 0 = none)", .fmin = 0, .fmax = 1e6),
-        FRT_OPT(0, "cfg-mode", FRT_ARG_CHOICE, &mode, "MODE", "the guided arrangements timed",
+        FRT_OPT(0, "cfg-mode", FRT_ARG_CHOICE, &mode, "MODE", "with --cfg-beta: the guided arrangements timed",
                 .choices = "both|fused|serial"),
         FRT_CLI_OPT_AUTOTUNE(&autotune),
         FRT_CLI_OPT_TUNE_FILE(&tune_file),
@@ -439,6 +439,8 @@ int frt_bench_policy(int argc, char **argv)
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
     if (!dir) return frt_args_error(&spec, "-m/--model DIR is required");
     if (b.beta != 0.0f && b.beta < 1.0f) return frt_args_error(&spec, "--cfg-beta must be 0 (none) or >= 1");
+    if (frt_args_find(&spec, "cfg-mode")->given && b.beta == 0.0f)
+        return frt_args_error(&spec, "--cfg-mode picks the guided rows, which only --cfg-beta B (>= 1) runs");
     if (tune_file && autotune == 0) return frt_args_error(&spec, "--tune-file needs --autotune N");
     if (b.beta > 0 && 2 * b.batch > FRT_POLICY_BATCH_MAX)
         return frt_args_error(&spec, "--batch %d with --cfg-beta needs %d slots (at most %d)", b.batch, 2 * b.batch,

@@ -407,6 +407,13 @@ static int check_opts(const frt_cmd_spec *spec, const cmp_opts *o, const frt_mod
     if (!frt_args_find((frt_cmd_spec *)spec, "model")->given) return frt_args_error(spec, "no reference: give -m DIR");
     if (!o->n_random && !o->ids_arg && !o->ids_file)
         return frt_args_error(spec, "no prompts: give --prompts N (N >= 1), --ids or --ids-file");
+    frt_cmd_spec *s = (frt_cmd_spec *)spec;
+    const char *random_only = frt_args_find(s, "prompt-len")->given ? "--prompt-len"
+                              : frt_args_find(s, "seed")->given     ? "--seed"
+                                                                    : NULL;
+    if (!o->n_random && random_only)
+        return frt_args_error(spec, "%s shapes the random prompts and there are none (give --prompts N, N >= 1)",
+                              random_only);
     if (mp->prefill_chunk % 64) return frt_args_error(spec, "--chunk: '%d' is not a multiple of 64", mp->prefill_chunk);
     return 0;
 }
@@ -480,9 +487,9 @@ int frt_cmd_compare(int argc, char **argv)
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where both models run"),
         FRT_OPT(0, "prompts", FRT_ARG_INT, &o.n_random, "N", "random prompts (ids uniform over the vocabulary)",
                 .min = 0, .max = FRT_PROMPT_SET_MAX, .dflt = "4 when no --ids / --ids-file, else 0"),
-        FRT_OPT(0, "prompt-len", FRT_ARG_INT, &o.prompt_len, "L", "tokens of a random prompt", .min = 1,
-                .max = 1 << 20),
-        FRT_OPT(0, "seed", FRT_ARG_U64, &o.seed, "S", "seed of the random prompts"),
+        FRT_OPT(0, "prompt-len", FRT_ARG_INT, &o.prompt_len, "L", "tokens of a random prompt (with --prompts)",
+                .min = 1, .max = 1 << 20),
+        FRT_OPT(0, "seed", FRT_ARG_U64, &o.seed, "S", "seed of the random prompts (with --prompts)"),
         FRT_OPT(0, "ids", FRT_ARG_STR, &o.ids_arg, "ID,ID,..", "one more prompt as token ids", .dflt = ""),
         FRT_OPT(0, "ids-file", FRT_ARG_STR, &o.ids_file, "FILE", "more prompts, one a line (below)", .dflt = ""),
         FRT_OPT('n', "tokens", FRT_ARG_INT, &r.tokens, "N", "greedy steps per prompt; 0 = none", .min = 0,

@@ -165,7 +165,8 @@ int frt_cmd_serve(int argc, char **argv)
     if (getenv("FRT_API_KEY") && *getenv("FRT_API_KEY")) sp.api_key = getenv("FRT_API_KEY");
     for (int t = 0; t < 3; t++) budget_mb[t] = (int)(sp.budget_bytes[t] >> 20);
     frt_arg opts[] = {
-        FRT_OPT('m', "model", FRT_ARG_STR, &model, "DIR", "checkpoint directory", .dflt = FRT_CLI_DEMO_MODEL_HELP),
+        FRT_OPT('m', "model", FRT_ARG_STR, &model, "DIR", "checkpoint directory (not with --engine fake)",
+                .dflt = FRT_CLI_DEMO_MODEL_HELP),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where the model runs"),
         FRT_OPT(0, "host", FRT_ARG_STR, &sp.host, "ADDR", "bind address"),
         FRT_OPT(0, "port", FRT_ARG_INT, &sp.port, "N", "TCP port; 0 = any free port", .min = 0, .max = 65535),
@@ -234,14 +235,14 @@ int frt_cmd_serve(int argc, char **argv)
         FRT_OPT(0, "engine", FRT_ARG_CHOICE, &engine_kind, NULL, "fake: a deterministic toy model for tests",
                 .choices = "model|fake"),
         FRT_OPT(0, "fake-delay-us", FRT_ARG_INT, &fp.delay_us, "N",
-                "fake engine: sleep per decode step and prefill chunk", .min = 0, .max = 10000000),
+                "--engine fake: sleep per decode step and prefill chunk", .min = 0, .max = 10000000),
         FRT_OPT(0, "fake-eos-every", FRT_ARG_INT, &fp.eos_every, "N",
-                "fake engine: ~1 in N greedy tokens ends the turn; 0 = never", .min = 0, .max = 1 << 30),
-        FRT_OPT(0, "fake-no-chatml", FRT_ARG_FLAG, &no_chatml, NULL, "fake engine: it has no chat template"),
+                "--engine fake: ~1 in N greedy tokens ends the turn; 0 = never", .min = 0, .max = 1 << 30),
+        FRT_OPT(0, "fake-no-chatml", FRT_ARG_FLAG, &no_chatml, NULL, "--engine fake: it has no chat template"),
         FRT_OPT(0, "fake-no-tools", FRT_ARG_FLAG, &no_tools, NULL,
-                "fake engine: its chat template ignores tools, tool calls and chat_template_kwargs"),
+                "--engine fake: its chat template ignores tools, tool calls and chat_template_kwargs"),
         FRT_OPT(0, "fake-reply", FRT_ARG_STR, &fp.reply, "TEXT",
-                "fake engine: every completion generates TEXT, then <|im_end|>", .dflt = "the hashed tokens"),
+                "--engine fake: every completion generates TEXT, then <|im_end|>", .dflt = "the hashed tokens"),
         FRT_OPT(0, "policy", FRT_ARG_STR, &po.dir, "DIR",
                 "serve this Pi0 / Pi0.5 policy (openpi's websocket protocol; docs/policy-server.md) instead of an LLM",
                 .dflt = "none"),
@@ -369,6 +370,18 @@ int frt_cmd_serve(int argc, char **argv)
                                      "--discrete-state, --policy-dtype, --policy-autotune, --policy-tune-file, "
                                      "--critic, --value-threshold, --max-chunks, "
                                      "--episode-timeout, --record, --cfg-beta and --advantage go with --policy DIR");
+
+    if (!strcmp(engine_kind, "fake")) {
+        if (model)
+            return frt_args_error(&spec, "-m/--model: the fake engine loads no model (drop -m, or drop --engine fake)");
+    } else {
+        static const char *const fake_only[] = {"fake-reply", "fake-delay-us", "fake-eos-every", "fake-no-chatml",
+                                                "fake-no-tools"};
+        for (size_t i = 0; i < sizeof fake_only / sizeof fake_only[0]; i++)
+            if (frt_args_find(&spec, fake_only[i])->given)
+                return frt_args_error(&spec, "--%s: an option of the fake engine (give --engine fake); the model "
+                                             "engine does not use it", fake_only[i]);
+    }
 
     frt_engine *engine = NULL;
     frt_model *llm = NULL;         /* -m beside --policy: the LLM whose context the policy shares */

@@ -186,6 +186,12 @@ int frt_cmd_tokenize(int argc, char **argv)
     dir = pos[0];
     text = n_pos > 1 ? pos[1] : NULL;
     if (bench_file && (text || file)) return frt_args_error(&spec, "--bench takes no TEXT or --file");
+    if (bench_file && (chat || special || parse_special))
+        return frt_args_error(&spec, "--%s: --bench times the plain encode of FILE (no chat template, no special "
+                                     "tokens added)",
+                              chat ? "chat" : special ? "special" : "parse-special-in-content");
+    if (!bench_file && frt_args_find(&spec, "seconds")->given)
+        return frt_args_error(&spec, "--seconds only changes --bench");
     if (parse_special && !chat) return frt_args_error(&spec, "--parse-special-in-content only changes --chat");
     if (!bench_file && !!text == !!file)
         return frt_args_error(&spec, text ? "give TEXT or --file, not both" : "missing TEXT (or --file PATH): usage: "

@@ -78,6 +78,18 @@ refuse "--kv-scales needs --kv-dtype fp8" serve --kv-scales "$T/scales.json"
 refuse "--tune-file needs --autotune N" serve --tune-file "$T/tune.txt"
 refuse "--autotune: '65' is out of range" serve --autotune 65
 refuse "--policy: --dtype is an option of the LLM server" serve --policy "$T/none" --dtype fp8
+# an option of one mode is refused in another, never ignored
+for o in "--fake-reply hi" "--fake-delay-us 5" "--fake-eos-every 3" --fake-no-chatml --fake-no-tools; do
+    # shellcheck disable=SC2086
+    refuse "${o%% *}: an option of the fake engine (give --engine fake)" serve -m "$T" $o
+done
+refuse "--fake-reply: an option of the fake engine" serve --engine model --fake-reply hi
+refuse "-m/--model: the fake engine loads no model" serve --engine fake -m "$T"
+refuse "--cfg-mode picks the guided rows, which only --cfg-beta B (>= 1) runs" bench policy -m "$T" --cfg-mode fused
+refuse "--cfg-mode picks the guided rows" bench policy -m "$T" --cfg-beta 0 --cfg-mode serial
+refuse "--prompt-len shapes the random prompts and there are none" compare -m "$T" --ids 1,2 --prompt-len 8
+refuse "--seed shapes the random prompts and there are none" compare -m "$T" --ids-file "$T/ids.txt" --seed 3
+refuse "--seed shapes the random prompts" compare -m "$T" --prompts 0 --ids 1 --seed 3
 refuse "--threads: '-2' is out of range" gen-model --shape tiny --out "$T/x" --threads -2
 refuse "--shard-size: 'lots' is not a size" gen-model --shape tiny --out "$T/x" --shard-size lots
 refuse "--seed: '1.5' is not an integer" gen-model --shape tiny --out "$T/x" --seed 1.5
@@ -95,6 +107,10 @@ refuse "missing argument" inspect
 refuse "unexpected argument 'b'" inspect a b
 refuse "'12abc' is not a token id" detokenize "$T" 12abc
 refuse "--parse-special-in-content only changes --chat" tokenize "$T" hi --parse-special-in-content
+refuse "--chat: --bench times the plain encode of FILE" tokenize "$T" --bench "$T/f.txt" --chat
+refuse "--special: --bench times the plain encode" tokenize "$T" --bench "$T/f.txt" --special
+refuse "--parse-special-in-content: --bench times the plain encode" tokenize "$T" --bench "$T/f.txt" --parse-special-in-content
+refuse "--seconds only changes --bench" tokenize "$T" hi --seconds 1
 refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template --messages "$T/m.json"
 refuse "give -m DIR or --tokenizer-config FILE (one of them)" chat-template -m "$T" --tokenizer-config "$T/c.json" --messages "$T/m.json"
 refuse "--messages FILE.json is required" chat-template -m "$T"
