@@ -256,6 +256,43 @@ static void test_refusals(void)
         frt_pobs_free(&o);
         json_decref(jo);
     }
+    { /* a key the robot does not read is refused, naming it, whatever else the observation holds: openpi's
+         transforms would drop it unread (a misspelt camera, a noise or seed field, training's actions, another
+         robot's key); the robot's own keys (ALOHA's cam_low too) still pass */
+        static const struct { frt_robot r; const char *key; } extra[] = {
+            {FRT_ROBOT_LIBERO, "noise"},           {FRT_ROBOT_LIBERO, "seed"},
+            {FRT_ROBOT_LIBERO, "actions"},         {FRT_ROBOT_LIBERO, "observation/wrist_img"},
+            {FRT_ROBOT_DROID, "observation/state"}, {FRT_ROBOT_DROID, "observation/exterior_image_2_left"},
+            {FRT_ROBOT_ALOHA, "images"},           {FRT_ROBOT_ALOHA, "observation/state"},
+        };
+        for (size_t e = 0; e < sizeof extra / sizeof extra[0]; e++) {
+            frt_pobs o = {0};
+            json_t *jo = json_object();
+            make_obs(extra[e].r, 1, &o, jo);
+            float x[8] = {0};
+            int64_t n8 = 8;
+            put(&o, jo, extra[e].key, FRT_POBS_F32, &n8, 1, x);
+            frt_robot_obs ro = {.n_state = 99};
+            int rc = frt_robot_obs_from(extra[e].r, &o, NULL, &ro);
+            char want[128];
+            snprintf(want, sizeof want, "'%s': not an observation key of robot %s", extra[e].key,
+                     frt_robot_name(extra[e].r));
+            CHECK_MSG(rc == FRT_ERR_INVALID_ARGUMENT && strstr(frt_last_error(), want), "%s: got %s", extra[e].key,
+                      frt_last_error());
+            CHECK(ro.n_state == 99 && ro.rgb[0] == NULL);
+            frt_pobs_free(&o);
+            json_decref(jo);
+        }
+        frt_pobs o = {0};
+        json_t *jo = json_object();
+        make_obs(FRT_ROBOT_ALOHA, 1, &o, jo); /* k 1: both wrists and cam_low */
+        CHECK(frt_pobs_get(&o, "images/cam_low") && frt_pobs_get(&o, "images/cam_right_wrist"));
+        frt_robot_obs ro;
+        CHECK_OK(frt_robot_obs_from(FRT_ROBOT_ALOHA, &o, NULL, &ro));
+        frt_robot_obs_free(&ro);
+        frt_pobs_free(&o);
+        json_decref(jo);
+    }
     float a[2 * 8] = {0}, u[2 * 14];
     u[0] = 42;
     CHECK_STATUS(frt_robot_actions(FRT_ROBOT_ALOHA, NULL, 0, NULL, 0, a, 2, 8, u), FRT_ERR_INVALID_ARGUMENT);

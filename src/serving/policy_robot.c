@@ -7,6 +7,7 @@
 #include "frt/status.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,16 +146,6 @@ static const double FLIP[14] = {1, -1, -1, 1, 1, 1, 1, 1, -1, -1, 1, 1, 1, 1};
 
 static int aloha_obs(frt_robot_obs *ro, const frt_pobs *o)
 {
-    static const char *const allowed[] = {"cam_high", "cam_low", "cam_left_wrist", "cam_right_wrist"};
-    for (size_t i = 0; i < o->n; i++) {
-        const char *k = o->v[i].key;
-        if (strncmp(k, "images/", 7)) continue;
-        int ok = 0;
-        for (int a = 0; a < 4; a++) ok |= !strcmp(k + 7, allowed[a]);
-        if (!ok)
-            return frt_error(FRT_ERR_INVALID_ARGUMENT,
-                             "'%s': ALOHA's images are cam_high, cam_low, cam_left_wrist, cam_right_wrist", k);
-    }
     FRT_TRY(take_image(ro, o, FRT_ROBOT_ALOHA, "images/cam_high", 0, 0));
     FRT_TRY(take_image(ro, o, FRT_ROBOT_ALOHA, "images/cam_left_wrist", 1, 1));
     FRT_TRY(take_image(ro, o, FRT_ROBOT_ALOHA, "images/cam_right_wrist", 2, 1));
@@ -173,8 +164,39 @@ static int aloha_obs(frt_robot_obs *ro, const frt_pobs *o)
     return 0;
 }
 
+/* The keys an observation of each robot may carry (docs/policy-server.md's
+ * table), NULL-terminated: those openpi's LiberoInputs / DroidInputs /
+ * AlohaInputs read, and the prompt. */
+static const char *const KEYS[3][7] = {
+    [FRT_ROBOT_LIBERO] = {"observation/image", "observation/wrist_image", "observation/state", "prompt", NULL},
+    [FRT_ROBOT_DROID] = {"observation/exterior_image_1_left", "observation/wrist_image_left",
+                         "observation/joint_position", "observation/gripper_position", "prompt", NULL},
+    [FRT_ROBOT_ALOHA] = {"images/cam_high", "images/cam_low", "images/cam_left_wrist", "images/cam_right_wrist",
+                         "state", "prompt", NULL},
+};
+
+/* Refuses a key robot R does not read (openpi's transforms would drop it
+ * unread: a misspelt camera, a noise or seed field, training's actions),
+ * naming it and the robot's keys. */
+static int check_keys(frt_robot r, const frt_pobs *o)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        int ok = 0;
+        for (int k = 0; KEYS[r][k]; k++) ok |= !strcmp(o->v[i].key, KEYS[r][k]);
+        if (ok) continue;
+        char list[512] = "";
+        for (int k = 0; KEYS[r][k]; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", KEYS[r][k]);
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "'%.256s': not an observation key of robot %s (its keys: %s; docs/policy-server.md)",
+                         o->v[i].key, frt_robot_name(r), list);
+    }
+    return 0;
+}
+
 static int robot_obs(frt_robot r, frt_robot_obs *ro, const frt_pobs *o)
 {
+    if ((unsigned)r < 3) FRT_TRY(check_keys(r, o));
     const frt_pobs_value *v;
     switch (r) {
     case FRT_ROBOT_LIBERO:

@@ -68,8 +68,10 @@ typedef struct frt_robot_obs {
  * first dimension of 3 means CHW; ALOHA's are always CHW), the state
  * (DROID: joints then gripper; ALOHA: the flips and the gripper conversion
  * of _decode_state), the prompt (or DEFAULT_PROMPT when the observation
- * has none; NULL: a prompt is required). *out is set on success only
- * (frt_robot_obs_free). */
+ * has none; NULL: a prompt is required). A key the robot does not read
+ * (not in docs/policy-server.md's table for R: a misspelt camera, "noise",
+ * "seed", training's "actions") is refused, naming it. *out is set on
+ * success only (frt_robot_obs_free). */
 int frt_robot_obs_from(frt_robot r, const frt_pobs *o, const char *default_prompt, frt_robot_obs *out);
 
 /* Frees the images; NULL is a no-op. */

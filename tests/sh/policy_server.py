@@ -176,6 +176,13 @@ async def libero():
     obs = libero_obs()
     obs["observation/image"] = np.zeros((1024, 1024, 3), np.uint8)   # 3 MiB > --max-body-mb 1
     await expect_error(LPORT, packb(obs), "larger than the limit", "oversized message")
+    # a key LIBERO does not read is refused, naming it (openpi's transforms would drop it unread)
+    obs = libero_obs()
+    obs["noise"] = np.zeros((10, 32), np.float32)
+    await expect_error(LPORT, packb(obs), "'noise': not an observation key of robot libero", "unknown key (noise)")
+    obs = libero_obs()
+    obs["observation/wrist_img"] = obs.pop("observation/wrist_image")
+    await expect_error(LPORT, packb(obs), "'observation/wrist_img': not an observation key", "misspelt camera key")
     await expect_error(LPORT, b"\xc1\x00", "msgpack", "malformed msgpack")
     await expect_error(LPORT, packb({"__ctrl__": "reboot"}), "reboot", "unknown control message")
     await expect_error(LPORT, packb({"__ctrl__": "episode_start", "seed": -1}), "seed", "negative seed")
@@ -291,6 +298,10 @@ def http_checks(a1):
     del bad["prompt"]
     st, body = http(LPORT, "/v1/policy/infer", json.dumps(bad).encode(), JS)
     check("POST without a prompt: 400 naming it", st == 400 and b"prompt" in body, (st, body[:200]))
+    bad = dict(obs, seed=9)
+    st, body = http(LPORT, "/v1/policy/infer", json.dumps(bad).encode(), JS)
+    check("POST with a key LIBERO does not read (seed): 400 naming it", st == 400
+          and b"'seed': not an observation key of robot libero" in body, (st, body[:200]))
     st, body = http(LPORT, "/v1/policy/infer", b"{\"x\": ", JS)
     check("POST malformed JSON: 400", st == 400, st)
     st, body = http(LPORT, "/v1/policy/infer", b"{\"x\": \"" + b"a" * (2 << 20) + b"\"}", JS)
