@@ -11,7 +11,9 @@
  *  - frt_model_params.n_threads sets the OpenMP and OpenBLAS thread counts
  *    (0 leaves them; out of range refused);
  *  - bad input (id out of range, prompt past max_seq, decode before prefill)
- *    fails cleanly and leaves the state unchanged.
+ *    fails cleanly and leaves the state unchanged; bad load parameters
+ *    (prefill_chunk, prefill_group, a backend that is not an frt_backend,
+ *    device != 0 on the cpu backend) are refused with no model.
  */
 #include "frt_test.h"
 
@@ -508,6 +510,15 @@ static void test_bad_input(void)
         }
         p.prefill_group = 0;
     }
+    /* backend not an frt_backend, and a device the cpu backend does not have: refused, no model */
+    p.backend = (frt_backend)7;
+    CHECK_STATUS(frt_model_load(tiny_dir, &p, &m2), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(m2 == NULL && strstr(frt_last_error(), "backend 7") != NULL);
+    p.backend = FRT_BACKEND_CPU;
+    p.device = 1;
+    CHECK_STATUS(frt_model_load(tiny_dir, &p, &m2), FRT_ERR_NO_DEVICE);
+    CHECK(m2 == NULL && strstr(frt_last_error(), "device 1") != NULL);
+    p.device = 0;
     /* a dense config (the dense architecture runs it) without weights: refused, naming the missing file
      * (every model_type the config parser accepts has an architecture; an unknown one fails in the parser) */
     {

@@ -5,6 +5,11 @@
  *     N refused (FRT_ERR_INVALID_ARGUMENT), a backend without GEMM
  *     autotune refuses N > 0 (FRT_ERR_UNSUPPORTED; the cpu backend, and a
  *     token model's), nothing loaded;
+ *   the token model's fields a policy has no use for: prefill_chunk and
+ *     branch_slots > 1 refused (FRT_ERR_INVALID_ARGUMENT, naming the
+ *     field), debug_hidden, prefill_group > 1 and an FP8 KV cache refused
+ *     by the cpu backend (FRT_ERR_UNSUPPORTED), nothing loaded; max_seq is
+ *     the prompt capacity (frt_policy_info.max_tokens; over 4096 refused);
  *   frt_policy_graph_nodes: NULL arguments refused, the cpu backend does
  *     not count (FRT_ERR_UNSUPPORTED), a token model is not a policy, and
  *     *nodes stays untouched on every error.
@@ -22,6 +27,50 @@ static void autotune_refused(const char *dir, int n, const char *file, int statu
     CHECK_STATUS(frt_model_load(dir, &p, &m), status);
     CHECK(m == NULL);
     printf("  gemm_autotune %d, file %s: %s\n", n, file ? file : "NULL", frt_last_error());
+}
+
+/* A load of dir with *p refused with status, the message naming `field`. */
+static void param_refused(const char *dir, const frt_model_params *p, int status, const char *field)
+{
+    frt_model *m = (frt_model *)1;
+    CHECK_STATUS(frt_model_load(dir, p, &m), status);
+    CHECK(m == NULL && strstr(frt_last_error(), field) != NULL);
+    printf("  %s: %s\n", field, frt_last_error());
+}
+
+static void token_params(const char *dir)
+{
+    frt_model_params p = frt_model_default_params();
+    p.prefill_chunk = 64;
+    param_refused(dir, &p, FRT_ERR_INVALID_ARGUMENT, "prefill_chunk");
+    p = frt_model_default_params();
+    p.branch_slots = 2;
+    param_refused(dir, &p, FRT_ERR_INVALID_ARGUMENT, "branch_slots");
+    p = frt_model_default_params();
+    p.debug_hidden = 1;
+    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "debug_hidden");
+    p = frt_model_default_params();
+    p.prefill_group = 2;
+    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "prefill_group");
+    p = frt_model_default_params();
+    p.kv_dtype = FRT_KV_FP8;
+    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "fp8 KV cache");
+    p = frt_model_default_params();
+    p.max_seq = 4097;
+    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "prompt tokens");
+    /* what a policy does take: one branch slot, prefill_group 1 (off), max_seq as the prompt capacity */
+    p = frt_model_default_params();
+    p.branch_slots = 1;
+    p.prefill_group = 1;
+    p.max_seq = 33;
+    frt_model *m = NULL;
+    CHECK_OK(frt_model_load(dir, &p, &m));
+    frt_policy_info pi;
+    if (m) {
+        CHECK_OK(frt_policy_info_get(m, &pi));
+        CHECK(pi.max_tokens == 33);
+    }
+    frt_model_free(m);
 }
 
 static void graph_nodes_cpu(const char *dir, int pi05)
@@ -58,6 +107,7 @@ int main(void)
     autotune_refused(dir, 0, "/tmp/never-read.txt", FRT_ERR_INVALID_ARGUMENT);
     autotune_refused(dir, 8, NULL, FRT_ERR_UNSUPPORTED);           /* the cpu backend */
     autotune_refused(tiny, 8, "/tmp/never.txt", FRT_ERR_UNSUPPORTED); /* a token model */
+    token_params(dir);
     graph_nodes_cpu(dir, 1);
     frt_model *m = NULL;
     CHECK_OK(frt_model_load(tiny, NULL, &m));

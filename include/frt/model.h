@@ -82,16 +82,23 @@ typedef enum frt_weight_dtype {
 } frt_weight_dtype;
 
 typedef struct frt_model_params {
-    frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA */
-    int device;          /* device index for cuda; 0 */
-    int max_seq;         /* state capacity in tokens; 0 = min(config max, 8192); rounded up to C */
-    int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK */
+    frt_backend backend; /* FRT_BACKEND_CPU (default) or FRT_BACKEND_CUDA; another value: FRT_ERR_INVALID_ARGUMENT */
+    int device;          /* device index for cuda (default 0); the cpu backend has device 0 only (another:
+                            FRT_ERR_NO_DEVICE) */
+    int max_seq;         /* state capacity in tokens; 0 = min(config max, 8192); rounded up to C. A policy
+                            (frt/policy.h): its prompt capacity, 1..4096 tokens (more: FRT_ERR_UNSUPPORTED);
+                            0 = 48 (pi0) or 200 (pi05), docs/policies.md */
+    int prefill_chunk;   /* C: a multiple of 64; 0 = FRT_DEFAULT_PREFILL_CHUNK. A policy runs no prefill
+                            pieces: non-zero there is FRT_ERR_INVALID_ARGUMENT */
     int n_threads;       /* > 0: the host's OpenMP and OpenBLAS thread counts, set at load (process-wide: the
                             last model opened with n_threads > 0 sets them; the cpu backend's products, and on
                             cuda the host-side work of the load); 0 = leave them (all cores, or OMP_NUM_THREADS
                             / OPENBLAS_NUM_THREADS); < 0 or > 4096: FRT_ERR_INVALID_ARGUMENT */
-    int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece */
-    int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1 */
+    int debug_hidden;    /* test hook: record per-layer hidden states of the last prefill piece
+                            (frt_model_debug_hidden, frt/debug.h); a backend that records none (the pi0
+                            policy's): FRT_ERR_UNSUPPORTED */
+    int branch_slots;    /* B copies of the live state for forks (frt/branch.h); 0 = 1. A policy has no
+                            token branches: B > 1 there is FRT_ERR_INVALID_ARGUMENT */
     frt_kv_dtype kv_dtype; /* KV cache precision; FRT_KV_DEFAULT (0) = the backend's */
     frt_weight_dtype weight_dtype; /* weight precision; FRT_WEIGHT_DEFAULT (0) = the checkpoint's */
     const char *kv_scales; /* with FRT_KV_FP8: a file of static per-head scales (frt/kv_scales.h, written by
@@ -102,7 +109,9 @@ typedef struct frt_model_params {
                               FRT_ERR_INVALID_ARGUMENT; a file that does not fit the model: FRT_ERR_FORMAT */
     frt_progress_fn progress; /* optional: load progress (above); NULL = none */
     void *progress_user;
-    int policy_batch;    /* policy kind: batch slots for frt_policy_run_batch (frt/policy.h); 0 = none */
+    int policy_batch;    /* policy kind: batch slots for frt_policy_run_batch (frt/policy.h); 0 = none; outside
+                            0..FRT_POLICY_BATCH_MAX or given to a token model: FRT_ERR_INVALID_ARGUMENT; a
+                            backend without the batched graph: FRT_ERR_UNSUPPORTED */
     frt_context *context; /* optional: run in this context, shared with other models (e.g. a planner LLM
                              beside a robot policy, frt/rollout.h); borrowed: it must outlive the model
                              and be of `backend` and `device`. Its default stream becomes the model's
@@ -201,19 +210,23 @@ typedef struct frt_io_info {
  * generation_config.json, tokenizer.json when present), allocates the live
  * state and captures the prefill and decode graphs.
  * Returns 0 and *out (free with frt_model_free), or:
- *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, prefill_chunk not a multiple of 64,
- *                             a params.context of another backend or device,
+ *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, backend not an frt_backend, prefill_chunk not a
+ *                             multiple of 64, a params.context of another backend or device,
  *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h),
- *                             kv_dtype not an frt_kv_dtype, weight_dtype not an frt_weight_dtype
+ *                             kv_dtype not an frt_kv_dtype, weight_dtype not an frt_weight_dtype,
+ *                             a policy given prefill_chunk or branch_slots > 1, a token model
+ *                             given policy_batch (the other fields' errors: at each field)
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
  *                             architecture refuses, a backend not built, kv_dtype
  *                             FRT_KV_FP8 or weight_dtype FRT_WEIGHT_FP8 on an architecture /
- *                             backend without it, an FP8 checkpoint layout it does not read
+ *                             backend without it, an FP8 checkpoint layout it does not read,
+ *                             debug_hidden on a backend that records no hidden states
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the
  *                             device's free memory before they are allocated)
- *   FRT_ERR_NO_DEVICE         cuda requested without a device */
+ *   FRT_ERR_NO_DEVICE         cuda requested without a device (or without device `device`),
+ *                             device != 0 on the cpu backend */
 FRT_API int frt_model_load(const char *model_dir, const frt_model_params *params, frt_model **out);
 
 /* The name of the registered architecture that runs config.json's

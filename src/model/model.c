@@ -481,6 +481,30 @@ static int check_prefill_group(const frt_model *m)
     return 0;
 }
 
+/* params.prefill_chunk, branch_slots and debug_hidden where the model has
+ * no use for them: a policy (frt/policy.h) runs no prefill pieces (its
+ * prompt capacity is max_seq) and has no token branches to fork
+ * (frt/branch.h: its graphs run on slot 0 alone); debug_hidden needs a
+ * backend that records the hidden states (frt/debug.h). */
+static int check_token_params(const frt_model *m)
+{
+    const frt_model_params *p = &m->params;
+    if (m->arch->kind == FRT_ARCH_POLICY && p->prefill_chunk)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "model: prefill_chunk %d given for '%s', a policy, which runs no prefill pieces (its prompt "
+                         "capacity is max_seq)",
+                         p->prefill_chunk, m->cfg.model_type);
+    if (m->arch->kind == FRT_ARCH_POLICY && p->branch_slots > 1)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT,
+                         "model: branch_slots %d given for '%s', a policy, which has no token branches to fork "
+                         "(frt/branch.h)",
+                         p->branch_slots, m->cfg.model_type);
+    if (p->debug_hidden && !m->bk->debug_hidden)
+        return frt_error(FRT_ERR_UNSUPPORTED, "model: the %s backend of architecture '%s' records no hidden states "
+                         "(debug_hidden %d)", m->bk->name, m->arch->name, p->debug_hidden);
+    return 0;
+}
+
 /* params.n_threads: the host's OpenMP and OpenBLAS thread counts, set
  * before the weights load (the cpu backend's products; on the cuda backend,
  * the host-side work of the load, e.g. the policy's per-step time tables).
@@ -540,6 +564,8 @@ static int open_context(frt_model *m)
 static int load_model(frt_model *m, const char *dir)
 {
     const frt_model_params *p = &m->params;
+    if (p->backend != FRT_BACKEND_CPU && p->backend != FRT_BACKEND_CUDA)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: backend %d is not an frt_backend", (int)p->backend);
     FRT_TRY(load_config(m, dir));
     const frt_model_config *c = &m->cfg;
     m->bk = p->backend == FRT_BACKEND_CPU ? m->arch->cpu : p->backend == FRT_BACKEND_CUDA ? m->arch->cuda : NULL;
@@ -554,6 +580,7 @@ static int load_model(frt_model *m, const char *dir)
     FRT_TRY(check_policy_batch(m));
     FRT_TRY(check_gemm_autotune(m));
     FRT_TRY(check_prefill_group(m));
+    FRT_TRY(check_token_params(m));
     FRT_TRY(apply_threads(m));
     m->C = p->prefill_chunk ? p->prefill_chunk : FRT_DEFAULT_PREFILL_CHUNK;
     if (m->C < 64 || m->C % 64 || m->C > 1 << 16)
