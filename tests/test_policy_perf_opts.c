@@ -40,24 +40,28 @@ static void param_refused(const char *dir, const frt_model_params *p, int status
 
 static void token_params(const char *dir)
 {
-    frt_model_params p = frt_model_default_params();
-    p.prefill_chunk = 64;
-    param_refused(dir, &p, FRT_ERR_INVALID_ARGUMENT, "prefill_chunk");
-    p = frt_model_default_params();
-    p.branch_slots = 2;
-    param_refused(dir, &p, FRT_ERR_INVALID_ARGUMENT, "branch_slots");
-    p = frt_model_default_params();
-    p.debug_hidden = 1;
-    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "debug_hidden");
-    p = frt_model_default_params();
-    p.prefill_group = 2;
-    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "prefill_group");
-    p = frt_model_default_params();
-    p.kv_dtype = FRT_KV_FP8;
-    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "fp8 KV cache");
-    p = frt_model_default_params();
-    p.max_seq = 4097;
-    param_refused(dir, &p, FRT_ERR_UNSUPPORTED, "prompt tokens");
+    /* each case: one field away from the defaults, the status, what the message names */
+    static const struct {
+        int status;
+        const char *names;
+    } refused[] = {
+        {FRT_ERR_INVALID_ARGUMENT, "prefill_chunk"}, {FRT_ERR_INVALID_ARGUMENT, "branch_slots"},
+        {FRT_ERR_UNSUPPORTED, "debug_hidden"},       {FRT_ERR_UNSUPPORTED, "prefill_group"},
+        {FRT_ERR_UNSUPPORTED, "fp8 KV cache"},       {FRT_ERR_UNSUPPORTED, "prompt tokens"},
+    };
+    frt_model_params p;
+    for (int i = 0; i < (int)(sizeof refused / sizeof refused[0]); i++) {
+        p = frt_model_default_params();
+        switch (i) {
+        case 0: p.prefill_chunk = 64; break;
+        case 1: p.branch_slots = 2; break;
+        case 2: p.debug_hidden = 1; break;
+        case 3: p.prefill_group = 2; break;
+        case 4: p.kv_dtype = FRT_KV_FP8; break;
+        default: p.max_seq = 4097; break;
+        }
+        param_refused(dir, &p, refused[i].status, refused[i].names);
+    }
     /* what a policy does take: one branch slot, prefill_group 1 (off), max_seq as the prompt capacity */
     p = frt_model_default_params();
     p.branch_slots = 1;
