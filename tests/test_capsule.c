@@ -124,7 +124,7 @@ static void test_restore_tiers(frt_model *m)
         CHECK_OK(frt_model_reset(m));
         CHECK_OK(frt_model_prefill(m, prefix, B));
         frt_capsule *c = NULL;
-        CHECK_OK(frt_capsule_snapshot(m, (frt_tier)tier, path, NULL, 0, &c));
+        CHECK_OK(frt_capsule_snapshot(m, (frt_tier)tier, tier == FRT_TIER_DISK ? path : NULL, NULL, 0, &c));
         if (!c) continue;
         frt_capsule_info info;
         CHECK_OK(frt_capsule_info_get(c, &info));
@@ -585,6 +585,12 @@ static void test_bad_files(frt_model *m, frt_model *other)
     /* bad arguments */
     CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, NULL, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_capsule_snapshot(NULL, FRT_TIER_HOST, NULL, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
+    /* arguments that would be ignored: a path for a tier that writes no file, a salt length without a salt */
+    CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_HOST, good, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "disk tier only") != NULL && c == NULL);
+    CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DEVICE, good, NULL, 0, &c), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 4, &c), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "salt") != NULL && c == NULL);
     CHECK_STATUS(frt_capsule_restore(m, NULL), FRT_ERR_INVALID_ARGUMENT);
     path_in(bad, sizeof bad, "no/such/dir/x.cap");
     CHECK_STATUS(frt_capsule_snapshot(m, FRT_TIER_DISK, bad, NULL, 0, &c), FRT_ERR_IO);
@@ -776,6 +782,18 @@ static void test_move(frt_model *m)
     frt_capsule_info info;
     frt_capsule_info_get(c, &info);
     CHECK(info.tier == FRT_TIER_DISK && info.path && !strcmp(info.path, path));
+    /* refused, the capsule unchanged: an unknown tier, a path for a tier that writes no file, another file for a
+     * capsule already on disk (the move would do nothing); the same file is a no-op */
+    char other[512];
+    path_in(other, sizeof other, "moved2.cap");
+    CHECK_STATUS(frt_capsule_move(c, (frt_tier)7, NULL), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_capsule_move(c, FRT_TIER_HOST, other), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "disk tier only") != NULL);
+    CHECK_STATUS(frt_capsule_move(c, FRT_TIER_DISK, other), FRT_ERR_UNSUPPORTED);
+    CHECK(access(other, F_OK) != 0);
+    CHECK_OK(frt_capsule_move(c, FRT_TIER_DISK, path));
+    frt_capsule_info_get(c, &info);
+    CHECK(info.tier == FRT_TIER_DISK && !strcmp(info.path, path));
     CHECK_OK(frt_model_reset(m));
     CHECK_OK(frt_capsule_restore(m, c));
     CHECK_OK(frt_model_logits(m, lb));

@@ -142,6 +142,18 @@ static void test_frt_format(void)
     const char *labels[] = {"doc:manual", "lang:en"};
     frt_cartridge_meta bad_id = {.id = "no spaces", .training_steps = -1, .n_labels = -1};
     CHECK_STATUS(frt_cartridge_set_meta(c, &bad_id), FRT_ERR_INVALID_ARGUMENT);
+    /* values that would be ignored: steps or a label count below -1, labels with n_labels -1 (leave) */
+    frt_cartridge_meta ignored = {.training_steps = -2, .n_labels = -1};
+    CHECK_STATUS(frt_cartridge_set_meta(c, &ignored), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "training_steps") != NULL);
+    ignored.training_steps = -1;
+    ignored.n_labels = -3;
+    CHECK_STATUS(frt_cartridge_set_meta(c, &ignored), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "n_labels") != NULL);
+    ignored.n_labels = -1;
+    ignored.labels = labels;
+    CHECK_STATUS(frt_cartridge_set_meta(c, &ignored), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "labels") != NULL);
     frt_cartridge_meta meta = {.id = "manual-v1", .model_id = "tiny-dense", .model_fingerprint = 0x1234abcdull,
                                .training_steps = 500, .source_document = "manual.txt", .labels = labels, .n_labels = 2};
     CHECK_OK(frt_cartridge_set_meta(c, &meta));

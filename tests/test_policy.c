@@ -23,12 +23,14 @@
  *  4. load: an unknown tensor and a missing tensor are refused with their
  *     names, so are an F8_E4M3 tensor and config.json's quantization_config
  *     (FP8 policy checkpoints, FRT_ERR_UNSUPPORTED); the token verbs refuse a
- *     policy; the cuda backend is refused.
+ *     policy, so does frt_model_fork (before restoring anything); the cuda
+ *     backend is refused.
  * The golden directory is FRT_TEST_DATA/pi0 (or $FRT_PI0_GOLDEN); without it
  * the test is skipped.
  */
 #include "frt_test.h"
 
+#include "frt/branch.h"
 #include "frt/capsule.h"
 #include "frt/checkpoint.h"
 #include "frt/fs.h"
@@ -407,6 +409,18 @@ static void test_bad_input(void)
     CHECK_STATUS(frt_model_reset(m), FRT_ERR_UNSUPPORTED);
     CHECK_STATUS(frt_model_seed(m, 5), FRT_ERR_UNSUPPORTED); /* a policy seeds its episode */
     CHECK_STATUS(frt_model_decode(m, NULL, &t), FRT_ERR_UNSUPPORTED);
+    /* A fork (its seed has no sampler to go to) is refused before the restore: the live state stays. */
+    frt_capsule *fc = NULL;
+    uint64_t seed0 = 0, step0 = 0, seed1 = 0, step1 = 0;
+    CHECK_OK(frt_policy_episode_start(m, 98));
+    CHECK_OK(frt_capsule_snapshot(m, FRT_TIER_HOST, NULL, NULL, 0, &fc));
+    CHECK_OK(frt_policy_episode_start(m, 99));
+    CHECK_OK(frt_policy_episode_get(m, &seed0, &step0));
+    CHECK_STATUS(frt_model_fork(m, fc, 1, 5), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "policy") != NULL);
+    CHECK_OK(frt_policy_episode_get(m, &seed1, &step1));
+    CHECK(seed1 == 99 && seed1 == seed0 && step1 == step0);
+    frt_capsule_free(fc);
     free(act);
     frt_model_free(m);
     golden_close(&g);

@@ -259,6 +259,7 @@ static void test_stops(frt_model *m, frt_critic *c)
     p.value_threshold = -1e30f;
     CHECK(one_stop(m, c, &p, 0, &ran) == FRT_STOP_MAX_CHUNKS && ran == 8);
     p.value_stop = 0;
+    p.value_threshold = 0; /* a threshold without value_stop is refused */
     p.timeout_s = 1e-9; /* over after the first chunk */
     CHECK(one_stop(m, c, &p, 0, &ran) == FRT_STOP_TIMEOUT && ran == 1);
     p.timeout_s = 3600;
@@ -525,6 +526,15 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     p = frt_rollout_default_params();
     p.serial = 2;
     CHECK_STATUS(frt_rollout_create(m, c, &p, &r), FRT_ERR_INVALID_ARGUMENT);
+    /* fields that would have no effect: a threshold without value_stop, serial without a critic */
+    p = frt_rollout_default_params();
+    p.value_threshold = 0.5f;
+    CHECK_STATUS(frt_rollout_create(m, c, &p, &r), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "value_threshold") && r == NULL);
+    p = frt_rollout_default_params();
+    p.serial = 1;
+    CHECK_STATUS(frt_rollout_create(m, NULL, &p, &r), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "serial") && r == NULL);
     p = frt_rollout_default_params();
     CHECK_STATUS(frt_rollout_create(llm, NULL, &p, &r), FRT_ERR_UNSUPPORTED);
     frt_model *small = load_policy("small", 61, 0);
@@ -573,6 +583,10 @@ static void test_bad(frt_model *m, frt_critic *c, frt_model *llm)
     CHECK_STATUS(frt_rollout_set_prompt(r, PROMPT, 0), FRT_ERR_INVALID_ARGUMENT);
     CHECK_OK(frt_rollout_set_prompt(r, PROMPT, 5));
     CHECK_STATUS(frt_rollout_tick(r, &obs, a, NA - 1, &o), FRT_ERR_INVALID_ARGUMENT);
+    obs.n_tokens = 4; /* input_ids NULL: the bound prompt has 5 ids, a different n_tokens is refused */
+    CHECK_STATUS(frt_rollout_tick(r, &obs, a, NA, &o), FRT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(frt_last_error(), "n_tokens"));
+    obs.n_tokens = 0;
     float nan_state[SD] = {0, NAN, 0, 0, 0, 0};
     obs.state = nan_state;
     CHECK_STATUS(frt_rollout_tick(r, &obs, a, NA, &o), FRT_ERR_INVALID_ARGUMENT);

@@ -59,6 +59,9 @@ FRT_API uint64_t frt_branch_seed(uint64_t seed, int branch);
  * frt_branch_seed(seed, i), marks the n branches live and selects slot 0.
  * The previous contents of those slots are replaced.
  *   FRT_ERR_INVALID_ARGUMENT  NULL model or capsule
+ *   FRT_ERR_UNSUPPORTED       m is a policy (no sampler for the seed, one
+ *                             slot: restore the capsule instead; nothing
+ *                             changed)
  *   FRT_ERR_OUT_OF_RANGE      n < 1 or n > branch_slots (nothing changed)
  *   the errors of frt_capsule_restore (checked on slot 0 first; nothing
  *   changed when it refuses the capsule) */

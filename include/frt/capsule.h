@@ -56,9 +56,12 @@ typedef struct frt_capsule_info {
 
 /* Copies the live state's closure at the current boundary into a new capsule
  * in `tier`. For FRT_TIER_DISK, `path` names the file (written to a temporary
- * name and renamed); it is ignored otherwise. salt/salt_len (optional) salt
- * the prefix digest. The live state is not changed.
- *   FRT_ERR_INVALID_ARGUMENT  NULL model/out, disk tier without a path
+ * name and renamed); the other tiers write no file and take path NULL.
+ * salt/salt_len (optional: NULL, 0) salt the prefix digest. The live state
+ * is not changed.
+ *   FRT_ERR_INVALID_ARGUMENT  NULL model/out, an unknown tier, disk tier
+ *                             without a path, a path with another tier,
+ *                             salt NULL with salt_len > 0
  *   FRT_ERR_OUT_OF_MEMORY     the tier has no room (nothing allocated remains)
  *   FRT_ERR_IO                the file could not be written (no file remains) */
 FRT_API int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const void *salt, size_t salt_len,
@@ -139,7 +142,16 @@ FRT_API int frt_capsule_load(frt_model *m, const char *path, frt_capsule **out);
 FRT_API int frt_capsule_save(const frt_capsule *c, const char *path);
 
 /* Moves a capsule to another tier (device <-> host <-> disk); `path` is
- * required for FRT_TIER_DISK. On error the capsule is unchanged. */
+ * required for FRT_TIER_DISK and must be NULL for the others. Already in
+ * `tier`: 0, nothing done (a disk capsule given its own path).
+ *   FRT_ERR_INVALID_ARGUMENT  NULL capsule, an unknown tier, disk without a
+ *                             path, a path with another tier
+ *   FRT_ERR_UNSUPPORTED       a disk capsule to another file (copy the file
+ *                             and frt_capsule_load it), a disk capsule to
+ *                             device or host (restore it: the restore reads
+ *                             the file)
+ *   FRT_ERR_IO, FRT_ERR_OUT_OF_MEMORY, FRT_ERR_BACKEND  the write or copy
+ * On error the capsule is unchanged. */
 FRT_API int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path);
 
 FRT_API int frt_capsule_info_get(const frt_capsule *c, frt_capsule_info *info);

@@ -202,16 +202,19 @@ typedef struct frt_cartridge_meta {
     const char *id;
     const char *model_id;
     uint64_t model_fingerprint;  /* 0: leave */
-    long long training_steps;    /* -1: leave */
+    long long training_steps;    /* >= 0, or -1: leave */
     const char *source_document;
-    const char *const *labels;   /* n_labels strings; n_labels -1: leave */
-    int n_labels;
+    const char *const *labels;   /* n_labels strings; NULL with n_labels -1 (leave) or 0 */
+    int n_labels;                /* 0 .. FRT_CARTRIDGE_MAX_LABELS, or -1: leave */
 } frt_cartridge_meta;
 
 /* Sets manifest fields (validated as frt_cartridge_load validates them).
  *   FRT_ERR_INVALID_ARGUMENT  NULL, an empty or badly formed id, a string
  *                             too long, more than FRT_CARTRIDGE_MAX_LABELS
- *                             labels. On error the cartridge is unchanged. */
+ *                             labels, an empty label, labels NULL with
+ *                             n_labels > 0, training_steps or n_labels
+ *                             below -1, labels given with n_labels -1.
+ * On error the cartridge is unchanged. */
 FRT_API int frt_cartridge_set_meta(frt_cartridge *c, const frt_cartridge_meta *meta);
 
 /* Writes c as an frt cartridge directory DIR (created if missing):

@@ -138,9 +138,10 @@ typedef struct frt_rollout_params {
     int max_chunks;        /* >= 1: stop after this many chunks */
     double timeout_s;      /* > 0: stop once this many seconds passed since the first tick; 0 = none */
     int value_stop;        /* 1: stop when a value < value_threshold (needs a critic) */
-    float value_threshold;
+    float value_threshold; /* read only with value_stop 1; must stay 0 otherwise */
     int serial;            /* 1: replay the policy, then the critic, one after the other on the policy's
-                              stream; 0 (default): one exec plan (policy stream + critic stream) */
+                              stream (needs a critic); 0 (default): one exec plan (policy stream + critic
+                              stream), or the policy alone without a critic */
     const char *record_dir; /* where frt_rollout_end writes episode_NNN.npz (copied); NULL = no recording
                                (nothing of the episode is kept then; with it the record grows by one chunk a
                                tick until frt_rollout_end) */
@@ -158,7 +159,8 @@ typedef struct frt_rollout frt_rollout;
  * alone while it exists. Free with frt_rollout_destroy.
  * Errors: FRT_ERR_INVALID_ARGUMENT (NULL policy / params / out,
  * max_chunks < 1, timeout_s < 0 or NaN, value_stop not 0/1 or without a
- * critic, a NaN threshold, serial not 0/1, a critic of another policy);
+ * critic, a NaN threshold, a nonzero threshold with value_stop 0, serial
+ * not 0/1, serial 1 without a critic, a critic of another policy);
  * FRT_ERR_UNSUPPORTED (not a policy); FRT_ERR_OUT_OF_MEMORY. */
 FRT_API int frt_rollout_create(frt_model *policy, frt_critic *critic, const frt_rollout_params *params,
                                frt_rollout **out);
@@ -179,13 +181,15 @@ typedef struct frt_rollout_tick_out {
  * request, the timeout, max_chunks): if one holds the episode stops and no
  * chunk runs (ran 0). Otherwise obs is staged (frt_policy_stage; with
  * obs->input_ids NULL the prompt is the hand-off buffer's, n_tokens taken
- * from the last frt_rollout_set_prompt or planner write), the planner runs
+ * from the last frt_rollout_set_prompt or planner write: obs->n_tokens is
+ * then 0 or that length), the planner runs
  * first when due, the policy (and the critic) replay, the chunk is copied
  * into actions[0 .. chunk * action_dim) and recorded, and the predicates
  * are checked again (value, max_chunks, timeout, stop request).
  * Errors (nothing recorded, the episode state unchanged except as said):
  * FRT_ERR_INVALID_ARGUMENT (NULL, cap too small, the input checks of
- * frt_policy_run; obs->input_ids NULL before any prompt was bound; a state
+ * frt_policy_run; obs->input_ids NULL before any prompt was bound, or with
+ * an obs->n_tokens other than 0 and the bound prompt's length; a state
  * longer than the critic's); FRT_ERR_STATE (the episode is stopped: call
  * frt_rollout_end); a failure inside the forward pass or of the planner
  * (the episode should be ended: the policy state may hold a partial

@@ -16,6 +16,7 @@
 #include "model/model_internal.h"
 
 #include "frt/branch.h"
+#include "frt/policy.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -191,6 +192,11 @@ static int fork_shared(frt_model *m, const frt_capsule *c, int n)
 int frt_model_fork(frt_model *m, const frt_capsule *c, int n, uint64_t seed)
 {
     if (!m || !c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "fork: NULL argument");
+    /* Checked before the restore: a policy has no sampler to seed (and one slot), so the seed would be lost. */
+    if (frt_model_is_policy(m))
+        return frt_error(FRT_ERR_UNSUPPORTED, "fork: model_type '%s' is a policy: it has no sampler to seed and one "
+                                              "slot (restore the capsule with frt_capsule_restore)",
+                         m->cfg.model_type);
     if (n < 1 || n > m->n_slots)
         return frt_error(FRT_ERR_OUT_OF_RANGE,
                          "fork: %d branches, the model has %d branch slots (load it with branch_slots >= %d)", n,

@@ -260,6 +260,11 @@ int frt_capsule_snapshot(frt_model *m, frt_tier tier, const char *path, const vo
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: unknown tier %d", (int)tier);
     if (tier == FRT_TIER_DISK && (!path || !*path))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: the disk tier needs a path");
+    if (tier != FRT_TIER_DISK && path)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: a path is for the disk tier only (tier %s writes no file)",
+                         frt_tier_name(tier));
+    if (!salt && salt_len)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: salt NULL with salt_len %zu", salt_len);
     frt_capsule *c = calloc(1, sizeof *c);
     if (!c) return frt_error(FRT_ERR_OUT_OF_MEMORY, "capsule: out of memory");
     c->ctx = m->ctx;
@@ -840,6 +845,15 @@ int frt_capsule_restore_prefill(frt_model *m, const frt_capsule *c, const int32_
 int frt_capsule_move(frt_capsule *c, frt_tier tier, const char *path)
 {
     if (!c) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: NULL capsule");
+    if (tier != FRT_TIER_DEVICE && tier != FRT_TIER_HOST && tier != FRT_TIER_DISK)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: unknown tier %d", (int)tier);
+    if (tier != FRT_TIER_DISK && path)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: a path is for the disk tier only (tier %s writes no file)",
+                         frt_tier_name(tier));
+    if (tier == FRT_TIER_DISK && c->tier == FRT_TIER_DISK && path && c->path && strcmp(path, c->path) != 0)
+        return frt_error(FRT_ERR_UNSUPPORTED, "capsule: the capsule is already on disk at %s, not at %s: copy the file "
+                                              "(cp) and frt_capsule_load it",
+                         c->path, path);
     if (tier == c->tier) return 0;
     if (tier == FRT_TIER_DISK) {
         if (!path || !*path) return frt_error(FRT_ERR_INVALID_ARGUMENT, "capsule: the disk tier needs a path");

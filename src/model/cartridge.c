@@ -126,6 +126,16 @@ int frt_cartridge_set_meta(frt_cartridge *c, const frt_cartridge_meta *meta)
 {
     if (!c || !meta) return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: NULL argument");
     frt_cartridge_info in = c->info; /* all or nothing */
+    /* -1 is "leave"; another negative value, or labels with n_labels -1, would be ignored */
+    if (meta->training_steps < -1)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: training_steps %lld (>= 0, or -1 to leave it)",
+                         meta->training_steps);
+    if (meta->n_labels < -1)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: n_labels %d (0 to %d, or -1 to leave the labels)",
+                         meta->n_labels, FRT_CARTRIDGE_MAX_LABELS);
+    if (meta->n_labels == -1 && meta->labels)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: labels given with n_labels -1 (which leaves them): "
+                                                   "set n_labels");
     if (meta->id && !frt_cartridge_id_ok(meta->id))
         return frt_error(FRT_ERR_INVALID_ARGUMENT, "cartridge: id '%.*s' (1 to %d characters of A-Z a-z 0-9 . _ -)",
                          64, meta->id, FRT_CARTRIDGE_ID_MAX - 1);

@@ -80,7 +80,13 @@ static int check_params(const frt_rollout_params *p, const frt_critic *critic, c
     if (p->value_stop != 0 && p->value_stop != 1) return BAD("value_stop = %d (0 or 1)", p->value_stop);
     if (p->value_stop && !critic) return BAD("value_stop needs a critic");
     if (isnan(p->value_threshold)) return BAD("value_threshold is NaN");
+    if (!p->value_stop && p->value_threshold != 0)
+        return BAD("value_threshold = %g without value_stop (it would be ignored: set value_stop 1, or leave it 0)",
+                   (double)p->value_threshold);
     if (p->serial != 0 && p->serial != 1) return BAD("serial = %d (0 or 1)", p->serial);
+    if (p->serial && !critic)
+        return BAD("serial = 1 without a critic (it orders the policy and the critic: with the policy alone there is "
+                   "nothing to order)");
     if (critic && frt_critic_policy(critic) != policy) return BAD("the critic was loaded for another policy");
     return 0;
 }
@@ -361,6 +367,9 @@ static int stage(frt_rollout *r, const frt_policy_inputs *obs, uint64_t *prompt_
     frt_policy_inputs in = *obs;
     if (!obs->input_ids) {
         if (!r->n_prompt) return BAD("no prompt in the hand-off buffer (frt_rollout_set_prompt) and none given");
+        if (obs->n_tokens && obs->n_tokens != r->n_prompt)
+            return BAD("n_tokens = %d with input_ids NULL: the hand-off buffer holds %d ids (leave n_tokens 0)",
+                       obs->n_tokens, r->n_prompt);
         in.n_tokens = r->n_prompt;
     }
     if (r->critic) {
