@@ -618,7 +618,7 @@ static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out
                 frt_capsule *tc = NULL;
                 rc = frt_capsule_restore(m, cap); /* the live state at the prefix */
                 double t0 = bm_now_s();
-                if (!rc) rc = frt_capsule_snapshot(m, tiers[t], path, NULL, 0, &tc);
+                if (!rc) rc = frt_capsule_snapshot(m, tiers[t], tiers[t] == FRT_TIER_DISK ? path : NULL, NULL, 0, &tc);
                 sn[i] = (bm_now_s() - t0) * 1e3;
                 t0 = bm_now_s();
                 if (!rc) rc = frt_capsule_restore_ex(m, tc, FRT_RESTORE_FULL);

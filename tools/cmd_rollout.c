@@ -447,6 +447,8 @@ static int check_opts(frt_cmd_spec *spec, opts *o)
     o->value_given = frt_args_find(spec, "value-stop")->given > 0;
     if (o->value_given && !o->critic && !o->random_critic)
         return frt_args_error(spec, "--value-stop needs --critic FILE or --random-critic");
+    if (o->serial && !o->critic && !o->random_critic)
+        return frt_args_error(spec, "--serial orders the policy and the critic: give --critic FILE or --random-critic");
     if ((o->interrupt_at > 0) != (o->interrupt_ids != NULL))
         return frt_args_error(spec, "--interrupt-at N and --interrupt-ids LIST go together");
     return check_mode_opts(spec, o);

@@ -107,6 +107,7 @@ refuse json "${B[@]}" --json
 refuse record "${B[@]}" --record "$T/brec"
 refuse timeout "${B[@]}" --timeout 5
 refuse value-stop "${B[@]}" --value-stop 0
+refuse serial --fake-robot --serial
 refuse ticks --fake-robot --ticks 3
 refuse resets --fake-robot --resets 3
 refuse planner-every --fake-robot --planner-every 2
