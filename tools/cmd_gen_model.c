@@ -151,14 +151,20 @@ int frt_cmd_gen_model(int argc, char **argv)
                 .dflt = "5GB"),
         FRT_OPT(0, "no-fsync", FRT_ARG_FLAG, &no_fsync, NULL,
                 "do not wait for the disk (files are still renamed into place atomically)"),
-        FRT_OPT(0, "list", FRT_ARG_FLAG, &list, NULL, "print the shapes with their parameter counts and exit"),
+        FRT_OPT(0, "list", FRT_ARG_FLAG, &list, NULL, "print the shapes with their parameter counts and exit (alone: no other option)"),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "print only the final line (no progress)"),
     };
     frt_cmd_spec spec = {"gen-model", "--shape NAME --out DIR [options] | --list", about, opts,
                          (int)(sizeof opts / sizeof opts[0]), 0, 0, NULL};
     int prc = frt_args_parse(&spec, argc, argv, NULL, NULL);
     if (prc != FRT_ARGS_RUN) return prc == FRT_ARGS_EXIT ? 0 : 2;
-    if (list) return list_shapes();
+    if (list) {
+        for (int i = 0; i < spec.n_args; i++)
+            if (opts[i].given && strcmp(opts[i].long_name, "list"))
+                return frt_args_error(&spec, "--%s: --list only prints the shapes (nothing is generated)",
+                                      opts[i].long_name);
+        return list_shapes();
+    }
     if (!shape || !out) return frt_args_error(&spec, "%s is required", !shape ? "--shape NAME" : "--out DIR");
     const int flags = no_fsync ? FRT_CKPT_WRITE_NO_FSYNC : 0;
     if (threads > 0) omp_set_num_threads(threads);

@@ -174,8 +174,10 @@ int frt_cmd_generate(int argc, char **argv)
         FRT_CLI_OPT_DTYPE(&wdtype),
         FRT_CLI_OPT_KV_SCALES(&kv_scales),
         FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
-        FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL, "print one JSON object instead of the text"),
-        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "no loading or timing lines on stderr"),
+        FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL,
+                "print one JSON object instead of the text (no loading or timing lines)"),
+        FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL,
+                "no loading or timing lines on stderr (--json prints none: not with --json)"),
     };
     frt_cmd_spec spec = {"generate", "[-m MODEL_DIR] (-p TEXT | --ids ID,ID,..) [options]", about, opts,
                          (int)(sizeof opts / sizeof opts[0]), 0, 0, epilog};
@@ -192,6 +194,9 @@ int frt_cmd_generate(int argc, char **argv)
         return frt_args_error(&spec, "--repetition-penalty: '%g' is out of range (a number > 0)",
                               (double)gp.sampling.repetition_penalty);
     if (logprobs >= 0 && !json) return frt_args_error(&spec, "--logprobs needs --json (the values are in its output)");
+    if (quiet && json)
+        return frt_args_error(&spec, "-q/--quiet: --json already prints no loading or timing lines (only errors go "
+                                     "to stderr)");
     gp.sampling.logprobs = logprobs >= 0;
     gp.sampling.top_logprobs = logprobs > 0 ? logprobs : 0;
     if (bias_arg && parse_bias(&spec, bias_arg, &gp.sampling)) return 2;

@@ -46,7 +46,7 @@ refuse() { # refuse STATUS "MESSAGE" ARGS...: frt ARGS exits STATUS with MESSAGE
 json_field() { python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(" ".join(map(str,v)) if isinstance(v,list) else v)' "$1"; }
 
 "$FRT" gen-model --shape tiny-dense --seed 5 --out "$T/m" --quiet >/dev/null || { echo "FAIL gen-model"; exit 1; }
-G=(-m "$T/m" --backend cpu --threads 1 --chunk 64 --max-seq 256 -n 12 --ignore-eos --json -q)
+G=(-m "$T/m" --backend cpu --threads 1 --chunk 64 --max-seq 256 -n 12 --ignore-eos --json)
 DOC=$(python3 -c 'print(",".join(str((i * 37 + 11) % 2000) for i in range(64)))')
 PROMPT=5,17,123,9,1000,42,7
 

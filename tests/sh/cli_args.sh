@@ -94,6 +94,8 @@ refuse "--threads: '-2' is out of range" gen-model --shape tiny --out "$T/x" --t
 refuse "--shard-size: 'lots' is not a size" gen-model --shape tiny --out "$T/x" --shard-size lots
 refuse "--seed: '1.5' is not an integer" gen-model --shape tiny --out "$T/x" --seed 1.5
 refuse "--out DIR is required" gen-model --shape tiny
+refuse "--shape: --list only prints the shapes (nothing is generated)" gen-model --list --shape tiny
+refuse "--quiet: --list only prints the shapes" gen-model --list -q
 refuse "--repeats: '0' is out of range" bench --shape tiny --random-weights --repeats 0
 refuse "--chunk: '100' is not a multiple of 64" bench --shape tiny --random-weights --chunk 100
 refuse "--prefixes: '1,,2' has an empty element" bench --shape tiny --random-weights --prefixes 1,,2

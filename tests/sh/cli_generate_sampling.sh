@@ -58,6 +58,7 @@ refuse "--frequency-penalty: '-2.5' is out of range" "${M[@]}" --frequency-penal
 refuse "--repetition-penalty: '0' is out of range (a number > 0)" "${M[@]}" --repetition-penalty 0
 refuse "--logprobs: '21' is out of range" "${M[@]}" --logprobs 21
 refuse "--logprobs needs --json" -m "$T/m" --backend cpu --ids 1 --logprobs 2
+refuse "-q/--quiet: --json already prints no loading or timing lines" "${M[@]}" -q
 refuse "--logit-bias: 'x:1' is not ID:BIAS" "${M[@]}" --logit-bias x:1
 refuse "--logit-bias: '5' is not ID:BIAS" "${M[@]}" --logit-bias 3:1,5
 refuse "--logit-bias: '3:nan' is not ID:BIAS with a finite BIAS" "${M[@]}" --logit-bias 3:nan

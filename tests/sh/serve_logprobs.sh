@@ -77,7 +77,7 @@ echo "  completions: shapes and invariants (greedy, sampled, logprobs 0, off)"
 same_as_generate() { # same_as_generate VALS_FILE GENERATE_ARGS...
     local vals=$1
     shift
-    "$FRT" generate -m "$FRT_DEMO_MODEL" --backend cpu --chunk 64 --max-seq 512 --threads 2 -q --json -p "$TEXT" \
+    "$FRT" generate -m "$FRT_DEMO_MODEL" --backend cpu --chunk 64 --max-seq 512 --threads 2 --json -p "$TEXT" \
         -n 10 "$@" >"$WORK/gen.json" 2>/dev/null || fail "frt generate $*"
     "$PY" - "$vals" "$WORK/gen.json" <<'EOF'
 import json, sys
