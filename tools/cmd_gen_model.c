@@ -151,7 +151,8 @@ int frt_cmd_gen_model(int argc, char **argv)
                 .dflt = "5GB"),
         FRT_OPT(0, "no-fsync", FRT_ARG_FLAG, &no_fsync, NULL,
                 "do not wait for the disk (files are still renamed into place atomically)"),
-        FRT_OPT(0, "list", FRT_ARG_FLAG, &list, NULL, "print the shapes with their parameter counts and exit (alone: no other option)"),
+        FRT_OPT(0, "list", FRT_ARG_FLAG, &list, NULL,
+                "print the shapes with their parameter counts and exit (alone: no other option)"),
         FRT_OPT('q', "quiet", FRT_ARG_FLAG, &quiet, NULL, "print only the final line (no progress)"),
     };
     frt_cmd_spec spec = {"gen-model", "--shape NAME --out DIR [options] | --list", about, opts,
