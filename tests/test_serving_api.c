@@ -3,7 +3,10 @@
  * (frt_api_parse_completion, frt_api_parse_session_op), for the members a
  * parser could otherwise drop without a word: a member given twice, an
  * empty stop string, stream_options without stream, and a rollback naming
- * its checkpoint twice ("name" and "checkpoint"). Each refusal is a 400
+ * its checkpoint twice ("name" and "checkpoint"), a member of a session
+ * create, fork or checkpoint body that those do not take, and any member in
+ * the body of an endpoint that takes none (frt_api_parse_no_body: GET,
+ * DELETE, capsule pin / unpin). Each refusal is a 400
  * naming the member, and a refused request comes back cleared.
  * tests/sh/serve_openai_fields.sh and serve_hardening.sh check the same
  * over HTTP.
@@ -143,11 +146,66 @@ static void test_rollback(void)
     session_op("{\"checkpoint\":\"c\"}", FRT_API_CHECKPOINT, "unsupported_parameter", "checkpoint", NULL);
 }
 
+/* The session create and the other session operations: unknown members refused, known ones kept. */
+static void test_session_members(void)
+{
+    frt_api_session_create sc;
+    frt_api_error err;
+    const char *b = "{\"id\":\"a\",\"salt\":\"t\",\"pin\":true}";
+    CHECK(frt_api_parse_session_create(b, strlen(b), &sc, &err) == 0 && sc.has_id && !strcmp(sc.id, "a") &&
+          sc.salt_len == 1 && sc.pin);
+    frt_api_session_create_clear(&sc);
+    b = "{\"id\":\"a\",\"ttl\":60}";
+    CHECK(frt_api_parse_session_create(b, strlen(b), &sc, &err) == -1 && err.status == 400 &&
+          !strcmp(err.code, "unsupported_parameter") && !strcmp(err.param, "ttl") && !sc.has_id && !sc.salt);
+    b = "{\"pin\":\"yes\"}";
+    CHECK(frt_api_parse_session_create(b, strlen(b), &sc, &err) == -1 && !strcmp(err.code, "invalid_type") &&
+          !strcmp(err.param, "pin"));
+    frt_api_session_op op;
+    b = "{\"n\":2,\"name\":\"x\"}";
+    CHECK(frt_api_parse_session_op(b, strlen(b), FRT_API_FORK, &op, &err) == -1 &&
+          !strcmp(err.code, "unsupported_parameter") && !strcmp(err.param, "name"));
+    b = "{\"n\":65}";
+    CHECK(frt_api_parse_session_op(b, strlen(b), FRT_API_FORK, &op, &err) == -1 && !strcmp(err.code, "invalid_value"));
+    b = "{\"n\":3}";
+    CHECK(frt_api_parse_session_op(b, strlen(b), FRT_API_FORK, &op, &err) == 0 && op.n == 3);
+    session_op("{\"name\":\"c\",\"n\":2}", FRT_API_CHECKPOINT, "unsupported_parameter", "n", NULL);
+    session_op("{\"name\":\"c\",\"pin\":false}", FRT_API_ROLLBACK, "unsupported_parameter", "pin", NULL);
+}
+
+/* Bodies of the endpoints that take none. */
+static void no_body(const char *body, const char *code, const char *param)
+{
+    frt_api_error err;
+    memset(&err, 0, sizeof err);
+    int rc = frt_api_parse_no_body(body, strlen(body), "the body of POST /v1/capsules/cap-1/pin (it takes none)", &err);
+    if (!code) {
+        CHECK_MSG(rc == 0, "'%s': refused: %s", body, err.message);
+        return;
+    }
+    CHECK_MSG(rc == -1 && err.status == 400 && err.code && !strcmp(err.code, code) && !strcmp(err.param, param),
+              "'%s': rc %d status %d code %s param '%s', want 400 %s '%s'", body, rc, err.status,
+              err.code ? err.code : "(null)", err.param, code, param);
+}
+
+static void test_no_body(void)
+{
+    no_body("", NULL, NULL);
+    no_body(" \n", NULL, NULL);
+    no_body("{}", NULL, NULL);
+    no_body("{\"pin\":false}", "unsupported_parameter", "pin");
+    no_body("{\"ttl\":null}", "unsupported_parameter", "ttl");
+    no_body("[]", "invalid_type", "");
+    no_body("{", "invalid_json", "");
+}
+
 int main(void)
 {
     test_duplicate_members();
     test_stop();
     test_stream_options();
     test_rollback();
+    test_session_members();
+    test_no_body();
     return frt_test_report();
 }

@@ -134,6 +134,16 @@ int frt_api_only_known(json_t *o, const char *const *known, const char *where, f
     return 0;
 }
 
+int frt_api_parse_no_body(const char *body, size_t len, const char *where, frt_api_error *err)
+{
+    json_t *o = frt_api_parse_object(body, len, err);
+    if (!o) return -1;
+    static const char *const none[] = {NULL};
+    int rc = frt_api_only_known(o, none, where, err);
+    json_decref(o);
+    return rc;
+}
+
 static int opt_number(json_t *o, const char *key, double *out, frt_api_error *err)
 {
     json_t *v = json_object_get(o, key);

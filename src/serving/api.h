@@ -114,6 +114,13 @@ int frt_api_only_known(json_t *o, const char *const *known, const char *where, f
  * Returns the object (new reference) or NULL with *err. */
 json_t *frt_api_parse_object(const char *body, size_t len, frt_api_error *err);
 
+/* The body of an endpoint that takes none (GET, DELETE, capsule pin and
+ * unpin): empty, whitespace or {}. A member is 400 unsupported_parameter
+ * naming it and where (e.g. "DELETE /v1/sessions/{id}"), never ignored;
+ * anything else is refused as frt_api_parse_object refuses it. 0, or -1
+ * with *err. */
+int frt_api_parse_no_body(const char *body, size_t len, const char *where, frt_api_error *err);
+
 /* Reads an optional member of the given JSON type into *out; -1 with *err
  * when present with another type. */
 int frt_api_opt_string(json_t *o, const char *key, const char **out, frt_api_error *err);

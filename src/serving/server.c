@@ -421,6 +421,14 @@ static enum MHD_Result handle_capsule(frt_server *s, struct MHD_Connection *c, c
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
+/* The first query parameter's name into *cls (libmicrohttpd's iterator). */
+static enum MHD_Result first_query_key(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind, (void)value;
+    *(const char **)cls = key;
+    return MHD_NO;
+}
+
 /* Splits "/v1/a/b/c" into at most max segments (in place in buf). */
 static int split_path(const char *url, char *buf, size_t cap, char **seg, int max)
 {
@@ -441,21 +449,45 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
     int n = strlen(url) < sizeof buf ? split_path(url, buf, sizeof buf, seg, 5) : -1;
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
     frt_api_error err;
+    /* no endpoint takes a query parameter: one is refused, never ignored */
+    const char *qkey = NULL;
+    if (MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, first_query_key, &qkey) > 0 && qkey) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Unsupported query parameter '%.100s' in %.16s %.100s (frt serve takes none)", qkey,
+                 method, url);
+        return send_fail(s, c, 400, "unsupported_parameter", qkey, msg);
+    }
 #define IS(i, str) (n > (i) && !strcmp(seg[i], str))
+/* GET, DELETE and capsule pin / unpin take no body: a member is refused, never ignored */
+#define NO_BODY()                                                                                                  \
+    do {                                                                                                           \
+        char where_[160];                                                                                          \
+        snprintf(where_, sizeof where_, "the body of %.16s %.100s (it takes none)", method, url);                  \
+        if (frt_api_parse_no_body(cc->body ? cc->body : "", cc->len, where_, &err)) return send_error(s, c, &err); \
+    } while (0)
     int known = 0;
     if (n == 1 && IS(0, "health")) {
         known = 1;
-        if (get) return handle_health(s, c);
+        if (get) {
+            NO_BODY();
+            return handle_health(s, c);
+        }
     } else if (n == 1 && IS(0, "metrics")) {
         known = 1;
-        if (get) return handle_metrics(s, c);
+        if (get) {
+            NO_BODY();
+            return handle_metrics(s, c);
+        }
     } else if (n == 1 && (IS(0, "tokenize") || IS(0, "detokenize"))) {
         known = 1;
         if (post) return handle_tokens(s, c, cc, IS(0, "detokenize"));
     } else if (IS(0, "v1")) {
         if ((n == 2 || n == 3) && IS(1, "models")) {
             known = 1;
-            if (get) return handle_models(s, c, n == 3 ? seg[2] : NULL);
+            if (get) {
+                NO_BODY();
+                return handle_models(s, c, n == 3 ? seg[2] : NULL);
+            }
         } else if (n == 2 && IS(1, "completions")) {
             known = 1;
             if (post) return handle_completion(s, c, cc, 0);
@@ -465,13 +497,17 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
         } else if (n == 2 && IS(1, "sessions")) {
             known = 1;
             if (post) return handle_sessions_post(s, c, cc);
-            if (get) return handle_listing(s, c, 0);
+            if (get) {
+                NO_BODY();
+                return handle_listing(s, c, 0);
+            }
         } else if ((n == 3 || (n == 4 && (IS(3, "fork") || IS(3, "checkpoints") || IS(3, "rollback")))) &&
                    IS(1, "sessions")) {
             known = 1;
             int ok = n == 3 ? get || del : post || (get && IS(3, "checkpoints"));
             /* an id from the URL is refused when malformed, never truncated */
             if (ok && frt_api_check_url_id(seg[2], "session_id", &err)) return send_error(s, c, &err);
+            if (ok && !post) NO_BODY();
             if (n == 3 && get) return handle_get_session(s, c, seg[2], 0);
             if (n == 3 && del) {
                 frt_job *j = frt_job_new(s, FRT_JOB_SESSION_DELETE);
@@ -483,12 +519,19 @@ static enum MHD_Result route(frt_server *s, struct MHD_Connection *c, const char
             if (n == 4 && get) return handle_get_session(s, c, seg[2], 1);
         } else if (n == 2 && IS(1, "capsules")) {
             known = 1;
-            if (get) return handle_listing(s, c, 1);
+            if (get) {
+                NO_BODY();
+                return handle_listing(s, c, 1);
+            }
         } else if ((n == 3 || (n == 4 && (IS(3, "pin") || IS(3, "unpin")))) && IS(1, "capsules")) {
             known = 1;
-            if (n == 4 ? post : (get || del)) return handle_capsule(s, c, seg[2], n == 4 ? seg[3] : NULL, get);
+            if (n == 4 ? post : (get || del)) {
+                NO_BODY();
+                return handle_capsule(s, c, seg[2], n == 4 ? seg[3] : NULL, get);
+            }
         }
     }
+#undef NO_BODY
 #undef IS
     if (known) {
         char msg[160];

@@ -209,7 +209,24 @@ scenario_sessions() {
     api ses GET /v1/sessions/alice
     [ "$(jqr '.position')" = "$pos" ] && [ "$(jqr .hot)" = true ] && [ "$(jqr .pending)" != null ] ||
         fail "alice after a turn: $BODY"
-    api ses DELETE /v1/sessions/alice
+    # no endpoint takes a query parameter, nor GET / DELETE a body: refused, never ignored
+    api ses GET '/v1/sessions?limit=1'
+    expect_error 400 unsupported_parameter "a query parameter"
+    [ "$(jqr .error.param)" = limit ] || fail "query parameter: param $(jqr .error.param): $BODY"
+    api ses DELETE '/v1/sessions/alice?force=true'
+    expect_error 400 unsupported_parameter "a query parameter on DELETE"
+    api ses DELETE /v1/sessions/alice '{"keep_capsules": true}'
+    expect_error 400 unsupported_parameter "a DELETE body"
+    [ "$(jqr .error.param)" = keep_capsules ] || fail "DELETE body: param $(jqr .error.param): $BODY"
+    api ses GET /v1/sessions/alice '{"x": 1}'
+    expect_error 400 unsupported_parameter "a GET body"
+    api ses GET /v1/sessions/alice
+    expect_status 200 "alice kept after the refusals"
+    api ses POST /v1/sessions '{"id": "bob", "ttl": 60}'
+    expect_error 400 unsupported_parameter "session create: an unknown member"
+    api ses GET /v1/sessions/bob
+    expect_error 404 session_not_found "a refused create made no session"
+    api ses DELETE /v1/sessions/alice '{}'
     expect_status 200 "delete alice"
     [ "$(jqr .deleted)" = true ] || fail "delete: $BODY"
     api ses GET /v1/sessions/alice
@@ -349,7 +366,11 @@ scenario_capsules() {
     [ "$(jqr "[.data[] | select(.id == \"$id\")][0] | .kind + \" \" + (.pinned|tostring)")" = "prefix true" ] ||
         fail "capsule listing: $BODY"
     [ "$(jqr '.tiers | has("device") and has("host") and has("disk")')" = true ] || fail "tiers: $BODY"
-    api cp POST "/v1/capsules/$id/unpin"
+    api cp POST "/v1/capsules/$id/unpin" '{"ttl_s": 60}'
+    expect_error 400 unsupported_parameter "unpin with a body member"
+    api cp GET "/v1/capsules/$id"
+    [ "$(jqr .pinned)" = true ] || fail "a refused unpin changed the pin: $BODY"
+    api cp POST "/v1/capsules/$id/unpin" '{}'
     expect_status 200 unpin
     [ "$(jqr .pinned)" = false ] || fail "unpin: $BODY"
     api cp POST "/v1/capsules/$id/pin"
