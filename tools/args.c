@@ -207,6 +207,13 @@ frt_arg *frt_args_find(frt_cmd_spec *spec, const char *long_name)
     return NULL;
 }
 
+const char *frt_args_first_given(frt_cmd_spec *spec, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (frt_args_find(spec, names[i])->given > 0) return names[i];
+    return NULL;
+}
+
 int frt_args_backend(int backend)
 {
     if (backend != FRT_ARG_BACKEND_AUTO) return backend;

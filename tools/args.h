@@ -142,6 +142,12 @@ const char *frt_args_name(const frt_arg *a, char *buf, size_t n);
 /* The table entry for a long name, or NULL. */
 frt_arg *frt_args_find(frt_cmd_spec *spec, const char *long_name);
 
+/* The first of the long names names[0..n) given on the command line, or
+ * NULL: how a command refuses options that do nothing in the mode chosen.
+ * Every name must be in the table. FRT_ARGS_FIRST_GIVEN takes an array. */
+const char *frt_args_first_given(frt_cmd_spec *spec, const char *const *names, size_t n);
+#define FRT_ARGS_FIRST_GIVEN(spec, names) frt_args_first_given((spec), (names), sizeof(names) / sizeof((names)[0]))
+
 /* The token ids of --ids (a comma-separated list like 1,2,3, each 0 ..
  * INT32_MAX) into *ids (malloc'd; the caller frees) and *n. Returns 0, or
  * FRT_ARGS_USAGE after the message (nothing allocated). */

@@ -407,13 +407,10 @@ static int check_opts(const frt_cmd_spec *spec, const cmp_opts *o, const frt_mod
     if (!frt_args_find((frt_cmd_spec *)spec, "model")->given) return frt_args_error(spec, "no reference: give -m DIR");
     if (!o->n_random && !o->ids_arg && !o->ids_file)
         return frt_args_error(spec, "no prompts: give --prompts N (N >= 1), --ids or --ids-file");
-    frt_cmd_spec *s = (frt_cmd_spec *)spec;
-    const char *random_only = frt_args_find(s, "prompt-len")->given ? "--prompt-len"
-                              : frt_args_find(s, "seed")->given     ? "--seed"
-                                                                    : NULL;
-    if (!o->n_random && random_only)
-        return frt_args_error(spec, "%s shapes the random prompts and there are none (give --prompts N, N >= 1)",
-                              random_only);
+    static const char *const random_only[] = {"prompt-len", "seed"};
+    const char *r = FRT_ARGS_FIRST_GIVEN((frt_cmd_spec *)spec, random_only);
+    if (!o->n_random && r)
+        return frt_args_error(spec, "--%s shapes the random prompts and there are none (give --prompts N, N >= 1)", r);
     if (mp->prefill_chunk % 64) return frt_args_error(spec, "--chunk: '%d' is not a multiple of 64", mp->prefill_chunk);
     return 0;
 }

@@ -393,19 +393,6 @@ static int parse_ids(const char *s, const char *what, int32_t **ids, size_t *n)
     return 0;
 }
 
-static int given(frt_cmd_spec *spec, const char *name)
-{
-    return frt_args_find(spec, name)->given > 0;
-}
-
-/* The first of names[n] given on the command line (NULL: none). */
-static const char *first_given(frt_cmd_spec *spec, const char *const *names, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (given(spec, names[i])) return names[i];
-    return NULL;
-}
-
 /* Options that would do nothing in the mode chosen are refused, each named:
  * --image gives every tick its own input_ids (frt_rollout_tick stages them,
  * the hand-off buffer unused) and no fake robot is observed; --bench runs
@@ -420,17 +407,17 @@ static int check_mode_opts(frt_cmd_spec *spec, const opts *o)
     static const char *const bench_only[] = {"ticks", "resets"};
     static const char *const planner_knobs[] = {"planner-every", "subtask-tokens"};
     const char *n;
-    if (o->img.obs.n_images && (n = first_given(spec, handoff, 5)))
+    if (o->img.obs.n_images && (n = FRT_ARGS_FIRST_GIVEN(spec, handoff)))
         return frt_args_error(spec, "--%s writes the policy's hand-off prompt, which --image does not use: every "
                                     "tick carries the ids of -p TEXT", n);
-    if (o->img.obs.n_images && (n = first_given(spec, robot, 2)))
+    if (o->img.obs.n_images && (n = FRT_ARGS_FIRST_GIVEN(spec, robot)))
         return frt_args_error(spec, "--%s configures the fake robot, which --image replaces", n);
-    if (o->bench && (n = first_given(spec, episodic, 10)))
+    if (o->bench && (n = FRT_ARGS_FIRST_GIVEN(spec, episodic)))
         return frt_args_error(spec, "--%s is for episodes: --bench times its own ticks (--ticks) and resets "
                                     "(--resets), serially and as a plan, with no stop predicate, record or JSON",
                               n);
-    if (!o->bench && (n = first_given(spec, bench_only, 2))) return frt_args_error(spec, "--%s goes with --bench", n);
-    if (!o->planner && !o->planner_shape && (n = first_given(spec, planner_knobs, 2)))
+    if (!o->bench && (n = FRT_ARGS_FIRST_GIVEN(spec, bench_only))) return frt_args_error(spec, "--%s goes with --bench", n);
+    if (!o->planner && !o->planner_shape && (n = FRT_ARGS_FIRST_GIVEN(spec, planner_knobs)))
         return frt_args_error(spec, "--%s needs --planner DIR or --planner-shape S", n);
     return 0;
 }

@@ -377,10 +377,10 @@ int frt_cmd_serve(int argc, char **argv)
     } else {
         static const char *const fake_only[] = {"fake-reply", "fake-delay-us", "fake-eos-every", "fake-no-chatml",
                                                 "fake-no-tools"};
-        for (size_t i = 0; i < sizeof fake_only / sizeof fake_only[0]; i++)
-            if (frt_args_find(&spec, fake_only[i])->given)
-                return frt_args_error(&spec, "--%s: an option of the fake engine (give --engine fake); the model "
-                                             "engine does not use it", fake_only[i]);
+        const char *n = FRT_ARGS_FIRST_GIVEN(&spec, fake_only);
+        if (n)
+            return frt_args_error(&spec, "--%s: an option of the fake engine (give --engine fake); the model engine "
+                                         "does not use it", n);
     }
 
     frt_engine *engine = NULL;

@@ -451,11 +451,11 @@ static int cmd_run(int argc, char **argv)
     }
     if (!n_inputs) return frt_args_error(&spec, "--inputs FILE (or --image ...) is required");
     static const char *const image_only[] = {"tokenizer", "norm-stats", "cameras"};
-    for (size_t i = 0; i < sizeof image_only / sizeof image_only[0]; i++)
-        if (frt_args_find(&spec, image_only[i])->given)
-            return frt_args_error(&spec, "--%s goes with --image: an --inputs file holds the exact model "
-                                         "inputs (nothing is tokenised, normalised or mapped to cameras; the chunk "
-                                         "is the model's, not un-normalised)", image_only[i]);
+    const char *img_opt = FRT_ARGS_FIRST_GIVEN(&spec, image_only);
+    if (img_opt)
+        return frt_args_error(&spec, "--%s goes with --image: an --inputs file holds the exact model inputs (nothing "
+                                     "is tokenised, normalised or mapped to cameras; the chunk is the model's, not "
+                                     "un-normalised)", img_opt);
     if (n_inputs > 1 && cfg.on && 2 * n_inputs > FRT_POLICY_BATCH_MAX)
         return frt_args_error(&spec, "--cfg-beta takes two slots a rollout: at most %d --inputs", FRT_POLICY_BATCH_MAX / 2);
     run_spec rs = {dir, out, paths, frt_model_default_params(), &cfg, n_inputs, seed_given0, json, seed};
