@@ -309,6 +309,11 @@ static int http_infer(frt_policy_server *s, struct lws *wsi, conn *c)
     return rc;
 }
 
+/* Whether the request's URI has query parameters (libwebsockets hands
+ * the path without them): no endpoint takes one, so a request with one is
+ * refused rather than served as if it had none. */
+static int has_query(struct lws *wsi) { return lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS) > 0; }
+
 /* A new HTTP request: PATH is its URI. */
 static int http_request(frt_policy_server *s, struct lws *wsi, conn *c, const char *path)
 {
@@ -316,6 +321,7 @@ static int http_request(frt_policy_server *s, struct lws *wsi, conn *c, const ch
     c->http_post = c->too_big = c->http_status = 0;
     int is_post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
     int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
+    if (has_query(wsi)) return http_error(wsi, c, 400, "query parameters are not supported (no endpoint takes one)");
     if (!strcmp(path, "/healthz")) return is_get ? http_reply(wsi, c, 200, "text/plain", "OK\n", 3)
                                                  : http_error(wsi, c, 405, "GET /healthz");
     if (strcmp(path, "/v1/policy/infer")) return http_error(wsi, c, 404, "no such path (POST /v1/policy/infer, "
@@ -354,13 +360,17 @@ static int http_writeable(struct lws *wsi, conn *c)
 static int on_upgrade(frt_policy_server *s, struct lws *wsi)
 {
     int g = gate(s, wsi);
+    if (!g && has_query(wsi)) g = 400; /* no query parameter is read */
     if (!g && s->sessions >= s->p.max_connections) g = 503;
     if (!g) return 0;
     logf_(s, "websocket upgrade refused: %d", g);
     /* written whole here: lws_return_http_status answers HTTP/1.0 at this stage */
     char r[160];
     int n = snprintf(r, sizeof r, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", g,
-                     g == 401 ? "Unauthorized" : g == 403 ? "Forbidden" : "Service Unavailable");
+                     g == 400   ? "Bad Request"
+                     : g == 401 ? "Unauthorized"
+                     : g == 403 ? "Forbidden"
+                                : "Service Unavailable");
     unsigned char buf[LWS_PRE + 160];
     memcpy(buf + LWS_PRE, r, (size_t)n);
     lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_HTTP_HEADERS);

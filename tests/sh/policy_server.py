@@ -201,6 +201,12 @@ async def libero():
     await refused_status(LPORT, None, 401, "no API key: 401")
     await refused_status(LPORT, {"Authorization": "Api-Key wrong"}, 401, "a wrong API key: 401")
     await refused_status(LPORT, {**KEY, "Origin": "http://evil.example"}, 403, "a foreign Origin: 403")
+    try:  # a query string on the upgrade: no parameter is read, so it is refused
+        ws = await websockets.connect(uri(LPORT) + "?robot=droid", extra_headers=KEY, compression=None)
+        await ws.close()
+        check("an upgrade with a query parameter: 400", False, "the upgrade was accepted")
+    except websockets.InvalidStatusCode as e:
+        check("an upgrade with a query parameter: 400", e.status_code == 400, f"status {e.status_code}")
     ws, _ = await connect(LPORT, {"Authorization": "Bearer sekrit"})
     await ws.close()
     check("Bearer KEY accepted too", True)
@@ -318,6 +324,10 @@ def http_checks(a1):
           and b2.get("ok") is True, (r1.status, r2.status))
     st, body = http(LPORT, "/nope", None, KEY)
     check("another path: 404", st == 404, st)
+    st, body = http(LPORT, "/healthz?verbose=1")
+    check("GET /healthz with a query parameter: 400 (none is read)", st == 400 and b"query" in body, (st, body[:200]))
+    st, body = http(LPORT, "/v1/policy/infer?robot=droid", json.dumps(obs).encode(), JS)
+    check("POST with a query parameter: 400 (none is read)", st == 400 and b"query" in body, (st, body[:200]))
     st, body = http(LPORT, "/healthz")
     check("/healthz still 200 after the refusals", st == 200, st)
 
