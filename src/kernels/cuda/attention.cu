@@ -42,7 +42,8 @@
  *     exactly. The accumulator layout puts hi and lo of a pair in one lane
  *     (rows gid, gid + 8) and mid in lane ^ 16: one shuffle per score.
  *   - Keys: tiles of 32 keys (K and V, rows of head_dim bf16, 16-byte chunks
- *     XOR-swizzled) stream through a 3-stage cp.async pipeline. Per tile,
+ *     XOR-swizzled) stream through a cp.async pipeline of 5 stages (3 at
+ *     head_dim 256, where 5 leave no room for two blocks an SM). Per tile,
  *     warp w computes the scores of keys 8w .. 8w + 7 (16 k-steps at
  *     head_dim 256, two accumulator chains) and writes them, scaled by
  *     scale * log2(e) and masked, to shared memory; after a barrier every
@@ -295,23 +296,23 @@ template <int DPL, typename KV> __global__ __launch_bounds__(ATT_WARPS * 32) voi
 #define TC_WARPS 4
 #define TC_THREADS (32 * TC_WARPS)
 #define TC_TILE 32             /* keys per pipeline stage: 8 per warp in Q K^T */
-#define TC_STAGES 3
+#define TC_STAGES 3             /* the pipeline's stages where 5 leave no room for 2 blocks an SM */
 #define TC_QROWS 16            /* A rows: hi 0-3, mid 4-7, lo 8-11 of 4 pairs, 12-15 zero */
 #define TC_SROW (TC_TILE + 8)  /* floats per score row in shared memory (padded) */
 
-/* Shared memory of attn_decode_tc_kernel<HD, KV>: TC_STAGES x (K tile, V
+/* Shared memory of attn_decode_tc_kernel<HD, KV, NST>: NST x (K tile, V
  * tile) as the cache holds them (bf16 rows, swizzled; or E4M3 rows of
  * codes, plain), for an E4M3 cache one (K, V) pair of bf16 tiles the codes
  * are widened into (W_OFF), the 16 query rows (bf16), the scores of a tile
  * [4 pairs][TC_SROW] f32. */
-template <int HD, typename KV> struct tc_cfg {
+template <int HD, typename KV, int NST = TC_STAGES> struct tc_cfg {
     static constexpr int CH = HD / 8;                /* 16-byte bf16 chunks per row */
     static constexpr int ROWB = HD * 2;              /* bytes per bf16 smem row */
     static constexpr int TBYTES = TC_TILE * ROWB;    /* one bf16 K or V tile */
     static constexpr int LROWB = KV::FP8 ? HD : ROWB; /* bytes per staged cache row */
     static constexpr int LCH = LROWB / 16;           /* 16-byte cp.async chunks per staged row */
     static constexpr int STAGE = 2 * TC_TILE * LROWB;
-    static constexpr int W_OFF = TC_STAGES * STAGE;  /* the widened pair (E4M3 only) */
+    static constexpr int W_OFF = NST * STAGE;        /* the widened pair (E4M3 only) */
     static constexpr int Q_OFF = W_OFF + (KV::FP8 ? 2 * TBYTES : 0);
     static constexpr int S_OFF = Q_OFF + TC_QROWS * ROWB;
     static constexpr int SMEM = S_OFF + 4 * TC_SROW * 4;
@@ -349,7 +350,7 @@ __device__ __forceinline__ void tc_p_regs(float p0, float p1, bool upper, uint32
  * mma holds rows gid and gid + 8, columns 2 tig and 2 tig + 1. Lane gid < 4
  * holds the hi (row gid) and lo (row gid + 8) terms of pair gid, lane
  * gid + 4 its mid term (row gid + 4; row gid + 12 is zero). */
-template <int HD, typename KV>
+template <int HD, typename KV, int NST = TC_STAGES>
 __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const attn_args a0)
 {
     /* Launched with PDL: q and the cache rows at and past the position come
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
      * below the position are put in flight before the wait. */
     /* batched: blockIdx.y = branch * n_kv + KV head */
     const attn_args a = attn_branch(a0, a0.nb ? (int)blockIdx.y / a0.n_kv : 0);
-    using C = tc_cfg<HD, KV>;
+    using C = tc_cfg<HD, KV, NST>;
     constexpr int ROWB = C::ROWB, CH = C::CH, KS = C::KS, DN = C::DN, RSTEP = C::RSTEP;
     constexpr int LROWB = C::LROWB, LRSTEP = C::LRSTEP;
     extern __shared__ __align__(128) unsigned char tsm[];
@@ -393,7 +394,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     const uint32_t sb = frt_smem_addr(tsm);
     float *const S = reinterpret_cast<float *>(tsm + C::S_OFF); /* [4][TC_SROW] */
 
-    /* K/V tile k (of the block's sequence) -> stage k % TC_STAGES (bf16
+    /* K/V tile k (of the block's sequence) -> stage k % NST (bf16
      * rows swizzled, E4M3 rows plain); rows past the split's or the chunk's
      * last key are zero-filled (finite, never read from the cache). Thread i
      * copies 16-byte chunk i % LCH of rows i / LCH + LRSTEP r. */
@@ -417,7 +418,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     auto load_tile = [&](int k) {
         int j0, rows;
         tile_keys(k, j0, rows);
-        const uint32_t st = sb + (uint32_t)(k % TC_STAGES) * C::STAGE;
+        const uint32_t st = sb + (uint32_t)(k % NST) * C::STAGE;
 #pragma unroll
         for (int r = 0; r < TC_TILE / LRSTEP; r++) {
             const int row = lr + r * LRSTEP;
@@ -430,11 +431,11 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
             frt_cp_async16(st + TC_TILE * LROWB + off, (sh ? vb0 : vb) + g, ok ? 16 : 0);
         }
     };
-    /* E4M3: the codes of stage k % TC_STAGES widened to bf16 (exact) into
+    /* E4M3: the codes of stage k % NST widened to bf16 (exact) into
      * the swizzled (K, V) pair at W_OFF; thread i converts bf16 chunk
      * i % CH (8 codes) of rows i / CH + RSTEP r. Zero codes stay zeros. */
     auto widen_tile = [&](int k) {
-        const unsigned char *src = tsm + (k % TC_STAGES) * C::STAGE;
+        const unsigned char *src = tsm + (k % NST) * C::STAGE;
         const int wr = threadIdx.x / CH, wc = threadIdx.x % CH;
 #pragma unroll
         for (int r = 0; r < TC_TILE / RSTEP; r++) {
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     };
     int pre = 0; /* the prologue's tiles staged before the wait (a prefix) */
 #pragma unroll
-    for (int st = 0; st < TC_STAGES - 1; st++) {
+    for (int st = 0; st < NST - 1; st++) {
         if (st < ntiles && st == pre && tile_final(st)) {
             load_tile(st);
             frt_cp_async_commit();
@@ -465,7 +466,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     }
     frt_pdl_wait();
 #pragma unroll
-    for (int st = 0; st < TC_STAGES - 1; st++) {
+    for (int st = 0; st < NST - 1; st++) {
         if (st < pre) continue;
         if (st < ntiles) load_tile(st);
         frt_cp_async_commit();
@@ -552,9 +553,9 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
     float m = -INFINITY, l = 0.0f; /* log2 domain; equal in the 4 warps */
 
     for (int k = 0; k < ntiles; k++) {
-        frt_cp_async_wait<TC_STAGES - 2>();
+        frt_cp_async_wait<NST - 2>();
         __syncthreads(); /* tile k landed for all; tile k - 1 and its scores are consumed */
-        if (k + TC_STAGES - 1 < ntiles) load_tile(k + TC_STAGES - 1);
+        if (k + NST - 1 < ntiles) load_tile(k + NST - 1);
         frt_cp_async_commit();
         if constexpr (KV::FP8) {
             widen_tile(k); /* the pair's previous tile is consumed (the barrier above) */
@@ -565,7 +566,7 @@ __global__ void __launch_bounds__(TC_THREADS, 2) attn_decode_tc_kernel(const att
         const int s = s_begin + sq;
         const int j0 = s * L + i * TC_TILE;
         const int lim = min(kend, s * L + L); /* this pair's keys in split s end */
-        const uint32_t kst = sb + (KV::FP8 ? (uint32_t)C::W_OFF : (uint32_t)(k % TC_STAGES) * C::STAGE);
+        const uint32_t kst = sb + (KV::FP8 ? (uint32_t)C::W_OFF : (uint32_t)(k % NST) * C::STAGE);
 
         /* scores of keys 8 warp .. 8 warp + 7: two chains (even, odd k-steps) */
         {
@@ -756,16 +757,16 @@ extern "C" size_t frt_cuda_attention_workspace_bytes(int max_n, int max_seq, int
 /* Launches attn_decode_tc_kernel<HD, KV>: grid (chunks, KV heads, B) with B
  * the blocks per (chunk, KV head) column that one wave of resident blocks
  * holds (SMs x blocks per SM / columns, at least 1, at most n_splits). */
-template <int HD, typename KV>
-static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits, cudaStream_t s)
+template <int HD, typename KV, int NST>
+static int decode_tc_launch_s(const attn_args &a, long long nchunks, int n_splits, cudaStream_t s)
 {
-    using C = tc_cfg<HD, KV>;
-    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_tc_kernel<HD, KV>,
+    using C = tc_cfg<HD, KV, NST>;
+    FRT_CUDA_TRY(cudaFuncSetAttribute(attn_decode_tc_kernel<HD, KV, NST>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
     int dev = 0, sms = 0, per_sm = 0;
     FRT_CUDA_TRY(cudaGetDevice(&dev));
     FRT_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_tc_kernel<HD, KV>,
+    FRT_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_decode_tc_kernel<HD, KV, NST>,
                                                                TC_THREADS, C::SMEM));
     if (per_sm < 1)
         return frt_error(FRT_ERR_UNSUPPORTED,
@@ -777,9 +778,28 @@ static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits,
     if (nb < 1) nb = 1;
     if (nb > n_splits) nb = n_splits;
     dim3 grid((unsigned int)nchunks, (unsigned int)(a.n_kv * branches), (unsigned int)nb);
-    FRT_CUDA_TRY(frt_pdl_launch((attn_decode_tc_kernel<HD, KV>), grid, dim3(TC_THREADS), C::SMEM, s, a));
+    FRT_CUDA_TRY(frt_pdl_launch((attn_decode_tc_kernel<HD, KV, NST>), grid, dim3(TC_THREADS), C::SMEM, s, a));
     FRT_LAUNCH_CHECK();
     return 0;
+}
+
+/* attn_decode_tc_kernel<HD, KV, 5> where two of its blocks fit an SM's
+ * shared memory (head_dim 64 and 128; 256 keeps 3 stages): a block of the
+ * 2k decode, one split of 128 keys (4 tiles), then has the whole split in
+ * flight after its prologue instead of two tiles. The stage count does not
+ * change the arithmetic (the same bits). H100, llama3.1-8b decode at 2k:
+ * 3.845 / 3.839 -> 3.762 / 3.752 ms (E4M3 cache), 5.776 -> 5.687 (bf16),
+ * 8k and 32k unchanged (docs/PERF.md, thirtieth session). */
+template <int HD, typename KV>
+static int decode_tc_launch(const attn_args &a, long long nchunks, int n_splits, cudaStream_t s)
+{
+    using C5 = tc_cfg<HD, KV, 5>;
+    int dev = 0, per_sm = 0;
+    FRT_CUDA_TRY(cudaGetDevice(&dev));
+    FRT_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    if ((size_t)per_sm >= 2 * ((size_t)C5::SMEM + 1024)) /* 1 KiB a block the runtime reserves */
+        return decode_tc_launch_s<HD, KV, 5>(a, nchunks, n_splits, s);
+    return decode_tc_launch_s<HD, KV, TC_STAGES>(a, nchunks, n_splits, s);
 }
 
 /* The tensor-core decode kernel over max_n * group pairs a KV head (a.hd 64,
