@@ -296,7 +296,7 @@ template <int DPL, typename KV> __global__ __launch_bounds__(ATT_WARPS * 32) voi
 #define TC_WARPS 4
 #define TC_THREADS (32 * TC_WARPS)
 #define TC_TILE 32             /* keys per pipeline stage: 8 per warp in Q K^T */
-#define TC_STAGES 3             /* the pipeline's stages where 5 leave no room for 2 blocks an SM */
+#define TC_STAGES 3            /* the pipeline's stages where 5 leave no room for 2 blocks an SM */
 #define TC_QROWS 16            /* A rows: hi 0-3, mid 4-7, lo 8-11 of 4 pairs, 12-15 zero */
 #define TC_SROW (TC_TILE + 8)  /* floats per score row in shared memory (padded) */
 
