@@ -160,6 +160,9 @@ static void test_bad_args(void)
                  FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8(NULL, p, (frt_cuda_dtype)5, 0, p2, p3, ps, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(frt_cuda_gemv_fp8(NULL, p2, F, 0, p2, p3, ps, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT); /* y == x */
+    CHECK_STATUS(frt_cuda_gemv_fp8_unless(NULL, NULL, p, F, p2, p3, ps, 1, 16, 8), FRT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(frt_cuda_gemv_fp8_unless(NULL, (const int32_t *)ps, p, F, p2, p3, ps, 9, 16, 8),
+                 FRT_ERR_INVALID_ARGUMENT);
     /* the block-scaled GEMV: the same checks; y over the block table
      * refused (in 2048, out 8: 16 block scales, past the 8 a per-row
      * table would have) */
@@ -221,6 +224,26 @@ static void check_case(shape_dev *sd, int n, frt_cuda_dtype odt, int acc, dbuf d
         frt_cuda_gemv_set_max_grid(0);
         CHECK_MSG(!memcmp(b1, bc, ny * dsize(odt)), "%s: a grid of %d blocks differs", name, cap);
         free(bc);
+    }
+    if (!acc && !sd->b128) { /* frt_cuda_gemv_fp8_unless: *d_skip 0 the same bytes, 1 nothing written */
+        dbuf dflag = dalloc(4);
+        for (int skip = 0; skip <= 1; skip++) {
+            const int32_t f = skip;
+            dput(dflag, 0, &f, 4);
+            dsentinel(dy);
+            CHECK_OK(frt_cuda_gemv_fp8_unless(g_cs, (const int32_t *)dflag.p, dy.p, odt, (const uint16_t *)sd->dx.p,
+                                              sd->dw.p, sd->ds.p, n, sd->in, sd->out));
+            sync_st();
+            if (skip) {
+                CHECK_MSG(untouched(dy, 0, ny * dsize(odt) + 256), "%s: the skipped launch wrote y", name);
+            } else {
+                void *bu = xzalloc(ny * dsize(odt));
+                dget(dy, 0, bu, ny * dsize(odt));
+                CHECK_MSG(!memcmp(b1, bu, ny * dsize(odt)), "%s: _unless (not skipped) differs", name);
+                free(bu);
+            }
+        }
+        dfree(&dflag);
     }
     if (n > 1 && !acc) { /* batch invariance: row t alone (n = 1 from x row t) == row t of the batch */
         int bad = 0;

@@ -31,7 +31,7 @@ int bm_weight_mode(const frt_model_config *c, int w_fp8)
     return w_fp8 || c->quant.method != FRT_QUANT_NONE ? BM_W_FP8 : BM_W_FLOAT;
 }
 
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode)
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode, int lm_fp8)
 {
     const double kv_elt = kv_fp8 ? 1 : (cuda ? 2 : 4);
     bm_counts k = {0};
@@ -57,6 +57,8 @@ bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mo
         k.mat_rows += 2.0 * c->intermediate_size + H;
     }
     k.lm_head = (double)c->vocab_size * H;
+    if (lm_fp8 && cuda) /* E4M3 codes and a scale a vocabulary row (the cpu emulation reads f32) */
+        k.lm_b = 1, k.lm_scale_b = 4.0 * c->vocab_size;
     if (w_mode == BM_W_FP8_BLOCK && cuda) /* exact when the dims are multiples of the block */
         k.block_scale_b = 4.0 * k.mat_params / ((double)c->quant.block_out * c->quant.block_in);
     return k;
@@ -83,7 +85,7 @@ double bm_prefill_floor_ms(const bm_run *r, const bm_counts *k, double p0, doubl
 /* Bytes a decode step reads at context ctx (weights at the widths of k). */
 double bm_decode_bytes(const bm_counts *k, double ctx)
 {
-    return k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b +
+    return k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b + k->lm_scale_b +
            k->state_fixed_b + k->kv_b_per_tok * ctx;
 }
 

@@ -195,6 +195,7 @@ static int load_model(bm_run *r, int C, int max_seq, frt_model **m)
     p.n_threads = r->o.threads;
     p.kv_dtype = r->o.kv_fp8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
     p.weight_dtype = r->o.w_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+    p.lm_head_dtype = r->o.lm_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
     p.prefill_group = r->o.prefill_group;
     p.gemm_autotune = r->o.autotune;
     p.gemm_tune_file = r->o.tune_file;
@@ -446,7 +447,7 @@ static int bench_sampling_costs(frt_model *m, int D, double plain, json_t *out)
 static int bench_prefix(bm_run *r, frt_model *m, int P, bm_row *row, json_t *out)
 {
     const int R = r->o.repeats, S = r->o.suffix, cuda = r->o.backend == FRT_BACKEND_CUDA;
-    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode);
+    const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode, r->o.lm_fp8);
     double *a = calloc((size_t)R * 3, sizeof *a), *b = a + R, *c = a + 2 * R;
     if (!a) return frt_error(FRT_ERR_OUT_OF_MEMORY, "bench: samples");
     int rc = 0, n = 0;
@@ -733,13 +734,18 @@ static void print_rows(const bm_run *r, const bm_row *rows, int n)
  * into r->root's model_info too. */
 static void print_weight_stream(bm_run *r, const bm_counts *k)
 {
-    const double w = k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b;
+    const double w = k->mat_params * k->w_b + k->mat_rows * k->scale_b + k->block_scale_b + k->lm_head * k->lm_b +
+                     k->lm_scale_b;
     static const char *const mode[3] = {"default", "fp8", "fp8-block"};
     json_t *mi = json_object_get(r->root, "model_info");
     if (mi) {
         json_object_set_new(mi, "weight_dtype", json_string(mode[r->w_mode]));
+        json_object_set_new(mi, "lm_head_dtype", json_string(r->o.lm_fp8 ? "fp8" : "default"));
         json_object_set_new(mi, "weight_bytes_per_decode_step", json_real(w));
     }
+    if (r->o.lm_fp8)
+        printf("lm_head FP8 E4M3 (--lm-head-dtype fp8): %.0f weights x %g B + %.0f B of per-row scales\n", k->lm_head,
+               k->lm_b, k->lm_scale_b);
     if (r->w_mode == BM_W_FLOAT) return;
     const char *from = r->o.w_fp8 ? "--dtype fp8" : "the checkpoint";
     if (r->w_mode == BM_W_FP8_BLOCK)
@@ -771,7 +777,7 @@ static int bench_sweep(bm_run *r, json_t *arr)
            S, R, S);
     printf("%6s %7s | %9s | %11s %13s %12s %12s\n", "C", "prefix", "cold p50", "cap aligned", "cap unaligned",
            "remainder", "rem. floor");
-    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8, r->w_mode);
+    const bm_counts k = bm_counts_of(&r->cfg, r->o.backend == FRT_BACKEND_CUDA, r->o.kv_fp8, r->w_mode, r->o.lm_fp8);
     for (int ci = 0; ci < r->o.n_chunks; ci++) {
         const int C = r->o.chunks[ci];
         if (over_budget(r, "sweep chunk")) break;
@@ -929,7 +935,7 @@ int frt_bench_model(int argc, char **argv)
         bm_mem_sample(r, frt_model_context(m));
         frt_model_info info;
         frt_model_info_get(m, &info);
-        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode);
+        const bm_counts k = bm_counts_of(&r->cfg, cuda, r->o.kv_fp8, r->w_mode, r->o.lm_fp8);
         const bm_kv kv = kv_per_token(m, info.n_state);
         json_object_set_new(
             r->root, "model_info",

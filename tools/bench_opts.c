@@ -29,6 +29,7 @@ static void usage(FILE *f)
             "  --threads N              cpu threads (default: all cores)\n"
             "  --kv-dtype default|fp8   KV cache precision: the backend's, or FP8 E4M3 (docs/fp8.md)\n"
             "  --dtype default|fp8      weight precision: the checkpoint's, or Linear weights in FP8 E4M3 (docs/fp8.md)\n"
+            "  --lm-head-dtype default|fp8  the LM head's precision: the backend's, or FP8 E4M3 per vocabulary row\n"
             "  --prefill-group G        whole prefill pieces one replay runs: 0 the backend's default, 1 off,\n"
             "                           2..64 a power of two (docs/architectures.md \"Prefill groups\")\n"
             "  --autotune N             GEMM autotune over N candidates for the append shapes (cuda; default 0:\n"
@@ -192,6 +193,11 @@ int bm_parse_args(int argc, char **argv, bm_opts *o)
             NEED_VALUE();
             if (strcmp(v, "default") && strcmp(v, "fp8")) return usage_error("--dtype '%s': default or fp8", v);
             o->w_fp8 = !strcmp(v, "fp8");
+        } else if (!strcmp(a, "--lm-head-dtype")) {
+            NEED_VALUE();
+            if (strcmp(v, "default") && strcmp(v, "fp8"))
+                return usage_error("--lm-head-dtype '%s': default or fp8", v);
+            o->lm_fp8 = !strcmp(v, "fp8");
         } else if (!strcmp(a, "--autotune")) {
             NEED_VALUE();
             if (parse_int(v, 0, &o->autotune) || o->autotune > 64)

@@ -25,6 +25,7 @@ typedef struct bm_opts {
     int suffix, repeats, sweep_repeats, decode_tokens, threads, max_seq;
     int kv_fp8; /* --kv-dtype fp8: params.kv_dtype FRT_KV_FP8 (docs/fp8.md) */
     int w_fp8;  /* --dtype fp8: params.weight_dtype FRT_WEIGHT_FP8 (docs/fp8.md) */
+    int lm_fp8; /* --lm-head-dtype fp8: params.lm_head_dtype FRT_WEIGHT_FP8 (docs/fp8.md) */
     int prefill_group; /* --prefill-group G: params.prefill_group (0: the backend's default) */
     int autotune;          /* --autotune N: params.gemm_autotune (0: the heuristic's choice) */
     const char *tune_file; /* --tune-file FILE: params.gemm_tune_file, or NULL */
@@ -72,6 +73,7 @@ typedef struct bm_counts {
     double w_b, lm_b;     /* bytes a decode step reads per matrix weight and per lm_head weight */
     double scale_b;       /* bytes per output channel of the matrices' scales (4 with FP8 weights, else 0) */
     double block_scale_b; /* block-wise FP8: 4 bytes per bo x bi block of the matrices, else 0 */
+    double lm_scale_b;    /* bytes of the lm_head's scales (--lm-head-dtype fp8 on cuda: 4 a vocabulary row), else 0 */
 } bm_counts;
 
 /* bench_model.c */
@@ -92,7 +94,7 @@ int bm_parse_args(int argc, char **argv, bm_opts *o);
  * or per block (BM_W_FP8_BLOCK) where the backend reads E4M3 (cuda), 4
  * bytes a weight on cpu (its FP8 emulation holds f32 values); the lm_head
  * keeps the backend's width. */
-bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode);
+bm_counts bm_counts_of(const frt_model_config *c, int cuda, int kv_fp8, int w_mode, int lm_fp8);
 double bm_prefill_flops(const frt_model_config *c, const bm_counts *k, double p0, double n);
 double bm_decode_bytes(const bm_counts *k, double ctx);
 /* The FLOP floor of that prefill in ms: with an FP8 GEMM rate measured

@@ -45,6 +45,11 @@ int frt_cli_fail(const char *cmd, int status);
             "weight precision: the checkpoint's, or the Linear weights quantized to FP8 E4M3 at load (dense and "  \
             "hybrid models, cpu and cuda; docs/fp8.md)",                                                        \
             .choices = "default|fp8")
+#define FRT_CLI_OPT_LM_HEAD_DTYPE(p)                                                                            \
+    FRT_OPT(0, "lm-head-dtype", FRT_ARG_CHOICE, (p), NULL,                                                      \
+            "the LM head's precision: the backend's, or FP8 E4M3 with a scale per vocabulary row, quantized at "    \
+            "load (dense and hybrid models, cpu and cuda; docs/fp8.md \"An FP8 LM head\")",                     \
+            .choices = "default|fp8")
 #define FRT_CLI_OPT_KV_DTYPE(p)                                                                                 \
     FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, (p), NULL,                                                           \
             "KV cache precision: the backend's, or FP8 E4M3 (dense models and the hybrid's attention layers; "     \

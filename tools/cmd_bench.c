@@ -348,7 +348,7 @@ static int bench_model_cmd(int argc, char **argv)
     int sweep_repeats = 0, decode_tokens = 32, threads = 0, no_tiers = 0, no_run = 0, no_sampling_costs = 0;
     int prefill_group = 0, autotune = 0;
     const char *tune_file = NULL;
-    const char *kv_dtype = "default", *wdtype = "default";
+    const char *kv_dtype = "default", *wdtype = "default", *lmdtype = "default";
     unsigned long long seed = 1;
     double time_budget = 0;
     frt_arg opts[] = {
@@ -375,6 +375,7 @@ static int bench_model_cmd(int argc, char **argv)
         FRT_OPT(0, "threads", FRT_ARG_INT, &threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_CLI_OPT_KV_DTYPE(&kv_dtype),
         FRT_CLI_OPT_DTYPE(&wdtype),
+        FRT_CLI_OPT_LM_HEAD_DTYPE(&lmdtype),
         FRT_OPT(0, "prefill-group", FRT_ARG_INT, &prefill_group, "G",
                 "whole prefill pieces one replay runs: 0 = the backend's default, 1 = off, else a power of two "
                 "(docs/architectures.md \"Prefill groups\")",

@@ -134,7 +134,7 @@ static json_t *logprobs_json(const frt_logprobs *lps, int n)
 int frt_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *ids_arg = NULL, *cart_path = NULL, *bias_arg = NULL;
-    const char *kv_dtype = "default", *kv_scales = NULL, *wdtype = "default";
+    const char *kv_dtype = "default", *kv_scales = NULL, *wdtype = "default", *lmdtype = "default";
     int n = 64, json = 0, ignore_eos = 0, quiet = 0, backend = FRT_ARG_BACKEND_AUTO, logprobs = -1;
     unsigned long long seed = 0;
     frt_model_params mp = frt_model_default_params();
@@ -172,6 +172,7 @@ int frt_cmd_generate(int argc, char **argv)
          .max = 1 << 20),
         FRT_CLI_OPT_KV_DTYPE(&kv_dtype),
         FRT_CLI_OPT_DTYPE(&wdtype),
+        FRT_CLI_OPT_LM_HEAD_DTYPE(&lmdtype),
         FRT_CLI_OPT_KV_SCALES(&kv_scales),
         FRT_OPT(0, "threads", FRT_ARG_INT, &mp.n_threads, "N", "CPU threads; 0 = all cores", .min = 0, .max = 4096),
         FRT_OPT(0, "json", FRT_ARG_FLAG, &json, NULL,
@@ -218,6 +219,7 @@ int frt_cmd_generate(int argc, char **argv)
     mp.kv_dtype = strcmp(kv_dtype, "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
     mp.kv_scales = kv_scales;
     mp.weight_dtype = strcmp(wdtype, "fp8") ? FRT_WEIGHT_DEFAULT : FRT_WEIGHT_FP8;
+    mp.lm_head_dtype = strcmp(lmdtype, "fp8") ? FRT_WEIGHT_DEFAULT : FRT_WEIGHT_FP8;
 
     frt_model *m = NULL;
     int rc = frt_cli_load_model("generate", model_dir, &mp, quiet || json, &m);

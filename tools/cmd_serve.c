@@ -91,7 +91,7 @@ static const char *llm_only_given(const frt_server_params *sp, const int *budget
     frt_server_params d = frt_server_default_params();
     static const char *const int_names[] = {"--max-seq",   "--prefill-chunk", "--branches",
                                             "--no-auto-capsules", "--fake-* / --parse-special-in-content",
-                                            "--dtype",     "--kv-dtype",      "--autotune"};
+                                            "--dtype",     "--kv-dtype",      "--autotune", "--lm-head-dtype"};
     static const char *const str_names[] = {"--allowed-host", "--capsule-key-file", "--cartridge-map", "--kv-scales",
                                             "--tune-file"};
     for (size_t i = 0; i < sizeof int_names / sizeof int_names[0]; i++)
@@ -157,7 +157,7 @@ int frt_cmd_serve(int argc, char **argv)
     int backend = FRT_ARG_BACKEND_AUTO, budget_mb[3], max_body_mb = (int)(sp.max_body_bytes >> 20);
     int req_timeout_s = (int)sp.max_request_s, queue_timeout_s = (int)sp.queue_timeout_s;
     const char *allowed_hosts = NULL, *capsule_key_file = NULL, *cartridge_map = NULL;
-    const char *wdtype = "default", *kv_dtype = "default", *kv_scales = NULL, *tune_file = NULL;
+    const char *wdtype = "default", *lmdtype = "default", *kv_dtype = "default", *kv_scales = NULL, *tune_file = NULL;
     int autotune = 0;
     serve_policy_opts po = {.value_threshold = NAN, .cfg_beta = NAN};
     int policy_port = -1;
@@ -226,6 +226,7 @@ int frt_cmd_serve(int argc, char **argv)
                 "many branches (docs/serving.md)",
                 .min = 1, .max = 4096),
         FRT_CLI_OPT_DTYPE(&wdtype),
+        FRT_CLI_OPT_LM_HEAD_DTYPE(&lmdtype),
         FRT_CLI_OPT_KV_DTYPE(&kv_dtype),
         FRT_CLI_OPT_KV_SCALES(&kv_scales),
         FRT_CLI_OPT_AUTOTUNE(&autotune),
@@ -341,7 +342,7 @@ int frt_cmd_serve(int argc, char **argv)
     if (!isnan(po.value_threshold) && !po.critic) return frt_args_error(&spec, "--value-threshold needs --critic");
     if (tune_file && !autotune) return frt_args_error(&spec, "--tune-file needs --autotune N");
     if (kv_scales && strcmp(kv_dtype, "fp8")) return frt_args_error(&spec, "--kv-scales needs --kv-dtype fp8");
-    const int llm_fp8 = !strcmp(wdtype, "fp8"), llm_kv8 = !strcmp(kv_dtype, "fp8");
+    const int llm_fp8 = !strcmp(wdtype, "fp8"), llm_kv8 = !strcmp(kv_dtype, "fp8"), llm_lm8 = !strcmp(lmdtype, "fp8");
     if (po.advantage && isnan(po.cfg_beta)) return frt_args_error(&spec, "--advantage goes with --cfg-beta");
     if (po.tune_file && !po.autotune) return frt_args_error(&spec, "--policy-tune-file needs --policy-autotune N");
     const char *backend_name = frt_backend_name((frt_backend)frt_args_backend(backend));
@@ -353,9 +354,9 @@ int frt_cmd_serve(int argc, char **argv)
     if (policy_port_file && policy_port < 0)
         return frt_args_error(&spec, "--policy-port-file goes with --policy-port");
     if (po.dir && policy_port < 0) {
-        int ints[8] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
+        int ints[9] = {max_seq, chunk, branches > 1, no_auto, no_chatml || no_tools || fp.reply || fp.delay_us || fp.eos_every ||
                                                               sp.parse_special_in_content,
-                       llm_fp8, llm_kv8, autotune};
+                       llm_fp8, llm_kv8, autotune, llm_lm8};
         const char *strs[5] = {allowed_hosts, capsule_key_file, cartridge_map, kv_scales, tune_file};
         const char *bad = llm_only_given(&sp, budget_mb, ints, strs);
         if (bad)
@@ -394,10 +395,10 @@ int frt_cmd_serve(int argc, char **argv)
                                          "tokens (a model engine option)");
         if (branches > 1)
             return frt_args_error(&spec, "--branches: the fake engine has no branch slots (a model engine option)");
-        if (llm_fp8 || llm_kv8 || autotune)
+        if (llm_fp8 || llm_kv8 || llm_lm8 || autotune)
             return frt_args_error(&spec, "--%s: the fake engine has no weights, KV cache or GEMMs (a model engine "
                                          "option)",
-                                  llm_fp8 ? "dtype" : llm_kv8 ? "kv-dtype" : "autotune");
+                                  llm_fp8 ? "dtype" : llm_kv8 ? "kv-dtype" : llm_lm8 ? "lm-head-dtype" : "autotune");
         if (max_seq) fp.max_seq = max_seq;
         if (chunk) fp.prefill_chunk = chunk;
         rc = frt_engine_fake_create(&fp, &engine);
@@ -420,6 +421,7 @@ int frt_cmd_serve(int argc, char **argv)
         mp.n_threads = threads;
         mp.branch_slots = branches;
         mp.weight_dtype = llm_fp8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
+        mp.lm_head_dtype = llm_lm8 ? FRT_WEIGHT_FP8 : FRT_WEIGHT_DEFAULT;
         mp.kv_dtype = llm_kv8 ? FRT_KV_FP8 : FRT_KV_DEFAULT;
         mp.kv_scales = kv_scales;
         mp.gemm_autotune = autotune;

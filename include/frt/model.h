@@ -138,12 +138,21 @@ typedef struct frt_model_params {
                             a power of two 2..64 where the backend groups (those two cuda backends, without
                             debug_hidden or block-wise FP8 weights), else FRT_ERR_UNSUPPORTED; other values
                             FRT_ERR_INVALID_ARGUMENT. Capped at max_seq / C */
+    frt_weight_dtype lm_head_dtype; /* the LM head's precision (docs/fp8.md "An FP8 LM head"):
+                            FRT_WEIGHT_DEFAULT (0) = the backend's (f32 on cpu, bf16 on cuda), or
+                            FRT_WEIGHT_FP8: the lm_head (a tied model's embedding matrix: a copy; the
+                            embedding lookup keeps its precision) quantized at load to OCP E4M3 with one
+                            scale per vocabulary row, max|row| / 448, whatever weight_dtype is; the
+                            logits are the products with the dequantized values (cuda: the E4M3 decode
+                            GEMV on bf16 activations). The dense family and the qwen3_5 hybrid, cpu and
+                            cuda; a policy or another backend: FRT_ERR_UNSUPPORTED; not an
+                            frt_weight_dtype: FRT_ERR_INVALID_ARGUMENT */
 } frt_model_params;
 
 #define FRT_DEFAULT_PREFILL_CHUNK 256
 
 /* Defaults: cpu backend, device 0, max_seq 0, prefill_chunk 0, n_threads 0, branch_slots 0 (= 1),
- * policy_batch 0, gemm_autotune 0, gemm_tune_file NULL, prefill_group 0. */
+ * policy_batch 0, gemm_autotune 0, gemm_tune_file NULL, prefill_group 0, lm_head_dtype FRT_WEIGHT_DEFAULT. */
 FRT_API frt_model_params frt_model_default_params(void);
 
 /* Static facts about a loaded model. */

@@ -152,6 +152,10 @@ typedef struct frt_arch_backend {
      * params.weight_dtype FRT_WEIGHT_FP8 (setting m->weights_desc); 0: the
      * runtime refuses FRT_WEIGHT_FP8 for this backend. */
     int weights_fp8;
+    /* 1: load_weights honours params.lm_head_dtype FRT_WEIGHT_FP8 (the LM
+     * head quantized per vocabulary row, docs/fp8.md "An FP8 LM head"); 0:
+     * the runtime refuses it for this backend. */
+    int lm_head_fp8;
     int (*load_weights)(frt_model *m);  /* from m->ckpt; sets m->weight_bytes */
     int (*alloc_scratch)(frt_model *m); /* after the state and the ports exist */
     void (*free)(frt_model *m);         /* weights and scratch; tolerates a partial load */

@@ -305,6 +305,26 @@ int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *ful
     return rc;
 }
 
+int frt_fp8w_lm_head_put(frt_model *m, frt_buffer *wbuf, int pass, const frt_tensor *t, const char *full, int64_t d0,
+                         int64_t d1, size_t woff, size_t soff)
+{
+    FRT_TRY(frt_fp8w_check_dtype(t, full));
+    if (pass == 0) return 0;
+    const size_t n = (size_t)(d0 * d1);
+    float *x = malloc(n * sizeof(float) + 1), *sc = malloc((size_t)d0 * sizeof(float) + 1);
+    uint8_t *q = malloc(n + 1);
+    int rc = !x || !sc || !q ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full)
+                             : frt_tensor_to_f32(t, x);
+    if (rc == 0) frt_fp8w_quantize_rows(q, sc, x, d0, d1);
+    free(x);
+    if (rc == 0) rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
+    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    free(q);
+    free(sc);
+    return rc;
+}
+
 /* The activation rule of FP8 weights (frt_fp8w_activations), part of every
  * FP8 weights description; ACT_B: a block-wise checkpoint's (no
  * quantization: frt_fp8w_act_per_token). */

@@ -87,6 +87,19 @@ int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const cha
 int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *full, int64_t d0, int64_t d1,
                        size_t woff, size_t soff);
 
+/* The LM head t ([d0 = vocab, d1 = hidden], a float tensor named `full`:
+ * lm_head.weight, or a tied model's embedding) with params.lm_head_dtype
+ * FRT_WEIGHT_FP8 (docs/fp8.md "An FP8 LM head") into a GPU backend's weight
+ * arena wbuf: pass 0 checks its dtype and writes nothing; pass 1 writes
+ * the codes [d0, d1] u8 at woff and the per-row scales [d0] f32 at soff
+ * (frt_fp8w_quantize_rows: the values frt_fp8w_round_trip gives the cpu
+ * backend), on m->stream, synchronised before it returns. The caller
+ * checks the shape. Errors: FRT_ERR_UNSUPPORTED (an FP8 tensor, as
+ * frt_fp8w_check_dtype), FRT_ERR_OUT_OF_MEMORY, frt_tensor_to_f32's and
+ * frt_buffer_write's. */
+int frt_fp8w_lm_head_put(frt_model *m, frt_buffer *wbuf, int pass, const frt_tensor *t, const char *full, int64_t d0,
+                         int64_t d1, size_t woff, size_t soff);
+
 /* The fingerprint's description of the FP8 weights of this load
  * (m->weights_desc): the checkpoint's scale layout and / or the
  * quantize-at-load; NULL for float weights. Static storage. */

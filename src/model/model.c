@@ -335,6 +335,10 @@ static uint64_t compute_fingerprint(const frt_model *m)
         n = snprintf(s, sizeof s, "wdesc=%s|", m->weights_desc);
         XXH64_update(h, s, (size_t)(n < (int)sizeof s ? n : (int)sizeof s - 1));
     }
+    if (m->params.lm_head_dtype == FRT_WEIGHT_FP8) { /* other logits: another model */
+        n = snprintf(s, sizeof s, "lm_head=e4m3,row-amax/448|");
+        XXH64_update(h, s, (size_t)n);
+    }
     if (m->kv_scales_hash) { /* FP8 KV scales from a file: other scales are other codes */
         n = snprintf(s, sizeof s, "kv_scales=%016llx|", (unsigned long long)m->kv_scales_hash);
         XXH64_update(h, s, (size_t)n);
@@ -430,6 +434,21 @@ static int check_weight_dtype(const frt_model *m)
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "model: fp8 weights are not supported by the %s backend of architecture '%s' yet "
                          "(docs/fp8.md)",
+                         m->bk->name, m->arch->name);
+    return 0;
+}
+
+/* params.lm_head_dtype against what the backend supports. */
+static int check_lm_head_dtype(const frt_model *m)
+{
+    frt_weight_dtype w = m->params.lm_head_dtype;
+    if (w == FRT_WEIGHT_DEFAULT) return 0;
+    if (w != FRT_WEIGHT_FP8)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: lm_head_dtype %d is not an frt_weight_dtype", (int)w);
+    if (!m->bk->lm_head_fp8)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "model: an fp8 lm_head is not supported by the %s backend of architecture '%s' "
+                         "(docs/fp8.md \"An FP8 LM head\")",
                          m->bk->name, m->arch->name);
     return 0;
 }
@@ -577,6 +596,7 @@ static int load_model(frt_model *m, const char *dir)
     }
     FRT_TRY(pick_kv_dtype(m));
     FRT_TRY(check_weight_dtype(m));
+    FRT_TRY(check_lm_head_dtype(m));
     FRT_TRY(check_policy_batch(m));
     FRT_TRY(check_gemm_autotune(m));
     FRT_TRY(check_prefill_group(m));

@@ -140,13 +140,19 @@ template <> struct gemv_blocked<gemv_e4m3_b128> {
  * x, one block of work a block (gridDim.x == nvb). The bits do not depend
  * on the grid. */
 
-/* frt_cuda_gemv_fp8: nvb = ceil(out_dim / (WARPS / kw * 8)) blocks. */
+/* frt_cuda_gemv_fp8: nvb = ceil(out_dim / (WARPS / kw * 8)) blocks.
+ * Every block returns at once when d_skip is set and *d_skip != 0
+ * (frt_cuda_gemv_fp8_unless). */
 template <int N, int WARPS, class F>
 __global__ void FP8_BOUNDS(WARPS)
     gemv_fp8_kernel(void *__restrict__ y, int y_bf16, int accumulate, const uint4 *__restrict__ x,
                     const uint4 *__restrict__ w, const float *__restrict__ scale, int kc, int out_dim, int kw, int nvb,
-                    int red_on_x)
+                    int red_on_x, const int32_t *d_skip)
 {
+    if (d_skip) { /* written by an earlier kernel: wait first */
+        frt_pdl_wait();
+        if (*d_skip) return;
+    }
     extern __shared__ uint4 fp8_smem[];
     const gemv_norm_args none = {};
     gemv_block_loop<F, N, WARPS, GEMV_EPI_STORE, false>(fp8_smem, x, kc, nvb, red_on_x, none, [&](int v) {
@@ -183,7 +189,8 @@ __global__ void FP8_BOUNDS(WARPS)
     });
 }
 
-typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int, int, int);
+typedef void (*gemv_fp8_fn)(void *, int, int, const uint4 *, const uint4 *, const float *, int, int, int, int, int,
+                            const int32_t *);
 typedef void (*fp8_multi_fn)(const gemv_multi_table, const uint4 *, int, const gemv_norm_args, int, int);
 typedef void (*fp8_swiglu_fn)(void *, int, const uint4 *, const uint4 *, const float *, const uint4 *,
                               const float *, int, int, int, const gemv_norm_args, int, int);
@@ -298,7 +305,8 @@ static int fp8_check(void *y, frt_cuda_dtype y_dtype, const uint16_t *x, const u
 }
 
 static int fp8_plain_launch(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
-                            const uint8_t *w, const float *scale, int n, int in_dim, int out_dim, int b128)
+                            const uint8_t *w, const float *scale, int n, int in_dim, int out_dim, int b128,
+                            const int32_t *d_skip)
 {
     FRT_TRY(fp8_check(y, y_dtype, x, w, scale, n, in_dim, out_dim, b128));
     const fp8_cfg c = fp8_choose(n, in_dim, out_dim);
@@ -307,21 +315,29 @@ static int fp8_plain_launch(void *stream, void *y, frt_cuda_dtype y_dtype, int a
     FRT_TRY(fp8_layout("fp8", (const void *)fn, n, in_dim, c.warps, 1, 0, c.blocks, &l));
     FRT_CUDA_TRY(frt_pdl_launch(fn, l.grid, c.warps * 32, l.smem, stream, y, (int)(y_dtype == FRT_CUDA_BF16),
                                 accumulate, (const uint4 *)x, (const uint4 *)w, scale, in_dim / 16, out_dim, c.kw,
-                                c.blocks, l.red_on_x));
+                                c.blocks, l.red_on_x, d_skip));
     return 0;
 }
 
 extern "C" int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                                  const uint8_t *w, const float *scale, int n, int in_dim, int out_dim)
 {
-    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 0);
+    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 0, NULL);
+}
+
+extern "C" int frt_cuda_gemv_fp8_unless(void *stream, const int32_t *d_skip, void *y, frt_cuda_dtype y_dtype,
+                                        const uint16_t *x, const uint8_t *w, const float *scale, int n, int in_dim,
+                                        int out_dim)
+{
+    FRT_ARG(d_skip, "cuda gemv_fp8_unless: NULL d_skip");
+    return fp8_plain_launch(stream, y, y_dtype, 0, x, w, scale, n, in_dim, out_dim, 0, d_skip);
 }
 
 extern "C" int frt_cuda_gemv_fp8_b128(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate,
                                       const uint16_t *x, const uint8_t *w, const float *scale, int n, int in_dim,
                                       int out_dim)
 {
-    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 1);
+    return fp8_plain_launch(stream, y, y_dtype, accumulate, x, w, scale, n, in_dim, out_dim, 1, NULL);
 }
 
 /* The checks of the fused launchers beyond gemv_input_check: in_dim a

@@ -37,6 +37,15 @@ extern "C" {
 int frt_cuda_gemv_fp8(void *stream, void *y, frt_cuda_dtype y_dtype, int accumulate, const uint16_t *x,
                       const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
 
+/* frt_cuda_gemv_fp8 without accumulate (the same bits), skipped on the
+ * device: every block reads *d_skip (int32, device memory, written by an
+ * earlier kernel) first and returns when it is nonzero, writing nothing, so
+ * one captured launch decides per replay (a prefill's FP8 LM head runs on
+ * a call's last piece only, as frt_cuda_gemm_run_unless's). Errors: those
+ * of frt_cuda_gemv_fp8; FRT_ERR_INVALID_ARGUMENT for a NULL d_skip. */
+int frt_cuda_gemv_fp8_unless(void *stream, const int32_t *d_skip, void *y, frt_cuda_dtype y_dtype, const uint16_t *x,
+                             const uint8_t *w, const float *scale, int n, int in_dim, int out_dim);
+
 /* ---- fused forms (gemv.cu's frt_cuda_gemv_multi / _swiglu / _norm over
  * E4M3 weights): one launch for several products of one x, or for the
  * SwiGLU MLP's gate and up; each product's sums are those of

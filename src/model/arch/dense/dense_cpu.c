@@ -96,10 +96,14 @@ static int load_all(weight_loader *wl)
     wl->used = 0;
     FRT_TRY(load_tensor(wl, &w->embed, "embed_tokens.weight", V, H, 0));
     FRT_TRY(load_tensor(wl, &w->final_norm, "norm.weight", H, 0, 0));
-    if (c->tie_word_embeddings)
+    const int lm8 = m->params.lm_head_dtype == FRT_WEIGHT_FP8; /* docs/fp8.md "An FP8 LM head" */
+    if (c->tie_word_embeddings && !lm8)
         w->lm_head = w->embed;
-    else
-        FRT_TRY(load_tensor(wl, &w->lm_head, "lm_head.weight", V, H, 0));
+    else /* an FP8 head of a tied model: its own copy of the embedding, the lookup keeps f32 */
+        FRT_TRY(load_tensor(wl, &w->lm_head, c->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight", V,
+                            H, 0));
+    if (lm8 && wl->pass == 1) /* the values the cuda backend's E4M3 GEMV multiplies by */
+        FRT_TRY(frt_fp8w_round_trip((float *)w->lm_head, V, H, "lm_head"));
     for (int l = 0; l < c->n_layers; l++) {
         dense_layer_weights *lw = &w->layers[l];
         char n[160];
@@ -369,6 +373,7 @@ const frt_arch_backend frt_dense_cpu_backend = {
     .state_dtypes = "weights=f32,kv=f32",
     .state_dtypes_kv_fp8 = "weights=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static",
     .weights_fp8 = 1,
+    .lm_head_fp8 = 1, /* the lm_head quantized and dequantized at load (frt_fp8w_round_trip) */
     .load_weights = cpu_load_weights,
     .alloc_scratch = cpu_alloc_scratch,
     .free = cpu_free,

@@ -9,7 +9,9 @@
  * Storage and precision (as the hybrid's qwen35_cuda.c):
  *   weights      bf16 matrices in one device allocation ("cuda.weights");
  *                norm weights, biases and the RoPE table f32. A tied lm_head
- *                is the embedding.
+ *                is the embedding. params.lm_head_dtype FRT_WEIGHT_FP8: the
+ *                lm_head (a tied one: a copy) as E4M3 codes with one scale a
+ *                vocabulary row (c->lm8), run by the E4M3 GEMV.
  *   activations  residual stream f32; GEMM inputs bf16 (normed hidden,
  *                attention output, SwiGLU output); GEMM outputs f32
  *                (cuBLASLt or the GEMV, fp32 accumulation), except a
@@ -105,7 +107,9 @@ typedef struct cd_model {
     int H, I, V, L, nh, nkv, hd, qd, kvd;
     float eps, scale;
     frt_buffer *wbuf;
-    const uint16_t *embed, *lm_head;
+    const uint16_t *embed, *lm_head; /* lm_head NULL with lm8 */
+    cd_fp8 lm8;                      /* params.lm_head_dtype FRT_WEIGHT_FP8: the LM head's E4M3 codes [V, H] and
+                                        per-row scales [V] (frt_fp8w_lm_head_put), else zeros */
     const float *final_norm, *inv_freq;
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
@@ -295,6 +299,30 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
         (field) = (const float *)p_;                                                                \
     } while (0)
 
+/* The LM head with params.lm_head_dtype FRT_WEIGHT_FP8 (docs/fp8.md "An
+ * FP8 LM head"): tensor `name` (lm_head.weight, also at the top level, or a
+ * tied model's embedding) as E4M3 codes [V, H] and per-row scales [V] into
+ * c->lm8. */
+static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
+{
+    frt_model *m = wl->m;
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
+    const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
+    if (!t && !strncmp(name, "lm_head", 7)) t = frt_checkpoint_find(m->ckpt, name);
+    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
+    if (t->ndim != 2 || t->shape[0] != V || t->shape[1] != H)
+        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
+                         full, t->ndim, (long long)t->shape[0], (long long)V, (long long)H);
+    size_t woff = wl->used, soff = woff + align_up((size_t)(V * H));
+    wl->used = soff + align_up((size_t)V * sizeof(float));
+    FRT_TRY(frt_fp8w_lm_head_put(m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));
+    if (wl->pass == 0) return 0;
+    wl->c->lm8.w = (const uint8_t *)(wl->base + woff);
+    wl->c->lm8.s = (const float *)(const void *)(wl->base + soff);
+    return 0;
+}
+
 /* Linear weight `name`: bf16 into *bf, or (c->wfp8) E4M3 codes and
  * per-channel scales into *f8. */
 static int put_linear(wload *wl, const char *name, int64_t d0, int64_t d1, const uint16_t **bf, cd_fp8 *f8)
@@ -323,7 +351,9 @@ static int load_all(wload *wl)
     }
     PUT_M(c->embed, "embed_tokens.weight", V, H);
     PUT_V(c->final_norm, "norm.weight", H);
-    if (cfg->tie_word_embeddings)
+    if (m->params.lm_head_dtype == FRT_WEIGHT_FP8)
+        FRT_TRY(put_lm_head8(wl, cfg->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight", V, H));
+    else if (cfg->tie_word_embeddings)
         c->lm_head = c->embed;
     else
         PUT_M(c->lm_head, "lm_head.weight", V, H);
@@ -495,7 +525,7 @@ static int make_plans(frt_model *m, cd_model *c)
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0));  /* lm_head */
+        if (c->lm_head) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
     }
     return 0;
 }
@@ -1175,7 +1205,12 @@ static int record_forward(const fwd *f)
     FRT_TRY(debug_copy(f, c->L + 1, c->hf));
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
     float *logits = frt_buffer_ptr(m->logits);
-    if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
+    if (c->lm8.w) { /* the FP8 LM head: the E4M3 GEMV (prefill: skipped but on a call's last piece) */
+        if (f->d_no_logits)
+            FRT_TRY(frt_cuda_gemv_fp8_unless(st, f->d_no_logits, logits, F32, c->last, c->lm8.w, c->lm8.s, 1, H, c->V));
+        else
+            FRT_TRY(frt_cuda_gemv_fp8(st, logits, F32, 0, c->last, c->lm8.w, c->lm8.s, 1, H, c->V));
+    } else if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
         int rc = frt_cuda_gemm_run_unless(c->gemm, st, f->d_no_logits, logits, F32, c->last, c->lm_head, 1, H, c->V, 0);
         if (rc != FRT_ERR_UNSUPPORTED)
             FRT_TRY(rc);
@@ -1405,8 +1440,12 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
     for (int r0 = 0; r0 < n; r0 += G) {
         int g = n - r0 < G ? n - r0 : G;
-        FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
-                                  c->lm_head, g, c->H, c->V, 0));
+        if (c->lm8.w)
+            FRT_TRY(frt_cuda_gemv_fp8(fa.st, c->blogits + (size_t)r0 * c->V, F32, 0, c->h + (size_t)r0 * c->H,
+                                      c->lm8.w, c->lm8.s, g, c->H, c->V));
+        else
+            FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
+                                      c->lm_head, g, c->H, c->V, 0));
     }
     return frt_batch_ends_finish(&c->ends, m, fa.st, n);
 }
@@ -1458,6 +1497,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,"
                     "prefill_attn=wgmma-hd128-2,attn_split=half-1,prefill_resid=epilogue-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
+    .lm_head_fp8 = 1, /* c->lm8: the E4M3 GEMV */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1,attn_split=half-1",
     .load_weights = cd_load_weights,

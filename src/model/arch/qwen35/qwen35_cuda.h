@@ -76,7 +76,9 @@ typedef struct cu_model {
 
     /* weights */
     frt_buffer *wbuf;
-    const uint16_t *embed, *lm_head; /* [V, H] */
+    const uint16_t *embed, *lm_head; /* [V, H]; lm_head NULL with lm8 */
+    cu_lin lm8;                      /* params.lm_head_dtype FRT_WEIGHT_FP8: the LM head's E4M3 codes q [V, H] and
+                                        per-row scales s [V] (frt_fp8w_lm_head_put), w NULL; else zeros */
     const float *final_norm;         /* [H] f32 */
     cu_layer *layers;                /* [L] */
 

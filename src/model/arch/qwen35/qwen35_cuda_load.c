@@ -291,6 +291,23 @@ static int put_lin(wload *wl, int l, const lin_spec *g, int n)
     return 0;
 }
 
+/* The LM head with params.lm_head_dtype FRT_WEIGHT_FP8 (docs/fp8.md "An
+ * FP8 LM head"): tensor `name` (lm_head.weight, or a tied model's
+ * embedding) as E4M3 codes [V, H] and per-row scales [V] into c->lm8. */
+static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
+{
+    const frt_tensor *t = NULL;
+    FRT_TRY(find_tensor(wl, name, V * H, &t));
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
+    const size_t woff = reserve(wl, (size_t)(V * H)), soff = reserve(wl, (size_t)V * sizeof(float));
+    FRT_TRY(frt_fp8w_lm_head_put(wl->m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));
+    if (wl->pass == 0) return 0;
+    wl->c->lm8.q = (const uint8_t *)(wl->base + woff);
+    wl->c->lm8.s = (const float *)(const void *)(wl->base + soff);
+    return 0;
+}
+
 static int load_all(wload *wl)
 {
     frt_model *m = wl->m;
@@ -300,7 +317,9 @@ static int load_all(wload *wl)
     wl->used = 0;
     PUT_M(c->embed, "embed_tokens.weight", V * H);
     PUT_V(c->final_norm, "norm.weight", H);
-    if (cfg->tie_word_embeddings)
+    if (m->params.lm_head_dtype == FRT_WEIGHT_FP8)
+        FRT_TRY(put_lm_head8(wl, cfg->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight", V, H));
+    else if (cfg->tie_word_embeddings)
         c->lm_head = c->embed;
     else
         PUT_M(c->lm_head, "lm_head.weight", V * H);
@@ -532,7 +551,7 @@ static int make_plans(frt_model *m, cu_model *c)
     }
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(plan_decode_out(m, c, g));
-        FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head */
+        if (c->lm_head) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
     }
     return 0;
 }
