@@ -30,7 +30,7 @@
 #include <string.h>
 
 typedef struct cmp_side {
-    const char *dir, *dtype, *kv_dtype; /* as given: "default" / "fp8" */
+    const char *dir, *dtype, *kv_dtype, *lm_dtype; /* as given: "default" / "fp8" */
     frt_model *m;
     float *logits; /* [V] */
     float *hidden; /* [rows of a piece, H] */
@@ -89,8 +89,10 @@ static int load_side(cmp_run *r, cmp_side *s, const frt_model_params *base, cons
     frt_model_params mp = *base;
     mp.weight_dtype = strcmp(s->dtype, "fp8") ? FRT_WEIGHT_DEFAULT : FRT_WEIGHT_FP8;
     mp.kv_dtype = strcmp(s->kv_dtype, "fp8") ? FRT_KV_DEFAULT : FRT_KV_FP8;
-    if (!r->quiet) fprintf(stderr, "frt compare: model %s: %s (--dtype %s, --kv-dtype %s)\n", label, s->dir, s->dtype,
-                           s->kv_dtype);
+    mp.lm_head_dtype = strcmp(s->lm_dtype, "fp8") ? FRT_WEIGHT_DEFAULT : FRT_WEIGHT_FP8;
+    if (!r->quiet)
+        fprintf(stderr, "frt compare: model %s: %s (--dtype %s, --kv-dtype %s, --lm-head-dtype %s)\n", label, s->dir,
+                s->dtype, s->kv_dtype, s->lm_dtype);
     int rc = frt_cli_load_model("compare", s->dir, &mp, r->quiet, &s->m);
     return rc < 0 ? frt_cli_fail("compare", rc) : 0;
 }
@@ -219,9 +221,10 @@ static double max_hidden(const cmp_run *r, const cmp_result *res)
 
 static void print_table(const cmp_run *r)
 {
-    printf("A = %s (--dtype %s, --kv-dtype %s)\nB = %s (--dtype %s, --kv-dtype %s)\nbackend %s; errors are "
-           "||B - A|| / ||A||; greedy: lock step, each fed its own token, up to the first divergence\n\n",
-           r->a.dir, r->a.dtype, r->a.kv_dtype, r->b.dir, r->b.dtype, r->b.kv_dtype,
+    printf("A = %s (--dtype %s, --kv-dtype %s, --lm-head-dtype %s)\nB = %s (--dtype %s, --kv-dtype %s, "
+           "--lm-head-dtype %s)\nbackend %s; errors are ||B - A|| / ||A||; greedy: lock step, each fed its own token, "
+           "up to the first divergence\n\n",
+           r->a.dir, r->a.dtype, r->a.kv_dtype, r->a.lm_dtype, r->b.dir, r->b.dtype, r->b.kv_dtype, r->b.lm_dtype,
            r->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     printf("%-6s %6s %11s %11s %11s %9s %11s %12s %11s\n", "prompt", "tokens", "hidden max", "final norm",
            "last logits", "agree", "divergence", "A top-2 gap", "greedy max");
@@ -260,7 +263,8 @@ static json_t *jnum(double x) { return isfinite(x) ? json_real(x) : json_null();
 
 static json_t *side_json(const cmp_side *s)
 {
-    return json_pack("{s:s, s:s, s:s}", "dir", s->dir, "dtype", s->dtype, "kv_dtype", s->kv_dtype);
+    return json_pack("{s:s, s:s, s:s, s:s}", "dir", s->dir, "dtype", s->dtype, "kv_dtype", s->kv_dtype,
+                     "lm_head_dtype", s->lm_dtype);
 }
 
 static json_t *result_json(const cmp_run *r, const cmp_result *res, const int32_t *ids)
@@ -386,7 +390,8 @@ static int vocab_prompts(const frt_cmd_spec *spec, cmp_run *r, const cmp_opts *o
 
 static const char about[] =
     "Loads model A (-m, the reference) and model B (--model2, default the same directory) on one\n"
-    "backend, each with its own --dtype / --kv-dtype, runs the same prompts through both and prints,\n"
+    "backend, each with its own --dtype / --kv-dtype / --lm-head-dtype, runs the same prompts through\n"
+    "both and prints,\n"
     "per prompt, the norm-wise error ||B - A|| / ||A|| of every hidden state (embedding, each layer,\n"
     "final norm; the rows of the last prefill piece) and of the last logits, then greedy agreement:\n"
     "both decode greedily in lock step, each fed its own token, until the first step where their\n"
@@ -468,7 +473,8 @@ static int compare(const frt_cmd_spec *spec, cmp_run *r, const cmp_opts *o, cons
 
 int frt_cmd_compare(int argc, char **argv)
 {
-    cmp_run r = {.a = {.dtype = "default", .kv_dtype = "default"}, .b = {.dtype = "default", .kv_dtype = "default"},
+    cmp_run r = {.a = {.dtype = "default", .kv_dtype = "default", .lm_dtype = "default"},
+                 .b = {.dtype = "default", .kv_dtype = "default", .lm_dtype = "default"},
                  .tokens = 256};
     cmp_opts o = {.prompt_len = 64, .seed = 1, .bound = -1};
     int backend = FRT_ARG_BACKEND_AUTO;
@@ -478,9 +484,12 @@ int frt_cmd_compare(int argc, char **argv)
         FRT_OPT(0, "dtype", FRT_ARG_CHOICE, &r.a.dtype, NULL, "A's weights: the checkpoint's, or FP8 quantized at load",
                 .choices = "default|fp8"),
         FRT_OPT(0, "kv-dtype", FRT_ARG_CHOICE, &r.a.kv_dtype, NULL, "A's KV cache", .choices = "default|fp8"),
+        FRT_OPT(0, "lm-head-dtype", FRT_ARG_CHOICE, &r.a.lm_dtype, NULL, "A's LM head: the backend's, or FP8 at load",
+                .choices = "default|fp8"),
         FRT_OPT(0, "model2", FRT_ARG_STR, &r.b.dir, "DIR", "model B, compared with A", .dflt = "the -m directory"),
         FRT_OPT(0, "dtype2", FRT_ARG_CHOICE, &r.b.dtype, NULL, "B's weights", .choices = "default|fp8"),
         FRT_OPT(0, "kv-dtype2", FRT_ARG_CHOICE, &r.b.kv_dtype, NULL, "B's KV cache", .choices = "default|fp8"),
+        FRT_OPT(0, "lm-head-dtype2", FRT_ARG_CHOICE, &r.b.lm_dtype, NULL, "B's LM head", .choices = "default|fp8"),
         FRT_OPT(0, "backend", FRT_ARG_BACKEND, &backend, NULL, "where both models run"),
         FRT_OPT(0, "prompts", FRT_ARG_INT, &o.n_random, "N", "random prompts (ids uniform over the vocabulary)",
                 .min = 0, .max = FRT_PROMPT_SET_MAX, .dflt = "4 when no --ids / --ids-file, else 0"),

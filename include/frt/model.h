@@ -222,14 +222,14 @@ typedef struct frt_io_info {
  *   FRT_ERR_INVALID_ARGUMENT  NULL arguments, backend not an frt_backend, prefill_chunk not a
  *                             multiple of 64, a params.context of another backend or device,
  *                             branch_slots outside 0..FRT_MAX_BRANCH_SLOTS (frt/branch.h),
- *                             kv_dtype not an frt_kv_dtype, weight_dtype not an frt_weight_dtype,
- *                             a policy given prefill_chunk or branch_slots > 1, a token model
+ *                             kv_dtype not an frt_kv_dtype, weight_dtype or lm_head_dtype not an
+ *                             frt_weight_dtype, a policy given prefill_chunk or branch_slots > 1, a token model
  *                             given policy_batch (the other fields' errors: at each field)
  *   FRT_ERR_IO / FRT_ERR_FORMAT  unreadable or malformed files (message names the file)
  *   FRT_ERR_UNSUPPORTED       a model_type no registered architecture runs, a config the
  *                             architecture refuses, a backend not built, kv_dtype
- *                             FRT_KV_FP8 or weight_dtype FRT_WEIGHT_FP8 on an architecture /
- *                             backend without it, an FP8 checkpoint layout it does not read,
+ *                             FRT_KV_FP8, weight_dtype or lm_head_dtype FRT_WEIGHT_FP8 on an
+ *                             architecture / backend without it, an FP8 checkpoint layout it does not read,
  *                             debug_hidden on a backend that records no hidden states
  *   FRT_ERR_NOT_FOUND         a required tensor is missing (message names it)
  *   FRT_ERR_OUT_OF_MEMORY     weights or state do not fit (branch slots: checked against the

@@ -9,6 +9,8 @@
 #     and within the bound of docs/fp8.md (2^-2), the JSON complete; the same
 #     run with a bound below the measured error exits 1 (the test can fail);
 #   - the checkpoint against --dtype2 fp8 on its source: 0 (the same codes);
+#   - --lm-head-dtype2 fp8 (docs/fp8.md "An FP8 LM head"): the hidden states
+#     exactly 0, the last logits nonzero and within 2^-4; the JSON names it;
 #   - the script on a sharded source: the single-file source's model;
 #   - --ids / --ids-file prompts (comments, blank lines) reach the JSON;
 #   - bad arguments exit 2 with a message; models of other shapes exit 1.
@@ -77,6 +79,15 @@ check "a bound below the error: JSON pass false" jtrue "not j['pass']" "$T/tight
     --max-logit-err 0 >/dev/null 2>"$T/err"
 check "FP8 checkpoint == --dtype2 fp8 on its source (error 0)" test $? -eq 0
 
+# ---- the FP8 LM head: the layers untouched, the logits within 2^-4 -------------
+"$FRT" compare "${C[@]}" -m "$GOLD" --lm-head-dtype2 fp8 --prompts 2 --prompt-len 100 -n 8 --max-logit-err 0.0625 \
+    --json "$T/lm.json" >"$T/lm.txt" 2>"$T/err"
+check "--lm-head-dtype2 fp8: exit 0 within 2^-4" test $? -eq 0
+check "--lm-head-dtype2 fp8: hidden errors 0, logits in (0, 2^-4], named in the JSON" jtrue \
+    "j['b']['lm_head_dtype'] == 'fp8' and j['a']['lm_head_dtype'] == 'default' and \
+     all(set(p['hidden_err']) == {0} and 0 < p['last_logit_err'] <= 0.0625 for p in j['prompts'])" "$T/lm.json"
+check "--lm-head-dtype2 fp8: the table names it" grep -q "lm-head-dtype fp8" "$T/lm.txt"
+
 # ---- a sharded source (streamed shard by shard) gives the single file's checkpoint
 "$FRT" gen-model --shape tiny-dense --seed 3 --out "$T/ds" --shard-size 300000 --quiet >/dev/null
 /usr/bin/python3 "$S/scripts/ref/make_fp8_checkpoint.py" "$T/d" "$T/q1" --layout ct-tensor >/dev/null 2>"$T/err"
@@ -99,6 +110,7 @@ printf '# nothing\n\n' >"$T/empty.txt"
 refuse_cmd compare "no reference: give -m DIR" --prompts 1
 refuse_cmd compare "no prompts: give --prompts N" -m "$T/d" --prompts 0
 refuse_cmd compare "--dtype2: 'fp16' is not one of default, fp8" -m "$T/d" --dtype2 fp16
+refuse_cmd compare "--lm-head-dtype: 'bf16' is not one of default, fp8" -m "$T/d" --lm-head-dtype bf16
 refuse_cmd compare "--ids-file: cannot open $T/none.txt" -m "$T/d" --ids-file "$T/none.txt"
 refuse_cmd compare "bad.txt line 2: not a comma-separated list" -m "$T/d" --ids-file "$T/bad.txt"
 refuse_cmd compare "holds no prompt" -m "$T/d" --ids-file "$T/empty.txt"

@@ -10,6 +10,10 @@
 # frt bench --dtype fp8 prints the weight bytes a decode step streams and
 # records weight_dtype in its JSON; so does a bench of the FP8 checkpoint
 # (per channel) and of a block-wise one (fp8-block, its block scales).
+# --lm-head-dtype fp8 (docs/fp8.md "An FP8 LM head"), dense and hybrid, with
+# and without --dtype fp8: runs, the same logprobs twice, other logprobs
+# than without it; bench prints the head's line and records lm_head_dtype;
+# an unknown value is refused (exit 2).
 set -u
 B="$1"
 S="$2"
@@ -40,6 +44,22 @@ check "hybrid, --dtype fp8: 8 ids" test "$(json_ids tokens <"$T/h1.json" | wc -w
 check "hybrid, --dtype fp8: the same ids twice" test "$(json_ids tokens <"$T/h1.json")" = "$(json_ids tokens <"$T/h2.json")"
 refuse "--dtype: 'fp16' is not one of default, fp8" -m "$T/d" --ids 1,2 --dtype fp16
 
+# the FP8 LM head: honoured (other logprobs), deterministic
+L=(--backend cpu --threads 1 --ids 5,6,7,8,9 -n 4 --ignore-eos --logprobs 1 --json)
+lp() { python3 -c "import json,sys; print(json.dumps([t['logprob'] for t in json.load(sys.stdin)['logprobs']]))"; }
+for m in d h; do
+    for w in default fp8; do
+        "$FRT" generate -m "$T/$m" "${L[@]}" --dtype $w | lp >"$T/l0" 2>/dev/null
+        "$FRT" generate -m "$T/$m" "${L[@]}" --dtype $w --lm-head-dtype fp8 2>"$T/err" | lp >"$T/l1"
+        check "$m --dtype $w --lm-head-dtype fp8: exit 0" test "${PIPESTATUS[0]}" -eq 0
+        "$FRT" generate -m "$T/$m" "${L[@]}" --dtype $w --lm-head-dtype fp8 2>/dev/null | lp >"$T/l2"
+        check "$m --dtype $w --lm-head-dtype fp8: the same logprobs twice" cmp -s "$T/l1" "$T/l2"
+        check "$m --dtype $w --lm-head-dtype fp8: other logprobs than the default head" test -s "$T/l1" -a \
+            "$(cat "$T/l1")" != "$(cat "$T/l0")"
+    done
+done
+refuse "--lm-head-dtype: 'bf16' is not one of default, fp8" -m "$T/d" --ids 1,2 --lm-head-dtype bf16
+
 if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
     /usr/bin/python3 "$S/scripts/ref/make_fp8_checkpoint.py" "$T/d" "$T/q" --layout ct-channel >/dev/null 2>"$T/err"
     check "make_fp8_checkpoint.py ct-channel: exit 0" test $? -eq 0
@@ -69,6 +89,12 @@ if [ -d "$T/q" ]; then
     check "bench of a block-wise checkpoint: the block line" grep -q "weights FP8 E4M3 (the checkpoint, 32x32 blocks)" "$T/benchb"
     check "bench of a block-wise checkpoint: JSON weight_dtype fp8-block" python3 -c "import json,sys; sys.exit(json.load(open('$T/benchb.json'))['model_info']['weight_dtype'] != 'fp8-block')"
 fi
+"$FRT" "${BQ[@]}" --lm-head-dtype fp8 --json "$T/benchl.json" >"$T/benchl" 2>"$T/err"
+check "bench --lm-head-dtype fp8: exit 0" test $? -eq 0
+check "bench --lm-head-dtype fp8: the head's line" grep -q "lm_head FP8 E4M3 (--lm-head-dtype fp8)" "$T/benchl"
+check "bench --lm-head-dtype fp8: JSON lm_head_dtype" python3 -c "import json,sys; sys.exit(json.load(open('$T/benchl.json'))['model_info']['lm_head_dtype'] != 'fp8')"
+"$FRT" bench -m "$T/d" --lm-head-dtype fp16 >/dev/null 2>"$T/err"
+check "bench --lm-head-dtype fp16: exit 2" test $? -eq 2
 "$FRT" bench -m "$T/d" --dtype fp16 >/dev/null 2>"$T/err"
 check "bench --dtype fp16: exit 2" test $? -eq 2
 exit $fail

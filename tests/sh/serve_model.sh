@@ -77,22 +77,22 @@ api protect POST /v1/completions '{"prompt": "def f(", "max_tokens": 2, "presenc
 expect_error 400 invalid_value "presence_penalty out of range"
 serve_stop protect
 
-# FP8 weights and KV cache (--dtype fp8 --kv-dtype fp8; emulated on cpu): the server's greedy logprobs are
-# frt generate's with the same options, not the default precision's.
-serve_start fp8 "${ENGINE[@]}" --dtype fp8 --kv-dtype fp8
+# FP8 weights, LM head and KV cache (--dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8; emulated on cpu): the
+# server's greedy logprobs are frt generate's with the same options, not the default precision's.
+serve_start fp8 "${ENGINE[@]}" --dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8
 api fp8 POST /v1/completions '{"prompt": "def fib(n):", "max_tokens": 4, "temperature": 0, "logprobs": 1}'
-expect_status 200 "completion with --dtype fp8 --kv-dtype fp8"
+expect_status 200 "completion with --dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8"
 jqr '.choices[0].logprobs.token_logprobs' >"$WORK/fp8.serve.json"
 serve_stop fp8
 GEN=(generate --backend "${FRT_SERVE_BACKEND:-cpu}" --chunk $C --max-seq 2048 --threads 2 -p "def fib(n):" -n 4
      --logprobs 1 --json)
-"$FRT" "${GEN[@]}" --dtype fp8 --kv-dtype fp8 2>/dev/null | jq -c '[.logprobs[].logprob]' >"$WORK/fp8.gen.json" ||
-    fail "frt generate --dtype fp8 --kv-dtype fp8"
+"$FRT" "${GEN[@]}" --dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8 2>/dev/null | jq -c '[.logprobs[].logprob]' \
+    >"$WORK/fp8.gen.json" || fail "frt generate --dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8"
 "$FRT" "${GEN[@]}" 2>/dev/null | jq -c '[.logprobs[].logprob]' >"$WORK/default.gen.json" || fail "frt generate"
 jq -n --slurpfile s "$WORK/fp8.serve.json" --slurpfile g "$WORK/fp8.gen.json" --slurpfile d "$WORK/default.gen.json" '
     ($s[0] | length) == 4 and ([range(4) | ($s[0][.] - $g[0][.]) | fabs] | max) < 1e-6 and
     ([range(4) | ($s[0][.] - $d[0][.]) | fabs] | max) > 1e-4' | grep -qx true ||
     fail "serve --dtype fp8 --kv-dtype fp8 logprobs $(cat "$WORK/fp8.serve.json") against frt generate's with the same \
 options $(cat "$WORK/fp8.gen.json") and the default's $(cat "$WORK/default.gen.json")"
-echo "ok   serve --dtype fp8 --kv-dtype fp8: frt generate's logprobs with the same options"
+echo "ok   serve --dtype fp8 --lm-head-dtype fp8 --kv-dtype fp8: frt generate's logprobs with the same options"
 echo "serve_model: ok"

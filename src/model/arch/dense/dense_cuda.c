@@ -314,6 +314,10 @@ static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
     if (t->ndim != 2 || t->shape[0] != V || t->shape[1] != H)
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
                          full, t->ndim, (long long)t->shape[0], (long long)V, (long long)H);
+    if (H % 16)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda model: an fp8 lm_head needs hidden_size %lld a multiple of 16 (the E4M3 GEMV's rows)",
+                         (long long)H);
     size_t woff = wl->used, soff = woff + align_up((size_t)(V * H));
     wl->used = soff + align_up((size_t)V * sizeof(float));
     FRT_TRY(frt_fp8w_lm_head_put(m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));

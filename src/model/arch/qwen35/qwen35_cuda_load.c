@@ -300,6 +300,10 @@ static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
     FRT_TRY(find_tensor(wl, name, V * H, &t));
     char full[256];
     snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
+    if (H % 16)
+        return frt_error(FRT_ERR_UNSUPPORTED,
+                         "cuda model: an fp8 lm_head needs hidden_size %lld a multiple of 16 (the E4M3 GEMV's rows)",
+                         (long long)H);
     const size_t woff = reserve(wl, (size_t)(V * H)), soff = reserve(wl, (size_t)V * sizeof(float));
     FRT_TRY(frt_fp8w_lm_head_put(wl->m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));
     if (wl->pass == 0) return 0;
