@@ -750,15 +750,15 @@ static void print_weight_stream(bm_run *r, const bm_counts *k)
     const char *from = r->o.w_fp8 ? "--dtype fp8" : "the checkpoint";
     if (r->w_mode == BM_W_FP8_BLOCK)
         printf("weights FP8 E4M3 (%s, %dx%d blocks): a decode step streams %.4f GB of weights: %.0f matrix weights x "
-               "%g B + %.0f B of block scales + lm_head %.0f x %g B%s\n",
+               "%g B + %.0f B of block scales + lm_head %.0f x %g B (+ %.0f B of its scales)%s\n",
                from, r->cfg.quant.block_out, r->cfg.quant.block_in, w / 1e9, k->mat_params, k->w_b, k->block_scale_b,
-               k->lm_head, k->lm_b,
+               k->lm_head, k->lm_b, k->lm_scale_b,
                k->w_b == 1 ? "; prefill runs bf16 GEMMs over dequantized weights (floor at the bf16 rate)"
                            : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
     else
         printf("weights FP8 E4M3 (%s): a decode step streams %.4f GB of weights: %.0f matrix weights x %g B + "
-               "%.0f per-channel scales x %g B + lm_head %.0f x %g B%s\n",
-               from, w / 1e9, k->mat_params, k->w_b, k->mat_rows, k->scale_b, k->lm_head, k->lm_b,
+               "%.0f per-channel scales x %g B + lm_head %.0f x %g B (+ %.0f B of its scales)%s\n",
+               from, w / 1e9, k->mat_params, k->w_b, k->mat_rows, k->scale_b, k->lm_head, k->lm_b, k->lm_scale_b,
                k->w_b == 1 ? "" : " (this backend emulates FP8 with f32 weights: the floor counts what it reads)");
 }
 
