@@ -12,6 +12,7 @@
  *   frt_test_hidden(label, ref, m, other, rows, H, L, bound)  per-layer hidden states
  *   frt_test_three_way(label, ref, m, other, ids, n, bound, what)  all of the above on one prefill
  *   frt_test_golden_prompts(a, b, g, what, hook, user)  last logits of a golden file's prompts
+ *   frt_test_round_trip_diff(t, got, fp8)  elements of got off t's per-row E4M3 round trip (or values)
  */
 #ifndef FRT_TEST_FP8_H
 #define FRT_TEST_FP8_H
@@ -20,6 +21,7 @@
 #include "frt/model.h"
 #include "frt/safetensors.h"
 #include "frt_test.h"
+#include "kernels/cpu/fp8.h"
 
 #include <dirent.h>
 
@@ -232,6 +234,29 @@ static inline double frt_test_golden_prompts(frt_model *a, frt_model *b, const f
     free(la);
     free(lb);
     return worst;
+}
+
+/* Elements of got [d0, d1 = numel / d0] that differ from the per-row E4M3
+ * round trip decode(encode(w / s)) * s, s = max|row| / 448 (fp8), or from
+ * the values (!fp8), of tensor t, recomputed element by element. */
+static inline long frt_test_round_trip_diff(const frt_tensor *t, const float *got, int fp8)
+{
+    int64_t d0 = t->shape[0], d1 = (int64_t)frt_tensor_numel(t) / d0; /* conv1d: [ch, 1, kernel] */
+    float *w = xmalloc((size_t)(d0 * d1) * sizeof(float));
+    CHECK_OK(frt_tensor_to_f32(t, w));
+    long bad = 0;
+    for (int64_t r = 0; r < d0; r++) {
+        const float *wr = w + r * d1;
+        float amax = 0;
+        for (int64_t c = 0; c < d1; c++) amax = fabsf(wr[c]) > amax ? fabsf(wr[c]) : amax;
+        float s = amax > 0 ? amax / 448.0f : 1.0f, inv = 1.0f / s;
+        for (int64_t c = 0; c < d1; c++) {
+            float want = fp8 ? frt_fp8_e4m3_decode(frt_fp8_e4m3_encode(wr[c] * inv)) * s : wr[c];
+            bad += memcmp(&want, &got[r * d1 + c], sizeof want) != 0;
+        }
+    }
+    free(w);
+    return bad;
 }
 
 #endif /* FRT_TEST_FP8_H */

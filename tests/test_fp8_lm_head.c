@@ -69,23 +69,7 @@ static long check_tensor(const frt_model *m, const char *name, const float *got,
 {
     const frt_tensor *t = frt_checkpoint_find(m->ckpt, name);
     CHECK_MSG(t != NULL, "%s", name);
-    if (!t) return 1;
-    int64_t d0 = t->shape[0], d1 = (int64_t)frt_tensor_numel(t) / d0;
-    float *w = xmalloc((size_t)(d0 * d1) * sizeof(float));
-    CHECK_OK(frt_tensor_to_f32(t, w));
-    long bad = 0;
-    for (int64_t r = 0; r < d0; r++) {
-        const float *wr = w + r * d1;
-        float amax = 0;
-        for (int64_t c = 0; c < d1; c++) amax = fabsf(wr[c]) > amax ? fabsf(wr[c]) : amax;
-        float s = amax > 0 ? amax / 448.0f : 1.0f, inv = 1.0f / s;
-        for (int64_t c = 0; c < d1; c++) {
-            float want = fp8 ? frt_fp8_e4m3_decode(frt_fp8_e4m3_encode(wr[c] * inv)) * s : wr[c];
-            bad += memcmp(&want, &got[r * d1 + c], sizeof want) != 0;
-        }
-    }
-    free(w);
-    return bad;
+    return t ? frt_test_round_trip_diff(t, got, fp8) : 1;
 }
 
 /* The held embedding (unchanged) and lm_head (the round trip of its

@@ -423,32 +423,17 @@ static int pick_kv_dtype(frt_model *m)
     return 0;
 }
 
-/* params.weight_dtype against what the backend supports. */
-static int check_weight_dtype(const frt_model *m)
+/* A weight precision field (params.weight_dtype, params.lm_head_dtype:
+ * `field`) against what the backend supports (ok: its flag; what: the
+ * feature's name in the message). */
+static int check_weight_dtype(const frt_model *m, frt_weight_dtype w, int ok, const char *field, const char *what)
 {
-    frt_weight_dtype w = m->params.weight_dtype;
     if (w == FRT_WEIGHT_DEFAULT) return 0;
     if (w != FRT_WEIGHT_FP8)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: weight_dtype %d is not an frt_weight_dtype", (int)w);
-    if (!m->bk->weights_fp8)
+        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: %s %d is not an frt_weight_dtype", field, (int)w);
+    if (!ok)
         return frt_error(FRT_ERR_UNSUPPORTED,
-                         "model: fp8 weights are not supported by the %s backend of architecture '%s' yet "
-                         "(docs/fp8.md)",
-                         m->bk->name, m->arch->name);
-    return 0;
-}
-
-/* params.lm_head_dtype against what the backend supports. */
-static int check_lm_head_dtype(const frt_model *m)
-{
-    frt_weight_dtype w = m->params.lm_head_dtype;
-    if (w == FRT_WEIGHT_DEFAULT) return 0;
-    if (w != FRT_WEIGHT_FP8)
-        return frt_error(FRT_ERR_INVALID_ARGUMENT, "model: lm_head_dtype %d is not an frt_weight_dtype", (int)w);
-    if (!m->bk->lm_head_fp8)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "model: an fp8 lm_head is not supported by the %s backend of architecture '%s' "
-                         "(docs/fp8.md \"An FP8 LM head\")",
+                         "model: %s is not supported by the %s backend of architecture '%s' (docs/fp8.md)", what,
                          m->bk->name, m->arch->name);
     return 0;
 }
@@ -595,8 +580,8 @@ static int load_model(frt_model *m, const char *dir)
                          p->backend == FRT_BACKEND_CUDA ? "cuda" : "cpu");
     }
     FRT_TRY(pick_kv_dtype(m));
-    FRT_TRY(check_weight_dtype(m));
-    FRT_TRY(check_lm_head_dtype(m));
+    FRT_TRY(check_weight_dtype(m, m->params.weight_dtype, m->bk->weights_fp8, "weight_dtype", "fp8 weights"));
+    FRT_TRY(check_weight_dtype(m, m->params.lm_head_dtype, m->bk->lm_head_fp8, "lm_head_dtype", "an fp8 lm_head"));
     FRT_TRY(check_policy_batch(m));
     FRT_TRY(check_gemm_autotune(m));
     FRT_TRY(check_prefill_group(m));

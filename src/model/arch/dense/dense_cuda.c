@@ -225,14 +225,13 @@ typedef struct wload {
     char *base;
 } wload;
 
-/* Finds prefix+name (lm_head also at the top level), checks its shape
- * ([d0] when d1 == 0, else [d0, d1]), reserves it, and in pass 1 uploads it
- * as bf16 (to_bf16) or f32; *dst gets its device address. */
-static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16, const void **dst)
+/* Tensor prefix+name (lm_head also at the top level) of shape [d0] (d1 ==
+ * 0) or [d0, d1] into *out, its full name into full [256]. Errors:
+ * FRT_ERR_NOT_FOUND, FRT_ERR_FORMAT (another shape). */
+static int find_tensor(const frt_model *m, const char *name, int64_t d0, int64_t d1, char *full,
+                       const frt_tensor **out)
 {
-    frt_model *m = wl->m;
-    char full[256];
-    snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
+    snprintf(full, 256, "%s%s", m->cfg.weight_prefix, name);
     const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
     if (!t && !strncmp(name, "lm_head", 7)) t = frt_checkpoint_find(m->ckpt, name);
     if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
@@ -241,6 +240,18 @@ static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16,
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld%s%lld]",
                          full, t->ndim, (long long)t->shape[0], (long long)d0, ndim == 2 ? ", " : "",
                          ndim == 2 ? (long long)d1 : 0LL);
+    *out = t;
+    return 0;
+}
+
+/* Finds prefix+name (find_tensor), reserves it, and in pass 1 uploads it
+ * as bf16 (to_bf16) or f32; *dst gets its device address. */
+static int put(wload *wl, const char *name, int64_t d0, int64_t d1, int to_bf16, const void **dst)
+{
+    frt_model *m = wl->m;
+    char full[256];
+    const frt_tensor *t = NULL;
+    FRT_TRY(find_tensor(m, name, d0, d1, full, &t));
     if (!frt_dtype_is_float(t->dtype))
         return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' is %s, not a float dtype", full,
                          frt_dtype_name(t->dtype));
@@ -307,13 +318,8 @@ static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
 {
     frt_model *m = wl->m;
     char full[256];
-    snprintf(full, sizeof full, "%s%s", m->cfg.weight_prefix, name);
-    const frt_tensor *t = frt_checkpoint_find(m->ckpt, full);
-    if (!t && !strncmp(name, "lm_head", 7)) t = frt_checkpoint_find(m->ckpt, name);
-    if (!t) return frt_error(FRT_ERR_NOT_FOUND, "checkpoint: missing tensor '%s'", full);
-    if (t->ndim != 2 || t->shape[0] != V || t->shape[1] != H)
-        return frt_error(FRT_ERR_FORMAT, "checkpoint: tensor '%s' has %d dims [%lld, ...], expected [%lld, %lld]",
-                         full, t->ndim, (long long)t->shape[0], (long long)V, (long long)H);
+    const frt_tensor *t = NULL;
+    FRT_TRY(find_tensor(m, name, V, H, full, &t));
     if (H % 16)
         return frt_error(FRT_ERR_UNSUPPORTED,
                          "cuda model: an fp8 lm_head needs hidden_size %lld a multiple of 16 (the E4M3 GEMV's rows)",
