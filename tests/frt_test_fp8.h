@@ -13,6 +13,7 @@
  *   frt_test_three_way(label, ref, m, other, ids, n, bound, what)  all of the above on one prefill
  *   frt_test_golden_prompts(a, b, g, what, hook, user)  last logits of a golden file's prompts
  *   frt_test_round_trip_diff(t, got, fp8)  elements of got off t's per-row E4M3 round trip (or values)
+ *   frt_test_golden_greedy(a, b, g, steps, what, value)  frt_test_greedy on a golden file's greedy.prompt
  */
 #ifndef FRT_TEST_FP8_H
 #define FRT_TEST_FP8_H
@@ -234,6 +235,24 @@ static inline double frt_test_golden_prompts(frt_model *a, frt_model *b, const f
     free(la);
     free(lb);
     return worst;
+}
+
+/* frt_test_greedy of `steps` tokens from golden file g's greedy.prompt on a
+ * and b, printed after "  <what> <value>; " with the first divergence and
+ * a's top-2 margin there; the stats. */
+static inline frt_test_greedy_stats frt_test_golden_greedy(frt_model *a, frt_model *b, const frt_safetensors *g,
+                                                           int steps, const char *what, double value)
+{
+    frt_test_greedy_stats gs = {0, 0, -1, 0};
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(a, &info));
+    const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
+    CHECK(gp != NULL);
+    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), info.vocab_size, steps, &gs);
+    printf("  %s %.3e; greedy: %d steps, max rel err %.3e; ", what, value, gs.steps, gs.max_err);
+    if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", steps);
+    else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
+    return gs;
 }
 
 /* Elements of got [d0, d1 = numel / d0] that differ from the per-row E4M3

@@ -113,17 +113,10 @@ static void compare(const char *dir, const char *name, frt_weight_dtype wd)
     if (!a || !b || !g) goto out;
     if (wd == FRT_WEIGHT_DEFAULT) check_held(b);
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
-    const int V = a->cfg.vocab_size;
     hidden_run hr = {0};
     double worst = frt_test_golden_prompts(a, b, g, "fp8 vs default lm_head", hidden_hook, &hr);
     CHECK_MSG(hr.max == 0.0, "the hidden states differ (rel %g): the layers must not change", hr.max);
-    const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
-    CHECK(gp != NULL);
-    frt_test_greedy_stats gs = {0, 0, -1, 0};
-    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
-    printf("  prompts max %.3e; greedy: %d steps, max rel err %.3e; ", worst, gs.steps, gs.max_err);
-    if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
-    else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
+    const frt_test_greedy_stats gs = frt_test_golden_greedy(a, b, g, GREEDY, "prompts max", worst);
     CHECK_MSG(worst > 0 && worst <= FP8_LM_BOUND, "prompt logits rel err %g (bound %g)", worst, FP8_LM_BOUND);
     CHECK_MSG(gs.max_err <= FP8_LM_BOUND && !isnan(gs.max_err), "greedy logits rel err %g", gs.max_err);
 out:

@@ -217,16 +217,9 @@ static void golden_model(const char *dir, const char *name)
     frt_safetensors *g = frt_test_open_golden(dir);
     if (!a || !b || !g) goto out;
     CHECK(frt_model_fingerprint(a) != frt_model_fingerprint(b));
-    int V = a->cfg.vocab_size;
     hidden_run hr = {w_bound(a, name), 0};
     double max_prompt = frt_test_golden_prompts(a, b, g, "fp8 vs float weights", hidden_hook, &hr), max_layer = hr.max;
-    const frt_tensor *gp = frt_safetensors_find(g, "greedy.prompt");
-    CHECK(gp != NULL);
-    frt_test_greedy_stats gs = {0, 0, -1, 0};
-    if (gp) frt_test_greedy(a, b, gp->data, (int)frt_tensor_numel(gp), V, GREEDY, &gs);
-    printf("  layers max %.3e; greedy: %d steps, max rel err %.3e; ", max_layer, gs.steps, gs.max_err);
-    if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", GREEDY);
-    else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
+    const frt_test_greedy_stats gs = frt_test_golden_greedy(a, b, g, GREEDY, "layers max", max_layer);
     printf("  bound %.3g\n", hr.bound);
     CHECK_MSG(max_prompt > 0 && max_prompt <= hr.bound, "prompt logits rel err %g", max_prompt);
     CHECK_MSG(max_layer > 0, "hidden rel err %g", max_layer);
