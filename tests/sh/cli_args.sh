@@ -73,11 +73,13 @@ refuse "unknown option --frobnicate" serve --frobnicate
 refuse "--parse-special-in-content: the fake engine's tokenizer has no special tokens" serve --engine fake --parse-special-in-content
 refuse "--dtype: the fake engine has no weights" serve --engine fake --dtype fp8
 refuse "--kv-dtype: the fake engine has no weights" serve --engine fake --kv-dtype fp8
+refuse "--lm-head-dtype: the fake engine has no weights" serve --engine fake --lm-head-dtype fp8
 refuse "--dtype: 'fp16' is not one of default, fp8" serve --dtype fp16
 refuse "--kv-scales needs --kv-dtype fp8" serve --kv-scales "$T/scales.json"
 refuse "--tune-file needs --autotune N" serve --tune-file "$T/tune.txt"
 refuse "--autotune: '65' is out of range" serve --autotune 65
 refuse "--policy: --dtype is an option of the LLM server" serve --policy "$T/none" --dtype fp8
+refuse "--policy: --lm-head-dtype is an option of the LLM server" serve --policy "$T/none" --lm-head-dtype fp8
 # an option of one mode is refused in another, never ignored
 for o in "--fake-reply hi" "--fake-delay-us 5" "--fake-eos-every 3" --fake-no-chatml --fake-no-tools; do
     # shellcheck disable=SC2086
