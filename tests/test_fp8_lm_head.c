@@ -17,6 +17,9 @@
  *     by the FP8-head load (FRT_ERR_MISMATCH) and the other way round;
  *     within the FP8-head load snapshot -> decode -> restore -> decode
  *     gives the same tokens and logits bits;
+ *   - cartridges (KV prefixes) are not bound to the head: one made by the
+ *     default-head load injects into the FP8-head load, and the logits
+ *     after a prompt equal a cold prefill's bit for bit;
  *   - with weight_dtype FRT_WEIGHT_FP8 too: the layers' FP8 model with the
  *     FP8 head differs from the layers' FP8 model by the head alone (the
  *     hidden states bit for bit);
@@ -28,6 +31,7 @@
 #include "frt_test_fp8.h"
 
 #include "frt/capsule.h"
+#include "frt/cartridge.h"
 #include "frt/checkpoint.h"
 #include "frt/config.h"
 #include "frt/fs.h"
@@ -161,6 +165,42 @@ out:
     frt_model_free(b);
 }
 
+/* A cartridge of the default-head load injected into the FP8-head load:
+ * the KV does not depend on the head, so the cartridge's binding ignores it
+ * and the injected prefix gives a cold prefill's logits bit for bit. */
+static void test_cartridge(const char *dir)
+{
+    frt_model *a = load(dir, FRT_WEIGHT_DEFAULT, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0);
+    frt_model *b = load(dir, FRT_WEIGHT_DEFAULT, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
+    frt_cartridge *c = NULL;
+    if (!a || !b) goto out;
+    const int V = b->cfg.vocab_size;
+    int32_t doc[70], prompt[9], other[30];
+    for (int i = 0; i < 70; i++) doc[i] = (5 + 11 * i) % V;
+    for (int i = 0; i < 9; i++) prompt[i] = (7 + 13 * i) % V;
+    for (int i = 0; i < 30; i++) other[i] = (2 + 3 * i) % V;
+    float *l_cold = xmalloc((size_t)V * 4), *l_inj = xmalloc((size_t)V * 4);
+    CHECK_OK(frt_model_prefill(a, doc, 70));
+    CHECK_OK(frt_cartridge_from_model(a, &c));
+    CHECK_OK(frt_model_prefill(b, doc, 70));
+    CHECK_OK(frt_model_prefill(b, prompt, 9));
+    CHECK_OK(frt_model_logits(b, l_cold));
+    CHECK_OK(frt_model_reset(b));
+    CHECK_OK(frt_model_prefill(b, other, 30));
+    if (c) CHECK_OK(frt_cartridge_inject(b, c));
+    CHECK_OK(frt_model_prefill(b, prompt, 9));
+    CHECK_OK(frt_model_logits(b, l_inj));
+    CHECK_MSG(!memcmp(l_cold, l_inj, (size_t)V * 4), "FP8 head: the injected cartridge's logits differ (rel %.3e)",
+              frt_test_rel_err(l_inj, l_cold, (size_t)V));
+    printf("a cartridge of the default-head load into the FP8-head load: the cold prefill's logits bit for bit\n");
+    free(l_cold);
+    free(l_inj);
+out:
+    frt_cartridge_free(c);
+    frt_model_free(a);
+    frt_model_free(b);
+}
+
 static void test_refusals(const char *dense_dir)
 {
     CHECK(load(dense_dir, FRT_WEIGHT_DEFAULT, (frt_weight_dtype)7, FRT_BACKEND_CPU, FRT_ERR_INVALID_ARGUMENT) == NULL);
@@ -205,6 +245,7 @@ int main(void)
     compare(HYBRID_DIR "/hybrid_v2k_untied", "hybrid_v2k_untied", FRT_WEIGHT_FP8);
     test_capsules(GOLDEN_DIR "/dense_qwen3_qknorm");
     test_capsules(HYBRID_DIR "/hybrid_v3k_tied");
+    test_cartridge(GOLDEN_DIR "/dense_llama3_gqa");
     test_refusals(GOLDEN_DIR "/dense_llama3_gqa");
     return frt_test_report();
 }
