@@ -1,7 +1,7 @@
 /*
  * test_fp8_lm_head.c - the FP8 LM head on the cpu backend
  * (params.lm_head_dtype FRT_WEIGHT_FP8, docs/fp8.md "An FP8 LM head"), on
- * the dense goldens (tests/data/golden_dense: two untied, two tied) and the
+ * the dense goldens (tests/data/golden_dense: three untied, two tied) and the
  * hybrid ones (tests/data/golden: untied and tied):
  *   - the held lm_head is, element by element, the per-row E4M3 round
  *     trip decode(encode(w / s)) * s, s = max|row| / 448, of the
