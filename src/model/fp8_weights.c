@@ -254,18 +254,35 @@ int frt_fp8w_linear_supported(const frt_model *m, const frt_tensor *t, const cha
     return 0;
 }
 
+/* Float tensor t [d0, d1] (named `full`) as per-row E4M3 codes and scales
+ * (frt_fp8w_quantize_rows). Errors: FRT_ERR_OUT_OF_MEMORY,
+ * frt_tensor_to_f32's. */
+static int quantize_float(const frt_tensor *t, const char *full, int64_t d0, int64_t d1, uint8_t *codes, float *scale)
+{
+    float *x = malloc((size_t)(d0 * d1) * sizeof(float) + 1);
+    if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
+    int rc = frt_tensor_to_f32(t, x);
+    if (rc == 0) frt_fp8w_quantize_rows(codes, scale, x, d0, d1);
+    free(x);
+    return rc;
+}
+
+/* Codes q [n] at byte offset woff and scales sc [ns] at soff of wbuf, on
+ * m->stream, synchronised before it returns (the caller frees q and sc). */
+static int arena_write(frt_model *m, frt_buffer *wbuf, size_t woff, const uint8_t *q, size_t n, size_t soff,
+                       const float *sc, size_t ns)
+{
+    int rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
+    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, ns * sizeof(float), m->stream);
+    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    return rc;
+}
+
 int frt_fp8w_linear_codes(const frt_model *m, const frt_tensor *t, const char *full, int64_t d0, int64_t d1,
                           uint8_t *codes, float *scale)
 {
     FRT_TRY(frt_fp8w_linear_supported(m, t, full));
-    if (t->dtype != FRT_DT_F8_E4M3) { /* a float weight, quantized at load */
-        float *x = malloc((size_t)(d0 * d1) * sizeof(float));
-        if (!x) return frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full);
-        int rc = frt_tensor_to_f32(t, x);
-        if (rc == 0) frt_fp8w_quantize_rows(codes, scale, x, d0, d1);
-        free(x);
-        return rc;
-    }
+    if (t->dtype != FRT_DT_F8_E4M3) return quantize_float(t, full, d0, d1, codes, scale); /* quantized at load */
     const frt_tensor *st;
     float *s;
     FRT_TRY(find_scale(m, full, d0, d1, &st));
@@ -297,9 +314,7 @@ int frt_fp8w_arena_put(frt_model *m, frt_buffer *wbuf, int pass, const char *ful
     float *sc = malloc(ns * sizeof(float) + 1);
     int rc = !q || !sc ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory for '%s'", full)
                        : frt_fp8w_linear_codes(m, t, full, d0, d1, q, sc);
-    if (rc == 0) rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
-    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, ns * sizeof(float), m->stream);
-    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    if (rc == 0) rc = arena_write(m, wbuf, woff, q, n, soff, sc, ns);
     free(q);
     free(sc);
     return rc;
@@ -311,15 +326,11 @@ int frt_fp8w_lm_head_put(frt_model *m, frt_buffer *wbuf, int pass, const frt_ten
     FRT_TRY(frt_fp8w_check_dtype(t, full));
     if (pass == 0) return 0;
     const size_t n = (size_t)(d0 * d1);
-    float *x = malloc(n * sizeof(float) + 1), *sc = malloc((size_t)d0 * sizeof(float) + 1);
+    float *sc = malloc((size_t)d0 * sizeof(float) + 1);
     uint8_t *q = malloc(n + 1);
-    int rc = !x || !sc || !q ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full)
-                             : frt_tensor_to_f32(t, x);
-    if (rc == 0) frt_fp8w_quantize_rows(q, sc, x, d0, d1);
-    free(x);
-    if (rc == 0) rc = frt_buffer_write(wbuf, woff, q, n, m->stream);
-    if (rc == 0) rc = frt_buffer_write(wbuf, soff, sc, (size_t)d0 * sizeof(float), m->stream);
-    if (rc == 0) rc = frt_stream_sync(m->stream); /* the host copies must outlive the transfers */
+    int rc = !sc || !q ? frt_error(FRT_ERR_OUT_OF_MEMORY, "model: out of memory quantizing '%s'", full)
+                       : quantize_float(t, full, d0, d1, q, sc);
+    if (rc == 0) rc = arena_write(m, wbuf, woff, q, n, soff, sc, (size_t)d0);
     free(q);
     free(sc);
     return rc;

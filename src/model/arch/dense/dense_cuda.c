@@ -11,7 +11,7 @@
  *                norm weights, biases and the RoPE table f32. A tied lm_head
  *                is the embedding. params.lm_head_dtype FRT_WEIGHT_FP8: the
  *                lm_head (a tied one: a copy) as E4M3 codes with one scale a
- *                vocabulary row (c->lm8), run by the E4M3 GEMV.
+ *                vocabulary row, run by the E4M3 GEMV (c->head, lm_head_cuda.h).
  *   activations  residual stream f32; GEMM inputs bf16 (normed hidden,
  *                attention output, SwiGLU output); GEMM outputs f32
  *                (cuBLASLt or the GEMV, fp32 accumulation), except a
@@ -56,6 +56,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/gemv_fp8.h"
+#include "model/arch/lm_head_cuda.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/dense/dense_glue.h"
 #include "model/arch/group_cuda.h"
@@ -107,9 +108,9 @@ typedef struct cd_model {
     int H, I, V, L, nh, nkv, hd, qd, kvd;
     float eps, scale;
     frt_buffer *wbuf;
-    const uint16_t *embed, *lm_head; /* lm_head NULL with lm8 */
-    cd_fp8 lm8;                      /* params.lm_head_dtype FRT_WEIGHT_FP8: the LM head's E4M3 codes [V, H] and
-                                        per-row scales [V] (frt_fp8w_lm_head_put), else zeros */
+    const uint16_t *embed;
+    frt_lm_head_cuda head; /* bf16 (a tied one: embed), or with params.lm_head_dtype FRT_WEIGHT_FP8 E4M3 codes and
+                              per-row scales (frt_fp8w_lm_head_put) */
     const float *final_norm, *inv_freq;
     cd_layer *layers;
     cd_layer8 *layers8; /* [L] with FP8 weights (wfp8), else NULL */
@@ -313,23 +314,20 @@ static int put_fp8(wload *wl, const char *name, int64_t d0, int64_t d1, cd_fp8 *
 /* The LM head with params.lm_head_dtype FRT_WEIGHT_FP8 (docs/fp8.md "An
  * FP8 LM head"): tensor `name` (lm_head.weight, also at the top level, or a
  * tied model's embedding) as E4M3 codes [V, H] and per-row scales [V] into
- * c->lm8. */
+ * c->head. */
 static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
 {
     frt_model *m = wl->m;
     char full[256];
     const frt_tensor *t = NULL;
     FRT_TRY(find_tensor(m, name, V, H, full, &t));
-    if (H % 16)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda model: an fp8 lm_head needs hidden_size %lld a multiple of 16 (the E4M3 GEMV's rows)",
-                         (long long)H);
+    FRT_TRY(frt_lm_head_cuda_fp8_ok(H));
     size_t woff = wl->used, soff = woff + align_up((size_t)(V * H));
     wl->used = soff + align_up((size_t)V * sizeof(float));
     FRT_TRY(frt_fp8w_lm_head_put(m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));
     if (wl->pass == 0) return 0;
-    wl->c->lm8.w = (const uint8_t *)(wl->base + woff);
-    wl->c->lm8.s = (const float *)(const void *)(wl->base + soff);
+    wl->c->head.q = (const uint8_t *)(wl->base + woff);
+    wl->c->head.s = (const float *)(const void *)(wl->base + soff);
     return 0;
 }
 
@@ -364,9 +362,9 @@ static int load_all(wload *wl)
     if (m->params.lm_head_dtype == FRT_WEIGHT_FP8)
         FRT_TRY(put_lm_head8(wl, cfg->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight", V, H));
     else if (cfg->tie_word_embeddings)
-        c->lm_head = c->embed;
+        c->head.w = c->embed;
     else
-        PUT_M(c->lm_head, "lm_head.weight", V, H);
+        PUT_M(c->head.w, "lm_head.weight", V, H);
     for (int l = 0; l < c->L; l++) {
         cd_layer *lw = &c->layers[l];
         cd_layer8 dummy, *l8 = c->wfp8 ? &c->layers8[l] : &dummy; /* dummy: never written without wfp8 */
@@ -535,7 +533,7 @@ static int make_plans(frt_model *m, cd_model *c)
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->qd, c->H, F32, 1)); /* o_proj into the residual */
         FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->I, c->H, F32, 1));  /* down_proj into the residual */
-        if (c->lm_head) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
+        if (c->head.w) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
     }
     return 0;
 }
@@ -1215,20 +1213,8 @@ static int record_forward(const fwd *f)
     FRT_TRY(debug_copy(f, c->L + 1, c->hf));
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
     float *logits = frt_buffer_ptr(m->logits);
-    if (c->lm8.w) { /* the FP8 LM head: the E4M3 GEMV (prefill: skipped but on a call's last piece) */
-        if (f->d_no_logits)
-            FRT_TRY(frt_cuda_gemv_fp8_unless(st, f->d_no_logits, logits, F32, c->last, c->lm8.w, c->lm8.s, 1, H, c->V));
-        else
-            FRT_TRY(frt_cuda_gemv_fp8(st, logits, F32, 0, c->last, c->lm8.w, c->lm8.s, 1, H, c->V));
-    } else if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
-        int rc = frt_cuda_gemm_run_unless(c->gemm, st, f->d_no_logits, logits, F32, c->last, c->lm_head, 1, H, c->V, 0);
-        if (rc != FRT_ERR_UNSUPPORTED)
-            FRT_TRY(rc);
-        else
-            FRT_TRY(frt_cuda_gemm_run(c->gemm, st, logits, F32, c->last, c->lm_head, 1, H, c->V, 0));
-    } else {
-        FRT_TRY(frt_cuda_gemm_run(c->gemm, st, logits, F32, c->last, c->lm_head, 1, H, c->V, 0));
-    }
+    /* the logits (a prefill's: on the call's last piece only, f->d_no_logits) */
+    FRT_TRY(frt_lm_head_cuda_run(&c->head, c->gemm, st, f->d_no_logits, logits, c->last, 1, H, c->V));
     return frt_qwen35_advance(st, f->d_pos, f->d_pending, f->d_has_logits, c->debug ? c->debug_rows : NULL, f->d_n,
                               f->d_no_logits, R);
 }
@@ -1450,12 +1436,8 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
     for (int r0 = 0; r0 < n; r0 += G) {
         int g = n - r0 < G ? n - r0 : G;
-        if (c->lm8.w)
-            FRT_TRY(frt_cuda_gemv_fp8(fa.st, c->blogits + (size_t)r0 * c->V, F32, 0, c->h + (size_t)r0 * c->H,
-                                      c->lm8.w, c->lm8.s, g, c->H, c->V));
-        else
-            FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
-                                      c->lm_head, g, c->H, c->V, 0));
+        FRT_TRY(frt_lm_head_cuda_run(&c->head, c->gemm, fa.st, NULL, c->blogits + (size_t)r0 * c->V,
+                                     c->h + (size_t)r0 * c->H, g, c->H, c->V));
     }
     return frt_batch_ends_finish(&c->ends, m, fa.st, n);
 }
@@ -1507,7 +1489,7 @@ const frt_arch_backend frt_dense_cuda_backend = {
     .state_dtypes = "weights=bf16,norms=f32,kv=bf16,resid=f32,gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,"
                     "prefill_attn=wgmma-hd128-2,attn_split=half-1,prefill_resid=epilogue-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
-    .lm_head_fp8 = 1, /* c->lm8: the E4M3 GEMV */
+    .lm_head_fp8 = 1, /* c->head: the E4M3 GEMV (lm_head_cuda.c) */
     .state_dtypes_kv_fp8 = "weights=bf16,norms=f32,kv=f8_e4m3-satfinite,kv_scale=per-head-static,resid=f32,"
                            "gemm=cublaslt-bf16-f32acc,decode=fused-gemv-1,attn_fp8=tc-widen-bf16-1,attn_split=half-1",
     .load_weights = cd_load_weights,

@@ -25,8 +25,8 @@
  *                per token (frt_cuda_fp8_quantize_rows_dynamic) for the FP8
  *                GEMM (gemm_fp8.h). The embedding and lm_head stay bf16
  *                (params.lm_head_dtype FRT_WEIGHT_FP8: the lm_head, a tied
- *                one a copy, as E4M3 codes + per-row scales, c->lm8, run by
- *                the E4M3 GEMV).
+ *                one a copy, as E4M3 codes + per-row scales, run by the
+ *                E4M3 GEMV: c->head, lm_head_cuda.h).
  *   activations  residual stream f32; GEMM inputs bf16 (the normed hidden,
  *                the attention / Gated DeltaNet / SwiGLU outputs); GEMM
  *                outputs f32 (cuBLASLt, fp32 accumulation); the mixers'
@@ -566,22 +566,9 @@ static int record_forward(const fwd *f)
         FRT_TRY(frt_cuda_rmsnorm(st, c->hf, F32, c->x, F32, c->final_norm, f->d_n, R, 1, H, c->eps, 1));
     FRT_TRY(debug_copy(f, c->L + 1, c->hf));
     FRT_TRY(frt_cuda_last_row(st, c->last, BF16, c->hf, F32, f->d_n, R, H));
-    if (c->lm8.q) { /* the FP8 LM head: the E4M3 GEMV (prefill: skipped but on a call's last piece) */
-        if (f->d_no_logits)
-            FRT_TRY(frt_cuda_gemv_fp8_unless(st, f->d_no_logits, frt_buffer_ptr(m->logits), F32, c->last, c->lm8.q,
-                                             c->lm8.s, 1, H, c->V));
-        else
-            FRT_TRY(frt_cuda_gemv_fp8(st, frt_buffer_ptr(m->logits), F32, 0, c->last, c->lm8.q, c->lm8.s, 1, H, c->V));
-    } else if (f->d_no_logits) { /* prefill: only the last piece of a call computes the logits */
-        int rc = frt_cuda_gemm_run_unless(c->gemm, st, f->d_no_logits, frt_buffer_ptr(m->logits), F32, c->last,
-                                          c->lm_head, 1, H, c->V, 0);
-        if (rc != FRT_ERR_UNSUPPORTED) FRT_TRY(rc);
-        else FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H,
-                                       c->V, 0)); /* a cuBLASLt plan: always (has_logits still follows the flag) */
-    } else {
-        FRT_TRY(frt_cuda_gemm_run(c->gemm, st, frt_buffer_ptr(m->logits), F32, c->last, c->lm_head, 1, H, c->V,
-                                  0));
-    }
+    /* the logits (a prefill's: on the call's last piece only, f->d_no_logits) */
+    FRT_TRY(frt_lm_head_cuda_run(&c->head, c->gemm, st, f->d_no_logits, frt_buffer_ptr(m->logits), c->last, 1, H,
+                                 c->V));
     return frt_qwen35_advance(st, f->d_pos, f->d_pending, f->d_has_logits, c->debug ? c->debug_rows : NULL,
                               f->d_n, f->d_no_logits, R);
 }
@@ -735,14 +722,9 @@ static int record_batch(frt_stream *s, frt_model *m, int n, fwd *fb)
     }
     FRT_TRY(frt_cuda_rmsnorm(fa.st, c->hf, F32, c->x, F32, c->final_norm, NULL, n, 1, c->H, c->eps, 1));
     FRT_TRY(frt_cuda_convert(fa.st, c->h, BF16, c->hf, F32, NULL, n, c->H));
-    GROUPS(r0, g, n) {
-        if (c->lm8.q)
-            FRT_TRY(frt_cuda_gemv_fp8(fa.st, c->blogits + (size_t)r0 * c->V, F32, 0, c->h + (size_t)r0 * c->H,
-                                      c->lm8.q, c->lm8.s, g, c->H, c->V));
-        else
-            FRT_TRY(frt_cuda_gemm_run(c->gemm, fa.st, c->blogits + (size_t)r0 * c->V, F32, c->h + (size_t)r0 * c->H,
-                                      c->lm_head, g, c->H, c->V, 0));
-    }
+    GROUPS(r0, g, n)
+        FRT_TRY(frt_lm_head_cuda_run(&c->head, c->gemm, fa.st, NULL, c->blogits + (size_t)r0 * c->V,
+                                     c->h + (size_t)r0 * c->H, g, c->H, c->V));
     return frt_batch_ends_finish(&c->ends, m, fa.st, n);
 }
 
@@ -812,7 +794,7 @@ const frt_arch_backend frt_qwen35_cuda_backend = {
                            "resid=f32,gemm=cublaslt-bf16-f32acc,decode=gemv-fused-3,attn_fp8=tc-widen-bf16-1,prep_fp8=fused-1,"
                            "attn_split=half-1",
     .weights_fp8 = 1, /* FP8 Linear weights: E4M3 GEMV (decode), cuBLASLt FP8 GEMM (prefill); m->weights_desc */
-    .lm_head_fp8 = 1, /* c->lm8: the E4M3 GEMV */
+    .lm_head_fp8 = 1, /* c->head: the E4M3 GEMV (lm_head_cuda.c) */
     .load_weights = frt_qwen35_cu_load_weights,
     .alloc_scratch = frt_qwen35_cu_alloc_scratch,
     .free = frt_qwen35_cu_free,

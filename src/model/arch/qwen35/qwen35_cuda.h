@@ -12,6 +12,7 @@
 #include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/kernels_cuda.h"
 #include "model/arch/batch_cuda.h"
+#include "model/arch/lm_head_cuda.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -76,9 +77,9 @@ typedef struct cu_model {
 
     /* weights */
     frt_buffer *wbuf;
-    const uint16_t *embed, *lm_head; /* [V, H]; lm_head NULL with lm8 */
-    cu_lin lm8;                      /* params.lm_head_dtype FRT_WEIGHT_FP8: the LM head's E4M3 codes q [V, H] and
-                                        per-row scales s [V] (frt_fp8w_lm_head_put), w NULL; else zeros */
+    const uint16_t *embed;  /* [V, H] */
+    frt_lm_head_cuda head;  /* bf16 (a tied one: embed), or with params.lm_head_dtype FRT_WEIGHT_FP8 E4M3 codes
+                               and per-row scales (frt_fp8w_lm_head_put) */
     const float *final_norm;         /* [H] f32 */
     cu_layer *layers;                /* [L] */
 

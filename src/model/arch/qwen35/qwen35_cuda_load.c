@@ -293,22 +293,19 @@ static int put_lin(wload *wl, int l, const lin_spec *g, int n)
 
 /* The LM head with params.lm_head_dtype FRT_WEIGHT_FP8 (docs/fp8.md "An
  * FP8 LM head"): tensor `name` (lm_head.weight, or a tied model's
- * embedding) as E4M3 codes [V, H] and per-row scales [V] into c->lm8. */
+ * embedding) as E4M3 codes [V, H] and per-row scales [V] into c->head. */
 static int put_lm_head8(wload *wl, const char *name, int64_t V, int64_t H)
 {
     const frt_tensor *t = NULL;
     FRT_TRY(find_tensor(wl, name, V * H, &t));
     char full[256];
     snprintf(full, sizeof full, "%s%s", wl->m->cfg.weight_prefix, name);
-    if (H % 16)
-        return frt_error(FRT_ERR_UNSUPPORTED,
-                         "cuda model: an fp8 lm_head needs hidden_size %lld a multiple of 16 (the E4M3 GEMV's rows)",
-                         (long long)H);
+    FRT_TRY(frt_lm_head_cuda_fp8_ok(H));
     const size_t woff = reserve(wl, (size_t)(V * H)), soff = reserve(wl, (size_t)V * sizeof(float));
     FRT_TRY(frt_fp8w_lm_head_put(wl->m, wl->c->wbuf, wl->pass, t, full, V, H, woff, soff));
     if (wl->pass == 0) return 0;
-    wl->c->lm8.q = (const uint8_t *)(wl->base + woff);
-    wl->c->lm8.s = (const float *)(const void *)(wl->base + soff);
+    wl->c->head.q = (const uint8_t *)(wl->base + woff);
+    wl->c->head.s = (const float *)(const void *)(wl->base + soff);
     return 0;
 }
 
@@ -324,9 +321,9 @@ static int load_all(wload *wl)
     if (m->params.lm_head_dtype == FRT_WEIGHT_FP8)
         FRT_TRY(put_lm_head8(wl, cfg->tie_word_embeddings ? "embed_tokens.weight" : "lm_head.weight", V, H));
     else if (cfg->tie_word_embeddings)
-        c->lm_head = c->embed;
+        c->head.w = c->embed;
     else
-        PUT_M(c->lm_head, "lm_head.weight", V * H);
+        PUT_M(c->head.w, "lm_head.weight", V * H);
     for (int l = 0; l < c->L; l++) {
         cu_layer *lw = &c->layers[l];
         char n[160];
@@ -555,7 +552,7 @@ static int make_plans(frt_model *m, cu_model *c)
     }
     for (int g = 1; g <= FRT_CUDA_GEMV_MAX_N; g++) {
         FRT_TRY(plan_decode_out(m, c, g));
-        if (c->lm_head) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
+        if (c->head.w) FRT_TRY(frt_cuda_gemm_plan(c->gemm, g, c->H, c->V, F32, 0)); /* lm_head (bf16) */
     }
     return 0;
 }
