@@ -14,10 +14,12 @@
  *   frt_test_golden_prompts(a, b, g, what, hook, user)  last logits of a golden file's prompts
  *   frt_test_round_trip_diff(t, got, fp8)  elements of got off t's per-row E4M3 round trip (or values)
  *   frt_test_golden_greedy(a, b, g, steps, what, value)  frt_test_greedy on a golden file's greedy.prompt
+ *   frt_test_capsules_cross(a, b, &ca, &cb)  a capsule of each, each refused by the other
  */
 #ifndef FRT_TEST_FP8_H
 #define FRT_TEST_FP8_H
 
+#include "frt/capsule.h"
 #include "frt/debug.h"
 #include "frt/model.h"
 #include "frt/safetensors.h"
@@ -253,6 +255,23 @@ static inline frt_test_greedy_stats frt_test_golden_greedy(frt_model *a, frt_mod
     if (gs.diverged_at < 0) printf("no divergence in %d tokens\n", steps);
     else printf("first divergence at step %d (top-2 margin %.3e)\n", gs.diverged_at, gs.margin);
     return gs;
+}
+
+/* a and b (two precisions of one checkpoint) prefill the same 20 ids and
+ * snapshot them (host tier) into *ca and *cb; each refuses the other's
+ * capsule (FRT_ERR_MISMATCH). The caller frees the capsules. */
+static inline void frt_test_capsules_cross(frt_model *a, frt_model *b, frt_capsule **ca, frt_capsule **cb)
+{
+    frt_model_info info;
+    CHECK_OK(frt_model_info_get(a, &info));
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = (3 + 7 * i) % info.vocab_size;
+    CHECK_OK(frt_model_prefill(a, ids, 20));
+    CHECK_OK(frt_model_prefill(b, ids, 20));
+    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, ca));
+    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, cb));
+    CHECK_STATUS(frt_capsule_restore(b, *ca), FRT_ERR_MISMATCH);
+    CHECK_STATUS(frt_capsule_restore(a, *cb), FRT_ERR_MISMATCH);
 }
 
 /* Elements of got [d0, d1 = numel / d0] that differ from the per-row E4M3

@@ -139,15 +139,9 @@ static void test_capsules(const char *dir)
     frt_capsule *ca = NULL, *cb = NULL;
     if (!a || !b) goto out;
     const int V = b->cfg.vocab_size;
-    int32_t ids[20], t1[8], t2[8];
-    for (int i = 0; i < 20; i++) ids[i] = (3 + 7 * i) % V;
+    int32_t t1[8], t2[8];
     float *l1 = xmalloc((size_t)V * 4), *l2 = xmalloc((size_t)V * 4);
-    CHECK_OK(frt_model_prefill(a, ids, 20));
-    CHECK_OK(frt_model_prefill(b, ids, 20));
-    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &ca));
-    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, &cb));
-    CHECK_STATUS(frt_capsule_restore(b, ca), FRT_ERR_MISMATCH);
-    CHECK_STATUS(frt_capsule_restore(a, cb), FRT_ERR_MISMATCH);
+    frt_test_capsules_cross(a, b, &ca, &cb);
     for (int run = 0; run < 2; run++) {
         if (run) CHECK_OK(frt_capsule_restore(b, cb));
         int32_t *t = run ? t2 : t1;

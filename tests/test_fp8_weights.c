@@ -236,15 +236,8 @@ static void test_capsule_mismatch(const char *dir)
 {
     frt_model *a = load(dir, FRT_WEIGHT_DEFAULT, FRT_BACKEND_CPU, 0), *b = load(dir, FRT_WEIGHT_FP8, FRT_BACKEND_CPU, 0);
     frt_capsule *ca = NULL, *cb = NULL;
-    int32_t ids[20];
-    for (int i = 0; i < 20; i++) ids[i] = 3 + 7 * i;
     if (!a || !b) goto out;
-    CHECK_OK(frt_model_prefill(a, ids, 20));
-    CHECK_OK(frt_model_prefill(b, ids, 20));
-    CHECK_OK(frt_capsule_snapshot(a, FRT_TIER_HOST, NULL, NULL, 0, &ca));
-    CHECK_OK(frt_capsule_snapshot(b, FRT_TIER_HOST, NULL, NULL, 0, &cb));
-    CHECK_STATUS(frt_capsule_restore(b, ca), FRT_ERR_MISMATCH);
-    CHECK_STATUS(frt_capsule_restore(a, cb), FRT_ERR_MISMATCH);
+    frt_test_capsules_cross(a, b, &ca, &cb);
     CHECK_OK(frt_capsule_restore(b, cb));
 out:
     frt_capsule_free(ca);
