@@ -25,7 +25,8 @@
  *     hidden states bit for bit);
  *   - refusals: an lm_head_dtype outside the enum (FRT_ERR_INVALID_ARGUMENT),
  *     a policy (FRT_ERR_UNSUPPORTED), the cuda backend in a build without
- *     one.
+ *     one; in a cuda build, the cuda loaders' rule for hidden_size (a
+ *     multiple of 16, frt_lm_head_cuda_fp8_ok).
  */
 #include "frt_test.h"
 #include "frt_test_fp8.h"
@@ -41,6 +42,9 @@
 #include "gen_model.h"
 #include "kernels/cpu/fp8.h"
 #include "model/arch/dense/dense.h"
+#if FRT_HAVE_CUDA
+#include "model/arch/lm_head_cuda.h"
+#endif
 #include "model/arch/qwen35/qwen35.h"
 #include "model/model_internal.h"
 
@@ -201,6 +205,11 @@ static void test_refusals(const char *dense_dir)
     CHECK(strstr(frt_last_error(), "lm_head_dtype") != NULL);
 #if !FRT_HAVE_CUDA
     CHECK(load(dense_dir, FRT_WEIGHT_DEFAULT, FRT_WEIGHT_FP8, FRT_BACKEND_CUDA, FRT_ERR_UNSUPPORTED) == NULL);
+#else
+    /* the cuda loaders' rule (no device needed): the E4M3 GEMV's rows are whole 16-byte chunks */
+    CHECK_STATUS(frt_lm_head_cuda_fp8_ok(50), FRT_ERR_UNSUPPORTED);
+    CHECK(strstr(frt_last_error(), "hidden_size 50") != NULL);
+    CHECK_OK(frt_lm_head_cuda_fp8_ok(4096));
 #endif
     /* a policy (a small Pi0.5 written here) has no LM head to quantize */
     static const frt_gen_policy_dims D = {
