@@ -23,7 +23,9 @@
  * (beta 1.5, a conditioned prompt of its own) against the cpu backend's
  * guided actions within the same bar, its denoise-only bit for bit, CFG
  * off again bit for bit the unguided chunk; fused batch-2 CFG against serial
- * (C4, cosine >= 0.999 for beta 1, 1.5, 2, 2.5), beta 1 against the
+ * (C4, cosine >= 0.999 for beta 1, 1.5, 2, 2.5; its two prefixes run as
+ * one batch when both prompts fall in one bucket, apart in the case with
+ * the prompts in two buckets), beta 1 against the
  * conditioned prompt alone (C2), slot symmetry (C3, byte-identical), its
  * denoise-only bit for bit. Prints the time of one inference on each
  * backend.
@@ -478,6 +480,7 @@ int main(void)
     if (n_dev == 0) TEST_SKIP("no CUDA device");
     compare("pi0 small odd (3 cams)", &SMALL, 0, 3, 11, 13);
     compare("pi05 small odd (3 cams)", &SMALL, 1, 3, 11, 13);
+    compare("pi05 small, CFG prompts in two buckets", &SMALL, 1, 2, 15, 40); /* 16 and 32: fused CFG's prefixes apart */
     compare("pi0 small odd (1 cam)", &SMALL, 0, 1, 5, 13);
     compare("pi0 small, expert 1024", &TAIL, 0, 2, 11, 13);   /* the layer tail, Gemma's norms */
     compare("pi05 small, expert 1024", &TAIL, 1, 2, 11, 13);  /* the layer tail, adaRMSNorm */

@@ -577,7 +577,9 @@ static uint8_t *allow_of(const attn_case *c, const uint8_t *km)
 
 /* A batch of 2 attentions of the one-KV-head form (fused CFG's slots):
  * each its own q, K / V (skv apart) and prefix mask (kmask_stride apart),
- * against the twin per attention. */
+ * against the twin per attention. A case with use_rmask is the
+ * bidirectional prefix (fused CFG's two prefixes): its mask is also the
+ * row mask (d_rmask = d_kmask, batch b's at b kmask_stride). */
 static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
 {
     enum { B = 2 };
@@ -596,6 +598,7 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
     a.scale = 1.0f / sqrtf((float)c->hd), a.scores = ds.p, a.probs = dp.p, a.ld_s = c->ld_s;
     a.mask.d_kmask = dkm.p, a.mask.kmask_len = c->kmask_len, a.mask.sfx_start = c->sfx_start;
     a.mask.sfx_n = c->sfx_n, a.mask.solo_first = c->solo_first, a.mask.kmask_stride = MS;
+    if (c->use_rmask) a.mask.d_rmask = dkm.p;
     a.batch = B, a.sq = a.sout = (long long)nq, a.skv = (long long)nk;
     if (fused) {
         CHECK_OK(frt_cuda_attention_fused(g_cs, &a, NULL));
@@ -606,6 +609,8 @@ static void test_attention_batch(frt_cuda_bmm *h, const attn_case *c, int fused)
     float *got = dfloats(dout, B * nq, FRT_CUDA_BF16);
     for (int b = 0; b < B; b++) {
         uint8_t *allow = allow_of(c, km + b * MS);
+        for (int t = 0; c->use_rmask && t < c->n_q; t++)
+            if (!km[b * MS + t]) memset(allow + (size_t)t * c->n_kv, 0, (size_t)c->n_kv);
         frt_cpu_attention_masked(ref, q + b * nq, k + b * nk, v + b * nk, allow, c->n_q, c->n_kv, c->heads, 1, c->hd,
                                  a.scale);
         char name[128];
@@ -775,6 +780,7 @@ static void test_attentions_fused(frt_cuda_bmm *h)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention(h, &cases[i], 1);
     test_attention_batch(h, &cases[3], 1);
     test_attention_batch(h, &cases[5], 1);
+    test_attention_batch(h, &cases[1], 1); /* two prefixes: the row mask too */
     test_attention_rope(51, 8, 256, 1, 300, 0);
     test_attention_rope(50, 8, 256, 0, 968, 1); /* Pi0.5: 3 cameras and 200 prompt tokens */
     test_attention_rope(7, 2, 16, 0, 23, 0);
@@ -798,6 +804,7 @@ static void test_attentions(void)
     test_attention_many(h);
     test_attention_batch(h, &cases[2], 0);
     test_attention_batch(h, &cases[3], 0);
+    test_attention_batch(h, &cases[1], 0); /* two prefixes: the row mask too */
     test_attentions_fused(h);
     test_mha(h, 3, 256, 16, 72); /* SigLIP So400m, 3 cameras */
     test_mha(h, 2, 9, 3, 8);     /* the small test models */
@@ -1234,7 +1241,7 @@ static void test_cfg_combine(void)
 
 /* One frt_cuda_softmax_masked case: rows of `keys` scores (row stride ld),
  * mask as frt_cuda_attn_mask says (kmask, when used, drawn 3 in 4 per
- * batch, kstride bytes apart; rmask 4 in 5). */
+ * batch, kstride bytes apart; rmask 4 in 5, per batch kstride apart too). */
 typedef struct sm_case {
     const char *name;
     int rows, keys, ld, rpt, tokens;
@@ -1246,7 +1253,7 @@ typedef struct sm_case {
 static int sm_allowed(const sm_case *c, const uint8_t *km, const uint8_t *rm, int r, int j)
 {
     const int t = r / c->rpt % c->tokens, b = r / (c->rpt * c->tokens);
-    if (c->use_rmask && !rm[t]) return 0;
+    if (c->use_rmask && !rm[(size_t)b * c->kstride + t]) return 0; /* batch b's row mask at b kstride */
     if (j < c->kmask_len) return !c->use_kmask || km[(size_t)b * c->kstride + j];
     const int s = j - c->sfx_start;
     return s >= 0 && s < c->sfx_n && (!c->solo_first || t > 0 || s == 0);
@@ -1314,12 +1321,13 @@ static void test_softmax(const sm_case *c)
     const size_t n = (size_t)c->rows * c->ld;
     const int batches = c->rows / (c->rpt * c->tokens);
     const size_t nkm = (size_t)(batches - 1) * (size_t)c->kstride + (size_t)c->kmask_len + 1;
+    const size_t nrm = (size_t)(batches - 1) * (size_t)c->kstride + (size_t)c->tokens;
     float *s = frand(n + 1, -6, 6), *ref = fnew((size_t)c->rows * c->keys);
-    uint8_t *km = xzalloc(nkm), *rm = xzalloc((size_t)c->tokens);
+    uint8_t *km = xzalloc(nkm), *rm = xzalloc(nrm);
     for (size_t j = 0; j < nkm; j++) km[j] = frt_test_u64() % 4 != 0;
-    for (int t = 0; t < c->tokens; t++) rm[t] = frt_test_u64() % 5 != 0;
-    dbuf ds = dfl(s, n + 1), dp = dalloc((n + 1) * 2), dkm = dalloc(nkm), drm = dalloc((size_t)c->tokens);
-    dput(dkm, 0, km, nkm), dput(drm, 0, rm, (size_t)c->tokens);
+    for (size_t t = 0; t < nrm; t++) rm[t] = frt_test_u64() % 5 != 0;
+    dbuf ds = dfl(s, n + 1), dp = dalloc((n + 1) * 2), dkm = dalloc(nkm), drm = dalloc(nrm);
+    dput(dkm, 0, km, nkm), dput(drm, 0, rm, nrm);
     frt_cuda_attn_mask m = {c->use_kmask ? dkm.p : NULL, c->kmask_len, c->sfx_start, c->sfx_n, c->solo_first,
                             c->use_rmask ? drm.p : NULL, c->rpt, c->tokens, c->kstride};
     int zeros = 1, pad = 1;
@@ -1361,7 +1369,7 @@ static void test_softmaxes(void)
         {"Pi0.5 prefix (712 tokens x 8 heads)", 5696, 712, 712, 8, 712, 712, 712, 0, 0, 1, 1, 0},
         {"Pi0.5 expert (50 tokens x 8 heads), 968 + 50 keys", 400, 1018, 1024, 8, 50, 968, 968, 50, 0, 1, 0, 0},
         {"Pi0 expert, state token, 23 + 7 keys", 14, 31, 32, 2, 7, 23, 24, 7, 1, 1, 0, 0},
-        {"odd keys, 2 batches, own key masks", 2 * 3 * 5, 37, 37, 3, 5, 30, 33, 4, 0, 1, 1, 41},
+        {"odd keys, 2 batches, own key and row masks", 2 * 3 * 5, 37, 37, 3, 5, 30, 33, 4, 0, 1, 1, 41},
         {"Pi0.5 expert, 3 cameras + a 256-token prompt (1024 + 50 keys)", 400, 1074, 1080, 8, 50, 1024, 1024, 50, 0,
          1, 0, 0},
         {"long rows, 1500 keys", 6, 1500, 1501, 2, 3, 1400, 1400, 100, 0, 1, 1, 0},

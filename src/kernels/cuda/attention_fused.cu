@@ -374,8 +374,9 @@ template <int HD> __global__ void __launch_bounds__(AF_THREADS) af_kernel(const 
 
     const int ra = r0 + warp * 16 + gid, rb = ra + 8, ta = ra / a.heads, tb = rb / a.heads;
     const bool w_on = r0 + warp * 16 < a.rows; /* warp-uniform */
-    const bool on_a = ra < a.rows && (!a.mask.d_rmask || a.mask.d_rmask[ta]);
-    const bool on_b = rb < a.rows && (!a.mask.d_rmask || a.mask.d_rmask[tb]);
+    const uint8_t *rm = a.mask.d_rmask ? a.mask.d_rmask + b * a.mask.kmask_stride : NULL;
+    const bool on_a = ra < a.rows && (!rm || rm[ta]);
+    const bool on_b = rb < a.rows && (!rm || rm[tb]);
     af_rows<HD> st;
 #pragma unroll
     for (int j = 0; j < HD / 8; j++) st.o[j][0] = st.o[j][1] = st.o[j][2] = st.o[j][3] = 0.0f;

@@ -239,8 +239,9 @@ typedef struct frt_cuda_attn_mask {
     const uint8_t *d_rmask; /* [tokens] u8 device, or NULL */
     int rows_per_token;     /* >= 1: rows of one token (the heads of the folded GQA layout) */
     int tokens;             /* >= 1: tokens of one batch (rows wrap to token 0 at each batch) */
-    long long kmask_stride; /* batch b = row / (tokens rows_per_token) reads d_kmask + b kmask_stride (bytes,
-                               may be negative; 0: one mask for every batch) */
+    long long kmask_stride; /* batch b = row / (tokens rows_per_token) reads d_kmask + b kmask_stride and
+                               d_rmask + b kmask_stride (bytes, may be negative; 0: one mask for every
+                               batch) */
 } frt_cuda_attn_mask;
 
 /* Softmax over the allowed keys of each row of s [rows, ld] f32 (the first
@@ -308,8 +309,9 @@ int frt_cuda_bmm_run(frt_cuda_bmm *h, void *stream, const frt_cuda_bmm_args *a);
  * 8 keeps rows 16-byte aligned).
  * batch > 1 (one KV head only; MHA: FRT_ERR_UNSUPPORTED): `batch`
  * independent attentions of this layout in the same launches (fused CFG's
- * slots): attention b reads q + b sq, k + b skv, v + b skv and the mask
- * d_kmask + b mask.kmask_stride, writes out + b sout; its scores and probs
+ * slots, its two prefixes): attention b reads q + b sq, k + b skv, v + b
+ * skv and the masks d_kmask + b mask.kmask_stride (and d_rmask + b
+ * mask.kmask_stride), writes out + b sout; its scores and probs
  * rows follow attention b - 1's (scratch of batch times the size above).
  * Strides in elements, >= 0. batch 0 or 1: one attention (strides unused).
  * Errors: those of the parts.

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(SM_THREADS) softmax_masked_kernel(__nv_bfloat1
     const uint8_t *km = m.d_kmask ? m.d_kmask + b * m.kmask_stride : NULL;
     const float *sr = s + row * ld;
     __nv_bfloat16 *pr = p + row * ld;
-    const bool row_on = !m.d_rmask || m.d_rmask[t];
+    const bool row_on = !m.d_rmask || m.d_rmask[b * m.kmask_stride + t];
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < keys; j += SM_THREADS)
         if (row_on && key_allowed(m, km, t, j)) mx = fmaxf(mx, sr[j]);
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(32 * SMW_ROWS) softmax_warp_kernel(__nv_bfloat
     const long long b = row / ((long long)m.tokens * m.rows_per_token);
     const uint8_t *km = m.d_kmask ? m.d_kmask + b * m.kmask_stride : NULL;
     const size_t o = (size_t)row * ld;
-    const bool row_on = !m.d_rmask || m.d_rmask[t];
+    const bool row_on = !m.d_rmask || m.d_rmask[b * m.kmask_stride + t];
     float v[NV][4];
     unsigned long long on = 0; /* bit 4 i + e: key 4 (lane + 32 i) + e is allowed */
 #pragma unroll

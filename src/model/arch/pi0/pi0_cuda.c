@@ -156,7 +156,7 @@ typedef struct pc_model {
     /* per prefix set (PI0_UNCOND, PI0_COND) and layer: [Pp + nsp, KV] bf16,
      * prefix rows [0, P), suffix rows [Pp, Pp + ns) */
     uint16_t **ek[2], **ev[2];
-    int32_t *pos_p, *pos_s[2];
+    int32_t *pos_p, *pos_pc, *pos_s[2]; /* pos_pc: the conditioned prefix's beside pos_p (prefix_pair) */
     /* batched rollouts (slots = params.policy_batch, 0: none): per layer the
      * attention's KV of every slot [slots, Pp + nsp, KV] bf16 (slot stride
      * bkv elements; prefix rows [0, P), suffix rows [Pp, Pp + ns)); the
@@ -614,14 +614,14 @@ static void carve_batch(const pi0_config *c, pc_model *pc, sarena *a)
 static void carve(const pi0_config *c, pc_model *pc, sarena *a)
 {
     const int eslots = imax(2, pc->slots); /* fused CFG: two slots of suffix rows; a batch: slots */
-    const int rows = imax(imax(pc->NV, pc->P), eslots * pc->ns);
+    const int rows = imax(imax(pc->NV, 2 * pc->P), eslots * pc->ns); /* fused CFG: two prefixes (prefix_pair) */
     const int W = imax(imax(c->v_width, c->t.width), imax(c->e.width, c->action_dim)); /* hb: a batch's x_t too */
     const int Qt = c->t.heads * c->t.head_dim, Qe = c->e.heads * c->e.head_dim;
     const int QKV = imax(3 * c->v_width, imax(Qt, Qe) + 2 * pc->KV);
     const int I = imax(imax(c->v_inter, c->t.inter), imax(c->e.inter, c->e.width)); /* Pi0's time MLP: E */
     const int Y = imax(imax(QKV, 2 * I), imax(W, c->t.width));
     const size_t sc = (size_t)imax(c->max_cameras * c->v_heads * c->n_patch * pc->lds_v,
-                                   imax(c->t.heads * pc->P * pc->lds_p, eslots * c->e.heads * pc->ns * pc->lds_e));
+                                   imax(2 * c->t.heads * pc->P * pc->lds_p, eslots * c->e.heads * pc->ns * pc->lds_e));
     pc->x = take(a, (size_t)rows * W * 4);
     pc->y = take(a, (size_t)rows * Y * 4);
     pc->scores = take(a, sc * 4);
@@ -632,8 +632,8 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->attb = take(a, (size_t)rows * imax(imax(Qt, Qe), c->v_width) * 2);
     pc->actb = take(a, (size_t)rows * I * 2);
     if (pc->fp8) {
-        pc->x8 = take(a, (size_t)pc->P * imax(c->t.width, c->t.inter));
-        pc->x8s = take(a, (size_t)pc->P * 4);
+        pc->x8 = take(a, (size_t)2 * pc->P * imax(c->t.width, c->t.inter));
+        pc->x8s = take(a, (size_t)2 * pc->P * 4);
     }
     pc->xt = take(a, (size_t)pc->n_act * 4);
     pc->vel = take(a, (size_t)pc->n_act * 4);
@@ -643,6 +643,7 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
     pc->xtb = take(a, (size_t)pc->n_act * 2);
     pc->stb = take(a, (size_t)c->state_dim * 2);
     pc->pos_p = take(a, (size_t)pc->P * 4);
+    pc->pos_pc = take(a, (size_t)pc->P * 4);
     pc->cs = take(a, (size_t)2 * pc->ns * c->e.head_dim * 4);
     pc->tail_bytes = 0;
     if (frt_cuda_gemma_mlp_work_bytes(pc->ns, c->e.width, c->e.inter, c->e.heads * c->e.head_dim, &pc->tail_bytes) == 0)
@@ -662,21 +663,23 @@ static void carve(const pi0_config *c, pc_model *pc, sarena *a)
 }
 
 /* The weight GEMM shapes {n, in, out} of the vision tower and the prefix
- * of one variant. */
-static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v)
+ * of one variant; pair: the prefix's alone, at the two prefixes' rows
+ * (prefix_pair). */
+static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v, int pair)
 {
     const int D = c->v_width, Wt = c->t.width, KV = pc->KV, Qt = c->t.heads * c->t.head_dim;
-    const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},         {v->nv, D, D},
-                         {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D},    {v->nv, D, Wt},
-                         {v->rows, Wt, Qt + 2 * KV}, {v->rows, Qt, Wt},     {v->rows, c->t.inter, Wt}};
+    const int n = pair ? 2 * v->rows : v->rows;
+    const int sh[][3] = {{v->nv, pc->Kp, D},     {v->nv, D, 3 * D},      {v->nv, D, D},
+                         {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D}, {v->nv, D, Wt},
+                         {n, Wt, Qt + 2 * KV},   {n, Qt, Wt},            {n, c->t.inter, Wt}};
     const size_t nsh = sizeof sh / sizeof sh[0];
-    for (size_t i = 0; i < nsh - (pc->fp8 ? 1 : 0); i++) /* fp8: down is an FP8 product */
+    for (size_t i = pair ? 6 : 0; i < nsh - (pc->fp8 ? 1 : 0); i++) /* fp8: down is an FP8 product */
         FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
     if (pc->fp8) { /* the prefix MLP's FP8 products (gemma_layer): gate | up into bf16, down into f32 */
-        FRT_TRY(frt_cuda_gemm_fp8_plan(pc->g8, v->rows, Wt, 2 * c->t.inter, BF16));
-        return frt_cuda_gemm_fp8_plan(pc->g8, v->rows, c->t.inter, Wt, F32);
+        FRT_TRY(frt_cuda_gemm_fp8_plan(pc->g8, n, Wt, 2 * c->t.inter, BF16));
+        return frt_cuda_gemm_fp8_plan(pc->g8, n, c->t.inter, Wt, F32);
     }
-    return frt_cuda_gemm_plan(pc->gemm, v->rows, Wt, 2 * c->t.inter, BF16, 0); /* gate | up: bf16 (gemma_layer) */
+    return frt_cuda_gemm_plan(pc->gemm, n, Wt, 2 * c->t.inter, BF16, 0); /* gate | up: bf16 (gemma_layer) */
 }
 
 /* The output dtype of make_plans' expert row i: the gate | up product (row
@@ -701,7 +704,8 @@ static int make_plans(const pi0_config *c, pc_model *pc)
     for (int cams = 1; cams <= c->max_cameras; cams++)
         for (int tok = 16;; tok *= 2) {
             const pc_shape v = shape_of(c, cams, bucket_of(c, tok));
-            FRT_TRY(plan_prefix(c, pc, &v));
+            FRT_TRY(plan_prefix(c, pc, &v, 0));
+            FRT_TRY(plan_prefix(c, pc, &v, 1)); /* fused CFG's two prefixes as one (prefix_pair) */
             if (v.tok == c->max_tokens) break;
         }
     return 0;
@@ -1230,6 +1234,23 @@ static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
     return L;
 }
 
+/* Prefix layer l of both prompts of fused CFG as one batch of two slots
+ * (prefix_pair): slot 0 the conditioned prompt (its KV first in the
+ * arena: the slots a positive stride apart), slot 1 the unconditioned one,
+ * each sh->rows rows, its own positions, mask and KV. */
+static glayer prefix_pair_glayer(frt_model *m, const pc_shape *sh, int l)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    glayer L = prefix_glayer(m, sh, PI0_COND, l);
+    L.slots = 2;
+    L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
+    L.k[1] = pc->ek[PI0_UNCOND][l], L.v[1] = pc->ev[PI0_UNCOND][l];
+    L.mask[1] = L.mask[0];
+    L.mask[1].d_kmask = L.mask[1].d_rmask = frt_buffer_ptr(Pm->pre[PI0_UNCOND].mask);
+    return L;
+}
+
 /* The prefix sets of the expert's slots: one slot on `set`, or fused CFG's
  * two (slot 0 conditioned, slot 1 unconditioned); batch 1: slots 0..n-1 of
  * the batch (pc->bk / bv, batch.mask), cfg 1: slot s is rollout s / 2's
@@ -1328,6 +1349,11 @@ static int plan_attention(frt_model *m)
                 const glayer L = prefix_glayer(m, &v, set, 0);
                 const frt_cuda_attn_args b = gemma_attn_args(m, &L, 0);
                 FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &b));
+                if (set == PI0_COND) { /* fused CFG's two prefixes as one batch (prefix_pair) */
+                    const glayer Lp = prefix_pair_glayer(m, &v, 0);
+                    frt_cuda_attn_args pb;
+                    if (slots_batch(m, &Lp, &pb)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &pb));
+                }
                 if (v.tok == c->max_tokens) break;
             }
     }
@@ -1382,17 +1408,23 @@ static int copy_kv(frt_model *m, int set, int to_state, int rows)
  * token masks, then its rows (the vision tokens, the embedded prompt ids)
  * into pc->x. r: the rollout of a batch whose port rows are read (-1: the
  * single inference's ports); cond: the conditioned prompt. */
-static int prefix_inputs(frt_model *m, const pc_shape *sh, int r, int cond, uint8_t *mask, int32_t *meta)
+static int prefix_inputs_at(frt_model *m, const pc_shape *sh, int r, int cond, uint8_t *mask, int32_t *meta,
+                            int32_t *pos, int row0)
 {
     const pi0_config *c = &pi0_of(m)->c;
     pc_model *pc = pc_of(m);
     void *s = sp(m);
-    FRT_TRY(pi0_cuda_prefix_mask(s, mask, pc->pos_p, meta, port_row(m, "pixel_attention_mask", r),
+    FRT_TRY(pi0_cuda_prefix_mask(s, mask, pos, meta, port_row(m, "pixel_attention_mask", r),
                                  port_row(m, cond ? "attention_mask_cond" : "attention_mask", r), sh->cams,
                                  c->n_patch, sh->tok, pc->P));
-    return pi0_cuda_prefix_embed(s, pc->x, port(m, "vision_tokens", FRT_IO_OUTPUT), pc->embed,
+    return pi0_cuda_prefix_embed(s, pc->x + (size_t)row0 * c->t.width, port(m, "vision_tokens", FRT_IO_OUTPUT),
+                                 pc->embed,
                                  port_row(m, cond ? "input_ids_cond" : "input_ids", r), sh->nv, sh->tok, c->t.width,
                                  c->vocab, sqrtf((float)c->t.width));
+}
+static int prefix_inputs(frt_model *m, const pc_shape *sh, int r, int cond, uint8_t *mask, int32_t *meta)
+{
+    return prefix_inputs_at(m, sh, r, cond, mask, meta, pc_of(m)->pos_p, 0);
 }
 
 /* The prefix of one prompt (set PI0_UNCOND: input_ids; PI0_COND:
@@ -1407,6 +1439,26 @@ static int rec_prefix(frt_model *m, const pc_shape *sh, int set)
         FRT_TRY(gemma_layer(m, &L));
     }
     return copy_kv(m, set, 1, sh->rows);
+}
+
+/* Fused CFG's two prefixes (both prompts in one bucket) as one batch of two
+ * slots (prefix_pair_glayer): each product over both prompts' rows, each
+ * slot's attention over its own KV and mask; the sets' state as
+ * rec_prefix leaves it, the KV within the bf16 products' rounding of it
+ * (cuBLASLt at twice the rows). */
+static int rec_prefix_pair(frt_model *m, const pc_shape *sh)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *u = &Pm->pre[PI0_UNCOND], *cd = &Pm->pre[PI0_COND];
+    FRT_TRY(prefix_inputs_at(m, sh, -1, 1, frt_buffer_ptr(cd->mask), frt_buffer_ptr(cd->meta), pc->pos_pc, 0));
+    FRT_TRY(prefix_inputs_at(m, sh, -1, 0, frt_buffer_ptr(u->mask), frt_buffer_ptr(u->meta), pc->pos_p, sh->rows));
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        const glayer L = prefix_pair_glayer(m, sh, l);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    FRT_TRY(copy_kv(m, PI0_UNCOND, 1, sh->rows));
+    return copy_kv(m, PI0_COND, 1, sh->rows);
 }
 
 /* The suffix rows of step `step` from x_t xt [chunk, A] f32 (and Pi0's
@@ -1621,11 +1673,14 @@ static int record_policy(frt_stream *st, void *user)
     const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK)
                                  : shape_of(c, c->max_cameras, c->max_tokens);
     FRT_TRY(rec_vision(m, &sh, port(m, "pixel_values", FRT_IO_INPUT)));
-    FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
-    if (cfg) {
-        const pc_shape shc = shape_of(c, code_cams(code), code >> 13 & VAR_TOK);
+    const pc_shape shc = cfg ? shape_of(c, code_cams(code), code >> 13 & VAR_TOK) : sh;
+    if (cfg && code_fused(code) && shc.tok == sh.tok) { /* both prompts in one bucket */
+        FRT_TRY(rec_prefix_pair(m, &sh));
+    } else if (cfg) {
+        FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
         FRT_TRY(rec_prefix(m, &shc, PI0_COND));
     } else {
+        FRT_TRY(rec_prefix(m, &sh, PI0_UNCOND));
         FRT_TRY(pi0_cuda_zero(sp(m), frt_buffer_ptr(Pm->pre[PI0_COND].meta), 4 * sizeof(int32_t)));
     }
     FRT_TRY(rec_flow(m, cfg, code_fused(code), 0));
