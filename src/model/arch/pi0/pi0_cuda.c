@@ -1761,6 +1761,41 @@ static int rec_prefix_slot(frt_model *m, const pc_shape *sh, int r, int j, int c
     return copy_kv_at(m, &h, 1, sh->rows);
 }
 
+/* Batch slots j (rollout r's conditioned prompt) and j + 1 (its
+ * unconditioned one) as one batch of two slots, as prefix_pair_glayer. */
+static glayer batch_pair_glayer(frt_model *m, const pc_shape *sh, int j, int l)
+{
+    const pc_model *pc = pc_of(m);
+    glayer L = batch_prefix_glayer(m, sh, j, l);
+    const glayer U = batch_prefix_glayer(m, sh, j + 1, l);
+    L.slots = 2;
+    L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
+    L.k[1] = U.k[0], L.v[1] = U.v[0], L.mask[1] = U.mask[0];
+    return L;
+}
+
+/* Rollout r's two prompts under CFG (both in one bucket) as one batch of
+ * two slots, as rec_prefix_pair: the conditioned into batch slot j, the
+ * unconditioned into j + 1. */
+static int rec_prefix_slot_pair(frt_model *m, const pc_shape *sh, int r, int j)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
+    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)j * pc->P;
+    FRT_TRY(prefix_inputs_at(m, sh, r, 1, mask, batch_meta(m, j), pc->pos_pc, 0));
+    FRT_TRY(prefix_inputs_at(m, sh, r, 0, mask + pc->P, batch_meta(m, j + 1), pc->pos_p, sh->rows));
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        const glayer L = batch_pair_glayer(m, sh, j, l);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    for (int i = j; i < j + 2; i++) {
+        const kv_home h = {pre->k, pre->v, (size_t)i * pc->P * pc->KV, pc->bk, pc->bv, (size_t)i * pc->bkv};
+        FRT_TRY(copy_kv_at(m, &h, 1, sh->rows));
+    }
+    return 0;
+}
+
 /* Rollout r's slots' suffix positions, then its x_1 (its noise row or the
  * episode stream, which advances in rollout order) into its slot(s). */
 static int batch_start(frt_model *m, int r, const slots_of *so)
@@ -1840,6 +1875,10 @@ static int record_batch(frt_stream *st, void *user)
     const pc_shape shc = code > 0 && cfg ? shape_of(c, code_cams(code), code >> 13 & VAR_TOK) : sh;
     for (int r = 0; r < n; r++) {
         FRT_TRY(rec_vision(m, &sh, port_row(m, "pixel_values", r)));
+        if (cfg && shc.tok == sh.tok) { /* both prompts in one bucket: one batch of two */
+            FRT_TRY(rec_prefix_slot_pair(m, &sh, r, 2 * r));
+            continue;
+        }
         FRT_TRY(rec_prefix_slot(m, &sh, r, cfg ? 2 * r + 1 : r, 0));
         if (cfg) FRT_TRY(rec_prefix_slot(m, &shc, r, 2 * r, 1));
     }
@@ -1862,6 +1901,9 @@ static int plan_batch_attention(frt_model *m)
                 const glayer L = batch_prefix_glayer(m, &v, j, 0);
                 const frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
                 FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
+                frt_cuda_attn_args pb; /* a CFG rollout's two prompts as one batch (rec_prefix_slot_pair) */
+                const glayer Lp = j % 2 == 0 && j + 1 < pc->slots ? batch_pair_glayer(m, &v, j, 0) : L;
+                if (Lp.slots == 2 && slots_batch(m, &Lp, &pb)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &pb));
             }
             if (v.tok == c->max_tokens) break;
         }
