@@ -20,6 +20,9 @@
  *   - one graph a (rollout count, CFG, shape of the largest observation)
  *     used, captured on first use: four one-camera observations run a
  *     graph of one camera slot, within the same bar;
+ *   - unguided rollouts' prefixes run two at a time: after a batch,
+ *     vision_tokens holds the last rollout's; an odd count (3: a pair,
+ *     then one alone) within the bar of three single runs;
  *   - refusals with nothing changed (the state read back byte for byte, the
  *     output untouched): more rollouts than slots with CFG on (5 x 2 > 8)
  *     and off (9 > 8), the message naming the slots.
@@ -95,10 +98,11 @@ static double cosine(const float *a, const float *b, size_t n)
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
 }
 
-/* Each rollout of the batch `got` against `ref` within the bar. */
-static void per_rollout(const char *what, const float *got, const float *ref)
+/* Each of the n rollouts of the batch `got` against `ref` within the
+ * issue's bar. */
+static void per_rollout_n(const char *what, const float *got, const float *ref, int n)
 {
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < n; r++) {
         const float *a = got + r * BNA, *b = ref + r * BNA;
         const double rel = frt_test_rel_err(a, b, BNA), cs = cosine(a, b, BNA);
         const int ok = rel <= 3e-2 && cs >= 0.999;
@@ -107,6 +111,7 @@ static void per_rollout(const char *what, const float *got, const float *ref)
         CHECK_MSG(ok, "%s rollout %d: rel %.3e cos %.6f", what, r, rel, cs);
     }
 }
+static void per_rollout(const char *what, const float *got, const float *ref) { per_rollout_n(what, got, ref, N); }
 
 /* The whole live state read back to the host, hashed. */
 static uint64_t state_hash_dev(frt_model *m)
@@ -182,6 +187,38 @@ static void batch_episode(const char *name, frt_model *g, bobs *o, int pi05)
     per_rollout(what, batch, single);
 }
 
+/* Unguided rollouts run their prefixes two at a time (rollout r + 1's
+ * vision last): after a batch of 4, vision_tokens holds the last
+ * rollout's (its single run's within 1e-2; the rollout before's differs by
+ * more than 0.1, so the comparison can fail); a batch of 3 (a pair, then
+ * one alone) against three single runs. */
+static void batch_vision_odd(const char *name, frt_model *g, bobs *o, int pi05)
+{
+    enum { NVT = 3 * 9 * 32 }; /* vision_tokens: 3 camera slots x 9 patches x the prefix width */
+    frt_policy_inputs in[N];
+    float single[N * BNA], batch[N * BNA], vb[NVT], vl[NVT], vp[NVT];
+    for (int r = 0; r < N; r++) in[r] = b_inputs(&o[r], r, pi05, 0, 1);
+    CHECK_OK(frt_policy_set_cfg(g, 0, 1.0f, 1));
+    CHECK_OK(frt_policy_run_batch(g, in, N, batch, N * BNA));
+    CHECK_OK(frt_model_output_read(g, "vision_tokens", vb, sizeof vb));
+    CHECK_OK(frt_policy_run(g, &in[N - 2], single, BNA));
+    CHECK_OK(frt_model_output_read(g, "vision_tokens", vp, sizeof vp));
+    CHECK_OK(frt_policy_run(g, &in[N - 1], single, BNA));
+    CHECK_OK(frt_model_output_read(g, "vision_tokens", vl, sizeof vl));
+    const double last = frt_test_rel_err(vb, vl, NVT);
+    const double prev = frt_test_rel_err(vb, vp, (size_t)R_CAMS[N - 2] * 9 * 32); /* its given cameras */
+    printf("  %-40s vision_tokens after a batch: rel %.3e to the last rollout's (<= 1e-2), %.3e to the one "
+           "before (> 0.1)\n",
+           name, last, prev);
+    CHECK_MSG(last <= 1e-2 && prev > 0.1, "%s: vision_tokens after a batch: rel %.3e to the last, %.3e before", name,
+              last, prev);
+    for (int r = 0; r < 3; r++) CHECK_OK(frt_policy_run(g, &in[r], single + r * BNA, BNA));
+    CHECK_OK(frt_policy_run_batch(g, in, 3, batch, 3 * BNA));
+    char what[96];
+    snprintf(what, sizeof what, "%s 3 rollouts, batch vs single", name);
+    per_rollout_n(what, batch, single, 3);
+}
+
 /* More rollouts than slots: refused, the state and the output unchanged. */
 static void batch_refusals(frt_model *g, bobs *o, int pi05)
 {
@@ -226,6 +263,7 @@ static void run_arch(const char *name, int pi05)
     CHECK_MSG(frt_graph_count(g->g_batch) == 3, "%s: %d batch graphs (and one for one camera)", name,
               frt_graph_count(g->g_batch));
     batch_episode(name, g, o, pi05);
+    batch_vision_odd(name, g, o, pi05);
     batch_refusals(g, o, pi05);
     frt_model_free(g);
     frt_model_free(c);

@@ -1796,6 +1796,39 @@ static int rec_prefix_slot_pair(frt_model *m, const pc_shape *sh, int r, int j)
     return 0;
 }
 
+/* Unguided rollouts r and r + 1: each one's vision, then both prefixes as
+ * one batch of two slots, slot 0 rollout r + 1's rows (batch slot r + 1)
+ * and slot 1 rollout r's (batch slot r): rollout r's rows are embedded
+ * first, past the rows rollout r + 1's vision tower uses as scratch, and
+ * r + 1's vision runs last, so vision_tokens holds the last rollout's as
+ * after rollout-by-rollout prefixes. Their KV are a negative stride apart,
+ * so the attention runs slot by slot (gemma_attention); the products run
+ * once over both. */
+static int rec_prefix_rollout_pair(frt_model *m, const pc_shape *sh, int r)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
+    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)r * pc->P;
+    FRT_TRY(rec_vision(m, sh, port_row(m, "pixel_values", r)));
+    FRT_TRY(prefix_inputs_at(m, sh, r, 0, mask, batch_meta(m, r), pc->pos_p, sh->rows));
+    FRT_TRY(rec_vision(m, sh, port_row(m, "pixel_values", r + 1)));
+    FRT_TRY(prefix_inputs_at(m, sh, r + 1, 0, mask + pc->P, batch_meta(m, r + 1), pc->pos_pc, 0));
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        glayer L = batch_prefix_glayer(m, sh, r + 1, l);
+        const glayer U = batch_prefix_glayer(m, sh, r, l);
+        L.slots = 2;
+        L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
+        L.k[1] = U.k[0], L.v[1] = U.v[0], L.mask[1] = U.mask[0];
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    for (int i = r; i < r + 2; i++) {
+        const kv_home h = {pre->k, pre->v, (size_t)i * pc->P * pc->KV, pc->bk, pc->bv, (size_t)i * pc->bkv};
+        FRT_TRY(copy_kv_at(m, &h, 1, sh->rows));
+    }
+    return 0;
+}
+
 /* Rollout r's slots' suffix positions, then its x_1 (its noise row or the
  * episode stream, which advances in rollout order) into its slot(s). */
 static int batch_start(frt_model *m, int r, const slots_of *so)
@@ -1873,7 +1906,12 @@ static int record_batch(frt_stream *st, void *user)
     const int code = rc->variant;
     const pc_shape sh = code > 0 ? shape_of(c, code_cams(code), code & VAR_TOK) : max_shape(c);
     const pc_shape shc = code > 0 && cfg ? shape_of(c, code_cams(code), code >> 13 & VAR_TOK) : sh;
-    for (int r = 0; r < n; r++) {
+    for (int r = 0, step = 1; r < n; r += step) {
+        step = !cfg && r + 1 < n ? 2 : 1;
+        if (step == 2) { /* two unguided rollouts' prefixes as one batch of two */
+            FRT_TRY(rec_prefix_rollout_pair(m, &sh, r));
+            continue;
+        }
         FRT_TRY(rec_vision(m, &sh, port_row(m, "pixel_values", r)));
         if (cfg && shc.tok == sh.tok) { /* both prompts in one bucket: one batch of two */
             FRT_TRY(rec_prefix_slot_pair(m, &sh, r, 2 * r));
