@@ -27,8 +27,10 @@
  *
  * The floors: the vision and prefix FLOPs over this machine's measured GEMM
  * rate, plus the expert's FLOPs over the same rate or its weight reads over
- * the measured copy rate, whichever is larger (frt_policy_cost_get; weights
- * f32 on the cpu backend, bf16 on cuda). Guided: the prefix twice (the
+ * the measured copy rate (bytes read + written a second: a read of N bytes
+ * takes N / rate, as frt bench's decode floor charges it), whichever is
+ * larger (frt_policy_cost_get; weights f32 on the cpu backend, bf16 on
+ * cuda). Guided: the prefix twice (the
  * advantage tokens sit inside the bidirectional prefix) and the expert's
  * FLOPs twice; its weights read twice a step serially, once fused (both
  * slots in one pass). The cuda backend's graph runs at the prompt bucket
@@ -142,7 +144,7 @@ static double floor_ms(const frt_policy_cost *c, const bm_floors *fl, int steps,
     const double k = cfg ? 2.0 : 1.0, reads = cfg == 1 ? 2.0 : 1.0;
     double pre = (c->flops_vision + k * c->flops_prefix) / fl->gemm_flops;
     double exp_flops = k * c->flops_expert / fl->gemm_flops;
-    double exp_bytes = reads * steps * c->expert_params * bytes_per_param / (fl->d2d_rw_Bps / 2.0);
+    double exp_bytes = reads * steps * c->expert_params * bytes_per_param / fl->d2d_rw_Bps;
     return 1e3 * (pre + (exp_flops > exp_bytes ? exp_flops : exp_bytes));
 }
 
@@ -212,7 +214,7 @@ static double floor_batch_ms(const frt_policy_cost *c, const bm_floors *fl, int 
     const double k = cfg ? 2.0 : 1.0;
     double pre = n * (c->flops_vision + k * c->flops_prefix) / fl->gemm_flops;
     double exp_flops = n * k * c->flops_expert / fl->gemm_flops;
-    double exp_bytes = steps * c->expert_params * bytes_per_param / (fl->d2d_rw_Bps / 2.0);
+    double exp_bytes = steps * c->expert_params * bytes_per_param / fl->d2d_rw_Bps;
     return 1e3 * (pre + (exp_flops > exp_bytes ? exp_flops : exp_bytes));
 }
 
