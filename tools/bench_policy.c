@@ -116,6 +116,9 @@ typedef struct bench_row {
     int cameras;
     double p50, p99, mean, min, denoise_p50, floor_ms;
     int nodes; /* -1: the backend does not count */
+    frt_policy_cost cost; /* what the floor counts (the JSON's "cost") */
+    int steps;
+    double bytes_per_param;
 } bench_row;
 
 /* The timed inferences (ms[0..repeats) in milliseconds), then as many
@@ -167,10 +170,13 @@ static void row_print(const bench_row *r, json_t *rows)
            "(p50 %.2fx)  nodes %s\n",
            r->cameras, r->what, r->p50, r->p99, r->p99 / r->p50, r->min, r->denoise_p50, r->floor_ms,
            r->p50 / r->floor_ms, nodes);
-    json_array_append_new(rows, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i}", "what", r->what,
+    json_t *cost = json_pack("{s:f, s:f, s:f, s:f, s:i, s:f}", "flops_vision", r->cost.flops_vision, "flops_prefix",
+                             r->cost.flops_prefix, "flops_expert", r->cost.flops_expert, "expert_params",
+                             r->cost.expert_params, "steps", r->steps, "weight_bytes_per_param", r->bytes_per_param);
+    json_array_append_new(rows, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "what", r->what,
                                           "cameras", r->cameras, "p50", r->p50, "p99", r->p99, "mean", r->mean,
                                           "min", r->min, "denoise_p50", r->denoise_p50, "floor_ms", r->floor_ms,
-                                          "nodes", r->nodes));
+                                          "nodes", r->nodes, "cost", cost));
 }
 
 /* What one bench invocation measures. */
@@ -201,6 +207,7 @@ static int bench_row_run(frt_model *m, const frt_policy_info *pi, const bench_cf
     r->what = names[cfg], r->cameras = o->in.n_cameras;
     row_stats(r, ms, dn, b->repeats);
     r->floor_ms = floor_ms(&cost, &b->fl, pi->n_steps, b->bytes_per_param, cfg);
+    r->cost = cost, r->steps = pi->n_steps, r->bytes_per_param = b->bytes_per_param;
     int rc = frt_policy_graph_nodes(m, &in, &r->nodes);
     if (rc == FRT_ERR_UNSUPPORTED || rc == FRT_ERR_BACKEND) r->nodes = -1; /* not counted: n/a */
     else if (rc) return rc;

@@ -129,6 +129,16 @@ out="$("$FRT" bench policy -m "$G/pi05" --backend cpu --tokens 9 --repeats 2 --c
 check "bench policy --cfg-beta: exits 0" test $? -eq 0
 check "bench policy --cfg-beta: baseline, serial and fused rows for 2 and 3 cameras" /usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows']; w=[(x['cameras'],x['what']) for x in r]; assert w==[(c,k) for c in (2,3) for k in ('baseline','cfg serial','cfg fused')], w; f={x['what']:x['floor_ms'] for x in r if x['cameras']==2}; assert f['cfg serial']>f['baseline'] and f['cfg fused']>f['baseline']" "$T/bench_cfg.json"
 check "bench policy --cfg-beta: prints the fused row" grep -q "cfg fused" <<<"$out"
+check "bench policy --json: each floor is its cost over the measured rates (a read of N weight bytes takes N / the copy rate)" /usr/bin/python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1])); f = d['floors']
+G, D = f['gemm_TFLOPs'] * 1e12, f['d2d_copy_GBps_read_plus_write'] * 1e9
+for x in d['rows']:
+    c = x['cost']; k = 1 if x['what'] == 'baseline' else 2; rd = 2 if x['what'] == 'cfg serial' else 1
+    e = max(k * c['flops_expert'] / G, rd * c['steps'] * c['expert_params'] * c['weight_bytes_per_param'] / D)
+    want = 1e3 * ((c['flops_vision'] + k * c['flops_prefix']) / G + e)
+    assert abs(x['floor_ms'] - want) <= 1e-6 * want, (x['what'], x['floor_ms'], want)
+" "$T/bench_cfg.json"
 err="$("$FRT" bench policy -m "$G/pi05" --backend cpu --cfg-beta 0.5 --repeats 1 2>&1)"
 check "bench policy --cfg-beta 0.5: refused" test $? -eq 2
 err="$("$FRT" bench policy -m "$G/pi05" --backend cpu --autotune 4 --repeats 1 2>&1)"
