@@ -162,6 +162,14 @@ static void row_stats(bench_row *r, const double *ms, const double *dn, int repe
     r->denoise_p50 = bm_pct(dn, repeats, 0.5);
 }
 
+/* The JSON of what a floor counts. */
+static json_t *cost_json(const frt_policy_cost *c, int steps, double bytes_per_param)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:f}", "flops_vision", c->flops_vision, "flops_prefix",
+                     c->flops_prefix, "flops_expert", c->flops_expert, "expert_params", c->expert_params, "steps",
+                     steps, "weight_bytes_per_param", bytes_per_param);
+}
+
 static void row_print(const bench_row *r, json_t *rows)
 {
     char nodes[32] = "n/a";
@@ -170,9 +178,7 @@ static void row_print(const bench_row *r, json_t *rows)
            "(p50 %.2fx)  nodes %s\n",
            r->cameras, r->what, r->p50, r->p99, r->p99 / r->p50, r->min, r->denoise_p50, r->floor_ms,
            r->p50 / r->floor_ms, nodes);
-    json_t *cost = json_pack("{s:f, s:f, s:f, s:f, s:i, s:f}", "flops_vision", r->cost.flops_vision, "flops_prefix",
-                             r->cost.flops_prefix, "flops_expert", r->cost.flops_expert, "expert_params",
-                             r->cost.expert_params, "steps", r->steps, "weight_bytes_per_param", r->bytes_per_param);
+    json_t *cost = cost_json(&r->cost, r->steps, r->bytes_per_param);
     json_array_append_new(rows, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "what", r->what,
                                           "cameras", r->cameras, "p50", r->p50, "p99", r->p99, "mean", r->mean,
                                           "min", r->min, "denoise_p50", r->denoise_p50, "floor_ms", r->floor_ms,
@@ -229,6 +235,9 @@ static double floor_batch_ms(const frt_policy_cost *c, const bm_floors *fl, int 
 typedef struct batch_row {
     int cameras, n, cfg;
     double p50, p99, single_p50, floor_ms, max_rel, min_cos;
+    frt_policy_cost cost; /* what the floor counts (the JSON's "cost", as a row's) */
+    int steps;
+    double bytes_per_param;
 } batch_row;
 
 static void batch_print(const batch_row *r, json_t *rows)
@@ -238,11 +247,12 @@ static void batch_print(const batch_row *r, json_t *rows)
            "floor %7.3f (p50 %.2fx)  vs single: rel <= %.2e, cos >= %.6f\n",
            r->cameras, r->cfg ? "cfg batch" : "batch", r->p50, r->p99, r->p99 / r->p50, r->p50 / r->n, sps, sps1,
            sps / sps1, r->floor_ms, r->p50 / r->floor_ms, r->max_rel, r->min_cos);
-    json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "what",
+    json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o}", "what",
                                           r->cfg ? "cfg batch" : "batch", "cameras", r->cameras, "batch", r->n, "p50",
                                           r->p50, "p99", r->p99, "per_slot_p50", r->p50 / r->n, "slots_per_s", sps,
                                           "single_p50", r->single_p50, "floor_ms", r->floor_ms, "max_rel",
-                                          r->max_rel, "min_cos", r->min_cos));
+                                          r->max_rel, "min_cos", r->min_cos, "cost",
+                                          cost_json(&r->cost, r->steps, r->bytes_per_param)));
 }
 
 /* Rollout r's chunk a against its single run s: norm-wise rel and cosine
@@ -292,7 +302,7 @@ static int bench_batch(frt_model *m, const frt_policy_info *pi, const bench_cfg 
         rc = obs_make(pi, cameras, b->tokens, tokens_cond, 1 + (uint64_t)r, &o[r]);
         in[r] = o[r].in, in[r].noise = o[r].noise;
     }
-    batch_row row = {cameras, n, cfg, 0, 0, single_p50, 0, 0, 1};
+    batch_row row = {.cameras = cameras, .n = n, .cfg = cfg, .single_p50 = single_p50, .min_cos = 1};
     frt_policy_cost cost;
     if (rc == 0) rc = frt_policy_cost_get(m, cameras, b->tokens, &cost);
     if (rc == 0) rc = frt_policy_set_cfg(m, cfg, cfg ? b->beta : 1.0f, 1);
@@ -300,6 +310,7 @@ static int bench_batch(frt_model *m, const frt_policy_info *pi, const bench_cfg 
     if (rc == 0) rc = batch_time(m, b, in, na, &row, ref, act, ms);
     if (rc == 0) {
         row.floor_ms = floor_batch_ms(&cost, &b->fl, pi->n_steps, b->bytes_per_param, n, cfg);
+        row.cost = cost, row.steps = pi->n_steps, row.bytes_per_param = b->bytes_per_param;
         batch_print(&row, rows);
     }
     for (int r = 0; o && r < n; r++) obs_free(&o[r]);

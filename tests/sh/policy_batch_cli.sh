@@ -110,6 +110,17 @@ for x in r[2:]:
 assert r[2]["single_p50"] == r[0]["p50"] and r[3]["single_p50"] == r[1]["p50"], r
 PYEOF
 check "bench policy --batch: batch rows (per slot, slots/s next to B = 1, equal to single runs on cpu)" test $? -eq 0
+$PY - "$T/bench.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1])); f = d["floors"]
+G, D = f["gemm_TFLOPs"] * 1e12, f["d2d_copy_GBps_read_plus_write"] * 1e9
+for x in d["rows"][2:]:  # a batch of n: n times the vision and prefix (and expert) FLOPs, the weights read once a step
+    c, n = x["cost"], x["batch"]; k = 2 if x["what"] == "cfg batch" else 1
+    e = max(n * k * c["flops_expert"] / G, c["steps"] * c["expert_params"] * c["weight_bytes_per_param"] / D)
+    want = 1e3 * (n * (c["flops_vision"] + k * c["flops_prefix"]) / G + e)
+    assert abs(x["floor_ms"] - want) <= 1e-6 * want, (x["what"], x["floor_ms"], want)
+PYEOF
+check "bench policy --batch: each batch floor is its cost over the measured rates" test $? -eq 0
 check "bench policy --batch: prints slots/s" grep -q "slots/s" "$T/bench.txt"
 "$FRT" bench policy -m "$M" --backend cpu --batch 40 --cfg-beta 1.5 --repeats 1 >/dev/null 2>"$T/err"
 check "bench policy --batch 40 --cfg-beta: 80 slots refused (exit 2)" sh -c "test $? -eq 2 && grep -q 'slots' '$T/err'"
