@@ -1234,21 +1234,25 @@ static glayer prefix_glayer(frt_model *m, const pc_shape *sh, int set, int l)
     return L;
 }
 
-/* Prefix layer l of both prompts of fused CFG as one batch of two slots
- * (prefix_pair): slot 0 the conditioned prompt (its KV first in the
- * arena: the slots a positive stride apart), slot 1 the unconditioned one,
- * each sh->rows rows, its own positions, mask and KV. */
-static glayer prefix_pair_glayer(frt_model *m, const pc_shape *sh, int l)
+/* Two one-slot prefix layers as one batch of two slots: L's rows in slot
+ * 0 (positions pos_pc), u's in slot 1 (positions pos_p), each slot its own
+ * KV and mask, each sh->rows rows. */
+static glayer glayer_pair(frt_model *m, glayer L, const glayer *u)
 {
-    pi0 *Pm = pi0_of(m);
-    pc_model *pc = pc_of(m);
-    glayer L = prefix_glayer(m, sh, PI0_COND, l);
+    const pc_model *pc = pc_of(m);
     L.slots = 2;
     L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
-    L.k[1] = pc->ek[PI0_UNCOND][l], L.v[1] = pc->ev[PI0_UNCOND][l];
-    L.mask[1] = L.mask[0];
-    L.mask[1].d_kmask = L.mask[1].d_rmask = frt_buffer_ptr(Pm->pre[PI0_UNCOND].mask);
+    L.k[1] = u->k[0], L.v[1] = u->v[0], L.mask[1] = u->mask[0];
     return L;
+}
+
+/* Prefix layer l of both prompts of fused CFG as one batch of two slots
+ * (prefix_pair): slot 0 the conditioned prompt (its KV first in the
+ * arena: the slots a positive stride apart), slot 1 the unconditioned one. */
+static glayer prefix_pair_glayer(frt_model *m, const pc_shape *sh, int l)
+{
+    const glayer u = prefix_glayer(m, sh, PI0_UNCOND, l);
+    return glayer_pair(m, prefix_glayer(m, sh, PI0_COND, l), &u);
 }
 
 /* The prefix sets of the expert's slots: one slot on `set`, or fused CFG's
@@ -1761,17 +1765,32 @@ static int rec_prefix_slot(frt_model *m, const pc_shape *sh, int r, int j, int c
     return copy_kv_at(m, &h, 1, sh->rows);
 }
 
-/* Batch slots j (rollout r's conditioned prompt) and j + 1 (its
- * unconditioned one) as one batch of two slots, as prefix_pair_glayer. */
-static glayer batch_pair_glayer(frt_model *m, const pc_shape *sh, int j, int l)
+/* Batch slots j0 (slot 0) and j1 (slot 1) of prefix layer l as one batch
+ * of two slots (glayer_pair). */
+static glayer batch_pair_glayer(frt_model *m, const pc_shape *sh, int j0, int j1, int l)
 {
-    const pc_model *pc = pc_of(m);
-    glayer L = batch_prefix_glayer(m, sh, j, l);
-    const glayer U = batch_prefix_glayer(m, sh, j + 1, l);
-    L.slots = 2;
-    L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
-    L.k[1] = U.k[0], L.v[1] = U.v[0], L.mask[1] = U.mask[0];
-    return L;
+    const glayer u = batch_prefix_glayer(m, sh, j1, l);
+    return glayer_pair(m, batch_prefix_glayer(m, sh, j0, l), &u);
+}
+
+/* The prefix layers over pc->x's two blocks of sh->rows rows (batch slot
+ * j0's, then j1's, their inputs in place: prefix_inputs_at), then both
+ * slots' KV into batch.* of the state. */
+static int batch_pair_layers(frt_model *m, const pc_shape *sh, int j0, int j1)
+{
+    pi0 *Pm = pi0_of(m);
+    pc_model *pc = pc_of(m);
+    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
+    for (int l = 0; l < Pm->c.t.layers; l++) {
+        const glayer L = batch_pair_glayer(m, sh, j0, j1, l);
+        FRT_TRY(gemma_layer(m, &L));
+    }
+    const int js[2] = {j0, j1};
+    for (int i = 0; i < 2; i++) {
+        const kv_home h = {pre->k, pre->v, (size_t)js[i] * pc->P * pc->KV, pc->bk, pc->bv, (size_t)js[i] * pc->bkv};
+        FRT_TRY(copy_kv_at(m, &h, 1, sh->rows));
+    }
+    return 0;
 }
 
 /* Rollout r's two prompts under CFG (both in one bucket) as one batch of
@@ -1779,21 +1798,11 @@ static glayer batch_pair_glayer(frt_model *m, const pc_shape *sh, int j, int l)
  * unconditioned into j + 1. */
 static int rec_prefix_slot_pair(frt_model *m, const pc_shape *sh, int r, int j)
 {
-    pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
-    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
-    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)j * pc->P;
+    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pi0_of(m)->pre[PI0_BATCH].mask) + (size_t)j * pc->P;
     FRT_TRY(prefix_inputs_at(m, sh, r, 1, mask, batch_meta(m, j), pc->pos_pc, 0));
     FRT_TRY(prefix_inputs_at(m, sh, r, 0, mask + pc->P, batch_meta(m, j + 1), pc->pos_p, sh->rows));
-    for (int l = 0; l < Pm->c.t.layers; l++) {
-        const glayer L = batch_pair_glayer(m, sh, j, l);
-        FRT_TRY(gemma_layer(m, &L));
-    }
-    for (int i = j; i < j + 2; i++) {
-        const kv_home h = {pre->k, pre->v, (size_t)i * pc->P * pc->KV, pc->bk, pc->bv, (size_t)i * pc->bkv};
-        FRT_TRY(copy_kv_at(m, &h, 1, sh->rows));
-    }
-    return 0;
+    return batch_pair_layers(m, sh, j, j + 1);
 }
 
 /* Unguided rollouts r and r + 1: each one's vision, then both prefixes as
@@ -1806,27 +1815,13 @@ static int rec_prefix_slot_pair(frt_model *m, const pc_shape *sh, int r, int j)
  * once over both. */
 static int rec_prefix_rollout_pair(frt_model *m, const pc_shape *sh, int r)
 {
-    pi0 *Pm = pi0_of(m);
     pc_model *pc = pc_of(m);
-    const pi0_prefix_set *pre = &Pm->pre[PI0_BATCH];
-    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pre->mask) + (size_t)r * pc->P;
+    uint8_t *mask = (uint8_t *)frt_buffer_ptr(pi0_of(m)->pre[PI0_BATCH].mask) + (size_t)r * pc->P;
     FRT_TRY(rec_vision(m, sh, port_row(m, "pixel_values", r)));
     FRT_TRY(prefix_inputs_at(m, sh, r, 0, mask, batch_meta(m, r), pc->pos_p, sh->rows));
     FRT_TRY(rec_vision(m, sh, port_row(m, "pixel_values", r + 1)));
     FRT_TRY(prefix_inputs_at(m, sh, r + 1, 0, mask + pc->P, batch_meta(m, r + 1), pc->pos_pc, 0));
-    for (int l = 0; l < Pm->c.t.layers; l++) {
-        glayer L = batch_prefix_glayer(m, sh, r + 1, l);
-        const glayer U = batch_prefix_glayer(m, sh, r, l);
-        L.slots = 2;
-        L.pos[0] = pc->pos_pc, L.pos[1] = pc->pos_p;
-        L.k[1] = U.k[0], L.v[1] = U.v[0], L.mask[1] = U.mask[0];
-        FRT_TRY(gemma_layer(m, &L));
-    }
-    for (int i = r; i < r + 2; i++) {
-        const kv_home h = {pre->k, pre->v, (size_t)i * pc->P * pc->KV, pc->bk, pc->bv, (size_t)i * pc->bkv};
-        FRT_TRY(copy_kv_at(m, &h, 1, sh->rows));
-    }
-    return 0;
+    return batch_pair_layers(m, sh, r + 1, r);
 }
 
 /* Rollout r's slots' suffix positions, then its x_1 (its noise row or the
@@ -1939,9 +1934,11 @@ static int plan_batch_attention(frt_model *m)
                 const glayer L = batch_prefix_glayer(m, &v, j, 0);
                 const frt_cuda_attn_args a = gemma_attn_args(m, &L, 0);
                 FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &a));
-                frt_cuda_attn_args pb; /* a CFG rollout's two prompts as one batch (rec_prefix_slot_pair) */
-                const glayer Lp = j % 2 == 0 && j + 1 < pc->slots ? batch_pair_glayer(m, &v, j, 0) : L;
-                if (Lp.slots == 2 && slots_batch(m, &Lp, &pb)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &pb));
+                if (j % 2 == 0 && j + 1 < pc->slots) { /* a CFG rollout's two prompts (rec_prefix_slot_pair) */
+                    const glayer Lp = batch_pair_glayer(m, &v, j, j + 1, 0);
+                    frt_cuda_attn_args pb;
+                    if (slots_batch(m, &Lp, &pb)) FRT_TRY(frt_cuda_attention_masked_plan(pc->bmm, &pb));
+                }
             }
             if (v.tok == c->max_tokens) break;
         }
