@@ -27,8 +27,9 @@
  * one batch when both prompts fall in one bucket, apart in the case with
  * the prompts in two buckets), beta 1 against the
  * conditioned prompt alone (C2), slot symmetry (C3, byte-identical), its
- * denoise-only bit for bit. Prints the time of one inference on each
- * backend.
+ * denoise-only bit for bit. The SigLIP bias epilogues against the same
+ * model's bias launches (FRT_PI0_VIT_EPILOGUE=0). Prints the time of one
+ * inference on each backend.
  */
 #include "frt_test.h"
 
@@ -301,6 +302,9 @@ static void tail_vs_separate(const char *shape, const char *dir, frt_model *g, c
 
 static void fp8_vs_cpu(const char *shape, const char *dir, frt_model *g, const float *ca, const float *cv,
                        const obs *o, const frt_policy_info *pi, int max_tokens, size_t nvis, int cpu_too);
+static void epilogue_vs_launches(const char *shape, const char *dir, frt_model *g, const obs *o,
+                                 const frt_policy_info *pi, int max_tokens, int nodes, size_t nvis, size_t ngiven,
+                                 int v_layers);
 static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, int cams, int tok, int max_tokens)
 {
     char dir[256];
@@ -340,6 +344,7 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     gin.n_cameras = o.cams == 1 ? 2 : 1; /* another variant, not captured yet */
     CHECK_STATUS(frt_policy_graph_nodes(g, &gin, &nodes), FRT_ERR_NO_VARIANT);
     printf("  %-28s graph nodes of this observation's inference: %d\n", shape, nodes);
+    if (d->layers < 18) epilogue_vs_launches(shape, dir, g, &o, &pi, max_tokens, nodes, nvis, ngiven, d->v_layers);
     if (d->e_width == 1024 && d->layers < 18) tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis, "0");
     if (d->e_width == 1024 && d->layers < 18 && d->head_dim == 256) /* the attention in the tail: fewer launches */
         tail_vs_separate(shape, dir, g, &o, &pi, max_tokens, nodes, nvis, "2");
@@ -355,6 +360,38 @@ static void compare(const char *shape, const frt_gen_policy_dims *d, int pi05, i
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
+}
+
+/* The SigLIP biases are bf16 values (gen-model writes bf16), so q | k | v
+ * and fc1 add them (fc1 its GELU too) in the GEMMs' epilogue: the same
+ * model loaded with FRT_PI0_VIT_EPILOGUE=0 (the products into f32, then
+ * the bias launches) has two graph nodes more a SigLIP layer, and the same
+ * vision tokens and actions within the backend's bar (GELU's tanh may
+ * differ in the last bit). */
+static void epilogue_vs_launches(const char *shape, const char *dir, frt_model *g, const obs *o,
+                                 const frt_policy_info *pi, int max_tokens, int nodes, size_t nvis, size_t ngiven,
+                                 int v_layers)
+{
+    setenv("FRT_PI0_VIT_EPILOGUE", "0", 1);
+    frt_model *s = load(dir, FRT_BACKEND_CUDA, max_tokens);
+    unsetenv("FRT_PI0_VIT_EPILOGUE");
+    if (!s) return;
+    const size_t na = (size_t)pi->chunk * pi->action_dim;
+    float *ga = malloc(na * 4), *gv = malloc(na * 4), *sa = malloc(na * 4), *sv = malloc(na * 4);
+    float *gvis = calloc(nvis, 4), *svis = calloc(nvis, 4);
+    run_blocks(g, o, pi, ga, gv, gvis, nvis);
+    run_blocks(s, o, pi, sa, sv, svis, nvis);
+    frt_policy_inputs in = inputs(o, pi, 1);
+    int nodes_s = 0;
+    CHECK_OK(frt_policy_graph_nodes(s, &in, &nodes_s));
+    printf("  %-28s SigLIP bias epilogues: %d graph nodes against %d with FRT_PI0_VIT_EPILOGUE=0\n", shape, nodes,
+           nodes_s);
+    CHECK_MSG(nodes_s - nodes == 2 * v_layers, "%s: %d nodes with the epilogues, %d without (%d SigLIP layers)", shape,
+              nodes, nodes_s, v_layers);
+    block(shape, "vis epi vs launches", gvis, svis, ngiven, 1e-2, 0.9999);
+    block(shape, "act epi vs launches", ga, sa, na, 3e-2, 0.999);
+    free(ga), free(gv), free(sa), free(sv), free(gvis), free(svis);
+    frt_model_free(s);
 }
 
 /* An expert the layer tail takes: the same model loaded with

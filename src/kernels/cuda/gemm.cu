@@ -88,16 +88,23 @@ extern "C" int frt_cuda_gemm_add_stream(frt_cuda_gemm *g, void *stream)
     return 0;
 }
 
-gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt,
-                            int accumulate)
+/* The plan of a shape and epilogue, or NULL. */
+static gemm_plan *plan_find_epi(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt, int accumulate,
+                                int epi)
 {
     for (int i = 0; i < g->n_plans; i++) {
         gemm_plan *p = &g->plans[i];
         if (p->n == n && p->in_dim == in_dim && p->out_dim == out_dim && p->out_dt == out_dt &&
-            p->accumulate == accumulate)
+            p->accumulate == accumulate && p->epi == epi)
             return p;
     }
     return NULL;
+}
+
+gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt,
+                            int accumulate)
+{
+    return plan_find_epi(g, n, in_dim, out_dim, out_dt, accumulate, FRT_CUDA_GEMM_EPI_NONE);
 }
 
 /* The checks common to both kernels (out_dim % 8 is the cuBLASLt path's). */
@@ -245,6 +252,13 @@ static int plan_layouts(gemm_plan *p)
                                                   sizeof opT));
     FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN,
                                                   sizeof opN));
+    if (p->epi != FRT_CUDA_GEMM_EPI_NONE) { /* the bias (bf16, one per output column) and GELU after the sum */
+        const cublasLtEpilogue_t ep =
+            p->epi == FRT_CUDA_GEMM_EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
+        const cudaDataType_t bt = CUDA_R_16BF;
+        FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->in_dim, p->out_dim, p->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->in_dim, p->n, p->in_dim));
     FRT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, yt, p->out_dim, p->n, p->out_dim));
@@ -539,6 +553,64 @@ extern "C" int frt_cuda_gemm_run_unless(frt_cuda_gemm *g, void *stream, const in
     return gemm_run(g, stream, d_skip, y, y_dtype, x, w, n, in_dim, out_dim, accumulate);
 }
 
+static const char *epi_name(int epi)
+{
+    return epi == FRT_CUDA_GEMM_EPI_BIAS ? "bias" : epi == FRT_CUDA_GEMM_EPI_BIAS_GELU ? "bias + gelu" : "none";
+}
+
+extern "C" int frt_cuda_gemm_plan_epilogue(frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cuda_gemm_epilogue epi)
+{
+    FRT_ARG(g, "cuda gemm plan_epilogue: NULL handle");
+    FRT_ARG(epi == FRT_CUDA_GEMM_EPI_BIAS || epi == FRT_CUDA_GEMM_EPI_BIAS_GELU, "cuda gemm plan_epilogue: epilogue %d",
+            (int)epi);
+    FRT_TRY(shape_check("plan_epilogue", n, in_dim, out_dim, FRT_CUDA_BF16));
+    FRT_ARG(out_dim % 8 == 0, "cuda gemm plan_epilogue: out %d must be a multiple of 8", out_dim);
+    if (plan_find_epi(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0, epi)) return 0;
+    FRT_TRY(plan_room(g));
+    gemm_plan p = plan_key(n, in_dim, out_dim, FRT_CUDA_BF16, 0);
+    p.epi = epi;
+    int rc = plan_build(g, &p);
+    if (rc < 0) {
+        plan_release(&p);
+        return rc;
+    }
+    g->plans[g->n_plans++] = p;
+    return 0;
+}
+
+extern "C" int frt_cuda_gemm_run_epilogue(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x,
+                                          const uint16_t *w, const uint16_t *bias, int n, int in_dim, int out_dim,
+                                          frt_cuda_gemm_epilogue epi)
+{
+    FRT_ARG(g && y && x && w && bias, "cuda gemm run_epilogue: NULL pointer");
+    FRT_ARG(epi == FRT_CUDA_GEMM_EPI_BIAS || epi == FRT_CUDA_GEMM_EPI_BIAS_GELU, "cuda gemm run_epilogue: epilogue %d",
+            (int)epi);
+    FRT_TRY(shape_check("run_epilogue", n, in_dim, out_dim, FRT_CUDA_BF16));
+    FRT_ARG((((uintptr_t)y | (uintptr_t)x | (uintptr_t)w | (uintptr_t)bias) & (GEMM_ALIGN - 1)) == 0,
+            "cuda gemm run_epilogue: pointers must be %d-byte aligned", GEMM_ALIGN);
+    const gemm_plan *p = plan_find_epi(g, n, in_dim, out_dim, FRT_CUDA_BF16, 0, epi);
+    if (!p)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm run_epilogue: no plan for n %d in %d out %d with the %s epilogue "
+                         "(frt_cuda_gemm_plan_epilogue at setup)",
+                         n, in_dim, out_dim, epi_name(epi));
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    gemm_stream_ws(g, stream, &ws, &ws_bytes);
+    if (p->ws_needed > ws_bytes)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm run_epilogue: the plan needs %zu bytes of workspace and the stream has "
+                         "none (frt_cuda_gemm_add_stream at setup)",
+                         p->ws_needed);
+    /* The bias is an attribute of the plan's descriptor: set for this call
+     * (read when the launch is enqueued, and kept by a graph capture). */
+    FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f, beta = 0.0f;
+    FRT_CUBLAS_TRY(cublasLtMatmul(g->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo, ws,
+                                  ws_bytes, (cudaStream_t)stream));
+    return 0;
+}
+
 extern "C" int frt_cuda_gemm_plan_count(const frt_cuda_gemm *g) { return g ? g->n_plans : 0; }
 
 extern "C" int frt_cuda_gemm_gemv_rows(const frt_cuda_gemm *g)
@@ -584,6 +656,7 @@ extern "C" int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_ge
     info->out_dim = p->out_dim;
     info->out_dtype = (frt_cuda_dtype)p->out_dt;
     info->accumulate = p->accumulate;
+    info->epilogue = (frt_cuda_gemm_epilogue)p->epi;
     info->kernel = p->kernel;
     if (p->kernel == FRT_CUDA_GEMM_GEMV) {
         const gemv_cfg *c = &p->gv;

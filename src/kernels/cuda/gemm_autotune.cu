@@ -176,7 +176,7 @@ extern "C" int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *
     memset(&b, 0, sizeof b);
     int rc = n_candidates ? tune_alloc(g, st, &b) : 0;
     for (int i = 0; rc == 0 && i < g->n_plans; i++)
-        if (g->plans[i].kernel == FRT_CUDA_GEMM_CUBLASLT && !g->plans[i].like_n)
+        if (g->plans[i].kernel == FRT_CUDA_GEMM_CUBLASLT && !g->plans[i].like_n && !g->plans[i].epi)
             rc = tune_plan(g, &g->plans[i], n_candidates, st, ws, ws_bytes, &b);
     if (rc == 0) g->tune_n = n_candidates;
     cudaStreamSynchronize(st);
@@ -223,7 +223,7 @@ extern "C" int frt_cuda_gemm_save(const frt_cuda_gemm *g, const char *path)
     if (!t.e) return frt_error(FRT_ERR_OUT_OF_MEMORY, "cuda gemm save: out of memory");
     for (int i = 0; i < g->n_plans; i++) {
         const gemm_plan *p = &g->plans[i];
-        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT || p->like_n) continue;
+        if (p->kernel != FRT_CUDA_GEMM_CUBLASLT || p->like_n || p->epi) continue;
         frt_gemm_tune_entry *e = &t.e[t.n++];
         e->n = p->n, e->in_dim = p->in_dim, e->out_dim = p->out_dim;
         e->out_bf16 = p->out_dt == FRT_CUDA_BF16;

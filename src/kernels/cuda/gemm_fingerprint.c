@@ -19,6 +19,10 @@ uint64_t frt_cuda_gemm_fingerprint(const frt_cuda_gemm *g)
         int f[] = {pi.n, pi.in_dim, pi.out_dim, (int)pi.out_dtype, pi.accumulate, pi.algo_id, pi.tile_id,
                    pi.stages_id, pi.splitk_num, pi.reduction_scheme, pi.cta_swizzling, pi.custom_option};
         XXH64_update(h, f, sizeof f);
+        if (pi.epilogue != FRT_CUDA_GEMM_EPI_NONE) { /* (hashed only where set: the older plans keep their hash) */
+            const int e = (int)pi.epilogue;
+            XXH64_update(h, &e, sizeof e);
+        }
     }
     uint64_t d = XXH64_digest(h);
     XXH64_freeState(h);

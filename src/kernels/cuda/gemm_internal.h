@@ -41,6 +41,7 @@ int gemm_skinny_glu_run(const skinny_cfg *c, void *stream, uint16_t *y, const ui
 
 struct gemm_plan {
     int n, in_dim, out_dim, out_dt, accumulate;
+    int epi; /* frt_cuda_gemm_epilogue (bf16 out, no accumulate, cuBLASLt only) */
     frt_cuda_gemm_kernel kernel;
     gemv_cfg gv; /* FRT_CUDA_GEMM_GEMV */
     skinny_cfg sk;  /* FRT_CUDA_GEMM_SKINNY */
@@ -67,7 +68,7 @@ struct frt_cuda_gemm {
     int tune_n; /* N of the last frt_cuda_gemm_autotune, or the candidates of a loaded file */
 };
 
-/* The plan of a shape, or NULL. */
+/* The plan of a shape without an epilogue, or NULL. */
 gemm_plan *gemm_plan_find(const frt_cuda_gemm *g, int n, int in_dim, int out_dim, int out_dt, int accumulate);
 
 /* The heuristic's first `want` (1..FRT_GEMM_TUNE_MAX_CANDIDATES) results

@@ -925,6 +925,14 @@ typedef enum frt_cuda_gemm_kernel {
     FRT_CUDA_GEMM_SKINNY = 2,
 } frt_cuda_gemm_kernel;
 
+/* What a plan's epilogue does after the f32 sum, before the bf16 store
+ * (frt_cuda_gemm_plan_epilogue). */
+typedef enum frt_cuda_gemm_epilogue {
+    FRT_CUDA_GEMM_EPI_NONE = 0,
+    FRT_CUDA_GEMM_EPI_BIAS = 1,      /* y = bf16(sum + b) */
+    FRT_CUDA_GEMM_EPI_BIAS_GELU = 2, /* y = bf16(gelu_tanh(sum + b)), cuBLASLt's GELU (the tanh form) */
+} frt_cuda_gemm_epilogue;
+
 /* One plan, for the model fingerprint: the key and the chosen algorithm.
  * A GEMV plan fills the cuBLASLt fields with its own configuration, so a
  * hash of them changes whenever the GEMV choice does: algo_id -1,
@@ -942,6 +950,7 @@ typedef struct frt_cuda_gemm_plan_info {
     int n, in_dim, out_dim;
     frt_cuda_dtype out_dtype;
     int accumulate;
+    frt_cuda_gemm_epilogue epilogue; /* FRT_CUDA_GEMM_EPI_NONE but for frt_cuda_gemm_plan_epilogue's plans */
     int algo_id, tile_id, stages_id, splitk_num, reduction_scheme, cta_swizzling, custom_option;
     uint64_t algo_data[8]; /* the raw cublasLtMatmulAlgo_t */
     frt_cuda_gemm_kernel kernel;
@@ -1033,6 +1042,34 @@ int frt_cuda_gemm_run(frt_cuda_gemm *g, void *stream, void *y, frt_cuda_dtype y_
                       const uint16_t *x, const uint16_t *w, int n, int in_dim, int out_dim,
                       int accumulate);
 
+/* The cuBLASLt plan of y [n, out_dim] bf16 = epi(x . w^T + b) (a no-op
+ * when cached): the bias b [out_dim] bf16 added to the f32 sum, then for
+ * FRT_CUDA_GEMM_EPI_BIAS_GELU cuBLASLt's GELU (the tanh form, torch's
+ * gelu approximate="tanh"), rounded to bf16 once. Replaces a GEMM into f32
+ * and frt_cuda_bias_act's launch. Always cuBLASLt (any n: no GEMV or skinny
+ * form); out_dim a multiple of 8; made with the heuristic's first choice
+ * and left out of frt_cuda_gemm_autotune, frt_cuda_gemm_save and
+ * frt_cuda_gemm_load. Its own plan beside a plain one of the same shape.
+ * Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad shape, epi not BIAS or
+ * BIAS_GELU); FRT_ERR_UNSUPPORTED (no algorithm); FRT_ERR_OUT_OF_RANGE (more
+ * than 1024 plans); FRT_ERR_OUT_OF_MEMORY; FRT_ERR_BACKEND. */
+int frt_cuda_gemm_plan_epilogue(frt_cuda_gemm *g, int n, int in_dim, int out_dim, frt_cuda_gemm_epilogue epi);
+
+/* Enqueues y = epi(x . w^T + bias) with the plan of
+ * frt_cuda_gemm_plan_epilogue. x [n, in_dim], w [out_dim, in_dim], bias
+ * [out_dim], y [n, out_dim], all bf16, 16-byte aligned device pointers; y
+ * must not overlap the others. The bias pointer is set on the plan's
+ * descriptor for this call: one host thread at a time per handle (as every
+ * call on it). With EPI_BIAS, y holds the bits of frt_cuda_gemm_run into
+ * f32 followed by frt_cuda_bias_act (no activation) where both sums are
+ * the same (the same reduction); GELU's tanh may differ from
+ * frt_cuda_bias_act's in the last bit. Twin: frt_cpu_matmul, the bias,
+ * frt_cpu_gelu_tanh. Errors: FRT_ERR_INVALID_ARGUMENT (NULL, bad shape or
+ * epilogue, misaligned); FRT_ERR_STATE (no plan, or the plan needs a
+ * workspace and the stream was not added); FRT_ERR_BACKEND. */
+int frt_cuda_gemm_run_epilogue(frt_cuda_gemm *g, void *stream, uint16_t *y, const uint16_t *x, const uint16_t *w,
+                               const uint16_t *bias, int n, int in_dim, int out_dim, frt_cuda_gemm_epilogue epi);
+
 /* frt_cuda_gemm_run (the same bits), skipped on the device: every block of
  * the GEMV reads *d_skip (int32, device memory) first and returns when it is
  * nonzero, writing nothing, so one captured launch decides per replay (the
@@ -1117,7 +1154,8 @@ int frt_cuda_gemm_plan_get(const frt_cuda_gemm *g, int i, frt_cuda_gemm_plan_inf
  * plans are not tuned. Setup-time calls: never inside a stream capture. */
 
 /* Times up to n_candidates (1..FRT_GEMM_TUNE_MAX_CANDIDATES = 64) of the
- * heuristic's results for every cuBLASLt plan on `stream` (an added stream:
+ * heuristic's results for every cuBLASLt plan without an epilogue (those
+ * of frt_cuda_gemm_plan_epilogue keep the first choice) on `stream` (an added stream:
  * its workspace bounds the candidates; those needing more are skipped) and
  * keeps the fastest (mean of 20 runs after 3 warm-up runs on random bf16
  * operands; a tie keeps the better-ranked). n_candidates 0 puts every plan
@@ -1138,7 +1176,8 @@ int frt_cuda_gemm_autotune(frt_cuda_gemm *g, int n_candidates, void *stream);
  * plan); FRT_ERR_OUT_OF_RANGE (i); FRT_ERR_BACKEND. */
 int frt_cuda_gemm_candidates(const frt_cuda_gemm *g, int i, int max, int (*ids)[7], int *found);
 
-/* Writes every cuBLASLt plan's choice (shape, rank, config ids) with the
+/* Writes every cuBLASLt plan's choice (shape, rank, config ids; not the
+ * epilogue plans, which keep the heuristic's first choice) with the
  * current device's name, cublasLtGetVersion() and the workspace size to
  * path (kernels/gemm_tune.h format; temporary name + rename). Errors:
  * FRT_ERR_INVALID_ARGUMENT (NULL); FRT_ERR_IO; FRT_ERR_BACKEND. */

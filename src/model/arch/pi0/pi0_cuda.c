@@ -118,6 +118,7 @@ typedef struct pc_vit {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; /* [D] */
     const uint16_t *qkv, *o, *fc1, *fc2;        /* [3D, D], [D, D], [I, D], [D, I] */
     const float *qkv_b, *o_b, *fc1_b, *fc2_b;   /* [3D], [D], [I], [D] */
+    const uint16_t *qkv_bb, *fc1_bb;            /* qkv_b, fc1_b in bf16 (the GEMM epilogues' bias: vit_epilogue) */
 } pc_vit;
 
 /* Device pointers of one Gemma layer (prefix or expert). */
@@ -148,6 +149,10 @@ typedef struct pc_model {
     const float *mods;  /* Pi0.5: [steps, 2 L + 1, 3 E] */
     const float *atm_c; /* Pi0: [steps, E], the time half of action_time_mlp_in plus its bias */
     pc_vit *vit;
+    /* vit_bf16_bias: every SigLIP layer's q | k | v and fc1 biases are bf16
+     * values; vit_epi: those GEMMs add them (and fc1's GELU) in cuBLASLt's
+     * epilogue, into bf16 (vit_layer) */
+    int vit_bf16_bias, vit_epi;
     pc_gemma *tl, *el;
     /* scratch (device) */
     float *x, *y, *scores, *xt, *vel, *vel_c;
@@ -375,6 +380,30 @@ static int put_vec(wload *wl, const float **dst, const float *const *src, const 
 
 static int put_v(wload *wl, const float **dst, const float *p, size_t n) { return put_vec(wl, dst, &p, &n, 1); }
 
+/* put_vec's vectors as bf16 (a bias of frt_cuda_gemm_run_epilogue); *exact
+ * is cleared when a value is not a bf16 (rounded, it would change the sums'
+ * bits: the caller keeps the f32 bias and its launch). */
+static int put_vec_bf16(wload *wl, const uint16_t **dst, const float *const *src, const size_t *lens, int ns,
+                        int *exact)
+{
+    size_t n = 0;
+    for (int i = 0; i < ns; i++) n += lens[i];
+    const size_t off = wl->used;
+    wl->used += align_up(n * sizeof(uint16_t));
+    if (wl->pass == 0) return 0;
+    uint16_t *h = calloc(n + 1, sizeof *h);
+    if (!h) return frt_error(FRT_ERR_OUT_OF_MEMORY, "pi0 cuda: out of memory converting the biases");
+    for (size_t i = 0, o = 0; i < (size_t)ns; o += lens[i], i++)
+        for (size_t j = 0; src[i] && j < lens[i]; j++) {
+            h[o + j] = frt_f32_to_bf16(src[i][j]);
+            if (frt_bf16_to_f32(h[o + j]) != src[i][j]) *exact = 0;
+        }
+    int rc = upload(wl, off, h, n * sizeof *h);
+    free(h);
+    *dst = (const uint16_t *)(wl->base + off);
+    return rc;
+}
+
 static int load_vit(wload *wl, const pi0_config *c, const pi0_vit_layer *y, pc_vit *d)
 {
     const int D = c->v_width, I = c->v_inter;
@@ -388,10 +417,13 @@ static int load_vit(wload *wl, const pi0_config *c, const pi0_vit_layer *y, pc_v
     const float *qkv_b[3] = {y->q_b, y->k_b, y->v_b};
     const size_t lens[3] = {Dz, Dz, Dz};
     FRT_TRY(put_vec(wl, &d->qkv_b, qkv_b, lens, 3));
+    FRT_TRY(put_vec_bf16(wl, &d->qkv_bb, qkv_b, lens, 3, &wl->pc->vit_bf16_bias));
     FRT_TRY(put_m(wl, &d->o, y->o_w, D, D));
     FRT_TRY(put_v(wl, &d->o_b, y->o_b, Dz));
     FRT_TRY(put_m(wl, &d->fc1, y->fc1_w, I, D));
     FRT_TRY(put_v(wl, &d->fc1_b, y->fc1_b, (size_t)I));
+    const size_t Iz = (size_t)I;
+    FRT_TRY(put_vec_bf16(wl, &d->fc1_bb, &y->fc1_b, &Iz, 1, &wl->pc->vit_bf16_bias));
     FRT_TRY(put_m(wl, &d->fc2, y->fc2_w, D, I));
     return put_v(wl, &d->fc2_b, y->fc2_b, Dz);
 }
@@ -546,6 +578,23 @@ static int load_all(wload *wl)
     return load_heads(wl, P);
 }
 
+/* FRT_PI0_VIT_EPILOGUE=0 in the environment keeps the SigLIP biases' launches
+ * (the GEMMs into f32, then frt_cuda_bias_act), to compare the forms in one
+ * process (docs/policies.md). */
+static int vit_epilogue_env(void)
+{
+    const char *e = getenv("FRT_PI0_VIT_EPILOGUE");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+/* Whether FRT_PI0_VIT_MHA asks for the attention's f32 form (it reads the f32
+ * q | k | v projection: no bias epilogue on it). */
+static int vit_mha_f32(void)
+{
+    const char *e = getenv("FRT_PI0_VIT_MHA");
+    return e && strcmp(e, "2") == 0;
+}
+
 static int upload_weights(frt_model *m, pc_model *pc)
 {
     wload wl = {.m = m, .pc = pc, .pass = 0};
@@ -555,7 +604,10 @@ static int upload_weights(frt_model *m, pc_model *pc)
     wl.pass = 1;
     wl.used = 0;
     wl.base = frt_buffer_ptr(pc->wbuf);
-    return load_all(&wl);
+    pc->vit_bf16_bias = 1; /* until a bias is not a bf16 (put_vec_bf16) */
+    FRT_TRY(load_all(&wl));
+    pc->vit_epi = pc->vit_bf16_bias && vit_epilogue_env();
+    return 0;
 }
 
 static int cuda_load_weights(frt_model *m)
@@ -675,6 +727,10 @@ static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v, int
     const size_t nsh = sizeof sh / sizeof sh[0];
     for (size_t i = pair ? 6 : 0; i < nsh - (pc->fp8 ? 1 : 0); i++) /* fp8: down is an FP8 product */
         FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    if (!pair && pc->vit_epi) { /* q | k | v and fc1 with their bias (and GELU) in the epilogue (vit_layer) */
+        FRT_TRY(frt_cuda_gemm_plan_epilogue(pc->gemm, v->nv, D, 3 * D, FRT_CUDA_GEMM_EPI_BIAS));
+        FRT_TRY(frt_cuda_gemm_plan_epilogue(pc->gemm, v->nv, D, c->v_inter, FRT_CUDA_GEMM_EPI_BIAS_GELU));
+    }
     if (pc->fp8) { /* the prefix MLP's FP8 products (gemma_layer): gate | up into bf16, down into f32 */
         FRT_TRY(frt_cuda_gemm_fp8_plan(pc->g8, n, Wt, 2 * c->t.inter, BF16));
         return frt_cuda_gemm_fp8_plan(pc->g8, n, c->t.inter, Wt, F32);
@@ -877,17 +933,18 @@ static int vit_attention_mha(frt_model *m, const float *qkv_b, int cams, int *ok
     pc_model *pc = pc_of(m);
     const int D = c->v_width, np = c->n_patch;
     const char *e = getenv("FRT_PI0_VIT_MHA");
+    const int epi = qkv_b == NULL; /* the projection's epilogue wrote q | k | v with their bias in bf16 */
     frt_cuda_mha_args a = {.out = pc->attb, .ldo = D, .n = np, .n_heads = c->v_heads, .head_dim = c->v_head_dim,
                            .scale = 1.0f / sqrtf((float)c->v_head_dim), .batch = cams, .so = (long long)np * D,
                            .q = pc->qkvb, .k = pc->qkvb + D, .v = pc->qkvb + 2 * D, .ldq = 3 * D, .ldkv = 3 * D,
                            .sq = (long long)np * 3 * D, .skv = (long long)np * 3 * D};
-    if (e && strcmp(e, "2") == 0) {
+    if (!epi && vit_mha_f32()) {
         a.q = a.k = a.v = NULL, a.ldq = a.ldkv = 0, a.sq = a.skv = 0;
         a.qkv_f32 = pc->y, a.bias = qkv_b, a.ld_f32 = 3 * D, a.s_f32 = (long long)np * 3 * D;
     }
     *ok = !(e && strcmp(e, "0") == 0) && frt_cuda_attention_mha_check(&a) == 0;
     if (!*ok) return 0;
-    if (!a.qkv_f32)
+    if (!a.qkv_f32 && !epi)
         FRT_TRY(frt_cuda_bias_act(sp(m), pc->qkvb, BF16, pc->y, qkv_b, cams * np, 3 * D, FRT_CUDA_ACT_NONE));
     return frt_cuda_attention_mha(sp(m), &a);
 }
@@ -911,18 +968,28 @@ static int vit_layer(frt_model *m, const pc_vit *y, const float *next_w, const f
     pc_model *pc = pc_of(m);
     void *s = sp(m);
     const int D = c->v_width, I = c->v_inter, n = sh->nv;
-    FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
+    const int qkv_epi = pc->vit_epi && !vit_mha_f32(); /* q | k | v with their bias straight into bf16 */
+    if (qkv_epi)
+        FRT_TRY(frt_cuda_gemm_run_epilogue(pc->gemm, s, pc->qkvb, pc->hb, y->qkv, y->qkv_bb, n, D, 3 * D,
+                                           FRT_CUDA_GEMM_EPI_BIAS));
+    else
+        FRT_TRY(gemm(m, pc->y, pc->hb, y->qkv, n, D, 3 * D));
     int one = 0; /* the attention in one launch from the f32 projection, or the bias launch and the products */
-    FRT_TRY(vit_attention_mha(m, y->qkv_b, sh->cams, &one));
+    FRT_TRY(vit_attention_mha(m, qkv_epi ? NULL : y->qkv_b, sh->cams, &one));
     if (!one) {
-        FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
+        if (!qkv_epi) FRT_TRY(frt_cuda_bias_act(s, pc->qkvb, BF16, pc->y, y->qkv_b, n, 3 * D, FRT_CUDA_ACT_NONE));
         FRT_TRY(vit_attention(m, sh->cams));
     }
     FRT_TRY(gemm(m, pc->y, pc->attb, y->o, n, D, D));
     FRT_TRY(frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->o_b, NULL, FRT_CUDA_NORM_LAYER, y->ln2_w, y->ln2_b, n,
                               D, c->v_eps));
-    FRT_TRY(gemm(m, pc->y, pc->hb, y->fc1, n, D, I));
-    FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, y->fc1_b, n, I, FRT_CUDA_ACT_GELU_TANH));
+    if (pc->vit_epi) {
+        FRT_TRY(frt_cuda_gemm_run_epilogue(pc->gemm, s, pc->actb, pc->hb, y->fc1, y->fc1_bb, n, D, I,
+                                           FRT_CUDA_GEMM_EPI_BIAS_GELU));
+    } else {
+        FRT_TRY(gemm(m, pc->y, pc->hb, y->fc1, n, D, I));
+        FRT_TRY(frt_cuda_bias_act(s, pc->actb, BF16, pc->y, y->fc1_b, n, I, FRT_CUDA_ACT_GELU_TANH));
+    }
     FRT_TRY(gemm(m, pc->y, pc->actb, y->fc2, n, I, D));
     return frt_cuda_add_norm(s, pc->hb, BF16, pc->x, pc->y, y->fc2_b, NULL, FRT_CUDA_NORM_LAYER, next_w, next_b, n, D,
                              c->v_eps);
