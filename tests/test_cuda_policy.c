@@ -28,7 +28,8 @@
  * the prompts in two buckets), beta 1 against the
  * conditioned prompt alone (C2), slot symmetry (C3, byte-identical), its
  * denoise-only bit for bit. The SigLIP bias epilogues against the same
- * model's bias launches (FRT_PI0_VIT_EPILOGUE=0). Prints the time of one
+ * model's bias launches (FRT_PI0_VIT_EPILOGUE=0), and a SigLIP bias stored
+ * in f32 keeps the launches. Prints the time of one
  * inference on each backend.
  */
 #include "frt_test.h"
@@ -493,6 +494,58 @@ static void fp8_refused_odd(void)
     CHECK(system(cmd) == 0);
 }
 
+/* A policy whose first SigLIP layer's fc1 bias is stored in f32 (random
+ * values a bf16 does not hold): the tower keeps the bias launches (the
+ * epilogue would round that bias), so the model has the graph nodes and
+ * the action bytes of the same weights under FRT_PI0_VIT_EPILOGUE=0. */
+static void f32_bias_keeps_launches(void)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-policy-%d-f32bias", (int)getpid());
+    frt_weight_spec *w = NULL;
+    int n = 0, changed = 0;
+    frt_checkpoint *ck = NULL;
+    CHECK_OK(frt_gen_policy_specs_dims(&SMALL, 1, &w, &n));
+    for (int i = 0; i < n; i++)
+        if (strstr(w[i].name, "encoder.layers.0.mlp.fc1.bias")) w[i].dtype = FRT_DT_F32, changed++;
+    CHECK(changed == 1);
+    CHECK_OK(frt_gen_model_build_specs(w, n, 5, &ck));
+    CHECK_OK(frt_mkdir_p(dir));
+    CHECK_OK(frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC));
+    CHECK_OK(frt_gen_policy_write_config_dims(&SMALL, 1, dir));
+    frt_checkpoint_close(ck);
+    free(w);
+    frt_model *g = load(dir, FRT_BACKEND_CUDA, 13);
+    setenv("FRT_PI0_VIT_EPILOGUE", "0", 1);
+    frt_model *s = load(dir, FRT_BACKEND_CUDA, 13);
+    unsetenv("FRT_PI0_VIT_EPILOGUE");
+    if (g && s) {
+        frt_policy_info pi;
+        CHECK_OK(frt_policy_info_get(g, &pi));
+        obs o;
+        obs_make(&o, &pi, 2, 11, SMALL.vocab);
+        const size_t na = (size_t)pi.chunk * pi.action_dim;
+        float *ga = malloc(na * 4), *sa = malloc(na * 4);
+        frt_policy_inputs in = inputs(&o, &pi, 1);
+        CHECK_OK(frt_policy_run(g, &in, ga, na));
+        CHECK_OK(frt_policy_run(s, &in, sa, na));
+        int ng = 0, ns = 0;
+        CHECK_OK(frt_policy_graph_nodes(g, &in, &ng));
+        CHECK_OK(frt_policy_graph_nodes(s, &in, &ns));
+        const int same = memcmp(ga, sa, na * 4) == 0;
+        printf("  %-28s %d graph nodes against %d with FRT_PI0_VIT_EPILOGUE=0, actions the same bytes: %s\n",
+               "f32 SigLIP bias", ng, ns, same ? "yes" : "no (FAIL)");
+        CHECK(ng == ns && same);
+        free(ga), free(sa);
+        obs_free(&o);
+    }
+    frt_model_free(g);
+    frt_model_free(s);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 /* The real Pi0.5 shape of gen-model (tools/gen_policy.c). */
 static void compare_real(void)
 {
@@ -524,6 +577,7 @@ int main(void)
     compare("pi0 small, heads of 256", &TAIL_ATT, 0, 2, 11, 13);  /* the layer tail with the attention */
     compare("pi05 small, heads of 256", &TAIL_ATT, 1, 3, 11, 13);
     fp8_refused_odd();
+    f32_bias_keeps_launches();
     if (!getenv("FRT_TEST_POLICY_SMALL_ONLY")) compare_real();
     return frt_test_report();
 #endif
