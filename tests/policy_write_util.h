@@ -18,14 +18,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A random policy of dimensions d (seed: its weights) written into dir;
- * 0 or a negative status. */
-static inline int write_policy_dims(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed)
+/* A random policy of dimensions d (seed: its weights) written into dir,
+ * the weights whose names contain f32_part (NULL: none) stored in f32
+ * (random values a bf16 does not hold), *n_f32 (may be NULL) set to how
+ * many; 0 or a negative status. */
+static inline int write_policy_dims_f32(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed,
+                                        const char *f32_part, int *n_f32)
 {
     frt_weight_spec *w = NULL;
-    int n = 0;
+    int n = 0, nf = 0;
     frt_checkpoint *ck = NULL;
     int rc = frt_gen_policy_specs_dims(d, pi05, &w, &n);
+    for (int i = 0; rc == 0 && f32_part && i < n; i++)
+        if (strstr(w[i].name, f32_part)) w[i].dtype = FRT_DT_F32, nf++;
+    if (n_f32) *n_f32 = nf;
     if (rc == 0) rc = frt_gen_model_build_specs(w, n, seed, &ck);
     if (rc == 0) rc = frt_mkdir_p(dir);
     if (rc == 0) rc = frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC);
@@ -33,6 +39,13 @@ static inline int write_policy_dims(const char *dir, const frt_gen_policy_dims *
     frt_checkpoint_close(ck);
     free(w);
     return rc;
+}
+
+/* A random policy of dimensions d (seed: its weights) written into dir;
+ * 0 or a negative status. */
+static inline int write_policy_dims(const char *dir, const frt_gen_policy_dims *d, int pi05, uint64_t seed)
+{
+    return write_policy_dims_f32(dir, d, pi05, seed, NULL, NULL);
 }
 
 /* One policy in two weight precisions, f and other: other's capsule is

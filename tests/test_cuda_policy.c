@@ -502,19 +502,9 @@ static void f32_bias_keeps_launches(void)
 {
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/frt-test-cuda-policy-%d-f32bias", (int)getpid());
-    frt_weight_spec *w = NULL;
-    int n = 0, changed = 0;
-    frt_checkpoint *ck = NULL;
-    CHECK_OK(frt_gen_policy_specs_dims(&SMALL, 1, &w, &n));
-    for (int i = 0; i < n; i++)
-        if (strstr(w[i].name, "encoder.layers.0.mlp.fc1.bias")) w[i].dtype = FRT_DT_F32, changed++;
+    int changed = 0;
+    CHECK_OK(write_policy_dims_f32(dir, &SMALL, 1, 5, "encoder.layers.0.mlp.fc1.bias", &changed));
     CHECK(changed == 1);
-    CHECK_OK(frt_gen_model_build_specs(w, n, 5, &ck));
-    CHECK_OK(frt_mkdir_p(dir));
-    CHECK_OK(frt_checkpoint_write(ck, dir, 0, FRT_CKPT_WRITE_NO_FSYNC));
-    CHECK_OK(frt_gen_policy_write_config_dims(&SMALL, 1, dir));
-    frt_checkpoint_close(ck);
-    free(w);
     frt_model *g = load(dir, FRT_BACKEND_CUDA, 13);
     setenv("FRT_PI0_VIT_EPILOGUE", "0", 1);
     frt_model *s = load(dir, FRT_BACKEND_CUDA, 13);

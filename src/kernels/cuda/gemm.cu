@@ -493,6 +493,20 @@ int gemm_stream_ws(const frt_cuda_gemm *g, void *stream, void **ws, size_t *byte
     return 0;
 }
 
+/* The workspace of `stream` for cuBLASLt plan p into *ws, *bytes;
+ * FRT_ERR_STATE when the plan needs more than the stream has. */
+static int plan_ws(const frt_cuda_gemm *g, const gemm_plan *p, void *stream, const char *what, void **ws,
+                   size_t *bytes)
+{
+    gemm_stream_ws(g, stream, ws, bytes);
+    if (p->ws_needed > *bytes)
+        return frt_error(FRT_ERR_STATE,
+                         "cuda gemm %s: the plan needs %zu bytes of workspace and the stream has "
+                         "none (frt_cuda_gemm_add_stream at setup)",
+                         what, p->ws_needed);
+    return 0;
+}
+
 static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void *y,
                     frt_cuda_dtype y_dtype, const uint16_t *x, const uint16_t *w, int n, int in_dim,
                     int out_dim, int accumulate)
@@ -521,16 +535,11 @@ static int gemm_run(frt_cuda_gemm *g, void *stream, const int32_t *d_skip, void 
                          "cuda gemm run_unless: n %d in %d out %d has a %s plan (the device-side "
                          "skip needs the GEMV)",
                          n, in_dim, out_dim, p->kernel == FRT_CUDA_GEMM_SKINNY ? "skinny" : "cuBLASLt");
-    void *ws = NULL;
-    size_t ws_bytes = 0;
     if (p->kernel == FRT_CUDA_GEMM_SKINNY) /* no workspace */
         return gemm_skinny_run(&p->sk, stream, y, y_dtype == FRT_CUDA_BF16, x, w, n, in_dim, out_dim, accumulate);
-    gemm_stream_ws(g, stream, &ws, &ws_bytes);
-    if (p->ws_needed > ws_bytes)
-        return frt_error(FRT_ERR_STATE,
-                         "cuda gemm run: the plan needs %zu bytes of workspace and the stream has "
-                         "none (frt_cuda_gemm_add_stream at setup)",
-                         p->ws_needed);
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    FRT_TRY(plan_ws(g, p, stream, "run", &ws, &ws_bytes));
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     FRT_CUBLAS_TRY(cublasLtMatmul(g->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y,
                                   p->c, &p->algo, ws, ws_bytes, (cudaStream_t)stream));
@@ -596,12 +605,7 @@ extern "C" int frt_cuda_gemm_run_epilogue(frt_cuda_gemm *g, void *stream, uint16
                          n, in_dim, out_dim, epi_name(epi));
     void *ws = NULL;
     size_t ws_bytes = 0;
-    gemm_stream_ws(g, stream, &ws, &ws_bytes);
-    if (p->ws_needed > ws_bytes)
-        return frt_error(FRT_ERR_STATE,
-                         "cuda gemm run_epilogue: the plan needs %zu bytes of workspace and the stream has "
-                         "none (frt_cuda_gemm_add_stream at setup)",
-                         p->ws_needed);
+    FRT_TRY(plan_ws(g, p, stream, "run_epilogue", &ws, &ws_bytes));
     /* The bias is an attribute of the plan's descriptor: set for this call
      * (read when the launch is enqueued, and kept by a graph capture). */
     FRT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
