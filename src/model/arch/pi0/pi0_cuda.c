@@ -149,10 +149,10 @@ typedef struct pc_model {
     const float *mods;  /* Pi0.5: [steps, 2 L + 1, 3 E] */
     const float *atm_c; /* Pi0: [steps, E], the time half of action_time_mlp_in plus its bias */
     pc_vit *vit;
-    /* vit_bf16_bias: every SigLIP layer's q | k | v and fc1 biases are bf16
-     * values; vit_epi: those GEMMs add them (and fc1's GELU) in cuBLASLt's
-     * epilogue, into bf16 (vit_layer) */
-    int vit_bf16_bias, vit_epi;
+    /* every SigLIP layer's q | k | v and fc1 biases are bf16 values, so those
+     * GEMMs add them (and fc1's GELU) in cuBLASLt's epilogue, into bf16
+     * (vit_layer; FRT_PI0_VIT_EPILOGUE=0 turns it off) */
+    int vit_epi;
     pc_gemma *tl, *el;
     /* scratch (device) */
     float *x, *y, *scores, *xt, *vel, *vel_c;
@@ -290,6 +290,7 @@ typedef struct wload {
     int pass;    /* 0: size, 1: upload */
     size_t used; /* bytes */
     char *base;
+    int bf16_bias; /* pass 1: every SigLIP q | k | v and fc1 bias so far is a bf16 value (put_vec_bf16) */
 } wload;
 
 /* A block of rows of a host f32 matrix: rows x cols from p, rows ld apart. */
@@ -417,13 +418,13 @@ static int load_vit(wload *wl, const pi0_config *c, const pi0_vit_layer *y, pc_v
     const float *qkv_b[3] = {y->q_b, y->k_b, y->v_b};
     const size_t lens[3] = {Dz, Dz, Dz};
     FRT_TRY(put_vec(wl, &d->qkv_b, qkv_b, lens, 3));
-    FRT_TRY(put_vec_bf16(wl, &d->qkv_bb, qkv_b, lens, 3, &wl->pc->vit_bf16_bias));
+    FRT_TRY(put_vec_bf16(wl, &d->qkv_bb, qkv_b, lens, 3, &wl->bf16_bias));
     FRT_TRY(put_m(wl, &d->o, y->o_w, D, D));
     FRT_TRY(put_v(wl, &d->o_b, y->o_b, Dz));
     FRT_TRY(put_m(wl, &d->fc1, y->fc1_w, I, D));
     FRT_TRY(put_v(wl, &d->fc1_b, y->fc1_b, (size_t)I));
     const size_t Iz = (size_t)I;
-    FRT_TRY(put_vec_bf16(wl, &d->fc1_bb, &y->fc1_b, &Iz, 1, &wl->pc->vit_bf16_bias));
+    FRT_TRY(put_vec_bf16(wl, &d->fc1_bb, &y->fc1_b, &Iz, 1, &wl->bf16_bias));
     FRT_TRY(put_m(wl, &d->fc2, y->fc2_w, D, I));
     return put_v(wl, &d->fc2_b, y->fc2_b, Dz);
 }
@@ -604,9 +605,9 @@ static int upload_weights(frt_model *m, pc_model *pc)
     wl.pass = 1;
     wl.used = 0;
     wl.base = frt_buffer_ptr(pc->wbuf);
-    pc->vit_bf16_bias = 1; /* until a bias is not a bf16 (put_vec_bf16) */
+    wl.bf16_bias = 1; /* until a bias is not a bf16 (put_vec_bf16) */
     FRT_TRY(load_all(&wl));
-    pc->vit_epi = pc->vit_bf16_bias && vit_epilogue_env();
+    pc->vit_epi = wl.bf16_bias && vit_epilogue_env();
     return 0;
 }
 
@@ -725,8 +726,11 @@ static int plan_prefix(const pi0_config *c, pc_model *pc, const pc_shape *v, int
                          {v->nv, D, c->v_inter}, {v->nv, c->v_inter, D}, {v->nv, D, Wt},
                          {n, Wt, Qt + 2 * KV},   {n, Qt, Wt},            {n, c->t.inter, Wt}};
     const size_t nsh = sizeof sh / sizeof sh[0];
-    for (size_t i = pair ? 6 : 0; i < nsh - (pc->fp8 ? 1 : 0); i++) /* fp8: down is an FP8 product */
+    const int no_f32_qkv = pc->vit_epi && !vit_mha_f32(); /* vit_layer's q | k | v in the epilogue, fc1 too */
+    for (size_t i = pair ? 6 : 0; i < nsh - (pc->fp8 ? 1 : 0); i++) { /* fp8: down is an FP8 product */
+        if ((i == 1 && no_f32_qkv) || (i == 3 && pc->vit_epi)) continue;
         FRT_TRY(frt_cuda_gemm_plan(pc->gemm, sh[i][0], sh[i][1], sh[i][2], F32, 0));
+    }
     if (!pair && pc->vit_epi) { /* q | k | v and fc1 with their bias (and GELU) in the epilogue (vit_layer) */
         FRT_TRY(frt_cuda_gemm_plan_epilogue(pc->gemm, v->nv, D, 3 * D, FRT_CUDA_GEMM_EPI_BIAS));
         FRT_TRY(frt_cuda_gemm_plan_epilogue(pc->gemm, v->nv, D, c->v_inter, FRT_CUDA_GEMM_EPI_BIAS_GELU));
